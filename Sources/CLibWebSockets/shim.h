@@ -1,0 +1,35 @@
+#include <libwebsockets.h>
+
+// LWS_PRE is a macro expression Swift cannot import.
+static inline size_t dt_lws_pre(void) { return LWS_PRE; }
+
+// The default vhost's bound port (the kernel's choice when configured with port 0).
+static inline int dt_lws_listen_port(struct lws_context *ctx) {
+  struct lws_vhost *vh = lws_get_vhost_by_name(ctx, "default");
+  return vh ? lws_get_vhost_listen_port(vh) : -1;
+}
+
+// The opaque user pointer carries our connection id; these avoid pointer-from-integer casts in Swift.
+static inline void dt_lws_set_id(struct lws *wsi, uint64_t id) {
+  lws_set_opaque_user_data(wsi, (void *)(uintptr_t)id);
+}
+static inline uint64_t dt_lws_get_id(struct lws *wsi) {
+  return (uint64_t)(uintptr_t)lws_get_opaque_user_data(wsi);
+}
+
+// Stopping a libuv-backed context: lws_service() runs uv_run() until no handles remain, so the
+// first lws_context_destroy() must happen inside the loop (it closes the uv handles); the caller
+// then destroys again after lws_service() returns. A sul timer runs it outside any wsi callback.
+struct dt_stopper {
+  lws_sorted_usec_list_t sul;
+  struct lws_context *ctx;
+};
+static void dt_stopper_fire(lws_sorted_usec_list_t *sul) {
+  struct dt_stopper *stopper = lws_container_of(sul, struct dt_stopper, sul);
+  lws_context_destroy(stopper->ctx);
+}
+static inline void dt_lws_schedule_stop(struct lws_context *ctx, struct dt_stopper *stopper) {
+  memset(stopper, 0, sizeof(*stopper));
+  stopper->ctx = ctx;
+  lws_sul_schedule(ctx, 0, &stopper->sul, dt_stopper_fire, 1);
+}

@@ -1,0 +1,79 @@
+import CLibWebSockets
+
+/// Service-thread state of one HTTP request/response on a connection.
+final class HTTPExchange {
+  let id: UInt64
+  let wsi: OpaquePointer
+  var request: HTTPRequest
+  var expectedLength: Int?
+  var bodyTooLarge = false
+  private var response: HTTPResponse?
+  private var headersSent = false
+  private var bodyOffset = 0
+  /// Set when the request body was not read (early error): the connection cannot be reused.
+  var closeAfterResponse = false
+
+  init(id: UInt64, wsi: OpaquePointer, request: HTTPRequest) {
+    self.id = id; self.wsi = wsi; self.request = request
+  }
+
+  var hasResponse: Bool { response != nil }
+
+  func setResponse(_ response: HTTPResponse) {
+    guard self.response == nil else { return }
+    self.response = response
+    lws_callback_on_writable(wsi)
+  }
+
+  enum WriteResult { case more, done, failed }
+
+  /// Writes headers, then the body in chunks, one lws write per writable callback.
+  func writeNext(on loop: ServiceLoop) -> WriteResult {
+    guard let response else { return .more }
+    let isHead = request.method == .HEAD
+    if !headersSent {
+      headersSent = true
+      guard writeHeaders(response, bodyLength: response.body.count) else { return .failed }
+      if response.body.isEmpty || isHead { return .done }
+      lws_callback_on_writable(wsi)
+      return .more
+    }
+    let chunk = 32 * 1024
+    let end = min(bodyOffset + chunk, response.body.count)
+    let final = end == response.body.count
+    guard loop.write(wsi, response.body[bodyOffset..<end], final ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) else {
+      return .failed
+    }
+    bodyOffset = end
+    if final { return .done }
+    lws_callback_on_writable(wsi)
+    return .more
+  }
+
+  private func writeHeaders(_ response: HTTPResponse, bodyLength: Int) -> Bool {
+    let capacity = 4096
+    let preamble = Int(dt_lws_pre())
+    var buffer = [UInt8](repeating: 0, count: preamble + capacity)
+    return buffer.withUnsafeMutableBufferPointer { b -> Bool in
+      guard let base = b.baseAddress else { return false }
+      let start = base + preamble
+      let end = start + capacity - 1
+      var cursor: UnsafeMutablePointer<UInt8>? = start
+      let failed = response.contentType.withCString { type in
+        lws_add_http_common_headers(wsi, UInt32(response.status), type, lws_filepos_t(bodyLength), &cursor, end) != 0
+      }
+      if failed { return false }
+      for field in response.headers + [HTTPHeaderField("cache-control", "no-store")] {
+        let name = Array((field.name.lowercased() + ":").utf8) + [0]
+        let value = Array(field.value.utf8)
+        let result = name.withUnsafeBufferPointer { n in
+          value.withUnsafeBufferPointer { v in
+            lws_add_http_header_by_name(wsi, n.baseAddress, v.baseAddress, Int32(v.count), &cursor, end)
+          }
+        }
+        if result != 0 { return false }
+      }
+      return lws_finalize_write_http_header(wsi, start, &cursor, end) == 0
+    }
+  }
+}

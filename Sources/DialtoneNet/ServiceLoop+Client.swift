@@ -1,0 +1,153 @@
+import CLibWebSockets
+import Foundation
+
+struct ClientConnectRequest {
+  let id: UInt64
+  let host: String
+  let port: Int
+  let path: String
+  let useTLS: Bool
+  let allowSelfSigned: Bool
+  let headers: [HTTPHeaderField]
+  let onEvent: @Sendable (WebSocketClientEvent) -> Void
+}
+
+/// Service-thread state of one client connection, from connect to close.
+final class ClientSession {
+  let request: ClientConnectRequest
+  var session: WebSocketSession?
+  var wsi: OpaquePointer?
+  /// Sends issued before the handshake completed.
+  var pendingSends: [([UInt8], Bool)] = []
+  var closeRequested: (UInt16, String)?
+  /// lws may keep pointers to these until the connection ends.
+  var cStrings: [UnsafeMutablePointer<CChar>] = []
+
+  init(request: ClientConnectRequest) { self.request = request }
+  deinit { cStrings.forEach { free($0) } }
+
+  func enqueue(_ bytes: [UInt8], binary: Bool) {
+    if let session { session.enqueue(bytes, binary: binary) } else { pendingSends.append((bytes, binary)) }
+  }
+}
+
+extension ServiceLoop {
+  private static let clientIDs = ClientIDCounter()
+
+  func reserveClientID() -> UInt64 { Self.clientIDs.next() }
+
+  func openClient(_ request: ClientConnectRequest) {
+    guard let context, !draining else {
+      request.onEvent(.failed("client is shut down"))
+      return
+    }
+    let client = ClientSession(request: request)
+    func keep(_ string: String) -> UnsafePointer<CChar>? {
+      guard let copy = strdup(string) else { return nil }
+      client.cStrings.append(copy)
+      return UnsafePointer(copy)
+    }
+    var info = lws_client_connect_info()
+    info.context = context
+    info.address = keep(request.host)
+    info.port = Int32(request.port)
+    info.path = keep(request.path)
+    info.host = keep(request.port == 80 || request.port == 443 ? request.host : "\(request.host):\(request.port)")
+    info.origin = info.host
+    info.local_protocol_name = keep("dialtone")
+    if request.useTLS {
+      var flags = Int32(LCCSCF_USE_SSL.rawValue)
+      if request.allowSelfSigned {
+        flags |= Int32(LCCSCF_ALLOW_SELFSIGNED.rawValue) | Int32(LCCSCF_SKIP_SERVER_CERT_HOSTNAME_CHECK.rawValue)
+          | Int32(LCCSCF_ALLOW_EXPIRED.rawValue)
+      }
+      info.ssl_connection = flags
+    }
+    info.opaque_user_data = UnsafeMutableRawPointer(bitPattern: UInt(request.id))
+    // Registered before connecting: lws may report a connection error synchronously.
+    clients[request.id] = client
+    let wsi = lws_client_connect_via_info(&info)
+    if wsi == nil, clients.removeValue(forKey: request.id) != nil {
+      request.onEvent(.failed("cannot connect to \(request.host):\(request.port)"))
+    } else {
+      client.wsi = wsi
+    }
+  }
+
+  func closeClient(_ client: ClientSession, code: UInt16, reason: String) {
+    if let session = client.session {
+      session.requestClose(code: code, reason: reason)
+    } else {
+      client.closeRequested = (code, reason)
+    }
+  }
+
+  func handleClient(_ wsi: OpaquePointer, _ reason: lws_callback_reasons,
+                    _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+    let id = dt_lws_get_id(wsi)
+    guard let client = clients[id] else { return reason == LWS_CALLBACK_CLIENT_CLOSED ? 0 : -1 }
+    switch reason {
+    case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
+      guard let input else { return 0 }
+      let cursor = input.assumingMemoryBound(to: UnsafeMutablePointer<UInt8>?.self)
+      guard let start = cursor.pointee else { return -1 }
+      let end = start + length
+      for field in client.request.headers {
+        let name = Array((field.name.lowercased() + ":").utf8) + [0]
+        let value = Array(field.value.utf8)
+        let failed = name.withUnsafeBufferPointer { n in
+          value.withUnsafeBufferPointer { v in
+            lws_add_http_header_by_name(wsi, n.baseAddress, v.baseAddress, Int32(v.count), cursor, end) != 0
+          }
+        }
+        if failed { return -1 }
+      }
+      return 0
+
+    case LWS_CALLBACK_CLIENT_ESTABLISHED:
+      let session = WebSocketSession(id: id, wsi: wsi, maxMessageBytes: maxMessageBytes)
+      client.session = session
+      client.request.onEvent(.opened)
+      for (bytes, binary) in client.pendingSends { session.enqueue(bytes, binary: binary) }
+      client.pendingSends = []
+      if let (code, text) = client.closeRequested { session.requestClose(code: code, reason: text) }
+      if draining { session.requestClose(code: WebSocketCloseCode.goingAway, reason: "") }
+      return 0
+
+    case LWS_CALLBACK_CLIENT_RECEIVE:
+      guard let session = client.session else { return -1 }
+      switch session.receive(input, length) {
+      case .partial: return 0
+      case .tooBig: return session.rejectTooBig()
+      case .message(let bytes, let isText):
+        client.request.onEvent(.message(bytes, isText: isText))
+        return 0
+      }
+
+    case LWS_CALLBACK_CLIENT_WRITEABLE:
+      return client.session?.writable(on: self) ?? 0
+
+    case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
+      clients.removeValue(forKey: id)
+      let message = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "connection failed"
+      client.request.onEvent(.failed(message))
+      return 0
+
+    case LWS_CALLBACK_CLIENT_CLOSED:
+      clients.removeValue(forKey: id)
+      client.request.onEvent(.closed(code: client.session?.peerCloseCode))
+      return 0
+
+    default:
+      return 0
+    }
+  }
+}
+
+/// Client ids are handed out on the caller's thread, before the connect reaches the loop.
+private final class ClientIDCounter: @unchecked Sendable {
+  // @unchecked: `value` is only touched under `lock`.
+  private let lock = NSLock()
+  private var value: UInt64 = 0
+  func next() -> UInt64 { lock.withLock { value += 1; return value } }
+}

@@ -1,0 +1,97 @@
+import CLibWebSockets
+
+extension ServiceLoop {
+  func handleHTTP(_ wsi: OpaquePointer, _ reason: lws_callback_reasons,
+                  _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+    guard let server else { return -1 }
+    switch reason {
+    case LWS_CALLBACK_HTTP:
+      var id = dt_lws_get_id(wsi)
+      if id == 0 { id = allocateID(for: wsi) }
+      let target = requestTarget(wsi)
+      let headers = readHeaders(wsi)
+      guard let method = requestMethod(wsi) else {
+        return startExchange(id, wsi, HTTPRequest(method: .GET, path: target.path), early: HTTPError(status: 405, code: "method-not-allowed", message: "unsupported method"))
+      }
+      let request = HTTPRequest(method: method, path: target.path, query: target.query, headers: headers,
+                                remoteAddress: peerAddress(wsi))
+      if draining {
+        return startExchange(id, wsi, request, early: HTTPError(status: 503, code: "unavailable", message: "server is shutting down"))
+      }
+      let declared = headers["content-length"].flatMap { Int($0) }
+      let chunked = headers["transfer-encoding"]?.lowercased().contains("chunked") ?? false
+      if let declared, declared > server.configuration.maxBodyBytes {
+        return startExchange(id, wsi, request, early: HTTPError(status: 413, code: "too-large", message: "body exceeds \(server.configuration.maxBodyBytes) bytes"))
+      }
+      let exchange = HTTPExchange(id: id, wsi: wsi, request: request)
+      exchange.expectedLength = declared
+      exchanges[id] = exchange
+      let hasBody = (declared ?? 0) > 0 || chunked
+      if !hasBody { dispatch(exchange, router: server.router) }
+      return 0
+
+    case LWS_CALLBACK_HTTP_BODY:
+      guard let exchange = exchanges[dt_lws_get_id(wsi)] else { return -1 }
+      if exchange.bodyTooLarge { return 0 }
+      if exchange.request.body.count + length > server.configuration.maxBodyBytes {
+        exchange.bodyTooLarge = true
+        exchange.request.body = []
+        return 0
+      }
+      if let input, length > 0 {
+        exchange.request.body.append(contentsOf: UnsafeRawBufferPointer(start: input, count: length))
+      }
+      return 0
+
+    case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+      guard let exchange = exchanges[dt_lws_get_id(wsi)] else { return -1 }
+      if exchange.bodyTooLarge {
+        exchange.closeAfterResponse = true
+        exchange.setResponse(.error(HTTPError(status: 413, code: "too-large", message: "body exceeds \(server.configuration.maxBodyBytes) bytes")))
+      } else if !exchange.hasResponse {
+        dispatch(exchange, router: server.router)
+      }
+      return 0
+
+    case LWS_CALLBACK_HTTP_WRITEABLE:
+      let id = dt_lws_get_id(wsi)
+      guard let exchange = exchanges[id] else { return 0 }
+      switch exchange.writeNext(on: self) {
+      case .more:
+        return 0
+      case .failed:
+        return -1
+      case .done:
+        exchanges.removeValue(forKey: id)
+        if exchange.closeAfterResponse || draining { return -1 }
+        return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
+      }
+
+    case LWS_CALLBACK_CLOSED_HTTP:
+      exchanges.removeValue(forKey: dt_lws_get_id(wsi))
+      return 0
+
+    default:
+      return 0
+    }
+  }
+
+  /// Answers before reading the body; the connection closes after, since unread body bytes would
+  /// otherwise be parsed as the next request.
+  private func startExchange(_ id: UInt64, _ wsi: OpaquePointer, _ request: HTTPRequest, early error: HTTPError) -> Int32 {
+    let exchange = HTTPExchange(id: id, wsi: wsi, request: request)
+    exchange.closeAfterResponse = true
+    exchanges[id] = exchange
+    exchange.setResponse(.error(error))
+    return 0
+  }
+
+  private func dispatch(_ exchange: HTTPExchange, router: Router) {
+    let request = exchange.request
+    let id = exchange.id
+    Task { [self] in
+      let response = await router.respond(to: request)
+      post(.respond(id, response))
+    }
+  }
+}

@@ -1,0 +1,297 @@
+import CLibWebSockets
+import Foundation
+
+/// Owns one libwebsockets context and the only thread that may call into it.
+///
+/// Other threads talk to it through `post`, which queues a command and wakes the loop with
+/// `lws_cancel_service`; the loop drains the queue in `LWS_CALLBACK_EVENT_WAIT_CANCELLED`.
+final class ServiceLoop: @unchecked Sendable {
+  // @unchecked: everything but `inbox`/`inboxState` is touched only on the service thread; those two are lock-guarded.
+
+  enum Command {
+    case send(UInt64, [UInt8], binary: Bool)
+    case close(UInt64, UInt16, String)
+    case respond(UInt64, HTTPResponse)
+    case connect(ClientConnectRequest)
+    case shutdown(drainSeconds: Double)
+  }
+
+  struct ServerRole {
+    var configuration: WebServerConfiguration
+    var router: Router
+    var webSocketHandler: any WebSocketHandler
+  }
+
+  // Cross-thread inbox.
+  private let inboxLock = NSLock()
+  private var inbox: [Command] = []
+  private var inboxClosed = false
+
+  // Service-thread state.
+  private(set) var context: OpaquePointer?
+  let server: ServerRole?
+  let maxMessageBytes: Int
+  var nextConnectionID: UInt64 = 1
+  var webSockets: [UInt64: WebSocketSession] = [:]
+  var exchanges: [UInt64: HTTPExchange] = [:]
+  var pendingUpgrades: [UInt64: UpgradeRequest] = [:]
+  var clients: [UInt64: ClientSession] = [:]
+  var draining = false
+  private var drainDeadline: Date = .distantFuture
+  private var stopRequested = false
+  private var wakeTimer: DispatchSourceTimer?
+  private var sendBuffer: [UInt8]
+  let preamble = Int(dt_lws_pre())
+
+  private let finished = DispatchSemaphore(value: 0)
+  private var thread: Thread?
+  private var protocols: UnsafeMutablePointer<lws_protocols>?
+  private let protocolName = strdup("dialtone")
+  private var retryPolicy = UnsafeMutablePointer<lws_retry_bo_t>.allocate(capacity: 1)
+  private let stopper = UnsafeMutablePointer<dt_stopper>.allocate(capacity: 1)
+
+  /// The port the server listens on (the kernel's pick when configured with 0), or nil for a client loop.
+  private(set) var listenPort: Int?
+
+  init(server: ServerRole?, maxMessageBytes: Int, pingIntervalSeconds: Int, idleTimeoutSeconds: Int) throws {
+    self.server = server
+    self.maxMessageBytes = maxMessageBytes
+    self.sendBuffer = [UInt8](repeating: 0, count: Int(dt_lws_pre()) + 16 * 1024)
+    lws_set_log_level(ProcessInfo.processInfo.environment["NET_DEBUG"] != nil ? 0xff : Int32(LLL_ERR), nil)
+
+    retryPolicy.initialize(to: lws_retry_bo_t())
+    retryPolicy.pointee.secs_since_valid_ping = UInt16(clamping: pingIntervalSeconds)
+    retryPolicy.pointee.secs_since_valid_hangup = UInt16(clamping: idleTimeoutSeconds)
+
+    let protos = UnsafeMutablePointer<lws_protocols>.allocate(capacity: 2)
+    protos.initialize(repeating: lws_protocols(), count: 2)  // [1] is the terminator
+    protos[0].name = UnsafePointer(protocolName)
+    protos[0].callback = serviceLoopCallback
+    protos[0].per_session_data_size = 0
+    protos[0].rx_buffer_size = 0
+    protocols = protos
+
+    var info = lws_context_creation_info()
+    info.protocols = UnsafePointer(protos)
+    info.user = Unmanaged.passUnretained(self).toOpaque()
+    info.options = UInt64(LWS_SERVER_OPTION_LIBUV) | UInt64(LWS_SERVER_OPTION_UV_NO_SIGSEGV_SIGFPE_SPIN)
+      | UInt64(LWS_SERVER_OPTION_DISABLE_IPV6)
+    info.retry_and_idle_policy = UnsafePointer(retryPolicy)
+    info.timeout_secs = 20
+    // With libuv, lws owns SIGINT/SIGTERM; without signal_cb a SIGTERM leaves the loop spinning.
+    info.signal_cb = { _, signum in ProcessSignals.deliver(signum) }
+
+    var hostStorage: UnsafeMutablePointer<CChar>?
+    if let server {
+      info.port = Int32(server.configuration.port)
+      hostStorage = strdup(server.configuration.host)
+      info.iface = UnsafePointer(hostStorage)
+    } else {
+      info.port = CONTEXT_PORT_NO_LISTEN
+      info.options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT)
+    }
+    defer { free(hostStorage) }
+
+    guard let ctx = lws_create_context(&info) else {
+      // deinit frees the protocol table and policy.
+      if let server {
+        throw NetError.listenFailed("cannot listen on \(server.configuration.host):\(server.configuration.port)")
+      }
+      throw NetError.listenFailed("cannot create the network context")
+    }
+    context = ctx
+    if server != nil {
+      let port = Int(dt_lws_listen_port(ctx))
+      guard port > 0 else {
+        lws_context_destroy(ctx)
+        throw NetError.listenFailed("cannot listen on \(server?.configuration.host ?? ""):\(server?.configuration.port ?? 0)")
+      }
+      listenPort = port
+    }
+  }
+
+  deinit {
+    protocols?.deallocate()
+    retryPolicy.deallocate()
+    stopper.deallocate()
+    free(protocolName)
+  }
+
+  func start(name: String) {
+    let thread = Thread { [self] in
+      guard let ctx = context else { return }
+      while !stopRequested {
+        if lws_service(ctx, 0) < 0 { break }
+      }
+      inboxLock.withLock { inboxClosed = true; inbox.removeAll() }
+      wakeTimer?.cancel()
+      lws_context_destroy(ctx)
+      context = nil
+      webSockets.removeAll()
+      clients.removeAll()
+      finished.signal()
+    }
+    thread.name = name
+    thread.stackSize = 1 << 20
+    self.thread = thread
+    thread.start()
+  }
+
+  /// Blocks the calling thread until the loop has stopped and the context is destroyed.
+  func waitUntilStopped() {
+    finished.wait()
+    finished.signal()  // let other waiters through too
+  }
+
+  /// Callable from any thread.
+  func post(_ command: Command) {
+    let wake: Bool = inboxLock.withLock {
+      guard !inboxClosed else { return false }
+      inbox.append(command)
+      return inbox.count == 1
+    }
+    if wake, let ctx = context { lws_cancel_service(ctx) }
+  }
+
+  // MARK: - Service thread
+
+  func drainInbox() {
+    let batch: [Command] = inboxLock.withLock {
+      let taken = inbox
+      inbox.removeAll(keepingCapacity: true)
+      return taken
+    }
+    for command in batch {
+      switch command {
+      case .send(let id, let bytes, let binary):
+        if let session = webSockets[id] { session.enqueue(bytes, binary: binary) }
+        else if let client = clients[id] { client.session?.enqueue(bytes, binary: binary) }
+      case .close(let id, let code, let reason):
+        if let session = webSockets[id] { session.requestClose(code: code, reason: reason) }
+        else if let client = clients[id] { closeClient(client, code: code, reason: reason) }
+      case .respond(let id, let response):
+        exchanges[id]?.setResponse(response)
+      case .connect(let request):
+        openClient(request)
+      case .shutdown(let drainSeconds):
+        beginDrain(seconds: drainSeconds)
+      }
+    }
+    if draining { checkDrainComplete() }
+  }
+
+  private func beginDrain(seconds: Double) {
+    guard !draining else { return }
+    draining = true
+    drainDeadline = Date().addingTimeInterval(seconds)
+    for session in webSockets.values {
+      session.requestClose(code: WebSocketCloseCode.goingAway, reason: "server shutting down")
+    }
+    for client in clients.values { closeClient(client, code: WebSocketCloseCode.goingAway, reason: "") }
+    // The loop sleeps until an event; this tick makes it re-check the deadline.
+    let timer = DispatchSource.makeTimerSource()
+    timer.schedule(deadline: .now() + 0.05, repeating: 0.05)
+    timer.setEventHandler { [weak self] in
+      guard let self, let ctx = self.context else { return }
+      lws_cancel_service(ctx)
+    }
+    timer.resume()
+    wakeTimer = timer
+  }
+
+  private func checkDrainComplete() {
+    guard !stopRequested, (webSockets.isEmpty && exchanges.isEmpty && clients.isEmpty) || Date() >= drainDeadline,
+          let context else { return }
+    stopRequested = true
+    dt_lws_schedule_stop(context, stopper)
+  }
+
+  /// Copies `bytes` behind the LWS_PRE headroom lws requires and writes them in one call.
+  func write(_ wsi: OpaquePointer, _ bytes: ArraySlice<UInt8>, _ mode: lws_write_protocol) -> Bool {
+    let needed = preamble + bytes.count
+    if sendBuffer.count < needed { sendBuffer = [UInt8](repeating: 0, count: needed) }
+    let written: Int32 = sendBuffer.withUnsafeMutableBufferPointer { buffer in
+      guard let base = buffer.baseAddress else { return -1 }
+      bytes.withUnsafeBufferPointer { source in
+        if let src = source.baseAddress { (base + preamble).update(from: src, count: bytes.count) }
+      }
+      return lws_write(wsi, base + preamble, bytes.count, mode)
+    }
+    return Int(written) >= bytes.count
+  }
+
+  func allocateID(for wsi: OpaquePointer) -> UInt64 {
+    let id = nextConnectionID
+    nextConnectionID += 1
+    dt_lws_set_id(wsi, id)
+    return id
+  }
+
+  func peerAddress(_ wsi: OpaquePointer) -> String {
+    var buffer = [CChar](repeating: 0, count: 64)
+    let count = buffer.count
+    return buffer.withUnsafeMutableBufferPointer { b -> String in
+      guard let base = b.baseAddress, lws_get_peer_simple(wsi, base, count) != nil else { return "" }
+      return String(cString: base)
+    }
+  }
+
+  fileprivate func handle(_ wsi: OpaquePointer, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
+                          _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+    switch reason {
+    case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+      drainInbox()
+      return 0
+    case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
+      return draining ? 1 : 0
+    case LWS_CALLBACK_HTTP, LWS_CALLBACK_HTTP_BODY, LWS_CALLBACK_HTTP_BODY_COMPLETION,
+         LWS_CALLBACK_HTTP_WRITEABLE, LWS_CALLBACK_CLOSED_HTTP:
+      return handleHTTP(wsi, reason, input, length)
+    case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION, LWS_CALLBACK_ESTABLISHED, LWS_CALLBACK_RECEIVE,
+         LWS_CALLBACK_SERVER_WRITEABLE, LWS_CALLBACK_CLOSED:
+      return handleServerWebSocket(wsi, reason, input, length)
+    case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+      recordPeerClose(wsi, input, length)
+      return 0
+    case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER, LWS_CALLBACK_CLIENT_ESTABLISHED,
+         LWS_CALLBACK_CLIENT_RECEIVE, LWS_CALLBACK_CLIENT_WRITEABLE, LWS_CALLBACK_CLIENT_CONNECTION_ERROR,
+         LWS_CALLBACK_CLIENT_CLOSED:
+      return handleClient(wsi, reason, input, length)
+    default:
+      return lws_callback_http_dummy(wsi, reason, user, input, length)
+    }
+  }
+
+  private func recordPeerClose(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) {
+    guard let input, length >= 2 else { return }
+    let bytes = input.assumingMemoryBound(to: UInt8.self)
+    let code = UInt16(bytes[0]) << 8 | UInt16(bytes[1])
+    let id = dt_lws_get_id(wsi)
+    if let session = webSockets[id] { session.peerCloseCode = code }
+    else if let client = clients[id] { client.session?.peerCloseCode = code }
+  }
+}
+
+/// The single C entry point: finds the owning loop through the context's user pointer.
+private let serviceLoopCallback: @convention(c) (OpaquePointer?, lws_callback_reasons, UnsafeMutableRawPointer?,
+                                                 UnsafeMutableRawPointer?, Int) -> Int32 = { wsi, reason, user, input, length in
+  guard let wsi, let contextUser = lws_context_user(lws_get_context(wsi)) else {
+    return lws_callback_http_dummy(wsi, reason, user, input, length)
+  }
+  let loop = Unmanaged<ServiceLoop>.fromOpaque(contextUser).takeUnretainedValue()
+  return loop.handle(wsi, reason, user, input, length)
+}
+
+public enum NetError: Error, Sendable, CustomStringConvertible {
+  case listenFailed(String)
+  case invalidURL(String)
+  case connectFailed(String)
+
+  public var description: String {
+    switch self {
+    case .listenFailed(let m): return m
+    case .invalidURL(let m): return "invalid URL: \(m)"
+    case .connectFailed(let m): return "connect failed: \(m)"
+    }
+  }
+}

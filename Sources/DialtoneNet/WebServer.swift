@@ -1,0 +1,66 @@
+import Foundation
+
+public struct WebServerConfiguration: Sendable {
+  public var host: String
+  public var port: Int
+  public var webSocketPath: String
+  /// Larger WebSocket messages close the socket with 1009.
+  public var maxMessageBytes: Int
+  /// Larger HTTP bodies get 413.
+  public var maxBodyBytes: Int
+  /// A WebSocket idle this long gets a ping; one silent for `idleTimeoutSeconds` is dropped.
+  public var pingIntervalSeconds: Int
+  public var idleTimeoutSeconds: Int
+  /// How long shutdown waits for sockets to close after sending 1001.
+  public var drainSeconds: Double
+
+  public init(host: String = "127.0.0.1", port: Int = 8080, webSocketPath: String = "/v1/ws",
+              maxMessageBytes: Int = 64 * 1024, maxBodyBytes: Int = 1 << 20, pingIntervalSeconds: Int = 25,
+              idleTimeoutSeconds: Int = 75, drainSeconds: Double = 5) {
+    self.host = host; self.port = port; self.webSocketPath = webSocketPath
+    self.maxMessageBytes = maxMessageBytes; self.maxBodyBytes = maxBodyBytes
+    self.pingIntervalSeconds = pingIntervalSeconds; self.idleTimeoutSeconds = idleTimeoutSeconds
+    self.drainSeconds = drainSeconds
+  }
+}
+
+/// An HTTP/1.1 + WebSocket server on libwebsockets' libuv loop, served by one network thread.
+public final class WebServer: Sendable {
+  public let configuration: WebServerConfiguration
+  /// The bound port: the kernel's choice when configured with port 0.
+  public let port: Int
+  private let loop: ServiceLoop
+
+  public init(configuration: WebServerConfiguration, router: Router, webSocketHandler: any WebSocketHandler) throws {
+    signal(SIGPIPE, SIG_IGN)
+    self.configuration = configuration
+    loop = try ServiceLoop(
+      server: .init(configuration: configuration, router: router, webSocketHandler: webSocketHandler),
+      maxMessageBytes: configuration.maxMessageBytes,
+      pingIntervalSeconds: configuration.pingIntervalSeconds,
+      idleTimeoutSeconds: configuration.idleTimeoutSeconds)
+    port = loop.listenPort ?? configuration.port
+    loop.start(name: "dialtone-net")
+  }
+
+  /// Stops accepting, closes every WebSocket with 1001, lets in-flight HTTP responses finish, and
+  /// stops the loop when all are closed or `drainSeconds` have passed. Callable from any thread.
+  public func shutdown() {
+    loop.post(.shutdown(drainSeconds: configuration.drainSeconds))
+  }
+
+  public func waitUntilStopped() async {
+    let loop = self.loop
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+      Thread.detachNewThread {
+        loop.waitUntilStopped()
+        continuation.resume()
+      }
+    }
+  }
+
+  public func stop() async {
+    shutdown()
+    await waitUntilStopped()
+  }
+}

@@ -1,0 +1,96 @@
+import CLibWebSockets
+
+/// Service-thread state of one WebSocket (server or client side): the outgoing queue, the
+/// reassembly buffer for fragmented messages, and a pending close.
+final class WebSocketSession {
+  enum Received {
+    case partial
+    case message([UInt8], isText: Bool)
+    case tooBig
+  }
+
+  let id: UInt64
+  let wsi: OpaquePointer
+  private let maxMessageBytes: Int
+  private var queue: [(bytes: [UInt8], binary: Bool)] = []
+  private var queueHead = 0
+  private var rx: [UInt8] = []
+  private var closeRequest: (code: UInt16, reason: String)?
+  var peerCloseCode: UInt16?
+  private var closeFrameSent = false
+  /// lws's private LWS_WRITE_CLOSE (4): the public header removed it in favour of lws_close_reason().
+  private static let writeClose = lws_write_protocol(rawValue: 4)
+  /// The public handle, for server-side sockets.
+  var connection: WebSocketConnection?
+
+  init(id: UInt64, wsi: OpaquePointer, maxMessageBytes: Int) {
+    self.id = id; self.wsi = wsi; self.maxMessageBytes = maxMessageBytes
+  }
+
+  var isClosing: Bool { closeRequest != nil }
+
+  func enqueue(_ bytes: [UInt8], binary: Bool) {
+    guard closeRequest == nil else { return }
+    queue.append((bytes, binary))
+    if queue.count - queueHead == 1 { lws_callback_on_writable(wsi) }
+  }
+
+  func requestClose(code: UInt16, reason: String) {
+    guard closeRequest == nil else { return }
+    closeRequest = (code, reason)
+    lws_callback_on_writable(wsi)
+  }
+
+  /// One write per writable callback, as lws requires. Returns -1 when the socket must close.
+  func writable(on loop: ServiceLoop) -> Int32 {
+    if queueHead < queue.count {
+      let (bytes, binary) = queue[queueHead]
+      queue[queueHead] = ([], false)
+      queueHead += 1
+      if queueHead == queue.count {
+        queue.removeAll(keepingCapacity: queue.count <= 64)
+        queueHead = 0
+      } else if queueHead >= 64 && queueHead * 2 >= queue.count {
+        queue.removeFirst(queueHead)
+        queueHead = 0
+      }
+      guard loop.write(wsi, bytes[...], binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) else { return -1 }
+      if queueHead < queue.count || closeRequest != nil { lws_callback_on_writable(wsi) }
+      return 0
+    }
+    if let close = closeRequest {
+      // lws 4.1 on libuv drops the close frame when a writable callback returns -1 after
+      // lws_close_reason(), so the frame is written here and the socket dropped one callback later.
+      if closeFrameSent { return -1 }
+      let payload = [UInt8(close.code >> 8), UInt8(close.code & 0xff)] + Array(close.reason.utf8.prefix(120))
+      guard loop.write(wsi, payload[...], Self.writeClose) else { return -1 }
+      closeFrameSent = true
+      lws_callback_on_writable(wsi)
+    }
+    return 0
+  }
+
+  func receive(_ input: UnsafeMutableRawPointer?, _ length: Int) -> Received {
+    if lws_is_first_fragment(wsi) != 0 { rx.removeAll(keepingCapacity: rx.capacity <= 4096) }
+    if rx.count + length > maxMessageBytes {
+      rx = []
+      return .tooBig
+    }
+    if let input, length > 0 {
+      rx.append(contentsOf: UnsafeRawBufferPointer(start: input, count: length))
+    }
+    guard lws_is_final_fragment(wsi) != 0, lws_remaining_packet_payload(wsi) == 0 else { return .partial }
+    let message = rx
+    rx.removeAll(keepingCapacity: rx.capacity <= 4096)
+    return .message(message, isText: lws_frame_is_binary(wsi) == 0)
+  }
+
+  /// Closes at once with 1009: the oversize message is dropped, never delivered in part.
+  func rejectTooBig() -> Int32 {
+    var reason = Array("message too big".utf8)
+    reason.withUnsafeMutableBufferPointer { b in
+      lws_close_reason(wsi, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE, b.baseAddress, b.count)
+    }
+    return -1
+  }
+}

@@ -1,0 +1,102 @@
+/// Compact JSON serialisation with byte-wise sorted object keys.
+struct JSONWriter {
+  var bytes: [UInt8] = []
+
+  init(capacity: Int = 256) {
+    bytes.reserveCapacity(capacity)
+  }
+
+  mutating func write(_ value: JSONValue) {
+    switch value {
+    case .null:
+      append("null")
+    case .bool(let flag):
+      append(flag ? "true" : "false")
+    case .int(let number):
+      writeInteger(number)
+    case .double(let number):
+      if number.isFinite {
+        // Swift's shortest round-trip representation ("1.5", "1e+20", "5e-324") is valid JSON.
+        bytes.append(contentsOf: "\(number)".utf8)
+      } else {
+        append("null")
+      }
+    case .string(let text):
+      writeString(text)
+    case .array(let elements):
+      bytes.append(UInt8(ascii: "["))
+      var first = true
+      for element in elements {
+        if !first { bytes.append(UInt8(ascii: ",")) }
+        first = false
+        write(element)
+      }
+      bytes.append(UInt8(ascii: "]"))
+    case .object(let members):
+      bytes.append(UInt8(ascii: "{"))
+      let keys = members.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+      var first = true
+      for key in keys {
+        guard let member = members[key] else { continue }
+        if !first { bytes.append(UInt8(ascii: ",")) }
+        first = false
+        writeString(key)
+        bytes.append(UInt8(ascii: ":"))
+        write(member)
+      }
+      bytes.append(UInt8(ascii: "}"))
+    }
+  }
+
+  private mutating func append(_ text: StaticString) {
+    text.withUTF8Buffer { bytes.append(contentsOf: $0) }
+  }
+
+  private mutating func writeInteger(_ number: Int64) {
+    if number == 0 {
+      bytes.append(UInt8(ascii: "0"))
+      return
+    }
+    if number < 0 { bytes.append(UInt8(ascii: "-")) }
+    var magnitude = number.magnitude
+    let digitsStart = bytes.count
+    while magnitude > 0 {
+      bytes.append(UInt8(ascii: "0") + UInt8(magnitude % 10))
+      magnitude /= 10
+    }
+    bytes[digitsStart...].reverse()
+  }
+
+  private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
+  private mutating func writeString(_ text: String) {
+    bytes.append(UInt8(ascii: "\""))
+    var text = text
+    text.withUTF8 { utf8 in
+      var runStart = 0
+      for index in utf8.indices {
+        let byte = utf8[index]
+        guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+        // Copy the unescaped run before this byte at once, then the escape.
+        if runStart < index { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index])) }
+        runStart = index + 1
+        bytes.append(UInt8(ascii: "\\"))
+        switch byte {
+        case UInt8(ascii: "\""): bytes.append(UInt8(ascii: "\""))
+        case UInt8(ascii: "\\"): bytes.append(UInt8(ascii: "\\"))
+        case 0x0A: bytes.append(UInt8(ascii: "n"))
+        case 0x0D: bytes.append(UInt8(ascii: "r"))
+        case 0x09: bytes.append(UInt8(ascii: "t"))
+        case 0x08: bytes.append(UInt8(ascii: "b"))
+        case 0x0C: bytes.append(UInt8(ascii: "f"))
+        default:
+          bytes.append(contentsOf: [UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
+          bytes.append(Self.hexDigits[Int(byte >> 4)])
+          bytes.append(Self.hexDigits[Int(byte & 0x0F)])
+        }
+      }
+      if runStart < utf8.count { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...])) }
+    }
+    bytes.append(UInt8(ascii: "\""))
+  }
+}

@@ -1,0 +1,216 @@
+import DialtoneNet
+import Foundation
+import Testing
+
+/// Echoes every message and records lifecycle events; `broadcast` sends from a foreign thread.
+final class EchoHandler: WebSocketHandler, @unchecked Sendable {
+  // @unchecked: `opened`/`closedCodes` are only touched under `lock`.
+  private let lock = NSLock()
+  private var opened: [WebSocketConnection] = []
+  private var closedCodes: [UInt16?] = []
+  private var upgrades: [UpgradeRequest] = []
+
+  func webSocketOpened(_ connection: WebSocketConnection, request: UpgradeRequest) {
+    lock.withLock { opened.append(connection); upgrades.append(request) }
+  }
+  func webSocketReceived(_ connection: WebSocketConnection, message: [UInt8], isText: Bool) {
+    if message == Array("close-me".utf8) { connection.close(code: 4409, reason: "replaced"); return }
+    connection.send(text: message)
+  }
+  func webSocketClosed(_ connection: WebSocketConnection, code: UInt16?) {
+    lock.withLock { closedCodes.append(code); opened.removeAll { $0 === connection } }
+  }
+  var openCount: Int { lock.withLock { opened.count } }
+  var lastUpgrade: UpgradeRequest? { lock.withLock { upgrades.last } }
+  var closedCount: Int { lock.withLock { closedCodes.count } }
+  func broadcastFromAnotherThread(_ text: String) {
+    let targets = lock.withLock { opened }
+    DispatchQueue.global().async { for c in targets { c.send(text: text) } }
+  }
+}
+
+struct Echo: Codable, Sendable { let name: String; let count: Int }
+
+func makeRouter() -> Router {
+  var router = Router()
+  router.add(.GET, "/healthz") { _ in .json(["status": "ok"]) }
+  router.add(.GET, "/items/{itemID}") { request in
+    .json(["item": request.pathParameters["itemID"] ?? "", "q": request.query["q"] ?? "", "auth": request.bearerToken ?? ""])
+  }
+  router.add(.POST, "/echo") { request in
+    let value = try request.decodeJSON(Echo.self)
+    return .json(value, status: 201)
+  }
+  router.add(.DELETE, "/items/{itemID}") { _ in HTTPResponse(status: 204) }
+  router.add(.GET, "/big") { _ in .text(String(repeating: "x", count: 200_000)) }
+  router.add(.GET, "/fail") { _ in throw HTTPError(status: 409, code: "conflict", message: "already there") }
+  return router
+}
+
+func startServer(_ handler: EchoHandler, maxMessage: Int = 64 * 1024, drain: Double = 3) throws -> WebServer {
+  try WebServer(configuration: WebServerConfiguration(port: 0, maxMessageBytes: maxMessage, maxBodyBytes: 4096, drainSeconds: drain),
+                router: makeRouter(), webSocketHandler: handler)
+}
+
+@Suite(.serialized) struct WebServerTests {
+  @Test func httpRoutesParametersQueryAndErrors() async throws {
+    let server = try startServer(EchoHandler())
+    let base = "http://127.0.0.1:\(server.port)"
+
+    let health = try await http("GET", "\(base)/healthz")
+    #expect(health.status == 200)
+    #expect(health.json?["status"] as? String == "ok")
+
+    let item = try await http("GET", "\(base)/items/a%20b?q=hello", headers: ["Authorization": "Bearer tok123"])
+    #expect(item.status == 200)
+    #expect(item.json?["item"] as? String == "a b")
+    #expect(item.json?["q"] as? String == "hello")
+    #expect(item.json?["auth"] as? String == "tok123")
+
+    let missing = try await http("GET", "\(base)/nope")
+    #expect(missing.status == 404)
+    #expect(missing.errorCode == "not-found")
+
+    let wrongMethod = try await http("POST", "\(base)/healthz", body: Array("{}".utf8))
+    #expect(wrongMethod.status == 405)
+
+    let thrown = try await http("GET", "\(base)/fail")
+    #expect(thrown.status == 409)
+    #expect(thrown.errorCode == "conflict")
+
+    let deleted = try await http("DELETE", "\(base)/items/7")
+    #expect(deleted.status == 204)
+
+    let big = try await http("GET", "\(base)/big")
+    #expect(big.status == 200)
+    #expect(big.body.count == 200_000)
+
+    await server.stop()
+  }
+
+  @Test func jsonBodiesAndTheirErrors() async throws {
+    let server = try startServer(EchoHandler())
+    let base = "http://127.0.0.1:\(server.port)"
+    let created = try await http("POST", "\(base)/echo", body: Array(#"{"name":"a","count":2}"#.utf8), headers: ["Content-Type": "application/json"])
+    #expect(created.status == 201)
+    #expect(created.json?["count"] as? Int == 2)
+
+    let malformed = try await http("POST", "\(base)/echo", body: Array("{nope".utf8))
+    #expect(malformed.status == 400)
+    #expect(malformed.errorCode == "bad-request")
+
+    let wrongType = try await http("POST", "\(base)/echo", body: Array(#"{"name":"a","count":"two"}"#.utf8))
+    #expect(wrongType.status == 400)
+    #expect((wrongType.json?["error"] as? [String: Any])?["message"] as? String == "wrong type for \"count\"")
+
+    let tooBig = try await http("POST", "\(base)/echo", body: [UInt8](repeating: 0x20, count: 10_000))
+    #expect(tooBig.status == 413)
+    #expect(tooBig.errorCode == "too-large")
+
+    // The server keeps serving after rejecting a body.
+    #expect(try await http("GET", "\(base)/healthz").status == 200)
+    await server.stop()
+  }
+
+  @Test func webSocketEchoHeadersAndSendsFromAnyThread() async throws {
+    let handler = EchoHandler()
+    let server = try startServer(handler)
+    let client = try WebSocketClient()
+    let probe = try ClientProbe(client: client, url: "ws://127.0.0.1:\(server.port)/v1/ws?v=1",
+                                headers: [HTTPHeaderField("Authorization", "Bearer abc")])
+    #expect(try await probe.next("open") == .opened)
+    #expect(handler.lastUpgrade?.bearerToken == "abc")
+    #expect(handler.lastUpgrade?.query["v"] == "1")
+
+    probe.connection.send(text: "hello")
+    #expect(try await probe.nextText() == "hello")
+
+    // Fragment-free large message just under the limit survives intact.
+    let large = String(repeating: "y", count: 60_000)
+    probe.connection.send(text: large)
+    #expect(try await probe.nextText() == large)
+
+    handler.broadcastFromAnotherThread("from-worker")
+    #expect(try await probe.nextText() == "from-worker")
+
+    // Ordering holds for a burst.
+    for i in 0..<200 { probe.connection.send(text: "m\(i)") }
+    for i in 0..<200 { #expect(try await probe.nextText() == "m\(i)") }
+
+    probe.connection.send(text: "close-me")
+    let closeEvent = try await probe.next("close")
+    #expect(closeEvent == .closed(code: 4409), "got \(closeEvent)")
+    await client.shutdown()
+    await server.stop()
+  }
+
+  @Test func oversizeMessageClosesWith1009AndOthersKeepWorking() async throws {
+    let handler = EchoHandler()
+    let server = try startServer(handler, maxMessage: 1024)
+    let client = try WebSocketClient()
+    let url = "ws://127.0.0.1:\(server.port)/v1/ws"
+    let victim = try ClientProbe(client: client, url: url)
+    let bystander = try ClientProbe(client: client, url: url)
+    #expect(try await victim.next() == .opened)
+    #expect(try await bystander.next() == .opened)
+
+    victim.connection.send(text: String(repeating: "z", count: 2048))
+    #expect(try await victim.next("1009 close") == .closed(code: 1009))
+
+    bystander.connection.send(text: "still here")
+    #expect(try await bystander.nextText() == "still here")
+    await client.shutdown()
+    await server.stop()
+  }
+
+  @Test func upgradeOnAnotherPathIsRefused() async throws {
+    let server = try startServer(EchoHandler())
+    let client = try WebSocketClient()
+    let probe = try ClientProbe(client: client, url: "ws://127.0.0.1:\(server.port)/elsewhere")
+    if case .failed = try await probe.next("refusal") {} else { Issue.record("upgrade on a wrong path was accepted") }
+    await client.shutdown()
+    await server.stop()
+  }
+
+  @Test func connectFailureIsReported() async throws {
+    let client = try WebSocketClient()
+    // Port 1 on loopback: nothing listens there.
+    let probe = try ClientProbe(client: client, url: "ws://127.0.0.1:1/v1/ws")
+    if case .failed = try await probe.next("failure") {} else { Issue.record("connect to a closed port did not fail") }
+    #expect(throws: NetError.self) { try client.connect(to: "http://nope", onEvent: { _ in }) }
+    await client.shutdown()
+  }
+
+  @Test func shutdownClosesSocketsWith1001AndStops() async throws {
+    let handler = EchoHandler()
+    let server = try startServer(handler)
+    let client = try WebSocketClient()
+    let url = "ws://127.0.0.1:\(server.port)/v1/ws"
+    let probes = try (0..<5).map { _ in try ClientProbe(client: client, url: url) }
+    for probe in probes { #expect(try await probe.next() == .opened) }
+
+    try await withDeadline(10, "server stop") { await server.stop() }
+    for probe in probes { #expect(try await probe.next("1001") == .closed(code: 1001)) }
+    #expect(handler.closedCount == 5)
+
+    // Nothing listens any more.
+    let late = try ClientProbe(client: client, url: url)
+    if case .failed = try await late.next("refused") {} else { Issue.record("server still accepting after shutdown") }
+    await client.shutdown()
+  }
+
+  @Test func listenFailureIsAnError() throws {
+    let first = try startServer(EchoHandler())
+    #expect(throws: NetError.self) {
+      _ = try WebServer(configuration: WebServerConfiguration(port: first.port), router: Router(), webSocketHandler: EchoHandler())
+    }
+  }
+
+  @Test func routerMatchesWithoutNetwork() async {
+    let router = makeRouter()
+    let response = await router.respond(to: HTTPRequest(method: .GET, path: "/items/42"))
+    #expect(response.status == 200)
+    let head = await router.respond(to: HTTPRequest(method: .HEAD, path: "/healthz"))
+    #expect(head.status == 200)
+  }
+}

@@ -1,0 +1,110 @@
+import DialtoneProtocol
+import Foundation
+import Testing
+
+enum Fixtures {
+  static let callId = "6b8f2a3e-1c4d-4e8a-9f00-3d2b1a0c9e7f"
+  static let sdp = "v=0\r\no=- 4611731400430051336 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\na=group:BUNDLE 0\r\n"
+  static let candidateLine = "candidate:842163049 1 udp 1677729535 203.0.113.7 61234 typ srflx raddr 0.0.0.0 rport 0"
+  static let alice = Peer(userId: "alice", deviceId: "phone", name: "Alice")
+  static let bob = Peer(userId: "bob", deviceId: "laptop")
+  static let candidate = IceCandidate(candidate: candidateLine, sdpMid: "0", sdpMLineIndex: 0, usernameFragment: "EsZ3")
+  static let turn = IceServer(
+    urls: ["turn:turn.example.com:3478?transport=udp", "turns:turn.example.com:443?transport=tcp"],
+    username: "1732923200:alice", credential: "n0tAReal/Credential=")
+  static let stun = IceServer(urls: ["stun:stun.example.com:3478"])
+
+  static let callState = CallState(
+    callId: callId, callerId: "alice", calleeId: "bob", callerDeviceId: "phone", calleeDeviceId: "laptop",
+    video: true, state: .ended, createdAt: 1_732_880_000_000, answeredAt: 1_732_880_004_000,
+    endedAt: 1_732_880_064_000, endReason: .hangup)
+
+  /// One of every client message, with optional fields both present and absent.
+  static let clientMessages: [ClientMessage] = [
+    .hello(.init(id: "h1", token: "eyJhbGciOiJIUzI1NiJ9.e30.sig")),
+    .hello(
+      .init(
+        id: "h2", version: 1, token: nil, resume: .init(sessionId: "s_4f9c", lastSeq: 17),
+        client: .init(name: "dialtone-ios", version: "1.0"))),
+    .hello(.init(id: "h3", version: 7, client: .init())),
+    .ack(.init(seq: 0)),
+    .ack(.init(seq: 9_007_199_254_740_991)),
+    .ping(.init(id: "p1")),
+    .invite(.init(id: "m1", callId: callId, to: "bob", video: false)),
+    .invite(.init(id: "m2", callId: callId, to: "bob", video: true, offer: .init(sdp: sdp), callerName: "Alice ☎️")),
+    .ringing(.init(id: "m3", callId: callId)),
+    .accept(.init(id: "m4", callId: callId)),
+    .accept(.init(id: "m5", callId: callId, answer: .init(sdp: sdp))),
+    .decline(.init(id: "m6", callId: callId)),
+    .busy(.init(id: "m7", callId: callId)),
+    .cancel(.init(id: "m8", callId: callId)),
+    .hangup(.init(id: "m9", callId: callId)),
+    .offer(.init(id: "m10", callId: callId, sdp: sdp)),
+    .offer(.init(id: "m11", callId: callId, sdp: sdp, iceRestart: true)),
+    .answer(.init(id: "m12", callId: callId, sdp: sdp)),
+    .candidate(.init(id: "m13", callId: callId, candidate: candidate)),
+    .candidate(.init(id: "m14", callId: callId, candidate: IceCandidate(candidate: ""))),
+    .endOfCandidates(.init(id: "m15", callId: callId)),
+    .iceRestartRequest(.init(id: "m16", callId: callId)),
+    .getCall(.init(id: "m17", callId: callId)),
+  ]
+
+  /// One of every server message.
+  static let serverMessages: [ServerMessage] = [
+    .welcome(
+      .init(
+        replyTo: "h1", sessionId: "s_4f9c", userId: "alice", deviceId: "phone", resumed: false, resync: false,
+        iceServers: [stun, turn])),
+    .welcome(
+      .init(
+        replyTo: "h2", version: 1, sessionId: "s_4f9c", userId: "alice", deviceId: "phone", resumed: true,
+        resync: false, heartbeatSeconds: 10, maxMessageBytes: 65536, iceServers: [], iceServersTtl: 600)),
+    .ack(.init(replyTo: "p1")),
+    .ack(.init(replyTo: "m1", callId: callId)),
+    .ack(.init(replyTo: "m17", callId: callId, call: callState)),
+    .error(.init(code: .badRequest, message: "malformed JSON")),
+    .error(.init(replyTo: "m4", code: .invalidState, message: "call is not ringing", callId: callId)),
+    .invite(.init(callId: callId, from: alice, video: false, createdAt: 1_732_880_000_000)),
+    .invite(.init(callId: callId, from: alice, video: true, offer: .init(sdp: sdp), createdAt: 1_732_880_000_000)),
+    .ringing(.init(callId: callId, from: bob)),
+    .accept(.init(callId: callId, from: bob)),
+    .accept(.init(callId: callId, from: bob, answer: .init(sdp: sdp))),
+    .offer(.init(callId: callId, from: alice, sdp: sdp)),
+    .offer(.init(callId: callId, from: alice, sdp: sdp, iceRestart: true)),
+    .answer(.init(callId: callId, from: bob, sdp: sdp)),
+    .candidate(.init(callId: callId, from: alice, candidate: candidate)),
+    .endOfCandidates(.init(callId: callId, from: alice)),
+    .iceRestartRequest(.init(callId: callId, from: bob)),
+    .callEnded(.init(callId: callId, reason: .hangup, from: bob)),
+    .callEnded(.init(callId: callId, reason: .missed)),
+    .callEnded(.init(callId: callId, reason: .glare, replacedBy: "0a1b2c3d-0000-4000-8000-000000000000")),
+  ]
+}
+
+/// Decodes a client frame and returns the error it throws (or records an issue).
+func clientError(_ text: String, sourceLocation: SourceLocation = #_sourceLocation) -> ProtocolError? {
+  do {
+    let message = try MessageCodec.decodeClientMessage(text)
+    Issue.record("expected an error, decoded \(message)", sourceLocation: sourceLocation)
+    return nil
+  } catch {
+    return error
+  }
+}
+
+/// Decodes a server frame and returns the error it throws (or records an issue).
+func serverError(
+  _ text: String, options: WireDecodingOptions = .lenient, sourceLocation: SourceLocation = #_sourceLocation
+) -> ProtocolError? {
+  do {
+    let message = try MessageCodec.decodeServerMessage(text, options: options)
+    Issue.record("expected an error, decoded \(message)", sourceLocation: sourceLocation)
+    return nil
+  } catch {
+    return error
+  }
+}
+
+func text(_ bytes: [UInt8]) -> String {
+  String(decoding: bytes, as: UTF8.self)
+}

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs what Dialtone builds and tests need on Debian 12. Idempotent: skips what is present.
+# Usage: scripts/deps.sh            build + test dependencies
+set -euo pipefail
+
+APT_PACKAGES=(
+  pkg-config
+  libssl-dev
+  libwebsockets-dev libwebsockets-evlib-uv libuv1-dev
+  libcurl4-openssl-dev
+  libsqlite3-dev
+  python3-pip
+)
+PIP_PACKAGES=(pyjwt cryptography)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+pip_missing=()
+for p in "${PIP_PACKAGES[@]}"; do
+  mod=$p; [ "$p" = pyjwt ] && mod=jwt
+  $PY -c "import $mod" 2>/dev/null || pip_missing+=("$p")
+done
+if [ ${#pip_missing[@]} -gt 0 ]; then
+  echo "deps: pip installing ${pip_missing[*]}"
+  $PY -m pip install -q "${pip_missing[@]}" 2>/dev/null || $PY -m pip install -q --break-system-packages "${pip_missing[@]}"
+fi
+echo "deps: ok"
