@@ -12,6 +12,7 @@ let package = Package(
   targets: [
     // C libraries from Debian -dev packages, each wrapped by exactly one Swift module.
     .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+    .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
     .systemLibrary(name: "CLibWebSockets", pkgConfig: "libwebsockets",
                    providers: [.apt(["libwebsockets-dev", "libwebsockets-evlib-uv", "libuv1-dev"])]),
 
@@ -19,14 +20,16 @@ let package = Package(
     .target(name: "DialtoneProtocol", dependencies: ["DialtoneJSON"]),
     .target(name: "DialtoneCrypto", dependencies: ["COpenSSL", "DialtoneJSON"]),
     .target(name: "DialtoneNet", dependencies: ["CLibWebSockets"]),
-    .target(name: "DialtoneServer", dependencies: ["DialtoneProtocol", "DialtoneCrypto", "DialtoneNet"]),
+    .target(name: "DialtoneSQLite", dependencies: ["CSQLite"]),
+    .target(name: "DialtoneServer", dependencies: ["DialtoneProtocol", "DialtoneCrypto", "DialtoneNet", "DialtoneSQLite"]),
     .executableTarget(name: "dialtone-server", dependencies: ["DialtoneServer"]),
-    .executableTarget(name: "dialtone", dependencies: ["DialtoneCrypto", "DialtoneNet", "DialtoneProtocol"]),
+    .executableTarget(name: "dialtone", dependencies: ["DialtoneServer", "DialtoneCrypto", "DialtoneNet", "DialtoneProtocol"]),
 
     .testTarget(name: "DialtoneJSONTests", dependencies: ["DialtoneJSON"]),
     .testTarget(name: "DialtoneProtocolTests", dependencies: ["DialtoneProtocol"]),
     .testTarget(name: "DialtoneCryptoTests", dependencies: ["DialtoneCrypto"]),
     .testTarget(name: "DialtoneNetTests", dependencies: ["DialtoneNet"]),
+    .testTarget(name: "DialtoneSQLiteTests", dependencies: ["DialtoneSQLite"]),
     .testTarget(name: "DialtoneServerTests",
                 dependencies: ["DialtoneServer", "DialtoneNet", "DialtoneProtocol", "DialtoneCrypto"]),
   ],

@@ -78,6 +78,15 @@ public struct JWTClaims: Sendable, Hashable {
   }
 }
 
+extension JSONValue {
+  /// A JWT NumericDate (RFC 7519 §2): whole seconds when the date allows it.
+  public static func numericDate(_ date: Date) -> JSONValue {
+    let seconds = date.timeIntervalSince1970.rounded(.down)
+    if let whole = Int64(exactly: seconds) { return .int(whole) }
+    return .double(date.timeIntervalSince1970)
+  }
+}
+
 extension JWTClaims: ExpressibleByDictionaryLiteral {
   public init(dictionaryLiteral elements: (String, JSONValue)...) {
     self.init(Dictionary(elements, uniquingKeysWith: { _, last in last }))

@@ -1,6 +1,9 @@
 /// A compact JWS split into its parts, with the payload left undecoded so no
 /// claim is parsed before the signature has been checked.
 struct JWTCompact {
+  /// Nesting limit for header and payload JSON.
+  static let maxJSONDepth = 64
+
   let header: [String: JSONValue]
   let signingInput: [UInt8]
   let payloadSegment: ArraySlice<UInt8>
@@ -13,7 +16,7 @@ struct JWTCompact {
     let segments = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
     guard segments.count == 3, !segments[0].isEmpty, !segments[1].isEmpty else { throw .malformed }
     guard let headerBytes = Base64URL.decodeUnpadded(segments[0]),
-      let header = JSONValue(parsing: headerBytes)?.objectValue,
+      let header = JSONValue(parsing: headerBytes, maxDepth: Self.maxJSONDepth)?.objectValue,
       let signature = Base64URL.decodeUnpadded(segments[2])
     else { throw .malformed }
     return JWTCompact(
@@ -25,7 +28,7 @@ struct JWTCompact {
 
   func payload() throws(JWTError) -> [String: JSONValue] {
     guard let bytes = Base64URL.decodeUnpadded(payloadSegment),
-      let object = JSONValue(parsing: bytes)?.objectValue
+      let object = JSONValue(parsing: bytes, maxDepth: Self.maxJSONDepth)?.objectValue
     else { throw .malformed }
     return object
   }

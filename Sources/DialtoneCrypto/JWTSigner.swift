@@ -44,14 +44,13 @@ public struct JWTSigner: Sendable {
   public func sign(claims: JWTClaims, keyID: String? = nil) throws(JWTError) -> String {
     var header: [String: JSONValue] = ["alg": .string(algorithm.rawValue), "typ": "JWT"]
     if let keyID { header["kid"] = .string(keyID) }
-    let headerJSON: [UInt8]
-    let payloadJSON: [UInt8]
-    do {
-      headerJSON = try JSONValue.object(header).serialized()
-      payloadJSON = try claims.json.serialized()
-    } catch {
-      throw .signingFailed("claims are not representable as JSON (\(error))")
+    // The writer would silently put `null` for a NaN or infinite number, signing a claim
+    // the caller never asked for: refuse instead.
+    guard !claims.json.containsNonFiniteNumber else {
+      throw .signingFailed("claims are not representable as JSON (a number is NaN or infinite)")
     }
+    let headerJSON = JSONValue.object(header).serialized
+    let payloadJSON = claims.json.serialized
     let signingInput = Base64URL.encode(headerJSON) + "." + Base64URL.encode(payloadJSON)
     let signature = try key.sign(Array(signingInput.utf8))
     return signingInput + "." + Base64URL.encode(signature)

@@ -29,6 +29,8 @@ final class ServiceLoop: @unchecked Sendable {
 
   // Service-thread state.
   private(set) var context: OpaquePointer?
+  /// The context as other threads may use it (only under `inboxLock`, only to wake the loop).
+  private var contextForWakeups: OpaquePointer?
   let server: ServerRole?
   let maxMessageBytes: Int
   var nextConnectionID: UInt64 = 1
@@ -82,6 +84,7 @@ final class ServiceLoop: @unchecked Sendable {
     info.signal_cb = { _, signum in ProcessSignals.deliver(signum) }
 
     var hostStorage: UnsafeMutablePointer<CChar>?
+    if let server { try ListenProbe.check(host: server.configuration.host, port: server.configuration.port) }
     if let server {
       info.port = Int32(server.configuration.port)
       hostStorage = strdup(server.configuration.host)
@@ -93,13 +96,16 @@ final class ServiceLoop: @unchecked Sendable {
     defer { free(hostStorage) }
 
     guard let ctx = lws_create_context(&info) else {
-      // deinit frees the protocol table and policy.
+      // lws may still reference the protocol table and this object after a failed create
+      // (libuv teardown is deferred): keep both alive for the life of the process.
+      _ = Unmanaged.passRetained(self)
       if let server {
         throw NetError.listenFailed("cannot listen on \(server.configuration.host):\(server.configuration.port)")
       }
       throw NetError.listenFailed("cannot create the network context")
     }
     context = ctx
+    contextForWakeups = ctx
     if server != nil {
       let port = Int(dt_lws_listen_port(ctx))
       guard port > 0 else {
@@ -145,12 +151,20 @@ final class ServiceLoop: @unchecked Sendable {
 
   /// Callable from any thread.
   func post(_ command: Command) {
-    let wake: Bool = inboxLock.withLock {
-      guard !inboxClosed else { return false }
+    // The wake-up happens under the lock: the service thread closes the inbox under the same lock
+    // before it destroys the context, so a late poster can never touch a freed context.
+    inboxLock.withLock {
+      guard !inboxClosed, let ctx = contextForWakeups else { return }
       inbox.append(command)
-      return inbox.count == 1
+      if inbox.count == 1 { lws_cancel_service(ctx) }
     }
-    if wake, let ctx = context { lws_cancel_service(ctx) }
+  }
+
+  private func wake() {
+    inboxLock.withLock {
+      guard !inboxClosed, let ctx = contextForWakeups else { return }
+      lws_cancel_service(ctx)
+    }
   }
 
   // MARK: - Service thread
@@ -165,7 +179,7 @@ final class ServiceLoop: @unchecked Sendable {
       switch command {
       case .send(let id, let bytes, let binary):
         if let session = webSockets[id] { session.enqueue(bytes, binary: binary) }
-        else if let client = clients[id] { client.session?.enqueue(bytes, binary: binary) }
+        else if let client = clients[id] { client.enqueue(bytes, binary: binary) }
       case .close(let id, let code, let reason):
         if let session = webSockets[id] { session.requestClose(code: code, reason: reason) }
         else if let client = clients[id] { closeClient(client, code: code, reason: reason) }
@@ -191,10 +205,7 @@ final class ServiceLoop: @unchecked Sendable {
     // The loop sleeps until an event; this tick makes it re-check the deadline.
     let timer = DispatchSource.makeTimerSource()
     timer.schedule(deadline: .now() + 0.05, repeating: 0.05)
-    timer.setEventHandler { [weak self] in
-      guard let self, let ctx = self.context else { return }
-      lws_cancel_service(ctx)
-    }
+    timer.setEventHandler { [weak self] in self?.wake() }
     timer.resume()
     wakeTimer = timer
   }
@@ -203,6 +214,8 @@ final class ServiceLoop: @unchecked Sendable {
     guard !stopRequested, (webSockets.isEmpty && exchanges.isEmpty && clients.isEmpty) || Date() >= drainDeadline,
           let context else { return }
     stopRequested = true
+    inboxLock.withLock { inboxClosed = true; inbox.removeAll() }
+    wakeTimer?.cancel()
     dt_lws_schedule_stop(context, stopper)
   }
 

@@ -35,6 +35,9 @@ public enum Limits {
   public static let maxSessionIDBytes = 128
   /// `hello.client.name` / `hello.client.version` (0...128).
   public static let maxClientInfoBytes = 128
+  /// Deepest nesting of arrays/objects in a message or body (the message object itself is
+  /// one level). Deeper: `bad-request`.
+  public static let maxJSONDepth = 32
   /// Largest seq / lastSeq value: 2^53 - 1, so that JavaScript numbers stay exact.
   public static let maxSeq: UInt64 = 9_007_199_254_740_991
   /// Push registration: `installationId` (1...128, characters `A-Z a-z 0-9 - . _ ~`).

@@ -56,7 +56,7 @@ public enum MessageCodec {
     if bytes.isEmpty { throw ProtocolError(.badRequest, "empty message") }
     let value: JSONValue
     do {
-      value = try JSONValue.parse(bytes)
+      value = try JSONValue.parse(bytes, maxDepth: Limits.maxJSONDepth)
     } catch {
       throw ProtocolError(.badRequest, "malformed JSON: \(error)")
     }
@@ -83,7 +83,7 @@ public enum MessageCodec {
     if bytes.isEmpty { throw ProtocolError(.badRequest, "empty body") }
     let value: JSONValue
     do {
-      value = try JSONValue.parse(bytes)
+      value = try JSONValue.parse(bytes, maxDepth: Limits.maxJSONDepth)
     } catch {
       throw ProtocolError(.badRequest, "malformed JSON: \(error)")
     }
@@ -99,7 +99,7 @@ public enum MessageCodec {
       throw ProtocolError(.tooLarge, "message exceeds \(Limits.maxMessageBytes) bytes")
     }
     do {
-      return try JSONValue.parse(bytes)
+      return try JSONValue.parse(bytes, maxDepth: Limits.maxJSONDepth)
     } catch {
       throw ProtocolError(.badRequest, "malformed JSON: \(error)")
     }

@@ -113,7 +113,7 @@ public struct IncomingCallPush: WireCodable, Hashable {
     }
     let value: JSONValue
     do {
-      value = try JSONValue.parse(data)
+      value = try JSONValue.parse(data, maxDepth: Limits.maxJSONDepth)
     } catch {
       throw ProtocolError(.badRequest, "push payload is not valid JSON: \(error)")
     }

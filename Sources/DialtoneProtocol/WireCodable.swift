@@ -37,7 +37,7 @@ extension WireCodable {
   public init(jsonBytes: some Collection<UInt8>, options: WireDecodingOptions = .strict) throws(ProtocolError) {
     let value: JSONValue
     do {
-      value = try JSONValue.parse(jsonBytes)
+      value = try JSONValue.parse(jsonBytes, maxDepth: Limits.maxJSONDepth)
     } catch {
       throw ProtocolError(.badRequest, "malformed JSON: \(error)")
     }

@@ -12,7 +12,7 @@ import Testing
   }
 
   static func expected(_ claims: JWTClaims) throws -> String {
-    String(decoding: try claims.json.serialized(), as: UTF8.self)
+    claims.json.serializedString
   }
 
   @Test func pythonAndPyJWTAreInstalled() throws {
@@ -77,7 +77,7 @@ import Testing
   /// Guards against a vacuous checker: PyJWT must refuse a token we tampered with.
   @Test func pyJWTRejectsTamperedTokens() throws {
     let token = try JWTSigner.hs256(secret: Self.secret).sign(claims: Self.claims("hs"))
-    let forged = replacingSegment(token, 1, with: Base64URL.encode(try Self.claims("mallory").json.serialized()))
+    let forged = replacingSegment(token, 1, with: Base64URL.encode(Self.claims("mallory").json.serialized))
     let output = try CrossCheck.run([
       "verify", "--alg", "HS256", "--secret-hex", hexString(Self.secret), "--token", forged,
     ])

@@ -197,6 +197,27 @@ import Testing
     Self.expectRejection(try Self.token(["exp": exp, "iat": true]), .invalidClaim("iat"))
   }
 
+  @Test func strictJSONInsideTheToken() throws {
+    func token(header: String = #"{"alg":"HS256"}"#, _ payload: String) -> String {
+      craftHS256(header: header, payload: payload, secret: Self.secret)
+    }
+    // Duplicate member names are refused (RFC 7515 §5.2), in the payload and in the header.
+    Self.expectRejection(token(#"{"exp":1,"exp":9999999999}"#), .malformed)
+    Self.expectRejection(token(header: #"{"alg":"HS256","alg":"none"}"#, #"{"exp":9999999999}"#), .malformed)
+    // So are invalid UTF-8, lone surrogates and numbers beyond Double.
+    let badUTF8 = utf8(#"{"exp":9999999999,"s":""#) + [0xC3, 0x28] + utf8(#""}"#)
+    let input = Base64URL.encode(utf8(#"{"alg":"HS256"}"#)) + "." + Base64URL.encode(badUTF8)
+    Self.expectRejection(input + "." + Base64URL.encode(HMAC.sha256(key: Self.secret, message: utf8(input))), .malformed)
+    Self.expectRejection(token(#"{"exp":9999999999,"s":"\ud800"}"#), .malformed)
+    Self.expectRejection(token(#"{"exp":1e400}"#), .malformed)
+    // Nesting: 64 levels in all are accepted, 65 are not.
+    let nested = { (levels: Int) in
+      #"{"exp":9999999999,"x":"# + String(repeating: "[", count: levels - 1) + String(repeating: "]", count: levels - 1) + "}"
+    }
+    #expect(throws: Never.self) { try Self.verifier.verify(token(nested(64)), now: Self.now) }
+    Self.expectRejection(token(nested(65)), .malformed)
+  }
+
   @Test func emptySecretIsRefused() throws {
     let token = craftHS256(header: #"{"alg":"HS256"}"#, payload: #"{"exp":9999999999}"#, secret: [])
     #expect(throws: JWTError.invalidKey("empty HS256 secret")) {

@@ -214,3 +214,15 @@ func startServer(_ handler: EchoHandler, maxMessage: Int = 64 * 1024, drain: Dou
     #expect(head.status == 200)
   }
 }
+
+extension WebServerTests {
+  @Test func messagesSentBeforeTheHandshakeAreQueued() async throws {
+    let server = try startServer(EchoHandler())
+    let client = try WebSocketClient()
+    let probe = try ClientProbe(client: client, url: "ws://127.0.0.1:\(server.port)/v1/ws")
+    probe.connection.send(text: "early")  // before .opened
+    #expect(try await probe.nextText() == "early")
+    await client.shutdown()
+    await server.stop()
+  }
+}

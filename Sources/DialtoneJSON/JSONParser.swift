@@ -2,15 +2,21 @@
 ///
 /// Strict means: no trailing commas, no comments, no leading zeros, no NaN/Infinity, no raw
 /// control characters inside strings, well-formed UTF-8 only, no lone surrogate escapes,
-/// no duplicate object keys, at most `JSONValue.maxDepth` levels of nesting (deeply nested
-/// input must not be able to exhaust the stack), and nothing but whitespace after the value.
+/// no duplicate object keys, no numbers beyond the finite `Double` range, at most `maxDepth`
+/// levels of nesting (deeply nested input must not be able to exhaust the stack), and nothing
+/// but whitespace after the value.
+///
+/// It works in place on the input buffer: strings without escapes are validated and decoded
+/// straight from it, and integers are accumulated without going through `String`.
 struct JSONParser {
   private let bytes: UnsafeBufferPointer<UInt8>
+  private let maxDepth: Int
   private var index = 0
   private var depth = 0
 
-  init(_ bytes: UnsafeBufferPointer<UInt8>) {
+  init(_ bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
     self.bytes = bytes
+    self.maxDepth = maxDepth
   }
 
   mutating func parseDocument() throws(JSONSyntaxError) -> JSONValue {
@@ -72,7 +78,7 @@ struct JSONParser {
 
   private mutating func enter() throws(JSONSyntaxError) {
     depth += 1
-    if depth > JSONValue.maxDepth { throw fail("JSON nested deeper than \(JSONValue.maxDepth) levels") }
+    if depth > maxDepth { throw fail("JSON nested deeper than \(maxDepth) levels") }
   }
 
   private mutating func parseObject() throws(JSONSyntaxError) -> JSONValue {
@@ -374,9 +380,5 @@ enum UTF8Validation {
       i += length
     }
     return nil
-  }
-
-  static func isValid(_ bytes: [UInt8]) -> Bool {
-    bytes.withUnsafeBufferPointer { firstInvalidOffset($0) == nil }
   }
 }

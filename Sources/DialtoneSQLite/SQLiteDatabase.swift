@@ -1,0 +1,126 @@
+import CSQLite
+import Foundation
+
+public struct SQLiteError: Error, Sendable, CustomStringConvertible {
+  public let code: Int32
+  public let message: String
+  public var description: String { "sqlite error \(code): \(message)" }
+}
+
+/// A value bound to or read from a statement.
+public enum SQLiteValue: Sendable, Equatable {
+  case null
+  case integer(Int64)
+  case real(Double)
+  case text(String)
+
+  public var int: Int64? { if case .integer(let v) = self { return v }; return nil }
+  public var string: String? { if case .text(let v) = self { return v }; return nil }
+}
+
+public typealias SQLiteRow = [SQLiteValue]
+
+/// One SQLite connection. Not thread-safe by design: its owner (an actor) serialises access.
+public final class SQLiteDatabase {
+  private var handle: OpaquePointer?
+  private var statements: [String: OpaquePointer] = [:]
+
+  /// Opens (creating if needed) the database at `path`, in WAL mode.
+  public init(path: String) throws(SQLiteError) {
+    var db: OpaquePointer?
+    let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+    let rc = sqlite3_open_v2(path, &db, flags, nil)
+    guard rc == SQLITE_OK, let db else {
+      let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+      sqlite3_close(db)
+      throw SQLiteError(code: rc, message: "\(path): \(message)")
+    }
+    handle = db
+    sqlite3_busy_timeout(db, 5000)
+    try execute("PRAGMA journal_mode=WAL")
+    try execute("PRAGMA synchronous=NORMAL")
+    try execute("PRAGMA foreign_keys=ON")
+  }
+
+  deinit {
+    for statement in statements.values { sqlite3_finalize(statement) }
+    sqlite3_close(handle)
+  }
+
+  /// Runs one or more statements without results.
+  public func execute(_ sql: String) throws(SQLiteError) {
+    var errorMessage: UnsafeMutablePointer<CChar>?
+    let rc = sqlite3_exec(handle, sql, nil, nil, &errorMessage)
+    if rc != SQLITE_OK {
+      let message = errorMessage.map { String(cString: $0) } ?? "exec failed"
+      sqlite3_free(errorMessage)
+      throw SQLiteError(code: rc, message: message)
+    }
+  }
+
+  /// Runs a statement with bound parameters; returns the rows it produced.
+  @discardableResult
+  public func query(_ sql: String, _ parameters: [SQLiteValue] = []) throws(SQLiteError) -> [SQLiteRow] {
+    let statement = try prepared(sql)
+    defer { sqlite3_reset(statement); sqlite3_clear_bindings(statement) }
+    for (index, value) in parameters.enumerated() {
+      let position = Int32(index + 1)
+      let rc: Int32
+      switch value {
+      case .null: rc = sqlite3_bind_null(statement, position)
+      case .integer(let v): rc = sqlite3_bind_int64(statement, position, v)
+      case .real(let v): rc = sqlite3_bind_double(statement, position, v)
+      case .text(let v): rc = sqlite3_bind_text(statement, position, v, -1, dt_sqlite_transient())
+      }
+      guard rc == SQLITE_OK else { throw lastError(rc) }
+    }
+    var rows: [SQLiteRow] = []
+    while true {
+      let rc = sqlite3_step(statement)
+      if rc == SQLITE_DONE { break }
+      guard rc == SQLITE_ROW else { throw lastError(rc) }
+      let columns = sqlite3_column_count(statement)
+      var row: SQLiteRow = []
+      row.reserveCapacity(Int(columns))
+      for column in 0..<columns {
+        switch sqlite3_column_type(statement, column) {
+        case SQLITE_INTEGER: row.append(.integer(sqlite3_column_int64(statement, column)))
+        case SQLITE_FLOAT: row.append(.real(sqlite3_column_double(statement, column)))
+        case SQLITE_TEXT:
+          if let text = sqlite3_column_text(statement, column) { row.append(.text(String(cString: text))) } else { row.append(.null) }
+        default: row.append(.null)
+        }
+      }
+      rows.append(row)
+    }
+    return rows
+  }
+
+  /// Runs `body` in a transaction, rolled back if it throws.
+  public func transaction<T>(_ body: () throws -> T) throws -> T {
+    try execute("BEGIN IMMEDIATE")
+    do {
+      let result = try body()
+      try execute("COMMIT")
+      return result
+    } catch {
+      try? execute("ROLLBACK")
+      throw error
+    }
+  }
+
+  public var changes: Int { Int(sqlite3_changes(handle)) }
+
+  private func prepared(_ sql: String) throws(SQLiteError) -> OpaquePointer {
+    if let cached = statements[sql] { return cached }
+    var statement: OpaquePointer?
+    let rc = sqlite3_prepare_v2(handle, sql, -1, &statement, nil)
+    guard rc == SQLITE_OK, let statement else { throw lastError(rc) }
+    statements[sql] = statement
+    return statement
+  }
+
+  private func lastError(_ rc: Int32) -> SQLiteError {
+    SQLiteError(code: rc, message: handle.map { String(cString: sqlite3_errmsg($0)) } ?? "unknown")
+  }
+}

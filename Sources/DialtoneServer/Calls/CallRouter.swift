@@ -1,0 +1,365 @@
+import DialtoneProtocol
+import Foundation
+
+/// The server-side call state machine for 1:1 calls.
+///
+///     ringing ──accept──▶ accepted ──hangup / grace expired──▶ ended(reason)
+///        │
+///        └── decline · busy · cancel · ring timeout (missed) · glare · caller lost ──▶ ended(reason)
+///
+/// A pure value: every input returns the reply and the effects (messages, timers, events) that
+/// the hub applies, so tests drive it without sockets or real time.
+struct CallRouter {
+  struct Settings: Sendable {
+    var ringTimeout: Double = 45
+    var reconnectGrace: Double = 30
+    /// Ended calls stay queryable with `get-call` this long.
+    var endedRetention: Double = 600
+    /// Caller signaling held for late callee devices while a call rings.
+    var maxBufferedSignals = 512
+  }
+
+  enum Phase: Equatable {
+    case ringing
+    case accepted(deviceId: String)
+    case ended(EndReason)
+  }
+
+  struct Call {
+    let id: CallID
+    let caller: Identity
+    let calleeId: String
+    let video: Bool
+    let createdAt: Date
+    var phase: Phase = .ringing
+    var answeredAt: Date?
+    var endedAt: Date?
+    /// The caller's offer/candidates/end-of-candidates, in order, for callee devices that connect while it rings.
+    var callerSignals: [ServerMessage] = []
+    var invite: ServerMessage
+
+    var answeringDevice: String? { if case .accepted(let d) = phase { return d }; return nil }
+    var isEnded: Bool { if case .ended = phase { return true }; return false }
+
+    func isCallerDevice(_ who: Identity) -> Bool { who.userId == caller.userId && who.deviceId == caller.deviceId }
+    func isAnsweringDevice(_ who: Identity) -> Bool { who.userId == calleeId && who.deviceId == answeringDevice }
+    func involves(user: String) -> Bool { user == caller.userId || user == calleeId }
+  }
+
+  struct Outcome {
+    var reply: ServerMessage
+    var effects: [CallEffect] = []
+  }
+
+  let settings: Settings
+  private(set) var calls: [CallID: Call] = [:]
+  /// Calls not yet ended, by user (caller or callee), for busy and glare checks.
+  private var liveCallsByUser: [String: Set<CallID>] = [:]
+  private var endedOrder: [(CallID, Date)] = []
+
+  init(settings: Settings = Settings()) { self.settings = settings }
+
+  // MARK: - Requests
+
+  mutating func handle(_ message: ClientMessage, from who: Identity, now: Date) -> Outcome {
+    pruneEnded(now: now)
+    switch message {
+    case .invite(let m): return invite(m, from: who, now: now)
+    case .ringing(let m): return ringing(m, from: who)
+    case .accept(let m): return accept(m, from: who, now: now)
+    case .decline(let m): return refuse(m, reason: .declined, from: who, now: now)
+    case .busy(let m): return refuse(m, reason: .busy, from: who, now: now)
+    case .cancel(let m): return hangup(m, from: who, now: now)
+    case .hangup(let m): return hangup(m, from: who, now: now)
+    case .offer(let m):
+      return relayFromCaller(m.id, m.callId, who, .offer(.init(callId: m.callId, from: who.peer, sdp: m.sdp, iceRestart: m.iceRestart)))
+    case .answer(let m):
+      return relayFromAnswerer(m.id, m.callId, who, .answer(.init(callId: m.callId, from: who.peer, sdp: m.sdp)))
+    case .candidate(let m):
+      let relayed = ServerMessage.candidate(.init(callId: m.callId, from: who.peer, candidate: m.candidate))
+      return relayEitherWay(m.id, m.callId, who, relayed)
+    case .endOfCandidates(let m):
+      return relayEitherWay(m.id, m.callId, who, .endOfCandidates(.init(callId: m.callId, from: who.peer)))
+    case .iceRestartRequest(let m):
+      return relayFromAnswerer(m.id, m.callId, who, .iceRestartRequest(.init(callId: m.callId, from: who.peer)))
+    case .getCall(let m):
+      guard let state = callState(m.callId, visibleTo: who) else { return notFound(m.id, m.callId) }
+      return Outcome(reply: .ack(.init(replyTo: m.id, callId: m.callId, call: state)))
+    case .hello, .ack, .ping:
+      return Outcome(reply: .error(.init(replyTo: message.id, code: .internal, message: "not a call message")))
+    }
+  }
+
+  private mutating func invite(_ m: ClientMessage.Invite, from who: Identity, now: Date) -> Outcome {
+    let ack = ServerMessage.ack(.init(replyTo: m.id, callId: m.callId))
+    guard m.to != who.userId else { return error(m.id, m.callId, .badRequest, "cannot call yourself") }
+    if let existing = calls[m.callId] {
+      // The same invite re-sent with a new id (a client retry) is acknowledged again.
+      if existing.isCallerDevice(who), existing.calleeId == m.to { return Outcome(reply: ack) }
+      return error(m.id, m.callId, .conflict, "callId is already used by another call")
+    }
+    let caller = Identity(userId: who.userId, deviceId: who.deviceId, name: m.callerName ?? who.name)
+    let invite = ServerMessage.invite(.init(callId: m.callId, from: caller.peer, video: m.video, offer: m.offer,
+                                            createdAt: now.millisecondsSince1970))
+    var call = Call(id: m.callId, caller: caller, calleeId: m.to, video: m.video, createdAt: now, invite: invite)
+
+    // Busy: the callee is talking already; the callee's devices are not rung.
+    if liveCalls(of: m.to).contains(where: { calls[$0]?.answeringDevice != nil }) {
+      var outcome = Outcome(reply: ack)
+      outcome.effects = finish(&call, .busy, now: now, notify: [(.device(userId: who.userId, deviceId: who.deviceId), nil)])
+      return outcome
+    }
+
+    // Glare: the callee is ringing us right now. The lower callId survives.
+    if let otherID = liveCalls(of: m.to).first(where: { id in
+      guard let other = calls[id] else { return false }
+      return other.phase == .ringing && other.caller.userId == m.to && other.calleeId == who.userId
+    }), var other = calls[otherID] {
+      if CallIDRules.glareSurvivor(otherID, m.callId) == otherID {
+        var outcome = Outcome(reply: ack)
+        outcome.effects = finish(&call, .glare, now: now, replacedBy: otherID, notify: [
+          (.device(userId: who.userId, deviceId: who.deviceId), nil), (.user(userId: m.to, exceptDevice: nil), nil),
+        ])
+        return outcome
+      }
+      var effects = finish(&other, .glare, now: now, replacedBy: m.callId, notify: [
+        (.device(userId: other.caller.userId, deviceId: other.caller.deviceId), nil),
+        (.user(userId: other.calleeId, exceptDevice: nil), nil),
+      ])
+      calls[otherID] = other
+      effects += startRinging(call, now: now)
+      return Outcome(reply: ack, effects: effects)
+    }
+
+    return Outcome(reply: ack, effects: startRinging(call, now: now))
+  }
+
+  private mutating func startRinging(_ call: Call, now: Date) -> [CallEffect] {
+    calls[call.id] = call
+    liveCallsByUser[call.caller.userId, default: []].insert(call.id)
+    liveCallsByUser[call.calleeId, default: []].insert(call.id)
+    return [
+      .send(call.invite, to: .user(userId: call.calleeId, exceptDevice: nil)),
+      .schedule(CallTimer(callId: call.id, kind: .ring), after: settings.ringTimeout),
+      .external(.ringing(callId: call.id, caller: call.caller.peer, calleeId: call.calleeId, video: call.video, createdAt: now)),
+    ]
+  }
+
+  private mutating func ringing(_ m: ClientMessage.CallAction, from who: Identity) -> Outcome {
+    guard let call = calls[m.callId], call.involves(user: who.userId) else { return notFound(m.id, m.callId) }
+    guard who.userId == call.calleeId, call.phase == .ringing else { return invalidState(m.id, m.callId, call) }
+    return Outcome(reply: ack(m.id, m.callId), effects: [
+      .send(.ringing(.init(callId: call.id, from: who.peer)), to: callerDevice(call)),
+    ])
+  }
+
+  private mutating func accept(_ m: ClientMessage.Accept, from who: Identity, now: Date) -> Outcome {
+    guard var call = calls[m.callId], call.involves(user: who.userId) else { return notFound(m.id, m.callId) }
+    if call.isAnsweringDevice(who) { return Outcome(reply: ack(m.id, m.callId)) }
+    guard who.userId == call.calleeId, call.phase == .ringing else { return invalidState(m.id, m.callId, call) }
+    call.phase = .accepted(deviceId: who.deviceId)
+    call.answeredAt = now
+    call.callerSignals = []
+    calls[call.id] = call
+    return Outcome(reply: ack(m.id, m.callId), effects: [
+      .cancel(CallTimer(callId: call.id, kind: .ring)),
+      .send(.accept(.init(callId: call.id, from: who.peer, answer: m.answer)), to: callerDevice(call)),
+      .send(.callEnded(.init(callId: call.id, reason: .answeredElsewhere, from: who.peer)),
+            to: .user(userId: call.calleeId, exceptDevice: who.deviceId)),
+    ])
+  }
+
+  /// decline / busy from a callee device while ringing.
+  private mutating func refuse(_ m: ClientMessage.CallAction, reason: EndReason, from who: Identity, now: Date) -> Outcome {
+    guard var call = calls[m.callId], call.involves(user: who.userId) else { return notFound(m.id, m.callId) }
+    guard who.userId == call.calleeId, call.phase == .ringing else { return invalidState(m.id, m.callId, call) }
+    let effects = finish(&call, reason, now: now, notify: [
+      (callerDevice(call), nil),
+      (.user(userId: call.calleeId, exceptDevice: who.deviceId), .declinedElsewhere),
+    ], from: who.peer)
+    calls[call.id] = call
+    return Outcome(reply: ack(m.id, m.callId), effects: effects)
+  }
+
+  /// cancel and hangup: whoever may end the call in its current phase, with the matching reason.
+  private mutating func hangup(_ m: ClientMessage.CallAction, from who: Identity, now: Date) -> Outcome {
+    guard var call = calls[m.callId], call.involves(user: who.userId) else { return notFound(m.id, m.callId) }
+    let effects: [CallEffect]
+    switch call.phase {
+    case .ringing where call.isCallerDevice(who):
+      effects = finish(&call, .cancelled, now: now, notify: [(.user(userId: call.calleeId, exceptDevice: nil), nil)], from: who.peer)
+    case .ringing where who.userId == call.calleeId:
+      return refuse(.init(id: m.id, callId: m.callId), reason: .declined, from: who, now: now)
+    case .accepted where call.isCallerDevice(who):
+      effects = finish(&call, .hangup, now: now, notify: [(answeringDevice(call), nil)], from: who.peer)
+    case .accepted where call.isAnsweringDevice(who):
+      effects = finish(&call, .hangup, now: now, notify: [(callerDevice(call), nil)], from: who.peer)
+    default:
+      return invalidState(m.id, m.callId, call)
+    }
+    calls[call.id] = call
+    return Outcome(reply: ack(m.id, m.callId), effects: effects)
+  }
+
+  private mutating func relayFromCaller(_ id: String, _ callId: CallID, _ who: Identity, _ message: ServerMessage) -> Outcome {
+    guard var call = calls[callId], call.involves(user: who.userId) else { return notFound(id, callId) }
+    guard call.isCallerDevice(who), !call.isEnded else { return invalidState(id, callId, call) }
+    if call.phase == .ringing {
+      guard call.callerSignals.count < settings.maxBufferedSignals else {
+        return error(id, callId, .rateLimited, "too much signaling before the call was answered")
+      }
+      call.callerSignals.append(message)
+      calls[callId] = call
+      return Outcome(reply: ack(id, callId), effects: [.send(message, to: .user(userId: call.calleeId, exceptDevice: nil))])
+    }
+    return Outcome(reply: ack(id, callId), effects: [.send(message, to: answeringDevice(call))])
+  }
+
+  private func relayFromAnswerer(_ id: String, _ callId: CallID, _ who: Identity, _ message: ServerMessage) -> Outcome {
+    guard let call = calls[callId], call.involves(user: who.userId) else { return notFound(id, callId) }
+    guard call.isAnsweringDevice(who) else { return invalidState(id, callId, call) }
+    return Outcome(reply: ack(id, callId), effects: [.send(message, to: callerDevice(call))])
+  }
+
+  private mutating func relayEitherWay(_ id: String, _ callId: CallID, _ who: Identity, _ message: ServerMessage) -> Outcome {
+    guard let call = calls[callId], call.involves(user: who.userId) else { return notFound(id, callId) }
+    return call.isCallerDevice(who) ? relayFromCaller(id, callId, who, message) : relayFromAnswerer(id, callId, who, message)
+  }
+
+  // MARK: - Connections and timers
+
+  /// A device (re)connected. Grace timers stop; a new session (not resumed) of a callee device
+  /// gets every call ringing for it, with the caller's signaling so far, in order.
+  mutating func deviceConnected(_ who: Identity, newSession: Bool, now: Date) -> [CallEffect] {
+    var effects: [CallEffect] = []
+    for id in liveCalls(of: who.userId) {
+      guard let call = calls[id] else { continue }
+      if call.isCallerDevice(who) || call.isAnsweringDevice(who) {
+        effects.append(.cancel(CallTimer(callId: id, kind: .grace(userId: who.userId, deviceId: who.deviceId))))
+      }
+      if newSession, call.phase == .ringing, call.calleeId == who.userId {
+        let device = Recipient.device(userId: who.userId, deviceId: who.deviceId)
+        effects.append(.send(call.invite, to: device))
+        effects += call.callerSignals.map { .send($0, to: device) }
+      }
+    }
+    return effects
+  }
+
+  /// A device's socket dropped: its calls get the grace window.
+  mutating func deviceDisconnected(_ who: Identity, now: Date) -> [CallEffect] {
+    liveCalls(of: who.userId).compactMap { id in
+      guard let call = calls[id], call.isCallerDevice(who) || call.isAnsweringDevice(who) else { return nil }
+      return .schedule(CallTimer(callId: id, kind: .grace(userId: who.userId, deviceId: who.deviceId)), after: settings.reconnectGrace)
+    }
+  }
+
+  mutating func timerFired(_ timer: CallTimer, now: Date) -> [CallEffect] {
+    guard var call = calls[timer.callId], !call.isEnded else { return [] }
+    var effects: [CallEffect] = []
+    switch timer.kind {
+    case .ring:
+      guard call.phase == .ringing else { return [] }
+      effects = finish(&call, .missed, now: now, notify: [
+        (callerDevice(call), nil), (.user(userId: call.calleeId, exceptDevice: nil), nil),
+      ])
+    case .grace(let userId, let deviceId):
+      let lost = Identity(userId: userId, deviceId: deviceId, name: nil)
+      if call.isCallerDevice(lost) {
+        let others: Recipient = call.phase == .ringing ? .user(userId: call.calleeId, exceptDevice: nil) : answeringDevice(call)
+        effects = finish(&call, .connectionLost, now: now, notify: [(others, nil), (callerDevice(call), nil)], from: call.caller.peer)
+      } else if call.isAnsweringDevice(lost) {
+        let peer = Peer(userId: userId, deviceId: deviceId)
+        effects = finish(&call, .connectionLost, now: now, notify: [(callerDevice(call), nil), (answeringDevice(call), nil)], from: peer)
+      } else {
+        return []
+      }
+    }
+    calls[call.id] = call
+    return effects
+  }
+
+  // MARK: - Queries
+
+  func callState(_ callId: CallID, visibleTo who: Identity) -> CallState? {
+    guard let call = calls[callId], call.involves(user: who.userId) else { return nil }
+    let phase: CallPhase
+    var reason: EndReason?
+    switch call.phase {
+    case .ringing: phase = .ringing
+    case .accepted: phase = .accepted
+    case .ended(let r): phase = .ended; reason = r
+    }
+    return CallState(callId: call.id, callerId: call.caller.userId, calleeId: call.calleeId,
+                     callerDeviceId: call.caller.deviceId, calleeDeviceId: call.answeringDevice ?? answeredBy(call),
+                     video: call.video, state: phase, createdAt: call.createdAt.millisecondsSince1970,
+                     answeredAt: call.answeredAt?.millisecondsSince1970, endedAt: call.endedAt?.millisecondsSince1970,
+                     endReason: reason)
+  }
+
+  // MARK: - Helpers
+
+  /// Ends `call`: notifies each recipient (with its own reason when given), cancels timers and
+  /// emits the record. `from` is the peer whose action ended it.
+  private mutating func finish(_ call: inout Call, _ reason: EndReason, now: Date, replacedBy: CallID? = nil,
+                               notify: [(Recipient, EndReason?)], from: Peer? = nil) -> [CallEffect] {
+    let answeredBy = call.answeringDevice
+    call.phase = .ended(reason)
+    call.endedAt = now
+    call.callerSignals = []
+    endedAnswerers[call.id] = answeredBy
+    calls[call.id] = call
+    liveCallsByUser[call.caller.userId]?.remove(call.id)
+    liveCallsByUser[call.calleeId]?.remove(call.id)
+    if liveCallsByUser[call.caller.userId]?.isEmpty == true { liveCallsByUser[call.caller.userId] = nil }
+    if liveCallsByUser[call.calleeId]?.isEmpty == true { liveCallsByUser[call.calleeId] = nil }
+    endedOrder.append((call.id, now))
+
+    var effects: [CallEffect] = [.cancel(CallTimer(callId: call.id, kind: .ring))]
+    for (recipient, override) in notify {
+      effects.append(.send(.callEnded(.init(callId: call.id, reason: override ?? reason, from: from, replacedBy: replacedBy)), to: recipient))
+    }
+    let duration = call.answeredAt.map { Int64((now.timeIntervalSince($0) * 1000).rounded()) }
+    effects.append(.external(.ended(CallRecord(
+      callId: call.id, callerId: call.caller.userId, calleeId: call.calleeId, answeredBy: answeredBy, video: call.video,
+      createdAt: call.createdAt.millisecondsSince1970, answeredAt: call.answeredAt?.millisecondsSince1970,
+      endedAt: now.millisecondsSince1970, endReason: reason, durationMs: duration))))
+    return effects
+  }
+
+  /// The device that answered an ended call (kept so `get-call` can say "answered elsewhere").
+  private var endedAnswerers: [CallID: String] = [:]
+  private func answeredBy(_ call: Call) -> String? { endedAnswerers[call.id] }
+
+  private mutating func pruneEnded(now: Date) {
+    var drop = 0
+    while drop < endedOrder.count, now.timeIntervalSince(endedOrder[drop].1) > settings.endedRetention {
+      let id = endedOrder[drop].0
+      calls.removeValue(forKey: id)
+      endedAnswerers.removeValue(forKey: id)
+      drop += 1
+    }
+    if drop > 0 { endedOrder.removeFirst(drop) }
+  }
+
+  private func liveCalls(of user: String) -> Set<CallID> { liveCallsByUser[user] ?? [] }
+  private func callerDevice(_ call: Call) -> Recipient { .device(userId: call.caller.userId, deviceId: call.caller.deviceId) }
+  private func answeringDevice(_ call: Call) -> Recipient {
+    .device(userId: call.calleeId, deviceId: call.answeringDevice ?? endedAnswerers[call.id] ?? "")
+  }
+  private func ack(_ id: String, _ callId: CallID) -> ServerMessage { .ack(.init(replyTo: id, callId: callId)) }
+  private func error(_ id: String, _ callId: CallID, _ code: ErrorCode, _ message: String) -> Outcome {
+    Outcome(reply: .error(.init(replyTo: id, code: code, message: message, callId: callId)))
+  }
+  /// Unknown, or not this user's: the same answer either way, so nothing leaks.
+  private func notFound(_ id: String, _ callId: CallID) -> Outcome { error(id, callId, .notFound, "no such call") }
+  private func invalidState(_ id: String, _ callId: CallID, _ call: Call) -> Outcome {
+    let state: String
+    switch call.phase {
+    case .ringing: state = "ringing"
+    case .accepted: state = "accepted on another device"
+    case .ended(let reason): state = "ended (\(reason.rawValue))"
+    }
+    return error(id, callId, .invalidState, "not allowed now: the call is \(state)")
+  }
+}

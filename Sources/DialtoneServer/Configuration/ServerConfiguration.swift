@@ -1,0 +1,139 @@
+import Foundation
+
+/// Everything `dialtone-server` can be told, from flags or `DIALTONE_*` environment variables
+/// (flags win). Defaults make `dialtone-server` with no arguments a working local server.
+public struct ServerConfiguration: Sendable, Equatable {
+  public var host = "127.0.0.1"
+  public var port = 8080
+  public var dataDirectory = "./data"
+  /// HS256 secret shared with the app's backend. Nil: read or generate `<data-dir>/auth-secret`.
+  public var authSecret: String?
+  public var logLevel: LogLevel = .info
+
+  // Signaling timings (seconds).
+  public var helloTimeout: Double = 5
+  public var ringTimeout: Double = 45
+  public var reconnectGrace: Double = 30
+  public var resumeWindow: Double = 60
+  public var heartbeatSeconds = 25
+  public var drainSeconds: Double = 5
+
+  // ICE servers handed to clients.
+  public var turnSecret: String?
+  public var turnURLs: [String] = []
+  public var stunURLs: [String] = []
+  public var turnTTL = 43_200
+
+  public init() {}
+}
+
+public enum LogLevel: String, Sendable, Comparable, CaseIterable {
+  case debug, info, warning, error
+  private var rank: Int { Self.allCases.firstIndex(of: self) ?? 0 }
+  public static func < (lhs: LogLevel, rhs: LogLevel) -> Bool { lhs.rank < rhs.rank }
+}
+
+public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
+  public let description: String
+  init(_ description: String) { self.description = description }
+}
+
+extension ServerConfiguration {
+  /// One row per option: the flag, its environment variable, and how it applies.
+  private struct Option: Sendable {
+    let flag: String
+    let help: String
+    let repeatable: Bool
+    let apply: @Sendable (inout ServerConfiguration, String) throws(ConfigurationError) -> Void
+    var environmentName: String { "DIALTONE_" + flag.uppercased().replacingOccurrences(of: "-", with: "_") }
+  }
+
+  private static func number<T: LosslessStringConvertible>(_ value: String, _ flag: String) throws(ConfigurationError) -> T {
+    guard let parsed = T(value) else { throw ConfigurationError("--\(flag) expects a number, got \"\(value)\"") }
+    return parsed
+  }
+
+  private static let options: [Option] = [
+    Option(flag: "host", help: "address to listen on (default 127.0.0.1)", repeatable: false) { c, v in c.host = v },
+    Option(flag: "port", help: "port to listen on (default 8080; 0 picks a free one)", repeatable: false) { c, v throws(ConfigurationError) in
+      let port: Int = try number(v, "port")
+      guard (0...65535).contains(port) else { throw ConfigurationError("--port must be 0...65535") }
+      c.port = port
+    },
+    Option(flag: "data-dir", help: "directory for the database and generated secrets (default ./data)", repeatable: false) { c, v in c.dataDirectory = v },
+    Option(flag: "auth-secret", help: "HS256 secret for client tokens (default: generated into the data dir)", repeatable: false) { c, v throws(ConfigurationError) in
+      guard v.utf8.count >= 16 else { throw ConfigurationError("--auth-secret must be at least 16 bytes") }
+      c.authSecret = v
+    },
+    Option(flag: "log-level", help: "debug | info | warning | error (default info)", repeatable: false) { c, v throws(ConfigurationError) in
+      guard let level = LogLevel(rawValue: v.lowercased()) else { throw ConfigurationError("--log-level must be debug, info, warning or error") }
+      c.logLevel = level
+    },
+    Option(flag: "ring-timeout", help: "seconds a call rings before it is missed (default 45)", repeatable: false) { c, v throws(ConfigurationError) in c.ringTimeout = try number(v, "ring-timeout") },
+    Option(flag: "reconnect-grace", help: "seconds a dropped participant has to come back (default 30)", repeatable: false) { c, v throws(ConfigurationError) in c.reconnectGrace = try number(v, "reconnect-grace") },
+    Option(flag: "turn-secret", help: "coturn static-auth-secret for TURN REST credentials", repeatable: false) { c, v in c.turnSecret = v },
+    Option(flag: "turn-url", help: "TURN URL handed to clients (repeatable), e.g. turn:turn.example.com:3478?transport=udp", repeatable: true) { c, v in c.turnURLs.append(v) },
+    Option(flag: "stun-url", help: "STUN URL handed to clients (repeatable)", repeatable: true) { c, v in c.stunURLs.append(v) },
+    Option(flag: "turn-ttl", help: "lifetime of TURN credentials in seconds (default 43200)", repeatable: false) { c, v throws(ConfigurationError) in
+      let ttl: Int = try number(v, "turn-ttl")
+      guard ttl >= 60 else { throw ConfigurationError("--turn-ttl must be at least 60 seconds") }
+      c.turnTTL = ttl
+    },
+  ]
+
+  public static var usage: String {
+    var text = "usage: dialtone-server [options]\n\nEvery option can also be set as an environment variable (flags win).\n\n"
+    for option in options {
+      text += "  --\(option.flag) VALUE".padding(toLength: 28, withPad: " ", startingAt: 0)
+      text += "\(option.help)\n" + String(repeating: " ", count: 28) + "env \(option.environmentName)\n"
+    }
+    return text
+  }
+
+  /// Parses `arguments` (without the program name) over `environment`.
+  public static func parse(arguments: [String], environment: [String: String]) throws(ConfigurationError) -> ServerConfiguration {
+    var configuration = ServerConfiguration()
+    for option in options {
+      guard let value = environment[option.environmentName], !value.isEmpty else { continue }
+      if option.repeatable {
+        for part in value.split(separator: ",") { try option.apply(&configuration, part.trimmingCharacters(in: .whitespaces)) }
+      } else {
+        try option.apply(&configuration, value)
+      }
+    }
+    // Repeatable flags given on the command line replace the environment's list.
+    var resetRepeatables: Set<String> = []
+    var index = 0
+    while index < arguments.count {
+      var argument = arguments[index]
+      guard argument.hasPrefix("--") else { throw ConfigurationError("unexpected argument \"\(argument)\"") }
+      argument.removeFirst(2)
+      var value: String?
+      if let eq = argument.firstIndex(of: "=") {
+        value = String(argument[argument.index(after: eq)...])
+        argument = String(argument[..<eq])
+      }
+      guard let option = options.first(where: { $0.flag == argument }) else {
+        throw ConfigurationError("unknown option --\(argument)")
+      }
+      if value == nil {
+        index += 1
+        guard index < arguments.count else { throw ConfigurationError("--\(argument) needs a value") }
+        value = arguments[index]
+      }
+      if option.repeatable, !resetRepeatables.contains(option.flag) {
+        resetRepeatables.insert(option.flag)
+        switch option.flag {
+        case "turn-url": configuration.turnURLs = []
+        default: configuration.stunURLs = []
+        }
+      }
+      try option.apply(&configuration, value ?? "")
+      index += 1
+    }
+    if !configuration.turnURLs.isEmpty && configuration.turnSecret == nil {
+      throw ConfigurationError("--turn-url needs --turn-secret (coturn's static-auth-secret)")
+    }
+    return configuration
+  }
+}

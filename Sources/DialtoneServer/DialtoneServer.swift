@@ -1,0 +1,70 @@
+import DialtoneNet
+import DialtoneProtocol
+import Foundation
+
+/// The composition root: storage, hub, router, HTTP API and the network server, started together
+/// and stopped in order (stop accepting → close sockets with 1001 → finish writes).
+public final class DialtoneServer: Sendable {
+  public static let version = "0.1.0"
+
+  public let configuration: ServerConfiguration
+  public let port: Int
+  private let web: WebServer
+  private let hub: SignalingHub
+  private let hubTask: Task<Void, Never>
+  private let recorder: CallRecorder
+  private let log: Log
+
+  public init(configuration: ServerConfiguration, clock: any ServerClock = SystemClock(), store: (any CallStore)? = nil) async throws {
+    self.configuration = configuration
+    let log = Log(level: configuration.logLevel, subsystem: "server")
+    self.log = log
+    let secret = try AuthSecret.resolve(configured: configuration.authSecret, dataDirectory: configuration.dataDirectory)
+    let authenticator = TokenAuthenticator(secret: secret, now: { clock.now })
+    let iceServers = IceServerIssuer(stunURLs: configuration.stunURLs, turnURLs: configuration.turnURLs,
+                                     turnSecret: configuration.turnSecret, ttl: configuration.turnTTL)
+    let callStore = try store ?? SQLiteStore.open(dataDirectory: configuration.dataDirectory)
+    recorder = CallRecorder(store: callStore, log: log.scoped("calls"))
+    let router = CallRouter(settings: .init(ringTimeout: configuration.ringTimeout, reconnectGrace: configuration.reconnectGrace))
+    hub = SignalingHub(
+      settings: .init(helloTimeout: configuration.helloTimeout, resumeWindow: configuration.resumeWindow,
+                      heartbeatSeconds: configuration.heartbeatSeconds, maxMessageBytes: Limits.maxMessageBytes),
+      clock: clock, authenticator: authenticator, iceServers: iceServers, router: router,
+      effectSink: recorder, log: log.scoped("signaling"))
+    let hub = self.hub
+    hubTask = Task { await hub.run() }
+
+    var routes = Router()
+    APIRoutes(hub: hub, authenticator: authenticator, iceServers: iceServers, store: callStore, clock: clock,
+              version: Self.version).register(in: &routes)
+    do {
+      web = try WebServer(
+        configuration: WebServerConfiguration(host: configuration.host, port: configuration.port,
+                                              maxMessageBytes: Limits.maxMessageBytes,
+                                              pingIntervalSeconds: configuration.heartbeatSeconds,
+                                              idleTimeoutSeconds: configuration.heartbeatSeconds * 2 + 10,
+                                              drainSeconds: configuration.drainSeconds),
+        router: routes, webSocketHandler: hub.socketHandler)
+    } catch {
+      hub.finish()
+      throw error
+    }
+    port = web.port
+    if configuration.turnURLs.isEmpty && configuration.stunURLs.isEmpty {
+      log.info("no --turn-url/--stun-url configured: clients get an empty ICE server list (fine on one LAN, not across NATs)")
+    }
+    log.info("dialtone-server \(Self.version) listening on http://\(configuration.host):\(port) (WebSocket /v1/ws)")
+  }
+
+  /// Graceful stop: no new connections, every socket closed with 1001, pending call records
+  /// written. Bounded by `drainSeconds`.
+  public func stop() async {
+    await web.stop()
+    hub.finish()
+    await hubTask.value
+    await recorder.flush()
+    log.info("stopped")
+  }
+
+  public var baseURL: String { "http://\(configuration.host):\(port)" }
+}

@@ -1,0 +1,113 @@
+import DialtoneNet
+import DialtoneProtocol
+import Foundation
+
+/// One device's signaling session: it outlives sockets so that nothing sent to the device is lost
+/// when a socket drops. Every server message gets the next `seq` and stays in `unacked` until the
+/// client's cumulative `ack`; a resume re-sends what the client has not processed.
+/// Owned by `SignalingHub` (actor-isolated there; never shared).
+final class DeliverySession {
+  let id: String
+  let identity: Identity
+  let createdAt: Date
+  private(set) var socket: WebSocketConnection?
+  private(set) var connectedAt: Date
+  private(set) var detachedAt: Date?
+
+  private var nextSeq: UInt64 = 1
+  private var unacked: [(seq: UInt64, bytes: [UInt8])] = []
+  private var unackedHead = 0
+  /// Highest seq dropped from `unacked` without an ack: a resume from below it is impossible.
+  private var droppedThrough: UInt64 = 0
+  private let capacity: Int
+
+  /// Answers to recent request ids, replayed when a request is repeated.
+  private var replies: [String: ServerMessage] = [:]
+  private var replyOrder: [String] = []
+  private let replyMemory: Int
+
+  init(id: String, identity: Identity, socket: WebSocketConnection, now: Date, capacity: Int = 1024, replyMemory: Int = 512) {
+    self.id = id; self.identity = identity; self.socket = socket
+    self.createdAt = now; self.connectedAt = now
+    self.capacity = capacity; self.replyMemory = replyMemory
+  }
+
+  var isConnected: Bool { socket != nil }
+  var lastSentSeq: UInt64 { nextSeq - 1 }
+  var unackedCount: Int { unacked.count - unackedHead }
+
+  /// Assigns the next seq, keeps the message for resume, and writes it if a socket is attached.
+  func deliver(_ message: ServerMessage) {
+    let seq = nextSeq
+    nextSeq += 1
+    let bytes = MessageCodec.encode(message, seq: seq)
+    unacked.append((seq, bytes))
+    if unackedCount > capacity {
+      droppedThrough = unacked[unackedHead].seq
+      unacked[unackedHead].bytes = []
+      unackedHead += 1
+    }
+    compact()
+    socket?.send(text: bytes)
+  }
+
+  /// Writes a message outside the seq stream (`welcome`, pre-session errors).
+  func sendUnsequenced(_ message: ServerMessage) {
+    socket?.send(text: MessageCodec.encode(message, seq: nil))
+  }
+
+  func acknowledge(upTo seq: UInt64) {
+    let bounded = min(seq, lastSentSeq)
+    while unackedHead < unacked.count, unacked[unackedHead].seq <= bounded {
+      unacked[unackedHead].bytes = []
+      unackedHead += 1
+    }
+    compact()
+  }
+
+  private func compact() {
+    if unackedHead == unacked.count {
+      unacked.removeAll(keepingCapacity: unacked.count <= 64)
+      unackedHead = 0
+    } else if unackedHead >= 64, unackedHead * 2 >= unacked.count {
+      unacked.removeFirst(unackedHead)
+      unackedHead = 0
+    }
+  }
+
+  /// A resume from `lastSeq` works when every later message is still held.
+  func canResume(from lastSeq: UInt64) -> Bool {
+    lastSeq >= droppedThrough && lastSeq <= lastSentSeq
+  }
+
+  /// Attaches a new socket and re-sends every message after `lastSeq`, in order.
+  func resume(on socket: WebSocketConnection, lastSeq: UInt64, now: Date) {
+    attach(socket, now: now)
+    acknowledge(upTo: lastSeq)
+    for index in unackedHead..<unacked.count where unacked[index].seq > lastSeq {
+      socket.send(text: unacked[index].bytes)
+    }
+  }
+
+  func attach(_ socket: WebSocketConnection, now: Date) {
+    self.socket = socket
+    connectedAt = now
+    detachedAt = nil
+  }
+
+  func detach(now: Date) {
+    socket = nil
+    detachedAt = now
+  }
+
+  func reply(to requestID: String) -> ServerMessage? { replies[requestID] }
+
+  func remember(_ reply: ServerMessage, for requestID: String) {
+    if replies.updateValue(reply, forKey: requestID) == nil { replyOrder.append(requestID) }
+    if replyOrder.count > replyMemory {
+      let excess = replyOrder.count - replyMemory
+      for old in replyOrder.prefix(excess) { replies.removeValue(forKey: old) }
+      replyOrder.removeFirst(excess)
+    }
+  }
+}

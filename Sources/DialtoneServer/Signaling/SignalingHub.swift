@@ -1,0 +1,286 @@
+import DialtoneCrypto
+import DialtoneNet
+import DialtoneProtocol
+import Foundation
+
+/// Owns every signaling socket and session. All state lives on this actor and changes only in
+/// `handle(_:)`, fed by one ordered event stream (socket events and timers).
+///
+/// The hub does the transport work — handshake, authentication, seq/ack/resume, duplicate ids —
+/// and hands call messages to `CallRouter`, whose effects it then applies.
+public actor SignalingHub {
+  struct Settings: Sendable {
+    var helloTimeout: Double
+    var resumeWindow: Double
+    var heartbeatSeconds: Int
+    var maxMessageBytes: Int
+  }
+
+  private struct SocketState {
+    let connection: WebSocketConnection
+    let headerToken: String?
+    var sessionID: String?
+    var helloTimer: (any ScheduledAction)?
+  }
+
+  private let settings: Settings
+  private let clock: any ServerClock
+  private let authenticator: TokenAuthenticator
+  private let iceServers: IceServerIssuer
+  private let log: Log
+  private var router: CallRouter
+  private let effectSink: any CallEffectSink
+
+  private var sockets: [UInt64: SocketState] = [:]
+  private var sessions: [String: DeliverySession] = [:]
+  /// user → device → session: the registry of who can be reached.
+  private var devices: [String: [String: DeliverySession]] = [:]
+  private var sessionTimers: [String: any ScheduledAction] = [:]
+  private var callTimers: [CallTimer: any ScheduledAction] = [:]
+
+  private let events: AsyncStream<HubEvent>
+  nonisolated let sink: AsyncStream<HubEvent>.Continuation
+
+  init(settings: Settings, clock: any ServerClock, authenticator: TokenAuthenticator, iceServers: IceServerIssuer,
+       router: CallRouter, effectSink: any CallEffectSink, log: Log) {
+    self.settings = settings; self.clock = clock; self.authenticator = authenticator
+    self.iceServers = iceServers; self.router = router; self.effectSink = effectSink; self.log = log
+    (events, sink) = AsyncStream<HubEvent>.makeStream()
+  }
+
+  nonisolated var socketHandler: any WebSocketHandler { SocketEventBridge(sink: sink) }
+
+  /// Processes events until `finish()`; run exactly once.
+  func run() async {
+    for await event in events { handle(event) }
+  }
+
+  nonisolated func finish() { sink.finish() }
+
+  // MARK: - Queries for the HTTP API
+
+  func liveDevices(of userId: String) -> [(deviceId: String, connectedAt: Date)] {
+    (devices[userId] ?? [:]).values.filter(\.isConnected).map { ($0.identity.deviceId, $0.connectedAt) }
+      .sorted { $0.deviceId < $1.deviceId }
+  }
+
+  var connectedSocketCount: Int { sockets.count }
+
+  func callState(_ callId: CallID, for identity: Identity) -> CallState? {
+    router.callState(callId, visibleTo: identity)
+  }
+
+  // MARK: - Events
+
+  private func handle(_ event: HubEvent) {
+    switch event {
+    case .opened(let connection, let request):
+      let timer = clock.schedule(after: settings.helloTimeout) { [sink] in sink.yield(.helloDeadline(socketID: connection.id)) }
+      sockets[connection.id] = SocketState(connection: connection, headerToken: request.bearerToken, helloTimer: timer)
+
+    case .received(let connection, let bytes, let isText):
+      guard let state = sockets[connection.id] else { return }
+      if let sessionID = state.sessionID, let session = sessions[sessionID] {
+        handleMessage(bytes, isText: isText, session: session)
+      } else {
+        handleHello(bytes, isText: isText, socket: state)
+      }
+
+    case .closed(let connection, _):
+      guard let state = sockets.removeValue(forKey: connection.id) else { return }
+      state.helloTimer?.cancel()
+      if let sessionID = state.sessionID, let session = sessions[sessionID], session.socket === connection {
+        detach(session)
+      }
+
+    case .helloDeadline(let socketID):
+      guard let state = sockets[socketID], state.sessionID == nil else { return }
+      state.connection.close(code: UInt16(CloseCode.helloTimeout.rawValue), reason: "no hello within \(Int(settings.helloTimeout)) s")
+
+    case .sessionExpiry(let sessionID):
+      sessionTimers.removeValue(forKey: sessionID)
+      guard let session = sessions[sessionID], !session.isConnected else { return }
+      discard(session)
+
+    case .callTimer(let timer):
+      callTimers.removeValue(forKey: timer)
+      apply(router.timerFired(timer, now: clock.now))
+    }
+  }
+
+  // MARK: - Handshake
+
+  private func handleHello(_ bytes: [UInt8], isText: Bool, socket: SocketState) {
+    let connection = socket.connection
+    func refuse(_ error: ServerMessage.ErrorMessage, close code: CloseCode) {
+      connection.send(text: MessageCodec.encode(.error(error), seq: nil))
+      connection.close(code: UInt16(code.rawValue), reason: error.message)
+    }
+    guard isText else {
+      return refuse(.init(code: .badRequest, message: "binary frames are not part of the protocol"), close: .protocolError)
+    }
+    let message: ClientMessage
+    do {
+      message = try MessageCodec.decodeClientMessage(bytes)
+    } catch {
+      return refuse(.init(replyTo: error.replyTo, code: error.code, message: "expected hello: \(error.message)"), close: .protocolError)
+    }
+    guard case .hello(let hello) = message else {
+      return refuse(.init(replyTo: message.id, code: .invalidState, message: "the first message must be hello"), close: .protocolError)
+    }
+    guard ProtocolVersion.supported.contains(hello.version) else {
+      return refuse(.init(replyTo: hello.id, code: .unsupportedVersion,
+                          message: "version \(hello.version) is not supported (server speaks \(ProtocolVersion.supported))"),
+                    close: .protocolError)
+    }
+    guard let token = hello.token ?? socket.headerToken else {
+      return refuse(.init(replyTo: hello.id, code: .unauthorized, message: "no token in hello or Authorization header"), close: .unauthorized)
+    }
+    let identity: Identity
+    do {
+      identity = try authenticator.authenticate(token)
+    } catch {
+      return refuse(.init(replyTo: hello.id, code: .unauthorized, message: error.description), close: .unauthorized)
+    }
+
+    socket.helloTimer?.cancel()
+    let now = clock.now
+    let existing = devices[identity.userId]?[identity.deviceId]
+    if let existing, let old = existing.socket, old !== connection {
+      // Same device connected twice: the newest socket wins; the old one must not reconnect.
+      sockets[old.id]?.sessionID = nil
+      old.close(code: UInt16(CloseCode.replaced.rawValue), reason: "replaced by a newer connection of this device")
+    }
+
+    var resumed = false
+    var resync = false
+    let session: DeliverySession
+    if let resume = hello.resume {
+      if let existing, existing.id == resume.sessionId, existing.canResume(from: resume.lastSeq) {
+        session = existing
+        resumed = true
+      } else {
+        resync = true
+        if let existing { discard(existing) }
+        session = newSession(identity, connection, now)
+      }
+    } else {
+      if let existing { discard(existing) }
+      session = newSession(identity, connection, now)
+    }
+    sessionTimers.removeValue(forKey: session.id)?.cancel()
+    sockets[connection.id]?.sessionID = session.id
+    sockets[connection.id]?.helloTimer = nil
+
+    let welcome = ServerMessage.Welcome(
+      replyTo: hello.id, sessionId: session.id, userId: identity.userId, deviceId: identity.deviceId,
+      resumed: resumed, resync: resync, heartbeatSeconds: settings.heartbeatSeconds,
+      maxMessageBytes: settings.maxMessageBytes, iceServers: iceServers.servers(for: identity.userId, now: now),
+      iceServersTtl: iceServers.ttl)
+    if resumed {
+      session.attach(connection, now: now)
+      session.sendUnsequenced(.welcome(welcome))
+      session.resume(on: connection, lastSeq: hello.resume?.lastSeq ?? 0, now: now)
+      log.debug("resumed \(session.id) for \(identity.userId)/\(identity.deviceId)")
+    } else {
+      session.sendUnsequenced(.welcome(welcome))
+      log.debug("new session \(session.id) for \(identity.userId)/\(identity.deviceId)")
+    }
+    apply(router.deviceConnected(identity, newSession: !resumed, now: now))
+  }
+
+  private func newSession(_ identity: Identity, _ connection: WebSocketConnection, _ now: Date) -> DeliverySession {
+    let session = DeliverySession(id: "s_" + SecureRandom.token(byteCount: 12), identity: identity, socket: connection, now: now)
+    sessions[session.id] = session
+    devices[identity.userId, default: [:]][identity.deviceId] = session
+    return session
+  }
+
+  private func detach(_ session: DeliverySession) {
+    let now = clock.now
+    session.detach(now: now)
+    let id = session.id
+    sessionTimers[id]?.cancel()
+    sessionTimers[id] = clock.schedule(after: settings.resumeWindow) { [sink] in sink.yield(.sessionExpiry(sessionID: id)) }
+    apply(router.deviceDisconnected(session.identity, now: now))
+  }
+
+  private func discard(_ session: DeliverySession) {
+    sessions.removeValue(forKey: session.id)
+    sessionTimers.removeValue(forKey: session.id)?.cancel()
+    let identity = session.identity
+    if devices[identity.userId]?[identity.deviceId] === session {
+      devices[identity.userId]?[identity.deviceId] = nil
+      if devices[identity.userId]?.isEmpty == true { devices[identity.userId] = nil }
+    }
+  }
+
+  // MARK: - Messages on an open session
+
+  private func handleMessage(_ bytes: [UInt8], isText: Bool, session: DeliverySession) {
+    guard isText else {
+      session.deliver(.error(.init(code: .badRequest, message: "binary frames are not part of the protocol")))
+      return
+    }
+    let message: ClientMessage
+    do {
+      message = try MessageCodec.decodeClientMessage(bytes)
+    } catch {
+      session.deliver(error.serverMessage)
+      return
+    }
+    switch message {
+    case .ack(let ack):
+      session.acknowledge(upTo: ack.seq)
+      return
+    default:
+      break
+    }
+    guard let requestID = message.id else { return }
+    if let earlier = session.reply(to: requestID) {
+      session.deliver(earlier)
+      return
+    }
+    let outcome: CallRouter.Outcome
+    switch message {
+    case .hello(let hello):
+      outcome = .init(reply: .error(.init(replyTo: hello.id, code: .invalidState, message: "this socket already has a session")))
+    case .ping(let ping):
+      outcome = .init(reply: .ack(.init(replyTo: ping.id)))
+    default:
+      outcome = router.handle(message, from: session.identity, now: clock.now)
+    }
+    session.remember(outcome.reply, for: requestID)
+    session.deliver(outcome.reply)
+    apply(outcome.effects)
+  }
+
+  // MARK: - Effects
+
+  private func apply(_ effects: [CallEffect]) {
+    for effect in effects {
+      switch effect {
+      case .send(let message, let recipient):
+        switch recipient {
+        case .device(let userId, let deviceId):
+          devices[userId]?[deviceId]?.deliver(message)
+        case .user(let userId, let exceptDevice):
+          for (deviceId, session) in devices[userId] ?? [:] where deviceId != exceptDevice {
+            session.deliver(message)
+          }
+        }
+      case .schedule(let timer, let seconds):
+        callTimers[timer]?.cancel()
+        callTimers[timer] = clock.schedule(after: seconds) { [sink] in sink.yield(.callTimer(timer)) }
+      case .cancel(let timer):
+        callTimers.removeValue(forKey: timer)?.cancel()
+      case .external(let event):
+        effectSink.handle(event, connectedDevices: connectedDeviceIDs(of: event.userId))
+      }
+    }
+  }
+
+  private func connectedDeviceIDs(of userId: String) -> Set<String> {
+    Set((devices[userId] ?? [:]).values.filter(\.isConnected).map(\.identity.deviceId))
+  }
+}

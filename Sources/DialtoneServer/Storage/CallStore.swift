@@ -1,0 +1,27 @@
+import DialtoneProtocol
+import Foundation
+
+/// Where finished calls are kept. The router never sees it: call events reach it through
+/// `CallRecorder`, so a PostgreSQL implementation drops in without touching call logic.
+public protocol CallStore: Sendable {
+  func save(_ record: CallRecord) async throws
+  /// The user's calls (as caller or callee), newest first, strictly older than `cursor`.
+  func history(of userId: String, limit: Int, before cursor: HistoryCursor?) async throws -> [CallRecord]
+}
+
+/// Position in a user's history: (createdAt, callId), so equal timestamps still page correctly.
+public struct HistoryCursor: Sendable, Equatable {
+  public let createdAt: Int64
+  public let callId: String
+
+  public init(createdAt: Int64, callId: String) { self.createdAt = createdAt; self.callId = callId }
+
+  public init?(token: String) {
+    guard let separator = token.firstIndex(of: "_"), let createdAt = Int64(token[..<separator]) else { return nil }
+    let callId = String(token[token.index(after: separator)...])
+    guard !callId.isEmpty else { return nil }
+    self.init(createdAt: createdAt, callId: callId)
+  }
+
+  public var token: String { "\(createdAt)_\(callId)" }
+}

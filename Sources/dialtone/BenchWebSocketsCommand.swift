@@ -1,0 +1,113 @@
+import DialtoneNet
+import DialtoneServer
+import Foundation
+
+/// `dialtone bench-ws`: starts `dialtone-server` as a child process, opens N authenticated
+/// WebSockets (hello → welcome each), then measures the server process: handshake rate, RSS per
+/// connection and CPU while every socket sits idle.
+enum BenchWebSocketsCommand {
+  static func run(_ arguments: ArgumentList) async throws -> Int32 {
+    let count = try arguments.int("connections", default: 15_000)
+    let idleSeconds = try arguments.double("idle-seconds", default: 10)
+    let batch = try arguments.int("batch", default: 500)
+    let serverBinary = arguments.string("server-binary") ?? siblingBinary("dialtone-server")
+    ResourceLimits.raiseOpenFiles()
+
+    let secret = "bench-secret-" + UUID().uuidString
+    let port = try FreePort.pick()
+    let dataDirectory = NSTemporaryDirectory() + "dialtone-bench-\(UUID().uuidString)"
+    let server = try ChildProcess(serverBinary, ["--port", "\(port)", "--auth-secret", secret,
+                                                 "--data-dir", dataDirectory, "--log-level", "warning"])
+    defer { server.terminate() }
+    try await waitForHealth(port: port)
+    let baseline = try ProcessStats.read(pid: server.pid)
+
+    let client = try WebSocketClient(maxMessageBytes: 1 << 16, pingIntervalSeconds: 300, idleTimeoutSeconds: 600)
+    let progress = HandshakeCounter()
+    let url = "ws://127.0.0.1:\(port)/v1/ws"
+    let started = Date()
+    var connections: [WebSocketClientConnection] = []
+    connections.reserveCapacity(count)
+    var opened = 0
+    while opened < count {
+      let size = min(batch, count - opened)
+      for index in opened..<(opened + size) {
+        let token = try DevelopmentTokens.mint(secret: Array(secret.utf8), user: "user\(index / 2)", device: "d\(index % 2)",
+                                               name: nil, ttl: 3600)
+        let hello = #"{"type":"hello","id":"h","version":1,"token":"\#(token)"}"#
+        let connection = try client.connect(to: url) { event in
+          switch event {
+          case .message(let bytes, _): if String(decoding: bytes, as: UTF8.self).contains(#""type":"welcome""#) { progress.welcomed() }
+          case .failed, .closed: progress.failed()
+          default: break
+          }
+        }
+        connection.send(text: hello)
+        connections.append(connection)
+      }
+      opened += size
+      try await progress.wait(untilSettled: opened, timeout: 60)
+    }
+    let handshakeSeconds = Date().timeIntervalSince(started)
+    guard progress.failures == 0 else {
+      print("bench-ws: \(progress.failures) of \(count) connections failed")
+      return 1
+    }
+
+    try await Task.sleep(for: .seconds(2))  // let allocator and kernel settle
+    let loaded = try ProcessStats.read(pid: server.pid)
+    let idleStart = try ProcessStats.read(pid: server.pid)
+    try await Task.sleep(for: .seconds(idleSeconds))
+    let idleEnd = try ProcessStats.read(pid: server.pid)
+    let idleCPU = (idleEnd.cpuSeconds - idleStart.cpuSeconds) / idleSeconds * 100
+
+    let perConnection = Double(loaded.rssBytes - baseline.rssBytes) / Double(count)
+    let report: [(String, String)] = [
+      ("connections", "\(count)"),
+      ("handshakes_per_s", String(format: "%.0f", Double(count) / handshakeSeconds)),
+      ("handshake_total_s", String(format: "%.2f", handshakeSeconds)),
+      ("server_rss_baseline_mb", String(format: "%.1f", Double(baseline.rssBytes) / 1_048_576)),
+      ("server_rss_loaded_mb", String(format: "%.1f", Double(loaded.rssBytes) / 1_048_576)),
+      ("rss_per_connection_kb", String(format: "%.2f", perConnection / 1024)),
+      ("idle_cpu_percent", String(format: "%.2f", idleCPU)),
+      ("idle_window_s", String(format: "%.0f", idleSeconds)),
+    ]
+    if arguments.flag("json") {
+      print("{" + report.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",") + "}")
+    } else {
+      for (key, value) in report { print("\(key.padding(toLength: 26, withPad: " ", startingAt: 0)) \(value)") }
+    }
+    for connection in connections { connection.close() }
+    await client.shutdown()
+    try? FileManager.default.removeItem(atPath: dataDirectory)
+    return 0
+  }
+
+  private static func waitForHealth(port: Int) async throws {
+    for _ in 0..<200 {
+      if let socket = try? TCPProbe.connect(port: port) { socket.close(); return }
+      try await Task.sleep(for: .milliseconds(50))
+    }
+    throw ArgumentError(message: "dialtone-server did not start on port \(port)")
+  }
+}
+
+/// Counts welcomes and failures from the network thread; the bench awaits batches.
+final class HandshakeCounter: @unchecked Sendable {
+  // @unchecked: counters are only touched under `lock`.
+  private let lock = NSLock()
+  private var welcomes = 0
+  private var failedCount = 0
+
+  func welcomed() { lock.withLock { welcomes += 1 } }
+  func failed() { lock.withLock { failedCount += 1 } }
+  var failures: Int { lock.withLock { failedCount } }
+
+  func wait(untilSettled target: Int, timeout: Double) async throws {
+    let deadline = Date().addingTimeInterval(timeout)
+    while lock.withLock({ welcomes + failedCount }) < target {
+      guard Date() < deadline else { throw ArgumentError(message: "timed out: \(lock.withLock { welcomes }) of \(target) welcomed") }
+      try await Task.sleep(for: .milliseconds(5))
+    }
+  }
+}

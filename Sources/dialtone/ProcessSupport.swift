@@ -1,0 +1,94 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A child process the CLI starts and owns (the server under benchmark).
+final class ChildProcess {
+  let process = Process()
+  var pid: Int32 { process.processIdentifier }
+
+  init(_ path: String, _ arguments: [String]) throws {
+    process.executableURL = URL(fileURLWithPath: path)
+    process.arguments = arguments
+    try process.run()
+  }
+
+  func terminate() {
+    guard process.isRunning else { return }
+    process.terminate()
+    process.waitUntilExit()
+  }
+}
+
+/// RSS and CPU time of a process, from /proc.
+struct ProcessStats {
+  let rssBytes: Int
+  let cpuSeconds: Double
+
+  static func read(pid: Int32) throws -> ProcessStats {
+    let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+    let rssKB = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") }
+      .flatMap { Int($0.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") } ?? 0
+    let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+    // Fields after the parenthesised command name; utime and stime are the 14th and 15th.
+    let afterName = stat.split(separator: ")").last.map { $0.split(separator: " ") } ?? []
+    let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+    let utime = Double(afterName.count > 12 ? afterName[11] : "0") ?? 0
+    let stime = Double(afterName.count > 12 ? afterName[12] : "0") ?? 0
+    return ProcessStats(rssBytes: rssKB * 1024, cpuSeconds: (utime + stime) / ticks)
+  }
+}
+
+enum ResourceLimits {
+  /// Raises the soft open-file limit to the hard one (20000 here): every socket is a descriptor.
+  static func raiseOpenFiles() {
+    var limit = rlimit()
+    guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+    limit.rlim_cur = limit.rlim_max
+    _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+  }
+}
+
+enum FreePort {
+  /// Binds port 0 on loopback to learn a free port, then releases it for the child to use.
+  static func pick() throws -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw ArgumentError(message: "socket() failed") }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+    }
+    guard bound else { throw ArgumentError(message: "cannot bind a loopback port") }
+    return Int(UInt16(bigEndian: address.sin_port))
+  }
+}
+
+enum TCPProbe {
+  struct Socket { let fd: Int32; func close() { Glibc.close(fd) } }
+
+  static func connect(port: Int) throws -> Socket {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw ArgumentError(message: "socket() failed") }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    let connected = withUnsafePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+    }
+    guard connected else { Glibc.close(fd); throw ArgumentError(message: "connect failed") }
+    return Socket(fd: fd)
+  }
+}
+
+/// The path of another executable built next to this one.
+func siblingBinary(_ name: String) -> String {
+  let me = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+  return me.deletingLastPathComponent().appendingPathComponent(name).path
+}

@@ -1,0 +1,31 @@
+import Foundation
+
+/// `dialtone <command> [options]`
+let commands: [String: (ArgumentList) async throws -> Int32] = [
+  "token": TokenCommand.run,
+  "bench-ws": BenchWebSocketsCommand.run,
+]
+
+let usage = """
+  usage: dialtone <command> [options]
+
+  commands:
+    token      mint a client token:  dialtone token --user alice [--device phone] [--name "Alice"] [--ttl 3600] [--secret S | --data-dir D]
+    bench-ws   hold N idle authenticated WebSocket connections and measure them (see docs/benchmarks.md)
+  """
+
+var arguments = Array(CommandLine.arguments.dropFirst())
+guard let name = arguments.first, let command = commands[name] else {
+  FileHandle.standardError.write(Data((usage + "\n").utf8))
+  exit(arguments.isEmpty || arguments.first == "--help" ? 0 : 2)
+}
+arguments.removeFirst()
+do {
+  exit(try await command(ArgumentList(arguments)))
+} catch let error as ArgumentError {
+  FileHandle.standardError.write(Data("dialtone \(name): \(error.message)\n".utf8))
+  exit(2)
+} catch {
+  FileHandle.standardError.write(Data("dialtone \(name): \(error)\n".utf8))
+  exit(1)
+}

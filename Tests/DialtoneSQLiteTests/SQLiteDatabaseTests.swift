@@ -1,0 +1,47 @@
+import DialtoneSQLite
+import Foundation
+import Testing
+
+struct SQLiteDatabaseTests {
+  private func temporaryPath() -> String {
+    NSTemporaryDirectory() + "dialtone-sqlite-\(UUID().uuidString).db"
+  }
+
+  @Test func roundTripsValuesWithParameters() throws {
+    let db = try SQLiteDatabase(path: temporaryPath())
+    try db.execute("CREATE TABLE t (a INTEGER, b TEXT, c REAL, d TEXT)")
+    try db.query("INSERT INTO t VALUES (?, ?, ?, ?)", [.integer(42), .text("héllo 'quoted'"), .real(1.5), .null])
+    let rows = try db.query("SELECT a, b, c, d FROM t WHERE a = ?", [.integer(42)])
+    #expect(rows == [[.integer(42), .text("héllo 'quoted'"), .real(1.5), .null]])
+  }
+
+  @Test func usesWALAndSurvivesReopen() throws {
+    let path = temporaryPath()
+    do {
+      let db = try SQLiteDatabase(path: path)
+      #expect(try db.query("PRAGMA journal_mode").first?.first?.string == "wal")
+      try db.execute("CREATE TABLE t (a INTEGER)")
+      try db.query("INSERT INTO t VALUES (1)")
+    }
+    let reopened = try SQLiteDatabase(path: path)
+    #expect(try reopened.query("SELECT count(*) FROM t").first?.first?.int == 1)
+  }
+
+  @Test func rollsBackAFailedTransaction() throws {
+    let db = try SQLiteDatabase(path: temporaryPath())
+    try db.execute("CREATE TABLE t (a INTEGER PRIMARY KEY)")
+    #expect(throws: SQLiteError.self) {
+      try db.transaction {
+        try db.query("INSERT INTO t VALUES (1)")
+        try db.query("INSERT INTO t VALUES (1)")
+      }
+    }
+    #expect(try db.query("SELECT count(*) FROM t").first?.first?.int == 0)
+  }
+
+  @Test func reportsErrorsClearly() throws {
+    let db = try SQLiteDatabase(path: temporaryPath())
+    #expect(throws: SQLiteError.self) { try db.query("SELECT * FROM missing") }
+    #expect(throws: SQLiteError.self) { try SQLiteDatabase(path: "/nonexistent-dir/x.db") }
+  }
+}

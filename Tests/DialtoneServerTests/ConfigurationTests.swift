@@ -1,0 +1,56 @@
+import DialtoneCrypto
+import DialtoneProtocol
+@testable import DialtoneServer
+import Foundation
+import Testing
+
+struct ConfigurationTests {
+  @Test func defaultsFlagsAndEnvironment() throws {
+    let defaults = try ServerConfiguration.parse(arguments: [], environment: [:])
+    #expect(defaults.host == "127.0.0.1" && defaults.port == 8080 && defaults.dataDirectory == "./data")
+    #expect(defaults.authSecret == nil)
+
+    let parsed = try ServerConfiguration.parse(
+      arguments: ["--port", "9000", "--data-dir=/tmp/x", "--turn-url", "turn:a:3478", "--turn-url", "turns:a:443?transport=tcp"],
+      environment: ["DIALTONE_HOST": "0.0.0.0", "DIALTONE_PORT": "7000", "DIALTONE_TURN_SECRET": "s3cret",
+                    "DIALTONE_STUN_URL": "stun:a:3478,stun:b:3478"])
+    #expect(parsed.host == "0.0.0.0")
+    #expect(parsed.port == 9000)  // the flag wins over the environment
+    #expect(parsed.dataDirectory == "/tmp/x")
+    #expect(parsed.turnURLs == ["turn:a:3478", "turns:a:443?transport=tcp"])
+    #expect(parsed.stunURLs == ["stun:a:3478", "stun:b:3478"])
+    #expect(parsed.turnSecret == "s3cret")
+  }
+
+  @Test func badValuesAreClearErrors() {
+    #expect(throws: ConfigurationError.self) { try ServerConfiguration.parse(arguments: ["--port", "eighty"], environment: [:]) }
+    #expect(throws: ConfigurationError.self) { try ServerConfiguration.parse(arguments: ["--port", "70000"], environment: [:]) }
+    #expect(throws: ConfigurationError.self) { try ServerConfiguration.parse(arguments: ["--nope", "1"], environment: [:]) }
+    #expect(throws: ConfigurationError.self) { try ServerConfiguration.parse(arguments: ["--auth-secret", "short"], environment: [:]) }
+    #expect(throws: ConfigurationError.self) { try ServerConfiguration.parse(arguments: ["--turn-url", "turn:a"], environment: [:]) }
+    #expect(throws: ConfigurationError.self) { try ServerConfiguration.parse(arguments: ["--port"], environment: [:]) }
+  }
+
+  @Test func generatedSecretIsReusedAcrossStarts() throws {
+    let directory = NSTemporaryDirectory() + "dialtone-secret-\(UUID().uuidString)"
+    let first = try AuthSecret.resolve(configured: nil, dataDirectory: directory)
+    let second = try AuthSecret.resolve(configured: nil, dataDirectory: directory)
+    #expect(first == second)
+    #expect(first.count >= 32)
+    #expect(AuthSecret.load(dataDirectory: directory) == first)
+    let attributes = try FileManager.default.attributesOfItem(atPath: directory + "/auth-secret")
+    #expect((attributes[.posixPermissions] as? Int) == 0o600)
+  }
+
+  @Test func turnCredentialsFollowCoturnsRestScheme() throws {
+    let issuer = IceServerIssuer(stunURLs: ["stun:turn.example.com:3478"],
+                                 turnURLs: ["turn:turn.example.com:3478?transport=udp"], turnSecret: "north", ttl: 3600)
+    let now = Date(timeIntervalSince1970: 1_700_000_000)
+    let servers = issuer.servers(for: "alice", now: now)
+    #expect(servers.count == 2)
+    #expect(servers[0].urls == ["stun:turn.example.com:3478"] && servers[0].username == nil)
+    #expect(servers[1].username == "1700003600:alice")
+    let expected = Base64.encode(HMAC.sha1(key: Array("north".utf8), message: Array("1700003600:alice".utf8)))
+    #expect(servers[1].credential == expected)
+  }
+}
