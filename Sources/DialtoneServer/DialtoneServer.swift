@@ -10,7 +10,7 @@ public final class DialtoneServer: Sendable {
   public let configuration: ServerConfiguration
   public let port: Int
   private let web: WebServer
-  private let hub: SignalingHub
+  let hub: SignalingHub
   private let hubTask: Task<Void, Never>
   private let recorder: CallRecorder
   private let log: Log
