@@ -26,8 +26,8 @@ final class ClientSession {
   init(request: ClientConnectRequest) { self.request = request }
   deinit { cStrings.forEach { free($0) } }
 
-  func enqueue(_ bytes: [UInt8], binary: Bool) {
-    if let session { session.enqueue(bytes, binary: binary) } else { pendingSends.append((bytes, binary)) }
+  func enqueue(_ bytes: [UInt8], binary: Bool, on loop: ServiceLoop) {
+    if let session { session.enqueue(bytes, binary: binary, on: loop) } else { pendingSends.append((bytes, binary)) }
   }
 }
 
@@ -106,9 +106,12 @@ extension ServiceLoop {
 
     case LWS_CALLBACK_CLIENT_ESTABLISHED:
       let session = WebSocketSession(id: id, wsi: wsi, maxMessageBytes: maxMessageBytes)
+      session.lastActivityTick = tick
       client.session = session
       client.request.onEvent(.opened)
-      for (bytes, binary) in client.pendingSends { session.enqueue(bytes, binary: binary) }
+      // Still inside the handshake callback: these go through the writable callback.
+      for (bytes, binary) in client.pendingSends { session.enqueue(bytes, binary: binary, on: self) }
+      session.isEstablished = true
       client.pendingSends = []
       if let (code, text) = client.closeRequested { session.requestClose(code: code, reason: text) }
       if draining { session.requestClose(code: WebSocketCloseCode.goingAway, reason: "") }
@@ -116,6 +119,7 @@ extension ServiceLoop {
 
     case LWS_CALLBACK_CLIENT_RECEIVE:
       guard let session = client.session else { return -1 }
+      session.lastActivityTick = tick
       switch session.receive(input, length) {
       case .partial: return 0
       case .tooBig: return session.rejectTooBig()

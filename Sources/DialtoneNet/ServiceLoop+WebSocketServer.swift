@@ -20,14 +20,17 @@ extension ServiceLoop {
       let id = dt_lws_get_id(wsi)
       let request = pendingUpgrades.removeValue(forKey: id) ?? UpgradeRequest(path: server.configuration.webSocketPath)
       let session = WebSocketSession(id: id, wsi: wsi, maxMessageBytes: maxMessageBytes)
+      session.lastActivityTick = tick
       session.connection = WebSocketConnection(id: id, remoteAddress: request.remoteAddress, loop: self)
       webSockets[id] = session
       if draining { session.requestClose(code: WebSocketCloseCode.goingAway, reason: "server shutting down") }
       if let connection = session.connection { server.webSocketHandler.webSocketOpened(connection, request: request) }
+      session.isEstablished = true
       return 0
 
     case LWS_CALLBACK_RECEIVE:
       guard let session = webSockets[dt_lws_get_id(wsi)] else { return -1 }
+      session.lastActivityTick = tick
       switch session.receive(input, length) {
       case .partial:
         return 0

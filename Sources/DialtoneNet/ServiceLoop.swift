@@ -14,6 +14,7 @@ final class ServiceLoop: @unchecked Sendable {
     case respond(UInt64, HTTPResponse)
     case connect(ClientConnectRequest)
     case shutdown(drainSeconds: Double)
+    case sweep
   }
 
   struct ServerRole {
@@ -33,6 +34,12 @@ final class ServiceLoop: @unchecked Sendable {
   private var contextForWakeups: OpaquePointer?
   let server: ServerRole?
   let maxMessageBytes: Int
+  private let pingIntervalTicks: UInt32
+  private let idleTimeoutTicks: UInt32
+  /// Coarse time for keepalive: one tick per sweep, so receiving a message costs no clock read.
+  private(set) var tick: UInt32 = 0
+  private var sweepTimer: DispatchSourceTimer?
+  private let sweepSeconds: Double
   var nextConnectionID: UInt64 = 1
   var webSockets: [UInt64: WebSocketSession] = [:]
   var exchanges: [UInt64: HTTPExchange] = [:]
@@ -55,22 +62,29 @@ final class ServiceLoop: @unchecked Sendable {
   /// The port the server listens on (the kernel's pick when configured with 0), or nil for a client loop.
   private(set) var listenPort: Int?
 
-  init(server: ServerRole?, maxMessageBytes: Int, pingIntervalSeconds: Int, idleTimeoutSeconds: Int) throws {
+  init(server: ServerRole?, maxMessageBytes: Int, pingIntervalSeconds: Int, idleTimeoutSeconds: Int,
+       sweepSeconds: Double = 5) throws {
+    self.sweepSeconds = sweepSeconds
     self.server = server
     self.maxMessageBytes = maxMessageBytes
+    pingIntervalTicks = UInt32(max(1, (Double(pingIntervalSeconds) / sweepSeconds).rounded()))
+    idleTimeoutTicks = UInt32(max(2, (Double(idleTimeoutSeconds) / sweepSeconds).rounded()))
     self.sendBuffer = [UInt8](repeating: 0, count: Int(dt_lws_pre()) + 16 * 1024)
     lws_set_log_level(ProcessInfo.processInfo.environment["NET_DEBUG"] != nil ? 0xff : Int32(LLL_ERR), nil)
 
+    // lws's own validity pings are off (0): its per-connection timers live in a sorted linked
+    // list, and rescheduling one on every pong cost 16% of a core at 15k idle sockets.
+    // Keepalive is `sweepIdleSockets` instead: one pass every few seconds.
     retryPolicy.initialize(to: lws_retry_bo_t())
-    retryPolicy.pointee.secs_since_valid_ping = UInt16(clamping: pingIntervalSeconds)
-    retryPolicy.pointee.secs_since_valid_hangup = UInt16(clamping: idleTimeoutSeconds)
 
     let protos = UnsafeMutablePointer<lws_protocols>.allocate(capacity: 2)
     protos.initialize(repeating: lws_protocols(), count: 2)  // [1] is the terminator
     protos[0].name = UnsafePointer(protocolName)
     protos[0].callback = serviceLoopCallback
     protos[0].per_session_data_size = 0
-    protos[0].rx_buffer_size = 0
+    // lws gives every WebSocket a receive buffer of this size at its first frame; the default
+    // (4 KiB) dominated per-connection memory. Larger messages arrive in pieces and are reassembled.
+    protos[0].rx_buffer_size = 1024
     protocols = protos
 
     var info = lws_context_creation_info()
@@ -124,6 +138,11 @@ final class ServiceLoop: @unchecked Sendable {
   }
 
   func start(name: String) {
+    let sweep = DispatchSource.makeTimerSource()
+    sweep.schedule(deadline: .now() + sweepSeconds, repeating: sweepSeconds)
+    sweep.setEventHandler { [weak self] in self?.post(.sweep) }
+    sweep.resume()
+    sweepTimer = sweep
     let thread = Thread { [self] in
       guard let ctx = context else { return }
       while !stopRequested {
@@ -131,6 +150,7 @@ final class ServiceLoop: @unchecked Sendable {
       }
       inboxLock.withLock { inboxClosed = true; inbox.removeAll() }
       wakeTimer?.cancel()
+      sweepTimer?.cancel()
       lws_context_destroy(ctx)
       context = nil
       webSockets.removeAll()
@@ -178,8 +198,8 @@ final class ServiceLoop: @unchecked Sendable {
     for command in batch {
       switch command {
       case .send(let id, let bytes, let binary):
-        if let session = webSockets[id] { session.enqueue(bytes, binary: binary) }
-        else if let client = clients[id] { client.enqueue(bytes, binary: binary) }
+        if let session = webSockets[id] { session.enqueue(bytes, binary: binary, on: self) }
+        else if let client = clients[id] { client.enqueue(bytes, binary: binary, on: self) }
       case .close(let id, let code, let reason):
         if let session = webSockets[id] { session.requestClose(code: code, reason: reason) }
         else if let client = clients[id] { closeClient(client, code: code, reason: reason) }
@@ -189,9 +209,28 @@ final class ServiceLoop: @unchecked Sendable {
         openClient(request)
       case .shutdown(let drainSeconds):
         beginDrain(seconds: drainSeconds)
+      case .sweep:
+        sweepIdleSockets()
       }
     }
     if draining { checkDrainComplete() }
+  }
+
+  /// Pings sockets that have been quiet for the ping interval and drops those quiet for the idle
+  /// timeout (a peer that vanished without a FIN). Any frame, pong included, counts as activity.
+  private func sweepIdleSockets() {
+    tick &+= 1
+    for session in webSockets.values { keepAlive(session) }
+    for client in clients.values { if let session = client.session { keepAlive(session) } }
+  }
+
+  private func keepAlive(_ session: WebSocketSession) {
+    let idle = tick &- session.lastActivityTick
+    if idle >= idleTimeoutTicks {
+      lws_set_timeout(session.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+    } else if idle >= pingIntervalTicks {
+      session.requestPing(on: self)
+    }
   }
 
   private func beginDrain(seconds: Double) {
@@ -263,6 +302,10 @@ final class ServiceLoop: @unchecked Sendable {
     case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION, LWS_CALLBACK_ESTABLISHED, LWS_CALLBACK_RECEIVE,
          LWS_CALLBACK_SERVER_WRITEABLE, LWS_CALLBACK_CLOSED:
       return handleServerWebSocket(wsi, reason, input, length)
+    case LWS_CALLBACK_RECEIVE_PONG, LWS_CALLBACK_CLIENT_RECEIVE_PONG:
+      let id = dt_lws_get_id(wsi)
+      (webSockets[id] ?? clients[id]?.session)?.lastActivityTick = tick
+      return 0
     case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
       recordPeerClose(wsi, input, length)
       return 0

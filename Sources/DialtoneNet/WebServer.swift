@@ -13,6 +13,8 @@ public struct WebServerConfiguration: Sendable {
   public var idleTimeoutSeconds: Int
   /// How long shutdown waits for sockets to close after sending 1001.
   public var drainSeconds: Double
+  /// How often idle sockets are checked; keepalive times are rounded to multiples of it.
+  public var keepaliveSweepSeconds: Double = 5
 
   public init(host: String = "127.0.0.1", port: Int = 8080, webSocketPath: String = "/v1/ws",
               maxMessageBytes: Int = 64 * 1024, maxBodyBytes: Int = 1 << 20, pingIntervalSeconds: Int = 25,
@@ -38,7 +40,8 @@ public final class WebServer: Sendable {
       server: .init(configuration: configuration, router: router, webSocketHandler: webSocketHandler),
       maxMessageBytes: configuration.maxMessageBytes,
       pingIntervalSeconds: configuration.pingIntervalSeconds,
-      idleTimeoutSeconds: configuration.idleTimeoutSeconds)
+      idleTimeoutSeconds: configuration.idleTimeoutSeconds,
+      sweepSeconds: configuration.keepaliveSweepSeconds)
     port = loop.listenPort ?? configuration.port
     loop.start(name: "dialtone-net")
   }

@@ -14,10 +14,11 @@ public enum WebSocketClientEvent: Sendable, Equatable {
 public final class WebSocketClient: Sendable {
   private let loop: ServiceLoop
 
-  public init(maxMessageBytes: Int = 1 << 20, pingIntervalSeconds: Int = 25, idleTimeoutSeconds: Int = 75) throws {
+  public init(maxMessageBytes: Int = 1 << 20, pingIntervalSeconds: Int = 25, idleTimeoutSeconds: Int = 75,
+              keepaliveSweepSeconds: Double = 5) throws {
     signal(SIGPIPE, SIG_IGN)
-    loop = try ServiceLoop(server: nil, maxMessageBytes: maxMessageBytes,
-                           pingIntervalSeconds: pingIntervalSeconds, idleTimeoutSeconds: idleTimeoutSeconds)
+    loop = try ServiceLoop(server: nil, maxMessageBytes: maxMessageBytes, pingIntervalSeconds: pingIntervalSeconds,
+                           idleTimeoutSeconds: idleTimeoutSeconds, sweepSeconds: keepaliveSweepSeconds)
     loop.start(name: "dialtone-ws-client")
   }
 

@@ -17,6 +17,9 @@ final class WebSocketSession {
   private var rx: [UInt8] = []
   private var closeRequest: (code: UInt16, reason: String)?
   var peerCloseCode: UInt16?
+  /// Keepalive bookkeeping, in the loop's coarse sweep ticks (see `ServiceLoop.sweepIdleSockets`).
+  var lastActivityTick: UInt32 = 0
+  private var pingDue = false
   private var closeFrameSent = false
   /// lws's private LWS_WRITE_CLOSE (4): the public header removed it in favour of lws_close_reason().
   private static let writeClose = lws_write_protocol(rawValue: 4)
@@ -29,11 +32,21 @@ final class WebSocketSession {
 
   var isClosing: Bool { closeRequest != nil }
 
-  func enqueue(_ bytes: [UInt8], binary: Bool) {
+  /// Writes at once when nothing is queued and the socket can take it; otherwise queues for the
+  /// next writable callback. Writing directly skips two poll-mask changes per message (libuv
+  /// turns each into epoll_ctl calls), which dominated the cost of small messages.
+  func enqueue(_ bytes: [UInt8], binary: Bool, on loop: ServiceLoop) {
     guard closeRequest == nil else { return }
+    if queueHead == queue.count, !pingDue, isEstablished, lws_send_pipe_choked(wsi) == 0 {
+      if !loop.write(wsi, bytes[...], binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) { requestClose(code: 1011, reason: "") }
+      return
+    }
     queue.append((bytes, binary))
     if queue.count - queueHead == 1 { lws_callback_on_writable(wsi) }
   }
+
+  /// Set once the handshake completed (direct writes are only valid from then on).
+  var isEstablished = false
 
   func requestClose(code: UInt16, reason: String) {
     guard closeRequest == nil else { return }
@@ -41,8 +54,28 @@ final class WebSocketSession {
     lws_callback_on_writable(wsi)
   }
 
+  /// lws does not report a pong with an empty payload, so pings carry one byte.
+  private static let pingPayload: [UInt8] = [0x6b]
+
+  /// Sends a WebSocket ping now, or on the next writable callback.
+  func requestPing(on loop: ServiceLoop) {
+    guard !pingDue, closeRequest == nil else { return }
+    if queueHead == queue.count, isEstablished, lws_send_pipe_choked(wsi) == 0 {
+      _ = loop.write(wsi, Self.pingPayload[...], LWS_WRITE_PING)
+      return
+    }
+    pingDue = true
+    lws_callback_on_writable(wsi)
+  }
+
   /// One write per writable callback, as lws requires. Returns -1 when the socket must close.
   func writable(on loop: ServiceLoop) -> Int32 {
+    if pingDue {
+      pingDue = false
+      guard loop.write(wsi, Self.pingPayload[...], LWS_WRITE_PING) else { return -1 }
+      if queueHead < queue.count || closeRequest != nil { lws_callback_on_writable(wsi) }
+      return 0
+    }
     if queueHead < queue.count {
       let (bytes, binary) = queue[queueHead]
       queue[queueHead] = ([], false)

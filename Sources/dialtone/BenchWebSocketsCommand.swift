@@ -10,6 +10,8 @@ enum BenchWebSocketsCommand {
     let count = try arguments.int("connections", default: 15_000)
     let idleSeconds = try arguments.double("idle-seconds", default: 10)
     let batch = try arguments.int("batch", default: 500)
+    // Longer than the server's 5 s hello deadline, so those timers are not counted as idle work.
+    let settleSeconds = try arguments.double("settle-seconds", default: 8)
     let serverBinary = arguments.string("server-binary") ?? siblingBinary("dialtone-server")
     ResourceLimits.raiseOpenFiles()
 
@@ -54,7 +56,7 @@ enum BenchWebSocketsCommand {
       return 1
     }
 
-    try await Task.sleep(for: .seconds(2))  // let allocator and kernel settle
+    try await Task.sleep(for: .seconds(settleSeconds))
     let loaded = try ProcessStats.read(pid: server.pid)
     let idleStart = try ProcessStats.read(pid: server.pid)
     try await Task.sleep(for: .seconds(idleSeconds))

@@ -226,3 +226,30 @@ extension WebServerTests {
     await server.stop()
   }
 }
+
+extension WebServerTests {
+  /// The server pings a quiet socket; the peer's pongs keep it open. A peer that stops answering
+  /// (here: a raw TCP socket that never speaks WebSocket after the handshake) is dropped.
+  @Test func keepalivePingsQuietPeersAndDropsDeadOnes() async throws {
+    let handler = EchoHandler()
+    var configuration = WebServerConfiguration(port: 0, pingIntervalSeconds: 1, idleTimeoutSeconds: 2)
+    configuration.keepaliveSweepSeconds = 0.1
+    let server = try WebServer(configuration: configuration, router: makeRouter(), webSocketHandler: handler)
+    // The client never pings by itself, and answers pings automatically.
+    let client = try WebSocketClient(pingIntervalSeconds: 3600, idleTimeoutSeconds: 7200)
+    let quiet = try ClientProbe(client: client, url: "ws://127.0.0.1:\(server.port)/v1/ws")
+    #expect(try await quiet.next() == .opened)
+
+    let dead = try RawWebSocket.handshake(port: server.port)
+    while handler.openCount < 2 { try await Task.sleep(for: .milliseconds(10)) }
+    // Well past the idle timeout: the dead socket is gone, the quiet one is alive.
+    while handler.closedCount < 1 { try await Task.sleep(for: .milliseconds(20)) }
+    try await Task.sleep(for: .seconds(3))
+    #expect(handler.closedCount == 1)
+    quiet.connection.send(text: "still here")
+    #expect(try await quiet.nextText() == "still here")
+    dead.close()
+    await client.shutdown()
+    await server.stop()
+  }
+}
