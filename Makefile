@@ -5,7 +5,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8080
 CONNECTIONS ?= 15000
 
-.PHONY: deps build release run test test-unit bench-ws clean
+.PHONY: deps bench-deps build release run test bench-ws bench-signaling clean
 
 deps:
 	@scripts/deps.sh
@@ -30,8 +30,18 @@ test: deps
 	$(SWIFT) build --build-tests
 	scripts/run-tests.sh
 
+bench-deps:
+	@scripts/deps.sh bench
+
 bench-ws: release
 	.build/release/dialtone bench-ws --connections $(CONNECTIONS)
+
+# K concurrent calls relayed at RATE msg/s with IDLE idle sockets held, then the same against Node + ws.
+CALLS ?= 100
+IDLE ?= 10000
+RATE ?= 5000
+bench-signaling: release bench-deps
+	.build/release/dialtone bench-signaling --calls $(CALLS) --idle $(IDLE) --rate $(RATE) --seconds 20
 
 clean:
 	rm -rf .build

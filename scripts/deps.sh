@@ -12,6 +12,11 @@ APT_PACKAGES=(
   python3-pip
 )
 PIP_PACKAGES=(pyjwt cryptography)
+# `scripts/deps.sh bench`: also what the benchmarks compare against.
+if [ "${1:-}" = "bench" ]; then
+  command -v node >/dev/null || APT_PACKAGES+=(nodejs)
+  APT_PACKAGES+=(node-ws)
+fi
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -15,6 +15,7 @@ final class ServiceLoop: @unchecked Sendable {
     case connect(ClientConnectRequest)
     case shutdown(drainSeconds: Double)
     case sweep
+    case job(UnownedJob)
   }
 
   struct ServerRole {
@@ -137,7 +138,12 @@ final class ServiceLoop: @unchecked Sendable {
     free(protocolName)
   }
 
+  /// Set by the owner before `start`: jobs of this executor then run on the network thread.
+  var executor: NetworkExecutor?
+  private var serviceThread: pthread_t?
+
   func start(name: String) {
+    executor?.attach(self)
     let sweep = DispatchSource.makeTimerSource()
     sweep.schedule(deadline: .now() + sweepSeconds, repeating: sweepSeconds)
     sweep.setEventHandler { [weak self] in self?.post(.sweep) }
@@ -145,13 +151,16 @@ final class ServiceLoop: @unchecked Sendable {
     sweepTimer = sweep
     let thread = Thread { [self] in
       guard let ctx = context else { return }
+      serviceThread = pthread_self()
+      executor?.networkThreadStarted()
       while !stopRequested {
         if lws_service(ctx, 0) < 0 { break }
       }
-      inboxLock.withLock { inboxClosed = true; inbox.removeAll() }
+      let leftover = closeInbox()
       wakeTimer?.cancel()
       sweepTimer?.cancel()
       lws_context_destroy(ctx)
+      executor?.networkThreadStopped(leftover: leftover)
       context = nil
       webSockets.removeAll()
       clients.removeAll()
@@ -169,15 +178,32 @@ final class ServiceLoop: @unchecked Sendable {
     finished.signal()  // let other waiters through too
   }
 
-  /// Callable from any thread.
-  func post(_ command: Command) {
+  /// Callable from any thread. On the network thread itself, sends and closes take effect at
+  /// once (no wake-up round trip). Returns false when the loop has stopped.
+  @discardableResult
+  func post(_ command: Command) -> Bool {
+    if isServiceThread, context != nil, !stopRequested {
+      switch command {
+      case .send, .close:
+        execute(command)
+        return true
+      default:
+        break
+      }
+    }
     // The wake-up happens under the lock: the service thread closes the inbox under the same lock
     // before it destroys the context, so a late poster can never touch a freed context.
-    inboxLock.withLock {
-      guard !inboxClosed, let ctx = contextForWakeups else { return }
+    return inboxLock.withLock {
+      guard !inboxClosed, let ctx = contextForWakeups else { return false }
       inbox.append(command)
       if inbox.count == 1 { lws_cancel_service(ctx) }
+      return true
     }
+  }
+
+  private var isServiceThread: Bool {
+    guard let serviceThread else { return false }
+    return pthread_equal(serviceThread, pthread_self()) != 0
   }
 
   private func wake() {
@@ -195,25 +221,29 @@ final class ServiceLoop: @unchecked Sendable {
       inbox.removeAll(keepingCapacity: true)
       return taken
     }
-    for command in batch {
-      switch command {
-      case .send(let id, let bytes, let binary):
-        if let session = webSockets[id] { session.enqueue(bytes, binary: binary, on: self) }
-        else if let client = clients[id] { client.enqueue(bytes, binary: binary, on: self) }
-      case .close(let id, let code, let reason):
-        if let session = webSockets[id] { session.requestClose(code: code, reason: reason) }
-        else if let client = clients[id] { closeClient(client, code: code, reason: reason) }
-      case .respond(let id, let response):
-        exchanges[id]?.setResponse(response)
-      case .connect(let request):
-        openClient(request)
-      case .shutdown(let drainSeconds):
-        beginDrain(seconds: drainSeconds)
-      case .sweep:
-        sweepIdleSockets()
-      }
-    }
+    for command in batch { execute(command) }
     if draining { checkDrainComplete() }
+  }
+
+  private func execute(_ command: Command) {
+    switch command {
+    case .send(let id, let bytes, let binary):
+      if let session = webSockets[id] { session.enqueue(bytes, binary: binary, on: self) }
+      else if let client = clients[id] { client.enqueue(bytes, binary: binary, on: self) }
+    case .close(let id, let code, let reason):
+      if let session = webSockets[id] { session.requestClose(code: code, reason: reason) }
+      else if let client = clients[id] { closeClient(client, code: code, reason: reason) }
+    case .respond(let id, let response):
+      exchanges[id]?.setResponse(response)
+    case .connect(let request):
+      openClient(request)
+    case .shutdown(let drainSeconds):
+      beginDrain(seconds: drainSeconds)
+    case .sweep:
+      sweepIdleSockets()
+    case .job(let job):
+      executor?.run(job)
+    }
   }
 
   /// Pings sockets that have been quiet for the ping interval and drops those quiet for the idle
@@ -249,11 +279,22 @@ final class ServiceLoop: @unchecked Sendable {
     wakeTimer = timer
   }
 
+  /// Closes the inbox; executor jobs still in it are returned so they run elsewhere, not lost.
+  private func closeInbox() -> [UnownedJob] {
+    inboxLock.withLock {
+      inboxClosed = true
+      let jobs = inbox.compactMap { if case .job(let job) = $0 { return job }; return nil }
+      inbox.removeAll()
+      return jobs
+    }
+  }
+
   private func checkDrainComplete() {
     guard !stopRequested, (webSockets.isEmpty && exchanges.isEmpty && clients.isEmpty) || Date() >= drainDeadline,
           let context else { return }
     stopRequested = true
-    inboxLock.withLock { inboxClosed = true; inbox.removeAll() }
+    let leftover = closeInbox()
+    for job in leftover { executor?.run(job) }
     wakeTimer?.cancel()
     dt_lws_schedule_stop(context, stopper)
   }

@@ -33,7 +33,9 @@ public final class WebServer: Sendable {
   public let port: Int
   private let loop: ServiceLoop
 
-  public init(configuration: WebServerConfiguration, router: Router, webSocketHandler: any WebSocketHandler) throws {
+  /// With an `executor`, actors bound to it run on this server's network thread.
+  public init(configuration: WebServerConfiguration, router: Router, webSocketHandler: any WebSocketHandler,
+              executor: NetworkExecutor? = nil) throws {
     signal(SIGPIPE, SIG_IGN)
     self.configuration = configuration
     loop = try ServiceLoop(
@@ -43,6 +45,7 @@ public final class WebServer: Sendable {
       idleTimeoutSeconds: configuration.idleTimeoutSeconds,
       sweepSeconds: configuration.keepaliveSweepSeconds)
     port = loop.listenPort ?? configuration.port
+    loop.executor = executor
     loop.start(name: "dialtone-net")
   }
 

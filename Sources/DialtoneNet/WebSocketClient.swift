@@ -26,6 +26,13 @@ public final class WebSocketClient: Sendable {
   /// order; it must return quickly. Messages sent before `.opened` are queued.
   public func connect(to url: String, headers: [HTTPHeaderField] = [], allowSelfSignedCertificates: Bool = false,
                       onEvent: @escaping @Sendable (WebSocketClientEvent) -> Void) throws(NetError) -> WebSocketClientConnection {
+    try connect(to: url, headers: headers, allowSelfSignedCertificates: allowSelfSignedCertificates) { event, _ in onEvent(event) }
+  }
+
+  /// As above, with the connection handed to every event (so a handler can reply on it).
+  public func connect(to url: String, headers: [HTTPHeaderField] = [], allowSelfSignedCertificates: Bool = false,
+                      onEvent: @escaping @Sendable (WebSocketClientEvent, WebSocketClientConnection) -> Void)
+    throws(NetError) -> WebSocketClientConnection {
     guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
           scheme == "ws" || scheme == "wss", let host = components.host, !host.isEmpty else {
       throw .invalidURL(url)
@@ -34,11 +41,12 @@ public final class WebSocketClient: Sendable {
     var path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
     if let query = components.percentEncodedQuery { path += "?" + query }
     let id = loop.reserveClientID()
+    let connection = WebSocketClientConnection(id: id, loop: loop)
     let request = ClientConnectRequest(id: id, host: host, port: components.port ?? (tls ? 443 : 80), path: path,
                                        useTLS: tls, allowSelfSigned: allowSelfSignedCertificates,
-                                       headers: headers, onEvent: onEvent)
+                                       headers: headers, onEvent: { event in onEvent(event, connection) })
     loop.post(.connect(request))
-    return WebSocketClientConnection(id: id, loop: loop)
+    return connection
   }
 
   /// Closes every connection (1001) and stops the network thread.

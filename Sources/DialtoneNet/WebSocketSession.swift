@@ -15,6 +15,7 @@ final class WebSocketSession {
   private var queue: [(bytes: [UInt8], binary: Bool)] = []
   private var queueHead = 0
   private var rx: [UInt8] = []
+  private var receivingMessage = false
   private var closeRequest: (code: UInt16, reason: String)?
   var peerCloseCode: UInt16?
   /// Keepalive bookkeeping, in the loop's coarse sweep ticks (see `ServiceLoop.sweepIdleSockets`).
@@ -103,16 +104,25 @@ final class WebSocketSession {
     return 0
   }
 
+  /// Reassembles a message from the pieces lws hands over: frame fragments, and chunks of one
+  /// frame when it is bigger than the receive buffer. The message ends at the final fragment
+  /// with no payload left; its start is tracked here rather than trusting lws's first-fragment
+  /// flag, which does not mark buffer-sized chunks consistently.
   func receive(_ input: UnsafeMutableRawPointer?, _ length: Int) -> Received {
-    if lws_is_first_fragment(wsi) != 0 { rx.removeAll(keepingCapacity: rx.capacity <= 4096) }
+    if !receivingMessage {
+      receivingMessage = true
+      rx.removeAll(keepingCapacity: rx.capacity <= 4096)
+    }
     if rx.count + length > maxMessageBytes {
       rx = []
+      receivingMessage = false
       return .tooBig
     }
     if let input, length > 0 {
       rx.append(contentsOf: UnsafeRawBufferPointer(start: input, count: length))
     }
     guard lws_is_final_fragment(wsi) != 0, lws_remaining_packet_payload(wsi) == 0 else { return .partial }
+    receivingMessage = false
     let message = rx
     rx.removeAll(keepingCapacity: rx.capacity <= 4096)
     return .message(message, isText: lws_frame_is_binary(wsi) == 0)

@@ -11,7 +11,6 @@ public final class DialtoneServer: Sendable {
   public let port: Int
   private let web: WebServer
   let hub: SignalingHub
-  private let hubTask: Task<Void, Never>
   private let recorder: CallRecorder
   private let log: Log
 
@@ -26,29 +25,23 @@ public final class DialtoneServer: Sendable {
     let callStore = try store ?? SQLiteStore.open(dataDirectory: configuration.dataDirectory)
     recorder = CallRecorder(store: callStore, log: log.scoped("calls"))
     let router = CallRouter(settings: .init(ringTimeout: configuration.ringTimeout, reconnectGrace: configuration.reconnectGrace))
+    let executor = NetworkExecutor()
     hub = SignalingHub(
       settings: .init(helloTimeout: configuration.helloTimeout, resumeWindow: configuration.resumeWindow,
                       heartbeatSeconds: configuration.heartbeatSeconds, maxMessageBytes: Limits.maxMessageBytes),
       clock: clock, authenticator: authenticator, iceServers: iceServers, router: router,
-      effectSink: recorder, log: log.scoped("signaling"))
-    let hub = self.hub
-    hubTask = Task { await hub.run() }
+      effectSink: recorder, executor: executor, log: log.scoped("signaling"))
 
     var routes = Router()
     APIRoutes(hub: hub, authenticator: authenticator, iceServers: iceServers, store: callStore, clock: clock,
               version: Self.version).register(in: &routes)
-    do {
-      web = try WebServer(
-        configuration: WebServerConfiguration(host: configuration.host, port: configuration.port,
-                                              maxMessageBytes: Limits.maxMessageBytes,
-                                              pingIntervalSeconds: configuration.heartbeatSeconds,
-                                              idleTimeoutSeconds: configuration.heartbeatSeconds * 2 + 10,
-                                              drainSeconds: configuration.drainSeconds),
-        router: routes, webSocketHandler: hub.socketHandler)
-    } catch {
-      hub.finish()
-      throw error
-    }
+    web = try WebServer(
+      configuration: WebServerConfiguration(host: configuration.host, port: configuration.port,
+                                            maxMessageBytes: Limits.maxMessageBytes,
+                                            pingIntervalSeconds: configuration.heartbeatSeconds,
+                                            idleTimeoutSeconds: configuration.heartbeatSeconds * 2 + 10,
+                                            drainSeconds: configuration.drainSeconds),
+      router: routes, webSocketHandler: hub.socketHandler, executor: executor)
     port = web.port
     if configuration.turnURLs.isEmpty && configuration.stunURLs.isEmpty {
       log.info("no --turn-url/--stun-url configured: clients get an empty ICE server list (fine on one LAN, not across NATs)")
@@ -60,8 +53,6 @@ public final class DialtoneServer: Sendable {
   /// written. Bounded by `drainSeconds`.
   public func stop() async {
     await web.stop()
-    hub.finish()
-    await hubTask.value
     await recorder.flush()
     log.info("stopped")
   }

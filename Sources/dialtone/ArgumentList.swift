@@ -3,7 +3,7 @@ struct ArgumentList {
   private var values: [String: [String]] = [:]
   private var flags: Set<String> = []
 
-  init(_ arguments: [String], booleanFlags: Set<String> = ["json", "auto", "relay-only", "no-trickle", "help"]) {
+  init(_ arguments: [String], booleanFlags: Set<String> = ["json", "auto", "relay-only", "no-trickle", "help", "node-only", "dialtone-only"]) {
     var index = 0
     while index < arguments.count {
       let argument = arguments[index]

@@ -4,6 +4,7 @@ import Foundation
 let commands: [String: (ArgumentList) async throws -> Int32] = [
   "token": TokenCommand.run,
   "bench-ws": BenchWebSocketsCommand.run,
+  "bench-signaling": BenchSignalingCommand.run,
 ]
 
 let usage = """
@@ -11,7 +12,8 @@ let usage = """
 
   commands:
     token      mint a client token:  dialtone token --user alice [--device phone] [--name "Alice"] [--ttl 3600] [--secret S | --data-dir D]
-    bench-ws   hold N idle authenticated WebSocket connections and measure them (see docs/benchmarks.md)
+    bench-ws          hold N idle authenticated WebSocket connections and measure them (see docs/benchmarks.md)
+    bench-signaling   K concurrent calls relayed through the server, against a minimal Node ws relay
   """
 
 var arguments = Array(CommandLine.arguments.dropFirst())

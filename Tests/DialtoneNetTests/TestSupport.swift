@@ -93,3 +93,12 @@ func http(_ method: String, _ url: String, body: [UInt8]? = nil, headers: [Strin
   let (data, response) = try await URLSession.shared.data(for: request)
   return HTTPResult(status: (response as? HTTPURLResponse)?.statusCode ?? 0, body: String(decoding: data, as: UTF8.self))
 }
+
+/// Polls `condition` until it holds; fails (never hangs) after `seconds`.
+func eventually(_ what: String, seconds: Double = 15, _ condition: @escaping @Sendable () -> Bool) async throws {
+  let deadline = Date().addingTimeInterval(seconds)
+  while !condition() {
+    guard Date() < deadline else { throw TimeoutError(what: what) }
+    try await Task.sleep(for: .milliseconds(10))
+  }
+}

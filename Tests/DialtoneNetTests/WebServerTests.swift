@@ -21,6 +21,7 @@ final class EchoHandler: WebSocketHandler, @unchecked Sendable {
     lock.withLock { closedCodes.append(code); opened.removeAll { $0 === connection } }
   }
   var openCount: Int { lock.withLock { opened.count } }
+  var totalOpened: Int { lock.withLock { upgrades.count } }
   var lastUpgrade: UpgradeRequest? { lock.withLock { upgrades.last } }
   var closedCount: Int { lock.withLock { closedCodes.count } }
   func broadcastFromAnotherThread(_ text: String) {
@@ -241,9 +242,9 @@ extension WebServerTests {
     #expect(try await quiet.next() == .opened)
 
     let dead = try RawWebSocket.handshake(port: server.port)
-    while handler.openCount < 2 { try await Task.sleep(for: .milliseconds(10)) }
-    // Well past the idle timeout: the dead socket is gone, the quiet one is alive.
-    while handler.closedCount < 1 { try await Task.sleep(for: .milliseconds(20)) }
+    try await eventually("both sockets open") { handler.totalOpened >= 2 }
+    try await eventually("the silent socket dropped") { handler.closedCount >= 1 }
+    // Well past the idle timeout the quiet (but answering) socket is still alive.
     try await Task.sleep(for: .seconds(3))
     #expect(handler.closedCount == 1)
     quiet.connection.send(text: "still here")

@@ -4,7 +4,9 @@ import DialtoneProtocol
 import Foundation
 
 /// Owns every signaling socket and session. All state lives on this actor and changes only in
-/// `handle(_:)`, fed by one ordered event stream (socket events and timers).
+/// `handle(_:)`. The actor runs on the network thread (`NetworkExecutor`): socket events arrive
+/// there in order and are handled synchronously, with no thread hop; timers and HTTP queries
+/// hop in through the executor.
 ///
 /// The hub does the transport work — handshake, authentication, seq/ack/resume, duplicate ids —
 /// and hands call messages to `CallRouter`, whose effects it then applies.
@@ -38,24 +40,27 @@ public actor SignalingHub {
   private var sessionTimers: [String: any ScheduledAction] = [:]
   private var callTimers: [CallTimer: any ScheduledAction] = [:]
 
-  private let events: AsyncStream<HubEvent>
-  nonisolated let sink: AsyncStream<HubEvent>.Continuation
+  nonisolated let executor: NetworkExecutor
+  public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
   init(settings: Settings, clock: any ServerClock, authenticator: TokenAuthenticator, iceServers: IceServerIssuer,
-       router: CallRouter, effectSink: any CallEffectSink, log: Log) {
+       router: CallRouter, effectSink: any CallEffectSink, executor: NetworkExecutor, log: Log) {
     self.settings = settings; self.clock = clock; self.authenticator = authenticator
     self.iceServers = iceServers; self.router = router; self.effectSink = effectSink; self.log = log
-    (events, sink) = AsyncStream<HubEvent>.makeStream()
+    self.executor = executor
   }
 
-  nonisolated var socketHandler: any WebSocketHandler { SocketEventBridge(sink: sink) }
+  nonisolated var socketHandler: any WebSocketHandler { SocketEventBridge(hub: self) }
 
-  /// Processes events until `finish()`; run exactly once.
-  func run() async {
-    for await event in events { handle(event) }
+  /// Takes an event from any thread: synchronously when already on the hub's executor (socket
+  /// events), otherwise by hopping onto it (timers).
+  nonisolated func deliver(_ event: HubEvent) {
+    if executor.isCurrent {
+      assumeIsolated { $0.handle(event) }
+    } else {
+      Task { await self.handle(event) }
+    }
   }
-
-  nonisolated func finish() { sink.finish() }
 
   // MARK: - Queries for the HTTP API
 
@@ -72,10 +77,10 @@ public actor SignalingHub {
 
   // MARK: - Events
 
-  private func handle(_ event: HubEvent) {
+  func handle(_ event: HubEvent) {
     switch event {
     case .opened(let connection, let request):
-      let timer = clock.schedule(after: settings.helloTimeout) { [sink] in sink.yield(.helloDeadline(socketID: connection.id)) }
+      let timer = clock.schedule(after: settings.helloTimeout) { [self] in deliver(.helloDeadline(socketID: connection.id)) }
       sockets[connection.id] = SocketState(connection: connection, headerToken: request.bearerToken, helloTimer: timer)
 
     case .received(let connection, let bytes, let isText):
@@ -201,7 +206,7 @@ public actor SignalingHub {
     session.detach(now: now)
     let id = session.id
     sessionTimers[id]?.cancel()
-    sessionTimers[id] = clock.schedule(after: settings.resumeWindow) { [sink] in sink.yield(.sessionExpiry(sessionID: id)) }
+    sessionTimers[id] = clock.schedule(after: settings.resumeWindow) { [self] in deliver(.sessionExpiry(sessionID: id)) }
     apply(router.deviceDisconnected(session.identity, now: now))
   }
 
@@ -271,7 +276,7 @@ public actor SignalingHub {
         }
       case .schedule(let timer, let seconds):
         callTimers[timer]?.cancel()
-        callTimers[timer] = clock.schedule(after: seconds) { [sink] in sink.yield(.callTimer(timer)) }
+        callTimers[timer] = clock.schedule(after: seconds) { [self] in deliver(.callTimer(timer)) }
       case .cancel(let timer):
         callTimers.removeValue(forKey: timer)?.cancel()
       case .external(let event):

@@ -1,8 +1,7 @@
 import DialtoneNet
 import Foundation
 
-/// Everything the hub reacts to, in one ordered stream: socket events from the network thread and
-/// timers from the clock. One stream keeps per-socket order without a task per connection.
+/// Everything the hub reacts to: socket events from the network thread and timers from the clock.
 enum HubEvent: Sendable {
   case opened(WebSocketConnection, UpgradeRequest)
   case received(WebSocketConnection, [UInt8], isText: Bool)
@@ -12,17 +11,17 @@ enum HubEvent: Sendable {
   case callTimer(CallTimer)
 }
 
-/// Adapts `DialtoneNet`'s callbacks (network thread) to the hub's event stream.
+/// Adapts `DialtoneNet`'s callbacks (on the network thread, which is the hub's executor) to the hub.
 struct SocketEventBridge: WebSocketHandler {
-  let sink: AsyncStream<HubEvent>.Continuation
+  let hub: SignalingHub
 
   func webSocketOpened(_ connection: WebSocketConnection, request: UpgradeRequest) {
-    sink.yield(.opened(connection, request))
+    hub.deliver(.opened(connection, request))
   }
   func webSocketReceived(_ connection: WebSocketConnection, message: [UInt8], isText: Bool) {
-    sink.yield(.received(connection, message, isText: isText))
+    hub.deliver(.received(connection, message, isText: isText))
   }
   func webSocketClosed(_ connection: WebSocketConnection, code: UInt16?) {
-    sink.yield(.closed(connection, code: code))
+    hub.deliver(.closed(connection, code: code))
   }
 }

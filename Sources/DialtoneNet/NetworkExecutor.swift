@@ -1,0 +1,61 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A serial executor that runs jobs on the network thread, so an actor that handles socket
+/// events can take them synchronously (`assumeIsolated`) instead of hopping threads twice per
+/// message. Before the network loop exists, and after it stops, jobs run on a fallback serial
+/// queue (never both at once), so awaiting the actor never hangs during startup or shutdown.
+public final class NetworkExecutor: SerialExecutor, @unchecked Sendable {
+  // @unchecked: `loop` and `owner` are only touched under `lock`.
+  private let lock = NSLock()
+  private weak var loop: ServiceLoop?
+  private let fallback = DispatchQueue(label: "dialtone.network-executor.fallback")
+  /// The thread running this executor's jobs right now (network thread or fallback queue).
+  private var owner: pthread_t?
+
+  public init() {}
+
+  public func enqueue(_ job: consuming ExecutorJob) {
+    let unowned = UnownedJob(job)
+    let target = lock.withLock { loop }
+    if let target, target.post(.job(unowned)) { return }
+    runOnFallback(unowned)
+  }
+
+  public func asUnownedSerialExecutor() -> UnownedSerialExecutor { UnownedSerialExecutor(ordinary: self) }
+
+  public func checkIsolated() {
+    precondition(isCurrent, "not on the network executor")
+  }
+
+  /// True on the thread that currently runs this executor's jobs.
+  public var isCurrent: Bool {
+    lock.withLock { owner.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
+  }
+
+  func attach(_ loop: ServiceLoop) {
+    fallback.sync {}  // nothing may still run on the fallback queue once the loop owns the jobs
+    lock.withLock { self.loop = loop }
+  }
+
+  /// Called on the network thread when it starts and stops owning the jobs.
+  func networkThreadStarted() { lock.withLock { owner = pthread_self() } }
+  func networkThreadStopped(leftover: [UnownedJob]) {
+    lock.withLock { owner = nil; loop = nil }
+    for job in leftover { runOnFallback(job) }
+  }
+
+  func run(_ job: UnownedJob) {
+    job.runSynchronously(on: asUnownedSerialExecutor())
+  }
+
+  private func runOnFallback(_ job: UnownedJob) {
+    fallback.async { [self] in
+      lock.withLock { owner = pthread_self() }
+      run(job)
+      lock.withLock { owner = nil }
+    }
+  }
+}

@@ -1,0 +1,146 @@
+import DialtoneNet
+import DialtoneProtocol
+import DialtoneServer
+import Foundation
+
+/// `dialtone bench-signaling`: K concurrent 1:1 calls through the server — invite with offer,
+/// accept with answer, 20 candidates each way, hangup, repeat — paced to a total message rate,
+/// while N idle authenticated sockets are held. Relay latency is measured per candidate (the
+/// sender's timestamp rides in the candidate string). The same load then runs against a minimal
+/// Node.js `ws` relay, so the result is a ratio.
+enum BenchSignalingCommand {
+  struct Options {
+    var calls: Int
+    var idle: Int
+    var rate: Int
+    var seconds: Double
+  }
+
+  static func run(_ arguments: ArgumentList) async throws -> Int32 {
+    let options = Options(calls: try arguments.int("calls", default: 100), idle: try arguments.int("idle", default: 10_000),
+                          rate: try arguments.int("rate", default: 5_000), seconds: try arguments.double("seconds", default: 20))
+    ResourceLimits.raiseOpenFiles()
+    var rows: [(String, Report)] = []
+    if !arguments.flag("node-only") {
+      rows.append(("dialtone", try await runDialtone(options, serverBinary: arguments.string("server-binary") ?? siblingBinary("dialtone-server"))))
+    }
+    if !arguments.flag("dialtone-only") {
+      let script = arguments.string("node-relay") ?? "bench/node-relay.js"
+      rows.append(("node ws relay", try await runNode(options, script: script)))
+    }
+    print("bench-signaling: \(options.calls) concurrent calls, \(options.idle) idle sockets, target \(options.rate) msg/s, \(Int(options.seconds)) s")
+    print("target".padding(toLength: 15, withPad: " ", startingAt: 0) + Report.header)
+    for (name, report) in rows { print(name.padding(toLength: 15, withPad: " ", startingAt: 0) + report.line) }
+    if rows.count == 2 {
+      let ratio = rows[0].1.cpuMicrosPerMessage / max(rows[1].1.cpuMicrosPerMessage, 0.001)
+      print(String(format: "dialtone CPU per relayed message = %.2f × node's", ratio))
+    }
+    return 0
+  }
+
+  // MARK: - Targets
+
+  private static func runDialtone(_ options: Options, serverBinary: String) async throws -> Report {
+    let secret = "bench-" + UUID().uuidString
+    let port = try FreePort.pick()
+    let dataDirectory = NSTemporaryDirectory() + "dialtone-bench-\(UUID().uuidString)"
+    let server = try ChildProcess(serverBinary, ["--port", "\(port)", "--auth-secret", secret, "--data-dir", dataDirectory,
+                                                 "--log-level", "error"])
+    defer { server.terminate(); try? FileManager.default.removeItem(atPath: dataDirectory) }
+    try await waitForPort(port)
+    let dialect = DialtoneDialect(url: "ws://127.0.0.1:\(port)/v1/ws", secret: Array(secret.utf8))
+    return try await drive(options, dialect: dialect, serverPID: server.pid)
+  }
+
+  private static func runNode(_ options: Options, script: String) async throws -> Report {
+    let port = try FreePort.pick()
+    let node = try ChildProcess("/usr/bin/env", ["node", script, "\(port)"])
+    defer { node.terminate() }
+    try await waitForPort(port)
+    return try await drive(options, dialect: NodeRelayDialect(url: "ws://127.0.0.1:\(port)/"), serverPID: node.pid)
+  }
+
+  private static func waitForPort(_ port: Int) async throws {
+    for _ in 0..<300 {
+      if let socket = try? TCPProbe.connect(port: port) { socket.close(); return }
+      try await Task.sleep(for: .milliseconds(50))
+    }
+    throw ArgumentError(message: "server did not start on port \(port)")
+  }
+
+  // MARK: - Load
+
+  private static func drive(_ options: Options, dialect: any SignalingDialect, serverPID: Int32) async throws -> Report {
+    let client = try WebSocketClient(maxMessageBytes: 1 << 16, pingIntervalSeconds: 3600, idleTimeoutSeconds: 7200)
+    defer { Task { await client.shutdown() } }
+    let stats = LoadStats()
+
+    // Idle sockets, connected in batches.
+    var idle: [WebSocketClientConnection] = []
+    var index = 0
+    while index < options.idle {
+      let end = min(index + 500, options.idle)
+      for n in index..<end {
+        idle.append(try dialect.connect(client, user: "idle\(n)", stats: stats) { _, _ in })
+      }
+      try await stats.waitForReady(end, timeout: 60)
+      index = end
+    }
+
+    let pairs = try (0..<options.calls).map { try CallPair(index: $0, dialect: dialect, client: client, stats: stats) }
+    try await stats.waitForReady(options.idle + 2 * options.calls, timeout: 60)
+    let baseline = try ProcessStats.read(pid: serverPID)
+    stats.startMeasuring()
+
+    // Pacing: every 2 ms, send what the target rate says is due, round-robin over the calls.
+    let start = Date()
+    var sent = 0
+    var turn = 0
+    while Date().timeIntervalSince(start) < options.seconds {
+      let due = Int(Date().timeIntervalSince(start) * Double(options.rate)) - sent
+      var budget = due
+      var idleRounds = 0
+      while budget > 0 && idleRounds < pairs.count {
+        if pairs[turn % pairs.count].step() { budget -= 1; sent += 1; idleRounds = 0 } else { idleRounds += 1 }
+        turn += 1
+      }
+      try await Task.sleep(for: .milliseconds(2))
+    }
+    let elapsed = Date().timeIntervalSince(start)
+    try await Task.sleep(for: .milliseconds(500))  // let the last messages land
+    let loaded = try ProcessStats.read(pid: serverPID)
+    stats.stopMeasuring()
+    for connection in idle { connection.close() }
+    for pair in pairs { pair.close() }
+
+    let latencies = stats.latencies.sorted()
+    func percentile(_ p: Double) -> Double {
+      guard !latencies.isEmpty else { return .nan }
+      return latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]
+    }
+    let relayed = stats.relayedMessages
+    return Report(
+      messagesPerSecond: Double(relayed) / elapsed, callsPerSecond: Double(stats.completedCalls) / elapsed,
+      p50: percentile(0.5), p99: percentile(0.99), p999: percentile(0.999),
+      rssMB: Double(loaded.rssBytes) / 1_048_576,
+      cpuPercent: (loaded.cpuSeconds - baseline.cpuSeconds) / elapsed * 100,
+      cpuMicrosPerMessage: relayed > 0 ? (loaded.cpuSeconds - baseline.cpuSeconds) / Double(relayed) * 1_000_000 : .nan)
+  }
+
+  struct Report {
+    var messagesPerSecond: Double
+    var callsPerSecond: Double
+    var p50: Double
+    var p99: Double
+    var p999: Double
+    var rssMB: Double
+    var cpuPercent: Double
+    var cpuMicrosPerMessage: Double
+
+    static let header = "relayed msg/s  calls/s  p50 ms  p99 ms  p99.9 ms  RSS MB  CPU %  CPU µs/msg"
+    var line: String {
+      String(format: "%13.0f  %7.1f  %6.3f  %6.3f  %8.3f  %6.1f  %5.1f  %10.1f",
+             messagesPerSecond, callsPerSecond, p50, p99, p999, rssMB, cpuPercent, cpuMicrosPerMessage)
+    }
+  }
+}

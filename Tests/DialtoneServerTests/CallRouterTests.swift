@@ -1,0 +1,97 @@
+import DialtoneProtocol
+@testable import DialtoneServer
+import Foundation
+import Testing
+
+/// The state machine alone: inputs in, reply and effects out, with virtual time.
+struct CallRouterTests {
+  let alice = Identity(userId: "alice", deviceId: "phone", name: "Alice")
+  let bobPhone = Identity(userId: "bob", deviceId: "phone", name: nil)
+  let bobLaptop = Identity(userId: "bob", deviceId: "laptop", name: nil)
+  let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+
+  private func sends(_ effects: [CallEffect]) -> [(ServerMessage, Recipient)] {
+    effects.compactMap { if case .send(let m, let r) = $0 { return (m, r) }; return nil }
+  }
+  private func records(_ effects: [CallEffect]) -> [CallRecord] {
+    effects.compactMap { if case .external(.ended(let r)) = $0 { return r }; return nil }
+  }
+
+  private func ringing(_ router: inout CallRouter, _ callId: CallID = "call-1") -> [CallEffect] {
+    router.handle(.invite(.init(id: "i1", callId: callId, to: "bob", video: true)), from: alice, now: t0).effects
+  }
+
+  @Test func inviteRingsEveryCalleeDeviceSchedulesTheRingTimeoutAndAnnouncesIt() {
+    var router = CallRouter()
+    let effects = ringing(&router)
+    #expect(sends(effects).map(\.1) == [.user(userId: "bob", exceptDevice: nil)])
+    #expect(effects.contains { if case .schedule(let t, 45) = $0 { return t.kind == .ring }; return false })
+    #expect(effects.contains { if case .external(.ringing(_, let caller, "bob", true, _)) = $0 { return caller.userId == "alice" }; return false })
+  }
+
+  @Test func callerLostWhileRingingEndsTheCallForEveryCalleeDevice() {
+    var router = CallRouter()
+    _ = ringing(&router)
+    let drop = router.deviceDisconnected(alice, now: t0.addingTimeInterval(1))
+    guard case .schedule(let timer, 30) = drop.first else { Issue.record("no grace timer"); return }
+    let ended = router.timerFired(timer, now: t0.addingTimeInterval(31))
+    let notices = sends(ended)
+    #expect(notices.contains { $0.0.endReason == .connectionLost && $0.1 == .user(userId: "bob", exceptDevice: nil) })
+    #expect(records(ended).first?.endReason == .connectionLost)
+  }
+
+  @Test func reconnectingInTimeCancelsTheGraceTimer() {
+    var router = CallRouter()
+    _ = ringing(&router)
+    _ = router.handle(.accept(.init(id: "a", callId: "call-1")), from: bobPhone, now: t0)
+    let drop = router.deviceDisconnected(bobPhone, now: t0)
+    guard case .schedule(let timer, _) = drop.first else { Issue.record("no grace timer"); return }
+    let back = router.deviceConnected(bobPhone, newSession: false, now: t0.addingTimeInterval(10))
+    #expect(back.contains { if case .cancel(let t) = $0 { return t == timer }; return false })
+  }
+
+  @Test func recordsCarryAnsweringDeviceAndDuration() {
+    var router = CallRouter()
+    _ = ringing(&router)
+    _ = router.handle(.accept(.init(id: "a", callId: "call-1")), from: bobLaptop, now: t0.addingTimeInterval(2))
+    let hangup = router.handle(.hangup(.init(id: "h", callId: "call-1")), from: bobLaptop, now: t0.addingTimeInterval(62.5))
+    let record = records(hangup.effects).first
+    #expect(record?.answeredBy == "laptop")
+    #expect(record?.durationMs == 60_500)
+    #expect(record?.endReason == .hangup)
+    #expect(router.callState("call-1", visibleTo: alice)?.calleeDeviceId == "laptop")
+  }
+
+  @Test func endedCallsAreForgottenAfterTheRetention() {
+    var router = CallRouter(settings: .init(endedRetention: 600))
+    _ = ringing(&router)
+    _ = router.handle(.cancel(.init(id: "c", callId: "call-1")), from: alice, now: t0)
+    #expect(router.callState("call-1", visibleTo: bobPhone)?.endReason == .cancelled)
+    _ = router.handle(.getCall(.init(id: "g", callId: "other")), from: alice, now: t0.addingTimeInterval(601))
+    #expect(router.callState("call-1", visibleTo: bobPhone) == nil)
+  }
+
+  @Test func signalingBufferedWhileRingingIsBounded() {
+    var router = CallRouter(settings: .init(maxBufferedSignals: 3))
+    _ = ringing(&router)
+    for n in 0..<3 {
+      let ok = router.handle(.endOfCandidates(.init(id: "e\(n)", callId: "call-1")), from: alice, now: t0)
+      #expect(ok.reply.isAck)
+    }
+    let refused = router.handle(.endOfCandidates(.init(id: "e9", callId: "call-1")), from: alice, now: t0)
+    #expect(refused.reply.errorCode == .rateLimited)
+    // The late device gets the invite and the three buffered messages.
+    let late = router.deviceConnected(bobPhone, newSession: true, now: t0)
+    #expect(sends(late).count == 4)
+    // A resumed session already has them in its outbox: nothing is re-sent.
+    #expect(sends(router.deviceConnected(bobPhone, newSession: false, now: t0)).isEmpty)
+  }
+
+  @Test func callerCannotAnswerAndCalleeCannotOffer() {
+    var router = CallRouter()
+    _ = ringing(&router)
+    #expect(router.handle(.accept(.init(id: "x", callId: "call-1")), from: alice, now: t0).reply.errorCode == .invalidState)
+    #expect(router.handle(.offer(.init(id: "y", callId: "call-1", sdp: "v=0")), from: bobPhone, now: t0).reply.errorCode == .invalidState)
+    #expect(router.handle(.iceRestartRequest(.init(id: "z", callId: "call-1")), from: bobPhone, now: t0).reply.errorCode == .invalidState)
+  }
+}
