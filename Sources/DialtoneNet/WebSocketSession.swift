@@ -33,12 +33,13 @@ final class WebSocketSession {
 
   var isClosing: Bool { closeRequest != nil }
 
-  /// Writes at once when nothing is queued and the socket can take it; otherwise queues for the
+  /// Writes at once when nothing is queued and lws holds no unsent bytes for this socket (a check
+  /// of lws state, unlike lws_send_pipe_choked, which costs a poll() per call); otherwise queues for the
   /// next writable callback. Writing directly skips two poll-mask changes per message (libuv
   /// turns each into epoll_ctl calls), which dominated the cost of small messages.
   func enqueue(_ bytes: [UInt8], binary: Bool, on loop: ServiceLoop) {
     guard closeRequest == nil else { return }
-    if queueHead == queue.count, !pingDue, isEstablished, lws_send_pipe_choked(wsi) == 0 {
+    if queueHead == queue.count, !pingDue, isEstablished, lws_partial_buffered(wsi) == 0 {
       if !loop.write(wsi, bytes[...], binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) { requestClose(code: 1011, reason: "") }
       return
     }
@@ -61,7 +62,7 @@ final class WebSocketSession {
   /// Sends a WebSocket ping now, or on the next writable callback.
   func requestPing(on loop: ServiceLoop) {
     guard !pingDue, closeRequest == nil else { return }
-    if queueHead == queue.count, isEstablished, lws_send_pipe_choked(wsi) == 0 {
+    if queueHead == queue.count, isEstablished, lws_partial_buffered(wsi) == 0 {
       _ = loop.write(wsi, Self.pingPayload[...], LWS_WRITE_PING)
       return
     }
