@@ -14,7 +14,7 @@ public final class DialtoneServer: Sendable {
   private let recorder: CallRecorder
   private let log: Log
 
-  public init(configuration: ServerConfiguration, clock: any ServerClock = SystemClock(), store: (any CallStore)? = nil) async throws {
+  public init(configuration: ServerConfiguration, clock: any ServerClock = SystemClock(), store: (any ServerStore)? = nil) async throws {
     self.configuration = configuration
     let log = Log(level: configuration.logLevel, subsystem: "server")
     self.log = log

@@ -7,7 +7,7 @@ struct APIRoutes {
   let hub: SignalingHub
   let authenticator: TokenAuthenticator
   let iceServers: IceServerIssuer
-  let store: any CallStore
+  let store: any ServerStore
   let clock: any ServerClock
   let version: String
 
@@ -43,12 +43,21 @@ struct APIRoutes {
       let next = calls.count > limit ? page.last.map { HistoryCursor(createdAt: $0.createdAt, callId: $0.callId).token } : nil
       return .wire(CallHistoryResponse(calls: page, next: next))
     }
+
+    DeviceRoutes(authenticator: authenticator, store: store, clock: clock).register(in: &router)
   }
 
   private func authenticate(_ request: HTTPRequest) throws(HTTPError) -> Identity {
+    try authenticator.authenticate(request)
+  }
+}
+
+extension TokenAuthenticator {
+  /// The caller of an HTTP API request, from its `Authorization: Bearer` token; 401 otherwise.
+  func authenticate(_ request: HTTPRequest) throws(HTTPError) -> Identity {
     guard let token = request.bearerToken else { throw .unauthorized("an Authorization: Bearer token is required") }
     do {
-      return try authenticator.authenticate(token)
+      return try authenticate(token)
     } catch {
       throw .unauthorized(error.description)
     }

@@ -4,7 +4,7 @@ import Foundation
 
 /// The embedded default store: one SQLite file in WAL mode under the data directory, owned by
 /// this actor (one connection, serialised access).
-public actor SQLiteStore: CallStore {
+public actor SQLiteStore: CallStore, DeviceStore {
   private let db: SQLiteDatabase
 
   /// Versioned schema; each entry runs once, in order, inside a transaction.
@@ -29,6 +29,7 @@ public actor SQLiteStore: CallStore {
     CREATE TABLE devices (
       user_id TEXT NOT NULL,
       installation_id TEXT NOT NULL,
+      device_id TEXT NOT NULL,
       platform TEXT NOT NULL,
       voip_token TEXT,
       alert_token TEXT,
@@ -106,5 +107,62 @@ public actor SQLiteStore: CallStore {
     return CallRecord(callId: callId, callerId: caller, calleeId: callee, answeredBy: row[3].string,
                       video: row[4].int == 1, createdAt: createdAt, answeredAt: row[6].int, endedAt: row[7].int,
                       endReason: row[8].string.map { EndReason(lenient: $0) }, durationMs: row[9].int)
+  }
+
+  // MARK: - Devices
+
+  private static let deviceColumns = "user_id, installation_id, device_id, platform, voip_token, alert_token, fcm_token, bundle_id, apns_environment, updated_at"
+
+  public func upsert(_ registration: DeviceRegistration, userId: String, deviceId: String, now: Int64) throws -> StoredDevice {
+    let owner: [SQLiteValue] = [.text(userId), .text(registration.installationId)]
+    try db.transaction {
+      // A token belongs to one installation: take it away from any other row first.
+      for (column, token) in [("voip_token", registration.voipToken), ("alert_token", registration.alertToken),
+                              ("fcm_token", registration.fcmToken)] {
+        guard let token else { continue }
+        try db.query("UPDATE devices SET \(column) = NULL WHERE \(column) = ? AND NOT (user_id = ? AND installation_id = ?)",
+                     [.text(token)] + owner)
+      }
+      try db.query("DELETE FROM devices WHERE voip_token IS NULL AND alert_token IS NULL AND fcm_token IS NULL")
+      try db.query("""
+        INSERT INTO devices (\(Self.deviceColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (user_id, installation_id) DO UPDATE SET device_id = excluded.device_id, platform = excluded.platform,
+          voip_token = excluded.voip_token, alert_token = excluded.alert_token, fcm_token = excluded.fcm_token,
+          bundle_id = excluded.bundle_id, apns_environment = excluded.apns_environment, updated_at = excluded.updated_at
+        """, owner + [
+          .text(deviceId), .text(registration.platform.rawValue), Self.optional(registration.voipToken),
+          Self.optional(registration.alertToken), Self.optional(registration.fcmToken), Self.optional(registration.bundleId),
+          Self.optional(registration.apnsEnvironment?.rawValue), .integer(now),
+        ])
+    }
+    return StoredDevice(userId: userId, deviceId: deviceId, registration: registration, updatedAt: now)
+  }
+
+  public func remove(installationId: String, userId: String) throws -> Bool {
+    try db.query("DELETE FROM devices WHERE user_id = ? AND installation_id = ?", [.text(userId), .text(installationId)])
+    return db.changes > 0
+  }
+
+  public func devices(of userId: String) throws -> [StoredDevice] {
+    try db.query("SELECT \(Self.deviceColumns) FROM devices WHERE user_id = ? ORDER BY installation_id", [.text(userId)])
+      .compactMap(Self.device)
+  }
+
+  public func removeToken(_ token: String, kind: PushTokenKind) throws {
+    try db.transaction {
+      try db.query("UPDATE devices SET \(kind.rawValue)_token = NULL WHERE \(kind.rawValue)_token = ?", [.text(token)])
+      try db.query("DELETE FROM devices WHERE voip_token IS NULL AND alert_token IS NULL AND fcm_token IS NULL")
+    }
+  }
+
+  private static func optional(_ text: String?) -> SQLiteValue { text.map(SQLiteValue.text) ?? .null }
+
+  private static func device(_ row: SQLiteRow) -> StoredDevice? {
+    guard row.count == 10, let user = row[0].string, let installation = row[1].string, let device = row[2].string,
+          let platform = row[3].string.flatMap(PushPlatform.init(rawValue:)), let updatedAt = row[9].int else { return nil }
+    let registration = DeviceRegistration(
+      installationId: installation, platform: platform, voipToken: row[4].string, alertToken: row[5].string,
+      fcmToken: row[6].string, bundleId: row[7].string, apnsEnvironment: row[8].string.flatMap(APNsEnvironment.init(rawValue:)))
+    return StoredDevice(userId: user, deviceId: device, registration: registration, updatedAt: updatedAt)
   }
 }
