@@ -3,11 +3,6 @@
 // LWS_PRE is a macro expression Swift cannot import.
 static inline size_t dt_lws_pre(void) { return LWS_PRE; }
 
-// The default vhost's bound port (the kernel's choice when configured with port 0).
-static inline int dt_lws_listen_port(struct lws_context *ctx) {
-  struct lws_vhost *vh = lws_get_vhost_by_name(ctx, "default");
-  return vh ? lws_get_vhost_listen_port(vh) : -1;
-}
 
 // The opaque user pointer carries our connection id; these avoid pointer-from-integer casts in Swift.
 static inline void dt_lws_set_id(struct lws *wsi, uint64_t id) {

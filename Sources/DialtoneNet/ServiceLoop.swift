@@ -16,6 +16,7 @@ final class ServiceLoop: @unchecked Sendable {
     case shutdown(drainSeconds: Double)
     case sweep
     case job(UnownedJob)
+    case adopt([Int32])
   }
 
   struct ServerRole {
@@ -60,8 +61,8 @@ final class ServiceLoop: @unchecked Sendable {
   private var retryPolicy = UnsafeMutablePointer<lws_retry_bo_t>.allocate(capacity: 1)
   private let stopper = UnsafeMutablePointer<dt_stopper>.allocate(capacity: 1)
 
-  /// The port the server listens on (the kernel's pick when configured with 0), or nil for a client loop.
-  private(set) var listenPort: Int?
+  /// The server's listening socket (nil for a client loop); set by `WebServer` before `start`.
+  var listener: Listener?
 
   init(server: ServerRole?, maxMessageBytes: Int, pingIntervalSeconds: Int, idleTimeoutSeconds: Int,
        sweepSeconds: Double = 5) throws {
@@ -98,37 +99,19 @@ final class ServiceLoop: @unchecked Sendable {
     // With libuv, lws owns SIGINT/SIGTERM; without signal_cb a SIGTERM leaves the loop spinning.
     info.signal_cb = { _, signum in ProcessSignals.deliver(signum) }
 
-    var hostStorage: UnsafeMutablePointer<CChar>?
-    if let server { try ListenProbe.check(host: server.configuration.host, port: server.configuration.port) }
-    if let server {
-      info.port = Int32(server.configuration.port)
-      hostStorage = strdup(server.configuration.host)
-      info.iface = UnsafePointer(hostStorage)
+    if server != nil {
+      // A server vhost that does not listen: `Listener` accepts and the loop adopts the sockets.
+      info.port = CONTEXT_PORT_NO_LISTEN_SERVER
     } else {
       info.port = CONTEXT_PORT_NO_LISTEN
       info.options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT)
     }
-    defer { free(hostStorage) }
 
     guard let ctx = lws_create_context(&info) else {
-      // lws may still reference the protocol table and this object after a failed create
-      // (libuv teardown is deferred): keep both alive for the life of the process.
-      _ = Unmanaged.passRetained(self)
-      if let server {
-        throw NetError.listenFailed("cannot listen on \(server.configuration.host):\(server.configuration.port)")
-      }
       throw NetError.listenFailed("cannot create the network context")
     }
     context = ctx
     contextForWakeups = ctx
-    if server != nil {
-      let port = Int(dt_lws_listen_port(ctx))
-      guard port > 0 else {
-        lws_context_destroy(ctx)
-        throw NetError.listenFailed("cannot listen on \(server?.configuration.host ?? ""):\(server?.configuration.port ?? 0)")
-      }
-      listenPort = port
-    }
   }
 
   deinit {
@@ -159,6 +142,7 @@ final class ServiceLoop: @unchecked Sendable {
       let leftover = closeInbox()
       wakeTimer?.cancel()
       sweepTimer?.cancel()
+      listener?.stop()
       lws_context_destroy(ctx)
       executor?.networkThreadStopped(leftover: leftover)
       context = nil
@@ -243,6 +227,8 @@ final class ServiceLoop: @unchecked Sendable {
       sweepIdleSockets()
     case .job(let job):
       executor?.run(job)
+    case .adopt(let sockets):
+      adopt(sockets)
     }
   }
 
@@ -263,9 +249,16 @@ final class ServiceLoop: @unchecked Sendable {
     }
   }
 
+  private func adopt(_ sockets: [Int32]) {
+    for fd in sockets {
+      if draining || context == nil || lws_adopt_socket(context, fd) == nil { close(fd) }
+    }
+  }
+
   private func beginDrain(seconds: Double) {
     guard !draining else { return }
     draining = true
+    listener?.stop()
     drainDeadline = Date().addingTimeInterval(seconds)
     for session in webSockets.values {
       session.requestClose(code: WebSocketCloseCode.goingAway, reason: "server shutting down")
@@ -284,6 +277,7 @@ final class ServiceLoop: @unchecked Sendable {
     inboxLock.withLock {
       inboxClosed = true
       let jobs = inbox.compactMap { if case .job(let job) = $0 { return job }; return nil }
+      for case .adopt(let sockets) in inbox { sockets.forEach { close($0) } }
       inbox.removeAll()
       return jobs
     }

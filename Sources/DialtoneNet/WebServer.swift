@@ -44,7 +44,12 @@ public final class WebServer: Sendable {
       pingIntervalSeconds: configuration.pingIntervalSeconds,
       idleTimeoutSeconds: configuration.idleTimeoutSeconds,
       sweepSeconds: configuration.keepaliveSweepSeconds)
-    port = loop.listenPort ?? configuration.port
+    let loop = self.loop
+    let listener = try Listener(host: configuration.host, port: configuration.port) { sockets in
+      if !loop.post(.adopt(sockets)) { sockets.forEach { close($0) } }
+    }
+    loop.listener = listener
+    port = listener.port
     loop.executor = executor
     loop.start(name: "dialtone-net")
   }
