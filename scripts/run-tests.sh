@@ -3,4 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-exec swift test --skip-build "$@"
+# Serial: lws 4.1 on libuv closes an eventfd twice when a context is destroyed; with suites in
+# parallel another test could be handed that descriptor number in between.
+exec swift test --skip-build --no-parallel "$@"
