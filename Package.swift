@@ -12,6 +12,7 @@ let package = Package(
   targets: [
     // C libraries from Debian -dev packages, each wrapped by exactly one Swift module.
     .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+    .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
     .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
     .systemLibrary(name: "CLibWebSockets", pkgConfig: "libwebsockets",
                    providers: [.apt(["libwebsockets-dev", "libwebsockets-evlib-uv", "libuv1-dev"])]),
@@ -21,7 +22,8 @@ let package = Package(
     .target(name: "DialtoneCrypto", dependencies: ["COpenSSL", "DialtoneJSON"]),
     .target(name: "DialtoneNet", dependencies: ["CLibWebSockets"]),
     .target(name: "DialtoneSQLite", dependencies: ["CSQLite"]),
-    .target(name: "DialtoneServer", dependencies: ["DialtoneProtocol", "DialtoneCrypto", "DialtoneNet", "DialtoneSQLite"]),
+    .target(name: "DialtoneHTTPClient", dependencies: ["CCurl"]),
+    .target(name: "DialtoneServer", dependencies: ["DialtoneProtocol", "DialtoneCrypto", "DialtoneNet", "DialtoneSQLite", "DialtoneHTTPClient"]),
     .executableTarget(name: "dialtone-server", dependencies: ["DialtoneServer"]),
     .executableTarget(name: "dialtone", dependencies: ["DialtoneServer", "DialtoneCrypto", "DialtoneNet", "DialtoneProtocol"]),
 

@@ -11,7 +11,7 @@ APT_PACKAGES=(
   libsqlite3-dev
   python3-pip
 )
-PIP_PACKAGES=(pyjwt cryptography)
+PIP_PACKAGES=(pyjwt cryptography h2)
 # `scripts/deps.sh bench`: also what the benchmarks compare against.
 if [ "${1:-}" = "bench" ]; then
   command -v node >/dev/null || APT_PACKAGES+=(nodejs)

@@ -12,6 +12,7 @@ public final class DialtoneServer: Sendable {
   private let web: WebServer
   let hub: SignalingHub
   private let recorder: CallRecorder
+  let pushes: PushDispatcher?
   private let log: Log
 
   public init(configuration: ServerConfiguration, clock: any ServerClock = SystemClock(), store: (any ServerStore)? = nil) async throws {
@@ -24,13 +25,15 @@ public final class DialtoneServer: Sendable {
                                      turnSecret: configuration.turnSecret, ttl: configuration.turnTTL)
     let callStore = try store ?? SQLiteStore.open(dataDirectory: configuration.dataDirectory)
     recorder = CallRecorder(store: callStore, log: log.scoped("calls"))
+    pushes = try PushSetup.dispatcher(configuration: configuration, store: callStore, clock: clock, log: log.scoped("push"))
+    let sink = FanOutSink(sinks: [recorder] + (pushes.map { [$0] } ?? []))
     let router = CallRouter(settings: .init(ringTimeout: configuration.ringTimeout, reconnectGrace: configuration.reconnectGrace))
     let executor = NetworkExecutor()
     hub = SignalingHub(
       settings: .init(helloTimeout: configuration.helloTimeout, resumeWindow: configuration.resumeWindow,
                       heartbeatSeconds: configuration.heartbeatSeconds, maxMessageBytes: Limits.maxMessageBytes),
       clock: clock, authenticator: authenticator, iceServers: iceServers, router: router,
-      effectSink: recorder, executor: executor, log: log.scoped("signaling"))
+      effectSink: sink, executor: executor, log: log.scoped("signaling"))
 
     var routes = Router()
     APIRoutes(hub: hub, authenticator: authenticator, iceServers: iceServers, store: callStore, clock: clock,
@@ -54,6 +57,7 @@ public final class DialtoneServer: Sendable {
   public func stop() async {
     await web.stop()
     await recorder.flush()
+    await pushes?.drain()
     log.info("stopped")
   }
 

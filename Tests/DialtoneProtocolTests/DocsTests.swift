@@ -80,6 +80,29 @@ struct DocsTests {
     #expect(serverTypes == Set(ServerMessageType.allCases.map(\.rawValue)), "server types without an example")
   }
 
+  /// Section 15 states the push delivery parameters and shows every payload key.
+  @Test func pushSectionStatesDelivery() throws {
+    let text = try Self.document()
+    guard let start = text.range(of: "## 15. Push payloads"), let end = text.range(of: "## 16.") else {
+      Issue.record("section 15 not found")
+      return
+    }
+    let section = String(text[start.upperBound..<end.lowerBound])
+    for phrase in [
+      "`apns-push-type: voip`", "`apns-topic: <bundleId>.voip`", "`apns-priority: 10`", "`apns-expiration: 0`",
+      "`android.priority: \"high\"`", "`android.ttl: \"0s\"`", "`apns-push-type: alert`", "\"type\":\"missed-call\"",
+    ] {
+      #expect(section.contains(phrase), "section 15 does not mention \(phrase)")
+    }
+    let incoming = IncomingCallPush(callId: "c", callerId: "a", callerDeviceId: "d", callerName: "A", hasVideo: false, createdAt: 1)
+    for key in (incoming.json.objectValue ?? [:]).keys {
+      #expect(section.contains("\"\(key)\":"), "no example shows \(key)")
+    }
+    for key in ["callId", "callerId", "callerName", "callerHandle", "hasVideo", "createdAt"] {
+      #expect(section.contains("| `\(key)"), "the field table lacks \(key)")
+    }
+  }
+
   /// Decodes `literal` as `T` and checks it re-encodes to the same JSON.
   private static func matches<T: WireCodable>(_ type: T.Type, _ literal: JSONValue) -> Bool {
     guard let value = try? T(json: literal, options: .strict) else { return false }
@@ -102,7 +125,7 @@ struct DocsTests {
           && (try? DeviceRegistration(json: literal).validate()) != nil)
         || Self.matches(Peer.self, literal) || Self.matches(IceCandidate.self, literal)
         || Self.matches(IceServer.self, literal) || Self.matches(CallState.self, literal)
-        || Self.matches(IncomingCallPush.self, literal)
+        || Self.matches(IncomingCallPush.self, literal) || Self.matches(MissedCallPush.self, literal)
       if known { continue }
       // The FCM form of the push payload: all strings.
       if let push = try? IncomingCallPush(json: literal, options: .strict),

@@ -175,19 +175,20 @@ struct HTTPBodyTests {
 
   @Test func incomingCallPushForms() throws {
     let push = IncomingCallPush(
-      callId: Fixtures.callId, callerId: "alice", callerDeviceId: "phone", callerName: "Alice", video: true, createdAt: 1_732_880_000_000)
+      callId: Fixtures.callId, callerId: "alice", callerDeviceId: "phone", callerName: "Alice", callerHandle: "+15551234567",
+      hasVideo: true, createdAt: 1_732_880_000_000)
     #expect(
       push.apnsPayload.serializedString
-        == #"{"callId":"6b8f2a3e-1c4d-4e8a-9f00-3d2b1a0c9e7f","callerDeviceId":"phone","callerId":"alice","callerName":"Alice","createdAt":1732880000000,"dialtone":1,"type":"incoming-call","video":true}"#
+        == #"{"callId":"6b8f2a3e-1c4d-4e8a-9f00-3d2b1a0c9e7f","callerDeviceId":"phone","callerHandle":"+15551234567","callerId":"alice","callerName":"Alice","createdAt":1732880000000,"dialtone":1,"hasVideo":true,"type":"incoming-call"}"#
     )
     #expect(
       push.fcmData == [
         "dialtone": "1", "type": "incoming-call", "callId": Fixtures.callId, "callerId": "alice", "callerDeviceId": "phone",
-        "callerName": "Alice", "video": "true", "createdAt": "1732880000000",
+        "callerName": "Alice", "callerHandle": "+15551234567", "hasVideo": "true", "createdAt": "1732880000000",
       ])
     #expect(try IncomingCallPush(json: push.apnsPayload) == push)
     // PushKit-style dictionary (with an aps member) and FCM string map both parse.
-    var apns: [AnyHashable: Any] = ["aps": [String: Any]()]
+    var apns: [AnyHashable: Any] = ["aps": ["content-available": 1] as [String: Any]]
     for (key, value) in push.apnsPayload.objectValue ?? [:] {
       switch value {
       case .string(let s): apns[key] = s
@@ -198,6 +199,22 @@ struct HTTPBodyTests {
     }
     #expect(try IncomingCallPush(payload: apns) == push)
     #expect(try IncomingCallPush(payload: push.fcmData) == push)
+    // "1"/"0" are accepted as booleans on FCM.
+    var fcm = push.fcmData
+    fcm["hasVideo"] = "0"
+    #expect(try IncomingCallPush(payload: fcm).hasVideo == false)
+  }
+
+  @Test func callerHandleDefaultsToCallerId() throws {
+    let push = IncomingCallPush(callId: "c1", callerId: "alice", hasVideo: false, createdAt: 5)
+    #expect(push.callerHandle == "alice")
+    #expect(
+      push.jsonString == #"{"callId":"c1","callerHandle":"alice","callerId":"alice","createdAt":5,"dialtone":1,"hasVideo":false,"type":"incoming-call"}"#)
+    // An older payload without callerHandle (and without hasVideo) still parses.
+    let old = try IncomingCallPush(payload: ["dialtone": "1", "type": "incoming-call", "callId": "c1", "callerId": "alice", "createdAt": "5"])
+    #expect(old == push)
+    let strict = try IncomingCallPush(jsonBytes: Array(#"{"dialtone":1,"type":"incoming-call","callId":"c1","callerId":"alice","hasVideo":false,"createdAt":5}"#.utf8))
+    #expect(strict == push)
   }
 
   @Test func malformedPushPayloads() {
@@ -210,11 +227,62 @@ struct HTTPBodyTests {
     #expect(throws: ProtocolError(.badRequest, "\"type\" must be \"incoming-call\"")) {
       try IncomingCallPush(payload: ["dialtone": "1", "type": "message"])
     }
-    #expect(throws: ProtocolError(.badRequest, "\"video\" must be a boolean")) {
-      try IncomingCallPush(payload: ["dialtone": "1", "type": "incoming-call", "callId": "c", "callerId": "a", "video": "maybe", "createdAt": "1"])
+    #expect(throws: ProtocolError(.badRequest, "\"type\" must be \"incoming-call\"")) {
+      try IncomingCallPush(payload: ["dialtone": 1, "type": "missed-call", "callId": "c", "callerId": "a"])
+    }
+    #expect(throws: ProtocolError(.badRequest, "\"hasVideo\" must be a boolean")) {
+      try IncomingCallPush(payload: ["dialtone": "1", "type": "incoming-call", "callId": "c", "callerId": "a", "hasVideo": "maybe", "createdAt": "1"])
     }
     #expect(throws: ProtocolError(.badRequest, "\"createdAt\" must be an integer")) {
       try IncomingCallPush(payload: ["dialtone": "1", "type": "incoming-call", "callId": "c", "callerId": "a", "createdAt": "soon"])
+    }
+    #expect(throws: ProtocolError(.badRequest, "\"callerHandle\" must not be empty")) {
+      try IncomingCallPush(payload: ["dialtone": 1, "type": "incoming-call", "callId": "c", "callerId": "a", "callerHandle": "", "createdAt": 1])
+    }
+    #expect(throws: ProtocolError(.badRequest, "\"callerHandle\" must be a string")) {
+      try IncomingCallPush(payload: ["dialtone": 1, "type": "incoming-call", "callId": "c", "callerId": "a", "callerHandle": 42, "createdAt": 1])
+    }
+    let longHandle = String(repeating: "h", count: Limits.maxUserIDBytes + 1)
+    let tooLong: JSONValue = [
+      "dialtone": 1, "type": "incoming-call", "callId": "c", "callerId": "a", "callerHandle": .string(longHandle), "createdAt": 1,
+    ]
+    #expect(throws: ProtocolError(.badRequest, "\"callerHandle\" must be at most 128 bytes")) {
+      try IncomingCallPush(json: tooLong, options: .strict)
+    }
+    // Lenient decoding (what devices use) does not enforce sizes.
+    #expect((try? IncomingCallPush(json: tooLong, options: .lenient))?.callerHandle == longHandle)
+  }
+
+  @Test func missedCallPush() throws {
+    let push = MissedCallPush(callId: Fixtures.callId, callerId: "alice", callerName: "Alice")
+    #expect(
+      push.apnsPayload.serializedString
+        == #"{"aps":{"alert":{"body":"Alice","title":"Missed call"},"sound":"default"},"callId":"6b8f2a3e-1c4d-4e8a-9f00-3d2b1a0c9e7f","callerId":"alice","callerName":"Alice","dialtone":1,"type":"missed-call"}"#
+    )
+    #expect(push.json == push.apnsPayload)
+    #expect(try MissedCallPush(json: push.apnsPayload) == push)
+    // Without a name the body is the caller's user id; an empty name counts as none.
+    let anonymous = MissedCallPush(callId: "c1", callerId: "alice")
+    #expect(
+      anonymous.apnsPayload.serializedString
+        == #"{"aps":{"alert":{"body":"alice","title":"Missed call"},"sound":"default"},"callId":"c1","callerId":"alice","dialtone":1,"type":"missed-call"}"#
+    )
+    #expect(MissedCallPush(callId: "c1", callerId: "alice", callerName: "").alertBody == "alice")
+    // Built from the incoming-call push of the same call.
+    let incoming = IncomingCallPush(
+      callId: Fixtures.callId, callerId: "alice", callerDeviceId: "phone", callerName: "Alice", hasVideo: false, createdAt: 1)
+    #expect(MissedCallPush(missed: incoming) == push)
+    // A notification's userInfo parses; aps is ignored.
+    let userInfo: [AnyHashable: Any] = [
+      "aps": ["alert": ["title": "Missed call", "body": "Alice"], "sound": "default"] as [String: Any],
+      "dialtone": 1, "type": "missed-call", "callId": Fixtures.callId, "callerId": "alice", "callerName": "Alice",
+    ]
+    #expect(try MissedCallPush(payload: userInfo) == push)
+    #expect(throws: ProtocolError(.badRequest, "\"type\" must be \"missed-call\"")) {
+      try MissedCallPush(json: incoming.apnsPayload)
+    }
+    #expect(throws: ProtocolError(.badRequest, "not a Dialtone push: \"dialtone\" is missing")) {
+      try MissedCallPush(payload: ["type": "missed-call", "callId": "c1", "callerId": "alice"])
     }
   }
 

@@ -24,6 +24,20 @@ public struct ServerConfiguration: Sendable, Equatable {
   public var stunURLs: [String] = []
   public var turnTTL = 43_200
 
+  // Push.
+  public var apnsKeyFile: String?
+  public var apnsKeyID: String?
+  public var apnsTeamID: String?
+  /// Overrides the APNs base URL for both environments (a mock in tests).
+  public var apnsURL: String?
+  public var fcmServiceAccountFile: String?
+  /// Overrides FCM's base URL (a mock in tests).
+  public var fcmURL: String?
+  /// A PEM bundle trusted for push connections instead of the system's (self-signed mocks).
+  public var pushCAFile: String?
+  /// First retry delay for failed pushes (doubles up to 4 s); not a flag: tests shorten it.
+  public var pushRetryFirstDelay: Double = 0.5
+
   public init() {}
 }
 
@@ -79,6 +93,13 @@ extension ServerConfiguration {
       guard ttl >= 60 else { throw ConfigurationError("--turn-ttl must be at least 60 seconds") }
       c.turnTTL = ttl
     },
+    Option(flag: "apns-key-file", help: "APNs auth key (.p8) for VoIP and alert pushes", repeatable: false) { c, v in c.apnsKeyFile = v },
+    Option(flag: "apns-key-id", help: "the .p8 key's id (10 characters)", repeatable: false) { c, v in c.apnsKeyID = v },
+    Option(flag: "apns-team-id", help: "your Apple developer team id", repeatable: false) { c, v in c.apnsTeamID = v },
+    Option(flag: "apns-url", help: "APNs base URL (default: Apple's production/sandbox hosts per device)", repeatable: false) { c, v in c.apnsURL = v },
+    Option(flag: "fcm-service-account", help: "Firebase service-account JSON file for FCM HTTP v1", repeatable: false) { c, v in c.fcmServiceAccountFile = v },
+    Option(flag: "fcm-url", help: "FCM base URL (default https://fcm.googleapis.com)", repeatable: false) { c, v in c.fcmURL = v },
+    Option(flag: "push-ca-file", help: "PEM CA bundle for push connections (for self-signed test servers)", repeatable: false) { c, v in c.pushCAFile = v },
   ]
 
   public static var usage: String {
@@ -130,6 +151,10 @@ extension ServerConfiguration {
       }
       try option.apply(&configuration, value ?? "")
       index += 1
+    }
+    let apnsParts = [configuration.apnsKeyFile, configuration.apnsKeyID, configuration.apnsTeamID]
+    if apnsParts.contains(where: { $0 != nil }) && apnsParts.contains(where: { $0 == nil }) {
+      throw ConfigurationError("APNs needs all of --apns-key-file, --apns-key-id and --apns-team-id")
     }
     if !configuration.turnURLs.isEmpty && configuration.turnSecret == nil {
       throw ConfigurationError("--turn-url needs --turn-secret (coturn's static-auth-secret)")

@@ -1,0 +1,83 @@
+import DialtoneHTTPClient
+import DialtoneProtocol
+import Foundation
+
+/// What became of one push attempt, as the dispatcher needs to know it.
+enum PushOutcome: Sendable, Equatable {
+  case delivered
+  /// The token is dead (uninstalled app, wrong topic): forget it.
+  case invalidToken(String)
+  /// Worth trying again later (throttled, server trouble, no connection).
+  case retryable(String)
+  /// Will not work by retrying (bad payload, bad key): logged.
+  case failed(String)
+}
+
+struct APNsRequest: Sendable {
+  enum PushType: String, Sendable { case voip, alert }
+  var deviceToken: String
+  var bundleID: String
+  var environment: APNsEnvironment
+  var pushType: PushType
+  var payload: [UInt8]
+}
+
+/// The APNs provider API over HTTP/2 (one multiplexed connection per environment).
+final class APNsClient: Sendable {
+  struct Configuration: Sendable {
+    var keyPEM: String
+    var keyID: String
+    var teamID: String
+    /// Overrides both environments' base URL (a mock, or a proxy).
+    var baseURL: String?
+  }
+
+  private let http: HTTPClient
+  private let providerToken: APNsProviderToken
+  private let baseURL: String?
+  private let now: @Sendable () -> Date
+
+  init(configuration: Configuration, http: HTTPClient, now: @escaping @Sendable () -> Date = Date.init) throws {
+    providerToken = try APNsProviderToken(p8PEM: configuration.keyPEM, keyID: configuration.keyID, teamID: configuration.teamID)
+    baseURL = configuration.baseURL
+    self.http = http
+    self.now = now
+  }
+
+  func send(_ request: APNsRequest) async -> PushOutcome {
+    // One refresh of the provider token per push if APNs says it expired.
+    for _ in 0..<2 {
+      let token: String
+      do { token = try providerToken.token(now: now()) } catch { return .failed("cannot sign the provider token: \(error)") }
+      let base = baseURL ?? (request.environment == .production ? "https://api.push.apple.com" : "https://api.sandbox.push.apple.com")
+      let voip = request.pushType == .voip
+      let headers: [(name: String, value: String)] = [
+        ("authorization", "bearer \(token)"),
+        ("apns-push-type", request.pushType.rawValue),
+        ("apns-topic", voip ? request.bundleID + ".voip" : request.bundleID),
+        ("apns-priority", "10"),
+        // A call push is useless later: deliver now or never. A missed-call notice may wait a day.
+        ("apns-expiration", voip ? "0" : String(Int(now().timeIntervalSince1970) + 86_400)),
+        ("content-type", "application/json"),
+      ]
+      let response: HTTPClientResponse
+      do {
+        response = try await http.send(HTTPClientRequest(url: "\(base)/3/device/\(request.deviceToken)", headers: headers,
+                                                         body: request.payload))
+      } catch {
+        return .retryable("transport: \(error)")
+      }
+      let reason = JSONValue(parsing: response.body)?["reason"]?.stringValue ?? ""
+      switch (response.status, reason) {
+      case (200, _): return .delivered
+      case (403, "ExpiredProviderToken"):
+        providerToken.invalidate(token)
+        continue
+      case (410, _), (400, "BadDeviceToken"), (400, "DeviceTokenNotForTopic"): return .invalidToken("\(response.status) \(reason)")
+      case (429, _), (500...599, _): return .retryable("\(response.status) \(reason)")
+      default: return .failed("\(response.status) \(reason)")
+      }
+    }
+    return .failed("provider token rejected twice")
+  }
+}

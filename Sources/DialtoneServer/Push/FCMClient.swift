@@ -1,0 +1,111 @@
+import DialtoneCrypto
+import DialtoneHTTPClient
+import DialtoneProtocol
+import Foundation
+
+/// FCM HTTP v1: an OAuth2 access token from the service account (RS256 JWT bearer grant),
+/// cached until shortly before it expires, then high-priority data messages with `ttl: 0s`.
+final class FCMClient: @unchecked Sendable {
+  // @unchecked: `accessToken` is only touched under `lock`; everything else is immutable.
+  struct ServiceAccount: Sendable {
+    var projectID: String
+    var clientEmail: String
+    var privateKeyPEM: String
+    var tokenURI: String
+
+    init(json bytes: [UInt8]) throws(ConfigurationError) {
+      guard let json = JSONValue(parsing: bytes), let project = json["project_id"]?.stringValue,
+            let email = json["client_email"]?.stringValue, let key = json["private_key"]?.stringValue,
+            let tokenURI = json["token_uri"]?.stringValue else {
+        throw ConfigurationError("the FCM service account needs project_id, client_email, private_key and token_uri")
+      }
+      projectID = project; clientEmail = email; privateKeyPEM = key; self.tokenURI = tokenURI
+    }
+  }
+
+  static let scope = "https://www.googleapis.com/auth/firebase.messaging"
+
+  private let account: ServiceAccount
+  private let signer: JWTSigner
+  private let sendURL: String
+  private let http: HTTPClient
+  private let now: @Sendable () -> Date
+  private let lock = NSLock()
+  private var accessToken: (value: String, expires: Date)?
+
+  init(account: ServiceAccount, baseURL: String?, http: HTTPClient, now: @escaping @Sendable () -> Date = Date.init) throws {
+    self.account = account
+    signer = try JWTSigner.rs256(pem: account.privateKeyPEM)
+    sendURL = "\(baseURL ?? "https://fcm.googleapis.com")/v1/projects/\(account.projectID)/messages:send"
+    self.http = http
+    self.now = now
+  }
+
+  func send(token: String, data: [String: String]) async -> PushOutcome {
+    let message: JSONValue = ["message": [
+      "token": .string(token),
+      "data": .object(data.mapValues { .string($0) }),
+      "android": ["priority": "HIGH", "ttl": "0s"],
+    ]]
+    for _ in 0..<2 {
+      let bearer: String
+      switch await currentAccessToken() {
+      case .success(let value): bearer = value
+      case .failure(let outcome): return outcome
+      }
+      let response: HTTPClientResponse
+      do {
+        response = try await http.send(HTTPClientRequest(
+          url: sendURL, headers: [("authorization", "Bearer \(bearer)"), ("content-type", "application/json")],
+          body: message.serialized))
+      } catch {
+        return .retryable("transport: \(error)")
+      }
+      let error = JSONValue(parsing: response.body)?["error"]
+      let status = error?["status"]?.stringValue ?? ""
+      let codes = error?["details"]?.arrayValue?.compactMap { $0["errorCode"]?.stringValue } ?? []
+      switch response.status {
+      case 200: return .delivered
+      case 401:
+        lock.withLock { accessToken = nil }
+        continue
+      case 404 where codes.contains("UNREGISTERED") || status == "NOT_FOUND": return .invalidToken("404 \(status)")
+      case 400 where codes.contains("UNREGISTERED"): return .invalidToken("400 UNREGISTERED")
+      case 429, 500...599: return .retryable("\(response.status) \(status)")
+      default: return .failed("\(response.status) \(status)")
+      }
+    }
+    return .failed("FCM rejected a fresh access token")
+  }
+
+  private enum TokenResult { case success(String), failure(PushOutcome) }
+
+  private func currentAccessToken() async -> TokenResult {
+    let issued = now()
+    if let cached = lock.withLock({ accessToken }), cached.expires > issued { return .success(cached.value) }
+    let assertion: String
+    do {
+      assertion = try signer.sign(claims: JWTClaims(issuer: account.clientEmail, audience: account.tokenURI, issuedAt: issued,
+                                                     expiresAt: issued.addingTimeInterval(3600),
+                                                     extra: ["scope": .string(Self.scope)]))
+    } catch {
+      return .failure(.failed("cannot sign the OAuth assertion: \(error)"))
+    }
+    let form = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=\(assertion)"
+    let response: HTTPClientResponse
+    do {
+      response = try await http.send(HTTPClientRequest(url: account.tokenURI, headers: [("content-type", "application/x-www-form-urlencoded")],
+                                                       body: Array(form.utf8)))
+    } catch {
+      return .failure(.retryable("token endpoint: \(error)"))
+    }
+    guard response.status == 200, let json = JSONValue(parsing: response.body), let value = json["access_token"]?.stringValue else {
+      return .failure(response.status >= 500 || response.status == 429 ? .retryable("token endpoint \(response.status)")
+                      : .failed("token endpoint \(response.status)"))
+    }
+    let lifetime = Double(json["expires_in"]?.intValue ?? 3600)
+    // Renew a minute early so a token never expires in flight.
+    lock.withLock { accessToken = (value, issued.addingTimeInterval(max(0, lifetime - 60))) }
+    return .success(value)
+  }
+}

@@ -1,0 +1,54 @@
+import DialtoneHTTPClient
+import Foundation
+
+/// Builds the push dispatcher from the configuration, or nothing (with a clear log line) when no
+/// push credentials are configured.
+enum PushSetup {
+  static func dispatcher(configuration c: ServerConfiguration, store: any DeviceStore, clock: any ServerClock,
+                         log: Log) throws -> PushDispatcher? {
+    let http = HTTPClient(configuration: .init(caFile: c.pushCAFile))
+    var apns: APNsClient?
+    if let keyFile = c.apnsKeyFile, let keyID = c.apnsKeyID, let teamID = c.apnsTeamID {
+      let pem: String
+      do { pem = try String(contentsOfFile: keyFile, encoding: .utf8) } catch {
+        throw ConfigurationError("cannot read --apns-key-file \(keyFile): \(error.localizedDescription)")
+      }
+      do {
+        apns = try APNsClient(configuration: .init(keyPEM: pem, keyID: keyID, teamID: teamID, baseURL: c.apnsURL), http: http,
+                              now: { clock.now })
+      } catch {
+        throw ConfigurationError("--apns-key-file \(keyFile) is not a usable ES256 .p8 key: \(error)")
+      }
+    }
+    var fcm: FCMClient?
+    if let file = c.fcmServiceAccountFile {
+      guard let data = FileManager.default.contents(atPath: file) else {
+        throw ConfigurationError("cannot read --fcm-service-account \(file)")
+      }
+      do {
+        fcm = try FCMClient(account: .init(json: Array(data)), baseURL: c.fcmURL, http: http, now: { clock.now })
+      } catch {
+        throw ConfigurationError("--fcm-service-account \(file): \(error)")
+      }
+    }
+    switch (apns, fcm) {
+    case (nil, nil):
+      log.info("pushes are off: no --apns-key-file / --fcm-service-account configured (devices without a socket will not ring)")
+      http.shutdown()
+      return nil
+    case (nil, _): log.info("APNs pushes are off (no --apns-key-file); FCM is on")
+    case (_, nil): log.info("FCM pushes are off (no --fcm-service-account); APNs is on")
+    default: log.info("APNs and FCM pushes are on")
+    }
+    return PushDispatcher(store: store, apns: apns, fcm: fcm,
+                          retry: .init(firstDelay: c.pushRetryFirstDelay, maxDelay: max(4, c.pushRetryFirstDelay)), log: log)
+  }
+}
+
+/// Hands each call event to several sinks (history, pushes).
+struct FanOutSink: CallEffectSink {
+  let sinks: [any CallEffectSink]
+  func handle(_ event: CallEvent, connectedDevices: Set<String>) {
+    for sink in sinks { sink.handle(event, connectedDevices: connectedDevices) }
+  }
+}

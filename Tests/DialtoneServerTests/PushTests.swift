@@ -1,0 +1,167 @@
+import DialtoneProtocol
+@testable import DialtoneServer
+import Foundation
+import Testing
+
+private func hex(_ prefix: String) -> String { prefix + String(repeating: "a", count: 64 - prefix.count) }
+
+/// Real HTTP/2 pushes to the APNs mock (TLS, self-signed) and FCM mock that the tests start.
+@Suite(.serialized) struct PushTests {
+  struct Rig {
+    let server: TestServer
+    let apns: APNsMock
+    let fcm: FCMMock
+
+    static func start() async throws -> Rig {
+      let apns = try APNsMock.start()
+      let fcm = try FCMMock.start()
+      let server = try await TestServer { c in
+        c.apnsKeyFile = apns.keyFile
+        c.apnsKeyID = apns.keyID
+        c.apnsTeamID = apns.teamID
+        c.apnsURL = apns.baseURL
+        c.pushCAFile = apns.caFile
+        c.fcmServiceAccountFile = fcm.serviceAccountFile
+        c.fcmURL = fcm.baseURL
+        c.pushRetryFirstDelay = 0.05
+      }
+      return Rig(server: server, apns: apns, fcm: fcm)
+    }
+
+    func register(_ user: String, device: String, body: String) async throws {
+      let response = try await server.http("POST", "/v1/devices", token: server.token(user, device: device), body: body)
+      guard response.status == 200 else { throw ProbeFailure(description: "registration failed: \(response.status) \(String(describing: response.json))") }
+    }
+
+    func registerIPhone(_ user: String, device: String = "iphone", voip: String, alert: String? = nil) async throws {
+      let alertField = alert.map { #","alertToken":"\#($0)""# } ?? ""
+      try await register(user, device: device, body: #"{"installationId":"\#(device)-install","platform":"ios","voipToken":"\#(voip)"\#(alertField),"bundleId":"com.example.chat","apnsEnvironment":"sandbox"}"#)
+    }
+
+    func registerAndroid(_ user: String, device: String = "pixel", token: String) async throws {
+      try await register(user, device: device, body: #"{"installationId":"\#(device)-install","platform":"android","fcmToken":"\#(token)"}"#)
+    }
+
+    func stop() async {
+      await server.stop()
+      apns.process.stop()
+      fcm.process.stop()
+    }
+  }
+
+  @Test func anIPhoneAndAnAndroidPhoneEachGetOnePush() async throws {
+    let rig = try await Rig.start()
+    try await rig.registerIPhone("bob", voip: hex("ab"))
+    try await rig.registerAndroid("bob", token: "fcm-token-1")
+    let alice = try await rig.server.connect("alice", name: "Alice")
+    _ = try await alice.request { .invite(.init(id: $0, callId: "call-push-1", to: "bob", video: true)) }
+
+    let apnsLog = try await rig.apns.process.waitFor("the VoIP push") { $0.count >= 1 }
+    let push = try #require(apnsLog.first)
+    #expect(push["status"]?.intValue == 200)
+    #expect(push["jwt"]?["valid"]?.boolValue == true)
+    #expect(push["headers"]?["apns-push-type"]?.stringValue == "voip")
+    #expect(push["headers"]?["apns-topic"]?.stringValue == "com.example.chat.voip")
+    #expect(push["headers"]?["apns-priority"]?.stringValue == "10")
+    #expect(push["headers"]?["apns-expiration"]?.stringValue == "0")
+    #expect(push["payload"]?["callId"]?.stringValue == "call-push-1")
+    #expect(push["payload"]?["callerName"]?.stringValue == "Alice")
+    #expect(push["payload"]?["hasVideo"]?.boolValue == true)
+
+    let fcmLog = try await rig.fcm.process.waitFor("the FCM message") { $0.contains { $0["kind"]?.stringValue == "send" } }
+    let send = try #require(fcmLog.first { $0["kind"]?.stringValue == "send" })
+    #expect(send["status"]?.intValue == 200)
+    #expect(send["payload"]?["message"]?["android"]?["priority"]?.stringValue == "HIGH")
+    #expect(send["payload"]?["message"]?["android"]?["ttl"]?.stringValue == "0s")
+    #expect(send["payload"]?["message"]?["data"]?["callId"]?.stringValue == "call-push-1")
+
+    // Cancelling never pushes: the devices learn it over signaling.
+    _ = try await alice.request { .cancel(.init(id: $0, callId: "call-push-1")) }
+    try await Task.sleep(for: .milliseconds(300))
+    #expect(rig.apns.process.requests().count == 1)
+    #expect(rig.fcm.sends.count == 1)
+    await rig.stop()
+  }
+
+  @Test func aConnectedDeviceIsNotPushed() async throws {
+    let rig = try await Rig.start()
+    try await rig.registerIPhone("bob", device: "iphone", voip: hex("ab"))
+    let bob = try await rig.server.connect("bob", device: "iphone")
+    let alice = try await rig.server.connect("alice")
+    _ = try await alice.request { .invite(.init(id: $0, callId: "call-push-2", to: "bob", video: false)) }
+    _ = try await bob.expect(.invite)
+    try await Task.sleep(for: .milliseconds(300))
+    #expect(rig.apns.process.requests().isEmpty)
+    await rig.stop()
+  }
+
+  @Test func deadTokensAreRemoved() async throws {
+    let rig = try await Rig.start()
+    try await rig.registerIPhone("bob", device: "old-iphone", voip: hex("410"))
+    try await rig.registerIPhone("bob", device: "wrong-topic", voip: hex("4001"))
+    try await rig.registerAndroid("bob", token: "unreg-token")
+    let alice = try await rig.server.connect("alice")
+    _ = try await alice.request { .invite(.init(id: $0, callId: "call-push-3", to: "bob", video: false)) }
+    _ = try await rig.apns.process.waitFor("two APNs answers") { $0.count >= 2 }
+    _ = try await rig.fcm.process.waitFor("the FCM answer") { $0.contains { $0["kind"]?.stringValue == "send" } }
+    var remaining: [JSONValue] = ["x"]
+    for _ in 0..<200 {
+      remaining = try await rig.server.http("GET", "/v1/devices", token: rig.server.token("bob")).json?["devices"]?.arrayValue ?? []
+      if remaining.isEmpty { break }
+      try await Task.sleep(for: .milliseconds(20))
+    }
+    #expect(remaining.isEmpty)
+    await rig.stop()
+  }
+
+  @Test func anExpiredProviderTokenIsReplaced() async throws {
+    let rig = try await Rig.start()
+    try await rig.registerIPhone("bob", voip: hex("403e"))
+    let alice = try await rig.server.connect("alice")
+    _ = try await alice.request { .invite(.init(id: $0, callId: "call-push-4", to: "bob", video: false)) }
+    let log = try await rig.apns.process.waitFor("the retried push") { $0.contains { $0["status"]?.intValue == 200 } }
+    #expect(log.count == 2)
+    #expect(log[0]["status"]?.intValue == 403)
+    #expect(log[0]["jwt"]?["raw"]?.stringValue != log[1]["jwt"]?["raw"]?.stringValue)
+    await rig.stop()
+  }
+
+  @Test func serverErrorsAreRetriedWithABoundAndStopWhenTheCallEnds() async throws {
+    let rig = try await Rig.start()
+    try await rig.registerIPhone("bob", device: "flaky", voip: hex("5031"))
+    try await rig.registerIPhone("carol", device: "throttled", voip: hex("429"))
+    let alice = try await rig.server.connect("alice")
+    _ = try await alice.request { .invite(.init(id: $0, callId: "call-push-5", to: "bob", video: false)) }
+    let flaky = try await rig.apns.process.waitFor("the third attempt") { $0.contains { $0["status"]?.intValue == 200 } }
+    #expect(flaky.map { $0["status"]?.intValue } == [503, 503, 200])
+
+    // Throttled forever: retries stop when the call stops ringing, and never exceed the bound.
+    _ = try await alice.request { .invite(.init(id: $0, callId: "call-push-6", to: "carol", video: false)) }
+    _ = try await rig.apns.process.waitFor("a retry") { $0.filter { $0["status"]?.intValue == 429 }.count >= 2 }
+    _ = try await alice.request { .cancel(.init(id: $0, callId: "call-push-6")) }
+    try await Task.sleep(for: .milliseconds(500))
+    let attempts = rig.apns.process.requests().filter { $0["status"]?.intValue == 429 }.count
+    try await Task.sleep(for: .milliseconds(500))
+    #expect(rig.apns.process.requests().filter { $0["status"]?.intValue == 429 }.count == attempts)
+    #expect(attempts <= 6)
+    await rig.stop()
+  }
+
+  @Test func aMissedCallGetsAnAlertPush() async throws {
+    let rig = try await Rig.start()
+    try await rig.registerIPhone("bob", voip: hex("ab"), alert: hex("cd"))
+    let alice = try await rig.server.connect("alice", name: "Alice")
+    _ = try await alice.request { .invite(.init(id: $0, callId: "call-push-7", to: "bob", video: false)) }
+    _ = try await rig.apns.process.waitFor("the VoIP push") { $0.count >= 1 }
+    rig.server.clock.advance(by: 46)
+    #expect(try await alice.expect(.callEnded).endReason == .missed)
+    let log = try await rig.apns.process.waitFor("the alert push") { $0.count >= 2 }
+    let alert = log[1]
+    #expect(alert["headers"]?["apns-push-type"]?.stringValue == "alert")
+    #expect(alert["headers"]?["apns-topic"]?.stringValue == "com.example.chat")
+    #expect(alert["token"]?.stringValue == hex("cd"))
+    #expect(alert["payload"]?["aps"]?["alert"]?["body"]?.stringValue == "Alice")
+    #expect(alert["status"]?.intValue == 200)
+    await rig.stop()
+  }
+}
