@@ -5,7 +5,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8080
 CONNECTIONS ?= 15000
 
-.PHONY: deps bench-deps build release run test bench-ws bench-signaling clean
+.PHONY: deps bench-deps build release run test bench-ws bench-signaling bench-push clean
 
 deps:
 	@scripts/deps.sh
@@ -45,3 +45,8 @@ bench-signaling: release bench-deps
 
 clean:
 	rm -rf .build
+
+# VoIP pushes to the APNs mock over one HTTP/2 connection, then the same through aioapns.
+PUSHES ?= 5000
+bench-push: release bench-deps
+	.build/release/dialtone bench-push --pushes $(PUSHES)

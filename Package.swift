@@ -25,7 +25,7 @@ let package = Package(
     .target(name: "DialtoneHTTPClient", dependencies: ["CCurl"]),
     .target(name: "DialtoneServer", dependencies: ["DialtoneProtocol", "DialtoneCrypto", "DialtoneNet", "DialtoneSQLite", "DialtoneHTTPClient"]),
     .executableTarget(name: "dialtone-server", dependencies: ["DialtoneServer"]),
-    .executableTarget(name: "dialtone", dependencies: ["DialtoneServer", "DialtoneCrypto", "DialtoneNet", "DialtoneProtocol"]),
+    .executableTarget(name: "dialtone", dependencies: ["DialtoneServer", "DialtoneCrypto", "DialtoneNet", "DialtoneProtocol", "DialtoneHTTPClient"]),
 
     .testTarget(name: "DialtoneJSONTests", dependencies: ["DialtoneJSON"]),
     .testTarget(name: "DialtoneProtocolTests", dependencies: ["DialtoneProtocol"]),

@@ -16,6 +16,7 @@ PIP_PACKAGES=(pyjwt cryptography h2)
 if [ "${1:-}" = "bench" ]; then
   command -v node >/dev/null || APT_PACKAGES+=(nodejs)
   APT_PACKAGES+=(node-ws)
+  PIP_PACKAGES+=(aioapns)
 fi
 
 missing=()

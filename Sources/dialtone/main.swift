@@ -5,6 +5,7 @@ let commands: [String: (ArgumentList) async throws -> Int32] = [
   "token": TokenCommand.run,
   "bench-ws": BenchWebSocketsCommand.run,
   "bench-signaling": BenchSignalingCommand.run,
+  "bench-push": BenchPushCommand.run,
 ]
 
 let usage = """
@@ -14,6 +15,7 @@ let usage = """
     token      mint a client token:  dialtone token --user alice [--device phone] [--name "Alice"] [--ttl 3600] [--secret S | --data-dir D]
     bench-ws          hold N idle authenticated WebSocket connections and measure them (see docs/benchmarks.md)
     bench-signaling   K concurrent calls relayed through the server, against a minimal Node ws relay
+    bench-push        VoIP pushes to an APNs mock over one HTTP/2 connection, against aioapns
   """
 
 var arguments = Array(CommandLine.arguments.dropFirst())

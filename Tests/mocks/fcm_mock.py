@@ -23,6 +23,9 @@ import json
 import os
 import secrets
 import signal
+
+# A parent that runs libuv (dialtone, the Swift tests) may hand down a mask with these blocked.
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
 import sys
 import threading
 import time

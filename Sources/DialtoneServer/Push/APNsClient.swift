@@ -3,7 +3,7 @@ import DialtoneProtocol
 import Foundation
 
 /// What became of one push attempt, as the dispatcher needs to know it.
-enum PushOutcome: Sendable, Equatable {
+public enum PushOutcome: Sendable, Equatable {
   case delivered
   /// The token is dead (uninstalled app, wrong topic): forget it.
   case invalidToken(String)
@@ -13,23 +13,32 @@ enum PushOutcome: Sendable, Equatable {
   case failed(String)
 }
 
-struct APNsRequest: Sendable {
-  enum PushType: String, Sendable { case voip, alert }
-  var deviceToken: String
-  var bundleID: String
-  var environment: APNsEnvironment
-  var pushType: PushType
-  var payload: [UInt8]
+public struct APNsRequest: Sendable {
+  public enum PushType: String, Sendable { case voip, alert }
+  public var deviceToken: String
+  public var bundleID: String
+  public var environment: APNsEnvironment
+  public var pushType: PushType
+  public var payload: [UInt8]
+
+  public init(deviceToken: String, bundleID: String, environment: APNsEnvironment, pushType: PushType, payload: [UInt8]) {
+    self.deviceToken = deviceToken; self.bundleID = bundleID; self.environment = environment
+    self.pushType = pushType; self.payload = payload
+  }
 }
 
 /// The APNs provider API over HTTP/2 (one multiplexed connection per environment).
-final class APNsClient: Sendable {
-  struct Configuration: Sendable {
-    var keyPEM: String
-    var keyID: String
-    var teamID: String
+public final class APNsClient: Sendable {
+  public struct Configuration: Sendable {
+    public var keyPEM: String
+    public var keyID: String
+    public var teamID: String
     /// Overrides both environments' base URL (a mock, or a proxy).
-    var baseURL: String?
+    public var baseURL: String?
+
+    public init(keyPEM: String, keyID: String, teamID: String, baseURL: String? = nil) {
+      self.keyPEM = keyPEM; self.keyID = keyID; self.teamID = teamID; self.baseURL = baseURL
+    }
   }
 
   private let http: HTTPClient
@@ -37,14 +46,14 @@ final class APNsClient: Sendable {
   private let baseURL: String?
   private let now: @Sendable () -> Date
 
-  init(configuration: Configuration, http: HTTPClient, now: @escaping @Sendable () -> Date = Date.init) throws {
+  public init(configuration: Configuration, http: HTTPClient, now: @escaping @Sendable () -> Date = Date.init) throws {
     providerToken = try APNsProviderToken(p8PEM: configuration.keyPEM, keyID: configuration.keyID, teamID: configuration.teamID)
     baseURL = configuration.baseURL
     self.http = http
     self.now = now
   }
 
-  func send(_ request: APNsRequest) async -> PushOutcome {
+  public func send(_ request: APNsRequest) async -> PushOutcome {
     // One refresh of the provider token per push if APNs says it expired.
     for _ in 0..<2 {
       let token: String
