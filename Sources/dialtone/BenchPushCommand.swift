@@ -35,7 +35,9 @@ enum BenchPushCommand {
                               pushType: .voip, payload: payload.apnsPayload.serialized)
     _ = try await pushAll(apns, request, count: min(200, count), concurrency: concurrency)  // warm-up: TLS, JWT
     let started = Date()
+    let cpuBefore = processCPUSeconds()
     let (latencies, failures) = try await pushAll(apns, request, count: count, concurrency: concurrency)
+    let cpuUsed = processCPUSeconds() - cpuBefore
     let elapsed = Date().timeIntervalSince(started)
     http.shutdown()
     let sorted = latencies.sorted()
@@ -43,6 +45,9 @@ enum BenchPushCommand {
     print("client            pushes/s   p50 ms   p99 ms   failed")
     print(String(format: "dialtone          %8.0f  %7.2f  %7.2f   %d", Double(count) / elapsed, sorted[sorted.count / 2] * 1000,
                  sorted[Int(Double(sorted.count) * 0.99)] * 1000, failures))
+    // The mock caps throughput; the client's own cost says what one core could push.
+    print(String(format: "dialtone CPU: %.1f µs per push (all threads) = %.0f pushes per CPU-second", cpuUsed / Double(count) * 1e6,
+                 Double(count) / max(cpuUsed, 1e-9)))
 
     // The same load through aioapns.
     let python = Process()
@@ -56,6 +61,9 @@ enum BenchPushCommand {
     if let json = JSONValue(parsing: Array(data)), let rate = json["pushes_per_s"]?.doubleValue {
       print(String(format: "aioapns           %8.0f  %7.2f  %7.2f   %d", rate, json["p50_ms"]?.doubleValue ?? .nan,
                    json["p99_ms"]?.doubleValue ?? .nan, json["failed"]?.intValue ?? -1))
+      if let cpu = json["cpu_us_per_push"]?.doubleValue {
+        print(String(format: "aioapns CPU: %.1f µs per push = %.0f pushes per CPU-second", cpu, 1e6 / cpu))
+      }
     } else {
       print("aioapns: no result (pip install aioapns?): \(String(decoding: data, as: UTF8.self))")
     }
@@ -103,4 +111,12 @@ enum BenchPushCommand {
     }
     return (process, port)
   }
+}
+
+/// User + system CPU time of this process (all threads), from getrusage.
+private func processCPUSeconds() -> Double {
+  var usage = rusage()
+  getrusage(Int32(RUSAGE_SELF.rawValue), &usage)
+  return Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
+    + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
 }
