@@ -24,6 +24,9 @@ let package = Package(
     .target(name: "DialtoneSQLite", dependencies: ["CSQLite"]),
     .target(name: "DialtoneHTTPClient", dependencies: ["CCurl"]),
     .target(name: "DialtoneServer", dependencies: ["DialtoneProtocol", "DialtoneCrypto", "DialtoneNet", "DialtoneSQLite", "DialtoneHTTPClient"]),
+    // The client SDK core: no C dependency, builds for iOS unchanged.
+    .target(name: "DialtoneClient", dependencies: ["DialtoneProtocol"]),
+    .target(name: "DialtoneClientLinux", dependencies: ["DialtoneClient", "DialtoneNet"]),
     .executableTarget(name: "dialtone-server", dependencies: ["DialtoneServer"]),
     .executableTarget(name: "dialtone", dependencies: ["DialtoneServer", "DialtoneCrypto", "DialtoneNet", "DialtoneProtocol", "DialtoneHTTPClient"]),
 
@@ -32,6 +35,8 @@ let package = Package(
     .testTarget(name: "DialtoneCryptoTests", dependencies: ["DialtoneCrypto"]),
     .testTarget(name: "DialtoneNetTests", dependencies: ["DialtoneNet"]),
     .testTarget(name: "DialtoneSQLiteTests", dependencies: ["DialtoneSQLite"]),
+    .testTarget(name: "DialtoneClientTests",
+                dependencies: ["DialtoneClient", "DialtoneClientLinux", "DialtoneServer", "DialtoneNet", "DialtoneProtocol"]),
     .testTarget(name: "DialtoneServerTests",
                 dependencies: ["DialtoneServer", "DialtoneNet", "DialtoneProtocol", "DialtoneCrypto"]),
   ],

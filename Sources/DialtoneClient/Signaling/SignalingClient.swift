@@ -1,0 +1,258 @@
+import DialtoneProtocol
+import Foundation
+
+/// The device's signaling connection: connects and authenticates, reconnects with jittered
+/// backoff, resumes its session so no server message is lost across a dropped socket, re-sends
+/// requests that were never answered (with their original ids, so the server applies them once),
+/// acks what it processed, pings when idle, and reconnects at once on a network change.
+public actor SignalingClient {
+  public struct Configuration: Sendable {
+    public var url: String
+    /// Reconnect delays; the last repeats. Each gets ±50% jitter so devices do not stampede.
+    public var backoff: [Double] = [0.5, 1, 2, 4, 8]
+    /// A ping unanswered this long means the socket is dead.
+    public var pingTimeout: Double = 10
+
+    public init(url: String) { self.url = url }
+  }
+
+  public enum Event: Sendable {
+    case connected(ServerMessage.Welcome)
+    /// The socket dropped; the client is reconnecting.
+    case disconnected
+    /// A server message for the app (answers to requests go to their callers instead).
+    case message(ServerMessage)
+    /// The session could not be resumed: the app must re-fetch the state of its calls.
+    case resynced
+    /// The client stopped for good: token refused (4401), replaced by another connection of
+    /// this device (4409), protocol error (4400), or `stop()`.
+    case stopped(reason: String)
+  }
+
+  public nonisolated let events: AsyncStream<Event>
+  private let eventSink: AsyncStream<Event>.Continuation
+  private let configuration: Configuration
+  private let transport: any SignalingTransport
+  private let token: @Sendable () async throws -> String
+
+  private var running = false
+  private var loop: Task<Void, Never>?
+  private var socket: (any SignalingSocket)?
+  private var welcomed = false
+  private var wakeReconnect: CheckedContinuation<Void, Never>?
+  private var waitGeneration = 0
+
+  private var sessionId: String?
+  private var lastSeq: UInt64 = 0
+  private var unacked = 0
+  private var ackScheduled = false
+  private var heartbeat: Double = Double(ProtocolDefaults.heartbeatSeconds)
+  private var lastSent = Date()
+
+  private struct Pending {
+    let message: ClientMessage
+    let continuation: CheckedContinuation<ServerMessage, any Error>
+  }
+  private var pending: [String: Pending] = [:]
+  private var order: [String] = []
+  private let idPrefix = String(UInt32.random(in: 0...UInt32.max), radix: 36)
+  private var nextID = 0
+
+  public init(configuration: Configuration, transport: any SignalingTransport,
+              token: @escaping @Sendable () async throws -> String) {
+    self.configuration = configuration
+    self.transport = transport
+    self.token = token
+    (events, eventSink) = AsyncStream<Event>.makeStream()
+  }
+
+  public func start() {
+    guard !running else { return }
+    running = true
+    loop = Task { await self.connectLoop() }
+  }
+
+  public func stop() {
+    guard running else { return }
+    running = false
+    socket?.close(code: CloseCode.normal.rawValue)
+    wakeReconnect?.resume()
+    wakeReconnect = nil
+    failPending(SignalingClientError.stopped)
+    eventSink.yield(.stopped(reason: "stopped"))
+  }
+
+  /// The network changed (Wi-Fi → cellular): the old socket is probably dead; reconnect now.
+  public func networkChanged() {
+    socket?.close(code: CloseCode.goingAway.rawValue)
+    wakeReconnect?.resume()
+    wakeReconnect = nil
+  }
+
+  /// Sends a request and returns the server's answer (`ack` or `error`). It survives reconnects:
+  /// an unanswered request is re-sent with the same id after the session resumes.
+  public func request(_ build: (String) -> ClientMessage) async throws -> ServerMessage {
+    guard running else { throw SignalingClientError.stopped }
+    nextID += 1
+    let id = "\(idPrefix)-\(nextID)"
+    let message = build(id)
+    return try await withCheckedThrowingContinuation { continuation in
+      pending[id] = Pending(message: message, continuation: continuation)
+      order.append(id)
+      if welcomed { transmit(MessageCodec.encodeString(message)) }
+    }
+  }
+
+  // MARK: - Connection loop
+
+  private func connectLoop() async {
+    var attempt = 0
+    while running {
+      let bearer: String
+      do { bearer = try await token() } catch {
+        eventSink.yield(.stopped(reason: "no token: \(error)"))
+        running = false
+        failPending(SignalingClientError.stopped)
+        return
+      }
+      let socket = transport.open(url: configuration.url, bearerToken: nil)
+      self.socket = socket
+      welcomed = false
+      socket.send(MessageCodec.encodeString(.hello(.init(
+        id: "\(idPrefix)-hello", token: bearer, resume: sessionId.map { .init(sessionId: $0, lastSeq: lastSeq) }))))
+      let keepalive = Task { await self.keepAlive(socket) }
+      var closeCode: Int?
+      for await event in socket.events {
+        switch event {
+        case .opened: continue
+        case .text(let text): received(text)
+        case .closed(let code): closeCode = code
+        }
+      }
+      keepalive.cancel()
+      self.socket = nil
+      let wasWelcomed = welcomed
+      welcomed = false
+      guard running else { return }
+      if let code = closeCode, let close = CloseCode(rawValue: code), !close.shouldReconnect, close != .normal {
+        running = false
+        failPending(SignalingClientError.stopped)
+        eventSink.yield(.stopped(reason: "closed by the server with \(code)"))
+        return
+      }
+      eventSink.yield(.disconnected)
+      attempt = wasWelcomed ? 0 : attempt + 1
+      let base = configuration.backoff[min(attempt, configuration.backoff.count - 1)]
+      let delay = wasWelcomed ? 0 : base * Double.random(in: 0.5...1.5)
+      await waitBeforeReconnect(delay)
+    }
+  }
+
+  private func waitBeforeReconnect(_ seconds: Double) async {
+    guard seconds > 0 else { return }
+    waitGeneration += 1
+    let generation = waitGeneration
+    await withCheckedContinuation { continuation in
+      wakeReconnect = continuation
+      Task {
+        try? await Task.sleep(for: .seconds(seconds))
+        self.wake(generation)
+      }
+    }
+  }
+
+  private func wake(_ generation: Int) {
+    // Only the wait still pending may be resumed (a network change may have resumed it already).
+    guard generation == waitGeneration, let current = wakeReconnect else { return }
+    wakeReconnect = nil
+    current.resume()
+  }
+
+  private func keepAlive(_ socket: any SignalingSocket) async {
+    while !Task.isCancelled {
+      try? await Task.sleep(for: .seconds(heartbeat / 2))
+      guard !Task.isCancelled, welcomed, Date().timeIntervalSince(lastSent) >= heartbeat / 2 else { continue }
+      let probe = Task { try await self.request { .ping(.init(id: $0)) } }
+      let timeout = Task {
+        try await Task.sleep(for: .seconds(configuration.pingTimeout))
+        socket.close(code: CloseCode.goingAway.rawValue)  // no answer: the socket is dead
+      }
+      _ = try? await probe.value
+      timeout.cancel()
+    }
+  }
+
+  // MARK: - Incoming
+
+  private func received(_ text: String) {
+    guard let envelope = try? MessageCodec.decodeServerMessage(text) else { return }
+    if case .welcome(let welcome) = envelope.message {
+      welcomed = true
+      heartbeat = Double(welcome.heartbeatSeconds)
+      if !welcome.resumed {
+        lastSeq = 0
+        unacked = 0
+      }
+      let resynced = sessionId != nil && !welcome.resumed
+      sessionId = welcome.sessionId
+      eventSink.yield(.connected(welcome))
+      if resynced { eventSink.yield(.resynced) }
+      // Requests never answered go again, with their original ids.
+      for id in order { if let request = pending[id] { transmit(MessageCodec.encodeString(request.message)) } }
+      return
+    }
+    guard let seq = envelope.seq else {
+      if let replyTo = envelope.message.replyTo { answer(replyTo, envelope.message) }
+      return
+    }
+    guard seq > lastSeq else {
+      scheduleAck()  // a replayed duplicate: acknowledge, do not process twice
+      return
+    }
+    lastSeq = seq
+    unacked += 1
+    if unacked >= ProtocolDefaults.ackEveryMessages { sendAck() } else { scheduleAck() }
+    if let replyTo = envelope.message.replyTo, pending[replyTo] != nil {
+      answer(replyTo, envelope.message)
+    } else if envelope.message.replyTo == nil {
+      eventSink.yield(.message(envelope.message))
+    }
+  }
+
+  private func answer(_ id: String, _ message: ServerMessage) {
+    guard let request = pending.removeValue(forKey: id) else { return }
+    order.removeAll { $0 == id }
+    request.continuation.resume(returning: message)
+  }
+
+  private func scheduleAck() {
+    guard !ackScheduled else { return }
+    ackScheduled = true
+    Task {
+      try? await Task.sleep(for: .seconds(Double(ProtocolDefaults.ackIntervalSeconds)))
+      self.sendAck()
+    }
+  }
+
+  private func sendAck() {
+    ackScheduled = false
+    unacked = 0
+    guard welcomed else { return }
+    transmit(MessageCodec.encodeString(.ack(.init(seq: lastSeq))))
+  }
+
+  private func transmit(_ text: String) {
+    lastSent = Date()
+    socket?.send(text)
+  }
+
+  private func failPending(_ error: any Error) {
+    for id in order { pending[id]?.continuation.resume(throwing: error) }
+    pending.removeAll()
+    order.removeAll()
+  }
+}
+
+public enum SignalingClientError: Error, Sendable {
+  case stopped
+}

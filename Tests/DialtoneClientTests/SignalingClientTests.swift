@@ -1,0 +1,134 @@
+import DialtoneClient
+import DialtoneClientLinux
+import DialtoneNet
+import DialtoneProtocol
+import DialtoneServer
+import Foundation
+import Testing
+
+private let secret = "client-test-secret-0123456789"
+
+/// The SDK's signaling client against the real server over loopback.
+@Suite(.serialized) struct SignalingClientTests {
+  final class Rig: Sendable {
+    let server: DialtoneServer
+    let network: WebSocketClient
+    let directory: String
+
+    init() async throws {
+      directory = NSTemporaryDirectory() + "dialtone-client-\(UUID().uuidString)"
+      var configuration = ServerConfiguration()
+      configuration.port = 0
+      configuration.dataDirectory = directory
+      configuration.authSecret = secret
+      configuration.logLevel = .error
+      configuration.drainSeconds = 1
+      server = try await DialtoneServer(configuration: configuration)
+      network = try WebSocketClient()
+    }
+
+    func client(_ user: String, device: String = "phone") -> SignalingClient {
+      SignalingClient(configuration: .init(url: "ws://127.0.0.1:\(server.port)/v1/ws"),
+                      transport: LWSSignalingTransport(client: network)) {
+        try DevelopmentTokens.mint(secret: Array(secret.utf8), user: user, device: device, name: nil, ttl: 3600)
+      }
+    }
+
+    func stop() async {
+      await server.stop()
+      await network.shutdown()
+      try? FileManager.default.removeItem(atPath: directory)
+    }
+  }
+
+  /// Collects a client's app-level events in order.
+  final class Inbox: @unchecked Sendable {
+    // @unchecked: `items` is only touched under `lock`.
+    private let lock = NSLock()
+    private var items: [SignalingClient.Event] = []
+    private var reader: Task<Void, Never>?
+
+    init(_ client: SignalingClient) {
+      reader = Task { [weak self] in
+        for await event in client.events { self?.lock.withLock { self?.items.append(event) } }
+      }
+    }
+
+    var messages: [ServerMessage] {
+      lock.withLock { items.compactMap { if case .message(let m) = $0 { return m }; return nil } }
+    }
+    var connections: Int { lock.withLock { items.filter { if case .connected = $0 { return true }; return false }.count } }
+    var stopped: Bool { lock.withLock { items.contains { if case .stopped = $0 { return true }; return false } } }
+
+    func waitFor(_ what: String, _ condition: @escaping @Sendable (Inbox) -> Bool) async throws {
+      let deadline = Date().addingTimeInterval(15)
+      while !condition(self) {
+        guard Date() < deadline else { throw ClientTestFailure(description: "timed out waiting for \(what)") }
+        try await Task.sleep(for: .milliseconds(10))
+      }
+    }
+  }
+
+  struct ClientTestFailure: Error, CustomStringConvertible { let description: String }
+
+  @Test func aNetworkChangeMidCallLosesAndDuplicatesNothing() async throws {
+    let rig = try await Rig()
+    let alice = rig.client("alice")
+    let bob = rig.client("bob")
+    let aliceInbox = Inbox(alice)
+    let bobInbox = Inbox(bob)
+    await alice.start()
+    await bob.start()
+    try await aliceInbox.waitFor("alice connected") { $0.connections == 1 }
+    try await bobInbox.waitFor("bob connected") { $0.connections == 1 }
+
+    let call = "call-" + UUID().uuidString
+    let invited = try await alice.request { .invite(.init(id: $0, callId: call, to: "bob", video: false, offer: SessionDescription(sdp: "v=0\r\n"))) }
+    #expect(invited.knownType == .ack)
+    try await bobInbox.waitFor("the invite") { $0.messages.contains { $0.knownType == .invite } }
+    _ = try await bob.request { .accept(.init(id: $0, callId: call, answer: SessionDescription(sdp: "v=0\r\n"))) }
+    try await aliceInbox.waitFor("the accept") { $0.messages.contains { $0.knownType == .accept } }
+
+    // Alice trickles 20 candidates; halfway, Bob's network switches (his socket is replaced).
+    for n in 0..<20 {
+      if n == 10 { await bob.networkChanged() }
+      let answer = try await alice.request {
+        .candidate(.init(id: $0, callId: call, candidate: IceCandidate(candidate: "candidate:\(n) 1 udp 1 10.0.0.1 \(5000 + n) typ host")))
+      }
+      #expect(answer.knownType == .ack)
+    }
+    // And Bob sends his while reconnecting: requests wait and go out after the resume.
+    for n in 0..<5 {
+      _ = try await bob.request {
+        .candidate(.init(id: $0, callId: call, candidate: IceCandidate(candidate: "candidate:\(100 + n) 1 udp 1 10.0.0.2 \(6000 + n) typ host")))
+      }
+    }
+
+    try await bobInbox.waitFor("20 candidates") { $0.messages.filter { $0.knownType == .candidate }.count >= 20 }
+    try await aliceInbox.waitFor("5 candidates") { $0.messages.filter { $0.knownType == .candidate }.count >= 5 }
+    try await Task.sleep(for: .milliseconds(300))
+    let received = bobInbox.messages.compactMap { message -> String? in
+      if case .candidate(let c) = message { return c.candidate.candidate }
+      return nil
+    }
+    #expect(received == (0..<20).map { "candidate:\($0) 1 udp 1 10.0.0.1 \(5000 + $0) typ host" })
+    #expect(bobInbox.connections >= 2)
+    #expect(aliceInbox.messages.filter { $0.knownType == .candidate }.count == 5)
+
+    await alice.stop()
+    await bob.stop()
+    await rig.stop()
+  }
+
+  @Test func aRefusedTokenStopsTheClient() async throws {
+    let rig = try await Rig()
+    let client = SignalingClient(configuration: .init(url: "ws://127.0.0.1:\(rig.server.port)/v1/ws"),
+                                 transport: LWSSignalingTransport(client: rig.network)) { "not-a-token" }
+    let inbox = Inbox(client)
+    await client.start()
+    // 4401 is final: the client must not retry with the same token forever.
+    try await inbox.waitFor("the stop") { $0.stopped }
+    #expect(inbox.connections == 0)
+    await rig.stop()
+  }
+}
