@@ -1,0 +1,88 @@
+import DialtoneProtocol
+import Foundation
+
+/// The connection state of a peer connection (`RTCPeerConnectionState` / webrtcbin's
+/// `ice-connection-state`, folded into the six states the call engine acts on).
+public enum PeerConnectionState: String, Sendable, Equatable, CaseIterable {
+  case new, checking, connected, disconnected, failed, closed
+}
+
+/// Whether a description is an offer or an answer (the wire format carries only the SDP).
+public enum SessionDescriptionKind: String, Sendable, Equatable {
+  case offer, answer
+}
+
+/// A small snapshot of transport statistics.
+public struct PeerConnectionStats: Sendable, Equatable {
+  public var bytesSent: UInt64
+  public var bytesReceived: UInt64
+  public var packetsLost: Int64
+  /// Current round-trip time of the selected candidate pair, in seconds.
+  public var roundTripTime: Double?
+  /// e.g. "host", "srflx", "relay" for the local side of the selected pair.
+  public var localCandidateType: String?
+
+  public init(bytesSent: UInt64 = 0, bytesReceived: UInt64 = 0, packetsLost: Int64 = 0,
+              roundTripTime: Double? = nil, localCandidateType: String? = nil) {
+    self.bytesSent = bytesSent
+    self.bytesReceived = bytesReceived
+    self.packetsLost = packetsLost
+    self.roundTripTime = roundTripTime
+    self.localCandidateType = localCandidateType
+  }
+}
+
+/// One WebRTC peer connection, as the call engine needs it. Implemented over Google's WebRTC
+/// framework (Apple package) and over GStreamer webrtcbin (Linux).
+///
+/// Streams are single-consumer: the engine iterates each once. An implementation finishes its
+/// streams when it is closed; the engine stops iterating (detaches) *before* it calls `close()`,
+/// so events emitted while closing never reach a call.
+public protocol PeerConnection: AnyObject, Sendable {
+  /// Whether `createOffer(iceRestart: true)` really restarts ICE on this connection.
+  /// GStreamer 1.22 ignores ICE restarts: it reports `false`, and the engine then renegotiates
+  /// on a fresh connection from the factory.
+  var canRestartIce: Bool { get }
+
+  /// Local candidates as they are gathered; `nil` = end of candidates for this generation.
+  var localCandidates: AsyncStream<IceCandidate?> { get }
+  /// Connection state changes.
+  var connectionStates: AsyncStream<PeerConnectionState> { get }
+  /// Messages received on the data channel (if the implementation has one).
+  var dataChannelMessages: AsyncStream<Data> { get }
+
+  func createOffer(iceRestart: Bool) async throws -> SessionDescription
+  func createAnswer() async throws -> SessionDescription
+  func setLocalDescription(_ description: SessionDescription, kind: SessionDescriptionKind) async throws
+  func setRemoteDescription(_ description: SessionDescription, kind: SessionDescriptionKind) async throws
+  func addRemoteCandidate(_ candidate: IceCandidate) async throws
+
+  func setAudioEnabled(_ enabled: Bool) async
+  func setVideoEnabled(_ enabled: Bool) async
+  /// Sends on the data channel; throws if there is none or it is not open.
+  func sendData(_ data: Data) async throws
+
+  func stats() async -> PeerConnectionStats
+  /// Closes the connection; idempotent.
+  func close() async
+}
+
+/// What a fresh peer connection is made with.
+public struct PeerConnectionConfiguration: Sendable, Equatable {
+  public var iceServers: [IceServer]
+  /// Reserve a video transceiver (webrtcbin cannot add the first track mid-call).
+  public var video: Bool
+  public var dataChannel: Bool
+
+  public init(iceServers: [IceServer], video: Bool, dataChannel: Bool = false) {
+    self.iceServers = iceServers
+    self.video = video
+    self.dataChannel = dataChannel
+  }
+}
+
+/// Makes fresh peer connections (one at call start, another when a connection that cannot
+/// restart ICE must be replaced).
+public protocol PeerConnectionFactory: Sendable {
+  func makePeerConnection(_ configuration: PeerConnectionConfiguration) async throws -> any PeerConnection
+}

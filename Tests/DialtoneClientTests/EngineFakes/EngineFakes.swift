@@ -1,0 +1,169 @@
+import DialtoneClient
+import DialtoneProtocol
+import Foundation
+
+/// One ordered log shared by the fake peer connections and the fake signaling, so tests can
+/// check the order of calls across them.
+final class EngineLog: @unchecked Sendable {
+  private let lock = NSLock()
+  private var entries: [String] = []
+
+  func append(_ entry: String) { lock.withLock { entries.append(entry) } }
+  var all: [String] { lock.withLock { entries } }
+}
+
+
+/// A scripted peer connection: records every call (as "pcN.method") and lets the test push
+/// local candidates and connection states.
+final class EngineFakePeerConnection: PeerConnection, @unchecked Sendable {
+  let index: Int
+  let canRestartIce: Bool
+  let localCandidates: AsyncStream<IceCandidate?>
+  let connectionStates: AsyncStream<PeerConnectionState>
+  let dataChannelMessages: AsyncStream<Data>
+  private let candidateContinuation: AsyncStream<IceCandidate?>.Continuation
+  private let stateContinuation: AsyncStream<PeerConnectionState>.Continuation
+  private let dataContinuation: AsyncStream<Data>.Continuation
+  private let log: EngineLog
+  private let lock = NSLock()
+  private var offers = 0
+  private var _calls: [String] = []
+
+  init(index: Int, canRestartIce: Bool, log: EngineLog) {
+    self.index = index
+    self.canRestartIce = canRestartIce
+    self.log = log
+    (localCandidates, candidateContinuation) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
+    (connectionStates, stateContinuation) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
+    (dataChannelMessages, dataContinuation) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
+    candidateContinuation.onTermination = { [log] reason in
+      if case .cancelled = reason { log.append("pc\(index).candidates.detached") }
+    }
+    stateContinuation.onTermination = { [log] reason in
+      if case .cancelled = reason { log.append("pc\(index).states.detached") }
+    }
+    dataContinuation.onTermination = { [log] reason in
+      if case .cancelled = reason { log.append("pc\(index).data.detached") }
+    }
+  }
+
+  /// This connection's own calls, without the "pcN." prefix.
+  var calls: [String] { lock.withLock { _calls } }
+
+  private func record(_ s: String) {
+    lock.withLock { _calls.append(s) }
+    log.append("pc\(index).\(s)")
+  }
+
+  // Test controls
+  func emitCandidate(_ c: IceCandidate?) { candidateContinuation.yield(c) }
+  func emitState(_ s: PeerConnectionState) { stateContinuation.yield(s) }
+  func emitData(_ d: Data) { dataContinuation.yield(d) }
+
+  // PeerConnection
+  func createOffer(iceRestart: Bool) async throws -> SessionDescription {
+    let n = lock.withLock { offers += 1; return offers }
+    record("createOffer(iceRestart: \(iceRestart))")
+    return SessionDescription(sdp: "offer-pc\(index)-\(n)")
+  }
+  func createAnswer() async throws -> SessionDescription {
+    record("createAnswer")
+    return SessionDescription(sdp: "answer-pc\(index)")
+  }
+  func setLocalDescription(_ d: SessionDescription, kind: SessionDescriptionKind) async throws {
+    record("setLocal(\(kind.rawValue))")
+  }
+  func setRemoteDescription(_ d: SessionDescription, kind: SessionDescriptionKind) async throws {
+    // A real implementation takes a while: let other work interleave.
+    await Task.yield()
+    record("setRemote(\(kind.rawValue):\(d.sdp))")
+  }
+  func addRemoteCandidate(_ c: IceCandidate) async throws { record("addCandidate(\(c.candidate))") }
+  func setAudioEnabled(_ enabled: Bool) async { record("audio(\(enabled))") }
+  func setVideoEnabled(_ enabled: Bool) async { record("video(\(enabled))") }
+  func sendData(_ data: Data) async throws { record("sendData(\(data.count))") }
+  func stats() async -> PeerConnectionStats { PeerConnectionStats(bytesSent: 1, bytesReceived: 2) }
+  func close() async {
+    record("close")
+    // Like a real stack: closing emits events. A detached engine must not see them.
+    stateContinuation.yield(.closed)
+    stateContinuation.yield(.failed)
+    candidateContinuation.yield(IceCandidate(candidate: "after-close"))
+    dataContinuation.yield(Data("after-close".utf8))
+    stateContinuation.finish()
+    candidateContinuation.finish()
+    dataContinuation.finish()
+  }
+}
+
+final class EngineFakePeerConnectionFactory: PeerConnectionFactory, @unchecked Sendable {
+  let log: EngineLog
+  let canRestartIce: Bool
+  private let lock = NSLock()
+  private var made: [EngineFakePeerConnection] = []
+
+  init(log: EngineLog, canRestartIce: Bool = true) {
+    self.log = log
+    self.canRestartIce = canRestartIce
+  }
+
+  var connections: [EngineFakePeerConnection] { lock.withLock { made } }
+
+  func makePeerConnection(_ configuration: PeerConnectionConfiguration) async throws -> any PeerConnection {
+    let pc: EngineFakePeerConnection = lock.withLock {
+      let pc = EngineFakePeerConnection(index: made.count + 1, canRestartIce: canRestartIce, log: log)
+      made.append(pc)
+      return pc
+    }
+    log.append("factory.make(pc\(pc.index))")
+    return pc
+  }
+}
+
+/// Records every request as "sig.<description>".
+final class EngineFakeSignaling: CallSignaling, @unchecked Sendable {
+  let log: EngineLog
+  private let lock = NSLock()
+  private var sent: [CallSignalingRequest] = []
+
+  init(log: EngineLog) { self.log = log }
+
+  var requests: [CallSignalingRequest] { lock.withLock { sent } }
+
+  func send(_ request: CallSignalingRequest) async throws {
+    lock.withLock { sent.append(request) }
+    log.append("sig.\(Self.describe(request))")
+  }
+
+  static func describe(_ r: CallSignalingRequest) -> String {
+    switch r {
+    case .invite(_, let to, _, let offer): return "invite(\(to),\(offer.sdp))"
+    case .ringing: return "ringing"
+    case .accept(_, let a): return "accept(\(a?.sdp ?? "-"))"
+    case .decline: return "decline"
+    case .cancel: return "cancel"
+    case .hangup: return "hangup"
+    case .offer(_, let sdp, let r): return "offer(\(sdp),restart:\(r))"
+    case .answer(_, let sdp): return "answer(\(sdp))"
+    case .candidate(_, let c): return "candidate(\(c.candidate))"
+    case .endOfCandidates: return "endOfCandidates"
+    case .iceRestartRequest: return "iceRestartRequest"
+    }
+  }
+}
+
+/// Polls (yielding, then briefly sleeping) until `condition` holds; the outcome, not the
+/// timing, is what tests assert.
+func engineEventually(_ what: String = "", _ condition: @Sendable () async -> Bool) async -> Bool {
+  for i in 0..<4000 {
+    if await condition() { return true }
+    if i < 200 { await Task.yield() } else { try? await Task.sleep(nanoseconds: 1_000_000) }
+  }
+  return false
+}
+
+/// Lets queued work run (for "nothing else happened" checks).
+func engineSettle() async {
+  for _ in 0..<50 { await Task.yield() }
+  try? await Task.sleep(nanoseconds: 20_000_000)
+}
