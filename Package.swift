@@ -6,6 +6,7 @@ let package = Package(
   platforms: [.macOS(.v14), .iOS(.v17)],
   products: [
     .library(name: "DialtoneProtocol", targets: ["DialtoneProtocol"]),
+    .library(name: "DialtoneClient", targets: ["DialtoneClient"]),
     .executable(name: "dialtone-server", targets: ["dialtone-server"]),
     .executable(name: "dialtone", targets: ["dialtone"]),
   ],
