@@ -1,0 +1,119 @@
+import SwiftUI
+@preconcurrency import WebRTC
+
+struct ContentView: View {
+  @ObservedObject var model: PhoneModel
+
+  var body: some View {
+    if let call = model.call {
+      CallView(model: model, call: call)
+    } else {
+      ContactsView(model: model)
+    }
+  }
+}
+
+/// The contact list: tap the phone or the camera to call.
+struct ContactsView: View {
+  @ObservedObject var model: PhoneModel
+
+  var body: some View {
+    NavigationStack {
+      List(model.contacts) { contact in
+        HStack {
+          Text(contact.name)
+          Spacer()
+          Button { model.call(contact, video: false) } label: { Image(systemName: "phone.fill") }
+            .buttonStyle(.borderless)
+            .accessibilityLabel("Call \(contact.name)")
+          Button { model.call(contact, video: true) } label: { Image(systemName: "video.fill") }
+            .buttonStyle(.borderless)
+            .accessibilityLabel("Video call \(contact.name)")
+        }
+      }
+      .navigationTitle("Contacts")
+    }
+  }
+}
+
+/// The in-app call screen (CallKit shows its own on the lock screen).
+struct CallView: View {
+  @ObservedObject var model: PhoneModel
+  let call: CallSnapshot
+
+  var body: some View {
+    ZStack {
+      if call.isVideoEnabled, let track = model.remoteVideoTrack {
+        VideoView(track: track).ignoresSafeArea()
+      } else {
+        Color.black.ignoresSafeArea()
+      }
+      VStack(spacing: 12) {
+        Text(call.remote).font(.largeTitle).foregroundStyle(.white)
+        Text(call.status).foregroundStyle(.white.opacity(0.8))
+        Spacer()
+        HStack(spacing: 32) {
+          RoundButton(symbol: call.isMuted ? "mic.slash.fill" : "mic.fill", tint: .gray, label: "Mute") {
+            model.toggleMute()
+          }
+          RoundButton(symbol: call.isVideoEnabled ? "video.fill" : "video.slash.fill", tint: .gray, label: "Video") {
+            model.toggleVideo()
+          }
+          RoundButton(symbol: "phone.down.fill", tint: .red, label: "Hang up") {
+            model.hangUp()
+          }
+        }
+        .padding(.bottom, 40)
+      }
+      .padding(.top, 60)
+    }
+  }
+}
+
+struct RoundButton: View {
+  let symbol: String
+  let tint: Color
+  let label: String
+  let action: () -> Void
+
+  var body: some View {
+    Button(action: action) {
+      Image(systemName: symbol)
+        .font(.title)
+        .foregroundStyle(.white)
+        .frame(width: 72, height: 72)
+        .background(Circle().fill(tint))
+    }
+    .accessibilityLabel(label)
+  }
+}
+
+/// Renders a WebRTC video track with Metal.
+struct VideoView: UIViewRepresentable {
+  let track: RTCVideoTrack
+
+  func makeUIView(context: Context) -> RTCMTLVideoView {
+    let view = RTCMTLVideoView()
+    view.videoContentMode = .scaleAspectFill
+    track.add(view)
+    context.coordinator.track = track
+    return view
+  }
+
+  func updateUIView(_ view: RTCMTLVideoView, context: Context) {
+    guard context.coordinator.track !== track else { return }
+    context.coordinator.track?.remove(view)
+    track.add(view)
+    context.coordinator.track = track
+  }
+
+  static func dismantleUIView(_ view: RTCMTLVideoView, coordinator: Coordinator) {
+    coordinator.track?.remove(view)
+  }
+
+  func makeCoordinator() -> Coordinator { Coordinator() }
+
+  final class Coordinator {
+    var track: RTCVideoTrack?
+  }
+}

@@ -1,0 +1,67 @@
+// swift-tools-version:6.0
+//
+// Dialtone for Apple platforms: thin adapters from the platform frameworks to the rules in
+// `DialtoneClient` (root package). Nothing here decides anything; every call rule lives in
+// DialtoneClient, where it is compiled and tested on Linux. This package cannot be built on
+// Linux (CallKit, PushKit, AVFoundation and the WebRTC xcframework are Apple-only).
+import PackageDescription
+
+let package = Package(
+  name: "DialtoneApple",
+  platforms: [.iOS(.v17), .macOS(.v14)],
+  products: [
+    .library(name: "DialtoneCallKit", targets: ["DialtoneCallKit"]),
+    .library(name: "DialtoneWebRTC", targets: ["DialtoneWebRTC"]),
+    .library(name: "DialtoneURLSession", targets: ["DialtoneURLSession"]),
+  ],
+  dependencies: [
+    // The root package. It must export a `DialtoneClient` library product (see docs/ios.md).
+    .package(name: "Dialtone", path: ".."),
+    // Google's WebRTC, prebuilt: a *binary* dependency (WebRTC.xcframework, dynamic framework
+    // for iOS device/simulator, macOS and Catalyst), compiled from upstream sources without
+    // modification. Its major version is the Chromium milestone (M125 here): bumping the
+    // milestone means changing the major below.
+    .package(url: "https://github.com/stasel/WebRTC.git", .upToNextMajor(from: "125.0.0")),
+  ],
+  targets: [
+    // WebSocket transport for SignalingClient over URLSessionWebSocketTask.
+    .target(
+      name: "DialtoneURLSession",
+      dependencies: [
+        .product(name: "DialtoneClient", package: "Dialtone"),
+        .product(name: "DialtoneProtocol", package: "Dialtone"),
+      ]
+    ),
+    // PeerConnection over RTCPeerConnection, and RTCAudioSession in manual-audio mode.
+    .target(
+      name: "DialtoneWebRTC",
+      dependencies: [
+        .product(name: "DialtoneClient", package: "Dialtone"),
+        .product(name: "DialtoneProtocol", package: "Dialtone"),
+        .product(name: "WebRTC", package: "WebRTC"),
+      ]
+    ),
+    // SystemCallUI over CXProvider/CXCallController, the CXProviderDelegate that forwards to
+    // IncomingCallCoordinator, and PushKit (VoIP token registration, incoming pushes).
+    .target(
+      name: "DialtoneCallKit",
+      dependencies: [
+        .product(name: "DialtoneClient", package: "Dialtone"),
+        .product(name: "DialtoneProtocol", package: "Dialtone"),
+        "DialtoneWebRTC",
+        "DialtoneURLSession",
+      ]
+    ),
+    // The example app (Example/DialtoneExample) is a plain source folder for an Xcode iOS
+    // App target: a SwiftPM executable cannot carry the entitlements, Info.plist and
+    // background modes that CallKit and PushKit need. See Example/README.md.
+  ],
+  // Swift 5 mode with complete concurrency checking as warnings: WebRTC's, PushKit's and
+  // CallKit's Objective-C types are not Sendable-annotated, and this glue hops between their
+  // delegate queues and DialtoneClient's actors.
+  swiftLanguageModes: [.v5]
+)
+
+for target in package.targets {
+  target.swiftSettings = (target.swiftSettings ?? []) + [.enableUpcomingFeature("StrictConcurrency")]
+}

@@ -1,0 +1,365 @@
+import DialtoneClient
+import DialtoneProtocol
+import Foundation
+@preconcurrency import WebRTC
+
+/// `PeerConnection` over Google's WebRTC (`RTCPeerConnection`, unified plan).
+///
+/// Thin by design: it maps calls and events one to one. Trickle ICE, buffering of early
+/// remote candidates, the ICE-restart policy and teardown order are `CallEngine`'s.
+///
+/// - Audio: one send/receive audio track, created at once. Whether sound actually flows is
+///   decided by `RTCAudioSession` in manual-audio mode (`CallAudioSession`): only CallKit's
+///   `didActivate` turns it on.
+/// - Video: when the configuration asks for it, a send/receive video transceiver whose source
+///   is `videoSource` (feed it with `RTCCameraVideoCapturer`, see `CameraCapture`).
+/// - Data channel: an in-band channel labelled `"dialtone"`. Both sides may open one; messages
+///   are read from every channel, sent on the first open one.
+/// - Candidates: gathered once per ICE generation (`gatherOnce`), each yielded as it comes,
+///   then `nil` when gathering completes. An ICE restart starts a new generation.
+/// - `canRestartIce` is true: libwebrtc honours `IceRestart` in offers.
+public final class WebRTCPeerConnection: NSObject, PeerConnection, @unchecked Sendable {
+  public static let dataChannelLabel = "dialtone"
+
+  public let canRestartIce = true
+  public let localCandidates: AsyncStream<IceCandidate?>
+  public let connectionStates: AsyncStream<PeerConnectionState>
+  public let dataChannelMessages: AsyncStream<Data>
+  /// Remote video tracks as they arrive (attach them to an `RTCMTLVideoView`).
+  public let remoteVideoTracks: AsyncStream<RTCVideoTrack>
+
+  /// The local camera's source, when video was requested.
+  public let videoSource: RTCVideoSource?
+  public let localVideoTrack: RTCVideoTrack?
+  public let localAudioTrack: RTCAudioTrack
+
+  private let pc: RTCPeerConnection
+  private let candidateSink: AsyncStream<IceCandidate?>.Continuation
+  private let stateSink: AsyncStream<PeerConnectionState>.Continuation
+  private let dataSink: AsyncStream<Data>.Continuation
+  private let remoteVideoSink: AsyncStream<RTCVideoTrack>.Continuation
+
+  // `lock` guards the mutable state below (WebRTC calls the delegate on its signaling thread).
+  private let lock = NSLock()
+  private var channels: [RTCDataChannel] = []
+  private var closed = false
+  private var lastState: PeerConnectionState = .new
+
+  init(factory: RTCPeerConnectionFactory, configuration: PeerConnectionConfiguration) throws {
+    let rtcConfig = RTCConfiguration()
+    rtcConfig.sdpSemantics = .unifiedPlan
+    rtcConfig.iceServers = configuration.iceServers.map {
+      RTCIceServer(urlStrings: $0.urls, username: $0.username, credential: $0.credential)
+    }
+    rtcConfig.bundlePolicy = .maxBundle
+    rtcConfig.rtcpMuxPolicy = .require
+    rtcConfig.continualGatheringPolicy = .gatherOnce
+    rtcConfig.tcpCandidatePolicy = .enabled
+    // Gather before the offer is made: the first candidates leave with or right after it.
+    rtcConfig.iceCandidatePoolSize = 1
+    // libwebrtc's default DTLS certificate is ECDSA P-256: cheap to generate.
+
+    (localCandidates, candidateSink) = AsyncStream<IceCandidate?>.makeStream(bufferingPolicy: .unbounded)
+    (connectionStates, stateSink) = AsyncStream<PeerConnectionState>.makeStream(bufferingPolicy: .unbounded)
+    (dataChannelMessages, dataSink) = AsyncStream<Data>.makeStream(bufferingPolicy: .bufferingNewest(256))
+    (remoteVideoTracks, remoteVideoSink) = AsyncStream<RTCVideoTrack>.makeStream(bufferingPolicy: .bufferingNewest(4))
+
+    let audioConstraints = RTCMediaConstraints(mandatoryConstraints: nil, optionalConstraints: nil)
+    let audioSource = factory.audioSource(with: audioConstraints)
+    localAudioTrack = factory.audioTrack(with: audioSource, trackId: "audio0")
+    if configuration.video {
+      let source = factory.videoSource()
+      videoSource = source
+      localVideoTrack = factory.videoTrack(with: source, trackId: "video0")
+    } else {
+      videoSource = nil
+      localVideoTrack = nil
+    }
+
+    // The delegate is set after super.init (below): create with a trampoline that forwards to
+    // `self` once it exists.
+    let trampoline = DelegateTrampoline()
+    let constraints = RTCMediaConstraints(mandatoryConstraints: nil, optionalConstraints: nil)
+    guard let pc = factory.peerConnection(with: rtcConfig, constraints: constraints, delegate: trampoline) else {
+      throw WebRTCPeerConnectionError.creationFailed
+    }
+    self.pc = pc
+    // RTCPeerConnection holds its delegate weakly: keep the trampoline as long as `self`.
+    self.trampoline = trampoline
+    super.init()
+    trampoline.target = self
+    channelTrampoline.target = self
+
+    let streamIds = ["dialtone"]
+    let audioInit = RTCRtpTransceiverInit()
+    audioInit.direction = .sendRecv
+    audioInit.streamIds = streamIds
+    pc.addTransceiver(with: localAudioTrack, init: audioInit)
+    if let localVideoTrack {
+      let videoInit = RTCRtpTransceiverInit()
+      videoInit.direction = .sendRecv
+      videoInit.streamIds = streamIds
+      pc.addTransceiver(with: localVideoTrack, init: videoInit)
+    }
+    if configuration.dataChannel {
+      let dcConfig = RTCDataChannelConfiguration()
+      dcConfig.isOrdered = true
+      if let channel = pc.dataChannel(forLabel: Self.dataChannelLabel, configuration: dcConfig) {
+        adopt(channel)
+      }
+    }
+  }
+
+  private let trampoline: DelegateTrampoline
+
+  // MARK: PeerConnection
+
+  public func createOffer(iceRestart: Bool) async throws -> SessionDescription {
+    let mandatory = iceRestart ? [kRTCMediaConstraintsIceRestart: kRTCMediaConstraintsValueTrue] : nil
+    let constraints = RTCMediaConstraints(mandatoryConstraints: mandatory, optionalConstraints: nil)
+    return try await withCheckedThrowingContinuation { continuation in
+      pc.offer(for: constraints) { sdp, error in
+        if let sdp {
+          continuation.resume(returning: SessionDescription(sdp: sdp.sdp))
+        } else {
+          continuation.resume(throwing: error ?? WebRTCPeerConnectionError.noDescription)
+        }
+      }
+    }
+  }
+
+  public func createAnswer() async throws -> SessionDescription {
+    let constraints = RTCMediaConstraints(mandatoryConstraints: nil, optionalConstraints: nil)
+    return try await withCheckedThrowingContinuation { continuation in
+      pc.answer(for: constraints) { sdp, error in
+        if let sdp {
+          continuation.resume(returning: SessionDescription(sdp: sdp.sdp))
+        } else {
+          continuation.resume(throwing: error ?? WebRTCPeerConnectionError.noDescription)
+        }
+      }
+    }
+  }
+
+  public func setLocalDescription(_ description: SessionDescription, kind: SessionDescriptionKind) async throws {
+    let rtc = RTCSessionDescription(type: kind.rtcType, sdp: description.sdp)
+    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+      pc.setLocalDescription(rtc) { error in
+        if let error { continuation.resume(throwing: error) } else { continuation.resume() }
+      }
+    }
+  }
+
+  public func setRemoteDescription(_ description: SessionDescription, kind: SessionDescriptionKind) async throws {
+    let rtc = RTCSessionDescription(type: kind.rtcType, sdp: description.sdp)
+    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+      pc.setRemoteDescription(rtc) { error in
+        if let error { continuation.resume(throwing: error) } else { continuation.resume() }
+      }
+    }
+  }
+
+  public func addRemoteCandidate(_ candidate: IceCandidate) async throws {
+    // An empty candidate is a browser's end-of-candidates marker: nothing to add.
+    guard !candidate.candidate.isEmpty else { return }
+    let rtc = RTCIceCandidate(
+      sdp: candidate.candidate, sdpMLineIndex: Int32(candidate.sdpMLineIndex ?? 0), sdpMid: candidate.sdpMid)
+    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+      pc.add(rtc) { error in
+        if let error { continuation.resume(throwing: error) } else { continuation.resume() }
+      }
+    }
+  }
+
+  public func setAudioEnabled(_ enabled: Bool) async {
+    localAudioTrack.isEnabled = enabled
+  }
+
+  public func setVideoEnabled(_ enabled: Bool) async {
+    localVideoTrack?.isEnabled = enabled
+  }
+
+  public func sendData(_ data: Data) async throws {
+    let channel = lock.withLock { channels.first { $0.readyState == .open } }
+    guard let channel else { throw WebRTCPeerConnectionError.dataChannelNotOpen }
+    guard channel.sendData(RTCDataBuffer(data: data, isBinary: true)) else {
+      throw WebRTCPeerConnectionError.dataChannelSendFailed
+    }
+  }
+
+  public func stats() async -> PeerConnectionStats {
+    let report: RTCStatisticsReport = await withCheckedContinuation { continuation in
+      pc.statistics { continuation.resume(returning: $0) }
+    }
+    return Self.summarize(report.statistics)
+  }
+
+  public func close() async {
+    let wasOpen: Bool = lock.withLock {
+      defer { closed = true }
+      return !closed
+    }
+    guard wasOpen else { return }
+    let open = lock.withLock { channels }
+    for channel in open { channel.close() }
+    pc.close()
+    candidateSink.finish()
+    stateSink.yield(.closed)
+    stateSink.finish()
+    dataSink.finish()
+    remoteVideoSink.finish()
+  }
+
+  // MARK: Stats
+
+  /// Folds a WebRTC stats report into `PeerConnectionStats`: bytes from the transport,
+  /// round-trip time and local candidate type from the selected candidate pair, packets lost
+  /// summed over inbound RTP streams.
+  static func summarize(_ stats: [String: RTCStatistics]) -> PeerConnectionStats {
+    func uint(_ v: NSObject?) -> UInt64 { (v as? NSNumber)?.uint64Value ?? 0 }
+    var result = PeerConnectionStats()
+    var selectedPairId: String?
+    for s in stats.values where s.type == "transport" {
+      result.bytesSent += uint(s.values["bytesSent"])
+      result.bytesReceived += uint(s.values["bytesReceived"])
+      if let id = s.values["selectedCandidatePairId"] as? String { selectedPairId = id }
+    }
+    for s in stats.values where s.type == "inbound-rtp" {
+      result.packetsLost += (s.values["packetsLost"] as? NSNumber)?.int64Value ?? 0
+    }
+    let pair = selectedPairId.flatMap { stats[$0] }
+      ?? stats.values.first { $0.type == "candidate-pair" && ($0.values["nominated"] as? NSNumber)?.boolValue == true
+        && ($0.values["state"] as? String) == "succeeded" }
+    if let pair {
+      result.roundTripTime = (pair.values["currentRoundTripTime"] as? NSNumber)?.doubleValue
+      if let localId = pair.values["localCandidateId"] as? String, let local = stats[localId] {
+        result.localCandidateType = local.values["candidateType"] as? String
+      }
+    }
+    return result
+  }
+
+  // MARK: Delegate events (called by the trampoline on WebRTC's signaling thread)
+
+  fileprivate func didChange(_ state: RTCPeerConnectionState) {
+    let mapped = PeerConnectionState(state)
+    let emit: Bool = lock.withLock {
+      guard !closed, mapped != lastState else { return false }
+      lastState = mapped
+      return true
+    }
+    if emit { stateSink.yield(mapped) }
+  }
+
+  fileprivate func didGenerate(_ candidate: RTCIceCandidate) {
+    guard !lock.withLock({ closed }) else { return }
+    candidateSink.yield(IceCandidate(
+      candidate: candidate.sdp, sdpMid: candidate.sdpMid, sdpMLineIndex: Int(candidate.sdpMLineIndex)))
+  }
+
+  fileprivate func didChange(_ gathering: RTCIceGatheringState) {
+    guard gathering == .complete, !lock.withLock({ closed }) else { return }
+    candidateSink.yield(nil)
+  }
+
+  fileprivate func didAdd(_ receiver: RTCRtpReceiver) {
+    if let track = receiver.track as? RTCVideoTrack { remoteVideoSink.yield(track) }
+  }
+
+  fileprivate func didOpen(_ channel: RTCDataChannel) {
+    adopt(channel)
+  }
+
+  fileprivate func didReceive(_ buffer: RTCDataBuffer) {
+    guard !lock.withLock({ closed }) else { return }
+    dataSink.yield(buffer.data)
+  }
+
+  private func adopt(_ channel: RTCDataChannel) {
+    let known: Bool = lock.withLock {
+      if channels.contains(where: { $0 === channel }) { return true }
+      channels.append(channel)
+      return false
+    }
+    if !known { channel.delegate = channelTrampoline }
+  }
+
+  /// Data channels hold their delegate weakly too; one forwarder serves them all.
+  private let channelTrampoline = ChannelTrampoline()
+}
+
+public enum WebRTCPeerConnectionError: Error, Sendable, Equatable {
+  case creationFailed
+  case noDescription
+  case dataChannelNotOpen
+  case dataChannelSendFailed
+}
+
+extension SessionDescriptionKind {
+  var rtcType: RTCSdpType {
+    switch self {
+    case .offer: return .offer
+    case .answer: return .answer
+    }
+  }
+}
+
+extension PeerConnectionState {
+  /// `RTCPeerConnectionState` (the combined ICE + DTLS state) in the engine's six states.
+  init(_ state: RTCPeerConnectionState) {
+    switch state {
+    case .new: self = .new
+    case .connecting: self = .checking
+    case .connected: self = .connected
+    case .disconnected: self = .disconnected
+    case .failed: self = .failed
+    case .closed: self = .closed
+    @unknown default: self = .checking
+    }
+  }
+}
+
+// MARK: Delegate forwarders
+
+/// `RTCPeerConnectionDelegate` → `WebRTCPeerConnection`. Exists because the delegate must be
+/// given to the factory before `WebRTCPeerConnection` finishes initialising.
+private final class DelegateTrampoline: NSObject, RTCPeerConnectionDelegate, @unchecked Sendable {
+  weak var target: WebRTCPeerConnection?
+
+  func peerConnection(_ peerConnection: RTCPeerConnection, didChange stateChanged: RTCSignalingState) {}
+  func peerConnection(_ peerConnection: RTCPeerConnection, didAdd stream: RTCMediaStream) {}
+  func peerConnection(_ peerConnection: RTCPeerConnection, didRemove stream: RTCMediaStream) {}
+  func peerConnectionShouldNegotiate(_ peerConnection: RTCPeerConnection) {
+    // Renegotiation is driven by CallEngine (offers, ICE restarts), never by this callback.
+  }
+  func peerConnection(_ peerConnection: RTCPeerConnection, didChange newState: RTCIceConnectionState) {
+    // The combined RTCPeerConnectionState below is what the engine acts on.
+  }
+  func peerConnection(_ peerConnection: RTCPeerConnection, didChange newState: RTCIceGatheringState) {
+    target?.didChange(newState)
+  }
+  func peerConnection(_ peerConnection: RTCPeerConnection, didGenerate candidate: RTCIceCandidate) {
+    target?.didGenerate(candidate)
+  }
+  func peerConnection(_ peerConnection: RTCPeerConnection, didRemove candidates: [RTCIceCandidate]) {}
+  func peerConnection(_ peerConnection: RTCPeerConnection, didOpen dataChannel: RTCDataChannel) {
+    target?.didOpen(dataChannel)
+  }
+  func peerConnection(_ peerConnection: RTCPeerConnection, didChange newState: RTCPeerConnectionState) {
+    target?.didChange(newState)
+  }
+  func peerConnection(
+    _ peerConnection: RTCPeerConnection, didAdd rtpReceiver: RTCRtpReceiver, streams mediaStreams: [RTCMediaStream]
+  ) {
+    target?.didAdd(rtpReceiver)
+  }
+}
+
+private final class ChannelTrampoline: NSObject, RTCDataChannelDelegate, @unchecked Sendable {
+  weak var target: WebRTCPeerConnection?
+
+  func dataChannelDidChangeState(_ dataChannel: RTCDataChannel) {}
+  func dataChannel(_ dataChannel: RTCDataChannel, didReceiveMessageWith buffer: RTCDataBuffer) {
+    target?.didReceive(buffer)
+  }
+}
