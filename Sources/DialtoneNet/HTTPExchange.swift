@@ -64,16 +64,22 @@ final class HTTPExchange {
       }
       if failed { return false }
       for field in response.headers + [HTTPHeaderField("cache-control", "no-store")] {
-        let name = Array((field.name.lowercased() + ":").utf8) + [0]
-        let value = Array(field.value.utf8)
-        let result = name.withUnsafeBufferPointer { n in
-          value.withUnsafeBufferPointer { v in
-            lws_add_http_header_by_name(wsi, n.baseAddress, v.baseAddress, Int32(v.count), &cursor, end)
-          }
-        }
-        if result != 0 { return false }
+        guard field.append(to: wsi, cursor: &cursor, end: end) else { return false }
       }
       return lws_finalize_write_http_header(wsi, start, &cursor, end) == 0
+    }
+  }
+}
+
+extension HTTPHeaderField {
+  /// Appends `name: value` to a header block lws is building (server responses, client upgrades).
+  func append(to wsi: OpaquePointer, cursor: inout UnsafeMutablePointer<UInt8>?, end: UnsafeMutablePointer<UInt8>) -> Bool {
+    let nameBytes = Array((name.lowercased() + ":").utf8) + [0]
+    let valueBytes = Array(value.utf8)
+    return nameBytes.withUnsafeBufferPointer { n in
+      valueBytes.withUnsafeBufferPointer { v in
+        lws_add_http_header_by_name(wsi, n.baseAddress, v.baseAddress, Int32(v.count), &cursor, end) == 0
+      }
     }
   }
 }

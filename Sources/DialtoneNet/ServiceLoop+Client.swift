@@ -93,14 +93,7 @@ extension ServiceLoop {
       guard let start = cursor.pointee else { return -1 }
       let end = start + length
       for field in client.request.headers {
-        let name = Array((field.name.lowercased() + ":").utf8) + [0]
-        let value = Array(field.value.utf8)
-        let failed = name.withUnsafeBufferPointer { n in
-          value.withUnsafeBufferPointer { v in
-            lws_add_http_header_by_name(wsi, n.baseAddress, v.baseAddress, Int32(v.count), cursor, end) != 0
-          }
-        }
-        if failed { return -1 }
+        guard field.append(to: wsi, cursor: &cursor.pointee, end: end) else { return -1 }
       }
       return 0
 

@@ -55,7 +55,6 @@ final class ServiceLoop: @unchecked Sendable {
   let preamble = Int(dt_lws_pre())
 
   private let finished = DispatchSemaphore(value: 0)
-  private var thread: Thread?
   private var protocols: UnsafeMutablePointer<lws_protocols>?
   private let protocolName = strdup("dialtone")
   private var retryPolicy = UnsafeMutablePointer<lws_retry_bo_t>.allocate(capacity: 1)
@@ -152,7 +151,6 @@ final class ServiceLoop: @unchecked Sendable {
     }
     thread.name = name
     thread.stackSize = 1 << 20
-    self.thread = thread
     thread.start()
   }
 

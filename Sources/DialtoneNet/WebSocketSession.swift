@@ -31,8 +31,6 @@ final class WebSocketSession {
     self.id = id; self.wsi = wsi; self.maxMessageBytes = maxMessageBytes
   }
 
-  var isClosing: Bool { closeRequest != nil }
-
   /// Writes at once when nothing is queued and lws holds no unsent bytes for this socket (a check
   /// of lws state, unlike lws_send_pipe_choked, which costs a poll() per call); otherwise queues for the
   /// next writable callback. Writing directly skips two poll-mask changes per message (libuv

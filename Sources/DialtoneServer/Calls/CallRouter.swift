@@ -32,6 +32,8 @@ struct CallRouter {
     let video: Bool
     let createdAt: Date
     var phase: Phase = .ringing
+    /// The callee device that accepted; kept after the call ends (history, `get-call`).
+    var answeredBy: String?
     var answeredAt: Date?
     var endedAt: Date?
     /// The caller's offer/candidates/end-of-candidates, in order, for callee devices that connect while it rings.
@@ -158,6 +160,7 @@ struct CallRouter {
     if call.isAnsweringDevice(who) { return Outcome(reply: ack(m.id, m.callId)) }
     guard who.userId == call.calleeId, call.phase == .ringing else { return invalidState(m.id, m.callId, call) }
     call.phase = .accepted(deviceId: who.deviceId)
+    call.answeredBy = who.deviceId
     call.answeredAt = now
     call.callerSignals = []
     calls[call.id] = call
@@ -291,7 +294,7 @@ struct CallRouter {
     case .ended(let r): phase = .ended; reason = r
     }
     return CallState(callId: call.id, callerId: call.caller.userId, calleeId: call.calleeId,
-                     callerDeviceId: call.caller.deviceId, calleeDeviceId: call.answeringDevice ?? answeredBy(call),
+                     callerDeviceId: call.caller.deviceId, calleeDeviceId: call.answeredBy,
                      video: call.video, state: phase, createdAt: call.createdAt.millisecondsSince1970,
                      answeredAt: call.answeredAt?.millisecondsSince1970, endedAt: call.endedAt?.millisecondsSince1970,
                      endReason: reason)
@@ -303,11 +306,9 @@ struct CallRouter {
   /// emits the record. `from` is the peer whose action ended it.
   private mutating func finish(_ call: inout Call, _ reason: EndReason, now: Date, replacedBy: CallID? = nil,
                                notify: [(Recipient, EndReason?)], from: Peer? = nil) -> [CallEffect] {
-    let answeredBy = call.answeringDevice
     call.phase = .ended(reason)
     call.endedAt = now
     call.callerSignals = []
-    endedAnswerers[call.id] = answeredBy
     calls[call.id] = call
     liveCallsByUser[call.caller.userId]?.remove(call.id)
     liveCallsByUser[call.calleeId]?.remove(call.id)
@@ -321,22 +322,18 @@ struct CallRouter {
     }
     let duration = call.answeredAt.map { Int64((now.timeIntervalSince($0) * 1000).rounded()) }
     effects.append(.external(.ended(CallRecord(
-      callId: call.id, callerId: call.caller.userId, calleeId: call.calleeId, answeredBy: answeredBy, video: call.video,
+      callId: call.id, callerId: call.caller.userId, calleeId: call.calleeId, answeredBy: call.answeredBy, video: call.video,
       createdAt: call.createdAt.millisecondsSince1970, answeredAt: call.answeredAt?.millisecondsSince1970,
       endedAt: now.millisecondsSince1970, endReason: reason, durationMs: duration))))
     return effects
   }
 
-  /// The device that answered an ended call (kept so `get-call` can say "answered elsewhere").
-  private var endedAnswerers: [CallID: String] = [:]
-  private func answeredBy(_ call: Call) -> String? { endedAnswerers[call.id] }
 
   private mutating func pruneEnded(now: Date) {
     var drop = 0
     while drop < endedOrder.count, now.timeIntervalSince(endedOrder[drop].1) > settings.endedRetention {
       let id = endedOrder[drop].0
       calls.removeValue(forKey: id)
-      endedAnswerers.removeValue(forKey: id)
       drop += 1
     }
     if drop > 0 { endedOrder.removeFirst(drop) }
@@ -345,7 +342,7 @@ struct CallRouter {
   private func liveCalls(of user: String) -> Set<CallID> { liveCallsByUser[user] ?? [] }
   private func callerDevice(_ call: Call) -> Recipient { .device(userId: call.caller.userId, deviceId: call.caller.deviceId) }
   private func answeringDevice(_ call: Call) -> Recipient {
-    .device(userId: call.calleeId, deviceId: call.answeringDevice ?? endedAnswerers[call.id] ?? "")
+    .device(userId: call.calleeId, deviceId: call.answeredBy ?? "")
   }
   private func ack(_ id: String, _ callId: CallID) -> ServerMessage { .ack(.init(replyTo: id, callId: callId)) }
   private func error(_ id: String, _ callId: CallID, _ code: ErrorCode, _ message: String) -> Outcome {

@@ -69,8 +69,6 @@ public actor SignalingHub {
       .sorted { $0.deviceId < $1.deviceId }
   }
 
-  var connectedSocketCount: Int { sockets.count }
-
   func callState(_ callId: CallID, for identity: Identity) -> CallState? {
     router.callState(callId, visibleTo: identity)
   }
