@@ -139,6 +139,8 @@ private struct Rig {
     #expect(await coordinator.call(callId)?.stage == .answering)
     rig.clock.advance(by: 0.1)
     #expect(await answer.value == false)
+    // The answer action fails first; the end is reported to the OS and signaling right after.
+    #expect(await pollUntil { rig.log.entries.count >= 5 })
     #expect(rig.log.entries.suffix(3) == [.answer(callId), .ended(callUUID, .failed), .end(callId, .answerTimedOut)])
     #expect(await coordinator.call(callId) == nil)
   }
