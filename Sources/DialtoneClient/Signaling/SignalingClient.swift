@@ -51,7 +51,7 @@ public actor SignalingClient {
 
   private struct Pending {
     let message: ClientMessage
-    let continuation: CheckedContinuation<ServerMessage, any Error>
+    let reply: AsyncThrowingStream<ServerMessage, any Error>.Continuation
   }
   private var pending: [String: Pending] = [:]
   private var order: [String] = []
@@ -92,15 +92,22 @@ public actor SignalingClient {
   /// Sends a request and returns the server's answer (`ack` or `error`). It survives reconnects:
   /// an unanswered request is re-sent with the same id after the session resumes.
   public func request(_ build: (String) -> ClientMessage) async throws -> ServerMessage {
+    try await submit(build).value
+  }
+
+  /// Queues a request (sent in call order) and returns at once; the answer is awaited on the
+  /// returned `SignalingReply`, or not at all. Pipelining matters on slow links: a trickled
+  /// candidate must not wait a round trip for the ack of the one before it.
+  public func submit(_ build: (String) -> ClientMessage) throws -> SignalingReply {
     guard running else { throw SignalingClientError.stopped }
     nextID += 1
     let id = "\(idPrefix)-\(nextID)"
     let message = build(id)
-    return try await withCheckedThrowingContinuation { continuation in
-      pending[id] = Pending(message: message, continuation: continuation)
-      order.append(id)
-      if welcomed { transmit(MessageCodec.encodeString(message)) }
-    }
+    let (stream, continuation) = AsyncThrowingStream<ServerMessage, any Error>.makeStream(bufferingPolicy: .bufferingNewest(1))
+    pending[id] = Pending(message: message, reply: continuation)
+    order.append(id)
+    if welcomed { transmit(MessageCodec.encodeString(message)) }
+    return SignalingReply(stream: stream)
   }
 
   // MARK: - Connection loop
@@ -222,7 +229,8 @@ public actor SignalingClient {
   private func answer(_ id: String, _ message: ServerMessage) {
     guard let request = pending.removeValue(forKey: id) else { return }
     order.removeAll { $0 == id }
-    request.continuation.resume(returning: message)
+    request.reply.yield(message)
+    request.reply.finish()
   }
 
   private func scheduleAck() {
@@ -247,7 +255,7 @@ public actor SignalingClient {
   }
 
   private func failPending(_ error: any Error) {
-    for id in order { pending[id]?.continuation.resume(throwing: error) }
+    for id in order { pending[id]?.reply.finish(throwing: error) }
     pending.removeAll()
     order.removeAll()
   }
@@ -255,4 +263,16 @@ public actor SignalingClient {
 
 public enum SignalingClientError: Error, Sendable {
   case stopped
+}
+
+/// The server's answer to one submitted request (`ack` or `error`), awaited at most once.
+public struct SignalingReply: Sendable {
+  let stream: AsyncThrowingStream<ServerMessage, any Error>
+
+  public var value: ServerMessage {
+    get async throws {
+      for try await message in stream { return message }
+      throw SignalingClientError.stopped
+    }
+  }
 }

@@ -1,0 +1,235 @@
+import DialtoneProtocol
+import Foundation
+
+/// A device's calling endpoint: one signaling connection, the ICE-server cache, and a
+/// `CallEngine` per call. It routes each server message to its call, turns invites into
+/// ringing engines, applies the glare rule (the device whose outgoing call lost answers the
+/// survivor), accepts calls answered before their invite arrived (woken by a push), and after
+/// a resync asks the server how its calls stand. It holds no media or UI: apps and the CLI
+/// observe `events` and each engine's `states`.
+public actor CallClient {
+  public struct Configuration: Sendable {
+    public var policy: CallEngine.Policy = .init()
+    /// Accept the surviving call after glare at once (protocol.md section 9). An app that
+    /// answers through CallKit sets this to false and answers on `.glare` itself.
+    public var acceptGlareSurvivor = true
+
+    public init() {}
+  }
+
+  public enum Event: Sendable {
+    case connected(ServerMessage.Welcome)
+    /// The socket dropped; signaling is reconnecting (media keeps flowing meanwhile).
+    case disconnected
+    /// Signaling stopped for good (token refused, replaced, `stop()`); every call was ended.
+    case stopped(reason: String)
+    /// A call rings this device: its engine has applied the offer and sent `ringing`.
+    /// Answer with `answer(_:)` (or `engine.accept()`), decline with `end(_:)`.
+    case incoming(CallEngine)
+    /// Glare: this device's outgoing call `replaced` lost to the peer's call `survivor`.
+    case glare(replaced: CallID, survivor: CallID)
+    /// The server's state of a call asked for with `resolve(_:)` (nil: unknown to the server).
+    case resolved(CallID, CallState?)
+  }
+
+  public nonisolated let events: AsyncStream<Event>
+  public nonisolated let signaling: SignalingClient
+  public nonisolated let iceServers: IceServerCache
+  private let eventSink: AsyncStream<Event>.Continuation
+  private let factory: any PeerConnectionFactory
+  private let clock: any ClientClock
+  private let configuration: Configuration
+
+  private var engines: [CallID: CallEngine] = [:]
+  /// Answered before their invite arrived (a push woke the app, the user tapped answer).
+  private var answerOnInvite: Set<CallID> = []
+  private var deviceId: String?
+  private var pump: Task<Void, Never>?
+
+  public init(signaling: SignalingClient, iceServers: IceServerCache, factory: any PeerConnectionFactory,
+              clock: any ClientClock = SystemClientClock(), configuration: Configuration = .init()) {
+    self.signaling = signaling
+    self.iceServers = iceServers
+    self.factory = factory
+    self.clock = clock
+    self.configuration = configuration
+    (events, eventSink) = AsyncStream<Event>.makeStream(bufferingPolicy: .unbounded)
+  }
+
+  /// Pre-warms the ICE servers and connects signaling; idempotent.
+  public func start() async {
+    guard pump == nil else { return }
+    let events = signaling.events
+    pump = Task { [weak self] in
+      for await event in events { await self?.process(event) }
+    }
+    await iceServers.prewarm()
+    await signaling.start()
+  }
+
+  /// Ends every call and disconnects.
+  public func stop() async {
+    for engine in engines.values { await engine.hangup() }
+    for engine in engines.values { await engine.drainSignaling() }
+    engines.removeAll()
+    await signaling.stop()
+    await iceServers.stop()
+    pump?.cancel()
+    pump = nil
+    eventSink.finish()
+  }
+
+  /// The network changed: reconnect signaling now (the engines recover media themselves).
+  public func networkChanged() async {
+    await signaling.networkChanged()
+  }
+
+  // MARK: Calls
+
+  /// Starts an outgoing call. Dialing never waits for the network: the ICE servers come from
+  /// the cache (or its defaults), and the invite is queued if signaling is still connecting.
+  public func dial(_ userId: String, video: Bool = false, callId: CallID = CallIDRules.generate()) async -> CallEngine {
+    await prune()
+    let engine = CallEngine(outgoingCallId: callId, to: userId, video: video, iceServers: await iceServers.current(),
+                            factory: factory, signaling: channel, clock: clock, policy: configuration.policy)
+    engines[callId] = engine
+    await engine.start()
+    return engine
+  }
+
+  /// Answers a ringing call, or remembers to answer it when its invite arrives.
+  public func answer(_ callId: CallID) async {
+    if let engine = engines[callId] {
+      await engine.accept()
+    } else {
+      answerOnInvite.insert(callId)
+    }
+  }
+
+  /// Ends a call this device knows: cancel, decline or hang up as its state says. A call known
+  /// only from a push (no invite yet) is declined over signaling.
+  public func end(_ callId: CallID) async {
+    answerOnInvite.remove(callId)
+    if let engine = engines.removeValue(forKey: callId) {
+      await engine.hangup()
+    } else {
+      _ = try? await signaling.submit { CallSignalingRequest.decline(callId: callId).clientMessage(id: $0) }
+    }
+  }
+
+  public func engine(for callId: CallID) -> CallEngine? {
+    engines[callId]
+  }
+
+  /// The calls still in progress on this device.
+  public func activeCalls() async -> [CallEngine] {
+    await prune()
+    return Array(engines.values)
+  }
+
+  /// Asks the server for a call's state (`get-call`); the answer arrives as `.resolved`, and a
+  /// call that is over on the server ends here too.
+  public func resolve(_ callId: CallID) {
+    let client = signaling
+    Task {
+      let state: CallState?
+      do {
+        let reply = try await client.request { .getCall(.init(id: $0, callId: callId)) }
+        if case .ack(let ack) = reply { state = ack.call } else { state = nil }
+      } catch {
+        return  // stopped: every call ends anyway
+      }
+      await self.resolved(callId, state: state)
+    }
+  }
+
+  // MARK: Signaling events
+
+  private func process(_ event: SignalingClient.Event) async {
+    switch event {
+    case .connected(let welcome):
+      deviceId = welcome.deviceId
+      if !welcome.iceServers.isEmpty {
+        await iceServers.update(servers: welcome.iceServers, ttl: welcome.iceServersTtl)
+      }
+      eventSink.yield(.connected(welcome))
+    case .disconnected:
+      eventSink.yield(.disconnected)
+    case .resynced:
+      // Nothing of the old session will be replayed: ask how each call stands.
+      await prune()
+      for callId in engines.keys { resolve(callId) }
+    case .message(let message):
+      await route(message)
+    case .stopped(let reason):
+      for engine in engines.values { await engine.hangup() }
+      engines.removeAll()
+      answerOnInvite.removeAll()
+      eventSink.yield(.stopped(reason: reason))
+    }
+  }
+
+  private func route(_ message: ServerMessage) async {
+    switch message {
+    case .invite(let invite):
+      await ring(invite)
+    case .callEnded(let ended):
+      answerOnInvite.remove(ended.callId)
+      guard let engine = engines.removeValue(forKey: ended.callId) else { return }  // not ours
+      await engine.handle(message)
+      if ended.reason == .glare, engine.role == .caller, let survivor = ended.replacedBy {
+        eventSink.yield(.glare(replaced: ended.callId, survivor: survivor))
+        if configuration.acceptGlareSurvivor { await answer(survivor) }
+      }
+    default:
+      if let callId = message.callId, let engine = engines[callId] { await engine.handle(message) }
+    }
+  }
+
+  private func ring(_ invite: ServerMessage.Invite) async {
+    await prune()
+    guard engines[invite.callId] == nil else { return }  // a re-delivered invite
+    let engine = CallEngine(incoming: invite, iceServers: await iceServers.current(), factory: factory,
+                            signaling: channel, clock: clock, policy: configuration.policy)
+    engines[invite.callId] = engine
+    await engine.start()
+    eventSink.yield(.incoming(engine))
+    if answerOnInvite.remove(invite.callId) != nil { await engine.accept() }
+  }
+
+  private func resolved(_ callId: CallID, state: CallState?) async {
+    eventSink.yield(.resolved(callId, state))
+    guard let engine = engines[callId] else { return }
+    let reason: EndReason?
+    switch state?.state {
+    case nil: reason = .connectionLost
+    case .ended: reason = state?.endReason ?? .connectionLost
+    case .accepted:
+      // Accepted by another device of ours while this one was away.
+      let elsewhere = engine.role == .callee && state?.calleeDeviceId != nil && state?.calleeDeviceId != deviceId
+      reason = elsewhere ? .answeredElsewhere : nil
+    case .ringing: reason = nil
+    }
+    guard let reason else { return }
+    engines[callId] = nil
+    await engine.handle(.callEnded(.init(callId: callId, reason: reason)))
+  }
+
+  private func rejected(_ error: ServerMessage.ErrorMessage) async {
+    guard let callId = error.callId, let engine = engines[callId] else { return }
+    await engine.handle(.error(error))
+  }
+
+  // MARK: Helpers
+
+  private nonisolated var channel: SignalingCallChannel {
+    SignalingCallChannel(client: signaling) { [weak self] error in await self?.rejected(error) }
+  }
+
+  /// Forgets calls that ended (hung up locally, ICE failed, ...).
+  private func prune() async {
+    for (callId, engine) in engines {
+      if case .ended = await engine.state { engines[callId] = nil }
+    }
+  }
+}

@@ -1,0 +1,246 @@
+import DialtoneClient
+import DialtoneClientLinux
+import DialtoneNet
+import DialtoneProtocol
+import DialtoneServer
+import Foundation
+import Testing
+
+private let secret = "call-client-test-secret-0123456789"
+
+/// A transport whose sockets can be cut and kept from reconnecting (a device in a tunnel).
+private final class GatedTransport: SignalingTransport, @unchecked Sendable {
+  // @unchecked: `offline` and `sockets` are only touched under `lock`.
+  private let inner: LWSSignalingTransport
+  private let lock = NSLock()
+  private var offline = false
+  private var sockets: [any SignalingSocket] = []
+
+  init(inner: LWSSignalingTransport) { self.inner = inner }
+
+  func open(url: String, bearerToken: String?) -> any SignalingSocket {
+    lock.withLock {
+      if offline { return DeadSocket() }
+      let socket = inner.open(url: url, bearerToken: bearerToken)
+      sockets.append(socket)
+      return socket
+    }
+  }
+
+  func goOffline() {
+    let open = lock.withLock {
+      offline = true
+      defer { sockets.removeAll() }
+      return sockets
+    }
+    for socket in open { socket.close(code: CloseCode.goingAway.rawValue) }
+  }
+
+  func goOnline() { lock.withLock { offline = false } }
+}
+
+private struct DeadSocket: SignalingSocket {
+  let events: AsyncStream<SignalingSocketEvent>
+  init() {
+    let (stream, sink) = AsyncStream<SignalingSocketEvent>.makeStream()
+    sink.yield(.closed(code: nil))
+    sink.finish()
+    events = stream
+  }
+  func send(_ text: String) {}
+  func close(code: Int) {}
+}
+
+/// Collects a CallClient's events.
+private final class ClientEvents: @unchecked Sendable {
+  // @unchecked: `items` is only touched under `lock`.
+  private let lock = NSLock()
+  private var items: [CallClient.Event] = []
+
+  init(_ client: CallClient) {
+    Task { [weak self] in
+      for await event in client.events { self?.lock.withLock { self?.items.append(event) } }
+    }
+  }
+
+  var incoming: [CallEngine] {
+    lock.withLock { items.compactMap { if case .incoming(let e) = $0 { return e }; return nil } }
+  }
+  var glares: [(CallID, CallID)] {
+    lock.withLock { items.compactMap { if case .glare(let r, let s) = $0 { return (r, s) }; return nil } }
+  }
+  var connections: Int {
+    lock.withLock { items.filter { if case .connected = $0 { return true }; return false }.count }
+  }
+}
+
+/// CallClient against the real server over loopback, with scripted peer connections.
+@Suite(.serialized) struct CallClientTests {
+  final class Rig: Sendable {
+    let server: DialtoneServer
+    let network: WebSocketClient
+    let directory: String
+
+    init(resumeWindow: Double = 60) async throws {
+      directory = NSTemporaryDirectory() + "dialtone-callclient-\(UUID().uuidString)"
+      var configuration = ServerConfiguration()
+      configuration.port = 0
+      configuration.dataDirectory = directory
+      configuration.authSecret = secret
+      configuration.logLevel = .error
+      configuration.drainSeconds = 1
+      configuration.resumeWindow = resumeWindow
+      server = try await DialtoneServer(configuration: configuration)
+      network = try WebSocketClient()
+    }
+
+    func stop() async {
+      await server.stop()
+      await network.shutdown()
+      try? FileManager.default.removeItem(atPath: directory)
+    }
+  }
+
+  private struct Device {
+    let client: CallClient
+    let events: ClientEvents
+    let factory: EngineFakePeerConnectionFactory
+    let transport: GatedTransport
+  }
+
+  private func device(_ rig: Rig, _ user: String, _ deviceId: String = "phone",
+                      configuration: CallClient.Configuration = .init()) async -> Device {
+    let transport = GatedTransport(inner: LWSSignalingTransport(client: rig.network))
+    var signalingConfiguration = SignalingClient.Configuration(url: "ws://127.0.0.1:\(rig.server.port)/v1/ws")
+    signalingConfiguration.backoff = [0.05]
+    let signaling = SignalingClient(configuration: signalingConfiguration, transport: transport) {
+      try DevelopmentTokens.mint(secret: Array(secret.utf8), user: user, device: deviceId, name: nil, ttl: 3600)
+    }
+    let factory = EngineFakePeerConnectionFactory(log: EngineLog())
+    let client = CallClient(signaling: signaling, iceServers: IceServerCache(defaults: []), factory: factory,
+                            configuration: configuration)
+    return Device(client: client, events: ClientEvents(client), factory: factory, transport: transport)
+  }
+
+  private func online(_ devices: Device...) async throws {
+    for d in devices {
+      await d.client.start()
+      try #require(await engineWait { d.events.connections >= 1 })
+    }
+  }
+
+  @Test func aDialRingsEveryDeviceAndTheAnswerConnectsBothEngines() async throws {
+    let rig = try await Rig()
+    let alice = await device(rig, "alice")
+    let bobPhone = await device(rig, "bob", "phone")
+    let bobLaptop = await device(rig, "bob", "laptop")
+    try await online(alice, bobPhone, bobLaptop)
+
+    let call = await alice.client.dial("bob")
+    try #require(await engineWait { bobPhone.events.incoming.count == 1 && bobLaptop.events.incoming.count == 1 })
+    #expect(await engineWait { await call.state == .ringing })
+    let ringing = try #require(bobPhone.events.incoming.first)
+    #expect(ringing.callId == call.callId)
+    #expect(await ringing.state == .incoming)
+
+    await bobPhone.client.answer(call.callId)
+    #expect(await engineWait { await call.state == .connecting })
+    // The laptop stops ringing: answered elsewhere.
+    let laptopEngine = try #require(bobLaptop.events.incoming.first)
+    #expect(await engineWait { await laptopEngine.state == .ended(.remote(.answeredElsewhere)) })
+    #expect(await bobLaptop.client.engine(for: call.callId) == nil)
+
+    // Trickle both ways through the server.
+    let alicePC = try #require(alice.factory.connections.first)
+    let bobPC = try #require(bobPhone.factory.connections.first)
+    alicePC.emitCandidate(IceCandidate(candidate: "candidate:1 1 udp 1 127.0.0.1 5000 typ host"))
+    bobPC.emitCandidate(IceCandidate(candidate: "candidate:2 1 udp 1 127.0.0.1 6000 typ host"))
+    #expect(await engineWait { bobPC.calls.contains("addCandidate(candidate:1 1 udp 1 127.0.0.1 5000 typ host)") })
+    #expect(await engineWait { alicePC.calls.contains("addCandidate(candidate:2 1 udp 1 127.0.0.1 6000 typ host)") })
+    #expect(alicePC.calls.contains("setRemote(answer:answer-pc1)"))
+
+    // Hang-up ends both sides.
+    await bobPhone.client.end(call.callId)
+    #expect(await engineWait { await call.state == .ended(.remote(.hangup)) })
+    #expect(await alice.client.activeCalls().isEmpty)
+
+    for d in [alice, bobPhone, bobLaptop] { await d.client.stop() }
+    await rig.stop()
+  }
+
+  @Test func glareEndsOneCallAndTheLoserAnswersTheSurvivor() async throws {
+    let rig = try await Rig()
+    let alice = await device(rig, "alice")
+    let bob = await device(rig, "bob")
+    try await online(alice, bob)
+
+    // Both dial at once; the lower call id survives (protocol.md section 9).
+    async let a = alice.client.dial("bob", callId: "glare-a")
+    async let b = bob.client.dial("alice", callId: "glare-b")
+    let (aliceCall, bobCall) = await (a, b)
+
+    #expect(await engineWait { await bobCall.state == .ended(.glare(replacedBy: "glare-a")) })
+    #expect(await engineWait { bob.events.glares.contains { $0 == ("glare-b", "glare-a") } })
+    // Bob answered Alice's call automatically; Alice's call connects.
+    #expect(await engineWait { await aliceCall.state == .connecting })
+    let survivor = try #require(bob.events.incoming.first { $0.callId == "glare-a" })
+    #expect(await survivor.state == .connecting)
+    #expect(await aliceCall.state != .ended(.glare(replacedBy: "glare-a")))
+
+    for d in [alice, bob] { await d.client.stop() }
+    await rig.stop()
+  }
+
+  @Test func aCallAnsweredBeforeItsInviteArrivesIsAcceptedOnArrival() async throws {
+    let rig = try await Rig()
+    let alice = await device(rig, "alice")
+    let bob = await device(rig, "bob")
+    try await online(alice)
+
+    let call = await alice.client.dial("bob")
+    // A VoIP push woke Bob's app and he tapped answer before signaling connected.
+    await bob.client.answer(call.callId)
+    try await online(bob)
+    #expect(await engineWait { await call.state == .connecting })
+    let engine = try #require(bob.events.incoming.first)
+    #expect(await engine.state == .connecting)
+
+    for d in [alice, bob] { await d.client.stop() }
+    await rig.stop()
+  }
+
+  @Test func afterAResyncACallThatEndedMeanwhileEndsHere() async throws {
+    let rig = try await Rig(resumeWindow: 0.2)
+    let alice = await device(rig, "alice")
+    let bob = await device(rig, "bob")
+    try await online(alice, bob)
+
+    let call = await alice.client.dial("bob")
+    try #require(await engineWait { bob.events.incoming.count == 1 })
+    let ringing = try #require(bob.events.incoming.first)
+
+    // Bob's device drops off long enough for his session to expire; Alice gives up meanwhile.
+    bob.transport.goOffline()
+    try await Task.sleep(for: .milliseconds(100))
+    await call.hangup()
+    try await Task.sleep(for: .milliseconds(600))
+    bob.transport.goOnline()
+
+    // The new session replays nothing; get-call says the call was cancelled.
+    #expect(await engineWait { await ringing.state == .ended(.remote(.cancelled)) })
+    #expect(bob.events.connections >= 2)
+
+    for d in [alice, bob] { await d.client.stop() }
+    await rig.stop()
+  }
+}
+
+/// Polls until `condition` holds or 10 s pass; the outcome, not the timing, is what tests check.
+private func engineWait(_ condition: @Sendable () async -> Bool) async -> Bool {
+  let deadline = Date().addingTimeInterval(10)
+  while Date() < deadline {
+    if await condition() { return true }
+    try? await Task.sleep(for: .milliseconds(5))
+  }
+  return false
+}
