@@ -15,6 +15,9 @@ let package = Package(
     .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
     .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
     .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+    // No pkgConfig: GStreamer's flags carry -pthread, which SwiftPM refuses with a warning on
+    // every build; the include paths are given to DialtoneGStreamer instead.
+    .systemLibrary(name: "CGStreamer", providers: [.apt(["libgstreamer1.0-dev", "libgstreamer-plugins-bad1.0-dev"])]),
     .systemLibrary(name: "CLibWebSockets", pkgConfig: "libwebsockets",
                    providers: [.apt(["libwebsockets-dev", "libwebsockets-evlib-uv", "libuv1-dev"])]),
 
@@ -28,6 +31,8 @@ let package = Package(
     // The client SDK core: no C dependency, builds for iOS unchanged.
     .target(name: "DialtoneClient", dependencies: ["DialtoneProtocol"]),
     .target(name: "DialtoneClientLinux", dependencies: ["DialtoneClient", "DialtoneNet"]),
+    .target(name: "DialtoneGStreamer", dependencies: ["CGStreamer", "DialtoneClient"],
+            swiftSettings: [.unsafeFlags(gstreamerIncludes.flatMap { ["-Xcc", "-I\($0)"] })]),
     .executableTarget(name: "dialtone-server", dependencies: ["DialtoneServer"]),
     .executableTarget(name: "dialtone", dependencies: ["DialtoneServer", "DialtoneCrypto", "DialtoneNet", "DialtoneProtocol", "DialtoneHTTPClient"]),
 
@@ -38,8 +43,21 @@ let package = Package(
     .testTarget(name: "DialtoneSQLiteTests", dependencies: ["DialtoneSQLite"]),
     .testTarget(name: "DialtoneClientTests",
                 dependencies: ["DialtoneClient", "DialtoneClientLinux", "DialtoneServer", "DialtoneNet", "DialtoneProtocol"]),
+    .testTarget(name: "DialtoneGStreamerTests", dependencies: ["DialtoneGStreamer", "DialtoneClient", "DialtoneProtocol"]),
     .testTarget(name: "DialtoneServerTests",
                 dependencies: ["DialtoneServer", "DialtoneNet", "DialtoneProtocol", "DialtoneCrypto"]),
   ],
   swiftLanguageModes: [.v6]
 )
+
+/// GStreamer's and GLib's header directories on Debian (what `pkg-config --cflags
+/// gstreamer-webrtc-1.0` prints, minus -pthread).
+var gstreamerIncludes: [String] {
+  #if arch(arm64)
+  let multiarch = "aarch64-linux-gnu"
+  #else
+  let multiarch = "x86_64-linux-gnu"
+  #endif
+  return ["/usr/include/gstreamer-1.0", "/usr/include/glib-2.0", "/usr/lib/\(multiarch)/glib-2.0/include",
+          "/usr/include/\(multiarch)", "/usr/include/orc-0.4"]
+}

@@ -21,14 +21,25 @@ public struct PeerConnectionStats: Sendable, Equatable {
   public var roundTripTime: Double?
   /// e.g. "host", "srflx", "relay" for the local side of the selected pair.
   public var localCandidateType: String?
+  /// The remote side of the selected pair.
+  public var remoteCandidateType: String?
+  public var packetsSent: UInt64
+  public var packetsReceived: UInt64
+  /// Inbound jitter, in seconds.
+  public var jitter: Double?
 
   public init(bytesSent: UInt64 = 0, bytesReceived: UInt64 = 0, packetsLost: Int64 = 0,
-              roundTripTime: Double? = nil, localCandidateType: String? = nil) {
+              roundTripTime: Double? = nil, localCandidateType: String? = nil, remoteCandidateType: String? = nil,
+              packetsSent: UInt64 = 0, packetsReceived: UInt64 = 0, jitter: Double? = nil) {
     self.bytesSent = bytesSent
     self.bytesReceived = bytesReceived
     self.packetsLost = packetsLost
     self.roundTripTime = roundTripTime
     self.localCandidateType = localCandidateType
+    self.remoteCandidateType = remoteCandidateType
+    self.packetsSent = packetsSent
+    self.packetsReceived = packetsReceived
+    self.jitter = jitter
   }
 }
 

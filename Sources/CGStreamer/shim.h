@@ -1,0 +1,405 @@
+#ifndef DT_GSTREAMER_SHIM_H
+#define DT_GSTREAMER_SHIM_H
+#define GST_USE_UNSTABLE_API 1
+#include <gst/gst.h>
+#include <gst/sdp/sdp.h>
+#include <gst/webrtc/webrtc.h>
+#include <string.h>
+
+// GObject's variadic calls (g_signal_emit_by_name, g_object_get, gst_structure_get) and its
+// macros (g_signal_connect) are not callable from Swift: these shims give each use one typed
+// C function. Signal trampolines receive a `ctx` (an opaque Swift object) and forward to
+// plain C function pointers that Swift provides.
+
+typedef void (*dt_candidate_cb)(void *ctx, guint mline, const gchar *candidate);
+typedef void (*dt_state_cb)(void *ctx, const gchar *property, gint value);
+typedef void (*dt_channel_cb)(void *ctx, GstWebRTCDataChannel *channel);
+typedef void (*dt_audio_cb)(void *ctx, const void *data, gsize size);
+typedef void (*dt_text_cb)(void *ctx, const gchar *text);
+typedef void (*dt_bytes_cb)(void *ctx, const void *data, gsize size);
+typedef void (*dt_event_cb)(void *ctx, gint what);
+typedef void (*dt_promise_cb)(void *ctx, GstPromise *promise);
+
+typedef struct dt_webrtc_callbacks {
+  void *ctx;
+  dt_candidate_cb candidate;
+  dt_state_cb state;        // "ice-connection-state", "connection-state", "ice-gathering-state"
+  dt_channel_cb channel;    // a data channel opened by the remote peer
+  dt_audio_cb audio;        // decoded remote audio: S16LE, 48 kHz, mono
+  dt_text_cb error;         // an error posted on the pipeline's bus
+} dt_webrtc_callbacks;
+
+static void dt__on_ice_candidate(GstElement *w, guint mline, gchar *candidate, gpointer ud) {
+  (void)w;
+  dt_webrtc_callbacks *c = (dt_webrtc_callbacks *)ud;
+  c->candidate(c->ctx, mline, candidate);
+}
+
+static void dt__on_notify(GObject *o, GParamSpec *p, gpointer ud) {
+  dt_webrtc_callbacks *c = (dt_webrtc_callbacks *)ud;
+  gint v = 0;
+  g_object_get(o, p->name, &v, NULL);
+  c->state(c->ctx, p->name, v);
+}
+
+static void dt__on_data_channel(GstElement *w, GstWebRTCDataChannel *ch, gpointer ud) {
+  (void)w;
+  dt_webrtc_callbacks *c = (dt_webrtc_callbacks *)ud;
+  c->channel(c->ctx, ch);
+}
+
+static void dt__on_handoff(GstElement *sink, GstBuffer *buffer, GstPad *pad, gpointer ud) {
+  (void)sink; (void)pad;
+  dt_webrtc_callbacks *c = (dt_webrtc_callbacks *)ud;
+  GstMapInfo map;
+  if (gst_buffer_map(buffer, &map, GST_MAP_READ)) {
+    c->audio(c->ctx, map.data, map.size);
+    gst_buffer_unmap(buffer, &map);
+  }
+}
+
+// Remote RTP pads: audio is depayloaded, decoded and handed to `audio`; anything else is
+// drained into a fakesink so it never blocks the pipeline.
+static void dt__on_pad_added(GstElement *w, GstPad *pad, gpointer ud) {
+  dt_webrtc_callbacks *c = (dt_webrtc_callbacks *)ud;
+  if (GST_PAD_DIRECTION(pad) != GST_PAD_SRC) return;
+  gboolean audio = FALSE;
+  GstCaps *caps = gst_pad_get_current_caps(pad);
+  if (!caps) caps = gst_pad_query_caps(pad, NULL);
+  if (caps) {
+    const GstStructure *s = gst_caps_get_structure(caps, 0);
+    const gchar *media = s ? gst_structure_get_string(s, "media") : NULL;
+    audio = media && strcmp(media, "audio") == 0;
+    gst_caps_unref(caps);
+  }
+  const gchar *desc = audio
+    ? "queue ! rtpopusdepay ! opusdec plc=true ! audioconvert ! audioresample ! "
+      "audio/x-raw,format=S16LE,rate=48000,channels=1 ! fakesink name=out signal-handoffs=true sync=false async=false"
+    : "queue ! fakesink sync=false async=false";
+  GError *err = NULL;
+  GstElement *bin = gst_parse_bin_from_description(desc, TRUE, &err);
+  if (!bin) {
+    if (err) { c->error(c->ctx, err->message); g_error_free(err); }
+    return;
+  }
+  if (audio) {
+    GstElement *out = gst_bin_get_by_name(GST_BIN(bin), "out");
+    if (out) {
+      g_signal_connect_data(out, "handoff", G_CALLBACK(dt__on_handoff), c, NULL, (GConnectFlags)0);
+      gst_object_unref(out);
+    }
+  }
+  GstObject *parent = gst_object_get_parent(GST_OBJECT(w));
+  if (!parent) { gst_object_unref(bin); return; }
+  gst_bin_add(GST_BIN(parent), bin);
+  gst_object_unref(parent);
+  gst_element_sync_state_with_parent(bin);
+  GstPad *sinkpad = gst_element_get_static_pad(bin, "sink");
+  if (sinkpad) {
+    gst_pad_link(pad, sinkpad);
+    gst_object_unref(sinkpad);
+  }
+}
+
+static GstBusSyncReply dt__on_bus(GstBus *bus, GstMessage *msg, gpointer ud) {
+  (void)bus;
+  dt_webrtc_callbacks *c = (dt_webrtc_callbacks *)ud;
+  if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR) {
+    GError *err = NULL;
+    gchar *dbg = NULL;
+    gst_message_parse_error(msg, &err, &dbg);
+    c->error(c->ctx, err ? err->message : "unknown error");
+    if (err) g_error_free(err);
+    g_free(dbg);
+  }
+  // Nobody pops this bus: drop everything so it never grows.
+  return GST_BUS_DROP;
+}
+
+/// Connects every signal of `webrtc` (inside `pipeline`) to `cbs`; returns the heap copy that
+/// must be freed with `dt_webrtc_disconnect` after the pipeline reached NULL.
+static inline dt_webrtc_callbacks *dt_webrtc_connect(GstElement *pipeline, GstElement *webrtc, const dt_webrtc_callbacks *cbs) {
+  dt_webrtc_callbacks *c = g_new0(dt_webrtc_callbacks, 1);
+  *c = *cbs;
+  g_signal_connect_data(webrtc, "on-ice-candidate", G_CALLBACK(dt__on_ice_candidate), c, NULL, (GConnectFlags)0);
+  g_signal_connect_data(webrtc, "notify::ice-connection-state", G_CALLBACK(dt__on_notify), c, NULL, (GConnectFlags)0);
+  g_signal_connect_data(webrtc, "notify::connection-state", G_CALLBACK(dt__on_notify), c, NULL, (GConnectFlags)0);
+  g_signal_connect_data(webrtc, "notify::ice-gathering-state", G_CALLBACK(dt__on_notify), c, NULL, (GConnectFlags)0);
+  g_signal_connect_data(webrtc, "on-data-channel", G_CALLBACK(dt__on_data_channel), c, NULL, (GConnectFlags)0);
+  g_signal_connect_data(webrtc, "pad-added", G_CALLBACK(dt__on_pad_added), c, NULL, (GConnectFlags)0);
+  GstBus *bus = gst_element_get_bus(pipeline);
+  if (bus) {
+    gst_bus_set_sync_handler(bus, dt__on_bus, c, NULL);
+    gst_object_unref(bus);
+  }
+  return c;
+}
+
+static inline void dt_webrtc_disconnect(GstElement *pipeline, GstElement *webrtc, dt_webrtc_callbacks *c) {
+  g_signal_handlers_disconnect_matched(webrtc, G_SIGNAL_MATCH_DATA, 0, 0, NULL, NULL, c);
+  GstBus *bus = gst_element_get_bus(pipeline);
+  if (bus) {
+    gst_bus_set_sync_handler(bus, NULL, NULL, NULL);
+    gst_object_unref(bus);
+  }
+}
+
+// MARK: Promises
+
+typedef struct { void *ctx; dt_promise_cb cb; } dt__promise_ctx;
+
+static void dt__promise_changed(GstPromise *p, gpointer ud) {
+  dt__promise_ctx *c = (dt__promise_ctx *)ud;
+  c->cb(c->ctx, p);
+}
+
+/// A promise whose reply goes to `cb` (on a GStreamer thread); the caller gives its one
+/// reference to the action it emits with, `cb` must copy what it needs out of the reply.
+static inline GstPromise *dt_promise_new(dt_promise_cb cb, void *ctx) {
+  dt__promise_ctx *c = g_new0(dt__promise_ctx, 1);
+  c->ctx = ctx;
+  c->cb = cb;
+  return gst_promise_new_with_change_func(dt__promise_changed, c, g_free);
+}
+
+/// The SDP text of a create-offer/create-answer reply (`field` = "offer"/"answer"), or NULL;
+/// `error` gets the reply's error message, if any. Free both with g_free.
+static inline gchar *dt_promise_take_sdp(GstPromise *p, const gchar *field, gchar **error) {
+  *error = NULL;
+  if (gst_promise_wait(p) != GST_PROMISE_RESULT_REPLIED) { *error = g_strdup("promise not replied"); return NULL; }
+  const GstStructure *reply = gst_promise_get_reply(p);
+  if (!reply) { *error = g_strdup("empty reply"); return NULL; }
+  GError *gerr = NULL;
+  if (gst_structure_has_field(reply, "error")) {
+    gst_structure_get(reply, "error", G_TYPE_ERROR, &gerr, NULL);
+    *error = g_strdup(gerr ? gerr->message : "error");
+    if (gerr) g_error_free(gerr);
+    return NULL;
+  }
+  GstWebRTCSessionDescription *desc = NULL;
+  gst_structure_get(reply, field, GST_TYPE_WEBRTC_SESSION_DESCRIPTION, &desc, NULL);
+  if (!desc) { *error = g_strdup("no description in reply"); return NULL; }
+  gchar *text = gst_sdp_message_as_text(desc->sdp);
+  gst_webrtc_session_description_free(desc);
+  return text;
+}
+
+/// The error of a set-*-description reply, or NULL when it succeeded.
+static inline gchar *dt_promise_error(GstPromise *p) {
+  if (gst_promise_wait(p) != GST_PROMISE_RESULT_REPLIED) return NULL;
+  const GstStructure *reply = gst_promise_get_reply(p);
+  if (!reply || !gst_structure_has_field(reply, "error")) return NULL;
+  GError *gerr = NULL;
+  gst_structure_get(reply, "error", G_TYPE_ERROR, &gerr, NULL);
+  gchar *m = g_strdup(gerr ? gerr->message : "error");
+  if (gerr) g_error_free(gerr);
+  return m;
+}
+
+static inline gchar *dt_promise_reply_text(GstPromise *p) {
+  const GstStructure *reply = gst_promise_get_reply(p);
+  return reply ? gst_structure_to_string(reply) : NULL;
+}
+
+// MARK: webrtcbin actions
+
+static inline void dt_webrtc_create_offer(GstElement *w, GstPromise *p) {
+  g_signal_emit_by_name(w, "create-offer", NULL, p);
+}
+
+static inline void dt_webrtc_create_answer(GstElement *w, GstPromise *p) {
+  g_signal_emit_by_name(w, "create-answer", NULL, p);
+}
+
+/// type: GST_WEBRTC_SDP_TYPE_OFFER / _ANSWER. Returns FALSE (and unrefs the promise) when the
+/// SDP text does not parse.
+static inline gboolean dt_webrtc_set_description(GstElement *w, gboolean local, GstWebRTCSDPType type, const gchar *sdp, GstPromise *p) {
+  GstSDPMessage *msg = NULL;
+  if (gst_sdp_message_new_from_text(sdp, &msg) != GST_SDP_OK || !msg) {
+    gst_promise_unref(p);
+    return FALSE;
+  }
+  GstWebRTCSessionDescription *desc = gst_webrtc_session_description_new(type, msg);
+  g_signal_emit_by_name(w, local ? "set-local-description" : "set-remote-description", desc, p);
+  gst_webrtc_session_description_free(desc);
+  return TRUE;
+}
+
+static inline void dt_webrtc_add_ice_candidate(GstElement *w, guint mline, const gchar *candidate) {
+  g_signal_emit_by_name(w, "add-ice-candidate", mline, candidate);
+}
+
+static inline gboolean dt_webrtc_add_turn_server(GstElement *w, const gchar *uri) {
+  gboolean ok = FALSE;
+  g_signal_emit_by_name(w, "add-turn-server", uri, &ok);
+  return ok;
+}
+
+static inline void dt_webrtc_get_stats(GstElement *w, GstPromise *p) {
+  g_signal_emit_by_name(w, "get-stats", NULL, p);
+}
+
+/// Reserves a receive-only video transceiver (webrtcbin 1.22 cannot add the first track mid-call).
+static inline void dt_webrtc_reserve_video(GstElement *w) {
+  GstCaps *caps = gst_caps_from_string("application/x-rtp,media=video,encoding-name=VP8,payload=96,clock-rate=90000");
+  GstWebRTCRTPTransceiver *t = NULL;
+  g_signal_emit_by_name(w, "add-transceiver", GST_WEBRTC_RTP_TRANSCEIVER_DIRECTION_RECVONLY, caps, &t);
+  gst_caps_unref(caps);
+  if (t) gst_object_unref(t);
+}
+
+static inline GstWebRTCDataChannel *dt_webrtc_create_data_channel(GstElement *w, const gchar *label) {
+  GstWebRTCDataChannel *ch = NULL;
+  g_signal_emit_by_name(w, "create-data-channel", label, NULL, &ch);
+  return ch;
+}
+
+// MARK: Data channels
+
+typedef struct dt_channel_callbacks {
+  void *ctx;
+  dt_event_cb event;   // 1 = open, 2 = closed
+  dt_text_cb text;
+  dt_bytes_cb bytes;
+} dt_channel_callbacks;
+
+static void dt__ch_open(GstWebRTCDataChannel *ch, gpointer ud) { (void)ch; dt_channel_callbacks *c = (dt_channel_callbacks *)ud; c->event(c->ctx, 1); }
+static void dt__ch_close(GstWebRTCDataChannel *ch, gpointer ud) { (void)ch; dt_channel_callbacks *c = (dt_channel_callbacks *)ud; c->event(c->ctx, 2); }
+static void dt__ch_text(GstWebRTCDataChannel *ch, gchar *s, gpointer ud) { (void)ch; dt_channel_callbacks *c = (dt_channel_callbacks *)ud; if (s) c->text(c->ctx, s); }
+static void dt__ch_bytes(GstWebRTCDataChannel *ch, GBytes *b, gpointer ud) {
+  (void)ch;
+  dt_channel_callbacks *c = (dt_channel_callbacks *)ud;
+  if (!b) return;
+  gsize size = 0;
+  const void *data = g_bytes_get_data(b, &size);
+  c->bytes(c->ctx, data, size);
+}
+
+static inline dt_channel_callbacks *dt_channel_connect(GstWebRTCDataChannel *ch, const dt_channel_callbacks *cbs) {
+  dt_channel_callbacks *c = g_new0(dt_channel_callbacks, 1);
+  *c = *cbs;
+  g_signal_connect_data(ch, "on-open", G_CALLBACK(dt__ch_open), c, NULL, (GConnectFlags)0);
+  g_signal_connect_data(ch, "on-close", G_CALLBACK(dt__ch_close), c, NULL, (GConnectFlags)0);
+  g_signal_connect_data(ch, "on-message-string", G_CALLBACK(dt__ch_text), c, NULL, (GConnectFlags)0);
+  g_signal_connect_data(ch, "on-message-data", G_CALLBACK(dt__ch_bytes), c, NULL, (GConnectFlags)0);
+  return c;
+}
+
+static inline void dt_channel_disconnect(GstWebRTCDataChannel *ch, dt_channel_callbacks *c) {
+  g_signal_handlers_disconnect_matched(ch, G_SIGNAL_MATCH_DATA, 0, 0, NULL, NULL, c);
+}
+
+static inline gint dt_channel_ready_state(GstWebRTCDataChannel *ch) {
+  gint v = 0;
+  g_object_get(ch, "ready-state", &v, NULL);
+  return v;
+}
+
+// MARK: Stats
+
+typedef struct dt_stats {
+  guint64 bytes_sent, bytes_received, packets_sent, packets_received;
+  gint64 packets_lost;
+  gdouble jitter, round_trip_time;
+  gchar local_candidate_type[16], remote_candidate_type[16];
+} dt_stats;
+
+static gdouble dt__number(const GstStructure *s, const gchar *field) {
+  const GValue *v = gst_structure_get_value(s, field);
+  if (!v) return -1;
+  if (G_VALUE_HOLDS_UINT64(v)) return (gdouble)g_value_get_uint64(v);
+  if (G_VALUE_HOLDS_INT64(v)) return (gdouble)g_value_get_int64(v);
+  if (G_VALUE_HOLDS_UINT(v)) return (gdouble)g_value_get_uint(v);
+  if (G_VALUE_HOLDS_INT(v)) return (gdouble)g_value_get_int(v);
+  if (G_VALUE_HOLDS_DOUBLE(v)) return g_value_get_double(v);
+  return -1;
+}
+
+static gboolean dt__stat_entry(GQuark field, const GValue *value, gpointer ud) {
+  (void)field;
+  dt_stats *out = (dt_stats *)ud;
+  if (!GST_VALUE_HOLDS_STRUCTURE(value)) return TRUE;
+  const GstStructure *s = gst_value_get_structure(value);
+  GstWebRTCStatsType type = 0;
+  if (!gst_structure_get(s, "type", GST_TYPE_WEBRTC_STATS_TYPE, &type, NULL)) return TRUE;
+  gdouble n;
+  switch (type) {
+  case GST_WEBRTC_STATS_OUTBOUND_RTP:
+    if ((n = dt__number(s, "bytes-sent")) > 0) out->bytes_sent += (guint64)n;
+    if ((n = dt__number(s, "packets-sent")) > 0) out->packets_sent += (guint64)n;
+    break;
+  case GST_WEBRTC_STATS_INBOUND_RTP:
+    if ((n = dt__number(s, "bytes-received")) > 0) out->bytes_received += (guint64)n;
+    if ((n = dt__number(s, "packets-received")) > 0) out->packets_received += (guint64)n;
+    if ((n = dt__number(s, "packets-lost")) > 0) out->packets_lost += (gint64)n;
+    if ((n = dt__number(s, "jitter")) >= 0) out->jitter = n;
+    break;
+  case GST_WEBRTC_STATS_REMOTE_INBOUND_RTP:
+    if ((n = dt__number(s, "round-trip-time")) >= 0) out->round_trip_time = n;
+    break;
+  case GST_WEBRTC_STATS_LOCAL_CANDIDATE: {
+    const gchar *t = gst_structure_get_string(s, "candidate-type");
+    if (t) g_strlcpy(out->local_candidate_type, t, sizeof out->local_candidate_type);
+    break;
+  }
+  case GST_WEBRTC_STATS_REMOTE_CANDIDATE: {
+    const gchar *t = gst_structure_get_string(s, "candidate-type");
+    if (t) g_strlcpy(out->remote_candidate_type, t, sizeof out->remote_candidate_type);
+    break;
+  }
+  default:
+    break;
+  }
+  return TRUE;
+}
+
+static inline void dt_stats_read(GstPromise *p, dt_stats *out) {
+  memset(out, 0, sizeof *out);
+  out->jitter = -1;
+  out->round_trip_time = -1;
+  const GstStructure *reply = gst_promise_get_reply(p);
+  if (reply) gst_structure_foreach(reply, dt__stat_entry, out);
+}
+
+// MARK: Misc
+
+static inline void dt_gst_init(void) { gst_init(NULL, NULL); }
+
+/// Sets a property from its string form (enums by nick, booleans as "true"/"false").
+static inline void dt_set(gpointer object, const gchar *name, const gchar *value) {
+  gst_util_set_object_arg(G_OBJECT(object), name, value);
+}
+
+static inline void dt_unref(gpointer object) { gst_object_unref(object); }
+static inline void dt_ref_sink(gpointer object) { gst_object_ref_sink(object); }
+static inline void dt_channel_ref(GstWebRTCDataChannel *ch) { g_object_ref(ch); }
+static inline void dt_channel_unref(GstWebRTCDataChannel *ch) { g_object_unref(ch); }
+
+static inline gboolean dt_set_state(GstElement *e, GstState state) {
+  return gst_element_set_state(e, state) != GST_STATE_CHANGE_FAILURE;
+}
+
+/// Makes (and drops) a DTLS decoder: its first instance generates the process's DTLS
+/// certificate, which otherwise costs the first call 0.1-0.6 s.
+static inline void dt_pregenerate_dtls_certificate(void) {
+  GstElement *e = gst_element_factory_make("dtlsdec", NULL);
+  if (e) { gst_object_ref_sink(e); gst_object_unref(e); }
+}
+
+static inline GstElement *dt_bin_get(GstElement *bin, const gchar *name) {
+  return gst_bin_get_by_name(GST_BIN(bin), name);
+}
+
+static inline GstElement *dt_parse_launch(const gchar *description, gchar **error) {
+  GError *err = NULL;
+  GstElement *e = gst_parse_launch(description, &err);
+  *error = NULL;
+  if (err) {
+    *error = g_strdup(err->message);
+    g_error_free(err);
+    if (e) { gst_object_unref(e); e = NULL; }
+  }
+  return e;
+}
+
+#endif

@@ -1,0 +1,47 @@
+import Foundation
+
+/// What a GStreamer peer connection sends and what it does with what it receives.
+public struct GStreamerMedia: Sendable {
+  public enum AudioSource: Sendable, Equatable {
+    /// A sine tone (the CLI's `--audio tone`).
+    case tone(frequency: Double)
+    /// A WAV file, played once in real time, then silence.
+    case wavFile(path: String)
+    case silence
+  }
+
+  public var audio: AudioSource
+  /// Only relay candidates (TURN): `iceTransportPolicy = relay`.
+  public var relayOnly: Bool
+  /// Offer a data channel ("dialtone") when this side makes the first offer.
+  public var dataChannel: Bool
+  /// Decoded remote audio: signed 16-bit little-endian PCM, 48 kHz, mono. Called on a
+  /// GStreamer streaming thread; copy and return quickly.
+  public var remoteAudio: (@Sendable (Data) -> Void)?
+
+  public init(audio: AudioSource = .tone(frequency: 440), relayOnly: Bool = false, dataChannel: Bool = true,
+              remoteAudio: (@Sendable (Data) -> Void)? = nil) {
+    self.audio = audio
+    self.relayOnly = relayOnly
+    self.dataChannel = dataChannel
+    self.remoteAudio = remoteAudio
+  }
+
+  /// The send branch, ending in webrtcbin's first sink pad, so the audio transceiver exists
+  /// before the first offer (adding the first track mid-call crashes webrtcbin 1.22).
+  var pipelineDescription: String {
+    let source: String
+    switch audio {
+    case .tone(let frequency):
+      source = "audiotestsrc is-live=true wave=sine freq=\(frequency) volume=0.4"
+    case .silence:
+      source = "audiotestsrc is-live=true wave=silence"
+    case .wavFile:
+      source = "filesrc name=file ! wavparse ! audioconvert ! audioresample ! identity sync=true"
+    }
+    return "webrtcbin name=webrtc bundle-policy=max-bundle latency=40 "
+      + "\(source) ! audioconvert ! audioresample ! volume name=mic ! queue ! "
+      + "opusenc bitrate=32000 frame-size=20 ! rtpopuspay pt=111 ! "
+      + "application/x-rtp,media=audio,encoding-name=OPUS,payload=111,clock-rate=48000 ! webrtc."
+  }
+}

@@ -1,0 +1,429 @@
+import CGStreamer
+import DialtoneClient
+import DialtoneProtocol
+import Foundation
+
+/// A `PeerConnection` over GStreamer's webrtcbin: Opus audio both ways, a data channel,
+/// trickle ICE, STUN/TURN, relay-only policy and stats.
+///
+/// webrtcbin 1.22 ignores ICE restarts, so `canRestartIce` is false and `CallEngine` recovers
+/// a lost connection on a fresh one. Every GStreamer callback arrives on a GStreamer thread;
+/// state is guarded by `lock`, and the callbacks hold a reference to this object until
+/// `close()` has stopped the pipeline.
+public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable {
+  // @unchecked: mutable state is only touched under `lock`; the GStreamer objects are thread-safe.
+
+  /// Progress of the connection, for the CLI's timings.
+  public enum Milestone: String, Sendable, Equatable {
+    case iceConnected = "ice-connected"
+    case dtlsConnected = "dtls-connected"
+    case dataChannelOpen = "data-channel-open"
+    case firstAudio = "first-audio"
+  }
+
+  public let canRestartIce = false
+  public let localCandidates: AsyncStream<IceCandidate?>
+  public let connectionStates: AsyncStream<PeerConnectionState>
+  public let dataChannelMessages: AsyncStream<Data>
+  public let milestones: AsyncStream<Milestone>
+
+  private let candidateSink: AsyncStream<IceCandidate?>.Continuation
+  private let stateSink: AsyncStream<PeerConnectionState>.Continuation
+  private let dataSink: AsyncStream<Data>.Continuation
+  private let milestoneSink: AsyncStream<Milestone>.Continuation
+  private let media: GStreamerMedia
+
+  private let pipeline: UnsafeMutablePointer<GstElement>
+  private let webrtc: UnsafeMutablePointer<GstElement>
+  private let mic: UnsafeMutablePointer<GstElement>?
+  private let lock = NSLock()
+  private var callbacks: UnsafeMutablePointer<dt_webrtc_callbacks>?
+  private var channel: OpaquePointer?
+  private var channelCallbacks: UnsafeMutablePointer<dt_channel_callbacks>?
+  private var channelOpen = false
+  private var closed = false
+  private var reached: Set<Milestone> = []
+  private var gatheringComplete = false
+  /// The reference the GStreamer callbacks hold (released after the pipeline stopped).
+  private var retainedByCallbacks: Unmanaged<GStreamerPeerConnection>?
+
+  init(configuration: PeerConnectionConfiguration, media: GStreamerMedia) throws {
+    GStreamerRuntime.ensureInitialised()
+    self.media = media
+    (localCandidates, candidateSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
+    (connectionStates, stateSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
+    (dataChannelMessages, dataSink) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(256))
+    (milestones, milestoneSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
+
+    var error: UnsafeMutablePointer<gchar>?
+    guard let pipeline = dt_parse_launch(media.pipelineDescription, &error) else {
+      let message = error.map { String(cString: $0) } ?? "unknown"
+      g_free(error)
+      throw GStreamerError.pipeline(message)
+    }
+    dt_ref_sink(pipeline)
+    guard let webrtc = dt_bin_get(pipeline, "webrtc") else {
+      dt_unref(pipeline)
+      throw GStreamerError.pipeline("no webrtcbin")
+    }
+    self.pipeline = pipeline
+    self.webrtc = webrtc
+    self.mic = dt_bin_get(pipeline, "mic")
+
+    if case .wavFile(let path) = media.audio, let file = dt_bin_get(pipeline, "file") {
+      dt_set(file, "location", path)
+      dt_unref(file)
+    }
+    if media.relayOnly { dt_set(webrtc, "ice-transport-policy", "relay") }
+    let uris = IceServerURIs(configuration.iceServers)
+    if let stun = uris.stun { dt_set(webrtc, "stun-server", stun) }
+    for turn in uris.turn { _ = dt_webrtc_add_turn_server(webrtc, turn) }
+    if configuration.video { dt_webrtc_reserve_video(webrtc) }
+
+    let retained = Unmanaged.passRetained(self)
+    retainedByCallbacks = retained
+    var table = dt_webrtc_callbacks(
+      ctx: retained.toOpaque(), candidate: onCandidate, state: onState, channel: onChannel,
+      audio: onAudio, error: onError)
+    callbacks = dt_webrtc_connect(pipeline, webrtc, &table)
+    guard dt_set_state(pipeline, GST_STATE_PLAYING) != 0 else {
+      teardown()
+      throw GStreamerError.pipeline("the pipeline did not start (missing plugins?)")
+    }
+  }
+
+  // MARK: PeerConnection
+
+  public func createOffer(iceRestart: Bool) async throws -> SessionDescription {
+    // iceRestart is ignored by webrtcbin 1.22 (canRestartIce == false).
+    if media.dataChannel { openDataChannelIfNeeded() }
+    return try await describe("offer") { dt_webrtc_create_offer(self.webrtc, $0) }
+  }
+
+  public func createAnswer() async throws -> SessionDescription {
+    try await describe("answer") { dt_webrtc_create_answer(self.webrtc, $0) }
+  }
+
+  public func setLocalDescription(_ description: SessionDescription, kind: SessionDescriptionKind) async throws {
+    try await apply(description, kind: kind, local: true)
+  }
+
+  public func setRemoteDescription(_ description: SessionDescription, kind: SessionDescriptionKind) async throws {
+    try await apply(description, kind: kind, local: false)
+  }
+
+  public func addRemoteCandidate(_ candidate: IceCandidate) async throws {
+    let line = candidate.candidate.hasPrefix("a=") ? String(candidate.candidate.dropFirst(2)) : candidate.candidate
+    guard !line.isEmpty, !isClosed else { return }  // "" = end of candidates: nothing to add
+    dt_webrtc_add_ice_candidate(webrtc, UInt32(max(0, candidate.sdpMLineIndex ?? 0)), line)
+  }
+
+  public func setAudioEnabled(_ enabled: Bool) async {
+    guard let mic else { return }
+    dt_set(mic, "mute", enabled ? "false" : "true")
+  }
+
+  public func setVideoEnabled(_ enabled: Bool) async {
+    // No camera on this engine: the reserved video transceiver only receives.
+  }
+
+  public func sendData(_ data: Data) async throws {
+    let target: OpaquePointer? = lock.withLock { channelOpen && !closed ? channel : nil }
+    guard let target else { throw GStreamerError.dataChannelNotOpen }
+    var error: UnsafeMutablePointer<GError>?
+    let sent = String(decoding: data, as: UTF8.self).withCString {
+      gst_webrtc_data_channel_send_string_full(target, $0, &error)
+    }
+    if sent == 0 {
+      let message = error.map { String(cString: $0.pointee.message) } ?? "send failed"
+      if let error { g_error_free(error) }
+      throw GStreamerError.dataChannel(message)
+    }
+  }
+
+  public func stats() async -> PeerConnectionStats {
+    guard !isClosed else { return PeerConnectionStats() }
+    let raw: dt_stats = await withCheckedContinuation { continuation in
+      let promise = makePromise { promise in
+        var stats = dt_stats()
+        dt_stats_read(promise, &stats)
+        continuation.resume(returning: stats)
+      }
+      dt_webrtc_get_stats(webrtc, promise.promise)
+    }
+    return PeerConnectionStats(
+      bytesSent: UInt64(raw.bytes_sent), bytesReceived: UInt64(raw.bytes_received), packetsLost: Int64(raw.packets_lost),
+      roundTripTime: raw.round_trip_time >= 0 ? raw.round_trip_time : nil,
+      localCandidateType: Self.text(raw.local_candidate_type),
+      remoteCandidateType: Self.text(raw.remote_candidate_type),
+      packetsSent: UInt64(raw.packets_sent), packetsReceived: UInt64(raw.packets_received),
+      jitter: raw.jitter >= 0 ? raw.jitter : nil)
+  }
+
+  public func close() async {
+    let first = lock.withLock { () -> Bool in
+      defer { closed = true }
+      return !closed
+    }
+    guard first else { return }
+    candidateSink.finish()
+    stateSink.finish()
+    dataSink.finish()
+    milestoneSink.finish()
+    // Stopping joins GStreamer's threads and can take a while: not on the caller's executor.
+    await Task.detached { self.teardown() }.value
+  }
+
+  // MARK: Negotiation helpers
+
+  private func describe(_ field: String, _ emit: (UnsafeMutablePointer<GstPromise>) -> Void) async throws -> SessionDescription {
+    guard !isClosed else { throw GStreamerError.closed }
+    let sdp: String = try await withCheckedThrowingContinuation { continuation in
+      let promise = makePromise { promise in
+        var error: UnsafeMutablePointer<gchar>?
+        if let text = dt_promise_take_sdp(promise, field, &error) {
+          continuation.resume(returning: String(cString: text))
+          g_free(text)
+        } else {
+          continuation.resume(throwing: GStreamerError.negotiation(error.map { String(cString: $0) } ?? field))
+          g_free(error)
+        }
+      }
+      emit(promise.promise)
+    }
+    return SessionDescription(sdp: sdp)
+  }
+
+  private func apply(_ description: SessionDescription, kind: SessionDescriptionKind, local: Bool) async throws {
+    guard !isClosed else { throw GStreamerError.closed }
+    // GStreamer's SDP parser accepts any text (as an empty session): insist on the version line.
+    guard description.sdp.hasPrefix("v=0") else { throw GStreamerError.negotiation("not an SDP session description") }
+    let type = kind == .offer ? GST_WEBRTC_SDP_TYPE_OFFER : GST_WEBRTC_SDP_TYPE_ANSWER
+    let error: String? = try await withCheckedThrowingContinuation { continuation in
+      let promise = makePromise { promise in
+        let error = dt_promise_error(promise)
+        continuation.resume(returning: error.map { String(cString: $0) })
+        g_free(error)
+      }
+      // The handler owns the promise's box: on a parse failure the promise is dropped
+      // without a reply, so resume here instead.
+      if dt_webrtc_set_description(webrtc, local ? 1 : 0, type, description.sdp, promise.promise) == 0 {
+        promise.cancel()
+        continuation.resume(throwing: GStreamerError.negotiation("the SDP does not parse"))
+      }
+    }
+    if let error { throw GStreamerError.negotiation(error) }
+  }
+
+  private func openDataChannelIfNeeded() {
+    let needed = lock.withLock { channel == nil && !closed }
+    guard needed, let made = dt_webrtc_create_data_channel(webrtc, "dialtone") else { return }
+    // create-data-channel returns a new reference: adopt it.
+    attach(made, adopt: true)
+  }
+
+  fileprivate func attach(_ made: OpaquePointer, adopt: Bool) {
+    let attached = lock.withLock { () -> Bool in
+      guard channel == nil, !closed, let retained = retainedByCallbacks else { return false }
+      if !adopt { dt_channel_ref(made) }
+      channel = made
+      var table = dt_channel_callbacks(ctx: retained.toOpaque(), event: onChannelEvent, text: onChannelText, bytes: onChannelBytes)
+      channelCallbacks = dt_channel_connect(made, &table)
+      return true
+    }
+    if attached, dt_channel_ready_state(made) == Int32(GST_WEBRTC_DATA_CHANNEL_STATE_OPEN.rawValue) {
+      channelEvent(1)
+    } else if !attached, adopt {
+      dt_channel_unref(made)
+    }
+  }
+
+  // MARK: Callbacks (GStreamer threads)
+
+  fileprivate func candidateGathered(mline: UInt32, _ line: String) {
+    guard !isClosed else { return }
+    candidateSink.yield(IceCandidate(candidate: line, sdpMid: nil, sdpMLineIndex: Int(mline)))
+  }
+
+  fileprivate func stateChanged(_ property: String, _ value: Int32) {
+    guard !isClosed else { return }
+    switch property {
+    case "connection-state":
+      // GstWebRTCPeerConnectionState: new, connecting, connected, disconnected, failed, closed.
+      let states: [PeerConnectionState] = [.new, .checking, .connected, .disconnected, .failed, .closed]
+      guard value >= 0, Int(value) < states.count else { return }
+      if states[Int(value)] == .connected { reach(.dtlsConnected) }
+      stateSink.yield(states[Int(value)])
+    case "ice-connection-state":
+      // GstWebRTCICEConnectionState: new, checking, connected, completed, failed, disconnected, closed.
+      if value == 2 || value == 3 { reach(.iceConnected) }
+    case "ice-gathering-state":
+      // GstWebRTCICEGatheringState: new, gathering, complete.
+      let done = lock.withLock { () -> Bool in
+        guard value == 2, !gatheringComplete else { return false }
+        gatheringComplete = true
+        return true
+      }
+      if done { candidateSink.yield(nil) }
+    default:
+      break
+    }
+  }
+
+  fileprivate func remoteAudio(_ data: Data) {
+    reach(.firstAudio)
+    media.remoteAudio?(data)
+  }
+
+  fileprivate func pipelineError(_ message: String) {
+    guard !isClosed else { return }
+    FileHandle.standardError.write(Data("gstreamer: \(message)\n".utf8))
+    stateSink.yield(.failed)
+  }
+
+  fileprivate func channelEvent(_ what: Int32) {
+    let changed = lock.withLock { () -> Bool in
+      let open = what == 1
+      defer { channelOpen = open }
+      return channelOpen != open
+    }
+    if changed, what == 1 { reach(.dataChannelOpen) }
+  }
+
+  fileprivate func channelData(_ data: Data) {
+    guard !isClosed else { return }
+    dataSink.yield(data)
+  }
+
+  private func reach(_ milestone: Milestone) {
+    let first = lock.withLock { reached.insert(milestone).inserted && !closed }
+    if first { milestoneSink.yield(milestone) }
+  }
+
+  private var isClosed: Bool { lock.withLock { closed } }
+
+  // MARK: Teardown
+
+  /// Detach every callback, stop the pipeline (joining its threads), then free what the
+  /// callbacks used: after this no callback can run.
+  private func teardown() {
+    let (table, chan, chanTable) = lock.withLock { () -> (UnsafeMutablePointer<dt_webrtc_callbacks>?, OpaquePointer?, UnsafeMutablePointer<dt_channel_callbacks>?) in
+      closed = true
+      defer { callbacks = nil; channel = nil; channelCallbacks = nil }
+      return (callbacks, channel, channelCallbacks)
+    }
+    if let table { dt_webrtc_disconnect(pipeline, webrtc, table) }
+    if let chan, let chanTable { dt_channel_disconnect(chan, chanTable) }
+    _ = dt_set_state(pipeline, GST_STATE_NULL)
+    g_free(table)
+    g_free(chanTable)
+    if let chan { dt_channel_unref(chan) }
+    if let mic { dt_unref(mic) }
+    dt_unref(webrtc)
+    dt_unref(pipeline)
+    let retained = lock.withLock { () -> Unmanaged<GStreamerPeerConnection>? in
+      defer { retainedByCallbacks = nil }
+      return retainedByCallbacks
+    }
+    retained?.release()
+  }
+
+  private static func text<T>(_ tuple: T) -> String? {
+    withUnsafeBytes(of: tuple) { raw in
+      let bytes = raw.prefix { $0 != 0 }
+      return bytes.isEmpty ? nil : String(decoding: bytes, as: UTF8.self)
+    }
+  }
+}
+
+public enum GStreamerError: Error, Sendable, Equatable, CustomStringConvertible {
+  case pipeline(String)
+  case negotiation(String)
+  case dataChannelNotOpen
+  case dataChannel(String)
+  case closed
+
+  public var description: String {
+    switch self {
+    case .pipeline(let m): return "pipeline: \(m)"
+    case .negotiation(let m): return "negotiation: \(m)"
+    case .dataChannelNotOpen: return "the data channel is not open"
+    case .dataChannel(let m): return "data channel: \(m)"
+    case .closed: return "the connection is closed"
+    }
+  }
+}
+
+// MARK: - Promises
+
+/// A GstPromise whose reply runs `body` once (on a GStreamer thread). The box is retained by
+/// the promise's C context until the reply (or `cancel()`).
+private final class PromiseReply: @unchecked Sendable {
+  // @unchecked: immutable after init; `body` runs once, on one thread.
+  let body: (UnsafeMutablePointer<GstPromise>) -> Void
+  init(_ body: @escaping (UnsafeMutablePointer<GstPromise>) -> Void) { self.body = body }
+}
+
+private struct PendingPromise {
+  let promise: UnsafeMutablePointer<GstPromise>
+  let box: Unmanaged<PromiseReply>
+  /// For a promise that was never handed to webrtcbin (already unreffed by the shim).
+  func cancel() { box.release() }
+}
+
+private func makePromise(_ body: @escaping (UnsafeMutablePointer<GstPromise>) -> Void) -> PendingPromise {
+  let box = Unmanaged.passRetained(PromiseReply(body))
+  return PendingPromise(promise: dt_promise_new(onPromise, box.toOpaque()), box: box)
+}
+
+private let onPromise: dt_promise_cb = { ctx, promise in
+  guard let ctx, let promise else { return }
+  let reply = Unmanaged<PromiseReply>.fromOpaque(ctx).takeRetainedValue()
+  reply.body(promise)
+  gst_promise_unref(promise)
+}
+
+// MARK: - C trampolines (no captures: they find the connection through ctx)
+
+private func connection(_ ctx: UnsafeMutableRawPointer?) -> GStreamerPeerConnection? {
+  guard let ctx else { return nil }
+  return Unmanaged<GStreamerPeerConnection>.fromOpaque(ctx).takeUnretainedValue()
+}
+
+private let onCandidate: dt_candidate_cb = { ctx, mline, candidate in
+  guard let candidate else { return }
+  connection(ctx)?.candidateGathered(mline: mline, String(cString: candidate))
+}
+
+private let onState: dt_state_cb = { ctx, property, value in
+  guard let property else { return }
+  connection(ctx)?.stateChanged(String(cString: property), value)
+}
+
+private let onChannel: dt_channel_cb = { ctx, channel in
+  guard let channel else { return }
+  connection(ctx)?.attach(channel, adopt: false)
+}
+
+private let onAudio: dt_audio_cb = { ctx, data, size in
+  guard let data, size > 0 else { return }
+  connection(ctx)?.remoteAudio(Data(bytes: data, count: Int(size)))
+}
+
+private let onError: dt_text_cb = { ctx, text in
+  connection(ctx)?.pipelineError(text.map { String(cString: $0) } ?? "error")
+}
+
+private let onChannelEvent: dt_event_cb = { ctx, what in
+  connection(ctx)?.channelEvent(what)
+}
+
+private let onChannelText: dt_text_cb = { ctx, text in
+  guard let text else { return }
+  connection(ctx)?.channelData(Data(String(cString: text).utf8))
+}
+
+private let onChannelBytes: dt_bytes_cb = { ctx, data, size in
+  guard let data else { return }
+  connection(ctx)?.channelData(Data(bytes: data, count: Int(size)))
+}

@@ -1,0 +1,160 @@
+import DialtoneClient
+import DialtoneGStreamer
+import DialtoneProtocol
+import Foundation
+import Testing
+
+/// Collects PCM from the remote-audio callback.
+final class PCMCollector: @unchecked Sendable {
+  // @unchecked: `data` is only touched under `lock`.
+  private let lock = NSLock()
+  private var data = Data()
+  func append(_ chunk: Data) { lock.withLock { data.append(chunk) } }
+  var samples: [Int16] {
+    lock.withLock {
+      data.withUnsafeBytes { raw in Array(raw.bindMemory(to: Int16.self)) }
+    }
+  }
+}
+
+/// The dominant frequency of 16-bit PCM, by scanning 1 Hz steps with the Goertzel filter
+/// around the expected tone (coarse 10 Hz scan from 100 Hz to 2 kHz first).
+func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
+  let window = Array(samples.suffix(48_000)).map { Double($0) }
+  func power(_ f: Double) -> Double {
+    let k = 2 * cos(2 * Double.pi * f / rate)
+    var s1 = 0.0, s2 = 0.0
+    for x in window {
+      let s = x + k * s1 - s2
+      s2 = s1
+      s1 = s
+    }
+    return s1 * s1 + s2 * s2 - k * s1 * s2
+  }
+  var best = (f: 0.0, p: -1.0)
+  for f in stride(from: 100.0, through: 2000.0, by: 10) where power(f) > best.p { best = (f, power(f)) }
+  var fine = best
+  for f in stride(from: best.f - 10, through: best.f + 10, by: 1) where power(f) > fine.p { fine = (f, power(f)) }
+  return fine.f
+}
+
+@Suite(.serialized) struct GStreamerPeerConnectionTests {
+  /// Pumps one side's local candidates into the other.
+  private func trickle(_ from: GStreamerPeerConnection, to: GStreamerPeerConnection) -> Task<Void, Never> {
+    Task {
+      for await candidate in from.localCandidates {
+        guard let candidate else { continue }
+        try? await to.addRemoteCandidate(candidate)
+      }
+    }
+  }
+
+  private func waitFor(_ milestone: GStreamerPeerConnection.Milestone, on pc: GStreamerPeerConnection, _ seen: MilestoneLog) async -> Bool {
+    let deadline = Date().addingTimeInterval(15)
+    while Date() < deadline {
+      if seen.contains(milestone, pc) { return true }
+      try? await Task.sleep(for: .milliseconds(20))
+    }
+    return false
+  }
+
+  @Test func twoConnectionsOnLoopbackCarryToneAndDataBothWays() async throws {
+    let pcmAtB = PCMCollector()
+    let factoryA = GStreamerPeerConnectionFactory(media: GStreamerMedia(audio: .tone(frequency: 523)))
+    let factoryB = GStreamerPeerConnectionFactory(media: GStreamerMedia(audio: .tone(frequency: 330)) { pcmAtB.append($0) })
+    let config = PeerConnectionConfiguration(iceServers: [], video: false)
+    let a = try #require(try await factoryA.makePeerConnection(config) as? GStreamerPeerConnection)
+    let b = try #require(try await factoryB.makePeerConnection(config) as? GStreamerPeerConnection)
+    #expect(a.canRestartIce == false)
+    let log = MilestoneLog()
+    log.follow(a)
+    log.follow(b)
+    let ab = trickle(a, to: b)
+    let ba = trickle(b, to: a)
+    var statesA = a.connectionStates.makeAsyncIterator()
+
+    let offer = try await a.createOffer(iceRestart: false)
+    #expect(offer.sdp.contains("m=audio"))
+    #expect(offer.sdp.contains("m=application"))
+    try await a.setLocalDescription(offer, kind: .offer)
+    try await b.setRemoteDescription(offer, kind: .offer)
+    let answer = try await b.createAnswer()
+    try await b.setLocalDescription(answer, kind: .answer)
+    try await a.setRemoteDescription(answer, kind: .answer)
+
+    var connected = false
+    while let s = await statesA.next() {
+      if s == .connected { connected = true; break }
+      if s == .failed { break }
+    }
+    #expect(connected)
+    #expect(await waitFor(.iceConnected, on: a, log))
+    #expect(await waitFor(.dataChannelOpen, on: a, log))
+    #expect(await waitFor(.dataChannelOpen, on: b, log))
+    #expect(await waitFor(.firstAudio, on: b, log))
+
+    var inboxB = b.dataChannelMessages.makeAsyncIterator()
+    var inboxA = a.dataChannelMessages.makeAsyncIterator()
+    try await a.sendData(Data("hello from a".utf8))
+    try await b.sendData(Data("hello from b".utf8))
+    #expect(await inboxB.next() == Data("hello from a".utf8))
+    #expect(await inboxA.next() == Data("hello from b".utf8))
+
+    // A second of audio, then the tone must be A's 523 Hz.
+    try await Task.sleep(for: .milliseconds(1500))
+    let frequency = dominantFrequency(pcmAtB.samples)
+    #expect(abs(frequency - 523) <= 5, "heard \(frequency) Hz")
+    let stats = await a.stats()
+    #expect(stats.bytesSent > 0)
+    #expect(stats.packetsSent > 0)
+
+    await a.close()
+    await b.close()
+    await a.close()  // idempotent
+    ab.cancel()
+    ba.cancel()
+    await #expect(throws: GStreamerError.self) { try await a.createOffer(iceRestart: false) }
+  }
+
+  @Test func aBadRemoteDescriptionIsAnErrorNotACrash() async throws {
+    let factory = GStreamerPeerConnectionFactory(media: GStreamerMedia(audio: .silence))
+    let pc = try await factory.makePeerConnection(PeerConnectionConfiguration(iceServers: [], video: false))
+    await #expect(throws: GStreamerError.self) {
+      try await pc.setRemoteDescription(SessionDescription(sdp: "this is not sdp"), kind: .offer)
+    }
+    await #expect(throws: GStreamerError.dataChannelNotOpen) { try await pc.sendData(Data("x".utf8)) }
+    await pc.close()
+  }
+
+  @Test func iceServerURLsBecomeWebrtcbinURIs() {
+    let uris = IceServerURIs([
+      IceServer(urls: ["stun:stun.example.com:3478", "stun:second.example.com"]),
+      IceServer(urls: ["turn:turn.example.com?transport=udp", "turns:turn.example.com:443?transport=tcp"],
+                username: "1732923200:alice", credential: "a/b+c="),
+      IceServer(urls: ["turn:nocreds.example.com"]),
+    ])
+    #expect(uris.stun == "stun://stun.example.com:3478")
+    #expect(uris.turn == [
+      "turn://1732923200%3Aalice:a%2Fb%2Bc%3D@turn.example.com:3478?transport=udp",
+      "turns://1732923200%3Aalice:a%2Fb%2Bc%3D@turn.example.com:443?transport=tcp",
+    ])
+  }
+}
+
+/// Which milestones each connection reached.
+final class MilestoneLog: @unchecked Sendable {
+  // @unchecked: `seen` is only touched under `lock`.
+  private let lock = NSLock()
+  private var seen: [ObjectIdentifier: Set<GStreamerPeerConnection.Milestone>] = [:]
+
+  func follow(_ pc: GStreamerPeerConnection) {
+    let id = ObjectIdentifier(pc)
+    Task { [weak self] in
+      for await m in pc.milestones { self?.lock.withLock { _ = self?.seen[id, default: []].insert(m) } }
+    }
+  }
+
+  func contains(_ m: GStreamerPeerConnection.Milestone, _ pc: GStreamerPeerConnection) -> Bool {
+    lock.withLock { seen[ObjectIdentifier(pc)]?.contains(m) ?? false }
+  }
+}
