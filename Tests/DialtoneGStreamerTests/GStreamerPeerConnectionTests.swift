@@ -17,24 +17,31 @@ final class PCMCollector: @unchecked Sendable {
   }
 }
 
-/// The dominant frequency of 16-bit PCM, by scanning 1 Hz steps with the Goertzel filter
-/// around the expected tone (coarse 10 Hz scan from 100 Hz to 2 kHz first).
+/// The dominant frequency of 16-bit PCM: a coarse Goertzel scan (5 Hz steps over a 0.1 s
+/// window, whose main lobe is ±10 Hz wide), then 1 Hz steps over the last second.
 func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
-  let window = Array(samples.suffix(48_000)).map { Double($0) }
-  func power(_ f: Double) -> Double {
+  func power(_ f: Double, _ window: ArraySlice<Int16>) -> Double {
     let k = 2 * cos(2 * Double.pi * f / rate)
     var s1 = 0.0, s2 = 0.0
     for x in window {
-      let s = x + k * s1 - s2
+      let s = Double(x) + k * s1 - s2
       s2 = s1
       s1 = s
     }
     return s1 * s1 + s2 * s2 - k * s1 * s2
   }
+  let long = samples.suffix(48_000)
+  let short = samples.suffix(4_800)
   var best = (f: 0.0, p: -1.0)
-  for f in stride(from: 100.0, through: 2000.0, by: 10) where power(f) > best.p { best = (f, power(f)) }
-  var fine = best
-  for f in stride(from: best.f - 10, through: best.f + 10, by: 1) where power(f) > fine.p { fine = (f, power(f)) }
+  for f in stride(from: 100.0, through: 2000.0, by: 5) {
+    let p = power(f, short)
+    if p > best.p { best = (f, p) }
+  }
+  var fine = (f: best.f, p: -1.0)
+  for f in stride(from: best.f - 10, through: best.f + 10, by: 1) {
+    let p = power(f, long)
+    if p > fine.p { fine = (f, p) }
+  }
   return fine.f
 }
 
