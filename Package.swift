@@ -34,7 +34,8 @@ let package = Package(
     .target(name: "DialtoneGStreamer", dependencies: ["CGStreamer", "DialtoneClient"],
             swiftSettings: [.unsafeFlags(gstreamerIncludes.flatMap { ["-Xcc", "-I\($0)"] })]),
     .executableTarget(name: "dialtone-server", dependencies: ["DialtoneServer"]),
-    .executableTarget(name: "dialtone", dependencies: ["DialtoneServer", "DialtoneCrypto", "DialtoneNet", "DialtoneProtocol", "DialtoneHTTPClient"]),
+    .executableTarget(name: "dialtone", dependencies: ["DialtoneServer", "DialtoneCrypto", "DialtoneNet", "DialtoneProtocol", "DialtoneHTTPClient",
+                                                       "DialtoneClient", "DialtoneClientLinux", "DialtoneGStreamer", "DialtoneJSON"]),
 
     .testTarget(name: "DialtoneJSONTests", dependencies: ["DialtoneJSON"]),
     .testTarget(name: "DialtoneProtocolTests", dependencies: ["DialtoneProtocol"]),

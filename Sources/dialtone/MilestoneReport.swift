@@ -1,0 +1,98 @@
+import DialtoneClient
+import DialtoneJSON
+import Foundation
+
+/// Prints a call's milestones with their time since dial (or since the invite arrived), as
+/// text or, with `--json`, as one JSON object per line ending with a summary.
+final class MilestoneReport: @unchecked Sendable {
+  // @unchecked: mutable state is only touched under `lock`.
+  private let json: Bool
+  private let lock = NSLock()
+  private var origin: ContinuousClock.Instant?
+  private var timings: [(String, Double)] = []
+  private var lastStats: PeerConnectionStats?
+
+  init(json: Bool) { self.json = json }
+
+  /// Starts the clock (dial, or the invite's arrival).
+  func start(_ what: String) {
+    lock.withLock { origin = ContinuousClock.now }
+    emit(event: "start", text: what, ms: 0)
+  }
+
+  /// A milestone, once per name.
+  func mark(_ name: String) {
+    let ms: Double? = lock.withLock {
+      guard let origin, !timings.contains(where: { $0.0 == name }) else { return nil }
+      let elapsed = ContinuousClock.now - origin
+      let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+      timings.append((name, ms))
+      return ms
+    }
+    guard let ms else { return }
+    emit(event: name, text: name, ms: ms)
+  }
+
+  func note(_ text: String) {
+    if json {
+      line(.object(["event": .string("note"), "text": .string(text)]))
+    } else {
+      line(text)
+    }
+  }
+
+  func received(_ text: String) {
+    if json {
+      line(.object(["event": .string("data"), "text": .string(text)]))
+    } else {
+      line("< \(text)")
+    }
+  }
+
+  func stats(_ stats: PeerConnectionStats) {
+    lock.withLock { lastStats = stats }
+    if !json {
+      let rtt = stats.roundTripTime.map { String(format: "%.1f ms", $0 * 1000) } ?? "n/a"
+      line("stats: sent \(stats.bytesSent) B / \(stats.packetsSent) pkts, received \(stats.bytesReceived) B / \(stats.packetsReceived) pkts, lost \(stats.packetsLost), rtt \(rtt), pair \(stats.localCandidateType ?? "?")/\(stats.remoteCandidateType ?? "?")")
+    }
+  }
+
+  func finish(reason: String, status: Int32) {
+    let (timings, stats) = lock.withLock { (self.timings, lastStats) }
+    if json {
+      var fields: [String: JSONValue] = [
+        "event": .string("ended"), "reason": .string(reason), "status": .int(Int64(status)),
+        "timings": .object(Dictionary(timings.map { ($0.0, JSONValue.double($0.1)) }, uniquingKeysWith: { a, _ in a })),
+      ]
+      if let stats {
+        var s: [String: JSONValue] = [
+          "bytesSent": .int(Int64(stats.bytesSent)), "bytesReceived": .int(Int64(stats.bytesReceived)),
+          "packetsSent": .int(Int64(stats.packetsSent)), "packetsReceived": .int(Int64(stats.packetsReceived)),
+          "packetsLost": .int(stats.packetsLost),
+        ]
+        if let rtt = stats.roundTripTime { s["roundTripTime"] = .double(rtt) }
+        if let t = stats.localCandidateType { s["localCandidateType"] = .string(t) }
+        if let t = stats.remoteCandidateType { s["remoteCandidateType"] = .string(t) }
+        fields["stats"] = .object(s)
+      }
+      line(.object(fields))
+    } else {
+      line("ended: \(reason) (exit \(status))")
+    }
+  }
+
+  private func emit(event: String, text: String, ms: Double) {
+    if json {
+      line(.object(["event": .string(event), "text": .string(text), "ms": .double((ms * 10).rounded() / 10)]))
+    } else {
+      let figure = String(format: "%.1f", ms)
+      line(String(repeating: " ", count: max(0, 9 - figure.count)) + figure + " ms  " + text)
+    }
+  }
+
+  private func line(_ value: JSONValue) { line(value.serializedString) }
+
+  private func line(_ text: String) {
+    FileHandle.standardOutput.write(Data((text + "\n").utf8))
+  }
+}

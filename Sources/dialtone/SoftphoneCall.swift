@@ -1,0 +1,269 @@
+import DialtoneClient
+import DialtoneGStreamer
+import DialtoneProtocol
+import Foundation
+
+/// One softphone call, from dial (or the incoming invite) to its end: reports each milestone,
+/// carries stdin lines over the data channel, hangs up after `duration`, and turns the way the
+/// call ended into the process's exit status.
+actor SoftphoneCall {
+  enum Role {
+    case caller(to: String)
+    case callee(auto: Bool)
+  }
+
+  /// Exit statuses (documented in `dialtone --help` and the README).
+  enum Status: Int32 {
+    case completed = 0
+    case error = 1
+    case declined = 3
+    case busy = 4
+    case missed = 5
+    case failed = 6
+    case cancelled = 7
+    case answeredElsewhere = 8
+  }
+
+  private enum Input: Sendable {
+    case client(CallClient.Event)
+    case state(CallID, CallEngine.State)
+    case milestone(GStreamerPeerConnection.Milestone)
+    case line(String)
+    case data(Data)
+    case durationElapsed
+    case interrupt
+  }
+
+  private let client: CallClient
+  private let factory: GStreamerPeerConnectionFactory
+  private let role: Role
+  private let duration: Double
+  private let report: MilestoneReport
+  private let inputs: AsyncStream<Input>
+  private let sink: AsyncStream<Input>.Continuation
+
+  private var engine: CallEngine?
+  private var wasConnected = false
+  private var answering = false
+  private var awaitingSurvivor: CallID?
+  private var ringingOffers: [CallID: CallEngine] = [:]
+
+  init(client: CallClient, factory: GStreamerPeerConnectionFactory, role: Role, duration: Double, report: MilestoneReport) {
+    self.client = client
+    self.factory = factory
+    self.role = role
+    self.duration = duration
+    self.report = report
+    (inputs, sink) = AsyncStream<Input>.makeStream(bufferingPolicy: .unbounded)
+  }
+
+  func interrupt() { sink.yield(.interrupt) }
+
+  func run() async -> Int32 {
+    forward(client.events) { .client($0) }
+    forward(factory.created) { [sink] pc in
+      Task { for await m in pc.milestones { sink.yield(.milestone(m)) } }
+      return nil
+    }
+    forward(StandardInputLines.stream()) { .line($0) }
+    await client.start()
+
+    for await input in inputs {
+      if let status = await handle(input) {
+        sink.finish()
+        return status.rawValue
+      }
+    }
+    return Status.error.rawValue
+  }
+
+  // MARK: Inputs
+
+  private func handle(_ input: Input) async -> Status? {
+    switch input {
+    case .client(let event):
+      return await clientEvent(event)
+    case .state(let callId, let state):
+      guard callId == engine?.callId else { return nil }
+      return await stateChanged(state)
+    case .milestone(let m):
+      report.mark(m.rawValue)
+    case .line(let line):
+      await typed(line)
+    case .data(let data):
+      report.received(String(decoding: data, as: UTF8.self))
+    case .durationElapsed:
+      report.note("duration reached: hanging up")
+      await hangUp()
+    case .interrupt:
+      report.note("interrupted: hanging up")
+      guard engine != nil else { return .error }
+      await hangUp()
+    }
+    return nil
+  }
+
+  private func clientEvent(_ event: CallClient.Event) async -> Status? {
+    switch event {
+    case .connected(let welcome):
+      report.note("signed in as \(welcome.userId)/\(welcome.deviceId)")
+      if case .caller(let to) = role, engine == nil {
+        report.start("dialing \(to)")
+        follow(await client.dial(to))
+      } else if case .callee = role, engine == nil {
+        report.note("waiting for a call")
+      }
+    case .disconnected:
+      report.note("signaling disconnected; reconnecting")
+    case .stopped(let reason):
+      report.note("signaling stopped: \(reason)")
+      return wasConnected ? .completed : .error
+    case .incoming(let incoming):
+      if case .caller = role {
+        // Glare: the survivor is answered by CallClient; follow it once the glare is known.
+        ringingOffers[incoming.callId] = incoming
+        if awaitingSurvivor == incoming.callId { adoptSurvivor(incoming) }
+      } else if engine == nil {
+        let from = await incoming.remotePeer.map { "\($0.name.map { "\($0) " } ?? "")(\($0.userId)/\($0.deviceId))" }
+        report.start("incoming call from \(from ?? "unknown")")
+        follow(incoming)
+        if case .callee(auto: true) = role {
+          await answer()
+        } else {
+          report.note("press Enter to answer, or type d and Enter to decline")
+        }
+      }
+    case .glare(let replaced, let survivor):
+      report.note("glare: call \(replaced) replaced by \(survivor)")
+      if let incoming = ringingOffers[survivor] { adoptSurvivor(incoming) } else { awaitingSurvivor = survivor }
+    case .resolved:
+      break
+    }
+    return nil
+  }
+
+  private func stateChanged(_ state: CallEngine.State) async -> Status? {
+    switch state {
+    case .idle, .calling, .incoming:
+      break
+    case .ringing:
+      report.mark("ringing")
+    case .connecting:
+      report.mark("accepted")
+    case .connected:
+      report.mark("connected")
+      if !wasConnected, duration > 0 {
+        let sink = self.sink
+        let seconds = duration
+        Task {
+          try? await Task.sleep(for: .seconds(seconds))
+          sink.yield(.durationElapsed)
+        }
+      }
+      wasConnected = true
+    case .reconnecting(let attempt):
+      report.mark(attempt == 0 ? "ice-disconnected" : "ice-restart-\(attempt)")
+    case .ended(let ending):
+      if case .glare = ending { return nil }  // the survivor carries on
+      return finish(ending)
+    }
+    return nil
+  }
+
+  private func typed(_ line: String) async {
+    guard let engine else { return }
+    if case .callee = role, !answering {
+      if line.trimmingCharacters(in: .whitespaces).lowercased().hasPrefix("d") {
+        await engine.hangup()
+      } else {
+        await answer()
+      }
+      return
+    }
+    do {
+      try await engine.sendData(Data(line.utf8))
+    } catch {
+      report.note("not sent (\(error))")
+    }
+  }
+
+  // MARK: Call control
+
+  private func follow(_ engine: CallEngine) {
+    self.engine = engine
+    let callId = engine.callId
+    forward(engine.states) { .state(callId, $0) }
+    forward(engine.dataMessages) { .data($0) }
+  }
+
+  private func adoptSurvivor(_ incoming: CallEngine) {
+    awaitingSurvivor = nil
+    ringingOffers.removeAll()
+    answering = true
+    follow(incoming)
+  }
+
+  private func answer() async {
+    guard let engine, !answering else { return }
+    answering = true
+    report.mark("answering")
+    await client.answer(engine.callId)
+  }
+
+  private func hangUp() async {
+    guard let engine else { return }
+    await reportStats(engine)
+    await engine.hangup()
+    await engine.drainSignaling()
+  }
+
+  private func reportStats(_ engine: CallEngine) async {
+    guard let stats = await engine.stats() else { return }
+    report.stats(stats)
+  }
+
+  private func finish(_ ending: CallEngine.Ending) -> Status {
+    let status: Status
+    let reason: String
+    switch ending {
+    case .local:
+      status = wasConnected ? .completed : .cancelled
+      reason = "local"
+    case .remote(let why):
+      reason = why.rawValue
+      switch why {
+      case .hangup: status = wasConnected ? .completed : .failed
+      case .declined, .declinedElsewhere: status = .declined
+      case .busy: status = .busy
+      case .missed: status = .missed
+      case .cancelled: status = .cancelled
+      case .answeredElsewhere: status = .answeredElsewhere
+      case .failed, .connectionLost, .glare: status = .failed
+      }
+    case .iceFailed:
+      status = .failed
+      reason = "ice-failed"
+    case .glare:
+      status = .failed
+      reason = "glare"
+    case .error(let message):
+      status = .error
+      reason = "error: \(message)"
+    }
+    report.finish(reason: reason, status: status.rawValue)
+    return status
+  }
+
+  // MARK: Plumbing
+
+  private nonisolated func forward<S: AsyncSequence & Sendable>(_ sequence: S, _ transform: @escaping @Sendable (S.Element) -> Input?) where S.Element: Sendable {
+    let sink = self.sink
+    Task {
+      do {
+        for try await element in sequence {
+          if let input = transform(element) { sink.yield(input) }
+        }
+      } catch {}
+    }
+  }
+}

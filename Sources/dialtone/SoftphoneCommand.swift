@@ -1,0 +1,98 @@
+import DialtoneClient
+import DialtoneClientLinux
+import DialtoneGStreamer
+import DialtoneHTTPClient
+import DialtoneNet
+import DialtoneProtocol
+import Foundation
+
+/// `dialtone call` and `dialtone answer`: a headless softphone over the SDK (CallClient,
+/// CallEngine) with GStreamer media.
+enum SoftphoneCommand {
+  static func call(_ arguments: ArgumentList) async throws -> Int32 {
+    let to = try arguments.required("to")
+    return try await run(arguments, role: .caller(to: to))
+  }
+
+  static func answer(_ arguments: ArgumentList) async throws -> Int32 {
+    try await run(arguments, role: .callee(auto: arguments.flag("auto")))
+  }
+
+  private static func run(_ arguments: ArgumentList, role: SoftphoneCall.Role) async throws -> Int32 {
+    let server = try arguments.required("server")
+    let token = try arguments.required("token")
+    let duration = try arguments.double("duration", default: 0)
+    guard duration >= 0 else { throw ArgumentError(message: "--duration must be positive") }
+    let urls = try ServerURLs(server)
+    let audio = try audioSource(arguments.string("audio") ?? "tone", frequency: try arguments.double("tone-frequency", default: 440))
+    let recorder: WAVWriter? = arguments.string("record").map { WAVWriter(path: $0) }
+    var remoteAudio: (@Sendable (Data) -> Void)?
+    if let recorder { remoteAudio = { recorder.append($0) } }
+    let media = GStreamerMedia(audio: audio, relayOnly: arguments.flag("relay-only"), dataChannel: true,
+                               remoteAudio: remoteAudio)
+    let report = MilestoneReport(json: arguments.flag("json"))
+
+    // Everything slow happens before dialing: the DTLS certificate, signaling, ICE servers.
+    await GStreamerRuntime.prepare()
+    let network = try WebSocketClient()
+    let http = HTTPClient(configuration: .init(http2: false))
+    let signaling = SignalingClient(configuration: .init(url: urls.webSocket),
+                                    transport: LWSSignalingTransport(client: network)) { token }
+    let iceServers = IceServerCache(defaults: []) {
+      try await fetchIceServers(http: http, url: urls.iceServers, token: token)
+    }
+    let factory = GStreamerPeerConnectionFactory(media: media)
+    let client = CallClient(signaling: signaling, iceServers: iceServers, factory: factory)
+    let call = SoftphoneCall(client: client, factory: factory, role: role, duration: duration, report: report)
+    ProcessSignals.onTermination { _ in Task { await call.interrupt() } }
+
+    let status = await call.run()
+    await client.stop()
+    if let recorder {
+      do { try recorder.finish() } catch { report.note("could not write \(recorder.path): \(error)") }
+    }
+    http.shutdown()
+    await network.shutdown()
+    return status
+  }
+
+  private static func audioSource(_ value: String, frequency: Double) throws -> GStreamerMedia.AudioSource {
+    switch value {
+    case "tone": return .tone(frequency: frequency)
+    case "silence": return .silence
+    default:
+      guard FileManager.default.isReadableFile(atPath: value) else {
+        throw ArgumentError(message: "--audio expects tone, silence or a readable WAV file, got \"\(value)\"")
+      }
+      return .wavFile(path: value)
+    }
+  }
+
+  private static func fetchIceServers(http: HTTPClient, url: String, token: String) async throws -> (servers: [IceServer], ttl: Int) {
+    let response = try await http.send(HTTPClientRequest(method: "GET", url: url, headers: [("Authorization", "Bearer \(token)")]))
+    guard response.status == 200 else { throw HTTPClientError("GET /v1/ice-servers: HTTP \(response.status)") }
+    struct Body: Decodable { let iceServers: [IceServer]; let ttl: Int }
+    let body = try JSONDecoder().decode(Body.self, from: Data(response.body))
+    return (body.iceServers, body.ttl)
+  }
+}
+
+/// The server's endpoints from `--server` (`http://host:port`, `ws://host:port` or either with a path).
+struct ServerURLs {
+  let webSocket: String
+  let iceServers: String
+
+  init(_ server: String) throws {
+    guard var components = URLComponents(string: server), let scheme = components.scheme, components.host != nil else {
+      throw ArgumentError(message: "--server expects a URL like http://127.0.0.1:8080, got \"\(server)\"")
+    }
+    let secure = scheme == "https" || scheme == "wss"
+    components.path = ""
+    components.query = nil
+    components.scheme = secure ? "wss" : "ws"
+    guard let base = components.string else { throw ArgumentError(message: "--server: bad URL \"\(server)\"") }
+    webSocket = base + "/v1/ws"
+    components.scheme = secure ? "https" : "http"
+    iceServers = (components.string ?? base) + "/v1/ice-servers"
+  }
+}
