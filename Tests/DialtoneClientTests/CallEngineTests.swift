@@ -108,6 +108,24 @@ struct CallEngineTests {
     #expect(tail == ["setRemote(answer:answer-bob)", "addCandidate(r1)", "addCandidate(r2)", "addCandidate(r3)", "addCandidate(r4)"])
   }
 
+  @Test func calleeRingsBeforeItsPeerConnectionIsBuilt() async {
+    let log = EngineLog()
+    let factory = GatedFactory(inner: EngineFakePeerConnectionFactory(log: log))
+    let signaling = EngineFakeSignaling(log: log)
+    let invite = ServerMessage.Invite(callId: "call-1", from: alice, video: false,
+                                      offer: SessionDescription(sdp: "offer-alice"), createdAt: 0)
+    let e = CallEngine(incoming: invite, iceServers: [], factory: factory, signaling: signaling, clock: EngineTestClock())
+    let started = Task { await e.start() }
+    // The peer connection is still being built (a webrtcbin pipeline takes tens of ms)...
+    #expect(await engineEventually { signaling.requests == [.ringing(callId: "call-1")] })
+    #expect(factory.inner.connections.isEmpty)
+    // ...and the offer is applied once it exists.
+    factory.open()
+    await started.value
+    #expect(factory.inner.connections.first?.calls.contains("setRemote(offer:offer-alice)") == true)
+    #expect(await e.state == .incoming)
+  }
+
   @Test func calleeBuffersCandidatesThatArriveBeforeTheOfferIsApplied() async {
     let h = EngineHarness()
     let e = h.callee()
@@ -359,5 +377,37 @@ struct CallEngineTests {
     let m = CallSignalingRequest.offer(callId: "c", sdp: "s", iceRestart: true).clientMessage(id: "r1")
     #expect(m == .offer(.init(id: "r1", callId: "c", sdp: "s", iceRestart: true)))
     #expect(CallSignalingRequest.iceRestartRequest(callId: "c").clientMessage(id: "r2") == .iceRestartRequest(.init(id: "r2", callId: "c")))
+  }
+}
+
+/// A factory that holds every request until `open()`.
+private final class GatedFactory: PeerConnectionFactory, @unchecked Sendable {
+  // @unchecked: `waiting` and `isOpen` are only touched under `lock`.
+  let inner: EngineFakePeerConnectionFactory
+  private let lock = NSLock()
+  private var waiting: [CheckedContinuation<Void, Never>] = []
+  private var isOpen = false
+
+  init(inner: EngineFakePeerConnectionFactory) { self.inner = inner }
+
+  func open() {
+    let resumed = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
+      isOpen = true
+      defer { waiting.removeAll() }
+      return waiting
+    }
+    for c in resumed { c.resume() }
+  }
+
+  func makePeerConnection(_ configuration: PeerConnectionConfiguration) async throws -> any PeerConnection {
+    await withCheckedContinuation { c in
+      let now = lock.withLock { () -> Bool in
+        if isOpen { return true }
+        waiting.append(c)
+        return false
+      }
+      if now { c.resume() }
+    }
+    return try await inner.makePeerConnection(configuration)
   }
 }

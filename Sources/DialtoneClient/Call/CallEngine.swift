@@ -150,6 +150,9 @@ public actor CallEngine {
   /// connection and apply the invite's offer (the answer waits for `accept()`).
   public func start() async {
     guard state == .idle else { return }
+    // The caller hears ringback as soon as this device alerts, not after the (slow) peer
+    // connection is built.
+    if role == .callee { send(.ringing(callId: callId)) }
     guard let pc = await installFreshPeerConnection() else { return }
     switch role {
     case .caller:
@@ -169,7 +172,6 @@ public actor CallEngine {
         pendingOffer = nil
         await applyRemote(offer, kind: .offer, on: pc)
       }
-      send(.ringing(callId: callId))
     }
   }
 
