@@ -10,8 +10,13 @@ APT_PACKAGES=(
   libcurl4-openssl-dev
   libsqlite3-dev
   python3-pip
+  # Real calls: webrtcbin and its plugins (Opus, DTLS/SRTP, SCTP, libnice ICE).
+  libgstreamer1.0-dev libgstreamer-plugins-bad1.0-dev
+  gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-nice
+  # End-to-end tests: a real TURN server and a real browser.
+  coturn chromium
 )
-PIP_PACKAGES=(pyjwt cryptography h2)
+PIP_PACKAGES=(pyjwt cryptography h2 aiortc websockets)
 # `scripts/deps.sh bench`: also what the benchmarks compare against.
 if [ "${1:-}" = "bench" ]; then
   command -v node >/dev/null || APT_PACKAGES+=(nodejs)

@@ -227,7 +227,14 @@ actor SoftphoneCall {
     let reason: String
     switch ending {
     case .local:
-      status = wasConnected ? .completed : .cancelled
+      // Ended here before connecting: a caller cancelled, a callee declined.
+      if wasConnected {
+        status = .completed
+      } else if case .callee = role {
+        status = .declined
+      } else {
+        status = .cancelled
+      }
       reason = "local"
     case .remote(let why):
       reason = why.rawValue

@@ -1,0 +1,311 @@
+"""Processes for the end-to-end tests: the server, coturn, CLI softphones, a TCP proxy.
+
+Everything listens on 127.0.0.1 with ports picked by the kernel; every process is killed when
+its test ends.
+"""
+import asyncio
+import json
+import math
+import os
+import shutil
+import socket
+import struct
+import tempfile
+import wave
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BIN = os.environ.get("DIALTONE_BIN", os.path.join(ROOT, ".build", "debug"))
+SECRET = "e2e-secret-0123456789abcdef0123"
+TURN_SECRET = "e2e-turn-secret-0123456789"
+
+
+class Failure(Exception):
+    pass
+
+
+def check(condition, message):
+    if not condition:
+        raise Failure(message)
+
+
+def free_port(kind=socket.SOCK_STREAM):
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def wait_port(port, timeout=15):
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        try:
+            _, w = await asyncio.open_connection("127.0.0.1", port)
+            w.close()
+            return
+        except OSError:
+            await asyncio.sleep(0.05)
+    raise Failure(f"nothing listens on {port}")
+
+
+class Scratch:
+    """A temporary directory removed at the end."""
+
+    def __init__(self):
+        self.path = tempfile.mkdtemp(prefix="dialtone-e2e-")
+
+    def file(self, name):
+        return os.path.join(self.path, name)
+
+    def remove(self):
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+class Process:
+    def __init__(self, proc, name, log):
+        self.proc, self.name, self.log = proc, name, log
+
+    async def stop(self):
+        if self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+
+
+async def spawn(name, args, log_path, **kw):
+    log = open(log_path, "wb")
+    proc = await asyncio.create_subprocess_exec(*args, stdout=log, stderr=asyncio.subprocess.STDOUT, **kw)
+    return Process(proc, name, log)
+
+
+class Server:
+    """dialtone-server on a free port, optionally handing out TURN credentials."""
+
+    def __init__(self, scratch, turn=None, static_root=None, ring_timeout=None):
+        self.scratch = scratch
+        self.ring_timeout = ring_timeout
+        self.port = free_port()
+        self.turn = turn
+        self.static_root = static_root
+        self.process = None
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self):
+        args = [os.path.join(BIN, "dialtone-server"), "--host", "127.0.0.1", "--port", str(self.port),
+                "--data-dir", self.scratch.file("server-data"), "--auth-secret", SECRET, "--log-level", "warning"]
+        if self.ring_timeout:
+            args += ["--ring-timeout", str(self.ring_timeout)]
+        if self.turn:
+            args += ["--turn-secret", TURN_SECRET, "--turn-url", f"turn:{self.turn.address}:{self.turn.port}?transport=udp"]
+        self.process = await spawn("server", args, self.scratch.file("server.log"))
+        await wait_port(self.port)
+        return self
+
+    async def stop(self):
+        if self.process:
+            await self.process.stop()
+
+    def token(self, user, device="cli", name=None):
+        import subprocess
+        args = [os.path.join(BIN, "dialtone"), "token", "--user", user, "--device", device, "--secret", SECRET]
+        if name:
+            args += ["--name", name]
+        return subprocess.check_output(args, text=True).strip()
+
+
+def host_address():
+    """This machine's first non-loopback IPv4 address (traffic to it never leaves the host),
+    or 127.0.0.1 when there is none.
+
+    libnice (inside webrtcbin) gathers no loopback candidates and pins each socket to its
+    interface (IP_UNICAST_IF), so a TURN server on 127.0.0.1 is unreachable from it; one on the
+    host's own address is reached through the kernel's local delivery."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # no packet is sent: this only asks for a route
+            address = s.getsockname()[0]
+            return address if not address.startswith("127.") else "127.0.0.1"
+    except OSError:
+        return "127.0.0.1"
+
+
+class Coturn:
+    """coturn with TURN REST credentials (use-auth-secret), UDP only, loopback peers allowed."""
+
+    def __init__(self, scratch):
+        self.scratch = scratch
+        self.address = host_address()
+        self.port = free_port(socket.SOCK_DGRAM)
+        self.process = None
+
+    async def start(self):
+        relay_low = 40000 + (self.port % 10000)
+        args = ["turnserver", "-n", "--listening-ip", self.address, "--relay-ip", self.address,
+                "--listening-port", str(self.port), "--use-auth-secret", "--static-auth-secret", TURN_SECRET,
+                "--realm", "dialtone.test", "--allow-loopback-peers", "--no-tls", "--no-dtls", "--no-tcp",
+                "--no-cli", "--min-port", str(relay_low), "--max-port", str(relay_low + 200),
+                "--log-file", "stdout", "--simple-log", "--pidfile", self.scratch.file("turnserver.pid")]
+        self.process = await spawn("coturn", args, self.scratch.file("coturn.log"))
+        await asyncio.sleep(0.5)
+        check(self.process.proc.returncode is None, "coturn did not start (see coturn.log)")
+        return self
+
+    async def stop(self):
+        if self.process:
+            await self.process.stop()
+
+
+class Softphone:
+    """`dialtone call|answer --json`: its events are read as they are printed."""
+
+    def __init__(self, scratch, name, args):
+        self.scratch, self.name, self.args = scratch, name, args
+        self.events = []
+        self.lines = []
+        self.proc = None
+        self._reader = None
+        self._changed = asyncio.Event()
+
+    async def start(self):
+        self.proc = await asyncio.create_subprocess_exec(
+            os.path.join(BIN, "dialtone"), *self.args, "--json",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        self._reader = asyncio.create_task(self._read())
+        return self
+
+    async def _read(self):
+        with open(self.scratch.file(f"{self.name}.log"), "w") as log:
+            while True:
+                line = await self.proc.stdout.readline()
+                if not line:
+                    break
+                text = line.decode(errors="replace").rstrip("\n")
+                self.lines.append(text)
+                log.write(text + "\n")
+                log.flush()
+                try:
+                    self.events.append(json.loads(text))
+                except ValueError:
+                    pass  # GStreamer warnings and the like
+                self._changed.set()
+        self._changed.set()
+
+    def has(self, event, **fields):
+        return any(e.get("event") == event and all(e.get(k) == v for k, v in fields.items()) for e in self.events)
+
+    def find(self, event):
+        return next((e for e in self.events if e.get("event") == event), None)
+
+    async def wait_for(self, event, timeout=20, **fields):
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not self.has(event, **fields):
+            remaining = deadline - loop.time()
+            if remaining <= 0 or (self.proc.returncode is not None and self._reader.done()):
+                raise Failure(f"{self.name}: no {event} {fields or ''} (log: {self.scratch.file(self.name + '.log')})")
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), min(remaining, 0.5))
+            except asyncio.TimeoutError:
+                pass
+
+    def send(self, line):
+        self.proc.stdin.write((line + "\n").encode())
+
+    async def exit_status(self, timeout=30):
+        try:
+            await asyncio.wait_for(self.proc.wait(), timeout)
+        except asyncio.TimeoutError:
+            self.proc.kill()
+            await self.proc.wait()
+            raise Failure(f"{self.name} did not exit")
+        await self._reader
+        return self.proc.returncode
+
+    async def stop(self):
+        if self.proc and self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+
+
+class TCPProxy:
+    """Forwards a local port to the server; `cut()` drops every connection it carries (a
+    signaling socket dying mid-call) while new connections keep working."""
+
+    def __init__(self, target_port):
+        self.target_port = target_port
+        self.port = None
+        self.server = None
+        self.pairs = []
+        self.cuts = 0
+
+    async def start(self):
+        self.server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self
+
+    async def _accept(self, reader, writer):
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        except OSError:
+            writer.close()
+            return
+        self.pairs.append((writer, up_writer))
+
+        async def pump(src, dst):
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
+
+    def cut(self):
+        for a, b in self.pairs:
+            for w in (a, b):
+                sock = w.get_extra_info("socket")
+                try:
+                    # An abortive close: the peer sees the connection reset, as when a network dies.
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                except OSError:
+                    pass
+                w.transport.abort()
+        self.cuts += len(self.pairs)
+        self.pairs = []
+
+    async def stop(self):
+        self.cut()
+        self.server.close()
+
+
+def wav_seconds(path):
+    with wave.open(path) as w:
+        return w.getnframes() / w.getframerate()
+
+
+def dominant_frequency(path, seconds=1.0):
+    """The strongest frequency in the last `seconds` of a 16-bit mono WAV: a coarse Goertzel scan
+    over 0.1 s, refined to 1 Hz over the whole window."""
+    with wave.open(path) as w:
+        rate = w.getframerate()
+        frames = w.readframes(w.getnframes())
+        channels = w.getnchannels()
+    samples = struct.unpack(f"<{len(frames) // 2}h", frames)[::channels]
+    long = samples[-int(rate * seconds):]
+    short = samples[-int(rate * 0.1):]
+    check(len(long) >= rate * 0.5, f"{path}: only {len(samples) / rate:.2f} s of audio")
+
+    def power(f, window):
+        k = 2 * math.cos(2 * math.pi * f / rate)
+        s1 = s2 = 0.0
+        for x in window:
+            s1, s2 = x + k * s1 - s2, s1
+        return s1 * s1 + s2 * s2 - k * s1 * s2
+
+    coarse = max(range(100, 2001, 5), key=lambda f: power(f, short))
+    return max(range(coarse - 10, coarse + 11), key=lambda f: power(f, long))

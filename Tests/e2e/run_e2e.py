@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""End-to-end calls with real media: CLI softphones (GStreamer webrtcbin) through the real
+server, coturn, aiortc and headless Chromium, all on loopback.
+
+    python3 Tests/e2e/run_e2e.py [name-filter ...]
+
+Each scenario prints PASS or FAIL with the reason; the exit status is non-zero if any failed.
+Logs of a failed scenario are kept (their directory is printed).
+"""
+import asyncio
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import (Coturn, Failure, Scratch, Server, Softphone, TCPProxy, check,  # noqa: E402
+                     dominant_frequency, wav_seconds)
+
+SCENARIOS = []
+
+
+def scenario(fn):
+    SCENARIOS.append(fn)
+    return fn
+
+
+def near(frequency, expected, path):
+    check(abs(frequency - expected) <= 5, f"{os.path.basename(path)}: heard {frequency} Hz, expected {expected} ± 5 Hz")
+
+
+@scenario
+async def cli_calls_cli(s, stack):
+    """Two CLI peers through the server: tone both ways, data channel both ways, hang-up ends both."""
+    server = stack(await Server(s).start())
+    bob = stack(await Softphone(s, "bob", ["answer", "--server", server.url, "--token", server.token("bob"),
+                                           "--auto", "--tone-frequency", "330", "--record", s.file("bob.wav")]).start())
+    await bob.wait_for("note", text="waiting for a call")
+    alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
+                                               "--to", "bob", "--tone-frequency", "523", "--duration", "4",
+                                               "--record", s.file("alice.wav")]).start())
+    for peer in (alice, bob):
+        await peer.wait_for("data-channel-open")
+    alice.send("hello from alice")
+    bob.send("hello from bob")
+    await bob.wait_for("data", text="hello from alice")
+    await alice.wait_for("data", text="hello from bob")
+    for milestone in ("ringing", "accepted", "ice-connected", "dtls-connected", "first-audio"):
+        await alice.wait_for(milestone)
+    check(await alice.exit_status() == 0, "alice did not exit 0")
+    check(await bob.exit_status() == 0, "bob did not exit 0 after alice hung up")
+    check(bob.find("ended")["reason"] == "hangup", "bob's call did not end with hangup")
+    near(dominant_frequency(s.file("bob.wav")), 523, s.file("bob.wav"))
+    near(dominant_frequency(s.file("alice.wav")), 330, s.file("alice.wav"))
+
+
+@scenario
+async def relay_only_through_coturn(s, stack):
+    """Both peers relay-only, TURN credentials from the server: the selected pair is relay/relay."""
+    turn = stack(await Coturn(s).start())
+    server = stack(await Server(s, turn=turn).start())
+    bob = stack(await Softphone(s, "bob", ["answer", "--server", server.url, "--token", server.token("bob"),
+                                           "--auto", "--relay-only", "--record", s.file("bob.wav")]).start())
+    await bob.wait_for("note", text="waiting for a call")
+    alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
+                                               "--to", "bob", "--relay-only", "--tone-frequency", "440",
+                                               "--duration", "3"]).start())
+    check(await alice.exit_status() == 0, "alice did not exit 0")
+    stats = alice.find("ended").get("stats") or {}
+    check(stats.get("localCandidateType") == "relay" and stats.get("remoteCandidateType") == "relay",
+          f"selected pair is not relay/relay: {stats}")
+    check(stats.get("packetsReceived", 0) > 50, f"too little media through TURN: {stats}")
+    check(await bob.exit_status() == 0, "bob did not exit 0")
+    near(dominant_frequency(s.file("bob.wav")), 440, s.file("bob.wav"))
+
+
+@scenario
+async def callee_signaling_dies_mid_call(s, stack):
+    """The callee's signaling socket is killed mid-call: media goes on, signaling resumes, and
+    the caller's hang-up still reaches it."""
+    server = stack(await Server(s).start())
+    proxy = stack(await TCPProxy(server.port).start())
+    bob = stack(await Softphone(s, "bob", ["answer", "--server", f"http://127.0.0.1:{proxy.port}",
+                                           "--token", server.token("bob"), "--auto",
+                                           "--record", s.file("bob.wav")]).start())
+    await bob.wait_for("note", text="waiting for a call")
+    alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
+                                               "--to", "bob", "--tone-frequency", "600", "--duration", "6"]).start())
+    await bob.wait_for("first-audio")
+    await asyncio.sleep(1)
+    proxy.cut()
+    check(proxy.cuts > 0, "there was no signaling connection to cut")
+    await bob.wait_for("note", text="signaling disconnected; reconnecting")
+    # Data still crosses: the media path never depended on the socket.
+    await alice.wait_for("data-channel-open")
+    alice.send("still there?")
+    await bob.wait_for("data", text="still there?")
+    check(await alice.exit_status() == 0, "alice did not exit 0")
+    check(await bob.exit_status() == 0, "bob did not get the hang-up after resuming")
+    check(bob.find("ended")["reason"] == "hangup", "bob's call did not end with hangup")
+    check(not alice.has("ice-disconnected"), "the media path was disturbed")
+    check(wav_seconds(s.file("bob.wav")) > 5, "bob's audio stopped when his signaling died")
+    near(dominant_frequency(s.file("bob.wav")), 600, s.file("bob.wav"))
+
+
+@scenario
+async def declined_missed_and_busy_calls_exit_with_their_status(s, stack):
+    """Declined: the caller exits 3 (and so does the callee who declined). Missed after the
+    ring timeout: both exit 5. Busy: calling someone who is in a call exits 4."""
+    server = stack(await Server(s, ring_timeout=2).start())
+    bob = stack(await Softphone(s, "bob", ["answer", "--server", server.url, "--token", server.token("bob")]).start())
+    await bob.wait_for("note", text="waiting for a call")
+    alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
+                                               "--to", "bob"]).start())
+    await bob.wait_for("note", text="press Enter to answer, or type d and Enter to decline")
+    bob.send("d")
+    check(await alice.exit_status() == 3, "a declined call did not exit 3 for the caller")
+    check(await bob.exit_status() == 3, "declining did not exit 3 for the callee")
+
+    carol = stack(await Softphone(s, "carol", ["answer", "--server", server.url, "--token", server.token("carol")]).start())
+    await carol.wait_for("note", text="waiting for a call")
+    dave = stack(await Softphone(s, "dave", ["call", "--server", server.url, "--token", server.token("dave"),
+                                             "--to", "carol"]).start())
+    check(await dave.exit_status() == 5, "an unanswered call did not exit 5 (missed)")
+    check(await carol.exit_status() == 5, "the unanswered callee did not exit 5 (missed)")
+
+    erin = stack(await Softphone(s, "erin", ["answer", "--server", server.url, "--token", server.token("erin"),
+                                             "--auto"]).start())
+    await erin.wait_for("note", text="waiting for a call")
+    frank = stack(await Softphone(s, "frank", ["call", "--server", server.url, "--token", server.token("frank"),
+                                               "--to", "erin", "--duration", "30"]).start())
+    await frank.wait_for("connected")
+    grace = stack(await Softphone(s, "grace", ["call", "--server", server.url, "--token", server.token("grace"),
+                                               "--to", "erin"]).start())
+    check(await grace.exit_status() == 4, "calling a user in a call did not exit 4 (busy)")
+
+
+async def run(selected):
+    failures = 0
+    for fn in SCENARIOS:
+        if selected and not any(word in fn.__name__ for word in selected):
+            continue
+        scratch = Scratch()
+        stacked = []
+
+        def stack(thing):
+            stacked.append(thing)
+            return thing
+
+        started = time.monotonic()
+        try:
+            await asyncio.wait_for(fn(scratch, stack), 90)
+            print(f"PASS {fn.__name__} ({time.monotonic() - started:.1f} s)", flush=True)
+            ok = True
+        except (Failure, asyncio.TimeoutError) as error:
+            print(f"FAIL {fn.__name__}: {error or 'timed out'} (logs in {scratch.path})", flush=True)
+            ok = False
+        finally:
+            for thing in reversed(stacked):
+                await thing.stop()
+        if ok:
+            scratch.remove()
+        else:
+            failures += 1
+    return failures
+
+
+if __name__ == "__main__":
+    sys.exit(1 if asyncio.run(run(sys.argv[1:])) else 0)
