@@ -31,7 +31,7 @@ let package = Package(
     // The client SDK core: no C dependency, builds for iOS unchanged.
     .target(name: "DialtoneClient", dependencies: ["DialtoneProtocol"]),
     .target(name: "DialtoneClientLinux", dependencies: ["DialtoneClient", "DialtoneNet"]),
-    .target(name: "DialtoneGStreamer", dependencies: ["CGStreamer", "DialtoneClient"],
+    .target(name: "DialtoneGStreamer", dependencies: ["CGStreamer", "DialtoneClient", "DialtoneCrypto"],
             swiftSettings: [.unsafeFlags(gstreamerIncludes.flatMap { ["-Xcc", "-I\($0)"] })]),
     .executableTarget(name: "dialtone-server", dependencies: ["DialtoneServer"]),
     .executableTarget(name: "dialtone", dependencies: ["DialtoneServer", "DialtoneCrypto", "DialtoneNet", "DialtoneProtocol", "DialtoneHTTPClient",

@@ -144,6 +144,60 @@ static inline void dt_webrtc_disconnect(GstElement *pipeline, GstElement *webrtc
   }
 }
 
+// MARK: DTLS certificate
+
+static void dt__set_pem(GstBin *bin, GstBin *sub, GstElement *element, gpointer ud) {
+  (void)bin; (void)sub;
+  GstElementFactory *factory = gst_element_get_factory(element);
+  if (factory && strcmp(GST_OBJECT_NAME(factory), "dtlssrtpdec") == 0) {
+    g_object_set(element, "pem", (const gchar *)ud, NULL);
+    // The DTLS connection was made with the old certificate when the transport set its
+    // connection id: setting the id again remakes it with ours (its encoder looks it up by
+    // id only when it starts, which is later).
+    gchar *id = NULL;
+    g_object_get(element, "connection-id", &id, NULL);
+    if (id) {
+      g_object_set(element, "connection-id", id, NULL);
+      g_free(id);
+    }
+  }
+}
+
+static void dt__free_closure_data(gpointer data, GClosure *closure) { (void)closure; g_free(data); }
+
+/// Makes every DTLS transport webrtcbin creates inside `pipeline` present `pem` (certificate
+/// and private key) instead of GStreamer's generated RSA certificate.
+static inline void dt_pipeline_use_certificate(GstElement *pipeline, const gchar *pem) {
+  // Transports made while the pipeline was parsed (linking webrtcbin's sink pad creates one)...
+  GstIterator *it = gst_bin_iterate_recurse(GST_BIN(pipeline));
+  GValue item = G_VALUE_INIT;
+  while (gst_iterator_next(it, &item) == GST_ITERATOR_OK) {
+    dt__set_pem(NULL, NULL, GST_ELEMENT(g_value_get_object(&item)), (gpointer)pem);
+    g_value_reset(&item);
+  }
+  g_value_unset(&item);
+  gst_iterator_free(it);
+  // ...and those made later (data channel, answers).
+  g_signal_connect_data(pipeline, "deep-element-added", G_CALLBACK(dt__set_pem), g_strdup(pem),
+                        dt__free_closure_data, (GConnectFlags)0);
+}
+
+/// Sets the codec preferences of the first transceiver (ours, reserved at parse time): webrtcbin
+/// matches a remote offer's m-line to an existing transceiver only if these caps intersect.
+static inline void dt_webrtc_set_first_codec_preferences(GstElement *webrtc, const gchar *caps_text) {
+  GArray *transceivers = NULL;
+  g_signal_emit_by_name(webrtc, "get-transceivers", &transceivers);
+  if (!transceivers) return;
+  if (transceivers->len > 0) {
+    GstCaps *caps = gst_caps_from_string(caps_text);
+    if (caps) {
+      g_object_set(g_array_index(transceivers, GstWebRTCRTPTransceiver *, 0), "codec-preferences", caps, NULL);
+      gst_caps_unref(caps);
+    }
+  }
+  g_array_unref(transceivers);
+}
+
 // MARK: Promises
 
 typedef struct { void *ctx; dt_promise_cb cb; } dt__promise_ctx;

@@ -7,3 +7,4 @@
 #include <openssl/rand.h>
 #include <openssl/err.h>
 #include <openssl/sha.h>
+#include <openssl/x509.h>

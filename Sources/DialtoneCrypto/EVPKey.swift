@@ -142,7 +142,12 @@ final class EVPKey: @unchecked Sendable {
     }
   }
 
-  private func writePEM(_ write: (OpaquePointer) -> Int32) -> String? {
+  /// Lends the EVP_PKEY to other OpenSSL calls of this module.
+  func withPointer<R>(_ body: (OpaquePointer) -> R) -> R {
+    body(pkey)
+  }
+
+  func writePEM(_ write: (OpaquePointer) -> Int32) -> String? {
     guard let bio = BIO_new(BIO_s_mem()) else { return nil }
     defer { BIO_free_all(bio) }
     guard write(bio) == 1 else {

@@ -41,7 +41,27 @@ public struct GStreamerMedia: Sendable {
     }
     return "webrtcbin name=webrtc bundle-policy=max-bundle latency=40 "
       + "\(source) ! audioconvert ! audioresample ! volume name=mic ! queue ! "
-      + "opusenc bitrate=32000 frame-size=20 ! rtpopuspay pt=111 ! "
-      + "application/x-rtp,media=audio,encoding-name=OPUS,payload=111,clock-rate=48000 ! webrtc."
+      + "opusenc bitrate=32000 frame-size=20 ! rtpopuspay name=pay pt=\(Self.defaultOpusPayloadType) ! "
+      + "capsfilter name=rtpcaps caps=\"\(Self.rtpCaps(payloadType: Self.defaultOpusPayloadType))\" ! webrtc."
+  }
+
+  static let defaultOpusPayloadType = 111
+
+  static func rtpCaps(payloadType: Int) -> String {
+    "application/x-rtp,media=audio,encoding-name=OPUS,payload=\(payloadType),clock-rate=48000"
+  }
+
+  /// The Opus payload type of the first audio section of an SDP (`a=rtpmap:<pt> opus/48000`).
+  static func opusPayloadType(in sdp: String) -> Int? {
+    var inAudio = false
+    for line in sdp.split(whereSeparator: { $0 == "\r\n" || $0 == "\n" }) {
+      if line.hasPrefix("m=") {
+        if inAudio { return nil }
+        inAudio = line.hasPrefix("m=audio")
+      } else if inAudio, line.hasPrefix("a=rtpmap:"), line.lowercased().contains(" opus/48000") {
+        return Int(line.dropFirst("a=rtpmap:".count).prefix { $0.isNumber })
+      }
+    }
+    return nil
   }
 }

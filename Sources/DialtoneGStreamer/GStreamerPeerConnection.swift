@@ -32,6 +32,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private let dataSink: AsyncStream<Data>.Continuation
   private let milestoneSink: AsyncStream<Milestone>.Continuation
   private let media: GStreamerMedia
+  private let certificate: Certificate?
 
   private let pipeline: UnsafeMutablePointer<GstElement>
   private let webrtc: UnsafeMutablePointer<GstElement>
@@ -44,12 +45,24 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private var closed = false
   private var reached: Set<Milestone> = []
   private var gatheringComplete = false
+  private var opusPayloadType = GStreamerMedia.defaultOpusPayloadType
+  /// The `a=mid` of each m-section, by index, of the local and remote descriptions: webrtcbin
+  /// speaks m-line indexes, peers like aiortc match candidates by mid.
+  private var localMids: [String?] = []
+  private var remoteMids: [String?] = []
   /// The reference the GStreamer callbacks hold (released after the pipeline stopped).
   private var retainedByCallbacks: Unmanaged<GStreamerPeerConnection>?
 
-  init(configuration: PeerConnectionConfiguration, media: GStreamerMedia) throws {
+  /// The DTLS identity every connection of a factory presents.
+  struct Certificate: Sendable {
+    let pem: String
+    let sha256Fingerprint: String
+  }
+
+  init(configuration: PeerConnectionConfiguration, media: GStreamerMedia, certificate: Certificate?) throws {
     GStreamerRuntime.ensureInitialised()
     self.media = media
+    self.certificate = certificate
     (localCandidates, candidateSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
     (connectionStates, stateSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
     (dataChannelMessages, dataSink) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(256))
@@ -74,6 +87,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       dt_set(file, "location", path)
       dt_unref(file)
     }
+    if let certificate { dt_pipeline_use_certificate(pipeline, certificate.pem) }
     if media.relayOnly { dt_set(webrtc, "ice-transport-policy", "relay") }
     let uris = IceServerURIs(configuration.iceServers)
     if let stun = uris.stun { dt_set(webrtc, "stun-server", stun) }
@@ -97,25 +111,59 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   public func createOffer(iceRestart: Bool) async throws -> SessionDescription {
     // iceRestart is ignored by webrtcbin 1.22 (canRestartIce == false).
     if media.dataChannel { openDataChannelIfNeeded() }
-    return try await describe("offer") { dt_webrtc_create_offer(self.webrtc, $0) }
+    return try await describeWithOurFingerprint("offer") { dt_webrtc_create_offer(self.webrtc, $0) }
   }
 
   public func createAnswer() async throws -> SessionDescription {
-    try await describe("answer") { dt_webrtc_create_answer(self.webrtc, $0) }
+    try await describeWithOurFingerprint("answer") { dt_webrtc_create_answer(self.webrtc, $0) }
+  }
+
+  /// The description with our certificate's fingerprint. webrtcbin 1.22 fingerprints a
+  /// configured certificate wrongly (it hashes the key's PEM lines along with the
+  /// certificate's), so the lines it writes are replaced with the right value.
+  private func describeWithOurFingerprint(
+    _ field: String, _ emit: @escaping (UnsafeMutablePointer<GstPromise>) -> Void
+  ) async throws -> SessionDescription {
+    let made = try await describe(field, emit)
+    guard let certificate else { return made }
+    return SessionDescription(sdp: Self.replacingFingerprints(in: made.sdp, with: certificate.sha256Fingerprint))
+  }
+
+  static func replacingFingerprints(in sdp: String, with sha256: String) -> String {
+    sdp.components(separatedBy: "\r\n")
+      .map { $0.hasPrefix("a=fingerprint:") ? "a=fingerprint:sha-256 \(sha256)" : $0 }
+      .joined(separator: "\r\n")
   }
 
   public func setLocalDescription(_ description: SessionDescription, kind: SessionDescriptionKind) async throws {
     try await apply(description, kind: kind, local: true)
   }
 
+  private func useOpusPayloadType(_ pt: Int) {
+    let current = lock.withLock { () -> Bool in
+      defer { opusPayloadType = pt }
+      return opusPayloadType == pt
+    }
+    guard !current, let pay = dt_bin_get(pipeline, "pay"), let caps = dt_bin_get(pipeline, "rtpcaps") else { return }
+    dt_set(pay, "pt", String(pt))
+    dt_set(caps, "caps", GStreamerMedia.rtpCaps(payloadType: pt))
+    dt_webrtc_set_first_codec_preferences(webrtc, GStreamerMedia.rtpCaps(payloadType: pt))
+    dt_unref(pay)
+    dt_unref(caps)
+  }
+
   public func setRemoteDescription(_ description: SessionDescription, kind: SessionDescriptionKind) async throws {
+    // The offerer's Opus payload type (aiortc's is 96) must be ours before the offer is
+    // applied, or webrtcbin answers from a new receive-only transceiver instead of ours.
+    if kind == .offer, let pt = GStreamerMedia.opusPayloadType(in: description.sdp) { useOpusPayloadType(pt) }
     try await apply(description, kind: kind, local: false)
   }
 
   public func addRemoteCandidate(_ candidate: IceCandidate) async throws {
     let line = candidate.candidate.hasPrefix("a=") ? String(candidate.candidate.dropFirst(2)) : candidate.candidate
     guard !line.isEmpty, !isClosed else { return }  // "" = end of candidates: nothing to add
-    dt_webrtc_add_ice_candidate(webrtc, UInt32(max(0, candidate.sdpMLineIndex ?? 0)), line)
+    let index = candidate.sdpMLineIndex ?? lock.withLock { candidate.sdpMid.flatMap { remoteMids.firstIndex(of: $0) } } ?? 0
+    dt_webrtc_add_ice_candidate(webrtc, UInt32(max(0, index)), line)
   }
 
   public func setAudioEnabled(_ enabled: Bool) async {
@@ -198,6 +246,9 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     guard !isClosed else { throw GStreamerError.closed }
     // GStreamer's SDP parser accepts any text (as an empty session): insist on the version line.
     guard description.sdp.hasPrefix("v=0") else { throw GStreamerError.negotiation("not an SDP session description") }
+    // Before applying: the first local candidates may be reported before the reply.
+    let mids = Self.mids(of: description.sdp)
+    lock.withLock { if local { localMids = mids } else { remoteMids = mids } }
     let type = kind == .offer ? GST_WEBRTC_SDP_TYPE_OFFER : GST_WEBRTC_SDP_TYPE_ANSWER
     let error: String? = try await withCheckedThrowingContinuation { continuation in
       let promise = makePromise { promise in
@@ -213,6 +264,19 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       }
     }
     if let error { throw GStreamerError.negotiation(error) }
+  }
+
+  /// The mid of each m-section of an SDP, in order (nil where a section has none).
+  static func mids(of sdp: String) -> [String?] {
+    var mids: [String?] = []
+    for line in sdp.split(whereSeparator: { $0 == "\r\n" || $0 == "\n" || $0 == "\r" }) {
+      if line.hasPrefix("m=") {
+        mids.append(nil)
+      } else if line.hasPrefix("a=mid:"), !mids.isEmpty {
+        mids[mids.count - 1] = String(line.dropFirst("a=mid:".count))
+      }
+    }
+    return mids
   }
 
   private func openDataChannelIfNeeded() {
@@ -242,7 +306,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
 
   fileprivate func candidateGathered(mline: UInt32, _ line: String) {
     guard !isClosed else { return }
-    candidateSink.yield(IceCandidate(candidate: line, sdpMid: nil, sdpMLineIndex: Int(mline)))
+    let mid = lock.withLock { Int(mline) < localMids.count ? localMids[Int(mline)] : nil }
+    candidateSink.yield(IceCandidate(candidate: line, sdpMid: mid, sdpMLineIndex: Int(mline)))
   }
 
   fileprivate func stateChanged(_ property: String, _ value: Int32) {

@@ -10,6 +10,7 @@ import os
 import shutil
 import socket
 import struct
+import sys
 import tempfile
 import wave
 
@@ -159,8 +160,9 @@ class Coturn:
 class Softphone:
     """`dialtone call|answer --json`: its events are read as they are printed."""
 
-    def __init__(self, scratch, name, args):
+    def __init__(self, scratch, name, args, command=None):
         self.scratch, self.name, self.args = scratch, name, args
+        self.command = command or [os.path.join(BIN, "dialtone"), *args, "--json"]
         self.events = []
         self.lines = []
         self.proc = None
@@ -169,7 +171,7 @@ class Softphone:
 
     async def start(self):
         self.proc = await asyncio.create_subprocess_exec(
-            os.path.join(BIN, "dialtone"), *self.args, "--json",
+            *self.command,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         self._reader = asyncio.create_task(self._read())
         return self
@@ -227,6 +229,12 @@ class Softphone:
         if self.proc and self.proc.returncode is None:
             self.proc.kill()
             await self.proc.wait()
+
+
+def aiortc_peer(scratch, name, args):
+    """The Python client of Tests/e2e/aiortc_peer.py (same JSON event lines as the CLI)."""
+    script = os.path.join(os.path.dirname(__file__), "aiortc_peer.py")
+    return Softphone(scratch, name, args, command=[sys.executable, script, *args])
 
 
 class TCPProxy:

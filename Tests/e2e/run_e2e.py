@@ -13,8 +13,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import (Coturn, Failure, Scratch, Server, Softphone, TCPProxy, check,  # noqa: E402
-                     dominant_frequency, wav_seconds)
+from harness import (Coturn, Failure, Scratch, Server, Softphone, TCPProxy, aiortc_peer,  # noqa: E402
+                     check, dominant_frequency, wav_seconds)
 
 SCENARIOS = []
 
@@ -132,6 +132,42 @@ async def declined_missed_and_busy_calls_exit_with_their_status(s, stack):
     grace = stack(await Softphone(s, "grace", ["call", "--server", server.url, "--token", server.token("grace"),
                                                "--to", "erin"]).start())
     check(await grace.exit_status() == 4, "calling a user in a call did not exit 4 (busy)")
+
+
+@scenario
+async def aiortc_calls_cli(s, stack):
+    """aiortc (our protocol.md client in Python) calls the CLI: audio verified both ways."""
+    server = stack(await Server(s).start())
+    bob = stack(await Softphone(s, "bob", ["answer", "--server", server.url, "--token", server.token("bob"),
+                                           "--auto", "--tone-frequency", "330", "--record", s.file("bob.wav")]).start())
+    await bob.wait_for("note", text="waiting for a call")
+    alice = stack(await aiortc_peer(s, "aiortc", ["--server", server.url, "--token", server.token("alice"),
+                                                  "--call", "bob", "--tone", "700", "--duration", "4",
+                                                  "--record", s.file("aiortc.wav")]).start())
+    await alice.wait_for("connected")
+    await bob.wait_for("first-audio")
+    await alice.wait_for("first-audio")
+    check(await alice.exit_status() == 0, "aiortc did not exit 0")
+    check(await bob.exit_status() == 0, "the CLI did not exit 0 after aiortc hung up")
+    near(dominant_frequency(s.file("bob.wav")), 700, s.file("bob.wav"))
+    near(dominant_frequency(s.file("aiortc.wav")), 330, s.file("aiortc.wav"))
+
+
+@scenario
+async def cli_calls_aiortc(s, stack):
+    """The CLI calls aiortc (which answers a trickled offer): audio verified both ways."""
+    server = stack(await Server(s).start())
+    bob = stack(await aiortc_peer(s, "aiortc", ["--server", server.url, "--token", server.token("bob"),
+                                                "--answer", "--tone", "880", "--record", s.file("aiortc.wav")]).start())
+    await bob.wait_for("note", text="waiting for a call")
+    alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
+                                               "--to", "bob", "--tone-frequency", "523", "--duration", "4",
+                                               "--record", s.file("alice.wav")]).start())
+    await alice.wait_for("first-audio")
+    check(await alice.exit_status() == 0, "the CLI did not exit 0")
+    check(await bob.exit_status() == 0, "aiortc did not exit 0 after the CLI hung up")
+    near(dominant_frequency(s.file("aiortc.wav")), 523, s.file("aiortc.wav"))
+    near(dominant_frequency(s.file("alice.wav")), 880, s.file("alice.wav"))
 
 
 async def run(selected):
