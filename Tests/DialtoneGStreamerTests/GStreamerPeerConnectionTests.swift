@@ -1,5 +1,5 @@
 import DialtoneClient
-import DialtoneGStreamer
+@testable import DialtoneGStreamer
 import DialtoneProtocol
 import Foundation
 import Testing
@@ -163,5 +163,30 @@ final class MilestoneLog: @unchecked Sendable {
 
   func contains(_ m: GStreamerPeerConnection.Milestone, _ pc: GStreamerPeerConnection) -> Bool {
     lock.withLock { seen[ObjectIdentifier(pc)]?.contains(m) ?? false }
+  }
+}
+
+@Suite struct GStreamerSDPHelpersTests {
+  private let offer = [
+    "v=0", "o=- 1 2 IN IP4 0.0.0.0", "s=-", "t=0 0", "a=group:BUNDLE 0 1",
+    "m=audio 9 UDP/TLS/RTP/SAVPF 96 0", "a=mid:0", "a=rtpmap:96 opus/48000/2", "a=rtpmap:0 PCMU/8000",
+    "a=fingerprint:sha-256 AA:BB",
+    "m=application 9 UDP/DTLS/SCTP webrtc-datachannel", "a=mid:data", "a=fingerprint:sha-256 AA:BB", "",
+  ].joined(separator: "\r\n")
+
+  @Test func theOfferersOpusPayloadTypeIsFound() {
+    #expect(GStreamerMedia.opusPayloadType(in: offer) == 96)
+    #expect(GStreamerMedia.opusPayloadType(in: "v=0\r\nm=video 9 RTP/AVP 96\r\na=rtpmap:96 VP8/90000\r\n") == nil)
+  }
+
+  @Test func midsAreReadPerMediaSection() {
+    #expect(GStreamerPeerConnection.mids(of: offer) == ["0", "data"])
+  }
+
+  @Test func everyFingerprintLineBecomesOurs() {
+    let replaced = GStreamerPeerConnection.replacingFingerprints(in: offer, with: "01:02")
+    #expect(!replaced.contains("AA:BB"))
+    #expect(replaced.components(separatedBy: "a=fingerprint:sha-256 01:02").count == 3)
+    #expect(replaced.hasSuffix("\r\n"))
   }
 }
