@@ -48,7 +48,8 @@ public struct GStreamerMedia: Sendable {
   static let defaultOpusPayloadType = 111
 
   static func rtpCaps(payloadType: Int) -> String {
-    "application/x-rtp,media=audio,encoding-name=OPUS,payload=\(payloadType),clock-rate=48000"
+    // encoding-params=2: SDP must say opus/48000/2 (RFC 7587); Chrome rejects the section otherwise.
+    "application/x-rtp,media=audio,encoding-name=OPUS,payload=\(payloadType),clock-rate=48000,encoding-params=(string)2"
   }
 
   /// The Opus payload type of the first audio section of an SDP (`a=rtpmap:<pt> opus/48000`).

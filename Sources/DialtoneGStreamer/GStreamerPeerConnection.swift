@@ -156,6 +156,11 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     // The offerer's Opus payload type (aiortc's is 96) must be ours before the offer is
     // applied, or webrtcbin answers from a new receive-only transceiver instead of ours.
     if kind == .offer, let pt = GStreamerMedia.opusPayloadType(in: description.sdp) { useOpusPayloadType(pt) }
+    // webrtcbin 1.22 aborts the process (an assertion in _connect_rtpfunnel) on an answer that
+    // rejects a bundled section: refuse it instead.
+    if kind == .answer, let rejected = Self.rejectedSections(in: description.sdp).first {
+      throw GStreamerError.negotiation("the peer rejected the \(rejected) section")
+    }
     try await apply(description, kind: kind, local: false)
   }
 
@@ -264,6 +269,15 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       }
     }
     if let error { throw GStreamerError.negotiation(error) }
+  }
+
+  /// The media kinds of the m-sections with port 0 (rejected).
+  static func rejectedSections(in sdp: String) -> [String] {
+    sdp.split(whereSeparator: { $0 == "\r\n" || $0 == "\n" }).compactMap { line in
+      let fields = line.split(separator: " ")
+      guard line.hasPrefix("m="), fields.count > 1, fields[1] == "0" else { return nil }
+      return String(fields[0].dropFirst(2))
+    }
   }
 
   /// The mid of each m-section of an SDP, in order (nil where a section has none).

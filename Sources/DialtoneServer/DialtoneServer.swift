@@ -38,6 +38,7 @@ public final class DialtoneServer: Sendable {
     var routes = Router()
     APIRoutes(hub: hub, authenticator: authenticator, iceServers: iceServers, store: callStore, clock: clock,
               version: Self.version).register(in: &routes)
+    BrowserClientRoutes().register(in: &routes)
     web = try WebServer(
       configuration: WebServerConfiguration(host: configuration.host, port: configuration.port,
                                             maxMessageBytes: Limits.maxMessageBytes,

@@ -179,6 +179,22 @@ final class MilestoneLog: @unchecked Sendable {
     #expect(GStreamerMedia.opusPayloadType(in: "v=0\r\nm=video 9 RTP/AVP 96\r\na=rtpmap:96 VP8/90000\r\n") == nil)
   }
 
+  @Test func rejectedSectionsAreFound() {
+    let answer = "v=0\r\nm=audio 0 UDP/TLS/RTP/SAVPF 0\r\na=mid:audio0\r\nm=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\n"
+    #expect(GStreamerPeerConnection.rejectedSections(in: answer) == ["audio"])
+    #expect(GStreamerPeerConnection.rejectedSections(in: offer).isEmpty)
+  }
+
+  @Test func anAnswerRejectingOurAudioIsAnErrorNotACrash() async throws {
+    let factory = GStreamerPeerConnectionFactory(media: GStreamerMedia(audio: .silence))
+    let pc = try await factory.makePeerConnection(PeerConnectionConfiguration(iceServers: [], video: false))
+    let offer = try await pc.createOffer(iceRestart: false)
+    try await pc.setLocalDescription(offer, kind: .offer)
+    let rejecting = offer.sdp.replacingOccurrences(of: "m=audio 9 ", with: "m=audio 0 ")
+    await #expect(throws: GStreamerError.self) { try await pc.setRemoteDescription(SessionDescription(sdp: rejecting), kind: .answer) }
+    await pc.close()
+  }
+
   @Test func midsAreReadPerMediaSection() {
     #expect(GStreamerPeerConnection.mids(of: offer) == ["0", "data"])
   }

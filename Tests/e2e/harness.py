@@ -317,3 +317,73 @@ def dominant_frequency(path, seconds=1.0):
 
     coarse = max(range(100, 2001, 5), key=lambda f: power(f, short))
     return max(range(coarse - 10, coarse + 11), key=lambda f: power(f, long))
+
+
+class Chromium:
+    """Headless Chromium on one page, driven over the DevTools protocol (CDP)."""
+
+    def __init__(self, scratch, url):
+        self.scratch, self.url = scratch, url
+        self.process = None
+        self.ws = None
+        self.next_id = 0
+
+    async def start(self):
+        import urllib.request
+        import websockets
+        profile = self.scratch.file("chromium-profile")
+        binary = shutil.which("chromium") or shutil.which("chromium-browser") or "chromium"
+        args = [binary, "--headless=new", "--no-sandbox", "--use-fake-device-for-media-stream",
+                "--use-fake-ui-for-media-stream", "--allow-loopback-in-peer-connection",
+                "--disable-features=WebRtcHideLocalIpsWithMdns", "--autoplay-policy=no-user-gesture-required",
+                "--no-first-run", "--disable-gpu", "--disable-dev-shm-usage", "--remote-debugging-port=0",
+                f"--user-data-dir={profile}", self.url]
+        self.process = await spawn("chromium", args, self.scratch.file("chromium.log"))
+        port_file = os.path.join(profile, "DevToolsActivePort")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while not os.path.exists(port_file) or not open(port_file).read().strip():
+            check(loop.time() < deadline and self.process.proc.returncode is None, "chromium did not start (see chromium.log)")
+            await asyncio.sleep(0.1)
+        port = int(open(port_file).read().split()[0])
+        page = None
+        while page is None:
+            targets = json.loads(await loop.run_in_executor(
+                None, lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/json").read()))
+            page = next((t for t in targets if t.get("type") == "page"), None)
+            if page is None:
+                check(loop.time() < deadline, "chromium has no page")
+                await asyncio.sleep(0.1)
+        self.ws = await websockets.connect(page["webSocketDebuggerUrl"], max_size=None)
+        return self
+
+    async def evaluate(self, expression):
+        self.next_id += 1
+        ident = self.next_id
+        await self.ws.send(json.dumps({"id": ident, "method": "Runtime.evaluate",
+                                       "params": {"expression": expression, "returnByValue": True}}))
+        while True:
+            reply = json.loads(await self.ws.recv())
+            if reply.get("id") == ident:
+                return reply.get("result", {}).get("result", {}).get("value")
+
+    async def page_state(self):
+        text = await self.evaluate("JSON.stringify(window.dialtoneTest || null)")
+        return json.loads(text) if text else None
+
+    async def wait_for(self, what, predicate, timeout=30):
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            state = await self.page_state()
+            if state and predicate(state):
+                return state
+            if loop.time() > deadline:
+                raise Failure(f"browser: no {what} (last state: {json.dumps(state)[:600]})")
+            await asyncio.sleep(0.2)
+
+    async def stop(self):
+        if self.ws:
+            await self.ws.close()
+        if self.process:
+            await self.process.stop()

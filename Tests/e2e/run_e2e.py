@@ -13,7 +13,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import (Coturn, Failure, Scratch, Server, Softphone, TCPProxy, aiortc_peer,  # noqa: E402
+from harness import (Chromium, Coturn, Failure, Scratch, Server, Softphone, TCPProxy, aiortc_peer,  # noqa: E402
                      check, dominant_frequency, wav_seconds)
 
 SCENARIOS = []
@@ -168,6 +168,45 @@ async def cli_calls_aiortc(s, stack):
     check(await bob.exit_status() == 0, "aiortc did not exit 0 after the CLI hung up")
     near(dominant_frequency(s.file("aiortc.wav")), 523, s.file("aiortc.wav"))
     near(dominant_frequency(s.file("alice.wav")), 880, s.file("alice.wav"))
+
+
+def heard(expected):
+    return lambda state: state.get("remoteFrequency") is not None and abs(state["remoteFrequency"] - expected) <= 5
+
+
+@scenario
+async def browser_calls_cli(s, stack):
+    """Headless Chromium running the page served at / calls the CLI: the page's analyser hears
+    the CLI's tone, the CLI's recording has the page's tone."""
+    server = stack(await Server(s).start())
+    bob = stack(await Softphone(s, "bob", ["answer", "--server", server.url, "--token", server.token("bob"),
+                                           "--auto", "--tone-frequency", "330", "--record", s.file("bob.wav")]).start())
+    await bob.wait_for("note", text="waiting for a call")
+    browser = stack(await Chromium(s, f"{server.url}/#token={server.token('alice', 'browser')}"
+                                      f"&call=bob&tone=660&hangupAfter=5").start())
+    await browser.wait_for("the connected state", lambda st: st["state"] == "connected")
+    await browser.wait_for("330 Hz in the analyser", heard(330))
+    check(await bob.exit_status() == 0, "the CLI did not exit 0 after the browser hung up")
+    state = await browser.wait_for("the end of the call", lambda st: st.get("ended"))
+    check(state["ended"] == "local", f"the browser's call ended with {state['ended']}")
+    near(dominant_frequency(s.file("bob.wav")), 660, s.file("bob.wav"))
+
+
+@scenario
+async def cli_calls_browser(s, stack):
+    """The CLI calls the page in headless Chromium, which answers: audio verified both ways,
+    and the CLI's hang-up ends the page's call."""
+    server = stack(await Server(s).start())
+    browser = stack(await Chromium(s, f"{server.url}/#token={server.token('bob', 'browser')}&answer=auto&tone=660").start())
+    await browser.wait_for("sign-in", lambda st: st["state"] == "idle")
+    alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
+                                               "--to", "bob", "--tone-frequency", "523", "--duration", "5",
+                                               "--record", s.file("alice.wav")]).start())
+    await browser.wait_for("523 Hz in the analyser", heard(523))
+    check(await alice.exit_status() == 0, "the CLI did not exit 0")
+    state = await browser.wait_for("the end of the call", lambda st: st.get("ended"))
+    check(state["ended"] == "hangup", f"the browser's call ended with {state['ended']}")
+    near(dominant_frequency(s.file("alice.wav")), 660, s.file("alice.wav"))
 
 
 async def run(selected):
