@@ -42,7 +42,10 @@ enum SoftphoneCommand {
       try await fetchIceServers(http: http, url: urls.iceServers, token: token)
     }
     let factory = GStreamerPeerConnectionFactory(media: media)
-    let client = CallClient(signaling: signaling, iceServers: iceServers, factory: factory)
+    var configuration = CallClient.Configuration()
+    // --no-trickle: the slow baseline (gather everything, then send it in the offer/answer).
+    configuration.policy.trickle = !arguments.flag("no-trickle")
+    let client = CallClient(signaling: signaling, iceServers: iceServers, factory: factory, configuration: configuration)
     let call = SoftphoneCall(client: client, factory: factory, role: role, duration: duration, report: report)
     ProcessSignals.onTermination { _ in Task { await call.interrupt() } }
 

@@ -16,8 +16,8 @@ let usage = """
   commands:
     token      mint a client token:  dialtone token --user alice [--device phone] [--name "Alice"] [--ttl 3600] [--secret S | --data-dir D]
     call       dialtone call --server URL --token T --to USER [--audio tone|silence|FILE.wav] [--tone-frequency HZ]
-                             [--record OUT.wav] [--duration S] [--relay-only] [--json]
-    answer     dialtone answer --server URL --token T [--auto] [--audio ...] [--record OUT.wav] [--duration S] [--relay-only] [--json]
+                             [--record OUT.wav] [--duration S] [--relay-only] [--no-trickle] [--json]
+    answer     dialtone answer --server URL --token T [--auto] [--audio ...] [--record OUT.wav] [--duration S] [--relay-only] [--no-trickle] [--json]
                Lines typed on stdin go over the data channel. Exit status: 0 completed, 1 error, 2 usage,
                3 declined, 4 busy, 5 missed, 6 failed (ICE/connection lost), 7 cancelled, 8 answered elsewhere.
     bench-ws          hold N idle authenticated WebSocket connections and measure them (see docs/benchmarks.md)

@@ -108,6 +108,38 @@ struct CallEngineTests {
     #expect(tail == ["setRemote(answer:answer-bob)", "addCandidate(r1)", "addCandidate(r2)", "addCandidate(r3)", "addCandidate(r4)"])
   }
 
+  @Test func withoutTrickleTheOfferWaitsForGatheringAndCarriesTheCandidates() async {
+    let h = EngineHarness()
+    var policy = CallEngine.Policy()
+    policy.trickle = false
+    let e = CallEngine(outgoingCallId: "call-1", to: "bob", video: false, iceServers: [],
+                       factory: h.factory, signaling: h.signaling, clock: h.clock, policy: policy)
+    let started = Task { await e.start() }
+    #expect(await engineEventually { h.factory.connections.first?.calls.contains("setLocal(offer)") == true })
+    h.pc1.emitCandidate(IceCandidate(candidate: "candidate:1 1 udp 1 10.0.0.1 5000 typ host", sdpMLineIndex: 0))
+    await engineSettle()
+    #expect(h.sig.isEmpty)  // still gathering: nothing sent
+    h.pc1.emitCandidate(nil)
+    await started.value
+    #expect(await engineEventually { h.sig.count == 1 })
+    #expect(h.sig.first?.hasPrefix("sig.invite(bob,") == true)
+    #expect(!h.sig.contains { $0.hasPrefix("sig.candidate") || $0 == "sig.endOfCandidates" })
+  }
+
+  @Test func withoutTrickleGatheringThatNeverEndsTimesOut() async {
+    let h = EngineHarness()
+    var policy = CallEngine.Policy()
+    policy.trickle = false
+    policy.gatheringTimeout = 5
+    let e = CallEngine(outgoingCallId: "call-1", to: "bob", video: false, iceServers: [],
+                       factory: h.factory, signaling: h.signaling, clock: h.clock, policy: policy)
+    let started = Task { await e.start() }
+    #expect(await h.timers([5]))
+    h.clock.advance(by: 5)
+    await started.value
+    #expect(await engineEventually { h.sig.count == 1 })
+  }
+
   @Test func calleeRingsBeforeItsPeerConnectionIsBuilt() async {
     let log = EngineLog()
     let factory = GatedFactory(inner: EngineFakePeerConnectionFactory(log: log))

@@ -16,6 +16,7 @@ import json
 import math
 import os
 import sys
+import time
 import uuid
 import wave
 
@@ -27,8 +28,18 @@ from aiortc.sdp import candidate_from_sdp
 from av import AudioFrame
 
 
+STARTED = None  # when the call started (dial, or the invite's arrival), for timings
+
+
 def say(event, **fields):
+    if STARTED is not None and event in ("ringing", "accepted", "ice-connected", "connected", "first-audio"):
+        fields["ms"] = round((time.monotonic() - STARTED) * 1000, 1)
     print(json.dumps({"event": event, **fields}), flush=True)
+
+
+def start_clock():
+    global STARTED
+    STARTED = time.monotonic()
 
 
 class Tone(AudioStreamTrack):
@@ -139,9 +150,12 @@ class Peer:
             return
         if kind == "invite" and self.call_id is None and not self.args.call:
             self.call_id = m["callId"]
+            start_clock()
             say("incoming", caller=m["from"]["userId"])
             await self.send({"type": "ringing", "callId": self.call_id})
             await self.answer(m["offer"]["sdp"])
+        elif kind == "ringing" and self.args.call:
+            say("ringing")
         elif kind == "accept" and self.args.call:
             say("accepted")
             if m.get("answer"):
@@ -166,6 +180,12 @@ class Peer:
             if track.kind == "audio":
                 asyncio.ensure_future(self.record(track))
 
+        @pc.on("iceconnectionstatechange")
+        async def on_ice_state():
+            if pc.iceConnectionState in ("connected", "completed") and not getattr(self, "ice_connected", False):
+                self.ice_connected = True
+                say("ice-connected")
+
         @pc.on("connectionstatechange")
         async def on_state():
             say("state", state=pc.connectionState)
@@ -180,6 +200,7 @@ class Peer:
         return pc
 
     async def dial(self, callee):
+        start_clock()
         self.call_id = str(uuid.uuid4())
         pc = self.make_pc()
         # aiortc does not trickle: the offer carries every candidate once gathering is done.

@@ -48,11 +48,19 @@ public actor CallEngine {
     public var retryBackoff: [Double]
     /// A restart that has not reached `connected` after this long counts as failed.
     public var attemptTimeout: Double
+    /// Trickle ICE (rule 2). False is the slow baseline the seeds warn about, kept for
+    /// benchmarks: gather every candidate, then send them inside the offer or answer.
+    public var trickle: Bool
+    /// Without trickle: the longest wait for gathering to complete.
+    public var gatheringTimeout: Double
 
-    public init(disconnectedGrace: Double = 4, retryBackoff: [Double] = [1, 2, 3], attemptTimeout: Double = 10) {
+    public init(disconnectedGrace: Double = 4, retryBackoff: [Double] = [1, 2, 3], attemptTimeout: Double = 10,
+                trickle: Bool = true, gatheringTimeout: Double = 5) {
       self.disconnectedGrace = disconnectedGrace
       self.retryBackoff = retryBackoff
       self.attemptTimeout = attemptTimeout
+      self.trickle = trickle
+      self.gatheringTimeout = gatheringTimeout
     }
   }
 
@@ -97,6 +105,10 @@ public actor CallEngine {
   private var pendingOffer: SessionDescription?   // callee: offer waiting for accept()
   private var remoteReady = false                  // remote description applied and buffer flushed
   private var pendingRemoteCandidates: [IceCandidate] = []
+  /// Without trickle: local candidates gathered so far, and whether gathering finished.
+  private var gathered: [IceCandidate] = []
+  private var gatheringDone = false
+  private var gatheringWaiters: [CheckedContinuation<Void, Never>] = []
 
   // MARK: ICE policy state
 
@@ -162,7 +174,9 @@ public actor CallEngine {
         guard isCurrent(pc) else { return }
         try await pc.setLocalDescription(offer, kind: .offer)
         guard isCurrent(pc) else { return }
-        send(.invite(callId: callId, to: remoteUserId ?? "", video: video, offer: offer))
+        let complete = await withGatheredCandidates(offer)
+        guard isCurrent(pc) else { return }
+        send(.invite(callId: callId, to: remoteUserId ?? "", video: video, offer: complete))
       } catch {
         await end(.error("offer: \(error)"), notify: .cancel(callId: callId))
       }
@@ -188,7 +202,9 @@ public actor CallEngine {
       guard isCurrent(pc) else { return }
       try await pc.setLocalDescription(answer, kind: .answer)
       guard isCurrent(pc) else { return }
-      send(.accept(callId: callId, answer: answer))
+      let complete = await withGatheredCandidates(answer)
+      guard isCurrent(pc) else { return }
+      send(.accept(callId: callId, answer: complete))
     } catch {
       await end(.error("answer: \(error)"), notify: .decline(callId: callId))
     }
@@ -279,6 +295,7 @@ public actor CallEngine {
       pc = fresh
     } else if iceRestart {
       remoteReady = false
+      resetGathering()
     }
     await applyRemote(offer, kind: .offer, on: pc)
     guard isCurrent(pc), remoteReady, state != .incoming else { return }
@@ -287,7 +304,9 @@ public actor CallEngine {
       guard isCurrent(pc) else { return }
       try await pc.setLocalDescription(answer, kind: .answer)
       guard isCurrent(pc) else { return }
-      send(.answer(callId: callId, sdp: answer.sdp))
+      let complete = await withGatheredCandidates(answer)
+      guard isCurrent(pc) else { return }
+      send(.answer(callId: callId, sdp: complete.sdp))
     } catch {
       await end(.error("answer: \(error)"), notify: .hangup(callId: callId))
     }
@@ -374,11 +393,14 @@ public actor CallEngine {
       do {
         let offer = try await pc.createOffer(iceRestart: !fresh)
         guard isCurrent(pc) else { return }
+        resetGathering()  // a restart gathers a new generation
         try await pc.setLocalDescription(offer, kind: .offer)
         guard isCurrent(pc) else { return }
         // Candidates of the new generation wait for the answer.
         remoteReady = false
-        send(.offer(callId: callId, sdp: offer.sdp, iceRestart: true))
+        let complete = await withGatheredCandidates(offer)
+        guard isCurrent(pc) else { return }
+        send(.offer(callId: callId, sdp: complete.sdp, iceRestart: true))
       } catch {
         guard isCurrent(pc) else { return }
         await end(.error("restart offer: \(error)"), notify: .hangup(callId: callId))
@@ -430,6 +452,7 @@ public actor CallEngine {
     }
     pc = made
     remoteReady = false
+    resetGathering()
     if replacing { pendingRemoteCandidates.removeAll() }
     let gen = generation
     let candidatesID = nextListenerID + 1
@@ -471,6 +494,10 @@ public actor CallEngine {
 
   private func localCandidate(_ candidate: IceCandidate?, generation gen: Int) {
     guard gen == generation, !isEnded else { return }
+    guard policy.trickle else {
+      if let candidate { gathered.append(candidate) } else { finishGathering() }
+      return
+    }
     if let candidate {
       send(.candidate(callId: callId, candidate: candidate))
     } else {
@@ -499,6 +526,7 @@ public actor CallEngine {
     guard !isEnded else { return }
     setState(.ended(ending))
     cancelTimer()
+    finishGathering()
     if let request { send(request) }
     outbox.finish()   // queued requests (e.g. the hangup) still go out, in order
     await detachAndClose()
@@ -513,6 +541,35 @@ public actor CallEngine {
     case .idle, .calling, .ringing: return role == .caller ? .cancel(callId: callId) : .decline(callId: callId)
     default: return .hangup(callId: callId)
     }
+  }
+
+  // MARK: Without trickle
+
+  /// With trickle, the description as it is. Without, the description once gathering is
+  /// complete (or timed out), with every gathered candidate written into it.
+  private func withGatheredCandidates(_ description: SessionDescription) async -> SessionDescription {
+    guard !policy.trickle else { return description }
+    if !gatheringDone {
+      let timeout = Task { [weak self, clock, policy] in
+        do { try await clock.sleep(for: policy.gatheringTimeout) } catch { return }
+        await self?.finishGathering()
+      }
+      await withCheckedContinuation { gatheringWaiters.append($0) }
+      timeout.cancel()
+    }
+    return SessionDescription(sdp: SDPCandidates.embedding(gathered, in: description.sdp))
+  }
+
+  private func resetGathering() {
+    gathered = []
+    gatheringDone = false
+  }
+
+  private func finishGathering() {
+    gatheringDone = true
+    let waiters = gatheringWaiters
+    gatheringWaiters = []
+    for waiter in waiters { waiter.resume() }
   }
 
   // MARK: Helpers
