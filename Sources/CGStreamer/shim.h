@@ -198,6 +198,22 @@ static inline void dt_webrtc_set_first_codec_preferences(GstElement *webrtc, con
   g_array_unref(transceivers);
 }
 
+/// The RTP payload type on webrtcbin's first sink pad (what our sender negotiated), or -1 while
+/// nothing has been negotiated.
+static inline gint dt_webrtc_sink_payload(GstElement *webrtc) {
+  GstPad *pad = gst_element_get_static_pad(webrtc, "sink_0");
+  if (!pad) return -1;
+  gint pt = -1;
+  GstCaps *caps = gst_pad_get_current_caps(pad);
+  if (caps) {
+    const GstStructure *s = gst_caps_get_structure(caps, 0);
+    if (s && !gst_structure_get_int(s, "payload", &pt)) pt = -1;
+    gst_caps_unref(caps);
+  }
+  gst_object_unref(pad);
+  return pt;
+}
+
 // MARK: Promises
 
 typedef struct { void *ctx; dt_promise_cb cb; } dt__promise_ctx;

@@ -39,7 +39,8 @@ public struct GStreamerMedia: Sendable {
     case .wavFile:
       source = "filesrc name=file ! wavparse ! audioconvert ! audioresample ! identity sync=true"
     }
-    return "webrtcbin name=webrtc bundle-policy=max-bundle latency=40 "
+    // latency: the jitter buffer's delay, which the first audio pays too.
+    return "webrtcbin name=webrtc bundle-policy=max-bundle latency=20 "
       + "\(source) ! audioconvert ! audioresample ! volume name=mic ! queue ! "
       + "opusenc bitrate=32000 frame-size=20 ! rtpopuspay name=pay pt=\(Self.defaultOpusPayloadType) ! "
       + "capsfilter name=rtpcaps caps=\"\(Self.rtpCaps(payloadType: Self.defaultOpusPayloadType))\" ! webrtc."

@@ -46,6 +46,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private var reached: Set<Milestone> = []
   private var gatheringComplete = false
   private var opusPayloadType = GStreamerMedia.defaultOpusPayloadType
+  private var playing = false
   /// The `a=mid` of each m-section, by index, of the local and remote descriptions: webrtcbin
   /// speaks m-line indexes, peers like aiortc match candidates by mid.
   private var localMids: [String?] = []
@@ -59,7 +60,9 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     let sha256Fingerprint: String
   }
 
-  init(configuration: PeerConnectionConfiguration, media: GStreamerMedia, certificate: Certificate?) throws {
+  /// Builds and starts the pipeline; `useIceServers` must follow before the first offer or
+  /// remote description (the factory builds connections ahead of calls, before it knows them).
+  init(video: Bool, media: GStreamerMedia, certificate: Certificate?) throws {
     GStreamerRuntime.ensureInitialised()
     self.media = media
     self.certificate = certificate
@@ -89,10 +92,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     }
     if let certificate { dt_pipeline_use_certificate(pipeline, certificate.pem) }
     if media.relayOnly { dt_set(webrtc, "ice-transport-policy", "relay") }
-    let uris = IceServerURIs(configuration.iceServers)
-    if let stun = uris.stun { dt_set(webrtc, "stun-server", stun) }
-    for turn in uris.turn { _ = dt_webrtc_add_turn_server(webrtc, turn) }
-    if configuration.video { dt_webrtc_reserve_video(webrtc) }
+    if video { dt_webrtc_reserve_video(webrtc) }
 
     let retained = Unmanaged.passRetained(self)
     retainedByCallbacks = retained
@@ -100,22 +100,34 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       ctx: retained.toOpaque(), candidate: onCandidate, state: onState, channel: onChannel,
       audio: onAudio, error: onError)
     callbacks = dt_webrtc_connect(pipeline, webrtc, &table)
-    guard dt_set_state(pipeline, GST_STATE_PLAYING) != 0 else {
+    // PAUSED, not PLAYING: the live source sends nothing yet, so no payload type is fixed on
+    // webrtcbin's sink pad before the first description (an answer must use the offerer's).
+    guard dt_set_state(pipeline, GST_STATE_PAUSED) != 0 else {
       teardown()
       throw GStreamerError.pipeline("the pipeline did not start (missing plugins?)")
     }
+  }
+
+  /// STUN and TURN servers; they take effect at the next gathering (set before the first
+  /// offer or remote description).
+  func useIceServers(_ servers: [IceServer]) {
+    let uris = IceServerURIs(servers)
+    if let stun = uris.stun { dt_set(webrtc, "stun-server", stun) }
+    for turn in uris.turn { _ = dt_webrtc_add_turn_server(webrtc, turn) }
   }
 
   // MARK: PeerConnection
 
   public func createOffer(iceRestart: Bool) async throws -> SessionDescription {
     // iceRestart is ignored by webrtcbin 1.22 (canRestartIce == false).
+    try play()
     if media.dataChannel { openDataChannelIfNeeded() }
     return try await describeWithOurFingerprint("offer") { dt_webrtc_create_offer(self.webrtc, $0) }
   }
 
   public func createAnswer() async throws -> SessionDescription {
-    try await describeWithOurFingerprint("answer") { dt_webrtc_create_answer(self.webrtc, $0) }
+    try play()
+    return try await describeWithOurFingerprint("answer") { dt_webrtc_create_answer(self.webrtc, $0) }
   }
 
   /// The description with our certificate's fingerprint. webrtcbin 1.22 fingerprints a
@@ -136,6 +148,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   }
 
   public func setLocalDescription(_ description: SessionDescription, kind: SessionDescriptionKind) async throws {
+    try play()
     try await apply(description, kind: kind, local: true)
   }
 
@@ -155,13 +168,33 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   public func setRemoteDescription(_ description: SessionDescription, kind: SessionDescriptionKind) async throws {
     // The offerer's Opus payload type (aiortc's is 96) must be ours before the offer is
     // applied, or webrtcbin answers from a new receive-only transceiver instead of ours.
-    if kind == .offer, let pt = GStreamerMedia.opusPayloadType(in: description.sdp) { useOpusPayloadType(pt) }
+    if kind == .offer, let pt = GStreamerMedia.opusPayloadType(in: description.sdp) {
+      useOpusPayloadType(pt)
+      // webrtcbin matches the offer against what its sink pad already negotiated: wait (a frame
+      // or two) until the new payload type got there.
+      for _ in 0..<50 {
+        let current = dt_webrtc_sink_payload(webrtc)
+        if current == -1 || current == Int32(pt) { break }
+        try? await Task.sleep(for: .milliseconds(5))
+      }
+    }
     // webrtcbin 1.22 aborts the process (an assertion in _connect_rtpfunnel) on an answer that
     // rejects a bundled section: refuse it instead.
     if kind == .answer, let rejected = Self.rejectedSections(in: description.sdp).first {
       throw GStreamerError.negotiation("the peer rejected the \(rejected) section")
     }
     try await apply(description, kind: kind, local: false)
+    try play()
+  }
+
+  /// Starts the media (once): after the first description, when the payload type is known.
+  private func play() throws {
+    let first = lock.withLock { () -> Bool in
+      defer { playing = true }
+      return !playing && !closed
+    }
+    guard first else { return }
+    guard dt_set_state(pipeline, GST_STATE_PLAYING) != 0 else { throw GStreamerError.pipeline("the pipeline did not start") }
   }
 
   public func addRemoteCandidate(_ candidate: IceCandidate) async throws {

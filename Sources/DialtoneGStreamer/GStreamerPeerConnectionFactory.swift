@@ -5,26 +5,63 @@ import Foundation
 /// Makes webrtcbin peer connections with the given media. `created` reports each one (the CLI
 /// follows their milestones across the fresh connections a recovery makes).
 ///
+/// Building a pipeline is kept off the dial path: the factory always holds one spare connection,
+/// built and running, and hands it out (adding the call's ICE servers) when a call needs one.
 /// Every connection presents one ECDSA P-256 certificate made with the factory: GStreamer's
 /// own is RSA, which aiortc refuses, and generating it costs the first call up to 0.6 s.
-public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, Sendable {
+public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, @unchecked Sendable {
+  // @unchecked: `spare` is only touched under `lock`; everything else is immutable.
   public let media: GStreamerMedia
   public let created: AsyncStream<GStreamerPeerConnection>
   private let createdSink: AsyncStream<GStreamerPeerConnection>.Continuation
-  private let certificate: SelfSignedCertificate?
+  private let certificate: GStreamerPeerConnection.Certificate?
+  private let lock = NSLock()
+  private var spare: Task<GStreamerPeerConnection?, Never>?
+  private var closed = false
 
   public init(media: GStreamerMedia) {
     self.media = media
     // Without a certificate webrtcbin falls back to its generated RSA one.
-    certificate = try? SelfSignedCertificate.generate(commonName: "dialtone")
+    certificate = (try? SelfSignedCertificate.generate(commonName: "dialtone")).map {
+      .init(pem: $0.combinedPEM, sha256Fingerprint: $0.sha256Fingerprint)
+    }
     (created, createdSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
+    lock.withLock { spare = buildSpare() }
   }
 
   public func makePeerConnection(_ configuration: PeerConnectionConfiguration) async throws -> any PeerConnection {
-    await GStreamerRuntime.prepare()
-    let connection = try GStreamerPeerConnection(configuration: configuration, media: media,
-                                                 certificate: certificate.map { .init(pem: $0.combinedPEM, sha256Fingerprint: $0.sha256Fingerprint) })
+    let ready: Task<GStreamerPeerConnection?, Never>? = configuration.video ? nil : lock.withLock {
+      defer { spare = closed ? nil : buildSpare() }
+      return spare
+    }
+    let connection: GStreamerPeerConnection
+    if let warm = await ready?.value {
+      connection = warm
+    } else {
+      await GStreamerRuntime.prepare()
+      connection = try GStreamerPeerConnection(video: configuration.video, media: media, certificate: certificate)
+    }
+    connection.useIceServers(configuration.iceServers)
     createdSink.yield(connection)
     return connection
+  }
+
+  /// Closes the spare connection; later requests build theirs on demand.
+  public func shutdown() async {
+    let task = lock.withLock { () -> Task<GStreamerPeerConnection?, Never>? in
+      closed = true
+      defer { spare = nil }
+      return spare
+    }
+    await task?.value?.close()
+  }
+
+  private func buildSpare() -> Task<GStreamerPeerConnection?, Never> {
+    let media = self.media
+    let certificate = self.certificate
+    return Task.detached(priority: .userInitiated) {
+      await GStreamerRuntime.prepare()
+      return try? GStreamerPeerConnection(video: false, media: media, certificate: certificate)
+    }
   }
 }

@@ -51,6 +51,7 @@ enum SoftphoneCommand {
 
     let status = await call.run()
     await client.stop()
+    await factory.shutdown()
     if let recorder {
       do { try recorder.finish() } catch { report.note("could not write \(recorder.path): \(error)") }
     }
