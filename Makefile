@@ -5,7 +5,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8080
 CONNECTIONS ?= 15000
 
-.PHONY: deps bench-deps build release run test bench-ws bench-signaling bench-push clean
+.PHONY: deps bench-deps build release run test bench-ws bench-signaling bench-push bench-setup clean
 
 deps:
 	@scripts/deps.sh
@@ -50,3 +50,9 @@ clean:
 PUSHES ?= 5000
 bench-push: release bench-deps
 	.build/release/dialtone bench-push --pushes $(PUSHES)
+
+# Call set-up time (dial → ICE connected → first audio) between two network namespaces joined by
+# a userspace delay/loss link: Dialtone with and without trickle ICE, and aiortc ↔ aiortc.
+SETUP_CALLS ?= 10
+bench-setup: release
+	python3 bench/setup_bench.py --bin .build/release --calls $(SETUP_CALLS)

@@ -18,37 +18,38 @@ struct CallSnapshot: Sendable, Equatable {
   var ended = false
 }
 
-/// The example's glue between the SDK pieces. It holds no call rules: CallEngine negotiates
-/// media, IncomingCallCoordinator applies the CallKit/PushKit rules, and this actor only
-/// routes messages between them (the `CallSignalingActions` the coordinator asks for).
+/// The example's glue between the SDK pieces. It holds no call rules: `CallClient` routes
+/// signaling to `CallEngine`s (multi-device, glare, answer-before-invite, resync), each engine
+/// negotiates media, and `IncomingCallCoordinator` applies the CallKit/PushKit rules. This actor
+/// only forwards between them (the `CallSignalingActions` the coordinator asks for) and keeps
+/// the UI's snapshot.
 actor CallService: CallSignalingActions {
-  let signaling: SignalingClient
+  let client: CallClient
   let ui: CallKitSystemCallUI
   let factory = WebRTCPeerConnectionFactory.shared
-  let iceCache: IceServerCache
   nonisolated let snapshots: AsyncStream<CallSnapshot?>
   nonisolated let remoteVideo: AsyncStream<RTCVideoTrack?>
   private let snapshotSink: AsyncStream<CallSnapshot?>.Continuation
   private let remoteVideoSink: AsyncStream<RTCVideoTrack?>.Continuation
   private let coordinatorRef = CoordinatorRef()
 
-  private var engines: [CallID: CallEngine] = [:]
   private var snapshot: CallSnapshot?
-  /// Pushed calls whose `get-call` answer is still owed to the coordinator.
-  private var awaitingGetCall: Set<CallID> = []
-  /// Answered in CallKit before their invite arrived (woken by a push): accept on invite.
-  private var answerOnInvite: Set<CallID> = []
-  /// Glare survivors: incoming calls to answer at once in place of our outgoing call.
+  /// Glare survivors to answer through CallKit once the coordinator knows them.
   private var glareSurvivors: Set<CallID> = []
-  private var welcomed = false
+  private var online = false
   private var pathMonitor: NWPathMonitor?
   private var cameras: [ObjectIdentifier: CameraCapture] = [:]
 
   init(ui: CallKitSystemCallUI, token: @escaping @Sendable () async throws -> String, api: DialtoneAPIClient) {
     self.ui = ui
-    signaling = SignalingClient(
+    let signaling = SignalingClient(
       configuration: .init(url: ExampleConfig.signalingURL), transport: URLSessionSignalingTransport(), token: token)
-    iceCache = IceServerCache(defaults: ExampleConfig.defaultIceServers, fetcher: { try await api.iceServers() })
+    let iceCache = IceServerCache(defaults: ExampleConfig.defaultIceServers, fetcher: { try await api.iceServers() })
+    var configuration = CallClient.Configuration()
+    // The survivor is answered through CallKit (a CXAnswerCallAction), so its UI stays in step.
+    configuration.acceptGlareSurvivor = false
+    client = CallClient(signaling: signaling, iceServers: iceCache, factory: WebRTCPeerConnectionFactory.shared,
+                        configuration: configuration)
     (snapshots, snapshotSink) = AsyncStream<CallSnapshot?>.makeStream(bufferingPolicy: .bufferingNewest(1))
     (remoteVideo, remoteVideoSink) = AsyncStream<RTCVideoTrack?>.makeStream(bufferingPolicy: .bufferingNewest(1))
   }
@@ -57,16 +58,17 @@ actor CallService: CallSignalingActions {
   nonisolated func bind(_ coordinator: IncomingCallCoordinator) { coordinatorRef.set(coordinator) }
   private var coordinator: IncomingCallCoordinator { coordinatorRef.get() }
 
-  /// At launch (also when launched by a push): listen to signaling events, network changes
+  /// At launch (also when launched by a push): listen to the client's events, network changes
   /// and new peer connections. No network here: a launch by a VoIP push must report the call
   /// to CallKit before anything touches the network (rule 1), so going online waits for
   /// `goOnline()` (app in the foreground) or `connectForPushedCall` (after the report).
   func start() async {
-    Task { await self.runSignalingEvents() }
+    Task { await self.runClientEvents() }
     Task { await self.runPeerConnections() }
     let monitor = NWPathMonitor()
     let seen = PathSeen()
-    monitor.pathUpdateHandler = { [signaling] path in
+    let client = self.client
+    monitor.pathUpdateHandler = { path in
       // The first update is the current path, not a change (the handler runs on one serial
       // queue, so `seen` needs no lock).
       let key = path.status == .satisfied ? path.availableInterfaces.map(\.name) : []
@@ -74,7 +76,7 @@ actor CallService: CallSignalingActions {
       // Wi-Fi ↔ cellular: the socket is probably dead; reconnect now. The media side
       // recovers by itself: CallEngine restarts ICE when the connection goes
       // disconnected/failed (rule 3), and the CallKit call stays up meanwhile.
-      Task { await signaling.networkChanged() }
+      Task { await client.networkChanged() }
     }
     monitor.start(queue: DispatchQueue(label: "dialtone.path"))
     pathMonitor = monitor
@@ -82,23 +84,19 @@ actor CallService: CallSignalingActions {
 
   /// Pre-warms ICE servers (rule 4) and connects signaling; idempotent.
   func goOnline() async {
-    await iceCache.prewarm()
-    await signaling.start()
+    guard !online else { return }
+    online = true
+    await client.start()
   }
 
   // MARK: Outgoing calls (from the UI)
 
   func call(_ contact: Contact, video: Bool) async {
-    guard engines.isEmpty else { return }
+    guard snapshot == nil else { return }
     await goOnline()
     let callId = CallIDRules.generate()
     let uuid = await coordinator.startOutgoingCall(callId: callId)
-    let engine = CallEngine(
-      outgoingCallId: callId, to: contact.userId, video: video, iceServers: await iceCache.current(),
-      factory: factory, signaling: SignalingBridge(client: signaling))
-    engines[callId] = engine
     publish(CallSnapshot(callId: callId, uuid: uuid, remote: contact.name, status: "Calling…", isVideoEnabled: video))
-    observe(engine, uuid: uuid)
     #if os(iOS)
     CallAudioSession.shared.prepare(video: video)
     #endif
@@ -106,12 +104,12 @@ actor CallService: CallSignalingActions {
       // CallKit → CXStartCallAction → coordinator.performStartCall → fulfilled.
       try await ui.requestStartCall(uuid: uuid, handle: contact.userId, displayName: contact.name, video: video)
     } catch {
-      engines[callId] = nil
       await coordinator.remoteEnded(callId: callId, reason: .failed)
       publish(nil)
       return
     }
-    await engine.start()
+    let engine = await client.dial(contact.userId, video: video, callId: callId)
+    observe(engine)
   }
 
   // MARK: In-call controls (from the UI; they go through CallKit so its UI stays in sync)
@@ -122,7 +120,7 @@ actor CallService: CallSignalingActions {
   }
 
   func toggleVideo() async {
-    guard var s = snapshot, let engine = engines[s.callId] else { return }
+    guard var s = snapshot, let engine = await client.engine(for: s.callId) else { return }
     s.isVideoEnabled.toggle()
     await engine.setVideoEnabled(s.isVideoEnabled)
     ui.reportVideo(uuid: s.uuid, hasVideo: s.isVideoEnabled)
@@ -137,41 +135,29 @@ actor CallService: CallSignalingActions {
   // MARK: CallSignalingActions (asked by the coordinator; each returns promptly)
 
   func connectForPushedCall(_ callId: CallID) async {
-    awaitingGetCall.insert(callId)
     await goOnline()
-    if welcomed { sendGetCall(callId) }
+    await client.resolve(callId)   // sent once signaling is up; the answer arrives as .resolved
   }
 
   func answer(_ callId: CallID) async {
-    if let engine = engines[callId] {
-      update(callId) { $0.status = "Connecting…" }
-      Task { await engine.accept() }
-    } else {
-      // Woken by a push and answered before the invite arrived (the server buffers it).
-      answerOnInvite.insert(callId)
-    }
+    update(callId) { $0.status = "Connecting…" }
+    // Accepts the ringing engine, or the invite when it arrives (woken by a push).
+    Task { await client.answer(callId) }
   }
 
   func end(_ callId: CallID, cause: LocalEndCause) async {
-    answerOnInvite.remove(callId)
-    awaitingGetCall.remove(callId)
-    if let engine = engines.removeValue(forKey: callId) {
-      Task { await engine.hangup() }  // cancel / decline / hangup, as its state says
-    } else {
-      // A pushed call declined before its invite: decline it over signaling.
-      let client = signaling
-      Task { _ = try? await client.request { CallSignalingRequest.decline(callId: callId).clientMessage(id: $0) } }
-    }
+    glareSurvivors.remove(callId)
+    Task { await client.end(callId) }  // cancel / decline / hangup, as the call's state says
     if snapshot?.callId == callId { publish(nil) }
   }
 
   func setMuted(_ callId: CallID, muted: Bool) async {
-    await engines[callId]?.setMuted(muted)
+    await client.engine(for: callId)?.setMuted(muted)
     update(callId) { $0.isMuted = muted }
   }
 
   func setHeld(_ callId: CallID, held: Bool) async {
-    await engines[callId]?.setOnHold(held)
+    await client.engine(for: callId)?.setOnHold(held)
     update(callId) { $0.status = held ? "On hold" : "Connected" }
   }
 
@@ -185,104 +171,53 @@ actor CallService: CallSignalingActions {
 
   func audioSessionDeactivated() async {}
 
-  // MARK: Signaling events
+  // MARK: Client events
 
-  private func runSignalingEvents() async {
-    for await event in signaling.events {
+  private func runClientEvents() async {
+    for await event in client.events {
       switch event {
-      case .connected(let welcome):
-        welcomed = true
-        await iceCache.update(servers: welcome.iceServers, ttl: welcome.iceServersTtl)
-        for callId in awaitingGetCall { sendGetCall(callId) }
-      case .disconnected:
-        welcomed = false
-      case .resynced:
-        // The session was not resumed: ask the server how our calls stand.
-        for callId in Set(engines.keys).union(awaitingGetCall) { sendGetCall(callId) }
-      case .message(let message):
-        await route(message)
-      case .stopped(let reason):
-        welcomed = false
-        for (callId, engine) in engines {
-          await engine.hangup()
-          await coordinator.remoteEnded(callId: callId, reason: .failed)
+      case .connected, .disconnected:
+        break
+      case .incoming(let engine):
+        await ring(engine)
+      case .glare(_, let survivor):
+        // Our outgoing call lost; answer the peer's call through CallKit.
+        if let uuid = await coordinator.call(survivor)?.uuid {
+          try? await ui.requestAnswer(uuid: uuid)
+        } else {
+          glareSurvivors.insert(survivor)
         }
-        engines.removeAll()
+      case .resolved(let callId, let state):
+        await coordinator.resolvePushedCall(callId: callId, state: state)
+      case .stopped:
+        // Every engine was ended by the client; their states report it to CallKit.
         publish(nil)
-        _ = reason
       }
     }
   }
 
-  private func route(_ message: ServerMessage) async {
-    switch message {
-    case .invite(let invite):
-      await handleInvite(invite)
-    case .callEnded(let ended):
-      if let engine = engines.removeValue(forKey: ended.callId) { await engine.handle(message) }
-      await coordinator.remoteEnded(callId: ended.callId, reason: ended.reason)
-      if snapshot?.callId == ended.callId { publish(nil) }
-    default:
-      if let callId = message.callId, let engine = engines[callId] { await engine.handle(message) }
-    }
-  }
-
-  private func handleInvite(_ invite: ServerMessage.Invite) async {
-    guard engines[invite.callId] == nil else { return }  // a re-delivered invite
+  private func ring(_ engine: CallEngine) async {
+    guard let peer = await engine.remotePeer else { return }
     // Reported to CallKit here unless a push already did (then this only records the invite).
     guard
       let uuid = await coordinator.incomingInvite(
-        callId: invite.callId, handle: invite.from.userId, displayName: invite.from.name, hasVideo: invite.video)
+        callId: engine.callId, handle: peer.userId, displayName: peer.name, hasVideo: engine.isVideoEnabled)
     else { return }  // refused by the system; the coordinator declined it
-    awaitingGetCall.remove(invite.callId)
     #if os(iOS)
-    CallAudioSession.shared.prepare(video: invite.video)
+    CallAudioSession.shared.prepare(video: await engine.isVideoEnabled)
     #endif
-    let engine = CallEngine(
-      incoming: invite, iceServers: await iceCache.current(), factory: factory,
-      signaling: SignalingBridge(client: signaling))
-    engines[invite.callId] = engine
     publish(CallSnapshot(
-      callId: invite.callId, uuid: uuid, remote: invite.from.name ?? invite.from.userId, status: "Ringing",
-      isVideoEnabled: invite.video))
-    observe(engine, uuid: uuid)
-    await engine.start()
-    if answerOnInvite.remove(invite.callId) != nil {
-      await engine.accept()
-    } else if glareSurvivors.remove(invite.callId) != nil {
+      callId: engine.callId, uuid: uuid, remote: peer.name ?? peer.userId, status: "Ringing",
+      isVideoEnabled: await engine.isVideoEnabled))
+    observe(engine)
+    if glareSurvivors.remove(engine.callId) != nil {
       try? await ui.requestAnswer(uuid: uuid)
-    }
-  }
-
-  private func sendGetCall(_ callId: CallID) {
-    let client = signaling
-    Task {
-      let state: CallState?
-      do {
-        let reply = try await client.request { .getCall(.init(id: $0, callId: callId)) }
-        if case .ack(let ack) = reply { state = ack.call } else { state = nil }  // not-found
-      } catch {
-        state = nil  // stopped: the coordinator ends the call as failed
-      }
-      await self.resolved(callId, state: state)
-    }
-  }
-
-  private func resolved(_ callId: CallID, state: CallState?) async {
-    awaitingGetCall.remove(callId)
-    await coordinator.resolvePushedCall(callId: callId, state: state)
-    // After a resync: an engine whose call is over on the server ends too.
-    if let engine = engines[callId], state == nil || state?.state == .ended {
-      engines[callId] = nil
-      await engine.hangup()
-      await coordinator.remoteEnded(callId: callId, reason: state?.endReason ?? .connectionLost)
-      if snapshot?.callId == callId { publish(nil) }
     }
   }
 
   // MARK: Engine states → coordinator + UI
 
-  private func observe(_ engine: CallEngine, uuid: UUID) {
+  private func observe(_ engine: CallEngine) {
     let callId = engine.callId
     Task {
       for await state in engine.states {
@@ -307,14 +242,12 @@ actor CallService: CallSignalingActions {
     case .reconnecting:
       update(callId) { $0.status = "Reconnecting…" }
     case .ended(let ending):
-      engines[callId] = nil
       switch ending {
       case .local:
         break  // ended through CallKit (performEnd) already
       case .remote(let reason):
         await coordinator.remoteEnded(callId: callId, reason: reason)
-      case .glare(let survivor):
-        glareSurvivors.insert(survivor)
+      case .glare:
         await coordinator.remoteEnded(callId: callId, reason: .glare)
       case .iceFailed, .error:
         await coordinator.remoteEnded(callId: callId, reason: .failed)
@@ -359,21 +292,6 @@ actor CallService: CallSignalingActions {
     snapshot = s
     snapshotSink.yield(s)
   }
-}
-
-/// `CallSignaling` for CallEngine: each request goes through SignalingClient (which survives
-/// reconnects); an `error` reply is a failure.
-struct SignalingBridge: CallSignaling {
-  let client: SignalingClient
-
-  func send(_ request: CallSignalingRequest) async throws {
-    let reply = try await client.request { request.clientMessage(id: $0) }
-    if case .error(let e) = reply { throw SignalingBridgeError.rejected(e.code, e.message) }
-  }
-}
-
-enum SignalingBridgeError: Error {
-  case rejected(ErrorCode, String)
 }
 
 /// Remembers the last path's interfaces, empty when unsatisfied (touched only on the
