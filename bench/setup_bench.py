@@ -116,12 +116,13 @@ async def one_call(stack, binary, log):
     if stack == "aiortc":
         peer = [sys.executable, os.path.join(ROOT, "Tests", "e2e", "aiortc_peer.py"), "--server", server]
         callee_args = peer + ["--token", bob, "--answer", "--tone", "330"]
-        caller_args = peer + ["--token", alice, "--call", "bob", "--tone", "523", "--duration", "0.3"]
+        caller_args = peer + ["--token", alice, "--call", "bob", "--tone", "523", "--duration", "1.5"]
     else:
         cli = [os.path.join(binary, "dialtone")]
         extra = ["--no-trickle"] if stack == "dialtone-gather" else []
         callee_args = cli + ["answer", "--server", server, "--token", bob, "--auto", "--json", *extra]
-        caller_args = cli + ["call", "--server", server, "--token", alice, "--to", "bob", "--duration", "0.3",
+        # 1.5 s connected: long enough for the first audio to arrive through loss.
+        caller_args = cli + ["call", "--server", server, "--token", alice, "--to", "bob", "--duration", "1.5",
                              "--json", *extra]
     callee = await start(NS_B, callee_args, log)
     caller = None
@@ -136,6 +137,8 @@ async def one_call(stack, binary, log):
         for key, value in (ended.get("timings") or {}).items():
             timings.setdefault(key, value)
         if "ice-connected" not in timings or "first-audio" not in timings:
+            log.write(f"{stack}: incomplete call: {json.dumps(events)[-800:]}\n".encode())
+            log.flush()
             return None
         return timings
     finally:

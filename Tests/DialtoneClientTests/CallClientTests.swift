@@ -76,30 +76,7 @@ private final class ClientEvents: @unchecked Sendable {
 
 /// CallClient against the real server over loopback, with scripted peer connections.
 @Suite(.serialized) struct CallClientTests {
-  final class Rig: Sendable {
-    let server: DialtoneServer
-    let network: WebSocketClient
-    let directory: String
-
-    init(resumeWindow: Double = 60) async throws {
-      directory = NSTemporaryDirectory() + "dialtone-callclient-\(UUID().uuidString)"
-      var configuration = ServerConfiguration()
-      configuration.port = 0
-      configuration.dataDirectory = directory
-      configuration.authSecret = secret
-      configuration.logLevel = .error
-      configuration.drainSeconds = 1
-      configuration.resumeWindow = resumeWindow
-      server = try await DialtoneServer(configuration: configuration)
-      network = try WebSocketClient()
-    }
-
-    func stop() async {
-      await server.stop()
-      await network.shutdown()
-      try? FileManager.default.removeItem(atPath: directory)
-    }
-  }
+  typealias Rig = LoopbackServer
 
   private struct Device {
     let client: CallClient
@@ -111,10 +88,10 @@ private final class ClientEvents: @unchecked Sendable {
   private func device(_ rig: Rig, _ user: String, _ deviceId: String = "phone",
                       configuration: CallClient.Configuration = .init()) async -> Device {
     let transport = GatedTransport(inner: LWSSignalingTransport(client: rig.network))
-    var signalingConfiguration = SignalingClient.Configuration(url: "ws://127.0.0.1:\(rig.server.port)/v1/ws")
+    var signalingConfiguration = SignalingClient.Configuration(url: rig.webSocketURL)
     signalingConfiguration.backoff = [0.05]
     let signaling = SignalingClient(configuration: signalingConfiguration, transport: transport) {
-      try DevelopmentTokens.mint(secret: Array(secret.utf8), user: user, device: deviceId, name: nil, ttl: 3600)
+      try rig.token(user, device: deviceId)
     }
     let factory = EngineFakePeerConnectionFactory(log: EngineLog())
     let client = CallClient(signaling: signaling, iceServers: IceServerCache(defaults: []), factory: factory,
@@ -130,7 +107,7 @@ private final class ClientEvents: @unchecked Sendable {
   }
 
   @Test func aDialRingsEveryDeviceAndTheAnswerConnectsBothEngines() async throws {
-    let rig = try await Rig()
+    let rig = try await Rig(secret: secret)
     let alice = await device(rig, "alice")
     let bobPhone = await device(rig, "bob", "phone")
     let bobLaptop = await device(rig, "bob", "laptop")
@@ -169,7 +146,7 @@ private final class ClientEvents: @unchecked Sendable {
   }
 
   @Test func glareEndsOneCallAndTheLoserAnswersTheSurvivor() async throws {
-    let rig = try await Rig()
+    let rig = try await Rig(secret: secret)
     let alice = await device(rig, "alice")
     let bob = await device(rig, "bob")
     try await online(alice, bob)
@@ -192,7 +169,7 @@ private final class ClientEvents: @unchecked Sendable {
   }
 
   @Test func aCallAnsweredBeforeItsInviteArrivesIsAcceptedOnArrival() async throws {
-    let rig = try await Rig()
+    let rig = try await Rig(secret: secret)
     let alice = await device(rig, "alice")
     let bob = await device(rig, "bob")
     try await online(alice)
@@ -210,7 +187,7 @@ private final class ClientEvents: @unchecked Sendable {
   }
 
   @Test func afterAResyncACallThatEndedMeanwhileEndsHere() async throws {
-    let rig = try await Rig(resumeWindow: 0.2)
+    let rig = try await Rig(secret: secret, resumeWindow: 0.2)
     let alice = await device(rig, "alice")
     let bob = await device(rig, "bob")
     try await online(alice, bob)

@@ -10,35 +10,23 @@ private let secret = "client-test-secret-0123456789"
 
 /// The SDK's signaling client against the real server over loopback.
 @Suite(.serialized) struct SignalingClientTests {
-  final class Rig: Sendable {
-    let server: DialtoneServer
-    let network: WebSocketClient
-    let directory: String
+  /// The loopback server, and signaling clients for it.
+  struct Rig {
+    let loopback: LoopbackServer
+    var server: DialtoneServer { loopback.server }
+    var network: WebSocketClient { loopback.network }
 
-    init() async throws {
-      directory = NSTemporaryDirectory() + "dialtone-client-\(UUID().uuidString)"
-      var configuration = ServerConfiguration()
-      configuration.port = 0
-      configuration.dataDirectory = directory
-      configuration.authSecret = secret
-      configuration.logLevel = .error
-      configuration.drainSeconds = 1
-      server = try await DialtoneServer(configuration: configuration)
-      network = try WebSocketClient()
-    }
+    init() async throws { loopback = try await LoopbackServer(secret: secret) }
 
     func client(_ user: String, device: String = "phone") -> SignalingClient {
-      SignalingClient(configuration: .init(url: "ws://127.0.0.1:\(server.port)/v1/ws"),
-                      transport: LWSSignalingTransport(client: network)) {
-        try DevelopmentTokens.mint(secret: Array(secret.utf8), user: user, device: device, name: nil, ttl: 3600)
+      let loopback = self.loopback
+      return SignalingClient(configuration: .init(url: loopback.webSocketURL),
+                             transport: LWSSignalingTransport(client: loopback.network)) {
+        try loopback.token(user, device: device)
       }
     }
 
-    func stop() async {
-      await server.stop()
-      await network.shutdown()
-      try? FileManager.default.removeItem(atPath: directory)
-    }
+    func stop() async { await loopback.stop() }
   }
 
   /// Collects a client's app-level events in order.
