@@ -21,15 +21,18 @@ final class DeliverySession {
   private var droppedThrough: UInt64 = 0
   private let capacity: Int
 
-  /// Answers to recent request ids, replayed when a request is repeated.
+  /// Answers to recent request ids, replayed when a request is repeated. The ids sit in a ring
+  /// (oldest evicted first) so that remembering one costs no shifting.
   private var replies: [String: ServerMessage] = [:]
-  private var replyOrder: [String] = []
+  private var replyRing: [String] = []   // grows to replyMemory (idle sessions stay small)
+  private var replyNext = 0
   private let replyMemory: Int
 
   init(id: String, identity: Identity, socket: WebSocketConnection, now: Date, capacity: Int = 1024, replyMemory: Int = 512) {
     self.id = id; self.identity = identity; self.socket = socket
     self.createdAt = now; self.connectedAt = now
-    self.capacity = capacity; self.replyMemory = replyMemory
+    self.capacity = capacity
+    self.replyMemory = max(1, replyMemory)
   }
 
   var isConnected: Bool { socket != nil }
@@ -103,11 +106,13 @@ final class DeliverySession {
   func reply(to requestID: String) -> ServerMessage? { replies[requestID] }
 
   func remember(_ reply: ServerMessage, for requestID: String) {
-    if replies.updateValue(reply, forKey: requestID) == nil { replyOrder.append(requestID) }
-    if replyOrder.count > replyMemory {
-      let excess = replyOrder.count - replyMemory
-      for old in replyOrder.prefix(excess) { replies.removeValue(forKey: old) }
-      replyOrder.removeFirst(excess)
+    guard replies.updateValue(reply, forKey: requestID) == nil else { return }
+    if replyRing.count < replyMemory {
+      replyRing.append(requestID)
+      return
     }
+    replies.removeValue(forKey: replyRing[replyNext])
+    replyRing[replyNext] = requestID
+    replyNext = (replyNext + 1) % replyMemory
   }
 }
