@@ -24,6 +24,19 @@ def scenario(fn):
     return fn
 
 
+def write_tone_wav(path, frequency, seconds, rate=44100):
+    """A 16-bit mono sine WAV (44.1 kHz, so the engine resamples it too)."""
+    import math
+    import struct
+    import wave
+    with wave.open(path, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(b"".join(struct.pack("<h", int(12000 * math.sin(2 * math.pi * frequency * n / rate)))
+                               for n in range(int(rate * seconds))))
+
+
 def near(frequency, expected, path):
     check(abs(frequency - expected) <= 5, f"{os.path.basename(path)}: heard {frequency} Hz, expected {expected} ± 5 Hz")
 
@@ -51,6 +64,21 @@ async def cli_calls_cli(s, stack):
     check(bob.find("ended")["reason"] == "hangup", "bob's call did not end with hangup")
     near(dominant_frequency(s.file("bob.wav")), 523, s.file("bob.wav"))
     near(dominant_frequency(s.file("alice.wav")), 330, s.file("alice.wav"))
+
+
+@scenario
+async def cli_sends_a_wav_file(s, stack):
+    """--audio FILE.wav: the callee hears the file (a 750 Hz tone written here)."""
+    write_tone_wav(s.file("tone.wav"), 750, seconds=6)
+    server = stack(await Server(s).start())
+    bob = stack(await Softphone(s, "bob", ["answer", "--server", server.url, "--token", server.token("bob"),
+                                           "--auto", "--record", s.file("bob.wav")]).start())
+    await bob.wait_for("note", text="waiting for a call")
+    alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
+                                               "--to", "bob", "--audio", s.file("tone.wav"), "--duration", "3"]).start())
+    check(await alice.exit_status() == 0, "alice did not exit 0")
+    check(await bob.exit_status() == 0, "bob did not exit 0")
+    near(dominant_frequency(s.file("bob.wav")), 750, s.file("bob.wav"))
 
 
 @scenario
