@@ -407,6 +407,7 @@ static gboolean dt__stat_entry(GQuark field, const GValue *value, gpointer ud) {
   case GST_WEBRTC_STATS_REMOTE_INBOUND_RTP:
     if ((n = dt__number(s, "round-trip-time")) >= 0) out->round_trip_time = n;
     break;
+  // webrtcbin 1.22 reports candidate stats only for the selected pair.
   case GST_WEBRTC_STATS_LOCAL_CANDIDATE: {
     const gchar *t = gst_structure_get_string(s, "candidate-type");
     if (t) g_strlcpy(out->local_candidate_type, t, sizeof out->local_candidate_type);
