@@ -266,11 +266,6 @@ static inline gchar *dt_promise_error(GstPromise *p) {
   return m;
 }
 
-static inline gchar *dt_promise_reply_text(GstPromise *p) {
-  const GstStructure *reply = gst_promise_get_reply(p);
-  return reply ? gst_structure_to_string(reply) : NULL;
-}
-
 // MARK: webrtcbin actions
 
 static inline void dt_webrtc_create_offer(GstElement *w, GstPromise *p) {
