@@ -16,7 +16,7 @@ APT_PACKAGES=(
   # End-to-end tests: a real TURN server and a real browser.
   coturn chromium
 )
-PIP_PACKAGES=(pyjwt cryptography h2 aiortc websockets)
+PIP_PACKAGES=(pyjwt cryptography h2 aiortc websockets numpy)
 # `scripts/deps.sh bench`: also what the benchmarks compare against.
 if [ "${1:-}" = "bench" ]; then
   command -v node >/dev/null || APT_PACKAGES+=(nodejs)
