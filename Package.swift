@@ -35,7 +35,8 @@ let package = Package(
             swiftSettings: [.unsafeFlags(gstreamerIncludes.flatMap { ["-Xcc", "-I\($0)"] })]),
     .executableTarget(name: "dialtone-server", dependencies: ["DialtoneServer"]),
     .executableTarget(name: "dialtone", dependencies: ["DialtoneServer", "DialtoneCrypto", "DialtoneNet", "DialtoneProtocol", "DialtoneHTTPClient",
-                                                       "DialtoneClient", "DialtoneClientLinux", "DialtoneGStreamer", "DialtoneJSON"]),
+                                                       "DialtoneClient", "DialtoneClientLinux", "DialtoneGStreamer", "DialtoneJSON"],
+                      swiftSettings: [.unsafeFlags(gstreamerIncludes.flatMap { ["-Xcc", "-I\($0)"] })]),
 
     .testTarget(name: "DialtoneJSONTests", dependencies: ["DialtoneJSON"]),
     .testTarget(name: "DialtoneProtocolTests", dependencies: ["DialtoneProtocol"]),
@@ -44,7 +45,9 @@ let package = Package(
     .testTarget(name: "DialtoneSQLiteTests", dependencies: ["DialtoneSQLite"]),
     .testTarget(name: "DialtoneClientTests",
                 dependencies: ["DialtoneClient", "DialtoneClientLinux", "DialtoneServer", "DialtoneNet", "DialtoneProtocol"]),
-    .testTarget(name: "DialtoneGStreamerTests", dependencies: ["DialtoneGStreamer", "DialtoneClient", "DialtoneProtocol"]),
+    // Targets that import DialtoneGStreamer may have to build the CGStreamer module themselves.
+    .testTarget(name: "DialtoneGStreamerTests", dependencies: ["DialtoneGStreamer", "DialtoneClient", "DialtoneProtocol"],
+                swiftSettings: [.unsafeFlags(gstreamerIncludes.flatMap { ["-Xcc", "-I\($0)"] })]),
     .testTarget(name: "DialtoneServerTests",
                 dependencies: ["DialtoneServer", "DialtoneNet", "DialtoneProtocol", "DialtoneCrypto"]),
   ],

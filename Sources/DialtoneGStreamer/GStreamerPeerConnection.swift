@@ -1,4 +1,4 @@
-import CGStreamer
+internal import CGStreamer
 import DialtoneClient
 import DialtoneProtocol
 import Foundation

@@ -1,4 +1,4 @@
-import CGStreamer
+internal import CGStreamer
 import Foundation
 
 /// GStreamer's process-wide set-up, done once and off the dial path: `gst_init`, the DTLS

@@ -1,28 +1,62 @@
 import DialtoneProtocol
 import Foundation
 
-/// Persists every ended call. Writes run off the hub, in order, so signaling never waits on disk.
-final class CallRecorder: CallEffectSink {
-  private let writes: AsyncStream<CallRecord>.Continuation
-  private let done: Task<Void, Never>
+/// Persists every ended call, off the hub so that signaling never waits on disk. Records that
+/// end within `batchWindow` of each other are written in one transaction: a SQLite WAL commit
+/// costs several page writes whatever it holds, and at a hundred calls a second one commit per
+/// call was most of the server's disk work. `flush()` writes whatever is pending.
+final class CallRecorder: CallEffectSink, @unchecked Sendable {
+  // @unchecked: `pending`, `scheduled` and `writer` are only touched under `lock`.
+  private let store: any CallStore
+  private let log: Log
+  private let batchWindow: Duration
+  private let lock = NSLock()
+  private var pending: [CallRecord] = []
+  private var scheduled = false
+  /// The latest batch write; each one waits for the one before, so records land in order.
+  private var writer: Task<Void, Never>?
 
-  init(store: any CallStore, log: Log) {
-    let (stream, continuation) = AsyncStream<CallRecord>.makeStream()
-    writes = continuation
-    done = Task {
-      for await record in stream {
-        do { try await store.save(record) } catch { log.error("could not save call \(record.callId): \(error)") }
+  init(store: any CallStore, log: Log, batchWindow: Duration = .milliseconds(50)) {
+    self.store = store
+    self.log = log
+    self.batchWindow = batchWindow
+  }
+
+  func handle(_ event: CallEvent, connectedDevices: Set<String>) {
+    guard case .ended(let record) = event else { return }
+    lock.withLock {
+      pending.append(record)
+      guard !scheduled else { return }
+      scheduled = true
+      let previous = writer
+      let window = batchWindow
+      writer = Task { [self] in
+        await previous?.value
+        try? await Task.sleep(for: window)
+        await writePending()
       }
     }
   }
 
-  func handle(_ event: CallEvent, connectedDevices: Set<String>) {
-    if case .ended(let record) = event { writes.yield(record) }
+  /// Writes every record handed over so far, without waiting for the window (shutdown).
+  func flush() async {
+    let last = lock.withLock { writer }
+    last?.cancel()  // ends its wait at once; it still writes, in order
+    await last?.value
+    await writePending()
   }
 
-  /// Waits until every record handed over so far is written.
-  func flush() async {
-    writes.finish()
-    await done.value
+  private func writePending() async {
+    let batch = lock.withLock { () -> [CallRecord] in
+      scheduled = false
+      defer { pending = [] }
+      return pending
+    }
+    guard !batch.isEmpty else { return }
+    do {
+      try await store.save(batch)
+    } catch {
+      log.error("could not save \(batch.count) call(s) (\(batch.map(\.callId).joined(separator: ", "))): \(error)")
+    }
   }
 }

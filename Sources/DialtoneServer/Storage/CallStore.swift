@@ -4,9 +4,16 @@ import Foundation
 /// Where finished calls are kept. The router never sees it: call events reach it through
 /// `CallRecorder`, so a PostgreSQL implementation drops in without touching call logic.
 public protocol CallStore: Sendable {
-  func save(_ record: CallRecord) async throws
+  /// Saves finished calls (new or updated), all in one transaction.
+  func save(_ records: [CallRecord]) async throws
   /// The user's calls (as caller or callee), newest first, strictly older than `cursor`.
   func history(of userId: String, limit: Int, before cursor: HistoryCursor?) async throws -> [CallRecord]
+}
+
+extension CallStore {
+  public func save(_ record: CallRecord) async throws {
+    try await save([record])
+  }
 }
 
 /// Position in a user's history: (createdAt, callId), so equal timestamps still page correctly.

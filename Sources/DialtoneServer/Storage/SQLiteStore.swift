@@ -71,7 +71,18 @@ public actor SQLiteStore: CallStore, DeviceStore {
     try db.query("SELECT MAX(version) FROM schema_migrations").first?.first?.int ?? 0
   }
 
+  public func save(_ records: [CallRecord]) throws {
+    // One transaction: a WAL commit costs several page writes, whatever it holds.
+    try db.transaction {
+      for record in records { try insert(record) }
+    }
+  }
+
   public func save(_ record: CallRecord) throws {
+    try insert(record)
+  }
+
+  private func insert(_ record: CallRecord) throws {
     try db.query("""
       INSERT INTO calls (call_id, caller_id, callee_id, answered_by, video, created_at, answered_at, ended_at, end_reason, duration_ms)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
