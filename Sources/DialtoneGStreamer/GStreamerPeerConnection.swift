@@ -47,6 +47,15 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private var gatheringComplete = false
   private var opusPayloadType = GStreamerMedia.defaultOpusPayloadType
   private var playing = false
+  /// Media liveness. libnice in webrtcbin 1.22 runs without consent freshness, so a dead path
+  /// (Wi-Fi gone) never turns ICE "disconnected". Remote audio is the signal instead: none for
+  /// `stallAfter` while connected reports `.disconnected` (the engine's restart policy takes it
+  /// from there), and audio coming back reports `.connected`.
+  private var lastAudioAt: ContinuousClock.Instant?
+  private var transportConnected = false
+  private var stalled = false
+  private var watchdog: Task<Void, Never>?
+  static let stallAfter: Duration = .seconds(2)
   /// The `a=mid` of each m-section, by index, of the local and remote descriptions: webrtcbin
   /// speaks m-line indexes, peers like aiortc match candidates by mid.
   private var localMids: [String?] = []
@@ -252,6 +261,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       return !closed
     }
     guard first else { return }
+    lock.withLock { watchdog?.cancel() }
     candidateSink.finish()
     stateSink.finish()
     dataSink.finish()
@@ -364,8 +374,13 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       // GstWebRTCPeerConnectionState: new, connecting, connected, disconnected, failed, closed.
       let states: [PeerConnectionState] = [.new, .checking, .connected, .disconnected, .failed, .closed]
       guard value >= 0, Int(value) < states.count else { return }
-      if states[Int(value)] == .connected { reach(.dtlsConnected) }
-      stateSink.yield(states[Int(value)])
+      let state = states[Int(value)]
+      if state == .connected { reach(.dtlsConnected) }
+      lock.withLock {
+        transportConnected = state == .connected
+        if state == .connected, watchdog == nil, !closed { watchdog = startWatchdog() }
+      }
+      stateSink.yield(state)
     case "ice-connection-state":
       // GstWebRTCICEConnectionState: new, checking, connected, completed, failed, disconnected, closed.
       if value == 2 || value == 3 { reach(.iceConnected) }
@@ -384,7 +399,36 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
 
   fileprivate func remoteAudio(_ data: Data) {
     reach(.firstAudio)
+    let resumed = lock.withLock { () -> Bool in
+      lastAudioAt = .now
+      defer { stalled = false }
+      return stalled && transportConnected && !closed
+    }
+    if resumed { stateSink.yield(.connected) }
     media.remoteAudio?(data)
+  }
+
+  private func startWatchdog() -> Task<Void, Never> {
+    Task.detached { [weak self] in
+      while !Task.isCancelled {
+        try? await Task.sleep(for: .milliseconds(500))
+        guard let self, self.checkStall() else { return }
+      }
+    }
+  }
+
+  /// One watchdog tick; false when the connection is closed.
+  private func checkStall() -> Bool {
+    let (open, stalledNow) = lock.withLock { () -> (Bool, Bool) in
+      guard !closed else { return (false, false) }
+      guard transportConnected, !stalled, let last = lastAudioAt, ContinuousClock.now - last > Self.stallAfter else {
+        return (true, false)
+      }
+      stalled = true
+      return (true, true)
+    }
+    if stalledNow { stateSink.yield(.disconnected) }
+    return open
   }
 
   fileprivate func pipelineError(_ message: String) {

@@ -151,7 +151,8 @@ actor SoftphoneCall {
     case .connecting:
       report.mark("accepted")
     case .connected:
-      report.mark("connected")
+      // Back from `reconnecting` (the path came back, or an ICE restart on a fresh connection).
+      report.mark(wasConnected ? "reconnected" : "connected")
       if !wasConnected, duration > 0 {
         let sink = self.sink
         let seconds = duration

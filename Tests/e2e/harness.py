@@ -78,29 +78,37 @@ async def spawn(name, args, log_path, **kw):
 
 
 class Server:
-    """dialtone-server on a free port, optionally handing out TURN credentials."""
+    """dialtone-server on a free port, optionally handing out TURN credentials, optionally inside
+    a network namespace (`netns`, with `host` its address there)."""
 
-    def __init__(self, scratch, turn=None, static_root=None, ring_timeout=None):
+    def __init__(self, scratch, turn=None, static_root=None, ring_timeout=None, netns=None, host="127.0.0.1"):
         self.scratch = scratch
         self.ring_timeout = ring_timeout
         self.port = free_port()
         self.turn = turn
         self.static_root = static_root
+        self.netns = netns
+        self.host = host
         self.process = None
 
     @property
     def url(self):
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     async def start(self):
-        args = [os.path.join(BIN, "dialtone-server"), "--host", "127.0.0.1", "--port", str(self.port),
+        prefix = ["ip", "netns", "exec", self.netns] if self.netns else []
+        args = prefix + [os.path.join(BIN, "dialtone-server"), "--host", self.host, "--port", str(self.port),
                 "--data-dir", self.scratch.file("server-data"), "--auth-secret", SECRET, "--log-level", "warning"]
         if self.ring_timeout:
             args += ["--ring-timeout", str(self.ring_timeout)]
         if self.turn:
             args += ["--turn-secret", TURN_SECRET, "--turn-url", f"turn:{self.turn.address}:{self.turn.port}?transport=udp"]
         self.process = await spawn("server", args, self.scratch.file("server.log"))
-        await wait_port(self.port)
+        if self.netns:
+            await asyncio.sleep(1)  # not reachable from here; give it its start-up second
+            check(self.process.proc.returncode is None, "the server did not start (see server.log)")
+        else:
+            await wait_port(self.port)
         return self
 
     async def stop(self):
@@ -160,9 +168,11 @@ class Coturn:
 class Softphone:
     """`dialtone call|answer --json`: its events are read as they are printed."""
 
-    def __init__(self, scratch, name, args, command=None):
+    def __init__(self, scratch, name, args, command=None, netns=None):
         self.scratch, self.name, self.args = scratch, name, args
         self.command = command or [os.path.join(BIN, "dialtone"), *args, "--json"]
+        if netns:
+            self.command = ["ip", "netns", "exec", netns, *self.command]
         self.events = []
         self.lines = []
         self.proc = None
@@ -387,3 +397,57 @@ class Chromium:
             await self.ws.close()
         if self.process:
             await self.process.stop()
+
+
+class NamespaceLink:
+    """Two network namespaces joined by bench/delay_link.py (TUN devices and a userspace
+    forwarder): a network path the test can cut and restore. Needs root."""
+
+    NS_A, NS_B = "dte2e-a", "dte2e-b"
+    ADDR_A, ADDR_B = "10.78.0.1", "10.78.0.2"
+
+    def __init__(self, scratch, rtt_ms=10):
+        self.scratch, self.rtt_ms = scratch, rtt_ms
+        self.forwarder = None
+
+    @staticmethod
+    def _ip(*args, check_ok=True):
+        import subprocess
+        result = subprocess.run(["ip", *args], capture_output=True, text=True)
+        if check_ok:
+            check(result.returncode == 0, f"ip {' '.join(args)}: {result.stderr.strip()}")
+
+    async def start(self):
+        check(os.geteuid() == 0, "network namespaces need root")
+        self._remove()
+        for ns, addr in ((self.NS_A, self.ADDR_A), (self.NS_B, self.ADDR_B)):
+            self._ip("netns", "add", ns)
+            self._ip("netns", "exec", ns, "ip", "link", "set", "lo", "up")
+            self._ip("netns", "exec", ns, "ip", "tuntap", "add", "dev", "dt0", "mode", "tun")
+            self._ip("netns", "exec", ns, "ip", "addr", "add", f"{addr}/24", "dev", "dt0")
+            self._ip("netns", "exec", ns, "ip", "link", "set", "dt0", "up")
+        await self.restore()
+        return self
+
+    async def restore(self):
+        """Starts forwarding (again)."""
+        script = os.path.join(ROOT, "bench", "delay_link.py")
+        self.forwarder = await asyncio.create_subprocess_exec(
+            sys.executable, script, "--ns-a", self.NS_A, "--ns-b", self.NS_B, "--rtt-ms", str(self.rtt_ms),
+            stdout=asyncio.subprocess.PIPE, stderr=open(self.scratch.file("link.log"), "ab"))
+        line = await asyncio.wait_for(self.forwarder.stdout.readline(), 10)
+        check(line.strip() == b"READY", "the delay link did not start")
+
+    async def cut(self):
+        """Every packet between the namespaces is lost until `restore()`."""
+        if self.forwarder and self.forwarder.returncode is None:
+            self.forwarder.kill()
+            await self.forwarder.wait()
+
+    def _remove(self):
+        for ns in (self.NS_A, self.NS_B):
+            self._ip("netns", "del", ns, check_ok=False)
+
+    async def stop(self):
+        await self.cut()
+        self._remove()

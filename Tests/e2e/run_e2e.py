@@ -13,8 +13,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import (Chromium, Coturn, Failure, Scratch, Server, Softphone, TCPProxy, aiortc_peer,  # noqa: E402
-                     check, dominant_frequency, wav_seconds)
+from harness import (Chromium, Coturn, Failure, NamespaceLink, Scratch, Server, Softphone, TCPProxy,  # noqa: E402
+                     aiortc_peer, check, dominant_frequency, wav_seconds)
 
 SCENARIOS = []
 
@@ -128,6 +128,34 @@ async def callee_signaling_dies_mid_call(s, stack):
     check(not alice.has("ice-disconnected"), "the media path was disturbed")
     check(wav_seconds(s.file("bob.wav")) > 5, "bob's audio stopped when his signaling died")
     near(dominant_frequency(s.file("bob.wav")), 600, s.file("bob.wav"))
+
+
+@scenario
+async def the_call_survives_a_dead_network_path(s, stack):
+    """The path between caller and callee dies for 10 s (media and the caller's signaling). The
+    engines notice the silence, restart ICE on fresh connections (webrtcbin cannot restart ICE
+    in place) and the call goes on once the path is back."""
+    link = stack(await NamespaceLink(s).start())
+    server = stack(await Server(s, netns=link.NS_B, host=link.ADDR_B).start())
+    bob = stack(await Softphone(s, "bob", ["answer", "--server", server.url, "--token", server.token("bob"),
+                                           "--auto", "--tone-frequency", "440", "--record", s.file("bob.wav")],
+                                netns=link.NS_B).start())
+    await bob.wait_for("note", text="waiting for a call")
+    alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
+                                               "--to", "bob", "--tone-frequency", "523", "--duration", "26"],
+                                  netns=link.NS_A).start())
+    await alice.wait_for("first-audio")
+    await asyncio.sleep(1)
+    await link.cut()
+    await alice.wait_for("ice-disconnected", timeout=10)
+    await asyncio.sleep(10)
+    await link.restore()
+    await alice.wait_for("reconnected", timeout=30)
+    check(await alice.exit_status(timeout=40) == 0, "alice did not exit 0")
+    check(await bob.exit_status() == 0, "bob did not exit 0")
+    # Before the cut Bob heard ~2 s of Alice; a recovered call adds several more seconds.
+    check(wav_seconds(s.file("bob.wav")) > 5, "no audio reached bob after the path came back")
+    near(dominant_frequency(s.file("bob.wav")), 523, s.file("bob.wav"))
 
 
 @scenario
