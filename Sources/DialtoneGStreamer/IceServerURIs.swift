@@ -21,8 +21,9 @@ public struct IceServerURIs: Sendable, Equatable {
           let secure = url.hasPrefix("turns:")
           let rest = Self.dropSlashes(url.dropFirst(secure ? 6 : 5))
           guard let user = server.username, let password = server.credential, !rest.isEmpty else { continue }
-          let parts = rest.split(separator: "?", maxSplits: 1)
-          let address = Self.hostPort(parts[0], defaultPort: secure ? 5349 : 3478)
+          let parts = rest.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+          guard let host = parts.first, !host.isEmpty else { continue }
+          let address = Self.hostPort(host, defaultPort: secure ? 5349 : 3478)
           let query = parts.count > 1 ? "?" + parts[1] : ""
           turn.append("\(secure ? "turns" : "turn")://\(Self.escape(user)):\(Self.escape(password))@\(address)\(query)")
         }

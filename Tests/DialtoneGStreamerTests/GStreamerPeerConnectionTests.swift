@@ -139,6 +139,7 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
       IceServer(urls: ["turn:turn.example.com?transport=udp", "turns:turn.example.com:443?transport=tcp"],
                 username: "1732923200:alice", credential: "a/b+c="),
       IceServer(urls: ["turn:nocreds.example.com"]),
+      IceServer(urls: ["turn:?", "turn:", "stun:"], username: "u", credential: "p"),  // malformed: skipped
     ])
     #expect(uris.stun == "stun://stun.example.com:3478")
     #expect(uris.turn == [
