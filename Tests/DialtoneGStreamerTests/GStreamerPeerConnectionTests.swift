@@ -133,6 +133,26 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
     await pc.close()
   }
 
+  @Test func malformedRemoteCandidatesAreIgnoredNotACrash() async throws {
+    let factory = GStreamerPeerConnectionFactory(media: GStreamerMedia(audio: .silence))
+    let a = try await factory.makePeerConnection(PeerConnectionConfiguration(iceServers: [], video: false))
+    let b = try await factory.makePeerConnection(PeerConnectionConfiguration(iceServers: [], video: false))
+    let offer = try await a.createOffer(iceRestart: false)
+    try await a.setLocalDescription(offer, kind: .offer)
+    try await b.setRemoteDescription(offer, kind: .offer)
+    for junk in ["candidate:garbage", "a=candidate:1 1 udp", String(repeating: "x", count: 4000),
+                 "candidate:1 1 udp 2122260223 999.1.1.1 70000 typ host", "candidate:1 1 tcp -5 10.0.0.1 1 typ nonsense"] {
+      try await b.addRemoteCandidate(IceCandidate(candidate: junk, sdpMLineIndex: 7))
+      try await b.addRemoteCandidate(IceCandidate(candidate: junk, sdpMid: "no-such-mid"))
+    }
+    // webrtcbin handles them on its own thread: give it the time to, then use the connection.
+    try await Task.sleep(for: .milliseconds(200))
+    let answer = try await b.createAnswer()
+    #expect(answer.sdp.hasPrefix("v=0"))
+    await a.close()
+    await b.close()
+  }
+
   @Test func iceServerURLsBecomeWebrtcbinURIs() {
     let uris = IceServerURIs([
       IceServer(urls: ["stun:stun.example.com:3478", "stun:second.example.com"]),
