@@ -170,13 +170,8 @@ public actor CallEngine {
     case .caller:
       setState(.calling)
       do {
-        let offer = try await pc.createOffer(iceRestart: false)
-        guard isCurrent(pc) else { return }
-        try await pc.setLocalDescription(offer, kind: .offer)
-        guard isCurrent(pc) else { return }
-        let complete = await withGatheredCandidates(offer)
-        guard isCurrent(pc) else { return }
-        send(.invite(callId: callId, to: remoteUserId ?? "", video: video, offer: complete))
+        guard let offer = try await makeOffer(on: pc, iceRestart: false) else { return }
+        send(.invite(callId: callId, to: remoteUserId ?? "", video: video, offer: offer))
       } catch {
         await end(.error("offer: \(error)"), notify: .cancel(callId: callId))
       }
@@ -198,13 +193,8 @@ public actor CallEngine {
       return
     }
     do {
-      let answer = try await pc.createAnswer()
-      guard isCurrent(pc) else { return }
-      try await pc.setLocalDescription(answer, kind: .answer)
-      guard isCurrent(pc) else { return }
-      let complete = await withGatheredCandidates(answer)
-      guard isCurrent(pc) else { return }
-      send(.accept(callId: callId, answer: complete))
+      guard let answer = try await makeAnswer(on: pc) else { return }
+      send(.accept(callId: callId, answer: answer))
     } catch {
       await end(.error("answer: \(error)"), notify: .decline(callId: callId))
     }
@@ -300,16 +290,35 @@ public actor CallEngine {
     await applyRemote(offer, kind: .offer, on: pc)
     guard isCurrent(pc), remoteReady, state != .incoming else { return }
     do {
-      let answer = try await pc.createAnswer()
-      guard isCurrent(pc) else { return }
-      try await pc.setLocalDescription(answer, kind: .answer)
-      guard isCurrent(pc) else { return }
-      let complete = await withGatheredCandidates(answer)
-      guard isCurrent(pc) else { return }
-      send(.answer(callId: callId, sdp: complete.sdp))
+      guard let answer = try await makeAnswer(on: pc) else { return }
+      send(.answer(callId: callId, sdp: answer.sdp))
     } catch {
       await end(.error("answer: \(error)"), notify: .hangup(callId: callId))
     }
+  }
+
+  /// createOffer and setLocalDescription (and, without trickle, gathering); nil when the
+  /// connection was replaced or the call ended meanwhile.
+  private func makeOffer(on pc: any PeerConnection, iceRestart: Bool) async throws -> SessionDescription? {
+    let offer = try await pc.createOffer(iceRestart: iceRestart)
+    guard isCurrent(pc) else { return nil }
+    resetGathering()  // a restart gathers a new generation
+    try await pc.setLocalDescription(offer, kind: .offer)
+    guard isCurrent(pc) else { return nil }
+    remoteReady = false  // remote candidates of this generation wait for the answer
+    let complete = await withGatheredCandidates(offer)
+    return isCurrent(pc) ? complete : nil
+  }
+
+  /// createAnswer and setLocalDescription (and, without trickle, gathering); nil when the
+  /// connection was replaced or the call ended meanwhile.
+  private func makeAnswer(on pc: any PeerConnection) async throws -> SessionDescription? {
+    let answer = try await pc.createAnswer()
+    guard isCurrent(pc) else { return nil }
+    try await pc.setLocalDescription(answer, kind: .answer)
+    guard isCurrent(pc) else { return nil }
+    let complete = await withGatheredCandidates(answer)
+    return isCurrent(pc) ? complete : nil
   }
 
   /// setRemoteDescription, then the buffered candidates in arrival order. Candidates that
@@ -391,16 +400,8 @@ public actor CallEngine {
         fresh = true
       }
       do {
-        let offer = try await pc.createOffer(iceRestart: !fresh)
-        guard isCurrent(pc) else { return }
-        resetGathering()  // a restart gathers a new generation
-        try await pc.setLocalDescription(offer, kind: .offer)
-        guard isCurrent(pc) else { return }
-        // Candidates of the new generation wait for the answer.
-        remoteReady = false
-        let complete = await withGatheredCandidates(offer)
-        guard isCurrent(pc) else { return }
-        send(.offer(callId: callId, sdp: complete.sdp, iceRestart: true))
+        guard let offer = try await makeOffer(on: pc, iceRestart: !fresh) else { return }
+        send(.offer(callId: callId, sdp: offer.sdp, iceRestart: true))
       } catch {
         guard isCurrent(pc) else { return }
         await end(.error("restart offer: \(error)"), notify: .hangup(callId: callId))
