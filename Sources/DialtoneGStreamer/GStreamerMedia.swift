@@ -13,17 +13,14 @@ public struct GStreamerMedia: Sendable {
   public var audio: AudioSource
   /// Only relay candidates (TURN): `iceTransportPolicy = relay`.
   public var relayOnly: Bool
-  /// Offer a data channel ("dialtone") when this side makes the first offer.
-  public var dataChannel: Bool
   /// Decoded remote audio: signed 16-bit little-endian PCM, 48 kHz, mono. Called on a
   /// GStreamer streaming thread; copy and return quickly.
   public var remoteAudio: (@Sendable (Data) -> Void)?
 
-  public init(audio: AudioSource = .tone(frequency: 440), relayOnly: Bool = false, dataChannel: Bool = true,
+  public init(audio: AudioSource = .tone(frequency: 440), relayOnly: Bool = false,
               remoteAudio: (@Sendable (Data) -> Void)? = nil) {
     self.audio = audio
     self.relayOnly = relayOnly
-    self.dataChannel = dataChannel
     self.remoteAudio = remoteAudio
   }
 

@@ -47,6 +47,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private var gatheringComplete = false
   private var opusPayloadType = GStreamerMedia.defaultOpusPayloadType
   private var playing = false
+  private var wantsDataChannel = false
   /// Media liveness. libnice in webrtcbin 1.22 runs without consent freshness, so a dead path
   /// (Wi-Fi gone) never turns ICE "disconnected". Remote audio is the signal instead: none for
   /// `stallAfter` while connected reports `.disconnected` (the engine's restart policy takes it
@@ -69,7 +70,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     let sha256Fingerprint: String
   }
 
-  /// Builds and starts the pipeline; `useIceServers` must follow before the first offer or
+  /// Builds and starts the pipeline; `configure` must follow before the first offer or
   /// remote description (the factory builds connections ahead of calls, before it knows them).
   init(video: Bool, media: GStreamerMedia, certificate: Certificate?) throws {
     GStreamerRuntime.ensureInitialised()
@@ -117,10 +118,11 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     }
   }
 
-  /// STUN and TURN servers; they take effect at the next gathering (set before the first
-  /// offer or remote description).
-  func useIceServers(_ servers: [IceServer]) {
-    let uris = IceServerURIs(servers)
+  /// The call's STUN/TURN servers (they take effect at the next gathering) and whether its
+  /// first offer carries a data channel. Set before the first offer or remote description.
+  func configure(_ configuration: PeerConnectionConfiguration) {
+    lock.withLock { wantsDataChannel = configuration.dataChannel }
+    let uris = IceServerURIs(configuration.iceServers)
     if let stun = uris.stun { dt_set(webrtc, "stun-server", stun) }
     for turn in uris.turn { _ = dt_webrtc_add_turn_server(webrtc, turn) }
   }
@@ -130,7 +132,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   public func createOffer(iceRestart: Bool) async throws -> SessionDescription {
     // iceRestart is ignored by webrtcbin 1.22 (canRestartIce == false).
     try play()
-    if media.dataChannel { openDataChannelIfNeeded() }
+    if lock.withLock({ wantsDataChannel }) { openDataChannelIfNeeded() }
     return try await describeWithOurFingerprint("offer") { dt_webrtc_create_offer(self.webrtc, $0) }
   }
 

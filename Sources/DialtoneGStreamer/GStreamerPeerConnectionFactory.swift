@@ -41,7 +41,7 @@ public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, @unche
       await GStreamerRuntime.prepare()
       connection = try GStreamerPeerConnection(video: configuration.video, media: media, certificate: certificate)
     }
-    connection.useIceServers(configuration.iceServers)
+    connection.configure(configuration)
     createdSink.yield(connection)
     return connection
   }

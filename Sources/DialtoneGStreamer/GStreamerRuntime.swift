@@ -1,4 +1,5 @@
 internal import CGStreamer
+import DialtoneClient
 import Foundation
 
 /// GStreamer's process-wide set-up, done once and off the dial path: `gst_init`, the DTLS
@@ -35,6 +36,7 @@ private actor CertificateWarmUp {
       task = Task.detached(priority: .userInitiated) {
         dt_pregenerate_dtls_certificate()
         guard let rehearsal = try? GStreamerPeerConnection(video: false, media: GStreamerMedia(audio: .silence), certificate: nil) else { return }
+        rehearsal.configure(PeerConnectionConfiguration(iceServers: [], video: false, dataChannel: true))
         _ = try? await rehearsal.createOffer(iceRestart: false)
         await rehearsal.close()
       }

@@ -28,7 +28,7 @@ enum SoftphoneCommand {
     let recorder: WAVWriter? = arguments.string("record").map { WAVWriter(path: $0) }
     var remoteAudio: (@Sendable (Data) -> Void)?
     if let recorder { remoteAudio = { recorder.append($0) } }
-    let media = GStreamerMedia(audio: audio, relayOnly: arguments.flag("relay-only"), dataChannel: true,
+    let media = GStreamerMedia(audio: audio, relayOnly: arguments.flag("relay-only"),
                                remoteAudio: remoteAudio)
     let report = MilestoneReport(json: arguments.flag("json"))
 
@@ -45,6 +45,7 @@ enum SoftphoneCommand {
     var configuration = CallClient.Configuration()
     // --no-trickle: the slow baseline (gather everything, then send it in the offer/answer).
     configuration.policy.trickle = !arguments.flag("no-trickle")
+    configuration.policy.dataChannel = true  // stdin lines travel over it
     let client = CallClient(signaling: signaling, iceServers: iceServers, factory: factory, configuration: configuration)
     let call = SoftphoneCall(client: client, factory: factory, role: role, duration: duration, report: report)
     ProcessSignals.onTermination { _ in Task { await call.interrupt() } }

@@ -39,7 +39,7 @@ public actor CallEngine {
     }
   }
 
-  /// The ICE recovery policy (rule 3).
+  /// How the engine negotiates (trickle, data channel) and recovers ICE (rule 3).
   public struct Policy: Sendable, Equatable {
     /// How long `disconnected` may last before a restart.
     public var disconnectedGrace: Double
@@ -53,14 +53,17 @@ public actor CallEngine {
     public var trickle: Bool
     /// Without trickle: the longest wait for gathering to complete.
     public var gatheringTimeout: Double
+    /// Open a data channel (the caller creates it; the callee takes the caller's).
+    public var dataChannel: Bool
 
     public init(disconnectedGrace: Double = 4, retryBackoff: [Double] = [1, 2, 3], attemptTimeout: Double = 10,
-                trickle: Bool = true, gatheringTimeout: Double = 5) {
+                trickle: Bool = true, gatheringTimeout: Double = 5, dataChannel: Bool = false) {
       self.disconnectedGrace = disconnectedGrace
       self.retryBackoff = retryBackoff
       self.attemptTimeout = attemptTimeout
       self.trickle = trickle
       self.gatheringTimeout = gatheringTimeout
+      self.dataChannel = dataChannel
     }
   }
 
@@ -442,7 +445,8 @@ public actor CallEngine {
     await detachAndClose()
     let made: any PeerConnection
     do {
-      made = try await factory.makePeerConnection(PeerConnectionConfiguration(iceServers: iceServers, video: video))
+      made = try await factory.makePeerConnection(PeerConnectionConfiguration(iceServers: iceServers, video: video,
+                                                                                       dataChannel: policy.dataChannel))
     } catch {
       await end(.error("peer connection: \(error)"), notify: cancelOrHangup())
       return nil
