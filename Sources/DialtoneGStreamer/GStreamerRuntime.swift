@@ -12,7 +12,7 @@ public enum GStreamerRuntime {
     return true
   }()
 
-  private static let certificate = CertificateWarmUp()
+  private static let warmUp = WarmUp()
 
   /// Initialises GStreamer (idempotent, cheap after the first call).
   public static func ensureInitialised() {
@@ -23,12 +23,12 @@ public enum GStreamerRuntime {
   /// is ready. Call at launch, long before dialing.
   public static func prepare() async {
     ensureInitialised()
-    await certificate.ready()
+    await warmUp.ready()
   }
 }
 
-/// Runs the certificate generation once, off the caller's thread.
-private actor CertificateWarmUp {
+/// Runs the process's warm-up (certificate, rehearsal offer) once, off the caller's thread.
+private actor WarmUp {
   private var task: Task<Void, Never>?
 
   func ready() async {

@@ -76,8 +76,7 @@ enum SoftphoneCommand {
   private static func fetchIceServers(http: HTTPClient, url: String, token: String) async throws -> (servers: [IceServer], ttl: Int) {
     let response = try await http.send(HTTPClientRequest(method: "GET", url: url, headers: [("Authorization", "Bearer \(token)")]))
     guard response.status == 200 else { throw HTTPClientError("GET /v1/ice-servers: HTTP \(response.status)") }
-    struct Body: Decodable { let iceServers: [IceServer]; let ttl: Int }
-    let body = try JSONDecoder().decode(Body.self, from: Data(response.body))
+    let body = try IceServersResponse(jsonBytes: response.body, options: .lenient)
     return (body.iceServers, body.ttl)
   }
 }
