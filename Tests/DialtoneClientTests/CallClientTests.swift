@@ -102,7 +102,7 @@ private final class ClientEvents: @unchecked Sendable {
   private func online(_ devices: Device...) async throws {
     for d in devices {
       await d.client.start()
-      try #require(await engineWait { d.events.connections >= 1 })
+      try #require(await eventually { d.events.connections >= 1 })
     }
   }
 
@@ -114,17 +114,17 @@ private final class ClientEvents: @unchecked Sendable {
     try await online(alice, bobPhone, bobLaptop)
 
     let call = await alice.client.dial("bob")
-    try #require(await engineWait { bobPhone.events.incoming.count == 1 && bobLaptop.events.incoming.count == 1 })
-    #expect(await engineWait { await call.state == .ringing })
+    try #require(await eventually { bobPhone.events.incoming.count == 1 && bobLaptop.events.incoming.count == 1 })
+    #expect(await eventually { await call.state == .ringing })
     let ringing = try #require(bobPhone.events.incoming.first)
     #expect(ringing.callId == call.callId)
     #expect(await ringing.state == .incoming)
 
     await bobPhone.client.answer(call.callId)
-    #expect(await engineWait { await call.state == .connecting })
+    #expect(await eventually { await call.state == .connecting })
     // The laptop stops ringing: answered elsewhere.
     let laptopEngine = try #require(bobLaptop.events.incoming.first)
-    #expect(await engineWait { await laptopEngine.state == .ended(.remote(.answeredElsewhere)) })
+    #expect(await eventually { await laptopEngine.state == .ended(.remote(.answeredElsewhere)) })
     #expect(await bobLaptop.client.engine(for: call.callId) == nil)
 
     // Trickle both ways through the server.
@@ -132,13 +132,13 @@ private final class ClientEvents: @unchecked Sendable {
     let bobPC = try #require(bobPhone.factory.connections.first)
     alicePC.emitCandidate(IceCandidate(candidate: "candidate:1 1 udp 1 127.0.0.1 5000 typ host"))
     bobPC.emitCandidate(IceCandidate(candidate: "candidate:2 1 udp 1 127.0.0.1 6000 typ host"))
-    #expect(await engineWait { bobPC.calls.contains("addCandidate(candidate:1 1 udp 1 127.0.0.1 5000 typ host)") })
-    #expect(await engineWait { alicePC.calls.contains("addCandidate(candidate:2 1 udp 1 127.0.0.1 6000 typ host)") })
+    #expect(await eventually { bobPC.calls.contains("addCandidate(candidate:1 1 udp 1 127.0.0.1 5000 typ host)") })
+    #expect(await eventually { alicePC.calls.contains("addCandidate(candidate:2 1 udp 1 127.0.0.1 6000 typ host)") })
     #expect(alicePC.calls.contains("setRemote(answer:answer-pc1)"))
 
     // Hang-up ends both sides.
     await bobPhone.client.end(call.callId)
-    #expect(await engineWait { await call.state == .ended(.remote(.hangup)) })
+    #expect(await eventually { await call.state == .ended(.remote(.hangup)) })
     #expect(await alice.client.activeCalls().isEmpty)
 
     for d in [alice, bobPhone, bobLaptop] { await d.client.stop() }
@@ -156,10 +156,10 @@ private final class ClientEvents: @unchecked Sendable {
     async let b = bob.client.dial("alice", callId: "glare-b")
     let (aliceCall, bobCall) = await (a, b)
 
-    #expect(await engineWait { await bobCall.state == .ended(.glare(replacedBy: "glare-a")) })
-    #expect(await engineWait { bob.events.glares.contains { $0 == ("glare-b", "glare-a") } })
+    #expect(await eventually { await bobCall.state == .ended(.glare(replacedBy: "glare-a")) })
+    #expect(await eventually { bob.events.glares.contains { $0 == ("glare-b", "glare-a") } })
     // Bob answered Alice's call automatically; Alice's call connects.
-    #expect(await engineWait { await aliceCall.state == .connecting })
+    #expect(await eventually { await aliceCall.state == .connecting })
     let survivor = try #require(bob.events.incoming.first { $0.callId == "glare-a" })
     #expect(await survivor.state == .connecting)
     #expect(await aliceCall.state != .ended(.glare(replacedBy: "glare-a")))
@@ -178,7 +178,7 @@ private final class ClientEvents: @unchecked Sendable {
     // A VoIP push woke Bob's app and he tapped answer before signaling connected.
     await bob.client.answer(call.callId)
     try await online(bob)
-    #expect(await engineWait { await call.state == .connecting })
+    #expect(await eventually { await call.state == .connecting })
     let engine = try #require(bob.events.incoming.first)
     #expect(await engine.state == .connecting)
 
@@ -193,7 +193,7 @@ private final class ClientEvents: @unchecked Sendable {
     try await online(alice, bob)
 
     let call = await alice.client.dial("bob")
-    try #require(await engineWait { bob.events.incoming.count == 1 })
+    try #require(await eventually { bob.events.incoming.count == 1 })
     let ringing = try #require(bob.events.incoming.first)
 
     // Bob's device drops off long enough for his session to expire; Alice gives up meanwhile.
@@ -204,20 +204,10 @@ private final class ClientEvents: @unchecked Sendable {
     bob.transport.goOnline()
 
     // The new session replays nothing; get-call says the call was cancelled.
-    #expect(await engineWait { await ringing.state == .ended(.remote(.cancelled)) })
+    #expect(await eventually { await ringing.state == .ended(.remote(.cancelled)) })
     #expect(bob.events.connections >= 2)
 
     for d in [alice, bob] { await d.client.stop() }
     await rig.stop()
   }
-}
-
-/// Polls until `condition` holds or 10 s pass; the outcome, not the timing, is what tests check.
-private func engineWait(_ condition: @Sendable () async -> Bool) async -> Bool {
-  let deadline = Date().addingTimeInterval(10)
-  while Date() < deadline {
-    if await condition() { return true }
-    try? await Task.sleep(for: .milliseconds(5))
-  }
-  return false
 }

@@ -8,7 +8,7 @@ private let bob = Peer(userId: "bob", deviceId: "b1")
 
 private struct EngineHarness {
   let log = EngineLog()
-  let clock = EngineTestClock()
+  let clock = ManualClientClock()
   let factory: EngineFakePeerConnectionFactory
   let signaling: EngineFakeSignaling
 
@@ -39,7 +39,7 @@ private struct EngineHarness {
     await e.start()
     await e.handle(.accept(.init(callId: "call-1", from: bob, answer: SessionDescription(sdp: "answer-bob"))))
     pc1.emitState(.connected)
-    _ = await engineEventually { await e.state == .connected }
+    _ = await eventually { await e.state == .connected }
     return e
   }
 
@@ -49,13 +49,13 @@ private struct EngineHarness {
     await e.start()
     await e.accept()
     pc1.emitState(.connected)
-    _ = await engineEventually { await e.state == .connected }
+    _ = await eventually { await e.state == .connected }
     return e
   }
 
   /// Waits until exactly these timers (relative to now) are pending.
   func timers(_ expected: [Double]) async -> Bool {
-    await engineEventually {
+    await eventually {
       let now = clock.elapsedSeconds
       return clock.pendingDeadlines.map { ($0 - now * 1).rounded(toPlaces: 3) } == expected
     }
@@ -75,7 +75,7 @@ struct CallEngineTests {
     let h = EngineHarness()
     let e = h.caller()
     await e.start()
-    #expect(await engineEventually { h.sig.count == 1 })
+    #expect(await eventually { h.sig.count == 1 })
     let relevant = h.log.all.filter { $0.contains("Offer") || $0.contains("setLocal") || $0.hasPrefix("sig.") }
     #expect(relevant == ["pc1.createOffer(iceRestart: false)", "pc1.setLocal(offer)", "sig.invite(bob,offer-pc1-1)"])
     #expect(await e.state == .calling)
@@ -86,11 +86,11 @@ struct CallEngineTests {
     let e = h.caller()
     await e.start()
     h.pc1.emitCandidate(IceCandidate(candidate: "c1"))
-    #expect(await engineEventually { h.has("sig.candidate(c1)") })
+    #expect(await eventually { h.has("sig.candidate(c1)") })
     #expect(h.sig == ["sig.invite(bob,offer-pc1-1)", "sig.candidate(c1)"])  // c1 went out alone
     h.pc1.emitCandidate(IceCandidate(candidate: "c2"))
     h.pc1.emitCandidate(nil)
-    #expect(await engineEventually { h.sig.count == 4 })
+    #expect(await eventually { h.sig.count == 4 })
     #expect(h.sig == ["sig.invite(bob,offer-pc1-1)", "sig.candidate(c1)", "sig.candidate(c2)", "sig.endOfCandidates"])
   }
 
@@ -115,13 +115,13 @@ struct CallEngineTests {
     let e = CallEngine(outgoingCallId: "call-1", to: "bob", video: false, iceServers: [],
                        factory: h.factory, signaling: h.signaling, clock: h.clock, policy: policy)
     let started = Task { await e.start() }
-    #expect(await engineEventually { h.factory.connections.first?.calls.contains("setLocal(offer)") == true })
+    #expect(await eventually { h.factory.connections.first?.calls.contains("setLocal(offer)") == true })
     h.pc1.emitCandidate(IceCandidate(candidate: "candidate:1 1 udp 1 10.0.0.1 5000 typ host", sdpMLineIndex: 0))
     await engineSettle()
     #expect(h.sig.isEmpty)  // still gathering: nothing sent
     h.pc1.emitCandidate(nil)
     await started.value
-    #expect(await engineEventually { h.sig.count == 1 })
+    #expect(await eventually { h.sig.count == 1 })
     #expect(h.sig.first?.hasPrefix("sig.invite(bob,") == true)
     #expect(!h.sig.contains { $0.hasPrefix("sig.candidate") || $0 == "sig.endOfCandidates" })
   }
@@ -137,7 +137,7 @@ struct CallEngineTests {
     #expect(await h.timers([5]))
     h.clock.advance(by: 5)
     await started.value
-    #expect(await engineEventually { h.sig.count == 1 })
+    #expect(await eventually { h.sig.count == 1 })
   }
 
   @Test func calleeRingsBeforeItsPeerConnectionIsBuilt() async {
@@ -146,10 +146,10 @@ struct CallEngineTests {
     let signaling = EngineFakeSignaling(log: log)
     let invite = ServerMessage.Invite(callId: "call-1", from: alice, video: false,
                                       offer: SessionDescription(sdp: "offer-alice"), createdAt: 0)
-    let e = CallEngine(incoming: invite, iceServers: [], factory: factory, signaling: signaling, clock: EngineTestClock())
+    let e = CallEngine(incoming: invite, iceServers: [], factory: factory, signaling: signaling, clock: ManualClientClock())
     let started = Task { await e.start() }
     // The peer connection is still being built (a webrtcbin pipeline takes tens of ms)...
-    #expect(await engineEventually { signaling.requests == [.ringing(callId: "call-1")] })
+    #expect(await eventually { signaling.requests == [.ringing(callId: "call-1")] })
     #expect(factory.inner.connections.isEmpty)
     // ...and the offer is applied once it exists.
     factory.open()
@@ -168,7 +168,7 @@ struct CallEngineTests {
     #expect(tail == ["setRemote(offer:offer-alice)", "addCandidate(a1)", "addCandidate(a2)"])
     #expect(await e.state == .incoming)
     await e.accept()
-    #expect(await engineEventually { h.has("sig.accept(answer-pc1)") })
+    #expect(await eventually { h.has("sig.accept(answer-pc1)") })
     #expect(h.sig == ["sig.ringing", "sig.accept(answer-pc1)"])
     #expect(h.pc1.calls.suffix(2) == ["createAnswer", "setLocal(answer)"])
   }
@@ -183,12 +183,12 @@ struct CallEngineTests {
     await engineSettle()
     #expect(!h.has("pc1.createOffer(iceRestart: true)"))
     h.clock.advance(by: 0.1)
-    #expect(await engineEventually { h.has("sig.offer(offer-pc1-2,restart:true)") })
+    #expect(await eventually { h.has("sig.offer(offer-pc1-2,restart:true)") })
     #expect(await e.state == .reconnecting(attempt: 1))
     // Recovery resets the policy.
     await e.handle(.answer(.init(callId: "call-1", from: bob, sdp: "answer-bob-2")))
     h.pc1.emitState(.connected)
-    #expect(await engineEventually { await e.state == .connected })
+    #expect(await eventually { await e.state == .connected })
     #expect(await h.timers([]))
   }
 
@@ -198,7 +198,7 @@ struct CallEngineTests {
     h.pc1.emitState(.disconnected)
     #expect(await h.timers([4]))
     h.pc1.emitState(.connected)
-    #expect(await engineEventually { await e.state == .connected })
+    #expect(await eventually { await e.state == .connected })
     #expect(await h.timers([]))
     h.clock.advance(by: 10)
     await engineSettle()
@@ -209,7 +209,7 @@ struct CallEngineTests {
     let h = EngineHarness()
     let e = await h.connectedCaller()
     h.pc1.emitState(.failed)
-    #expect(await engineEventually { h.has("sig.offer(offer-pc1-2,restart:true)") })
+    #expect(await eventually { h.has("sig.offer(offer-pc1-2,restart:true)") })
     #expect(h.clock.elapsedSeconds == 0)
     let order = h.log.all.filter { $0.contains("iceRestart: true") || $0.contains("setLocal") || $0.contains("restart:true") }
     #expect(order.suffix(3) == ["pc1.createOffer(iceRestart: true)", "pc1.setLocal(offer)", "sig.offer(offer-pc1-2,restart:true)"])
@@ -221,7 +221,7 @@ struct CallEngineTests {
     let e = await h.connectedCaller()
     let states = Task { var seen: [CallEngine.State] = []; for await s in e.states { seen.append(s) }; return seen }
     h.pc1.emitState(.failed)
-    #expect(await engineEventually { h.count("pc1.createOffer(iceRestart: true)") == 1 })
+    #expect(await eventually { h.count("pc1.createOffer(iceRestart: true)") == 1 })
     for (i, delay) in [1.0, 2.0, 3.0].enumerated() {
       h.pc1.emitState(.failed)        // restart i+1 failed
       #expect(await h.timers([delay]))
@@ -229,13 +229,13 @@ struct CallEngineTests {
       await engineSettle()
       #expect(h.count("pc1.createOffer(iceRestart: true)") == i + 1)
       h.clock.advance(by: 0.1)
-      #expect(await engineEventually { h.count("pc1.createOffer(iceRestart: true)") == i + 2 })
+      #expect(await eventually { h.count("pc1.createOffer(iceRestart: true)") == i + 2 })
     }
     h.pc1.emitState(.failed)          // the last retry failed
-    #expect(await engineEventually { await e.state == .ended(.iceFailed) })
-    #expect(await engineEventually { h.sig.last == "sig.hangup" })
+    #expect(await eventually { await e.state == .ended(.iceFailed) })
+    #expect(await eventually { h.sig.last == "sig.hangup" })
     #expect(h.count("pc1.createOffer(iceRestart: true)") == 4)
-    #expect(await engineEventually { h.has("pc1.close") })
+    #expect(await eventually { h.has("pc1.close") })
     let seen = await states.value
     #expect(seen.suffix(5) == [.reconnecting(attempt: 1), .reconnecting(attempt: 2), .reconnecting(attempt: 3),
                                .reconnecting(attempt: 4), .ended(.iceFailed)])
@@ -249,36 +249,36 @@ struct CallEngineTests {
     h.clock.advance(by: 10)
     #expect(await h.timers([1]))
     h.clock.advance(by: 1)
-    #expect(await engineEventually { await e.state == .reconnecting(attempt: 2) })
+    #expect(await eventually { await e.state == .reconnecting(attempt: 2) })
   }
 
   @Test func answererAsksTheOffererToRestart() async {
     let h = EngineHarness()
     let e = await h.connectedCallee()
     h.pc1.emitState(.failed)
-    #expect(await engineEventually { h.has("sig.iceRestartRequest") })
+    #expect(await eventually { h.has("sig.iceRestartRequest") })
     #expect(!h.pc1.calls.contains { $0.hasPrefix("createOffer") })
     // The offerer restarts; the answerer answers on the same connection.
     await e.handle(.candidate(.init(callId: "call-1", from: alice, candidate: IceCandidate(candidate: "early"))))
     await e.handle(.offer(.init(callId: "call-1", from: alice, sdp: "offer-alice-2", iceRestart: true)))
-    #expect(await engineEventually { h.has("sig.answer(answer-pc1)") })
+    #expect(await eventually { h.has("sig.answer(answer-pc1)") })
     #expect(h.pc1.calls.suffix(3) == ["setRemote(offer:offer-alice-2)", "createAnswer", "setLocal(answer)"])
     h.pc1.emitState(.connected)
-    #expect(await engineEventually { await e.state == .connected })
+    #expect(await eventually { await e.state == .connected })
   }
 
   @Test func offererHonoursIceRestartRequest() async {
     let h = EngineHarness()
     let e = await h.connectedCaller()
     await e.handle(.iceRestartRequest(.init(callId: "call-1", from: bob)))
-    #expect(await engineEventually { h.has("sig.offer(offer-pc1-2,restart:true)") })
+    #expect(await eventually { h.has("sig.offer(offer-pc1-2,restart:true)") })
   }
 
   @Test func nonRestartableConnectionIsReplacedWithAFreshOne() async {
     let h = EngineHarness(canRestartIce: false)
     let e = await h.connectedCaller()
     h.pc1.emitState(.failed)
-    #expect(await engineEventually { h.has("sig.offer(offer-pc2-1,restart:true)") })
+    #expect(await eventually { h.has("sig.offer(offer-pc2-1,restart:true)") })
     let log = h.log.all
     let make = log.firstIndex(of: "factory.make(pc2)") ?? -1
     let close = log.firstIndex(of: "pc1.close") ?? -1
@@ -297,9 +297,9 @@ struct CallEngineTests {
     await e.handle(.answer(.init(callId: "call-1", from: bob, sdp: "answer-bob-2")))
     #expect(pc2.calls.suffix(2) == ["setRemote(answer:answer-bob-2)", "addCandidate(b9)"])
     pc2.emitCandidate(IceCandidate(candidate: "n1"))
-    #expect(await engineEventually { h.has("sig.candidate(n1)") })
+    #expect(await eventually { h.has("sig.candidate(n1)") })
     pc2.emitState(.connected)
-    #expect(await engineEventually { await e.state == .connected })
+    #expect(await eventually { await e.state == .connected })
   }
 
   @Test func glareIsSurfacedWithTheSurvivingCall() async {
@@ -371,7 +371,7 @@ struct CallEngineTests {
     await e.handle(.accept(.init(callId: "call-1", from: bob, answer: SessionDescription(sdp: "answer-bob"))))
     h.pc1.emitState(.checking)
     h.pc1.emitState(.connected)
-    #expect(await engineEventually { await e.state == .connected })
+    #expect(await eventually { await e.state == .connected })
     await e.handle(.callEnded(.init(callId: "call-1", reason: .hangup, from: bob)))
     #expect(await states.value == [.idle, .calling, .ringing, .connecting, .connected, .ended(.remote(.hangup))])
     #expect(await e.remotePeer == bob)
@@ -398,7 +398,7 @@ struct CallEngineTests {
     try await e.sendData(Data("hi".utf8))
     #expect(h.pc1.calls.last == "sendData(2)")
     h.pc1.emitData(Data("hello".utf8))
-    #expect(await engineEventually { h.log.all.contains("pc1.audio(true)") })
+    #expect(await eventually { h.log.all.contains("pc1.audio(true)") })
     await engineSettle()
     await e.hangup()
     #expect(await received.value == ["hello"])   // not "after-close"

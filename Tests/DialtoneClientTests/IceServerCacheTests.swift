@@ -30,7 +30,7 @@ private let turnB = [IceServer(urls: ["turn:turn.example.test:3478"], username: 
     await cache.update(servers: turnA, ttl: 0)
     // Expired: defaults now, fetched in the background.
     #expect(await cache.current() == stun)
-    #expect(await pollUntil { await cache.current() == turnB })
+    #expect(await eventually { await cache.current() == turnB })
     #expect(await fetcher.calls == 1)
   }
 
@@ -39,13 +39,13 @@ private let turnB = [IceServer(urls: ["turn:turn.example.test:3478"], username: 
     let fetcher = ScriptedIceFetcher([.servers(turnA, ttl: 100), .servers(turnB, ttl: 100)])
     let cache = IceServerCache(defaults: stun, fetcher: { try await fetcher.fetch() }, clock: clock)
     await cache.prewarm()
-    #expect(await pollUntil { await cache.current() == turnA })
-    #expect(await pollUntil { await cache.phase == .waitingToRefresh && clock.sleeperCount == 1 })
+    #expect(await eventually { await cache.current() == turnA })
+    #expect(await eventually { await cache.phase == .waitingToRefresh && clock.sleeperCount == 1 })
     clock.advance(by: 79)
     try? await Task.sleep(for: .milliseconds(20))
     #expect(await fetcher.calls == 1)
     clock.advance(by: 1)  // 80 s = 80% of 100 s: refreshed before expiry
-    #expect(await pollUntil { await cache.current() == turnB })
+    #expect(await eventually { await cache.current() == turnB })
     #expect(await fetcher.calls == 2)
     #expect(await cache.expiresAt == clock.now.addingTimeInterval(100))
   }
@@ -55,12 +55,12 @@ private let turnB = [IceServer(urls: ["turn:turn.example.test:3478"], username: 
     let fetcher = ScriptedIceFetcher([.servers(turnB, ttl: 1000)])
     let cache = IceServerCache(defaults: stun, fetcher: { try await fetcher.fetch() }, clock: clock)
     await cache.update(servers: turnA, ttl: 50)
-    #expect(await pollUntil { clock.sleeperCount == 1 })
+    #expect(await eventually { clock.sleeperCount == 1 })
     clock.advance(by: 39)
     try? await Task.sleep(for: .milliseconds(20))
     #expect(await fetcher.calls == 0)
     clock.advance(by: 1)
-    #expect(await pollUntil { await cache.current() == turnB })
+    #expect(await eventually { await cache.current() == turnB })
     await cache.stop()
   }
 
@@ -71,18 +71,18 @@ private let turnB = [IceServer(urls: ["turn:turn.example.test:3478"], username: 
     policy.retryDelays = [1, 2, 4]
     let cache = IceServerCache(defaults: stun, fetcher: { try await fetcher.fetch() }, clock: clock, policy: policy)
     await cache.prewarm()
-    #expect(await pollUntil { await cache.phase == .backingOff && clock.sleeperCount == 1 })
+    #expect(await eventually { await cache.phase == .backingOff && clock.sleeperCount == 1 })
     #expect(await cache.consecutiveFailures == 1)
     #expect(await cache.current() == stun)
     // Dialing during the backoff does not bypass it.
     #expect(await fetcher.calls == 1)
     clock.advance(by: 1)
-    #expect(await pollUntil { await cache.consecutiveFailures == 2 && clock.sleeperCount == 1 })
+    #expect(await eventually { await cache.consecutiveFailures == 2 && clock.sleeperCount == 1 })
     clock.advance(by: 1.5)
     try? await Task.sleep(for: .milliseconds(20))
     #expect(await fetcher.calls == 2)  // second delay is 2 s
     clock.advance(by: 0.5)
-    #expect(await pollUntil { await cache.current() == turnA })
+    #expect(await eventually { await cache.current() == turnA })
     #expect(await fetcher.calls == 3)
     #expect(await cache.consecutiveFailures == 0)
     await cache.stop()
@@ -96,18 +96,18 @@ private let turnB = [IceServer(urls: ["turn:turn.example.test:3478"], username: 
     policy.retryDelays = [5]
     let cache = IceServerCache(defaults: stun, fetcher: { try await fetcher.fetch() }, clock: clock, policy: policy)
     await cache.prewarm()
-    #expect(await pollUntil { await fetcher.calls == 1 })
+    #expect(await eventually { await fetcher.calls == 1 })
     // The fetch hangs; current() still answers at once, with the defaults.
     #expect(await cache.current() == stun)
     #expect(await cache.phase == .fetching)
     // The hung fetch times out and is retried after the backoff.
-    #expect(await pollUntil { clock.sleeperCount == 1 })
+    #expect(await eventually { clock.sleeperCount == 1 })
     clock.advance(by: 15)
-    #expect(await pollUntil { await cache.phase == .backingOff })
+    #expect(await eventually { await cache.phase == .backingOff })
     await fetcher.setScript([.servers(turnA, ttl: 100)])
-    #expect(await pollUntil { clock.sleeperCount == 1 })
+    #expect(await eventually { clock.sleeperCount == 1 })
     clock.advance(by: 5)
-    #expect(await pollUntil { await cache.current() == turnA })
+    #expect(await eventually { await cache.current() == turnA })
     await fetcher.releaseHung()
     // The abandoned fetch's late failure changes nothing.
     try? await Task.sleep(for: .milliseconds(20))

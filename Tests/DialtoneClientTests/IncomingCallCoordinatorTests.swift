@@ -116,7 +116,7 @@ private struct Rig {
     let coordinator = rig.coordinator
     let answer = Task { await coordinator.performAnswer(uuid: callUUID) }
     // The push-resolution timer and the answer timer.
-    #expect(await pollUntil { rig.log.entries.last == .answer(callId) && rig.clock.sleeperCount == 2 })
+    #expect(await eventually { rig.log.entries.last == .answer(callId) && rig.clock.sleeperCount == 2 })
     await rig.coordinator.incomingInvite(callId: callId, handle: "alice", displayName: "Alice", hasVideo: true)
     #expect(await rig.coordinator.call(callId)?.stage == .answering)
     await rig.coordinator.callConnected(callId: callId)
@@ -133,14 +133,14 @@ private struct Rig {
     _ = await rig.coordinator.handleVoIPPush(payload: pushPayload())
     let coordinator = rig.coordinator
     let answer = Task { await coordinator.performAnswer(uuid: callUUID) }
-    #expect(await pollUntil { rig.clock.sleeperCount == 2 })
+    #expect(await eventually { rig.clock.sleeperCount == 2 })
     rig.clock.advance(by: 9.9)
     try? await Task.sleep(for: .milliseconds(20))
     #expect(await coordinator.call(callId)?.stage == .answering)
     rig.clock.advance(by: 0.1)
     #expect(await answer.value == false)
     // The answer action fails first; the end is reported to the OS and signaling right after.
-    #expect(await pollUntil { rig.log.entries.count >= 5 })
+    #expect(await eventually { rig.log.entries.count >= 5 })
     #expect(rig.log.entries.suffix(3) == [.answer(callId), .ended(callUUID, .failed), .end(callId, .answerTimedOut)])
     #expect(await coordinator.call(callId) == nil)
   }
@@ -151,7 +151,7 @@ private struct Rig {
     _ = await rig.coordinator.handleVoIPPush(payload: pushPayload())
     let coordinator = rig.coordinator
     let answer = Task { await coordinator.performAnswer(uuid: callUUID) }
-    #expect(await pollUntil { rig.clock.sleeperCount == 2 })
+    #expect(await eventually { rig.clock.sleeperCount == 2 })
     await coordinator.callConnected(callId: callId)
     #expect(await answer.value)
     #expect(await coordinator.audioActive == false)
@@ -174,7 +174,7 @@ private struct Rig {
     _ = await rig.coordinator.startOutgoingCall(callId: outgoing)
     let coordinator = rig.coordinator
     let answer = Task { await coordinator.performAnswer(uuid: callUUID) }
-    #expect(await pollUntil { rig.clock.sleeperCount == 2 })
+    #expect(await eventually { rig.clock.sleeperCount == 2 })
     await coordinator.didActivateAudioSession()
     await coordinator.providerDidReset()
     #expect(await answer.value == false)
@@ -252,18 +252,18 @@ private struct Rig {
       deviceId: "bob-phone", ui: RecordingCallUI(log: log), signaling: RecordingSignaling(log: log), clock: clock,
       pushResolutionTimeout: 30)
     _ = await coordinator.handleVoIPPush(payload: pushPayload())
-    #expect(await pollUntil { clock.sleeperCount == 1 })
+    #expect(await eventually { clock.sleeperCount == 1 })
     clock.advance(by: 29)
     try? await Task.sleep(for: .milliseconds(20))
     #expect(await coordinator.call(callId) != nil)
     clock.advance(by: 1)
-    #expect(await pollUntil { await coordinator.call(callId) == nil })
+    #expect(await eventually { await coordinator.call(callId) == nil })
     #expect(log.entries.last == .ended(callUUID, .failed))
 
     // A call whose invite arrived is resolved: the timer no longer applies.
     _ = await coordinator.handleVoIPPush(payload: pushPayload("call-2"))
     await coordinator.incomingInvite(callId: "call-2", handle: "alice", displayName: nil, hasVideo: false)
-    #expect(await pollUntil { clock.sleeperCount == 0 })
+    #expect(await eventually { clock.sleeperCount == 0 })
     clock.advance(by: 60)
     try? await Task.sleep(for: .milliseconds(20))
     #expect(await coordinator.call("call-2")?.stage == .ringing)

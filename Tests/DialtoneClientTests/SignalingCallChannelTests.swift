@@ -26,12 +26,18 @@ private final class ScriptedTransport: SignalingTransport, @unchecked Sendable {
 }
 
 @Suite struct SignalingCallChannelTests {
-  @Test func candidatesGoOutBackToBackWithoutWaitingForAcks() async throws {
+  /// A client whose session the scripted server has welcomed.
+  private func welcomedClient() async -> (ScriptedTransport, SignalingClient) {
     let transport = ScriptedTransport()
     let client = SignalingClient(configuration: .init(url: "ws://test/v1/ws"), transport: transport) { "token" }
     await client.start()
     transport.serverSays.yield(.opened)
     transport.serverSays.yield(.text(#"{"type":"welcome","replyTo":"h","version":1,"sessionId":"s1","userId":"alice","deviceId":"a1","resumed":false,"resync":false,"heartbeatSeconds":25,"maxMessageBytes":65536,"iceServers":[],"iceServersTtl":3600}"#))
+    return (transport, client)
+  }
+
+  @Test func candidatesGoOutBackToBackWithoutWaitingForAcks() async throws {
+    let (transport, client) = await welcomedClient()
     #expect(await eventually { transport.texts.count == 1 })  // the hello
 
     // The server never answers: with one request per round trip only the first would leave.
@@ -46,11 +52,7 @@ private final class ScriptedTransport: SignalingTransport, @unchecked Sendable {
   }
 
   @Test func aRejectedInviteIsReportedWithItsCallId() async throws {
-    let transport = ScriptedTransport()
-    let client = SignalingClient(configuration: .init(url: "ws://test/v1/ws"), transport: transport) { "token" }
-    await client.start()
-    transport.serverSays.yield(.opened)
-    transport.serverSays.yield(.text(#"{"type":"welcome","replyTo":"h","version":1,"sessionId":"s1","userId":"alice","deviceId":"a1","resumed":false,"resync":false,"heartbeatSeconds":25,"maxMessageBytes":65536,"iceServers":[],"iceServersTtl":3600}"#))
+    let (transport, client) = await welcomedClient()
     let rejections = Rejections()
     let channel = SignalingCallChannel(client: client) { await rejections.add($0) }
     try await channel.send(.invite(callId: "c1", to: "nobody", video: false, offer: SessionDescription(sdp: "v=0\r\n")))
@@ -67,12 +69,4 @@ private final class ScriptedTransport: SignalingTransport, @unchecked Sendable {
 private actor Rejections {
   private(set) var all: [ServerMessage.ErrorMessage] = []
   func add(_ error: ServerMessage.ErrorMessage) { all.append(error) }
-}
-
-private func eventually(_ condition: @Sendable () async -> Bool) async -> Bool {
-  for _ in 0..<2000 {
-    if await condition() { return true }
-    try? await Task.sleep(for: .milliseconds(2))
-  }
-  return false
 }

@@ -152,16 +152,6 @@ final class EngineFakeSignaling: CallSignaling, @unchecked Sendable {
   }
 }
 
-/// Polls (yielding, then briefly sleeping) until `condition` holds; the outcome, not the
-/// timing, is what tests assert.
-func engineEventually(_ what: String = "", _ condition: @Sendable () async -> Bool) async -> Bool {
-  for i in 0..<4000 {
-    if await condition() { return true }
-    if i < 200 { await Task.yield() } else { try? await Task.sleep(nanoseconds: 1_000_000) }
-  }
-  return false
-}
-
 /// Lets queued work run (for "nothing else happened" checks).
 func engineSettle() async {
   for _ in 0..<50 { await Task.yield() }

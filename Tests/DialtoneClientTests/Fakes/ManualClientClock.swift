@@ -10,17 +10,27 @@ final class ManualClientClock: ClientClock, @unchecked Sendable {
   }
 
   private let lock = NSLock()
+  private let start: Date
   private var time: Date
   private var sleepers: [Sleeper] = []
   private var cancelledEarly: Set<Int> = []
   private var nextID = 0
 
-  init(start: Date = Date(timeIntervalSince1970: 1_800_000_000)) { time = start }
+  init(start: Date = Date(timeIntervalSince1970: 1_800_000_000)) {
+    self.start = start
+    time = start
+  }
 
   var now: Date { lock.withLock { time } }
 
   /// How many tasks are sleeping on this clock.
   var sleeperCount: Int { lock.withLock { sleepers.count } }
+
+  /// Virtual seconds since the start.
+  var elapsedSeconds: Double { lock.withLock { time.timeIntervalSince(start) } }
+
+  /// Deadlines (virtual seconds since the start) of the tasks currently sleeping.
+  var pendingDeadlines: [Double] { lock.withLock { sleepers.map { $0.deadline.timeIntervalSince(start) }.sorted() } }
 
   func sleep(for seconds: Double) async throws {
     let id = lock.withLock { () -> Int in
@@ -51,22 +61,12 @@ final class ManualClientClock: ClientClock, @unchecked Sendable {
   func advance(by seconds: Double) {
     let due = lock.withLock { () -> [Sleeper] in
       time = time.addingTimeInterval(seconds)
-      let due = sleepers.filter { $0.deadline <= time }.sorted { $0.deadline < $1.deadline }
-      sleepers.removeAll { $0.deadline <= time }
+      // A nanosecond of slack: sums of Double seconds need not land exactly on a deadline.
+      let horizon = time.addingTimeInterval(1e-9)
+      let due = sleepers.filter { $0.deadline <= horizon }.sorted { $0.deadline < $1.deadline }
+      sleepers.removeAll { $0.deadline <= horizon }
       return due
     }
     for sleeper in due { sleeper.continuation.resume() }
   }
-}
-
-/// Polls `condition` (real time) until it holds or `seconds` pass.
-func pollUntil(
-  within seconds: Double = 2, _ condition: @Sendable () async -> Bool
-) async -> Bool {
-  let deadline = Date().addingTimeInterval(seconds)
-  while Date() < deadline {
-    if await condition() { return true }
-    try? await Task.sleep(for: .milliseconds(2))
-  }
-  return await condition()
 }
