@@ -37,6 +37,18 @@ extension TestServer {
   }
 }
 
+/// Alice calls Bob, whose phone and laptop both ring.
+private func ringingOnTwoDevices(_ server: TestServer) async throws -> (SignalingProbe, SignalingProbe, SignalingProbe, CallID) {
+  let alice = try await server.connect("alice")
+  let bobPhone = try await server.connect("bob", device: "phone")
+  let bobLaptop = try await server.connect("bob", device: "laptop")
+  let call = callID()
+  _ = try await alice.invite(call, to: "bob")
+  _ = try await bobPhone.expect(.invite)
+  _ = try await bobLaptop.expect(.invite)
+  return (alice, bobPhone, bobLaptop, call)
+}
+
 @Suite(.serialized) struct CallFlowTests {
   @Test func acceptWithTrickleAndAnsweredElsewhere() async throws {
     let server = try await TestServer()
@@ -83,13 +95,7 @@ extension TestServer {
 
   @Test func declineEndsTheCallOnEveryDevice() async throws {
     let server = try await TestServer()
-    let alice = try await server.connect("alice")
-    let bobPhone = try await server.connect("bob", device: "phone")
-    let bobLaptop = try await server.connect("bob", device: "laptop")
-    let call = callID()
-    _ = try await alice.invite(call, to: "bob")
-    _ = try await bobPhone.expect(.invite)
-    _ = try await bobLaptop.expect(.invite)
+    let (alice, bobPhone, bobLaptop, call) = try await ringingOnTwoDevices(server)
     #expect(try await bobLaptop.act { .decline(.init(id: $0, callId: call)) }.isAck)
     #expect(try await alice.expect(.callEnded).endReason == .declined)
     #expect(try await bobPhone.expect(.callEnded).endReason == .declinedElsewhere)
@@ -147,13 +153,7 @@ extension TestServer {
 
   @Test func callerCancelsWhileRinging() async throws {
     let server = try await TestServer()
-    let alice = try await server.connect("alice")
-    let bobPhone = try await server.connect("bob", device: "phone")
-    let bobLaptop = try await server.connect("bob", device: "laptop")
-    let call = callID()
-    _ = try await alice.invite(call, to: "bob")
-    _ = try await bobPhone.expect(.invite)
-    _ = try await bobLaptop.expect(.invite)
+    let (alice, bobPhone, bobLaptop, call) = try await ringingOnTwoDevices(server)
     #expect(try await alice.act { .cancel(.init(id: $0, callId: call)) }.isAck)
     #expect(try await bobPhone.expect(.callEnded).endReason == .cancelled)
     #expect(try await bobLaptop.expect(.callEnded).endReason == .cancelled)
