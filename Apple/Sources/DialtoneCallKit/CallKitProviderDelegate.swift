@@ -45,46 +45,32 @@ public final class CallKitProviderDelegate: NSObject, CXProviderDelegate, @unche
   }
 
   public func provider(_ provider: CXProvider, perform action: CXAnswerCallAction) {
-    let coordinator = coordinator
-    let box = ActionBox(action)
-    Task {
-      await coordinator.performAnswer(uuid: box.action.callUUID) ? box.action.fulfill() : box.action.fail()
-    }
+    settle(action) { coordinator, action in await coordinator.performAnswer(uuid: action.callUUID) }
   }
 
   public func provider(_ provider: CXProvider, perform action: CXEndCallAction) {
-    let coordinator = coordinator
-    let box = ActionBox(action)
-    Task {
-      await coordinator.performEnd(uuid: box.action.callUUID) ? box.action.fulfill() : box.action.fail()
-    }
+    settle(action) { coordinator, action in await coordinator.performEnd(uuid: action.callUUID) }
   }
 
   public func provider(_ provider: CXProvider, perform action: CXSetMutedCallAction) {
-    let coordinator = coordinator
-    let box = ActionBox(action)
-    Task {
-      await coordinator.performSetMuted(uuid: box.action.callUUID, muted: box.action.isMuted)
-        ? box.action.fulfill() : box.action.fail()
-    }
+    settle(action) { coordinator, action in await coordinator.performSetMuted(uuid: action.callUUID, muted: action.isMuted) }
   }
 
   public func provider(_ provider: CXProvider, perform action: CXSetHeldCallAction) {
-    let coordinator = coordinator
-    let box = ActionBox(action)
-    Task {
-      await coordinator.performSetHeld(uuid: box.action.callUUID, held: box.action.isOnHold)
-        ? box.action.fulfill() : box.action.fail()
-    }
+    settle(action) { coordinator, action in await coordinator.performSetHeld(uuid: action.callUUID, held: action.isOnHold) }
   }
 
   public func provider(_ provider: CXProvider, perform action: CXPlayDTMFCallAction) {
+    settle(action) { coordinator, action in await coordinator.performPlayDTMF(uuid: action.callUUID, digits: action.digits) }
+  }
+
+  /// Asks the coordinator off CallKit's queue, then fulfils the action if it said yes, else fails it.
+  private func settle<Action: CXAction>(
+    _ action: Action, _ perform: @escaping @Sendable (IncomingCallCoordinator, Action) async -> Bool
+  ) {
     let coordinator = coordinator
     let box = ActionBox(action)
-    Task {
-      await coordinator.performPlayDTMF(uuid: box.action.callUUID, digits: box.action.digits)
-        ? box.action.fulfill() : box.action.fail()
-    }
+    Task { await perform(coordinator, box.action) ? box.action.fulfill() : box.action.fail() }
   }
 
   public func provider(_ provider: CXProvider, perform action: CXSetGroupCallAction) {
