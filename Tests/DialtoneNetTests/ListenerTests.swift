@@ -13,17 +13,8 @@ import Glibc
     let listener = try Listener(host: "127.0.0.1", port: 0) { sink.yield($0) }
     defer { listener.stop() }
 
-    let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    #expect(client >= 0)
+    let client = try #require(connectLoopback(port: listener.port))
     defer { close(client) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = in_port_t(UInt16(listener.port).bigEndian)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let connected = withUnsafePointer(to: &address) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    #expect(connected == 0)
 
     var iterator = stream.makeAsyncIterator()
     let accepted = try #require(await iterator.next()?.first)
