@@ -399,15 +399,17 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     }
   }
 
-  fileprivate func remoteAudio(_ data: Data) {
-    reach(.firstAudio)
-    let resumed = lock.withLock { () -> Bool in
+  /// Each decoded buffer (50 a second): one lock, and a copy only when someone records.
+  fileprivate func remoteAudio(_ samples: UnsafeRawBufferPointer) {
+    let (first, resumed) = lock.withLock { () -> (Bool, Bool) in
       lastAudioAt = .now
       defer { stalled = false }
-      return stalled && transportConnected && !closed
+      let first = !closed && reached.insert(.firstAudio).inserted
+      return (first, stalled && transportConnected && !closed)
     }
+    if first { milestoneSink.yield(.firstAudio) }
     if resumed { stateSink.yield(.connected) }
-    media.remoteAudio?(data)
+    if let record = media.remoteAudio { record(Data(samples)) }
   }
 
   private func startWatchdog() -> Task<Void, Never> {
@@ -565,7 +567,7 @@ private let onChannel: dt_channel_cb = { ctx, channel in
 
 private let onAudio: dt_audio_cb = { ctx, data, size in
   guard let data, size > 0 else { return }
-  connection(ctx)?.remoteAudio(Data(bytes: data, count: Int(size)))
+  connection(ctx)?.remoteAudio(UnsafeRawBufferPointer(start: data, count: Int(size)))
 }
 
 private let onError: dt_text_cb = { ctx, text in
