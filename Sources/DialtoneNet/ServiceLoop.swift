@@ -10,11 +10,14 @@ final class ServiceLoop: @unchecked Sendable {
 
   enum Command {
     case send(UInt64, [UInt8], binary: Bool)
+    /// A text message that may wait up to `coalescingDelay` to share a write (server sockets).
+    case sendCoalesced(UInt64, [UInt8])
     case close(UInt64, UInt16, String)
     case respond(UInt64, HTTPResponse)
     case connect(ClientConnectRequest)
     case shutdown(drainSeconds: Double)
     case sweep
+    case releaseCoalesced
     case job(UnownedJob)
     case adopt([Int32])
   }
@@ -59,13 +62,23 @@ final class ServiceLoop: @unchecked Sendable {
   private let protocolName = strdup("dialtone")
   private var retryPolicy = UnsafeMutablePointer<lws_retry_bo_t>.allocate(capacity: 1)
   private let stopper = UnsafeMutablePointer<dt_stopper>.allocate(capacity: 1)
+  /// How long a coalesced message may wait for company, and the sockets holding some, oldest
+  /// first, each with the time its wait ends. One timer releases them as their waits end.
+  private let coalescingDelay: Double
+  private var holding: [(session: WebSocketSession, deadline: UInt64)] = []
+  private var holdingHead = 0
+  /// A dispatch timer, not an lws sul timer: lws on libuv rounds a sul's remaining wait to whole
+  /// milliseconds and re-polls with a zero timeout until the sul is ripe, spinning the loop for up
+  /// to a millisecond per expiry.
+  private var coalescingTimer: DispatchSourceTimer?
 
   /// The server's listening socket (nil for a client loop); set by `WebServer` before `start`.
   var listener: Listener?
 
   init(server: ServerRole?, maxMessageBytes: Int, pingIntervalSeconds: Int, idleTimeoutSeconds: Int,
-       sweepSeconds: Double = 5) throws {
+       sweepSeconds: Double = 5, coalescingDelay: Double = 0) throws {
     self.sweepSeconds = sweepSeconds
+    self.coalescingDelay = coalescingDelay
     self.server = server
     self.maxMessageBytes = maxMessageBytes
     pingIntervalTicks = UInt32(max(1, (Double(pingIntervalSeconds) / sweepSeconds).rounded()))
@@ -131,6 +144,12 @@ final class ServiceLoop: @unchecked Sendable {
     sweep.setEventHandler { [weak self] in self?.post(.sweep) }
     sweep.resume()
     sweepTimer = sweep
+    if coalescingDelay > 0 {
+      let timer = DispatchSource.makeTimerSource()
+      timer.setEventHandler { [weak self] in self?.post(.releaseCoalesced) }
+      timer.resume()
+      coalescingTimer = timer
+    }
     let thread = Thread { [self] in
       guard let ctx = context else { return }
       serviceThread = pthread_self()
@@ -141,6 +160,7 @@ final class ServiceLoop: @unchecked Sendable {
       let leftover = closeInbox()
       wakeTimer?.cancel()
       sweepTimer?.cancel()
+      coalescingTimer?.cancel()
       listener?.stop()
       lws_context_destroy(ctx)
       executor?.networkThreadStopped(leftover: leftover)
@@ -166,7 +186,7 @@ final class ServiceLoop: @unchecked Sendable {
   func post(_ command: Command) -> Bool {
     if isServiceThread, context != nil, !stopRequested {
       switch command {
-      case .send, .close:
+      case .send, .sendCoalesced, .close:
         execute(command)
         return true
       default:
@@ -212,6 +232,16 @@ final class ServiceLoop: @unchecked Sendable {
     case .send(let id, let bytes, let binary):
       if let session = webSockets[id] { session.enqueue(bytes, binary: binary, on: self) }
       else if let client = clients[id] { client.enqueue(bytes, binary: binary, on: self) }
+    case .sendCoalesced(let id, let bytes):
+      guard let session = webSockets[id] else {
+        if let client = clients[id] { client.enqueue(bytes, binary: false, on: self) }
+        return
+      }
+      guard coalescingDelay > 0 else { return session.enqueue(bytes, binary: false, on: self) }
+      if session.enqueueCoalesced(bytes, binary: false) {
+        holding.append((session, DispatchTime.now().uptimeNanoseconds + UInt64(coalescingDelay * 1e9)))
+        if holding.count - holdingHead == 1 { scheduleCoalescingTimer() }
+      }
     case .close(let id, let code, let reason):
       if let session = webSockets[id] { session.requestClose(code: code, reason: reason) }
       else if let client = clients[id] { closeClient(client, code: code, reason: reason) }
@@ -223,6 +253,8 @@ final class ServiceLoop: @unchecked Sendable {
       beginDrain(seconds: drainSeconds)
     case .sweep:
       sweepIdleSockets()
+    case .releaseCoalesced:
+      releaseCoalesced()
     case .job(let job):
       executor?.run(job)
     case .adopt(let sockets):
@@ -236,6 +268,36 @@ final class ServiceLoop: @unchecked Sendable {
     tick &+= 1
     for session in webSockets.values { keepAlive(session) }
     for client in clients.values { if let session = client.session { keepAlive(session) } }
+  }
+
+  /// Releases the frames whose wait has ended: one write per socket. Sockets closed meanwhile
+  /// are skipped (their messages stay in their delivery sessions for a resume). An entry can be
+  /// stale (its frames left early with another message, and new ones are held): those go early.
+  private func releaseCoalesced() {
+    // What is due within a quarter of the delay goes now: waits end up between 3/4 of the delay
+    // and the delay, and the timer wakes the loop at most about four times per delay.
+    let now = DispatchTime.now().uptimeNanoseconds + UInt64(coalescingDelay * 0.25e9)
+    while holdingHead < holding.count, holding[holdingHead].deadline <= now {
+      let session = holding[holdingHead].session
+      holdingHead += 1
+      if webSockets[session.id] === session { session.flushHeld(on: self) }
+    }
+    if holdingHead == holding.count {
+      holding.removeAll(keepingCapacity: holding.count <= 4096)
+      holdingHead = 0
+    } else {
+      if holdingHead >= 1024, holdingHead * 2 >= holding.count {
+        holding.removeFirst(holdingHead)
+        holdingHead = 0
+      }
+      scheduleCoalescingTimer()
+    }
+  }
+
+  private func scheduleCoalescingTimer() {
+    guard holdingHead < holding.count else { return }
+    coalescingTimer?.schedule(deadline: DispatchTime(uptimeNanoseconds: holding[holdingHead].deadline),
+                              leeway: .microseconds(500))
   }
 
   private func keepAlive(_ session: WebSocketSession) {

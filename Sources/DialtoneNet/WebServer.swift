@@ -15,6 +15,9 @@ public struct WebServerConfiguration: Sendable {
   public var drainSeconds: Double
   /// How often idle sockets are checked; keepalive times are rounded to multiples of it.
   public var keepaliveSweepSeconds: Double = 5
+  /// The longest a `sendCoalesced` message waits for another message to share its write; 0 sends
+  /// it at once.
+  public var coalescingDelay: Double = 0
 
   public init(host: String = "127.0.0.1", port: Int = 8080, webSocketPath: String = "/v1/ws",
               maxMessageBytes: Int = 64 * 1024, maxBodyBytes: Int = 1 << 20, pingIntervalSeconds: Int = 25,
@@ -43,7 +46,8 @@ public final class WebServer: Sendable {
       maxMessageBytes: configuration.maxMessageBytes,
       pingIntervalSeconds: configuration.pingIntervalSeconds,
       idleTimeoutSeconds: configuration.idleTimeoutSeconds,
-      sweepSeconds: configuration.keepaliveSweepSeconds)
+      sweepSeconds: configuration.keepaliveSweepSeconds,
+      coalescingDelay: configuration.coalescingDelay)
     let loop = self.loop
     let listener = try Listener(host: configuration.host, port: configuration.port) { sockets in
       if !loop.post(.adopt(sockets)) { sockets.forEach { close($0) } }

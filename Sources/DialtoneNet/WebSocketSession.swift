@@ -12,8 +12,17 @@ final class WebSocketSession {
   let id: UInt64
   let wsi: OpaquePointer
   private let maxMessageBytes: Int
-  private var queue: [(bytes: [UInt8], binary: Bool)] = []
+  /// What waits for the writable callback: single messages (framed by lws), or frames already
+  /// framed here and written raw in one piece (released coalesced frames plus what followed them).
+  private enum Outgoing {
+    case message([UInt8], binary: Bool)
+    case frames([UInt8])
+  }
+  private var queue: [Outgoing] = []
   private var queueHead = 0
+  /// Frames sent with `enqueueCoalesced`, already framed: they leave with the next message to this
+  /// socket, in one write, or at the loop's coalescing flush, whichever comes first.
+  private var held: [UInt8] = []
   private var rx: [UInt8] = []
   private var receivingMessage = false
   private var closeRequest: (code: UInt16, reason: String)?
@@ -34,14 +43,59 @@ final class WebSocketSession {
   /// Writes at once when nothing is queued and lws holds no unsent bytes for this socket (a check
   /// of lws state, unlike lws_send_pipe_choked, which costs a poll() per call); otherwise queues for the
   /// next writable callback. Writing directly skips two poll-mask changes per message (libuv
-  /// turns each into epoll_ctl calls), which dominated the cost of small messages.
+  /// turns each into epoll_ctl calls), which dominated the cost of small messages. Held frames
+  /// go first, in the same write.
   func enqueue(_ bytes: [UInt8], binary: Bool, on loop: ServiceLoop) {
     guard closeRequest == nil else { return }
-    if queueHead == queue.count, !pingDue, isEstablished, lws_partial_buffered(wsi) == 0 {
-      if !loop.write(wsi, bytes[...], binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) { requestClose(code: 1011, reason: "") }
+    if canWriteNow {
+      if held.isEmpty {
+        if !loop.write(wsi, bytes[...], binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) { requestClose(code: 1011, reason: "") }
+      } else {
+        var frames = held
+        held = []
+        WebSocketFrame.append(bytes, binary: binary, to: &frames)
+        if !loop.write(wsi, frames[...], LWS_WRITE_HTTP) { requestClose(code: 1011, reason: "") }
+      }
       return
     }
-    queue.append((bytes, binary))
+    if held.isEmpty {
+      append(.message(bytes, binary: binary))
+    } else {
+      var frames = held
+      held = []
+      WebSocketFrame.append(bytes, binary: binary, to: &frames)
+      append(.frames(frames))
+    }
+  }
+
+  /// Holds a message back so that it shares a write with the next one (server side only: the
+  /// frames are written unmasked). Returns true when the holding starts, i.e. the loop must
+  /// schedule a flush for this socket.
+  func enqueueCoalesced(_ bytes: [UInt8], binary: Bool) -> Bool {
+    guard closeRequest == nil else { return false }
+    let starts = held.isEmpty
+    WebSocketFrame.append(bytes, binary: binary, to: &held)
+    return starts
+  }
+
+  /// The coalescing deadline passed with nothing else written: the held frames leave alone.
+  func flushHeld(on loop: ServiceLoop) {
+    guard !held.isEmpty else { return }
+    let frames = held
+    held = []
+    if canWriteNow {
+      if !loop.write(wsi, frames[...], LWS_WRITE_HTTP) { requestClose(code: 1011, reason: "") }
+    } else {
+      append(.frames(frames))
+    }
+  }
+
+  private var canWriteNow: Bool {
+    queueHead == queue.count && !pingDue && isEstablished && lws_partial_buffered(wsi) == 0
+  }
+
+  private func append(_ item: Outgoing) {
+    queue.append(item)
     if queue.count - queueHead == 1 { lws_callback_on_writable(wsi) }
   }
 
@@ -50,6 +104,10 @@ final class WebSocketSession {
 
   func requestClose(code: UInt16, reason: String) {
     guard closeRequest == nil else { return }
+    if !held.isEmpty {
+      queue.append(.frames(held))
+      held = []
+    }
     closeRequest = (code, reason)
     lws_callback_on_writable(wsi)
   }
@@ -77,8 +135,8 @@ final class WebSocketSession {
       return 0
     }
     if queueHead < queue.count {
-      let (bytes, binary) = queue[queueHead]
-      queue[queueHead] = ([], false)
+      let item = queue[queueHead]
+      queue[queueHead] = .frames([])
       queueHead += 1
       if queueHead == queue.count {
         queue.removeAll(keepingCapacity: queue.count <= 64)
@@ -87,7 +145,12 @@ final class WebSocketSession {
         queue.removeFirst(queueHead)
         queueHead = 0
       }
-      guard loop.write(wsi, bytes[...], binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) else { return -1 }
+      let written: Bool
+      switch item {
+      case .message(let bytes, let binary): written = loop.write(wsi, bytes[...], binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT)
+      case .frames(let frames): written = loop.write(wsi, frames[...], LWS_WRITE_HTTP)
+      }
+      guard written else { return -1 }
       if queueHead < queue.count || closeRequest != nil { lws_callback_on_writable(wsi) }
       return 0
     }

@@ -45,6 +45,10 @@ public final class WebSocketConnection: Sendable, Hashable, CustomStringConverti
   public func send(text: String) { loop.post(.send(id, Array(text.utf8), binary: false)) }
   public func send(text bytes: [UInt8]) { loop.post(.send(id, bytes, binary: false)) }
   public func send(binary bytes: [UInt8]) { loop.post(.send(id, bytes, binary: true)) }
+  /// Like `send(text:)`, but the message may wait up to the server's `coalescingDelay` for the
+  /// next message to this socket and leave in the same write: one syscall and one TCP segment
+  /// instead of two. Order is kept: a later `send` writes the waiting message first.
+  public func sendCoalesced(text bytes: [UInt8]) { loop.post(.sendCoalesced(id, bytes)) }
 
   /// Closes after everything queued before it has been written.
   public func close(code: UInt16 = WebSocketCloseCode.normal, reason: String = "") {

@@ -39,13 +39,13 @@ public final class DialtoneServer: Sendable {
     APIRoutes(hub: hub, authenticator: authenticator, iceServers: iceServers, store: callStore, clock: clock,
               version: Self.version).register(in: &routes)
     BrowserClientRoutes().register(in: &routes)
-    web = try WebServer(
-      configuration: WebServerConfiguration(host: configuration.host, port: configuration.port,
-                                            maxMessageBytes: Limits.maxMessageBytes,
-                                            pingIntervalSeconds: configuration.heartbeatSeconds,
-                                            idleTimeoutSeconds: configuration.heartbeatSeconds * 2 + 10,
-                                            drainSeconds: configuration.drainSeconds),
-      router: routes, webSocketHandler: hub.socketHandler, executor: executor)
+    var webConfiguration = WebServerConfiguration(host: configuration.host, port: configuration.port,
+                                                  maxMessageBytes: Limits.maxMessageBytes,
+                                                  pingIntervalSeconds: configuration.heartbeatSeconds,
+                                                  idleTimeoutSeconds: configuration.heartbeatSeconds * 2 + 10,
+                                                  drainSeconds: configuration.drainSeconds)
+    webConfiguration.coalescingDelay = configuration.ackDelay
+    web = try WebServer(configuration: webConfiguration, router: routes, webSocketHandler: hub.socketHandler, executor: executor)
     port = web.port
     if configuration.turnURLs.isEmpty && configuration.stunURLs.isEmpty {
       log.info("no --turn-url/--stun-url configured: clients get an empty ICE server list (fine on one LAN, not across NATs)")

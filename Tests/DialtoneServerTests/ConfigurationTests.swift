@@ -20,6 +20,8 @@ struct ConfigurationTests {
     #expect(parsed.turnURLs == ["turn:a:3478", "turns:a:443?transport=tcp"])
     #expect(parsed.stunURLs == ["stun:a:3478", "stun:b:3478"])
     #expect(parsed.turnSecret == "s3cret")
+    #expect(defaults.ackDelay == 0.04)
+    #expect(try ServerConfiguration.parse(arguments: ["--ack-delay-ms", "0"], environment: [:]).ackDelay == 0)
   }
 
   @Test func badValuesAreClearErrors() {
@@ -29,6 +31,7 @@ struct ConfigurationTests {
     #expect(throws: ConfigurationError.self) { try ServerConfiguration.parse(arguments: ["--auth-secret", "short"], environment: [:]) }
     #expect(throws: ConfigurationError.self) { try ServerConfiguration.parse(arguments: ["--turn-url", "turn:a"], environment: [:]) }
     #expect(throws: ConfigurationError.self) { try ServerConfiguration.parse(arguments: ["--port"], environment: [:]) }
+    #expect(throws: ConfigurationError.self) { try ServerConfiguration.parse(arguments: ["--ack-delay-ms", "5000"], environment: [:]) }
   }
 
   @Test func generatedSecretIsReusedAcrossStarts() throws {

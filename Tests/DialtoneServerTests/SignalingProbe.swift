@@ -95,6 +95,8 @@ final class SignalingProbe: @unchecked Sendable {
   }
 
   var lastSeq: UInt64 { lock.withLock { seqSeen } }
+  /// Whether something arrived that nobody has read yet.
+  var hasUnread: Bool { lock.withLock { !buffer.isEmpty } }
 
   func newID() -> String { lock.withLock { nextID += 1; return "r\(nextID)" } }
 

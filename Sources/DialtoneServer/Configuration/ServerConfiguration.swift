@@ -17,6 +17,9 @@ public struct ServerConfiguration: Sendable, Equatable {
   public var resumeWindow: Double = 60
   public var heartbeatSeconds = 25
   public var drainSeconds: Double = 5
+  /// How long the `ack` of a trickled candidate may wait to share a write with the next message
+  /// to the same socket (usually the peer's next candidate); 0 acks at once.
+  public var ackDelay: Double = 0.04
 
   // ICE servers handed to clients.
   public var turnSecret: String?
@@ -85,6 +88,11 @@ extension ServerConfiguration {
     },
     Option(flag: "ring-timeout", help: "seconds a call rings before it is missed (default 45)", repeatable: false) { c, v throws(ConfigurationError) in c.ringTimeout = try number(v, "ring-timeout") },
     Option(flag: "reconnect-grace", help: "seconds a dropped participant has to come back (default 30)", repeatable: false) { c, v throws(ConfigurationError) in c.reconnectGrace = try number(v, "reconnect-grace") },
+    Option(flag: "ack-delay-ms", help: "longest wait for a candidate's ack to share a write with the next message (default 40; 0 = at once)", repeatable: false) { c, v throws(ConfigurationError) in
+      let ms: Int = try number(v, "ack-delay-ms")
+      guard (0...1000).contains(ms) else { throw ConfigurationError("--ack-delay-ms must be 0...1000") }
+      c.ackDelay = Double(ms) / 1000
+    },
     Option(flag: "turn-secret", help: "coturn static-auth-secret for TURN REST credentials", repeatable: false) { c, v in c.turnSecret = v },
     Option(flag: "turn-url", help: "TURN URL handed to clients (repeatable), e.g. turn:turn.example.com:3478?transport=udp", repeatable: true) { c, v in c.turnURLs.append(v) },
     Option(flag: "stun-url", help: "STUN URL handed to clients (repeatable)", repeatable: true) { c, v in c.stunURLs.append(v) },

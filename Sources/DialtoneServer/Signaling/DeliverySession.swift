@@ -40,7 +40,8 @@ final class DeliverySession {
   var unackedCount: Int { unacked.count - unackedHead }
 
   /// Assigns the next seq, keeps the message for resume, and writes it if a socket is attached.
-  func deliver(_ message: ServerMessage) {
+  /// A `coalesced` message may wait briefly to share a write with the next one (order is kept).
+  func deliver(_ message: ServerMessage, coalesced: Bool = false) {
     let seq = nextSeq
     nextSeq += 1
     let bytes = MessageCodec.encode(message, seq: seq)
@@ -51,7 +52,7 @@ final class DeliverySession {
       unackedHead += 1
     }
     compact()
-    socket?.send(text: bytes)
+    if coalesced { socket?.sendCoalesced(text: bytes) } else { socket?.send(text: bytes) }
   }
 
   /// Writes a message outside the seq stream (`welcome`, pre-session errors).

@@ -254,8 +254,19 @@ public actor SignalingHub {
       outcome = router.handle(message, from: session.identity, now: clock.now)
     }
     session.remember(outcome.reply, for: requestID)
-    session.deliver(outcome.reply)
+    session.deliver(outcome.reply, coalesced: Self.mayWait(outcome.reply, answering: message))
     apply(outcome.effects)
+  }
+
+  /// Trickled candidates come in bursts from both peers, and nobody waits for their acks: those
+  /// acks may ride with the next message to the sender (typically the peer's next candidate)
+  /// instead of costing a write of their own. Errors and every other answer leave at once.
+  private static func mayWait(_ reply: ServerMessage, answering request: ClientMessage) -> Bool {
+    guard case .ack = reply else { return false }
+    switch request {
+    case .candidate, .endOfCandidates: return true
+    default: return false
+    }
   }
 
   // MARK: - Effects

@@ -1,0 +1,110 @@
+import DialtoneNet
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// "hold:X" sends X coalesced, "now:X" sends X at once, "close" closes with 4000.
+private struct CoalescingHandler: WebSocketHandler {
+  func webSocketOpened(_ connection: WebSocketConnection, request: UpgradeRequest) {}
+  func webSocketReceived(_ connection: WebSocketConnection, message: [UInt8], isText: Bool) {
+    let text = String(decoding: message, as: UTF8.self)
+    if text.hasPrefix("hold:") { connection.sendCoalesced(text: Array(text.utf8.dropFirst(5))) }
+    if text.hasPrefix("now:") { connection.send(text: Array(text.utf8.dropFirst(4))) }
+    if text == "close" { connection.close(code: 4000, reason: "bye") }
+  }
+  func webSocketClosed(_ connection: WebSocketConnection, code: UInt16?) {}
+}
+
+private func startCoalescingServer(delay: Double) throws -> WebServer {
+  var configuration = WebServerConfiguration(port: 0)
+  configuration.coalescingDelay = delay
+  return try WebServer(configuration: configuration, router: Router(), webSocketHandler: CoalescingHandler())
+}
+
+extension RawWebSocket {
+  /// Sends one masked text frame, as a client must.
+  func sendText(_ text: String) {
+    let payload = Array(text.utf8)
+    let mask: [UInt8] = [0x11, 0x22, 0x33, 0x44]
+    var frame: [UInt8] = [0x81, 0x80 | UInt8(payload.count)] + mask
+    frame += payload.enumerated().map { $0.element ^ mask[$0.offset % 4] }
+    _ = frame.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+  }
+
+  /// Whether bytes arrive within `milliseconds`.
+  func readable(within milliseconds: Int32) -> Bool {
+    var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+    return poll(&descriptor, 1, milliseconds) > 0
+  }
+
+  /// One `recv` (after waiting up to 10 s for data), split into (opcode, payload) frames.
+  func receiveFrames() -> [(opcode: UInt8, payload: String)] {
+    guard readable(within: 10_000) else { return [] }
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    let count = recv(fd, &buffer, buffer.count, 0)
+    var frames: [(UInt8, String)] = []
+    var index = 0
+    while count > 0, index + 2 <= count {
+      let length = Int(buffer[index + 1] & 0x7f)  // the tests' payloads are short
+      let start = index + 2
+      guard start + length <= count else { break }
+      frames.append((buffer[index] & 0x0f, String(decoding: buffer[start..<start + length], as: UTF8.self)))
+      index = start + length
+    }
+    return frames
+  }
+}
+
+@Suite(.serialized) struct CoalescedSendTests {
+  @Test func aHeldMessageLeavesWithTheNextOneInOneWrite() async throws {
+    let server = try startCoalescingServer(delay: 30)
+    let peer = try RawWebSocket.handshake(port: server.port)
+    peer.sendText("hold:first")
+    #expect(!peer.readable(within: 300), "a coalesced message must wait for company")
+    peer.sendText("now:second")
+    // Both frames come out of one recv: they were written together, in order.
+    let frames = peer.receiveFrames()
+    #expect(frames.map(\.payload) == ["first", "second"])
+    #expect(frames.map(\.opcode) == [1, 1])
+    peer.close()
+    await server.stop()
+  }
+
+  @Test func aHeldMessageLeavesAloneWhenTheDelayEnds() async throws {
+    let server = try startCoalescingServer(delay: 0.05)
+    let peer = try RawWebSocket.handshake(port: server.port)
+    peer.sendText("hold:lonely")
+    #expect(peer.receiveFrames().map(\.payload) == ["lonely"])
+    peer.close()
+    await server.stop()
+  }
+
+  @Test func closingWritesHeldMessagesBeforeTheCloseFrame() async throws {
+    let server = try startCoalescingServer(delay: 30)
+    let peer = try RawWebSocket.handshake(port: server.port)
+    peer.sendText("hold:last words")
+    #expect(!peer.readable(within: 200))
+    peer.sendText("close")
+    var frames: [(opcode: UInt8, payload: String)] = []
+    while frames.count < 2 {
+      let more = peer.receiveFrames()
+      if more.isEmpty { break }
+      frames += more
+    }
+    #expect(frames.first?.opcode == 1 && frames.first?.payload == "last words")
+    #expect(frames.dropFirst().first?.opcode == 8)
+    peer.close()
+    await server.stop()
+  }
+
+  @Test func withoutADelayCoalescedMessagesLeaveAtOnce() async throws {
+    let server = try startCoalescingServer(delay: 0)
+    let peer = try RawWebSocket.handshake(port: server.port)
+    peer.sendText("hold:now")
+    #expect(peer.receiveFrames().map(\.payload) == ["now"])
+    peer.close()
+    await server.stop()
+  }
+}
