@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Compact JSON serialisation with byte-wise sorted object keys.
 struct JSONWriter {
   var bytes: [UInt8] = []
@@ -34,10 +38,9 @@ struct JSONWriter {
       bytes.append(UInt8(ascii: "]"))
     case .object(let members):
       bytes.append(UInt8(ascii: "{"))
-      let keys = members.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+      // Sorting the pairs, not the keys, saves hashing every key again to fetch its value.
       var first = true
-      for key in keys {
-        guard let member = members[key] else { continue }
+      for (key, member) in members.sorted(by: { Self.utf8Precedes($0.key, $1.key) }) {
         if !first { bytes.append(UInt8(ascii: ",")) }
         first = false
         writeString(key)
@@ -46,6 +49,22 @@ struct JSONWriter {
       }
       bytes.append(UInt8(ascii: "}"))
     }
+  }
+
+  /// Byte-wise UTF-8 order; native strings compare with one memcmp instead of a generic
+  /// element-by-element walk.
+  static func utf8Precedes(_ a: String, _ b: String) -> Bool {
+    let fast: Bool? = a.utf8.withContiguousStorageIfAvailable { x in
+      b.utf8.withContiguousStorageIfAvailable { y -> Bool in
+        let common = min(x.count, y.count)
+        if common > 0, let xb = x.baseAddress, let yb = y.baseAddress {
+          let order = memcmp(xb, yb, common)
+          if order != 0 { return order < 0 }
+        }
+        return x.count < y.count
+      }
+    } ?? nil
+    return fast ?? a.utf8.lexicographicallyPrecedes(b.utf8)
   }
 
   private mutating func append(_ text: StaticString) {
