@@ -84,13 +84,14 @@ struct JSONParser {
   private mutating func parseObject() throws(JSONSyntaxError) -> JSONValue {
     try enter()
     index += 1  // {
-    var object: [String: JSONValue] = [:]
     skipWhitespace()
     if index < bytes.count && bytes[index] == UInt8(ascii: "}") {
       index += 1
       depth -= 1
-      return .object(object)
+      return .object([:])
     }
+    // Sized for a typical protocol object up front: growing 1→2→4→8 rehashes every key three times.
+    var object = [String: JSONValue](minimumCapacity: 8)
     while true {
       skipWhitespace()
       guard index < bytes.count else { throw fail("unexpected end of input in object") }

@@ -40,6 +40,8 @@ extension ServiceLoop {
         if let connection = session.connection {
           server.webSocketHandler.webSocketReceived(connection, message: bytes, isText: isText)
         }
+        // A busy loop releases held frames as it goes; the ticker only covers quiet spells.
+        releaseCoalesced()
         return 0
       }
 

@@ -17,7 +17,7 @@ final class ServiceLoop: @unchecked Sendable {
     case connect(ClientConnectRequest)
     case shutdown(drainSeconds: Double)
     case sweep
-    case releaseCoalesced
+    case coalescingTick
     case job(UnownedJob)
     case adopt([Int32])
   }
@@ -67,10 +67,12 @@ final class ServiceLoop: @unchecked Sendable {
   private let coalescingDelay: Double
   private var holding: [(session: WebSocketSession, deadline: UInt64)] = []
   private var holdingHead = 0
-  /// A dispatch timer, not an lws sul timer: lws on libuv rounds a sul's remaining wait to whole
-  /// milliseconds and re-polls with a zero timeout until the sul is ripe, spinning the loop for up
-  /// to a millisecond per expiry.
-  private var coalescingTimer: DispatchSourceTimer?
+  /// Ticks every quarter delay while frames are held and stops itself after a tick that found
+  /// none. Most releases happen without it: every received message releases what is due. (Not
+  /// an lws sul timer: lws on libuv re-polls with a zero timeout until a sul is ripe, spinning
+  /// the loop for up to a millisecond per expiry.)
+  private var coalescingTicker: DispatchSourceTimer?
+  private var tickerRunning = false
 
   /// The server's listening socket (nil for a client loop); set by `WebServer` before `start`.
   var listener: Listener?
@@ -99,6 +101,10 @@ final class ServiceLoop: @unchecked Sendable {
     // lws gives every WebSocket a receive buffer of this size at its first frame; the default
     // (4 KiB) dominated per-connection memory. Larger messages arrive in pieces and are reassembled.
     protos[0].rx_buffer_size = 1024
+    // Without this, lws caps every send() at rx_buffer_size: a 1.4 KB offer went out as two
+    // sends with a writable round trip (and four epoll_ctl calls) in between. One message, or a
+    // batch of coalesced frames, is one send() now.
+    protos[0].tx_packet_size = 256 * 1024
     protocols = protos
 
     var info = lws_context_creation_info()
@@ -145,10 +151,10 @@ final class ServiceLoop: @unchecked Sendable {
     sweep.resume()
     sweepTimer = sweep
     if coalescingDelay > 0 {
-      let timer = DispatchSource.makeTimerSource()
-      timer.setEventHandler { [weak self] in self?.post(.releaseCoalesced) }
-      timer.resume()
-      coalescingTimer = timer
+      let ticker = DispatchSource.makeTimerSource()
+      ticker.setEventHandler { [weak self] in self?.post(.coalescingTick) }
+      ticker.resume()
+      coalescingTicker = ticker
     }
     let thread = Thread { [self] in
       guard let ctx = context else { return }
@@ -160,7 +166,7 @@ final class ServiceLoop: @unchecked Sendable {
       let leftover = closeInbox()
       wakeTimer?.cancel()
       sweepTimer?.cancel()
-      coalescingTimer?.cancel()
+      coalescingTicker?.cancel()
       listener?.stop()
       lws_context_destroy(ctx)
       executor?.networkThreadStopped(leftover: leftover)
@@ -237,10 +243,14 @@ final class ServiceLoop: @unchecked Sendable {
         if let client = clients[id] { client.enqueue(bytes, binary: false, on: self) }
         return
       }
-      guard coalescingDelay > 0 else { return session.enqueue(bytes, binary: false, on: self) }
+      guard let ticker = coalescingTicker else { return session.enqueue(bytes, binary: false, on: self) }
       if session.enqueueCoalesced(bytes, binary: false) {
-        holding.append((session, DispatchTime.now().uptimeNanoseconds + UInt64(coalescingDelay * 1e9)))
-        if holding.count - holdingHead == 1 { scheduleCoalescingTimer() }
+        holding.append((session, DispatchTime.now().uptimeNanoseconds + UInt64(coalescingDelay * 0.75e9)))
+        if !tickerRunning {
+          let period = DispatchTimeInterval.microseconds(Int(coalescingDelay * 250_000))
+          ticker.schedule(deadline: .now() + period, repeating: period, leeway: .milliseconds(1))
+          tickerRunning = true
+        }
       }
     case .close(let id, let code, let reason):
       if let session = webSockets[id] { session.requestClose(code: code, reason: reason) }
@@ -253,8 +263,8 @@ final class ServiceLoop: @unchecked Sendable {
       beginDrain(seconds: drainSeconds)
     case .sweep:
       sweepIdleSockets()
-    case .releaseCoalesced:
-      releaseCoalesced()
+    case .coalescingTick:
+      releaseCoalesced(tick: true)
     case .job(let job):
       executor?.run(job)
     case .adopt(let sockets):
@@ -270,13 +280,20 @@ final class ServiceLoop: @unchecked Sendable {
     for client in clients.values { if let session = client.session { keepAlive(session) } }
   }
 
-  /// Releases the frames whose wait has ended: one write per socket. Sockets closed meanwhile
-  /// are skipped (their messages stay in their delivery sessions for a resume). An entry can be
-  /// stale (its frames left early with another message, and new ones are held): those go early.
-  private func releaseCoalesced() {
-    // What is due within a quarter of the delay goes now: waits end up between 3/4 of the delay
-    // and the delay, and the timer wakes the loop at most about four times per delay.
-    let now = DispatchTime.now().uptimeNanoseconds + UInt64(coalescingDelay * 0.25e9)
+  /// Releases the frames whose wait has ended: one write per socket. A frame is due 3/4 of the
+  /// delay after it was held, so with the ticker's quarter-delay period none waits longer than
+  /// the delay. Sockets closed meanwhile are skipped (their messages stay in their delivery
+  /// sessions for a resume). An entry can be stale (its frames left early with another
+  /// message, and newer ones are held): those newer frames then go early.
+  func releaseCoalesced(tick: Bool = false) {
+    guard holdingHead < holding.count else {
+      if tick, tickerRunning {
+        coalescingTicker?.schedule(deadline: .distantFuture)
+        tickerRunning = false
+      }
+      return
+    }
+    let now = DispatchTime.now().uptimeNanoseconds
     while holdingHead < holding.count, holding[holdingHead].deadline <= now {
       let session = holding[holdingHead].session
       holdingHead += 1
@@ -285,19 +302,10 @@ final class ServiceLoop: @unchecked Sendable {
     if holdingHead == holding.count {
       holding.removeAll(keepingCapacity: holding.count <= 4096)
       holdingHead = 0
-    } else {
-      if holdingHead >= 1024, holdingHead * 2 >= holding.count {
-        holding.removeFirst(holdingHead)
-        holdingHead = 0
-      }
-      scheduleCoalescingTimer()
+    } else if holdingHead >= 1024, holdingHead * 2 >= holding.count {
+      holding.removeFirst(holdingHead)
+      holdingHead = 0
     }
-  }
-
-  private func scheduleCoalescingTimer() {
-    guard holdingHead < holding.count else { return }
-    coalescingTimer?.schedule(deadline: DispatchTime(uptimeNanoseconds: holding[holdingHead].deadline),
-                              leeway: .microseconds(500))
   }
 
   private func keepAlive(_ session: WebSocketSession) {

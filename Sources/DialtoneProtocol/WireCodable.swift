@@ -293,7 +293,8 @@ struct FieldReader {
 
 /// Builds a JSON object, omitting nil optionals.
 struct ObjectBuilder {
-  var members: [String: JSONValue] = [:]
+  /// Sized for a typical message up front, so that building one never rehashes.
+  var members = [String: JSONValue](minimumCapacity: 8)
 
   init() {}
 
