@@ -171,6 +171,12 @@ final class WebSocketSession {
   /// with no payload left; its start is tracked here rather than trusting lws's first-fragment
   /// flag, which does not mark buffer-sized chunks consistently.
   func receive(_ input: UnsafeMutableRawPointer?, _ length: Int) -> Received {
+    // The common case, a whole message in one piece, skips the reassembly buffer.
+    if !receivingMessage, length <= maxMessageBytes, lws_is_final_fragment(wsi) != 0,
+       lws_remaining_packet_payload(wsi) == 0 {
+      let message = input.map { Array(UnsafeRawBufferPointer(start: $0, count: length)) } ?? []
+      return .message(message, isText: lws_frame_is_binary(wsi) == 0)
+    }
     if !receivingMessage {
       receivingMessage = true
       rx.removeAll(keepingCapacity: rx.capacity <= 4096)

@@ -21,14 +21,15 @@ final class DeliverySession {
   private var droppedThrough: UInt64 = 0
   private let capacity: Int
 
-  /// Answers to recent request ids, replayed when a request is repeated. The ids sit in a ring
-  /// (oldest evicted first) so that remembering one costs no shifting.
-  private var replies: [String: ServerMessage] = [:]
-  private var replyRing: [String] = []   // grows to replyMemory (idle sessions stay small)
+  /// Answers to recent request ids, replayed when a request is repeated. They sit in a ring of
+  /// slots (oldest evicted first) and the dictionary maps an id to its slot: evicting an entry
+  /// then moves an Int inside the hash table, not a whole message.
+  private var replySlot: [String: Int] = [:]
+  private var replySlots: [(id: String, reply: ServerMessage)] = []   // grows to replyMemory
   private var replyNext = 0
   private let replyMemory: Int
 
-  init(id: String, identity: Identity, socket: WebSocketConnection, now: Date, capacity: Int = 1024, replyMemory: Int = 512) {
+  init(id: String, identity: Identity, socket: WebSocketConnection?, now: Date, capacity: Int = 1024, replyMemory: Int = 512) {
     self.id = id; self.identity = identity; self.socket = socket
     self.createdAt = now; self.connectedAt = now
     self.capacity = capacity
@@ -104,16 +105,23 @@ final class DeliverySession {
     detachedAt = now
   }
 
-  func reply(to requestID: String) -> ServerMessage? { replies[requestID] }
+  func reply(to requestID: String) -> ServerMessage? {
+    replySlot[requestID].map { replySlots[$0].reply }
+  }
 
   func remember(_ reply: ServerMessage, for requestID: String) {
-    guard replies.updateValue(reply, forKey: requestID) == nil else { return }
-    if replyRing.count < replyMemory {
-      replyRing.append(requestID)
+    if let slot = replySlot[requestID] {
+      replySlots[slot].reply = reply
       return
     }
-    replies.removeValue(forKey: replyRing[replyNext])
-    replyRing[replyNext] = requestID
+    if replySlots.count < replyMemory {
+      replySlot[requestID] = replySlots.count
+      replySlots.append((requestID, reply))
+      return
+    }
+    replySlot.removeValue(forKey: replySlots[replyNext].id)
+    replySlots[replyNext] = (requestID, reply)
+    replySlot[requestID] = replyNext
     replyNext = (replyNext + 1) % replyMemory
   }
 }

@@ -1,0 +1,42 @@
+import DialtoneProtocol
+@testable import DialtoneServer
+import Foundation
+import Testing
+
+/// The session's memories without a socket: answers to repeated ids, and the resume window.
+struct DeliverySessionTests {
+  private func session(capacity: Int = 1024, replyMemory: Int = 3) -> DeliverySession {
+    DeliverySession(id: "s_test", identity: Identity(userId: "alice", deviceId: "phone", name: nil), socket: nil,
+                    now: Date(timeIntervalSince1970: 0), capacity: capacity, replyMemory: replyMemory)
+  }
+
+  @Test func repeatedIdsGetTheFirstAnswerUntilTheyAreEvictedOldestFirst() {
+    let session = session(replyMemory: 3)
+    for n in 1...3 { session.remember(.ack(.init(replyTo: "r\(n)", callId: "c\(n)")), for: "r\(n)") }
+    #expect(session.reply(to: "r1") == .ack(.init(replyTo: "r1", callId: "c1")))
+    #expect(session.reply(to: "r9") == nil)
+
+    session.remember(.ack(.init(replyTo: "r4")), for: "r4")   // evicts r1, the oldest
+    #expect(session.reply(to: "r1") == nil)
+    #expect(session.reply(to: "r2") != nil && session.reply(to: "r4") != nil)
+    session.remember(.ack(.init(replyTo: "r5")), for: "r5")   // evicts r2
+    #expect(session.reply(to: "r2") == nil && session.reply(to: "r3") != nil)
+
+    // Remembering an id again replaces its answer without evicting anything.
+    session.remember(.error(.init(replyTo: "r3", code: .notFound, message: "gone")), for: "r3")
+    #expect(session.reply(to: "r3")?.errorCode == .notFound)
+    #expect(session.reply(to: "r4") != nil && session.reply(to: "r5") != nil)
+  }
+
+  @Test func resumeWorksOnlyWhileEveryLaterMessageIsHeld() {
+    let session = session(capacity: 4)
+    for n in 1...6 { session.deliver(.ack(.init(replyTo: "r\(n)"))) }
+    // Six sent, four held: seq 1 and 2 were dropped unacknowledged.
+    #expect(session.lastSentSeq == 6 && session.unackedCount == 4)
+    #expect(!session.canResume(from: 1))
+    #expect(session.canResume(from: 2) && session.canResume(from: 6))
+    #expect(!session.canResume(from: 7))
+    session.acknowledge(upTo: 5)
+    #expect(session.unackedCount == 1)
+  }
+}
