@@ -18,11 +18,17 @@ public actor SignalingHub {
     var maxMessageBytes: Int
   }
 
-  private struct SocketState {
+  /// A class, so that looking a socket up on every message costs a retain, not a struct copy.
+  private final class SocketState {
     let connection: WebSocketConnection
     let headerToken: String?
-    var sessionID: String?
+    /// Set by `hello`; cleared when a newer socket of the same device takes the session over.
+    var session: DeliverySession?
     var helloTimer: (any ScheduledAction)?
+
+    init(connection: WebSocketConnection, headerToken: String?, helloTimer: (any ScheduledAction)?) {
+      self.connection = connection; self.headerToken = headerToken; self.helloTimer = helloTimer
+    }
   }
 
   private let settings: Settings
@@ -83,7 +89,7 @@ public actor SignalingHub {
 
     case .received(let connection, let bytes, let isText):
       guard let state = sockets[connection.id] else { return }
-      if let sessionID = state.sessionID, let session = sessions[sessionID] {
+      if let session = state.session {
         handleMessage(bytes, isText: isText, session: session)
       } else {
         handleHello(bytes, isText: isText, socket: state)
@@ -92,12 +98,12 @@ public actor SignalingHub {
     case .closed(let connection, _):
       guard let state = sockets.removeValue(forKey: connection.id) else { return }
       state.helloTimer?.cancel()
-      if let sessionID = state.sessionID, let session = sessions[sessionID], session.socket === connection {
+      if let session = state.session, session.socket === connection {
         detach(session)
       }
 
     case .helloDeadline(let socketID):
-      guard let state = sockets[socketID], state.sessionID == nil else { return }
+      guard let state = sockets[socketID], state.session == nil else { return }
       state.connection.close(code: UInt16(CloseCode.helloTimeout.rawValue), reason: "no hello within \(Int(settings.helloTimeout)) s")
 
     case .sessionExpiry(let sessionID):
@@ -151,7 +157,7 @@ public actor SignalingHub {
     let existing = devices[identity.userId]?[identity.deviceId]
     if let existing, let old = existing.socket, old !== connection {
       // Same device connected twice: the newest socket wins; the old one must not reconnect.
-      sockets[old.id]?.sessionID = nil
+      sockets[old.id]?.session = nil
       old.close(code: UInt16(CloseCode.replaced.rawValue), reason: "replaced by a newer connection of this device")
     }
 
@@ -172,7 +178,7 @@ public actor SignalingHub {
       session = newSession(identity, connection, now)
     }
     sessionTimers.removeValue(forKey: session.id)?.cancel()
-    sockets[connection.id]?.sessionID = session.id
+    sockets[connection.id]?.session = session
     sockets[connection.id]?.helloTimer = nil
 
     let welcome = ServerMessage.Welcome(
