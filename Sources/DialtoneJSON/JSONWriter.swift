@@ -38,17 +38,38 @@ struct JSONWriter {
       bytes.append(UInt8(ascii: "]"))
     case .object(let members):
       bytes.append(UInt8(ascii: "{"))
-      // Sorting the pairs, not the keys, saves hashing every key again to fetch its value.
-      var first = true
-      for (key, member) in members.sorted(by: { Self.utf8Precedes($0.key, $1.key) }) {
-        if !first { bytes.append(UInt8(ascii: ",")) }
-        first = false
-        writeString(key)
-        bytes.append(UInt8(ascii: ":"))
-        write(member)
+      if members.count <= 32 {
+        // Protocol objects are small: an insertion sort of the dictionary's indices in a stack
+        // buffer re-hashes no key, copies no pair and allocates nothing. (An index is a plain
+        // bucket number and age, so assigning into the uninitialised buffer is fine.)
+        withUnsafeTemporaryAllocation(of: Dictionary<String, JSONValue>.Index.self, capacity: members.count) { order in
+          var count = 0
+          for index in members.indices {
+            let key = members[index].key
+            var slot = count
+            while slot > 0, Self.utf8Precedes(key, members[order[slot - 1]].key) {
+              order[slot] = order[slot - 1]
+              slot -= 1
+            }
+            order[slot] = index
+            count += 1
+          }
+          for position in 0..<count { writeMember(members[order[position]], first: position == 0) }
+        }
+      } else {
+        for (position, pair) in members.sorted(by: { Self.utf8Precedes($0.key, $1.key) }).enumerated() {
+          writeMember(pair, first: position == 0)
+        }
       }
       bytes.append(UInt8(ascii: "}"))
     }
+  }
+
+  private mutating func writeMember(_ member: (key: String, value: JSONValue), first: Bool) {
+    if !first { bytes.append(UInt8(ascii: ",")) }
+    writeString(member.key)
+    bytes.append(UInt8(ascii: ":"))
+    write(member.value)
   }
 
   /// Byte-wise UTF-8 order; native strings compare with one memcmp instead of a generic

@@ -17,6 +17,15 @@ struct JSONWriterTests {
     #expect(value.serializedString == #"{"B":0,"a":"x/y","aa":[],"b":1,"c":[true,null,2.5],"ä":0}"#)
   }
 
+  @Test(arguments: [3, 32, 33, 500]) func objectsOfEverySizeComeOutSorted(_ size: Int) throws {
+    // Small objects and large ones take different sorting paths in the writer.
+    let keys = (0..<size).map { "k\(String($0 * 7919 % 1000, radix: 16))-\($0)" }
+    let value = JSONValue.object(Dictionary(uniqueKeysWithValues: keys.map { ($0, JSONValue.int(Int64($0.utf8.count))) }))
+    let expected = "{" + keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }.map { "\"\($0)\":\($0.utf8.count)" }
+      .joined(separator: ",") + "}"
+    #expect(value.serializedString == expected)
+  }
+
   @Test func numbers() throws {
     #expect(JSONValue.int(0).serializedString == "0")
     #expect(JSONValue.int(-7).serializedString == "-7")
