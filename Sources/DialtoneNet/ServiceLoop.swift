@@ -63,16 +63,13 @@ final class ServiceLoop: @unchecked Sendable {
   private var retryPolicy = UnsafeMutablePointer<lws_retry_bo_t>.allocate(capacity: 1)
   private let stopper = UnsafeMutablePointer<dt_stopper>.allocate(capacity: 1)
   /// How long a coalesced message may wait for company, and the sockets holding some, oldest
-  /// first, each with the time its wait ends. One timer releases them as their waits end.
-  private let coalescingDelay: Double
-  private var holding: [(session: WebSocketSession, deadline: UInt64)] = []
-  private var holdingHead = 0
-  /// Ticks every quarter delay while frames are held and stops itself after a tick that found
-  /// none. Most releases happen without it: every received message releases what is due. (Not
-  /// an lws sul timer: lws on libuv re-polls with a zero timeout until a sul is ripe, spinning
-  /// the loop for up to a millisecond per expiry.)
-  private var coalescingTicker: DispatchSourceTimer?
-  private var tickerRunning = false
+  /// first, each with the time its wait ends (see ServiceLoop+Coalescing.swift).
+  let coalescingDelay: Double
+  var holding: [(session: WebSocketSession, deadline: UInt64)] = []
+  var holdingHead = 0
+  /// Releases held frames in quiet spells; nil when coalescing is off.
+  var coalescingTicker: DispatchSourceTimer?
+  var tickerRunning = false
 
   /// The server's listening socket (nil for a client loop); set by `WebServer` before `start`.
   var listener: Listener?
@@ -239,19 +236,8 @@ final class ServiceLoop: @unchecked Sendable {
       if let session = webSockets[id] { session.enqueue(bytes, binary: binary, on: self) }
       else if let client = clients[id] { client.enqueue(bytes, binary: binary, on: self) }
     case .sendCoalesced(let id, let bytes):
-      guard let session = webSockets[id] else {
-        if let client = clients[id] { client.enqueue(bytes, binary: false, on: self) }
-        return
-      }
-      guard let ticker = coalescingTicker else { return session.enqueue(bytes, binary: false, on: self) }
-      if session.enqueueCoalesced(bytes, binary: false) {
-        holding.append((session, DispatchTime.now().uptimeNanoseconds + UInt64(coalescingDelay * 0.75e9)))
-        if !tickerRunning {
-          let period = DispatchTimeInterval.microseconds(Int(coalescingDelay * 250_000))
-          ticker.schedule(deadline: .now() + period, repeating: period, leeway: .milliseconds(1))
-          tickerRunning = true
-        }
-      }
+      if let session = webSockets[id] { hold(bytes, on: session) }
+      else if let client = clients[id] { client.enqueue(bytes, binary: false, on: self) }
     case .close(let id, let code, let reason):
       if let session = webSockets[id] { session.requestClose(code: code, reason: reason) }
       else if let client = clients[id] { closeClient(client, code: code, reason: reason) }
@@ -278,34 +264,6 @@ final class ServiceLoop: @unchecked Sendable {
     tick &+= 1
     for session in webSockets.values { keepAlive(session) }
     for client in clients.values { if let session = client.session { keepAlive(session) } }
-  }
-
-  /// Releases the frames whose wait has ended: one write per socket. A frame is due 3/4 of the
-  /// delay after it was held, so with the ticker's quarter-delay period none waits longer than
-  /// the delay. Sockets closed meanwhile are skipped (their messages stay in their delivery
-  /// sessions for a resume). An entry can be stale (its frames left early with another
-  /// message, and newer ones are held): those newer frames then go early.
-  func releaseCoalesced(tick: Bool = false) {
-    guard holdingHead < holding.count else {
-      if tick, tickerRunning {
-        coalescingTicker?.schedule(deadline: .distantFuture)
-        tickerRunning = false
-      }
-      return
-    }
-    let now = DispatchTime.now().uptimeNanoseconds
-    while holdingHead < holding.count, holding[holdingHead].deadline <= now {
-      let session = holding[holdingHead].session
-      holdingHead += 1
-      if webSockets[session.id] === session { session.flushHeld(on: self) }
-    }
-    if holdingHead == holding.count {
-      holding.removeAll(keepingCapacity: holding.count <= 4096)
-      holdingHead = 0
-    } else if holdingHead >= 1024, holdingHead * 2 >= holding.count {
-      holding.removeFirst(holdingHead)
-      holdingHead = 0
-    }
   }
 
   private func keepAlive(_ session: WebSocketSession) {

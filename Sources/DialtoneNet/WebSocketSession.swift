@@ -21,7 +21,7 @@ final class WebSocketSession {
   private var queue: [Outgoing] = []
   private var queueHead = 0
   /// Frames sent with `enqueueCoalesced`, already framed: they leave with the next message to this
-  /// socket, in one write, or at the loop's coalescing flush, whichever comes first.
+  /// socket, in one write, or when the loop releases them, whichever comes first.
   private var held: [UInt8] = []
   private var rx: [UInt8] = []
   private var receivingMessage = false
@@ -47,24 +47,19 @@ final class WebSocketSession {
   /// go first, in the same write.
   func enqueue(_ bytes: [UInt8], binary: Bool, on loop: ServiceLoop) {
     guard closeRequest == nil else { return }
-    if canWriteNow {
-      if held.isEmpty {
-        if !loop.write(wsi, bytes[...], binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) { requestClose(code: 1011, reason: "") }
-      } else {
-        var frames = held
-        held = []
-        WebSocketFrame.append(bytes, binary: binary, to: &frames)
-        if !loop.write(wsi, frames[...], LWS_WRITE_HTTP) { requestClose(code: 1011, reason: "") }
-      }
-      return
-    }
+    let item: Outgoing
     if held.isEmpty {
-      append(.message(bytes, binary: binary))
+      item = .message(bytes, binary: binary)
     } else {
       var frames = held
       held = []
       WebSocketFrame.append(bytes, binary: binary, to: &frames)
-      append(.frames(frames))
+      item = .frames(frames)
+    }
+    if canWriteNow {
+      if !write(item, on: loop) { requestClose(code: 1011, reason: "") }
+    } else {
+      append(item)
     }
   }
 
@@ -81,12 +76,20 @@ final class WebSocketSession {
   /// The coalescing deadline passed with nothing else written: the held frames leave alone.
   func flushHeld(on loop: ServiceLoop) {
     guard !held.isEmpty else { return }
-    let frames = held
+    let item = Outgoing.frames(held)
     held = []
     if canWriteNow {
-      if !loop.write(wsi, frames[...], LWS_WRITE_HTTP) { requestClose(code: 1011, reason: "") }
+      if !write(item, on: loop) { requestClose(code: 1011, reason: "") }
     } else {
-      append(.frames(frames))
+      append(item)
+    }
+  }
+
+  private func write(_ item: Outgoing, on loop: ServiceLoop) -> Bool {
+    switch item {
+    case .message(let bytes, let binary): return loop.write(wsi, bytes[...], binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT)
+    // LWS_WRITE_HTTP makes lws send the bytes as they are: they are complete frames already.
+    case .frames(let frames): return loop.write(wsi, frames[...], LWS_WRITE_HTTP)
     }
   }
 
@@ -145,12 +148,7 @@ final class WebSocketSession {
         queue.removeFirst(queueHead)
         queueHead = 0
       }
-      let written: Bool
-      switch item {
-      case .message(let bytes, let binary): written = loop.write(wsi, bytes[...], binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT)
-      case .frames(let frames): written = loop.write(wsi, frames[...], LWS_WRITE_HTTP)
-      }
-      guard written else { return -1 }
+      guard write(item, on: loop) else { return -1 }
       if queueHead < queue.count || closeRequest != nil { lws_callback_on_writable(wsi) }
       return 0
     }

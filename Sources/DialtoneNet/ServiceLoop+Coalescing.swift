@@ -1,0 +1,50 @@
+import Foundation
+
+/// Coalesced sends: a message sent with `sendCoalesced` waits, already framed, for the next
+/// message to its socket and leaves in the same write, or leaves alone once its wait ends.
+///
+/// A held message is due 3/4 of `coalescingDelay` after it was held. Every received message
+/// releases what is due, which costs nothing extra on a busy loop. For quiet spells a ticker
+/// runs every quarter delay while anything is held, so no message waits longer than the
+/// delay, and stops itself after a tick that found nothing. The ticker is a dispatch timer,
+/// not an lws sul timer: lws on libuv re-polls with a zero timeout until a sul is ripe, which
+/// spins the loop for up to a millisecond per expiry.
+extension ServiceLoop {
+  func hold(_ bytes: [UInt8], on session: WebSocketSession) {
+    guard let ticker = coalescingTicker else { return session.enqueue(bytes, binary: false, on: self) }
+    guard session.enqueueCoalesced(bytes, binary: false) else { return }
+    holding.append((session, DispatchTime.now().uptimeNanoseconds + UInt64(coalescingDelay * 0.75e9)))
+    if !tickerRunning {
+      let period = DispatchTimeInterval.microseconds(Int(coalescingDelay * 250_000))
+      ticker.schedule(deadline: .now() + period, repeating: period, leeway: .milliseconds(1))
+      tickerRunning = true
+    }
+  }
+
+  /// Writes the held frames that are due: one write per socket. Sockets closed meanwhile are
+  /// skipped (their messages stay in their delivery sessions for a resume). An entry can be
+  /// stale (its frames left early with another message, and newer ones are held): those newer
+  /// frames then go early.
+  func releaseCoalesced(tick: Bool = false) {
+    guard holdingHead < holding.count else {
+      if tick, tickerRunning {
+        coalescingTicker?.schedule(deadline: .distantFuture)
+        tickerRunning = false
+      }
+      return
+    }
+    let now = DispatchTime.now().uptimeNanoseconds
+    while holdingHead < holding.count, holding[holdingHead].deadline <= now {
+      let session = holding[holdingHead].session
+      holdingHead += 1
+      if webSockets[session.id] === session { session.flushHeld(on: self) }
+    }
+    if holdingHead == holding.count {
+      holding.removeAll(keepingCapacity: holding.count <= 4096)
+      holdingHead = 0
+    } else if holdingHead >= 1024, holdingHead * 2 >= holding.count {
+      holding.removeFirst(holdingHead)
+      holdingHead = 0
+    }
+  }
+}
