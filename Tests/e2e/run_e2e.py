@@ -41,13 +41,19 @@ def near(frequency, expected, path):
     check(abs(frequency - expected) <= 5, f"{os.path.basename(path)}: heard {frequency} Hz, expected {expected} ± 5 Hz")
 
 
+async def auto_answering_bob(s, stack, server, *flags, url=None, netns=None):
+    """Bob's CLI answering every call and recording bob.wav, returned once it waits for a call."""
+    bob = stack(await Softphone(s, "bob", ["answer", "--server", url or server.url, "--token", server.token("bob"),
+                                           "--auto", *flags, "--record", s.file("bob.wav")], netns=netns).start())
+    await bob.wait_for("note", text="waiting for a call")
+    return bob
+
+
 @scenario
 async def cli_calls_cli(s, stack):
     """Two CLI peers through the server: tone both ways, data channel both ways, hang-up ends both."""
     server = stack(await Server(s).start())
-    bob = stack(await Softphone(s, "bob", ["answer", "--server", server.url, "--token", server.token("bob"),
-                                           "--auto", "--tone-frequency", "330", "--record", s.file("bob.wav")]).start())
-    await bob.wait_for("note", text="waiting for a call")
+    bob = await auto_answering_bob(s, stack, server, "--tone-frequency", "330")
     alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
                                                "--to", "bob", "--tone-frequency", "523", "--duration", "4",
                                                "--record", s.file("alice.wav")]).start())
@@ -71,9 +77,7 @@ async def cli_sends_a_wav_file(s, stack):
     """--audio FILE.wav: the callee hears the file (a 750 Hz tone written here)."""
     write_tone_wav(s.file("tone.wav"), 750, seconds=6)
     server = stack(await Server(s).start())
-    bob = stack(await Softphone(s, "bob", ["answer", "--server", server.url, "--token", server.token("bob"),
-                                           "--auto", "--record", s.file("bob.wav")]).start())
-    await bob.wait_for("note", text="waiting for a call")
+    bob = await auto_answering_bob(s, stack, server)
     alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
                                                "--to", "bob", "--audio", s.file("tone.wav"), "--duration", "3"]).start())
     check(await alice.exit_status() == 0, "alice did not exit 0")
@@ -86,9 +90,7 @@ async def relay_only_through_coturn(s, stack):
     """Both peers relay-only, TURN credentials from the server: the selected pair is relay/relay."""
     turn = stack(await Coturn(s).start())
     server = stack(await Server(s, turn=turn).start())
-    bob = stack(await Softphone(s, "bob", ["answer", "--server", server.url, "--token", server.token("bob"),
-                                           "--auto", "--relay-only", "--record", s.file("bob.wav")]).start())
-    await bob.wait_for("note", text="waiting for a call")
+    bob = await auto_answering_bob(s, stack, server, "--relay-only")
     alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
                                                "--to", "bob", "--relay-only", "--tone-frequency", "440",
                                                "--duration", "3"]).start())
@@ -107,10 +109,7 @@ async def callee_signaling_dies_mid_call(s, stack):
     the caller's hang-up still reaches it."""
     server = stack(await Server(s).start())
     proxy = stack(await TCPProxy(server.port).start())
-    bob = stack(await Softphone(s, "bob", ["answer", "--server", f"http://127.0.0.1:{proxy.port}",
-                                           "--token", server.token("bob"), "--auto",
-                                           "--record", s.file("bob.wav")]).start())
-    await bob.wait_for("note", text="waiting for a call")
+    bob = await auto_answering_bob(s, stack, server, url=f"http://127.0.0.1:{proxy.port}")
     alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
                                                "--to", "bob", "--tone-frequency", "600", "--duration", "6"]).start())
     await bob.wait_for("first-audio")
@@ -137,10 +136,7 @@ async def the_call_survives_a_dead_network_path(s, stack):
     in place) and the call goes on once the path is back."""
     link = stack(await NamespaceLink(s).start())
     server = stack(await Server(s, netns=link.NS_B, host=link.ADDR_B).start())
-    bob = stack(await Softphone(s, "bob", ["answer", "--server", server.url, "--token", server.token("bob"),
-                                           "--auto", "--tone-frequency", "440", "--record", s.file("bob.wav")],
-                                netns=link.NS_B).start())
-    await bob.wait_for("note", text="waiting for a call")
+    bob = await auto_answering_bob(s, stack, server, "--tone-frequency", "440", netns=link.NS_B)
     alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
                                                "--to", "bob", "--tone-frequency", "523", "--duration", "26"],
                                   netns=link.NS_A).start())
@@ -194,9 +190,7 @@ async def declined_missed_and_busy_calls_exit_with_their_status(s, stack):
 async def aiortc_calls_cli(s, stack):
     """aiortc (our protocol.md client in Python) calls the CLI: audio verified both ways."""
     server = stack(await Server(s).start())
-    bob = stack(await Softphone(s, "bob", ["answer", "--server", server.url, "--token", server.token("bob"),
-                                           "--auto", "--tone-frequency", "330", "--record", s.file("bob.wav")]).start())
-    await bob.wait_for("note", text="waiting for a call")
+    bob = await auto_answering_bob(s, stack, server, "--tone-frequency", "330")
     alice = stack(await aiortc_peer(s, "aiortc", ["--server", server.url, "--token", server.token("alice"),
                                                   "--call", "bob", "--tone", "700", "--duration", "4",
                                                   "--record", s.file("aiortc.wav")]).start())
@@ -235,9 +229,7 @@ async def browser_calls_cli(s, stack):
     """Headless Chromium running the page served at / calls the CLI: the page's analyser hears
     the CLI's tone, the CLI's recording has the page's tone."""
     server = stack(await Server(s).start())
-    bob = stack(await Softphone(s, "bob", ["answer", "--server", server.url, "--token", server.token("bob"),
-                                           "--auto", "--tone-frequency", "330", "--record", s.file("bob.wav")]).start())
-    await bob.wait_for("note", text="waiting for a call")
+    bob = await auto_answering_bob(s, stack, server, "--tone-frequency", "330")
     browser = stack(await Chromium(s, f"{server.url}/#token={server.token('alice', 'browser')}"
                                       f"&call=bob&tone=660&hangupAfter=5").start())
     await browser.wait_for("the connected state", lambda st: st["state"] == "connected")
