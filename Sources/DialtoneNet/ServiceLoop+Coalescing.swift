@@ -26,7 +26,7 @@ extension ServiceLoop {
   /// stale (its frames left early with another message, and newer ones are held): those newer
   /// frames then go early.
   func releaseCoalesced(tick: Bool = false) {
-    guard holdingHead < holding.count else {
+    guard !holding.isEmpty else {
       if tick, tickerRunning {
         coalescingTicker?.schedule(deadline: .distantFuture)
         tickerRunning = false
@@ -34,17 +34,9 @@ extension ServiceLoop {
       return
     }
     let now = DispatchTime.now().uptimeNanoseconds
-    while holdingHead < holding.count, holding[holdingHead].deadline <= now {
-      let session = holding[holdingHead].session
-      holdingHead += 1
-      if webSockets[session.id] === session { session.flushHeld(on: self) }
-    }
-    if holdingHead == holding.count {
-      holding.removeAll(keepingCapacity: holding.count <= 4096)
-      holdingHead = 0
-    } else if holdingHead >= 1024, holdingHead * 2 >= holding.count {
-      holding.removeFirst(holdingHead)
-      holdingHead = 0
+    while let due = holding.first, due.deadline <= now {
+      holding.popFirst()
+      if webSockets[due.session.id] === due.session { due.session.flushHeld(on: self) }
     }
   }
 }

@@ -65,8 +65,7 @@ final class ServiceLoop: @unchecked Sendable {
   /// How long a coalesced message may wait for company, and the sockets holding some, oldest
   /// first, each with the time its wait ends (see ServiceLoop+Coalescing.swift).
   let coalescingDelay: Double
-  var holding: [(session: WebSocketSession, deadline: UInt64)] = []
-  var holdingHead = 0
+  var holding = FIFOQueue<(session: WebSocketSession, deadline: UInt64)>()
   /// Releases held frames in quiet spells; nil when coalescing is off.
   var coalescingTicker: DispatchSourceTimer?
   var tickerRunning = false

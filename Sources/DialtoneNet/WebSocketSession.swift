@@ -18,8 +18,7 @@ final class WebSocketSession {
     case message([UInt8], binary: Bool)
     case frames([UInt8])
   }
-  private var queue: [Outgoing] = []
-  private var queueHead = 0
+  private var queue = FIFOQueue<Outgoing>()
   /// Frames sent with `enqueueCoalesced`, already framed: they leave with the next message to this
   /// socket, in one write, or when the loop releases them, whichever comes first.
   private var held: [UInt8] = []
@@ -94,12 +93,12 @@ final class WebSocketSession {
   }
 
   private var canWriteNow: Bool {
-    queueHead == queue.count && !pingDue && isEstablished && lws_partial_buffered(wsi) == 0
+    queue.isEmpty && !pingDue && isEstablished && lws_partial_buffered(wsi) == 0
   }
 
   private func append(_ item: Outgoing) {
     queue.append(item)
-    if queue.count - queueHead == 1 { lws_callback_on_writable(wsi) }
+    if queue.count == 1 { lws_callback_on_writable(wsi) }
   }
 
   /// Set once the handshake completed (direct writes are only valid from then on).
@@ -121,7 +120,7 @@ final class WebSocketSession {
   /// Sends a WebSocket ping now, or on the next writable callback.
   func requestPing(on loop: ServiceLoop) {
     guard !pingDue, closeRequest == nil else { return }
-    if queueHead == queue.count, isEstablished, lws_partial_buffered(wsi) == 0 {
+    if queue.isEmpty, isEstablished, lws_partial_buffered(wsi) == 0 {
       _ = loop.write(wsi, Self.pingPayload[...], LWS_WRITE_PING)
       return
     }
@@ -134,22 +133,12 @@ final class WebSocketSession {
     if pingDue {
       pingDue = false
       guard loop.write(wsi, Self.pingPayload[...], LWS_WRITE_PING) else { return -1 }
-      if queueHead < queue.count || closeRequest != nil { lws_callback_on_writable(wsi) }
+      if !queue.isEmpty || closeRequest != nil { lws_callback_on_writable(wsi) }
       return 0
     }
-    if queueHead < queue.count {
-      let item = queue[queueHead]
-      queue[queueHead] = .frames([])
-      queueHead += 1
-      if queueHead == queue.count {
-        queue.removeAll(keepingCapacity: queue.count <= 64)
-        queueHead = 0
-      } else if queueHead >= 64 && queueHead * 2 >= queue.count {
-        queue.removeFirst(queueHead)
-        queueHead = 0
-      }
+    if let item = queue.popFirst() {
       guard write(item, on: loop) else { return -1 }
-      if queueHead < queue.count || closeRequest != nil { lws_callback_on_writable(wsi) }
+      if !queue.isEmpty || closeRequest != nil { lws_callback_on_writable(wsi) }
       return 0
     }
     if let close = closeRequest {

@@ -15,8 +15,7 @@ final class DeliverySession {
   private(set) var detachedAt: Date?
 
   private var nextSeq: UInt64 = 1
-  private var unacked: [(seq: UInt64, bytes: [UInt8])] = []
-  private var unackedHead = 0
+  private var unacked = FIFOQueue<(seq: UInt64, bytes: [UInt8])>()
   /// Highest seq dropped from `unacked` without an ack: a resume from below it is impossible.
   private var droppedThrough: UInt64 = 0
   private let capacity: Int
@@ -38,7 +37,7 @@ final class DeliverySession {
 
   var isConnected: Bool { socket != nil }
   var lastSentSeq: UInt64 { nextSeq - 1 }
-  var unackedCount: Int { unacked.count - unackedHead }
+  var unackedCount: Int { unacked.count }
 
   /// Assigns the next seq, keeps the message for resume, and writes it if a socket is attached.
   /// A `coalesced` message may wait briefly to share a write with the next one (order is kept).
@@ -47,12 +46,9 @@ final class DeliverySession {
     nextSeq += 1
     let bytes = MessageCodec.encode(message, seq: seq)
     unacked.append((seq, bytes))
-    if unackedCount > capacity {
-      droppedThrough = unacked[unackedHead].seq
-      unacked[unackedHead].bytes = []
-      unackedHead += 1
+    if unacked.count > capacity, let dropped = unacked.popFirst() {
+      droppedThrough = dropped.seq
     }
-    compact()
     if coalesced { socket?.sendCoalesced(text: bytes) } else { socket?.send(text: bytes) }
   }
 
@@ -63,21 +59,7 @@ final class DeliverySession {
 
   func acknowledge(upTo seq: UInt64) {
     let bounded = min(seq, lastSentSeq)
-    while unackedHead < unacked.count, unacked[unackedHead].seq <= bounded {
-      unacked[unackedHead].bytes = []
-      unackedHead += 1
-    }
-    compact()
-  }
-
-  private func compact() {
-    if unackedHead == unacked.count {
-      unacked.removeAll(keepingCapacity: unacked.count <= 64)
-      unackedHead = 0
-    } else if unackedHead >= 64, unackedHead * 2 >= unacked.count {
-      unacked.removeFirst(unackedHead)
-      unackedHead = 0
-    }
+    while let oldest = unacked.first, oldest.seq <= bounded { unacked.popFirst() }
   }
 
   /// A resume from `lastSeq` works when every later message is still held.
@@ -89,9 +71,7 @@ final class DeliverySession {
   func resume(on socket: WebSocketConnection, lastSeq: UInt64, now: Date) {
     attach(socket, now: now)
     acknowledge(upTo: lastSeq)
-    for index in unackedHead..<unacked.count where unacked[index].seq > lastSeq {
-      socket.send(text: unacked[index].bytes)
-    }
+    for message in unacked where message.seq > lastSeq { socket.send(text: message.bytes) }
   }
 
   func attach(_ socket: WebSocketConnection, now: Date) {
