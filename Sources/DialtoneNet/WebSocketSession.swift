@@ -55,16 +55,12 @@ final class WebSocketSession {
       WebSocketFrame.append(bytes, binary: binary, to: &frames)
       item = .frames(frames)
     }
-    if canWriteNow {
-      if !write(item, on: loop) { requestClose(code: 1011, reason: "") }
-    } else {
-      append(item)
-    }
+    dispatch(item, on: loop)
   }
 
   /// Holds a message back so that it shares a write with the next one (server side only: the
   /// frames are written unmasked). Returns true when the holding starts, i.e. the loop must
-  /// schedule a flush for this socket.
+  /// note a release deadline for this socket.
   func enqueueCoalesced(_ bytes: [UInt8], binary: Bool) -> Bool {
     guard closeRequest == nil else { return false }
     let starts = held.isEmpty
@@ -77,6 +73,11 @@ final class WebSocketSession {
     guard !held.isEmpty else { return }
     let item = Outgoing.frames(held)
     held = []
+    dispatch(item, on: loop)
+  }
+
+  /// Writes now when the socket can take it, otherwise queues for the writable callback.
+  private func dispatch(_ item: Outgoing, on loop: ServiceLoop) {
     if canWriteNow {
       if !write(item, on: loop) { requestClose(code: 1011, reason: "") }
     } else {
@@ -120,7 +121,7 @@ final class WebSocketSession {
   /// Sends a WebSocket ping now, or on the next writable callback.
   func requestPing(on loop: ServiceLoop) {
     guard !pingDue, closeRequest == nil else { return }
-    if queue.isEmpty, isEstablished, lws_partial_buffered(wsi) == 0 {
+    if canWriteNow {
       _ = loop.write(wsi, Self.pingPayload[...], LWS_WRITE_PING)
       return
     }
