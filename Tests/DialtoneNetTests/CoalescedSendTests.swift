@@ -17,10 +17,16 @@ private struct CoalescingHandler: WebSocketHandler {
   func webSocketClosed(_ connection: WebSocketConnection, code: UInt16?) {}
 }
 
-private func startCoalescingServer(delay: Double) throws -> WebServer {
+/// Runs `body` against a raw peer of a server with the given coalescing delay.
+private func withCoalescingPeer(delay: Double, _ body: (RawWebSocket) throws -> Void) async throws {
   var configuration = WebServerConfiguration(port: 0)
   configuration.coalescingDelay = delay
-  return try WebServer(configuration: configuration, router: Router(), webSocketHandler: CoalescingHandler())
+  let server = try WebServer(configuration: configuration, router: Router(), webSocketHandler: CoalescingHandler())
+  let peer = try RawWebSocket.handshake(port: server.port)
+  let outcome = Result { try body(peer) }
+  peer.close()
+  await server.stop()
+  try outcome.get()
 }
 
 extension RawWebSocket {
@@ -59,52 +65,44 @@ extension RawWebSocket {
 
 @Suite(.serialized) struct CoalescedSendTests {
   @Test func aHeldMessageLeavesWithTheNextOneInOneWrite() async throws {
-    let server = try startCoalescingServer(delay: 30)
-    let peer = try RawWebSocket.handshake(port: server.port)
-    peer.sendText("hold:first")
-    #expect(!peer.readable(within: 300), "a coalesced message must wait for company")
-    peer.sendText("now:second")
-    // Both frames come out of one recv: they were written together, in order.
-    let frames = peer.receiveFrames()
-    #expect(frames.map(\.payload) == ["first", "second"])
-    #expect(frames.map(\.opcode) == [1, 1])
-    peer.close()
-    await server.stop()
+    try await withCoalescingPeer(delay: 30) { peer in
+      peer.sendText("hold:first")
+      #expect(!peer.readable(within: 300), "a coalesced message must wait for company")
+      peer.sendText("now:second")
+      // Both frames come out of one recv: they were written together, in order.
+      let frames = peer.receiveFrames()
+      #expect(frames.map(\.payload) == ["first", "second"])
+      #expect(frames.map(\.opcode) == [1, 1])
+    }
   }
 
   @Test func aHeldMessageLeavesAloneWhenTheDelayEnds() async throws {
-    let server = try startCoalescingServer(delay: 0.05)
-    let peer = try RawWebSocket.handshake(port: server.port)
-    peer.sendText("hold:lonely")
-    #expect(peer.receiveFrames().map(\.payload) == ["lonely"])
-    peer.close()
-    await server.stop()
+    try await withCoalescingPeer(delay: 0.05) { peer in
+      peer.sendText("hold:lonely")
+      #expect(peer.receiveFrames().map(\.payload) == ["lonely"])
+    }
   }
 
   @Test func closingWritesHeldMessagesBeforeTheCloseFrame() async throws {
-    let server = try startCoalescingServer(delay: 30)
-    let peer = try RawWebSocket.handshake(port: server.port)
-    peer.sendText("hold:last words")
-    #expect(!peer.readable(within: 200))
-    peer.sendText("close")
-    var frames: [(opcode: UInt8, payload: String)] = []
-    while frames.count < 2 {
-      let more = peer.receiveFrames()
-      if more.isEmpty { break }
-      frames += more
+    try await withCoalescingPeer(delay: 30) { peer in
+      peer.sendText("hold:last words")
+      #expect(!peer.readable(within: 200))
+      peer.sendText("close")
+      var frames: [(opcode: UInt8, payload: String)] = []
+      while frames.count < 2 {
+        let more = peer.receiveFrames()
+        if more.isEmpty { break }
+        frames += more
+      }
+      #expect(frames.first?.opcode == 1 && frames.first?.payload == "last words")
+      #expect(frames.dropFirst().first?.opcode == 8)
     }
-    #expect(frames.first?.opcode == 1 && frames.first?.payload == "last words")
-    #expect(frames.dropFirst().first?.opcode == 8)
-    peer.close()
-    await server.stop()
   }
 
   @Test func withoutADelayCoalescedMessagesLeaveAtOnce() async throws {
-    let server = try startCoalescingServer(delay: 0)
-    let peer = try RawWebSocket.handshake(port: server.port)
-    peer.sendText("hold:now")
-    #expect(peer.receiveFrames().map(\.payload) == ["now"])
-    peer.close()
-    await server.stop()
+    try await withCoalescingPeer(delay: 0) { peer in
+      peer.sendText("hold:now")
+      #expect(peer.receiveFrames().map(\.payload) == ["now"])
+    }
   }
 }

@@ -7,15 +7,14 @@ import Testing
 /// the sender; every other answer, and every error, leaves at once.
 @Suite(.serialized) struct AckCoalescingTests {
   private func candidate(_ callId: CallID, _ n: Int, id: String) -> ClientMessage {
-    .candidate(.init(id: id, callId: callId, candidate: IceCandidate(
-      candidate: "candidate:\(n) 1 udp 2122260223 192.168.1.\(n) 5\(n)000 typ host", sdpMid: "0", sdpMLineIndex: 0)))
+    .candidate(.init(id: id, callId: callId, candidate: DialtoneServerTests.candidate(n)))
   }
 
   @Test func candidateAcksRideWithThePeersNextMessage() async throws {
     let server = try await TestServer { $0.ackDelay = 30 }
     let alice = try await server.connect("alice")
     let bob = try await server.connect("bob")
-    let call = "c-" + UUID().uuidString.lowercased()
+    let call = callID()
 
     // Answers that decide a call are not held: these requests would time out otherwise.
     #expect(try await alice.invite(call, to: "bob").isAck)
@@ -49,7 +48,7 @@ import Testing
     let server = try await TestServer { $0.ackDelay = 30 }
     let alice = try await server.connect("alice")
     let bob = try await server.connect("bob")
-    let call = "c-" + UUID().uuidString.lowercased()
+    let call = callID()
     _ = try await alice.invite(call, to: "bob")
     _ = try await bob.expect(.invite)
 

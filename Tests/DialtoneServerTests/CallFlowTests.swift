@@ -6,11 +6,11 @@ import Testing
 private let offerSDP = "v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\n"
 private let answerSDP = "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\n"
 
-private func candidate(_ n: Int) -> IceCandidate {
+func candidate(_ n: Int) -> IceCandidate {
   IceCandidate(candidate: "candidate:\(n) 1 udp 2122260223 192.168.1.\(n) 5\(n)000 typ host", sdpMid: "0", sdpMLineIndex: 0)
 }
 
-private func callID(_ prefix: String = "c") -> CallID { prefix + "-" + UUID().uuidString.lowercased() }
+func callID(_ prefix: String = "c") -> CallID { prefix + "-" + UUID().uuidString.lowercased() }
 
 extension SignalingProbe {
   func invite(_ callId: CallID, to user: String, offer: Bool = true) async throws -> ServerMessage {
