@@ -1,5 +1,10 @@
-#if canImport(Glibc)
+// memcmp: this module imports no Foundation, so it takes libc from the platform's module.
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
 import Glibc
+#elseif canImport(Musl)
+import Musl
 #endif
 
 /// Compact JSON serialisation with byte-wise sorted object keys.

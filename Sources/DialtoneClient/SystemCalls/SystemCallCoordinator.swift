@@ -1,0 +1,475 @@
+import DialtoneProtocol
+import Foundation
+
+/// The OS call-UI rules (CallKit/PushKit on iOS) for incoming and outgoing Dialtone calls, as
+/// a pure value: `handle(_:now:)` takes one event and returns the effects to run, in order.
+/// `SystemCallSession` runs it; tests drive it directly with virtual time.
+///
+/// - A VoIP push is reported to the OS synchronously (`reportPlan`) before anything touches
+///   the network; only its report's result (`.reported`) asks signaling to connect. A malformed
+///   push, or one for a call already over on this device, is reported and ended at once.
+/// - An `invite` is reported unless a push already did; a refused report declines the call.
+/// - The answer action is fulfilled once media connects, and never after its `timeoutDate`:
+///   then (or on `timedOutPerforming`) the call ends as `.failed` and over signaling.
+/// - Audio starts only when the OS activates the audio session; a provider reset ends every
+///   call and turns audio off.
+/// - Every ending of a call the OS still shows is reported with the matching reason,
+///   including endings the OS did not ask for (ICE failure, signaling stopped for good).
+/// - The camera starts only once a video call is answered or placed.
+public struct SystemCallCoordinator: Sendable, Equatable {
+  public enum Direction: String, Sendable, Equatable {
+    case incoming
+    case outgoing
+  }
+
+  public enum Stage: String, Sendable, Equatable {
+    /// Incoming, reported to the OS, not answered yet.
+    case ringing
+    /// Incoming, answered in the OS UI, waiting to connect.
+    case answering
+    /// Outgoing, not connected yet.
+    case dialing
+    /// Media connected.
+    case connected
+  }
+
+  /// A call the OS knows about (or is being told about).
+  public struct Call: Sendable, Equatable {
+    public var uuid: UUID
+    public var callId: CallID
+    public var direction: Direction
+    public var stage: Stage
+    public var handle: String
+    public var displayName: String?
+    public var video: Bool
+    /// Announced by a VoIP push (its outcome comes from `.resolved` or an `invite`).
+    public var pushed: Bool
+    /// The `invite` for it arrived over signaling.
+    public var inviteReceived: Bool
+    /// The OS has accepted the report (incoming) or the start-call action (outgoing).
+    public var shown: Bool
+    /// The pending answer action, settled when the call connects.
+    public var answerAction: UUID?
+    /// The outgoing call's "started connecting" was reported.
+    public var reportedConnecting = false
+    public var cameraOn = false
+  }
+
+  public enum Timer: Hashable, Sendable {
+    /// The pending answer action's `timeoutDate`.
+    case answer(UUID)
+    /// A pushed call waiting for its invite or `get-call` answer.
+    case pushResolution(UUID)
+  }
+
+  public enum Event: Sendable, Equatable {
+    /// The OS answered a report (`accepted` false: it refused or already shows the UUID).
+    case reported(IncomingCallReport, accepted: Bool)
+    /// An `invite` arrived over signaling.
+    case invite(callId: CallID, handle: String, displayName: String?, video: Bool)
+    /// The server's `get-call` answer for a call (nil: not found, no answer).
+    case resolved(CallID, CallState?)
+    /// The app places a call.
+    case dial(callId: CallID, to: String, displayName: String?, video: Bool)
+    /// A call engine changed state.
+    case engine(CallID, CallEngine.State)
+    /// Glare: this device's outgoing call lost to the peer's call `survivor`.
+    case glare(replaced: CallID, survivor: CallID)
+    /// Signaling stopped for good (token refused, replaced, logged out): every call is over.
+    case signalingStopped
+    case action(SystemCallAction)
+    /// `provider(_:timedOutPerforming:)`.
+    case actionTimedOut(actionId: UUID)
+    case transactionFailed(SystemCallTransaction)
+    /// The user turned the camera on or off during a call.
+    case videoToggled(CallID, enabled: Bool)
+    case audioActivated
+    case audioDeactivated
+    /// `providerDidReset`.
+    case reset
+    case timerFired(Timer)
+  }
+
+  public enum Effect: Sendable, Equatable {
+    case reportIncoming(IncomingCallReport)
+    case reportOutgoingStartedConnecting(UUID)
+    case reportOutgoingConnected(UUID)
+    case reportEnded(UUID, SystemCallEndReason)
+    case request(SystemCallTransaction)
+    case fulfill(actionId: UUID)
+    case fail(actionId: UUID)
+    /// Connect signaling if needed, then send `get-call` for the call (answer: `.resolved`).
+    case connect(CallID)
+    /// Start the outgoing call's engine (offer, invite).
+    case dial(CallID, to: String, video: Bool)
+    /// Accept now, or as soon as the invite arrives.
+    case answer(CallID)
+    /// Cancel, decline or hang up, as the call's state says.
+    case end(CallID, LocalEndCause)
+    case setMuted(CallID, Bool)
+    case setHeld(CallID, Bool)
+    case setVideo(CallID, Bool)
+    case reportUpdated(UUID, hasVideo: Bool)
+    case prepareAudio(video: Bool)
+    case audioActivated
+    case audioDeactivated
+    case startCamera
+    case stopCamera
+    case arm(Timer, at: Date)
+    case cancel(Timer)
+  }
+
+  /// What the synchronous push report needs to know, kept where a PushKit thread can read it.
+  public struct PushLedger: Sendable, Equatable {
+    /// Calls that ended on this device recently, with the reason reported for them.
+    public var ended: [CallID: SystemCallEndReason] = [:]
+    public init() {}
+  }
+
+  /// The handle shown for a malformed push.
+  public static let unknownHandle = "Unknown"
+  /// How many ended calls the ledger remembers (a late push names one of the last few).
+  public static let endedMemory = 32
+
+  public let deviceId: String
+  /// How long a pushed call may wait for its `invite` or its `get-call` answer before it ends
+  /// as `.failed` (the "no answer / no connection" row of protocol.md section 9).
+  public let pushResolutionTimeout: Double
+
+  public private(set) var calls: [UUID: Call] = [:]
+  public private(set) var audioActive = false
+  public private(set) var ledger = PushLedger()
+  private var endedOrder: [CallID] = []
+  /// Glare survivors to answer through the OS once it shows them.
+  private var glareSurvivors: Set<CallID> = []
+
+  /// - Parameter deviceId: this device's id (to tell "accepted here" from "accepted elsewhere").
+  public init(deviceId: String, pushResolutionTimeout: Double = 30) {
+    self.deviceId = deviceId
+    self.pushResolutionTimeout = pushResolutionTimeout
+  }
+
+  public func call(_ callId: CallID) -> Call? { calls[CallUUIDs.uuid(for: callId)] }
+
+  public var activeCalls: [Call] { calls.values.sorted { $0.callId < $1.callId } }
+
+  // MARK: The synchronous push report
+
+  /// What to report for a VoIP push, decided without the network and without suspending.
+  /// nil only when the OS said the push need not be reported (`mustReport` false, iOS 26.4)
+  /// and there is no call to show.
+  public static func reportPlan(for payload: [AnyHashable: Any], ledger: PushLedger, mustReport: Bool = true)
+    -> IncomingCallReport?
+  {
+    let push: IncomingCallPush
+    do {
+      push = try IncomingCallPush(payload: payload)
+    } catch {
+      guard mustReport else { return nil }
+      return IncomingCallReport(
+        uuid: UUID(), callId: nil, handle: unknownHandle, displayName: nil, hasVideo: false, origin: .push,
+        endAtOnce: .failed)
+    }
+    let ended = ledger.ended[push.callId]
+    if ended != nil && !mustReport { return nil }
+    return IncomingCallReport(
+      uuid: CallUUIDs.uuid(for: push.callId), callId: push.callId, handle: push.callerHandle,
+      displayName: push.callerName, hasVideo: push.hasVideo, origin: .push, endAtOnce: ended)
+  }
+
+  /// How a device woken by a push ends its OS call, from the `get-call` result for the pushed
+  /// call (protocol.md section 9): nil while the call still rings or was accepted by this
+  /// device; `state` nil means `not-found`, no answer or no connection.
+  public static func endReason(forPushedCall state: CallState?, ownDeviceId: String) -> SystemCallEndReason? {
+    guard let state else { return .failed }
+    if state.state != .ringing, let callee = state.calleeDeviceId, callee != ownDeviceId {
+      return .answeredElsewhere
+    }
+    switch state.state {
+    case .ringing:
+      return nil
+    case .accepted:
+      // Accepted by this device (another device's accept is handled above); an accepted call
+      // without a callee device cannot be ours.
+      return state.calleeDeviceId == nil ? .answeredElsewhere : nil
+    case .ended:
+      switch state.endReason {
+      case .declined?, .busy?, .declinedElsewhere?: return .declinedElsewhere
+      case .missed?: return .unanswered
+      case .answeredElsewhere?: return .answeredElsewhere
+      default: return .remoteEnded
+      }
+    }
+  }
+
+  // MARK: Transitions
+
+  public mutating func handle(_ event: Event, now: Date) -> [Effect] {
+    switch event {
+    case .reported(let report, let accepted): return reported(report, accepted: accepted, now: now)
+    case .invite(let callId, let handle, let name, let video):
+      return invite(callId, handle: handle, displayName: name, video: video)
+    case .resolved(let callId, let state): return resolved(callId, state)
+    case .dial(let callId, let to, let name, let video): return dial(callId, to: to, displayName: name, video: video)
+    case .engine(let callId, let state): return engine(callId, state)
+    case .glare(_, let survivor): return glare(survivor: survivor)
+    case .signalingStopped: return endAll(reason: .failed, cause: nil)
+    case .action(let action): return perform(action)
+    case .actionTimedOut(let id): return answerTimedOut(actionId: id)
+    case .transactionFailed(let transaction): return transactionFailed(transaction)
+    case .videoToggled(let callId, let enabled): return videoToggled(callId, enabled: enabled)
+    case .audioActivated:
+      guard !audioActive else { return [] }
+      audioActive = true
+      return [.audioActivated]
+    case .audioDeactivated:
+      guard audioActive else { return [] }
+      audioActive = false
+      return [.audioDeactivated]
+    case .reset:
+      // The OS already forgot every call: nothing is reported, everything is ended over
+      // signaling, and audio goes off even if the OS never sends didDeactivate.
+      audioActive = false
+      return endAll(reason: nil, cause: .providerReset) + [.audioDeactivated]
+    case .timerFired(.answer(let uuid)):
+      guard let id = calls[uuid]?.answerAction else { return [] }
+      return answerTimedOut(actionId: id)
+    case .timerFired(.pushResolution(let uuid)):
+      guard let call = calls[uuid], call.pushed, !call.inviteReceived, call.stage != .connected else { return [] }
+      return finish(uuid, reason: .failed)
+    }
+  }
+
+  private mutating func reported(_ report: IncomingCallReport, accepted: Bool, now: Date) -> [Effect] {
+    if let reason = report.endAtOnce { return [.reportEnded(report.uuid, reason)] }
+    guard let callId = report.callId else { return [] }
+    let uuid = report.uuid
+    switch report.origin {
+    case .push:
+      if var call = calls[uuid] {
+        // A repeated push, or the invite came first: the OS already shows it.
+        call.pushed = true
+        calls[uuid] = call
+        return []
+      }
+      if let reason = ledger.ended[callId] {
+        // It ended here between the report and its answer.
+        return accepted ? [.reportEnded(uuid, reason)] : []
+      }
+      guard accepted else { return [] }  // Do Not Disturb, blocked: this device stays quiet
+      calls[uuid] = Call(
+        uuid: uuid, callId: callId, direction: .incoming, stage: .ringing, handle: report.handle,
+        displayName: report.displayName, video: report.hasVideo, pushed: true, inviteReceived: false, shown: true)
+      return [.arm(.pushResolution(uuid), at: now.addingTimeInterval(pushResolutionTimeout)), .connect(callId)]
+    case .invite:
+      guard var call = calls[uuid] else {
+        // It ended before the OS answered: take it off the screen again.
+        if accepted, let reason = ledger.ended[callId] { return [.reportEnded(uuid, reason)] }
+        return []
+      }
+      guard !call.shown else { return [] }
+      guard accepted else {
+        calls[uuid] = nil
+        return [.end(callId, .systemRejected)]
+      }
+      call.shown = true
+      calls[uuid] = call
+      if glareSurvivors.remove(callId) != nil { return [.request(.answer(uuid: uuid))] }
+      return []
+    }
+  }
+
+  private mutating func invite(_ callId: CallID, handle: String, displayName: String?, video: Bool) -> [Effect] {
+    let uuid = CallUUIDs.uuid(for: callId)
+    if var call = calls[uuid] {
+      call.inviteReceived = true
+      calls[uuid] = call
+      return call.pushed ? [.cancel(.pushResolution(uuid))] : []
+    }
+    guard ledger.ended[callId] == nil else { return [] }  // a re-delivered invite of an ended call
+    let call = Call(
+      uuid: uuid, callId: callId, direction: .incoming, stage: .ringing, handle: handle, displayName: displayName,
+      video: video, pushed: false, inviteReceived: true, shown: false)
+    calls[uuid] = call
+    return [
+      .reportIncoming(IncomingCallReport(
+        uuid: uuid, callId: callId, handle: handle, displayName: displayName, hasVideo: video, origin: .invite))
+    ]
+  }
+
+  private mutating func resolved(_ callId: CallID, _ state: CallState?) -> [Effect] {
+    let uuid = CallUUIDs.uuid(for: callId)
+    guard let call = calls[uuid], call.direction == .incoming else { return [] }
+    guard let reason = Self.endReason(forPushedCall: state, ownDeviceId: deviceId) else {
+      // Still ringing (its invite is on the way) or accepted here: resolved.
+      return call.pushed ? [.cancel(.pushResolution(uuid))] : []
+    }
+    // An invite already seen means the call rang here; a stale "not found" must not end it.
+    if state == nil && call.inviteReceived { return [] }
+    return finish(uuid, reason: reason)
+  }
+
+  private mutating func dial(_ callId: CallID, to userId: String, displayName: String?, video: Bool) -> [Effect] {
+    let uuid = CallUUIDs.uuid(for: callId)
+    guard calls[uuid] == nil else { return [] }
+    calls[uuid] = Call(
+      uuid: uuid, callId: callId, direction: .outgoing, stage: .dialing, handle: userId, displayName: displayName,
+      video: video, pushed: false, inviteReceived: false, shown: false)
+    return [.request(.startCall(uuid: uuid, handle: userId, displayName: displayName, video: video))]
+  }
+
+  private mutating func engine(_ callId: CallID, _ state: CallEngine.State) -> [Effect] {
+    let uuid = CallUUIDs.uuid(for: callId)
+    guard var call = calls[uuid] else { return [] }
+    switch state {
+    case .calling:
+      guard call.direction == .outgoing, !call.reportedConnecting else { return [] }
+      call.reportedConnecting = true
+      calls[uuid] = call
+      return [.reportOutgoingStartedConnecting(uuid)]
+    case .connected:
+      guard call.stage != .connected else { return [] }
+      let wasDialing = call.stage == .dialing
+      let action = call.answerAction
+      call.stage = .connected
+      call.answerAction = nil
+      calls[uuid] = call
+      var effects: [Effect] = []
+      if let action { effects += [.cancel(.answer(uuid)), .fulfill(actionId: action)] }
+      if call.pushed { effects.append(.cancel(.pushResolution(uuid))) }
+      if wasDialing { effects.append(.reportOutgoingConnected(uuid)) }
+      return effects
+    case .ended(let ending):
+      let reason: SystemCallEndReason
+      switch ending {
+      case .remote(let signaled):
+        reason = call.direction == .outgoing
+          ? SystemCallEndReason(signaledToCaller: signaled) : SystemCallEndReason(signaled: signaled)
+      case .glare: reason = .remoteEnded
+      // Ended here without the OS asking (performEnd forgets the call first): signaling stopped
+      // for good, ICE could not recover, or a local error.
+      case .local, .iceFailed, .error: reason = .failed
+      }
+      return finish(uuid, reason: reason)
+    case .idle, .ringing, .incoming, .connecting, .reconnecting:
+      return []
+    }
+  }
+
+  private mutating func glare(survivor: CallID) -> [Effect] {
+    // The replaced call ends through its engine's `.ended(.glare)`. The survivor is answered
+    // through the OS, so its UI stays in step, once the OS shows it.
+    if let call = self.call(survivor), call.shown, call.direction == .incoming {
+      return [.request(.answer(uuid: call.uuid))]
+    }
+    glareSurvivors.insert(survivor)
+    return []
+  }
+
+  private mutating func perform(_ action: SystemCallAction) -> [Effect] {
+    let uuid = action.callUUID
+    guard var call = calls[uuid] else {
+      // An end for a call already gone is done; anything else cannot be.
+      return action.kind == .end ? [.fulfill(actionId: action.id)] : [.fail(actionId: action.id)]
+    }
+    switch action.kind {
+    case .startCall:
+      guard call.direction == .outgoing, !call.shown else { return [.fail(actionId: action.id)] }
+      call.shown = true
+      call.cameraOn = call.video
+      calls[uuid] = call
+      return [.prepareAudio(video: call.video), .dial(call.callId, to: call.handle, video: call.video)]
+        + (call.video ? [.startCamera] : []) + [.fulfill(actionId: action.id)]
+    case .answer:
+      guard call.direction == .incoming else { return [.fail(actionId: action.id)] }
+      switch call.stage {
+      case .connected: return [.fulfill(actionId: action.id)]
+      case .answering, .dialing: return [.fail(actionId: action.id)]
+      case .ringing: break
+      }
+      call.stage = .answering
+      call.answerAction = action.id
+      call.cameraOn = call.video
+      calls[uuid] = call
+      return [.prepareAudio(video: call.video), .answer(call.callId)] + (call.video ? [.startCamera] : [])
+        + [.arm(.answer(uuid), at: action.timeoutDate)]
+    case .end:
+      let callId = call.callId
+      return finish(uuid, reason: nil) + [.end(callId, .user), .fulfill(actionId: action.id)]
+    case .setMuted(let muted):
+      return [.setMuted(call.callId, muted), .fulfill(actionId: action.id)]
+    case .setHeld(let held):
+      return [.setHeld(call.callId, held), .fulfill(actionId: action.id)]
+    case .playDTMF:
+      // Dialtone calls are app to app: reports say DTMF is not supported.
+      return [.fail(actionId: action.id)]
+    }
+  }
+
+  private mutating func videoToggled(_ callId: CallID, enabled: Bool) -> [Effect] {
+    let uuid = CallUUIDs.uuid(for: callId)
+    guard var call = calls[uuid], call.shown else { return [] }
+    // Before an incoming call is answered the camera stays off whatever the toggle says.
+    let live = call.direction == .outgoing || call.stage != .ringing
+    let wasOn = call.cameraOn
+    call.video = enabled
+    call.cameraOn = enabled && live
+    calls[uuid] = call
+    var effects: [Effect] = [.setVideo(callId, enabled), .reportUpdated(uuid, hasVideo: enabled)]
+    if call.cameraOn && !wasOn { effects.append(.startCamera) }
+    if !call.cameraOn && wasOn && !calls.values.contains(where: \.cameraOn) { effects.append(.stopCamera) }
+    return effects
+  }
+
+  /// The answer action reached its `timeoutDate` (or the OS said it timed out): it is never
+  /// settled now; the call ends here and over signaling.
+  private mutating func answerTimedOut(actionId: UUID) -> [Effect] {
+    guard let call = calls.values.first(where: { $0.answerAction == actionId }) else { return [] }
+    calls[call.uuid]?.answerAction = nil
+    return finish(call.uuid, reason: .failed) + [.end(call.callId, .answerTimedOut)]
+  }
+
+  private mutating func transactionFailed(_ transaction: SystemCallTransaction) -> [Effect] {
+    guard let call = calls[transaction.uuid] else { return [] }
+    switch transaction {
+    case .startCall:
+      // The OS refused the outgoing call: it never existed.
+      return finish(call.uuid, reason: nil)
+    case .end:
+      // The OS does not know the call (any more): end it over signaling all the same.
+      return finish(call.uuid, reason: nil) + [.end(call.callId, .user)]
+    case .answer, .setMuted, .setHeld:
+      return []
+    }
+  }
+
+  /// Ends every call: reported with `reason` (nil: the OS already knows), and over signaling
+  /// with `cause` (nil: signaling is gone).
+  private mutating func endAll(reason: SystemCallEndReason?, cause: LocalEndCause?) -> [Effect] {
+    var effects: [Effect] = []
+    for call in activeCalls {
+      effects += finish(call.uuid, reason: reason)
+      if let cause { effects.append(.end(call.callId, cause)) }
+    }
+    glareSurvivors.removeAll()
+    return effects
+  }
+
+  /// Forgets a call: fails its pending answer action, cancels its timers, turns its camera
+  /// off, remembers how it ended, and reports the ending when `reason` is given.
+  private mutating func finish(_ uuid: UUID, reason: SystemCallEndReason?) -> [Effect] {
+    guard let call = calls.removeValue(forKey: uuid) else { return [] }
+    var effects: [Effect] = []
+    if let action = call.answerAction { effects += [.cancel(.answer(uuid)), .fail(actionId: action)] }
+    if call.pushed { effects.append(.cancel(.pushResolution(uuid))) }
+    if call.cameraOn && !calls.values.contains(where: \.cameraOn) { effects.append(.stopCamera) }
+    if let reason, call.shown { effects.append(.reportEnded(uuid, reason)) }
+    remember(call.callId, reason ?? .remoteEnded)
+    return effects
+  }
+
+  private mutating func remember(_ callId: CallID, _ reason: SystemCallEndReason) {
+    if ledger.ended.updateValue(reason, forKey: callId) == nil { endedOrder.append(callId) }
+    while endedOrder.count > Self.endedMemory { ledger.ended[endedOrder.removeFirst()] = nil }
+  }
+}

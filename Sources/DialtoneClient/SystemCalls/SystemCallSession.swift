@@ -1,0 +1,371 @@
+import DialtoneProtocol
+import Foundation
+
+/// A device's calls under the OS call UI (CallKit on iOS): it owns the `CallClient` and runs
+/// `SystemCallCoordinator`, so an app's PushKit and CallKit delegates only forward to it.
+///
+/// Everything the OS, signaling, the engines and timers say goes through one inbox and is
+/// handled in arrival order by the coordinator; its effects run at once (OS reports, action
+/// settlement, audio, camera) or, for signaling and media work, in one ordered lane that never
+/// holds up the inbox. Nothing touches the network before `goOnline()` or a reported push.
+public actor SystemCallSession {
+  /// What the app's UI shows of a call.
+  public struct CallStatus: Sendable, Equatable {
+    public enum Phase: String, Sendable, Equatable {
+      /// Incoming, ringing here.
+      case incoming
+      /// Outgoing, not yet ringing anywhere.
+      case dialing
+      /// Outgoing, a callee device is alerting.
+      case remoteRinging
+      case connecting
+      case connected
+      case reconnecting
+      case ended
+    }
+
+    public var callId: CallID
+    public var uuid: UUID
+    public var direction: SystemCallCoordinator.Direction
+    /// The remote user id and, when known, their display name.
+    public var handle: String
+    public var displayName: String?
+    public var phase: Phase
+    public var isMuted = false
+    public var isOnHold = false
+    public var isVideoEnabled: Bool
+  }
+
+  public nonisolated let client: CallClient
+  /// Every change of a call's status, ending with `.ended`.
+  public nonisolated let statuses: AsyncStream<CallStatus>
+
+  private enum Input: Sendable {
+    case event(SystemCallCoordinator.Event)
+    case action(SystemCallAction, any SystemCallActionHandle)
+  }
+
+  private enum Command: Sendable {
+    case connect(CallID)
+    case dial(CallID, to: String, video: Bool)
+    case answer(CallID)
+    case end(CallID)
+    case setMuted(CallID, Bool)
+    case setHeld(CallID, Bool)
+    case setVideo(CallID, Bool)
+  }
+
+  private let ui: any SystemCallUI
+  private let media: (any CallMediaControl)?
+  private let clock: any ClientClock
+  private nonisolated let inbox: AsyncStream<Input>.Continuation
+  private nonisolated let commands: AsyncStream<Command>.Continuation
+  private nonisolated let ledger = Locked(SystemCallCoordinator.PushLedger())
+  private nonisolated let paths = Locked(NetworkPathWatch())
+  private nonisolated let started = Locked(false)
+  private nonisolated let statusSink: AsyncStream<CallStatus>.Continuation
+  private let inputs: AsyncStream<Input>
+  private let commandStream: AsyncStream<Command>
+
+  private var coordinator: SystemCallCoordinator
+  private var pendingActions: [UUID: any SystemCallActionHandle] = [:]
+  private var timers: [SystemCallCoordinator.Timer: Task<Void, Never>] = [:]
+  private var engineStates: [CallID: CallEngine.State] = [:]
+  private var published: [CallID: CallStatus] = [:]
+  private var online = false
+
+  /// - Parameters:
+  ///   - deviceId: this device's id, the `device` claim of its tokens.
+  ///   - media: the audio session and camera (nil: a headless device).
+  public init(
+    signaling: SignalingClient, iceServers: IceServerCache, factory: any PeerConnectionFactory, ui: any SystemCallUI,
+    media: (any CallMediaControl)?, deviceId: String, clock: any ClientClock = SystemClientClock(),
+    policy: CallEngine.Policy = .init(), pushResolutionTimeout: Double = 30
+  ) {
+    var configuration = CallClient.Configuration()
+    configuration.policy = policy
+    // The survivor is answered through the OS (an answer transaction), so its UI stays in step.
+    configuration.acceptGlareSurvivor = false
+    client = CallClient(
+      signaling: signaling, iceServers: iceServers, factory: factory, clock: clock, configuration: configuration)
+    self.ui = ui
+    self.media = media
+    self.clock = clock
+    coordinator = SystemCallCoordinator(deviceId: deviceId, pushResolutionTimeout: pushResolutionTimeout)
+    (inputs, inbox) = AsyncStream<Input>.makeStream(bufferingPolicy: .unbounded)
+    (commandStream, commands) = AsyncStream<Command>.makeStream(bufferingPolicy: .unbounded)
+    (statuses, statusSink) = AsyncStream<CallStatus>.makeStream(bufferingPolicy: .bufferingNewest(64))
+  }
+
+  /// Starts listening (to the OS, signaling and timers); no network. Call at launch, before
+  /// PushKit's registry exists. Idempotent.
+  public nonisolated func start() {
+    guard started.withLock({ was in defer { was = true }; return !was }) else { return }
+    Task { await self.runInbox() }
+    Task { await self.runCommands() }
+    Task { await self.runClientEvents() }
+  }
+
+  /// Connects signaling and pre-warms the ICE servers (the app came to the foreground, or a
+  /// pushed call was reported). Idempotent.
+  public func goOnline() async {
+    guard !online else { return }
+    online = true
+    await client.start()
+  }
+
+  /// Ends every call and disconnects (sign-out).
+  public func stop() async {
+    await client.stop()
+  }
+
+  // MARK: From PushKit
+
+  /// Reports a VoIP push to the OS *before returning*, as iOS requires of PushKit's delegate
+  /// method; the network is touched only once the OS has answered the report. Returns false
+  /// when nothing was reported (allowed only when `mustReport` is false).
+  @discardableResult
+  public nonisolated func receiveVoIPPush(_ payload: [AnyHashable: Any], mustReport: Bool = true) -> Bool {
+    guard let report = SystemCallCoordinator.reportPlan(for: payload, ledger: ledger.current, mustReport: mustReport)
+    else { return false }
+    let inbox = inbox
+    ui.reportNewIncomingCall(report) { error in inbox.yield(.event(.reported(report, accepted: error == nil))) }
+    return true
+  }
+
+  // MARK: From the OS call UI (CXProviderDelegate), in the order the OS calls them
+
+  public nonisolated func perform(_ action: SystemCallAction, handle: any SystemCallActionHandle) {
+    inbox.yield(.action(action, handle))
+  }
+
+  public nonisolated func timedOutPerforming(actionId: UUID) {
+    inbox.yield(.event(.actionTimedOut(actionId: actionId)))
+  }
+
+  public nonisolated func didActivateAudioSession() { inbox.yield(.event(.audioActivated)) }
+  public nonisolated func didDeactivateAudioSession() { inbox.yield(.event(.audioDeactivated)) }
+  public nonisolated func providerDidReset() { inbox.yield(.event(.reset)) }
+
+  /// Every update of the network path monitor (`interfaces` empty when unsatisfied). A switch
+  /// (Wi-Fi ↔ cellular) reconnects signaling at once; media recovers through ICE restarts.
+  public nonisolated func networkPathChanged(interfaces: [String]) {
+    guard paths.withLock({ $0.update(interfaces: interfaces) }) else { return }
+    let client = client
+    Task { await client.networkChanged() }
+  }
+
+  // MARK: From the app's UI
+
+  /// Places a call through the OS (start-call transaction, then the engine dials).
+  @discardableResult
+  public func dial(_ userId: String, displayName: String? = nil, video: Bool = false) async -> CallID {
+    let callId = CallIDRules.generate()
+    await goOnline()
+    inbox.yield(.event(.dial(callId: callId, to: userId, displayName: displayName, video: video)))
+    return callId
+  }
+
+  /// The in-app hang-up button: an end transaction, so the OS UI stays in step.
+  public nonisolated func hangUp(_ callId: CallID) {
+    request(.end(uuid: CallUUIDs.uuid(for: callId)))
+  }
+
+  public nonisolated func setMuted(_ callId: CallID, _ muted: Bool) {
+    request(.setMuted(uuid: CallUUIDs.uuid(for: callId), muted: muted))
+  }
+
+  public nonisolated func setOnHold(_ callId: CallID, _ held: Bool) {
+    request(.setHeld(uuid: CallUUIDs.uuid(for: callId), held: held))
+  }
+
+  public nonisolated func setVideoEnabled(_ callId: CallID, _ enabled: Bool) {
+    inbox.yield(.event(.videoToggled(callId, enabled: enabled)))
+  }
+
+  public var calls: [SystemCallCoordinator.Call] { coordinator.activeCalls }
+
+  // MARK: The inbox
+
+  private func runInbox() async {
+    for await input in inputs { process(input) }
+  }
+
+  private func process(_ input: Input) {
+    let event: SystemCallCoordinator.Event
+    switch input {
+    case .event(.actionTimedOut(let id)):
+      // Never settled from now on, whatever the coordinator says.
+      pendingActions[id] = nil
+      event = .actionTimedOut(actionId: id)
+    case .event(let e):
+      event = e
+    case .action(let action, let handle):
+      pendingActions[action.id] = handle
+      event = .action(action)
+    }
+    if case .engine(let callId, let state) = event { engineStates[callId] = state }
+    let effects = coordinator.handle(event, now: clock.now)
+    let snapshot = coordinator.ledger
+    ledger.withLock { $0 = snapshot }
+    for effect in effects { run(effect) }
+    publishStatuses()
+  }
+
+  private func run(_ effect: SystemCallCoordinator.Effect) {
+    let inbox = inbox
+    switch effect {
+    case .reportIncoming(let report):
+      ui.reportNewIncomingCall(report) { error in inbox.yield(.event(.reported(report, accepted: error == nil))) }
+    case .reportOutgoingStartedConnecting(let uuid): ui.reportOutgoingCallStartedConnecting(uuid: uuid)
+    case .reportOutgoingConnected(let uuid): ui.reportOutgoingCallConnected(uuid: uuid)
+    case .reportEnded(let uuid, let reason): ui.reportCallEnded(uuid: uuid, reason: reason)
+    case .reportUpdated(let uuid, let video): ui.reportCallUpdated(uuid: uuid, hasVideo: video)
+    case .request(let transaction): request(transaction)
+    case .fulfill(let id): pendingActions.removeValue(forKey: id)?.fulfill()
+    case .fail(let id): pendingActions.removeValue(forKey: id)?.fail()
+    case .connect(let callId): commands.yield(.connect(callId))
+    case .dial(let callId, let to, let video): commands.yield(.dial(callId, to: to, video: video))
+    case .answer(let callId): commands.yield(.answer(callId))
+    case .end(let callId, _): commands.yield(.end(callId))
+    case .setMuted(let callId, let muted): commands.yield(.setMuted(callId, muted))
+    case .setHeld(let callId, let held): commands.yield(.setHeld(callId, held))
+    case .setVideo(let callId, let enabled): commands.yield(.setVideo(callId, enabled))
+    case .prepareAudio(let video): media?.prepareAudio(video: video)
+    case .audioActivated: media?.audioSessionActivated()
+    case .audioDeactivated: media?.audioSessionDeactivated()
+    case .startCamera: media?.startCamera()
+    case .stopCamera: media?.stopCamera()
+    case .arm(let timer, let deadline): arm(timer, at: deadline)
+    case .cancel(let timer): timers.removeValue(forKey: timer)?.cancel()
+    }
+  }
+
+  private nonisolated func request(_ transaction: SystemCallTransaction) {
+    let inbox = inbox
+    ui.request(transaction) { error in
+      if error != nil { inbox.yield(.event(.transactionFailed(transaction))) }
+    }
+  }
+
+  private func arm(_ timer: SystemCallCoordinator.Timer, at deadline: Date) {
+    timers[timer]?.cancel()
+    let delay = max(0, deadline.timeIntervalSince(clock.now))
+    let inbox = inbox
+    timers[timer] = Task { [clock] in
+      do { try await clock.sleep(for: delay) } catch { return }
+      inbox.yield(.event(.timerFired(timer)))
+    }
+  }
+
+  // MARK: The signaling and media lane
+
+  private func runCommands() async {
+    for await command in commandStream { await execute(command) }
+  }
+
+  private func execute(_ command: Command) async {
+    switch command {
+    case .connect(let callId):
+      await goOnline()
+      await client.resolve(callId)
+    case .dial(let callId, let to, let video):
+      await goOnline()
+      observe(await client.dial(to, video: video, callId: callId))
+    case .answer(let callId):
+      await client.answer(callId)
+    case .end(let callId):
+      await client.end(callId)
+    case .setMuted(let callId, let muted):
+      await client.engine(for: callId)?.setMuted(muted)
+      updateStatus(callId) { $0.isMuted = muted }
+    case .setHeld(let callId, let held):
+      await client.engine(for: callId)?.setOnHold(held)
+      updateStatus(callId) { $0.isOnHold = held }
+    case .setVideo(let callId, let enabled):
+      await client.engine(for: callId)?.setVideoEnabled(enabled)
+    }
+  }
+
+  // MARK: Signaling events
+
+  private func runClientEvents() async {
+    for await event in client.events {
+      switch event {
+      case .connected, .disconnected:
+        break
+      case .incoming(let engine):
+        let peer = await engine.remotePeer
+        let video = await engine.isVideoEnabled
+        inbox.yield(.event(.invite(
+          callId: engine.callId, handle: peer?.userId ?? SystemCallCoordinator.unknownHandle,
+          displayName: peer?.name, video: video)))
+        observe(engine)
+      case .glare(let replaced, let survivor):
+        inbox.yield(.event(.glare(replaced: replaced, survivor: survivor)))
+      case .resolved(let callId, let state):
+        inbox.yield(.event(.resolved(callId, state)))
+      case .stopped:
+        inbox.yield(.event(.signalingStopped))
+      }
+    }
+  }
+
+  private nonisolated func observe(_ engine: CallEngine) {
+    let inbox = inbox
+    let callId = engine.callId
+    Task {
+      for await state in engine.states { inbox.yield(.event(.engine(callId, state))) }
+    }
+  }
+
+  // MARK: Statuses
+
+  private func publishStatuses() {
+    var seen: Set<CallID> = []
+    for call in coordinator.activeCalls {
+      seen.insert(call.callId)
+      var status = published[call.callId] ?? CallStatus(
+        callId: call.callId, uuid: call.uuid, direction: call.direction, handle: call.handle,
+        displayName: call.displayName, phase: .incoming, isVideoEnabled: call.video)
+      status.phase = Self.phase(of: call, engine: engineStates[call.callId])
+      status.isVideoEnabled = call.video
+      publish(status)
+    }
+    for (callId, var status) in published where !seen.contains(callId) {
+      status.phase = .ended
+      publish(status)
+      published[callId] = nil
+      engineStates[callId] = nil
+    }
+  }
+
+  private func updateStatus(_ callId: CallID, _ change: (inout CallStatus) -> Void) {
+    guard var status = published[callId] else { return }
+    change(&status)
+    publish(status)
+  }
+
+  private func publish(_ status: CallStatus) {
+    guard published[status.callId] != status || status.phase == .ended else { return }
+    if status.phase != .ended { published[status.callId] = status }
+    statusSink.yield(status)
+  }
+
+  static func phase(of call: SystemCallCoordinator.Call, engine: CallEngine.State?) -> CallStatus.Phase {
+    switch engine {
+    case .connected?: return .connected
+    case .reconnecting?: return .reconnecting
+    case .connecting?: return .connecting
+    case .ringing?: return .remoteRinging
+    case .ended?: return .ended
+    case .idle?, .calling?, .incoming?, nil:
+      switch call.stage {
+      case .ringing: return .incoming
+      case .answering: return .connecting
+      case .dialing: return .dialing
+      case .connected: return .connected
+      }
+    }
+  }
+}
