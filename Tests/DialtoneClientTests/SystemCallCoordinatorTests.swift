@@ -5,82 +5,123 @@ import Testing
 
 private let callId = "3f2c1a9e-8b7d-4c6e-9a5f-1e2d3c4b5a69"
 private let callUUID = UUID(uuidString: callId) ?? UUID()
+private let t0 = Date(timeIntervalSince1970: 1_800_000_000)
 
-private func pushPayload(_ id: String = callId) -> [AnyHashable: Any] {
+func pushPayload(_ id: String = "3f2c1a9e-8b7d-4c6e-9a5f-1e2d3c4b5a69", video: Bool = true) -> [AnyHashable: Any] {
   [
     "aps": ["content-available": 1], "dialtone": 1, "type": "incoming-call", "callId": id, "callerId": "alice",
-    "callerDeviceId": "phone", "callerName": "Alice", "callerHandle": "alice", "hasVideo": true,
+    "callerDeviceId": "phone", "callerName": "Alice", "callerHandle": "alice", "hasVideo": video,
     "createdAt": 1_732_880_000_000,
   ]
 }
 
-private func state(
-  _ phase: CallPhase, callee: String? = nil, reason: EndReason? = nil
-) -> CallState {
+private func state(_ phase: CallPhase, callee: String? = nil, reason: EndReason? = nil) -> CallState {
   CallState(
     callId: callId, callerId: "alice", calleeId: "bob", callerDeviceId: "phone", calleeDeviceId: callee,
     video: false, state: phase, createdAt: 1_732_880_000_000, endReason: reason)
 }
 
-private struct Rig {
-  let log = CallLog()
-  let clock = ManualClientClock()
-  let ui: RecordingCallUI
-  let coordinator: IncomingCallCoordinator
+private func action(_ kind: SystemCallAction.Kind, _ uuid: UUID = callUUID, timeout: Double = 10) -> SystemCallAction {
+  SystemCallAction(id: UUID(), callUUID: uuid, kind: kind, timeoutDate: t0.addingTimeInterval(timeout))
+}
 
-  init(answerTimeout: Double = 10) {
-    ui = RecordingCallUI(log: log)
-    coordinator = IncomingCallCoordinator(
-      deviceId: "bob-phone", ui: ui, signaling: RecordingSignaling(log: log), clock: clock,
-      answerTimeout: answerTimeout)
+/// The coordinator, driven event by event at virtual time `t0`.
+private struct Machine {
+  var coordinator = SystemCallCoordinator(deviceId: "bob-phone")
+
+  @discardableResult
+  mutating func on(_ event: SystemCallCoordinator.Event) -> [SystemCallCoordinator.Effect] {
+    coordinator.handle(event, now: t0)
+  }
+
+  /// A VoIP push for `id`, reported and accepted by the OS.
+  @discardableResult
+  mutating func pushed(_ id: String = callId, video: Bool = true) -> [SystemCallCoordinator.Effect] {
+    guard let report = SystemCallCoordinator.reportPlan(for: pushPayload(id, video: video), ledger: coordinator.ledger)
+    else { return [] }
+    return on(.reported(report, accepted: true))
+  }
+
+  /// An invite over signaling, reported and accepted by the OS.
+  mutating func invited(_ id: String = callId, video: Bool = false) {
+    on(.invite(callId: id, handle: "alice", displayName: "Alice", video: video))
+    on(.reported(
+      IncomingCallReport(
+        uuid: CallUUIDs.uuid(for: id), callId: id, handle: "alice", displayName: "Alice", hasVideo: video,
+        origin: .invite),
+      accepted: true))
   }
 }
 
-@Suite struct IncomingCallCoordinatorTests {
-  // (a) The push is reported to the OS before signaling is asked to connect.
-  @Test func pushIsReportedBeforeAnyNetwork() async {
-    let rig = Rig()
-    let uuid = await rig.coordinator.handleVoIPPush(payload: pushPayload())
-    #expect(uuid == callUUID)
-    #expect(rig.log.entries == [
-      .reportIncoming(callUUID, handle: "alice", name: "Alice", video: true),
-      .connect(callId),
-    ])
-    #expect(await rig.coordinator.call(callId)?.stage == .ringing)
-    #expect(await rig.coordinator.call(callId)?.pushed == true)
-  }
-
-  // (a) An FCM-style payload (string values) works the same.
-  @Test func stringValuedPayloadIsAccepted() async {
-    let rig = Rig()
-    let payload: [AnyHashable: Any] = [
+@Suite struct SystemCallCoordinatorTests {
+  // Rule 1: what a push reports is decided synchronously, from the payload alone.
+  @Test func aPushIsPlannedFromThePayloadAlone() {
+    let ledger = SystemCallCoordinator.PushLedger()
+    let report = SystemCallCoordinator.reportPlan(for: pushPayload(), ledger: ledger)
+    #expect(report == IncomingCallReport(
+      uuid: callUUID, callId: callId, handle: "alice", displayName: "Alice", hasVideo: true, origin: .push))
+    // An FCM-style payload (string values) works the same.
+    let strings: [AnyHashable: Any] = [
       "dialtone": "1", "type": "incoming-call", "callId": callId, "callerId": "alice", "hasVideo": "false",
       "createdAt": "1732880000000",
     ]
-    _ = await rig.coordinator.handleVoIPPush(payload: payload)
-    #expect(rig.log.entries == [.reportIncoming(callUUID, handle: "alice", name: nil, video: false), .connect(callId)])
+    #expect(SystemCallCoordinator.reportPlan(for: strings, ledger: ledger)?.hasVideo == false)
   }
 
-  // (b) A malformed push is still reported, then ended as failed; nothing else happens.
-  @Test func malformedPushIsReportedThenFailed() async {
-    let rig = Rig()
+  // Rule 1: a malformed push is still reported (random UUID, "Unknown") and ended as failed.
+  @Test func aMalformedPushIsReportedAndEndedAtOnce() throws {
+    let ledger = SystemCallCoordinator.PushLedger()
     let bad: [AnyHashable: Any] = ["dialtone": 1, "type": "incoming-call", "callerId": 42]
-    let uuid = await rig.coordinator.handleVoIPPush(payload: bad)
-    #expect(rig.log.entries == [
-      .reportIncoming(uuid, handle: "Unknown", name: nil, video: false),
-      .ended(uuid, .failed),
-    ])
-    #expect(await rig.coordinator.activeCalls.isEmpty)
-    // A payload that is not JSON at all behaves the same.
-    let other = await rig.coordinator.handleVoIPPush(payload: ["dialtone": Date()])
-    #expect(other != uuid)
-    #expect(rig.log.entries.suffix(2) == [
-      .reportIncoming(other, handle: "Unknown", name: nil, video: false), .ended(other, .failed),
-    ])
+    let report = try #require(SystemCallCoordinator.reportPlan(for: bad, ledger: ledger))
+    #expect(report.handle == "Unknown" && report.callId == nil && report.endAtOnce == .failed)
+    let other = try #require(SystemCallCoordinator.reportPlan(for: ["dialtone": Date()], ledger: ledger))
+    #expect(other.uuid != report.uuid)
+    var m = Machine()
+    #expect(m.on(.reported(report, accepted: true)) == [.reportEnded(report.uuid, .failed)])
+    #expect(m.coordinator.activeCalls.isEmpty)
+    // iOS 26.4: a push the OS says need not be reported is not, when there is no call to show.
+    #expect(SystemCallCoordinator.reportPlan(for: bad, ledger: ledger, mustReport: false) == nil)
+    #expect(SystemCallCoordinator.reportPlan(for: pushPayload(), ledger: ledger, mustReport: false) != nil)
   }
 
-  // (c) The get-call answer ends the OS call with the reason from protocol.md section 9.
-  @Test func pushedCallResolutionFollowsTheTable() async {
+  // Rule 1: a late push for a call already over on this device is reported and ended at once.
+  @Test func aLatePushForAnEndedCallEndsAtOnce() throws {
+    var m = Machine()
+    m.invited()
+    m.on(.engine(callId, .ended(.remote(.cancelled))))
+    let report = try #require(SystemCallCoordinator.reportPlan(for: pushPayload(), ledger: m.coordinator.ledger))
+    #expect(report.endAtOnce == .remoteEnded)
+    #expect(m.on(.reported(report, accepted: true)) == [.reportEnded(callUUID, .remoteEnded)])
+    #expect(SystemCallCoordinator.reportPlan(for: pushPayload(), ledger: m.coordinator.ledger, mustReport: false) == nil)
+    // The call ends between the plan and the OS's answer: taken off the screen again.
+    var n = Machine()
+    let plan = try #require(SystemCallCoordinator.reportPlan(for: pushPayload("call-x"), ledger: n.coordinator.ledger))
+    n.invited("call-x")
+    n.on(.engine("call-x", .ended(.remote(.answeredElsewhere))))
+    #expect(n.on(.reported(plan, accepted: true)) == [.reportEnded(CallUUIDs.uuid(for: "call-x"), .answeredElsewhere)])
+  }
+
+  // Only the report's answer connects signaling, and arms the push-resolution timer.
+  @Test func theReportsAnswerConnectsSignaling() throws {
+    var m = Machine()
+    #expect(m.pushed() == [.arm(.pushResolution(callUUID), at: t0.addingTimeInterval(30)), .connect(callId)])
+    #expect(m.coordinator.call(callId)?.stage == .ringing)
+    #expect(m.coordinator.call(callId)?.pushed == true)
+    // A repeated push (the OS answers "duplicate") changes nothing.
+    let again = try #require(SystemCallCoordinator.reportPlan(for: pushPayload(), ledger: m.coordinator.ledger))
+    #expect(m.on(.reported(again, accepted: false)).isEmpty)
+    // The invite of a pushed call is not reported a second time.
+    #expect(m.on(.invite(callId: callId, handle: "alice", displayName: "Alice", video: true))
+      == [.cancel(.pushResolution(callUUID))])
+    // A push the OS refuses (Do Not Disturb, block list) does not connect.
+    var refused = Machine()
+    let plan = try #require(SystemCallCoordinator.reportPlan(for: pushPayload(), ledger: refused.coordinator.ledger))
+    #expect(refused.on(.reported(plan, accepted: false)).isEmpty)
+    #expect(refused.coordinator.activeCalls.isEmpty)
+  }
+
+  // Protocol.md section 9: the get-call answer ends the pushed call with the matching reason.
+  @Test func pushedCallResolutionFollowsTheTable() {
     let cases: [(CallState?, SystemCallEndReason?)] = [
       (state(.accepted, callee: "bob-tablet"), .answeredElsewhere),
       (state(.ended, callee: "bob-tablet", reason: .hangup), .answeredElsewhere),
@@ -95,177 +136,260 @@ private struct Rig {
       (state(.accepted, callee: "bob-phone"), nil),
     ]
     for (callState, expected) in cases {
-      #expect(IncomingCallCoordinator.endReason(forPushedCall: callState, ownDeviceId: "bob-phone") == expected)
-      let rig = Rig()
-      _ = await rig.coordinator.handleVoIPPush(payload: pushPayload())
-      await rig.coordinator.resolvePushedCall(callId: callId, state: callState)
+      #expect(SystemCallCoordinator.endReason(forPushedCall: callState, ownDeviceId: "bob-phone") == expected)
+      var m = Machine()
+      m.pushed()
+      let effects = m.on(.resolved(callId, callState))
       if let expected {
-        #expect(rig.log.entries.last == .ended(callUUID, expected))
-        #expect(await rig.coordinator.call(callId) == nil)
+        #expect(effects == [.cancel(.pushResolution(callUUID)), .reportEnded(callUUID, expected)])
+        #expect(m.coordinator.call(callId) == nil)
       } else {
-        #expect(rig.log.entries.last == .connect(callId))
-        #expect(await rig.coordinator.call(callId) != nil)
+        #expect(effects == [.cancel(.pushResolution(callUUID))])
+        #expect(m.coordinator.call(callId) != nil)
       }
+    }
+    // A stale "not found" does not end a call whose invite arrived.
+    var m = Machine()
+    m.pushed()
+    m.on(.invite(callId: callId, handle: "alice", displayName: nil, video: false))
+    #expect(m.on(.resolved(callId, nil)).isEmpty)
+  }
+
+  // The push-resolution timer ends an unresolved pushed call as failed.
+  @Test func anUnresolvedPushedCallFailsWhenItsTimerFires() {
+    var m = Machine()
+    m.pushed()
+    #expect(m.on(.timerFired(.pushResolution(callUUID))) == [.reportEnded(callUUID, .failed)])
+    // Once the invite arrived, the timer no longer applies.
+    var n = Machine()
+    n.pushed()
+    n.on(.invite(callId: callId, handle: "alice", displayName: nil, video: false))
+    #expect(n.on(.timerFired(.pushResolution(callUUID))).isEmpty)
+    #expect(n.coordinator.call(callId)?.stage == .ringing)
+  }
+
+  // Rule 5: the answer action is held until the call connects; the camera starts on Answer.
+  @Test func theAnswerActionIsFulfilledWhenTheCallConnects() {
+    var m = Machine()
+    m.pushed(video: true)
+    let answer = action(.answer, timeout: 8)
+    #expect(m.on(.action(answer)) == [
+      .prepareAudio(video: true), .answer(callId), .startCamera, .arm(.answer(callUUID), at: t0.addingTimeInterval(8)),
+    ])
+    #expect(m.coordinator.call(callId)?.stage == .answering)
+    m.on(.invite(callId: callId, handle: "alice", displayName: "Alice", video: true))
+    #expect(m.on(.engine(callId, .connecting)).isEmpty)
+    #expect(m.on(.engine(callId, .connected)) == [
+      .cancel(.answer(callUUID)), .fulfill(actionId: answer.id),
+    ])
+    #expect(m.coordinator.call(callId)?.stage == .connected)
+    // A second answer for a connected call is fulfilled; ending stops the camera.
+    let again = action(.answer)
+    #expect(m.on(.action(again)) == [.fulfill(actionId: again.id)])
+    let end = action(.end)
+    #expect(m.on(.action(end)) == [.stopCamera, .end(callId, .user), .fulfill(actionId: end.id)])
+  }
+
+  // The answer's deadline is the OS's timeoutDate; a timed-out action is never settled.
+  @Test func anAnswerPastItsDeadlineEndsTheCallWithoutSettlingTheAction() {
+    for event in [SystemCallCoordinator.Event.timerFired(.answer(callUUID)), nil] {
+      var m = Machine()
+      m.invited()
+      let answer = action(.answer)
+      m.on(.action(answer))
+      let effects = m.on(event ?? .actionTimedOut(actionId: answer.id))
+      #expect(effects == [.cancel(.answer(callUUID)), .reportEnded(callUUID, .failed), .end(callId, .answerTimedOut)])
+      #expect(!effects.contains(.fail(actionId: answer.id)) && !effects.contains(.fulfill(actionId: answer.id)))
+      #expect(m.coordinator.call(callId) == nil)
+      // Connecting afterwards settles nothing.
+      #expect(m.on(.engine(callId, .connected)).isEmpty)
     }
   }
 
-  // (d) The answer action completes only when the call connects.
-  @Test func answerIsFulfilledWhenConnected() async {
-    let rig = Rig()
-    _ = await rig.coordinator.handleVoIPPush(payload: pushPayload())
-    let coordinator = rig.coordinator
-    let answer = Task { await coordinator.performAnswer(uuid: callUUID) }
-    // The push-resolution timer and the answer timer.
-    #expect(await eventually { rig.log.entries.last == .answer(callId) && rig.clock.sleeperCount == 2 })
-    await rig.coordinator.incomingInvite(callId: callId, handle: "alice", displayName: "Alice", hasVideo: true)
-    #expect(await rig.coordinator.call(callId)?.stage == .answering)
-    await rig.coordinator.callConnected(callId: callId)
-    #expect(await answer.value == true)
-    #expect(await rig.coordinator.call(callId)?.stage == .connected)
-    #expect(rig.clock.sleeperCount == 0)
-    // The invite did not report the pushed call a second time.
-    #expect(rig.log.entries.filter { if case .reportIncoming = $0 { return true } else { return false } }.count == 1)
+  // Rule 5: audio starts only when the OS activates the audio session.
+  @Test func audioFollowsTheOSActivation() {
+    var m = Machine()
+    m.invited()
+    m.on(.action(action(.answer)))
+    let connected = m.on(.engine(callId, .connected))
+    #expect(!connected.contains(.audioActivated))
+    #expect(m.on(.audioActivated) == [.audioActivated])
+    #expect(m.on(.audioActivated).isEmpty)
+    #expect(m.on(.audioDeactivated) == [.audioDeactivated])
+    #expect(m.on(.audioDeactivated).isEmpty)
   }
 
-  // (d) ... and fails after the timeout (injected clock), ending the call.
-  @Test func answerFailsAfterTheTimeout() async {
-    let rig = Rig(answerTimeout: 10)
-    _ = await rig.coordinator.handleVoIPPush(payload: pushPayload())
-    let coordinator = rig.coordinator
-    let answer = Task { await coordinator.performAnswer(uuid: callUUID) }
-    #expect(await eventually { rig.clock.sleeperCount == 2 })
-    rig.clock.advance(by: 9.9)
-    try? await Task.sleep(for: .milliseconds(20))
-    #expect(await coordinator.call(callId)?.stage == .answering)
-    rig.clock.advance(by: 0.1)
-    #expect(await answer.value == false)
-    // The answer action fails first; the end is reported to the OS and signaling right after.
-    #expect(await eventually { rig.log.entries.count >= 5 })
-    #expect(rig.log.entries.suffix(3) == [.answer(callId), .ended(callUUID, .failed), .end(callId, .answerTimedOut)])
-    #expect(await coordinator.call(callId) == nil)
+  // A reset ends every call over signaling, fails pending answers and turns audio off, even
+  // when the OS never deactivated the session.
+  @Test func aProviderResetEndsEveryCallAndDisablesAudio() {
+    var m = Machine()
+    m.pushed()
+    m.invited("call-b")
+    m.on(.dial(callId: "call-c", to: "carol", displayName: nil, video: false))
+    let answer = action(.answer)
+    m.on(.action(answer))
+    let effects = m.on(.reset)
+    #expect(effects.contains(.fail(actionId: answer.id)))
+    #expect(Set(effects.compactMap { if case .end(let id, .providerReset) = $0 { return id } else { return nil } })
+      == [callId, "call-b", "call-c"])
+    #expect(!effects.contains { if case .reportEnded = $0 { return true } else { return false } })
+    #expect(effects.last == .audioDeactivated)
+    #expect(m.coordinator.activeCalls.isEmpty)
+    var idle = Machine()
+    #expect(idle.on(.reset) == [.audioDeactivated])
   }
 
-  // (e) Audio starts only when the OS activates the audio session.
-  @Test func audioStartsOnlyOnDidActivate() async {
-    let rig = Rig()
-    _ = await rig.coordinator.handleVoIPPush(payload: pushPayload())
-    let coordinator = rig.coordinator
-    let answer = Task { await coordinator.performAnswer(uuid: callUUID) }
-    #expect(await eventually { rig.clock.sleeperCount == 2 })
-    await coordinator.callConnected(callId: callId)
-    #expect(await answer.value)
-    #expect(await coordinator.audioActive == false)
-    #expect(!rig.log.entries.contains(.audioOn))
-    await coordinator.didActivateAudioSession()
-    #expect(await coordinator.audioActive)
-    #expect(rig.log.entries.last == .audioOn)
-    await coordinator.didDeactivateAudioSession()
-    #expect(await coordinator.audioActive == false)
-    #expect(rig.log.entries.last == .audioOff)
+  // An invite is reported; a refused report declines the call; a call ending before the OS
+  // answered is taken off the screen.
+  @Test func invitesAreReportedAndRefusalsDecline() {
+    var m = Machine()
+    let report = IncomingCallReport(
+      uuid: callUUID, callId: callId, handle: "alice", displayName: "Alice", hasVideo: false, origin: .invite)
+    #expect(m.on(.invite(callId: callId, handle: "alice", displayName: "Alice", video: false))
+      == [.reportIncoming(report)])
+    // No camera, no audio change while it rings.
+    #expect(m.on(.engine(callId, .incoming)).isEmpty)
+    #expect(m.on(.reported(report, accepted: false)) == [.end(callId, .systemRejected)])
+    #expect(m.coordinator.activeCalls.isEmpty)
   }
 
-  // (f) A provider reset ends every call.
-  @Test func providerResetEndsEveryCall() async {
-    let rig = Rig()
-    let other = "call-b"
-    _ = await rig.coordinator.handleVoIPPush(payload: pushPayload())
-    await rig.coordinator.incomingInvite(callId: other, handle: "carol", displayName: nil, hasVideo: false)
-    let outgoing = "call-c"
-    _ = await rig.coordinator.startOutgoingCall(callId: outgoing)
-    let coordinator = rig.coordinator
-    let answer = Task { await coordinator.performAnswer(uuid: callUUID) }
-    #expect(await eventually { rig.clock.sleeperCount == 2 })
-    await coordinator.didActivateAudioSession()
-    await coordinator.providerDidReset()
-    #expect(await answer.value == false)
-    #expect(await coordinator.activeCalls.isEmpty)
-    #expect(await coordinator.audioActive == false)
-    let ends = rig.log.entries.filter { if case .end = $0 { return true } else { return false } }
-    #expect(Set(ends.map { "\($0)" }) == Set([callId, other, outgoing].map { "\(CallLog.Entry.end($0, .providerReset))" }))
-    #expect(rig.log.entries.last == .audioOff)
-    #expect(rig.clock.sleeperCount == 0)
+  // Engine endings the OS did not ask for are reported with the matching reason.
+  @Test func engineEndingsAreReported() {
+    let incoming: [(CallEngine.Ending, SystemCallEndReason)] = [
+      (.remote(.answeredElsewhere), .answeredElsewhere), (.remote(.declinedElsewhere), .declinedElsewhere),
+      (.remote(.missed), .unanswered), (.remote(.cancelled), .remoteEnded), (.remote(.hangup), .remoteEnded),
+      (.iceFailed, .failed), (.error("x"), .failed), (.local, .failed),
+    ]
+    for (ending, reason) in incoming {
+      var m = Machine()
+      m.invited()
+      #expect(m.on(.engine(callId, .ended(ending))) == [.reportEnded(callUUID, reason)])
+      #expect(m.on(.engine(callId, .ended(ending))).isEmpty)
+    }
+    let outgoing: [(CallEngine.Ending, SystemCallEndReason)] = [
+      (.remote(.missed), .unanswered), (.remote(.declined), .remoteEnded), (.remote(.busy), .remoteEnded),
+      (.remote(.connectionLost), .failed), (.glare(replacedBy: "x"), .remoteEnded), (.local, .failed),
+    ]
+    for (ending, reason) in outgoing {
+      var m = Machine()
+      m.on(.dial(callId: callId, to: "alice", displayName: nil, video: false))
+      m.on(.action(action(.startCall)))
+      #expect(m.on(.engine(callId, .ended(ending))) == [.reportEnded(callUUID, reason)])
+    }
   }
 
-  // (g) Call ids map to stable UUIDs and back.
-  @Test func callIdsMapToStableUUIDs() async {
-    #expect(IncomingCallCoordinator.uuid(for: callId) == callUUID)
-    #expect(IncomingCallCoordinator.uuid(for: callId.uppercased()) == callUUID)
+  // Signaling stopped for good: every call on screen ends as failed, pending answers fail.
+  @Test func signalingStoppedEndsEveryShownCall() {
+    var m = Machine()
+    m.pushed()
+    m.invited("call-b")
+    let answer = action(.answer)
+    m.on(.action(answer))
+    let effects = m.on(.signalingStopped)
+    #expect(effects.contains(.reportEnded(callUUID, .failed)))
+    #expect(effects.contains(.reportEnded(CallUUIDs.uuid(for: "call-b"), .failed)))
+    #expect(effects.contains(.fail(actionId: answer.id)))
+    #expect(m.coordinator.activeCalls.isEmpty)
+  }
+
+  // Outgoing: the start action dials; the engine's progress is reported; a local end is not.
+  @Test func anOutgoingCallGoesThroughTheOS() {
+    var m = Machine()
+    #expect(m.on(.dial(callId: callId, to: "alice", displayName: "Alice", video: true))
+      == [.request(.startCall(uuid: callUUID, handle: "alice", displayName: "Alice", video: true))])
+    let start = action(.startCall)
+    #expect(m.on(.action(start)) == [
+      .prepareAudio(video: true), .dial(callId, to: "alice", video: true), .startCamera, .fulfill(actionId: start.id),
+    ])
+    #expect(m.on(.engine(callId, .calling)) == [.reportOutgoingStartedConnecting(callUUID)])
+    #expect(m.on(.engine(callId, .ringing)).isEmpty)
+    #expect(m.on(.engine(callId, .connected)) == [.reportOutgoingConnected(callUUID)])
+    let end = action(.end)
+    #expect(m.on(.action(end)) == [.stopCamera, .end(callId, .user), .fulfill(actionId: end.id)])
+    #expect(m.on(.engine(callId, .ended(.local))).isEmpty)
+    // A start the OS refused leaves nothing behind.
+    var n = Machine()
+    n.on(.dial(callId: "out-2", to: "carol", displayName: nil, video: false))
+    let uuid = CallUUIDs.uuid(for: "out-2")
+    #expect(n.on(.transactionFailed(.startCall(uuid: uuid, handle: "carol", displayName: nil, video: false))).isEmpty)
+    #expect(n.coordinator.activeCalls.isEmpty)
+  }
+
+  // Glare: the survivor is answered through the OS once the OS shows it.
+  @Test func theGlareSurvivorIsAnsweredThroughTheOS() {
+    var m = Machine()
+    m.on(.dial(callId: "glare-b", to: "alice", displayName: nil, video: false))
+    m.on(.action(action(.startCall, CallUUIDs.uuid(for: "glare-b"))))
+    #expect(m.on(.glare(replaced: "glare-b", survivor: "glare-a")).isEmpty)
+    #expect(m.on(.engine("glare-b", .ended(.glare(replacedBy: "glare-a"))))
+      == [.reportEnded(CallUUIDs.uuid(for: "glare-b"), .remoteEnded)])
+    let uuid = CallUUIDs.uuid(for: "glare-a")
+    m.on(.invite(callId: "glare-a", handle: "alice", displayName: nil, video: false))
+    let report = IncomingCallReport(
+      uuid: uuid, callId: "glare-a", handle: "alice", displayName: nil, hasVideo: false, origin: .invite)
+    #expect(m.on(.reported(report, accepted: true)) == [.request(.answer(uuid: uuid))])
+    // A survivor already on screen is answered at once.
+    var n = Machine()
+    n.invited("glare-a")
+    #expect(n.on(.glare(replaced: "glare-b", survivor: "glare-a")) == [.request(.answer(uuid: uuid))])
+  }
+
+  // The other OS actions: forwarded for known calls, failed for unknown ones; DTMF is not
+  // offered; the camera follows the toggle only once the call is answered.
+  @Test func otherActionsAndTheCameraToggle() {
+    var m = Machine()
+    m.invited(video: false)
+    let mute = action(.setMuted(true))
+    let hold = action(.setHeld(true))
+    let dtmf = action(.playDTMF("12#"))
+    let stranger = action(.setMuted(true), UUID())
+    let goneEnd = action(.end, UUID())
+    #expect(m.on(.action(mute)) == [.setMuted(callId, true), .fulfill(actionId: mute.id)])
+    #expect(m.on(.action(hold)) == [.setHeld(callId, true), .fulfill(actionId: hold.id)])
+    #expect(m.on(.action(dtmf)) == [.fail(actionId: dtmf.id)])
+    #expect(m.on(.action(stranger)) == [.fail(actionId: stranger.id)])
+    #expect(m.on(.action(goneEnd)) == [.fulfill(actionId: goneEnd.id)])
+    // Ringing: the toggle is recorded, the camera stays off.
+    #expect(m.on(.videoToggled(callId, enabled: true)) == [.setVideo(callId, true), .reportUpdated(callUUID, hasVideo: true)])
+    #expect(m.on(.action(action(.answer))).contains(.startCamera))
+    #expect(m.on(.videoToggled(callId, enabled: false))
+      == [.setVideo(callId, false), .reportUpdated(callUUID, hasVideo: false), .stopCamera])
+  }
+
+  // The ledger of ended calls is bounded.
+  @Test func theLedgerRemembersOnlyTheLastEndedCalls() {
+    var m = Machine()
+    for i in 0..<(SystemCallCoordinator.endedMemory + 10) {
+      m.invited("call-\(i)")
+      m.on(.engine("call-\(i)", .ended(.remote(.cancelled))))
+    }
+    #expect(m.coordinator.ledger.ended.count == SystemCallCoordinator.endedMemory)
+    #expect(m.coordinator.ledger.ended["call-0"] == nil)
+    #expect(m.coordinator.ledger.ended["call-\(SystemCallCoordinator.endedMemory + 9)"] == .remoteEnded)
+  }
+
+  // Call ids map to stable UUIDs.
+  @Test func callIdsMapToStableUUIDs() {
+    #expect(CallUUIDs.uuid(for: callId) == callUUID)
+    #expect(CallUUIDs.uuid(for: callId.uppercased()) == callUUID)
     let name = "call-7.x_y"
-    let first = IncomingCallCoordinator.uuid(for: name)
-    #expect(first == IncomingCallCoordinator.uuid(for: name))
-    #expect(first != IncomingCallCoordinator.uuid(for: "call-8.x_y"))
+    let first = CallUUIDs.uuid(for: name)
+    #expect(first == CallUUIDs.uuid(for: name))
+    #expect(first != CallUUIDs.uuid(for: "call-8.x_y"))
     #expect(first.uuidString.dropFirst(14).first == "5")  // version 5 (name-based)
     // RFC 9562 test vector: v5 of "www.example.com" in the DNS namespace.
     let dns = UUID(uuidString: "6ba7b810-9dad-11d1-80b4-00c04fd430c8") ?? UUID()
     #expect(CallUUIDs.nameBased("www.example.com", namespace: dns).uuidString.lowercased()
       == "2ed6657d-e927-568b-95e1-2665a8aea6a2")
-    let rig = Rig()
-    let uuid = await rig.coordinator.incomingInvite(callId: name, handle: "carol", displayName: nil, hasVideo: false)
-    #expect(uuid == first)
-    #expect(await rig.coordinator.callId(for: first) == name)
-    _ = await rig.coordinator.handleVoIPPush(payload: pushPayload())
-    #expect(await rig.coordinator.callId(for: callUUID) == callId)
   }
 
-  // OS actions are forwarded to signaling; remote ends map to OS reasons; outgoing reports.
-  @Test func actionsAndRemoteEndsAndOutgoingCalls() async {
-    let rig = Rig()
-    let c = rig.coordinator
-    await c.incomingInvite(callId: callId, handle: "alice", displayName: "Alice", hasVideo: false)
-    #expect(await c.performSetMuted(uuid: callUUID, muted: true))
-    #expect(await c.performSetHeld(uuid: callUUID, held: true))
-    #expect(await c.performPlayDTMF(uuid: callUUID, digits: "12#"))
-    #expect(await c.performSetMuted(uuid: UUID(), muted: true) == false)
-    await c.remoteEnded(callId: callId, reason: .answeredElsewhere)
-    #expect(rig.log.entries.suffix(4) == [
-      .muted(callId, true), .held(callId, true), .dtmf(callId, "12#"), .ended(callUUID, .answeredElsewhere),
-    ])
-    await c.remoteEnded(callId: callId, reason: .hangup)  // unknown now: ignored
-    #expect(rig.log.entries.count == 5)
-
-    let out = "out-1"
-    let outUUID = await c.startOutgoingCall(callId: out)
-    #expect(await c.performStartCall(uuid: outUUID))
-    await c.outgoingCallStartedConnecting(callId: out)
-    await c.callConnected(callId: out)
-    #expect(await c.performEnd(uuid: outUUID))
-    #expect(rig.log.entries.suffix(3) == [.outgoingConnecting(outUUID), .outgoingConnected(outUUID), .end(out, .user)])
-  }
-
-  // A push the OS refuses (Do Not Disturb, block list) does not connect.
-  @Test func refusedPushDoesNotConnect() async {
-    let rig = Rig()
-    rig.ui.refuseIncoming = true
-    _ = await rig.coordinator.handleVoIPPush(payload: pushPayload())
-    #expect(rig.log.entries == [.reportIncoming(callUUID, handle: "alice", name: "Alice", video: true)])
-    #expect(await rig.coordinator.activeCalls.isEmpty)
-  }
-}
-
-@Suite struct PushResolutionTimeoutTests {
-  // (c) "no answer / no connection": a pushed call with neither invite nor get-call answer
-  // ends as failed after the push-resolution timeout.
-  @Test func unresolvedPushedCallFailsAfterTimeout() async {
-    let log = CallLog()
-    let clock = ManualClientClock()
-    let coordinator = IncomingCallCoordinator(
-      deviceId: "bob-phone", ui: RecordingCallUI(log: log), signaling: RecordingSignaling(log: log), clock: clock,
-      pushResolutionTimeout: 30)
-    _ = await coordinator.handleVoIPPush(payload: pushPayload())
-    #expect(await eventually { clock.sleeperCount == 1 })
-    clock.advance(by: 29)
-    try? await Task.sleep(for: .milliseconds(20))
-    #expect(await coordinator.call(callId) != nil)
-    clock.advance(by: 1)
-    #expect(await eventually { await coordinator.call(callId) == nil })
-    #expect(log.entries.last == .ended(callUUID, .failed))
-
-    // A call whose invite arrived is resolved: the timer no longer applies.
-    _ = await coordinator.handleVoIPPush(payload: pushPayload("call-2"))
-    await coordinator.incomingInvite(callId: "call-2", handle: "alice", displayName: nil, hasVideo: false)
-    #expect(await eventually { clock.sleeperCount == 0 })
-    clock.advance(by: 60)
-    try? await Task.sleep(for: .milliseconds(20))
-    #expect(await coordinator.call("call-2")?.stage == .ringing)
+  // A network switch is a change after the first update, to a satisfied path.
+  @Test func networkPathWatchIgnoresTheFirstUpdate() {
+    var watch = NetworkPathWatch()
+    #expect(watch.update(interfaces: ["en0"]) == false)
+    #expect(watch.update(interfaces: ["en0"]) == false)
+    #expect(watch.update(interfaces: []) == false)
+    #expect(watch.update(interfaces: ["pdp_ip0"]) == true)
+    #expect(watch.update(interfaces: ["en0", "pdp_ip0"]) == true)
   }
 }

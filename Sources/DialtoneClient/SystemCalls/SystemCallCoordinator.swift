@@ -50,6 +50,8 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     public var shown: Bool
     /// The pending answer action, settled when the call connects.
     public var answerAction: UUID?
+    /// Its push-resolution timer is armed (a pushed call without invite or `get-call` answer).
+    public var awaitingResolution = false
     /// The outgoing call's "started connecting" was reported.
     public var reportedConnecting = false
     public var cameraOn = false
@@ -235,7 +237,8 @@ public struct SystemCallCoordinator: Sendable, Equatable {
       guard let id = calls[uuid]?.answerAction else { return [] }
       return answerTimedOut(actionId: id)
     case .timerFired(.pushResolution(let uuid)):
-      guard let call = calls[uuid], call.pushed, !call.inviteReceived, call.stage != .connected else { return [] }
+      guard let call = calls[uuid], call.awaitingResolution, call.stage != .connected else { return [] }
+      calls[uuid]?.awaitingResolution = false
       return finish(uuid, reason: .failed)
     }
   }
@@ -259,7 +262,8 @@ public struct SystemCallCoordinator: Sendable, Equatable {
       guard accepted else { return [] }  // Do Not Disturb, blocked: this device stays quiet
       calls[uuid] = Call(
         uuid: uuid, callId: callId, direction: .incoming, stage: .ringing, handle: report.handle,
-        displayName: report.displayName, video: report.hasVideo, pushed: true, inviteReceived: false, shown: true)
+        displayName: report.displayName, video: report.hasVideo, pushed: true, inviteReceived: false, shown: true,
+        awaitingResolution: true)
       return [.arm(.pushResolution(uuid), at: now.addingTimeInterval(pushResolutionTimeout)), .connect(callId)]
     case .invite:
       guard var call = calls[uuid] else {
@@ -284,7 +288,7 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     if var call = calls[uuid] {
       call.inviteReceived = true
       calls[uuid] = call
-      return call.pushed ? [.cancel(.pushResolution(uuid))] : []
+      return resolvedHere(uuid)
     }
     guard ledger.ended[callId] == nil else { return [] }  // a re-delivered invite of an ended call
     let call = Call(
@@ -302,7 +306,7 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     guard let call = calls[uuid], call.direction == .incoming else { return [] }
     guard let reason = Self.endReason(forPushedCall: state, ownDeviceId: deviceId) else {
       // Still ringing (its invite is on the way) or accepted here: resolved.
-      return call.pushed ? [.cancel(.pushResolution(uuid))] : []
+      return resolvedHere(uuid)
     }
     // An invite already seen means the call rang here; a stale "not found" must not end it.
     if state == nil && call.inviteReceived { return [] }
@@ -336,7 +340,7 @@ public struct SystemCallCoordinator: Sendable, Equatable {
       calls[uuid] = call
       var effects: [Effect] = []
       if let action { effects += [.cancel(.answer(uuid)), .fulfill(actionId: action)] }
-      if call.pushed { effects.append(.cancel(.pushResolution(uuid))) }
+      effects += resolvedHere(uuid)
       if wasDialing { effects.append(.reportOutgoingConnected(uuid)) }
       return effects
     case .ended(let ending):
@@ -426,7 +430,7 @@ public struct SystemCallCoordinator: Sendable, Equatable {
   private mutating func answerTimedOut(actionId: UUID) -> [Effect] {
     guard let call = calls.values.first(where: { $0.answerAction == actionId }) else { return [] }
     calls[call.uuid]?.answerAction = nil
-    return finish(call.uuid, reason: .failed) + [.end(call.callId, .answerTimedOut)]
+    return [.cancel(.answer(call.uuid))] + finish(call.uuid, reason: .failed) + [.end(call.callId, .answerTimedOut)]
   }
 
   private mutating func transactionFailed(_ transaction: SystemCallTransaction) -> [Effect] {
@@ -461,11 +465,18 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     guard let call = calls.removeValue(forKey: uuid) else { return [] }
     var effects: [Effect] = []
     if let action = call.answerAction { effects += [.cancel(.answer(uuid)), .fail(actionId: action)] }
-    if call.pushed { effects.append(.cancel(.pushResolution(uuid))) }
+    if call.awaitingResolution { effects.append(.cancel(.pushResolution(uuid))) }
     if call.cameraOn && !calls.values.contains(where: \.cameraOn) { effects.append(.stopCamera) }
     if let reason, call.shown { effects.append(.reportEnded(uuid, reason)) }
     remember(call.callId, reason ?? .remoteEnded)
     return effects
+  }
+
+  /// A pushed call's outcome is known here (invite, `get-call`, connected): its timer stops.
+  private mutating func resolvedHere(_ uuid: UUID) -> [Effect] {
+    guard calls[uuid]?.awaitingResolution == true else { return [] }
+    calls[uuid]?.awaitingResolution = false
+    return [.cancel(.pushResolution(uuid))]
   }
 
   private mutating func remember(_ callId: CallID, _ reason: SystemCallEndReason) {

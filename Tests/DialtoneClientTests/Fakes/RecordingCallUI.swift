@@ -2,21 +2,23 @@ import DialtoneClient
 import DialtoneProtocol
 import Foundation
 
-/// One ordered log of what the coordinator did to the OS UI and to signaling.
+/// One ordered log of what reached the OS UI, the OS actions and the media devices.
 final class CallLog: @unchecked Sendable {
+  // @unchecked: `storage` is only touched under `lock`.
   enum Entry: Equatable, Sendable {
     case reportIncoming(UUID, handle: String, name: String?, video: Bool)
     case outgoingConnecting(UUID)
     case outgoingConnected(UUID)
     case ended(UUID, SystemCallEndReason)
-    case connect(CallID)
-    case answer(CallID)
-    case end(CallID, LocalEndCause)
-    case muted(CallID, Bool)
-    case held(CallID, Bool)
-    case dtmf(CallID, String)
+    case updated(UUID, video: Bool)
+    case request(SystemCallTransaction)
+    case fulfilled(UUID)
+    case failed(UUID)
+    case prepareAudio(video: Bool)
     case audioOn
     case audioOff
+    case cameraOn
+    case cameraOff
   }
 
   private let lock = NSLock()
@@ -24,14 +26,20 @@ final class CallLog: @unchecked Sendable {
 
   var entries: [Entry] { lock.withLock { storage } }
   func append(_ entry: Entry) { lock.withLock { storage.append(entry) } }
+  func contains(_ entry: Entry) -> Bool { entries.contains(entry) }
 }
 
-/// A fake `SystemCallUI` that records every report; `refuseIncoming` makes reports throw.
+/// A fake `SystemCallUI` that records every report and answers it like CallKit would:
+/// `refuseIncoming` refuses reports, a UUID it already shows is refused as a duplicate, and
+/// transactions are passed to `onRequest` (the test plays the OS and sends the action back).
 final class RecordingCallUI: SystemCallUI, @unchecked Sendable {
+  // @unchecked: the mutable state is only touched under `lock`.
   struct Refused: Error {}
   let log: CallLog
   private let lock = NSLock()
   private var refusing = false
+  private var shown: Set<UUID> = []
+  private var requestHandler: (@Sendable (SystemCallTransaction) -> (any Error)?)?
 
   init(log: CallLog) { self.log = log }
 
@@ -40,24 +48,55 @@ final class RecordingCallUI: SystemCallUI, @unchecked Sendable {
     set { lock.withLock { refusing = newValue } }
   }
 
-  func reportIncomingCall(uuid: UUID, handle: String, displayName: String?, hasVideo: Bool) async throws {
-    log.append(.reportIncoming(uuid, handle: handle, name: displayName, video: hasVideo))
-    if refuseIncoming { throw Refused() }
+  /// Decides each transaction's answer (nil: accepted); default: accepted.
+  func onRequest(_ handler: @escaping @Sendable (SystemCallTransaction) -> (any Error)?) {
+    lock.withLock { requestHandler = handler }
   }
-  func reportOutgoingCallStartedConnecting(uuid: UUID) async { log.append(.outgoingConnecting(uuid)) }
-  func reportOutgoingCallConnected(uuid: UUID) async { log.append(.outgoingConnected(uuid)) }
-  func reportCallEnded(uuid: UUID, reason: SystemCallEndReason) async { log.append(.ended(uuid, reason)) }
+
+  var showing: Set<UUID> { lock.withLock { shown } }
+
+  func reportNewIncomingCall(_ call: IncomingCallReport, completion: @escaping @Sendable ((any Error)?) -> Void) {
+    log.append(.reportIncoming(call.uuid, handle: call.handle, name: call.displayName, video: call.hasVideo))
+    let refused = lock.withLock { () -> Bool in
+      if refusing || shown.contains(call.uuid) { return true }
+      shown.insert(call.uuid)
+      return false
+    }
+    // CallKit answers on its own queue, later.
+    Task { completion(refused ? Refused() : nil) }
+  }
+
+  func reportOutgoingCallStartedConnecting(uuid: UUID) { log.append(.outgoingConnecting(uuid)) }
+  func reportOutgoingCallConnected(uuid: UUID) { log.append(.outgoingConnected(uuid)) }
+  func reportCallEnded(uuid: UUID, reason: SystemCallEndReason) {
+    _ = lock.withLock { shown.remove(uuid) }
+    log.append(.ended(uuid, reason))
+  }
+  func reportCallUpdated(uuid: UUID, hasVideo: Bool) { log.append(.updated(uuid, video: hasVideo)) }
+
+  func request(_ transaction: SystemCallTransaction, completion: @escaping @Sendable ((any Error)?) -> Void) {
+    log.append(.request(transaction))
+    if case .startCall(let uuid, _, _, _) = transaction { _ = lock.withLock { shown.insert(uuid) } }
+    let handler = lock.withLock { requestHandler }
+    let error = handler?(transaction)
+    Task { completion(error) }
+  }
 }
 
-/// A fake `CallSignalingActions` recording into the same log.
-struct RecordingSignaling: CallSignalingActions {
+/// A CallKit action's settlement, recorded.
+struct RecordingActionHandle: SystemCallActionHandle {
+  let id: UUID
   let log: CallLog
-  func connectForPushedCall(_ callId: CallID) async { log.append(.connect(callId)) }
-  func answer(_ callId: CallID) async { log.append(.answer(callId)) }
-  func end(_ callId: CallID, cause: LocalEndCause) async { log.append(.end(callId, cause)) }
-  func setMuted(_ callId: CallID, muted: Bool) async { log.append(.muted(callId, muted)) }
-  func setHeld(_ callId: CallID, held: Bool) async { log.append(.held(callId, held)) }
-  func playDTMF(_ callId: CallID, digits: String) async { log.append(.dtmf(callId, digits)) }
-  func audioSessionActivated() async { log.append(.audioOn) }
-  func audioSessionDeactivated() async { log.append(.audioOff) }
+  func fulfill() { log.append(.fulfilled(id)) }
+  func fail() { log.append(.failed(id)) }
+}
+
+/// A fake audio session and camera.
+struct RecordingMedia: CallMediaControl {
+  let log: CallLog
+  func prepareAudio(video: Bool) { log.append(.prepareAudio(video: video)) }
+  func audioSessionActivated() { log.append(.audioOn) }
+  func audioSessionDeactivated() { log.append(.audioOff) }
+  func startCamera() { log.append(.cameraOn) }
+  func stopCamera() { log.append(.cameraOff) }
 }
