@@ -32,7 +32,8 @@ let package = Package(
         .product(name: "DialtoneProtocol", package: "Dialtone"),
       ]
     ),
-    // PeerConnection over RTCPeerConnection, and RTCAudioSession in manual-audio mode.
+    // PeerConnection over RTCPeerConnection (one factory, one shared camera source), and
+    // CallMediaControl over RTCAudioSession in manual-audio mode and the camera (iOS).
     .target(
       name: "DialtoneWebRTC",
       dependencies: [
@@ -42,7 +43,8 @@ let package = Package(
       ]
     ),
     // SystemCallUI over CXProvider/CXCallController, the CXProviderDelegate that forwards to
-    // IncomingCallCoordinator, and PushKit (VoIP token registration, incoming pushes).
+    // SystemCallSession, and PushKit (incoming pushes to SystemCallSession, tokens to
+    // DeviceRegistrations). iOS only: its sources are empty on macOS.
     .target(
       name: "DialtoneCallKit",
       dependencies: [
@@ -58,7 +60,9 @@ let package = Package(
   ],
   // Swift 5 mode with complete concurrency checking as warnings: WebRTC's, PushKit's and
   // CallKit's Objective-C types are not Sendable-annotated, and this glue hops between their
-  // delegate queues and DialtoneClient's actors.
+  // delegate queues and DialtoneClient's actors. The code is written to build in Swift 6 mode
+  // too (`@unchecked Sendable` only where a comment gives the reason); switch to `.v6` once an
+  // Xcode build is clean.
   swiftLanguageModes: [.v5]
 )
 

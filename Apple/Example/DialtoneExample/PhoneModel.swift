@@ -1,30 +1,87 @@
+import DialtoneClient
+import DialtoneProtocol
+import DialtoneWebRTC
 import Foundation
 import SwiftUI
 @preconcurrency import WebRTC
 
-/// The UI's view of CallService.
+/// What the views show: call statuses from `SystemCallSession.statuses`, remote video from
+/// the connections `WebRTCPeerConnectionFactory` makes. Every button goes to the session,
+/// which goes through CallKit, so the system call UI and the app stay in step.
 @MainActor
 final class PhoneModel: ObservableObject {
-  @Published private(set) var call: CallSnapshot?
+  typealias CallStatus = SystemCallSession.CallStatus
+
+  /// The call on screen (CallKit allows one at a time; during glare two exist briefly).
+  @Published private(set) var call: CallStatus?
   @Published private(set) var remoteVideoTrack: RTCVideoTrack?
   let contacts = ExampleConfig.contacts
-  private let service: CallService
+  private let session: SystemCallSession
+  private var calls: [CallID: CallStatus] = [:]
 
-  init(service: CallService) {
-    self.service = service
+  init(session: SystemCallSession, factory: WebRTCPeerConnectionFactory) {
+    self.session = session
+    let statuses = session.statuses
     Task { [weak self] in
-      for await snapshot in service.snapshots { self?.call = snapshot }
+      for await status in statuses { self?.apply(status) }
     }
+    let created = factory.created
     Task { [weak self] in
-      for await track in service.remoteVideo { self?.remoteVideoTrack = track }
+      for await connection in created { self?.showVideo(of: connection) }
     }
   }
+
+  // MARK: Buttons
 
   func call(_ contact: Contact, video: Bool) {
-    Task { await service.call(contact, video: video) }
+    guard call == nil else { return }
+    let session = session
+    Task { await session.dial(contact.userId, displayName: contact.name, video: video) }
   }
 
-  func toggleMute() { Task { await service.toggleMute() } }
-  func toggleVideo() { Task { await service.toggleVideo() } }
-  func hangUp() { Task { await service.hangUp() } }
+  func toggleMute() {
+    guard let call else { return }
+    session.setMuted(call.callId, !call.isMuted)
+  }
+
+  func toggleHold() {
+    guard let call else { return }
+    session.setOnHold(call.callId, !call.isOnHold)
+  }
+
+  func toggleVideo() {
+    guard let call else { return }
+    session.setVideoEnabled(call.callId, !call.isVideoEnabled)
+  }
+
+  /// Hangs up, cancels or declines, as the call's state says.
+  func hangUp() {
+    guard let call else { return }
+    session.hangUp(call.callId)
+  }
+
+  // MARK: Updates
+
+  private func apply(_ status: CallStatus) {
+    if status.phase == .ended {
+      calls[status.callId] = nil
+      if call?.callId == status.callId { call = calls.values.first }
+      if call == nil { remoteVideoTrack = nil }
+    } else {
+      calls[status.callId] = status
+      if call == nil || call?.callId == status.callId { call = status }
+    }
+  }
+
+  /// A connection's remote video, until it closes (a replacement connection brings its own).
+  private func showVideo(of connection: WebRTCPeerConnection) {
+    Task { [weak self] in
+      var last: RTCVideoTrack?
+      for await track in connection.remoteVideoTracks {
+        last = track
+        self?.remoteVideoTrack = track
+      }
+      if let last, self?.remoteVideoTrack === last { self?.remoteVideoTrack = nil }
+    }
+  }
 }

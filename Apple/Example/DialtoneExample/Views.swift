@@ -1,3 +1,4 @@
+import DialtoneClient
 import SwiftUI
 @preconcurrency import WebRTC
 
@@ -36,10 +37,10 @@ struct ContactsView: View {
   }
 }
 
-/// The in-app call screen (CallKit shows its own on the lock screen).
+/// The in-app call screen (CallKit shows its own on the lock screen, and answers there).
 struct CallView: View {
   @ObservedObject var model: PhoneModel
-  let call: CallSnapshot
+  let call: PhoneModel.CallStatus
 
   var body: some View {
     ZStack {
@@ -49,12 +50,15 @@ struct CallView: View {
         Color.black.ignoresSafeArea()
       }
       VStack(spacing: 12) {
-        Text(call.remote).font(.largeTitle).foregroundStyle(.white)
-        Text(call.status).foregroundStyle(.white.opacity(0.8))
+        Text(call.title).font(.largeTitle).foregroundStyle(.white)
+        Text(call.statusText).foregroundStyle(.white.opacity(0.8))
         Spacer()
-        HStack(spacing: 32) {
+        HStack(spacing: 20) {
           RoundButton(symbol: call.isMuted ? "mic.slash.fill" : "mic.fill", tint: .gray, label: "Mute") {
             model.toggleMute()
+          }
+          RoundButton(symbol: call.isOnHold ? "play.fill" : "pause.fill", tint: .gray, label: "Hold") {
+            model.toggleHold()
           }
           RoundButton(symbol: call.isVideoEnabled ? "video.fill" : "video.slash.fill", tint: .gray, label: "Video") {
             model.toggleVideo()
@@ -66,6 +70,23 @@ struct CallView: View {
         .padding(.bottom, 40)
       }
       .padding(.top, 60)
+    }
+  }
+}
+
+extension SystemCallSession.CallStatus {
+  var title: String { displayName ?? handle }
+
+  var statusText: String {
+    if isOnHold { return "On hold" }
+    switch phase {
+    case .incoming: return "Ringing"
+    case .dialing: return "Calling…"
+    case .remoteRinging: return "Ringing…"
+    case .connecting: return "Connecting…"
+    case .connected: return "Connected"
+    case .reconnecting: return "Reconnecting…"
+    case .ended: return "Ended"
     }
   }
 }

@@ -2,23 +2,20 @@
 import AVFoundation
 import CallKit
 import DialtoneClient
-import DialtoneWebRTC
 import Foundation
 
-/// The `CXProviderDelegate`: forwards every system action to `IncomingCallCoordinator` and
-/// fulfils or fails it with the coordinator's answer. It decides nothing itself.
+/// The `CXProviderDelegate`: forwards every CallKit callback to `SystemCallSession`, at once
+/// and synchronously, so the session's single inbox sees them in the order CallKit sent them.
+/// It decides nothing and settles nothing itself (except the group action, which is never
+/// offered): each action is handed over with a handle the session fulfils or fails.
 ///
-/// The answer action is fulfilled only once the call is connected (`performAnswer` waits for
-/// `callConnected`, rule 5) and failed if it cannot connect in time. Audio: `didActivate`
-/// hands the session to WebRTC (`CallAudioSession`, manual audio) and tells the coordinator,
-/// which tells the app; `didDeactivate` does the reverse.
-public final class CallKitProviderDelegate: NSObject, CXProviderDelegate, @unchecked Sendable {
-  private let coordinator: IncomingCallCoordinator
-  /// Optional hook for the app's logs (timeouts, failed actions).
-  public var log: (@Sendable (String) -> Void)?
+/// Audio goes the same way: `didActivate` / `didDeactivate` tell the session, and the session
+/// switches WebRTC's audio through its `CallMediaControl` (`WebRTCCallMedia`).
+public final class CallKitProviderDelegate: NSObject, CXProviderDelegate, Sendable {
+  private let session: SystemCallSession
 
-  public init(coordinator: IncomingCallCoordinator) {
-    self.coordinator = coordinator
+  public init(session: SystemCallSession) {
+    self.session = session
   }
 
   // MARK: Lifecycle
@@ -26,82 +23,83 @@ public final class CallKitProviderDelegate: NSObject, CXProviderDelegate, @unche
   public func providerDidBegin(_ provider: CXProvider) {}
 
   public func providerDidReset(_ provider: CXProvider) {
-    let coordinator = coordinator
-    Task { await coordinator.providerDidReset() }
+    session.providerDidReset()
   }
 
   // MARK: Call actions
 
   public func provider(_ provider: CXProvider, perform action: CXStartCallAction) {
-    let coordinator = coordinator
-    let box = ActionBox(action)
-    Task {
-      if await coordinator.performStartCall(uuid: box.action.callUUID) {
-        box.action.fulfill(withDateStarted: Date())
-      } else {
-        box.action.fail()
-      }
-    }
+    forward(action, .startCall)
   }
 
   public func provider(_ provider: CXProvider, perform action: CXAnswerCallAction) {
-    settle(action) { coordinator, action in await coordinator.performAnswer(uuid: action.callUUID) }
+    forward(action, .answer)
   }
 
   public func provider(_ provider: CXProvider, perform action: CXEndCallAction) {
-    settle(action) { coordinator, action in await coordinator.performEnd(uuid: action.callUUID) }
+    forward(action, .end)
   }
 
   public func provider(_ provider: CXProvider, perform action: CXSetMutedCallAction) {
-    settle(action) { coordinator, action in await coordinator.performSetMuted(uuid: action.callUUID, muted: action.isMuted) }
+    forward(action, .setMuted(action.isMuted))
   }
 
   public func provider(_ provider: CXProvider, perform action: CXSetHeldCallAction) {
-    settle(action) { coordinator, action in await coordinator.performSetHeld(uuid: action.callUUID, held: action.isOnHold) }
+    forward(action, .setHeld(action.isOnHold))
   }
 
   public func provider(_ provider: CXProvider, perform action: CXPlayDTMFCallAction) {
-    settle(action) { coordinator, action in await coordinator.performPlayDTMF(uuid: action.callUUID, digits: action.digits) }
-  }
-
-  /// Asks the coordinator off CallKit's queue, then fulfils the action if it said yes, else fails it.
-  private func settle<Action: CXAction>(
-    _ action: Action, _ perform: @escaping @Sendable (IncomingCallCoordinator, Action) async -> Bool
-  ) {
-    let coordinator = coordinator
-    let box = ActionBox(action)
-    Task { await perform(coordinator, box.action) ? box.action.fulfill() : box.action.fail() }
+    // The core fails it (reports say DTMF is not supported).
+    forward(action, .playDTMF(action.digits))
   }
 
   public func provider(_ provider: CXProvider, perform action: CXSetGroupCallAction) {
-    // maximumCallsPerCallGroup is 1: grouping is not offered.
+    // maximumCallsPerCallGroup is 1 and reports say grouping is not supported.
     action.fail()
   }
 
+  /// CallKit gave up on an action (its `timeoutDate` passed). The session never settles it
+  /// from now on; a timed-out answer ends the call here and over signaling.
   public func provider(_ provider: CXProvider, timedOutPerforming action: CXAction) {
-    // The system fails the action itself; the coordinator's own timers end the call.
-    log?("CallKit timed out performing \(type(of: action)) for \((action as? CXCallAction)?.callUUID.uuidString ?? "?")")
+    session.timedOutPerforming(actionId: action.uuid)
   }
 
-  // MARK: Audio session (rule 5)
+  private func forward(_ action: CXCallAction, _ kind: SystemCallAction.Kind) {
+    session.perform(
+      SystemCallAction(id: action.uuid, callUUID: action.callUUID, kind: kind, timeoutDate: action.timeoutDate),
+      handle: CallKitActionHandle(action))
+  }
+
+  // MARK: Audio session
 
   public func provider(_ provider: CXProvider, didActivate audioSession: AVAudioSession) {
-    CallAudioSession.shared.didActivate(audioSession)
-    let coordinator = coordinator
-    Task { await coordinator.didActivateAudioSession() }
+    session.didActivateAudioSession()
   }
 
   public func provider(_ provider: CXProvider, didDeactivate audioSession: AVAudioSession) {
-    CallAudioSession.shared.didDeactivate(audioSession)
-    let coordinator = coordinator
-    Task { await coordinator.didDeactivateAudioSession() }
+    session.didDeactivateAudioSession()
   }
 }
 
-/// Carries a CallKit action into a Task. CXAction is not annotated Sendable; CallKit allows
-/// fulfilling or failing an action from any thread, once.
-private struct ActionBox<Action: CXAction>: @unchecked Sendable {
-  let action: Action
-  init(_ action: Action) { self.action = action }
+/// Settles one CallKit action for the session.
+private struct CallKitActionHandle: SystemCallActionHandle, @unchecked Sendable {
+  // @unchecked: CXAction is not Sendable-annotated; CallKit lets an action be settled from any
+  // thread, and the session settles each one at most once.
+  let action: CXCallAction
+
+  init(_ action: CXCallAction) { self.action = action }
+
+  func fulfill() {
+    if let start = action as? CXStartCallAction {
+      // The start date CallKit shows in Recents.
+      start.fulfill(withDateStarted: Date())
+    } else {
+      action.fulfill()
+    }
+  }
+
+  func fail() {
+    action.fail()
+  }
 }
 #endif

@@ -1,50 +1,44 @@
 #if os(iOS)
 import DialtoneClient
 import DialtoneProtocol
-import DialtoneURLSession
 import Foundation
 import PushKit
 
-/// PushKit for VoIP pushes: registers the VoIP token with the Dialtone server and hands every
-/// incoming push to `IncomingCallCoordinator`.
+/// PushKit for VoIP pushes: hands every incoming push to `SystemCallSession` synchronously and
+/// keeps this installation's push tokens on the server (`DeviceRegistrations`).
 ///
-/// Create and `start()` it in `application(_:didFinishLaunchingWithOptions:)`, after the
-/// CXProvider's delegate is set: when a push launches a killed app, PushKit delivers it as
-/// soon as a registry with a delegate exists.
-public final class PushKitRegistry: NSObject, PKPushRegistryDelegate, @unchecked Sendable {
-  private let coordinator: IncomingCallCoordinator
+/// Create it, and call `start()`, in `application(_:didFinishLaunchingWithOptions:)` after the
+/// CXProvider's delegate is set and `SystemCallSession.start()` was called: when a push
+/// launches a killed app, PushKit delivers it as soon as a registry with a delegate exists.
+public final class PushKitRegistry: NSObject, PKPushRegistryDelegate {
+  public let registrations: DeviceRegistrations
+  private let session: SystemCallSession
   private let queue: DispatchQueue
   private var registry: PKPushRegistry?
-  private let registrations: DeviceRegistrations
-  /// Optional hook for the app's logs (registration failures).
-  public var log: (@Sendable (String) -> Void)? {
-    didSet {
-      let log = log
-      let registrations = registrations
-      Task { await registrations.setLog(log) }
-    }
-  }
 
   /// - Parameters:
-  ///   - installationId: stable per installation (`InstallationID.current`); should be the
-  ///     `device` claim of the app's tokens.
+  ///   - api: `DialtoneAPIClient` (or any `DeviceRegistrationAPI`).
+  ///   - installationId: stable per installation (`InstallationID.current`); the `device` claim
+  ///     of the app's tokens and the session's `deviceId`.
   ///   - bundleId: the app's bundle id, without `.voip` (default: `Bundle.main`).
   ///   - apnsEnvironment: default: read from the embedded provisioning profile
   ///     (`APNsEnvironmentDetector`).
   ///   - queue: where PushKit calls the delegate; main by default.
+  ///   - log: registration failures.
   public init(
-    coordinator: IncomingCallCoordinator, api: DialtoneAPIClient, installationId: String,
+    session: SystemCallSession, api: any DeviceRegistrationAPI, installationId: String,
     bundleId: String? = Bundle.main.bundleIdentifier, apnsEnvironment: APNsEnvironment = APNsEnvironmentDetector.current,
-    queue: DispatchQueue = .main
+    queue: DispatchQueue = .main, log: (@Sendable (String) -> Void)? = nil
   ) {
-    self.coordinator = coordinator
+    self.session = session
     self.queue = queue
     registrations = DeviceRegistrations(
-      api: api, installationId: installationId, bundleId: bundleId ?? "", apnsEnvironment: apnsEnvironment)
+      api: api, installationId: installationId, platform: .ios, bundleId: bundleId, apnsEnvironment: apnsEnvironment,
+      log: log)
   }
 
-  /// Creates the registry. Call once, from the main thread, during launch: a push that
-  /// launched the app is delivered right after this.
+  /// Creates the registry. Call once, on the main thread, during launch: a push that launched
+  /// the app is delivered right after this.
   public func start() {
     guard registry == nil else { return }
     let registry = PKPushRegistry(queue: queue)
@@ -53,124 +47,65 @@ public final class PushKitRegistry: NSObject, PKPushRegistryDelegate, @unchecked
     self.registry = registry
   }
 
-  // MARK: PKPushRegistryDelegate
+  /// The ordinary APNs token, from
+  /// `application(_:didRegisterForRemoteNotificationsWithDeviceToken:)`, for the missed-call
+  /// notification (protocol.md section 15.2). Without it the device still rings; it just gets
+  /// no "Missed call" notification.
+  public func updateAlertToken(_ deviceToken: Data) {
+    let token = DeviceRegistrations.hex(deviceToken)
+    let registrations = registrations
+    Task { await registrations.setAlertToken(token) }
+  }
+
+  // MARK: PKPushRegistryDelegate: tokens
 
   public func pushRegistry(_ registry: PKPushRegistry, didUpdate pushCredentials: PKPushCredentials, for type: PKPushType) {
     guard type == .voIP else { return }
-    let token = Self.hex(pushCredentials.token)
+    let token = DeviceRegistrations.hex(pushCredentials.token)
     let registrations = registrations
-    Task { await registrations.set(voipToken: token) }
+    Task { await registrations.setVoIPToken(token) }
   }
 
   public func pushRegistry(_ registry: PKPushRegistry, didInvalidatePushTokenFor type: PKPushType) {
     guard type == .voIP else { return }
     let registrations = registrations
-    Task { await registrations.set(voipToken: nil) }
+    Task { await registrations.setVoIPToken(nil) }
   }
 
-  /// The ordinary APNs token (for missed-call notifications, protocol.md section 15.2), from
-  /// `application(_:didRegisterForRemoteNotificationsWithDeviceToken:)`. Optional: without
-  /// it the device still rings, it just gets no "Missed call" notification.
-  public func updateAlertToken(_ deviceToken: Data) {
-    let token = Self.hex(deviceToken)
-    let registrations = registrations
-    Task { await registrations.set(alertToken: token) }
-  }
+  // MARK: PKPushRegistryDelegate: incoming pushes
 
-  /// Rule 1: the push is decoded synchronously (no network) and reported to CallKit by the
-  /// coordinator before it asks signaling to connect; PushKit's completion is called only
-  /// after the report. Pushes that are not VoIP are completed at once.
+  /// iOS terminates an app that returns from here without having reported the VoIP push to
+  /// CallKit. `receiveVoIPPush` decodes the payload and calls `reportNewIncomingCall` before it
+  /// returns (no network, no suspension); signaling connects only once CallKit has answered
+  /// the report. A malformed payload is reported too, and ended at once.
   public func pushRegistry(
     _ registry: PKPushRegistry, didReceiveIncomingPushWith payload: PKPushPayload, for type: PKPushType,
     completion: @escaping () -> Void
   ) {
-    guard type == .voIP else {
-      completion()
-      return
+    if type == .voIP {
+      session.receiveVoIPPush(payload.dictionaryPayload)
     }
-    // `decode` is `handleVoIPPush(payload:)`'s first step, done here so only a Sendable value
-    // crosses into the Task.
-    let push = IncomingCallCoordinator.decode(payload: payload.dictionaryPayload)
-    let coordinator = coordinator
-    let done = CompletionBox(completion)
-    Task {
-      _ = await coordinator.handleVoIPPush(push)
-      done.call()
-    }
+    completion()
   }
 
-  /// Lower-case hex, as `POST /v1/devices` expects.
-  public static func hex(_ token: Data) -> String {
-    token.map { String(format: "%02x", $0) }.joined()
+  // iOS 26.4 adds this variant; its metadata says whether this push must be reported.
+  // Availability cannot be tested at compile time, so `#if compiler(>=6.3)` stands in for "the
+  // SDK declares PKVoIPPushMetadata": Swift 6.3 is the compiler of Xcode 26.4, the first Xcode
+  // with the iOS 26.4 SDK. With an older Xcode the method is compiled out and every push goes
+  // through the method above, which reports it (always allowed). A Swift 6.3 toolchain used
+  // with an older SDK would fail to compile this method: remove it there. (Both completion
+  // parameters are declared without `@Sendable`, which matches the SDK whether or not it
+  // marks them `@Sendable`; a non-matching witness would silently not be called.)
+  #if compiler(>=6.3)
+  @available(iOS 26.4, *)
+  public func pushRegistry(
+    _ registry: PKPushRegistry, didReceiveIncomingVoIPPushWith payload: PKPushPayload, metadata: PKVoIPPushMetadata,
+    withCompletionHandler completion: @escaping () -> Void
+  ) {
+    session.receiveVoIPPush(payload.dictionaryPayload, mustReport: metadata.mustReport)
+    completion()
   }
-}
-
-/// This installation's tokens on the server (`POST` / `DELETE /v1/devices`), one request at a
-/// time. A POST replaces the whole registration (protocol.md section 14.5), so it always
-/// carries both tokens; when the VoIP token is invalidated the registration is re-posted
-/// with the alert token alone, or deleted when there is none.
-actor DeviceRegistrations {
-  private let api: DialtoneAPIClient
-  private let installationId: String
-  private let bundleId: String
-  private let apnsEnvironment: APNsEnvironment
-  private var voipToken: String?
-  private var alertToken: String?
-  private var log: (@Sendable (String) -> Void)?
-  private var tail: Task<Void, Never>?
-
-  init(api: DialtoneAPIClient, installationId: String, bundleId: String, apnsEnvironment: APNsEnvironment) {
-    self.api = api
-    self.installationId = installationId
-    self.bundleId = bundleId
-    self.apnsEnvironment = apnsEnvironment
-  }
-
-  func setLog(_ log: (@Sendable (String) -> Void)?) { self.log = log }
-
-  func set(voipToken: String?) {
-    guard voipToken != self.voipToken || voipToken != nil else { return }
-    self.voipToken = voipToken
-    sync()
-  }
-
-  func set(alertToken: String) {
-    self.alertToken = alertToken
-    sync()
-  }
-
-  /// Queues a request for the current tokens behind the previous one.
-  private func sync() {
-    let previous = tail
-    let api = api
-    let installationId = installationId
-    let log = log
-    let registration: DeviceRegistration? =
-      voipToken == nil && alertToken == nil
-      ? nil
-      : DeviceRegistration(
-        installationId: installationId, platform: .ios, voipToken: voipToken, alertToken: alertToken,
-        bundleId: bundleId, apnsEnvironment: apnsEnvironment)
-    tail = Task {
-      await previous?.value
-      do {
-        if let registration {
-          try await api.registerDevice(registration)
-        } else {
-          try await api.unregisterDevice(installationId: installationId)
-        }
-      } catch {
-        // PushKit calls didUpdate again at the next launch: that retries.
-        log?("device registration failed: \(error)")
-      }
-    }
-  }
-}
-
-/// PushKit's completion handler is not annotated Sendable; it may be called from any thread.
-private struct CompletionBox: @unchecked Sendable {
-  let call: () -> Void
-  init(_ call: @escaping () -> Void) { self.call = call }
+  #endif
 }
 
 /// A stable id for this app installation, kept in user defaults: a reinstall gets a new id,

@@ -81,3 +81,14 @@ public struct DialtoneAPIClient: Sendable {
     }
   }
 }
+
+/// The device calls `DeviceRegistrations` (DialtoneClient) makes.
+extension DialtoneAPIClient: DeviceRegistrationAPI {
+  public func register(_ registration: DeviceRegistration) async throws {
+    _ = try await registerDevice(registration)
+  }
+
+  public func unregister(installationId: String) async throws {
+    try await unregisterDevice(installationId: installationId)
+  }
+}

@@ -8,11 +8,18 @@ import Foundation
 /// Thin by design: it maps calls and events one to one. Trickle ICE, buffering of early
 /// remote candidates, the ICE-restart policy and teardown order are `CallEngine`'s.
 ///
-/// - Audio: one send/receive audio track, created at once. Whether sound actually flows is
-///   decided by `RTCAudioSession` in manual-audio mode (`CallAudioSession`): only CallKit's
-///   `didActivate` turns it on.
-/// - Video: when the configuration asks for it, a send/receive video transceiver whose source
-///   is `videoSource` (feed it with `RTCCameraVideoCapturer`, see `CameraCapture`).
+/// - Tracks are added with `addTrack` (`add(_:streamIds:)`), on both sides, never with
+///   `addTransceiver`: a callee builds its connection before it applies the remote offer, and
+///   only transceivers created by `addTrack` are paired with the offer's m-sections (JSEP,
+///   RFC 8829 section 5.10). A transceiver from `addTransceiver` stays unpaired, the offer gets
+///   fresh receive-only transceivers, and the callee would answer `recvonly`: the caller would
+///   hear and see nothing.
+/// - Audio: one audio track, created at once. Whether sound actually flows is decided by
+///   `RTCAudioSession` in manual-audio mode (`WebRTCCallMedia`): only CallKit's `didActivate`
+///   turns it on.
+/// - Video: when the configuration asks for it, a video track on the factory's shared
+///   `videoSource`, which `CameraCapture` feeds (the camera is one per device, so a replacement
+///   connection sends the camera that is already running).
 /// - Data channel: an in-band channel labelled `"dialtone"`. Both sides may open one; messages
 ///   are read from every channel, sent on the first open one.
 /// - Candidates: gathered once per ICE generation (`gatherOnce`), each yielded as it comes,
@@ -20,6 +27,8 @@ import Foundation
 /// - `canRestartIce` is true: libwebrtc honours `IceRestart` in offers.
 public final class WebRTCPeerConnection: NSObject, PeerConnection, @unchecked Sendable {
   public static let dataChannelLabel = "dialtone"
+  /// The media stream id of the local tracks.
+  public static let streamId = "dialtone"
 
   public let canRestartIce = true
   public let localCandidates: AsyncStream<IceCandidate?>
@@ -28,8 +37,7 @@ public final class WebRTCPeerConnection: NSObject, PeerConnection, @unchecked Se
   /// Remote video tracks as they arrive (attach them to an `RTCMTLVideoView`).
   public let remoteVideoTracks: AsyncStream<RTCVideoTrack>
 
-  /// The local camera's source, when video was requested.
-  public let videoSource: RTCVideoSource?
+  /// The local camera's track (for a local preview), when video was requested.
   public let localVideoTrack: RTCVideoTrack?
   public let localAudioTrack: RTCAudioTrack
 
@@ -45,7 +53,10 @@ public final class WebRTCPeerConnection: NSObject, PeerConnection, @unchecked Se
   private var closed = false
   private var lastState: PeerConnectionState = .new
 
-  init(factory: RTCPeerConnectionFactory, configuration: PeerConnectionConfiguration) throws {
+  /// - Parameter videoSource: the factory's shared camera source; nil for an audio-only call.
+  init(factory: RTCPeerConnectionFactory, videoSource: RTCVideoSource?, configuration: PeerConnectionConfiguration)
+    throws
+  {
     let rtcConfig = RTCConfiguration()
     rtcConfig.sdpSemantics = .unifiedPlan
     rtcConfig.iceServers = configuration.iceServers.map {
@@ -67,14 +78,7 @@ public final class WebRTCPeerConnection: NSObject, PeerConnection, @unchecked Se
     let audioConstraints = RTCMediaConstraints(mandatoryConstraints: nil, optionalConstraints: nil)
     let audioSource = factory.audioSource(with: audioConstraints)
     localAudioTrack = factory.audioTrack(with: audioSource, trackId: "audio0")
-    if configuration.video {
-      let source = factory.videoSource()
-      videoSource = source
-      localVideoTrack = factory.videoTrack(with: source, trackId: "video0")
-    } else {
-      videoSource = nil
-      localVideoTrack = nil
-    }
+    localVideoTrack = videoSource.map { factory.videoTrack(with: $0, trackId: "video0") }
 
     // The delegate is set after super.init (below): create with a trampoline that forwards to
     // `self` once it exists.
@@ -90,16 +94,11 @@ public final class WebRTCPeerConnection: NSObject, PeerConnection, @unchecked Se
     trampoline.target = self
     channelTrampoline.target = self
 
-    let streamIds = ["dialtone"]
-    let audioInit = RTCRtpTransceiverInit()
-    audioInit.direction = .sendRecv
-    audioInit.streamIds = streamIds
-    pc.addTransceiver(with: localAudioTrack, init: audioInit)
+    // addTrack, not addTransceiver: see the type comment (JSEP section 5.10).
+    let streamIds = [Self.streamId]
+    pc.add(localAudioTrack, streamIds: streamIds)
     if let localVideoTrack {
-      let videoInit = RTCRtpTransceiverInit()
-      videoInit.direction = .sendRecv
-      videoInit.streamIds = streamIds
-      pc.addTransceiver(with: localVideoTrack, init: videoInit)
+      pc.add(localVideoTrack, streamIds: streamIds)
     }
     if configuration.dataChannel {
       let dcConfig = RTCDataChannelConfiguration()
@@ -188,10 +187,11 @@ public final class WebRTCPeerConnection: NSObject, PeerConnection, @unchecked Se
   }
 
   public func stats() async -> PeerConnectionStats {
-    let report: RTCStatisticsReport = await withCheckedContinuation { continuation in
-      pc.statistics { continuation.resume(returning: $0) }
+    // Converted on WebRTC's thread, so only plain values cross into the caller.
+    let entries: [StatsReportEntry] = await withCheckedContinuation { continuation in
+      pc.statistics { report in continuation.resume(returning: Self.entries(report.statistics)) }
     }
-    return Self.summarize(report.statistics)
+    return PeerConnectionStats(folding: entries)
   }
 
   public func close() async {
@@ -212,31 +212,21 @@ public final class WebRTCPeerConnection: NSObject, PeerConnection, @unchecked Se
 
   // MARK: Stats
 
-  /// Folds a WebRTC stats report into `PeerConnectionStats`: bytes from the transport,
-  /// round-trip time and local candidate type from the selected candidate pair, packets lost
-  /// summed over inbound RTP streams.
-  static func summarize(_ stats: [String: RTCStatistics]) -> PeerConnectionStats {
-    func uint(_ v: NSObject?) -> UInt64 { (v as? NSNumber)?.uint64Value ?? 0 }
-    var result = PeerConnectionStats()
-    var selectedPairId: String?
-    for s in stats.values where s.type == "transport" {
-      result.bytesSent += uint(s.values["bytesSent"])
-      result.bytesReceived += uint(s.values["bytesReceived"])
-      if let id = s.values["selectedCandidatePairId"] as? String { selectedPairId = id }
-    }
-    for s in stats.values where s.type == "inbound-rtp" {
-      result.packetsLost += (s.values["packetsLost"] as? NSNumber)?.int64Value ?? 0
-    }
-    let pair = selectedPairId.flatMap { stats[$0] }
-      ?? stats.values.first { $0.type == "candidate-pair" && ($0.values["nominated"] as? NSNumber)?.boolValue == true
-        && ($0.values["state"] as? String) == "succeeded" }
-    if let pair {
-      result.roundTripTime = (pair.values["currentRoundTripTime"] as? NSNumber)?.doubleValue
-      if let localId = pair.values["localCandidateId"] as? String, let local = stats[localId] {
-        result.localCandidateType = local.values["candidateType"] as? String
+  /// A WebRTC stats report as plain entries, for `PeerConnectionStats(folding:)` (the folding
+  /// is DialtoneClient's, tested on Linux). Numbers (booleans too) become `.number`, strings
+  /// `.string`; arrays and dictionaries are dropped (the folding reads none).
+  static func entries(_ statistics: [String: RTCStatistics]) -> [StatsReportEntry] {
+    statistics.values.map { stat in
+      var values: [String: StatsReportEntry.Value] = [:]
+      for (key, value) in stat.values {
+        if let number = value as? NSNumber {
+          values[key] = .number(number.doubleValue)
+        } else if let string = value as? String {
+          values[key] = .string(string)
+        }
       }
+      return StatsReportEntry(id: stat.id, type: stat.type, values: values)
     }
-    return result
   }
 
   // MARK: Delegate events (called by the trampoline on WebRTC's signaling thread)

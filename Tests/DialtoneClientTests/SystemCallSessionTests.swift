@@ -1,0 +1,280 @@
+import DialtoneClient
+import DialtoneClientLinux
+import DialtoneProtocol
+import Foundation
+import Testing
+
+private let secret = "system-call-session-test-secret-0123"
+
+/// Plays the OS call UI (CallKit): every transaction the session requests comes back as the
+/// matching action, and the test can perform the user's own actions. It remembers each
+/// action's id, so tests can check how it was settled.
+private final class FakeOS: @unchecked Sendable {
+  // @unchecked: `session` and `ids` are only touched under `lock`.
+  let log = CallLog()
+  let ui: RecordingCallUI
+  let clock: any ClientClock
+  private let lock = NSLock()
+  private var session: SystemCallSession?
+  private var ids: [String: UUID] = [:]
+
+  init(clock: any ClientClock) {
+    self.clock = clock
+    ui = RecordingCallUI(log: log)
+    ui.onRequest { [weak self] transaction in
+      guard let self else { return nil }
+      switch transaction {
+      case .startCall(let uuid, _, _, _): self.perform(.startCall, uuid, name: "start")
+      case .answer(let uuid): self.perform(.answer, uuid, name: "answer")
+      case .end(let uuid): self.perform(.end, uuid, name: "end")
+      case .setMuted(let uuid, let muted): self.perform(.setMuted(muted), uuid, name: "mute")
+      case .setHeld(let uuid, let held): self.perform(.setHeld(held), uuid, name: "hold")
+      }
+      return nil
+    }
+  }
+
+  func attach(_ session: SystemCallSession) { lock.withLock { self.session = session } }
+
+  /// The user (or the OS) performs an action; returns its id.
+  @discardableResult
+  func perform(_ kind: SystemCallAction.Kind, _ uuid: UUID, name: String, timeout: Double = 10) -> UUID {
+    let action = SystemCallAction(id: UUID(), callUUID: uuid, kind: kind, timeoutDate: clock.now.addingTimeInterval(timeout))
+    let session = lock.withLock { () -> SystemCallSession? in
+      ids[name] = action.id
+      return self.session
+    }
+    session?.perform(action, handle: RecordingActionHandle(id: action.id, log: log))
+    return action.id
+  }
+
+  func id(_ name: String) -> UUID? { lock.withLock { ids[name] } }
+  var entries: [CallLog.Entry] { log.entries }
+  func saw(_ entry: CallLog.Entry) async -> Bool { await eventually { self.log.contains(entry) } }
+}
+
+/// A phone whose app runs a SystemCallSession (fake peer connections, the fake OS).
+private struct Phone {
+  let session: SystemCallSession
+  let os: FakeOS
+  let factory: EngineFakePeerConnectionFactory
+}
+
+/// A plain CallClient on the other end.
+private struct Peer {
+  let client: CallClient
+  let factory: EngineFakePeerConnectionFactory
+  let incoming: Locked<[CallEngine]>
+}
+
+@Suite(.serialized) struct SystemCallSessionTests {
+  private func signaling(_ rig: LoopbackServer, _ user: String, _ device: String) -> SignalingClient {
+    var configuration = SignalingClient.Configuration(url: rig.webSocketURL)
+    configuration.backoff = [0.05]
+    return SignalingClient(configuration: configuration, transport: LWSSignalingTransport(client: rig.network)) {
+      try rig.token(user, device: device)
+    }
+  }
+
+  private func phone(_ rig: LoopbackServer, _ user: String, _ device: String = "iphone",
+                     clock: any ClientClock = SystemClientClock()) -> Phone {
+    let os = FakeOS(clock: clock)
+    let factory = EngineFakePeerConnectionFactory(log: EngineLog())
+    let session = SystemCallSession(
+      signaling: signaling(rig, user, device), iceServers: IceServerCache(defaults: []), factory: factory, ui: os.ui,
+      media: RecordingMedia(log: os.log), deviceId: device, clock: clock)
+    os.attach(session)
+    session.start()
+    return Phone(session: session, os: os, factory: factory)
+  }
+
+  private func peer(_ rig: LoopbackServer, _ user: String) async -> Peer {
+    let factory = EngineFakePeerConnectionFactory(log: EngineLog())
+    let client = CallClient(signaling: signaling(rig, user, "phone"), iceServers: IceServerCache(defaults: []),
+                            factory: factory)
+    let incoming = Locked<[CallEngine]>([])
+    Task {
+      for await event in client.events { if case .incoming(let e) = event { incoming.withLock { $0.append(e) } } }
+    }
+    await client.start()
+    return Peer(client: client, factory: factory, incoming: incoming)
+  }
+
+  /// Both fake connections report connected.
+  private func connect(_ a: EngineFakePeerConnectionFactory, _ b: EngineFakePeerConnectionFactory) async throws {
+    try #require(await eventually { !a.connections.isEmpty && !b.connections.isEmpty })
+    a.connections.last?.emitState(.connected)
+    b.connections.last?.emitState(.connected)
+  }
+
+  // Rule 1 end to end: the push is reported before receiveVoIPPush returns, the device then
+  // connects and gets the invite (not reported again), the answer action waits for media,
+  // audio starts only in didActivate, the camera only after Answer.
+  @Test func aPushedCallIsReportedSynchronouslyAndAnsweredThroughTheOS() async throws {
+    let rig = try await LoopbackServer(secret: secret)
+    let alice = await peer(rig, "alice")
+    let bob = phone(rig, "bob")
+    let call = await alice.client.dial("bob", video: true)
+    // The server sends the push once it has the invite.
+    try #require(await eventually {
+      let reply = try? await alice.client.signaling.request { .getCall(.init(id: $0, callId: call.callId)) }
+      if case .ack? = reply { return true } else { return false }
+    })
+
+    let payload = pushPayload(call.callId, video: true)
+    #expect(bob.session.receiveVoIPPush(payload))
+    // No await since: the report is already made (PushKit's delegate may return now).
+    let uuid = CallUUIDs.uuid(for: call.callId)
+    #expect(bob.os.entries.first == .reportIncoming(uuid, handle: "alice", name: "Alice", video: true))
+
+    // Only then does the device go online: the server replays the invite, the caller hears ringback.
+    #expect(await eventually { await call.state == .ringing })
+    #expect(await eventually { await bob.session.client.engine(for: call.callId) != nil })
+    #expect(bob.os.entries.filter { if case .reportIncoming = $0 { true } else { false } }.count == 1)
+    #expect(!bob.os.log.contains(.cameraOn))
+
+    let answer = bob.os.perform(.answer, uuid, name: "answer")
+    #expect(await eventually { await call.state == .connecting })
+    #expect(await bob.os.saw(.cameraOn))
+    #expect(bob.os.log.contains(.prepareAudio(video: true)))
+    #expect(!bob.os.log.contains(.fulfilled(answer)))
+    try await connect(alice.factory, bob.factory)
+    #expect(await bob.os.saw(.fulfilled(answer)))
+    #expect(!bob.os.log.contains(.audioOn))
+    bob.session.didActivateAudioSession()
+    #expect(await bob.os.saw(.audioOn))
+
+    // The in-app hang-up goes through the OS; the caller's call ends as hung up.
+    bob.session.hangUp(call.callId)
+    #expect(await eventually { await call.state == .ended(.remote(.hangup)) })
+    #expect(await bob.os.saw(.cameraOff))
+    #expect(bob.os.id("end").map { bob.os.log.contains(.fulfilled($0)) } == true)
+    #expect(!bob.os.entries.contains { if case .ended = $0 { true } else { false } })
+
+    await alice.client.stop()
+    await bob.session.stop()
+    await rig.stop()
+  }
+
+  // Delegate callbacks are handled in the order the OS made them: an answer followed at once
+  // by an end accepts and then hangs up (never a decline that overtook the accept).
+  @Test func osActionsAreHandledInOrder() async throws {
+    let rig = try await LoopbackServer(secret: secret)
+    let alice = await peer(rig, "alice")
+    let bob = phone(rig, "bob")
+    await bob.session.goOnline()
+    let call = await alice.client.dial("bob")
+    let uuid = CallUUIDs.uuid(for: call.callId)
+    #expect(await bob.os.saw(.reportIncoming(uuid, handle: "alice", name: nil, video: false)))
+    #expect(await eventually { await call.state == .ringing })
+
+    let answer = bob.os.perform(.answer, uuid, name: "answer")
+    let end = bob.os.perform(.end, uuid, name: "end")
+    #expect(await eventually { if case .ended = await call.state { true } else { false } })
+    #expect(await call.state == .ended(.remote(.hangup)))
+    #expect(await bob.os.saw(.failed(answer)))
+    #expect(bob.os.log.contains(.fulfilled(end)))
+
+    await alice.client.stop()
+    await bob.session.stop()
+    await rig.stop()
+  }
+
+  // The answer's deadline is the action's timeoutDate: past it the call ends (reported as
+  // failed, and over signaling), and the action is never settled.
+  @Test func anAnswerThatCannotConnectByItsDeadlineEndsTheCall() async throws {
+    let rig = try await LoopbackServer(secret: secret)
+    let clock = ManualClientClock()
+    let alice = await peer(rig, "alice")
+    let bob = phone(rig, "bob", clock: clock)
+    await bob.session.goOnline()
+    let call = await alice.client.dial("bob")
+    let uuid = CallUUIDs.uuid(for: call.callId)
+    #expect(await bob.os.saw(.reportIncoming(uuid, handle: "alice", name: nil, video: false)))
+
+    let answer = bob.os.perform(.answer, uuid, name: "answer", timeout: 7)
+    #expect(await eventually { await call.state == .connecting })
+    #expect(await eventually { clock.pendingDeadlines.contains(7) })
+    clock.advance(by: 7)
+    #expect(await bob.os.saw(.ended(uuid, .failed)))
+    #expect(await eventually { await call.state == .ended(.remote(.hangup)) })
+    // Media connecting now settles nothing.
+    try await connect(alice.factory, bob.factory)
+    try await Task.sleep(for: .milliseconds(50))
+    #expect(!bob.os.log.contains(.fulfilled(answer)) && !bob.os.log.contains(.failed(answer)))
+
+    await alice.client.stop()
+    await bob.session.stop()
+    await rig.stop()
+  }
+
+  // An outgoing call: the start transaction comes back as an action that dials; progress is
+  // reported to the OS; a provider reset ends it over signaling and turns audio off.
+  @Test func anOutgoingCallIsReportedAndAResetEndsIt() async throws {
+    let rig = try await LoopbackServer(secret: secret)
+    let alice = await peer(rig, "alice")
+    let bob = phone(rig, "bob")
+    let callId = await bob.session.dial("alice", displayName: "Alice", video: false)
+    let uuid = CallUUIDs.uuid(for: callId)
+    #expect(await bob.os.saw(.request(.startCall(uuid: uuid, handle: "alice", displayName: "Alice", video: false))))
+    #expect(await bob.os.saw(.outgoingConnecting(uuid)))
+    #expect(await eventually { alice.incoming.current.count == 1 })
+    let incoming = try #require(alice.incoming.current.first)
+    await incoming.accept()
+    #expect(await eventually { await bob.session.client.engine(for: callId)?.state == .connecting })
+    try await connect(alice.factory, bob.factory)
+    #expect(await bob.os.saw(.outgoingConnected(uuid)))
+    #expect(await eventually { await bob.session.calls.first?.stage == .connected })
+
+    bob.session.didActivateAudioSession()
+    #expect(await bob.os.saw(.audioOn))
+    bob.session.providerDidReset()
+    #expect(await eventually { await incoming.state == .ended(.remote(.hangup)) })
+    #expect(await bob.os.saw(.audioOff))
+    #expect(await bob.session.calls.isEmpty)
+
+    await alice.client.stop()
+    await bob.session.stop()
+    await rig.stop()
+  }
+
+  // Glare: the outgoing call that lost is ended on screen, and the survivor is answered
+  // through the OS (an answer transaction), then connects.
+  @Test func theGlareSurvivorIsAnsweredThroughTheOS() async throws {
+    let rig = try await LoopbackServer(secret: secret)
+    let alice = await peer(rig, "alice")
+    let bob = phone(rig, "bob")
+    await bob.session.goOnline()
+    // Alice's call has the lower id and survives (protocol.md section 9).
+    let aliceCall = await alice.client.dial("bob", callId: "0000-glare")
+    let survivor = CallUUIDs.uuid(for: "0000-glare")
+    #expect(await bob.os.saw(.reportIncoming(survivor, handle: "alice", name: nil, video: false)))
+    // Bob dials Alice before seeing the ring... in the session, through the OS.
+    let bobCall = await bob.session.dial("alice")
+    #expect(await bob.os.saw(.ended(CallUUIDs.uuid(for: bobCall), .remoteEnded)))
+    #expect(await bob.os.saw(.request(.answer(uuid: survivor))))
+    #expect(await eventually { await aliceCall.state == .connecting })
+
+    await alice.client.stop()
+    await bob.session.stop()
+    await rig.stop()
+  }
+
+  // Signaling stopped for good (sign-out here): calls still on screen are ended there.
+  @Test func stoppingEndsTheCallsOnScreen() async throws {
+    let rig = try await LoopbackServer(secret: secret)
+    let alice = await peer(rig, "alice")
+    let bob = phone(rig, "bob")
+    await bob.session.goOnline()
+    let call = await alice.client.dial("bob")
+    let uuid = CallUUIDs.uuid(for: call.callId)
+    #expect(await bob.os.saw(.reportIncoming(uuid, handle: "alice", name: nil, video: false)))
+    #expect(await eventually { await bob.session.calls.first?.shown == true })
+    await bob.session.stop()
+    #expect(await bob.os.saw(.ended(uuid, .failed)))
+    #expect(await eventually { await call.state == .ended(.remote(.declined)) })
+
+    await alice.client.stop()
+    await rig.stop()
+  }
+}
