@@ -107,6 +107,25 @@ private struct Peer {
     b.connections.last?.emitState(.connected)
   }
 
+  /// Alice (a plain client) calls Bob's online phone; returns once Bob's OS shows the call.
+  private func ringingCall(_ rig: LoopbackServer, clock: any ClientClock = SystemClientClock()) async throws
+    -> (alice: Peer, bob: Phone, call: CallEngine, uuid: UUID)
+  {
+    let alice = await peer(rig, "alice")
+    let bob = phone(rig, "bob", clock: clock)
+    await bob.session.goOnline()
+    let call = await alice.client.dial("bob")
+    let uuid = CallUUIDs.uuid(for: call.callId)
+    try #require(await bob.os.saw(.reportIncoming(uuid, handle: "alice", name: nil, video: false)))
+    return (alice, bob, call, uuid)
+  }
+
+  private func tearDown(_ rig: LoopbackServer, _ alice: Peer, _ bob: Phone) async {
+    await alice.client.stop()
+    await bob.session.stop()
+    await rig.stop()
+  }
+
   // Rule 1 end to end: the push is reported before receiveVoIPPush returns, the device then
   // connects and gets the invite (not reported again), the answer action waits for media,
   // audio starts only in didActivate, the camera only after Answer.
@@ -151,21 +170,14 @@ private struct Peer {
     #expect(bob.os.id("end").map { bob.os.log.contains(.fulfilled($0)) } == true)
     #expect(!bob.os.entries.contains { if case .ended = $0 { true } else { false } })
 
-    await alice.client.stop()
-    await bob.session.stop()
-    await rig.stop()
+    await tearDown(rig, alice, bob)
   }
 
   // Delegate callbacks are handled in the order the OS made them: an answer followed at once
   // by an end accepts and then hangs up (never a decline that overtook the accept).
   @Test func osActionsAreHandledInOrder() async throws {
     let rig = try await LoopbackServer(secret: secret)
-    let alice = await peer(rig, "alice")
-    let bob = phone(rig, "bob")
-    await bob.session.goOnline()
-    let call = await alice.client.dial("bob")
-    let uuid = CallUUIDs.uuid(for: call.callId)
-    #expect(await bob.os.saw(.reportIncoming(uuid, handle: "alice", name: nil, video: false)))
+    let (alice, bob, call, uuid) = try await ringingCall(rig)
     #expect(await eventually { await call.state == .ringing })
 
     let answer = bob.os.perform(.answer, uuid, name: "answer")
@@ -175,9 +187,7 @@ private struct Peer {
     #expect(await bob.os.saw(.failed(answer)))
     #expect(bob.os.log.contains(.fulfilled(end)))
 
-    await alice.client.stop()
-    await bob.session.stop()
-    await rig.stop()
+    await tearDown(rig, alice, bob)
   }
 
   // The answer's deadline is the action's timeoutDate: past it the call ends (reported as
@@ -185,12 +195,7 @@ private struct Peer {
   @Test func anAnswerThatCannotConnectByItsDeadlineEndsTheCall() async throws {
     let rig = try await LoopbackServer(secret: secret)
     let clock = ManualClientClock()
-    let alice = await peer(rig, "alice")
-    let bob = phone(rig, "bob", clock: clock)
-    await bob.session.goOnline()
-    let call = await alice.client.dial("bob")
-    let uuid = CallUUIDs.uuid(for: call.callId)
-    #expect(await bob.os.saw(.reportIncoming(uuid, handle: "alice", name: nil, video: false)))
+    let (alice, bob, call, uuid) = try await ringingCall(rig, clock: clock)
 
     let answer = bob.os.perform(.answer, uuid, name: "answer", timeout: 7)
     #expect(await eventually { await call.state == .connecting })
@@ -203,9 +208,7 @@ private struct Peer {
     try await Task.sleep(for: .milliseconds(50))
     #expect(!bob.os.log.contains(.fulfilled(answer)) && !bob.os.log.contains(.failed(answer)))
 
-    await alice.client.stop()
-    await bob.session.stop()
-    await rig.stop()
+    await tearDown(rig, alice, bob)
   }
 
   // An outgoing call: the start transaction comes back as an action that dials; progress is
@@ -233,9 +236,7 @@ private struct Peer {
     #expect(await bob.os.saw(.audioOff))
     #expect(await bob.session.calls.isEmpty)
 
-    await alice.client.stop()
-    await bob.session.stop()
-    await rig.stop()
+    await tearDown(rig, alice, bob)
   }
 
   // Glare: the outgoing call that lost is ended on screen, and the survivor is answered
@@ -255,20 +256,13 @@ private struct Peer {
     #expect(await bob.os.saw(.request(.answer(uuid: survivor))))
     #expect(await eventually { await aliceCall.state == .connecting })
 
-    await alice.client.stop()
-    await bob.session.stop()
-    await rig.stop()
+    await tearDown(rig, alice, bob)
   }
 
   // Signaling stopped for good (sign-out here): calls still on screen are ended there.
   @Test func stoppingEndsTheCallsOnScreen() async throws {
     let rig = try await LoopbackServer(secret: secret)
-    let alice = await peer(rig, "alice")
-    let bob = phone(rig, "bob")
-    await bob.session.goOnline()
-    let call = await alice.client.dial("bob")
-    let uuid = CallUUIDs.uuid(for: call.callId)
-    #expect(await bob.os.saw(.reportIncoming(uuid, handle: "alice", name: nil, video: false)))
+    let (alice, bob, call, uuid) = try await ringingCall(rig)
     #expect(await eventually { await bob.session.calls.first?.shown == true })
     await bob.session.stop()
     #expect(await bob.os.saw(.ended(uuid, .failed)))

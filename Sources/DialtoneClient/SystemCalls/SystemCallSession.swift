@@ -114,7 +114,8 @@ public actor SystemCallSession {
     await client.start()
   }
 
-  /// Ends every call and disconnects (sign-out).
+  /// Ends every call and disconnects (sign-out). Calls still on the OS screen are reported
+  /// ended. The session is done afterwards: the next sign-in makes a new one.
   public func stop() async {
     await client.stop()
   }
