@@ -49,7 +49,7 @@ let package = Package(
     .testTarget(name: "DialtoneGStreamerTests", dependencies: ["DialtoneGStreamer", "DialtoneClient", "DialtoneProtocol"],
                 swiftSettings: [.unsafeFlags(gstreamerIncludes.flatMap { ["-Xcc", "-I\($0)"] })]),
     .testTarget(name: "DialtoneServerTests",
-                dependencies: ["DialtoneServer", "DialtoneNet", "DialtoneProtocol", "DialtoneCrypto"]),
+                dependencies: ["DialtoneServer", "DialtoneNet", "DialtoneProtocol", "DialtoneCrypto", "DialtoneSQLite"]),
   ],
   swiftLanguageModes: [.v6]
 )

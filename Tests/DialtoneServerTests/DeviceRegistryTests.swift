@@ -49,9 +49,9 @@ private func ios(_ installation: String, voipToken: String? = voip, alertToken: 
     let store = try SQLiteStore.open(dataDirectory: server.dataDirectory)
     let alices = try await store.devices(of: "alice")
     #expect(alices.count == 1)
-    #expect(alices.first?.registration.voipToken == nil)  // moved to Bob
-    #expect(alices.first?.registration.alertToken == alert)
-    #expect(try await store.devices(of: "bob").first?.registration.voipToken == voip)
+    #expect(alices.first?.token(.voip) == nil)  // moved to Bob
+    #expect(alices.first?.token(.alert)?.token == alert)
+    #expect(try await store.devices(of: "bob").first?.token(.voip)?.token == voip)
 
     // Once a row has no token left it disappears.
     try await store.removeToken(alert, kind: .alert)

@@ -18,8 +18,10 @@ struct DeviceRoutes {
       } catch {
         throw HTTPError(status: error.code.httpStatus, code: error.code.rawValue, message: error.message)
       }
-      let stored = try await store.upsert(registration.normalized(), userId: identity.userId, deviceId: identity.deviceId,
-                                          now: clock.now.millisecondsSince1970)
+      let stored = try await store.upsert(
+        installationId: registration.installationId, platform: registration.platform,
+        tokens: registration.normalized().pushTokens, userId: identity.userId, deviceId: identity.deviceId,
+        now: clock.now.millisecondsSince1970)
       return .wire(stored.info)
     }
 

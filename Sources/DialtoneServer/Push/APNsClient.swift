@@ -90,3 +90,20 @@ public final class APNsClient: Sendable {
     return .failed("provider token rejected twice")
   }
 }
+
+extension APNsClient: PushProvider {
+  var purposes: [PushTokenKind: PushPurpose] { [.voip: .incomingCall, .alert: .missedCall] }
+
+  func send(_ message: PushMessage, to token: PushToken) async -> PushOutcome {
+    guard let bundleID = token.topic else { return .failed("\(token.kind) token without a bundle id") }
+    let environment = token.environment.flatMap(APNsEnvironment.init(rawValue:)) ?? .production
+    let pushType: APNsRequest.PushType
+    let payload: [UInt8]
+    switch message {
+    case .incomingCall(let push): (pushType, payload) = (.voip, push.apnsPayload.serialized)
+    case .missedCall(let push): (pushType, payload) = (.alert, push.apnsPayload.serialized)
+    }
+    return await send(APNsRequest(deviceToken: token.token, bundleID: bundleID, environment: environment,
+                                  pushType: pushType, payload: payload))
+  }
+}

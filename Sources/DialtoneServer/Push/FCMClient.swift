@@ -109,3 +109,14 @@ final class FCMClient: @unchecked Sendable {
     return .success(value)
   }
 }
+
+extension FCMClient: PushProvider {
+  var purposes: [PushTokenKind: PushPurpose] { [.fcm: .incomingCall] }
+
+  func send(_ message: PushMessage, to token: PushToken) async -> PushOutcome {
+    switch message {
+    case .incomingCall(let push): return await send(token: token.token, data: push.fcmData)
+    case .missedCall: return .failed("FCM tokens get no missed-call notification")
+    }
+  }
+}

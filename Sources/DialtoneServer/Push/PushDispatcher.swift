@@ -2,8 +2,9 @@ import DialtoneProtocol
 import Foundation
 
 /// Makes phones ring: on every ringing call, each of the callee's installations without a live
-/// socket gets a VoIP push (iOS) or a high-priority FCM message (Android). A missed call gets an
-/// ordinary alert push. Cancel, decline and answered-elsewhere never push: devices learn those
+/// socket gets an incoming-call push from the provider of each of its tokens (APNs VoIP for
+/// iOS, a high-priority FCM message for Android). A missed call gets the missed-call
+/// notification on the tokens meant for it (APNs alert). Cancel, decline and answered-elsewhere never push: devices learn those
 /// over signaling. Work runs in tasks, so signaling never waits for APNs or FCM.
 final class PushDispatcher: CallEffectSink, @unchecked Sendable {
   // @unchecked: `ringingCalls` is only touched under `lock`.
@@ -14,8 +15,8 @@ final class PushDispatcher: CallEffectSink, @unchecked Sendable {
   }
 
   private let store: any DeviceStore
-  private let apns: APNsClient?
-  private let fcm: FCMClient?
+  /// Which provider delivers each token kind, and for what.
+  private let routes: [PushTokenKind: (provider: any PushProvider, purpose: PushPurpose)]
   private let retry: RetryPolicy
   private let log: Log
   private let lock = NSLock()
@@ -23,8 +24,12 @@ final class PushDispatcher: CallEffectSink, @unchecked Sendable {
   private var ringingCalls: [CallID: String?] = [:]
   private let inFlight = PushTracker()
 
-  init(store: any DeviceStore, apns: APNsClient?, fcm: FCMClient?, retry: RetryPolicy = RetryPolicy(), log: Log) {
-    self.store = store; self.apns = apns; self.fcm = fcm; self.retry = retry; self.log = log
+  init(store: any DeviceStore, providers: [any PushProvider], retry: RetryPolicy = RetryPolicy(), log: Log) {
+    var routes: [PushTokenKind: (provider: any PushProvider, purpose: PushPurpose)] = [:]
+    for provider in providers {
+      for (kind, purpose) in provider.purposes { routes[kind] = (provider, purpose) }
+    }
+    self.store = store; self.routes = routes; self.retry = retry; self.log = log
   }
 
   func handle(_ event: CallEvent, connectedDevices: Set<String>) {
@@ -34,11 +39,12 @@ final class PushDispatcher: CallEffectSink, @unchecked Sendable {
       let push = IncomingCallPush(callId: callId, callerId: caller.userId, callerDeviceId: caller.deviceId,
                                   callerName: caller.name, callerHandle: caller.userId, hasVideo: video,
                                   createdAt: createdAt.millisecondsSince1970)
-      inFlight.start { await self.ring(push, calleeId: calleeId, skipping: connectedDevices) }
+      inFlight.start { await self.push(.incomingCall(push), to: calleeId, skipping: connectedDevices, callId: callId) }
     case .ended(let record):
       let callerName = lock.withLock { ringingCalls.removeValue(forKey: record.callId) } ?? nil
       if record.endReason == .missed {
-        inFlight.start { await self.notifyMissed(record, callerName: callerName) }
+        let push = MissedCallPush(callId: record.callId, callerId: record.callerId, callerName: callerName)
+        inFlight.start { await self.push(.missedCall(push), to: record.calleeId, skipping: [], callId: nil) }
       }
     }
   }
@@ -48,63 +54,51 @@ final class PushDispatcher: CallEffectSink, @unchecked Sendable {
 
   private func isRinging(_ callId: CallID) -> Bool { lock.withLock { ringingCalls[callId] != nil } }
 
-  private func ring(_ push: IncomingCallPush, calleeId: String, skipping connected: Set<String>) async {
+  /// Sends `message` to every token of the user's installations (except connected devices)
+  /// whose provider delivers that kind of message, all at once. `callId`: the call a ring is
+  /// for, whose retries stop when it stops ringing.
+  private func push(_ message: PushMessage, to userId: String, skipping connected: Set<String>, callId: CallID?) async {
     let devices: [StoredDevice]
-    do { devices = try await store.devices(of: calleeId) } catch {
-      log.error("push: cannot read devices of \(calleeId): \(error)")
+    do { devices = try await store.devices(of: userId) } catch {
+      log.error("push: cannot read devices of \(userId): \(error)")
       return
     }
     await withTaskGroup(of: Void.self) { group in
       for device in devices where !connected.contains(device.deviceId) {
-        let registration = device.registration
-        if let apns, let token = registration.voipToken, let bundle = registration.bundleId {
-          let request = APNsRequest(deviceToken: token, bundleID: bundle, environment: registration.apnsEnvironment ?? .production,
-                                    pushType: .voip, payload: push.apnsPayload.serialized)
-          group.addTask { await self.deliver(token: token, kind: .voip, callId: push.callId) { await apns.send(request) } }
-        }
-        if let fcm, let token = registration.fcmToken {
-          let data = push.fcmData
-          group.addTask { await self.deliver(token: token, kind: .fcm, callId: push.callId) { await fcm.send(token: token, data: data) } }
+        for token in device.tokens {
+          guard let route = routes[token.kind], route.purpose == message.purpose else { continue }
+          group.addTask {
+            await self.deliver(token: token, callId: callId) { await route.provider.send(message, to: token) }
+          }
         }
       }
     }
   }
 
-  private func notifyMissed(_ record: CallRecord, callerName: String?) async {
-    guard let apns else { return }
-    let devices = (try? await store.devices(of: record.calleeId)) ?? []
-    let payload = MissedCallPush(callId: record.callId, callerId: record.callerId, callerName: callerName).apnsPayload.serialized
-    for device in devices {
-      guard let token = device.registration.alertToken, let bundle = device.registration.bundleId else { continue }
-      let request = APNsRequest(deviceToken: token, bundleID: bundle, environment: device.registration.apnsEnvironment ?? .production,
-                                pushType: .alert, payload: payload)
-      await deliver(token: token, kind: .alert, callId: nil) { await apns.send(request) }
-    }
-  }
-
   /// Sends with exponential backoff; a call push is retried only while its call still rings.
-  private func deliver(token: String, kind: PushTokenKind, callId: CallID?, _ attempt: () async -> PushOutcome) async {
+  private func deliver(token: PushToken, callId: CallID?, _ attempt: () async -> PushOutcome) async {
+    let kind = token.kind
     var delay = retry.firstDelay
     for number in 1...retry.maxAttempts {
       if let callId, !isRinging(callId) { return }
       switch await attempt() {
       case .delivered:
-        log.debug("push \(kind.rawValue) delivered (attempt \(number))")
+        log.debug("push \(kind) delivered (attempt \(number))")
         return
       case .invalidToken(let reason):
-        log.info("push \(kind.rawValue): token rejected (\(reason)); removing it")
-        do { try await store.removeToken(token, kind: kind) } catch { log.error("push: cannot remove token: \(error)") }
+        log.info("push \(kind): token rejected (\(reason)); removing it")
+        do { try await store.removeToken(token.token, kind: kind) } catch { log.error("push: cannot remove token: \(error)") }
         return
       case .failed(let reason):
-        log.error("push \(kind.rawValue) failed: \(reason)")
+        log.error("push \(kind) failed: \(reason)")
         return
       case .retryable(let reason):
-        log.warning("push \(kind.rawValue) attempt \(number) failed (\(reason)); retrying in \(delay) s")
+        log.warning("push \(kind) attempt \(number) failed (\(reason)); retrying in \(delay) s")
         try? await Task.sleep(for: .seconds(delay))
         delay = min(delay * 2, retry.maxDelay)
       }
     }
-    log.error("push \(kind.rawValue): giving up after \(retry.maxAttempts) attempts")
+    log.error("push \(kind): giving up after \(retry.maxAttempts) attempts")
   }
 }
 

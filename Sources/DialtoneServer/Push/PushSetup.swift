@@ -40,7 +40,8 @@ enum PushSetup {
     case (_, nil): log.info("FCM pushes are off (no --fcm-service-account); APNs is on")
     default: log.info("APNs and FCM pushes are on")
     }
-    return PushDispatcher(store: store, apns: apns, fcm: fcm,
+    let providers: [any PushProvider] = [apns as (any PushProvider)?, fcm].compactMap { $0 }
+    return PushDispatcher(store: store, providers: providers,
                           retry: .init(firstDelay: c.pushRetryFirstDelay, maxDelay: max(4, c.pushRetryFirstDelay)), log: log)
   }
 }

@@ -1,30 +1,82 @@
 import DialtoneProtocol
 import Foundation
 
+/// Which service delivers a push token, and for what. Extensible: a new push provider declares
+/// its kind next to itself (`extension PushTokenKind { static let webPush = … }`).
+public struct PushTokenKind: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+  public let rawValue: String
+  public init(rawValue: String) { self.rawValue = rawValue }
+  public var description: String { rawValue }
+
+  /// An APNs VoIP (PushKit) token: incoming calls.
+  public static let voip = PushTokenKind(rawValue: "voip")
+  /// An ordinary APNs token: the missed-call notification.
+  public static let alert = PushTokenKind(rawValue: "alert")
+  /// An FCM registration token: incoming calls.
+  public static let fcm = PushTokenKind(rawValue: "fcm")
+}
+
+/// One push token of an installation, as stored: one row each.
+public struct PushToken: Sendable, Hashable {
+  public var kind: PushTokenKind
+  public var token: String
+  /// The provider's name for the app (APNs: the bundle id; the provider adds `.voip`).
+  public var topic: String?
+  /// The provider's environment (APNs: `sandbox` or `production`).
+  public var environment: String?
+
+  public init(kind: PushTokenKind, token: String, topic: String? = nil, environment: String? = nil) {
+    self.kind = kind
+    self.token = token
+    self.topic = topic
+    self.environment = environment
+  }
+}
+
 /// One registered installation of a user: where pushes for it go.
 public struct StoredDevice: Sendable, Equatable {
   public let userId: String
+  public let installationId: String
   /// The signaling device id (the token's `device` claim) the installation registered with.
   public let deviceId: String
-  public let registration: DeviceRegistration
+  public let platform: PushPlatform
+  public let tokens: [PushToken]
   public let updatedAt: Int64
 
-  public var info: DeviceInfo { DeviceInfo(registration, deviceId: deviceId, updatedAt: updatedAt) }
-}
+  public func token(_ kind: PushTokenKind) -> PushToken? { tokens.first { $0.kind == kind } }
 
-public enum PushTokenKind: String, Sendable, CaseIterable {
-  case voip, alert, fcm
+  public var info: DeviceInfo {
+    let apns = token(.voip) ?? token(.alert)
+    return DeviceInfo(
+      installationId: installationId, deviceId: deviceId, platform: platform, bundleId: apns?.topic,
+      apnsEnvironment: apns?.environment.flatMap(APNsEnvironment.init(rawValue:)), hasVoipToken: token(.voip) != nil,
+      hasAlertToken: token(.alert) != nil, hasFcmToken: token(.fcm) != nil, updatedAt: updatedAt)
+  }
 }
 
 /// The push-token registry. A token lives in at most one installation: registering it again
 /// (reinstall, another user on the same phone) moves it, so stale duplicates never get pushes.
 public protocol DeviceStore: Sendable {
-  func upsert(_ registration: DeviceRegistration, userId: String, deviceId: String, now: Int64) async throws -> StoredDevice
+  /// Replaces the installation's registration with exactly these tokens.
+  func upsert(installationId: String, platform: PushPlatform, tokens: [PushToken], userId: String, deviceId: String,
+              now: Int64) async throws -> StoredDevice
   /// False when the user has no such installation.
   func remove(installationId: String, userId: String) async throws -> Bool
   func devices(of userId: String) async throws -> [StoredDevice]
-  /// Forgets a token APNs or FCM reported as invalid.
+  /// Forgets a token a push provider reported as invalid.
   func removeToken(_ token: String, kind: PushTokenKind) async throws
+}
+
+extension DeviceRegistration {
+  /// The registration's tokens as rows (protocol.md section 14.5).
+  public var pushTokens: [PushToken] {
+    var tokens: [PushToken] = []
+    let environment = apnsEnvironment?.rawValue
+    if let voipToken { tokens.append(PushToken(kind: .voip, token: voipToken, topic: bundleId, environment: environment)) }
+    if let alertToken { tokens.append(PushToken(kind: .alert, token: alertToken, topic: bundleId, environment: environment)) }
+    if let fcmToken { tokens.append(PushToken(kind: .fcm, token: fcmToken)) }
+    return tokens
+  }
 }
 
 /// Everything the server persists.

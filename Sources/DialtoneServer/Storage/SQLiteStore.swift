@@ -43,6 +43,37 @@ public actor SQLiteStore: CallStore, DeviceStore {
     CREATE INDEX devices_by_alert_token ON devices (alert_token);
     CREATE INDEX devices_by_fcm_token ON devices (fcm_token);
     """,
+    // Push tokens as rows (kind, token, topic, environment) instead of a column per kind, so a
+    // new push provider needs no schema change.
+    """
+    CREATE TABLE push_tokens (
+      user_id TEXT NOT NULL,
+      installation_id TEXT NOT NULL,
+      kind TEXT NOT NULL,
+      token TEXT NOT NULL,
+      topic TEXT,
+      environment TEXT,
+      PRIMARY KEY (user_id, installation_id, kind),
+      UNIQUE (kind, token)
+    );
+    INSERT OR IGNORE INTO push_tokens SELECT user_id, installation_id, 'voip', voip_token, bundle_id, apns_environment
+      FROM devices WHERE voip_token IS NOT NULL;
+    INSERT OR IGNORE INTO push_tokens SELECT user_id, installation_id, 'alert', alert_token, bundle_id, apns_environment
+      FROM devices WHERE alert_token IS NOT NULL;
+    INSERT OR IGNORE INTO push_tokens SELECT user_id, installation_id, 'fcm', fcm_token, NULL, NULL
+      FROM devices WHERE fcm_token IS NOT NULL;
+    CREATE TABLE installations (
+      user_id TEXT NOT NULL,
+      installation_id TEXT NOT NULL,
+      device_id TEXT NOT NULL,
+      platform TEXT NOT NULL,
+      updated_at INTEGER NOT NULL,
+      PRIMARY KEY (user_id, installation_id)
+    );
+    INSERT INTO installations SELECT user_id, installation_id, device_id, platform, updated_at FROM devices;
+    DROP TABLE devices;
+    ALTER TABLE installations RENAME TO devices;
+    """,
   ]
 
   public init(path: String) throws {
@@ -122,58 +153,78 @@ public actor SQLiteStore: CallStore, DeviceStore {
 
   // MARK: - Devices
 
-  private static let deviceColumns = "user_id, installation_id, device_id, platform, voip_token, alert_token, fcm_token, bundle_id, apns_environment, updated_at"
-
-  public func upsert(_ registration: DeviceRegistration, userId: String, deviceId: String, now: Int64) throws -> StoredDevice {
-    let owner: [SQLiteValue] = [.text(userId), .text(registration.installationId)]
+  public func upsert(installationId: String, platform: PushPlatform, tokens: [PushToken], userId: String,
+                     deviceId: String, now: Int64) throws -> StoredDevice {
+    let owner: [SQLiteValue] = [.text(userId), .text(installationId)]
     try db.transaction {
-      // A token belongs to one installation: take it away from any other row first.
-      for (column, token) in [("voip_token", registration.voipToken), ("alert_token", registration.alertToken),
-                              ("fcm_token", registration.fcmToken)] {
-        guard let token else { continue }
-        try db.query("UPDATE devices SET \(column) = NULL WHERE \(column) = ? AND NOT (user_id = ? AND installation_id = ?)",
-                     [.text(token)] + owner)
-      }
-      try db.query("DELETE FROM devices WHERE voip_token IS NULL AND alert_token IS NULL AND fcm_token IS NULL")
+      // A token belongs to one installation: take it away from any other first.
+      for token in tokens { try release(token.token, kind: token.kind, except: (userId, installationId)) }
       try db.query("""
-        INSERT INTO devices (\(Self.deviceColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-        ON CONFLICT (user_id, installation_id) DO UPDATE SET device_id = excluded.device_id, platform = excluded.platform,
-          voip_token = excluded.voip_token, alert_token = excluded.alert_token, fcm_token = excluded.fcm_token,
-          bundle_id = excluded.bundle_id, apns_environment = excluded.apns_environment, updated_at = excluded.updated_at
-        """, owner + [
-          .text(deviceId), .text(registration.platform.rawValue), Self.optional(registration.voipToken),
-          Self.optional(registration.alertToken), Self.optional(registration.fcmToken), Self.optional(registration.bundleId),
-          Self.optional(registration.apnsEnvironment?.rawValue), .integer(now),
-        ])
+        INSERT INTO devices (user_id, installation_id, device_id, platform, updated_at) VALUES (?, ?, ?, ?, ?)
+        ON CONFLICT (user_id, installation_id) DO UPDATE SET device_id = excluded.device_id,
+          platform = excluded.platform, updated_at = excluded.updated_at
+        """, owner + [.text(deviceId), .text(platform.rawValue), .integer(now)])
+      // A registration replaces the installation's tokens as a whole.
+      try db.query("DELETE FROM push_tokens WHERE user_id = ? AND installation_id = ?", owner)
+      for token in tokens {
+        try db.query("INSERT INTO push_tokens (user_id, installation_id, kind, token, topic, environment) VALUES (?, ?, ?, ?, ?, ?)",
+                     owner + [.text(token.kind.rawValue), .text(token.token), Self.optional(token.topic),
+                              Self.optional(token.environment)])
+      }
     }
-    return StoredDevice(userId: userId, deviceId: deviceId, registration: registration, updatedAt: now)
+    return StoredDevice(userId: userId, installationId: installationId, deviceId: deviceId, platform: platform,
+                        tokens: tokens, updatedAt: now)
   }
 
   public func remove(installationId: String, userId: String) throws -> Bool {
-    try db.query("DELETE FROM devices WHERE user_id = ? AND installation_id = ?", [.text(userId), .text(installationId)])
-    return db.changes > 0
+    let owner: [SQLiteValue] = [.text(userId), .text(installationId)]
+    var removed = false
+    try db.transaction {
+      try db.query("DELETE FROM push_tokens WHERE user_id = ? AND installation_id = ?", owner)
+      try db.query("DELETE FROM devices WHERE user_id = ? AND installation_id = ?", owner)
+      removed = db.changes > 0
+    }
+    return removed
   }
 
   public func devices(of userId: String) throws -> [StoredDevice] {
-    try db.query("SELECT \(Self.deviceColumns) FROM devices WHERE user_id = ? ORDER BY installation_id", [.text(userId)])
-      .compactMap(Self.device)
-  }
-
-  public func removeToken(_ token: String, kind: PushTokenKind) throws {
-    try db.transaction {
-      try db.query("UPDATE devices SET \(kind.rawValue)_token = NULL WHERE \(kind.rawValue)_token = ?", [.text(token)])
-      try db.query("DELETE FROM devices WHERE voip_token IS NULL AND alert_token IS NULL AND fcm_token IS NULL")
+    var tokens: [String: [PushToken]] = [:]
+    for row in try db.query(
+      "SELECT installation_id, kind, token, topic, environment FROM push_tokens WHERE user_id = ? ORDER BY installation_id, kind",
+      [.text(userId)])
+    {
+      guard row.count == 5, let installation = row[0].string, let kind = row[1].string, let token = row[2].string else { continue }
+      tokens[installation, default: []].append(
+        PushToken(kind: PushTokenKind(rawValue: kind), token: token, topic: row[3].string, environment: row[4].string))
+    }
+    return try db.query(
+      "SELECT installation_id, device_id, platform, updated_at FROM devices WHERE user_id = ? ORDER BY installation_id",
+      [.text(userId)]
+    ).compactMap { row in
+      guard row.count == 4, let installation = row[0].string, let device = row[1].string,
+            let platform = row[2].string.flatMap(PushPlatform.init(rawValue:)), let updatedAt = row[3].int else { return nil }
+      return StoredDevice(userId: userId, installationId: installation, deviceId: device, platform: platform,
+                          tokens: tokens[installation] ?? [], updatedAt: updatedAt)
     }
   }
 
-  private static func optional(_ text: String?) -> SQLiteValue { text.map(SQLiteValue.text) ?? .null }
-
-  private static func device(_ row: SQLiteRow) -> StoredDevice? {
-    guard row.count == 10, let user = row[0].string, let installation = row[1].string, let device = row[2].string,
-          let platform = row[3].string.flatMap(PushPlatform.init(rawValue:)), let updatedAt = row[9].int else { return nil }
-    let registration = DeviceRegistration(
-      installationId: installation, platform: platform, voipToken: row[4].string, alertToken: row[5].string,
-      fcmToken: row[6].string, bundleId: row[7].string, apnsEnvironment: row[8].string.flatMap(APNsEnvironment.init(rawValue:)))
-    return StoredDevice(userId: user, deviceId: device, registration: registration, updatedAt: updatedAt)
+  public func removeToken(_ token: String, kind: PushTokenKind) throws {
+    try db.transaction { try release(token, kind: kind, except: nil) }
   }
+
+  /// Deletes a token from whichever installation holds it (but `except`), and forgets that
+  /// installation when it has no token left: it cannot be reached any more.
+  private func release(_ token: String, kind: PushTokenKind, except owner: (String, String)?) throws {
+    let key: [SQLiteValue] = [.text(kind.rawValue), .text(token)]
+    guard let row = try db.query("SELECT user_id, installation_id FROM push_tokens WHERE kind = ? AND token = ?", key).first,
+          let user = row[0].string, let installation = row[1].string else { return }
+    if let owner, owner == (user, installation) { return }
+    try db.query("DELETE FROM push_tokens WHERE kind = ? AND token = ?", key)
+    try db.query("""
+      DELETE FROM devices WHERE user_id = ? AND installation_id = ? AND NOT EXISTS (
+        SELECT 1 FROM push_tokens WHERE user_id = ? AND installation_id = ?)
+      """, [.text(user), .text(installation), .text(user), .text(installation)])
+  }
+
+  private static func optional(_ text: String?) -> SQLiteValue { text.map(SQLiteValue.text) ?? .null }
 }
