@@ -34,14 +34,14 @@ bench-deps:
 	@scripts/deps.sh bench
 
 bench-ws: release
-	.build/release/dialtone bench-ws --connections $(CONNECTIONS)
+	.build/release/dialtone-bench ws --connections $(CONNECTIONS)
 
 # K concurrent calls relayed at RATE msg/s with IDLE idle sockets held, then the same against Node + ws.
 CALLS ?= 100
 IDLE ?= 10000
 RATE ?= 5000
 bench-signaling: release bench-deps
-	.build/release/dialtone bench-signaling --calls $(CALLS) --idle $(IDLE) --rate $(RATE) --seconds 20
+	.build/release/dialtone-bench signaling --calls $(CALLS) --idle $(IDLE) --rate $(RATE) --seconds 20
 
 clean:
 	rm -rf .build
@@ -49,7 +49,7 @@ clean:
 # VoIP pushes to the APNs mock over one HTTP/2 connection, then the same through aioapns.
 PUSHES ?= 5000
 bench-push: release bench-deps
-	.build/release/dialtone bench-push --pushes $(PUSHES)
+	.build/release/dialtone-bench push --pushes $(PUSHES)
 
 # Call set-up time (dial → ICE connected → first audio) between two network namespaces joined by
 # a userspace delay/loss link: Dialtone with and without trickle ICE, and aiortc ↔ aiortc.

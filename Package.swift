@@ -9,6 +9,7 @@ let package = Package(
     .library(name: "DialtoneClient", targets: ["DialtoneClient"]),
     .executable(name: "dialtone-server", targets: ["dialtone-server"]),
     .executable(name: "dialtone", targets: ["dialtone"]),
+    .executable(name: "dialtone-bench", targets: ["dialtone-bench"]),
   ],
   targets: [
     // C libraries from Debian -dev packages, each wrapped by exactly one Swift module.
@@ -27,32 +28,54 @@ let package = Package(
     .target(name: "DialtoneNet", dependencies: ["CLibWebSockets"]),
     .target(name: "DialtoneSQLite", dependencies: ["CSQLite"]),
     .target(name: "DialtoneHTTPClient", dependencies: ["CCurl"]),
-    .target(name: "DialtoneServer", dependencies: ["DialtoneProtocol", "DialtoneCrypto", "DialtoneNet", "DialtoneSQLite", "DialtoneHTTPClient"]),
+    // Client tokens and the shared secret, for the server and the CLI alike.
+    .target(name: "DialtoneAuth", dependencies: ["DialtoneCrypto", "DialtoneJSON"]),
+    // Push delivery: APNs and FCM behind one PushProvider protocol.
+    .target(name: "DialtonePush", dependencies: ["DialtoneProtocol", "DialtoneJSON", "DialtoneCrypto", "DialtoneHTTPClient"]),
+    .target(name: "DialtoneServer", dependencies: ["DialtoneProtocol", "DialtoneJSON", "DialtoneCrypto", "DialtoneAuth", "DialtoneNet",
+                                                   "DialtoneSQLite", "DialtoneHTTPClient", "DialtonePush"],
+            // The browser client, edited as HTML/JS and compiled into the binary (no files to deploy).
+            resources: [.embedInCode("Resources/softphone.html")]),
+    // Argument parsing shared by the executables.
+    .target(name: "DialtoneCommandLine"),
     // The client SDK core: no C dependency, builds for iOS unchanged.
-    .target(name: "DialtoneClient", dependencies: ["DialtoneProtocol"]),
+    .target(name: "DialtoneClient", dependencies: ["DialtoneProtocol", "DialtoneJSON"]),
     .target(name: "DialtoneClientLinux", dependencies: ["DialtoneClient", "DialtoneNet"]),
     .target(name: "DialtoneGStreamer", dependencies: ["CGStreamer", "DialtoneClient", "DialtoneCrypto"],
             swiftSettings: [.unsafeFlags(gstreamerIncludes.flatMap { ["-Xcc", "-I\($0)"] })]),
     .executableTarget(name: "dialtone-server", dependencies: ["DialtoneServer"]),
-    .executableTarget(name: "dialtone", dependencies: ["DialtoneServer", "DialtoneCrypto", "DialtoneNet", "DialtoneProtocol", "DialtoneHTTPClient",
-                                                       "DialtoneClient", "DialtoneClientLinux", "DialtoneGStreamer", "DialtoneJSON"],
+    // The CLI softphone and tokens: a client, so it does not link the server.
+    .executableTarget(name: "dialtone", dependencies: ["DialtoneAuth", "DialtoneNet", "DialtoneProtocol", "DialtoneHTTPClient",
+                                                       "DialtoneClient", "DialtoneClientLinux", "DialtoneGStreamer", "DialtoneJSON",
+                                                       "DialtoneCommandLine"],
                       swiftSettings: [.unsafeFlags(gstreamerIncludes.flatMap { ["-Xcc", "-I\($0)"] })]),
+    .executableTarget(name: "dialtone-bench", dependencies: ["DialtoneAuth", "DialtonePush", "DialtoneNet",
+                                                             "DialtoneProtocol", "DialtoneJSON", "DialtoneHTTPClient",
+                                                             "DialtoneCrypto", "DialtoneCommandLine"]),
 
     .testTarget(name: "DialtoneJSONTests", dependencies: ["DialtoneJSON"]),
-    .testTarget(name: "DialtoneProtocolTests", dependencies: ["DialtoneProtocol"]),
-    .testTarget(name: "DialtoneCryptoTests", dependencies: ["DialtoneCrypto"]),
+    .testTarget(name: "DialtoneProtocolTests", dependencies: ["DialtoneProtocol", "DialtoneJSON"]),
+    .testTarget(name: "DialtoneCryptoTests", dependencies: ["DialtoneCrypto", "DialtoneJSON"]),
     .testTarget(name: "DialtoneNetTests", dependencies: ["DialtoneNet"]),
     .testTarget(name: "DialtoneSQLiteTests", dependencies: ["DialtoneSQLite"]),
     .testTarget(name: "DialtoneClientTests",
-                dependencies: ["DialtoneClient", "DialtoneClientLinux", "DialtoneServer", "DialtoneNet", "DialtoneProtocol"]),
+                dependencies: ["DialtoneClient", "DialtoneClientLinux", "DialtoneServer", "DialtoneAuth", "DialtoneNet",
+                               "DialtoneProtocol", "DialtoneJSON"]),
     // Targets that import DialtoneGStreamer may have to build the CGStreamer module themselves.
     .testTarget(name: "DialtoneGStreamerTests", dependencies: ["DialtoneGStreamer", "DialtoneClient", "DialtoneProtocol"],
                 swiftSettings: [.unsafeFlags(gstreamerIncludes.flatMap { ["-Xcc", "-I\($0)"] })]),
     .testTarget(name: "DialtoneServerTests",
-                dependencies: ["DialtoneServer", "DialtoneNet", "DialtoneProtocol", "DialtoneCrypto", "DialtoneSQLite"]),
+                dependencies: ["DialtoneServer", "DialtoneAuth", "DialtonePush", "DialtoneNet", "DialtoneProtocol", "DialtoneCrypto",
+                               "DialtoneSQLite", "DialtoneJSON", "DialtoneHTTPClient"]),
   ],
   swiftLanguageModes: [.v6]
 )
+
+// Every target names the modules it uses: members of a module reached only through another
+// one's imports are not visible (SE-0444).
+for target in package.targets where target.type != .system {
+  target.swiftSettings = (target.swiftSettings ?? []) + [.enableUpcomingFeature("MemberImportVisibility")]
+}
 
 /// GStreamer's and GLib's header directories on Debian (what `pkg-config --cflags
 /// gstreamer-webrtc-1.0` prints, minus -pthread).

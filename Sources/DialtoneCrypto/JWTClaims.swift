@@ -1,3 +1,4 @@
+import DialtoneJSON
 import Foundation
 
 /// The claims object of a JWT (RFC 7519 §4), read through typed accessors and

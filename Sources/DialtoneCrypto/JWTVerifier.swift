@@ -1,3 +1,4 @@
+import DialtoneJSON
 import Foundation
 
 /// Verifies compact JWTs signed with exactly one algorithm and key. The token's

@@ -1,4 +1,5 @@
 /// Maps method + path pattern (`/v1/devices/{installationId}`) to an async handler.
+import Foundation
 public struct Router: Sendable {
   public typealias Handler = @Sendable (HTTPRequest) async throws -> HTTPResponse
 

@@ -1,4 +1,5 @@
 /// The `type` values of client → server messages.
+import DialtoneJSON
 public enum ClientMessageType: String, Sendable, Equatable, CaseIterable {
   case hello
   case ack

@@ -1,4 +1,5 @@
 /// `{"error":{"code":"...","message":"..."}}`: the body of every HTTP error response.
+import DialtoneJSON
 public struct ErrorBody: WireCodable, Hashable {
   public var code: ErrorCode
   public var message: String

@@ -1,3 +1,4 @@
+import DialtoneJSON
 import Foundation
 
 /// Encoding and decoding of whole signaling frames and HTTP bodies.

@@ -1,3 +1,4 @@
+import DialtoneJSON
 import Foundation
 
 /// The data of an incoming-call push (APNs VoIP push / FCM high-priority data message).

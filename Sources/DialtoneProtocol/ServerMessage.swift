@@ -1,4 +1,5 @@
 /// The `type` values of server → client messages.
+import DialtoneJSON
 public enum ServerMessageType: String, Sendable, Equatable, CaseIterable {
   case welcome
   case ack

@@ -1,4 +1,5 @@
 /// How strictly to validate while decoding.
+import DialtoneJSON
 public struct WireDecodingOptions: Sendable, Equatable {
   /// Enforce maximum sizes and character rules (`Limits`). Servers decode client input with
   /// this on; clients decode server output with it off, so a later server that raises a

@@ -1,3 +1,4 @@
+import DialtoneAuth
 import DialtoneNet
 import DialtoneProtocol
 import Foundation

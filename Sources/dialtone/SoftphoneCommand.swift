@@ -1,5 +1,6 @@
 import DialtoneClient
 import DialtoneClientLinux
+import DialtoneCommandLine
 import DialtoneGStreamer
 import DialtoneHTTPClient
 import DialtoneNet

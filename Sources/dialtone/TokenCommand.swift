@@ -1,4 +1,5 @@
-import DialtoneServer
+import DialtoneAuth
+import DialtoneCommandLine
 import Foundation
 
 /// `dialtone token`: what an app backend does for its users, for development and tests.

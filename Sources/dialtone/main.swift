@@ -1,3 +1,4 @@
+import DialtoneCommandLine
 import Foundation
 
 /// `dialtone <command> [options]`
@@ -5,9 +6,6 @@ let commands: [String: (ArgumentList) async throws -> Int32] = [
   "token": TokenCommand.run,
   "call": SoftphoneCommand.call,
   "answer": SoftphoneCommand.answer,
-  "bench-ws": BenchWebSocketsCommand.run,
-  "bench-signaling": BenchSignalingCommand.run,
-  "bench-push": BenchPushCommand.run,
 ]
 
 let usage = """
@@ -20,9 +18,7 @@ let usage = """
     answer     dialtone answer --server URL --token T [--auto] [--audio ...] [--record OUT.wav] [--duration S] [--relay-only] [--no-trickle] [--json]
                Lines typed on stdin go over the data channel. Exit status: 0 completed, 1 error, 2 usage,
                3 declined, 4 busy, 5 missed, 6 failed (ICE/connection lost), 7 cancelled, 8 answered elsewhere.
-    bench-ws          hold N idle authenticated WebSocket connections and measure them (see docs/benchmarks.md)
-    bench-signaling   K concurrent calls relayed through the server, against a minimal Node ws relay
-    bench-push        VoIP pushes to an APNs mock over one HTTP/2 connection, against aioapns
+  Benchmarks are a separate executable: dialtone-bench.
   """
 
 var arguments = Array(CommandLine.arguments.dropFirst())

@@ -1,5 +1,6 @@
 import DialtoneClient
 import DialtoneProtocol
+import Foundation
 import Testing
 
 @Suite struct SDPCandidatesTests {

@@ -1,4 +1,5 @@
 import DialtoneCrypto
+import DialtoneJSON
 import Foundation
 import Testing
 

@@ -42,14 +42,18 @@ extension RawWebSocket {
   /// Whether bytes arrive within `milliseconds`.
   func readable(within milliseconds: Int32) -> Bool {
     var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-    return poll(&descriptor, 1, milliseconds) > 0
+    var ready = poll(&descriptor, 1, milliseconds)
+    // A signal (the test runner's, the runtime's) interrupts poll: that is not silence.
+    while ready < 0 && errno == EINTR { ready = poll(&descriptor, 1, milliseconds) }
+    return ready > 0
   }
 
   /// One `recv` (after waiting up to 10 s for data), split into (opcode, payload) frames.
   func receiveFrames() -> [(opcode: UInt8, payload: String)] {
     guard readable(within: 10_000) else { return [] }
     var buffer = [UInt8](repeating: 0, count: 4096)
-    let count = recv(fd, &buffer, buffer.count, 0)
+    var count = recv(fd, &buffer, buffer.count, 0)
+    while count < 0 && errno == EINTR { count = recv(fd, &buffer, buffer.count, 0) }
     var frames: [(UInt8, String)] = []
     var index = 0
     while count > 0, index + 2 <= count {

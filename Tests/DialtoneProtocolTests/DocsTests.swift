@@ -1,3 +1,4 @@
+import DialtoneJSON
 import DialtoneProtocol
 import Foundation
 import Testing

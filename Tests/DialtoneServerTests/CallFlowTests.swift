@@ -1,3 +1,5 @@
+import DialtoneJSON
+import DialtoneNet
 import DialtoneProtocol
 @testable import DialtoneServer
 import Foundation
@@ -143,6 +145,7 @@ private func ringingOnTwoDevices(_ server: TestServer) async throws -> (Signalin
     let call = callID()
     _ = try await alice.invite(call, to: "bob")
     _ = try await bob.expect(.invite)
+    try #require(await server.clock.waitForTimer(dueIn: 45))
     server.clock.advance(by: 44)
     try await bob.expectQuiet()
     server.clock.advance(by: 1.5)
@@ -250,6 +253,7 @@ private func ringingOnTwoDevices(_ server: TestServer) async throws -> (Signalin
     bob.close()
     _ = try await bob.closeCode()
     try await server.waitUntilOffline("bob", "phone")
+    try #require(await server.clock.waitForTimer(dueIn: 60))
     server.clock.advance(by: 61)
     let back = try SignalingProbe(client: server.client, url: server.webSocketURL)
     let welcome = try await back.hello(token: server.token("bob"), resume: .init(sessionId: sessionId, lastSeq: 0))

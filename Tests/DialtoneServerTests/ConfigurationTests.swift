@@ -1,3 +1,4 @@
+import DialtoneAuth
 import DialtoneCrypto
 import DialtoneProtocol
 @testable import DialtoneServer

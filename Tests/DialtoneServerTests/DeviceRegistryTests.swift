@@ -1,4 +1,6 @@
+import DialtoneJSON
 import DialtoneProtocol
+import DialtonePush
 @testable import DialtoneServer
 import Foundation
 import Testing

@@ -1,4 +1,6 @@
+import DialtoneAuth
 import DialtoneCrypto
+import DialtoneJSON
 import DialtoneNet
 import DialtoneProtocol
 @testable import DialtoneServer

@@ -49,4 +49,17 @@ final class ManualClock: ServerClock, @unchecked Sendable {
   }
 
   var pendingCount: Int { lock.withLock { pending.filter { !$0.token.cancelled }.count } }
+
+  /// Waits (in real time, bounded) until an action is scheduled `seconds` from now: the server
+  /// schedules its timers on its own thread, possibly after the message a test waited for.
+  func waitForTimer(dueIn seconds: Double) async -> Bool {
+    for _ in 0..<1000 {
+      let found = lock.withLock {
+        pending.contains { !$0.token.cancelled && abs($0.deadline.timeIntervalSince(current) - seconds) < 0.001 }
+      }
+      if found { return true }
+      try? await Task.sleep(for: .milliseconds(5))
+    }
+    return false
+  }
 }

@@ -1,4 +1,5 @@
 import DialtoneProtocol
+import DialtonePush
 @testable import DialtoneServer
 import DialtoneSQLite
 import Foundation

@@ -1,3 +1,4 @@
+import DialtoneJSON
 import DialtoneProtocol
 @testable import DialtoneServer
 import Foundation
@@ -153,6 +154,7 @@ private func hex(_ prefix: String) -> String { prefix + String(repeating: "a", c
     let alice = try await rig.server.connect("alice", name: "Alice")
     _ = try await alice.request { .invite(.init(id: $0, callId: "call-push-7", to: "bob", video: false)) }
     _ = try await rig.apns.process.waitFor("the VoIP push") { $0.count >= 1 }
+    try #require(await rig.server.clock.waitForTimer(dueIn: 45))
     rig.server.clock.advance(by: 46)
     #expect(try await alice.expect(.callEnded).endReason == .missed)
     let log = try await rig.apns.process.waitFor("the alert push") { $0.count >= 2 }

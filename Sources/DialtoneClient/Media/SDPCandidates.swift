@@ -1,4 +1,5 @@
 import DialtoneProtocol
+import Foundation
 
 /// Writes gathered ICE candidates into an SDP (the non-trickle way: one description that
 /// already carries every candidate, followed by `a=end-of-candidates`).

@@ -1,4 +1,5 @@
 import DialtoneProtocol
+import DialtonePush
 import Foundation
 
 /// Makes phones ring: on every ringing call, each of the callee's installations without a live

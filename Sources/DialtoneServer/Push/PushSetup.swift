@@ -1,4 +1,5 @@
 import DialtoneHTTPClient
+import DialtonePush
 import Foundation
 
 /// Builds the push dispatcher from the configuration, or nothing (with a clear log line) when no

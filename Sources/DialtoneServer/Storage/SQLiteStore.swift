@@ -1,4 +1,5 @@
 import DialtoneProtocol
+import DialtonePush
 import DialtoneSQLite
 import Foundation
 

@@ -1,3 +1,4 @@
+import DialtoneAuth
 import DialtoneClient
 import DialtoneClientLinux
 import DialtoneNet

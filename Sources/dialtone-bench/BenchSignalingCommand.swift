@@ -1,9 +1,9 @@
+import DialtoneCommandLine
 import DialtoneNet
 import DialtoneProtocol
-import DialtoneServer
 import Foundation
 
-/// `dialtone bench-signaling`: K concurrent 1:1 calls through the server — invite with offer,
+/// `dialtone-bench signaling`: K concurrent 1:1 calls through the server — invite with offer,
 /// accept with answer, 20 candidates each way, hangup, repeat — paced to a total message rate,
 /// while N idle authenticated sockets are held. Relay latency is measured per candidate (the
 /// sender's timestamp rides in the candidate string). The same load then runs against a minimal

@@ -1,11 +1,11 @@
 import DialtoneProtocol
 
 /// What a push says.
-enum PushMessage: Sendable {
+public enum PushMessage: Sendable {
   case incomingCall(IncomingCallPush)
   case missedCall(MissedCallPush)
 
-  var purpose: PushPurpose {
+  public var purpose: PushPurpose {
     switch self {
     case .incomingCall: return .incomingCall
     case .missedCall: return .missedCall
@@ -13,7 +13,7 @@ enum PushMessage: Sendable {
   }
 }
 
-enum PushPurpose: Sendable, Hashable {
+public enum PushPurpose: Sendable, Hashable {
   /// Wakes the device to ring (VoIP push, high-priority data message).
   case incomingCall
   /// An ordinary notification after a missed call.
@@ -23,7 +23,7 @@ enum PushPurpose: Sendable, Hashable {
 /// A push service (APNs, FCM, …). A new provider is one file: its token kind(s), this
 /// conformance, and a line where `PushSetup` builds the providers; plus validating its token
 /// in the registration.
-protocol PushProvider: Sendable {
+public protocol PushProvider: Sendable {
   /// The token kinds this provider delivers, each with the one message it is for.
   var purposes: [PushTokenKind: PushPurpose] { get }
   func send(_ message: PushMessage, to token: PushToken) async -> PushOutcome

@@ -21,7 +21,7 @@ public enum AuthSecret {
     }
     let secret = SecureRandom.token(byteCount: 32)
     guard manager.createFile(atPath: path, contents: Data((secret + "\n").utf8), attributes: [.posixPermissions: 0o600]) else {
-      throw ConfigurationError("cannot write \(path)")
+      throw AuthSecretError(description: "cannot write \(path)")
     }
     return Array(secret.utf8)
   }
@@ -33,4 +33,8 @@ public enum AuthSecret {
     let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
     return trimmed.isEmpty ? nil : Array(trimmed.utf8)
   }
+}
+
+public struct AuthSecretError: Error, Sendable, CustomStringConvertible {
+  public let description: String
 }

@@ -1,9 +1,9 @@
 /// Minimal `--flag value` parsing for the CLI's subcommands.
-struct ArgumentList {
+public struct ArgumentList: Sendable {
   private var values: [String: [String]] = [:]
   private var flags: Set<String> = []
 
-  init(_ arguments: [String], booleanFlags: Set<String> = ["json", "auto", "relay-only", "no-trickle", "help", "node-only", "dialtone-only"]) {
+  public init(_ arguments: [String], booleanFlags: Set<String> = ["json", "auto", "relay-only", "no-trickle", "help", "node-only", "dialtone-only"]) {
     var index = 0
     while index < arguments.count {
       let argument = arguments[index]
@@ -24,28 +24,29 @@ struct ArgumentList {
     }
   }
 
-  func string(_ name: String) -> String? { values[name]?.last }
-  func strings(_ name: String) -> [String] { values[name] ?? [] }
-  func flag(_ name: String) -> Bool { flags.contains(name) }
+  public func string(_ name: String) -> String? { values[name]?.last }
+  public func strings(_ name: String) -> [String] { values[name] ?? [] }
+  public func flag(_ name: String) -> Bool { flags.contains(name) }
 
-  func required(_ name: String) throws(ArgumentError) -> String {
+  public func required(_ name: String) throws(ArgumentError) -> String {
     guard let value = string(name), !value.isEmpty else { throw ArgumentError(message: "--\(name) is required") }
     return value
   }
 
-  func int(_ name: String, default fallback: Int) throws(ArgumentError) -> Int {
+  public func int(_ name: String, default fallback: Int) throws(ArgumentError) -> Int {
     guard let text = string(name) else { return fallback }
     guard let value = Int(text) else { throw ArgumentError(message: "--\(name) expects an integer, got \"\(text)\"") }
     return value
   }
 
-  func double(_ name: String, default fallback: Double) throws(ArgumentError) -> Double {
+  public func double(_ name: String, default fallback: Double) throws(ArgumentError) -> Double {
     guard let text = string(name) else { return fallback }
     guard let value = Double(text) else { throw ArgumentError(message: "--\(name) expects a number, got \"\(text)\"") }
     return value
   }
 }
 
-struct ArgumentError: Error {
-  let message: String
+public struct ArgumentError: Error, Sendable {
+  public let message: String
+  public init(message: String) { self.message = message }
 }

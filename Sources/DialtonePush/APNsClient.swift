@@ -1,4 +1,5 @@
 import DialtoneHTTPClient
+import DialtoneJSON
 import DialtoneProtocol
 import Foundation
 
@@ -92,9 +93,9 @@ public final class APNsClient: Sendable {
 }
 
 extension APNsClient: PushProvider {
-  var purposes: [PushTokenKind: PushPurpose] { [.voip: .incomingCall, .alert: .missedCall] }
+  public var purposes: [PushTokenKind: PushPurpose] { [.voip: .incomingCall, .alert: .missedCall] }
 
-  func send(_ message: PushMessage, to token: PushToken) async -> PushOutcome {
+  public func send(_ message: PushMessage, to token: PushToken) async -> PushOutcome {
     guard let bundleID = token.topic else { return .failed("\(token.kind) token without a bundle id") }
     let environment = token.environment.flatMap(APNsEnvironment.init(rawValue:)) ?? .production
     let pushType: APNsRequest.PushType

@@ -1,23 +1,24 @@
 import DialtoneCrypto
 import DialtoneHTTPClient
+import DialtoneJSON
 import DialtoneProtocol
 import Foundation
 
 /// FCM HTTP v1: an OAuth2 access token from the service account (RS256 JWT bearer grant),
 /// cached until shortly before it expires, then high-priority data messages with `ttl: 0s`.
-final class FCMClient: @unchecked Sendable {
+public final class FCMClient: @unchecked Sendable {
   // @unchecked: `accessToken` is only touched under `lock`; everything else is immutable.
-  struct ServiceAccount: Sendable {
+  public struct ServiceAccount: Sendable {
     var projectID: String
     var clientEmail: String
     var privateKeyPEM: String
     var tokenURI: String
 
-    init(json bytes: [UInt8]) throws(ConfigurationError) {
+    public init(json bytes: [UInt8]) throws(FCMConfigurationError) {
       guard let json = JSONValue(parsing: bytes), let project = json["project_id"]?.stringValue,
             let email = json["client_email"]?.stringValue, let key = json["private_key"]?.stringValue,
             let tokenURI = json["token_uri"]?.stringValue else {
-        throw ConfigurationError("the FCM service account needs project_id, client_email, private_key and token_uri")
+        throw FCMConfigurationError(description: "the FCM service account needs project_id, client_email, private_key and token_uri")
       }
       projectID = project; clientEmail = email; privateKeyPEM = key; self.tokenURI = tokenURI
     }
@@ -33,7 +34,7 @@ final class FCMClient: @unchecked Sendable {
   private let lock = NSLock()
   private var accessToken: (value: String, expires: Date)?
 
-  init(account: ServiceAccount, baseURL: String?, http: HTTPClient, now: @escaping @Sendable () -> Date = Date.init) throws {
+  public init(account: ServiceAccount, baseURL: String?, http: HTTPClient, now: @escaping @Sendable () -> Date = Date.init) throws {
     self.account = account
     signer = try JWTSigner.rs256(pem: account.privateKeyPEM)
     sendURL = "\(baseURL ?? "https://fcm.googleapis.com")/v1/projects/\(account.projectID)/messages:send"
@@ -41,7 +42,7 @@ final class FCMClient: @unchecked Sendable {
     self.now = now
   }
 
-  func send(token: String, data: [String: String]) async -> PushOutcome {
+  public func send(token: String, data: [String: String]) async -> PushOutcome {
     let message: JSONValue = ["message": [
       "token": .string(token),
       "data": .object(data.mapValues { .string($0) }),
@@ -111,12 +112,16 @@ final class FCMClient: @unchecked Sendable {
 }
 
 extension FCMClient: PushProvider {
-  var purposes: [PushTokenKind: PushPurpose] { [.fcm: .incomingCall] }
+  public var purposes: [PushTokenKind: PushPurpose] { [.fcm: .incomingCall] }
 
-  func send(_ message: PushMessage, to token: PushToken) async -> PushOutcome {
+  public func send(_ message: PushMessage, to token: PushToken) async -> PushOutcome {
     switch message {
     case .incomingCall(let push): return await send(token: token.token, data: push.fcmData)
     case .missedCall: return .failed("FCM tokens get no missed-call notification")
     }
   }
+}
+
+public struct FCMConfigurationError: Error, Sendable, CustomStringConvertible {
+  public let description: String
 }

@@ -1,3 +1,4 @@
+import DialtoneCommandLine
 import Foundation
 #if canImport(Glibc)
 import Glibc

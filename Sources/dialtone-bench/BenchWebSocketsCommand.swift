@@ -1,8 +1,9 @@
+import DialtoneAuth
+import DialtoneCommandLine
 import DialtoneNet
-import DialtoneServer
 import Foundation
 
-/// `dialtone bench-ws`: starts `dialtone-server` as a child process, opens N authenticated
+/// `dialtone-bench ws`: starts `dialtone-server` as a child process, opens N authenticated
 /// WebSockets (hello → welcome each), then measures the server process: handshake rate, RSS per
 /// connection and CPU while every socket sits idle.
 enum BenchWebSocketsCommand {

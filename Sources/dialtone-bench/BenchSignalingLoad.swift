@@ -1,6 +1,8 @@
+import DialtoneAuth
+import DialtoneCommandLine
+import DialtoneJSON
 import DialtoneNet
 import DialtoneProtocol
-import DialtoneServer
 import Foundation
 
 /// What a load client needs to know about an incoming message.

@@ -1,10 +1,12 @@
+import DialtoneCommandLine
 import DialtoneCrypto
 import DialtoneHTTPClient
+import DialtoneJSON
 import DialtoneProtocol
-import DialtoneServer
+import DialtonePush
 import Foundation
 
-/// `dialtone bench-push`: VoIP pushes to the APNs mock (TLS HTTP/2, Tests/mocks/apns_mock.py)
+/// `dialtone-bench push`: VoIP pushes to the APNs mock (TLS HTTP/2, Tests/mocks/apns_mock.py)
 /// over one multiplexed connection, with a bounded number in flight; then the same load through
 /// aioapns against the same mock. Prints pushes/s and dispatch latency p50/p99.
 enum BenchPushCommand {
