@@ -28,16 +28,17 @@ let package = Package(
     .target(name: "DialtoneNet", dependencies: ["CLibWebSockets"]),
     .target(name: "DialtoneSQLite", dependencies: ["CSQLite"]),
     .target(name: "DialtoneHTTPClient", dependencies: ["CCurl"]),
+    // Argument parsing shared by the executables (and the server's configuration).
+    .target(name: "DialtoneCommandLine"),
     // Client tokens and the shared secret, for the server and the CLI alike.
     .target(name: "DialtoneAuth", dependencies: ["DialtoneCrypto", "DialtoneJSON"]),
     // Push delivery: APNs and FCM behind one PushProvider protocol.
     .target(name: "DialtonePush", dependencies: ["DialtoneProtocol", "DialtoneJSON", "DialtoneCrypto", "DialtoneHTTPClient"]),
     .target(name: "DialtoneServer", dependencies: ["DialtoneProtocol", "DialtoneJSON", "DialtoneCrypto", "DialtoneAuth", "DialtoneNet",
-                                                   "DialtoneSQLite", "DialtoneHTTPClient", "DialtonePush"],
+                                                   "DialtoneSQLite", "DialtoneHTTPClient", "DialtonePush", "DialtoneCommandLine"],
             // The browser client, edited as HTML/JS and compiled into the binary (no files to deploy).
             resources: [.embedInCode("Resources/softphone.html")]),
-    // Argument parsing shared by the executables.
-    .target(name: "DialtoneCommandLine"),
+
     // The client SDK core: no C dependency, builds for iOS unchanged.
     .target(name: "DialtoneClient", dependencies: ["DialtoneProtocol", "DialtoneJSON"]),
     .target(name: "DialtoneClientLinux", dependencies: ["DialtoneClient", "DialtoneNet"]),
@@ -54,6 +55,7 @@ let package = Package(
                                                              "DialtoneCrypto", "DialtoneCommandLine"]),
 
     .testTarget(name: "DialtoneJSONTests", dependencies: ["DialtoneJSON"]),
+    .testTarget(name: "DialtoneCommandLineTests", dependencies: ["DialtoneCommandLine"]),
     .testTarget(name: "DialtoneProtocolTests", dependencies: ["DialtoneProtocol", "DialtoneJSON"]),
     .testTarget(name: "DialtoneCryptoTests", dependencies: ["DialtoneCrypto", "DialtoneJSON"]),
     .testTarget(name: "DialtoneNetTests", dependencies: ["DialtoneNet"]),

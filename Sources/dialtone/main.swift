@@ -1,38 +1,36 @@
 import DialtoneCommandLine
 import Foundation
 
-/// `dialtone <command> [options]`
-let commands: [String: (ArgumentList) async throws -> Int32] = [
-  "token": TokenCommand.run,
-  "call": SoftphoneCommand.call,
-  "answer": SoftphoneCommand.answer,
+private let media: [CommandOption] = [
+  .value("server", "the Dialtone server, e.g. http://127.0.0.1:8080"),
+  .value("token", "this device's client token (dialtone token)"),
+  .value("audio", "tone (default), silence, or a WAV file to send"),
+  .value("tone-frequency", "the tone's frequency in Hz (default 440)"),
+  .value("record", "write what is heard to this WAV file"),
+  .value("duration", "hang up this many seconds after connecting (default: when stdin closes)"),
+  .flag("relay-only", "use TURN relay candidates only"),
+  .flag("no-trickle", "gather every candidate before sending the offer or answer (the slow baseline)"),
+  .flag("json", "print events as JSON lines"),
 ]
 
-let usage = """
-  usage: dialtone <command> [options]
+private let commands: [Subcommand] = [
+  Subcommand("token", "mint a client token, as an app backend would", options: [
+    .value("user", "the user id (required)"),
+    .value("device", "the device id claim"),
+    .value("name", "the display name claim"),
+    .value("ttl", "lifetime in seconds (default 3600)"),
+    .value("secret", "the server's auth secret (or env DIALTONE_AUTH_SECRET)"),
+    .value("data-dir", "read the secret a server generated there (default ./data, or env DIALTONE_DATA_DIR)"),
+  ], run: TokenCommand.run),
+  Subcommand("call", "dial a user and talk; lines typed on stdin go over the data channel",
+             options: [.value("to", "the user to call (required)")] + media, run: SoftphoneCommand.call),
+  Subcommand("answer", "wait for a call and answer it",
+             options: [.flag("auto", "answer the first call at once")] + media, run: SoftphoneCommand.answer),
+]
 
-  commands:
-    token      mint a client token:  dialtone token --user alice [--device phone] [--name "Alice"] [--ttl 3600] [--secret S | --data-dir D]
-    call       dialtone call --server URL --token T --to USER [--audio tone|silence|FILE.wav] [--tone-frequency HZ]
-                             [--record OUT.wav] [--duration S] [--relay-only] [--no-trickle] [--json]
-    answer     dialtone answer --server URL --token T [--auto] [--audio ...] [--record OUT.wav] [--duration S] [--relay-only] [--no-trickle] [--json]
-               Lines typed on stdin go over the data channel. Exit status: 0 completed, 1 error, 2 usage,
-               3 declined, 4 busy, 5 missed, 6 failed (ICE/connection lost), 7 cancelled, 8 answered elsewhere.
-  Benchmarks are a separate executable: dialtone-bench.
+private let footer = """
+  Exit status: 0 completed, 1 error, 2 usage, 3 declined, 4 busy, 5 missed, 6 failed (ICE or
+  connection lost), 7 cancelled, 8 answered elsewhere. Benchmarks are a separate executable: dialtone-bench.
   """
 
-var arguments = Array(CommandLine.arguments.dropFirst())
-guard let name = arguments.first, let command = commands[name] else {
-  FileHandle.standardError.write(Data((usage + "\n").utf8))
-  exit(arguments.isEmpty || arguments.first == "--help" ? 0 : 2)
-}
-arguments.removeFirst()
-do {
-  exit(try await command(ArgumentList(arguments)))
-} catch let error as ArgumentError {
-  FileHandle.standardError.write(Data("dialtone \(name): \(error.message)\n".utf8))
-  exit(2)
-} catch {
-  FileHandle.standardError.write(Data("dialtone \(name): \(error)\n".utf8))
-  exit(1)
-}
+exit(await Subcommand.main("dialtone", commands, footer: footer))

@@ -1,3 +1,4 @@
+import DialtoneCommandLine
 import Foundation
 
 /// Everything `dialtone-server` can be told, from flags or `DIALTONE_*` environment variables
@@ -62,7 +63,6 @@ extension ServerConfiguration {
     let help: String
     let repeatable: Bool
     let apply: @Sendable (inout ServerConfiguration, String) throws(ConfigurationError) -> Void
-    var environmentName: String { "DIALTONE_" + flag.uppercased().replacingOccurrences(of: "-", with: "_") }
   }
 
   private static func number<T: LosslessStringConvertible>(_ value: String, _ flag: String) throws(ConfigurationError) -> T {
@@ -110,55 +110,28 @@ extension ServerConfiguration {
     Option(flag: "push-ca-file", help: "PEM CA bundle for push connections (for self-signed test servers)", repeatable: false) { c, v in c.pushCAFile = v },
   ]
 
-  public static var usage: String {
-    var text = "usage: dialtone-server [options]\n\nEvery option can also be set as an environment variable (flags win).\n\n"
-    for option in options {
-      text += "  --\(option.flag) VALUE".padding(toLength: 28, withPad: " ", startingAt: 0)
-      text += "\(option.help)\n" + String(repeating: " ", count: 28) + "env \(option.environmentName)\n"
-    }
-    return text
+  private static var commandOptions: [CommandOption] {
+    options.map { CommandOption($0.flag, $0.repeatable ? .repeatable : .value, help: $0.help) }
   }
 
-  /// Parses `arguments` (without the program name) over `environment`.
+  public static var usage: String {
+    "usage: dialtone-server [options]\n\nEvery option can also be set as an environment variable (flags win).\n\n"
+      + CommandOption.usage(commandOptions, environment: true)
+  }
+
+  /// Parses with the rules every Dialtone executable shares (`ArgumentList`); `DIALTONE_*`
+  /// variables stand in for options not given.
   public static func parse(arguments: [String], environment: [String: String]) throws(ConfigurationError) -> ServerConfiguration {
-    var configuration = ServerConfiguration()
-    for option in options {
-      guard let value = environment[option.environmentName], !value.isEmpty else { continue }
-      if option.repeatable {
-        for part in value.split(separator: ",") { try option.apply(&configuration, part.trimmingCharacters(in: .whitespaces)) }
-      } else {
-        try option.apply(&configuration, value)
-      }
+    let parsed: ArgumentList
+    do {
+      parsed = try ArgumentList(arguments, options: commandOptions, environment: environment)
+    } catch {
+      throw ConfigurationError(error.message)
     }
-    // Repeatable flags given on the command line replace the environment's list.
-    var resetRepeatables: Set<String> = []
-    var index = 0
-    while index < arguments.count {
-      var argument = arguments[index]
-      guard argument.hasPrefix("--") else { throw ConfigurationError("unexpected argument \"\(argument)\"") }
-      argument.removeFirst(2)
-      var value: String?
-      if let eq = argument.firstIndex(of: "=") {
-        value = String(argument[argument.index(after: eq)...])
-        argument = String(argument[..<eq])
-      }
-      guard let option = options.first(where: { $0.flag == argument }) else {
-        throw ConfigurationError("unknown option --\(argument)")
-      }
-      if value == nil {
-        index += 1
-        guard index < arguments.count else { throw ConfigurationError("--\(argument) needs a value") }
-        value = arguments[index]
-      }
-      if option.repeatable, !resetRepeatables.contains(option.flag) {
-        resetRepeatables.insert(option.flag)
-        switch option.flag {
-        case "turn-url": configuration.turnURLs = []
-        default: configuration.stunURLs = []
-        }
-      }
-      try option.apply(&configuration, value ?? "")
-      index += 1
+    var configuration = ServerConfiguration()
+    for (option, values) in parsed.given(in: commandOptions) {
+      guard let apply = options.first(where: { $0.flag == option.name })?.apply else { continue }
+      for value in values { try apply(&configuration, value) }
     }
     let apnsParts = [configuration.apnsKeyFile, configuration.apnsKeyID, configuration.apnsTeamID]
     if apnsParts.contains(where: { $0 != nil }) && apnsParts.contains(where: { $0 == nil }) {
