@@ -5,7 +5,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8080
 CONNECTIONS ?= 15000
 
-.PHONY: deps bench-deps build release run test bench-ws bench-signaling bench-push bench-setup clean
+.PHONY: deps bench-deps build release run test format lint bench-ws bench-signaling bench-push bench-setup clean
 
 deps:
 	@scripts/deps.sh
@@ -25,8 +25,15 @@ run: release
 	@echo ""
 	.build/release/dialtone-server --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
 
+# Source layout follows .swift-format: `make format` applies it, `make lint` (part of `make test`) checks it.
+FORMATTED = Sources Tests Package.swift Apple
+format:
+	$(SWIFT) format --in-place --recursive --parallel $(FORMATTED)
+lint:
+	$(SWIFT) format lint --strict --recursive --parallel $(FORMATTED)
+
 # Builds once, then runs every test target (unit and loopback integration tests).
-test: deps
+test: deps lint
 	$(SWIFT) build --build-tests
 	scripts/run-tests.sh
 

@@ -19,8 +19,9 @@ let package = Package(
     // No pkgConfig: GStreamer's flags carry -pthread, which SwiftPM refuses with a warning on
     // every build; the include paths are given to DialtoneGStreamer instead.
     .systemLibrary(name: "CGStreamer", providers: [.apt(["libgstreamer1.0-dev", "libgstreamer-plugins-bad1.0-dev"])]),
-    .systemLibrary(name: "CLibWebSockets", pkgConfig: "libwebsockets",
-                   providers: [.apt(["libwebsockets-dev", "libwebsockets-evlib-uv", "libuv1-dev"])]),
+    .systemLibrary(
+      name: "CLibWebSockets", pkgConfig: "libwebsockets",
+      providers: [.apt(["libwebsockets-dev", "libwebsockets-evlib-uv", "libuv1-dev"])]),
 
     .target(name: "DialtoneJSON"),
     .target(name: "DialtoneProtocol", dependencies: ["DialtoneJSON"]),
@@ -33,26 +34,40 @@ let package = Package(
     // Client tokens and the shared secret, for the server and the CLI alike.
     .target(name: "DialtoneAuth", dependencies: ["DialtoneCrypto", "DialtoneJSON"]),
     // Push delivery: APNs and FCM behind one PushProvider protocol.
-    .target(name: "DialtonePush", dependencies: ["DialtoneProtocol", "DialtoneJSON", "DialtoneCrypto", "DialtoneHTTPClient"]),
-    .target(name: "DialtoneServer", dependencies: ["DialtoneProtocol", "DialtoneJSON", "DialtoneCrypto", "DialtoneAuth", "DialtoneNet",
-                                                   "DialtoneSQLite", "DialtoneHTTPClient", "DialtonePush", "DialtoneCommandLine"],
-            // The browser client, edited as HTML/JS and compiled into the binary (no files to deploy).
-            resources: [.embedInCode("Resources/softphone.html")]),
+    .target(
+      name: "DialtonePush", dependencies: ["DialtoneProtocol", "DialtoneJSON", "DialtoneCrypto", "DialtoneHTTPClient"]),
+    .target(
+      name: "DialtoneServer",
+      dependencies: [
+        "DialtoneProtocol", "DialtoneJSON", "DialtoneCrypto", "DialtoneAuth", "DialtoneNet",
+        "DialtoneSQLite", "DialtoneHTTPClient", "DialtonePush", "DialtoneCommandLine",
+      ],
+      // The browser client, edited as HTML/JS and compiled into the binary (no files to deploy).
+      resources: [.embedInCode("Resources/softphone.html")]),
 
     // The client SDK core: no C dependency, builds for iOS unchanged.
     .target(name: "DialtoneClient", dependencies: ["DialtoneProtocol", "DialtoneJSON"]),
     .target(name: "DialtoneClientLinux", dependencies: ["DialtoneClient", "DialtoneNet"]),
-    .target(name: "DialtoneGStreamer", dependencies: ["CGStreamer", "DialtoneClient", "DialtoneCrypto"],
-            swiftSettings: [.unsafeFlags(gstreamerIncludes.flatMap { ["-Xcc", "-I\($0)"] })]),
+    .target(
+      name: "DialtoneGStreamer", dependencies: ["CGStreamer", "DialtoneClient", "DialtoneCrypto"],
+      swiftSettings: [.unsafeFlags(gstreamerIncludes.flatMap { ["-Xcc", "-I\($0)"] })]),
     .executableTarget(name: "dialtone-server", dependencies: ["DialtoneServer"]),
     // The CLI softphone and tokens: a client, so it does not link the server.
-    .executableTarget(name: "dialtone", dependencies: ["DialtoneAuth", "DialtoneNet", "DialtoneProtocol", "DialtoneHTTPClient",
-                                                       "DialtoneClient", "DialtoneClientLinux", "DialtoneGStreamer", "DialtoneJSON",
-                                                       "DialtoneCommandLine"],
-                      swiftSettings: [.unsafeFlags(gstreamerIncludes.flatMap { ["-Xcc", "-I\($0)"] })]),
-    .executableTarget(name: "dialtone-bench", dependencies: ["DialtoneAuth", "DialtonePush", "DialtoneNet",
-                                                             "DialtoneProtocol", "DialtoneJSON", "DialtoneHTTPClient",
-                                                             "DialtoneCrypto", "DialtoneCommandLine"]),
+    .executableTarget(
+      name: "dialtone",
+      dependencies: [
+        "DialtoneAuth", "DialtoneNet", "DialtoneProtocol", "DialtoneHTTPClient",
+        "DialtoneClient", "DialtoneClientLinux", "DialtoneGStreamer", "DialtoneJSON",
+        "DialtoneCommandLine",
+      ],
+      swiftSettings: [.unsafeFlags(gstreamerIncludes.flatMap { ["-Xcc", "-I\($0)"] })]),
+    .executableTarget(
+      name: "dialtone-bench",
+      dependencies: [
+        "DialtoneAuth", "DialtonePush", "DialtoneNet",
+        "DialtoneProtocol", "DialtoneJSON", "DialtoneHTTPClient",
+        "DialtoneCrypto", "DialtoneCommandLine",
+      ]),
 
     .testTarget(name: "DialtoneJSONTests", dependencies: ["DialtoneJSON"]),
     .testTarget(name: "DialtoneCommandLineTests", dependencies: ["DialtoneCommandLine"]),
@@ -60,15 +75,22 @@ let package = Package(
     .testTarget(name: "DialtoneCryptoTests", dependencies: ["DialtoneCrypto", "DialtoneJSON"]),
     .testTarget(name: "DialtoneNetTests", dependencies: ["DialtoneNet"]),
     .testTarget(name: "DialtoneSQLiteTests", dependencies: ["DialtoneSQLite"]),
-    .testTarget(name: "DialtoneClientTests",
-                dependencies: ["DialtoneClient", "DialtoneClientLinux", "DialtoneServer", "DialtoneAuth", "DialtoneNet",
-                               "DialtoneProtocol", "DialtoneJSON"]),
+    .testTarget(
+      name: "DialtoneClientTests",
+      dependencies: [
+        "DialtoneClient", "DialtoneClientLinux", "DialtoneServer", "DialtoneAuth", "DialtoneNet",
+        "DialtoneProtocol", "DialtoneJSON",
+      ]),
     // Targets that import DialtoneGStreamer may have to build the CGStreamer module themselves.
-    .testTarget(name: "DialtoneGStreamerTests", dependencies: ["DialtoneGStreamer", "DialtoneClient", "DialtoneProtocol"],
-                swiftSettings: [.unsafeFlags(gstreamerIncludes.flatMap { ["-Xcc", "-I\($0)"] })]),
-    .testTarget(name: "DialtoneServerTests",
-                dependencies: ["DialtoneServer", "DialtoneAuth", "DialtonePush", "DialtoneNet", "DialtoneProtocol", "DialtoneCrypto",
-                               "DialtoneSQLite", "DialtoneJSON", "DialtoneHTTPClient"]),
+    .testTarget(
+      name: "DialtoneGStreamerTests", dependencies: ["DialtoneGStreamer", "DialtoneClient", "DialtoneProtocol"],
+      swiftSettings: [.unsafeFlags(gstreamerIncludes.flatMap { ["-Xcc", "-I\($0)"] })]),
+    .testTarget(
+      name: "DialtoneServerTests",
+      dependencies: [
+        "DialtoneServer", "DialtoneAuth", "DialtonePush", "DialtoneNet", "DialtoneProtocol", "DialtoneCrypto",
+        "DialtoneSQLite", "DialtoneJSON", "DialtoneHTTPClient",
+      ]),
   ],
   swiftLanguageModes: [.v6]
 )
@@ -83,10 +105,12 @@ for target in package.targets where target.type != .system {
 /// gstreamer-webrtc-1.0` prints, minus -pthread).
 var gstreamerIncludes: [String] {
   #if arch(arm64)
-  let multiarch = "aarch64-linux-gnu"
+    let multiarch = "aarch64-linux-gnu"
   #else
-  let multiarch = "x86_64-linux-gnu"
+    let multiarch = "x86_64-linux-gnu"
   #endif
-  return ["/usr/include/gstreamer-1.0", "/usr/include/glib-2.0", "/usr/lib/\(multiarch)/glib-2.0/include",
-          "/usr/include/\(multiarch)", "/usr/include/orc-0.4"]
+  return [
+    "/usr/include/gstreamer-1.0", "/usr/include/glib-2.0", "/usr/lib/\(multiarch)/glib-2.0/include",
+    "/usr/include/\(multiarch)", "/usr/include/orc-0.4",
+  ]
 }

@@ -20,7 +20,8 @@ public enum AuthSecret {
       if trimmed.utf8.count >= 16 { return Array(trimmed.utf8) }
     }
     let secret = SecureRandom.token(byteCount: 32)
-    guard manager.createFile(atPath: path, contents: Data((secret + "\n").utf8), attributes: [.posixPermissions: 0o600]) else {
+    guard manager.createFile(atPath: path, contents: Data((secret + "\n").utf8), attributes: [.posixPermissions: 0o600])
+    else {
       throw AuthSecretError(description: "cannot write \(path)")
     }
     return Array(secret.utf8)

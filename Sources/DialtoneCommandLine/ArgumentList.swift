@@ -9,7 +9,9 @@ public struct ArgumentList: Sendable {
   /// `--help` was given (always accepted).
   public private(set) var wantsHelp = false
 
-  public init(_ arguments: [String], options: [CommandOption], environment: [String: String]? = nil) throws(ArgumentError) {
+  public init(_ arguments: [String], options: [CommandOption], environment: [String: String]? = nil)
+    throws(ArgumentError)
+  {
     var byName: [String: CommandOption] = [:]
     for option in options { byName[option.name] = option }
     var given: Set<String> = []

@@ -22,7 +22,9 @@ public struct CommandOption: Sendable, Equatable {
   }
 
   public static func value(_ name: String, _ help: String) -> CommandOption { CommandOption(name, .value, help: help) }
-  public static func repeatable(_ name: String, _ help: String) -> CommandOption { CommandOption(name, .repeatable, help: help) }
+  public static func repeatable(_ name: String, _ help: String) -> CommandOption {
+    CommandOption(name, .repeatable, help: help)
+  }
   public static func flag(_ name: String, _ help: String) -> CommandOption { CommandOption(name, .flag, help: help) }
 
   /// The environment variable that stands in for the option: `--turn-url` is `DIALTONE_TURN_URL`.

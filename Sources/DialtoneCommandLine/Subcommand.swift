@@ -7,8 +7,10 @@ public struct Subcommand: Sendable {
   public let options: [CommandOption]
   public let run: @Sendable (ArgumentList) async throws -> Int32
 
-  public init(_ name: String, _ summary: String, options: [CommandOption],
-              run: @escaping @Sendable (ArgumentList) async throws -> Int32) {
+  public init(
+    _ name: String, _ summary: String, options: [CommandOption],
+    run: @escaping @Sendable (ArgumentList) async throws -> Int32
+  ) {
     self.name = name
     self.summary = summary
     self.options = options
@@ -17,8 +19,10 @@ public struct Subcommand: Sendable {
 
   /// Picks the subcommand named by the first argument, parses the rest with its options and
   /// runs it. Exit status: the command's, 2 for a usage error, 1 for any other error.
-  public static func main(_ program: String, _ commands: [Subcommand], footer: String = "",
-                          arguments: [String] = Array(CommandLine.arguments.dropFirst())) async -> Int32 {
+  public static func main(
+    _ program: String, _ commands: [Subcommand], footer: String = "",
+    arguments: [String] = Array(CommandLine.arguments.dropFirst())
+  ) async -> Int32 {
     func usage() -> String {
       var text = "usage: \(program) <command> [options]\n\ncommands:\n"
       for command in commands {
@@ -37,7 +41,9 @@ public struct Subcommand: Sendable {
     do {
       let parsed = try ArgumentList(Array(arguments.dropFirst()), options: command.options)
       if parsed.wantsHelp {
-        print("usage: \(program) \(command.name) [options]\n\n\(command.summary)\n\n" + CommandOption.usage(command.options))
+        print(
+          "usage: \(program) \(command.name) [options]\n\n\(command.summary)\n\n" + CommandOption.usage(command.options)
+        )
         return 0
       }
       return try await command.run(parsed)

@@ -59,7 +59,10 @@ enum Base64Codec {
       let chunk = UInt32(bytes[index]) << 16
       out.append(alphabet[Int(chunk >> 18 & 0x3F)])
       out.append(alphabet[Int(chunk >> 12 & 0x3F)])
-      if pad { out.append(padByte); out.append(padByte) }
+      if pad {
+        out.append(padByte)
+        out.append(padByte)
+      }
     case 2:
       let chunk = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8
       out.append(alphabet[Int(chunk >> 18 & 0x3F)])
@@ -90,8 +93,10 @@ enum Base64Codec {
     out.reserveCapacity(chars.count / 4 * 3 + 2)
     var index = 0
     while index + 4 <= chars.count {
-      let a = table[Int(chars[index])], b = table[Int(chars[index + 1])]
-      let c = table[Int(chars[index + 2])], d = table[Int(chars[index + 3])]
+      let a = table[Int(chars[index])]
+      let b = table[Int(chars[index + 1])]
+      let c = table[Int(chars[index + 2])]
+      let d = table[Int(chars[index + 3])]
       guard a < 64, b < 64, c < 64, d < 64 else { return nil }
       let chunk = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
       out.append(UInt8(chunk >> 16 & 0xFF))
@@ -101,12 +106,15 @@ enum Base64Codec {
     }
     switch remainder {
     case 2:
-      let a = table[Int(chars[index])], b = table[Int(chars[index + 1])]
+      let a = table[Int(chars[index])]
+      let b = table[Int(chars[index + 1])]
       // Leftover low bits must be zero, otherwise several texts decode to the same bytes.
       guard a < 64, b < 64, b & 0x0F == 0 else { return nil }
       out.append(a << 2 | b >> 4)
     case 3:
-      let a = table[Int(chars[index])], b = table[Int(chars[index + 1])], c = table[Int(chars[index + 2])]
+      let a = table[Int(chars[index])]
+      let b = table[Int(chars[index + 1])]
+      let c = table[Int(chars[index + 2])]
       guard a < 64, b < 64, c < 64, c & 0x03 == 0 else { return nil }
       out.append(a << 2 | b >> 4)
       out.append((b & 0x0F) << 4 | c >> 2)

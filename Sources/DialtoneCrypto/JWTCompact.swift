@@ -1,6 +1,7 @@
 /// A compact JWS split into its parts, with the payload left undecoded so no
 /// claim is parsed before the signature has been checked.
 import DialtoneJSON
+
 struct JWTCompact {
   /// Nesting limit for header and payload JSON.
   static let maxJSONDepth = 64

@@ -1,5 +1,6 @@
 /// Mints compact JWS tokens (RFC 7515 §7.1) for one algorithm and key.
 import DialtoneJSON
+
 public struct JWTSigner: Sendable {
   let key: JWTKey
 

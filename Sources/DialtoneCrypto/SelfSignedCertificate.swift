@@ -14,7 +14,9 @@ public struct SelfSignedCertificate: Sendable {
   /// Certificate then key, the form GStreamer's DTLS elements take.
   public var combinedPEM: String { certificatePEM + privateKeyPEM }
 
-  public static func generate(commonName: String = "dialtone", validDays: Int = 30) throws(JWTError) -> SelfSignedCertificate {
+  public static func generate(commonName: String = "dialtone", validDays: Int = 30) throws(JWTError)
+    -> SelfSignedCertificate
+  {
     let key = try EVPKey.generateP256()
     guard let certificate = X509_new() else { throw .invalidKey("X509_new failed") }
     defer { X509_free(certificate) }
@@ -22,7 +24,8 @@ public struct SelfSignedCertificate: Sendable {
     _ = RAND_bytes(&serial, Int32(serial.count))
     let signed = key.withPointer { pkey -> Bool in
       guard X509_set_version(certificate, 2) == 1,
-        ASN1_INTEGER_set(X509_get_serialNumber(certificate), Int(serial.reduce(0) { ($0 << 8) | Int($1) } & 0x7fff_ffff)) == 1,
+        ASN1_INTEGER_set(
+          X509_get_serialNumber(certificate), Int(serial.reduce(0) { ($0 << 8) | Int($1) } & 0x7fff_ffff)) == 1,
         X509_gmtime_adj(X509_getm_notBefore(certificate), -86_400) != nil,
         X509_gmtime_adj(X509_getm_notAfter(certificate), validDays * 86_400) != nil,
         X509_set_pubkey(certificate, pkey) == 1,
@@ -42,6 +45,7 @@ public struct SelfSignedCertificate: Sendable {
       throw .invalidKey("self-signed certificate: \(OpenSSLSupport.drainErrors())")
     }
     let fingerprint = digest.map { String(format: "%02X", $0) }.joined(separator: ":")
-    return SelfSignedCertificate(certificatePEM: certificatePEM, privateKeyPEM: privateKeyPEM, sha256Fingerprint: fingerprint)
+    return SelfSignedCertificate(
+      certificatePEM: certificatePEM, privateKeyPEM: privateKeyPEM, sha256Fingerprint: fingerprint)
   }
 }

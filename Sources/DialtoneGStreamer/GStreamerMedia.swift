@@ -17,8 +17,10 @@ public struct GStreamerMedia: Sendable {
   /// GStreamer streaming thread; copy and return quickly.
   public var remoteAudio: (@Sendable (Data) -> Void)?
 
-  public init(audio: AudioSource = .tone(frequency: 440), relayOnly: Bool = false,
-              remoteAudio: (@Sendable (Data) -> Void)? = nil) {
+  public init(
+    audio: AudioSource = .tone(frequency: 440), relayOnly: Bool = false,
+    remoteAudio: (@Sendable (Data) -> Void)? = nil
+  ) {
     self.audio = audio
     self.relayOnly = relayOnly
     self.remoteAudio = remoteAudio

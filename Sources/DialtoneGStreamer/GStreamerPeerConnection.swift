@@ -205,13 +205,16 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       return !playing && !closed
     }
     guard first else { return }
-    guard dt_set_state(pipeline, GST_STATE_PLAYING) != 0 else { throw GStreamerError.pipeline("the pipeline did not start") }
+    guard dt_set_state(pipeline, GST_STATE_PLAYING) != 0 else {
+      throw GStreamerError.pipeline("the pipeline did not start")
+    }
   }
 
   public func addRemoteCandidate(_ candidate: IceCandidate) async throws {
     let line = candidate.candidate.hasPrefix("a=") ? String(candidate.candidate.dropFirst(2)) : candidate.candidate
     guard !line.isEmpty, !isClosed else { return }  // "" = end of candidates: nothing to add
-    let index = candidate.sdpMLineIndex ?? lock.withLock { candidate.sdpMid.flatMap { remoteMids.firstIndex(of: $0) } } ?? 0
+    let index =
+      candidate.sdpMLineIndex ?? lock.withLock { candidate.sdpMid.flatMap { remoteMids.firstIndex(of: $0) } } ?? 0
     dt_webrtc_add_ice_candidate(webrtc, UInt32(max(0, index)), line)
   }
 
@@ -249,7 +252,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       dt_webrtc_get_stats(webrtc, promise.promise)
     }
     return PeerConnectionStats(
-      bytesSent: UInt64(raw.bytes_sent), bytesReceived: UInt64(raw.bytes_received), packetsLost: Int64(raw.packets_lost),
+      bytesSent: UInt64(raw.bytes_sent), bytesReceived: UInt64(raw.bytes_received),
+      packetsLost: Int64(raw.packets_lost),
       roundTripTime: raw.round_trip_time >= 0 ? raw.round_trip_time : nil,
       localCandidateType: Self.text(raw.local_candidate_type),
       remoteCandidateType: Self.text(raw.remote_candidate_type),
@@ -274,7 +278,9 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
 
   // MARK: Negotiation helpers
 
-  private func describe(_ field: String, _ emit: (UnsafeMutablePointer<GstPromise>) -> Void) async throws -> SessionDescription {
+  private func describe(_ field: String, _ emit: (UnsafeMutablePointer<GstPromise>) -> Void) async throws
+    -> SessionDescription
+  {
     guard !isClosed else { throw GStreamerError.closed }
     let sdp: String = try await withCheckedThrowingContinuation { continuation in
       let promise = makePromise { promise in
@@ -350,7 +356,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       guard channel == nil, !closed, let retained = retainedByCallbacks else { return false }
       if !adopt { dt_channel_ref(made) }
       channel = made
-      var table = dt_channel_callbacks(ctx: retained.toOpaque(), event: onChannelEvent, text: onChannelText, bytes: onChannelBytes)
+      var table = dt_channel_callbacks(
+        ctx: retained.toOpaque(), event: onChannelEvent, text: onChannelText, bytes: onChannelBytes)
       channelCallbacks = dt_channel_connect(made, &table)
       return true
     }
@@ -467,9 +474,14 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   /// Detach every callback, stop the pipeline (joining its threads), then free what the
   /// callbacks used: after this no callback can run.
   private func teardown() {
-    let (table, chan, chanTable) = lock.withLock { () -> (UnsafeMutablePointer<dt_webrtc_callbacks>?, OpaquePointer?, UnsafeMutablePointer<dt_channel_callbacks>?) in
+    let (table, chan, chanTable) = lock.withLock {
+      () -> (UnsafeMutablePointer<dt_webrtc_callbacks>?, OpaquePointer?, UnsafeMutablePointer<dt_channel_callbacks>?) in
       closed = true
-      defer { callbacks = nil; channel = nil; channelCallbacks = nil }
+      defer {
+        callbacks = nil
+        channel = nil
+        channelCallbacks = nil
+      }
       return (callbacks, channel, channelCallbacks)
     }
     if let table { dt_webrtc_disconnect(pipeline, webrtc, table) }

@@ -30,10 +30,13 @@ public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, @unche
   }
 
   public func makePeerConnection(_ configuration: PeerConnectionConfiguration) async throws -> any PeerConnection {
-    let ready: Task<GStreamerPeerConnection?, Never>? = configuration.video ? nil : lock.withLock {
-      defer { spare = closed ? nil : buildSpare() }
-      return spare
-    }
+    let ready: Task<GStreamerPeerConnection?, Never>? =
+      configuration.video
+      ? nil
+      : lock.withLock {
+        defer { spare = closed ? nil : buildSpare() }
+        return spare
+      }
     let connection: GStreamerPeerConnection
     if let warm = await ready?.value {
       connection = warm

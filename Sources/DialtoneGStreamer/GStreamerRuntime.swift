@@ -35,7 +35,10 @@ private actor WarmUp {
     if task == nil {
       task = Task.detached(priority: .userInitiated) {
         dt_pregenerate_dtls_certificate()
-        guard let rehearsal = try? GStreamerPeerConnection(video: false, media: GStreamerMedia(audio: .silence), certificate: nil) else { return }
+        guard
+          let rehearsal = try? GStreamerPeerConnection(
+            video: false, media: GStreamerMedia(audio: .silence), certificate: nil)
+        else { return }
         rehearsal.configure(PeerConnectionConfiguration(iceServers: [], video: false, dataChannel: true))
         _ = try? await rehearsal.createOffer(iceRestart: false)
         await rehearsal.close()

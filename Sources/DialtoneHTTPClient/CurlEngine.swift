@@ -28,7 +28,9 @@ final class CurlEngine: @unchecked Sendable {
     thread.start()
   }
 
-  func submit(_ request: HTTPClientRequest, completion: @escaping @Sendable (Result<HTTPClientResponse, HTTPClientError>) -> Void) {
+  func submit(
+    _ request: HTTPClientRequest, completion: @escaping @Sendable (Result<HTTPClientResponse, HTTPClientError>) -> Void
+  ) {
     let transfer = Transfer(request: request, completion: completion)
     let accepted = lock.withLock { () -> Bool in
       guard !stopped else { return false }

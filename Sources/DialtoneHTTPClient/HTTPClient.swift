@@ -7,9 +7,15 @@ public struct HTTPClientRequest: Sendable {
   public var body: [UInt8]
   public var timeoutSeconds: Double
 
-  public init(method: String = "POST", url: String, headers: [(name: String, value: String)] = [], body: [UInt8] = [],
-              timeoutSeconds: Double = 10) {
-    self.method = method; self.url = url; self.headers = headers; self.body = body; self.timeoutSeconds = timeoutSeconds
+  public init(
+    method: String = "POST", url: String, headers: [(name: String, value: String)] = [], body: [UInt8] = [],
+    timeoutSeconds: Double = 10
+  ) {
+    self.method = method
+    self.url = url
+    self.headers = headers
+    self.body = body
+    self.timeoutSeconds = timeoutSeconds
   }
 }
 
@@ -38,7 +44,9 @@ public final class HTTPClient: Sendable {
     public var http2: Bool
 
     public init(caFile: String? = nil, maxConnectionsPerHost: Int = 1, http2: Bool = true) {
-      self.caFile = caFile; self.maxConnectionsPerHost = maxConnectionsPerHost; self.http2 = http2
+      self.caFile = caFile
+      self.maxConnectionsPerHost = maxConnectionsPerHost
+      self.http2 = http2
     }
   }
 

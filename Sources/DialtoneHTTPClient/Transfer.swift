@@ -10,7 +10,9 @@ final class Transfer {
   private var responseHeaders: [String: String] = [:]
   private var completion: (@Sendable (Result<HTTPClientResponse, HTTPClientError>) -> Void)?
 
-  init(request: HTTPClientRequest, completion: @escaping @Sendable (Result<HTTPClientResponse, HTTPClientError>) -> Void) {
+  init(
+    request: HTTPClientRequest, completion: @escaping @Sendable (Result<HTTPClientResponse, HTTPClientError>) -> Void
+  ) {
     self.request = request
     self.completion = completion
     guard let easy = curl_easy_init() else { fatalError("curl_easy_init failed: out of memory") }
@@ -24,7 +26,9 @@ final class Transfer {
 
   func configure(_ configuration: HTTPClient.Configuration) -> Bool {
     guard dt_curl_setopt_ptr(easy, CURLOPT_URL, request.url) == CURLE_OK else { return false }
-    let version = configuration.http2 ? (request.url.hasPrefix("https") ? CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_1_1)
+    let version =
+      configuration.http2
+      ? (request.url.hasPrefix("https") ? CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_1_1)
       : CURL_HTTP_VERSION_1_1
     _ = dt_curl_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(version))
     _ = dt_curl_setopt_long(easy, CURLOPT_PIPEWAIT, 1)  // join the h2 connection rather than open another
@@ -35,7 +39,9 @@ final class Transfer {
     _ = dt_curl_setopt_ptr(easy, CURLOPT_CUSTOMREQUEST, request.method)
     if request.method != "GET" {
       _ = dt_curl_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body.count))
-      _ = request.body.withUnsafeBytes { dt_curl_setopt_ptr(easy, CURLOPT_COPYPOSTFIELDS, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)) }
+      _ = request.body.withUnsafeBytes {
+        dt_curl_setopt_ptr(easy, CURLOPT_COPYPOSTFIELDS, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1))
+      }
     }
     for header in request.headers + [(name: "expect", value: "")] {
       headerList = curl_slist_append(headerList, "\(header.name): \(header.value)")
@@ -53,7 +59,10 @@ final class Transfer {
   fileprivate func appendBody(_ bytes: UnsafeRawBufferPointer) { body.append(contentsOf: bytes) }
 
   fileprivate func appendHeader(_ line: String) {
-    if line.hasPrefix("HTTP/") { responseHeaders.removeAll(); return }  // a new response (after 100/redirect)
+    if line.hasPrefix("HTTP/") {
+      responseHeaders.removeAll()
+      return
+    }  // a new response (after 100/redirect)
     guard let colon = line.firstIndex(of: ":") else { return }
     let name = line[..<colon].lowercased()
     let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
@@ -65,8 +74,9 @@ final class Transfer {
     var version = 0
     _ = dt_curl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
     _ = dt_curl_getinfo_long(easy, CURLINFO_HTTP_VERSION, &version)
-    return HTTPClientResponse(status: status, headers: responseHeaders, body: body,
-                              httpVersion: version == Int(CURL_HTTP_VERSION_2_0) ? 2 : 1)
+    return HTTPClientResponse(
+      status: status, headers: responseHeaders, body: body,
+      httpVersion: version == Int(CURL_HTTP_VERSION_2_0) ? 2 : 1)
   }
 
   func finish(_ result: Result<HTTPClientResponse, HTTPClientError>) {

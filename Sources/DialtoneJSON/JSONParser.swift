@@ -56,9 +56,15 @@ struct JSONParser {
     case UInt8(ascii: "{"): return try parseObject()
     case UInt8(ascii: "["): return try parseArray()
     case UInt8(ascii: "\""): return .string(try parseString())
-    case UInt8(ascii: "t"): try expectLiteral("true"); return .bool(true)
-    case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
-    case UInt8(ascii: "n"): try expectLiteral("null"); return .null
+    case UInt8(ascii: "t"):
+      try expectLiteral("true")
+      return .bool(true)
+    case UInt8(ascii: "f"):
+      try expectLiteral("false")
+      return .bool(false)
+    case UInt8(ascii: "n"):
+      try expectLiteral("null")
+      return .null
     case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
     default: throw fail(describeByte(bytes[index]))
     }
@@ -175,7 +181,7 @@ struct JSONParser {
     // Slow path: copy what we have, then decode escapes.
     var buffer: [UInt8] = Array(bytes[start..<index])
     var validatedUpTo = 0  // bytes of `buffer` already known to be valid UTF-8 (escape output)
-    var rawStart = start    // offset in input where the current raw run starts
+    var rawStart = start  // offset in input where the current raw run starts
     func validateRun(_ buffer: [UInt8], from: Int, inputOffset: Int) throws(JSONSyntaxError) {
       let bad: Int? = buffer.withUnsafeBufferPointer { all in
         UTF8Validation.firstInvalidOffset(UnsafeBufferPointer(rebasing: all[from...]))
@@ -221,7 +227,8 @@ struct JSONParser {
         let escapeOffset = index - 2
         var scalar = UInt32(try parseHex4())
         if scalar >= 0xD800 && scalar <= 0xDBFF {
-          guard bytes.count - index >= 6, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") else {
+          guard bytes.count - index >= 6, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u")
+          else {
             throw JSONSyntaxError(message: "unpaired surrogate escape", offset: escapeOffset)
           }
           index += 2
@@ -361,12 +368,20 @@ enum UTF8Validation {
       var upper: UInt8 = 0xBF
       switch b0 {
       case 0xC2...0xDF: length = 2
-      case 0xE0: length = 3; lower = 0xA0
+      case 0xE0:
+        length = 3
+        lower = 0xA0
       case 0xE1...0xEC, 0xEE...0xEF: length = 3
-      case 0xED: length = 3; upper = 0x9F
-      case 0xF0: length = 4; lower = 0x90
+      case 0xED:
+        length = 3
+        upper = 0x9F
+      case 0xF0:
+        length = 4
+        lower = 0x90
       case 0xF1...0xF3: length = 4
-      case 0xF4: length = 4; upper = 0x8F
+      case 0xF4:
+        length = 4
+        upper = 0x8F
       default: return i
       }
       guard n - i >= length else { return i }

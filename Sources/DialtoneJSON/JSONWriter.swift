@@ -1,10 +1,10 @@
 // memcmp: this module imports no Foundation, so it takes libc from the platform's module.
 #if canImport(Darwin)
-import Darwin
+  import Darwin
 #elseif canImport(Glibc)
-import Glibc
+  import Glibc
 #elseif canImport(Musl)
-import Musl
+  import Musl
 #endif
 
 /// Compact JSON serialisation with byte-wise sorted object keys.
@@ -80,16 +80,17 @@ struct JSONWriter {
   /// Byte-wise UTF-8 order; native strings compare with one memcmp instead of a generic
   /// element-by-element walk.
   static func utf8Precedes(_ a: String, _ b: String) -> Bool {
-    let fast: Bool? = a.utf8.withContiguousStorageIfAvailable { x in
-      b.utf8.withContiguousStorageIfAvailable { y -> Bool in
-        let common = min(x.count, y.count)
-        if common > 0, let xb = x.baseAddress, let yb = y.baseAddress {
-          let order = memcmp(xb, yb, common)
-          if order != 0 { return order < 0 }
+    let fast: Bool? =
+      a.utf8.withContiguousStorageIfAvailable { x in
+        b.utf8.withContiguousStorageIfAvailable { y -> Bool in
+          let common = min(x.count, y.count)
+          if common > 0, let xb = x.baseAddress, let yb = y.baseAddress {
+            let order = memcmp(xb, yb, common)
+            if order != 0 { return order < 0 }
+          }
+          return x.count < y.count
         }
-        return x.count < y.count
-      }
-    } ?? nil
+      } ?? nil
     return fast ?? a.utf8.lexicographicallyPrecedes(b.utf8)
   }
 

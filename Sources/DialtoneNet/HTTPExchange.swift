@@ -14,7 +14,9 @@ final class HTTPExchange {
   var closeAfterResponse = false
 
   init(id: UInt64, wsi: OpaquePointer, request: HTTPRequest) {
-    self.id = id; self.wsi = wsi; self.request = request
+    self.id = id
+    self.wsi = wsi
+    self.request = request
   }
 
   var hasResponse: Bool { response != nil }
@@ -73,7 +75,9 @@ final class HTTPExchange {
 
 extension HTTPHeaderField {
   /// Appends `name: value` to a header block lws is building (server responses, client upgrades).
-  func append(to wsi: OpaquePointer, cursor: inout UnsafeMutablePointer<UInt8>?, end: UnsafeMutablePointer<UInt8>) -> Bool {
+  func append(to wsi: OpaquePointer, cursor: inout UnsafeMutablePointer<UInt8>?, end: UnsafeMutablePointer<UInt8>)
+    -> Bool
+  {
     let nameBytes = Array((name.lowercased() + ":").utf8) + [0]
     let valueBytes = Array(value.utf8)
     return nameBytes.withUnsafeBufferPointer { n in

@@ -1,5 +1,7 @@
 import Foundation
 
+// The wire spelling: the raw values are the request line's method tokens.
+// swift-format-ignore: AlwaysUseLowerCamelCase
 public enum HTTPMethod: String, Sendable, CaseIterable {
   case GET, POST, PUT, PATCH, DELETE, OPTIONS, HEAD
 }
@@ -26,10 +28,16 @@ public struct HTTPRequest: Sendable {
   /// Filled by the router from `{name}` segments of the matched pattern.
   public var pathParameters: [String: String] = [:]
 
-  public init(method: HTTPMethod, path: String, query: [String: String] = [:], headers: HTTPHeaders = HTTPHeaders(),
-              body: [UInt8] = [], remoteAddress: String = "") {
-    self.method = method; self.path = path; self.query = query; self.headers = headers
-    self.body = body; self.remoteAddress = remoteAddress
+  public init(
+    method: HTTPMethod, path: String, query: [String: String] = [:], headers: HTTPHeaders = HTTPHeaders(),
+    body: [UInt8] = [], remoteAddress: String = ""
+  ) {
+    self.method = method
+    self.path = path
+    self.query = query
+    self.headers = headers
+    self.body = body
+    self.remoteAddress = remoteAddress
   }
 
   /// The token of an `Authorization: Bearer <token>` header, if any.
@@ -49,9 +57,13 @@ public struct HTTPRequest: Sendable {
     } catch let DecodingError.keyNotFound(key, _) {
       throw HTTPError(status: 400, code: "bad-request", message: "missing field \"\(key.stringValue)\"")
     } catch let DecodingError.typeMismatch(_, context) {
-      throw HTTPError(status: 400, code: "bad-request", message: "wrong type for \"\(context.codingPath.map(\.stringValue).joined(separator: "."))\"")
+      throw HTTPError(
+        status: 400, code: "bad-request",
+        message: "wrong type for \"\(context.codingPath.map(\.stringValue).joined(separator: "."))\"")
     } catch let DecodingError.valueNotFound(_, context) {
-      throw HTTPError(status: 400, code: "bad-request", message: "null for \"\(context.codingPath.map(\.stringValue).joined(separator: "."))\"")
+      throw HTTPError(
+        status: 400, code: "bad-request",
+        message: "null for \"\(context.codingPath.map(\.stringValue).joined(separator: "."))\"")
     } catch {
       throw HTTPError(status: 400, code: "bad-request", message: "body is not valid JSON")
     }
@@ -64,8 +76,13 @@ public struct HTTPResponse: Sendable {
   public var headers: [HTTPHeaderField]
   public var body: [UInt8]
 
-  public init(status: Int = 200, contentType: String = "application/json", headers: [HTTPHeaderField] = [], body: [UInt8] = []) {
-    self.status = status; self.contentType = contentType; self.headers = headers; self.body = body
+  public init(
+    status: Int = 200, contentType: String = "application/json", headers: [HTTPHeaderField] = [], body: [UInt8] = []
+  ) {
+    self.status = status
+    self.contentType = contentType
+    self.headers = headers
+    self.body = body
   }
 
   public static func json<T: Encodable>(_ value: T, status: Int = 200) -> HTTPResponse {
@@ -80,15 +97,24 @@ public struct HTTPResponse: Sendable {
 
   /// The one error shape of the HTTP API: `{"error":{"code":"...","message":"..."}}`.
   public static func error(_ error: HTTPError) -> HTTPResponse {
-    struct Body: Encodable { struct Inner: Encodable { let code: String; let message: String }; let error: Inner }
+    struct Body: Encodable {
+      struct Inner: Encodable {
+        let code: String
+        let message: String
+      }
+      let error: Inner
+    }
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    let bytes = (try? encoder.encode(Body(error: .init(code: error.code, message: error.message)))).map { Array($0) }
+    let bytes =
+      (try? encoder.encode(Body(error: .init(code: error.code, message: error.message)))).map { Array($0) }
       ?? Array(#"{"error":{"code":"internal","message":""}}"#.utf8)
     return HTTPResponse(status: error.status, headers: error.headers, body: bytes)
   }
 
-  public static func text(_ text: String, status: Int = 200, contentType: String = "text/plain; charset=utf-8") -> HTTPResponse {
+  public static func text(_ text: String, status: Int = 200, contentType: String = "text/plain; charset=utf-8")
+    -> HTTPResponse
+  {
     HTTPResponse(status: status, contentType: contentType, body: Array(text.utf8))
   }
 }
@@ -96,7 +122,10 @@ public struct HTTPResponse: Sendable {
 public struct HTTPHeaderField: Sendable, Equatable {
   public var name: String
   public var value: String
-  public init(_ name: String, _ value: String) { self.name = name; self.value = value }
+  public init(_ name: String, _ value: String) {
+    self.name = name
+    self.value = value
+  }
 }
 
 /// An error a route handler throws to answer with a status and the API's error body.
@@ -106,13 +135,21 @@ public struct HTTPError: Error, Sendable, Equatable, CustomStringConvertible {
   public var message: String
   public var headers: [HTTPHeaderField]
   public init(status: Int, code: String, message: String, headers: [HTTPHeaderField] = []) {
-    self.status = status; self.code = code; self.message = message; self.headers = headers
+    self.status = status
+    self.code = code
+    self.message = message
+    self.headers = headers
   }
   public var description: String { "\(status) \(code): \(message)" }
 
-  public static func notFound(_ message: String = "not found") -> HTTPError { HTTPError(status: 404, code: "not-found", message: message) }
-  public static func unauthorized(_ message: String) -> HTTPError {
-    HTTPError(status: 401, code: "unauthorized", message: message, headers: [HTTPHeaderField("www-authenticate", "Bearer")])
+  public static func notFound(_ message: String = "not found") -> HTTPError {
+    HTTPError(status: 404, code: "not-found", message: message)
   }
-  public static func badRequest(_ message: String) -> HTTPError { HTTPError(status: 400, code: "bad-request", message: message) }
+  public static func unauthorized(_ message: String) -> HTTPError {
+    HTTPError(
+      status: 401, code: "unauthorized", message: message, headers: [HTTPHeaderField("www-authenticate", "Bearer")])
+  }
+  public static func badRequest(_ message: String) -> HTTPError {
+    HTTPError(status: 400, code: "bad-request", message: message)
+  }
 }

@@ -1,6 +1,7 @@
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+  import Glibc
 #endif
 
 /// The server's listening socket, owned here rather than by lws: lws 4.1 resolves a listen
@@ -21,7 +22,8 @@ final class Listener: @unchecked Sendable {
     guard literal.withCString({ inet_pton(AF_INET, $0, &address.sin_addr) }) == 1 else {
       throw .listenFailed("--host must be an IPv4 address (like 127.0.0.1 or 0.0.0.0), got \"\(host)\"")
     }
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    let fd = socket(
+      AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     guard fd >= 0 else { throw .listenFailed("socket(): \(String(cString: strerror(errno)))") }
     var one: Int32 = 1
     _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))

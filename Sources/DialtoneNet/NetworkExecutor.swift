@@ -1,6 +1,7 @@
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+  import Glibc
 #endif
 
 /// A serial executor that runs jobs on the network thread, so an actor that handles socket
@@ -43,7 +44,10 @@ public final class NetworkExecutor: SerialExecutor, @unchecked Sendable {
   /// Called on the network thread when it starts and stops owning the jobs.
   func networkThreadStarted() { lock.withLock { owner = pthread_self() } }
   func networkThreadStopped(leftover: [UnownedJob]) {
-    lock.withLock { owner = nil; loop = nil }
+    lock.withLock {
+      owner = nil
+      loop = nil
+    }
     for job in leftover { runOnFallback(job) }
   }
 

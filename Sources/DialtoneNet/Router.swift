@@ -1,5 +1,6 @@
 /// Maps method + path pattern (`/v1/devices/{installationId}`) to an async handler.
 import Foundation
+
 public struct Router: Sendable {
   public typealias Handler = @Sendable (HTTPRequest) async throws -> HTTPResponse
 
@@ -44,7 +45,10 @@ public struct Router: Sendable {
       }
     }
     if pathMatched {
-      return .error(HTTPError(status: 405, code: "method-not-allowed", message: "\(request.method.rawValue) is not allowed on \(request.path)"))
+      return .error(
+        HTTPError(
+          status: 405, code: "method-not-allowed",
+          message: "\(request.method.rawValue) is not allowed on \(request.path)"))
     }
     return .error(.notFound("no route for \(request.path)"))
   }

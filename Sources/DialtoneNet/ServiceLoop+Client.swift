@@ -24,7 +24,7 @@ final class ClientSession {
   var cStrings: [UnsafeMutablePointer<CChar>] = []
 
   init(request: ClientConnectRequest) { self.request = request }
-  deinit { cStrings.forEach { free($0) } }
+  deinit { for string in cStrings { free(string) } }
 
   func enqueue(_ bytes: [UInt8], binary: Bool, on loop: ServiceLoop) {
     if let session { session.enqueue(bytes, binary: binary, on: loop) } else { pendingSends.append((bytes, binary)) }
@@ -58,7 +58,8 @@ extension ServiceLoop {
     if request.useTLS {
       var flags = Int32(LCCSCF_USE_SSL.rawValue)
       if request.allowSelfSigned {
-        flags |= Int32(LCCSCF_ALLOW_SELFSIGNED.rawValue) | Int32(LCCSCF_SKIP_SERVER_CERT_HOSTNAME_CHECK.rawValue)
+        flags |=
+          Int32(LCCSCF_ALLOW_SELFSIGNED.rawValue) | Int32(LCCSCF_SKIP_SERVER_CERT_HOSTNAME_CHECK.rawValue)
           | Int32(LCCSCF_ALLOW_EXPIRED.rawValue)
       }
       info.ssl_connection = flags
@@ -82,8 +83,10 @@ extension ServiceLoop {
     }
   }
 
-  func handleClient(_ wsi: OpaquePointer, _ reason: lws_callback_reasons,
-                    _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+  func handleClient(
+    _ wsi: OpaquePointer, _ reason: lws_callback_reasons,
+    _ input: UnsafeMutableRawPointer?, _ length: Int
+  ) -> Int32 {
     let id = dt_lws_get_id(wsi)
     guard let client = clients[id] else { return reason == LWS_CALLBACK_CLIENT_CLOSED ? 0 : -1 }
     switch reason {
@@ -146,5 +149,10 @@ private final class ClientIDCounter: @unchecked Sendable {
   // @unchecked: `value` is only touched under `lock`.
   private let lock = NSLock()
   private var value: UInt64 = 0
-  func next() -> UInt64 { lock.withLock { value += 1; return value } }
+  func next() -> UInt64 {
+    lock.withLock {
+      value += 1
+      return value
+    }
+  }
 }

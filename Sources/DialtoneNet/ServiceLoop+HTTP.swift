@@ -1,8 +1,10 @@
 import CLibWebSockets
 
 extension ServiceLoop {
-  func handleHTTP(_ wsi: OpaquePointer, _ reason: lws_callback_reasons,
-                  _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+  func handleHTTP(
+    _ wsi: OpaquePointer, _ reason: lws_callback_reasons,
+    _ input: UnsafeMutableRawPointer?, _ length: Int
+  ) -> Int32 {
     guard let server else { return -1 }
     switch reason {
     case LWS_CALLBACK_HTTP:
@@ -11,17 +13,24 @@ extension ServiceLoop {
       let target = requestTarget(wsi)
       let headers = readHeaders(wsi)
       guard let method = requestMethod(wsi) else {
-        return startExchange(id, wsi, HTTPRequest(method: .GET, path: target.path), early: HTTPError(status: 405, code: "method-not-allowed", message: "unsupported method"))
+        return startExchange(
+          id, wsi, HTTPRequest(method: .GET, path: target.path),
+          early: HTTPError(status: 405, code: "method-not-allowed", message: "unsupported method"))
       }
-      let request = HTTPRequest(method: method, path: target.path, query: target.query, headers: headers,
-                                remoteAddress: peerAddress(wsi))
+      let request = HTTPRequest(
+        method: method, path: target.path, query: target.query, headers: headers,
+        remoteAddress: peerAddress(wsi))
       if draining {
-        return startExchange(id, wsi, request, early: HTTPError(status: 503, code: "unavailable", message: "server is shutting down"))
+        return startExchange(
+          id, wsi, request, early: HTTPError(status: 503, code: "unavailable", message: "server is shutting down"))
       }
       let declared = headers["content-length"].flatMap { Int($0) }
       let chunked = headers["transfer-encoding"]?.lowercased().contains("chunked") ?? false
       if let declared, declared > server.configuration.maxBodyBytes {
-        return startExchange(id, wsi, request, early: HTTPError(status: 413, code: "too-large", message: "body exceeds \(server.configuration.maxBodyBytes) bytes"))
+        return startExchange(
+          id, wsi, request,
+          early: HTTPError(
+            status: 413, code: "too-large", message: "body exceeds \(server.configuration.maxBodyBytes) bytes"))
       }
       let exchange = HTTPExchange(id: id, wsi: wsi, request: request)
       exchange.expectedLength = declared
@@ -47,7 +56,10 @@ extension ServiceLoop {
       guard let exchange = exchanges[dt_lws_get_id(wsi)] else { return -1 }
       if exchange.bodyTooLarge {
         exchange.closeAfterResponse = true
-        exchange.setResponse(.error(HTTPError(status: 413, code: "too-large", message: "body exceeds \(server.configuration.maxBodyBytes) bytes")))
+        exchange.setResponse(
+          .error(
+            HTTPError(
+              status: 413, code: "too-large", message: "body exceeds \(server.configuration.maxBodyBytes) bytes")))
       } else if !exchange.hasResponse {
         dispatch(exchange, router: server.router)
       }
@@ -78,7 +90,9 @@ extension ServiceLoop {
 
   /// Answers before reading the body; the connection closes after, since unread body bytes would
   /// otherwise be parsed as the next request.
-  private func startExchange(_ id: UInt64, _ wsi: OpaquePointer, _ request: HTTPRequest, early error: HTTPError) -> Int32 {
+  private func startExchange(_ id: UInt64, _ wsi: OpaquePointer, _ request: HTTPRequest, early error: HTTPError)
+    -> Int32
+  {
     let exchange = HTTPExchange(id: id, wsi: wsi, request: request)
     exchange.closeAfterResponse = true
     exchanges[id] = exchange

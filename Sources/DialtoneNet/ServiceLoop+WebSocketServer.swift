@@ -1,8 +1,10 @@
 import CLibWebSockets
 
 extension ServiceLoop {
-  func handleServerWebSocket(_ wsi: OpaquePointer, _ reason: lws_callback_reasons,
-                             _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+  func handleServerWebSocket(
+    _ wsi: OpaquePointer, _ reason: lws_callback_reasons,
+    _ input: UnsafeMutableRawPointer?, _ length: Int
+  ) -> Int32 {
     guard let server else { return 0 }
     switch reason {
     case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
@@ -12,8 +14,9 @@ extension ServiceLoop {
       let target = requestTarget(wsi)
       guard !draining, target.path == server.configuration.webSocketPath else { return 1 }
       let id = allocateID(for: wsi)
-      pendingUpgrades[id] = UpgradeRequest(path: target.path, query: target.query, headers: readHeaders(wsi),
-                                           remoteAddress: peerAddress(wsi))
+      pendingUpgrades[id] = UpgradeRequest(
+        path: target.path, query: target.query, headers: readHeaders(wsi),
+        remoteAddress: peerAddress(wsi))
       return 0
 
     case LWS_CALLBACK_ESTABLISHED:

@@ -73,8 +73,10 @@ final class ServiceLoop: @unchecked Sendable {
   /// The server's listening socket (nil for a client loop); set by `WebServer` before `start`.
   var listener: Listener?
 
-  init(server: ServerRole?, maxMessageBytes: Int, pingIntervalSeconds: Int, idleTimeoutSeconds: Int,
-       sweepSeconds: Double = 5, coalescingDelay: Double = 0) throws {
+  init(
+    server: ServerRole?, maxMessageBytes: Int, pingIntervalSeconds: Int, idleTimeoutSeconds: Int,
+    sweepSeconds: Double = 5, coalescingDelay: Double = 0
+  ) throws {
     self.sweepSeconds = sweepSeconds
     self.coalescingDelay = coalescingDelay
     self.server = server
@@ -106,7 +108,8 @@ final class ServiceLoop: @unchecked Sendable {
     var info = lws_context_creation_info()
     info.protocols = UnsafePointer(protos)
     info.user = Unmanaged.passUnretained(self).toOpaque()
-    info.options = UInt64(LWS_SERVER_OPTION_LIBUV) | UInt64(LWS_SERVER_OPTION_UV_NO_SIGSEGV_SIGFPE_SPIN)
+    info.options =
+      UInt64(LWS_SERVER_OPTION_LIBUV) | UInt64(LWS_SERVER_OPTION_UV_NO_SIGSEGV_SIGFPE_SPIN)
       | UInt64(LWS_SERVER_OPTION_DISABLE_IPV6)
     info.retry_and_idle_policy = UnsafePointer(retryPolicy)
     info.timeout_secs = 20
@@ -232,14 +235,23 @@ final class ServiceLoop: @unchecked Sendable {
   private func execute(_ command: Command) {
     switch command {
     case .send(let id, let bytes, let binary):
-      if let session = webSockets[id] { session.enqueue(bytes, binary: binary, on: self) }
-      else if let client = clients[id] { client.enqueue(bytes, binary: binary, on: self) }
+      if let session = webSockets[id] {
+        session.enqueue(bytes, binary: binary, on: self)
+      } else if let client = clients[id] {
+        client.enqueue(bytes, binary: binary, on: self)
+      }
     case .sendCoalesced(let id, let bytes):
-      if let session = webSockets[id] { hold(bytes, on: session) }
-      else if let client = clients[id] { client.enqueue(bytes, binary: false, on: self) }
+      if let session = webSockets[id] {
+        hold(bytes, on: session)
+      } else if let client = clients[id] {
+        client.enqueue(bytes, binary: false, on: self)
+      }
     case .close(let id, let code, let reason):
-      if let session = webSockets[id] { session.requestClose(code: code, reason: reason) }
-      else if let client = clients[id] { closeClient(client, code: code, reason: reason) }
+      if let session = webSockets[id] {
+        session.requestClose(code: code, reason: reason)
+      } else if let client = clients[id] {
+        closeClient(client, code: code, reason: reason)
+      }
     case .respond(let id, let response):
       exchanges[id]?.setResponse(response)
     case .connect(let request):
@@ -301,8 +313,11 @@ final class ServiceLoop: @unchecked Sendable {
   private func closeInbox() -> [UnownedJob] {
     inboxLock.withLock {
       inboxClosed = true
-      let jobs = inbox.compactMap { if case .job(let job) = $0 { return job }; return nil }
-      for case .adopt(let sockets) in inbox { sockets.forEach { close($0) } }
+      let jobs = inbox.compactMap {
+        if case .job(let job) = $0 { return job }
+        return nil
+      }
+      for case .adopt(let sockets) in inbox { for socket in sockets { close(socket) } }
       inbox.removeAll()
       return jobs
     }
@@ -310,7 +325,8 @@ final class ServiceLoop: @unchecked Sendable {
 
   private func checkDrainComplete() {
     guard !stopRequested, (webSockets.isEmpty && exchanges.isEmpty && clients.isEmpty) || Date() >= drainDeadline,
-          let context else { return }
+      let context
+    else { return }
     stopRequested = true
     let leftover = closeInbox()
     for job in leftover { executor?.run(job) }
@@ -348,8 +364,10 @@ final class ServiceLoop: @unchecked Sendable {
     }
   }
 
-  fileprivate func handle(_ wsi: OpaquePointer, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
-                          _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+  fileprivate func handle(
+    _ wsi: OpaquePointer, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
+    _ input: UnsafeMutableRawPointer?, _ length: Int
+  ) -> Int32 {
     switch reason {
     case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
       drainInbox()
@@ -357,10 +375,10 @@ final class ServiceLoop: @unchecked Sendable {
     case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
       return draining ? 1 : 0
     case LWS_CALLBACK_HTTP, LWS_CALLBACK_HTTP_BODY, LWS_CALLBACK_HTTP_BODY_COMPLETION,
-         LWS_CALLBACK_HTTP_WRITEABLE, LWS_CALLBACK_CLOSED_HTTP:
+      LWS_CALLBACK_HTTP_WRITEABLE, LWS_CALLBACK_CLOSED_HTTP:
       return handleHTTP(wsi, reason, input, length)
     case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION, LWS_CALLBACK_ESTABLISHED, LWS_CALLBACK_RECEIVE,
-         LWS_CALLBACK_SERVER_WRITEABLE, LWS_CALLBACK_CLOSED:
+      LWS_CALLBACK_SERVER_WRITEABLE, LWS_CALLBACK_CLOSED:
       return handleServerWebSocket(wsi, reason, input, length)
     case LWS_CALLBACK_RECEIVE_PONG, LWS_CALLBACK_CLIENT_RECEIVE_PONG:
       let id = dt_lws_get_id(wsi)
@@ -370,8 +388,8 @@ final class ServiceLoop: @unchecked Sendable {
       recordPeerClose(wsi, input, length)
       return 0
     case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER, LWS_CALLBACK_CLIENT_ESTABLISHED,
-         LWS_CALLBACK_CLIENT_RECEIVE, LWS_CALLBACK_CLIENT_WRITEABLE, LWS_CALLBACK_CLIENT_CONNECTION_ERROR,
-         LWS_CALLBACK_CLIENT_CLOSED:
+      LWS_CALLBACK_CLIENT_RECEIVE, LWS_CALLBACK_CLIENT_WRITEABLE, LWS_CALLBACK_CLIENT_CONNECTION_ERROR,
+      LWS_CALLBACK_CLIENT_CLOSED:
       return handleClient(wsi, reason, input, length)
     default:
       return lws_callback_http_dummy(wsi, reason, user, input, length)
@@ -383,20 +401,26 @@ final class ServiceLoop: @unchecked Sendable {
     let bytes = input.assumingMemoryBound(to: UInt8.self)
     let code = UInt16(bytes[0]) << 8 | UInt16(bytes[1])
     let id = dt_lws_get_id(wsi)
-    if let session = webSockets[id] { session.peerCloseCode = code }
-    else if let client = clients[id] { client.session?.peerCloseCode = code }
+    if let session = webSockets[id] {
+      session.peerCloseCode = code
+    } else if let client = clients[id] {
+      client.session?.peerCloseCode = code
+    }
   }
 }
 
 /// The single C entry point: finds the owning loop through the context's user pointer.
-private let serviceLoopCallback: @convention(c) (OpaquePointer?, lws_callback_reasons, UnsafeMutableRawPointer?,
-                                                 UnsafeMutableRawPointer?, Int) -> Int32 = { wsi, reason, user, input, length in
-  guard let wsi, let contextUser = lws_context_user(lws_get_context(wsi)) else {
-    return lws_callback_http_dummy(wsi, reason, user, input, length)
+private let serviceLoopCallback:
+  @convention(c) (
+    OpaquePointer?, lws_callback_reasons, UnsafeMutableRawPointer?,
+    UnsafeMutableRawPointer?, Int
+  ) -> Int32 = { wsi, reason, user, input, length in
+    guard let wsi, let contextUser = lws_context_user(lws_get_context(wsi)) else {
+      return lws_callback_http_dummy(wsi, reason, user, input, length)
+    }
+    let loop = Unmanaged<ServiceLoop>.fromOpaque(contextUser).takeUnretainedValue()
+    return loop.handle(wsi, reason, user, input, length)
   }
-  let loop = Unmanaged<ServiceLoop>.fromOpaque(contextUser).takeUnretainedValue()
-  return loop.handle(wsi, reason, user, input, length)
-}
 
 public enum NetError: Error, Sendable, CustomStringConvertible {
   case listenFailed(String)

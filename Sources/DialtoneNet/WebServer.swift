@@ -19,12 +19,18 @@ public struct WebServerConfiguration: Sendable {
   /// it at once.
   public var coalescingDelay: Double = 0
 
-  public init(host: String = "127.0.0.1", port: Int = 8080, webSocketPath: String = "/v1/ws",
-              maxMessageBytes: Int = 64 * 1024, maxBodyBytes: Int = 1 << 20, pingIntervalSeconds: Int = 25,
-              idleTimeoutSeconds: Int = 75, drainSeconds: Double = 5) {
-    self.host = host; self.port = port; self.webSocketPath = webSocketPath
-    self.maxMessageBytes = maxMessageBytes; self.maxBodyBytes = maxBodyBytes
-    self.pingIntervalSeconds = pingIntervalSeconds; self.idleTimeoutSeconds = idleTimeoutSeconds
+  public init(
+    host: String = "127.0.0.1", port: Int = 8080, webSocketPath: String = "/v1/ws",
+    maxMessageBytes: Int = 64 * 1024, maxBodyBytes: Int = 1 << 20, pingIntervalSeconds: Int = 25,
+    idleTimeoutSeconds: Int = 75, drainSeconds: Double = 5
+  ) {
+    self.host = host
+    self.port = port
+    self.webSocketPath = webSocketPath
+    self.maxMessageBytes = maxMessageBytes
+    self.maxBodyBytes = maxBodyBytes
+    self.pingIntervalSeconds = pingIntervalSeconds
+    self.idleTimeoutSeconds = idleTimeoutSeconds
     self.drainSeconds = drainSeconds
   }
 }
@@ -37,8 +43,10 @@ public final class WebServer: Sendable {
   private let loop: ServiceLoop
 
   /// With an `executor`, actors bound to it run on this server's network thread.
-  public init(configuration: WebServerConfiguration, router: Router, webSocketHandler: any WebSocketHandler,
-              executor: NetworkExecutor? = nil) throws {
+  public init(
+    configuration: WebServerConfiguration, router: Router, webSocketHandler: any WebSocketHandler,
+    executor: NetworkExecutor? = nil
+  ) throws {
     signal(SIGPIPE, SIG_IGN)
     self.configuration = configuration
     loop = try ServiceLoop(
@@ -50,7 +58,7 @@ public final class WebServer: Sendable {
       coalescingDelay: configuration.coalescingDelay)
     let loop = self.loop
     let listener = try Listener(host: configuration.host, port: configuration.port) { sockets in
-      if !loop.post(.adopt(sockets)) { sockets.forEach { close($0) } }
+      if !loop.post(.adopt(sockets)) { for socket in sockets { close(socket) } }
     }
     loop.listener = listener
     port = listener.port

@@ -14,27 +14,38 @@ public enum WebSocketClientEvent: Sendable, Equatable {
 public final class WebSocketClient: Sendable {
   private let loop: ServiceLoop
 
-  public init(maxMessageBytes: Int = 1 << 20, pingIntervalSeconds: Int = 25, idleTimeoutSeconds: Int = 75,
-              keepaliveSweepSeconds: Double = 5) throws {
+  public init(
+    maxMessageBytes: Int = 1 << 20, pingIntervalSeconds: Int = 25, idleTimeoutSeconds: Int = 75,
+    keepaliveSweepSeconds: Double = 5
+  ) throws {
     signal(SIGPIPE, SIG_IGN)
-    loop = try ServiceLoop(server: nil, maxMessageBytes: maxMessageBytes, pingIntervalSeconds: pingIntervalSeconds,
-                           idleTimeoutSeconds: idleTimeoutSeconds, sweepSeconds: keepaliveSweepSeconds)
+    loop = try ServiceLoop(
+      server: nil, maxMessageBytes: maxMessageBytes, pingIntervalSeconds: pingIntervalSeconds,
+      idleTimeoutSeconds: idleTimeoutSeconds, sweepSeconds: keepaliveSweepSeconds)
     loop.start(name: "dialtone-ws-client")
   }
 
   /// Starts connecting to a `ws://` or `wss://` URL. `onEvent` is called on the network thread, in
   /// order; it must return quickly. Messages sent before `.opened` are queued.
-  public func connect(to url: String, headers: [HTTPHeaderField] = [], allowSelfSignedCertificates: Bool = false,
-                      onEvent: @escaping @Sendable (WebSocketClientEvent) -> Void) throws(NetError) -> WebSocketClientConnection {
-    try connect(to: url, headers: headers, allowSelfSignedCertificates: allowSelfSignedCertificates) { event, _ in onEvent(event) }
+  public func connect(
+    to url: String, headers: [HTTPHeaderField] = [], allowSelfSignedCertificates: Bool = false,
+    onEvent: @escaping @Sendable (WebSocketClientEvent) -> Void
+  ) throws(NetError) -> WebSocketClientConnection {
+    try connect(to: url, headers: headers, allowSelfSignedCertificates: allowSelfSignedCertificates) { event, _ in
+      onEvent(event)
+    }
   }
 
   /// As above, with the connection handed to every event (so a handler can reply on it).
-  public func connect(to url: String, headers: [HTTPHeaderField] = [], allowSelfSignedCertificates: Bool = false,
-                      onEvent: @escaping @Sendable (WebSocketClientEvent, WebSocketClientConnection) -> Void)
-    throws(NetError) -> WebSocketClientConnection {
+  public func connect(
+    to url: String, headers: [HTTPHeaderField] = [], allowSelfSignedCertificates: Bool = false,
+    onEvent: @escaping @Sendable (WebSocketClientEvent, WebSocketClientConnection) -> Void
+  )
+    throws(NetError) -> WebSocketClientConnection
+  {
     guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
-          scheme == "ws" || scheme == "wss", let host = components.host, !host.isEmpty else {
+      scheme == "ws" || scheme == "wss", let host = components.host, !host.isEmpty
+    else {
       throw .invalidURL(url)
     }
     let tls = scheme == "wss"
@@ -42,9 +53,10 @@ public final class WebSocketClient: Sendable {
     if let query = components.percentEncodedQuery { path += "?" + query }
     let id = loop.reserveClientID()
     let connection = WebSocketClientConnection(id: id, loop: loop)
-    let request = ClientConnectRequest(id: id, host: host, port: components.port ?? (tls ? 443 : 80), path: path,
-                                       useTLS: tls, allowSelfSigned: allowSelfSignedCertificates,
-                                       headers: headers, onEvent: { event in onEvent(event, connection) })
+    let request = ClientConnectRequest(
+      id: id, host: host, port: components.port ?? (tls ? 443 : 80), path: path,
+      useTLS: tls, allowSelfSigned: allowSelfSignedCertificates,
+      headers: headers, onEvent: { event in onEvent(event, connection) })
     loop.post(.connect(request))
     return connection
   }
@@ -66,7 +78,10 @@ public final class WebSocketClientConnection: Sendable, CustomStringConvertible 
   public let id: UInt64
   private let loop: ServiceLoop
 
-  init(id: UInt64, loop: ServiceLoop) { self.id = id; self.loop = loop }
+  init(id: UInt64, loop: ServiceLoop) {
+    self.id = id
+    self.loop = loop
+  }
 
   public func send(text: String) { loop.post(.send(id, Array(text.utf8), binary: false)) }
   public func send(text bytes: [UInt8]) { loop.post(.send(id, bytes, binary: false)) }

@@ -13,7 +13,9 @@ enum WebSocketFrame {
       buffer.append(UInt8(count & 0xFF))
     } else {
       buffer.append(127)
-      for shift in stride(from: 56, through: 0, by: -8) { buffer.append(UInt8((UInt64(count) >> UInt64(shift)) & 0xFF)) }
+      for shift in stride(from: 56, through: 0, by: -8) {
+        buffer.append(UInt8((UInt64(count) >> UInt64(shift)) & 0xFF))
+      }
     }
     buffer.append(contentsOf: payload)
   }

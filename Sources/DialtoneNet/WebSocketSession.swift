@@ -36,7 +36,9 @@ final class WebSocketSession {
   var connection: WebSocketConnection?
 
   init(id: UInt64, wsi: OpaquePointer, maxMessageBytes: Int) {
-    self.id = id; self.wsi = wsi; self.maxMessageBytes = maxMessageBytes
+    self.id = id
+    self.wsi = wsi
+    self.maxMessageBytes = maxMessageBytes
   }
 
   /// Writes at once when nothing is queued and lws holds no unsent bytes for this socket (a check
@@ -161,7 +163,8 @@ final class WebSocketSession {
   func receive(_ input: UnsafeMutableRawPointer?, _ length: Int) -> Received {
     // The common case, a whole message in one piece, skips the reassembly buffer.
     if !receivingMessage, length <= maxMessageBytes, lws_is_final_fragment(wsi) != 0,
-       lws_remaining_packet_payload(wsi) == 0 {
+      lws_remaining_packet_payload(wsi) == 0
+    {
       let message = input.map { Array(UnsafeRawBufferPointer(start: $0, count: length)) } ?? []
       return .message(message, isText: lws_frame_is_binary(wsi) == 0)
     }

@@ -5,8 +5,13 @@ public struct UpgradeRequest: Sendable {
   public var headers: HTTPHeaders
   public var remoteAddress: String
 
-  public init(path: String, query: [String: String] = [:], headers: HTTPHeaders = HTTPHeaders(), remoteAddress: String = "") {
-    self.path = path; self.query = query; self.headers = headers; self.remoteAddress = remoteAddress
+  public init(
+    path: String, query: [String: String] = [:], headers: HTTPHeaders = HTTPHeaders(), remoteAddress: String = ""
+  ) {
+    self.path = path
+    self.query = query
+    self.headers = headers
+    self.remoteAddress = remoteAddress
   }
 
   public var bearerToken: String? {
@@ -39,7 +44,9 @@ public final class WebSocketConnection: Sendable, Hashable, CustomStringConverti
   private let loop: ServiceLoop
 
   init(id: UInt64, remoteAddress: String, loop: ServiceLoop) {
-    self.id = id; self.remoteAddress = remoteAddress; self.loop = loop
+    self.id = id
+    self.remoteAddress = remoteAddress
+    self.loop = loop
   }
 
   public func send(text: String) { loop.post(.send(id, Array(text.utf8), binary: false)) }

@@ -1,5 +1,6 @@
 /// The `type` values of client → server messages.
 import DialtoneJSON
+
 public enum ClientMessageType: String, Sendable, Equatable, CaseIterable {
   case hello
   case ack
@@ -68,7 +69,10 @@ public enum ClientMessage: WireCodable {
     public var resume: Resume?
     public var client: ClientInfo?
 
-    public init(id: String, version: Int = ProtocolVersion.current, token: String? = nil, resume: Resume? = nil, client: ClientInfo? = nil) {
+    public init(
+      id: String, version: Int = ProtocolVersion.current, token: String? = nil, resume: Resume? = nil,
+      client: ClientInfo? = nil
+    ) {
       self.id = id
       self.version = version
       self.token = token
@@ -155,7 +159,9 @@ public enum ClientMessage: WireCodable {
     /// Overrides the token's `name` claim as the caller's display name for this call.
     public var callerName: String?
 
-    public init(id: String, callId: CallID, to: String, video: Bool, offer: SessionDescription? = nil, callerName: String? = nil) {
+    public init(
+      id: String, callId: CallID, to: String, video: Bool, offer: SessionDescription? = nil, callerName: String? = nil
+    ) {
       self.id = id
       self.callId = callId
       self.to = to
@@ -331,7 +337,9 @@ public enum ClientMessage: WireCodable {
     }
   }
 
-  private static func decodeBody(type: ClientMessageType, id: String, _ r: FieldReader) throws(ProtocolError) -> ClientMessage {
+  private static func decodeBody(type: ClientMessageType, id: String, _ r: FieldReader) throws(ProtocolError)
+    -> ClientMessage
+  {
     switch type {
     case .hello:
       return .hello(
@@ -354,11 +362,13 @@ public enum ClientMessage: WireCodable {
       return .accept(Accept(id: id, callId: try r.callId(), answer: try r.optional("answer", SessionDescription.self)))
     case .offer:
       return .offer(
-        Offer(id: id, callId: try r.callId(), sdp: try r.sdp("sdp"), iceRestart: try r.optionalBool("iceRestart") ?? false))
+        Offer(
+          id: id, callId: try r.callId(), sdp: try r.sdp("sdp"), iceRestart: try r.optionalBool("iceRestart") ?? false))
     case .answer:
       return .answer(Answer(id: id, callId: try r.callId(), sdp: try r.sdp("sdp")))
     case .candidate:
-      return .candidate(Candidate(id: id, callId: try r.callId(), candidate: try r.required("candidate", IceCandidate.self)))
+      return .candidate(
+        Candidate(id: id, callId: try r.callId(), candidate: try r.required("candidate", IceCandidate.self)))
     case .ringing: return .ringing(CallAction(id: id, callId: try r.callId()))
     case .decline: return .decline(CallAction(id: id, callId: try r.callId()))
     case .busy: return .busy(CallAction(id: id, callId: try r.callId()))

@@ -2,6 +2,7 @@
 /// The kind (offer/answer) follows from the message that carries it; a `type` member,
 /// as produced by `RTCSessionDescription.toJSON()`, is ignored.
 import DialtoneJSON
+
 public struct SessionDescription: WireCodable, Hashable {
   public var sdp: String
 

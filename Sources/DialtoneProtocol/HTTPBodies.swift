@@ -1,5 +1,6 @@
 /// `{"error":{"code":"...","message":"..."}}`: the body of every HTTP error response.
 import DialtoneJSON
+
 public struct ErrorBody: WireCodable, Hashable {
   public var code: ErrorCode
   public var message: String
@@ -250,7 +251,8 @@ public struct DeviceRegistration: WireCodable, Hashable {
         throw ProtocolError(.badRequest, "\"bundleId\" \(problem)")
       }
       guard apnsEnvironment != nil else {
-        throw ProtocolError(.badRequest, "\"apnsEnvironment\" is required for platform ios (\"sandbox\" or \"production\")")
+        throw ProtocolError(
+          .badRequest, "\"apnsEnvironment\" is required for platform ios (\"sandbox\" or \"production\")")
       }
       if voipToken == nil && alertToken == nil {
         throw ProtocolError(.badRequest, "platform ios needs \"voipToken\" or \"alertToken\"")

@@ -1,5 +1,6 @@
 /// The `type` values of server → client messages.
 import DialtoneJSON
+
 public enum ServerMessageType: String, Sendable, Equatable, CaseIterable {
   case welcome
   case ack
@@ -450,7 +451,8 @@ public struct ServerEnvelope: WireCodable {
     case .endOfCandidates:
       return .endOfCandidates(ServerMessage.PeerEvent(callId: try r.callId(), from: try r.required("from", Peer.self)))
     case .iceRestartRequest:
-      return .iceRestartRequest(ServerMessage.PeerEvent(callId: try r.callId(), from: try r.required("from", Peer.self)))
+      return .iceRestartRequest(
+        ServerMessage.PeerEvent(callId: try r.callId(), from: try r.required("from", Peer.self)))
     case .accept:
       return .accept(
         ServerMessage.Accept(
@@ -462,7 +464,8 @@ public struct ServerEnvelope: WireCodable {
           callId: try r.callId(), from: try r.required("from", Peer.self), sdp: try r.sdp("sdp"),
           iceRestart: try r.optionalBool("iceRestart") ?? false))
     case .answer:
-      return .answer(ServerMessage.Answer(callId: try r.callId(), from: try r.required("from", Peer.self), sdp: try r.sdp("sdp")))
+      return .answer(
+        ServerMessage.Answer(callId: try r.callId(), from: try r.required("from", Peer.self), sdp: try r.sdp("sdp")))
     case .candidate:
       return .candidate(
         ServerMessage.Candidate(

@@ -1,5 +1,6 @@
 /// How strictly to validate while decoding.
 import DialtoneJSON
+
 public struct WireDecodingOptions: Sendable, Equatable {
   /// Enforce maximum sizes and character rules (`Limits`). Servers decode client input with
   /// this on; clients decode server output with it off, so a later server that raises a
@@ -175,7 +176,8 @@ struct FieldReader {
     guard let raw = try optionalString(key, minBytes: 1) else { return nil }
     if let reason = EndReason(rawValue: raw) { return reason }
     if enforceLimits {
-      throw ProtocolError(.badRequest, "\(quoted(key)) must be one of \(EndReason.allCases.map(\.rawValue).joined(separator: ", "))")
+      throw ProtocolError(
+        .badRequest, "\(quoted(key)) must be one of \(EndReason.allCases.map(\.rawValue).joined(separator: ", "))")
     }
     return .failed
   }
@@ -267,7 +269,8 @@ struct FieldReader {
   }
 
   /// An array of strings; with `acceptSingle`, a lone string is accepted as a one-element array.
-  func stringArray(_ key: String, acceptSingle: Bool = false, nonEmpty: Bool = false) throws(ProtocolError) -> [String] {
+  func stringArray(_ key: String, acceptSingle: Bool = false, nonEmpty: Bool = false) throws(ProtocolError) -> [String]
+  {
     guard let value = value(key) else { throw missing(key) }
     let strings: [String]
     switch value {

@@ -22,9 +22,13 @@ public struct APNsRequest: Sendable {
   public var pushType: PushType
   public var payload: [UInt8]
 
-  public init(deviceToken: String, bundleID: String, environment: APNsEnvironment, pushType: PushType, payload: [UInt8]) {
-    self.deviceToken = deviceToken; self.bundleID = bundleID; self.environment = environment
-    self.pushType = pushType; self.payload = payload
+  public init(deviceToken: String, bundleID: String, environment: APNsEnvironment, pushType: PushType, payload: [UInt8])
+  {
+    self.deviceToken = deviceToken
+    self.bundleID = bundleID
+    self.environment = environment
+    self.pushType = pushType
+    self.payload = payload
   }
 }
 
@@ -38,7 +42,10 @@ public final class APNsClient: Sendable {
     public var baseURL: String?
 
     public init(keyPEM: String, keyID: String, teamID: String, baseURL: String? = nil) {
-      self.keyPEM = keyPEM; self.keyID = keyID; self.teamID = teamID; self.baseURL = baseURL
+      self.keyPEM = keyPEM
+      self.keyID = keyID
+      self.teamID = teamID
+      self.baseURL = baseURL
     }
   }
 
@@ -48,7 +55,8 @@ public final class APNsClient: Sendable {
   private let now: @Sendable () -> Date
 
   public init(configuration: Configuration, http: HTTPClient, now: @escaping @Sendable () -> Date = Date.init) throws {
-    providerToken = try APNsProviderToken(p8PEM: configuration.keyPEM, keyID: configuration.keyID, teamID: configuration.teamID)
+    providerToken = try APNsProviderToken(
+      p8PEM: configuration.keyPEM, keyID: configuration.keyID, teamID: configuration.teamID)
     baseURL = configuration.baseURL
     self.http = http
     self.now = now
@@ -58,8 +66,12 @@ public final class APNsClient: Sendable {
     // One refresh of the provider token per push if APNs says it expired.
     for _ in 0..<2 {
       let token: String
-      do { token = try providerToken.token(now: now()) } catch { return .failed("cannot sign the provider token: \(error)") }
-      let base = baseURL ?? (request.environment == .production ? "https://api.push.apple.com" : "https://api.sandbox.push.apple.com")
+      do { token = try providerToken.token(now: now()) } catch {
+        return .failed("cannot sign the provider token: \(error)")
+      }
+      let base =
+        baseURL
+        ?? (request.environment == .production ? "https://api.push.apple.com" : "https://api.sandbox.push.apple.com")
       let voip = request.pushType == .voip
       let headers: [(name: String, value: String)] = [
         ("authorization", "bearer \(token)"),
@@ -72,8 +84,10 @@ public final class APNsClient: Sendable {
       ]
       let response: HTTPClientResponse
       do {
-        response = try await http.send(HTTPClientRequest(url: "\(base)/3/device/\(request.deviceToken)", headers: headers,
-                                                         body: request.payload))
+        response = try await http.send(
+          HTTPClientRequest(
+            url: "\(base)/3/device/\(request.deviceToken)", headers: headers,
+            body: request.payload))
       } catch {
         return .retryable("transport: \(error)")
       }
@@ -83,7 +97,8 @@ public final class APNsClient: Sendable {
       case (403, "ExpiredProviderToken"):
         providerToken.invalidate(token)
         continue
-      case (410, _), (400, "BadDeviceToken"), (400, "DeviceTokenNotForTopic"): return .invalidToken("\(response.status) \(reason)")
+      case (410, _), (400, "BadDeviceToken"), (400, "DeviceTokenNotForTopic"):
+        return .invalidToken("\(response.status) \(reason)")
       case (429, _), (500...599, _): return .retryable("\(response.status) \(reason)")
       default: return .failed("\(response.status) \(reason)")
       }
@@ -104,7 +119,9 @@ extension APNsClient: PushProvider {
     case .incomingCall(let push): (pushType, payload) = (.voip, push.apnsPayload.serialized)
     case .missedCall(let push): (pushType, payload) = (.alert, push.apnsPayload.serialized)
     }
-    return await send(APNsRequest(deviceToken: token.token, bundleID: bundleID, environment: environment,
-                                  pushType: pushType, payload: payload))
+    return await send(
+      APNsRequest(
+        deviceToken: token.token, bundleID: bundleID, environment: environment,
+        pushType: pushType, payload: payload))
   }
 }

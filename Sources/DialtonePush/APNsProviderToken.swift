@@ -15,7 +15,9 @@ final class APNsProviderToken: @unchecked Sendable {
 
   init(p8PEM: String, keyID: String, teamID: String, maxAge: TimeInterval = 50 * 60) throws {
     signer = try JWTSigner.es256(pkcs8PEM: p8PEM)
-    self.keyID = keyID; self.teamID = teamID; self.maxAge = maxAge
+    self.keyID = keyID
+    self.teamID = teamID
+    self.maxAge = maxAge
   }
 
   func token(now: Date) throws -> String {

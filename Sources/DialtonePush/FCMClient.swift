@@ -16,11 +16,16 @@ public final class FCMClient: @unchecked Sendable {
 
     public init(json bytes: [UInt8]) throws(FCMConfigurationError) {
       guard let json = JSONValue(parsing: bytes), let project = json["project_id"]?.stringValue,
-            let email = json["client_email"]?.stringValue, let key = json["private_key"]?.stringValue,
-            let tokenURI = json["token_uri"]?.stringValue else {
-        throw FCMConfigurationError(description: "the FCM service account needs project_id, client_email, private_key and token_uri")
+        let email = json["client_email"]?.stringValue, let key = json["private_key"]?.stringValue,
+        let tokenURI = json["token_uri"]?.stringValue
+      else {
+        throw FCMConfigurationError(
+          description: "the FCM service account needs project_id, client_email, private_key and token_uri")
       }
-      projectID = project; clientEmail = email; privateKeyPEM = key; self.tokenURI = tokenURI
+      projectID = project
+      clientEmail = email
+      privateKeyPEM = key
+      self.tokenURI = tokenURI
     }
   }
 
@@ -34,7 +39,9 @@ public final class FCMClient: @unchecked Sendable {
   private let lock = NSLock()
   private var accessToken: (value: String, expires: Date)?
 
-  public init(account: ServiceAccount, baseURL: String?, http: HTTPClient, now: @escaping @Sendable () -> Date = Date.init) throws {
+  public init(
+    account: ServiceAccount, baseURL: String?, http: HTTPClient, now: @escaping @Sendable () -> Date = Date.init
+  ) throws {
     self.account = account
     signer = try JWTSigner.rs256(pem: account.privateKeyPEM)
     sendURL = "\(baseURL ?? "https://fcm.googleapis.com")/v1/projects/\(account.projectID)/messages:send"
@@ -43,11 +50,13 @@ public final class FCMClient: @unchecked Sendable {
   }
 
   public func send(token: String, data: [String: String]) async -> PushOutcome {
-    let message: JSONValue = ["message": [
-      "token": .string(token),
-      "data": .object(data.mapValues { .string($0) }),
-      "android": ["priority": "HIGH", "ttl": "0s"],
-    ]]
+    let message: JSONValue = [
+      "message": [
+        "token": .string(token),
+        "data": .object(data.mapValues { .string($0) }),
+        "android": ["priority": "HIGH", "ttl": "0s"],
+      ]
+    ]
     for _ in 0..<2 {
       let bearer: String
       switch await currentAccessToken() {
@@ -56,9 +65,10 @@ public final class FCMClient: @unchecked Sendable {
       }
       let response: HTTPClientResponse
       do {
-        response = try await http.send(HTTPClientRequest(
-          url: sendURL, headers: [("authorization", "Bearer \(bearer)"), ("content-type", "application/json")],
-          body: message.serialized))
+        response = try await http.send(
+          HTTPClientRequest(
+            url: sendURL, headers: [("authorization", "Bearer \(bearer)"), ("content-type", "application/json")],
+            body: message.serialized))
       } catch {
         return .retryable("transport: \(error)")
       }
@@ -79,30 +89,41 @@ public final class FCMClient: @unchecked Sendable {
     return .failed("FCM rejected a fresh access token")
   }
 
-  private enum TokenResult { case success(String), failure(PushOutcome) }
+  private enum TokenResult {
+    case success(String)
+    case failure(PushOutcome)
+  }
 
   private func currentAccessToken() async -> TokenResult {
     let issued = now()
     if let cached = lock.withLock({ accessToken }), cached.expires > issued { return .success(cached.value) }
     let assertion: String
     do {
-      assertion = try signer.sign(claims: JWTClaims(issuer: account.clientEmail, audience: account.tokenURI, issuedAt: issued,
-                                                     expiresAt: issued.addingTimeInterval(3600),
-                                                     extra: ["scope": .string(Self.scope)]))
+      assertion = try signer.sign(
+        claims: JWTClaims(
+          issuer: account.clientEmail, audience: account.tokenURI, issuedAt: issued,
+          expiresAt: issued.addingTimeInterval(3600),
+          extra: ["scope": .string(Self.scope)]))
     } catch {
       return .failure(.failed("cannot sign the OAuth assertion: \(error)"))
     }
     let form = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=\(assertion)"
     let response: HTTPClientResponse
     do {
-      response = try await http.send(HTTPClientRequest(url: account.tokenURI, headers: [("content-type", "application/x-www-form-urlencoded")],
-                                                       body: Array(form.utf8)))
+      response = try await http.send(
+        HTTPClientRequest(
+          url: account.tokenURI, headers: [("content-type", "application/x-www-form-urlencoded")],
+          body: Array(form.utf8)))
     } catch {
       return .failure(.retryable("token endpoint: \(error)"))
     }
-    guard response.status == 200, let json = JSONValue(parsing: response.body), let value = json["access_token"]?.stringValue else {
-      return .failure(response.status >= 500 || response.status == 429 ? .retryable("token endpoint \(response.status)")
-                      : .failed("token endpoint \(response.status)"))
+    guard response.status == 200, let json = JSONValue(parsing: response.body),
+      let value = json["access_token"]?.stringValue
+    else {
+      return .failure(
+        response.status >= 500 || response.status == 429
+          ? .retryable("token endpoint \(response.status)")
+          : .failed("token endpoint \(response.status)"))
     }
     let lifetime = Double(json["expires_in"]?.intValue ?? 3600)
     // Renew a minute early so a token never expires in flight.

@@ -14,8 +14,14 @@ public enum SQLiteValue: Sendable, Equatable {
   case real(Double)
   case text(String)
 
-  public var int: Int64? { if case .integer(let v) = self { return v }; return nil }
-  public var string: String? { if case .text(let v) = self { return v }; return nil }
+  public var int: Int64? {
+    if case .integer(let v) = self { return v }
+    return nil
+  }
+  public var string: String? {
+    if case .text(let v) = self { return v }
+    return nil
+  }
 }
 
 public typealias SQLiteRow = [SQLiteValue]
@@ -62,7 +68,10 @@ public final class SQLiteDatabase {
   @discardableResult
   public func query(_ sql: String, _ parameters: [SQLiteValue] = []) throws(SQLiteError) -> [SQLiteRow] {
     let statement = try prepared(sql)
-    defer { sqlite3_reset(statement); sqlite3_clear_bindings(statement) }
+    defer {
+      sqlite3_reset(statement)
+      sqlite3_clear_bindings(statement)
+    }
     for (index, value) in parameters.enumerated() {
       let position = Int32(index + 1)
       let rc: Int32
@@ -87,7 +96,11 @@ public final class SQLiteDatabase {
         case SQLITE_INTEGER: row.append(.integer(sqlite3_column_int64(statement, column)))
         case SQLITE_FLOAT: row.append(.real(sqlite3_column_double(statement, column)))
         case SQLITE_TEXT:
-          if let text = sqlite3_column_text(statement, column) { row.append(.text(String(cString: text))) } else { row.append(.null) }
+          if let text = sqlite3_column_text(statement, column) {
+            row.append(.text(String(cString: text)))
+          } else {
+            row.append(.null)
+          }
         default: row.append(.null)
         }
       }

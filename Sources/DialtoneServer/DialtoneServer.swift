@@ -16,40 +16,52 @@ public final class DialtoneServer: Sendable {
   let pushes: PushDispatcher?
   private let log: Log
 
-  public init(configuration: ServerConfiguration, clock: any ServerClock = SystemClock(), store: (any ServerStore)? = nil) async throws {
+  public init(
+    configuration: ServerConfiguration, clock: any ServerClock = SystemClock(), store: (any ServerStore)? = nil
+  ) async throws {
     self.configuration = configuration
     let log = Log(level: configuration.logLevel, subsystem: "server")
     self.log = log
-    let secret = try AuthSecret.resolve(configured: configuration.authSecret, dataDirectory: configuration.dataDirectory)
+    let secret = try AuthSecret.resolve(
+      configured: configuration.authSecret, dataDirectory: configuration.dataDirectory)
     let authenticator = TokenAuthenticator(secret: secret, now: { clock.now })
-    let iceServers = IceServerIssuer(stunURLs: configuration.stunURLs, turnURLs: configuration.turnURLs,
-                                     turnSecret: configuration.turnSecret, ttl: configuration.turnTTL)
+    let iceServers = IceServerIssuer(
+      stunURLs: configuration.stunURLs, turnURLs: configuration.turnURLs,
+      turnSecret: configuration.turnSecret, ttl: configuration.turnTTL)
     let callStore = try store ?? SQLiteStore.open(dataDirectory: configuration.dataDirectory)
     recorder = CallRecorder(store: callStore, log: log.scoped("calls"))
-    pushes = try PushSetup.dispatcher(configuration: configuration, store: callStore, clock: clock, log: log.scoped("push"))
+    pushes = try PushSetup.dispatcher(
+      configuration: configuration, store: callStore, clock: clock, log: log.scoped("push"))
     let sink = FanOutSink(sinks: [recorder] + (pushes.map { [$0] } ?? []))
-    let router = CallRouter(settings: .init(ringTimeout: configuration.ringTimeout, reconnectGrace: configuration.reconnectGrace))
+    let router = CallRouter(
+      settings: .init(ringTimeout: configuration.ringTimeout, reconnectGrace: configuration.reconnectGrace))
     let executor = NetworkExecutor()
     hub = SignalingHub(
-      settings: .init(helloTimeout: configuration.helloTimeout, resumeWindow: configuration.resumeWindow,
-                      heartbeatSeconds: configuration.heartbeatSeconds, maxMessageBytes: Limits.maxMessageBytes),
+      settings: .init(
+        helloTimeout: configuration.helloTimeout, resumeWindow: configuration.resumeWindow,
+        heartbeatSeconds: configuration.heartbeatSeconds, maxMessageBytes: Limits.maxMessageBytes),
       clock: clock, authenticator: authenticator, iceServers: iceServers, router: router,
       effectSink: sink, executor: executor, log: log.scoped("signaling"))
 
     var routes = Router()
-    APIRoutes(hub: hub, authenticator: authenticator, iceServers: iceServers, store: callStore, clock: clock,
-              version: Self.version).register(in: &routes)
+    APIRoutes(
+      hub: hub, authenticator: authenticator, iceServers: iceServers, store: callStore, clock: clock,
+      version: Self.version
+    ).register(in: &routes)
     BrowserClientRoutes().register(in: &routes)
-    var webConfiguration = WebServerConfiguration(host: configuration.host, port: configuration.port,
-                                                  maxMessageBytes: Limits.maxMessageBytes,
-                                                  pingIntervalSeconds: configuration.heartbeatSeconds,
-                                                  idleTimeoutSeconds: configuration.heartbeatSeconds * 2 + 10,
-                                                  drainSeconds: configuration.drainSeconds)
+    var webConfiguration = WebServerConfiguration(
+      host: configuration.host, port: configuration.port,
+      maxMessageBytes: Limits.maxMessageBytes,
+      pingIntervalSeconds: configuration.heartbeatSeconds,
+      idleTimeoutSeconds: configuration.heartbeatSeconds * 2 + 10,
+      drainSeconds: configuration.drainSeconds)
     webConfiguration.coalescingDelay = configuration.ackDelay
-    web = try WebServer(configuration: webConfiguration, router: routes, webSocketHandler: hub.socketHandler, executor: executor)
+    web = try WebServer(
+      configuration: webConfiguration, router: routes, webSocketHandler: hub.socketHandler, executor: executor)
     port = web.port
     if configuration.turnURLs.isEmpty && configuration.stunURLs.isEmpty {
-      log.info("no --turn-url/--stun-url configured: clients get an empty ICE server list (fine on one LAN, not across NATs)")
+      log.info(
+        "no --turn-url/--stun-url configured: clients get an empty ICE server list (fine on one LAN, not across NATs)")
     }
     log.info("dialtone-server \(Self.version) listening on http://\(configuration.host):\(port) (WebSocket /v1/ws)")
   }

@@ -23,18 +23,26 @@ enum BenchPushCommand {
     let publicFile = directory + "/public.pem"
     try (signer.privateKeyPEM() ?? "").write(toFile: keyFile, atomically: true, encoding: .utf8)
     try (signer.publicKeyPEM ?? "").write(toFile: publicFile, atomically: true, encoding: .utf8)
-    let (mock, port) = try startMock(root: root, arguments: ["--port", "0", "--cert-out", directory, "--key-pub", publicFile,
-                                                             "--key-id", "KEY1234567", "--team-id", "TEAM123456"])
+    let (mock, port) = try startMock(
+      root: root,
+      arguments: [
+        "--port", "0", "--cert-out", directory, "--key-pub", publicFile,
+        "--key-id", "KEY1234567", "--team-id", "TEAM123456",
+      ])
     defer { mock.terminate() }
     let caFile = directory + "/cert.pem"
 
     // Dialtone's APNs client.
     let http = HTTPClient(configuration: .init(caFile: caFile))
-    let apns = try APNsClient(configuration: .init(keyPEM: try String(contentsOfFile: keyFile, encoding: .utf8), keyID: "KEY1234567",
-                                                   teamID: "TEAM123456", baseURL: "https://127.0.0.1:\(port)"), http: http)
-    let payload = IncomingCallPush(callId: "c", callerId: "alice", callerName: "Alice", hasVideo: false, createdAt: 1_732_880_000_000)
-    let request = APNsRequest(deviceToken: String(repeating: "ab", count: 32), bundleID: "com.example.chat", environment: .production,
-                              pushType: .voip, payload: payload.apnsPayload.serialized)
+    let apns = try APNsClient(
+      configuration: .init(
+        keyPEM: try String(contentsOfFile: keyFile, encoding: .utf8), keyID: "KEY1234567",
+        teamID: "TEAM123456", baseURL: "https://127.0.0.1:\(port)"), http: http)
+    let payload = IncomingCallPush(
+      callId: "c", callerId: "alice", callerName: "Alice", hasVideo: false, createdAt: 1_732_880_000_000)
+    let request = APNsRequest(
+      deviceToken: String(repeating: "ab", count: 32), bundleID: "com.example.chat", environment: .production,
+      pushType: .voip, payload: payload.apnsPayload.serialized)
     _ = try await pushAll(apns, request, count: min(200, count), concurrency: concurrency)  // warm-up: TLS, JWT
     let started = Date()
     let cpuBefore = processCPUSeconds()
@@ -43,26 +51,38 @@ enum BenchPushCommand {
     let elapsed = Date().timeIntervalSince(started)
     http.shutdown()
     let sorted = latencies.sorted()
-    print("bench-push: \(count) VoIP pushes, \(concurrency) in flight, one HTTP/2 connection, APNs mock (Python h2) on loopback")
+    print(
+      "bench-push: \(count) VoIP pushes, \(concurrency) in flight, one HTTP/2 connection, APNs mock (Python h2) on loopback"
+    )
     print("client            pushes/s   p50 ms   p99 ms   failed")
-    print(String(format: "dialtone          %8.0f  %7.2f  %7.2f   %d", Double(count) / elapsed, sorted[sorted.count / 2] * 1000,
-                 sorted[Int(Double(sorted.count) * 0.99)] * 1000, failures))
+    print(
+      String(
+        format: "dialtone          %8.0f  %7.2f  %7.2f   %d", Double(count) / elapsed, sorted[sorted.count / 2] * 1000,
+        sorted[Int(Double(sorted.count) * 0.99)] * 1000, failures))
     // The mock caps throughput; the client's own cost says what one core could push.
-    print(String(format: "dialtone CPU: %.1f µs per push (all threads) = %.0f pushes per CPU-second", cpuUsed / Double(count) * 1e6,
-                 Double(count) / max(cpuUsed, 1e-9)))
+    print(
+      String(
+        format: "dialtone CPU: %.1f µs per push (all threads) = %.0f pushes per CPU-second",
+        cpuUsed / Double(count) * 1e6,
+        Double(count) / max(cpuUsed, 1e-9)))
 
     // The same load through aioapns.
     let python = Process()
     python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    python.arguments = ["python3", root + "/bench/aioapns_bench.py", "\(port)", caFile, keyFile, "KEY1234567", "TEAM123456", "\(count)", "\(concurrency)"]
+    python.arguments = [
+      "python3", root + "/bench/aioapns_bench.py", "\(port)", caFile, keyFile, "KEY1234567", "TEAM123456", "\(count)",
+      "\(concurrency)",
+    ]
     let output = Pipe()
     python.standardOutput = output
     try python.run()
     let data = output.fileHandleForReading.readDataToEndOfFile()
     python.waitUntilExit()
     if let json = JSONValue(parsing: Array(data)), let rate = json["pushes_per_s"]?.doubleValue {
-      print(String(format: "aioapns           %8.0f  %7.2f  %7.2f   %d", rate, json["p50_ms"]?.doubleValue ?? .nan,
-                   json["p99_ms"]?.doubleValue ?? .nan, json["failed"]?.intValue ?? -1))
+      print(
+        String(
+          format: "aioapns           %8.0f  %7.2f  %7.2f   %d", rate, json["p50_ms"]?.doubleValue ?? .nan,
+          json["p99_ms"]?.doubleValue ?? .nan, json["failed"]?.intValue ?? -1))
       if let cpu = json["cpu_us_per_push"]?.doubleValue {
         print(String(format: "aioapns CPU: %.1f µs per push = %.0f pushes per CPU-second", cpu, 1e6 / cpu))
       }
@@ -72,7 +92,9 @@ enum BenchPushCommand {
     return 0
   }
 
-  private static func pushAll(_ apns: APNsClient, _ request: APNsRequest, count: Int, concurrency: Int) async throws -> ([Double], Int) {
+  private static func pushAll(_ apns: APNsClient, _ request: APNsRequest, count: Int, concurrency: Int) async throws
+    -> ([Double], Int)
+  {
     try await withThrowingTaskGroup(of: (Double, Bool).self) { group in
       var latencies: [Double] = []
       var failures = 0

@@ -17,18 +17,26 @@ enum BenchSignalingCommand {
   }
 
   static func run(_ arguments: ArgumentList) async throws -> Int32 {
-    let options = Options(calls: try arguments.int("calls", default: 100), idle: try arguments.int("idle", default: 10_000),
-                          rate: try arguments.int("rate", default: 5_000), seconds: try arguments.double("seconds", default: 20))
+    let options = Options(
+      calls: try arguments.int("calls", default: 100), idle: try arguments.int("idle", default: 10_000),
+      rate: try arguments.int("rate", default: 5_000), seconds: try arguments.double("seconds", default: 20))
     ResourceLimits.raiseOpenFiles()
     var rows: [(String, Report)] = []
     if !arguments.flag("node-only") {
-      rows.append(("dialtone", try await runDialtone(options, serverBinary: arguments.string("server-binary") ?? siblingBinary("dialtone-server"))))
+      rows.append(
+        (
+          "dialtone",
+          try await runDialtone(
+            options, serverBinary: arguments.string("server-binary") ?? siblingBinary("dialtone-server"))
+        ))
     }
     if !arguments.flag("dialtone-only") {
       let script = arguments.string("node-relay") ?? "bench/node-relay.js"
       rows.append(("node ws relay", try await runNode(options, script: script)))
     }
-    print("bench-signaling: \(options.calls) concurrent calls, \(options.idle) idle sockets, target \(options.rate) msg/s, \(Int(options.seconds)) s")
+    print(
+      "bench-signaling: \(options.calls) concurrent calls, \(options.idle) idle sockets, target \(options.rate) msg/s, \(Int(options.seconds)) s"
+    )
     print("target".padding(toLength: 15, withPad: " ", startingAt: 0) + Report.header)
     for (name, report) in rows { print(name.padding(toLength: 15, withPad: " ", startingAt: 0) + report.line) }
     if rows.count == 2 {
@@ -44,9 +52,16 @@ enum BenchSignalingCommand {
     let secret = "bench-" + UUID().uuidString
     let port = try FreePort.pick()
     let dataDirectory = NSTemporaryDirectory() + "dialtone-bench-\(UUID().uuidString)"
-    let server = try ChildProcess(serverBinary, ["--port", "\(port)", "--auth-secret", secret, "--data-dir", dataDirectory,
-                                                 "--log-level", "error"])
-    defer { server.terminate(); try? FileManager.default.removeItem(atPath: dataDirectory) }
+    let server = try ChildProcess(
+      serverBinary,
+      [
+        "--port", "\(port)", "--auth-secret", secret, "--data-dir", dataDirectory,
+        "--log-level", "error",
+      ])
+    defer {
+      server.terminate()
+      try? FileManager.default.removeItem(atPath: dataDirectory)
+    }
     try await waitForPort(port)
     let dialect = DialtoneDialect(url: "ws://127.0.0.1:\(port)/v1/ws", secret: Array(secret.utf8))
     return try await drive(options, dialect: dialect, serverPID: server.pid)
@@ -62,7 +77,10 @@ enum BenchSignalingCommand {
 
   private static func waitForPort(_ port: Int) async throws {
     for _ in 0..<300 {
-      if let socket = try? TCPProbe.connect(port: port) { socket.close(); return }
+      if let socket = try? TCPProbe.connect(port: port) {
+        socket.close()
+        return
+      }
       try await Task.sleep(for: .milliseconds(50))
     }
     throw ArgumentError(message: "server did not start on port \(port)")
@@ -70,7 +88,8 @@ enum BenchSignalingCommand {
 
   // MARK: - Load
 
-  private static func drive(_ options: Options, dialect: any SignalingDialect, serverPID: Int32) async throws -> Report {
+  private static func drive(_ options: Options, dialect: any SignalingDialect, serverPID: Int32) async throws -> Report
+  {
     let client = try WebSocketClient(maxMessageBytes: 1 << 16, pingIntervalSeconds: 3600, idleTimeoutSeconds: 7200)
     defer { Task { await client.shutdown() } }
     let stats = LoadStats()
@@ -101,7 +120,13 @@ enum BenchSignalingCommand {
       var budget = due
       var idleRounds = 0
       while budget > 0 && idleRounds < pairs.count {
-        if pairs[turn % pairs.count].step() { budget -= 1; sent += 1; idleRounds = 0 } else { idleRounds += 1 }
+        if pairs[turn % pairs.count].step() {
+          budget -= 1
+          sent += 1
+          idleRounds = 0
+        } else {
+          idleRounds += 1
+        }
         turn += 1
       }
       try await Task.sleep(for: .milliseconds(2))
@@ -139,8 +164,9 @@ enum BenchSignalingCommand {
 
     static let header = "relayed msg/s  calls/s  p50 ms  p99 ms  p99.9 ms  RSS MB  CPU %  CPU µs/msg"
     var line: String {
-      String(format: "%13.0f  %7.1f  %6.3f  %6.3f  %8.3f  %6.1f  %5.1f  %10.1f",
-             messagesPerSecond, callsPerSecond, p50, p99, p999, rssMB, cpuPercent, cpuMicrosPerMessage)
+      String(
+        format: "%13.0f  %7.1f  %6.3f  %6.3f  %8.3f  %6.1f  %5.1f  %10.1f",
+        messagesPerSecond, callsPerSecond, p50, p99, p999, rssMB, cpuPercent, cpuMicrosPerMessage)
     }
   }
 }

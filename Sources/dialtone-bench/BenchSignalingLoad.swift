@@ -17,8 +17,10 @@ enum RelayEvent: Sendable {
 
 /// How one relay speaks: Dialtone's protocol, or the bare Node relay's `{"to": ...}` envelope.
 protocol SignalingDialect: Sendable {
-  func connect(_ client: WebSocketClient, user: String, stats: LoadStats,
-               onEvent: @escaping @Sendable (RelayEvent, WebSocketClientConnection) -> Void) throws -> WebSocketClientConnection
+  func connect(
+    _ client: WebSocketClient, user: String, stats: LoadStats,
+    onEvent: @escaping @Sendable (RelayEvent, WebSocketClientConnection) -> Void
+  ) throws -> WebSocketClientConnection
   func invite(_ callId: String, to: String) -> String
   func accept(_ callId: String, to: String) -> String
   func candidate(_ callId: String, to: String, stamp: UInt64) -> String
@@ -34,8 +36,10 @@ struct DialtoneDialect: SignalingDialect {
   let url: String
   let secret: [UInt8]
 
-  func connect(_ client: WebSocketClient, user: String, stats: LoadStats,
-               onEvent: @escaping @Sendable (RelayEvent, WebSocketClientConnection) -> Void) throws -> WebSocketClientConnection {
+  func connect(
+    _ client: WebSocketClient, user: String, stats: LoadStats,
+    onEvent: @escaping @Sendable (RelayEvent, WebSocketClientConnection) -> Void
+  ) throws -> WebSocketClientConnection {
     let token = try DevelopmentTokens.mint(secret: secret, user: user, device: "d", name: nil, ttl: 3600)
     let acker = Acker()
     let connection = try client.connect(to: url) { event, connection in
@@ -48,10 +52,17 @@ struct DialtoneDialect: SignalingDialect {
       if let seq = envelope.seq, acker.shouldAck(seq) { connection.send(text: #"{"type":"ack","seq":\#(seq)}"#) }
       let relay: RelayEvent
       switch envelope.message {
-      case .welcome: stats.ready(); relay = .ready
+      case .welcome:
+        stats.ready()
+        relay = .ready
       case .invite(let m): relay = .invite(m.callId)
       case .accept(let m): relay = .accept(m.callId)
-      case .candidate(let m): relay = .candidate(UInt64(m.candidate.candidate.split(separator: ":").dropFirst().first.flatMap { UInt64($0.split(separator: " ").first ?? "") } ?? 0))
+      case .candidate(let m):
+        relay = .candidate(
+          UInt64(
+            m.candidate.candidate.split(separator: ":").dropFirst().first.flatMap {
+              UInt64($0.split(separator: " ").first ?? "")
+            } ?? 0))
       case .callEnded(let m): relay = .ended(m.callId)
       default: relay = .other
       }
@@ -77,8 +88,10 @@ struct DialtoneDialect: SignalingDialect {
 struct NodeRelayDialect: SignalingDialect {
   let url: String
 
-  func connect(_ client: WebSocketClient, user: String, stats: LoadStats,
-               onEvent: @escaping @Sendable (RelayEvent, WebSocketClientConnection) -> Void) throws -> WebSocketClientConnection {
+  func connect(
+    _ client: WebSocketClient, user: String, stats: LoadStats,
+    onEvent: @escaping @Sendable (RelayEvent, WebSocketClientConnection) -> Void
+  ) throws -> WebSocketClientConnection {
     try client.connect(to: url + "?user=\(user)") { event, connection in
       switch event {
       case .opened:
@@ -86,13 +99,18 @@ struct NodeRelayDialect: SignalingDialect {
         onEvent(.ready, connection)
       case .message(let bytes, _):
         guard case .object(let o)? = JSONValue(parsing: bytes), let type = o["type"]?.stringValue,
-              let callId = o["callId"]?.stringValue else { return }
+          let callId = o["callId"]?.stringValue
+        else { return }
         switch type {
         case "invite": onEvent(.invite(callId), connection)
         case "accept": onEvent(.accept(callId), connection)
         case "candidate":
           let text = o["candidate"]?["candidate"]?.stringValue ?? ""
-          onEvent(.candidate(UInt64(text.split(separator: ":").dropFirst().first.flatMap { UInt64($0.split(separator: " ").first ?? "") } ?? 0)), connection)
+          onEvent(
+            .candidate(
+              UInt64(
+                text.split(separator: ":").dropFirst().first.flatMap { UInt64($0.split(separator: " ").first ?? "") }
+                  ?? 0)), connection)
         case "hangup": onEvent(.ended(callId), connection)
         default: onEvent(.other, connection)
         }
@@ -152,7 +170,9 @@ final class CallPair: @unchecked Sendable {
         stats.relayed()
         connection.send(text: self.dialect.accept(id, to: self.callerName))
       case .candidate(let stamp): stats.relayed(latencyNanos: monotonicNanos() &- stamp)
-      case .ended: stats.relayed(); stats.callCompleted()
+      case .ended:
+        stats.relayed()
+        stats.callCompleted()
       default: break
       }
     }
@@ -160,7 +180,13 @@ final class CallPair: @unchecked Sendable {
 
   /// Sends one paced message if this call has one due; false while it waits for the callee.
   func step() -> Bool {
-    enum Action { case invite(String), callerCandidate(String), calleeCandidate(String), hangup(String), wait }
+    enum Action {
+      case invite(String)
+      case callerCandidate(String)
+      case calleeCandidate(String)
+      case hangup(String)
+      case wait
+    }
     let action: Action = lock.withLock {
       switch phase {
       case .idle:
@@ -172,8 +198,14 @@ final class CallPair: @unchecked Sendable {
       case .inviting:
         return .wait
       case .established:
-        if sentByCaller < Self.candidatesEachWay && sentByCaller <= sentByCallee { sentByCaller += 1; return .callerCandidate(callId) }
-        if sentByCallee < Self.candidatesEachWay { sentByCallee += 1; return .calleeCandidate(callId) }
+        if sentByCaller < Self.candidatesEachWay && sentByCaller <= sentByCallee {
+          sentByCaller += 1
+          return .callerCandidate(callId)
+        }
+        if sentByCallee < Self.candidatesEachWay {
+          sentByCallee += 1
+          return .calleeCandidate(callId)
+        }
         phase = .idle
         return .hangup(callId)
       }
@@ -188,7 +220,10 @@ final class CallPair: @unchecked Sendable {
     return true
   }
 
-  func close() { caller.close(); callee.close() }
+  func close() {
+    caller.close()
+    callee.close()
+  }
 }
 
 /// Counters and latency samples, written from the network thread.
@@ -204,7 +239,14 @@ final class LoadStats: @unchecked Sendable {
 
   func ready() { lock.withLock { readyCount += 1 } }
   func failed() { lock.withLock { failures += 1 } }
-  func startMeasuring() { lock.withLock { measuring = true; relayedCount = 0; calls = 0; samples.removeAll() } }
+  func startMeasuring() {
+    lock.withLock {
+      measuring = true
+      relayedCount = 0
+      calls = 0
+      samples.removeAll()
+    }
+  }
   func stopMeasuring() { lock.withLock { measuring = false } }
   func relayed(latencyNanos: UInt64? = nil) {
     lock.withLock {
@@ -222,7 +264,9 @@ final class LoadStats: @unchecked Sendable {
     let deadline = Date().addingTimeInterval(timeout)
     while lock.withLock({ readyCount }) < target {
       if lock.withLock({ failures }) > 0 { throw ArgumentError(message: "\(failures) connections failed") }
-      guard Date() < deadline else { throw ArgumentError(message: "only \(lock.withLock { readyCount }) of \(target) connections ready") }
+      guard Date() < deadline else {
+        throw ArgumentError(message: "only \(lock.withLock { readyCount }) of \(target) connections ready")
+      }
       try await Task.sleep(for: .milliseconds(10))
     }
   }
@@ -233,6 +277,10 @@ final class Acker: @unchecked Sendable {
   // @unchecked: `count` is only touched under `lock`.
   private let lock = NSLock()
   private var count = 0
-  func shouldAck(_ seq: UInt64) -> Bool { lock.withLock { count += 1; return count % 16 == 0 } }
+  func shouldAck(_ seq: UInt64) -> Bool {
+    lock.withLock {
+      count += 1
+      return count % 16 == 0
+    }
+  }
 }
-

@@ -19,8 +19,12 @@ enum BenchWebSocketsCommand {
     let secret = "bench-secret-" + UUID().uuidString
     let port = try FreePort.pick()
     let dataDirectory = NSTemporaryDirectory() + "dialtone-bench-\(UUID().uuidString)"
-    let server = try ChildProcess(serverBinary, ["--port", "\(port)", "--auth-secret", secret,
-                                                 "--data-dir", dataDirectory, "--log-level", "warning"])
+    let server = try ChildProcess(
+      serverBinary,
+      [
+        "--port", "\(port)", "--auth-secret", secret,
+        "--data-dir", dataDirectory, "--log-level", "warning",
+      ])
     defer { server.terminate() }
     try await waitForHealth(port: port)
     let baseline = try ProcessStats.read(pid: server.pid)
@@ -35,12 +39,14 @@ enum BenchWebSocketsCommand {
     while opened < count {
       let size = min(batch, count - opened)
       for index in opened..<(opened + size) {
-        let token = try DevelopmentTokens.mint(secret: Array(secret.utf8), user: "user\(index / 2)", device: "d\(index % 2)",
-                                               name: nil, ttl: 3600)
+        let token = try DevelopmentTokens.mint(
+          secret: Array(secret.utf8), user: "user\(index / 2)", device: "d\(index % 2)",
+          name: nil, ttl: 3600)
         let hello = #"{"type":"hello","id":"h","version":1,"token":"\#(token)"}"#
         let connection = try client.connect(to: url) { event in
           switch event {
-          case .message(let bytes, _): if String(decoding: bytes, as: UTF8.self).contains(#""type":"welcome""#) { progress.welcomed() }
+          case .message(let bytes, _):
+            if String(decoding: bytes, as: UTF8.self).contains(#""type":"welcome""#) { progress.welcomed() }
           case .failed, .closed: progress.failed()
           default: break
           }
@@ -88,7 +94,10 @@ enum BenchWebSocketsCommand {
 
   private static func waitForHealth(port: Int) async throws {
     for _ in 0..<200 {
-      if let socket = try? TCPProbe.connect(port: port) { socket.close(); return }
+      if let socket = try? TCPProbe.connect(port: port) {
+        socket.close()
+        return
+      }
       try await Task.sleep(for: .milliseconds(50))
     }
     throw ArgumentError(message: "dialtone-server did not start on port \(port)")
@@ -109,7 +118,9 @@ final class HandshakeCounter: @unchecked Sendable {
   func wait(untilSettled target: Int, timeout: Double) async throws {
     let deadline = Date().addingTimeInterval(timeout)
     while lock.withLock({ welcomes + failedCount }) < target {
-      guard Date() < deadline else { throw ArgumentError(message: "timed out: \(lock.withLock { welcomes }) of \(target) welcomed") }
+      guard Date() < deadline else {
+        throw ArgumentError(message: "timed out: \(lock.withLock { welcomes }) of \(target) welcomed")
+      }
       try await Task.sleep(for: .milliseconds(5))
     }
   }

@@ -1,7 +1,8 @@
 import DialtoneCommandLine
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+  import Glibc
 #endif
 
 /// A child process the CLI starts and owns (the server under benchmark).
@@ -29,7 +30,8 @@ struct ProcessStats {
 
   static func read(pid: Int32) throws -> ProcessStats {
     let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
-    let rssKB = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") }
+    let rssKB =
+      status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") }
       .flatMap { Int($0.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") } ?? 0
     let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
     // Fields after the parenthesised command name; utime and stime are the 14th and 15th.
@@ -63,7 +65,9 @@ enum FreePort {
     address.sin_port = 0
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     let bound = withUnsafeMutablePointer(to: &address) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+        bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
+      }
     }
     guard bound else { throw ArgumentError(message: "cannot bind a loopback port") }
     return Int(UInt16(bigEndian: address.sin_port))
@@ -71,7 +75,10 @@ enum FreePort {
 }
 
 enum TCPProbe {
-  struct Socket { let fd: Int32; func close() { Glibc.close(fd) } }
+  struct Socket {
+    let fd: Int32
+    func close() { Glibc.close(fd) }
+  }
 
   static func connect(port: Int) throws -> Socket {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -81,9 +88,14 @@ enum TCPProbe {
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
     address.sin_port = in_port_t(UInt16(port).bigEndian)
     let connected = withUnsafePointer(to: &address) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+        Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+      }
     }
-    guard connected else { Glibc.close(fd); throw ArgumentError(message: "connect failed") }
+    guard connected else {
+      Glibc.close(fd)
+      throw ArgumentError(message: "connect failed")
+    }
     return Socket(fd: fd)
   }
 }

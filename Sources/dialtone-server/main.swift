@@ -49,5 +49,10 @@ final class StopOnce: @unchecked Sendable {
   // @unchecked: `started` is only touched under `lock`.
   private let lock = NSLock()
   private var started = false
-  func begin() -> Bool { lock.withLock { defer { started = true }; return !started } }
+  func begin() -> Bool {
+    lock.withLock {
+      defer { started = true }
+      return !started
+    }
+  }
 }

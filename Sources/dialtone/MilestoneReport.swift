@@ -53,7 +53,9 @@ final class MilestoneReport: @unchecked Sendable {
     lock.withLock { lastStats = stats }
     if !json {
       let rtt = stats.roundTripTime.map { String(format: "%.1f ms", $0 * 1000) } ?? "n/a"
-      line("stats: sent \(stats.bytesSent) B / \(stats.packetsSent) pkts, received \(stats.bytesReceived) B / \(stats.packetsReceived) pkts, lost \(stats.packetsLost), rtt \(rtt), pair \(stats.localCandidateType ?? "?")/\(stats.remoteCandidateType ?? "?")")
+      line(
+        "stats: sent \(stats.bytesSent) B / \(stats.packetsSent) pkts, received \(stats.bytesReceived) B / \(stats.packetsReceived) pkts, lost \(stats.packetsLost), rtt \(rtt), pair \(stats.localCandidateType ?? "?")/\(stats.remoteCandidateType ?? "?")"
+      )
     }
   }
 

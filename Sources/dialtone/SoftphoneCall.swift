@@ -48,7 +48,9 @@ actor SoftphoneCall {
   private var awaitingSurvivor: CallID?
   private var ringingOffers: [CallID: CallEngine] = [:]
 
-  init(client: CallClient, factory: GStreamerPeerConnectionFactory, role: Role, duration: Double, report: MilestoneReport) {
+  init(
+    client: CallClient, factory: GStreamerPeerConnectionFactory, role: Role, duration: Double, report: MilestoneReport
+  ) {
     self.client = client
     self.factory = factory
     self.role = role
@@ -264,7 +266,9 @@ actor SoftphoneCall {
 
   // MARK: Plumbing
 
-  private nonisolated func forward<S: AsyncSequence & Sendable>(_ sequence: S, _ transform: @escaping @Sendable (S.Element) -> Input?) where S.Element: Sendable {
+  private nonisolated func forward<S: AsyncSequence & Sendable>(
+    _ sequence: S, _ transform: @escaping @Sendable (S.Element) -> Input?
+  ) where S.Element: Sendable {
     let sink = self.sink
     Task {
       do {

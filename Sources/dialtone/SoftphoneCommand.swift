@@ -25,20 +25,24 @@ enum SoftphoneCommand {
     let duration = try arguments.double("duration", default: 0)
     guard duration >= 0 else { throw ArgumentError(message: "--duration must be positive") }
     let urls = try ServerURLs(server)
-    let audio = try audioSource(arguments.string("audio") ?? "tone", frequency: try arguments.double("tone-frequency", default: 440))
+    let audio = try audioSource(
+      arguments.string("audio") ?? "tone", frequency: try arguments.double("tone-frequency", default: 440))
     let recorder: WAVWriter? = arguments.string("record").map { WAVWriter(path: $0) }
     var remoteAudio: (@Sendable (Data) -> Void)?
     if let recorder { remoteAudio = { recorder.append($0) } }
-    let media = GStreamerMedia(audio: audio, relayOnly: arguments.flag("relay-only"),
-                               remoteAudio: remoteAudio)
+    let media = GStreamerMedia(
+      audio: audio, relayOnly: arguments.flag("relay-only"),
+      remoteAudio: remoteAudio)
     let report = MilestoneReport(json: arguments.flag("json"))
 
     // Everything slow happens before dialing: the DTLS certificate, signaling, ICE servers.
     await GStreamerRuntime.prepare()
     let network = try WebSocketClient()
     let http = HTTPClient(configuration: .init(http2: false))
-    let signaling = SignalingClient(configuration: .init(url: urls.webSocket),
-                                    transport: LWSSignalingTransport(client: network)) { token }
+    let signaling = SignalingClient(
+      configuration: .init(url: urls.webSocket),
+      transport: LWSSignalingTransport(client: network)
+    ) { token }
     let iceServers = IceServerCache(defaults: []) {
       try await fetchIceServers(http: http, url: urls.iceServers, token: token)
     }
@@ -47,7 +51,8 @@ enum SoftphoneCommand {
     // --no-trickle: the slow baseline (gather everything, then send it in the offer/answer).
     configuration.policy.trickle = !arguments.flag("no-trickle")
     configuration.policy.dataChannel = true  // stdin lines travel over it
-    let client = CallClient(signaling: signaling, iceServers: iceServers, factory: factory, configuration: configuration)
+    let client = CallClient(
+      signaling: signaling, iceServers: iceServers, factory: factory, configuration: configuration)
     let call = SoftphoneCall(client: client, factory: factory, role: role, duration: duration, report: report)
     ProcessSignals.onTermination { _ in Task { await call.interrupt() } }
 
@@ -74,8 +79,11 @@ enum SoftphoneCommand {
     }
   }
 
-  private static func fetchIceServers(http: HTTPClient, url: String, token: String) async throws -> (servers: [IceServer], ttl: Int) {
-    let response = try await http.send(HTTPClientRequest(method: "GET", url: url, headers: [("Authorization", "Bearer \(token)")]))
+  private static func fetchIceServers(http: HTTPClient, url: String, token: String) async throws -> (
+    servers: [IceServer], ttl: Int
+  ) {
+    let response = try await http.send(
+      HTTPClientRequest(method: "GET", url: url, headers: [("Authorization", "Bearer \(token)")]))
     guard response.status == 200 else { throw HTTPClientError("GET /v1/ice-servers: HTTP \(response.status)") }
     let body = try IceServersResponse(jsonBytes: response.body, options: .lenient)
     return (body.iceServers, body.ttl)

@@ -12,14 +12,19 @@ enum TokenCommand {
     if let given = arguments.string("secret") ?? ProcessInfo.processInfo.environment["DIALTONE_AUTH_SECRET"] {
       secret = Array(given.utf8)
     } else {
-      let dataDirectory = arguments.string("data-dir") ?? ProcessInfo.processInfo.environment["DIALTONE_DATA_DIR"] ?? "./data"
+      let dataDirectory =
+        arguments.string("data-dir") ?? ProcessInfo.processInfo.environment["DIALTONE_DATA_DIR"] ?? "./data"
       guard let stored = AuthSecret.load(dataDirectory: dataDirectory) else {
-        throw ArgumentError(message: "no secret: pass --secret, or --data-dir of a server that has run once (\(dataDirectory)/\(AuthSecret.fileName) not found)")
+        throw ArgumentError(
+          message:
+            "no secret: pass --secret, or --data-dir of a server that has run once (\(dataDirectory)/\(AuthSecret.fileName) not found)"
+        )
       }
       secret = stored
     }
-    let token = try DevelopmentTokens.mint(secret: secret, user: user, device: arguments.string("device"),
-                                           name: arguments.string("name"), ttl: TimeInterval(ttl))
+    let token = try DevelopmentTokens.mint(
+      secret: secret, user: user, device: arguments.string("device"),
+      name: arguments.string("name"), ttl: TimeInterval(ttl))
     print(token)
     return 0
   }

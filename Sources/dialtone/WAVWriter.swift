@@ -28,10 +28,19 @@ final class WAVWriter: @unchecked Sendable {
     var file = Data()
     func u32(_ v: Int) { withUnsafeBytes(of: UInt32(v).littleEndian) { file.append(contentsOf: $0) } }
     func u16(_ v: Int) { withUnsafeBytes(of: UInt16(v).littleEndian) { file.append(contentsOf: $0) } }
-    file.append(contentsOf: Array("RIFF".utf8)); u32(36 + body.count)
+    file.append(contentsOf: Array("RIFF".utf8))
+    u32(36 + body.count)
     file.append(contentsOf: Array("WAVE".utf8))
-    file.append(contentsOf: Array("fmt ".utf8)); u32(16); u16(1); u16(1); u32(sampleRate); u32(sampleRate * 2); u16(2); u16(16)
-    file.append(contentsOf: Array("data".utf8)); u32(body.count)
+    file.append(contentsOf: Array("fmt ".utf8))
+    u32(16)
+    u16(1)
+    u16(1)
+    u32(sampleRate)
+    u32(sampleRate * 2)
+    u16(2)
+    u16(16)
+    file.append(contentsOf: Array("data".utf8))
+    u32(body.count)
     file.append(body)
     try file.write(to: URL(fileURLWithPath: path))
   }

@@ -14,18 +14,22 @@ private let media: [CommandOption] = [
 ]
 
 private let commands: [Subcommand] = [
-  Subcommand("token", "mint a client token, as an app backend would", options: [
-    .value("user", "the user id (required)"),
-    .value("device", "the device id claim"),
-    .value("name", "the display name claim"),
-    .value("ttl", "lifetime in seconds (default 3600)"),
-    .value("secret", "the server's auth secret (or env DIALTONE_AUTH_SECRET)"),
-    .value("data-dir", "read the secret a server generated there (default ./data, or env DIALTONE_DATA_DIR)"),
-  ], run: TokenCommand.run),
-  Subcommand("call", "dial a user and talk; lines typed on stdin go over the data channel",
-             options: [.value("to", "the user to call (required)")] + media, run: SoftphoneCommand.call),
-  Subcommand("answer", "wait for a call and answer it",
-             options: [.flag("auto", "answer the first call at once")] + media, run: SoftphoneCommand.answer),
+  Subcommand(
+    "token", "mint a client token, as an app backend would",
+    options: [
+      .value("user", "the user id (required)"),
+      .value("device", "the device id claim"),
+      .value("name", "the display name claim"),
+      .value("ttl", "lifetime in seconds (default 3600)"),
+      .value("secret", "the server's auth secret (or env DIALTONE_AUTH_SECRET)"),
+      .value("data-dir", "read the secret a server generated there (default ./data, or env DIALTONE_DATA_DIR)"),
+    ], run: TokenCommand.run),
+  Subcommand(
+    "call", "dial a user and talk; lines typed on stdin go over the data channel",
+    options: [.value("to", "the user to call (required)")] + media, run: SoftphoneCommand.call),
+  Subcommand(
+    "answer", "wait for a call and answer it",
+    options: [.flag("auto", "answer the first call at once")] + media, run: SoftphoneCommand.answer),
 ]
 
 private let footer = """

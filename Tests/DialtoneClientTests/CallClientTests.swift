@@ -64,13 +64,28 @@ private final class ClientEvents: @unchecked Sendable {
   }
 
   var incoming: [CallEngine] {
-    lock.withLock { items.compactMap { if case .incoming(let e) = $0 { return e }; return nil } }
+    lock.withLock {
+      items.compactMap {
+        if case .incoming(let e) = $0 { return e }
+        return nil
+      }
+    }
   }
   var glares: [(CallID, CallID)] {
-    lock.withLock { items.compactMap { if case .glare(let r, let s) = $0 { return (r, s) }; return nil } }
+    lock.withLock {
+      items.compactMap {
+        if case .glare(let r, let s) = $0 { return (r, s) }
+        return nil
+      }
+    }
   }
   var connections: Int {
-    lock.withLock { items.filter { if case .connected = $0 { return true }; return false }.count }
+    lock.withLock {
+      items.filter {
+        if case .connected = $0 { return true }
+        return false
+      }.count
+    }
   }
 }
 
@@ -85,8 +100,10 @@ private final class ClientEvents: @unchecked Sendable {
     let transport: GatedTransport
   }
 
-  private func device(_ rig: Rig, _ user: String, _ deviceId: String = "phone",
-                      configuration: CallClient.Configuration = .init()) async -> Device {
+  private func device(
+    _ rig: Rig, _ user: String, _ deviceId: String = "phone",
+    configuration: CallClient.Configuration = .init()
+  ) async -> Device {
     let transport = GatedTransport(inner: LWSSignalingTransport(client: rig.network))
     var signalingConfiguration = SignalingClient.Configuration(url: rig.webSocketURL)
     signalingConfiguration.backoff = [0.05]
@@ -94,8 +111,9 @@ private final class ClientEvents: @unchecked Sendable {
       try rig.token(user, device: deviceId)
     }
     let factory = EngineFakePeerConnectionFactory(log: EngineLog())
-    let client = CallClient(signaling: signaling, iceServers: IceServerCache(defaults: []), factory: factory,
-                            configuration: configuration)
+    let client = CallClient(
+      signaling: signaling, iceServers: IceServerCache(defaults: []), factory: factory,
+      configuration: configuration)
     return Device(client: client, events: ClientEvents(client), factory: factory, transport: transport)
   }
 

@@ -18,13 +18,15 @@ private struct EngineHarness {
   }
 
   func caller(callId: CallID = "call-1") -> CallEngine {
-    CallEngine(outgoingCallId: callId, to: "bob", video: false, iceServers: [],
-               factory: factory, signaling: signaling, clock: clock)
+    CallEngine(
+      outgoingCallId: callId, to: "bob", video: false, iceServers: [],
+      factory: factory, signaling: signaling, clock: clock)
   }
 
   func callee(offer: Bool = true) -> CallEngine {
-    let invite = ServerMessage.Invite(callId: "call-1", from: alice, video: false,
-                                      offer: offer ? SessionDescription(sdp: "offer-alice") : nil, createdAt: 0)
+    let invite = ServerMessage.Invite(
+      callId: "call-1", from: alice, video: false,
+      offer: offer ? SessionDescription(sdp: "offer-alice") : nil, createdAt: 0)
     return CallEngine(incoming: invite, iceServers: [], factory: factory, signaling: signaling, clock: clock)
   }
 
@@ -62,8 +64,8 @@ private struct EngineHarness {
   }
 }
 
-private extension Double {
-  func rounded(toPlaces p: Int) -> Double {
+extension Double {
+  fileprivate func rounded(toPlaces p: Int) -> Double {
     let m = pow(10, Double(p))
     return (self * m).rounded() / m
   }
@@ -105,15 +107,19 @@ struct CallEngineTests {
     await e.handle(.accept(.init(callId: "call-1", from: bob, answer: SessionDescription(sdp: "answer-bob"))))
     await e.handle(.candidate(.init(callId: "call-1", from: bob, candidate: IceCandidate(candidate: "r4"))))
     let tail = h.pc1.calls.filter { $0.hasPrefix("setRemote") || $0.hasPrefix("addCandidate") }
-    #expect(tail == ["setRemote(answer:answer-bob)", "addCandidate(r1)", "addCandidate(r2)", "addCandidate(r3)", "addCandidate(r4)"])
+    #expect(
+      tail == [
+        "setRemote(answer:answer-bob)", "addCandidate(r1)", "addCandidate(r2)", "addCandidate(r3)", "addCandidate(r4)",
+      ])
   }
 
   @Test func withoutTrickleTheOfferWaitsForGatheringAndCarriesTheCandidates() async {
     let h = EngineHarness()
     var policy = CallEngine.Policy()
     policy.trickle = false
-    let e = CallEngine(outgoingCallId: "call-1", to: "bob", video: false, iceServers: [],
-                       factory: h.factory, signaling: h.signaling, clock: h.clock, policy: policy)
+    let e = CallEngine(
+      outgoingCallId: "call-1", to: "bob", video: false, iceServers: [],
+      factory: h.factory, signaling: h.signaling, clock: h.clock, policy: policy)
     let started = Task { await e.start() }
     #expect(await eventually { h.factory.connections.first?.calls.contains("setLocal(offer)") == true })
     h.pc1.emitCandidate(IceCandidate(candidate: "candidate:1 1 udp 1 10.0.0.1 5000 typ host", sdpMLineIndex: 0))
@@ -131,8 +137,9 @@ struct CallEngineTests {
     var policy = CallEngine.Policy()
     policy.trickle = false
     policy.gatheringTimeout = 5
-    let e = CallEngine(outgoingCallId: "call-1", to: "bob", video: false, iceServers: [],
-                       factory: h.factory, signaling: h.signaling, clock: h.clock, policy: policy)
+    let e = CallEngine(
+      outgoingCallId: "call-1", to: "bob", video: false, iceServers: [],
+      factory: h.factory, signaling: h.signaling, clock: h.clock, policy: policy)
     let started = Task { await e.start() }
     #expect(await h.timers([5]))
     h.clock.advance(by: 5)
@@ -144,9 +151,11 @@ struct CallEngineTests {
     let log = EngineLog()
     let factory = GatedFactory(inner: EngineFakePeerConnectionFactory(log: log))
     let signaling = EngineFakeSignaling(log: log)
-    let invite = ServerMessage.Invite(callId: "call-1", from: alice, video: false,
-                                      offer: SessionDescription(sdp: "offer-alice"), createdAt: 0)
-    let e = CallEngine(incoming: invite, iceServers: [], factory: factory, signaling: signaling, clock: ManualClientClock())
+    let invite = ServerMessage.Invite(
+      callId: "call-1", from: alice, video: false,
+      offer: SessionDescription(sdp: "offer-alice"), createdAt: 0)
+    let e = CallEngine(
+      incoming: invite, iceServers: [], factory: factory, signaling: signaling, clock: ManualClientClock())
     let started = Task { await e.start() }
     // The peer connection is still being built (a webrtcbin pipeline takes tens of ms)...
     #expect(await eventually { signaling.requests == [.ringing(callId: "call-1")] })
@@ -211,19 +220,28 @@ struct CallEngineTests {
     h.pc1.emitState(.failed)
     #expect(await eventually { h.has("sig.offer(offer-pc1-2,restart:true)") })
     #expect(h.clock.elapsedSeconds == 0)
-    let order = h.log.all.filter { $0.contains("iceRestart: true") || $0.contains("setLocal") || $0.contains("restart:true") }
-    #expect(order.suffix(3) == ["pc1.createOffer(iceRestart: true)", "pc1.setLocal(offer)", "sig.offer(offer-pc1-2,restart:true)"])
+    let order = h.log.all.filter {
+      $0.contains("iceRestart: true") || $0.contains("setLocal") || $0.contains("restart:true")
+    }
+    #expect(
+      order.suffix(3) == [
+        "pc1.createOffer(iceRestart: true)", "pc1.setLocal(offer)", "sig.offer(offer-pc1-2,restart:true)",
+      ])
     #expect(await e.state == .reconnecting(attempt: 1))
   }
 
   @Test func restartsBackOffOneTwoThreeSecondsThenTheCallFails() async {
     let h = EngineHarness()
     let e = await h.connectedCaller()
-    let states = Task { var seen: [CallEngine.State] = []; for await s in e.states { seen.append(s) }; return seen }
+    let states = Task {
+      var seen: [CallEngine.State] = []
+      for await s in e.states { seen.append(s) }
+      return seen
+    }
     h.pc1.emitState(.failed)
     #expect(await eventually { h.count("pc1.createOffer(iceRestart: true)") == 1 })
     for (i, delay) in [1.0, 2.0, 3.0].enumerated() {
-      h.pc1.emitState(.failed)        // restart i+1 failed
+      h.pc1.emitState(.failed)  // restart i+1 failed
       #expect(await h.timers([delay]))
       h.clock.advance(by: delay - 0.1)
       await engineSettle()
@@ -231,14 +249,17 @@ struct CallEngineTests {
       h.clock.advance(by: 0.1)
       #expect(await eventually { h.count("pc1.createOffer(iceRestart: true)") == i + 2 })
     }
-    h.pc1.emitState(.failed)          // the last retry failed
+    h.pc1.emitState(.failed)  // the last retry failed
     #expect(await eventually { await e.state == .ended(.iceFailed) })
     #expect(await eventually { h.sig.last == "sig.hangup" })
     #expect(h.count("pc1.createOffer(iceRestart: true)") == 4)
     #expect(await eventually { h.has("pc1.close") })
     let seen = await states.value
-    #expect(seen.suffix(5) == [.reconnecting(attempt: 1), .reconnecting(attempt: 2), .reconnecting(attempt: 3),
-                               .reconnecting(attempt: 4), .ended(.iceFailed)])
+    #expect(
+      seen.suffix(5) == [
+        .reconnecting(attempt: 1), .reconnecting(attempt: 2), .reconnecting(attempt: 3),
+        .reconnecting(attempt: 4), .ended(.iceFailed),
+      ])
   }
 
   @Test func restartThatNeverConnectsTimesOut() async {
@@ -310,7 +331,7 @@ struct CallEngineTests {
     #expect(await e.state == .ended(.glare(replacedBy: "aaa")))
     #expect(await e.state.glareSurvivor == "aaa")
     await e.drainSignaling()
-    #expect(h.sig == ["sig.invite(bob,offer-pc1-1)"])   // no cancel: the server already ended it
+    #expect(h.sig == ["sig.invite(bob,offer-pc1-1)"])  // no cancel: the server already ended it
     #expect(h.has("pc1.close"))
   }
 
@@ -365,7 +386,11 @@ struct CallEngineTests {
   @Test func statesArePublishedInOrder() async {
     let h = EngineHarness()
     let e = h.caller()
-    let states = Task { var seen: [CallEngine.State] = []; for await s in e.states { seen.append(s) }; return seen }
+    let states = Task {
+      var seen: [CallEngine.State] = []
+      for await s in e.states { seen.append(s) }
+      return seen
+    }
     await e.start()
     await e.handle(.ringing(.init(callId: "call-1", from: bob)))
     await e.handle(.accept(.init(callId: "call-1", from: bob, answer: SessionDescription(sdp: "answer-bob"))))
@@ -382,11 +407,14 @@ struct CallEngineTests {
     let e = await h.connectedCaller()
     await e.setMuted(true)
     await e.setOnHold(true)
-    await e.setMuted(false)         // still held: audio stays off
+    await e.setMuted(false)  // still held: audio stays off
     await e.setOnHold(false)
     await e.setVideoEnabled(true)
-    #expect(h.pc1.calls.filter { $0.hasPrefix("audio") || $0.hasPrefix("video") }
-      == ["audio(true)", "video(false)", "audio(false)", "audio(false)", "audio(false)", "audio(true)", "video(true)"])
+    #expect(
+      h.pc1.calls.filter { $0.hasPrefix("audio") || $0.hasPrefix("video") }
+        == [
+          "audio(true)", "video(false)", "audio(false)", "audio(false)", "audio(false)", "audio(true)", "video(true)",
+        ])
     #expect(await e.isVideoEnabled)
     #expect(await e.stats() == PeerConnectionStats(bytesSent: 1, bytesReceived: 2))
   }
@@ -394,21 +422,27 @@ struct CallEngineTests {
   @Test func dataChannelPassesThroughAndStopsAtTeardown() async throws {
     let h = EngineHarness()
     let e = await h.connectedCaller()
-    let received = Task { var all: [String] = []; for await d in e.dataMessages { all.append(String(decoding: d, as: UTF8.self)) }; return all }
+    let received = Task {
+      var all: [String] = []
+      for await d in e.dataMessages { all.append(String(decoding: d, as: UTF8.self)) }
+      return all
+    }
     try await e.sendData(Data("hi".utf8))
     #expect(h.pc1.calls.last == "sendData(2)")
     h.pc1.emitData(Data("hello".utf8))
     #expect(await eventually { h.log.all.contains("pc1.audio(true)") })
     await engineSettle()
     await e.hangup()
-    #expect(await received.value == ["hello"])   // not "after-close"
+    #expect(await received.value == ["hello"])  // not "after-close"
     await #expect(throws: CallEngineError.notActive) { try await e.sendData(Data()) }
   }
 
   @Test func requestsMapToWireMessages() {
     let m = CallSignalingRequest.offer(callId: "c", sdp: "s", iceRestart: true).clientMessage(id: "r1")
     #expect(m == .offer(.init(id: "r1", callId: "c", sdp: "s", iceRestart: true)))
-    #expect(CallSignalingRequest.iceRestartRequest(callId: "c").clientMessage(id: "r2") == .iceRestartRequest(.init(id: "r2", callId: "c")))
+    #expect(
+      CallSignalingRequest.iceRestartRequest(callId: "c").clientMessage(id: "r2")
+        == .iceRestartRequest(.init(id: "r2", callId: "c")))
   }
 }
 

@@ -66,7 +66,10 @@ private actor FakeDeviceAPI: DeviceRegistrationAPI {
     await registrations.settled()
     await registrations.setVoIPToken("v2")
     await registrations.settled()
-    #expect(await api.requests == [.post(voip: "v1", alert: nil), .post(voip: "v1", alert: "a1"), .post(voip: "v2", alert: "a1")])
+    #expect(
+      await api.requests == [
+        .post(voip: "v1", alert: nil), .post(voip: "v1", alert: "a1"), .post(voip: "v2", alert: "a1"),
+      ])
   }
 
   // An invalidated VoIP token re-posts the alert token alone; with neither, the device is deleted.

@@ -48,7 +48,9 @@ import Testing
   /// "import X", "@preconcurrency import X", "public import X", "import struct X.Y" → X.
   static func importedModule(_ line: String) -> String? {
     var words = line.split(separator: " ").map(String.init)
-    while let first = words.first, first.hasPrefix("@") || ["public", "internal", "package", "private", "fileprivate"].contains(first) {
+    while let first = words.first,
+      first.hasPrefix("@") || ["public", "internal", "package", "private", "fileprivate"].contains(first)
+    {
       words.removeFirst()
     }
     guard words.first == "import", words.count >= 2 else { return nil }
@@ -60,16 +62,22 @@ import Testing
   /// Why a file's imports would not build on Darwin (empty: they would).
   static func problems(in text: String, file: String) -> [String] {
     let all = imports(of: text)
-    let hasDarwinBranch = all.contains { $0.module == "Darwin" && $0.conditions.contains { $0.contains("canImport(Darwin)") } }
+    let hasDarwinBranch = all.contains {
+      $0.module == "Darwin" && $0.conditions.contains { $0.contains("canImport(Darwin)") }
+    }
     var problems: [String] = []
     for item in all {
       if libcModules.contains(item.module) {
         let guarded = item.conditions.contains { $0.contains("canImport(\(item.module))") }
         if !guarded || !hasDarwinBranch {
-          problems.append("\(file):\(item.line): `import \(item.module)` needs `#if canImport(\(item.module))` and a `canImport(Darwin)` branch")
+          problems.append(
+            "\(file):\(item.line): `import \(item.module)` needs `#if canImport(\(item.module))` and a `canImport(Darwin)` branch"
+          )
         }
       } else if !portableModules.contains(item.module) {
-        problems.append("\(file):\(item.line): `import \(item.module)` is not available on every platform (C libraries and Linux-only modules stay out of the portable targets)")
+        problems.append(
+          "\(file):\(item.line): `import \(item.module)` is not available on every platform (C libraries and Linux-only modules stay out of the portable targets)"
+        )
       }
     }
     return problems
@@ -99,7 +107,8 @@ import Testing
     #expect(!Self.problems(in: "@preconcurrency import DialtoneNet\n", file: "f").isEmpty)
     #expect(!Self.problems(in: "import FoundationNetworking\n", file: "f").isEmpty)
     #expect(!Self.problems(in: "internal import struct CSQLite.sqlite3\n", file: "f").isEmpty)
-    let fixed = "#if canImport(Darwin)\nimport Darwin\n#elseif canImport(Glibc)\nimport Glibc\n#endif\nimport Foundation\n"
+    let fixed =
+      "#if canImport(Darwin)\nimport Darwin\n#elseif canImport(Glibc)\nimport Glibc\n#endif\nimport Foundation\n"
     #expect(Self.problems(in: fixed, file: "f") == [])
   }
 }

@@ -32,7 +32,10 @@ private final class ScriptedTransport: SignalingTransport, @unchecked Sendable {
     let client = SignalingClient(configuration: .init(url: "ws://test/v1/ws"), transport: transport) { "token" }
     await client.start()
     transport.serverSays.yield(.opened)
-    transport.serverSays.yield(.text(#"{"type":"welcome","replyTo":"h","version":1,"sessionId":"s1","userId":"alice","deviceId":"a1","resumed":false,"resync":false,"heartbeatSeconds":25,"maxMessageBytes":65536,"iceServers":[],"iceServersTtl":3600}"#))
+    transport.serverSays.yield(
+      .text(
+        #"{"type":"welcome","replyTo":"h","version":1,"sessionId":"s1","userId":"alice","deviceId":"a1","resumed":false,"resync":false,"heartbeatSeconds":25,"maxMessageBytes":65536,"iceServers":[],"iceServersTtl":3600}"#
+      ))
     return (transport, client)
   }
 
@@ -43,7 +46,8 @@ private final class ScriptedTransport: SignalingTransport, @unchecked Sendable {
     // The server never answers: with one request per round trip only the first would leave.
     let channel = SignalingCallChannel(client: client)
     for n in 0..<3 {
-      try await channel.send(.candidate(callId: "c1", candidate: IceCandidate(candidate: "candidate:\(n) 1 udp 1 10.0.0.1 5000 typ host")))
+      try await channel.send(
+        .candidate(callId: "c1", candidate: IceCandidate(candidate: "candidate:\(n) 1 udp 1 10.0.0.1 5000 typ host")))
     }
     #expect(await eventually { transport.texts.filter { $0.contains(#""type":"candidate""#) }.count == 3 })
     let order = transport.texts.compactMap { text in (0..<3).first { text.contains("candidate:\($0) ") } }
@@ -59,7 +63,8 @@ private final class ScriptedTransport: SignalingTransport, @unchecked Sendable {
     #expect(await eventually { transport.texts.contains { $0.contains(#""type":"invite""#) } })
     let invite = try #require(transport.texts.first { $0.contains(#""type":"invite""#) })
     let id = try #require(invite.firstMatch(of: /"id":"([^"]+)"/)?.1)
-    transport.serverSays.yield(.text(#"{"type":"error","seq":1,"replyTo":"\#(id)","code":"not-found","message":"no such user"}"#))
+    transport.serverSays.yield(
+      .text(#"{"type":"error","seq":1,"replyTo":"\#(id)","code":"not-found","message":"no such user"}"#))
     #expect(await eventually { await rejections.all.map(\.callId) == ["c1"] })
     #expect(await rejections.all.first?.code == .notFound)
     await client.stop()

@@ -20,8 +20,10 @@ private let secret = "client-test-secret-0123456789"
 
     func client(_ user: String, device: String = "phone") -> SignalingClient {
       let loopback = self.loopback
-      return SignalingClient(configuration: .init(url: loopback.webSocketURL),
-                             transport: LWSSignalingTransport(client: loopback.network)) {
+      return SignalingClient(
+        configuration: .init(url: loopback.webSocketURL),
+        transport: LWSSignalingTransport(client: loopback.network)
+      ) {
         try loopback.token(user, device: device)
       }
     }
@@ -43,10 +45,29 @@ private let secret = "client-test-secret-0123456789"
     }
 
     var messages: [ServerMessage] {
-      lock.withLock { items.compactMap { if case .message(let m) = $0 { return m }; return nil } }
+      lock.withLock {
+        items.compactMap {
+          if case .message(let m) = $0 { return m }
+          return nil
+        }
+      }
     }
-    var connections: Int { lock.withLock { items.filter { if case .connected = $0 { return true }; return false }.count } }
-    var stopped: Bool { lock.withLock { items.contains { if case .stopped = $0 { return true }; return false } } }
+    var connections: Int {
+      lock.withLock {
+        items.filter {
+          if case .connected = $0 { return true }
+          return false
+        }.count
+      }
+    }
+    var stopped: Bool {
+      lock.withLock {
+        items.contains {
+          if case .stopped = $0 { return true }
+          return false
+        }
+      }
+    }
 
     func waitFor(_ what: String, _ condition: @escaping @Sendable (Inbox) -> Bool) async throws {
       let deadline = Date().addingTimeInterval(15)
@@ -71,7 +92,9 @@ private let secret = "client-test-secret-0123456789"
     try await bobInbox.waitFor("bob connected") { $0.connections == 1 }
 
     let call = "call-" + UUID().uuidString
-    let invited = try await alice.request { .invite(.init(id: $0, callId: call, to: "bob", video: false, offer: SessionDescription(sdp: "v=0\r\n"))) }
+    let invited = try await alice.request {
+      .invite(.init(id: $0, callId: call, to: "bob", video: false, offer: SessionDescription(sdp: "v=0\r\n")))
+    }
     #expect(invited.knownType == .ack)
     try await bobInbox.waitFor("the invite") { $0.messages.contains { $0.knownType == .invite } }
     _ = try await bob.request { .accept(.init(id: $0, callId: call, answer: SessionDescription(sdp: "v=0\r\n"))) }
@@ -81,14 +104,20 @@ private let secret = "client-test-secret-0123456789"
     for n in 0..<20 {
       if n == 10 { await bob.networkChanged() }
       let answer = try await alice.request {
-        .candidate(.init(id: $0, callId: call, candidate: IceCandidate(candidate: "candidate:\(n) 1 udp 1 10.0.0.1 \(5000 + n) typ host")))
+        .candidate(
+          .init(
+            id: $0, callId: call,
+            candidate: IceCandidate(candidate: "candidate:\(n) 1 udp 1 10.0.0.1 \(5000 + n) typ host")))
       }
       #expect(answer.knownType == .ack)
     }
     // And Bob sends his while reconnecting: requests wait and go out after the resume.
     for n in 0..<5 {
       _ = try await bob.request {
-        .candidate(.init(id: $0, callId: call, candidate: IceCandidate(candidate: "candidate:\(100 + n) 1 udp 1 10.0.0.2 \(6000 + n) typ host")))
+        .candidate(
+          .init(
+            id: $0, callId: call,
+            candidate: IceCandidate(candidate: "candidate:\(100 + n) 1 udp 1 10.0.0.2 \(6000 + n) typ host")))
       }
     }
 
@@ -110,8 +139,10 @@ private let secret = "client-test-secret-0123456789"
 
   @Test func aRefusedTokenStopsTheClient() async throws {
     let rig = try await Rig()
-    let client = SignalingClient(configuration: .init(url: "ws://127.0.0.1:\(rig.server.port)/v1/ws"),
-                                 transport: LWSSignalingTransport(client: rig.network)) { "not-a-token" }
+    let client = SignalingClient(
+      configuration: .init(url: "ws://127.0.0.1:\(rig.server.port)/v1/ws"),
+      transport: LWSSignalingTransport(client: rig.network)
+    ) { "not-a-token" }
     let inbox = Inbox(client)
     await client.start()
     // 4401 is final: the client must not retry with the same token forever.

@@ -6,42 +6,56 @@ import Testing
   // gives RTT and candidate types, RTP streams give packets and jitter.
   @Test func aReportFoldsIntoTheCallStats() {
     let entries: [StatsReportEntry] = [
-      .init(id: "T01", type: "transport", values: [
-        "bytesSent": .number(1200), "bytesReceived": .number(3400), "selectedCandidatePairId": .string("CP2"),
-      ]),
+      .init(
+        id: "T01", type: "transport",
+        values: [
+          "bytesSent": .number(1200), "bytesReceived": .number(3400), "selectedCandidatePairId": .string("CP2"),
+        ]),
       .init(id: "T02", type: "transport", values: ["bytesSent": .number(10), "bytesReceived": .number(20)]),
-      .init(id: "CP1", type: "candidate-pair", values: [
-        "nominated": .bool(true), "state": .string("succeeded"), "currentRoundTripTime": .number(0.9),
-        "localCandidateId": .string("L1"), "remoteCandidateId": .string("R1"),
-      ]),
-      .init(id: "CP2", type: "candidate-pair", values: [
-        "nominated": .bool(true), "state": .string("succeeded"), "currentRoundTripTime": .number(0.042),
-        "localCandidateId": .string("L2"), "remoteCandidateId": .string("R2"),
-      ]),
+      .init(
+        id: "CP1", type: "candidate-pair",
+        values: [
+          "nominated": .bool(true), "state": .string("succeeded"), "currentRoundTripTime": .number(0.9),
+          "localCandidateId": .string("L1"), "remoteCandidateId": .string("R1"),
+        ]),
+      .init(
+        id: "CP2", type: "candidate-pair",
+        values: [
+          "nominated": .bool(true), "state": .string("succeeded"), "currentRoundTripTime": .number(0.042),
+          "localCandidateId": .string("L2"), "remoteCandidateId": .string("R2"),
+        ]),
       .init(id: "L1", type: "local-candidate", values: ["candidateType": .string("host")]),
       .init(id: "L2", type: "local-candidate", values: ["candidateType": .string("relay")]),
       .init(id: "R2", type: "remote-candidate", values: ["candidateType": .string("srflx")]),
-      .init(id: "IA", type: "inbound-rtp", values: [
-        "packetsReceived": .number(500), "packetsLost": .number(7), "jitter": .number(0.004),
-      ]),
-      .init(id: "IV", type: "inbound-rtp", values: [
-        "packetsReceived": .number(900), "packetsLost": .number(-2), "jitter": .number(0.011),
-      ]),
+      .init(
+        id: "IA", type: "inbound-rtp",
+        values: [
+          "packetsReceived": .number(500), "packetsLost": .number(7), "jitter": .number(0.004),
+        ]),
+      .init(
+        id: "IV", type: "inbound-rtp",
+        values: [
+          "packetsReceived": .number(900), "packetsLost": .number(-2), "jitter": .number(0.011),
+        ]),
       .init(id: "OA", type: "outbound-rtp", values: ["packetsSent": .number(480)]),
     ]
     let stats = PeerConnectionStats(folding: entries)
-    #expect(stats == PeerConnectionStats(
-      bytesSent: 1210, bytesReceived: 3420, packetsLost: 5, roundTripTime: 0.042, localCandidateType: "relay",
-      remoteCandidateType: "srflx", packetsSent: 480, packetsReceived: 1400, jitter: 0.011))
+    #expect(
+      stats
+        == PeerConnectionStats(
+          bytesSent: 1210, bytesReceived: 3420, packetsLost: 5, roundTripTime: 0.042, localCandidateType: "relay",
+          remoteCandidateType: "srflx", packetsSent: 480, packetsReceived: 1400, jitter: 0.011))
   }
 
   // Without a selected pair id, a nominated succeeded pair is used; numbers may be flags.
   @Test func aNominatedPairStandsInForTheSelectedOne() {
     let entries: [StatsReportEntry] = [
-      .init(id: "P", type: "candidate-pair", values: [
-        "nominated": .number(1), "state": .string("succeeded"), "currentRoundTripTime": .number(0.1),
-        "localCandidateId": .string("L"),
-      ]),
+      .init(
+        id: "P", type: "candidate-pair",
+        values: [
+          "nominated": .number(1), "state": .string("succeeded"), "currentRoundTripTime": .number(0.1),
+          "localCandidateId": .string("L"),
+        ]),
       .init(id: "Q", type: "candidate-pair", values: ["nominated": .bool(false), "state": .string("succeeded")]),
       .init(id: "L", type: "local-candidate", values: ["candidateType": .string("host")]),
     ]
@@ -54,9 +68,11 @@ import Testing
   // Garbage (negative, infinite, wrong-typed values, dangling ids) folds to zeros, not a crash.
   @Test func badValuesFoldToNothing() {
     let entries: [StatsReportEntry] = [
-      .init(id: "T", type: "transport", values: [
-        "bytesSent": .number(-5), "bytesReceived": .number(.infinity), "selectedCandidatePairId": .string("nope"),
-      ]),
+      .init(
+        id: "T", type: "transport",
+        values: [
+          "bytesSent": .number(-5), "bytesReceived": .number(.infinity), "selectedCandidatePairId": .string("nope"),
+        ]),
       .init(id: "I", type: "inbound-rtp", values: ["packetsLost": .string("x"), "jitter": .number(.nan)]),
     ]
     #expect(PeerConnectionStats(folding: entries) == PeerConnectionStats())

@@ -45,11 +45,12 @@ private struct Machine {
   /// An invite over signaling, reported and accepted by the OS.
   mutating func invited(_ id: String = callId, video: Bool = false) {
     on(.invite(callId: id, handle: "alice", displayName: "Alice", video: video))
-    on(.reported(
-      IncomingCallReport(
-        uuid: CallUUIDs.uuid(for: id), callId: id, handle: "alice", displayName: "Alice", hasVideo: video,
-        origin: .invite),
-      accepted: true))
+    on(
+      .reported(
+        IncomingCallReport(
+          uuid: CallUUIDs.uuid(for: id), callId: id, handle: "alice", displayName: "Alice", hasVideo: video,
+          origin: .invite),
+        accepted: true))
   }
 }
 
@@ -58,8 +59,10 @@ private struct Machine {
   @Test func aPushIsPlannedFromThePayloadAlone() {
     let ledger = SystemCallCoordinator.PushLedger()
     let report = SystemCallCoordinator.reportPlan(for: pushPayload(), ledger: ledger)
-    #expect(report == IncomingCallReport(
-      uuid: callUUID, callId: callId, handle: "alice", displayName: "Alice", hasVideo: true, origin: .push))
+    #expect(
+      report
+        == IncomingCallReport(
+          uuid: callUUID, callId: callId, handle: "alice", displayName: "Alice", hasVideo: true, origin: .push))
     // An FCM-style payload (string values) works the same.
     let strings: [AnyHashable: Any] = [
       "dialtone": "1", "type": "incoming-call", "callId": callId, "callerId": "alice", "hasVideo": "false",
@@ -92,7 +95,8 @@ private struct Machine {
     let report = try #require(SystemCallCoordinator.reportPlan(for: pushPayload(), ledger: m.coordinator.ledger))
     #expect(report.endAtOnce == .remoteEnded)
     #expect(m.on(.reported(report, accepted: true)) == [.reportEnded(callUUID, .remoteEnded)])
-    #expect(SystemCallCoordinator.reportPlan(for: pushPayload(), ledger: m.coordinator.ledger, mustReport: false) == nil)
+    #expect(
+      SystemCallCoordinator.reportPlan(for: pushPayload(), ledger: m.coordinator.ledger, mustReport: false) == nil)
     // The call ends between the plan and the OS's answer: taken off the screen again.
     var n = Machine()
     let plan = try #require(SystemCallCoordinator.reportPlan(for: pushPayload("call-x"), ledger: n.coordinator.ledger))
@@ -111,8 +115,9 @@ private struct Machine {
     let again = try #require(SystemCallCoordinator.reportPlan(for: pushPayload(), ledger: m.coordinator.ledger))
     #expect(m.on(.reported(again, accepted: false)).isEmpty)
     // The invite of a pushed call is not reported a second time.
-    #expect(m.on(.invite(callId: callId, handle: "alice", displayName: "Alice", video: true))
-      == [.cancel(.pushResolution(callUUID))])
+    #expect(
+      m.on(.invite(callId: callId, handle: "alice", displayName: "Alice", video: true))
+        == [.cancel(.pushResolution(callUUID))])
     // A push the OS refuses (Do Not Disturb, block list) does not connect.
     var refused = Machine()
     let plan = try #require(SystemCallCoordinator.reportPlan(for: pushPayload(), ledger: refused.coordinator.ledger))
@@ -173,15 +178,18 @@ private struct Machine {
     var m = Machine()
     m.pushed(video: true)
     let answer = action(.answer, timeout: 8)
-    #expect(m.on(.action(answer)) == [
-      .prepareAudio(video: true), .answer(callId), .startCamera, .arm(.answer(callUUID), at: t0.addingTimeInterval(8)),
-    ])
+    #expect(
+      m.on(.action(answer)) == [
+        .prepareAudio(video: true), .answer(callId), .startCamera,
+        .arm(.answer(callUUID), at: t0.addingTimeInterval(8)),
+      ])
     #expect(m.coordinator.call(callId)?.stage == .answering)
     m.on(.invite(callId: callId, handle: "alice", displayName: "Alice", video: true))
     #expect(m.on(.engine(callId, .connecting)).isEmpty)
-    #expect(m.on(.engine(callId, .connected)) == [
-      .cancel(.answer(callUUID)), .fulfill(actionId: answer.id),
-    ])
+    #expect(
+      m.on(.engine(callId, .connected)) == [
+        .cancel(.answer(callUUID)), .fulfill(actionId: answer.id),
+      ])
     #expect(m.coordinator.call(callId)?.stage == .connected)
     // A second answer for a connected call is fulfilled; ending stops the camera.
     let again = action(.answer)
@@ -230,8 +238,9 @@ private struct Machine {
     m.on(.action(answer))
     let effects = m.on(.reset)
     #expect(effects.contains(.fail(actionId: answer.id)))
-    #expect(Set(effects.compactMap { if case .end(let id, .providerReset) = $0 { return id } else { return nil } })
-      == [callId, "call-b", "call-c"])
+    #expect(
+      Set(effects.compactMap { if case .end(let id, .providerReset) = $0 { return id } else { return nil } })
+        == [callId, "call-b", "call-c"])
     #expect(!effects.contains { if case .reportEnded = $0 { return true } else { return false } })
     #expect(effects.last == .audioDeactivated)
     #expect(m.coordinator.activeCalls.isEmpty)
@@ -245,8 +254,9 @@ private struct Machine {
     var m = Machine()
     let report = IncomingCallReport(
       uuid: callUUID, callId: callId, handle: "alice", displayName: "Alice", hasVideo: false, origin: .invite)
-    #expect(m.on(.invite(callId: callId, handle: "alice", displayName: "Alice", video: false))
-      == [.reportIncoming(report)])
+    #expect(
+      m.on(.invite(callId: callId, handle: "alice", displayName: "Alice", video: false))
+        == [.reportIncoming(report)])
     // No camera, no audio change while it rings.
     #expect(m.on(.engine(callId, .incoming)).isEmpty)
     #expect(m.on(.reported(report, accepted: false)) == [.end(callId, .systemRejected)])
@@ -295,12 +305,14 @@ private struct Machine {
   // Outgoing: the start action dials; the engine's progress is reported; a local end is not.
   @Test func anOutgoingCallGoesThroughTheOS() {
     var m = Machine()
-    #expect(m.on(.dial(callId: callId, to: "alice", displayName: "Alice", video: true))
-      == [.request(.startCall(uuid: callUUID, handle: "alice", displayName: "Alice", video: true))])
+    #expect(
+      m.on(.dial(callId: callId, to: "alice", displayName: "Alice", video: true))
+        == [.request(.startCall(uuid: callUUID, handle: "alice", displayName: "Alice", video: true))])
     let start = action(.startCall)
-    #expect(m.on(.action(start)) == [
-      .prepareAudio(video: true), .dial(callId, to: "alice", video: true), .startCamera, .fulfill(actionId: start.id),
-    ])
+    #expect(
+      m.on(.action(start)) == [
+        .prepareAudio(video: true), .dial(callId, to: "alice", video: true), .startCamera, .fulfill(actionId: start.id),
+      ])
     #expect(m.on(.engine(callId, .calling)) == [.reportOutgoingStartedConnecting(callUUID)])
     #expect(m.on(.engine(callId, .ringing)).isEmpty)
     #expect(m.on(.engine(callId, .connected)) == [.reportOutgoingConnected(callUUID)])
@@ -321,8 +333,9 @@ private struct Machine {
     m.on(.dial(callId: "glare-b", to: "alice", displayName: nil, video: false))
     m.on(.action(action(.startCall, CallUUIDs.uuid(for: "glare-b"))))
     #expect(m.on(.glare(replaced: "glare-b", survivor: "glare-a")).isEmpty)
-    #expect(m.on(.engine("glare-b", .ended(.glare(replacedBy: "glare-a"))))
-      == [.reportEnded(CallUUIDs.uuid(for: "glare-b"), .remoteEnded)])
+    #expect(
+      m.on(.engine("glare-b", .ended(.glare(replacedBy: "glare-a"))))
+        == [.reportEnded(CallUUIDs.uuid(for: "glare-b"), .remoteEnded)])
     let uuid = CallUUIDs.uuid(for: "glare-a")
     m.on(.invite(callId: "glare-a", handle: "alice", displayName: nil, video: false))
     let report = IncomingCallReport(
@@ -350,10 +363,12 @@ private struct Machine {
     #expect(m.on(.action(stranger)) == [.fail(actionId: stranger.id)])
     #expect(m.on(.action(goneEnd)) == [.fulfill(actionId: goneEnd.id)])
     // Ringing: the toggle is recorded, the camera stays off.
-    #expect(m.on(.videoToggled(callId, enabled: true)) == [.setVideo(callId, true), .reportUpdated(callUUID, hasVideo: true)])
+    #expect(
+      m.on(.videoToggled(callId, enabled: true)) == [.setVideo(callId, true), .reportUpdated(callUUID, hasVideo: true)])
     #expect(m.on(.action(action(.answer))).contains(.startCamera))
-    #expect(m.on(.videoToggled(callId, enabled: false))
-      == [.setVideo(callId, false), .reportUpdated(callUUID, hasVideo: false), .stopCamera])
+    #expect(
+      m.on(.videoToggled(callId, enabled: false))
+        == [.setVideo(callId, false), .reportUpdated(callUUID, hasVideo: false), .stopCamera])
   }
 
   // The ledger of ended calls is bounded.
@@ -379,8 +394,9 @@ private struct Machine {
     #expect(first.uuidString.dropFirst(14).first == "5")  // version 5 (name-based)
     // RFC 9562 test vector: v5 of "www.example.com" in the DNS namespace.
     let dns = UUID(uuidString: "6ba7b810-9dad-11d1-80b4-00c04fd430c8") ?? UUID()
-    #expect(CallUUIDs.nameBased("www.example.com", namespace: dns).uuidString.lowercased()
-      == "2ed6657d-e927-568b-95e1-2665a8aea6a2")
+    #expect(
+      CallUUIDs.nameBased("www.example.com", namespace: dns).uuidString.lowercased()
+        == "2ed6657d-e927-568b-95e1-2665a8aea6a2")
   }
 
   // A network switch is a change after the first update, to a satisfied path.

@@ -39,7 +39,8 @@ private final class FakeOS: @unchecked Sendable {
   /// The user (or the OS) performs an action; returns its id.
   @discardableResult
   func perform(_ kind: SystemCallAction.Kind, _ uuid: UUID, name: String, timeout: Double = 10) -> UUID {
-    let action = SystemCallAction(id: UUID(), callUUID: uuid, kind: kind, timeoutDate: clock.now.addingTimeInterval(timeout))
+    let action = SystemCallAction(
+      id: UUID(), callUUID: uuid, kind: kind, timeoutDate: clock.now.addingTimeInterval(timeout))
     let session = lock.withLock { () -> SystemCallSession? in
       ids[name] = action.id
       return self.session
@@ -76,8 +77,10 @@ private struct Peer {
     }
   }
 
-  private func phone(_ rig: LoopbackServer, _ user: String, _ device: String = "iphone",
-                     clock: any ClientClock = SystemClientClock()) -> Phone {
+  private func phone(
+    _ rig: LoopbackServer, _ user: String, _ device: String = "iphone",
+    clock: any ClientClock = SystemClientClock()
+  ) -> Phone {
     let os = FakeOS(clock: clock)
     let factory = EngineFakePeerConnectionFactory(log: EngineLog())
     let session = SystemCallSession(
@@ -90,8 +93,9 @@ private struct Peer {
 
   private func peer(_ rig: LoopbackServer, _ user: String) async -> Peer {
     let factory = EngineFakePeerConnectionFactory(log: EngineLog())
-    let client = CallClient(signaling: signaling(rig, user, "phone"), iceServers: IceServerCache(defaults: []),
-                            factory: factory)
+    let client = CallClient(
+      signaling: signaling(rig, user, "phone"), iceServers: IceServerCache(defaults: []),
+      factory: factory)
     let incoming = Locked<[CallEngine]>([])
     Task {
       for await event in client.events { if case .incoming(let e) = event { incoming.withLock { $0.append(e) } } }
@@ -135,10 +139,11 @@ private struct Peer {
     let bob = phone(rig, "bob")
     let call = await alice.client.dial("bob", video: true)
     // The server sends the push once it has the invite.
-    try #require(await eventually {
-      let reply = try? await alice.client.signaling.request { .getCall(.init(id: $0, callId: call.callId)) }
-      if case .ack? = reply { return true } else { return false }
-    })
+    try #require(
+      await eventually {
+        let reply = try? await alice.client.signaling.request { .getCall(.init(id: $0, callId: call.callId)) }
+        if case .ack? = reply { return true } else { return false }
+      })
 
     let payload = pushPayload(call.callId, video: true)
     #expect(bob.session.receiveVoIPPush(payload))

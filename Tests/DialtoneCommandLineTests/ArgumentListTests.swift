@@ -9,7 +9,8 @@ private let options: [CommandOption] = [
 @Suite struct ArgumentListTests {
   @Test func valuesFlagsAndRepeatables() throws {
     let parsed = try ArgumentList(
-      ["--server", "http://a", "--turn-url=turn:x", "--json", "--turn-url", "turn:y", "--duration", "2.5"], options: options)
+      ["--server", "http://a", "--turn-url=turn:x", "--json", "--turn-url", "turn:y", "--duration", "2.5"],
+      options: options)
     #expect(parsed.string("server") == "http://a")
     #expect(parsed.strings("turn-url") == ["turn:x", "turn:y"])
     #expect(parsed.flag("json"))
@@ -53,8 +54,9 @@ private let options: [CommandOption] = [
     #expect(fromEnvironment.strings("turn-url") == ["turn:a", "turn:b"])
     #expect(fromEnvironment.flag("json"))
     #expect(fromEnvironment.string("duration") == nil)
-    let overridden = try ArgumentList(["--server", "http://cli", "--turn-url", "turn:c"], options: options,
-                                      environment: environment)
+    let overridden = try ArgumentList(
+      ["--server", "http://cli", "--turn-url", "turn:c"], options: options,
+      environment: environment)
     #expect(overridden.string("server") == "http://cli")
     #expect(overridden.strings("turn-url") == ["turn:c"])
     // Without an environment, none is read.

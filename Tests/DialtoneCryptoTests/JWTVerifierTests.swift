@@ -21,8 +21,10 @@ import Testing
     try JWTSigner.hs256(secret: secret).sign(claims: JWTClaims(claims))
   }
 
-  static func expectRejection(_ token: String, _ error: JWTError, now: Date = now,
-                              sourceLocation: SourceLocation = #_sourceLocation) {
+  static func expectRejection(
+    _ token: String, _ error: JWTError, now: Date = now,
+    sourceLocation: SourceLocation = #_sourceLocation
+  ) {
     #expect(throws: error, sourceLocation: sourceLocation) { try verifier.verify(token, now: now) }
   }
 
@@ -208,12 +210,14 @@ import Testing
     // So are invalid UTF-8, lone surrogates and numbers beyond Double.
     let badUTF8 = utf8(#"{"exp":9999999999,"s":""#) + [0xC3, 0x28] + utf8(#""}"#)
     let input = Base64URL.encode(utf8(#"{"alg":"HS256"}"#)) + "." + Base64URL.encode(badUTF8)
-    Self.expectRejection(input + "." + Base64URL.encode(HMAC.sha256(key: Self.secret, message: utf8(input))), .malformed)
+    Self.expectRejection(
+      input + "." + Base64URL.encode(HMAC.sha256(key: Self.secret, message: utf8(input))), .malformed)
     Self.expectRejection(token(#"{"exp":9999999999,"s":"\ud800"}"#), .malformed)
     Self.expectRejection(token(#"{"exp":1e400}"#), .malformed)
     // Nesting: 64 levels in all are accepted, 65 are not.
     let nested = { (levels: Int) in
-      #"{"exp":9999999999,"x":"# + String(repeating: "[", count: levels - 1) + String(repeating: "]", count: levels - 1) + "}"
+      #"{"exp":9999999999,"x":"# + String(repeating: "[", count: levels - 1) + String(repeating: "]", count: levels - 1)
+        + "}"
     }
     #expect(throws: Never.self) { try Self.verifier.verify(token(nested(64)), now: Self.now) }
     Self.expectRejection(token(nested(65)), .malformed)

@@ -1,8 +1,9 @@
 import DialtoneClient
-@testable import DialtoneGStreamer
 import DialtoneProtocol
 import Foundation
 import Testing
+
+@testable import DialtoneGStreamer
 
 /// Collects PCM from the remote-audio callback.
 final class PCMCollector: @unchecked Sendable {
@@ -22,7 +23,8 @@ final class PCMCollector: @unchecked Sendable {
 func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
   func power(_ f: Double, _ window: ArraySlice<Int16>) -> Double {
     let k = 2 * cos(2 * Double.pi * f / rate)
-    var s1 = 0.0, s2 = 0.0
+    var s1 = 0.0
+    var s2 = 0.0
     for x in window {
       let s = Double(x) + k * s1 - s2
       s2 = s1
@@ -56,7 +58,9 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
     }
   }
 
-  private func waitFor(_ milestone: GStreamerPeerConnection.Milestone, on pc: GStreamerPeerConnection, _ seen: MilestoneLog) async -> Bool {
+  private func waitFor(
+    _ milestone: GStreamerPeerConnection.Milestone, on pc: GStreamerPeerConnection, _ seen: MilestoneLog
+  ) async -> Bool {
     let deadline = Date().addingTimeInterval(15)
     while Date() < deadline {
       if seen.contains(milestone, pc) { return true }
@@ -68,7 +72,8 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
   @Test func twoConnectionsOnLoopbackCarryToneAndDataBothWays() async throws {
     let pcmAtB = PCMCollector()
     let factoryA = GStreamerPeerConnectionFactory(media: GStreamerMedia(audio: .tone(frequency: 523)))
-    let factoryB = GStreamerPeerConnectionFactory(media: GStreamerMedia(audio: .tone(frequency: 330)) { pcmAtB.append($0) })
+    let factoryB = GStreamerPeerConnectionFactory(
+      media: GStreamerMedia(audio: .tone(frequency: 330)) { pcmAtB.append($0) })
     let config = PeerConnectionConfiguration(iceServers: [], video: false, dataChannel: true)
     let a = try #require(try await factoryA.makePeerConnection(config) as? GStreamerPeerConnection)
     let b = try #require(try await factoryB.makePeerConnection(config) as? GStreamerPeerConnection)
@@ -91,7 +96,10 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
 
     var connected = false
     while let s = await statesA.next() {
-      if s == .connected { connected = true; break }
+      if s == .connected {
+        connected = true
+        break
+      }
       if s == .failed { break }
     }
     #expect(connected)
@@ -140,8 +148,10 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
     let offer = try await a.createOffer(iceRestart: false)
     try await a.setLocalDescription(offer, kind: .offer)
     try await b.setRemoteDescription(offer, kind: .offer)
-    for junk in ["candidate:garbage", "a=candidate:1 1 udp", String(repeating: "x", count: 4000),
-                 "candidate:1 1 udp 2122260223 999.1.1.1 70000 typ host", "candidate:1 1 tcp -5 10.0.0.1 1 typ nonsense"] {
+    for junk in [
+      "candidate:garbage", "a=candidate:1 1 udp", String(repeating: "x", count: 4000),
+      "candidate:1 1 udp 2122260223 999.1.1.1 70000 typ host", "candidate:1 1 tcp -5 10.0.0.1 1 typ nonsense",
+    ] {
       try await b.addRemoteCandidate(IceCandidate(candidate: junk, sdpMLineIndex: 7))
       try await b.addRemoteCandidate(IceCandidate(candidate: junk, sdpMid: "no-such-mid"))
     }
@@ -156,16 +166,18 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
   @Test func iceServerURLsBecomeWebrtcbinURIs() {
     let uris = IceServerURIs([
       IceServer(urls: ["stun:stun.example.com:3478", "stun:second.example.com"]),
-      IceServer(urls: ["turn:turn.example.com?transport=udp", "turns:turn.example.com:443?transport=tcp"],
-                username: "1732923200:alice", credential: "a/b+c="),
+      IceServer(
+        urls: ["turn:turn.example.com?transport=udp", "turns:turn.example.com:443?transport=tcp"],
+        username: "1732923200:alice", credential: "a/b+c="),
       IceServer(urls: ["turn:nocreds.example.com"]),
       IceServer(urls: ["turn:?", "turn:", "stun:"], username: "u", credential: "p"),  // malformed: skipped
     ])
     #expect(uris.stun == "stun://stun.example.com:3478")
-    #expect(uris.turn == [
-      "turn://1732923200%3Aalice:a%2Fb%2Bc%3D@turn.example.com:3478?transport=udp",
-      "turns://1732923200%3Aalice:a%2Fb%2Bc%3D@turn.example.com:443?transport=tcp",
-    ])
+    #expect(
+      uris.turn == [
+        "turn://1732923200%3Aalice:a%2Fb%2Bc%3D@turn.example.com:3478?transport=udp",
+        "turns://1732923200%3Aalice:a%2Fb%2Bc%3D@turn.example.com:443?transport=tcp",
+      ])
   }
 }
 
@@ -201,7 +213,8 @@ final class MilestoneLog: @unchecked Sendable {
   }
 
   @Test func rejectedSectionsAreFound() {
-    let answer = "v=0\r\nm=audio 0 UDP/TLS/RTP/SAVPF 0\r\na=mid:audio0\r\nm=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\n"
+    let answer =
+      "v=0\r\nm=audio 0 UDP/TLS/RTP/SAVPF 0\r\na=mid:audio0\r\nm=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\n"
     #expect(GStreamerPeerConnection.rejectedSections(in: answer) == ["audio"])
     #expect(GStreamerPeerConnection.rejectedSections(in: offer).isEmpty)
   }
@@ -212,7 +225,9 @@ final class MilestoneLog: @unchecked Sendable {
     let offer = try await pc.createOffer(iceRestart: false)
     try await pc.setLocalDescription(offer, kind: .offer)
     let rejecting = offer.sdp.replacingOccurrences(of: "m=audio 9 ", with: "m=audio 0 ")
-    await #expect(throws: GStreamerError.self) { try await pc.setRemoteDescription(SessionDescription(sdp: rejecting), kind: .answer) }
+    await #expect(throws: GStreamerError.self) {
+      try await pc.setRemoteDescription(SessionDescription(sdp: rejecting), kind: .answer)
+    }
     await pc.close()
   }
 

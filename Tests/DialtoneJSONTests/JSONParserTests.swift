@@ -43,8 +43,10 @@ struct JSONParserTests {
     #expect(try parse("{}") == .object([:]))
     #expect(try parse(#"[1,"a",{"b":[null]}]"#) == [1, "a", ["b": [.null]]])
     #expect(try parse(" { \"a\" : [ 1 , 2 ] } ") == ["a": [1, 2]])
-    #expect(try parse(" {\t\"a\" :\n[ 1 , -2.5e1, true,false , null, {}, [] ] }\r\n") ==
-      ["a": [1, -25.0, true, false, .null, [:], []]])
+    #expect(
+      try parse(" {\t\"a\" :\n[ 1 , -2.5e1, true,false , null, {}, [] ] }\r\n") == [
+        "a": [1, -25.0, true, false, .null, [:], []]
+      ])
   }
 
   @Test(arguments: [
@@ -114,11 +116,15 @@ struct JSONParserTests {
   }
 
   @Test func nestingLimitIsAParameter() throws {
-    let nested = { (levels: Int) in String(repeating: #"{"a":["#, count: levels / 2) + "1" + String(repeating: "]}", count: levels / 2) }
+    let nested = { (levels: Int) in
+      String(repeating: #"{"a":["#, count: levels / 2) + "1" + String(repeating: "]}", count: levels / 2)
+    }
     #expect(throws: Never.self) { try parse(nested(32), maxDepth: 32) }
     #expect(throws: JSONSyntaxError.self) { try parse(nested(34), maxDepth: 32) }
     #expect(throws: Never.self) { try parse(nested(34), maxDepth: 34) }
-    #expect(throws: JSONSyntaxError(message: "JSON nested deeper than 0 levels", offset: 0)) { try parse("[]", maxDepth: 0) }
+    #expect(throws: JSONSyntaxError(message: "JSON nested deeper than 0 levels", offset: 0)) {
+      try parse("[]", maxDepth: 0)
+    }
     #expect(try parse("7", maxDepth: 0) == 7)
     #expect(JSONValue(parsing: utf8("[[1]]"), maxDepth: 1) == nil)
     #expect(JSONValue(parsing: utf8("[[1]]"), maxDepth: 2) == [[1]])

@@ -60,10 +60,11 @@ struct JSONValueTests {
   @Test func literals() {
     let value: JSONValue = ["b": true, "i": -3, "d": 0.25, "s": "x", "a": [1, "two", .null], "o": [:]]
     #expect(
-      value == .object([
-        "b": .bool(true), "i": .int(-3), "d": .double(0.25), "s": .string("x"),
-        "a": .array([.int(1), .string("two"), .null]), "o": .object([:]),
-      ]))
+      value
+        == .object([
+          "b": .bool(true), "i": .int(-3), "d": .double(0.25), "s": .string("x"),
+          "a": .array([.int(1), .string("two"), .null]), "o": .object([:]),
+        ]))
     // A nil in a `JSONValue?` context stays nil rather than becoming `.null`.
     func pick(_ flag: Bool) -> JSONValue? { flag ? "yes" : nil }
     #expect(pick(false) == nil)
@@ -71,7 +72,9 @@ struct JSONValueTests {
   }
 
   @Test func codableRoundTripThroughFoundation() throws {
-    let value: JSONValue = ["s": "x/y é", "i": 9_007_199_254_740_993, "d": 0.5, "b": false, "n": .null, "a": [1, [true]]]
+    let value: JSONValue = [
+      "s": "x/y é", "i": 9_007_199_254_740_993, "d": 0.5, "b": false, "n": .null, "a": [1, [true]],
+    ]
     let data = try JSONEncoder().encode(value)
     #expect(try JSONValue.parse(data) == value)
     #expect(try JSONDecoder().decode(JSONValue.self, from: data) == value)

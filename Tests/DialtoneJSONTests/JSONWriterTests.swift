@@ -20,8 +20,11 @@ struct JSONWriterTests {
   @Test(arguments: [3, 32, 33, 500]) func objectsOfEverySizeComeOutSorted(_ size: Int) throws {
     // Small objects and large ones take different sorting paths in the writer.
     let keys = (0..<size).map { "k\(String($0 * 7919 % 1000, radix: 16))-\($0)" }
-    let value = JSONValue.object(Dictionary(uniqueKeysWithValues: keys.map { ($0, JSONValue.int(Int64($0.utf8.count))) }))
-    let expected = "{" + keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }.map { "\"\($0)\":\($0.utf8.count)" }
+    let value = JSONValue.object(
+      Dictionary(uniqueKeysWithValues: keys.map { ($0, JSONValue.int(Int64($0.utf8.count))) }))
+    let expected =
+      "{"
+      + keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }.map { "\"\($0)\":\($0.utf8.count)" }
       .joined(separator: ",") + "}"
     #expect(value.serializedString == expected)
   }

@@ -1,8 +1,9 @@
 import DialtoneNet
 import Foundation
 import Testing
+
 #if canImport(Glibc)
-import Glibc
+  import Glibc
 #endif
 
 /// "hold:X" sends X coalesced, "now:X" sends X at once, "close" closes with 4000.

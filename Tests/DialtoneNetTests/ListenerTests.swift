@@ -1,8 +1,10 @@
-@testable import DialtoneNet
 import Foundation
 import Testing
+
+@testable import DialtoneNet
+
 #if canImport(Glibc)
-import Glibc
+  import Glibc
 #endif
 
 @Suite struct ListenerTests {

@@ -1,6 +1,7 @@
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+  import Glibc
 #endif
 
 /// A peer that completes the WebSocket handshake and then goes silent: it never answers pings,
@@ -10,7 +11,8 @@ struct RawWebSocket {
 
   static func handshake(port: Int) throws -> RawWebSocket {
     guard let fd = connectLoopback(port: port) else { throw TimeoutError(what: "raw connect") }
-    let request = "GET /v1/ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    let request =
+      "GET /v1/ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
       + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
     _ = request.withCString { send(fd, $0, strlen($0), 0) }
     var buffer = [UInt8](repeating: 0, count: 1024)

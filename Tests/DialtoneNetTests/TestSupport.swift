@@ -1,10 +1,11 @@
 import DialtoneNet
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+  import Glibc
 #endif
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+  import FoundationNetworking
 #endif
 
 struct TimeoutError: Error, CustomStringConvertible {
@@ -13,7 +14,9 @@ struct TimeoutError: Error, CustomStringConvertible {
 }
 
 /// Fails instead of hanging; never used to assert speed.
-func withDeadline<T: Sendable>(_ seconds: Double = 10, _ what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+func withDeadline<T: Sendable>(_ seconds: Double = 10, _ what: String, _ body: @escaping @Sendable () async throws -> T)
+  async throws -> T
+{
   try await withThrowingTaskGroup(of: T.self) { group in
     group.addTask { try await body() }
     group.addTask {
@@ -35,7 +38,10 @@ final class EventQueue<Element: Sendable>: @unchecked Sendable {
 
   func push(_ element: Element) {
     let resume: CheckedContinuation<Element, Never>? = lock.withLock {
-      if let waiter { self.waiter = nil; return waiter }
+      if let waiter {
+        self.waiter = nil
+        return waiter
+      }
       buffer.append(element)
       return nil
     }
@@ -88,13 +94,16 @@ struct HTTPResult: Sendable {
   var errorCode: String? { (json?["error"] as? [String: Any])?["code"] as? String }
 }
 
-func http(_ method: String, _ url: String, body: [UInt8]? = nil, headers: [String: String] = [:]) async throws -> HTTPResult {
+func http(_ method: String, _ url: String, body: [UInt8]? = nil, headers: [String: String] = [:]) async throws
+  -> HTTPResult
+{
   var request = URLRequest(url: URL(string: url)!)
   request.httpMethod = method
   for (k, v) in headers { request.setValue(v, forHTTPHeaderField: k) }
   if let body { request.httpBody = Data(body) }
   let (data, response) = try await URLSession.shared.data(for: request)
-  return HTTPResult(status: (response as? HTTPURLResponse)?.statusCode ?? 0, body: String(decoding: data, as: UTF8.self))
+  return HTTPResult(
+    status: (response as? HTTPURLResponse)?.statusCode ?? 0, body: String(decoding: data, as: UTF8.self))
 }
 
 /// Polls `condition` until it holds; fails (never hangs) after `seconds`.
@@ -115,7 +124,9 @@ func connectLoopback(port: Int) -> Int32? {
   address.sin_addr.s_addr = inet_addr("127.0.0.1")
   address.sin_port = in_port_t(UInt16(port).bigEndian)
   let connected = withUnsafePointer(to: &address) {
-    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+      Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+    }
   }
   guard connected else {
     close(fd)

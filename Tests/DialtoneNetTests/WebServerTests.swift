@@ -11,14 +11,23 @@ final class EchoHandler: WebSocketHandler, @unchecked Sendable {
   private var upgrades: [UpgradeRequest] = []
 
   func webSocketOpened(_ connection: WebSocketConnection, request: UpgradeRequest) {
-    lock.withLock { opened.append(connection); upgrades.append(request) }
+    lock.withLock {
+      opened.append(connection)
+      upgrades.append(request)
+    }
   }
   func webSocketReceived(_ connection: WebSocketConnection, message: [UInt8], isText: Bool) {
-    if message == Array("close-me".utf8) { connection.close(code: 4409, reason: "replaced"); return }
+    if message == Array("close-me".utf8) {
+      connection.close(code: 4409, reason: "replaced")
+      return
+    }
     connection.send(text: message)
   }
   func webSocketClosed(_ connection: WebSocketConnection, code: UInt16?) {
-    lock.withLock { closedCodes.append(code); opened.removeAll { $0 === connection } }
+    lock.withLock {
+      closedCodes.append(code)
+      opened.removeAll { $0 === connection }
+    }
   }
   var openCount: Int { lock.withLock { opened.count } }
   var totalOpened: Int { lock.withLock { upgrades.count } }
@@ -30,13 +39,18 @@ final class EchoHandler: WebSocketHandler, @unchecked Sendable {
   }
 }
 
-struct Echo: Codable, Sendable { let name: String; let count: Int }
+struct Echo: Codable, Sendable {
+  let name: String
+  let count: Int
+}
 
 func makeRouter() -> Router {
   var router = Router()
   router.add(.GET, "/healthz") { _ in .json(["status": "ok"]) }
   router.add(.GET, "/items/{itemID}") { request in
-    .json(["item": request.pathParameters["itemID"] ?? "", "q": request.query["q"] ?? "", "auth": request.bearerToken ?? ""])
+    .json([
+      "item": request.pathParameters["itemID"] ?? "", "q": request.query["q"] ?? "", "auth": request.bearerToken ?? "",
+    ])
   }
   router.add(.POST, "/echo") { request in
     let value = try request.decodeJSON(Echo.self)
@@ -49,8 +63,10 @@ func makeRouter() -> Router {
 }
 
 func startServer(_ handler: EchoHandler, maxMessage: Int = 64 * 1024, drain: Double = 3) throws -> WebServer {
-  try WebServer(configuration: WebServerConfiguration(port: 0, maxMessageBytes: maxMessage, maxBodyBytes: 4096, drainSeconds: drain),
-                router: makeRouter(), webSocketHandler: handler)
+  try WebServer(
+    configuration: WebServerConfiguration(
+      port: 0, maxMessageBytes: maxMessage, maxBodyBytes: 4096, drainSeconds: drain),
+    router: makeRouter(), webSocketHandler: handler)
 }
 
 @Suite(.serialized) struct WebServerTests {
@@ -92,7 +108,9 @@ func startServer(_ handler: EchoHandler, maxMessage: Int = 64 * 1024, drain: Dou
   @Test func jsonBodiesAndTheirErrors() async throws {
     let server = try startServer(EchoHandler())
     let base = "http://127.0.0.1:\(server.port)"
-    let created = try await http("POST", "\(base)/echo", body: Array(#"{"name":"a","count":2}"#.utf8), headers: ["Content-Type": "application/json"])
+    let created = try await http(
+      "POST", "\(base)/echo", body: Array(#"{"name":"a","count":2}"#.utf8),
+      headers: ["Content-Type": "application/json"])
     #expect(created.status == 201)
     #expect(created.json?["count"] as? Int == 2)
 
@@ -117,8 +135,9 @@ func startServer(_ handler: EchoHandler, maxMessage: Int = 64 * 1024, drain: Dou
     let handler = EchoHandler()
     let server = try startServer(handler)
     let client = try WebSocketClient()
-    let probe = try ClientProbe(client: client, url: "ws://127.0.0.1:\(server.port)/v1/ws?v=1",
-                                headers: [HTTPHeaderField("Authorization", "Bearer abc")])
+    let probe = try ClientProbe(
+      client: client, url: "ws://127.0.0.1:\(server.port)/v1/ws?v=1",
+      headers: [HTTPHeaderField("Authorization", "Bearer abc")])
     #expect(try await probe.next("open") == .opened)
     #expect(handler.lastUpgrade?.bearerToken == "abc")
     #expect(handler.lastUpgrade?.query["v"] == "1")
@@ -203,7 +222,8 @@ func startServer(_ handler: EchoHandler, maxMessage: Int = 64 * 1024, drain: Dou
   @Test func listenFailureIsAnError() throws {
     let first = try startServer(EchoHandler())
     #expect(throws: NetError.self) {
-      _ = try WebServer(configuration: WebServerConfiguration(port: first.port), router: Router(), webSocketHandler: EchoHandler())
+      _ = try WebServer(
+        configuration: WebServerConfiguration(port: first.port), router: Router(), webSocketHandler: EchoHandler())
     }
   }
 

@@ -52,7 +52,9 @@ struct ClientMessageTests {
 
   @Test func exactCandidate() {
     let message = ClientMessage.candidate(
-      .init(id: "m7", callId: "c1", candidate: IceCandidate(candidate: "candidate:1 1 udp 1 10.0.0.1 9 typ host", sdpMid: "0", sdpMLineIndex: 0)))
+      .init(
+        id: "m7", callId: "c1",
+        candidate: IceCandidate(candidate: "candidate:1 1 udp 1 10.0.0.1 9 typ host", sdpMid: "0", sdpMLineIndex: 0)))
     #expect(
       MessageCodec.encodeString(message)
         == #"{"callId":"c1","candidate":{"candidate":"candidate:1 1 udp 1 10.0.0.1 9 typ host","sdpMLineIndex":0,"sdpMid":"0"},"id":"m7","type":"candidate"}"#
@@ -63,7 +65,8 @@ struct ClientMessageTests {
     #expect(MessageCodec.encodeString(.ack(.init(seq: 42))) == #"{"seq":42,"type":"ack"}"#)
     #expect(MessageCodec.encodeString(.ping(.init(id: "p"))) == #"{"id":"p","type":"ping"}"#)
     #expect(
-      MessageCodec.encodeString(.invite(.init(id: "m1", callId: "c1", to: "bob", video: false, offer: .init(sdp: "v=0\r\n"))))
+      MessageCodec.encodeString(
+        .invite(.init(id: "m1", callId: "c1", to: "bob", video: false, offer: .init(sdp: "v=0\r\n"))))
         == #"{"callId":"c1","id":"m1","offer":{"sdp":"v=0\r\n"},"to":"bob","type":"invite","video":false}"#)
     #expect(
       MessageCodec.encodeString(.offer(.init(id: "m2", callId: "c1", sdp: "v=0", iceRestart: true)))
@@ -102,7 +105,8 @@ struct ClientMessageTests {
       #"{"type":"candidate","id":"c","callId":"c1","candidate":{"candidate":"candidate:1","sdpMid":null,"sdpMLineIndex":null,"usernameFragment":null}}"#
     )
     #expect(message == .candidate(.init(id: "c", callId: "c1", candidate: IceCandidate(candidate: "candidate:1"))))
-    let hello = try MessageCodec.decodeClientMessage(#"{"type":"hello","id":"h","version":1,"token":null,"resume":null}"#)
+    let hello = try MessageCodec.decodeClientMessage(
+      #"{"type":"hello","id":"h","version":1,"token":null,"resume":null}"#)
     #expect(hello == .hello(.init(id: "h")))
   }
 
@@ -115,12 +119,14 @@ struct ClientMessageTests {
 
   @Test func escapedStringsDecode() throws {
     let message = try MessageCodec.decodeClientMessage(
-      #"{"type":"invite","id":"\u006d1","callId":"c1","to":"b\u00f6b","video":false,"callerName":"\ud83d\udcde A\"B\\"}"#)
+      #"{"type":"invite","id":"\u006d1","callId":"c1","to":"b\u00f6b","video":false,"callerName":"\ud83d\udcde A\"B\\"}"#
+    )
     #expect(message == .invite(.init(id: "m1", callId: "c1", to: "böb", video: false, callerName: "📞 A\"B\\")))
   }
 
   @Test func iceRestartFalseDecodes() throws {
-    let message = try MessageCodec.decodeClientMessage(#"{"type":"offer","id":"o","callId":"c1","sdp":"v=0","iceRestart":false}"#)
+    let message = try MessageCodec.decodeClientMessage(
+      #"{"type":"offer","id":"o","callId":"c1","sdp":"v=0","iceRestart":false}"#)
     #expect(message == .offer(.init(id: "o", callId: "c1", sdp: "v=0")))
   }
 
@@ -131,11 +137,14 @@ struct ClientMessageTests {
     let answer = ClientMessage.answer(.init(id: id, callId: callId, sdp: sdp))
     #expect(try MessageCodec.decodeClientMessage(MessageCodec.encode(answer)) == answer)
     let candidate = ClientMessage.candidate(
-      .init(id: "c", callId: "c1", candidate: IceCandidate(candidate: String(repeating: "x", count: Limits.maxCandidateBytes))))
+      .init(
+        id: "c", callId: "c1",
+        candidate: IceCandidate(candidate: String(repeating: "x", count: Limits.maxCandidateBytes))))
     #expect(try MessageCodec.decodeClientMessage(MessageCodec.encode(candidate)) == candidate)
     let user = String(repeating: "u", count: Limits.maxUserIDBytes)
     let invite = ClientMessage.invite(
-      .init(id: "i", callId: "c1", to: user, video: true, callerName: String(repeating: "n", count: Limits.maxNameBytes)))
+      .init(
+        id: "i", callId: "c1", to: user, video: true, callerName: String(repeating: "n", count: Limits.maxNameBytes)))
     #expect(try MessageCodec.decodeClientMessage(MessageCodec.encode(invite)) == invite)
   }
 
@@ -201,12 +210,16 @@ struct ClientMessageTests {
   }
 
   @Test func deepNestingIsRejectedNotCrashing() {
-    let deep = "{\"type\":\"ping\",\"id\":\"p\",\"x\":" + String(repeating: "[", count: 20_000) + String(repeating: "]", count: 20_000) + "}"
+    let deep =
+      "{\"type\":\"ping\",\"id\":\"p\",\"x\":" + String(repeating: "[", count: 20_000)
+      + String(repeating: "]", count: 20_000) + "}"
     let error = clientError(deep)
     #expect(error?.code == .badRequest)
     #expect(error?.message.contains("nested deeper than 32 levels") == true)
     // 32 levels are fine (the message object itself is one).
-    let ok = "{\"type\":\"ping\",\"id\":\"p\",\"x\":" + String(repeating: "[", count: 31) + String(repeating: "]", count: 31) + "}"
+    let ok =
+      "{\"type\":\"ping\",\"id\":\"p\",\"x\":" + String(repeating: "[", count: 31) + String(repeating: "]", count: 31)
+      + "}"
     #expect((try? MessageCodec.decodeClientMessage(ok)) == .ping(.init(id: "p")))
   }
 
@@ -257,8 +270,12 @@ struct ClientMessageTests {
   }
 
   @Test func badIds() {
-    #expect(clientError(#"{"type":"ping","id":5}"#) == ProtocolError(.badRequest, "\"id\" must be a string", messageType: "ping"))
-    #expect(clientError(#"{"type":"ping","id":""}"#) == ProtocolError(.badRequest, "\"id\" must not be empty", messageType: "ping"))
+    #expect(
+      clientError(#"{"type":"ping","id":5}"#)
+        == ProtocolError(.badRequest, "\"id\" must be a string", messageType: "ping"))
+    #expect(
+      clientError(#"{"type":"ping","id":""}"#)
+        == ProtocolError(.badRequest, "\"id\" must not be empty", messageType: "ping"))
     let long = String(repeating: "x", count: 65)
     #expect(
       clientError(#"{"type":"ping","id":"\#(long)"}"#)
@@ -272,7 +289,9 @@ struct ClientMessageTests {
 
   @Test func errorsAfterAValidIdCarryReplyToAndCallId() {
     let error = clientError(#"{"type":"answer","id":"a1","callId":"c1","sdp":42}"#)
-    #expect(error == ProtocolError(.badRequest, "\"sdp\" must be a string", replyTo: "a1", callId: "c1", messageType: "answer"))
+    #expect(
+      error
+        == ProtocolError(.badRequest, "\"sdp\" must be a string", replyTo: "a1", callId: "c1", messageType: "answer"))
   }
 
   @Test func callIdErrors() {
@@ -320,7 +339,8 @@ struct ClientMessageTests {
   @Test func ackErrors() {
     #expect(clientError(#"{"type":"ack"}"#) == ProtocolError(.badRequest, "\"seq\" is required", messageType: "ack"))
     #expect(clientError(#"{"type":"ack","seq":"5"}"#)?.message == "\"seq\" must be an integer")
-    #expect(clientError(#"{"type":"ack","seq":-1}"#)?.message == "\"seq\" must be an integer from 0 to 9007199254740991")
+    #expect(
+      clientError(#"{"type":"ack","seq":-1}"#)?.message == "\"seq\" must be an integer from 0 to 9007199254740991")
     #expect(clientError(#"{"type":"ack","seq":9007199254740992}"#)?.code == .badRequest)
     #expect(clientError(#"{"type":"ack","seq":18446744073709551616}"#)?.code == .badRequest)
     // An ack never answers a request, so its errors have no replyTo even if it had an id.
@@ -336,12 +356,16 @@ struct ClientMessageTests {
     #expect(clientError("{\(base),\"to\":7,\"video\":false}")?.message == "\"to\" must be a string")
     #expect(clientError("{\(base),\"to\":\"\",\"video\":false}")?.message == "\"to\" must not be empty")
     let longUser = String(repeating: "u", count: 129)
-    #expect(clientError("{\(base),\"to\":\"\(longUser)\",\"video\":false}")?.message == "\"to\" must be at most 128 bytes")
     #expect(
-      clientError("{\(base),\"to\":\"bob\",\"video\":false,\"offer\":\"v=0\"}")?.message == "\"offer\" must be an object")
-    #expect(clientError("{\(base),\"to\":\"bob\",\"video\":false,\"offer\":{}}")?.message == "\"offer.sdp\" is required")
+      clientError("{\(base),\"to\":\"\(longUser)\",\"video\":false}")?.message == "\"to\" must be at most 128 bytes")
     #expect(
-      clientError("{\(base),\"to\":\"bob\",\"video\":false,\"callerName\":[]}")?.message == "\"callerName\" must be a string")
+      clientError("{\(base),\"to\":\"bob\",\"video\":false,\"offer\":\"v=0\"}")?.message
+        == "\"offer\" must be an object")
+    #expect(
+      clientError("{\(base),\"to\":\"bob\",\"video\":false,\"offer\":{}}")?.message == "\"offer.sdp\" is required")
+    #expect(
+      clientError("{\(base),\"to\":\"bob\",\"video\":false,\"callerName\":[]}")?.message
+        == "\"callerName\" must be a string")
     let longName = String(repeating: "n", count: 129)
     #expect(
       clientError("{\(base),\"to\":\"bob\",\"video\":false,\"callerName\":\"\(longName)\"}")?.message
@@ -351,12 +375,15 @@ struct ClientMessageTests {
   @Test func oversizeSDP() {
     let sdp = String(repeating: "a", count: Limits.maxSDPBytes + 1)
     let error = clientError(#"{"type":"offer","id":"o1","callId":"c1","sdp":"\#(sdp)"}"#)
-    #expect(error == ProtocolError(.tooLarge, "\"sdp\" exceeds 32768 bytes", replyTo: "o1", callId: "c1", messageType: "offer"))
+    #expect(
+      error
+        == ProtocolError(.tooLarge, "\"sdp\" exceeds 32768 bytes", replyTo: "o1", callId: "c1", messageType: "offer"))
     #expect(error?.description == "too-large: \"sdp\" exceeds 32768 bytes")
     let nested = clientError(#"{"type":"accept","id":"a1","callId":"c1","answer":{"sdp":"\#(sdp)"}}"#)
     #expect(nested?.code == .tooLarge)
     #expect(nested?.message == "\"answer.sdp\" exceeds 32768 bytes")
-    let invite = clientError(#"{"type":"invite","id":"i1","callId":"c1","to":"b","video":false,"offer":{"sdp":"\#(sdp)"}}"#)
+    let invite = clientError(
+      #"{"type":"invite","id":"i1","callId":"c1","to":"b","video":false,"offer":{"sdp":"\#(sdp)"}}"#)
     #expect(invite?.message == "\"offer.sdp\" exceeds 32768 bytes")
     #expect(clientError(#"{"type":"answer","id":"a","callId":"c1","sdp":""}"#)?.message == "\"sdp\" must not be empty")
   }
@@ -366,7 +393,11 @@ struct ClientMessageTests {
     #expect(clientError("{\(base)}")?.message == "\"candidate\" is required")
     #expect(clientError("{\(base),\"candidate\":\"candidate:1\"}")?.message == "\"candidate\" must be an object")
     let wrongType = clientError("{\(base),\"candidate\":{\"candidate\":1}}")
-    #expect(wrongType == ProtocolError(.badRequest, "\"candidate.candidate\" must be a string", replyTo: "k1", callId: "c1", messageType: "candidate"))
+    #expect(
+      wrongType
+        == ProtocolError(
+          .badRequest, "\"candidate.candidate\" must be a string", replyTo: "k1", callId: "c1", messageType: "candidate"
+        ))
     #expect(wrongType?.description == "bad-request: \"candidate.candidate\" must be a string")
     #expect(clientError("{\(base),\"candidate\":{}}")?.message == "\"candidate.candidate\" is required")
     #expect(
@@ -383,7 +414,11 @@ struct ClientMessageTests {
         == "\"candidate.usernameFragment\" must be a string")
     let long = String(repeating: "x", count: Limits.maxCandidateBytes + 1)
     let tooLarge = clientError("{\(base),\"candidate\":{\"candidate\":\"\(long)\"}}")
-    #expect(tooLarge == ProtocolError(.tooLarge, "\"candidate.candidate\" exceeds 1024 bytes", replyTo: "k1", callId: "c1", messageType: "candidate"))
+    #expect(
+      tooLarge
+        == ProtocolError(
+          .tooLarge, "\"candidate.candidate\" exceeds 1024 bytes", replyTo: "k1", callId: "c1", messageType: "candidate"
+        ))
   }
 
   @Test func offerErrors() {
@@ -391,7 +426,8 @@ struct ClientMessageTests {
       clientError(#"{"type":"offer","id":"o","callId":"c1","sdp":"v=0","iceRestart":"true"}"#)?.message
         == "\"iceRestart\" must be a boolean")
     #expect(clientError(#"{"type":"offer","id":"o","callId":"c1"}"#)?.message == "\"sdp\" is required")
-    #expect(clientError(#"{"type":"accept","id":"a","callId":"c1","answer":[]}"#)?.message == "\"answer\" must be an object")
+    #expect(
+      clientError(#"{"type":"accept","id":"a","callId":"c1","answer":[]}"#)?.message == "\"answer\" must be an object")
   }
 
   @Test func protocolErrorConveniences() {

@@ -95,7 +95,8 @@ struct DocsTests {
     ] {
       #expect(section.contains(phrase), "section 15 does not mention \(phrase)")
     }
-    let incoming = IncomingCallPush(callId: "c", callerId: "a", callerDeviceId: "d", callerName: "A", hasVideo: false, createdAt: 1)
+    let incoming = IncomingCallPush(
+      callId: "c", callerId: "a", callerDeviceId: "d", callerName: "A", hasVideo: false, createdAt: 1)
     for key in (incoming.json.objectValue ?? [:]).keys {
       #expect(section.contains("\"\(key)\":"), "no example shows \(key)")
     }

@@ -14,14 +14,21 @@ struct HTTPBodyTests {
 
   @Test func roundTripsAndExactShapes() throws {
     let bodies: [(any WireCodable, String)] = [
-      (ErrorBody(code: .notFound, message: "no such device"), #"{"error":{"code":"not-found","message":"no such device"}}"#),
+      (
+        ErrorBody(code: .notFound, message: "no such device"),
+        #"{"error":{"code":"not-found","message":"no such device"}}"#
+      ),
       (HealthResponse(version: "0.1.0"), #"{"status":"ok","version":"0.1.0"}"#),
       (
-        MeResponse(userId: "alice", deviceId: "phone", name: "Alice", devices: [LiveDevice(deviceId: "phone", connectedAt: 1_732_880_000_000)]),
+        MeResponse(
+          userId: "alice", deviceId: "phone", name: "Alice",
+          devices: [LiveDevice(deviceId: "phone", connectedAt: 1_732_880_000_000)]),
         #"{"deviceId":"phone","devices":[{"connectedAt":1732880000000,"deviceId":"phone"}],"name":"Alice","userId":"alice"}"#
       ),
       (
-        IceServersResponse(iceServers: [IceServer(urls: ["turn:127.0.0.1:3478"], username: "1732923200:alice", credential: "c2VjcmV0")]),
+        IceServersResponse(iceServers: [
+          IceServer(urls: ["turn:127.0.0.1:3478"], username: "1732923200:alice", credential: "c2VjcmV0")
+        ]),
         #"{"iceServers":[{"credential":"c2VjcmV0","urls":["turn:127.0.0.1:3478"],"username":"1732923200:alice"}],"ttl":43200}"#
       ),
       (
@@ -43,7 +50,10 @@ struct HTTPBodyTests {
         #"{"deviceId":"pixel","hasAlertToken":false,"hasFcmToken":true,"hasVoipToken":false,"installationId":"inst-42","platform":"android","updatedAt":7}"#
       ),
       (DeviceListResponse(devices: []), #"{"devices":[]}"#),
-      (Fixtures.callState, #"{"answeredAt":1732880004000,"callId":"6b8f2a3e-1c4d-4e8a-9f00-3d2b1a0c9e7f","calleeDeviceId":"laptop","calleeId":"bob","callerDeviceId":"phone","callerId":"alice","createdAt":1732880000000,"endReason":"hangup","endedAt":1732880064000,"state":"ended","video":true}"#),
+      (
+        Fixtures.callState,
+        #"{"answeredAt":1732880004000,"callId":"6b8f2a3e-1c4d-4e8a-9f00-3d2b1a0c9e7f","calleeDeviceId":"laptop","calleeId":"bob","callerDeviceId":"phone","callerId":"alice","createdAt":1732880000000,"endReason":"hangup","endedAt":1732880064000,"state":"ended","video":true}"#
+      ),
     ]
     for (body, expected) in bodies {
       #expect(text(MessageCodec.encode(body)) == expected)
@@ -75,18 +85,27 @@ struct HTTPBodyTests {
   }
 
   @Test func bodyDecodeErrors() {
-    #expect(throws: ProtocolError(.badRequest, "empty body")) { try MessageCodec.decode(DeviceRegistration.self, from: [UInt8]()) }
-    #expect(throws: ProtocolError(.badRequest, "expected a JSON object")) { try MessageCodec.decode(DeviceRegistration.self, from: Array("[]".utf8)) }
+    #expect(throws: ProtocolError(.badRequest, "empty body")) {
+      try MessageCodec.decode(DeviceRegistration.self, from: [UInt8]())
+    }
+    #expect(throws: ProtocolError(.badRequest, "expected a JSON object")) {
+      try MessageCodec.decode(DeviceRegistration.self, from: Array("[]".utf8))
+    }
     #expect(throws: ProtocolError(.badRequest, "\"platform\" must be \"ios\" or \"android\"")) {
-      try MessageCodec.decode(DeviceRegistration.self, from: Array(#"{"installationId":"i","platform":"windows"}"#.utf8))
+      try MessageCodec.decode(
+        DeviceRegistration.self, from: Array(#"{"installationId":"i","platform":"windows"}"#.utf8))
     }
     #expect(throws: ProtocolError(.badRequest, "\"apnsEnvironment\" must be \"sandbox\" or \"production\"")) {
-      try MessageCodec.decode(DeviceRegistration.self, from: Array(#"{"installationId":"i","platform":"ios","apnsEnvironment":"dev"}"#.utf8))
+      try MessageCodec.decode(
+        DeviceRegistration.self, from: Array(#"{"installationId":"i","platform":"ios","apnsEnvironment":"dev"}"#.utf8))
     }
     #expect(throws: ProtocolError(.badRequest, "\"voipToken\" must be a string")) {
-      try MessageCodec.decode(DeviceRegistration.self, from: Array(#"{"installationId":"i","platform":"ios","voipToken":123}"#.utf8))
+      try MessageCodec.decode(
+        DeviceRegistration.self, from: Array(#"{"installationId":"i","platform":"ios","voipToken":123}"#.utf8))
     }
-    #expect(throws: ProtocolError(.badRequest, "\"error\" is required")) { try MessageCodec.decode(ErrorBody.self, from: Array("{}".utf8)) }
+    #expect(throws: ProtocolError(.badRequest, "\"error\" is required")) {
+      try MessageCodec.decode(ErrorBody.self, from: Array("{}".utf8))
+    }
     #expect(throws: ProtocolError(.badRequest, "\"error\" must be an object")) {
       try MessageCodec.decode(ErrorBody.self, from: Array(#"{"error":"x"}"#.utf8))
     }
@@ -94,10 +113,21 @@ struct HTTPBodyTests {
       try MessageCodec.decode(ErrorBody.self, from: Array(#"{"error":{"message":"x"}}"#.utf8))
     }
     #expect(throws: ProtocolError(.badRequest, "\"calls[0].video\" is required")) {
-      try MessageCodec.decode(CallHistoryResponse.self, from: Array(#"{"calls":[{"callId":"c","callerId":"a","calleeId":"b","createdAt":1}]}"#.utf8))
+      try MessageCodec.decode(
+        CallHistoryResponse.self,
+        from: Array(#"{"calls":[{"callId":"c","callerId":"a","calleeId":"b","createdAt":1}]}"#.utf8))
     }
-    #expect(throws: ProtocolError(.badRequest, "\"calls[0].endReason\" must be one of declined, busy, missed, cancelled, hangup, failed, connection-lost, answered-elsewhere, declined-elsewhere, glare")) {
-      try MessageCodec.decode(CallHistoryResponse.self, from: Array(#"{"calls":[{"callId":"c","callerId":"a","calleeId":"b","video":true,"createdAt":1,"endReason":"exploded"}]}"#.utf8))
+    #expect(
+      throws: ProtocolError(
+        .badRequest,
+        "\"calls[0].endReason\" must be one of declined, busy, missed, cancelled, hangup, failed, connection-lost, answered-elsewhere, declined-elsewhere, glare"
+      )
+    ) {
+      try MessageCodec.decode(
+        CallHistoryResponse.self,
+        from: Array(
+          #"{"calls":[{"callId":"c","callerId":"a","calleeId":"b","video":true,"createdAt":1,"endReason":"exploded"}]}"#
+            .utf8))
     }
     // Lenient decoding (a client reading a newer server) maps unknown values.
     let lenient = try? MessageCodec.decode(
@@ -118,7 +148,9 @@ struct HTTPBodyTests {
     #expect(alertOnly.normalized().alertToken == "abcdef0123456789")
   }
 
-  private func expectInvalid(_ registration: DeviceRegistration, _ message: String, sourceLocation: SourceLocation = #_sourceLocation) {
+  private func expectInvalid(
+    _ registration: DeviceRegistration, _ message: String, sourceLocation: SourceLocation = #_sourceLocation
+  ) {
     #expect(throws: ProtocolError(.badRequest, message), sourceLocation: sourceLocation) { try registration.validate() }
   }
 
@@ -176,7 +208,8 @@ struct HTTPBodyTests {
 
   @Test func incomingCallPushForms() throws {
     let push = IncomingCallPush(
-      callId: Fixtures.callId, callerId: "alice", callerDeviceId: "phone", callerName: "Alice", callerHandle: "+15551234567",
+      callId: Fixtures.callId, callerId: "alice", callerDeviceId: "phone", callerName: "Alice",
+      callerHandle: "+15551234567",
       hasVideo: true, createdAt: 1_732_880_000_000)
     #expect(
       push.apnsPayload.serializedString
@@ -184,7 +217,8 @@ struct HTTPBodyTests {
     )
     #expect(
       push.fcmData == [
-        "dialtone": "1", "type": "incoming-call", "callId": Fixtures.callId, "callerId": "alice", "callerDeviceId": "phone",
+        "dialtone": "1", "type": "incoming-call", "callId": Fixtures.callId, "callerId": "alice",
+        "callerDeviceId": "phone",
         "callerName": "Alice", "callerHandle": "+15551234567", "hasVideo": "true", "createdAt": "1732880000000",
       ])
     #expect(try IncomingCallPush(json: push.apnsPayload) == push)
@@ -210,11 +244,17 @@ struct HTTPBodyTests {
     let push = IncomingCallPush(callId: "c1", callerId: "alice", hasVideo: false, createdAt: 5)
     #expect(push.callerHandle == "alice")
     #expect(
-      push.jsonString == #"{"callId":"c1","callerHandle":"alice","callerId":"alice","createdAt":5,"dialtone":1,"hasVideo":false,"type":"incoming-call"}"#)
+      push.jsonString
+        == #"{"callId":"c1","callerHandle":"alice","callerId":"alice","createdAt":5,"dialtone":1,"hasVideo":false,"type":"incoming-call"}"#
+    )
     // An older payload without callerHandle (and without hasVideo) still parses.
-    let old = try IncomingCallPush(payload: ["dialtone": "1", "type": "incoming-call", "callId": "c1", "callerId": "alice", "createdAt": "5"])
+    let old = try IncomingCallPush(payload: [
+      "dialtone": "1", "type": "incoming-call", "callId": "c1", "callerId": "alice", "createdAt": "5",
+    ])
     #expect(old == push)
-    let strict = try IncomingCallPush(jsonBytes: Array(#"{"dialtone":1,"type":"incoming-call","callId":"c1","callerId":"alice","hasVideo":false,"createdAt":5}"#.utf8))
+    let strict = try IncomingCallPush(
+      jsonBytes: Array(
+        #"{"dialtone":1,"type":"incoming-call","callId":"c1","callerId":"alice","hasVideo":false,"createdAt":5}"#.utf8))
     #expect(strict == push)
   }
 
@@ -232,20 +272,29 @@ struct HTTPBodyTests {
       try IncomingCallPush(payload: ["dialtone": 1, "type": "missed-call", "callId": "c", "callerId": "a"])
     }
     #expect(throws: ProtocolError(.badRequest, "\"hasVideo\" must be a boolean")) {
-      try IncomingCallPush(payload: ["dialtone": "1", "type": "incoming-call", "callId": "c", "callerId": "a", "hasVideo": "maybe", "createdAt": "1"])
+      try IncomingCallPush(payload: [
+        "dialtone": "1", "type": "incoming-call", "callId": "c", "callerId": "a", "hasVideo": "maybe", "createdAt": "1",
+      ])
     }
     #expect(throws: ProtocolError(.badRequest, "\"createdAt\" must be an integer")) {
-      try IncomingCallPush(payload: ["dialtone": "1", "type": "incoming-call", "callId": "c", "callerId": "a", "createdAt": "soon"])
+      try IncomingCallPush(payload: [
+        "dialtone": "1", "type": "incoming-call", "callId": "c", "callerId": "a", "createdAt": "soon",
+      ])
     }
     #expect(throws: ProtocolError(.badRequest, "\"callerHandle\" must not be empty")) {
-      try IncomingCallPush(payload: ["dialtone": 1, "type": "incoming-call", "callId": "c", "callerId": "a", "callerHandle": "", "createdAt": 1])
+      try IncomingCallPush(payload: [
+        "dialtone": 1, "type": "incoming-call", "callId": "c", "callerId": "a", "callerHandle": "", "createdAt": 1,
+      ])
     }
     #expect(throws: ProtocolError(.badRequest, "\"callerHandle\" must be a string")) {
-      try IncomingCallPush(payload: ["dialtone": 1, "type": "incoming-call", "callId": "c", "callerId": "a", "callerHandle": 42, "createdAt": 1])
+      try IncomingCallPush(payload: [
+        "dialtone": 1, "type": "incoming-call", "callId": "c", "callerId": "a", "callerHandle": 42, "createdAt": 1,
+      ])
     }
     let longHandle = String(repeating: "h", count: Limits.maxUserIDBytes + 1)
     let tooLong: JSONValue = [
-      "dialtone": 1, "type": "incoming-call", "callId": "c", "callerId": "a", "callerHandle": .string(longHandle), "createdAt": 1,
+      "dialtone": 1, "type": "incoming-call", "callId": "c", "callerId": "a", "callerHandle": .string(longHandle),
+      "createdAt": 1,
     ]
     #expect(throws: ProtocolError(.badRequest, "\"callerHandle\" must be at most 128 bytes")) {
       try IncomingCallPush(json: tooLong, options: .strict)
@@ -271,7 +320,8 @@ struct HTTPBodyTests {
     #expect(MissedCallPush(callId: "c1", callerId: "alice", callerName: "").alertBody == "alice")
     // Built from the incoming-call push of the same call.
     let incoming = IncomingCallPush(
-      callId: Fixtures.callId, callerId: "alice", callerDeviceId: "phone", callerName: "Alice", hasVideo: false, createdAt: 1)
+      callId: Fixtures.callId, callerId: "alice", callerDeviceId: "phone", callerName: "Alice", hasVideo: false,
+      createdAt: 1)
     #expect(MissedCallPush(missed: incoming) == push)
     // A notification's userInfo parses; aps is ignored.
     let userInfo: [AnyHashable: Any] = [
@@ -294,14 +344,17 @@ struct HTTPBodyTests {
     #expect(CloseCode.allCases.map(\.rawValue) == [1000, 1001, 1009, 4400, 4401, 4408, 4409])
     #expect(CloseCode.replaced.shouldReconnect == false)
     #expect(CloseCode.goingAway.shouldReconnect)
-    #expect(ErrorCode.allCases.map(\.rawValue) == [
-      "bad-request", "unknown-type", "unauthorized", "forbidden", "not-found", "conflict", "invalid-state", "too-large",
-      "rate-limited", "unsupported-version", "internal",
-    ])
-    #expect(EndReason.allCases.map(\.rawValue) == [
-      "declined", "busy", "missed", "cancelled", "hangup", "failed", "connection-lost", "answered-elsewhere",
-      "declined-elsewhere", "glare",
-    ])
+    #expect(
+      ErrorCode.allCases.map(\.rawValue) == [
+        "bad-request", "unknown-type", "unauthorized", "forbidden", "not-found", "conflict", "invalid-state",
+        "too-large",
+        "rate-limited", "unsupported-version", "internal",
+      ])
+    #expect(
+      EndReason.allCases.map(\.rawValue) == [
+        "declined", "busy", "missed", "cancelled", "hangup", "failed", "connection-lost", "answered-elsewhere",
+        "declined-elsewhere", "glare",
+      ])
     #expect(ErrorCode.notFound.httpStatus == 404)
     #expect(Limits.maxMessageBytes == 65536 && Limits.maxSDPBytes == 32768 && Limits.maxCandidateBytes == 1024)
     #expect(ProtocolDefaults.ringTimeoutSeconds == 45 && ProtocolDefaults.reconnectGraceSeconds == 30)

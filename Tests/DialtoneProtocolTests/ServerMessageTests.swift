@@ -48,24 +48,35 @@ struct ServerMessageTests {
 
   @Test func exactInviteAndCallEnded() {
     let invite = ServerMessage.invite(
-      .init(callId: "c1", from: Peer(userId: "alice", deviceId: "phone", name: "Alice"), video: false, offer: .init(sdp: "v=0"), createdAt: 1_732_880_000_000))
+      .init(
+        callId: "c1", from: Peer(userId: "alice", deviceId: "phone", name: "Alice"), video: false,
+        offer: .init(sdp: "v=0"), createdAt: 1_732_880_000_000))
     #expect(
       MessageCodec.encodeString(invite, seq: 3)
         == #"{"callId":"c1","createdAt":1732880000000,"from":{"deviceId":"phone","name":"Alice","userId":"alice"},"offer":{"sdp":"v=0"},"seq":3,"type":"invite","video":false}"#
     )
     let ended = ServerMessage.callEnded(.init(callId: "c2", reason: .glare, replacedBy: "c1"))
-    #expect(MessageCodec.encodeString(ended, seq: 9) == #"{"callId":"c2","reason":"glare","replacedBy":"c1","seq":9,"type":"call-ended"}"#)
+    #expect(
+      MessageCodec.encodeString(ended, seq: 9)
+        == #"{"callId":"c2","reason":"glare","replacedBy":"c1","seq":9,"type":"call-ended"}"#)
   }
 
   @Test func exactAckAndErrors() {
     #expect(MessageCodec.encodeString(.ack(.init(replyTo: "p1")), seq: 4) == #"{"replyTo":"p1","seq":4,"type":"ack"}"#)
     #expect(
-      MessageCodec.encodeString(.ack(.init(replyTo: "g1", callId: "c1", call: CallState(callId: "c1", callerId: "alice", calleeId: "bob", callerDeviceId: "phone", video: false, state: .ringing, createdAt: 5))), seq: 5)
+      MessageCodec.encodeString(
+        .ack(
+          .init(
+            replyTo: "g1", callId: "c1",
+            call: CallState(
+              callId: "c1", callerId: "alice", calleeId: "bob", callerDeviceId: "phone", video: false, state: .ringing,
+              createdAt: 5))), seq: 5)
         == #"{"call":{"callId":"c1","calleeId":"bob","callerDeviceId":"phone","callerId":"alice","createdAt":5,"state":"ringing","video":false},"callId":"c1","replyTo":"g1","seq":5,"type":"ack"}"#
     )
     // A pre-session error has no seq.
     #expect(
-      MessageCodec.encodeString(.error(.init(replyTo: "h1", code: .unsupportedVersion, message: "version 2 is not supported")), seq: nil)
+      MessageCodec.encodeString(
+        .error(.init(replyTo: "h1", code: .unsupportedVersion, message: "version 2 is not supported")), seq: nil)
         == #"{"code":"unsupported-version","message":"version 2 is not supported","replyTo":"h1","type":"error"}"#)
     // ProtocolError → error message, as the server sends it.
     let error = clientError(#"{"type":"candidate","id":"k1","callId":"c1","candidate":{"candidate":1}}"#)
@@ -76,17 +87,22 @@ struct ServerMessageTests {
   }
 
   @Test func exactOfferWithIceRestart() {
-    let offer = ServerMessage.offer(.init(callId: "c1", from: Peer(userId: "alice", deviceId: "phone"), sdp: "v=0", iceRestart: true))
+    let offer = ServerMessage.offer(
+      .init(callId: "c1", from: Peer(userId: "alice", deviceId: "phone"), sdp: "v=0", iceRestart: true))
     #expect(
       MessageCodec.encodeString(offer, seq: 30)
-        == #"{"callId":"c1","from":{"deviceId":"phone","userId":"alice"},"iceRestart":true,"sdp":"v=0","seq":30,"type":"offer"}"#)
+        == #"{"callId":"c1","from":{"deviceId":"phone","userId":"alice"},"iceRestart":true,"sdp":"v=0","seq":30,"type":"offer"}"#
+    )
   }
 
   @Test func stringEscaping() throws {
-    let error = ServerMessage.error(.init(code: .badRequest, message: "quote \" backslash \\ slash / nl \n cr \r tab \t bell \u{07} é 😀"))
+    let error = ServerMessage.error(
+      .init(code: .badRequest, message: "quote \" backslash \\ slash / nl \n cr \r tab \t bell \u{07} é 😀"))
     let encoded = MessageCodec.encodeString(error, seq: nil)
     #expect(
-      encoded == #"{"code":"bad-request","message":"quote \" backslash \\ slash / nl \n cr \r tab \t bell \u0007 é 😀","type":"error"}"#)
+      encoded
+        == #"{"code":"bad-request","message":"quote \" backslash \\ slash / nl \n cr \r tab \t bell \u0007 é 😀","type":"error"}"#
+    )
     #expect(try MessageCodec.decodeServerMessage(encoded).message == error)
   }
 
@@ -110,11 +126,14 @@ struct ServerMessageTests {
   }
 
   @Test func unknownEnumValuesDecodeLeniently() throws {
-    let ended = try MessageCodec.decodeServerMessage(#"{"type":"call-ended","seq":2,"callId":"c1","reason":"vanished"}"#)
+    let ended = try MessageCodec.decodeServerMessage(
+      #"{"type":"call-ended","seq":2,"callId":"c1","reason":"vanished"}"#)
     #expect(ended.message == .callEnded(.init(callId: "c1", reason: .failed)))
     let error = try MessageCodec.decodeServerMessage(#"{"type":"error","seq":3,"code":"teapot","message":"no"}"#)
     #expect(error.message == .error(.init(code: .internal, message: "no")))
-    #expect(serverError(#"{"type":"call-ended","seq":2,"callId":"c1","reason":"vanished"}"#, options: .strict)?.code == .badRequest)
+    #expect(
+      serverError(#"{"type":"call-ended","seq":2,"callId":"c1","reason":"vanished"}"#, options: .strict)?.code
+        == .badRequest)
     #expect(EndReason(lenient: "answered-elsewhere") == .answeredElsewhere)
     #expect(ErrorCode(lenient: "not-found") == .notFound)
   }
@@ -122,14 +141,17 @@ struct ServerMessageTests {
   @Test func lenientDecodingSkipsLimits() throws {
     let sdp = String(repeating: "a", count: Limits.maxSDPBytes + 10)
     let frame = MessageCodec.encode(.answer(.init(callId: "c1", from: Fixtures.bob, sdp: sdp)), seq: 1)
-    #expect(try MessageCodec.decodeServerMessage(frame).message == .answer(.init(callId: "c1", from: Fixtures.bob, sdp: sdp)))
+    #expect(
+      try MessageCodec.decodeServerMessage(frame).message == .answer(.init(callId: "c1", from: Fixtures.bob, sdp: sdp)))
     #expect(serverError(text(frame), options: .strict)?.code == .tooLarge)
   }
 
   @Test func unknownFieldsIgnored() throws {
     let envelope = try MessageCodec.decodeServerMessage(
       #"{"type":"ringing","seq":5,"callId":"c1","from":{"userId":"bob","deviceId":"tab","avatar":"x"},"future":1}"#)
-    #expect(envelope == ServerEnvelope(seq: 5, message: .ringing(.init(callId: "c1", from: Peer(userId: "bob", deviceId: "tab")))))
+    #expect(
+      envelope
+        == ServerEnvelope(seq: 5, message: .ringing(.init(callId: "c1", from: Peer(userId: "bob", deviceId: "tab")))))
   }
 
   @Test func iceServerUrlsMayBeASingleString() throws {
@@ -148,7 +170,8 @@ struct ServerMessageTests {
 
   @Test func decodeErrorsCarrySeqSoTheClientCanStillAck() {
     let error = serverError(#"{"type":"candidate","seq":14,"callId":"c1","from":{"userId":"a","deviceId":"d"}}"#)
-    #expect(error == ProtocolError(.badRequest, "\"candidate\" is required", callId: "c1", messageType: "candidate", seq: 14))
+    #expect(
+      error == ProtocolError(.badRequest, "\"candidate\" is required", callId: "c1", messageType: "candidate", seq: 14))
   }
 
   @Test func serverDecodeErrors() {
@@ -158,10 +181,24 @@ struct ServerMessageTests {
     #expect(serverError(#"{"seq":1}"#) == ProtocolError(.badRequest, "\"type\" is required", seq: 1))
     #expect(serverError(#"{"type":"ack","seq":"1","replyTo":"x"}"#)?.message == "\"seq\" must be an integer")
     #expect(serverError(#"{"type":"ack","seq":1}"#)?.message == "\"replyTo\" is required")
-    #expect(serverError(#"{"type":"invite","seq":1,"callId":"c","from":{"userId":"a"},"video":true,"createdAt":1}"#)?.message == "\"from.deviceId\" is required")
-    #expect(serverError(#"{"type":"invite","seq":1,"callId":"c","from":{"userId":"a","deviceId":"d"},"video":true,"createdAt":"now"}"#)?.message == "\"createdAt\" must be an integer")
-    #expect(serverError(#"{"type":"welcome","replyTo":"h","version":1,"sessionId":"s","userId":"u","deviceId":"d","resumed":false,"resync":false,"heartbeatSeconds":25,"maxMessageBytes":65536,"iceServers":[{"urls":["stun:x"]},{"username":"u"}],"iceServersTtl":60}"#)?.message == "\"iceServers[1].urls\" is required")
-    #expect(serverError(#"{"type":"welcome","replyTo":"h","version":1,"sessionId":"s","userId":"u","deviceId":"d","resumed":false,"resync":false,"heartbeatSeconds":25,"maxMessageBytes":65536,"iceServers":[3],"iceServersTtl":60}"#)?.message == "\"iceServers[0]\" must be an object")
-    #expect(serverError(#"{"type":"ack","seq":1,"replyTo":"g","call":{"callId":"c","callerId":"a","calleeId":"b","callerDeviceId":"d","video":false,"state":"paused","createdAt":1}}"#)?.message == "\"call.state\" must be one of ringing, accepted, ended")
+    #expect(
+      serverError(#"{"type":"invite","seq":1,"callId":"c","from":{"userId":"a"},"video":true,"createdAt":1}"#)?.message
+        == "\"from.deviceId\" is required")
+    #expect(
+      serverError(
+        #"{"type":"invite","seq":1,"callId":"c","from":{"userId":"a","deviceId":"d"},"video":true,"createdAt":"now"}"#)?
+        .message == "\"createdAt\" must be an integer")
+    #expect(
+      serverError(
+        #"{"type":"welcome","replyTo":"h","version":1,"sessionId":"s","userId":"u","deviceId":"d","resumed":false,"resync":false,"heartbeatSeconds":25,"maxMessageBytes":65536,"iceServers":[{"urls":["stun:x"]},{"username":"u"}],"iceServersTtl":60}"#
+      )?.message == "\"iceServers[1].urls\" is required")
+    #expect(
+      serverError(
+        #"{"type":"welcome","replyTo":"h","version":1,"sessionId":"s","userId":"u","deviceId":"d","resumed":false,"resync":false,"heartbeatSeconds":25,"maxMessageBytes":65536,"iceServers":[3],"iceServersTtl":60}"#
+      )?.message == "\"iceServers[0]\" must be an object")
+    #expect(
+      serverError(
+        #"{"type":"ack","seq":1,"replyTo":"g","call":{"callId":"c","callerId":"a","calleeId":"b","callerDeviceId":"d","video":false,"state":"paused","createdAt":1}}"#
+      )?.message == "\"call.state\" must be one of ringing, accepted, ended")
   }
 }

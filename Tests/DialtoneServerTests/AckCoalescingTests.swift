@@ -1,7 +1,8 @@
 import DialtoneProtocol
-@testable import DialtoneServer
 import Foundation
 import Testing
+
+@testable import DialtoneServer
 
 /// Acks of trickled candidates wait (here up to 30 s) to share a write with the next message to
 /// the sender; every other answer, and every error, leaves at once.
@@ -19,7 +20,8 @@ import Testing
     // Answers that decide a call are not held: these requests would time out otherwise.
     #expect(try await alice.invite(call, to: "bob").isAck)
     _ = try await bob.expect(.invite)
-    #expect(try await bob.act { .accept(.init(id: $0, callId: call, answer: SessionDescription(sdp: "v=0\r\n"))) }.isAck)
+    #expect(
+      try await bob.act { .accept(.init(id: $0, callId: call, answer: SessionDescription(sdp: "v=0\r\n"))) }.isAck)
     _ = try await alice.expect(.accept)
 
     alice.send(candidate(call, 1, id: "a1"))
@@ -60,7 +62,8 @@ import Testing
     alice.close()
     try await server.waitUntilOffline("alice", "phone")
     let again = try SignalingProbe(client: server.client, url: server.webSocketURL)
-    let welcome = try await again.hello(token: server.token("alice"), resume: .init(sessionId: sessionId, lastSeq: lastSeq))
+    let welcome = try await again.hello(
+      token: server.token("alice"), resume: .init(sessionId: sessionId, lastSeq: lastSeq))
     #expect(welcome.resumed)
     let resent = try await again.next("resent ack")
     #expect(resent.message.replyTo == "a1" && resent.message.isAck)

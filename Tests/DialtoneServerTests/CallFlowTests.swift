@@ -1,22 +1,27 @@
 import DialtoneJSON
 import DialtoneNet
 import DialtoneProtocol
-@testable import DialtoneServer
 import Foundation
 import Testing
+
+@testable import DialtoneServer
 
 private let offerSDP = "v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\n"
 private let answerSDP = "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\n"
 
 func candidate(_ n: Int) -> IceCandidate {
-  IceCandidate(candidate: "candidate:\(n) 1 udp 2122260223 192.168.1.\(n) 5\(n)000 typ host", sdpMid: "0", sdpMLineIndex: 0)
+  IceCandidate(
+    candidate: "candidate:\(n) 1 udp 2122260223 192.168.1.\(n) 5\(n)000 typ host", sdpMid: "0", sdpMLineIndex: 0)
 }
 
 func callID(_ prefix: String = "c") -> CallID { prefix + "-" + UUID().uuidString.lowercased() }
 
 extension SignalingProbe {
   func invite(_ callId: CallID, to user: String, offer: Bool = true) async throws -> ServerMessage {
-    try await request { .invite(.init(id: $0, callId: callId, to: user, video: false, offer: offer ? SessionDescription(sdp: offerSDP) : nil)) }
+    try await request {
+      .invite(
+        .init(id: $0, callId: callId, to: user, video: false, offer: offer ? SessionDescription(sdp: offerSDP) : nil))
+    }
   }
   func act(_ build: @escaping (String) -> ClientMessage) async throws -> ServerMessage { try await request(build) }
   func candidateFor(_ callId: CallID, _ n: Int) async throws -> ServerMessage {
@@ -40,7 +45,9 @@ extension TestServer {
 }
 
 /// Alice calls Bob, whose phone and laptop both ring.
-private func ringingOnTwoDevices(_ server: TestServer) async throws -> (SignalingProbe, SignalingProbe, SignalingProbe, CallID) {
+private func ringingOnTwoDevices(_ server: TestServer) async throws -> (
+  SignalingProbe, SignalingProbe, SignalingProbe, CallID
+) {
   let alice = try await server.connect("alice")
   let bobPhone = try await server.connect("bob", device: "phone")
   let bobLaptop = try await server.connect("bob", device: "laptop")
@@ -74,7 +81,8 @@ private func ringingOnTwoDevices(_ server: TestServer) async throws -> (Signalin
     #expect(try await alice.candidateFor(call, 1).isAck)
     for bob in [bobPhone, bobLaptop] { #expect(try await bob.expect(.candidate).callId == call) }
 
-    #expect(try await bobPhone.act { .accept(.init(id: $0, callId: call, answer: SessionDescription(sdp: answerSDP))) }.isAck)
+    #expect(
+      try await bobPhone.act { .accept(.init(id: $0, callId: call, answer: SessionDescription(sdp: answerSDP))) }.isAck)
     guard case .accept(let accepted) = try await alice.expect(.accept) else { return }
     #expect(accepted.answer?.sdp == answerSDP && accepted.from.deviceId == "phone")
     #expect(try await bobLaptop.expect(.callEnded).endReason == .answeredElsewhere)
@@ -226,7 +234,8 @@ private func ringingOnTwoDevices(_ server: TestServer) async throws -> (Signalin
     for n in 1...4 { #expect(try await alice.candidateFor(call, n).isAck) }
 
     let back = try SignalingProbe(client: server.client, url: server.webSocketURL)
-    let welcome = try await back.hello(token: server.token("bob"), resume: .init(sessionId: sessionId, lastSeq: lastSeq))
+    let welcome = try await back.hello(
+      token: server.token("bob"), resume: .init(sessionId: sessionId, lastSeq: lastSeq))
     #expect(welcome.resumed && welcome.sessionId == sessionId)
     var received: [IceCandidate] = []
     for _ in 1...4 {
@@ -260,7 +269,8 @@ private func ringingOnTwoDevices(_ server: TestServer) async throws -> (Signalin
     #expect(!welcome.resumed && welcome.resync && welcome.sessionId != sessionId)
 
     let stranger = try SignalingProbe(client: server.client, url: server.webSocketURL)
-    let other = try await stranger.hello(token: server.token("mallory", device: "x"), resume: .init(sessionId: welcome.sessionId, lastSeq: 0))
+    let other = try await stranger.hello(
+      token: server.token("mallory", device: "x"), resume: .init(sessionId: welcome.sessionId, lastSeq: 0))
     #expect(other.resync && other.sessionId != welcome.sessionId)
     await server.stop()
   }
@@ -316,7 +326,9 @@ private func ringingOnTwoDevices(_ server: TestServer) async throws -> (Signalin
     alice.sendRaw(#"{"type":"offer","id":"m2","callId":"c1","sdp":""# + String(repeating: "a", count: 40_000) + #""}"#)
     let tooLarge = try await alice.next().message
     #expect(tooLarge.errorCode == .tooLarge && tooLarge.replyTo == "m2")
-    alice.sendRaw(#"{"type":"candidate","id":"m3","callId":"c1","candidate":{"candidate":""# + String(repeating: "a", count: 2000) + #""}}"#)
+    alice.sendRaw(
+      #"{"type":"candidate","id":"m3","callId":"c1","candidate":{"candidate":""# + String(repeating: "a", count: 2000)
+        + #""}}"#)
     #expect(try await alice.next().message.errorCode == .tooLarge)
     alice.sendRaw(#"{"type":"invite","id":"m4","callId":"c1","to":42,"video":false}"#)
     #expect(try await alice.next().message.errorCode == .badRequest)
@@ -376,7 +388,10 @@ private func ringingOnTwoDevices(_ server: TestServer) async throws -> (Signalin
   @Test func iceServersComeWithWelcomeAndOverHTTP() async throws {
     let server = try await TestServer { config in
       config.turnSecret = "coturn-secret"
-      config.turnURLs = ["turn:127.0.0.1:3478?transport=udp", "turn:127.0.0.1:3478?transport=tcp", "turns:turn.example:443?transport=tcp"]
+      config.turnURLs = [
+        "turn:127.0.0.1:3478?transport=udp", "turn:127.0.0.1:3478?transport=tcp",
+        "turns:turn.example:443?transport=tcp",
+      ]
       config.stunURLs = ["stun:127.0.0.1:3478"]
     }
     let probe = try SignalingProbe(client: server.client, url: server.webSocketURL)

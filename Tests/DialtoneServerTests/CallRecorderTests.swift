@@ -1,7 +1,8 @@
-@testable import DialtoneServer
 import DialtoneProtocol
 import Foundation
 import Testing
+
+@testable import DialtoneServer
 
 /// Records every batch it is asked to save.
 private actor BatchLog: CallStore {
@@ -14,7 +15,9 @@ private actor BatchLog: CallStore {
   private let log = Log(level: .error, subsystem: "test")
 
   private func ended(_ id: CallID) -> CallEvent {
-    .ended(CallRecord(callId: id, callerId: "alice", calleeId: "bob", video: false, createdAt: 0, endedAt: 1, endReason: .hangup))
+    .ended(
+      CallRecord(
+        callId: id, callerId: "alice", calleeId: "bob", video: false, createdAt: 0, endedAt: 1, endReason: .hangup))
   }
 
   @Test func callsEndingTogetherShareOneTransaction() async throws {

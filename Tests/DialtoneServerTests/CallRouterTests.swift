@@ -1,7 +1,8 @@
 import DialtoneProtocol
-@testable import DialtoneServer
 import Foundation
 import Testing
+
+@testable import DialtoneServer
 
 /// The state machine alone: inputs in, reply and effects out, with virtual time.
 struct CallRouterTests {
@@ -11,10 +12,16 @@ struct CallRouterTests {
   let t0 = Date(timeIntervalSince1970: 1_800_000_000)
 
   private func sends(_ effects: [CallEffect]) -> [(ServerMessage, Recipient)] {
-    effects.compactMap { if case .send(let m, let r) = $0 { return (m, r) }; return nil }
+    effects.compactMap {
+      if case .send(let m, let r) = $0 { return (m, r) }
+      return nil
+    }
   }
   private func records(_ effects: [CallEffect]) -> [CallRecord] {
-    effects.compactMap { if case .external(.ended(let r)) = $0 { return r }; return nil }
+    effects.compactMap {
+      if case .external(.ended(let r)) = $0 { return r }
+      return nil
+    }
   }
 
   private func ringing(_ router: inout CallRouter, _ callId: CallID = "call-1") -> [CallEffect] {
@@ -25,15 +32,26 @@ struct CallRouterTests {
     var router = CallRouter()
     let effects = ringing(&router)
     #expect(sends(effects).map(\.1) == [.user(userId: "bob", exceptDevice: nil)])
-    #expect(effects.contains { if case .schedule(let t, 45) = $0 { return t.kind == .ring }; return false })
-    #expect(effects.contains { if case .external(.ringing(_, let caller, "bob", true, _)) = $0 { return caller.userId == "alice" }; return false })
+    #expect(
+      effects.contains {
+        if case .schedule(let t, 45) = $0 { return t.kind == .ring }
+        return false
+      })
+    #expect(
+      effects.contains {
+        if case .external(.ringing(_, let caller, "bob", true, _)) = $0 { return caller.userId == "alice" }
+        return false
+      })
   }
 
   @Test func callerLostWhileRingingEndsTheCallForEveryCalleeDevice() {
     var router = CallRouter()
     _ = ringing(&router)
     let drop = router.deviceDisconnected(alice, now: t0.addingTimeInterval(1))
-    guard case .schedule(let timer, 30) = drop.first else { Issue.record("no grace timer"); return }
+    guard case .schedule(let timer, 30) = drop.first else {
+      Issue.record("no grace timer")
+      return
+    }
     let ended = router.timerFired(timer, now: t0.addingTimeInterval(31))
     let notices = sends(ended)
     #expect(notices.contains { $0.0.endReason == .connectionLost && $0.1 == .user(userId: "bob", exceptDevice: nil) })
@@ -45,16 +63,24 @@ struct CallRouterTests {
     _ = ringing(&router)
     _ = router.handle(.accept(.init(id: "a", callId: "call-1")), from: bobPhone, now: t0)
     let drop = router.deviceDisconnected(bobPhone, now: t0)
-    guard case .schedule(let timer, _) = drop.first else { Issue.record("no grace timer"); return }
+    guard case .schedule(let timer, _) = drop.first else {
+      Issue.record("no grace timer")
+      return
+    }
     let back = router.deviceConnected(bobPhone, newSession: false, now: t0.addingTimeInterval(10))
-    #expect(back.contains { if case .cancel(let t) = $0 { return t == timer }; return false })
+    #expect(
+      back.contains {
+        if case .cancel(let t) = $0 { return t == timer }
+        return false
+      })
   }
 
   @Test func recordsCarryAnsweringDeviceAndDuration() {
     var router = CallRouter()
     _ = ringing(&router)
     _ = router.handle(.accept(.init(id: "a", callId: "call-1")), from: bobLaptop, now: t0.addingTimeInterval(2))
-    let hangup = router.handle(.hangup(.init(id: "h", callId: "call-1")), from: bobLaptop, now: t0.addingTimeInterval(62.5))
+    let hangup = router.handle(
+      .hangup(.init(id: "h", callId: "call-1")), from: bobLaptop, now: t0.addingTimeInterval(62.5))
     let record = records(hangup.effects).first
     #expect(record?.answeredBy == "laptop")
     #expect(record?.durationMs == 60_500)
@@ -90,8 +116,13 @@ struct CallRouterTests {
   @Test func callerCannotAnswerAndCalleeCannotOffer() {
     var router = CallRouter()
     _ = ringing(&router)
-    #expect(router.handle(.accept(.init(id: "x", callId: "call-1")), from: alice, now: t0).reply.errorCode == .invalidState)
-    #expect(router.handle(.offer(.init(id: "y", callId: "call-1", sdp: "v=0")), from: bobPhone, now: t0).reply.errorCode == .invalidState)
-    #expect(router.handle(.iceRestartRequest(.init(id: "z", callId: "call-1")), from: bobPhone, now: t0).reply.errorCode == .invalidState)
+    #expect(
+      router.handle(.accept(.init(id: "x", callId: "call-1")), from: alice, now: t0).reply.errorCode == .invalidState)
+    #expect(
+      router.handle(.offer(.init(id: "y", callId: "call-1", sdp: "v=0")), from: bobPhone, now: t0).reply.errorCode
+        == .invalidState)
+    #expect(
+      router.handle(.iceRestartRequest(.init(id: "z", callId: "call-1")), from: bobPhone, now: t0).reply.errorCode
+        == .invalidState)
   }
 }

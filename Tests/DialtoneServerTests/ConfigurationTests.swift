@@ -1,9 +1,10 @@
 import DialtoneAuth
 import DialtoneCrypto
 import DialtoneProtocol
-@testable import DialtoneServer
 import Foundation
 import Testing
+
+@testable import DialtoneServer
 
 struct ConfigurationTests {
   @Test func defaultsFlagsAndEnvironment() throws {
@@ -12,9 +13,13 @@ struct ConfigurationTests {
     #expect(defaults.authSecret == nil)
 
     let parsed = try ServerConfiguration.parse(
-      arguments: ["--port", "9000", "--data-dir=/tmp/x", "--turn-url", "turn:a:3478", "--turn-url", "turns:a:443?transport=tcp"],
-      environment: ["DIALTONE_HOST": "0.0.0.0", "DIALTONE_PORT": "7000", "DIALTONE_TURN_SECRET": "s3cret",
-                    "DIALTONE_STUN_URL": "stun:a:3478,stun:b:3478"])
+      arguments: [
+        "--port", "9000", "--data-dir=/tmp/x", "--turn-url", "turn:a:3478", "--turn-url", "turns:a:443?transport=tcp",
+      ],
+      environment: [
+        "DIALTONE_HOST": "0.0.0.0", "DIALTONE_PORT": "7000", "DIALTONE_TURN_SECRET": "s3cret",
+        "DIALTONE_STUN_URL": "stun:a:3478,stun:b:3478",
+      ])
     #expect(parsed.host == "0.0.0.0")
     #expect(parsed.port == 9000)  // the flag wins over the environment
     #expect(parsed.dataDirectory == "/tmp/x")
@@ -26,13 +31,25 @@ struct ConfigurationTests {
   }
 
   @Test func badValuesAreClearErrors() {
-    #expect(throws: ConfigurationError.self) { try ServerConfiguration.parse(arguments: ["--port", "eighty"], environment: [:]) }
-    #expect(throws: ConfigurationError.self) { try ServerConfiguration.parse(arguments: ["--port", "70000"], environment: [:]) }
-    #expect(throws: ConfigurationError.self) { try ServerConfiguration.parse(arguments: ["--nope", "1"], environment: [:]) }
-    #expect(throws: ConfigurationError.self) { try ServerConfiguration.parse(arguments: ["--auth-secret", "short"], environment: [:]) }
-    #expect(throws: ConfigurationError.self) { try ServerConfiguration.parse(arguments: ["--turn-url", "turn:a"], environment: [:]) }
+    #expect(throws: ConfigurationError.self) {
+      try ServerConfiguration.parse(arguments: ["--port", "eighty"], environment: [:])
+    }
+    #expect(throws: ConfigurationError.self) {
+      try ServerConfiguration.parse(arguments: ["--port", "70000"], environment: [:])
+    }
+    #expect(throws: ConfigurationError.self) {
+      try ServerConfiguration.parse(arguments: ["--nope", "1"], environment: [:])
+    }
+    #expect(throws: ConfigurationError.self) {
+      try ServerConfiguration.parse(arguments: ["--auth-secret", "short"], environment: [:])
+    }
+    #expect(throws: ConfigurationError.self) {
+      try ServerConfiguration.parse(arguments: ["--turn-url", "turn:a"], environment: [:])
+    }
     #expect(throws: ConfigurationError.self) { try ServerConfiguration.parse(arguments: ["--port"], environment: [:]) }
-    #expect(throws: ConfigurationError.self) { try ServerConfiguration.parse(arguments: ["--ack-delay-ms", "5000"], environment: [:]) }
+    #expect(throws: ConfigurationError.self) {
+      try ServerConfiguration.parse(arguments: ["--ack-delay-ms", "5000"], environment: [:])
+    }
   }
 
   @Test func generatedSecretIsReusedAcrossStarts() throws {
@@ -47,8 +64,9 @@ struct ConfigurationTests {
   }
 
   @Test func turnCredentialsFollowCoturnsRestScheme() throws {
-    let issuer = IceServerIssuer(stunURLs: ["stun:turn.example.com:3478"],
-                                 turnURLs: ["turn:turn.example.com:3478?transport=udp"], turnSecret: "north", ttl: 3600)
+    let issuer = IceServerIssuer(
+      stunURLs: ["stun:turn.example.com:3478"],
+      turnURLs: ["turn:turn.example.com:3478?transport=udp"], turnSecret: "north", ttl: 3600)
     let now = Date(timeIntervalSince1970: 1_700_000_000)
     let servers = issuer.servers(for: "alice", now: now)
     #expect(servers.count == 2)

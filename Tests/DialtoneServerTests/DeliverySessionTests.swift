@@ -1,13 +1,15 @@
 import DialtoneProtocol
-@testable import DialtoneServer
 import Foundation
 import Testing
+
+@testable import DialtoneServer
 
 /// The session's memories without a socket: answers to repeated ids, and the resume window.
 struct DeliverySessionTests {
   private func session(capacity: Int = 1024, replyMemory: Int = 3) -> DeliverySession {
-    DeliverySession(id: "s_test", identity: Identity(userId: "alice", deviceId: "phone", name: nil), socket: nil,
-                    now: Date(timeIntervalSince1970: 0), capacity: capacity, replyMemory: replyMemory)
+    DeliverySession(
+      id: "s_test", identity: Identity(userId: "alice", deviceId: "phone", name: nil), socket: nil,
+      now: Date(timeIntervalSince1970: 0), capacity: capacity, replyMemory: replyMemory)
   }
 
   @Test func repeatedIdsGetTheFirstAnswerUntilTheyAreEvictedOldestFirst() {
@@ -16,10 +18,10 @@ struct DeliverySessionTests {
     #expect(session.reply(to: "r1") == .ack(.init(replyTo: "r1", callId: "c1")))
     #expect(session.reply(to: "r9") == nil)
 
-    session.remember(.ack(.init(replyTo: "r4")), for: "r4")   // evicts r1, the oldest
+    session.remember(.ack(.init(replyTo: "r4")), for: "r4")  // evicts r1, the oldest
     #expect(session.reply(to: "r1") == nil)
     #expect(session.reply(to: "r2") != nil && session.reply(to: "r4") != nil)
-    session.remember(.ack(.init(replyTo: "r5")), for: "r5")   // evicts r2
+    session.remember(.ack(.init(replyTo: "r5")), for: "r5")  // evicts r2
     #expect(session.reply(to: "r2") == nil && session.reply(to: "r3") != nil)
 
     // Remembering an id again replaces its answer without evicting anything.

@@ -1,16 +1,19 @@
 import DialtoneJSON
 import DialtoneProtocol
 import DialtonePush
-@testable import DialtoneServer
 import Foundation
 import Testing
+
+@testable import DialtoneServer
 
 private let voip = String(repeating: "ab", count: 32)
 private let alert = String(repeating: "cd", count: 32)
 
 private func ios(_ installation: String, voipToken: String? = voip, alertToken: String? = alert) -> String {
-  var fields = [#""installationId":"\#(installation)""#, #""platform":"ios""#, #""bundleId":"com.example.chat""#,
-                #""apnsEnvironment":"production""#]
+  var fields = [
+    #""installationId":"\#(installation)""#, #""platform":"ios""#, #""bundleId":"com.example.chat""#,
+    #""apnsEnvironment":"production""#,
+  ]
   if let voipToken { fields.append(#""voipToken":"\#(voipToken)""#) }
   if let alertToken { fields.append(#""alertToken":"\#(alertToken)""#) }
   return "{" + fields.joined(separator: ",") + "}"
@@ -28,11 +31,16 @@ private func ios(_ installation: String, voipToken: String? = voip, alertToken: 
     #expect(created.json?["voipToken"] == nil)  // tokens are never echoed
 
     let android = #"{"installationId":"inst-2","platform":"android","fcmToken":"fcm:token-1"}"#
-    #expect(try await server.http("POST", "/v1/devices", token: server.token("alice", device: "pixel"), body: android).status == 200)
+    #expect(
+      try await server.http("POST", "/v1/devices", token: server.token("alice", device: "pixel"), body: android).status
+        == 200)
 
     let listed = try await server.http("GET", "/v1/devices", token: alicePhone)
-    #expect(listed.json?["devices"]?.arrayValue?.compactMap { $0["installationId"]?.stringValue } == ["inst-1", "inst-2"])
-    #expect(try await server.http("GET", "/v1/devices", token: server.token("bob")).json?["devices"]?.arrayValue?.isEmpty == true)
+    #expect(
+      listed.json?["devices"]?.arrayValue?.compactMap { $0["installationId"]?.stringValue } == ["inst-1", "inst-2"])
+    #expect(
+      try await server.http("GET", "/v1/devices", token: server.token("bob")).json?["devices"]?.arrayValue?.isEmpty
+        == true)
 
     // Bob cannot delete Alice's installation; Alice can, once.
     #expect(try await server.http("DELETE", "/v1/devices/inst-1", token: server.token("bob")).status == 404)
@@ -46,7 +54,8 @@ private func ios(_ installation: String, voipToken: String? = voip, alertToken: 
     let server = try await TestServer()
     _ = try await server.http("POST", "/v1/devices", token: server.token("alice"), body: ios("old-install"))
     // The app was reinstalled and Bob signed in on the same phone: same PushKit token.
-    _ = try await server.http("POST", "/v1/devices", token: server.token("bob"), body: ios("new-install", alertToken: nil))
+    _ = try await server.http(
+      "POST", "/v1/devices", token: server.token("bob"), body: ios("new-install", alertToken: nil))
 
     let store = try SQLiteStore.open(dataDirectory: server.dataDirectory)
     let alices = try await store.devices(of: "alice")
@@ -64,7 +73,10 @@ private func ios(_ installation: String, voipToken: String? = voip, alertToken: 
   @Test(arguments: [
     (#"{"installationId":"i","platform":"windows"}"#, "platform"),
     (#"{"installationId":"i","platform":"ios","voipToken":"\#(voip)","apnsEnvironment":"production"}"#, "bundleId"),
-    (#"{"installationId":"i","platform":"ios","voipToken":"xyz","bundleId":"b","apnsEnvironment":"production"}"#, "voipToken"),
+    (
+      #"{"installationId":"i","platform":"ios","voipToken":"xyz","bundleId":"b","apnsEnvironment":"production"}"#,
+      "voipToken"
+    ),
     (#"{"installationId":"i","platform":"android"}"#, "fcmToken"),
     (#"{"platform":"android","fcmToken":"t"}"#, "installationId"),
     (#"not json"#, ""),

@@ -3,9 +3,10 @@ import DialtoneCrypto
 import DialtoneJSON
 import DialtoneNet
 import DialtoneProtocol
-@testable import DialtoneServer
 import Foundation
 import Testing
+
+@testable import DialtoneServer
 
 @Suite(.serialized) struct HandshakeTests {
   @Test func tokenInHelloOrHeaderIsAccepted() async throws {
@@ -17,8 +18,9 @@ import Testing
     #expect(!welcome.resumed && !welcome.resync)
     #expect(welcome.sessionId.hasPrefix("s_"))
 
-    let viaHeader = try SignalingProbe(client: server.client, url: server.webSocketURL,
-                                       headers: [HTTPHeaderField("Authorization", "Bearer \(server.token("alice", device: "laptop"))")])
+    let viaHeader = try SignalingProbe(
+      client: server.client, url: server.webSocketURL,
+      headers: [HTTPHeaderField("Authorization", "Bearer \(server.token("alice", device: "laptop"))")])
     let second = try await viaHeader.hello(token: nil)
     #expect(second.deviceId == "laptop")
     await server.stop()
@@ -35,7 +37,8 @@ import Testing
     case "expired":
       token = server.token("alice", ttl: 60, now: now.addingTimeInterval(-3600))
     case "bad-signature":
-      token = try DevelopmentTokens.mint(secret: Array("another-secret-entirely".utf8), user: "alice", device: nil, name: nil, ttl: 600)
+      token = try DevelopmentTokens.mint(
+        secret: Array("another-secret-entirely".utf8), user: "alice", device: nil, name: nil, ttl: 600)
     case "alg-none":
       let header = Base64URL.encode(Array(#"{"alg":"none","typ":"JWT"}"#.utf8))
       let payload = Base64URL.encode(Array(#"{"sub":"alice","exp":\#(Int(now.timeIntervalSince1970) + 600)}"#.utf8))
@@ -139,7 +142,8 @@ import Testing
     _ = try await phone.closeCode()
     var remaining: [String]? = []
     for _ in 0..<100 {
-      remaining = try await server.http("GET", "/v1/me", token: server.token("alice")).json?["devices"]?.arrayValue?.compactMap { $0["deviceId"]?.stringValue }
+      remaining = try await server.http("GET", "/v1/me", token: server.token("alice")).json?["devices"]?.arrayValue?
+        .compactMap { $0["deviceId"]?.stringValue }
       if remaining == ["laptop"] { break }
       try await Task.sleep(for: .milliseconds(10))
     }

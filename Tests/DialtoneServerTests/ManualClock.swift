@@ -36,8 +36,12 @@ final class ManualClock: ServerClock, @unchecked Sendable {
     while true {
       let next: (@Sendable () -> Void)? = lock.withLock {
         pending.removeAll { $0.token.cancelled }
-        guard let index = pending.indices.min(by: { (pending[$0].deadline, pending[$0].order) < (pending[$1].deadline, pending[$1].order) }),
-              pending[index].deadline <= target else { return nil }
+        guard
+          let index = pending.indices.min(by: {
+            (pending[$0].deadline, pending[$0].order) < (pending[$1].deadline, pending[$1].order)
+          }),
+          pending[index].deadline <= target
+        else { return nil }
         let item = pending.remove(at: index)
         current = max(current, item.deadline)
         return item.action

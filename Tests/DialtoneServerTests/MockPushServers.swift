@@ -4,7 +4,8 @@ import DialtoneProtocol
 import Foundation
 
 /// The repository root, for the Python mocks under Tests/mocks.
-let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+  .deletingLastPathComponent()
 
 /// A mock server process (Tests/mocks/*.py): started on a free port, its requests read back from
 /// its JSON-lines log.
@@ -16,12 +17,14 @@ final class MockProcess: @unchecked Sendable {
   private let process: Process
 
   init(script: String, arguments: (URL) -> [String]) throws {
-    directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("dialtone-mock-\(UUID().uuidString)")
+    directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent(
+      "dialtone-mock-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     logFile = directory.appendingPathComponent("requests.jsonl")
     process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["python3", repositoryRoot.appendingPathComponent("Tests/mocks/\(script)").path] + arguments(directory)
+    process.arguments =
+      ["python3", repositoryRoot.appendingPathComponent("Tests/mocks/\(script)").path] + arguments(directory)
       + ["--log", logFile.path]
     let output = Pipe()
     process.standardOutput = output
@@ -31,10 +34,14 @@ final class MockProcess: @unchecked Sendable {
     let handle = output.fileHandleForReading
     while !line.hasSuffix("\n") {
       let chunk = handle.availableData
-      guard !chunk.isEmpty else { throw ProbeFailure(description: "\(script) exited before listening (is `pip install h2` done?)") }
+      guard !chunk.isEmpty else {
+        throw ProbeFailure(description: "\(script) exited before listening (is `pip install h2` done?)")
+      }
       line += String(decoding: chunk, as: UTF8.self)
     }
-    guard let port = line.split(separator: " ").last.flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) else {
+    guard
+      let port = line.split(separator: " ").last.flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) })
+    else {
       throw ProbeFailure(description: "\(script) printed \(line)")
     }
     self.port = port
@@ -51,7 +58,9 @@ final class MockProcess: @unchecked Sendable {
     while true {
       let current = requests()
       if condition(current) { return current }
-      guard Date() < deadline else { throw ProbeFailure(description: "timed out waiting for \(what); log: \(current.count) lines") }
+      guard Date() < deadline else {
+        throw ProbeFailure(description: "timed out waiting for \(what); log: \(current.count) lines")
+      }
       try await Task.sleep(for: .milliseconds(20))
     }
   }
@@ -59,7 +68,10 @@ final class MockProcess: @unchecked Sendable {
   func stop() {
     // SIGKILL: the child may inherit a mask with SIGTERM blocked from libuv's threads; the log
     // is flushed line by line, so nothing is lost.
-    if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+    if process.isRunning {
+      kill(process.processIdentifier, SIGKILL)
+      process.waitUntilExit()
+    }
     try? FileManager.default.removeItem(at: directory)
   }
 }
@@ -80,7 +92,10 @@ struct APNsMock {
     try (signer.privateKeyPEM() ?? "").write(toFile: keyFile, atomically: true, encoding: .utf8)
     try (signer.publicKeyPEM ?? "").write(toFile: publicFile, atomically: true, encoding: .utf8)
     let process = try MockProcess(script: "apns_mock.py") { dir in
-      ["--port", "0", "--cert-out", dir.path, "--key-pub", publicFile, "--key-id", "KEY1234567", "--team-id", "TEAM123456"]
+      [
+        "--port", "0", "--cert-out", dir.path, "--key-pub", publicFile, "--key-id", "KEY1234567", "--team-id",
+        "TEAM123456",
+      ]
     }
     return APNsMock(process: process, keyFile: keyFile)
   }
@@ -93,9 +108,10 @@ struct FCMMock {
   let process: MockProcess
 
   static func start() throws -> FCMMock {
-    FCMMock(process: try MockProcess(script: "fcm_mock.py") { dir in
-      ["--port", "0", "--service-account-out", dir.path, "--project", "dialtone-test"]
-    })
+    FCMMock(
+      process: try MockProcess(script: "fcm_mock.py") { dir in
+        ["--port", "0", "--service-account-out", dir.path, "--project", "dialtone-test"]
+      })
   }
 
   var baseURL: String { "http://127.0.0.1:\(process.port)" }

@@ -1,9 +1,10 @@
 import DialtoneProtocol
 import DialtonePush
-@testable import DialtoneServer
 import DialtoneSQLite
 import Foundation
 import Testing
+
+@testable import DialtoneServer
 
 extension PushTokenKind {
   /// A provider the server does not ship, to show that adding one needs no other change.
@@ -21,7 +22,9 @@ private actor RecordingProvider: PushProvider {
   }
 
   var sentCallIds: [String] {
-    sent.compactMap { if case .incomingCall(let push) = $0.0 { return push.callId + "@" + $0.1.token } else { return nil } }
+    sent.compactMap {
+      if case .incomingCall(let push) = $0.0 { return push.callId + "@" + $0.1.token } else { return nil }
+    }
   }
 }
 
@@ -32,8 +35,9 @@ private actor RecordingProvider: PushProvider {
   }
 
   private func ringing(_ callId: CallID, callee: String) -> CallEvent {
-    .ringing(callId: callId, caller: Peer(userId: "alice", deviceId: "phone"), calleeId: callee, video: false,
-             createdAt: Date(timeIntervalSince1970: 1_800_000_000))
+    .ringing(
+      callId: callId, caller: Peer(userId: "alice", deviceId: "phone"), calleeId: callee, video: false,
+      createdAt: Date(timeIntervalSince1970: 1_800_000_000))
   }
 
   // A provider of a new token kind gets the ring for its tokens, and its dead tokens go away,
@@ -59,9 +63,12 @@ private actor RecordingProvider: PushProvider {
 
     // A connected device is not pushed; a missed call is not this provider's business.
     dispatcher.handle(ringing("call-2", callee: "bob"), connectedDevices: ["browser"])
-    dispatcher.handle(.ended(CallRecord(callId: "call-2", callerId: "alice", calleeId: "bob", answeredBy: nil, video: false,
-                                        createdAt: 1, answeredAt: nil, endedAt: 2, endReason: .missed, durationMs: nil)),
-                      connectedDevices: [])
+    dispatcher.handle(
+      .ended(
+        CallRecord(
+          callId: "call-2", callerId: "alice", calleeId: "bob", answeredBy: nil, video: false,
+          createdAt: 1, answeredAt: nil, endedAt: 2, endReason: .missed, durationMs: nil)),
+      connectedDevices: [])
     await dispatcher.drain()
     #expect(await provider.sent.count == 2)
   }
@@ -73,18 +80,22 @@ private actor RecordingProvider: PushProvider {
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let voip = PushToken(kind: .voip, token: "aa", topic: "com.example", environment: "sandbox")
     let alert = PushToken(kind: .alert, token: "bb", topic: "com.example", environment: "sandbox")
-    _ = try await store.upsert(installationId: "i1", platform: .ios, tokens: [voip, alert], userId: "alice",
-                               deviceId: "phone", now: 1)
-    _ = try await store.upsert(installationId: "i2", platform: .ios, tokens: [voip], userId: "bob", deviceId: "phone",
-                               now: 2)
+    _ = try await store.upsert(
+      installationId: "i1", platform: .ios, tokens: [voip, alert], userId: "alice",
+      deviceId: "phone", now: 1)
+    _ = try await store.upsert(
+      installationId: "i2", platform: .ios, tokens: [voip], userId: "bob", deviceId: "phone",
+      now: 2)
     #expect(try await store.devices(of: "alice").first?.tokens == [alert])
     #expect(try await store.devices(of: "bob").first?.tokens == [voip])
-    _ = try await store.upsert(installationId: "i1", platform: .ios, tokens: [PushToken(kind: .alert, token: "cc")],
-                               userId: "alice", deviceId: "phone", now: 3)
+    _ = try await store.upsert(
+      installationId: "i1", platform: .ios, tokens: [PushToken(kind: .alert, token: "cc")],
+      userId: "alice", deviceId: "phone", now: 3)
     #expect(try await store.devices(of: "alice").first?.tokens.map(\.token) == ["cc"])
     // The last token taken away: the installation is gone.
-    _ = try await store.upsert(installationId: "i3", platform: .ios, tokens: [PushToken(kind: .alert, token: "cc")],
-                               userId: "carol", deviceId: "pad", now: 4)
+    _ = try await store.upsert(
+      installationId: "i3", platform: .ios, tokens: [PushToken(kind: .alert, token: "cc")],
+      userId: "carol", deviceId: "pad", now: 4)
     #expect(try await store.devices(of: "alice").isEmpty)
     #expect(try await store.remove(installationId: "i3", userId: "carol"))
     #expect(try await store.remove(installationId: "i3", userId: "carol") == false)
@@ -103,7 +114,8 @@ private actor RecordingProvider: PushProvider {
         try old.execute(sql)
         try old.query("INSERT INTO schema_migrations VALUES (?, 0)", [.integer(Int64(index + 1))])
       }
-      try old.execute("""
+      try old.execute(
+        """
         INSERT INTO devices VALUES ('alice', 'i1', 'phone', 'ios', 'v1', 'a1', NULL, 'com.example', 'sandbox', 10);
         INSERT INTO devices VALUES ('alice', 'i2', 'pixel', 'android', NULL, NULL, 'f1', NULL, NULL, 20);
         INSERT INTO devices VALUES ('bob', 'i3', 'pad', 'ios', NULL, 'a3', NULL, 'com.example', 'production', 30);
@@ -113,10 +125,11 @@ private actor RecordingProvider: PushProvider {
     #expect(try await store.schemaVersion() == Int64(SQLiteStore.migrations.count))
     let alice = try await store.devices(of: "alice")
     #expect(alice.map(\.installationId) == ["i1", "i2"])
-    #expect(alice[0].tokens == [
-      PushToken(kind: .alert, token: "a1", topic: "com.example", environment: "sandbox"),
-      PushToken(kind: .voip, token: "v1", topic: "com.example", environment: "sandbox"),
-    ])
+    #expect(
+      alice[0].tokens == [
+        PushToken(kind: .alert, token: "a1", topic: "com.example", environment: "sandbox"),
+        PushToken(kind: .voip, token: "v1", topic: "com.example", environment: "sandbox"),
+      ])
     #expect(alice[0].info.bundleId == "com.example" && alice[0].info.apnsEnvironment == .sandbox)
     #expect(alice[1].tokens == [PushToken(kind: .fcm, token: "f1")])
     #expect(alice[1].platform == .android && alice[1].updatedAt == 20)

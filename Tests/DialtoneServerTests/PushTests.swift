@@ -1,8 +1,9 @@
 import DialtoneJSON
 import DialtoneProtocol
-@testable import DialtoneServer
 import Foundation
 import Testing
+
+@testable import DialtoneServer
 
 private func hex(_ prefix: String) -> String { prefix + String(repeating: "a", count: 64 - prefix.count) }
 
@@ -31,16 +32,24 @@ private func hex(_ prefix: String) -> String { prefix + String(repeating: "a", c
 
     func register(_ user: String, device: String, body: String) async throws {
       let response = try await server.http("POST", "/v1/devices", token: server.token(user, device: device), body: body)
-      guard response.status == 200 else { throw ProbeFailure(description: "registration failed: \(response.status) \(String(describing: response.json))") }
+      guard response.status == 200 else {
+        throw ProbeFailure(description: "registration failed: \(response.status) \(String(describing: response.json))")
+      }
     }
 
     func registerIPhone(_ user: String, device: String = "iphone", voip: String, alert: String? = nil) async throws {
       let alertField = alert.map { #","alertToken":"\#($0)""# } ?? ""
-      try await register(user, device: device, body: #"{"installationId":"\#(device)-install","platform":"ios","voipToken":"\#(voip)"\#(alertField),"bundleId":"com.example.chat","apnsEnvironment":"sandbox"}"#)
+      try await register(
+        user, device: device,
+        body:
+          #"{"installationId":"\#(device)-install","platform":"ios","voipToken":"\#(voip)"\#(alertField),"bundleId":"com.example.chat","apnsEnvironment":"sandbox"}"#
+      )
     }
 
     func registerAndroid(_ user: String, device: String = "pixel", token: String) async throws {
-      try await register(user, device: device, body: #"{"installationId":"\#(device)-install","platform":"android","fcmToken":"\#(token)"}"#)
+      try await register(
+        user, device: device,
+        body: #"{"installationId":"\#(device)-install","platform":"android","fcmToken":"\#(token)"}"#)
     }
 
     func stop() async {
@@ -69,7 +78,9 @@ private func hex(_ prefix: String) -> String { prefix + String(repeating: "a", c
     #expect(push["payload"]?["callerName"]?.stringValue == "Alice")
     #expect(push["payload"]?["hasVideo"]?.boolValue == true)
 
-    let fcmLog = try await rig.fcm.process.waitFor("the FCM message") { $0.contains { $0["kind"]?.stringValue == "send" } }
+    let fcmLog = try await rig.fcm.process.waitFor("the FCM message") {
+      $0.contains { $0["kind"]?.stringValue == "send" }
+    }
     let send = try #require(fcmLog.first { $0["kind"]?.stringValue == "send" })
     #expect(send["status"]?.intValue == 200)
     #expect(send["payload"]?["message"]?["android"]?["priority"]?.stringValue == "HIGH")
@@ -107,7 +118,9 @@ private func hex(_ prefix: String) -> String { prefix + String(repeating: "a", c
     _ = try await rig.fcm.process.waitFor("the FCM answer") { $0.contains { $0["kind"]?.stringValue == "send" } }
     var remaining: [JSONValue] = ["x"]
     for _ in 0..<200 {
-      remaining = try await rig.server.http("GET", "/v1/devices", token: rig.server.token("bob")).json?["devices"]?.arrayValue ?? []
+      remaining =
+        try await rig.server.http("GET", "/v1/devices", token: rig.server.token("bob")).json?["devices"]?.arrayValue
+        ?? []
       if remaining.isEmpty { break }
       try await Task.sleep(for: .milliseconds(20))
     }
@@ -133,7 +146,9 @@ private func hex(_ prefix: String) -> String { prefix + String(repeating: "a", c
     try await rig.registerIPhone("carol", device: "throttled", voip: hex("429"))
     let alice = try await rig.server.connect("alice")
     _ = try await alice.request { .invite(.init(id: $0, callId: "call-push-5", to: "bob", video: false)) }
-    let flaky = try await rig.apns.process.waitFor("the third attempt") { $0.contains { $0["status"]?.intValue == 200 } }
+    let flaky = try await rig.apns.process.waitFor("the third attempt") {
+      $0.contains { $0["status"]?.intValue == 200 }
+    }
     #expect(flaky.map { $0["status"]?.intValue } == [503, 503, 200])
 
     // Throttled forever: retries stop when the call stops ringing, and never exceed the bound.

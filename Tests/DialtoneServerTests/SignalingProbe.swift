@@ -32,8 +32,11 @@ final class SignalingProbe: @unchecked Sendable {
       switch event {
       case .opened: self.push(.opened)
       case .message(let bytes, _):
-        if let envelope = try? MessageCodec.decodeServerMessage(bytes) { self.push(.message(envelope)) }
-        else { self.push(.undecodable(String(decoding: bytes, as: UTF8.self))) }
+        if let envelope = try? MessageCodec.decodeServerMessage(bytes) {
+          self.push(.message(envelope))
+        } else {
+          self.push(.undecodable(String(decoding: bytes, as: UTF8.self)))
+        }
       case .closed(let code): self.push(.closed(code))
       case .failed(let reason): self.push(.failed(reason))
       }
@@ -42,7 +45,10 @@ final class SignalingProbe: @unchecked Sendable {
 
   private func push(_ event: Event) {
     let resume: CheckedContinuation<Event, Never>? = lock.withLock {
-      if let waiter { self.waiter = nil; return waiter }
+      if let waiter {
+        self.waiter = nil
+        return waiter
+      }
       buffer.append(event)
       return nil
     }
@@ -77,7 +83,9 @@ final class SignalingProbe: @unchecked Sendable {
         if let seq = envelope.seq { lock.withLock { seqSeen = max(seqSeen, seq) } }
         return envelope
       case .undecodable(let text): throw ProbeFailure(description: "undecodable server message: \(text)")
-      case .closed(let code): throw ProbeFailure(description: "socket closed (\(code.map(String.init) ?? "no code")) while waiting for \(what)")
+      case .closed(let code):
+        throw ProbeFailure(
+          description: "socket closed (\(code.map(String.init) ?? "no code")) while waiting for \(what)")
       case .failed(let reason): throw ProbeFailure(description: "connect failed (\(reason)) while waiting for \(what)")
       }
     }
@@ -98,7 +106,12 @@ final class SignalingProbe: @unchecked Sendable {
   /// Whether something arrived that nobody has read yet.
   var hasUnread: Bool { lock.withLock { !buffer.isEmpty } }
 
-  func newID() -> String { lock.withLock { nextID += 1; return "r\(nextID)" } }
+  func newID() -> String {
+    lock.withLock {
+      nextID += 1
+      return "r\(nextID)"
+    }
+  }
 
   func send(_ message: ClientMessage) { connection.send(text: MessageCodec.encode(message)) }
   func sendRaw(_ text: String) { connection.send(text: text) }
@@ -140,7 +153,16 @@ final class SignalingProbe: @unchecked Sendable {
 }
 
 extension ServerMessage {
-  var errorCode: ErrorCode? { if case .error(let e) = self { return e.code }; return nil }
-  var isAck: Bool { if case .ack = self { return true }; return false }
-  var endReason: EndReason? { if case .callEnded(let e) = self { return e.reason }; return nil }
+  var errorCode: ErrorCode? {
+    if case .error(let e) = self { return e.code }
+    return nil
+  }
+  var isAck: Bool {
+    if case .ack = self { return true }
+    return false
+  }
+  var endReason: EndReason? {
+    if case .callEnded(let e) = self { return e.reason }
+    return nil
+  }
 }

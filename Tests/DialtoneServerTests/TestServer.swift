@@ -3,10 +3,12 @@ import DialtoneCrypto
 import DialtoneJSON
 import DialtoneNet
 import DialtoneProtocol
-@testable import DialtoneServer
 import Foundation
+
+@testable import DialtoneServer
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+  import FoundationNetworking
 #endif
 
 let testSecret = "test-secret-0123456789abcdef"
@@ -36,9 +38,12 @@ final class TestServer: Sendable {
   var webSocketURL: String { "ws://127.0.0.1:\(server.port)/v1/ws" }
   var baseURL: String { "http://127.0.0.1:\(server.port)" }
 
-  func token(_ user: String, device: String = "phone", name: String? = nil, ttl: TimeInterval = 3600, now: Date? = nil) -> String {
-    (try? DevelopmentTokens.mint(secret: Array(testSecret.utf8), user: user, device: device, name: name, ttl: ttl,
-                                 now: now ?? clock.now)) ?? ""
+  func token(_ user: String, device: String = "phone", name: String? = nil, ttl: TimeInterval = 3600, now: Date? = nil)
+    -> String
+  {
+    (try? DevelopmentTokens.mint(
+      secret: Array(testSecret.utf8), user: user, device: device, name: name, ttl: ttl,
+      now: now ?? clock.now)) ?? ""
   }
 
   /// A connected, welcomed client for `user`/`device`.
@@ -54,7 +59,9 @@ final class TestServer: Sendable {
     try? FileManager.default.removeItem(atPath: dataDirectory)
   }
 
-  func http(_ method: String, _ path: String, token: String? = nil, body: String? = nil) async throws -> (status: Int, json: JSONValue?) {
+  func http(_ method: String, _ path: String, token: String? = nil, body: String? = nil) async throws -> (
+    status: Int, json: JSONValue?
+  ) {
     var request = URLRequest(url: URL(string: baseURL + path)!)
     request.httpMethod = method
     if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }

@@ -25,7 +25,8 @@ final class AppDelegate: NSObject, UIApplicationDelegate {
   private let pathMonitor = NWPathMonitor()
 
   func application(
-    _ application: UIApplication, didFinishLaunchingWithOptions launchOptions: [UIApplication.LaunchOptionsKey: Any]? = nil
+    _ application: UIApplication,
+    didFinishLaunchingWithOptions launchOptions: [UIApplication.LaunchOptionsKey: Any]? = nil
   ) -> Bool {
     // 1. WebRTC audio under CallKit's control: manual audio, off until CallKit activates it.
     let media = WebRTCCallMedia(factory: .shared)

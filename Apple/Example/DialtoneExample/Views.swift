@@ -24,12 +24,20 @@ struct ContactsView: View {
         HStack {
           Text(contact.name)
           Spacer()
-          Button { model.call(contact, video: false) } label: { Image(systemName: "phone.fill") }
-            .buttonStyle(.borderless)
-            .accessibilityLabel("Call \(contact.name)")
-          Button { model.call(contact, video: true) } label: { Image(systemName: "video.fill") }
-            .buttonStyle(.borderless)
-            .accessibilityLabel("Video call \(contact.name)")
+          Button {
+            model.call(contact, video: false)
+          } label: {
+            Image(systemName: "phone.fill")
+          }
+          .buttonStyle(.borderless)
+          .accessibilityLabel("Call \(contact.name)")
+          Button {
+            model.call(contact, video: true)
+          } label: {
+            Image(systemName: "video.fill")
+          }
+          .buttonStyle(.borderless)
+          .accessibilityLabel("Video call \(contact.name)")
         }
       }
       .navigationTitle("Contacts")

@@ -110,7 +110,8 @@ final class URLSessionSignalingSocket: NSObject, SignalingSocket, URLSessionWebS
 
   // MARK: URLSessionWebSocketDelegate
 
-  func urlSession(_ session: URLSession, webSocketTask: URLSessionWebSocketTask, didOpenWithProtocol protocol: String?) {
+  func urlSession(_ session: URLSession, webSocketTask: URLSessionWebSocketTask, didOpenWithProtocol protocol: String?)
+  {
     yield(.opened)
     receiveNext()
   }

@@ -243,8 +243,9 @@ public final class WebRTCPeerConnection: NSObject, PeerConnection, @unchecked Se
 
   fileprivate func didGenerate(_ candidate: RTCIceCandidate) {
     guard !lock.withLock({ closed }) else { return }
-    candidateSink.yield(IceCandidate(
-      candidate: candidate.sdp, sdpMid: candidate.sdpMid, sdpMLineIndex: Int(candidate.sdpMLineIndex)))
+    candidateSink.yield(
+      IceCandidate(
+        candidate: candidate.sdp, sdpMid: candidate.sdpMid, sdpMLineIndex: Int(candidate.sdpMLineIndex)))
   }
 
   fileprivate func didChange(_ gathering: RTCIceGatheringState) {

@@ -46,8 +46,10 @@ public actor CallClient {
   private var deviceId: String?
   private var pump: Task<Void, Never>?
 
-  public init(signaling: SignalingClient, iceServers: IceServerCache, factory: any PeerConnectionFactory,
-              clock: any ClientClock = SystemClientClock(), configuration: Configuration = .init()) {
+  public init(
+    signaling: SignalingClient, iceServers: IceServerCache, factory: any PeerConnectionFactory,
+    clock: any ClientClock = SystemClientClock(), configuration: Configuration = .init()
+  ) {
     self.signaling = signaling
     self.iceServers = iceServers
     self.factory = factory
@@ -90,8 +92,9 @@ public actor CallClient {
   /// the cache (or its defaults), and the invite is queued if signaling is still connecting.
   public func dial(_ userId: String, video: Bool = false, callId: CallID = CallIDRules.generate()) async -> CallEngine {
     await prune()
-    let engine = CallEngine(outgoingCallId: callId, to: userId, video: video, iceServers: await iceServers.current(),
-                            factory: factory, signaling: channel, clock: clock, policy: configuration.policy)
+    let engine = CallEngine(
+      outgoingCallId: callId, to: userId, video: video, iceServers: await iceServers.current(),
+      factory: factory, signaling: channel, clock: clock, policy: configuration.policy)
     engines[callId] = engine
     await engine.start()
     return engine
@@ -189,8 +192,9 @@ public actor CallClient {
   private func ring(_ invite: ServerMessage.Invite) async {
     await prune()
     guard engines[invite.callId] == nil else { return }  // a re-delivered invite
-    let engine = CallEngine(incoming: invite, iceServers: await iceServers.current(), factory: factory,
-                            signaling: channel, clock: clock, policy: configuration.policy)
+    let engine = CallEngine(
+      incoming: invite, iceServers: await iceServers.current(), factory: factory,
+      signaling: channel, clock: clock, policy: configuration.policy)
     engines[invite.callId] = engine
     await engine.start()
     eventSink.yield(.incoming(engine))

@@ -23,14 +23,14 @@ public actor CallEngine {
 
   /// Every state of a call.
   public enum State: Sendable, Equatable {
-    case idle                       // created; start() not yet called
-    case calling                    // caller: offer made, invite sent
-    case ringing                    // caller: a callee device is alerting
-    case incoming                   // callee: invite received (offer applied), waiting for accept()
-    case connecting                 // accepted; ICE/DTLS in progress
-    case connected                  // media flows
-    case reconnecting(attempt: Int) // ICE lost; 0 = waiting the disconnected grace, k = restart k
-    case ended(Ending)              // terminal
+    case idle  // created; start() not yet called
+    case calling  // caller: offer made, invite sent
+    case ringing  // caller: a callee device is alerting
+    case incoming  // callee: invite received (offer applied), waiting for accept()
+    case connecting  // accepted; ICE/DTLS in progress
+    case connected  // media flows
+    case reconnecting(attempt: Int)  // ICE lost; 0 = waiting the disconnected grace, k = restart k
+    case ended(Ending)  // terminal
 
     /// Glare: the incoming call the app must accept in place of this outgoing one.
     public var glareSurvivor: CallID? {
@@ -56,8 +56,10 @@ public actor CallEngine {
     /// Open a data channel (the caller creates it; the callee takes the caller's).
     public var dataChannel: Bool
 
-    public init(disconnectedGrace: Double = 4, retryBackoff: [Double] = [1, 2, 3], attemptTimeout: Double = 10,
-                trickle: Bool = true, gatheringTimeout: Double = 5, dataChannel: Bool = false) {
+    public init(
+      disconnectedGrace: Double = 4, retryBackoff: [Double] = [1, 2, 3], attemptTimeout: Double = 10,
+      trickle: Bool = true, gatheringTimeout: Double = 5, dataChannel: Bool = false
+    ) {
       self.disconnectedGrace = disconnectedGrace
       self.retryBackoff = retryBackoff
       self.attemptTimeout = attemptTimeout
@@ -105,8 +107,8 @@ public actor CallEngine {
   private var generation = 0
   private var listeners: [(id: Int, task: Task<Void, Never>)] = []
   private var nextListenerID = 0
-  private var pendingOffer: SessionDescription?   // callee: offer waiting for accept()
-  private var remoteReady = false                  // remote description applied and buffer flushed
+  private var pendingOffer: SessionDescription?  // callee: offer waiting for accept()
+  private var remoteReady = false  // remote description applied and buffer flushed
   private var pendingRemoteCandidates: [IceCandidate] = []
   /// Without trickle: local candidates gathered so far, and whether gathering finished.
   private var gathered: [IceCandidate] = []
@@ -115,32 +117,40 @@ public actor CallEngine {
 
   // MARK: ICE policy state
 
-  private var restartAttempt = 0                   // 0 = no restart in flight
+  private var restartAttempt = 0  // 0 = no restart in flight
   private var timer: Task<Void, Never>?
   private var timerToken = 0
 
   // MARK: Init
 
   /// An outgoing call to `remoteUserId`; `start()` makes the offer and sends the invite.
-  public init(outgoingCallId callId: CallID = CallIDRules.generate(), to remoteUserId: String, video: Bool,
-              iceServers: [IceServer], factory: any PeerConnectionFactory, signaling: any CallSignaling,
-              clock: any ClientClock = SystemClientClock(), policy: Policy = Policy()) {
-    self.init(callId: callId, role: .caller, remoteUserId: remoteUserId, remotePeer: nil, offer: nil, video: video,
-              iceServers: iceServers, factory: factory, signaling: signaling, clock: clock, policy: policy)
+  public init(
+    outgoingCallId callId: CallID = CallIDRules.generate(), to remoteUserId: String, video: Bool,
+    iceServers: [IceServer], factory: any PeerConnectionFactory, signaling: any CallSignaling,
+    clock: any ClientClock = SystemClientClock(), policy: Policy = Policy()
+  ) {
+    self.init(
+      callId: callId, role: .caller, remoteUserId: remoteUserId, remotePeer: nil, offer: nil, video: video,
+      iceServers: iceServers, factory: factory, signaling: signaling, clock: clock, policy: policy)
   }
 
   /// An incoming call; `start()` applies the invite's offer, `accept()` answers.
-  public init(incoming invite: ServerMessage.Invite,
-              iceServers: [IceServer], factory: any PeerConnectionFactory, signaling: any CallSignaling,
-              clock: any ClientClock = SystemClientClock(), policy: Policy = Policy()) {
-    self.init(callId: invite.callId, role: .callee, remoteUserId: invite.from.userId, remotePeer: invite.from,
-              offer: invite.offer, video: invite.video,
-              iceServers: iceServers, factory: factory, signaling: signaling, clock: clock, policy: policy)
+  public init(
+    incoming invite: ServerMessage.Invite,
+    iceServers: [IceServer], factory: any PeerConnectionFactory, signaling: any CallSignaling,
+    clock: any ClientClock = SystemClientClock(), policy: Policy = Policy()
+  ) {
+    self.init(
+      callId: invite.callId, role: .callee, remoteUserId: invite.from.userId, remotePeer: invite.from,
+      offer: invite.offer, video: invite.video,
+      iceServers: iceServers, factory: factory, signaling: signaling, clock: clock, policy: policy)
   }
 
-  private init(callId: CallID, role: Role, remoteUserId: String?, remotePeer: Peer?, offer: SessionDescription?,
-               video: Bool, iceServers: [IceServer], factory: any PeerConnectionFactory,
-               signaling: any CallSignaling, clock: any ClientClock, policy: Policy) {
+  private init(
+    callId: CallID, role: Role, remoteUserId: String?, remotePeer: Peer?, offer: SessionDescription?,
+    video: Bool, iceServers: [IceServer], factory: any PeerConnectionFactory,
+    signaling: any CallSignaling, clock: any ClientClock, policy: Policy
+  ) {
     self.callId = callId
     self.role = role
     self.remoteUserId = remoteUserId
@@ -326,13 +336,17 @@ public actor CallEngine {
 
   /// setRemoteDescription, then the buffered candidates in arrival order. Candidates that
   /// arrive during the flush join the buffer, so order is kept.
-  private func applyRemote(_ description: SessionDescription, kind: SessionDescriptionKind, on pc: any PeerConnection) async {
+  private func applyRemote(_ description: SessionDescription, kind: SessionDescriptionKind, on pc: any PeerConnection)
+    async
+  {
     remoteReady = false
     do {
       try await pc.setRemoteDescription(description, kind: kind)
     } catch {
       guard isCurrent(pc) else { return }
-      await end(.error("remote description: \(error)"), notify: role == .caller ? .hangup(callId: callId) : .decline(callId: callId))
+      await end(
+        .error("remote description: \(error)"),
+        notify: role == .caller ? .hangup(callId: callId) : .decline(callId: callId))
       return
     }
     while isCurrent(pc), !pendingRemoteCandidates.isEmpty {
@@ -445,8 +459,10 @@ public actor CallEngine {
     await detachAndClose()
     let made: any PeerConnection
     do {
-      made = try await factory.makePeerConnection(PeerConnectionConfiguration(iceServers: iceServers, video: video,
-                                                                                       dataChannel: policy.dataChannel))
+      made = try await factory.makePeerConnection(
+        PeerConnectionConfiguration(
+          iceServers: iceServers, video: video,
+          dataChannel: policy.dataChannel))
     } catch {
       await end(.error("peer connection: \(error)"), notify: cancelOrHangup())
       return nil
@@ -465,27 +481,36 @@ public actor CallEngine {
     let dataID = nextListenerID + 3
     nextListenerID += 3
     listeners = [
-      (candidatesID, Task { [weak self] in
-        await EngineListener.$id.withValue(candidatesID) {
-          for await candidate in made.localCandidates {
-            await self?.localCandidate(candidate, generation: gen)
+      (
+        candidatesID,
+        Task { [weak self] in
+          await EngineListener.$id.withValue(candidatesID) {
+            for await candidate in made.localCandidates {
+              await self?.localCandidate(candidate, generation: gen)
+            }
           }
         }
-      }),
-      (statesID, Task { [weak self] in
-        await EngineListener.$id.withValue(statesID) {
-          for await s in made.connectionStates {
-            await self?.connectionStateChanged(s, generation: gen)
+      ),
+      (
+        statesID,
+        Task { [weak self] in
+          await EngineListener.$id.withValue(statesID) {
+            for await s in made.connectionStates {
+              await self?.connectionStateChanged(s, generation: gen)
+            }
           }
         }
-      }),
-      (dataID, Task { [weak self] in
-        await EngineListener.$id.withValue(dataID) {
-          for await data in made.dataChannelMessages {
-            await self?.dataReceived(data, generation: gen)
+      ),
+      (
+        dataID,
+        Task { [weak self] in
+          await EngineListener.$id.withValue(dataID) {
+            for await data in made.dataChannelMessages {
+              await self?.dataReceived(data, generation: gen)
+            }
           }
         }
-      }),
+      ),
     ]
     await made.setAudioEnabled(!isMuted && !isOnHold)
     await made.setVideoEnabled(isVideoEnabled)
@@ -533,7 +558,7 @@ public actor CallEngine {
     cancelTimer()
     finishGathering()
     if let request { send(request) }
-    outbox.finish()   // queued requests (e.g. the hangup) still go out, in order
+    outbox.finish()  // queued requests (e.g. the hangup) still go out, in order
     await detachAndClose()
     pendingRemoteCandidates.removeAll()
     dataContinuation.finish()

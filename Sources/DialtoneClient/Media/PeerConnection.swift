@@ -28,9 +28,11 @@ public struct PeerConnectionStats: Sendable, Equatable {
   /// Inbound jitter, in seconds.
   public var jitter: Double?
 
-  public init(bytesSent: UInt64 = 0, bytesReceived: UInt64 = 0, packetsLost: Int64 = 0,
-              roundTripTime: Double? = nil, localCandidateType: String? = nil, remoteCandidateType: String? = nil,
-              packetsSent: UInt64 = 0, packetsReceived: UInt64 = 0, jitter: Double? = nil) {
+  public init(
+    bytesSent: UInt64 = 0, bytesReceived: UInt64 = 0, packetsLost: Int64 = 0,
+    roundTripTime: Double? = nil, localCandidateType: String? = nil, remoteCandidateType: String? = nil,
+    packetsSent: UInt64 = 0, packetsReceived: UInt64 = 0, jitter: Double? = nil
+  ) {
     self.bytesSent = bytesSent
     self.bytesReceived = bytesReceived
     self.packetsLost = packetsLost

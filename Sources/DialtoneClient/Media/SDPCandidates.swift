@@ -22,7 +22,8 @@ public enum SDPCandidates {
     guard !sections.isEmpty else { return sdp }
     var additions = [[String]](repeating: [], count: sections.count)
     for candidate in candidates where !candidate.candidate.isEmpty {
-      let section = candidate.sdpMid.flatMap { mid in sections.firstIndex { $0.mid == mid } }
+      let section =
+        candidate.sdpMid.flatMap { mid in sections.firstIndex { $0.mid == mid } }
         ?? candidate.sdpMLineIndex.flatMap { $0 >= 0 && $0 < sections.count ? $0 : nil } ?? 0
       let line = candidate.candidate.hasPrefix("a=") ? candidate.candidate : "a=" + candidate.candidate
       additions[section].append(line)

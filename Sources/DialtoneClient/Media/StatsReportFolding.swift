@@ -70,7 +70,8 @@ extension PeerConnectionStats {
       }
     }
     if !jitters.isEmpty { jitter = jitters.max() }
-    let pair = selectedPairId.flatMap { byId[$0] }
+    let pair =
+      selectedPairId.flatMap { byId[$0] }
       ?? entries.filter { $0.type == "candidate-pair" && $0.flag("nominated") && $0.string("state") == "succeeded" }
       .min { $0.id < $1.id }
     guard let pair else { return }

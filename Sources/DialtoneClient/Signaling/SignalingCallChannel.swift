@@ -8,7 +8,9 @@ public struct SignalingCallChannel: CallSignaling {
   public let client: SignalingClient
   private let rejected: @Sendable (ServerMessage.ErrorMessage) async -> Void
 
-  public init(client: SignalingClient, rejected: @escaping @Sendable (ServerMessage.ErrorMessage) async -> Void = { _ in }) {
+  public init(
+    client: SignalingClient, rejected: @escaping @Sendable (ServerMessage.ErrorMessage) async -> Void = { _ in }
+  ) {
     self.client = client
     self.rejected = rejected
   }

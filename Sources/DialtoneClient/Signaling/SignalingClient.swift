@@ -58,8 +58,10 @@ public actor SignalingClient {
   private let idPrefix = String(UInt32.random(in: 0...UInt32.max), radix: 36)
   private var nextID = 0
 
-  public init(configuration: Configuration, transport: any SignalingTransport,
-              token: @escaping @Sendable () async throws -> String) {
+  public init(
+    configuration: Configuration, transport: any SignalingTransport,
+    token: @escaping @Sendable () async throws -> String
+  ) {
     self.configuration = configuration
     self.transport = transport
     self.token = token
@@ -103,7 +105,8 @@ public actor SignalingClient {
     nextID += 1
     let id = "\(idPrefix)-\(nextID)"
     let message = build(id)
-    let (stream, continuation) = AsyncThrowingStream<ServerMessage, any Error>.makeStream(bufferingPolicy: .bufferingNewest(1))
+    let (stream, continuation) = AsyncThrowingStream<ServerMessage, any Error>.makeStream(
+      bufferingPolicy: .bufferingNewest(1))
     pending[id] = Pending(message: message, reply: continuation)
     order.append(id)
     if welcomed { transmit(MessageCodec.encodeString(message)) }
@@ -125,8 +128,12 @@ public actor SignalingClient {
       let socket = transport.open(url: configuration.url, bearerToken: nil)
       self.socket = socket
       welcomed = false
-      socket.send(MessageCodec.encodeString(.hello(.init(
-        id: "\(idPrefix)-hello", token: bearer, resume: sessionId.map { .init(sessionId: $0, lastSeq: lastSeq) }))))
+      socket.send(
+        MessageCodec.encodeString(
+          .hello(
+            .init(
+              id: "\(idPrefix)-hello", token: bearer, resume: sessionId.map { .init(sessionId: $0, lastSeq: lastSeq) }))
+        ))
       let keepalive = Task { await self.keepAlive(socket) }
       var closeCode: Int?
       for await event in socket.events {

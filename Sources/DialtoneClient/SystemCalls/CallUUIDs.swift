@@ -8,8 +8,10 @@ import Foundation
 /// a push and a later `invite` for the same call always yield the same UUID on every device.
 public enum CallUUIDs {
   /// The namespace of name-based call UUIDs.
-  public static let namespace = UUID(uuid: (
-    0x6b, 0x1f, 0x3c, 0x52, 0x9d, 0x04, 0x4e, 0x8a, 0xa1, 0x7e, 0x2c, 0x5d, 0x90, 0x13, 0xd4, 0x46))
+  public static let namespace = UUID(
+    uuid: (
+      0x6b, 0x1f, 0x3c, 0x52, 0x9d, 0x04, 0x4e, 0x8a, 0xa1, 0x7e, 0x2c, 0x5d, 0x90, 0x13, 0xd4, 0x46
+    ))
 
   public static func uuid(for callId: CallID) -> UUID {
     CallIDRules.uuid(of: callId) ?? nameBased(callId, namespace: namespace)
@@ -25,8 +27,10 @@ public enum CallUUIDs {
     var d = SHA1.digest(bytes)
     d[6] = (d[6] & 0x0F) | 0x50
     d[8] = (d[8] & 0x3F) | 0x80
-    return UUID(uuid: (
-      d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9], d[10], d[11], d[12], d[13], d[14], d[15]))
+    return UUID(
+      uuid: (
+        d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9], d[10], d[11], d[12], d[13], d[14], d[15]
+      ))
   }
 }
 
@@ -43,7 +47,9 @@ enum SHA1 {
     let bitLength = UInt64(message.count) &* 8
     data.append(0x80)
     while data.count % 64 != 56 { data.append(0) }
-    for shift in stride(from: 56, through: 0, by: -8) { data.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
+    for shift in stride(from: 56, through: 0, by: -8) {
+      data.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift)))
+    }
 
     var w = [UInt32](repeating: 0, count: 80)
     for chunk in stride(from: 0, to: data.count, by: 64) {
@@ -55,15 +61,27 @@ enum SHA1 {
         let x = w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16]
         w[i] = (x << 1) | (x >> 31)
       }
-      var a = h0, b = h1, c = h2, d = h3, e = h4
+      var a = h0
+      var b = h1
+      var c = h2
+      var d = h3
+      var e = h4
       for i in 0..<80 {
         let f: UInt32
         let k: UInt32
         switch i {
-        case 0..<20: f = (b & c) | (~b & d); k = 0x5A82_7999
-        case 20..<40: f = b ^ c ^ d; k = 0x6ED9_EBA1
-        case 40..<60: f = (b & c) | (b & d) | (c & d); k = 0x8F1B_BCDC
-        default: f = b ^ c ^ d; k = 0xCA62_C1D6
+        case 0..<20:
+          f = (b & c) | (~b & d)
+          k = 0x5A82_7999
+        case 20..<40:
+          f = b ^ c ^ d
+          k = 0x6ED9_EBA1
+        case 40..<60:
+          f = (b & c) | (b & d) | (c & d)
+          k = 0x8F1B_BCDC
+        default:
+          f = b ^ c ^ d
+          k = 0xCA62_C1D6
         }
         let temp = ((a << 5) | (a >> 27)) &+ f &+ e &+ k &+ w[i]
         e = d

@@ -88,9 +88,10 @@ public actor DeviceRegistrations {
         if tokens.voip == nil && tokens.alert == nil {
           try await api.unregister(installationId: installationId)
         } else {
-          try await api.register(DeviceRegistration(
-            installationId: installationId, platform: platform, voipToken: tokens.voip, alertToken: tokens.alert,
-            bundleId: bundleId, apnsEnvironment: apnsEnvironment))
+          try await api.register(
+            DeviceRegistration(
+              installationId: installationId, platform: platform, voipToken: tokens.voip, alertToken: tokens.alert,
+              bundleId: bundleId, apnsEnvironment: apnsEnvironment))
         }
         registered = tokens
       } catch {

@@ -296,8 +296,9 @@ public struct SystemCallCoordinator: Sendable, Equatable {
       video: video, pushed: false, inviteReceived: true, shown: false)
     calls[uuid] = call
     return [
-      .reportIncoming(IncomingCallReport(
-        uuid: uuid, callId: callId, handle: handle, displayName: displayName, hasVideo: video, origin: .invite))
+      .reportIncoming(
+        IncomingCallReport(
+          uuid: uuid, callId: callId, handle: handle, displayName: displayName, hasVideo: video, origin: .invite))
     ]
   }
 
@@ -347,7 +348,8 @@ public struct SystemCallCoordinator: Sendable, Equatable {
       let reason: SystemCallEndReason
       switch ending {
       case .remote(let signaled):
-        reason = call.direction == .outgoing
+        reason =
+          call.direction == .outgoing
           ? SystemCallEndReason(signaledToCaller: signaled) : SystemCallEndReason(signaled: signaled)
       case .glare: reason = .remoteEnded
       // Ended here without the OS asking (performEnd forgets the call first): signaling stopped

@@ -100,7 +100,12 @@ public actor SystemCallSession {
   /// Starts listening (to the OS, signaling and timers); no network. Call at launch, before
   /// PushKit's registry exists. Idempotent.
   public nonisolated func start() {
-    guard started.withLock({ was in defer { was = true }; return !was }) else { return }
+    guard
+      started.withLock({ was in
+        defer { was = true }
+        return !was
+      })
+    else { return }
     Task { await self.runInbox() }
     Task { await self.runCommands() }
     Task { await self.runClientEvents() }
@@ -298,9 +303,11 @@ public actor SystemCallSession {
       case .incoming(let engine):
         let peer = await engine.remotePeer
         let video = await engine.isVideoEnabled
-        inbox.yield(.event(.invite(
-          callId: engine.callId, handle: peer?.userId ?? SystemCallCoordinator.unknownHandle,
-          displayName: peer?.name, video: video)))
+        inbox.yield(
+          .event(
+            .invite(
+              callId: engine.callId, handle: peer?.userId ?? SystemCallCoordinator.unknownHandle,
+              displayName: peer?.name, video: video)))
         observe(engine)
       case .glare(let replaced, let survivor):
         inbox.yield(.event(.glare(replaced: replaced, survivor: survivor)))
@@ -326,9 +333,11 @@ public actor SystemCallSession {
     var seen: Set<CallID> = []
     for call in coordinator.activeCalls {
       seen.insert(call.callId)
-      var status = published[call.callId] ?? CallStatus(
-        callId: call.callId, uuid: call.uuid, direction: call.direction, handle: call.handle,
-        displayName: call.displayName, phase: .incoming, isVideoEnabled: call.video)
+      var status =
+        published[call.callId]
+        ?? CallStatus(
+          callId: call.callId, uuid: call.uuid, direction: call.direction, handle: call.handle,
+          displayName: call.displayName, phase: .incoming, isVideoEnabled: call.video)
       status.phase = Self.phase(of: call, engine: engineStates[call.callId])
       status.isVideoEnabled = call.video
       publish(status)

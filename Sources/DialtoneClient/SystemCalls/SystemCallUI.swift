@@ -50,8 +50,10 @@ public struct IncomingCallReport: Sendable, Equatable {
   /// already over on this device).
   public var endAtOnce: SystemCallEndReason?
 
-  public init(uuid: UUID, callId: CallID?, handle: String, displayName: String?, hasVideo: Bool, origin: Origin,
-              endAtOnce: SystemCallEndReason? = nil) {
+  public init(
+    uuid: UUID, callId: CallID?, handle: String, displayName: String?, hasVideo: Bool, origin: Origin,
+    endAtOnce: SystemCallEndReason? = nil
+  ) {
     self.uuid = uuid
     self.callId = callId
     self.handle = handle

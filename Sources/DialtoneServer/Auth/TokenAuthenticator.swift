@@ -32,14 +32,20 @@ public struct TokenAuthenticator: Sendable {
     } catch {
       throw AuthenticationError(description: "invalid token: \(error)")
     }
-    guard let user = claims.subject, !user.isEmpty else { throw AuthenticationError(description: "token has no \"sub\" claim") }
-    guard user.utf8.count <= Limits.maxUserIDBytes else { throw AuthenticationError(description: "\"sub\" exceeds \(Limits.maxUserIDBytes) bytes") }
+    guard let user = claims.subject, !user.isEmpty else {
+      throw AuthenticationError(description: "token has no \"sub\" claim")
+    }
+    guard user.utf8.count <= Limits.maxUserIDBytes else {
+      throw AuthenticationError(description: "\"sub\" exceeds \(Limits.maxUserIDBytes) bytes")
+    }
     let device = claims.string("device") ?? "default"
     guard !device.isEmpty, device.utf8.count <= Limits.maxDeviceIDBytes else {
       throw AuthenticationError(description: "\"device\" must be 1...\(Limits.maxDeviceIDBytes) bytes")
     }
     var name = claims.string("name")
-    if let n = name, n.utf8.count > Limits.maxNameBytes { name = String(decoding: Array(n.utf8.prefix(Limits.maxNameBytes)), as: UTF8.self) }
+    if let n = name, n.utf8.count > Limits.maxNameBytes {
+      name = String(decoding: Array(n.utf8.prefix(Limits.maxNameBytes)), as: UTF8.self)
+    }
     return Identity(userId: user, deviceId: device, name: name)
   }
 }

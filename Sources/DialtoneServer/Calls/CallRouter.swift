@@ -40,8 +40,14 @@ struct CallRouter {
     var callerSignals: [ServerMessage] = []
     var invite: ServerMessage
 
-    var answeringDevice: String? { if case .accepted(let d) = phase { return d }; return nil }
-    var isEnded: Bool { if case .ended = phase { return true }; return false }
+    var answeringDevice: String? {
+      if case .accepted(let d) = phase { return d }
+      return nil
+    }
+    var isEnded: Bool {
+      if case .ended = phase { return true }
+      return false
+    }
 
     func isCallerDevice(_ who: Identity) -> Bool { who.userId == caller.userId && who.deviceId == caller.deviceId }
     func isAnsweringDevice(_ who: Identity) -> Bool { who.userId == calleeId && who.deviceId == answeringDevice }
@@ -74,7 +80,8 @@ struct CallRouter {
     case .cancel(let m): return hangup(m, from: who, now: now)
     case .hangup(let m): return hangup(m, from: who, now: now)
     case .offer(let m):
-      return relayFromCaller(m.id, m.callId, who, .offer(.init(callId: m.callId, from: who.peer, sdp: m.sdp, iceRestart: m.iceRestart)))
+      return relayFromCaller(
+        m.id, m.callId, who, .offer(.init(callId: m.callId, from: who.peer, sdp: m.sdp, iceRestart: m.iceRestart)))
     case .answer(let m):
       return relayFromAnswerer(m.id, m.callId, who, .answer(.init(callId: m.callId, from: who.peer, sdp: m.sdp)))
     case .candidate(let m):
@@ -101,14 +108,17 @@ struct CallRouter {
       return error(m.id, m.callId, .conflict, "callId is already used by another call")
     }
     let caller = Identity(userId: who.userId, deviceId: who.deviceId, name: m.callerName ?? who.name)
-    let invite = ServerMessage.invite(.init(callId: m.callId, from: caller.peer, video: m.video, offer: m.offer,
-                                            createdAt: now.millisecondsSince1970))
+    let invite = ServerMessage.invite(
+      .init(
+        callId: m.callId, from: caller.peer, video: m.video, offer: m.offer,
+        createdAt: now.millisecondsSince1970))
     var call = Call(id: m.callId, caller: caller, calleeId: m.to, video: m.video, createdAt: now, invite: invite)
 
     // Busy: the callee is talking already; the callee's devices are not rung.
     if liveCalls(of: m.to).contains(where: { calls[$0]?.answeringDevice != nil }) {
       var outcome = Outcome(reply: ack)
-      outcome.effects = finish(&call, .busy, now: now, notify: [(.device(userId: who.userId, deviceId: who.deviceId), nil)])
+      outcome.effects = finish(
+        &call, .busy, now: now, notify: [(.device(userId: who.userId, deviceId: who.deviceId), nil)])
       return outcome
     }
 
@@ -119,15 +129,19 @@ struct CallRouter {
     }), var other = calls[otherID] {
       if CallIDRules.glareSurvivor(otherID, m.callId) == otherID {
         var outcome = Outcome(reply: ack)
-        outcome.effects = finish(&call, .glare, now: now, replacedBy: otherID, notify: [
-          (.device(userId: who.userId, deviceId: who.deviceId), nil), (.user(userId: m.to, exceptDevice: nil), nil),
-        ])
+        outcome.effects = finish(
+          &call, .glare, now: now, replacedBy: otherID,
+          notify: [
+            (.device(userId: who.userId, deviceId: who.deviceId), nil), (.user(userId: m.to, exceptDevice: nil), nil),
+          ])
         return outcome
       }
-      var effects = finish(&other, .glare, now: now, replacedBy: m.callId, notify: [
-        (.device(userId: other.caller.userId, deviceId: other.caller.deviceId), nil),
-        (.user(userId: other.calleeId, exceptDevice: nil), nil),
-      ])
+      var effects = finish(
+        &other, .glare, now: now, replacedBy: m.callId,
+        notify: [
+          (.device(userId: other.caller.userId, deviceId: other.caller.deviceId), nil),
+          (.user(userId: other.calleeId, exceptDevice: nil), nil),
+        ])
       calls[otherID] = other
       effects += startRinging(call, now: now)
       return Outcome(reply: ack, effects: effects)
@@ -143,16 +157,19 @@ struct CallRouter {
     return [
       .send(call.invite, to: .user(userId: call.calleeId, exceptDevice: nil)),
       .schedule(CallTimer(callId: call.id, kind: .ring), after: settings.ringTimeout),
-      .external(.ringing(callId: call.id, caller: call.caller.peer, calleeId: call.calleeId, video: call.video, createdAt: now)),
+      .external(
+        .ringing(callId: call.id, caller: call.caller.peer, calleeId: call.calleeId, video: call.video, createdAt: now)),
     ]
   }
 
   private mutating func ringing(_ m: ClientMessage.CallAction, from who: Identity) -> Outcome {
     guard let call = calls[m.callId], call.involves(user: who.userId) else { return notFound(m.id, m.callId) }
     guard who.userId == call.calleeId, call.phase == .ringing else { return invalidState(m.id, m.callId, call) }
-    return Outcome(reply: ack(m.id, m.callId), effects: [
-      .send(.ringing(.init(callId: call.id, from: who.peer)), to: callerDevice(call)),
-    ])
+    return Outcome(
+      reply: ack(m.id, m.callId),
+      effects: [
+        .send(.ringing(.init(callId: call.id, from: who.peer)), to: callerDevice(call))
+      ])
   }
 
   private mutating func accept(_ m: ClientMessage.Accept, from who: Identity, now: Date) -> Outcome {
@@ -164,22 +181,29 @@ struct CallRouter {
     call.answeredAt = now
     call.callerSignals = []
     calls[call.id] = call
-    return Outcome(reply: ack(m.id, m.callId), effects: [
-      .cancel(CallTimer(callId: call.id, kind: .ring)),
-      .send(.accept(.init(callId: call.id, from: who.peer, answer: m.answer)), to: callerDevice(call)),
-      .send(.callEnded(.init(callId: call.id, reason: .answeredElsewhere, from: who.peer)),
-            to: .user(userId: call.calleeId, exceptDevice: who.deviceId)),
-    ])
+    return Outcome(
+      reply: ack(m.id, m.callId),
+      effects: [
+        .cancel(CallTimer(callId: call.id, kind: .ring)),
+        .send(.accept(.init(callId: call.id, from: who.peer, answer: m.answer)), to: callerDevice(call)),
+        .send(
+          .callEnded(.init(callId: call.id, reason: .answeredElsewhere, from: who.peer)),
+          to: .user(userId: call.calleeId, exceptDevice: who.deviceId)),
+      ])
   }
 
   /// decline / busy from a callee device while ringing.
-  private mutating func refuse(_ m: ClientMessage.CallAction, reason: EndReason, from who: Identity, now: Date) -> Outcome {
+  private mutating func refuse(_ m: ClientMessage.CallAction, reason: EndReason, from who: Identity, now: Date)
+    -> Outcome
+  {
     guard var call = calls[m.callId], call.involves(user: who.userId) else { return notFound(m.id, m.callId) }
     guard who.userId == call.calleeId, call.phase == .ringing else { return invalidState(m.id, m.callId, call) }
-    let effects = finish(&call, reason, now: now, notify: [
-      (callerDevice(call), nil),
-      (.user(userId: call.calleeId, exceptDevice: who.deviceId), .declinedElsewhere),
-    ], from: who.peer)
+    let effects = finish(
+      &call, reason, now: now,
+      notify: [
+        (callerDevice(call), nil),
+        (.user(userId: call.calleeId, exceptDevice: who.deviceId), .declinedElsewhere),
+      ], from: who.peer)
     calls[call.id] = call
     return Outcome(reply: ack(m.id, m.callId), effects: effects)
   }
@@ -190,7 +214,8 @@ struct CallRouter {
     let effects: [CallEffect]
     switch call.phase {
     case .ringing where call.isCallerDevice(who):
-      effects = finish(&call, .cancelled, now: now, notify: [(.user(userId: call.calleeId, exceptDevice: nil), nil)], from: who.peer)
+      effects = finish(
+        &call, .cancelled, now: now, notify: [(.user(userId: call.calleeId, exceptDevice: nil), nil)], from: who.peer)
     case .ringing where who.userId == call.calleeId:
       return refuse(.init(id: m.id, callId: m.callId), reason: .declined, from: who, now: now)
     case .accepted where call.isCallerDevice(who):
@@ -204,7 +229,9 @@ struct CallRouter {
     return Outcome(reply: ack(m.id, m.callId), effects: effects)
   }
 
-  private mutating func relayFromCaller(_ id: String, _ callId: CallID, _ who: Identity, _ message: ServerMessage) -> Outcome {
+  private mutating func relayFromCaller(_ id: String, _ callId: CallID, _ who: Identity, _ message: ServerMessage)
+    -> Outcome
+  {
     guard var call = calls[callId], call.involves(user: who.userId) else { return notFound(id, callId) }
     guard call.isCallerDevice(who), !call.isEnded else { return invalidState(id, callId, call) }
     if call.phase == .ringing {
@@ -213,7 +240,8 @@ struct CallRouter {
       }
       call.callerSignals.append(message)
       calls[callId] = call
-      return Outcome(reply: ack(id, callId), effects: [.send(message, to: .user(userId: call.calleeId, exceptDevice: nil))])
+      return Outcome(
+        reply: ack(id, callId), effects: [.send(message, to: .user(userId: call.calleeId, exceptDevice: nil))])
     }
     return Outcome(reply: ack(id, callId), effects: [.send(message, to: answeringDevice(call))])
   }
@@ -224,9 +252,12 @@ struct CallRouter {
     return Outcome(reply: ack(id, callId), effects: [.send(message, to: callerDevice(call))])
   }
 
-  private mutating func relayEitherWay(_ id: String, _ callId: CallID, _ who: Identity, _ message: ServerMessage) -> Outcome {
+  private mutating func relayEitherWay(_ id: String, _ callId: CallID, _ who: Identity, _ message: ServerMessage)
+    -> Outcome
+  {
     guard let call = calls[callId], call.involves(user: who.userId) else { return notFound(id, callId) }
-    return call.isCallerDevice(who) ? relayFromCaller(id, callId, who, message) : relayFromAnswerer(id, callId, who, message)
+    return call.isCallerDevice(who)
+      ? relayFromCaller(id, callId, who, message) : relayFromAnswerer(id, callId, who, message)
   }
 
   // MARK: - Connections and timers
@@ -253,7 +284,8 @@ struct CallRouter {
   mutating func deviceDisconnected(_ who: Identity, now: Date) -> [CallEffect] {
     liveCalls(of: who.userId).compactMap { id in
       guard let call = calls[id], call.isCallerDevice(who) || call.isAnsweringDevice(who) else { return nil }
-      return .schedule(CallTimer(callId: id, kind: .grace(userId: who.userId, deviceId: who.deviceId)), after: settings.reconnectGrace)
+      return .schedule(
+        CallTimer(callId: id, kind: .grace(userId: who.userId, deviceId: who.deviceId)), after: settings.reconnectGrace)
     }
   }
 
@@ -263,17 +295,23 @@ struct CallRouter {
     switch timer.kind {
     case .ring:
       guard call.phase == .ringing else { return [] }
-      effects = finish(&call, .missed, now: now, notify: [
-        (callerDevice(call), nil), (.user(userId: call.calleeId, exceptDevice: nil), nil),
-      ])
+      effects = finish(
+        &call, .missed, now: now,
+        notify: [
+          (callerDevice(call), nil), (.user(userId: call.calleeId, exceptDevice: nil), nil),
+        ])
     case .grace(let userId, let deviceId):
       let lost = Identity(userId: userId, deviceId: deviceId, name: nil)
       if call.isCallerDevice(lost) {
-        let others: Recipient = call.phase == .ringing ? .user(userId: call.calleeId, exceptDevice: nil) : answeringDevice(call)
-        effects = finish(&call, .connectionLost, now: now, notify: [(others, nil), (callerDevice(call), nil)], from: call.caller.peer)
+        let others: Recipient =
+          call.phase == .ringing ? .user(userId: call.calleeId, exceptDevice: nil) : answeringDevice(call)
+        effects = finish(
+          &call, .connectionLost, now: now, notify: [(others, nil), (callerDevice(call), nil)], from: call.caller.peer)
       } else if call.isAnsweringDevice(lost) {
         let peer = Peer(userId: userId, deviceId: deviceId)
-        effects = finish(&call, .connectionLost, now: now, notify: [(callerDevice(call), nil), (answeringDevice(call), nil)], from: peer)
+        effects = finish(
+          &call, .connectionLost, now: now, notify: [(callerDevice(call), nil), (answeringDevice(call), nil)],
+          from: peer)
       } else {
         return []
       }
@@ -291,21 +329,26 @@ struct CallRouter {
     switch call.phase {
     case .ringing: phase = .ringing
     case .accepted: phase = .accepted
-    case .ended(let r): phase = .ended; reason = r
+    case .ended(let r):
+      phase = .ended
+      reason = r
     }
-    return CallState(callId: call.id, callerId: call.caller.userId, calleeId: call.calleeId,
-                     callerDeviceId: call.caller.deviceId, calleeDeviceId: call.answeredBy,
-                     video: call.video, state: phase, createdAt: call.createdAt.millisecondsSince1970,
-                     answeredAt: call.answeredAt?.millisecondsSince1970, endedAt: call.endedAt?.millisecondsSince1970,
-                     endReason: reason)
+    return CallState(
+      callId: call.id, callerId: call.caller.userId, calleeId: call.calleeId,
+      callerDeviceId: call.caller.deviceId, calleeDeviceId: call.answeredBy,
+      video: call.video, state: phase, createdAt: call.createdAt.millisecondsSince1970,
+      answeredAt: call.answeredAt?.millisecondsSince1970, endedAt: call.endedAt?.millisecondsSince1970,
+      endReason: reason)
   }
 
   // MARK: - Helpers
 
   /// Ends `call`: notifies each recipient (with its own reason when given), cancels timers and
   /// emits the record. `from` is the peer whose action ended it.
-  private mutating func finish(_ call: inout Call, _ reason: EndReason, now: Date, replacedBy: CallID? = nil,
-                               notify: [(Recipient, EndReason?)], from: Peer? = nil) -> [CallEffect] {
+  private mutating func finish(
+    _ call: inout Call, _ reason: EndReason, now: Date, replacedBy: CallID? = nil,
+    notify: [(Recipient, EndReason?)], from: Peer? = nil
+  ) -> [CallEffect] {
     call.phase = .ended(reason)
     call.endedAt = now
     call.callerSignals = []
@@ -318,16 +361,22 @@ struct CallRouter {
 
     var effects: [CallEffect] = [.cancel(CallTimer(callId: call.id, kind: .ring))]
     for (recipient, override) in notify {
-      effects.append(.send(.callEnded(.init(callId: call.id, reason: override ?? reason, from: from, replacedBy: replacedBy)), to: recipient))
+      effects.append(
+        .send(
+          .callEnded(.init(callId: call.id, reason: override ?? reason, from: from, replacedBy: replacedBy)),
+          to: recipient))
     }
     let duration = call.answeredAt.map { Int64((now.timeIntervalSince($0) * 1000).rounded()) }
-    effects.append(.external(.ended(CallRecord(
-      callId: call.id, callerId: call.caller.userId, calleeId: call.calleeId, answeredBy: call.answeredBy, video: call.video,
-      createdAt: call.createdAt.millisecondsSince1970, answeredAt: call.answeredAt?.millisecondsSince1970,
-      endedAt: now.millisecondsSince1970, endReason: reason, durationMs: duration))))
+    effects.append(
+      .external(
+        .ended(
+          CallRecord(
+            callId: call.id, callerId: call.caller.userId, calleeId: call.calleeId, answeredBy: call.answeredBy,
+            video: call.video,
+            createdAt: call.createdAt.millisecondsSince1970, answeredAt: call.answeredAt?.millisecondsSince1970,
+            endedAt: now.millisecondsSince1970, endReason: reason, durationMs: duration))))
     return effects
   }
-
 
   private mutating func pruneEnded(now: Date) {
     var drop = 0
@@ -340,7 +389,9 @@ struct CallRouter {
   }
 
   private func liveCalls(of user: String) -> Set<CallID> { liveCallsByUser[user] ?? [] }
-  private func callerDevice(_ call: Call) -> Recipient { .device(userId: call.caller.userId, deviceId: call.caller.deviceId) }
+  private func callerDevice(_ call: Call) -> Recipient {
+    .device(userId: call.caller.userId, deviceId: call.caller.deviceId)
+  }
   private func answeringDevice(_ call: Call) -> Recipient {
     .device(userId: call.calleeId, deviceId: call.answeredBy ?? "")
   }

@@ -65,49 +65,87 @@ extension ServerConfiguration {
     let apply: @Sendable (inout ServerConfiguration, String) throws(ConfigurationError) -> Void
   }
 
-  private static func number<T: LosslessStringConvertible>(_ value: String, _ flag: String) throws(ConfigurationError) -> T {
+  private static func number<T: LosslessStringConvertible>(_ value: String, _ flag: String) throws(ConfigurationError)
+    -> T
+  {
     guard let parsed = T(value) else { throw ConfigurationError("--\(flag) expects a number, got \"\(value)\"") }
     return parsed
   }
 
   private static let options: [Option] = [
     Option(flag: "host", help: "address to listen on (default 127.0.0.1)", repeatable: false) { c, v in c.host = v },
-    Option(flag: "port", help: "port to listen on (default 8080; 0 picks a free one)", repeatable: false) { c, v throws(ConfigurationError) in
+    Option(flag: "port", help: "port to listen on (default 8080; 0 picks a free one)", repeatable: false) {
+      c, v throws(ConfigurationError) in
       let port: Int = try number(v, "port")
       guard (0...65535).contains(port) else { throw ConfigurationError("--port must be 0...65535") }
       c.port = port
     },
-    Option(flag: "data-dir", help: "directory for the database and generated secrets (default ./data)", repeatable: false) { c, v in c.dataDirectory = v },
-    Option(flag: "auth-secret", help: "HS256 secret for client tokens (default: generated into the data dir)", repeatable: false) { c, v throws(ConfigurationError) in
+    Option(
+      flag: "data-dir", help: "directory for the database and generated secrets (default ./data)", repeatable: false
+    ) { c, v in c.dataDirectory = v },
+    Option(
+      flag: "auth-secret", help: "HS256 secret for client tokens (default: generated into the data dir)",
+      repeatable: false
+    ) { c, v throws(ConfigurationError) in
       guard v.utf8.count >= 16 else { throw ConfigurationError("--auth-secret must be at least 16 bytes") }
       c.authSecret = v
     },
-    Option(flag: "log-level", help: "debug | info | warning | error (default info)", repeatable: false) { c, v throws(ConfigurationError) in
-      guard let level = LogLevel(rawValue: v.lowercased()) else { throw ConfigurationError("--log-level must be debug, info, warning or error") }
+    Option(flag: "log-level", help: "debug | info | warning | error (default info)", repeatable: false) {
+      c, v throws(ConfigurationError) in
+      guard let level = LogLevel(rawValue: v.lowercased()) else {
+        throw ConfigurationError("--log-level must be debug, info, warning or error")
+      }
       c.logLevel = level
     },
-    Option(flag: "ring-timeout", help: "seconds a call rings before it is missed (default 45)", repeatable: false) { c, v throws(ConfigurationError) in c.ringTimeout = try number(v, "ring-timeout") },
-    Option(flag: "reconnect-grace", help: "seconds a dropped participant has to come back (default 30)", repeatable: false) { c, v throws(ConfigurationError) in c.reconnectGrace = try number(v, "reconnect-grace") },
-    Option(flag: "ack-delay-ms", help: "longest wait for a candidate's ack to share a write with the next message (default 40; 0 = at once)", repeatable: false) { c, v throws(ConfigurationError) in
+    Option(flag: "ring-timeout", help: "seconds a call rings before it is missed (default 45)", repeatable: false) {
+      c, v throws(ConfigurationError) in c.ringTimeout = try number(v, "ring-timeout")
+    },
+    Option(
+      flag: "reconnect-grace", help: "seconds a dropped participant has to come back (default 30)", repeatable: false
+    ) { c, v throws(ConfigurationError) in c.reconnectGrace = try number(v, "reconnect-grace") },
+    Option(
+      flag: "ack-delay-ms",
+      help: "longest wait for a candidate's ack to share a write with the next message (default 40; 0 = at once)",
+      repeatable: false
+    ) { c, v throws(ConfigurationError) in
       let ms: Int = try number(v, "ack-delay-ms")
       guard (0...1000).contains(ms) else { throw ConfigurationError("--ack-delay-ms must be 0...1000") }
       c.ackDelay = Double(ms) / 1000
     },
-    Option(flag: "turn-secret", help: "coturn static-auth-secret for TURN REST credentials", repeatable: false) { c, v in c.turnSecret = v },
-    Option(flag: "turn-url", help: "TURN URL handed to clients (repeatable), e.g. turn:turn.example.com:3478?transport=udp", repeatable: true) { c, v in c.turnURLs.append(v) },
-    Option(flag: "stun-url", help: "STUN URL handed to clients (repeatable)", repeatable: true) { c, v in c.stunURLs.append(v) },
-    Option(flag: "turn-ttl", help: "lifetime of TURN credentials in seconds (default 43200)", repeatable: false) { c, v throws(ConfigurationError) in
+    Option(flag: "turn-secret", help: "coturn static-auth-secret for TURN REST credentials", repeatable: false) {
+      c, v in c.turnSecret = v
+    },
+    Option(
+      flag: "turn-url", help: "TURN URL handed to clients (repeatable), e.g. turn:turn.example.com:3478?transport=udp",
+      repeatable: true
+    ) { c, v in c.turnURLs.append(v) },
+    Option(flag: "stun-url", help: "STUN URL handed to clients (repeatable)", repeatable: true) { c, v in
+      c.stunURLs.append(v)
+    },
+    Option(flag: "turn-ttl", help: "lifetime of TURN credentials in seconds (default 43200)", repeatable: false) {
+      c, v throws(ConfigurationError) in
       let ttl: Int = try number(v, "turn-ttl")
       guard ttl >= 60 else { throw ConfigurationError("--turn-ttl must be at least 60 seconds") }
       c.turnTTL = ttl
     },
-    Option(flag: "apns-key-file", help: "APNs auth key (.p8) for VoIP and alert pushes", repeatable: false) { c, v in c.apnsKeyFile = v },
-    Option(flag: "apns-key-id", help: "the .p8 key's id (10 characters)", repeatable: false) { c, v in c.apnsKeyID = v },
+    Option(flag: "apns-key-file", help: "APNs auth key (.p8) for VoIP and alert pushes", repeatable: false) { c, v in
+      c.apnsKeyFile = v
+    },
+    Option(flag: "apns-key-id", help: "the .p8 key's id (10 characters)", repeatable: false) { c, v in c.apnsKeyID = v
+    },
     Option(flag: "apns-team-id", help: "your Apple developer team id", repeatable: false) { c, v in c.apnsTeamID = v },
-    Option(flag: "apns-url", help: "APNs base URL (default: Apple's production/sandbox hosts per device)", repeatable: false) { c, v in c.apnsURL = v },
-    Option(flag: "fcm-service-account", help: "Firebase service-account JSON file for FCM HTTP v1", repeatable: false) { c, v in c.fcmServiceAccountFile = v },
-    Option(flag: "fcm-url", help: "FCM base URL (default https://fcm.googleapis.com)", repeatable: false) { c, v in c.fcmURL = v },
-    Option(flag: "push-ca-file", help: "PEM CA bundle for push connections (for self-signed test servers)", repeatable: false) { c, v in c.pushCAFile = v },
+    Option(
+      flag: "apns-url", help: "APNs base URL (default: Apple's production/sandbox hosts per device)", repeatable: false
+    ) { c, v in c.apnsURL = v },
+    Option(flag: "fcm-service-account", help: "Firebase service-account JSON file for FCM HTTP v1", repeatable: false) {
+      c, v in c.fcmServiceAccountFile = v
+    },
+    Option(flag: "fcm-url", help: "FCM base URL (default https://fcm.googleapis.com)", repeatable: false) { c, v in
+      c.fcmURL = v
+    },
+    Option(
+      flag: "push-ca-file", help: "PEM CA bundle for push connections (for self-signed test servers)", repeatable: false
+    ) { c, v in c.pushCAFile = v },
   ]
 
   private static var commandOptions: [CommandOption] {
@@ -121,7 +159,9 @@ extension ServerConfiguration {
 
   /// Parses with the rules every Dialtone executable shares (`ArgumentList`); `DIALTONE_*`
   /// variables stand in for options not given.
-  public static func parse(arguments: [String], environment: [String: String]) throws(ConfigurationError) -> ServerConfiguration {
+  public static func parse(arguments: [String], environment: [String: String]) throws(ConfigurationError)
+    -> ServerConfiguration
+  {
     let parsed: ArgumentList
     do {
       parsed = try ArgumentList(arguments, options: commandOptions, environment: environment)

@@ -17,30 +17,38 @@ struct APIRoutes {
     router.add(.GET, "/v1/me") { request in
       let identity = try authenticate(request)
       let live = await hub.liveDevices(of: identity.userId)
-      return .wire(MeResponse(userId: identity.userId, deviceId: identity.deviceId, name: identity.name,
-                              devices: live.map { LiveDevice(deviceId: $0.deviceId, connectedAt: $0.connectedAt.millisecondsSince1970) }))
+      return .wire(
+        MeResponse(
+          userId: identity.userId, deviceId: identity.deviceId, name: identity.name,
+          devices: live.map { LiveDevice(deviceId: $0.deviceId, connectedAt: $0.connectedAt.millisecondsSince1970) }))
     }
 
     router.add(.GET, "/v1/ice-servers") { request in
       let identity = try authenticate(request)
-      return .wire(IceServersResponse(iceServers: iceServers.servers(for: identity.userId, now: clock.now), ttl: iceServers.ttl))
+      return .wire(
+        IceServersResponse(iceServers: iceServers.servers(for: identity.userId, now: clock.now), ttl: iceServers.ttl))
     }
 
     router.add(.GET, "/v1/calls") { request in
       let identity = try authenticate(request)
       var limit = 50
       if let text = request.query["limit"] {
-        guard let parsed = Int(text), (1...200).contains(parsed) else { throw HTTPError.badRequest("limit must be 1...200") }
+        guard let parsed = Int(text), (1...200).contains(parsed) else {
+          throw HTTPError.badRequest("limit must be 1...200")
+        }
         limit = parsed
       }
       var cursor: HistoryCursor?
       if let text = request.query["before"] {
-        guard let parsed = HistoryCursor(token: text) else { throw HTTPError.badRequest("before is not a cursor from \"next\"") }
+        guard let parsed = HistoryCursor(token: text) else {
+          throw HTTPError.badRequest("before is not a cursor from \"next\"")
+        }
         cursor = parsed
       }
       let calls = try await store.history(of: identity.userId, limit: limit + 1, before: cursor)
       let page = Array(calls.prefix(limit))
-      let next = calls.count > limit ? page.last.map { HistoryCursor(createdAt: $0.createdAt, callId: $0.callId).token } : nil
+      let next =
+        calls.count > limit ? page.last.map { HistoryCursor(createdAt: $0.createdAt, callId: $0.callId).token } : nil
       return .wire(CallHistoryResponse(calls: page, next: next))
     }
 

@@ -30,16 +30,20 @@ final class PushDispatcher: CallEffectSink, @unchecked Sendable {
     for provider in providers {
       for (kind, purpose) in provider.purposes { routes[kind] = (provider, purpose) }
     }
-    self.store = store; self.routes = routes; self.retry = retry; self.log = log
+    self.store = store
+    self.routes = routes
+    self.retry = retry
+    self.log = log
   }
 
   func handle(_ event: CallEvent, connectedDevices: Set<String>) {
     switch event {
     case .ringing(let callId, let caller, let calleeId, let video, let createdAt):
       lock.withLock { _ = ringingCalls.updateValue(caller.name, forKey: callId) }
-      let push = IncomingCallPush(callId: callId, callerId: caller.userId, callerDeviceId: caller.deviceId,
-                                  callerName: caller.name, callerHandle: caller.userId, hasVideo: video,
-                                  createdAt: createdAt.millisecondsSince1970)
+      let push = IncomingCallPush(
+        callId: callId, callerId: caller.userId, callerDeviceId: caller.deviceId,
+        callerName: caller.name, callerHandle: caller.userId, hasVideo: video,
+        createdAt: createdAt.millisecondsSince1970)
       inFlight.start { await self.push(.incomingCall(push), to: calleeId, skipping: connectedDevices, callId: callId) }
     case .ended(let record):
       let callerName = lock.withLock { ringingCalls.removeValue(forKey: record.callId) } ?? nil
@@ -88,7 +92,9 @@ final class PushDispatcher: CallEffectSink, @unchecked Sendable {
         return
       case .invalidToken(let reason):
         log.info("push \(kind): token rejected (\(reason)); removing it")
-        do { try await store.removeToken(token.token, kind: kind) } catch { log.error("push: cannot remove token: \(error)") }
+        do { try await store.removeToken(token.token, kind: kind) } catch {
+          log.error("push: cannot remove token: \(error)")
+        }
         return
       case .failed(let reason):
         log.error("push \(kind) failed: \(reason)")

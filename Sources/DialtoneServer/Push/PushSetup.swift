@@ -5,8 +5,10 @@ import Foundation
 /// Builds the push dispatcher from the configuration, or nothing (with a clear log line) when no
 /// push credentials are configured.
 enum PushSetup {
-  static func dispatcher(configuration c: ServerConfiguration, store: any DeviceStore, clock: any ServerClock,
-                         log: Log) throws -> PushDispatcher? {
+  static func dispatcher(
+    configuration c: ServerConfiguration, store: any DeviceStore, clock: any ServerClock,
+    log: Log
+  ) throws -> PushDispatcher? {
     let http = HTTPClient(configuration: .init(caFile: c.pushCAFile))
     var apns: APNsClient?
     if let keyFile = c.apnsKeyFile, let keyID = c.apnsKeyID, let teamID = c.apnsTeamID {
@@ -15,8 +17,9 @@ enum PushSetup {
         throw ConfigurationError("cannot read --apns-key-file \(keyFile): \(error.localizedDescription)")
       }
       do {
-        apns = try APNsClient(configuration: .init(keyPEM: pem, keyID: keyID, teamID: teamID, baseURL: c.apnsURL), http: http,
-                              now: { clock.now })
+        apns = try APNsClient(
+          configuration: .init(keyPEM: pem, keyID: keyID, teamID: teamID, baseURL: c.apnsURL), http: http,
+          now: { clock.now })
       } catch {
         throw ConfigurationError("--apns-key-file \(keyFile) is not a usable ES256 .p8 key: \(error)")
       }
@@ -34,7 +37,9 @@ enum PushSetup {
     }
     switch (apns, fcm) {
     case (nil, nil):
-      log.info("pushes are off: no --apns-key-file / --fcm-service-account configured (devices without a socket will not ring)")
+      log.info(
+        "pushes are off: no --apns-key-file / --fcm-service-account configured (devices without a socket will not ring)"
+      )
       http.shutdown()
       return nil
     case (nil, _): log.info("APNs pushes are off (no --apns-key-file); FCM is on")
@@ -42,8 +47,9 @@ enum PushSetup {
     default: log.info("APNs and FCM pushes are on")
     }
     let providers: [any PushProvider] = [apns as (any PushProvider)?, fcm].compactMap { $0 }
-    return PushDispatcher(store: store, providers: providers,
-                          retry: .init(firstDelay: c.pushRetryFirstDelay, maxDelay: max(4, c.pushRetryFirstDelay)), log: log)
+    return PushDispatcher(
+      store: store, providers: providers,
+      retry: .init(firstDelay: c.pushRetryFirstDelay, maxDelay: max(4, c.pushRetryFirstDelay)), log: log)
   }
 }
 

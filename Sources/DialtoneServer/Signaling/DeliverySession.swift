@@ -24,13 +24,19 @@ final class DeliverySession {
   /// slots (oldest evicted first) and the dictionary maps an id to its slot: evicting an entry
   /// then moves an Int inside the hash table, not a whole message.
   private var replySlot: [String: Int] = [:]
-  private var replySlots: [(id: String, reply: ServerMessage)] = []   // grows to replyMemory
+  private var replySlots: [(id: String, reply: ServerMessage)] = []  // grows to replyMemory
   private var replyNext = 0
   private let replyMemory: Int
 
-  init(id: String, identity: Identity, socket: WebSocketConnection?, now: Date, capacity: Int = 1024, replyMemory: Int = 512) {
-    self.id = id; self.identity = identity; self.socket = socket
-    self.createdAt = now; self.connectedAt = now
+  init(
+    id: String, identity: Identity, socket: WebSocketConnection?, now: Date, capacity: Int = 1024,
+    replyMemory: Int = 512
+  ) {
+    self.id = id
+    self.identity = identity
+    self.socket = socket
+    self.createdAt = now
+    self.connectedAt = now
     self.capacity = capacity
     self.replyMemory = max(1, replyMemory)
   }

@@ -27,7 +27,9 @@ public actor SignalingHub {
     var helloTimer: (any ScheduledAction)?
 
     init(connection: WebSocketConnection, headerToken: String?, helloTimer: (any ScheduledAction)?) {
-      self.connection = connection; self.headerToken = headerToken; self.helloTimer = helloTimer
+      self.connection = connection
+      self.headerToken = headerToken
+      self.helloTimer = helloTimer
     }
   }
 
@@ -49,10 +51,17 @@ public actor SignalingHub {
   nonisolated let executor: NetworkExecutor
   public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
-  init(settings: Settings, clock: any ServerClock, authenticator: TokenAuthenticator, iceServers: IceServerIssuer,
-       router: CallRouter, effectSink: any CallEffectSink, executor: NetworkExecutor, log: Log) {
-    self.settings = settings; self.clock = clock; self.authenticator = authenticator
-    self.iceServers = iceServers; self.router = router; self.effectSink = effectSink; self.log = log
+  init(
+    settings: Settings, clock: any ServerClock, authenticator: TokenAuthenticator, iceServers: IceServerIssuer,
+    router: CallRouter, effectSink: any CallEffectSink, executor: NetworkExecutor, log: Log
+  ) {
+    self.settings = settings
+    self.clock = clock
+    self.authenticator = authenticator
+    self.iceServers = iceServers
+    self.router = router
+    self.effectSink = effectSink
+    self.log = log
     self.executor = executor
   }
 
@@ -84,7 +93,9 @@ public actor SignalingHub {
   func handle(_ event: HubEvent) {
     switch event {
     case .opened(let connection, let request):
-      let timer = clock.schedule(after: settings.helloTimeout) { [self] in deliver(.helloDeadline(socketID: connection.id)) }
+      let timer = clock.schedule(after: settings.helloTimeout) { [self] in
+        deliver(.helloDeadline(socketID: connection.id))
+      }
       sockets[connection.id] = SocketState(connection: connection, headerToken: request.bearerToken, helloTimer: timer)
 
     case .received(let connection, let bytes, let isText):
@@ -104,7 +115,8 @@ public actor SignalingHub {
 
     case .helloDeadline(let socketID):
       guard let state = sockets[socketID], state.session == nil else { return }
-      state.connection.close(code: UInt16(CloseCode.helloTimeout.rawValue), reason: "no hello within \(Int(settings.helloTimeout)) s")
+      state.connection.close(
+        code: UInt16(CloseCode.helloTimeout.rawValue), reason: "no hello within \(Int(settings.helloTimeout)) s")
 
     case .sessionExpiry(let sessionID):
       sessionTimers.removeValue(forKey: sessionID)
@@ -126,24 +138,33 @@ public actor SignalingHub {
       connection.close(code: UInt16(code.rawValue), reason: error.message)
     }
     guard isText else {
-      return refuse(.init(code: .badRequest, message: "binary frames are not part of the protocol"), close: .protocolError)
+      return refuse(
+        .init(code: .badRequest, message: "binary frames are not part of the protocol"), close: .protocolError)
     }
     let message: ClientMessage
     do {
       message = try MessageCodec.decodeClientMessage(bytes)
     } catch {
-      return refuse(.init(replyTo: error.replyTo, code: error.code, message: "expected hello: \(error.message)"), close: .protocolError)
+      return refuse(
+        .init(replyTo: error.replyTo, code: error.code, message: "expected hello: \(error.message)"),
+        close: .protocolError)
     }
     guard case .hello(let hello) = message else {
-      return refuse(.init(replyTo: message.id, code: .invalidState, message: "the first message must be hello"), close: .protocolError)
+      return refuse(
+        .init(replyTo: message.id, code: .invalidState, message: "the first message must be hello"),
+        close: .protocolError)
     }
     guard ProtocolVersion.supported.contains(hello.version) else {
-      return refuse(.init(replyTo: hello.id, code: .unsupportedVersion,
-                          message: "version \(hello.version) is not supported (server speaks \(ProtocolVersion.supported))"),
-                    close: .protocolError)
+      return refuse(
+        .init(
+          replyTo: hello.id, code: .unsupportedVersion,
+          message: "version \(hello.version) is not supported (server speaks \(ProtocolVersion.supported))"),
+        close: .protocolError)
     }
     guard let token = hello.token ?? socket.headerToken else {
-      return refuse(.init(replyTo: hello.id, code: .unauthorized, message: "no token in hello or Authorization header"), close: .unauthorized)
+      return refuse(
+        .init(replyTo: hello.id, code: .unauthorized, message: "no token in hello or Authorization header"),
+        close: .unauthorized)
     }
     let identity: Identity
     do {
@@ -199,7 +220,8 @@ public actor SignalingHub {
   }
 
   private func newSession(_ identity: Identity, _ connection: WebSocketConnection, _ now: Date) -> DeliverySession {
-    let session = DeliverySession(id: "s_" + SecureRandom.token(byteCount: 12), identity: identity, socket: connection, now: now)
+    let session = DeliverySession(
+      id: "s_" + SecureRandom.token(byteCount: 12), identity: identity, socket: connection, now: now)
     sessions[session.id] = session
     devices[identity.userId, default: [:]][identity.deviceId] = session
     return session
@@ -210,7 +232,8 @@ public actor SignalingHub {
     session.detach(now: now)
     let id = session.id
     sessionTimers[id]?.cancel()
-    sessionTimers[id] = clock.schedule(after: settings.resumeWindow) { [self] in deliver(.sessionExpiry(sessionID: id)) }
+    sessionTimers[id] = clock.schedule(after: settings.resumeWindow) { [self] in deliver(.sessionExpiry(sessionID: id))
+    }
     apply(router.deviceDisconnected(session.identity, now: now))
   }
 
@@ -253,7 +276,8 @@ public actor SignalingHub {
     let outcome: CallRouter.Outcome
     switch message {
     case .hello(let hello):
-      outcome = .init(reply: .error(.init(replyTo: hello.id, code: .invalidState, message: "this socket already has a session")))
+      outcome = .init(
+        reply: .error(.init(replyTo: hello.id, code: .invalidState, message: "this socket already has a session")))
     case .ping(let ping):
       outcome = .init(reply: .ack(.init(replyTo: ping.id)))
     default:

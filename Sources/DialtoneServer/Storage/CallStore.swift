@@ -21,7 +21,10 @@ public struct HistoryCursor: Sendable, Equatable {
   public let createdAt: Int64
   public let callId: String
 
-  public init(createdAt: Int64, callId: String) { self.createdAt = createdAt; self.callId = callId }
+  public init(createdAt: Int64, callId: String) {
+    self.createdAt = createdAt
+    self.callId = callId
+  }
 
   public init?(token: String) {
     guard let separator = token.firstIndex(of: "_"), let createdAt = Int64(token[..<separator]) else { return nil }

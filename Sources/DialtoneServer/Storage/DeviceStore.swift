@@ -27,8 +27,10 @@ public struct StoredDevice: Sendable, Equatable {
 /// (reinstall, another user on the same phone) moves it, so stale duplicates never get pushes.
 public protocol DeviceStore: Sendable {
   /// Replaces the installation's registration with exactly these tokens.
-  func upsert(installationId: String, platform: PushPlatform, tokens: [PushToken], userId: String, deviceId: String,
-              now: Int64) async throws -> StoredDevice
+  func upsert(
+    installationId: String, platform: PushPlatform, tokens: [PushToken], userId: String, deviceId: String,
+    now: Int64
+  ) async throws -> StoredDevice
   /// False when the user has no such installation.
   func remove(installationId: String, userId: String) async throws -> Bool
   func devices(of userId: String) async throws -> [StoredDevice]
@@ -41,8 +43,12 @@ extension DeviceRegistration {
   public var pushTokens: [PushToken] {
     var tokens: [PushToken] = []
     let environment = apnsEnvironment?.rawValue
-    if let voipToken { tokens.append(PushToken(kind: .voip, token: voipToken, topic: bundleId, environment: environment)) }
-    if let alertToken { tokens.append(PushToken(kind: .alert, token: alertToken, topic: bundleId, environment: environment)) }
+    if let voipToken {
+      tokens.append(PushToken(kind: .voip, token: voipToken, topic: bundleId, environment: environment))
+    }
+    if let alertToken {
+      tokens.append(PushToken(kind: .alert, token: alertToken, topic: bundleId, environment: environment))
+    }
     if let fcmToken { tokens.append(PushToken(kind: .fcm, token: fcmToken)) }
     return tokens
   }

@@ -88,13 +88,15 @@ public actor SQLiteStore: CallStore, DeviceStore {
   }
 
   private static func migrate(_ db: SQLiteDatabase) throws {
-    try db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)")
+    try db.execute(
+      "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)")
     let applied = try db.query("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").first?.first?.int ?? 0
     for (index, sql) in migrations.enumerated() where Int64(index + 1) > applied {
       try db.transaction {
         try db.execute(sql)
-        try db.query("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
-                     [.integer(Int64(index + 1)), .integer(Int64(Date().timeIntervalSince1970))])
+        try db.query(
+          "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
+          [.integer(Int64(index + 1)), .integer(Int64(Date().timeIntervalSince1970))])
       }
     }
   }
@@ -115,13 +117,16 @@ public actor SQLiteStore: CallStore, DeviceStore {
   }
 
   private func insert(_ record: CallRecord) throws {
-    try db.query("""
+    try db.query(
+      """
       INSERT INTO calls (call_id, caller_id, callee_id, answered_by, video, created_at, answered_at, ended_at, end_reason, duration_ms)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
       ON CONFLICT (call_id) DO UPDATE SET answered_by = excluded.answered_by, answered_at = excluded.answered_at,
         ended_at = excluded.ended_at, end_reason = excluded.end_reason, duration_ms = excluded.duration_ms
-      """, [
-        .text(record.callId), .text(record.callerId), .text(record.calleeId), record.answeredBy.map(SQLiteValue.text) ?? .null,
+      """,
+      [
+        .text(record.callId), .text(record.callerId), .text(record.calleeId),
+        record.answeredBy.map(SQLiteValue.text) ?? .null,
         .integer(record.video ? 1 : 0), .integer(record.createdAt), record.answeredAt.map(SQLiteValue.integer) ?? .null,
         record.endedAt.map(SQLiteValue.integer) ?? .null, record.endReason.map { .text($0.rawValue) } ?? .null,
         record.durationMs.map(SQLiteValue.integer) ?? .null,
@@ -129,38 +134,49 @@ public actor SQLiteStore: CallStore, DeviceStore {
   }
 
   public func history(of userId: String, limit: Int, before cursor: HistoryCursor?) throws -> [CallRecord] {
-    let columns = "call_id, caller_id, callee_id, answered_by, video, created_at, answered_at, ended_at, end_reason, duration_ms"
+    let columns =
+      "call_id, caller_id, callee_id, answered_by, video, created_at, answered_at, ended_at, end_reason, duration_ms"
     let page = "(created_at < ? OR (created_at = ? AND call_id < ?))"
-    let bound: [SQLiteValue] = cursor.map { [.integer($0.createdAt), .integer($0.createdAt), .text($0.callId)] }
+    let bound: [SQLiteValue] =
+      cursor.map { [.integer($0.createdAt), .integer($0.createdAt), .text($0.callId)] }
       ?? [.integer(Int64.max), .integer(Int64.max), .text("")]
     // Two index range scans merged, rather than one OR over two columns.
-    let rows = try db.query("""
+    let rows = try db.query(
+      """
       SELECT \(columns) FROM (
         SELECT * FROM (SELECT \(columns) FROM calls WHERE caller_id = ? AND \(page) ORDER BY created_at DESC, call_id DESC LIMIT ?)
         UNION
         SELECT * FROM (SELECT \(columns) FROM calls WHERE callee_id = ? AND \(page) ORDER BY created_at DESC, call_id DESC LIMIT ?)
       ) ORDER BY created_at DESC, call_id DESC LIMIT ?
-      """, [.text(userId)] + bound + [.integer(Int64(limit)), .text(userId)] + bound + [.integer(Int64(limit)), .integer(Int64(limit))])
+      """,
+      [.text(userId)] + bound + [.integer(Int64(limit)), .text(userId)] + bound + [
+        .integer(Int64(limit)), .integer(Int64(limit)),
+      ])
     return rows.compactMap(Self.record)
   }
 
   private static func record(_ row: SQLiteRow) -> CallRecord? {
     guard row.count == 10, let callId = row[0].string, let caller = row[1].string, let callee = row[2].string,
-          let createdAt = row[5].int else { return nil }
-    return CallRecord(callId: callId, callerId: caller, calleeId: callee, answeredBy: row[3].string,
-                      video: row[4].int == 1, createdAt: createdAt, answeredAt: row[6].int, endedAt: row[7].int,
-                      endReason: row[8].string.map { EndReason(lenient: $0) }, durationMs: row[9].int)
+      let createdAt = row[5].int
+    else { return nil }
+    return CallRecord(
+      callId: callId, callerId: caller, calleeId: callee, answeredBy: row[3].string,
+      video: row[4].int == 1, createdAt: createdAt, answeredAt: row[6].int, endedAt: row[7].int,
+      endReason: row[8].string.map { EndReason(lenient: $0) }, durationMs: row[9].int)
   }
 
   // MARK: - Devices
 
-  public func upsert(installationId: String, platform: PushPlatform, tokens: [PushToken], userId: String,
-                     deviceId: String, now: Int64) throws -> StoredDevice {
+  public func upsert(
+    installationId: String, platform: PushPlatform, tokens: [PushToken], userId: String,
+    deviceId: String, now: Int64
+  ) throws -> StoredDevice {
     let owner: [SQLiteValue] = [.text(userId), .text(installationId)]
     try db.transaction {
       // A token belongs to one installation: take it away from any other first.
       for token in tokens { try release(token.token, kind: token.kind, except: (userId, installationId)) }
-      try db.query("""
+      try db.query(
+        """
         INSERT INTO devices (user_id, installation_id, device_id, platform, updated_at) VALUES (?, ?, ?, ?, ?)
         ON CONFLICT (user_id, installation_id) DO UPDATE SET device_id = excluded.device_id,
           platform = excluded.platform, updated_at = excluded.updated_at
@@ -168,13 +184,17 @@ public actor SQLiteStore: CallStore, DeviceStore {
       // A registration replaces the installation's tokens as a whole.
       try db.query("DELETE FROM push_tokens WHERE user_id = ? AND installation_id = ?", owner)
       for token in tokens {
-        try db.query("INSERT INTO push_tokens (user_id, installation_id, kind, token, topic, environment) VALUES (?, ?, ?, ?, ?, ?)",
-                     owner + [.text(token.kind.rawValue), .text(token.token), Self.optional(token.topic),
-                              Self.optional(token.environment)])
+        try db.query(
+          "INSERT INTO push_tokens (user_id, installation_id, kind, token, topic, environment) VALUES (?, ?, ?, ?, ?, ?)",
+          owner + [
+            .text(token.kind.rawValue), .text(token.token), Self.optional(token.topic),
+            Self.optional(token.environment),
+          ])
       }
     }
-    return StoredDevice(userId: userId, installationId: installationId, deviceId: deviceId, platform: platform,
-                        tokens: tokens, updatedAt: now)
+    return StoredDevice(
+      userId: userId, installationId: installationId, deviceId: deviceId, platform: platform,
+      tokens: tokens, updatedAt: now)
   }
 
   public func remove(installationId: String, userId: String) throws -> Bool {
@@ -194,7 +214,9 @@ public actor SQLiteStore: CallStore, DeviceStore {
       "SELECT installation_id, kind, token, topic, environment FROM push_tokens WHERE user_id = ? ORDER BY installation_id, kind",
       [.text(userId)])
     {
-      guard row.count == 5, let installation = row[0].string, let kind = row[1].string, let token = row[2].string else { continue }
+      guard row.count == 5, let installation = row[0].string, let kind = row[1].string, let token = row[2].string else {
+        continue
+      }
       tokens[installation, default: []].append(
         PushToken(kind: PushTokenKind(rawValue: kind), token: token, topic: row[3].string, environment: row[4].string))
     }
@@ -203,9 +225,11 @@ public actor SQLiteStore: CallStore, DeviceStore {
       [.text(userId)]
     ).compactMap { row in
       guard row.count == 4, let installation = row[0].string, let device = row[1].string,
-            let platform = row[2].string.flatMap(PushPlatform.init(rawValue:)), let updatedAt = row[3].int else { return nil }
-      return StoredDevice(userId: userId, installationId: installation, deviceId: device, platform: platform,
-                          tokens: tokens[installation] ?? [], updatedAt: updatedAt)
+        let platform = row[2].string.flatMap(PushPlatform.init(rawValue:)), let updatedAt = row[3].int
+      else { return nil }
+      return StoredDevice(
+        userId: userId, installationId: installation, deviceId: device, platform: platform,
+        tokens: tokens[installation] ?? [], updatedAt: updatedAt)
     }
   }
 
@@ -217,11 +241,15 @@ public actor SQLiteStore: CallStore, DeviceStore {
   /// installation when it has no token left: it cannot be reached any more.
   private func release(_ token: String, kind: PushTokenKind, except owner: (String, String)?) throws {
     let key: [SQLiteValue] = [.text(kind.rawValue), .text(token)]
-    guard let row = try db.query("SELECT user_id, installation_id FROM push_tokens WHERE kind = ? AND token = ?", key).first,
-          let user = row[0].string, let installation = row[1].string else { return }
+    guard
+      let row = try db.query("SELECT user_id, installation_id FROM push_tokens WHERE kind = ? AND token = ?", key)
+        .first,
+      let user = row[0].string, let installation = row[1].string
+    else { return }
     if let owner, owner == (user, installation) { return }
     try db.query("DELETE FROM push_tokens WHERE kind = ? AND token = ?", key)
-    try db.query("""
+    try db.query(
+      """
       DELETE FROM devices WHERE user_id = ? AND installation_id = ? AND NOT EXISTS (
         SELECT 1 FROM push_tokens WHERE user_id = ? AND installation_id = ?)
       """, [.text(user), .text(installation), .text(user), .text(installation)])

@@ -12,8 +12,10 @@ public struct IceServerIssuer: Sendable {
   public let ttl: Int
 
   public init(stunURLs: [String], turnURLs: [String], turnSecret: String?, ttl: Int) {
-    self.stunURLs = stunURLs; self.turnURLs = turnURLs
-    self.turnSecret = turnSecret.map { Array($0.utf8) }; self.ttl = ttl
+    self.stunURLs = stunURLs
+    self.turnURLs = turnURLs
+    self.turnSecret = turnSecret.map { Array($0.utf8) }
+    self.ttl = ttl
   }
 
   public func servers(for userId: String, now: Date) -> [IceServer] {

@@ -5,7 +5,10 @@ public struct Log: Sendable {
   public let level: LogLevel
   public let subsystem: String
 
-  public init(level: LogLevel, subsystem: String) { self.level = level; self.subsystem = subsystem }
+  public init(level: LogLevel, subsystem: String) {
+    self.level = level
+    self.subsystem = subsystem
+  }
 
   public func scoped(_ subsystem: String) -> Log { Log(level: level, subsystem: subsystem) }
 
@@ -16,7 +19,8 @@ public struct Log: Sendable {
 
   private func write(_ at: LogLevel, _ message: () -> String) {
     guard at >= level else { return }
-    let stamp = Date().ISO8601Format(.iso8601.time(includingFractionalSeconds: true).year().month().day().dateTimeSeparator(.standard))
+    let stamp = Date().ISO8601Format(
+      .iso8601.time(includingFractionalSeconds: true).year().month().day().dateTimeSeparator(.standard))
     let line = "\(stamp) \(at.rawValue.padding(toLength: 7, withPad: " ", startingAt: 0)) \(subsystem): \(message())\n"
     FileHandle.standardError.write(Data(line.utf8))
   }

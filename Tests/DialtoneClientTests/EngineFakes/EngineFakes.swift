@@ -12,7 +12,6 @@ final class EngineLog: @unchecked Sendable {
   var all: [String] { lock.withLock { entries } }
 }
 
-
 /// A scripted peer connection: records every call (as "pcN.method") and lets the test push
 /// local candidates and connection states.
 final class EngineFakePeerConnection: PeerConnection, @unchecked Sendable {
@@ -62,7 +61,10 @@ final class EngineFakePeerConnection: PeerConnection, @unchecked Sendable {
 
   // PeerConnection
   func createOffer(iceRestart: Bool) async throws -> SessionDescription {
-    let n = lock.withLock { offers += 1; return offers }
+    let n = lock.withLock {
+      offers += 1
+      return offers
+    }
     record("createOffer(iceRestart: \(iceRestart))")
     return SessionDescription(sdp: "offer-pc\(index)-\(n)")
   }
