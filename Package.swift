@@ -24,6 +24,8 @@ let package = Package(
       providers: [.apt(["libwebsockets-dev", "libwebsockets-evlib-uv", "libuv1-dev"])]),
 
     .target(name: "DialtoneJSON"),
+    // Small portable helpers every module may use (a lock-protected box).
+    .target(name: "DialtoneSupport"),
     .target(name: "DialtoneProtocol", dependencies: ["DialtoneJSON"]),
     .target(name: "DialtoneCrypto", dependencies: ["COpenSSL", "DialtoneJSON"]),
     .target(name: "DialtoneNet", dependencies: ["CLibWebSockets"]),
@@ -46,7 +48,7 @@ let package = Package(
       resources: [.embedInCode("Resources/softphone.html")]),
 
     // The client SDK core: no C dependency, builds for iOS unchanged.
-    .target(name: "DialtoneClient", dependencies: ["DialtoneProtocol", "DialtoneJSON"]),
+    .target(name: "DialtoneClient", dependencies: ["DialtoneProtocol", "DialtoneJSON", "DialtoneSupport"]),
     .target(name: "DialtoneClientLinux", dependencies: ["DialtoneClient", "DialtoneNet"]),
     .target(
       name: "DialtoneGStreamer", dependencies: ["CGStreamer", "DialtoneClient", "DialtoneCrypto"],

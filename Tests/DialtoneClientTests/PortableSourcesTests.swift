@@ -5,7 +5,7 @@ import Testing
 /// this checks what would break that build: every module they import must exist on Darwin,
 /// and a libc module may only be imported on a branch that has a Darwin alternative.
 @Suite struct PortableSourcesTests {
-  static let portableTargets = ["DialtoneJSON", "DialtoneProtocol", "DialtoneClient"]
+  static let portableTargets = ["DialtoneJSON", "DialtoneSupport", "DialtoneProtocol", "DialtoneClient"]
   /// Modules that exist on every platform the SDK supports, or are this package's own portable targets.
   static let portableModules: Set<String> = Set(["Foundation", "Dispatch", "Swift", "_Concurrency"])
     .union(portableTargets)

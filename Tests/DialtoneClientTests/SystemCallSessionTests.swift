@@ -1,6 +1,7 @@
 import DialtoneClient
 import DialtoneClientLinux
 import DialtoneProtocol
+import DialtoneSupport
 import Foundation
 import Testing
 

@@ -1,4 +1,5 @@
 import DialtoneProtocol
+import DialtoneSupport
 import Foundation
 
 /// A device's calls under the OS call UI (CallKit on iOS): it owns the `CallClient` and runs
