@@ -1,0 +1,492 @@
+import DialtoneProtocol
+import Foundation
+
+/// One call's negotiation as a pure value: `handle(_:)` takes an event (an app action, a server
+/// message, a peer-connection result or callback, a timer) and returns the effects to run, in
+/// order. `CallEngine` runs the effects and feeds their results back as events.
+///
+/// Peer connections are named by generation: every effect and result carries the generation it
+/// is for, and results of a connection that was replaced or closed are ignored here, so no
+/// stale callback can touch a call.
+public struct CallEngineMachine: Sendable {
+  public enum Event: Sendable, Equatable {
+    case start
+    case accept
+    case hangup
+    case setMuted(Bool)
+    case setOnHold(Bool)
+    case setVideoEnabled(Bool)
+    case server(ServerMessage)
+    case connectionMade(generation: Int, canRestartIce: Bool)
+    case connectionFailed(generation: Int, String)
+    case offerCreated(generation: Int, SessionDescription)
+    case answerCreated(generation: Int, SessionDescription)
+    case localDescriptionSet(generation: Int)
+    case remoteDescriptionSet(generation: Int)
+    /// `createOffer`, `createAnswer` or `setLocalDescription` threw.
+    case localDescriptionFailed(generation: Int, String)
+    case remoteDescriptionFailed(generation: Int, String)
+    case localCandidate(generation: Int, IceCandidate?)
+    case connectionState(generation: Int, PeerConnectionState)
+    case timerFired(Timer)
+    /// `invite` or `accept` could not be handed to signaling.
+    case signalingFailed(String)
+  }
+
+  public enum Effect: Sendable, Equatable {
+    /// Detach and close the current connection (if any), then make one for `generation`; its
+    /// outcome comes back as `.connectionMade` or `.connectionFailed`.
+    case replaceConnection(generation: Int)
+    case createOffer(generation: Int, iceRestart: Bool)
+    case createAnswer(generation: Int)
+    case setLocal(generation: Int, SessionDescription, SessionDescriptionKind)
+    case setRemote(generation: Int, SessionDescription, SessionDescriptionKind)
+    case addCandidate(generation: Int, IceCandidate)
+    case setAudio(generation: Int, Bool)
+    case setVideo(generation: Int, Bool)
+    case send(CallSignalingRequest)
+    case arm(Timer, after: Double)
+    case cancel(Timer)
+    /// The call is over: no request follows; detach and close the connection, finish the streams.
+    case finish
+  }
+
+  public enum Timer: Hashable, Sendable {
+    /// The ICE policy's one timer (disconnected grace, restart backoff, restart timeout); the
+    /// token tells a fired timer from one that was replaced.
+    case policy(token: Int)
+    /// Without trickle: the longest wait for gathering.
+    case gathering(generation: Int)
+  }
+
+  /// What a local description is for, once it is set (and, without trickle, gathered).
+  enum Purpose: Sendable, Equatable {
+    /// Caller: the first offer, sent in the `invite`.
+    case invite
+    /// Caller: an ICE-restart offer (on the same or a fresh connection).
+    case restartOffer
+    /// Callee: the answer sent in `accept`.
+    case accept
+    /// Callee: the answer to a later offer.
+    case answer
+  }
+
+  /// What to do once a remote description is applied.
+  enum AfterRemote: Sendable, Equatable {
+    case nothing
+    /// Callee: answer it (unless still ringing; `accept` answers then).
+    case answerIt
+  }
+
+  /// What the policy timer does when it fires.
+  enum PolicyAction: Sendable, Equatable {
+    case restart(attempt: Int)
+    case restartFailedOrBegin
+  }
+
+  public let callId: CallID
+  public let role: CallEngine.Role
+  public let policy: CallEngine.Policy
+  let remoteUserId: String?
+  let video: Bool
+
+  public private(set) var state: CallEngine.State = .idle
+  public private(set) var isMuted = false
+  public private(set) var isOnHold = false
+  public private(set) var isVideoEnabled: Bool
+  public private(set) var remotePeer: Peer?
+  /// The current peer connection's generation (0: none yet).
+  public private(set) var generation = 0
+  /// The current generation's connection exists (it is being made until then).
+  private var hasConnection = false
+  private var canRestartIce = true
+  /// Callee: the invite's offer, applied once the first connection exists.
+  private var pendingOffer: SessionDescription?
+  private var remoteReady = false
+  private var pendingRemoteCandidates: [IceCandidate] = []
+  private var afterRemote: AfterRemote = .nothing
+  /// The local description being made or set, and what it is for.
+  private var local: (purpose: Purpose, description: SessionDescription?)?
+  /// Without trickle: what was gathered, whether gathering ended, and a description waiting for it.
+  private var gathered: [IceCandidate] = []
+  private var gatheringDone = false
+  private var waitingForGathering: (purpose: Purpose, description: SessionDescription)?
+  private var restartAttempt = 0
+  private var policyTimer: (token: Int, action: PolicyAction)?
+  private var nextTimerToken = 0
+
+  public init(
+    callId: CallID, role: CallEngine.Role, remoteUserId: String?, remotePeer: Peer?,
+    offer: SessionDescription?, video: Bool, policy: CallEngine.Policy
+  ) {
+    self.callId = callId
+    self.role = role
+    self.remoteUserId = remoteUserId
+    self.remotePeer = remotePeer
+    self.pendingOffer = offer
+    self.video = video
+    self.isVideoEnabled = video
+    self.policy = policy
+  }
+
+  public var isEnded: Bool {
+    if case .ended = state { return true }
+    return false
+  }
+
+  // MARK: Transitions
+
+  public mutating func handle(_ event: Event) -> [Effect] {
+    if isEnded { return [] }
+    switch event {
+    case .start:
+      guard state == .idle else { return [] }
+      // The caller hears ringback as soon as this device alerts, not after the (slow) peer
+      // connection is built.
+      return (role == .callee ? [.send(.ringing(callId: callId))] : []) + replaceConnection()
+    case .accept:
+      guard role == .callee, state == .incoming, hasConnection else { return [] }
+      state = .connecting
+      guard remoteReady else { return [.send(.accept(callId: callId, answer: nil))] }
+      return makeAnswer(.accept)
+    case .hangup:
+      switch state {
+      case .ended: return []
+      case .idle, .calling, .ringing: return end(.local, notify: .cancel(callId: callId))
+      case .incoming: return end(.local, notify: .decline(callId: callId))
+      case .connecting, .connected, .reconnecting: return end(.local, notify: .hangup(callId: callId))
+      }
+    case .setMuted(let muted):
+      isMuted = muted
+      return audioEffect()
+    case .setOnHold(let held):
+      isOnHold = held
+      return audioEffect()
+    case .setVideoEnabled(let enabled):
+      isVideoEnabled = enabled
+      return hasConnection ? [.setVideo(generation: generation, enabled)] : []
+    case .server(let message):
+      return serverMessage(message)
+    case .connectionMade(let gen, let restartable):
+      guard gen == generation else { return [] }
+      return connectionMade(restartable)
+    case .connectionFailed(let gen, let why):
+      guard gen == generation else { return [] }
+      return end(.error("peer connection: \(why)"), notify: cancelOrHangup())
+    case .offerCreated(let gen, let offer):
+      guard gen == generation, let purpose = local?.purpose else { return [] }
+      resetGathering()  // a restart gathers a new generation
+      local = (purpose, offer)
+      return [.setLocal(generation: gen, offer, .offer)]
+    case .answerCreated(let gen, let answer):
+      guard gen == generation, let purpose = local?.purpose else { return [] }
+      local = (purpose, answer)
+      return [.setLocal(generation: gen, answer, .answer)]
+    case .localDescriptionSet(let gen):
+      guard gen == generation, let (purpose, description) = local, let description else { return [] }
+      local = nil
+      if purpose == .invite || purpose == .restartOffer {
+        remoteReady = false  // remote candidates of this generation wait for the answer
+      }
+      guard !policy.trickle else { return sendLocal(purpose, description) }
+      if gatheringDone { return sendLocal(purpose, withGathered(description)) }
+      waitingForGathering = (purpose, description)
+      return [.arm(.gathering(generation: gen), after: policy.gatheringTimeout)]
+    case .remoteDescriptionSet(let gen):
+      guard gen == generation else { return [] }
+      return remoteApplied()
+    case .localDescriptionFailed(let gen, let why):
+      guard gen == generation else { return [] }
+      return localDescriptionFailed(why)
+    case .remoteDescriptionFailed(let gen, let why):
+      guard gen == generation else { return [] }
+      return end(
+        .error("remote description: \(why)"),
+        notify: role == .caller ? .hangup(callId: callId) : .decline(callId: callId))
+    case .localCandidate(let gen, let candidate):
+      guard gen == generation else { return [] }
+      return localCandidate(candidate)
+    case .connectionState(let gen, let newState):
+      guard gen == generation else { return [] }
+      return connectionStateChanged(newState)
+    case .timerFired(.gathering(let gen)):
+      guard gen == generation else { return [] }
+      return finishGathering()
+    case .timerFired(.policy(let token)):
+      guard let timer = policyTimer, timer.token == token else { return [] }
+      policyTimer = nil
+      switch timer.action {
+      case .restart(let attempt): return restart(attempt: attempt)
+      case .restartFailedOrBegin: return restartFailedOrBegin()
+      }
+    case .signalingFailed(let why):
+      return end(.error("signaling: \(why)"), notify: nil)
+    }
+  }
+
+  private mutating func serverMessage(_ message: ServerMessage) -> [Effect] {
+    guard message.callId == callId else { return [] }
+    switch message {
+    case .ringing:
+      if role == .caller, state == .calling { state = .ringing }
+      return []
+    case .accept(let m):
+      guard role == .caller, state == .calling || state == .ringing, hasConnection else { return [] }
+      remotePeer = m.from
+      state = .connecting
+      guard let answer = m.answer else { return [] }
+      return applyRemote(answer, .answer, then: .nothing)
+    case .answer(let m):
+      guard role == .caller, hasConnection else { return [] }
+      return applyRemote(SessionDescription(sdp: m.sdp), .answer, then: .nothing)
+    case .offer(let m):
+      guard role == .callee, hasConnection else { return [] }
+      let offer = SessionDescription(sdp: m.sdp)
+      if m.iceRestart && !canRestartIce {
+        // The answerer MAY answer from a fresh peer connection (protocol.md 9, ICE restart).
+        pendingOffer = offer
+        return replaceConnection()
+      }
+      if m.iceRestart {
+        remoteReady = false
+        resetGathering()
+      }
+      return applyRemote(offer, .offer, then: .answerIt)
+    case .candidate(let m):
+      guard hasConnection, remoteReady else {
+        pendingRemoteCandidates.append(m.candidate)
+        return []
+      }
+      return [.addCandidate(generation: generation, m.candidate)]
+    case .iceRestartRequest:
+      guard role == .caller, restartAttempt == 0, state != .idle else { return [] }
+      return cancelPolicyTimer() + restart(attempt: 1)
+    case .callEnded(let m):
+      if m.reason == .glare, let survivor = m.replacedBy, role == .caller {
+        return end(.glare(replacedBy: survivor), notify: nil)
+      }
+      return end(.remote(m.reason), notify: nil)
+    case .error(let m):
+      return state == .calling ? end(.error("server: \(m.code)"), notify: nil) : []
+    case .endOfCandidates, .invite, .welcome, .ack, .unknown:
+      return []
+    }
+  }
+
+  // MARK: Negotiation
+
+  /// A new connection replaces the current one. Candidates buffered before the first one
+  /// exists (a callee's early trickle) are kept; those of a replaced connection are stale.
+  private mutating func replaceConnection() -> [Effect] {
+    if generation > 0 { pendingRemoteCandidates.removeAll() }
+    generation += 1
+    hasConnection = false
+    remoteReady = false
+    local = nil
+    waitingForGathering = nil
+    resetGathering()
+    return [.replaceConnection(generation: generation)]
+  }
+
+  private mutating func connectionMade(_ restartable: Bool) -> [Effect] {
+    hasConnection = true
+    canRestartIce = restartable
+    var effects: [Effect] = [
+      .setAudio(generation: generation, !isMuted && !isOnHold), .setVideo(generation: generation, isVideoEnabled),
+    ]
+    switch (role, state) {
+    case (.caller, .idle):
+      state = .calling
+      effects += makeOffer(.invite, iceRestart: false)
+    case (.caller, _):
+      // A fresh connection for a restart: its first offer restarts ICE by being new.
+      effects += makeOffer(.restartOffer, iceRestart: false)
+    case (.callee, .idle):
+      state = .incoming
+      if let offer = pendingOffer {
+        pendingOffer = nil
+        effects += applyRemote(offer, .offer, then: .nothing)
+      }
+    case (.callee, _):
+      if let offer = pendingOffer {
+        pendingOffer = nil
+        effects += applyRemote(offer, .offer, then: .answerIt)
+      }
+    }
+    return effects
+  }
+
+  private mutating func makeOffer(_ purpose: Purpose, iceRestart: Bool) -> [Effect] {
+    local = (purpose, nil)
+    return [.createOffer(generation: generation, iceRestart: iceRestart)]
+  }
+
+  private mutating func makeAnswer(_ purpose: Purpose) -> [Effect] {
+    local = (purpose, nil)
+    return [.createAnswer(generation: generation)]
+  }
+
+  /// setRemoteDescription; the buffered candidates follow it in arrival order once it is set.
+  private mutating func applyRemote(
+    _ description: SessionDescription, _ kind: SessionDescriptionKind,
+    then next: AfterRemote
+  ) -> [Effect] {
+    remoteReady = false
+    afterRemote = next
+    return [.setRemote(generation: generation, description, kind)]
+  }
+
+  private mutating func remoteApplied() -> [Effect] {
+    var effects = pendingRemoteCandidates.map { Effect.addCandidate(generation: generation, $0) }
+    pendingRemoteCandidates.removeAll()
+    remoteReady = true
+    if afterRemote == .answerIt && state != .incoming { effects += makeAnswer(.answer) }
+    afterRemote = .nothing
+    return effects
+  }
+
+  private mutating func sendLocal(_ purpose: Purpose, _ description: SessionDescription) -> [Effect] {
+    switch purpose {
+    case .invite:
+      return [.send(.invite(callId: callId, to: remoteUserId ?? "", video: video, offer: description))]
+    case .restartOffer:
+      return [.send(.offer(callId: callId, sdp: description.sdp, iceRestart: true))]
+    case .accept:
+      return [.send(.accept(callId: callId, answer: description))]
+    case .answer:
+      return [.send(.answer(callId: callId, sdp: description.sdp))]
+    }
+  }
+
+  /// A failed offer or answer ends the call with the request its state calls for.
+  private mutating func localDescriptionFailed(_ why: String) -> [Effect] {
+    switch local?.purpose {
+    case .invite?: return end(.error("offer: \(why)"), notify: .cancel(callId: callId))
+    case .restartOffer?: return end(.error("restart offer: \(why)"), notify: .hangup(callId: callId))
+    case .accept?: return end(.error("answer: \(why)"), notify: .decline(callId: callId))
+    case .answer?: return end(.error("answer: \(why)"), notify: .hangup(callId: callId))
+    case nil: return []
+    }
+  }
+
+  private mutating func localCandidate(_ candidate: IceCandidate?) -> [Effect] {
+    guard policy.trickle else {
+      if let candidate {
+        gathered.append(candidate)
+        return []
+      }
+      return finishGathering()
+    }
+    if let candidate { return [.send(.candidate(callId: callId, candidate: candidate))] }
+    return [.send(.endOfCandidates(callId: callId))]
+  }
+
+  private func audioEffect() -> [Effect] {
+    hasConnection ? [.setAudio(generation: generation, !isMuted && !isOnHold)] : []
+  }
+
+  // MARK: Without trickle
+
+  private mutating func resetGathering() {
+    gathered = []
+    gatheringDone = false
+  }
+
+  private mutating func finishGathering() -> [Effect] {
+    gatheringDone = true
+    guard let (purpose, description) = waitingForGathering else { return [] }
+    waitingForGathering = nil
+    return [.cancel(.gathering(generation: generation))] + sendLocal(purpose, withGathered(description))
+  }
+
+  private func withGathered(_ description: SessionDescription) -> SessionDescription {
+    SessionDescription(sdp: SDPCandidates.embedding(gathered, in: description.sdp))
+  }
+
+  // MARK: ICE policy (rule 3)
+
+  private mutating func connectionStateChanged(_ newState: PeerConnectionState) -> [Effect] {
+    switch newState {
+    case .new, .checking, .closed:
+      return []
+    case .connected:
+      restartAttempt = 0
+      state = .connected
+      return cancelPolicyTimer()
+    case .disconnected:
+      // A running restart has its own timeout.
+      guard isNegotiated, restartAttempt == 0, policyTimer == nil else { return [] }
+      state = .reconnecting(attempt: 0)
+      return armPolicyTimer(after: policy.disconnectedGrace, .restart(attempt: 1))
+    case .failed:
+      guard isNegotiated else { return [] }
+      return cancelPolicyTimer() + restartFailedOrBegin()
+    }
+  }
+
+  /// `failed` with no restart in flight restarts at once; a failed restart k is retried after
+  /// `retryBackoff[k-1]`; when the last retry fails, the call ends.
+  private mutating func restartFailedOrBegin() -> [Effect] {
+    let k = restartAttempt
+    if k == 0 { return restart(attempt: 1) }
+    if k > policy.retryBackoff.count { return end(.iceFailed, notify: .hangup(callId: callId)) }
+    return armPolicyTimer(after: policy.retryBackoff[k - 1], .restart(attempt: k + 1))
+  }
+
+  private mutating func restart(attempt k: Int) -> [Effect] {
+    restartAttempt = k
+    state = .reconnecting(attempt: k)
+    let timeout = armPolicyTimer(after: policy.attemptTimeout, .restartFailedOrBegin)
+    switch role {
+    case .callee:
+      // The answerer never restarts itself: it asks the offerer.
+      return timeout + [.send(.iceRestartRequest(callId: callId))]
+    case .caller:
+      guard hasConnection else { return timeout }
+      if !canRestartIce { return timeout + replaceConnection() }
+      return timeout + makeOffer(.restartOffer, iceRestart: true)
+    }
+  }
+
+  private mutating func armPolicyTimer(after seconds: Double, _ action: PolicyAction) -> [Effect] {
+    let cancelled = cancelPolicyTimer()
+    nextTimerToken += 1
+    policyTimer = (nextTimerToken, action)
+    return cancelled + [.arm(.policy(token: nextTimerToken), after: seconds)]
+  }
+
+  private mutating func cancelPolicyTimer() -> [Effect] {
+    guard let timer = policyTimer else { return [] }
+    policyTimer = nil
+    return [.cancel(.policy(token: timer.token))]
+  }
+
+  // MARK: Ending
+
+  private mutating func end(_ ending: CallEngine.Ending, notify request: CallSignalingRequest?) -> [Effect] {
+    state = .ended(ending)
+    var effects = cancelPolicyTimer()
+    if waitingForGathering != nil { effects.append(.cancel(.gathering(generation: generation))) }
+    waitingForGathering = nil
+    local = nil
+    pendingRemoteCandidates.removeAll()
+    if let request { effects.append(.send(request)) }
+    return effects + [.finish]
+  }
+
+  private func cancelOrHangup() -> CallSignalingRequest {
+    switch state {
+    case .incoming: return .decline(callId: callId)
+    case .idle, .calling, .ringing: return role == .caller ? .cancel(callId: callId) : .decline(callId: callId)
+    default: return .hangup(callId: callId)
+    }
+  }
+
+  /// Accepted: ICE events drive the restart policy only from here on.
+  private var isNegotiated: Bool {
+    switch state {
+    case .connecting, .connected, .reconnecting: return true
+    case .idle, .calling, .ringing, .incoming, .ended: return false
+    }
+  }
+}

@@ -1,0 +1,242 @@
+import DialtoneClient
+import DialtoneProtocol
+import Foundation
+import Testing
+
+private let alice = Peer(userId: "alice", deviceId: "a1")
+private let bob = Peer(userId: "bob", deviceId: "b1")
+private let offer = SessionDescription(sdp: "offer-1")
+private let answer = SessionDescription(sdp: "answer-1")
+
+private func caller(_ policy: CallEngine.Policy = .init()) -> CallEngineMachine {
+  CallEngineMachine(
+    callId: "c", role: .caller, remoteUserId: "bob", remotePeer: nil, offer: nil, video: false,
+    policy: policy)
+}
+
+private func callee(offer: SessionDescription? = SessionDescription(sdp: "offer-alice")) -> CallEngineMachine {
+  CallEngineMachine(
+    callId: "c", role: .callee, remoteUserId: "alice", remotePeer: alice, offer: offer, video: false,
+    policy: .init())
+}
+
+private func candidate(_ name: String) -> ServerMessage {
+  .candidate(.init(callId: "c", from: bob, candidate: IceCandidate(candidate: name)))
+}
+
+/// The caller's whole set-up, up to a connected call.
+private func connectedCaller(_ policy: CallEngine.Policy = .init()) -> CallEngineMachine {
+  var m = caller(policy)
+  _ = m.handle(.start)
+  _ = m.handle(.connectionMade(generation: 1, canRestartIce: true))
+  _ = m.handle(.offerCreated(generation: 1, offer))
+  _ = m.handle(.localDescriptionSet(generation: 1))
+  _ = m.handle(.server(.accept(.init(callId: "c", from: bob, answer: answer))))
+  _ = m.handle(.remoteDescriptionSet(generation: 1))
+  _ = m.handle(.connectionState(generation: 1, .connected))
+  return m
+}
+
+@Suite struct CallEngineMachineTests {
+  // Rule 2: the offer leaves right after setLocalDescription, then candidates one by one.
+  @Test func theCallerOffersAndTrickles() {
+    var m = caller()
+    #expect(m.handle(.start) == [.replaceConnection(generation: 1)])
+    #expect(
+      m.handle(.connectionMade(generation: 1, canRestartIce: true)) == [
+        .setAudio(generation: 1, true), .setVideo(generation: 1, false), .createOffer(generation: 1, iceRestart: false),
+      ])
+    #expect(m.state == .calling)
+    #expect(m.handle(.offerCreated(generation: 1, offer)) == [.setLocal(generation: 1, offer, .offer)])
+    #expect(
+      m.handle(.localDescriptionSet(generation: 1))
+        == [.send(.invite(callId: "c", to: "bob", video: false, offer: offer))])
+    #expect(
+      m.handle(.localCandidate(generation: 1, IceCandidate(candidate: "l1")))
+        == [.send(.candidate(callId: "c", candidate: IceCandidate(candidate: "l1")))])
+    #expect(m.handle(.localCandidate(generation: 1, nil)) == [.send(.endOfCandidates(callId: "c"))])
+  }
+
+  // Rule 2: remote candidates before the answer wait, then follow it in order.
+  @Test func earlyRemoteCandidatesWaitForTheRemoteDescription() {
+    var m = caller()
+    _ = m.handle(.start)
+    _ = m.handle(.connectionMade(generation: 1, canRestartIce: true))
+    #expect(m.handle(.server(candidate("r1"))).isEmpty)
+    #expect(
+      m.handle(.server(.accept(.init(callId: "c", from: bob, answer: answer))))
+        == [.setRemote(generation: 1, answer, .answer)])
+    #expect(m.state == .connecting && m.remotePeer == bob)
+    #expect(m.handle(.server(candidate("r2"))).isEmpty)  // the description is still being set
+    #expect(
+      m.handle(.remoteDescriptionSet(generation: 1)) == [
+        .addCandidate(generation: 1, IceCandidate(candidate: "r1")),
+        .addCandidate(generation: 1, IceCandidate(candidate: "r2")),
+      ])
+    #expect(m.handle(.server(candidate("r3"))) == [.addCandidate(generation: 1, IceCandidate(candidate: "r3"))])
+  }
+
+  // The callee rings before its connection exists, applies the invite's offer, answers on accept.
+  @Test func theCalleeRingsAppliesTheOfferAndAnswersOnAccept() {
+    var m = callee()
+    #expect(m.handle(.server(candidate("a1"))).isEmpty)
+    #expect(m.handle(.start) == [.send(.ringing(callId: "c")), .replaceConnection(generation: 1)])
+    #expect(m.handle(.accept).isEmpty)  // no connection yet: nothing to answer with
+    let made = m.handle(.connectionMade(generation: 1, canRestartIce: true))
+    #expect(made.last == .setRemote(generation: 1, SessionDescription(sdp: "offer-alice"), .offer))
+    #expect(m.state == .incoming)
+    #expect(
+      m.handle(.remoteDescriptionSet(generation: 1)) == [.addCandidate(generation: 1, IceCandidate(candidate: "a1"))])
+    #expect(m.handle(.accept) == [.createAnswer(generation: 1)])
+    #expect(m.state == .connecting)
+    #expect(m.handle(.answerCreated(generation: 1, answer)) == [.setLocal(generation: 1, answer, .answer)])
+    #expect(m.handle(.localDescriptionSet(generation: 1)) == [.send(.accept(callId: "c", answer: answer))])
+  }
+
+  // Rule 3: disconnected waits its grace, failed restarts at once, backoff 1-2-3, then the call fails.
+  @Test func theIcePolicy() {
+    var m = connectedCaller()
+    let grace = m.handle(.connectionState(generation: 1, .disconnected))
+    #expect(grace == [.arm(.policy(token: 1), after: 4)])
+    #expect(m.state == .reconnecting(attempt: 0))
+    #expect(m.handle(.connectionState(generation: 1, .connected)) == [.cancel(.policy(token: 1))])
+    #expect(m.handle(.timerFired(.policy(token: 1))).isEmpty)  // a replaced timer does nothing
+
+    #expect(
+      m.handle(.connectionState(generation: 1, .failed)) == [
+        .arm(.policy(token: 2), after: 10), .createOffer(generation: 1, iceRestart: true),
+      ])
+    for (attempt, delay) in [(1, 1.0), (2, 2.0), (3, 3.0)] {
+      let token = attempt * 2 + 1
+      #expect(
+        m.handle(.connectionState(generation: 1, .failed))
+          == [.cancel(.policy(token: token - 1)), .arm(.policy(token: token), after: delay)])
+      let restart = m.handle(.timerFired(.policy(token: token)))
+      #expect(restart == [.arm(.policy(token: token + 1), after: 10), .createOffer(generation: 1, iceRestart: true)])
+      #expect(m.state == .reconnecting(attempt: attempt + 1))
+    }
+    #expect(
+      m.handle(.connectionState(generation: 1, .failed))
+        == [.cancel(.policy(token: 8)), .send(.hangup(callId: "c")), .finish])
+    #expect(m.state == .ended(.iceFailed))
+    #expect(m.handle(.server(candidate("late"))).isEmpty)  // ended: nothing more
+  }
+
+  // A restart offer goes out flagged as a restart once set; its answer is applied.
+  @Test func aRestartOfferIsSentAsARestart() {
+    var m = connectedCaller()
+    _ = m.handle(.server(.iceRestartRequest(.init(callId: "c", from: bob))))
+    #expect(
+      m.handle(.offerCreated(generation: 1, SessionDescription(sdp: "offer-2")))
+        == [.setLocal(generation: 1, SessionDescription(sdp: "offer-2"), .offer)])
+    #expect(
+      m.handle(.localDescriptionSet(generation: 1))
+        == [.send(.offer(callId: "c", sdp: "offer-2", iceRestart: true))])
+    #expect(m.handle(.server(candidate("b1"))).isEmpty)  // waits for the restart's answer
+  }
+
+  // A connection that cannot restart ICE is replaced; the old generation's events are ignored.
+  @Test func aConnectionThatCannotRestartIsReplaced() {
+    var m = caller()
+    _ = m.handle(.start)
+    _ = m.handle(.connectionMade(generation: 1, canRestartIce: false))
+    _ = m.handle(.offerCreated(generation: 1, offer))
+    _ = m.handle(.localDescriptionSet(generation: 1))
+    _ = m.handle(.server(.accept(.init(callId: "c", from: bob, answer: answer))))
+    _ = m.handle(.remoteDescriptionSet(generation: 1))
+    _ = m.handle(.connectionState(generation: 1, .connected))
+    #expect(
+      m.handle(.connectionState(generation: 1, .failed))
+        == [.arm(.policy(token: 1), after: 10), .replaceConnection(generation: 2)])
+    #expect(m.handle(.localCandidate(generation: 1, IceCandidate(candidate: "old"))).isEmpty)
+    #expect(m.handle(.connectionState(generation: 1, .failed)).isEmpty)
+    #expect(
+      m.handle(.connectionMade(generation: 2, canRestartIce: false)).last
+        == .createOffer(generation: 2, iceRestart: false))
+    _ = m.handle(.offerCreated(generation: 2, SessionDescription(sdp: "fresh")))
+    #expect(
+      m.handle(.localDescriptionSet(generation: 2)) == [.send(.offer(callId: "c", sdp: "fresh", iceRestart: true))])
+  }
+
+  // The answerer never restarts itself: it asks; the restart offer is answered.
+  @Test func theAnswererAsksForARestartAndAnswersIt() {
+    var m = callee()
+    _ = m.handle(.start)
+    _ = m.handle(.connectionMade(generation: 1, canRestartIce: true))
+    _ = m.handle(.remoteDescriptionSet(generation: 1))
+    _ = m.handle(.accept)
+    _ = m.handle(.answerCreated(generation: 1, answer))
+    _ = m.handle(.localDescriptionSet(generation: 1))
+    _ = m.handle(.connectionState(generation: 1, .connected))
+    #expect(
+      m.handle(.connectionState(generation: 1, .failed))
+        == [.arm(.policy(token: 1), after: 10), .send(.iceRestartRequest(callId: "c"))])
+    let restart = SessionDescription(sdp: "offer-alice-2")
+    #expect(
+      m.handle(.server(.offer(.init(callId: "c", from: alice, sdp: restart.sdp, iceRestart: true))))
+        == [.setRemote(generation: 1, restart, .offer)])
+    #expect(m.handle(.remoteDescriptionSet(generation: 1)) == [.createAnswer(generation: 1)])
+    _ = m.handle(.answerCreated(generation: 1, SessionDescription(sdp: "answer-2")))
+    #expect(m.handle(.localDescriptionSet(generation: 1)) == [.send(.answer(callId: "c", sdp: "answer-2"))])
+  }
+
+  // Without trickle the description waits for gathering (or its timeout) and carries the candidates.
+  @Test func withoutTrickleTheOfferCarriesTheGatheredCandidates() {
+    var policy = CallEngine.Policy()
+    policy.trickle = false
+    var m = caller(policy)
+    _ = m.handle(.start)
+    _ = m.handle(.connectionMade(generation: 1, canRestartIce: true))
+    _ = m.handle(.offerCreated(generation: 1, SessionDescription(sdp: "v=0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\n")))
+    #expect(m.handle(.localDescriptionSet(generation: 1)) == [.arm(.gathering(generation: 1), after: 5)])
+    let host = IceCandidate(candidate: "candidate:1 1 udp 1 10.0.0.1 5000 typ host", sdpMLineIndex: 0)
+    #expect(m.handle(.localCandidate(generation: 1, host)).isEmpty)
+    let sent = m.handle(.timerFired(.gathering(generation: 1)))
+    #expect(sent.first == .cancel(.gathering(generation: 1)))
+    guard case .send(.invite(_, _, _, let described))? = sent.last else {
+      Issue.record("no invite: \(sent)")
+      return
+    }
+    #expect(described.sdp.contains("a=candidate:1 1 udp 1 10.0.0.1 5000 typ host"))
+  }
+
+  // Hanging up sends what the state calls for; failures end with the matching request.
+  @Test func endingsSendWhatTheStateCallsFor() {
+    var ringing = callee()
+    _ = ringing.handle(.start)
+    _ = ringing.handle(.connectionMade(generation: 1, canRestartIce: true))
+    #expect(ringing.handle(.hangup) == [.send(.decline(callId: "c")), .finish])
+    var dialing = caller()
+    _ = dialing.handle(.start)
+    #expect(dialing.handle(.hangup) == [.send(.cancel(callId: "c")), .finish])
+    var talking = connectedCaller()
+    #expect(talking.handle(.hangup) == [.send(.hangup(callId: "c")), .finish])
+    #expect(talking.handle(.hangup).isEmpty)
+    var broken = caller()
+    _ = broken.handle(.start)
+    _ = broken.handle(.connectionMade(generation: 1, canRestartIce: true))
+    #expect(broken.handle(.localDescriptionFailed(generation: 1, "boom")) == [.send(.cancel(callId: "c")), .finish])
+    #expect(broken.state == .ended(.error("offer: boom")))
+    var glare = caller()
+    _ = glare.handle(.start)
+    #expect(glare.handle(.server(.callEnded(.init(callId: "c", reason: .glare, replacedBy: "a")))) == [.finish])
+    #expect(glare.state.glareSurvivor == "a")
+    var other = caller()
+    #expect(other.handle(.server(.callEnded(.init(callId: "elsewhere", reason: .hangup)))).isEmpty)
+  }
+
+  // Mute and hold both silence the microphone; toggles reach the connection once it exists.
+  @Test func muteHoldAndVideoFollowTheConnection() {
+    var m = caller()
+    #expect(m.handle(.setMuted(true)).isEmpty)
+    _ = m.handle(.start)
+    #expect(
+      m.handle(.connectionMade(generation: 1, canRestartIce: true)).prefix(2)
+        == [.setAudio(generation: 1, false), .setVideo(generation: 1, false)])
+    #expect(m.handle(.setOnHold(true)) == [.setAudio(generation: 1, false)])
+    #expect(m.handle(.setMuted(false)) == [.setAudio(generation: 1, false)])
+    #expect(m.handle(.setOnHold(false)) == [.setAudio(generation: 1, true)])
+    #expect(m.handle(.setVideoEnabled(true)) == [.setVideo(generation: 1, true)])
+    #expect(m.isVideoEnabled)
+  }
+}
