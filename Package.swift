@@ -28,7 +28,7 @@ let package = Package(
     .target(name: "DialtoneSupport"),
     .target(name: "DialtoneProtocol", dependencies: ["DialtoneJSON"]),
     .target(name: "DialtoneCrypto", dependencies: ["COpenSSL", "DialtoneJSON"]),
-    .target(name: "DialtoneNet", dependencies: ["CLibWebSockets"]),
+    .target(name: "DialtoneNet", dependencies: ["CLibWebSockets", "DialtoneSupport"]),
     .target(name: "DialtoneSQLite", dependencies: ["CSQLite"]),
     .target(name: "DialtoneHTTPClient", dependencies: ["CCurl"]),
     // Argument parsing shared by the executables (and the server's configuration).
@@ -37,12 +37,13 @@ let package = Package(
     .target(name: "DialtoneAuth", dependencies: ["DialtoneCrypto", "DialtoneJSON"]),
     // Push delivery: APNs and FCM behind one PushProvider protocol.
     .target(
-      name: "DialtonePush", dependencies: ["DialtoneProtocol", "DialtoneJSON", "DialtoneCrypto", "DialtoneHTTPClient"]),
+      name: "DialtonePush",
+      dependencies: ["DialtoneProtocol", "DialtoneJSON", "DialtoneCrypto", "DialtoneHTTPClient", "DialtoneSupport"]),
     .target(
       name: "DialtoneServer",
       dependencies: [
         "DialtoneProtocol", "DialtoneJSON", "DialtoneCrypto", "DialtoneAuth", "DialtoneNet",
-        "DialtoneSQLite", "DialtoneHTTPClient", "DialtonePush", "DialtoneCommandLine",
+        "DialtoneSQLite", "DialtoneHTTPClient", "DialtonePush", "DialtoneCommandLine", "DialtoneSupport",
       ],
       // The browser client, edited as HTML/JS and compiled into the binary (no files to deploy).
       resources: [.embedInCode("Resources/softphone.html")]),
@@ -51,16 +52,16 @@ let package = Package(
     .target(name: "DialtoneClient", dependencies: ["DialtoneProtocol", "DialtoneJSON", "DialtoneSupport"]),
     .target(name: "DialtoneClientLinux", dependencies: ["DialtoneClient", "DialtoneNet"]),
     .target(
-      name: "DialtoneGStreamer", dependencies: ["CGStreamer", "DialtoneClient", "DialtoneCrypto"],
+      name: "DialtoneGStreamer", dependencies: ["CGStreamer", "DialtoneClient", "DialtoneCrypto", "DialtoneSupport"],
       swiftSettings: [.unsafeFlags(gstreamerIncludes.flatMap { ["-Xcc", "-I\($0)"] })]),
-    .executableTarget(name: "dialtone-server", dependencies: ["DialtoneServer"]),
+    .executableTarget(name: "dialtone-server", dependencies: ["DialtoneServer", "DialtoneSupport"]),
     // The CLI softphone and tokens: a client, so it does not link the server.
     .executableTarget(
       name: "dialtone",
       dependencies: [
         "DialtoneAuth", "DialtoneNet", "DialtoneProtocol", "DialtoneHTTPClient",
         "DialtoneClient", "DialtoneClientLinux", "DialtoneGStreamer", "DialtoneJSON",
-        "DialtoneCommandLine",
+        "DialtoneCommandLine", "DialtoneSupport",
       ],
       swiftSettings: [.unsafeFlags(gstreamerIncludes.flatMap { ["-Xcc", "-I\($0)"] })]),
     .executableTarget(
@@ -68,30 +69,31 @@ let package = Package(
       dependencies: [
         "DialtoneAuth", "DialtonePush", "DialtoneNet",
         "DialtoneProtocol", "DialtoneJSON", "DialtoneHTTPClient",
-        "DialtoneCrypto", "DialtoneCommandLine",
+        "DialtoneCrypto", "DialtoneCommandLine", "DialtoneSupport",
       ]),
 
     .testTarget(name: "DialtoneJSONTests", dependencies: ["DialtoneJSON"]),
     .testTarget(name: "DialtoneCommandLineTests", dependencies: ["DialtoneCommandLine"]),
     .testTarget(name: "DialtoneProtocolTests", dependencies: ["DialtoneProtocol", "DialtoneJSON"]),
     .testTarget(name: "DialtoneCryptoTests", dependencies: ["DialtoneCrypto", "DialtoneJSON"]),
-    .testTarget(name: "DialtoneNetTests", dependencies: ["DialtoneNet"]),
+    .testTarget(name: "DialtoneNetTests", dependencies: ["DialtoneNet", "DialtoneSupport"]),
     .testTarget(name: "DialtoneSQLiteTests", dependencies: ["DialtoneSQLite"]),
     .testTarget(
       name: "DialtoneClientTests",
       dependencies: [
         "DialtoneClient", "DialtoneClientLinux", "DialtoneServer", "DialtoneAuth", "DialtoneNet",
-        "DialtoneProtocol", "DialtoneJSON",
+        "DialtoneProtocol", "DialtoneJSON", "DialtoneSupport",
       ]),
     // Targets that import DialtoneGStreamer may have to build the CGStreamer module themselves.
     .testTarget(
-      name: "DialtoneGStreamerTests", dependencies: ["DialtoneGStreamer", "DialtoneClient", "DialtoneProtocol"],
+      name: "DialtoneGStreamerTests",
+      dependencies: ["DialtoneGStreamer", "DialtoneClient", "DialtoneProtocol", "DialtoneSupport"],
       swiftSettings: [.unsafeFlags(gstreamerIncludes.flatMap { ["-Xcc", "-I\($0)"] })]),
     .testTarget(
       name: "DialtoneServerTests",
       dependencies: [
         "DialtoneServer", "DialtoneAuth", "DialtonePush", "DialtoneNet", "DialtoneProtocol", "DialtoneCrypto",
-        "DialtoneSQLite", "DialtoneJSON", "DialtoneHTTPClient",
+        "DialtoneSQLite", "DialtoneJSON", "DialtoneHTTPClient", "DialtoneSupport",
       ]),
   ],
   swiftLanguageModes: [.v6]

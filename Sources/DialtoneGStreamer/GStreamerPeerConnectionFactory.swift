@@ -1,5 +1,6 @@
 import DialtoneClient
 import DialtoneCrypto
+import DialtoneSupport
 import Foundation
 
 /// Makes webrtcbin peer connections with the given media. `created` reports each one (the CLI
@@ -9,15 +10,16 @@ import Foundation
 /// built and running, and hands it out (adding the call's ICE servers) when a call needs one.
 /// Every connection presents one ECDSA P-256 certificate made with the factory: GStreamer's
 /// own is RSA, which aiortc refuses, and generating it costs the first call up to 0.6 s.
-public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, @unchecked Sendable {
-  // @unchecked: `spare` is only touched under `lock`; everything else is immutable.
+public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, Sendable {
   public let media: GStreamerMedia
   public let created: AsyncStream<GStreamerPeerConnection>
   private let createdSink: AsyncStream<GStreamerPeerConnection>.Continuation
   private let certificate: GStreamerPeerConnection.Certificate?
-  private let lock = NSLock()
-  private var spare: Task<GStreamerPeerConnection?, Never>?
-  private var closed = false
+  private struct Spare: Sendable {
+    var spare: Task<GStreamerPeerConnection?, Never>?
+    var closed = false
+  }
+  private let state = Locked(Spare())
 
   public init(media: GStreamerMedia) {
     self.media = media
@@ -26,16 +28,16 @@ public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, @unche
       .init(pem: $0.combinedPEM, sha256Fingerprint: $0.sha256Fingerprint)
     }
     (created, createdSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
-    lock.withLock { spare = buildSpare() }
+    state.withLock { $0.spare = buildSpare() }
   }
 
   public func makePeerConnection(_ configuration: PeerConnectionConfiguration) async throws -> any PeerConnection {
     let ready: Task<GStreamerPeerConnection?, Never>? =
       configuration.video
       ? nil
-      : lock.withLock {
-        defer { spare = closed ? nil : buildSpare() }
-        return spare
+      : state.withLock { state in
+        defer { state.spare = state.closed ? nil : buildSpare() }
+        return state.spare
       }
     let connection: GStreamerPeerConnection
     if let warm = await ready?.value {
@@ -51,10 +53,10 @@ public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, @unche
 
   /// Closes the spare connection; later requests build theirs on demand.
   public func shutdown() async {
-    let task = lock.withLock { () -> Task<GStreamerPeerConnection?, Never>? in
-      closed = true
-      defer { spare = nil }
-      return spare
+    let task: Task<GStreamerPeerConnection?, Never>? = state.withLock { state in
+      state.closed = true
+      defer { state.spare = nil }
+      return state.spare
     }
     await task?.value?.close()
   }

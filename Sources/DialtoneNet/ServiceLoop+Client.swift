@@ -1,7 +1,8 @@
 import CLibWebSockets
+import DialtoneSupport
 import Foundation
 
-struct ClientConnectRequest {
+struct ClientConnectRequest: Sendable {
   let id: UInt64
   let host: String
   let port: Int
@@ -32,9 +33,15 @@ final class ClientSession {
 }
 
 extension ServiceLoop {
-  private static let clientIDs = ClientIDCounter()
+  /// Client ids are handed out on the caller's thread, before the connect reaches the loop.
+  private static let lastClientID = Locked<UInt64>(0)
 
-  func reserveClientID() -> UInt64 { Self.clientIDs.next() }
+  func reserveClientID() -> UInt64 {
+    Self.lastClientID.withLock {
+      $0 += 1
+      return $0
+    }
+  }
 
   func openClient(_ request: ClientConnectRequest) {
     guard let context, !draining else {
@@ -140,19 +147,6 @@ extension ServiceLoop {
 
     default:
       return 0
-    }
-  }
-}
-
-/// Client ids are handed out on the caller's thread, before the connect reaches the loop.
-private final class ClientIDCounter: @unchecked Sendable {
-  // @unchecked: `value` is only touched under `lock`.
-  private let lock = NSLock()
-  private var value: UInt64 = 0
-  func next() -> UInt64 {
-    lock.withLock {
-      value += 1
-      return value
     }
   }
 }

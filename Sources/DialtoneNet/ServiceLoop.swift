@@ -1,4 +1,5 @@
 import CLibWebSockets
+import DialtoneSupport
 import Foundation
 
 /// Owns one libwebsockets context and the only thread that may call into it.
@@ -6,9 +7,9 @@ import Foundation
 /// Other threads talk to it through `post`, which queues a command and wakes the loop with
 /// `lws_cancel_service`; the loop drains the queue in `LWS_CALLBACK_EVENT_WAIT_CANCELLED`.
 final class ServiceLoop: @unchecked Sendable {
-  // @unchecked: everything but `inbox`/`inboxState` is touched only on the service thread; those two are lock-guarded.
+  // @unchecked: all but `inbox` and `contextForWakeups` (see there) is touched only on the service thread.
 
-  enum Command {
+  enum Command: Sendable {
     case send(UInt64, [UInt8], binary: Bool)
     /// A text message that may wait up to `coalescingDelay` to share a write (server sockets).
     case sendCoalesced(UInt64, [UInt8])
@@ -29,13 +30,16 @@ final class ServiceLoop: @unchecked Sendable {
   }
 
   // Cross-thread inbox.
-  private let inboxLock = NSLock()
-  private var inbox: [Command] = []
-  private var inboxClosed = false
+  private struct Inbox: Sendable {
+    var commands: [Command] = []
+    var closed = false
+  }
+  private let inbox = Locked(Inbox())
 
   // Service-thread state.
   private(set) var context: OpaquePointer?
-  /// The context as other threads may use it (only under `inboxLock`, only to wake the loop).
+  /// The context as other threads may use it (only inside `inbox.withLock`, only to wake the loop).
+  /// Set once, in init; not part of `Inbox` because `Locked` holds no C pointers.
   private var contextForWakeups: OpaquePointer?
   let server: ServerRole?
   let maxMessageBytes: Int
@@ -200,10 +204,10 @@ final class ServiceLoop: @unchecked Sendable {
     }
     // The wake-up happens under the lock: the service thread closes the inbox under the same lock
     // before it destroys the context, so a late poster can never touch a freed context.
-    return inboxLock.withLock {
-      guard !inboxClosed, let ctx = contextForWakeups else { return false }
-      inbox.append(command)
-      if inbox.count == 1 { lws_cancel_service(ctx) }
+    return inbox.withLock { inbox in
+      guard !inbox.closed, let ctx = contextForWakeups else { return false }
+      inbox.commands.append(command)
+      if inbox.commands.count == 1 { lws_cancel_service(ctx) }
       return true
     }
   }
@@ -214,8 +218,8 @@ final class ServiceLoop: @unchecked Sendable {
   }
 
   private func wake() {
-    inboxLock.withLock {
-      guard !inboxClosed, let ctx = contextForWakeups else { return }
+    inbox.withLock { inbox in
+      guard !inbox.closed, let ctx = contextForWakeups else { return }
       lws_cancel_service(ctx)
     }
   }
@@ -223,9 +227,9 @@ final class ServiceLoop: @unchecked Sendable {
   // MARK: - Service thread
 
   func drainInbox() {
-    let batch: [Command] = inboxLock.withLock {
-      let taken = inbox
-      inbox.removeAll(keepingCapacity: true)
+    let batch: [Command] = inbox.withLock { inbox in
+      let taken = inbox.commands
+      inbox.commands.removeAll(keepingCapacity: true)
       return taken
     }
     for command in batch { execute(command) }
@@ -311,14 +315,14 @@ final class ServiceLoop: @unchecked Sendable {
 
   /// Closes the inbox; executor jobs still in it are returned so they run elsewhere, not lost.
   private func closeInbox() -> [UnownedJob] {
-    inboxLock.withLock {
-      inboxClosed = true
-      let jobs = inbox.compactMap {
+    inbox.withLock { inbox in
+      inbox.closed = true
+      let jobs = inbox.commands.compactMap {
         if case .job(let job) = $0 { return job }
         return nil
       }
-      for case .adopt(let sockets) in inbox { for socket in sockets { close(socket) } }
-      inbox.removeAll()
+      for case .adopt(let sockets) in inbox.commands { for socket in sockets { close(socket) } }
+      inbox.commands.removeAll()
       return jobs
     }
   }

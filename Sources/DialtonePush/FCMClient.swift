@@ -2,12 +2,12 @@ import DialtoneCrypto
 import DialtoneHTTPClient
 import DialtoneJSON
 import DialtoneProtocol
+import DialtoneSupport
 import Foundation
 
 /// FCM HTTP v1: an OAuth2 access token from the service account (RS256 JWT bearer grant),
 /// cached until shortly before it expires, then high-priority data messages with `ttl: 0s`.
-public final class FCMClient: @unchecked Sendable {
-  // @unchecked: `accessToken` is only touched under `lock`; everything else is immutable.
+public final class FCMClient: Sendable {
   public struct ServiceAccount: Sendable {
     var projectID: String
     var clientEmail: String
@@ -36,8 +36,7 @@ public final class FCMClient: @unchecked Sendable {
   private let sendURL: String
   private let http: HTTPClient
   private let now: @Sendable () -> Date
-  private let lock = NSLock()
-  private var accessToken: (value: String, expires: Date)?
+  private let accessToken = Locked<(value: String, expires: Date)?>(nil)
 
   public init(
     account: ServiceAccount, baseURL: String?, http: HTTPClient, now: @escaping @Sendable () -> Date = Date.init
@@ -78,7 +77,7 @@ public final class FCMClient: @unchecked Sendable {
       switch response.status {
       case 200: return .delivered
       case 401:
-        lock.withLock { accessToken = nil }
+        accessToken.withLock { $0 = nil }
         continue
       case 404 where codes.contains("UNREGISTERED") || status == "NOT_FOUND": return .invalidToken("404 \(status)")
       case 400 where codes.contains("UNREGISTERED"): return .invalidToken("400 UNREGISTERED")
@@ -96,7 +95,7 @@ public final class FCMClient: @unchecked Sendable {
 
   private func currentAccessToken() async -> TokenResult {
     let issued = now()
-    if let cached = lock.withLock({ accessToken }), cached.expires > issued { return .success(cached.value) }
+    if let cached = accessToken.current, cached.expires > issued { return .success(cached.value) }
     let assertion: String
     do {
       assertion = try signer.sign(
@@ -127,7 +126,7 @@ public final class FCMClient: @unchecked Sendable {
     }
     let lifetime = Double(json["expires_in"]?.intValue ?? 3600)
     // Renew a minute early so a token never expires in flight.
-    lock.withLock { accessToken = (value, issued.addingTimeInterval(max(0, lifetime - 60))) }
+    accessToken.withLock { $0 = (value, issued.addingTimeInterval(max(0, lifetime - 60))) }
     return .success(value)
   }
 }

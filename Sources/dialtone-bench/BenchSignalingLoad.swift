@@ -3,6 +3,7 @@ import DialtoneCommandLine
 import DialtoneJSON
 import DialtoneNet
 import DialtoneProtocol
+import DialtoneSupport
 import Foundation
 
 /// What a load client needs to know about an incoming message.
@@ -135,13 +136,15 @@ struct NodeRelayDialect: SignalingDialect {
 /// One caller and one callee running calls back to back. `step()` (driver thread) sends the next
 /// paced message; replies to invites are sent from the network thread, as a real client would.
 final class CallPair: @unchecked Sendable {
-  // @unchecked: `phase`, `sentEach`, `callId` are only touched under `lock`.
-  private enum Phase { case idle, inviting, established }
-  private let lock = NSLock()
-  private var phase = Phase.idle
-  private var sentByCaller = 0
-  private var sentByCallee = 0
-  private var callId = ""
+  // @unchecked: `caller` and `callee` are set once, in init (their handlers capture self, so they cannot be `let`).
+  private enum Phase: Sendable { case idle, inviting, established }
+  private struct Call: Sendable {
+    var phase = Phase.idle
+    var sentByCaller = 0
+    var sentByCallee = 0
+    var callId = ""
+  }
+  private let state = Locked(Call())
   private var caller: WebSocketClientConnection!
   private var callee: WebSocketClientConnection!
   private let callerName: String
@@ -158,7 +161,7 @@ final class CallPair: @unchecked Sendable {
       switch event {
       case .accept(let id):
         stats.relayed()
-        self.lock.withLock { if id == self.callId { self.phase = .established } }
+        self.state.withLock { if id == $0.callId { $0.phase = .established } }
       case .candidate(let stamp): stats.relayed(latencyNanos: monotonicNanos() &- stamp)
       default: break
       }
@@ -187,27 +190,27 @@ final class CallPair: @unchecked Sendable {
       case hangup(String)
       case wait
     }
-    let action: Action = lock.withLock {
-      switch phase {
+    let action: Action = state.withLock { call in
+      switch call.phase {
       case .idle:
-        callId = UUID().uuidString
-        phase = .inviting
-        sentByCaller = 0
-        sentByCallee = 0
-        return .invite(callId)
+        call.callId = UUID().uuidString
+        call.phase = .inviting
+        call.sentByCaller = 0
+        call.sentByCallee = 0
+        return .invite(call.callId)
       case .inviting:
         return .wait
       case .established:
-        if sentByCaller < Self.candidatesEachWay && sentByCaller <= sentByCallee {
-          sentByCaller += 1
-          return .callerCandidate(callId)
+        if call.sentByCaller < Self.candidatesEachWay && call.sentByCaller <= call.sentByCallee {
+          call.sentByCaller += 1
+          return .callerCandidate(call.callId)
         }
-        if sentByCallee < Self.candidatesEachWay {
-          sentByCallee += 1
-          return .calleeCandidate(callId)
+        if call.sentByCallee < Self.candidatesEachWay {
+          call.sentByCallee += 1
+          return .calleeCandidate(call.callId)
         }
-        phase = .idle
-        return .hangup(callId)
+        call.phase = .idle
+        return .hangup(call.callId)
       }
     }
     switch action {
@@ -227,45 +230,47 @@ final class CallPair: @unchecked Sendable {
 }
 
 /// Counters and latency samples, written from the network thread.
-final class LoadStats: @unchecked Sendable {
-  // @unchecked: everything is touched under `lock`.
-  private let lock = NSLock()
-  private var readyCount = 0
-  private var failures = 0
-  private var measuring = false
-  private var relayedCount = 0
-  private var calls = 0
-  private var samples: [Double] = []
+final class LoadStats: Sendable {
+  private struct Counts: Sendable {
+    var readyCount = 0
+    var failures = 0
+    var measuring = false
+    var relayedCount = 0
+    var calls = 0
+    var samples: [Double] = []
+  }
+  private let counts = Locked(Counts())
 
-  func ready() { lock.withLock { readyCount += 1 } }
-  func failed() { lock.withLock { failures += 1 } }
+  func ready() { counts.withLock { $0.readyCount += 1 } }
+  func failed() { counts.withLock { $0.failures += 1 } }
   func startMeasuring() {
-    lock.withLock {
-      measuring = true
-      relayedCount = 0
-      calls = 0
-      samples.removeAll()
+    counts.withLock {
+      $0.measuring = true
+      $0.relayedCount = 0
+      $0.calls = 0
+      $0.samples.removeAll()
     }
   }
-  func stopMeasuring() { lock.withLock { measuring = false } }
+  func stopMeasuring() { counts.withLock { $0.measuring = false } }
   func relayed(latencyNanos: UInt64? = nil) {
-    lock.withLock {
-      guard measuring else { return }
-      relayedCount += 1
-      if let latencyNanos { samples.append(Double(latencyNanos) / 1_000_000) }
+    counts.withLock {
+      guard $0.measuring else { return }
+      $0.relayedCount += 1
+      if let latencyNanos { $0.samples.append(Double(latencyNanos) / 1_000_000) }
     }
   }
-  func callCompleted() { lock.withLock { if measuring { calls += 1 } } }
-  var relayedMessages: Int { lock.withLock { relayedCount } }
-  var completedCalls: Int { lock.withLock { calls } }
-  var latencies: [Double] { lock.withLock { samples } }
+  func callCompleted() { counts.withLock { if $0.measuring { $0.calls += 1 } } }
+  var relayedMessages: Int { counts.withLock { $0.relayedCount } }
+  var completedCalls: Int { counts.withLock { $0.calls } }
+  var latencies: [Double] { counts.withLock { $0.samples } }
 
   func waitForReady(_ target: Int, timeout: Double) async throws {
     let deadline = Date().addingTimeInterval(timeout)
-    while lock.withLock({ readyCount }) < target {
-      if lock.withLock({ failures }) > 0 { throw ArgumentError(message: "\(failures) connections failed") }
+    while counts.withLock({ $0.readyCount }) < target {
+      let failures = counts.withLock { $0.failures }
+      if failures > 0 { throw ArgumentError(message: "\(failures) connections failed") }
       guard Date() < deadline else {
-        throw ArgumentError(message: "only \(lock.withLock { readyCount }) of \(target) connections ready")
+        throw ArgumentError(message: "only \(counts.withLock { $0.readyCount }) of \(target) connections ready")
       }
       try await Task.sleep(for: .milliseconds(10))
     }
@@ -273,14 +278,12 @@ final class LoadStats: @unchecked Sendable {
 }
 
 /// Cumulative acks every 16 messages.
-final class Acker: @unchecked Sendable {
-  // @unchecked: `count` is only touched under `lock`.
-  private let lock = NSLock()
-  private var count = 0
+final class Acker: Sendable {
+  private let count = Locked(0)
   func shouldAck(_ seq: UInt64) -> Bool {
-    lock.withLock {
-      count += 1
-      return count % 16 == 0
+    count.withLock {
+      $0 += 1
+      return $0 % 16 == 0
     }
   }
 }

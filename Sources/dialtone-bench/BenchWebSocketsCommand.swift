@@ -1,6 +1,7 @@
 import DialtoneAuth
 import DialtoneCommandLine
 import DialtoneNet
+import DialtoneSupport
 import Foundation
 
 /// `dialtone-bench ws`: starts `dialtone-server` as a child process, opens N authenticated
@@ -105,21 +106,22 @@ enum BenchWebSocketsCommand {
 }
 
 /// Counts welcomes and failures from the network thread; the bench awaits batches.
-final class HandshakeCounter: @unchecked Sendable {
-  // @unchecked: counters are only touched under `lock`.
-  private let lock = NSLock()
-  private var welcomes = 0
-  private var failedCount = 0
+final class HandshakeCounter: Sendable {
+  private struct Counts: Sendable {
+    var welcomes = 0
+    var failures = 0
+  }
+  private let counts = Locked(Counts())
 
-  func welcomed() { lock.withLock { welcomes += 1 } }
-  func failed() { lock.withLock { failedCount += 1 } }
-  var failures: Int { lock.withLock { failedCount } }
+  func welcomed() { counts.withLock { $0.welcomes += 1 } }
+  func failed() { counts.withLock { $0.failures += 1 } }
+  var failures: Int { counts.withLock { $0.failures } }
 
   func wait(untilSettled target: Int, timeout: Double) async throws {
     let deadline = Date().addingTimeInterval(timeout)
-    while lock.withLock({ welcomes + failedCount }) < target {
+    while counts.withLock({ $0.welcomes + $0.failures }) < target {
       guard Date() < deadline else {
-        throw ArgumentError(message: "timed out: \(lock.withLock { welcomes }) of \(target) welcomed")
+        throw ArgumentError(message: "timed out: \(counts.withLock { $0.welcomes }) of \(target) welcomed")
       }
       try await Task.sleep(for: .milliseconds(5))
     }

@@ -1,5 +1,6 @@
 import DialtoneNet
 import DialtoneServer
+import DialtoneSupport
 import Foundation
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -45,12 +46,10 @@ await withCheckedContinuation { (stopped: CheckedContinuation<Void, Never>) in
 exit(0)
 
 /// Several network loops may report the same signal; only the first starts the drain.
-final class StopOnce: @unchecked Sendable {
-  // @unchecked: `started` is only touched under `lock`.
-  private let lock = NSLock()
-  private var started = false
+final class StopOnce: Sendable {
+  private let started = Locked(false)
   func begin() -> Bool {
-    lock.withLock {
+    started.withLock { started in
       defer { started = true }
       return !started
     }

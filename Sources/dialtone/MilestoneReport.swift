@@ -1,32 +1,34 @@
 import DialtoneClient
 import DialtoneJSON
+import DialtoneSupport
 import Foundation
 
 /// Prints a call's milestones with their time since dial (or since the invite arrived), as
 /// text or, with `--json`, as one JSON object per line ending with a summary.
-final class MilestoneReport: @unchecked Sendable {
-  // @unchecked: mutable state is only touched under `lock`.
+final class MilestoneReport: Sendable {
+  private struct Timeline: Sendable {
+    var origin: ContinuousClock.Instant?
+    var timings: [(String, Double)] = []
+    var lastStats: PeerConnectionStats?
+  }
   private let json: Bool
-  private let lock = NSLock()
-  private var origin: ContinuousClock.Instant?
-  private var timings: [(String, Double)] = []
-  private var lastStats: PeerConnectionStats?
+  private let timeline = Locked(Timeline())
 
   init(json: Bool) { self.json = json }
 
   /// Starts the clock (dial, or the invite's arrival).
   func start(_ what: String) {
-    lock.withLock { origin = ContinuousClock.now }
+    timeline.withLock { $0.origin = ContinuousClock.now }
     emit(event: "start", text: what, ms: 0)
   }
 
   /// A milestone, once per name.
   func mark(_ name: String) {
-    let ms: Double? = lock.withLock {
-      guard let origin, !timings.contains(where: { $0.0 == name }) else { return nil }
+    let ms: Double? = timeline.withLock { timeline in
+      guard let origin = timeline.origin, !timeline.timings.contains(where: { $0.0 == name }) else { return nil }
       let elapsed = ContinuousClock.now - origin
       let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
-      timings.append((name, ms))
+      timeline.timings.append((name, ms))
       return ms
     }
     guard let ms else { return }
@@ -50,7 +52,7 @@ final class MilestoneReport: @unchecked Sendable {
   }
 
   func stats(_ stats: PeerConnectionStats) {
-    lock.withLock { lastStats = stats }
+    timeline.withLock { $0.lastStats = stats }
     if !json {
       let rtt = stats.roundTripTime.map { String(format: "%.1f ms", $0 * 1000) } ?? "n/a"
       line(
@@ -60,7 +62,7 @@ final class MilestoneReport: @unchecked Sendable {
   }
 
   func finish(reason: String, status: Int32) {
-    let (timings, stats) = lock.withLock { (self.timings, lastStats) }
+    let (timings, stats) = timeline.withLock { ($0.timings, $0.lastStats) }
     if json {
       var fields: [String: JSONValue] = [
         "event": .string("ended"), "reason": .string(reason), "status": .int(Int64(status)),

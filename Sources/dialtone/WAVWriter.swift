@@ -1,14 +1,16 @@
+import DialtoneSupport
 import Foundation
 
 /// Records 16-bit mono PCM into a WAV file. The header is written when the recording is
 /// finished, so a file is complete only after `finish()`.
-final class WAVWriter: @unchecked Sendable {
-  // @unchecked: `pcm` and `finished` are only touched under `lock`.
+final class WAVWriter: Sendable {
   let path: String
   let sampleRate: Int
-  private let lock = NSLock()
-  private var pcm = Data()
-  private var finished = false
+  private struct Recording: Sendable {
+    var pcm = Data()
+    var finished = false
+  }
+  private let recording = Locked(Recording())
 
   init(path: String, sampleRate: Int = 48_000) {
     self.path = path
@@ -16,14 +18,14 @@ final class WAVWriter: @unchecked Sendable {
   }
 
   func append(_ samples: Data) {
-    lock.withLock { if !finished { pcm.append(samples) } }
+    recording.withLock { if !$0.finished { $0.pcm.append(samples) } }
   }
 
   /// Writes the file; later audio is dropped.
   func finish() throws {
-    let body = lock.withLock { () -> Data in
-      finished = true
-      return pcm
+    let body: Data = recording.withLock {
+      $0.finished = true
+      return $0.pcm
     }
     var file = Data()
     func u32(_ v: Int) { withUnsafeBytes(of: UInt32(v).littleEndian) { file.append(contentsOf: $0) } }

@@ -3,40 +3,42 @@ import DialtoneClientLinux
 import DialtoneNet
 import DialtoneProtocol
 import DialtoneServer
+import DialtoneSupport
 import Foundation
 import Testing
 
 private let secret = "call-client-test-secret-0123456789"
 
 /// A transport whose sockets can be cut and kept from reconnecting (a device in a tunnel).
-private final class GatedTransport: SignalingTransport, @unchecked Sendable {
-  // @unchecked: `offline` and `sockets` are only touched under `lock`.
+private final class GatedTransport: SignalingTransport, Sendable {
   private let inner: LWSSignalingTransport
-  private let lock = NSLock()
-  private var offline = false
-  private var sockets: [any SignalingSocket] = []
+  private struct Gate: Sendable {
+    var offline = false
+    var sockets: [any SignalingSocket] = []
+  }
+  private let gate = Locked(Gate())
 
   init(inner: LWSSignalingTransport) { self.inner = inner }
 
   func open(url: String, bearerToken: String?) -> any SignalingSocket {
-    lock.withLock {
-      if offline { return DeadSocket() }
+    gate.withLock { gate in
+      if gate.offline { return DeadSocket() }
       let socket = inner.open(url: url, bearerToken: bearerToken)
-      sockets.append(socket)
+      gate.sockets.append(socket)
       return socket
     }
   }
 
   func goOffline() {
-    let open = lock.withLock {
-      offline = true
-      defer { sockets.removeAll() }
-      return sockets
+    let open = gate.withLock { gate in
+      gate.offline = true
+      defer { gate.sockets.removeAll() }
+      return gate.sockets
     }
     for socket in open { socket.close(code: CloseCode.goingAway.rawValue) }
   }
 
-  func goOnline() { lock.withLock { offline = false } }
+  func goOnline() { gate.withLock { $0.offline = false } }
 }
 
 private struct DeadSocket: SignalingSocket {
@@ -52,19 +54,17 @@ private struct DeadSocket: SignalingSocket {
 }
 
 /// Collects a CallClient's events.
-private final class ClientEvents: @unchecked Sendable {
-  // @unchecked: `items` is only touched under `lock`.
-  private let lock = NSLock()
-  private var items: [CallClient.Event] = []
+private final class ClientEvents: Sendable {
+  private let items = Locked<[CallClient.Event]>([])
 
   init(_ client: CallClient) {
     Task { [weak self] in
-      for await event in client.events { self?.lock.withLock { self?.items.append(event) } }
+      for await event in client.events { self?.items.withLock { $0.append(event) } }
     }
   }
 
   var incoming: [CallEngine] {
-    lock.withLock {
+    items.withLock { items in
       items.compactMap {
         if case .incoming(let e) = $0 { return e }
         return nil
@@ -72,7 +72,7 @@ private final class ClientEvents: @unchecked Sendable {
     }
   }
   var glares: [(CallID, CallID)] {
-    lock.withLock {
+    items.withLock { items in
       items.compactMap {
         if case .glare(let r, let s) = $0 { return (r, s) }
         return nil
@@ -80,7 +80,7 @@ private final class ClientEvents: @unchecked Sendable {
     }
   }
   var connections: Int {
-    lock.withLock {
+    items.withLock { items in
       items.filter {
         if case .connected = $0 { return true }
         return false

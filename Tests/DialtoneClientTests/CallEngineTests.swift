@@ -1,5 +1,6 @@
 import DialtoneClient
 import DialtoneProtocol
+import DialtoneSupport
 import Foundation
 import Testing
 
@@ -447,29 +448,30 @@ struct CallEngineTests {
 }
 
 /// A factory that holds every request until `open()`.
-private final class GatedFactory: PeerConnectionFactory, @unchecked Sendable {
-  // @unchecked: `waiting` and `isOpen` are only touched under `lock`.
+private final class GatedFactory: PeerConnectionFactory, Sendable {
   let inner: EngineFakePeerConnectionFactory
-  private let lock = NSLock()
-  private var waiting: [CheckedContinuation<Void, Never>] = []
-  private var isOpen = false
+  private struct Gate: Sendable {
+    var waiting: [CheckedContinuation<Void, Never>] = []
+    var isOpen = false
+  }
+  private let gate = Locked(Gate())
 
   init(inner: EngineFakePeerConnectionFactory) { self.inner = inner }
 
   func open() {
-    let resumed = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
-      isOpen = true
-      defer { waiting.removeAll() }
-      return waiting
+    let resumed: [CheckedContinuation<Void, Never>] = gate.withLock { gate in
+      gate.isOpen = true
+      defer { gate.waiting.removeAll() }
+      return gate.waiting
     }
     for c in resumed { c.resume() }
   }
 
   func makePeerConnection(_ configuration: PeerConnectionConfiguration) async throws -> any PeerConnection {
     await withCheckedContinuation { c in
-      let now = lock.withLock { () -> Bool in
-        if isOpen { return true }
-        waiting.append(c)
+      let now: Bool = gate.withLock { gate in
+        if gate.isOpen { return true }
+        gate.waiting.append(c)
         return false
       }
       if now { c.resume() }

@@ -1,26 +1,25 @@
 import DialtoneClient
 import DialtoneProtocol
+import DialtoneSupport
 import Foundation
 import Testing
 
 /// A transport whose one socket records what the client sends; the test speaks for the server.
-private final class ScriptedTransport: SignalingTransport, @unchecked Sendable {
-  // @unchecked: `sent` is only touched under `lock`.
+private final class ScriptedTransport: SignalingTransport, Sendable {
   let events: AsyncStream<SignalingSocketEvent>
   let serverSays: AsyncStream<SignalingSocketEvent>.Continuation
-  private let lock = NSLock()
-  private var sent: [String] = []
+  private let sent = Locked<[String]>([])
 
   init() { (events, serverSays) = AsyncStream.makeStream() }
 
-  var texts: [String] { lock.withLock { sent } }
+  var texts: [String] { sent.current }
 
   func open(url: String, bearerToken: String?) -> any SignalingSocket { Socket(transport: self) }
 
   private struct Socket: SignalingSocket {
     let transport: ScriptedTransport
     var events: AsyncStream<SignalingSocketEvent> { transport.events }
-    func send(_ text: String) { transport.lock.withLock { transport.sent.append(text) } }
+    func send(_ text: String) { transport.sent.withLock { $0.append(text) } }
     func close(code: Int) { transport.serverSays.finish() }
   }
 }

@@ -3,6 +3,7 @@ import DialtoneClientLinux
 import DialtoneNet
 import DialtoneProtocol
 import DialtoneServer
+import DialtoneSupport
 import Foundation
 import Testing
 
@@ -33,19 +34,18 @@ private let secret = "client-test-secret-0123456789"
 
   /// Collects a client's app-level events in order.
   final class Inbox: @unchecked Sendable {
-    // @unchecked: `items` is only touched under `lock`.
-    private let lock = NSLock()
-    private var items: [SignalingClient.Event] = []
+    // @unchecked: `reader` is set once, in init (its task captures self, so it cannot be a `let`).
+    private let items = Locked<[SignalingClient.Event]>([])
     private var reader: Task<Void, Never>?
 
     init(_ client: SignalingClient) {
       reader = Task { [weak self] in
-        for await event in client.events { self?.lock.withLock { self?.items.append(event) } }
+        for await event in client.events { self?.items.withLock { $0.append(event) } }
       }
     }
 
     var messages: [ServerMessage] {
-      lock.withLock {
+      items.withLock { items in
         items.compactMap {
           if case .message(let m) = $0 { return m }
           return nil
@@ -53,7 +53,7 @@ private let secret = "client-test-secret-0123456789"
       }
     }
     var connections: Int {
-      lock.withLock {
+      items.withLock { items in
         items.filter {
           if case .connected = $0 { return true }
           return false
@@ -61,7 +61,7 @@ private let secret = "client-test-secret-0123456789"
       }
     }
     var stopped: Bool {
-      lock.withLock {
+      items.withLock { items in
         items.contains {
           if case .stopped = $0 { return true }
           return false

@@ -10,14 +10,15 @@ private let secret = "system-call-session-test-secret-0123"
 /// Plays the OS call UI (CallKit): every transaction the session requests comes back as the
 /// matching action, and the test can perform the user's own actions. It remembers each
 /// action's id, so tests can check how it was settled.
-private final class FakeOS: @unchecked Sendable {
-  // @unchecked: `session` and `ids` are only touched under `lock`.
+private final class FakeOS: Sendable {
   let log = CallLog()
   let ui: RecordingCallUI
   let clock: any ClientClock
-  private let lock = NSLock()
-  private var session: SystemCallSession?
-  private var ids: [String: UUID] = [:]
+  private struct Actions: Sendable {
+    var session: SystemCallSession?
+    var ids: [String: UUID] = [:]
+  }
+  private let actions = Locked(Actions())
 
   init(clock: any ClientClock) {
     self.clock = clock
@@ -35,22 +36,22 @@ private final class FakeOS: @unchecked Sendable {
     }
   }
 
-  func attach(_ session: SystemCallSession) { lock.withLock { self.session = session } }
+  func attach(_ session: SystemCallSession) { actions.withLock { $0.session = session } }
 
   /// The user (or the OS) performs an action; returns its id.
   @discardableResult
   func perform(_ kind: SystemCallAction.Kind, _ uuid: UUID, name: String, timeout: Double = 10) -> UUID {
     let action = SystemCallAction(
       id: UUID(), callUUID: uuid, kind: kind, timeoutDate: clock.now.addingTimeInterval(timeout))
-    let session = lock.withLock { () -> SystemCallSession? in
-      ids[name] = action.id
-      return self.session
+    let session: SystemCallSession? = actions.withLock { actions in
+      actions.ids[name] = action.id
+      return actions.session
     }
     session?.perform(action, handle: RecordingActionHandle(id: action.id, log: log))
     return action.id
   }
 
-  func id(_ name: String) -> UUID? { lock.withLock { ids[name] } }
+  func id(_ name: String) -> UUID? { actions.withLock { $0.ids[name] } }
   var entries: [CallLog.Entry] { log.entries }
   func saw(_ entry: CallLog.Entry) async -> Bool { await eventually { self.log.contains(entry) } }
 }

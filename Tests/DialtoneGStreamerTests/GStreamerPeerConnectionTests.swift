@@ -1,18 +1,17 @@
 import DialtoneClient
 import DialtoneProtocol
+import DialtoneSupport
 import Foundation
 import Testing
 
 @testable import DialtoneGStreamer
 
 /// Collects PCM from the remote-audio callback.
-final class PCMCollector: @unchecked Sendable {
-  // @unchecked: `data` is only touched under `lock`.
-  private let lock = NSLock()
-  private var data = Data()
-  func append(_ chunk: Data) { lock.withLock { data.append(chunk) } }
+final class PCMCollector: Sendable {
+  private let data = Locked(Data())
+  func append(_ chunk: Data) { data.withLock { $0.append(chunk) } }
   var samples: [Int16] {
-    lock.withLock {
+    data.withLock { data in
       data.withUnsafeBytes { raw in Array(raw.bindMemory(to: Int16.self)) }
     }
   }
@@ -182,20 +181,18 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
 }
 
 /// Which milestones each connection reached.
-final class MilestoneLog: @unchecked Sendable {
-  // @unchecked: `seen` is only touched under `lock`.
-  private let lock = NSLock()
-  private var seen: [ObjectIdentifier: Set<GStreamerPeerConnection.Milestone>] = [:]
+final class MilestoneLog: Sendable {
+  private let seen = Locked<[ObjectIdentifier: Set<GStreamerPeerConnection.Milestone>]>([:])
 
   func follow(_ pc: GStreamerPeerConnection) {
     let id = ObjectIdentifier(pc)
     Task { [weak self] in
-      for await m in pc.milestones { self?.lock.withLock { _ = self?.seen[id, default: []].insert(m) } }
+      for await m in pc.milestones { self?.seen.withLock { _ = $0[id, default: []].insert(m) } }
     }
   }
 
   func contains(_ m: GStreamerPeerConnection.Milestone, _ pc: GStreamerPeerConnection) -> Bool {
-    lock.withLock { seen[ObjectIdentifier(pc)]?.contains(m) ?? false }
+    seen.withLock { $0[ObjectIdentifier(pc)]?.contains(m) ?? false }
   }
 }
 

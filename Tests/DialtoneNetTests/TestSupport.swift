@@ -1,4 +1,5 @@
 import DialtoneNet
+import DialtoneSupport
 import Foundation
 
 #if canImport(Glibc)
@@ -30,19 +31,20 @@ func withDeadline<T: Sendable>(_ seconds: Double = 10, _ what: String, _ body: @
 }
 
 /// An unbounded FIFO that one consumer awaits.
-final class EventQueue<Element: Sendable>: @unchecked Sendable {
-  // @unchecked: `buffer` and `waiter` are only touched under `lock`.
-  private let lock = NSLock()
-  private var buffer: [Element] = []
-  private var waiter: CheckedContinuation<Element, Never>?
+final class EventQueue<Element: Sendable>: Sendable {
+  private struct Queue: Sendable {
+    var buffer: [Element] = []
+    var waiter: CheckedContinuation<Element, Never>?
+  }
+  private let queue = Locked(Queue())
 
   func push(_ element: Element) {
-    let resume: CheckedContinuation<Element, Never>? = lock.withLock {
-      if let waiter {
-        self.waiter = nil
+    let resume: CheckedContinuation<Element, Never>? = queue.withLock { queue in
+      if let waiter = queue.waiter {
+        queue.waiter = nil
         return waiter
       }
-      buffer.append(element)
+      queue.buffer.append(element)
       return nil
     }
     resume?.resume(returning: element)
@@ -50,9 +52,9 @@ final class EventQueue<Element: Sendable>: @unchecked Sendable {
 
   func next() async -> Element {
     await withCheckedContinuation { continuation in
-      let ready: Element? = lock.withLock {
-        if !buffer.isEmpty { return buffer.removeFirst() }
-        waiter = continuation
+      let ready: Element? = queue.withLock { queue in
+        if !queue.buffer.isEmpty { return queue.buffer.removeFirst() }
+        queue.waiter = continuation
         return nil
       }
       if let ready { continuation.resume(returning: ready) }

@@ -1,19 +1,21 @@
 import DialtoneNet
+import DialtoneSupport
 import Foundation
 import Testing
 
 /// Echoes every message and records lifecycle events; `broadcast` sends from a foreign thread.
-final class EchoHandler: WebSocketHandler, @unchecked Sendable {
-  // @unchecked: `opened`/`closedCodes` are only touched under `lock`.
-  private let lock = NSLock()
-  private var opened: [WebSocketConnection] = []
-  private var closedCodes: [UInt16?] = []
-  private var upgrades: [UpgradeRequest] = []
+final class EchoHandler: WebSocketHandler, Sendable {
+  private struct Sockets: Sendable {
+    var opened: [WebSocketConnection] = []
+    var closedCodes: [UInt16?] = []
+    var upgrades: [UpgradeRequest] = []
+  }
+  private let sockets = Locked(Sockets())
 
   func webSocketOpened(_ connection: WebSocketConnection, request: UpgradeRequest) {
-    lock.withLock {
-      opened.append(connection)
-      upgrades.append(request)
+    sockets.withLock {
+      $0.opened.append(connection)
+      $0.upgrades.append(request)
     }
   }
   func webSocketReceived(_ connection: WebSocketConnection, message: [UInt8], isText: Bool) {
@@ -24,17 +26,17 @@ final class EchoHandler: WebSocketHandler, @unchecked Sendable {
     connection.send(text: message)
   }
   func webSocketClosed(_ connection: WebSocketConnection, code: UInt16?) {
-    lock.withLock {
-      closedCodes.append(code)
-      opened.removeAll { $0 === connection }
+    sockets.withLock { sockets in
+      sockets.closedCodes.append(code)
+      sockets.opened.removeAll { $0 === connection }
     }
   }
-  var openCount: Int { lock.withLock { opened.count } }
-  var totalOpened: Int { lock.withLock { upgrades.count } }
-  var lastUpgrade: UpgradeRequest? { lock.withLock { upgrades.last } }
-  var closedCount: Int { lock.withLock { closedCodes.count } }
+  var openCount: Int { sockets.withLock { $0.opened.count } }
+  var totalOpened: Int { sockets.withLock { $0.upgrades.count } }
+  var lastUpgrade: UpgradeRequest? { sockets.withLock { $0.upgrades.last } }
+  var closedCount: Int { sockets.withLock { $0.closedCodes.count } }
   func broadcastFromAnotherThread(_ text: String) {
-    let targets = lock.withLock { opened }
+    let targets = sockets.withLock { $0.opened }
     DispatchQueue.global().async { for c in targets { c.send(text: text) } }
   }
 }

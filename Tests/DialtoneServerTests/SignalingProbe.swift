@@ -1,5 +1,6 @@
 import DialtoneNet
 import DialtoneProtocol
+import DialtoneSupport
 import Foundation
 
 struct ProbeFailure: Error, CustomStringConvertible {
@@ -9,14 +10,16 @@ struct ProbeFailure: Error, CustomStringConvertible {
 /// A scripted signaling client over a real socket: sends typed messages, and hands back what
 /// the server sent, in order, decoded.
 final class SignalingProbe: @unchecked Sendable {
-  // @unchecked: `buffer`/`waiter`/`closeCode`/`lastSeq` are only touched under `lock`.
-  private let lock = NSLock()
-  private var buffer: [Event] = []
-  private var waiter: CheckedContinuation<Event, Never>?
+  // @unchecked: `connection` is set once, in init (its handler captures self, so it cannot be a `let`).
+  private struct Inbox: Sendable {
+    var buffer: [Event] = []
+    var waiter: CheckedContinuation<Event, Never>?
+    var nextID = 0
+    var sessionId: String?
+    var seqSeen: UInt64 = 0
+  }
+  private let inbox = Locked(Inbox())
   private(set) var connection: WebSocketClientConnection!
-  private var nextID = 0
-  private(set) var sessionId: String?
-  private var seqSeen: UInt64 = 0
 
   enum Event: Sendable {
     case opened
@@ -44,12 +47,12 @@ final class SignalingProbe: @unchecked Sendable {
   }
 
   private func push(_ event: Event) {
-    let resume: CheckedContinuation<Event, Never>? = lock.withLock {
-      if let waiter {
-        self.waiter = nil
+    let resume: CheckedContinuation<Event, Never>? = inbox.withLock { inbox in
+      if let waiter = inbox.waiter {
+        inbox.waiter = nil
         return waiter
       }
-      buffer.append(event)
+      inbox.buffer.append(event)
       return nil
     }
     resume?.resume(returning: event)
@@ -63,9 +66,9 @@ final class SignalingProbe: @unchecked Sendable {
     }
     defer { timer.cancel() }
     let event = await withCheckedContinuation { (continuation: CheckedContinuation<Event, Never>) in
-      let ready: Event? = lock.withLock {
-        if !buffer.isEmpty { return buffer.removeFirst() }
-        waiter = continuation
+      let ready: Event? = inbox.withLock { inbox in
+        if !inbox.buffer.isEmpty { return inbox.buffer.removeFirst() }
+        inbox.waiter = continuation
         return nil
       }
       if let ready { continuation.resume(returning: ready) }
@@ -80,7 +83,7 @@ final class SignalingProbe: @unchecked Sendable {
       switch try await nextEvent(what) {
       case .opened: continue
       case .message(let envelope):
-        if let seq = envelope.seq { lock.withLock { seqSeen = max(seqSeen, seq) } }
+        if let seq = envelope.seq { inbox.withLock { $0.seqSeen = max($0.seqSeen, seq) } }
         return envelope
       case .undecodable(let text): throw ProbeFailure(description: "undecodable server message: \(text)")
       case .closed(let code):
@@ -102,14 +105,15 @@ final class SignalingProbe: @unchecked Sendable {
     }
   }
 
-  var lastSeq: UInt64 { lock.withLock { seqSeen } }
+  var lastSeq: UInt64 { inbox.withLock { $0.seqSeen } }
+  var sessionId: String? { inbox.withLock { $0.sessionId } }
   /// Whether something arrived that nobody has read yet.
-  var hasUnread: Bool { lock.withLock { !buffer.isEmpty } }
+  var hasUnread: Bool { inbox.withLock { !$0.buffer.isEmpty } }
 
   func newID() -> String {
-    lock.withLock {
-      nextID += 1
-      return "r\(nextID)"
+    inbox.withLock {
+      $0.nextID += 1
+      return "r\($0.nextID)"
     }
   }
 
@@ -123,7 +127,7 @@ final class SignalingProbe: @unchecked Sendable {
     guard case .welcome(let welcome) = envelope.message else {
       throw ProbeFailure(description: "expected welcome, got \(envelope.message)")
     }
-    lock.withLock { sessionId = welcome.sessionId }
+    inbox.withLock { $0.sessionId = welcome.sessionId }
     return welcome
   }
 

@@ -1,5 +1,6 @@
 import DialtoneProtocol
 import DialtonePush
+import DialtoneSupport
 import Foundation
 
 /// Makes phones ring: on every ringing call, each of the callee's installations without a live
@@ -7,8 +8,7 @@ import Foundation
 /// iOS, a high-priority FCM message for Android). A missed call gets the missed-call
 /// notification on the tokens meant for it (APNs alert). Cancel, decline and answered-elsewhere never push: devices learn those
 /// over signaling. Work runs in tasks, so signaling never waits for APNs or FCM.
-final class PushDispatcher: CallEffectSink, @unchecked Sendable {
-  // @unchecked: `ringingCalls` is only touched under `lock`.
+final class PushDispatcher: CallEffectSink, Sendable {
   struct RetryPolicy: Sendable {
     var firstDelay: Double = 0.5
     var maxDelay: Double = 4
@@ -20,9 +20,8 @@ final class PushDispatcher: CallEffectSink, @unchecked Sendable {
   private let routes: [PushTokenKind: (provider: any PushProvider, purpose: PushPurpose)]
   private let retry: RetryPolicy
   private let log: Log
-  private let lock = NSLock()
   /// Calls still ringing, with the caller's display name (for a missed-call notification).
-  private var ringingCalls: [CallID: String?] = [:]
+  private let ringingCalls = Locked<[CallID: String?]>([:])
   private let inFlight = PushTracker()
 
   init(store: any DeviceStore, providers: [any PushProvider], retry: RetryPolicy = RetryPolicy(), log: Log) {
@@ -39,14 +38,14 @@ final class PushDispatcher: CallEffectSink, @unchecked Sendable {
   func handle(_ event: CallEvent, connectedDevices: Set<String>) {
     switch event {
     case .ringing(let callId, let caller, let calleeId, let video, let createdAt):
-      lock.withLock { _ = ringingCalls.updateValue(caller.name, forKey: callId) }
+      ringingCalls.withLock { _ = $0.updateValue(caller.name, forKey: callId) }
       let push = IncomingCallPush(
         callId: callId, callerId: caller.userId, callerDeviceId: caller.deviceId,
         callerName: caller.name, callerHandle: caller.userId, hasVideo: video,
         createdAt: createdAt.millisecondsSince1970)
       inFlight.start { await self.push(.incomingCall(push), to: calleeId, skipping: connectedDevices, callId: callId) }
     case .ended(let record):
-      let callerName = lock.withLock { ringingCalls.removeValue(forKey: record.callId) } ?? nil
+      let callerName = ringingCalls.withLock { $0.removeValue(forKey: record.callId) } ?? nil
       if record.endReason == .missed {
         let push = MissedCallPush(callId: record.callId, callerId: record.callerId, callerName: callerName)
         inFlight.start { await self.push(.missedCall(push), to: record.calleeId, skipping: [], callId: nil) }
@@ -57,7 +56,7 @@ final class PushDispatcher: CallEffectSink, @unchecked Sendable {
   /// Waits for every push started so far (tests, shutdown).
   func drain() async { await inFlight.waitForAll() }
 
-  private func isRinging(_ callId: CallID) -> Bool { lock.withLock { ringingCalls[callId] != nil } }
+  private func isRinging(_ callId: CallID) -> Bool { ringingCalls.withLock { $0[callId] != nil } }
 
   /// Sends `message` to every token of the user's installations (except connected devices)
   /// whose provider delivers that kind of message, all at once. `callId`: the call a ring is
@@ -110,24 +109,23 @@ final class PushDispatcher: CallEffectSink, @unchecked Sendable {
 }
 
 /// Keeps the tasks a dispatcher started, so they can be awaited.
-final class PushTracker: @unchecked Sendable {
-  // @unchecked: `tasks` is only touched under `lock`.
-  private let lock = NSLock()
-  private var tasks: [UUID: Task<Void, Never>] = [:]
+final class PushTracker: Sendable {
+  private let tasks = Locked<[UUID: Task<Void, Never>]>([:])
 
   func start(_ work: @escaping @Sendable () async -> Void) {
     let id = UUID()
-    lock.withLock {
-      tasks[id] = Task { [weak self] in
+    // Made and stored under one lock: a task that ends at once cannot remove its entry before it is stored.
+    tasks.withLock {
+      $0[id] = Task { [weak self] in
         await work()
         self?.finished(id)
       }
     }
   }
 
-  private func finished(_ id: UUID) { lock.withLock { _ = tasks.removeValue(forKey: id) } }
+  private func finished(_ id: UUID) { tasks.withLock { _ = $0.removeValue(forKey: id) } }
 
   func waitForAll() async {
-    while let task = lock.withLock({ tasks.values.first }) { await task.value }
+    while let task = tasks.withLock({ $0.values.first }) { await task.value }
   }
 }

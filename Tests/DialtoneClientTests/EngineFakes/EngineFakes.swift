@@ -1,20 +1,20 @@
 import DialtoneClient
 import DialtoneProtocol
+import DialtoneSupport
 import Foundation
 
 /// One ordered log shared by the fake peer connections and the fake signaling, so tests can
 /// check the order of calls across them.
-final class EngineLog: @unchecked Sendable {
-  private let lock = NSLock()
-  private var entries: [String] = []
+final class EngineLog: Sendable {
+  private let entries = Locked<[String]>([])
 
-  func append(_ entry: String) { lock.withLock { entries.append(entry) } }
-  var all: [String] { lock.withLock { entries } }
+  func append(_ entry: String) { entries.withLock { $0.append(entry) } }
+  var all: [String] { entries.current }
 }
 
 /// A scripted peer connection: records every call (as "pcN.method") and lets the test push
 /// local candidates and connection states.
-final class EngineFakePeerConnection: PeerConnection, @unchecked Sendable {
+final class EngineFakePeerConnection: PeerConnection, Sendable {
   let index: Int
   let canRestartIce: Bool
   let localCandidates: AsyncStream<IceCandidate?>
@@ -24,9 +24,11 @@ final class EngineFakePeerConnection: PeerConnection, @unchecked Sendable {
   private let stateContinuation: AsyncStream<PeerConnectionState>.Continuation
   private let dataContinuation: AsyncStream<Data>.Continuation
   private let log: EngineLog
-  private let lock = NSLock()
-  private var offers = 0
-  private var _calls: [String] = []
+  private struct History: Sendable {
+    var offers = 0
+    var calls: [String] = []
+  }
+  private let history = Locked(History())
 
   init(index: Int, canRestartIce: Bool, log: EngineLog) {
     self.index = index
@@ -47,10 +49,10 @@ final class EngineFakePeerConnection: PeerConnection, @unchecked Sendable {
   }
 
   /// This connection's own calls, without the "pcN." prefix.
-  var calls: [String] { lock.withLock { _calls } }
+  var calls: [String] { history.withLock { $0.calls } }
 
   private func record(_ s: String) {
-    lock.withLock { _calls.append(s) }
+    history.withLock { $0.calls.append(s) }
     log.append("pc\(index).\(s)")
   }
 
@@ -61,9 +63,9 @@ final class EngineFakePeerConnection: PeerConnection, @unchecked Sendable {
 
   // PeerConnection
   func createOffer(iceRestart: Bool) async throws -> SessionDescription {
-    let n = lock.withLock {
-      offers += 1
-      return offers
+    let n = history.withLock {
+      $0.offers += 1
+      return $0.offers
     }
     record("createOffer(iceRestart: \(iceRestart))")
     return SessionDescription(sdp: "offer-pc\(index)-\(n)")
@@ -98,21 +100,20 @@ final class EngineFakePeerConnection: PeerConnection, @unchecked Sendable {
   }
 }
 
-final class EngineFakePeerConnectionFactory: PeerConnectionFactory, @unchecked Sendable {
+final class EngineFakePeerConnectionFactory: PeerConnectionFactory, Sendable {
   let log: EngineLog
   let canRestartIce: Bool
-  private let lock = NSLock()
-  private var made: [EngineFakePeerConnection] = []
+  private let made = Locked<[EngineFakePeerConnection]>([])
 
   init(log: EngineLog, canRestartIce: Bool = true) {
     self.log = log
     self.canRestartIce = canRestartIce
   }
 
-  var connections: [EngineFakePeerConnection] { lock.withLock { made } }
+  var connections: [EngineFakePeerConnection] { made.current }
 
   func makePeerConnection(_ configuration: PeerConnectionConfiguration) async throws -> any PeerConnection {
-    let pc: EngineFakePeerConnection = lock.withLock {
+    let pc: EngineFakePeerConnection = made.withLock { made in
       let pc = EngineFakePeerConnection(index: made.count + 1, canRestartIce: canRestartIce, log: log)
       made.append(pc)
       return pc
@@ -123,17 +124,16 @@ final class EngineFakePeerConnectionFactory: PeerConnectionFactory, @unchecked S
 }
 
 /// Records every request as "sig.<description>".
-final class EngineFakeSignaling: CallSignaling, @unchecked Sendable {
+final class EngineFakeSignaling: CallSignaling, Sendable {
   let log: EngineLog
-  private let lock = NSLock()
-  private var sent: [CallSignalingRequest] = []
+  private let sent = Locked<[CallSignalingRequest]>([])
 
   init(log: EngineLog) { self.log = log }
 
-  var requests: [CallSignalingRequest] { lock.withLock { sent } }
+  var requests: [CallSignalingRequest] { sent.current }
 
   func send(_ request: CallSignalingRequest) async throws {
-    lock.withLock { sent.append(request) }
+    sent.withLock { $0.append(request) }
     log.append("sig.\(Self.describe(request))")
   }
 

@@ -1,10 +1,10 @@
 import DialtoneClient
 import DialtoneProtocol
+import DialtoneSupport
 import Foundation
 
 /// One ordered log of what reached the OS UI, the OS actions and the media devices.
-final class CallLog: @unchecked Sendable {
-  // @unchecked: `storage` is only touched under `lock`.
+final class CallLog: Sendable {
   enum Entry: Equatable, Sendable {
     case reportIncoming(UUID, handle: String, name: String?, video: Bool)
     case outgoingConnecting(UUID)
@@ -21,45 +21,45 @@ final class CallLog: @unchecked Sendable {
     case cameraOff
   }
 
-  private let lock = NSLock()
-  private var storage: [Entry] = []
+  private let storage = Locked<[Entry]>([])
 
-  var entries: [Entry] { lock.withLock { storage } }
-  func append(_ entry: Entry) { lock.withLock { storage.append(entry) } }
+  var entries: [Entry] { storage.current }
+  func append(_ entry: Entry) { storage.withLock { $0.append(entry) } }
   func contains(_ entry: Entry) -> Bool { entries.contains(entry) }
 }
 
 /// A fake `SystemCallUI` that records every report and answers it like CallKit would:
 /// `refuseIncoming` refuses reports, a UUID it already shows is refused as a duplicate, and
 /// transactions are passed to `onRequest` (the test plays the OS and sends the action back).
-final class RecordingCallUI: SystemCallUI, @unchecked Sendable {
-  // @unchecked: the mutable state is only touched under `lock`.
+final class RecordingCallUI: SystemCallUI, Sendable {
   struct Refused: Error {}
   let log: CallLog
-  private let lock = NSLock()
-  private var refusing = false
-  private var shown: Set<UUID> = []
-  private var requestHandler: (@Sendable (SystemCallTransaction) -> (any Error)?)?
+  private struct Screen: Sendable {
+    var refusing = false
+    var shown: Set<UUID> = []
+    var requestHandler: (@Sendable (SystemCallTransaction) -> (any Error)?)?
+  }
+  private let screen = Locked(Screen())
 
   init(log: CallLog) { self.log = log }
 
   var refuseIncoming: Bool {
-    get { lock.withLock { refusing } }
-    set { lock.withLock { refusing = newValue } }
+    get { screen.withLock { $0.refusing } }
+    set { screen.withLock { $0.refusing = newValue } }
   }
 
   /// Decides each transaction's answer (nil: accepted); default: accepted.
   func onRequest(_ handler: @escaping @Sendable (SystemCallTransaction) -> (any Error)?) {
-    lock.withLock { requestHandler = handler }
+    screen.withLock { $0.requestHandler = handler }
   }
 
-  var showing: Set<UUID> { lock.withLock { shown } }
+  var showing: Set<UUID> { screen.withLock { $0.shown } }
 
   func reportNewIncomingCall(_ call: IncomingCallReport, completion: @escaping @Sendable ((any Error)?) -> Void) {
     log.append(.reportIncoming(call.uuid, handle: call.handle, name: call.displayName, video: call.hasVideo))
-    let refused = lock.withLock { () -> Bool in
-      if refusing || shown.contains(call.uuid) { return true }
-      shown.insert(call.uuid)
+    let refused: Bool = screen.withLock { screen in
+      if screen.refusing || screen.shown.contains(call.uuid) { return true }
+      screen.shown.insert(call.uuid)
       return false
     }
     // CallKit answers on its own queue, later.
@@ -69,15 +69,15 @@ final class RecordingCallUI: SystemCallUI, @unchecked Sendable {
   func reportOutgoingCallStartedConnecting(uuid: UUID) { log.append(.outgoingConnecting(uuid)) }
   func reportOutgoingCallConnected(uuid: UUID) { log.append(.outgoingConnected(uuid)) }
   func reportCallEnded(uuid: UUID, reason: SystemCallEndReason) {
-    _ = lock.withLock { shown.remove(uuid) }
+    _ = screen.withLock { $0.shown.remove(uuid) }
     log.append(.ended(uuid, reason))
   }
   func reportCallUpdated(uuid: UUID, hasVideo: Bool) { log.append(.updated(uuid, video: hasVideo)) }
 
   func request(_ transaction: SystemCallTransaction, completion: @escaping @Sendable ((any Error)?) -> Void) {
     log.append(.request(transaction))
-    if case .startCall(let uuid, _, _, _) = transaction { _ = lock.withLock { shown.insert(uuid) } }
-    let handler = lock.withLock { requestHandler }
+    if case .startCall(let uuid, _, _, _) = transaction { _ = screen.withLock { $0.shown.insert(uuid) } }
+    let handler = screen.withLock { $0.requestHandler }
     let error = handler?(transaction)
     Task { completion(error) }
   }
