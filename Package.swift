@@ -72,7 +72,10 @@ let package = Package(
         "DialtoneCrypto", "DialtoneCommandLine", "DialtoneSupport",
       ]),
 
+    // Test doubles shared by the test targets (virtual time).
+    .target(name: "DialtoneTestSupport", dependencies: ["DialtoneSupport"], path: "Tests/DialtoneTestSupport"),
     .testTarget(name: "DialtoneJSONTests", dependencies: ["DialtoneJSON"]),
+    .testTarget(name: "DialtoneSupportTests", dependencies: ["DialtoneSupport", "DialtoneTestSupport"]),
     .testTarget(name: "DialtoneCommandLineTests", dependencies: ["DialtoneCommandLine"]),
     .testTarget(name: "DialtoneProtocolTests", dependencies: ["DialtoneProtocol", "DialtoneJSON"]),
     .testTarget(name: "DialtoneCryptoTests", dependencies: ["DialtoneCrypto", "DialtoneJSON"]),
@@ -82,7 +85,7 @@ let package = Package(
       name: "DialtoneClientTests",
       dependencies: [
         "DialtoneClient", "DialtoneClientLinux", "DialtoneServer", "DialtoneAuth", "DialtoneNet",
-        "DialtoneProtocol", "DialtoneJSON", "DialtoneSupport",
+        "DialtoneProtocol", "DialtoneJSON", "DialtoneSupport", "DialtoneTestSupport",
       ]),
     // Targets that import DialtoneGStreamer may have to build the CGStreamer module themselves.
     .testTarget(
@@ -93,7 +96,7 @@ let package = Package(
       name: "DialtoneServerTests",
       dependencies: [
         "DialtoneServer", "DialtoneAuth", "DialtonePush", "DialtoneNet", "DialtoneProtocol", "DialtoneCrypto",
-        "DialtoneSQLite", "DialtoneJSON", "DialtoneHTTPClient", "DialtoneSupport",
+        "DialtoneSQLite", "DialtoneJSON", "DialtoneHTTPClient", "DialtoneSupport", "DialtoneTestSupport",
       ]),
   ],
   swiftLanguageModes: [.v6]

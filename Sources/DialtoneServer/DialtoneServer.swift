@@ -1,6 +1,7 @@
 import DialtoneAuth
 import DialtoneNet
 import DialtoneProtocol
+import DialtoneSupport
 import Foundation
 
 /// The composition root: storage, hub, router, HTTP API and the network server, started together
@@ -17,7 +18,7 @@ public final class DialtoneServer: Sendable {
   private let log: Log
 
   public init(
-    configuration: ServerConfiguration, clock: any ServerClock = SystemClock(), store: (any ServerStore)? = nil
+    configuration: ServerConfiguration, clock: any DialtoneClock = SystemClock(), store: (any ServerStore)? = nil
   ) async throws {
     self.configuration = configuration
     let log = Log(level: configuration.logLevel, subsystem: "server")

@@ -97,22 +97,25 @@ private func connectedCaller(_ policy: CallEngine.Policy = .init()) -> CallEngin
   @Test func theIcePolicy() {
     var m = connectedCaller()
     let grace = m.handle(.connectionState(generation: 1, .disconnected))
-    #expect(grace == [.arm(.policy(token: 1), after: 4)])
+    #expect(grace == [.arm(.policy(token: 1), after: .seconds(4))])
     #expect(m.state == .reconnecting(attempt: 0))
     #expect(m.handle(.connectionState(generation: 1, .connected)) == [.cancel(.policy(token: 1))])
     #expect(m.handle(.timerFired(.policy(token: 1))).isEmpty)  // a replaced timer does nothing
 
     #expect(
       m.handle(.connectionState(generation: 1, .failed)) == [
-        .arm(.policy(token: 2), after: 10), .createOffer(generation: 1, iceRestart: true),
+        .arm(.policy(token: 2), after: .seconds(10)), .createOffer(generation: 1, iceRestart: true),
       ])
     for (attempt, delay) in [(1, 1.0), (2, 2.0), (3, 3.0)] {
       let token = attempt * 2 + 1
       #expect(
         m.handle(.connectionState(generation: 1, .failed))
-          == [.cancel(.policy(token: token - 1)), .arm(.policy(token: token), after: delay)])
+          == [.cancel(.policy(token: token - 1)), .arm(.policy(token: token), after: .seconds(delay))])
       let restart = m.handle(.timerFired(.policy(token: token)))
-      #expect(restart == [.arm(.policy(token: token + 1), after: 10), .createOffer(generation: 1, iceRestart: true)])
+      #expect(
+        restart == [
+          .arm(.policy(token: token + 1), after: .seconds(10)), .createOffer(generation: 1, iceRestart: true),
+        ])
       #expect(m.state == .reconnecting(attempt: attempt + 1))
     }
     #expect(
@@ -147,7 +150,7 @@ private func connectedCaller(_ policy: CallEngine.Policy = .init()) -> CallEngin
     _ = m.handle(.connectionState(generation: 1, .connected))
     #expect(
       m.handle(.connectionState(generation: 1, .failed))
-        == [.arm(.policy(token: 1), after: 10), .replaceConnection(generation: 2)])
+        == [.arm(.policy(token: 1), after: .seconds(10)), .replaceConnection(generation: 2)])
     #expect(m.handle(.localCandidate(generation: 1, IceCandidate(candidate: "old"))).isEmpty)
     #expect(m.handle(.connectionState(generation: 1, .failed)).isEmpty)
     #expect(
@@ -170,7 +173,7 @@ private func connectedCaller(_ policy: CallEngine.Policy = .init()) -> CallEngin
     _ = m.handle(.connectionState(generation: 1, .connected))
     #expect(
       m.handle(.connectionState(generation: 1, .failed))
-        == [.arm(.policy(token: 1), after: 10), .send(.iceRestartRequest(callId: "c"))])
+        == [.arm(.policy(token: 1), after: .seconds(10)), .send(.iceRestartRequest(callId: "c"))])
     let restart = SessionDescription(sdp: "offer-alice-2")
     #expect(
       m.handle(.server(.offer(.init(callId: "c", from: alice, sdp: restart.sdp, iceRestart: true))))
@@ -188,7 +191,7 @@ private func connectedCaller(_ policy: CallEngine.Policy = .init()) -> CallEngin
     _ = m.handle(.start)
     _ = m.handle(.connectionMade(generation: 1, canRestartIce: true))
     _ = m.handle(.offerCreated(generation: 1, SessionDescription(sdp: "v=0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\n")))
-    #expect(m.handle(.localDescriptionSet(generation: 1)) == [.arm(.gathering(generation: 1), after: 5)])
+    #expect(m.handle(.localDescriptionSet(generation: 1)) == [.arm(.gathering(generation: 1), after: .seconds(5))])
     let host = IceCandidate(candidate: "candidate:1 1 udp 1 10.0.0.1 5000 typ host", sdpMLineIndex: 0)
     #expect(m.handle(.localCandidate(generation: 1, host)).isEmpty)
     let sent = m.handle(.timerFired(.gathering(generation: 1)))

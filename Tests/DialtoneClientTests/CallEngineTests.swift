@@ -1,6 +1,7 @@
 import DialtoneClient
 import DialtoneProtocol
 import DialtoneSupport
+import DialtoneTestSupport
 import Foundation
 import Testing
 
@@ -9,7 +10,7 @@ private let bob = Peer(userId: "bob", deviceId: "b1")
 
 private struct EngineHarness {
   let log = EngineLog()
-  let clock = ManualClientClock()
+  let clock = ManualClock()
   let factory: EngineFakePeerConnectionFactory
   let signaling: EngineFakeSignaling
 
@@ -137,7 +138,7 @@ struct CallEngineTests {
     let h = EngineHarness()
     var policy = CallEngine.Policy()
     policy.trickle = false
-    policy.gatheringTimeout = 5
+    policy.gatheringTimeout = .seconds(5)
     let e = CallEngine(
       outgoingCallId: "call-1", to: "bob", video: false, iceServers: [],
       factory: h.factory, signaling: h.signaling, clock: h.clock, policy: policy)
@@ -156,7 +157,7 @@ struct CallEngineTests {
       callId: "call-1", from: alice, video: false,
       offer: SessionDescription(sdp: "offer-alice"), createdAt: 0)
     let e = CallEngine(
-      incoming: invite, iceServers: [], factory: factory, signaling: signaling, clock: ManualClientClock())
+      incoming: invite, iceServers: [], factory: factory, signaling: signaling, clock: ManualClock())
     let started = Task { await e.start() }
     // The peer connection is still being built (a webrtcbin pipeline takes tens of ms)...
     #expect(await eventually { signaling.requests == [.ringing(callId: "call-1")] })

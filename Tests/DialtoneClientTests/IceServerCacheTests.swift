@@ -1,5 +1,6 @@
 import DialtoneClient
 import DialtoneProtocol
+import DialtoneTestSupport
 import Foundation
 import Testing
 
@@ -9,7 +10,7 @@ private let turnB = [IceServer(urls: ["turn:turn.example.test:3478"], username: 
 
 @Suite struct IceServerCacheTests {
   @Test func cachedServersAreReturnedUntilTheyExpireThenDefaults() async {
-    let clock = ManualClientClock()
+    let clock = ManualClock()
     let cache = IceServerCache(defaults: stun, clock: clock)
     #expect(await cache.current() == stun)
     await cache.update(servers: turnA, ttl: 100)
@@ -24,7 +25,7 @@ private let turnB = [IceServer(urls: ["turn:turn.example.test:3478"], username: 
   }
 
   @Test func expiredCacheFallsBackAndKicksABackgroundRefresh() async {
-    let clock = ManualClientClock()
+    let clock = ManualClock()
     let fetcher = ScriptedIceFetcher([.servers(turnB, ttl: 100)])
     let cache = IceServerCache(defaults: stun, fetcher: { try await fetcher.fetch() }, clock: clock)
     await cache.update(servers: turnA, ttl: 0)
@@ -35,7 +36,7 @@ private let turnB = [IceServer(urls: ["turn:turn.example.test:3478"], username: 
   }
 
   @Test func prewarmFetchesAndRefreshesAtEightyPercentOfTheTTL() async {
-    let clock = ManualClientClock()
+    let clock = ManualClock()
     let fetcher = ScriptedIceFetcher([.servers(turnA, ttl: 100), .servers(turnB, ttl: 100)])
     let cache = IceServerCache(defaults: stun, fetcher: { try await fetcher.fetch() }, clock: clock)
     await cache.prewarm()
@@ -51,7 +52,7 @@ private let turnB = [IceServer(urls: ["turn:turn.example.test:3478"], username: 
   }
 
   @Test func welcomeUpdateReschedulesTheRefresh() async {
-    let clock = ManualClientClock()
+    let clock = ManualClock()
     let fetcher = ScriptedIceFetcher([.servers(turnB, ttl: 1000)])
     let cache = IceServerCache(defaults: stun, fetcher: { try await fetcher.fetch() }, clock: clock)
     await cache.update(servers: turnA, ttl: 50)
@@ -65,10 +66,10 @@ private let turnB = [IceServer(urls: ["turn:turn.example.test:3478"], username: 
   }
 
   @Test func failuresFallBackToDefaultsAndRetryWithBackoff() async {
-    let clock = ManualClientClock()
+    let clock = ManualClock()
     let fetcher = ScriptedIceFetcher([.fail, .fail, .servers(turnA, ttl: 100)])
     var policy = IceServerCache.Policy()
-    policy.retryDelays = [1, 2, 4]
+    policy.retryDelays = [.seconds(1), .seconds(2), .seconds(4)]
     let cache = IceServerCache(defaults: stun, fetcher: { try await fetcher.fetch() }, clock: clock, policy: policy)
     await cache.prewarm()
     #expect(await eventually { await cache.phase == .backingOff && clock.sleeperCount == 1 })
@@ -89,11 +90,11 @@ private let turnB = [IceServer(urls: ["turn:turn.example.test:3478"], username: 
   }
 
   @Test func dialingNeverWaitsForAFetcherThatNeverReturns() async {
-    let clock = ManualClientClock()
+    let clock = ManualClock()
     let fetcher = ScriptedIceFetcher([.hang])
     var policy = IceServerCache.Policy()
-    policy.fetchTimeout = 15
-    policy.retryDelays = [5]
+    policy.fetchTimeout = .seconds(15)
+    policy.retryDelays = [.seconds(5)]
     let cache = IceServerCache(defaults: stun, fetcher: { try await fetcher.fetch() }, clock: clock, policy: policy)
     await cache.prewarm()
     #expect(await eventually { await fetcher.calls == 1 })

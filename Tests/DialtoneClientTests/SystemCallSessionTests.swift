@@ -2,6 +2,7 @@ import DialtoneClient
 import DialtoneClientLinux
 import DialtoneProtocol
 import DialtoneSupport
+import DialtoneTestSupport
 import Foundation
 import Testing
 
@@ -13,14 +14,14 @@ private let secret = "system-call-session-test-secret-0123"
 private final class FakeOS: Sendable {
   let log = CallLog()
   let ui: RecordingCallUI
-  let clock: any ClientClock
+  let clock: any DialtoneClock
   private struct Actions: Sendable {
     var session: SystemCallSession?
     var ids: [String: UUID] = [:]
   }
   private let actions = Locked(Actions())
 
-  init(clock: any ClientClock) {
+  init(clock: any DialtoneClock) {
     self.clock = clock
     ui = RecordingCallUI(log: log)
     ui.onRequest { [weak self] transaction in
@@ -81,7 +82,7 @@ private struct Peer {
 
   private func phone(
     _ rig: LoopbackServer, _ user: String, _ device: String = "iphone",
-    clock: any ClientClock = SystemClientClock()
+    clock: any DialtoneClock = SystemClock()
   ) -> Phone {
     let os = FakeOS(clock: clock)
     let factory = EngineFakePeerConnectionFactory(log: EngineLog())
@@ -114,7 +115,7 @@ private struct Peer {
   }
 
   /// Alice (a plain client) calls Bob's online phone; returns once Bob's OS shows the call.
-  private func ringingCall(_ rig: LoopbackServer, clock: any ClientClock = SystemClientClock()) async throws
+  private func ringingCall(_ rig: LoopbackServer, clock: any DialtoneClock = SystemClock()) async throws
     -> (alice: Peer, bob: Phone, call: CallEngine, uuid: UUID)
   {
     let alice = await peer(rig, "alice")
@@ -201,7 +202,7 @@ private struct Peer {
   // failed, and over signaling), and the action is never settled.
   @Test func anAnswerThatCannotConnectByItsDeadlineEndsTheCall() async throws {
     let rig = try await LoopbackServer(secret: secret)
-    let clock = ManualClientClock()
+    let clock = ManualClock()
     let (alice, bob, call, uuid) = try await ringingCall(rig, clock: clock)
 
     let answer = bob.os.perform(.answer, uuid, name: "answer", timeout: 7)

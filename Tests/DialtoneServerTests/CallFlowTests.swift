@@ -1,6 +1,7 @@
 import DialtoneJSON
 import DialtoneNet
 import DialtoneProtocol
+import DialtoneTestSupport
 import Foundation
 import Testing
 

@@ -1,5 +1,6 @@
 import DialtoneJSON
 import DialtoneProtocol
+import DialtoneTestSupport
 import Foundation
 import Testing
 

@@ -3,6 +3,7 @@ import DialtoneCrypto
 import DialtoneJSON
 import DialtoneNet
 import DialtoneProtocol
+import DialtoneTestSupport
 import Foundation
 
 @testable import DialtoneServer

@@ -1,4 +1,5 @@
 import DialtoneProtocol
+import DialtoneSupport
 import Foundation
 
 /// A device's calling endpoint: one signaling connection, the ICE-server cache, and a
@@ -37,7 +38,7 @@ public actor CallClient {
   public nonisolated let iceServers: IceServerCache
   private let eventSink: AsyncStream<Event>.Continuation
   private let factory: any PeerConnectionFactory
-  private let clock: any ClientClock
+  private let clock: any DialtoneClock
   private let configuration: Configuration
 
   private var engines: [CallID: CallEngine] = [:]
@@ -48,7 +49,7 @@ public actor CallClient {
 
   public init(
     signaling: SignalingClient, iceServers: IceServerCache, factory: any PeerConnectionFactory,
-    clock: any ClientClock = SystemClientClock(), configuration: Configuration = .init()
+    clock: any DialtoneClock = SystemClock(), configuration: Configuration = .init()
   ) {
     self.signaling = signaling
     self.iceServers = iceServers

@@ -1,4 +1,5 @@
 import DialtoneProtocol
+import DialtoneSupport
 import Foundation
 
 /// One call's media negotiation: trickle ICE, pending remote candidates, the ICE-restart policy,
@@ -46,23 +47,24 @@ public actor CallEngine {
   /// How the engine negotiates (trickle, data channel) and recovers ICE (rule 3).
   public struct Policy: Sendable, Equatable {
     /// How long `disconnected` may last before a restart.
-    public var disconnectedGrace: Double
+    public var disconnectedGrace: Duration
     /// After a restart fails, the next one starts after these delays; when the restart after
     /// the last delay fails too, the call ends with `.iceFailed`.
-    public var retryBackoff: [Double]
+    public var retryBackoff: [Duration]
     /// A restart that has not reached `connected` after this long counts as failed.
-    public var attemptTimeout: Double
+    public var attemptTimeout: Duration
     /// Trickle ICE (rule 2). False is the slow baseline the seeds warn about, kept for
     /// benchmarks: gather every candidate, then send them inside the offer or answer.
     public var trickle: Bool
     /// Without trickle: the longest wait for gathering to complete.
-    public var gatheringTimeout: Double
+    public var gatheringTimeout: Duration
     /// Open a data channel (the caller creates it; the callee takes the caller's).
     public var dataChannel: Bool
 
     public init(
-      disconnectedGrace: Double = 4, retryBackoff: [Double] = [1, 2, 3], attemptTimeout: Double = 10,
-      trickle: Bool = true, gatheringTimeout: Double = 5, dataChannel: Bool = false
+      disconnectedGrace: Duration = .seconds(4), retryBackoff: [Duration] = [.seconds(1), .seconds(2), .seconds(3)],
+      attemptTimeout: Duration = .seconds(10), trickle: Bool = true, gatheringTimeout: Duration = .seconds(5),
+      dataChannel: Bool = false
     ) {
       self.disconnectedGrace = disconnectedGrace
       self.retryBackoff = retryBackoff
@@ -96,7 +98,7 @@ public actor CallEngine {
   private let iceServers: [IceServer]
   private let factory: any PeerConnectionFactory
   private let signaling: any CallSignaling
-  private let clock: any ClientClock
+  private let clock: any DialtoneClock
   private let policy: Policy
   private let video: Bool
   private let stateContinuation: AsyncStream<State>.Continuation
@@ -120,7 +122,7 @@ public actor CallEngine {
   public init(
     outgoingCallId callId: CallID = CallIDRules.generate(), to remoteUserId: String, video: Bool,
     iceServers: [IceServer], factory: any PeerConnectionFactory, signaling: any CallSignaling,
-    clock: any ClientClock = SystemClientClock(), policy: Policy = Policy()
+    clock: any DialtoneClock = SystemClock(), policy: Policy = Policy()
   ) {
     self.init(
       callId: callId, role: .caller, remoteUserId: remoteUserId, remotePeer: nil, offer: nil, video: video,
@@ -131,7 +133,7 @@ public actor CallEngine {
   public init(
     incoming invite: ServerMessage.Invite,
     iceServers: [IceServer], factory: any PeerConnectionFactory, signaling: any CallSignaling,
-    clock: any ClientClock = SystemClientClock(), policy: Policy = Policy()
+    clock: any DialtoneClock = SystemClock(), policy: Policy = Policy()
   ) {
     self.init(
       callId: invite.callId, role: .callee, remoteUserId: invite.from.userId, remotePeer: invite.from,
@@ -142,7 +144,7 @@ public actor CallEngine {
   private init(
     callId: CallID, role: Role, remoteUserId: String?, remotePeer: Peer?, offer: SessionDescription?,
     video: Bool, iceServers: [IceServer], factory: any PeerConnectionFactory,
-    signaling: any CallSignaling, clock: any ClientClock, policy: Policy
+    signaling: any CallSignaling, clock: any DialtoneClock, policy: Policy
   ) {
     self.callId = callId
     self.role = role
@@ -271,10 +273,10 @@ public actor CallEngine {
       await current(gen)?.setVideoEnabled(enabled)
     case .send(let request):
       send(request)
-    case .arm(let timer, let seconds):
+    case .arm(let timer, let delay):
       timers[timer]?.cancel()
       timers[timer] = Task { [weak self, clock] in
-        do { try await clock.sleep(for: seconds) } catch { return }
+        do { try await clock.sleep(for: delay) } catch { return }
         await self?.feed(.timerFired(timer))
       }
     case .cancel(let timer):

@@ -45,7 +45,7 @@ public struct CallEngineMachine: Sendable {
     case setAudio(generation: Int, Bool)
     case setVideo(generation: Int, Bool)
     case send(CallSignalingRequest)
-    case arm(Timer, after: Double)
+    case arm(Timer, after: Duration)
     case cancel(Timer)
     /// The call is over: no request follows; detach and close the connection, finish the streams.
     case finish
@@ -448,11 +448,11 @@ public struct CallEngineMachine: Sendable {
     }
   }
 
-  private mutating func armPolicyTimer(after seconds: Double, _ action: PolicyAction) -> [Effect] {
+  private mutating func armPolicyTimer(after delay: Duration, _ action: PolicyAction) -> [Effect] {
     let cancelled = cancelPolicyTimer()
     nextTimerToken += 1
     policyTimer = (nextTimerToken, action)
-    return cancelled + [.arm(.policy(token: nextTimerToken), after: seconds)]
+    return cancelled + [.arm(.policy(token: nextTimerToken), after: delay)]
   }
 
   private mutating func cancelPolicyTimer() -> [Effect] {

@@ -1,4 +1,5 @@
 import DialtoneProtocol
+import DialtoneSupport
 import Foundation
 
 /// The device's STUN/TURN servers, kept ready so that dialing never waits for the network.
@@ -17,11 +18,13 @@ public actor IceServerCache {
     /// Refresh when this fraction of the TTL has elapsed (0 < fraction ≤ 1).
     public var refreshFraction: Double = 0.8
     /// Delays between failed fetches; the last repeats.
-    public var retryDelays: [Double] = [1, 2, 5, 10, 30, 60]
+    public var retryDelays: [Duration] = [
+      .seconds(1), .seconds(2), .seconds(5), .seconds(10), .seconds(30), .seconds(60),
+    ]
     /// A fetch that has not finished after this long counts as failed.
-    public var fetchTimeout: Double = 15
+    public var fetchTimeout: Duration = .seconds(15)
     /// The shortest wait before a scheduled refresh (guards against tiny or zero TTLs).
-    public var minimumRefreshDelay: Double = 1
+    public var minimumRefreshDelay: Duration = .seconds(1)
 
     public init() {}
   }
@@ -46,7 +49,7 @@ public actor IceServerCache {
 
   public let defaults: [IceServer]
   private let fetcher: Fetcher?
-  private let clock: any ClientClock
+  private let clock: any DialtoneClock
   private let policy: Policy
 
   private var servers: [IceServer]?
@@ -66,7 +69,7 @@ public actor IceServerCache {
   ///   - fetcher: fetches fresh servers and their TTL in seconds; nil when only `welcome` fills the cache.
   ///   - clock: time source for expiry, refresh and backoff.
   public init(
-    defaults: [IceServer], fetcher: Fetcher? = nil, clock: any ClientClock = SystemClientClock(),
+    defaults: [IceServer], fetcher: Fetcher? = nil, clock: any DialtoneClock = SystemClock(),
     policy: Policy = Policy()
   ) {
     self.defaults = defaults
@@ -74,7 +77,7 @@ public actor IceServerCache {
     self.clock = clock
     var checked = policy
     if !(checked.refreshFraction > 0 && checked.refreshFraction <= 1) { checked.refreshFraction = 0.8 }
-    if checked.retryDelays.isEmpty { checked.retryDelays = [5] }
+    if checked.retryDelays.isEmpty { checked.retryDelays = [.seconds(5)] }
     self.policy = checked
   }
 
@@ -173,17 +176,17 @@ public actor IceServerCache {
       let remaining = expiry.timeIntervalSince(clock.now)
       // Refresh at `refreshFraction` of the lifetime that is left now, i.e. of the TTL for
       // servers that were just stored.
-      delay = max(policy.minimumRefreshDelay, remaining * policy.refreshFraction)
+      delay = max(policy.minimumRefreshDelay, .seconds(remaining * policy.refreshFraction))
     }
     schedule(after: delay, phase: .waitingToRefresh)
   }
 
   private func scheduleRetry() {
     let index = min(max(consecutiveFailures - 1, 0), policy.retryDelays.count - 1)
-    schedule(after: max(policy.retryDelays[index], 0), phase: .backingOff)
+    schedule(after: max(policy.retryDelays[index], .zero), phase: .backingOff)
   }
 
-  private func schedule(after delay: Double, phase newPhase: Phase) {
+  private func schedule(after delay: Duration, phase newPhase: Phase) {
     cancelLoop()
     let token = epoch
     phase = newPhase

@@ -1,4 +1,5 @@
 import DialtoneProtocol
+import DialtoneSupport
 import Foundation
 
 /// The OS call-UI rules (CallKit/PushKit on iOS) for incoming and outgoing Dialtone calls, as
@@ -136,7 +137,7 @@ public struct SystemCallCoordinator: Sendable, Equatable {
   public let deviceId: String
   /// How long a pushed call may wait for its `invite` or its `get-call` answer before it ends
   /// as `.failed` (the "no answer / no connection" row of protocol.md section 9).
-  public let pushResolutionTimeout: Double
+  public let pushResolutionTimeout: Duration
 
   public private(set) var calls: [UUID: Call] = [:]
   public private(set) var audioActive = false
@@ -146,7 +147,7 @@ public struct SystemCallCoordinator: Sendable, Equatable {
   private var glareSurvivors: Set<CallID> = []
 
   /// - Parameter deviceId: this device's id (to tell "accepted here" from "accepted elsewhere").
-  public init(deviceId: String, pushResolutionTimeout: Double = 30) {
+  public init(deviceId: String, pushResolutionTimeout: Duration = .seconds(30)) {
     self.deviceId = deviceId
     self.pushResolutionTimeout = pushResolutionTimeout
   }
@@ -264,7 +265,7 @@ public struct SystemCallCoordinator: Sendable, Equatable {
         uuid: uuid, callId: callId, direction: .incoming, stage: .ringing, handle: report.handle,
         displayName: report.displayName, video: report.hasVideo, pushed: true, inviteReceived: false, shown: true,
         awaitingResolution: true)
-      return [.arm(.pushResolution(uuid), at: now.addingTimeInterval(pushResolutionTimeout)), .connect(callId)]
+      return [.arm(.pushResolution(uuid), at: now.addingTimeInterval(pushResolutionTimeout.seconds)), .connect(callId)]
     case .invite:
       guard var call = calls[uuid] else {
         // It ended before the OS answered: take it off the screen again.

@@ -58,7 +58,7 @@ public actor SystemCallSession {
 
   private let ui: any SystemCallUI
   private let media: (any CallMediaControl)?
-  private let clock: any ClientClock
+  private let clock: any DialtoneClock
   private nonisolated let inbox: AsyncStream<Input>.Continuation
   private nonisolated let commands: AsyncStream<Command>.Continuation
   private nonisolated let ledger = Locked(SystemCallCoordinator.PushLedger())
@@ -80,8 +80,8 @@ public actor SystemCallSession {
   ///   - media: the audio session and camera (nil: a headless device).
   public init(
     signaling: SignalingClient, iceServers: IceServerCache, factory: any PeerConnectionFactory, ui: any SystemCallUI,
-    media: (any CallMediaControl)?, deviceId: String, clock: any ClientClock = SystemClientClock(),
-    policy: CallEngine.Policy = .init(), pushResolutionTimeout: Double = 30
+    media: (any CallMediaControl)?, deviceId: String, clock: any DialtoneClock = SystemClock(),
+    policy: CallEngine.Policy = .init(), pushResolutionTimeout: Duration = .seconds(30)
   ) {
     var configuration = CallClient.Configuration()
     configuration.policy = policy
@@ -257,7 +257,7 @@ public actor SystemCallSession {
 
   private func arm(_ timer: SystemCallCoordinator.Timer, at deadline: Date) {
     timers[timer]?.cancel()
-    let delay = max(0, deadline.timeIntervalSince(clock.now))
+    let delay = Duration.seconds(max(0, deadline.timeIntervalSince(clock.now)))
     let inbox = inbox
     timers[timer] = Task { [clock] in
       do { try await clock.sleep(for: delay) } catch { return }

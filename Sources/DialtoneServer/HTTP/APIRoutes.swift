@@ -1,5 +1,6 @@
 import DialtoneNet
 import DialtoneProtocol
+import DialtoneSupport
 import Foundation
 
 /// The HTTP API: health, the caller's identity and live devices, ICE servers, call history.
@@ -8,7 +9,7 @@ struct APIRoutes {
   let authenticator: TokenAuthenticator
   let iceServers: IceServerIssuer
   let store: any ServerStore
-  let clock: any ServerClock
+  let clock: any DialtoneClock
   let version: String
 
   func register(in router: inout Router) {

@@ -1,12 +1,13 @@
 import DialtoneNet
 import DialtoneProtocol
+import DialtoneSupport
 import Foundation
 
 /// Push registration: `POST /v1/devices`, `GET /v1/devices`, `DELETE /v1/devices/{installationId}`.
 struct DeviceRoutes {
   let authenticator: TokenAuthenticator
   let store: any DeviceStore
-  let clock: any ServerClock
+  let clock: any DialtoneClock
 
   func register(in router: inout Router) {
     router.add(.POST, "/v1/devices") { request in

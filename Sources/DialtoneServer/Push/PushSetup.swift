@@ -1,12 +1,13 @@
 import DialtoneHTTPClient
 import DialtonePush
+import DialtoneSupport
 import Foundation
 
 /// Builds the push dispatcher from the configuration, or nothing (with a clear log line) when no
 /// push credentials are configured.
 enum PushSetup {
   static func dispatcher(
-    configuration c: ServerConfiguration, store: any DeviceStore, clock: any ServerClock,
+    configuration c: ServerConfiguration, store: any DeviceStore, clock: any DialtoneClock,
     log: Log
   ) throws -> PushDispatcher? {
     let http = HTTPClient(configuration: .init(caFile: c.pushCAFile))

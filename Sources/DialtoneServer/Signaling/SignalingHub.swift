@@ -1,6 +1,7 @@
 import DialtoneCrypto
 import DialtoneNet
 import DialtoneProtocol
+import DialtoneSupport
 import Foundation
 
 /// Owns every signaling socket and session. All state lives on this actor and changes only in
@@ -34,7 +35,7 @@ public actor SignalingHub {
   }
 
   private let settings: Settings
-  private let clock: any ServerClock
+  private let clock: any DialtoneClock
   private let authenticator: TokenAuthenticator
   private let iceServers: IceServerIssuer
   private let log: Log
@@ -52,7 +53,7 @@ public actor SignalingHub {
   public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
   init(
-    settings: Settings, clock: any ServerClock, authenticator: TokenAuthenticator, iceServers: IceServerIssuer,
+    settings: Settings, clock: any DialtoneClock, authenticator: TokenAuthenticator, iceServers: IceServerIssuer,
     router: CallRouter, effectSink: any CallEffectSink, executor: NetworkExecutor, log: Log
   ) {
     self.settings = settings
@@ -93,7 +94,7 @@ public actor SignalingHub {
   func handle(_ event: HubEvent) {
     switch event {
     case .opened(let connection, let request):
-      let timer = clock.schedule(after: settings.helloTimeout) { [self] in
+      let timer = clock.schedule(after: .seconds(settings.helloTimeout)) { [self] in
         deliver(.helloDeadline(socketID: connection.id))
       }
       sockets[connection.id] = SocketState(connection: connection, headerToken: request.bearerToken, helloTimer: timer)
@@ -232,7 +233,8 @@ public actor SignalingHub {
     session.detach(now: now)
     let id = session.id
     sessionTimers[id]?.cancel()
-    sessionTimers[id] = clock.schedule(after: settings.resumeWindow) { [self] in deliver(.sessionExpiry(sessionID: id))
+    sessionTimers[id] = clock.schedule(after: .seconds(settings.resumeWindow)) { [self] in
+      deliver(.sessionExpiry(sessionID: id))
     }
     apply(router.deviceDisconnected(session.identity, now: now))
   }
@@ -315,7 +317,7 @@ public actor SignalingHub {
         }
       case .schedule(let timer, let seconds):
         callTimers[timer]?.cancel()
-        callTimers[timer] = clock.schedule(after: seconds) { [self] in deliver(.callTimer(timer)) }
+        callTimers[timer] = clock.schedule(after: .seconds(seconds)) { [self] in deliver(.callTimer(timer)) }
       case .cancel(let timer):
         callTimers.removeValue(forKey: timer)?.cancel()
       case .external(let event):

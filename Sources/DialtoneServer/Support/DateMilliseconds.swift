@@ -1,0 +1,6 @@
+import Foundation
+
+extension Date {
+  /// The wire's timestamps: integer milliseconds since the Unix epoch.
+  var millisecondsSince1970: Int64 { Int64((timeIntervalSince1970 * 1000).rounded()) }
+}
