@@ -2,7 +2,8 @@ import CLibWebSockets
 import DialtoneSupport
 import Foundation
 
-/// Owns one libwebsockets context and the only thread that may call into it.
+/// Owns one libwebsockets context and the only thread that may call into it; what it serves is
+/// its `role` (`ServerRole` or `ClientRole`).
 ///
 /// Other threads talk to it through `post`, which queues a command and wakes the loop with
 /// `lws_cancel_service`; the loop drains the queue in `LWS_CALLBACK_EVENT_WAIT_CANCELLED`.
@@ -23,12 +24,6 @@ final class ServiceLoop: @unchecked Sendable {
     case adopt([Int32])
   }
 
-  struct ServerRole {
-    var configuration: WebServerConfiguration
-    var router: Router
-    var webSocketHandler: any WebSocketHandler
-  }
-
   // Cross-thread inbox.
   private struct Inbox: Sendable {
     var commands: [Command] = []
@@ -41,7 +36,7 @@ final class ServiceLoop: @unchecked Sendable {
   /// The context as other threads may use it (only inside `inbox.withLock`, only to wake the loop).
   /// Set once, in init; not part of `Inbox` because `Locked` holds no C pointers.
   private var contextForWakeups: OpaquePointer?
-  let server: ServerRole?
+  let role: any ServiceRole
   let maxMessageBytes: Int
   private let pingIntervalTicks: UInt32
   private let idleTimeoutTicks: UInt32
@@ -50,11 +45,7 @@ final class ServiceLoop: @unchecked Sendable {
   private var sweepTimer: DispatchSourceTimer?
   private let sweepSeconds: Double
   var nextConnectionID: UInt64 = 1
-  var webSockets: [UInt64: WebSocketSession] = [:]
-  var exchanges: [UInt64: HTTPExchange] = [:]
-  var pendingUpgrades: [UInt64: UpgradeRequest] = [:]
-  var clients: [UInt64: ClientSession] = [:]
-  var draining = false
+  private(set) var draining = false
   private var drainDeadline: Date = .distantFuture
   private var stopRequested = false
   private var wakeTimer: DispatchSourceTimer?
@@ -66,24 +57,12 @@ final class ServiceLoop: @unchecked Sendable {
   private let protocolName = strdup("dialtone")
   private var retryPolicy = UnsafeMutablePointer<lws_retry_bo_t>.allocate(capacity: 1)
   private let stopper = UnsafeMutablePointer<dt_stopper>.allocate(capacity: 1)
-  /// How long a coalesced message may wait for company, and the sockets holding some, oldest
-  /// first, each with the time its wait ends (see ServiceLoop+Coalescing.swift).
-  let coalescingDelay: Double
-  var holding = FIFOQueue<(session: WebSocketSession, deadline: UInt64)>()
-  /// Releases held frames in quiet spells; nil when coalescing is off.
-  var coalescingTicker: DispatchSourceTimer?
-  var tickerRunning = false
-
-  /// The server's listening socket (nil for a client loop); set by `WebServer` before `start`.
-  var listener: Listener?
-
   init(
-    server: ServerRole?, maxMessageBytes: Int, pingIntervalSeconds: Int, idleTimeoutSeconds: Int,
-    sweepSeconds: Double = 5, coalescingDelay: Double = 0
+    role: any ServiceRole, maxMessageBytes: Int, pingIntervalSeconds: Int, idleTimeoutSeconds: Int,
+    sweepSeconds: Double = 5
   ) throws {
     self.sweepSeconds = sweepSeconds
-    self.coalescingDelay = coalescingDelay
-    self.server = server
+    self.role = role
     self.maxMessageBytes = maxMessageBytes
     pingIntervalTicks = UInt32(max(1, (Double(pingIntervalSeconds) / sweepSeconds).rounded()))
     idleTimeoutTicks = UInt32(max(2, (Double(idleTimeoutSeconds) / sweepSeconds).rounded()))
@@ -120,13 +99,7 @@ final class ServiceLoop: @unchecked Sendable {
     // With libuv, lws owns SIGINT/SIGTERM; without signal_cb a SIGTERM leaves the loop spinning.
     info.signal_cb = { _, signum in ProcessSignals.deliver(signum) }
 
-    if server != nil {
-      // A server vhost that does not listen: `Listener` accepts and the loop adopts the sockets.
-      info.port = CONTEXT_PORT_NO_LISTEN_SERVER
-    } else {
-      info.port = CONTEXT_PORT_NO_LISTEN
-      info.options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT)
-    }
+    role.configure(&info)
 
     guard let ctx = lws_create_context(&info) else {
       throw NetError.listenFailed("cannot create the network context")
@@ -153,12 +126,7 @@ final class ServiceLoop: @unchecked Sendable {
     sweep.setEventHandler { [weak self] in self?.post(.sweep) }
     sweep.resume()
     sweepTimer = sweep
-    if coalescingDelay > 0 {
-      let ticker = DispatchSource.makeTimerSource()
-      ticker.setEventHandler { [weak self] in self?.post(.coalescingTick) }
-      ticker.resume()
-      coalescingTicker = ticker
-    }
+    role.started(on: self)
     let thread = Thread { [self] in
       guard let ctx = context else { return }
       serviceThread = pthread_self()
@@ -169,13 +137,10 @@ final class ServiceLoop: @unchecked Sendable {
       let leftover = closeInbox()
       wakeTimer?.cancel()
       sweepTimer?.cancel()
-      coalescingTicker?.cancel()
-      listener?.stop()
+      role.stopped()
       lws_context_destroy(ctx)
       executor?.networkThreadStopped(leftover: leftover)
       context = nil
-      webSockets.removeAll()
-      clients.removeAll()
       finished.signal()
     }
     thread.name = name
@@ -239,37 +204,19 @@ final class ServiceLoop: @unchecked Sendable {
   private func execute(_ command: Command) {
     switch command {
     case .send(let id, let bytes, let binary):
-      if let session = webSockets[id] {
-        session.enqueue(bytes, binary: binary, on: self)
-      } else if let client = clients[id] {
-        client.enqueue(bytes, binary: binary, on: self)
-      }
+      role.send(id, bytes, binary: binary, coalesced: false, on: self)
     case .sendCoalesced(let id, let bytes):
-      if let session = webSockets[id] {
-        hold(bytes, on: session)
-      } else if let client = clients[id] {
-        client.enqueue(bytes, binary: false, on: self)
-      }
+      role.send(id, bytes, binary: false, coalesced: true, on: self)
     case .close(let id, let code, let reason):
-      if let session = webSockets[id] {
-        session.requestClose(code: code, reason: reason)
-      } else if let client = clients[id] {
-        closeClient(client, code: code, reason: reason)
-      }
-    case .respond(let id, let response):
-      exchanges[id]?.setResponse(response)
-    case .connect(let request):
-      openClient(request)
+      role.close(id, code: code, reason: reason)
     case .shutdown(let drainSeconds):
       beginDrain(seconds: drainSeconds)
     case .sweep:
       sweepIdleSockets()
-    case .coalescingTick:
-      releaseCoalesced(tick: true)
     case .job(let job):
       executor?.run(job)
-    case .adopt(let sockets):
-      adopt(sockets)
+    case .respond, .connect, .coalescingTick, .adopt:
+      role.execute(command, on: self)
     }
   }
 
@@ -277,8 +224,7 @@ final class ServiceLoop: @unchecked Sendable {
   /// timeout (a peer that vanished without a FIN). Any frame, pong included, counts as activity.
   private func sweepIdleSockets() {
     tick &+= 1
-    for session in webSockets.values { keepAlive(session) }
-    for client in clients.values { if let session = client.session { keepAlive(session) } }
+    for session in role.sessions { keepAlive(session) }
   }
 
   private func keepAlive(_ session: WebSocketSession) {
@@ -290,21 +236,11 @@ final class ServiceLoop: @unchecked Sendable {
     }
   }
 
-  private func adopt(_ sockets: [Int32]) {
-    for fd in sockets {
-      if draining || context == nil || lws_adopt_socket(context, fd) == nil { close(fd) }
-    }
-  }
-
   private func beginDrain(seconds: Double) {
     guard !draining else { return }
     draining = true
-    listener?.stop()
     drainDeadline = Date().addingTimeInterval(seconds)
-    for session in webSockets.values {
-      session.requestClose(code: WebSocketCloseCode.goingAway, reason: "server shutting down")
-    }
-    for client in clients.values { closeClient(client, code: WebSocketCloseCode.goingAway, reason: "") }
+    role.beginDrain(on: self)
     // The loop sleeps until an event; this tick makes it re-check the deadline.
     let timer = DispatchSource.makeTimerSource()
     timer.schedule(deadline: .now() + 0.05, repeating: 0.05)
@@ -328,7 +264,7 @@ final class ServiceLoop: @unchecked Sendable {
   }
 
   private func checkDrainComplete() {
-    guard !stopRequested, (webSockets.isEmpty && exchanges.isEmpty && clients.isEmpty) || Date() >= drainDeadline,
+    guard !stopRequested, role.isIdle || Date() >= drainDeadline,
       let context
     else { return }
     stopRequested = true
@@ -378,25 +314,15 @@ final class ServiceLoop: @unchecked Sendable {
       return 0
     case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
       return draining ? 1 : 0
-    case LWS_CALLBACK_HTTP, LWS_CALLBACK_HTTP_BODY, LWS_CALLBACK_HTTP_BODY_COMPLETION,
-      LWS_CALLBACK_HTTP_WRITEABLE, LWS_CALLBACK_CLOSED_HTTP:
-      return handleHTTP(wsi, reason, input, length)
-    case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION, LWS_CALLBACK_ESTABLISHED, LWS_CALLBACK_RECEIVE,
-      LWS_CALLBACK_SERVER_WRITEABLE, LWS_CALLBACK_CLOSED:
-      return handleServerWebSocket(wsi, reason, input, length)
     case LWS_CALLBACK_RECEIVE_PONG, LWS_CALLBACK_CLIENT_RECEIVE_PONG:
-      let id = dt_lws_get_id(wsi)
-      (webSockets[id] ?? clients[id]?.session)?.lastActivityTick = tick
+      role.session(dt_lws_get_id(wsi))?.lastActivityTick = tick
       return 0
     case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
       recordPeerClose(wsi, input, length)
       return 0
-    case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER, LWS_CALLBACK_CLIENT_ESTABLISHED,
-      LWS_CALLBACK_CLIENT_RECEIVE, LWS_CALLBACK_CLIENT_WRITEABLE, LWS_CALLBACK_CLIENT_CONNECTION_ERROR,
-      LWS_CALLBACK_CLIENT_CLOSED:
-      return handleClient(wsi, reason, input, length)
     default:
-      return lws_callback_http_dummy(wsi, reason, user, input, length)
+      return role.handle(wsi, reason, input, length, on: self)
+        ?? lws_callback_http_dummy(wsi, reason, user, input, length)
     }
   }
 
@@ -404,12 +330,7 @@ final class ServiceLoop: @unchecked Sendable {
     guard let input, length >= 2 else { return }
     let bytes = input.assumingMemoryBound(to: UInt8.self)
     let code = UInt16(bytes[0]) << 8 | UInt16(bytes[1])
-    let id = dt_lws_get_id(wsi)
-    if let session = webSockets[id] {
-      session.peerCloseCode = code
-    } else if let client = clients[id] {
-      client.session?.peerCloseCode = code
-    }
+    role.session(dt_lws_get_id(wsi))?.peerCloseCode = code
   }
 }
 

@@ -49,18 +49,18 @@ public final class WebServer: Sendable {
   ) throws {
     signal(SIGPIPE, SIG_IGN)
     self.configuration = configuration
+    let role = ServerRole(configuration: configuration, router: router, webSocketHandler: webSocketHandler)
     loop = try ServiceLoop(
-      server: .init(configuration: configuration, router: router, webSocketHandler: webSocketHandler),
+      role: role,
       maxMessageBytes: configuration.maxMessageBytes,
       pingIntervalSeconds: configuration.pingIntervalSeconds,
       idleTimeoutSeconds: configuration.idleTimeoutSeconds,
-      sweepSeconds: configuration.keepaliveSweepSeconds,
-      coalescingDelay: configuration.coalescingDelay)
+      sweepSeconds: configuration.keepaliveSweepSeconds)
     let loop = self.loop
     let listener = try Listener(host: configuration.host, port: configuration.port) { sockets in
       if !loop.post(.adopt(sockets)) { for socket in sockets { close(socket) } }
     }
-    loop.listener = listener
+    role.listener = listener
     port = listener.port
     loop.executor = executor
     loop.start(name: "dialtone-net")

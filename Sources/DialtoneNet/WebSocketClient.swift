@@ -20,7 +20,7 @@ public final class WebSocketClient: Sendable {
   ) throws {
     signal(SIGPIPE, SIG_IGN)
     loop = try ServiceLoop(
-      server: nil, maxMessageBytes: maxMessageBytes, pingIntervalSeconds: pingIntervalSeconds,
+      role: ClientRole(), maxMessageBytes: maxMessageBytes, pingIntervalSeconds: pingIntervalSeconds,
       idleTimeoutSeconds: idleTimeoutSeconds, sweepSeconds: keepaliveSweepSeconds)
     loop.start(name: "dialtone-ws-client")
   }
@@ -51,7 +51,7 @@ public final class WebSocketClient: Sendable {
     let tls = scheme == "wss"
     var path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
     if let query = components.percentEncodedQuery { path += "?" + query }
-    let id = loop.reserveClientID()
+    let id = ClientRole.reserveClientID()
     let connection = WebSocketClientConnection(id: id, loop: loop)
     let request = ClientConnectRequest(
       id: id, host: host, port: components.port ?? (tls ? 443 : 80), path: path,

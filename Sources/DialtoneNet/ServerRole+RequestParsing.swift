@@ -2,7 +2,7 @@ import CLibWebSockets
 
 /// Reading the request line and headers out of lws's header table (valid only during the callbacks
 /// that deliver a request).
-extension ServiceLoop {
+extension ServerRole {
   private static let methodTokens: [(HTTPMethod, lws_token_indexes)] = [
     (.GET, WSI_TOKEN_GET_URI), (.POST, WSI_TOKEN_POST_URI), (.PUT, WSI_TOKEN_PUT_URI),
     (.PATCH, WSI_TOKEN_PATCH_URI), (.DELETE, WSI_TOKEN_DELETE_URI), (.OPTIONS, WSI_TOKEN_OPTIONS_URI),

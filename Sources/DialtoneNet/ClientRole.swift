@@ -32,19 +32,22 @@ final class ClientSession {
   }
 }
 
-extension ServiceLoop {
+/// The client side of a loop: outgoing WebSocket connections, from connect to close.
+final class ClientRole: ServiceRole {
+  var clients: [UInt64: ClientSession] = [:]
+
   /// Client ids are handed out on the caller's thread, before the connect reaches the loop.
   private static let lastClientID = Locked<UInt64>(0)
 
-  func reserveClientID() -> UInt64 {
+  static func reserveClientID() -> UInt64 {
     Self.lastClientID.withLock {
       $0 += 1
       return $0
     }
   }
 
-  func openClient(_ request: ClientConnectRequest) {
-    guard let context, !draining else {
+  func openClient(_ request: ClientConnectRequest, on loop: ServiceLoop) {
+    guard let context = loop.context, !loop.draining else {
       request.onEvent(.failed("client is shut down"))
       return
     }
@@ -90,9 +93,23 @@ extension ServiceLoop {
     }
   }
 
-  func handleClient(
+  func handle(
+    _ wsi: OpaquePointer, _ reason: lws_callback_reasons, _ input: UnsafeMutableRawPointer?, _ length: Int,
+    on loop: ServiceLoop
+  ) -> Int32? {
+    switch reason {
+    case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER, LWS_CALLBACK_CLIENT_ESTABLISHED,
+      LWS_CALLBACK_CLIENT_RECEIVE, LWS_CALLBACK_CLIENT_WRITEABLE, LWS_CALLBACK_CLIENT_CONNECTION_ERROR,
+      LWS_CALLBACK_CLIENT_CLOSED:
+      return handleClient(wsi, reason, input, length, on: loop)
+    default:
+      return nil
+    }
+  }
+
+  private func handleClient(
     _ wsi: OpaquePointer, _ reason: lws_callback_reasons,
-    _ input: UnsafeMutableRawPointer?, _ length: Int
+    _ input: UnsafeMutableRawPointer?, _ length: Int, on loop: ServiceLoop
   ) -> Int32 {
     let id = dt_lws_get_id(wsi)
     guard let client = clients[id] else { return reason == LWS_CALLBACK_CLIENT_CLOSED ? 0 : -1 }
@@ -108,21 +125,21 @@ extension ServiceLoop {
       return 0
 
     case LWS_CALLBACK_CLIENT_ESTABLISHED:
-      let session = WebSocketSession(id: id, wsi: wsi, maxMessageBytes: maxMessageBytes)
-      session.lastActivityTick = tick
+      let session = WebSocketSession(id: id, wsi: wsi, maxMessageBytes: loop.maxMessageBytes)
+      session.lastActivityTick = loop.tick
       client.session = session
       client.request.onEvent(.opened)
       // Still inside the handshake callback: these go through the writable callback.
-      for (bytes, binary) in client.pendingSends { session.enqueue(bytes, binary: binary, on: self) }
+      for (bytes, binary) in client.pendingSends { session.enqueue(bytes, binary: binary, on: loop) }
       session.isEstablished = true
       client.pendingSends = []
       if let (code, text) = client.closeRequested { session.requestClose(code: code, reason: text) }
-      if draining { session.requestClose(code: WebSocketCloseCode.goingAway, reason: "") }
+      if loop.draining { session.requestClose(code: WebSocketCloseCode.goingAway, reason: "") }
       return 0
 
     case LWS_CALLBACK_CLIENT_RECEIVE:
       guard let session = client.session else { return -1 }
-      session.lastActivityTick = tick
+      session.lastActivityTick = loop.tick
       switch session.receive(input, length) {
       case .partial: return 0
       case .tooBig: return session.rejectTooBig()
@@ -132,7 +149,7 @@ extension ServiceLoop {
       }
 
     case LWS_CALLBACK_CLIENT_WRITEABLE:
-      return client.session?.writable(on: self) ?? 0
+      return client.session?.writable(on: loop) ?? 0
 
     case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
       clients.removeValue(forKey: id)
@@ -149,4 +166,37 @@ extension ServiceLoop {
       return 0
     }
   }
+
+  func configure(_ info: inout lws_context_creation_info) {
+    info.port = CONTEXT_PORT_NO_LISTEN
+    info.options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT)
+  }
+
+  func started(on loop: ServiceLoop) {}
+
+  func stopped() { clients.removeAll() }
+
+  func execute(_ command: ServiceLoop.Command, on loop: ServiceLoop) {
+    if case .connect(let request) = command { openClient(request, on: loop) }
+  }
+
+  func session(_ id: UInt64) -> WebSocketSession? { clients[id]?.session }
+
+  func send(_ id: UInt64, _ bytes: [UInt8], binary: Bool, coalesced: Bool, on loop: ServiceLoop) {
+    // A client has no coalescing: every message leaves at once.
+    clients[id]?.enqueue(bytes, binary: binary, on: loop)
+  }
+
+  func close(_ id: UInt64, code: UInt16, reason: String) {
+    guard let client = clients[id] else { return }
+    closeClient(client, code: code, reason: reason)
+  }
+
+  var sessions: [WebSocketSession] { clients.values.compactMap(\.session) }
+
+  func beginDrain(on loop: ServiceLoop) {
+    for client in clients.values { closeClient(client, code: WebSocketCloseCode.goingAway, reason: "") }
+  }
+
+  var isIdle: Bool { clients.isEmpty }
 }

@@ -1,15 +1,14 @@
 import CLibWebSockets
 
-extension ServiceLoop {
+extension ServerRole {
   func handleHTTP(
     _ wsi: OpaquePointer, _ reason: lws_callback_reasons,
-    _ input: UnsafeMutableRawPointer?, _ length: Int
+    _ input: UnsafeMutableRawPointer?, _ length: Int, on loop: ServiceLoop
   ) -> Int32 {
-    guard let server else { return -1 }
     switch reason {
     case LWS_CALLBACK_HTTP:
       var id = dt_lws_get_id(wsi)
-      if id == 0 { id = allocateID(for: wsi) }
+      if id == 0 { id = loop.allocateID(for: wsi) }
       let target = requestTarget(wsi)
       let headers = readHeaders(wsi)
       guard let method = requestMethod(wsi) else {
@@ -19,30 +18,30 @@ extension ServiceLoop {
       }
       let request = HTTPRequest(
         method: method, path: target.path, query: target.query, headers: headers,
-        remoteAddress: peerAddress(wsi))
-      if draining {
+        remoteAddress: loop.peerAddress(wsi))
+      if loop.draining {
         return startExchange(
           id, wsi, request, early: HTTPError(status: 503, code: "unavailable", message: "server is shutting down"))
       }
       let declared = headers["content-length"].flatMap { Int($0) }
       let chunked = headers["transfer-encoding"]?.lowercased().contains("chunked") ?? false
-      if let declared, declared > server.configuration.maxBodyBytes {
+      if let declared, declared > configuration.maxBodyBytes {
         return startExchange(
           id, wsi, request,
           early: HTTPError(
-            status: 413, code: "too-large", message: "body exceeds \(server.configuration.maxBodyBytes) bytes"))
+            status: 413, code: "too-large", message: "body exceeds \(configuration.maxBodyBytes) bytes"))
       }
       let exchange = HTTPExchange(id: id, wsi: wsi, request: request)
       exchange.expectedLength = declared
       exchanges[id] = exchange
       let hasBody = (declared ?? 0) > 0 || chunked
-      if !hasBody { dispatch(exchange, router: server.router) }
+      if !hasBody { dispatch(exchange, on: loop) }
       return 0
 
     case LWS_CALLBACK_HTTP_BODY:
       guard let exchange = exchanges[dt_lws_get_id(wsi)] else { return -1 }
       if exchange.bodyTooLarge { return 0 }
-      if exchange.request.body.count + length > server.configuration.maxBodyBytes {
+      if exchange.request.body.count + length > configuration.maxBodyBytes {
         exchange.bodyTooLarge = true
         exchange.request.body = []
         return 0
@@ -59,23 +58,23 @@ extension ServiceLoop {
         exchange.setResponse(
           .error(
             HTTPError(
-              status: 413, code: "too-large", message: "body exceeds \(server.configuration.maxBodyBytes) bytes")))
+              status: 413, code: "too-large", message: "body exceeds \(configuration.maxBodyBytes) bytes")))
       } else if !exchange.hasResponse {
-        dispatch(exchange, router: server.router)
+        dispatch(exchange, on: loop)
       }
       return 0
 
     case LWS_CALLBACK_HTTP_WRITEABLE:
       let id = dt_lws_get_id(wsi)
       guard let exchange = exchanges[id] else { return 0 }
-      switch exchange.writeNext(on: self) {
+      switch exchange.writeNext(on: loop) {
       case .more:
         return 0
       case .failed:
         return -1
       case .done:
         exchanges.removeValue(forKey: id)
-        if exchange.closeAfterResponse || draining { return -1 }
+        if exchange.closeAfterResponse || loop.draining { return -1 }
         return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
       }
 
@@ -100,12 +99,13 @@ extension ServiceLoop {
     return 0
   }
 
-  private func dispatch(_ exchange: HTTPExchange, router: Router) {
+  private func dispatch(_ exchange: HTTPExchange, on loop: ServiceLoop) {
     let request = exchange.request
     let id = exchange.id
-    Task { [self] in
+    let router = router
+    Task {
       let response = await router.respond(to: request)
-      post(.respond(id, response))
+      loop.post(.respond(id, response))
     }
   }
 }

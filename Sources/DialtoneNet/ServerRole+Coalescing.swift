@@ -9,9 +9,9 @@ import Foundation
 /// delay, and stops itself after a tick that found nothing. The ticker is a dispatch timer,
 /// not an lws sul timer: lws on libuv re-polls with a zero timeout until a sul is ripe, which
 /// spins the loop for up to a millisecond per expiry.
-extension ServiceLoop {
-  func hold(_ bytes: [UInt8], on session: WebSocketSession) {
-    guard let ticker = coalescingTicker else { return session.enqueue(bytes, binary: false, on: self) }
+extension ServerRole {
+  func hold(_ bytes: [UInt8], on session: WebSocketSession, loop: ServiceLoop) {
+    guard let ticker = coalescingTicker else { return session.enqueue(bytes, binary: false, on: loop) }
     guard session.enqueueCoalesced(bytes, binary: false) else { return }
     holding.append((session, DispatchTime.now().uptimeNanoseconds + UInt64(coalescingDelay * 0.75e9)))
     if !tickerRunning {
@@ -25,7 +25,7 @@ extension ServiceLoop {
   /// skipped (their messages stay in their delivery sessions for a resume). An entry can be
   /// stale (its frames left early with another message, and newer ones are held): those newer
   /// frames then go early.
-  func releaseCoalesced(tick: Bool = false) {
+  func releaseCoalesced(tick: Bool = false, on loop: ServiceLoop) {
     guard !holding.isEmpty else {
       if tick, tickerRunning {
         coalescingTicker?.schedule(deadline: .distantFuture)
@@ -36,7 +36,7 @@ extension ServiceLoop {
     let now = DispatchTime.now().uptimeNanoseconds
     while let due = holding.first, due.deadline <= now {
       holding.popFirst()
-      if webSockets[due.session.id] === due.session { due.session.flushHeld(on: self) }
+      if webSockets[due.session.id] === due.session { due.session.flushHeld(on: loop) }
     }
   }
 }
