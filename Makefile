@@ -5,7 +5,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8080
 CONNECTIONS ?= 15000
 
-.PHONY: deps bench-deps build release run test format lint bench-ws bench-signaling bench-push bench-setup clean
+.PHONY: deps bench-deps build release run test format lint bench-ws bench-signaling bench-push bench-setup bench-codec clean
 
 deps:
 	@scripts/deps.sh
@@ -63,3 +63,7 @@ bench-push: release bench-deps
 SETUP_CALLS ?= 10
 bench-setup: release
 	python3 bench/setup_bench.py --bin .build/release --calls $(SETUP_CALLS)
+
+# The signaling codec against Foundation's JSONDecoder/JSONEncoder on the relay's messages.
+bench-codec: release
+	.build/release/dialtone-bench codec

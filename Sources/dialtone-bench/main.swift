@@ -33,6 +33,12 @@ private let benchmarks: [Subcommand] = [
       .value("concurrency", "pushes in flight at once (default 200)"),
       .value("repo", "the repository root, for the mock and the aioapns script (default: the current directory)"),
     ], run: BenchPushCommand.run),
+  Subcommand(
+    "codec", "the signaling codec against Foundation's JSONDecoder/JSONEncoder on the relay's messages",
+    options: [
+      .value("iterations", "messages per timed loop (default 50000; invites: a quarter)"),
+      .value("repeats", "timed loops per figure; the median is printed (default 5)"),
+    ], run: BenchCodecCommand.run),
 ]
 
 exit(await Subcommand.main("dialtone-bench", benchmarks))
