@@ -106,7 +106,7 @@ private final class ClientEvents: Sendable {
   ) async -> Device {
     let transport = GatedTransport(inner: LWSSignalingTransport(client: rig.network))
     var signalingConfiguration = SignalingClient.Configuration(url: rig.webSocketURL)
-    signalingConfiguration.backoff = [0.05]
+    signalingConfiguration.backoff = [.milliseconds(50)]
     let signaling = SignalingClient(configuration: signalingConfiguration, transport: transport) {
       try rig.token(user, device: deviceId)
     }

@@ -74,7 +74,7 @@ private struct Peer {
 @Suite(.serialized) struct SystemCallSessionTests {
   private func signaling(_ rig: LoopbackServer, _ user: String, _ device: String) -> SignalingClient {
     var configuration = SignalingClient.Configuration(url: rig.webSocketURL)
-    configuration.backoff = [0.05]
+    configuration.backoff = [.milliseconds(50)]
     return SignalingClient(configuration: configuration, transport: LWSSignalingTransport(client: rig.network)) {
       try rig.token(user, device: device)
     }

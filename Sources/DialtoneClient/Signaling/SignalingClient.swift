@@ -1,4 +1,5 @@
 import DialtoneProtocol
+import DialtoneSupport
 import Foundation
 
 /// The device's signaling connection: connects and authenticates, reconnects with jittered
@@ -9,9 +10,9 @@ public actor SignalingClient {
   public struct Configuration: Sendable {
     public var url: String
     /// Reconnect delays; the last repeats. Each gets ±50% jitter so devices do not stampede.
-    public var backoff: [Double] = [0.5, 1, 2, 4, 8]
+    public var backoff: [Duration] = [.milliseconds(500), .seconds(1), .seconds(2), .seconds(4), .seconds(8)]
     /// A ping unanswered this long means the socket is dead.
-    public var pingTimeout: Double = 10
+    public var pingTimeout: Duration = .seconds(10)
 
     public init(url: String) { self.url = url }
   }
@@ -34,6 +35,7 @@ public actor SignalingClient {
   private let configuration: Configuration
   private let transport: any SignalingTransport
   private let token: @Sendable () async throws -> String
+  private let clock: any DialtoneClock
 
   private var running = false
   private var loop: Task<Void, Never>?
@@ -47,7 +49,7 @@ public actor SignalingClient {
   private var unacked = 0
   private var ackScheduled = false
   private var heartbeat: Double = Double(ProtocolDefaults.heartbeatSeconds)
-  private var lastSent = Date()
+  private var lastSent: Date
 
   private struct Pending {
     let message: ClientMessage
@@ -59,9 +61,11 @@ public actor SignalingClient {
   private var nextID = 0
 
   public init(
-    configuration: Configuration, transport: any SignalingTransport,
+    configuration: Configuration, transport: any SignalingTransport, clock: any DialtoneClock = SystemClock(),
     token: @escaping @Sendable () async throws -> String
   ) {
+    self.clock = clock
+    lastSent = clock.now
     self.configuration = configuration
     self.transport = transport
     self.token = token
@@ -156,20 +160,22 @@ public actor SignalingClient {
       }
       eventSink.yield(.disconnected)
       attempt = wasWelcomed ? 0 : attempt + 1
-      let base = configuration.backoff[min(attempt, configuration.backoff.count - 1)]
-      let delay = wasWelcomed ? 0 : base * Double.random(in: 0.5...1.5)
+      let base =
+        configuration.backoff.isEmpty
+        ? .seconds(1) : configuration.backoff[min(attempt, configuration.backoff.count - 1)]
+      let delay = wasWelcomed ? .zero : base * Double.random(in: 0.5...1.5)
       await waitBeforeReconnect(delay)
     }
   }
 
-  private func waitBeforeReconnect(_ seconds: Double) async {
-    guard seconds > 0 else { return }
+  private func waitBeforeReconnect(_ delay: Duration) async {
+    guard delay > .zero else { return }
     waitGeneration += 1
     let generation = waitGeneration
     await withCheckedContinuation { continuation in
       wakeReconnect = continuation
-      Task {
-        try? await Task.sleep(for: .seconds(seconds))
+      Task { [clock] in
+        try? await clock.sleep(for: delay)
         self.wake(generation)
       }
     }
@@ -184,11 +190,11 @@ public actor SignalingClient {
 
   private func keepAlive(_ socket: any SignalingSocket) async {
     while !Task.isCancelled {
-      try? await Task.sleep(for: .seconds(heartbeat / 2))
-      guard !Task.isCancelled, welcomed, Date().timeIntervalSince(lastSent) >= heartbeat / 2 else { continue }
+      try? await clock.sleep(for: .seconds(heartbeat / 2))
+      guard !Task.isCancelled, welcomed, clock.now.timeIntervalSince(lastSent) >= heartbeat / 2 else { continue }
       let probe = Task { try await self.request { .ping(.init(id: $0)) } }
-      let timeout = Task {
-        try await Task.sleep(for: .seconds(configuration.pingTimeout))
+      let timeout = Task { [clock, configuration] in
+        try await clock.sleep(for: configuration.pingTimeout)
         socket.close(code: CloseCode.goingAway.rawValue)  // no answer: the socket is dead
       }
       _ = try? await probe.value
@@ -244,7 +250,7 @@ public actor SignalingClient {
     guard !ackScheduled else { return }
     ackScheduled = true
     Task {
-      try? await Task.sleep(for: .seconds(Double(ProtocolDefaults.ackIntervalSeconds)))
+      try? await clock.sleep(for: .seconds(ProtocolDefaults.ackIntervalSeconds))
       self.sendAck()
     }
   }
@@ -257,7 +263,7 @@ public actor SignalingClient {
   }
 
   private func transmit(_ text: String) {
-    lastSent = Date()
+    lastSent = clock.now
     socket?.send(text)
   }
 

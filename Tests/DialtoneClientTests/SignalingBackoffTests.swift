@@ -1,0 +1,53 @@
+import DialtoneClient
+import DialtoneProtocol
+import DialtoneSupport
+import DialtoneTestSupport
+import Foundation
+import Testing
+
+/// A transport whose sockets close at once (no server): counts how often it is asked.
+private final class RefusingTransport: SignalingTransport, Sendable {
+  let opens = Locked(0)
+
+  func open(url: String, bearerToken: String?) -> any SignalingSocket {
+    opens.withLock { $0 += 1 }
+    return ClosedSocket()
+  }
+}
+
+private struct ClosedSocket: SignalingSocket {
+  let events: AsyncStream<SignalingSocketEvent>
+  init() {
+    let (stream, sink) = AsyncStream<SignalingSocketEvent>.makeStream()
+    sink.yield(.closed(code: nil))
+    sink.finish()
+    events = stream
+  }
+  func send(_ text: String) {}
+  func close(code: Int) {}
+}
+
+@Suite struct SignalingBackoffTests {
+  // The reconnect backoff runs on the injected clock: nothing reconnects until virtual time
+  // passes the (jittered, ±50 %) delay.
+  @Test func reconnectsWaitForTheClock() async throws {
+    let clock = ManualClock()
+    let transport = RefusingTransport()
+    var configuration = SignalingClient.Configuration(url: "ws://127.0.0.1:9/v1/ws")
+    configuration.backoff = [.seconds(10)]
+    let client = SignalingClient(configuration: configuration, transport: transport, clock: clock) { "token" }
+    await client.start()
+    // The socket's keepalive sleeps on the clock too (half the 25 s heartbeat) until the socket
+    // closes: wait until only the backoff is left.
+    try #require(await eventually { clock.pendingCount == 1 && clock.pendingDeadlines != [12.5] })
+    let wait = try #require(clock.pendingDeadlines.first)
+    #expect(wait >= 5 && wait <= 15)
+    #expect(transport.opens.current == 1)
+    clock.advance(by: wait - 0.5)
+    try await Task.sleep(for: .milliseconds(50))
+    #expect(transport.opens.current == 1)
+    clock.advance(by: 0.5)
+    #expect(await eventually { transport.opens.current == 2 })
+    await client.stop()
+  }
+}
