@@ -41,18 +41,6 @@ private final class GatedTransport: SignalingTransport, Sendable {
   func goOnline() { gate.withLock { $0.offline = false } }
 }
 
-private struct DeadSocket: SignalingSocket {
-  let events: AsyncStream<SignalingSocketEvent>
-  init() {
-    let (stream, sink) = AsyncStream<SignalingSocketEvent>.makeStream()
-    sink.yield(.closed(code: nil))
-    sink.finish()
-    events = stream
-  }
-  func send(_ text: String) {}
-  func close(code: Int) {}
-}
-
 /// Collects a CallClient's events.
 private final class ClientEvents: Sendable {
   private let items = Locked<[CallClient.Event]>([])

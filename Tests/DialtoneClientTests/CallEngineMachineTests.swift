@@ -25,10 +25,10 @@ private func candidate(_ name: String) -> ServerMessage {
 }
 
 /// The caller's whole set-up, up to a connected call.
-private func connectedCaller(_ policy: CallEngine.Policy = .init()) -> CallEngineMachine {
+private func connectedCaller(_ policy: CallEngine.Policy = .init(), canRestartIce: Bool = true) -> CallEngineMachine {
   var m = caller(policy)
   _ = m.handle(.start)
-  _ = m.handle(.connectionMade(generation: 1, canRestartIce: true))
+  _ = m.handle(.connectionMade(generation: 1, canRestartIce: canRestartIce))
   _ = m.handle(.offerCreated(generation: 1, offer))
   _ = m.handle(.localDescriptionSet(generation: 1))
   _ = m.handle(.server(.accept(.init(callId: "c", from: bob, answer: answer))))
@@ -140,14 +140,7 @@ private func connectedCaller(_ policy: CallEngine.Policy = .init()) -> CallEngin
 
   // A connection that cannot restart ICE is replaced; the old generation's events are ignored.
   @Test func aConnectionThatCannotRestartIsReplaced() {
-    var m = caller()
-    _ = m.handle(.start)
-    _ = m.handle(.connectionMade(generation: 1, canRestartIce: false))
-    _ = m.handle(.offerCreated(generation: 1, offer))
-    _ = m.handle(.localDescriptionSet(generation: 1))
-    _ = m.handle(.server(.accept(.init(callId: "c", from: bob, answer: answer))))
-    _ = m.handle(.remoteDescriptionSet(generation: 1))
-    _ = m.handle(.connectionState(generation: 1, .connected))
+    var m = connectedCaller(canRestartIce: false)
     #expect(
       m.handle(.connectionState(generation: 1, .failed))
         == [.arm(.policy(token: 1), after: .seconds(10)), .replaceConnection(generation: 2)])

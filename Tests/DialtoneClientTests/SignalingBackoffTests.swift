@@ -11,20 +11,8 @@ private final class RefusingTransport: SignalingTransport, Sendable {
 
   func open(url: String, bearerToken: String?) -> any SignalingSocket {
     opens.withLock { $0 += 1 }
-    return ClosedSocket()
+    return DeadSocket()
   }
-}
-
-private struct ClosedSocket: SignalingSocket {
-  let events: AsyncStream<SignalingSocketEvent>
-  init() {
-    let (stream, sink) = AsyncStream<SignalingSocketEvent>.makeStream()
-    sink.yield(.closed(code: nil))
-    sink.finish()
-    events = stream
-  }
-  func send(_ text: String) {}
-  func close(code: Int) {}
 }
 
 @Suite struct SignalingBackoffTests {
