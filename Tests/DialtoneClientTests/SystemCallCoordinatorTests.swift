@@ -263,6 +263,25 @@ private struct Machine {
     #expect(m.coordinator.activeCalls.isEmpty)
   }
 
+  // An invite and a push for the same call at once: whichever report the OS accepts shows it,
+  // and the other one's "duplicate" refusal declines nothing.
+  @Test func anInviteAndAPushForTheSameCallDoNotDeclineEachOther() throws {
+    var m = Machine()
+    let invite = IncomingCallReport(
+      uuid: callUUID, callId: callId, handle: "alice", displayName: "Alice", hasVideo: false, origin: .invite)
+    _ = m.on(.invite(callId: callId, handle: "alice", displayName: "Alice", video: false))
+    let push = try #require(SystemCallCoordinator.reportPlan(for: pushPayload(), ledger: m.coordinator.ledger))
+    #expect(m.on(.reported(push, accepted: true)).isEmpty)
+    #expect(m.on(.reported(invite, accepted: false)).isEmpty)
+    #expect(m.coordinator.call(callId)?.shown == true)
+    // The other order: the invite's report wins, the push's is the duplicate.
+    var n = Machine()
+    _ = n.on(.invite(callId: callId, handle: "alice", displayName: "Alice", video: false))
+    #expect(n.on(.reported(push, accepted: false)).isEmpty)
+    #expect(n.on(.reported(invite, accepted: true)).isEmpty)
+    #expect(n.coordinator.call(callId)?.shown == true)
+  }
+
   // Engine endings the OS did not ask for are reported with the matching reason.
   @Test func engineEndingsAreReported() {
     let incoming: [(CallEngine.Ending, SystemCallEndReason)] = [

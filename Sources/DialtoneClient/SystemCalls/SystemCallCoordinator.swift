@@ -251,8 +251,10 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     switch report.origin {
     case .push:
       if var call = calls[uuid] {
-        // A repeated push, or the invite came first: the OS already shows it.
+        // A repeated push, or the invite came first (its own report may still be on its way:
+        // whichever report the OS accepted shows the call).
         call.pushed = true
+        if accepted { call.shown = true }
         calls[uuid] = call
         return []
       }
@@ -274,6 +276,8 @@ public struct SystemCallCoordinator: Sendable, Equatable {
       }
       guard !call.shown else { return [] }
       guard accepted else {
+        // Refused as a duplicate of the push's report: the call is on screen all the same.
+        if call.pushed { return [] }
         calls[uuid] = nil
         return [.end(callId, .systemRejected)]
       }

@@ -37,6 +37,8 @@ public actor SystemCallSession {
     public var isVideoEnabled: Bool
   }
 
+  /// The call client, for `engine(for:)` and stats. Its `events` are the session's: do not
+  /// iterate them elsewhere (the stream has one consumer).
   public nonisolated let client: CallClient
   /// Every change of a call's status, ending with `.ended`.
   public nonisolated let statuses: AsyncStream<CallStatus>
