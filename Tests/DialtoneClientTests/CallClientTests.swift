@@ -4,6 +4,7 @@ import DialtoneNet
 import DialtoneProtocol
 import DialtoneServer
 import DialtoneSupport
+import DialtoneTestSupport
 import Foundation
 import Testing
 

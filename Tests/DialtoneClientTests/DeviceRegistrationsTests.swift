@@ -1,5 +1,6 @@
 import DialtoneClient
 import DialtoneProtocol
+import DialtoneTestSupport
 import Foundation
 import Testing
 

@@ -1,6 +1,7 @@
 import DialtoneClient
 import DialtoneProtocol
 import DialtoneSupport
+import DialtoneTestSupport
 import Foundation
 import Testing
 

@@ -3,15 +3,6 @@ import DialtoneTestSupport
 import Foundation
 import Testing
 
-/// Polls until `condition` holds or 5 s of real time pass (outcomes, never timings).
-private func eventually(_ condition: @Sendable () -> Bool) async -> Bool {
-  for _ in 0..<1000 {
-    if condition() { return true }
-    try? await Task.sleep(for: .milliseconds(5))
-  }
-  return condition()
-}
-
 @Suite struct DialtoneClockTests {
   @Test func aSleepEndsWhenVirtualTimePassesItsDeadline() async throws {
     let clock = ManualClock()

@@ -99,8 +99,6 @@ public actor CallEngine {
   private let factory: any PeerConnectionFactory
   private let signaling: any CallSignaling
   private let clock: any DialtoneClock
-  private let policy: Policy
-  private let video: Bool
   private let stateContinuation: AsyncStream<State>.Continuation
   private let dataContinuation: AsyncStream<Data>.Continuation
   private let outbox: AsyncStream<CallSignalingRequest>.Continuation
@@ -151,12 +149,10 @@ public actor CallEngine {
     machine = CallEngineMachine(
       callId: callId, role: role, remoteUserId: remoteUserId, remotePeer: remotePeer, offer: offer, video: video,
       policy: policy)
-    self.video = video
     self.iceServers = iceServers
     self.factory = factory
     self.signaling = signaling
     self.clock = clock
-    self.policy = policy
     (states, stateContinuation) = AsyncStream<State>.makeStream(bufferingPolicy: .unbounded)
     stateContinuation.yield(.idle)
     (dataMessages, dataContinuation) = AsyncStream<Data>.makeStream(bufferingPolicy: .bufferingNewest(256))
@@ -304,7 +300,8 @@ public actor CallEngine {
     let made: any PeerConnection
     do {
       made = try await factory.makePeerConnection(
-        PeerConnectionConfiguration(iceServers: iceServers, video: video, dataChannel: policy.dataChannel))
+        PeerConnectionConfiguration(
+          iceServers: iceServers, video: machine.video, dataChannel: machine.policy.dataChannel))
     } catch {
       feed(.connectionFailed(generation: gen, "\(error)"))
       return

@@ -88,7 +88,8 @@ public struct CallEngineMachine: Sendable {
   public let role: CallEngine.Role
   public let policy: CallEngine.Policy
   let remoteUserId: String?
-  let video: Bool
+  /// Placed or offered as a video call: every connection reserves a video transceiver.
+  public let video: Bool
 
   public private(set) var state: CallEngine.State = .idle
   public private(set) var isMuted = false
