@@ -192,7 +192,9 @@ final class ClientRole: ServiceRole {
     closeClient(client, code: code, reason: reason)
   }
 
-  var sessions: [WebSocketSession] { clients.values.compactMap(\.session) }
+  func forEachSession(_ body: (WebSocketSession) -> Void) {
+    for client in clients.values { if let session = client.session { body(session) } }
+  }
 
   func beginDrain(on loop: ServiceLoop) {
     for client in clients.values { closeClient(client, code: WebSocketCloseCode.goingAway, reason: "") }

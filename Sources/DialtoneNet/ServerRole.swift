@@ -94,7 +94,9 @@ final class ServerRole: ServiceRole {
     webSockets[id]?.requestClose(code: code, reason: reason)
   }
 
-  var sessions: [WebSocketSession] { Array(webSockets.values) }
+  func forEachSession(_ body: (WebSocketSession) -> Void) {
+    for session in webSockets.values { body(session) }
+  }
 
   func beginDrain(on loop: ServiceLoop) {
     listener?.stop()

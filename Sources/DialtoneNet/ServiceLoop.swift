@@ -224,7 +224,7 @@ final class ServiceLoop: @unchecked Sendable {
   /// timeout (a peer that vanished without a FIN). Any frame, pong included, counts as activity.
   private func sweepIdleSockets() {
     tick &+= 1
-    for session in role.sessions { keepAlive(session) }
+    role.forEachSession { keepAlive($0) }
   }
 
   private func keepAlive(_ session: WebSocketSession) {

@@ -23,8 +23,8 @@ protocol ServiceRole: AnyObject {
   func session(_ id: UInt64) -> WebSocketSession?
   func send(_ id: UInt64, _ bytes: [UInt8], binary: Bool, coalesced: Bool, on loop: ServiceLoop)
   func close(_ id: UInt64, code: UInt16, reason: String)
-  /// Every open WebSocket, for keepalive.
-  var sessions: [WebSocketSession] { get }
+  /// Visits every open WebSocket, for keepalive (without copying them: a server holds thousands).
+  func forEachSession(_ body: (WebSocketSession) -> Void)
 
   /// Shutdown began: stop accepting, ask every connection to close.
   func beginDrain(on loop: ServiceLoop)
