@@ -1,4 +1,4 @@
-/// A strict RFC 8259 parser over a byte buffer.
+/// A strict RFC 8259 parser that writes a `JSONTape` instead of building values.
 ///
 /// Strict means: no trailing commas, no comments, no leading zeros, no NaN/Infinity, no raw
 /// control characters inside strings, well-formed UTF-8 only, no lone surrogate escapes,
@@ -6,26 +6,28 @@
 /// levels of nesting (deeply nested input must not be able to exhaust the stack), and nothing
 /// but whitespace after the value.
 ///
-/// It works in place on the input buffer: strings without escapes are validated and decoded
-/// straight from it, and integers are accumulated without going through `String`.
+/// Nothing is copied out of the input: a string is validated in place and recorded as a byte
+/// range (decoded only when a reader asks for it), an integer is accumulated into its token.
 struct JSONParser {
   private let bytes: UnsafeBufferPointer<UInt8>
   private let maxDepth: Int
   private var index = 0
   private var depth = 0
+  private(set) var tokens: [JSONTape.Token] = []
 
   init(_ bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
     self.bytes = bytes
     self.maxDepth = maxDepth
+    // A signaling message has 10 to 30 values: one allocation holds them all.
+    tokens.reserveCapacity(32)
   }
 
-  mutating func parseDocument() throws(JSONSyntaxError) -> JSONValue {
+  mutating func parseDocument() throws(JSONSyntaxError) {
     skipWhitespace()
     guard index < bytes.count else { throw fail("unexpected end of input") }
-    let value = try parseValue()
+    try parseValue()
     skipWhitespace()
     guard index == bytes.count else { throw fail("unexpected data after the JSON value") }
-    return value
   }
 
   // MARK: - Helpers
@@ -50,22 +52,28 @@ struct JSONParser {
     return "unexpected byte 0x\(String(byte, radix: 16, uppercase: true))"
   }
 
-  private mutating func parseValue() throws(JSONSyntaxError) -> JSONValue {
+  private mutating func append(_ kind: JSONTape.Kind, start: Int, end: Int, payload: Int64 = 0, escaped: Bool = false) {
+    tokens.append(
+      JSONTape.Token(kind: kind, escaped: escaped, start: start, end: end, after: tokens.count + 1, payload: payload))
+  }
+
+  private mutating func parseValue() throws(JSONSyntaxError) {
     guard index < bytes.count else { throw fail("unexpected end of input") }
+    let start = index
     switch bytes[index] {
-    case UInt8(ascii: "{"): return try parseObject()
-    case UInt8(ascii: "["): return try parseArray()
-    case UInt8(ascii: "\""): return .string(try parseString())
+    case UInt8(ascii: "{"): try parseObject()
+    case UInt8(ascii: "["): try parseArray()
+    case UInt8(ascii: "\""): try parseString()
     case UInt8(ascii: "t"):
       try expectLiteral("true")
-      return .bool(true)
+      append(.bool, start: start, end: index, payload: 1)
     case UInt8(ascii: "f"):
       try expectLiteral("false")
-      return .bool(false)
+      append(.bool, start: start, end: index, payload: 0)
     case UInt8(ascii: "n"):
       try expectLiteral("null")
-      return .null
-    case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
+      append(.null, start: start, end: index)
+    case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): try parseNumber()
     default: throw fail(describeByte(bytes[index]))
     }
   }
@@ -87,31 +95,45 @@ struct JSONParser {
     if depth > maxDepth { throw fail("JSON nested deeper than \(maxDepth) levels") }
   }
 
-  private mutating func parseObject() throws(JSONSyntaxError) -> JSONValue {
+  /// Closes the container whose token is at `slot`: its subtree ends here.
+  private mutating func close(_ slot: Int, count: Int) {
+    tokens[slot].end = index
+    tokens[slot].after = tokens.count
+    tokens[slot].payload = Int64(count)
+    depth -= 1
+  }
+
+  private mutating func parseObject() throws(JSONSyntaxError) {
     try enter()
+    let slot = tokens.count
+    append(.object, start: index, end: index)
     index += 1  // {
     skipWhitespace()
     if index < bytes.count && bytes[index] == UInt8(ascii: "}") {
       index += 1
-      depth -= 1
-      return .object([:])
+      close(slot, count: 0)
+      return
     }
-    // Sized for a typical protocol object up front: growing 1→2→4→8 rehashes every key three times.
-    var object = [String: JSONValue](minimumCapacity: 8)
+    var count = 0
+    // Keys of a big object go into a set once a linear scan would cost more than hashing.
+    var seenKeys: Set<String>? = nil
     while true {
       skipWhitespace()
       guard index < bytes.count else { throw fail("unexpected end of input in object") }
       guard bytes[index] == UInt8(ascii: "\"") else { throw fail("expected a string key in object") }
       let keyOffset = index
-      let key = try parseString()
+      let keySlot = tokens.count
+      try parseString()
       skipWhitespace()
       guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw fail("expected ':' after object key") }
       index += 1
       skipWhitespace()
-      let value = try parseValue()
-      if object.updateValue(value, forKey: key) != nil {
+      try parseValue()
+      if isDuplicate(keySlot, in: slot, count: count, seen: &seenKeys) {
+        let key = JSONTape.decodeString(tokens[keySlot], in: bytes)
         throw JSONSyntaxError(message: "duplicate key \"\(key)\"", offset: keyOffset)
       }
+      count += 1
       skipWhitespace()
       guard index < bytes.count else { throw fail("unexpected end of input in object") }
       switch bytes[index] {
@@ -119,27 +141,53 @@ struct JSONParser {
         index += 1
       case UInt8(ascii: "}"):
         index += 1
-        depth -= 1
-        return .object(object)
+        close(slot, count: count)
+        return
       default:
         throw fail("expected ',' or '}' in object")
       }
     }
   }
 
-  private mutating func parseArray() throws(JSONSyntaxError) -> JSONValue {
+  /// Whether the key at `keySlot` repeats one of the `count` earlier keys of the object at `slot`.
+  private func isDuplicate(_ keySlot: Int, in slot: Int, count: Int, seen: inout Set<String>?) -> Bool {
+    let key = tokens[keySlot]
+    if count >= 16 {
+      if seen == nil {
+        var keys = Set<String>(minimumCapacity: 32)
+        var member = slot + 1
+        for _ in 0..<count {
+          keys.insert(JSONTape.decodeString(tokens[member], in: bytes))
+          member = tokens[member + 1].after
+        }
+        seen = keys
+      }
+      return seen?.insert(JSONTape.decodeString(key, in: bytes)).inserted == false
+    }
+    var member = slot + 1
+    for _ in 0..<count {
+      if JSONTape.sameString(tokens[member], key, in: bytes) { return true }
+      member = tokens[member + 1].after
+    }
+    return false
+  }
+
+  private mutating func parseArray() throws(JSONSyntaxError) {
     try enter()
+    let slot = tokens.count
+    append(.array, start: index, end: index)
     index += 1  // [
-    var array: [JSONValue] = []
     skipWhitespace()
     if index < bytes.count && bytes[index] == UInt8(ascii: "]") {
       index += 1
-      depth -= 1
-      return .array(array)
+      close(slot, count: 0)
+      return
     }
+    var count = 0
     while true {
       skipWhitespace()
-      array.append(try parseValue())
+      try parseValue()
+      count += 1
       skipWhitespace()
       guard index < bytes.count else { throw fail("unexpected end of input in array") }
       switch bytes[index] {
@@ -147,8 +195,8 @@ struct JSONParser {
         index += 1
       case UInt8(ascii: "]"):
         index += 1
-        depth -= 1
-        return .array(array)
+        close(slot, count: count)
+        return
       default:
         throw fail("expected ',' or ']' in array")
       }
@@ -157,143 +205,80 @@ struct JSONParser {
 
   // MARK: - Strings
 
-  private mutating func parseString() throws(JSONSyntaxError) -> String {
+  /// Validates a string in place and records its content's byte range (without the quotes).
+  private mutating func parseString() throws(JSONSyntaxError) {
     index += 1  // opening quote
     let start = index
     var ascii = true
-    // Fast path: no escapes.
+    var escaped = false
+    var runStart = start  // where the current run of raw bytes (between escapes) starts
     while index < bytes.count {
       let byte = bytes[index]
       if byte == UInt8(ascii: "\"") {
-        let slice = UnsafeBufferPointer(rebasing: bytes[start..<index])
-        if !ascii, let bad = UTF8Validation.firstInvalidOffset(slice) {
-          throw JSONSyntaxError(message: "invalid UTF-8 in string", offset: start + bad)
-        }
+        if !ascii { try validateRun(runStart) }
+        append(.string, start: start, end: index, escaped: escaped)
         index += 1
-        return String(decoding: slice, as: UTF8.self)
+        return
       }
-      if byte == UInt8(ascii: "\\") { break }
       if byte < 0x20 { throw fail("unescaped control character in string") }
       if byte >= 0x80 { ascii = false }
-      index += 1
-    }
-    guard index < bytes.count else { throw JSONSyntaxError(message: "unterminated string", offset: start - 1) }
-    // Slow path: copy what we have, then decode escapes.
-    var buffer: [UInt8] = Array(bytes[start..<index])
-    var validatedUpTo = 0  // bytes of `buffer` already known to be valid UTF-8 (escape output)
-    var rawStart = start  // offset in input where the current raw run starts
-    func validateRun(_ buffer: [UInt8], from: Int, inputOffset: Int) throws(JSONSyntaxError) {
-      let bad: Int? = buffer.withUnsafeBufferPointer { all in
-        UTF8Validation.firstInvalidOffset(UnsafeBufferPointer(rebasing: all[from...]))
-      }
-      if let bad { throw JSONSyntaxError(message: "invalid UTF-8 in string", offset: inputOffset + bad) }
-    }
-    while index < bytes.count {
-      let byte = bytes[index]
-      if byte == UInt8(ascii: "\"") {
-        try validateRun(buffer, from: validatedUpTo, inputOffset: rawStart)
-        index += 1
-        return String(decoding: buffer, as: UTF8.self)
-      }
-      if byte < 0x20 { throw fail("unescaped control character in string") }
       if byte != UInt8(ascii: "\\") {
-        // Copy the whole run up to the next quote, backslash or control byte at once.
-        let runStart = index
         index += 1
-        while index < bytes.count {
-          let next = bytes[index]
-          if next == UInt8(ascii: "\"") || next == UInt8(ascii: "\\") || next < 0x20 { break }
-          index += 1
-        }
-        buffer.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
         continue
       }
       // An escape ends the current raw run: validate it (multi-byte sequences cannot span an escape).
-      try validateRun(buffer, from: validatedUpTo, inputOffset: rawStart)
+      if !ascii { try validateRun(runStart) }
+      ascii = true
+      escaped = true
       index += 1
       guard index < bytes.count else { throw fail("unterminated escape sequence") }
       let escape = bytes[index]
       index += 1
       switch escape {
-      case UInt8(ascii: "\""): buffer.append(0x22)
-      case UInt8(ascii: "\\"): buffer.append(0x5C)
-      case UInt8(ascii: "/"): buffer.append(0x2F)
-      case UInt8(ascii: "b"): buffer.append(0x08)
-      case UInt8(ascii: "f"): buffer.append(0x0C)
-      case UInt8(ascii: "n"): buffer.append(0x0A)
-      case UInt8(ascii: "r"): buffer.append(0x0D)
-      case UInt8(ascii: "t"): buffer.append(0x09)
+      case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
+        UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+        break
       case UInt8(ascii: "u"):
         let escapeOffset = index - 2
-        var scalar = UInt32(try parseHex4())
+        let scalar = try parseHex4()
         if scalar >= 0xD800 && scalar <= 0xDBFF {
           guard bytes.count - index >= 6, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u")
           else {
             throw JSONSyntaxError(message: "unpaired surrogate escape", offset: escapeOffset)
           }
           index += 2
-          let low = UInt32(try parseHex4())
+          let low = try parseHex4()
           guard low >= 0xDC00 && low <= 0xDFFF else {
             throw JSONSyntaxError(message: "unpaired surrogate escape", offset: escapeOffset)
           }
-          scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
         } else if scalar >= 0xDC00 && scalar <= 0xDFFF {
           throw JSONSyntaxError(message: "unpaired surrogate escape", offset: escapeOffset)
         }
-        guard let unicodeScalar = Unicode.Scalar(scalar) else {
-          throw JSONSyntaxError(message: "invalid unicode escape", offset: escapeOffset)
-        }
-        appendUTF8(unicodeScalar, to: &buffer)
       default:
         throw JSONSyntaxError(message: "invalid escape sequence", offset: index - 2)
       }
-      validatedUpTo = buffer.count
-      rawStart = index
+      runStart = index
     }
     throw JSONSyntaxError(message: "unterminated string", offset: start - 1)
   }
 
-  private func appendUTF8(_ scalar: Unicode.Scalar, to buffer: inout [UInt8]) {
-    let v = scalar.value
-    switch v {
-    case 0..<0x80:
-      buffer.append(UInt8(v))
-    case 0x80..<0x800:
-      buffer.append(UInt8(0xC0 | (v >> 6)))
-      buffer.append(UInt8(0x80 | (v & 0x3F)))
-    case 0x800..<0x10000:
-      buffer.append(UInt8(0xE0 | (v >> 12)))
-      buffer.append(UInt8(0x80 | ((v >> 6) & 0x3F)))
-      buffer.append(UInt8(0x80 | (v & 0x3F)))
-    default:
-      buffer.append(UInt8(0xF0 | (v >> 18)))
-      buffer.append(UInt8(0x80 | ((v >> 12) & 0x3F)))
-      buffer.append(UInt8(0x80 | ((v >> 6) & 0x3F)))
-      buffer.append(UInt8(0x80 | (v & 0x3F)))
+  private func validateRun(_ runStart: Int) throws(JSONSyntaxError) {
+    if let bad = UTF8Validation.firstInvalidOffset(UnsafeBufferPointer(rebasing: bytes[runStart..<index])) {
+      throw JSONSyntaxError(message: "invalid UTF-8 in string", offset: runStart + bad)
     }
   }
 
   private mutating func parseHex4() throws(JSONSyntaxError) -> UInt16 {
-    guard bytes.count - index >= 4 else { throw fail("invalid unicode escape") }
-    var value: UInt16 = 0
-    for _ in 0..<4 {
-      let byte = bytes[index]
-      let digit: UInt8
-      switch byte {
-      case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
-      case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
-      case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
-      default: throw fail("invalid unicode escape")
-      }
-      value = value << 4 | UInt16(digit)
-      index += 1
+    guard bytes.count - index >= 4, let value = JSONTape.hex4(bytes, at: index) else {
+      throw fail("invalid unicode escape")
     }
+    index += 4
     return value
   }
 
   // MARK: - Numbers
 
-  private mutating func parseNumber() throws(JSONSyntaxError) -> JSONValue {
+  private mutating func parseNumber() throws(JSONSyntaxError) {
     let start = index
     var negative = false
     if bytes[index] == UInt8(ascii: "-") {
@@ -334,17 +319,24 @@ struct JSONParser {
     }
     if integral && !overflow && digits > 0 {
       if negative {
-        if magnitude <= UInt64(Int64.max) { return .int(-Int64(magnitude)) }
-        if magnitude == UInt64(Int64.max) + 1 { return .int(Int64.min) }
+        if magnitude <= UInt64(Int64.max) {
+          append(.integer, start: start, end: index, payload: -Int64(magnitude))
+          return
+        }
+        if magnitude == UInt64(Int64.max) + 1 {
+          append(.integer, start: start, end: index, payload: Int64.min)
+          return
+        }
       } else if magnitude <= UInt64(Int64.max) {
-        return .int(Int64(magnitude))
+        append(.integer, start: start, end: index, payload: Int64(magnitude))
+        return
       }
     }
     let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
     guard let value = Double(text), value.isFinite else {
       throw JSONSyntaxError(message: "number out of range", offset: start)
     }
-    return .double(value)
+    append(.double, start: start, end: index, payload: Int64(bitPattern: value.bitPattern))
   }
 
   private func isDigit(_ byte: UInt8) -> Bool {

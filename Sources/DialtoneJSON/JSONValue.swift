@@ -106,15 +106,8 @@ extension JSONValue {
   public static func parse(
     _ bytes: some Collection<UInt8>, maxDepth: Int = defaultMaxDepth
   ) throws(JSONSyntaxError) -> JSONValue {
-    let result: Result<JSONValue, JSONSyntaxError>? = bytes.withContiguousStorageIfAvailable { buffer in
-      var parser = JSONParser(buffer, maxDepth: maxDepth)
-      do throws(JSONSyntaxError) { return .success(try parser.parseDocument()) } catch { return .failure(error) }
-    }
-    if let result { return try result.get() }
-    let copy = Array(bytes)
-    return try copy.withUnsafeBufferPointer { buffer throws(JSONSyntaxError) -> JSONValue in
-      var parser = JSONParser(buffer, maxDepth: maxDepth)
-      return try parser.parseDocument()
+    try JSONTape.parse(bytes, maxDepth: maxDepth, syntaxError: { (error: JSONSyntaxError) in error }) {
+      (tape: JSONTape) throws(JSONSyntaxError) -> JSONValue in tape.value(tape.root)
     }
   }
 

@@ -7,15 +7,16 @@
   import Musl
 #endif
 
-/// Compact JSON serialisation with byte-wise sorted object keys.
-struct JSONWriter {
-  var bytes: [UInt8] = []
+/// Compact JSON output: whole `JSONValue` trees (object keys sorted byte-wise) and the
+/// primitives typed encoders write with (strings escaped per RFC 8259, integers, literals).
+public struct JSONWriter {
+  public var bytes: [UInt8] = []
 
-  init(capacity: Int = 256) {
+  public init(capacity: Int = 256) {
     bytes.reserveCapacity(capacity)
   }
 
-  mutating func write(_ value: JSONValue) {
+  public mutating func write(_ value: JSONValue) {
     switch value {
     case .null:
       append("null")
@@ -79,7 +80,7 @@ struct JSONWriter {
 
   /// Byte-wise UTF-8 order; native strings compare with one memcmp instead of a generic
   /// element-by-element walk.
-  static func utf8Precedes(_ a: String, _ b: String) -> Bool {
+  public static func utf8Precedes(_ a: String, _ b: String) -> Bool {
     let fast: Bool? =
       a.utf8.withContiguousStorageIfAvailable { x in
         b.utf8.withContiguousStorageIfAvailable { y -> Bool in
@@ -94,11 +95,20 @@ struct JSONWriter {
     return fast ?? a.utf8.lexicographicallyPrecedes(b.utf8)
   }
 
-  private mutating func append(_ text: StaticString) {
+  /// Bytes written as they are: punctuation, literals, pre-escaped keys.
+  public mutating func append(_ text: StaticString) {
     text.withUTF8Buffer { bytes.append(contentsOf: $0) }
   }
 
-  private mutating func writeInteger(_ number: Int64) {
+  public mutating func append(_ byte: UInt8) {
+    bytes.append(byte)
+  }
+
+  public mutating func append(contentsOf other: some Sequence<UInt8>) {
+    bytes.append(contentsOf: other)
+  }
+
+  public mutating func writeInteger(_ number: Int64) {
     if number == 0 {
       bytes.append(UInt8(ascii: "0"))
       return
@@ -115,7 +125,7 @@ struct JSONWriter {
 
   private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
-  private mutating func writeString(_ text: String) {
+  public mutating func writeString(_ text: String) {
     bytes.append(UInt8(ascii: "\""))
     var text = text
     text.withUTF8 { utf8 in

@@ -1,6 +1,6 @@
-/// The `type` values of client → server messages.
 import DialtoneJSON
 
+/// The `type` values of client → server messages.
 public enum ClientMessageType: String, Sendable, Equatable, CaseIterable {
   case hello
   case ack
@@ -23,8 +23,46 @@ public enum ClientMessageType: String, Sendable, Equatable, CaseIterable {
   public var hasID: Bool { self != .ack }
 }
 
+/// A client message's payload: its fields without the envelope (`type`, `id`).
+public protocol ClientMessageBody: WireCodable {
+  static var type: ClientMessageType { get }
+  /// The call the message is about, if any.
+  var relatedCall: CallID? { get }
+}
+
+/// A payload about one call.
+public protocol CallMessageBody: ClientMessageBody {
+  var callId: CallID { get }
+}
+
+extension ClientMessageBody {
+  public var relatedCall: CallID? { nil }
+}
+
+extension CallMessageBody {
+  public var relatedCall: CallID? { callId }
+}
+
+/// One client frame: the envelope (`id`, absent only for `ack`) and the message.
+public struct ClientEnvelope: Sendable, Equatable {
+  /// The request id the server's answer (`ack`/`error`/`welcome`) carries as `replyTo`.
+  public var id: String?
+  public var message: ClientMessage
+
+  public init(id: String?, message: ClientMessage) {
+    self.id = id
+    self.message = message
+  }
+
+  /// The frame as compact JSON with sorted keys.
+  public var jsonString: String { String(decoding: encoded, as: UTF8.self) }
+
+  /// The frame as a JSON tree.
+  public var json: JSONValue { JSONValue(parsing: encoded) ?? .null }
+}
+
 /// A message from a client to the server.
-public enum ClientMessage: WireCodable {
+public enum ClientMessage: Sendable, Equatable {
   /// First message on every socket.
   case hello(Hello)
   /// Cumulative acknowledgement of server messages.
@@ -58,11 +96,60 @@ public enum ClientMessage: WireCodable {
   /// Fetch a call's state; answered with `ack` carrying `call`.
   case getCall(CallAction)
 
+  /// The payload, with the type it travels as (the one place a case meets its payload type
+  /// besides `decode`).
+  public var body: any ClientMessageBody {
+    switch self {
+    case .hello(let m): return m
+    case .ack(let m): return m
+    case .ping(let m): return m
+    case .invite(let m): return m
+    case .accept(let m): return m
+    case .offer(let m): return m
+    case .answer(let m): return m
+    case .candidate(let m): return m
+    case .ringing(let m): return TypedAction<RingingTag>(m)
+    case .decline(let m): return TypedAction<DeclineTag>(m)
+    case .busy(let m): return TypedAction<BusyTag>(m)
+    case .cancel(let m): return TypedAction<CancelTag>(m)
+    case .hangup(let m): return TypedAction<HangupTag>(m)
+    case .endOfCandidates(let m): return TypedAction<EndOfCandidatesTag>(m)
+    case .iceRestartRequest(let m): return TypedAction<IceRestartRequestTag>(m)
+    case .getCall(let m): return TypedAction<GetCallTag>(m)
+    }
+  }
+
+  static func decode(_ type: ClientMessageType, _ d: inout WireDecoder) throws(ProtocolError) -> ClientMessage {
+    switch type {
+    case .hello: return .hello(try d.body())
+    case .ack: return .ack(try d.body())
+    case .ping: return .ping(try d.body())
+    case .invite: return .invite(try d.body())
+    case .accept: return .accept(try d.body())
+    case .offer: return .offer(try d.body())
+    case .answer: return .answer(try d.body())
+    case .candidate: return .candidate(try d.body())
+    case .ringing: return .ringing(try d.body())
+    case .decline: return .decline(try d.body())
+    case .busy: return .busy(try d.body())
+    case .cancel: return .cancel(try d.body())
+    case .hangup: return .hangup(try d.body())
+    case .endOfCandidates: return .endOfCandidates(try d.body())
+    case .iceRestartRequest: return .iceRestartRequest(try d.body())
+    case .getCall: return .getCall(try d.body())
+    }
+  }
+
+  public var type: ClientMessageType { Swift.type(of: body).type }
+
+  /// The call the message is about, if any.
+  public var callId: CallID? { body.relatedCall }
+
   // MARK: Payloads
 
-  /// `hello`: `{id, version, token?, resume?, client?}`.
-  public struct Hello: Sendable, Hashable {
-    public var id: String
+  /// `hello`: `{version, token?, resume?, client?}`.
+  public struct Hello: ClientMessageBody, Hashable {
+    public static let type = ClientMessageType.hello
     public var version: Int
     /// The JWT, when it is not sent in the `Authorization` header of the upgrade request.
     public var token: String?
@@ -70,14 +157,21 @@ public enum ClientMessage: WireCodable {
     public var client: ClientInfo?
 
     public init(
-      id: String, version: Int = ProtocolVersion.current, token: String? = nil, resume: Resume? = nil,
-      client: ClientInfo? = nil
+      version: Int = ProtocolVersion.current, token: String? = nil, resume: Resume? = nil, client: ClientInfo? = nil
     ) {
-      self.id = id
       self.version = version
       self.token = token
       self.resume = resume
       self.client = client
+    }
+
+    public init(wirePlaceholder _: WirePlaceholder) { self.init() }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.object("client", &client)
+      try c.object("resume", &resume)
+      try c.string("token", &token, .token)
+      try c.integer("version", &version, Int64(Int32.min)...Int64(Int32.max))
     }
   }
 
@@ -92,17 +186,11 @@ public enum ClientMessage: WireCodable {
       self.lastSeq = lastSeq
     }
 
-    public init(json: JSONValue, path: String, options: WireDecodingOptions) throws(ProtocolError) {
-      let r = try FieldReader(json, path: path, options: options)
-      sessionId = try r.string("sessionId", maxBytes: Limits.maxSessionIDBytes)
-      lastSeq = try r.seq("lastSeq")
-    }
+    public init(wirePlaceholder _: WirePlaceholder) { self.init(sessionId: "", lastSeq: 0) }
 
-    public var json: JSONValue {
-      var o = ObjectBuilder()
-      o.set("sessionId", sessionId)
-      o.set("lastSeq", lastSeq)
-      return o.json
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.seq("lastSeq", &lastSeq)
+      try c.string("sessionId", &sessionId, .sessionId)
     }
   }
 
@@ -116,41 +204,44 @@ public enum ClientMessage: WireCodable {
       self.version = version
     }
 
-    public init(json: JSONValue, path: String, options: WireDecodingOptions) throws(ProtocolError) {
-      let r = try FieldReader(json, path: path, options: options)
-      name = try r.optionalString("name", maxBytes: Limits.maxClientInfoBytes)
-      version = try r.optionalString("version", maxBytes: Limits.maxClientInfoBytes)
-    }
+    public init(wirePlaceholder _: WirePlaceholder) { self.init() }
 
-    public var json: JSONValue {
-      var o = ObjectBuilder()
-      o.set("name", name)
-      o.set("version", version)
-      return o.json
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("name", &name, .clientInfo)
+      try c.string("version", &version, .clientInfo)
     }
   }
 
   /// `ack`: `{seq}`. The only client message without `id`.
-  public struct Ack: Sendable, Hashable {
+  public struct Ack: ClientMessageBody, Hashable {
+    public static let type = ClientMessageType.ack
     public var seq: UInt64
 
     public init(seq: UInt64) {
       self.seq = seq
     }
-  }
 
-  /// `ping`: `{id}`.
-  public struct Ping: Sendable, Hashable {
-    public var id: String
+    public init(wirePlaceholder _: WirePlaceholder) { self.init(seq: 0) }
 
-    public init(id: String) {
-      self.id = id
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.seq("seq", &seq)
     }
   }
 
-  /// `invite`: `{id, callId, to, video, offer?, callerName?}`.
-  public struct Invite: Sendable, Hashable {
-    public var id: String
+  /// `ping`: no fields.
+  public struct Ping: ClientMessageBody, Hashable {
+    public static let type = ClientMessageType.ping
+
+    public init() {}
+
+    public init(wirePlaceholder _: WirePlaceholder) {}
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {}
+  }
+
+  /// `invite`: `{callId, to, video, offer?, callerName?}`.
+  public struct Invite: CallMessageBody, Hashable {
+    public static let type = ClientMessageType.invite
     public var callId: CallID
     /// The callee's user id.
     public var to: String
@@ -159,224 +250,118 @@ public enum ClientMessage: WireCodable {
     /// Overrides the token's `name` claim as the caller's display name for this call.
     public var callerName: String?
 
-    public init(
-      id: String, callId: CallID, to: String, video: Bool, offer: SessionDescription? = nil, callerName: String? = nil
-    ) {
-      self.id = id
+    public init(callId: CallID, to: String, video: Bool, offer: SessionDescription? = nil, callerName: String? = nil) {
       self.callId = callId
       self.to = to
       self.video = video
       self.offer = offer
       self.callerName = callerName
     }
-  }
 
-  /// `{id, callId}`: ringing, decline, busy, cancel, hangup, end-of-candidates,
-  /// ice-restart-request, get-call.
-  public struct CallAction: Sendable, Hashable {
-    public var id: String
-    public var callId: CallID
+    public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", to: "", video: false) }
 
-    public init(id: String, callId: CallID) {
-      self.id = id
-      self.callId = callId
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+      try c.string("callerName", &callerName, .name)
+      try c.object("offer", &offer)
+      try c.string("to", &to, .userId)
+      try c.bool("video", &video)
     }
   }
 
-  /// `accept`: `{id, callId, answer?}`.
-  public struct Accept: Sendable, Hashable {
-    public var id: String
+  /// `{callId}`: ringing, decline, busy, cancel, hangup, end-of-candidates,
+  /// ice-restart-request, get-call.
+  public struct CallAction: WireCodable, Hashable {
+    public var callId: CallID
+
+    public init(callId: CallID) {
+      self.callId = callId
+    }
+
+    public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "") }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+    }
+  }
+
+  /// `accept`: `{callId, answer?}`.
+  public struct Accept: CallMessageBody, Hashable {
+    public static let type = ClientMessageType.accept
     public var callId: CallID
     /// The answer to the offer carried by the invite; absent when the invite had no offer.
     public var answer: SessionDescription?
 
-    public init(id: String, callId: CallID, answer: SessionDescription? = nil) {
-      self.id = id
+    public init(callId: CallID, answer: SessionDescription? = nil) {
       self.callId = callId
       self.answer = answer
     }
+
+    public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "") }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.object("answer", &answer)
+      try c.string("callId", &callId, .callId)
+    }
   }
 
-  /// `offer`: `{id, callId, sdp, iceRestart?}`. `iceRestart` is written only when true.
-  public struct Offer: Sendable, Hashable {
-    public var id: String
+  /// `offer`: `{callId, sdp, iceRestart?}`. `iceRestart` is written only when true.
+  public struct Offer: CallMessageBody, Hashable {
+    public static let type = ClientMessageType.offer
     public var callId: CallID
     public var sdp: String
     public var iceRestart: Bool
 
-    public init(id: String, callId: CallID, sdp: String, iceRestart: Bool = false) {
-      self.id = id
+    public init(callId: CallID, sdp: String, iceRestart: Bool = false) {
       self.callId = callId
       self.sdp = sdp
       self.iceRestart = iceRestart
     }
+
+    public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", sdp: "") }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+      try c.flag("iceRestart", &iceRestart)
+      try c.string("sdp", &sdp, .sdp)
+    }
   }
 
-  /// `answer`: `{id, callId, sdp}`.
-  public struct Answer: Sendable, Hashable {
-    public var id: String
+  /// `answer`: `{callId, sdp}`.
+  public struct Answer: CallMessageBody, Hashable {
+    public static let type = ClientMessageType.answer
     public var callId: CallID
     public var sdp: String
 
-    public init(id: String, callId: CallID, sdp: String) {
-      self.id = id
+    public init(callId: CallID, sdp: String) {
       self.callId = callId
       self.sdp = sdp
     }
+
+    public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", sdp: "") }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+      try c.string("sdp", &sdp, .sdp)
+    }
   }
 
-  /// `candidate`: `{id, callId, candidate: {candidate, sdpMid?, sdpMLineIndex?, usernameFragment?}}`.
-  public struct Candidate: Sendable, Hashable {
-    public var id: String
+  /// `candidate`: `{callId, candidate: {candidate, sdpMid?, sdpMLineIndex?, usernameFragment?}}`.
+  public struct Candidate: CallMessageBody, Hashable {
+    public static let type = ClientMessageType.candidate
     public var callId: CallID
     public var candidate: IceCandidate
 
-    public init(id: String, callId: CallID, candidate: IceCandidate) {
-      self.id = id
+    public init(callId: CallID, candidate: IceCandidate) {
       self.callId = callId
       self.candidate = candidate
     }
-  }
 
-  // MARK: Accessors
+    public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", candidate: IceCandidate(candidate: "")) }
 
-  public var type: ClientMessageType {
-    switch self {
-    case .hello: return .hello
-    case .ack: return .ack
-    case .ping: return .ping
-    case .invite: return .invite
-    case .ringing: return .ringing
-    case .accept: return .accept
-    case .decline: return .decline
-    case .busy: return .busy
-    case .cancel: return .cancel
-    case .hangup: return .hangup
-    case .offer: return .offer
-    case .answer: return .answer
-    case .candidate: return .candidate
-    case .endOfCandidates: return .endOfCandidates
-    case .iceRestartRequest: return .iceRestartRequest
-    case .getCall: return .getCall
-    }
-  }
-
-  /// The message's `id` (nil only for `ack`).
-  public var id: String? {
-    switch self {
-    case .hello(let m): return m.id
-    case .ack: return nil
-    case .ping(let m): return m.id
-    case .invite(let m): return m.id
-    case .accept(let m): return m.id
-    case .offer(let m): return m.id
-    case .answer(let m): return m.id
-    case .candidate(let m): return m.id
-    case .ringing(let m), .decline(let m), .busy(let m), .cancel(let m), .hangup(let m),
-      .endOfCandidates(let m), .iceRestartRequest(let m), .getCall(let m):
-      return m.id
-    }
-  }
-
-  /// The call the message is about, if any.
-  public var callId: CallID? {
-    switch self {
-    case .hello, .ack, .ping: return nil
-    case .invite(let m): return m.callId
-    case .accept(let m): return m.callId
-    case .offer(let m): return m.callId
-    case .answer(let m): return m.callId
-    case .candidate(let m): return m.callId
-    case .ringing(let m), .decline(let m), .busy(let m), .cancel(let m), .hangup(let m),
-      .endOfCandidates(let m), .iceRestartRequest(let m), .getCall(let m):
-      return m.callId
-    }
-  }
-
-  // MARK: Decoding
-
-  public init(json: JSONValue, path: String, options: WireDecodingOptions) throws(ProtocolError) {
-    guard case .object(let object) = json else {
-      throw ProtocolError(.badRequest, "message must be a JSON object")
-    }
-    // Context for error replies, read leniently before anything can fail.
-    var replyTo: String?
-    if case .string(let id)? = object["id"], (1...Limits.maxMessageIDBytes).contains(id.utf8.count) {
-      replyTo = id
-    }
-    var contextCallId: CallID?
-    if case .string(let callId)? = object["callId"], CallIDRules.isValid(callId) {
-      contextCallId = callId
-    }
-    var typeName: String?
-    do throws(ProtocolError) {
-      guard let typeValue = object["type"], typeValue != .null else {
-        throw ProtocolError(.badRequest, "\"type\" is required")
-      }
-      guard case .string(let name) = typeValue else {
-        throw ProtocolError(.badRequest, "\"type\" must be a string")
-      }
-      typeName = name
-      guard let type = ClientMessageType(rawValue: name) else {
-        throw ProtocolError(.unknownType, "unknown message type \(Self.quote(name))")
-      }
-      let r = try FieldReader(json, path: "", options: options)
-      if type == .ack {
-        replyTo = nil
-        self = .ack(Ack(seq: try r.seq("seq")))
-        return
-      }
-      let id = try r.string("id", maxBytes: Limits.maxMessageIDBytes)
-      self = try Self.decodeBody(type: type, id: id, r)
-    } catch {
-      var error = error
-      error.replyTo = replyTo
-      error.callId = contextCallId
-      error.messageType = typeName
-      throw error
-    }
-  }
-
-  private static func decodeBody(type: ClientMessageType, id: String, _ r: FieldReader) throws(ProtocolError)
-    -> ClientMessage
-  {
-    switch type {
-    case .hello:
-      return .hello(
-        Hello(
-          id: id,
-          version: Int(try r.int("version", in: Int64(Int32.min)...Int64(Int32.max))),
-          token: try r.optionalString("token", minBytes: 1, maxBytes: Limits.maxTokenBytes),
-          resume: try r.optional("resume", Resume.self),
-          client: try r.optional("client", ClientInfo.self)))
-    case .ack:
-      return .ack(Ack(seq: try r.seq("seq")))
-    case .ping:
-      return .ping(Ping(id: id))
-    case .invite:
-      return .invite(
-        Invite(
-          id: id, callId: try r.callId(), to: try r.userId("to"), video: try r.bool("video"),
-          offer: try r.optional("offer", SessionDescription.self), callerName: try r.optionalName("callerName")))
-    case .accept:
-      return .accept(Accept(id: id, callId: try r.callId(), answer: try r.optional("answer", SessionDescription.self)))
-    case .offer:
-      return .offer(
-        Offer(
-          id: id, callId: try r.callId(), sdp: try r.sdp("sdp"), iceRestart: try r.optionalBool("iceRestart") ?? false))
-    case .answer:
-      return .answer(Answer(id: id, callId: try r.callId(), sdp: try r.sdp("sdp")))
-    case .candidate:
-      return .candidate(
-        Candidate(id: id, callId: try r.callId(), candidate: try r.required("candidate", IceCandidate.self)))
-    case .ringing: return .ringing(CallAction(id: id, callId: try r.callId()))
-    case .decline: return .decline(CallAction(id: id, callId: try r.callId()))
-    case .busy: return .busy(CallAction(id: id, callId: try r.callId()))
-    case .cancel: return .cancel(CallAction(id: id, callId: try r.callId()))
-    case .hangup: return .hangup(CallAction(id: id, callId: try r.callId()))
-    case .endOfCandidates: return .endOfCandidates(CallAction(id: id, callId: try r.callId()))
-    case .iceRestartRequest: return .iceRestartRequest(CallAction(id: id, callId: try r.callId()))
-    case .getCall: return .getCall(CallAction(id: id, callId: try r.callId()))
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+      try c.object("candidate", &candidate)
     }
   }
 
@@ -385,52 +370,119 @@ public enum ClientMessage: WireCodable {
     let shown = name.utf8.count > 64 ? String(name.prefix(64)) + "…" : name
     return JSONValue.string(shown).serializedString
   }
+}
 
-  // MARK: Encoding
+// MARK: - The `{callId}` messages
 
-  public var json: JSONValue {
-    var o = ObjectBuilder()
-    o.set("type", type.rawValue)
-    switch self {
-    case .hello(let m):
-      o.set("id", m.id)
-      o.set("version", m.version)
-      o.set("token", m.token)
-      o.set("resume", m.resume)
-      o.set("client", m.client)
-    case .ack(let m):
-      o.set("seq", m.seq)
-    case .ping(let m):
-      o.set("id", m.id)
-    case .invite(let m):
-      o.set("id", m.id)
-      o.set("callId", m.callId)
-      o.set("to", m.to)
-      o.set("video", m.video)
-      o.set("offer", m.offer)
-      o.set("callerName", m.callerName)
-    case .accept(let m):
-      o.set("id", m.id)
-      o.set("callId", m.callId)
-      o.set("answer", m.answer)
-    case .offer(let m):
-      o.set("id", m.id)
-      o.set("callId", m.callId)
-      o.set("sdp", m.sdp)
-      if m.iceRestart { o.set("iceRestart", true) }
-    case .answer(let m):
-      o.set("id", m.id)
-      o.set("callId", m.callId)
-      o.set("sdp", m.sdp)
-    case .candidate(let m):
-      o.set("id", m.id)
-      o.set("callId", m.callId)
-      o.set("candidate", m.candidate)
-    case .ringing(let m), .decline(let m), .busy(let m), .cancel(let m), .hangup(let m),
-      .endOfCandidates(let m), .iceRestartRequest(let m), .getCall(let m):
-      o.set("id", m.id)
-      o.set("callId", m.callId)
+/// Which message a `CallAction` travels as: the eight `{callId}` messages share one payload.
+protocol CallActionTag: Sendable {
+  static var type: ClientMessageType { get }
+}
+
+enum RingingTag: CallActionTag { static let type = ClientMessageType.ringing }
+enum DeclineTag: CallActionTag { static let type = ClientMessageType.decline }
+enum BusyTag: CallActionTag { static let type = ClientMessageType.busy }
+enum CancelTag: CallActionTag { static let type = ClientMessageType.cancel }
+enum HangupTag: CallActionTag { static let type = ClientMessageType.hangup }
+enum EndOfCandidatesTag: CallActionTag { static let type = ClientMessageType.endOfCandidates }
+enum IceRestartRequestTag: CallActionTag { static let type = ClientMessageType.iceRestartRequest }
+enum GetCallTag: CallActionTag { static let type = ClientMessageType.getCall }
+
+/// A `CallAction` as the message `Tag` names.
+struct TypedAction<Tag: CallActionTag>: CallMessageBody, Hashable {
+  static var type: ClientMessageType { Tag.type }
+  var action: ClientMessage.CallAction
+  var callId: CallID { action.callId }
+
+  init(_ action: ClientMessage.CallAction) {
+    self.action = action
+  }
+
+  init(wirePlaceholder: WirePlaceholder) { self.init(ClientMessage.CallAction(wirePlaceholder: wirePlaceholder)) }
+
+  mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+    try action.wire(&c)
+  }
+}
+
+// MARK: - Frames
+
+extension ClientEnvelope {
+  /// Decodes one frame from its tape. The error of a failed decode carries the frame's
+  /// `id` (as `replyTo`), `callId` and `type` when they could be read.
+  static func decode(_ tape: JSONTape, options: WireDecodingOptions) throws(ProtocolError) -> ClientEnvelope {
+    let root = tape.root
+    guard tape.kind(root) == .object else {
+      throw ProtocolError(.badRequest, "message must be a JSON object")
     }
-    return o.json
+    // Context for error replies, read leniently before anything can fail.
+    var replyTo: String?
+    if let index = tape.member(root, "id"), let id = tape.string(index),
+      (1...Limits.maxMessageIDBytes).contains(id.utf8.count)
+    {
+      replyTo = id
+    }
+    var typeName: String?
+    do throws(ProtocolError) {
+      guard let typeIndex = tape.member(root, "type"), !tape.isNull(typeIndex) else {
+        throw ProtocolError(.badRequest, "\"type\" is required")
+      }
+      guard let name = tape.string(typeIndex) else {
+        throw ProtocolError(.badRequest, "\"type\" must be a string")
+      }
+      typeName = name
+      guard let type = ClientMessageType(rawValue: name) else {
+        throw ProtocolError(.unknownType, "unknown message type \(ClientMessage.quote(name))")
+      }
+      var decoder = WireDecoder(tape: tape, object: root, path: "", options: options)
+      var id: String?
+      if type.hasID {
+        var read = ""
+        try decoder.string("id", &read, .messageId)
+        id = read
+      } else {
+        replyTo = nil
+      }
+      return ClientEnvelope(id: id, message: try ClientMessage.decode(type, &decoder))
+    } catch {
+      var error = error
+      error.replyTo = replyTo
+      if let index = tape.member(root, "callId"), let callId = tape.string(index), CallIDRules.isValid(callId) {
+        error.callId = callId
+      }
+      error.messageType = typeName
+      throw error
+    }
+  }
+
+  /// The frame's bytes: the payload's fields with `id` and `type` among them.
+  var encoded: [UInt8] {
+    func write<Body: ClientMessageBody>(_ body: Body) -> [UInt8] {
+      let type = WireEncoder.EnvelopeMember.text("type", Body.type.rawValue)
+      guard let id else { return WireEncoder.encode(body, envelope: type).bytes }
+      return WireEncoder.encode(body, envelope: .text("id", id), type).bytes
+    }
+    return write(message.body)
+  }
+}
+
+extension WireDecoder {
+  /// A message payload read from the frame's own object.
+  mutating func body<Body: WireCodable>() throws(ProtocolError) -> Body {
+    var body = Body(wirePlaceholder: WirePlaceholder())
+    try body.wire(&self)
+    return body
+  }
+}
+
+extension ClientEnvelope: Codable {
+  /// Through the frame's JSON shape, validated like the codec (slowly: use `MessageCodec`).
+  public init(from decoder: any Decoder) throws {
+    let bytes = try JSONValue(from: decoder).serialized
+    self = try MessageCodec.decodeClientMessage(bytes)
+  }
+
+  public func encode(to encoder: any Encoder) throws {
+    try json.encode(to: encoder)
   }
 }

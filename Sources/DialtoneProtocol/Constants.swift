@@ -101,7 +101,7 @@ public enum CloseCode: Int, Sendable, Equatable, CaseIterable {
 }
 
 /// Error codes carried by the `error` message and by HTTP error bodies.
-public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
+public enum ErrorCode: String, WireEnum {
   case badRequest = "bad-request"
   case unknownType = "unknown-type"
   case unauthorized = "unauthorized"
@@ -136,7 +136,7 @@ public enum ErrorCode: String, Sendable, Equatable, CaseIterable {
 }
 
 /// Why a call ended (`call-ended.reason`, `CallState.endReason`, `CallRecord.endReason`).
-public enum EndReason: String, Sendable, Equatable, CaseIterable {
+public enum EndReason: String, WireEnum {
   /// The callee declined (sent to the caller).
   case declined
   /// The callee is busy: in another call, or a device reported `busy`.
@@ -165,7 +165,7 @@ public enum EndReason: String, Sendable, Equatable, CaseIterable {
 }
 
 /// The phase of a call (`CallState.state`).
-public enum CallPhase: String, Sendable, Equatable, CaseIterable {
+public enum CallPhase: String, WireEnum {
   case ringing
   case accepted
   case ended
@@ -215,4 +215,15 @@ public enum CallIDRules {
   public static func uuid(of callId: CallID) -> UUID? {
     UUID(uuidString: callId)
   }
+}
+
+extension ErrorCode {
+  public static var unknownValueProblem: String { "is not a known error code" }
+  /// Codes added by later servers.
+  public static var lenientFallback: ErrorCode? { .internal }
+}
+
+extension EndReason {
+  /// Reasons added by later servers.
+  public static var lenientFallback: EndReason? { .failed }
 }

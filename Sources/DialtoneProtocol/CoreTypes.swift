@@ -1,8 +1,6 @@
 /// `{"sdp": "..."}`: an offer or answer body (`invite.offer`, `accept.answer`).
 /// The kind (offer/answer) follows from the message that carries it; a `type` member,
 /// as produced by `RTCSessionDescription.toJSON()`, is ignored.
-import DialtoneJSON
-
 public struct SessionDescription: WireCodable, Hashable {
   public var sdp: String
 
@@ -10,12 +8,11 @@ public struct SessionDescription: WireCodable, Hashable {
     self.sdp = sdp
   }
 
-  public init(json: JSONValue, path: String, options: WireDecodingOptions) throws(ProtocolError) {
-    let r = try FieldReader(json, path: path, options: options)
-    sdp = try r.sdp("sdp")
-  }
+  public init(wirePlaceholder _: WirePlaceholder) { self.init(sdp: "") }
 
-  public var json: JSONValue { ["sdp": .string(sdp)] }
+  public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+    try c.string("sdp", &sdp, .sdp)
+  }
 }
 
 /// A trickled ICE candidate, the same shape as `RTCIceCandidateInit`.
@@ -34,21 +31,13 @@ public struct IceCandidate: WireCodable, Hashable {
     self.usernameFragment = usernameFragment
   }
 
-  public init(json: JSONValue, path: String, options: WireDecodingOptions) throws(ProtocolError) {
-    let r = try FieldReader(json, path: path, options: options)
-    candidate = try r.string("candidate", minBytes: 0, maxBytes: Limits.maxCandidateBytes, tooLarge: true)
-    sdpMid = try r.optionalString("sdpMid", maxBytes: Limits.maxCandidateFieldBytes)
-    sdpMLineIndex = try r.optionalInt("sdpMLineIndex", in: 0...Int64(Limits.maxSDPMLineIndex)).map { Int($0) }
-    usernameFragment = try r.optionalString("usernameFragment", maxBytes: Limits.maxCandidateFieldBytes)
-  }
+  public init(wirePlaceholder _: WirePlaceholder) { self.init(candidate: "") }
 
-  public var json: JSONValue {
-    var o = ObjectBuilder()
-    o.set("candidate", candidate)
-    o.set("sdpMid", sdpMid)
-    if let sdpMLineIndex { o.set("sdpMLineIndex", sdpMLineIndex) }
-    o.set("usernameFragment", usernameFragment)
-    return o.json
+  public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+    try c.string("candidate", &candidate, WireText(minBytes: 0, maxBytes: Limits.maxCandidateBytes, tooLarge: true))
+    try c.integer("sdpMLineIndex", &sdpMLineIndex, 0...Int64(Limits.maxSDPMLineIndex))
+    try c.string("sdpMid", &sdpMid, WireText(minBytes: 0, maxBytes: Limits.maxCandidateFieldBytes))
+    try c.string("usernameFragment", &usernameFragment, WireText(minBytes: 0, maxBytes: Limits.maxCandidateFieldBytes))
   }
 }
 
@@ -65,19 +54,12 @@ public struct IceServer: WireCodable, Hashable {
     self.credential = credential
   }
 
-  public init(json: JSONValue, path: String, options: WireDecodingOptions) throws(ProtocolError) {
-    let r = try FieldReader(json, path: path, options: options)
-    urls = try r.stringArray("urls", acceptSingle: true, nonEmpty: true)
-    username = try r.optionalString("username")
-    credential = try r.optionalString("credential")
-  }
+  public init(wirePlaceholder _: WirePlaceholder) { self.init(urls: []) }
 
-  public var json: JSONValue {
-    var o = ObjectBuilder()
-    o.members["urls"] = .array(urls.map { .string($0) })
-    o.set("username", username)
-    o.set("credential", credential)
-    return o.json
+  public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+    try c.string("credential", &credential, .any)
+    try c.strings("urls", &urls, acceptSingle: true, nonEmpty: true)
+    try c.string("username", &username, .any)
   }
 }
 
@@ -94,19 +76,12 @@ public struct Peer: WireCodable, Hashable {
     self.name = name
   }
 
-  public init(json: JSONValue, path: String, options: WireDecodingOptions) throws(ProtocolError) {
-    let r = try FieldReader(json, path: path, options: options)
-    userId = try r.userId("userId")
-    deviceId = try r.deviceId("deviceId")
-    name = try r.optionalName("name")
-  }
+  public init(wirePlaceholder _: WirePlaceholder) { self.init(userId: "", deviceId: "") }
 
-  public var json: JSONValue {
-    var o = ObjectBuilder()
-    o.set("userId", userId)
-    o.set("deviceId", deviceId)
-    o.set("name", name)
-    return o.json
+  public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+    try c.string("deviceId", &deviceId, .deviceId)
+    try c.string("name", &name, .name)
+    try c.string("userId", &userId, .userId)
   }
 }
 
@@ -144,39 +119,22 @@ public struct CallState: WireCodable, Hashable {
     self.endReason = endReason
   }
 
-  public init(json: JSONValue, path: String, options: WireDecodingOptions) throws(ProtocolError) {
-    let r = try FieldReader(json, path: path, options: options)
-    callId = try r.callId()
-    callerId = try r.userId("callerId")
-    calleeId = try r.userId("calleeId")
-    callerDeviceId = try r.deviceId("callerDeviceId")
-    calleeDeviceId = try r.optionalDeviceId("calleeDeviceId")
-    video = try r.bool("video")
-    let stateName = try r.string("state")
-    guard let phase = CallPhase(rawValue: stateName) else {
-      throw ProtocolError(.badRequest, "\(r.quoted("state")) must be one of ringing, accepted, ended")
-    }
-    state = phase
-    createdAt = try r.timestamp("createdAt")
-    answeredAt = try r.optionalTimestamp("answeredAt")
-    endedAt = try r.optionalTimestamp("endedAt")
-    endReason = try r.optionalEndReason("endReason")
+  public init(wirePlaceholder _: WirePlaceholder) {
+    self.init(callId: "", callerId: "", calleeId: "", callerDeviceId: "", video: false, state: .ended, createdAt: 0)
   }
 
-  public var json: JSONValue {
-    var o = ObjectBuilder()
-    o.set("callId", callId)
-    o.set("callerId", callerId)
-    o.set("calleeId", calleeId)
-    o.set("callerDeviceId", callerDeviceId)
-    o.set("calleeDeviceId", calleeDeviceId)
-    o.set("video", video)
-    o.set("state", state.rawValue)
-    o.set("createdAt", createdAt)
-    o.set("answeredAt", answeredAt)
-    o.set("endedAt", endedAt)
-    o.set("endReason", endReason?.rawValue)
-    return o.json
+  public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+    try c.integer("answeredAt", &answeredAt, 0...Int64.max)
+    try c.string("callId", &callId, .callId)
+    try c.string("calleeDeviceId", &calleeDeviceId, .deviceId)
+    try c.string("calleeId", &calleeId, .userId)
+    try c.string("callerDeviceId", &callerDeviceId, .deviceId)
+    try c.string("callerId", &callerId, .userId)
+    try c.integer("createdAt", &createdAt, 0...Int64.max)
+    try c.enumeration("endReason", &endReason)
+    try c.integer("endedAt", &endedAt, 0...Int64.max)
+    try c.enumeration("state", &state)
+    try c.bool("video", &video)
   }
 }
 
@@ -211,32 +169,20 @@ public struct CallRecord: WireCodable, Hashable {
     self.durationMs = durationMs
   }
 
-  public init(json: JSONValue, path: String, options: WireDecodingOptions) throws(ProtocolError) {
-    let r = try FieldReader(json, path: path, options: options)
-    callId = try r.callId()
-    callerId = try r.userId("callerId")
-    calleeId = try r.userId("calleeId")
-    answeredBy = try r.optionalDeviceId("answeredBy")
-    video = try r.bool("video")
-    createdAt = try r.timestamp("createdAt")
-    answeredAt = try r.optionalTimestamp("answeredAt")
-    endedAt = try r.optionalTimestamp("endedAt")
-    endReason = try r.optionalEndReason("endReason")
-    durationMs = try r.optionalInt("durationMs", in: 0...Int64.max)
+  public init(wirePlaceholder _: WirePlaceholder) {
+    self.init(callId: "", callerId: "", calleeId: "", video: false, createdAt: 0)
   }
 
-  public var json: JSONValue {
-    var o = ObjectBuilder()
-    o.set("callId", callId)
-    o.set("callerId", callerId)
-    o.set("calleeId", calleeId)
-    o.set("answeredBy", answeredBy)
-    o.set("video", video)
-    o.set("createdAt", createdAt)
-    o.set("answeredAt", answeredAt)
-    o.set("endedAt", endedAt)
-    o.set("endReason", endReason?.rawValue)
-    o.set("durationMs", durationMs)
-    return o.json
+  public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+    try c.integer("answeredAt", &answeredAt, 0...Int64.max)
+    try c.string("answeredBy", &answeredBy, .deviceId)
+    try c.string("callId", &callId, .callId)
+    try c.string("calleeId", &calleeId, .userId)
+    try c.string("callerId", &callerId, .userId)
+    try c.integer("createdAt", &createdAt, 0...Int64.max)
+    try c.integer("durationMs", &durationMs, 0...Int64.max)
+    try c.enumeration("endReason", &endReason)
+    try c.integer("endedAt", &endedAt, 0...Int64.max)
+    try c.bool("video", &video)
   }
 }

@@ -1,6 +1,4 @@
 /// `{"error":{"code":"...","message":"..."}}`: the body of every HTTP error response.
-import DialtoneJSON
-
 public struct ErrorBody: WireCodable, Hashable {
   public var code: ErrorCode
   public var message: String
@@ -14,23 +12,31 @@ public struct ErrorBody: WireCodable, Hashable {
     self.init(code: error.code, message: error.message)
   }
 
-  public init(json: JSONValue, path: String, options: WireDecodingOptions) throws(ProtocolError) {
-    let outer = try FieldReader(json, path: path, options: options)
-    guard let inner = outer.value("error") else { throw outer.missing("error") }
-    let r = try FieldReader(inner, path: outer.name("error"), options: options)
-    let raw = try r.string("code")
-    if let known = ErrorCode(rawValue: raw) {
-      code = known
-    } else if options.enforceLimits {
-      throw ProtocolError(.badRequest, "\(r.quoted("code")) is not a known error code")
-    } else {
-      code = .internal
-    }
-    message = try r.string("message", minBytes: 0)
+  public init(wirePlaceholder _: WirePlaceholder) { self.init(code: .internal, message: "") }
+
+  public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+    var inner = Inner(code: code, message: message)
+    try c.object("error", &inner)
+    code = inner.code
+    message = inner.message
   }
 
-  public var json: JSONValue {
-    ["error": ["code": .string(code.rawValue), "message": .string(message)]]
+  /// The `error` member.
+  private struct Inner: WireCodable {
+    var code: ErrorCode
+    var message: String
+
+    init(code: ErrorCode, message: String) {
+      self.code = code
+      self.message = message
+    }
+
+    init(wirePlaceholder _: WirePlaceholder) { self.init(code: .internal, message: "") }
+
+    mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.enumeration("code", &code)
+      try c.string("message", &message, .any)
+    }
   }
 }
 
@@ -45,14 +51,11 @@ public struct HealthResponse: WireCodable, Hashable {
     self.version = version
   }
 
-  public init(json: JSONValue, path: String, options: WireDecodingOptions) throws(ProtocolError) {
-    let r = try FieldReader(json, path: path, options: options)
-    status = try r.string("status")
-    version = try r.string("version", minBytes: 0)
-  }
+  public init(wirePlaceholder _: WirePlaceholder) { self.init(version: "") }
 
-  public var json: JSONValue {
-    ["status": .string(status), "version": .string(version)]
+  public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+    try c.string("status", &status, .nonEmpty)
+    try c.string("version", &version, .any)
   }
 }
 
@@ -67,17 +70,11 @@ public struct LiveDevice: WireCodable, Hashable {
     self.connectedAt = connectedAt
   }
 
-  public init(json: JSONValue, path: String, options: WireDecodingOptions) throws(ProtocolError) {
-    let r = try FieldReader(json, path: path, options: options)
-    deviceId = try r.deviceId("deviceId")
-    connectedAt = try r.timestamp("connectedAt")
-  }
+  public init(wirePlaceholder _: WirePlaceholder) { self.init(deviceId: "", connectedAt: 0) }
 
-  public var json: JSONValue {
-    var o = ObjectBuilder()
-    o.set("deviceId", deviceId)
-    o.set("connectedAt", connectedAt)
-    return o.json
+  public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+    try c.integer("connectedAt", &connectedAt, 0...Int64.max)
+    try c.string("deviceId", &deviceId, .deviceId)
   }
 }
 
@@ -95,21 +92,13 @@ public struct MeResponse: WireCodable, Hashable {
     self.devices = devices
   }
 
-  public init(json: JSONValue, path: String, options: WireDecodingOptions) throws(ProtocolError) {
-    let r = try FieldReader(json, path: path, options: options)
-    userId = try r.userId("userId")
-    deviceId = try r.deviceId("deviceId")
-    name = try r.optionalName("name")
-    devices = try r.array("devices", of: LiveDevice.self)
-  }
+  public init(wirePlaceholder _: WirePlaceholder) { self.init(userId: "", deviceId: "", devices: []) }
 
-  public var json: JSONValue {
-    var o = ObjectBuilder()
-    o.set("userId", userId)
-    o.set("deviceId", deviceId)
-    o.set("name", name)
-    o.set("devices", devices)
-    return o.json
+  public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+    try c.string("deviceId", &deviceId, .deviceId)
+    try c.objects("devices", &devices)
+    try c.string("name", &name, .name)
+    try c.string("userId", &userId, .userId)
   }
 }
 
@@ -124,17 +113,11 @@ public struct IceServersResponse: WireCodable, Hashable {
     self.ttl = ttl
   }
 
-  public init(json: JSONValue, path: String, options: WireDecodingOptions) throws(ProtocolError) {
-    let r = try FieldReader(json, path: path, options: options)
-    iceServers = try r.array("iceServers", of: IceServer.self)
-    ttl = Int(try r.int("ttl", in: 0...Int64(Int32.max)))
-  }
+  public init(wirePlaceholder _: WirePlaceholder) { self.init(iceServers: []) }
 
-  public var json: JSONValue {
-    var o = ObjectBuilder()
-    o.set("iceServers", iceServers)
-    o.set("ttl", ttl)
-    return o.json
+  public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+    try c.objects("iceServers", &iceServers)
+    try c.integer("ttl", &ttl, 0...Int64(Int32.max))
   }
 }
 
@@ -149,30 +132,28 @@ public struct CallHistoryResponse: WireCodable, Hashable {
     self.next = next
   }
 
-  public init(json: JSONValue, path: String, options: WireDecodingOptions) throws(ProtocolError) {
-    let r = try FieldReader(json, path: path, options: options)
-    calls = try r.array("calls", of: CallRecord.self)
-    next = try r.optionalString("next", minBytes: 1)
-  }
+  public init(wirePlaceholder _: WirePlaceholder) { self.init(calls: []) }
 
-  public var json: JSONValue {
-    var o = ObjectBuilder()
-    o.set("calls", calls)
-    o.set("next", next)
-    return o.json
+  public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+    try c.objects("calls", &calls)
+    try c.string("next", &next, .nonEmpty)
   }
 }
 
 // MARK: - Push registration
 
 /// A push platform.
-public enum PushPlatform: String, Sendable, Equatable, CaseIterable {
+public enum PushPlatform: String, WireEnum {
+  public static var unknownValueProblem: String { #"must be "ios" or "android""# }
+
   case ios
   case android
 }
 
 /// Which APNs gateway a token belongs to (development builds: sandbox).
-public enum APNsEnvironment: String, Sendable, Equatable, CaseIterable {
+public enum APNsEnvironment: String, WireEnum {
+  public static var unknownValueProblem: String { #"must be "sandbox" or "production""# }
+
   case sandbox
   case production
 }
@@ -205,38 +186,16 @@ public struct DeviceRegistration: WireCodable, Hashable {
     self.apnsEnvironment = apnsEnvironment
   }
 
-  public init(json: JSONValue, path: String, options: WireDecodingOptions) throws(ProtocolError) {
-    let r = try FieldReader(json, path: path, options: options)
-    installationId = try r.string("installationId", minBytes: 0)
-    let platformName = try r.string("platform", minBytes: 0)
-    guard let platform = PushPlatform(rawValue: platformName) else {
-      throw ProtocolError(.badRequest, "\(r.quoted("platform")) must be \"ios\" or \"android\"")
-    }
-    self.platform = platform
-    voipToken = try r.optionalString("voipToken")
-    alertToken = try r.optionalString("alertToken")
-    fcmToken = try r.optionalString("fcmToken")
-    bundleId = try r.optionalString("bundleId")
-    if let environment = try r.optionalString("apnsEnvironment") {
-      guard let value = APNsEnvironment(rawValue: environment) else {
-        throw ProtocolError(.badRequest, "\(r.quoted("apnsEnvironment")) must be \"sandbox\" or \"production\"")
-      }
-      apnsEnvironment = value
-    } else {
-      apnsEnvironment = nil
-    }
-  }
+  public init(wirePlaceholder _: WirePlaceholder) { self.init(installationId: "", platform: .ios) }
 
-  public var json: JSONValue {
-    var o = ObjectBuilder()
-    o.set("installationId", installationId)
-    o.set("platform", platform.rawValue)
-    o.set("voipToken", voipToken)
-    o.set("alertToken", alertToken)
-    o.set("fcmToken", fcmToken)
-    o.set("bundleId", bundleId)
-    o.set("apnsEnvironment", apnsEnvironment?.rawValue)
-    return o.json
+  public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+    try c.string("alertToken", &alertToken, .any)
+    try c.enumeration("apnsEnvironment", &apnsEnvironment)
+    try c.string("bundleId", &bundleId, .any)
+    try c.string("fcmToken", &fcmToken, .any)
+    try c.string("installationId", &installationId, .any)
+    try c.enumeration("platform", &platform)
+    try c.string("voipToken", &voipToken, .any)
   }
 
   /// Checks the platform rules; the error is a `bad-request` naming the field.
@@ -378,35 +337,20 @@ public struct DeviceInfo: WireCodable, Hashable {
       hasFcmToken: registration.fcmToken != nil, updatedAt: updatedAt)
   }
 
-  public init(json: JSONValue, path: String, options: WireDecodingOptions) throws(ProtocolError) {
-    let r = try FieldReader(json, path: path, options: options)
-    installationId = try r.string("installationId")
-    deviceId = try r.deviceId("deviceId")
-    let platformName = try r.string("platform")
-    guard let platform = PushPlatform(rawValue: platformName) else {
-      throw ProtocolError(.badRequest, "\(r.quoted("platform")) must be \"ios\" or \"android\"")
-    }
-    self.platform = platform
-    bundleId = try r.optionalString("bundleId")
-    apnsEnvironment = try r.optionalString("apnsEnvironment").flatMap { APNsEnvironment(rawValue: $0) }
-    hasVoipToken = try r.optionalBool("hasVoipToken") ?? false
-    hasAlertToken = try r.optionalBool("hasAlertToken") ?? false
-    hasFcmToken = try r.optionalBool("hasFcmToken") ?? false
-    updatedAt = try r.timestamp("updatedAt")
+  public init(wirePlaceholder _: WirePlaceholder) {
+    self.init(installationId: "", deviceId: "", platform: .ios, updatedAt: 0)
   }
 
-  public var json: JSONValue {
-    var o = ObjectBuilder()
-    o.set("installationId", installationId)
-    o.set("deviceId", deviceId)
-    o.set("platform", platform.rawValue)
-    o.set("bundleId", bundleId)
-    o.set("apnsEnvironment", apnsEnvironment?.rawValue)
-    o.set("hasVoipToken", hasVoipToken)
-    o.set("hasAlertToken", hasAlertToken)
-    o.set("hasFcmToken", hasFcmToken)
-    o.set("updatedAt", updatedAt)
-    return o.json
+  public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+    try c.enumeration("apnsEnvironment", &apnsEnvironment)
+    try c.string("bundleId", &bundleId, .any)
+    try c.string("deviceId", &deviceId, .deviceId)
+    try c.bool("hasAlertToken", &hasAlertToken, absent: false)
+    try c.bool("hasFcmToken", &hasFcmToken, absent: false)
+    try c.bool("hasVoipToken", &hasVoipToken, absent: false)
+    try c.string("installationId", &installationId, .nonEmpty)
+    try c.enumeration("platform", &platform)
+    try c.integer("updatedAt", &updatedAt, 0...Int64.max)
   }
 }
 
@@ -418,14 +362,9 @@ public struct DeviceListResponse: WireCodable, Hashable {
     self.devices = devices
   }
 
-  public init(json: JSONValue, path: String, options: WireDecodingOptions) throws(ProtocolError) {
-    let r = try FieldReader(json, path: path, options: options)
-    devices = try r.array("devices", of: DeviceInfo.self)
-  }
+  public init(wirePlaceholder _: WirePlaceholder) { self.init(devices: []) }
 
-  public var json: JSONValue {
-    var o = ObjectBuilder()
-    o.set("devices", devices)
-    return o.json
+  public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+    try c.objects("devices", &devices)
   }
 }

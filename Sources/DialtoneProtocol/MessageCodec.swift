@@ -1,10 +1,10 @@
 import DialtoneJSON
-import Foundation
 
-/// Encoding and decoding of whole signaling frames and HTTP bodies.
+/// Encoding and decoding of whole signaling frames and HTTP bodies, straight between bytes
+/// and typed values (see `WireCodable`).
 ///
-/// Server side: `decodeClientMessage` + `encode(_:seq:)`.
-/// Client side: `encode(_:)` + `decodeServerMessage`.
+/// Server side: `decodeClientMessage` + `encode(_:seq:)` (or `ServerFrame` for fan-out).
+/// Client side: `encode(_:id:)` + `decodeServerMessage`.
 /// Output is compact UTF-8 JSON with keys sorted byte-wise. Inputs may be `[UInt8]`,
 /// `ArraySlice<UInt8>`, `Data`, `String.UTF8View` or any other byte collection.
 public enum MessageCodec {
@@ -13,38 +13,55 @@ public enum MessageCodec {
   /// Decodes one client frame. Frames larger than `Limits.maxMessageBytes` fail with
   /// `too-large`, malformed JSON with `bad-request`; when the frame carried a valid `id`
   /// the error's `replyTo` holds it.
-  public static func decodeClientMessage(_ bytes: some Collection<UInt8>) throws(ProtocolError) -> ClientMessage {
-    let value = try parseFrame(bytes)
-    return try ClientMessage(json: value, path: "", options: .strict)
+  public static func decodeClientMessage(_ bytes: some Collection<UInt8>) throws(ProtocolError) -> ClientEnvelope {
+    let count = bytes.count
+    if count == 0 { throw ProtocolError(.badRequest, "empty message") }
+    if count > Limits.maxMessageBytes {
+      throw ProtocolError(.tooLarge, "message exceeds \(Limits.maxMessageBytes) bytes")
+    }
+    return try JSONTape.parse(bytes, maxDepth: Limits.maxJSONDepth, syntaxError: WireDecoder.malformed) {
+      (tape: JSONTape) throws(ProtocolError) -> ClientEnvelope in
+      try ClientEnvelope.decode(tape, options: .strict)
+    }
   }
 
-  public static func decodeClientMessage(_ text: String) throws(ProtocolError) -> ClientMessage {
+  public static func decodeClientMessage(_ text: String) throws(ProtocolError) -> ClientEnvelope {
     try decodeClientMessage(text.utf8)
   }
 
   /// Encodes a server message; `seq` is nil only for `welcome` and pre-session errors.
   public static func encode(_ message: ServerMessage, seq: UInt64?) -> [UInt8] {
-    message.json(seq: seq).serialized
+    ServerEnvelope(seq: seq, message: message).encoded
   }
 
   public static func encode(_ envelope: ServerEnvelope) -> [UInt8] {
-    envelope.json.serialized
-  }
-
-  // MARK: Client side
-
-  public static func encode(_ message: ClientMessage) -> [UInt8] {
-    message.json.serialized
-  }
-
-  /// `encode(_:)` as a `String` (for text-frame APIs).
-  public static func encodeString(_ message: ClientMessage) -> String {
-    String(decoding: encode(message), as: UTF8.self)
+    envelope.encoded
   }
 
   /// `encode(_:seq:)` as a `String`.
   public static func encodeString(_ message: ServerMessage, seq: UInt64?) -> String {
     String(decoding: encode(message, seq: seq), as: UTF8.self)
+  }
+
+  // MARK: Client side
+
+  /// Encodes a client message; `id` is nil only for `ack`.
+  public static func encode(_ message: ClientMessage, id: String?) -> [UInt8] {
+    ClientEnvelope(id: id, message: message).encoded
+  }
+
+  public static func encode(_ envelope: ClientEnvelope) -> [UInt8] {
+    envelope.encoded
+  }
+
+  /// `encode(_:id:)` as a `String` (for text-frame APIs).
+  public static func encodeString(_ message: ClientMessage, id: String?) -> String {
+    String(decoding: encode(message, id: id), as: UTF8.self)
+  }
+
+  /// `encode(_:)` as a `String`.
+  public static func encodeString(_ envelope: ClientEnvelope) -> String {
+    String(decoding: encode(envelope), as: UTF8.self)
   }
 
   /// Decodes one server frame. By default lenient (`WireDecodingOptions.lenient`): unknown
@@ -55,13 +72,10 @@ public enum MessageCodec {
     _ bytes: some Collection<UInt8>, options: WireDecodingOptions = .lenient
   ) throws(ProtocolError) -> ServerEnvelope {
     if bytes.isEmpty { throw ProtocolError(.badRequest, "empty message") }
-    let value: JSONValue
-    do {
-      value = try JSONValue.parse(bytes, maxDepth: Limits.maxJSONDepth)
-    } catch {
-      throw ProtocolError(.badRequest, "malformed JSON: \(error)")
+    return try JSONTape.parse(bytes, maxDepth: Limits.maxJSONDepth, syntaxError: WireDecoder.malformed) {
+      (tape: JSONTape) throws(ProtocolError) -> ServerEnvelope in
+      try ServerEnvelope.decode(tape, options: options)
     }
-    return try ServerEnvelope(json: value, path: "", options: options)
   }
 
   public static func decodeServerMessage(
@@ -74,35 +88,13 @@ public enum MessageCodec {
 
   /// Compact JSON with sorted keys for any wire value (HTTP bodies, push payloads).
   public static func encode(_ value: some WireCodable) -> [UInt8] {
-    value.json.serialized
+    WireEncoder.encode(value)
   }
 
   /// Decodes an HTTP body or other wire value; strict by default.
   public static func decode<T: WireCodable>(
     _ type: T.Type, from bytes: some Collection<UInt8>, options: WireDecodingOptions = .strict
   ) throws(ProtocolError) -> T {
-    if bytes.isEmpty { throw ProtocolError(.badRequest, "empty body") }
-    let value: JSONValue
-    do {
-      value = try JSONValue.parse(bytes, maxDepth: Limits.maxJSONDepth)
-    } catch {
-      throw ProtocolError(.badRequest, "malformed JSON: \(error)")
-    }
-    return try T(json: value, path: "", options: options)
-  }
-
-  // MARK: Private
-
-  private static func parseFrame(_ bytes: some Collection<UInt8>) throws(ProtocolError) -> JSONValue {
-    let count = bytes.count
-    if count == 0 { throw ProtocolError(.badRequest, "empty message") }
-    if count > Limits.maxMessageBytes {
-      throw ProtocolError(.tooLarge, "message exceeds \(Limits.maxMessageBytes) bytes")
-    }
-    do {
-      return try JSONValue.parse(bytes, maxDepth: Limits.maxJSONDepth)
-    } catch {
-      throw ProtocolError(.badRequest, "malformed JSON: \(error)")
-    }
+    try WireDecoder.decode(T.self, from: bytes, options: options)
   }
 }

@@ -46,18 +46,25 @@ public struct IncomingCallPush: WireCodable, Hashable {
   /// The APNs body (native JSON types). The server may add an `aps` member.
   public var apnsPayload: JSONValue { json }
 
-  public var json: JSONValue {
-    var o = ObjectBuilder()
-    o.set("dialtone", Self.formatVersion)
-    o.set("type", Self.type)
-    o.set("callId", callId)
-    o.set("callerId", callerId)
-    o.set("callerDeviceId", callerDeviceId)
-    o.set("callerName", callerName)
-    o.set("callerHandle", callerHandle)
-    o.set("hasVideo", hasVideo)
-    o.set("createdAt", createdAt)
-    return o.json
+  public init(wirePlaceholder _: WirePlaceholder) {
+    self.init(callId: "", callerId: "", callerHandle: "", hasVideo: false, createdAt: 0)
+  }
+
+  public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+    try c.precheck("dialtone", equals: nil, missing: notDialtonePush)
+    try c.precheck("type", equals: "incoming-call", missing: nil)
+    // A missing `callerHandle` (older payloads) means `callerId`, which is read after it.
+    var handle: String? = callerHandle
+    try c.string("callId", &callId, .callId)
+    try c.string("callerDeviceId", &callerDeviceId, .deviceId)
+    try c.string("callerHandle", &handle, .userId)
+    try c.string("callerId", &callerId, .userId)
+    try c.string("callerName", &callerName, .name)
+    try c.pushInteger("createdAt", &createdAt)
+    try c.marker("dialtone", Self.formatVersion, missing: notDialtonePush)
+    try c.pushBool("hasVideo", &hasVideo)
+    try c.constant("type", "incoming-call")
+    callerHandle = handle ?? callerId
   }
 
   /// The FCM `data` map (every value a string).
@@ -76,36 +83,14 @@ public struct IncomingCallPush: WireCodable, Hashable {
     return data
   }
 
-  /// Parses either form. Booleans may be `true`/`false` or the strings `"true"`/`"false"`/
-  /// `"1"`/`"0"`; integers may be numbers or decimal strings. A missing `hasVideo` means
-  /// `false`; a missing `callerHandle` (older payloads) means `callerId`.
-  public init(json: JSONValue, path: String, options: WireDecodingOptions) throws(ProtocolError) {
-    let r = try FieldReader(json, path: path, options: options)
-    try r.checkPushHeader(type: Self.type)
-    callId = try r.callId()
-    callerId = try r.userId("callerId")
-    callerDeviceId = try r.optionalDeviceId("callerDeviceId")
-    callerName = try r.optionalName("callerName")
-    callerHandle = try r.optionalUserId("callerHandle") ?? callerId
-    switch r.value("hasVideo") {
-    case .bool(let flag)?: hasVideo = flag
-    case .string("true")?, .string("1")?: hasVideo = true
-    case .string("false")?, .string("0")?, nil: hasVideo = false
-    default: throw r.wrongType("hasVideo", "a boolean")
-    }
-    switch r.value("createdAt") {
-    case .string(let text)?:
-      guard let number = Int64(text), number >= 0 else { throw r.wrongType("createdAt", "an integer") }
-      createdAt = number
-    default:
-      createdAt = try r.timestamp("createdAt")
-    }
-  }
+  // Parsing (`wire`) accepts either form. Booleans may be `true`/`false` or the strings
+  // `"true"`/`"false"`/`"1"`/`"0"`; integers may be numbers or decimal strings. A missing
+  // `hasVideo` means `false`; a missing `callerHandle` (older payloads) means `callerId`.
 
   /// Parses a push dictionary as delivered by PushKit (`PKPushPayload.dictionaryPayload`) or
   /// an FCM data map. Values must be JSON-representable.
   public init(payload: [AnyHashable: Any]) throws(ProtocolError) {
-    try self.init(json: try pushJSON(payload), path: "", options: .lenient)
+    try self.init(jsonBytes: try pushJSON(payload), options: .lenient)
   }
 }
 
@@ -145,49 +130,32 @@ public struct MissedCallPush: WireCodable, Hashable {
   }
 
   /// The APNs body, including `aps`.
-  public var apnsPayload: JSONValue {
-    let alert: JSONValue = ["title": .string(Self.alertTitle), "body": .string(alertBody)]
-    var o = ObjectBuilder()
-    o.members["aps"] = ["alert": alert, "sound": "default"]
-    o.set("dialtone", IncomingCallPush.formatVersion)
-    o.set("type", Self.type)
-    o.set("callId", callId)
-    o.set("callerId", callerId)
-    o.set("callerName", callerName)
-    return o.json
-  }
+  public var apnsPayload: JSONValue { json }
 
-  public var json: JSONValue { apnsPayload }
+  public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", callerId: "") }
 
-  public init(json: JSONValue, path: String, options: WireDecodingOptions) throws(ProtocolError) {
-    let r = try FieldReader(json, path: path, options: options)
-    try r.checkPushHeader(type: Self.type)
-    callId = try r.callId()
-    callerId = try r.userId("callerId")
-    callerName = try r.optionalName("callerName")
+  public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+    try c.precheck("dialtone", equals: nil, missing: notDialtonePush)
+    try c.precheck("type", equals: "missed-call", missing: nil)
+    try c.derived(
+      "aps", ["alert": ["title": .string(Self.alertTitle), "body": .string(alertBody)], "sound": "default"])
+    try c.string("callId", &callId, .callId)
+    try c.string("callerId", &callerId, .userId)
+    try c.string("callerName", &callerName, .name)
+    try c.marker("dialtone", IncomingCallPush.formatVersion, missing: notDialtonePush)
+    try c.constant("type", "missed-call")
   }
 
   /// Parses a notification's `userInfo` dictionary.
   public init(payload: [AnyHashable: Any]) throws(ProtocolError) {
-    try self.init(json: try pushJSON(payload), path: "", options: .lenient)
+    try self.init(jsonBytes: try pushJSON(payload), options: .lenient)
   }
 }
 
-extension FieldReader {
-  /// Checks the `dialtone` and `type` keys of a push payload.
-  fileprivate func checkPushHeader(type expected: String) throws(ProtocolError) {
-    guard value("dialtone") != nil else {
-      throw ProtocolError(.badRequest, "not a Dialtone push: \"dialtone\" is missing")
-    }
-    let type = try string("type")
-    guard type == expected else {
-      throw ProtocolError(.badRequest, "\"type\" must be \"\(expected)\"")
-    }
-  }
-}
+private let notDialtonePush = #"not a Dialtone push: "dialtone" is missing"#
 
 /// Converts a push dictionary (PushKit / UserNotifications / FCM) to JSON.
-private func pushJSON(_ payload: [AnyHashable: Any]) throws(ProtocolError) -> JSONValue {
+private func pushJSON(_ payload: [AnyHashable: Any]) throws(ProtocolError) -> Data {
   var object: [String: Any] = [:]
   for (key, value) in payload {
     guard let key = key.base as? String else { continue }
@@ -198,9 +166,5 @@ private func pushJSON(_ payload: [AnyHashable: Any]) throws(ProtocolError) -> JS
   else {
     throw ProtocolError(.badRequest, "push payload is not a JSON object")
   }
-  do {
-    return try JSONValue.parse(data, maxDepth: Limits.maxJSONDepth)
-  } catch {
-    throw ProtocolError(.badRequest, "push payload is not valid JSON: \(error)")
-  }
+  return data
 }

@@ -1,6 +1,6 @@
-/// The `type` values of server → client messages.
 import DialtoneJSON
 
+/// The `type` values of server → client messages.
 public enum ServerMessageType: String, Sendable, Equatable, CaseIterable {
   case welcome
   case ack
@@ -14,6 +14,26 @@ public enum ServerMessageType: String, Sendable, Equatable, CaseIterable {
   case endOfCandidates = "end-of-candidates"
   case iceRestartRequest = "ice-restart-request"
   case callEnded = "call-ended"
+}
+
+/// A server message's payload: its fields without the envelope (`type`, `seq`).
+public protocol ServerMessageBody: WireCodable {
+  static var type: ServerMessageType { get }
+  /// The call the message is about, if any.
+  var relatedCall: CallID? { get }
+}
+
+extension ServerMessageBody {
+  public var relatedCall: CallID? { nil }
+}
+
+/// A payload about one call.
+public protocol ServerCallMessageBody: ServerMessageBody {
+  var callId: CallID { get }
+}
+
+extension ServerCallMessageBody {
+  public var relatedCall: CallID? { callId }
 }
 
 /// A message from the server to a client. The `seq` it travels with lives in `ServerEnvelope`.
@@ -49,7 +69,8 @@ public enum ServerMessage: Sendable, Equatable {
   // MARK: Payloads
 
   /// `welcome`.
-  public struct Welcome: Sendable, Hashable {
+  public struct Welcome: ServerMessageBody, Hashable {
+    public static let type = ServerMessageType.welcome
     /// The `hello`'s id.
     public var replyTo: String
     public var version: Int
@@ -84,10 +105,29 @@ public enum ServerMessage: Sendable, Equatable {
       self.iceServers = iceServers
       self.iceServersTtl = iceServersTtl
     }
+
+    public init(wirePlaceholder _: WirePlaceholder) {
+      self.init(replyTo: "", sessionId: "", userId: "", deviceId: "", resumed: false, resync: false, iceServers: [])
+    }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("deviceId", &deviceId, .deviceId)
+      try c.integer("heartbeatSeconds", &heartbeatSeconds, 1...Int64(Int32.max))
+      try c.objects("iceServers", &iceServers)
+      try c.integer("iceServersTtl", &iceServersTtl, 0...Int64(Int32.max))
+      try c.integer("maxMessageBytes", &maxMessageBytes, 1...Int64(Int32.max))
+      try c.string("replyTo", &replyTo, .nonEmpty)
+      try c.bool("resumed", &resumed)
+      try c.bool("resync", &resync)
+      try c.string("sessionId", &sessionId, .sessionId)
+      try c.string("userId", &userId, .userId)
+      try c.integer("version", &version, Int64(Int32.min)...Int64(Int32.max))
+    }
   }
 
   /// `ack`: `{replyTo, callId?, call?}`.
-  public struct Ack: Sendable, Hashable {
+  public struct Ack: ServerMessageBody, Hashable {
+    public static let type = ServerMessageType.ack
     public var replyTo: String
     /// Set when answering a call-related request.
     public var callId: CallID?
@@ -99,10 +139,19 @@ public enum ServerMessage: Sendable, Equatable {
       self.callId = callId
       self.call = call
     }
+
+    public init(wirePlaceholder _: WirePlaceholder) { self.init(replyTo: "") }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.object("call", &call)
+      try c.string("callId", &callId, .callId)
+      try c.string("replyTo", &replyTo, .nonEmpty)
+    }
   }
 
   /// `error`: `{replyTo?, code, message, callId?}`.
-  public struct ErrorMessage: Sendable, Hashable {
+  public struct ErrorMessage: ServerMessageBody, Hashable {
+    public static let type = ServerMessageType.error
     /// The id of the request that failed; absent when it could not be read.
     public var replyTo: String?
     public var code: ErrorCode
@@ -116,10 +165,20 @@ public enum ServerMessage: Sendable, Equatable {
       self.message = message
       self.callId = callId
     }
+
+    public init(wirePlaceholder _: WirePlaceholder) { self.init(code: .internal, message: "") }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+      try c.enumeration("code", &code)
+      try c.string("message", &message, .any)
+      try c.string("replyTo", &replyTo, .nonEmpty)
+    }
   }
 
   /// `invite`: `{callId, from, video, offer?, createdAt}`.
-  public struct Invite: Sendable, Hashable {
+  public struct Invite: ServerCallMessageBody, Hashable {
+    public static let type = ServerMessageType.invite
     public var callId: CallID
     /// The caller (its device that sent the invite).
     public var from: Peer
@@ -135,10 +194,22 @@ public enum ServerMessage: Sendable, Equatable {
       self.offer = offer
       self.createdAt = createdAt
     }
+
+    public init(wirePlaceholder _: WirePlaceholder) {
+      self.init(callId: "", from: Peer(userId: "", deviceId: ""), video: false, createdAt: 0)
+    }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+      try c.integer("createdAt", &createdAt, 0...Int64.max)
+      try c.object("from", &from)
+      try c.object("offer", &offer)
+      try c.bool("video", &video)
+    }
   }
 
   /// `{callId, from}`: ringing, end-of-candidates, ice-restart-request.
-  public struct PeerEvent: Sendable, Hashable {
+  public struct PeerEvent: WireCodable, Hashable {
     public var callId: CallID
     public var from: Peer
 
@@ -146,10 +217,18 @@ public enum ServerMessage: Sendable, Equatable {
       self.callId = callId
       self.from = from
     }
+
+    public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", from: Peer(userId: "", deviceId: "")) }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+      try c.object("from", &from)
+    }
   }
 
   /// `accept`: `{callId, from, answer?}`.
-  public struct Accept: Sendable, Hashable {
+  public struct Accept: ServerCallMessageBody, Hashable {
+    public static let type = ServerMessageType.accept
     public var callId: CallID
     /// The callee device that accepted.
     public var from: Peer
@@ -160,10 +239,19 @@ public enum ServerMessage: Sendable, Equatable {
       self.from = from
       self.answer = answer
     }
+
+    public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", from: Peer(userId: "", deviceId: "")) }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.object("answer", &answer)
+      try c.string("callId", &callId, .callId)
+      try c.object("from", &from)
+    }
   }
 
   /// `offer`: `{callId, from, sdp, iceRestart?}`. `iceRestart` is written only when true.
-  public struct Offer: Sendable, Hashable {
+  public struct Offer: ServerCallMessageBody, Hashable {
+    public static let type = ServerMessageType.offer
     public var callId: CallID
     public var from: Peer
     public var sdp: String
@@ -175,10 +263,22 @@ public enum ServerMessage: Sendable, Equatable {
       self.sdp = sdp
       self.iceRestart = iceRestart
     }
+
+    public init(wirePlaceholder _: WirePlaceholder) {
+      self.init(callId: "", from: Peer(userId: "", deviceId: ""), sdp: "")
+    }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+      try c.object("from", &from)
+      try c.flag("iceRestart", &iceRestart)
+      try c.string("sdp", &sdp, .sdp)
+    }
   }
 
   /// `answer`: `{callId, from, sdp}`.
-  public struct Answer: Sendable, Hashable {
+  public struct Answer: ServerCallMessageBody, Hashable {
+    public static let type = ServerMessageType.answer
     public var callId: CallID
     public var from: Peer
     public var sdp: String
@@ -188,10 +288,21 @@ public enum ServerMessage: Sendable, Equatable {
       self.from = from
       self.sdp = sdp
     }
+
+    public init(wirePlaceholder _: WirePlaceholder) {
+      self.init(callId: "", from: Peer(userId: "", deviceId: ""), sdp: "")
+    }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+      try c.object("from", &from)
+      try c.string("sdp", &sdp, .sdp)
+    }
   }
 
   /// `candidate`: `{callId, from, candidate}`.
-  public struct Candidate: Sendable, Hashable {
+  public struct Candidate: ServerCallMessageBody, Hashable {
+    public static let type = ServerMessageType.candidate
     public var callId: CallID
     public var from: Peer
     public var candidate: IceCandidate
@@ -201,10 +312,21 @@ public enum ServerMessage: Sendable, Equatable {
       self.from = from
       self.candidate = candidate
     }
+
+    public init(wirePlaceholder _: WirePlaceholder) {
+      self.init(callId: "", from: Peer(userId: "", deviceId: ""), candidate: IceCandidate(candidate: ""))
+    }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+      try c.object("candidate", &candidate)
+      try c.object("from", &from)
+    }
   }
 
   /// `call-ended`: `{callId, reason, from?, replacedBy?}`.
-  public struct CallEnded: Sendable, Hashable {
+  public struct CallEnded: ServerCallMessageBody, Hashable {
+    public static let type = ServerMessageType.callEnded
     public var callId: CallID
     public var reason: EndReason
     /// The device whose action ended the call (decline, hangup, cancel, accept elsewhere, ...);
@@ -218,6 +340,15 @@ public enum ServerMessage: Sendable, Equatable {
       self.reason = reason
       self.from = from
       self.replacedBy = replacedBy
+    }
+
+    public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", reason: .failed) }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+      try c.object("from", &from)
+      try c.enumeration("reason", &reason)
+      try c.string("replacedBy", &replacedBy, .callId)
     }
   }
 
@@ -235,6 +366,43 @@ public enum ServerMessage: Sendable, Equatable {
 
   // MARK: Accessors
 
+  /// The payload, with the type it travels as; nil for `.unknown` (the one place a case
+  /// meets its payload type besides `decode`).
+  public var body: (any ServerMessageBody)? {
+    switch self {
+    case .welcome(let m): return m
+    case .ack(let m): return m
+    case .error(let m): return m
+    case .invite(let m): return m
+    case .accept(let m): return m
+    case .offer(let m): return m
+    case .answer(let m): return m
+    case .candidate(let m): return m
+    case .callEnded(let m): return m
+    case .ringing(let m): return TypedPeerEvent<RingingEventTag>(m)
+    case .endOfCandidates(let m): return TypedPeerEvent<EndOfCandidatesEventTag>(m)
+    case .iceRestartRequest(let m): return TypedPeerEvent<IceRestartRequestEventTag>(m)
+    case .unknown: return nil
+    }
+  }
+
+  static func decode(_ type: ServerMessageType, _ d: inout WireDecoder) throws(ProtocolError) -> ServerMessage {
+    switch type {
+    case .welcome: return .welcome(try d.body())
+    case .ack: return .ack(try d.body())
+    case .error: return .error(try d.body())
+    case .invite: return .invite(try d.body())
+    case .accept: return .accept(try d.body())
+    case .offer: return .offer(try d.body())
+    case .answer: return .answer(try d.body())
+    case .candidate: return .candidate(try d.body())
+    case .callEnded: return .callEnded(try d.body())
+    case .ringing: return .ringing(try d.body())
+    case .endOfCandidates: return .endOfCandidates(try d.body())
+    case .iceRestartRequest: return .iceRestartRequest(try d.body())
+    }
+  }
+
   /// The wire `type` string.
   public var typeName: String {
     if case .unknown(let m) = self { return m.type }
@@ -243,38 +411,11 @@ public enum ServerMessage: Sendable, Equatable {
 
   /// The message type, nil for `.unknown`.
   public var knownType: ServerMessageType? {
-    switch self {
-    case .welcome: return .welcome
-    case .ack: return .ack
-    case .error: return .error
-    case .invite: return .invite
-    case .ringing: return .ringing
-    case .accept: return .accept
-    case .offer: return .offer
-    case .answer: return .answer
-    case .candidate: return .candidate
-    case .endOfCandidates: return .endOfCandidates
-    case .iceRestartRequest: return .iceRestartRequest
-    case .callEnded: return .callEnded
-    case .unknown: return nil
-    }
+    body.map { Swift.type(of: $0).type }
   }
 
   /// The call the message is about, if any.
-  public var callId: CallID? {
-    switch self {
-    case .welcome, .unknown: return nil
-    case .ack(let m): return m.callId
-    case .error(let m): return m.callId
-    case .invite(let m): return m.callId
-    case .ringing(let m), .endOfCandidates(let m), .iceRestartRequest(let m): return m.callId
-    case .accept(let m): return m.callId
-    case .offer(let m): return m.callId
-    case .answer(let m): return m.callId
-    case .candidate(let m): return m.callId
-    case .callEnded(let m): return m.callId
-    }
-  }
+  public var callId: CallID? { body?.relatedCall }
 
   /// The request id this message answers (welcome, ack, error).
   public var replyTo: String? {
@@ -286,78 +427,45 @@ public enum ServerMessage: Sendable, Equatable {
     }
   }
 
-  // MARK: Encoding
-
   /// The JSON object of this message, with `seq` when given.
   public func json(seq: UInt64?) -> JSONValue {
-    var o = ObjectBuilder()
-    o.set("seq", seq)
-    switch self {
-    case .welcome(let m):
-      o.set("replyTo", m.replyTo)
-      o.set("version", m.version)
-      o.set("sessionId", m.sessionId)
-      o.set("userId", m.userId)
-      o.set("deviceId", m.deviceId)
-      o.set("resumed", m.resumed)
-      o.set("resync", m.resync)
-      o.set("heartbeatSeconds", m.heartbeatSeconds)
-      o.set("maxMessageBytes", m.maxMessageBytes)
-      o.set("iceServers", m.iceServers)
-      o.set("iceServersTtl", m.iceServersTtl)
-    case .ack(let m):
-      o.set("replyTo", m.replyTo)
-      o.set("callId", m.callId)
-      o.set("call", m.call)
-    case .error(let m):
-      o.set("replyTo", m.replyTo)
-      o.set("code", m.code.rawValue)
-      o.set("message", m.message)
-      o.set("callId", m.callId)
-    case .invite(let m):
-      o.set("callId", m.callId)
-      o.set("from", m.from)
-      o.set("video", m.video)
-      o.set("offer", m.offer)
-      o.set("createdAt", m.createdAt)
-    case .ringing(let m), .endOfCandidates(let m), .iceRestartRequest(let m):
-      o.set("callId", m.callId)
-      o.set("from", m.from)
-    case .accept(let m):
-      o.set("callId", m.callId)
-      o.set("from", m.from)
-      o.set("answer", m.answer)
-    case .offer(let m):
-      o.set("callId", m.callId)
-      o.set("from", m.from)
-      o.set("sdp", m.sdp)
-      if m.iceRestart { o.set("iceRestart", true) }
-    case .answer(let m):
-      o.set("callId", m.callId)
-      o.set("from", m.from)
-      o.set("sdp", m.sdp)
-    case .candidate(let m):
-      o.set("callId", m.callId)
-      o.set("from", m.from)
-      o.set("candidate", m.candidate)
-    case .callEnded(let m):
-      o.set("callId", m.callId)
-      o.set("reason", m.reason.rawValue)
-      o.set("from", m.from)
-      o.set("replacedBy", m.replacedBy)
-    case .unknown(let m):
-      if case .object(let members) = m.json {
-        for (key, value) in members where key != "seq" { o.members[key] = value }
-      }
-    }
-    o.set("type", typeName)
-    return o.json
+    JSONValue(parsing: ServerEnvelope(seq: seq, message: self).encoded) ?? .null
   }
 }
 
+// MARK: - The `{callId, from}` messages
+
+/// Which message a `PeerEvent` travels as: three messages share that payload.
+protocol PeerEventTag: Sendable {
+  static var type: ServerMessageType { get }
+}
+
+enum RingingEventTag: PeerEventTag { static let type = ServerMessageType.ringing }
+enum EndOfCandidatesEventTag: PeerEventTag { static let type = ServerMessageType.endOfCandidates }
+enum IceRestartRequestEventTag: PeerEventTag { static let type = ServerMessageType.iceRestartRequest }
+
+/// A `PeerEvent` as the message `Tag` names.
+struct TypedPeerEvent<Tag: PeerEventTag>: ServerCallMessageBody, Hashable {
+  static var type: ServerMessageType { Tag.type }
+  var event: ServerMessage.PeerEvent
+  var callId: CallID { event.callId }
+
+  init(_ event: ServerMessage.PeerEvent) {
+    self.event = event
+  }
+
+  init(wirePlaceholder: WirePlaceholder) { self.init(ServerMessage.PeerEvent(wirePlaceholder: wirePlaceholder)) }
+
+  mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+    try event.wire(&c)
+  }
+}
+
+// MARK: - Frames
+
 /// A server message with the `seq` it travels with (nil for `welcome` and for errors sent
 /// before the session exists).
-public struct ServerEnvelope: WireCodable {
+public struct ServerEnvelope: Sendable, Equatable {
   public var seq: UInt64?
   public var message: ServerMessage
 
@@ -366,116 +474,130 @@ public struct ServerEnvelope: WireCodable {
     self.message = message
   }
 
-  public var json: JSONValue { message.json(seq: seq) }
+  /// The frame as compact JSON with sorted keys.
+  public var jsonString: String { String(decoding: encoded, as: UTF8.self) }
 
-  public init(json: JSONValue, path: String, options: WireDecodingOptions) throws(ProtocolError) {
-    guard case .object(let object) = json else {
+  /// The frame as a JSON tree.
+  public var json: JSONValue { JSONValue(parsing: encoded) ?? .null }
+
+  /// The frame's bytes: the payload's fields with `seq` and `type` among them.
+  var encoded: [UInt8] {
+    guard let body = message.body else { return unknownEncoded }
+    func write<Body: ServerMessageBody>(_ body: Body) -> [UInt8] {
+      let type = WireEncoder.EnvelopeMember.text("type", Body.type.rawValue)
+      guard let seq else { return WireEncoder.encode(body, envelope: type).bytes }
+      return WireEncoder.encode(body, envelope: .number("seq", seq), type).bytes
+    }
+    return write(body)
+  }
+
+  /// An unknown message is written back as it came, with this envelope's seq.
+  private var unknownEncoded: [UInt8] {
+    guard case .unknown(let unknown) = message, case .object(var members) = unknown.json else { return [] }
+    members["seq"] = seq.map { .int(Int64(clamping: $0)) }
+    members["type"] = .string(unknown.type)
+    return JSONValue.object(members).serialized
+  }
+
+  /// Decodes one frame from its tape. When decoding fails after a valid `seq` was read, the
+  /// error's `seq` holds it.
+  static func decode(_ tape: JSONTape, options: WireDecodingOptions) throws(ProtocolError) -> ServerEnvelope {
+    let root = tape.root
+    guard tape.kind(root) == .object else {
       throw ProtocolError(.badRequest, "message must be a JSON object")
     }
-    var contextSeq: UInt64?
-    if let value = object["seq"], let number = value.integerValue, number >= 0, UInt64(number) <= Limits.maxSeq {
-      contextSeq = UInt64(number)
-    }
-    var contextCallId: CallID?
-    if case .string(let callId)? = object["callId"] { contextCallId = callId }
     var typeName: String?
     do throws(ProtocolError) {
-      guard let typeValue = object["type"], typeValue != .null else {
+      guard let typeIndex = tape.member(root, "type"), !tape.isNull(typeIndex) else {
         throw ProtocolError(.badRequest, "\"type\" is required")
       }
-      guard case .string(let name) = typeValue else {
+      guard let name = tape.string(typeIndex) else {
         throw ProtocolError(.badRequest, "\"type\" must be a string")
       }
       typeName = name
-      let r = try FieldReader(json, path: "", options: options)
-      let seq = try r.optionalSeq("seq")
+      var decoder = WireDecoder(tape: tape, object: root, path: "", options: options)
+      var seq: Int64?
+      try decoder.integer("seq", &seq, 0...Int64(Limits.maxSeq))
+      let envelopeSeq = seq.map { UInt64($0) }
       guard let type = ServerMessageType(rawValue: name) else {
         if options.enforceLimits {
           throw ProtocolError(.unknownType, "unknown message type \(ClientMessage.quote(name))")
         }
-        self.init(seq: seq, message: .unknown(ServerMessage.Unknown(type: name, json: json)))
-        return
+        return ServerEnvelope(
+          seq: envelopeSeq, message: .unknown(ServerMessage.Unknown(type: name, json: tape.value(root))))
       }
-      self.init(seq: seq, message: try Self.decodeBody(type: type, r))
+      return ServerEnvelope(seq: envelopeSeq, message: try ServerMessage.decode(type, &decoder))
     } catch {
       var error = error
-      error.seq = contextSeq
-      error.callId = contextCallId
+      if let index = tape.member(root, "seq"), let number = tape.integer(index), number >= 0,
+        UInt64(number) <= Limits.maxSeq
+      {
+        error.seq = UInt64(number)
+      }
+      if let index = tape.member(root, "callId"), let callId = tape.string(index) { error.callId = callId }
       error.messageType = typeName
       throw error
     }
   }
+}
 
-  private static func decodeBody(type: ServerMessageType, _ r: FieldReader) throws(ProtocolError) -> ServerMessage {
-    switch type {
-    case .welcome:
-      return .welcome(
-        ServerMessage.Welcome(
-          replyTo: try r.string("replyTo"),
-          version: Int(try r.int("version", in: Int64(Int32.min)...Int64(Int32.max))),
-          sessionId: try r.string("sessionId", maxBytes: Limits.maxSessionIDBytes),
-          userId: try r.userId("userId"),
-          deviceId: try r.deviceId("deviceId"),
-          resumed: try r.bool("resumed"),
-          resync: try r.bool("resync"),
-          heartbeatSeconds: Int(try r.int("heartbeatSeconds", in: 1...Int64(Int32.max))),
-          maxMessageBytes: Int(try r.int("maxMessageBytes", in: 1...Int64(Int32.max))),
-          iceServers: try r.array("iceServers", of: IceServer.self),
-          iceServersTtl: Int(try r.int("iceServersTtl", in: 0...Int64(Int32.max)))))
-    case .ack:
-      return .ack(
-        ServerMessage.Ack(
-          replyTo: try r.string("replyTo"), callId: try r.optionalCallId("callId"),
-          call: try r.optional("call", CallState.self)))
-    case .error:
-      let rawCode = try r.string("code")
-      let code: ErrorCode
-      if let known = ErrorCode(rawValue: rawCode) {
-        code = known
-      } else if r.enforceLimits {
-        throw ProtocolError(.badRequest, "\"code\" is not a known error code")
-      } else {
-        code = .internal
-      }
-      return .error(
-        ServerMessage.ErrorMessage(
-          replyTo: try r.optionalString("replyTo", minBytes: 1), code: code,
-          message: try r.string("message", minBytes: 0), callId: try r.optionalCallId("callId")))
-    case .invite:
-      return .invite(
-        ServerMessage.Invite(
-          callId: try r.callId(), from: try r.required("from", Peer.self), video: try r.bool("video"),
-          offer: try r.optional("offer", SessionDescription.self), createdAt: try r.timestamp("createdAt")))
-    case .ringing:
-      return .ringing(ServerMessage.PeerEvent(callId: try r.callId(), from: try r.required("from", Peer.self)))
-    case .endOfCandidates:
-      return .endOfCandidates(ServerMessage.PeerEvent(callId: try r.callId(), from: try r.required("from", Peer.self)))
-    case .iceRestartRequest:
-      return .iceRestartRequest(
-        ServerMessage.PeerEvent(callId: try r.callId(), from: try r.required("from", Peer.self)))
-    case .accept:
-      return .accept(
-        ServerMessage.Accept(
-          callId: try r.callId(), from: try r.required("from", Peer.self),
-          answer: try r.optional("answer", SessionDescription.self)))
-    case .offer:
-      return .offer(
-        ServerMessage.Offer(
-          callId: try r.callId(), from: try r.required("from", Peer.self), sdp: try r.sdp("sdp"),
-          iceRestart: try r.optionalBool("iceRestart") ?? false))
-    case .answer:
-      return .answer(
-        ServerMessage.Answer(callId: try r.callId(), from: try r.required("from", Peer.self), sdp: try r.sdp("sdp")))
-    case .candidate:
-      return .candidate(
-        ServerMessage.Candidate(
-          callId: try r.callId(), from: try r.required("from", Peer.self),
-          candidate: try r.required("candidate", IceCandidate.self)))
-    case .callEnded:
-      return .callEnded(
-        ServerMessage.CallEnded(
-          callId: try r.callId(), reason: try r.endReason("reason"), from: try r.optional("from", Peer.self),
-          replacedBy: try r.optionalCallId("replacedBy")))
+/// A server message encoded once for many recipients: each copy only splices its `seq` in.
+public struct ServerFrame: Sendable {
+  private enum Form: Sendable {
+    case template(bytes: [UInt8], offset: Int, leadingComma: Bool)
+    case whole(ServerMessage)
+  }
+
+  private let form: Form
+
+  public init(_ message: ServerMessage) {
+    guard let body = message.body else {
+      form = .whole(message)
+      return
     }
+    func write<Body: ServerMessageBody>(_ body: Body) -> Form {
+      let encoded = WireEncoder.encode(
+        body, envelope: .seqSlot, .text("type", Body.type.rawValue))
+      guard let slot = encoded.seqSlot else { return .whole(message) }
+      return .template(bytes: encoded.bytes, offset: slot.offset, leadingComma: slot.leadingComma)
+    }
+    form = write(body)
+  }
+
+  /// The frame with `seq`, byte for byte what `MessageCodec.encode(message, seq:)` gives.
+  public func bytes(seq: UInt64) -> [UInt8] {
+    switch form {
+    case .whole(let message):
+      return ServerEnvelope(seq: seq, message: message).encoded
+    case .template(let bytes, let offset, let leadingComma):
+      var writer = JSONWriter(capacity: bytes.count + 24)
+      writer.append(contentsOf: bytes[..<offset])
+      writer.append(leadingComma ? #",""# : #"""#)
+      writer.append(#"seq":"#)
+      writer.writeInteger(Int64(clamping: seq))
+      if !leadingComma { writer.append(UInt8(ascii: ",")) }
+      writer.append(contentsOf: bytes[offset...])
+      return writer.bytes
+    }
+  }
+}
+
+extension ServerMessage.Ack {
+  public var relatedCall: CallID? { callId }
+}
+
+extension ServerMessage.ErrorMessage {
+  public var relatedCall: CallID? { callId }
+}
+
+extension ServerEnvelope: Codable {
+  /// Through the frame's JSON shape, validated like the codec (slowly: use `MessageCodec`).
+  public init(from decoder: any Decoder) throws {
+    let bytes = try JSONValue(from: decoder).serialized
+    self = try MessageCodec.decodeServerMessage(bytes, options: .strict)
+  }
+
+  public func encode(to encoder: any Encoder) throws {
+    try json.encode(to: encoder)
   }
 }

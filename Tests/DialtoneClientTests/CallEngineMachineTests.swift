@@ -50,11 +50,11 @@ private func connectedCaller(_ policy: CallEngine.Policy = .init(), canRestartIc
     #expect(m.handle(.offerCreated(generation: 1, offer)) == [.setLocal(generation: 1, offer, .offer)])
     #expect(
       m.handle(.localDescriptionSet(generation: 1))
-        == [.send(.invite(callId: "c", to: "bob", video: false, offer: offer))])
+        == [.send(.invite(.init(callId: "c", to: "bob", video: false, offer: offer)))])
     #expect(
       m.handle(.localCandidate(generation: 1, IceCandidate(candidate: "l1")))
-        == [.send(.candidate(callId: "c", candidate: IceCandidate(candidate: "l1")))])
-    #expect(m.handle(.localCandidate(generation: 1, nil)) == [.send(.endOfCandidates(callId: "c"))])
+        == [.send(.candidate(.init(callId: "c", candidate: IceCandidate(candidate: "l1"))))])
+    #expect(m.handle(.localCandidate(generation: 1, nil)) == [.send(.endOfCandidates(.init(callId: "c")))])
   }
 
   // Rule 2: remote candidates before the answer wait, then follow it in order.
@@ -80,7 +80,7 @@ private func connectedCaller(_ policy: CallEngine.Policy = .init(), canRestartIc
   @Test func theCalleeRingsAppliesTheOfferAndAnswersOnAccept() {
     var m = callee()
     #expect(m.handle(.server(candidate("a1"))).isEmpty)
-    #expect(m.handle(.start) == [.send(.ringing(callId: "c")), .replaceConnection(generation: 1)])
+    #expect(m.handle(.start) == [.send(.ringing(.init(callId: "c"))), .replaceConnection(generation: 1)])
     #expect(m.handle(.accept).isEmpty)  // no connection yet: nothing to answer with
     let made = m.handle(.connectionMade(generation: 1, canRestartIce: true))
     #expect(made.last == .setRemote(generation: 1, SessionDescription(sdp: "offer-alice"), .offer))
@@ -90,7 +90,7 @@ private func connectedCaller(_ policy: CallEngine.Policy = .init(), canRestartIc
     #expect(m.handle(.accept) == [.createAnswer(generation: 1)])
     #expect(m.state == .connecting)
     #expect(m.handle(.answerCreated(generation: 1, answer)) == [.setLocal(generation: 1, answer, .answer)])
-    #expect(m.handle(.localDescriptionSet(generation: 1)) == [.send(.accept(callId: "c", answer: answer))])
+    #expect(m.handle(.localDescriptionSet(generation: 1)) == [.send(.accept(.init(callId: "c", answer: answer)))])
   }
 
   // Rule 3: disconnected waits its grace, failed restarts at once, backoff 1-2-3, then the call fails.
@@ -120,7 +120,7 @@ private func connectedCaller(_ policy: CallEngine.Policy = .init(), canRestartIc
     }
     #expect(
       m.handle(.connectionState(generation: 1, .failed))
-        == [.cancel(.policy(token: 8)), .send(.hangup(callId: "c")), .finish])
+        == [.cancel(.policy(token: 8)), .send(.hangup(.init(callId: "c"))), .finish])
     #expect(m.state == .ended(.iceFailed))
     #expect(m.handle(.server(candidate("late"))).isEmpty)  // ended: nothing more
   }
@@ -134,7 +134,7 @@ private func connectedCaller(_ policy: CallEngine.Policy = .init(), canRestartIc
         == [.setLocal(generation: 1, SessionDescription(sdp: "offer-2"), .offer)])
     #expect(
       m.handle(.localDescriptionSet(generation: 1))
-        == [.send(.offer(callId: "c", sdp: "offer-2", iceRestart: true))])
+        == [.send(.offer(.init(callId: "c", sdp: "offer-2", iceRestart: true)))])
     #expect(m.handle(.server(candidate("b1"))).isEmpty)  // waits for the restart's answer
   }
 
@@ -151,7 +151,9 @@ private func connectedCaller(_ policy: CallEngine.Policy = .init(), canRestartIc
         == .createOffer(generation: 2, iceRestart: false))
     _ = m.handle(.offerCreated(generation: 2, SessionDescription(sdp: "fresh")))
     #expect(
-      m.handle(.localDescriptionSet(generation: 2)) == [.send(.offer(callId: "c", sdp: "fresh", iceRestart: true))])
+      m.handle(.localDescriptionSet(generation: 2)) == [
+        .send(.offer(.init(callId: "c", sdp: "fresh", iceRestart: true)))
+      ])
   }
 
   // The answerer never restarts itself: it asks; the restart offer is answered.
@@ -166,14 +168,14 @@ private func connectedCaller(_ policy: CallEngine.Policy = .init(), canRestartIc
     _ = m.handle(.connectionState(generation: 1, .connected))
     #expect(
       m.handle(.connectionState(generation: 1, .failed))
-        == [.arm(.policy(token: 1), after: .seconds(10)), .send(.iceRestartRequest(callId: "c"))])
+        == [.arm(.policy(token: 1), after: .seconds(10)), .send(.iceRestartRequest(.init(callId: "c")))])
     let restart = SessionDescription(sdp: "offer-alice-2")
     #expect(
       m.handle(.server(.offer(.init(callId: "c", from: alice, sdp: restart.sdp, iceRestart: true))))
         == [.setRemote(generation: 1, restart, .offer)])
     #expect(m.handle(.remoteDescriptionSet(generation: 1)) == [.createAnswer(generation: 1)])
     _ = m.handle(.answerCreated(generation: 1, SessionDescription(sdp: "answer-2")))
-    #expect(m.handle(.localDescriptionSet(generation: 1)) == [.send(.answer(callId: "c", sdp: "answer-2"))])
+    #expect(m.handle(.localDescriptionSet(generation: 1)) == [.send(.answer(.init(callId: "c", sdp: "answer-2")))])
   }
 
   // Without trickle the description waits for gathering (or its timeout) and carries the candidates.
@@ -189,7 +191,7 @@ private func connectedCaller(_ policy: CallEngine.Policy = .init(), canRestartIc
     #expect(m.handle(.localCandidate(generation: 1, host)).isEmpty)
     let sent = m.handle(.timerFired(.gathering(generation: 1)))
     #expect(sent.first == .cancel(.gathering(generation: 1)))
-    guard case .send(.invite(_, _, _, let described))? = sent.last else {
+    guard case .send(.invite(let invite))? = sent.last, let described = invite.offer else {
       Issue.record("no invite: \(sent)")
       return
     }
@@ -201,17 +203,18 @@ private func connectedCaller(_ policy: CallEngine.Policy = .init(), canRestartIc
     var ringing = callee()
     _ = ringing.handle(.start)
     _ = ringing.handle(.connectionMade(generation: 1, canRestartIce: true))
-    #expect(ringing.handle(.hangup) == [.send(.decline(callId: "c")), .finish])
+    #expect(ringing.handle(.hangup) == [.send(.decline(.init(callId: "c"))), .finish])
     var dialing = caller()
     _ = dialing.handle(.start)
-    #expect(dialing.handle(.hangup) == [.send(.cancel(callId: "c")), .finish])
+    #expect(dialing.handle(.hangup) == [.send(.cancel(.init(callId: "c"))), .finish])
     var talking = connectedCaller()
-    #expect(talking.handle(.hangup) == [.send(.hangup(callId: "c")), .finish])
+    #expect(talking.handle(.hangup) == [.send(.hangup(.init(callId: "c"))), .finish])
     #expect(talking.handle(.hangup).isEmpty)
     var broken = caller()
     _ = broken.handle(.start)
     _ = broken.handle(.connectionMade(generation: 1, canRestartIce: true))
-    #expect(broken.handle(.localDescriptionFailed(generation: 1, "boom")) == [.send(.cancel(callId: "c")), .finish])
+    #expect(
+      broken.handle(.localDescriptionFailed(generation: 1, "boom")) == [.send(.cancel(.init(callId: "c"))), .finish])
     #expect(broken.state == .ended(.error("offer: boom")))
     var glare = caller()
     _ = glare.handle(.start)

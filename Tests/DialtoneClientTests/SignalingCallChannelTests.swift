@@ -47,7 +47,8 @@ private final class ScriptedTransport: SignalingTransport, Sendable {
     let channel = SignalingCallChannel(client: client)
     for n in 0..<3 {
       try await channel.send(
-        .candidate(callId: "c1", candidate: IceCandidate(candidate: "candidate:\(n) 1 udp 1 10.0.0.1 5000 typ host")))
+        .candidate(
+          .init(callId: "c1", candidate: IceCandidate(candidate: "candidate:\(n) 1 udp 1 10.0.0.1 5000 typ host"))))
     }
     #expect(await eventually { transport.texts.filter { $0.contains(#""type":"candidate""#) }.count == 3 })
     let order = transport.texts.compactMap { text in (0..<3).first { text.contains("candidate:\($0) ") } }
@@ -59,7 +60,8 @@ private final class ScriptedTransport: SignalingTransport, Sendable {
     let (transport, client) = await welcomedClient()
     let rejections = Rejections()
     let channel = SignalingCallChannel(client: client) { await rejections.add($0) }
-    try await channel.send(.invite(callId: "c1", to: "nobody", video: false, offer: SessionDescription(sdp: "v=0\r\n")))
+    try await channel.send(
+      .invite(.init(callId: "c1", to: "nobody", video: false, offer: SessionDescription(sdp: "v=0\r\n"))))
     #expect(await eventually { transport.texts.contains { $0.contains(#""type":"invite""#) } })
     let invite = try #require(transport.texts.first { $0.contains(#""type":"invite""#) })
     let id = try #require(invite.firstMatch(of: /"id":"([^"]+)"/)?.1)

@@ -92,33 +92,29 @@ private let secret = "client-test-secret-0123456789"
     try await bobInbox.waitFor("bob connected") { $0.connections == 1 }
 
     let call = "call-" + UUID().uuidString
-    let invited = try await alice.request {
-      .invite(.init(id: $0, callId: call, to: "bob", video: false, offer: SessionDescription(sdp: "v=0\r\n")))
-    }
+    let invited = try await alice.request(
+      .invite(.init(callId: call, to: "bob", video: false, offer: SessionDescription(sdp: "v=0\r\n"))))
     #expect(invited.knownType == .ack)
     try await bobInbox.waitFor("the invite") { $0.messages.contains { $0.knownType == .invite } }
-    _ = try await bob.request { .accept(.init(id: $0, callId: call, answer: SessionDescription(sdp: "v=0\r\n"))) }
+    _ = try await bob.request(.accept(.init(callId: call, answer: SessionDescription(sdp: "v=0\r\n"))))
     try await aliceInbox.waitFor("the accept") { $0.messages.contains { $0.knownType == .accept } }
 
     // Alice trickles 20 candidates; halfway, Bob's network switches (his socket is replaced).
     for n in 0..<20 {
       if n == 10 { await bob.networkChanged() }
-      let answer = try await alice.request {
+      let answer = try await alice.request(
         .candidate(
           .init(
-            id: $0, callId: call,
-            candidate: IceCandidate(candidate: "candidate:\(n) 1 udp 1 10.0.0.1 \(5000 + n) typ host")))
-      }
+            callId: call, candidate: IceCandidate(candidate: "candidate:\(n) 1 udp 1 10.0.0.1 \(5000 + n) typ host"))))
       #expect(answer.knownType == .ack)
     }
     // And Bob sends his while reconnecting: requests wait and go out after the resume.
     for n in 0..<5 {
-      _ = try await bob.request {
+      _ = try await bob.request(
         .candidate(
           .init(
-            id: $0, callId: call,
-            candidate: IceCandidate(candidate: "candidate:\(100 + n) 1 udp 1 10.0.0.2 \(6000 + n) typ host")))
-      }
+            callId: call,
+            candidate: IceCandidate(candidate: "candidate:\(100 + n) 1 udp 1 10.0.0.2 \(6000 + n) typ host"))))
     }
 
     try await bobInbox.waitFor("20 candidates") { $0.messages.filter { $0.knownType == .candidate }.count >= 20 }

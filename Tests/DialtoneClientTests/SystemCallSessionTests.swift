@@ -144,7 +144,7 @@ private struct Peer {
     // The server sends the push once it has the invite.
     try #require(
       await eventually {
-        let reply = try? await alice.client.signaling.request { .getCall(.init(id: $0, callId: call.callId)) }
+        let reply = try? await alice.client.signaling.request(.getCall(.init(callId: call.callId)))
         if case .ack? = reply { return true } else { return false }
       })
 

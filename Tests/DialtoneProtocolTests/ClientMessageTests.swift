@@ -5,45 +5,47 @@ import Testing
 @Suite("Client → server messages")
 struct ClientMessageTests {
   @Test("every client message round-trips", arguments: Fixtures.clientMessages)
-  func roundTrip(_ message: ClientMessage) throws {
-    let bytes = MessageCodec.encode(message)
+  func roundTrip(_ frame: ClientEnvelope) throws {
+    let bytes = MessageCodec.encode(frame)
     let decoded = try MessageCodec.decodeClientMessage(bytes)
-    #expect(decoded == message)
-    #expect(decoded.type == message.type)
+    #expect(decoded == frame)
+    #expect(decoded.message.type == frame.message.type)
     // Data and String inputs decode identically.
-    #expect(try MessageCodec.decodeClientMessage(Data(bytes)) == message)
-    #expect(try MessageCodec.decodeClientMessage(text(bytes)) == message)
+    #expect(try MessageCodec.decodeClientMessage(Data(bytes)) == frame)
+    #expect(try MessageCodec.decodeClientMessage(text(bytes)) == frame)
     // Encoding is deterministic.
     #expect(MessageCodec.encode(decoded) == bytes)
   }
 
   @Test func everyTypeIsCovered() {
-    let covered = Set(Fixtures.clientMessages.map(\.type.rawValue))
+    let covered = Set(Fixtures.clientMessages.map(\.message.type.rawValue))
     #expect(covered == Set(ClientMessageType.allCases.map(\.rawValue)))
   }
 
   @Test func accessors() {
-    let invite = ClientMessage.invite(.init(id: "m1", callId: Fixtures.callId, to: "bob", video: false))
-    #expect(invite.id == "m1")
+    let invite = ClientMessage.invite(.init(callId: Fixtures.callId, to: "bob", video: false))
     #expect(invite.callId == Fixtures.callId)
     #expect(invite.type == .invite)
+    #expect(ClientMessage.hangup(.init(callId: "c9")).type == .hangup)
+    #expect(ClientMessage.getCall(.init(callId: "c9")).callId == "c9")
     let ack = ClientMessage.ack(.init(seq: 3))
-    #expect(ack.id == nil)
     #expect(ack.callId == nil)
     #expect(!ClientMessageType.ack.hasID)
     #expect(ClientMessageType.getCall.hasID)
-    for message in Fixtures.clientMessages where message.type != .ack {
-      #expect(message.id != nil)
+    for frame in Fixtures.clientMessages {
+      #expect((frame.id != nil) == frame.message.type.hasID)
     }
   }
 
   // MARK: Exact shapes (keep in step with docs/protocol.md)
 
   @Test func exactHello() {
-    let hello = ClientMessage.hello(
-      .init(
-        id: "h1", token: "T", resume: .init(sessionId: "s_1", lastSeq: 17),
-        client: .init(name: "dialtone-ios", version: "1.0")))
+    let hello = ClientEnvelope(
+      id: "h1",
+      message: ClientMessage.hello(
+        .init(
+          token: "T", resume: .init(sessionId: "s_1", lastSeq: 17),
+          client: .init(name: "dialtone-ios", version: "1.0"))))
     #expect(
       MessageCodec.encodeString(hello)
         == #"{"client":{"name":"dialtone-ios","version":"1.0"},"id":"h1","resume":{"lastSeq":17,"sessionId":"s_1"},"token":"T","type":"hello","version":1}"#
@@ -51,10 +53,13 @@ struct ClientMessageTests {
   }
 
   @Test func exactCandidate() {
-    let message = ClientMessage.candidate(
-      .init(
-        id: "m7", callId: "c1",
-        candidate: IceCandidate(candidate: "candidate:1 1 udp 1 10.0.0.1 9 typ host", sdpMid: "0", sdpMLineIndex: 0)))
+    let message = ClientEnvelope(
+      id: "m7",
+      message: ClientMessage.candidate(
+        .init(
+          callId: "c1",
+          candidate: IceCandidate(candidate: "candidate:1 1 udp 1 10.0.0.1 9 typ host", sdpMid: "0", sdpMLineIndex: 0)))
+    )
     #expect(
       MessageCodec.encodeString(message)
         == #"{"callId":"c1","candidate":{"candidate":"candidate:1 1 udp 1 10.0.0.1 9 typ host","sdpMLineIndex":0,"sdpMid":"0"},"id":"m7","type":"candidate"}"#
@@ -62,26 +67,29 @@ struct ClientMessageTests {
   }
 
   @Test func exactSmallMessages() {
-    #expect(MessageCodec.encodeString(.ack(.init(seq: 42))) == #"{"seq":42,"type":"ack"}"#)
-    #expect(MessageCodec.encodeString(.ping(.init(id: "p"))) == #"{"id":"p","type":"ping"}"#)
+    #expect(
+      MessageCodec.encodeString(ClientEnvelope(id: nil, message: .ack(.init(seq: 42)))) == #"{"seq":42,"type":"ack"}"#)
+    #expect(MessageCodec.encodeString(ClientEnvelope(id: "p", message: .ping(.init()))) == #"{"id":"p","type":"ping"}"#)
     #expect(
       MessageCodec.encodeString(
-        .invite(.init(id: "m1", callId: "c1", to: "bob", video: false, offer: .init(sdp: "v=0\r\n"))))
+        ClientEnvelope(
+          id: "m1", message: .invite(.init(callId: "c1", to: "bob", video: false, offer: .init(sdp: "v=0\r\n")))))
         == #"{"callId":"c1","id":"m1","offer":{"sdp":"v=0\r\n"},"to":"bob","type":"invite","video":false}"#)
     #expect(
-      MessageCodec.encodeString(.offer(.init(id: "m2", callId: "c1", sdp: "v=0", iceRestart: true)))
+      MessageCodec.encodeString(
+        ClientEnvelope(id: "m2", message: .offer(.init(callId: "c1", sdp: "v=0", iceRestart: true))))
         == #"{"callId":"c1","iceRestart":true,"id":"m2","sdp":"v=0","type":"offer"}"#)
     #expect(
-      MessageCodec.encodeString(.offer(.init(id: "m2", callId: "c1", sdp: "v=0")))
+      MessageCodec.encodeString(ClientEnvelope(id: "m2", message: .offer(.init(callId: "c1", sdp: "v=0"))))
         == #"{"callId":"c1","id":"m2","sdp":"v=0","type":"offer"}"#)
     #expect(
-      MessageCodec.encodeString(.endOfCandidates(.init(id: "m3", callId: "c1")))
+      MessageCodec.encodeString(ClientEnvelope(id: "m3", message: .endOfCandidates(.init(callId: "c1"))))
         == #"{"callId":"c1","id":"m3","type":"end-of-candidates"}"#)
     #expect(
-      MessageCodec.encodeString(.iceRestartRequest(.init(id: "m4", callId: "c1")))
+      MessageCodec.encodeString(ClientEnvelope(id: "m4", message: .iceRestartRequest(.init(callId: "c1"))))
         == #"{"callId":"c1","id":"m4","type":"ice-restart-request"}"#)
     #expect(
-      MessageCodec.encodeString(.getCall(.init(id: "m5", callId: "c1")))
+      MessageCodec.encodeString(ClientEnvelope(id: "m5", message: .getCall(.init(callId: "c1"))))
         == #"{"callId":"c1","id":"m5","type":"get-call"}"#)
   }
 
@@ -90,13 +98,15 @@ struct ClientMessageTests {
   @Test func unknownFieldsAreIgnored() throws {
     let message = try MessageCodec.decodeClientMessage(
       #"{"type":"answer","id":"a1","callId":"c1","sdp":"v=0","future":{"x":[1,2]},"extra":true}"#)
-    #expect(message == .answer(.init(id: "a1", callId: "c1", sdp: "v=0")))
+    #expect(message == ClientEnvelope(id: "a1", message: .answer(.init(callId: "c1", sdp: "v=0"))))
     // A browser's RTCSessionDescription.toJSON() carries "type" too.
     let accept = try MessageCodec.decodeClientMessage(
       #"{"type":"accept","id":"a2","callId":"c1","answer":{"type":"answer","sdp":"v=0"}}"#)
-    #expect(accept == .accept(.init(id: "a2", callId: "c1", answer: .init(sdp: "v=0"))))
+    #expect(accept == ClientEnvelope(id: "a2", message: .accept(.init(callId: "c1", answer: .init(sdp: "v=0")))))
     // An ack with an id is still an ack.
-    #expect(try MessageCodec.decodeClientMessage(#"{"type":"ack","seq":3,"id":"x"}"#) == .ack(.init(seq: 3)))
+    #expect(
+      try MessageCodec.decodeClientMessage(#"{"type":"ack","seq":3,"id":"x"}"#)
+        == ClientEnvelope(id: nil, message: .ack(.init(seq: 3))))
   }
 
   @Test func nullMeansAbsent() throws {
@@ -104,47 +114,56 @@ struct ClientMessageTests {
     let message = try MessageCodec.decodeClientMessage(
       #"{"type":"candidate","id":"c","callId":"c1","candidate":{"candidate":"candidate:1","sdpMid":null,"sdpMLineIndex":null,"usernameFragment":null}}"#
     )
-    #expect(message == .candidate(.init(id: "c", callId: "c1", candidate: IceCandidate(candidate: "candidate:1"))))
+    #expect(
+      message
+        == ClientEnvelope(
+          id: "c", message: .candidate(.init(callId: "c1", candidate: IceCandidate(candidate: "candidate:1")))))
     let hello = try MessageCodec.decodeClientMessage(
       #"{"type":"hello","id":"h","version":1,"token":null,"resume":null}"#)
-    #expect(hello == .hello(.init(id: "h")))
+    #expect(hello == ClientEnvelope(id: "h", message: .hello(.init())))
   }
 
   @Test func whitespaceAndIntegralFloatsAreAccepted() throws {
     let message = try MessageCodec.decodeClientMessage(" \n{ \"type\" : \"ack\" , \"seq\" : 5.0 }\r\n")
-    #expect(message == .ack(.init(seq: 5)))
+    #expect(message == ClientEnvelope(id: nil, message: .ack(.init(seq: 5))))
     let hello = try MessageCodec.decodeClientMessage(#"{"type":"hello","id":"h","version":1e0}"#)
-    #expect(hello == .hello(.init(id: "h", version: 1)))
+    #expect(hello == ClientEnvelope(id: "h", message: .hello(.init(version: 1))))
   }
 
   @Test func escapedStringsDecode() throws {
     let message = try MessageCodec.decodeClientMessage(
       #"{"type":"invite","id":"\u006d1","callId":"c1","to":"b\u00f6b","video":false,"callerName":"\ud83d\udcde A\"B\\"}"#
     )
-    #expect(message == .invite(.init(id: "m1", callId: "c1", to: "böb", video: false, callerName: "📞 A\"B\\")))
+    #expect(
+      message
+        == ClientEnvelope(
+          id: "m1", message: .invite(.init(callId: "c1", to: "böb", video: false, callerName: "📞 A\"B\\"))))
   }
 
   @Test func iceRestartFalseDecodes() throws {
     let message = try MessageCodec.decodeClientMessage(
       #"{"type":"offer","id":"o","callId":"c1","sdp":"v=0","iceRestart":false}"#)
-    #expect(message == .offer(.init(id: "o", callId: "c1", sdp: "v=0")))
+    #expect(message == ClientEnvelope(id: "o", message: .offer(.init(callId: "c1", sdp: "v=0"))))
   }
 
   @Test func limitsAtTheEdgeAreAccepted() throws {
     let sdp = String(repeating: "a", count: Limits.maxSDPBytes)
     let id = String(repeating: "i", count: Limits.maxMessageIDBytes)
     let callId = String(repeating: "C", count: Limits.maxCallIDBytes)
-    let answer = ClientMessage.answer(.init(id: id, callId: callId, sdp: sdp))
+    let answer = ClientEnvelope(id: id, message: ClientMessage.answer(.init(callId: callId, sdp: sdp)))
     #expect(try MessageCodec.decodeClientMessage(MessageCodec.encode(answer)) == answer)
-    let candidate = ClientMessage.candidate(
-      .init(
-        id: "c", callId: "c1",
-        candidate: IceCandidate(candidate: String(repeating: "x", count: Limits.maxCandidateBytes))))
+    let candidate = ClientEnvelope(
+      id: "c",
+      message: ClientMessage.candidate(
+        .init(
+          callId: "c1",
+          candidate: IceCandidate(candidate: String(repeating: "x", count: Limits.maxCandidateBytes)))))
     #expect(try MessageCodec.decodeClientMessage(MessageCodec.encode(candidate)) == candidate)
     let user = String(repeating: "u", count: Limits.maxUserIDBytes)
-    let invite = ClientMessage.invite(
-      .init(
-        id: "i", callId: "c1", to: user, video: true, callerName: String(repeating: "n", count: Limits.maxNameBytes)))
+    let invite = ClientEnvelope(
+      id: "i",
+      message: ClientMessage.invite(
+        .init(callId: "c1", to: user, video: true, callerName: String(repeating: "n", count: Limits.maxNameBytes))))
     #expect(try MessageCodec.decodeClientMessage(MessageCodec.encode(invite)) == invite)
   }
 
@@ -200,7 +219,7 @@ struct ClientMessageTests {
     }
     // Valid multi-byte characters pass, escaped or raw.
     let ok = Array(#"{"type":"ping","id":"é€😀\n"}"#.utf8)
-    #expect((try? MessageCodec.decodeClientMessage(ok)) == .ping(.init(id: "é€😀\n")))
+    #expect((try? MessageCodec.decodeClientMessage(ok)) == ClientEnvelope(id: "é€😀\n", message: .ping(.init())))
   }
 
   @Test func nonObjectJSON() {
@@ -220,7 +239,7 @@ struct ClientMessageTests {
     let ok =
       "{\"type\":\"ping\",\"id\":\"p\",\"x\":" + String(repeating: "[", count: 31) + String(repeating: "]", count: 31)
       + "}"
-    #expect((try? MessageCodec.decodeClientMessage(ok)) == .ping(.init(id: "p")))
+    #expect((try? MessageCodec.decodeClientMessage(ok)) == ClientEnvelope(id: "p", message: .ping(.init())))
   }
 
   @Test func oversizeFrame() {

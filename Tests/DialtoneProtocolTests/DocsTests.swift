@@ -62,7 +62,7 @@ struct DocsTests {
       do {
         if example.clientToServer {
           let message = try MessageCodec.decodeClientMessage(example.json)
-          clientTypes.insert(message.type.rawValue)
+          clientTypes.insert(message.message.type.rawValue)
           #expect(message.json == literal, "\(example) re-encodes differently: \(message.jsonString)")
         } else {
           let envelope = try MessageCodec.decodeServerMessage(example.json, options: .strict)

@@ -20,33 +20,37 @@ enum Fixtures {
     endedAt: 1_732_880_064_000, endReason: .hangup)
 
   /// One of every client message, with optional fields both present and absent.
-  static let clientMessages: [ClientMessage] = [
-    .hello(.init(id: "h1", token: "eyJhbGciOiJIUzI1NiJ9.e30.sig")),
-    .hello(
-      .init(
-        id: "h2", version: 1, token: nil, resume: .init(sessionId: "s_4f9c", lastSeq: 17),
-        client: .init(name: "dialtone-ios", version: "1.0"))),
-    .hello(.init(id: "h3", version: 7, client: .init())),
-    .ack(.init(seq: 0)),
-    .ack(.init(seq: 9_007_199_254_740_991)),
-    .ping(.init(id: "p1")),
-    .invite(.init(id: "m1", callId: callId, to: "bob", video: false)),
-    .invite(.init(id: "m2", callId: callId, to: "bob", video: true, offer: .init(sdp: sdp), callerName: "Alice ☎️")),
-    .ringing(.init(id: "m3", callId: callId)),
-    .accept(.init(id: "m4", callId: callId)),
-    .accept(.init(id: "m5", callId: callId, answer: .init(sdp: sdp))),
-    .decline(.init(id: "m6", callId: callId)),
-    .busy(.init(id: "m7", callId: callId)),
-    .cancel(.init(id: "m8", callId: callId)),
-    .hangup(.init(id: "m9", callId: callId)),
-    .offer(.init(id: "m10", callId: callId, sdp: sdp)),
-    .offer(.init(id: "m11", callId: callId, sdp: sdp, iceRestart: true)),
-    .answer(.init(id: "m12", callId: callId, sdp: sdp)),
-    .candidate(.init(id: "m13", callId: callId, candidate: candidate)),
-    .candidate(.init(id: "m14", callId: callId, candidate: IceCandidate(candidate: ""))),
-    .endOfCandidates(.init(id: "m15", callId: callId)),
-    .iceRestartRequest(.init(id: "m16", callId: callId)),
-    .getCall(.init(id: "m17", callId: callId)),
+  static let clientMessages: [ClientEnvelope] = [
+    ClientEnvelope(id: "h1", message: .hello(.init(token: "eyJhbGciOiJIUzI1NiJ9.e30.sig"))),
+    ClientEnvelope(
+      id: "h2",
+      message: .hello(
+        .init(
+          version: 1, token: nil, resume: .init(sessionId: "s_4f9c", lastSeq: 17),
+          client: .init(name: "dialtone-ios", version: "1.0")))),
+    ClientEnvelope(id: "h3", message: .hello(.init(version: 7, client: .init()))),
+    ClientEnvelope(id: nil, message: .ack(.init(seq: 0))),
+    ClientEnvelope(id: nil, message: .ack(.init(seq: 9_007_199_254_740_991))),
+    ClientEnvelope(id: "p1", message: .ping(.init())),
+    ClientEnvelope(id: "m1", message: .invite(.init(callId: callId, to: "bob", video: false))),
+    ClientEnvelope(
+      id: "m2",
+      message: .invite(.init(callId: callId, to: "bob", video: true, offer: .init(sdp: sdp), callerName: "Alice ☎️"))),
+    ClientEnvelope(id: "m3", message: .ringing(.init(callId: callId))),
+    ClientEnvelope(id: "m4", message: .accept(.init(callId: callId))),
+    ClientEnvelope(id: "m5", message: .accept(.init(callId: callId, answer: .init(sdp: sdp)))),
+    ClientEnvelope(id: "m6", message: .decline(.init(callId: callId))),
+    ClientEnvelope(id: "m7", message: .busy(.init(callId: callId))),
+    ClientEnvelope(id: "m8", message: .cancel(.init(callId: callId))),
+    ClientEnvelope(id: "m9", message: .hangup(.init(callId: callId))),
+    ClientEnvelope(id: "m10", message: .offer(.init(callId: callId, sdp: sdp))),
+    ClientEnvelope(id: "m11", message: .offer(.init(callId: callId, sdp: sdp, iceRestart: true))),
+    ClientEnvelope(id: "m12", message: .answer(.init(callId: callId, sdp: sdp))),
+    ClientEnvelope(id: "m13", message: .candidate(.init(callId: callId, candidate: candidate))),
+    ClientEnvelope(id: "m14", message: .candidate(.init(callId: callId, candidate: IceCandidate(candidate: "")))),
+    ClientEnvelope(id: "m15", message: .endOfCandidates(.init(callId: callId))),
+    ClientEnvelope(id: "m16", message: .iceRestartRequest(.init(callId: callId))),
+    ClientEnvelope(id: "m17", message: .getCall(.init(callId: callId))),
   ]
 
   /// One of every server message.

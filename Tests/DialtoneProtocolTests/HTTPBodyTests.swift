@@ -74,8 +74,9 @@ struct HTTPBodyTests {
     encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
     let peer = Fixtures.alice
     #expect(String(decoding: try encoder.encode(peer), as: UTF8.self) == peer.jsonString)
-    let message = ClientMessage.candidate(.init(id: "k", callId: "c1", candidate: Fixtures.candidate))
-    #expect(try JSONDecoder().decode(ClientMessage.self, from: encoder.encode(message)) == message)
+    let message = ClientEnvelope(
+      id: "k", message: ClientMessage.candidate(.init(callId: "c1", candidate: Fixtures.candidate)))
+    #expect(try JSONDecoder().decode(ClientEnvelope.self, from: encoder.encode(message)) == message)
     let envelope = ServerEnvelope(seq: 3, message: .ringing(.init(callId: "c1", from: peer)))
     #expect(try JSONDecoder().decode(ServerEnvelope.self, from: encoder.encode(envelope)) == envelope)
     // Codable decoding validates like the codec.

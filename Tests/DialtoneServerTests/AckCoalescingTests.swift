@@ -7,8 +7,8 @@ import Testing
 /// Acks of trickled candidates wait (here up to 30 s) to share a write with the next message to
 /// the sender; every other answer, and every error, leaves at once.
 @Suite(.serialized) struct AckCoalescingTests {
-  private func candidate(_ callId: CallID, _ n: Int, id: String) -> ClientMessage {
-    .candidate(.init(id: id, callId: callId, candidate: DialtoneServerTests.candidate(n)))
+  private func candidate(_ callId: CallID, _ n: Int, id: String) -> ClientEnvelope {
+    ClientEnvelope(id: id, message: .candidate(.init(callId: callId, candidate: DialtoneServerTests.candidate(n))))
   }
 
   @Test func candidateAcksRideWithThePeersNextMessage() async throws {
@@ -21,7 +21,7 @@ import Testing
     #expect(try await alice.invite(call, to: "bob").isAck)
     _ = try await bob.expect(.invite)
     #expect(
-      try await bob.act { .accept(.init(id: $0, callId: call, answer: SessionDescription(sdp: "v=0\r\n"))) }.isAck)
+      try await bob.act(.accept(.init(callId: call, answer: SessionDescription(sdp: "v=0\r\n")))).isAck)
     _ = try await alice.expect(.accept)
 
     alice.send(candidate(call, 1, id: "a1"))
@@ -40,7 +40,7 @@ import Testing
     #expect(try await alice.candidateFor("c-unknown", 3).errorCode == .notFound)
     // A ping's answer is not held either, and it carries Bob's held ack out before it.
     let bobPing = bob.newID()
-    bob.send(.ping(.init(id: bobPing)))
+    bob.send(ClientEnvelope(id: bobPing, message: .ping(.init())))
     #expect(try await bob.next("ack of b1").message.replyTo == "b1")
     #expect(try await bob.next("ping answer").message.replyTo == bobPing)
     await server.stop()

@@ -19,18 +19,16 @@ func callID(_ prefix: String = "c") -> CallID { prefix + "-" + UUID().uuidString
 
 extension SignalingProbe {
   func invite(_ callId: CallID, to user: String, offer: Bool = true) async throws -> ServerMessage {
-    try await request {
-      .invite(
-        .init(id: $0, callId: callId, to: user, video: false, offer: offer ? SessionDescription(sdp: offerSDP) : nil))
-    }
+    try await request(
+      .invite(.init(callId: callId, to: user, video: false, offer: offer ? SessionDescription(sdp: offerSDP) : nil)))
   }
-  func act(_ build: @escaping (String) -> ClientMessage) async throws -> ServerMessage { try await request(build) }
+  func act(_ message: ClientMessage) async throws -> ServerMessage { try await request(message) }
   func candidateFor(_ callId: CallID, _ n: Int) async throws -> ServerMessage {
-    try await request { .candidate(.init(id: $0, callId: callId, candidate: candidate(n))) }
+    try await request(.candidate(.init(callId: callId, candidate: candidate(n))))
   }
   /// Proves nothing else is queued for this socket: the next message is the ping's answer.
   func expectQuiet() async throws {
-    let answer = try await request { .ping(.init(id: $0)) }
+    let answer = try await request(.ping(.init()))
     #expect(answer.isAck)
   }
 }
@@ -74,7 +72,7 @@ private func ringingOnTwoDevices(_ server: TestServer) async throws -> (
       #expect(invite.from == Peer(userId: "alice", deviceId: "phone", name: "Alice"))
       #expect(invite.offer?.sdp == offerSDP)
     }
-    #expect(try await bobPhone.act { .ringing(.init(id: $0, callId: call)) }.isAck)
+    #expect(try await bobPhone.act(.ringing(.init(callId: call))).isAck)
     guard case .ringing(let ringing) = try await alice.expect(.ringing) else { return }
     #expect(ringing.from.deviceId == "phone")
 
@@ -83,7 +81,7 @@ private func ringingOnTwoDevices(_ server: TestServer) async throws -> (
     for bob in [bobPhone, bobLaptop] { #expect(try await bob.expect(.candidate).callId == call) }
 
     #expect(
-      try await bobPhone.act { .accept(.init(id: $0, callId: call, answer: SessionDescription(sdp: answerSDP))) }.isAck)
+      try await bobPhone.act(.accept(.init(callId: call, answer: SessionDescription(sdp: answerSDP)))).isAck)
     guard case .accept(let accepted) = try await alice.expect(.accept) else { return }
     #expect(accepted.answer?.sdp == answerSDP && accepted.from.deviceId == "phone")
     #expect(try await bobLaptop.expect(.callEnded).endReason == .answeredElsewhere)
@@ -98,7 +96,7 @@ private func ringingOnTwoDevices(_ server: TestServer) async throws -> (
     try await bobLaptop.expectQuiet()
     #expect(try await bobLaptop.candidateFor(call, 4).errorCode == .invalidState)
 
-    #expect(try await alice.act { .hangup(.init(id: $0, callId: call)) }.isAck)
+    #expect(try await alice.act(.hangup(.init(callId: call))).isAck)
     guard case .callEnded(let ended) = try await bobPhone.expect(.callEnded) else { return }
     #expect(ended.reason == .hangup && ended.from?.userId == "alice")
     await server.stop()
@@ -107,10 +105,10 @@ private func ringingOnTwoDevices(_ server: TestServer) async throws -> (
   @Test func declineEndsTheCallOnEveryDevice() async throws {
     let server = try await TestServer()
     let (alice, bobPhone, bobLaptop, call) = try await ringingOnTwoDevices(server)
-    #expect(try await bobLaptop.act { .decline(.init(id: $0, callId: call)) }.isAck)
+    #expect(try await bobLaptop.act(.decline(.init(callId: call))).isAck)
     #expect(try await alice.expect(.callEnded).endReason == .declined)
     #expect(try await bobPhone.expect(.callEnded).endReason == .declinedElsewhere)
-    #expect(try await bobPhone.act { .accept(.init(id: $0, callId: call)) }.errorCode == .invalidState)
+    #expect(try await bobPhone.act(.accept(.init(callId: call))).errorCode == .invalidState)
     await server.stop()
   }
 
@@ -126,7 +124,7 @@ private func ringingOnTwoDevices(_ server: TestServer) async throws -> (
     _ = try await alice.invite(first, to: "bob")
     _ = try await bobPhone.expect(.invite)
     _ = try await bobLaptop.expect(.invite)
-    #expect(try await bobPhone.act { .busy(.init(id: $0, callId: first)) }.isAck)
+    #expect(try await bobPhone.act(.busy(.init(callId: first))).isAck)
     #expect(try await alice.expect(.callEnded).endReason == .busy)
     #expect(try await bobLaptop.expect(.callEnded).endReason == .declinedElsewhere)
 
@@ -135,7 +133,7 @@ private func ringingOnTwoDevices(_ server: TestServer) async throws -> (
     _ = try await carol.invite(talk, to: "bob")
     _ = try await bobPhone.expect(.invite)
     _ = try await bobLaptop.expect(.invite)
-    _ = try await bobPhone.act { .accept(.init(id: $0, callId: talk, answer: SessionDescription(sdp: answerSDP))) }
+    _ = try await bobPhone.act(.accept(.init(callId: talk, answer: SessionDescription(sdp: answerSDP))))
     _ = try await carol.expect(.accept)
     _ = try await bobLaptop.expect(.callEnded)
 
@@ -166,7 +164,7 @@ private func ringingOnTwoDevices(_ server: TestServer) async throws -> (
   @Test func callerCancelsWhileRinging() async throws {
     let server = try await TestServer()
     let (alice, bobPhone, bobLaptop, call) = try await ringingOnTwoDevices(server)
-    #expect(try await alice.act { .cancel(.init(id: $0, callId: call)) }.isAck)
+    #expect(try await alice.act(.cancel(.init(callId: call))).isAck)
     #expect(try await bobPhone.expect(.callEnded).endReason == .cancelled)
     #expect(try await bobLaptop.expect(.callEnded).endReason == .cancelled)
     await server.stop()
@@ -199,7 +197,7 @@ private func ringingOnTwoDevices(_ server: TestServer) async throws -> (
     let call = callID()
     _ = try await alice.invite(call, to: "bob")
     for n in 1...5 { #expect(try await alice.candidateFor(call, n).isAck) }
-    #expect(try await alice.act { .endOfCandidates(.init(id: $0, callId: call)) }.isAck)
+    #expect(try await alice.act(.endOfCandidates(.init(callId: call))).isAck)
 
     // The phone wakes from a push and connects now.
     let bob = try await server.connect("bob", device: "phone")
@@ -210,7 +208,7 @@ private func ringingOnTwoDevices(_ server: TestServer) async throws -> (
       #expect(c.candidate == candidate(n))
     }
     _ = try await bob.expect(.endOfCandidates)
-    guard case .ack(let state) = try await bob.act({ .getCall(.init(id: $0, callId: call)) }) else { return }
+    guard case .ack(let state) = try await bob.act((.getCall(.init(callId: call)))) else { return }
     #expect(state.call?.state == .ringing)
     await server.stop()
   }
@@ -222,7 +220,7 @@ private func ringingOnTwoDevices(_ server: TestServer) async throws -> (
     let call = callID()
     _ = try await alice.invite(call, to: "bob")
     _ = try await bob.expect(.invite)
-    _ = try await bob.act { .accept(.init(id: $0, callId: call, answer: SessionDescription(sdp: answerSDP))) }
+    _ = try await bob.act(.accept(.init(callId: call, answer: SessionDescription(sdp: answerSDP))))
     _ = try await alice.expect(.accept)
     bob.ack()
 
@@ -247,8 +245,8 @@ private func ringingOnTwoDevices(_ server: TestServer) async throws -> (
     try await back.expectQuiet()
 
     // A request re-sent with its original id after the resume has no second effect.
-    back.send(.candidate(.init(id: "dup-1", callId: call, candidate: candidate(9))))
-    back.send(.candidate(.init(id: "dup-1", callId: call, candidate: candidate(9))))
+    back.send(ClientEnvelope(id: "dup-1", message: .candidate(.init(callId: call, candidate: candidate(9)))))
+    back.send(ClientEnvelope(id: "dup-1", message: .candidate(.init(callId: call, candidate: candidate(9)))))
     #expect(try await back.next().message.replyTo == "dup-1")
     #expect(try await back.next().message.replyTo == "dup-1")
     #expect(try await alice.expect(.candidate).callId == call)
@@ -283,7 +281,7 @@ private func ringingOnTwoDevices(_ server: TestServer) async throws -> (
     let call = callID()
     _ = try await alice.invite(call, to: "bob")
     _ = try await bob.expect(.invite)
-    _ = try await bob.act { .accept(.init(id: $0, callId: call)) }
+    _ = try await bob.act(.accept(.init(callId: call)))
     _ = try await alice.expect(.accept)
     bob.close()
     _ = try await bob.closeCode()
@@ -306,12 +304,12 @@ private func ringingOnTwoDevices(_ server: TestServer) async throws -> (
     _ = try await bob.expect(.invite)
 
     #expect(try await eve.candidateFor(call, 1).errorCode == .notFound)
-    #expect(try await eve.act { .getCall(.init(id: $0, callId: call)) }.errorCode == .notFound)
-    #expect(try await eve.act { .accept(.init(id: $0, callId: call)) }.errorCode == .notFound)
-    #expect(try await eve.act { .hangup(.init(id: $0, callId: call)) }.errorCode == .notFound)
-    #expect(try await eve.act { .getCall(.init(id: $0, callId: "no-such-call")) }.errorCode == .notFound)
+    #expect(try await eve.act(.getCall(.init(callId: call))).errorCode == .notFound)
+    #expect(try await eve.act(.accept(.init(callId: call))).errorCode == .notFound)
+    #expect(try await eve.act(.hangup(.init(callId: call))).errorCode == .notFound)
+    #expect(try await eve.act(.getCall(.init(callId: "no-such-call"))).errorCode == .notFound)
     // Same answer for a call that does not exist and one that is not yours: nothing leaks.
-    #expect(try await bob.act { .offer(.init(id: $0, callId: call, sdp: offerSDP)) }.errorCode == .invalidState)
+    #expect(try await bob.act(.offer(.init(callId: call, sdp: offerSDP))).errorCode == .invalidState)
     #expect(try await eve.invite(call, to: "bob").errorCode == .conflict)
     #expect(try await alice.invite(callID(), to: "alice").errorCode == .badRequest)
     try await bob.expectQuiet()
@@ -349,13 +347,13 @@ private func ringingOnTwoDevices(_ server: TestServer) async throws -> (
       _ = try await alice.invite(call, to: "bob")
       _ = try await bob.expect(.invite)
       if n == 0 {
-        _ = try await bob.act { .accept(.init(id: $0, callId: call)) }
+        _ = try await bob.act(.accept(.init(callId: call)))
         _ = try await alice.expect(.accept)
         server.clock.advance(by: 3)
-        _ = try await alice.act { .hangup(.init(id: $0, callId: call)) }
+        _ = try await alice.act(.hangup(.init(callId: call)))
         _ = try await bob.expect(.callEnded)
       } else {
-        _ = try await bob.act { .decline(.init(id: $0, callId: call)) }
+        _ = try await bob.act(.decline(.init(callId: call)))
         _ = try await alice.expect(.callEnded)
       }
       server.clock.advance(by: 1)

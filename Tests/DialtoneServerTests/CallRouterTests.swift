@@ -4,6 +4,13 @@ import Testing
 
 @testable import DialtoneServer
 
+extension CallRouter {
+  /// A whole frame in, as the hub hands its parts over.
+  mutating func handle(_ frame: ClientEnvelope, from who: Identity, now: Date) -> Outcome {
+    handle(frame.message, id: frame.id ?? "", from: who, now: now)
+  }
+}
+
 /// The state machine alone: inputs in, reply and effects out, with virtual time.
 struct CallRouterTests {
   let alice = Identity(userId: "alice", deviceId: "phone", name: "Alice")
@@ -25,7 +32,9 @@ struct CallRouterTests {
   }
 
   private func ringing(_ router: inout CallRouter, _ callId: CallID = "call-1") -> [CallEffect] {
-    router.handle(.invite(.init(id: "i1", callId: callId, to: "bob", video: true)), from: alice, now: t0).effects
+    router.handle(
+      ClientEnvelope(id: "i1", message: .invite(.init(callId: callId, to: "bob", video: true))), from: alice, now: t0
+    ).effects
   }
 
   @Test func inviteRingsEveryCalleeDeviceSchedulesTheRingTimeoutAndAnnouncesIt() {
@@ -61,7 +70,7 @@ struct CallRouterTests {
   @Test func reconnectingInTimeCancelsTheGraceTimer() {
     var router = CallRouter()
     _ = ringing(&router)
-    _ = router.handle(.accept(.init(id: "a", callId: "call-1")), from: bobPhone, now: t0)
+    _ = router.handle(ClientEnvelope(id: "a", message: .accept(.init(callId: "call-1"))), from: bobPhone, now: t0)
     let drop = router.deviceDisconnected(bobPhone, now: t0)
     guard case .schedule(let timer, _) = drop.first else {
       Issue.record("no grace timer")
@@ -78,9 +87,12 @@ struct CallRouterTests {
   @Test func recordsCarryAnsweringDeviceAndDuration() {
     var router = CallRouter()
     _ = ringing(&router)
-    _ = router.handle(.accept(.init(id: "a", callId: "call-1")), from: bobLaptop, now: t0.addingTimeInterval(2))
+    _ = router.handle(
+      ClientEnvelope(id: "a", message: .accept(.init(callId: "call-1"))), from: bobLaptop, now: t0.addingTimeInterval(2)
+    )
     let hangup = router.handle(
-      .hangup(.init(id: "h", callId: "call-1")), from: bobLaptop, now: t0.addingTimeInterval(62.5))
+      ClientEnvelope(id: "h", message: .hangup(.init(callId: "call-1"))), from: bobLaptop,
+      now: t0.addingTimeInterval(62.5))
     let record = records(hangup.effects).first
     #expect(record?.answeredBy == "laptop")
     #expect(record?.durationMs == 60_500)
@@ -91,9 +103,10 @@ struct CallRouterTests {
   @Test func endedCallsAreForgottenAfterTheRetention() {
     var router = CallRouter(settings: .init(endedRetention: 600))
     _ = ringing(&router)
-    _ = router.handle(.cancel(.init(id: "c", callId: "call-1")), from: alice, now: t0)
+    _ = router.handle(ClientEnvelope(id: "c", message: .cancel(.init(callId: "call-1"))), from: alice, now: t0)
     #expect(router.callState("call-1", visibleTo: bobPhone)?.endReason == .cancelled)
-    _ = router.handle(.getCall(.init(id: "g", callId: "other")), from: alice, now: t0.addingTimeInterval(601))
+    _ = router.handle(
+      ClientEnvelope(id: "g", message: .getCall(.init(callId: "other"))), from: alice, now: t0.addingTimeInterval(601))
     #expect(router.callState("call-1", visibleTo: bobPhone) == nil)
   }
 
@@ -101,10 +114,12 @@ struct CallRouterTests {
     var router = CallRouter(settings: .init(maxBufferedSignals: 3))
     _ = ringing(&router)
     for n in 0..<3 {
-      let ok = router.handle(.endOfCandidates(.init(id: "e\(n)", callId: "call-1")), from: alice, now: t0)
+      let ok = router.handle(
+        ClientEnvelope(id: "e\(n)", message: .endOfCandidates(.init(callId: "call-1"))), from: alice, now: t0)
       #expect(ok.reply.isAck)
     }
-    let refused = router.handle(.endOfCandidates(.init(id: "e9", callId: "call-1")), from: alice, now: t0)
+    let refused = router.handle(
+      ClientEnvelope(id: "e9", message: .endOfCandidates(.init(callId: "call-1"))), from: alice, now: t0)
     #expect(refused.reply.errorCode == .rateLimited)
     // The late device gets the invite and the three buffered messages.
     let late = router.deviceConnected(bobPhone, newSession: true, now: t0)
@@ -117,12 +132,17 @@ struct CallRouterTests {
     var router = CallRouter()
     _ = ringing(&router)
     #expect(
-      router.handle(.accept(.init(id: "x", callId: "call-1")), from: alice, now: t0).reply.errorCode == .invalidState)
+      router.handle(ClientEnvelope(id: "x", message: .accept(.init(callId: "call-1"))), from: alice, now: t0).reply
+        .errorCode == .invalidState)
     #expect(
-      router.handle(.offer(.init(id: "y", callId: "call-1", sdp: "v=0")), from: bobPhone, now: t0).reply.errorCode
+      router.handle(
+        ClientEnvelope(id: "y", message: .offer(.init(callId: "call-1", sdp: "v=0"))), from: bobPhone, now: t0
+      ).reply.errorCode
         == .invalidState)
     #expect(
-      router.handle(.iceRestartRequest(.init(id: "z", callId: "call-1")), from: bobPhone, now: t0).reply.errorCode
+      router.handle(
+        ClientEnvelope(id: "z", message: .iceRestartRequest(.init(callId: "call-1"))), from: bobPhone, now: t0
+      ).reply.errorCode
         == .invalidState)
   }
 }

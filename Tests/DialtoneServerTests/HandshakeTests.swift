@@ -52,7 +52,7 @@ import Testing
       token = nil
     }
     let probe = try SignalingProbe(client: server.client, url: server.webSocketURL)
-    probe.send(.hello(.init(id: "h1", token: token)))
+    probe.send(ClientEnvelope(id: "h1", message: .hello(.init(token: token))))
     let answer = try await probe.next("unauthorized error")
     #expect(answer.message.errorCode == .unauthorized)
     #expect(answer.seq == nil)
@@ -75,12 +75,12 @@ import Testing
   @Test func firstMessageMustBeHello() async throws {
     let server = try await TestServer()
     let probe = try SignalingProbe(client: server.client, url: server.webSocketURL)
-    probe.send(.ping(.init(id: "p1")))
+    probe.send(ClientEnvelope(id: "p1", message: .ping(.init())))
     #expect(try await probe.next().message.errorCode == .invalidState)
     #expect(try await probe.closeCode() == 4400)
 
     let version = try SignalingProbe(client: server.client, url: server.webSocketURL)
-    version.send(.hello(.init(id: "h1", version: 99, token: server.token("alice"))))
+    version.send(ClientEnvelope(id: "h1", message: .hello(.init(version: 99, token: server.token("alice")))))
     #expect(try await version.next().message.errorCode == .unsupportedVersion)
     #expect(try await version.closeCode() == 4400)
     await server.stop()
@@ -113,7 +113,7 @@ import Testing
     #expect(try await probe.next().message.errorCode == .invalidState)
 
     // Still alive.
-    #expect(try await probe.request { .ping(.init(id: $0)) }.isAck)
+    #expect(try await probe.request(.ping(.init())).isAck)
     await server.stop()
   }
 
@@ -123,7 +123,7 @@ import Testing
     let bystander = try await server.connect("bob")
     victim.sendRaw(#"{"type":"ping","id":"p","pad":""# + String(repeating: "x", count: 70_000) + #""}"#)
     #expect(try await victim.closeCode() == 1009)
-    #expect(try await bystander.request { .ping(.init(id: $0)) }.isAck)
+    #expect(try await bystander.request(.ping(.init())).isAck)
     await server.stop()
   }
 
@@ -157,7 +157,7 @@ import Testing
     let first = try await server.connect("alice", device: "phone")
     let second = try await server.connect("alice", device: "phone")
     #expect(try await first.closeCode() == 4409)
-    #expect(try await second.request { .ping(.init(id: $0)) }.isAck)
+    #expect(try await second.request(.ping(.init())).isAck)
     await server.stop()
   }
 

@@ -65,7 +65,7 @@ private func hex(_ prefix: String) -> String { prefix + String(repeating: "a", c
     try await rig.registerIPhone("bob", voip: hex("ab"))
     try await rig.registerAndroid("bob", token: "fcm-token-1")
     let alice = try await rig.server.connect("alice", name: "Alice")
-    _ = try await alice.request { .invite(.init(id: $0, callId: "call-push-1", to: "bob", video: true)) }
+    _ = try await alice.request(.invite(.init(callId: "call-push-1", to: "bob", video: true)))
 
     let apnsLog = try await rig.apns.process.waitFor("the VoIP push") { $0.count >= 1 }
     let push = try #require(apnsLog.first)
@@ -89,7 +89,7 @@ private func hex(_ prefix: String) -> String { prefix + String(repeating: "a", c
     #expect(send["payload"]?["message"]?["data"]?["callId"]?.stringValue == "call-push-1")
 
     // Cancelling never pushes: the devices learn it over signaling.
-    _ = try await alice.request { .cancel(.init(id: $0, callId: "call-push-1")) }
+    _ = try await alice.request(.cancel(.init(callId: "call-push-1")))
     try await Task.sleep(for: .milliseconds(300))
     #expect(rig.apns.process.requests().count == 1)
     #expect(rig.fcm.sends.count == 1)
@@ -101,7 +101,7 @@ private func hex(_ prefix: String) -> String { prefix + String(repeating: "a", c
     try await rig.registerIPhone("bob", device: "iphone", voip: hex("ab"))
     let bob = try await rig.server.connect("bob", device: "iphone")
     let alice = try await rig.server.connect("alice")
-    _ = try await alice.request { .invite(.init(id: $0, callId: "call-push-2", to: "bob", video: false)) }
+    _ = try await alice.request(.invite(.init(callId: "call-push-2", to: "bob", video: false)))
     _ = try await bob.expect(.invite)
     try await Task.sleep(for: .milliseconds(300))
     #expect(rig.apns.process.requests().isEmpty)
@@ -114,7 +114,7 @@ private func hex(_ prefix: String) -> String { prefix + String(repeating: "a", c
     try await rig.registerIPhone("bob", device: "wrong-topic", voip: hex("4001"))
     try await rig.registerAndroid("bob", token: "unreg-token")
     let alice = try await rig.server.connect("alice")
-    _ = try await alice.request { .invite(.init(id: $0, callId: "call-push-3", to: "bob", video: false)) }
+    _ = try await alice.request(.invite(.init(callId: "call-push-3", to: "bob", video: false)))
     _ = try await rig.apns.process.waitFor("two APNs answers") { $0.count >= 2 }
     _ = try await rig.fcm.process.waitFor("the FCM answer") { $0.contains { $0["kind"]?.stringValue == "send" } }
     var remaining: [JSONValue] = ["x"]
@@ -133,7 +133,7 @@ private func hex(_ prefix: String) -> String { prefix + String(repeating: "a", c
     let rig = try await Rig.start()
     try await rig.registerIPhone("bob", voip: hex("403e"))
     let alice = try await rig.server.connect("alice")
-    _ = try await alice.request { .invite(.init(id: $0, callId: "call-push-4", to: "bob", video: false)) }
+    _ = try await alice.request(.invite(.init(callId: "call-push-4", to: "bob", video: false)))
     let log = try await rig.apns.process.waitFor("the retried push") { $0.contains { $0["status"]?.intValue == 200 } }
     #expect(log.count == 2)
     #expect(log[0]["status"]?.intValue == 403)
@@ -146,16 +146,16 @@ private func hex(_ prefix: String) -> String { prefix + String(repeating: "a", c
     try await rig.registerIPhone("bob", device: "flaky", voip: hex("5031"))
     try await rig.registerIPhone("carol", device: "throttled", voip: hex("429"))
     let alice = try await rig.server.connect("alice")
-    _ = try await alice.request { .invite(.init(id: $0, callId: "call-push-5", to: "bob", video: false)) }
+    _ = try await alice.request(.invite(.init(callId: "call-push-5", to: "bob", video: false)))
     let flaky = try await rig.apns.process.waitFor("the third attempt") {
       $0.contains { $0["status"]?.intValue == 200 }
     }
     #expect(flaky.map { $0["status"]?.intValue } == [503, 503, 200])
 
     // Throttled forever: retries stop when the call stops ringing, and never exceed the bound.
-    _ = try await alice.request { .invite(.init(id: $0, callId: "call-push-6", to: "carol", video: false)) }
+    _ = try await alice.request(.invite(.init(callId: "call-push-6", to: "carol", video: false)))
     _ = try await rig.apns.process.waitFor("a retry") { $0.filter { $0["status"]?.intValue == 429 }.count >= 2 }
-    _ = try await alice.request { .cancel(.init(id: $0, callId: "call-push-6")) }
+    _ = try await alice.request(.cancel(.init(callId: "call-push-6")))
     try await Task.sleep(for: .milliseconds(500))
     let attempts = rig.apns.process.requests().filter { $0["status"]?.intValue == 429 }.count
     try await Task.sleep(for: .milliseconds(500))
@@ -168,7 +168,7 @@ private func hex(_ prefix: String) -> String { prefix + String(repeating: "a", c
     let rig = try await Rig.start()
     try await rig.registerIPhone("bob", voip: hex("ab"), alert: hex("cd"))
     let alice = try await rig.server.connect("alice", name: "Alice")
-    _ = try await alice.request { .invite(.init(id: $0, callId: "call-push-7", to: "bob", video: false)) }
+    _ = try await alice.request(.invite(.init(callId: "call-push-7", to: "bob", video: false)))
     _ = try await rig.apns.process.waitFor("the VoIP push") { $0.count >= 1 }
     try #require(await rig.server.clock.waitForTimer(dueIn: 45))
     rig.server.clock.advance(by: 46)

@@ -117,12 +117,12 @@ final class SignalingProbe: @unchecked Sendable {
     }
   }
 
-  func send(_ message: ClientMessage) { connection.send(text: MessageCodec.encode(message)) }
+  func send(_ envelope: ClientEnvelope) { connection.send(text: MessageCodec.encode(envelope)) }
   func sendRaw(_ text: String) { connection.send(text: text) }
 
   @discardableResult
   func hello(token: String?, resume: ClientMessage.Resume? = nil) async throws -> ServerMessage.Welcome {
-    send(.hello(.init(id: newID(), token: token, resume: resume)))
+    send(ClientEnvelope(id: newID(), message: .hello(.init(token: token, resume: resume))))
     let envelope = try await next("welcome")
     guard case .welcome(let welcome) = envelope.message else {
       throw ProbeFailure(description: "expected welcome, got \(envelope.message)")
@@ -131,14 +131,14 @@ final class SignalingProbe: @unchecked Sendable {
     return welcome
   }
 
-  func ack() { send(.ack(.init(seq: lastSeq))) }
+  func ack() { send(ClientEnvelope(id: nil, message: .ack(.init(seq: lastSeq)))) }
   func close() { connection.close() }
 
   /// Sends a request and returns its answer (ack or error), skipping nothing: the answer must be next.
   @discardableResult
-  func request(_ build: (String) -> ClientMessage) async throws -> ServerMessage {
+  func request(_ message: ClientMessage) async throws -> ServerMessage {
     let id = newID()
-    send(build(id))
+    send(ClientEnvelope(id: id, message: message))
     let envelope = try await next("answer to \(id)")
     guard envelope.message.replyTo == id else {
       throw ProbeFailure(description: "expected the answer to \(id), got \(envelope.message)")

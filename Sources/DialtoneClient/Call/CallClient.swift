@@ -117,7 +117,7 @@ public actor CallClient {
     if let engine = engines.removeValue(forKey: callId) {
       await engine.hangup()
     } else {
-      _ = try? await signaling.submit { CallSignalingRequest.decline(callId: callId).clientMessage(id: $0) }
+      _ = try? await signaling.submit(.decline(.init(callId: callId)))
     }
   }
 
@@ -138,7 +138,7 @@ public actor CallClient {
     Task {
       let state: CallState?
       do {
-        let reply = try await client.request { .getCall(.init(id: $0, callId: callId)) }
+        let reply = try await client.request(.getCall(.init(callId: callId)))
         if case .ack(let ack) = reply { state = ack.call } else { state = nil }
       } catch {
         return  // stopped: every call ends anyway

@@ -101,8 +101,8 @@ public actor CallEngine {
   private let clock: any DialtoneClock
   private let stateContinuation: AsyncStream<State>.Continuation
   private let dataContinuation: AsyncStream<Data>.Continuation
-  private let outbox: AsyncStream<CallSignalingRequest>.Continuation
-  private let requests: AsyncStream<CallSignalingRequest>
+  private let outbox: AsyncStream<ClientMessage>.Continuation
+  private let requests: AsyncStream<ClientMessage>
   private var senderTask: Task<Void, Never>?
 
   /// The current peer connection, with the generation the machine knows it by.
@@ -156,7 +156,7 @@ public actor CallEngine {
     (states, stateContinuation) = AsyncStream<State>.makeStream(bufferingPolicy: .unbounded)
     stateContinuation.yield(.idle)
     (dataMessages, dataContinuation) = AsyncStream<Data>.makeStream(bufferingPolicy: .bufferingNewest(256))
-    (requests, outbox) = AsyncStream<CallSignalingRequest>.makeStream(bufferingPolicy: .unbounded)
+    (requests, outbox) = AsyncStream<ClientMessage>.makeStream(bufferingPolicy: .unbounded)
   }
 
   // MARK: Call control (each returns once everything it set off has run)
@@ -345,7 +345,7 @@ public actor CallEngine {
 
   // MARK: Signaling
 
-  private func send(_ request: CallSignalingRequest) {
+  private func send(_ request: ClientMessage) {
     if senderTask == nil {
       // One sender, in order: an offer always leaves before the candidates gathered after it.
       senderTask = Task { [weak self, signaling, requests] in

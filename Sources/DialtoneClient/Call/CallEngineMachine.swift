@@ -44,7 +44,7 @@ public struct CallEngineMachine: Sendable {
     case addCandidate(generation: Int, IceCandidate)
     case setAudio(generation: Int, Bool)
     case setVideo(generation: Int, Bool)
-    case send(CallSignalingRequest)
+    case send(ClientMessage)
     case arm(Timer, after: Duration)
     case cancel(Timer)
     /// The call is over: no request follows; detach and close the connection, finish the streams.
@@ -144,18 +144,18 @@ public struct CallEngineMachine: Sendable {
       guard state == .idle else { return [] }
       // The caller hears ringback as soon as this device alerts, not after the (slow) peer
       // connection is built.
-      return (role == .callee ? [.send(.ringing(callId: callId))] : []) + replaceConnection()
+      return (role == .callee ? [.send(.ringing(.init(callId: callId)))] : []) + replaceConnection()
     case .accept:
       guard role == .callee, state == .incoming, hasConnection else { return [] }
       state = .connecting
-      guard remoteReady else { return [.send(.accept(callId: callId, answer: nil))] }
+      guard remoteReady else { return [.send(.accept(.init(callId: callId, answer: nil)))] }
       return makeAnswer(.accept)
     case .hangup:
       switch state {
       case .ended: return []
-      case .idle, .calling, .ringing: return end(.local, notify: .cancel(callId: callId))
-      case .incoming: return end(.local, notify: .decline(callId: callId))
-      case .connecting, .connected, .reconnecting: return end(.local, notify: .hangup(callId: callId))
+      case .idle, .calling, .ringing: return end(.local, notify: .cancel(.init(callId: callId)))
+      case .incoming: return end(.local, notify: .decline(.init(callId: callId)))
+      case .connecting, .connected, .reconnecting: return end(.local, notify: .hangup(.init(callId: callId)))
       }
     case .setMuted(let muted):
       isMuted = muted
@@ -203,7 +203,7 @@ public struct CallEngineMachine: Sendable {
       guard gen == generation else { return [] }
       return end(
         .error("remote description: \(why)"),
-        notify: role == .caller ? .hangup(callId: callId) : .decline(callId: callId))
+        notify: role == .caller ? .hangup(.init(callId: callId)) : .decline(.init(callId: callId)))
     case .localCandidate(let gen, let candidate):
       guard gen == generation else { return [] }
       return localCandidate(candidate)
@@ -349,23 +349,23 @@ public struct CallEngineMachine: Sendable {
   private mutating func sendLocal(_ purpose: Purpose, _ description: SessionDescription) -> [Effect] {
     switch purpose {
     case .invite:
-      return [.send(.invite(callId: callId, to: remoteUserId ?? "", video: video, offer: description))]
+      return [.send(.invite(.init(callId: callId, to: remoteUserId ?? "", video: video, offer: description)))]
     case .restartOffer:
-      return [.send(.offer(callId: callId, sdp: description.sdp, iceRestart: true))]
+      return [.send(.offer(.init(callId: callId, sdp: description.sdp, iceRestart: true)))]
     case .accept:
-      return [.send(.accept(callId: callId, answer: description))]
+      return [.send(.accept(.init(callId: callId, answer: description)))]
     case .answer:
-      return [.send(.answer(callId: callId, sdp: description.sdp))]
+      return [.send(.answer(.init(callId: callId, sdp: description.sdp)))]
     }
   }
 
   /// A failed offer or answer ends the call with the request its state calls for.
   private mutating func localDescriptionFailed(_ why: String) -> [Effect] {
     switch local?.purpose {
-    case .invite?: return end(.error("offer: \(why)"), notify: .cancel(callId: callId))
-    case .restartOffer?: return end(.error("restart offer: \(why)"), notify: .hangup(callId: callId))
-    case .accept?: return end(.error("answer: \(why)"), notify: .decline(callId: callId))
-    case .answer?: return end(.error("answer: \(why)"), notify: .hangup(callId: callId))
+    case .invite?: return end(.error("offer: \(why)"), notify: .cancel(.init(callId: callId)))
+    case .restartOffer?: return end(.error("restart offer: \(why)"), notify: .hangup(.init(callId: callId)))
+    case .accept?: return end(.error("answer: \(why)"), notify: .decline(.init(callId: callId)))
+    case .answer?: return end(.error("answer: \(why)"), notify: .hangup(.init(callId: callId)))
     case nil: return []
     }
   }
@@ -378,8 +378,8 @@ public struct CallEngineMachine: Sendable {
       }
       return finishGathering()
     }
-    if let candidate { return [.send(.candidate(callId: callId, candidate: candidate))] }
-    return [.send(.endOfCandidates(callId: callId))]
+    if let candidate { return [.send(.candidate(.init(callId: callId, candidate: candidate)))] }
+    return [.send(.endOfCandidates(.init(callId: callId)))]
   }
 
   private func audioEffect() -> [Effect] {
@@ -430,7 +430,7 @@ public struct CallEngineMachine: Sendable {
   private mutating func restartFailedOrBegin() -> [Effect] {
     let k = restartAttempt
     if k == 0 { return restart(attempt: 1) }
-    if k > policy.retryBackoff.count { return end(.iceFailed, notify: .hangup(callId: callId)) }
+    if k > policy.retryBackoff.count { return end(.iceFailed, notify: .hangup(.init(callId: callId))) }
     return armPolicyTimer(after: policy.retryBackoff[k - 1], .restart(attempt: k + 1))
   }
 
@@ -441,7 +441,7 @@ public struct CallEngineMachine: Sendable {
     switch role {
     case .callee:
       // The answerer never restarts itself: it asks the offerer.
-      return timeout + [.send(.iceRestartRequest(callId: callId))]
+      return timeout + [.send(.iceRestartRequest(.init(callId: callId)))]
     case .caller:
       guard hasConnection else { return timeout }
       if !canRestartIce { return timeout + replaceConnection() }
@@ -464,7 +464,7 @@ public struct CallEngineMachine: Sendable {
 
   // MARK: Ending
 
-  private mutating func end(_ ending: CallEngine.Ending, notify request: CallSignalingRequest?) -> [Effect] {
+  private mutating func end(_ ending: CallEngine.Ending, notify request: ClientMessage?) -> [Effect] {
     state = .ended(ending)
     var effects = cancelPolicyTimer()
     if waitingForGathering != nil { effects.append(.cancel(.gathering(generation: generation))) }
@@ -475,11 +475,12 @@ public struct CallEngineMachine: Sendable {
     return effects + [.finish]
   }
 
-  private func cancelOrHangup() -> CallSignalingRequest {
+  private func cancelOrHangup() -> ClientMessage {
     switch state {
-    case .incoming: return .decline(callId: callId)
-    case .idle, .calling, .ringing: return role == .caller ? .cancel(callId: callId) : .decline(callId: callId)
-    default: return .hangup(callId: callId)
+    case .incoming: return .decline(.init(callId: callId))
+    case .idle, .calling, .ringing:
+      return role == .caller ? .cancel(.init(callId: callId)) : .decline(.init(callId: callId))
+    default: return .hangup(.init(callId: callId))
     }
   }
 

@@ -15,11 +15,12 @@ public struct SignalingCallChannel: CallSignaling {
     self.rejected = rejected
   }
 
-  public func send(_ request: CallSignalingRequest) async throws {
-    let reply = try await client.submit { request.clientMessage(id: $0) }
+  public func send(_ message: ClientMessage) async throws {
+    let reply = try await client.submit(message)
     let callId: CallID
-    switch request {
-    case .invite(let c, _, _, _), .accept(let c, _): callId = c
+    switch message {
+    case .invite(let m): callId = m.callId
+    case .accept(let m): callId = m.callId
     default: return
     }
     let rejected = self.rejected

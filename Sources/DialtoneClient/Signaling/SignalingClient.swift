@@ -97,23 +97,22 @@ public actor SignalingClient {
 
   /// Sends a request and returns the server's answer (`ack` or `error`). It survives reconnects:
   /// an unanswered request is re-sent with the same id after the session resumes.
-  public func request(_ build: (String) -> ClientMessage) async throws -> ServerMessage {
-    try await submit(build).value
+  public func request(_ message: ClientMessage) async throws -> ServerMessage {
+    try await submit(message).value
   }
 
   /// Queues a request (sent in call order) and returns at once; the answer is awaited on the
   /// returned `SignalingReply`, or not at all. Pipelining matters on slow links: a trickled
   /// candidate must not wait a round trip for the ack of the one before it.
-  public func submit(_ build: (String) -> ClientMessage) throws -> SignalingReply {
+  public func submit(_ message: ClientMessage) throws -> SignalingReply {
     guard running else { throw SignalingClientError.stopped }
     nextID += 1
     let id = "\(idPrefix)-\(nextID)"
-    let message = build(id)
     let (stream, continuation) = AsyncThrowingStream<ServerMessage, any Error>.makeStream(
       bufferingPolicy: .bufferingNewest(1))
     pending[id] = Pending(message: message, reply: continuation)
     order.append(id)
-    if welcomed { transmit(MessageCodec.encodeString(message)) }
+    if welcomed { transmit(MessageCodec.encodeString(message, id: id)) }
     return SignalingReply(stream: stream)
   }
 
@@ -132,12 +131,9 @@ public actor SignalingClient {
       let socket = transport.open(url: configuration.url, bearerToken: nil)
       self.socket = socket
       welcomed = false
-      socket.send(
-        MessageCodec.encodeString(
-          .hello(
-            .init(
-              id: "\(idPrefix)-hello", token: bearer, resume: sessionId.map { .init(sessionId: $0, lastSeq: lastSeq) }))
-        ))
+      let hello = ClientMessage.hello(
+        .init(token: bearer, resume: sessionId.map { .init(sessionId: $0, lastSeq: lastSeq) }))
+      socket.send(MessageCodec.encodeString(hello, id: "\(idPrefix)-hello"))
       let keepalive = Task { await self.keepAlive(socket) }
       var closeCode: Int?
       for await event in socket.events {
@@ -192,7 +188,7 @@ public actor SignalingClient {
     while !Task.isCancelled {
       try? await clock.sleep(for: .seconds(heartbeat / 2))
       guard !Task.isCancelled, welcomed, clock.now.timeIntervalSince(lastSent) >= heartbeat / 2 else { continue }
-      let probe = Task { try await self.request { .ping(.init(id: $0)) } }
+      let probe = Task { try await self.request(.ping(.init())) }
       let timeout = Task { [clock, configuration] in
         try await clock.sleep(for: configuration.pingTimeout)
         socket.close(code: CloseCode.goingAway.rawValue)  // no answer: the socket is dead
@@ -218,7 +214,9 @@ public actor SignalingClient {
       eventSink.yield(.connected(welcome))
       if resynced { eventSink.yield(.resynced) }
       // Requests never answered go again, with their original ids.
-      for id in order { if let request = pending[id] { transmit(MessageCodec.encodeString(request.message)) } }
+      for id in order {
+        if let request = pending[id] { transmit(MessageCodec.encodeString(request.message, id: id)) }
+      }
       return
     }
     guard let seq = envelope.seq else {
@@ -259,7 +257,7 @@ public actor SignalingClient {
     ackScheduled = false
     unacked = 0
     guard welcomed else { return }
-    transmit(MessageCodec.encodeString(.ack(.init(seq: lastSeq))))
+    transmit(MessageCodec.encodeString(.ack(.init(seq: lastSeq)), id: nil))
   }
 
   private func transmit(_ text: String) {

@@ -69,43 +69,44 @@ struct CallRouter {
 
   // MARK: - Requests
 
-  mutating func handle(_ message: ClientMessage, from who: Identity, now: Date) -> Outcome {
+  /// `id` is the request id the reply answers (`replyTo`).
+  mutating func handle(_ message: ClientMessage, id: String, from who: Identity, now: Date) -> Outcome {
     pruneEnded(now: now)
     switch message {
-    case .invite(let m): return invite(m, from: who, now: now)
-    case .ringing(let m): return ringing(m, from: who)
-    case .accept(let m): return accept(m, from: who, now: now)
-    case .decline(let m): return refuse(m, reason: .declined, from: who, now: now)
-    case .busy(let m): return refuse(m, reason: .busy, from: who, now: now)
-    case .cancel(let m): return hangup(m, from: who, now: now)
-    case .hangup(let m): return hangup(m, from: who, now: now)
+    case .invite(let m): return invite(m, id: id, from: who, now: now)
+    case .ringing(let m): return ringing(m, id: id, from: who)
+    case .accept(let m): return accept(m, id: id, from: who, now: now)
+    case .decline(let m): return refuse(m, id: id, reason: .declined, from: who, now: now)
+    case .busy(let m): return refuse(m, id: id, reason: .busy, from: who, now: now)
+    case .cancel(let m): return hangup(m, id: id, from: who, now: now)
+    case .hangup(let m): return hangup(m, id: id, from: who, now: now)
     case .offer(let m):
       return relayFromCaller(
-        m.id, m.callId, who, .offer(.init(callId: m.callId, from: who.peer, sdp: m.sdp, iceRestart: m.iceRestart)))
+        id, m.callId, who, .offer(.init(callId: m.callId, from: who.peer, sdp: m.sdp, iceRestart: m.iceRestart)))
     case .answer(let m):
-      return relayFromAnswerer(m.id, m.callId, who, .answer(.init(callId: m.callId, from: who.peer, sdp: m.sdp)))
+      return relayFromAnswerer(id, m.callId, who, .answer(.init(callId: m.callId, from: who.peer, sdp: m.sdp)))
     case .candidate(let m):
       let relayed = ServerMessage.candidate(.init(callId: m.callId, from: who.peer, candidate: m.candidate))
-      return relayEitherWay(m.id, m.callId, who, relayed)
+      return relayEitherWay(id, m.callId, who, relayed)
     case .endOfCandidates(let m):
-      return relayEitherWay(m.id, m.callId, who, .endOfCandidates(.init(callId: m.callId, from: who.peer)))
+      return relayEitherWay(id, m.callId, who, .endOfCandidates(.init(callId: m.callId, from: who.peer)))
     case .iceRestartRequest(let m):
-      return relayFromAnswerer(m.id, m.callId, who, .iceRestartRequest(.init(callId: m.callId, from: who.peer)))
+      return relayFromAnswerer(id, m.callId, who, .iceRestartRequest(.init(callId: m.callId, from: who.peer)))
     case .getCall(let m):
-      guard let state = callState(m.callId, visibleTo: who) else { return notFound(m.id, m.callId) }
-      return Outcome(reply: .ack(.init(replyTo: m.id, callId: m.callId, call: state)))
+      guard let state = callState(m.callId, visibleTo: who) else { return notFound(id, m.callId) }
+      return Outcome(reply: .ack(.init(replyTo: id, callId: m.callId, call: state)))
     case .hello, .ack, .ping:
-      return Outcome(reply: .error(.init(replyTo: message.id, code: .internal, message: "not a call message")))
+      return Outcome(reply: .error(.init(replyTo: id, code: .internal, message: "not a call message")))
     }
   }
 
-  private mutating func invite(_ m: ClientMessage.Invite, from who: Identity, now: Date) -> Outcome {
-    let ack = ServerMessage.ack(.init(replyTo: m.id, callId: m.callId))
-    guard m.to != who.userId else { return error(m.id, m.callId, .badRequest, "cannot call yourself") }
+  private mutating func invite(_ m: ClientMessage.Invite, id: String, from who: Identity, now: Date) -> Outcome {
+    let ack = ServerMessage.ack(.init(replyTo: id, callId: m.callId))
+    guard m.to != who.userId else { return error(id, m.callId, .badRequest, "cannot call yourself") }
     if let existing = calls[m.callId] {
       // The same invite re-sent with a new id (a client retry) is acknowledged again.
       if existing.isCallerDevice(who), existing.calleeId == m.to { return Outcome(reply: ack) }
-      return error(m.id, m.callId, .conflict, "callId is already used by another call")
+      return error(id, m.callId, .conflict, "callId is already used by another call")
     }
     let caller = Identity(userId: who.userId, deviceId: who.deviceId, name: m.callerName ?? who.name)
     let invite = ServerMessage.invite(
@@ -162,27 +163,27 @@ struct CallRouter {
     ]
   }
 
-  private mutating func ringing(_ m: ClientMessage.CallAction, from who: Identity) -> Outcome {
-    guard let call = calls[m.callId], call.involves(user: who.userId) else { return notFound(m.id, m.callId) }
-    guard who.userId == call.calleeId, call.phase == .ringing else { return invalidState(m.id, m.callId, call) }
+  private mutating func ringing(_ m: ClientMessage.CallAction, id: String, from who: Identity) -> Outcome {
+    guard let call = calls[m.callId], call.involves(user: who.userId) else { return notFound(id, m.callId) }
+    guard who.userId == call.calleeId, call.phase == .ringing else { return invalidState(id, m.callId, call) }
     return Outcome(
-      reply: ack(m.id, m.callId),
+      reply: ack(id, m.callId),
       effects: [
         .send(.ringing(.init(callId: call.id, from: who.peer)), to: callerDevice(call))
       ])
   }
 
-  private mutating func accept(_ m: ClientMessage.Accept, from who: Identity, now: Date) -> Outcome {
-    guard var call = calls[m.callId], call.involves(user: who.userId) else { return notFound(m.id, m.callId) }
-    if call.isAnsweringDevice(who) { return Outcome(reply: ack(m.id, m.callId)) }
-    guard who.userId == call.calleeId, call.phase == .ringing else { return invalidState(m.id, m.callId, call) }
+  private mutating func accept(_ m: ClientMessage.Accept, id: String, from who: Identity, now: Date) -> Outcome {
+    guard var call = calls[m.callId], call.involves(user: who.userId) else { return notFound(id, m.callId) }
+    if call.isAnsweringDevice(who) { return Outcome(reply: ack(id, m.callId)) }
+    guard who.userId == call.calleeId, call.phase == .ringing else { return invalidState(id, m.callId, call) }
     call.phase = .accepted(deviceId: who.deviceId)
     call.answeredBy = who.deviceId
     call.answeredAt = now
     call.callerSignals = []
     calls[call.id] = call
     return Outcome(
-      reply: ack(m.id, m.callId),
+      reply: ack(id, m.callId),
       effects: [
         .cancel(CallTimer(callId: call.id, kind: .ring)),
         .send(.accept(.init(callId: call.id, from: who.peer, answer: m.answer)), to: callerDevice(call)),
@@ -193,11 +194,13 @@ struct CallRouter {
   }
 
   /// decline / busy from a callee device while ringing.
-  private mutating func refuse(_ m: ClientMessage.CallAction, reason: EndReason, from who: Identity, now: Date)
+  private mutating func refuse(
+    _ m: ClientMessage.CallAction, id: String, reason: EndReason, from who: Identity, now: Date
+  )
     -> Outcome
   {
-    guard var call = calls[m.callId], call.involves(user: who.userId) else { return notFound(m.id, m.callId) }
-    guard who.userId == call.calleeId, call.phase == .ringing else { return invalidState(m.id, m.callId, call) }
+    guard var call = calls[m.callId], call.involves(user: who.userId) else { return notFound(id, m.callId) }
+    guard who.userId == call.calleeId, call.phase == .ringing else { return invalidState(id, m.callId, call) }
     let effects = finish(
       &call, reason, now: now,
       notify: [
@@ -205,28 +208,28 @@ struct CallRouter {
         (.user(userId: call.calleeId, exceptDevice: who.deviceId), .declinedElsewhere),
       ], from: who.peer)
     calls[call.id] = call
-    return Outcome(reply: ack(m.id, m.callId), effects: effects)
+    return Outcome(reply: ack(id, m.callId), effects: effects)
   }
 
   /// cancel and hangup: whoever may end the call in its current phase, with the matching reason.
-  private mutating func hangup(_ m: ClientMessage.CallAction, from who: Identity, now: Date) -> Outcome {
-    guard var call = calls[m.callId], call.involves(user: who.userId) else { return notFound(m.id, m.callId) }
+  private mutating func hangup(_ m: ClientMessage.CallAction, id: String, from who: Identity, now: Date) -> Outcome {
+    guard var call = calls[m.callId], call.involves(user: who.userId) else { return notFound(id, m.callId) }
     let effects: [CallEffect]
     switch call.phase {
     case .ringing where call.isCallerDevice(who):
       effects = finish(
         &call, .cancelled, now: now, notify: [(.user(userId: call.calleeId, exceptDevice: nil), nil)], from: who.peer)
     case .ringing where who.userId == call.calleeId:
-      return refuse(.init(id: m.id, callId: m.callId), reason: .declined, from: who, now: now)
+      return refuse(.init(callId: m.callId), id: id, reason: .declined, from: who, now: now)
     case .accepted where call.isCallerDevice(who):
       effects = finish(&call, .hangup, now: now, notify: [(answeringDevice(call), nil)], from: who.peer)
     case .accepted where call.isAnsweringDevice(who):
       effects = finish(&call, .hangup, now: now, notify: [(callerDevice(call), nil)], from: who.peer)
     default:
-      return invalidState(m.id, m.callId, call)
+      return invalidState(id, m.callId, call)
     }
     calls[call.id] = call
-    return Outcome(reply: ack(m.id, m.callId), effects: effects)
+    return Outcome(reply: ack(id, m.callId), effects: effects)
   }
 
   private mutating func relayFromCaller(_ id: String, _ callId: CallID, _ who: Identity, _ message: ServerMessage)

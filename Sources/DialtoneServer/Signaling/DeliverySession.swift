@@ -48,9 +48,18 @@ final class DeliverySession {
   /// Assigns the next seq, keeps the message for resume, and writes it if a socket is attached.
   /// A `coalesced` message may wait briefly to share a write with the next one (order is kept).
   func deliver(_ message: ServerMessage, coalesced: Bool = false) {
+    enqueue(coalesced: coalesced) { MessageCodec.encode(message, seq: $0) }
+  }
+
+  /// `deliver` for a message encoded once for several sessions.
+  func deliver(_ frame: ServerFrame) {
+    enqueue(coalesced: false) { frame.bytes(seq: $0) }
+  }
+
+  private func enqueue(coalesced: Bool, _ encode: (UInt64) -> [UInt8]) {
     let seq = nextSeq
     nextSeq += 1
-    let bytes = MessageCodec.encode(message, seq: seq)
+    let bytes = encode(seq)
     unacked.append((seq, bytes))
     if unacked.count > capacity, let dropped = unacked.popFirst() {
       droppedThrough = dropped.seq

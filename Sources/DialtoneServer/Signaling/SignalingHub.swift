@@ -142,36 +142,36 @@ public actor SignalingHub {
       return refuse(
         .init(code: .badRequest, message: "binary frames are not part of the protocol"), close: .protocolError)
     }
-    let message: ClientMessage
+    let frame: ClientEnvelope
     do {
-      message = try MessageCodec.decodeClientMessage(bytes)
+      frame = try MessageCodec.decodeClientMessage(bytes)
     } catch {
       return refuse(
         .init(replyTo: error.replyTo, code: error.code, message: "expected hello: \(error.message)"),
         close: .protocolError)
     }
-    guard case .hello(let hello) = message else {
+    guard case .hello(let hello) = frame.message, let helloID = frame.id else {
       return refuse(
-        .init(replyTo: message.id, code: .invalidState, message: "the first message must be hello"),
+        .init(replyTo: frame.id, code: .invalidState, message: "the first message must be hello"),
         close: .protocolError)
     }
     guard ProtocolVersion.supported.contains(hello.version) else {
       return refuse(
         .init(
-          replyTo: hello.id, code: .unsupportedVersion,
+          replyTo: helloID, code: .unsupportedVersion,
           message: "version \(hello.version) is not supported (server speaks \(ProtocolVersion.supported))"),
         close: .protocolError)
     }
     guard let token = hello.token ?? socket.headerToken else {
       return refuse(
-        .init(replyTo: hello.id, code: .unauthorized, message: "no token in hello or Authorization header"),
+        .init(replyTo: helloID, code: .unauthorized, message: "no token in hello or Authorization header"),
         close: .unauthorized)
     }
     let identity: Identity
     do {
       identity = try authenticator.authenticate(token)
     } catch {
-      return refuse(.init(replyTo: hello.id, code: .unauthorized, message: error.description), close: .unauthorized)
+      return refuse(.init(replyTo: helloID, code: .unauthorized, message: error.description), close: .unauthorized)
     }
 
     socket.helloTimer?.cancel()
@@ -204,7 +204,7 @@ public actor SignalingHub {
     sockets[connection.id]?.helloTimer = nil
 
     let welcome = ServerMessage.Welcome(
-      replyTo: hello.id, sessionId: session.id, userId: identity.userId, deviceId: identity.deviceId,
+      replyTo: helloID, sessionId: session.id, userId: identity.userId, deviceId: identity.deviceId,
       resumed: resumed, resync: resync, heartbeatSeconds: settings.heartbeatSeconds,
       maxMessageBytes: settings.maxMessageBytes, iceServers: iceServers.servers(for: identity.userId, now: now),
       iceServersTtl: iceServers.ttl)
@@ -256,13 +256,14 @@ public actor SignalingHub {
       session.deliver(.error(.init(code: .badRequest, message: "binary frames are not part of the protocol")))
       return
     }
-    let message: ClientMessage
+    let frame: ClientEnvelope
     do {
-      message = try MessageCodec.decodeClientMessage(bytes)
+      frame = try MessageCodec.decodeClientMessage(bytes)
     } catch {
       session.deliver(error.serverMessage)
       return
     }
+    let message = frame.message
     switch message {
     case .ack(let ack):
       session.acknowledge(upTo: ack.seq)
@@ -270,20 +271,20 @@ public actor SignalingHub {
     default:
       break
     }
-    guard let requestID = message.id else { return }
+    guard let requestID = frame.id else { return }
     if let earlier = session.reply(to: requestID) {
       session.deliver(earlier)
       return
     }
     let outcome: CallRouter.Outcome
     switch message {
-    case .hello(let hello):
+    case .hello:
       outcome = .init(
-        reply: .error(.init(replyTo: hello.id, code: .invalidState, message: "this socket already has a session")))
-    case .ping(let ping):
-      outcome = .init(reply: .ack(.init(replyTo: ping.id)))
+        reply: .error(.init(replyTo: requestID, code: .invalidState, message: "this socket already has a session")))
+    case .ping:
+      outcome = .init(reply: .ack(.init(replyTo: requestID)))
     default:
-      outcome = router.handle(message, from: session.identity, now: clock.now)
+      outcome = router.handle(message, id: requestID, from: session.identity, now: clock.now)
     }
     session.remember(outcome.reply, for: requestID)
     session.deliver(outcome.reply, coalesced: Self.mayWait(outcome.reply, answering: message))
@@ -311,8 +312,10 @@ public actor SignalingHub {
         case .device(let userId, let deviceId):
           devices[userId]?[deviceId]?.deliver(message)
         case .user(let userId, let exceptDevice):
+          // Encoded once for all of the user's devices; each copy only gets its own seq.
+          let frame = ServerFrame(message)
           for (deviceId, session) in devices[userId] ?? [:] where deviceId != exceptDevice {
-            session.deliver(message)
+            session.deliver(frame)
           }
         }
       case .schedule(let timer, let seconds):

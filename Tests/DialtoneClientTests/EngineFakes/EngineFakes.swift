@@ -126,30 +126,31 @@ final class EngineFakePeerConnectionFactory: PeerConnectionFactory, Sendable {
 /// Records every request as "sig.<description>".
 final class EngineFakeSignaling: CallSignaling, Sendable {
   let log: EngineLog
-  private let sent = Locked<[CallSignalingRequest]>([])
+  private let sent = Locked<[ClientMessage]>([])
 
   init(log: EngineLog) { self.log = log }
 
-  var requests: [CallSignalingRequest] { sent.current }
+  var requests: [ClientMessage] { sent.current }
 
-  func send(_ request: CallSignalingRequest) async throws {
+  func send(_ request: ClientMessage) async throws {
     sent.withLock { $0.append(request) }
     log.append("sig.\(Self.describe(request))")
   }
 
-  static func describe(_ r: CallSignalingRequest) -> String {
+  static func describe(_ r: ClientMessage) -> String {
     switch r {
-    case .invite(_, let to, _, let offer): return "invite(\(to),\(offer.sdp))"
+    case .invite(let m): return "invite(\(m.to),\(m.offer?.sdp ?? "-"))"
     case .ringing: return "ringing"
-    case .accept(_, let a): return "accept(\(a?.sdp ?? "-"))"
+    case .accept(let m): return "accept(\(m.answer?.sdp ?? "-"))"
     case .decline: return "decline"
     case .cancel: return "cancel"
     case .hangup: return "hangup"
-    case .offer(_, let sdp, let r): return "offer(\(sdp),restart:\(r))"
-    case .answer(_, let sdp): return "answer(\(sdp))"
-    case .candidate(_, let c): return "candidate(\(c.candidate))"
+    case .offer(let m): return "offer(\(m.sdp),restart:\(m.iceRestart))"
+    case .answer(let m): return "answer(\(m.sdp))"
+    case .candidate(let m): return "candidate(\(m.candidate.candidate))"
     case .endOfCandidates: return "endOfCandidates"
     case .iceRestartRequest: return "iceRestartRequest"
+    default: return r.type.rawValue
     }
   }
 }
