@@ -106,10 +106,12 @@ extension JSONValue {
   public static func parse(
     _ bytes: some Collection<UInt8>, maxDepth: Int = defaultMaxDepth
   ) throws(JSONSyntaxError) -> JSONValue {
-    try JSONTape.parse(bytes, maxDepth: maxDepth, syntaxError: { (error: JSONSyntaxError) in error }) {
+    try JSONTape.parse(bytes, maxDepth: maxDepth, syntaxError: unchanged) {
       (tape: JSONTape) throws(JSONSyntaxError) -> JSONValue in tape.value(tape.root)
     }
   }
+
+  private static func unchanged(_ error: JSONSyntaxError) -> JSONSyntaxError { error }
 
   /// `parse(_:maxDepth:)` for callers that only need to know whether the input was valid;
   /// nil wherever `parse` would throw.

@@ -36,9 +36,7 @@ public protocol WireCodable: Sendable, Equatable, Codable {
 }
 
 /// The token `init(wirePlaceholder:)` takes: only decoders make one.
-public struct WirePlaceholder: Sendable {
-  init() {}
-}
+public struct WirePlaceholder: Sendable {}
 
 /// The rules for one string field.
 public struct WireText: Sendable {

@@ -11,13 +11,6 @@ public struct WireDecoder: WireCoder {
   let path: String
   let options: WireDecodingOptions
 
-  init(tape: JSONTape, object: JSONTape.Index, path: String, options: WireDecodingOptions) {
-    self.tape = tape
-    self.object = object
-    self.path = path
-    self.options = options
-  }
-
   /// Decodes a whole document holding one `T`.
   public static func decode<T: WireCodable>(
     _ type: T.Type, from bytes: some Collection<UInt8>, options: WireDecodingOptions
