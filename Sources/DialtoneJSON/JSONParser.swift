@@ -213,6 +213,10 @@ struct JSONParser {
     var escaped = false
     var runStart = start  // where the current run of raw bytes (between escapes) starts
     while index < bytes.count {
+      // Eight plain ASCII bytes at a time: most of an SDP is long runs without a quote, a
+      // backslash, a control character or a non-ASCII byte.
+      if ascii { skipPlainWords() }
+      guard index < bytes.count else { break }
       let byte = bytes[index]
       if byte == UInt8(ascii: "\"") {
         if !ascii { try validateRun(runStart) }
@@ -260,6 +264,23 @@ struct JSONParser {
       runStart = index
     }
     throw JSONSyntaxError(message: "unterminated string", offset: start - 1)
+  }
+
+  /// Advances past whole 8-byte words holding only bytes 0x20...0x7F other than `"` and `\\`.
+  private mutating func skipPlainWords() {
+    guard let base = bytes.baseAddress else { return }
+    let ones: UInt64 = 0x0101_0101_0101_0101
+    let highs: UInt64 = 0x8080_8080_8080_8080
+    while bytes.count - index >= 8 {
+      let word = UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)
+      let quote = word ^ (ones &* 0x22)
+      let backslash = word ^ (ones &* 0x5C)
+      // A zero byte in `quote`/`backslash`, or a byte below 0x20, or a byte with its high bit set.
+      let special =
+        ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | (word &- ones &* 0x20) | word
+      if special & highs != 0 { return }
+      index += 8
+    }
   }
 
   private func validateRun(_ runStart: Int) throws(JSONSyntaxError) {

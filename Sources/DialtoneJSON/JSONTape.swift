@@ -49,18 +49,18 @@ public struct JSONTape {
 
   /// Parses `bytes` strictly (see `JSONValue.parse`) and runs `body` on the tape. A syntax
   /// error is mapped through `syntaxError`, so that the caller's error type comes out.
+  /// (Inlinable so that the caller's byte collection and result type are specialised: this
+  /// runs once per signaling frame.)
+  @inlinable
   public static func parse<Result, Failure: Error>(
     _ bytes: some Collection<UInt8>, maxDepth: Int, syntaxError: (JSONSyntaxError) -> Failure,
     _ body: (JSONTape) throws(Failure) -> Result
   ) throws(Failure) -> Result {
     func run(_ buffer: UnsafeBufferPointer<UInt8>) throws(Failure) -> Result {
-      var parser = JSONParser(buffer, maxDepth: maxDepth)
-      do {
-        try parser.parseDocument()
-      } catch {
-        throw syntaxError(error)
+      switch make(buffer, maxDepth: maxDepth) {
+      case .success(let tape): return try body(tape)
+      case .failure(let error): throw syntaxError(error)
       }
-      return try body(JSONTape(bytes: buffer, tokens: parser.tokens))
     }
     let outcome: Swift.Result<Result, Failure>? = bytes.withContiguousStorageIfAvailable { buffer in
       do throws(Failure) { return .success(try run(buffer)) } catch { return .failure(error) }
@@ -71,6 +71,17 @@ public struct JSONTape {
       do throws(Failure) { return .success(try run(buffer)) } catch { return .failure(error) }
     }
     return try copied.get()
+  }
+
+  @usableFromInline
+  static func make(_ buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int) -> Swift.Result<JSONTape, JSONSyntaxError> {
+    var parser = JSONParser(buffer, maxDepth: maxDepth)
+    do {
+      try parser.parseDocument()
+    } catch {
+      return .failure(error)
+    }
+    return .success(JSONTape(bytes: buffer, tokens: parser.tokens))
   }
 
   /// The document's top-level value.
@@ -218,11 +229,14 @@ public struct JSONTape {
     buffer.reserveCapacity(raw.count)
     var index = 0
     while index < raw.count {
-      let byte = raw[index]
-      guard byte == UInt8(ascii: "\\"), index + 1 < raw.count else {
-        buffer.append(byte)
-        index += 1
-        continue
+      // Copy the run up to the next escape at once (an SDP is long runs between escaped newlines).
+      var runEnd = index
+      while runEnd < raw.count, raw[runEnd] != UInt8(ascii: "\\") { runEnd += 1 }
+      if runEnd > index { buffer.append(contentsOf: UnsafeBufferPointer(rebasing: raw[index..<runEnd])) }
+      index = runEnd
+      guard index + 1 < raw.count else {
+        if index < raw.count { buffer.append(raw[index]) }
+        break
       }
       let escape = raw[index + 1]
       index += 2

@@ -415,13 +415,6 @@ extension ClientEnvelope {
     guard tape.kind(root) == .object else {
       throw ProtocolError(.badRequest, "message must be a JSON object")
     }
-    // Context for error replies, read leniently before anything can fail.
-    var replyTo: String?
-    if let index = tape.member(root, "id"), let id = tape.string(index),
-      (1...Limits.maxMessageIDBytes).contains(id.utf8.count)
-    {
-      replyTo = id
-    }
     var typeName: String?
     do throws(ProtocolError) {
       guard let typeIndex = tape.member(root, "type"), !tape.isNull(typeIndex) else {
@@ -440,13 +433,16 @@ extension ClientEnvelope {
         var read = ""
         try decoder.string("id", &read, .messageId)
         id = read
-      } else {
-        replyTo = nil
       }
       return ClientEnvelope(id: id, message: try ClientMessage.decode(type, &decoder))
     } catch {
+      // Context for the error reply, read leniently (an ack's id, if any, is not a request id).
       var error = error
-      error.replyTo = replyTo
+      if typeName != "ack", let index = tape.member(root, "id"), let id = tape.string(index),
+        (1...Limits.maxMessageIDBytes).contains(id.utf8.count)
+      {
+        error.replyTo = id
+      }
       if let index = tape.member(root, "callId"), let callId = tape.string(index), CallIDRules.isValid(callId) {
         error.callId = callId
       }

@@ -1,0 +1,107 @@
+import DialtoneJSON
+import Testing
+
+@Suite("JSON tape")
+struct JSONTapeTests {
+  private func onTape<R>(_ text: String, _ body: (JSONTape) -> R) throws(JSONSyntaxError) -> R {
+    try JSONTape.parse(Array(text.utf8), maxDepth: 32, syntaxError: { (error: JSONSyntaxError) in error }) {
+      (tape: JSONTape) throws(JSONSyntaxError) -> R in body(tape)
+    }
+  }
+
+  @Test func membersAreFoundPastNestedValues() throws {
+    let found = try onTape(#"{"a":{"x":[1,{"y":2}],"z":"s"},"b":[[],{}],"c":true}"#) { tape -> (Bool?, Int, Int) in
+      let root = tape.root
+      let c = tape.member(root, "c").flatMap { tape.bool($0) }
+      let b = tape.member(root, "b").map { tape.count($0) } ?? -1
+      let a = tape.member(root, "a").map { tape.count($0) } ?? -1
+      return (c, b, a)
+    }
+    #expect(found.0 == true)
+    #expect(found.1 == 2)
+    #expect(found.2 == 2)
+  }
+
+  @Test func absentKeysAndOtherKindsAreNil() throws {
+    let result = try onTape(#"{"type":"x","n":null}"#) { tape in
+      (
+        tape.member(tape.root, "typ") == nil, tape.member(tape.root, "types") == nil,
+        tape.member(tape.root, "n").map { tape.isNull($0) }, tape.member(tape.member(tape.root, "type")!, "x") == nil
+      )
+    }
+    #expect(result.0 && result.1 && result.2 == true && result.3)
+  }
+
+  @Test func escapedKeysAndStringsCompareByTheirDecodedText() throws {
+    let result = try onTape(#"{"\u0074ype":"\u0069nvite","s":"a\"b\\c\n\ud83d\ude00"}"#) { tape in
+      let type = tape.member(tape.root, "type")
+      return (
+        type.map { tape.string($0, equals: "invite") }, type.flatMap { tape.string($0) },
+        tape.member(tape.root, "s").flatMap { tape.string($0) }
+      )
+    }
+    #expect(result.0 == true)
+    #expect(result.1 == "invite")
+    #expect(result.2 == "a\"b\\c\n😀")
+  }
+
+  @Test func duplicateKeysAreRefusedHoweverTheyAreSpelled() throws {
+    #expect(throws: JSONSyntaxError(message: #"duplicate key "a""#, offset: 7)) {
+      try onTape(#"{"a":1,"\u0061":2}"#) { _ in () }
+    }
+    // Past the linear-scan size, keys go into a set; the duplicate is still found.
+    let many = (0..<40).map { #""k\#($0)":\#($0)"# }.joined(separator: ",")
+    #expect(throws: JSONSyntaxError.self) { try onTape("{\(many),\"k7\":0}") { _ in () } }
+    #expect(try onTape("{\(many)}") { tape in tape.count(tape.root) } == 40)
+    // Equal keys in different objects are fine.
+    #expect(try onTape(#"{"a":{"a":{"a":1}}}"#) { _ in true })
+  }
+
+  @Test func numbersKeepTheirExactness() throws {
+    let values = try onTape(#"[5, 5.0, 1e0, 2.5, -9223372036854775808, 9223372036854775808]"#) { tape in
+      tape.elements(tape.root).map { (tape.integer($0), tape.double($0)) }
+    }
+    #expect(values.map(\.0) == [5, 5, 1, nil, Int64.min, nil])
+    #expect(values.map(\.1) == [5, 5, 1, 2.5, -9_223_372_036_854_775_808, 9_223_372_036_854_775_808])
+  }
+
+  @Test func treeFromTheTapeEqualsTheParsedValue() throws {
+    let text = #"{"a":[1,2.5,"x",null,true,{"b":{}}],"c":"\u00e9","d":-0}"#
+    let fromTape = try onTape(text) { tape in tape.value(tape.root) }
+    #expect(fromTape == (try JSONValue.parse(Array(text.utf8))))
+    #expect(
+      try onTape(text) { tape in tape.member(tape.root, "c").map { Array(tape.rawBytes($0)) } }
+        == Array(#""\u00e9""#.utf8))
+  }
+
+  @Test func syntaxErrorsComeOutThroughTheCallersMapping() {
+    struct Wrapped: Error, Equatable { let message: String }
+    #expect(throws: Wrapped(message: "unexpected end of input at byte 5")) {
+      try JSONTape.parse(Array(#"{"a":"#.utf8), maxDepth: 4, syntaxError: { Wrapped(message: $0.description) }) {
+        (_: JSONTape) throws(Wrapped) in ()
+      }
+    }
+  }
+
+  /// Strings are scanned eight bytes at a time: a special byte anywhere in a word, on either
+  /// side of a word boundary, must still be seen.
+  @Test func specialBytesAreFoundAtEveryOffset() throws {
+    for length in 1...24 {
+      for offset in 0..<length {
+        var plain = [UInt8](repeating: UInt8(ascii: "a"), count: length)
+        plain[offset] = 0x01
+        #expect(JSONValue(parsing: [0x22] + plain + [0x22]) == nil, "control byte at \(offset) of \(length)")
+        plain[offset] = 0xFF
+        #expect(JSONValue(parsing: [0x22] + plain + [0x22]) == nil, "invalid UTF-8 at \(offset) of \(length)")
+        var text = String(repeating: "a", count: length)
+        text.insert(contentsOf: "\\\"é", at: text.index(text.startIndex, offsetBy: offset))
+        let expected = String(repeating: "a", count: offset) + "\"é" + String(repeating: "a", count: length - offset)
+        #expect(try JSONValue.parse(Array("\"\(text)\"".utf8)) == .string(expected))
+        let early = "\"" + String(repeating: "a", count: offset) + "\""
+        #expect(
+          try JSONValue.parse(Array((early + String(repeating: " ", count: length)).utf8))
+            == .string(String(repeating: "a", count: offset)))
+      }
+    }
+  }
+}

@@ -1,0 +1,78 @@
+import DialtoneJSON
+import DialtoneProtocol
+import Testing
+
+/// Properties of the codec itself, over every fixture.
+@Suite("Wire codec")
+struct WireCodecTests {
+  /// Keys of every object in `bytes`, in the order they were written, checked to ascend byte-wise.
+  private func keysAscend(_ bytes: [UInt8]) throws -> Bool {
+    try JSONTape.parse(bytes, maxDepth: 32, syntaxError: { (error: JSONSyntaxError) in error }) {
+      (tape: JSONTape) throws(JSONSyntaxError) -> Bool in
+      func check(_ index: JSONTape.Index) -> Bool {
+        switch tape.kind(index) {
+        case .object:
+          let members = tape.members(index)
+          let keys = members.map { Array($0.key.utf8) }
+          return zip(keys, keys.dropFirst()).allSatisfy { $0.lexicographicallyPrecedes($1) }
+            && members.allSatisfy { check($0.value) }
+        case .array: return tape.elements(index).allSatisfy(check)
+        default: return true
+        }
+      }
+      return check(tape.root)
+    }
+  }
+
+  @Test("a fan-out copy is the same bytes as encoding the message with that seq", arguments: Fixtures.serverMessages)
+  func frameSplicesTheSeq(_ message: ServerMessage) {
+    let frame = ServerFrame(message)
+    for seq: UInt64 in [0, 1, 41, 1_000_000, Limits.maxSeq] {
+      #expect(frame.bytes(seq: seq) == MessageCodec.encode(message, seq: seq))
+    }
+  }
+
+  @Test func aFrameOfAnUnknownMessageKeepsItsFields() throws {
+    let decoded = try MessageCodec.decodeServerMessage(#"{"type":"group-invite","seq":3,"room":{"id":"r"}}"#)
+    let frame = ServerFrame(decoded.message)
+    #expect(
+      String(decoding: frame.bytes(seq: 9), as: UTF8.self) == #"{"room":{"id":"r"},"seq":9,"type":"group-invite"}"#)
+  }
+
+  @Test("frames are written with keys in byte-wise order", arguments: Fixtures.serverMessages)
+  func serverKeysAscend(_ message: ServerMessage) throws {
+    #expect(try keysAscend(MessageCodec.encode(message, seq: 7)))
+    #expect(try keysAscend(MessageCodec.encode(message, seq: nil)))
+  }
+
+  @Test func clientKeysAscend() throws {
+    for frame in Fixtures.clientMessages { #expect(try keysAscend(MessageCodec.encode(frame)), "\(frame)") }
+  }
+
+  @Test func bodiesKeysAscend() throws {
+    let push = IncomingCallPush(
+      callId: "c1", callerId: "alice", callerDeviceId: "phone", callerName: "A", hasVideo: true, createdAt: 5)
+    let bodies: [any WireCodable] = [
+      Fixtures.callState, push, MissedCallPush(missed: push), ErrorBody(code: .notFound, message: "x"),
+      MeResponse(userId: "u", deviceId: "d", name: "n", devices: [LiveDevice(deviceId: "d", connectedAt: 1)]),
+      IceServersResponse(iceServers: [Fixtures.turn, Fixtures.stun]),
+      DeviceRegistration(
+        installationId: "i", platform: .ios, voipToken: "aa", alertToken: "bb", bundleId: "b",
+        apnsEnvironment: .sandbox),
+      DeviceInfo(installationId: "i", deviceId: "d", platform: .android, hasFcmToken: true, updatedAt: 1),
+      CallHistoryResponse(
+        calls: [CallRecord(callId: "c", callerId: "a", calleeId: "b", video: false, createdAt: 1)], next: "n"),
+      HealthResponse(version: "1"),
+    ]
+    for body in bodies { #expect(try keysAscend(MessageCodec.encode(body)), "\(body)") }
+  }
+
+  @Test func payloadsCarryNoEnvelope() {
+    // The id is the envelope's: the same message goes out under any id.
+    let message = ClientMessage.hangup(.init(callId: "c1"))
+    #expect(
+      MessageCodec.encodeString(message, id: "r1") == #"{"callId":"c1","id":"r1","type":"hangup"}"#)
+    #expect(
+      MessageCodec.encodeString(message, id: "r2") == #"{"callId":"c1","id":"r2","type":"hangup"}"#)
+  }
+}
