@@ -4,7 +4,7 @@ import Testing
 @Suite("JSON tape")
 struct JSONTapeTests {
   private func onTape<R>(_ text: String, _ body: (JSONTape) -> R) throws(JSONSyntaxError) -> R {
-    try JSONTape.parse(Array(text.utf8), maxDepth: 32, syntaxError: { (error: JSONSyntaxError) in error }) {
+    try JSONTape.parse(Array(text.utf8), maxDepth: 32, syntaxError: unchanged) {
       (tape: JSONTape) throws(JSONSyntaxError) -> R in body(tape)
     }
   }
@@ -75,9 +75,13 @@ struct JSONTapeTests {
   }
 
   @Test func syntaxErrorsComeOutThroughTheCallersMapping() {
-    struct Wrapped: Error, Equatable { let message: String }
+    struct Wrapped: Error, Equatable {
+      let message: String
+      init(_ error: JSONSyntaxError) { message = error.description }
+      init(message: String) { self.message = message }
+    }
     #expect(throws: Wrapped(message: "unexpected end of input at byte 5")) {
-      try JSONTape.parse(Array(#"{"a":"#.utf8), maxDepth: 4, syntaxError: { Wrapped(message: $0.description) }) {
+      try JSONTape.parse(Array(#"{"a":"#.utf8), maxDepth: 4, syntaxError: Wrapped.init) {
         (_: JSONTape) throws(Wrapped) in ()
       }
     }
@@ -105,3 +109,5 @@ struct JSONTapeTests {
     }
   }
 }
+
+private func unchanged(_ error: JSONSyntaxError) -> JSONSyntaxError { error }

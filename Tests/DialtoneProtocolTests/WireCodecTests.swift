@@ -7,7 +7,7 @@ import Testing
 struct WireCodecTests {
   /// Keys of every object in `bytes`, in the order they were written, checked to ascend byte-wise.
   private func keysAscend(_ bytes: [UInt8]) throws -> Bool {
-    try JSONTape.parse(bytes, maxDepth: 32, syntaxError: { (error: JSONSyntaxError) in error }) {
+    try JSONTape.parse(bytes, maxDepth: 32, syntaxError: unchanged) {
       (tape: JSONTape) throws(JSONSyntaxError) -> Bool in
       func check(_ index: JSONTape.Index) -> Bool {
         switch tape.kind(index) {
@@ -76,3 +76,5 @@ struct WireCodecTests {
       MessageCodec.encodeString(message, id: "r2") == #"{"callId":"c1","id":"r2","type":"hangup"}"#)
   }
 }
+
+private func unchanged(_ error: JSONSyntaxError) -> JSONSyntaxError { error }
