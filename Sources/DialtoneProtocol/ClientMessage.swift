@@ -96,27 +96,33 @@ public enum ClientMessage: Sendable, Equatable {
   /// Fetch a call's state; answered with `ack` carrying `call`.
   case getCall(CallAction)
 
-  /// The payload, with the type it travels as (the one place a case meets its payload type
-  /// besides `decode`).
-  public var body: any ClientMessageBody {
+  /// Runs `visitor` on the payload at its concrete type (so the work is specialised per
+  /// message). With `decode`, the one place a case meets its payload type.
+  func accept<Visitor: ClientBodyVisitor>(_ visitor: inout Visitor) -> Visitor.Result {
     switch self {
-    case .hello(let m): return m
-    case .ack(let m): return m
-    case .ping(let m): return m
-    case .invite(let m): return m
-    case .accept(let m): return m
-    case .offer(let m): return m
-    case .answer(let m): return m
-    case .candidate(let m): return m
-    case .ringing(let m): return TypedAction<RingingTag>(m)
-    case .decline(let m): return TypedAction<DeclineTag>(m)
-    case .busy(let m): return TypedAction<BusyTag>(m)
-    case .cancel(let m): return TypedAction<CancelTag>(m)
-    case .hangup(let m): return TypedAction<HangupTag>(m)
-    case .endOfCandidates(let m): return TypedAction<EndOfCandidatesTag>(m)
-    case .iceRestartRequest(let m): return TypedAction<IceRestartRequestTag>(m)
-    case .getCall(let m): return TypedAction<GetCallTag>(m)
+    case .hello(let m): return visitor.visit(m)
+    case .ack(let m): return visitor.visit(m)
+    case .ping(let m): return visitor.visit(m)
+    case .invite(let m): return visitor.visit(m)
+    case .accept(let m): return visitor.visit(m)
+    case .offer(let m): return visitor.visit(m)
+    case .answer(let m): return visitor.visit(m)
+    case .candidate(let m): return visitor.visit(m)
+    case .ringing(let m): return visitor.visit(TypedAction<RingingTag>(m))
+    case .decline(let m): return visitor.visit(TypedAction<DeclineTag>(m))
+    case .busy(let m): return visitor.visit(TypedAction<BusyTag>(m))
+    case .cancel(let m): return visitor.visit(TypedAction<CancelTag>(m))
+    case .hangup(let m): return visitor.visit(TypedAction<HangupTag>(m))
+    case .endOfCandidates(let m): return visitor.visit(TypedAction<EndOfCandidatesTag>(m))
+    case .iceRestartRequest(let m): return visitor.visit(TypedAction<IceRestartRequestTag>(m))
+    case .getCall(let m): return visitor.visit(TypedAction<GetCallTag>(m))
     }
+  }
+
+  /// The payload, with the type it travels as.
+  public var body: any ClientMessageBody {
+    var boxing = ClientBodyBoxing()
+    return accept(&boxing)
   }
 
   static func decode(_ type: ClientMessageType, _ d: inout WireDecoder) throws(ProtocolError) -> ClientMessage {
@@ -140,10 +146,16 @@ public enum ClientMessage: Sendable, Equatable {
     }
   }
 
-  public var type: ClientMessageType { Swift.type(of: body).type }
+  public var type: ClientMessageType {
+    var naming = ClientBodyTypeNaming()
+    return accept(&naming)
+  }
 
   /// The call the message is about, if any.
-  public var callId: CallID? { body.relatedCall }
+  public var callId: CallID? {
+    var reading = ClientBodyCallReading()
+    return accept(&reading)
+  }
 
   // MARK: Payloads
 
@@ -372,6 +384,36 @@ public enum ClientMessage: Sendable, Equatable {
   }
 }
 
+// MARK: - Work on a payload at its type
+
+protocol ClientBodyVisitor {
+  associatedtype Result
+  mutating func visit<Body: ClientMessageBody>(_ body: Body) -> Result
+}
+
+private struct ClientBodyBoxing: ClientBodyVisitor {
+  func visit<Body: ClientMessageBody>(_ body: Body) -> any ClientMessageBody { body }
+}
+
+private struct ClientBodyTypeNaming: ClientBodyVisitor {
+  func visit<Body: ClientMessageBody>(_ body: Body) -> ClientMessageType { Body.type }
+}
+
+private struct ClientBodyCallReading: ClientBodyVisitor {
+  func visit<Body: ClientMessageBody>(_ body: Body) -> CallID? { body.relatedCall }
+}
+
+/// The frame: `id` (when there is one) and `type` merged in among the payload's fields.
+private struct ClientFrameWriting: ClientBodyVisitor {
+  let id: String?
+
+  func visit<Body: ClientMessageBody>(_ body: Body) -> [UInt8] {
+    let type = WireEncoder.EnvelopeMember.text("type", Body.type.rawValue)
+    guard let id else { return WireEncoder.encode(body, envelope: type).bytes }
+    return WireEncoder.encode(body, envelope: .text("id", id), type).bytes
+  }
+}
+
 // MARK: - The `{callId}` messages
 
 /// Which message a `CallAction` travels as: the eight `{callId}` messages share one payload.
@@ -453,12 +495,8 @@ extension ClientEnvelope {
 
   /// The frame's bytes: the payload's fields with `id` and `type` among them.
   var encoded: [UInt8] {
-    func write<Body: ClientMessageBody>(_ body: Body) -> [UInt8] {
-      let type = WireEncoder.EnvelopeMember.text("type", Body.type.rawValue)
-      guard let id else { return WireEncoder.encode(body, envelope: type).bytes }
-      return WireEncoder.encode(body, envelope: .text("id", id), type).bytes
-    }
-    return write(message.body)
+    var writing = ClientFrameWriting(id: id)
+    return message.accept(&writing)
   }
 }
 

@@ -366,24 +366,30 @@ public enum ServerMessage: Sendable, Equatable {
 
   // MARK: Accessors
 
-  /// The payload, with the type it travels as; nil for `.unknown` (the one place a case
-  /// meets its payload type besides `decode`).
-  public var body: (any ServerMessageBody)? {
+  /// Runs `visitor` on the payload at its concrete type (so the work is specialised per
+  /// message); nil for `.unknown`. With `decode`, the one place a case meets its payload type.
+  func accept<Visitor: ServerBodyVisitor>(_ visitor: inout Visitor) -> Visitor.Result? {
     switch self {
-    case .welcome(let m): return m
-    case .ack(let m): return m
-    case .error(let m): return m
-    case .invite(let m): return m
-    case .accept(let m): return m
-    case .offer(let m): return m
-    case .answer(let m): return m
-    case .candidate(let m): return m
-    case .callEnded(let m): return m
-    case .ringing(let m): return TypedPeerEvent<RingingEventTag>(m)
-    case .endOfCandidates(let m): return TypedPeerEvent<EndOfCandidatesEventTag>(m)
-    case .iceRestartRequest(let m): return TypedPeerEvent<IceRestartRequestEventTag>(m)
+    case .welcome(let m): return visitor.visit(m)
+    case .ack(let m): return visitor.visit(m)
+    case .error(let m): return visitor.visit(m)
+    case .invite(let m): return visitor.visit(m)
+    case .accept(let m): return visitor.visit(m)
+    case .offer(let m): return visitor.visit(m)
+    case .answer(let m): return visitor.visit(m)
+    case .candidate(let m): return visitor.visit(m)
+    case .callEnded(let m): return visitor.visit(m)
+    case .ringing(let m): return visitor.visit(TypedPeerEvent<RingingEventTag>(m))
+    case .endOfCandidates(let m): return visitor.visit(TypedPeerEvent<EndOfCandidatesEventTag>(m))
+    case .iceRestartRequest(let m): return visitor.visit(TypedPeerEvent<IceRestartRequestEventTag>(m))
     case .unknown: return nil
     }
+  }
+
+  /// The payload, with the type it travels as; nil for `.unknown`.
+  public var body: (any ServerMessageBody)? {
+    var boxing = ServerBodyBoxing()
+    return accept(&boxing)
   }
 
   static func decode(_ type: ServerMessageType, _ d: inout WireDecoder) throws(ProtocolError) -> ServerMessage {
@@ -411,11 +417,15 @@ public enum ServerMessage: Sendable, Equatable {
 
   /// The message type, nil for `.unknown`.
   public var knownType: ServerMessageType? {
-    body.map { Swift.type(of: $0).type }
+    var naming = ServerBodyTypeNaming()
+    return accept(&naming)
   }
 
   /// The call the message is about, if any.
-  public var callId: CallID? { body?.relatedCall }
+  public var callId: CallID? {
+    var reading = ServerBodyCallReading()
+    return accept(&reading) ?? nil
+  }
 
   /// The request id this message answers (welcome, ack, error).
   public var replyTo: String? {
@@ -430,6 +440,36 @@ public enum ServerMessage: Sendable, Equatable {
   /// The JSON object of this message, with `seq` when given.
   public func json(seq: UInt64?) -> JSONValue {
     JSONValue(parsing: ServerEnvelope(seq: seq, message: self).encoded) ?? .null
+  }
+}
+
+// MARK: - Work on a payload at its type
+
+protocol ServerBodyVisitor {
+  associatedtype Result
+  mutating func visit<Body: ServerMessageBody>(_ body: Body) -> Result
+}
+
+private struct ServerBodyBoxing: ServerBodyVisitor {
+  func visit<Body: ServerMessageBody>(_ body: Body) -> any ServerMessageBody { body }
+}
+
+private struct ServerBodyTypeNaming: ServerBodyVisitor {
+  func visit<Body: ServerMessageBody>(_ body: Body) -> ServerMessageType { Body.type }
+}
+
+private struct ServerBodyCallReading: ServerBodyVisitor {
+  func visit<Body: ServerMessageBody>(_ body: Body) -> CallID? { body.relatedCall }
+}
+
+/// The frame: `seq` (a number, a slot, or none) and `type` merged in among the payload's fields.
+private struct ServerFrameWriting: ServerBodyVisitor {
+  let seq: WireEncoder.EnvelopeMember?
+
+  func visit<Body: ServerMessageBody>(_ body: Body) -> (bytes: [UInt8], seqSlot: (offset: Int, leadingComma: Bool)?) {
+    let type = WireEncoder.EnvelopeMember.text("type", Body.type.rawValue)
+    guard let seq else { return WireEncoder.encode(body, envelope: type) }
+    return WireEncoder.encode(body, envelope: seq, type)
   }
 }
 
@@ -482,13 +522,8 @@ public struct ServerEnvelope: Sendable, Equatable {
 
   /// The frame's bytes: the payload's fields with `seq` and `type` among them.
   var encoded: [UInt8] {
-    guard let body = message.body else { return unknownEncoded }
-    func write<Body: ServerMessageBody>(_ body: Body) -> [UInt8] {
-      let type = WireEncoder.EnvelopeMember.text("type", Body.type.rawValue)
-      guard let seq else { return WireEncoder.encode(body, envelope: type).bytes }
-      return WireEncoder.encode(body, envelope: .number("seq", seq), type).bytes
-    }
-    return write(body)
+    var writing = ServerFrameWriting(seq: seq.map { .number("seq", $0) })
+    return message.accept(&writing)?.bytes ?? unknownEncoded
   }
 
   /// An unknown message is written back as it came, with this envelope's seq.
@@ -551,17 +586,12 @@ public struct ServerFrame: Sendable {
   private let form: Form
 
   public init(_ message: ServerMessage) {
-    guard let body = message.body else {
+    var writing = ServerFrameWriting(seq: .seqSlot)
+    guard let encoded = message.accept(&writing), let slot = encoded.seqSlot else {
       form = .whole(message)
       return
     }
-    func write<Body: ServerMessageBody>(_ body: Body) -> Form {
-      let encoded = WireEncoder.encode(
-        body, envelope: .seqSlot, .text("type", Body.type.rawValue))
-      guard let slot = encoded.seqSlot else { return .whole(message) }
-      return .template(bytes: encoded.bytes, offset: slot.offset, leadingComma: slot.leadingComma)
-    }
-    form = write(body)
+    form = .template(bytes: encoded.bytes, offset: slot.offset, leadingComma: slot.leadingComma)
   }
 
   /// The frame with `seq`, byte for byte what `MessageCodec.encode(message, seq:)` gives.
