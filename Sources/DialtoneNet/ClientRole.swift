@@ -145,6 +145,7 @@ final class ClientRole: ServiceRole {
       case .tooBig: return session.rejectTooBig()
       case .message(let bytes, let isText):
         client.request.onEvent(.message(bytes, isText: isText))
+        loop.receivedMessage()
         return 0
       }
 

@@ -42,8 +42,10 @@ extension ServerRole {
         if let connection = session.connection {
           webSocketHandler.webSocketReceived(connection, message: bytes, isText: isText)
         }
-        // A busy loop releases held frames as it goes; the ticker only covers quiet spells.
+        // A busy loop releases held frames and owed keepalive pings as it goes; the ticker and
+        // the sweep only cover quiet spells.
         releaseCoalesced(on: loop)
+        loop.receivedMessage()
         return 0
       }
 

@@ -19,6 +19,8 @@ final class ServiceLoop: @unchecked Sendable {
     case connect(ClientConnectRequest)
     case shutdown(drainSeconds: Double)
     case sweep
+    /// The next slice of the pings traffic did not carry out (`KeepaliveBacklog`).
+    case keepalivePings
     case coalescingTick
     case job(UnownedJob)
     case adopt([Int32])
@@ -44,6 +46,7 @@ final class ServiceLoop: @unchecked Sendable {
   private(set) var tick: UInt32 = 0
   private var sweepTimer: DispatchSourceTimer?
   private let sweepSeconds: Double
+  private var pingsOwed = KeepaliveBacklog()
   var nextConnectionID: UInt64 = 1
   private(set) var draining = false
   private var drainDeadline: Date = .distantFuture
@@ -213,6 +216,8 @@ final class ServiceLoop: @unchecked Sendable {
       beginDrain(seconds: drainSeconds)
     case .sweep:
       sweepIdleSockets()
+    case .keepalivePings:
+      drainOwedPings()
     case .job(let job):
       executor?.run(job)
     case .respond, .connect, .coalescingTick, .adopt:
@@ -224,7 +229,10 @@ final class ServiceLoop: @unchecked Sendable {
   /// timeout (a peer that vanished without a FIN). Any frame, pong included, counts as activity.
   private func sweepIdleSockets() {
     tick &+= 1
+    let leftover = !pingsOwed.isEmpty
     role.forEachSession { keepAlive($0) }
+    // Traffic did not carry out what the last sweep owed: the loop is quiet, so drain now.
+    if leftover { drainOwedPings() }
   }
 
   private func keepAlive(_ session: WebSocketSession) {
@@ -232,6 +240,26 @@ final class ServiceLoop: @unchecked Sendable {
     if idle >= idleTimeoutTicks {
       lws_set_timeout(session.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
     } else if idle >= pingIntervalTicks {
+      pingsOwed.owe(session.id)
+    }
+  }
+
+  /// A role received a whole message: it carries out a ping or two of the sweep's backlog.
+  func receivedMessage() {
+    guard !pingsOwed.isEmpty else { return }
+    ping(pingsOwed.piggyback())
+  }
+
+  /// Pings one slice of the backlog, then lets the loop serve everything else before the next.
+  private func drainOwedPings() {
+    ping(pingsOwed.nextSlice())
+    if !pingsOwed.isEmpty { _ = post(.keepalivePings) }
+  }
+
+  /// Pings the sockets that are still open and still quiet.
+  private func ping(_ ids: [UInt64]) {
+    for id in ids {
+      guard let session = role.session(id), tick &- session.lastActivityTick >= pingIntervalTicks else { continue }
       session.requestPing(on: self)
     }
   }

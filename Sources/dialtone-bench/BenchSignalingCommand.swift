@@ -14,12 +14,21 @@ enum BenchSignalingCommand {
     var idle: Int
     var rate: Int
     var seconds: Double
+    /// Both targets run pinned to this CPU, so that the scheduler moves neither around.
+    var serverCPU: Int?
+
+    /// The command that starts a target: as it is, or under `taskset`.
+    func command(_ path: String, _ arguments: [String]) -> (String, [String]) {
+      guard let serverCPU else { return (path, arguments) }
+      return ("/usr/bin/taskset", ["-c", "\(serverCPU)", path] + arguments)
+    }
   }
 
   static func run(_ arguments: ArgumentList) async throws -> Int32 {
     let options = Options(
       calls: try arguments.int("calls", default: 100), idle: try arguments.int("idle", default: 10_000),
-      rate: try arguments.int("rate", default: 5_000), seconds: try arguments.double("seconds", default: 20))
+      rate: try arguments.int("rate", default: 5_000), seconds: try arguments.double("seconds", default: 20),
+      serverCPU: arguments.string("server-cpu") == nil ? nil : try arguments.int("server-cpu", default: 0))
     ResourceLimits.raiseOpenFiles()
     var rows: [(String, Report)] = []
     if !arguments.flag("node-only") {
@@ -52,12 +61,13 @@ enum BenchSignalingCommand {
     let secret = "bench-" + UUID().uuidString
     let port = try FreePort.pick()
     let dataDirectory = NSTemporaryDirectory() + "dialtone-bench-\(UUID().uuidString)"
-    let server = try ChildProcess(
+    let (path, serverArguments) = options.command(
       serverBinary,
       [
         "--port", "\(port)", "--auth-secret", secret, "--data-dir", dataDirectory,
         "--log-level", "error",
       ])
+    let server = try ChildProcess(path, serverArguments)
     defer {
       server.terminate()
       try? FileManager.default.removeItem(atPath: dataDirectory)
@@ -69,7 +79,8 @@ enum BenchSignalingCommand {
 
   private static func runNode(_ options: Options, script: String) async throws -> Report {
     let port = try FreePort.pick()
-    let node = try ChildProcess("/usr/bin/env", ["node", script, "\(port)"])
+    let (path, nodeArguments) = options.command("/usr/bin/env", ["node", script, "\(port)"])
+    let node = try ChildProcess(path, nodeArguments)
     defer { node.terminate() }
     try await waitForPort(port)
     return try await drive(options, dialect: NodeRelayDialect(url: "ws://127.0.0.1:\(port)/"), serverPID: node.pid)
@@ -109,6 +120,9 @@ enum BenchSignalingCommand {
     let pairs = try (0..<options.calls).map { try CallPair(index: $0, dialect: dialect, client: client, stats: stats) }
     try await stats.waitForReady(options.idle + 2 * options.calls, timeout: 60)
     let baseline = try ProcessStats.read(pid: serverPID)
+    // The load generator's own CPU: the two targets' clients do different work (Dialtone's
+    // decodes every frame and acks), and under a CPU hog that difference competes too.
+    let clientBaseline = try ProcessStats.read(pid: getpid())
     stats.startMeasuring()
 
     // Pacing: every 2 ms, send what the target rate says is due, round-robin over the calls.
@@ -134,6 +148,7 @@ enum BenchSignalingCommand {
     let elapsed = Date().timeIntervalSince(start)
     try await Task.sleep(for: .milliseconds(500))  // let the last messages land
     let loaded = try ProcessStats.read(pid: serverPID)
+    let clientLoaded = try ProcessStats.read(pid: getpid())
     stats.stopMeasuring()
     for connection in idle { connection.close() }
     for pair in pairs { pair.close() }
@@ -149,7 +164,11 @@ enum BenchSignalingCommand {
       p50: percentile(0.5), p99: percentile(0.99), p999: percentile(0.999),
       rssMB: Double(loaded.rssBytes) / 1_048_576,
       cpuPercent: (loaded.cpuSeconds - baseline.cpuSeconds) / elapsed * 100,
-      cpuMicrosPerMessage: relayed > 0 ? (loaded.cpuSeconds - baseline.cpuSeconds) / Double(relayed) * 1_000_000 : .nan)
+      cpuMicrosPerMessage: relayed > 0 ? (loaded.cpuSeconds - baseline.cpuSeconds) / Double(relayed) * 1_000_000 : .nan,
+      clientMicrosPerMessage: relayed > 0
+        ? (clientLoaded.cpuSeconds - clientBaseline.cpuSeconds) / Double(relayed) * 1_000_000 : .nan,
+      systemMicrosPerMessage: relayed > 0
+        ? (loaded.systemSeconds - baseline.systemSeconds) / Double(relayed) * 1_000_000 : .nan)
   }
 
   struct Report {
@@ -161,12 +180,17 @@ enum BenchSignalingCommand {
     var rssMB: Double
     var cpuPercent: Double
     var cpuMicrosPerMessage: Double
+    var clientMicrosPerMessage: Double
+    /// The kernel's part of `cpuMicrosPerMessage`.
+    var systemMicrosPerMessage: Double
 
-    static let header = "relayed msg/s  calls/s  p50 ms  p99 ms  p99.9 ms  RSS MB  CPU %  CPU µs/msg"
+    static let header =
+      "relayed msg/s  calls/s  p50 ms  p99 ms  p99.9 ms  RSS MB  CPU %  CPU µs/msg  (of it sys)  client µs/msg"
     var line: String {
       String(
-        format: "%13.0f  %7.1f  %6.3f  %6.3f  %8.3f  %6.1f  %5.1f  %10.1f",
-        messagesPerSecond, callsPerSecond, p50, p99, p999, rssMB, cpuPercent, cpuMicrosPerMessage)
+        format: "%13.0f  %7.1f  %6.3f  %6.3f  %8.3f  %6.1f  %5.1f  %10.1f  %11.1f  %13.1f",
+        messagesPerSecond, callsPerSecond, p50, p99, p999, rssMB, cpuPercent, cpuMicrosPerMessage,
+        systemMicrosPerMessage, clientMicrosPerMessage)
     }
   }
 }

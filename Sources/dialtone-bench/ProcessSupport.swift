@@ -27,6 +27,8 @@ final class ChildProcess {
 struct ProcessStats {
   let rssBytes: Int
   let cpuSeconds: Double
+  /// The kernel's share of `cpuSeconds` (system calls, and on loopback the receiver's TCP path).
+  var systemSeconds: Double = 0
 
   static func read(pid: Int32) throws -> ProcessStats {
     let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
@@ -39,7 +41,7 @@ struct ProcessStats {
     let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
     let utime = Double(afterName.count > 12 ? afterName[11] : "0") ?? 0
     let stime = Double(afterName.count > 12 ? afterName[12] : "0") ?? 0
-    return ProcessStats(rssBytes: rssKB * 1024, cpuSeconds: (utime + stime) / ticks)
+    return ProcessStats(rssBytes: rssKB * 1024, cpuSeconds: (utime + stime) / ticks, systemSeconds: stime / ticks)
   }
 }
 

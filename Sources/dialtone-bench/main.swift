@@ -23,6 +23,7 @@ private let benchmarks: [Subcommand] = [
       .value("seconds", "measuring time (default 20)"),
       .value("node-relay", "the Node relay script"),
       .value("server-binary", "the dialtone-server to start (default: next to this binary)"),
+      .value("server-cpu", "run each target pinned to this CPU (with taskset; pin the bench itself elsewhere)"),
       .flag("dialtone-only", "skip the Node run"),
       .flag("node-only", "skip the Dialtone run"),
     ], run: BenchSignalingCommand.run),

@@ -275,4 +275,26 @@ extension WebServerTests {
     await client.shutdown()
     await server.stop()
   }
+
+  /// Sockets that connect together come due together: the sweep's pings go out a slice per
+  /// loop pass (`KeepaliveBacklog`), and every one of them still goes out. Were one lost, its
+  /// socket would be dropped at the idle timeout.
+  @Test func keepaliveReachesEverySocketOfABigSweep() async throws {
+    let handler = EchoHandler()
+    var configuration = WebServerConfiguration(port: 0, pingIntervalSeconds: 1, idleTimeoutSeconds: 2)
+    configuration.keepaliveSweepSeconds = 0.1
+    let server = try WebServer(configuration: configuration, router: makeRouter(), webSocketHandler: handler)
+    let client = try WebSocketClient(pingIntervalSeconds: 3600, idleTimeoutSeconds: 7200)
+    var probes: [ClientProbe] = []
+    for _ in 0..<300 {  // more than two slices
+      probes.append(try ClientProbe(client: client, url: "ws://127.0.0.1:\(server.port)/v1/ws"))
+    }
+    try await eventually("all open") { handler.totalOpened >= 300 }
+    try await Task.sleep(for: .seconds(4))  // two idle timeouts
+    #expect(handler.closedCount == 0)
+    probes[299].connection.send(text: "still here")
+    #expect(try await probes[299].nextText() == "still here")
+    await client.shutdown()
+    await server.stop()
+  }
 }
