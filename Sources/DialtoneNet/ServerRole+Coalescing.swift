@@ -6,7 +6,8 @@ import Foundation
 /// A held message is due 3/4 of `coalescingDelay` after it was held. Every received message
 /// releases what is due, which costs nothing extra on a busy loop. For quiet spells a ticker
 /// runs every quarter delay while anything is held, so no message waits longer than the
-/// delay, and stops itself after a tick that found nothing. The ticker is a dispatch timer,
+/// delay, and stops itself after a tick that found nothing; a tick that follows traffic does
+/// not wake the loop at all (the traffic did its work). The ticker is a dispatch timer,
 /// not an lws sul timer: lws on libuv re-polls with a zero timeout until a sul is ripe, which
 /// spins the loop for up to a millisecond per expiry.
 extension ServerRole {

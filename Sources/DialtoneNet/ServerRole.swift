@@ -1,5 +1,6 @@
 import CLibWebSockets
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -39,7 +40,13 @@ final class ServerRole: ServiceRole {
   func started(on loop: ServiceLoop) {
     guard coalescingDelay > 0 else { return }
     let ticker = DispatchSource.makeTimerSource()
-    ticker.setEventHandler { [weak loop] in loop?.post(.coalescingTick) }
+    // Under traffic every received message releases what is due: a tick then has nothing to
+    // do, and waking the loop for it (an eventfd write and an extra epoll pass, 1/4 of the
+    // delay apart) is pure cost, and under CPU contention another chance to be scheduled late.
+    ticker.setEventHandler { [weak loop] in
+      guard let loop, !loop.trafficSinceTimer.exchange(false, ordering: .relaxed) else { return }
+      _ = loop.post(.coalescingTick)
+    }
     ticker.resume()
     coalescingTicker = ticker
   }

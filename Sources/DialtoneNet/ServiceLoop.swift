@@ -1,6 +1,7 @@
 import CLibWebSockets
 import DialtoneSupport
 import Foundation
+import Synchronization
 
 /// Owns one libwebsockets context and the only thread that may call into it; what it serves is
 /// its `role` (`ServerRole` or `ClientRole`).
@@ -46,7 +47,14 @@ final class ServiceLoop: @unchecked Sendable {
   private(set) var tick: UInt32 = 0
   private var sweepTimer: DispatchSourceTimer?
   private let sweepSeconds: Double
+  /// Set by every whole message received, cleared by timers on other threads (the coalescing
+  /// ticker): while traffic flows the loop does their work as it goes, and they need not wake it.
+  let trafficSinceTimer = Atomic<Bool>(false)
   private var pingsOwed = KeepaliveBacklog()
+  private let pingPhases: UInt32
+  /// Whole messages received since the last sweep: how much traffic the next interval will
+  /// probably bring to carry the sweep's pings.
+  private var messagesSinceSweep = 0
   var nextConnectionID: UInt64 = 1
   private(set) var draining = false
   private var drainDeadline: Date = .distantFuture
@@ -69,6 +77,7 @@ final class ServiceLoop: @unchecked Sendable {
     self.maxMessageBytes = maxMessageBytes
     pingIntervalTicks = UInt32(max(1, (Double(pingIntervalSeconds) / sweepSeconds).rounded()))
     idleTimeoutTicks = UInt32(max(2, (Double(idleTimeoutSeconds) / sweepSeconds).rounded()))
+    pingPhases = KeepaliveBacklog.phases(pingIntervalTicks: pingIntervalTicks, idleTimeoutTicks: idleTimeoutTicks)
     self.sendBuffer = [UInt8](repeating: 0, count: Int(dt_lws_pre()) + 16 * 1024)
     lws_set_log_level(ProcessInfo.processInfo.environment["NET_DEBUG"] != nil ? 0xff : Int32(LLL_ERR), nil)
 
@@ -231,6 +240,8 @@ final class ServiceLoop: @unchecked Sendable {
     tick &+= 1
     let leftover = !pingsOwed.isEmpty
     role.forEachSession { keepAlive($0) }
+    pingsOwed.planDrain(expectedMessages: messagesSinceSweep)
+    messagesSinceSweep = 0
     // Traffic did not carry out what the last sweep owed: the loop is quiet, so drain now.
     if leftover { drainOwedPings() }
   }
@@ -239,13 +250,17 @@ final class ServiceLoop: @unchecked Sendable {
     let idle = tick &- session.lastActivityTick
     if idle >= idleTimeoutTicks {
       lws_set_timeout(session.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
-    } else if idle >= pingIntervalTicks {
+    } else if KeepaliveBacklog.isDue(
+      id: session.id, idle: idle, tick: tick, pingIntervalTicks: pingIntervalTicks, phases: pingPhases)
+    {
       pingsOwed.owe(session.id)
     }
   }
 
   /// A role received a whole message: it carries out a ping or two of the sweep's backlog.
   func receivedMessage() {
+    trafficSinceTimer.store(true, ordering: .relaxed)
+    messagesSinceSweep &+= 1
     guard !pingsOwed.isEmpty else { return }
     ping(pingsOwed.piggyback())
   }

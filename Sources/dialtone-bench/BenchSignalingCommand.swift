@@ -152,6 +152,9 @@ enum BenchSignalingCommand {
     stats.stopMeasuring()
     for connection in idle { connection.close() }
     for pair in pairs { pair.close() }
+    // Closing is asynchronous: the next target's 10,000 sockets must not find this one's still
+    // holding descriptors (the soft limit is 20,000 here).
+    await ProcessStats.waitForOpenDescriptors(below: 1_000, seconds: 30)
 
     let latencies = stats.latencies.sorted()
     func percentile(_ p: Double) -> Double {

@@ -45,6 +45,21 @@ struct ProcessStats {
   }
 }
 
+extension ProcessStats {
+  /// This process's open descriptors.
+  static func openDescriptors() -> Int {
+    (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0
+  }
+
+  /// Waits (bounded) until fewer than `limit` descriptors are open.
+  static func waitForOpenDescriptors(below limit: Int, seconds: Double) async {
+    let deadline = Date().addingTimeInterval(seconds)
+    while openDescriptors() >= limit, Date() < deadline {
+      try? await Task.sleep(for: .milliseconds(100))
+    }
+  }
+}
+
 enum ResourceLimits {
   /// Raises the soft open-file limit to the hard one (20000 here): every socket is a descriptor.
   static func raiseOpenFiles() {

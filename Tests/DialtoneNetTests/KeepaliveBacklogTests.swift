@@ -5,21 +5,49 @@ import Testing
 /// A sweep's pings leave with traffic, a few per received message, or a slice per loop pass
 /// when the loop is quiet; oldest first, none lost and none twice.
 @Suite struct KeepaliveBacklogTests {
-  @Test func trafficCarriesOneOrAFewPerMessage() {
+  @Test func trafficCarriesTheOwedPingsAcrossTheInterval() {
     var backlog = KeepaliveBacklog()
-    for id in 1...10_000 as ClosedRange<UInt64> { backlog.owe(id) }
-    #expect(backlog.piggyback() == [1, 2])  // 10,000 owed: one, plus one per 8,192
-    var carried = 2
-    var messages = 1
+    for id in 1...2_000 as ClosedRange<UInt64> { backlog.owe(id) }
+    backlog.planDrain(expectedMessages: 5_000)  // 0.5 pings per message
+    var carried: [UInt64] = []
+    var messages = 0
     while !backlog.isEmpty {
-      carried += backlog.piggyback().count
+      let slice = backlog.piggyback()
+      #expect(slice.count <= 1)
+      carried += slice
       messages += 1
     }
-    #expect(carried == 10_000)
-    #expect(messages > 5_000)  // spread over thousands of messages, not one burst
-    var big = KeepaliveBacklog(sliceSize: 128)
-    for id in 1...1_100_000 as ClosedRange<UInt64> { big.owe(id) }
-    #expect(big.piggybackCount == 128)  // never more than a slice
+    #expect(carried == Array(1...2_000))
+    #expect(messages == 4_000)  // four fifths of the expected traffic
+    // A quiet last interval: whatever comes first carries a slice, and the sweep drains the rest.
+    var quiet = KeepaliveBacklog(sliceSize: 128)
+    for id in 1...1_000 as ClosedRange<UInt64> { quiet.owe(id) }
+    quiet.planDrain(expectedMessages: 0)
+    #expect(quiet.piggyback().count == 128)
+  }
+
+  @Test func phasesSpreadDueSocketsAndNeverDelayPastTheLimit() {
+    // The defaults: sweeps of 5 s, pings after 25 s, dead after 75 s.
+    let phases = KeepaliveBacklog.phases(pingIntervalTicks: 5, idleTimeoutTicks: 15)
+    #expect(phases == 5)
+    // Ten thousand sockets gone quiet together: each sweep owes about a fifth of them.
+    for tick: UInt32 in 100..<105 {
+      let due = (0..<10_000 as Range<UInt64>).filter {
+        KeepaliveBacklog.isDue(id: $0, idle: 5, tick: tick, pingIntervalTicks: 5, phases: phases)
+      }
+      #expect(due.count == 2_000)
+    }
+    // Whatever its phase, a socket is owed its ping within `phases` sweeps of falling due.
+    for id: UInt64 in 0..<20 {
+      let owedAt = (5...9 as ClosedRange<UInt32>).first {
+        KeepaliveBacklog.isDue(id: id, idle: $0, tick: 1_000 + $0, pingIntervalTicks: 5, phases: phases)
+      }
+      #expect(owedAt != nil)
+    }
+    #expect(!KeepaliveBacklog.isDue(id: 0, idle: 4, tick: 0, pingIntervalTicks: 5, phases: phases))
+    // A tight idle timeout leaves less room to wait.
+    #expect(KeepaliveBacklog.phases(pingIntervalTicks: 10, idleTimeoutTicks: 20) == 5)
+    #expect(KeepaliveBacklog.phases(pingIntervalTicks: 5, idleTimeoutTicks: 6) == 1)
   }
 
   @Test func slicesAreBoundedAndInOrder() {
