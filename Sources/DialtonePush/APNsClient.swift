@@ -116,8 +116,8 @@ extension APNsClient: PushProvider {
     let pushType: APNsRequest.PushType
     let payload: [UInt8]
     switch message {
-    case .incomingCall(let push): (pushType, payload) = (.voip, push.apnsPayload.serialized)
-    case .missedCall(let push): (pushType, payload) = (.alert, push.apnsPayload.serialized)
+    case .incomingCall(let push): (pushType, payload) = (.voip, push.jsonBytes)
+    case .missedCall(let push): (pushType, payload) = (.alert, push.jsonBytes)
     }
     return await send(
       APNsRequest(
