@@ -67,6 +67,30 @@ struct WireCodecTests {
     for body in bodies { #expect(try keysAscend(MessageCodec.encode(body)), "\(body)") }
   }
 
+  /// The decoder reads only the fields it wants, but the whole frame is still checked: a fault
+  /// in a member nobody reads fails the frame as it did when every value became a tree.
+  @Test func unreadMembersAreStillValidated() throws {
+    let faults = [
+      #"{"type":"ping","id":"p","extra":{"a":1,"a":2}}"#,  // duplicate key, nested
+      #"{"type":"ping","id":"p","extra":"\ud800"}"#,  // lone surrogate
+      #"{"type":"ping","id":"p","extra":[1,]}"#,  // trailing comma
+      #"{"type":"ping","id":"p","extra":01}"#,  // leading zero
+      "{\"type\":\"ping\",\"id\":\"p\",\"extra\":" + String(repeating: "[", count: 40)
+        + String(repeating: "]", count: 40) + "}",  // too deep
+    ]
+    for text in faults {
+      #expect(throws: ProtocolError.self, "\(text)") { try MessageCodec.decodeClientMessage(text) }
+      #expect((try? MessageCodec.decodeServerMessage(text)) == nil, "\(text)")
+    }
+    var invalidUTF8 = Array(#"{"type":"ping","id":"p","extra":"x"}"#.utf8)
+    invalidUTF8[33] = 0xFF
+    #expect(throws: ProtocolError.self) { try MessageCodec.decodeClientMessage(invalidUTF8) }
+    // And the same frame without the fault decodes.
+    #expect(
+      try MessageCodec.decodeClientMessage(#"{"type":"ping","id":"p","extra":{"a":1,"b":[1,{"c":"\u00e9"}]}}"#)
+        == ClientEnvelope(id: "p", message: .ping(.init())))
+  }
+
   @Test func payloadsCarryNoEnvelope() {
     // The id is the envelope's: the same message goes out under any id.
     let message = ClientMessage.hangup(.init(callId: "c1"))
