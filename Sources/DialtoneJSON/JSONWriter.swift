@@ -114,13 +114,18 @@ public struct JSONWriter {
       return
     }
     if number < 0 { bytes.append(UInt8(ascii: "-")) }
-    var magnitude = number.magnitude
-    let digitsStart = bytes.count
-    while magnitude > 0 {
-      bytes.append(UInt8(ascii: "0") + UInt8(magnitude % 10))
-      magnitude /= 10
+    // Digits go into a stack buffer back to front, then in one append: reversing them in place
+    // through `bytes[start...]` would copy that slice (copy-on-write) on every number.
+    withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+      var magnitude = number.magnitude
+      var start = 20
+      while magnitude > 0 {
+        start -= 1
+        digits[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+        magnitude /= 10
+      }
+      bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start..<20]))
     }
-    bytes[digitsStart...].reverse()
   }
 
   private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)

@@ -54,6 +54,7 @@ final class WebSocketSession {
     } else {
       var frames = held
       held = []
+      frames.reserveCapacity(frames.count + bytes.count + 10)  // one allocation, not a growth
       WebSocketFrame.append(bytes, binary: binary, to: &frames)
       item = .frames(frames)
     }
@@ -66,6 +67,8 @@ final class WebSocketSession {
   func enqueueCoalesced(_ bytes: [UInt8], binary: Bool) -> Bool {
     guard closeRequest == nil else { return false }
     let starts = held.isEmpty
+    // Room for the message that will probably follow (held frames wait to share its write).
+    if starts { held.reserveCapacity(2 * bytes.count + 512) }
     WebSocketFrame.append(bytes, binary: binary, to: &held)
     return starts
   }

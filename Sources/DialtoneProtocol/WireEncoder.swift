@@ -23,7 +23,8 @@ public struct WireEncoder: WireCoder {
     }
   }
 
-  private var out = JSONWriter(capacity: 256)
+  // Most frames fit (a relayed candidate is ~250 bytes); an SDP grows it once or twice.
+  private var out = JSONWriter(capacity: 512)
   private var needsComma = false
   private var depth = 0
   private var lastKey: StaticString?
