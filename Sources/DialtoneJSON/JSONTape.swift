@@ -56,21 +56,17 @@ public struct JSONTape {
     _ bytes: some Collection<UInt8>, maxDepth: Int, syntaxError: (JSONSyntaxError) -> Failure,
     _ body: (JSONTape) throws(Failure) -> Result
   ) throws(Failure) -> Result {
-    func run(_ buffer: UnsafeBufferPointer<UInt8>) throws(Failure) -> Result {
+    // The buffer closures cannot throw a typed error, so each returns its outcome as a value.
+    func run(_ buffer: UnsafeBufferPointer<UInt8>) -> Swift.Result<Result, Failure> {
       switch make(buffer, maxDepth: maxDepth) {
-      case .success(let tape): return try body(tape)
-      case .failure(let error): throw syntaxError(error)
+      case .success(let tape):
+        do throws(Failure) { return .success(try body(tape)) } catch { return .failure(error) }
+      case .failure(let error):
+        return .failure(syntaxError(error))
       }
     }
-    let outcome: Swift.Result<Result, Failure>? = bytes.withContiguousStorageIfAvailable { buffer in
-      do throws(Failure) { return .success(try run(buffer)) } catch { return .failure(error) }
-    }
-    if let outcome { return try outcome.get() }
-    let copy = Array(bytes)
-    let copied: Swift.Result<Result, Failure> = copy.withUnsafeBufferPointer { buffer in
-      do throws(Failure) { return .success(try run(buffer)) } catch { return .failure(error) }
-    }
-    return try copied.get()
+    if let outcome = bytes.withContiguousStorageIfAvailable(run) { return try outcome.get() }
+    return try Array(bytes).withUnsafeBufferPointer(run).get()
   }
 
   @usableFromInline

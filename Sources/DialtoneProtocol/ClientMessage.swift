@@ -119,12 +119,6 @@ public enum ClientMessage: Sendable, Equatable {
     }
   }
 
-  /// The payload, with the type it travels as.
-  public var body: any ClientMessageBody {
-    var boxing = ClientBodyBoxing()
-    return accept(&boxing)
-  }
-
   static func decode(_ type: ClientMessageType, _ d: inout WireDecoder) throws(ProtocolError) -> ClientMessage {
     switch type {
     case .hello: return .hello(try d.body())
@@ -389,10 +383,6 @@ public enum ClientMessage: Sendable, Equatable {
 protocol ClientBodyVisitor {
   associatedtype Result
   mutating func visit<Body: ClientMessageBody>(_ body: Body) -> Result
-}
-
-private struct ClientBodyBoxing: ClientBodyVisitor {
-  func visit<Body: ClientMessageBody>(_ body: Body) -> any ClientMessageBody { body }
 }
 
 private struct ClientBodyTypeNaming: ClientBodyVisitor {

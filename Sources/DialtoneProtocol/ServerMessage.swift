@@ -386,12 +386,6 @@ public enum ServerMessage: Sendable, Equatable {
     }
   }
 
-  /// The payload, with the type it travels as; nil for `.unknown`.
-  public var body: (any ServerMessageBody)? {
-    var boxing = ServerBodyBoxing()
-    return accept(&boxing)
-  }
-
   static func decode(_ type: ServerMessageType, _ d: inout WireDecoder) throws(ProtocolError) -> ServerMessage {
     switch type {
     case .welcome: return .welcome(try d.body())
@@ -436,11 +430,6 @@ public enum ServerMessage: Sendable, Equatable {
     default: return nil
     }
   }
-
-  /// The JSON object of this message, with `seq` when given.
-  public func json(seq: UInt64?) -> JSONValue {
-    JSONValue(parsing: ServerEnvelope(seq: seq, message: self).encoded) ?? .null
-  }
 }
 
 // MARK: - Work on a payload at its type
@@ -448,10 +437,6 @@ public enum ServerMessage: Sendable, Equatable {
 protocol ServerBodyVisitor {
   associatedtype Result
   mutating func visit<Body: ServerMessageBody>(_ body: Body) -> Result
-}
-
-private struct ServerBodyBoxing: ServerBodyVisitor {
-  func visit<Body: ServerMessageBody>(_ body: Body) -> any ServerMessageBody { body }
 }
 
 private struct ServerBodyTypeNaming: ServerBodyVisitor {
