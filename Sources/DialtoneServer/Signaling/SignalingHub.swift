@@ -312,10 +312,15 @@ public actor SignalingHub {
         case .device(let userId, let deviceId):
           devices[userId]?[deviceId]?.deliver(message)
         case .user(let userId, let exceptDevice):
-          // Encoded once for all of the user's devices; each copy only gets its own seq.
-          let frame = ServerFrame(message)
-          for (deviceId, session) in devices[userId] ?? [:] where deviceId != exceptDevice {
-            session.deliver(frame)
+          guard let sessions = devices[userId] else { break }
+          let excluded = exceptDevice.map { sessions[$0] == nil ? 0 : 1 } ?? 0
+          if sessions.count - excluded == 1 {
+            // The usual case, one device: encoding it straight away saves the template's copy.
+            for (deviceId, session) in sessions where deviceId != exceptDevice { session.deliver(message) }
+          } else {
+            // Encoded once for all of the user's devices; each copy only gets its own seq.
+            let frame = ServerFrame(message)
+            for (deviceId, session) in sessions where deviceId != exceptDevice { session.deliver(frame) }
           }
         }
       case .schedule(let timer, let seconds):
