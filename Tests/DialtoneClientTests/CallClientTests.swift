@@ -42,38 +42,28 @@ private final class GatedTransport: SignalingTransport, Sendable {
   func goOnline() { gate.withLock { $0.offline = false } }
 }
 
-/// Collects a CallClient's events.
-private final class ClientEvents: Sendable {
-  private let items = Locked<[CallClient.Event]>([])
+/// A CallClient's events in order.
+private struct ClientEvents: Sendable {
+  private let log: EventLog<CallClient.Event>
 
-  init(_ client: CallClient) {
-    Task { [weak self] in
-      for await event in client.events { self?.items.withLock { $0.append(event) } }
-    }
-  }
+  init(_ client: CallClient) { log = EventLog(client.events) }
 
   var incoming: [CallEngine] {
-    items.withLock { items in
-      items.compactMap {
-        if case .incoming(let e) = $0 { return e }
-        return nil
-      }
+    log.compactMap {
+      if case .incoming(let e) = $0 { return e }
+      return nil
     }
   }
   var glares: [(CallID, CallID)] {
-    items.withLock { items in
-      items.compactMap {
-        if case .glare(let r, let s) = $0 { return (r, s) }
-        return nil
-      }
+    log.compactMap {
+      if case .glare(let r, let s) = $0 { return (r, s) }
+      return nil
     }
   }
   var connections: Int {
-    items.withLock { items in
-      items.filter {
-        if case .connected = $0 { return true }
-        return false
-      }.count
+    log.count {
+      if case .connected = $0 { return true }
+      return false
     }
   }
 }

@@ -3,7 +3,7 @@ import DialtoneClientLinux
 import DialtoneNet
 import DialtoneProtocol
 import DialtoneServer
-import DialtoneSupport
+import DialtoneTestSupport
 import Foundation
 import Testing
 
@@ -32,48 +32,34 @@ private let secret = "client-test-secret-0123456789"
     func stop() async { await loopback.stop() }
   }
 
-  /// Collects a client's app-level events in order.
-  final class Inbox: @unchecked Sendable {
-    // @unchecked: `reader` is set once, in init (its task captures self, so it cannot be a `let`).
-    private let items = Locked<[SignalingClient.Event]>([])
-    private var reader: Task<Void, Never>?
+  /// A client's app-level events in order.
+  struct Inbox: Sendable {
+    private let log: EventLog<SignalingClient.Event>
 
-    init(_ client: SignalingClient) {
-      reader = Task { [weak self] in
-        for await event in client.events { self?.items.withLock { $0.append(event) } }
-      }
-    }
+    init(_ client: SignalingClient) { log = EventLog(client.events) }
 
     var messages: [ServerMessage] {
-      items.withLock { items in
-        items.compactMap {
-          if case .message(let m) = $0 { return m }
-          return nil
-        }
+      log.compactMap {
+        if case .message(let m) = $0 { return m }
+        return nil
       }
     }
     var connections: Int {
-      items.withLock { items in
-        items.filter {
-          if case .connected = $0 { return true }
-          return false
-        }.count
+      log.count {
+        if case .connected = $0 { return true }
+        return false
       }
     }
     var stopped: Bool {
-      items.withLock { items in
-        items.contains {
-          if case .stopped = $0 { return true }
-          return false
-        }
+      log.contains {
+        if case .stopped = $0 { return true }
+        return false
       }
     }
 
     func waitFor(_ what: String, _ condition: @escaping @Sendable (Inbox) -> Bool) async throws {
-      let deadline = Date().addingTimeInterval(15)
-      while !condition(self) {
-        guard Date() < deadline else { throw ClientTestFailure(description: "timed out waiting for \(what)") }
-        try await Task.sleep(for: .milliseconds(10))
+      guard await eventually(within: 15, { condition(self) }) else {
+        throw ClientTestFailure(description: "timed out waiting for \(what)")
       }
     }
   }

@@ -251,15 +251,20 @@ extension WebServerTests {
 }
 
 extension WebServerTests {
-  /// The server pings a quiet socket; the peer's pongs keep it open. A peer that stops answering
-  /// (here: a raw TCP socket that never speaks WebSocket after the handshake) is dropped.
-  @Test func keepalivePingsQuietPeersAndDropsDeadOnes() async throws {
+  /// A server that pings after 1 s of silence and drops a socket silent for 2 s, sweeping every
+  /// 0.1 s; and a client that never pings by itself and answers pings automatically.
+  private func keepaliveRig() throws -> (EchoHandler, WebServer, WebSocketClient) {
     let handler = EchoHandler()
     var configuration = WebServerConfiguration(port: 0, pingIntervalSeconds: 1, idleTimeoutSeconds: 2)
     configuration.keepaliveSweepSeconds = 0.1
     let server = try WebServer(configuration: configuration, router: makeRouter(), webSocketHandler: handler)
-    // The client never pings by itself, and answers pings automatically.
-    let client = try WebSocketClient(pingIntervalSeconds: 3600, idleTimeoutSeconds: 7200)
+    return (handler, server, try WebSocketClient(pingIntervalSeconds: 3600, idleTimeoutSeconds: 7200))
+  }
+
+  /// The server pings a quiet socket; the peer's pongs keep it open. A peer that stops answering
+  /// (here: a raw TCP socket that never speaks WebSocket after the handshake) is dropped.
+  @Test func keepalivePingsQuietPeersAndDropsDeadOnes() async throws {
+    let (handler, server, client) = try keepaliveRig()
     let quiet = try ClientProbe(client: client, url: "ws://127.0.0.1:\(server.port)/v1/ws")
     #expect(try await quiet.next() == .opened)
 
@@ -276,15 +281,11 @@ extension WebServerTests {
     await server.stop()
   }
 
-  /// Sockets that connect together come due together: the sweep's pings go out a slice per
-  /// loop pass (`KeepaliveBacklog`), and every one of them still goes out. Were one lost, its
+  /// Sockets that connect together come due together: their pings are spread over sweeps and
+  /// loop passes (`KeepaliveBacklog`), and every one of them still goes out. Were one lost, its
   /// socket would be dropped at the idle timeout.
   @Test func keepaliveReachesEverySocketOfABigSweep() async throws {
-    let handler = EchoHandler()
-    var configuration = WebServerConfiguration(port: 0, pingIntervalSeconds: 1, idleTimeoutSeconds: 2)
-    configuration.keepaliveSweepSeconds = 0.1
-    let server = try WebServer(configuration: configuration, router: makeRouter(), webSocketHandler: handler)
-    let client = try WebSocketClient(pingIntervalSeconds: 3600, idleTimeoutSeconds: 7200)
+    let (handler, server, client) = try keepaliveRig()
     var probes: [ClientProbe] = []
     for _ in 0..<300 {  // more than two slices
       probes.append(try ClientProbe(client: client, url: "ws://127.0.0.1:\(server.port)/v1/ws"))
