@@ -25,7 +25,6 @@ public enum ClientMessageType: String, Sendable, Equatable, CaseIterable {
 
 /// A client message's payload: its fields without the envelope (`type`, `id`).
 public protocol ClientMessageBody: WireCodable {
-  static var type: ClientMessageType { get }
   /// The call the message is about, if any.
   var relatedCall: CallID? { get }
 }
@@ -100,22 +99,22 @@ public enum ClientMessage: Sendable, Equatable {
   /// message). With `decode`, the one place a case meets its payload type.
   func accept<Visitor: ClientBodyVisitor>(_ visitor: inout Visitor) -> Visitor.Result {
     switch self {
-    case .hello(let m): return visitor.visit(m)
-    case .ack(let m): return visitor.visit(m)
-    case .ping(let m): return visitor.visit(m)
-    case .invite(let m): return visitor.visit(m)
-    case .accept(let m): return visitor.visit(m)
-    case .offer(let m): return visitor.visit(m)
-    case .answer(let m): return visitor.visit(m)
-    case .candidate(let m): return visitor.visit(m)
-    case .ringing(let m): return visitor.visit(TypedAction<RingingTag>(m))
-    case .decline(let m): return visitor.visit(TypedAction<DeclineTag>(m))
-    case .busy(let m): return visitor.visit(TypedAction<BusyTag>(m))
-    case .cancel(let m): return visitor.visit(TypedAction<CancelTag>(m))
-    case .hangup(let m): return visitor.visit(TypedAction<HangupTag>(m))
-    case .endOfCandidates(let m): return visitor.visit(TypedAction<EndOfCandidatesTag>(m))
-    case .iceRestartRequest(let m): return visitor.visit(TypedAction<IceRestartRequestTag>(m))
-    case .getCall(let m): return visitor.visit(TypedAction<GetCallTag>(m))
+    case .hello(let m): return visitor.visit(m, as: .hello)
+    case .ack(let m): return visitor.visit(m, as: .ack)
+    case .ping(let m): return visitor.visit(m, as: .ping)
+    case .invite(let m): return visitor.visit(m, as: .invite)
+    case .accept(let m): return visitor.visit(m, as: .accept)
+    case .offer(let m): return visitor.visit(m, as: .offer)
+    case .answer(let m): return visitor.visit(m, as: .answer)
+    case .candidate(let m): return visitor.visit(m, as: .candidate)
+    case .ringing(let m): return visitor.visit(m, as: .ringing)
+    case .decline(let m): return visitor.visit(m, as: .decline)
+    case .busy(let m): return visitor.visit(m, as: .busy)
+    case .cancel(let m): return visitor.visit(m, as: .cancel)
+    case .hangup(let m): return visitor.visit(m, as: .hangup)
+    case .endOfCandidates(let m): return visitor.visit(m, as: .endOfCandidates)
+    case .iceRestartRequest(let m): return visitor.visit(m, as: .iceRestartRequest)
+    case .getCall(let m): return visitor.visit(m, as: .getCall)
     }
   }
 
@@ -155,7 +154,6 @@ public enum ClientMessage: Sendable, Equatable {
 
   /// `hello`: `{version, token?, resume?, client?}`.
   public struct Hello: ClientMessageBody, Hashable {
-    public static let type = ClientMessageType.hello
     public var version: Int
     /// The JWT, when it is not sent in the `Authorization` header of the upgrade request.
     public var token: String?
@@ -220,7 +218,6 @@ public enum ClientMessage: Sendable, Equatable {
 
   /// `ack`: `{seq}`. The only client message without `id`.
   public struct Ack: ClientMessageBody, Hashable {
-    public static let type = ClientMessageType.ack
     public var seq: UInt64
 
     public init(seq: UInt64) {
@@ -236,7 +233,6 @@ public enum ClientMessage: Sendable, Equatable {
 
   /// `ping`: no fields.
   public struct Ping: ClientMessageBody, Hashable {
-    public static let type = ClientMessageType.ping
 
     public init() {}
 
@@ -247,7 +243,6 @@ public enum ClientMessage: Sendable, Equatable {
 
   /// `invite`: `{callId, to, video, offer?, callerName?}`.
   public struct Invite: CallMessageBody, Hashable {
-    public static let type = ClientMessageType.invite
     public var callId: CallID
     /// The callee's user id.
     public var to: String
@@ -277,7 +272,7 @@ public enum ClientMessage: Sendable, Equatable {
 
   /// `{callId}`: ringing, decline, busy, cancel, hangup, end-of-candidates,
   /// ice-restart-request, get-call.
-  public struct CallAction: WireCodable, Hashable {
+  public struct CallAction: CallMessageBody, Hashable {
     public var callId: CallID
 
     public init(callId: CallID) {
@@ -293,7 +288,6 @@ public enum ClientMessage: Sendable, Equatable {
 
   /// `accept`: `{callId, answer?}`.
   public struct Accept: CallMessageBody, Hashable {
-    public static let type = ClientMessageType.accept
     public var callId: CallID
     /// The answer to the offer carried by the invite; absent when the invite had no offer.
     public var answer: SessionDescription?
@@ -313,7 +307,6 @@ public enum ClientMessage: Sendable, Equatable {
 
   /// `offer`: `{callId, sdp, iceRestart?}`. `iceRestart` is written only when true.
   public struct Offer: CallMessageBody, Hashable {
-    public static let type = ClientMessageType.offer
     public var callId: CallID
     public var sdp: String
     public var iceRestart: Bool
@@ -335,7 +328,6 @@ public enum ClientMessage: Sendable, Equatable {
 
   /// `answer`: `{callId, sdp}`.
   public struct Answer: CallMessageBody, Hashable {
-    public static let type = ClientMessageType.answer
     public var callId: CallID
     public var sdp: String
 
@@ -354,7 +346,6 @@ public enum ClientMessage: Sendable, Equatable {
 
   /// `candidate`: `{callId, candidate: {candidate, sdpMid?, sdpMLineIndex?, usernameFragment?}}`.
   public struct Candidate: CallMessageBody, Hashable {
-    public static let type = ClientMessageType.candidate
     public var callId: CallID
     public var candidate: IceCandidate
 
@@ -382,58 +373,25 @@ public enum ClientMessage: Sendable, Equatable {
 
 protocol ClientBodyVisitor {
   associatedtype Result
-  mutating func visit<Body: ClientMessageBody>(_ body: Body) -> Result
+  mutating func visit<Body: ClientMessageBody>(_ body: Body, as type: ClientMessageType) -> Result
 }
 
 private struct ClientBodyTypeNaming: ClientBodyVisitor {
-  func visit<Body: ClientMessageBody>(_ body: Body) -> ClientMessageType { Body.type }
+  func visit<Body: ClientMessageBody>(_ body: Body, as type: ClientMessageType) -> ClientMessageType { type }
 }
 
 private struct ClientBodyCallReading: ClientBodyVisitor {
-  func visit<Body: ClientMessageBody>(_ body: Body) -> CallID? { body.relatedCall }
+  func visit<Body: ClientMessageBody>(_ body: Body, as type: ClientMessageType) -> CallID? { body.relatedCall }
 }
 
 /// The frame: `id` (when there is one) and `type` merged in among the payload's fields.
 private struct ClientFrameWriting: ClientBodyVisitor {
   let id: String?
 
-  func visit<Body: ClientMessageBody>(_ body: Body) -> [UInt8] {
-    let type = WireEncoder.EnvelopeMember.text("type", Body.type.rawValue)
-    guard let id else { return WireEncoder.encode(body, envelope: type).bytes }
-    return WireEncoder.encode(body, envelope: .text("id", id), type).bytes
-  }
-}
-
-// MARK: - The `{callId}` messages
-
-/// Which message a `CallAction` travels as: the eight `{callId}` messages share one payload.
-protocol CallActionTag: Sendable {
-  static var type: ClientMessageType { get }
-}
-
-enum RingingTag: CallActionTag { static let type = ClientMessageType.ringing }
-enum DeclineTag: CallActionTag { static let type = ClientMessageType.decline }
-enum BusyTag: CallActionTag { static let type = ClientMessageType.busy }
-enum CancelTag: CallActionTag { static let type = ClientMessageType.cancel }
-enum HangupTag: CallActionTag { static let type = ClientMessageType.hangup }
-enum EndOfCandidatesTag: CallActionTag { static let type = ClientMessageType.endOfCandidates }
-enum IceRestartRequestTag: CallActionTag { static let type = ClientMessageType.iceRestartRequest }
-enum GetCallTag: CallActionTag { static let type = ClientMessageType.getCall }
-
-/// A `CallAction` as the message `Tag` names.
-struct TypedAction<Tag: CallActionTag>: CallMessageBody, Hashable {
-  static var type: ClientMessageType { Tag.type }
-  var action: ClientMessage.CallAction
-  var callId: CallID { action.callId }
-
-  init(_ action: ClientMessage.CallAction) {
-    self.action = action
-  }
-
-  init(wirePlaceholder: WirePlaceholder) { self.init(ClientMessage.CallAction(wirePlaceholder: wirePlaceholder)) }
-
-  mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
-    try action.wire(&c)
+  func visit<Body: ClientMessageBody>(_ body: Body, as type: ClientMessageType) -> [UInt8] {
+    let typeMember = WireEncoder.EnvelopeMember.text("type", type.rawValue)
+    guard let id else { return WireEncoder.encode(body, envelope: typeMember).bytes }
+    return WireEncoder.encode(body, envelope: .text("id", id), typeMember).bytes
   }
 }
 

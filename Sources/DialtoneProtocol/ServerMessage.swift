@@ -18,7 +18,6 @@ public enum ServerMessageType: String, Sendable, Equatable, CaseIterable {
 
 /// A server message's payload: its fields without the envelope (`type`, `seq`).
 public protocol ServerMessageBody: WireCodable {
-  static var type: ServerMessageType { get }
   /// The call the message is about, if any.
   var relatedCall: CallID? { get }
 }
@@ -70,7 +69,6 @@ public enum ServerMessage: Sendable, Equatable {
 
   /// `welcome`.
   public struct Welcome: ServerMessageBody, Hashable {
-    public static let type = ServerMessageType.welcome
     /// The `hello`'s id.
     public var replyTo: String
     public var version: Int
@@ -127,7 +125,6 @@ public enum ServerMessage: Sendable, Equatable {
 
   /// `ack`: `{replyTo, callId?, call?}`.
   public struct Ack: ServerMessageBody, Hashable {
-    public static let type = ServerMessageType.ack
     public var replyTo: String
     /// Set when answering a call-related request.
     public var callId: CallID?
@@ -151,7 +148,6 @@ public enum ServerMessage: Sendable, Equatable {
 
   /// `error`: `{replyTo?, code, message, callId?}`.
   public struct ErrorMessage: ServerMessageBody, Hashable {
-    public static let type = ServerMessageType.error
     /// The id of the request that failed; absent when it could not be read.
     public var replyTo: String?
     public var code: ErrorCode
@@ -178,7 +174,6 @@ public enum ServerMessage: Sendable, Equatable {
 
   /// `invite`: `{callId, from, video, offer?, createdAt}`.
   public struct Invite: ServerCallMessageBody, Hashable {
-    public static let type = ServerMessageType.invite
     public var callId: CallID
     /// The caller (its device that sent the invite).
     public var from: Peer
@@ -209,7 +204,7 @@ public enum ServerMessage: Sendable, Equatable {
   }
 
   /// `{callId, from}`: ringing, end-of-candidates, ice-restart-request.
-  public struct PeerEvent: WireCodable, Hashable {
+  public struct PeerEvent: ServerCallMessageBody, Hashable {
     public var callId: CallID
     public var from: Peer
 
@@ -228,7 +223,6 @@ public enum ServerMessage: Sendable, Equatable {
 
   /// `accept`: `{callId, from, answer?}`.
   public struct Accept: ServerCallMessageBody, Hashable {
-    public static let type = ServerMessageType.accept
     public var callId: CallID
     /// The callee device that accepted.
     public var from: Peer
@@ -251,7 +245,6 @@ public enum ServerMessage: Sendable, Equatable {
 
   /// `offer`: `{callId, from, sdp, iceRestart?}`. `iceRestart` is written only when true.
   public struct Offer: ServerCallMessageBody, Hashable {
-    public static let type = ServerMessageType.offer
     public var callId: CallID
     public var from: Peer
     public var sdp: String
@@ -278,7 +271,6 @@ public enum ServerMessage: Sendable, Equatable {
 
   /// `answer`: `{callId, from, sdp}`.
   public struct Answer: ServerCallMessageBody, Hashable {
-    public static let type = ServerMessageType.answer
     public var callId: CallID
     public var from: Peer
     public var sdp: String
@@ -302,7 +294,6 @@ public enum ServerMessage: Sendable, Equatable {
 
   /// `candidate`: `{callId, from, candidate}`.
   public struct Candidate: ServerCallMessageBody, Hashable {
-    public static let type = ServerMessageType.candidate
     public var callId: CallID
     public var from: Peer
     public var candidate: IceCandidate
@@ -326,7 +317,6 @@ public enum ServerMessage: Sendable, Equatable {
 
   /// `call-ended`: `{callId, reason, from?, replacedBy?}`.
   public struct CallEnded: ServerCallMessageBody, Hashable {
-    public static let type = ServerMessageType.callEnded
     public var callId: CallID
     public var reason: EndReason
     /// The device whose action ended the call (decline, hangup, cancel, accept elsewhere, ...);
@@ -370,18 +360,18 @@ public enum ServerMessage: Sendable, Equatable {
   /// message); nil for `.unknown`. With `decode`, the one place a case meets its payload type.
   func accept<Visitor: ServerBodyVisitor>(_ visitor: inout Visitor) -> Visitor.Result? {
     switch self {
-    case .welcome(let m): return visitor.visit(m)
-    case .ack(let m): return visitor.visit(m)
-    case .error(let m): return visitor.visit(m)
-    case .invite(let m): return visitor.visit(m)
-    case .accept(let m): return visitor.visit(m)
-    case .offer(let m): return visitor.visit(m)
-    case .answer(let m): return visitor.visit(m)
-    case .candidate(let m): return visitor.visit(m)
-    case .callEnded(let m): return visitor.visit(m)
-    case .ringing(let m): return visitor.visit(TypedPeerEvent<RingingEventTag>(m))
-    case .endOfCandidates(let m): return visitor.visit(TypedPeerEvent<EndOfCandidatesEventTag>(m))
-    case .iceRestartRequest(let m): return visitor.visit(TypedPeerEvent<IceRestartRequestEventTag>(m))
+    case .welcome(let m): return visitor.visit(m, as: .welcome)
+    case .ack(let m): return visitor.visit(m, as: .ack)
+    case .error(let m): return visitor.visit(m, as: .error)
+    case .invite(let m): return visitor.visit(m, as: .invite)
+    case .accept(let m): return visitor.visit(m, as: .accept)
+    case .offer(let m): return visitor.visit(m, as: .offer)
+    case .answer(let m): return visitor.visit(m, as: .answer)
+    case .candidate(let m): return visitor.visit(m, as: .candidate)
+    case .callEnded(let m): return visitor.visit(m, as: .callEnded)
+    case .ringing(let m): return visitor.visit(m, as: .ringing)
+    case .endOfCandidates(let m): return visitor.visit(m, as: .endOfCandidates)
+    case .iceRestartRequest(let m): return visitor.visit(m, as: .iceRestartRequest)
     case .unknown: return nil
     }
   }
@@ -436,53 +426,27 @@ public enum ServerMessage: Sendable, Equatable {
 
 protocol ServerBodyVisitor {
   associatedtype Result
-  mutating func visit<Body: ServerMessageBody>(_ body: Body) -> Result
+  mutating func visit<Body: ServerMessageBody>(_ body: Body, as type: ServerMessageType) -> Result
 }
 
 private struct ServerBodyTypeNaming: ServerBodyVisitor {
-  func visit<Body: ServerMessageBody>(_ body: Body) -> ServerMessageType { Body.type }
+  func visit<Body: ServerMessageBody>(_ body: Body, as type: ServerMessageType) -> ServerMessageType { type }
 }
 
 private struct ServerBodyCallReading: ServerBodyVisitor {
-  func visit<Body: ServerMessageBody>(_ body: Body) -> CallID? { body.relatedCall }
+  func visit<Body: ServerMessageBody>(_ body: Body, as type: ServerMessageType) -> CallID? { body.relatedCall }
 }
 
 /// The frame: `seq` (a number, a slot, or none) and `type` merged in among the payload's fields.
 private struct ServerFrameWriting: ServerBodyVisitor {
   let seq: WireEncoder.EnvelopeMember?
 
-  func visit<Body: ServerMessageBody>(_ body: Body) -> (bytes: [UInt8], seqSlot: (offset: Int, leadingComma: Bool)?) {
-    let type = WireEncoder.EnvelopeMember.text("type", Body.type.rawValue)
-    guard let seq else { return WireEncoder.encode(body, envelope: type) }
-    return WireEncoder.encode(body, envelope: seq, type)
-  }
-}
-
-// MARK: - The `{callId, from}` messages
-
-/// Which message a `PeerEvent` travels as: three messages share that payload.
-protocol PeerEventTag: Sendable {
-  static var type: ServerMessageType { get }
-}
-
-enum RingingEventTag: PeerEventTag { static let type = ServerMessageType.ringing }
-enum EndOfCandidatesEventTag: PeerEventTag { static let type = ServerMessageType.endOfCandidates }
-enum IceRestartRequestEventTag: PeerEventTag { static let type = ServerMessageType.iceRestartRequest }
-
-/// A `PeerEvent` as the message `Tag` names.
-struct TypedPeerEvent<Tag: PeerEventTag>: ServerCallMessageBody, Hashable {
-  static var type: ServerMessageType { Tag.type }
-  var event: ServerMessage.PeerEvent
-  var callId: CallID { event.callId }
-
-  init(_ event: ServerMessage.PeerEvent) {
-    self.event = event
-  }
-
-  init(wirePlaceholder: WirePlaceholder) { self.init(ServerMessage.PeerEvent(wirePlaceholder: wirePlaceholder)) }
-
-  mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
-    try event.wire(&c)
+  func visit<Body: ServerMessageBody>(_ body: Body, as type: ServerMessageType) -> (
+    bytes: [UInt8], seqSlot: (offset: Int, leadingComma: Bool)?
+  ) {
+    let typeMember = WireEncoder.EnvelopeMember.text("type", type.rawValue)
+    guard let seq else { return WireEncoder.encode(body, envelope: typeMember) }
+    return WireEncoder.encode(body, envelope: seq, typeMember)
   }
 }
 
