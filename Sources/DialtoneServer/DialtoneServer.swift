@@ -35,11 +35,12 @@ public final class DialtoneServer: Sendable {
       configuration: configuration, store: callStore, clock: clock, log: log.scoped("push"))
     let sink = FanOutSink(sinks: [recorder] + (pushes.map { [$0] } ?? []))
     let router = CallRouter(
-      settings: .init(ringTimeout: configuration.ringTimeout, reconnectGrace: configuration.reconnectGrace))
+      settings: .init(
+        ringTimeout: .seconds(configuration.ringTimeout), reconnectGrace: .seconds(configuration.reconnectGrace)))
     let executor = NetworkExecutor()
     hub = SignalingHub(
       settings: .init(
-        helloTimeout: configuration.helloTimeout, resumeWindow: configuration.resumeWindow,
+        helloTimeout: .seconds(configuration.helloTimeout), resumeWindow: .seconds(configuration.resumeWindow),
         heartbeatSeconds: configuration.heartbeatSeconds, maxMessageBytes: Limits.maxMessageBytes),
       clock: clock, authenticator: authenticator, iceServers: iceServers, router: router,
       effectSink: sink, executor: executor, log: log.scoped("signaling"))

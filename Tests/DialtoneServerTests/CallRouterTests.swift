@@ -43,7 +43,7 @@ struct CallRouterTests {
     #expect(sends(effects).map(\.1) == [.user(userId: "bob", exceptDevice: nil)])
     #expect(
       effects.contains {
-        if case .schedule(let t, 45) = $0 { return t.kind == .ring }
+        if case .schedule(let t, .seconds(45)) = $0 { return t.kind == .ring }
         return false
       })
     #expect(
@@ -57,7 +57,7 @@ struct CallRouterTests {
     var router = CallRouter()
     _ = ringing(&router)
     let drop = router.deviceDisconnected(alice, now: t0.addingTimeInterval(1))
-    guard case .schedule(let timer, 30) = drop.first else {
+    guard case .schedule(let timer, .seconds(30)) = drop.first else {
       Issue.record("no grace timer")
       return
     }
@@ -101,7 +101,7 @@ struct CallRouterTests {
   }
 
   @Test func endedCallsAreForgottenAfterTheRetention() {
-    var router = CallRouter(settings: .init(endedRetention: 600))
+    var router = CallRouter(settings: .init(endedRetention: .seconds(600)))
     _ = ringing(&router)
     _ = router.handle(ClientEnvelope(id: "c", message: .cancel(.init(callId: "call-1"))), from: alice, now: t0)
     #expect(router.callState("call-1", visibleTo: bobPhone)?.endReason == .cancelled)

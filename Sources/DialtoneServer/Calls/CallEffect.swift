@@ -21,7 +21,7 @@ struct CallTimer: Sendable, Hashable {
 /// What the router wants done; the hub carries it out, so the router stays a pure state machine.
 enum CallEffect: Sendable {
   case send(ServerMessage, to: Recipient)
-  case schedule(CallTimer, after: Double)
+  case schedule(CallTimer, after: Duration)
   case cancel(CallTimer)
   case external(CallEvent)
 }

@@ -1,4 +1,5 @@
 import DialtoneProtocol
+import DialtoneSupport
 import Foundation
 
 /// The server-side call state machine for 1:1 calls.
@@ -11,10 +12,10 @@ import Foundation
 /// the hub applies, so tests drive it without sockets or real time.
 struct CallRouter {
   struct Settings: Sendable {
-    var ringTimeout: Double = 45
-    var reconnectGrace: Double = 30
+    var ringTimeout: Duration = .seconds(45)
+    var reconnectGrace: Duration = .seconds(30)
     /// Ended calls stay queryable with `get-call` this long.
-    var endedRetention: Double = 600
+    var endedRetention: Duration = .seconds(600)
     /// Caller signaling held for late callee devices while a call rings.
     var maxBufferedSignals = 512
   }
@@ -383,7 +384,7 @@ struct CallRouter {
 
   private mutating func pruneEnded(now: Date) {
     var drop = 0
-    while drop < endedOrder.count, now.timeIntervalSince(endedOrder[drop].1) > settings.endedRetention {
+    while drop < endedOrder.count, now.timeIntervalSince(endedOrder[drop].1) > settings.endedRetention.seconds {
       let id = endedOrder[drop].0
       calls.removeValue(forKey: id)
       drop += 1

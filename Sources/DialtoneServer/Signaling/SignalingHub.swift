@@ -13,8 +13,8 @@ import Foundation
 /// and hands call messages to `CallRouter`, whose effects it then applies.
 public actor SignalingHub {
   struct Settings: Sendable {
-    var helloTimeout: Double
-    var resumeWindow: Double
+    var helloTimeout: Duration
+    var resumeWindow: Duration
     var heartbeatSeconds: Int
     var maxMessageBytes: Int
   }
@@ -94,7 +94,7 @@ public actor SignalingHub {
   func handle(_ event: HubEvent) {
     switch event {
     case .opened(let connection, let request):
-      let timer = clock.schedule(after: .seconds(settings.helloTimeout)) { [self] in
+      let timer = clock.schedule(after: settings.helloTimeout) { [self] in
         deliver(.helloDeadline(socketID: connection.id))
       }
       sockets[connection.id] = SocketState(connection: connection, headerToken: request.bearerToken, helloTimer: timer)
@@ -117,7 +117,8 @@ public actor SignalingHub {
     case .helloDeadline(let socketID):
       guard let state = sockets[socketID], state.session == nil else { return }
       state.connection.close(
-        code: UInt16(CloseCode.helloTimeout.rawValue), reason: "no hello within \(Int(settings.helloTimeout)) s")
+        code: UInt16(CloseCode.helloTimeout.rawValue), reason: "no hello within \(Int(settings.helloTimeout.seconds)) s"
+      )
 
     case .sessionExpiry(let sessionID):
       sessionTimers.removeValue(forKey: sessionID)
@@ -233,7 +234,7 @@ public actor SignalingHub {
     session.detach(now: now)
     let id = session.id
     sessionTimers[id]?.cancel()
-    sessionTimers[id] = clock.schedule(after: .seconds(settings.resumeWindow)) { [self] in
+    sessionTimers[id] = clock.schedule(after: settings.resumeWindow) { [self] in
       deliver(.sessionExpiry(sessionID: id))
     }
     apply(router.deviceDisconnected(session.identity, now: now))
@@ -323,9 +324,9 @@ public actor SignalingHub {
             for (deviceId, session) in sessions where deviceId != exceptDevice { session.deliver(frame) }
           }
         }
-      case .schedule(let timer, let seconds):
+      case .schedule(let timer, let delay):
         callTimers[timer]?.cancel()
-        callTimers[timer] = clock.schedule(after: .seconds(seconds)) { [self] in deliver(.callTimer(timer)) }
+        callTimers[timer] = clock.schedule(after: delay) { [self] in deliver(.callTimer(timer)) }
       case .cancel(let timer):
         callTimers.removeValue(forKey: timer)?.cancel()
       case .external(let event):
