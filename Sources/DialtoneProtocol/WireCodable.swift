@@ -48,21 +48,22 @@ public struct WireText: Sendable {
   var isCallID: Bool
 
   public init(minBytes: Int = 1, maxBytes: Int? = nil, tooLarge: Bool = false) {
+    self.init(minBytes: minBytes, maxBytes: maxBytes, tooLarge: tooLarge, isCallID: false)
+  }
+
+  init(minBytes: Int, maxBytes: Int?, tooLarge: Bool, isCallID: Bool) {
     self.minBytes = minBytes
     self.maxBytes = maxBytes
     self.tooLarge = tooLarge
-    self.isCallID = false
+    self.isCallID = isCallID
   }
 
   /// Any string, empty included.
   public static let any = WireText(minBytes: 0)
   /// A non-empty string.
   public static let nonEmpty = WireText()
-  public static let callId: WireText = {
-    var rule = WireText()
-    rule.isCallID = true
-    return rule
-  }()
+  /// `CallIDRules` (length and characters) under strict decoding.
+  public static let callId = WireText(minBytes: 1, maxBytes: nil, tooLarge: false, isCallID: true)
   public static let userId = WireText(maxBytes: Limits.maxUserIDBytes)
   public static let deviceId = WireText(maxBytes: Limits.maxDeviceIDBytes)
   public static let name = WireText(minBytes: 0, maxBytes: Limits.maxNameBytes)
