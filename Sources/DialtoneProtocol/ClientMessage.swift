@@ -18,9 +18,32 @@ public enum ClientMessageType: String, Sendable, Equatable, CaseIterable {
   case endOfCandidates = "end-of-candidates"
   case iceRestartRequest = "ice-restart-request"
   case getCall = "get-call"
+  case groupCreate = "group-create"
+  case groupRinging = "group-ringing"
+  case groupDecline = "group-decline"
+  case groupJoin = "group-join"
+  case groupLeave = "group-leave"
+  case groupEnd = "group-end"
+  case roomJoin = "room-join"
+  case groupOffer = "group-offer"
+  case groupAnswer = "group-answer"
+  case groupCandidate = "group-candidate"
+  case groupEndOfCandidates = "group-end-of-candidates"
+  case getGroup = "get-group"
 
   /// Whether messages of this type carry an `id` (all but `ack`).
   public var hasID: Bool { self != .ack }
+
+  /// Whether the type belongs to group calls (`group-*`, `room-join`, `get-group`).
+  public var isGroupCall: Bool {
+    switch self {
+    case .groupCreate, .groupRinging, .groupDecline, .groupJoin, .groupLeave, .groupEnd, .roomJoin, .groupOffer,
+      .groupAnswer, .groupCandidate, .groupEndOfCandidates, .getGroup:
+      return true
+    default:
+      return false
+    }
+  }
 }
 
 /// A client message's payload: its fields without the envelope (`type`, `id`).
@@ -94,6 +117,30 @@ public enum ClientMessage: Sendable, Equatable {
   case iceRestartRequest(CallAction)
   /// Fetch a call's state; answered with `ack` carrying `call`.
   case getCall(CallAction)
+  /// Start a group call and ring its members.
+  case groupCreate(GroupCreate)
+  /// A member's device is alerting its user.
+  case groupRinging(CallAction)
+  /// A member declines the ring (for all of the member's devices).
+  case groupDecline(CallAction)
+  /// A member's device joins the call (answering the ring, or later while the call lasts).
+  case groupJoin(CallAction)
+  /// A participant leaves; the call goes on for the others.
+  case groupLeave(CallAction)
+  /// The creator ends the call for everyone (before anyone joined: cancels it).
+  case groupEnd(CallAction)
+  /// Join (or start) the call of an app-defined room, without ringing anyone.
+  case roomJoin(RoomJoin)
+  /// The SDP offer of the sender's `publisher` stream (Janus).
+  case groupOffer(GroupDescription)
+  /// The SDP answer to the server's offer of a stream (Janus).
+  case groupAnswer(GroupDescription)
+  /// One trickled candidate of one of the sender's streams (Janus).
+  case groupCandidate(GroupCandidate)
+  /// No more candidates on one of the sender's streams (Janus).
+  case groupEndOfCandidates(GroupStream)
+  /// Fetch a group call's state; answered with `ack` carrying `group`.
+  case getGroup(CallAction)
 
   /// Runs `visitor` on the payload at its concrete type (so the work is specialised per
   /// message). With `decode`, the one place a case meets its payload type.
@@ -115,6 +162,18 @@ public enum ClientMessage: Sendable, Equatable {
     case .endOfCandidates(let m): return visitor.visit(m, as: .endOfCandidates)
     case .iceRestartRequest(let m): return visitor.visit(m, as: .iceRestartRequest)
     case .getCall(let m): return visitor.visit(m, as: .getCall)
+    case .groupCreate(let m): return visitor.visit(m, as: .groupCreate)
+    case .groupRinging(let m): return visitor.visit(m, as: .groupRinging)
+    case .groupDecline(let m): return visitor.visit(m, as: .groupDecline)
+    case .groupJoin(let m): return visitor.visit(m, as: .groupJoin)
+    case .groupLeave(let m): return visitor.visit(m, as: .groupLeave)
+    case .groupEnd(let m): return visitor.visit(m, as: .groupEnd)
+    case .roomJoin(let m): return visitor.visit(m, as: .roomJoin)
+    case .groupOffer(let m): return visitor.visit(m, as: .groupOffer)
+    case .groupAnswer(let m): return visitor.visit(m, as: .groupAnswer)
+    case .groupCandidate(let m): return visitor.visit(m, as: .groupCandidate)
+    case .groupEndOfCandidates(let m): return visitor.visit(m, as: .groupEndOfCandidates)
+    case .getGroup(let m): return visitor.visit(m, as: .getGroup)
     }
   }
 
@@ -136,6 +195,18 @@ public enum ClientMessage: Sendable, Equatable {
     case .endOfCandidates: return .endOfCandidates(try d.body())
     case .iceRestartRequest: return .iceRestartRequest(try d.body())
     case .getCall: return .getCall(try d.body())
+    case .groupCreate: return .groupCreate(try d.body())
+    case .groupRinging: return .groupRinging(try d.body())
+    case .groupDecline: return .groupDecline(try d.body())
+    case .groupJoin: return .groupJoin(try d.body())
+    case .groupLeave: return .groupLeave(try d.body())
+    case .groupEnd: return .groupEnd(try d.body())
+    case .roomJoin: return .roomJoin(try d.body())
+    case .groupOffer: return .groupOffer(try d.body())
+    case .groupAnswer: return .groupAnswer(try d.body())
+    case .groupCandidate: return .groupCandidate(try d.body())
+    case .groupEndOfCandidates: return .groupEndOfCandidates(try d.body())
+    case .getGroup: return .getGroup(try d.body())
     }
   }
 

@@ -28,12 +28,21 @@ public struct IncomingCallPush: WireCodable, Hashable {
   public var hasVideo: Bool
   /// When the call was created, ms since the Unix epoch.
   public var createdAt: Int64
+  /// Set for a group call ring: how many members it has (the creator included). The caller
+  /// fields then describe the creator, and the device answers with `group-join`.
+  public var memberCount: Int64?
+  /// A group call's title, if it has one.
+  public var title: String?
+
+  public var isGroup: Bool { memberCount != nil }
 
   /// `callerHandle` defaults to `callerId`.
   public init(
     callId: CallID, callerId: String, callerDeviceId: String? = nil, callerName: String? = nil,
-    callerHandle: String? = nil, hasVideo: Bool, createdAt: Int64
+    callerHandle: String? = nil, hasVideo: Bool, createdAt: Int64, memberCount: Int64? = nil, title: String? = nil
   ) {
+    self.memberCount = memberCount
+    self.title = title
     self.callId = callId
     self.callerId = callerId
     self.callerDeviceId = callerDeviceId
@@ -63,6 +72,8 @@ public struct IncomingCallPush: WireCodable, Hashable {
     try c.pushInteger("createdAt", &createdAt)
     try c.marker("dialtone", Self.formatVersion, missing: notDialtonePush)
     try c.pushBool("hasVideo", &hasVideo)
+    try c.pushInteger("memberCount", &memberCount)
+    try c.string("title", &title, .title)
     try c.constant("type", "incoming-call")
     callerHandle = handle ?? callerId
   }
@@ -80,6 +91,8 @@ public struct IncomingCallPush: WireCodable, Hashable {
     ]
     if let callerDeviceId { data["callerDeviceId"] = callerDeviceId }
     if let callerName { data["callerName"] = callerName }
+    if let memberCount { data["memberCount"] = String(memberCount) }
+    if let title { data["title"] = title }
     return data
   }
 

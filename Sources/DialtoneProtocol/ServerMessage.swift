@@ -14,6 +14,14 @@ public enum ServerMessageType: String, Sendable, Equatable, CaseIterable {
   case endOfCandidates = "end-of-candidates"
   case iceRestartRequest = "ice-restart-request"
   case callEnded = "call-ended"
+  case groupInvite = "group-invite"
+  case groupUpdate = "group-update"
+  case groupMedia = "group-media"
+  case groupOffer = "group-offer"
+  case groupAnswer = "group-answer"
+  case groupCandidate = "group-candidate"
+  case groupStreamEnded = "group-stream-ended"
+  case groupEnded = "group-ended"
 }
 
 /// A server message's payload: its fields without the envelope (`type`, `seq`).
@@ -61,6 +69,22 @@ public enum ServerMessage: Sendable, Equatable {
   case iceRestartRequest(PeerEvent)
   /// The call ended (for this device).
   case callEnded(CallEnded)
+  /// A group call rings this member's device.
+  case groupInvite(GroupInvite)
+  /// A group call's participant list changed (to every member's devices).
+  case groupUpdate(GroupUpdate)
+  /// How the joined device reaches the group call's media.
+  case groupMedia(GroupMedia)
+  /// The SFU offers a stream (another participant's media).
+  case groupOffer(GroupDescription)
+  /// The SFU answers the device's publisher offer.
+  case groupAnswer(GroupDescription)
+  /// One of the SFU's candidates for a stream.
+  case groupCandidate(GroupCandidate)
+  /// An offered stream is gone.
+  case groupStreamEnded(GroupStreamEnded)
+  /// The group call is over for this device.
+  case groupEnded(GroupEnded)
   /// A message type this library does not know (sent by a newer server). Clients ignore it,
   /// but still acknowledge its seq. Only produced by lenient decoding.
   case unknown(Unknown)
@@ -130,11 +154,14 @@ public enum ServerMessage: Sendable, Equatable {
     public var callId: CallID?
     /// Set when answering `get-call`.
     public var call: CallState?
+    /// Set when answering `group-create`, `group-join`, `room-join` and `get-group`.
+    public var group: GroupCallState?
 
-    public init(replyTo: String, callId: CallID? = nil, call: CallState? = nil) {
+    public init(replyTo: String, callId: CallID? = nil, call: CallState? = nil, group: GroupCallState? = nil) {
       self.replyTo = replyTo
       self.callId = callId
       self.call = call
+      self.group = group
     }
 
     public init(wirePlaceholder _: WirePlaceholder) { self.init(replyTo: "") }
@@ -142,6 +169,7 @@ public enum ServerMessage: Sendable, Equatable {
     public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
       try c.object("call", &call)
       try c.string("callId", &callId, .callId)
+      try c.object("group", &group)
       try c.string("replyTo", &replyTo, .nonEmpty)
     }
   }
@@ -372,6 +400,14 @@ public enum ServerMessage: Sendable, Equatable {
     case .ringing(let m): return visitor.visit(m, as: .ringing)
     case .endOfCandidates(let m): return visitor.visit(m, as: .endOfCandidates)
     case .iceRestartRequest(let m): return visitor.visit(m, as: .iceRestartRequest)
+    case .groupInvite(let m): return visitor.visit(m, as: .groupInvite)
+    case .groupUpdate(let m): return visitor.visit(m, as: .groupUpdate)
+    case .groupMedia(let m): return visitor.visit(m, as: .groupMedia)
+    case .groupOffer(let m): return visitor.visit(m, as: .groupOffer)
+    case .groupAnswer(let m): return visitor.visit(m, as: .groupAnswer)
+    case .groupCandidate(let m): return visitor.visit(m, as: .groupCandidate)
+    case .groupStreamEnded(let m): return visitor.visit(m, as: .groupStreamEnded)
+    case .groupEnded(let m): return visitor.visit(m, as: .groupEnded)
     case .unknown: return nil
     }
   }
@@ -390,6 +426,14 @@ public enum ServerMessage: Sendable, Equatable {
     case .ringing: return .ringing(try d.body())
     case .endOfCandidates: return .endOfCandidates(try d.body())
     case .iceRestartRequest: return .iceRestartRequest(try d.body())
+    case .groupInvite: return .groupInvite(try d.body())
+    case .groupUpdate: return .groupUpdate(try d.body())
+    case .groupMedia: return .groupMedia(try d.body())
+    case .groupOffer: return .groupOffer(try d.body())
+    case .groupAnswer: return .groupAnswer(try d.body())
+    case .groupCandidate: return .groupCandidate(try d.body())
+    case .groupStreamEnded: return .groupStreamEnded(try d.body())
+    case .groupEnded: return .groupEnded(try d.body())
     }
   }
 

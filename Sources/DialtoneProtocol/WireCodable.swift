@@ -121,6 +121,8 @@ public protocol WireCoder {
   mutating func pushBool(_ key: StaticString, _ value: inout Bool) throws(Failure)
   /// Push data: a non-negative integer, or its decimal string.
   mutating func pushInteger(_ key: StaticString, _ value: inout Int64) throws(Failure)
+  /// Like `pushInteger`, absent allowed.
+  mutating func pushInteger(_ key: StaticString, _ value: inout Int64?) throws(Failure)
   /// A string that must have exactly this value.
   mutating func constant(_ key: StaticString, _ value: StaticString) throws(Failure)
   /// A member that must be present, whatever its value; written as `value`.

@@ -249,6 +249,16 @@ public struct WireDecoder: WireCoder {
     }
   }
 
+  public mutating func pushInteger(_ key: StaticString, _ value: inout Int64?) throws(ProtocolError) {
+    guard self.value(key) != nil else {
+      value = nil
+      return
+    }
+    var read: Int64 = 0
+    try pushInteger(key, &read)
+    value = read
+  }
+
   public mutating func constant(_ key: StaticString, _ value: StaticString) throws(ProtocolError) {
     var read = ""
     try string(key, &read, .nonEmpty)

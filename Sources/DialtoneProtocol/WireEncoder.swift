@@ -215,6 +215,10 @@ public struct WireEncoder: WireCoder {
     integer(key, &value, 0...Int64.max)
   }
 
+  public mutating func pushInteger(_ key: StaticString, _ value: inout Int64?) {
+    integer(key, &value, 0...Int64.max)
+  }
+
   public mutating func constant(_ key: StaticString, _ value: StaticString) {
     self.key(key)
     out.append(UInt8(ascii: "\""))

@@ -269,7 +269,8 @@ public struct CallEngineMachine: Sendable {
       return end(.remote(m.reason), notify: nil)
     case .error(let m):
       return state == .calling ? end(.error("server: \(m.code)"), notify: nil) : []
-    case .endOfCandidates, .invite, .welcome, .ack, .unknown:
+    case .endOfCandidates, .invite, .welcome, .ack, .unknown, .groupInvite, .groupUpdate, .groupMedia, .groupOffer,
+      .groupAnswer, .groupCandidate, .groupStreamEnded, .groupEnded:
       return []
     }
   }

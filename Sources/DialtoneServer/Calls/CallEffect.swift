@@ -13,6 +13,8 @@ struct CallTimer: Sendable, Hashable {
     case ring
     /// A participant device's socket dropped; the call ends if it is not back in time.
     case grace(userId: String, deviceId: String)
+    /// One member of a group call is being rung; the ring ends as missed when it fires.
+    case memberRing(userId: String)
   }
   let callId: CallID
   let kind: Kind
@@ -24,6 +26,22 @@ enum CallEffect: Sendable {
   case schedule(CallTimer, after: Duration)
   case cancel(CallTimer)
   case external(CallEvent)
+  /// Work for the group call's media server (`SFUBackend`).
+  case sfu(SFUCommand)
+}
+
+/// What the group router asks of the media server. Results come back as `SFUEvent`s.
+enum SFUCommand: Sendable, Equatable {
+  /// A group call started: make its room.
+  case open(callId: CallID, video: Bool)
+  /// A device joined the call: give it a way into the room.
+  case join(callId: CallID, participant: Identity)
+  /// A device left the call (or its grace ran out): take it out of the room.
+  case leave(callId: CallID, participant: Identity)
+  /// The call ended: close the room.
+  case close(callId: CallID)
+  /// A negotiation message from a joined device (group-offer / -answer / -candidate / -end-of-candidates).
+  case signal(callId: CallID, participant: Identity, message: ClientMessage)
 }
 
 /// Call events other subsystems act on (storage, push).
@@ -32,13 +50,33 @@ public enum CallEvent: Sendable {
   case ringing(callId: CallID, caller: Peer, calleeId: String, video: Bool, createdAt: Date)
   /// A call ended; `record` is what the history keeps.
   case ended(CallRecord)
+  /// A group call started ringing `memberId`'s devices.
+  case groupRinging(GroupRing)
+  /// `memberId`'s ring stopped (joined, declined, missed, or the call ended).
+  case groupRingStopped(callId: CallID, memberId: String)
+  /// A group call ended.
+  case groupEnded(GroupCallRecord)
 
   var userId: String {
     switch self {
     case .ringing(_, _, let calleeId, _, _): return calleeId
     case .ended(let record): return record.calleeId
+    case .groupRinging(let ring): return ring.memberId
+    case .groupRingStopped(_, let memberId): return memberId
+    case .groupEnded(let record): return record.creatorId
     }
   }
+}
+
+/// A group call ringing one member (what a push for it says).
+public struct GroupRing: Sendable, Equatable {
+  public let callId: CallID
+  public let creator: Peer
+  public let memberId: String
+  public let title: String?
+  public let memberCount: Int
+  public let video: Bool
+  public let createdAt: Date
 }
 
 /// Receives `CallEvent`s together with the devices of the event's user that have a live socket.

@@ -96,8 +96,8 @@ struct CallRouter {
     case .getCall(let m):
       guard let state = callState(m.callId, visibleTo: who) else { return notFound(id, m.callId) }
       return Outcome(reply: .ack(.init(replyTo: id, callId: m.callId, call: state)))
-    case .hello, .ack, .ping:
-      return Outcome(reply: .error(.init(replyTo: id, code: .internal, message: "not a call message")))
+    default:
+      return Outcome(reply: .error(.init(replyTo: id, code: .internal, message: "not a 1:1 call message")))
     }
   }
 
@@ -319,6 +319,8 @@ struct CallRouter {
       } else {
         return []
       }
+    case .memberRing:
+      return []
     }
     calls[call.id] = call
     return effects

@@ -20,8 +20,9 @@ final class PushDispatcher: CallEffectSink, Sendable {
   private let routes: [PushTokenKind: (provider: any PushProvider, purpose: PushPurpose)]
   private let retry: RetryPolicy
   private let log: Log
-  /// Calls still ringing, with the caller's display name (for a missed-call notification).
-  private let ringingCalls = Locked<[CallID: String?]>([:])
+  /// Rings still going (a 1:1 call by its id, a group member by `ringKey`), with the caller's
+  /// display name (for a missed-call notification).
+  private let ringingCalls = Locked<[String: String?]>([:])
   private let inFlight = PushTracker()
 
   init(store: any DeviceStore, providers: [any PushProvider], retry: RetryPolicy = RetryPolicy(), log: Log) {
@@ -43,25 +44,44 @@ final class PushDispatcher: CallEffectSink, Sendable {
         callId: callId, callerId: caller.userId, callerDeviceId: caller.deviceId,
         callerName: caller.name, callerHandle: caller.userId, hasVideo: video,
         createdAt: createdAt.millisecondsSince1970)
-      inFlight.start { await self.push(.incomingCall(push), to: calleeId, skipping: connectedDevices, callId: callId) }
+      inFlight.start { await self.push(.incomingCall(push), to: calleeId, skipping: connectedDevices, ringKey: callId) }
     case .ended(let record):
       let callerName = ringingCalls.withLock { $0.removeValue(forKey: record.callId) } ?? nil
       if record.endReason == .missed {
         let push = MissedCallPush(callId: record.callId, callerId: record.callerId, callerName: callerName)
-        inFlight.start { await self.push(.missedCall(push), to: record.calleeId, skipping: [], callId: nil) }
+        inFlight.start { await self.push(.missedCall(push), to: record.calleeId, skipping: [], ringKey: nil) }
       }
+    case .groupRinging(let ring):
+      let key = Self.ringKey(ring.callId, ring.memberId)
+      ringingCalls.withLock { _ = $0.updateValue(ring.creator.name, forKey: key) }
+      let push = IncomingCallPush(
+        callId: ring.callId, callerId: ring.creator.userId, callerDeviceId: ring.creator.deviceId,
+        callerName: ring.creator.name, callerHandle: ring.creator.userId, hasVideo: ring.video,
+        createdAt: ring.createdAt.millisecondsSince1970, memberCount: Int64(ring.memberCount), title: ring.title)
+      inFlight.start {
+        await self.push(.incomingCall(push), to: ring.memberId, skipping: connectedDevices, ringKey: key)
+      }
+    case .groupRingStopped(let callId, let memberId):
+      ringingCalls.withLock { _ = $0.removeValue(forKey: Self.ringKey(callId, memberId)) }
+    case .groupEnded:
+      break
     }
   }
 
   /// Waits for every push started so far (tests, shutdown).
   func drain() async { await inFlight.waitForAll() }
 
-  private func isRinging(_ callId: CallID) -> Bool { ringingCalls.withLock { $0[callId] != nil } }
+  private func isRinging(_ key: String) -> Bool { ringingCalls.withLock { $0[key] != nil } }
+
+  /// A group call rings each member on its own: its rings are kept per member. "/" never
+  /// appears in a call id, so the keys cannot meet a 1:1 call's.
+  private static func ringKey(_ callId: CallID, _ memberId: String) -> String { callId + "/" + memberId }
 
   /// Sends `message` to every token of the user's installations (except connected devices)
-  /// whose provider delivers that kind of message, all at once. `callId`: the call a ring is
+  /// whose provider delivers that kind of message, all at once. `ringKey`: the ring a push is
   /// for, whose retries stop when it stops ringing.
-  private func push(_ message: PushMessage, to userId: String, skipping connected: Set<String>, callId: CallID?) async {
+  private func push(_ message: PushMessage, to userId: String, skipping connected: Set<String>, ringKey: String?) async
+  {
     let devices: [StoredDevice]
     do { devices = try await store.devices(of: userId) } catch {
       log.error("push: cannot read devices of \(userId): \(error)")
@@ -72,7 +92,7 @@ final class PushDispatcher: CallEffectSink, Sendable {
         for token in device.tokens {
           guard let route = routes[token.kind], route.purpose == message.purpose else { continue }
           group.addTask {
-            await self.deliver(token: token, callId: callId) { await route.provider.send(message, to: token) }
+            await self.deliver(token: token, ringKey: ringKey) { await route.provider.send(message, to: token) }
           }
         }
       }
@@ -80,11 +100,11 @@ final class PushDispatcher: CallEffectSink, Sendable {
   }
 
   /// Sends with exponential backoff; a call push is retried only while its call still rings.
-  private func deliver(token: PushToken, callId: CallID?, _ attempt: () async -> PushOutcome) async {
+  private func deliver(token: PushToken, ringKey: String?, _ attempt: () async -> PushOutcome) async {
     let kind = token.kind
     var delay = retry.firstDelay
     for number in 1...retry.maxAttempts {
-      if let callId, !isRinging(callId) { return }
+      if let ringKey, !isRinging(ringKey) { return }
       switch await attempt() {
       case .delivered:
         log.debug("push \(kind) delivered (attempt \(number))")

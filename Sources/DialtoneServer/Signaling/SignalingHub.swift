@@ -40,6 +40,8 @@ public actor SignalingHub {
   private let iceServers: IceServerIssuer
   private let log: Log
   private var router: CallRouter
+  private var groups: GroupCallRouter
+  private let sfu: (any SFUBackend)?
   private let effectSink: any CallEffectSink
 
   private var sockets: [UInt64: SocketState] = [:]
@@ -54,13 +56,16 @@ public actor SignalingHub {
 
   init(
     settings: Settings, clock: any DialtoneClock, authenticator: TokenAuthenticator, iceServers: IceServerIssuer,
-    router: CallRouter, effectSink: any CallEffectSink, executor: NetworkExecutor, log: Log
+    router: CallRouter, groups: GroupCallRouter = GroupCallRouter(), sfu: (any SFUBackend)? = nil,
+    effectSink: any CallEffectSink, executor: NetworkExecutor, log: Log
   ) {
     self.settings = settings
     self.clock = clock
     self.authenticator = authenticator
     self.iceServers = iceServers
     self.router = router
+    self.groups = groups
+    self.sfu = sfu
     self.effectSink = effectSink
     self.log = log
     self.executor = executor
@@ -87,6 +92,10 @@ public actor SignalingHub {
 
   func callState(_ callId: CallID, for identity: Identity) -> CallState? {
     router.callState(callId, visibleTo: identity)
+  }
+
+  func groupState(_ callId: CallID, for identity: Identity) -> GroupCallState? {
+    groups.state(callId, visibleTo: identity)
   }
 
   // MARK: - Events
@@ -127,7 +136,14 @@ public actor SignalingHub {
 
     case .callTimer(let timer):
       callTimers.removeValue(forKey: timer)
-      apply(router.timerFired(timer, now: clock.now))
+      if groups.knows(timer.callId) {
+        apply(groups.timerFired(timer, now: clock.now))
+      } else {
+        apply(router.timerFired(timer, now: clock.now))
+      }
+
+    case .sfu(let event):
+      handleSFU(event)
     }
   }
 
@@ -219,6 +235,7 @@ public actor SignalingHub {
       log.debug("new session \(session.id) for \(identity.userId)/\(identity.deviceId)")
     }
     apply(router.deviceConnected(identity, newSession: !resumed, now: now))
+    apply(groups.deviceConnected(identity, newSession: !resumed))
   }
 
   private func newSession(_ identity: Identity, _ connection: WebSocketConnection, _ now: Date) -> DeliverySession {
@@ -238,6 +255,7 @@ public actor SignalingHub {
       deliver(.sessionExpiry(sessionID: id))
     }
     apply(router.deviceDisconnected(session.identity, now: now))
+    apply(groups.deviceDisconnected(session.identity))
   }
 
   private func discard(_ session: DeliverySession) {
@@ -285,11 +303,62 @@ public actor SignalingHub {
     case .ping:
       outcome = .init(reply: .ack(.init(replyTo: requestID)))
     default:
-      outcome = router.handle(message, id: requestID, from: session.identity, now: clock.now)
+      outcome = route(message, id: requestID, from: session.identity)
     }
     session.remember(outcome.reply, for: requestID)
     session.deliver(outcome.reply, coalesced: Self.mayWait(outcome.reply, answering: message))
     apply(outcome.effects)
+  }
+
+  /// Group messages go to the group router, the rest to the 1:1 router; a call id names one call
+  /// of either kind, never both.
+  private func route(_ message: ClientMessage, id: String, from who: Identity) -> CallRouter.Outcome {
+    let now = clock.now
+    guard message.type.isGroupCall else {
+      if case .invite(let invite) = message, groups.knows(invite.callId) {
+        return .init(
+          reply: .error(
+            .init(
+              replyTo: id, code: .conflict, message: "callId is already used by another call", callId: invite.callId)))
+      }
+      return router.handle(message, id: id, from: who, now: now)
+    }
+    guard sfu != nil else {
+      return .init(
+        reply: .error(
+          .init(
+            replyTo: id, code: .invalidState,
+            message: "group calls are not enabled on this server (it has no SFU configured)",
+            callId: message.callId)))
+    }
+    let newCallId: CallID?
+    switch message {
+    case .groupCreate(let m): newCallId = m.callId
+    case .roomJoin(let m): newCallId = m.callId
+    default: newCallId = nil
+    }
+    if let newCallId, router.calls[newCallId] != nil {
+      return .init(
+        reply: .error(
+          .init(replyTo: id, code: .conflict, message: "callId is already used by another call", callId: newCallId)))
+    }
+    return groups.handle(message, id: id, from: who, now: now)
+  }
+
+  private func handleSFU(_ event: SFUEvent) {
+    switch event {
+    case .send(let message, let callId, let who):
+      // Results for a device that has left meanwhile are stale.
+      guard groups.isJoined(who, in: callId) else { return }
+      devices[who.userId]?[who.deviceId]?.deliver(message)
+    case .callFailed(let callId, let reason):
+      log.error("group call \(callId): media failed: \(reason)")
+      apply(groups.mediaFailed(callId, now: clock.now))
+    case .participantLeft(let callId, let who):
+      apply(groups.participantLeftMedia(callId, who, now: clock.now))
+    case .roomFinished(let callId):
+      apply(groups.roomFinished(callId, now: clock.now))
+    }
   }
 
   /// Trickled candidates come in bursts from both peers, and nobody waits for their acks: those
@@ -298,7 +367,7 @@ public actor SignalingHub {
   private static func mayWait(_ reply: ServerMessage, answering request: ClientMessage) -> Bool {
     guard case .ack = reply else { return false }
     switch request {
-    case .candidate, .endOfCandidates: return true
+    case .candidate, .endOfCandidates, .groupCandidate, .groupEndOfCandidates: return true
     default: return false
     }
   }
@@ -331,6 +400,8 @@ public actor SignalingHub {
         callTimers.removeValue(forKey: timer)?.cancel()
       case .external(let event):
         effectSink.handle(event, connectedDevices: connectedDeviceIDs(of: event.userId))
+      case .sfu(let command):
+        sfu?.perform(command)
       }
     }
   }

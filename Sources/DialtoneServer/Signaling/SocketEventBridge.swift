@@ -9,6 +9,7 @@ enum HubEvent: Sendable {
   case helloDeadline(socketID: UInt64)
   case sessionExpiry(sessionID: String)
   case callTimer(CallTimer)
+  case sfu(SFUEvent)
 }
 
 /// Adapts `DialtoneNet`'s callbacks (on the network thread, which is the hub's executor) to the hub.

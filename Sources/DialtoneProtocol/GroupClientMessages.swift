@@ -1,0 +1,113 @@
+/// The payloads of the client's group-call messages (docs/protocol.md, "Group calls").
+extension ClientMessage {
+  /// `group-create`: `{callId, members, video?, title?}`. The sender's device is the creator and
+  /// joins at once; every member's devices ring.
+  public struct GroupCreate: CallMessageBody, Hashable {
+    public var callId: CallID
+    /// The user ids to ring (the creator may be listed; it is not rung).
+    public var members: [String]
+    public var video: Bool
+    public var title: String?
+
+    public init(callId: CallID, members: [String], video: Bool = false, title: String? = nil) {
+      self.callId = callId
+      self.members = members
+      self.video = video
+      self.title = title
+    }
+
+    public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", members: []) }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+      try c.strings("members", &members, acceptSingle: false, nonEmpty: true)
+      try c.string("title", &title, .title)
+      try c.bool("video", &video, absent: false)
+    }
+  }
+
+  /// `room-join`: `{room, callId?, video?}`. Joins the live call of an app-defined room, or
+  /// starts one (with `callId`, else one the server picks) when the room has none. Nobody rings.
+  public struct RoomJoin: ClientMessageBody, Hashable {
+    public var room: String
+    public var callId: CallID?
+    public var video: Bool
+
+    public init(room: String, callId: CallID? = nil, video: Bool = false) {
+      self.room = room
+      self.callId = callId
+      self.video = video
+    }
+
+    public init(wirePlaceholder _: WirePlaceholder) { self.init(room: "") }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+      try c.string("room", &room, .roomName)
+      try c.bool("video", &video, absent: false)
+    }
+  }
+
+  /// `group-offer` and `group-answer`: `{callId, stream, sdp}`. The client offers its own
+  /// `publisher` stream and answers the server's offers of the others' streams.
+  public struct GroupDescription: CallMessageBody, Hashable {
+    public var callId: CallID
+    public var stream: String
+    public var sdp: String
+
+    public init(callId: CallID, stream: String, sdp: String) {
+      self.callId = callId
+      self.stream = stream
+      self.sdp = sdp
+    }
+
+    public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", stream: "", sdp: "") }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+      try c.string("sdp", &sdp, .sdp)
+      try c.string("stream", &stream, .streamId)
+    }
+  }
+
+  /// `group-candidate`: `{callId, stream, candidate}`.
+  public struct GroupCandidate: CallMessageBody, Hashable {
+    public var callId: CallID
+    public var stream: String
+    public var candidate: IceCandidate
+
+    public init(callId: CallID, stream: String, candidate: IceCandidate) {
+      self.callId = callId
+      self.stream = stream
+      self.candidate = candidate
+    }
+
+    public init(wirePlaceholder _: WirePlaceholder) {
+      self.init(callId: "", stream: "", candidate: IceCandidate(candidate: ""))
+    }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+      try c.object("candidate", &candidate)
+      try c.string("stream", &stream, .streamId)
+    }
+  }
+
+  /// `group-end-of-candidates`: `{callId, stream}`.
+  public struct GroupStream: CallMessageBody, Hashable {
+    public var callId: CallID
+    public var stream: String
+
+    public init(callId: CallID, stream: String) {
+      self.callId = callId
+      self.stream = stream
+    }
+
+    public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", stream: "") }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+      try c.string("stream", &stream, .streamId)
+    }
+  }
+}

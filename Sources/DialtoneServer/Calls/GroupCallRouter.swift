@@ -1,0 +1,459 @@
+import DialtoneProtocol
+import DialtoneSupport
+import Foundation
+
+/// The server-side state machine of group calls, whose media goes through an SFU.
+///
+///     ringing ──a member joins──▶ active ──creator ends · last one leaves · SFU fails──▶ ended
+///        │
+///        └── creator ends (cancelled) · everyone declined or missed (unanswered) · SFU fails ──▶ ended
+///
+/// Per member: invited ─group-ringing─▶ ringing ─join─▶ joined ─leave / grace─▶ left, and
+/// invited/ringing ─decline─▶ declined, ─ring timeout─▶ missed. Declined, missed and left
+/// members may join again while the call lasts. One device per user is in the call.
+///
+/// A pure value like `CallRouter`: every input returns the reply and the effects (messages,
+/// timers, SFU commands, events) that the hub applies.
+struct GroupCallRouter {
+  struct Settings: Sendable {
+    /// Most members `group-create` may ring, the creator not counted.
+    var ringLimit = 16
+    /// Most members a call may hold (a room by name grows as people join).
+    var maxMembers = 32
+    var ringTimeout: Duration = .seconds(45)
+    var reconnectGrace: Duration = .seconds(30)
+    var endedRetention: Duration = .seconds(600)
+  }
+
+  struct Member {
+    let userId: String
+    var name: String?
+    var state: GroupMemberState
+    var deviceId: String?
+    var joinedAt: Date?
+    var leftAt: Date?
+    var firstJoinedAt: Date?
+    /// Time in the call over the member's earlier joins.
+    var inCall: TimeInterval = 0
+  }
+
+  struct Call {
+    let id: CallID
+    let creator: Identity
+    let title: String?
+    let room: String?
+    let video: Bool
+    let createdAt: Date
+    var phase: GroupPhase
+    var endedAt: Date?
+    var endReason: GroupEndReason?
+    var members: [Member]
+
+    func index(of userId: String) -> Int? { members.firstIndex { $0.userId == userId } }
+    func isJoinedDevice(_ who: Identity) -> Bool {
+      members.contains { $0.userId == who.userId && $0.state == .joined && $0.deviceId == who.deviceId }
+    }
+    var joinedCount: Int { members.count { $0.state == .joined } }
+  }
+
+  typealias Outcome = CallRouter.Outcome
+
+  let settings: Settings
+  private(set) var calls: [CallID: Call] = [:]
+  /// Live calls of rooms joined by name.
+  private var rooms: [String: CallID] = [:]
+  private var endedOrder: [(CallID, Date)] = []
+
+  init(settings: Settings = Settings()) { self.settings = settings }
+
+  func knows(_ callId: CallID) -> Bool { calls[callId] != nil }
+
+  // MARK: - Requests
+
+  mutating func handle(_ message: ClientMessage, id: String, from who: Identity, now: Date) -> Outcome {
+    pruneEnded(now: now)
+    switch message {
+    case .groupCreate(let m): return create(m, id: id, from: who, now: now)
+    case .roomJoin(let m): return joinRoom(m, id: id, from: who, now: now)
+    case .groupRinging(let m): return ringing(m.callId, id: id, from: who)
+    case .groupDecline(let m): return decline(m.callId, id: id, from: who, now: now)
+    case .groupJoin(let m): return join(m.callId, id: id, from: who, now: now)
+    case .groupLeave(let m): return leave(m.callId, id: id, from: who, now: now)
+    case .groupEnd(let m): return end(m.callId, id: id, from: who, now: now)
+    case .getGroup(let m):
+      guard let call = calls[m.callId], call.index(of: who.userId) != nil else { return notFound(id, m.callId) }
+      return Outcome(reply: ack(id, call))
+    case .groupOffer(let m): return relay(message, m.callId, id: id, from: who)
+    case .groupAnswer(let m): return relay(message, m.callId, id: id, from: who)
+    case .groupCandidate(let m): return relay(message, m.callId, id: id, from: who)
+    case .groupEndOfCandidates(let m): return relay(message, m.callId, id: id, from: who)
+    default:
+      return Outcome(reply: .error(.init(replyTo: id, code: .internal, message: "not a group call message")))
+    }
+  }
+
+  private mutating func create(_ m: ClientMessage.GroupCreate, id: String, from who: Identity, now: Date) -> Outcome {
+    var invited: [String] = []
+    for userId in m.members where userId != who.userId && !invited.contains(userId) {
+      guard !userId.isEmpty, userId.utf8.count <= Limits.maxUserIDBytes else {
+        return error(id, m.callId, .badRequest, "\"members\" holds an invalid user id")
+      }
+      invited.append(userId)
+      guard invited.count <= settings.ringLimit else {
+        return error(id, m.callId, .tooLarge, "a group call rings at most \(settings.ringLimit) members")
+      }
+    }
+    guard !invited.isEmpty else {
+      return error(id, m.callId, .badRequest, "\"members\" must name someone besides yourself")
+    }
+    if let existing = calls[m.callId] {
+      // A retry of the same create is acknowledged again.
+      if existing.creator == who, existing.phase != .ended { return Outcome(reply: ack(id, existing)) }
+      return error(id, m.callId, .conflict, "callId is already used by another call")
+    }
+    var creator = Member(userId: who.userId, name: who.name, state: .joined, deviceId: who.deviceId)
+    creator.joinedAt = now
+    creator.firstJoinedAt = now
+    let call = Call(
+      id: m.callId, creator: who, title: m.title, room: nil, video: m.video, createdAt: now, phase: .ringing,
+      members: [creator] + invited.map { Member(userId: $0, state: .invited) })
+    calls[call.id] = call
+    var effects: [CallEffect] = [
+      .sfu(.open(callId: call.id, video: call.video)), .sfu(.join(callId: call.id, participant: who)),
+    ]
+    let invite = inviteMessage(call)
+    for userId in invited {
+      effects.append(.send(invite, to: .user(userId: userId, exceptDevice: nil)))
+      effects.append(
+        .schedule(CallTimer(callId: call.id, kind: .memberRing(userId: userId)), after: settings.ringTimeout))
+      effects.append(
+        .external(
+          .groupRinging(
+            GroupRing(
+              callId: call.id, creator: who.peer, memberId: userId, title: call.title,
+              memberCount: call.members.count, video: call.video, createdAt: now))))
+    }
+    return Outcome(reply: ack(id, call), effects: effects)
+  }
+
+  private mutating func joinRoom(_ m: ClientMessage.RoomJoin, id: String, from who: Identity, now: Date) -> Outcome {
+    if let callId = rooms[m.room], calls[callId] != nil {
+      return join(callId, id: id, from: who, now: now)
+    }
+    let callId = m.callId ?? CallIDRules.generate()
+    if calls[callId] != nil { return error(id, callId, .conflict, "callId is already used by another call") }
+    var first = Member(userId: who.userId, name: who.name, state: .joined, deviceId: who.deviceId)
+    first.joinedAt = now
+    first.firstJoinedAt = now
+    let call = Call(
+      id: callId, creator: who, title: nil, room: m.room, video: m.video, createdAt: now, phase: .active,
+      members: [first])
+    calls[callId] = call
+    rooms[m.room] = callId
+    return Outcome(
+      reply: ack(id, call),
+      effects: [.sfu(.open(callId: callId, video: m.video)), .sfu(.join(callId: callId, participant: who))])
+  }
+
+  private mutating func ringing(_ callId: CallID, id: String, from who: Identity) -> Outcome {
+    guard var call = calls[callId], let i = call.index(of: who.userId) else { return notFound(id, callId) }
+    guard call.phase != .ended else { return invalidState(id, call) }
+    guard call.members[i].state == .invited else { return Outcome(reply: ack(id, call)) }
+    call.members[i].state = .ringing
+    calls[callId] = call
+    return Outcome(reply: ack(id, call), effects: updates(call))
+  }
+
+  private mutating func decline(_ callId: CallID, id: String, from who: Identity, now: Date) -> Outcome {
+    guard var call = calls[callId], let i = call.index(of: who.userId) else { return notFound(id, callId) }
+    guard call.phase != .ended, [.invited, .ringing].contains(call.members[i].state) else {
+      return invalidState(id, call)
+    }
+    call.members[i].state = .declined
+    var effects = stopRing(call, who.userId)
+    effects.append(
+      .send(
+        .groupEnded(.init(callId: callId, reason: .declinedElsewhere, from: who.peer)),
+        to: .user(userId: who.userId, exceptDevice: who.deviceId)))
+    calls[callId] = call
+    effects += settle(&call, now: now)
+    return Outcome(reply: ack(id, call), effects: effects)
+  }
+
+  private mutating func join(_ callId: CallID, id: String, from who: Identity, now: Date) -> Outcome {
+    guard var call = calls[callId] else { return notFound(id, callId) }
+    var i = call.index(of: who.userId)
+    if i == nil, call.room != nil, call.phase != .ended {
+      // A room by name takes anyone who knows its name, up to the member limit.
+      guard call.members.count < settings.maxMembers else {
+        return error(id, callId, .tooLarge, "the room is full (\(settings.maxMembers) members)")
+      }
+      call.members.append(Member(userId: who.userId, name: who.name, state: .left))
+      i = call.members.count - 1
+    }
+    guard let i else { return notFound(id, callId) }
+    guard call.phase != .ended else { return invalidState(id, call) }
+    let member = call.members[i]
+    if member.state == .joined {
+      if member.deviceId == who.deviceId { return Outcome(reply: ack(id, call)) }
+      return error(id, callId, .invalidState, "already in the call on another device")
+    }
+    let wasRinging = [.invited, .ringing].contains(member.state)
+    call.members[i].state = .joined
+    call.members[i].deviceId = who.deviceId
+    call.members[i].name = who.name ?? member.name
+    call.members[i].joinedAt = now
+    call.members[i].leftAt = nil
+    if call.members[i].firstJoinedAt == nil { call.members[i].firstJoinedAt = now }
+    if call.phase == .ringing, who.userId != call.creator.userId { call.phase = .active }
+    calls[callId] = call
+    var effects: [CallEffect] = wasRinging ? stopRing(call, who.userId) : []
+    effects.append(
+      .send(
+        .groupEnded(.init(callId: callId, reason: .joinedElsewhere, from: who.peer)),
+        to: .user(userId: who.userId, exceptDevice: who.deviceId)))
+    effects.append(.sfu(.join(callId: callId, participant: who)))
+    effects += updates(call)
+    return Outcome(reply: ack(id, call), effects: effects)
+  }
+
+  private mutating func leave(_ callId: CallID, id: String, from who: Identity, now: Date) -> Outcome {
+    guard var call = calls[callId], call.index(of: who.userId) != nil else { return notFound(id, callId) }
+    guard call.phase != .ended, call.isJoinedDevice(who) else { return invalidState(id, call) }
+    let effects = depart(&call, who, now: now)
+    return Outcome(reply: ack(id, call), effects: effects)
+  }
+
+  private mutating func end(_ callId: CallID, id: String, from who: Identity, now: Date) -> Outcome {
+    guard var call = calls[callId], call.index(of: who.userId) != nil else { return notFound(id, callId) }
+    guard call.phase != .ended else { return invalidState(id, call) }
+    guard who.userId == call.creator.userId, call.room == nil else {
+      return error(id, callId, .forbidden, "only the creator may end the call for everyone")
+    }
+    let effects = finish(&call, call.phase == .ringing ? .cancelled : .ended, now: now, from: who)
+    return Outcome(reply: ack(id, call), effects: effects)
+  }
+
+  private func relay(_ message: ClientMessage, _ callId: CallID, id: String, from who: Identity) -> Outcome {
+    guard let call = calls[callId], call.index(of: who.userId) != nil else { return notFound(id, callId) }
+    guard call.phase != .ended, call.isJoinedDevice(who) else { return invalidState(id, call) }
+    return Outcome(
+      reply: .ack(.init(replyTo: id, callId: callId)),
+      effects: [.sfu(.signal(callId: callId, participant: who, message: message))])
+  }
+
+  // MARK: - Connections, timers and the SFU
+
+  /// A device (re)connected: grace timers stop; a new session of a member still being rung
+  /// gets the ring again.
+  func deviceConnected(_ who: Identity, newSession: Bool) -> [CallEffect] {
+    var effects: [CallEffect] = []
+    for call in calls.values where call.phase != .ended {
+      guard let member = call.members.first(where: { $0.userId == who.userId }) else { continue }
+      if call.isJoinedDevice(who) {
+        effects.append(
+          .cancel(CallTimer(callId: call.id, kind: .grace(userId: who.userId, deviceId: who.deviceId))))
+      } else if newSession, [.invited, .ringing].contains(member.state) {
+        effects.append(.send(inviteMessage(call), to: .device(userId: who.userId, deviceId: who.deviceId)))
+      }
+    }
+    return effects
+  }
+
+  /// A device's socket dropped: the calls it is in get the grace window.
+  func deviceDisconnected(_ who: Identity) -> [CallEffect] {
+    calls.values.filter { $0.phase != .ended && $0.isJoinedDevice(who) }.map {
+      .schedule(
+        CallTimer(callId: $0.id, kind: .grace(userId: who.userId, deviceId: who.deviceId)),
+        after: settings.reconnectGrace)
+    }
+  }
+
+  mutating func timerFired(_ timer: CallTimer, now: Date) -> [CallEffect] {
+    guard var call = calls[timer.callId], call.phase != .ended else { return [] }
+    switch timer.kind {
+    case .memberRing(let userId):
+      guard let i = call.index(of: userId), [.invited, .ringing].contains(call.members[i].state) else { return [] }
+      call.members[i].state = .missed
+      calls[call.id] = call
+      var effects: [CallEffect] = [
+        .external(.groupRingStopped(callId: call.id, memberId: userId)),
+        .send(.groupEnded(.init(callId: call.id, reason: .missed)), to: .user(userId: userId, exceptDevice: nil)),
+      ]
+      effects += settle(&call, now: now)
+      return effects
+    case .grace(let userId, let deviceId):
+      let lost = Identity(userId: userId, deviceId: deviceId, name: nil)
+      guard call.isJoinedDevice(lost) else { return [] }
+      var effects = depart(&call, lost, now: now)
+      effects.append(
+        .send(
+          .groupEnded(.init(callId: call.id, reason: .connectionLost)),
+          to: .device(userId: userId, deviceId: deviceId)))
+      return effects
+    case .ring:
+      return []
+    }
+  }
+
+  /// The SFU lost the call (it died, restarted or refused): nobody's media flows, so it ends.
+  mutating func mediaFailed(_ callId: CallID, now: Date) -> [CallEffect] {
+    guard var call = calls[callId], call.phase != .ended else { return [] }
+    return finish(&call, .mediaFailed, now: now, from: nil)
+  }
+
+  /// The SFU saw a device leave its room (LiveKit's `participant_left`).
+  mutating func participantLeftMedia(_ callId: CallID, _ who: Identity, now: Date) -> [CallEffect] {
+    guard var call = calls[callId], call.phase != .ended, call.isJoinedDevice(who) else { return [] }
+    return depart(&call, who, now: now)
+  }
+
+  /// The SFU closed the room (LiveKit's `room_finished`).
+  mutating func roomFinished(_ callId: CallID, now: Date) -> [CallEffect] {
+    guard var call = calls[callId], call.phase != .ended else { return [] }
+    return finish(&call, call.phase == .ringing ? .cancelled : .completed, now: now, from: nil)
+  }
+
+  /// Whether `who` is the device in `callId` right now (SFU results for others are dropped).
+  func isJoined(_ who: Identity, in callId: CallID) -> Bool { calls[callId]?.isJoinedDevice(who) ?? false }
+
+  func state(_ callId: CallID, visibleTo who: Identity) -> GroupCallState? {
+    guard let call = calls[callId], call.index(of: who.userId) != nil else { return nil }
+    return state(of: call)
+  }
+
+  // MARK: - Helpers
+
+  /// Takes a joined device out of the call; the call ends when nobody is left in it.
+  private mutating func depart(_ call: inout Call, _ who: Identity, now: Date) -> [CallEffect] {
+    guard let i = call.index(of: who.userId) else { return [] }
+    call.members[i].state = .left
+    call.members[i].leftAt = now
+    if let joinedAt = call.members[i].joinedAt { call.members[i].inCall += now.timeIntervalSince(joinedAt) }
+    calls[call.id] = call
+    var effects: [CallEffect] = [
+      .sfu(.leave(callId: call.id, participant: who)),
+      .cancel(CallTimer(callId: call.id, kind: .grace(userId: who.userId, deviceId: who.deviceId))),
+    ]
+    if call.joinedCount == 0 {
+      effects += finish(&call, call.phase == .ringing ? .cancelled : .completed, now: now, from: nil)
+    } else {
+      effects += updates(call)
+    }
+    return effects
+  }
+
+  /// After a member stopped ringing: a call nobody answered ends once nobody is left to ring.
+  private mutating func settle(_ call: inout Call, now: Date) -> [CallEffect] {
+    let stillRinging = call.members.contains { [.invited, .ringing].contains($0.state) }
+    if call.phase == .ringing, !stillRinging {
+      return finish(&call, .unanswered, now: now, from: nil)
+    }
+    return updates(call)
+  }
+
+  private mutating func finish(_ call: inout Call, _ reason: GroupEndReason, now: Date, from: Identity?) -> [CallEffect]
+  {
+    var effects: [CallEffect] = []
+    var notified: [Recipient] = []
+    for i in call.members.indices {
+      let member = call.members[i]
+      switch member.state {
+      case .joined:
+        if let joinedAt = member.joinedAt { call.members[i].inCall += now.timeIntervalSince(joinedAt) }
+        call.members[i].state = .left
+        call.members[i].leftAt = now
+        if let deviceId = member.deviceId {
+          effects.append(
+            .cancel(CallTimer(callId: call.id, kind: .grace(userId: member.userId, deviceId: deviceId))))
+          if !(from?.userId == member.userId && from?.deviceId == deviceId) {
+            notified.append(.device(userId: member.userId, deviceId: deviceId))
+          }
+        }
+      case .invited, .ringing:
+        call.members[i].state = .missed
+        effects += stopRing(call, member.userId)
+        notified.append(.user(userId: member.userId, exceptDevice: nil))
+      case .declined, .missed, .left:
+        break
+      }
+    }
+    call.phase = .ended
+    call.endedAt = now
+    call.endReason = reason
+    calls[call.id] = call
+    if let room = call.room, rooms[room] == call.id { rooms[room] = nil }
+    endedOrder.append((call.id, now))
+    let ended = ServerMessage.groupEnded(.init(callId: call.id, reason: reason, from: from?.peer))
+    effects += notified.map { .send(ended, to: $0) }
+    effects.append(.sfu(.close(callId: call.id)))
+    effects.append(.external(.groupEnded(record(of: call))))
+    return effects
+  }
+
+  private func stopRing(_ call: Call, _ userId: String) -> [CallEffect] {
+    [
+      .cancel(CallTimer(callId: call.id, kind: .memberRing(userId: userId))),
+      .external(.groupRingStopped(callId: call.id, memberId: userId)),
+    ]
+  }
+
+  /// The participant list, to every device of every member.
+  private func updates(_ call: Call) -> [CallEffect] {
+    let update = ServerMessage.groupUpdate(.init(callId: call.id, group: state(of: call)))
+    return call.members.map { .send(update, to: .user(userId: $0.userId, exceptDevice: nil)) }
+  }
+
+  private func inviteMessage(_ call: Call) -> ServerMessage {
+    .groupInvite(
+      .init(
+        callId: call.id, from: call.creator.peer, video: call.video, title: call.title,
+        memberCount: call.members.count, createdAt: call.createdAt.millisecondsSince1970, group: state(of: call)))
+  }
+
+  private func state(of call: Call) -> GroupCallState {
+    GroupCallState(
+      callId: call.id, creatorId: call.creator.userId, title: call.title, room: call.room, video: call.video,
+      state: call.phase, createdAt: call.createdAt.millisecondsSince1970,
+      endedAt: call.endedAt?.millisecondsSince1970, endReason: call.endReason,
+      members: call.members.map {
+        GroupMember(
+          userId: $0.userId, state: $0.state, deviceId: $0.deviceId, name: $0.name,
+          joinedAt: $0.joinedAt?.millisecondsSince1970, leftAt: $0.leftAt?.millisecondsSince1970)
+      })
+  }
+
+  private func record(of call: Call) -> GroupCallRecord {
+    GroupCallRecord(
+      callId: call.id, creatorId: call.creator.userId, title: call.title, room: call.room, video: call.video,
+      createdAt: call.createdAt.millisecondsSince1970, endedAt: (call.endedAt ?? call.createdAt).millisecondsSince1970,
+      endReason: call.endReason ?? .ended,
+      participants: call.members.map {
+        GroupParticipantRecord(
+          userId: $0.userId, outcome: $0.state, deviceId: $0.deviceId,
+          joinedAt: $0.firstJoinedAt?.millisecondsSince1970,
+          durationMs: $0.firstJoinedAt == nil ? nil : Int64(($0.inCall * 1000).rounded()))
+      })
+  }
+
+  private mutating func pruneEnded(now: Date) {
+    var drop = 0
+    while drop < endedOrder.count, now.timeIntervalSince(endedOrder[drop].1) > settings.endedRetention.seconds {
+      calls.removeValue(forKey: endedOrder[drop].0)
+      drop += 1
+    }
+    if drop > 0 { endedOrder.removeFirst(drop) }
+  }
+
+  private func ack(_ id: String, _ call: Call) -> ServerMessage {
+    .ack(.init(replyTo: id, callId: call.id, group: state(of: call)))
+  }
+  private func error(_ id: String, _ callId: CallID, _ code: ErrorCode, _ message: String) -> Outcome {
+    Outcome(reply: .error(.init(replyTo: id, code: code, message: message, callId: callId)))
+  }
+  /// Unknown, or not this user's: the same answer either way, so nothing leaks.
+  private func notFound(_ id: String, _ callId: CallID) -> Outcome { error(id, callId, .notFound, "no such call") }
+  private func invalidState(_ id: String, _ call: Call) -> Outcome {
+    error(id, call.id, .invalidState, "not allowed now: the group call is \(call.phase.rawValue)")
+  }
+}
