@@ -16,7 +16,7 @@ APT_PACKAGES=(
   # End-to-end tests: a real TURN server and a real browser.
   coturn chromium
 )
-PIP_PACKAGES=(pyjwt cryptography h2 aiortc websockets numpy)
+PIP_PACKAGES=(pyjwt cryptography h2 aiortc websockets numpy livekit-api)
 # `scripts/deps.sh bench`: also what the benchmarks compare against.
 if [ "${1:-}" = "bench" ]; then
   command -v node >/dev/null || APT_PACKAGES+=(nodejs)
@@ -39,7 +39,7 @@ fi
 PY=${PYTHON:-python3}
 pip_missing=()
 for p in "${PIP_PACKAGES[@]}"; do
-  mod=$p; [ "$p" = pyjwt ] && mod=jwt
+  mod=$p; [ "$p" = pyjwt ] && mod=jwt; [ "$p" = livekit-api ] && mod=livekit.api
   $PY -c "import $mod" 2>/dev/null || pip_missing+=("$p")
 done
 if [ ${#pip_missing[@]} -gt 0 ]; then
