@@ -9,7 +9,11 @@ public struct ArgumentList: Sendable {
   /// `--help` was given (always accepted).
   public private(set) var wantsHelp = false
 
-  public init(_ arguments: [String], options: [CommandOption], environment: [String: String]? = nil)
+  /// `positional`: the name one bare argument is stored under (e.g. `dialtone group join ID`);
+  /// without it every bare argument is an error.
+  public init(
+    _ arguments: [String], options: [CommandOption], environment: [String: String]? = nil, positional: String? = nil
+  )
     throws(ArgumentError)
   {
     var byName: [String: CommandOption] = [:]
@@ -20,6 +24,10 @@ public struct ArgumentList: Sendable {
       let argument = arguments[index]
       index += 1
       guard argument.hasPrefix("--"), argument.count > 2 else {
+        if let positional, values[positional] == nil {
+          values[positional] = [argument]
+          continue
+        }
         throw ArgumentError(message: "unexpected argument \"\(argument)\"")
       }
       var name = String(argument.dropFirst(2))

@@ -5,17 +5,23 @@ public struct Subcommand: Sendable {
   public let name: String
   public let summary: String
   public let options: [CommandOption]
+  /// The name of the command's one bare argument (`dialtone group join CALL_ID`), if any.
+  public let positional: String?
   public let run: @Sendable (ArgumentList) async throws -> Int32
 
+  /// `name` may be two words (`"group call"`).
   public init(
-    _ name: String, _ summary: String, options: [CommandOption],
+    _ name: String, _ summary: String, options: [CommandOption], positional: String? = nil,
     run: @escaping @Sendable (ArgumentList) async throws -> Int32
   ) {
     self.name = name
     self.summary = summary
     self.options = options
+    self.positional = positional
     self.run = run
   }
+
+  private var usageName: String { positional.map { "\(name) <\($0)>" } ?? name }
 
   /// Picks the subcommand named by the first argument, parses the rest with its options and
   /// runs it. Exit status: the command's, 2 for a usage error, 1 for any other error.
@@ -26,7 +32,7 @@ public struct Subcommand: Sendable {
     func usage() -> String {
       var text = "usage: \(program) <command> [options]\n\ncommands:\n"
       for command in commands {
-        text += "\n  \(command.name): \(command.summary)\n" + CommandOption.usage(command.options)
+        text += "\n  \(command.usageName): \(command.summary)\n" + CommandOption.usage(command.options)
       }
       return text + (footer.isEmpty ? "" : "\n" + footer + "\n")
     }
@@ -34,16 +40,23 @@ public struct Subcommand: Sendable {
       FileHandle.standardError.write(Data(usage().utf8))
       return 0
     }
-    guard let command = commands.first(where: { $0.name == name }) else {
-      FileHandle.standardError.write(Data("\(program): unknown command \"\(name)\"\n\n\(usage())".utf8))
+    let twoWords = arguments.count > 1 ? name + " " + arguments[1] : nil
+    let match =
+      commands.first(where: { $0.name == twoWords }).map { ($0, 2) }
+      ?? commands.first(where: { $0.name == name }).map {
+        ($0, 1)
+      }
+    guard let (command, words) = match else {
+      FileHandle.standardError.write(Data("\(program): unknown command \"\(twoWords ?? name)\"\n\n\(usage())".utf8))
       return 2
     }
     do {
-      let parsed = try ArgumentList(Array(arguments.dropFirst()), options: command.options)
+      let parsed = try ArgumentList(
+        Array(arguments.dropFirst(words)), options: command.options, positional: command.positional)
       if parsed.wantsHelp {
         print(
-          "usage: \(program) \(command.name) [options]\n\n\(command.summary)\n\n" + CommandOption.usage(command.options)
-        )
+          "usage: \(program) \(command.usageName) [options]\n\n\(command.summary)\n\n"
+            + CommandOption.usage(command.options))
         return 0
       }
       return try await command.run(parsed)

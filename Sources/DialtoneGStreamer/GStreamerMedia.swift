@@ -1,3 +1,4 @@
+import DialtoneProtocol
 import Foundation
 
 /// What a GStreamer peer connection sends and what it does with what it receives.
@@ -16,19 +17,37 @@ public struct GStreamerMedia: Sendable {
   /// Decoded remote audio: signed 16-bit little-endian PCM, 48 kHz, mono. Called on a
   /// GStreamer streaming thread; copy and return quickly.
   public var remoteAudio: (@Sendable (Data) -> Void)?
+  /// Group calls: where the decoded audio of one remote participant's stream goes (each
+  /// arrives on a receive-only connection of its own). Nil: `remoteAudio`.
+  public var participantAudio: (@Sendable (Peer) -> (@Sendable (Data) -> Void)?)?
 
   public init(
     audio: AudioSource = .tone(frequency: 440), relayOnly: Bool = false,
-    remoteAudio: (@Sendable (Data) -> Void)? = nil
+    remoteAudio: (@Sendable (Data) -> Void)? = nil,
+    participantAudio: (@Sendable (Peer) -> (@Sendable (Data) -> Void)?)? = nil
   ) {
     self.audio = audio
     self.relayOnly = relayOnly
     self.remoteAudio = remoteAudio
+    self.participantAudio = participantAudio
+  }
+
+  /// The media of a receive-only stream carrying `participant`: nothing worth sending, the
+  /// received audio to the participant's sink.
+  func receiving(from participant: Peer) -> GStreamerMedia {
+    var media = self
+    media.audio = .silence
+    if let participantAudio { media.remoteAudio = participantAudio(participant) }
+    return media
   }
 
   /// The send branch, ending in webrtcbin's first sink pad, so the audio transceiver exists
   /// before the first offer (adding the first track mid-call crashes webrtcbin 1.22).
-  var pipelineDescription: String {
+  ///
+  /// `ssrc` is fixed in the payloader and its caps, so the SDP announces the SSRC the packets
+  /// really carry: an SFU (Janus) drops packets of an SSRC it was not told about, and a spare
+  /// connection's offer is made before the payloader has picked one of its own.
+  func pipelineDescription(ssrc: UInt32) -> String {
     let source: String
     switch audio {
     case .tone(let frequency):
@@ -41,15 +60,16 @@ public struct GStreamerMedia: Sendable {
     // latency: the jitter buffer's delay, which the first audio pays too.
     return "webrtcbin name=webrtc bundle-policy=max-bundle latency=20 "
       + "\(source) ! audioconvert ! audioresample ! volume name=mic ! queue ! "
-      + "opusenc bitrate=32000 frame-size=20 ! rtpopuspay name=pay pt=\(Self.defaultOpusPayloadType) ! "
-      + "capsfilter name=rtpcaps caps=\"\(Self.rtpCaps(payloadType: Self.defaultOpusPayloadType))\" ! webrtc."
+      + "opusenc bitrate=32000 frame-size=20 ! rtpopuspay name=pay pt=\(Self.defaultOpusPayloadType) ssrc=\(ssrc) ! "
+      + "capsfilter name=rtpcaps caps=\"\(Self.rtpCaps(payloadType: Self.defaultOpusPayloadType, ssrc: ssrc))\" ! webrtc."
   }
 
   static let defaultOpusPayloadType = 111
 
-  static func rtpCaps(payloadType: Int) -> String {
+  static func rtpCaps(payloadType: Int, ssrc: UInt32? = nil) -> String {
     // encoding-params=2: SDP must say opus/48000/2 (RFC 7587); Chrome rejects the section otherwise.
     "application/x-rtp,media=audio,encoding-name=OPUS,payload=\(payloadType),clock-rate=48000,encoding-params=(string)2"
+      + (ssrc.map { ",ssrc=(uint)\($0)" } ?? "")
   }
 
   /// The Opus payload type of the first audio section of an SDP (`a=rtpmap:<pt> opus/48000`).

@@ -46,6 +46,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private var reached: Set<Milestone> = []
   private var gatheringComplete = false
   private var opusPayloadType = GStreamerMedia.defaultOpusPayloadType
+  /// The SSRC of the audio this connection sends (fixed: see `GStreamerMedia.pipelineDescription`).
+  private let audioSSRC = UInt32.random(in: 1...UInt32.max)
   private var playing = false
   private var wantsDataChannel = false
   /// Media liveness. libnice in webrtcbin 1.22 runs without consent freshness, so a dead path
@@ -82,7 +84,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     (milestones, milestoneSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
 
     var error: UnsafeMutablePointer<gchar>?
-    guard let pipeline = dt_parse_launch(media.pipelineDescription, &error) else {
+    guard let pipeline = dt_parse_launch(media.pipelineDescription(ssrc: audioSSRC), &error) else {
       let message = error.map { String(cString: $0) } ?? "unknown"
       g_free(error)
       throw GStreamerError.pipeline(message)
@@ -170,7 +172,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     }
     guard !current, let pay = dt_bin_get(pipeline, "pay"), let caps = dt_bin_get(pipeline, "rtpcaps") else { return }
     dt_set(pay, "pt", String(pt))
-    dt_set(caps, "caps", GStreamerMedia.rtpCaps(payloadType: pt))
+    dt_set(caps, "caps", GStreamerMedia.rtpCaps(payloadType: pt, ssrc: audioSSRC))
     dt_webrtc_set_first_codec_preferences(webrtc, GStreamerMedia.rtpCaps(payloadType: pt))
     dt_unref(pay)
     dt_unref(caps)

@@ -32,6 +32,15 @@ public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, Sendab
   }
 
   public func makePeerConnection(_ configuration: PeerConnectionConfiguration) async throws -> any PeerConnection {
+    if let participant = configuration.remoteParticipant {
+      // A group call's receive-only stream: its own media settings, so no spare fits.
+      await GStreamerRuntime.prepare()
+      let connection = try GStreamerPeerConnection(
+        video: configuration.video, media: media.receiving(from: participant), certificate: certificate)
+      connection.configure(configuration)
+      createdSink.yield(connection)
+      return connection
+    }
     let ready: Task<GStreamerPeerConnection?, Never>? =
       configuration.video
       ? nil

@@ -31,7 +31,8 @@ final class Transfer {
       ? (request.url.hasPrefix("https") ? CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_1_1)
       : CURL_HTTP_VERSION_1_1
     _ = dt_curl_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(version))
-    _ = dt_curl_setopt_long(easy, CURLOPT_PIPEWAIT, 1)  // join the h2 connection rather than open another
+    // Join the h2 connection rather than open another; HTTP/1.1 requests each need a connection.
+    if configuration.http2 { _ = dt_curl_setopt_long(easy, CURLOPT_PIPEWAIT, 1) }
     _ = dt_curl_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
     _ = dt_curl_setopt_long(easy, CURLOPT_TIMEOUT_MS, Int(request.timeoutSeconds * 1000))
     _ = dt_curl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, 5000)

@@ -15,6 +15,7 @@ public final class DialtoneServer: Sendable {
   let hub: SignalingHub
   private let recorder: CallRecorder
   let pushes: PushDispatcher?
+  private let sfu: (any SFUBackend)?
   private let log: Log
 
   public init(
@@ -38,11 +39,17 @@ public final class DialtoneServer: Sendable {
       settings: .init(
         ringTimeout: .seconds(configuration.ringTimeout), reconnectGrace: .seconds(configuration.reconnectGrace)))
     let executor = NetworkExecutor()
+    let sfu = Self.makeSFU(configuration, log: log)
+    self.sfu = sfu
+    let groups = GroupCallRouter(
+      settings: .init(
+        ringLimit: configuration.groupRingLimit, ringTimeout: .seconds(configuration.ringTimeout),
+        reconnectGrace: .seconds(configuration.reconnectGrace)))
     hub = SignalingHub(
       settings: .init(
         helloTimeout: .seconds(configuration.helloTimeout), resumeWindow: .seconds(configuration.resumeWindow),
         heartbeatSeconds: configuration.heartbeatSeconds, maxMessageBytes: Limits.maxMessageBytes),
-      clock: clock, authenticator: authenticator, iceServers: iceServers, router: router,
+      clock: clock, authenticator: authenticator, iceServers: iceServers, router: router, groups: groups, sfu: sfu,
       effectSink: sink, executor: executor, log: log.scoped("signaling"))
 
     var routes = Router()
@@ -61,6 +68,10 @@ public final class DialtoneServer: Sendable {
     web = try WebServer(
       configuration: webConfiguration, router: routes, webSocketHandler: hub.socketHandler, executor: executor)
     port = web.port
+    if let sfu {
+      let hub = self.hub
+      try await sfu.start { event in hub.deliver(.sfu(event)) }
+    }
     if configuration.turnURLs.isEmpty && configuration.stunURLs.isEmpty {
       log.info(
         "no --turn-url/--stun-url configured: clients get an empty ICE server list (fine on one LAN, not across NATs)")
@@ -72,9 +83,22 @@ public final class DialtoneServer: Sendable {
   /// written. Bounded by `drainSeconds`.
   public func stop() async {
     await web.stop()
+    await sfu?.shutdown()
     await recorder.flush()
     await pushes?.drain()
     log.info("stopped")
+  }
+
+  private static func makeSFU(_ configuration: ServerConfiguration, log: Log) -> (any SFUBackend)? {
+    if let url = configuration.janusURL {
+      if let host = URL(string: url)?.host, !["127.0.0.1", "localhost", "::1", "[::1]"].contains(host) {
+        log.warning("--janus-url \(url) is not on loopback: Janus's API must not be reachable by anyone else")
+      }
+      return JanusSFU(
+        settings: .init(url: url, apiSecret: configuration.janusAPISecret, adminKey: configuration.janusAdminKey),
+        log: log.scoped("janus"))
+    }
+    return nil
   }
 
   public var baseURL: String { "http://\(configuration.host):\(port)" }

@@ -35,6 +35,25 @@ final class MilestoneReport: Sendable {
     emit(event: name, text: name, ms: ms)
   }
 
+  /// A group call participant's change (joined, left, ...), with its time; not deduplicated.
+  func participant(_ userId: String, _ change: String) {
+    let ms: Double = timeline.withLock { timeline in
+      guard let origin = timeline.origin else { return 0 }
+      let elapsed = ContinuousClock.now - origin
+      return Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+    }
+    if json {
+      line(
+        .object([
+          "event": .string("participant"), "user": .string(userId), "state": .string(change),
+          "ms": .double((ms * 10).rounded() / 10),
+        ]))
+    } else {
+      let figure = String(format: "%.1f", ms)
+      line(String(repeating: " ", count: max(0, 9 - figure.count)) + figure + " ms  " + "\(userId) \(change)")
+    }
+  }
+
   func note(_ text: String) {
     if json {
       line(.object(["event": .string("note"), "text": .string(text)]))

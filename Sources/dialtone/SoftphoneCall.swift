@@ -9,7 +9,21 @@ import Foundation
 actor SoftphoneCall {
   enum Role {
     case caller(to: String)
+    /// Answers 1:1 calls and group rings.
     case callee(auto: Bool)
+    case group(GroupStart)
+
+    var isGroup: Bool {
+      if case .group = self { return true }
+      return false
+    }
+  }
+
+  /// How a group softphone enters its call.
+  enum GroupStart {
+    case create(members: [String], title: String?, video: Bool)
+    case join(CallID)
+    case room(String)
   }
 
   /// Exit statuses (documented in `dialtone --help` and the README).
@@ -32,6 +46,8 @@ actor SoftphoneCall {
     case data(Data)
     case durationElapsed
     case interrupt
+    case group(GroupCall.Event)
+    case heard(Peer)
   }
 
   private let client: CallClient
@@ -48,14 +64,24 @@ actor SoftphoneCall {
   private var awaitingSurvivor: CallID?
   private var ringingOffers: [CallID: CallEngine] = [:]
 
+  private let participantAudio: ParticipantAudio?
+  /// When the duration elapses or stdin closes: end the group call for everyone (the creator).
+  private let endForAll: Bool
+  private var group: GroupCall?
+  private var groupJoined = false
+  private var memberStates: [String: GroupMemberState] = [:]
+
   init(
-    client: CallClient, factory: GStreamerPeerConnectionFactory, role: Role, duration: Double, report: MilestoneReport
+    client: CallClient, factory: GStreamerPeerConnectionFactory, role: Role, duration: Double, report: MilestoneReport,
+    participantAudio: ParticipantAudio? = nil, endForAll: Bool = false
   ) {
     self.client = client
     self.factory = factory
     self.role = role
     self.duration = duration
     self.report = report
+    self.participantAudio = participantAudio
+    self.endForAll = endForAll
     (inputs, sink) = AsyncStream<Input>.makeStream(bufferingPolicy: .unbounded)
   }
 
@@ -68,6 +94,8 @@ actor SoftphoneCall {
       return nil
     }
     forward(StandardInputLines.stream()) { .line($0) }
+    let sink = self.sink
+    participantAudio?.onFirstAudio { sink.yield(.heard($0)) }
     await client.start()
 
     for await input in inputs {
@@ -96,11 +124,17 @@ actor SoftphoneCall {
       report.received(String(decoding: data, as: UTF8.self))
     case .durationElapsed:
       report.note("duration reached: hanging up")
+      if group != nil { return await endGroup() }
       await hangUp()
     case .interrupt:
       report.note("interrupted: hanging up")
+      if group != nil { return await endGroup() }
       guard engine != nil else { return .error }
       await hangUp()
+    case .group(let event):
+      return await groupEvent(event)
+    case .heard(let peer):
+      report.mark("first-audio \(peer.userId)")
     }
     return nil
   }
@@ -112,8 +146,10 @@ actor SoftphoneCall {
       if case .caller(let to) = role, engine == nil {
         report.start("dialing \(to)")
         follow(await client.dial(to))
-      } else if case .callee = role, engine == nil {
+      } else if case .callee = role, engine == nil, group == nil {
         report.note("waiting for a call")
+      } else if case .group(let start) = role, group == nil {
+        return await startGroup(start)
       }
     case .disconnected:
       report.note("signaling disconnected; reconnecting")
@@ -140,8 +176,118 @@ actor SoftphoneCall {
       if let incoming = ringingOffers[survivor] { adoptSurvivor(incoming) } else { awaitingSurvivor = survivor }
     case .resolved:
       break
+    case .groupIncoming(let incoming):
+      guard case .callee(let auto) = role, engine == nil, group == nil else {
+        await incoming.decline()  // busy with another call: this device refuses the ring
+        return nil
+      }
+      let invite: ServerMessage.GroupInvite? = {
+        if case .invited(let invite) = incoming.entry { return invite }
+        return nil
+      }()
+      let from = invite.map { "\($0.from.name ?? $0.from.userId) (\($0.memberCount) members)" } ?? "unknown"
+      report.start("group call from \(from)\(invite?.title.map { ": \($0)" } ?? "")")
+      followGroup(incoming)
+      if auto {
+        report.mark("answering")
+        await incoming.join()
+      } else {
+        report.note("press Enter to join, or type d and Enter to decline")
+      }
     }
     return nil
+  }
+
+  // MARK: Group calls
+
+  private func startGroup(_ start: GroupStart) async -> Status? {
+    switch start {
+    case .create(let members, let title, let video):
+      report.start("group call to \(members.joined(separator: ", "))")
+      followGroup(await client.createGroup(members: members, video: video, title: title))
+    case .join(let callId):
+      report.start("joining group call \(callId)")
+      followGroup(await client.joinGroup(callId))
+    case .room(let name):
+      report.start("joining room \(name)")
+      do {
+        followGroup(try await client.joinRoom(name))
+      } catch {
+        report.note("room-join refused: \(error)")
+        report.finish(reason: "error: \(error)", status: Status.error.rawValue)
+        return .error
+      }
+    }
+    return nil
+  }
+
+  private func followGroup(_ group: GroupCall) {
+    self.group = group
+    forward(group.events) { .group($0) }
+  }
+
+  private func groupEvent(_ event: GroupCall.Event) async -> Status? {
+    switch event {
+    case .state(let state):
+      switch state {
+      case .ringing: break
+      case .joining: report.mark("joining")
+      case .joined:
+        report.mark("joined")
+        if let callId = group?.callId { report.note("group call \(callId)") }
+        if !groupJoined, duration > 0 {
+          let sink = self.sink
+          let seconds = duration
+          Task {
+            try? await Task.sleep(for: .seconds(seconds))
+            sink.yield(.durationElapsed)
+          }
+        }
+        groupJoined = true
+      case .ended(let reason):
+        return finishGroup(reason)
+      }
+    case .participants(let state):
+      for member in state.members where memberStates[member.userId] != member.state {
+        memberStates[member.userId] = member.state
+        report.participant(member.userId, member.state.rawValue)
+      }
+    case .remoteStreamAdded(_, let from, _):
+      report.participant(from.userId, "stream")
+    case .remoteStreamState(_, let from, let state):
+      if state == .connected { report.mark("connected \(from.userId)") }
+    case .remoteStreamRemoved(_, let from):
+      report.participant(from.userId, "stream-ended")
+    case .publisherState(let state):
+      if state == .connected { report.mark("publishing") }
+    case .liveKit(let url, _):
+      report.note("the call's media is on LiveKit at \(url): this softphone has no LiveKit engine")
+    case .error(let message):
+      report.note("group call: \(message)")
+    }
+    return nil
+  }
+
+  /// The duration elapsed, stdin closed or ^C: leave (or, with --end-for-all, end for everyone).
+  private func endGroup() async -> Status? {
+    guard let group else { return .error }
+    if endForAll, groupJoined { await group.endForAll() } else { await group.leave() }
+    return nil
+  }
+
+  private func finishGroup(_ reason: GroupEndReason?) -> Status {
+    let status: Status
+    switch reason {
+    case nil: status = groupJoined ? .completed : .declined
+    case .ended, .completed: status = groupJoined ? .completed : .cancelled
+    case .cancelled: status = .cancelled
+    case .missed, .unanswered: status = .missed
+    case .declinedElsewhere: status = .declined
+    case .joinedElsewhere: status = .answeredElsewhere
+    case .mediaFailed, .connectionLost: status = .failed
+    }
+    report.finish(reason: reason?.rawValue ?? "local", status: status.rawValue)
+    return status
   }
 
   private func stateChanged(_ state: CallEngine.State) async -> Status? {
@@ -174,6 +320,16 @@ actor SoftphoneCall {
   }
 
   private func typed(_ line: String) async {
+    if let group {
+      let command = line.trimmingCharacters(in: .whitespaces).lowercased()
+      if await group.state == .ringing {
+        if command.hasPrefix("d") { await group.decline() } else { await group.join() }
+      } else if command == "mute" || command == "unmute" {
+        await group.setMuted(command == "mute")
+        report.note(command == "mute" ? "muted" : "unmuted")
+      }
+      return
+    }
     guard let engine else { return }
     if case .callee = role, !answering {
       if line.trimmingCharacters(in: .whitespaces).lowercased().hasPrefix("d") {

@@ -19,6 +19,26 @@ enum SoftphoneCommand {
     try await run(arguments, role: .callee(auto: arguments.flag("auto")))
   }
 
+  static func groupCall(_ arguments: ArgumentList) async throws -> Int32 {
+    let members = try arguments.required("to").split(separator: ",").map {
+      $0.trimmingCharacters(in: .whitespaces)
+    }.filter { !$0.isEmpty }
+    guard !members.isEmpty else { throw ArgumentError(message: "--to expects user ids, e.g. --to bob,carol") }
+    return try await run(
+      arguments,
+      role: .group(.create(members: members, title: arguments.string("title"), video: arguments.flag("video"))))
+  }
+
+  static func groupJoin(_ arguments: ArgumentList) async throws -> Int32 {
+    let callId = try arguments.required("call-id")
+    guard CallIDRules.isValid(callId) else { throw ArgumentError(message: "\"\(callId)\" is not a call id") }
+    return try await run(arguments, role: .group(.join(callId)))
+  }
+
+  static func roomJoin(_ arguments: ArgumentList) async throws -> Int32 {
+    try await run(arguments, role: .group(.room(try arguments.required("name"))))
+  }
+
   private static func run(_ arguments: ArgumentList, role: SoftphoneCall.Role) async throws -> Int32 {
     let server = try arguments.required("server")
     let token = try arguments.required("token")
@@ -30,9 +50,11 @@ enum SoftphoneCommand {
     let recorder: WAVWriter? = arguments.string("record").map { WAVWriter(path: $0) }
     var remoteAudio: (@Sendable (Data) -> Void)?
     if let recorder { remoteAudio = { recorder.append($0) } }
+    // Group calls keep each remote participant's audio apart.
+    let participants = ParticipantAudio(recordPath: arguments.string("record"))
     let media = GStreamerMedia(
       audio: audio, relayOnly: arguments.flag("relay-only"),
-      remoteAudio: remoteAudio)
+      remoteAudio: remoteAudio, participantAudio: { participants.sink(for: $0) })
     let report = MilestoneReport(json: arguments.flag("json"))
 
     // Everything slow happens before dialing: the DTLS certificate, signaling, ICE servers.
@@ -53,13 +75,23 @@ enum SoftphoneCommand {
     configuration.policy.dataChannel = true  // stdin lines travel over it
     let client = CallClient(
       signaling: signaling, iceServers: iceServers, factory: factory, configuration: configuration)
-    let call = SoftphoneCall(client: client, factory: factory, role: role, duration: duration, report: report)
+    let call = SoftphoneCall(
+      client: client, factory: factory, role: role, duration: duration, report: report,
+      participantAudio: participants, endForAll: arguments.flag("end-for-all"))
     ProcessSignals.onTermination { _ in Task { await call.interrupt() } }
 
     let status = await call.run()
     await client.stop()
     await factory.shutdown()
-    if let recorder {
+    var groupRecordings: [String] = []
+    do {
+      groupRecordings = try participants.finish()
+      for path in groupRecordings { report.note("recorded \(path)") }
+    } catch {
+      report.note("could not write a participant's recording: \(error)")
+    }
+    // A group call writes one file per participant instead.
+    if let recorder, groupRecordings.isEmpty, !role.isGroup {
       do { try recorder.finish() } catch { report.note("could not write \(recorder.path): \(error)") }
     }
     http.shutdown()

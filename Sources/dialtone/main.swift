@@ -28,13 +28,28 @@ private let commands: [Subcommand] = [
     "call", "dial a user and talk; lines typed on stdin go over the data channel",
     options: [.value("to", "the user to call (required)")] + media, run: SoftphoneCommand.call),
   Subcommand(
-    "answer", "wait for a call and answer it",
+    "answer", "wait for a call (1:1 or group) and answer it",
     options: [.flag("auto", "answer the first call at once")] + media, run: SoftphoneCommand.answer),
+  Subcommand(
+    "group call", "start a group call and ring its members (--record writes one WAV per participant)",
+    options: [
+      .value("to", "the members to ring, comma-separated (required)"),
+      .value("title", "the call's title, shown by the ringing devices"),
+      .flag("video", "a video call"),
+      .flag("end-for-all", "end the call for everyone when this device hangs up"),
+    ] + media, run: SoftphoneCommand.groupCall),
+  Subcommand(
+    "group join", "join a group call you are a member of (a ring you missed, or again after leaving)",
+    options: media, positional: "call-id", run: SoftphoneCommand.groupJoin),
+  Subcommand(
+    "room join", "join (or start) the call of an app-defined room; nobody rings",
+    options: media, positional: "name", run: SoftphoneCommand.roomJoin),
 ]
 
 private let footer = """
   Exit status: 0 completed, 1 error, 2 usage, 3 declined, 4 busy, 5 missed, 6 failed (ICE or
-  connection lost), 7 cancelled, 8 answered elsewhere. Benchmarks are a separate executable: dialtone-bench.
+  connection lost, the media server failed), 7 cancelled, 8 answered (joined) elsewhere.
+  Benchmarks are a separate executable: dialtone-bench.
   """
 
 exit(await Subcommand.main("dialtone", commands, footer: footer))

@@ -81,8 +81,10 @@ class Server:
     """dialtone-server on a free port, optionally handing out TURN credentials, optionally inside
     a network namespace (`netns`, with `host` its address there)."""
 
-    def __init__(self, scratch, turn=None, static_root=None, ring_timeout=None, netns=None, host="127.0.0.1"):
+    def __init__(self, scratch, turn=None, static_root=None, ring_timeout=None, netns=None, host="127.0.0.1",
+                 extra=()):
         self.scratch = scratch
+        self.extra = list(extra)
         self.ring_timeout = ring_timeout
         self.port = free_port()
         self.turn = turn
@@ -101,6 +103,7 @@ class Server:
                 "--data-dir", self.scratch.file("server-data"), "--auth-secret", SECRET, "--log-level", "warning"]
         if self.ring_timeout:
             args += ["--ring-timeout", str(self.ring_timeout)]
+        args += self.extra
         if self.turn:
             args += ["--turn-secret", TURN_SECRET, "--turn-url", f"turn:{self.turn.address}:{self.turn.port}?transport=udp"]
         self.process = await spawn("server", args, self.scratch.file("server.log"))
@@ -451,3 +454,143 @@ class NamespaceLink:
     async def stop(self):
         await self.cut()
         self._remove()
+
+
+class MediaNamespace:
+    """One network namespace for libnice peers (webrtcbin CLIs, Janus) and the server they use.
+
+    libnice gathers no loopback candidates, so the namespace gets a veth pair with a test
+    address: every peer inside gathers it, and its media never leaves the namespace (nor
+    reaches this host's own address). Needs root."""
+
+    NS = "dte2e-media"
+    ADDR = "10.79.0.1"
+
+    @staticmethod
+    def _ip(*args, check_ok=True):
+        import subprocess
+        result = subprocess.run(["ip", *args], capture_output=True, text=True)
+        if check_ok:
+            check(result.returncode == 0, f"ip {' '.join(args)}: {result.stderr.strip()}")
+
+    def run(self, *args):
+        import subprocess
+        return subprocess.run(["ip", "netns", "exec", self.NS, *args], capture_output=True, text=True)
+
+    async def start(self):
+        check(os.geteuid() == 0, "network namespaces need root")
+        self._ip("netns", "del", self.NS, check_ok=False)
+        self._ip("netns", "add", self.NS)
+        inside = ("netns", "exec", self.NS)
+        self._ip(*inside, "ip", "link", "set", "lo", "up")
+        self.run("sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
+        self._ip(*inside, "ip", "link", "add", "dt0", "type", "veth", "peer", "name", "dt1")
+        self._ip(*inside, "ip", "addr", "add", f"{self.ADDR}/24", "dev", "dt0")
+        self._ip(*inside, "ip", "link", "set", "dt0", "up")
+        self._ip(*inside, "ip", "link", "set", "dt1", "up")
+        return self
+
+    async def stop(self):
+        self._ip("netns", "del", self.NS, check_ok=False)
+
+
+JANUS_PLUGINS = "/usr/lib/" + os.popen("gcc -print-multiarch 2>/dev/null").read().strip() + "/janus"
+
+
+class Janus:
+    """Janus (Debian's 1.1.2) from a generated configuration: only the VideoRoom plugin and the
+    HTTP transport, on 127.0.0.1 of the namespace, with an api_secret and a VideoRoom admin_key
+    that only the server is given."""
+
+    def __init__(self, scratch, namespace):
+        import secrets
+        self.scratch, self.namespace = scratch, namespace
+        self.port = free_port()
+        self.api_secret = secrets.token_hex(16)
+        self.admin_key = secrets.token_hex(16)
+        self.process = None
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}/janus"
+
+    def server_args(self):
+        return ["--janus-url", self.url, "--janus-api-secret", self.api_secret, "--janus-admin-key", self.admin_key]
+
+    def _configure(self):
+        folder = self.scratch.file("janus")
+        os.makedirs(folder, exist_ok=True)
+        plugins = [p for p in os.listdir(os.path.join(JANUS_PLUGINS, "plugins")) if p.endswith(".so")]
+        transports = [t for t in os.listdir(os.path.join(JANUS_PLUGINS, "transports")) if t.endswith(".so")]
+        disabled_plugins = ",".join(p for p in plugins if p != "libjanus_videoroom.so")
+        disabled_transports = ",".join(t for t in transports if t != "libjanus_http.so")
+        with open(os.path.join(folder, "janus.jcfg"), "w") as f:
+            f.write(f'''general: {{ configs_folder = "{folder}"; plugins_folder = "{JANUS_PLUGINS}/plugins";
+  transports_folder = "{JANUS_PLUGINS}/transports"; events_folder = "{JANUS_PLUGINS}/events";
+  loggers_folder = "{JANUS_PLUGINS}/loggers"; debug_level = 4; api_secret = "{self.api_secret}"; }}
+media: {{ }}
+nat: {{ }}
+plugins: {{ disable = "{disabled_plugins}"; }}
+transports: {{ disable = "{disabled_transports}"; }}
+events: {{ broadcast = false; }}
+loggers: {{ }}
+''')
+        with open(os.path.join(folder, "janus.transport.http.jcfg"), "w") as f:
+            f.write(f'''general: {{ json = "compact"; base_path = "/janus"; http = true; port = {self.port};
+  ip = "127.0.0.1"; https = false; }}
+admin: {{ admin_http = false; }}
+''')
+        with open(os.path.join(folder, "janus.plugin.videoroom.jcfg"), "w") as f:
+            f.write(f'general: {{ admin_key = "{self.admin_key}"; lock_rtp_forward = true; }}\n')
+        return folder
+
+    async def start(self):
+        check(shutil.which("janus") is not None, "janus is not installed (run scripts/deps.sh)")
+        folder = self._configure()
+        self.process = await spawn(
+            "janus", ["ip", "netns", "exec", self.namespace.NS, "janus", "-F", folder, "-C",
+                      os.path.join(folder, "janus.jcfg")], self.scratch.file("janus.log"))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 15
+        while loop.time() < deadline:
+            with open(self.scratch.file("janus.log"), errors="replace") as log:
+                if "HTTP webserver started" in log.read():
+                    return self
+            check(self.process.proc.returncode is None, "janus exited (see janus.log)")
+            await asyncio.sleep(0.1)
+        raise Failure("janus did not start its HTTP transport (see janus.log)")
+
+    async def kill(self):
+        """SIGKILL: Janus dies mid-call."""
+        await self.process.stop()
+
+    async def stop(self):
+        if self.process:
+            await self.process.stop()
+
+
+def tone_levels(paths, frequencies, seconds=1.5):
+    """Mixes the last `seconds` of the WAVs (what one participant heard from each of the others)
+    and returns the FFT magnitude at each frequency (±3 Hz), over the strongest of them."""
+    import numpy
+    tails = []
+    rate = 48000
+    for path in paths:
+        with wave.open(path) as w:
+            rate = w.getframerate()
+            frames = w.readframes(w.getnframes())
+        tail = numpy.frombuffer(frames, dtype="<i2").astype(numpy.float64)[-int(rate * seconds):]
+        check(len(tail) >= rate * 0.5, f"{path}: only {len(tail) / rate:.2f} s of audio")
+        tails.append(tail)
+    length = min(len(t) for t in tails)
+    samples = sum(t[-length:] for t in tails)
+    spectrum = numpy.abs(numpy.fft.rfft(samples * numpy.hanning(len(samples))))
+    step = rate / len(samples)
+
+    def level(f):
+        low, high = int((f - 3) / step), int((f + 3) / step) + 1
+        return float(spectrum[max(low, 0):high].max())
+
+    levels = {f: level(f) for f in frequencies}
+    top = max(levels.values()) or 1.0
+    return {f: v / top for f, v in levels.items()}

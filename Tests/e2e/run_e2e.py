@@ -13,8 +13,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import (Chromium, Coturn, Failure, NamespaceLink, Scratch, Server, Softphone, TCPProxy,  # noqa: E402
-                     aiortc_peer, check, dominant_frequency, wav_seconds)
+from harness import (Chromium, Coturn, Failure, Janus, MediaNamespace, NamespaceLink, Scratch, Server,  # noqa: E402
+                     Softphone, TCPProxy, aiortc_peer, check, dominant_frequency, tone_levels, wav_seconds)
 
 SCENARIOS = []
 
@@ -255,6 +255,172 @@ async def cli_calls_browser(s, stack):
     state = await browser.wait_for("the end of the call", lambda st: st.get("ended"))
     check(state["ended"] == "hangup", f"the browser's call ended with {state['ended']}")
     near(dominant_frequency(s.file("alice.wav")), 660, s.file("alice.wav"))
+
+
+# Group calls: the server, Janus and every CLI inside one namespace (libnice needs a non-loopback
+# address; the media never leaves the namespace).
+
+async def group_stack(s, stack, ring_timeout=None):
+    ns = stack(await MediaNamespace().start())
+    janus = stack(await Janus(s, ns).start())
+    server = stack(await Server(s, netns=ns.NS, ring_timeout=ring_timeout, extra=janus.server_args()).start())
+    return ns, janus, server
+
+
+def member(s, stack, server, ns, user, *flags, device="cli", command="answer", record=True):
+    args = [command, "--server", server.url, "--token", server.token(user, device=device), *flags]
+    if record:
+        args += ["--record", s.file(f"{user}.wav")]
+    return stack(Softphone(s, f"{user}-{device}", args, netns=ns.NS))
+
+
+def heard_everyone_else(s, tones, user):
+    """`user`'s recordings hold every other participant's tone (each in its own file, at its
+    frequency) and, mixed, none of `user`'s own."""
+    others = [u for u in tones if u != user]
+    paths = [s.file(f"{user}-{other}.wav") for other in others]
+    for other, path in zip(others, paths):
+        check(os.path.exists(path), f"{user} recorded nothing from {other}")
+        near(dominant_frequency(path), tones[other], path)
+    check(not os.path.exists(s.file(f"{user}-{user}.wav")), f"{user} was sent its own stream")
+    levels = tone_levels(paths, list(tones.values()))
+    for other in others:
+        check(levels[tones[other]] > 0.2, f"{user}: {other}'s {tones[other]} Hz is missing from the mix ({levels})")
+    check(levels[tones[user]] < 0.05, f"{user} hears its own {tones[user]} Hz ({levels})")
+
+
+async def group_call_of(n, s, stack):
+    ns, _, server = await group_stack(s, stack)
+    names = ["alice", "bob", "carol", "dave", "erin"][:n]
+    tones = {name: 330 + 110 * i for i, name in enumerate(names)}
+    members = []
+    for name in names[1:]:
+        peer = member(s, stack, server, ns, name, "--auto", "--tone-frequency", str(tones[name]))
+        await peer.start()
+        members.append(peer)
+    for peer in members:
+        await peer.wait_for("note", text="waiting for a call")
+    alice = member(s, stack, server, ns, "alice", "--to", ",".join(names[1:]), "--tone-frequency",
+                   str(tones["alice"]), "--duration", "6", "--end-for-all", command="group call")
+    await alice.start()
+    for peer in [alice, *members]:
+        for other in names:
+            if f"{other}-" not in peer.name:
+                await peer.wait_for(f"first-audio {other}", timeout=20)
+    for peer in [alice, *members]:
+        check(await peer.exit_status() == 0, f"{peer.name} did not complete the call")
+    for peer in members:
+        check(peer.has("ended", reason="ended"), f"{peer.name}: the creator's end did not reach it")
+    for name in names:
+        heard_everyone_else(s, tones, name)
+
+
+@scenario
+async def group_call_of_three_through_janus(s, stack):
+    """Alice rings Bob and Carol; each hears the other two through Janus and none its own tone;
+    Alice ends the call for everyone."""
+    await group_call_of(3, s, stack)
+
+
+@scenario
+async def group_call_of_five_through_janus(s, stack):
+    """Five softphones, each hearing the other four."""
+    await group_call_of(5, s, stack)
+
+
+@scenario
+async def a_participant_leaves_and_the_others_keep_talking(s, stack):
+    """Carol leaves after 3 s: Alice and Bob see it, and go on hearing each other."""
+    ns, _, server = await group_stack(s, stack)
+    bob = member(s, stack, server, ns, "bob", "--auto", "--tone-frequency", "440")
+    carol = member(s, stack, server, ns, "carol", "--auto", "--tone-frequency", "660", "--duration", "3")
+    await bob.start()
+    await carol.start()
+    for peer in (bob, carol):
+        await peer.wait_for("note", text="waiting for a call")
+    alice = member(s, stack, server, ns, "alice", "--to", "bob,carol", "--tone-frequency", "550", "--duration", "9",
+                   "--end-for-all", command="group call")
+    await alice.start()
+    await carol.wait_for("first-audio alice")
+    check(await carol.exit_status() == 0, "carol's leave did not complete")
+    for peer in (alice, bob):
+        await peer.wait_for("participant", user="carol", state="left")
+        await peer.wait_for("participant", user="carol", state="stream-ended")
+    check(await alice.exit_status() == 0 and await bob.exit_status() == 0, "the call did not complete")
+    # After Carol left at ~3 s, Alice and Bob went on talking until ~9 s.
+    for path, tone in ((s.file("alice-bob.wav"), 440), (s.file("bob-alice.wav"), 550)):
+        check(wav_seconds(path) > 6, f"{path}: only {wav_seconds(path):.1f} s")
+        near(dominant_frequency(path), tone, path)
+
+
+@scenario
+async def group_rings_declined_missed_joined_later_and_elsewhere(s, stack):
+    """Bob declines, Carol's ring times out and she joins later by id, Dave's laptop joins and
+    his phone stops ringing (joined elsewhere)."""
+    ns, _, server = await group_stack(s, stack, ring_timeout=4)
+    bob = member(s, stack, server, ns, "bob", record=False)
+    carol = member(s, stack, server, ns, "carol", record=False)
+    dave_phone = member(s, stack, server, ns, "dave", device="phone", record=False)
+    dave_laptop = member(s, stack, server, ns, "dave", "--auto", "--tone-frequency", "440", device="laptop",
+                         record=False)
+    for peer in (bob, carol, dave_phone, dave_laptop):
+        await peer.start()
+        await peer.wait_for("note", text="waiting for a call")
+    alice = member(s, stack, server, ns, "alice", "--to", "bob,carol,dave", "--tone-frequency", "880",
+                   "--duration", "14", "--end-for-all", command="group call")
+    await alice.start()
+    await bob.wait_for("start")
+    bob.send("d")
+    check(await bob.exit_status() == 3, "bob's decline did not exit with 3 (declined)")
+    await alice.wait_for("participant", user="bob", state="declined")
+    check(await dave_phone.exit_status() == 8, "dave's phone did not stop with joined elsewhere (8)")
+    await alice.wait_for("participant", user="dave", state="joined")
+    check(await carol.exit_status() == 5, "carol's unanswered ring did not end as missed (5)")
+    await alice.wait_for("participant", user="carol", state="missed")
+    call_id = next(e["text"].split()[-1] for e in alice.events if e.get("event") == "note"
+                   and e.get("text", "").startswith("group call "))
+    late = member(s, stack, server, ns, "carol", call_id, "--tone-frequency", "660", command="group join")
+    await late.start()
+    await late.wait_for("first-audio alice")
+    await alice.wait_for("participant", user="carol", state="joined")
+    await alice.wait_for("first-audio carol")
+    check(await alice.exit_status() == 0, "alice's call did not complete")
+    near(dominant_frequency(s.file("carol-alice.wav")), 880, s.file("carol-alice.wav"))
+
+
+@scenario
+async def the_creator_cancels_before_anyone_joined(s, stack):
+    """Nobody answers; the creator hangs up after 2 s: every ringing device stops with cancelled."""
+    ns, _, server = await group_stack(s, stack)
+    bob = member(s, stack, server, ns, "bob", record=False)
+    await bob.start()
+    await bob.wait_for("note", text="waiting for a call")
+    alice = member(s, stack, server, ns, "alice", "--to", "bob", "--duration", "2", "--end-for-all",
+                   record=False, command="group call")
+    await alice.start()
+    await bob.wait_for("start")
+    check(await bob.exit_status() == 7, "bob's ring did not end as cancelled (7)")
+    check(await alice.exit_status() == 0, "alice's cancel failed")
+
+
+@scenario
+async def janus_dying_mid_call_ends_the_call_clearly(s, stack):
+    """Janus is killed while three talk: every participant's call ends with media-failed (exit 6)."""
+    ns, janus, server = await group_stack(s, stack)
+    bob = member(s, stack, server, ns, "bob", "--auto", "--tone-frequency", "440", record=False)
+    carol = member(s, stack, server, ns, "carol", "--auto", "--tone-frequency", "660", record=False)
+    for peer in (bob, carol):
+        await peer.start()
+        await peer.wait_for("note", text="waiting for a call")
+    alice = member(s, stack, server, ns, "alice", "--to", "bob,carol", "--tone-frequency", "550", record=False,
+                   command="group call")
+    await alice.start()
+    for peer, other in ((alice, "bob"), (bob, "carol"), (carol, "alice")):
+        await peer.wait_for(f"first-audio {other}")
+    await janus.kill()
+    for peer in (alice, bob, carol):
+        check(await peer.exit_status(timeout=15) == 6, f"{peer.name} did not end with 6 (failed)")
+        check(peer.has("ended", reason="media-failed"), f"{peer.name}: no media-failed")
 
 
 async def run(selected):

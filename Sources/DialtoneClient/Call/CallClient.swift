@@ -31,6 +31,8 @@ public actor CallClient {
     case glare(replaced: CallID, survivor: CallID)
     /// The server's state of a call asked for with `resolve(_:)` (nil: unknown to the server).
     case resolved(CallID, CallState?)
+    /// A group call rings this device: `group.join()` to answer, `group.decline()` to refuse.
+    case groupIncoming(GroupCall)
   }
 
   public nonisolated let events: AsyncStream<Event>
@@ -42,6 +44,11 @@ public actor CallClient {
   private let configuration: Configuration
 
   private var engines: [CallID: CallEngine] = [:]
+  private var groups: [CallID: GroupCall] = [:]
+  /// Group messages for a call not registered yet (a room's call, whose id comes with the
+  /// `room-join` answer): replayed when it is. Bounded.
+  private var unroutedGroupMessages: [ServerMessage] = []
+  private static let maxUnroutedGroupMessages = 64
   /// Answered before their invite arrived (a push woke the app, the user tapped answer).
   private var answerOnInvite: Set<CallID> = []
   private var deviceId: String?
@@ -72,6 +79,8 @@ public actor CallClient {
 
   /// Ends every call and disconnects.
   public func stop() async {
+    for group in groups.values { await group.leave() }
+    groups.removeAll()
     for engine in engines.values { await engine.hangup() }
     for engine in engines.values { await engine.drainSignaling() }
     engines.removeAll()
@@ -125,6 +134,78 @@ public actor CallClient {
     engines[callId]
   }
 
+  // MARK: Group calls
+
+  /// Starts a group call and rings `members`; this device joins it at once.
+  public func createGroup(
+    members: [String], video: Bool = false, title: String? = nil, callId: CallID = CallIDRules.generate()
+  ) async -> GroupCall {
+    let group = await makeGroup(callId, entry: .create(members: members, title: title), video: video)
+    await group.start()
+    return group
+  }
+
+  /// Joins a group call this user is a member of (a ring missed or ignored, or after leaving).
+  public func joinGroup(_ callId: CallID, video: Bool = false) async -> GroupCall {
+    if let existing = groups[callId], await existing.state == .ringing {
+      await existing.join()
+      return existing
+    }
+    let group = await makeGroup(callId, entry: .join, video: video)
+    await group.start()
+    return group
+  }
+
+  /// Joins the live call of an app-defined room, or starts it. Nobody rings.
+  public func joinRoom(_ name: String, video: Bool = false) async throws -> GroupCall {
+    let reply = try await signaling.request(.roomJoin(.init(room: name, callId: CallIDRules.generate(), video: video)))
+    switch reply {
+    case .ack(let ack):
+      guard let state = ack.group else { throw GroupCallError.unexpectedAnswer("room-join ack without group") }
+      let group = await makeGroup(state.callId, entry: .joinedRoom(state), video: state.video)
+      await group.start()
+      return group
+    case .error(let error):
+      throw GroupCallError.refused(error.code, error.message)
+    default:
+      throw GroupCallError.unexpectedAnswer(reply.typeName)
+    }
+  }
+
+  public func group(for callId: CallID) -> GroupCall? { groups[callId] }
+
+  private func makeGroup(_ callId: CallID, entry: GroupCall.Entry, video: Bool) async -> GroupCall {
+    let servers = await iceServers.current()
+    let group = GroupCall(
+      callId: callId, entry: entry, video: video, iceServers: servers, factory: factory,
+      signaling: SignalingGroupChannel(client: signaling))
+    groups[callId] = group
+    let replay = unroutedGroupMessages.filter { $0.callId == callId }
+    unroutedGroupMessages.removeAll { $0.callId == callId }
+    if !replay.isEmpty {
+      Task { for message in replay { await group.handle(message) } }
+    }
+    return group
+  }
+
+  private func routeGroup(_ message: ServerMessage) async {
+    guard let callId = message.callId else { return }
+    if case .groupInvite(let invite) = message {
+      guard groups[callId] == nil else { return }  // re-delivered, or already joined
+      let group = await makeGroup(callId, entry: .invited(invite), video: invite.video)
+      await group.start()
+      eventSink.yield(.groupIncoming(group))
+      return
+    }
+    guard let group = groups[callId] else {
+      unroutedGroupMessages.append(message)
+      if unroutedGroupMessages.count > Self.maxUnroutedGroupMessages { unroutedGroupMessages.removeFirst() }
+      return
+    }
+    await group.handle(message)
+    if case .ended = await group.state { groups[callId] = nil }
+  }
+
   /// The calls still in progress on this device.
   public func activeCalls() async -> [CallEngine] {
     await prune()
@@ -175,6 +256,9 @@ public actor CallClient {
 
   private func route(_ message: ServerMessage) async {
     switch message {
+    case .groupInvite, .groupUpdate, .groupMedia, .groupOffer, .groupAnswer, .groupCandidate, .groupStreamEnded,
+      .groupEnded:
+      await routeGroup(message)
     case .invite(let invite):
       await ring(invite)
     case .callEnded(let ended):

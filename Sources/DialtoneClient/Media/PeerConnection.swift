@@ -86,11 +86,15 @@ public struct PeerConnectionConfiguration: Sendable, Equatable {
   /// Reserve a video transceiver (webrtcbin cannot add the first track mid-call).
   public var video: Bool
   public var dataChannel: Bool
+  /// Set for a group call's receive-only stream: whose media it carries (an engine may keep
+  /// each participant's audio apart, and sends nothing on it).
+  public var remoteParticipant: Peer?
 
-  public init(iceServers: [IceServer], video: Bool, dataChannel: Bool = false) {
+  public init(iceServers: [IceServer], video: Bool, dataChannel: Bool = false, remoteParticipant: Peer? = nil) {
     self.iceServers = iceServers
     self.video = video
     self.dataChannel = dataChannel
+    self.remoteParticipant = remoteParticipant
   }
 }
 

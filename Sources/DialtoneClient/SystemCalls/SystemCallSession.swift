@@ -318,6 +318,8 @@ public actor SystemCallSession {
         inbox.yield(.event(.resolved(callId, state)))
       case .stopped:
         inbox.yield(.event(.signalingStopped))
+      case .groupIncoming:
+        break  // group rings: not yet reported to the system UI
       }
     }
   }

@@ -1,4 +1,5 @@
 import DialtoneCommandLine
+import DialtoneProtocol
 import Foundation
 
 /// Everything `dialtone-server` can be told, from flags or `DIALTONE_*` environment variables
@@ -41,6 +42,18 @@ public struct ServerConfiguration: Sendable, Equatable {
   public var pushCAFile: String?
   /// First retry delay for failed pushes (doubles up to 4 s); not a flag: tests shorten it.
   public var pushRetryFirstDelay: Double = 0.5
+
+  // Group calls: one SFU, Janus (proxied) or LiveKit (direct).
+  /// Janus's HTTP API, e.g. http://127.0.0.1:8088/janus.
+  public var janusURL: String?
+  public var janusAPISecret: String?
+  public var janusAdminKey: String?
+  /// LiveKit's URL as clients reach it, e.g. wss://livekit.example.com.
+  public var liveKitURL: String?
+  public var liveKitAPIKey: String?
+  public var liveKitAPISecret: String?
+  /// Most members a group call rings (the creator not counted).
+  public var groupRingLimit = 16
 
   public init() {}
 }
@@ -146,6 +159,36 @@ extension ServerConfiguration {
     Option(
       flag: "push-ca-file", help: "PEM CA bundle for push connections (for self-signed test servers)", repeatable: false
     ) { c, v in c.pushCAFile = v },
+    Option(
+      flag: "janus-url", help: "Janus HTTP API for group calls, on loopback (e.g. http://127.0.0.1:8088/janus)",
+      repeatable: false
+    ) { c, v throws(ConfigurationError) in
+      guard v.hasPrefix("http://") || v.hasPrefix("https://") else {
+        throw ConfigurationError("--janus-url expects an http(s) URL like http://127.0.0.1:8088/janus")
+      }
+      c.janusURL = v
+    },
+    Option(flag: "janus-api-secret", help: "Janus's api_secret, if it has one", repeatable: false) { c, v in
+      c.janusAPISecret = v
+    },
+    Option(flag: "janus-admin-key", help: "the VideoRoom plugin's admin_key, if it has one", repeatable: false) {
+      c, v in c.janusAdminKey = v
+    },
+    Option(flag: "livekit-url", help: "LiveKit URL clients connect to for group calls (wss://...)", repeatable: false) {
+      c, v in c.liveKitURL = v
+    },
+    Option(flag: "livekit-api-key", help: "LiveKit API key", repeatable: false) { c, v in c.liveKitAPIKey = v },
+    Option(flag: "livekit-api-secret", help: "LiveKit API secret", repeatable: false) { c, v in
+      c.liveKitAPISecret = v
+    },
+    Option(flag: "group-ring-limit", help: "most members a group call rings (default 16)", repeatable: false) {
+      c, v throws(ConfigurationError) in
+      let limit: Int = try number(v, "group-ring-limit")
+      guard (1...Limits.maxGroupMembers - 1).contains(limit) else {
+        throw ConfigurationError("--group-ring-limit must be 1...\(Limits.maxGroupMembers - 1)")
+      }
+      c.groupRingLimit = limit
+    },
   ]
 
   private static var commandOptions: [CommandOption] {
@@ -176,6 +219,13 @@ extension ServerConfiguration {
     let apnsParts = [configuration.apnsKeyFile, configuration.apnsKeyID, configuration.apnsTeamID]
     if apnsParts.contains(where: { $0 != nil }) && apnsParts.contains(where: { $0 == nil }) {
       throw ConfigurationError("APNs needs all of --apns-key-file, --apns-key-id and --apns-team-id")
+    }
+    let liveKitParts = [configuration.liveKitURL, configuration.liveKitAPIKey, configuration.liveKitAPISecret]
+    if liveKitParts.contains(where: { $0 != nil }) && liveKitParts.contains(where: { $0 == nil }) {
+      throw ConfigurationError("LiveKit needs all of --livekit-url, --livekit-api-key and --livekit-api-secret")
+    }
+    if configuration.janusURL != nil && configuration.liveKitURL != nil {
+      throw ConfigurationError("group calls use one SFU: give --janus-url or --livekit-url, not both")
     }
     if !configuration.turnURLs.isEmpty && configuration.turnSecret == nil {
       throw ConfigurationError("--turn-url needs --turn-secret (coturn's static-auth-secret)")

@@ -1,0 +1,56 @@
+import DialtoneProtocol
+import DialtoneSupport
+import Foundation
+
+/// The remote audio of a group call, kept apart per participant: each one's first audio is
+/// reported, and with `--record PATH` each one's audio is written to `PATH` with the user id
+/// before the extension (`out.wav` → `out-bob.wav`).
+final class ParticipantAudio: Sendable {
+  private struct State: Sendable {
+    var writers: [String: WAVWriter] = [:]
+    var heard: Set<String> = []
+    var onFirstAudio: (@Sendable (Peer) -> Void)?
+  }
+  private let recordPath: String?
+  private let state = Locked(State())
+
+  init(recordPath: String?) { self.recordPath = recordPath }
+
+  func onFirstAudio(_ report: @escaping @Sendable (Peer) -> Void) {
+    state.withLock { $0.onFirstAudio = report }
+  }
+
+  /// The sink for one of `participant`'s streams.
+  func sink(for participant: Peer) -> @Sendable (Data) -> Void {
+    let writer: WAVWriter? = recordPath.map { path in
+      state.withLock { state in
+        if let existing = state.writers[participant.userId] { return existing }
+        let made = WAVWriter(path: Self.path(path, for: participant.userId))
+        state.writers[participant.userId] = made
+        return made
+      }
+    }
+    return { [state] samples in
+      writer?.append(samples)
+      let first: (@Sendable (Peer) -> Void)? = state.withLock { state in
+        guard state.heard.insert(participant.userId).inserted else { return nil }
+        return state.onFirstAudio
+      }
+      first?(participant)
+    }
+  }
+
+  /// Writes every participant's file; returns the paths written.
+  func finish() throws -> [String] {
+    let writers = state.withLock { Array($0.writers.values) }
+    for writer in writers { try writer.finish() }
+    return writers.map(\.path).sorted()
+  }
+
+  static func path(_ path: String, for userId: String) -> String {
+    let safe = String(userId.map { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" ? $0 : "_" })
+    let url = URL(fileURLWithPath: path)
+    let ext = url.pathExtension.isEmpty ? "wav" : url.pathExtension
+    return url.deletingPathExtension().path + "-" + safe + "." + ext
+  }
+}
