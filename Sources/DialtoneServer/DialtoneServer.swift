@@ -39,7 +39,7 @@ public final class DialtoneServer: Sendable {
       settings: .init(
         ringTimeout: .seconds(configuration.ringTimeout), reconnectGrace: .seconds(configuration.reconnectGrace)))
     let executor = NetworkExecutor()
-    let sfu = Self.makeSFU(configuration, log: log)
+    let sfu = try Self.makeSFU(configuration, clock: clock, log: log)
     self.sfu = sfu
     let groups = GroupCallRouter(
       settings: .init(
@@ -58,6 +58,7 @@ public final class DialtoneServer: Sendable {
       version: Self.version
     ).register(in: &routes)
     BrowserClientRoutes().register(in: &routes)
+    if let liveKit = sfu as? LiveKitSFU { LiveKitWebhookRoute(sfu: liveKit).register(in: &routes) }
     var webConfiguration = WebServerConfiguration(
       host: configuration.host, port: configuration.port,
       maxMessageBytes: Limits.maxMessageBytes,
@@ -89,7 +90,20 @@ public final class DialtoneServer: Sendable {
     log.info("stopped")
   }
 
-  private static func makeSFU(_ configuration: ServerConfiguration, log: Log) -> (any SFUBackend)? {
+  private static func makeSFU(_ configuration: ServerConfiguration, clock: any DialtoneClock, log: Log) throws
+    -> (any SFUBackend)?
+  {
+    if let url = configuration.liveKitURL, let key = configuration.liveKitAPIKey,
+      let secret = configuration.liveKitAPISecret
+    {
+      do {
+        return try LiveKitSFU(
+          settings: .init(url: url, credentials: LiveKitCredentials(apiKey: key, apiSecret: secret)), clock: clock,
+          log: log.scoped("livekit"))
+      } catch {
+        throw ConfigurationError("--livekit-url: \(error)")
+      }
+    }
     if let url = configuration.janusURL {
       if let host = URL(string: url)?.host, !["127.0.0.1", "localhost", "::1", "[::1]"].contains(host) {
         log.warning("--janus-url \(url) is not on loopback: Janus's API must not be reachable by anyone else")
