@@ -14,6 +14,7 @@ public final class DialtoneServer: Sendable {
   private let web: WebServer
   let hub: SignalingHub
   private let recorder: CallRecorder
+  private let groupRecorder: GroupCallRecorder
   let pushes: PushDispatcher?
   private let sfu: (any SFUBackend)?
   private let log: Log
@@ -32,9 +33,10 @@ public final class DialtoneServer: Sendable {
       turnSecret: configuration.turnSecret, ttl: configuration.turnTTL)
     let callStore = try store ?? SQLiteStore.open(dataDirectory: configuration.dataDirectory)
     recorder = CallRecorder(store: callStore, log: log.scoped("calls"))
+    groupRecorder = GroupCallRecorder(store: callStore, log: log.scoped("calls"))
     pushes = try PushSetup.dispatcher(
       configuration: configuration, store: callStore, clock: clock, log: log.scoped("push"))
-    let sink = FanOutSink(sinks: [recorder] + (pushes.map { [$0] } ?? []))
+    let sink = FanOutSink(sinks: [recorder, groupRecorder] + (pushes.map { [$0] } ?? []))
     let router = CallRouter(
       settings: .init(
         ringTimeout: .seconds(configuration.ringTimeout), reconnectGrace: .seconds(configuration.reconnectGrace)))
@@ -86,6 +88,7 @@ public final class DialtoneServer: Sendable {
     await web.stop()
     await sfu?.shutdown()
     await recorder.flush()
+    await groupRecorder.flush()
     await pushes?.drain()
     log.info("stopped")
   }

@@ -128,6 +128,7 @@ struct DocsTests {
         || Self.matches(Peer.self, literal) || Self.matches(IceCandidate.self, literal)
         || Self.matches(IceServer.self, literal) || Self.matches(CallState.self, literal)
         || Self.matches(IncomingCallPush.self, literal) || Self.matches(MissedCallPush.self, literal)
+        || Self.matches(GroupCallState.self, literal) || Self.matches(GroupCallHistoryResponse.self, literal)
       if known { continue }
       // The FCM form of the push payload: all strings.
       if let push = try? IncomingCallPush(json: literal, options: .strict),

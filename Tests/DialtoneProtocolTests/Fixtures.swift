@@ -51,9 +51,38 @@ enum Fixtures {
     ClientEnvelope(id: "m15", message: .endOfCandidates(.init(callId: callId))),
     ClientEnvelope(id: "m16", message: .iceRestartRequest(.init(callId: callId))),
     ClientEnvelope(id: "m17", message: .getCall(.init(callId: callId))),
+    ClientEnvelope(
+      id: "g1", message: .groupCreate(.init(callId: callId, members: ["bob", "carol"], video: true, title: "Standup"))),
+    ClientEnvelope(id: "g2", message: .groupCreate(.init(callId: callId, members: ["bob"]))),
+    ClientEnvelope(id: "g3", message: .groupRinging(.init(callId: callId))),
+    ClientEnvelope(id: "g4", message: .groupDecline(.init(callId: callId))),
+    ClientEnvelope(id: "g5", message: .groupJoin(.init(callId: callId))),
+    ClientEnvelope(id: "g6", message: .groupLeave(.init(callId: callId))),
+    ClientEnvelope(id: "g7", message: .groupEnd(.init(callId: callId))),
+    ClientEnvelope(id: "g8", message: .roomJoin(.init(room: "book-club", callId: callId, video: false))),
+    ClientEnvelope(id: "g9", message: .roomJoin(.init(room: "book-club"))),
+    ClientEnvelope(id: "g10", message: .groupOffer(.init(callId: callId, stream: "publisher", sdp: "v=0\r\n"))),
+    ClientEnvelope(id: "g11", message: .groupAnswer(.init(callId: callId, stream: "feed-7", sdp: "v=0\r\n"))),
+    ClientEnvelope(
+      id: "g12",
+      message: .groupCandidate(
+        .init(
+          callId: callId, stream: "publisher",
+          candidate: IceCandidate(candidate: "candidate:1 1 udp 2122260223 10.0.0.2 50000 typ host", sdpMid: "0")))),
+    ClientEnvelope(id: "g13", message: .groupEndOfCandidates(.init(callId: callId, stream: "feed-7"))),
+    ClientEnvelope(id: "g14", message: .getGroup(.init(callId: callId))),
   ]
 
   /// One of every server message.
+  static let group = GroupCallState(
+    callId: callId, creatorId: "alice", title: "Standup", video: false, state: .active, createdAt: 1_732_880_000_000,
+    members: [
+      GroupMember(userId: "alice", state: .joined, deviceId: "phone", name: "Alice", joinedAt: 1_732_880_000_000),
+      GroupMember(userId: "bob", state: .ringing),
+      GroupMember(
+        userId: "carol", state: .left, deviceId: "web", joinedAt: 1_732_880_001_000, leftAt: 1_732_880_009_000),
+    ])
+
   static let serverMessages: [ServerMessage] = [
     .welcome(
       .init(
@@ -82,6 +111,24 @@ enum Fixtures {
     .callEnded(.init(callId: callId, reason: .hangup, from: bob)),
     .callEnded(.init(callId: callId, reason: .missed)),
     .callEnded(.init(callId: callId, reason: .glare, replacedBy: "0a1b2c3d-0000-4000-8000-000000000000")),
+    .groupInvite(
+      .init(
+        callId: callId, from: Peer(userId: "alice", deviceId: "phone", name: "Alice"), video: false, title: "Standup",
+        memberCount: 3, createdAt: 1_732_880_000_000, group: group)),
+    .groupUpdate(.init(callId: callId, group: group)),
+    .groupMedia(.init(callId: callId, sfu: .janus)),
+    .groupMedia(.init(callId: callId, sfu: .livekit, url: "wss://lk.example.com", token: "eyJ.e30.sig")),
+    .groupOffer(
+      .init(callId: callId, stream: "feed-7", sdp: "v=0\r\n", from: Peer(userId: "bob", deviceId: "laptop"))),
+    .groupAnswer(.init(callId: callId, stream: "publisher", sdp: "v=0\r\n")),
+    .groupCandidate(
+      .init(
+        callId: callId, stream: "feed-7",
+        candidate: IceCandidate(candidate: "candidate:1 1 udp 2122260223 10.0.0.9 20000 typ host", sdpMLineIndex: 0))),
+    .groupStreamEnded(.init(callId: callId, stream: "feed-7")),
+    .groupEnded(.init(callId: callId, reason: .joinedElsewhere, from: Peer(userId: "bob", deviceId: "laptop"))),
+    .groupEnded(.init(callId: callId, reason: .mediaFailed)),
+    .ack(.init(replyTo: "g14", callId: callId, group: group)),
   ]
 }
 

@@ -109,18 +109,18 @@ struct ServerMessageTests {
   // MARK: Forward compatibility (client side)
 
   @Test func unknownTypeIsKeptAndSeqIsAvailable() throws {
-    let envelope = try MessageCodec.decodeServerMessage(#"{"type":"group-invite","seq":8,"room":"r1"}"#)
+    let envelope = try MessageCodec.decodeServerMessage(#"{"type":"screen-share","seq":8,"room":"r1"}"#)
     #expect(envelope.seq == 8)
     guard case .unknown(let unknown) = envelope.message else {
       Issue.record("expected .unknown")
       return
     }
-    #expect(unknown.type == "group-invite")
+    #expect(unknown.type == "screen-share")
     #expect(unknown.json["room"] == "r1")
-    #expect(envelope.message.typeName == "group-invite")
+    #expect(envelope.message.typeName == "screen-share")
     #expect(envelope.message.knownType == nil)
     // Strict decoding refuses it.
-    let error = serverError(#"{"type":"group-invite","seq":8}"#, options: .strict)
+    let error = serverError(#"{"type":"screen-share","seq":8}"#, options: .strict)
     #expect(error?.code == .unknownType)
     #expect(error?.seq == 8)
   }

@@ -33,10 +33,10 @@ struct WireCodecTests {
   }
 
   @Test func aFrameOfAnUnknownMessageKeepsItsFields() throws {
-    let decoded = try MessageCodec.decodeServerMessage(#"{"type":"group-invite","seq":3,"room":{"id":"r"}}"#)
+    let decoded = try MessageCodec.decodeServerMessage(#"{"type":"screen-share","seq":3,"room":{"id":"r"}}"#)
     let frame = ServerFrame(decoded.message)
     #expect(
-      String(decoding: frame.bytes(seq: 9), as: UTF8.self) == #"{"room":{"id":"r"},"seq":9,"type":"group-invite"}"#)
+      String(decoding: frame.bytes(seq: 9), as: UTF8.self) == #"{"room":{"id":"r"},"seq":9,"type":"screen-share"}"#)
   }
 
   @Test("frames are written with keys in byte-wise order", arguments: Fixtures.serverMessages)

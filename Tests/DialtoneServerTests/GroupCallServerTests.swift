@@ -103,6 +103,24 @@ struct GroupCallServerTests {
     let deletionGrant = LiveKitFixture.payload(String(deletion?.authorization?.dropFirst("Bearer ".count) ?? ""))?[
       "video"]
     #expect(deletionGrant?["roomCreate"]?.boolValue == true)
+
+    // History keeps the call with each member's part, for members only.
+    let token = server.token("alice")
+    #expect(
+      await eventually {
+        (try? await server.http("GET", "/v1/group-calls", token: token).json?["calls"]?.arrayValue?.count) == 1
+      })
+    let history = try await server.http("GET", "/v1/group-calls", token: token).json
+    let record = history?["calls"]?.arrayValue?.first
+    #expect(record?["callId"]?.stringValue == "g-lk-1" && record?["title"]?.stringValue == "Plans")
+    #expect(record?["endReason"]?.stringValue == "completed")
+    let outcomes = record?["participants"]?.arrayValue?.compactMap { $0["outcome"]?.stringValue }
+    #expect(outcomes == ["left", "left"])
+    #expect(record?["participants"]?.arrayValue?.first?["durationMs"]?.intValue != nil)
+    let bobs = try await server.http("GET", "/v1/group-calls", token: server.token("bob")).json
+    #expect(bobs?["calls"]?.arrayValue?.count == 1)
+    let mallorys = try await server.http("GET", "/v1/group-calls", token: server.token("mallory")).json
+    #expect(mallorys?["calls"]?.arrayValue?.count == 0)
     await server.stop()
     await twirp.stop()
   }

@@ -53,6 +53,29 @@ struct APIRoutes {
       return .wire(CallHistoryResponse(calls: page, next: next))
     }
 
+    router.add(.GET, "/v1/group-calls") { request in
+      let identity = try authenticate(request)
+      var limit = 50
+      if let text = request.query["limit"] {
+        guard let parsed = Int(text), (1...200).contains(parsed) else {
+          throw HTTPError.badRequest("limit must be 1...200")
+        }
+        limit = parsed
+      }
+      var cursor: HistoryCursor?
+      if let text = request.query["before"] {
+        guard let parsed = HistoryCursor(token: text) else {
+          throw HTTPError.badRequest("before is not a cursor from \"next\"")
+        }
+        cursor = parsed
+      }
+      let calls = try await store.groupHistory(of: identity.userId, limit: limit + 1, before: cursor)
+      let page = Array(calls.prefix(limit))
+      let next =
+        calls.count > limit ? page.last.map { HistoryCursor(createdAt: $0.createdAt, callId: $0.callId).token } : nil
+      return .wire(GroupCallHistoryResponse(calls: page, next: next))
+    }
+
     DeviceRoutes(authenticator: authenticator, store: store, clock: clock).register(in: &router)
   }
 

@@ -5,7 +5,7 @@ import Foundation
 
 /// The embedded default store: one SQLite file in WAL mode under the data directory, owned by
 /// this actor (one connection, serialised access).
-public actor SQLiteStore: CallStore, DeviceStore {
+public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
   private let db: SQLiteDatabase
 
   /// Versioned schema; each entry runs once, in order, inside a transaction.
@@ -74,6 +74,30 @@ public actor SQLiteStore: CallStore, DeviceStore {
     INSERT INTO installations SELECT user_id, installation_id, device_id, platform, updated_at FROM devices;
     DROP TABLE devices;
     ALTER TABLE installations RENAME TO devices;
+    """,
+    """
+    CREATE TABLE group_calls (
+      call_id TEXT PRIMARY KEY,
+      creator_id TEXT NOT NULL,
+      title TEXT,
+      room TEXT,
+      video INTEGER NOT NULL,
+      created_at INTEGER NOT NULL,
+      ended_at INTEGER NOT NULL,
+      end_reason TEXT NOT NULL
+    );
+    CREATE TABLE group_call_members (
+      call_id TEXT NOT NULL REFERENCES group_calls (call_id),
+      position INTEGER NOT NULL,
+      user_id TEXT NOT NULL,
+      outcome TEXT NOT NULL,
+      device_id TEXT,
+      joined_at INTEGER,
+      duration_ms INTEGER,
+      created_at INTEGER NOT NULL,
+      PRIMARY KEY (call_id, user_id)
+    );
+    CREATE INDEX group_call_members_by_user ON group_call_members (user_id, created_at DESC, call_id DESC);
     """,
   ]
 
@@ -163,6 +187,68 @@ public actor SQLiteStore: CallStore, DeviceStore {
       callId: callId, callerId: caller, calleeId: callee, answeredBy: row[3].string,
       video: row[4].int == 1, createdAt: createdAt, answeredAt: row[6].int, endedAt: row[7].int,
       endReason: row[8].string.map { EndReason(lenient: $0) }, durationMs: row[9].int)
+  }
+
+  // MARK: - Group calls
+
+  public func saveGroupCall(_ record: GroupCallRecord) throws {
+    try db.transaction {
+      try db.query(
+        """
+        INSERT OR REPLACE INTO group_calls (call_id, creator_id, title, room, video, created_at, ended_at, end_reason)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+        """,
+        [
+          .text(record.callId), .text(record.creatorId), Self.optional(record.title), Self.optional(record.room),
+          .integer(record.video ? 1 : 0), .integer(record.createdAt), .integer(record.endedAt),
+          .text(record.endReason.rawValue),
+        ])
+      try db.query("DELETE FROM group_call_members WHERE call_id = ?", [.text(record.callId)])
+      for (position, member) in record.participants.enumerated() {
+        try db.query(
+          """
+          INSERT INTO group_call_members (call_id, position, user_id, outcome, device_id, joined_at, duration_ms, created_at)
+          VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+          """,
+          [
+            .text(record.callId), .integer(Int64(position)), .text(member.userId), .text(member.outcome.rawValue),
+            Self.optional(member.deviceId), member.joinedAt.map(SQLiteValue.integer) ?? .null,
+            member.durationMs.map(SQLiteValue.integer) ?? .null, .integer(record.createdAt),
+          ])
+      }
+    }
+  }
+
+  public func groupHistory(of userId: String, limit: Int, before cursor: HistoryCursor?) throws -> [GroupCallRecord] {
+    let bound: [SQLiteValue] =
+      cursor.map { [.integer($0.createdAt), .integer($0.createdAt), .text($0.callId)] }
+      ?? [.integer(Int64.max), .integer(Int64.max), .text("")]
+    let calls = try db.query(
+      """
+      SELECT g.call_id, g.creator_id, g.title, g.room, g.video, g.created_at, g.ended_at, g.end_reason
+      FROM group_call_members m JOIN group_calls g ON g.call_id = m.call_id
+      WHERE m.user_id = ? AND (m.created_at < ? OR (m.created_at = ? AND m.call_id < ?))
+      ORDER BY m.created_at DESC, m.call_id DESC LIMIT ?
+      """, [.text(userId)] + bound + [.integer(Int64(limit))])
+    return try calls.compactMap { row -> GroupCallRecord? in
+      guard row.count == 8, let callId = row[0].string, let creator = row[1].string, let createdAt = row[5].int,
+        let endedAt = row[6].int, let reason = row[7].string
+      else { return nil }
+      let members = try db.query(
+        """
+        SELECT user_id, outcome, device_id, joined_at, duration_ms FROM group_call_members
+        WHERE call_id = ? ORDER BY position
+        """, [.text(callId)])
+      return GroupCallRecord(
+        callId: callId, creatorId: creator, title: row[2].string, room: row[3].string, video: row[4].int == 1,
+        createdAt: createdAt, endedAt: endedAt, endReason: GroupEndReason(rawValue: reason) ?? .ended,
+        participants: members.compactMap { m in
+          guard m.count == 5, let user = m[0].string, let outcome = m[1].string.flatMap(GroupMemberState.init)
+          else { return nil }
+          return GroupParticipantRecord(
+            userId: user, outcome: outcome, deviceId: m[2].string, joinedAt: m[3].int, durationMs: m[4].int)
+        })
+    }
   }
 
   // MARK: - Devices
