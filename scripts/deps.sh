@@ -15,6 +15,8 @@ APT_PACKAGES=(
   gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-nice
   # End-to-end tests: a real TURN server and a real browser.
   coturn chromium
+  # Group calls: a real SFU (the tests start their own instance from a generated configuration).
+  janus
 )
 PIP_PACKAGES=(pyjwt cryptography h2 aiortc websockets numpy livekit-api)
 # `scripts/deps.sh bench`: also what the benchmarks compare against.

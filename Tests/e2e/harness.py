@@ -533,7 +533,7 @@ nat: {{ }}
 plugins: {{ disable = "{disabled_plugins}"; }}
 transports: {{ disable = "{disabled_transports}"; }}
 events: {{ broadcast = false; }}
-loggers: {{ }}
+loggers: {{ disable = "libjanus_jsonlog.so"; }}
 ''')
         with open(os.path.join(folder, "janus.transport.http.jcfg"), "w") as f:
             f.write(f'''general: {{ json = "compact"; base_path = "/janus"; http = true; port = {self.port};
