@@ -5,7 +5,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8080
 CONNECTIONS ?= 15000
 
-.PHONY: deps bench-deps build release run test format lint bench-ws bench-signaling bench-push bench-setup bench-codec clean
+.PHONY: deps bench-deps build release run test format lint bench-ws bench-signaling bench-push bench-setup bench-codec bench-group clean
 
 deps:
 	@scripts/deps.sh
@@ -63,6 +63,13 @@ bench-push: release bench-deps
 SETUP_CALLS ?= 10
 bench-setup: release
 	python3 bench/setup_bench.py --bin .build/release --calls $(SETUP_CALLS)
+
+# Group calls of 3, 5 and 8 CLI softphones through the server and Janus, against the same people
+# as a full mesh of 1:1 calls: accept → first audio, and CPU per participant.
+GROUP_SIZES ?= 3,5,8
+GROUP_ROUNDS ?= 3
+bench-group: release
+	python3 bench/group_bench.py --bin .build/release --sizes $(GROUP_SIZES) --rounds $(GROUP_ROUNDS)
 
 # The signaling codec against Foundation's JSONDecoder/JSONEncoder on the relay's messages.
 bench-codec: release

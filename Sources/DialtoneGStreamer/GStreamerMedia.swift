@@ -20,6 +20,9 @@ public struct GStreamerMedia: Sendable {
   /// Group calls: where the decoded audio of one remote participant's stream goes (each
   /// arrives on a receive-only connection of its own). Nil: `remoteAudio`.
   public var participantAudio: (@Sendable (Peer) -> (@Sendable (Data) -> Void)?)?
+  /// False for a group call's receive-only stream: no send branch at all (nothing is encoded);
+  /// webrtcbin answers the offer from a receive-only transceiver of its own.
+  var sends = true
 
   public init(
     audio: AudioSource = .tone(frequency: 440), relayOnly: Bool = false,
@@ -37,6 +40,7 @@ public struct GStreamerMedia: Sendable {
   func receiving(from participant: Peer) -> GStreamerMedia {
     var media = self
     media.audio = .silence
+    media.sends = false
     if let participantAudio { media.remoteAudio = participantAudio(participant) }
     return media
   }
@@ -48,6 +52,12 @@ public struct GStreamerMedia: Sendable {
   /// really carry: an SFU (Janus) drops packets of an SSRC it was not told about, and a spare
   /// connection's offer is made before the payloader has picked one of its own.
   func pipelineDescription(ssrc: UInt32) -> String {
+    guard sends else {
+      // A lone element would be parsed as that element rather than a pipeline: an idle live
+      // source into a fake sink keeps it a pipeline and costs nothing.
+      return
+        "webrtcbin name=webrtc bundle-policy=max-bundle latency=20 appsrc is-live=true ! fakesink async=false sync=false"
+    }
     let source: String
     switch audio {
     case .tone(let frequency):
