@@ -55,7 +55,6 @@ public actor CallClient {
   /// Answered before their invite arrived (a push woke the app, the user tapped answer).
   private var answerOnInvite: Set<CallID> = []
   private var deviceId: String?
-  private var userId: String?
   private var pump: Task<Void, Never>?
 
   public init(
@@ -201,12 +200,10 @@ public actor CallClient {
       } catch {
         return  // stopped: every call ends anyway
       }
-      self.groupResolved(callId, state: state)
+      // Known by now: the answer came on a connection that was welcomed first.
+      let userId = await client.userId
+      self.eventSink.yield(.groupResolved(callId, state, userId: userId))
     }
-  }
-
-  private func groupResolved(_ callId: CallID, state: GroupCallState?) {
-    eventSink.yield(.groupResolved(callId, state, userId: userId))
   }
 
   private func makeGroup(_ callId: CallID, entry: GroupCall.Entry, video: Bool) async -> GroupCall {
@@ -269,7 +266,6 @@ public actor CallClient {
     switch event {
     case .connected(let welcome):
       deviceId = welcome.deviceId
-      userId = welcome.userId
       if !welcome.iceServers.isEmpty {
         await iceServers.update(servers: welcome.iceServers, ttl: welcome.iceServersTtl)
       }
