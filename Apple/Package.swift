@@ -3,7 +3,7 @@
 // Dialtone for Apple platforms: thin adapters from the platform frameworks to the rules in
 // `DialtoneClient` (root package). Nothing here decides anything; every call rule lives in
 // DialtoneClient, where it is compiled and tested on Linux. This package cannot be built on
-// Linux (CallKit, PushKit, AVFoundation and the WebRTC xcframework are Apple-only).
+// Linux (CallKit, PushKit, AVFoundation, the WebRTC xcframework and LiveKit are Apple-only).
 import PackageDescription
 
 let package = Package(
@@ -13,6 +13,7 @@ let package = Package(
     .library(name: "DialtoneCallKit", targets: ["DialtoneCallKit"]),
     .library(name: "DialtoneWebRTC", targets: ["DialtoneWebRTC"]),
     .library(name: "DialtoneURLSession", targets: ["DialtoneURLSession"]),
+    .library(name: "DialtoneLiveKit", targets: ["DialtoneLiveKit"]),
   ],
   dependencies: [
     // The root package. It must export a `DialtoneClient` library product (see docs/ios.md).
@@ -22,6 +23,12 @@ let package = Package(
     // modification. Its major version is the Chromium milestone (M125 here): bumping the
     // milestone means changing the major below.
     .package(url: "https://github.com/stasel/WebRTC.git", .upToNextMajor(from: "125.0.0")),
+    // LiveKit's Swift SDK, for group calls on a LiveKit SFU (only DialtoneLiveKit uses it). A
+    // source dependency that brings its own prebuilt WebRTC (`LiveKitWebRTC`, `LKRTC`-prefixed
+    // symbols, so it links next to the WebRTC above). 2.8.0 is the first release with
+    // `AudioManager.setEngineAvailability(_:)` (2.6.1 added
+    // `audioSession.isAutomaticConfigurationEnabled`).
+    .package(url: "https://github.com/livekit/client-sdk-swift.git", .upToNextMajor(from: "2.8.0")),
   ],
   targets: [
     // WebSocket transport for SignalingClient over URLSessionWebSocketTask.
@@ -52,6 +59,16 @@ let package = Package(
         .product(name: "DialtoneProtocol", package: "Dialtone"),
         "DialtoneWebRTC",
         "DialtoneURLSession",
+      ]
+    ),
+    // GroupMediaControl over LiveKit's Room for group calls whose media are on LiveKit, with
+    // LiveKit's audio under CallKit's control (iOS only: its sources are empty on macOS).
+    .target(
+      name: "DialtoneLiveKit",
+      dependencies: [
+        .product(name: "DialtoneClient", package: "Dialtone"),
+        .product(name: "DialtoneProtocol", package: "Dialtone"),
+        .product(name: "LiveKit", package: "client-sdk-swift"),
       ]
     ),
     // The example app (Example/DialtoneExample) is a plain source folder for an Xcode iOS

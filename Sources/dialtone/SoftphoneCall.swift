@@ -174,7 +174,7 @@ actor SoftphoneCall {
     case .glare(let replaced, let survivor):
       report.note("glare: call \(replaced) replaced by \(survivor)")
       if let incoming = ringingOffers[survivor] { adoptSurvivor(incoming) } else { awaitingSurvivor = survivor }
-    case .resolved:
+    case .resolved, .groupResolved:
       break
     case .groupIncoming(let incoming):
       guard case .callee(let auto) = role, engine == nil, group == nil else {

@@ -11,7 +11,7 @@ private let secret = "system-call-session-test-secret-0123"
 /// Plays the OS call UI (CallKit): every transaction the session requests comes back as the
 /// matching action, and the test can perform the user's own actions. It remembers each
 /// action's id, so tests can check how it was settled.
-private final class FakeOS: Sendable {
+final class FakeOS: Sendable {
   let log = CallLog()
   let ui: RecordingCallUI
   let clock: any DialtoneClock

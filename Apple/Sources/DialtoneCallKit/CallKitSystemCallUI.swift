@@ -50,9 +50,11 @@
     public func reportNewIncomingCall(
       _ call: IncomingCallReport, completion: @escaping @Sendable ((any Error)?) -> Void
     ) {
+      // A group call goes on for the others: it cannot be held (the core fails a hold action).
       provider.reportNewIncomingCall(
         with: call.uuid,
-        update: Self.update(handle: call.handle, displayName: call.displayName, hasVideo: call.hasVideo),
+        update: Self.update(
+          handle: call.handle, displayName: call.displayName, hasVideo: call.hasVideo, supportsHolding: !call.isGroup),
         completion: completion)
     }
 
@@ -107,13 +109,16 @@
     }
 
     /// A call's handle, name and capabilities. DTMF is off: Dialtone calls are app to app and
-    /// the core fails every DTMF action. Grouping is off: one call per group.
-    static func update(handle: String, displayName: String?, hasVideo: Bool) -> CXCallUpdate {
+    /// the core fails every DTMF action. Grouping is off: one call per group. Holding is off for
+    /// a group call's ring.
+    static func update(handle: String, displayName: String?, hasVideo: Bool, supportsHolding: Bool = true)
+      -> CXCallUpdate
+    {
       let update = CXCallUpdate()
       update.remoteHandle = CXHandle(type: .generic, value: handle)
       update.localizedCallerName = displayName
       update.hasVideo = hasVideo
-      update.supportsHolding = true
+      update.supportsHolding = supportsHolding
       update.supportsDTMF = false
       update.supportsGrouping = false
       update.supportsUngrouping = false

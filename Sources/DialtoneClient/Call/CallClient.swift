@@ -33,6 +33,9 @@ public actor CallClient {
     case resolved(CallID, CallState?)
     /// A group call rings this device: `group.join()` to answer, `group.decline()` to refuse.
     case groupIncoming(GroupCall)
+    /// The server's state of a group call asked for with `resolveGroup(_:)` (nil: unknown to the
+    /// server, or not this user's), and this user's id (nil before the first `welcome`).
+    case groupResolved(CallID, GroupCallState?, userId: String?)
   }
 
   public nonisolated let events: AsyncStream<Event>
@@ -173,6 +176,35 @@ public actor CallClient {
   }
 
   public func group(for callId: CallID) -> GroupCall? { groups[callId] }
+
+  /// Declines a group ring for every device of this user. A ring known only from a push (its
+  /// `group-invite` not here yet) is declined over signaling.
+  public func declineGroup(_ callId: CallID) async {
+    if let group = groups[callId] {
+      await group.decline()
+    } else {
+      _ = try? await signaling.submit(.groupDecline(.init(callId: callId)))
+    }
+  }
+
+  /// Asks the server for a group call's state (`get-group`), as `resolve(_:)` does for a 1:1
+  /// call; the answer arrives as `.groupResolved`. A device woken by a group push learns this
+  /// way that the ring was cancelled, answered or declined elsewhere, or missed meanwhile.
+  public func resolveGroup(_ callId: CallID) {
+    let client = signaling
+    Task {
+      let state: GroupCallState?
+      do {
+        let reply = try await client.request(.getGroup(.init(callId: callId)))
+        if case .ack(let ack) = reply { state = ack.group } else { state = nil }
+      } catch {
+        return  // stopped: every call ends anyway
+      }
+      // Known by now: the answer came on a connection that was welcomed first.
+      let userId = await client.userId
+      self.eventSink.yield(.groupResolved(callId, state, userId: userId))
+    }
+  }
 
   private func makeGroup(_ callId: CallID, entry: GroupCall.Entry, video: Bool) async -> GroupCall {
     let servers = await iceServers.current()

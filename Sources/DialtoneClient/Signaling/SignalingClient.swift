@@ -31,6 +31,9 @@ public actor SignalingClient {
   }
 
   public nonisolated let events: AsyncStream<Event>
+  /// The user this connection is signed in as, from the last `welcome` (nil before the first).
+  /// Set before any answer on that connection is delivered.
+  public private(set) var userId: String?
   private let eventSink: AsyncStream<Event>.Continuation
   private let configuration: Configuration
   private let transport: any SignalingTransport
@@ -204,6 +207,7 @@ public actor SignalingClient {
     guard let envelope = try? MessageCodec.decodeServerMessage(text) else { return }
     if case .welcome(let welcome) = envelope.message {
       welcomed = true
+      userId = welcome.userId
       heartbeat = Double(welcome.heartbeatSeconds)
       if !welcome.resumed {
         lastSeq = 0

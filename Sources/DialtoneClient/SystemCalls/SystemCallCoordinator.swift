@@ -17,6 +17,12 @@ import Foundation
 /// - Every ending of a call the OS still shows is reported with the matching reason,
 ///   including endings the OS did not ask for (ICE failure, signaling stopped for good).
 /// - The camera starts only once a video call is answered or placed.
+/// - Group rings follow the same rules (a group push is reported at once, a `group-invite` unless
+///   a push did, a pushed ring is resolved with `get-group`), with the group's own actions: answer
+///   joins (fulfilled once this device's media is up), end declines a ring and leaves a joined
+///   call, mute mutes the group call; hold is refused. Every ending of the group call for this
+///   device (joined or declined elsewhere, missed, cancelled, ended, media or connection failed)
+///   ends the OS call with the matching reason.
 public struct SystemCallCoordinator: Sendable, Equatable {
   public enum Direction: String, Sendable, Equatable {
     case incoming
@@ -26,7 +32,8 @@ public struct SystemCallCoordinator: Sendable, Equatable {
   public enum Stage: String, Sendable, Equatable {
     /// Incoming, reported to the OS, not answered yet.
     case ringing
-    /// Incoming, answered in the OS UI, waiting to connect.
+    /// Incoming, answered in the OS UI, waiting to connect (a group call: joining, until this
+    /// device's media is up).
     case answering
     /// Outgoing, not connected yet.
     case dialing
@@ -56,6 +63,13 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     /// The outgoing call's "started connecting" was reported.
     public var reportedConnecting = false
     public var cameraOn = false
+    /// A group call (its ring came as a group push or a `group-invite`; its media go through the
+    /// server's SFU).
+    public var isGroup = false
+    /// Muted in the OS UI (a group call's LiveKit media connect muted).
+    public var muted = false
+    /// The app's own SFU media (LiveKit, `GroupMediaControl`) were asked to connect.
+    public var externalMedia = false
   }
 
   public enum Timer: Hashable, Sendable {
@@ -72,6 +86,19 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     case invite(callId: CallID, handle: String, displayName: String?, video: Bool)
     /// The server's `get-call` answer for a call (nil: not found, no answer).
     case resolved(CallID, CallState?)
+    /// A `group-invite` rang this device over signaling (`handle`: the creator; `displayName`:
+    /// the title, or the creator's name).
+    case groupInvite(callId: CallID, handle: String, displayName: String?, video: Bool)
+    /// The server's `get-group` answer for a group call (nil: not found, no answer), with this
+    /// user's id (nil: not known yet).
+    case groupResolved(CallID, GroupCallState?, userId: String?)
+    /// A group call changed state (`GroupCall.Event.state`).
+    case groupState(CallID, GroupCall.State)
+    /// This device's media in a group call changed: the Janus publisher connection
+    /// (`GroupCall.Event.publisherState`), or the app's LiveKit room.
+    case groupMedia(CallID, PeerConnectionState)
+    /// LiveKit credentials for a joined group call (`GroupCall.Event.liveKit`).
+    case groupLiveKit(CallID, url: String, token: String)
     /// The app places a call.
     case dial(callId: CallID, to: String, displayName: String?, video: Bool)
     /// A call engine changed state.
@@ -120,6 +147,20 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     case stopCamera
     case arm(Timer, at: Date)
     case cancel(Timer)
+    /// Connect signaling if needed, then send `get-group` for the group call (answer:
+    /// `.groupResolved`).
+    case resolveGroup(CallID)
+    /// Join the group call (`group-join`): answers its ring, or joins a call known only from a
+    /// push.
+    case joinGroup(CallID, video: Bool)
+    /// Refuse the group ring (`group-decline`: every device of this user stops ringing).
+    case declineGroup(CallID)
+    /// Leave the joined (or joining) group call (`group-leave`); it goes on for the others.
+    case leaveGroup(CallID)
+    case setGroupMuted(CallID, Bool)
+    /// Connect the group call's LiveKit media (`GroupMediaControl.connect`).
+    case connectGroupMedia(CallID, url: String, token: String, video: Bool, muted: Bool)
+    case disconnectGroupMedia(CallID)
   }
 
   /// What the synchronous push report needs to know, kept where a PushKit thread can read it.
@@ -177,7 +218,14 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     if ended != nil && !mustReport { return nil }
     return IncomingCallReport(
       uuid: CallUUIDs.uuid(for: push.callId), callId: push.callId, handle: push.callerHandle,
-      displayName: push.callerName, hasVideo: push.hasVideo, origin: .push, endAtOnce: ended)
+      displayName: push.isGroup ? groupDisplayName(title: push.title, creatorName: push.callerName) : push.callerName,
+      hasVideo: push.hasVideo, origin: .push, endAtOnce: ended, isGroup: push.isGroup)
+  }
+
+  /// The name the OS shows for a group ring: its title, or the creator's name.
+  public static func groupDisplayName(title: String?, creatorName: String?) -> String? {
+    if let title, !title.isEmpty { return title }
+    return creatorName
   }
 
   /// How a device woken by a push ends its OS call, from the `get-call` result for the pushed
@@ -205,14 +253,51 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     }
   }
 
+  /// How a device woken by a group push ends its OS call, from the `get-group` result for the
+  /// pushed call: nil while this user is still rung (or is in the call on this device); `state`
+  /// nil means `not-found`, no answer or no connection. `userId` is this user's id; without it
+  /// only the call's own phase is read.
+  ///
+  /// This user's member state comes first: in the call (or was) on another device →
+  /// `.answeredElsewhere`; declined → `.declinedElsewhere`. Then an ended call ends with its
+  /// reason (cancelled by the creator → `.remoteEnded`, even though cancelling marks the ring
+  /// missed), a ring that timed out for this member → `.unanswered`.
+  public static func endReason(forPushedGroup state: GroupCallState?, userId: String?, ownDeviceId: String)
+    -> SystemCallEndReason?
+  {
+    guard let state else { return .failed }
+    let member = userId.flatMap { state.member($0) }
+    if let member, member.state == .joined || member.state == .left, let device = member.deviceId,
+      device != ownDeviceId
+    {
+      return .answeredElsewhere
+    }
+    if member?.state == .declined { return .declinedElsewhere }
+    if state.state == .ended {
+      if state.endReason != .cancelled && member?.state == .missed { return .unanswered }
+      return SystemCallEndReason(group: state.endReason ?? .ended)
+    }
+    switch member?.state {
+    case .missed?: return .unanswered
+    case .left?: return .remoteEnded  // left here earlier: this ring is stale
+    case .invited?, .ringing?, .joined?, .declined?, nil: return nil
+    }
+  }
+
   // MARK: Transitions
 
   public mutating func handle(_ event: Event, now: Date) -> [Effect] {
     switch event {
     case .reported(let report, let accepted): return reported(report, accepted: accepted, now: now)
     case .invite(let callId, let handle, let name, let video):
-      return invite(callId, handle: handle, displayName: name, video: video)
+      return invite(callId, handle: handle, displayName: name, video: video, group: false)
     case .resolved(let callId, let state): return resolved(callId, state)
+    case .groupInvite(let callId, let handle, let name, let video):
+      return invite(callId, handle: handle, displayName: name, video: video, group: true)
+    case .groupResolved(let callId, let state, let userId): return groupResolved(callId, state, userId: userId)
+    case .groupState(let callId, let state): return groupState(callId, state)
+    case .groupMedia(let callId, let state): return groupMedia(callId, state)
+    case .groupLiveKit(let callId, let url, let token): return groupLiveKit(callId, url: url, token: token)
     case .dial(let callId, let to, let name, let video): return dial(callId, to: to, displayName: name, video: video)
     case .engine(let callId, let state): return engine(callId, state)
     case .glare(_, let survivor): return glare(survivor: survivor)
@@ -266,8 +351,11 @@ public struct SystemCallCoordinator: Sendable, Equatable {
       calls[uuid] = Call(
         uuid: uuid, callId: callId, direction: .incoming, stage: .ringing, handle: report.handle,
         displayName: report.displayName, video: report.hasVideo, pushed: true, inviteReceived: false, shown: true,
-        awaitingResolution: true)
-      return [.arm(.pushResolution(uuid), at: now.addingTimeInterval(pushResolutionTimeout.seconds)), .connect(callId)]
+        awaitingResolution: true, isGroup: report.isGroup)
+      return [
+        .arm(.pushResolution(uuid), at: now.addingTimeInterval(pushResolutionTimeout.seconds)),
+        report.isGroup ? .resolveGroup(callId) : .connect(callId),
+      ]
     case .invite:
       guard var call = calls[uuid] else {
         // It ended before the OS answered: take it off the screen again.
@@ -279,7 +367,7 @@ public struct SystemCallCoordinator: Sendable, Equatable {
         // Refused as a duplicate of the push's report: the call is on screen all the same.
         if call.pushed { return [] }
         calls[uuid] = nil
-        return [.end(callId, .systemRejected)]
+        return [endOverSignaling(call, .systemRejected)]
       }
       call.shown = true
       calls[uuid] = call
@@ -288,9 +376,12 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     }
   }
 
-  private mutating func invite(_ callId: CallID, handle: String, displayName: String?, video: Bool) -> [Effect] {
+  private mutating func invite(_ callId: CallID, handle: String, displayName: String?, video: Bool, group: Bool)
+    -> [Effect]
+  {
     let uuid = CallUUIDs.uuid(for: callId)
     if var call = calls[uuid] {
+      guard call.isGroup == group else { return [] }
       call.inviteReceived = true
       calls[uuid] = call
       return resolvedHere(uuid)
@@ -298,18 +389,19 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     guard ledger.ended[callId] == nil else { return [] }  // a re-delivered invite of an ended call
     let call = Call(
       uuid: uuid, callId: callId, direction: .incoming, stage: .ringing, handle: handle, displayName: displayName,
-      video: video, pushed: false, inviteReceived: true, shown: false)
+      video: video, pushed: false, inviteReceived: true, shown: false, isGroup: group)
     calls[uuid] = call
     return [
       .reportIncoming(
         IncomingCallReport(
-          uuid: uuid, callId: callId, handle: handle, displayName: displayName, hasVideo: video, origin: .invite))
+          uuid: uuid, callId: callId, handle: handle, displayName: displayName, hasVideo: video, origin: .invite,
+          isGroup: group))
     ]
   }
 
   private mutating func resolved(_ callId: CallID, _ state: CallState?) -> [Effect] {
     let uuid = CallUUIDs.uuid(for: callId)
-    guard let call = calls[uuid], call.direction == .incoming else { return [] }
+    guard let call = calls[uuid], call.direction == .incoming, !call.isGroup else { return [] }
     guard let reason = Self.endReason(forPushedCall: state, ownDeviceId: deviceId) else {
       // Still ringing (its invite is on the way) or accepted here: resolved.
       return resolvedHere(uuid)
@@ -317,6 +409,67 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     // An invite already seen means the call rang here; a stale "not found" must not end it.
     if state == nil && call.inviteReceived { return [] }
     return finish(uuid, reason: reason)
+  }
+
+  private mutating func groupResolved(_ callId: CallID, _ state: GroupCallState?, userId: String?) -> [Effect] {
+    let uuid = CallUUIDs.uuid(for: callId)
+    guard let call = calls[uuid], call.isGroup else { return [] }
+    guard let reason = Self.endReason(forPushedGroup: state, userId: userId, ownDeviceId: deviceId) else {
+      // Without this user's member state nothing is known yet: the invite or the timer settles it.
+      let known = state.map { group in userId.flatMap { group.member($0) } != nil } ?? false
+      return known ? resolvedHere(uuid) : []
+    }
+    // An invite already seen means the call rang here; a stale "not found" must not end it.
+    if state == nil && call.inviteReceived { return [] }
+    // Answered here meanwhile: the user's join stands unless the call itself is over.
+    if call.stage != .ringing && state?.state != .ended { return resolvedHere(uuid) }
+    return finish(uuid, reason: reason)
+  }
+
+  private mutating func groupState(_ callId: CallID, _ state: GroupCall.State) -> [Effect] {
+    let uuid = CallUUIDs.uuid(for: callId)
+    guard let call = calls[uuid], call.isGroup else { return [] }
+    switch state {
+    case .ended(let reason?):
+      return finish(uuid, reason: SystemCallEndReason(group: reason))
+    case .ended(nil):
+      // Ended here without the OS asking (performEnd forgets the call first): the join was
+      // refused, or could not be sent.
+      return finish(uuid, reason: .failed)
+    case .ringing, .joining, .joined:
+      return []
+    }
+  }
+
+  private mutating func groupMedia(_ callId: CallID, _ state: PeerConnectionState) -> [Effect] {
+    let uuid = CallUUIDs.uuid(for: callId)
+    guard var call = calls[uuid], call.isGroup else { return [] }
+    switch state {
+    case .connected:
+      // This device's media are up: the answer action is done.
+      guard call.stage == .answering else { return [] }
+      let action = call.answerAction
+      call.stage = .connected
+      call.answerAction = nil
+      calls[uuid] = call
+      var effects: [Effect] = []
+      if let action { effects += [.cancel(.answer(uuid)), .fulfill(actionId: action)] }
+      return effects + resolvedHere(uuid)
+    case .failed:
+      // Nothing restarts a group call's media: the call is over for this device.
+      guard call.stage != .ringing else { return [] }
+      return finish(uuid, reason: .failed) + [.leaveGroup(callId)]
+    case .new, .checking, .disconnected, .closed:
+      return []
+    }
+  }
+
+  private mutating func groupLiveKit(_ callId: CallID, url: String, token: String) -> [Effect] {
+    let uuid = CallUUIDs.uuid(for: callId)
+    guard var call = calls[uuid], call.isGroup, call.stage != .ringing, !call.externalMedia else { return [] }
+    call.externalMedia = true
+    calls[uuid] = call
+    return [.connectGroupMedia(callId, url: url, token: token, video: call.video, muted: call.muted)]
   }
 
   private mutating func dial(_ callId: CallID, to userId: String, displayName: String?, video: Bool) -> [Effect] {
@@ -330,7 +483,7 @@ public struct SystemCallCoordinator: Sendable, Equatable {
 
   private mutating func engine(_ callId: CallID, _ state: CallEngine.State) -> [Effect] {
     let uuid = CallUUIDs.uuid(for: callId)
-    guard var call = calls[uuid] else { return [] }
+    guard var call = calls[uuid], !call.isGroup else { return [] }
     switch state {
     case .calling:
       guard call.direction == .outgoing, !call.reportedConnecting else { return [] }
@@ -402,14 +555,20 @@ public struct SystemCallCoordinator: Sendable, Equatable {
       call.answerAction = action.id
       call.cameraOn = call.video
       calls[uuid] = call
-      return [.prepareAudio(video: call.video), .answer(call.callId)] + (call.video ? [.startCamera] : [])
+      let answer: Effect = call.isGroup ? .joinGroup(call.callId, video: call.video) : .answer(call.callId)
+      return [.prepareAudio(video: call.video), answer] + (call.video ? [.startCamera] : [])
         + [.arm(.answer(uuid), at: action.timeoutDate)]
     case .end:
-      let callId = call.callId
-      return finish(uuid, reason: nil) + [.end(callId, .user), .fulfill(actionId: action.id)]
+      // Ringing group calls are declined, joined ones left (endOverSignaling reads the stage).
+      return finish(uuid, reason: nil) + [endOverSignaling(call, .user), .fulfill(actionId: action.id)]
     case .setMuted(let muted):
-      return [.setMuted(call.callId, muted), .fulfill(actionId: action.id)]
+      guard call.isGroup else { return [.setMuted(call.callId, muted), .fulfill(actionId: action.id)] }
+      call.muted = muted
+      calls[uuid] = call
+      return [.setGroupMuted(call.callId, muted), .fulfill(actionId: action.id)]
     case .setHeld(let held):
+      // A group call goes on for the others: it cannot be held (reports say so).
+      guard !call.isGroup else { return [.fail(actionId: action.id)] }
       return [.setHeld(call.callId, held), .fulfill(actionId: action.id)]
     case .playDTMF:
       // Dialtone calls are app to app: reports say DTMF is not supported.
@@ -419,7 +578,8 @@ public struct SystemCallCoordinator: Sendable, Equatable {
 
   private mutating func videoToggled(_ callId: CallID, enabled: Bool) -> [Effect] {
     let uuid = CallUUIDs.uuid(for: callId)
-    guard var call = calls[uuid], call.shown else { return [] }
+    // A group call's video is fixed when it starts.
+    guard var call = calls[uuid], call.shown, !call.isGroup else { return [] }
     // Before an incoming call is answered the camera stays off whatever the toggle says.
     let live = call.direction == .outgoing || call.stage != .ringing
     let wasOn = call.cameraOn
@@ -437,7 +597,9 @@ public struct SystemCallCoordinator: Sendable, Equatable {
   private mutating func answerTimedOut(actionId: UUID) -> [Effect] {
     guard let call = calls.values.first(where: { $0.answerAction == actionId }) else { return [] }
     calls[call.uuid]?.answerAction = nil
-    return [.cancel(.answer(call.uuid))] + finish(call.uuid, reason: .failed) + [.end(call.callId, .answerTimedOut)]
+    return [.cancel(.answer(call.uuid))] + finish(call.uuid, reason: .failed) + [
+      endOverSignaling(call, .answerTimedOut)
+    ]
   }
 
   private mutating func transactionFailed(_ transaction: SystemCallTransaction) -> [Effect] {
@@ -448,7 +610,7 @@ public struct SystemCallCoordinator: Sendable, Equatable {
       return finish(call.uuid, reason: nil)
     case .end:
       // The OS does not know the call (any more): end it over signaling all the same.
-      return finish(call.uuid, reason: nil) + [.end(call.callId, .user)]
+      return finish(call.uuid, reason: nil) + [endOverSignaling(call, .user)]
     case .answer, .setMuted, .setHeld:
       return []
     }
@@ -460,7 +622,7 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     var effects: [Effect] = []
     for call in activeCalls {
       effects += finish(call.uuid, reason: reason)
-      if let cause { effects.append(.end(call.callId, cause)) }
+      if let cause { effects.append(endOverSignaling(call, cause)) }
     }
     glareSurvivors.removeAll()
     return effects
@@ -474,9 +636,18 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     if let action = call.answerAction { effects += [.cancel(.answer(uuid)), .fail(actionId: action)] }
     if call.awaitingResolution { effects.append(.cancel(.pushResolution(uuid))) }
     if call.cameraOn && !calls.values.contains(where: \.cameraOn) { effects.append(.stopCamera) }
+    if call.externalMedia { effects.append(.disconnectGroupMedia(call.callId)) }
     if let reason, call.shown { effects.append(.reportEnded(uuid, reason)) }
     remember(call.callId, reason ?? .remoteEnded)
     return effects
+  }
+
+  /// How a call the OS is done with ends over signaling: a 1:1 call is cancelled, declined or
+  /// hung up as its engine's state says; a group ring is declined, a joined (or joining) group
+  /// call left.
+  private func endOverSignaling(_ call: Call, _ cause: LocalEndCause) -> Effect {
+    guard call.isGroup else { return .end(call.callId, cause) }
+    return call.stage == .ringing ? .declineGroup(call.callId) : .leaveGroup(call.callId)
   }
 
   /// A pushed call's outcome is known here (invite, `get-call`, connected): its timer stops.

@@ -9,6 +9,10 @@ import Foundation
 /// handled in arrival order by the coordinator; its effects run at once (OS reports, action
 /// settlement, audio, camera) or, for signaling and media work, in one ordered lane that never
 /// holds up the inbox. Nothing touches the network before `goOnline()` or a reported push.
+///
+/// Group rings (a group push, or a `group-invite`) go through the same inbox: the session owns
+/// each `GroupCall`'s events (the app sees them again on `groupEvents`) and, for LiveKit group
+/// calls, drives the app's `GroupMediaControl`.
 public actor SystemCallSession {
   /// What the app's UI shows of a call.
   public struct CallStatus: Sendable, Equatable {
@@ -35,6 +39,14 @@ public actor SystemCallSession {
     public var isMuted = false
     public var isOnHold = false
     public var isVideoEnabled: Bool
+    /// A group call (`handle` is its creator, `displayName` its title or the creator's name).
+    public var isGroup = false
+  }
+
+  /// An event of one of the session's group calls, passed on to the app.
+  public struct GroupEvent: Sendable {
+    public var callId: CallID
+    public var event: GroupCall.Event
   }
 
   /// The call client, for `engine(for:)` and stats. Its `events` are the session's: do not
@@ -42,6 +54,10 @@ public actor SystemCallSession {
   public nonisolated let client: CallClient
   /// Every change of a call's status, ending with `.ended`.
   public nonisolated let statuses: AsyncStream<CallStatus>
+  /// Every event of the session's group calls (participants, remote streams, errors, ...), as
+  /// `GroupCall.events` would give them: the session consumes those streams itself. One
+  /// consumer; the newest 256 are kept for a slow one.
+  public nonisolated let groupEvents: AsyncStream<GroupEvent>
 
   private enum Input: Sendable {
     case event(SystemCallCoordinator.Event)
@@ -56,10 +72,16 @@ public actor SystemCallSession {
     case setMuted(CallID, Bool)
     case setHeld(CallID, Bool)
     case setVideo(CallID, Bool)
+    case resolveGroup(CallID)
+    case joinGroup(CallID, video: Bool)
+    case declineGroup(CallID)
+    case leaveGroup(CallID)
+    case setGroupMuted(CallID, Bool)
   }
 
   private let ui: any SystemCallUI
   private let media: (any CallMediaControl)?
+  private let groupMedia: (any GroupMediaControl)?
   private let clock: any DialtoneClock
   private nonisolated let inbox: AsyncStream<Input>.Continuation
   private nonisolated let commands: AsyncStream<Command>.Continuation
@@ -67,6 +89,7 @@ public actor SystemCallSession {
   private nonisolated let paths = Locked(NetworkPathWatch())
   private nonisolated let started = Locked(false)
   private nonisolated let statusSink: AsyncStream<CallStatus>.Continuation
+  private nonisolated let groupEventSink: AsyncStream<GroupEvent>.Continuation
   private let inputs: AsyncStream<Input>
   private let commandStream: AsyncStream<Command>
 
@@ -76,14 +99,21 @@ public actor SystemCallSession {
   private var engineStates: [CallID: CallEngine.State] = [:]
   private var published: [CallID: CallStatus] = [:]
   private var online = false
+  /// The group calls whose events the session reads, until their stream ends.
+  private var groups: [CallID: GroupCall] = [:]
+  /// Joins in flight (a join waits for the server's answer; the lane does not).
+  private var joins: [CallID: Task<GroupCall, Never>] = [:]
 
   /// - Parameters:
   ///   - deviceId: this device's id, the `device` claim of its tokens.
   ///   - media: the audio session and camera (nil: a headless device).
+  ///   - groupMedia: the app's own SFU media for LiveKit group calls (nil: none; Janus group
+  ///     calls need none).
   public init(
     signaling: SignalingClient, iceServers: IceServerCache, factory: any PeerConnectionFactory, ui: any SystemCallUI,
     media: (any CallMediaControl)?, deviceId: String, clock: any DialtoneClock = SystemClock(),
-    policy: CallEngine.Policy = .init(), pushResolutionTimeout: Duration = .seconds(30)
+    policy: CallEngine.Policy = .init(), pushResolutionTimeout: Duration = .seconds(30),
+    groupMedia: (any GroupMediaControl)? = nil
   ) {
     var configuration = CallClient.Configuration()
     configuration.policy = policy
@@ -93,11 +123,13 @@ public actor SystemCallSession {
       signaling: signaling, iceServers: iceServers, factory: factory, clock: clock, configuration: configuration)
     self.ui = ui
     self.media = media
+    self.groupMedia = groupMedia
     self.clock = clock
     coordinator = SystemCallCoordinator(deviceId: deviceId, pushResolutionTimeout: pushResolutionTimeout)
     (inputs, inbox) = AsyncStream<Input>.makeStream(bufferingPolicy: .unbounded)
     (commandStream, commands) = AsyncStream<Command>.makeStream(bufferingPolicy: .unbounded)
     (statuses, statusSink) = AsyncStream<CallStatus>.makeStream(bufferingPolicy: .bufferingNewest(64))
+    (groupEvents, groupEventSink) = AsyncStream<GroupEvent>.makeStream(bufferingPolicy: .bufferingNewest(256))
   }
 
   /// Starts listening (to the OS, signaling and timers); no network. Call at launch, before
@@ -155,6 +187,15 @@ public actor SystemCallSession {
   public nonisolated func didActivateAudioSession() { inbox.yield(.event(.audioActivated)) }
   public nonisolated func didDeactivateAudioSession() { inbox.yield(.event(.audioDeactivated)) }
   public nonisolated func providerDidReset() { inbox.yield(.event(.reset)) }
+
+  // MARK: From the app's group media (LiveKit)
+
+  /// The app's `GroupMediaControl` reports its room for a group call: `.connected` once this
+  /// device's media are up (the answer action is then fulfilled), `.failed` when the room is
+  /// gone for good (the call ends as `.failed`).
+  public nonisolated func groupMediaStateChanged(_ callId: CallID, _ state: PeerConnectionState) {
+    inbox.yield(.event(.groupMedia(callId, state)))
+  }
 
   /// Every update of the network path monitor (`interfaces` empty when unsatisfied). A switch
   /// (Wi-Fi ↔ cellular) reconnects signaling at once; media recovers through ICE restarts.
@@ -241,12 +282,26 @@ public actor SystemCallSession {
     case .setHeld(let callId, let held): commands.yield(.setHeld(callId, held))
     case .setVideo(let callId, let enabled): commands.yield(.setVideo(callId, enabled))
     case .prepareAudio(let video): media?.prepareAudio(video: video)
-    case .audioActivated: media?.audioSessionActivated()
-    case .audioDeactivated: media?.audioSessionDeactivated()
+    case .audioActivated:
+      media?.audioSessionActivated()
+      groupMedia?.audioSessionActivated()
+    case .audioDeactivated:
+      media?.audioSessionDeactivated()
+      groupMedia?.audioSessionDeactivated()
     case .startCamera: media?.startCamera()
     case .stopCamera: media?.stopCamera()
     case .arm(let timer, let deadline): arm(timer, at: deadline)
     case .cancel(let timer): timers.removeValue(forKey: timer)?.cancel()
+    case .resolveGroup(let callId): commands.yield(.resolveGroup(callId))
+    case .joinGroup(let callId, let video): commands.yield(.joinGroup(callId, video: video))
+    case .declineGroup(let callId): commands.yield(.declineGroup(callId))
+    case .leaveGroup(let callId): commands.yield(.leaveGroup(callId))
+    case .setGroupMuted(let callId, let muted):
+      commands.yield(.setGroupMuted(callId, muted))
+      if coordinator.call(callId)?.externalMedia == true { groupMedia?.setMuted(callId: callId, muted: muted) }
+    case .connectGroupMedia(let callId, let url, let token, let video, let muted):
+      groupMedia?.connect(callId: callId, url: url, token: token, video: video, muted: muted)
+    case .disconnectGroupMedia(let callId): groupMedia?.disconnect(callId: callId)
     }
   }
 
@@ -293,7 +348,39 @@ public actor SystemCallSession {
       updateStatus(callId) { $0.isOnHold = held }
     case .setVideo(let callId, let enabled):
       await client.engine(for: callId)?.setVideoEnabled(enabled)
+    case .resolveGroup(let callId):
+      await goOnline()
+      await client.resolveGroup(callId)
+    case .joinGroup(let callId, let video):
+      await goOnline()
+      let client = client
+      let join = Task { await client.joinGroup(callId, video: video) }
+      joins[callId] = join
+      Task {
+        let group = await join.value
+        self.joined(group, join)
+      }
+    case .declineGroup(let callId):
+      await client.declineGroup(callId)
+    case .leaveGroup(let callId):
+      await groupCall(callId)?.leave()
+    case .setGroupMuted(let callId, let muted):
+      await groupCall(callId)?.setMuted(muted)
+      updateStatus(callId) { $0.isMuted = muted }
     }
+  }
+
+  private func joined(_ group: GroupCall, _ join: Task<GroupCall, Never>) {
+    if joins[group.callId] == join { joins[group.callId] = nil }
+    observe(group)
+  }
+
+  /// The group call a command is for. A join just started has registered its call with the
+  /// client before it waits for the server; only in the moment before that is the join awaited.
+  private func groupCall(_ callId: CallID) async -> GroupCall? {
+    if let group = groups[callId] { return group }
+    if let group = await client.group(for: callId) { return group }
+    return await joins[callId]?.value
   }
 
   // MARK: Signaling events
@@ -318,10 +405,48 @@ public actor SystemCallSession {
         inbox.yield(.event(.resolved(callId, state)))
       case .stopped:
         inbox.yield(.event(.signalingStopped))
-      case .groupIncoming:
-        break  // group rings: not yet reported to the system UI
+      case .groupIncoming(let group):
+        observe(group)
+        let invite: ServerMessage.GroupInvite? = {
+          if case .invited(let invite) = group.entry { return invite }
+          return nil
+        }()
+        inbox.yield(
+          .event(
+            .groupInvite(
+              callId: group.callId, handle: invite?.from.userId ?? SystemCallCoordinator.unknownHandle,
+              displayName: SystemCallCoordinator.groupDisplayName(title: invite?.title, creatorName: invite?.from.name),
+              video: group.video)))
+      case .groupResolved(let callId, let state, let userId):
+        inbox.yield(.event(.groupResolved(callId, state, userId: userId)))
       }
     }
+  }
+
+  /// Reads a group call's events (once per call object): its state and this device's media go
+  /// to the coordinator, every event to `groupEvents`.
+  private func observe(_ group: GroupCall) {
+    let callId = group.callId
+    guard groups[callId] !== group else { return }
+    groups[callId] = group
+    let inbox = inbox
+    let sink = groupEventSink
+    Task {
+      for await event in group.events {
+        switch event {
+        case .state(let state): inbox.yield(.event(.groupState(callId, state)))
+        case .publisherState(let state): inbox.yield(.event(.groupMedia(callId, state)))
+        case .liveKit(let url, let token): inbox.yield(.event(.groupLiveKit(callId, url: url, token: token)))
+        case .participants, .remoteStreamAdded, .remoteStreamState, .remoteStreamRemoved, .error: break
+        }
+        sink.yield(GroupEvent(callId: callId, event: event))
+      }
+      self.forget(group)
+    }
+  }
+
+  private func forget(_ group: GroupCall) {
+    if groups[group.callId] === group { groups[group.callId] = nil }
   }
 
   private nonisolated func observe(_ engine: CallEngine) {
@@ -342,7 +467,7 @@ public actor SystemCallSession {
         published[call.callId]
         ?? CallStatus(
           callId: call.callId, uuid: call.uuid, direction: call.direction, handle: call.handle,
-          displayName: call.displayName, phase: .incoming, isVideoEnabled: call.video)
+          displayName: call.displayName, phase: .incoming, isVideoEnabled: call.video, isGroup: call.isGroup)
       status.phase = Self.phase(of: call, engine: engineStates[call.callId])
       status.isVideoEnabled = call.video
       publish(status)

@@ -20,6 +20,19 @@ public enum SystemCallEndReason: String, Sendable, Equatable, CaseIterable {
     }
   }
 
+  /// The OS reason for a group call that ended for this device (`group-ended`, or a `get-group`
+  /// answer): joined or declined on another device of this user, the ring missed, the creator
+  /// gave up or ended it, the last one left, or the media or the connection failed.
+  public init(group reason: GroupEndReason) {
+    switch reason {
+    case .joinedElsewhere: self = .answeredElsewhere
+    case .declinedElsewhere: self = .declinedElsewhere
+    case .missed, .unanswered: self = .unanswered
+    case .cancelled, .ended, .completed: self = .remoteEnded
+    case .mediaFailed, .connectionLost: self = .failed
+    }
+  }
+
   /// The OS reason for a `call-ended` of an outgoing call.
   public init(signaledToCaller reason: EndReason) {
     switch reason {
@@ -49,10 +62,13 @@ public struct IncomingCallReport: Sendable, Equatable {
   /// Report, then end at once with this reason (a malformed push, a push for a call that is
   /// already over on this device).
   public var endAtOnce: SystemCallEndReason?
+  /// A group call's ring (a group push or a `group-invite`): `handle` is its creator and
+  /// `displayName` its title, or the creator's name. It cannot be held.
+  public var isGroup: Bool
 
   public init(
     uuid: UUID, callId: CallID?, handle: String, displayName: String?, hasVideo: Bool, origin: Origin,
-    endAtOnce: SystemCallEndReason? = nil
+    endAtOnce: SystemCallEndReason? = nil, isGroup: Bool = false
   ) {
     self.uuid = uuid
     self.callId = callId
@@ -61,6 +77,7 @@ public struct IncomingCallReport: Sendable, Equatable {
     self.hasVideo = hasVideo
     self.origin = origin
     self.endAtOnce = endAtOnce
+    self.isGroup = isGroup
   }
 }
 
@@ -157,4 +174,25 @@ public protocol CallMediaControl: Sendable {
   /// The user answered or placed a video call.
   func startCamera()
   func stopCamera()
+}
+
+/// The media of group calls whose SFU the app connects to itself: with LiveKit the server hands
+/// over `{url, token}` (`GroupCall.Event.liveKit`). On iOS this is LiveKit's Swift SDK
+/// (`LiveKitGroupMedia` in `Apple/`). Janus group calls need none: their media are the SDK's own
+/// `PeerConnection`s, whose audio follows `CallMediaControl`.
+///
+/// The session calls it in the order its coordinator decides. The implementation reports its
+/// connection back with `SystemCallSession.groupMediaStateChanged(_:_:)`: `.connected` fulfills
+/// the answer action, `.failed` ends the call.
+public protocol GroupMediaControl: Sendable {
+  /// Joins the call's media room, audio off until `audioSessionActivated()`; `muted` says
+  /// whether the microphone may be published.
+  func connect(callId: CallID, url: String, token: String, video: Bool, muted: Bool)
+  func setMuted(callId: CallID, muted: Bool)
+  /// Leaves the call's media room (the call was left, or ended).
+  func disconnect(callId: CallID)
+  /// The OS activated the audio session: audio I/O may start (rule 5).
+  func audioSessionActivated()
+  /// The OS deactivated the audio session, or reset its provider: audio I/O stops.
+  func audioSessionDeactivated()
 }
