@@ -60,7 +60,7 @@ private final class FakeGroupSignaling: GroupSignaling, Sendable {
     }
     #expect(offer.stream == "publisher" && offer.sdp == "offer-pc1-1")
     await call.handle(.groupAnswer(.init(callId: Self.callId, stream: "publisher", sdp: "answer-sfu")))
-    #expect(factory.connections[0].calls.contains("setRemote(answer)"))
+    #expect(factory.connections[0].calls.contains("setRemote(answer:answer-sfu)"))
 
     // The publisher's candidates are trickled on its stream.
     factory.connections[0].emitCandidate(IceCandidate(candidate: "candidate:1 1 udp 1 10.0.0.1 1 typ host"))
@@ -81,7 +81,7 @@ private final class FakeGroupSignaling: GroupSignaling, Sendable {
 
     await call.handle(.groupOffer(.init(callId: Self.callId, stream: "feed-9", sdp: "offer-sfu", from: Self.bob)))
     let receiver = factory.connections[0]
-    #expect(receiver.calls.prefix(3) == ["setRemote(offer)", "createAnswer", "setLocal(answer)"])
+    #expect(receiver.calls.prefix(3) == ["setRemote(offer:offer-sfu)", "createAnswer", "setLocal(answer)"])
     guard case .groupAnswer(let answer) = signaling.messages.last else {
       Issue.record("no answer")
       return
@@ -125,7 +125,8 @@ private final class FakeGroupSignaling: GroupSignaling, Sendable {
     await call.handle(.groupAnswer(.init(callId: Self.callId, stream: "publisher", sdp: "answer-sfu")))
     let calls = publisher.calls
     #expect(
-      (calls.firstIndex(of: "setRemote(answer)") ?? .max) < (calls.firstIndex(of: "addCandidate(early)") ?? -1))
+      (calls.firstIndex(of: "setRemote(answer:answer-sfu)") ?? .max)
+        < (calls.firstIndex(of: "addCandidate(early)") ?? -1))
   }
 
   @Test func leavingTellsTheServerAndClosesEveryConnection() async throws {

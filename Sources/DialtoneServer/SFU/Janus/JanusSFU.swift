@@ -54,6 +54,8 @@ actor JanusSFU: SFUBackend {
 
   nonisolated let kind = SFUKind.janus
   private static let publisherStream = "publisher"
+  /// VideoRoom's JANUS_VIDEOROOM_ERROR_NO_SUCH_FEED.
+  private static let noSuchFeed = 428
 
   private let settings: Settings
   private let http: HTTPClient
@@ -67,6 +69,10 @@ actor JanusSFU: SFUBackend {
   private var rooms: [CallID: Room] = [:]
   private var owners: [UInt64: HandleOwner] = [:]
   private var chains: [CallID: Task<Void, Never>] = [:]
+  /// Subscriptions being made (subscriber, publisher), so one pair never gets two handles.
+  private var subscribing: Set<[Identity]> = []
+  /// Subscriptions run beside the call's chain: a join must not wait for the N-1 feeds before it.
+  private var subscriptions: [CallID: [Task<Void, Never>]] = [:]
   private var pump: Task<Void, Never>?
 
   init(settings: Settings, log: Log) {
@@ -97,6 +103,7 @@ actor JanusSFU: SFUBackend {
     inboxSink.finish()
     pump?.cancel()
     for chain in chains.values { await chain.value }
+    for task in subscriptions.values.joined() { await task.value }
     for (callId, _) in rooms { await close(callId) }
     await session?.close()
     http.shutdown()
@@ -127,6 +134,7 @@ actor JanusSFU: SFUBackend {
       case .join(let callId, let who): try await join(callId, who)
       case .leave(let callId, let who): await leave(callId, who)
       case .close(let callId):
+        for task in subscriptions.removeValue(forKey: callId) ?? [] { await task.value }
         await close(callId)
         chains[callId] = nil
       case .signal(let callId, let who, let message): try await signal(callId, who, message)
@@ -194,7 +202,7 @@ actor JanusSFU: SFUBackend {
     emit(.send(.groupMedia(.init(callId: callId, sfu: .janus)), callId: callId, to: who))
     // Everyone already publishing is offered to the newcomer.
     let publishing = rooms[callId]?.participants.values.filter { $0.identity != who && $0.published } ?? []
-    for other in publishing { try await subscribe(callId, who, to: other.identity) }
+    for other in publishing { startSubscription(callId, who, to: other.identity) }
   }
 
   private func signal(_ callId: CallID, _ who: Identity, _ message: ClientMessage) async throws {
@@ -237,7 +245,7 @@ actor JanusSFU: SFUBackend {
     guard let participant = rooms[callId]?.participants[who], !participant.published else { return }
     rooms[callId]?.participants[who]?.published = true
     for other in (rooms[callId]?.participants.keys.filter { $0 != who } ?? []) {
-      try await subscribe(callId, other, to: who)
+      startSubscription(callId, other, to: who)
     }
   }
 
@@ -274,6 +282,24 @@ actor JanusSFU: SFUBackend {
   }
 
   // MARK: - Helpers
+
+  private func startSubscription(_ callId: CallID, _ subscriber: Identity, to publisher: Identity) {
+    let pair = [subscriber, publisher]
+    guard rooms[callId]?.participants[subscriber]?.subscriptions[publisher] == nil, subscribing.insert(pair).inserted
+    else { return }
+    let task = Task {
+      do {
+        try await self.subscribe(callId, subscriber, to: publisher)
+      } catch JanusError.plugin(code: Self.noSuchFeed, _) {
+        // The publisher left (or its media went down) while the subscription was being made.
+        self.log.info("group call \(callId): \(publisher.userId)'s feed went away before \(subscriber.userId) got it")
+      } catch {
+        self.fail(.join(callId: callId, participant: subscriber), error)
+      }
+      self.subscribing.remove(pair)
+    }
+    subscriptions[callId, default: []].append(task)
+  }
 
   /// Offers `publisher`'s feed to `subscriber` on a subscriber handle of its own.
   private func subscribe(_ callId: CallID, _ subscriber: Identity, to publisher: Identity) async throws {
