@@ -48,6 +48,21 @@ async def wait_port(port, timeout=15):
     raise Failure(f"nothing listens on {port}")
 
 
+async def wait_port_in(netns, host, port, process, timeout=15):
+    """Waits until something listens on host:port inside `netns` (not reachable from here)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        check(process.proc.returncode is None, f"{process.name} exited (see its log)")
+        probe = await asyncio.create_subprocess_exec(
+            "ip", "netns", "exec", netns, "bash", "-c", f"exec 3<>/dev/tcp/{host}/{port}",
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+        if await probe.wait() == 0:
+            return
+        await asyncio.sleep(0.05)
+    raise Failure(f"nothing listens on {host}:{port} in {netns}")
+
+
 class Scratch:
     """A temporary directory removed at the end."""
 
@@ -108,8 +123,7 @@ class Server:
             args += ["--turn-secret", TURN_SECRET, "--turn-url", f"turn:{self.turn.address}:{self.turn.port}?transport=udp"]
         self.process = await spawn("server", args, self.scratch.file("server.log"))
         if self.netns:
-            await asyncio.sleep(1)  # not reachable from here; give it its start-up second
-            check(self.process.proc.returncode is None, "the server did not start (see server.log)")
+            await wait_port_in(self.netns, self.host, self.port, self.process)
         else:
             await wait_port(self.port)
         return self
@@ -126,34 +140,20 @@ class Server:
         return subprocess.check_output(args, text=True).strip()
 
 
-def host_address():
-    """This machine's first non-loopback IPv4 address (traffic to it never leaves the host),
-    or 127.0.0.1 when there is none.
-
-    libnice (inside webrtcbin) gathers no loopback candidates and pins each socket to its
-    interface (IP_UNICAST_IF), so a TURN server on 127.0.0.1 is unreachable from it; one on the
-    host's own address is reached through the kernel's local delivery."""
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect(("192.0.2.1", 9))  # no packet is sent: this only asks for a route
-            address = s.getsockname()[0]
-            return address if not address.startswith("127.") else "127.0.0.1"
-    except OSError:
-        return "127.0.0.1"
-
-
 class Coturn:
-    """coturn with TURN REST credentials (use-auth-secret), UDP only, loopback peers allowed."""
+    """coturn with TURN REST credentials (use-auth-secret), UDP only, on the test namespace's
+    address (libnice pins each socket to its interface, so peers cannot reach a TURN server on
+    loopback)."""
 
-    def __init__(self, scratch):
-        self.scratch = scratch
-        self.address = host_address()
+    def __init__(self, scratch, namespace):
+        self.scratch, self.namespace = scratch, namespace
+        self.address = namespace.ADDR
         self.port = free_port(socket.SOCK_DGRAM)
         self.process = None
 
     async def start(self):
         relay_low = 40000 + (self.port % 10000)
-        args = ["turnserver", "-n", "--listening-ip", self.address, "--relay-ip", self.address,
+        args = ["ip", "netns", "exec", self.namespace.NS, "turnserver", "-n", "--listening-ip", self.address, "--relay-ip", self.address,
                 "--listening-port", str(self.port), "--use-auth-secret", "--static-auth-secret", TURN_SECRET,
                 "--realm", "dialtone.test", "--allow-loopback-peers", "--no-tls", "--no-dtls", "--no-tcp",
                 "--no-cli", "--min-port", str(relay_low), "--max-port", str(relay_low + 200),
@@ -244,64 +244,45 @@ class Softphone:
             await self.proc.wait()
 
 
-def aiortc_peer(scratch, name, args):
-    """The Python client of Tests/e2e/aiortc_peer.py (same JSON event lines as the CLI)."""
+def aiortc_peer(scratch, name, args, netns):
+    """The Python client of Tests/e2e/aiortc_peer.py (same JSON event lines as the CLI), inside
+    the test's namespace."""
     script = os.path.join(os.path.dirname(__file__), "aiortc_peer.py")
-    return Softphone(scratch, name, args, command=[sys.executable, script, *args])
+    return Softphone(scratch, name, args, command=["ip", "netns", "exec", netns, sys.executable, script, *args])
 
 
 class TCPProxy:
-    """Forwards a local port to the server; `cut()` drops every connection it carries (a
-    signaling socket dying mid-call) while new connections keep working."""
+    """Forwards a port to the server, inside the test's namespace (Tests/e2e/tcp_proxy.py);
+    `cut()` drops every connection it carries (a signaling socket dying mid-call) while new
+    connections keep working."""
 
-    def __init__(self, target_port):
-        self.target_port = target_port
+    def __init__(self, target_port, netns):
+        self.target_port, self.netns = target_port, netns
         self.port = None
-        self.server = None
-        self.pairs = []
+        self.proc = None
         self.cuts = 0
 
     async def start(self):
-        self.server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
-        self.port = self.server.sockets[0].getsockname()[1]
+        script = os.path.join(os.path.dirname(__file__), "tcp_proxy.py")
+        self.proc = await asyncio.create_subprocess_exec(
+            "ip", "netns", "exec", self.netns, sys.executable, script, str(self.target_port),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+        line = (await asyncio.wait_for(self.proc.stdout.readline(), 10)).decode().split()
+        check(len(line) == 2 and line[0] == "PORT", "the TCP proxy did not start")
+        self.port = int(line[1])
         return self
 
-    async def _accept(self, reader, writer):
-        try:
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
-        except OSError:
-            writer.close()
-            return
-        self.pairs.append((writer, up_writer))
-
-        async def pump(src, dst):
-            try:
-                while data := await src.read(65536):
-                    dst.write(data)
-                    await dst.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                dst.close()
-
-        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
-
-    def cut(self):
-        for a, b in self.pairs:
-            for w in (a, b):
-                sock = w.get_extra_info("socket")
-                try:
-                    # An abortive close: the peer sees the connection reset, as when a network dies.
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                except OSError:
-                    pass
-                w.transport.abort()
-        self.cuts += len(self.pairs)
-        self.pairs = []
+    async def cut(self):
+        self.proc.stdin.write(b"cut\n")
+        await self.proc.stdin.drain()
+        line = (await asyncio.wait_for(self.proc.stdout.readline(), 10)).decode().split()
+        check(len(line) == 2 and line[0] == "CUT", "the TCP proxy did not cut")
+        self.cuts += int(line[1])
 
     async def stop(self):
-        self.cut()
-        self.server.close()
+        if self.proc and self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
 
 
 def wav_seconds(path):
@@ -333,52 +314,86 @@ def dominant_frequency(path, seconds=1.0):
 
 
 class Chromium:
-    """Headless Chromium on one page, driven over the DevTools protocol (CDP)."""
+    """Headless Chromium on one page inside the test's namespace, driven over the DevTools
+    protocol through a pipe (`--remote-debugging-pipe`: fd 3 in, fd 4 out, NUL-separated JSON),
+    so that nothing but the page's own traffic touches the network."""
 
-    def __init__(self, scratch, url):
-        self.scratch, self.url = scratch, url
+    def __init__(self, scratch, url, netns):
+        self.scratch, self.url, self.netns = scratch, url, netns
         self.process = None
-        self.ws = None
+        self.to_browser = None
+        self.from_browser = None
+        self.session = None
         self.next_id = 0
+        self.buffer = b""
 
     async def start(self):
-        import urllib.request
-        import websockets
         profile = self.scratch.file("chromium-profile")
         binary = shutil.which("chromium") or shutil.which("chromium-browser") or "chromium"
         args = [binary, "--headless=new", "--no-sandbox", "--use-fake-device-for-media-stream",
                 "--use-fake-ui-for-media-stream", "--allow-loopback-in-peer-connection",
                 "--disable-features=WebRtcHideLocalIpsWithMdns", "--autoplay-policy=no-user-gesture-required",
-                "--no-first-run", "--disable-gpu", "--disable-dev-shm-usage", "--remote-debugging-port=0",
+                "--no-first-run", "--disable-gpu", "--disable-dev-shm-usage", "--remote-debugging-pipe",
                 f"--user-data-dir={profile}", self.url]
-        self.process = await spawn("chromium", args, self.scratch.file("chromium.log"))
-        port_file = os.path.join(profile, "DevToolsActivePort")
+        command_read, command_write = os.pipe()
+        reply_read, reply_write = os.pipe()
+        import shlex
+        launch = f"exec {shlex.join(args)} 3<&{command_read} 4>&{reply_write}"
+        log = open(self.scratch.file("chromium.log"), "wb")
+        proc = await asyncio.create_subprocess_exec(
+            "ip", "netns", "exec", self.netns, "bash", "-c", launch, stdout=log, stderr=asyncio.subprocess.STDOUT,
+            pass_fds=(command_read, reply_write))
+        self.process = Process(proc, "chromium", log)
+        os.close(command_read)
+        os.close(reply_write)
+        self.to_browser = command_write
+        self.from_browser = reply_read
+        os.set_blocking(reply_read, False)
+        targets = await self.command("Target.getTargets", timeout=30)
+        page = next((t for t in targets.get("targetInfos", []) if t.get("type") == "page"), None)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 30
-        while not os.path.exists(port_file) or not open(port_file).read().strip():
-            check(loop.time() < deadline and self.process.proc.returncode is None, "chromium did not start (see chromium.log)")
-            await asyncio.sleep(0.1)
-        port = int(open(port_file).read().split()[0])
-        page = None
         while page is None:
-            targets = json.loads(await loop.run_in_executor(
-                None, lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/json").read()))
-            page = next((t for t in targets if t.get("type") == "page"), None)
-            if page is None:
-                check(loop.time() < deadline, "chromium has no page")
-                await asyncio.sleep(0.1)
-        self.ws = await websockets.connect(page["webSocketDebuggerUrl"], max_size=None)
+            check(loop.time() < deadline, "chromium has no page")
+            await asyncio.sleep(0.1)
+            targets = await self.command("Target.getTargets")
+            page = next((t for t in targets.get("targetInfos", []) if t.get("type") == "page"), None)
+        attached = await self.command("Target.attachToTarget", {"targetId": page["targetId"], "flatten": True})
+        self.session = attached["sessionId"]
         return self
 
-    async def evaluate(self, expression):
+    async def _read_message(self, deadline):
+        loop = asyncio.get_running_loop()
+        while b"\0" not in self.buffer:
+            check(loop.time() < deadline and self.process.proc.returncode is None,
+                  "chromium stopped answering (see chromium.log)")
+            try:
+                chunk = os.read(self.from_browser, 65536)
+            except BlockingIOError:
+                await asyncio.sleep(0.01)
+                continue
+            check(chunk != b"", "chromium closed its DevTools pipe (see chromium.log)")
+            self.buffer += chunk
+        message, self.buffer = self.buffer.split(b"\0", 1)
+        return json.loads(message)
+
+    async def command(self, method, params=None, session=None, timeout=15):
         self.next_id += 1
         ident = self.next_id
-        await self.ws.send(json.dumps({"id": ident, "method": "Runtime.evaluate",
-                                       "params": {"expression": expression, "returnByValue": True}}))
+        message = {"id": ident, "method": method, "params": params or {}}
+        if session:
+            message["sessionId"] = session
+        os.write(self.to_browser, json.dumps(message).encode() + b"\0")
+        deadline = asyncio.get_running_loop().time() + timeout
         while True:
-            reply = json.loads(await self.ws.recv())
+            reply = await self._read_message(deadline)
             if reply.get("id") == ident:
-                return reply.get("result", {}).get("result", {}).get("value")
+                return reply.get("result", {})
+
+    async def evaluate(self, expression):
+        result = await self.command("Runtime.evaluate", {"expression": expression, "returnByValue": True},
+                                    session=self.session)
+        return result.get("result", {}).get("value")
 
     async def page_state(self):
         text = await self.evaluate("JSON.stringify(window.dialtoneTest || null)")
@@ -396,10 +411,15 @@ class Chromium:
             await asyncio.sleep(0.2)
 
     async def stop(self):
-        if self.ws:
-            await self.ws.close()
         if self.process:
             await self.process.stop()
+        for fd in (self.to_browser, self.from_browser):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.to_browser = self.from_browser = None
 
 
 class NamespaceLink:

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """End-to-end calls with real media: CLI softphones (GStreamer webrtcbin) through the real
-server, coturn, aiortc and headless Chromium, all on loopback.
+server, coturn, aiortc, headless Chromium and Janus, each scenario inside network namespaces it
+creates (libnice ignores loopback; no test packet reaches this host's own address).
 
     python3 Tests/e2e/run_e2e.py [name-filter ...]
 
@@ -52,11 +53,12 @@ async def auto_answering_bob(s, stack, server, *flags, url=None, netns=None):
 @scenario
 async def cli_calls_cli(s, stack):
     """Two CLI peers through the server: tone both ways, data channel both ways, hang-up ends both."""
-    server = stack(await Server(s).start())
-    bob = await auto_answering_bob(s, stack, server, "--tone-frequency", "330")
+    ns = stack(await MediaNamespace().start())
+    server = stack(await Server(s, netns=ns.NS).start())
+    bob = await auto_answering_bob(s, stack, server, "--tone-frequency", "330", netns=ns.NS)
     alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
                                                "--to", "bob", "--tone-frequency", "523", "--duration", "4",
-                                               "--record", s.file("alice.wav")]).start())
+                                               "--record", s.file("alice.wav")], netns=ns.NS).start())
     for peer in (alice, bob):
         await peer.wait_for("data-channel-open")
     alice.send("hello from alice")
@@ -75,11 +77,12 @@ async def cli_calls_cli(s, stack):
 @scenario
 async def cli_sends_a_wav_file(s, stack):
     """--audio FILE.wav: the callee hears the file (a 750 Hz tone written here)."""
+    ns = stack(await MediaNamespace().start())
     write_tone_wav(s.file("tone.wav"), 750, seconds=6)
-    server = stack(await Server(s).start())
-    bob = await auto_answering_bob(s, stack, server)
+    server = stack(await Server(s, netns=ns.NS).start())
+    bob = await auto_answering_bob(s, stack, server, netns=ns.NS)
     alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
-                                               "--to", "bob", "--audio", s.file("tone.wav"), "--duration", "3"]).start())
+                                               "--to", "bob", "--audio", s.file("tone.wav"), "--duration", "3"], netns=ns.NS).start())
     check(await alice.exit_status() == 0, "alice did not exit 0")
     check(await bob.exit_status() == 0, "bob did not exit 0")
     near(dominant_frequency(s.file("bob.wav")), 750, s.file("bob.wav"))
@@ -88,12 +91,13 @@ async def cli_sends_a_wav_file(s, stack):
 @scenario
 async def relay_only_through_coturn(s, stack):
     """Both peers relay-only, TURN credentials from the server: the selected pair is relay/relay."""
-    turn = stack(await Coturn(s).start())
-    server = stack(await Server(s, turn=turn).start())
-    bob = await auto_answering_bob(s, stack, server, "--relay-only")
+    ns = stack(await MediaNamespace().start())
+    turn = stack(await Coturn(s, ns).start())
+    server = stack(await Server(s, netns=ns.NS, turn=turn).start())
+    bob = await auto_answering_bob(s, stack, server, "--relay-only", netns=ns.NS)
     alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
                                                "--to", "bob", "--relay-only", "--tone-frequency", "440",
-                                               "--duration", "3"]).start())
+                                               "--duration", "3"], netns=ns.NS).start())
     check(await alice.exit_status() == 0, "alice did not exit 0")
     stats = alice.find("ended").get("stats") or {}
     check(stats.get("localCandidateType") == "relay" and stats.get("remoteCandidateType") == "relay",
@@ -107,14 +111,15 @@ async def relay_only_through_coturn(s, stack):
 async def callee_signaling_dies_mid_call(s, stack):
     """The callee's signaling socket is killed mid-call: media goes on, signaling resumes, and
     the caller's hang-up still reaches it."""
-    server = stack(await Server(s).start())
-    proxy = stack(await TCPProxy(server.port).start())
-    bob = await auto_answering_bob(s, stack, server, url=f"http://127.0.0.1:{proxy.port}")
+    ns = stack(await MediaNamespace().start())
+    server = stack(await Server(s, netns=ns.NS).start())
+    proxy = stack(await TCPProxy(server.port, ns.NS).start())
+    bob = await auto_answering_bob(s, stack, server, url=f"http://127.0.0.1:{proxy.port}", netns=ns.NS)
     alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
-                                               "--to", "bob", "--tone-frequency", "600", "--duration", "6"]).start())
+                                               "--to", "bob", "--tone-frequency", "600", "--duration", "6"], netns=ns.NS).start())
     await bob.wait_for("first-audio")
     await asyncio.sleep(1)
-    proxy.cut()
+    await proxy.cut()
     check(proxy.cuts > 0, "there was no signaling connection to cut")
     await bob.wait_for("note", text="signaling disconnected; reconnecting")
     # Data still crosses: the media path never depended on the socket.
@@ -158,42 +163,44 @@ async def the_call_survives_a_dead_network_path(s, stack):
 async def declined_missed_and_busy_calls_exit_with_their_status(s, stack):
     """Declined: the caller exits 3 (and so does the callee who declined). Missed after the
     ring timeout: both exit 5. Busy: calling someone who is in a call exits 4."""
-    server = stack(await Server(s, ring_timeout=2).start())
-    bob = stack(await Softphone(s, "bob", ["answer", "--server", server.url, "--token", server.token("bob")]).start())
+    ns = stack(await MediaNamespace().start())
+    server = stack(await Server(s, netns=ns.NS, ring_timeout=2).start())
+    bob = stack(await Softphone(s, "bob", ["answer", "--server", server.url, "--token", server.token("bob")], netns=ns.NS).start())
     await bob.wait_for("note", text="waiting for a call")
     alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
-                                               "--to", "bob"]).start())
+                                               "--to", "bob"], netns=ns.NS).start())
     await bob.wait_for("note", text="press Enter to answer, or type d and Enter to decline")
     bob.send("d")
     check(await alice.exit_status() == 3, "a declined call did not exit 3 for the caller")
     check(await bob.exit_status() == 3, "declining did not exit 3 for the callee")
 
-    carol = stack(await Softphone(s, "carol", ["answer", "--server", server.url, "--token", server.token("carol")]).start())
+    carol = stack(await Softphone(s, "carol", ["answer", "--server", server.url, "--token", server.token("carol")], netns=ns.NS).start())
     await carol.wait_for("note", text="waiting for a call")
     dave = stack(await Softphone(s, "dave", ["call", "--server", server.url, "--token", server.token("dave"),
-                                             "--to", "carol"]).start())
+                                             "--to", "carol"], netns=ns.NS).start())
     check(await dave.exit_status() == 5, "an unanswered call did not exit 5 (missed)")
     check(await carol.exit_status() == 5, "the unanswered callee did not exit 5 (missed)")
 
     erin = stack(await Softphone(s, "erin", ["answer", "--server", server.url, "--token", server.token("erin"),
-                                             "--auto"]).start())
+                                             "--auto"], netns=ns.NS).start())
     await erin.wait_for("note", text="waiting for a call")
     frank = stack(await Softphone(s, "frank", ["call", "--server", server.url, "--token", server.token("frank"),
-                                               "--to", "erin", "--duration", "30"]).start())
+                                               "--to", "erin", "--duration", "30"], netns=ns.NS).start())
     await frank.wait_for("connected")
     grace = stack(await Softphone(s, "grace", ["call", "--server", server.url, "--token", server.token("grace"),
-                                               "--to", "erin"]).start())
+                                               "--to", "erin"], netns=ns.NS).start())
     check(await grace.exit_status() == 4, "calling a user in a call did not exit 4 (busy)")
 
 
 @scenario
 async def aiortc_calls_cli(s, stack):
     """aiortc (our protocol.md client in Python) calls the CLI: audio verified both ways."""
-    server = stack(await Server(s).start())
-    bob = await auto_answering_bob(s, stack, server, "--tone-frequency", "330")
+    ns = stack(await MediaNamespace().start())
+    server = stack(await Server(s, netns=ns.NS).start())
+    bob = await auto_answering_bob(s, stack, server, "--tone-frequency", "330", netns=ns.NS)
     alice = stack(await aiortc_peer(s, "aiortc", ["--server", server.url, "--token", server.token("alice"),
                                                   "--call", "bob", "--tone", "700", "--duration", "4",
-                                                  "--record", s.file("aiortc.wav")]).start())
+                                                  "--record", s.file("aiortc.wav")], ns.NS).start())
     await alice.wait_for("connected")
     await bob.wait_for("first-audio")
     await alice.wait_for("first-audio")
@@ -206,13 +213,14 @@ async def aiortc_calls_cli(s, stack):
 @scenario
 async def cli_calls_aiortc(s, stack):
     """The CLI calls aiortc (which answers a trickled offer): audio verified both ways."""
-    server = stack(await Server(s).start())
+    ns = stack(await MediaNamespace().start())
+    server = stack(await Server(s, netns=ns.NS).start())
     bob = stack(await aiortc_peer(s, "aiortc", ["--server", server.url, "--token", server.token("bob"),
-                                                "--answer", "--tone", "880", "--record", s.file("aiortc.wav")]).start())
+                                                "--answer", "--tone", "880", "--record", s.file("aiortc.wav")], ns.NS).start())
     await bob.wait_for("note", text="waiting for a call")
     alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
                                                "--to", "bob", "--tone-frequency", "523", "--duration", "4",
-                                               "--record", s.file("alice.wav")]).start())
+                                               "--record", s.file("alice.wav")], netns=ns.NS).start())
     await alice.wait_for("first-audio")
     check(await alice.exit_status() == 0, "the CLI did not exit 0")
     check(await bob.exit_status() == 0, "aiortc did not exit 0 after the CLI hung up")
@@ -228,10 +236,11 @@ def heard(expected):
 async def browser_calls_cli(s, stack):
     """Headless Chromium running the page served at / calls the CLI: the page's analyser hears
     the CLI's tone, the CLI's recording has the page's tone."""
-    server = stack(await Server(s).start())
-    bob = await auto_answering_bob(s, stack, server, "--tone-frequency", "330")
+    ns = stack(await MediaNamespace().start())
+    server = stack(await Server(s, netns=ns.NS).start())
+    bob = await auto_answering_bob(s, stack, server, "--tone-frequency", "330", netns=ns.NS)
     browser = stack(await Chromium(s, f"{server.url}/#token={server.token('alice', 'browser')}"
-                                      f"&call=bob&tone=660&hangupAfter=5").start())
+                                      f"&call=bob&tone=660&hangupAfter=5", ns.NS).start())
     await browser.wait_for("the connected state", lambda st: st["state"] == "connected")
     await browser.wait_for("330 Hz in the analyser", heard(330))
     check(await bob.exit_status() == 0, "the CLI did not exit 0 after the browser hung up")
@@ -244,12 +253,13 @@ async def browser_calls_cli(s, stack):
 async def cli_calls_browser(s, stack):
     """The CLI calls the page in headless Chromium, which answers: audio verified both ways,
     and the CLI's hang-up ends the page's call."""
-    server = stack(await Server(s).start())
-    browser = stack(await Chromium(s, f"{server.url}/#token={server.token('bob', 'browser')}&answer=auto&tone=660").start())
+    ns = stack(await MediaNamespace().start())
+    server = stack(await Server(s, netns=ns.NS).start())
+    browser = stack(await Chromium(s, f"{server.url}/#token={server.token('bob', 'browser')}&answer=auto&tone=660", ns.NS).start())
     await browser.wait_for("sign-in", lambda st: st["state"] == "idle")
     alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
                                                "--to", "bob", "--tone-frequency", "523", "--duration", "5",
-                                               "--record", s.file("alice.wav")]).start())
+                                               "--record", s.file("alice.wav")], netns=ns.NS).start())
     await browser.wait_for("523 Hz in the analyser", heard(523))
     check(await alice.exit_status() == 0, "the CLI did not exit 0")
     state = await browser.wait_for("the end of the call", lambda st: st.get("ended"))

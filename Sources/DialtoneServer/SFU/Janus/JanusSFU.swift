@@ -68,7 +68,9 @@ actor JanusSFU: SFUBackend {
   private var manager: UInt64?
   private var rooms: [CallID: Room] = [:]
   private var owners: [UInt64: HandleOwner] = [:]
-  private var chains: [CallID: Task<Void, Never>] = [:]
+  /// Work in order: per participant (its join, negotiation, leave), after the room's creation;
+  /// the room's own chain (open, close) waits for every participant's.
+  private var chains: [ChainKey: Task<Void, Never>] = [:]
   /// Subscriptions being made (subscriber, publisher), so one pair never gets two handles.
   private var subscribing: Set<[Identity]> = []
   /// Subscriptions run beside the call's chain: a join must not wait for the N-1 feeds before it.
@@ -111,18 +113,35 @@ actor JanusSFU: SFUBackend {
 
   // MARK: - Ordering
 
-  private func schedule(_ command: SFUCommand) {
+  /// One participant's work in a call, or (participant nil) the room's.
+  private struct ChainKey: Hashable {
     let callId: CallID
-    switch command {
-    case .open(let id, _), .join(let id, _), .leave(let id, _), .close(let id), .signal(let id, _, _): callId = id
-    }
-    enqueue(callId) { await self.run(command) }
+    let participant: Identity?
   }
 
-  private func enqueue(_ callId: CallID, _ work: @escaping @Sendable () async -> Void) {
-    let previous = chains[callId]
-    chains[callId] = Task {
+  private func schedule(_ command: SFUCommand) {
+    switch command {
+    case .open(let callId, _):
+      enqueue(ChainKey(callId: callId, participant: nil)) { await self.run(command) }
+    case .close(let callId):
+      // After everything already asked of the call's participants.
+      let pending = chains.filter { $0.key.callId == callId && $0.key.participant != nil }.map(\.value)
+      enqueue(ChainKey(callId: callId, participant: nil)) {
+        for task in pending { await task.value }
+        await self.run(command)
+      }
+    case .join(let callId, let who), .leave(let callId, let who), .signal(let callId, let who, _):
+      enqueue(ChainKey(callId: callId, participant: who)) { await self.run(command) }
+    }
+  }
+
+  /// A participant's work also waits for the room's chain as it stands (its creation).
+  private func enqueue(_ key: ChainKey, _ work: @escaping @Sendable () async -> Void) {
+    let previous = chains[key]
+    let room = key.participant == nil ? nil : chains[ChainKey(callId: key.callId, participant: nil)]
+    chains[key] = Task {
       await previous?.value
+      await room?.value
       await work()
     }
   }
@@ -136,7 +155,7 @@ actor JanusSFU: SFUBackend {
       case .close(let callId):
         for task in subscriptions.removeValue(forKey: callId) ?? [] { await task.value }
         await close(callId)
-        chains[callId] = nil
+        for key in chains.keys where key.callId == callId { chains[key] = nil }
       case .signal(let callId, let who, let message): try await signal(callId, who, message)
       }
     } catch {
@@ -380,7 +399,7 @@ actor JanusSFU: SFUBackend {
           to: owner.participant))
     case "webrtcup":
       guard owner.stream == Self.publisherStream else { return }
-      enqueue(owner.callId) {
+      enqueue(ChainKey(callId: owner.callId, participant: owner.participant)) {
         do {
           try await self.published(owner.callId, owner.participant)
         } catch {

@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""A TCP forwarder for the e2e tests, run inside the test's namespace: listens on 127.0.0.1
+(a port picked by the kernel, printed as `PORT <n>`), forwards to 127.0.0.1:TARGET, and on each
+`cut` line read from stdin resets every connection it carries (prints `CUT <count>`) while new
+connections keep working."""
+import asyncio
+import socket
+import struct
+import sys
+
+
+async def main(target):
+    pairs = []
+
+    async def accept(reader, writer):
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", target)
+        except OSError:
+            writer.close()
+            return
+        pairs.append((writer, up_writer))
+
+        async def pump(src, dst):
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
+
+    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    print(f"PORT {server.sockets[0].getsockname()[1]}", flush=True)
+    loop = asyncio.get_running_loop()
+    stdin = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stdin), sys.stdin)
+    while line := await stdin.readline():
+        if line.strip() != b"cut":
+            continue
+        count = len(pairs)
+        for a, b in pairs:
+            for w in (a, b):
+                sock = w.get_extra_info("socket")
+                try:
+                    # An abortive close: the peer sees the connection reset, as when a network dies.
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                except OSError:
+                    pass
+                w.transport.abort()
+        pairs.clear()
+        print(f"CUT {count}", flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(int(sys.argv[1])))
