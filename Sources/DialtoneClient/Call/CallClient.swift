@@ -214,15 +214,14 @@ public actor CallClient {
     groups[callId] = group
     let replay = unroutedGroupMessages.filter { $0.callId == callId }
     unroutedGroupMessages.removeAll { $0.callId == callId }
-    if !replay.isEmpty {
-      Task { for message in replay { await group.handle(message) } }
-    }
+    for message in replay { group.receive(message) }
     return group
   }
 
   private func routeGroup(_ message: ServerMessage) async {
     guard let callId = message.callId else { return }
     if case .groupInvite(let invite) = message {
+      await pruneGroups()
       guard groups[callId] == nil else { return }  // re-delivered, or already joined
       let group = await makeGroup(callId, entry: .invited(invite), video: invite.video)
       await group.start()
@@ -234,8 +233,8 @@ public actor CallClient {
       if unroutedGroupMessages.count > Self.maxUnroutedGroupMessages { unroutedGroupMessages.removeFirst() }
       return
     }
-    await group.handle(message)
-    if case .ended = await group.state { groups[callId] = nil }
+    group.receive(message)
+    if case .groupEnded = message { groups[callId] = nil }
   }
 
   /// The calls still in progress on this device.
@@ -345,6 +344,13 @@ public actor CallClient {
 
   private nonisolated var channel: SignalingCallChannel {
     SignalingCallChannel(client: signaling) { [weak self] error in await self?.rejected(error) }
+  }
+
+  /// Forgets group calls that ended (left here, or ended by the server).
+  private func pruneGroups() async {
+    for (callId, group) in groups {
+      if case .ended = await group.state { groups[callId] = nil }
+    }
   }
 
   /// Forgets calls that ended (hung up locally, ICE failed, ...).

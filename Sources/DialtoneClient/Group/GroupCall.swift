@@ -72,6 +72,11 @@ public actor GroupCall {
   private let iceServers: [IceServer]
   private let eventSink: AsyncStream<Event>.Continuation
   private var streams: [String: Stream] = [:]
+  /// Offered streams whose connection is being made, with the candidates that came meanwhile.
+  private var opening: [String: [IceCandidate]] = [:]
+  private let inbox: AsyncStream<ServerMessage>
+  private let inboxSink: AsyncStream<ServerMessage>.Continuation
+  private var pump: Task<Void, Never>?
 
   public init(
     callId: CallID, entry: Entry, video: Bool = false, iceServers: [IceServer], factory: any PeerConnectionFactory,
@@ -90,6 +95,7 @@ public actor GroupCall {
       state = .joining
     }
     (events, eventSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
+    (inbox, inboxSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
   }
 
   // MARK: - Actions
@@ -98,6 +104,12 @@ public actor GroupCall {
   /// knows it (a room's live call may have another id than the one proposed).
   @discardableResult
   public func start() async -> CallID? {
+    if pump == nil {
+      let inbox = self.inbox
+      pump = Task { [weak self] in
+        for await message in inbox { await self?.dispatch(message) }
+      }
+    }
     let request: ClientMessage
     switch entry {
     case .create(let members, let title):
@@ -160,6 +172,23 @@ public actor GroupCall {
 
   // MARK: - Server messages
 
+  /// Takes the call's server messages in order, without waiting: each offered stream's
+  /// connection is made beside the others (a device joining a call of eight gets seven offers
+  /// at once), while everything else is handled in order. `CallClient` delivers here.
+  public nonisolated func receive(_ message: ServerMessage) {
+    inboxSink.yield(message)
+  }
+
+  private func dispatch(_ message: ServerMessage) async {
+    if case .groupOffer(let offer) = message {
+      guard beginOpening(offer) else { return }
+      Task { await self.openRemoteStream(offer) }
+    } else {
+      await handle(message)
+    }
+  }
+
+  /// Handles one message and waits for what it started (an offered stream's connection too).
   public func handle(_ message: ServerMessage) async {
     guard !isEnded else { return }
     switch message {
@@ -171,6 +200,7 @@ public actor GroupCall {
     case .groupAnswer(let m):
       await applyAnswer(m)
     case .groupOffer(let m):
+      guard beginOpening(m) else { return }
       await openRemoteStream(m)
     case .groupCandidate(let m):
       await addRemoteCandidate(m.candidate, stream: m.stream)
@@ -222,13 +252,23 @@ public actor GroupCall {
     }
   }
 
+  /// Claims an offered stream's id, so its candidates wait and its end is seen while the
+  /// connection is made.
+  private func beginOpening(_ offer: ServerMessage.GroupDescription) -> Bool {
+    guard !isEnded, offer.from != nil, streams[offer.stream] == nil, opening[offer.stream] == nil else { return false }
+    opening[offer.stream] = []
+    return true
+  }
+
   private func openRemoteStream(_ offer: ServerMessage.GroupDescription) async {
-    guard streams[offer.stream] == nil, let from = offer.from else { return }
+    guard let from = offer.from else { return }
     do {
       let connection = try await factory.makePeerConnection(
         PeerConnectionConfiguration(iceServers: iceServers, video: video, remoteParticipant: from))
-      guard !isEnded else { return await connection.close() }
+      // Gone meanwhile: the stream ended, or the call did.
+      guard !isEnded, let early = opening.removeValue(forKey: offer.stream) else { return await connection.close() }
       var stream = Stream(connection: connection, from: from)
+      stream.pendingCandidates = early
       stream.listeners = listen(connection, stream: offer.stream, from: from)
       streams[offer.stream] = stream
       eventSink.yield(.remoteStreamAdded(stream: offer.stream, from: from, connection: connection))
@@ -243,6 +283,10 @@ public actor GroupCall {
   }
 
   private func addRemoteCandidate(_ candidate: IceCandidate, stream id: String) async {
+    if opening[id] != nil {
+      opening[id]?.append(candidate)
+      return
+    }
     guard var stream = streams[id] else { return }
     guard stream.remoteDescriptionSet else {
       stream.pendingCandidates.append(candidate)
@@ -263,6 +307,7 @@ public actor GroupCall {
   }
 
   private func closeStream(_ id: String) async {
+    if opening.removeValue(forKey: id) != nil { return }  // its opener closes the connection
     guard let stream = streams.removeValue(forKey: id) else { return }
     for listener in stream.listeners { listener.cancel() }
     await stream.connection.close()
@@ -352,6 +397,8 @@ public actor GroupCall {
     state = .ended(reason)
     let open = streams
     streams = [:]
+    opening = [:]
+    inboxSink.finish()
     for stream in open.values {
       for listener in stream.listeners { listener.cancel() }
       await stream.connection.close()

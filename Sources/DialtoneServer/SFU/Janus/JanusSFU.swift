@@ -68,8 +68,12 @@ actor JanusSFU: SFUBackend {
   private var manager: UInt64?
   private var rooms: [CallID: Room] = [:]
   private var owners: [UInt64: HandleOwner] = [:]
-  /// Work in order: per participant (its join, negotiation, leave), after the room's creation;
-  /// the room's own chain (open, close) waits for every participant's.
+  /// Work in order, in three levels: the room (open, close), each participant (join, leave),
+  /// and each of a participant's streams (its offer or answer, then its candidates). Each level
+  /// starts after the one above as it stood; close waits for everything before it. So a
+  /// subscriber's answer reaches Janus while the same device's publisher is still being
+  /// configured: Janus's ICE agent for the stream is ready before the device's checks give up
+  /// their first attempt.
   private var chains: [ChainKey: Task<Void, Never>] = [:]
   /// Subscriptions being made (subscriber, publisher), so one pair never gets two handles.
   private var subscribing: Set<[Identity]> = []
@@ -113,35 +117,62 @@ actor JanusSFU: SFUBackend {
 
   // MARK: - Ordering
 
-  /// One participant's work in a call, or (participant nil) the room's.
+  /// The room's work (participant nil), one participant's (stream nil), or one of its streams'.
   private struct ChainKey: Hashable {
     let callId: CallID
-    let participant: Identity?
+    var participant: Identity? = nil
+    var stream: String? = nil
+
+    var parent: ChainKey? {
+      if stream != nil { return ChainKey(callId: callId, participant: participant) }
+      if participant != nil { return ChainKey(callId: callId) }
+      return nil
+    }
   }
 
   private func schedule(_ command: SFUCommand) {
     switch command {
     case .open(let callId, _):
-      enqueue(ChainKey(callId: callId, participant: nil)) { await self.run(command) }
+      enqueue(ChainKey(callId: callId)) { await self.run(command) }
     case .close(let callId):
-      // After everything already asked of the call's participants.
+      // After everything already asked of the call.
       let pending = chains.filter { $0.key.callId == callId && $0.key.participant != nil }.map(\.value)
-      enqueue(ChainKey(callId: callId, participant: nil)) {
+      enqueue(ChainKey(callId: callId)) {
         for task in pending { await task.value }
         await self.run(command)
       }
-    case .join(let callId, let who), .leave(let callId, let who), .signal(let callId, let who, _):
+    case .join(let callId, let who):
       enqueue(ChainKey(callId: callId, participant: who)) { await self.run(command) }
+    case .leave(let callId, let who):
+      let streams = chains.filter { $0.key.callId == callId && $0.key.participant == who && $0.key.stream != nil }
+        .map(\.value)
+      enqueue(ChainKey(callId: callId, participant: who)) {
+        for task in streams { await task.value }
+        await self.run(command)
+      }
+    case .signal(let callId, let who, let message):
+      enqueue(ChainKey(callId: callId, participant: who, stream: Self.stream(of: message))) {
+        await self.run(command)
+      }
     }
   }
 
-  /// A participant's work also waits for the room's chain as it stands (its creation).
+  private static func stream(of message: ClientMessage) -> String {
+    switch message {
+    case .groupOffer(let m), .groupAnswer(let m): return m.stream
+    case .groupCandidate(let m): return m.stream
+    case .groupEndOfCandidates(let m): return m.stream
+    default: return publisherStream
+    }
+  }
+
+  /// Work also waits for the chain above it as it stands (the room's creation, the join).
   private func enqueue(_ key: ChainKey, _ work: @escaping @Sendable () async -> Void) {
     let previous = chains[key]
-    let room = key.participant == nil ? nil : chains[ChainKey(callId: key.callId, participant: nil)]
+    let above = key.parent.flatMap { chains[$0] }
     chains[key] = Task {
       await previous?.value
-      await room?.value
+      await above?.value
       await work()
     }
   }
@@ -399,7 +430,7 @@ actor JanusSFU: SFUBackend {
           to: owner.participant))
     case "webrtcup":
       guard owner.stream == Self.publisherStream else { return }
-      enqueue(ChainKey(callId: owner.callId, participant: owner.participant)) {
+      enqueue(ChainKey(callId: owner.callId, participant: owner.participant, stream: Self.publisherStream)) {
         do {
           try await self.published(owner.callId, owner.participant)
         } catch {
