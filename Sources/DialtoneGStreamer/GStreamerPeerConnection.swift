@@ -27,6 +27,11 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   public let dataChannelMessages: AsyncStream<Data>
   public let milestones: AsyncStream<Milestone>
 
+  /// When a milestone was reached (its report may be read later, from a busy process).
+  public func reachedAt(_ milestone: Milestone) -> ContinuousClock.Instant? {
+    lock.withLock { reached[milestone] }
+  }
+
   private let candidateSink: AsyncStream<IceCandidate?>.Continuation
   private let stateSink: AsyncStream<PeerConnectionState>.Continuation
   private let dataSink: AsyncStream<Data>.Continuation
@@ -43,7 +48,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private var channelCallbacks: UnsafeMutablePointer<dt_channel_callbacks>?
   private var channelOpen = false
   private var closed = false
-  private var reached: Set<Milestone> = []
+  private var reached: [Milestone: ContinuousClock.Instant] = [:]
   private var gatheringComplete = false
   private var opusPayloadType = GStreamerMedia.defaultOpusPayloadType
   /// The SSRC of the audio this connection sends (fixed: see `GStreamerMedia.pipelineDescription`).
@@ -411,9 +416,11 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   /// Each decoded buffer (50 a second): one lock, and a copy only when someone records.
   fileprivate func remoteAudio(_ samples: UnsafeRawBufferPointer) {
     let (first, resumed) = lock.withLock { () -> (Bool, Bool) in
-      lastAudioAt = .now
+      let now = ContinuousClock.now
+      lastAudioAt = now
       defer { stalled = false }
-      let first = !closed && reached.insert(.firstAudio).inserted
+      let first = !closed && reached[.firstAudio] == nil
+      if first { reached[.firstAudio] = now }
       return (first, stalled && transportConnected && !closed)
     }
     if first { milestoneSink.yield(.firstAudio) }
@@ -465,7 +472,12 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   }
 
   private func reach(_ milestone: Milestone) {
-    let first = lock.withLock { reached.insert(milestone).inserted && !closed }
+    let now = ContinuousClock.now
+    let first = lock.withLock {
+      guard reached[milestone] == nil, !closed else { return false }
+      reached[milestone] = now
+      return true
+    }
     if first { milestoneSink.yield(milestone) }
   }
 

@@ -35,7 +35,7 @@ public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, Sendab
     if let participant = configuration.remoteParticipant {
       // A group call's receive-only stream: its own media settings, so no spare fits.
       await GStreamerRuntime.prepare()
-      let connection = try GStreamerPeerConnection(
+      let connection = try await Self.build(
         video: configuration.video, media: media.receiving(from: participant), certificate: certificate)
       connection.configure(configuration)
       createdSink.yield(connection)
@@ -53,7 +53,7 @@ public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, Sendab
       connection = warm
     } else {
       await GStreamerRuntime.prepare()
-      connection = try GStreamerPeerConnection(video: configuration.video, media: media, certificate: certificate)
+      connection = try await Self.build(video: configuration.video, media: media, certificate: certificate)
     }
     connection.configure(configuration)
     createdSink.yield(connection)
@@ -70,12 +70,26 @@ public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, Sendab
     await task?.value?.close()
   }
 
+  /// Builds a pipeline on a thread of its own: building one blocks for tens of milliseconds
+  /// (more under load), and a device joining a group call builds several at once; on Swift's
+  /// cooperative threads that would stall every other task of the process meanwhile.
+  static func build(video: Bool, media: GStreamerMedia, certificate: GStreamerPeerConnection.Certificate?)
+    async throws -> GStreamerPeerConnection
+  {
+    try await withCheckedThrowingContinuation { continuation in
+      DispatchQueue.global(qos: .userInitiated).async {
+        continuation.resume(
+          with: Result { try GStreamerPeerConnection(video: video, media: media, certificate: certificate) })
+      }
+    }
+  }
+
   private func buildSpare() -> Task<GStreamerPeerConnection?, Never> {
     let media = self.media
     let certificate = self.certificate
     return Task.detached(priority: .userInitiated) {
       await GStreamerRuntime.prepare()
-      return try? GStreamerPeerConnection(video: false, media: media, certificate: certificate)
+      return try? await GStreamerPeerConnectionFactory.build(video: false, media: media, certificate: certificate)
     }
   }
 }

@@ -22,11 +22,11 @@ final class MilestoneReport: Sendable {
     emit(event: "start", text: what, ms: 0)
   }
 
-  /// A milestone, once per name.
-  func mark(_ name: String) {
+  /// A milestone, once per name; `instant`: when it happened, if that was before now.
+  func mark(_ name: String, at instant: ContinuousClock.Instant? = nil) {
     let ms: Double? = timeline.withLock { timeline in
       guard let origin = timeline.origin, !timeline.timings.contains(where: { $0.0 == name }) else { return nil }
-      let elapsed = ContinuousClock.now - origin
+      let elapsed = (instant ?? ContinuousClock.now) - origin
       let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
       timeline.timings.append((name, ms))
       return ms

@@ -9,14 +9,15 @@ final class ParticipantAudio: Sendable {
   private struct State: Sendable {
     var writers: [String: WAVWriter] = [:]
     var heard: Set<String> = []
-    var onFirstAudio: (@Sendable (Peer) -> Void)?
+    var onFirstAudio: (@Sendable (Peer, ContinuousClock.Instant) -> Void)?
   }
   private let recordPath: String?
   private let state = Locked(State())
 
   init(recordPath: String?) { self.recordPath = recordPath }
 
-  func onFirstAudio(_ report: @escaping @Sendable (Peer) -> Void) {
+  /// `report` gets the instant the audio arrived (the report may print it later).
+  func onFirstAudio(_ report: @escaping @Sendable (Peer, ContinuousClock.Instant) -> Void) {
     state.withLock { $0.onFirstAudio = report }
   }
 
@@ -32,11 +33,11 @@ final class ParticipantAudio: Sendable {
     }
     return { [state] samples in
       writer?.append(samples)
-      let first: (@Sendable (Peer) -> Void)? = state.withLock { state in
+      let first: (@Sendable (Peer, ContinuousClock.Instant) -> Void)? = state.withLock { state in
         guard state.heard.insert(participant.userId).inserted else { return nil }
         return state.onFirstAudio
       }
-      first?(participant)
+      first?(participant, ContinuousClock.now)
     }
   }
 

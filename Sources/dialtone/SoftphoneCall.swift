@@ -41,13 +41,13 @@ actor SoftphoneCall {
   private enum Input: Sendable {
     case client(CallClient.Event)
     case state(CallID, CallEngine.State)
-    case milestone(GStreamerPeerConnection.Milestone)
+    case milestone(GStreamerPeerConnection.Milestone, at: ContinuousClock.Instant?)
     case line(String)
     case data(Data)
     case durationElapsed
     case interrupt
     case group(GroupCall.Event)
-    case heard(Peer)
+    case heard(Peer, at: ContinuousClock.Instant)
   }
 
   private let client: CallClient
@@ -90,12 +90,12 @@ actor SoftphoneCall {
   func run() async -> Int32 {
     forward(client.events) { .client($0) }
     forward(factory.created) { [sink] pc in
-      Task { for await m in pc.milestones { sink.yield(.milestone(m)) } }
+      Task { for await m in pc.milestones { sink.yield(.milestone(m, at: pc.reachedAt(m))) } }
       return nil
     }
     forward(StandardInputLines.stream()) { .line($0) }
     let sink = self.sink
-    participantAudio?.onFirstAudio { sink.yield(.heard($0)) }
+    participantAudio?.onFirstAudio { sink.yield(.heard($0, at: $1)) }
     await client.start()
 
     for await input in inputs {
@@ -116,8 +116,8 @@ actor SoftphoneCall {
     case .state(let callId, let state):
       guard callId == engine?.callId else { return nil }
       return await stateChanged(state)
-    case .milestone(let m):
-      report.mark(m.rawValue)
+    case .milestone(let m, let instant):
+      report.mark(m.rawValue, at: instant)
     case .line(let line):
       await typed(line)
     case .data(let data):
@@ -133,8 +133,8 @@ actor SoftphoneCall {
       await hangUp()
     case .group(let event):
       return await groupEvent(event)
-    case .heard(let peer):
-      report.mark("first-audio \(peer.userId)")
+    case .heard(let peer, let instant):
+      report.mark("first-audio \(peer.userId)", at: instant)
     }
     return nil
   }

@@ -15,7 +15,7 @@ private func hex(_ prefix: String) -> String { prefix + String(repeating: "a", c
     let apns: APNsMock
     let fcm: FCMMock
 
-    static func start() async throws -> Rig {
+    static func start(_ extra: (inout ServerConfiguration) -> Void = { _ in }) async throws -> Rig {
       let apns = try APNsMock.start()
       let fcm = try FCMMock.start()
       let server = try await TestServer { c in
@@ -27,6 +27,7 @@ private func hex(_ prefix: String) -> String { prefix + String(repeating: "a", c
         c.fcmServiceAccountFile = fcm.serviceAccountFile
         c.fcmURL = fcm.baseURL
         c.pushRetryFirstDelay = 0.05
+        extra(&c)
       }
       return Rig(server: server, apns: apns, fcm: fcm)
     }
@@ -90,6 +91,48 @@ private func hex(_ prefix: String) -> String { prefix + String(repeating: "a", c
 
     // Cancelling never pushes: the devices learn it over signaling.
     _ = try await alice.request(.cancel(.init(callId: "call-push-1")))
+    try await Task.sleep(for: .milliseconds(300))
+    #expect(rig.apns.process.requests().count == 1)
+    #expect(rig.fcm.sends.count == 1)
+    await rig.stop()
+  }
+
+  @Test func aGroupRingPushesEveryMemberWithoutASocketWithTheGroupsFields() async throws {
+    // LiveKit stands in for the SFU: a group ring needs one configured, not running.
+    let rig = try await Rig.start { c in
+      c.liveKitURL = "ws://127.0.0.1:9"
+      c.liveKitAPIKey = LiveKitFixture.credentials.apiKey
+      c.liveKitAPISecret = LiveKitFixture.credentials.apiSecret
+    }
+    try await rig.registerIPhone("bob", voip: hex("ab"))
+    try await rig.registerAndroid("carol", token: "fcm-token-carol")
+    try await rig.registerIPhone("dave", device: "iphone", voip: hex("dd"))
+    let dave = try await rig.server.connect("dave", device: "iphone")  // has a socket: rung over it
+    let alice = try await rig.server.connect("alice", name: "Alice")
+    let created = try await alice.request(
+      .groupCreate(.init(callId: "group-push-1", members: ["bob", "carol", "dave"], video: true, title: "Standup")))
+    #expect(created.isAck)
+    _ = try await alice.expect(.groupMedia)
+    _ = try await dave.expect(.groupInvite)
+
+    let apnsLog = try await rig.apns.process.waitFor("the group VoIP push") { $0.count >= 1 }
+    let push = try #require(apnsLog.first)
+    #expect(push["headers"]?["apns-push-type"]?.stringValue == "voip")
+    #expect(push["payload"]?["callId"]?.stringValue == "group-push-1")
+    #expect(push["payload"]?["callerId"]?.stringValue == "alice")
+    #expect(push["payload"]?["callerName"]?.stringValue == "Alice")
+    #expect(push["payload"]?["memberCount"]?.intValue == 4)
+    #expect(push["payload"]?["title"]?.stringValue == "Standup")
+    #expect(push["payload"]?["hasVideo"]?.boolValue == true)
+    let fcmLog = try await rig.fcm.process.waitFor("the group FCM message") {
+      $0.contains { $0["kind"]?.stringValue == "send" }
+    }
+    let data = fcmLog.first { $0["kind"]?.stringValue == "send" }?["payload"]?["message"]?["data"]
+    #expect(data?["callId"]?.stringValue == "group-push-1")
+    #expect(data?["memberCount"]?.stringValue == "4")
+    #expect(data?["title"]?.stringValue == "Standup")
+    // Dave has a socket: no push for him; ending the call pushes nobody.
+    _ = try await alice.request(.groupEnd(.init(callId: "group-push-1")))
     try await Task.sleep(for: .milliseconds(300))
     #expect(rig.apns.process.requests().count == 1)
     #expect(rig.fcm.sends.count == 1)
