@@ -235,4 +235,64 @@ private struct GroupPhone {
     #expect(bob.reports() == 1)
     await bob.stop()
   }
+
+  // A group call Bob starts goes through the OS: start-call transaction, then group-create;
+  // "started connecting" once joined, connected once the publisher is up; the in-app hang-up
+  // cancels it (group-end) while nobody else has joined.
+  @Test func aStartedGroupCallIsPlacedThroughTheOSAndCancelledOnHangUp() async throws {
+    let bob = GroupPhone()
+    let callId = await bob.session.startGroupCall(members: ["alice", "carol"], title: "Standup")
+    let uuid = CallUUIDs.uuid(for: callId)
+    #expect(
+      await bob.os.saw(.request(.startCall(uuid: uuid, handle: "alice, carol", displayName: "Standup", video: false))))
+    #expect(await eventually { bob.server.saw(.groupCreate, callId) })
+    #expect(await bob.os.saw(.outgoingConnecting(uuid)))
+    bob.server.push(.groupMedia(.init(callId: callId, sfu: .janus)))
+    #expect(await eventually { bob.server.saw(.groupOffer, callId) })
+    let publisher = try #require(bob.factory.connections.first)
+    publisher.emitState(.connected)
+    #expect(await bob.os.saw(.outgoingConnected(uuid)))
+    #expect(!bob.os.log.contains(.audioOn))
+
+    bob.session.hangUp(callId)
+    #expect(await eventually { bob.server.saw(.groupEnd, callId) })
+    #expect(!bob.server.saw(.groupLeave))
+    #expect(await eventually { await bob.session.calls.isEmpty })
+    await bob.stop()
+  }
+
+  // A room: joined with the proposed id, whose UUID the OS keeps when the server answers with
+  // its live call's id; LiveKit's room connecting reports connected; hang-up leaves the live call.
+  @Test func aJoinedRoomKeepsTheProposedUUIDAndLeavesTheLiveCall() async throws {
+    let bob = GroupPhone()
+    let live = "room-live-call"
+    bob.server.onRequest { message, id in
+      guard case .roomJoin(let m) = message else { return nil }
+      let state = GroupCallState(
+        callId: live, creatorId: "alice", room: m.room, video: false, state: .active, createdAt: 1_732_880_000_000,
+        members: [
+          GroupMember(userId: "alice", state: .joined, deviceId: "phone"),
+          GroupMember(userId: "bob", state: .joined, deviceId: "bob-phone"),
+        ])
+      return .ack(.init(replyTo: id, callId: live, group: state))
+    }
+    let proposed = await bob.session.joinRoom("standup")
+    let uuid = CallUUIDs.uuid(for: proposed)
+    #expect(
+      await bob.os.saw(.request(.startCall(uuid: uuid, handle: "standup", displayName: "standup", video: false))))
+    #expect(await eventually { bob.server.saw(.roomJoin) })
+    #expect(await bob.os.saw(.outgoingConnecting(uuid)))
+    #expect(await eventually { await bob.session.calls.first?.callId == live })
+
+    bob.server.push(.groupMedia(.init(callId: live, sfu: .livekit, url: "wss://lk.example", token: "tok")))
+    #expect(await bob.liveKit.saw("connect(wss://lk.example, tok, muted: false)"))
+    bob.session.groupMediaStateChanged(live, .connected)
+    #expect(await bob.os.saw(.outgoingConnected(uuid)))
+
+    bob.session.hangUp(proposed)
+    #expect(await eventually { bob.server.saw(.groupLeave, live) })
+    #expect(await bob.liveKit.saw("disconnect"))
+    #expect(!bob.server.saw(.groupEnd))
+    await bob.stop()
+  }
 }

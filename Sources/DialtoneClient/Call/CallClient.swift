@@ -159,9 +159,12 @@ public actor CallClient {
     return group
   }
 
-  /// Joins the live call of an app-defined room, or starts it. Nobody rings.
-  public func joinRoom(_ name: String, video: Bool = false) async throws -> GroupCall {
-    let reply = try await signaling.request(.roomJoin(.init(room: name, callId: CallIDRules.generate(), video: video)))
+  /// Joins the live call of an app-defined room, or starts it with `callId`. Nobody rings. The
+  /// returned call has the room's live call id, which may differ from `callId`.
+  public func joinRoom(_ name: String, video: Bool = false, callId: CallID = CallIDRules.generate()) async throws
+    -> GroupCall
+  {
+    let reply = try await signaling.request(.roomJoin(.init(room: name, callId: callId, video: video)))
     switch reply {
     case .ack(let ack):
       guard let state = ack.group else { throw GroupCallError.unexpectedAnswer("room-join ack without group") }

@@ -23,6 +23,12 @@ import Foundation
 ///   call, mute mutes the group call; hold is refused. Every ending of the group call for this
 ///   device (joined or declined elsewhere, missed, cancelled, ended, media or connection failed)
 ///   ends the OS call with the matching reason.
+/// - Group calls this device starts (`.startGroup`, `.joinRoom`) are placed like 1:1 dials: the
+///   start-call action is requested first and creates the call or joins the room; "started
+///   connecting" is reported once the call is joined, "connected" once this device's media are
+///   up. End cancels a call created here that nobody else joined yet (`group-end`) and leaves
+///   any other. A room keeps the UUID of the id it was joined with, whatever id the server
+///   gives its live call.
 public struct SystemCallCoordinator: Sendable, Equatable {
   public enum Direction: String, Sendable, Equatable {
     case incoming
@@ -70,6 +76,20 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     public var muted = false
     /// The app's own SFU media (LiveKit, `GroupMediaControl`) were asked to connect.
     public var externalMedia = false
+    /// An outgoing group call: how this device starts it.
+    public var start: GroupStart?
+    /// Someone other than the creator has joined the group call (it is no longer cancelled on end).
+    public var othersJoined = false
+    /// A room whose join is in flight: its server call id is not known yet.
+    public var awaitingRoom = false
+  }
+
+  /// How this device starts an outgoing group call.
+  public enum GroupStart: Sendable, Equatable {
+    /// It creates the call; its members ring.
+    case create(members: [String], title: String?)
+    /// It joins (or starts) the live call of a room by name; nobody rings.
+    case room(String)
   }
 
   public enum Timer: Hashable, Sendable {
@@ -101,6 +121,15 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     case groupLiveKit(CallID, url: String, token: String)
     /// The app places a call.
     case dial(callId: CallID, to: String, displayName: String?, video: Bool)
+    /// The app starts a group call: this device creates it and its members ring.
+    case startGroup(callId: CallID, members: [String], title: String?, video: Bool)
+    /// The app joins a room by name; `callId` is the id proposed to the server, whose UUID the
+    /// OS knows the call by even when the room's live call has another id.
+    case joinRoom(callId: CallID, room: String, video: Bool)
+    /// The server answered a room join: the room's live call id (nil: the join failed).
+    case roomJoined(proposed: CallID, callId: CallID?)
+    /// A group call's participants changed (`GroupCall.Event.participants`).
+    case groupParticipants(CallID, GroupCallState)
     /// A call engine changed state.
     case engine(CallID, CallEngine.State)
     /// Glare: this device's outgoing call lost to the peer's call `survivor`.
@@ -158,6 +187,12 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     /// Leave the joined (or joining) group call (`group-leave`); it goes on for the others.
     case leaveGroup(CallID)
     case setGroupMuted(CallID, Bool)
+    /// Create the group call (`group-create`; its members ring).
+    case createGroup(CallID, members: [String], title: String?, video: Bool)
+    /// Join the room (`room-join` proposing the call id; the answer comes back as `.roomJoined`).
+    case joinRoom(CallID, room: String, video: Bool)
+    /// End the group call for everyone (`group-end`: before anyone joined, it cancels the ring).
+    case endGroupForAll(CallID)
     /// Connect the group call's LiveKit media (`GroupMediaControl.connect`).
     case connectGroupMedia(CallID, url: String, token: String, video: Bool, muted: Bool)
     case disconnectGroupMedia(CallID)
@@ -184,6 +219,8 @@ public struct SystemCallCoordinator: Sendable, Equatable {
   public private(set) var audioActive = false
   public private(set) var ledger = PushLedger()
   private var endedOrder: [CallID] = []
+  /// The UUID of each room call whose server call id differs from the id it was joined with.
+  public private(set) var aliases: [CallID: UUID] = [:]
   /// Glare survivors to answer through the OS once it shows them.
   private var glareSurvivors: Set<CallID> = []
 
@@ -193,7 +230,10 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     self.pushResolutionTimeout = pushResolutionTimeout
   }
 
-  public func call(_ callId: CallID) -> Call? { calls[CallUUIDs.uuid(for: callId)] }
+  public func call(_ callId: CallID) -> Call? { calls[uuid(for: callId)] }
+
+  /// The UUID the OS knows a call by: a room's proposed id's, or the call id's own.
+  public func uuid(for callId: CallID) -> UUID { aliases[callId] ?? CallUUIDs.uuid(for: callId) }
 
   public var activeCalls: [Call] { calls.values.sorted { $0.callId < $1.callId } }
 
@@ -299,6 +339,11 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     case .groupMedia(let callId, let state): return groupMedia(callId, state)
     case .groupLiveKit(let callId, let url, let token): return groupLiveKit(callId, url: url, token: token)
     case .dial(let callId, let to, let name, let video): return dial(callId, to: to, displayName: name, video: video)
+    case .startGroup(let callId, let members, let title, let video):
+      return startGroup(callId, .create(members: members, title: title), video: video)
+    case .joinRoom(let callId, let room, let video): return startGroup(callId, .room(room), video: video)
+    case .roomJoined(let proposed, let callId): return roomJoined(proposed, callId)
+    case .groupParticipants(let callId, let state): return groupParticipants(callId, state)
     case .engine(let callId, let state): return engine(callId, state)
     case .glare(_, let survivor): return glare(survivor: survivor)
     case .signalingStopped: return endAll(reason: .failed, cause: nil)
@@ -367,7 +412,7 @@ public struct SystemCallCoordinator: Sendable, Equatable {
         // Refused as a duplicate of the push's report: the call is on screen all the same.
         if call.pushed { return [] }
         calls[uuid] = nil
-        return [endOverSignaling(call, .systemRejected)]
+        return endOverSignaling(call, .systemRejected)
       }
       call.shown = true
       calls[uuid] = call
@@ -413,7 +458,7 @@ public struct SystemCallCoordinator: Sendable, Equatable {
 
   private mutating func groupResolved(_ callId: CallID, _ state: GroupCallState?, userId: String?) -> [Effect] {
     let uuid = CallUUIDs.uuid(for: callId)
-    guard let call = calls[uuid], call.isGroup else { return [] }
+    guard let call = calls[uuid], call.isGroup, call.direction == .incoming else { return [] }
     guard let reason = Self.endReason(forPushedGroup: state, userId: userId, ownDeviceId: deviceId) else {
       // Without this user's member state nothing is known yet: the invite or the timer settles it.
       let known = state.map { group in userId.flatMap { group.member($0) } != nil } ?? false
@@ -427,8 +472,8 @@ public struct SystemCallCoordinator: Sendable, Equatable {
   }
 
   private mutating func groupState(_ callId: CallID, _ state: GroupCall.State) -> [Effect] {
-    let uuid = CallUUIDs.uuid(for: callId)
-    guard let call = calls[uuid], call.isGroup else { return [] }
+    let uuid = uuid(for: callId)
+    guard var call = calls[uuid], call.isGroup else { return [] }
     switch state {
     case .ended(let reason?):
       return finish(uuid, reason: SystemCallEndReason(group: reason))
@@ -436,14 +481,21 @@ public struct SystemCallCoordinator: Sendable, Equatable {
       // Ended here without the OS asking (performEnd forgets the call first): the join was
       // refused, or could not be sent.
       return finish(uuid, reason: .failed)
-    case .ringing, .joining, .joined:
+    case .joined:
+      // An outgoing group call is joined: its media start connecting.
+      guard call.direction == .outgoing, !call.reportedConnecting else { return [] }
+      call.reportedConnecting = true
+      calls[uuid] = call
+      return [.reportOutgoingStartedConnecting(uuid)]
+    case .ringing, .joining:
       return []
     }
   }
 
   private mutating func groupMedia(_ callId: CallID, _ state: PeerConnectionState) -> [Effect] {
-    let uuid = CallUUIDs.uuid(for: callId)
+    let uuid = uuid(for: callId)
     guard var call = calls[uuid], call.isGroup else { return [] }
+    if call.direction == .outgoing { return outgoingGroupMedia(call, state) }
     switch state {
     case .connected:
       // This device's media are up: the answer action is done.
@@ -465,7 +517,7 @@ public struct SystemCallCoordinator: Sendable, Equatable {
   }
 
   private mutating func groupLiveKit(_ callId: CallID, url: String, token: String) -> [Effect] {
-    let uuid = CallUUIDs.uuid(for: callId)
+    let uuid = uuid(for: callId)
     guard var call = calls[uuid], call.isGroup, call.stage != .ringing, !call.externalMedia else { return [] }
     call.externalMedia = true
     calls[uuid] = call
@@ -479,6 +531,80 @@ public struct SystemCallCoordinator: Sendable, Equatable {
       uuid: uuid, callId: callId, direction: .outgoing, stage: .dialing, handle: userId, displayName: displayName,
       video: video, pushed: false, inviteReceived: false, shown: false)
     return [.request(.startCall(uuid: uuid, handle: userId, displayName: displayName, video: video))]
+  }
+
+  private mutating func startGroup(_ callId: CallID, _ start: GroupStart, video: Bool) -> [Effect] {
+    let uuid = CallUUIDs.uuid(for: callId)
+    guard calls[uuid] == nil else { return [] }
+    let handle: String
+    let displayName: String?
+    switch start {
+    case .create(let members, let title):
+      handle = members.joined(separator: ", ")
+      displayName = title.flatMap { $0.isEmpty ? nil : $0 }
+    case .room(let room):
+      handle = room
+      displayName = room
+    }
+    var call = Call(
+      uuid: uuid, callId: callId, direction: .outgoing, stage: .dialing, handle: handle, displayName: displayName,
+      video: video, pushed: false, inviteReceived: false, shown: false, isGroup: true)
+    call.start = start
+    calls[uuid] = call
+    return [.request(.startCall(uuid: uuid, handle: handle, displayName: displayName, video: video))]
+  }
+
+  private mutating func roomJoined(_ proposed: CallID, _ callId: CallID?) -> [Effect] {
+    let uuid = CallUUIDs.uuid(for: proposed)
+    guard var call = calls[uuid] else {
+      // Ended in the OS UI while the join was in flight: leave the room now.
+      return callId.map { [.leaveGroup($0)] } ?? []
+    }
+    guard call.awaitingRoom else { return [] }
+    guard let callId else { return finish(uuid, reason: .failed) }
+    call.awaitingRoom = false
+    if callId != proposed {
+      aliases[callId] = uuid
+      call.callId = callId
+    }
+    calls[uuid] = call
+    return []
+  }
+
+  private mutating func groupParticipants(_ callId: CallID, _ state: GroupCallState) -> [Effect] {
+    let uuid = uuid(for: callId)
+    guard var call = calls[uuid], call.isGroup, !call.othersJoined else { return [] }
+    call.othersJoined = state.members.contains { member in
+      member.userId != state.creatorId && (member.state == .joined || member.state == .left)
+    }
+    calls[uuid] = call
+    return []
+  }
+
+  /// This device's media in a group call it started: connected is reported to the OS (after
+  /// "started connecting", if the join did not report it); failed for good ends the call.
+  private mutating func outgoingGroupMedia(_ call: Call, _ state: PeerConnectionState) -> [Effect] {
+    var call = call
+    switch state {
+    case .connected:
+      guard call.stage == .dialing, call.shown else { return [] }
+      var effects: [Effect] = []
+      if !call.reportedConnecting { effects.append(.reportOutgoingStartedConnecting(call.uuid)) }
+      call.reportedConnecting = true
+      call.stage = .connected
+      calls[call.uuid] = call
+      return effects + [.reportOutgoingConnected(call.uuid)]
+    case .new, .checking:
+      guard call.shown, !call.reportedConnecting else { return [] }
+      call.reportedConnecting = true
+      calls[call.uuid] = call
+      return [.reportOutgoingStartedConnecting(call.uuid)]
+    case .failed:
+      guard call.shown else { return [] }
+      return finish(call.uuid, reason: .failed) + [.leaveGroup(call.callId)]
+    case .disconnected, .closed:
+      return []
+    }
   }
 
   private mutating func engine(_ callId: CallID, _ state: CallEngine.State) -> [Effect] {
@@ -541,9 +667,19 @@ public struct SystemCallCoordinator: Sendable, Equatable {
       guard call.direction == .outgoing, !call.shown else { return [.fail(actionId: action.id)] }
       call.shown = true
       call.cameraOn = call.video
+      let start: Effect
+      switch call.start {
+      case .create(let members, let title)?:
+        start = .createGroup(call.callId, members: members, title: title, video: call.video)
+      case .room(let room)?:
+        call.awaitingRoom = true
+        start = .joinRoom(call.callId, room: room, video: call.video)
+      case nil:
+        start = .dial(call.callId, to: call.handle, video: call.video)
+      }
       calls[uuid] = call
-      return [.prepareAudio(video: call.video), .dial(call.callId, to: call.handle, video: call.video)]
-        + (call.video ? [.startCamera] : []) + [.fulfill(actionId: action.id)]
+      return [.prepareAudio(video: call.video), start] + (call.video ? [.startCamera] : [])
+        + [.fulfill(actionId: action.id)]
     case .answer:
       guard call.direction == .incoming else { return [.fail(actionId: action.id)] }
       switch call.stage {
@@ -559,8 +695,9 @@ public struct SystemCallCoordinator: Sendable, Equatable {
       return [.prepareAudio(video: call.video), answer] + (call.video ? [.startCamera] : [])
         + [.arm(.answer(uuid), at: action.timeoutDate)]
     case .end:
-      // Ringing group calls are declined, joined ones left (endOverSignaling reads the stage).
-      return finish(uuid, reason: nil) + [endOverSignaling(call, .user), .fulfill(actionId: action.id)]
+      // Ringing group calls are declined, joined ones left, ones created here and not joined by
+      // anyone else cancelled (endOverSignaling reads the stage).
+      return finish(uuid, reason: nil) + endOverSignaling(call, .user) + [.fulfill(actionId: action.id)]
     case .setMuted(let muted):
       guard call.isGroup else { return [.setMuted(call.callId, muted), .fulfill(actionId: action.id)] }
       call.muted = muted
@@ -597,9 +734,7 @@ public struct SystemCallCoordinator: Sendable, Equatable {
   private mutating func answerTimedOut(actionId: UUID) -> [Effect] {
     guard let call = calls.values.first(where: { $0.answerAction == actionId }) else { return [] }
     calls[call.uuid]?.answerAction = nil
-    return [.cancel(.answer(call.uuid))] + finish(call.uuid, reason: .failed) + [
-      endOverSignaling(call, .answerTimedOut)
-    ]
+    return [.cancel(.answer(call.uuid))] + finish(call.uuid, reason: .failed) + endOverSignaling(call, .answerTimedOut)
   }
 
   private mutating func transactionFailed(_ transaction: SystemCallTransaction) -> [Effect] {
@@ -610,7 +745,7 @@ public struct SystemCallCoordinator: Sendable, Equatable {
       return finish(call.uuid, reason: nil)
     case .end:
       // The OS does not know the call (any more): end it over signaling all the same.
-      return finish(call.uuid, reason: nil) + [endOverSignaling(call, .user)]
+      return finish(call.uuid, reason: nil) + endOverSignaling(call, .user)
     case .answer, .setMuted, .setHeld:
       return []
     }
@@ -622,7 +757,7 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     var effects: [Effect] = []
     for call in activeCalls {
       effects += finish(call.uuid, reason: reason)
-      if let cause { effects.append(endOverSignaling(call, cause)) }
+      if let cause { effects += endOverSignaling(call, cause) }
     }
     glareSurvivors.removeAll()
     return effects
@@ -632,6 +767,7 @@ public struct SystemCallCoordinator: Sendable, Equatable {
   /// off, remembers how it ended, and reports the ending when `reason` is given.
   private mutating func finish(_ uuid: UUID, reason: SystemCallEndReason?) -> [Effect] {
     guard let call = calls.removeValue(forKey: uuid) else { return [] }
+    aliases = aliases.filter { $0.value != uuid }
     var effects: [Effect] = []
     if let action = call.answerAction { effects += [.cancel(.answer(uuid)), .fail(actionId: action)] }
     if call.awaitingResolution { effects.append(.cancel(.pushResolution(uuid))) }
@@ -644,10 +780,16 @@ public struct SystemCallCoordinator: Sendable, Equatable {
 
   /// How a call the OS is done with ends over signaling: a 1:1 call is cancelled, declined or
   /// hung up as its engine's state says; a group ring is declined, a joined (or joining) group
-  /// call left.
-  private func endOverSignaling(_ call: Call, _ cause: LocalEndCause) -> Effect {
-    guard call.isGroup else { return .end(call.callId, cause) }
-    return call.stage == .ringing ? .declineGroup(call.callId) : .leaveGroup(call.callId)
+  /// call left, one created here that nobody else joined yet cancelled; a room whose join is in
+  /// flight is left once the join is answered (`roomJoined`); one never started, nothing.
+  private func endOverSignaling(_ call: Call, _ cause: LocalEndCause) -> [Effect] {
+    guard call.isGroup else { return [.end(call.callId, cause)] }
+    if call.direction == .outgoing {
+      guard call.shown, !call.awaitingRoom else { return [] }
+      if case .create? = call.start, !call.othersJoined { return [.endGroupForAll(call.callId)] }
+      return [.leaveGroup(call.callId)]
+    }
+    return call.stage == .ringing ? [.declineGroup(call.callId)] : [.leaveGroup(call.callId)]
   }
 
   /// A pushed call's outcome is known here (invite, `get-call`, connected): its timer stops.

@@ -12,7 +12,8 @@ import Foundation
 ///
 /// Group rings (a group push, or a `group-invite`) go through the same inbox: the session owns
 /// each `GroupCall`'s events (the app sees them again on `groupEvents`) and, for LiveKit group
-/// calls, drives the app's `GroupMediaControl`.
+/// calls, drives the app's `GroupMediaControl`. Group calls the app starts
+/// (`startGroupCall`, `joinRoom`) are placed through the OS like 1:1 dials.
 public actor SystemCallSession {
   /// What the app's UI shows of a call.
   public struct CallStatus: Sendable, Equatable {
@@ -77,6 +78,9 @@ public actor SystemCallSession {
     case declineGroup(CallID)
     case leaveGroup(CallID)
     case setGroupMuted(CallID, Bool)
+    case createGroup(CallID, members: [String], title: String?, video: Bool)
+    case joinRoom(CallID, room: String, video: Bool)
+    case endGroupForAll(CallID)
   }
 
   private let ui: any SystemCallUI
@@ -86,6 +90,8 @@ public actor SystemCallSession {
   private nonisolated let inbox: AsyncStream<Input>.Continuation
   private nonisolated let commands: AsyncStream<Command>.Continuation
   private nonisolated let ledger = Locked(SystemCallCoordinator.PushLedger())
+  /// The coordinator's room aliases (server call id → the OS call's UUID), for the app's calls.
+  private nonisolated let aliases = Locked([CallID: UUID]())
   private nonisolated let paths = Locked(NetworkPathWatch())
   private nonisolated let started = Locked(false)
   private nonisolated let statusSink: AsyncStream<CallStatus>.Continuation
@@ -97,7 +103,8 @@ public actor SystemCallSession {
   private var pendingActions: [UUID: any SystemCallActionHandle] = [:]
   private var timers: [SystemCallCoordinator.Timer: Task<Void, Never>] = [:]
   private var engineStates: [CallID: CallEngine.State] = [:]
-  private var published: [CallID: CallStatus] = [:]
+  /// By the OS call's UUID (a room's call id changes to the server's once joined).
+  private var published: [UUID: CallStatus] = [:]
   private var online = false
   /// The group calls whose events the session reads, until their stream ends.
   private var groups: [CallID: GroupCall] = [:]
@@ -216,17 +223,43 @@ public actor SystemCallSession {
     return callId
   }
 
+  /// Starts a group call through the OS (start-call transaction, then `group-create`); its
+  /// members ring. Returns its call id.
+  @discardableResult
+  public func startGroupCall(members: [String], title: String? = nil, video: Bool = false) async -> CallID {
+    let callId = CallIDRules.generate()
+    await goOnline()
+    inbox.yield(.event(.startGroup(callId: callId, members: members, title: title, video: video)))
+    return callId
+  }
+
+  /// Joins (or starts) the live call of a room through the OS (start-call transaction, then
+  /// `room-join`). Returns the id proposed to the server, whose UUID the OS shows; once joined,
+  /// the call's status carries the room's live call id, which may differ. Either id works for
+  /// `hangUp` and `setMuted`.
+  @discardableResult
+  public func joinRoom(_ name: String, video: Bool = false) async -> CallID {
+    let callId = CallIDRules.generate()
+    await goOnline()
+    inbox.yield(.event(.joinRoom(callId: callId, room: name, video: video)))
+    return callId
+  }
+
   /// The in-app hang-up button: an end transaction, so the OS UI stays in step.
   public nonisolated func hangUp(_ callId: CallID) {
-    request(.end(uuid: CallUUIDs.uuid(for: callId)))
+    request(.end(uuid: uuid(for: callId)))
   }
 
   public nonisolated func setMuted(_ callId: CallID, _ muted: Bool) {
-    request(.setMuted(uuid: CallUUIDs.uuid(for: callId), muted: muted))
+    request(.setMuted(uuid: uuid(for: callId), muted: muted))
   }
 
   public nonisolated func setOnHold(_ callId: CallID, _ held: Bool) {
-    request(.setHeld(uuid: CallUUIDs.uuid(for: callId), held: held))
+    request(.setHeld(uuid: uuid(for: callId), held: held))
+  }
+
+  private nonisolated func uuid(for callId: CallID) -> UUID {
+    aliases.current[callId] ?? CallUUIDs.uuid(for: callId)
   }
 
   public nonisolated func setVideoEnabled(_ callId: CallID, _ enabled: Bool) {
@@ -258,6 +291,8 @@ public actor SystemCallSession {
     let effects = coordinator.handle(event, now: clock.now)
     let snapshot = coordinator.ledger
     ledger.withLock { $0 = snapshot }
+    let roomAliases = coordinator.aliases
+    aliases.withLock { $0 = roomAliases }
     for effect in effects { run(effect) }
     publishStatuses()
   }
@@ -302,6 +337,10 @@ public actor SystemCallSession {
     case .connectGroupMedia(let callId, let url, let token, let video, let muted):
       groupMedia?.connect(callId: callId, url: url, token: token, video: video, muted: muted)
     case .disconnectGroupMedia(let callId): groupMedia?.disconnect(callId: callId)
+    case .createGroup(let callId, let members, let title, let video):
+      commands.yield(.createGroup(callId, members: members, title: title, video: video))
+    case .joinRoom(let callId, let room, let video): commands.yield(.joinRoom(callId, room: room, video: video))
+    case .endGroupForAll(let callId): commands.yield(.endGroupForAll(callId))
     }
   }
 
@@ -367,7 +406,36 @@ public actor SystemCallSession {
     case .setGroupMuted(let callId, let muted):
       await groupCall(callId)?.setMuted(muted)
       updateStatus(callId) { $0.isMuted = muted }
+    case .createGroup(let callId, let members, let title, let video):
+      await goOnline()
+      let client = client
+      let join = Task { await client.createGroup(members: members, video: video, title: title, callId: callId) }
+      joins[callId] = join
+      Task {
+        let group = await join.value
+        self.joined(group, join)
+      }
+    case .joinRoom(let proposed, let room, let video):
+      await goOnline()
+      let client = client
+      let inbox = inbox
+      Task {
+        do {
+          let group = try await client.joinRoom(room, video: video, callId: proposed)
+          self.roomJoined(group, proposed: proposed)
+        } catch {
+          inbox.yield(.event(.roomJoined(proposed: proposed, callId: nil)))
+        }
+      }
+    case .endGroupForAll(let callId):
+      await groupCall(callId)?.endForAll()
     }
+  }
+
+  /// The room's call is known: the coordinator learns its id before any of its events.
+  private func roomJoined(_ group: GroupCall, proposed: CallID) {
+    inbox.yield(.event(.roomJoined(proposed: proposed, callId: group.callId)))
+    observe(group)
   }
 
   private func joined(_ group: GroupCall, _ join: Task<GroupCall, Never>) {
@@ -437,7 +505,8 @@ public actor SystemCallSession {
         case .state(let state): inbox.yield(.event(.groupState(callId, state)))
         case .publisherState(let state): inbox.yield(.event(.groupMedia(callId, state)))
         case .liveKit(let url, let token): inbox.yield(.event(.groupLiveKit(callId, url: url, token: token)))
-        case .participants, .remoteStreamAdded, .remoteStreamState, .remoteStreamRemoved, .error: break
+        case .participants(let state): inbox.yield(.event(.groupParticipants(callId, state)))
+        case .remoteStreamAdded, .remoteStreamState, .remoteStreamRemoved, .error: break
         }
         sink.yield(GroupEvent(callId: callId, event: event))
       }
@@ -460,35 +529,36 @@ public actor SystemCallSession {
   // MARK: Statuses
 
   private func publishStatuses() {
-    var seen: Set<CallID> = []
+    var seen: Set<UUID> = []
     for call in coordinator.activeCalls {
-      seen.insert(call.callId)
+      seen.insert(call.uuid)
       var status =
-        published[call.callId]
+        published[call.uuid]
         ?? CallStatus(
           callId: call.callId, uuid: call.uuid, direction: call.direction, handle: call.handle,
           displayName: call.displayName, phase: .incoming, isVideoEnabled: call.video, isGroup: call.isGroup)
+      status.callId = call.callId
       status.phase = Self.phase(of: call, engine: engineStates[call.callId])
       status.isVideoEnabled = call.video
       publish(status)
     }
-    for (callId, var status) in published where !seen.contains(callId) {
+    for (uuid, var status) in published where !seen.contains(uuid) {
       status.phase = .ended
       publish(status)
-      published[callId] = nil
-      engineStates[callId] = nil
+      published[uuid] = nil
+      engineStates[status.callId] = nil
     }
   }
 
   private func updateStatus(_ callId: CallID, _ change: (inout CallStatus) -> Void) {
-    guard var status = published[callId] else { return }
+    guard var status = published[coordinator.uuid(for: callId)] else { return }
     change(&status)
     publish(status)
   }
 
   private func publish(_ status: CallStatus) {
-    guard published[status.callId] != status || status.phase == .ended else { return }
-    if status.phase != .ended { published[status.callId] = status }
+    guard published[status.uuid] != status || status.phase == .ended else { return }
+    if status.phase != .ended { published[status.uuid] = status }
     statusSink.yield(status)
   }
 
