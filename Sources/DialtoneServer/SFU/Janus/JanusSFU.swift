@@ -302,7 +302,8 @@ actor JanusSFU: SFUBackend {
   private func leave(_ callId: CallID, _ who: Identity) async {
     guard let participant = rooms[callId]?.participants.removeValue(forKey: who) else { return }
     var handles = [participant.handle] + participant.subscriptions.values.map(\.handle)
-    for other in Array(rooms[callId]?.participants.keys ?? [:].keys) {
+    let others = rooms[callId].map { Array($0.participants.keys) } ?? []
+    for other in others {
       guard let subscription = rooms[callId]?.participants[other]?.subscriptions.removeValue(forKey: who) else {
         continue
       }
