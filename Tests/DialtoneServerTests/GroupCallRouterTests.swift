@@ -256,6 +256,42 @@ struct GroupCallRouterTests {
     if case .ack(let ack3) = again.reply { #expect(ack3.callId == "r2") } else { Issue.record("not acked") }
   }
 
+  @Test func oneUserCannotHoldMoreThanItsShareOfSFURooms() {
+    var router = GroupCallRouter(settings: .init(maxLiveCallsPerUser: 2))
+    for n in 1...2 {
+      let outcome = router.handle(
+        .groupCreate(.init(callId: "g\(n)", members: ["bob"])), id: "c\(n)", from: alice, now: t0)
+      #expect(errorCode(outcome) == nil)
+    }
+    let third = router.handle(.groupCreate(.init(callId: "g3", members: ["bob"])), id: "c3", from: alice, now: t0)
+    #expect(errorCode(third) == .rateLimited && sfu(third.effects).isEmpty)
+    let room = router.handle(.roomJoin(.init(room: "r", callId: "r1")), id: "c4", from: alice, now: t0)
+    #expect(errorCode(room) == .rateLimited && !router.knows("r1"))
+    // Another user is not affected; ending one frees a slot.
+    #expect(errorCode(router.handle(.roomJoin(.init(room: "r", callId: "r1")), id: "c5", from: carol, now: t0)) == nil)
+    _ = router.handle(.groupEnd(.init(callId: "g1")), id: "e1", from: alice, now: at(1))
+    #expect(
+      errorCode(router.handle(.groupCreate(.init(callId: "g3", members: ["bob"])), id: "c6", from: alice, now: at(2)))
+        == nil)
+  }
+
+  @Test func negotiationPerJoinIsBoundedAndResetByANewJoin() {
+    var router = GroupCallRouter(settings: .init(maxSignalsPerJoin: 3))
+    _ = created(&router)
+    let candidate = ClientMessage.groupCandidate(
+      .init(
+        callId: "g1", stream: "publisher", candidate: IceCandidate(candidate: "candidate:1 1 udp 1 10.0.0.1 9 typ host")
+      ))
+    for n in 1...3 { #expect(errorCode(router.handle(candidate, id: "k\(n)", from: alice, now: t0)) == nil) }
+    let fourth = router.handle(candidate, id: "k4", from: alice, now: t0)
+    #expect(errorCode(fourth) == .rateLimited && sfu(fourth.effects).isEmpty)
+    // Leaving and joining again starts a new allowance.
+    _ = router.handle(.groupJoin(.init(callId: "g1")), id: "j1", from: bobPhone, now: at(1))
+    _ = router.handle(.groupLeave(.init(callId: "g1")), id: "l1", from: alice, now: at(2))
+    _ = router.handle(.groupJoin(.init(callId: "g1")), id: "j2", from: alice, now: at(3))
+    #expect(errorCode(router.handle(candidate, id: "k5", from: alice, now: at(4))) == nil)
+  }
+
   @Test func badInputIsRefusedWithoutChangingAnything() {
     var router = GroupCallRouter(settings: .init(ringLimit: 2))
     #expect(errorCode(created(&router, members: ["b", "c", "d"])) == .tooLarge)

@@ -19,7 +19,12 @@ struct GroupCallRouter {
     /// Most members `group-create` may ring, the creator not counted.
     var ringLimit = 16
     /// Most members a call may hold (a room by name grows as people join).
-    var maxMembers = 32
+    var maxMembers = Limits.maxGroupMembers
+    /// Live group calls (rooms included) one user may have started: each holds an SFU room.
+    var maxLiveCallsPerUser = 4
+    /// Negotiation messages (offers, answers, candidates) a device may send per join: each
+    /// becomes a request to the SFU.
+    var maxSignalsPerJoin = 1024
     var ringTimeout: Duration = .seconds(45)
     var reconnectGrace: Duration = .seconds(30)
     var endedRetention: Duration = .seconds(600)
@@ -35,6 +40,8 @@ struct GroupCallRouter {
     var firstJoinedAt: Date?
     /// Time in the call over the member's earlier joins.
     var inCall: TimeInterval = 0
+    /// Negotiation messages relayed for the device since it joined.
+    var signals = 0
   }
 
   struct Call {
@@ -92,6 +99,10 @@ struct GroupCallRouter {
     }
   }
 
+  private func tooManyLiveCalls(of userId: String) -> Bool {
+    calls.values.count { $0.creator.userId == userId && $0.phase != .ended } >= settings.maxLiveCallsPerUser
+  }
+
   private mutating func create(_ m: ClientMessage.GroupCreate, id: String, from who: Identity, now: Date) -> Outcome {
     var invited: [String] = []
     for userId in m.members where userId != who.userId && !invited.contains(userId) {
@@ -110,6 +121,9 @@ struct GroupCallRouter {
       // A retry of the same create is acknowledged again.
       if existing.creator == who, existing.phase != .ended { return Outcome(reply: ack(id, existing)) }
       return error(id, m.callId, .conflict, "callId is already used by another call")
+    }
+    guard !tooManyLiveCalls(of: who.userId) else {
+      return error(id, m.callId, .rateLimited, "at most \(settings.maxLiveCallsPerUser) live group calls per user")
     }
     var creator = Member(userId: who.userId, name: who.name, state: .joined, deviceId: who.deviceId)
     creator.joinedAt = now
@@ -142,6 +156,9 @@ struct GroupCallRouter {
     }
     let callId = m.callId ?? CallIDRules.generate()
     if calls[callId] != nil { return error(id, callId, .conflict, "callId is already used by another call") }
+    guard !tooManyLiveCalls(of: who.userId) else {
+      return error(id, callId, .rateLimited, "at most \(settings.maxLiveCallsPerUser) live group calls per user")
+    }
     var first = Member(userId: who.userId, name: who.name, state: .joined, deviceId: who.deviceId)
     first.joinedAt = now
     first.firstJoinedAt = now
@@ -203,6 +220,7 @@ struct GroupCallRouter {
     call.members[i].deviceId = who.deviceId
     call.members[i].name = who.name ?? member.name
     call.members[i].joinedAt = now
+    call.members[i].signals = 0
     call.members[i].leftAt = nil
     if call.members[i].firstJoinedAt == nil { call.members[i].firstJoinedAt = now }
     if call.phase == .ringing, who.userId != call.creator.userId { call.phase = .active }
@@ -234,9 +252,15 @@ struct GroupCallRouter {
     return Outcome(reply: ack(id, call), effects: effects)
   }
 
-  private func relay(_ message: ClientMessage, _ callId: CallID, id: String, from who: Identity) -> Outcome {
-    guard let call = calls[callId], call.index(of: who.userId) != nil else { return notFound(id, callId) }
+  private mutating func relay(_ message: ClientMessage, _ callId: CallID, id: String, from who: Identity) -> Outcome {
+    guard var call = calls[callId], let i = call.index(of: who.userId) else { return notFound(id, callId) }
     guard call.phase != .ended, call.isJoinedDevice(who) else { return invalidState(id, call) }
+    guard call.members[i].signals < settings.maxSignalsPerJoin else {
+      return error(
+        id, callId, .rateLimited, "too much negotiation in this call (\(settings.maxSignalsPerJoin) per join)")
+    }
+    call.members[i].signals += 1
+    calls[callId] = call
     return Outcome(
       reply: .ack(.init(replyTo: id, callId: callId)),
       effects: [.sfu(.signal(callId: callId, participant: who, message: message))])
