@@ -19,6 +19,8 @@ typedef void (*dt_text_cb)(void *ctx, const gchar *text);
 typedef void (*dt_bytes_cb)(void *ctx, const void *data, gsize size);
 typedef void (*dt_event_cb)(void *ctx, gint what);
 typedef void (*dt_promise_cb)(void *ctx, GstPromise *promise);
+// One decoded remote video frame: its size and its mean colour (sampled every 8th pixel).
+typedef void (*dt_video_cb)(void *ctx, gint width, gint height, guint red, guint green, guint blue);
 
 typedef struct dt_webrtc_callbacks {
   void *ctx;
@@ -27,6 +29,7 @@ typedef struct dt_webrtc_callbacks {
   dt_channel_cb channel;    // a data channel opened by the remote peer
   dt_audio_cb audio;        // decoded remote audio: S16LE, 48 kHz, mono
   dt_text_cb error;         // an error posted on the pipeline's bus
+  dt_video_cb video;        // each decoded remote video frame (VP8)
 } dt_webrtc_callbacks;
 
 static void dt__on_ice_candidate(GstElement *w, guint mline, gchar *candidate, gpointer ud) {
@@ -58,23 +61,58 @@ static void dt__on_handoff(GstElement *sink, GstBuffer *buffer, GstPad *pad, gpo
   }
 }
 
-// Remote RTP pads: audio is depayloaded, decoded and handed to `audio`; anything else is
-// drained into a fakesink so it never blocks the pipeline.
+static void dt__on_video_handoff(GstElement *sink, GstBuffer *buffer, GstPad *pad, gpointer ud) {
+  (void)sink;
+  dt_webrtc_callbacks *c = (dt_webrtc_callbacks *)ud;
+  gint width = 0, height = 0;
+  GstCaps *caps = gst_pad_get_current_caps(pad);
+  if (caps) {
+    const GstStructure *s = gst_caps_get_structure(caps, 0);
+    if (s) {
+      gst_structure_get_int(s, "width", &width);
+      gst_structure_get_int(s, "height", &height);
+    }
+    gst_caps_unref(caps);
+  }
+  guint64 r = 0, g = 0, b = 0, n = 0;
+  GstMapInfo map;
+  if (width > 0 && height > 0 && gst_buffer_map(buffer, &map, GST_MAP_READ)) {
+    gsize stride = ((gsize)width * 3 + 3) & ~(gsize)3;  // RGB rows are padded to 4 bytes
+    for (gint y = 0; y < height; y += 8) {
+      for (gint x = 0; x < width; x += 8) {
+        gsize o = (gsize)y * stride + (gsize)x * 3;
+        if (o + 2 >= map.size) break;
+        r += map.data[o]; g += map.data[o + 1]; b += map.data[o + 2]; n++;
+      }
+    }
+    gst_buffer_unmap(buffer, &map);
+  }
+  if (c->video) c->video(c->ctx, width, height, n ? (guint)(r / n) : 0, n ? (guint)(g / n) : 0, n ? (guint)(b / n) : 0);
+}
+
+// Remote RTP pads: audio is depayloaded, decoded and handed to `audio`; VP8 video is decoded
+// and each frame reported to `video`; anything else is drained into a fakesink so it never
+// blocks the pipeline.
 static void dt__on_pad_added(GstElement *w, GstPad *pad, gpointer ud) {
   dt_webrtc_callbacks *c = (dt_webrtc_callbacks *)ud;
   if (GST_PAD_DIRECTION(pad) != GST_PAD_SRC) return;
-  gboolean audio = FALSE;
+  gboolean audio = FALSE, vp8 = FALSE;
   GstCaps *caps = gst_pad_get_current_caps(pad);
   if (!caps) caps = gst_pad_query_caps(pad, NULL);
   if (caps) {
     const GstStructure *s = gst_caps_get_structure(caps, 0);
     const gchar *media = s ? gst_structure_get_string(s, "media") : NULL;
+    const gchar *encoding = s ? gst_structure_get_string(s, "encoding-name") : NULL;
     audio = media && strcmp(media, "audio") == 0;
+    vp8 = media && strcmp(media, "video") == 0 && encoding && g_ascii_strcasecmp(encoding, "VP8") == 0;
     gst_caps_unref(caps);
   }
   const gchar *desc = audio
     ? "queue ! rtpopusdepay ! opusdec plc=true ! audioconvert ! audioresample ! "
       "audio/x-raw,format=S16LE,rate=48000,channels=1 ! fakesink name=out signal-handoffs=true sync=false async=false"
+    : vp8
+    ? "queue ! rtpvp8depay ! vp8dec ! videoconvert ! video/x-raw,format=RGB ! "
+      "fakesink name=out signal-handoffs=true sync=false async=false"
     : "queue ! fakesink sync=false async=false";
   GError *err = NULL;
   GstElement *bin = gst_parse_bin_from_description(desc, TRUE, &err);
@@ -82,10 +120,11 @@ static void dt__on_pad_added(GstElement *w, GstPad *pad, gpointer ud) {
     if (err) { c->error(c->ctx, err->message); g_error_free(err); }
     return;
   }
-  if (audio) {
+  if (audio || vp8) {
     GstElement *out = gst_bin_get_by_name(GST_BIN(bin), "out");
     if (out) {
-      g_signal_connect_data(out, "handoff", G_CALLBACK(dt__on_handoff), c, NULL, (GConnectFlags)0);
+      g_signal_connect_data(out, "handoff", G_CALLBACK(audio ? dt__on_handoff : dt__on_video_handoff), c, NULL,
+                            (GConnectFlags)0);
       gst_object_unref(out);
     }
   }

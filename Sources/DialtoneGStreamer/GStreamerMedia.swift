@@ -11,7 +11,31 @@ public struct GStreamerMedia: Sendable {
     case silence
   }
 
+  /// A synthetic camera: `videotestsrc` encoded as VP8.
+  public struct VideoSource: Sendable, Equatable {
+    /// A `videotestsrc` pattern: solid `red`, `green`, `blue`, `white`, `black`, or `smpte`, `ball`, ...
+    public var pattern: String
+    public var width: Int
+    public var height: Int
+    public var framerate: Int
+
+    public init(pattern: String = "smpte", width: Int = 640, height: Int = 360, framerate: Int = 30) {
+      self.pattern = pattern
+      self.width = width
+      self.height = height
+      self.framerate = framerate
+    }
+
+    /// The `videotestsrc` patterns this engine accepts.
+    public static let patterns: Set<String> = [
+      "smpte", "snow", "black", "white", "red", "green", "blue", "checkers-1", "checkers-8", "circular", "ball",
+      "smpte75", "bar", "pinwheel", "spokes", "gradient", "colors",
+    ]
+  }
+
   public var audio: AudioSource
+  /// What video calls send; nil: no camera (a video call only receives).
+  public var video: VideoSource?
   /// Only relay candidates (TURN): `iceTransportPolicy = relay`.
   public var relayOnly: Bool
   /// Decoded remote audio: signed 16-bit little-endian PCM, 48 kHz, mono. Called on a
@@ -27,8 +51,9 @@ public struct GStreamerMedia: Sendable {
   public init(
     audio: AudioSource = .tone(frequency: 440), relayOnly: Bool = false,
     remoteAudio: (@Sendable (Data) -> Void)? = nil,
-    participantAudio: (@Sendable (Peer) -> (@Sendable (Data) -> Void)?)? = nil
+    participantAudio: (@Sendable (Peer) -> (@Sendable (Data) -> Void)?)? = nil, video: VideoSource? = nil
   ) {
+    self.video = video
     self.audio = audio
     self.relayOnly = relayOnly
     self.remoteAudio = remoteAudio
@@ -51,7 +76,7 @@ public struct GStreamerMedia: Sendable {
   /// `ssrc` is fixed in the payloader and its caps, so the SDP announces the SSRC the packets
   /// really carry: an SFU (Janus) drops packets of an SSRC it was not told about, and a spare
   /// connection's offer is made before the payloader has picked one of its own.
-  func pipelineDescription(ssrc: UInt32) -> String {
+  func pipelineDescription(ssrc: UInt32, videoSSRC: UInt32 = 0, sendsVideo: Bool = false) -> String {
     guard sends else {
       // A lone element would be parsed as that element rather than a pipeline: an idle live
       // source into a fake sink keeps it a pipeline and costs nothing.
@@ -68,13 +93,30 @@ public struct GStreamerMedia: Sendable {
       source = "filesrc name=file ! wavparse ! audioconvert ! audioresample ! identity sync=true"
     }
     // latency: the jitter buffer's delay, which the first audio pays too.
+    var camera = ""
+    if sendsVideo, let video {
+      // Realtime VP8: the fastest preset, error resilient, a keyframe at least every 2 s.
+      camera =
+        " videotestsrc is-live=true pattern=\(video.pattern) ! "
+        + "video/x-raw,width=\(video.width),height=\(video.height),framerate=\(video.framerate)/1 ! "
+        + "videoconvert ! queue ! vp8enc deadline=1 cpu-used=8 threads=2 target-bitrate=600000 "
+        + "keyframe-max-dist=\(video.framerate * 2) error-resilient=partitions ! "
+        + "rtpvp8pay name=vpay pt=\(Self.vp8PayloadType) ssrc=\(videoSSRC) picture-id-mode=15-bit ! "
+        + "capsfilter caps=\"\(Self.vp8Caps(ssrc: videoSSRC))\" ! webrtc."
+    }
     return "webrtcbin name=webrtc bundle-policy=max-bundle latency=20 "
       + "\(source) ! audioconvert ! audioresample ! volume name=mic ! queue ! "
       + "opusenc bitrate=32000 frame-size=20 ! rtpopuspay name=pay pt=\(Self.defaultOpusPayloadType) ssrc=\(ssrc) ! "
       + "capsfilter name=rtpcaps caps=\"\(Self.rtpCaps(payloadType: Self.defaultOpusPayloadType, ssrc: ssrc))\" ! webrtc."
+      + camera
   }
 
   static let defaultOpusPayloadType = 111
+  static let vp8PayloadType = 96
+
+  static func vp8Caps(ssrc: UInt32) -> String {
+    "application/x-rtp,media=video,encoding-name=VP8,payload=\(vp8PayloadType),clock-rate=90000,ssrc=(uint)\(ssrc)"
+  }
 
   static func rtpCaps(payloadType: Int, ssrc: UInt32? = nil) -> String {
     // encoding-params=2: SDP must say opus/48000/2 (RFC 7587); Chrome rejects the section otherwise.

@@ -19,6 +19,18 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     case dtlsConnected = "dtls-connected"
     case dataChannelOpen = "data-channel-open"
     case firstAudio = "first-audio"
+    case firstVideoFrame = "first-video-frame"
+  }
+
+  /// What arrived of the remote video so far.
+  public struct ReceivedVideo: Sendable, Equatable {
+    public var frames = 0
+    public var width = 0
+    public var height = 0
+    /// The mean colour of the latest frame, 0...255 per channel.
+    public var red = 0
+    public var green = 0
+    public var blue = 0
   }
 
   public let canRestartIce = false
@@ -53,6 +65,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private var opusPayloadType = GStreamerMedia.defaultOpusPayloadType
   /// The SSRC of the audio this connection sends (fixed: see `GStreamerMedia.pipelineDescription`).
   private let audioSSRC = UInt32.random(in: 1...UInt32.max)
+  private let videoSSRC = UInt32.random(in: 1...UInt32.max)
+  private var receivedVideo = ReceivedVideo()
   private var playing = false
   private var wantsDataChannel = false
   /// Media liveness. libnice in webrtcbin 1.22 runs without consent freshness, so a dead path
@@ -89,7 +103,10 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     (milestones, milestoneSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
 
     var error: UnsafeMutablePointer<gchar>?
-    guard let pipeline = dt_parse_launch(media.pipelineDescription(ssrc: audioSSRC), &error) else {
+    guard
+      let pipeline = dt_parse_launch(
+        media.pipelineDescription(ssrc: audioSSRC, videoSSRC: videoSSRC, sendsVideo: video && media.sends), &error)
+    else {
       let message = error.map { String(cString: $0) } ?? "unknown"
       g_free(error)
       throw GStreamerError.pipeline(message)
@@ -109,13 +126,15 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     }
     if let certificate { dt_pipeline_use_certificate(pipeline, certificate.pem) }
     if media.relayOnly { dt_set(webrtc, "ice-transport-policy", "relay") }
-    if video { dt_webrtc_reserve_video(webrtc) }
+    // A camera branch brings its own (send-receive) video transceiver; without one, reserve a
+    // receive-only one before the first offer.
+    if video && (media.video == nil || !media.sends) { dt_webrtc_reserve_video(webrtc) }
 
     let retained = Unmanaged.passRetained(self)
     retainedByCallbacks = retained
     var table = dt_webrtc_callbacks(
       ctx: retained.toOpaque(), candidate: onCandidate, state: onState, channel: onChannel,
-      audio: onAudio, error: onError)
+      audio: onAudio, error: onError, video: onVideo)
     callbacks = dt_webrtc_connect(pipeline, webrtc, &table)
     // PAUSED, not PLAYING: the live source sends nothing yet, so no payload type is fixed on
     // webrtcbin's sink pad before the first description (an answer must use the offerer's).
@@ -231,7 +250,23 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   }
 
   public func setVideoEnabled(_ enabled: Bool) async {
-    // No camera on this engine: the reserved video transceiver only receives.
+    // Turning the camera off mid-call is not implemented on this engine yet (issue 14).
+  }
+
+  /// The remote video received so far (frames decoded, their size and colour).
+  public func videoReceived() -> ReceivedVideo { lock.withLock { receivedVideo } }
+
+  fileprivate func remoteVideoFrame(width: Int, height: Int, red: Int, green: Int, blue: Int) {
+    let first = lock.withLock { () -> Bool in
+      receivedVideo.frames += 1
+      receivedVideo.width = width
+      receivedVideo.height = height
+      receivedVideo.red = red
+      receivedVideo.green = green
+      receivedVideo.blue = blue
+      return receivedVideo.frames == 1
+    }
+    if first { reach(.firstVideoFrame) }
   }
 
   public func sendData(_ data: Data) async throws {
@@ -594,6 +629,11 @@ private let onChannel: dt_channel_cb = { ctx, channel in
 private let onAudio: dt_audio_cb = { ctx, data, size in
   guard let data, size > 0 else { return }
   connection(ctx)?.remoteAudio(UnsafeRawBufferPointer(start: data, count: Int(size)))
+}
+
+private let onVideo: dt_video_cb = { ctx, width, height, red, green, blue in
+  connection(ctx)?.remoteVideoFrame(
+    width: Int(width), height: Int(height), red: Int(red), green: Int(green), blue: Int(blue))
 }
 
 private let onError: dt_text_cb = { ctx, text in

@@ -54,6 +54,20 @@ final class MilestoneReport: Sendable {
     }
   }
 
+  /// The remote video a call received: frames decoded, the last one's size and mean colour.
+  func video(frames: Int, width: Int, height: Int, rgb: (Int, Int, Int)) {
+    if json {
+      line(
+        .object([
+          "event": .string("video"), "frames": .int(Int64(frames)), "width": .int(Int64(width)),
+          "height": .int(Int64(height)),
+          "rgb": .array([.int(Int64(rgb.0)), .int(Int64(rgb.1)), .int(Int64(rgb.2))]),
+        ]))
+    } else {
+      line("video: \(frames) frames, \(width)x\(height), mean colour \(rgb.0),\(rgb.1),\(rgb.2)")
+    }
+  }
+
   func note(_ text: String) {
     if json {
       line(.object(["event": .string("note"), "text": .string(text)]))

@@ -48,6 +48,7 @@ actor SoftphoneCall {
     case interrupt
     case group(GroupCall.Event)
     case heard(Peer, at: ContinuousClock.Instant)
+    case connection(GStreamerPeerConnection)
   }
 
   private let client: CallClient
@@ -67,14 +68,19 @@ actor SoftphoneCall {
   private let participantAudio: ParticipantAudio?
   /// When the duration elapses or stdin closes: end the group call for everyone (the creator).
   private let endForAll: Bool
+  /// Dial video calls (`--video`).
+  private let video: Bool
+  /// The latest peer connection (its received video is reported when the call ends).
+  private var lastConnection: GStreamerPeerConnection?
   private var group: GroupCall?
   private var groupJoined = false
   private var memberStates: [String: GroupMemberState] = [:]
 
   init(
     client: CallClient, factory: GStreamerPeerConnectionFactory, role: Role, duration: Double, report: MilestoneReport,
-    participantAudio: ParticipantAudio? = nil, endForAll: Bool = false
+    participantAudio: ParticipantAudio? = nil, endForAll: Bool = false, video: Bool = false
   ) {
+    self.video = video
     self.client = client
     self.factory = factory
     self.role = role
@@ -91,7 +97,7 @@ actor SoftphoneCall {
     forward(client.events) { .client($0) }
     forward(factory.created) { [sink] pc in
       Task { for await m in pc.milestones { sink.yield(.milestone(m, at: pc.reachedAt(m))) } }
-      return nil
+      return .connection(pc)
     }
     forward(StandardInputLines.stream()) { .line($0) }
     let sink = self.sink
@@ -133,6 +139,8 @@ actor SoftphoneCall {
       await hangUp()
     case .group(let event):
       return await groupEvent(event)
+    case .connection(let pc):
+      lastConnection = pc
     case .heard(let peer, let instant):
       report.mark("first-audio \(peer.userId)", at: instant)
     }
@@ -144,8 +152,8 @@ actor SoftphoneCall {
     case .connected(let welcome):
       report.note("signed in as \(welcome.userId)/\(welcome.deviceId)")
       if case .caller(let to) = role, engine == nil {
-        report.start("dialing \(to)")
-        follow(await client.dial(to))
+        report.start("dialing \(to)\(video ? " (video)" : "")")
+        follow(await client.dial(to, video: video))
       } else if case .callee = role, engine == nil, group == nil {
         report.note("waiting for a call")
       } else if case .group(let start) = role, group == nil {
@@ -415,6 +423,11 @@ actor SoftphoneCall {
     case .error(let message):
       status = .error
       reason = "error: \(message)"
+    }
+    if let received = lastConnection?.videoReceived(), received.frames > 0 {
+      report.video(
+        frames: received.frames, width: received.width, height: received.height,
+        rgb: (received.red, received.green, received.blue))
     }
     report.finish(reason: reason, status: status.rawValue)
     return status

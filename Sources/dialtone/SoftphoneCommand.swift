@@ -52,9 +52,17 @@ enum SoftphoneCommand {
     if let recorder { remoteAudio = { recorder.append($0) } }
     // Group calls keep each remote participant's audio apart.
     let participants = ParticipantAudio(recordPath: arguments.string("record"))
+    var camera: GStreamerMedia.VideoSource?
+    if let pattern = arguments.string("video") {
+      guard GStreamerMedia.VideoSource.patterns.contains(pattern) else {
+        throw ArgumentError(
+          message: "--video expects a pattern: \(GStreamerMedia.VideoSource.patterns.sorted().joined(separator: ", "))")
+      }
+      camera = GStreamerMedia.VideoSource(pattern: pattern)
+    }
     let media = GStreamerMedia(
       audio: audio, relayOnly: arguments.flag("relay-only"),
-      remoteAudio: remoteAudio, participantAudio: { participants.sink(for: $0) })
+      remoteAudio: remoteAudio, participantAudio: { participants.sink(for: $0) }, video: camera)
     let report = MilestoneReport(json: arguments.flag("json"))
 
     // Everything slow happens before dialing: the DTLS certificate, signaling, ICE servers.
@@ -77,7 +85,7 @@ enum SoftphoneCommand {
       signaling: signaling, iceServers: iceServers, factory: factory, configuration: configuration)
     let call = SoftphoneCall(
       client: client, factory: factory, role: role, duration: duration, report: report,
-      participantAudio: participants, endForAll: arguments.flag("end-for-all"))
+      participantAudio: participants, endForAll: arguments.flag("end-for-all"), video: camera != nil)
     ProcessSignals.onTermination { _ in Task { await call.interrupt() } }
 
     let status = await call.run()

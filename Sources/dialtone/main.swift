@@ -7,6 +7,7 @@ private let media: [CommandOption] = [
   .value("audio", "tone (default), silence, or a WAV file to send"),
   .value("tone-frequency", "the tone's frequency in Hz (default 440)"),
   .value("record", "write what is heard to this WAV file"),
+  .value("video", "a video call with this test pattern as the camera (smpte, ball, red, green, blue, ...)"),
   .value("duration", "hang up this many seconds after connecting (default: when stdin closes)"),
   .flag("relay-only", "use TURN relay candidates only"),
   .flag("no-trickle", "gather every candidate before sending the offer or answer (the slow baseline)"),

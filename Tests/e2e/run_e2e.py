@@ -89,6 +89,31 @@ async def cli_sends_a_wav_file(s, stack):
 
 
 @scenario
+async def cli_video_call_cli(s, stack):
+    """A VP8 video call between two CLIs: each decodes the other's camera (a solid test pattern)
+    at its resolution and frame rate, recognisably that sender's colour, while audio flows."""
+    ns = stack(await MediaNamespace().start())
+    server = stack(await Server(s, netns=ns.NS).start())
+    bob = await auto_answering_bob(s, stack, server, "--video", "blue", "--tone-frequency", "330", netns=ns.NS)
+    alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
+                                               "--to", "bob", "--video", "red", "--duration", "4",
+                                               "--record", s.file("alice.wav")], netns=ns.NS).start())
+    for peer in (alice, bob):
+        await peer.wait_for("first-video-frame")
+    check(await alice.exit_status() == 0, "alice did not exit 0")
+    check(await bob.exit_status() == 0, "bob did not exit 0")
+    for peer, colour in ((alice, 2), (bob, 0)):  # alice sees bob's blue, bob sees alice's red
+        video = peer.find("video")
+        check(video is not None, f"{peer.name} reported no video")
+        check((video["width"], video["height"]) == (640, 360), f"{peer.name}: frames of {video['width']}x{video['height']}")
+        check(video["frames"] >= 60, f"{peer.name}: only {video['frames']} frames in ~4 s at 30 fps")
+        rgb = video["rgb"]
+        check(rgb[colour] > 200 and all(rgb[i] < 60 for i in range(3) if i != colour),
+              f"{peer.name}: the frames' colour {rgb} is not the sender's pattern")
+    near(dominant_frequency(s.file("alice.wav")), 330, s.file("alice.wav"))
+
+
+@scenario
 async def relay_only_through_coturn(s, stack):
     """Both peers relay-only, TURN credentials from the server: the selected pair is relay/relay."""
     ns = stack(await MediaNamespace().start())
