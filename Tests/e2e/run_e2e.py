@@ -274,6 +274,47 @@ async def browser_calls_cli(s, stack):
     near(dominant_frequency(s.file("bob.wav")), 660, s.file("bob.wav"))
 
 
+def saw_video(peer_name, video, frames=30):
+    check(video is not None, f"{peer_name} reported no video")
+    check(video["frames"] >= frames, f"{peer_name}: only {video['frames']} video frames")
+    check((video["width"], video["height"]) == (640, 360), f"{peer_name}: frames of {video['width']}x{video['height']}")
+
+
+@scenario
+async def browser_video_calls_cli(s, stack):
+    """Chromium (fake camera) makes a video call to the CLI: each side decodes the other's VP8
+    at 640x360; the page sees the CLI's blue pattern."""
+    ns = stack(await MediaNamespace().start())
+    server = stack(await Server(s, netns=ns.NS).start())
+    bob = await auto_answering_bob(s, stack, server, "--tone-frequency", "330", "--video", "blue", netns=ns.NS)
+    browser = stack(await Chromium(s, f"{server.url}/#token={server.token('alice', 'browser')}"
+                                      f"&call=bob&tone=660&video=1&hangupAfter=5", ns.NS).start())
+    state = await browser.wait_for("30 video frames", lambda st: st.get("videoFrames", 0) >= 30 and st.get("videoColour"))
+    check((state["videoWidth"], state["videoHeight"]) == (640, 360),
+          f"the page got {state['videoWidth']}x{state['videoHeight']} frames")
+    r, g, b = state["videoColour"]
+    check(b > 180 and r < 70 and g < 70, f"the page's frames are not the CLI's blue: {state['videoColour']}")
+    check(await bob.exit_status() == 0, "the CLI did not exit 0 after the browser hung up")
+    saw_video("bob", bob.find("video"))
+
+
+@scenario
+async def cli_video_calls_browser(s, stack):
+    """The CLI makes a video call to the page (which answers with its fake camera): frames both ways."""
+    ns = stack(await MediaNamespace().start())
+    server = stack(await Server(s, netns=ns.NS).start())
+    browser = stack(await Chromium(s, f"{server.url}/#token={server.token('bob', 'browser')}&answer=auto&tone=660",
+                                   ns.NS).start())
+    await browser.wait_for("sign-in", lambda st: st["state"] == "idle")
+    alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
+                                               "--to", "bob", "--video", "red", "--duration", "5"], netns=ns.NS).start())
+    state = await browser.wait_for("30 video frames", lambda st: st.get("videoFrames", 0) >= 30 and st.get("videoColour"))
+    r, g, b = state["videoColour"]
+    check(r > 180 and g < 70 and b < 70, f"the page's frames are not the CLI's red: {state['videoColour']}")
+    check(await alice.exit_status() == 0, "the CLI did not exit 0")
+    saw_video("alice", alice.find("video"))
+
+
 @scenario
 async def cli_calls_browser(s, stack):
     """The CLI calls the page in headless Chromium, which answers: audio verified both ways,
