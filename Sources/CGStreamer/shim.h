@@ -223,24 +223,28 @@ static inline void dt_pipeline_use_certificate(GstElement *pipeline, const gchar
 
 /// Sets the codec preferences of the first transceiver (ours, reserved at parse time): webrtcbin
 /// matches a remote offer's m-line to an existing transceiver only if these caps intersect.
-static inline void dt_webrtc_set_first_codec_preferences(GstElement *webrtc, const gchar *caps_text) {
+static inline void dt_webrtc_set_codec_preferences(GstElement *webrtc, guint index, const gchar *caps_text) {
   GArray *transceivers = NULL;
   g_signal_emit_by_name(webrtc, "get-transceivers", &transceivers);
   if (!transceivers) return;
-  if (transceivers->len > 0) {
+  if (transceivers->len > index) {
     GstCaps *caps = gst_caps_from_string(caps_text);
     if (caps) {
-      g_object_set(g_array_index(transceivers, GstWebRTCRTPTransceiver *, 0), "codec-preferences", caps, NULL);
+      g_object_set(g_array_index(transceivers, GstWebRTCRTPTransceiver *, index), "codec-preferences", caps, NULL);
       gst_caps_unref(caps);
     }
   }
   g_array_unref(transceivers);
 }
 
+static inline void dt_webrtc_set_first_codec_preferences(GstElement *webrtc, const gchar *caps_text) {
+  dt_webrtc_set_codec_preferences(webrtc, 0, caps_text);
+}
+
 /// The RTP payload type on webrtcbin's first sink pad (what our sender negotiated), or -1 while
 /// nothing has been negotiated.
-static inline gint dt_webrtc_sink_payload(GstElement *webrtc) {
-  GstPad *pad = gst_element_get_static_pad(webrtc, "sink_0");
+static inline gint dt_webrtc_sink_payload_at(GstElement *webrtc, const gchar *pad_name) {
+  GstPad *pad = gst_element_get_static_pad(webrtc, pad_name);
   if (!pad) return -1;
   gint pt = -1;
   GstCaps *caps = gst_pad_get_current_caps(pad);
@@ -252,6 +256,8 @@ static inline gint dt_webrtc_sink_payload(GstElement *webrtc) {
   gst_object_unref(pad);
   return pt;
 }
+
+static inline gint dt_webrtc_sink_payload(GstElement *webrtc) { return dt_webrtc_sink_payload_at(webrtc, "sink_0"); }
 
 // MARK: Promises
 

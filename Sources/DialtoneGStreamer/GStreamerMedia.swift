@@ -102,7 +102,7 @@ public struct GStreamerMedia: Sendable {
         + "videoconvert ! queue ! vp8enc deadline=1 cpu-used=8 threads=2 target-bitrate=600000 "
         + "keyframe-max-dist=\(video.framerate * 2) error-resilient=partitions ! "
         + "rtpvp8pay name=vpay pt=\(Self.vp8PayloadType) ssrc=\(videoSSRC) picture-id-mode=15-bit ! "
-        + "capsfilter caps=\"\(Self.vp8Caps(ssrc: videoSSRC))\" ! webrtc."
+        + "capsfilter name=vcaps caps=\"\(Self.vp8Caps(ssrc: videoSSRC))\" ! webrtc."
     }
     return "webrtcbin name=webrtc bundle-policy=max-bundle latency=20 "
       + "\(source) ! audioconvert ! audioresample ! volume name=mic ! queue ! "
@@ -114,8 +114,23 @@ public struct GStreamerMedia: Sendable {
   static let defaultOpusPayloadType = 111
   static let vp8PayloadType = 96
 
-  static func vp8Caps(ssrc: UInt32) -> String {
-    "application/x-rtp,media=video,encoding-name=VP8,payload=\(vp8PayloadType),clock-rate=90000,ssrc=(uint)\(ssrc)"
+  static func vp8Caps(payloadType: Int = vp8PayloadType, ssrc: UInt32? = nil) -> String {
+    "application/x-rtp,media=video,encoding-name=VP8,payload=\(payloadType),clock-rate=90000"
+      + (ssrc.map { ",ssrc=(uint)\($0)" } ?? "")
+  }
+
+  /// The VP8 payload type of the first video section of an SDP (`a=rtpmap:<pt> VP8/90000`).
+  static func vp8PayloadType(in sdp: String) -> Int? {
+    var inVideo = false
+    for line in sdp.split(whereSeparator: { $0 == "\r\n" || $0 == "\n" }) {
+      if line.hasPrefix("m=") {
+        if inVideo { return nil }
+        inVideo = line.hasPrefix("m=video")
+      } else if inVideo, line.hasPrefix("a=rtpmap:"), line.lowercased().contains(" vp8/90000") {
+        return Int(line.dropFirst("a=rtpmap:".count).prefix { $0.isNumber })
+      }
+    }
+    return nil
   }
 
   static func rtpCaps(payloadType: Int, ssrc: UInt32? = nil) -> String {

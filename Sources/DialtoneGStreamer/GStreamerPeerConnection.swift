@@ -63,6 +63,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private var reached: [Milestone: ContinuousClock.Instant] = [:]
   private var gatheringComplete = false
   private var opusPayloadType = GStreamerMedia.defaultOpusPayloadType
+  private var vp8PayloadType = GStreamerMedia.vp8PayloadType
   /// The SSRC of the audio this connection sends (fixed: see `GStreamerMedia.pipelineDescription`).
   private let audioSSRC = UInt32.random(in: 1...UInt32.max)
   private let videoSSRC = UInt32.random(in: 1...UInt32.max)
@@ -202,7 +203,27 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     dt_unref(caps)
   }
 
+  /// The offerer's VP8 payload type, for a camera branch (aiortc offers 97, Chrome 96).
+  private func useVP8PayloadType(_ pt: Int) async {
+    let current = lock.withLock { () -> Bool in
+      defer { vp8PayloadType = pt }
+      return vp8PayloadType == pt
+    }
+    guard !current, let pay = dt_bin_get(pipeline, "vpay"), let caps = dt_bin_get(pipeline, "vcaps") else { return }
+    dt_set(pay, "pt", String(pt))
+    dt_set(caps, "caps", GStreamerMedia.vp8Caps(payloadType: pt, ssrc: videoSSRC))
+    dt_webrtc_set_codec_preferences(webrtc, 1, GStreamerMedia.vp8Caps(payloadType: pt))
+    dt_unref(pay)
+    dt_unref(caps)
+    for _ in 0..<50 {
+      let negotiated = dt_webrtc_sink_payload_at(webrtc, "sink_1")
+      if negotiated == -1 || negotiated == Int32(pt) { break }
+      try? await Task.sleep(for: .milliseconds(5))
+    }
+  }
+
   public func setRemoteDescription(_ description: SessionDescription, kind: SessionDescriptionKind) async throws {
+    if kind == .offer, let pt = GStreamerMedia.vp8PayloadType(in: description.sdp) { await useVP8PayloadType(pt) }
     // The offerer's Opus payload type (aiortc's is 96) must be ours before the offer is
     // applied, or webrtcbin answers from a new receive-only transceiver instead of ours.
     if kind == .offer, let pt = GStreamerMedia.opusPayloadType(in: description.sdp) {

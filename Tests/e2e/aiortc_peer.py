@@ -4,7 +4,10 @@ protocol document is enough to interoperate, and that our media stack talks to a
 implementation we did not write.
 
     aiortc_peer.py --server URL --token T (--call USER | --answer) [--tone HZ] [--duration S]
-                   [--record OUT.wav]
+                   [--record OUT.wav] [--video red|green|blue]
+
+--video makes a video call (or answers with video): a solid-colour 640x360 camera at 30 fps;
+the frames received are counted and their size and mean colour printed as a `video` event.
 
 Prints one JSON object per line ({"event": ...}); exits 0 after a call that connected and
 ended with a hang-up.
@@ -23,9 +26,9 @@ import wave
 import numpy
 import websockets
 from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
-from aiortc.mediastreams import AudioStreamTrack, MediaStreamError
+from aiortc.mediastreams import AudioStreamTrack, MediaStreamError, VideoStreamTrack
 from aiortc.sdp import candidate_from_sdp
-from av import AudioFrame
+from av import AudioFrame, VideoFrame
 
 
 STARTED = None  # when the call started (dial, or the invite's arrival), for timings
@@ -68,6 +71,26 @@ class Tone(AudioStreamTrack):
         return frame
 
 
+COLOURS = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255)}
+
+
+class SolidCamera(VideoStreamTrack):
+    """A 640x360 camera that shows one colour."""
+
+    def __init__(self, colour):
+        super().__init__()
+        image = numpy.zeros((360, 640, 3), dtype=numpy.uint8)
+        image[:, :] = COLOURS[colour]
+        self.image = image
+
+    async def recv(self):
+        pts, time_base = await self.next_timestamp()
+        frame = VideoFrame.from_ndarray(self.image, format="rgb24")
+        frame.pts = pts
+        frame.time_base = time_base
+        return frame
+
+
 class Peer:
     def __init__(self, args):
         self.args = args
@@ -82,6 +105,9 @@ class Peer:
         self.connected = False
         self.ended = None
         self.pcm = []
+        self.video_frames = 0
+        self.video_size = (0, 0)
+        self.video_colour = None
 
     # --- signaling (protocol.md sections 4, 5, 7, 8) ---
 
@@ -126,6 +152,9 @@ class Peer:
                 if self.pc:
                     await self.pc.close()
             self.write_recording()
+            if self.video_frames:
+                say("video", frames=self.video_frames, width=self.video_size[0], height=self.video_size[1],
+                    rgb=self.video_colour)
             say("ended", reason=reason)
             return 0 if self.connected and reason == "hangup" else 6
 
@@ -174,11 +203,15 @@ class Peer:
         # iceServers=[]: aiortc would otherwise ask a public STUN server.
         pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
         pc.addTrack(Tone(self.args.tone))
+        if self.args.video:
+            pc.addTrack(SolidCamera(self.args.video))
 
         @pc.on("track")
         def on_track(track):
             if track.kind == "audio":
                 asyncio.ensure_future(self.record(track))
+            elif track.kind == "video":
+                asyncio.ensure_future(self.watch(track))
 
         @pc.on("iceconnectionstatechange")
         async def on_ice_state():
@@ -206,7 +239,7 @@ class Peer:
         # aiortc does not trickle: the offer carries every candidate once gathering is done.
         await pc.setLocalDescription(await pc.createOffer())
         say("dialing", callee=callee)
-        await self.send({"type": "invite", "callId": self.call_id, "to": callee, "video": False,
+        await self.send({"type": "invite", "callId": self.call_id, "to": callee, "video": bool(self.args.video),
                          "offer": {"sdp": pc.localDescription.sdp}})
 
     async def answer(self, offer_sdp):
@@ -257,6 +290,20 @@ class Peer:
             if frame.sample_rate == 48000:
                 self.pcm.append(pcm.astype(numpy.int16))
 
+    async def watch(self, track):
+        while True:
+            try:
+                frame = await track.recv()
+            except MediaStreamError:
+                return
+            self.video_frames += 1
+            if self.video_frames == 1:
+                say("first-video-frame")
+            if self.video_frames % 15 == 1:
+                image = frame.to_ndarray(format="rgb24")
+                self.video_size = (frame.width, frame.height)
+                self.video_colour = [int(v) for v in image[::8, ::8].reshape(-1, 3).mean(axis=0)]
+
     async def hang_up_later(self):
         if self.args.duration <= 0:
             return
@@ -289,6 +336,7 @@ def main():
     parser.add_argument("--tone", type=float, default=700)
     parser.add_argument("--duration", type=float, default=0)
     parser.add_argument("--record")
+    parser.add_argument("--video", choices=sorted(COLOURS))
     args = parser.parse_args()
     sys.exit(asyncio.run(Peer(args).run()))
 

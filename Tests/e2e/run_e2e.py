@@ -253,6 +253,39 @@ async def cli_calls_aiortc(s, stack):
     near(dominant_frequency(s.file("alice.wav")), 880, s.file("alice.wav"))
 
 
+@scenario
+async def aiortc_and_cli_video_both_ways(s, stack):
+    """aiortc video-calls the CLI, then the CLI video-calls aiortc: each decodes the other's
+    VP8 at 640x360 in the sender's colour."""
+    ns = stack(await MediaNamespace().start())
+    server = stack(await Server(s, netns=ns.NS).start())
+    bob = await auto_answering_bob(s, stack, server, "--video", "blue", netns=ns.NS)
+    alice = stack(await aiortc_peer(s, "aiortc", ["--server", server.url, "--token", server.token("alice"),
+                                                  "--call", "bob", "--video", "green", "--duration", "4"],
+                                    ns.NS).start())
+    check(await alice.exit_status() == 0, "aiortc did not exit 0")
+    check(await bob.exit_status() == 0, "the CLI did not exit 0 after aiortc hung up")
+    for peer, channel in ((alice, 2), (bob, 1)):  # aiortc sees the CLI's blue, the CLI aiortc's green
+        video = peer.find("video")
+        saw_video(peer.name, video)
+        check(video["rgb"][channel] > 180 and all(video["rgb"][i] < 70 for i in range(3) if i != channel),
+              f"{peer.name}: the frames' colour {video['rgb']} is not the sender's")
+
+    carol = stack(await aiortc_peer(s, "aiortc-answer", ["--server", server.url, "--token", server.token("carol"),
+                                                         "--answer", "--video", "red"], ns.NS).start())
+    await carol.wait_for("note", text="waiting for a call")
+    dave = stack(await Softphone(s, "dave", ["call", "--server", server.url, "--token", server.token("dave"),
+                                             "--to", "carol", "--video", "green", "--duration", "4"],
+                                 netns=ns.NS).start())
+    check(await dave.exit_status() == 0, "the CLI did not exit 0")
+    check(await carol.exit_status() == 0, "aiortc did not exit 0 after the CLI hung up")
+    for peer, channel in ((carol, 1), (dave, 0)):
+        video = peer.find("video")
+        saw_video(peer.name, video)
+        check(video["rgb"][channel] > 180 and all(video["rgb"][i] < 70 for i in range(3) if i != channel),
+              f"{peer.name}: the frames' colour {video['rgb']} is not the sender's")
+
+
 def heard(expected):
     return lambda state: state.get("remoteFrequency") is not None and abs(state["remoteFrequency"] - expected) <= 5
 
