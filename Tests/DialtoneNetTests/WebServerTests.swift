@@ -1,5 +1,6 @@
 import DialtoneNet
 import DialtoneSupport
+import DialtoneTestSupport
 import Foundation
 import Testing
 
@@ -141,6 +142,8 @@ func startServer(_ handler: EchoHandler, maxMessage: Int = 64 * 1024, drain: Dou
       client: client, url: "ws://127.0.0.1:\(server.port)/v1/ws?v=1",
       headers: [HTTPHeaderField("Authorization", "Bearer abc")])
     #expect(try await probe.next("open") == .opened)
+    // The client may see the handshake complete before the server's handler has run.
+    #expect(await eventually { handler.lastUpgrade != nil })
     #expect(handler.lastUpgrade?.bearerToken == "abc")
     #expect(handler.lastUpgrade?.query["v"] == "1")
 
