@@ -257,6 +257,19 @@ static inline gint dt_webrtc_sink_payload_at(GstElement *webrtc, const gchar *pa
   return pt;
 }
 
+/// Asks an encoder for a keyframe (the camera came back: the receiver's decoder needs one).
+static inline void dt_force_key_unit(GstElement *encoder) {
+  GstStructure *s = gst_structure_new("GstForceKeyUnit", "all-headers", G_TYPE_BOOLEAN, TRUE, NULL);
+  GstEvent *event = gst_event_new_custom(GST_EVENT_CUSTOM_DOWNSTREAM, s);
+  GstPad *sink = gst_element_get_static_pad(encoder, "sink");
+  if (sink) {
+    gst_pad_send_event(sink, event);
+    gst_object_unref(sink);
+  } else {
+    gst_event_unref(event);
+  }
+}
+
 static inline gint dt_webrtc_sink_payload(GstElement *webrtc) { return dt_webrtc_sink_payload_at(webrtc, "sink_0"); }
 
 // MARK: Promises

@@ -95,11 +95,15 @@ public struct GStreamerMedia: Sendable {
     // latency: the jitter buffer's delay, which the first audio pays too.
     var camera = ""
     if sendsVideo, let video {
-      // Realtime VP8: the fastest preset, error resilient, a keyframe at least every 2 s.
+      // Realtime VP8: the fastest preset, error resilient, a keyframe at least every 2 s. A
+      // camera drops frames the encoder cannot keep up with rather than queue them (latency),
+      // and the valve right before the encoder turns it off at once.
       camera =
         " videotestsrc is-live=true pattern=\(video.pattern) ! "
         + "video/x-raw,width=\(video.width),height=\(video.height),framerate=\(video.framerate)/1 ! "
-        + "videoconvert ! queue ! vp8enc deadline=1 cpu-used=8 threads=2 target-bitrate=600000 "
+        + "videoconvert ! queue leaky=downstream max-size-buffers=2 max-size-bytes=0 max-size-time=0 ! "
+        + "valve name=camera ! vp8enc name=venc deadline=1 cpu-used=8 threads=2 "
+        + "target-bitrate=600000 "
         + "keyframe-max-dist=\(video.framerate * 2) error-resilient=partitions ! "
         + "rtpvp8pay name=vpay pt=\(Self.vp8PayloadType) ssrc=\(videoSSRC) picture-id-mode=15-bit ! "
         + "capsfilter name=vcaps caps=\"\(Self.vp8Caps(ssrc: videoSSRC))\" ! webrtc."

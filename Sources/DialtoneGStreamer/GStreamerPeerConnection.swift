@@ -270,8 +270,17 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     dt_set(mic, "mute", enabled ? "false" : "true")
   }
 
+  /// The camera off: frames are dropped before the encoder, so nothing is sent (no
+  /// renegotiation). On again: the encoder is asked for a keyframe, which the peer's decoder
+  /// needs after the gap.
   public func setVideoEnabled(_ enabled: Bool) async {
-    // Turning the camera off mid-call is not implemented on this engine yet (issue 14).
+    guard let valve = dt_bin_get(pipeline, "camera") else { return }
+    dt_set(valve, "drop", enabled ? "false" : "true")
+    dt_unref(valve)
+    if enabled, let encoder = dt_bin_get(pipeline, "venc") {
+      dt_force_key_unit(encoder)
+      dt_unref(encoder)
+    }
   }
 
   /// The remote video received so far (frames decoded, their size and colour).

@@ -18,6 +18,7 @@ public enum ClientMessageType: String, Sendable, Equatable, CaseIterable {
   case endOfCandidates = "end-of-candidates"
   case iceRestartRequest = "ice-restart-request"
   case getCall = "get-call"
+  case mediaState = "media-state"
   case groupCreate = "group-create"
   case groupRinging = "group-ringing"
   case groupDecline = "group-decline"
@@ -117,6 +118,8 @@ public enum ClientMessage: Sendable, Equatable {
   case iceRestartRequest(CallAction)
   /// Fetch a call's state; answered with `ack` carrying `call`.
   case getCall(CallAction)
+  /// The sender's camera went off or on (no renegotiation: the track just stops sending).
+  case mediaState(MediaState)
   /// Start a group call and ring its members.
   case groupCreate(GroupCreate)
   /// A member's device is alerting its user.
@@ -162,6 +165,7 @@ public enum ClientMessage: Sendable, Equatable {
     case .endOfCandidates(let m): return visitor.visit(m, as: .endOfCandidates)
     case .iceRestartRequest(let m): return visitor.visit(m, as: .iceRestartRequest)
     case .getCall(let m): return visitor.visit(m, as: .getCall)
+    case .mediaState(let m): return visitor.visit(m, as: .mediaState)
     case .groupCreate(let m): return visitor.visit(m, as: .groupCreate)
     case .groupRinging(let m): return visitor.visit(m, as: .groupRinging)
     case .groupDecline(let m): return visitor.visit(m, as: .groupDecline)
@@ -195,6 +199,7 @@ public enum ClientMessage: Sendable, Equatable {
     case .endOfCandidates: return .endOfCandidates(try d.body())
     case .iceRestartRequest: return .iceRestartRequest(try d.body())
     case .getCall: return .getCall(try d.body())
+    case .mediaState: return .mediaState(try d.body())
     case .groupCreate: return .groupCreate(try d.body())
     case .groupRinging: return .groupRinging(try d.body())
     case .groupDecline: return .groupDecline(try d.body())
@@ -354,6 +359,25 @@ public enum ClientMessage: Sendable, Equatable {
 
     public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
       try c.string("callId", &callId, .callId)
+    }
+  }
+
+  /// `media-state`: `{callId, camera}`.
+  public struct MediaState: CallMessageBody, Hashable {
+    public var callId: CallID
+    /// Whether the sender's camera is sending.
+    public var camera: Bool
+
+    public init(callId: CallID, camera: Bool) {
+      self.callId = callId
+      self.camera = camera
+    }
+
+    public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", camera: false) }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+      try c.bool("camera", &camera)
     }
   }
 

@@ -14,6 +14,7 @@ public enum ServerMessageType: String, Sendable, Equatable, CaseIterable {
   case endOfCandidates = "end-of-candidates"
   case iceRestartRequest = "ice-restart-request"
   case callEnded = "call-ended"
+  case mediaState = "media-state"
   case groupInvite = "group-invite"
   case groupUpdate = "group-update"
   case groupMedia = "group-media"
@@ -69,6 +70,8 @@ public enum ServerMessage: Sendable, Equatable {
   case iceRestartRequest(PeerEvent)
   /// The call ended (for this device).
   case callEnded(CallEnded)
+  /// The other side's camera went off or on.
+  case mediaState(MediaState)
   /// A group call rings this member's device.
   case groupInvite(GroupInvite)
   /// A group call's participant list changed (to every member's devices).
@@ -343,6 +346,29 @@ public enum ServerMessage: Sendable, Equatable {
     }
   }
 
+  /// `media-state`: `{callId, from, camera}`.
+  public struct MediaState: ServerCallMessageBody, Hashable {
+    public var callId: CallID
+    public var from: Peer
+    public var camera: Bool
+
+    public init(callId: CallID, from: Peer, camera: Bool) {
+      self.callId = callId
+      self.from = from
+      self.camera = camera
+    }
+
+    public init(wirePlaceholder _: WirePlaceholder) {
+      self.init(callId: "", from: Peer(userId: "", deviceId: ""), camera: false)
+    }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+      try c.bool("camera", &camera)
+      try c.object("from", &from)
+    }
+  }
+
   /// `call-ended`: `{callId, reason, from?, replacedBy?}`.
   public struct CallEnded: ServerCallMessageBody, Hashable {
     public var callId: CallID
@@ -400,6 +426,7 @@ public enum ServerMessage: Sendable, Equatable {
     case .ringing(let m): return visitor.visit(m, as: .ringing)
     case .endOfCandidates(let m): return visitor.visit(m, as: .endOfCandidates)
     case .iceRestartRequest(let m): return visitor.visit(m, as: .iceRestartRequest)
+    case .mediaState(let m): return visitor.visit(m, as: .mediaState)
     case .groupInvite(let m): return visitor.visit(m, as: .groupInvite)
     case .groupUpdate(let m): return visitor.visit(m, as: .groupUpdate)
     case .groupMedia(let m): return visitor.visit(m, as: .groupMedia)
@@ -426,6 +453,7 @@ public enum ServerMessage: Sendable, Equatable {
     case .ringing: return .ringing(try d.body())
     case .endOfCandidates: return .endOfCandidates(try d.body())
     case .iceRestartRequest: return .iceRestartRequest(try d.body())
+    case .mediaState: return .mediaState(try d.body())
     case .groupInvite: return .groupInvite(try d.body())
     case .groupUpdate: return .groupUpdate(try d.body())
     case .groupMedia: return .groupMedia(try d.body())

@@ -68,6 +68,17 @@ final class MilestoneReport: Sendable {
     }
   }
 
+  /// An event with fields of its own (JSON), or its text.
+  func event(_ name: String, _ fields: [String: JSONValue], text: String) {
+    if json {
+      var object = fields
+      object["event"] = .string(name)
+      line(.object(object))
+    } else {
+      line(text)
+    }
+  }
+
   func note(_ text: String) {
     if json {
       line(.object(["event": .string("note"), "text": .string(text)]))

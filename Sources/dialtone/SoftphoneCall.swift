@@ -1,5 +1,6 @@
 import DialtoneClient
 import DialtoneGStreamer
+import DialtoneJSON
 import DialtoneProtocol
 import Foundation
 
@@ -49,6 +50,7 @@ actor SoftphoneCall {
     case group(GroupCall.Event)
     case heard(Peer, at: ContinuousClock.Instant)
     case connection(GStreamerPeerConnection)
+    case remoteCamera(Bool)
   }
 
   private let client: CallClient
@@ -141,6 +143,8 @@ actor SoftphoneCall {
       return await groupEvent(event)
     case .connection(let pc):
       lastConnection = pc
+    case .remoteCamera(let on):
+      report.event("remote-camera", ["on": .bool(on)], text: "the other side's camera is \(on ? "on" : "off")")
     case .heard(let peer, let instant):
       report.mark("first-audio \(peer.userId)", at: instant)
     }
@@ -339,6 +343,20 @@ actor SoftphoneCall {
       return
     }
     guard let engine else { return }
+    // Commands rather than chat: the camera, and a count of the frames received so far.
+    switch line.trimmingCharacters(in: .whitespaces).lowercased() {
+    case "camera off", "camera on":
+      let on = line.lowercased().hasSuffix("on")
+      await engine.setVideoEnabled(on)
+      report.note(on ? "camera on" : "camera off")
+      return
+    case "video count":
+      let frames = lastConnection?.videoReceived().frames ?? 0
+      report.event("video-count", ["frames": .int(Int64(frames))], text: "\(frames) video frames received")
+      return
+    default:
+      break
+    }
     if case .callee = role, !answering {
       if line.trimmingCharacters(in: .whitespaces).lowercased().hasPrefix("d") {
         await engine.hangup()
@@ -361,6 +379,7 @@ actor SoftphoneCall {
     let callId = engine.callId
     forward(engine.states) { .state(callId, $0) }
     forward(engine.dataMessages) { .data($0) }
+    forward(engine.remoteCamera) { .remoteCamera($0) }
   }
 
   private func adoptSurvivor(_ incoming: CallEngine) {

@@ -238,4 +238,19 @@ private func connectedCaller(_ policy: CallEngine.Policy = .init(), canRestartIc
     #expect(m.handle(.setVideoEnabled(true)) == [.setVideo(generation: 1, true)])
     #expect(m.isVideoEnabled)
   }
+
+  // The camera mid-call: the track stops without renegotiation, and the peer is told.
+  @Test func theCameraOffAndOnTellsThePeerOnceTheCallIsUp() {
+    var m = connectedCaller()
+    #expect(
+      m.handle(.setVideoEnabled(true))
+        == [.setVideo(generation: 1, true), .send(.mediaState(.init(callId: "c", camera: true)))])
+    #expect(m.handle(.setVideoEnabled(true)) == [.setVideo(generation: 1, true)])  // no change: nothing to tell
+    #expect(
+      m.handle(.setVideoEnabled(false))
+        == [.setVideo(generation: 1, false), .send(.mediaState(.init(callId: "c", camera: false)))])
+    #expect(m.handle(.server(.mediaState(.init(callId: "c", from: bob, camera: false)))) == [.remoteCamera(false)])
+    // Another call's media-state is not ours.
+    #expect(m.handle(.server(.mediaState(.init(callId: "other", from: bob, camera: true)))).isEmpty)
+  }
 }

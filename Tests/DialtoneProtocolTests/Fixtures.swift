@@ -71,6 +71,7 @@ enum Fixtures {
           candidate: IceCandidate(candidate: "candidate:1 1 udp 2122260223 10.0.0.2 50000 typ host", sdpMid: "0")))),
     ClientEnvelope(id: "g13", message: .groupEndOfCandidates(.init(callId: callId, stream: "feed-7"))),
     ClientEnvelope(id: "g14", message: .getGroup(.init(callId: callId))),
+    ClientEnvelope(id: "v1", message: .mediaState(.init(callId: callId, camera: false))),
   ]
 
   /// One of every server message.
@@ -129,6 +130,7 @@ enum Fixtures {
     .groupEnded(.init(callId: callId, reason: .joinedElsewhere, from: Peer(userId: "bob", deviceId: "laptop"))),
     .groupEnded(.init(callId: callId, reason: .mediaFailed)),
     .ack(.init(replyTo: "g14", callId: callId, group: group)),
+    .mediaState(.init(callId: callId, from: Peer(userId: "alice", deviceId: "phone", name: "Alice"), camera: true)),
   ]
 }
 

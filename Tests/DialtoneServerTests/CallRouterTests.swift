@@ -128,6 +128,27 @@ struct CallRouterTests {
     #expect(sends(router.deviceConnected(bobPhone, newSession: false, now: t0)).isEmpty)
   }
 
+  @Test func mediaStateReachesTheOtherParticipantOnly() {
+    var router = CallRouter()
+    _ = ringing(&router)
+    _ = router.handle(ClientEnvelope(id: "a", message: .accept(.init(callId: "call-1"))), from: bobPhone, now: t0)
+    let fromAlice = router.handle(
+      ClientEnvelope(id: "m", message: .mediaState(.init(callId: "call-1", camera: false))), from: alice, now: t0)
+    #expect(
+      sends(fromAlice.effects).map(\.1) == [.device(userId: "bob", deviceId: "phone")]
+        && sends(fromAlice.effects).contains {
+          if case .mediaState(let m) = $0.0 { return m.camera == false && m.from.userId == "alice" }
+          return false
+        })
+    let fromBob = router.handle(
+      ClientEnvelope(id: "n", message: .mediaState(.init(callId: "call-1", camera: true))), from: bobPhone, now: t0)
+    #expect(sends(fromBob.effects).map(\.1) == [.device(userId: "alice", deviceId: "phone")])
+    // Bob's other device is not in the call.
+    let stray = router.handle(
+      ClientEnvelope(id: "o", message: .mediaState(.init(callId: "call-1", camera: true))), from: bobLaptop, now: t0)
+    if case .error(let e) = stray.reply { #expect(e.code == .invalidState) } else { Issue.record("accepted a stray") }
+  }
+
   @Test func callerCannotAnswerAndCalleeCannotOffer() {
     var router = CallRouter()
     _ = ringing(&router)

@@ -113,6 +113,45 @@ async def cli_video_call_cli(s, stack):
     near(dominant_frequency(s.file("alice.wav")), 330, s.file("alice.wav"))
 
 
+async def video_count(peer):
+    """Asks a softphone how many video frames it decoded so far."""
+    before = sum(1 for e in peer.events if e.get("event") == "video-count")
+    peer.send("video count")
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 5
+    while sum(1 for e in peer.events if e.get("event") == "video-count") == before:
+        check(loop.time() < deadline, f"{peer.name} did not count its frames")
+        await asyncio.sleep(0.05)
+    return [e for e in peer.events if e.get("event") == "video-count"][-1]["frames"]
+
+
+@scenario
+async def camera_off_and_on_mid_call(s, stack):
+    """Alice turns her camera off mid-call: Bob is told (media-state) and her frames stop; on
+    again: he is told and they resume (a keyframe first), with no renegotiation."""
+    ns = stack(await MediaNamespace().start())
+    server = stack(await Server(s, netns=ns.NS).start())
+    bob = await auto_answering_bob(s, stack, server, "--video", "blue", netns=ns.NS)
+    alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
+                                               "--to", "bob", "--video", "red", "--duration", "9"], netns=ns.NS).start())
+    await bob.wait_for("first-video-frame")
+    await asyncio.sleep(1)
+    alice.send("camera off")
+    await bob.wait_for("remote-camera", on=False)
+    await asyncio.sleep(0.5)
+    off_start = await video_count(bob)
+    await asyncio.sleep(1.5)
+    off_end = await video_count(bob)
+    check(off_end - off_start <= 3, f"frames kept arriving with the camera off ({off_end - off_start} in 1.5 s)")
+    alice.send("camera on")
+    await bob.wait_for("remote-camera", on=True)
+    await asyncio.sleep(1.5)
+    resumed = await video_count(bob)
+    check(resumed - off_end >= 20, f"frames did not resume after the camera came back ({resumed - off_end} in 1.5 s)")
+    check(not alice.has("ice-disconnected") and not bob.has("ice-disconnected"), "the media path was disturbed")
+    check(await alice.exit_status() == 0 and await bob.exit_status() == 0, "the call did not complete")
+
+
 @scenario
 async def relay_only_through_coturn(s, stack):
     """Both peers relay-only, TURN credentials from the server: the selected pair is relay/relay."""

@@ -84,6 +84,9 @@ public actor CallEngine {
   /// Data-channel messages from the peer, across peer-connection replacements; finishes when
   /// the call ends.
   public nonisolated let dataMessages: AsyncStream<Data>
+  /// The other side's camera going off (false) and on (true), as it tells us (`media-state`);
+  /// finishes when the call ends.
+  public nonisolated let remoteCamera: AsyncStream<Bool>
   public var state: State { machine.state }
   public var isMuted: Bool { machine.isMuted }
   public var isOnHold: Bool { machine.isOnHold }
@@ -101,6 +104,7 @@ public actor CallEngine {
   private let clock: any DialtoneClock
   private let stateContinuation: AsyncStream<State>.Continuation
   private let dataContinuation: AsyncStream<Data>.Continuation
+  private let cameraContinuation: AsyncStream<Bool>.Continuation
   private let outbox: AsyncStream<ClientMessage>.Continuation
   private let requests: AsyncStream<ClientMessage>
   private var senderTask: Task<Void, Never>?
@@ -156,6 +160,7 @@ public actor CallEngine {
     (states, stateContinuation) = AsyncStream<State>.makeStream(bufferingPolicy: .unbounded)
     stateContinuation.yield(.idle)
     (dataMessages, dataContinuation) = AsyncStream<Data>.makeStream(bufferingPolicy: .bufferingNewest(256))
+    (remoteCamera, cameraContinuation) = AsyncStream<Bool>.makeStream(bufferingPolicy: .bufferingNewest(16))
     (requests, outbox) = AsyncStream<ClientMessage>.makeStream(bufferingPolicy: .unbounded)
   }
 
@@ -269,6 +274,8 @@ public actor CallEngine {
       await current(gen)?.setVideoEnabled(enabled)
     case .send(let request):
       send(request)
+    case .remoteCamera(let on):
+      cameraContinuation.yield(on)
     case .arm(let timer, let delay):
       timers[timer]?.cancel()
       timers[timer] = Task { [weak self, clock] in
@@ -283,6 +290,7 @@ public actor CallEngine {
       outbox.finish()  // queued requests (e.g. the hangup) still go out, in order
       await detachAndClose()
       dataContinuation.finish()
+      cameraContinuation.finish()
       stateContinuation.finish()
     }
   }

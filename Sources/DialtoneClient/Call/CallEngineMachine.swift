@@ -45,6 +45,8 @@ public struct CallEngineMachine: Sendable {
     case setAudio(generation: Int, Bool)
     case setVideo(generation: Int, Bool)
     case send(ClientMessage)
+    /// The other side's camera went off or on (`media-state`): for the UI.
+    case remoteCamera(Bool)
     case arm(Timer, after: Duration)
     case cancel(Timer)
     /// The call is over: no request follows; detach and close the connection, finish the streams.
@@ -164,8 +166,14 @@ public struct CallEngineMachine: Sendable {
       isOnHold = held
       return audioEffect()
     case .setVideoEnabled(let enabled):
+      let changed = isVideoEnabled != enabled
       isVideoEnabled = enabled
-      return hasConnection ? [.setVideo(generation: generation, enabled)] : []
+      var effects: [Effect] = hasConnection ? [.setVideo(generation: generation, enabled)] : []
+      // The peer is told once the call is up (before that, the invite or accept says it).
+      if changed, callIsUp {
+        effects.append(.send(.mediaState(.init(callId: callId, camera: enabled))))
+      }
+      return effects
     case .server(let message):
       return serverMessage(message)
     case .connectionMade(let gen, let restartable):
@@ -225,6 +233,14 @@ public struct CallEngineMachine: Sendable {
     }
   }
 
+  /// Accepted and not over: the peer's UI is there to be told.
+  private var callIsUp: Bool {
+    switch state {
+    case .connecting, .connected, .reconnecting: return true
+    default: return false
+    }
+  }
+
   private mutating func serverMessage(_ message: ServerMessage) -> [Effect] {
     guard message.callId == callId else { return [] }
     switch message {
@@ -269,6 +285,8 @@ public struct CallEngineMachine: Sendable {
       return end(.remote(m.reason), notify: nil)
     case .error(let m):
       return state == .calling ? end(.error("server: \(m.code)"), notify: nil) : []
+    case .mediaState(let m):
+      return [.remoteCamera(m.camera)]
     case .endOfCandidates, .invite, .welcome, .ack, .unknown, .groupInvite, .groupUpdate, .groupMedia, .groupOffer,
       .groupAnswer, .groupCandidate, .groupStreamEnded, .groupEnded:
       return []

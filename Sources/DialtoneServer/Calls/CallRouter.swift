@@ -91,6 +91,8 @@ struct CallRouter {
       return relayEitherWay(id, m.callId, who, relayed)
     case .endOfCandidates(let m):
       return relayEitherWay(id, m.callId, who, .endOfCandidates(.init(callId: m.callId, from: who.peer)))
+    case .mediaState(let m):
+      return relayEitherWay(id, m.callId, who, .mediaState(.init(callId: m.callId, from: who.peer, camera: m.camera)))
     case .iceRestartRequest(let m):
       return relayFromAnswerer(id, m.callId, who, .iceRestartRequest(.init(callId: m.callId, from: who.peer)))
     case .getCall(let m):
