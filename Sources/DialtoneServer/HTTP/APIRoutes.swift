@@ -32,48 +32,18 @@ struct APIRoutes {
 
     router.add(.GET, "/v1/calls") { request in
       let identity = try authenticate(request)
-      var limit = 50
-      if let text = request.query["limit"] {
-        guard let parsed = Int(text), (1...200).contains(parsed) else {
-          throw HTTPError.badRequest("limit must be 1...200")
-        }
-        limit = parsed
-      }
-      var cursor: HistoryCursor?
-      if let text = request.query["before"] {
-        guard let parsed = HistoryCursor(token: text) else {
-          throw HTTPError.badRequest("before is not a cursor from \"next\"")
-        }
-        cursor = parsed
-      }
-      let calls = try await store.history(of: identity.userId, limit: limit + 1, before: cursor)
-      let page = Array(calls.prefix(limit))
-      let next =
-        calls.count > limit ? page.last.map { HistoryCursor(createdAt: $0.createdAt, callId: $0.callId).token } : nil
-      return .wire(CallHistoryResponse(calls: page, next: next))
+      let page = try HistoryPage(request)
+      let calls = try await store.history(of: identity.userId, limit: page.limit + 1, before: page.cursor)
+      let (shown, next) = page.split(calls) { HistoryCursor(createdAt: $0.createdAt, callId: $0.callId) }
+      return .wire(CallHistoryResponse(calls: shown, next: next))
     }
 
     router.add(.GET, "/v1/group-calls") { request in
       let identity = try authenticate(request)
-      var limit = 50
-      if let text = request.query["limit"] {
-        guard let parsed = Int(text), (1...200).contains(parsed) else {
-          throw HTTPError.badRequest("limit must be 1...200")
-        }
-        limit = parsed
-      }
-      var cursor: HistoryCursor?
-      if let text = request.query["before"] {
-        guard let parsed = HistoryCursor(token: text) else {
-          throw HTTPError.badRequest("before is not a cursor from \"next\"")
-        }
-        cursor = parsed
-      }
-      let calls = try await store.groupHistory(of: identity.userId, limit: limit + 1, before: cursor)
-      let page = Array(calls.prefix(limit))
-      let next =
-        calls.count > limit ? page.last.map { HistoryCursor(createdAt: $0.createdAt, callId: $0.callId).token } : nil
-      return .wire(GroupCallHistoryResponse(calls: page, next: next))
+      let page = try HistoryPage(request)
+      let calls = try await store.groupHistory(of: identity.userId, limit: page.limit + 1, before: page.cursor)
+      let (shown, next) = page.split(calls) { HistoryCursor(createdAt: $0.createdAt, callId: $0.callId) }
+      return .wire(GroupCallHistoryResponse(calls: shown, next: next))
     }
 
     DeviceRoutes(authenticator: authenticator, store: store, clock: clock).register(in: &router)
@@ -81,6 +51,30 @@ struct APIRoutes {
 
   private func authenticate(_ request: HTTPRequest) throws(HTTPError) -> Identity {
     try authenticator.authenticate(request)
+  }
+}
+
+/// `?limit=&before=` of a history route: one more record than the page is read, so that the
+/// page knows whether a `next` cursor is owed.
+struct HistoryPage {
+  var limit = 50
+  var cursor: HistoryCursor?
+
+  init(_ request: HTTPRequest) throws(HTTPError) {
+    if let text = request.query["limit"] {
+      guard let parsed = Int(text), (1...200).contains(parsed) else { throw .badRequest("limit must be 1...200") }
+      limit = parsed
+    }
+    if let text = request.query["before"] {
+      guard let parsed = HistoryCursor(token: text) else { throw .badRequest("before is not a cursor from \"next\"") }
+      cursor = parsed
+    }
+  }
+
+  /// The page and the cursor of the next one, from `limit + 1` records.
+  func split<Record>(_ records: [Record], cursor of: (Record) -> HistoryCursor) -> ([Record], String?) {
+    let page = Array(records.prefix(limit))
+    return (page, records.count > limit ? page.last.map { of($0).token } : nil)
   }
 }
 
