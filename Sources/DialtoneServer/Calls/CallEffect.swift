@@ -42,6 +42,12 @@ enum SFUCommand: Sendable, Equatable {
   case close(callId: CallID)
   /// A negotiation message from a joined device (group-offer / -answer / -candidate / -end-of-candidates).
   case signal(callId: CallID, participant: Identity, message: ClientMessage)
+
+  var callId: CallID {
+    switch self {
+    case .open(let id, _), .join(let id, _), .leave(let id, _), .close(let id), .signal(let id, _, _): return id
+    }
+  }
 }
 
 /// Call events other subsystems act on (storage, push).

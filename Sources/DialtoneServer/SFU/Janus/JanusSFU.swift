@@ -195,19 +195,12 @@ actor JanusSFU: SFUBackend {
   }
 
   private func fail(_ command: SFUCommand, _ error: any Error) {
-    let callId: CallID
-    switch command {
-    case .open(let id, _), .join(let id, _), .leave(let id, _), .close(let id), .signal(let id, _, _): callId = id
-    }
-    guard rooms[callId] != nil || isOpen(command) else { return }  // already failed and forgotten
+    let callId = command.callId
+    // A call without a room failed already and was forgotten, unless the room never came to be.
+    if case .open = command {} else if rooms[callId] == nil { return }
     log.error("group call \(callId): \(error)")
     forget(callId)
     emit(.callFailed(callId: callId, reason: "\(error)"))
-  }
-
-  private func isOpen(_ command: SFUCommand) -> Bool {
-    if case .open = command { return true }
-    return false
   }
 
   // MARK: - Commands
@@ -320,6 +313,11 @@ actor JanusSFU: SFUBackend {
     guard let room = rooms[callId] else { return }
     for who in room.participants.keys { await leave(callId, who) }
     rooms[callId] = nil
+    await destroy(room, of: callId)
+  }
+
+  /// Destroys a room on Janus (with the session it was made on gone, there is nothing to destroy).
+  private func destroy(_ room: Room, of callId: CallID) async {
     guard let session, let manager else { return }
     var request: [String: JSONValue] = [
       "request": "destroy", "room": .int(Int64(room.number)), "secret": .string(room.secret),
@@ -452,17 +450,9 @@ actor JanusSFU: SFUBackend {
     guard let room = rooms.removeValue(forKey: callId) else { return }
     let handles = room.participants.values.flatMap { [$0.handle] + $0.subscriptions.values.map(\.handle) }
     for handle in handles { owners[handle] = nil }
-    let session = self.session
-    let manager = self.manager
-    let adminKey = settings.adminKey
     Task {
-      for handle in handles { await session?.detach(handle) }
-      guard let session, let manager else { return }
-      var request: [String: JSONValue] = [
-        "request": "destroy", "room": .int(Int64(room.number)), "secret": .string(room.secret),
-      ]
-      if let adminKey { request["admin_key"] = .string(adminKey) }
-      _ = try? await session.message(manager, .object(request))
+      for handle in handles { await self.session?.detach(handle) }
+      await self.destroy(room, of: callId)
     }
   }
 
