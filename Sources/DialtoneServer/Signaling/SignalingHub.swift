@@ -316,20 +316,14 @@ public actor SignalingHub {
     let now = clock.now
     guard message.type.isGroupCall else {
       if case .invite(let invite) = message, groups.knows(invite.callId) {
-        return .init(
-          reply: .error(
-            .init(
-              replyTo: id, code: .conflict, message: "callId is already used by another call", callId: invite.callId)))
+        return refusal(id, .conflict, "callId is already used by another call", callId: invite.callId)
       }
       return router.handle(message, id: id, from: who, now: now)
     }
     guard sfu != nil else {
-      return .init(
-        reply: .error(
-          .init(
-            replyTo: id, code: .invalidState,
-            message: "group calls are not enabled on this server (it has no SFU configured)",
-            callId: message.callId)))
+      return refusal(
+        id, .invalidState, "group calls are not enabled on this server (it has no SFU configured)",
+        callId: message.callId)
     }
     let newCallId: CallID?
     switch message {
@@ -338,11 +332,13 @@ public actor SignalingHub {
     default: newCallId = nil
     }
     if let newCallId, router.calls[newCallId] != nil {
-      return .init(
-        reply: .error(
-          .init(replyTo: id, code: .conflict, message: "callId is already used by another call", callId: newCallId)))
+      return refusal(id, .conflict, "callId is already used by another call", callId: newCallId)
     }
     return groups.handle(message, id: id, from: who, now: now)
+  }
+
+  private func refusal(_ id: String, _ code: ErrorCode, _ text: String, callId: CallID?) -> CallRouter.Outcome {
+    .init(reply: .error(.init(replyTo: id, code: code, message: text, callId: callId)))
   }
 
   private func handleSFU(_ event: SFUEvent) {
