@@ -78,7 +78,7 @@ let package = Package(
     .testTarget(name: "DialtoneSupportTests", dependencies: ["DialtoneSupport", "DialtoneTestSupport"]),
     .testTarget(name: "DialtoneCommandLineTests", dependencies: ["DialtoneCommandLine"]),
     .testTarget(name: "DialtoneProtocolTests", dependencies: ["DialtoneProtocol", "DialtoneJSON"]),
-    .testTarget(name: "DialtoneCryptoTests", dependencies: ["DialtoneCrypto", "DialtoneJSON"]),
+    .testTarget(name: "DialtoneCryptoTests", dependencies: ["DialtoneCrypto", "DialtoneJSON", "DialtoneTestSupport"]),
     .testTarget(name: "DialtoneNetTests", dependencies: ["DialtoneNet", "DialtoneSupport", "DialtoneTestSupport"]),
     .testTarget(name: "DialtoneSQLiteTests", dependencies: ["DialtoneSQLite"]),
     .testTarget(

@@ -1,3 +1,4 @@
+import DialtoneTestSupport
 import Foundation
 
 struct CrossCheckError: Error, CustomStringConvertible {
@@ -7,55 +8,14 @@ struct CrossCheckError: Error, CustomStringConvertible {
 /// Runs Tests/python/jwt_crosscheck.py, which checks our tokens with PyJWT.
 /// Missing python3 or PyJWT is a failure with instructions, never a skip.
 enum CrossCheck {
-  static let repositoryRoot = URL(fileURLWithPath: #filePath)
-    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-  static let script = repositoryRoot.appendingPathComponent("Tests/python/jwt_crosscheck.py")
+  static let script = PythonScript("jwt_crosscheck.py")
 
-  struct Output {
-    let status: Int32
-    let stdout: String
-    let stderr: String
-  }
+  typealias Output = PythonScript.Output
 
-  static func run(_ arguments: [String]) throws -> Output {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["python3", script.path] + arguments
-    let stdout = Pipe()
-    let stderr = Pipe()
-    process.standardOutput = stdout
-    process.standardError = stderr
-    process.standardInput = FileHandle.nullDevice
-    do {
-      try process.run()
-    } catch {
-      throw CrossCheckError(description: "cannot start /usr/bin/env python3: \(error)")
-    }
-    let out = stdout.fileHandleForReading.readDataToEndOfFile()
-    let err = stderr.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    let output = Output(
-      status: process.terminationStatus,
-      stdout: String(decoding: out, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines),
-      stderr: String(decoding: err, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
-    switch output.status {
-    case 127:
-      throw CrossCheckError(description: "python3 is not on PATH; run scripts/deps.sh (\(output.stderr))")
-    case 2:
-      throw CrossCheckError(description: "jwt_crosscheck.py could not run: \(output.stderr)")
-    default:
-      return output
-    }
-  }
+  static func run(_ arguments: [String]) throws -> Output { try script.run(arguments) }
 
   /// Runs a command that must succeed and returns its standard output.
-  static func succeed(_ arguments: [String]) throws -> String {
-    let output = try run(arguments)
-    guard output.status == 0 else {
-      throw CrossCheckError(description: "jwt_crosscheck.py \(arguments.first ?? "") failed: \(output.stderr)")
-    }
-    return output.stdout
-  }
+  static func succeed(_ arguments: [String]) throws -> String { try script.succeed(arguments) }
 
   /// Key PEMs by file name (see KEY_FILES in the script), generated once per test run.
   static let keys: Result<[String: String], CrossCheckError> = Result { () throws(CrossCheckError) in

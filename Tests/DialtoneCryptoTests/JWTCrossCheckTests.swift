@@ -1,5 +1,6 @@
 import DialtoneCrypto
 import DialtoneJSON
+import DialtoneTestSupport
 import Foundation
 import Testing
 

@@ -1,5 +1,6 @@
 import DialtoneJSON
 import DialtoneSupport
+import DialtoneTestSupport
 import Foundation
 import Testing
 
@@ -13,56 +14,19 @@ enum LiveKitCrossCheck {
     let description: String
   }
 
-  struct Output {
-    let status: Int32
-    let stdout: String
-    let stderr: String
-  }
+  typealias Output = PythonScript.Output
 
-  static let script = repositoryRoot.appendingPathComponent("Tests/python/livekit_crosscheck.py")
+  // PyJWT warns about HMAC keys under 32 bytes on stderr; the fixtures' keys are longer, but
+  // a warning must never be mistaken for the reason a check failed.
+  static let script = PythonScript("livekit_crosscheck.py", environment: ["PYTHONWARNINGS": "ignore"])
 
-  static func run(_ arguments: [String]) throws -> Output {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["python3", script.path] + arguments
-    // PyJWT warns about HMAC keys under 32 bytes on stderr; the fixtures' keys are longer, but
-    // a warning must never be mistaken for the reason a check failed.
-    process.environment = ProcessInfo.processInfo.environment.merging(["PYTHONWARNINGS": "ignore"]) { $1 }
-    let stdout = Pipe()
-    let stderr = Pipe()
-    process.standardOutput = stdout
-    process.standardError = stderr
-    process.standardInput = FileHandle.nullDevice
-    do {
-      try process.run()
-    } catch {
-      throw Failure(description: "cannot start /usr/bin/env python3: \(error); run scripts/deps.sh")
-    }
-    let out = stdout.fileHandleForReading.readDataToEndOfFile()
-    let err = stderr.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    let output = Output(
-      status: process.terminationStatus,
-      stdout: String(decoding: out, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines),
-      stderr: String(decoding: err, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
-    switch output.status {
-    case 127:
-      throw Failure(description: "python3 is not on PATH; run scripts/deps.sh (\(output.stderr))")
-    case 2:
-      throw Failure(description: "livekit_crosscheck.py could not run: \(output.stderr)")
-    default:
-      return output
-    }
-  }
+  static func run(_ arguments: [String]) throws -> Output { try script.run(arguments) }
 
   /// Runs a command that must succeed and returns its output as JSON.
   static func json(_ arguments: [String]) throws -> JSONValue {
-    let output = try run(arguments)
-    guard output.status == 0 else {
-      throw Failure(description: "livekit_crosscheck.py \(arguments.first ?? "") failed: \(output.stderr)")
-    }
-    guard let json = JSONValue(parsing: Array(output.stdout.utf8)) else {
-      throw Failure(description: "livekit_crosscheck.py printed no JSON: \(output.stdout)")
+    let stdout = try script.succeed(arguments)
+    guard let json = JSONValue(parsing: Array(stdout.utf8)) else {
+      throw Failure(description: "livekit_crosscheck.py printed no JSON: \(stdout)")
     }
     return json
   }
