@@ -104,9 +104,9 @@ async def cli_video_call_cli(s, stack):
     check(await bob.exit_status() == 0, "bob did not exit 0")
     for peer, colour in ((alice, 2), (bob, 0)):  # alice sees bob's blue, bob sees alice's red
         video = peer.find("video")
-        check(video is not None, f"{peer.name} reported no video")
-        check((video["width"], video["height"]) == (640, 360), f"{peer.name}: frames of {video['width']}x{video['height']}")
-        check(video["frames"] >= 60, f"{peer.name}: only {video['frames']} frames in ~4 s at 30 fps")
+        # A count, not a rate: a loaded CI machine decodes fewer than 30 fps, but a stream
+        # that kept flowing for the call delivers far more than one second's worth.
+        saw_video(peer.name, video)
         rgb = video["rgb"]
         check(rgb[colour] > 200 and all(rgb[i] < 60 for i in range(3) if i != colour),
               f"{peer.name}: the frames' colour {rgb} is not the sender's pattern")
@@ -125,6 +125,16 @@ async def video_count(peer):
     return [e for e in peer.events if e.get("event") == "video-count"][-1]["frames"]
 
 
+async def frames_grow(peer, start, by, within, what):
+    """Waits until a softphone decoded `by` more frames than `start` (an eventual condition,
+    not a rate: the deadline is generous)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while (count := await video_count(peer)) - start < by:
+        check(loop.time() < deadline, f"{what} ({count - start} in {within} s)")
+        await asyncio.sleep(0.25)
+
+
 @scenario
 async def camera_off_and_on_mid_call(s, stack):
     """Alice turns her camera off mid-call: Bob is told (media-state) and her frames stop; on
@@ -133,7 +143,7 @@ async def camera_off_and_on_mid_call(s, stack):
     server = stack(await Server(s, netns=ns.NS).start())
     bob = await auto_answering_bob(s, stack, server, "--video", "blue", netns=ns.NS)
     alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
-                                               "--to", "bob", "--video", "red", "--duration", "9"], netns=ns.NS).start())
+                                               "--to", "bob", "--video", "red", "--duration", "12"], netns=ns.NS).start())
     await bob.wait_for("first-video-frame")
     await asyncio.sleep(1)
     alice.send("camera off")
@@ -145,9 +155,7 @@ async def camera_off_and_on_mid_call(s, stack):
     check(off_end - off_start <= 3, f"frames kept arriving with the camera off ({off_end - off_start} in 1.5 s)")
     alice.send("camera on")
     await bob.wait_for("remote-camera", on=True)
-    await asyncio.sleep(1.5)
-    resumed = await video_count(bob)
-    check(resumed - off_end >= 20, f"frames did not resume after the camera came back ({resumed - off_end} in 1.5 s)")
+    await frames_grow(bob, off_end, by=20, within=5, what="frames did not resume after the camera came back")
     check(not alice.has("ice-disconnected") and not bob.has("ice-disconnected"), "the media path was disturbed")
     check(await alice.exit_status() == 0 and await bob.exit_status() == 0, "the call did not complete")
 
