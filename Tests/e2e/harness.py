@@ -483,7 +483,8 @@ class MediaNamespace:
     address: every peer inside gathers it, and its media never leaves the namespace (nor
     reaches this host's own address). Needs root."""
 
-    NS = "dte2e-media"
+    # Overridable so two runs on one machine (a helper's worktree, a benchmark) do not collide.
+    NS = os.environ.get("DIALTONE_E2E_NETNS", "dte2e-media")
     ADDR = "10.79.0.1"
 
     @staticmethod
