@@ -371,6 +371,16 @@ static inline void dt_webrtc_reserve_video(GstElement *w) {
   if (t) gst_object_unref(t);
 }
 
+/// Sets the direction of the transceiver at `index` for the next offer or answer (values of
+/// GstWebRTCRTPTransceiverDirection).
+static inline void dt_webrtc_set_direction(GstElement *webrtc, guint index, gint direction) {
+  GstWebRTCRTPTransceiver *t = NULL;
+  g_signal_emit_by_name(webrtc, "get-transceiver", (gint)index, &t);
+  if (!t) return;
+  g_object_set(t, "direction", direction, NULL);
+  gst_object_unref(t);
+}
+
 static inline GstWebRTCDataChannel *dt_webrtc_create_data_channel(GstElement *w, const gchar *label) {
   GstWebRTCDataChannel *ch = NULL;
   g_signal_emit_by_name(w, "create-data-channel", label, NULL, &ch);

@@ -97,12 +97,13 @@ public struct GStreamerMedia: Sendable {
     if sendsVideo, let video {
       // Realtime VP8: the fastest preset, error resilient, a keyframe at least every 2 s. A
       // camera drops frames the encoder cannot keep up with rather than queue them (latency),
-      // and the valve right before the encoder turns it off at once.
+      // and the valve right before the encoder turns it off at once. It starts closed: the
+      // call engine opens it once the other side was told we send video.
       camera =
         " videotestsrc is-live=true pattern=\(video.pattern) ! "
         + "video/x-raw,width=\(video.width),height=\(video.height),framerate=\(video.framerate)/1 ! "
         + "videoconvert ! queue leaky=downstream max-size-buffers=2 max-size-bytes=0 max-size-time=0 ! "
-        + "valve name=camera ! vp8enc name=venc deadline=1 cpu-used=8 threads=2 "
+        + "valve name=camera drop=true ! vp8enc name=venc deadline=1 cpu-used=8 threads=2 "
         + "target-bitrate=600000 "
         + "keyframe-max-dist=\(video.framerate * 2) error-resilient=partitions ! "
         + "rtpvp8pay name=vpay pt=\(Self.vp8PayloadType) ssrc=\(videoSSRC) picture-id-mode=15-bit ! "

@@ -31,6 +31,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     public var red = 0
     public var green = 0
     public var blue = 0
+
+    public init() {}
   }
 
   public let canRestartIce = false
@@ -129,7 +131,13 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     if media.relayOnly { dt_set(webrtc, "ice-transport-policy", "relay") }
     // A camera branch brings its own (send-receive) video transceiver; without one, reserve a
     // receive-only one before the first offer.
-    if video && (media.video == nil || !media.sends) { dt_webrtc_reserve_video(webrtc) }
+    if video && (media.video == nil || !media.sends) {
+      dt_webrtc_reserve_video(webrtc)
+    } else if video {
+      // Codec preferences, so a section that does not send (recvonly in an audio call) is
+      // still offered: webrtcbin reads a sending section's codecs from its pad's caps only.
+      dt_webrtc_set_codec_preferences(webrtc, 1, GStreamerMedia.vp8Caps())
+    }
 
     let retained = Unmanaged.passRetained(self)
     retainedByCallbacks = retained
@@ -281,6 +289,28 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       dt_force_key_unit(encoder)
       dt_unref(encoder)
     }
+  }
+
+  /// The video transceiver's direction for the next offer or answer; webrtcbin intersects it
+  /// with an offer's when it answers. Without a camera this connection never sends.
+  public func setVideoDirection(_ direction: MediaDirection) async {
+    let wanted = hasCamera ? direction : MediaDirection(sends: false, receives: direction.receives)
+    // GstWebRTCRTPTransceiverDirection: inactive 1, sendonly 2, recvonly 3, sendrecv 4. The
+    // video transceiver follows the audio one (index 0).
+    let value: Int32
+    switch wanted {
+    case .inactive: value = 1
+    case .sendonly: value = 2
+    case .recvonly: value = 3
+    case .sendrecv: value = 4
+    }
+    dt_webrtc_set_direction(webrtc, 1, value)
+  }
+
+  private var hasCamera: Bool {
+    guard let valve = dt_bin_get(pipeline, "camera") else { return false }
+    dt_unref(valve)
+    return true
   }
 
   /// The remote video received so far (frames decoded, their size and colour).

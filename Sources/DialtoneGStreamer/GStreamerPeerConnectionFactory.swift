@@ -41,8 +41,10 @@ public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, Sendab
       createdSink.yield(connection)
       return connection
     }
+    // The spare has a video section (every 1:1 call's connection does: an audio call may be
+    // upgraded); a group call's audio-only connection is built without one.
     let ready: Task<GStreamerPeerConnection?, Never>? =
-      configuration.video
+      !configuration.video
       ? nil
       : state.withLock { state in
         defer { state.spare = state.closed ? nil : buildSpare() }
@@ -89,7 +91,7 @@ public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, Sendab
     let certificate = self.certificate
     return Task.detached(priority: .userInitiated) {
       await GStreamerRuntime.prepare()
-      return try? await GStreamerPeerConnectionFactory.build(video: false, media: media, certificate: certificate)
+      return try? await GStreamerPeerConnectionFactory.build(video: true, media: media, certificate: certificate)
     }
   }
 }

@@ -51,6 +51,7 @@ actor SoftphoneCall {
     case heard(Peer, at: ContinuousClock.Instant)
     case connection(GStreamerPeerConnection)
     case remoteCamera(Bool)
+    case remoteVideo(Bool)
   }
 
   private let client: CallClient
@@ -145,6 +146,9 @@ actor SoftphoneCall {
       lastConnection = pc
     case .remoteCamera(let on):
       report.event("remote-camera", ["on": .bool(on)], text: "the other side's camera is \(on ? "on" : "off")")
+    case .remoteVideo(let on):
+      report.event(
+        "remote-video", ["on": .bool(on)], text: on ? "the other side sends video" : "the other side stopped its video")
     case .heard(let peer, let instant):
       report.mark("first-audio \(peer.userId)", at: instant)
     }
@@ -343,16 +347,25 @@ actor SoftphoneCall {
       return
     }
     guard let engine else { return }
-    // Commands rather than chat: the camera, and a count of the frames received so far.
+    // Commands rather than chat: the camera, video on and off (renegotiated), and a count of
+    // the frames received so far.
     switch line.trimmingCharacters(in: .whitespaces).lowercased() {
+    case "video on", "video off":
+      let on = line.lowercased().hasSuffix("on")
+      await engine.setSendsVideo(on)
+      report.note(on ? "video on: renegotiating" : "video off: renegotiating")
+      return
     case "camera off", "camera on":
       let on = line.lowercased().hasSuffix("on")
       await engine.setVideoEnabled(on)
       report.note(on ? "camera on" : "camera off")
       return
     case "video count":
-      let frames = lastConnection?.videoReceived().frames ?? 0
-      report.event("video-count", ["frames": .int(Int64(frames))], text: "\(frames) video frames received")
+      let received = lastConnection?.videoReceived() ?? .init()
+      let rgb: [JSONValue] = [.int(Int64(received.red)), .int(Int64(received.green)), .int(Int64(received.blue))]
+      report.event(
+        "video-count", ["frames": .int(Int64(received.frames)), "rgb": .array(rgb)],
+        text: "\(received.frames) video frames received")
       return
     default:
       break
@@ -380,6 +393,7 @@ actor SoftphoneCall {
     forward(engine.states) { .state(callId, $0) }
     forward(engine.dataMessages) { .data($0) }
     forward(engine.remoteCamera) { .remoteCamera($0) }
+    forward(engine.remoteVideo) { .remoteVideo($0) }
   }
 
   private func adoptSurvivor(_ incoming: CallEngine) {

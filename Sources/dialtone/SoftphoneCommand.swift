@@ -52,11 +52,14 @@ enum SoftphoneCommand {
     if let recorder { remoteAudio = { recorder.append($0) } }
     // Group calls keep each remote participant's audio apart.
     let participants = ParticipantAudio(recordPath: arguments.string("record"))
+    // --video: a video call (and its camera); --camera: a camera for upgrading an audio call.
     var camera: GStreamerMedia.VideoSource?
-    if let pattern = arguments.string("video") {
+    for option in ["video", "camera"] {
+      guard camera == nil, let pattern = arguments.string(option) else { continue }
       guard GStreamerMedia.VideoSource.patterns.contains(pattern) else {
         throw ArgumentError(
-          message: "--video expects a pattern: \(GStreamerMedia.VideoSource.patterns.sorted().joined(separator: ", "))")
+          message:
+            "--\(option) expects a pattern: \(GStreamerMedia.VideoSource.patterns.sorted().joined(separator: ", "))")
       }
       camera = GStreamerMedia.VideoSource(pattern: pattern)
     }
@@ -85,7 +88,8 @@ enum SoftphoneCommand {
       signaling: signaling, iceServers: iceServers, factory: factory, configuration: configuration)
     let call = SoftphoneCall(
       client: client, factory: factory, role: role, duration: duration, report: report,
-      participantAudio: participants, endForAll: arguments.flag("end-for-all"), video: camera != nil)
+      participantAudio: participants, endForAll: arguments.flag("end-for-all"),
+      video: arguments.string("video") != nil)
     ProcessSignals.onTermination { _ in Task { await call.interrupt() } }
 
     let status = await call.run()

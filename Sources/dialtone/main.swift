@@ -8,6 +8,7 @@ private let media: [CommandOption] = [
   .value("tone-frequency", "the tone's frequency in Hz (default 440)"),
   .value("record", "write what is heard to this WAV file"),
   .value("video", "a video call with this test pattern as the camera (smpte, ball, red, green, blue, ...)"),
+  .value("camera", "a camera (test pattern) for an audio call, sent once it is upgraded (stdin: video on)"),
   .value("duration", "hang up this many seconds after connecting (default: when stdin closes)"),
   .flag("relay-only", "use TURN relay candidates only"),
   .flag("no-trickle", "gather every candidate before sending the offer or answer (the slow baseline)"),
@@ -50,6 +51,9 @@ private let commands: [Subcommand] = [
 private let footer = """
   Exit status: 0 completed, 1 error, 2 usage, 3 declined, 4 busy, 5 missed, 6 failed (ICE or
   connection lost, the media server failed), 7 cancelled, 8 answered (joined) elsewhere.
+  During a 1:1 call, stdin lines are commands or chat: "camera off" / "camera on" (no
+  renegotiation), "video on" / "video off" (start or stop sending video, renegotiated),
+  "video count"; any other line goes over the data channel.
   Benchmarks are a separate executable: dialtone-bench.
   """
 

@@ -285,7 +285,10 @@ struct CallEngineTests {
     await e.handle(.candidate(.init(callId: "call-1", from: alice, candidate: IceCandidate(candidate: "early"))))
     await e.handle(.offer(.init(callId: "call-1", from: alice, sdp: "offer-alice-2", iceRestart: true)))
     #expect(await eventually { h.has("sig.answer(answer-pc1)") })
-    #expect(h.pc1.calls.suffix(3) == ["setRemote(offer:offer-alice-2)", "createAnswer", "setLocal(answer)"])
+    #expect(
+      h.pc1.calls.suffix(4) == [
+        "setRemote(offer:offer-alice-2)", "videoDirection(recvonly)", "createAnswer", "setLocal(answer)",
+      ])
     h.pc1.emitState(.connected)
     #expect(await eventually { await e.state == .connected })
   }
@@ -411,13 +414,21 @@ struct CallEngineTests {
     await e.setOnHold(true)
     await e.setMuted(false)  // still held: audio stays off
     await e.setOnHold(false)
-    await e.setVideoEnabled(true)
+    // An audio call upgraded to video: the offer goes out at once, the camera opens with the answer.
+    await e.setSendsVideo(true)
+    #expect(await eventually { h.has("sig.offer(offer-pc1-2,restart:false)") })
     #expect(
       h.pc1.calls.filter { $0.hasPrefix("audio") || $0.hasPrefix("video") }
         == [
-          "audio(true)", "video(false)", "audio(false)", "audio(false)", "audio(false)", "audio(true)", "video(true)",
+          "audio(true)", "videoDirection(recvonly)", "video(false)", "audio(false)", "audio(false)", "audio(false)",
+          "audio(true)", "videoDirection(sendrecv)",
         ])
+    await e.handle(.answer(.init(callId: "call-1", from: bob, sdp: "answer-bob-2")))
+    #expect(await eventually { h.pc1.calls.last == "video(true)" })
+    #expect(h.pc1.calls.suffix(3) == ["setLocal(offer)", "setRemote(answer:answer-bob-2)", "video(true)"])
     #expect(await e.isVideoEnabled)
+    #expect(await e.sendsVideo)
+    #expect(await e.hasVideo)
     #expect(await e.stats() == PeerConnectionStats(bytesSent: 1, bytesReceived: 2))
   }
 

@@ -390,6 +390,31 @@ private struct Machine {
         == [.setVideo(callId, false), .reportUpdated(callUUID, hasVideo: false), .stopCamera])
   }
 
+  // An audio call upgraded to video (by either side): the OS shows a video call and the audio
+  // session moves to `.videoChat`; it shows audio again once neither side sends video.
+  @Test func anUpgradeToVideoReachesTheSystemCallUI() {
+    var m = Machine()
+    m.invited(video: false)
+    _ = m.on(.action(action(.answer)))
+    #expect(
+      m.on(.remoteVideo(callId, sends: true))
+        == [.reportUpdated(callUUID, hasVideo: true), .prepareAudio(video: true)])
+    #expect(m.on(.remoteVideo(callId, sends: true)).isEmpty)  // no change
+    #expect(
+      m.on(.videoToggled(callId, enabled: true))
+        == [.setVideo(callId, true), .reportUpdated(callUUID, hasVideo: true), .startCamera])
+    #expect(
+      m.on(.videoToggled(callId, enabled: false))
+        == [.setVideo(callId, false), .reportUpdated(callUUID, hasVideo: true), .stopCamera])
+    #expect(m.on(.remoteVideo(callId, sends: false)) == [.reportUpdated(callUUID, hasVideo: false)])
+    // Our own upgrade of an audio call.
+    #expect(
+      m.on(.videoToggled(callId, enabled: true)) == [
+        .setVideo(callId, true), .reportUpdated(callUUID, hasVideo: true), .prepareAudio(video: true), .startCamera,
+      ])
+    #expect(m.on(.remoteVideo("unknown", sends: true)).isEmpty)
+  }
+
   // The ledger of ended calls is bounded.
   @Test func theLedgerRemembersOnlyTheLastEndedCalls() {
     var m = Machine()

@@ -130,6 +130,88 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
     await #expect(throws: GStreamerError.self) { try await a.createOffer(iceRestart: false) }
   }
 
+  /// Waits (bounded) until `pc` has decoded `count` more frames than it had.
+  private func framesArrive(on pc: GStreamerPeerConnection, count: Int = 10) async -> Bool {
+    let start = pc.videoReceived().frames
+    let deadline = Date().addingTimeInterval(15)
+    while Date() < deadline {
+      if pc.videoReceived().frames >= start + count { return true }
+      try? await Task.sleep(for: .milliseconds(50))
+    }
+    return false
+  }
+
+  /// One negotiation of a fresh pair, as `CallEngine` runs it, with each side's video direction.
+  private func negotiate(
+    _ offerer: GStreamerPeerConnection, _ offererVideo: MediaDirection, _ answerer: GStreamerPeerConnection,
+    _ answererVideo: MediaDirection
+  ) async throws -> (offer: SessionDescription, answer: SessionDescription) {
+    await offerer.setVideoDirection(offererVideo)
+    let offer = try await offerer.createOffer(iceRestart: false)
+    try await offerer.setLocalDescription(offer, kind: .offer)
+    try await answerer.setRemoteDescription(offer, kind: .offer)
+    await answerer.setVideoDirection(answererVideo)
+    let answer = try await answerer.createAnswer()
+    try await answerer.setLocalDescription(answer, kind: .answer)
+    try await offerer.setRemoteDescription(answer, kind: .answer)
+    return (offer, answer)
+  }
+
+  /// A connected pair with cameras (red at A, blue at B), negotiated with these directions.
+  private func pair(_ aVideo: MediaDirection, _ bVideo: MediaDirection) async throws -> (
+    a: GStreamerPeerConnection, b: GStreamerPeerConnection, offer: String, answer: String, pumps: [Task<Void, Never>]
+  ) {
+    let red = GStreamerMedia.VideoSource(pattern: "red", width: 320, height: 180, framerate: 15)
+    let blue = GStreamerMedia.VideoSource(pattern: "blue", width: 320, height: 180, framerate: 15)
+    let factoryA = GStreamerPeerConnectionFactory(media: GStreamerMedia(audio: .tone(frequency: 523), video: red))
+    let factoryB = GStreamerPeerConnectionFactory(media: GStreamerMedia(audio: .tone(frequency: 330), video: blue))
+    let config = PeerConnectionConfiguration(iceServers: [], video: true)
+    let a = try #require(try await factoryA.makePeerConnection(config) as? GStreamerPeerConnection)
+    let b = try #require(try await factoryB.makePeerConnection(config) as? GStreamerPeerConnection)
+    let pumps = [trickle(a, to: b), trickle(b, to: a)]
+    let (offer, answer) = try await negotiate(a, aVideo, b, bVideo)
+    // The engine opens a camera once its side sends video.
+    await a.setVideoEnabled(aVideo.sends)
+    await b.setVideoEnabled(bVideo.sends)
+    await factoryA.shutdown()
+    await factoryB.shutdown()
+    return (a, b, offer.sdp, answer.sdp, pumps)
+  }
+
+  // An audio call's video section (recvonly offer, no camera on either side: inactive), an
+  // upgrade's (sendrecv offer answered recvonly) and a video call's: frames of the sender's
+  // colour arrive exactly where the directions say. (webrtcbin cannot change a negotiated
+  // direction, so an upgrade is negotiated on fresh connections like these.)
+  @Test func theVideoDirectionsDecideWhoSendsFrames() async throws {
+    let audio = try await pair(.recvonly, .recvonly)
+    #expect(MediaDirection.video(in: audio.offer) == .recvonly)
+    #expect(MediaDirection.video(in: audio.answer) == .inactive)
+    let log = MilestoneLog()
+    log.follow(audio.b)
+    #expect(await waitFor(.firstAudio, on: audio.b, log))
+    try await Task.sleep(for: .milliseconds(500))
+    #expect(audio.a.videoReceived().frames == 0 && audio.b.videoReceived().frames == 0)
+
+    let upgraded = try await pair(.sendrecv, .recvonly)
+    #expect(MediaDirection.video(in: upgraded.answer) == .recvonly)
+    #expect(await framesArrive(on: upgraded.b))
+    let seen = upgraded.b.videoReceived()
+    #expect(seen.red > 200 && seen.blue < 60 && seen.width == 320, "B saw \(seen)")
+    #expect(upgraded.a.videoReceived().frames == 0)
+
+    let both = try await pair(.sendrecv, .sendrecv)
+    #expect(MediaDirection.video(in: both.answer) == .sendrecv)
+    #expect(await framesArrive(on: both.a))
+    #expect(both.a.videoReceived().blue > 200)
+    #expect(await framesArrive(on: both.b))
+
+    for made in [audio, upgraded, both] {
+      await made.a.close()
+      await made.b.close()
+      for pump in made.pumps { pump.cancel() }
+    }
+  }
+
   @Test func aBadRemoteDescriptionIsAnErrorNotACrash() async throws {
     let factory = GStreamerPeerConnectionFactory(media: GStreamerMedia(audio: .silence))
     let pc = try await factory.makePeerConnection(PeerConnectionConfiguration(iceServers: [], video: false))

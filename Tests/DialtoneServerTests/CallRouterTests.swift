@@ -149,6 +149,30 @@ struct CallRouterTests {
     if case .error(let e) = stray.reply { #expect(e.code == .invalidState) } else { Issue.record("accepted a stray") }
   }
 
+  // Once accepted, the callee may renegotiate (video on or off) and the caller answers it; the
+  // callee still never restarts ICE, and nobody else takes part.
+  @Test func theCalleeRenegotiatesOnceTheCallIsAccepted() {
+    var router = CallRouter()
+    _ = ringing(&router)
+    _ = router.handle(ClientEnvelope(id: "a", message: .accept(.init(callId: "call-1"))), from: bobPhone, now: t0)
+    let offer = router.handle(
+      ClientEnvelope(id: "o", message: .offer(.init(callId: "call-1", sdp: "v=0"))), from: bobPhone, now: t0)
+    #expect(offer.reply.errorCode == nil)
+    #expect(sends(offer.effects).map(\.1) == [.device(userId: "alice", deviceId: "phone")])
+    let answer = router.handle(
+      ClientEnvelope(id: "p", message: .answer(.init(callId: "call-1", sdp: "v=0"))), from: alice, now: t0)
+    #expect(answer.reply.errorCode == nil)
+    #expect(sends(answer.effects).map(\.1) == [.device(userId: "bob", deviceId: "phone")])
+    let restart = router.handle(
+      ClientEnvelope(id: "q", message: .offer(.init(callId: "call-1", sdp: "v=0", iceRestart: true))), from: bobPhone,
+      now: t0)
+    #expect(restart.reply.errorCode == .invalidState)
+    let stray = router.handle(
+      ClientEnvelope(id: "r", message: .offer(.init(callId: "call-1", sdp: "v=0"))), from: bobLaptop, now: t0)
+    #expect(stray.reply.errorCode == .invalidState)
+  }
+
+  // While the call rings there is nothing to renegotiate: the callee cannot offer yet.
   @Test func callerCannotAnswerAndCalleeCannotOffer() {
     var router = CallRouter()
     _ = ringing(&router)

@@ -160,6 +160,67 @@ async def camera_off_and_on_mid_call(s, stack):
     check(await alice.exit_status() == 0 and await bob.exit_status() == 0, "the call did not complete")
 
 
+async def colour_of(peer):
+    """The mean colour of the latest frame a softphone decoded, from its `video count` reply."""
+    await video_count(peer)
+    return [e for e in peer.events if e.get("event") == "video-count"][-1].get("rgb")
+
+
+@scenario
+async def an_audio_call_is_upgraded_to_video_and_back(s, stack):
+    """An audio call between CLIs with cameras: Alice turns video on (renegotiated) and Bob sees
+    her red frames; Bob turns his on too and Alice sees blue; Alice goes back to audio and her
+    frames stop while Bob's keep coming; audio flows throughout and the call completes."""
+    ns = stack(await MediaNamespace().start())
+    server = stack(await Server(s, netns=ns.NS).start())
+    bob = await auto_answering_bob(s, stack, server, "--camera", "blue", "--tone-frequency", "330", netns=ns.NS)
+    alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
+                                               "--to", "bob", "--camera", "red", "--duration", "20",
+                                               "--record", s.file("alice.wav")], netns=ns.NS).start())
+    await alice.wait_for("first-audio")
+    check(await video_count(bob) == 0, "video flowed in an audio call")
+    alice.send("video on")
+    await bob.wait_for("remote-video", on=True)
+    await frames_grow(bob, 0, by=20, within=10, what="Bob got no video after Alice's upgrade")
+    rgb = await colour_of(bob)
+    check(rgb[0] > 200 and rgb[2] < 60, f"Bob's frames {rgb} are not Alice's red")
+    bob.send("video on")
+    await alice.wait_for("remote-video", on=True)
+    await frames_grow(alice, 0, by=20, within=10, what="Alice got no video after Bob's upgrade")
+    rgb = await colour_of(alice)
+    check(rgb[2] > 200 and rgb[0] < 60, f"Alice's frames {rgb} are not Bob's blue")
+    alice.send("video off")
+    await bob.wait_for("remote-video", on=False)
+    await frames_grow(alice, await video_count(alice), by=20, within=10, what="Bob's video stopped with Alice's")
+    stopped = await video_count(bob)
+    await asyncio.sleep(1.5)
+    check(await video_count(bob) - stopped <= 2, "Alice's frames kept arriving after she went back to audio")
+    check(await alice.exit_status(timeout=40) == 0 and await bob.exit_status() == 0, "the call did not complete")
+    near(dominant_frequency(s.file("alice.wav")), 330, s.file("alice.wav"))
+
+
+@scenario
+async def both_sides_upgrade_at_once(s, stack):
+    """Alice and Bob turn video on at the same moment (glare): the caller's offer wins, the
+    callee's change follows it, and each ends up seeing the other's camera."""
+    ns = stack(await MediaNamespace().start())
+    server = stack(await Server(s, netns=ns.NS).start())
+    bob = await auto_answering_bob(s, stack, server, "--camera", "blue", netns=ns.NS)
+    alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
+                                               "--to", "bob", "--camera", "red", "--duration", "14"],
+                                  netns=ns.NS).start())
+    await alice.wait_for("first-audio")
+    await bob.wait_for("first-audio")
+    alice.send("video on")
+    bob.send("video on")
+    for peer, colour in ((alice, 2), (bob, 0)):
+        await peer.wait_for("remote-video", on=True, timeout=15)
+        await frames_grow(peer, 0, by=20, within=10, what=f"{peer.name} got no video")
+        rgb = await colour_of(peer)
+        check(rgb[colour] > 200, f"{peer.name}'s frames {rgb} are not the other side's camera")
+    check(await alice.exit_status(timeout=40) == 0 and await bob.exit_status() == 0, "the call did not complete")
+
+
 @scenario
 async def relay_only_through_coturn(s, stack):
     """Both peers relay-only, TURN credentials from the server: the selected pair is relay/relay."""

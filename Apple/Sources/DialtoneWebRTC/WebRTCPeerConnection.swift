@@ -178,6 +178,15 @@ public final class WebRTCPeerConnection: NSObject, PeerConnection, @unchecked Se
     localVideoTrack?.isEnabled = enabled
   }
 
+  /// The video transceiver's direction for the next offer or answer (JSEP 4.2.4): libwebrtc
+  /// intersects it with the offer's when it answers.
+  public func setVideoDirection(_ direction: MediaDirection) async {
+    let wanted = localVideoTrack == nil ? MediaDirection(sends: false, receives: direction.receives) : direction
+    guard let transceiver = pc.transceivers.first(where: { $0.mediaType == .video }) else { return }
+    var error: NSError?
+    transceiver.setDirection(wanted.rtcDirection, error: &error)
+  }
+
   public func sendData(_ data: Data) async throws {
     let channel = lock.withLock { channels.first { $0.readyState == .open } }
     guard let channel else { throw WebRTCPeerConnectionError.dataChannelNotOpen }
@@ -352,5 +361,16 @@ private final class ChannelTrampoline: NSObject, RTCDataChannelDelegate, @unchec
   func dataChannelDidChangeState(_ dataChannel: RTCDataChannel) {}
   func dataChannel(_ dataChannel: RTCDataChannel, didReceiveMessageWith buffer: RTCDataBuffer) {
     target?.didReceive(buffer)
+  }
+}
+
+extension MediaDirection {
+  fileprivate var rtcDirection: RTCRtpTransceiverDirection {
+    switch self {
+    case .sendrecv: return .sendRecv
+    case .sendonly: return .sendOnly
+    case .recvonly: return .recvOnly
+    case .inactive: return .inactive
+    }
   }
 }

@@ -87,7 +87,15 @@ public actor CallEngine {
   /// The other side's camera going off (false) and on (true), as it tells us (`media-state`);
   /// finishes when the call ends.
   public nonisolated let remoteCamera: AsyncStream<Bool>
+  /// The other side starting (true) and stopping (false) to send video, as its descriptions
+  /// say (an upgrade to video and back); finishes when the call ends.
+  public nonisolated let remoteVideo: AsyncStream<Bool>
   public var state: State { machine.state }
+  /// This side sends video (a video call, or upgraded).
+  public var sendsVideo: Bool { machine.sendsVideo }
+  public var remoteSendsVideo: Bool { machine.remoteSendsVideo }
+  /// Either side sends video: the call is a video call for the UI.
+  public var hasVideo: Bool { machine.hasVideo }
   public var isMuted: Bool { machine.isMuted }
   public var isOnHold: Bool { machine.isOnHold }
   public var isVideoEnabled: Bool { machine.isVideoEnabled }
@@ -105,6 +113,7 @@ public actor CallEngine {
   private let stateContinuation: AsyncStream<State>.Continuation
   private let dataContinuation: AsyncStream<Data>.Continuation
   private let cameraContinuation: AsyncStream<Bool>.Continuation
+  private let remoteVideoContinuation: AsyncStream<Bool>.Continuation
   private let outbox: AsyncStream<ClientMessage>.Continuation
   private let requests: AsyncStream<ClientMessage>
   private var senderTask: Task<Void, Never>?
@@ -161,6 +170,7 @@ public actor CallEngine {
     stateContinuation.yield(.idle)
     (dataMessages, dataContinuation) = AsyncStream<Data>.makeStream(bufferingPolicy: .bufferingNewest(256))
     (remoteCamera, cameraContinuation) = AsyncStream<Bool>.makeStream(bufferingPolicy: .bufferingNewest(16))
+    (remoteVideo, remoteVideoContinuation) = AsyncStream<Bool>.makeStream(bufferingPolicy: .bufferingNewest(16))
     (requests, outbox) = AsyncStream<ClientMessage>.makeStream(bufferingPolicy: .unbounded)
   }
 
@@ -181,7 +191,12 @@ public actor CallEngine {
   /// Hold: the microphone is off while held (the call and its connection stay up).
   public func setOnHold(_ held: Bool) async { await submit(.setOnHold(held)) }
 
+  /// The camera off or on while sending video (no renegotiation; the peer gets `media-state`).
   public func setVideoEnabled(_ enabled: Bool) async { await submit(.setVideoEnabled(enabled)) }
+
+  /// Start or stop sending video (upgrade an audio call to video, and back), by renegotiation
+  /// once the call is up; safe when both sides do it at once (protocol.md 9a).
+  public func setSendsVideo(_ sends: Bool) async { await submit(.setSendsVideo(sends)) }
 
   /// Feeds one server message; messages for other calls are ignored.
   public func handle(_ message: ServerMessage) async {
@@ -272,10 +287,14 @@ public actor CallEngine {
       await current(gen)?.setAudioEnabled(enabled)
     case .setVideo(let gen, let enabled):
       await current(gen)?.setVideoEnabled(enabled)
+    case .setVideoDirection(let gen, let direction):
+      await current(gen)?.setVideoDirection(direction)
     case .send(let request):
       send(request)
     case .remoteCamera(let on):
       cameraContinuation.yield(on)
+    case .remoteVideo(let sends):
+      remoteVideoContinuation.yield(sends)
     case .arm(let timer, let delay):
       timers[timer]?.cancel()
       timers[timer] = Task { [weak self, clock] in
@@ -291,6 +310,7 @@ public actor CallEngine {
       await detachAndClose()
       dataContinuation.finish()
       cameraContinuation.finish()
+      remoteVideoContinuation.finish()
       stateContinuation.finish()
     }
   }
@@ -309,7 +329,7 @@ public actor CallEngine {
     do {
       made = try await factory.makePeerConnection(
         PeerConnectionConfiguration(
-          iceServers: iceServers, video: machine.video, dataChannel: machine.policy.dataChannel))
+          iceServers: iceServers, video: true, dataChannel: machine.policy.dataChannel))
     } catch {
       feed(.connectionFailed(generation: gen, "\(error)"))
       return

@@ -16,6 +16,8 @@ public struct CallEngineMachine: Sendable {
     case setMuted(Bool)
     case setOnHold(Bool)
     case setVideoEnabled(Bool)
+    /// Send video or stop (an audio call upgraded to video and back), by renegotiation.
+    case setSendsVideo(Bool)
     case server(ServerMessage)
     case connectionMade(generation: Int, canRestartIce: Bool)
     case connectionFailed(generation: Int, String)
@@ -44,9 +46,13 @@ public struct CallEngineMachine: Sendable {
     case addCandidate(generation: Int, IceCandidate)
     case setAudio(generation: Int, Bool)
     case setVideo(generation: Int, Bool)
+    /// The video section's direction for the next offer or answer.
+    case setVideoDirection(generation: Int, MediaDirection)
     case send(ClientMessage)
     /// The other side's camera went off or on (`media-state`): for the UI.
     case remoteCamera(Bool)
+    /// The other side started or stopped sending video (its description's video direction).
+    case remoteVideo(Bool)
     case arm(Timer, after: Duration)
     case cancel(Timer)
     /// The call is over: no request follows; detach and close the connection, finish the streams.
@@ -69,8 +75,22 @@ public struct CallEngineMachine: Sendable {
     case restartOffer
     /// Callee: the answer sent in `accept`.
     case accept
-    /// Callee: the answer to a later offer.
+    /// Either side: the answer to a later offer.
     case answer
+    /// Either side, once connected: an offer changing what we send (video), sent before it is
+    /// set locally (see `Renegotiation`).
+    case renegotiate
+    /// Our renegotiation offer, set locally once its answer arrived.
+    case renegotiated
+  }
+
+  /// A renegotiation of ours (protocol.md 9a). Its offer is set locally only when the answer
+  /// arrives: until then nothing changed in the connection, so in glare the callee can drop it
+  /// without a rollback (which webrtcbin 1.22 lacks) and answer the caller's offer instead.
+  enum Renegotiation: Sendable, Equatable {
+    case making(sends: Bool)
+    case offered(SessionDescription, sends: Bool)
+    case applying(answer: SessionDescription, sends: Bool)
   }
 
   /// What to do once a remote description is applied.
@@ -96,7 +116,16 @@ public struct CallEngineMachine: Sendable {
   public private(set) var state: CallEngine.State = .idle
   public private(set) var isMuted = false
   public private(set) var isOnHold = false
-  public private(set) var isVideoEnabled: Bool
+  public private(set) var isVideoEnabled = true
+  /// Whether this side wants to send video (the call was placed or answered as a video call,
+  /// or upgraded).
+  public private(set) var sendsVideo: Bool
+  /// Whether the other side sends video, from the direction of its latest description.
+  public private(set) var remoteSendsVideo = false
+  /// Whether the other side's latest description takes video (an answer cannot send otherwise).
+  private var remoteReceivesVideo = true
+  /// A video call for the UI: either side sends video.
+  public var hasVideo: Bool { sendsVideo || remoteSendsVideo }
   public private(set) var remotePeer: Peer?
   /// The current peer connection's generation (0: none yet).
   public private(set) var generation = 0
@@ -114,6 +143,21 @@ public struct CallEngineMachine: Sendable {
   private var gathered: [IceCandidate] = []
   private var gatheringDone = false
   private var waitingForGathering: (purpose: Purpose, description: SessionDescription)?
+  /// What the latest offer or answer we made said about our video.
+  private var negotiatedSendsVideo = false
+  /// What the current connection's camera was last told (nil: nothing yet).
+  private var cameraOpen: Bool?
+  private var renegotiation: Renegotiation?
+  /// An offer that arrived while our own renegotiation's answer was being applied.
+  private var deferredOffer: SessionDescription?
+  /// Caller: an ICE-restart offer went out and its answer has not come back.
+  private var awaitingRestartAnswer = false
+  /// Callee: it asked for a restart to change its video, and no offer came since.
+  private var restartRequested = false
+  /// The current connection completed an offer/answer exchange (later offers renegotiate).
+  private var negotiatedOnce = false
+  /// The remote description being applied (its video direction is read once it is set).
+  private var remoteBeingApplied: SessionDescription?
   private var restartAttempt = 0
   private var policyTimer: (token: Int, action: PolicyAction)?
   private var nextTimerToken = 0
@@ -128,7 +172,7 @@ public struct CallEngineMachine: Sendable {
     self.remotePeer = remotePeer
     self.pendingOffer = offer
     self.video = video
-    self.isVideoEnabled = video
+    self.sendsVideo = video
     self.policy = policy
   }
 
@@ -168,12 +212,17 @@ public struct CallEngineMachine: Sendable {
     case .setVideoEnabled(let enabled):
       let changed = isVideoEnabled != enabled
       isVideoEnabled = enabled
-      var effects: [Effect] = hasConnection ? [.setVideo(generation: generation, enabled)] : []
+      var effects = cameraEffect()
       // The peer is told once the call is up (before that, the invite or accept says it).
       if changed, callIsUp {
         effects.append(.send(.mediaState(.init(callId: callId, camera: enabled))))
       }
       return effects
+    case .setSendsVideo(let sends):
+      guard sends != sendsVideo else { return [] }
+      sendsVideo = sends
+      // Stopping closes the camera at once; starting waits for the answer.
+      return cameraEffect() + renegotiateIfNeeded()
     case .server(let message):
       return serverMessage(message)
     case .connectionMade(let gen, let restartable):
@@ -184,6 +233,11 @@ public struct CallEngineMachine: Sendable {
       return end(.error("peer connection: \(why)"), notify: cancelOrHangup())
     case .offerCreated(let gen, let offer):
       guard gen == generation, let purpose = local?.purpose else { return [] }
+      if purpose == .renegotiate, case .making(let sends) = renegotiation {
+        local = nil
+        renegotiation = .offered(offer, sends: sends)
+        return [.send(.offer(.init(callId: callId, sdp: offer.sdp, iceRestart: false)))]
+      }
       resetGathering()  // a restart gathers a new generation
       local = (purpose, offer)
       return [.setLocal(generation: gen, offer, .offer)]
@@ -194,6 +248,11 @@ public struct CallEngineMachine: Sendable {
     case .localDescriptionSet(let gen):
       guard gen == generation, let (purpose, description) = local, let description else { return [] }
       local = nil
+      if purpose == .renegotiated, case .applying(let answer, let sends) = renegotiation {
+        renegotiation = nil
+        negotiatedSendsVideo = sends
+        return applyRemote(answer, .answer, then: .nothing) + cameraEffect()
+      }
       if purpose == .invite || purpose == .restartOffer {
         remoteReady = false  // remote candidates of this generation wait for the answer
       }
@@ -252,13 +311,47 @@ public struct CallEngineMachine: Sendable {
       remotePeer = m.from
       state = .connecting
       guard let answer = m.answer else { return [] }
+      negotiatedOnce = true
       return applyRemote(answer, .answer, then: .nothing)
     case .answer(let m):
-      guard role == .caller, hasConnection else { return [] }
+      guard hasConnection else { return [] }
+      awaitingRestartAnswer = false
+      if case .offered(let offer, let sends) = renegotiation {
+        renegotiation = .applying(answer: SessionDescription(sdp: m.sdp), sends: sends)
+        local = (.renegotiated, offer)
+        return [.setLocal(generation: generation, offer, .offer)]
+      }
+      guard role == .caller else { return [] }
+      negotiatedOnce = true
       return applyRemote(SessionDescription(sdp: m.sdp), .answer, then: .nothing)
     case .offer(let m):
-      guard role == .callee, hasConnection else { return [] }
+      guard hasConnection else { return [] }
       let offer = SessionDescription(sdp: m.sdp)
+      restartRequested = false
+      if !m.iceRestart && !canRestartIce && negotiatedOnce {
+        // webrtcbin cannot change a negotiated direction in place: the change is made again by
+        // an ICE restart on fresh connections (ours as the caller, or the one we ask for).
+        return renegotiateByRestart()
+      }
+      switch (role, renegotiation) {
+      case (_, .applying?):
+        // Our answer is being applied: theirs is the next negotiation.
+        deferredOffer = offer
+        return []
+      case (.caller, .some):
+        return []  // glare: the caller's offer wins, so the callee drops its own and answers ours
+      case (.callee, .some):
+        renegotiation = nil  // glare: ours was never applied; answer theirs, then offer again
+        if local?.purpose == .renegotiate { local = nil }
+      case (_, nil):
+        break
+      }
+      if role == .caller {
+        // The callee's renegotiation: answer it, unless an offer of ours (a restart) is out,
+        // which the callee answers first (glare, as above).
+        guard local == nil, !awaitingRestartAnswer, isNegotiated else { return [] }
+        return applyRemote(offer, .offer, then: .answerIt)
+      }
       if m.iceRestart && !canRestartIce {
         // The answerer MAY answer from a fresh peer connection (protocol.md 9, ICE restart).
         pendingOffer = offer
@@ -303,6 +396,12 @@ public struct CallEngineMachine: Sendable {
     hasConnection = false
     remoteReady = false
     local = nil
+    renegotiation = nil
+    deferredOffer = nil
+    remoteBeingApplied = nil
+    awaitingRestartAnswer = false
+    cameraOpen = nil
+    negotiatedOnce = false
     waitingForGathering = nil
     resetGathering()
     return [.replaceConnection(generation: generation)]
@@ -311,9 +410,7 @@ public struct CallEngineMachine: Sendable {
   private mutating func connectionMade(_ restartable: Bool) -> [Effect] {
     hasConnection = true
     canRestartIce = restartable
-    var effects: [Effect] = [
-      .setAudio(generation: generation, !isMuted && !isOnHold), .setVideo(generation: generation, isVideoEnabled),
-    ]
+    var effects: [Effect] = [.setAudio(generation: generation, !isMuted && !isOnHold)]
     switch (role, state) {
     case (.caller, .idle):
       state = .calling
@@ -333,17 +430,77 @@ public struct CallEngineMachine: Sendable {
         effects += applyRemote(offer, .offer, then: .answerIt)
       }
     }
-    return effects
+    return effects + cameraEffect()
   }
 
   private mutating func makeOffer(_ purpose: Purpose, iceRestart: Bool) -> [Effect] {
     local = (purpose, nil)
-    return [.createOffer(generation: generation, iceRestart: iceRestart)]
+    if purpose == .renegotiate {
+      renegotiation = .making(sends: sendsVideo)
+    } else {
+      negotiatedSendsVideo = sendsVideo
+    }
+    // Every offer takes the other side's video: whether it sends is the other side's choice
+    // (an audio call's section is recvonly, answered inactive).
+    let direction = MediaDirection(sends: sendsVideo, receives: true)
+    return [
+      .setVideoDirection(generation: generation, direction),
+      .createOffer(generation: generation, iceRestart: iceRestart),
+    ]
   }
 
+  /// An answer takes whatever video the offer sends (the stack intersects the directions).
   private mutating func makeAnswer(_ purpose: Purpose) -> [Effect] {
     local = (purpose, nil)
-    return [.createAnswer(generation: generation)]
+    negotiatedSendsVideo = sendsVideo && remoteReceivesVideo
+    return [
+      .setVideoDirection(generation: generation, MediaDirection(sends: sendsVideo, receives: true)),
+      .createAnswer(generation: generation),
+    ]
+  }
+
+  /// Renegotiates when what we send differs from what was last negotiated, once nothing else
+  /// is being negotiated (an ICE restart, an answer, the other side's offer).
+  private mutating func renegotiateIfNeeded() -> [Effect] {
+    guard hasConnection, isNegotiated, restartAttempt == 0, !awaitingRestartAnswer, local == nil,
+      renegotiation == nil, deferredOffer == nil, remoteBeingApplied == nil, afterRemote == .nothing,
+      waitingForGathering == nil, sendsVideo != negotiatedSendsVideo
+    else { return [] }
+    guard canRestartIce else { return renegotiateByRestart() }
+    return makeOffer(.renegotiate, iceRestart: false)
+  }
+
+  /// A connection that cannot change a negotiated direction in place (webrtcbin 1.22) cannot
+  /// restart ICE either: the caller renegotiates on a fresh connection, as after a lost path;
+  /// the callee asks it to (its answer from a fresh connection then carries its change).
+  private mutating func renegotiateByRestart() -> [Effect] {
+    switch role {
+    case .caller:
+      guard restartAttempt == 0, !awaitingRestartAnswer else { return [] }
+      return cancelPolicyTimer() + restart(attempt: 1)
+    case .callee:
+      guard !restartRequested else { return [] }
+      restartRequested = true
+      return [.send(.iceRestartRequest(.init(callId: callId)))]
+    }
+  }
+
+  /// A negotiation just completed: the offer that waited for it, or a renegotiation of ours.
+  private mutating func settled() -> [Effect] {
+    if let offer = deferredOffer {
+      deferredOffer = nil
+      return applyRemote(offer, .offer, then: .answerIt)
+    }
+    return renegotiateIfNeeded()
+  }
+
+  /// The camera sends while it is on, this side sends video, and the other side was told so;
+  /// the connection hears of changes only.
+  private mutating func cameraEffect() -> [Effect] {
+    let open = isVideoEnabled && sendsVideo && negotiatedSendsVideo
+    guard hasConnection, open != cameraOpen else { return [] }
+    cameraOpen = open
+    return [.setVideo(generation: generation, open)]
   }
 
   /// setRemoteDescription; the buffered candidates follow it in arrival order once it is set.
@@ -353,6 +510,7 @@ public struct CallEngineMachine: Sendable {
   ) -> [Effect] {
     remoteReady = false
     afterRemote = next
+    remoteBeingApplied = description
     return [.setRemote(generation: generation, description, kind)]
   }
 
@@ -360,9 +518,19 @@ public struct CallEngineMachine: Sendable {
     var effects = pendingRemoteCandidates.map { Effect.addCandidate(generation: generation, $0) }
     pendingRemoteCandidates.removeAll()
     remoteReady = true
-    if afterRemote == .answerIt && state != .incoming { effects += makeAnswer(.answer) }
+    if let applied = remoteBeingApplied, let direction = MediaDirection.video(in: applied.sdp) {
+      remoteReceivesVideo = direction.receives
+      if direction.sends != remoteSendsVideo {
+        remoteSendsVideo = direction.sends
+        effects.append(.remoteVideo(direction.sends))
+      }
+    }
+    remoteBeingApplied = nil
+    let answering = afterRemote == .answerIt
     afterRemote = .nothing
-    return effects
+    if answering && state != .incoming { return effects + makeAnswer(.answer) }
+    // An answer (or the caller's first one, in accept) completes a negotiation.
+    return effects + (answering ? [] : settled())
   }
 
   private mutating func sendLocal(_ purpose: Purpose, _ description: SessionDescription) -> [Effect] {
@@ -370,11 +538,16 @@ public struct CallEngineMachine: Sendable {
     case .invite:
       return [.send(.invite(.init(callId: callId, to: remoteUserId ?? "", video: video, offer: description)))]
     case .restartOffer:
+      awaitingRestartAnswer = true
       return [.send(.offer(.init(callId: callId, sdp: description.sdp, iceRestart: true)))]
     case .accept:
-      return [.send(.accept(.init(callId: callId, answer: description)))]
+      negotiatedOnce = true
+      return [.send(.accept(.init(callId: callId, answer: description)))] + cameraEffect() + settled()
     case .answer:
-      return [.send(.answer(.init(callId: callId, sdp: description.sdp)))]
+      negotiatedOnce = true
+      return [.send(.answer(.init(callId: callId, sdp: description.sdp)))] + cameraEffect() + settled()
+    case .renegotiate, .renegotiated:
+      return []  // never set before it is sent (see Renegotiation)
     }
   }
 
@@ -384,7 +557,8 @@ public struct CallEngineMachine: Sendable {
     case .invite?: return end(.error("offer: \(why)"), notify: .cancel(.init(callId: callId)))
     case .restartOffer?: return end(.error("restart offer: \(why)"), notify: .hangup(.init(callId: callId)))
     case .accept?: return end(.error("answer: \(why)"), notify: .decline(.init(callId: callId)))
-    case .answer?: return end(.error("answer: \(why)"), notify: .hangup(.init(callId: callId)))
+    case .answer?, .renegotiate?, .renegotiated?:
+      return end(.error("answer: \(why)"), notify: .hangup(.init(callId: callId)))
     case nil: return []
     }
   }
@@ -432,7 +606,7 @@ public struct CallEngineMachine: Sendable {
     case .connected:
       restartAttempt = 0
       state = .connected
-      return cancelPolicyTimer()
+      return cancelPolicyTimer() + renegotiateIfNeeded()
     case .disconnected:
       // A running restart has its own timeout.
       guard isNegotiated, restartAttempt == 0, policyTimer == nil else { return [] }

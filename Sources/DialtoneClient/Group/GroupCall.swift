@@ -233,6 +233,11 @@ public actor GroupCall {
         stream.listeners = listen(connection, stream: Self.publisherStream, from: nil)
         streams[Self.publisherStream] = stream
         if isMuted { await connection.setAudioEnabled(false) }
+        if video {
+          // A publisher only sends: the others' video comes on their own streams.
+          await connection.setVideoDirection(.sendonly)
+          await connection.setVideoEnabled(true)
+        }
         let offer = try await connection.createOffer(iceRestart: false)
         try await connection.setLocalDescription(offer, kind: .offer)
         try await signaling.send(.groupOffer(.init(callId: callId, stream: Self.publisherStream, sdp: offer.sdp)))

@@ -71,7 +71,12 @@ public protocol PeerConnection: AnyObject, Sendable {
   func addRemoteCandidate(_ candidate: IceCandidate) async throws
 
   func setAudioEnabled(_ enabled: Bool) async
+  /// The camera on or off while the video section sends (no renegotiation).
   func setVideoEnabled(_ enabled: Bool) async
+  /// The direction the video section asks for in the next offer or answer (renegotiation
+  /// upgrades a call to video and back). A connection without a camera never sends: it
+  /// narrows `sendrecv` to `recvonly` and `sendonly` to `inactive`.
+  func setVideoDirection(_ direction: MediaDirection) async
   /// Sends on the data channel; throws if there is none or it is not open.
   func sendData(_ data: Data) async throws
 
@@ -83,7 +88,8 @@ public protocol PeerConnection: AnyObject, Sendable {
 /// What a fresh peer connection is made with.
 public struct PeerConnectionConfiguration: Sendable, Equatable {
   public var iceServers: [IceServer]
-  /// Reserve a video transceiver (webrtcbin cannot add the first track mid-call).
+  /// Reserve a video section from the first offer (webrtcbin cannot add one mid-call; an
+  /// upgrade to video changes its direction). Every 1:1 call's connection has one.
   public var video: Bool
   public var dataChannel: Bool
   /// Set for a group call's receive-only stream: whose media it carries (an engine may keep

@@ -69,6 +69,10 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     /// The outgoing call's "started connecting" was reported.
     public var reportedConnecting = false
     public var cameraOn = false
+    /// The other side sends video (an upgrade of theirs): the OS shows a video call.
+    public var remoteVideo = false
+    /// What the OS was last told (`hasVideo`).
+    public var hasVideo: Bool { video || remoteVideo }
     /// A group call (its ring came as a group push or a `group-invite`; its media go through the
     /// server's SFU).
     public var isGroup = false
@@ -142,6 +146,8 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     case transactionFailed(SystemCallTransaction)
     /// The user turned the camera on or off during a call.
     case videoToggled(CallID, enabled: Bool)
+    /// The other side started or stopped sending video (a 1:1 call upgraded or back).
+    case remoteVideo(CallID, sends: Bool)
     case audioActivated
     case audioDeactivated
     /// `providerDidReset`.
@@ -351,6 +357,7 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     case .actionTimedOut(let id): return answerTimedOut(actionId: id)
     case .transactionFailed(let transaction): return transactionFailed(transaction)
     case .videoToggled(let callId, let enabled): return videoToggled(callId, enabled: enabled)
+    case .remoteVideo(let callId, let sends): return remoteVideo(callId, sends: sends)
     case .audioActivated:
       guard !audioActive else { return [] }
       audioActive = true
@@ -720,13 +727,28 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     // Before an incoming call is answered the camera stays off whatever the toggle says.
     let live = call.direction == .outgoing || call.stage != .ringing
     let wasOn = call.cameraOn
+    let wasVideo = call.hasVideo
     call.video = enabled
     call.cameraOn = enabled && live
     calls[uuid] = call
-    var effects: [Effect] = [.setVideo(callId, enabled), .reportUpdated(uuid, hasVideo: enabled)]
+    var effects: [Effect] = [.setVideo(callId, enabled), .reportUpdated(uuid, hasVideo: call.hasVideo)]
+    // An audio call turning into a video call: the audio session follows (`.videoChat`).
+    if call.hasVideo && !wasVideo && live { effects.append(.prepareAudio(video: true)) }
     if call.cameraOn && !wasOn { effects.append(.startCamera) }
     if !call.cameraOn && wasOn && !calls.values.contains(where: \.cameraOn) { effects.append(.stopCamera) }
     return effects
+  }
+
+  /// The other side's video: the OS shows a video call while either side sends video.
+  private mutating func remoteVideo(_ callId: CallID, sends: Bool) -> [Effect] {
+    let uuid = CallUUIDs.uuid(for: callId)
+    guard var call = calls[uuid], call.shown, !call.isGroup, call.remoteVideo != sends else { return [] }
+    let wasVideo = call.hasVideo
+    call.remoteVideo = sends
+    calls[uuid] = call
+    guard call.hasVideo != wasVideo else { return [] }
+    let live = call.direction == .outgoing || call.stage != .ringing
+    return [.reportUpdated(uuid, hasVideo: call.hasVideo)] + (call.hasVideo && live ? [.prepareAudio(video: true)] : [])
   }
 
   /// The answer action reached its `timeoutDate` (or the OS said it timed out): it is never

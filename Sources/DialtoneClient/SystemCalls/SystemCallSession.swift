@@ -386,7 +386,11 @@ public actor SystemCallSession {
       await client.engine(for: callId)?.setOnHold(held)
       updateStatus(callId) { $0.isOnHold = held }
     case .setVideo(let callId, let enabled):
-      await client.engine(for: callId)?.setVideoEnabled(enabled)
+      guard let engine = await client.engine(for: callId) else { return }
+      // The camera on in an audio call upgrades it (renegotiation); off keeps the video
+      // section and tells the other side (`media-state`).
+      if enabled, await !engine.sendsVideo { await engine.setSendsVideo(true) }
+      await engine.setVideoEnabled(enabled)
     case .resolveGroup(let callId):
       await goOnline()
       await client.resolveGroup(callId)
@@ -460,7 +464,7 @@ public actor SystemCallSession {
         break
       case .incoming(let engine):
         let peer = await engine.remotePeer
-        let video = await engine.isVideoEnabled
+        let video = await engine.hasVideo
         inbox.yield(
           .event(
             .invite(
@@ -523,6 +527,9 @@ public actor SystemCallSession {
     let callId = engine.callId
     Task {
       for await state in engine.states { inbox.yield(.event(.engine(callId, state))) }
+    }
+    Task {
+      for await sends in engine.remoteVideo { inbox.yield(.event(.remoteVideo(callId, sends: sends))) }
     }
   }
 

@@ -82,10 +82,19 @@ struct CallRouter {
     case .cancel(let m): return hangup(m, id: id, from: who, now: now)
     case .hangup(let m): return hangup(m, id: id, from: who, now: now)
     case .offer(let m):
-      return relayFromCaller(
-        id, m.callId, who, .offer(.init(callId: m.callId, from: who.peer, sdp: m.sdp, iceRestart: m.iceRestart)))
+      let relayed = ServerMessage.offer(.init(callId: m.callId, from: who.peer, sdp: m.sdp, iceRestart: m.iceRestart))
+      // The callee renegotiates (video on or off) once it answered, but never restarts ICE.
+      if !m.iceRestart, calls[m.callId]?.isAnsweringDevice(who) == true {
+        return relayFromAnswerer(id, m.callId, who, relayed)
+      }
+      return relayFromCaller(id, m.callId, who, relayed)
     case .answer(let m):
-      return relayFromAnswerer(id, m.callId, who, .answer(.init(callId: m.callId, from: who.peer, sdp: m.sdp)))
+      let relayed = ServerMessage.answer(.init(callId: m.callId, from: who.peer, sdp: m.sdp))
+      // The caller answers the callee's renegotiation, once the call is accepted.
+      if let call = calls[m.callId], call.isCallerDevice(who), call.answeringDevice != nil, !call.isEnded {
+        return Outcome(reply: ack(id, m.callId), effects: [.send(relayed, to: answeringDevice(call))])
+      }
+      return relayFromAnswerer(id, m.callId, who, relayed)
     case .candidate(let m):
       let relayed = ServerMessage.candidate(.init(callId: m.callId, from: who.peer, candidate: m.candidate))
       return relayEitherWay(id, m.callId, who, relayed)

@@ -85,6 +85,7 @@ final class EngineFakePeerConnection: PeerConnection, Sendable {
   func addRemoteCandidate(_ c: IceCandidate) async throws { record("addCandidate(\(c.candidate))") }
   func setAudioEnabled(_ enabled: Bool) async { record("audio(\(enabled))") }
   func setVideoEnabled(_ enabled: Bool) async { record("video(\(enabled))") }
+  func setVideoDirection(_ direction: MediaDirection) async { record("videoDirection(\(direction.rawValue))") }
   func sendData(_ data: Data) async throws { record("sendData(\(data.count))") }
   func stats() async -> PeerConnectionStats { PeerConnectionStats(bytesSent: 1, bytesReceived: 2) }
   func close() async {
