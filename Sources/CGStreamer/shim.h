@@ -435,7 +435,24 @@ typedef struct dt_stats {
   gint64 packets_lost;
   gdouble jitter, round_trip_time;
   gchar local_candidate_type[16], remote_candidate_type[16];
+  // Video, told apart by SSRC: webrtcbin 1.22 labels every stream `kind=video`. In: the SSRC
+  // we send video with and those the peer's description announced for its video.
+  guint32 video_ssrc;
+  guint32 remote_video_ssrcs[8];
+  guint remote_video_ssrc_count;
+  // Out: our video stream (the counts the peer's RTCP feedback asked for) and theirs (what
+  // we asked for); fraction lost and round trip from the peer's reports on our video.
+  guint64 video_bytes_sent, video_bytes_received;
+  gint64 video_packets_lost;
+  guint64 nacks_received, plis_received, nacks_sent, plis_sent;
+  gdouble video_fraction_lost, video_round_trip_time;
 } dt_stats;
+
+static gboolean dt__is_remote_video(const dt_stats *out, guint32 ssrc) {
+  for (guint i = 0; i < out->remote_video_ssrc_count && i < 8; i++)
+    if (out->remote_video_ssrcs[i] == ssrc) return TRUE;
+  return FALSE;
+}
 
 static gdouble dt__number(const GstStructure *s, const gchar *field) {
   const GValue *v = gst_structure_get_value(s, field);
@@ -456,19 +473,38 @@ static gboolean dt__stat_entry(GQuark field, const GValue *value, gpointer ud) {
   GstWebRTCStatsType type = 0;
   if (!gst_structure_get(s, "type", GST_TYPE_WEBRTC_STATS_TYPE, &type, NULL)) return TRUE;
   gdouble n;
+  guint32 ssrc = 0;
+  gboolean has_ssrc = gst_structure_get_uint(s, "ssrc", &ssrc);
   switch (type) {
   case GST_WEBRTC_STATS_OUTBOUND_RTP:
     if ((n = dt__number(s, "bytes-sent")) > 0) out->bytes_sent += (guint64)n;
     if ((n = dt__number(s, "packets-sent")) > 0) out->packets_sent += (guint64)n;
+    if (has_ssrc && out->video_ssrc != 0 && ssrc == out->video_ssrc) {
+      if ((n = dt__number(s, "bytes-sent")) > 0) out->video_bytes_sent += (guint64)n;
+      if ((n = dt__number(s, "nack-count")) > 0) out->nacks_received += (guint64)n;
+      if ((n = dt__number(s, "pli-count")) > 0) out->plis_received += (guint64)n;
+      if ((n = dt__number(s, "fir-count")) > 0) out->plis_received += (guint64)n;
+    }
     break;
   case GST_WEBRTC_STATS_INBOUND_RTP:
     if ((n = dt__number(s, "bytes-received")) > 0) out->bytes_received += (guint64)n;
     if ((n = dt__number(s, "packets-received")) > 0) out->packets_received += (guint64)n;
     if ((n = dt__number(s, "packets-lost")) > 0) out->packets_lost += (gint64)n;
     if ((n = dt__number(s, "jitter")) >= 0) out->jitter = n;
+    if (has_ssrc && dt__is_remote_video(out, ssrc)) {
+      if ((n = dt__number(s, "bytes-received")) > 0) out->video_bytes_received += (guint64)n;
+      if ((n = dt__number(s, "packets-lost")) > 0) out->video_packets_lost += (gint64)n;
+      if ((n = dt__number(s, "nack-count")) > 0) out->nacks_sent += (guint64)n;
+      if ((n = dt__number(s, "pli-count")) > 0) out->plis_sent += (guint64)n;
+      if ((n = dt__number(s, "fir-count")) > 0) out->plis_sent += (guint64)n;
+    }
     break;
   case GST_WEBRTC_STATS_REMOTE_INBOUND_RTP:
     if ((n = dt__number(s, "round-trip-time")) >= 0) out->round_trip_time = n;
+    if (has_ssrc && out->video_ssrc != 0 && ssrc == out->video_ssrc) {
+      if ((n = dt__number(s, "fraction-lost")) >= 0) out->video_fraction_lost = n;
+      if ((n = dt__number(s, "round-trip-time")) >= 0) out->video_round_trip_time = n;
+    }
     break;
   // webrtcbin 1.22 reports candidate stats only for the selected pair.
   case GST_WEBRTC_STATS_LOCAL_CANDIDATE: {
@@ -487,10 +523,17 @@ static gboolean dt__stat_entry(GQuark field, const GValue *value, gpointer ud) {
   return TRUE;
 }
 
+/// Fills `out` from a get-stats reply; `video_ssrc` and `remote_video_ssrcs` are read, not cleared.
 static inline void dt_stats_read(GstPromise *p, dt_stats *out) {
+  dt_stats in = *out;
   memset(out, 0, sizeof *out);
+  out->video_ssrc = in.video_ssrc;
+  memcpy(out->remote_video_ssrcs, in.remote_video_ssrcs, sizeof out->remote_video_ssrcs);
+  out->remote_video_ssrc_count = in.remote_video_ssrc_count;
   out->jitter = -1;
   out->round_trip_time = -1;
+  out->video_fraction_lost = -1;
+  out->video_round_trip_time = -1;
   const GstStructure *reply = gst_promise_get_reply(p);
   if (reply) gst_structure_foreach(reply, dt__stat_entry, out);
 }

@@ -104,7 +104,7 @@ public struct GStreamerMedia: Sendable {
         + "video/x-raw,width=\(video.width),height=\(video.height),framerate=\(video.framerate)/1 ! "
         + "videoconvert ! queue leaky=downstream max-size-buffers=2 max-size-bytes=0 max-size-time=0 ! "
         + "valve name=camera drop=true ! vp8enc name=venc deadline=1 cpu-used=8 threads=2 "
-        + "target-bitrate=600000 "
+        + "target-bitrate=\(Self.startVideoBitrate) "
         + "keyframe-max-dist=\(video.framerate * 2) error-resilient=partitions ! "
         + "rtpvp8pay name=vpay pt=\(Self.vp8PayloadType) ssrc=\(videoSSRC) picture-id-mode=15-bit ! "
         + "capsfilter name=vcaps caps=\"\(Self.vp8Caps(ssrc: videoSSRC))\" ! webrtc."
@@ -117,6 +117,8 @@ public struct GStreamerMedia: Sendable {
   }
 
   static let defaultOpusPayloadType = 111
+  /// Where the encoder starts; `VideoRateController` moves it with the receiver's reports.
+  static let startVideoBitrate = 600_000
   static let vp8PayloadType = 96
 
   static func vp8Caps(payloadType: Int = vp8PayloadType, ssrc: UInt32? = nil) -> String {
@@ -136,6 +138,22 @@ public struct GStreamerMedia: Sendable {
       }
     }
     return nil
+  }
+
+  /// The SSRCs announced (`a=ssrc:<n> ...`) in the video sections of an SDP.
+  static func videoSSRCs(in sdp: String) -> [UInt32] {
+    var inVideo = false
+    var found: [UInt32] = []
+    for line in sdp.split(whereSeparator: { $0 == "\r\n" || $0 == "\n" || $0 == "\r" }) {
+      if line.hasPrefix("m=") {
+        inVideo = line.hasPrefix("m=video")
+      } else if inVideo, line.hasPrefix("a=ssrc:"),
+        let ssrc = UInt32(line.dropFirst("a=ssrc:".count).prefix { $0.isNumber }), !found.contains(ssrc)
+      {
+        found.append(ssrc)
+      }
+    }
+    return found
   }
 
   static func rtpCaps(payloadType: Int, ssrc: UInt32? = nil) -> String {

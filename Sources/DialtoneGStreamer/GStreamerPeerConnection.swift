@@ -70,6 +70,14 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private let audioSSRC = UInt32.random(in: 1...UInt32.max)
   private let videoSSRC = UInt32.random(in: 1...UInt32.max)
   private var receivedVideo = ReceivedVideo()
+  private var freezeCounter = FreezeCounter()
+  private let startedAt = ContinuousClock.now
+  /// The SSRCs the peer's latest description announced for its video (stats tell them apart).
+  private var remoteVideoSSRCs: [UInt32] = []
+  private var cameraSending = false
+  private var rateController = VideoRateController(start: GStreamerMedia.startVideoBitrate)
+  private var targetBitrate = GStreamerMedia.startVideoBitrate
+  private var rateControl: Task<Void, Never>?
   private var playing = false
   private var wantsDataChannel = false
   /// Media liveness. libnice in webrtcbin 1.22 runs without consent freshness, so a dead path
@@ -263,6 +271,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     guard dt_set_state(pipeline, GST_STATE_PLAYING) != 0 else {
       throw GStreamerError.pipeline("the pipeline did not start")
     }
+    if hasCamera { lock.withLock { rateControl = startRateControl() } }
   }
 
   public func addRemoteCandidate(_ candidate: IceCandidate) async throws {
@@ -283,6 +292,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   /// needs after the gap.
   public func setVideoEnabled(_ enabled: Bool) async {
     guard let valve = dt_bin_get(pipeline, "camera") else { return }
+    lock.withLock { cameraSending = enabled }
     dt_set(valve, "drop", enabled ? "false" : "true")
     dt_unref(valve)
     if enabled, let encoder = dt_bin_get(pipeline, "venc") {
@@ -317,7 +327,10 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   public func videoReceived() -> ReceivedVideo { lock.withLock { receivedVideo } }
 
   fileprivate func remoteVideoFrame(width: Int, height: Int, red: Int, green: Int, blue: Int) {
+    let elapsed = ContinuousClock.now - startedAt
+    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     let first = lock.withLock { () -> Bool in
+      freezeCounter.frame(at: seconds)
       receivedVideo.frames += 1
       receivedVideo.width = width
       receivedVideo.height = height
@@ -345,15 +358,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
 
   public func stats() async -> PeerConnectionStats {
     guard !isClosed else { return PeerConnectionStats() }
-    let raw: dt_stats = await withCheckedContinuation { continuation in
-      let promise = makePromise { promise in
-        var stats = dt_stats()
-        dt_stats_read(promise, &stats)
-        continuation.resume(returning: stats)
-      }
-      dt_webrtc_get_stats(webrtc, promise.promise)
-    }
-    return PeerConnectionStats(
+    let raw = await rawStats()
+    var stats = PeerConnectionStats(
       bytesSent: UInt64(raw.bytes_sent), bytesReceived: UInt64(raw.bytes_received),
       packetsLost: Int64(raw.packets_lost),
       roundTripTime: raw.round_trip_time >= 0 ? raw.round_trip_time : nil,
@@ -361,6 +367,71 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       remoteCandidateType: Self.text(raw.remote_candidate_type),
       packetsSent: UInt64(raw.packets_sent), packetsReceived: UInt64(raw.packets_received),
       jitter: raw.jitter >= 0 ? raw.jitter : nil)
+    let (received, freezes, target) = lock.withLock { (receivedVideo, freezeCounter.freezes, targetBitrate) }
+    if raw.video_bytes_sent > 0 || raw.video_bytes_received > 0 || received.frames > 0 {
+      var video = VideoStats()
+      video.bytesSent = UInt64(raw.video_bytes_sent)
+      video.bytesReceived = UInt64(raw.video_bytes_received)
+      video.packetsLost = Int64(raw.video_packets_lost)
+      video.framesDecoded = UInt64(received.frames)
+      video.frameWidth = received.width
+      video.frameHeight = received.height
+      video.freezes = freezes
+      video.nacksReceived = UInt64(raw.nacks_received)
+      video.plisReceived = UInt64(raw.plis_received)
+      video.nacksSent = UInt64(raw.nacks_sent)
+      video.plisSent = UInt64(raw.plis_sent)
+      video.targetBitrate = raw.video_bytes_sent > 0 ? target : 0
+      stats.video = video
+    }
+    return stats
+  }
+
+  /// webrtcbin's report, with the video streams told apart by SSRC.
+  private func rawStats() async -> dt_stats {
+    var request = dt_stats()
+    request.video_ssrc = hasCamera ? videoSSRC : 0
+    let remote = lock.withLock { remoteVideoSSRCs.prefix(8) }
+    withUnsafeMutableBytes(of: &request.remote_video_ssrcs) { slots in
+      for (i, ssrc) in remote.enumerated() { slots.storeBytes(of: ssrc, toByteOffset: i * 4, as: UInt32.self) }
+    }
+    request.remote_video_ssrc_count = UInt32(remote.count)
+    let template = request
+    return await withCheckedContinuation { continuation in
+      let promise = makePromise { promise in
+        var stats = template
+        dt_stats_read(promise, &stats)
+        continuation.resume(returning: stats)
+      }
+      dt_webrtc_get_stats(webrtc, promise.promise)
+    }
+  }
+
+  /// Once a second while the camera sends: the peer's latest report on our video steers the
+  /// encoder's target bitrate (`VideoRateController`).
+  private func startRateControl() -> Task<Void, Never> {
+    Task.detached { [weak self] in
+      while !Task.isCancelled {
+        try? await Task.sleep(for: .seconds(1))
+        guard let self, !self.isClosed else { return }
+        guard self.lock.withLock({ self.cameraSending }) else { continue }
+        let raw = await self.rawStats()
+        guard raw.video_fraction_lost >= 0 else { continue }
+        let report = VideoRateController.Report(
+          fractionLost: raw.video_fraction_lost,
+          roundTripTime: raw.video_round_trip_time >= 0 ? raw.video_round_trip_time : nil)
+        let (before, after) = self.lock.withLock { () -> (Int, Int) in
+          let before = self.rateController.target
+          let after = self.rateController.update(report)
+          self.targetBitrate = after
+          return (before, after)
+        }
+        if after != before, let encoder = dt_bin_get(self.pipeline, "venc") {
+          dt_set(encoder, "target-bitrate", String(after))
+          dt_unref(encoder)
+        }
+      }
+    }
   }
 
   public func close() async {
@@ -369,7 +440,10 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       return !closed
     }
     guard first else { return }
-    lock.withLock { watchdog?.cancel() }
+    lock.withLock {
+      watchdog?.cancel()
+      rateControl?.cancel()
+    }
     candidateSink.finish()
     stateSink.finish()
     dataSink.finish()
@@ -406,7 +480,15 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     guard description.sdp.hasPrefix("v=0") else { throw GStreamerError.negotiation("not an SDP session description") }
     // Before applying: the first local candidates may be reported before the reply.
     let mids = Self.mids(of: description.sdp)
-    lock.withLock { if local { localMids = mids } else { remoteMids = mids } }
+    let ssrcs = local ? [] : GStreamerMedia.videoSSRCs(in: description.sdp)
+    lock.withLock {
+      if local {
+        localMids = mids
+      } else {
+        remoteMids = mids
+        remoteVideoSSRCs = ssrcs
+      }
+    }
     let type = kind == .offer ? GST_WEBRTC_SDP_TYPE_OFFER : GST_WEBRTC_SDP_TYPE_ANSWER
     let error: String? = try await withCheckedThrowingContinuation { continuation in
       let promise = makePromise { promise in

@@ -8,13 +8,14 @@ import Foundation
 ///
 /// Building a pipeline is kept off the dial path: the factory always holds one spare connection,
 /// built and running, and hands it out (adding the call's ICE servers) when a call needs one.
-/// Every connection presents one ECDSA P-256 certificate made with the factory: GStreamer's
-/// own is RSA, which aiortc refuses, and generating it costs the first call up to 0.6 s.
+/// Every connection presents an ECDSA P-256 certificate of its own, made as it is built:
+/// GStreamer's own is RSA, which aiortc refuses, and generating it costs the first call up to
+/// 0.6 s. A fresh connection that takes over a call (an ICE restart, a video change) thus has a
+/// new DTLS fingerprint, which is how the peer (a browser) knows to run DTLS again.
 public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, Sendable {
   public let media: GStreamerMedia
   public let created: AsyncStream<GStreamerPeerConnection>
   private let createdSink: AsyncStream<GStreamerPeerConnection>.Continuation
-  private let certificate: GStreamerPeerConnection.Certificate?
   private struct Spare: Sendable {
     var spare: Task<GStreamerPeerConnection?, Never>?
     var closed = false
@@ -23,10 +24,6 @@ public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, Sendab
 
   public init(media: GStreamerMedia) {
     self.media = media
-    // Without a certificate webrtcbin falls back to its generated RSA one.
-    certificate = (try? SelfSignedCertificate.generate(commonName: "dialtone")).map {
-      .init(pem: $0.combinedPEM, sha256Fingerprint: $0.sha256Fingerprint)
-    }
     (created, createdSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
     state.withLock { $0.spare = buildSpare() }
   }
@@ -36,7 +33,7 @@ public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, Sendab
       // A group call's receive-only stream: its own media settings, so no spare fits.
       await GStreamerRuntime.prepare()
       let connection = try await Self.build(
-        video: configuration.video, media: media.receiving(from: participant), certificate: certificate)
+        video: configuration.video, media: media.receiving(from: participant))
       connection.configure(configuration)
       createdSink.yield(connection)
       return connection
@@ -55,7 +52,7 @@ public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, Sendab
       connection = warm
     } else {
       await GStreamerRuntime.prepare()
-      connection = try await Self.build(video: configuration.video, media: media, certificate: certificate)
+      connection = try await Self.build(video: configuration.video, media: media)
     }
     connection.configure(configuration)
     createdSink.yield(connection)
@@ -75,23 +72,29 @@ public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, Sendab
   /// Builds a pipeline on a thread of its own: building one blocks for tens of milliseconds
   /// (more under load), and a device joining a group call builds several at once; on Swift's
   /// cooperative threads that would stall every other task of the process meanwhile.
-  static func build(video: Bool, media: GStreamerMedia, certificate: GStreamerPeerConnection.Certificate?)
-    async throws -> GStreamerPeerConnection
-  {
+  static func build(video: Bool, media: GStreamerMedia) async throws -> GStreamerPeerConnection {
     try await withCheckedThrowingContinuation { continuation in
       DispatchQueue.global(qos: .userInitiated).async {
         continuation.resume(
-          with: Result { try GStreamerPeerConnection(video: video, media: media, certificate: certificate) })
+          with: Result {
+            try GStreamerPeerConnection(video: video, media: media, certificate: Self.makeCertificate())
+          })
       }
     }
   }
 
   private func buildSpare() -> Task<GStreamerPeerConnection?, Never> {
     let media = self.media
-    let certificate = self.certificate
     return Task.detached(priority: .userInitiated) {
       await GStreamerRuntime.prepare()
-      return try? await GStreamerPeerConnectionFactory.build(video: true, media: media, certificate: certificate)
+      return try? await GStreamerPeerConnectionFactory.build(video: true, media: media)
+    }
+  }
+
+  /// Without a certificate webrtcbin falls back to its generated RSA one.
+  private static func makeCertificate() -> GStreamerPeerConnection.Certificate? {
+    (try? SelfSignedCertificate.generate(commonName: "dialtone")).map {
+      .init(pem: $0.combinedPEM, sha256Fingerprint: $0.sha256Fingerprint)
     }
   }
 }

@@ -102,6 +102,11 @@ final class MilestoneReport: Sendable {
       line(
         "stats: sent \(stats.bytesSent) B / \(stats.packetsSent) pkts, received \(stats.bytesReceived) B / \(stats.packetsReceived) pkts, lost \(stats.packetsLost), rtt \(rtt), pair \(stats.localCandidateType ?? "?")/\(stats.remoteCandidateType ?? "?")"
       )
+      if let v = stats.video {
+        line(
+          "video stats: sent \(v.bytesSent) B at a \(v.targetBitrate / 1000) kbit/s target, received \(v.bytesReceived) B, \(v.framesDecoded) frames \(v.frameWidth)x\(v.frameHeight), \(v.freezes) freezes, NACK/PLI received \(v.nacksReceived)/\(v.plisReceived), sent \(v.nacksSent)/\(v.plisSent)"
+        )
+      }
     }
   }
 
@@ -121,6 +126,16 @@ final class MilestoneReport: Sendable {
         if let rtt = stats.roundTripTime { s["roundTripTime"] = .double(rtt) }
         if let t = stats.localCandidateType { s["localCandidateType"] = .string(t) }
         if let t = stats.remoteCandidateType { s["remoteCandidateType"] = .string(t) }
+        if let v = stats.video {
+          s["video"] = .object([
+            "bytesSent": .int(Int64(v.bytesSent)), "bytesReceived": .int(Int64(v.bytesReceived)),
+            "packetsLost": .int(v.packetsLost), "framesDecoded": .int(Int64(v.framesDecoded)),
+            "frameWidth": .int(Int64(v.frameWidth)), "frameHeight": .int(Int64(v.frameHeight)),
+            "freezes": .int(Int64(v.freezes)), "nacksReceived": .int(Int64(v.nacksReceived)),
+            "plisReceived": .int(Int64(v.plisReceived)), "nacksSent": .int(Int64(v.nacksSent)),
+            "plisSent": .int(Int64(v.plisSent)), "targetBitrate": .int(Int64(v.targetBitrate)),
+          ])
+        }
         fields["stats"] = .object(s)
       }
       line(.object(fields))

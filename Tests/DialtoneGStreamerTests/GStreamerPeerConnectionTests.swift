@@ -204,6 +204,14 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
     #expect(await framesArrive(on: both.a))
     #expect(both.a.videoReceived().blue > 200)
     #expect(await framesArrive(on: both.b))
+    // The video figures, told apart from the audio by SSRC.
+    try await Task.sleep(for: .seconds(2))
+    let stats = await both.a.stats()
+    let video = try #require(stats.video)
+    #expect(video.bytesSent > 0 && video.bytesReceived > 0 && video.framesDecoded > 0)
+    #expect(video.bytesSent < stats.bytesSent && video.frameWidth == 320)
+    #expect(video.targetBitrate >= 100_000)
+    #expect(await audio.a.stats().video == nil)  // an audio call carried no video
 
     for made in [audio, upgraded, both] {
       await made.a.close()
@@ -308,6 +316,14 @@ final class MilestoneLog: Sendable {
       try await pc.setRemoteDescription(SessionDescription(sdp: rejecting), kind: .answer)
     }
     await pc.close()
+  }
+
+  @Test func theVideoSSRCsOfADescriptionAreFound() {
+    let sdp =
+      "v=0\r\nm=audio 9 RTP/AVP 111\r\na=ssrc:11 cname:x\r\nm=video 9 RTP/AVP 96\r\na=ssrc:22 cname:x\r\n"
+      + "a=ssrc:22 msid:a b\r\na=ssrc:33 cname:x\r\n"
+    #expect(GStreamerMedia.videoSSRCs(in: sdp) == [22, 33])
+    #expect(GStreamerMedia.videoSSRCs(in: offer).isEmpty)
   }
 
   @Test func midsAreReadPerMediaSection() {

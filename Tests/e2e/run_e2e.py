@@ -108,6 +108,11 @@ async def cli_video_call_cli(s, stack):
         # that kept flowing for the call delivers far more than one second's worth.
         saw_video(peer.name, video)
         rgb = video["rgb"]
+        if peer is alice:  # the side that hangs up reports the call's stats: video figures apart
+            figures = peer.find("ended")["stats"].get("video") or {}
+            check(figures.get("bytesSent", 0) > 0 and figures.get("bytesReceived", 0) > 0
+                  and figures.get("framesDecoded", 0) > 0 and figures.get("targetBitrate", 0) >= 100_000,
+                  f"alice's video stats: {figures}")
         check(rgb[colour] > 200 and all(rgb[i] < 60 for i in range(3) if i != colour),
               f"{peer.name}: the frames' colour {rgb} is not the sender's pattern")
     near(dominant_frequency(s.file("alice.wav")), 330, s.file("alice.wav"))
@@ -437,6 +442,56 @@ async def browser_video_calls_cli(s, stack):
     check(b > 180 and r < 70 and g < 70, f"the page's frames are not the CLI's blue: {state['videoColour']}")
     check(await bob.exit_status() == 0, "the CLI did not exit 0 after the browser hung up")
     saw_video("bob", bob.find("video"))
+
+
+@scenario
+async def browser_and_cli_upgrade_an_audio_call(s, stack):
+    """The page calls the CLI (audio). The page turns video on: the CLI is told and decodes the
+    fake camera; the CLI turns its video on: the page sees its blue; the page's camera off and
+    on reach the CLI (media-state); the page goes back to audio: the CLI is told."""
+    ns = stack(await MediaNamespace().start())
+    server = stack(await Server(s, netns=ns.NS).start())
+    bob = await auto_answering_bob(s, stack, server, "--tone-frequency", "330", "--camera", "blue", netns=ns.NS)
+    browser = stack(await Chromium(s, f"{server.url}/#token={server.token('alice', 'browser')}"
+                                      f"&call=bob&tone=660", ns.NS).start())
+    await browser.wait_for("the connected state", lambda st: st["state"] == "connected")
+    await browser.wait_for("330 Hz in the analyser", heard(330))
+    check(not (await browser.page_state())["remoteVideo"], "an audio call showed video")
+    await browser.evaluate('document.getElementById("videoToggle").click()')
+    await bob.wait_for("remote-video", on=True)
+    await frames_grow(bob, 0, by=20, within=10, what="the CLI got no video after the page's upgrade")
+    bob.send("video on")
+    state = await browser.wait_for("the CLI's blue", lambda st: st["remoteVideo"] and st.get("videoFrames", 0) >= 20
+                                   and st.get("videoColour") and st["videoColour"][2] > 180)
+    check(state["sendsVideo"], "the page stopped sending after the CLI's upgrade")
+    await browser.evaluate('document.getElementById("cameraToggle").click()')
+    await bob.wait_for("remote-camera", on=False)
+    await browser.evaluate('document.getElementById("cameraToggle").click()')
+    await bob.wait_for("remote-camera", on=True)
+    await browser.evaluate('document.getElementById("videoToggle").click()')
+    await bob.wait_for("remote-video", on=False, timeout=15)
+    await browser.wait_for("330 Hz after the renegotiations", heard(330))
+    await browser.evaluate('document.getElementById("hangup").click()')
+    check(await bob.exit_status() == 0, "the CLI did not exit 0 after the browser hung up")
+
+
+@scenario
+async def cli_upgrades_a_call_with_the_browser(s, stack):
+    """The CLI calls the page (audio) and turns video on: the page shows its red frames."""
+    ns = stack(await MediaNamespace().start())
+    server = stack(await Server(s, netns=ns.NS).start())
+    browser = stack(await Chromium(s, f"{server.url}/#token={server.token('bob', 'browser')}&answer=auto&tone=660",
+                                   ns.NS).start())
+    await browser.wait_for("sign-in", lambda st: st["state"] == "idle")
+    alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
+                                               "--to", "bob", "--camera", "red", "--duration", "12"],
+                                  netns=ns.NS).start())
+    await alice.wait_for("first-audio")
+    alice.send("video on")
+    state = await browser.wait_for("the CLI's red", lambda st: st["remoteVideo"] and st.get("videoFrames", 0) >= 20
+                                   and st.get("videoColour") and st["videoColour"][0] > 180)
+    check((state["videoWidth"], state["videoHeight"]) == (640, 360), f"the page got {state['videoWidth']}x{state['videoHeight']}")
+    check(await alice.exit_status(timeout=30) == 0, "the CLI's call did not complete")
 
 
 @scenario

@@ -27,6 +27,8 @@ public struct PeerConnectionStats: Sendable, Equatable {
   public var packetsReceived: UInt64
   /// Inbound jitter, in seconds.
   public var jitter: Double?
+  /// The video streams' figures; nil when the call has no video section that ever carried any.
+  public var video: VideoStats?
 
   public init(
     bytesSent: UInt64 = 0, bytesReceived: UInt64 = 0, packetsLost: Int64 = 0,
@@ -43,6 +45,29 @@ public struct PeerConnectionStats: Sendable, Equatable {
     self.packetsReceived = packetsReceived
     self.jitter = jitter
   }
+}
+
+/// The video figures of a connection (W3C `inbound-rtp` / `outbound-rtp` with `kind` video).
+public struct VideoStats: Sendable, Equatable {
+  public var bytesSent: UInt64 = 0
+  public var bytesReceived: UInt64 = 0
+  public var packetsLost: Int64 = 0
+  public var framesDecoded: UInt64 = 0
+  public var frameWidth = 0
+  public var frameHeight = 0
+  /// Gaps in the decoded video long enough to be seen as a freeze (W3C `freezeCount`: a frame
+  /// later than max(3 × the mean interval, mean + 150 ms)).
+  public var freezes = 0
+  /// Retransmission requests and keyframe requests the receiver sent us (we sent video)…
+  public var nacksReceived: UInt64 = 0
+  public var plisReceived: UInt64 = 0
+  /// … and those we sent (we received video).
+  public var nacksSent: UInt64 = 0
+  public var plisSent: UInt64 = 0
+  /// What the sender's encoder aims at now, bits per second (0 when not sending).
+  public var targetBitrate: Int = 0
+
+  public init() {}
 }
 
 /// One WebRTC peer connection, as the call engine needs it. Implemented over Google's WebRTC

@@ -63,8 +63,10 @@ extension PeerConnectionStats {
         packetsReceived += Self.count(entry.number("packetsReceived"))
         if let lost = entry.number("packetsLost"), lost.isFinite { packetsLost += Int64(lost) }
         if let jitter = entry.number("jitter"), jitter.isFinite, jitter >= 0 { jitters.append(jitter) }
+        if entry.string("kind") == "video" { Self.foldInboundVideo(entry, into: &video) }
       case "outbound-rtp":
         packetsSent += Self.count(entry.number("packetsSent"))
+        if entry.string("kind") == "video" { Self.foldOutboundVideo(entry, into: &video) }
       default:
         break
       }
@@ -82,6 +84,28 @@ extension PeerConnectionStats {
     if let remote = pair.string("remoteCandidateId").flatMap({ byId[$0] }) {
       remoteCandidateType = remote.string("candidateType")
     }
+  }
+
+  private static func foldInboundVideo(_ entry: StatsReportEntry, into video: inout VideoStats?) {
+    var v = video ?? VideoStats()
+    v.bytesReceived += count(entry.number("bytesReceived"))
+    if let lost = entry.number("packetsLost"), lost.isFinite { v.packetsLost += Int64(lost) }
+    v.framesDecoded += count(entry.number("framesDecoded"))
+    v.frameWidth = Int(count(entry.number("frameWidth")))
+    v.frameHeight = Int(count(entry.number("frameHeight")))
+    v.freezes += Int(count(entry.number("freezeCount")))
+    v.nacksSent += count(entry.number("nackCount"))
+    v.plisSent += count(entry.number("pliCount"))
+    video = v
+  }
+
+  private static func foldOutboundVideo(_ entry: StatsReportEntry, into video: inout VideoStats?) {
+    var v = video ?? VideoStats()
+    v.bytesSent += count(entry.number("bytesSent"))
+    v.nacksReceived += count(entry.number("nackCount"))
+    v.plisReceived += count(entry.number("pliCount"))
+    v.targetBitrate += Int(count(entry.number("targetBitrate")))
+    video = v
   }
 
   private static func count(_ value: Double?) -> UInt64 {
