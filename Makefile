@@ -5,7 +5,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8080
 CONNECTIONS ?= 15000
 
-.PHONY: deps bench-deps build release run test format lint bench-ws bench-signaling bench-push bench-setup bench-codec bench-group clean
+.PHONY: deps bench-deps build release run test format lint bench-ws bench-signaling bench-push bench-setup bench-codec bench-group bench-video clean
 
 deps:
 	@scripts/deps.sh
@@ -70,6 +70,13 @@ GROUP_SIZES ?= 3,5,8
 GROUP_ROUNDS ?= 3
 bench-group: release
 	python3 bench/group_bench.py --bin .build/release --sizes $(GROUP_SIZES) --rounds $(GROUP_ROUNDS)
+
+# Video calls over a capped, lossy link (300 kbit/s, 1 Mbit/s, uncapped; 0 and 2 % loss): CLI ↔ CLI
+# against Chromium ↔ Chromium on the same camera content: first frame, fps, link bitrate, stalls.
+VIDEO_ROUNDS ?= 3
+VIDEO_DURATION ?= 12
+bench-video: release
+	python3 bench/video_bench.py --bin .build/release --rounds $(VIDEO_ROUNDS) --duration $(VIDEO_DURATION)
 
 # The signaling codec against Foundation's JSONDecoder/JSONEncoder on the relay's messages.
 bench-codec: release
