@@ -30,6 +30,7 @@ typedef struct dt_webrtc_callbacks {
   dt_audio_cb audio;        // decoded remote audio: S16LE, 48 kHz, mono
   dt_text_cb error;         // an error posted on the pipeline's bus
   dt_video_cb video;        // each decoded remote video frame (VP8)
+  const gchar *record_video; // NULL, or a file to write the remote VP8 to (WebM), unre-encoded
 } dt_webrtc_callbacks;
 
 static void dt__on_ice_candidate(GstElement *w, guint mline, gchar *candidate, gpointer ud) {
@@ -107,15 +108,28 @@ static void dt__on_pad_added(GstElement *w, GstPad *pad, gpointer ud) {
     vp8 = media && strcmp(media, "video") == 0 && encoding && g_ascii_strcasecmp(encoding, "VP8") == 0;
     gst_caps_unref(caps);
   }
+  // A recording is the received VP8 itself in a live (streamable) WebM: playable even when the
+  // call ends without the muxer finishing the file.
+  gchar *recording = NULL;
+  if (vp8 && c->record_video) {
+    gchar *location = g_strescape(c->record_video, NULL);
+    recording = g_strdup_printf(
+      "queue ! rtpvp8depay ! tee name=t ! queue ! vp8dec ! videoconvert ! video/x-raw,format=RGB ! "
+      "fakesink name=out signal-handoffs=true sync=false async=false "
+      "t. ! queue ! webmmux streamable=true ! filesink location=\"%s\" sync=false async=false", location);
+    g_free(location);
+  }
   const gchar *desc = audio
     ? "queue ! rtpopusdepay ! opusdec plc=true ! audioconvert ! audioresample ! "
       "audio/x-raw,format=S16LE,rate=48000,channels=1 ! fakesink name=out signal-handoffs=true sync=false async=false"
+    : recording ? recording
     : vp8
     ? "queue ! rtpvp8depay ! vp8dec ! videoconvert ! video/x-raw,format=RGB ! "
       "fakesink name=out signal-handoffs=true sync=false async=false"
     : "queue ! fakesink sync=false async=false";
   GError *err = NULL;
   GstElement *bin = gst_parse_bin_from_description(desc, TRUE, &err);
+  g_free(recording);
   if (!bin) {
     if (err) { c->error(c->ctx, err->message); g_error_free(err); }
     return;
@@ -160,6 +174,7 @@ static GstBusSyncReply dt__on_bus(GstBus *bus, GstMessage *msg, gpointer ud) {
 static inline dt_webrtc_callbacks *dt_webrtc_connect(GstElement *pipeline, GstElement *webrtc, const dt_webrtc_callbacks *cbs) {
   dt_webrtc_callbacks *c = g_new0(dt_webrtc_callbacks, 1);
   *c = *cbs;
+  c->record_video = NULL;
   g_signal_connect_data(webrtc, "on-ice-candidate", G_CALLBACK(dt__on_ice_candidate), c, NULL, (GConnectFlags)0);
   g_signal_connect_data(webrtc, "notify::ice-connection-state", G_CALLBACK(dt__on_notify), c, NULL, (GConnectFlags)0);
   g_signal_connect_data(webrtc, "notify::connection-state", G_CALLBACK(dt__on_notify), c, NULL, (GConnectFlags)0);
@@ -172,6 +187,19 @@ static inline dt_webrtc_callbacks *dt_webrtc_connect(GstElement *pipeline, GstEl
     gst_object_unref(bus);
   }
   return c;
+}
+
+/// Where the remote video goes (a copy is kept); set before media flows.
+static inline void dt_webrtc_record_video(dt_webrtc_callbacks *c, const gchar *path) {
+  g_free((gchar *)c->record_video);
+  c->record_video = path ? g_strdup(path) : NULL;
+}
+
+/// Frees what `dt_webrtc_connect` returned (after `dt_webrtc_disconnect` and the NULL state).
+static inline void dt_webrtc_callbacks_free(dt_webrtc_callbacks *c) {
+  if (!c) return;
+  g_free((gchar *)c->record_video);
+  g_free(c);
 }
 
 static inline void dt_webrtc_disconnect(GstElement *pipeline, GstElement *webrtc, dt_webrtc_callbacks *c) {

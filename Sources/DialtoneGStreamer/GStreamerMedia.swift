@@ -36,6 +36,9 @@ public struct GStreamerMedia: Sendable {
   public var audio: AudioSource
   /// What video calls send; nil: no camera (a video call only receives).
   public var video: VideoSource?
+  /// 1:1 calls: write the received VP8, as it came (no re-encoding), to this WebM file (a call's
+  /// later connections to `name-2.webm`, ...).
+  public var recordVideo: String?
   /// Only relay candidates (TURN): `iceTransportPolicy = relay`.
   public var relayOnly: Bool
   /// Decoded remote audio: signed 16-bit little-endian PCM, 48 kHz, mono. Called on a

@@ -151,7 +151,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     retainedByCallbacks = retained
     var table = dt_webrtc_callbacks(
       ctx: retained.toOpaque(), candidate: onCandidate, state: onState, channel: onChannel,
-      audio: onAudio, error: onError, video: onVideo)
+      audio: onAudio, error: onError, video: onVideo, record_video: nil)
     callbacks = dt_webrtc_connect(pipeline, webrtc, &table)
     // PAUSED, not PLAYING: the live source sends nothing yet, so no payload type is fixed on
     // webrtcbin's sink pad before the first description (an answer must use the offerer's).
@@ -163,8 +163,11 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
 
   /// The call's STUN/TURN servers (they take effect at the next gathering) and whether its
   /// first offer carries a data channel. Set before the first offer or remote description.
-  func configure(_ configuration: PeerConnectionConfiguration) {
-    lock.withLock { wantsDataChannel = configuration.dataChannel }
+  func configure(_ configuration: PeerConnectionConfiguration, recordVideoTo path: String? = nil) {
+    lock.withLock {
+      wantsDataChannel = configuration.dataChannel
+      if let path, let callbacks { dt_webrtc_record_video(callbacks, path) }
+    }
     let uris = IceServerURIs(configuration.iceServers)
     if let stun = uris.stun { dt_set(webrtc, "stun-server", stun) }
     for turn in uris.turn { _ = dt_webrtc_add_turn_server(webrtc, turn) }
@@ -678,7 +681,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     if let table { dt_webrtc_disconnect(pipeline, webrtc, table) }
     if let chan, let chanTable { dt_channel_disconnect(chan, chanTable) }
     _ = dt_set_state(pipeline, GST_STATE_NULL)
-    g_free(table)
+    dt_webrtc_callbacks_free(table)
     g_free(chanTable)
     if let chan { dt_channel_unref(chan) }
     if let mic { dt_unref(mic) }

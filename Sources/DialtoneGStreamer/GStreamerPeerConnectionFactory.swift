@@ -19,6 +19,8 @@ public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, Sendab
   private struct Spare: Sendable {
     var spare: Task<GStreamerPeerConnection?, Never>?
     var closed = false
+    /// 1:1 connections handed out so far (each records its remote video to a file of its own).
+    var handedOut = 0
   }
   private let state = Locked(Spare())
 
@@ -54,9 +56,22 @@ public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, Sendab
       await GStreamerRuntime.prepare()
       connection = try await Self.build(video: configuration.video, media: media)
     }
-    connection.configure(configuration)
+    let index = state.withLock { state in
+      state.handedOut += 1
+      return state.handedOut
+    }
+    connection.configure(configuration, recordVideoTo: media.recordVideo.map { Self.recording($0, index: index) })
     createdSink.yield(connection)
     return connection
+  }
+
+  /// The file of a call's n-th connection: `path` itself, then `name-2.webm`, `name-3.webm`, ...
+  /// (an ICE restart or a video change moves the call to a fresh connection).
+  static func recording(_ path: String, index: Int) -> String {
+    guard index > 1 else { return path }
+    let url = URL(fileURLWithPath: path)
+    let ext = url.pathExtension.isEmpty ? "webm" : url.pathExtension
+    return url.deletingPathExtension().path + "-\(index)." + ext
   }
 
   /// Closes the spare connection; later requests build theirs on demand.

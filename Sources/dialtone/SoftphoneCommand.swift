@@ -63,9 +63,10 @@ enum SoftphoneCommand {
       }
       camera = GStreamerMedia.VideoSource(pattern: pattern)
     }
-    let media = GStreamerMedia(
+    var media = GStreamerMedia(
       audio: audio, relayOnly: arguments.flag("relay-only"),
       remoteAudio: remoteAudio, participantAudio: { participants.sink(for: $0) }, video: camera)
+    media.recordVideo = arguments.string("record-video")
     let report = MilestoneReport(json: arguments.flag("json"))
 
     // Everything slow happens before dialing: the DTLS certificate, signaling, ICE servers.

@@ -9,6 +9,7 @@ private let media: [CommandOption] = [
   .value("record", "write what is heard to this WAV file"),
   .value("video", "a video call with this test pattern as the camera (smpte, ball, red, green, blue, ...)"),
   .value("camera", "a camera (test pattern) for an audio call, sent once it is upgraded (stdin: video on)"),
+  .value("record-video", "write the video received in a 1:1 call to this WebM file (as sent, not re-encoded)"),
   .value("duration", "hang up this many seconds after connecting (default: when stdin closes)"),
   .flag("relay-only", "use TURN relay candidates only"),
   .flag("no-trickle", "gather every candidate before sending the offer or answer (the slow baseline)"),

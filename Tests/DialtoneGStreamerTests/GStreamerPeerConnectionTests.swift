@@ -326,6 +326,12 @@ final class MilestoneLog: Sendable {
     #expect(GStreamerMedia.videoSSRCs(in: offer).isEmpty)
   }
 
+  @Test func aCallsLaterConnectionsRecordToFilesOfTheirOwn() {
+    #expect(GStreamerPeerConnectionFactory.recording("/tmp/out.webm", index: 1) == "/tmp/out.webm")
+    #expect(GStreamerPeerConnectionFactory.recording("/tmp/out.webm", index: 2) == "/tmp/out-2.webm")
+    #expect(GStreamerPeerConnectionFactory.recording("/tmp/out", index: 3) == "/tmp/out-3.webm")
+  }
+
   @Test func midsAreReadPerMediaSection() {
     #expect(GStreamerPeerConnection.mids(of: offer) == ["0", "data"])
   }

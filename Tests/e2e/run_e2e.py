@@ -97,7 +97,8 @@ async def cli_video_call_cli(s, stack):
     bob = await auto_answering_bob(s, stack, server, "--video", "blue", "--tone-frequency", "330", netns=ns.NS)
     alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
                                                "--to", "bob", "--video", "red", "--duration", "4",
-                                               "--record", s.file("alice.wav")], netns=ns.NS).start())
+                                               "--record", s.file("alice.wav"),
+                                               "--record-video", s.file("alice.webm")], netns=ns.NS).start())
     for peer in (alice, bob):
         await peer.wait_for("first-video-frame")
     check(await alice.exit_status() == 0, "alice did not exit 0")
@@ -116,6 +117,23 @@ async def cli_video_call_cli(s, stack):
         check(rgb[colour] > 200 and all(rgb[i] < 60 for i in range(3) if i != colour),
               f"{peer.name}: the frames' colour {rgb} is not the sender's pattern")
     near(dominant_frequency(s.file("alice.wav")), 330, s.file("alice.wav"))
+    # --record-video: a WebM that GStreamer demuxes and decodes back to Bob's frames.
+    frames, size = decode_webm(s.file("alice.webm"))
+    check(frames >= 30 and size == (640, 360), f"alice.webm: {frames} frames of {size}")
+
+
+def decode_webm(path):
+    """Frames and size of a WebM's VP8 track, decoded by gst-launch (gstreamer1.0-tools)."""
+    import re
+    import subprocess
+    check(os.path.exists(path) and os.path.getsize(path) > 0, f"{path} was not written")
+    result = subprocess.run(
+        ["gst-launch-1.0", "-v", "filesrc", f"location={path}", "!", "matroskademux", "!", "vp8dec", "!",
+         "fakesink", "silent=false"], capture_output=True, text=True, timeout=60)
+    check(result.returncode == 0, f"{path} does not decode: {result.stderr.strip()[-300:]}")
+    frames = result.stdout.count("chain   ******* (fakesink0:sink)")
+    caps = re.search(r"width=\(int\)(\d+), height=\(int\)(\d+)", result.stdout)
+    return frames, (int(caps.group(1)), int(caps.group(2))) if caps else None
 
 
 async def video_count(peer):
