@@ -409,6 +409,15 @@ static inline void dt_webrtc_set_direction(GstElement *webrtc, guint index, gint
   gst_object_unref(t);
 }
 
+/// Retransmissions (RFC 4588 RTX, NACK feedback) for the transceiver at `index`.
+static inline void dt_webrtc_enable_nack(GstElement *webrtc, guint index) {
+  GstWebRTCRTPTransceiver *t = NULL;
+  g_signal_emit_by_name(webrtc, "get-transceiver", (gint)index, &t);
+  if (!t) return;
+  g_object_set(t, "do-nack", TRUE, NULL);
+  gst_object_unref(t);
+}
+
 static inline GstWebRTCDataChannel *dt_webrtc_create_data_channel(GstElement *w, const gchar *label) {
   GstWebRTCDataChannel *ch = NULL;
   g_signal_emit_by_name(w, "create-data-channel", label, NULL, &ch);

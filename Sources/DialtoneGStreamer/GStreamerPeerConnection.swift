@@ -146,6 +146,9 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       // still offered: webrtcbin reads a sending section's codecs from its pad's caps only.
       dt_webrtc_set_codec_preferences(webrtc, 1, GStreamerMedia.vp8Caps())
     }
+    // Video repairs a lost packet by retransmission (a lost keyframe packet otherwise costs
+    // every frame until the next keyframe).
+    if video { dt_webrtc_enable_nack(webrtc, 1) }
 
     let retained = Unmanaged.passRetained(self)
     retainedByCallbacks = retained

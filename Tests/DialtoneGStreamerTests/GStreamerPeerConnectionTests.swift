@@ -201,6 +201,7 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
 
     let both = try await pair(.sendrecv, .sendrecv)
     #expect(MediaDirection.video(in: both.answer) == .sendrecv)
+    #expect(both.offer.contains(" rtx/90000") && both.answer.contains(" rtx/90000"), "\(both.offer)")
     #expect(await framesArrive(on: both.a))
     #expect(both.a.videoReceived().blue > 200)
     #expect(await framesArrive(on: both.b))

@@ -429,8 +429,8 @@ class NamespaceLink:
     NS_A, NS_B = "dte2e-a", "dte2e-b"
     ADDR_A, ADDR_B = "10.78.0.1", "10.78.0.2"
 
-    def __init__(self, scratch, rtt_ms=10):
-        self.scratch, self.rtt_ms = scratch, rtt_ms
+    def __init__(self, scratch, rtt_ms=10, loss=0.0, rate_kbps=0):
+        self.scratch, self.rtt_ms, self.loss, self.rate_kbps = scratch, rtt_ms, loss, rate_kbps
         self.forwarder = None
 
     @staticmethod
@@ -457,6 +457,7 @@ class NamespaceLink:
         script = os.path.join(ROOT, "bench", "delay_link.py")
         self.forwarder = await asyncio.create_subprocess_exec(
             sys.executable, script, "--ns-a", self.NS_A, "--ns-b", self.NS_B, "--rtt-ms", str(self.rtt_ms),
+            "--loss", str(self.loss), "--rate-kbps", str(self.rate_kbps),
             stdout=asyncio.subprocess.PIPE, stderr=open(self.scratch.file("link.log"), "ab"))
         line = await asyncio.wait_for(self.forwarder.stdout.readline(), 10)
         check(line.strip() == b"READY", "the delay link did not start")
