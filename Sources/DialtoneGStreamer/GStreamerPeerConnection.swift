@@ -33,6 +33,14 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     public var blue = 0
 
     public init() {}
+
+    /// Several streams' video as one: every frame counted, the size and colour of the latest
+    /// stream that decoded any.
+    public static func merged(_ parts: [ReceivedVideo]) -> ReceivedVideo {
+      var result = parts.last(where: { $0.frames > 0 }) ?? ReceivedVideo()
+      result.frames = parts.reduce(0) { $0 + $1.frames }
+      return result
+    }
   }
 
   public let canRestartIce = false

@@ -42,8 +42,9 @@ public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, Sendab
     }
     // The spare has a video section (every 1:1 call's connection does: an audio call may be
     // upgraded); a group call's audio-only connection is built without one.
+    let video = Self.hasVideoSection(configuration, camera: media.video != nil)
     let ready: Task<GStreamerPeerConnection?, Never>? =
-      !configuration.video
+      !video
       ? nil
       : state.withLock { state in
         defer { state.spare = state.closed ? nil : buildSpare() }
@@ -54,7 +55,7 @@ public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, Sendab
       connection = warm
     } else {
       await GStreamerRuntime.prepare()
-      connection = try await Self.build(video: configuration.video, media: media)
+      connection = try await Self.build(video: video, media: media)
     }
     let index = state.withLock { state in
       state.handedOut += 1
@@ -72,6 +73,12 @@ public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, Sendab
     let url = URL(fileURLWithPath: path)
     let ext = url.pathExtension.isEmpty ? "webm" : url.pathExtension
     return url.deletingPathExtension().path + "-\(index)." + ext
+  }
+
+  /// Whether a connection for `configuration` gets a video section: one that only sends (a
+  /// group call's publisher) only with a camera to send from.
+  static func hasVideoSection(_ configuration: PeerConnectionConfiguration, camera: Bool) -> Bool {
+    configuration.video && (camera || !configuration.sendOnly)
   }
 
   /// Closes the spare connection; later requests build theirs on demand.

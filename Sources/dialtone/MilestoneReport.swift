@@ -1,4 +1,5 @@
 import DialtoneClient
+import DialtoneGStreamer
 import DialtoneJSON
 import DialtoneSupport
 import Foundation
@@ -65,6 +66,22 @@ final class MilestoneReport: Sendable {
         ]))
     } else {
       line("video: \(frames) frames, \(width)x\(height), mean colour \(rgb.0),\(rgb.1),\(rgb.2)")
+    }
+  }
+
+  /// The video a group call received from one participant (over all of its streams).
+  func participantVideo(_ userId: String, _ video: GStreamerPeerConnection.ReceivedVideo) {
+    if json {
+      line(
+        .object([
+          "event": .string("participant-video"), "user": .string(userId), "frames": .int(Int64(video.frames)),
+          "width": .int(Int64(video.width)), "height": .int(Int64(video.height)),
+          "rgb": .array([.int(Int64(video.red)), .int(Int64(video.green)), .int(Int64(video.blue))]),
+        ]))
+    } else {
+      line(
+        "video from \(userId): \(video.frames) frames, \(video.width)x\(video.height), "
+          + "mean colour \(video.red),\(video.green),\(video.blue)")
     }
   }
 

@@ -20,9 +20,9 @@ actor SoftphoneCall {
     }
   }
 
-  /// How a group softphone enters its call.
+  /// How a group softphone enters its call (a video call with `--video`).
   enum GroupStart {
-    case create(members: [String], title: String?, video: Bool)
+    case create(members: [String], title: String?)
     case join(CallID)
     case room(String)
   }
@@ -42,7 +42,7 @@ actor SoftphoneCall {
   private enum Input: Sendable {
     case client(CallClient.Event)
     case state(CallID, CallEngine.State)
-    case milestone(GStreamerPeerConnection.Milestone, at: ContinuousClock.Instant?)
+    case milestone(GStreamerPeerConnection.Milestone, at: ContinuousClock.Instant?, GStreamerPeerConnection)
     case line(String)
     case data(Data)
     case durationElapsed
@@ -78,6 +78,11 @@ actor SoftphoneCall {
   private var group: GroupCall?
   private var groupJoined = false
   private var memberStates: [String: GroupMemberState] = [:]
+  /// The group call is a video call (as the server says: a call joined by id may be one).
+  private var groupVideo = false
+  /// Every remote participant's stream of the group call, in the order they came (their video
+  /// is reported when the call ends).
+  private var remoteStreams: [(from: Peer, connection: GStreamerPeerConnection)] = []
 
   init(
     client: CallClient, factory: GStreamerPeerConnectionFactory, role: Role, duration: Double, report: MilestoneReport,
@@ -99,7 +104,7 @@ actor SoftphoneCall {
   func run() async -> Int32 {
     forward(client.events) { .client($0) }
     forward(factory.created) { [sink] pc in
-      Task { for await m in pc.milestones { sink.yield(.milestone(m, at: pc.reachedAt(m))) } }
+      Task { for await m in pc.milestones { sink.yield(.milestone(m, at: pc.reachedAt(m), pc)) } }
       return .connection(pc)
     }
     forward(StandardInputLines.stream()) { .line($0) }
@@ -125,8 +130,12 @@ actor SoftphoneCall {
     case .state(let callId, let state):
       guard callId == engine?.callId else { return nil }
       return await stateChanged(state)
-    case .milestone(let m, let instant):
+    case .milestone(let m, let instant, let pc):
       report.mark(m.rawValue, at: instant)
+      // A group call's stream: whose video it is.
+      if m == .firstVideoFrame, let from = remoteStreams.first(where: { $0.connection === pc })?.from {
+        report.mark("first-video-frame \(from.userId)", at: instant)
+      }
     case .line(let line):
       await typed(line)
     case .data(let data):
@@ -218,16 +227,16 @@ actor SoftphoneCall {
 
   private func startGroup(_ start: GroupStart) async -> Status? {
     switch start {
-    case .create(let members, let title, let video):
+    case .create(let members, let title):
       report.start("group call to \(members.joined(separator: ", "))")
       followGroup(await client.createGroup(members: members, video: video, title: title))
     case .join(let callId):
       report.start("joining group call \(callId)")
-      followGroup(await client.joinGroup(callId))
+      followGroup(await client.joinGroup(callId, video: video))
     case .room(let name):
       report.start("joining room \(name)")
       do {
-        followGroup(try await client.joinRoom(name))
+        followGroup(try await client.joinRoom(name, video: video))
       } catch {
         report.note("room-join refused: \(error)")
         report.finish(reason: "error: \(error)", status: Status.error.rawValue)
@@ -264,12 +273,18 @@ actor SoftphoneCall {
         return finishGroup(reason)
       }
     case .participants(let state):
+      groupVideo = state.video
       for member in state.members where memberStates[member.userId] != member.state {
         memberStates[member.userId] = member.state
         report.participant(member.userId, member.state.rawValue)
       }
-    case .remoteStreamAdded(_, let from, _):
+    case .remoteStreamAdded(_, let from, let connection):
       report.participant(from.userId, "stream")
+      if let pc = connection as? GStreamerPeerConnection {
+        remoteStreams.append((from, pc))
+        // Its first frame may have been decoded before this event was handled.
+        if let at = pc.reachedAt(.firstVideoFrame) { report.mark("first-video-frame \(from.userId)", at: at) }
+      }
     case .remoteStreamState(_, let from, let state):
       if state == .connected { report.mark("connected \(from.userId)") }
     case .remoteStreamRemoved(_, let from):
@@ -282,6 +297,11 @@ actor SoftphoneCall {
       report.note("group call: \(message)")
     }
     return nil
+  }
+
+  /// What each remote participant's streams decoded so far.
+  private var receivedVideo: [(userId: String, video: GStreamerPeerConnection.ReceivedVideo)] {
+    ParticipantVideo.byParticipant(remoteStreams.map { ($0.from, $0.connection.videoReceived()) })
   }
 
   /// The duration elapsed, stdin closed or ^C: leave (or, with --end-for-all, end for everyone).
@@ -301,6 +321,9 @@ actor SoftphoneCall {
     case .declinedElsewhere: status = .declined
     case .joinedElsewhere: status = .answeredElsewhere
     case .mediaFailed, .connectionLost: status = .failed
+    }
+    if let group, group.video || groupVideo || video {
+      for (userId, received) in receivedVideo { report.participantVideo(userId, received) }
     }
     report.finish(reason: reason?.rawValue ?? "local", status: status.rawValue)
     return status
@@ -343,6 +366,20 @@ actor SoftphoneCall {
       } else if command == "mute" || command == "unmute" {
         await group.setMuted(command == "mute")
         report.note(command == "mute" ? "muted" : "unmuted")
+      } else if command == "video count" {
+        let received = receivedVideo
+        let total = received.reduce(0) { $0 + $1.video.frames }
+        report.event(
+          "video-count",
+          [
+            "frames": .int(Int64(total)),
+            "participants": .object(
+              Dictionary(
+                received.map { ($0.userId, JSONValue.int(Int64($0.video.frames))) },
+                uniquingKeysWith: { first, _ in first })),
+          ],
+          text: "\(total) video frames received: "
+            + received.map { "\($0.userId) \($0.video.frames)" }.joined(separator: ", "))
       }
       return
     }

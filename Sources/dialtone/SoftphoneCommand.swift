@@ -26,7 +26,7 @@ enum SoftphoneCommand {
     guard !members.isEmpty else { throw ArgumentError(message: "--to expects user ids, e.g. --to bob,carol") }
     return try await run(
       arguments,
-      role: .group(.create(members: members, title: arguments.string("title"), video: arguments.flag("video"))))
+      role: .group(.create(members: members, title: arguments.string("title"))))
   }
 
   static func groupJoin(_ arguments: ArgumentList) async throws -> Int32 {

@@ -7,7 +7,9 @@ private let media: [CommandOption] = [
   .value("audio", "tone (default), silence, or a WAV file to send"),
   .value("tone-frequency", "the tone's frequency in Hz (default 440)"),
   .value("record", "write what is heard to this WAV file"),
-  .value("video", "a video call with this test pattern as the camera (smpte, ball, red, green, blue, ...)"),
+  .value(
+    "video",
+    "a video call (1:1 or group) with this test pattern as the camera (smpte, ball, red, green, blue, ...)"),
   .value("camera", "a camera (test pattern) for an audio call, sent once it is upgraded (stdin: video on)"),
   .value("record-video", "write the video received in a 1:1 call to this WebM file (as sent, not re-encoded)"),
   .value("duration", "hang up this many seconds after connecting (default: when stdin closes)"),
@@ -38,7 +40,6 @@ private let commands: [Subcommand] = [
     options: [
       .value("to", "the members to ring, comma-separated (required)"),
       .value("title", "the call's title, shown by the ringing devices"),
-      .flag("video", "a video call"),
       .flag("end-for-all", "end the call for everyone when this device hangs up"),
     ] + media, run: SoftphoneCommand.groupCall),
   Subcommand(
@@ -54,7 +55,8 @@ private let footer = """
   connection lost, the media server failed), 7 cancelled, 8 answered (joined) elsewhere.
   During a 1:1 call, stdin lines are commands or chat: "camera off" / "camera on" (no
   renegotiation), "video on" / "video off" (start or stop sending video, renegotiated),
-  "video count"; any other line goes over the data channel.
+  "video count"; any other line goes over the data channel. During a group call: "mute",
+  "unmute", "video count" (the frames decoded from each participant so far).
   Benchmarks are a separate executable: dialtone-bench.
   """
 

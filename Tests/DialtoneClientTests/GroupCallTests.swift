@@ -112,6 +112,38 @@ private final class FakeGroupSignaling: GroupSignaling, Sendable {
     }
   }
 
+  @Test func aVideoCallPublishesTheCameraSendOnlyAndReceivesEachParticipantsVideo() async throws {
+    let log = EngineLog()
+    let factory = EngineFakePeerConnectionFactory(log: log)
+    let signaling = acking()
+    let call = GroupCall(
+      callId: Self.callId, entry: .create(members: ["bob"], title: nil), video: true, iceServers: [],
+      factory: factory, signaling: signaling)
+    await call.start()
+    await call.handle(.groupMedia(.init(callId: Self.callId, sfu: .janus)))
+    // Before the first offer: webrtcbin 1.22 cannot change a negotiated direction.
+    let publisher = factory.connections[0].calls
+    #expect(publisher.prefix(3) == ["videoDirection(sendonly)", "video(true)", "createOffer(iceRestart: false)"])
+    #expect(factory.configurations[0] == PeerConnectionConfiguration(iceServers: [], video: true, sendOnly: true))
+
+    await call.handle(.groupOffer(.init(callId: Self.callId, stream: "feed-9", sdp: "offer-sfu", from: Self.bob)))
+    #expect(
+      factory.configurations[1] == PeerConnectionConfiguration(iceServers: [], video: true, remoteParticipant: Self.bob)
+    )
+    // A receive-only stream takes the offer's directions as they are.
+    #expect(!factory.connections[1].calls.contains { $0.hasPrefix("video") })
+    await call.leave()
+  }
+
+  @Test func anAudioCallsPublisherHasNoVideo() async throws {
+    let factory = EngineFakePeerConnectionFactory(log: EngineLog())
+    let call = await joined(acking(), factory)
+    await call.handle(.groupMedia(.init(callId: Self.callId, sfu: .janus)))
+    #expect(factory.configurations == [PeerConnectionConfiguration(iceServers: [], video: false, sendOnly: true)])
+    #expect(!factory.connections[0].calls.contains { $0.hasPrefix("video") })
+    await call.leave()
+  }
+
   @Test func candidatesThatComeBeforeTheAnswerAreAppliedAfterIt() async throws {
     let log = EngineLog()
     let factory = EngineFakePeerConnectionFactory(log: log)

@@ -221,6 +221,54 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
     }
   }
 
+  // A group call's publisher (send-only): with a camera its offer sends VP8 video, without
+  // one it has no video section at all (Janus rejects a video section that offers nothing).
+  @Test func aGroupPublisherOffersVideoOnlyWithACamera() async throws {
+    let red = GStreamerMedia.VideoSource(pattern: "red", width: 320, height: 180, framerate: 15)
+    let publisher = PeerConnectionConfiguration(iceServers: [], video: true, sendOnly: true)
+    for camera in [red, nil] {
+      let factory = GStreamerPeerConnectionFactory(media: GStreamerMedia(audio: .silence, video: camera))
+      let pc = try await factory.makePeerConnection(publisher)
+      await pc.setVideoDirection(.sendonly)
+      let offer = try await pc.createOffer(iceRestart: false).sdp
+      if camera != nil {
+        #expect(MediaDirection.video(in: offer) == .sendonly)
+        #expect(GStreamerMedia.vp8PayloadType(in: offer) != nil)
+      } else {
+        #expect(!offer.contains("m=video"), "\(offer)")
+        #expect(offer.contains("m=audio"))
+      }
+      await pc.close()
+      await factory.shutdown()
+    }
+  }
+
+  @Test func onlyASendOnlyConnectionWithoutACameraGoesWithoutVideo() {
+    let call = PeerConnectionConfiguration(iceServers: [], video: true)
+    let publisher = PeerConnectionConfiguration(iceServers: [], video: true, sendOnly: true)
+    #expect(GStreamerPeerConnectionFactory.hasVideoSection(call, camera: false))
+    #expect(GStreamerPeerConnectionFactory.hasVideoSection(publisher, camera: true))
+    #expect(!GStreamerPeerConnectionFactory.hasVideoSection(publisher, camera: false))
+    #expect(
+      !GStreamerPeerConnectionFactory.hasVideoSection(
+        PeerConnectionConfiguration(iceServers: [], video: false), camera: true))
+  }
+
+  @Test func severalStreamsVideoIsCountedAsOne() {
+    var first = GStreamerPeerConnection.ReceivedVideo()
+    first.frames = 40
+    first.width = 640
+    first.red = 250
+    var second = GStreamerPeerConnection.ReceivedVideo()
+    second.frames = 12
+    second.width = 320
+    second.blue = 250
+    let empty = GStreamerPeerConnection.ReceivedVideo()
+    let merged = GStreamerPeerConnection.ReceivedVideo.merged([first, second, empty])
+    #expect(merged.frames == 52 && merged.width == 320 && merged.blue == 250 && merged.red == 0)
+    #expect(GStreamerPeerConnection.ReceivedVideo.merged([]) == empty)
+  }
+
   @Test func aBadRemoteDescriptionIsAnErrorNotACrash() async throws {
     let factory = GStreamerPeerConnectionFactory(media: GStreamerMedia(audio: .silence))
     let pc = try await factory.makePeerConnection(PeerConnectionConfiguration(iceServers: [], video: false))

@@ -10,6 +10,7 @@ Logs of a failed scenario are kept (their directory is printed).
 """
 import asyncio
 import os
+import signal
 import sys
 import time
 
@@ -616,6 +617,107 @@ async def group_call_of_three_through_janus(s, stack):
 async def group_call_of_five_through_janus(s, stack):
     """Five softphones, each hearing the other four."""
     await group_call_of(5, s, stack)
+
+
+async def group_video_counts(peer):
+    """Asks a group softphone how many video frames it decoded so far from each participant."""
+    before = sum(1 for e in peer.events if e.get("event") == "video-count")
+    peer.send("video count")
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 5
+    while sum(1 for e in peer.events if e.get("event") == "video-count") == before:
+        check(loop.time() < deadline, f"{peer.name} did not count its frames")
+        await asyncio.sleep(0.05)
+    return [e for e in peer.events if e.get("event") == "video-count"][-1]["participants"]
+
+
+async def group_video_flows(peers, senders, frames=30, within=30):
+    """Waits until each peer decoded `frames` frames from each of `senders` but itself (an
+    eventual condition with a generous deadline, not a rate: a loaded machine decodes fewer fps)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    for peer in peers:
+        expected = [s for s in senders if not peer.name.startswith(f"{s}-")]
+        while True:
+            counts = await group_video_counts(peer)
+            if all(counts.get(s, 0) >= frames for s in expected):
+                break
+            check(loop.time() < deadline, f"{peer.name} decoded only {counts} in {within} s")
+            await asyncio.sleep(0.25)
+
+
+def saw_colour(peer, sender, colour):
+    """`peer`'s summary of `sender`'s video: enough frames, at the camera's size, in its colour."""
+    video = next((e for e in peer.events if e.get("event") == "participant-video" and e.get("user") == sender), None)
+    saw_video(f"{peer.name} (from {sender})", video)
+    rgb, c = video["rgb"], {"red": 0, "green": 1, "blue": 2}[colour]
+    check(rgb[c] > 200 and all(rgb[i] < 60 for i in range(3) if i != c),
+          f"{peer.name}: {sender}'s frames are {rgb}, not {colour}")
+
+
+async def group_video_call(s, stack, cameras, tones):
+    """Alice rings the others of `tones` in a video call; the members in `cameras` send that
+    solid colour. Returns the peers (Alice first) once each decoded 30 frames from every camera
+    but its own and heard everyone else, and Alice ended the call for everyone (^C)."""
+    ns, _, server = await group_stack(s, stack)
+    names = list(tones)
+    members = []
+    for name in names[1:]:
+        flags = ["--video", cameras[name]] if name in cameras else []
+        peer = member(s, stack, server, ns, name, "--auto", "--tone-frequency", str(tones[name]), *flags,
+                      record=False)
+        await peer.start()
+        members.append(peer)
+    for peer in members:
+        await peer.wait_for("note", text="waiting for a call")
+    alice = member(s, stack, server, ns, "alice", "--to", ",".join(names[1:]), "--video", cameras["alice"],
+                   "--tone-frequency", str(tones["alice"]), "--end-for-all", record=False, command="group call")
+    await alice.start()
+    everyone = [alice, *members]
+    for peer in everyone:
+        for other in names:
+            if not peer.name.startswith(f"{other}-"):
+                await peer.wait_for(f"first-audio {other}", timeout=30)
+                if other in cameras:
+                    await peer.wait_for(f"first-video-frame {other}", timeout=30)
+    await group_video_flows(everyone, list(cameras))
+    alice.proc.send_signal(signal.SIGINT)
+    for peer in everyone:
+        check(await peer.exit_status() == 0, f"{peer.name} did not complete the call")
+    for peer in members:
+        check(peer.has("ended", reason="ended"), f"{peer.name}: the creator's end did not reach it")
+    return everyone
+
+
+@scenario
+async def group_video_call_of_three_through_janus(s, stack):
+    """A video group call: Alice, Bob and Carol each publish a solid-colour camera (VP8) through
+    Janus and decode both others' video, at the sender's resolution and in the sender's colour,
+    while they hear each other."""
+    cameras = {"alice": "red", "bob": "green", "carol": "blue"}
+    everyone = await group_video_call(s, stack, cameras, {"alice": 550, "bob": 440, "carol": 660})
+    for peer in everyone:
+        check(not any(peer.has("participant-video", user=u) for u in cameras if peer.name.startswith(f"{u}-")),
+              f"{peer.name} was sent its own video")
+        for other, colour in cameras.items():
+            if not peer.name.startswith(f"{other}-"):
+                saw_colour(peer, other, colour)
+
+
+@scenario
+async def an_audio_only_participant_in_a_group_video_call(s, stack):
+    """Carol has no camera in Alice's video call: she still hears both and sees both cameras,
+    and they hear her, with no video from her."""
+    cameras = {"alice": "red", "bob": "green"}
+    alice, bob, carol = await group_video_call(s, stack, cameras, {"alice": 550, "bob": 440, "carol": 660})
+    saw_colour(carol, "alice", "red")
+    saw_colour(carol, "bob", "green")
+    saw_colour(alice, "bob", "green")
+    saw_colour(bob, "alice", "red")
+    for peer in (alice, bob):
+        video = next((e for e in peer.events if e.get("event") == "participant-video" and e.get("user") == "carol"),
+                     None)
+        check(video is None or video["frames"] == 0, f"{peer.name} decoded video from carol, who has no camera")
 
 
 @scenario

@@ -4,10 +4,11 @@ import Foundation
 
 /// One device's part in a group call, whose media goes through the server's SFU.
 ///
-/// With Janus (proxied) the device has one `publisher` connection that sends its audio, and
-/// one receive-only connection per other participant, offered by the server as `group-offer`
-/// (one stream per connection: webrtcbin 1.22 cannot take new m-lines mid-call). With LiveKit
-/// the server hands over `{url, token}` (`Event.liveKit`) and the app connects LiveKit's SDK.
+/// With Janus (proxied) the device has one `publisher` connection that sends its audio (and,
+/// in a video call, its camera), and one receive-only connection per other participant with
+/// that participant's audio and video, offered by the server as `group-offer` (one stream per
+/// connection: webrtcbin 1.22 cannot take new m-lines mid-call). With LiveKit the server hands
+/// over `{url, token}` (`Event.liveKit`) and the app connects LiveKit's SDK.
 ///
 /// The app feeds the call's server messages through `handle(_:)` (`CallClient` does) and
 /// observes `events`.
@@ -227,14 +228,15 @@ public actor GroupCall {
       guard streams[Self.publisherStream] == nil else { return }
       do {
         let connection = try await factory.makePeerConnection(
-          PeerConnectionConfiguration(iceServers: iceServers, video: video))
+          PeerConnectionConfiguration(iceServers: iceServers, video: video, sendOnly: true))
         guard !isEnded else { return await connection.close() }
         var stream = Stream(connection: connection, from: nil)
         stream.listeners = listen(connection, stream: Self.publisherStream, from: nil)
         streams[Self.publisherStream] = stream
         if isMuted { await connection.setAudioEnabled(false) }
         if video {
-          // A publisher only sends: the others' video comes on their own streams.
+          // A publisher only sends: the others' video comes on their own streams. (Without a
+          // camera the engine made no video section: this does nothing.)
           await connection.setVideoDirection(.sendonly)
           await connection.setVideoEnabled(true)
         }

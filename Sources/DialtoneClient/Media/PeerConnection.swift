@@ -120,12 +120,20 @@ public struct PeerConnectionConfiguration: Sendable, Equatable {
   /// Set for a group call's receive-only stream: whose media it carries (an engine may keep
   /// each participant's audio apart, and sends nothing on it).
   public var remoteParticipant: Peer?
+  /// Set for a group call's publisher stream: it only sends (the others' media comes on their
+  /// own streams), so without a camera it has no video section at all. An SFU rejects a video
+  /// section with nothing to send, and webrtcbin 1.22 cannot take an answer that rejects one.
+  public var sendOnly: Bool
 
-  public init(iceServers: [IceServer], video: Bool, dataChannel: Bool = false, remoteParticipant: Peer? = nil) {
+  public init(
+    iceServers: [IceServer], video: Bool, dataChannel: Bool = false, remoteParticipant: Peer? = nil,
+    sendOnly: Bool = false
+  ) {
     self.iceServers = iceServers
     self.video = video
     self.dataChannel = dataChannel
     self.remoteParticipant = remoteParticipant
+    self.sendOnly = sendOnly
   }
 }
 

@@ -105,6 +105,7 @@ final class EngineFakePeerConnectionFactory: PeerConnectionFactory, Sendable {
   let log: EngineLog
   let canRestartIce: Bool
   private let made = Locked<[EngineFakePeerConnection]>([])
+  private let asked = Locked<[PeerConnectionConfiguration]>([])
 
   init(log: EngineLog, canRestartIce: Bool = true) {
     self.log = log
@@ -112,8 +113,11 @@ final class EngineFakePeerConnectionFactory: PeerConnectionFactory, Sendable {
   }
 
   var connections: [EngineFakePeerConnection] { made.current }
+  /// What each connection was made with, in order.
+  var configurations: [PeerConnectionConfiguration] { asked.current }
 
   func makePeerConnection(_ configuration: PeerConnectionConfiguration) async throws -> any PeerConnection {
+    asked.withLock { $0.append(configuration) }
     let pc: EngineFakePeerConnection = made.withLock { made in
       let pc = EngineFakePeerConnection(index: made.count + 1, canRestartIce: canRestartIce, log: log)
       made.append(pc)

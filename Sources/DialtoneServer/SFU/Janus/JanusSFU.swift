@@ -211,18 +211,32 @@ actor JanusSFU: SFUBackend {
     let room = Room(
       number: Self.randomID(), secret: SecureRandom.token(byteCount: 18), pin: SecureRandom.token(byteCount: 18),
       video: video)
-    var request: [String: JSONValue] = [
-      "request": "create", "room": .int(Int64(room.number)), "secret": .string(room.secret),
-      "pin": .string(room.pin), "is_private": true, "permanent": false,
-      "publishers": .int(Int64(Limits.maxGroupMembers)), "audiocodec": "opus", "videocodec": "vp8,h264",
-      "notify_joining": false,
-    ]
-    if let adminKey = settings.adminKey { request["admin_key"] = .string(adminKey) }
-    let reply = try await session.message(manager, .object(request))
+    let request = Self.createRequest(
+      room: room.number, secret: room.secret, pin: room.pin, video: room.video, adminKey: settings.adminKey)
+    let reply = try await session.message(manager, request)
     guard reply.data["videoroom"]?.stringValue == "created" else {
       throw JanusError.protocolViolation("create room: \(reply.data.serializedString)")
     }
     rooms[callId] = room
+  }
+
+  /// The video cap Janus asks each publisher of a video call for (REMB): every participant
+  /// receives all the others' video, so a call of N sends N-1 streams to each device.
+  static let videoBitrate = 600_000
+
+  /// VideoRoom's `create` for a call's private room. Video is VP8 only: Janus forwards what
+  /// each publisher sends without transcoding, and VP8 is the codec every Dialtone engine
+  /// encodes and decodes (the GStreamer engine has no other), so every subscriber can decode
+  /// every publisher.
+  static func createRequest(room: UInt64, secret: String, pin: String, video: Bool, adminKey: String?) -> JSONValue {
+    var request: [String: JSONValue] = [
+      "request": "create", "room": .int(Int64(room)), "secret": .string(secret), "pin": .string(pin),
+      "is_private": true, "permanent": false, "publishers": .int(Int64(Limits.maxGroupMembers)),
+      "audiocodec": "opus", "videocodec": "vp8", "notify_joining": false,
+    ]
+    if video { request["bitrate"] = .int(Int64(videoBitrate)) }
+    if let adminKey { request["admin_key"] = .string(adminKey) }
+    return .object(request)
   }
 
   private func join(_ callId: CallID, _ who: Identity) async throws {

@@ -1,0 +1,21 @@
+import DialtoneJSON
+import Testing
+
+@testable import DialtoneServer
+
+/// The VideoRoom room a group call gets on Janus.
+@Suite struct JanusRoomTests {
+  @Test func aVideoCallsRoomIsVP8WithABitrateCapAndAnAudioCallsHasNone() {
+    let video = JanusSFU.createRequest(room: 42, secret: "s", pin: "p", video: true, adminKey: "k")
+    #expect(video["request"]?.stringValue == "create")
+    #expect(video["videocodec"]?.stringValue == "vp8")
+    #expect(video["audiocodec"]?.stringValue == "opus")
+    #expect(video["bitrate"]?.intValue == JanusSFU.videoBitrate)
+    #expect(video["admin_key"]?.stringValue == "k")
+    #expect(video["pin"]?.stringValue == "p" && video["is_private"]?.boolValue == true)
+
+    let audio = JanusSFU.createRequest(room: 42, secret: "s", pin: "p", video: false, adminKey: nil)
+    #expect(audio["bitrate"] == nil && audio["admin_key"] == nil)
+    #expect(audio["room"]?.intValue == 42)
+  }
+}
