@@ -409,6 +409,26 @@ static inline void dt_webrtc_set_direction(GstElement *webrtc, guint index, gint
   gst_object_unref(t);
 }
 
+/// The shortest interval between regular RTCP reports of webrtcbin's RTP session (its default,
+/// 5 s, is too slow a feedback loop for the video sender's rate control).
+static void dt__rtcp_interval(GstElement *rtpbin, guint session_id, guint ssrc, gpointer ud) {
+  (void)ssrc;
+  GstElement *session = NULL;
+  g_signal_emit_by_name(rtpbin, "get-session", session_id, &session);
+  if (!session) return;
+  g_object_set(session, "rtcp-min-interval", (guint64)GPOINTER_TO_SIZE(ud) * GST_MSECOND, NULL);
+  gst_object_unref(session);
+}
+
+// webrtcbin makes its sessions as it negotiates: the interval is set on each as its first
+// source appears.
+static inline void dt_webrtc_rtcp_interval(GstElement *webrtc, guint milliseconds) {
+  GstElement *rtpbin = gst_bin_get_by_name(GST_BIN(webrtc), "rtpbin");
+  if (!rtpbin) return;
+  g_signal_connect(rtpbin, "on-new-ssrc", G_CALLBACK(dt__rtcp_interval), GSIZE_TO_POINTER(milliseconds));
+  gst_object_unref(rtpbin);
+}
+
 /// Retransmissions (RFC 4588 RTX, NACK feedback) for the transceiver at `index`.
 static inline void dt_webrtc_enable_nack(GstElement *webrtc, guint index) {
   GstWebRTCRTPTransceiver *t = NULL;
@@ -479,10 +499,15 @@ typedef struct dt_stats {
   guint remote_video_ssrc_count;
   // Out: our video stream (the counts the peer's RTCP feedback asked for) and theirs (what
   // we asked for); fraction lost and round trip from the peer's reports on our video.
-  guint64 video_bytes_sent, video_bytes_received;
+  guint64 video_bytes_sent, video_bytes_received, video_packets_sent;
   gint64 video_packets_lost;
   guint64 nacks_received, plis_received, nacks_sent, plis_sent;
   gdouble video_fraction_lost, video_round_trip_time;
+  // The peer's latest report on any of our streams: webrtcbin 1.22 keeps one report block per
+  // remote source, so with bundle only one of our streams (often the audio) has one. All of
+  // them share the path, so it measures the same congestion.
+  gdouble path_fraction_lost;
+  gint64 path_packets_lost;
 } dt_stats;
 
 static gboolean dt__is_remote_video(const dt_stats *out, guint32 ssrc) {
@@ -518,6 +543,7 @@ static gboolean dt__stat_entry(GQuark field, const GValue *value, gpointer ud) {
     if ((n = dt__number(s, "packets-sent")) > 0) out->packets_sent += (guint64)n;
     if (has_ssrc && out->video_ssrc != 0 && ssrc == out->video_ssrc) {
       if ((n = dt__number(s, "bytes-sent")) > 0) out->video_bytes_sent += (guint64)n;
+      if ((n = dt__number(s, "packets-sent")) > 0) out->video_packets_sent += (guint64)n;
       if ((n = dt__number(s, "nack-count")) > 0) out->nacks_received += (guint64)n;
       if ((n = dt__number(s, "pli-count")) > 0) out->plis_received += (guint64)n;
       if ((n = dt__number(s, "fir-count")) > 0) out->plis_received += (guint64)n;
@@ -538,6 +564,8 @@ static gboolean dt__stat_entry(GQuark field, const GValue *value, gpointer ud) {
     break;
   case GST_WEBRTC_STATS_REMOTE_INBOUND_RTP:
     if ((n = dt__number(s, "round-trip-time")) >= 0) out->round_trip_time = n;
+    if ((n = dt__number(s, "fraction-lost")) >= 0) out->path_fraction_lost = n;
+    if ((n = dt__number(s, "packets-lost")) >= 0) out->path_packets_lost = (gint64)n;
     if (has_ssrc && out->video_ssrc != 0 && ssrc == out->video_ssrc) {
       if ((n = dt__number(s, "fraction-lost")) >= 0) out->video_fraction_lost = n;
       if ((n = dt__number(s, "round-trip-time")) >= 0) out->video_round_trip_time = n;
@@ -571,6 +599,8 @@ static inline void dt_stats_read(GstPromise *p, dt_stats *out) {
   out->round_trip_time = -1;
   out->video_fraction_lost = -1;
   out->video_round_trip_time = -1;
+  out->path_fraction_lost = -1;
+  out->path_packets_lost = -1;
   const GstStructure *reply = gst_promise_get_reply(p);
   if (reply) gst_structure_foreach(reply, dt__stat_entry, out);
 }

@@ -98,7 +98,9 @@ public struct GStreamerMedia: Sendable {
     // latency: the jitter buffer's delay, which the first audio pays too.
     var camera = ""
     if sendsVideo, let video {
-      // Realtime VP8: the fastest preset, error resilient, a keyframe at least every 2 s. A
+      // Realtime VP8: the fastest preset, error resilient, a keyframe at least every 2 s,
+      // constant bitrate over a 1 s buffer (VBR overshoots a low target several times over on
+      // a busy picture), dropping frames and scaling down rather than missing the target. A
       // camera drops frames the encoder cannot keep up with rather than queue them (latency),
       // and the valve right before the encoder turns it off at once. It starts closed: the
       // call engine opens it once the other side was told we send video.
@@ -107,7 +109,8 @@ public struct GStreamerMedia: Sendable {
         + "video/x-raw,width=\(video.width),height=\(video.height),framerate=\(video.framerate)/1 ! "
         + "videoconvert ! queue leaky=downstream max-size-buffers=2 max-size-bytes=0 max-size-time=0 ! "
         + "valve name=camera drop=true ! vp8enc name=venc deadline=1 cpu-used=8 threads=2 "
-        + "target-bitrate=\(Self.startVideoBitrate) "
+        + "target-bitrate=\(Self.startVideoBitrate) end-usage=cbr buffer-size=1000 buffer-initial-size=500 "
+        + "buffer-optimal-size=600 dropframe-threshold=30 resize-allowed=true "
         + "keyframe-max-dist=\(video.framerate * 2) error-resilient=partitions ! "
         + "rtpvp8pay name=vpay pt=\(Self.vp8PayloadType) ssrc=\(videoSSRC) picture-id-mode=15-bit ! "
         + "capsfilter name=vcaps caps=\"\(Self.vp8Caps(ssrc: videoSSRC))\" ! webrtc."
@@ -120,8 +123,8 @@ public struct GStreamerMedia: Sendable {
   }
 
   static let defaultOpusPayloadType = 111
-  /// Where the encoder starts; `VideoRateController` moves it with the receiver's reports.
-  static let startVideoBitrate = 600_000
+  /// Where the encoder starts, as browsers do; `VideoRateController` moves it with the receiver's reports.
+  static let startVideoBitrate = 300_000
   static let vp8PayloadType = 96
 
   static func vp8Caps(payloadType: Int = vp8PayloadType, ssrc: UInt32? = nil) -> String {

@@ -156,7 +156,10 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     }
     // Video repairs a lost packet by retransmission (a lost keyframe packet otherwise costs
     // every frame until the next keyframe).
-    if video { dt_webrtc_enable_nack(webrtc, 1) }
+    if video {
+      dt_webrtc_enable_nack(webrtc, 1)
+      dt_webrtc_rtcp_interval(webrtc, 1000)
+    }
 
     let retained = Unmanaged.passRetained(self)
     retainedByCallbacks = retained
@@ -430,16 +433,21 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
         guard let self, !self.isClosed else { return }
         guard self.lock.withLock({ self.cameraSending }) else { continue }
         let raw = await self.rawStats()
-        guard raw.video_fraction_lost >= 0 else { continue }
-        let report = VideoRateController.Report(
-          fractionLost: raw.video_fraction_lost,
-          roundTripTime: raw.video_round_trip_time >= 0 ? raw.video_round_trip_time : nil)
-        let (before, after) = self.lock.withLock { () -> (Int, Int) in
+        // The report on our video if webrtcbin has one, else the one on the path (see dt_stats).
+        let video = raw.video_fraction_lost >= 0
+        let lost = video ? raw.video_fraction_lost : raw.path_fraction_lost
+        let rtt = video ? raw.video_round_trip_time : raw.round_trip_time
+        let sample = VideoRateController.Sample(
+          fractionLost: lost >= 0 ? lost : nil, roundTripTime: rtt >= 0 ? rtt : nil,
+          cumulativeLost: Int64(raw.path_packets_lost), nacksReceived: UInt64(raw.nacks_received),
+          packetsSent: UInt64(raw.video_packets_sent))
+        let (before, after) = self.lock.withLock { () -> (Int, Int?) in
           let before = self.rateController.target
-          let after = self.rateController.update(report)
-          self.targetBitrate = after
+          let after = self.rateController.observe(sample)
+          self.targetBitrate = self.rateController.target
           return (before, after)
         }
+        guard let after else { continue }
         if after != before, let encoder = dt_bin_get(self.pipeline, "venc") {
           dt_set(encoder, "target-bitrate", String(after))
           dt_unref(encoder)

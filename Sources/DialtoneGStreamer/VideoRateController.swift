@@ -19,6 +19,30 @@ public struct VideoRateController: Sendable, Equatable {
     }
   }
 
+  /// What the sender's stack shows once a second: the receiver's latest report (repeated until
+  /// the next one comes) and the running counts of NACKs received and video packets sent.
+  public struct Sample: Sendable, Equatable {
+    /// The latest report's fraction lost, nil before the first one.
+    public var fractionLost: Double?
+    public var roundTripTime: Double?
+    /// The report's cumulative packets lost: with the two above, it tells a new report from
+    /// the previous one repeated.
+    public var cumulativeLost: Int64
+    public var nacksReceived: UInt64
+    public var packetsSent: UInt64
+
+    public init(
+      fractionLost: Double?, roundTripTime: Double?, cumulativeLost: Int64, nacksReceived: UInt64,
+      packetsSent: UInt64
+    ) {
+      self.fractionLost = fractionLost
+      self.roundTripTime = roundTripTime
+      self.cumulativeLost = cumulativeLost
+      self.nacksReceived = nacksReceived
+      self.packetsSent = packetsSent
+    }
+  }
+
   public let minimum: Int
   public let maximum: Int
   /// Bits per second the encoder is asked for.
@@ -26,10 +50,44 @@ public struct VideoRateController: Sendable, Equatable {
   /// The lowest round-trip time seen: the path without a queue.
   public private(set) var baseRoundTripTime: Double?
 
+  private var lastReport: Report?
+  private var lastCumulativeLost: Int64?
+  private var lastNacks: UInt64?
+  private var lastPackets: UInt64?
+
   public init(start: Int = 600_000, minimum: Int = 100_000, maximum: Int = 1_500_000) {
     self.minimum = minimum
     self.maximum = maximum
     target = min(max(start, minimum), maximum)
+  }
+
+  /// One sample: a new report is used once (with the NACK rate if that is worse); between
+  /// reports the NACKs sent for the packets since the previous sample (AVPF feedback comes at
+  /// once, regular reports every second or more, and webrtcbin 1.22 exposes them only now and
+  /// then) stand for the loss. Nil: nothing new.
+  public mutating func observe(_ sample: Sample) -> Int? {
+    var nackLoss: Double?
+    if let nacks = lastNacks, let packets = lastPackets, sample.packetsSent >= packets, sample.nacksReceived >= nacks {
+      let sent = sample.packetsSent - packets
+      // A NACK names one or more lost packets (RFC 4585 6.2.1: a packet id and a bitmask of
+      // the 16 after it), so NACKs per packet sent undercount the loss: counted double.
+      if sent >= 20 { nackLoss = min(1, 2 * Double(sample.nacksReceived - nacks) / Double(sent)) }
+    }
+    lastNacks = sample.nacksReceived
+    lastPackets = sample.packetsSent
+    var report: Report?
+    if let lost = sample.fractionLost {
+      let candidate = Report(fractionLost: lost, roundTripTime: sample.roundTripTime)
+      if candidate != lastReport || sample.cumulativeLost != lastCumulativeLost { report = candidate }
+      lastReport = candidate
+      lastCumulativeLost = sample.cumulativeLost
+    }
+    if var report {
+      report.fractionLost = max(report.fractionLost, nackLoss ?? 0)
+      return update(report)
+    }
+    guard let nackLoss else { return nil }
+    return update(Report(fractionLost: nackLoss, roundTripTime: nil))
   }
 
   /// GCC's thresholds: above 10 % loss the rate drops by half the loss; under 2 % it grows by

@@ -39,4 +39,30 @@ import Testing
     #expect(c.target == 100_000)
     #expect(c.update(report(-3, rtt: -1)) == 108_000)  // nonsense is clamped, not trusted
   }
+
+  private func sample(_ loss: Double?, lostSoFar: Int64 = 0, nacks: UInt64, packets: UInt64)
+    -> VideoRateController.Sample
+  {
+    .init(
+      fractionLost: loss, roundTripTime: 0.05, cumulativeLost: lostSoFar, nacksReceived: nacks, packetsSent: packets)
+  }
+
+  // A report is used once: webrtcbin repeats the latest until the next one comes.
+  @Test func aRepeatedReportIsUsedOnce() {
+    var c = VideoRateController(start: 600_000)
+    #expect(c.observe(sample(0.2, lostSoFar: 10, nacks: 0, packets: 100)) == 540_000)
+    #expect(c.observe(sample(0.2, lostSoFar: 10, nacks: 0, packets: 110)) == nil)  // too few packets for NACKs
+    #expect(c.observe(sample(0.2, lostSoFar: 25, nacks: 0, packets: 200)) == 486_000)  // a new report
+  }
+
+  // Between reports, the NACK rate (counted double: one NACK may name several packets) is the loss.
+  @Test func nacksStandForTheLossBetweenReports() {
+    var c = VideoRateController(start: 600_000)
+    #expect(c.observe(sample(nil, nacks: 0, packets: 0)) == nil)
+    #expect(c.observe(sample(nil, nacks: 10, packets: 100)) == 540_000)  // 20 % → down 10 %
+    #expect(c.observe(sample(nil, nacks: 10, packets: 200)) == 583_200)  // no NACKs: up 8 %
+    #expect(c.observe(sample(0.01, nacks: 30, packets: 300)) == 466_560)  // the worse of the two: 40 %
+    // Counters that go backwards (a fresh connection) are not a rate.
+    #expect(c.observe(sample(0.01, nacks: 0, packets: 10)) == nil)
+  }
 }

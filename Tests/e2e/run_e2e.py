@@ -317,6 +317,25 @@ async def the_call_survives_a_dead_network_path(s, stack):
 
 
 @scenario
+async def video_follows_a_narrow_link(s, stack):
+    """A 640x360 test pattern that needs ~0.7 Mbit/s, sent over a 300 kbit/s link with 50 ms RTT:
+    the sender lowers its target below the cap from the receiver's reports, and the receiver
+    keeps decoding frames instead of freezing on lost keyframes."""
+    link = stack(await NamespaceLink(s, rtt_ms=50, rate_kbps=300).start())
+    server = stack(await Server(s, netns=link.NS_B, host=link.ADDR_B).start())
+    bob = await auto_answering_bob(s, stack, server, netns=link.NS_B)
+    alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
+                                               "--to", "bob", "--video", "smpte", "--duration", "20"],
+                                  netns=link.NS_A).start())
+    await bob.wait_for("first-video-frame", timeout=20)
+    await asyncio.sleep(8)  # the controller settles under the cap
+    await frames_grow(bob, await video_count(bob), by=30, within=8, what="video froze on the narrow link")
+    check(await alice.exit_status(timeout=40) == 0, "alice's call did not complete")
+    figures = alice.find("ended")["stats"].get("video") or {}
+    check(0 < figures.get("targetBitrate", 0) <= 300_000, f"the sender did not follow the link: {figures}")
+
+
+@scenario
 async def declined_missed_and_busy_calls_exit_with_their_status(s, stack):
     """Declined: the caller exits 3 (and so does the callee who declined). Missed after the
     ring timeout: both exit 5. Busy: calling someone who is in a call exits 4."""
