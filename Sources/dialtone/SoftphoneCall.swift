@@ -69,7 +69,7 @@ actor SoftphoneCall {
   private var ringingOffers: [CallID: CallEngine] = [:]
 
   private let participantAudio: ParticipantAudio?
-  /// When the duration elapses or stdin closes: end the group call for everyone (the creator).
+  /// When the duration elapses or on ^C: end the group call for everyone (the creator).
   private let endForAll: Bool
   /// Dial video calls (`--video`).
   private let video: Bool
@@ -304,7 +304,7 @@ actor SoftphoneCall {
     ParticipantVideo.byParticipant(remoteStreams.map { ($0.from, $0.connection.videoReceived()) })
   }
 
-  /// The duration elapsed, stdin closed or ^C: leave (or, with --end-for-all, end for everyone).
+  /// The duration elapsed or ^C: leave (or, with --end-for-all, end for everyone).
   private func endGroup() async -> Status? {
     guard let group else { return .error }
     if endForAll, groupJoined { await group.endForAll() } else { await group.leave() }

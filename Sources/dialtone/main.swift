@@ -12,7 +12,7 @@ private let media: [CommandOption] = [
     "a video call (1:1 or group) with this test pattern as the camera (smpte, ball, red, green, blue, ...)"),
   .value("camera", "a camera (test pattern) for an audio call, sent once it is upgraded (stdin: video on)"),
   .value("record-video", "write the video received in a 1:1 call to this WebM file (as sent, not re-encoded)"),
-  .value("duration", "hang up this many seconds after connecting (default: when stdin closes)"),
+  .value("duration", "hang up this many seconds after connecting (default: stay until ^C or the other side hangs up)"),
   .flag("relay-only", "use TURN relay candidates only"),
   .flag("no-trickle", "gather every candidate before sending the offer or answer (the slow baseline)"),
   .flag("json", "print events as JSON lines"),
