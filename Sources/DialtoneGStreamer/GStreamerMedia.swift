@@ -100,7 +100,9 @@ public struct GStreamerMedia: Sendable {
     if sendsVideo, let video {
       // Realtime VP8: the fastest preset, error resilient, a keyframe at least every 2 s,
       // constant bitrate over a 1 s buffer (VBR overshoots a low target several times over on
-      // a busy picture), dropping frames and scaling down rather than missing the target. A
+      // a busy picture), dropping frames and scaling down rather than missing the target, and
+      // keyframes at most 3 average frames (a bigger burst overflows a narrow link's queue, and
+      // nothing here paces packets). A
       // camera drops frames the encoder cannot keep up with rather than queue them (latency),
       // and the valve right before the encoder turns it off at once. It starts closed: the
       // call engine opens it once the other side was told we send video.
@@ -110,7 +112,7 @@ public struct GStreamerMedia: Sendable {
         + "videoconvert ! queue leaky=downstream max-size-buffers=2 max-size-bytes=0 max-size-time=0 ! "
         + "valve name=camera drop=true ! vp8enc name=venc deadline=1 cpu-used=8 threads=2 "
         + "target-bitrate=\(Self.startVideoBitrate) end-usage=cbr buffer-size=1000 buffer-initial-size=500 "
-        + "buffer-optimal-size=600 dropframe-threshold=30 resize-allowed=true "
+        + "buffer-optimal-size=600 dropframe-threshold=30 resize-allowed=true max-intra-bitrate=300 "
         + "keyframe-max-dist=\(video.framerate * 2) error-resilient=partitions ! "
         + "rtpvp8pay name=vpay pt=\(Self.vp8PayloadType) ssrc=\(videoSSRC) picture-id-mode=15-bit ! "
         + "capsfilter name=vcaps caps=\"\(Self.vp8Caps(ssrc: videoSSRC))\" ! webrtc."

@@ -86,8 +86,10 @@ public struct VideoRateController: Sendable, Equatable {
       report.fractionLost = max(report.fractionLost, nackLoss ?? 0)
       return update(report)
     }
+    // A few NACKs come from late (reordered, jittered) packets too: between reports they only
+    // count as congestion above GCC's 10 %; below it they do not hold the rate back.
     guard let nackLoss else { return nil }
-    return update(Report(fractionLost: nackLoss, roundTripTime: nil))
+    return update(Report(fractionLost: nackLoss > 0.10 ? nackLoss : 0, roundTripTime: nil))
   }
 
   /// GCC's thresholds: above 10 % loss the rate drops by half the loss; under 2 % it grows by
