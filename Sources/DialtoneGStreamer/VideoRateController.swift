@@ -50,6 +50,9 @@ public struct VideoRateController: Sendable, Equatable {
   /// The lowest round-trip time seen: the path without a queue.
   public private(set) var baseRoundTripTime: Double?
 
+  /// No congestion seen yet: a clean link grows the rate faster (browsers probe their way up
+  /// from 300 kbit/s within seconds; 8 % a second would take ten to double it).
+  public private(set) var probing = true
   private var lastReport: Report?
   private var lastCumulativeLost: Int64?
   private var lastNacks: UInt64?
@@ -93,7 +96,7 @@ public struct VideoRateController: Sendable, Equatable {
   }
 
   /// GCC's thresholds: above 10 % loss the rate drops by half the loss; under 2 % it grows by
-  /// 8 % a report (about a second); in between it holds. A round trip 150 ms over the path's
+  /// 8 % a report (about a second), 25 % until the first congestion; in between it holds. A round trip 150 ms over the path's
   /// own means a queue is building: down 15 % before packets are lost.
   public mutating func update(_ report: Report) -> Int {
     let loss = min(max(report.fractionLost, 0), 1)
@@ -105,10 +108,12 @@ public struct VideoRateController: Sendable, Equatable {
     var next = Double(target)
     if loss > 0.10 {
       next *= 1 - 0.5 * loss
+      probing = false
     } else if queueing {
       next *= 0.85
+      probing = false
     } else if loss < 0.02 {
-      next *= 1.08
+      next *= probing ? 1.25 : 1.08
     }
     target = min(max(Int(next), minimum), maximum)
     return target

@@ -12,11 +12,16 @@ import Testing
     #expect(c.update(report(0.5)) == 405_000)
   }
 
+  // Until the first congestion a clean link grows the rate by 25 % a report, then by 8 %.
   @Test func aCleanLinkGrowsTheRateUpToTheMaximum() {
-    var c = VideoRateController(start: 600_000, maximum: 700_000)
-    #expect(c.update(report(0)) == 648_000)
-    #expect(c.update(report(0.01)) == 699_840)
-    #expect(c.update(report(0)) == 700_000)
+    var c = VideoRateController(start: 600_000, maximum: 2_000_000)
+    #expect(c.update(report(0)) == 750_000)
+    #expect(c.probing)
+    #expect(c.update(report(0.2)) == 675_000)
+    #expect(!c.probing)
+    #expect(c.update(report(0.01)) == 729_000)
+    for _ in 0..<30 { _ = c.update(report(0)) }
+    #expect(c.target == 2_000_000)
   }
 
   @Test func moderateLossHolds() {
@@ -28,7 +33,8 @@ import Testing
     var c = VideoRateController(start: 600_000)
     _ = c.update(report(0, rtt: 0.05))
     #expect(c.baseRoundTripTime == 0.05)
-    #expect(c.update(report(0, rtt: 0.3)) == 550_800)  // 648,000 × 0.85
+    #expect(c.update(report(0, rtt: 0.3)) == 637_500)  // 750,000 × 0.85
+    #expect(!c.probing)
     #expect(c.baseRoundTripTime == 0.05)
   }
 
