@@ -64,6 +64,9 @@ actor SoftphoneCall {
 
   private var engine: CallEngine?
   private var wasConnected = false
+  /// Remote audio or video was decoded at least once: a call that connected but never carried
+  /// media ended as `failed`, not `completed`.
+  private var mediaFlowed = false
   private var answering = false
   private var awaitingSurvivor: CallID?
   private var ringingOffers: [CallID: CallEngine] = [:]
@@ -132,6 +135,7 @@ actor SoftphoneCall {
       return await stateChanged(state)
     case .milestone(let m, let instant, let pc):
       report.mark(m.rawValue, at: instant)
+      if m == .firstAudio || m == .firstVideoFrame { mediaFlowed = true }
       // A group call's stream: whose video it is.
       if m == .firstVideoFrame, let from = remoteStreams.first(where: { $0.connection === pc })?.from {
         report.mark("first-video-frame \(from.userId)", at: instant)
@@ -463,6 +467,9 @@ actor SoftphoneCall {
     let status: Status
     let reason: String
     switch ending {
+    case .local where wasConnected && !mediaFlowed:
+      status = .failed
+      reason = "no media"
     case .local:
       // Ended here before connecting: a caller cancelled, a callee declined.
       if wasConnected {
@@ -476,7 +483,7 @@ actor SoftphoneCall {
     case .remote(let why):
       reason = why.rawValue
       switch why {
-      case .hangup: status = wasConnected ? .completed : .failed
+      case .hangup: status = wasConnected && mediaFlowed ? .completed : .failed
       case .declined, .declinedElsewhere: status = .declined
       case .busy: status = .busy
       case .missed: status = .missed

@@ -52,7 +52,8 @@ private let commands: [Subcommand] = [
 
 private let footer = """
   Exit status: 0 completed, 1 error, 2 usage, 3 declined, 4 busy, 5 missed, 6 failed (ICE or
-  connection lost, the media server failed), 7 cancelled, 8 answered (joined) elsewhere.
+  connection lost, no media ever arrived, the media server failed), 7 cancelled, 8 answered
+  (joined) elsewhere.
   During a 1:1 call, stdin lines are commands or chat: "camera off" / "camera on" (no
   renegotiation), "video on" / "video off" (start or stop sending video, renegotiated),
   "video count"; any other line goes over the data channel. During a group call: "mute",

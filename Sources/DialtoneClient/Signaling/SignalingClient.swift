@@ -13,6 +13,9 @@ public actor SignalingClient {
     public var backoff: [Duration] = [.milliseconds(500), .seconds(1), .seconds(2), .seconds(4), .seconds(8)]
     /// A ping unanswered this long means the socket is dead.
     public var pingTimeout: Duration = .seconds(10)
+    /// No `welcome` this long after opening the socket (a server that accepts and then says
+    /// nothing, a connect that hangs): the socket is closed and the client reconnects.
+    public var welcomeTimeout: Duration = .seconds(10)
 
     public init(url: String) { self.url = url }
   }
@@ -138,6 +141,10 @@ public actor SignalingClient {
         .init(token: bearer, resume: sessionId.map { .init(sessionId: $0, lastSeq: lastSeq) }))
       socket.send(MessageCodec.encodeString(hello, id: "\(idPrefix)-hello"))
       let keepalive = Task { await self.keepAlive(socket) }
+      let handshake = Task { [clock, configuration] in
+        do { try await clock.sleep(for: configuration.welcomeTimeout) } catch { return }
+        self.closeUnlessWelcomed(socket)
+      }
       var closeCode: Int?
       for await event in socket.events {
         switch event {
@@ -147,6 +154,7 @@ public actor SignalingClient {
         }
       }
       keepalive.cancel()
+      handshake.cancel()
       self.socket = nil
       let wasWelcomed = welcomed
       welcomed = false
@@ -165,6 +173,12 @@ public actor SignalingClient {
       let delay = wasWelcomed ? .zero : base * Double.random(in: 0.5...1.5)
       await waitBeforeReconnect(delay)
     }
+  }
+
+  private func closeUnlessWelcomed(_ opened: any SignalingSocket) {
+    // Still the same connection attempt (the loop clears `socket` when it ends)?
+    guard !welcomed, socket != nil else { return }
+    opened.close(code: CloseCode.goingAway.rawValue)
   }
 
   private func waitBeforeReconnect(_ delay: Duration) async {
