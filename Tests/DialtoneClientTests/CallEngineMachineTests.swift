@@ -98,6 +98,21 @@ func connectedCaller(
     #expect(m.handle(.localDescriptionSet(generation: 1)) == [.send(.accept(.init(callId: "c", answer: answer)))])
   }
 
+  // Accepted while the invite's offer is still being applied: the answer follows it, in the
+  // accept (protocol.md 7.6: an accept answers the invite's offer whenever there was one).
+  @Test func anAcceptBeforeTheOfferIsAppliedWaitsForIt() {
+    var m = callee()
+    _ = m.handle(.start)
+    _ = m.handle(.connectionMade(generation: 1, canRestartIce: true))
+    #expect(m.handle(.accept).isEmpty)
+    #expect(m.state == .connecting)
+    #expect(
+      m.handle(.remoteDescriptionSet(generation: 1))
+        == [.setVideoDirection(generation: 1, .recvonly), .createAnswer(generation: 1)])
+    _ = m.handle(.answerCreated(generation: 1, answer))
+    #expect(m.handle(.localDescriptionSet(generation: 1)) == [.send(.accept(.init(callId: "c", answer: answer)))])
+  }
+
   // Rule 3: disconnected waits its grace, failed restarts at once, backoff 1-2-3, then the call fails.
   @Test func theIcePolicy() {
     var m = connectedCaller()

@@ -281,7 +281,7 @@ private func ringingOnTwoDevices(_ server: TestServer) async throws -> (
     let call = callID()
     _ = try await alice.invite(call, to: "bob")
     _ = try await bob.expect(.invite)
-    _ = try await bob.act(.accept(.init(callId: call)))
+    _ = try await bob.act(.accept(.init(callId: call, answer: SessionDescription(sdp: answerSDP))))
     _ = try await alice.expect(.accept)
     bob.close()
     _ = try await bob.closeCode()
@@ -347,7 +347,7 @@ private func ringingOnTwoDevices(_ server: TestServer) async throws -> (
       _ = try await alice.invite(call, to: "bob")
       _ = try await bob.expect(.invite)
       if n == 0 {
-        _ = try await bob.act(.accept(.init(callId: call)))
+        _ = try await bob.act(.accept(.init(callId: call, answer: SessionDescription(sdp: answerSDP))))
         _ = try await alice.expect(.accept)
         server.clock.advance(by: 3)
         _ = try await alice.act(.hangup(.init(callId: call)))

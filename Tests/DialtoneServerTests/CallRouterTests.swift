@@ -172,6 +172,47 @@ struct CallRouterTests {
     #expect(stray.reply.errorCode == .invalidState)
   }
 
+  // protocol.md 7.6: an accept carries the answer exactly when the invite carried an offer.
+  @Test func anAcceptMustAnswerTheInvitesOfferExactlyWhenThereIsOne() {
+    var router = CallRouter()
+    _ = router.handle(
+      ClientEnvelope(
+        id: "i", message: .invite(.init(callId: "with", to: "bob", video: false, offer: .init(sdp: "v=0")))),
+      from: alice, now: t0)
+    #expect(
+      router.handle(ClientEnvelope(id: "a", message: .accept(.init(callId: "with"))), from: bobPhone, now: t0).reply
+        .errorCode == .badRequest)
+    #expect(
+      router.handle(
+        ClientEnvelope(id: "b", message: .accept(.init(callId: "with", answer: .init(sdp: "v=0")))), from: bobPhone,
+        now: t0
+      ).reply.errorCode == nil)
+    var other = CallRouter()  // bob is now in a call: a new one would be busy
+    _ = ringing(&other, "without")
+    #expect(
+      other.handle(
+        ClientEnvelope(id: "c", message: .accept(.init(callId: "without", answer: .init(sdp: "v=0")))),
+        from: bobLaptop, now: t0
+      ).reply.errorCode == .badRequest)
+  }
+
+  // protocol.md 7.7: the accepting device's decline, after accepting, is a hangup.
+  @Test func aDeclineFromTheAcceptingDeviceIsAHangup() {
+    var router = CallRouter()
+    _ = ringing(&router)
+    _ = router.handle(ClientEnvelope(id: "a", message: .accept(.init(callId: "call-1"))), from: bobPhone, now: t0)
+    let declined = router.handle(
+      ClientEnvelope(id: "d", message: .decline(.init(callId: "call-1"))), from: bobPhone, now: t0)
+    #expect(declined.reply.errorCode == nil)
+    #expect(
+      sends(declined.effects).contains {
+        if case .callEnded(let m) = $0.0 {
+          return m.reason == .hangup && $0.1 == .device(userId: "alice", deviceId: "phone")
+        }
+        return false
+      })
+  }
+
   // While the call rings there is nothing to renegotiate: the callee cannot offer yet.
   @Test func callerCannotAnswerAndCalleeCannotOffer() {
     var router = CallRouter()

@@ -98,6 +98,8 @@ public struct CallEngineMachine: Sendable {
     case nothing
     /// Callee: answer it (unless still ringing; `accept` answers then).
     case answerIt
+    /// Callee: accepted while the invite's offer was being applied: accept with the answer.
+    case acceptIt
   }
 
   /// What the policy timer does when it fires.
@@ -194,6 +196,11 @@ public struct CallEngineMachine: Sendable {
     case .accept:
       guard role == .callee, state == .incoming, hasConnection else { return [] }
       state = .connecting
+      if remoteBeingApplied != nil {
+        // The invite's offer is still being applied: the answer (and the accept) follow it.
+        afterRemote = .acceptIt
+        return []
+      }
       guard remoteReady else { return [.send(.accept(.init(callId: callId, answer: nil)))] }
       return makeAnswer(.accept)
     case .hangup:
@@ -526,6 +533,10 @@ public struct CallEngineMachine: Sendable {
       }
     }
     remoteBeingApplied = nil
+    if afterRemote == .acceptIt {
+      afterRemote = .nothing
+      return effects + makeAnswer(.accept)
+    }
     let answering = afterRemote == .answerIt
     afterRemote = .nothing
     if answering && state != .incoming { return effects + makeAnswer(.answer) }

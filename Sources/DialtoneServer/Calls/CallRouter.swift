@@ -189,6 +189,12 @@ struct CallRouter {
     guard var call = calls[m.callId], call.involves(user: who.userId) else { return notFound(id, m.callId) }
     if call.isAnsweringDevice(who) { return Outcome(reply: ack(id, m.callId)) }
     guard who.userId == call.calleeId, call.phase == .ringing else { return invalidState(id, m.callId, call) }
+    // protocol.md 7.6: the answer to the invite's offer, exactly when there was one.
+    if case .invite(let invite) = call.invite, (invite.offer != nil) != (m.answer != nil) {
+      return error(
+        id, m.callId, .badRequest,
+        invite.offer != nil ? "accept needs the answer to the invite's offer" : "the invite had no offer to answer")
+    }
     call.phase = .accepted(deviceId: who.deviceId)
     call.answeredBy = who.deviceId
     call.answeredAt = now
@@ -212,6 +218,8 @@ struct CallRouter {
     -> Outcome
   {
     guard var call = calls[m.callId], call.involves(user: who.userId) else { return notFound(id, m.callId) }
+    // protocol.md 7.7: a decline from the device that accepted, after accepting, is a hangup.
+    if reason == .declined, call.isAnsweringDevice(who) { return hangup(m, id: id, from: who, now: now) }
     guard who.userId == call.calleeId, call.phase == .ringing else { return invalidState(id, m.callId, call) }
     let effects = finish(
       &call, reason, now: now,
