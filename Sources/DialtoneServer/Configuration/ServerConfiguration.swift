@@ -97,7 +97,8 @@ extension ServerConfiguration {
       flag: "data-dir", help: "directory for the database and generated secrets (default ./data)", repeatable: false
     ) { c, v in c.dataDirectory = v },
     Option(
-      flag: "auth-secret", help: "HS256 secret for client tokens (default: generated into the data dir)",
+      flag: "auth-secret",
+      help: "HS256 secret for client tokens, at least 16 bytes (default: generated into the data dir)",
       repeatable: false
     ) { c, v throws(ConfigurationError) in
       guard v.utf8.count >= 16 else { throw ConfigurationError("--auth-secret must be at least 16 bytes") }
