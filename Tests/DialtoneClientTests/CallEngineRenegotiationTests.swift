@@ -22,12 +22,14 @@ private func answer(_ d: SessionDescription, from: Peer) -> ServerMessage {
 }
 
 /// An audio call, accepted and connected, on the callee's side.
-private func connectedCallee() -> CallEngineMachine {
+private func connectedCallee(
+  canRestartIce: Bool = true, offer: MediaDirection = .inactive
+) -> CallEngineMachine {
   var m = CallEngineMachine(
     callId: "c", role: .callee, remoteUserId: "alice", remotePeer: alice,
-    offer: sdp("o1", video: .inactive), video: false, policy: .init())
+    offer: sdp("o1", video: offer), video: false, policy: .init())
   _ = m.handle(.start)
-  _ = m.handle(.connectionMade(generation: 1, canRestartIce: true))
+  _ = m.handle(.connectionMade(generation: 1, canRestartIce: canRestartIce))
   _ = m.handle(.remoteDescriptionSet(generation: 1))
   _ = m.handle(.accept)
   _ = m.handle(.answerCreated(generation: 1, sdp("a1", video: .inactive)))
@@ -204,16 +206,7 @@ private func connectedCallee() -> CallEngineMachine {
   // The callee of such a connection asks the caller for the restart, once, and its answer from
   // the fresh connection sends video.
   @Test func aCalleeThatCannotRenegotiateInPlaceAsksForARestart() {
-    var m = CallEngineMachine(
-      callId: "c", role: .callee, remoteUserId: "alice", remotePeer: alice,
-      offer: sdp("o1", video: .recvonly), video: false, policy: .init())
-    _ = m.handle(.start)
-    _ = m.handle(.connectionMade(generation: 1, canRestartIce: false))
-    _ = m.handle(.remoteDescriptionSet(generation: 1))
-    _ = m.handle(.accept)
-    _ = m.handle(.answerCreated(generation: 1, sdp("a1", video: .inactive)))
-    _ = m.handle(.localDescriptionSet(generation: 1))
-    _ = m.handle(.connectionState(generation: 1, .connected))
+    var m = connectedCallee(canRestartIce: false, offer: .recvonly)
     #expect(m.handle(.setSendsVideo(true)) == [.send(.iceRestartRequest(.init(callId: "c")))])
     #expect(m.handle(.setVideoEnabled(true)).isEmpty)  // asked once; the camera waits
     let restart = sdp("o2", video: .recvonly)
