@@ -64,6 +64,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private let pipeline: UnsafeMutablePointer<GstElement>
   private let webrtc: UnsafeMutablePointer<GstElement>
   private let mic: UnsafeMutablePointer<GstElement>?
+  /// A camera branch was built (its valve exists): this connection can send video.
+  private let hasCamera: Bool
   private let lock = NSLock()
   private var callbacks: UnsafeMutablePointer<dt_webrtc_callbacks>?
   private var channel: OpaquePointer?
@@ -138,6 +140,9 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     self.pipeline = pipeline
     self.webrtc = webrtc
     self.mic = dt_bin_get(pipeline, "mic")
+    let valve = dt_bin_get(pipeline, "camera")
+    hasCamera = valve != nil
+    if let valve { dt_unref(valve) }
 
     if case .wavFile(let path) = media.audio, let file = dt_bin_get(pipeline, "file") {
       dt_set(file, "location", path)
@@ -332,12 +337,6 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     case .sendrecv: value = 4
     }
     dt_webrtc_set_direction(webrtc, 1, value)
-  }
-
-  private var hasCamera: Bool {
-    guard let valve = dt_bin_get(pipeline, "camera") else { return false }
-    dt_unref(valve)
-    return true
   }
 
   /// The remote video received so far (frames decoded, their size and colour).
