@@ -137,8 +137,8 @@ def decode_webm(path):
     return frames, (int(caps.group(1)), int(caps.group(2))) if caps else None
 
 
-async def video_count(peer):
-    """Asks a softphone how many video frames it decoded so far."""
+async def video_count_reply(peer):
+    """Sends a softphone `video count` and returns its reply (the `video-count` event)."""
     before = sum(1 for e in peer.events if e.get("event") == "video-count")
     peer.send("video count")
     loop = asyncio.get_running_loop()
@@ -146,7 +146,12 @@ async def video_count(peer):
     while sum(1 for e in peer.events if e.get("event") == "video-count") == before:
         check(loop.time() < deadline, f"{peer.name} did not count its frames")
         await asyncio.sleep(0.05)
-    return [e for e in peer.events if e.get("event") == "video-count"][-1]["frames"]
+    return [e for e in peer.events if e.get("event") == "video-count"][-1]
+
+
+async def video_count(peer):
+    """How many video frames a softphone decoded so far."""
+    return (await video_count_reply(peer))["frames"]
 
 
 async def frames_grow(peer, start, by, within, what):
@@ -186,8 +191,7 @@ async def camera_off_and_on_mid_call(s, stack):
 
 async def colour_of(peer):
     """The mean colour of the latest frame a softphone decoded, from its `video count` reply."""
-    await video_count(peer)
-    return [e for e in peer.events if e.get("event") == "video-count"][-1].get("rgb")
+    return (await video_count_reply(peer)).get("rgb")
 
 
 @scenario
@@ -639,15 +643,8 @@ async def group_call_of_five_through_janus(s, stack):
 
 
 async def group_video_counts(peer):
-    """Asks a group softphone how many video frames it decoded so far from each participant."""
-    before = sum(1 for e in peer.events if e.get("event") == "video-count")
-    peer.send("video count")
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 5
-    while sum(1 for e in peer.events if e.get("event") == "video-count") == before:
-        check(loop.time() < deadline, f"{peer.name} did not count its frames")
-        await asyncio.sleep(0.05)
-    return [e for e in peer.events if e.get("event") == "video-count"][-1]["participants"]
+    """How many video frames a group softphone decoded so far from each participant."""
+    return (await video_count_reply(peer))["participants"]
 
 
 async def group_video_flows(peers, senders, frames=30, within=30):
