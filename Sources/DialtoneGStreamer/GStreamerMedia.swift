@@ -1,3 +1,4 @@
+import DialtoneClient
 import DialtoneProtocol
 import Foundation
 
@@ -136,29 +137,17 @@ public struct GStreamerMedia: Sendable {
 
   /// The VP8 payload type of the first video section of an SDP (`a=rtpmap:<pt> VP8/90000`).
   static func vp8PayloadType(in sdp: String) -> Int? {
-    var inVideo = false
-    for line in sdp.split(whereSeparator: { $0 == "\r\n" || $0 == "\n" }) {
-      if line.hasPrefix("m=") {
-        if inVideo { return nil }
-        inVideo = line.hasPrefix("m=video")
-      } else if inVideo, line.hasPrefix("a=rtpmap:"), line.lowercased().contains(" vp8/90000") {
-        return Int(line.dropFirst("a=rtpmap:".count).prefix { $0.isNumber })
-      }
-    }
-    return nil
+    SDPMediaSection.first("video", in: sdp)?.payloadType(of: "vp8/90000")
   }
 
   /// The SSRCs announced (`a=ssrc:<n> ...`) in the video sections of an SDP.
   static func videoSSRCs(in sdp: String) -> [UInt32] {
-    var inVideo = false
     var found: [UInt32] = []
-    for line in sdp.split(whereSeparator: { $0 == "\r\n" || $0 == "\n" || $0 == "\r" }) {
-      if line.hasPrefix("m=") {
-        inVideo = line.hasPrefix("m=video")
-      } else if inVideo, line.hasPrefix("a=ssrc:"),
-        let ssrc = UInt32(line.dropFirst("a=ssrc:".count).prefix { $0.isNumber }), !found.contains(ssrc)
-      {
-        found.append(ssrc)
+    for section in SDPMediaSection.sections(of: sdp) where section.media == "video" {
+      for line in section.lines where line.hasPrefix("a=ssrc:") {
+        if let ssrc = UInt32(line.dropFirst("a=ssrc:".count).prefix { $0.isNumber }), !found.contains(ssrc) {
+          found.append(ssrc)
+        }
       }
     }
     return found
@@ -172,15 +161,6 @@ public struct GStreamerMedia: Sendable {
 
   /// The Opus payload type of the first audio section of an SDP (`a=rtpmap:<pt> opus/48000`).
   static func opusPayloadType(in sdp: String) -> Int? {
-    var inAudio = false
-    for line in sdp.split(whereSeparator: { $0 == "\r\n" || $0 == "\n" }) {
-      if line.hasPrefix("m=") {
-        if inAudio { return nil }
-        inAudio = line.hasPrefix("m=audio")
-      } else if inAudio, line.hasPrefix("a=rtpmap:"), line.lowercased().contains(" opus/48000") {
-        return Int(line.dropFirst("a=rtpmap:".count).prefix { $0.isNumber })
-      }
-    }
-    return nil
+    SDPMediaSection.first("audio", in: sdp)?.payloadType(of: "opus/48000")
   }
 }

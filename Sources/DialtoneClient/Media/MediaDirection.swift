@@ -18,25 +18,9 @@ public enum MediaDirection: String, Sendable, Equatable, CaseIterable {
   /// one; no direction attribute means sendrecv; a rejected section (port 0, unless it is
   /// `bundle-only`, RFC 8843 7.5) is inactive.
   public static func video(in sdp: String) -> MediaDirection? {
-    var inVideo = false
-    var found: MediaDirection?
-    var portZero = false
-    var bundleOnly = false
-    for line in sdp.split(whereSeparator: { $0 == "\n" || $0 == "\r" || $0 == "\r\n" }) {
-      if line.hasPrefix("m=") {
-        if inVideo { break }
-        inVideo = line.hasPrefix("m=video")
-        if inVideo {
-          let fields = line.split(separator: " ")
-          portZero = fields.count > 1 && fields[1] == "0"
-          found = .sendrecv
-        }
-      } else if inVideo, line.hasPrefix("a=") {
-        let attribute = line.dropFirst(2)
-        if attribute == "bundle-only" { bundleOnly = true }
-        if let direction = MediaDirection(rawValue: String(attribute)) { found = direction }
-      }
-    }
-    return portZero && !bundleOnly && found != nil ? .inactive : found
+    guard let section = SDPMediaSection.first("video", in: sdp) else { return nil }
+    let attributes = section.lines.filter { $0.hasPrefix("a=") }.map { $0.dropFirst(2) }
+    if section.port == "0", !attributes.contains("bundle-only") { return .inactive }
+    return attributes.lazy.compactMap { MediaDirection(rawValue: String($0)) }.last ?? .sendrecv
   }
 }
