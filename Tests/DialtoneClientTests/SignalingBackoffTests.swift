@@ -23,11 +23,15 @@ private final class RefusingTransport: SignalingTransport, Sendable {
     let transport = RefusingTransport()
     var configuration = SignalingClient.Configuration(url: "ws://127.0.0.1:9/v1/ws")
     configuration.backoff = [.seconds(10)]
+    configuration.welcomeTimeout = .seconds(1000)
     let client = SignalingClient(configuration: configuration, transport: transport, clock: clock) { "token" }
     await client.start()
-    // The socket's keepalive sleeps on the clock too (half the 25 s heartbeat) until the socket
-    // closes: wait until only the backoff is left.
-    try #require(await eventually { clock.pendingCount == 1 && clock.pendingDeadlines != [12.5] })
+    // The socket's keepalive (half the 25 s heartbeat) and its welcome timeout sleep on the
+    // clock too until the socket closes: wait until only the backoff is left.
+    try #require(
+      await eventually {
+        clock.pendingCount == 1 && clock.pendingDeadlines.allSatisfy { $0 != 12.5 && $0 != 1000 }
+      })
     let wait = try #require(clock.pendingDeadlines.first)
     #expect(wait >= 5 && wait <= 15)
     #expect(transport.opens.current == 1)
