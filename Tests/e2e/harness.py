@@ -8,6 +8,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import socket
 import struct
 import sys
@@ -227,6 +228,10 @@ class Softphone:
 
     def send(self, line):
         self.proc.stdin.write((line + "\n").encode())
+
+    def interrupt(self):
+        """^C: the softphone hangs up as a person would."""
+        self.proc.send_signal(signal.SIGINT)
 
     async def exit_status(self, timeout=30):
         try:

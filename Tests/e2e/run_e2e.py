@@ -144,6 +144,8 @@ async def video_count_reply(peer):
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 5
     while sum(1 for e in peer.events if e.get("event") == "video-count") == before:
+        check(peer.proc.returncode is None and not peer.has("ended"),
+              f"{peer.name} was asked for its frame count after its call ended")
         check(loop.time() < deadline, f"{peer.name} did not count its frames")
         await asyncio.sleep(0.05)
     return [e for e in peer.events if e.get("event") == "video-count"][-1]
@@ -172,7 +174,7 @@ async def camera_off_and_on_mid_call(s, stack):
     server = stack(await Server(s, netns=ns.NS).start())
     bob = await auto_answering_bob(s, stack, server, "--video", "blue", netns=ns.NS)
     alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
-                                               "--to", "bob", "--video", "red", "--duration", "12"], netns=ns.NS).start())
+                                               "--to", "bob", "--video", "red"], netns=ns.NS).start())
     await bob.wait_for("first-video-frame")
     await asyncio.sleep(1)
     alice.send("camera off")
@@ -186,6 +188,7 @@ async def camera_off_and_on_mid_call(s, stack):
     await bob.wait_for("remote-camera", on=True)
     await frames_grow(bob, off_end, by=20, within=5, what="frames did not resume after the camera came back")
     check(not alice.has("ice-disconnected") and not bob.has("ice-disconnected"), "the media path was disturbed")
+    alice.interrupt()
     check(await alice.exit_status() == 0 and await bob.exit_status() == 0, "the call did not complete")
 
 
@@ -203,7 +206,7 @@ async def an_audio_call_is_upgraded_to_video_and_back(s, stack):
     server = stack(await Server(s, netns=ns.NS).start())
     bob = await auto_answering_bob(s, stack, server, "--camera", "blue", "--tone-frequency", "330", netns=ns.NS)
     alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
-                                               "--to", "bob", "--camera", "red", "--duration", "20",
+                                               "--to", "bob", "--camera", "red",
                                                "--record", s.file("alice.wav")], netns=ns.NS).start())
     await alice.wait_for("first-audio")
     check(await video_count(bob) == 0, "video flowed in an audio call")
@@ -223,6 +226,7 @@ async def an_audio_call_is_upgraded_to_video_and_back(s, stack):
     stopped = await video_count(bob)
     await asyncio.sleep(1.5)
     check(await video_count(bob) - stopped <= 2, "Alice's frames kept arriving after she went back to audio")
+    alice.interrupt()
     check(await alice.exit_status(timeout=40) == 0 and await bob.exit_status() == 0, "the call did not complete")
     near(dominant_frequency(s.file("alice.wav")), 330, s.file("alice.wav"))
 
@@ -235,7 +239,7 @@ async def both_sides_upgrade_at_once(s, stack):
     server = stack(await Server(s, netns=ns.NS).start())
     bob = await auto_answering_bob(s, stack, server, "--camera", "blue", netns=ns.NS)
     alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
-                                               "--to", "bob", "--camera", "red", "--duration", "14"],
+                                               "--to", "bob", "--camera", "red"],
                                   netns=ns.NS).start())
     await alice.wait_for("first-audio")
     await bob.wait_for("first-audio")
@@ -246,6 +250,7 @@ async def both_sides_upgrade_at_once(s, stack):
         await frames_grow(peer, 0, by=20, within=10, what=f"{peer.name} got no video")
         rgb = await colour_of(peer)
         check(rgb[colour] > 200, f"{peer.name}'s frames {rgb} are not the other side's camera")
+    alice.interrupt()
     check(await alice.exit_status(timeout=40) == 0 and await bob.exit_status() == 0, "the call did not complete")
 
 
@@ -328,12 +333,14 @@ async def video_follows_a_narrow_link(s, stack):
     link = stack(await NamespaceLink(s, rtt_ms=50, rate_kbps=300).start())
     server = stack(await Server(s, netns=link.NS_B, host=link.ADDR_B).start())
     bob = await auto_answering_bob(s, stack, server, netns=link.NS_B)
+    # No --duration: a loaded machine may take long to the first frame, and the call must not end
+    # before the checks do. Alice hangs up (^C) when they are done.
     alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
-                                               "--to", "bob", "--video", "smpte", "--duration", "20"],
-                                  netns=link.NS_A).start())
-    await bob.wait_for("first-video-frame", timeout=20)
+                                               "--to", "bob", "--video", "smpte"], netns=link.NS_A).start())
+    await bob.wait_for("first-video-frame", timeout=30)
     await asyncio.sleep(8)  # the controller settles under the cap
-    await frames_grow(bob, await video_count(bob), by=30, within=8, what="video froze on the narrow link")
+    await frames_grow(bob, await video_count(bob), by=30, within=20, what="video froze on the narrow link")
+    alice.interrupt()
     check(await alice.exit_status(timeout=40) == 0, "alice's call did not complete")
     figures = alice.find("ended")["stats"].get("video") or {}
     check(0 < figures.get("targetBitrate", 0) <= 300_000, f"the sender did not follow the link: {figures}")
@@ -526,13 +533,14 @@ async def cli_upgrades_a_call_with_the_browser(s, stack):
                                    ns.NS).start())
     await browser.wait_for("sign-in", lambda st: st["state"] == "idle")
     alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
-                                               "--to", "bob", "--camera", "red", "--duration", "12"],
+                                               "--to", "bob", "--camera", "red"],
                                   netns=ns.NS).start())
     await alice.wait_for("first-audio")
     alice.send("video on")
     state = await browser.wait_for("the CLI's red", lambda st: st["remoteVideo"] and st.get("videoFrames", 0) >= 20
                                    and st.get("videoColour") and st["videoColour"][0] > 180)
     check((state["videoWidth"], state["videoHeight"]) == (640, 360), f"the page got {state['videoWidth']}x{state['videoHeight']}")
+    alice.interrupt()
     check(await alice.exit_status(timeout=30) == 0, "the CLI's call did not complete")
 
 
