@@ -15,6 +15,8 @@ public struct Router: Sendable {
   }
 
   private var routes: [Route] = []
+  /// Runs before any route: a response here (429, say) answers the request instead.
+  public var gate: (@Sendable (HTTPRequest) async -> HTTPResponse?)?
 
   public init() {}
 
@@ -28,6 +30,7 @@ public struct Router: Sendable {
 
   /// Runs the matching handler; unknown paths get 404, known paths with another method 405.
   public func respond(to request: HTTPRequest) async -> HTTPResponse {
+    if let gate, let refusal = await gate(request) { return refusal }
     let parts = Self.split(request.path)
     var pathMatched = false
     for route in routes {

@@ -21,7 +21,8 @@ extension ServerRole {
     case LWS_CALLBACK_ESTABLISHED:
       let id = dt_lws_get_id(wsi)
       let request = pendingUpgrades.removeValue(forKey: id) ?? UpgradeRequest(path: configuration.webSocketPath)
-      let session = WebSocketSession(id: id, wsi: wsi, maxMessageBytes: loop.maxMessageBytes)
+      let session = WebSocketSession(
+        id: id, wsi: wsi, maxMessageBytes: loop.maxMessageBytes, maxQueuedBytes: configuration.maxQueuedBytes)
       session.lastActivityTick = loop.tick
       session.connection = WebSocketConnection(id: id, remoteAddress: request.remoteAddress, loop: loop)
       webSockets[id] = session

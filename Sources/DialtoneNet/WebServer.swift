@@ -18,6 +18,9 @@ public struct WebServerConfiguration: Sendable {
   /// The longest a `sendCoalesced` message waits for another message to share its write; 0 sends
   /// it at once.
   public var coalescingDelay: Double = 0
+  /// Bytes that may wait for one WebSocket's reader before the socket is closed with
+  /// `WebSocketCloseCode.tooSlow`.
+  public var maxQueuedBytes = 2 << 20
 
   public init(
     host: String = "127.0.0.1", port: Int = 8080, webSocketPath: String = "/v1/ws",

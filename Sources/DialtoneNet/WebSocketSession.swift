@@ -12,11 +12,22 @@ final class WebSocketSession {
   let id: UInt64
   let wsi: OpaquePointer
   private let maxMessageBytes: Int
+  /// Bytes waiting here for a reader that lags (queued and held); over `maxQueuedBytes` the
+  /// socket is closed with `WebSocketCloseCode.tooSlow` rather than growing without bound.
+  private let maxQueuedBytes: Int
+  private(set) var queuedBytes = 0
   /// What waits for the writable callback: single messages (framed by lws), or frames already
   /// framed here and written raw in one piece (released coalesced frames plus what followed them).
   private enum Outgoing {
     case message([UInt8], binary: Bool)
     case frames([UInt8])
+
+    var size: Int {
+      switch self {
+      case .message(let bytes, _): return bytes.count
+      case .frames(let bytes): return bytes.count
+      }
+    }
   }
   private var queue = FIFOQueue<Outgoing>()
   /// Frames sent with `enqueueCoalesced`, already framed: they leave with the next message to this
@@ -35,10 +46,11 @@ final class WebSocketSession {
   /// The public handle, for server-side sockets.
   var connection: WebSocketConnection?
 
-  init(id: UInt64, wsi: OpaquePointer, maxMessageBytes: Int) {
+  init(id: UInt64, wsi: OpaquePointer, maxMessageBytes: Int, maxQueuedBytes: Int = .max) {
     self.id = id
     self.wsi = wsi
     self.maxMessageBytes = maxMessageBytes
+    self.maxQueuedBytes = maxQueuedBytes
   }
 
   /// Writes at once when nothing is queued and lws holds no unsent bytes for this socket (a check
@@ -70,6 +82,10 @@ final class WebSocketSession {
     // Room for the message that will probably follow (held frames wait to share its write).
     if starts { held.reserveCapacity(2 * bytes.count + 512) }
     WebSocketFrame.append(bytes, binary: binary, to: &held)
+    if queuedBytes + held.count > maxQueuedBytes {
+      overflow()
+      return false
+    }
     return starts
   }
 
@@ -104,7 +120,20 @@ final class WebSocketSession {
 
   private func append(_ item: Outgoing) {
     queue.append(item)
+    queuedBytes += item.size
+    if queuedBytes + held.count > maxQueuedBytes { return overflow() }
     if queue.count == 1 { lws_callback_on_writable(wsi) }
+  }
+
+  /// The reader is too slow for what is sent to it: what waits is dropped (a server session
+  /// keeps its own copy for resume) and the socket closes. Its kernel buffer is full, so the
+  /// close frame may never leave: lws drops the socket a few seconds later regardless.
+  private func overflow() {
+    queue = FIFOQueue()
+    held = []
+    queuedBytes = 0
+    requestClose(code: WebSocketCloseCode.tooSlow, reason: "reading too slowly (over \(maxQueuedBytes) bytes queued)")
+    lws_set_timeout(wsi, PENDING_TIMEOUT_CLOSE_SEND, 3)
   }
 
   /// Set once the handshake completed (direct writes are only valid from then on).
@@ -114,6 +143,7 @@ final class WebSocketSession {
     guard closeRequest == nil else { return }
     if !held.isEmpty {
       queue.append(.frames(held))
+      queuedBytes += held.count
       held = []
     }
     closeRequest = (code, reason)
@@ -143,6 +173,7 @@ final class WebSocketSession {
       return 0
     }
     if let item = queue.popFirst() {
+      queuedBytes -= item.size
       guard write(item, on: loop) else { return -1 }
       if !queue.isEmpty || closeRequest != nil { lws_callback_on_writable(wsi) }
       return 0

@@ -25,6 +25,8 @@ public enum WebSocketCloseCode {
   public static let goingAway: UInt16 = 1001
   public static let unsupportedData: UInt16 = 1003
   public static let messageTooBig: UInt16 = 1009
+  /// Dialtone's "over a limit" (protocol.md 12): here, a reader too slow for what is sent to it.
+  public static let tooSlow: UInt16 = 4429
 }
 
 /// Receives server-side WebSocket events. Every method is called on the network thread, in order per

@@ -90,11 +90,14 @@ public enum CloseCode: Int, Sendable, Equatable, CaseIterable {
   case helloTimeout = 4408
   /// A newer connection of the same (user, device) replaced this one: do not reconnect.
   case replaced = 4409
+  /// Over a limit: a reader too slow for what is sent to it, too many sockets from one address,
+  /// too many devices of one user. Reconnect with backoff and resume.
+  case overLimit = 4429
 
   /// Whether a client should reconnect (with backoff, resuming) after this close code.
   public var shouldReconnect: Bool {
     switch self {
-    case .goingAway, .messageTooBig, .helloTimeout: return true
+    case .goingAway, .messageTooBig, .helloTimeout, .overLimit: return true
     case .normal, .protocolError, .unauthorized, .replaced: return false
     }
   }
@@ -111,6 +114,7 @@ public enum ErrorCode: String, WireEnum {
   case invalidState = "invalid-state"
   case tooLarge = "too-large"
   case rateLimited = "rate-limited"
+  case limitExceeded = "limit-exceeded"
   case unsupportedVersion = "unsupported-version"
   case `internal` = "internal"
 
@@ -128,7 +132,7 @@ public enum ErrorCode: String, WireEnum {
     case .notFound: return 404
     case .conflict, .invalidState: return 409
     case .tooLarge: return 413
-    case .rateLimited: return 429
+    case .rateLimited, .limitExceeded: return 429
     case .unsupportedVersion: return 400
     case .internal: return 500
     }

@@ -185,12 +185,17 @@ public enum ServerMessage: Sendable, Equatable {
     /// Human-readable, for logs and developers; do not parse it.
     public var message: String
     public var callId: CallID?
+    /// With `rate-limited`: how long to wait before sending again, in milliseconds.
+    public var retryAfterMs: Int64?
 
-    public init(replyTo: String? = nil, code: ErrorCode, message: String, callId: CallID? = nil) {
+    public init(
+      replyTo: String? = nil, code: ErrorCode, message: String, callId: CallID? = nil, retryAfterMs: Int64? = nil
+    ) {
       self.replyTo = replyTo
       self.code = code
       self.message = message
       self.callId = callId
+      self.retryAfterMs = retryAfterMs
     }
 
     public init(wirePlaceholder _: WirePlaceholder) { self.init(code: .internal, message: "") }
@@ -200,6 +205,7 @@ public enum ServerMessage: Sendable, Equatable {
       try c.enumeration("code", &code)
       try c.string("message", &message, .any)
       try c.string("replyTo", &replyTo, .nonEmpty)
+      try c.integer("retryAfterMs", &retryAfterMs, 0...Int64.max)
     }
   }
 

@@ -39,7 +39,8 @@ public final class DialtoneServer: Sendable {
     let sink = FanOutSink(sinks: [recorder, groupRecorder] + (pushes.map { [$0] } ?? []))
     let router = CallRouter(
       settings: .init(
-        ringTimeout: .seconds(configuration.ringTimeout), reconnectGrace: .seconds(configuration.reconnectGrace)))
+        ringTimeout: .seconds(configuration.ringTimeout), reconnectGrace: .seconds(configuration.reconnectGrace),
+        maxLiveCallsPerUser: configuration.limits.maxLiveCallsPerUser))
     let executor = NetworkExecutor()
     let sfu = try Self.makeSFU(configuration, clock: clock, log: log)
     self.sfu = sfu
@@ -50,15 +51,18 @@ public final class DialtoneServer: Sendable {
     hub = SignalingHub(
       settings: .init(
         helloTimeout: .seconds(configuration.helloTimeout), resumeWindow: .seconds(configuration.resumeWindow),
-        heartbeatSeconds: configuration.heartbeatSeconds, maxMessageBytes: Limits.maxMessageBytes),
+        heartbeatSeconds: configuration.heartbeatSeconds, maxMessageBytes: Limits.maxMessageBytes,
+        limits: configuration.limits),
       clock: clock, authenticator: authenticator, iceServers: iceServers, router: router, groups: groups, sfu: sfu,
       effectSink: sink, executor: executor, log: log.scoped("signaling"))
 
     var routes = Router()
     APIRoutes(
       hub: hub, authenticator: authenticator, iceServers: iceServers, store: callStore, clock: clock,
-      version: Self.version
+      version: Self.version, limits: configuration.limits
     ).register(in: &routes)
+    let httpLimiter = HTTPRateLimiter(rate: configuration.limits.httpRate, clock: clock)
+    routes.gate = { request in await httpLimiter.check(request) }
     BrowserClientRoutes().register(in: &routes)
     if let liveKit = sfu as? LiveKitSFU { LiveKitWebhookRoute(sfu: liveKit).register(in: &routes) }
     var webConfiguration = WebServerConfiguration(
@@ -68,6 +72,7 @@ public final class DialtoneServer: Sendable {
       idleTimeoutSeconds: configuration.heartbeatSeconds * 2 + 10,
       drainSeconds: configuration.drainSeconds)
     webConfiguration.coalescingDelay = configuration.ackDelay
+    webConfiguration.maxQueuedBytes = configuration.limits.maxOutgoingBytes
     web = try WebServer(
       configuration: webConfiguration, router: routes, webSocketHandler: hub.socketHandler, executor: executor)
     port = web.port

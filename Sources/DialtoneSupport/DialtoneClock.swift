@@ -98,4 +98,10 @@ extension Duration {
     let (seconds, attoseconds) = components
     return Double(seconds) + Double(attoseconds) / 1e18
   }
+
+  /// Whole milliseconds, rounded up (a `retryAfterMs` must not say "now" when it means "soon").
+  public var milliseconds: Int64 {
+    let (seconds, attoseconds) = components
+    return seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
+  }
 }

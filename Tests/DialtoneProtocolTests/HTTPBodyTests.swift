@@ -342,14 +342,15 @@ struct HTTPBodyTests {
 
   @Test func constants() {
     #expect(ProtocolVersion.current == 1)
-    #expect(CloseCode.allCases.map(\.rawValue) == [1000, 1001, 1009, 4400, 4401, 4408, 4409])
+    #expect(CloseCode.allCases.map(\.rawValue) == [1000, 1001, 1009, 4400, 4401, 4408, 4409, 4429])
+    #expect(CloseCode.overLimit.shouldReconnect)
     #expect(CloseCode.replaced.shouldReconnect == false)
     #expect(CloseCode.goingAway.shouldReconnect)
     #expect(
       ErrorCode.allCases.map(\.rawValue) == [
         "bad-request", "unknown-type", "unauthorized", "forbidden", "not-found", "conflict", "invalid-state",
         "too-large",
-        "rate-limited", "unsupported-version", "internal",
+        "rate-limited", "limit-exceeded", "unsupported-version", "internal",
       ])
     #expect(
       EndReason.allCases.map(\.rawValue) == [

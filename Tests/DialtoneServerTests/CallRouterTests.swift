@@ -110,6 +110,49 @@ struct CallRouterTests {
     #expect(router.callState("call-1", visibleTo: bobPhone) == nil)
   }
 
+  @Test func aCallerHasABoundedNumberOfLiveCalls() {
+    var router = CallRouter(settings: .init(maxLiveCallsPerUser: 2))
+    func invite(_ id: CallID, _ to: String) -> CallRouter.Outcome {
+      router.handle(
+        ClientEnvelope(id: "i-\(id)", message: .invite(.init(callId: id, to: to, video: false))), from: alice, now: t0)
+    }
+    #expect(invite("c1", "bob").reply.isAck)
+    #expect(invite("c2", "carol").reply.isAck)
+    let refused = invite("c3", "dave")
+    #expect(refused.reply.errorCode == .limitExceeded && refused.effects.isEmpty)
+    // Being called does not count against the limit; ending one of hers frees a place.
+    _ = router.handle(ClientEnvelope(id: "x", message: .cancel(.init(callId: "c1"))), from: alice, now: t0)
+    #expect(invite("c4", "dave").reply.isAck)
+  }
+
+  @Test func signalingBufferedWhileRingingIsBoundedInBytes() {
+    var router = CallRouter(settings: .init(maxBufferedSignalBytes: 20_000))
+    _ = ringing(&router)
+    let big = String(repeating: "a", count: 12_000)
+    let first = router.handle(
+      ClientEnvelope(id: "o1", message: .offer(.init(callId: "call-1", sdp: big))), from: alice, now: t0)
+    #expect(first.reply.isAck)
+    let second = router.handle(
+      ClientEnvelope(id: "o2", message: .offer(.init(callId: "call-1", sdp: big))), from: alice, now: t0)
+    #expect(second.reply.errorCode == .limitExceeded && second.effects.isEmpty)
+  }
+
+  @Test func anEndedCallKeepsItsOutcomeButNotItsOffer() throws {
+    var router = CallRouter()
+    let offer = SessionDescription(sdp: String(repeating: "v=0 ", count: 4_000))
+    _ = router.handle(
+      ClientEnvelope(id: "i1", message: .invite(.init(callId: "call-1", to: "bob", video: false, offer: offer))),
+      from: alice, now: t0)
+    _ = router.handle(ClientEnvelope(id: "c", message: .cancel(.init(callId: "call-1"))), from: alice, now: t0)
+    let call = try #require(router.calls["call-1"])
+    guard case .invite(let kept) = call.invite else {
+      Issue.record("the ended call lost its invite")
+      return
+    }
+    #expect(kept.offer == nil && call.callerSignals.isEmpty)
+    #expect(router.callState("call-1", visibleTo: bobPhone)?.endReason == .cancelled)
+  }
+
   @Test func signalingBufferedWhileRingingIsBounded() {
     var router = CallRouter(settings: .init(maxBufferedSignals: 3))
     _ = ringing(&router)
@@ -120,7 +163,7 @@ struct CallRouterTests {
     }
     let refused = router.handle(
       ClientEnvelope(id: "e9", message: .endOfCandidates(.init(callId: "call-1"))), from: alice, now: t0)
-    #expect(refused.reply.errorCode == .rateLimited)
+    #expect(refused.reply.errorCode == .limitExceeded)
     // The late device gets the invite and the three buffered messages.
     let late = router.deviceConnected(bobPhone, newSession: true, now: t0)
     #expect(sends(late).count == 4)

@@ -6,10 +6,13 @@ import Testing
 
 /// The session's memories without a socket: answers to repeated ids, and the resume window.
 struct DeliverySessionTests {
-  private func session(capacity: Int = 1024, replyMemory: Int = 3) -> DeliverySession {
+  private func session(capacity: Int = 1024, maxUnackedBytes: Int = 1 << 20, replyMemory: Int = 3)
+    -> DeliverySession
+  {
     DeliverySession(
       id: "s_test", identity: Identity(userId: "alice", deviceId: "phone", name: nil), socket: nil,
-      now: Date(timeIntervalSince1970: 0), capacity: capacity, replyMemory: replyMemory)
+      now: Date(timeIntervalSince1970: 0), capacity: capacity, maxUnackedBytes: maxUnackedBytes,
+      replyMemory: replyMemory)
   }
 
   @Test func repeatedIdsGetTheFirstAnswerUntilTheyAreEvictedOldestFirst() {
@@ -40,5 +43,19 @@ struct DeliverySessionTests {
     #expect(!session.canResume(from: 7))
     session.acknowledge(upTo: 5)
     #expect(session.unackedCount == 1)
+  }
+
+  /// A device that never acks holds a bounded number of bytes, however big the messages: the
+  /// oldest go, and a resume from before them is refused (the client resyncs).
+  @Test func unacknowledgedMessagesAreBoundedInBytes() {
+    let session = session(maxUnackedBytes: 100_000)
+    let sdp = String(repeating: "a", count: 30_000)
+    for n in 1...10 {
+      session.deliver(.offer(.init(callId: "c\(n)", from: Peer(userId: "bob", deviceId: "phone"), sdp: sdp)))
+    }
+    #expect(session.unackedBytes <= 100_000 && session.unackedCount == 3)
+    #expect(!session.canResume(from: 6) && session.canResume(from: 7))
+    session.acknowledge(upTo: 10)
+    #expect(session.unackedBytes == 0 && session.unackedCount == 0)
   }
 }

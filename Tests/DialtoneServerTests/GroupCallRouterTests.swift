@@ -264,9 +264,9 @@ struct GroupCallRouterTests {
       #expect(errorCode(outcome) == nil)
     }
     let third = router.handle(.groupCreate(.init(callId: "g3", members: ["bob"])), id: "c3", from: alice, now: t0)
-    #expect(errorCode(third) == .rateLimited && sfu(third.effects).isEmpty)
+    #expect(errorCode(third) == .limitExceeded && sfu(third.effects).isEmpty)
     let room = router.handle(.roomJoin(.init(room: "r", callId: "r1")), id: "c4", from: alice, now: t0)
-    #expect(errorCode(room) == .rateLimited && !router.knows("r1"))
+    #expect(errorCode(room) == .limitExceeded && !router.knows("r1"))
     // Another user is not affected; ending one frees a slot.
     #expect(errorCode(router.handle(.roomJoin(.init(room: "r", callId: "r1")), id: "c5", from: carol, now: t0)) == nil)
     _ = router.handle(.groupEnd(.init(callId: "g1")), id: "e1", from: alice, now: at(1))
@@ -284,7 +284,7 @@ struct GroupCallRouterTests {
       ))
     for n in 1...3 { #expect(errorCode(router.handle(candidate, id: "k\(n)", from: alice, now: t0)) == nil) }
     let fourth = router.handle(candidate, id: "k4", from: alice, now: t0)
-    #expect(errorCode(fourth) == .rateLimited && sfu(fourth.effects).isEmpty)
+    #expect(errorCode(fourth) == .limitExceeded && sfu(fourth.effects).isEmpty)
     // Leaving and joining again starts a new allowance.
     _ = router.handle(.groupJoin(.init(callId: "g1")), id: "j1", from: bobPhone, now: at(1))
     _ = router.handle(.groupLeave(.init(callId: "g1")), id: "l1", from: alice, now: at(2))

@@ -16,8 +16,12 @@ struct CallRouter {
     var reconnectGrace: Duration = .seconds(30)
     /// Ended calls stay queryable with `get-call` this long.
     var endedRetention: Duration = .seconds(600)
-    /// Caller signaling held for late callee devices while a call rings.
+    /// Caller signaling held for late callee devices while a call rings: at most this many
+    /// messages, and this many bytes of SDP and candidates.
     var maxBufferedSignals = 512
+    var maxBufferedSignalBytes = 256 << 10
+    /// Calls one user may have ringing or connected as the caller.
+    var maxLiveCallsPerUser = 8
   }
 
   enum Phase: Equatable {
@@ -39,6 +43,8 @@ struct CallRouter {
     var endedAt: Date?
     /// The caller's offer/candidates/end-of-candidates, in order, for callee devices that connect while it rings.
     var callerSignals: [ServerMessage] = []
+    var callerSignalBytes = 0
+    /// The invite as relayed; its offer is dropped when the call ends (only the outcome is kept).
     var invite: ServerMessage
 
     var answeringDevice: String? {
@@ -120,6 +126,11 @@ struct CallRouter {
       if existing.isCallerDevice(who), existing.calleeId == m.to { return Outcome(reply: ack) }
       return error(id, m.callId, .conflict, "callId is already used by another call")
     }
+    let placed = liveCalls(of: who.userId).count { calls[$0]?.caller.userId == who.userId }
+    guard placed < settings.maxLiveCallsPerUser else {
+      return error(
+        id, m.callId, .limitExceeded, "at most \(settings.maxLiveCallsPerUser) calls ringing or connected per caller")
+    }
     let caller = Identity(userId: who.userId, deviceId: who.deviceId, name: m.callerName ?? who.name)
     let invite = ServerMessage.invite(
       .init(
@@ -199,6 +210,7 @@ struct CallRouter {
     call.answeredBy = who.deviceId
     call.answeredAt = now
     call.callerSignals = []
+    call.callerSignalBytes = 0
     calls[call.id] = call
     return Outcome(
       reply: ack(id, m.callId),
@@ -258,10 +270,14 @@ struct CallRouter {
     guard var call = calls[callId], call.involves(user: who.userId) else { return notFound(id, callId) }
     guard call.isCallerDevice(who), !call.isEnded else { return invalidState(id, callId, call) }
     if call.phase == .ringing {
-      guard call.callerSignals.count < settings.maxBufferedSignals else {
-        return error(id, callId, .rateLimited, "too much signaling before the call was answered")
+      let size = Self.bufferedSize(message)
+      guard call.callerSignals.count < settings.maxBufferedSignals,
+        call.callerSignalBytes + size <= settings.maxBufferedSignalBytes
+      else {
+        return error(id, callId, .limitExceeded, "too much signaling before the call was answered")
       }
       call.callerSignals.append(message)
+      call.callerSignalBytes += size
       calls[callId] = call
       return Outcome(
         reply: ack(id, callId), effects: [.send(message, to: .user(userId: call.calleeId, exceptDevice: nil))])
@@ -377,6 +393,12 @@ struct CallRouter {
     call.phase = .ended(reason)
     call.endedAt = now
     call.callerSignals = []
+    call.callerSignalBytes = 0
+    // Ended calls are kept for `get-call` and late messages: the outcome, not the SDP.
+    if case .invite(var relayed) = call.invite, relayed.offer != nil {
+      relayed.offer = nil
+      call.invite = .invite(relayed)
+    }
     calls[call.id] = call
     liveCallsByUser[call.caller.userId]?.remove(call.id)
     liveCallsByUser[call.calleeId]?.remove(call.id)
@@ -414,6 +436,15 @@ struct CallRouter {
   }
 
   private func liveCalls(of user: String) -> Set<CallID> { liveCallsByUser[user] ?? [] }
+
+  /// What a held caller message costs: its SDP or candidate line, plus the envelope.
+  private static func bufferedSize(_ message: ServerMessage) -> Int {
+    switch message {
+    case .offer(let m): return m.sdp.utf8.count + 256
+    case .candidate(let m): return m.candidate.candidate.utf8.count + 256
+    default: return 256
+    }
+  }
   private func callerDevice(_ call: Call) -> Recipient {
     .device(userId: call.caller.userId, deviceId: call.caller.deviceId)
   }

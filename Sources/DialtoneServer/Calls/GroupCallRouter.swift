@@ -123,7 +123,7 @@ struct GroupCallRouter {
       return error(id, m.callId, .conflict, "callId is already used by another call")
     }
     guard !tooManyLiveCalls(of: who.userId) else {
-      return error(id, m.callId, .rateLimited, "at most \(settings.maxLiveCallsPerUser) live group calls per user")
+      return error(id, m.callId, .limitExceeded, "at most \(settings.maxLiveCallsPerUser) live group calls per user")
     }
     var creator = Member(userId: who.userId, name: who.name, state: .joined, deviceId: who.deviceId)
     creator.joinedAt = now
@@ -157,7 +157,7 @@ struct GroupCallRouter {
     let callId = m.callId ?? CallIDRules.generate()
     if calls[callId] != nil { return error(id, callId, .conflict, "callId is already used by another call") }
     guard !tooManyLiveCalls(of: who.userId) else {
-      return error(id, callId, .rateLimited, "at most \(settings.maxLiveCallsPerUser) live group calls per user")
+      return error(id, callId, .limitExceeded, "at most \(settings.maxLiveCallsPerUser) live group calls per user")
     }
     var first = Member(userId: who.userId, name: who.name, state: .joined, deviceId: who.deviceId)
     first.joinedAt = now
@@ -257,7 +257,7 @@ struct GroupCallRouter {
     guard call.phase != .ended, call.isJoinedDevice(who) else { return invalidState(id, call) }
     guard call.members[i].signals < settings.maxSignalsPerJoin else {
       return error(
-        id, callId, .rateLimited, "too much negotiation in this call (\(settings.maxSignalsPerJoin) per join)")
+        id, callId, .limitExceeded, "too much negotiation in this call (\(settings.maxSignalsPerJoin) per join)")
     }
     call.members[i].signals += 1
     calls[callId] = call

@@ -11,6 +11,7 @@ struct APIRoutes {
   let store: any ServerStore
   let clock: any DialtoneClock
   let version: String
+  var limits = ServerLimits()
 
   func register(in router: inout Router) {
     router.add(.GET, "/healthz") { _ in .wire(HealthResponse(version: version)) }
@@ -46,7 +47,9 @@ struct APIRoutes {
       return .wire(GroupCallHistoryResponse(calls: shown, next: next))
     }
 
-    DeviceRoutes(authenticator: authenticator, store: store, clock: clock).register(in: &router)
+    DeviceRoutes(
+      authenticator: authenticator, store: store, clock: clock, maxPerUser: limits.maxPushRegistrationsPerUser
+    ).register(in: &router)
   }
 
   private func authenticate(_ request: HTTPRequest) throws(HTTPError) -> Identity {

@@ -8,6 +8,8 @@ struct DeviceRoutes {
   let authenticator: TokenAuthenticator
   let store: any DeviceStore
   let clock: any DialtoneClock
+  /// Installations one user may have registered (`ServerLimits.maxPushRegistrationsPerUser`).
+  var maxPerUser = ServerLimits().maxPushRegistrationsPerUser
 
   func register(in router: inout Router) {
     router.add(.POST, "/v1/devices") { request in
@@ -18,6 +20,14 @@ struct DeviceRoutes {
         try registration.validate()
       } catch {
         throw HTTPError(status: error.code.httpStatus, code: error.code.rawValue, message: error.message)
+      }
+      let registered = try await store.devices(of: identity.userId)
+      if registered.count >= maxPerUser,
+        !registered.contains(where: { $0.installationId == registration.installationId })
+      {
+        throw HTTPError(
+          status: ErrorCode.limitExceeded.httpStatus, code: ErrorCode.limitExceeded.rawValue,
+          message: "at most \(maxPerUser) installations per user: DELETE one that is no longer used")
       }
       let stored = try await store.upsert(
         installationId: registration.installationId, platform: registration.platform,

@@ -18,7 +18,11 @@ final class DeliverySession {
   private var unacked = FIFOQueue<(seq: UInt64, bytes: [UInt8])>()
   /// Highest seq dropped from `unacked` without an ack: a resume from below it is impossible.
   private var droppedThrough: UInt64 = 0
+  /// `unacked` holds at most this many messages and bytes: a device that never acks costs a
+  /// bounded amount, and resuming from before what was dropped gets `resync`.
   private let capacity: Int
+  private let maxUnackedBytes: Int
+  private(set) var unackedBytes = 0
 
   /// Answers to recent request ids, replayed when a request is repeated. They sit in a ring of
   /// slots (oldest evicted first) and the dictionary maps an id to its slot: evicting an entry
@@ -30,7 +34,7 @@ final class DeliverySession {
 
   init(
     id: String, identity: Identity, socket: WebSocketConnection?, now: Date, capacity: Int = 1024,
-    replyMemory: Int = 512
+    maxUnackedBytes: Int = 1 << 20, replyMemory: Int = 512
   ) {
     self.id = id
     self.identity = identity
@@ -38,6 +42,7 @@ final class DeliverySession {
     self.createdAt = now
     self.connectedAt = now
     self.capacity = capacity
+    self.maxUnackedBytes = maxUnackedBytes
     self.replyMemory = max(1, replyMemory)
   }
 
@@ -61,7 +66,11 @@ final class DeliverySession {
     nextSeq += 1
     let bytes = encode(seq)
     unacked.append((seq, bytes))
-    if unacked.count > capacity, let dropped = unacked.popFirst() {
+    unackedBytes += bytes.count
+    while unacked.count > capacity || (unackedBytes > maxUnackedBytes && unacked.count > 1),
+      let dropped = unacked.popFirst()
+    {
+      unackedBytes -= dropped.bytes.count
       droppedThrough = dropped.seq
     }
     if coalesced { socket?.sendCoalesced(text: bytes) } else { socket?.send(text: bytes) }
@@ -74,7 +83,10 @@ final class DeliverySession {
 
   func acknowledge(upTo seq: UInt64) {
     let bounded = min(seq, lastSentSeq)
-    while let oldest = unacked.first, oldest.seq <= bounded { unacked.popFirst() }
+    while let oldest = unacked.first, oldest.seq <= bounded {
+      unacked.popFirst()
+      unackedBytes -= oldest.bytes.count
+    }
   }
 
   /// A resume from `lastSeq` works when every later message is still held.

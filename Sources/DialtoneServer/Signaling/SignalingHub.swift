@@ -17,6 +17,7 @@ public actor SignalingHub {
     var resumeWindow: Duration
     var heartbeatSeconds: Int
     var maxMessageBytes: Int
+    var limits = ServerLimits()
   }
 
   /// A class, so that looking a socket up on every message costs a retain, not a struct copy.
@@ -26,11 +27,18 @@ public actor SignalingHub {
     /// Set by `hello`; cleared when a newer socket of the same device takes the session over.
     var session: DeliverySession?
     var helloTimer: (any ScheduledAction)?
+    /// Every message this socket sends takes a token (`ServerLimits.messagesPerSecond`).
+    var messages: TokenBucket
+    /// Messages refused in a row: a socket that keeps sending through its refusals is closed.
+    var refusedInARow = 0
 
-    init(connection: WebSocketConnection, headerToken: String?, helloTimer: (any ScheduledAction)?) {
+    init(
+      connection: WebSocketConnection, headerToken: String?, helloTimer: (any ScheduledAction)?, messages: TokenBucket
+    ) {
       self.connection = connection
       self.headerToken = headerToken
       self.helloTimer = helloTimer
+      self.messages = messages
     }
   }
 
@@ -50,6 +58,10 @@ public actor SignalingHub {
   private var devices: [String: [String: DeliverySession]] = [:]
   private var sessionTimers: [String: any ScheduledAction] = [:]
   private var callTimers: [CallTimer: any ScheduledAction] = [:]
+  /// Open sockets by remote address (`ServerLimits.maxConnectionsPerAddress`).
+  private var socketsByAddress: [String: Int] = [:]
+  /// Calls started, by user (`ServerLimits.invitesPerMinute`).
+  private var invites: RateLimiter<String>
 
   nonisolated let executor: NetworkExecutor
   public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
@@ -69,6 +81,7 @@ public actor SignalingHub {
     self.effectSink = effectSink
     self.log = log
     self.executor = executor
+    invites = RateLimiter(settings.limits.inviteRate)
   }
 
   nonisolated var socketHandler: any WebSocketHandler { SocketEventBridge(hub: self) }
@@ -103,13 +116,27 @@ public actor SignalingHub {
   func handle(_ event: HubEvent) {
     switch event {
     case .opened(let connection, let request):
+      let perAddress = settings.limits.maxConnectionsPerAddress
+      if perAddress > 0, socketsByAddress[connection.remoteAddress, default: 0] >= perAddress {
+        // Not tracked: its close event finds no state.
+        connection.close(
+          code: UInt16(CloseCode.overLimit.rawValue), reason: "more than \(perAddress) sockets from this address")
+        return
+      }
+      socketsByAddress[connection.remoteAddress, default: 0] += 1
       let timer = clock.schedule(after: settings.helloTimeout) { [self] in
         deliver(.helloDeadline(socketID: connection.id))
       }
-      sockets[connection.id] = SocketState(connection: connection, headerToken: request.bearerToken, helloTimer: timer)
+      sockets[connection.id] = SocketState(
+        connection: connection, headerToken: request.bearerToken, helloTimer: timer,
+        messages: TokenBucket(settings.limits.messageRate, now: clock.now))
 
     case .received(let connection, let bytes, let isText):
       guard let state = sockets[connection.id] else { return }
+      if let wait = state.messages.take(now: clock.now) {
+        return refuseTooFast(bytes, isText: isText, socket: state, wait: wait)
+      }
+      state.refusedInARow = 0
       if let session = state.session {
         handleMessage(bytes, isText: isText, session: session)
       } else {
@@ -118,6 +145,8 @@ public actor SignalingHub {
 
     case .closed(let connection, _):
       guard let state = sockets.removeValue(forKey: connection.id) else { return }
+      let address = connection.remoteAddress
+      if let open = socketsByAddress[address] { socketsByAddress[address] = open > 1 ? open - 1 : nil }
       state.helloTimer?.cancel()
       if let session = state.session, session.socket === connection {
         detach(session)
@@ -144,6 +173,46 @@ public actor SignalingHub {
 
     case .sfu(let event):
       handleSFU(event)
+    }
+  }
+
+  // MARK: - Limits
+
+  /// Over its message rate: the message is answered `rate-limited` (never silently dropped),
+  /// and a socket that keeps sending through a whole burst of refusals is closed.
+  private func refuseTooFast(_ bytes: [UInt8], isText: Bool, socket: SocketState, wait: Duration) {
+    socket.refusedInARow += 1
+    let rate = settings.limits.messageRate
+    if Double(socket.refusedInARow) > rate.burst {
+      socket.connection.close(
+        code: UInt16(CloseCode.overLimit.rawValue), reason: "kept sending over \(Int(rate.perSecond)) messages/s")
+      return
+    }
+    let id = isText ? Self.requestID(bytes) : nil
+    let error = ServerMessage.error(
+      .init(
+        replyTo: id, code: .rateLimited, message: "more than \(Int(rate.perSecond)) messages per second",
+        retryAfterMs: wait.milliseconds))
+    if let session = socket.session {
+      session.deliver(error)
+    } else {
+      socket.connection.send(text: MessageCodec.encode(error, seq: nil))
+    }
+  }
+
+  private static func requestID(_ bytes: [UInt8]) -> String? {
+    do {
+      return try MessageCodec.decodeClientMessage(bytes).id
+    } catch {
+      return error.replyTo
+    }
+  }
+
+  /// What `ServerLimits.invitesPerMinute` counts: messages that ring people or open a room.
+  private static func startsACall(_ message: ClientMessage) -> Bool {
+    switch message {
+    case .invite, .groupCreate, .roomJoin: return true
+    default: return false
     }
   }
 
@@ -191,9 +260,18 @@ public actor SignalingHub {
       return refuse(.init(replyTo: helloID, code: .unauthorized, message: error.description), close: .unauthorized)
     }
 
+    let existing = devices[identity.userId]?[identity.deviceId]
+    let maxDevices = settings.limits.maxDevicesPerUser
+    if existing == nil, (devices[identity.userId]?.count ?? 0) >= maxDevices {
+      return refuse(
+        .init(
+          replyTo: helloID, code: .limitExceeded,
+          message:
+            "at most \(maxDevices) devices per user are signed in at once (including sessions resumable after a drop)"),
+        close: .overLimit)
+    }
     socket.helloTimer?.cancel()
     let now = clock.now
-    let existing = devices[identity.userId]?[identity.deviceId]
     if let existing, let old = existing.socket, old !== connection {
       // Same device connected twice: the newest socket wins; the old one must not reconnect.
       sockets[old.id]?.session = nil
@@ -240,7 +318,8 @@ public actor SignalingHub {
 
   private func newSession(_ identity: Identity, _ connection: WebSocketConnection, _ now: Date) -> DeliverySession {
     let session = DeliverySession(
-      id: "s_" + SecureRandom.token(byteCount: 12), identity: identity, socket: connection, now: now)
+      id: "s_" + SecureRandom.token(byteCount: 12), identity: identity, socket: connection, now: now,
+      maxUnackedBytes: settings.limits.maxUnackedBytes)
     sessions[session.id] = session
     devices[identity.userId, default: [:]][identity.deviceId] = session
     return session
@@ -293,6 +372,16 @@ public actor SignalingHub {
     guard let requestID = frame.id else { return }
     if let earlier = session.reply(to: requestID) {
       session.deliver(earlier)
+      return
+    }
+    if Self.startsACall(message), let wait = invites.take(session.identity.userId, now: clock.now) {
+      // Not remembered: the same id sent again later is handled afresh.
+      session.deliver(
+        .error(
+          .init(
+            replyTo: requestID, code: .rateLimited,
+            message: "more than \(Int(settings.limits.invitesPerMinute)) calls started per minute",
+            callId: message.callId, retryAfterMs: wait.milliseconds)))
       return
     }
     let outcome: CallRouter.Outcome
