@@ -66,6 +66,8 @@ enum BenchSignalingCommand {
       [
         "--port", "\(port)", "--auth-secret", secret, "--data-dir", dataDirectory,
         "--log-level", "error",
+        // Every socket comes from one address, and the load is the point: no limits in the way.
+        "--max-connections-per-ip", "0", "--messages-per-second", "0", "--invites-per-minute", "0",
       ])
     let server = try ChildProcess(path, serverArguments)
     defer {

@@ -25,6 +25,8 @@ enum BenchWebSocketsCommand {
       [
         "--port", "\(port)", "--auth-secret", secret,
         "--data-dir", dataDirectory, "--log-level", "warning",
+        // One address opens every socket here: the per-address limit is for the real world.
+        "--max-connections-per-ip", "0",
       ])
     defer { server.terminate() }
     try await waitForHealth(port: port)

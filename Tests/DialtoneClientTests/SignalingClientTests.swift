@@ -66,6 +66,29 @@ private let secret = "client-test-secret-0123456789"
 
   struct ClientTestFailure: Error, CustomStringConvertible { let description: String }
 
+  /// Requests refused as `rate-limited` go again after the server's `retryAfterMs`: a burst
+  /// over the limit is slowed down, not lost.
+  @Test func rateLimitedRequestsAreSentAgainAfterTheWait() async throws {
+    let loopback = try await LoopbackServer(secret: secret) { $0.limits.messagesPerSecond = 2 }  // bursts of 8
+    let client = SignalingClient(
+      configuration: .init(url: loopback.webSocketURL), transport: LWSSignalingTransport(client: loopback.network)
+    ) { try loopback.token("alice", device: "phone") }
+    let inbox = Inbox(client)
+    await client.start()
+    try await inbox.waitFor("connected") { $0.connections == 1 }
+    var replies: [SignalingReply] = []
+    for _ in 0..<11 { replies.append(try await client.submit(.ping(.init()))) }
+    for reply in replies {
+      let answer = try await reply.value
+      guard case .ack = answer else {
+        Issue.record("a ping was answered \(answer)")
+        continue
+      }
+    }
+    await client.stop()
+    await loopback.stop()
+  }
+
   @Test func aNetworkChangeMidCallLosesAndDuplicatesNothing() async throws {
     let rig = try await Rig()
     let alice = rig.client("alice")

@@ -52,6 +52,31 @@ struct ConfigurationTests {
     }
   }
 
+  @Test func limitsAreOptionsWithSaneDefaults() throws {
+    let defaults = try ServerConfiguration.parse(arguments: [], environment: [:]).limits
+    #expect(defaults == ServerLimits())
+    #expect(defaults.maxOutgoingBytes > defaults.maxUnackedBytes && defaults.maxConnectionsPerAddress == 256)
+    let parsed = try ServerConfiguration.parse(
+      arguments: [
+        "--max-outgoing-bytes", "4194304", "--messages-per-second", "0", "--invites-per-minute", "6",
+        "--max-devices-per-user", "3", "--max-connections-per-ip", "0", "--http-requests-per-second", "2.5",
+        "--max-push-registrations-per-user", "4", "--max-live-calls-per-user", "2",
+      ],
+      environment: ["DIALTONE_MAX_UNACKED_BYTES": "262144"]
+    ).limits
+    #expect(parsed.maxOutgoingBytes == 4_194_304 && parsed.maxUnackedBytes == 262_144)
+    #expect(parsed.messagesPerSecond == 0 && parsed.messageRate.isUnlimited)
+    #expect(parsed.invitesPerMinute == 6 && parsed.maxDevicesPerUser == 3 && parsed.maxConnectionsPerAddress == 0)
+    #expect(parsed.httpRequestsPerSecond == 2.5 && parsed.maxPushRegistrationsPerUser == 4)
+    #expect(parsed.maxLiveCallsPerUser == 2)
+    for bad in [
+      ["--max-outgoing-bytes", "100"], ["--max-devices-per-user", "0"], ["--messages-per-second", "-1"],
+      ["--max-outgoing-bytes", "200000", "--max-unacked-bytes", "300000"],
+    ] {
+      #expect(throws: ConfigurationError.self) { try ServerConfiguration.parse(arguments: bad, environment: [:]) }
+    }
+  }
+
   @Test func generatedSecretIsReusedAcrossStarts() throws {
     let directory = NSTemporaryDirectory() + "dialtone-secret-\(UUID().uuidString)"
     let first = try AuthSecret.resolve(configured: nil, dataDirectory: directory)

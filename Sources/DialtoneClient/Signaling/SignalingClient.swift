@@ -60,7 +60,12 @@ public actor SignalingClient {
   private struct Pending {
     let message: ClientMessage
     let reply: AsyncThrowingStream<ServerMessage, any Error>.Continuation
+    /// Times the server answered `rate-limited` and the request was sent again.
+    var retries = 0
   }
+  /// A request refused as `rate-limited` is sent again (same id) after the server's
+  /// `retryAfterMs`, this many times, before the refusal is handed to the caller.
+  static let rateLimitRetries = 5
   private var pending: [String: Pending] = [:]
   private var order: [String] = []
   private let idPrefix = String(UInt32.random(in: 0...UInt32.max), radix: 36)
@@ -256,6 +261,17 @@ public actor SignalingClient {
   }
 
   private func answer(_ id: String, _ message: ServerMessage) {
+    if case .error(let error) = message, error.code == .rateLimited, let request = pending[id],
+      request.retries < Self.rateLimitRetries
+    {
+      pending[id]?.retries += 1
+      let wait = Duration.milliseconds(max(50, min(error.retryAfterMs ?? 1000, 60_000)))
+      Task { [clock] in
+        try? await clock.sleep(for: wait)
+        self.retransmit(id)
+      }
+      return
+    }
     guard let request = pending.removeValue(forKey: id) else { return }
     order.removeAll { $0 == id }
     request.reply.yield(message)
@@ -281,6 +297,12 @@ public actor SignalingClient {
   private func transmit(_ text: String) {
     lastSent = clock.now
     socket?.send(text)
+  }
+
+  /// After a rate-limit wait; a reconnect meanwhile has re-sent it already (or will).
+  private func retransmit(_ id: String) {
+    guard welcomed, let request = pending[id] else { return }
+    transmit(MessageCodec.encodeString(request.message, id: id))
   }
 
   private func failPending(_ error: any Error) {

@@ -13,7 +13,9 @@ final class LoopbackServer: Sendable {
   let directory: String
   let secret: String
 
-  init(secret: String, resumeWindow: Double = 60) async throws {
+  init(
+    secret: String, resumeWindow: Double = 60, configure: (inout ServerConfiguration) -> Void = { _ in }
+  ) async throws {
     self.secret = secret
     directory = NSTemporaryDirectory() + "dialtone-client-\(UUID().uuidString)"
     var configuration = ServerConfiguration()
@@ -23,6 +25,7 @@ final class LoopbackServer: Sendable {
     configuration.logLevel = .error
     configuration.drainSeconds = 1
     configuration.resumeWindow = resumeWindow
+    configure(&configuration)
     server = try await DialtoneServer(configuration: configuration)
     network = try WebSocketClient()
   }
