@@ -5,7 +5,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8080
 CONNECTIONS ?= 15000
 
-.PHONY: deps bench-deps build release run test format lint bench-ws bench-signaling bench-push bench-setup bench-codec bench-group bench-video clean
+.PHONY: deps bench-deps build release run test format lint bench-ws bench-signaling bench-push bench-setup bench-codec bench-group bench-video fuzz clean
 
 deps:
 	@scripts/deps.sh
@@ -26,7 +26,7 @@ run: release
 	.build/release/dialtone-server --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
 
 # Source layout follows .swift-format: `make format` applies it, `make lint` (part of `make test`) checks it.
-FORMATTED = Sources Tests Package.swift Apple
+FORMATTED = Sources Tests Package.swift Apple FuzzTesting/Package.swift FuzzTesting/Sources
 format:
 	$(SWIFT) format --in-place --recursive --parallel $(FORMATTED)
 lint:
@@ -81,3 +81,9 @@ bench-video: release
 # The signaling codec against Foundation's JSONDecoder/JSONEncoder on the relay's messages.
 bench-codec: release
 	.build/release/dialtone-bench codec
+
+# libFuzzer harnesses for every parser a client can reach (FuzzTesting/), FUZZ_SECONDS each, two
+# at a time; crashes land in FuzzTesting/crashes/. `make test` replays the seeds and regressions.
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh

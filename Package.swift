@@ -7,6 +7,8 @@ let package = Package(
   products: [
     .library(name: "DialtoneProtocol", targets: ["DialtoneProtocol"]),
     .library(name: "DialtoneClient", targets: ["DialtoneClient"]),
+    // For the fuzzing package (FuzzTesting/), which builds it with sanitizers.
+    .library(name: "DialtoneFuzzTargets", targets: ["DialtoneFuzzTargets"]),
     .executable(name: "dialtone-server", targets: ["dialtone-server"]),
     .executable(name: "dialtone", targets: ["dialtone"]),
     .executable(name: "dialtone-bench", targets: ["dialtone-bench"]),
@@ -72,6 +74,11 @@ let package = Package(
         "DialtoneCrypto", "DialtoneCommandLine", "DialtoneSupport",
       ]),
 
+    // What each fuzz harness does with an input; `make test` replays the corpus through it.
+    .target(
+      name: "DialtoneFuzzTargets",
+      dependencies: ["DialtoneProtocol", "DialtoneClient", "DialtoneCrypto", "DialtoneJSON", "DialtoneNet"]),
+
     // Test doubles shared by the test targets (virtual time).
     .target(name: "DialtoneTestSupport", dependencies: ["DialtoneSupport"], path: "Tests/DialtoneTestSupport"),
     .testTarget(name: "DialtoneJSONTests", dependencies: ["DialtoneJSON"]),
@@ -81,6 +88,7 @@ let package = Package(
     .testTarget(name: "DialtoneCryptoTests", dependencies: ["DialtoneCrypto", "DialtoneJSON", "DialtoneTestSupport"]),
     .testTarget(name: "DialtoneNetTests", dependencies: ["DialtoneNet", "DialtoneSupport", "DialtoneTestSupport"]),
     .testTarget(name: "DialtoneSQLiteTests", dependencies: ["DialtoneSQLite"]),
+    .testTarget(name: "DialtoneFuzzTargetsTests", dependencies: ["DialtoneFuzzTargets"]),
     .testTarget(
       name: "DialtoneClientTests",
       dependencies: [
