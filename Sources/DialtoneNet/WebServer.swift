@@ -42,10 +42,11 @@ public final class WebServer: Sendable {
   public let port: Int
   private let loop: ServiceLoop
 
-  /// With an `executor`, actors bound to it run on this server's network thread.
+  /// With an `executor`, actors bound to it run on this server's network thread. `log` receives
+  /// what an operator should see (running out of file descriptors).
   public init(
     configuration: WebServerConfiguration, router: Router, webSocketHandler: any WebSocketHandler,
-    executor: NetworkExecutor? = nil
+    executor: NetworkExecutor? = nil, log: @escaping NetLogger = { _, _ in }
   ) throws {
     signal(SIGPIPE, SIG_IGN)
     self.configuration = configuration
@@ -57,7 +58,7 @@ public final class WebServer: Sendable {
       idleTimeoutSeconds: configuration.idleTimeoutSeconds,
       sweepSeconds: configuration.keepaliveSweepSeconds)
     let loop = self.loop
-    let listener = try Listener(host: configuration.host, port: configuration.port) { sockets in
+    let listener = try Listener(host: configuration.host, port: configuration.port, log: log) { sockets in
       if !loop.post(.adopt(sockets)) { for socket in sockets { close(socket) } }
     }
     role.listener = listener

@@ -68,8 +68,15 @@ public final class DialtoneServer: Sendable {
       idleTimeoutSeconds: configuration.heartbeatSeconds * 2 + 10,
       drainSeconds: configuration.drainSeconds)
     webConfiguration.coalescingDelay = configuration.ackDelay
+    let netLog = log.scoped("net")
     web = try WebServer(
-      configuration: webConfiguration, router: routes, webSocketHandler: hub.socketHandler, executor: executor)
+      configuration: webConfiguration, router: routes, webSocketHandler: hub.socketHandler, executor: executor
+    ) { level, message in
+      switch level {
+      case .info: netLog.info(message)
+      case .warning: netLog.warning(message)
+      }
+    }
     port = web.port
     if let sfu {
       let hub = self.hub
