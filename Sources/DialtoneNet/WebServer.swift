@@ -15,6 +15,10 @@ public struct WebServerConfiguration: Sendable {
   public var drainSeconds: Double
   /// How often idle sockets are checked; keepalive times are rounded to multiples of it.
   public var keepaliveSweepSeconds: Double = 5
+  /// lws's per-request header table: the request line and every header must fit in it (1,024 to
+  /// 65,535 bytes; lws indexes the table with 16 bits). A request whose head does not fit is
+  /// dropped by lws and its connection closed without a response (lws 4.1 offers no hook to answer).
+  public var maxHeaderBytes: Int = 16 * 1024
   /// The longest a `sendCoalesced` message waits for another message to share its write; 0 sends
   /// it at once.
   public var coalescingDelay: Double = 0
