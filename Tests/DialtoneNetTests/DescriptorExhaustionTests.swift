@@ -9,26 +9,54 @@ import Testing
 /// close what it cannot serve instead of leaving clients hanging, keep serving what it has, not
 /// spin on the listening socket, and recover when descriptors are free again.
 @Suite(.serialized) struct DescriptorExhaustionTests {
-  private let healthz = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+  private static let healthz = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+  /// Free descriptors left to the server: the first this many flood connections take them.
+  private static let headroom = 16
+  private static let floodCount = 64
 
-  @Test func atTheLimitNewConnectionsAreClosedExistingOnesServedAndTheListenerDoesNotSpin() throws {
+  private struct Observations: Sendable {
+    var servedBefore = false
+    var closedBeyondLimit = 0
+    var servedDuring = false
+    var cpuSeconds = 0.0
+    var wallSeconds = 0.0
+    var servedAfter = false
+    var log = ""
+  }
+
+  @Test func atTheLimitNewConnectionsAreClosedExistingOnesServedAndTheListenerDoesNotSpin() async throws {
+    let seen = try await blockingIO { try Self.floodAtTheLimit() }
+    #expect(seen.servedBefore)
+    // A descriptor or two the server holds only briefly (at the count) may go to the flood.
+    #expect(
+      seen.closedBeyondLimit >= Self.floodCount - Self.headroom - 2,
+      "connections beyond the limit must be closed, not left hanging")
+    #expect(seen.servedDuring, "a connection accepted before the limit must still be served")
+    #expect(
+      seen.cpuSeconds < seen.wallSeconds * 0.5,
+      "server used \(seen.cpuSeconds) s of CPU in \(seen.wallSeconds) s while out of descriptors")
+    #expect(seen.servedAfter, "new connections must work again once descriptors are free")
+    #expect(seen.log.components(separatedBy: "out of file descriptors").count - 1 == 1, "one warning: \(seen.log)")
+    #expect(seen.log.contains("file descriptors available again"))
+  }
+
+  /// Blocking socket work; lws closes an idle keep-alive connection after 5 s, so the steps up to
+  /// the second /healthz stay well inside that.
+  private static func floodAtTheLimit() throws -> Observations {
+    var seen = Observations()
     let server = try ServerProcess()
     defer { server.stop() }
     let keepAlive = try RawHTTPConnection(port: server.port)
     keepAlive.send(healthz)
-    #expect(keepAlive.readResponse()?.status == 200)
+    seen.servedBefore = keepAlive.readResponse()?.status == 200
 
-    // The first `headroom` connections take the free descriptors; the rest find none.
-    let headroom = 16
     try server.setDescriptorLimit(server.openDescriptors + headroom)
     var flood: [RawHTTPConnection] = []
-    for _ in 0..<64 { flood.append(try RawHTTPConnection(port: server.port, receiveTimeout: 1)) }
-    let closed = closedByServer(flood, expecting: flood.count - headroom)
-    #expect(closed >= flood.count - headroom, "connections beyond the limit must be closed, not left hanging")
+    for _ in 0..<floodCount { flood.append(try RawHTTPConnection(port: server.port, receiveTimeout: 1)) }
+    seen.closedBeyondLimit = closedByServer(flood, expecting: floodCount - headroom - 2)
 
-    // A connection accepted before the limit is still served.
     keepAlive.send(healthz)
-    #expect(keepAlive.readResponse()?.status == 200)
+    seen.servedDuring = keepAlive.readResponse()?.status == 200
 
     // Clients keep arriving while no descriptor is free: the listener must not busy-loop.
     let cpuBefore = server.cpuSeconds
@@ -37,29 +65,25 @@ import Testing
       flood.append(try RawHTTPConnection(port: server.port, receiveTimeout: 1))
       usleep(100_000)
     }
-    let cpu = server.cpuSeconds - cpuBefore
-    let wall = Date().timeIntervalSince(start)
-    #expect(cpu < wall * 0.5, "server used \(cpu) s of CPU in \(wall) s while out of descriptors")
+    seen.cpuSeconds = server.cpuSeconds - cpuBefore
+    seen.wallSeconds = Date().timeIntervalSince(start)
 
     flood.removeAll()
-    var recovered = false
-    for _ in 0..<100 where !recovered {
+    for _ in 0..<100 where !seen.servedAfter {
       let fresh = try RawHTTPConnection(port: server.port, receiveTimeout: 2)
       fresh.send(healthz)
-      recovered = fresh.readResponse()?.status == 200
-      if !recovered { usleep(100_000) }
+      seen.servedAfter = fresh.readResponse()?.status == 200
+      if !seen.servedAfter { usleep(100_000) }
     }
-    #expect(recovered, "new connections must work again once descriptors are free")
-    let log = server.log
-    #expect(log.components(separatedBy: "out of file descriptors").count - 1 == 1, "one warning per episode: \(log)")
-    #expect(log.contains("file descriptors available again"))
+    seen.log = server.log
+    return seen
   }
 
   /// How many of `connections` the server closes (EOF or reset), polling until `expecting` have
   /// or a bounded number of rounds has passed.
-  private func closedByServer(_ connections: [RawHTTPConnection], expecting: Int) -> Int {
+  private static func closedByServer(_ connections: [RawHTTPConnection], expecting: Int) -> Int {
     var closed = Set<Int32>()
-    for _ in 0..<100 where closed.count < expecting {
+    for _ in 0..<30 where closed.count < expecting {
       var fds = connections.filter { !closed.contains($0.fd) }.map {
         pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0)
       }

@@ -99,3 +99,11 @@ final class RawHTTPConnection {
     return nil
   }
 }
+
+/// Runs blocking socket I/O on a Dispatch thread: blocked on the (two-thread) cooperative pool,
+/// it would starve the in-process server's own tasks and time out.
+func blockingIO<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+  try await withCheckedThrowingContinuation { continuation in
+    DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
+  }
+}
