@@ -23,8 +23,11 @@ extension ServerRole {
         return startExchange(
           id, wsi, request, early: HTTPError(status: 503, code: "unavailable", message: "server is shutting down"))
       }
-      let declared = headers["content-length"].flatMap { Int($0) }
-      let chunked = headers["transfer-encoding"]?.lowercased().contains("chunked") ?? false
+      let declared: Int?
+      switch requestBodyLength(wsi) {
+      case .success(let length): declared = length
+      case .failure(let error): return startExchange(id, wsi, request, early: error)
+      }
       if let declared, declared > configuration.maxBodyBytes {
         return startExchange(
           id, wsi, request,
@@ -33,9 +36,11 @@ extension ServerRole {
       }
       let exchange = HTTPExchange(id: id, wsi: wsi, request: request)
       exchange.expectedLength = declared
+      // lws reads a POST, PUT or PATCH without Content-Length to the end of the connection (RFC
+      // 9112 says it has no body): whatever follows is not a next request to lws, so end here.
+      if declared == nil, [.POST, .PUT, .PATCH].contains(method) { exchange.closeAfterResponse = true }
       exchanges[id] = exchange
-      let hasBody = (declared ?? 0) > 0 || chunked
-      if !hasBody { dispatch(exchange, on: loop) }
+      if (declared ?? 0) == 0 { dispatch(exchange, on: loop) }
       return 0
 
     case LWS_CALLBACK_HTTP_BODY:

@@ -38,7 +38,7 @@ extension ServerRole {
     return headers
   }
 
-  private func header(_ wsi: OpaquePointer, _ token: lws_token_indexes) -> String? {
+  func header(_ wsi: OpaquePointer, _ token: lws_token_indexes) -> String? {
     let length = Int(lws_hdr_total_length(wsi, token))
     guard length > 0 else { return nil }
     var buffer = [CChar](repeating: 0, count: length + 1)

@@ -35,6 +35,8 @@ final class ServerRole: ServiceRole {
   func configure(_ info: inout lws_context_creation_info) {
     // A server vhost that does not listen: `Listener` accepts and the loop adopts the sockets.
     info.port = CONTEXT_PORT_NO_LISTEN_SERVER
+    // lws 4.1's default table is 4 KiB: a long bearer token plus a browser's headers overflowed it.
+    info.max_http_header_data = UInt16(clamping: min(max(configuration.maxHeaderBytes, 1024), 65535))
   }
 
   func started(on loop: ServiceLoop) {

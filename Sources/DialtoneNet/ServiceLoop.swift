@@ -361,6 +361,12 @@ final class ServiceLoop: @unchecked Sendable {
       role.session(dt_lws_get_id(wsi))?.lastActivityTick = tick
       return 0
     case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+      // A close payload is empty or a 2-byte code plus reason (RFC 6455 §5.5.1); lws 4.1 echoes a
+      // 1-byte one back as it came. Refuse it with 1002: lws sends the reason set here.
+      if length == 1 {
+        lws_close_reason(wsi, LWS_CLOSE_STATUS_PROTOCOL_ERR, nil, 0)
+        return -1
+      }
       recordPeerClose(wsi, input, length)
       return 0
     default:

@@ -15,6 +15,10 @@ public struct WebServerConfiguration: Sendable {
   public var drainSeconds: Double
   /// How often idle sockets are checked; keepalive times are rounded to multiples of it.
   public var keepaliveSweepSeconds: Double = 5
+  /// lws's per-request header table: the request line and every header must fit in it (1,024 to
+  /// 65,535 bytes; lws indexes the table with 16 bits). A request whose head does not fit is
+  /// dropped by lws and its connection closed without a response (lws 4.1 offers no hook to answer).
+  public var maxHeaderBytes: Int = 16 * 1024
   /// The longest a `sendCoalesced` message waits for another message to share its write; 0 sends
   /// it at once.
   public var coalescingDelay: Double = 0
@@ -45,10 +49,11 @@ public final class WebServer: Sendable {
   public let port: Int
   private let loop: ServiceLoop
 
-  /// With an `executor`, actors bound to it run on this server's network thread.
+  /// With an `executor`, actors bound to it run on this server's network thread. `log` receives
+  /// what an operator should see (running out of file descriptors).
   public init(
     configuration: WebServerConfiguration, router: Router, webSocketHandler: any WebSocketHandler,
-    executor: NetworkExecutor? = nil
+    executor: NetworkExecutor? = nil, log: @escaping NetLogger = { _, _ in }
   ) throws {
     signal(SIGPIPE, SIG_IGN)
     self.configuration = configuration
@@ -60,7 +65,7 @@ public final class WebServer: Sendable {
       idleTimeoutSeconds: configuration.idleTimeoutSeconds,
       sweepSeconds: configuration.keepaliveSweepSeconds)
     let loop = self.loop
-    let listener = try Listener(host: configuration.host, port: configuration.port) { sockets in
+    let listener = try Listener(host: configuration.host, port: configuration.port, log: log) { sockets in
       if !loop.post(.adopt(sockets)) { for socket in sockets { close(socket) } }
     }
     role.listener = listener

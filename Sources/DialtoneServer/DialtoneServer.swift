@@ -73,8 +73,15 @@ public final class DialtoneServer: Sendable {
       drainSeconds: configuration.drainSeconds)
     webConfiguration.coalescingDelay = configuration.ackDelay
     webConfiguration.maxQueuedBytes = configuration.limits.maxOutgoingBytes
+    let netLog = log.scoped("net")
     web = try WebServer(
-      configuration: webConfiguration, router: routes, webSocketHandler: hub.socketHandler, executor: executor)
+      configuration: webConfiguration, router: routes, webSocketHandler: hub.socketHandler, executor: executor
+    ) { level, message in
+      switch level {
+      case .info: netLog.info(message)
+      case .warning: netLog.warning(message)
+      }
+    }
     port = web.port
     if let sfu {
       let hub = self.hub
