@@ -7,6 +7,9 @@ final class HTTPExchange {
   var request: HTTPRequest
   var expectedLength: Int?
   var bodyTooLarge = false
+  /// Handed to the router: at most once, since its answer is matched to the connection, and
+  /// a second one would answer whatever request comes next on it.
+  var dispatched = false
   private var response: HTTPResponse?
   private var headersSent = false
   private var bodyOffset = 0

@@ -64,7 +64,8 @@ extension ServerRole {
           .error(
             HTTPError(
               status: 413, code: "too-large", message: "body exceeds \(configuration.maxBodyBytes) bytes")))
-      } else if !exchange.hasResponse {
+      } else if !exchange.hasResponse, !exchange.dispatched {
+        // lws reports a body complete even for `Content-Length: 0`, already dispatched at its head.
         dispatch(exchange, on: loop)
       }
       return 0
@@ -105,6 +106,7 @@ extension ServerRole {
   }
 
   private func dispatch(_ exchange: HTTPExchange, on loop: ServiceLoop) {
+    exchange.dispatched = true
     let request = exchange.request
     let id = exchange.id
     let router = router
