@@ -26,6 +26,14 @@ final class ServerRole: ServiceRole {
   var coalescingTicker: DispatchSourceTimer?
   var tickerRunning = false
 
+  /// C copies of the TLS file paths for lws (see `configure`).
+  private var tlsPaths: (certificate: UnsafeMutablePointer<CChar>?, key: UnsafeMutablePointer<CChar>?)?
+
+  deinit {
+    free(tlsPaths?.certificate)
+    free(tlsPaths?.key)
+  }
+
   init(configuration: WebServerConfiguration, router: Router, webSocketHandler: any WebSocketHandler) {
     self.configuration = configuration
     self.router = router
@@ -35,6 +43,14 @@ final class ServerRole: ServiceRole {
   func configure(_ info: inout lws_context_creation_info) {
     // A server vhost that does not listen: `Listener` accepts and the loop adopts the sockets.
     info.port = CONTEXT_PORT_NO_LISTEN_SERVER
+    if let tls = configuration.tls {
+      // Adopted sockets get TLS when the vhost has a certificate (lws_adopt_socket allows SSL).
+      // lws reads the files while the context is created; the strings live until deinit.
+      info.options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT)
+      tlsPaths = (strdup(tls.certificateChain), strdup(tls.privateKey))
+      info.ssl_cert_filepath = UnsafePointer(tlsPaths?.certificate)
+      info.ssl_private_key_filepath = UnsafePointer(tlsPaths?.key)
+    }
     // lws 4.1's default table is 4 KiB: a long bearer token plus a browser's headers overflowed it.
     info.max_http_header_data = UInt16(clamping: min(max(configuration.maxHeaderBytes, 1024), 65535))
   }

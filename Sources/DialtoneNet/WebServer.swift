@@ -25,6 +25,8 @@ public struct WebServerConfiguration: Sendable {
   /// Bytes that may wait for one WebSocket's reader before the socket is closed with
   /// `WebSocketCloseCode.tooSlow`.
   public var maxQueuedBytes = 2 << 20
+  /// Serve TLS (`https://`, `wss://`) with these files instead of plain HTTP.
+  public var tls: TLSFiles?
 
   public init(
     host: String = "127.0.0.1", port: Int = 8080, webSocketPath: String = "/v1/ws",
@@ -57,6 +59,7 @@ public final class WebServer: Sendable {
   ) throws {
     signal(SIGPIPE, SIG_IGN)
     self.configuration = configuration
+    try configuration.tls?.checkReadable()
     let role = ServerRole(configuration: configuration, router: router, webSocketHandler: webSocketHandler)
     loop = try ServiceLoop(
       role: role,

@@ -73,6 +73,9 @@ public final class DialtoneServer: Sendable {
       drainSeconds: configuration.drainSeconds)
     webConfiguration.coalescingDelay = configuration.ackDelay
     webConfiguration.maxQueuedBytes = configuration.limits.maxOutgoingBytes
+    if let certificate = configuration.tlsCertificateFile, let key = configuration.tlsKeyFile {
+      webConfiguration.tls = TLSFiles(certificateChain: certificate, privateKey: key)
+    }
     let netLog = log.scoped("net")
     web = try WebServer(
       configuration: webConfiguration, router: routes, webSocketHandler: hub.socketHandler, executor: executor
@@ -91,7 +94,7 @@ public final class DialtoneServer: Sendable {
       log.info(
         "no --turn-url/--stun-url configured: clients get an empty ICE server list (fine on one LAN, not across NATs)")
     }
-    log.info("dialtone-server \(Self.version) listening on http://\(configuration.host):\(port) (WebSocket /v1/ws)")
+    log.info("dialtone-server \(Self.version) listening on \(baseURL) (WebSocket /v1/ws)")
   }
 
   /// Graceful stop: no new connections, every socket closed with 1001, pending call records
@@ -130,5 +133,7 @@ public final class DialtoneServer: Sendable {
     return nil
   }
 
-  public var baseURL: String { "http://\(configuration.host):\(port)" }
+  public var baseURL: String {
+    "\(configuration.tlsCertificateFile == nil ? "http" : "https")://\(configuration.host):\(port)"
+  }
 }

@@ -29,8 +29,12 @@ final class SignalingProbe: @unchecked Sendable {
     case failed(String)
   }
 
-  init(client: WebSocketClient, url: String, headers: [HTTPHeaderField] = []) throws {
-    connection = try client.connect(to: url, headers: headers) { [weak self] event in
+  init(
+    client: WebSocketClient, url: String, headers: [HTTPHeaderField] = [], allowSelfSignedCertificates: Bool = false
+  ) throws {
+    connection = try client.connect(
+      to: url, headers: headers, allowSelfSignedCertificates: allowSelfSignedCertificates
+    ) { [weak self] event in
       guard let self else { return }
       switch event {
       case .opened: self.push(.opened)

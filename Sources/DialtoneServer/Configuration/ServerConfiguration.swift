@@ -11,6 +11,9 @@ public struct ServerConfiguration: Sendable, Equatable {
   /// HS256 secret shared with the app's backend. Nil: read or generate `<data-dir>/auth-secret`.
   public var authSecret: String?
   public var logLevel: LogLevel = .info
+  /// PEM certificate chain and key: the server speaks `https://` and `wss://` on its port.
+  public var tlsCertificateFile: String?
+  public var tlsKeyFile: String?
 
   // Signaling timings (seconds).
   public var helloTimeout: Double = 5
@@ -114,6 +117,10 @@ extension ServerConfiguration {
       }
       c.logLevel = level
     },
+    Option(
+      flag: "tls-cert", help: "PEM certificate chain: serve https:// and wss:// (with --tls-key)", repeatable: false
+    ) { c, v in c.tlsCertificateFile = v },
+    Option(flag: "tls-key", help: "PEM private key of --tls-cert", repeatable: false) { c, v in c.tlsKeyFile = v },
     Option(flag: "ring-timeout", help: "seconds a call rings before it is missed (default 45)", repeatable: false) {
       c, v throws(ConfigurationError) in c.ringTimeout = try number(v, "ring-timeout")
     },
@@ -287,6 +294,9 @@ extension ServerConfiguration {
     let apnsParts = [configuration.apnsKeyFile, configuration.apnsKeyID, configuration.apnsTeamID]
     if apnsParts.contains(where: { $0 != nil }) && apnsParts.contains(where: { $0 == nil }) {
       throw ConfigurationError("APNs needs all of --apns-key-file, --apns-key-id and --apns-team-id")
+    }
+    if (configuration.tlsCertificateFile == nil) != (configuration.tlsKeyFile == nil) {
+      throw ConfigurationError("TLS needs both --tls-cert and --tls-key")
     }
     let liveKitParts = [configuration.liveKitURL, configuration.liveKitAPIKey, configuration.liveKitAPISecret]
     if liveKitParts.contains(where: { $0 != nil }) && liveKitParts.contains(where: { $0 == nil }) {
