@@ -202,7 +202,8 @@ class Peer:
     def make_pc(self):
         # iceServers=[]: aiortc would otherwise ask a public STUN server.
         pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
-        pc.addTrack(Tone(self.args.tone))
+        if not self.args.silent:
+            pc.addTrack(Tone(self.args.tone))
         if self.args.video:
             pc.addTrack(SolidCamera(self.args.video))
 
@@ -334,6 +335,7 @@ def main():
     who.add_argument("--call")
     who.add_argument("--answer", action="store_true")
     parser.add_argument("--tone", type=float, default=700)
+    parser.add_argument("--silent", action="store_true", help="send no media at all (ICE and DTLS only)")
     parser.add_argument("--duration", type=float, default=0)
     parser.add_argument("--record")
     parser.add_argument("--video", choices=sorted(COLOURS))

@@ -416,6 +416,23 @@ async def cli_calls_aiortc(s, stack):
 
 
 @scenario
+async def a_call_that_carries_no_media_exits_failed(s, stack):
+    """aiortc answers and connects (ICE, DTLS) but sends nothing: the CLI's call ends as
+    `failed` with reason "no media" (exit 6), not as a completed call."""
+    ns = stack(await MediaNamespace().start())
+    server = stack(await Server(s, netns=ns.NS).start())
+    bob = stack(await aiortc_peer(s, "aiortc", ["--server", server.url, "--token", server.token("bob"),
+                                                "--answer", "--silent"], ns.NS).start())
+    await bob.wait_for("note", text="waiting for a call")
+    alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
+                                               "--to", "bob", "--duration", "3"], netns=ns.NS).start())
+    await alice.wait_for("connected")
+    check(await alice.exit_status() == 6, "a call without media did not exit 6 (failed)")
+    ended = alice.find("ended")
+    check(ended and ended.get("reason") == "no media", f"the call ended with {ended}")
+
+
+@scenario
 async def aiortc_and_cli_video_both_ways(s, stack):
     """aiortc video-calls the CLI, then the CLI video-calls aiortc: each decodes the other's
     VP8 at 640x360 in the sender's colour."""
