@@ -18,7 +18,8 @@ APT_PACKAGES=(
   # Group calls: a real SFU (the tests start their own instance from a generated configuration).
   janus
 )
-PIP_PACKAGES=(pyjwt cryptography h2 aiortc websockets numpy livekit-api)
+# kosoku: the Autobahn WebSocket test cases (scripts/autobahn.py).
+PIP_PACKAGES=(pyjwt cryptography h2 aiortc websockets numpy livekit-api kosoku)
 # `scripts/deps.sh bench`: also what the benchmarks compare against.
 if [ "${1:-}" = "bench" ]; then
   command -v node >/dev/null || APT_PACKAGES+=(nodejs)

@@ -21,10 +21,16 @@ run_one() {
   local extra=()
   # The server answers on its own thread, so what one input allocates is freed during a later
   # one: LeakSanitizer's per-input check would call that a leak.
-  [ "$target" = FuzzHTTPRequest ] && extra+=(-detect_leaks=0 -max_len=8192)
+  local asan="${ASAN_OPTIONS:-quarantine_size_mb=64}"
+  # ...and LeakSanitizer's own pass over the server's threads died once with "Can't open
+  # /proc/PID/task" after 11 minutes: leaks are not checked in this harness at all.
+  if [ "$target" = FuzzHTTPRequest ]; then
+    extra+=(-detect_leaks=0 -max_len=8192)
+    asan="quarantine_size_mb=16:detect_leaks=0"
+  fi
   mkdir -p ".corpus/$target"
   # On a crash the Swift backtracer would otherwise hang for minutes.
-  SWIFT_BACKTRACE=enable=no ASAN_OPTIONS="${ASAN_OPTIONS:-quarantine_size_mb=64}" "$BIN/$target" ".corpus/$target" "Corpus/$target" \
+  SWIFT_BACKTRACE=enable=no ASAN_OPTIONS="$asan" "$BIN/$target" ".corpus/$target" "Corpus/$target" \
     -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
     -artifact_prefix="crashes/$target-" "${extra[@]}" > "logs/$target.log" 2>&1 || status=$?
   local summary

@@ -13,6 +13,11 @@ if [ $# -eq 0 ]; then
 else
   swift test --skip-build --no-parallel "$@"
 fi
+# The Autobahn WebSocket cases (kosoku) against DialtoneNet's server and client, on loopback;
+# 9.* (performance, 16 MiB messages) only in `make autobahn-full`.
+if [ $# -eq 0 ]; then
+  python3 scripts/autobahn.py --bin .build/debug
+fi
 # End-to-end calls with real media and real peers (coturn, aiortc, headless Chromium).
 if [ $# -eq 0 ]; then
   python3 Tests/e2e/run_e2e.py

@@ -141,10 +141,10 @@ final class ClientRole: ServiceRole {
       guard let session = client.session else { return -1 }
       session.lastActivityTick = loop.tick
       switch session.receive(input, length) {
-      case .partial: return 0
+      case .partial, .discarded: return 0
       case .tooBig: return session.rejectTooBig()
       case .message(let bytes, let isText):
-        client.request.onEvent(.message(bytes, isText: isText))
+        session.deliver { client.request.onEvent(.message(bytes, isText: isText)) }
         loop.receivedMessage()
         return 0
       }

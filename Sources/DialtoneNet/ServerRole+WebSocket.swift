@@ -35,13 +35,13 @@ extension ServerRole {
       guard let session = webSockets[dt_lws_get_id(wsi)] else { return -1 }
       session.lastActivityTick = loop.tick
       switch session.receive(input, length) {
-      case .partial:
+      case .partial, .discarded:
         return 0
       case .tooBig:
         return session.rejectTooBig()
       case .message(let bytes, let isText):
         if let connection = session.connection {
-          webSocketHandler.webSocketReceived(connection, message: bytes, isText: isText)
+          session.deliver { webSocketHandler.webSocketReceived(connection, message: bytes, isText: isText) }
         }
         // A busy loop releases held frames and owed keepalive pings as it goes; the ticker and
         // the sweep only cover quiet spells.

@@ -106,6 +106,10 @@ final class ServiceLoop: @unchecked Sendable {
     info.options =
       UInt64(LWS_SERVER_OPTION_LIBUV) | UInt64(LWS_SERVER_OPTION_UV_NO_SIGSEGV_SIGFPE_SPIN)
       | UInt64(LWS_SERVER_OPTION_DISABLE_IPV6)
+      // Text messages and close reasons must be UTF-8 (RFC 6455 §8.1, §5.5.1): lws checks each
+      // piece as it arrives and fails the connection with 1007 at the first invalid byte, before
+      // the message is delivered (also for a message split over frames, or cut mid-character).
+      | UInt64(LWS_SERVER_OPTION_VALIDATE_UTF8)
     info.retry_and_idle_policy = UnsafePointer(retryPolicy)
     info.timeout_secs = 20
     // With libuv, lws owns SIGINT/SIGTERM; without signal_cb a SIGTERM leaves the loop spinning.
@@ -376,10 +380,12 @@ final class ServiceLoop: @unchecked Sendable {
   }
 
   private func recordPeerClose(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) {
-    guard let input, length >= 2 else { return }
-    let bytes = input.assumingMemoryBound(to: UInt8.self)
-    let code = UInt16(bytes[0]) << 8 | UInt16(bytes[1])
-    role.session(dt_lws_get_id(wsi))?.peerCloseCode = code
+    var code: UInt16?
+    if let input, length >= 2 {
+      let bytes = input.assumingMemoryBound(to: UInt8.self)
+      code = UInt16(bytes[0]) << 8 | UInt16(bytes[1])
+    }
+    role.session(dt_lws_get_id(wsi))?.peerSentClose(code: code)
   }
 }
 

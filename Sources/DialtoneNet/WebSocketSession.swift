@@ -7,6 +7,9 @@ final class WebSocketSession {
     case partial
     case message([UInt8], isText: Bool)
     case tooBig
+    /// Data after the peer's close frame: the close is its last frame (RFC 6455 §5.5.1), so what
+    /// follows is dropped, not delivered.
+    case discarded
   }
 
   let id: UInt64
@@ -36,7 +39,11 @@ final class WebSocketSession {
   private var rx: [UInt8] = []
   private var receivingMessage = false
   private var closeRequest: (code: UInt16, reason: String)?
-  var peerCloseCode: UInt16?
+  private(set) var peerCloseCode: UInt16?
+  /// The peer's close frame arrived: lws answers it, and nothing more is received or sent.
+  private(set) var peerClosed = false
+  /// Set while the handler runs for a message this socket received (see `deliver`).
+  private var delivering = false
   /// Keepalive bookkeeping, in the loop's coarse sweep ticks (see `ServiceLoop.sweepIdleSockets`).
   var lastActivityTick: UInt32 = 0
   private var pingDue = false
@@ -59,7 +66,7 @@ final class WebSocketSession {
   /// turns each into epoll_ctl calls), which dominated the cost of small messages. Held frames
   /// go first, in the same write.
   func enqueue(_ bytes: [UInt8], binary: Bool, on loop: ServiceLoop) {
-    guard closeRequest == nil else { return }
+    guard closeRequest == nil, !peerClosed else { return }
     let item: Outgoing
     if held.isEmpty {
       item = .message(bytes, binary: binary)
@@ -77,7 +84,7 @@ final class WebSocketSession {
   /// frames are written unmasked). Returns true when the holding starts, i.e. the loop must
   /// note a release deadline for this socket.
   func enqueueCoalesced(_ bytes: [UInt8], binary: Bool) -> Bool {
-    guard closeRequest == nil else { return false }
+    guard closeRequest == nil, !peerClosed else { return false }
     let starts = held.isEmpty
     // Room for the message that will probably follow (held frames wait to share its write).
     if starts { held.reserveCapacity(2 * bytes.count + 512) }
@@ -115,7 +122,28 @@ final class WebSocketSession {
   }
 
   private var canWriteNow: Bool {
-    queue.isEmpty && !pingDue && isEstablished && lws_partial_buffered(wsi) == 0
+    queue.isEmpty && !pingDue && isEstablished && !delivering && lws_partial_buffered(wsi) == 0
+  }
+
+  /// Runs the handler of a message this socket received. A reply sent from inside it waits for
+  /// the writable callback instead of being written at once: the same read may have carried a
+  /// ping (or a close) that lws owes an answer to, and lws writes those first in its writable
+  /// pass (RFC 6455 §5.5.2; Autobahn 5.6–5.8, 5.19, 5.20). lws reports no pings to us, so
+  /// "inside a receive" is the only reliable sign that one may be owed.
+  func deliver(_ handler: () -> Void) {
+    delivering = true
+    handler()
+    delivering = false
+  }
+
+  /// lws reported the peer's close frame (`code` when it carried one; lws has already replaced
+  /// an invalid code with 1002).
+  func peerSentClose(code: UInt16?) {
+    peerClosed = true
+    peerCloseCode = code
+    queue = FIFOQueue()
+    held = []
+    queuedBytes = 0
   }
 
   private func append(_ item: Outgoing) {
@@ -140,7 +168,8 @@ final class WebSocketSession {
   var isEstablished = false
 
   func requestClose(code: UInt16, reason: String) {
-    guard closeRequest == nil else { return }
+    // After the peer's close lws sends the answering close frame itself.
+    guard closeRequest == nil, !peerClosed else { return }
     if !held.isEmpty {
       queue.append(.frames(held))
       queuedBytes += held.count
@@ -195,6 +224,7 @@ final class WebSocketSession {
   /// with no payload left; its start is tracked here rather than trusting lws's first-fragment
   /// flag, which does not mark buffer-sized chunks consistently.
   func receive(_ input: UnsafeMutableRawPointer?, _ length: Int) -> Received {
+    if peerClosed { return .discarded }
     // The common case, a whole message in one piece, skips the reassembly buffer.
     if !receivingMessage, length <= maxMessageBytes, lws_is_final_fragment(wsi) != 0,
       lws_remaining_packet_payload(wsi) == 0

@@ -40,6 +40,22 @@ private let benchmarks: [Subcommand] = [
       .value("iterations", "messages per timed loop (default 50000; invites: a quarter)"),
       .value("repeats", "timed loops per figure; the median is printed (default 5)"),
     ], run: BenchCodecCommand.run),
+  Subcommand(
+    "ws-echo", "a WebSocket echo endpoint on the server's stack and limits, for the Autobahn cases",
+    options: [
+      .value("port", "loopback port to listen on (default 9001; 0 picks a free one and prints it)"),
+      .value("path", "the WebSocket path (default /v1/ws, as the server)"),
+      .value("max-message-bytes", "larger messages close with 1009 (default: the server's 65536)"),
+      .value("seconds", "exit after this long at the latest (default 900)"),
+    ], run: BenchWebSocketEchoCommand.run),
+  Subcommand(
+    "ws-autobahn-client", "drive the WebSocket client through an Autobahn fuzzing server's cases",
+    options: [
+      .value("url", "the fuzzing server, ws://127.0.0.1:PORT"),
+      .value("agent", "the agent name in the reports (default dialtone)"),
+      .value("max-message-bytes", "larger messages close with 1009 (default: the client's 1048576)"),
+      .value("case-seconds", "longest one case may take before it is closed (default 60)"),
+    ], run: BenchAutobahnClientCommand.run),
 ]
 
 exit(await Subcommand.main("dialtone-bench", benchmarks))
