@@ -7,6 +7,8 @@
 #   scripts/fuzz.sh [HARNESS...]        (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/../FuzzTesting"
+# FuzzHTTPRequest's in-process server holds a socket per connection it has not yet closed.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 SECONDS_EACH="${FUZZ_SECONDS:-60}"
 JOBS="${FUZZ_PARALLEL:-2}"
 ALL=(FuzzClientMessage FuzzServerMessage FuzzHTTPBodies FuzzPushPayload FuzzSDP FuzzJWT FuzzHTTPRequest)

@@ -9,30 +9,36 @@ extension ServerRole {
     case LWS_CALLBACK_HTTP:
       var id = dt_lws_get_id(wsi)
       if id == 0 { id = loop.allocateID(for: wsi) }
+      // An earlier request on this connection was answered: this one came after it (kept alive
+      // or pipelined). The wsi's id alone cannot say so: lws may hand a reused wsi its old id.
+      let pipelined = answeredConnections.contains(id)
       let target = requestTarget(wsi)
       let headers = readHeaders(wsi)
       guard let method = requestMethod(wsi) else {
         return startExchange(
           id, wsi, HTTPRequest(method: .GET, path: target.path),
-          early: HTTPError(status: 405, code: "method-not-allowed", message: "unsupported method"))
+          early: HTTPError(status: 405, code: "method-not-allowed", message: "unsupported method"), pipelined: pipelined
+        )
       }
       let request = HTTPRequest(
         method: method, path: target.path, query: target.query, headers: headers,
         remoteAddress: loop.peerAddress(wsi))
       if loop.draining {
         return startExchange(
-          id, wsi, request, early: HTTPError(status: 503, code: "unavailable", message: "server is shutting down"))
+          id, wsi, request, early: HTTPError(status: 503, code: "unavailable", message: "server is shutting down"),
+          pipelined: pipelined)
       }
       let declared: Int?
       switch requestBodyLength(wsi) {
       case .success(let length): declared = length
-      case .failure(let error): return startExchange(id, wsi, request, early: error)
+      case .failure(let error): return startExchange(id, wsi, request, early: error, pipelined: pipelined)
       }
       if let declared, declared > configuration.maxBodyBytes {
         return startExchange(
           id, wsi, request,
           early: HTTPError(
-            status: 413, code: "too-large", message: "body exceeds \(configuration.maxBodyBytes) bytes"))
+            status: 413, code: "too-large", message: "body exceeds \(configuration.maxBodyBytes) bytes"),
+          pipelined: pipelined)
       }
       let exchange = HTTPExchange(id: id, wsi: wsi, request: request)
       exchange.expectedLength = declared
@@ -85,11 +91,13 @@ extension ServerRole {
       case .done:
         exchanges.removeValue(forKey: id)
         if exchange.closeAfterResponse || loop.draining { return -1 }
+        answeredConnections.insert(id)
         return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
       }
 
     case LWS_CALLBACK_CLOSED_HTTP:
       exchanges.removeValue(forKey: dt_lws_get_id(wsi))
+      answeredConnections.remove(dt_lws_get_id(wsi))
       return 0
 
     default:
@@ -99,9 +107,14 @@ extension ServerRole {
 
   /// Answers before reading the body; the connection closes after, since unread body bytes would
   /// otherwise be parsed as the next request.
-  private func startExchange(_ id: UInt64, _ wsi: OpaquePointer, _ request: HTTPRequest, early error: HTTPError)
-    -> Int32
-  {
+  private func startExchange(
+    _ id: UInt64, _ wsi: OpaquePointer, _ request: HTTPRequest, early error: HTTPError, pipelined: Bool
+  ) -> Int32 {
+    // Refusing a request that follows another on its connection, with body bytes behind it,
+    // made lws 4.1.6 spin on the network thread (every other client starved): such a connection
+    // is closed at once, without an answer (RFC 9112 9.6 lets a server close a persistent
+    // connection instead of answering).
+    if pipelined { return -1 }
     let exchange = HTTPExchange(id: id, wsi: wsi, request: request)
     exchange.closeAfterResponse = true
     exchanges[id] = exchange

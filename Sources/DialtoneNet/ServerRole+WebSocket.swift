@@ -57,6 +57,7 @@ extension ServerRole {
     case LWS_CALLBACK_CLOSED:
       let id = dt_lws_get_id(wsi)
       pendingUpgrades.removeValue(forKey: id)
+      answeredConnections.remove(id)
       if let session = webSockets.removeValue(forKey: id), let connection = session.connection {
         webSocketHandler.webSocketClosed(connection, code: session.peerCloseCode)
       }

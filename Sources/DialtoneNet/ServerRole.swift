@@ -18,6 +18,8 @@ final class ServerRole: ServiceRole {
   var webSockets: [UInt64: WebSocketSession] = [:]
   var exchanges: [UInt64: HTTPExchange] = [:]
   var pendingUpgrades: [UInt64: UpgradeRequest] = [:]
+  /// HTTP connections that have had a request answered (see `handleHTTP`).
+  var answeredConnections: Set<UInt64> = []
 
   /// How long a coalesced message may wait for company, and the sockets holding some, oldest
   /// first, each with the time its wait ends (see ServerRole+Coalescing.swift).
@@ -75,6 +77,7 @@ final class ServerRole: ServiceRole {
     webSockets.removeAll()
     exchanges.removeAll()
     pendingUpgrades.removeAll()
+    answeredConnections.removeAll()
   }
 
   func handle(

@@ -39,4 +39,24 @@ import Testing
     #expect(responses.map { $0?.body } == ["post 1", "calls 1", "post 2", "calls 2", "post 3", "calls 3"])
     #expect(calls.withLock { $0 } == 3)
   }
+
+  /// A pipelined request refused before its body (two Content-Lengths here) made lws spin on the
+  /// network thread, and nobody else was answered again: that connection now just closes.
+  @Test func aRefusedPipelinedRequestDoesNotStallTheServer() async throws {
+    let server = try startServer(EchoHandler())
+    let port = server.port
+    let (first, afterwards) = try await blockingIO {
+      let attacker = try RawHTTPConnection(port: port, receiveTimeout: 3)
+      attacker.send(
+        "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nPOST /echo HTTP/1.1\r\nContent-Length: 4\r\nContent-Length: 4\r\n\r\nabcd"
+      )
+      let first = attacker.readResponse()?.status
+      let other = try RawHTTPConnection(port: port, receiveTimeout: 3)
+      other.send("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+      return (first, other.readResponse()?.status)
+    }
+    await server.stop()
+    #expect(first == 200)
+    #expect(afterwards == 200)
+  }
 }
