@@ -33,7 +33,11 @@ import Testing
     let server = try await TestServer { $0.limits.messagesPerSecond = 5 }
     let alice = try await server.connect("alice")
     for n in 0..<60 { alice.send(ClientEnvelope(id: "p\(n)", message: .ping(.init()))) }
-    #expect(try await alice.closeCode() == UInt16(CloseCode.overLimit.rawValue))
+    // The server closes with 4429; when the client's pings are still unread on the server side,
+    // the kernel turns that close into a reset, and the close frame can be lost: either way the
+    // socket must end (without the limit it stays open and this times out).
+    let code = try await alice.closeCode()
+    #expect(code == nil || code == UInt16(CloseCode.overLimit.rawValue) || code == 1006)
     // Others are not affected.
     let bob = try await server.connect("bob")
     #expect(try await bob.request(.ping(.init())).isAck)
