@@ -43,7 +43,7 @@ private final class FloodingHandler: WebSocketHandler, Sendable {
     let server = try WebServer(configuration: configuration, router: Router(), webSocketHandler: handler)
     defer { server.shutdown() }
 
-    let fd = try #require(connectSmallWindow(port: server.port))
+    let fd = try #require(connectLoopback(port: server.port, receiveBuffer: 4096))
     defer { close(fd) }
     let request =
       "GET /v1/ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -69,27 +69,4 @@ private final class FloodingHandler: WebSocketHandler, Sendable {
     #expect(handler.closed == 0)
     await client.shutdown()
   }
-}
-
-/// A loopback TCP socket with a receive buffer of a few KB, so the kernel cannot absorb what
-/// the server sends.
-private func connectSmallWindow(port: Int) -> Int32? {
-  let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-  guard fd >= 0 else { return nil }
-  var small: Int32 = 4096
-  _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
-  var address = sockaddr_in()
-  address.sin_family = sa_family_t(AF_INET)
-  address.sin_addr.s_addr = inet_addr("127.0.0.1")
-  address.sin_port = in_port_t(UInt16(port).bigEndian)
-  let connected = withUnsafePointer(to: &address) {
-    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-      Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-    }
-  }
-  guard connected else {
-    close(fd)
-    return nil
-  }
-  return fd
 }
