@@ -200,70 +200,45 @@ extension ServerConfiguration {
       }
       c.groupRingLimit = limit
     },
-    Option(
-      flag: "max-outgoing-bytes",
-      help: "bytes queued to a socket whose reader lags before it is closed with 4429 (default 2097152)",
-      repeatable: false
-    ) { c, v throws(ConfigurationError) in
-      c.limits.maxOutgoingBytes = try atLeast(number(v, "max-outgoing-bytes"), 131_072, "max-outgoing-bytes")
-    },
-    Option(
-      flag: "max-unacked-bytes",
-      help: "bytes of unacknowledged messages a session keeps for resume (default 1048576)", repeatable: false
-    ) { c, v throws(ConfigurationError) in
-      c.limits.maxUnackedBytes = try atLeast(number(v, "max-unacked-bytes"), 65_536, "max-unacked-bytes")
-    },
-    Option(
-      flag: "messages-per-second",
-      help: "messages a socket may send per second, bursts of 4 s (default 50; 0 = no limit)",
-      repeatable: false
-    ) { c, v throws(ConfigurationError) in
-      c.limits.messagesPerSecond = try atLeast(number(v, "messages-per-second"), 0, "messages-per-second")
-    },
-    Option(
-      flag: "invites-per-minute", help: "calls a user may start per minute, bursts of 10 (default 30; 0 = no limit)",
-      repeatable: false
-    ) { c, v throws(ConfigurationError) in
-      c.limits.invitesPerMinute = try atLeast(number(v, "invites-per-minute"), 0, "invites-per-minute")
-    },
-    Option(
-      flag: "max-live-calls-per-user", help: "calls a user may have ringing or connected as the caller (default 8)",
-      repeatable: false
-    ) { c, v throws(ConfigurationError) in
-      c.limits.maxLiveCallsPerUser = try atLeast(number(v, "max-live-calls-per-user"), 1, "max-live-calls-per-user")
-    },
-    Option(
-      flag: "max-devices-per-user", help: "devices a user may have signed in at once (default 16)", repeatable: false
-    ) { c, v throws(ConfigurationError) in
-      c.limits.maxDevicesPerUser = try atLeast(number(v, "max-devices-per-user"), 1, "max-devices-per-user")
-    },
-    Option(
-      flag: "max-connections-per-ip", help: "open WebSockets per IP address (default 256; 0 = no limit)",
-      repeatable: false
-    ) { c, v throws(ConfigurationError) in
-      c.limits.maxConnectionsPerAddress = try atLeast(number(v, "max-connections-per-ip"), 0, "max-connections-per-ip")
-    },
-    Option(
-      flag: "http-requests-per-second",
-      help: "HTTP requests per second per IP address, bursts of 5 s, /healthz excepted (default 20; 0 = no limit)",
-      repeatable: false
-    ) { c, v throws(ConfigurationError) in
-      c.limits.httpRequestsPerSecond = try atLeast(number(v, "http-requests-per-second"), 0, "http-requests-per-second")
-    },
-    Option(
-      flag: "max-push-registrations-per-user", help: "push registrations a user may have (default 16)",
-      repeatable: false
-    ) { c, v throws(ConfigurationError) in
-      c.limits.maxPushRegistrationsPerUser = try atLeast(
-        number(v, "max-push-registrations-per-user"), 1, "max-push-registrations-per-user")
-    },
+    limit(
+      "max-outgoing-bytes",
+      "bytes queued to a socket whose reader lags before it is closed with 4429 (default 2097152)", \.maxOutgoingBytes,
+      atLeast: 131_072),
+    limit(
+      "max-unacked-bytes", "bytes of unacknowledged messages a session keeps for resume (default 1048576)",
+      \.maxUnackedBytes, atLeast: 65_536),
+    limit(
+      "messages-per-second", "messages a socket may send per second, bursts of 4 s (default 50; 0 = no limit)",
+      \.messagesPerSecond, atLeast: 0),
+    limit(
+      "invites-per-minute", "calls a user may start per minute, bursts of 10 (default 30; 0 = no limit)",
+      \.invitesPerMinute, atLeast: 0),
+    limit(
+      "max-live-calls-per-user", "calls a user may have ringing or connected as the caller (default 8)",
+      \.maxLiveCallsPerUser, atLeast: 1),
+    limit(
+      "max-devices-per-user", "devices a user may have signed in at once (default 16)", \.maxDevicesPerUser, atLeast: 1),
+    limit(
+      "max-connections-per-ip", "open WebSockets per IP address (default 256; 0 = no limit)",
+      \.maxConnectionsPerAddress, atLeast: 0),
+    limit(
+      "http-requests-per-second",
+      "HTTP requests per second per IP address, bursts of 5 s, /healthz excepted (default 20; 0 = no limit)",
+      \.httpRequestsPerSecond, atLeast: 0),
+    limit(
+      "max-push-registrations-per-user", "push registrations a user may have (default 16)",
+      \.maxPushRegistrationsPerUser, atLeast: 1),
   ]
 
-  private static func atLeast<T: Comparable & CustomStringConvertible>(_ value: T, _ minimum: T, _ flag: String)
-    throws(ConfigurationError) -> T
-  {
-    guard value >= minimum else { throw ConfigurationError("--\(flag) must be at least \(minimum)") }
-    return value
+  /// An option that sets one of `limits` to a number of at least `minimum`.
+  private static func limit<T: LosslessStringConvertible & Comparable & Sendable>(
+    _ flag: String, _ help: String, _ field: WritableKeyPath<ServerLimits, T> & Sendable, atLeast minimum: T
+  ) -> Option {
+    Option(flag: flag, help: help, repeatable: false) { c, v throws(ConfigurationError) in
+      let value: T = try number(v, flag)
+      guard value >= minimum else { throw ConfigurationError("--\(flag) must be at least \(minimum)") }
+      c.limits[keyPath: field] = value
+    }
   }
 
   private static var commandOptions: [CommandOption] {
