@@ -13,7 +13,7 @@ public final class DialtoneServer: Sendable {
   public let port: Int
   private let web: WebServer
   let hub: SignalingHub
-  private let recorder: CallRecorder
+  private let journal: CallJournal
   private let groupRecorder: GroupCallRecorder
   let pushes: PushDispatcher?
   private let sfu: (any SFUBackend)?
@@ -32,11 +32,13 @@ public final class DialtoneServer: Sendable {
       stunURLs: configuration.stunURLs, turnURLs: configuration.turnURLs,
       turnSecret: configuration.turnSecret, ttl: configuration.turnTTL)
     let callStore = try store ?? SQLiteStore.open(dataDirectory: configuration.dataDirectory)
-    recorder = CallRecorder(store: callStore, log: log.scoped("calls"))
+    let liveCalls = try SQLiteLiveCallStore.open(dataDirectory: configuration.dataDirectory)
+    let journal = CallJournal(store: liveCalls, log: log.scoped("journal"))
+    self.journal = journal
     groupRecorder = GroupCallRecorder(store: callStore, log: log.scoped("calls"))
     pushes = try PushSetup.dispatcher(
       configuration: configuration, store: callStore, clock: clock, log: log.scoped("push"))
-    let sink = FanOutSink(sinks: [recorder, groupRecorder] + (pushes.map { [$0] } ?? []))
+    let sink = FanOutSink(sinks: [groupRecorder] + (pushes.map { [$0] } ?? []))
     let router = CallRouter(
       settings: .init(
         ringTimeout: .seconds(configuration.ringTimeout), reconnectGrace: .seconds(configuration.reconnectGrace),
@@ -54,7 +56,10 @@ public final class DialtoneServer: Sendable {
         heartbeatSeconds: configuration.heartbeatSeconds, maxMessageBytes: Limits.maxMessageBytes,
         limits: configuration.limits),
       clock: clock, authenticator: authenticator, iceServers: iceServers, router: router, groups: groups, sfu: sfu,
-      effectSink: sink, executor: executor, log: log.scoped("signaling"))
+      effectSink: sink, journal: journal, liveCalls: liveCalls, executor: executor, log: log.scoped("signaling"))
+    let hub = self.hub
+    journal.start { ticket in hub.deliver(.journalCommitted(ticket)) }
+    await hub.restore(try liveCalls.liveCalls())
 
     var routes = Router()
     APIRoutes(
@@ -87,7 +92,6 @@ public final class DialtoneServer: Sendable {
     }
     port = web.port
     if let sfu {
-      let hub = self.hub
       try await sfu.start { event in hub.deliver(.sfu(event)) }
     }
     if configuration.turnURLs.isEmpty && configuration.stunURLs.isEmpty {
@@ -97,12 +101,14 @@ public final class DialtoneServer: Sendable {
     log.info("dialtone-server \(Self.version) listening on \(baseURL) (WebSocket /v1/ws)")
   }
 
-  /// Graceful stop: no new connections, every socket closed with 1001, pending call records
-  /// written. Bounded by `drainSeconds`.
+  /// Graceful stop: no new connections, every socket closed with 1001 (their calls stay as they
+  /// are, for the restarted server to carry on with), the journal written to the end. Bounded by
+  /// `drainSeconds`.
   public func stop() async {
+    await hub.prepareForShutdown()
     await web.stop()
     await sfu?.shutdown()
-    await recorder.flush()
+    journal.close()
     await groupRecorder.flush()
     await pushes?.drain()
     log.info("stopped")

@@ -57,7 +57,7 @@ struct CallRouterTests {
     var router = CallRouter()
     _ = ringing(&router)
     let drop = router.deviceDisconnected(alice, now: t0.addingTimeInterval(1))
-    guard case .schedule(let timer, .seconds(30)) = drop.first else {
+    guard case .schedule(let timer, .seconds(30)) = drop.first(where: isSchedule) else {
       Issue.record("no grace timer")
       return
     }
@@ -72,7 +72,7 @@ struct CallRouterTests {
     _ = ringing(&router)
     _ = router.handle(ClientEnvelope(id: "a", message: .accept(.init(callId: "call-1"))), from: bobPhone, now: t0)
     let drop = router.deviceDisconnected(bobPhone, now: t0)
-    guard case .schedule(let timer, _) = drop.first else {
+    guard case .schedule(let timer, _) = drop.first(where: isSchedule) else {
       Issue.record("no grace timer")
       return
     }
@@ -274,4 +274,9 @@ struct CallRouterTests {
       ).reply.errorCode
         == .invalidState)
   }
+}
+
+private func isSchedule(_ effect: CallEffect) -> Bool {
+  if case .schedule = effect { return true }
+  return false
 }

@@ -28,6 +28,8 @@ enum CallEffect: Sendable {
   case external(CallEvent)
   /// Work for the group call's media server (`SFUBackend`).
   case sfu(SFUCommand)
+  /// A change that must be in the journal before the outcome it belongs to is seen by anyone.
+  case persist(LiveCallChange)
 }
 
 /// What the group router asks of the media server. Results come back as `SFUEvent`s.

@@ -22,6 +22,9 @@ struct CallRouter {
     var maxBufferedSignalBytes = 256 << 10
     /// Calls one user may have ringing or connected as the caller.
     var maxLiveCallsPerUser = 8
+    /// The grace of every device of a call restored after a restart: the reconnect grace plus the
+    /// longest reconnect backoff (protocol.md 12), so a client that was backing off still makes it.
+    var restartGrace: Duration = .seconds(60)
   }
 
   enum Phase: Equatable {
@@ -36,6 +39,7 @@ struct CallRouter {
     let calleeId: String
     let video: Bool
     let createdAt: Date
+    let ringDeadline: Date
     var phase: Phase = .ringing
     /// The callee device that accepted; kept after the call ends (history, `get-call`).
     var answeredBy: String?
@@ -44,6 +48,12 @@ struct CallRouter {
     /// The caller's offer/candidates/end-of-candidates, in order, for callee devices that connect while it rings.
     var callerSignals: [ServerMessage] = []
     var callerSignalBytes = 0
+    /// When the reconnect grace of the caller's device, or of the answering device, runs out.
+    var callerGraceDeadline: Date?
+    var answererGraceDeadline: Date?
+    /// The accept as relayed, while the call is accepted: a new session of the caller's device
+    /// gets it again (after a restart, the first one may never have reached it).
+    var acceptRelay: ServerMessage?
     /// The invite as relayed; its offer is dropped when the call ends (only the outcome is kept).
     var invite: ServerMessage
 
@@ -136,7 +146,9 @@ struct CallRouter {
       .init(
         callId: m.callId, from: caller.peer, video: m.video, offer: m.offer,
         createdAt: now.millisecondsSince1970))
-    var call = Call(id: m.callId, caller: caller, calleeId: m.to, video: m.video, createdAt: now, invite: invite)
+    var call = Call(
+      id: m.callId, caller: caller, calleeId: m.to, video: m.video, createdAt: now,
+      ringDeadline: now.addingTimeInterval(settings.ringTimeout.seconds), invite: invite)
 
     // Busy: the callee is talking already; the callee's devices are not rung.
     if liveCalls(of: m.to).contains(where: { calls[$0]?.answeringDevice != nil }) {
@@ -179,6 +191,7 @@ struct CallRouter {
     liveCallsByUser[call.caller.userId, default: []].insert(call.id)
     liveCallsByUser[call.calleeId, default: []].insert(call.id)
     return [
+      .persist(.put(call.snapshot)),
       .send(call.invite, to: .user(userId: call.calleeId, exceptDevice: nil)),
       .schedule(CallTimer(callId: call.id, kind: .ring), after: settings.ringTimeout),
       .external(
@@ -206,17 +219,20 @@ struct CallRouter {
         id, m.callId, .badRequest,
         invite.offer != nil ? "accept needs the answer to the invite's offer" : "the invite had no offer to answer")
     }
+    let relayed = ServerMessage.accept(.init(callId: call.id, from: who.peer, answer: m.answer))
     call.phase = .accepted(deviceId: who.deviceId)
     call.answeredBy = who.deviceId
     call.answeredAt = now
+    call.acceptRelay = relayed
     call.callerSignals = []
     call.callerSignalBytes = 0
     calls[call.id] = call
     return Outcome(
       reply: ack(id, m.callId),
       effects: [
+        .persist(.put(call.snapshot)),
         .cancel(CallTimer(callId: call.id, kind: .ring)),
-        .send(.accept(.init(callId: call.id, from: who.peer, answer: m.answer)), to: callerDevice(call)),
+        .send(relayed, to: callerDevice(call)),
         .send(
           .callEnded(.init(callId: call.id, reason: .answeredElsewhere, from: who.peer)),
           to: .user(userId: call.calleeId, exceptDevice: who.deviceId)),
@@ -280,7 +296,11 @@ struct CallRouter {
       call.callerSignalBytes += size
       calls[callId] = call
       return Outcome(
-        reply: ack(id, callId), effects: [.send(message, to: .user(userId: call.calleeId, exceptDevice: nil))])
+        reply: ack(id, callId),
+        effects: [
+          .persist(.signal(callId, message)), .send(message, to: .user(userId: call.calleeId, exceptDevice: nil)),
+        ]
+      )
     }
     return Outcome(reply: ack(id, callId), effects: [.send(message, to: answeringDevice(call))])
   }
@@ -305,27 +325,87 @@ struct CallRouter {
   /// gets every call ringing for it, with the caller's signaling so far, in order.
   mutating func deviceConnected(_ who: Identity, newSession: Bool, now: Date) -> [CallEffect] {
     var effects: [CallEffect] = []
-    for id in liveCalls(of: who.userId) {
-      guard let call = calls[id] else { continue }
+    let device = Recipient.device(userId: who.userId, deviceId: who.deviceId)
+    for id in liveCalls(of: who.userId).sorted() {
+      guard var call = calls[id] else { continue }
       if call.isCallerDevice(who) || call.isAnsweringDevice(who) {
         effects.append(.cancel(CallTimer(callId: id, kind: .grace(userId: who.userId, deviceId: who.deviceId))))
+        let hadGrace = call.callerGraceDeadline != nil || call.answererGraceDeadline != nil
+        if call.isCallerDevice(who) { call.callerGraceDeadline = nil } else { call.answererGraceDeadline = nil }
+        calls[id] = call
+        if hadGrace { effects.append(.persist(.put(call.snapshot))) }
       }
       if newSession, call.phase == .ringing, call.calleeId == who.userId {
-        let device = Recipient.device(userId: who.userId, deviceId: who.deviceId)
         effects.append(.send(call.invite, to: device))
         effects += call.callerSignals.map { .send($0, to: device) }
+      }
+      if newSession, call.isCallerDevice(who), let accept = call.acceptRelay {
+        effects.append(.send(accept, to: device))
       }
     }
     return effects
   }
 
-  /// A device's socket dropped: its calls get the grace window.
+  /// A device's socket dropped: its calls get the grace window, whose deadline is kept.
   mutating func deviceDisconnected(_ who: Identity, now: Date) -> [CallEffect] {
-    liveCalls(of: who.userId).compactMap { id in
-      guard let call = calls[id], call.isCallerDevice(who) || call.isAnsweringDevice(who) else { return nil }
-      return .schedule(
-        CallTimer(callId: id, kind: .grace(userId: who.userId, deviceId: who.deviceId)), after: settings.reconnectGrace)
+    var effects: [CallEffect] = []
+    for id in liveCalls(of: who.userId).sorted() {
+      guard var call = calls[id], call.isCallerDevice(who) || call.isAnsweringDevice(who) else { continue }
+      let deadline = now.addingTimeInterval(settings.reconnectGrace.seconds)
+      if call.isCallerDevice(who) { call.callerGraceDeadline = deadline } else { call.answererGraceDeadline = deadline }
+      calls[id] = call
+      effects += [
+        .persist(.put(call.snapshot)),
+        .schedule(
+          CallTimer(callId: id, kind: .grace(userId: who.userId, deviceId: who.deviceId)),
+          after: settings.reconnectGrace),
+      ]
     }
+    return effects
+  }
+
+  /// Calls that were live when the server stopped, reloaded from the journal. No device is
+  /// connected yet: each participant device gets `restartGrace`, or what was left of its grace
+  /// if its socket had dropped before; a deadline that passed while the server was down ends
+  /// the call as of that deadline (`missed` at the ring deadline, `connection-lost` at a grace's).
+  mutating func restore(_ stored: [StoredLiveCall], now: Date) -> [CallEffect] {
+    var effects: [CallEffect] = []
+    for entry in stored {
+      var call = Call(restoring: entry)
+      guard calls[call.id] == nil else { continue }
+      calls[call.id] = call
+      liveCallsByUser[call.caller.userId, default: []].insert(call.id)
+      liveCallsByUser[call.calleeId, default: []].insert(call.id)
+      let restart = now.addingTimeInterval(settings.restartGrace.seconds)
+      var timers: [(CallTimer, Date)] = [
+        (
+          CallTimer(callId: call.id, kind: .grace(userId: call.caller.userId, deviceId: call.caller.deviceId)),
+          call.callerGraceDeadline ?? restart
+        )
+      ]
+      if call.phase == .ringing {
+        timers.append((CallTimer(callId: call.id, kind: .ring), call.ringDeadline))
+      } else if let answerer = call.answeredBy {
+        timers.append(
+          (
+            CallTimer(callId: call.id, kind: .grace(userId: call.calleeId, deviceId: answerer)),
+            call.answererGraceDeadline ?? restart
+          ))
+      }
+      call.callerGraceDeadline = timers[0].1
+      if call.phase != .ringing { call.answererGraceDeadline = timers.last?.1 }
+      calls[call.id] = call
+      timers.sort { $0.1 < $1.1 }
+      if let (first, deadline) = timers.first, deadline <= now {
+        effects += timerFired(first, now: deadline)
+        continue
+      }
+      effects.append(.persist(.put(call.snapshot)))
+      effects += timers.map {
+        .schedule($0.0, after: .milliseconds($0.1.millisecondsSince1970 - now.millisecondsSince1970))
+      }
+    }
+    return effects
   }
 
   mutating func timerFired(_ timer: CallTimer, now: Date) -> [CallEffect] {
@@ -392,6 +472,7 @@ struct CallRouter {
   ) -> [CallEffect] {
     call.phase = .ended(reason)
     call.endedAt = now
+    call.acceptRelay = nil
     call.callerSignals = []
     call.callerSignalBytes = 0
     // Ended calls are kept for `get-call` and late messages: the outcome, not the SDP.
@@ -414,18 +495,17 @@ struct CallRouter {
           to: recipient))
     }
     let duration = call.answeredAt.map { Int64((now.timeIntervalSince($0) * 1000).rounded()) }
-    effects.append(
-      .external(
-        .ended(
-          CallRecord(
-            callId: call.id, callerId: call.caller.userId, calleeId: call.calleeId, answeredBy: call.answeredBy,
-            video: call.video,
-            createdAt: call.createdAt.millisecondsSince1970, answeredAt: call.answeredAt?.millisecondsSince1970,
-            endedAt: now.millisecondsSince1970, endReason: reason, durationMs: duration))))
+    let record = CallRecord(
+      callId: call.id, callerId: call.caller.userId, calleeId: call.calleeId, answeredBy: call.answeredBy,
+      video: call.video,
+      createdAt: call.createdAt.millisecondsSince1970, answeredAt: call.answeredAt?.millisecondsSince1970,
+      endedAt: now.millisecondsSince1970, endReason: reason, durationMs: duration)
+    effects += [.persist(.ended(record)), .external(.ended(record))]
     return effects
   }
 
-  private mutating func pruneEnded(now: Date) {
+  /// Forgets ended calls older than `endedRetention` (their records are in the history).
+  mutating func pruneEnded(now: Date) {
     var drop = 0
     while drop < endedOrder.count, now.timeIntervalSince(endedOrder[drop].1) > settings.endedRetention.seconds {
       let id = endedOrder[drop].0
@@ -438,7 +518,7 @@ struct CallRouter {
   private func liveCalls(of user: String) -> Set<CallID> { liveCallsByUser[user] ?? [] }
 
   /// What a held caller message costs: its SDP or candidate line, plus the envelope.
-  private static func bufferedSize(_ message: ServerMessage) -> Int {
+  static func bufferedSize(_ message: ServerMessage) -> Int {
     switch message {
     case .offer(let m): return m.sdp.utf8.count + 256
     case .candidate(let m): return m.candidate.candidate.utf8.count + 256

@@ -51,6 +51,23 @@ public actor SignalingHub {
   private var groups: GroupCallRouter
   private let sfu: (any SFUBackend)?
   private let effectSink: any CallEffectSink
+  private let journal: CallJournal
+  private let liveCalls: any LiveCallStore
+
+  /// An outcome waiting for the journal: the request's reply and the effects, applied together.
+  private struct Output {
+    var session: DeliverySession?
+    var requestID: String?
+    var reply: ServerMessage?
+    var coalesced = false
+    var effects: [CallEffect]
+  }
+  private var held = HeldOutcomes<Output>()
+  /// Requests whose reply is held: a retry meanwhile is not answered twice (the reply is coming).
+  private var heldRequests: Set<String> = []
+  /// Set by `prepareForShutdown()`: sockets closed by the shutdown leave their calls as they are
+  /// (no grace starts), so that the restarted server carries on with them.
+  private var shuttingDown = false
 
   private var sockets: [UInt64: SocketState] = [:]
   private var sessions: [String: DeliverySession] = [:]
@@ -69,7 +86,8 @@ public actor SignalingHub {
   init(
     settings: Settings, clock: any DialtoneClock, authenticator: TokenAuthenticator, iceServers: IceServerIssuer,
     router: CallRouter, groups: GroupCallRouter = GroupCallRouter(), sfu: (any SFUBackend)? = nil,
-    effectSink: any CallEffectSink, executor: NetworkExecutor, log: Log
+    effectSink: any CallEffectSink, journal: CallJournal, liveCalls: any LiveCallStore, executor: NetworkExecutor,
+    log: Log
   ) {
     self.settings = settings
     self.clock = clock
@@ -79,6 +97,8 @@ public actor SignalingHub {
     self.groups = groups
     self.sfu = sfu
     self.effectSink = effectSink
+    self.journal = journal
+    self.liveCalls = liveCalls
     self.log = log
     self.executor = executor
     invites = RateLimiter(settings.limits.inviteRate)
@@ -110,6 +130,16 @@ public actor SignalingHub {
   func groupState(_ callId: CallID, for identity: Identity) -> GroupCallState? {
     groups.state(callId, visibleTo: identity)
   }
+
+  // MARK: - Restarts
+
+  /// Carries on with the calls that were live when the server stopped (before any socket opens).
+  func restore(_ stored: [StoredLiveCall]) {
+    emit(Output(effects: router.restore(stored, now: clock.now)), for: nil)
+    if !stored.isEmpty { log.info("restored \(stored.count) call(s) in progress") }
+  }
+
+  func prepareForShutdown() { shuttingDown = true }
 
   // MARK: - Events
 
@@ -168,11 +198,14 @@ public actor SignalingHub {
       if groups.knows(timer.callId) {
         apply(groups.timerFired(timer, now: clock.now))
       } else {
-        apply(router.timerFired(timer, now: clock.now))
+        emit(Output(effects: router.timerFired(timer, now: clock.now)), for: timer.callId)
       }
 
     case .sfu(let event):
       handleSFU(event)
+
+    case .journalCommitted(let ticket):
+      for output in held.release(upTo: ticket) { release(output) }
     }
   }
 
@@ -312,7 +345,7 @@ public actor SignalingHub {
       session.sendUnsequenced(.welcome(welcome))
       log.debug("new session \(session.id) for \(identity.userId)/\(identity.deviceId)")
     }
-    apply(router.deviceConnected(identity, newSession: !resumed, now: now))
+    emit(Output(effects: router.deviceConnected(identity, newSession: !resumed, now: now)), for: nil)
     apply(groups.deviceConnected(identity, newSession: !resumed))
   }
 
@@ -333,7 +366,8 @@ public actor SignalingHub {
     sessionTimers[id] = clock.schedule(after: settings.resumeWindow) { [self] in
       deliver(.sessionExpiry(sessionID: id))
     }
-    apply(router.deviceDisconnected(session.identity, now: now))
+    guard !shuttingDown else { return }
+    emit(Output(effects: router.deviceDisconnected(session.identity, now: now)), for: nil)
     apply(groups.deviceDisconnected(session.identity))
   }
 
@@ -370,6 +404,7 @@ public actor SignalingHub {
       break
     }
     guard let requestID = frame.id else { return }
+    if heldRequests.contains(Self.requestKey(session, requestID)) { return }
     if let earlier = session.reply(to: requestID) {
       session.deliver(earlier)
       return
@@ -395,8 +430,34 @@ public actor SignalingHub {
       outcome = route(message, id: requestID, from: session.identity)
     }
     session.remember(outcome.reply, for: requestID)
-    session.deliver(outcome.reply, coalesced: Self.mayWait(outcome.reply, answering: message))
-    apply(outcome.effects)
+    emit(
+      Output(
+        session: session, requestID: requestID, reply: outcome.reply,
+        coalesced: Self.mayWait(outcome.reply, answering: message), effects: outcome.effects),
+      for: message.callId)
+  }
+
+  /// Sends an outcome's reply and applies its effects, once its journal writes (and those of the
+  /// call's outcomes before it) are on disk: an acknowledged change survives kill -9.
+  private func emit(_ output: Output, for callId: CallID?) {
+    var changes: [LiveCallChange] = []
+    for case .persist(let change) in output.effects { changes.append(change) }
+    let ticket = changes.isEmpty ? nil : journal.submit(changes)
+    guard let callId, let wait = ticket ?? held.pendingTicket(of: callId) else { return release(output) }
+    held.hold(output, for: callId, until: wait)
+    if let session = output.session, let id = output.requestID { heldRequests.insert(Self.requestKey(session, id)) }
+  }
+
+  private func release(_ output: Output) {
+    if let session = output.session, let reply = output.reply {
+      if let id = output.requestID { heldRequests.remove(Self.requestKey(session, id)) }
+      session.deliver(reply, coalesced: output.coalesced)
+    }
+    apply(output.effects)
+  }
+
+  private static func requestKey(_ session: DeliverySession, _ requestID: String) -> String {
+    session.id + "\u{0}" + requestID
   }
 
   /// Group messages go to the group router, the rest to the 1:1 router; a call id names one call
@@ -404,8 +465,12 @@ public actor SignalingHub {
   private func route(_ message: ClientMessage, id: String, from who: Identity) -> CallRouter.Outcome {
     let now = clock.now
     guard message.type.isGroupCall else {
-      if case .invite(let invite) = message, groups.knows(invite.callId) {
-        return refusal(id, .conflict, "callId is already used by another call", callId: invite.callId)
+      router.pruneEnded(now: now)
+      if case .invite(let invite) = message, router.calls[invite.callId] == nil {
+        if groups.knows(invite.callId) {
+          return refusal(id, .conflict, "callId is already used by another call", callId: invite.callId)
+        }
+        if let refused = refuseUsedCallId(invite.callId, id: id) { return refused }
       }
       return router.handle(message, id: id, from: who, now: now)
     }
@@ -423,7 +488,20 @@ public actor SignalingHub {
     if let newCallId, router.calls[newCallId] != nil {
       return refusal(id, .conflict, "callId is already used by another call", callId: newCallId)
     }
+    if let newCallId, !groups.knows(newCallId), let refused = refuseUsedCallId(newCallId, id: id) { return refused }
     return groups.handle(message, id: id, from: who, now: now)
+  }
+
+  /// Call ids are unique for ever: one that any call ever had (in the history, even long after
+  /// it left memory) is refused.
+  private func refuseUsedCallId(_ callId: CallID, id: String) -> CallRouter.Outcome? {
+    do {
+      guard try liveCalls.isCallIdUsed(callId) else { return nil }
+      return refusal(id, .conflict, "callId was already used by another call", callId: callId)
+    } catch {
+      log.error("cannot look call id \(callId) up: \(error)")
+      return refusal(id, .internal, "cannot check the call id now; try again", callId: callId)
+    }
   }
 
   private func refusal(_ id: String, _ code: ErrorCode, _ text: String, callId: CallID?) -> CallRouter.Outcome {
@@ -487,6 +565,8 @@ public actor SignalingHub {
         effectSink.handle(event, connectedDevices: connectedDeviceIDs(of: event.userId))
       case .sfu(let command):
         sfu?.perform(command)
+      case .persist:
+        break  // written by `emit` before these effects were applied
       }
     }
   }

@@ -10,6 +10,8 @@ enum HubEvent: Sendable {
   case sessionExpiry(sessionID: String)
   case callTimer(CallTimer)
   case sfu(SFUEvent)
+  /// The journal wrote everything up to this ticket.
+  case journalCommitted(UInt64)
 }
 
 /// Adapts `DialtoneNet`'s callbacks (on the network thread, which is the hub's executor) to the hub.

@@ -1,10 +1,10 @@
 import DialtoneProtocol
 import Foundation
 
-/// Where finished calls are kept. The router never sees it: call events reach it through
-/// `CallRecorder`, so a PostgreSQL implementation drops in without touching call logic.
+/// Where finished calls are kept. The router never sees it: its records reach the history
+/// through `CallJournal` and a `LiveCallStore`, in the transaction that ends the live call.
 public protocol CallStore: Sendable {
-  /// Saves finished calls (new or updated), all in one transaction.
+  /// Saves finished calls, all in one transaction; a record already under an id is kept.
   func save(_ records: [CallRecord]) async throws
   /// The user's calls (as caller or callee), newest first, strictly older than `cursor`.
   func history(of userId: String, limit: Int, before cursor: HistoryCursor?) async throws -> [CallRecord]

@@ -99,6 +99,31 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
     );
     CREATE INDEX group_call_members_by_user ON group_call_members (user_id, created_at DESC, call_id DESC);
     """,
+    // Calls in progress, so that a restart ends none of them (`SQLiteLiveCallStore`).
+    """
+    CREATE TABLE live_calls (
+      call_id TEXT PRIMARY KEY,
+      caller_id TEXT NOT NULL,
+      caller_device TEXT NOT NULL,
+      caller_name TEXT,
+      callee_id TEXT NOT NULL,
+      video INTEGER NOT NULL,
+      created_at INTEGER NOT NULL,
+      phase TEXT NOT NULL,
+      answered_by TEXT,
+      answered_at INTEGER,
+      ring_deadline INTEGER NOT NULL,
+      caller_grace_deadline INTEGER,
+      answerer_grace_deadline INTEGER,
+      invite TEXT NOT NULL,
+      accept TEXT
+    );
+    CREATE TABLE live_call_signals (
+      call_id TEXT NOT NULL,
+      message TEXT NOT NULL
+    );
+    CREATE INDEX live_call_signals_by_call ON live_call_signals (call_id);
+    """,
   ]
 
   public init(path: String) throws {
@@ -111,7 +136,7 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
     return try SQLiteStore(path: (dataDirectory as NSString).appendingPathComponent("dialtone.sqlite"))
   }
 
-  private static func migrate(_ db: SQLiteDatabase) throws {
+  static func migrate(_ db: SQLiteDatabase) throws {
     try db.execute(
       "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)")
     let applied = try db.query("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").first?.first?.int ?? 0
@@ -132,21 +157,21 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
   public func save(_ records: [CallRecord]) throws {
     // One transaction: a WAL commit costs several page writes, whatever it holds.
     try db.transaction {
-      for record in records { try insert(record) }
+      for record in records { try Self.insert(record, into: db) }
     }
   }
 
   public func save(_ record: CallRecord) throws {
-    try insert(record)
+    try Self.insert(record, into: db)
   }
 
-  private func insert(_ record: CallRecord) throws {
+  /// History is append-only: a record already under the id is never replaced.
+  static func insert(_ record: CallRecord, into db: SQLiteDatabase) throws {
     try db.query(
       """
       INSERT INTO calls (call_id, caller_id, callee_id, answered_by, video, created_at, answered_at, ended_at, end_reason, duration_ms)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-      ON CONFLICT (call_id) DO UPDATE SET answered_by = excluded.answered_by, answered_at = excluded.answered_at,
-        ended_at = excluded.ended_at, end_reason = excluded.end_reason, duration_ms = excluded.duration_ms
+      ON CONFLICT (call_id) DO NOTHING
       """,
       [
         .text(record.callId), .text(record.callerId), .text(record.calleeId),
@@ -157,9 +182,11 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
       ])
   }
 
+  static let callColumns =
+    "call_id, caller_id, callee_id, answered_by, video, created_at, answered_at, ended_at, end_reason, duration_ms"
+
   public func history(of userId: String, limit: Int, before cursor: HistoryCursor?) throws -> [CallRecord] {
-    let columns =
-      "call_id, caller_id, callee_id, answered_by, video, created_at, answered_at, ended_at, end_reason, duration_ms"
+    let columns = Self.callColumns
     let page = "(created_at < ? OR (created_at = ? AND call_id < ?))"
     let bound: [SQLiteValue] =
       cursor.map { [.integer($0.createdAt), .integer($0.createdAt), .text($0.callId)] }
@@ -179,7 +206,7 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
     return rows.compactMap(Self.record)
   }
 
-  private static func record(_ row: SQLiteRow) -> CallRecord? {
+  static func record(_ row: SQLiteRow) -> CallRecord? {
     guard row.count == 10, let callId = row[0].string, let caller = row[1].string, let callee = row[2].string,
       let createdAt = row[5].int
     else { return nil }
@@ -193,17 +220,18 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
 
   public func saveGroupCall(_ record: GroupCallRecord) throws {
     try db.transaction {
+      // Append-only, like the 1:1 history: a record already under the id is kept.
       try db.query(
         """
-        INSERT OR REPLACE INTO group_calls (call_id, creator_id, title, room, video, created_at, ended_at, end_reason)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+        INSERT INTO group_calls (call_id, creator_id, title, room, video, created_at, ended_at, end_reason)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (call_id) DO NOTHING
         """,
         [
           .text(record.callId), .text(record.creatorId), Self.optional(record.title), Self.optional(record.room),
           .integer(record.video ? 1 : 0), .integer(record.createdAt), .integer(record.endedAt),
           .text(record.endReason.rawValue),
         ])
-      try db.query("DELETE FROM group_call_members WHERE call_id = ?", [.text(record.callId)])
+      guard db.changes > 0 else { return }
       for (position, member) in record.participants.enumerated() {
         try db.query(
           """

@@ -1,0 +1,78 @@
+import DialtoneSupport
+import Foundation
+
+/// Writes the router's live-call changes to a `LiveCallStore` on a thread of its own, with
+/// group commit: whatever is submitted while one transaction is being written goes into the
+/// next, so a burst of calls costs a few commits rather than one each, and an idle server
+/// commits at once. Each `submit` returns a ticket; `onCommit` reports the highest ticket that
+/// is on disk, and the hub holds back the outcome behind a ticket until then.
+final class CallJournal: @unchecked Sendable {
+  // @unchecked: the queue and counters are touched only under `condition`.
+  private let store: any LiveCallStore
+  private let log: Log
+  private let condition = NSCondition()
+  private var queue: [LiveCallChange] = []
+  private var submitted: UInt64 = 0
+  private var committed: UInt64 = 0
+  private var closing = false
+  private var onCommit: (@Sendable (UInt64) -> Void)?
+
+  init(store: any LiveCallStore, log: Log) {
+    self.store = store
+    self.log = log
+  }
+
+  /// Starts the writing thread. `onCommit` is called on it after each transaction.
+  func start(onCommit: @escaping @Sendable (UInt64) -> Void) {
+    condition.withLock { self.onCommit = onCommit }
+    let thread = Thread { [self] in run() }
+    thread.name = "dialtone-journal"
+    thread.start()
+  }
+
+  /// Queues `changes` for the next transaction; the ticket is reported by `onCommit` once they
+  /// are written.
+  func submit(_ changes: [LiveCallChange]) -> UInt64 {
+    condition.withLock {
+      queue += changes
+      submitted += 1
+      condition.signal()
+      return submitted
+    }
+  }
+
+  /// Waits until everything submitted so far is written, then stops the thread.
+  func close() {
+    condition.withLock {
+      closing = true
+      condition.broadcast()
+      while committed < submitted { condition.wait() }
+    }
+  }
+
+  private func run() {
+    condition.lock()
+    while true {
+      while queue.isEmpty && !closing { condition.wait() }
+      if queue.isEmpty { break }
+      let batch = queue
+      let upTo = submitted
+      queue = []
+      condition.unlock()
+      do {
+        try store.write(batch)
+      } catch {
+        // The calls go on in memory; only a restart before they end would lose them.
+        log.error("could not store \(batch.count) live-call change(s): \(error)")
+      }
+      condition.lock()
+      committed = upTo
+      condition.broadcast()
+      let report = onCommit
+      condition.unlock()
+      report?(upTo)
+      condition.lock()
+    }
+    condition.unlock()
+  }
+}

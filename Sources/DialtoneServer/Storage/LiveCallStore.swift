@@ -1,0 +1,15 @@
+import DialtoneProtocol
+
+/// Where live calls are kept so that a restart ends none of them, and the authority on which
+/// call ids were ever used. Synchronous: `CallJournal` writes from a thread of its own, and the
+/// hub asks about a call id while it handles an invite (one primary-key lookup).
+protocol LiveCallStore: Sendable {
+  /// Applies one batch of changes in one transaction, in order.
+  func write(_ changes: [LiveCallChange]) throws
+  /// Every call that was live when the server stopped.
+  func liveCalls() throws -> [StoredLiveCall]
+  /// Whether any call, 1:1 or group, live or ended, ever had this id.
+  func isCallIdUsed(_ callId: CallID) throws -> Bool
+  /// The history record of an ended 1:1 call.
+  func endedCall(_ callId: CallID) throws -> CallRecord?
+}

@@ -1,0 +1,124 @@
+import DialtoneProtocol
+import DialtoneSQLite
+import Foundation
+
+/// `LiveCallStore` on the server's SQLite file, next to the history it completes. Two
+/// connections: the journal's writes never wait for the hub's reads (WAL lets one writer and
+/// readers work at once), and neither waits for `SQLiteStore`'s queries.
+final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
+  // @unchecked: each connection is used only under its own lock.
+  private let writer: SQLiteDatabase
+  private let writerLock = NSLock()
+  private let reader: SQLiteDatabase
+  private let readerLock = NSLock()
+
+  init(path: String) throws {
+    writer = try SQLiteDatabase(path: path)
+    try SQLiteStore.migrate(writer)
+    reader = try SQLiteDatabase(path: path)
+  }
+
+  static func open(dataDirectory: String) throws -> SQLiteLiveCallStore {
+    try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
+    return try SQLiteLiveCallStore(path: (dataDirectory as NSString).appendingPathComponent("dialtone.sqlite"))
+  }
+
+  func write(_ changes: [LiveCallChange]) throws {
+    try writerLock.withLock {
+      try writer.transaction {
+        for change in changes {
+          switch change {
+          case .put(let call): try put(call)
+          case .signal(let callId, let message):
+            try writer.query(
+              "INSERT INTO live_call_signals (call_id, message) VALUES (?, ?)",
+              [.text(callId), .text(MessageCodec.encodeString(message, seq: nil))])
+          case .ended(let record): try end(record)
+          }
+        }
+      }
+    }
+  }
+
+  private func put(_ call: LiveCallSnapshot) throws {
+    try writer.query(
+      """
+      INSERT OR REPLACE INTO live_calls (call_id, caller_id, caller_device, caller_name, callee_id, video, created_at,
+        phase, answered_by, answered_at, ring_deadline, caller_grace_deadline, answerer_grace_deadline, invite, accept)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+      """,
+      [
+        .text(call.callId), .text(call.caller.userId), .text(call.caller.deviceId), Self.text(call.caller.name),
+        .text(call.calleeId), .integer(call.video ? 1 : 0), .integer(call.createdAt), .text(call.phase.rawValue),
+        Self.text(call.answeredBy), Self.integer(call.answeredAt), .integer(call.ringDeadline),
+        Self.integer(call.callerGraceDeadline), Self.integer(call.answererGraceDeadline),
+        .text(MessageCodec.encodeString(call.invite, seq: nil)),
+        Self.text(call.accept.map { MessageCodec.encodeString($0, seq: nil) }),
+      ])
+    if call.phase == .accepted {
+      try writer.query("DELETE FROM live_call_signals WHERE call_id = ?", [.text(call.callId)])
+    }
+  }
+
+  /// The live state goes and the record is added; a record already under this id is kept as it
+  /// is (ids are checked before a call starts, so this would be a bug, not a retry).
+  private func end(_ record: CallRecord) throws {
+    try writer.query("DELETE FROM live_call_signals WHERE call_id = ?", [.text(record.callId)])
+    try writer.query("DELETE FROM live_calls WHERE call_id = ?", [.text(record.callId)])
+    try SQLiteStore.insert(record, into: writer)
+  }
+
+  func liveCalls() throws -> [StoredLiveCall] {
+    try writerLock.withLock {
+      var signals: [CallID: [ServerMessage]] = [:]
+      for row in try writer.query("SELECT call_id, message FROM live_call_signals ORDER BY rowid") {
+        guard row.count == 2, let callId = row[0].string, let text = row[1].string,
+          let message = try? MessageCodec.decodeServerMessage(text).message
+        else { continue }
+        signals[callId, default: []].append(message)
+      }
+      return try writer.query(
+        """
+        SELECT call_id, caller_id, caller_device, caller_name, callee_id, video, created_at, phase, answered_by,
+          answered_at, ring_deadline, caller_grace_deadline, answerer_grace_deadline, invite, accept
+        FROM live_calls ORDER BY created_at, call_id
+        """
+      ).compactMap { row -> StoredLiveCall? in
+        guard row.count == 15, let callId = row[0].string, let callerId = row[1].string,
+          let callerDevice = row[2].string, let calleeId = row[4].string, let createdAt = row[6].int,
+          let phase = row[7].string.flatMap(LiveCallSnapshot.Phase.init(rawValue:)), let ringDeadline = row[10].int,
+          let inviteText = row[13].string, let invite = try? MessageCodec.decodeServerMessage(inviteText).message
+        else { return nil }
+        let accept = row[14].string.flatMap { try? MessageCodec.decodeServerMessage($0).message }
+        let snapshot = LiveCallSnapshot(
+          callId: callId, caller: Identity(userId: callerId, deviceId: callerDevice, name: row[3].string),
+          calleeId: calleeId, video: row[5].int == 1, createdAt: createdAt, phase: phase, answeredBy: row[8].string,
+          answeredAt: row[9].int, ringDeadline: ringDeadline, callerGraceDeadline: row[11].int,
+          answererGraceDeadline: row[12].int, invite: invite, accept: accept)
+        return StoredLiveCall(snapshot: snapshot, callerSignals: phase == .ringing ? signals[callId] ?? [] : [])
+      }
+    }
+  }
+
+  func isCallIdUsed(_ callId: CallID) throws -> Bool {
+    try readerLock.withLock {
+      let id: [SQLiteValue] = [.text(callId)]
+      return try !reader.query(
+        """
+        SELECT 1 WHERE EXISTS (SELECT 1 FROM calls WHERE call_id = ?) OR EXISTS (SELECT 1 FROM live_calls WHERE call_id = ?)
+          OR EXISTS (SELECT 1 FROM group_calls WHERE call_id = ?)
+        """, id + id + id
+      ).isEmpty
+    }
+  }
+
+  func endedCall(_ callId: CallID) throws -> CallRecord? {
+    try readerLock.withLock {
+      try reader.query("SELECT \(SQLiteStore.callColumns) FROM calls WHERE call_id = ?", [.text(callId)]).first
+        .flatMap(SQLiteStore.record)
+    }
+  }
+
+  private static func text(_ value: String?) -> SQLiteValue { value.map(SQLiteValue.text) ?? .null }
+  private static func integer(_ value: Int64?) -> SQLiteValue { value.map(SQLiteValue.integer) ?? .null }
+}

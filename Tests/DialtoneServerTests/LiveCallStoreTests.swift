@@ -1,0 +1,100 @@
+import DialtoneProtocol
+import DialtoneSupport
+import Foundation
+import Testing
+
+@testable import DialtoneServer
+
+/// The journal's SQLite side: what it writes is what a restarted server reads back, history is
+/// append-only, and the call-id check sees every kind of call.
+struct LiveCallStoreTests {
+  private func temporaryDirectory() -> String { NSTemporaryDirectory() + "dialtone-live-\(UUID().uuidString)" }
+
+  private func snapshot(_ callId: CallID, phase: LiveCallSnapshot.Phase = .ringing) -> LiveCallSnapshot {
+    LiveCallSnapshot(
+      callId: callId, caller: Identity(userId: "alice", deviceId: "phone", name: "Alice"), calleeId: "bob",
+      video: true, createdAt: 1000, phase: phase, answeredBy: phase == .accepted ? "laptop" : nil,
+      answeredAt: phase == .accepted ? 2000 : nil, ringDeadline: 46_000, callerGraceDeadline: 5000,
+      answererGraceDeadline: nil,
+      invite: .invite(
+        .init(
+          callId: callId, from: Peer(userId: "alice", deviceId: "phone", name: "Alice"), video: true,
+          offer: SessionDescription(sdp: "v=0\r\noffer\r\n"), createdAt: 1000)),
+      accept: phase == .accepted
+        ? .accept(.init(callId: callId, from: Peer(userId: "bob", deviceId: "laptop"), answer: .init(sdp: "v=0 a")))
+        : nil)
+  }
+
+  private func record(_ callId: CallID, reason: EndReason, duration: Int64?) -> CallRecord {
+    CallRecord(
+      callId: callId, callerId: "alice", calleeId: "bob", answeredBy: duration == nil ? nil : "laptop", video: true,
+      createdAt: 1000, answeredAt: duration == nil ? nil : 2000, endedAt: 9000, endReason: reason,
+      durationMs: duration)
+  }
+
+  @Test func whatIsWrittenIsWhatARestartedServerReads() throws {
+    let directory = temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let signal = ServerMessage.candidate(
+      .init(
+        callId: "c1", from: Peer(userId: "alice", deviceId: "phone"),
+        candidate: IceCandidate(candidate: "candidate:1 1 udp 1 10.0.0.1 5000 typ host", sdpMid: "0", sdpMLineIndex: 0))
+    )
+    do {
+      let store = try SQLiteLiveCallStore.open(dataDirectory: directory)
+      try store.write([.put(snapshot("c1")), .signal("c1", signal), .put(snapshot("c2")), .signal("c2", signal)])
+      try store.write([.put(snapshot("c2", phase: .accepted)), .put(snapshot("c3"))])
+      try store.write([.ended(record("c3", reason: .cancelled, duration: nil))])
+    }
+    let reopened = try SQLiteLiveCallStore.open(dataDirectory: directory)
+    let live = try reopened.liveCalls()
+    #expect(live.map(\.snapshot.callId) == ["c1", "c2"])
+    #expect(live.first == StoredLiveCall(snapshot: snapshot("c1"), callerSignals: [signal]))
+    // Accepted: no caller signals are held any more.
+    #expect(live.last == StoredLiveCall(snapshot: snapshot("c2", phase: .accepted), callerSignals: []))
+    #expect(try reopened.endedCall("c3")?.endReason == .cancelled)
+  }
+
+  @Test func aRecordIsNeverOverwrittenByAnotherCallWithItsId() async throws {
+    let directory = temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let store = try SQLiteLiveCallStore.open(dataDirectory: directory)
+    try store.write([.ended(record("c1", reason: .hangup, duration: 7000))])
+    try store.write([.ended(record("c1", reason: .declined, duration: nil))])
+    #expect(try store.endedCall("c1") == record("c1", reason: .hangup, duration: 7000))
+    let history = try SQLiteStore.open(dataDirectory: directory)
+    try await history.save(record("c1", reason: .missed, duration: nil))
+    #expect(
+      try await history.history(of: "alice", limit: 10, before: nil) == [record("c1", reason: .hangup, duration: 7000)])
+  }
+
+  @Test func everyKindOfCallIdCountsAsUsed() async throws {
+    let directory = temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let store = try SQLiteLiveCallStore.open(dataDirectory: directory)
+    try store.write([.put(snapshot("live")), .ended(record("ended", reason: .hangup, duration: 1))])
+    let groups = try SQLiteStore.open(dataDirectory: directory)
+    try await groups.saveGroupCall(
+      GroupCallRecord(
+        callId: "group", creatorId: "alice", video: false, createdAt: 1, endedAt: 2, endReason: .ended,
+        participants: []))
+    for id in ["live", "ended", "group"] { #expect(try store.isCallIdUsed(id), "\(id)") }
+    #expect(try !store.isCallIdUsed("fresh"))
+  }
+
+  @Test func theJournalReportsEachBatchOnceItIsWritten() async throws {
+    let directory = temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let store = try SQLiteLiveCallStore.open(dataDirectory: directory)
+    let journal = CallJournal(store: store, log: Log(level: .error, subsystem: "test"))
+    let reported = Locked<UInt64>(0)
+    journal.start { ticket in reported.withLock { $0 = max($0, ticket) } }
+    var last: UInt64 = 0
+    for n in 0..<50 { last = journal.submit([.put(snapshot("c\(n)"))]) }
+    journal.close()
+    #expect(last == 50)
+    #expect(try store.liveCalls().count == 50)
+    for _ in 0..<1000 where reported.current < last { try await Task.sleep(for: .milliseconds(2)) }
+    #expect(reported.current == last)
+  }
+}

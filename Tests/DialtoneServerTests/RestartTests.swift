@@ -1,0 +1,115 @@
+import DialtoneJSON
+import DialtoneNet
+import DialtoneProtocol
+import DialtoneTestSupport
+import Foundation
+import Testing
+
+@testable import DialtoneServer
+
+private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n")
+
+/// A server stopped and started again on the same data directory carries on with its calls:
+/// clients that come back are told to resync, find their calls with `get-call`, and go on.
+@Suite(.serialized) struct RestartTests {
+  private func restarted(_ server: TestServer) async throws -> TestServer {
+    await server.server.stop()
+    await server.client.shutdown()
+    return try await TestServer(dataDirectory: server.dataDirectory)
+  }
+
+  /// A client of the restarted server resuming its old session: it gets a new one (`resync`).
+  private func comeBack(_ user: String, to server: TestServer, from old: SignalingProbe) async throws -> SignalingProbe
+  {
+    let probe = try SignalingProbe(client: server.client, url: server.webSocketURL)
+    let welcome = try await probe.hello(
+      token: server.token(user), resume: .init(sessionId: old.sessionId ?? "", lastSeq: old.lastSeq))
+    #expect(welcome.resync && !welcome.resumed)
+    return probe
+  }
+
+  @Test func anAcceptedCallOutlivesARestartAndEndsOnceInTheHistory() async throws {
+    var server = try await TestServer()
+    let alice = try await server.connect("alice")
+    let bob = try await server.connect("bob")
+    let call = callID()
+    _ = try await alice.invite(call, to: "bob")
+    _ = try await bob.expect(.invite)
+    #expect(try await bob.act(.accept(.init(callId: call, answer: answer))).isAck)
+    _ = try await alice.expect(.accept)
+
+    server = try await restarted(server)
+    let alice2 = try await comeBack("alice", to: server, from: alice)
+    // The accept again, in case the first never reached the caller before the restart.
+    guard case .accept(let again) = try await alice2.expect(.accept) else { return }
+    #expect(again.answer == answer)
+    let state = try await alice2.act(.getCall(.init(callId: call)))
+    guard case .ack(let ack) = state else {
+      Issue.record("get-call after the restart: \(state)")
+      return
+    }
+    #expect(ack.call?.state == .accepted && ack.call?.calleeDeviceId == "phone")
+    let bob2 = try await comeBack("bob", to: server, from: bob)
+    server.clock.advance(by: 5)
+    #expect(try await bob2.act(.hangup(.init(callId: call))).isAck)
+    guard case .callEnded(let ended) = try await alice2.expect(.callEnded) else { return }
+    #expect(ended.reason == .hangup)
+
+    let history = try await server.http("GET", "/v1/calls", token: server.token("alice"))
+    let records = history.json?["calls"]?.arrayValue ?? []
+    #expect(records.count == 1)
+    #expect(records.first?["callId"]?.stringValue == call)
+    #expect(records.first?["endReason"]?.stringValue == "hangup")
+    #expect((records.first?["durationMs"]?.intValue ?? 0) >= 5000)
+    await server.stop()
+  }
+
+  @Test func aRingingCallRingsOnAfterARestartAndCanBeAnswered() async throws {
+    var server = try await TestServer()
+    let alice = try await server.connect("alice")
+    let bob = try await server.connect("bob")
+    let call = callID()
+    _ = try await alice.invite(call, to: "bob")
+    _ = try await bob.expect(.invite)
+    #expect(try await alice.candidateFor(call, 1).isAck)
+    _ = try await bob.expect(.candidate)
+
+    server = try await restarted(server)
+    let bob2 = try await comeBack("bob", to: server, from: bob)
+    _ = try await bob2.expect(.invite)
+    _ = try await bob2.expect(.candidate)
+    let alice2 = try await comeBack("alice", to: server, from: alice)
+    #expect(try await bob2.act(.accept(.init(callId: call, answer: answer))).isAck)
+    _ = try await alice2.expect(.accept)
+    await server.stop()
+  }
+
+  @Test func aCallIdIsNeverAcceptedTwiceEvenLongAfterItsCallEnded() async throws {
+    var server = try await TestServer()
+    let alice = try await server.connect("alice")
+    let bob = try await server.connect("bob")
+    let call = callID()
+    _ = try await alice.invite(call, to: "bob")
+    _ = try await bob.expect(.invite)
+    _ = try await alice.act(.cancel(.init(callId: call)))
+    _ = try await bob.expect(.callEnded)
+    // Long gone from memory: only the history remembers it.
+    server.clock.advance(by: 3600)
+    let carol = try await server.connect("carol")
+    guard case .error(let refused) = try await carol.invite(call, to: "bob") else {
+      Issue.record("a used call id was accepted again")
+      return
+    }
+    #expect(refused.code == .conflict)
+    server = try await restarted(server)
+    let alice2 = try await server.connect("alice")
+    guard case .error(let again) = try await alice2.invite(call, to: "bob") else {
+      Issue.record("a used call id was accepted again after a restart")
+      return
+    }
+    #expect(again.code == .conflict)
+    let history = try await server.http("GET", "/v1/calls", token: server.token("bob"))
+    #expect(history.json?["calls"]?.arrayValue?.first?["endReason"]?.stringValue == "cancelled")
+    await server.stop()
+  }
+}
