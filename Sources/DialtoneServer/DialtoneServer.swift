@@ -59,7 +59,9 @@ public final class DialtoneServer: Sendable {
       effectSink: sink, journal: journal, liveCalls: liveCalls, executor: executor, log: log.scoped("signaling"))
     let hub = self.hub
     journal.start { ticket in hub.deliver(.journalCommitted(ticket)) }
-    await hub.restore(try liveCalls.liveCalls())
+    let retention = clock.now.addingTimeInterval(-router.settings.endedRetention.seconds)
+    await hub.restore(
+      try liveCalls.liveCalls(), ended: try liveCalls.callsEnded(since: retention.millisecondsSince1970))
 
     var routes = Router()
     APIRoutes(

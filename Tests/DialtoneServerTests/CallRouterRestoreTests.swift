@@ -32,7 +32,7 @@ struct CallRouterRestoreTests {
   }
   private func record(_ effects: [CallEffect]) -> CallRecord? {
     changes(effects).compactMap {
-      if case .ended(let r) = $0 { return r }
+      if case .ended(let r, _) = $0 { return r }
       return nil
     }.first
   }
@@ -143,6 +143,30 @@ struct CallRouterRestoreTests {
     let ended = try #require(record(restored))
     #expect(ended.endReason == .connectionLost)
     #expect(ended.endedAt == t0.addingTimeInterval(35).millisecondsSince1970)
+  }
+}
+
+extension CallRouterRestoreTests {
+  @Test func callsThatEndedJustBeforeARestartStillAnswerGetCallUntilTheirRetentionEnds() throws {
+    let record = CallRecord(
+      callId: "c9", callerId: "alice", calleeId: "bob", answeredBy: "phone", video: false,
+      createdAt: t0.millisecondsSince1970, answeredAt: t0.millisecondsSince1970,
+      endedAt: t0.addingTimeInterval(30).millisecondsSince1970, endReason: .hangup, durationMs: 30_000)
+    var router = CallRouter()
+    _ = router.restore(
+      [], ended: [RecentlyEndedCall(record: record, callerDevice: "phone")], now: t0.addingTimeInterval(40))
+    let state = try #require(router.callState("c9", visibleTo: bob))
+    #expect(state.state == .ended && state.endReason == .hangup && state.callerDeviceId == "phone")
+    #expect(router.callState("c9", visibleTo: Identity(userId: "carol", deviceId: "x", name: nil)) == nil)
+    // A hangup retried after the restart is told the call ended, as it would have been before.
+    let retried = router.handle(.hangup(.init(callId: "c9")), id: "h", from: alice, now: t0.addingTimeInterval(41))
+    guard case .error(let error) = retried.reply else {
+      Issue.record("a retried hangup of an ended call was acknowledged")
+      return
+    }
+    #expect(error.code == .invalidState)
+    router.pruneEnded(now: t0.addingTimeInterval(30 + 601))
+    #expect(router.callState("c9", visibleTo: bob) == nil)
   }
 }
 

@@ -44,7 +44,7 @@ struct LiveCallStoreTests {
       let store = try SQLiteLiveCallStore.open(dataDirectory: directory)
       try store.write([.put(snapshot("c1")), .signal("c1", signal), .put(snapshot("c2")), .signal("c2", signal)])
       try store.write([.put(snapshot("c2", phase: .accepted)), .put(snapshot("c3"))])
-      try store.write([.ended(record("c3", reason: .cancelled, duration: nil))])
+      try store.write([.ended(record("c3", reason: .cancelled, duration: nil), callerDevice: "phone")])
     }
     let reopened = try SQLiteLiveCallStore.open(dataDirectory: directory)
     let live = try reopened.liveCalls()
@@ -53,14 +53,18 @@ struct LiveCallStoreTests {
     // Accepted: no caller signals are held any more.
     #expect(live.last == StoredLiveCall(snapshot: snapshot("c2", phase: .accepted), callerSignals: []))
     #expect(try reopened.endedCall("c3")?.endReason == .cancelled)
+    #expect(
+      try reopened.callsEnded(since: 9000)
+        == [RecentlyEndedCall(record: record("c3", reason: .cancelled, duration: nil), callerDevice: "phone")])
+    #expect(try reopened.callsEnded(since: 9001).isEmpty)
   }
 
   @Test func aRecordIsNeverOverwrittenByAnotherCallWithItsId() async throws {
     let directory = temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let store = try SQLiteLiveCallStore.open(dataDirectory: directory)
-    try store.write([.ended(record("c1", reason: .hangup, duration: 7000))])
-    try store.write([.ended(record("c1", reason: .declined, duration: nil))])
+    try store.write([.ended(record("c1", reason: .hangup, duration: 7000), callerDevice: "phone")])
+    try store.write([.ended(record("c1", reason: .declined, duration: nil), callerDevice: "phone")])
     #expect(try store.endedCall("c1") == record("c1", reason: .hangup, duration: 7000))
     let history = try SQLiteStore.open(dataDirectory: directory)
     try await history.save(record("c1", reason: .missed, duration: nil))
@@ -72,7 +76,9 @@ struct LiveCallStoreTests {
     let directory = temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let store = try SQLiteLiveCallStore.open(dataDirectory: directory)
-    try store.write([.put(snapshot("live")), .ended(record("ended", reason: .hangup, duration: 1))])
+    try store.write([
+      .put(snapshot("live")), .ended(record("ended", reason: .hangup, duration: 1), callerDevice: "phone"),
+    ])
     let groups = try SQLiteStore.open(dataDirectory: directory)
     try await groups.saveGroupCall(
       GroupCallRecord(

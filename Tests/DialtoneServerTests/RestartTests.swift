@@ -84,6 +84,28 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
     await server.stop()
   }
 
+  @Test func aCallThatEndedJustBeforeARestartIsStillKnownAfterIt() async throws {
+    var server = try await TestServer()
+    let alice = try await server.connect("alice")
+    let bob = try await server.connect("bob")
+    let call = callID()
+    _ = try await alice.invite(call, to: "bob")
+    _ = try await bob.expect(.invite)
+    _ = try await bob.act(.accept(.init(callId: call, answer: answer)))
+    _ = try await alice.expect(.accept)
+    #expect(try await alice.act(.hangup(.init(callId: call))).isAck)
+
+    server = try await restarted(server)
+    // Bob missed the call-ended: get-call tells him how it ended.
+    let bob2 = try await comeBack("bob", to: server, from: bob)
+    guard case .ack(let state) = try await bob2.act(.getCall(.init(callId: call))) else {
+      Issue.record("get-call does not know a call that ended just before the restart")
+      return
+    }
+    #expect(state.call?.state == .ended && state.call?.endReason == .hangup)
+    await server.stop()
+  }
+
   @Test func aCallIdIsNeverAcceptedTwiceEvenLongAfterItsCallEnded() async throws {
     var server = try await TestServer()
     let alice = try await server.connect("alice")
@@ -102,6 +124,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
     }
     #expect(refused.code == .conflict)
     server = try await restarted(server)
+    server.clock.advance(by: 3600)
     let alice2 = try await server.connect("alice")
     guard case .error(let again) = try await alice2.invite(call, to: "bob") else {
       Issue.record("a used call id was accepted again after a restart")

@@ -368,7 +368,13 @@ struct CallRouter {
   /// connected yet: each participant device gets `restartGrace`, or what was left of its grace
   /// if its socket had dropped before; a deadline that passed while the server was down ends
   /// the call as of that deadline (`missed` at the ring deadline, `connection-lost` at a grace's).
-  mutating func restore(_ stored: [StoredLiveCall], now: Date) -> [CallEffect] {
+  mutating func restore(_ stored: [StoredLiveCall], ended: [RecentlyEndedCall] = [], now: Date) -> [CallEffect] {
+    // Ended ones first, oldest first, as `pruneEnded` expects them.
+    for entry in ended.sorted(by: { ($0.record.endedAt ?? 0) < ($1.record.endedAt ?? 0) }) {
+      guard let call = Call(restoring: entry), calls[call.id] == nil, let endedAt = call.endedAt else { continue }
+      calls[call.id] = call
+      endedOrder.append((call.id, endedAt))
+    }
     var effects: [CallEffect] = []
     for entry in stored {
       var call = Call(restoring: entry)
@@ -500,7 +506,7 @@ struct CallRouter {
       video: call.video,
       createdAt: call.createdAt.millisecondsSince1970, answeredAt: call.answeredAt?.millisecondsSince1970,
       endedAt: now.millisecondsSince1970, endReason: reason, durationMs: duration)
-    effects += [.persist(.ended(record)), .external(.ended(record))]
+    effects += [.persist(.ended(record, callerDevice: call.caller.deviceId)), .external(.ended(record))]
     return effects
   }
 

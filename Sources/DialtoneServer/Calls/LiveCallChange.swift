@@ -43,8 +43,15 @@ enum LiveCallChange: Sendable, Equatable {
   /// Caller signaling while it rings, appended in order.
   case signal(CallID, ServerMessage)
   /// The call ended: its live state goes, its record is added to the history (never replacing
-  /// another record).
-  case ended(CallRecord)
+  /// another record), with the caller's device so that a restarted server knows whose it was.
+  case ended(CallRecord, callerDevice: String)
+}
+
+/// A call that ended shortly before a restart, reloaded so that `get-call` and retried requests
+/// get the answers they would have got before it.
+struct RecentlyEndedCall: Sendable, Equatable {
+  var record: CallRecord
+  var callerDevice: String
 }
 
 extension CallRouter.Call {
@@ -57,6 +64,21 @@ extension CallRouter.Call {
       ringDeadline: ringDeadline.millisecondsSince1970,
       callerGraceDeadline: callerGraceDeadline?.millisecondsSince1970,
       answererGraceDeadline: answererGraceDeadline?.millisecondsSince1970, invite: invite, accept: acceptRelay)
+  }
+
+  init?(restoring ended: RecentlyEndedCall) {
+    let r = ended.record
+    guard let reason = r.endReason, let endedAt = r.endedAt else { return nil }
+    let createdAt = Date(milliseconds: r.createdAt)
+    let caller = Identity(userId: r.callerId, deviceId: ended.callerDevice, name: nil)
+    self.init(
+      id: r.callId, caller: caller, calleeId: r.calleeId, video: r.video, createdAt: createdAt,
+      ringDeadline: createdAt,
+      invite: .invite(.init(callId: r.callId, from: caller.peer, video: r.video, createdAt: r.createdAt)))
+    phase = .ended(reason)
+    answeredBy = r.answeredBy
+    answeredAt = r.answeredAt.map { Date(milliseconds: $0) }
+    self.endedAt = Date(milliseconds: endedAt)
   }
 
   init(restoring stored: StoredLiveCall) {

@@ -134,8 +134,8 @@ public actor SignalingHub {
   // MARK: - Restarts
 
   /// Carries on with the calls that were live when the server stopped (before any socket opens).
-  func restore(_ stored: [StoredLiveCall]) {
-    emit(Output(effects: router.restore(stored, now: clock.now)), for: nil)
+  func restore(_ stored: [StoredLiveCall], ended: [RecentlyEndedCall]) {
+    emit(Output(effects: router.restore(stored, ended: ended, now: clock.now)), for: nil)
     if !stored.isEmpty { log.info("restored \(stored.count) call(s) in progress") }
   }
 

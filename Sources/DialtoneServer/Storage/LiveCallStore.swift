@@ -8,6 +8,8 @@ protocol LiveCallStore: Sendable {
   func write(_ changes: [LiveCallChange]) throws
   /// Every call that was live when the server stopped.
   func liveCalls() throws -> [StoredLiveCall]
+  /// The 1:1 calls that ended at `since` or later.
+  func callsEnded(since: Int64) throws -> [RecentlyEndedCall]
   /// Whether any call, 1:1 or group, live or ended, ever had this id.
   func isCallIdUsed(_ callId: CallID) throws -> Bool
   /// The history record of an ended 1:1 call.

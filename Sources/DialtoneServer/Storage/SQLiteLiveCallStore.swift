@@ -33,7 +33,7 @@ final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
             try writer.query(
               "INSERT INTO live_call_signals (call_id, message) VALUES (?, ?)",
               [.text(callId), .text(MessageCodec.encodeString(message, seq: nil))])
-          case .ended(let record): try end(record)
+          case .ended(let record, let callerDevice): try end(record, callerDevice: callerDevice)
           }
         }
       }
@@ -62,10 +62,23 @@ final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
 
   /// The live state goes and the record is added; a record already under this id is kept as it
   /// is (ids are checked before a call starts, so this would be a bug, not a retry).
-  private func end(_ record: CallRecord) throws {
+  private func end(_ record: CallRecord, callerDevice: String) throws {
     try writer.query("DELETE FROM live_call_signals WHERE call_id = ?", [.text(record.callId)])
     try writer.query("DELETE FROM live_calls WHERE call_id = ?", [.text(record.callId)])
-    try SQLiteStore.insert(record, into: writer)
+    try SQLiteStore.insert(record, into: writer, callerDevice: callerDevice)
+  }
+
+  func callsEnded(since: Int64) throws -> [RecentlyEndedCall] {
+    try writerLock.withLock {
+      try writer.query(
+        "SELECT \(SQLiteStore.callColumns), caller_device FROM calls WHERE ended_at >= ? ORDER BY ended_at",
+        [.integer(since)]
+      ).compactMap { row in
+        guard row.count == 11, let device = row[10].string, let record = SQLiteStore.record(Array(row.prefix(10)))
+        else { return nil }
+        return RecentlyEndedCall(record: record, callerDevice: device)
+      }
+    }
   }
 
   func liveCalls() throws -> [StoredLiveCall] {

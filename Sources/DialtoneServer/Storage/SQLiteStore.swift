@@ -124,6 +124,12 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
     );
     CREATE INDEX live_call_signals_by_call ON live_call_signals (call_id);
     """,
+    // The caller's device, and an index by end: a restarted server reloads the calls that ended
+    // within `endedRetention`, so `get-call` still answers for them.
+    """
+    ALTER TABLE calls ADD COLUMN caller_device TEXT;
+    CREATE INDEX calls_by_end ON calls (ended_at);
+    """,
   ]
 
   public init(path: String) throws {
@@ -166,11 +172,12 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
   }
 
   /// History is append-only: a record already under the id is never replaced.
-  static func insert(_ record: CallRecord, into db: SQLiteDatabase) throws {
+  static func insert(_ record: CallRecord, into db: SQLiteDatabase, callerDevice: String? = nil) throws {
     try db.query(
       """
-      INSERT INTO calls (call_id, caller_id, callee_id, answered_by, video, created_at, answered_at, ended_at, end_reason, duration_ms)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+      INSERT INTO calls (call_id, caller_id, callee_id, answered_by, video, created_at, answered_at, ended_at, end_reason,
+        duration_ms, caller_device)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
       ON CONFLICT (call_id) DO NOTHING
       """,
       [
@@ -178,7 +185,7 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
         record.answeredBy.map(SQLiteValue.text) ?? .null,
         .integer(record.video ? 1 : 0), .integer(record.createdAt), record.answeredAt.map(SQLiteValue.integer) ?? .null,
         record.endedAt.map(SQLiteValue.integer) ?? .null, record.endReason.map { .text($0.rawValue) } ?? .null,
-        record.durationMs.map(SQLiteValue.integer) ?? .null,
+        record.durationMs.map(SQLiteValue.integer) ?? .null, callerDevice.map(SQLiteValue.text) ?? .null,
       ])
   }
 
