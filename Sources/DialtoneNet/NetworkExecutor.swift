@@ -8,7 +8,12 @@ import Foundation
 /// events can take them synchronously (`assumeIsolated`) instead of hopping threads twice per
 /// message. Before the network loop exists, and after it stops, jobs run on a fallback serial
 /// queue (never both at once), so awaiting the actor never hangs during startup or shutdown.
-public final class NetworkExecutor: SerialExecutor, @unchecked Sendable {
+///
+/// It is a task executor too: a task started with it as its preference
+/// (`Task(executorPreference:)`) begins on the network thread, so work handed to the actor from
+/// another thread costs one wake-up of the network thread, not a hop through the global pool
+/// first.
+public final class NetworkExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable {
   // @unchecked: `loop` and `owner` are only touched under `lock`.
   private let lock = NSLock()
   private weak var loop: ServiceLoop?
@@ -52,7 +57,7 @@ public final class NetworkExecutor: SerialExecutor, @unchecked Sendable {
   }
 
   func run(_ job: UnownedJob) {
-    job.runSynchronously(on: asUnownedSerialExecutor())
+    job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
   }
 
   private func runOnFallback(_ job: UnownedJob) {

@@ -19,8 +19,16 @@ public final class DialtoneServer: Sendable {
   private let sfu: (any SFUBackend)?
   private let log: Log
 
-  public init(
+  public convenience init(
     configuration: ServerConfiguration, clock: any DialtoneClock = SystemClock(), store: (any ServerStore)? = nil
+  ) async throws {
+    try await self.init(configuration: configuration, clock: clock, store: store, liveCalls: nil)
+  }
+
+  /// `liveCalls` replaces the live-call journal's store (tests that stall or fail its writes).
+  init(
+    configuration: ServerConfiguration, clock: any DialtoneClock, store: (any ServerStore)?,
+    liveCalls: (any LiveCallStore)?
   ) async throws {
     self.configuration = configuration
     let log = Log(level: configuration.logLevel, subsystem: "server")
@@ -32,7 +40,7 @@ public final class DialtoneServer: Sendable {
       stunURLs: configuration.stunURLs, turnURLs: configuration.turnURLs,
       turnSecret: configuration.turnSecret, ttl: configuration.turnTTL)
     let callStore = try store ?? SQLiteStore.open(dataDirectory: configuration.dataDirectory)
-    let liveCalls = try SQLiteLiveCallStore.open(dataDirectory: configuration.dataDirectory)
+    let liveCalls = try liveCalls ?? SQLiteLiveCallStore.open(dataDirectory: configuration.dataDirectory)
     let journal = CallJournal(store: liveCalls, log: log.scoped("journal"))
     self.journal = journal
     groupRecorder = GroupCallRecorder(store: callStore, log: log.scoped("calls"))

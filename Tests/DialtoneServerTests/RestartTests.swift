@@ -136,3 +136,59 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
     await server.stop()
   }
 }
+
+/// A live-call store whose writes wait until the test lets them through.
+private final class GatedLiveCallStore: LiveCallStore, @unchecked Sendable {
+  // @unchecked: `open` is touched only under `condition`.
+  private let inner: SQLiteLiveCallStore
+  private let condition = NSCondition()
+  private var open = false
+
+  init(dataDirectory: String) throws { inner = try SQLiteLiveCallStore.open(dataDirectory: dataDirectory) }
+
+  func letWritesThrough() {
+    condition.withLock {
+      open = true
+      condition.broadcast()
+    }
+  }
+
+  func write(_ changes: [LiveCallChange]) throws {
+    condition.withLock {
+      while !open { condition.wait() }
+    }
+    try inner.write(changes)
+  }
+  func liveCalls() throws -> [StoredLiveCall] { try inner.liveCalls() }
+  func callsEnded(since: Int64) throws -> [RecentlyEndedCall] { try inner.callsEnded(since: since) }
+  func isCallIdUsed(_ callId: CallID) throws -> Bool { try inner.isCallIdUsed(callId) }
+  func endedCall(_ callId: CallID) throws -> CallRecord? { try inner.endedCall(callId) }
+}
+
+@Suite(.serialized) struct JournalOrderingTests {
+  @Test func nobodySeesACallChangeBeforeItIsOnDisk() async throws {
+    let directory = NSTemporaryDirectory() + "dialtone-gated-\(UUID().uuidString)"
+    let store = try GatedLiveCallStore(dataDirectory: directory)
+    let server = try await TestServer(dataDirectory: directory, liveCalls: store)
+    let alice = try await server.connect("alice")
+    let bob = try await server.connect("bob")
+    let call = callID()
+    let inviteID = alice.newID()
+    alice.send(
+      ClientEnvelope(id: inviteID, message: .invite(.init(callId: call, to: "bob", video: false, offer: nil))))
+    // The server goes on answering what does not wait for the disk: the invite's ack is not
+    // before the ping's, and Bob has not been rung.
+    #expect(try await alice.request(.ping(.init())).isAck)
+    try await bob.expectQuiet()
+    // A retry of the held invite is not answered twice.
+    alice.send(
+      ClientEnvelope(id: inviteID, message: .invite(.init(callId: call, to: "bob", video: false, offer: nil))))
+    #expect(try await alice.request(.ping(.init())).isAck)  // the retry has been read meanwhile
+    store.letWritesThrough()
+    let acked = try await alice.next("the invite's ack")
+    #expect(acked.message.replyTo == inviteID && acked.message.isAck)
+    _ = try await bob.expect(.invite)
+    try await alice.expectQuiet()
+    await server.stop()
+  }
+}

@@ -21,7 +21,10 @@ final class TestServer: Sendable {
   let dataDirectory: String
   let client: WebSocketClient
 
-  init(configure: (inout ServerConfiguration) -> Void = { _ in }, dataDirectory: String? = nil) async throws {
+  init(
+    configure: (inout ServerConfiguration) -> Void = { _ in }, dataDirectory: String? = nil,
+    liveCalls: (any LiveCallStore)? = nil
+  ) async throws {
     clock = ManualClock()
     let directory = dataDirectory ?? NSTemporaryDirectory() + "dialtone-test-\(UUID().uuidString)"
     self.dataDirectory = directory
@@ -32,7 +35,7 @@ final class TestServer: Sendable {
     configuration.logLevel = ProcessInfo.processInfo.environment["DIALTONE_TEST_LOG"] == nil ? .error : .debug
     configuration.drainSeconds = 2
     configure(&configuration)
-    server = try await DialtoneServer(configuration: configuration, clock: clock)
+    server = try await DialtoneServer(configuration: configuration, clock: clock, store: nil, liveCalls: liveCalls)
     client = try WebSocketClient()
   }
 

@@ -61,6 +61,7 @@ public actor SignalingHub {
     var reply: ServerMessage?
     var coalesced = false
     var effects: [CallEffect]
+    var wasHeld = false
   }
   private var held = HeldOutcomes<Output>()
   /// Requests whose reply is held: a retry meanwhile is not answered twice (the reply is coming).
@@ -107,12 +108,12 @@ public actor SignalingHub {
   nonisolated var socketHandler: any WebSocketHandler { SocketEventBridge(hub: self) }
 
   /// Takes an event from any thread: synchronously when already on the hub's executor (socket
-  /// events), otherwise by hopping onto it (timers).
+  /// events), otherwise by a task that starts on it (timers, the journal's commits).
   nonisolated func deliver(_ event: HubEvent) {
     if executor.isCurrent {
       assumeIsolated { $0.handle(event) }
     } else {
-      Task { await self.handle(event) }
+      Task(executorPreference: executor) { await self.handle(event) }
     }
   }
 
@@ -404,7 +405,7 @@ public actor SignalingHub {
       break
     }
     guard let requestID = frame.id else { return }
-    if heldRequests.contains(Self.requestKey(session, requestID)) { return }
+    if !heldRequests.isEmpty, heldRequests.contains(Self.requestKey(session, requestID)) { return }
     if let earlier = session.reply(to: requestID) {
       session.deliver(earlier)
       return
@@ -443,14 +444,18 @@ public actor SignalingHub {
     var changes: [LiveCallChange] = []
     for case .persist(let change) in output.effects { changes.append(change) }
     let ticket = changes.isEmpty ? nil : journal.submit(changes)
-    guard let callId, let wait = ticket ?? held.pendingTicket(of: callId) else { return release(output) }
+    guard let callId, let wait = ticket ?? (held.isEmpty ? nil : held.pendingTicket(of: callId)) else {
+      return release(output)
+    }
+    var output = output
+    output.wasHeld = true
     held.hold(output, for: callId, until: wait)
     if let session = output.session, let id = output.requestID { heldRequests.insert(Self.requestKey(session, id)) }
   }
 
   private func release(_ output: Output) {
     if let session = output.session, let reply = output.reply {
-      if let id = output.requestID { heldRequests.remove(Self.requestKey(session, id)) }
+      if output.wasHeld, let id = output.requestID { heldRequests.remove(Self.requestKey(session, id)) }
       session.deliver(reply, coalesced: output.coalesced)
     }
     apply(output.effects)

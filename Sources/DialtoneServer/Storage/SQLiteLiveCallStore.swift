@@ -70,14 +70,27 @@ final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
 
   func callsEnded(since: Int64) throws -> [RecentlyEndedCall] {
     try writerLock.withLock {
-      try writer.query(
-        "SELECT \(SQLiteStore.callColumns), caller_device FROM calls WHERE ended_at >= ? ORDER BY ended_at",
-        [.integer(since)]
-      ).compactMap { row in
-        guard row.count == 11, let device = row[10].string, let record = SQLiteStore.record(Array(row.prefix(10)))
-        else { return nil }
-        return RecentlyEndedCall(record: record, callerDevice: device)
+      // Newest rowids first, until a page holds nothing as recent: records are added as calls
+      // end, so this reads the recent ends and no more of a long history.
+      var ended: [RecentlyEndedCall] = []
+      var before = Int64.max
+      while true {
+        let rows = try writer.query(
+          "SELECT \(SQLiteStore.callColumns), caller_device, rowid FROM calls WHERE rowid < ? ORDER BY rowid DESC LIMIT 256",
+          [.integer(before)])
+        var recent = false
+        for row in rows {
+          guard row.count == 12, let rowid = row[11].int else { continue }
+          before = rowid
+          guard let record = SQLiteStore.record(Array(row.prefix(10))), (record.endedAt ?? 0) >= since else {
+            continue
+          }
+          recent = true
+          if let device = row[10].string { ended.append(RecentlyEndedCall(record: record, callerDevice: device)) }
+        }
+        if rows.count < 256 || !recent { break }
       }
+      return ended.reversed()
     }
   }
 

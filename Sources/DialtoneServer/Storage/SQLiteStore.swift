@@ -102,7 +102,7 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
     // Calls in progress, so that a restart ends none of them (`SQLiteLiveCallStore`).
     """
     CREATE TABLE live_calls (
-      call_id TEXT PRIMARY KEY,
+      call_id TEXT PRIMARY KEY NOT NULL,
       caller_id TEXT NOT NULL,
       caller_device TEXT NOT NULL,
       caller_name TEXT,
@@ -117,19 +117,17 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
       answerer_grace_deadline INTEGER,
       invite TEXT NOT NULL,
       accept TEXT
-    );
+    ) WITHOUT ROWID;
     CREATE TABLE live_call_signals (
       call_id TEXT NOT NULL,
       message TEXT NOT NULL
     );
     CREATE INDEX live_call_signals_by_call ON live_call_signals (call_id);
     """,
-    // The caller's device, and an index by end: a restarted server reloads the calls that ended
-    // within `endedRetention`, so `get-call` still answers for them.
-    """
-    ALTER TABLE calls ADD COLUMN caller_device TEXT;
-    CREATE INDEX calls_by_end ON calls (ended_at);
-    """,
+    // The caller's device: a restarted server reloads the calls that ended within
+    // `endedRetention`, so `get-call` still answers for them. No index by end: records are added
+    // as calls end, so the newest rowids are the latest ends.
+    "ALTER TABLE calls ADD COLUMN caller_device TEXT;",
   ]
 
   public init(path: String) throws {
