@@ -88,6 +88,12 @@ final class ClientRole: ServiceRole {
   func closeClient(_ client: ClientSession, code: UInt16, reason: String) {
     if let session = client.session {
       session.requestClose(code: code, reason: reason)
+    } else if let wsi = client.wsi {
+      // Still connecting or in the handshake: there is no close frame to send, so the attempt is
+      // abandoned (lws reports it as a connection error). Waiting instead can take lws's own
+      // timeout, 20 s or more, on a connection whose server went away mid-handshake.
+      client.closeRequested = (code, reason)
+      lws_set_timeout(wsi, PENDING_TIMEOUT_AWAITING_SERVER_RESPONSE, LWS_TO_KILL_ASYNC)
     } else {
       client.closeRequested = (code, reason)
     }
@@ -102,6 +108,19 @@ final class ClientRole: ServiceRole {
       LWS_CALLBACK_CLIENT_RECEIVE, LWS_CALLBACK_CLIENT_WRITEABLE, LWS_CALLBACK_CLIENT_CONNECTION_ERROR,
       LWS_CALLBACK_CLIENT_CLOSED:
       return handleClient(wsi, reason, input, length, on: loop)
+    case LWS_CALLBACK_WSI_DESTROY:
+      // The last word on every connection. One that ended before its handshake did (abandoned
+      // by `closeClient`, or timed out by lws mid-handshake) gets no other callback from lws 4.1:
+      // without this, whoever waits for it would wait for ever.
+      let id = dt_lws_get_id(wsi)
+      if let client = clients.removeValue(forKey: id) {
+        if client.session == nil {
+          client.request.onEvent(.failed("the connection ended before the WebSocket handshake"))
+        } else {
+          client.request.onEvent(.closed(code: client.session?.peerCloseCode))
+        }
+      }
+      return nil
     default:
       return nil
     }

@@ -13,6 +13,7 @@ import socket
 import struct
 import sys
 import tempfile
+import time
 import wave
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -36,10 +37,12 @@ def free_port(kind=socket.SOCK_STREAM):
         return s.getsockname()[1]
 
 
-async def wait_port(port, timeout=15):
+async def wait_port(port, timeout=15, process=None):
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while loop.time() < deadline:
+        if process is not None:
+            check(process.proc.returncode is None, f"{process.name} exited (see its log)")
         try:
             _, w = await asyncio.open_connection("127.0.0.1", port)
             w.close()
@@ -108,12 +111,18 @@ class Server:
         self.netns = netns
         self.host = host
         self.process = None
+        self.starts = 0
 
     @property
     def url(self):
         return f"http://{self.host}:{self.port}"
 
     async def start(self):
+        """Starts the server; again after `kill9()` or `terminate()`, on the same port and data
+        directory (each run logs to a file of its own: server.log, server-2.log, ...)."""
+        check(self.process is None or self.process.proc.returncode is not None, "the server is already running")
+        self.starts += 1
+        log = "server.log" if self.starts == 1 else f"server-{self.starts}.log"
         prefix = ["ip", "netns", "exec", self.netns] if self.netns else []
         args = prefix + [os.path.join(BIN, "dialtone-server"), "--host", self.host, "--port", str(self.port),
                 "--data-dir", self.scratch.file("server-data"), "--auth-secret", SECRET, "--log-level", "warning"]
@@ -122,16 +131,66 @@ class Server:
         args += self.extra
         if self.turn:
             args += ["--turn-secret", TURN_SECRET, "--turn-url", f"turn:{self.turn.address}:{self.turn.port}?transport=udp"]
-        self.process = await spawn("server", args, self.scratch.file("server.log"))
+        self.process = await spawn("server", args, self.scratch.file(log))
         if self.netns:
             await wait_port_in(self.netns, self.host, self.port, self.process)
         else:
-            await wait_port(self.port)
+            await wait_port(self.port, process=self.process)
         return self
+
+    async def restart(self, timeout=20):
+        """Starts the stopped server again on the same port and data directory, retrying while
+        the port cannot be bound yet."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            try:
+                return await self.start()
+            except Failure:
+                if self.process.proc.returncode is None or loop.time() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
+
+    async def kill9(self, timeout=10):
+        """SIGKILL: the server dies at once (nothing flushed, no socket closed cleanly)."""
+        proc = self.process.proc
+        if proc.returncode is None:
+            proc.kill()
+        await asyncio.wait_for(proc.wait(), timeout)
+
+    async def terminate(self, timeout=20):
+        """SIGTERM: the server drains (sockets closed with 1001, writes finished) and exits.
+        Returns its exit status."""
+        proc = self.process.proc
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), timeout)
+        except asyncio.TimeoutError:
+            proc.kill()
+            await proc.wait()
+            raise Failure(f"the server did not exit within {timeout} s of SIGTERM")
+        return proc.returncode
 
     async def stop(self):
         if self.process:
             await self.process.stop()
+
+    async def calls(self, token, limit=200, max_pages=50, timeout=15):
+        """Every record of `GET /v1/calls` for the token's user (all pages, newest first), fetched
+        from inside the server's namespace when it has one."""
+        prefix = ["ip", "netns", "exec", self.netns] if self.netns else []
+        proc = await asyncio.create_subprocess_exec(
+            *prefix, sys.executable, "-c", _HISTORY_CLIENT, self.url, token, str(limit), str(max_pages),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), timeout)
+        except asyncio.TimeoutError:
+            proc.kill()
+            await proc.wait()
+            raise Failure(f"GET /v1/calls took more than {timeout} s")
+        check(proc.returncode == 0, f"GET /v1/calls failed: {err.decode(errors='replace').strip()[-400:]}")
+        return json.loads(out)
 
     def token(self, user, device="cli", name=None):
         import subprocess
@@ -139,6 +198,28 @@ class Server:
         if name:
             args += ["--name", name]
         return subprocess.check_output(args, text=True).strip()
+
+
+# GET /v1/calls?limit=&before=, page after page (run with: URL TOKEN LIMIT MAX_PAGES).
+_HISTORY_CLIENT = r"""
+import json, sys, urllib.parse, urllib.request
+url, token, limit, max_pages = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+calls, cursor = [], None
+for _ in range(max_pages):
+    query = {"limit": limit} if cursor is None else {"limit": limit, "before": cursor}
+    request = urllib.request.Request(url + "/v1/calls?" + urllib.parse.urlencode(query),
+                                     headers={"Authorization": "Bearer " + token})
+    with opener.open(request, timeout=10) as response:
+        page = json.load(response)
+    calls += page.get("calls", [])
+    cursor = page.get("next")
+    if not cursor:
+        break
+else:
+    sys.exit(f"more than {max_pages} pages of history")
+json.dump(calls, sys.stdout)
+"""
 
 
 class Coturn:
@@ -178,6 +259,7 @@ class Softphone:
         if netns:
             self.command = ["ip", "netns", "exec", netns, *self.command]
         self.events = []
+        self.stamps = []  # time.time() when each of `events` was read
         self.lines = []
         self.proc = None
         self._reader = None
@@ -201,7 +283,9 @@ class Softphone:
                 log.write(text + "\n")
                 log.flush()
                 try:
-                    self.events.append(json.loads(text))
+                    event = json.loads(text)
+                    self.stamps.append(time.time())
+                    self.events.append(event)
                 except ValueError:
                     pass  # GStreamer warnings and the like
                 self._changed.set()
@@ -210,16 +294,26 @@ class Softphone:
     def has(self, event, **fields):
         return any(e.get("event") == event and all(e.get(k) == v for k, v in fields.items()) for e in self.events)
 
+    def count(self, event, **fields):
+        return sum(1 for e in self.events if e.get("event") == event and all(e.get(k) == v for k, v in fields.items()))
+
     def find(self, event):
         return next((e for e in self.events if e.get("event") == event), None)
 
-    async def wait_for(self, event, timeout=20, **fields):
+    def time_of(self, event, **fields):
+        """When (time.time()) the first matching event was read, or None."""
+        return next((t for e, t in zip(self.events, self.stamps)
+                     if e.get("event") == event and all(e.get(k) == v for k, v in fields.items())), None)
+
+    async def wait_for(self, event, timeout=20, times=1, **fields):
+        """Waits until `event` (with `fields`) has been printed `times` times."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        while not self.has(event, **fields):
+        while self.count(event, **fields) < times:
             remaining = deadline - loop.time()
             if remaining <= 0 or (self.proc.returncode is not None and self._reader.done()):
-                raise Failure(f"{self.name}: no {event} {fields or ''} (log: {self.scratch.file(self.name + '.log')})")
+                what = f"{event} {fields or ''}" + (f" {times} times" if times > 1 else "")
+                raise Failure(f"{self.name}: no {what} (log: {self.scratch.file(self.name + '.log')})")
             self._changed.clear()
             try:
                 await asyncio.wait_for(self._changed.wait(), min(remaining, 0.5))
@@ -295,17 +389,36 @@ def wav_seconds(path):
         return w.getnframes() / w.getframerate()
 
 
-def dominant_frequency(path, seconds=1.0):
-    """The strongest frequency in the last `seconds` of a 16-bit mono WAV: a coarse Goertzel scan
-    over 0.1 s, refined to 1 Hz over the whole window."""
+def _wav_samples(path):
     with wave.open(path) as w:
         rate = w.getframerate()
         frames = w.readframes(w.getnframes())
         channels = w.getnchannels()
-    samples = struct.unpack(f"<{len(frames) // 2}h", frames)[::channels]
+    return struct.unpack(f"<{len(frames) // 2}h", frames)[::channels], rate
+
+
+def dominant_frequency(path, seconds=1.0):
+    """The strongest frequency in the last `seconds` of a 16-bit mono WAV: a coarse Goertzel scan
+    over 0.1 s, refined to 1 Hz over the whole window."""
+    samples, rate = _wav_samples(path)
     long = samples[-int(rate * seconds):]
-    short = samples[-int(rate * 0.1):]
     check(len(long) >= rate * 0.5, f"{path}: only {len(samples) / rate:.2f} s of audio")
+    return _strongest(long, rate)
+
+
+def dominant_frequency_between(path, start, end):
+    """The strongest frequency between `start` and `end` seconds into a 16-bit mono WAV (as
+    `dominant_frequency`, over that window: at least 0.5 s of it must have been recorded)."""
+    samples, rate = _wav_samples(path)
+    window = samples[int(rate * max(start, 0)):int(rate * end)]
+    check(len(window) >= rate * 0.5,
+          f"{path}: only {len(window) / rate:.2f} s of audio between {start:.1f} s and {end:.1f} s "
+          f"({len(samples) / rate:.2f} s recorded)")
+    return _strongest(window, rate)
+
+
+def _strongest(long, rate):
+    short = long[-int(rate * 0.1):]
 
     def power(f, window):
         k = 2 * math.cos(2 * math.pi * f / rate)

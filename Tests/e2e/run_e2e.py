@@ -856,6 +856,11 @@ async def janus_dying_mid_call_ends_the_call_clearly(s, stack):
         check(peer.has("ended", reason="media-failed"), f"{peer.name}: no media-failed")
 
 
+# Durability across server restarts (issue 16), after the scenarios above.
+from durability_scenarios import SCENARIOS as DURABILITY_SCENARIOS  # noqa: E402
+SCENARIOS += DURABILITY_SCENARIOS
+
+
 async def run(selected):
     failures = 0
     for fn in SCENARIOS:
@@ -870,7 +875,7 @@ async def run(selected):
 
         started = time.monotonic()
         try:
-            await asyncio.wait_for(fn(scratch, stack), 90)
+            await asyncio.wait_for(fn(scratch, stack), getattr(fn, "time_limit", 90))
             print(f"PASS {fn.__name__} ({time.monotonic() - started:.1f} s)", flush=True)
             ok = True
         except (Failure, asyncio.TimeoutError) as error:
