@@ -99,10 +99,12 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
     );
     CREATE INDEX group_call_members_by_user ON group_call_members (user_id, created_at DESC, call_id DESC);
     """,
-    // Calls in progress, so that a restart ends none of them (`SQLiteLiveCallStore`).
+    // Calls in progress, so that a restart ends none of them (`SQLiteLiveCallStore`). A rowid
+    // table: a row holds the invite and accept with their SDP (a few KB), which a WITHOUT ROWID
+    // table would spill into overflow pages on every update.
     """
     CREATE TABLE live_calls (
-      call_id TEXT PRIMARY KEY NOT NULL,
+      call_id TEXT PRIMARY KEY,
       caller_id TEXT NOT NULL,
       caller_device TEXT NOT NULL,
       caller_name TEXT,
@@ -117,7 +119,7 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
       answerer_grace_deadline INTEGER,
       invite TEXT NOT NULL,
       accept TEXT
-    ) WITHOUT ROWID;
+    );
     CREATE TABLE live_call_signals (
       call_id TEXT NOT NULL,
       message TEXT NOT NULL
