@@ -40,6 +40,16 @@ DOCUMENTED = [
     ),
     ("2.11", {"server", "client"}, "2.10 sent octet by octet: same cause."),
     (
+        "7.3.2",
+        {"client"},
+        "intermittent, seen once in about ten runs, on a loaded machine: the server's close frame "
+        "with a 1-byte payload ('a', right after a 1-byte text message 'a') was answered with a "
+        "2-byte close payload 'aa' (code 24929) instead of 1002. lws 4.1.6's client parser echoes "
+        "the close payload itself; our PEER_INITIATED_CLOSE callback refuses a 1-byte payload with "
+        "1002, and does in every other run, so lws must have handed it two bytes (its receive "
+        "buffer still holding the text message's byte).",
+    ),
+    (
         "13.7.*",
         {"server"},
         "the three permessage-deflate offers make a 258-byte Sec-WebSocket-Extensions header; lws "

@@ -46,6 +46,9 @@ public enum GroupEndReason: String, WireEnum {
   case mediaFailed = "media-failed"
   /// This device's socket dropped and did not come back within the grace window.
   case connectionLost = "connection-lost"
+  /// History only: the server stopped while the call was live (group calls do not outlive a
+  /// restart yet); the record ends at the server's last change to the call.
+  case serverRestart = "server-restart"
 
   public static var lenientFallback: GroupEndReason? { .ended }
 }

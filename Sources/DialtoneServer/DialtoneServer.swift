@@ -14,7 +14,6 @@ public final class DialtoneServer: Sendable {
   private let web: WebServer
   let hub: SignalingHub
   private let journal: CallJournal
-  private let groupRecorder: GroupCallRecorder
   let pushes: PushDispatcher?
   private let sfu: (any SFUBackend)?
   private let log: Log
@@ -43,10 +42,9 @@ public final class DialtoneServer: Sendable {
     let liveCalls = try liveCalls ?? SQLiteLiveCallStore.open(dataDirectory: configuration.dataDirectory)
     let journal = CallJournal(store: liveCalls, log: log.scoped("journal"))
     self.journal = journal
-    groupRecorder = GroupCallRecorder(store: callStore, log: log.scoped("calls"))
     pushes = try PushSetup.dispatcher(
       configuration: configuration, store: callStore, clock: clock, log: log.scoped("push"))
-    let sink = FanOutSink(sinks: [groupRecorder] + (pushes.map { [$0] } ?? []))
+    let sink = FanOutSink(sinks: pushes.map { [$0] } ?? [])
     let router = CallRouter(
       settings: .init(
         ringTimeout: .seconds(configuration.ringTimeout), reconnectGrace: .seconds(configuration.reconnectGrace),
@@ -67,6 +65,8 @@ public final class DialtoneServer: Sendable {
       effectSink: sink, journal: journal, liveCalls: liveCalls, executor: executor, log: log.scoped("signaling"))
     let hub = self.hub
     journal.start { ticket in hub.deliver(.journalCommitted(ticket)) }
+    let interrupted = try liveCalls.completeInterruptedGroupCalls()
+    if interrupted > 0 { log.info("recorded \(interrupted) group call(s) that the restart ended (server-restart)") }
     let retention = clock.now.addingTimeInterval(-router.settings.endedRetention.seconds)
     await hub.restore(
       try liveCalls.liveCalls(), ended: try liveCalls.callsEnded(since: retention.millisecondsSince1970))
@@ -119,7 +119,6 @@ public final class DialtoneServer: Sendable {
     await web.stop()
     await sfu?.shutdown()
     journal.close()
-    await groupRecorder.flush()
     await pushes?.drain()
     log.info("stopped")
   }

@@ -324,7 +324,7 @@ actor SoftphoneCall {
     case .missed, .unanswered: status = .missed
     case .declinedElsewhere: status = .declined
     case .joinedElsewhere: status = .answeredElsewhere
-    case .mediaFailed, .connectionLost: status = .failed
+    case .mediaFailed, .connectionLost, .serverRestart: status = .failed
     }
     if let group, group.video || groupVideo || video {
       for (userId, received) in receivedVideo { report.participantVideo(userId, received) }

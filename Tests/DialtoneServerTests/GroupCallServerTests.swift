@@ -1,5 +1,6 @@
 import DialtoneCrypto
 import DialtoneJSON
+import DialtoneNet
 import DialtoneProtocol
 import DialtoneTestSupport
 import Foundation
@@ -121,6 +122,44 @@ struct GroupCallServerTests {
     #expect(bobs?["calls"]?.arrayValue?.count == 1)
     let mallorys = try await server.http("GET", "/v1/group-calls", token: server.token("mallory")).json
     #expect(mallorys?["calls"]?.arrayValue?.count == 0)
+    await server.stop()
+    await twirp.stop()
+  }
+
+  /// Group calls do not outlive a restart yet, but their history is complete: a call live when
+  /// the server stopped is recorded on start, ended `server-restart`, and its id stays taken.
+  @Test func aGroupCallLiveAtARestartIsInTheHistoryAndItsIdStaysTaken() async throws {
+    var server = try await liveKitServer()
+    let alice = try await server.connect("alice")
+    let bob = try await server.connect("bob")
+    #expect(try await alice.request(.groupCreate(.init(callId: "g-lk-restart", members: ["bob", "carol"]))).isAck)
+    _ = try await bob.expect(.groupInvite)
+    #expect(try await bob.request(.groupJoin(.init(callId: "g-lk-restart"))).isAck)
+    server.clock.advance(by: 20)
+    await server.server.stop()
+    await server.client.shutdown()
+
+    let url = liveKitURL
+    server = try await TestServer(
+      configure: { c in
+        c.liveKitURL = url
+        c.liveKitAPIKey = LiveKitFixture.credentials.apiKey
+        c.liveKitAPISecret = LiveKitFixture.credentials.apiSecret
+      }, dataDirectory: server.dataDirectory)
+    let history = try await server.http("GET", "/v1/group-calls", token: server.token("bob")).json
+    let record = history?["calls"]?.arrayValue?.first
+    #expect(record?["callId"]?.stringValue == "g-lk-restart")
+    #expect(record?["endReason"]?.stringValue == "server-restart")
+    let outcomes = record?["participants"]?.arrayValue?.compactMap { $0["outcome"]?.stringValue }
+    #expect(outcomes == ["left", "left", "missed"])  // alice and bob were in it, carol still rang
+    let alice2 = try await server.connect("alice")
+    guard
+      case .error(let refused) = try await alice2.request(.groupCreate(.init(callId: "g-lk-restart", members: ["bob"])))
+    else {
+      Issue.record("the id of a recorded group call was accepted again")
+      return
+    }
+    #expect(refused.code == .conflict)
     await server.stop()
     await twirp.stop()
   }

@@ -88,6 +88,26 @@ struct LiveCallStoreTests {
     #expect(try !store.isCallIdUsed("fresh"))
   }
 
+  @Test func aGroupCallLeftLiveIsRecordedOnceAndAnEndedOneKeepsItsOwnRecord() async throws {
+    let directory = temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    func group(_ id: CallID, _ reason: GroupEndReason) -> GroupCallRecord {
+      GroupCallRecord(
+        callId: id, creatorId: "alice", video: false, createdAt: 1, endedAt: 5, endReason: reason,
+        participants: [
+          GroupParticipantRecord(userId: "alice", outcome: .left, deviceId: "phone", joinedAt: 1, durationMs: 4)
+        ])
+    }
+    let store = try SQLiteLiveCallStore.open(dataDirectory: directory)
+    try store.write([.groupLive(group("g1", .serverRestart)), .groupLive(group("g2", .serverRestart))])
+    try store.write([.groupEnded(group("g2", .completed))])
+    #expect(try store.completeInterruptedGroupCalls() == 1)
+    #expect(try store.completeInterruptedGroupCalls() == 0)
+    let history = try SQLiteStore.open(dataDirectory: directory)
+    let records = try await history.groupHistory(of: "alice", limit: 10, before: nil)
+    #expect(Set(records.map { "\($0.callId) \($0.endReason.rawValue)" }) == ["g1 server-restart", "g2 completed"])
+  }
+
   @Test func theJournalReportsEachBatchOnceItIsWritten() async throws {
     let directory = temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }

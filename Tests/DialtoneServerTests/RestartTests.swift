@@ -160,6 +160,7 @@ private final class GatedLiveCallStore: LiveCallStore, @unchecked Sendable {
     try inner.write(changes)
   }
   func liveCalls() throws -> [StoredLiveCall] { try inner.liveCalls() }
+  func completeInterruptedGroupCalls() throws -> Int { try inner.completeInterruptedGroupCalls() }
   func callsEnded(since: Int64) throws -> [RecentlyEndedCall] { try inner.callsEnded(since: since) }
   func isCallIdUsed(_ callId: CallID) throws -> Bool { try inner.isCallIdUsed(callId) }
   func endedCall(_ callId: CallID) throws -> CallRecord? { try inner.endedCall(callId) }

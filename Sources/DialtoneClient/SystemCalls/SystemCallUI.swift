@@ -29,7 +29,7 @@ public enum SystemCallEndReason: String, Sendable, Equatable, CaseIterable {
     case .declinedElsewhere: self = .declinedElsewhere
     case .missed, .unanswered: self = .unanswered
     case .cancelled, .ended, .completed: self = .remoteEnded
-    case .mediaFailed, .connectionLost: self = .failed
+    case .mediaFailed, .connectionLost, .serverRestart: self = .failed
     }
   }
 

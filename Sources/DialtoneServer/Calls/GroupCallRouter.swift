@@ -75,6 +75,26 @@ struct GroupCallRouter {
 
   func knows(_ callId: CallID) -> Bool { calls[callId] != nil }
 
+  /// The record a live call would leave if the server stopped now (`serverRestart`): members
+  /// in the call count as having left, members still ringing as having missed it.
+  func recordIfInterrupted(_ callId: CallID, now: Date) -> GroupCallRecord? {
+    guard var call = calls[callId], call.phase != .ended else { return nil }
+    for i in call.members.indices {
+      switch call.members[i].state {
+      case .joined:
+        if let joinedAt = call.members[i].joinedAt { call.members[i].inCall += now.timeIntervalSince(joinedAt) }
+        call.members[i].state = .left
+      case .invited, .ringing:
+        call.members[i].state = .missed
+      case .declined, .missed, .left:
+        break
+      }
+    }
+    call.endedAt = now
+    call.endReason = .serverRestart
+    return record(of: call)
+  }
+
   // MARK: - Requests
 
   mutating func handle(_ message: ClientMessage, id: String, from who: Identity, now: Date) -> Outcome {

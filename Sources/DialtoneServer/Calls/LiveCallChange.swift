@@ -45,6 +45,10 @@ enum LiveCallChange: Sendable, Equatable {
   /// The call ended: its live state goes, its record is added to the history (never replacing
   /// another record), with the caller's device so that a restarted server knows whose it was.
   case ended(CallRecord, callerDevice: String)
+  /// A group call is live; this is the record it would leave if the server stopped now.
+  case groupLive(GroupCallRecord)
+  /// A group call ended: its record replaces the live one.
+  case groupEnded(GroupCallRecord)
 }
 
 /// A call that ended shortly before a restart, reloaded so that `get-call` and retried requests

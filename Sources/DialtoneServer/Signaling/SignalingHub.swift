@@ -197,7 +197,8 @@ public actor SignalingHub {
     case .callTimer(let timer):
       callTimers.removeValue(forKey: timer)
       if groups.knows(timer.callId) {
-        apply(groups.timerFired(timer, now: clock.now))
+        let effects = persistingGroup(groups.timerFired(timer, now: clock.now), timer.callId)
+        emit(Output(effects: effects), for: timer.callId)
       } else {
         emit(Output(effects: router.timerFired(timer, now: clock.now)), for: timer.callId)
       }
@@ -494,7 +495,24 @@ public actor SignalingHub {
       return refusal(id, .conflict, "callId is already used by another call", callId: newCallId)
     }
     if let newCallId, !groups.knows(newCallId), let refused = refuseUsedCallId(newCallId, id: id) { return refused }
-    return groups.handle(message, id: id, from: who, now: now)
+    var outcome = groups.handle(message, id: id, from: who, now: now)
+    switch message {
+    case .groupOffer, .groupAnswer, .groupCandidate, .groupEndOfCandidates:
+      break  // negotiation: nothing the history keeps changes
+    default:
+      if let callId = message.callId { outcome.effects = persistingGroup(outcome.effects, callId) }
+    }
+    return outcome
+  }
+
+  /// What a group call's outcome leaves on disk: the record the call would leave if the server
+  /// stopped now (group calls do not outlive a restart: it is completed on start), or its final
+  /// record once it ended.
+  private func persistingGroup(_ effects: [CallEffect], _ callId: CallID) -> [CallEffect] {
+    var persisted = effects
+    for case .external(.groupEnded(let record)) in effects { persisted.append(.persist(.groupEnded(record))) }
+    if let live = groups.recordIfInterrupted(callId, now: clock.now) { persisted.append(.persist(.groupLive(live))) }
+    return persisted
   }
 
   /// Call ids are unique for ever: one that any call ever had (in the history, even long after
@@ -521,11 +539,12 @@ public actor SignalingHub {
       devices[who.userId]?[who.deviceId]?.deliver(message)
     case .callFailed(let callId, let reason):
       log.error("group call \(callId): media failed: \(reason)")
-      apply(groups.mediaFailed(callId, now: clock.now))
+      emit(Output(effects: persistingGroup(groups.mediaFailed(callId, now: clock.now), callId)), for: callId)
     case .participantLeft(let callId, let who):
-      apply(groups.participantLeftMedia(callId, who, now: clock.now))
+      let effects = groups.participantLeftMedia(callId, who, now: clock.now)
+      emit(Output(effects: persistingGroup(effects, callId)), for: callId)
     case .roomFinished(let callId):
-      apply(groups.roomFinished(callId, now: clock.now))
+      emit(Output(effects: persistingGroup(groups.roomFinished(callId, now: clock.now), callId)), for: callId)
     }
   }
 

@@ -8,6 +8,9 @@ protocol LiveCallStore: Sendable {
   func write(_ changes: [LiveCallChange]) throws
   /// Every call that was live when the server stopped.
   func liveCalls() throws -> [StoredLiveCall]
+  /// Writes the record of every group call that was live when the server stopped (they do not
+  /// outlive a restart), ended `serverRestart` as of its last change; returns how many.
+  func completeInterruptedGroupCalls() throws -> Int
   /// The 1:1 calls that ended at `since` or later.
   func callsEnded(since: Int64) throws -> [RecentlyEndedCall]
   /// Whether any call, 1:1 or group, live or ended, ever had this id.

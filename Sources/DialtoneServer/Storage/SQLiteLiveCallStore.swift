@@ -34,6 +34,13 @@ final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
               "INSERT INTO live_call_signals (call_id, message) VALUES (?, ?)",
               [.text(callId), .text(MessageCodec.encodeString(message, seq: nil))])
           case .ended(let record, let callerDevice): try end(record, callerDevice: callerDevice)
+          case .groupLive(let record):
+            try writer.query(
+              "INSERT OR REPLACE INTO live_group_calls (call_id, record) VALUES (?, ?)",
+              [.text(record.callId), .text(String(decoding: MessageCodec.encode(record), as: UTF8.self))])
+          case .groupEnded(let record):
+            try writer.query("DELETE FROM live_group_calls WHERE call_id = ?", [.text(record.callId)])
+            try SQLiteStore.insertGroupCall(record, into: writer)
           }
         }
       }
@@ -126,14 +133,30 @@ final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
     }
   }
 
+  func completeInterruptedGroupCalls() throws -> Int {
+    try writerLock.withLock {
+      try writer.transaction {
+        let rows = try writer.query("SELECT call_id, record FROM live_group_calls")
+        for row in rows {
+          guard row.count == 2, let text = row[1].string,
+            let record = try? MessageCodec.decode(GroupCallRecord.self, from: Array(text.utf8), options: .lenient)
+          else { continue }
+          try SQLiteStore.insertGroupCall(record, into: writer)
+        }
+        try writer.query("DELETE FROM live_group_calls")
+        return rows.count
+      }
+    }
+  }
+
   func isCallIdUsed(_ callId: CallID) throws -> Bool {
     try readerLock.withLock {
       let id: [SQLiteValue] = [.text(callId)]
       return try !reader.query(
         """
         SELECT 1 WHERE EXISTS (SELECT 1 FROM calls WHERE call_id = ?) OR EXISTS (SELECT 1 FROM live_calls WHERE call_id = ?)
-          OR EXISTS (SELECT 1 FROM group_calls WHERE call_id = ?)
-        """, id + id + id
+          OR EXISTS (SELECT 1 FROM group_calls WHERE call_id = ?) OR EXISTS (SELECT 1 FROM live_group_calls WHERE call_id = ?)
+        """, id + id + id + id
       ).isEmpty
     }
   }

@@ -125,6 +125,10 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
       message TEXT NOT NULL
     );
     CREATE INDEX live_call_signals_by_call ON live_call_signals (call_id);
+    CREATE TABLE live_group_calls (
+      call_id TEXT PRIMARY KEY,
+      record TEXT NOT NULL
+    );
     """,
     // The caller's device: a restarted server reloads the calls that ended within
     // `endedRetention`, so `get-call` still answers for them. No index by end: records are added
@@ -226,31 +230,33 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
   // MARK: - Group calls
 
   public func saveGroupCall(_ record: GroupCallRecord) throws {
-    try db.transaction {
-      // Append-only, like the 1:1 history: a record already under the id is kept.
+    try db.transaction { try Self.insertGroupCall(record, into: db) }
+  }
+
+  /// Append-only, like the 1:1 history: a record already under the id is kept.
+  static func insertGroupCall(_ record: GroupCallRecord, into db: SQLiteDatabase) throws {
+    try db.query(
+      """
+      INSERT INTO group_calls (call_id, creator_id, title, room, video, created_at, ended_at, end_reason)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (call_id) DO NOTHING
+      """,
+      [
+        .text(record.callId), .text(record.creatorId), Self.optional(record.title), Self.optional(record.room),
+        .integer(record.video ? 1 : 0), .integer(record.createdAt), .integer(record.endedAt),
+        .text(record.endReason.rawValue),
+      ])
+    guard db.changes > 0 else { return }
+    for (position, member) in record.participants.enumerated() {
       try db.query(
         """
-        INSERT INTO group_calls (call_id, creator_id, title, room, video, created_at, ended_at, end_reason)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (call_id) DO NOTHING
+        INSERT INTO group_call_members (call_id, position, user_id, outcome, device_id, joined_at, duration_ms, created_at)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?)
         """,
         [
-          .text(record.callId), .text(record.creatorId), Self.optional(record.title), Self.optional(record.room),
-          .integer(record.video ? 1 : 0), .integer(record.createdAt), .integer(record.endedAt),
-          .text(record.endReason.rawValue),
+          .text(record.callId), .integer(Int64(position)), .text(member.userId), .text(member.outcome.rawValue),
+          Self.optional(member.deviceId), member.joinedAt.map(SQLiteValue.integer) ?? .null,
+          member.durationMs.map(SQLiteValue.integer) ?? .null, .integer(record.createdAt),
         ])
-      guard db.changes > 0 else { return }
-      for (position, member) in record.participants.enumerated() {
-        try db.query(
-          """
-          INSERT INTO group_call_members (call_id, position, user_id, outcome, device_id, joined_at, duration_ms, created_at)
-          VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-          """,
-          [
-            .text(record.callId), .integer(Int64(position)), .text(member.userId), .text(member.outcome.rawValue),
-            Self.optional(member.deviceId), member.joinedAt.map(SQLiteValue.integer) ?? .null,
-            member.durationMs.map(SQLiteValue.integer) ?? .null, .integer(record.createdAt),
-          ])
-      }
     }
   }
 
@@ -376,5 +382,5 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
       """, [.text(user), .text(installation), .text(user), .text(installation)])
   }
 
-  private static func optional(_ text: String?) -> SQLiteValue { text.map(SQLiteValue.text) ?? .null }
+  static func optional(_ text: String?) -> SQLiteValue { text.map(SQLiteValue.text) ?? .null }
 }
