@@ -496,9 +496,9 @@ public actor SignalingHub {
     }
     if let newCallId, !groups.knows(newCallId), let refused = refuseUsedCallId(newCallId, id: id) { return refused }
     var outcome = groups.handle(message, id: id, from: who, now: now)
-    switch message {
-    case .groupOffer, .groupAnswer, .groupCandidate, .groupEndOfCandidates:
-      break  // negotiation: nothing the history keeps changes
+    switch (message, outcome.reply) {
+    case (.groupOffer, _), (.groupAnswer, _), (.groupCandidate, _), (.groupEndOfCandidates, _), (_, .error):
+      break  // negotiation, or refused: nothing the history keeps changed
     default:
       if let callId = message.callId { outcome.effects = persistingGroup(outcome.effects, callId) }
     }
