@@ -61,7 +61,16 @@ struct RecentlyEndedCall: Sendable, Equatable {
 extension CallRouter.Call {
   var snapshot: LiveCallSnapshot {
     var phase = LiveCallSnapshot.Phase.ringing
-    if case .accepted = self.phase { phase = .accepted }
+    var invite = self.invite
+    if case .accepted = self.phase {
+      phase = .accepted
+      // Only a ringing call's invite is sent again (with its offer): an accepted call's row
+      // need not carry the offer's SDP, and every later write of it is the cheaper.
+      if case .invite(var relayed) = invite {
+        relayed.offer = nil
+        invite = .invite(relayed)
+      }
+    }
     return LiveCallSnapshot(
       callId: id, caller: caller, calleeId: calleeId, video: video, createdAt: createdAt.millisecondsSince1970,
       phase: phase, answeredBy: answeredBy, answeredAt: answeredAt?.millisecondsSince1970,
