@@ -42,6 +42,8 @@ public final class SQLiteDatabase {
       throw SQLiteError(code: rc, message: "\(path): \(message)")
     }
     handle = db
+    // Errors carry the extended code (e.g. 522, a short read, rather than 10, "disk I/O error").
+    sqlite3_extended_result_codes(db, 1)
     sqlite3_busy_timeout(db, 5000)
     try execute("PRAGMA journal_mode=WAL")
     try execute("PRAGMA synchronous=NORMAL")
