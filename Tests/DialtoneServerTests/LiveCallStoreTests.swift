@@ -1,4 +1,5 @@
 import DialtoneProtocol
+import DialtoneSQLite
 import DialtoneSupport
 import Foundation
 import Testing
@@ -108,6 +109,33 @@ struct LiveCallStoreTests {
     #expect(Set(records.map { "\($0.callId) \($0.endReason.rawValue)" }) == ["g1 server-restart", "g2 completed"])
   }
 
+  /// A data directory of the previous release (schema 4: history without live calls) keeps its
+  /// records, and their ids stay taken, once the server that journals live calls opens it.
+  @Test func aVersion4HistoryIsKeptAndItsIdsStayTaken() async throws {
+    let directory = temporaryDirectory()
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let path = (directory as NSString).appendingPathComponent("dialtone.sqlite")
+    do {
+      let old = try SQLiteDatabase(path: path)
+      try old.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)")
+      for (index, sql) in SQLiteStore.migrations.prefix(4).enumerated() {
+        try old.execute(sql)
+        try old.query("INSERT INTO schema_migrations VALUES (?, 0)", [.integer(Int64(index + 1))])
+      }
+      try old.execute(
+        "INSERT INTO calls VALUES ('old-1', 'alice', 'bob', 'laptop', 0, 1000, 2000, 9000, 'hangup', 7000)")
+    }
+    let store = try SQLiteLiveCallStore(path: path)
+    #expect(try store.isCallIdUsed("old-1"))
+    #expect(try store.endedCall("old-1") == record("old-1", reason: .hangup, duration: 7000).with(video: false))
+    // A record without the caller's device (written before it was kept) is not reloaded as a
+    // recent end: nobody could be told whose device it was.
+    #expect(try store.callsEnded(since: 0).isEmpty)
+    let history = try SQLiteStore(path: path)
+    #expect(try await history.schemaVersion() == Int64(SQLiteStore.migrations.count))
+  }
+
   @Test func theJournalReportsEachBatchOnceItIsWritten() async throws {
     let directory = temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -122,5 +150,13 @@ struct LiveCallStoreTests {
     #expect(try store.liveCalls().count == 50)
     for _ in 0..<1000 where reported.current < last { try await Task.sleep(for: .milliseconds(2)) }
     #expect(reported.current == last)
+  }
+}
+
+extension CallRecord {
+  fileprivate func with(video: Bool) -> CallRecord {
+    var copy = self
+    copy.video = video
+    return copy
   }
 }
