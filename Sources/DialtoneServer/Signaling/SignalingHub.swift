@@ -471,12 +471,16 @@ public actor SignalingHub {
   private func route(_ message: ClientMessage, id: String, from who: Identity) -> CallRouter.Outcome {
     let now = clock.now
     guard message.type.isGroupCall else {
-      router.pruneEnded(now: now)
-      if case .invite(let invite) = message, router.calls[invite.callId] == nil {
-        if groups.knows(invite.callId) {
-          return refusal(id, .conflict, "callId is already used by another call", callId: invite.callId)
+      // An id the router no longer holds is checked against the history (pruned first, so that
+      // the router cannot take a call it is about to forget for a new one).
+      if case .invite(let invite) = message {
+        router.pruneEnded(now: now)
+        if router.calls[invite.callId] == nil {
+          if groups.knows(invite.callId) {
+            return refusal(id, .conflict, "callId is already used by another call", callId: invite.callId)
+          }
+          if let refused = refuseUsedCallId(invite.callId, id: id) { return refused }
         }
-        if let refused = refuseUsedCallId(invite.callId, id: id) { return refused }
       }
       return router.handle(message, id: id, from: who, now: now)
     }
