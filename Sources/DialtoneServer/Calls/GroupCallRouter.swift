@@ -61,6 +61,23 @@ struct GroupCallRouter {
       members.contains { $0.userId == who.userId && $0.state == .joined && $0.deviceId == who.deviceId }
     }
     var joinedCount: Int { members.count { $0.state == .joined } }
+
+    /// The call is over for everyone: those in it have left (their time counted), those still
+    /// ringing missed it.
+    mutating func closeMembers(at now: Date) {
+      for i in members.indices {
+        switch members[i].state {
+        case .joined:
+          if let joinedAt = members[i].joinedAt { members[i].inCall += now.timeIntervalSince(joinedAt) }
+          members[i].state = .left
+          members[i].leftAt = now
+        case .invited, .ringing:
+          members[i].state = .missed
+        case .declined, .missed, .left:
+          break
+        }
+      }
+    }
   }
 
   typealias Outcome = CallRouter.Outcome
@@ -79,17 +96,7 @@ struct GroupCallRouter {
   /// in the call count as having left, members still ringing as having missed it.
   func recordIfInterrupted(_ callId: CallID, now: Date) -> GroupCallRecord? {
     guard var call = calls[callId], call.phase != .ended else { return nil }
-    for i in call.members.indices {
-      switch call.members[i].state {
-      case .joined:
-        if let joinedAt = call.members[i].joinedAt { call.members[i].inCall += now.timeIntervalSince(joinedAt) }
-        call.members[i].state = .left
-      case .invited, .ringing:
-        call.members[i].state = .missed
-      case .declined, .missed, .left:
-        break
-      }
-    }
+    call.closeMembers(at: now)
     call.endedAt = now
     call.endReason = .serverRestart
     return record(of: call)
@@ -400,13 +407,9 @@ struct GroupCallRouter {
   {
     var effects: [CallEffect] = []
     var notified: [Recipient] = []
-    for i in call.members.indices {
-      let member = call.members[i]
+    for member in call.members {
       switch member.state {
       case .joined:
-        if let joinedAt = member.joinedAt { call.members[i].inCall += now.timeIntervalSince(joinedAt) }
-        call.members[i].state = .left
-        call.members[i].leftAt = now
         if let deviceId = member.deviceId {
           effects.append(
             .cancel(CallTimer(callId: call.id, kind: .grace(userId: member.userId, deviceId: deviceId))))
@@ -415,13 +418,13 @@ struct GroupCallRouter {
           }
         }
       case .invited, .ringing:
-        call.members[i].state = .missed
         effects += stopRing(call, member.userId)
         notified.append(.user(userId: member.userId, exceptDevice: nil))
       case .declined, .missed, .left:
         break
       }
     }
+    call.closeMembers(at: now)
     call.phase = .ended
     call.endedAt = now
     call.endReason = reason
