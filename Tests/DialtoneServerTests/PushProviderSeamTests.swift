@@ -108,12 +108,7 @@ private actor RecordingProvider: PushProvider {
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let path = (directory as NSString).appendingPathComponent("dialtone.sqlite")
     do {
-      let old = try SQLiteDatabase(path: path)
-      try old.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)")
-      for (index, sql) in SQLiteStore.migrations.prefix(2).enumerated() {
-        try old.execute(sql)
-        try old.query("INSERT INTO schema_migrations VALUES (?, 0)", [.integer(Int64(index + 1))])
-      }
+      let old = try oldDatabase(at: path, schema: 2)
       try old.execute(
         """
         INSERT INTO devices VALUES ('alice', 'i1', 'phone', 'ios', 'v1', 'a1', NULL, 'com.example', 'sandbox', 10);

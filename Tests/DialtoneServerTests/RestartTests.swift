@@ -18,6 +18,16 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
     return try await TestServer(dataDirectory: server.dataDirectory)
   }
 
+  /// Alice calls Bob, whose phone rings.
+  private func aliceRingsBob(on server: TestServer) async throws -> (SignalingProbe, SignalingProbe, CallID) {
+    let alice = try await server.connect("alice")
+    let bob = try await server.connect("bob")
+    let call = callID()
+    _ = try await alice.invite(call, to: "bob")
+    _ = try await bob.expect(.invite)
+    return (alice, bob, call)
+  }
+
   /// A client of the restarted server resuming its old session: it gets a new one (`resync`).
   private func comeBack(_ user: String, to server: TestServer, from old: SignalingProbe) async throws -> SignalingProbe
   {
@@ -30,11 +40,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
 
   @Test func anAcceptedCallOutlivesARestartAndEndsOnceInTheHistory() async throws {
     var server = try await TestServer()
-    let alice = try await server.connect("alice")
-    let bob = try await server.connect("bob")
-    let call = callID()
-    _ = try await alice.invite(call, to: "bob")
-    _ = try await bob.expect(.invite)
+    let (alice, bob, call) = try await aliceRingsBob(on: server)
     #expect(try await bob.act(.accept(.init(callId: call, answer: answer))).isAck)
     _ = try await alice.expect(.accept)
 
@@ -66,11 +72,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
 
   @Test func aRingingCallRingsOnAfterARestartAndCanBeAnswered() async throws {
     var server = try await TestServer()
-    let alice = try await server.connect("alice")
-    let bob = try await server.connect("bob")
-    let call = callID()
-    _ = try await alice.invite(call, to: "bob")
-    _ = try await bob.expect(.invite)
+    let (alice, bob, call) = try await aliceRingsBob(on: server)
     #expect(try await alice.candidateFor(call, 1).isAck)
     _ = try await bob.expect(.candidate)
 
@@ -86,11 +88,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
 
   @Test func aCallThatEndedJustBeforeARestartIsStillKnownAfterIt() async throws {
     var server = try await TestServer()
-    let alice = try await server.connect("alice")
-    let bob = try await server.connect("bob")
-    let call = callID()
-    _ = try await alice.invite(call, to: "bob")
-    _ = try await bob.expect(.invite)
+    let (alice, bob, call) = try await aliceRingsBob(on: server)
     _ = try await bob.act(.accept(.init(callId: call, answer: answer)))
     _ = try await alice.expect(.accept)
     #expect(try await alice.act(.hangup(.init(callId: call))).isAck)
@@ -108,11 +106,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
 
   @Test func aCallIdIsNeverAcceptedTwiceEvenLongAfterItsCallEnded() async throws {
     var server = try await TestServer()
-    let alice = try await server.connect("alice")
-    let bob = try await server.connect("bob")
-    let call = callID()
-    _ = try await alice.invite(call, to: "bob")
-    _ = try await bob.expect(.invite)
+    let (alice, bob, call) = try await aliceRingsBob(on: server)
     _ = try await alice.act(.cancel(.init(callId: call)))
     _ = try await bob.expect(.callEnded)
     // Long gone from memory: only the history remembers it.
@@ -163,7 +157,6 @@ private final class GatedLiveCallStore: LiveCallStore, @unchecked Sendable {
   func completeInterruptedGroupCalls() throws -> Int { try inner.completeInterruptedGroupCalls() }
   func callsEnded(since: Int64) throws -> [RecentlyEndedCall] { try inner.callsEnded(since: since) }
   func isCallIdUsed(_ callId: CallID) throws -> Bool { try inner.isCallIdUsed(callId) }
-  func endedCall(_ callId: CallID) throws -> CallRecord? { try inner.endedCall(callId) }
 }
 
 @Suite(.serialized) struct JournalOrderingTests {
