@@ -24,6 +24,12 @@ public enum SQLiteValue: Sendable, Equatable {
   }
 }
 
+extension SQLiteValue {
+  /// NULL for nil: optional columns bind without a `map` at every call site.
+  public init(_ text: String?) { self = text.map(SQLiteValue.text) ?? .null }
+  public init(_ integer: Int64?) { self = integer.map(SQLiteValue.integer) ?? .null }
+}
+
 public typealias SQLiteRow = [SQLiteValue]
 
 /// One SQLite connection. Not thread-safe by design: its owner (an actor) serialises access.

@@ -1,19 +1,11 @@
 import DialtoneProtocol
 import Foundation
 
-/// Where finished calls are kept. The router never sees it: its records reach the history
-/// through `CallJournal` and a `LiveCallStore`, in the transaction that ends the live call.
+/// Where finished calls are read from. They are written by `CallJournal` through a
+/// `LiveCallStore`, in the transaction that ends the live call.
 public protocol CallStore: Sendable {
-  /// Saves finished calls, all in one transaction; a record already under an id is kept.
-  func save(_ records: [CallRecord]) async throws
   /// The user's calls (as caller or callee), newest first, strictly older than `cursor`.
   func history(of userId: String, limit: Int, before cursor: HistoryCursor?) async throws -> [CallRecord]
-}
-
-extension CallStore {
-  public func save(_ record: CallRecord) async throws {
-    try await save([record])
-  }
 }
 
 /// Position in a user's history: (createdAt, callId), so equal timestamps still page correctly.

@@ -15,6 +15,4 @@ protocol LiveCallStore: Sendable {
   func callsEnded(since: Int64) throws -> [RecentlyEndedCall]
   /// Whether any call, 1:1 or group, live or ended, ever had this id.
   func isCallIdUsed(_ callId: CallID) throws -> Bool
-  /// The history record of an ended 1:1 call.
-  func endedCall(_ callId: CallID) throws -> CallRecord?
 }

@@ -55,12 +55,12 @@ final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
       """,
       [
-        .text(call.callId), .text(call.caller.userId), .text(call.caller.deviceId), Self.text(call.caller.name),
+        .text(call.callId), .text(call.caller.userId), .text(call.caller.deviceId), SQLiteValue(call.caller.name),
         .text(call.calleeId), .integer(call.video ? 1 : 0), .integer(call.createdAt), .text(call.phase.rawValue),
-        Self.text(call.answeredBy), Self.integer(call.answeredAt), .integer(call.ringDeadline),
-        Self.integer(call.callerGraceDeadline), Self.integer(call.answererGraceDeadline),
+        SQLiteValue(call.answeredBy), SQLiteValue(call.answeredAt), .integer(call.ringDeadline),
+        SQLiteValue(call.callerGraceDeadline), SQLiteValue(call.answererGraceDeadline),
         .text(MessageCodec.encodeString(call.invite, seq: nil)),
-        Self.text(call.accept.map { MessageCodec.encodeString($0, seq: nil) }),
+        SQLiteValue(call.accept.map { MessageCodec.encodeString($0, seq: nil) }),
       ])
     if call.phase == .accepted {
       try writer.query("DELETE FROM live_call_signals WHERE call_id = ?", [.text(call.callId)])
@@ -160,14 +160,4 @@ final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
       ).isEmpty
     }
   }
-
-  func endedCall(_ callId: CallID) throws -> CallRecord? {
-    try readerLock.withLock {
-      try reader.query("SELECT \(SQLiteStore.callColumns) FROM calls WHERE call_id = ?", [.text(callId)]).first
-        .flatMap(SQLiteStore.record)
-    }
-  }
-
-  private static func text(_ value: String?) -> SQLiteValue { value.map(SQLiteValue.text) ?? .null }
-  private static func integer(_ value: Int64?) -> SQLiteValue { value.map(SQLiteValue.integer) ?? .null }
 }

@@ -164,17 +164,6 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
     try db.query("SELECT MAX(version) FROM schema_migrations").first?.first?.int ?? 0
   }
 
-  public func save(_ records: [CallRecord]) throws {
-    // One transaction: a WAL commit costs several page writes, whatever it holds.
-    try db.transaction {
-      for record in records { try Self.insert(record, into: db) }
-    }
-  }
-
-  public func save(_ record: CallRecord) throws {
-    try Self.insert(record, into: db)
-  }
-
   /// History is append-only: a record already under the id is never replaced.
   static func insert(_ record: CallRecord, into db: SQLiteDatabase, callerDevice: String? = nil) throws {
     try db.query(
@@ -186,10 +175,10 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
       """,
       [
         .text(record.callId), .text(record.callerId), .text(record.calleeId),
-        record.answeredBy.map(SQLiteValue.text) ?? .null,
-        .integer(record.video ? 1 : 0), .integer(record.createdAt), record.answeredAt.map(SQLiteValue.integer) ?? .null,
-        record.endedAt.map(SQLiteValue.integer) ?? .null, record.endReason.map { .text($0.rawValue) } ?? .null,
-        record.durationMs.map(SQLiteValue.integer) ?? .null, callerDevice.map(SQLiteValue.text) ?? .null,
+        SQLiteValue(record.answeredBy),
+        .integer(record.video ? 1 : 0), .integer(record.createdAt), SQLiteValue(record.answeredAt),
+        SQLiteValue(record.endedAt), SQLiteValue(record.endReason?.rawValue),
+        SQLiteValue(record.durationMs), SQLiteValue(callerDevice),
       ])
   }
 
@@ -229,10 +218,6 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
 
   // MARK: - Group calls
 
-  public func saveGroupCall(_ record: GroupCallRecord) throws {
-    try db.transaction { try Self.insertGroupCall(record, into: db) }
-  }
-
   /// Append-only, like the 1:1 history: a record already under the id is kept.
   static func insertGroupCall(_ record: GroupCallRecord, into db: SQLiteDatabase) throws {
     try db.query(
@@ -241,7 +226,7 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
       VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (call_id) DO NOTHING
       """,
       [
-        .text(record.callId), .text(record.creatorId), Self.optional(record.title), Self.optional(record.room),
+        .text(record.callId), .text(record.creatorId), SQLiteValue(record.title), SQLiteValue(record.room),
         .integer(record.video ? 1 : 0), .integer(record.createdAt), .integer(record.endedAt),
         .text(record.endReason.rawValue),
       ])
@@ -254,8 +239,8 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
         """,
         [
           .text(record.callId), .integer(Int64(position)), .text(member.userId), .text(member.outcome.rawValue),
-          Self.optional(member.deviceId), member.joinedAt.map(SQLiteValue.integer) ?? .null,
-          member.durationMs.map(SQLiteValue.integer) ?? .null, .integer(record.createdAt),
+          SQLiteValue(member.deviceId), SQLiteValue(member.joinedAt),
+          SQLiteValue(member.durationMs), .integer(record.createdAt),
         ])
     }
   }
@@ -314,8 +299,8 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
         try db.query(
           "INSERT INTO push_tokens (user_id, installation_id, kind, token, topic, environment) VALUES (?, ?, ?, ?, ?, ?)",
           owner + [
-            .text(token.kind.rawValue), .text(token.token), Self.optional(token.topic),
-            Self.optional(token.environment),
+            .text(token.kind.rawValue), .text(token.token), SQLiteValue(token.topic),
+            SQLiteValue(token.environment),
           ])
       }
     }
@@ -382,5 +367,4 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
       """, [.text(user), .text(installation), .text(user), .text(installation)])
   }
 
-  static func optional(_ text: String?) -> SQLiteValue { text.map(SQLiteValue.text) ?? .null }
 }
