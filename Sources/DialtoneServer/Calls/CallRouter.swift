@@ -379,27 +379,25 @@ struct CallRouter {
     for entry in stored {
       var call = Call(restoring: entry)
       guard calls[call.id] == nil else { continue }
-      calls[call.id] = call
       liveCallsByUser[call.caller.userId, default: []].insert(call.id)
       liveCallsByUser[call.calleeId, default: []].insert(call.id)
       let restart = now.addingTimeInterval(settings.restartGrace.seconds)
-      var timers: [(CallTimer, Date)] = [
+      let callerGrace = call.callerGraceDeadline ?? restart
+      call.callerGraceDeadline = callerGrace
+      var timers = [
         (
           CallTimer(callId: call.id, kind: .grace(userId: call.caller.userId, deviceId: call.caller.deviceId)),
-          call.callerGraceDeadline ?? restart
+          callerGrace
         )
       ]
       if call.phase == .ringing {
         timers.append((CallTimer(callId: call.id, kind: .ring), call.ringDeadline))
       } else if let answerer = call.answeredBy {
+        let answererGrace = call.answererGraceDeadline ?? restart
+        call.answererGraceDeadline = answererGrace
         timers.append(
-          (
-            CallTimer(callId: call.id, kind: .grace(userId: call.calleeId, deviceId: answerer)),
-            call.answererGraceDeadline ?? restart
-          ))
+          (CallTimer(callId: call.id, kind: .grace(userId: call.calleeId, deviceId: answerer)), answererGrace))
       }
-      call.callerGraceDeadline = timers[0].1
-      if call.phase != .ringing { call.answererGraceDeadline = timers.last?.1 }
       calls[call.id] = call
       timers.sort { $0.1 < $1.1 }
       if let (first, deadline) = timers.first, deadline <= now {
