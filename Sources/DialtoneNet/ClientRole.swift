@@ -113,12 +113,12 @@ final class ClientRole: ServiceRole {
       // by `closeClient`, or timed out by lws mid-handshake) gets no other callback from lws 4.1:
       // without this, whoever waits for it would wait for ever.
       let id = dt_lws_get_id(wsi)
-      if let client = clients.removeValue(forKey: id) {
-        if client.session == nil {
-          client.request.onEvent(.failed("the connection ended before the WebSocket handshake"))
-        } else {
-          client.request.onEvent(.closed(code: client.session?.peerCloseCode))
-        }
+      if let client = clients[id] {
+        end(
+          id,
+          client.session == nil
+            ? .failed("the connection ended before the WebSocket handshake")
+            : .closed(code: client.session?.peerCloseCode))
       }
       return nil
     default:
@@ -172,19 +172,22 @@ final class ClientRole: ServiceRole {
       return client.session?.writable(on: loop) ?? 0
 
     case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
-      clients.removeValue(forKey: id)
-      let message = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "connection failed"
-      client.request.onEvent(.failed(message))
+      end(id, .failed(input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "connection failed"))
       return 0
 
     case LWS_CALLBACK_CLIENT_CLOSED:
-      clients.removeValue(forKey: id)
-      client.request.onEvent(.closed(code: client.session?.peerCloseCode))
+      end(id, .closed(code: client.session?.peerCloseCode))
       return 0
 
     default:
       return 0
     }
+  }
+
+  /// A connection leaves the table with its last event, whichever lws callback comes first:
+  /// each connection's handler hears exactly one `.failed` or `.closed`.
+  private func end(_ id: UInt64, _ event: WebSocketClientEvent) {
+    clients.removeValue(forKey: id)?.request.onEvent(event)
   }
 
   func configure(_ info: inout lws_context_creation_info) {
