@@ -29,8 +29,8 @@ typedef struct dt_webrtc_callbacks {
   dt_channel_cb channel;    // a data channel opened by the remote peer
   dt_audio_cb audio;        // decoded remote audio: S16LE, 48 kHz, mono
   dt_text_cb error;         // an error posted on the pipeline's bus
-  dt_video_cb video;        // each decoded remote video frame (VP8)
-  const gchar *record_video; // NULL, or a file to write the remote VP8 to (WebM), unre-encoded
+  dt_video_cb video;        // each decoded remote video frame (VP8 or H.264)
+  const gchar *record_video; // NULL, or a file to write the remote video to (WebM or Matroska), unre-encoded
 } dt_webrtc_callbacks;
 
 static void dt__on_ice_candidate(GstElement *w, guint mline, gchar *candidate, gpointer ud) {
@@ -91,50 +91,58 @@ static void dt__on_video_handoff(GstElement *sink, GstBuffer *buffer, GstPad *pa
   if (c->video) c->video(c->ctx, width, height, n ? (guint)(r / n) : 0, n ? (guint)(g / n) : 0, n ? (guint)(b / n) : 0);
 }
 
-// Remote RTP pads: audio is depayloaded, decoded and handed to `audio`; VP8 video is decoded
-// and each frame reported to `video`; anything else is drained into a fakesink so it never
-// blocks the pipeline.
+// Remote RTP pads: audio is depayloaded, decoded and handed to `audio`; VP8 and H.264 video
+// is decoded and each frame reported to `video`; anything else is drained into a fakesink so it
+// never blocks the pipeline.
 static void dt__on_pad_added(GstElement *w, GstPad *pad, gpointer ud) {
   dt_webrtc_callbacks *c = (dt_webrtc_callbacks *)ud;
   if (GST_PAD_DIRECTION(pad) != GST_PAD_SRC) return;
-  gboolean audio = FALSE, vp8 = FALSE;
+  gboolean audio = FALSE, vp8 = FALSE, h264 = FALSE;
   GstCaps *caps = gst_pad_get_current_caps(pad);
   if (!caps) caps = gst_pad_query_caps(pad, NULL);
   if (caps) {
     const GstStructure *s = gst_caps_get_structure(caps, 0);
     const gchar *media = s ? gst_structure_get_string(s, "media") : NULL;
     const gchar *encoding = s ? gst_structure_get_string(s, "encoding-name") : NULL;
+    gboolean video = media && strcmp(media, "video") == 0 && encoding;
     audio = media && strcmp(media, "audio") == 0;
-    vp8 = media && strcmp(media, "video") == 0 && encoding && g_ascii_strcasecmp(encoding, "VP8") == 0;
+    vp8 = video && g_ascii_strcasecmp(encoding, "VP8") == 0;
+    h264 = video && g_ascii_strcasecmp(encoding, "H264") == 0;
     gst_caps_unref(caps);
   }
-  // A recording is the received VP8 itself in a live (streamable) WebM: playable even when the
-  // call ends without the muxer finishing the file.
-  gchar *recording = NULL;
-  if (vp8 && c->record_video) {
+  // Depayloaded video, then (tee) its decoder and, when recording, the stream itself in a live
+  // (streamable) container: playable even when the call ends without the muxer finishing the
+  // file. WebM holds VP8; H.264 goes to Matroska, each branch with its own parser (the decoder
+  // takes Annex B, the muxer AVC).
+  const gchar *depay = vp8 ? "rtpvp8depay" : "rtph264depay";
+  const gchar *decode = vp8 ? "vp8dec" : "h264parse ! openh264dec";
+  const gchar *mux = vp8 ? "webmmux streamable=true" : "h264parse ! matroskamux streamable=true";
+  gchar *pipeline = NULL;
+  if ((vp8 || h264) && c->record_video) {
     gchar *location = g_strescape(c->record_video, NULL);
-    recording = g_strdup_printf(
-      "queue ! rtpvp8depay ! tee name=t ! queue ! vp8dec ! videoconvert ! video/x-raw,format=RGB ! "
+    pipeline = g_strdup_printf(
+      "queue ! %s ! tee name=t ! queue ! %s ! videoconvert ! video/x-raw,format=RGB ! "
       "fakesink name=out signal-handoffs=true sync=false async=false "
-      "t. ! queue ! webmmux streamable=true ! filesink location=\"%s\" sync=false async=false", location);
+      "t. ! queue ! %s ! filesink location=\"%s\" sync=false async=false", depay, decode, mux, location);
     g_free(location);
+  } else if (vp8 || h264) {
+    pipeline = g_strdup_printf(
+      "queue ! %s ! %s ! videoconvert ! video/x-raw,format=RGB ! "
+      "fakesink name=out signal-handoffs=true sync=false async=false", depay, decode);
   }
   const gchar *desc = audio
     ? "queue ! rtpopusdepay ! opusdec plc=true ! audioconvert ! audioresample ! "
       "audio/x-raw,format=S16LE,rate=48000,channels=1 ! fakesink name=out signal-handoffs=true sync=false async=false"
-    : recording ? recording
-    : vp8
-    ? "queue ! rtpvp8depay ! vp8dec ! videoconvert ! video/x-raw,format=RGB ! "
-      "fakesink name=out signal-handoffs=true sync=false async=false"
+    : pipeline ? pipeline
     : "queue ! fakesink sync=false async=false";
   GError *err = NULL;
   GstElement *bin = gst_parse_bin_from_description(desc, TRUE, &err);
-  g_free(recording);
+  g_free(pipeline);
   if (!bin) {
     if (err) { c->error(c->ctx, err->message); g_error_free(err); }
     return;
   }
-  if (audio || vp8) {
+  if (audio || vp8 || h264) {
     GstElement *out = gst_bin_get_by_name(GST_BIN(bin), "out");
     if (out) {
       g_signal_connect_data(out, "handoff", G_CALLBACK(audio ? dt__on_handoff : dt__on_video_handoff), c, NULL,
@@ -390,13 +398,67 @@ static inline void dt_webrtc_get_stats(GstElement *w, GstPromise *p) {
   g_signal_emit_by_name(w, "get-stats", NULL, p);
 }
 
-/// Reserves a receive-only video transceiver (webrtcbin 1.22 cannot add the first track mid-call).
-static inline void dt_webrtc_reserve_video(GstElement *w) {
-  GstCaps *caps = gst_caps_from_string("application/x-rtp,media=video,encoding-name=VP8,payload=96,clock-rate=90000");
+/// Reserves a receive-only video transceiver for these codecs (webrtcbin 1.22 cannot add the
+/// first track mid-call).
+static inline void dt_webrtc_reserve_video(GstElement *w, const gchar *caps_text) {
+  GstCaps *caps = gst_caps_from_string(caps_text);
+  if (!caps) return;
   GstWebRTCRTPTransceiver *t = NULL;
   g_signal_emit_by_name(w, "add-transceiver", GST_WEBRTC_RTP_TRANSCEIVER_DIRECTION_RECVONLY, caps, &t);
   gst_caps_unref(caps);
   if (t) gst_object_unref(t);
+}
+
+/// Puts the bin `description` (an encoder and its payloader) between the valve "camera" and
+/// the capsfilter "vcaps", replacing the one installed before ("vcodec"). The caller closes
+/// the valve first, so no buffer is inside the old bin while it is taken out. FALSE (and
+/// `error` set, to be g_free'd) when the description does not parse or link.
+static inline gboolean dt_install_video_encoder(GstElement *pipeline, const gchar *description, gchar **error) {
+  GstElement *valve = gst_bin_get_by_name(GST_BIN(pipeline), "camera");
+  GstElement *caps = gst_bin_get_by_name(GST_BIN(pipeline), "vcaps");
+  gboolean ok = FALSE;
+  if (!valve || !caps) {
+    *error = g_strdup("no camera branch");
+  } else {
+    GError *err = NULL;
+    GstElement *bin = gst_parse_bin_from_description(description, TRUE, &err);
+    if (!bin) {
+      *error = g_strdup(err ? err->message : "the encoder does not parse");
+      if (err) g_error_free(err);
+    } else {
+      GstElement *old = gst_bin_get_by_name(GST_BIN(pipeline), "vcodec");
+      if (old) {
+        gst_element_unlink(valve, old);
+        gst_element_unlink(old, caps);
+        gst_element_set_state(old, GST_STATE_NULL);
+        gst_bin_remove(GST_BIN(pipeline), old);
+        gst_object_unref(old);
+      }
+      gst_object_set_name(GST_OBJECT(bin), "vcodec");
+      gst_bin_add(GST_BIN(pipeline), bin);
+      ok = gst_element_link_many(valve, bin, caps, NULL);
+      if (ok) ok = gst_element_sync_state_with_parent(bin);
+      if (!ok) *error = g_strdup("the encoder does not link");
+    }
+  }
+  if (valve) gst_object_unref(valve);
+  if (caps) gst_object_unref(caps);
+  return ok;
+}
+
+static GstPadProbeReturn dt__drop_eos(GstPad *pad, GstPadProbeInfo *info, gpointer ud) {
+  (void)pad; (void)ud;
+  GstEvent *event = GST_PAD_PROBE_INFO_EVENT(info);
+  return event && GST_EVENT_TYPE(event) == GST_EVENT_EOS ? GST_PAD_PROBE_DROP : GST_PAD_PROBE_OK;
+}
+
+/// Keeps the end of a file source from reaching webrtcbin (an EOS there ends the stream for
+/// the peer): after the last frame the branch just sends nothing.
+static inline void dt_drop_eos(GstElement *element) {
+  GstPad *src = gst_element_get_static_pad(element, "src");
+  if (!src) return;
+  gst_pad_add_probe(src, GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, dt__drop_eos, NULL, NULL);
+  gst_object_unref(src);
 }
 
 /// Sets the direction of the transceiver at `index` for the next offer or answer (values of

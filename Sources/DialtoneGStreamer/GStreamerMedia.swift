@@ -12,16 +12,28 @@ public struct GStreamerMedia: Sendable {
     case silence
   }
 
-  /// A synthetic camera: `videotestsrc` encoded as VP8.
+  /// A camera: a `videotestsrc` pattern, or a video file played once in real time (then the
+  /// camera sends nothing more), at a fixed size and frame rate.
   public struct VideoSource: Sendable, Equatable {
-    /// A `videotestsrc` pattern: solid `red`, `green`, `blue`, `white`, `black`, or `smpte`, `ball`, ...
-    public var pattern: String
+    public enum Content: Sendable, Equatable {
+      /// A `videotestsrc` pattern: solid `red`, `green`, `blue`, `white`, `black`, or `smpte`, `ball`, ...
+      case pattern(String)
+      /// Any file GStreamer demuxes and decodes (WebM, MP4, Matroska, Ogg, ...), scaled and
+      /// resampled to the source's size and frame rate.
+      case file(String)
+    }
+
+    public var content: Content
     public var width: Int
     public var height: Int
     public var framerate: Int
 
     public init(pattern: String = "smpte", width: Int = 640, height: Int = 360, framerate: Int = 30) {
-      self.pattern = pattern
+      self.init(content: .pattern(pattern), width: width, height: height, framerate: framerate)
+    }
+
+    public init(content: Content, width: Int = 640, height: Int = 360, framerate: Int = 30) {
+      self.content = content
       self.width = width
       self.height = height
       self.framerate = framerate
@@ -32,13 +44,31 @@ public struct GStreamerMedia: Sendable {
       "smpte", "snow", "black", "white", "red", "green", "blue", "checkers-1", "checkers-8", "circular", "ball",
       "smpte75", "bar", "pinwheel", "spokes", "gradient", "colors",
     ]
+
+    /// The raw frames, up to the caps every source is brought to.
+    var sourceDescription: String {
+      let caps = "video/x-raw,width=\(width),height=\(height),framerate=\(framerate)/1"
+      switch content {
+      case .pattern(let pattern):
+        return "videotestsrc is-live=true pattern=\(pattern) ! \(caps)"
+      case .file:
+        // A file is not live: `identity sync=true` releases each frame at its time, as a
+        // camera would (the location is set on `videofile` after parsing, unquoted).
+        return "filesrc name=videofile ! decodebin ! videoconvert ! videoscale ! videorate ! "
+          + "video/x-raw,width=\(width),height=\(height),framerate=\(framerate)/1,pixel-aspect-ratio=1/1 ! "
+          + "identity name=videoclock sync=true"
+      }
+    }
   }
 
   public var audio: AudioSource
   /// What video calls send; nil: no camera (a video call only receives).
   public var video: VideoSource?
-  /// 1:1 calls: write the received VP8, as it came (no re-encoding), to this WebM file (a call's
-  /// later connections to `name-2.webm`, ...).
+  /// The codec this side sends and offers. An answer uses it if the offer has it, else the
+  /// other one (`VideoCodec.choice`); both are always decoded.
+  public var videoCodec: VideoCodec = .vp8
+  /// 1:1 calls: write the received video, as it came (no re-encoding), to this file: WebM for
+  /// VP8, Matroska for H.264 (a call's later connections to `name-2.webm`, ...).
   public var recordVideo: String?
   /// Only relay candidates (TURN): `iceTransportPolicy = relay`.
   public var relayOnly: Bool
@@ -99,24 +129,16 @@ public struct GStreamerMedia: Sendable {
     // latency: the jitter buffer's delay, which the first audio pays too.
     var camera = ""
     if sendsVideo, let video {
-      // Realtime VP8: the fastest preset, error resilient, a keyframe at least every 2 s,
-      // constant bitrate over a 1 s buffer (VBR overshoots a low target several times over on
-      // a busy picture), dropping frames and scaling down rather than missing the target, and
-      // keyframes at most 3 average frames (a bigger burst overflows a narrow link's queue, and
-      // nothing here paces packets). A
-      // camera drops frames the encoder cannot keep up with rather than queue them (latency),
-      // and the valve right before the encoder turns it off at once. It starts closed: the
-      // call engine opens it once the other side was told we send video.
+      // The camera drops frames the encoder cannot keep up with rather than queue them
+      // (latency), and the valve right before the encoder turns it off at once. It starts
+      // closed: the call engine opens it once the other side was told we send video. The
+      // encoder and payloader between the valve and `vcaps` are a bin of their own
+      // (`VideoCodec.encoder`), installed once the codec is known and replaced if an offer
+      // asks for the other codec.
       camera =
-        " videotestsrc is-live=true pattern=\(video.pattern) ! "
-        + "video/x-raw,width=\(video.width),height=\(video.height),framerate=\(video.framerate)/1 ! "
-        + "videoconvert ! queue leaky=downstream max-size-buffers=2 max-size-bytes=0 max-size-time=0 ! "
-        + "valve name=camera drop=true ! vp8enc name=venc deadline=1 cpu-used=8 threads=2 "
-        + "target-bitrate=\(Self.startVideoBitrate) end-usage=cbr buffer-size=1000 buffer-initial-size=500 "
-        + "buffer-optimal-size=600 dropframe-threshold=30 resize-allowed=true max-intra-bitrate=300 "
-        + "keyframe-max-dist=\(video.framerate * 2) error-resilient=partitions ! "
-        + "rtpvp8pay name=vpay pt=\(Self.vp8PayloadType) ssrc=\(videoSSRC) picture-id-mode=15-bit ! "
-        + "capsfilter name=vcaps caps=\"\(Self.vp8Caps(ssrc: videoSSRC))\" ! webrtc."
+        " \(video.sourceDescription) ! videoconvert ! "
+        + "queue leaky=downstream max-size-buffers=2 max-size-bytes=0 max-size-time=0 ! valve name=camera drop=true "
+        + "capsfilter name=vcaps caps=\"\(videoCodec.caps(ssrc: videoSSRC))\" ! webrtc."
     }
     return "webrtcbin name=webrtc bundle-policy=max-bundle latency=20 "
       + "\(source) ! audioconvert ! audioresample ! volume name=mic ! queue ! "
@@ -128,16 +150,9 @@ public struct GStreamerMedia: Sendable {
   static let defaultOpusPayloadType = 111
   /// Where the encoder starts, as browsers do; `VideoRateController` moves it with the receiver's reports.
   static let startVideoBitrate = 300_000
-  static let vp8PayloadType = 96
-
-  static func vp8Caps(payloadType: Int = vp8PayloadType, ssrc: UInt32? = nil) -> String {
-    "application/x-rtp,media=video,encoding-name=VP8,payload=\(payloadType),clock-rate=90000"
-      + (ssrc.map { ",ssrc=(uint)\($0)" } ?? "")
-  }
-
-  /// The VP8 payload type of the first video section of an SDP (`a=rtpmap:<pt> VP8/90000`).
-  static func vp8PayloadType(in sdp: String) -> Int? {
-    SDPMediaSection.first("video", in: sdp)?.payloadType(of: "vp8/90000")
+  /// What a connection without a camera receives: both codecs, the preferred one first.
+  var receiveCaps: String {
+    ([videoCodec] + VideoCodec.allCases.filter { $0 != videoCodec }).map { $0.caps() }.joined(separator: ";")
   }
 
   /// The SSRCs announced (`a=ssrc:<n> ...`) in the video sections of an SDP.

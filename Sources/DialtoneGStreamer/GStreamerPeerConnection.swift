@@ -75,7 +75,9 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private var reached: [Milestone: ContinuousClock.Instant] = [:]
   private var gatheringComplete = false
   private var opusPayloadType = GStreamerMedia.defaultOpusPayloadType
-  private var vp8PayloadType = GStreamerMedia.vp8PayloadType
+  /// What the camera branch encodes now, at which payload type (an offer can change both).
+  private var videoCodec: VideoCodec
+  private var videoPayloadType: Int
   /// The SSRC of the audio this connection sends (fixed: see `GStreamerMedia.pipelineDescription`).
   private let audioSSRC = UInt32.random(in: 1...UInt32.max)
   private let videoSSRC = UInt32.random(in: 1...UInt32.max)
@@ -84,6 +86,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private let startedAt = ContinuousClock.now
   /// The SSRCs the peer's latest description announced for its video (stats tell them apart).
   private var remoteVideoSSRCs: [UInt32] = []
+  /// The codec of the peer's latest description's video (its first one we have).
+  private var remoteVideoCodec: VideoCodec?
   private var cameraSending = false
   private var rateController = VideoRateController(start: GStreamerMedia.startVideoBitrate)
   private var targetBitrate = GStreamerMedia.startVideoBitrate
@@ -118,6 +122,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     GStreamerRuntime.ensureInitialised()
     self.media = media
     self.certificate = certificate
+    videoCodec = media.videoCodec
+    videoPayloadType = media.videoCodec.defaultPayloadType
     (localCandidates, candidateSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
     (connectionStates, stateSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
     (dataChannelMessages, dataSink) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(256))
@@ -148,22 +154,40 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       dt_set(file, "location", path)
       dt_unref(file)
     }
+    if case .file(let path)? = media.video?.content, let file = dt_bin_get(pipeline, "videofile") {
+      dt_set(file, "location", path)
+      dt_unref(file)
+      if let clock = dt_bin_get(pipeline, "videoclock") {
+        dt_drop_eos(clock)
+        dt_unref(clock)
+      }
+    }
     if let certificate { dt_pipeline_use_certificate(pipeline, certificate.pem) }
     if media.relayOnly { dt_set(webrtc, "ice-transport-policy", "relay") }
     // A camera branch brings its own (send-receive) video transceiver; without one, reserve a
     // receive-only one before the first offer.
     if video && (media.video == nil || !media.sends) {
-      dt_webrtc_reserve_video(webrtc)
+      dt_webrtc_reserve_video(webrtc, media.receiveCaps)
     } else if video {
       // Codec preferences, so a section that does not send (recvonly in an audio call) is
       // still offered: webrtcbin reads a sending section's codecs from its pad's caps only.
-      dt_webrtc_set_codec_preferences(webrtc, 1, GStreamerMedia.vp8Caps())
+      dt_webrtc_set_codec_preferences(webrtc, 1, videoCodec.caps(payloadType: videoPayloadType))
     }
     // Video repairs a lost packet by retransmission (a lost keyframe packet otherwise costs
     // every frame until the next keyframe).
     if video {
       dt_webrtc_enable_nack(webrtc, 1)
       dt_webrtc_rtcp_interval(webrtc, 1000)
+    }
+    // After the codec preferences: webrtcbin answers its sink pad's caps query from them.
+    if hasCamera {
+      do {
+        try installEncoder(videoCodec, payloadType: videoPayloadType)
+      } catch {
+        dt_unref(webrtc)
+        dt_unref(pipeline)
+        throw error
+      }
     }
 
     let retained = Unmanaged.passRetained(self)
@@ -241,18 +265,41 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     dt_unref(caps)
   }
 
-  /// The offerer's VP8 payload type, for a camera branch (aiortc offers 97, Chrome 96).
-  private func useVP8PayloadType(_ pt: Int) async {
-    let current = lock.withLock { () -> Bool in
-      defer { vp8PayloadType = pt }
-      return vp8PayloadType == pt
+  /// The encoder and payloader for `codec` between the camera's valve and webrtcbin.
+  private func installEncoder(_ codec: VideoCodec, payloadType: Int) throws {
+    guard let video = media.video else { return }
+    let bitrate = lock.withLock { targetBitrate }
+    let description = codec.encoder(
+      framerate: video.framerate, bitrate: bitrate, payloadType: payloadType, ssrc: videoSSRC)
+    var error: UnsafeMutablePointer<gchar>?
+    guard dt_install_video_encoder(pipeline, description, &error) != 0 else {
+      let message = error.map { String(cString: $0) } ?? "the video encoder"
+      g_free(error)
+      throw GStreamerError.pipeline(message)
     }
-    guard !current, let pay = dt_bin_get(pipeline, "vpay"), let caps = dt_bin_get(pipeline, "vcaps") else { return }
-    dt_set(pay, "pt", String(pt))
-    dt_set(caps, "caps", GStreamerMedia.vp8Caps(payloadType: pt, ssrc: videoSSRC))
-    dt_webrtc_set_codec_preferences(webrtc, 1, GStreamerMedia.vp8Caps(payloadType: pt))
-    dt_unref(pay)
-    dt_unref(caps)
+  }
+
+  /// Sends what an offer asks for (aiortc offers VP8 at 97, Chrome at 96, H.264 at 102+): the
+  /// payload type is set on the payloader, a different codec replaces the encoder. The valve
+  /// is closed meanwhile, so nothing is inside the bin being replaced.
+  private func useVideoCodec(_ codec: VideoCodec, payloadType pt: Int) async throws {
+    let (current, sending) = lock.withLock { () -> (Bool, Bool) in
+      defer {
+        videoCodec = codec
+        videoPayloadType = pt
+      }
+      return (videoCodec == codec && videoPayloadType == pt, cameraSending)
+    }
+    guard !current, let caps = dt_bin_get(pipeline, "vcaps") else { return }
+    defer { dt_unref(caps) }
+    let valve = dt_bin_get(pipeline, "camera")
+    defer { if let valve { dt_unref(valve) } }
+    if sending, let valve { dt_set(valve, "drop", "true") }
+    // The preferences first: webrtcbin answers its sink pad's caps query from them.
+    dt_webrtc_set_codec_preferences(webrtc, 1, codec.answerCaps(payloadType: pt))
+    dt_set(caps, "caps", codec.answerCaps(payloadType: pt, ssrc: videoSSRC))
+    try installEncoder(codec, payloadType: pt)
+    if sending, let valve { dt_set(valve, "drop", "false") }
     for _ in 0..<50 {
       let negotiated = dt_webrtc_sink_payload_at(webrtc, "sink_1")
       if negotiated == -1 || negotiated == Int32(pt) { break }
@@ -261,7 +308,14 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   }
 
   public func setRemoteDescription(_ description: SessionDescription, kind: SessionDescriptionKind) async throws {
-    if kind == .offer, let pt = GStreamerMedia.vp8PayloadType(in: description.sdp) { await useVP8PayloadType(pt) }
+    if kind == .offer, let (codec, pt) = VideoCodec.choice(in: description.sdp, preferring: media.videoCodec) {
+      if hasCamera {
+        try await useVideoCodec(codec, payloadType: pt)
+      } else {
+        // A receive-only section: webrtcbin answers from the codec preferences.
+        dt_webrtc_set_codec_preferences(webrtc, 1, codec.answerCaps(payloadType: pt))
+      }
+    }
     // The offerer's Opus payload type (aiortc's is 96) must be ours before the offer is
     // applied, or webrtcbin answers from a new receive-only transceiver instead of ours.
     if kind == .offer, let pt = GStreamerMedia.opusPayloadType(in: description.sdp) {
@@ -383,7 +437,10 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       remoteCandidateType: Self.text(raw.remote_candidate_type),
       packetsSent: UInt64(raw.packets_sent), packetsReceived: UInt64(raw.packets_received),
       jitter: raw.jitter >= 0 ? raw.jitter : nil)
-    let (received, freezes, target) = lock.withLock { (receivedVideo, freezeCounter.freezes, targetBitrate) }
+    let (received, freezes, target, codec) = lock.withLock { () -> (ReceivedVideo, Int, Int, VideoCodec?) in
+      // Without a camera the codec is what the peer sends, which the answer or offer fixed.
+      (receivedVideo, freezeCounter.freezes, targetBitrate, hasCamera ? videoCodec : remoteVideoCodec)
+    }
     if raw.video_bytes_sent > 0 || raw.video_bytes_received > 0 || received.frames > 0 {
       var video = VideoStats()
       video.bytesSent = UInt64(raw.video_bytes_sent)
@@ -398,6 +455,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       video.nacksSent = UInt64(raw.nacks_sent)
       video.plisSent = UInt64(raw.plis_sent)
       video.targetBitrate = raw.video_bytes_sent > 0 ? target : 0
+      video.codec = codec?.encodingName
       stats.video = video
     }
     return stats
@@ -448,7 +506,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
         }
         guard let after else { continue }
         if after != before, let encoder = dt_bin_get(self.pipeline, "venc") {
-          dt_set(encoder, "target-bitrate", String(after))
+          dt_set(encoder, self.lock.withLock { self.videoCodec.bitrateProperty }, String(after))
           dt_unref(encoder)
         }
       }
@@ -502,12 +560,14 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     // Before applying: the first local candidates may be reported before the reply.
     let mids = Self.mids(of: description.sdp)
     let ssrcs = local ? [] : GStreamerMedia.videoSSRCs(in: description.sdp)
+    let codec = local ? nil : VideoCodec.choice(in: description.sdp, preferring: media.videoCodec)?.codec
     lock.withLock {
       if local {
         localMids = mids
       } else {
         remoteMids = mids
         remoteVideoSSRCs = ssrcs
+        if let codec { remoteVideoCodec = codec }
       }
     }
     let type = kind == .offer ? GST_WEBRTC_SDP_TYPE_OFFER : GST_WEBRTC_SDP_TYPE_ANSWER

@@ -43,8 +43,12 @@ public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, Sendab
     // The spare has a video section (every 1:1 call's connection does: an audio call may be
     // upgraded); a group call's audio-only connection is built without one.
     let video = Self.hasVideoSection(configuration, camera: media.video != nil)
+    // A group call's publisher sends to the SFU, which forwards VP8 only (JanusSFU); the spare
+    // has this device's codec.
+    var media = self.media
+    if configuration.sendOnly { media.videoCodec = .vp8 }
     let ready: Task<GStreamerPeerConnection?, Never>? =
-      !video
+      !video || media.videoCodec != self.media.videoCodec
       ? nil
       : state.withLock { state in
         defer { state.spare = state.closed ? nil : buildSpare() }
@@ -67,6 +71,7 @@ public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, Sendab
   }
 
   /// The file of a call's n-th connection: `path` itself, then `name-2.webm`, `name-3.webm`, ...
+  /// (the extension is the one given, whatever the container).
   /// (an ICE restart or a video change moves the call to a fresh connection).
   static func recording(_ path: String, index: Int) -> String {
     guard index > 1 else { return path }

@@ -55,17 +55,19 @@ enum SoftphoneCommand {
     // --video: a video call (and its camera); --camera: a camera for upgrading an audio call.
     var camera: GStreamerMedia.VideoSource?
     for option in ["video", "camera"] {
-      guard camera == nil, let pattern = arguments.string(option) else { continue }
-      guard GStreamerMedia.VideoSource.patterns.contains(pattern) else {
-        throw ArgumentError(
-          message:
-            "--\(option) expects a pattern: \(GStreamerMedia.VideoSource.patterns.sorted().joined(separator: ", "))")
-      }
-      camera = GStreamerMedia.VideoSource(pattern: pattern)
+      guard camera == nil, let picture = arguments.string(option) else { continue }
+      camera = try videoSource(picture, option: option, size: arguments.string("video-size"),
+        framerate: arguments.string("video-fps"))
     }
     var media = GStreamerMedia(
       audio: audio, relayOnly: arguments.flag("relay-only"),
       remoteAudio: remoteAudio, participantAudio: { participants.sink(for: $0) }, video: camera)
+    if let codec = arguments.string("video-codec") {
+      guard let chosen = VideoCodec(rawValue: codec.lowercased()) else {
+        throw ArgumentError(message: "--video-codec expects vp8 or h264")
+      }
+      media.videoCodec = chosen
+    }
     media.recordVideo = arguments.string("record-video")
     let report = MilestoneReport(json: arguments.flag("json"))
 
@@ -122,6 +124,40 @@ enum SoftphoneCommand {
       }
       return .wavFile(path: value)
     }
+  }
+
+  /// `--video`/`--camera`: a test pattern or a readable video file, at `--video-size WxH`
+  /// (default 640x360) and `--video-fps N` (default 30).
+  private static func videoSource(_ picture: String, option: String, size: String?, framerate: String?) throws
+    -> GStreamerMedia.VideoSource
+  {
+    let content: GStreamerMedia.VideoSource.Content
+    if GStreamerMedia.VideoSource.patterns.contains(picture) {
+      content = .pattern(picture)
+    } else if FileManager.default.isReadableFile(atPath: picture) {
+      content = .file(picture)
+    } else {
+      throw ArgumentError(
+        message:
+          "--\(option) expects a readable video file or a pattern: "
+          + GStreamerMedia.VideoSource.patterns.sorted().joined(separator: ", "))
+    }
+    var source = GStreamerMedia.VideoSource(content: content)
+    if let size {
+      let parts = size.lowercased().split(separator: "x")
+      guard parts.count == 2, let width = Int(parts[0]), let height = Int(parts[1]), (16...1920).contains(width),
+        (16...1080).contains(height), width % 2 == 0, height % 2 == 0
+      else { throw ArgumentError(message: "--video-size expects WIDTHxHEIGHT, even, up to 1920x1080 (e.g. 1280x720)") }
+      source.width = width
+      source.height = height
+    }
+    if let framerate {
+      guard let fps = Int(framerate), (1...60).contains(fps) else {
+        throw ArgumentError(message: "--video-fps expects a frame rate from 1 to 60")
+      }
+      source.framerate = fps
+    }
+    return source
   }
 
   private static func fetchIceServers(http: HTTPClient, url: String, token: String) async throws -> (

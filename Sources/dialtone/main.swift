@@ -9,9 +9,14 @@ private let media: [CommandOption] = [
   .value("record", "write what is heard to this WAV file"),
   .value(
     "video",
-    "a video call (1:1 or group) with this test pattern as the camera (smpte, ball, red, green, blue, ...)"),
-  .value("camera", "a camera (test pattern) for an audio call, sent once it is upgraded (stdin: video on)"),
-  .value("record-video", "write the video received in a 1:1 call to this WebM file (as sent, not re-encoded)"),
+    "a video call (1:1 or group) with this camera: a test pattern (smpte, ball, red, green, blue, ...) or a video file"),
+  .value("camera", "a camera (pattern or file) for an audio call, sent once it is upgraded (stdin: video on)"),
+  .value("video-size", "the camera's size, WIDTHxHEIGHT (default 640x360)"),
+  .value("video-fps", "the camera's frame rate (default 30)"),
+  .value("video-codec", "vp8 (default) or h264: what this side sends and offers; answers take it if offered"),
+  .value(
+    "record-video",
+    "write the video received in a 1:1 call to this file, as sent (WebM for VP8, Matroska for H.264)"),
   .value("duration", "hang up this many seconds after connecting (default: stay until ^C or the other side hangs up)"),
   .flag("relay-only", "use TURN relay candidates only"),
   .flag("no-trickle", "gather every candidate before sending the offer or answer (the slow baseline)"),

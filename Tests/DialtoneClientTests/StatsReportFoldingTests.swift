@@ -83,6 +83,21 @@ import Testing
     #expect(PeerConnectionStats(folding: Array(entries.prefix(1))).video == nil)
   }
 
+  // The codec comes from the RTP stream's codec entry: the sent one wins over the received one.
+  @Test func theVideoCodecIsTheSentStreamsElseTheReceivedOnes() {
+    let codecs: [StatsReportEntry] = [
+      .init(id: "C1", type: "codec", values: ["mimeType": .string("video/VP8")]),
+      .init(id: "C2", type: "codec", values: ["mimeType": .string("video/H264")]),
+    ]
+    let inbound = StatsReportEntry(
+      id: "IV", type: "inbound-rtp", values: ["kind": .string("video"), "codecId": .string("C1")])
+    let outbound = StatsReportEntry(
+      id: "OV", type: "outbound-rtp", values: ["kind": .string("video"), "codecId": .string("C2")])
+    #expect(PeerConnectionStats(folding: codecs + [inbound, outbound]).video?.codec == "H264")
+    #expect(PeerConnectionStats(folding: codecs + [inbound]).video?.codec == "VP8")
+    #expect(PeerConnectionStats(folding: [inbound]).video?.codec == nil)
+  }
+
   // Without a selected pair id, a nominated succeeded pair is used; numbers may be flags.
   @Test func aNominatedPairStandsInForTheSelectedOne() {
     let entries: [StatsReportEntry] = [

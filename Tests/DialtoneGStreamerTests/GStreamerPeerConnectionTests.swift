@@ -158,13 +158,21 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
   }
 
   /// A connected pair with cameras (red at A, blue at B), negotiated with these directions.
-  private func pair(_ aVideo: MediaDirection, _ bVideo: MediaDirection) async throws -> (
+  /// `codecs`: what each side prefers; `cameraA` false: A has no camera (it only receives).
+  private func pair(
+    _ aVideo: MediaDirection, _ bVideo: MediaDirection, codecs: (VideoCodec, VideoCodec) = (.vp8, .vp8),
+    cameraA: Bool = true
+  ) async throws -> (
     a: GStreamerPeerConnection, b: GStreamerPeerConnection, offer: String, answer: String, pumps: [Task<Void, Never>]
   ) {
     let red = GStreamerMedia.VideoSource(pattern: "red", width: 320, height: 180, framerate: 15)
     let blue = GStreamerMedia.VideoSource(pattern: "blue", width: 320, height: 180, framerate: 15)
-    let factoryA = GStreamerPeerConnectionFactory(media: GStreamerMedia(audio: .tone(frequency: 523), video: red))
-    let factoryB = GStreamerPeerConnectionFactory(media: GStreamerMedia(audio: .tone(frequency: 330), video: blue))
+    var mediaA = GStreamerMedia(audio: .tone(frequency: 523), video: cameraA ? red : nil)
+    var mediaB = GStreamerMedia(audio: .tone(frequency: 330), video: blue)
+    mediaA.videoCodec = codecs.0
+    mediaB.videoCodec = codecs.1
+    let factoryA = GStreamerPeerConnectionFactory(media: mediaA)
+    let factoryB = GStreamerPeerConnectionFactory(media: mediaB)
     let config = PeerConnectionConfiguration(iceServers: [], video: true)
     let a = try #require(try await factoryA.makePeerConnection(config) as? GStreamerPeerConnection)
     let b = try #require(try await factoryB.makePeerConnection(config) as? GStreamerPeerConnection)
@@ -221,6 +229,77 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
     }
   }
 
+  // H.264 (OpenH264) both ways: an offer carries the offerer's codec, the answer takes it even
+  // when the answerer prefers the other (its encoder is replaced before the answer), and a
+  // side without a camera offers both and receives what the answerer prefers.
+  @Test func h264IsNegotiatedSentAndDecoded() async throws {
+    let h264 = try await pair(.sendrecv, .sendrecv, codecs: (.h264, .vp8))
+    #expect(h264.offer.contains(" H264/90000") && !h264.offer.contains(" VP8/90000"), "\(h264.offer)")
+    #expect(h264.answer.contains(" H264/90000") && h264.answer.contains("packetization-mode=1"), "\(h264.answer)")
+    #expect(await framesArrive(on: h264.a))
+    #expect(await framesArrive(on: h264.b))
+    #expect(h264.a.videoReceived().blue > 200 && h264.a.videoReceived().width == 320)
+    #expect(h264.b.videoReceived().red > 200)
+    #expect(await h264.a.stats().video?.codec == "H264")
+    #expect(await h264.b.stats().video?.codec == "H264")
+
+    let vp8 = try await pair(.sendrecv, .sendrecv, codecs: (.vp8, .h264))
+    #expect(vp8.answer.contains(" VP8/90000") && !vp8.answer.contains(" H264/90000"), "\(vp8.answer)")
+    #expect(await framesArrive(on: vp8.a))
+    #expect(vp8.a.videoReceived().blue > 200)
+    #expect(await vp8.a.stats().video?.codec == "VP8")
+
+    let receiving = try await pair(.recvonly, .sendrecv, codecs: (.vp8, .h264), cameraA: false)
+    #expect(receiving.offer.contains(" VP8/90000") && receiving.offer.contains(" H264/90000"), "\(receiving.offer)")
+    #expect(receiving.answer.contains(" H264/90000") && !receiving.answer.contains(" VP8/90000"))
+    #expect(await framesArrive(on: receiving.a))
+    #expect(receiving.a.videoReceived().blue > 200)
+    #expect(await receiving.a.stats().video?.codec == "H264")
+
+    for made in [h264, vp8, receiving] {
+      await made.a.close()
+      await made.b.close()
+      for pump in made.pumps { pump.cancel() }
+    }
+  }
+
+  @Test func anAnswerPicksItsCodecAmongTheOfferedOnes() {
+    // Chromium's video section, cut down: VP8, then H.264 in baseline, constrained baseline
+    // and main, each in packetization modes 1 and 0.
+    let offer = """
+      v=0\r
+      m=audio 9 UDP/TLS/RTP/SAVPF 111\r
+      a=rtpmap:111 opus/48000/2\r
+      m=video 9 UDP/TLS/RTP/SAVPF 96 97 103 104 107 108 109 114\r
+      a=rtpmap:96 VP8/90000\r
+      a=rtpmap:97 rtx/90000\r
+      a=fmtp:97 apt=96\r
+      a=rtpmap:103 H264/90000\r
+      a=fmtp:103 level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42001f\r
+      a=rtpmap:104 H264/90000\r
+      a=fmtp:104 level-asymmetry-allowed=1;packetization-mode=0;profile-level-id=42001f\r
+      a=rtpmap:107 H264/90000\r
+      a=fmtp:107 level-asymmetry-allowed=1;packetization-mode=0;profile-level-id=42e01f\r
+      a=rtpmap:108 H264/90000\r
+      a=fmtp:108 level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f\r
+      a=rtpmap:109 H264/90000\r
+      a=fmtp:109 level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=4d001f\r
+
+      """
+    #expect(VideoCodec.choice(in: offer, preferring: .vp8)! == (.vp8, 96))
+    #expect(VideoCodec.choice(in: offer, preferring: .h264)! == (.h264, 108))  // constrained, mode 1
+    let mainOnly = offer.replacingOccurrences(of: "42e01f", with: "4d001e").replacingOccurrences(
+      of: "42001f", with: "4d001e")
+    #expect(VideoCodec.choice(in: mainOnly, preferring: .h264)! == (.vp8, 96))  // no baseline: VP8
+    let vp8Gone = offer.replacingOccurrences(of: "VP8/90000", with: "VP9/90000")
+    #expect(VideoCodec.choice(in: vp8Gone, preferring: .vp8)! == (.h264, 108))
+    #expect(VideoCodec.choice(in: "v=0\r\nm=audio 9 RTP/AVP 0\r\n", preferring: .vp8) == nil)
+    let section = SDPMediaSection.first("video", in: offer)
+    #expect(section?.formatParameters(of: 108)["profile-level-id"] == "42e01f")
+    #expect(section?.formatParameters(of: 96) == [:])
+    #expect(section?.payloadTypes(of: "h264/90000") == [103, 104, 107, 108, 109])
+  }
+
   // A group call's publisher (send-only): with a camera its offer sends VP8 video, without
   // one it has no video section at all (Janus rejects a video section that offers nothing).
   @Test func aGroupPublisherOffersVideoOnlyWithACamera() async throws {
@@ -233,7 +312,7 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
       let offer = try await pc.createOffer(iceRestart: false).sdp
       if camera != nil {
         #expect(MediaDirection.video(in: offer) == .sendonly)
-        #expect(GStreamerMedia.vp8PayloadType(in: offer) != nil)
+        #expect(SDPMediaSection.first("video", in: offer)?.payloadType(of: "vp8/90000") != nil)
       } else {
         #expect(!offer.contains("m=video"), "\(offer)")
         #expect(offer.contains("m=audio"))

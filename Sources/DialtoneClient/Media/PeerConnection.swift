@@ -66,6 +66,9 @@ public struct VideoStats: Sendable, Equatable {
   public var plisSent: UInt64 = 0
   /// What the sender's encoder aims at now, bits per second (0 when not sending).
   public var targetBitrate: Int = 0
+  /// The codec of the video, as its MIME subtype ("VP8", "H264"): what is sent, else what is
+  /// received; nil when unknown.
+  public var codec: String?
 
   public init() {}
 }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// One m-section of an SDP: its media kind, port and attribute lines, so code that reads a
 /// section (its direction, payload types, SSRCs) does not walk the lines itself.
 public struct SDPMediaSection: Sendable, Equatable {
@@ -30,8 +32,28 @@ public struct SDPMediaSection: Sendable, Equatable {
 
   /// The payload type whose `a=rtpmap` names `encoding` (e.g. "vp8/90000"), case-insensitively.
   public func payloadType(of encoding: String) -> Int? {
+    payloadTypes(of: encoding).first
+  }
+
+  /// Every payload type whose `a=rtpmap` names `encoding`, in the order of the rtpmap lines.
+  public func payloadTypes(of encoding: String) -> [Int] {
     let wanted = " " + encoding.lowercased()
-    return lines.lazy.filter { $0.hasPrefix("a=rtpmap:") && $0.lowercased().contains(wanted) }
-      .compactMap { Int($0.dropFirst("a=rtpmap:".count).prefix { $0.isNumber }) }.first
+    return lines.filter { $0.hasPrefix("a=rtpmap:") && $0.lowercased().contains(wanted) }
+      .compactMap { Int($0.dropFirst("a=rtpmap:".count).prefix { $0.isNumber }) }
+  }
+
+  /// The `a=fmtp:<pt>` parameters of a payload type (`key=value` pairs split at `;`), keys
+  /// lower-cased; empty when the section has no such line.
+  public func formatParameters(of payloadType: Int) -> [String: String] {
+    let prefix = "a=fmtp:\(payloadType) "
+    guard let line = lines.first(where: { $0.hasPrefix(prefix) }) else { return [:] }
+    var parameters: [String: String] = [:]
+    for pair in line.dropFirst(prefix.count).split(separator: ";") {
+      let parts = pair.split(separator: "=", maxSplits: 1)
+      guard parts.count == 2 else { continue }
+      let key = parts[0].trimmingCharacters(in: .whitespaces).lowercased()
+      if parameters[key] == nil { parameters[key] = parts[1].trimmingCharacters(in: .whitespaces) }
+    }
+    return parameters
   }
 }

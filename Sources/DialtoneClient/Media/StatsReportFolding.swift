@@ -63,10 +63,17 @@ extension PeerConnectionStats {
         packetsReceived += Self.count(entry.number("packetsReceived"))
         if let lost = entry.number("packetsLost"), lost.isFinite { packetsLost += Int64(lost) }
         if let jitter = entry.number("jitter"), jitter.isFinite, jitter >= 0 { jitters.append(jitter) }
-        if entry.string("kind") == "video" { Self.foldInboundVideo(entry, into: &video) }
+        if entry.string("kind") == "video" {
+          Self.foldInboundVideo(entry, into: &video)
+          if video?.codec == nil { video?.codec = Self.codec(of: entry, in: byId) }
+        }
       case "outbound-rtp":
         packetsSent += Self.count(entry.number("packetsSent"))
-        if entry.string("kind") == "video" { Self.foldOutboundVideo(entry, into: &video) }
+        if entry.string("kind") == "video" {
+          Self.foldOutboundVideo(entry, into: &video)
+          // What is sent names the call's codec even when a received one was seen first.
+          if let codec = Self.codec(of: entry, in: byId) { video?.codec = codec }
+        }
       default:
         break
       }
@@ -106,6 +113,12 @@ extension PeerConnectionStats {
     v.plisReceived += count(entry.number("pliCount"))
     v.targetBitrate += Int(count(entry.number("targetBitrate")))
     video = v
+  }
+
+  /// The MIME subtype of an RTP stream's codec entry ("video/H264" → "H264").
+  private static func codec(of entry: StatsReportEntry, in byId: [String: StatsReportEntry]) -> String? {
+    guard let mime = entry.string("codecId").flatMap({ byId[$0] })?.string("mimeType") else { return nil }
+    return mime.split(separator: "/").last.map(String.init)
   }
 
   private static func count(_ value: Double?) -> UInt64 {

@@ -1,0 +1,87 @@
+import DialtoneClient
+
+/// The video codecs the engine sends and receives, with the Debian 12 elements behind each:
+/// VP8 through libvpx (`vp8enc`/`vp8dec`, gst-plugins-good) and H.264 through OpenH264
+/// (`openh264enc`/`openh264dec`, gst-plugins-bad), constrained baseline in packetization
+/// mode 1, the profile every WebRTC endpoint decodes (RFC 7742).
+public enum VideoCodec: String, Sendable, CaseIterable {
+  case vp8
+  case h264
+
+  var encodingName: String { self == .vp8 ? "VP8" : "H264" }
+
+  /// Chromium's numbers; an offer's own replace them.
+  var defaultPayloadType: Int { self == .vp8 ? 96 : 102 }
+
+  /// The encoder property that takes bits per second.
+  var bitrateProperty: String { self == .vp8 ? "target-bitrate" : "bitrate" }
+
+  /// webrtcbin caps for this codec (an offer's `m=` line and `a=fmtp` come from them).
+  func caps(payloadType: Int? = nil, ssrc: UInt32? = nil) -> String {
+    var caps =
+      "application/x-rtp,media=video,encoding-name=\(encodingName),payload=\(payloadType ?? defaultPayloadType),"
+      + "clock-rate=90000"
+    if self == .h264 {
+      caps += ",packetization-mode=(string)1,profile-level-id=(string)42e01f,level-asymmetry-allowed=(string)1"
+    }
+    return caps + (ssrc.map { ",ssrc=(uint)\($0)" } ?? "")
+  }
+
+  /// Caps for answering an offer at `payloadType`: no profile, so webrtcbin keeps the offer's
+  /// `profile-level-id` (any constrained-baseline or baseline level, see `payloadType(in:)`).
+  func answerCaps(payloadType: Int, ssrc: UInt32? = nil) -> String {
+    guard self == .h264 else { return caps(payloadType: payloadType, ssrc: ssrc) }
+    return "application/x-rtp,media=video,encoding-name=H264,payload=\(payloadType),clock-rate=90000,"
+      + "packetization-mode=(string)1" + (ssrc.map { ",ssrc=(uint)\($0)" } ?? "")
+  }
+
+  /// The encoder and payloader, as one bin between the camera's valve and webrtcbin.
+  ///
+  /// Both are set for a live call: a keyframe at least every 2 s, a bitrate target that
+  /// `VideoRateController` moves, frames dropped rather than the target missed.
+  /// - VP8: the fastest preset, error resilient, constant bitrate over a 1 s buffer (VBR
+  ///   overshoots a low target several times over on a busy picture), internal downscaling,
+  ///   and keyframes of at most 3 average frames (a bigger burst overflows a narrow link's queue).
+  /// - H.264: OpenH264's camera mode at low complexity, SPS and PPS before every IDR frame (a
+  ///   receiver that lost them decodes from the next keyframe), single NAL units or FU-A.
+  func encoder(framerate: Int, bitrate: Int, payloadType: Int, ssrc: UInt32) -> String {
+    switch self {
+    case .vp8:
+      return "vp8enc name=venc deadline=1 cpu-used=8 threads=2 target-bitrate=\(bitrate) end-usage=cbr "
+        + "buffer-size=1000 buffer-initial-size=500 buffer-optimal-size=600 dropframe-threshold=30 "
+        + "resize-allowed=true max-intra-bitrate=300 keyframe-max-dist=\(framerate * 2) error-resilient=partitions ! "
+        + "rtpvp8pay name=vpay pt=\(payloadType) ssrc=\(ssrc) picture-id-mode=15-bit"
+    case .h264:
+      return "openh264enc name=venc usage-type=camera rate-control=bitrate complexity=low multi-thread=2 "
+        + "bitrate=\(bitrate) gop-size=\(framerate * 2) enable-frame-skip=true ! "
+        + "rtph264pay name=vpay pt=\(payloadType) ssrc=\(ssrc) config-interval=-1 aggregate-mode=zero-latency"
+    }
+  }
+
+  /// This codec's payload type in an SDP video section, if the section offers it in a form
+  /// the engine decodes and sends: for H.264, packetization mode 1 and a baseline profile,
+  /// constrained baseline (`42e0..`, `42c0..`) first.
+  func payloadType(in section: SDPMediaSection) -> Int? {
+    let payloadTypes = section.payloadTypes(of: "\(encodingName.lowercased())/90000")
+    guard self == .h264 else { return payloadTypes.first }
+    let usable = payloadTypes.compactMap { pt -> (Int, Bool)? in
+      let parameters = section.formatParameters(of: pt)
+      guard parameters["packetization-mode"] == "1", let profile = parameters["profile-level-id"]?.lowercased(),
+        profile.count == 6, profile.hasPrefix("42")
+      else { return nil }
+      let constraints = UInt8(profile.dropFirst(2).prefix(2), radix: 16) ?? 0
+      return (pt, constraints & 0x40 != 0)  // constraint_set1: constrained baseline
+    }
+    return (usable.first { $0.1 } ?? usable.first)?.0
+  }
+
+  /// What to send in answer to `offer`'s first video section: `preferred` if it is offered,
+  /// else the other codec, else nil (the section carries no codec the engine has).
+  static func choice(in offer: String, preferring preferred: VideoCodec) -> (codec: VideoCodec, payloadType: Int)? {
+    guard let section = SDPMediaSection.first("video", in: offer) else { return nil }
+    for codec in [preferred] + allCases.filter({ $0 != preferred }) {
+      if let pt = codec.payloadType(in: section) { return (codec, pt) }
+    }
+    return nil
+  }
+}
