@@ -30,7 +30,7 @@ typedef struct dt_webrtc_callbacks {
   dt_audio_cb audio;        // decoded remote audio: S16LE, 48 kHz, mono
   dt_text_cb error;         // an error posted on the pipeline's bus
   dt_video_cb video;        // each decoded remote video frame (VP8 or H.264)
-  const gchar *record_video; // NULL, or a file to write the remote video to (WebM or Matroska), unre-encoded
+  const gchar *record_video; // NULL, or a file to write the remote video to (WebM or MPEG-TS), unre-encoded
 } dt_webrtc_callbacks;
 
 static void dt__on_ice_candidate(GstElement *w, guint mline, gchar *candidate, gpointer ud) {
@@ -112,11 +112,13 @@ static void dt__on_pad_added(GstElement *w, GstPad *pad, gpointer ud) {
   }
   // Depayloaded video, then (tee) its decoder and, when recording, the stream itself in a live
   // (streamable) container: playable even when the call ends without the muxer finishing the
-  // file. WebM holds VP8; H.264 goes to Matroska, each branch with its own parser (the decoder
-  // takes Annex B, the muxer AVC).
+  // file. WebM holds VP8; H.264 goes to MPEG-TS, which carries the parameter sets in-band, so
+  // an encoder that changes them mid-call (OpenH264 re-picks its level as the bitrate moves)
+  // does not end the file (Matroska refuses caps changes).
   const gchar *depay = vp8 ? "rtpvp8depay" : "rtph264depay";
   const gchar *decode = vp8 ? "vp8dec" : "h264parse ! openh264dec";
-  const gchar *mux = vp8 ? "webmmux streamable=true" : "h264parse ! matroskamux streamable=true";
+  const gchar *mux = vp8 ? "webmmux streamable=true"
+                         : "h264parse config-interval=-1 ! video/x-h264,stream-format=byte-stream ! mpegtsmux";
   gchar *pipeline = NULL;
   if ((vp8 || h264) && c->record_video) {
     gchar *location = g_strescape(c->record_video, NULL);

@@ -68,7 +68,7 @@ public struct GStreamerMedia: Sendable {
   /// other one (`VideoCodec.choice`); both are always decoded.
   public var videoCodec: VideoCodec = .vp8
   /// 1:1 calls: write the received video, as it came (no re-encoding), to this file: WebM for
-  /// VP8, Matroska for H.264 (a call's later connections to `name-2.webm`, ...).
+  /// VP8, MPEG-TS for H.264 (a call's later connections to `name-2.webm`, ...).
   public var recordVideo: String?
   /// Only relay candidates (TURN): `iceTransportPolicy = relay`.
   public var relayOnly: Bool

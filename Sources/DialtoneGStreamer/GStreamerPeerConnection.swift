@@ -76,7 +76,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private var gatheringComplete = false
   private var opusPayloadType = GStreamerMedia.defaultOpusPayloadType
   /// What the camera branch encodes now, at which payload type (an offer can change both).
-  private var videoCodec: VideoCodec
+  private var sendingCodec: VideoCodec
   private var videoPayloadType: Int
   /// The SSRC of the audio this connection sends (fixed: see `GStreamerMedia.pipelineDescription`).
   private let audioSSRC = UInt32.random(in: 1...UInt32.max)
@@ -86,7 +86,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private let startedAt = ContinuousClock.now
   /// The SSRCs the peer's latest description announced for its video (stats tell them apart).
   private var remoteVideoSSRCs: [UInt32] = []
-  /// The codec of the peer's latest description's video (its first one we have).
+  /// The codec the peer's latest description settles on (`VideoCodec.choice`: for an answer,
+  /// the one it carries; for an offer, the one this side answers with).
   private var remoteVideoCodec: VideoCodec?
   private var cameraSending = false
   private var rateController = VideoRateController(start: GStreamerMedia.startVideoBitrate)
@@ -122,7 +123,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     GStreamerRuntime.ensureInitialised()
     self.media = media
     self.certificate = certificate
-    videoCodec = media.videoCodec
+    sendingCodec = media.videoCodec
     videoPayloadType = media.videoCodec.defaultPayloadType
     (localCandidates, candidateSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
     (connectionStates, stateSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
@@ -171,7 +172,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     } else if video {
       // Codec preferences, so a section that does not send (recvonly in an audio call) is
       // still offered: webrtcbin reads a sending section's codecs from its pad's caps only.
-      dt_webrtc_set_codec_preferences(webrtc, 1, videoCodec.caps(payloadType: videoPayloadType))
+      dt_webrtc_set_codec_preferences(webrtc, 1, sendingCodec.caps(payloadType: videoPayloadType))
     }
     // Video repairs a lost packet by retransmission (a lost keyframe packet otherwise costs
     // every frame until the next keyframe).
@@ -182,7 +183,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     // After the codec preferences: webrtcbin answers its sink pad's caps query from them.
     if hasCamera {
       do {
-        try installEncoder(videoCodec, payloadType: videoPayloadType)
+        try installEncoder(sendingCodec, payloadType: videoPayloadType)
       } catch {
         dt_unref(webrtc)
         dt_unref(pipeline)
@@ -285,10 +286,10 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private func useVideoCodec(_ codec: VideoCodec, payloadType pt: Int) async throws {
     let (current, sending) = lock.withLock { () -> (Bool, Bool) in
       defer {
-        videoCodec = codec
+        sendingCodec = codec
         videoPayloadType = pt
       }
-      return (videoCodec == codec && videoPayloadType == pt, cameraSending)
+      return (sendingCodec == codec && videoPayloadType == pt, cameraSending)
     }
     guard !current, let caps = dt_bin_get(pipeline, "vcaps") else { return }
     defer { dt_unref(caps) }
@@ -393,6 +394,10 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     dt_webrtc_set_direction(webrtc, 1, value)
   }
 
+  /// The video codec negotiated, both ways (an answer carries one); nil before the peer's first
+  /// description with video.
+  public var videoCodec: VideoCodec? { lock.withLock { remoteVideoCodec } }
+
   /// The remote video received so far (frames decoded, their size and colour).
   public func videoReceived() -> ReceivedVideo { lock.withLock { receivedVideo } }
 
@@ -437,9 +442,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       remoteCandidateType: Self.text(raw.remote_candidate_type),
       packetsSent: UInt64(raw.packets_sent), packetsReceived: UInt64(raw.packets_received),
       jitter: raw.jitter >= 0 ? raw.jitter : nil)
-    let (received, freezes, target, codec) = lock.withLock { () -> (ReceivedVideo, Int, Int, VideoCodec?) in
-      // Without a camera the codec is what the peer sends, which the answer or offer fixed.
-      (receivedVideo, freezeCounter.freezes, targetBitrate, hasCamera ? videoCodec : remoteVideoCodec)
+    let (received, freezes, target, codec) = lock.withLock {
+      (receivedVideo, freezeCounter.freezes, targetBitrate, remoteVideoCodec)
     }
     if raw.video_bytes_sent > 0 || raw.video_bytes_received > 0 || received.frames > 0 {
       var video = VideoStats()
@@ -506,7 +510,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
         }
         guard let after else { continue }
         if after != before, let encoder = dt_bin_get(self.pipeline, "venc") {
-          dt_set(encoder, self.lock.withLock { self.videoCodec.bitrateProperty }, String(after))
+          dt_set(encoder, self.lock.withLock { self.sendingCodec.bitrateProperty }, String(after))
           dt_unref(encoder)
         }
       }
@@ -560,7 +564,12 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     // Before applying: the first local candidates may be reported before the reply.
     let mids = Self.mids(of: description.sdp)
     let ssrcs = local ? [] : GStreamerMedia.videoSSRCs(in: description.sdp)
-    let codec = local ? nil : VideoCodec.choice(in: description.sdp, preferring: media.videoCodec)?.codec
+    let codec =
+      local
+      ? nil
+      : kind == .offer
+        ? VideoCodec.choice(in: description.sdp, preferring: media.videoCodec)?.codec
+        : VideoCodec.answered(in: description.sdp)
     lock.withLock {
       if local {
         localMids = mids

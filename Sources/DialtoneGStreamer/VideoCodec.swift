@@ -75,6 +75,18 @@ public enum VideoCodec: String, Sendable, CaseIterable {
     return (usable.first { $0.1 } ?? usable.first)?.0
   }
 
+  /// The codec an answer's first video section settles on: its first one the engine has. An
+  /// answer picks from our offer, so its parameters need no check (webrtcbin's own answers
+  /// leave `profile-level-id` out).
+  static func answered(in answer: String) -> VideoCodec? {
+    guard let section = SDPMediaSection.first("video", in: answer) else { return nil }
+    for line in section.lines where line.hasPrefix("a=rtpmap:") {
+      let encoding = line.split(separator: " ").dropFirst().first?.lowercased() ?? ""
+      if let codec = allCases.first(where: { encoding == "\($0.encodingName.lowercased())/90000" }) { return codec }
+    }
+    return nil
+  }
+
   /// What to send in answer to `offer`'s first video section: `preferred` if it is offered,
   /// else the other codec, else nil (the section carries no codec the engine has).
   static func choice(in offer: String, preferring preferred: VideoCodec) -> (codec: VideoCodec, payloadType: Int)? {

@@ -404,9 +404,11 @@ actor SoftphoneCall {
     case "video count":
       let received = lastConnection?.videoReceived() ?? .init()
       let rgb: [JSONValue] = [.int(Int64(received.red)), .int(Int64(received.green)), .int(Int64(received.blue))]
+      let codec = lastConnection?.videoCodec?.rawValue
       report.event(
-        "video-count", ["frames": .int(Int64(received.frames)), "rgb": .array(rgb)],
-        text: "\(received.frames) video frames received")
+        "video-count",
+        ["frames": .int(Int64(received.frames)), "rgb": .array(rgb), "codec": codec.map(JSONValue.string) ?? .null],
+        text: "\(received.frames) video frames received\(codec.map { " (\($0))" } ?? "")")
       return
     default:
       break

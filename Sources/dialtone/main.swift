@@ -16,7 +16,7 @@ private let media: [CommandOption] = [
   .value("video-codec", "vp8 (default) or h264: what this side sends and offers; answers take it if offered"),
   .value(
     "record-video",
-    "write the video received in a 1:1 call to this file, as sent (WebM for VP8, Matroska for H.264)"),
+    "write the video received in a 1:1 call to this file, as sent (WebM for VP8, MPEG-TS for H.264)"),
   .value("duration", "hang up this many seconds after connecting (default: stay until ^C or the other side hangs up)"),
   .flag("relay-only", "use TURN relay candidates only"),
   .flag("no-trickle", "gather every candidate before sending the offer or answer (the slow baseline)"),

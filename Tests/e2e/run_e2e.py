@@ -123,18 +123,75 @@ async def cli_video_call_cli(s, stack):
     check(frames >= 30 and size == (640, 360), f"alice.webm: {frames} frames of {size}")
 
 
-def decode_webm(path):
-    """Frames and size of a WebM's VP8 track, decoded by gst-launch (gstreamer1.0-tools)."""
+def decode_webm(path, demuxer="matroskademux", decoder=("vp8dec",)):
+    """Frames and size of a WebM's VP8 track (or, with tsdemux, h264parse and openh264dec, an
+    MPEG-TS file's H.264), decoded by gst-launch (gstreamer1.0-tools)."""
     import re
     import subprocess
     check(os.path.exists(path) and os.path.getsize(path) > 0, f"{path} was not written")
+    steps = [x for d in decoder for x in ("!", d)]
     result = subprocess.run(
-        ["gst-launch-1.0", "-v", "filesrc", f"location={path}", "!", "matroskademux", "!", "vp8dec", "!",
+        ["gst-launch-1.0", "-v", "filesrc", f"location={path}", "!", demuxer, *steps, "!",
          "fakesink", "silent=false"], capture_output=True, text=True, timeout=60)
     check(result.returncode == 0, f"{path} does not decode: {result.stderr.strip()[-300:]}")
     frames = result.stdout.count("chain   ******* (fakesink0:sink)")
     caps = re.search(r"width=\(int\)(\d+), height=\(int\)(\d+)", result.stdout)
     return frames, (int(caps.group(1)), int(caps.group(2))) if caps else None
+
+
+@scenario
+async def cli_h264_video_call_cli(s, stack):
+    """H.264 (OpenH264) between two CLIs: Alice offers H.264 only, Bob (who prefers VP8) answers
+    it; each decodes the other's colour, the call's stats name the codec, and Alice's recording
+    is an MPEG-TS file of Bob's H.264 that decodes back to his frames."""
+    ns = stack(await MediaNamespace().start())
+    server = stack(await Server(s, netns=ns.NS).start())
+    bob = await auto_answering_bob(s, stack, server, "--video", "blue", netns=ns.NS)
+    alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
+                                               "--to", "bob", "--video", "red", "--video-codec", "h264",
+                                               "--duration", "4", "--record-video", s.file("alice.ts")],
+                                  netns=ns.NS).start())
+    for peer in (alice, bob):
+        await peer.wait_for("first-video-frame")
+    check(await alice.exit_status() == 0, "alice did not exit 0")
+    check(await bob.exit_status() == 0, "bob did not exit 0")
+    for peer, colour in ((alice, 2), (bob, 0)):
+        video = peer.find("video")
+        saw_video(peer.name, video)
+        rgb = video["rgb"]
+        check(rgb[colour] > 200 and all(rgb[i] < 60 for i in range(3) if i != colour),
+              f"{peer.name}: the frames' colour {rgb} is not the sender's pattern")
+    figures = alice.find("ended")["stats"].get("video") or {}
+    check(figures.get("codec") == "H264" and figures.get("framesDecoded", 0) > 0, f"alice's video stats: {figures}")
+    frames, size = decode_webm(s.file("alice.ts"), demuxer="tsdemux", decoder=("h264parse", "openh264dec"))
+    check(frames >= 30 and size == (640, 360), f"alice.ts: {frames} frames of {size}")
+
+
+@scenario
+async def cli_sends_a_video_file(s, stack):
+    """--video FILE: the camera is a video file (a green WebM written here with gst-launch),
+    scaled to --video-size: Bob decodes green frames at that size."""
+    import subprocess
+    movie = s.file("green.webm")
+    subprocess.run(["gst-launch-1.0", "-q", "videotestsrc", "num-buffers=150", "pattern=green", "!",
+                    "video/x-raw,width=320,height=240,framerate=30/1", "!", "vp8enc", "deadline=1", "!",
+                    "webmmux", "!", "filesink", f"location={movie}"], check=True, timeout=60)
+    ns = stack(await MediaNamespace().start())
+    server = stack(await Server(s, netns=ns.NS).start())
+    bob = await auto_answering_bob(s, stack, server, "--video", "blue", netns=ns.NS)
+    alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
+                                               "--to", "bob", "--video", movie, "--video-size", "480x270",
+                                               "--video-fps", "15"], netns=ns.NS).start())
+    await bob.wait_for("first-video-frame")
+    await frames_grow(bob, 0, by=20, within=15, what="the file's frames did not keep arriving")
+    reply = await video_count_reply(bob)
+    rgb = reply["rgb"]
+    # videotestsrc's green, through two VP8 encodings and their YUV conversions: ~190.
+    check(rgb[1] > 150 and rgb[0] < 60 and rgb[2] < 60, f"bob's frames are not the file's green: {rgb}")
+    alice.interrupt()
+    check(await alice.exit_status() == 0 and await bob.exit_status() == 0, "the call did not complete")
+    video = bob.find("video")
+    check((video["width"], video["height"]) == (480, 270), f"bob got {video['width']}x{video['height']}")
 
 
 async def video_count_reply(peer):
@@ -508,6 +565,44 @@ async def browser_video_calls_cli(s, stack):
     check(b > 180 and r < 70 and g < 70, f"the page's frames are not the CLI's blue: {state['videoColour']}")
     check(await bob.exit_status() == 0, "the CLI did not exit 0 after the browser hung up")
     saw_video("bob", bob.find("video"))
+
+
+@scenario
+async def browser_calls_cli_in_h264(s, stack):
+    """H.264 with Chromium: the page calls a CLI that prefers H.264, which answers Chromium's
+    offer (VP8 first) with it; both sides decode the other's frames, the CLI reports H.264."""
+    ns = stack(await MediaNamespace().start())
+    server = stack(await Server(s, netns=ns.NS).start())
+    bob = await auto_answering_bob(s, stack, server, "--video", "blue", "--video-codec", "h264", netns=ns.NS)
+    browser = stack(await Chromium(s, f"{server.url}/#token={server.token('alice', 'browser')}"
+                                      f"&call=bob&tone=660&video=1", ns.NS).start())
+    state = await browser.wait_for("30 video frames", lambda st: st.get("videoFrames", 0) >= 30 and st.get("videoColour"))
+    r, g, b = state["videoColour"]
+    check(b > 180 and r < 70 and g < 70, f"the page's frames are not the CLI's blue: {state['videoColour']}")
+    await frames_grow(bob, 0, by=30, within=10, what="the CLI decoded no H.264 from the page")
+    check((await video_count_reply(bob)).get("codec") == "h264", "the page's call was not H.264")
+    await browser.evaluate('document.getElementById("hangup").click()')
+    check(await bob.exit_status() == 0, "the CLI did not exit 0 after the browser hung up")
+
+
+@scenario
+async def cli_calls_browser_in_h264(s, stack):
+    """The CLI calls the page offering H.264 only: Chromium answers H.264, frames both ways."""
+    ns = stack(await MediaNamespace().start())
+    server = stack(await Server(s, netns=ns.NS).start())
+    callee = stack(await Chromium(s, f"{server.url}/#token={server.token('bob', 'browser')}&answer=auto&tone=660",
+                                  ns.NS).start())
+    await callee.wait_for("sign-in", lambda st: st["state"] == "idle")
+    alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
+                                               "--to", "bob", "--video", "red", "--video-codec", "h264"],
+                                  netns=ns.NS).start())
+    state = await callee.wait_for("30 video frames", lambda st: st.get("videoFrames", 0) >= 30 and st.get("videoColour"))
+    r, g, b = state["videoColour"]
+    check(r > 180 and g < 70 and b < 70, f"the page's frames are not the CLI's red: {state['videoColour']}")
+    await frames_grow(alice, 0, by=30, within=10, what="the CLI decoded no H.264 from the page")
+    check((await video_count_reply(alice)).get("codec") == "h264", "the CLI's call was not H.264")
+    alice.interrupt()
+    check(await alice.exit_status(timeout=30) == 0, "the CLI's call did not complete")
 
 
 @scenario
