@@ -135,8 +135,10 @@ public struct GStreamerMedia: Sendable {
       // encoder and payloader between the valve and `vcaps` are a bin of their own
       // (`VideoCodec.encoder`), installed once the codec is known and replaced if an offer
       // asks for the other codec.
+      // `vscale` is where `VideoResolutionLadder` lowers the size on a narrow link.
       camera =
-        " \(video.sourceDescription) ! videoconvert ! "
+        " \(video.sourceDescription) ! videoscale ! "
+        + "capsfilter name=vscale caps=\"video/x-raw,width=\(video.width),height=\(video.height)\" ! videoconvert ! "
         + "queue leaky=downstream max-size-buffers=2 max-size-bytes=0 max-size-time=0 ! valve name=camera drop=true "
         + "capsfilter name=vcaps caps=\"\(videoCodec.caps(ssrc: videoSSRC))\" ! webrtc."
     }

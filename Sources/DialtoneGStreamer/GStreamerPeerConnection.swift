@@ -91,6 +91,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private var remoteVideoCodec: VideoCodec?
   private var cameraSending = false
   private var rateController = VideoRateController(start: GStreamerMedia.startVideoBitrate)
+  private var resolutionLadder: VideoResolutionLadder?
   private var targetBitrate = GStreamerMedia.startVideoBitrate
   private var rateControl: Task<Void, Never>?
   private var playing = false
@@ -125,6 +126,9 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     self.certificate = certificate
     sendingCodec = media.videoCodec
     videoPayloadType = media.videoCodec.defaultPayloadType
+    resolutionLadder = media.video.map {
+      VideoResolutionLadder(width: $0.width, height: $0.height, framerate: $0.framerate)
+    }
     (localCandidates, candidateSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
     (connectionStates, stateSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
     (dataChannelMessages, dataSink) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(256))
@@ -502,16 +506,24 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
           fractionLost: lost >= 0 ? lost : nil, roundTripTime: rtt >= 0 ? rtt : nil,
           cumulativeLost: Int64(raw.path_packets_lost), nacksReceived: UInt64(raw.nacks_received),
           packetsSent: UInt64(raw.video_packets_sent))
-        let (before, after) = self.lock.withLock { () -> (Int, Int?) in
+        let (before, after, resized) = self.lock.withLock { () -> (Int, Int?, VideoResolutionLadder.Size?) in
           let before = self.rateController.target
           let after = self.rateController.observe(sample)
           self.targetBitrate = self.rateController.target
-          return (before, after)
+          let resized =
+            self.resolutionLadder?.update(target: self.targetBitrate, congestionSeen: !self.rateController.probing)
+            == true
+          return (before, after, resized ? self.resolutionLadder?.size : nil)
         }
         guard let after else { continue }
         if after != before, let encoder = dt_bin_get(self.pipeline, "venc") {
           dt_set(encoder, self.lock.withLock { self.sendingCodec.bitrateProperty }, String(after))
           dt_unref(encoder)
+        }
+        // A new size reaches the encoder as new caps: it starts again from a keyframe.
+        if let resized, let scale = dt_bin_get(self.pipeline, "vscale") {
+          dt_set(scale, "caps", "video/x-raw,width=\(resized.width),height=\(resized.height)")
+          dt_unref(scale)
         }
       }
     }

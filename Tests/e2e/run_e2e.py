@@ -401,6 +401,10 @@ async def video_follows_a_narrow_link(s, stack):
     check(await alice.exit_status(timeout=40) == 0, "alice's call did not complete")
     figures = alice.find("ended")["stats"].get("video") or {}
     check(0 < figures.get("targetBitrate", 0) <= 300_000, f"the sender did not follow the link: {figures}")
+    # Fewer pixels rather than a picture the encoder cannot fill (VideoResolutionLadder).
+    check(await bob.exit_status(timeout=40) == 0, "bob's call did not complete")
+    video = bob.find("video")
+    check(video and video["width"] < 640, f"the sender kept 640x360 on a 300 kbit/s link: {video}")
 
 
 @scenario

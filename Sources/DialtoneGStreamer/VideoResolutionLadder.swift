@@ -1,0 +1,51 @@
+/// The camera's picture size under the sender's bitrate target, as browsers degrade video on a
+/// narrow link: fewer pixels rather than a picture the encoder cannot fill (at 300 kbit/s a
+/// 640x360 keyframe alone is bigger than a bottleneck's queue, and its loss freezes the
+/// receiver until the next one).
+///
+/// Full size until the first congestion (a clean link never changes it); then the largest of
+/// full, ¾, ½ and ¼ size (each side, none narrower than 160 px) that still gets `keep` bits per
+/// pixel per frame. A bigger size comes back only once it would get `climb`, so a target near
+/// a boundary does not flip the size: each change costs a keyframe. A pure value.
+public struct VideoResolutionLadder: Sendable, Equatable {
+  public struct Size: Sendable, Equatable {
+    public var width: Int
+    public var height: Int
+  }
+
+  /// Bits per pixel per frame a size needs to stay, and to be climbed back to.
+  static let keep = 0.06
+  static let climb = 0.08
+
+  public let sizes: [Size]
+  public let framerate: Int
+  /// Index into `sizes`: 0 is the configured size.
+  public private(set) var step = 0
+
+  public init(width: Int, height: Int, framerate: Int) {
+    self.framerate = max(framerate, 1)
+    var sizes: [Size] = []
+    for (numerator, denominator) in [(1, 1), (3, 4), (1, 2), (1, 4)] {
+      // Even sides: the encoders take 4:2:0.
+      let size = Size(
+        width: width * numerator / denominator / 2 * 2, height: height * numerator / denominator / 2 * 2)
+      if sizes.isEmpty || (size.width >= 160 && size.height >= 2) { sizes.append(size) }
+    }
+    self.sizes = sizes
+  }
+
+  public var size: Size { sizes[step] }
+
+  /// The size for a new target; true when it changed.
+  public mutating func update(target: Int, congestionSeen: Bool) -> Bool {
+    guard congestionSeen else { return false }
+    let before = step
+    while step + 1 < sizes.count, bitsPerPixel(target, sizes[step]) < Self.keep { step += 1 }
+    if step == before, step > 0, bitsPerPixel(target, sizes[step - 1]) >= Self.climb { step -= 1 }
+    return step != before
+  }
+
+  private func bitsPerPixel(_ target: Int, _ size: Size) -> Double {
+    Double(target) / Double(max(size.width * size.height * framerate, 1))
+  }
+}
