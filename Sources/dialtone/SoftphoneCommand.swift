@@ -56,7 +56,8 @@ enum SoftphoneCommand {
     var camera: GStreamerMedia.VideoSource?
     for option in ["video", "camera"] {
       guard camera == nil, let picture = arguments.string(option) else { continue }
-      camera = try videoSource(picture, option: option, size: arguments.string("video-size"),
+      camera = try videoSource(
+        picture, option: option, size: arguments.string("video-size"),
         framerate: arguments.string("video-fps"))
     }
     var media = GStreamerMedia(

@@ -295,7 +295,8 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
     #expect(VideoCodec.choice(in: vp8Gone, preferring: .vp8)! == (.h264, 108))
     #expect(VideoCodec.choice(in: "v=0\r\nm=audio 9 RTP/AVP 0\r\n", preferring: .vp8) == nil)
     // webrtcbin's answer to an H.264 offer: no profile-level-id, RTX listed after.
-    let answer = "v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 102 96\r\na=rtpmap:102 H264/90000\r\n"
+    let answer =
+      "v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 102 96\r\na=rtpmap:102 H264/90000\r\n"
       + "a=fmtp:102 packetization-mode=1;level-asymmetry-allowed=1\r\na=rtpmap:96 rtx/90000\r\n"
     #expect(VideoCodec.answered(in: answer) == .h264)
     #expect(VideoCodec.answered(in: offer) == .vp8)
