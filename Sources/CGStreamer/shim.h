@@ -671,6 +671,37 @@ static inline void dt_stats_read(GstPromise *p, dt_stats *out) {
 
 // MARK: Misc
 
+/// What the peer's transport-wide congestion feedback (RTCP transport-cc, one report every few
+/// packets) says of what this side sent, over rtpsession's last window.
+typedef struct dt_twcc {
+  gdouble loss_percent;          // of the packets the feedback covered
+  gdouble bitrate_sent, bitrate_received;  // bits per second over the window
+  gdouble packets_sent, packets_received;
+  gdouble delta_of_delta;        // mean change of the inter-arrival delay, ns: > 0, a queue builds
+} dt_twcc;
+
+/// FALSE while no feedback came (the peer sends none, or nothing was sent yet).
+static inline gboolean dt_webrtc_twcc(GstElement *webrtc, dt_twcc *out) {
+  GstElement *rtpbin = gst_bin_get_by_name(GST_BIN(webrtc), "rtpbin");
+  if (!rtpbin) return FALSE;
+  GstElement *session = NULL;
+  g_signal_emit_by_name(rtpbin, "get-session", 0u, &session);
+  gst_object_unref(rtpbin);
+  if (!session) return FALSE;
+  GstStructure *s = NULL;
+  g_object_get(session, "twcc-stats", &s, NULL);
+  gst_object_unref(session);
+  if (!s) return FALSE;
+  out->loss_percent = dt__number(s, "packet-loss-pct");
+  out->bitrate_sent = dt__number(s, "bitrate-sent");
+  out->bitrate_received = dt__number(s, "bitrate-recv");
+  out->packets_sent = dt__number(s, "packets-sent");
+  out->packets_received = dt__number(s, "packets-recv");
+  out->delta_of_delta = dt__number(s, "avg-delta-of-delta");
+  gst_structure_free(s);
+  return out->packets_sent > 0;
+}
+
 static inline void dt_gst_init(void) { gst_init(NULL, NULL); }
 
 /// Sets a property from its string form (enums by nick, booleans as "true"/"false").

@@ -78,6 +78,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   /// What the camera branch encodes now, at which payload type (an offer can change both).
   private var sendingCodec: VideoCodec
   private var videoPayloadType: Int
+  private var videoTransportWideCCID: Int? = VideoCodec.defaultTransportWideCCID
   /// The SSRC of the audio this connection sends (fixed: see `GStreamerMedia.pipelineDescription`).
   private let audioSSRC = UInt32.random(in: 1...UInt32.max)
   private let videoSSRC = UInt32.random(in: 1...UInt32.max)
@@ -287,13 +288,15 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   /// Sends what an offer asks for (aiortc offers VP8 at 97, Chrome at 96, H.264 at 102+): the
   /// payload type is set on the payloader, a different codec replaces the encoder. The valve
   /// is closed meanwhile, so nothing is inside the bin being replaced.
-  private func useVideoCodec(_ codec: VideoCodec, payloadType pt: Int) async throws {
+  private func useVideoCodec(_ codec: VideoCodec, payloadType pt: Int, transportWideCCID: Int?) async throws {
     let (current, sending) = lock.withLock { () -> (Bool, Bool) in
       defer {
         sendingCodec = codec
         videoPayloadType = pt
+        videoTransportWideCCID = transportWideCCID
       }
-      return (sendingCodec == codec && videoPayloadType == pt, cameraSending)
+      let same = sendingCodec == codec && videoPayloadType == pt && videoTransportWideCCID == transportWideCCID
+      return (same, cameraSending)
     }
     guard !current, let caps = dt_bin_get(pipeline, "vcaps") else { return }
     defer { dt_unref(caps) }
@@ -301,8 +304,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     defer { if let valve { dt_unref(valve) } }
     if sending, let valve { dt_set(valve, "drop", "true") }
     // The preferences first: webrtcbin answers its sink pad's caps query from them.
-    dt_webrtc_set_codec_preferences(webrtc, 1, codec.answerCaps(payloadType: pt))
-    dt_set(caps, "caps", codec.answerCaps(payloadType: pt, ssrc: videoSSRC))
+    dt_webrtc_set_codec_preferences(webrtc, 1, codec.answerCaps(payloadType: pt, transportWideCCID: transportWideCCID))
+    dt_set(caps, "caps", codec.answerCaps(payloadType: pt, ssrc: videoSSRC, transportWideCCID: transportWideCCID))
     try installEncoder(codec, payloadType: pt)
     if sending, let valve { dt_set(valve, "drop", "false") }
     for _ in 0..<50 {
@@ -314,11 +317,12 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
 
   public func setRemoteDescription(_ description: SessionDescription, kind: SessionDescriptionKind) async throws {
     if kind == .offer, let (codec, pt) = VideoCodec.choice(in: description.sdp, preferring: media.videoCodec) {
+      let twcc = VideoCodec.transportWideCCID(in: description.sdp)
       if hasCamera {
-        try await useVideoCodec(codec, payloadType: pt)
+        try await useVideoCodec(codec, payloadType: pt, transportWideCCID: twcc)
       } else {
         // A receive-only section: webrtcbin answers from the codec preferences.
-        dt_webrtc_set_codec_preferences(webrtc, 1, codec.answerCaps(payloadType: pt))
+        dt_webrtc_set_codec_preferences(webrtc, 1, codec.answerCaps(payloadType: pt, transportWideCCID: twcc))
       }
     }
     // The offerer's Opus payload type (aiortc's is 96) must be ours before the offer is
@@ -493,9 +497,22 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   /// encoder's target bitrate (`VideoRateController`).
   private func startRateControl() -> Task<Void, Never> {
     Task.detached { [weak self] in
+      var tally = TransportFeedbackTally()
       while !Task.isCancelled {
-        try? await Task.sleep(for: .seconds(1))
+        for _ in 0..<10 {
+          try? await Task.sleep(for: .milliseconds(100))
+          guard let self, !self.isClosed else { return }
+          var twcc = dt_twcc()
+          if dt_webrtc_twcc(self.webrtc, &twcc) != 0 {
+            tally.add(
+              .init(
+                fractionLost: twcc.loss_percent / 100, bitrateSent: twcc.bitrate_sent,
+                bitrateReceived: twcc.bitrate_received, packetsSent: Int(twcc.packets_sent),
+                delayGradient: twcc.delta_of_delta / 1e9))
+          }
+        }
         guard let self, !self.isClosed else { return }
+        let transport = tally.take()
         guard self.lock.withLock({ self.cameraSending }) else { continue }
         let raw = await self.rawStats()
         // The report on our video if webrtcbin has one, else the one on the path (see dt_stats).
@@ -505,7 +522,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
         let sample = VideoRateController.Sample(
           fractionLost: lost >= 0 ? lost : nil, roundTripTime: rtt >= 0 ? rtt : nil,
           cumulativeLost: Int64(raw.path_packets_lost), nacksReceived: UInt64(raw.nacks_received),
-          packetsSent: UInt64(raw.video_packets_sent))
+          packetsSent: UInt64(raw.video_packets_sent), transport: transport)
         let (before, after, resized) = self.lock.withLock { () -> (Int, Int?, VideoResolutionLadder.Size?) in
           let before = self.rateController.target
           let after = self.rateController.observe(sample)
@@ -576,6 +593,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     // Before applying: the first local candidates may be reported before the reply.
     let mids = Self.mids(of: description.sdp)
     let ssrcs = local ? [] : GStreamerMedia.videoSSRCs(in: description.sdp)
+    let twcc = !local && VideoCodec.transportWideCCID(in: description.sdp) != nil
     let codec =
       local
       ? nil
@@ -589,6 +607,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
         remoteMids = mids
         remoteVideoSSRCs = ssrcs
         if let codec { remoteVideoCodec = codec }
+        rateController.transportNegotiated = twcc
       }
     }
     let type = kind == .offer ? GST_WEBRTC_SDP_TYPE_OFFER : GST_WEBRTC_SDP_TYPE_ANSWER

@@ -16,23 +16,47 @@ public enum VideoCodec: String, Sendable, CaseIterable {
   /// The encoder property that takes bits per second.
   var bitrateProperty: String { self == .vp8 ? "target-bitrate" : "bitrate" }
 
-  /// webrtcbin caps for this codec (an offer's `m=` line and `a=fmtp` come from them).
-  func caps(payloadType: Int? = nil, ssrc: UInt32? = nil) -> String {
+  /// The RTP header extension of transport-wide congestion control: every packet carries a
+  /// sequence number across streams, and the receiver reports when each arrived (RTCP
+  /// transport-cc), which is the congestion feedback `VideoRateController` follows.
+  static let transportWideCC = "http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01"
+  /// Chromium's id for it; an offer's own replaces it.
+  static let defaultTransportWideCCID = 3
+
+  /// webrtcbin caps for this codec (an offer's `m=` line, `a=fmtp` and `a=extmap` come from
+  /// them; the payloader adds the extensions they name).
+  func caps(payloadType: Int? = nil, ssrc: UInt32? = nil, transportWideCCID: Int? = defaultTransportWideCCID) -> String
+  {
     var caps =
       "application/x-rtp,media=video,encoding-name=\(encodingName),payload=\(payloadType ?? defaultPayloadType),"
       + "clock-rate=90000"
     if self == .h264 {
       caps += ",packetization-mode=(string)1,profile-level-id=(string)42e01f,level-asymmetry-allowed=(string)1"
     }
-    return caps + (ssrc.map { ",ssrc=(uint)\($0)" } ?? "")
+    return caps + Self.extensions(transportWideCCID) + (ssrc.map { ",ssrc=(uint)\($0)" } ?? "")
   }
 
-  /// Caps for answering an offer at `payloadType`: no profile, so webrtcbin keeps the offer's
-  /// `profile-level-id` (any constrained-baseline or baseline level, see `payloadType(in:)`).
-  func answerCaps(payloadType: Int, ssrc: UInt32? = nil) -> String {
-    guard self == .h264 else { return caps(payloadType: payloadType, ssrc: ssrc) }
+  /// Caps for answering an offer at `payloadType`, with the offer's transport-wide CC id (nil:
+  /// the offer has none). No profile, so webrtcbin keeps the offer's `profile-level-id` (any
+  /// constrained-baseline or baseline level, see `payloadType(in:)`).
+  func answerCaps(payloadType: Int, ssrc: UInt32? = nil, transportWideCCID: Int?) -> String {
+    guard self == .h264 else { return caps(payloadType: payloadType, ssrc: ssrc, transportWideCCID: transportWideCCID) }
     return "application/x-rtp,media=video,encoding-name=H264,payload=\(payloadType),clock-rate=90000,"
-      + "packetization-mode=(string)1" + (ssrc.map { ",ssrc=(uint)\($0)" } ?? "")
+      + "packetization-mode=(string)1" + Self.extensions(transportWideCCID) + (ssrc.map { ",ssrc=(uint)\($0)" } ?? "")
+  }
+
+  private static func extensions(_ transportWideCCID: Int?) -> String {
+    transportWideCCID.map { ",extmap-\($0)=(string)\(transportWideCC)" } ?? ""
+  }
+
+  /// The id an SDP gives the transport-wide CC extension (`a=extmap:<id> <uri>`, in the
+  /// video section or at session level).
+  static func transportWideCCID(in sdp: String) -> Int? {
+    for line in sdp.split(whereSeparator: { $0 == "\r\n" || $0 == "\n" || $0 == "\r" })
+    where line.hasPrefix("a=extmap:") && line.hasSuffix(" " + transportWideCC) {
+      if let id = Int(line.dropFirst("a=extmap:".count).prefix { $0.isNumber }) { return id }
+    }
+    return nil
   }
 
   /// The encoder and payloader, as one bin between the camera's valve and webrtcbin.

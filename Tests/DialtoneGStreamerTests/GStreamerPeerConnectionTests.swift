@@ -210,6 +210,8 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
     let both = try await pair(.sendrecv, .sendrecv)
     #expect(MediaDirection.video(in: both.answer) == .sendrecv)
     #expect(both.offer.contains(" rtx/90000") && both.answer.contains(" rtx/90000"), "\(both.offer)")
+    // Transport-wide congestion control offered and answered: the sender's feedback.
+    #expect(VideoCodec.transportWideCCID(in: both.offer) == 3 && VideoCodec.transportWideCCID(in: both.answer) == 3)
     #expect(await framesArrive(on: both.a))
     #expect(both.a.videoReceived().blue > 200)
     #expect(await framesArrive(on: both.b))

@@ -74,3 +74,73 @@ import Testing
     #expect(c.observe(sample(0.01, nacks: 0, packets: 10)) == nil)
   }
 }
+
+@Suite struct TransportFeedbackTests {
+  private func window(
+    _ loss: Double, sent: Double = 300_000, received: Double = 250_000, packets: Int = 20, gradient: Double = 0
+  ) -> VideoRateController.TransportFeedback {
+    .init(
+      fractionLost: loss, bitrateSent: sent, bitrateReceived: received, packetsSent: packets, delayGradient: gradient)
+  }
+
+  private func sample(_ transport: VideoRateController.TransportFeedback?) -> VideoRateController.Sample {
+    .init(
+      fractionLost: 0, roundTripTime: 0.05, cumulativeLost: 0, nacksReceived: 0, packetsSent: 0, transport: transport)
+  }
+
+  // Heavy loss: down by half the loss, and to at most 85 % of what got through.
+  @Test func lossCutsTheRateToWhatTheLinkDelivered() {
+    var c = VideoRateController(start: 600_000)
+    #expect(c.update(window(0.6, sent: 600_000, received: 250_000)) == 212_500)
+    #expect(!c.probing)
+    #expect(c.update(window(0.2, received: 250_000)) == 191_250)  // 212,500 × 0.9
+  }
+
+  @Test func aGrowingQueueLowersTheRateBeforeLoss() {
+    var c = VideoRateController(start: 600_000)
+    #expect(c.update(window(0, received: 500_000, gradient: 0.02)) == 425_000)  // min(510,000, 425,000)
+    #expect(!c.probing)
+  }
+
+  // Clean feedback grows the rate, but not past 1.5 × the received rate while the encoder
+  // fills its target; an encoder far under its target (a still picture) does not hold it back.
+  @Test func cleanFeedbackGrowsUpToWhatTheLinkCarries() {
+    var c = VideoRateController(start: 300_000)
+    #expect(c.update(window(0, sent: 300_000, received: 200_000)) == 300_000)  // 375,000 capped at 1.5 × 200,000
+    #expect(c.update(window(0.01, sent: 30_000, received: 30_000)) == 375_000)
+    // Few packets: their received rate is not trusted as a bound.
+    #expect(c.update(window(0, sent: 375_000, received: 50_000, packets: 4)) == 468_750)
+  }
+
+  // With transport-wide feedback agreed, the receiver reports are not used: a second without
+  // feedback holds the rate, and windows of fewer than 3 packets are not a measurement.
+  @Test func transportFeedbackSupersedesTheReports() {
+    var c = VideoRateController(start: 600_000)
+    c.transportNegotiated = true
+    #expect(c.observe(sample(nil)) == nil)  // a clean report would have grown it
+    #expect(c.observe(sample(window(0.5, packets: 2))) == nil)
+    #expect(c.observe(sample(window(0.5, received: 1_000_000))) == 450_000)
+    var unagreed = VideoRateController(start: 600_000)
+    #expect(unagreed.observe(sample(window(0, received: 1_000_000))) == 750_000)
+    #expect(unagreed.observe(sample(nil)) == nil)  // once seen, its absence is no news
+  }
+
+  // Short windows read ten times a second: each new one counts once, weighted by its packets.
+  @Test func theTallySumsNewWindowsByTheirPackets() {
+    var tally = TransportFeedbackTally()
+    #expect(tally.take() == nil)
+    let a = window(0.5, sent: 400_000, received: 200_000, packets: 2, gradient: 0.004)
+    let b = window(0, sent: 100_000, received: 100_000, packets: 6, gradient: 0)
+    tally.add(a)
+    tally.add(a)  // read again before new feedback came
+    tally.add(b)
+    let sum = tally.take()
+    #expect(sum?.packetsSent == 8)
+    #expect(sum?.fractionLost == 0.125)
+    #expect(sum?.bitrateSent == 175_000)
+    #expect(sum?.bitrateReceived == 125_000)
+    #expect(sum?.delayGradient == 0.001)
+    tally.add(b)  // still the same window: nothing new
+    #expect(tally.take() == nil)
+  }
+}

@@ -408,6 +408,31 @@ async def video_follows_a_narrow_link(s, stack):
 
 
 @scenario
+async def video_both_ways_over_a_narrow_link(s, stack):
+    """Both sides send the busy pattern over 300 kbit/s each way (50 ms RTT), so each side's
+    feedback crosses a link full of the other's video: the transport-wide feedback still
+    reaches both senders, they step down in rate and size, and both receivers keep decoding."""
+    link = stack(await NamespaceLink(s, rtt_ms=50, rate_kbps=300).start())
+    server = stack(await Server(s, netns=link.NS_B, host=link.ADDR_B).start())
+    bob = await auto_answering_bob(s, stack, server, "--video", "smpte", netns=link.NS_B)
+    alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
+                                               "--to", "bob", "--video", "smpte"], netns=link.NS_A).start())
+    for peer in (alice, bob):
+        await peer.wait_for("first-video-frame", timeout=30)
+    await asyncio.sleep(6)  # both controllers settle under the cap
+    for peer in (alice, bob):
+        await frames_grow(peer, await video_count(peer), by=30, within=20, what=f"{peer.name}'s video froze")
+    alice.interrupt()
+    check(await alice.exit_status(timeout=40) == 0, "alice's call did not complete")
+    check(await bob.exit_status(timeout=40) == 0, "bob's call did not complete")
+    for peer in (alice, bob):
+        video = peer.find("video")
+        check(video and video["width"] < 640, f"{peer.name} still got 640x360 over 300 kbit/s: {video}")
+    figures = alice.find("ended")["stats"].get("video") or {}
+    check(0 < figures.get("targetBitrate", 0) <= 300_000, f"alice's sender did not follow the link: {figures}")
+
+
+@scenario
 async def declined_missed_and_busy_calls_exit_with_their_status(s, stack):
     """Declined: the caller exits 3 (and so does the callee who declined). Missed after the
     ring timeout: both exit 5. Busy: calling someone who is in a call exits 4."""
