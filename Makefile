@@ -5,7 +5,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8080
 CONNECTIONS ?= 15000
 
-.PHONY: deps bench-deps build release run test format lint autobahn-full bench-ws bench-signaling bench-push bench-setup bench-codec bench-group bench-video fuzz clean
+.PHONY: deps bench-deps build release run test format lint autobahn-full bench-ws bench-signaling bench-push bench-setup bench-codec bench-group bench-video bench-video-change fuzz clean
 
 deps:
 	@scripts/deps.sh
@@ -83,6 +83,13 @@ VIDEO_ROUNDS ?= 3
 VIDEO_DURATION ?= 12
 bench-video: release
 	python3 bench/video_bench.py --bin .build/release --rounds $(VIDEO_ROUNDS) --duration $(VIDEO_DURATION)
+
+# The media gaps of mid-call video changes (upgrade, camera on, downgrade): CLI ↔ CLI against
+# Chromium ↔ Chromium; CHANGE_RTT_MS=50 runs them over the delay link instead of one namespace.
+CHANGE_ROUNDS ?= 5
+CHANGE_RTT_MS ?= 0
+bench-video-change: release
+	python3 bench/video_change_bench.py --bin .build/release --rounds $(CHANGE_ROUNDS) --rtt-ms $(CHANGE_RTT_MS)
 
 # The signaling codec against Foundation's JSONDecoder/JSONEncoder on the relay's messages.
 bench-codec: release

@@ -212,6 +212,7 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
     #expect(both.offer.contains(" rtx/90000") && both.answer.contains(" rtx/90000"), "\(both.offer)")
     // Transport-wide congestion control offered and answered: the sender's feedback.
     #expect(VideoCodec.transportWideCCID(in: both.offer) == 3 && VideoCodec.transportWideCCID(in: both.answer) == 3)
+    #expect(both.offer.contains(" transport-cc") && both.answer.contains(" transport-cc"), "\(both.answer)")
     #expect(await framesArrive(on: both.a))
     #expect(both.a.videoReceived().blue > 200)
     #expect(await framesArrive(on: both.b))
