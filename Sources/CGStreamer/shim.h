@@ -116,7 +116,9 @@ static void dt__on_pad_added(GstElement *w, GstPad *pad, gpointer ud) {
   // an encoder that changes them mid-call (OpenH264 re-picks its level as the bitrate moves)
   // does not end the file (Matroska refuses caps changes).
   const gchar *depay = vp8 ? "rtpvp8depay" : "rtph264depay";
-  const gchar *decode = vp8 ? "vp8dec" : "h264parse ! openh264dec";
+  // One decoding thread: libvpx's threads synchronise by spinning, which on a loaded 2-core
+  // machine costs more than it decodes.
+  const gchar *decode = vp8 ? "vp8dec threads=1" : "h264parse ! openh264dec";
   const gchar *mux = vp8 ? "webmmux streamable=true"
                          : "h264parse config-interval=-1 ! video/x-h264,stream-format=byte-stream ! mpegtsmux";
   gchar *pipeline = NULL;

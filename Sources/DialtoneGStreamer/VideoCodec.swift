@@ -63,7 +63,9 @@ public enum VideoCodec: String, Sendable, CaseIterable {
   ///
   /// Both are set for a live call: a keyframe at least every 2 s, a bitrate target that
   /// `VideoRateController` moves, frames dropped rather than the target missed.
-  /// - VP8: the fastest preset, error resilient, constant bitrate over a 1 s buffer (VBR
+  /// - VP8: the fastest preset on one thread (libvpx's threads wait for each other spinning:
+  ///   with two, 86 % of a softphone's CPU went to two spin loops, and a 2-core machine with two
+  ///   softphones fell to 13–17 fps), error resilient, constant bitrate over a 1 s buffer (VBR
   ///   overshoots a low target several times over on a busy picture), internal downscaling,
   ///   and keyframes of at most 3 average frames (a bigger burst overflows a narrow link's queue).
   /// - H.264: OpenH264's camera mode at low complexity, SPS and PPS before every IDR frame (a
@@ -71,12 +73,12 @@ public enum VideoCodec: String, Sendable, CaseIterable {
   func encoder(framerate: Int, bitrate: Int, payloadType: Int, ssrc: UInt32) -> String {
     switch self {
     case .vp8:
-      return "vp8enc name=venc deadline=1 cpu-used=8 threads=2 target-bitrate=\(bitrate) end-usage=cbr "
+      return "vp8enc name=venc deadline=1 cpu-used=8 threads=1 target-bitrate=\(bitrate) end-usage=cbr "
         + "buffer-size=1000 buffer-initial-size=500 buffer-optimal-size=600 dropframe-threshold=30 "
         + "resize-allowed=true max-intra-bitrate=300 keyframe-max-dist=\(framerate * 2) error-resilient=partitions ! "
         + "rtpvp8pay name=vpay pt=\(payloadType) ssrc=\(ssrc) picture-id-mode=15-bit"
     case .h264:
-      return "openh264enc name=venc usage-type=camera rate-control=bitrate complexity=low multi-thread=2 "
+      return "openh264enc name=venc usage-type=camera rate-control=bitrate complexity=low multi-thread=1 "
         + "bitrate=\(bitrate) gop-size=\(framerate * 2) enable-frame-skip=true ! "
         + "rtph264pay name=vpay pt=\(payloadType) ssrc=\(ssrc) config-interval=-1 aggregate-mode=zero-latency"
     }
