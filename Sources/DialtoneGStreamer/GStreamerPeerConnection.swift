@@ -27,6 +27,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     public var frames = 0
     public var width = 0
     public var height = 0
+    /// Frames decoded in the last second (W3C `framesPerSecond`).
+    public var framesPerSecond = 0.0
     /// The mean colour of the latest frame, 0...255 per channel.
     public var red = 0
     public var green = 0
@@ -84,6 +86,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private let videoSSRC = UInt32.random(in: 1...UInt32.max)
   private var receivedVideo = ReceivedVideo()
   private var freezeCounter = FreezeCounter()
+  private var frameRate = FrameRateMeter()
   private let startedAt = ContinuousClock.now
   /// The SSRCs the peer's latest description announced for its video (stats tell them apart).
   private var remoteVideoSSRCs: [UInt32] = []
@@ -91,6 +94,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   /// the one it carries; for an offer, the one this side answers with).
   private var remoteVideoCodec: VideoCodec?
   private var cameraSending = false
+  private var keyframeSent = false
   private var rateController = VideoRateController(start: GStreamerMedia.startVideoBitrate)
   private var resolutionLadder: VideoResolutionLadder?
   private var targetBitrate = GStreamerMedia.startVideoBitrate
@@ -407,13 +411,25 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   public var videoCodec: VideoCodec? { lock.withLock { remoteVideoCodec } }
 
   /// The remote video received so far (frames decoded, their size and colour).
-  public func videoReceived() -> ReceivedVideo { lock.withLock { receivedVideo } }
+  public func videoReceived() -> ReceivedVideo {
+    let now = secondsSinceStart()
+    return lock.withLock {
+      var received = receivedVideo
+      received.framesPerSecond = frameRate.framesPerSecond(at: now)
+      return received
+    }
+  }
+
+  private func secondsSinceStart() -> Double {
+    let elapsed = ContinuousClock.now - startedAt
+    return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+  }
 
   fileprivate func remoteVideoFrame(width: Int, height: Int, red: Int, green: Int, blue: Int) {
-    let elapsed = ContinuousClock.now - startedAt
-    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    let seconds = secondsSinceStart()
     let first = lock.withLock { () -> Bool in
       freezeCounter.frame(at: seconds)
+      frameRate.frame(at: seconds)
       receivedVideo.frames += 1
       receivedVideo.width = width
       receivedVideo.height = height
@@ -450,9 +466,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       remoteCandidateType: Self.text(raw.remote_candidate_type),
       packetsSent: UInt64(raw.packets_sent), packetsReceived: UInt64(raw.packets_received),
       jitter: raw.jitter >= 0 ? raw.jitter : nil)
-    let (received, freezes, target, codec) = lock.withLock {
-      (receivedVideo, freezeCounter.freezes, targetBitrate, remoteVideoCodec)
-    }
+    let received = videoReceived()
+    let (freezes, target, codec) = lock.withLock { (freezeCounter.freezes, targetBitrate, remoteVideoCodec) }
     if raw.video_bytes_sent > 0 || raw.video_bytes_received > 0 || received.frames > 0 {
       var video = VideoStats()
       video.bytesSent = UInt64(raw.video_bytes_sent)
@@ -461,6 +476,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       video.framesDecoded = UInt64(received.frames)
       video.frameWidth = received.width
       video.frameHeight = received.height
+      video.framesPerSecond = received.framesPerSecond
       video.freezes = freezes
       video.nacksReceived = UInt64(raw.nacks_received)
       video.plisReceived = UInt64(raw.plis_received)
@@ -689,7 +705,10 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       let states: [PeerConnectionState] = [.new, .checking, .connected, .disconnected, .failed, .closed]
       guard value >= 0, Int(value) < states.count else { return }
       let state = states[Int(value)]
-      if state == .connected { reach(.dtlsConnected) }
+      if state == .connected {
+        reach(.dtlsConnected)
+        keyframeOnFirstConnection()
+      }
       lock.withLock {
         transportConnected = state == .connected
         if state == .connected, watchdog == nil, !closed { watchdog = startWatchdog() }
@@ -708,6 +727,24 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       if done { candidateSink.yield(nil) }
     default:
       break
+    }
+  }
+
+  /// The camera opens when the call is set up, before DTLS is: the first keyframe leaves
+  /// before the path is up and is lost, and the peer's decoder waits for the next periodic
+  /// one (2 s later, and on a full link later still). One is made as the path comes up.
+  /// Once per connection.
+  private func keyframeOnFirstConnection() {
+    let first = lock.withLock { () -> Bool in
+      defer { keyframeSent = true }
+      return hasCamera && !keyframeSent && !closed
+    }
+    guard first else { return }
+    // Not on webrtcbin's thread: the event waits for the encoder's stream lock.
+    Task.detached { [weak self] in
+      guard let self, !self.isClosed, let encoder = dt_bin_get(self.pipeline, "venc") else { return }
+      dt_force_key_unit(encoder)
+      dt_unref(encoder)
     }
   }
 

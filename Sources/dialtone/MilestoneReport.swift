@@ -121,7 +121,7 @@ final class MilestoneReport: Sendable {
       )
       if let v = stats.video {
         line(
-          "video stats (\(v.codec ?? "?")): sent \(v.bytesSent) B at a \(v.targetBitrate / 1000) kbit/s target, received \(v.bytesReceived) B, \(v.framesDecoded) frames \(v.frameWidth)x\(v.frameHeight), \(v.freezes) freezes, NACK/PLI received \(v.nacksReceived)/\(v.plisReceived), sent \(v.nacksSent)/\(v.plisSent)"
+          "video stats (\(v.codec ?? "?")): sent \(v.bytesSent) B at a \(v.targetBitrate / 1000) kbit/s target, received \(v.bytesReceived) B, \(v.framesDecoded) frames \(v.frameWidth)x\(v.frameHeight) at \(Int(v.framesPerSecond.rounded())) fps, \(v.freezes) freezes, NACK/PLI received \(v.nacksReceived)/\(v.plisReceived), sent \(v.nacksSent)/\(v.plisSent)"
         )
       }
     }
@@ -148,6 +148,7 @@ final class MilestoneReport: Sendable {
             "bytesSent": .int(Int64(v.bytesSent)), "bytesReceived": .int(Int64(v.bytesReceived)),
             "packetsLost": .int(v.packetsLost), "framesDecoded": .int(Int64(v.framesDecoded)),
             "frameWidth": .int(Int64(v.frameWidth)), "frameHeight": .int(Int64(v.frameHeight)),
+            "framesPerSecond": .double(v.framesPerSecond),
             "freezes": .int(Int64(v.freezes)), "nacksReceived": .int(Int64(v.nacksReceived)),
             "plisReceived": .int(Int64(v.plisReceived)), "nacksSent": .int(Int64(v.nacksSent)),
             "plisSent": .int(Int64(v.plisSent)), "targetBitrate": .int(Int64(v.targetBitrate)),

@@ -407,7 +407,10 @@ actor SoftphoneCall {
       let codec = lastConnection?.videoCodec?.rawValue
       report.event(
         "video-count",
-        ["frames": .int(Int64(received.frames)), "rgb": .array(rgb), "codec": codec.map(JSONValue.string) ?? .null],
+        [
+          "frames": .int(Int64(received.frames)), "rgb": .array(rgb), "codec": codec.map(JSONValue.string) ?? .null,
+          "fps": .double(received.framesPerSecond),
+        ],
         text: "\(received.frames) video frames received\(codec.map { " (\($0))" } ?? "")")
       return
     default:

@@ -58,6 +58,7 @@ import Testing
           "kind": .string("video"), "bytesReceived": .number(50_000), "packetsLost": .number(3),
           "framesDecoded": .number(300), "frameWidth": .number(640), "frameHeight": .number(360),
           "freezeCount": .number(2), "nackCount": .number(4), "pliCount": .number(1),
+          "framesPerSecond": .number(29.5),
         ]),
       .init(
         id: "OV", type: "outbound-rtp",
@@ -72,6 +73,7 @@ import Testing
     expected.framesDecoded = 300
     expected.frameWidth = 640
     expected.frameHeight = 360
+    expected.framesPerSecond = 29.5
     expected.freezes = 2
     expected.nacksSent = 4
     expected.plisSent = 1

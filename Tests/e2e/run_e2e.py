@@ -113,8 +113,8 @@ async def cli_video_call_cli(s, stack):
         if peer is alice:  # the side that hangs up reports the call's stats: video figures apart
             figures = peer.find("ended")["stats"].get("video") or {}
             check(figures.get("bytesSent", 0) > 0 and figures.get("bytesReceived", 0) > 0
-                  and figures.get("framesDecoded", 0) > 0 and figures.get("targetBitrate", 0) >= 100_000,
-                  f"alice's video stats: {figures}")
+                  and figures.get("framesDecoded", 0) > 0 and figures.get("targetBitrate", 0) >= 100_000
+                  and figures.get("framesPerSecond", 0) > 0, f"alice's video stats: {figures}")
         check(rgb[colour] > 200 and all(rgb[i] < 60 for i in range(3) if i != colour),
               f"{peer.name}: the frames' colour {rgb} is not the sender's pattern")
     near(dominant_frequency(s.file("alice.wav")), 330, s.file("alice.wav"))
@@ -241,6 +241,7 @@ async def camera_off_and_on_mid_call(s, stack):
     await asyncio.sleep(1.5)
     off_end = await video_count(bob)
     check(off_end - off_start <= 3, f"frames kept arriving with the camera off ({off_end - off_start} in 1.5 s)")
+    check((await video_count_reply(bob))["fps"] == 0, "bob's frame rate did not fall to 0 with the camera off")
     alice.send("camera on")
     await bob.wait_for("remote-camera", on=True)
     await frames_grow(bob, off_end, by=20, within=5, what="frames did not resume after the camera came back")

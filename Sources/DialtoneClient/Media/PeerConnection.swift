@@ -55,6 +55,8 @@ public struct VideoStats: Sendable, Equatable {
   public var framesDecoded: UInt64 = 0
   public var frameWidth = 0
   public var frameHeight = 0
+  /// Frames decoded in the last second (W3C `framesPerSecond`).
+  public var framesPerSecond = 0.0
   /// Gaps in the decoded video long enough to be seen as a freeze (W3C `freezeCount`: a frame
   /// later than max(3 × the mean interval, mean + 150 ms)).
   public var freezes = 0

@@ -100,6 +100,7 @@ extension PeerConnectionStats {
     v.framesDecoded += count(entry.number("framesDecoded"))
     v.frameWidth = Int(count(entry.number("frameWidth")))
     v.frameHeight = Int(count(entry.number("frameHeight")))
+    if let fps = entry.number("framesPerSecond"), fps.isFinite, fps >= 0 { v.framesPerSecond = fps }
     v.freezes += Int(count(entry.number("freezeCount")))
     v.nacksSent += count(entry.number("nackCount"))
     v.plisSent += count(entry.number("pliCount"))
