@@ -297,14 +297,19 @@ static inline gint dt_webrtc_sink_payload_at(GstElement *webrtc, const gchar *pa
   return pt;
 }
 
-/// Asks an encoder for a keyframe (the camera came back: the receiver's decoder needs one).
+/// Asks an encoder for a keyframe (the camera came back, the path came up: the receiver's
+/// decoder needs one). Sent upstream into the encoder's source pad, as rtpsession sends a PLI:
+/// an upstream event takes no stream lock. The downstream form waits for the encoder's
+/// streaming thread, which webrtcbin holds blocked on its sink pad until negotiation is done;
+/// a camera turned on before the answer then waited for ever, and the engine with it.
 static inline void dt_force_key_unit(GstElement *encoder) {
-  GstStructure *s = gst_structure_new("GstForceKeyUnit", "all-headers", G_TYPE_BOOLEAN, TRUE, NULL);
-  GstEvent *event = gst_event_new_custom(GST_EVENT_CUSTOM_DOWNSTREAM, s);
-  GstPad *sink = gst_element_get_static_pad(encoder, "sink");
-  if (sink) {
-    gst_pad_send_event(sink, event);
-    gst_object_unref(sink);
+  GstStructure *s = gst_structure_new("GstForceKeyUnit", "running-time", G_TYPE_UINT64, GST_CLOCK_TIME_NONE,
+                                      "all-headers", G_TYPE_BOOLEAN, TRUE, "count", G_TYPE_UINT, 0, NULL);
+  GstEvent *event = gst_event_new_custom(GST_EVENT_CUSTOM_UPSTREAM, s);
+  GstPad *src = gst_element_get_static_pad(encoder, "src");
+  if (src) {
+    gst_pad_send_event(src, event);
+    gst_object_unref(src);
   } else {
     gst_event_unref(event);
   }

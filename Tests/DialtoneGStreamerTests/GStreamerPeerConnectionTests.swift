@@ -332,6 +332,23 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
     }
   }
 
+  // The engine opens the camera before the answer (a caller's video call, an upgrade's fresh
+  // connection), while webrtcbin holds the camera's stream blocked until negotiation: asking for
+  // the keyframe then must not wait for that stream (it did, and the call hung before its invite).
+  @Test(.timeLimit(.minutes(1))) func aCameraTurnedOnBeforeNegotiationNeverBlocks() async throws {
+    let red = GStreamerMedia.VideoSource(pattern: "red", width: 320, height: 180, framerate: 30)
+    for _ in 0..<30 {
+      let pc = try await GStreamerPeerConnectionFactory.build(
+        video: true, media: GStreamerMedia(audio: .silence, video: red))
+      _ = try await pc.createOffer(iceRestart: false)
+      await pc.setVideoEnabled(true)
+      try await Task.sleep(for: .milliseconds(30))  // frames reach webrtcbin's blocked pad
+      await pc.setVideoEnabled(false)
+      await pc.setVideoEnabled(true)
+      await pc.close()
+    }
+  }
+
   @Test func onlyASendOnlyConnectionWithoutACameraGoesWithoutVideo() {
     let call = PeerConnectionConfiguration(iceServers: [], video: true)
     let publisher = PeerConnectionConfiguration(iceServers: [], video: true, sendOnly: true)
