@@ -579,6 +579,25 @@ def saw_video(peer_name, video, frames=30):
     check((video["width"], video["height"]) == (640, 360), f"{peer_name}: frames of {video['width']}x{video['height']}")
 
 
+async def auto_answering_page(s, stack, server, ns):
+    """Bob's page in headless Chromium, answering every call with a 660 Hz tone (and its fake
+    camera when the call has video), returned once it is signed in."""
+    page = stack(await Chromium(s, f"{server.url}/#token={server.token('bob', 'browser')}&answer=auto&tone=660",
+                                ns.NS).start())
+    await page.wait_for("sign-in", lambda st: st["state"] == "idle")
+    return page
+
+
+async def page_sees(page, colour, name):
+    """Waits for a page's first 30 remote frames and checks they are the CLI's solid `colour`
+    (0 red, 1 green, 2 blue); returns the page's state."""
+    state = await page.wait_for("30 video frames", lambda st: st.get("videoFrames", 0) >= 30 and st.get("videoColour"))
+    rgb = state["videoColour"]
+    check(rgb[colour] > 180 and all(rgb[i] < 70 for i in range(3) if i != colour),
+          f"the page's frames are not the CLI's {name}: {rgb}")
+    return state
+
+
 @scenario
 async def browser_video_calls_cli(s, stack):
     """Chromium (fake camera) makes a video call to the CLI: each side decodes the other's VP8
@@ -588,11 +607,9 @@ async def browser_video_calls_cli(s, stack):
     bob = await auto_answering_bob(s, stack, server, "--tone-frequency", "330", "--video", "blue", netns=ns.NS)
     browser = stack(await Chromium(s, f"{server.url}/#token={server.token('alice', 'browser')}"
                                       f"&call=bob&tone=660&video=1&hangupAfter=5", ns.NS).start())
-    state = await browser.wait_for("30 video frames", lambda st: st.get("videoFrames", 0) >= 30 and st.get("videoColour"))
+    state = await page_sees(browser, 2, "blue")
     check((state["videoWidth"], state["videoHeight"]) == (640, 360),
           f"the page got {state['videoWidth']}x{state['videoHeight']} frames")
-    r, g, b = state["videoColour"]
-    check(b > 180 and r < 70 and g < 70, f"the page's frames are not the CLI's blue: {state['videoColour']}")
     check(await bob.exit_status() == 0, "the CLI did not exit 0 after the browser hung up")
     saw_video("bob", bob.find("video"))
 
@@ -606,9 +623,7 @@ async def browser_calls_cli_in_h264(s, stack):
     bob = await auto_answering_bob(s, stack, server, "--video", "blue", "--video-codec", "h264", netns=ns.NS)
     browser = stack(await Chromium(s, f"{server.url}/#token={server.token('alice', 'browser')}"
                                       f"&call=bob&tone=660&video=1", ns.NS).start())
-    state = await browser.wait_for("30 video frames", lambda st: st.get("videoFrames", 0) >= 30 and st.get("videoColour"))
-    r, g, b = state["videoColour"]
-    check(b > 180 and r < 70 and g < 70, f"the page's frames are not the CLI's blue: {state['videoColour']}")
+    await page_sees(browser, 2, "blue")
     await frames_grow(bob, 0, by=30, within=10, what="the CLI decoded no H.264 from the page")
     check((await video_count_reply(bob)).get("codec") == "h264", "the page's call was not H.264")
     await browser.evaluate('document.getElementById("hangup").click()')
@@ -620,15 +635,11 @@ async def cli_calls_browser_in_h264(s, stack):
     """The CLI calls the page offering H.264 only: Chromium answers H.264, frames both ways."""
     ns = stack(await MediaNamespace().start())
     server = stack(await Server(s, netns=ns.NS).start())
-    callee = stack(await Chromium(s, f"{server.url}/#token={server.token('bob', 'browser')}&answer=auto&tone=660",
-                                  ns.NS).start())
-    await callee.wait_for("sign-in", lambda st: st["state"] == "idle")
+    callee = await auto_answering_page(s, stack, server, ns)
     alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
                                                "--to", "bob", "--video", "red", "--video-codec", "h264"],
                                   netns=ns.NS).start())
-    state = await callee.wait_for("30 video frames", lambda st: st.get("videoFrames", 0) >= 30 and st.get("videoColour"))
-    r, g, b = state["videoColour"]
-    check(r > 180 and g < 70 and b < 70, f"the page's frames are not the CLI's red: {state['videoColour']}")
+    await page_sees(callee, 0, "red")
     await frames_grow(alice, 0, by=30, within=10, what="the CLI decoded no H.264 from the page")
     check((await video_count_reply(alice)).get("codec") == "h264", "the CLI's call was not H.264")
     alice.interrupt()
@@ -671,9 +682,7 @@ async def cli_upgrades_a_call_with_the_browser(s, stack):
     """The CLI calls the page (audio) and turns video on: the page shows its red frames."""
     ns = stack(await MediaNamespace().start())
     server = stack(await Server(s, netns=ns.NS).start())
-    browser = stack(await Chromium(s, f"{server.url}/#token={server.token('bob', 'browser')}&answer=auto&tone=660",
-                                   ns.NS).start())
-    await browser.wait_for("sign-in", lambda st: st["state"] == "idle")
+    browser = await auto_answering_page(s, stack, server, ns)
     alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
                                                "--to", "bob", "--camera", "red"],
                                   netns=ns.NS).start())
@@ -691,14 +700,10 @@ async def cli_video_calls_browser(s, stack):
     """The CLI makes a video call to the page (which answers with its fake camera): frames both ways."""
     ns = stack(await MediaNamespace().start())
     server = stack(await Server(s, netns=ns.NS).start())
-    browser = stack(await Chromium(s, f"{server.url}/#token={server.token('bob', 'browser')}&answer=auto&tone=660",
-                                   ns.NS).start())
-    await browser.wait_for("sign-in", lambda st: st["state"] == "idle")
+    browser = await auto_answering_page(s, stack, server, ns)
     alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
                                                "--to", "bob", "--video", "red", "--duration", "5"], netns=ns.NS).start())
-    state = await browser.wait_for("30 video frames", lambda st: st.get("videoFrames", 0) >= 30 and st.get("videoColour"))
-    r, g, b = state["videoColour"]
-    check(r > 180 and g < 70 and b < 70, f"the page's frames are not the CLI's red: {state['videoColour']}")
+    await page_sees(browser, 0, "red")
     check(await alice.exit_status() == 0, "the CLI did not exit 0")
     saw_video("alice", alice.find("video"))
 
@@ -709,8 +714,7 @@ async def cli_calls_browser(s, stack):
     and the CLI's hang-up ends the page's call."""
     ns = stack(await MediaNamespace().start())
     server = stack(await Server(s, netns=ns.NS).start())
-    browser = stack(await Chromium(s, f"{server.url}/#token={server.token('bob', 'browser')}&answer=auto&tone=660", ns.NS).start())
-    await browser.wait_for("sign-in", lambda st: st["state"] == "idle")
+    browser = await auto_answering_page(s, stack, server, ns)
     alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
                                                "--to", "bob", "--tone-frequency", "523", "--duration", "5",
                                                "--record", s.file("alice.wav")], netns=ns.NS).start())
