@@ -384,10 +384,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     lock.withLock { cameraSending = enabled }
     dt_set(valve, "drop", enabled ? "false" : "true")
     dt_unref(valve)
-    if enabled, let encoder = dt_bin_get(pipeline, "venc") {
-      dt_force_key_unit(encoder)
-      dt_unref(encoder)
-    }
+    if enabled { requestKeyframe() }
   }
 
   /// The video transceiver's direction for the next offer or answer; webrtcbin intersects it
@@ -529,8 +526,12 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
         }
         guard let self, !self.isClosed else { return }
         let transport = tally.take()
-        guard self.lock.withLock({ self.cameraSending }) else { continue }
-        let raw = await self.rawStats()
+        let (sending, reportsUsed) = self.lock.withLock {
+          (self.cameraSending, transport == nil && !self.rateController.transportNegotiated)
+        }
+        guard sending else { continue }
+        // With transport-wide feedback the receiver reports are not used: not fetched either.
+        let raw = reportsUsed ? await self.rawStats() : dt_stats()
         // The report on our video if webrtcbin has one, else the one on the path (see dt_stats).
         let video = raw.video_fraction_lost >= 0
         let lost = video ? raw.video_fraction_lost : raw.path_fraction_lost
@@ -740,12 +741,14 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       return hasCamera && !keyframeSent && !closed
     }
     guard first else { return }
-    // Not on webrtcbin's thread: the event waits for the encoder's stream lock.
-    Task.detached { [weak self] in
-      guard let self, !self.isClosed, let encoder = dt_bin_get(self.pipeline, "venc") else { return }
-      dt_force_key_unit(encoder)
-      dt_unref(encoder)
-    }
+    requestKeyframe()
+  }
+
+  /// Asks the camera's encoder for a keyframe (upstream: it never waits for the stream).
+  private func requestKeyframe() {
+    guard let encoder = dt_bin_get(pipeline, "venc") else { return }
+    dt_force_key_unit(encoder)
+    dt_unref(encoder)
   }
 
   /// Each decoded buffer (50 a second): one lock, and a copy only when someone records.
