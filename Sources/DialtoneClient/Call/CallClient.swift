@@ -14,6 +14,9 @@ public actor CallClient {
     /// Accept the surviving call after glare at once (protocol.md section 9). An app that
     /// answers through CallKit sets this to false and answers on `.glare` itself.
     public var acceptGlareSurvivor = true
+    /// How long `stop()` waits for the server to answer the hangups and leaves it sent, so
+    /// the other side hears of them even across a congested link (its TCP retransmits).
+    public var stopGrace: Duration = .seconds(5)
 
     public init() {}
   }
@@ -87,7 +90,7 @@ public actor CallClient {
     for engine in engines.values { await engine.hangup() }
     for engine in engines.values { await engine.drainSignaling() }
     engines.removeAll()
-    await signaling.stop()
+    await signaling.stop(draining: configuration.stopGrace)
     await iceServers.stop()
     pump?.cancel()
     pump = nil

@@ -70,6 +70,8 @@ public actor SignalingClient {
   private var order: [String] = []
   private let idPrefix = String(UInt32.random(in: 0...UInt32.max), radix: 36)
   private var nextID = 0
+  /// `stop(draining:)` callers waiting for every pending request to be answered.
+  private var drainWaiters: [CheckedContinuation<Void, Never>] = []
 
   public init(
     configuration: Configuration, transport: any SignalingTransport, clock: any DialtoneClock = SystemClock(),
@@ -97,6 +99,27 @@ public actor SignalingClient {
     wakeReconnect = nil
     failPending(SignalingClientError.stopped)
     eventSink.yield(.stopped(reason: "stopped"))
+  }
+
+  /// Stops once every request sent so far has been answered, or after `grace`. An app that
+  /// quits right after hanging up needs this: `stop()` drops an unanswered `hangup` with the
+  /// socket, and on a congested or lossy link the server then learns of it only when the other
+  /// side's media times out.
+  public func stop(draining grace: Duration) async {
+    guard running, !pending.isEmpty, grace > .zero else { return stop() }
+    let timer = Task { [clock] in
+      try? await clock.sleep(for: grace)
+      self.releaseDrainWaiters()
+    }
+    await withCheckedContinuation { drainWaiters.append($0) }
+    timer.cancel()
+    stop()
+  }
+
+  private func releaseDrainWaiters() {
+    let waiters = drainWaiters
+    drainWaiters.removeAll()
+    for waiter in waiters { waiter.resume() }
   }
 
   /// The network changed (Wi-Fi → cellular): the old socket is probably dead; reconnect now.
@@ -276,6 +299,7 @@ public actor SignalingClient {
     order.removeAll { $0 == id }
     request.reply.yield(message)
     request.reply.finish()
+    if pending.isEmpty { releaseDrainWaiters() }
   }
 
   private func scheduleAck() {
@@ -309,6 +333,7 @@ public actor SignalingClient {
     for id in order { pending[id]?.reply.finish(throwing: error) }
     pending.removeAll()
     order.removeAll()
+    releaseDrainWaiters()
   }
 }
 

@@ -20,6 +20,8 @@ final class ScriptedServer: SignalingTransport, Sendable {
     var seq: UInt64 = 0
     var connections = 0
     var welcomed = 0
+    var silent = false
+    var held: [(id: String, callId: CallID?)] = []
   }
   private let state = Locked(State())
 
@@ -39,6 +41,19 @@ final class ScriptedServer: SignalingTransport, Sendable {
 
   /// Answers requests (nil from the handler: the default `ack`).
   func onRequest(_ reply: @escaping Reply) { state.withLock { $0.reply = reply } }
+
+  /// From now on requests are recorded but never answered (a server behind a congested link).
+  func stopAnswering() { state.withLock { $0.silent = true } }
+
+  /// Answers (`ack`) every request held since `stopAnswering()`, and answers again from now on.
+  func answerHeld() {
+    let held = state.withLock { state in
+      state.silent = false
+      defer { state.held.removeAll() }
+      return state.held
+    }
+    for request in held { push(.ack(.init(replyTo: request.id, callId: request.callId))) }
+  }
 
   /// Every message the client sent but `hello` and `ack`, in order.
   var received: [ClientMessage] { state.withLock { $0.received } }
@@ -75,11 +90,13 @@ final class ScriptedServer: SignalingTransport, Sendable {
     case .ack:
       return
     default:
-      let reply: Reply? = state.withLock {
+      let reply: Reply?? = state.withLock {
         $0.received.append(envelope.message)
-        return $0.reply
+        guard $0.silent else { return .some($0.reply) }
+        if let id = envelope.id { $0.held.append((id, envelope.message.callId)) }
+        return .none
       }
-      guard let id = envelope.id else { return }
+      guard let reply, let id = envelope.id else { return }
       push(
         reply?(envelope.message, id) ?? .ack(.init(replyTo: id, callId: envelope.message.callId)))
     }
