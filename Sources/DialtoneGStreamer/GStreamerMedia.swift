@@ -129,16 +129,20 @@ public struct GStreamerMedia: Sendable {
     // latency: the jitter buffer's delay, which the first audio pays too.
     var camera = ""
     if sendsVideo, let video {
+      let first = VideoResolutionLadder(
+        width: video.width, height: video.height, framerate: video.framerate, start: Self.startVideoBitrate
+      ).size
       // The camera drops frames the encoder cannot keep up with rather than queue them
       // (latency), and the valve right before the encoder turns it off at once. It starts
       // closed: the call engine opens it once the other side was told we send video. The
       // encoder and payloader between the valve and `vcaps` are a bin of their own
       // (`VideoCodec.encoder`), installed once the codec is known and replaced if an offer
       // asks for the other codec.
-      // `vscale` is where `VideoResolutionLadder` lowers the size on a narrow link.
+      // `vscale` is where `VideoResolutionLadder` sets the size: the first one for the start
+      // bitrate, then lower on a narrow link and back up.
       camera =
         " \(video.sourceDescription) ! videoscale ! "
-        + "capsfilter name=vscale caps=\"video/x-raw,width=\(video.width),height=\(video.height)\" ! videoconvert ! "
+        + "capsfilter name=vscale caps=\"video/x-raw,width=\(first.width),height=\(first.height)\" ! videoconvert ! "
         + "queue leaky=downstream max-size-buffers=2 max-size-bytes=0 max-size-time=0 ! valve name=camera drop=true "
         + "capsfilter name=vcaps caps=\"\(videoCodec.caps(ssrc: videoSSRC))\" ! webrtc."
     }

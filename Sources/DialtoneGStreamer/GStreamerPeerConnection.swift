@@ -132,7 +132,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     sendingCodec = media.videoCodec
     videoPayloadType = media.videoCodec.defaultPayloadType
     resolutionLadder = media.video.map {
-      VideoResolutionLadder(width: $0.width, height: $0.height, framerate: $0.framerate)
+      VideoResolutionLadder(
+        width: $0.width, height: $0.height, framerate: $0.framerate, start: GStreamerMedia.startVideoBitrate)
     }
     (localCandidates, candidateSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
     (connectionStates, stateSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
@@ -545,8 +546,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
           let after = self.rateController.observe(sample)
           self.targetBitrate = self.rateController.target
           let resized =
-            self.resolutionLadder?.update(target: self.targetBitrate, congestionSeen: !self.rateController.probing)
-            == true
+            self.resolutionLadder?.update(target: self.targetBitrate) == true
           return (before, after, resized ? self.resolutionLadder?.size : nil)
         }
         guard let after else { continue }

@@ -66,10 +66,7 @@ public enum VideoCodec: String, Sendable, CaseIterable {
   /// - VP8: the fastest preset on one thread (libvpx's threads wait for each other spinning:
   ///   with two, 86 % of a softphone's CPU went to two spin loops, and a 2-core machine with two
   ///   softphones fell to 13–17 fps), error resilient, constant bitrate over a 1 s buffer (VBR
-  ///   overshoots a low target several times over on a busy picture) that starts nearly empty
-  ///   (libvpx spends a full initial buffer at once: with 500 ms of it, the first second of a
-  ///   300 kbit/s call came out at 590 kbit/s and flooded a narrow link; with 100 ms, 227),
-  ///   internal downscaling,
+  ///   overshoots a low target several times over on a busy picture), internal downscaling,
   ///   and keyframes of at most 3 average frames (a bigger burst overflows a narrow link's queue).
   /// - H.264: OpenH264's camera mode at low complexity, SPS and PPS before every IDR frame (a
   ///   receiver that lost them decodes from the next keyframe), single NAL units or FU-A.
@@ -77,7 +74,7 @@ public enum VideoCodec: String, Sendable, CaseIterable {
     switch self {
     case .vp8:
       return "vp8enc name=venc deadline=1 cpu-used=8 threads=1 target-bitrate=\(bitrate) end-usage=cbr "
-        + "buffer-size=1000 buffer-initial-size=100 buffer-optimal-size=600 dropframe-threshold=30 "
+        + "buffer-size=1000 buffer-initial-size=500 buffer-optimal-size=600 dropframe-threshold=30 "
         + "resize-allowed=true max-intra-bitrate=300 keyframe-max-dist=\(framerate * 2) error-resilient=partitions ! "
         + "rtpvp8pay name=vpay pt=\(payloadType) ssrc=\(ssrc) picture-id-mode=15-bit"
     case .h264:

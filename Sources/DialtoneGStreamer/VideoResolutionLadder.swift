@@ -3,10 +3,13 @@
 /// 640x360 keyframe alone is bigger than a bottleneck's queue, and its loss freezes the
 /// receiver until the next one).
 ///
-/// Full size until the first congestion (a clean link never changes it); then the largest of
-/// full, ¾, ½ and ¼ size (each side, none narrower than 160 px) that still gets `keep` bits per
-/// pixel per frame. A bigger size comes back only once it would get `climb`, so a target near
-/// a boundary does not flip the size: each change costs a keyframe. A pure value.
+/// The largest of full, ¾, ½ and ¼ size (each side, none narrower than 160 px) that still gets
+/// `keep` bits per pixel per frame, from the first picture on: a call starts at 300 kbit/s,
+/// where a 640x360 camera starts at 480x270 (as libwebrtc's start limits have it), and climbs
+/// to full size once the target has grown to it. Starting at full size, the first keyframes
+/// of a busy picture were lost in a 300 kbit/s link's queue for 5 s. A bigger size comes back
+/// only once it would get `climb`, so a target near a boundary does not flip the size: each
+/// change costs a keyframe. A pure value.
 public struct VideoResolutionLadder: Sendable, Equatable {
   public struct Size: Sendable, Equatable {
     public var width: Int
@@ -22,7 +25,8 @@ public struct VideoResolutionLadder: Sendable, Equatable {
   /// Index into `sizes`: 0 is the configured size.
   public private(set) var step = 0
 
-  public init(width: Int, height: Int, framerate: Int) {
+  /// `start`: the encoder's first target, which sizes the first picture.
+  public init(width: Int, height: Int, framerate: Int, start: Int) {
     self.framerate = max(framerate, 1)
     var sizes: [Size] = []
     for (numerator, denominator) in [(1, 1), (3, 4), (1, 2), (1, 4)] {
@@ -32,13 +36,13 @@ public struct VideoResolutionLadder: Sendable, Equatable {
       if sizes.isEmpty || (size.width >= 160 && size.height >= 2) { sizes.append(size) }
     }
     self.sizes = sizes
+    while step + 1 < sizes.count, bitsPerPixel(start, sizes[step]) < Self.keep { step += 1 }
   }
 
   public var size: Size { sizes[step] }
 
   /// The size for a new target; true when it changed.
-  public mutating func update(target: Int, congestionSeen: Bool) -> Bool {
-    guard congestionSeen else { return false }
+  public mutating func update(target: Int) -> Bool {
     let before = step
     while step + 1 < sizes.count, bitsPerPixel(target, sizes[step]) < Self.keep { step += 1 }
     if step == before, step > 0, bitsPerPixel(target, sizes[step - 1]) >= Self.climb { step -= 1 }
