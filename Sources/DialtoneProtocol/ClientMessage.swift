@@ -94,8 +94,8 @@ public enum ClientMessage: Sendable, Equatable {
   case ping(Ping)
   /// Start a call.
   case invite(Invite)
-  /// A callee device is alerting its user.
-  case ringing(CallAction)
+  /// A callee device is alerting its user (and may ask for a pre-connected leg).
+  case ringing(Ringing)
   /// A callee device accepts the call.
   case accept(Accept)
   /// A callee device declines the call (for all of the callee's devices).
@@ -113,7 +113,7 @@ public enum ClientMessage: Sendable, Equatable {
   /// One trickled ICE candidate.
   case candidate(Candidate)
   /// The sender has no more candidates for the current ICE generation.
-  case endOfCandidates(CallAction)
+  case endOfCandidates(EndOfCandidates)
   /// The answerer asks the offerer to restart ICE.
   case iceRestartRequest(CallAction)
   /// Fetch a call's state; answered with `ack` carrying `call`.
@@ -235,20 +235,25 @@ public enum ClientMessage: Sendable, Equatable {
     public var token: String?
     public var resume: Resume?
     public var client: ClientInfo?
+    /// The protocol extensions this client implements (`ProtocolFeature`); unknown ones are ignored.
+    public var features: [String]
 
     public init(
-      version: Int = ProtocolVersion.current, token: String? = nil, resume: Resume? = nil, client: ClientInfo? = nil
+      version: Int = ProtocolVersion.current, token: String? = nil, resume: Resume? = nil, client: ClientInfo? = nil,
+      features: [String] = []
     ) {
       self.version = version
       self.token = token
       self.resume = resume
       self.client = client
+      self.features = features
     }
 
     public init(wirePlaceholder _: WirePlaceholder) { self.init() }
 
     public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
       try c.object("client", &client)
+      try c.names("features", &features, .feature)
       try c.object("resume", &resume)
       try c.string("token", &token, .token)
       try c.integer("version", &version, Int64(Int32.min)...Int64(Int32.max))
@@ -326,13 +331,19 @@ public enum ClientMessage: Sendable, Equatable {
     public var offer: SessionDescription?
     /// Overrides the token's `name` claim as the caller's display name for this call.
     public var callerName: String?
+    /// The caller makes a pre-connected leg for each callee device that asks (protocol.md 9b).
+    public var preconnect: Bool
 
-    public init(callId: CallID, to: String, video: Bool, offer: SessionDescription? = nil, callerName: String? = nil) {
+    public init(
+      callId: CallID, to: String, video: Bool, offer: SessionDescription? = nil, callerName: String? = nil,
+      preconnect: Bool = false
+    ) {
       self.callId = callId
       self.to = to
       self.video = video
       self.offer = offer
       self.callerName = callerName
+      self.preconnect = preconnect
     }
 
     public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", to: "", video: false) }
@@ -341,13 +352,51 @@ public enum ClientMessage: Sendable, Equatable {
       try c.string("callId", &callId, .callId)
       try c.string("callerName", &callerName, .name)
       try c.object("offer", &offer)
+      try c.flag("preconnect", &preconnect)
       try c.string("to", &to, .userId)
       try c.bool("video", &video)
     }
   }
 
-  /// `{callId}`: ringing, decline, busy, cancel, hangup, end-of-candidates,
-  /// ice-restart-request, get-call.
+  /// `ringing`: `{callId, preconnect?}`. `preconnect` is written only when true.
+  public struct Ringing: CallMessageBody, Hashable {
+    public var callId: CallID
+    /// This device asks the caller for a leg of its own, connected while it rings (9b).
+    public var preconnect: Bool
+
+    public init(callId: CallID, preconnect: Bool = false) {
+      self.callId = callId
+      self.preconnect = preconnect
+    }
+
+    public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "") }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+      try c.flag("preconnect", &preconnect)
+    }
+  }
+
+  /// `end-of-candidates`: `{callId, toDevice?}`.
+  public struct EndOfCandidates: CallMessageBody, Hashable {
+    public var callId: CallID
+    /// The caller, while the call rings: the callee device whose leg this is for (9b).
+    public var toDevice: String?
+
+    public init(callId: CallID, toDevice: String? = nil) {
+      self.callId = callId
+      self.toDevice = toDevice
+    }
+
+    public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "") }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+      try c.string("toDevice", &toDevice, .deviceId)
+    }
+  }
+
+  /// `{callId}`: decline, busy, cancel, hangup, ice-restart-request, get-call.
   public struct CallAction: CallMessageBody, Hashable {
     public var callId: CallID
 
@@ -405,11 +454,14 @@ public enum ClientMessage: Sendable, Equatable {
     public var callId: CallID
     public var sdp: String
     public var iceRestart: Bool
+    /// The caller, while the call rings: the callee device whose leg this offer opens (9b).
+    public var toDevice: String?
 
-    public init(callId: CallID, sdp: String, iceRestart: Bool = false) {
+    public init(callId: CallID, sdp: String, iceRestart: Bool = false, toDevice: String? = nil) {
       self.callId = callId
       self.sdp = sdp
       self.iceRestart = iceRestart
+      self.toDevice = toDevice
     }
 
     public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", sdp: "") }
@@ -418,6 +470,7 @@ public enum ClientMessage: Sendable, Equatable {
       try c.string("callId", &callId, .callId)
       try c.flag("iceRestart", &iceRestart)
       try c.string("sdp", &sdp, .sdp)
+      try c.string("toDevice", &toDevice, .deviceId)
     }
   }
 
@@ -443,10 +496,13 @@ public enum ClientMessage: Sendable, Equatable {
   public struct Candidate: CallMessageBody, Hashable {
     public var callId: CallID
     public var candidate: IceCandidate
+    /// The caller, while the call rings: the callee device whose leg this is for (9b).
+    public var toDevice: String?
 
-    public init(callId: CallID, candidate: IceCandidate) {
+    public init(callId: CallID, candidate: IceCandidate, toDevice: String? = nil) {
       self.callId = callId
       self.candidate = candidate
+      self.toDevice = toDevice
     }
 
     public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", candidate: IceCandidate(candidate: "")) }
@@ -454,6 +510,7 @@ public enum ClientMessage: Sendable, Equatable {
     public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
       try c.string("callId", &callId, .callId)
       try c.object("candidate", &candidate)
+      try c.string("toDevice", &toDevice, .deviceId)
     }
   }
 

@@ -35,6 +35,9 @@ public enum Limits {
   public static let maxSessionIDBytes = 128
   /// `hello.client.name` / `hello.client.version` (0...128).
   public static let maxClientInfoBytes = 128
+  /// `hello.features`: at most this many names, each 1...64 bytes.
+  public static let maxFeatures = 16
+  public static let maxFeatureBytes = 64
   /// Deepest nesting of arrays/objects in a message or body (the message object itself is
   /// one level). Deeper: `bad-request`.
   public static let maxJSONDepth = 32
@@ -52,7 +55,18 @@ public enum Limits {
 
 /// Default timings of the reference server (seconds). Servers announce the values that
 /// matter to clients in `welcome`.
+/// Optional protocol extensions, named in `hello.features` and `welcome.features` (4.1).
+public enum ProtocolFeature {
+  /// Pre-connect while ringing: a leg per ringing callee device, connected before Answer (9b).
+  public static let preconnect = "preconnect"
+  /// What a server built from this library implements.
+  public static let supported: Set<String> = [preconnect]
+}
+
 public enum ProtocolDefaults {
+  /// Pre-connected legs of one call: the server relays leg requests of at most this many callee
+  /// devices; the others ring with today's flow (9b).
+  public static let maxPreconnectLegs = 4
   /// The first message on a socket must be `hello` within this time (else close 4408).
   public static let helloTimeoutSeconds = 5
   /// `welcome.heartbeatSeconds`: the client sends `ping` when it has sent nothing for this long.

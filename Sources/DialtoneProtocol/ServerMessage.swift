@@ -55,7 +55,7 @@ public enum ServerMessage: Sendable, Equatable {
   /// An incoming call (to every device of the callee).
   case invite(Invite)
   /// A callee device is alerting (to the caller).
-  case ringing(PeerEvent)
+  case ringing(Ringing)
   /// A callee device accepted (to the caller).
   case accept(Accept)
   /// An SDP offer from the caller (initial when the invite had none, or ICE restart).
@@ -111,6 +111,8 @@ public enum ServerMessage: Sendable, Equatable {
     public var maxMessageBytes: Int
     public var iceServers: [IceServer]
     public var iceServersTtl: Int
+    /// The protocol extensions of the client's `hello` that this server implements.
+    public var features: [String] = []
 
     public init(
       replyTo: String, version: Int = ProtocolVersion.current, sessionId: String, userId: String, deviceId: String,
@@ -137,6 +139,7 @@ public enum ServerMessage: Sendable, Equatable {
 
     public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
       try c.string("deviceId", &deviceId, .deviceId)
+      try c.names("features", &features, .feature)
       try c.integer("heartbeatSeconds", &heartbeatSeconds, 1...Int64(Int32.max))
       try c.objects("iceServers", &iceServers)
       try c.integer("iceServersTtl", &iceServersTtl, 0...Int64(Int32.max))
@@ -218,13 +221,19 @@ public enum ServerMessage: Sendable, Equatable {
     public var offer: SessionDescription?
     /// When the server accepted the invite, ms since the Unix epoch.
     public var createdAt: Int64
+    /// The caller makes a pre-connected leg for each callee device that asks (9b).
+    public var preconnect: Bool
 
-    public init(callId: CallID, from: Peer, video: Bool, offer: SessionDescription? = nil, createdAt: Int64) {
+    public init(
+      callId: CallID, from: Peer, video: Bool, offer: SessionDescription? = nil, createdAt: Int64,
+      preconnect: Bool = false
+    ) {
       self.callId = callId
       self.from = from
       self.video = video
       self.offer = offer
       self.createdAt = createdAt
+      self.preconnect = preconnect
     }
 
     public init(wirePlaceholder _: WirePlaceholder) {
@@ -236,11 +245,34 @@ public enum ServerMessage: Sendable, Equatable {
       try c.integer("createdAt", &createdAt, 0...Int64.max)
       try c.object("from", &from)
       try c.object("offer", &offer)
+      try c.flag("preconnect", &preconnect)
       try c.bool("video", &video)
     }
   }
 
-  /// `{callId, from}`: ringing, end-of-candidates, ice-restart-request.
+  /// `ringing`: `{callId, from, preconnect?}`. `preconnect` is written only when true.
+  public struct Ringing: ServerCallMessageBody, Hashable {
+    public var callId: CallID
+    public var from: Peer
+    /// The ringing device asks for a pre-connected leg (9b).
+    public var preconnect: Bool
+
+    public init(callId: CallID, from: Peer, preconnect: Bool = false) {
+      self.callId = callId
+      self.from = from
+      self.preconnect = preconnect
+    }
+
+    public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", from: Peer(userId: "", deviceId: "")) }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+      try c.object("from", &from)
+      try c.flag("preconnect", &preconnect)
+    }
+  }
+
+  /// `{callId, from}`: end-of-candidates, ice-restart-request.
   public struct PeerEvent: ServerCallMessageBody, Hashable {
     public var callId: CallID
     public var from: Peer
@@ -264,11 +296,14 @@ public enum ServerMessage: Sendable, Equatable {
     /// The callee device that accepted.
     public var from: Peer
     public var answer: SessionDescription?
+    /// The device accepted on its pre-connected leg (9b): its answer came before, on that leg.
+    public var preconnected: Bool
 
-    public init(callId: CallID, from: Peer, answer: SessionDescription? = nil) {
+    public init(callId: CallID, from: Peer, answer: SessionDescription? = nil, preconnected: Bool = false) {
       self.callId = callId
       self.from = from
       self.answer = answer
+      self.preconnected = preconnected
     }
 
     public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", from: Peer(userId: "", deviceId: "")) }
@@ -277,6 +312,7 @@ public enum ServerMessage: Sendable, Equatable {
       try c.object("answer", &answer)
       try c.string("callId", &callId, .callId)
       try c.object("from", &from)
+      try c.flag("preconnected", &preconnected)
     }
   }
 

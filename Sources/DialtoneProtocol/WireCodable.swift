@@ -72,6 +72,7 @@ public struct WireText: Sendable {
   public static let sessionId = WireText(maxBytes: Limits.maxSessionIDBytes)
   public static let token = WireText(maxBytes: Limits.maxTokenBytes)
   public static let clientInfo = WireText(minBytes: 0, maxBytes: Limits.maxClientInfoBytes)
+  public static let feature = WireText(maxBytes: Limits.maxFeatureBytes)
 }
 
 /// A string enumeration on the wire.
@@ -116,6 +117,9 @@ public protocol WireCoder {
   /// An array of strings; with `acceptSingle`, a lone string is read as a one-element array.
   mutating func strings(_ key: StaticString, _ value: inout [String], acceptSingle: Bool, nonEmpty: Bool)
     throws(Failure)
+  /// A list of names (protocol features): absent means empty, and an empty list is not
+  /// written. Under strict decoding at most `Limits.maxFeatures` names of `rule`.
+  mutating func names(_ key: StaticString, _ value: inout [String], _ rule: WireText) throws(Failure)
   /// Push data, where FCM makes every value a string: `true`/`false` or `"true"`/`"false"`/
   /// `"1"`/`"0"`; absent means false.
   mutating func pushBool(_ key: StaticString, _ value: inout Bool) throws(Failure)

@@ -223,6 +223,21 @@ public struct WireDecoder: WireCoder {
     }
   }
 
+  public mutating func names(_ key: StaticString, _ value: inout [String], _ rule: WireText) throws(ProtocolError) {
+    guard let index = self.value(key) else {
+      value = []
+      return
+    }
+    guard tape.kind(index) == .array else { throw wrongType(key, "an array of strings") }
+    let elements = tape.elements(index)
+    if options.enforceLimits, elements.count > Limits.maxFeatures {
+      throw ProtocolError(.badRequest, "\"\(name(key))\" must have at most \(Limits.maxFeatures) entries")
+    }
+    var collected: [String] = []
+    for element in elements { collected.append(try text(key, at: element, rule)) }
+    value = collected
+  }
+
   public mutating func pushBool(_ key: StaticString, _ value: inout Bool) throws(ProtocolError) {
     guard let index = self.value(key) else {
       value = false

@@ -207,6 +207,11 @@ public struct WireEncoder: WireCoder {
     out.append(UInt8(ascii: "]"))
   }
 
+  public mutating func names(_ key: StaticString, _ value: inout [String], _ rule: WireText) {
+    guard !value.isEmpty else { return }
+    strings(key, &value, acceptSingle: false, nonEmpty: true)
+  }
+
   public mutating func pushBool(_ key: StaticString, _ value: inout Bool) {
     bool(key, &value)
   }

@@ -24,7 +24,7 @@ import Testing
       configuration: WebServerConfiguration(port: 0), router: router, webSocketHandler: EchoHandler())
     let port = server.port
     let responses = try await blockingIO {
-      let connection = try RawHTTPConnection(port: port, receiveTimeout: 3)
+      let connection = try RawHTTPConnection(port: port, receiveTimeout: 20)
       var responses: [RawHTTPResponse?] = []
       for _ in 0..<3 {
         connection.send("POST /count HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
@@ -46,12 +46,12 @@ import Testing
     let server = try startServer(EchoHandler())
     let port = server.port
     let (first, afterwards) = try await blockingIO {
-      let attacker = try RawHTTPConnection(port: port, receiveTimeout: 3)
+      let attacker = try RawHTTPConnection(port: port, receiveTimeout: 20)
       attacker.send(
         "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nPOST /echo HTTP/1.1\r\nContent-Length: 4\r\nContent-Length: 4\r\n\r\nabcd"
       )
       let first = attacker.readResponse()?.status
-      let other = try RawHTTPConnection(port: port, receiveTimeout: 3)
+      let other = try RawHTTPConnection(port: port, receiveTimeout: 20)
       other.send("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
       return (first, other.readResponse()?.status)
     }

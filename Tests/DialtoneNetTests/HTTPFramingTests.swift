@@ -12,7 +12,7 @@ import Testing
   /// Sends `request` on a fresh connection; the one response, and whether the server then closed.
   private func exchange(_ request: String, port: Int) async throws -> (RawHTTPResponse?, closed: Bool) {
     try await blockingIO {
-      let connection = try RawHTTPConnection(port: port, receiveTimeout: 3)
+      let connection = try RawHTTPConnection(port: port, receiveTimeout: 20)
       connection.send(request)
       let response = connection.readResponse()
       return (response, connection.isClosedByServer())

@@ -350,6 +350,22 @@ struct ClientMessageTests {
     #expect(
       clientError(#"{"type":"hello","id":"h","version":1,"client":{"name":1}}"#)?.message
         == "\"client.name\" must be a string")
+    #expect(
+      clientError(#"{"type":"hello","id":"h","version":1,"features":"preconnect"}"#)?.message
+        == "\"features\" must be an array of strings")
+    #expect(
+      clientError(#"{"type":"hello","id":"h","version":1,"features":["preconnect",7]}"#)?.message
+        == "\"features\" must be a string")
+    #expect(
+      clientError(#"{"type":"hello","id":"h","version":1,"features":[""]}"#)?.message
+        == "\"features\" must not be empty")
+    let many = (0...16).map { "\"f\($0)\"" }.joined(separator: ",")
+    #expect(
+      clientError(#"{"type":"hello","id":"h","version":1,"features":[\#(many)]}"#)?.message
+        == "\"features\" must have at most 16 entries")
+    #expect(
+      clientError(#"{"type":"hello","id":"h","version":1,"features":["\#(String(repeating: "f", count: 65))"]}"#)?
+        .message == "\"features\" must be at most 64 bytes")
     let error = clientError(#"{"type":"hello","id":"h","version":1,"token":"\#(String(repeating: "t", count: 8193))"}"#)
     #expect(error?.message == "\"token\" must be at most 8192 bytes")
     #expect(error?.replyTo == "h")

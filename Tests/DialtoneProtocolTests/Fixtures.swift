@@ -29,6 +29,7 @@ enum Fixtures {
           version: 1, token: nil, resume: .init(sessionId: "s_4f9c", lastSeq: 17),
           client: .init(name: "dialtone-ios", version: "1.0")))),
     ClientEnvelope(id: "h3", message: .hello(.init(version: 7, client: .init()))),
+    ClientEnvelope(id: "h4", message: .hello(.init(token: "eyJ.e30.sig", features: ["preconnect", "something-new"]))),
     ClientEnvelope(id: nil, message: .ack(.init(seq: 0))),
     ClientEnvelope(id: nil, message: .ack(.init(seq: 9_007_199_254_740_991))),
     ClientEnvelope(id: "p1", message: .ping(.init())),
@@ -37,6 +38,13 @@ enum Fixtures {
       id: "m2",
       message: .invite(.init(callId: callId, to: "bob", video: true, offer: .init(sdp: sdp), callerName: "Alice ☎️"))),
     ClientEnvelope(id: "m3", message: .ringing(.init(callId: callId))),
+    ClientEnvelope(id: "m3p", message: .ringing(.init(callId: callId, preconnect: true))),
+    ClientEnvelope(
+      id: "m2p",
+      message: .invite(.init(callId: callId, to: "bob", video: false, offer: .init(sdp: sdp), preconnect: true))),
+    ClientEnvelope(id: "m10p", message: .offer(.init(callId: callId, sdp: sdp, toDevice: "laptop"))),
+    ClientEnvelope(id: "m13p", message: .candidate(.init(callId: callId, candidate: candidate, toDevice: "laptop"))),
+    ClientEnvelope(id: "m15p", message: .endOfCandidates(.init(callId: callId, toDevice: "laptop"))),
     ClientEnvelope(id: "m4", message: .accept(.init(callId: callId))),
     ClientEnvelope(id: "m5", message: .accept(.init(callId: callId, answer: .init(sdp: sdp)))),
     ClientEnvelope(id: "m6", message: .decline(.init(callId: callId))),
@@ -93,6 +101,14 @@ enum Fixtures {
       .init(
         replyTo: "h2", version: 1, sessionId: "s_4f9c", userId: "alice", deviceId: "phone", resumed: true,
         resync: false, heartbeatSeconds: 10, maxMessageBytes: 65536, iceServers: [], iceServersTtl: 600)),
+    .welcome(
+      {
+        var welcome = ServerMessage.Welcome(
+          replyTo: "h4", sessionId: "s_4f9d", userId: "bob", deviceId: "laptop", resumed: false, resync: false,
+          iceServers: [])
+        welcome.features = ["preconnect"]
+        return welcome
+      }()),
     .ack(.init(replyTo: "p1")),
     .ack(.init(replyTo: "m1", callId: callId)),
     .ack(.init(replyTo: "m17", callId: callId, call: callState)),
@@ -101,6 +117,12 @@ enum Fixtures {
     .invite(.init(callId: callId, from: alice, video: false, createdAt: 1_732_880_000_000)),
     .invite(.init(callId: callId, from: alice, video: true, offer: .init(sdp: sdp), createdAt: 1_732_880_000_000)),
     .ringing(.init(callId: callId, from: bob)),
+    .ringing(.init(callId: callId, from: bob, preconnect: true)),
+    .invite(
+      .init(
+        callId: callId, from: alice, video: false, offer: .init(sdp: sdp), createdAt: 1_732_880_000_000,
+        preconnect: true)),
+    .accept(.init(callId: callId, from: bob, preconnected: true)),
     .accept(.init(callId: callId, from: bob)),
     .accept(.init(callId: callId, from: bob, answer: .init(sdp: sdp))),
     .offer(.init(callId: callId, from: alice, sdp: sdp)),

@@ -125,8 +125,10 @@ final class SignalingProbe: @unchecked Sendable {
   func sendRaw(_ text: String) { connection.send(text: text) }
 
   @discardableResult
-  func hello(token: String?, resume: ClientMessage.Resume? = nil) async throws -> ServerMessage.Welcome {
-    send(ClientEnvelope(id: newID(), message: .hello(.init(token: token, resume: resume))))
+  func hello(token: String?, resume: ClientMessage.Resume? = nil, features: [String] = []) async throws
+    -> ServerMessage.Welcome
+  {
+    send(ClientEnvelope(id: newID(), message: .hello(.init(token: token, resume: resume, features: features))))
     let envelope = try await next("welcome")
     guard case .welcome(let welcome) = envelope.message else {
       throw ProbeFailure(description: "expected welcome, got \(envelope.message)")

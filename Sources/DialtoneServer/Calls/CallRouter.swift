@@ -8,6 +8,12 @@ import Foundation
 ///        │
 ///        └── decline · busy · cancel · ring timeout (missed) · glare · caller lost ──▶ ended(reason)
 ///
+/// While it rings, a call whose invite asked for pre-connect (protocol.md 9b) also has legs: a
+/// callee device asks with `ringing` `preconnect`, the caller offers it a connection of its own
+/// (`toDevice`), the device's early answer and both sides' candidates are relayed on it, and an
+/// `accept` without SDP from a device whose leg was answered accepts on that leg. Legs live only
+/// while the call rings and are not journaled: after a restart a device accepts with today's flow.
+///
 /// A pure value: every input returns the reply and the effects (messages, timers, events) that
 /// the hub applies, so tests drive it without sockets or real time.
 struct CallRouter {
@@ -22,6 +28,8 @@ struct CallRouter {
     var maxBufferedSignalBytes = 256 << 10
     /// Calls one user may have ringing or connected as the caller.
     var maxLiveCallsPerUser = 8
+    /// Callee devices of one call with a pre-connected leg (9b).
+    var maxPreconnectLegs = ProtocolDefaults.maxPreconnectLegs
     /// The grace of every device of a call restored after a restart: the reconnect grace plus the
     /// longest reconnect backoff (protocol.md 12), so a client that was backing off still makes it.
     var restartGrace: Duration = .seconds(60)
@@ -56,6 +64,14 @@ struct CallRouter {
     var acceptRelay: ServerMessage?
     /// The invite as relayed; its offer is dropped when the call ends (only the outcome is kept).
     var invite: ServerMessage
+    /// While it rings: the callee devices with a pre-connected leg, and whether each has sent
+    /// its early answer.
+    var legs: [String: Bool] = [:]
+
+    var preconnect: Bool {
+      if case .invite(let invite) = invite { return invite.preconnect }
+      return false
+    }
 
     var answeringDevice: String? {
       if case .accepted(let d) = phase { return d }
@@ -99,6 +115,7 @@ struct CallRouter {
     case .hangup(let m): return hangup(m, id: id, from: who, now: now)
     case .offer(let m):
       let relayed = ServerMessage.offer(.init(callId: m.callId, from: who.peer, sdp: m.sdp, iceRestart: m.iceRestart))
+      if let device = m.toDevice { return relayToLeg(id, m.callId, who, device, relayed, opensLeg: true) }
       // The callee renegotiates (video on or off) once it answered, but never restarts ICE.
       if !m.iceRestart, calls[m.callId]?.isAnsweringDevice(who) == true {
         return relayFromAnswerer(id, m.callId, who, relayed)
@@ -110,12 +127,22 @@ struct CallRouter {
       if let call = calls[m.callId], call.isCallerDevice(who), call.answeringDevice != nil, !call.isEnded {
         return Outcome(reply: ack(id, m.callId), effects: [.send(relayed, to: answeringDevice(call))])
       }
+      if var call = calls[m.callId], call.phase == .ringing, who.userId == call.calleeId,
+        call.legs[who.deviceId] != nil
+      {
+        call.legs[who.deviceId] = true
+        calls[m.callId] = call
+        return Outcome(reply: ack(id, m.callId), effects: [.send(relayed, to: callerDevice(call))])
+      }
       return relayFromAnswerer(id, m.callId, who, relayed)
     case .candidate(let m):
       let relayed = ServerMessage.candidate(.init(callId: m.callId, from: who.peer, candidate: m.candidate))
+      if let device = m.toDevice { return relayToLeg(id, m.callId, who, device, relayed, opensLeg: false) }
       return relayEitherWay(id, m.callId, who, relayed)
     case .endOfCandidates(let m):
-      return relayEitherWay(id, m.callId, who, .endOfCandidates(.init(callId: m.callId, from: who.peer)))
+      let relayed = ServerMessage.endOfCandidates(.init(callId: m.callId, from: who.peer))
+      if let device = m.toDevice { return relayToLeg(id, m.callId, who, device, relayed, opensLeg: false) }
+      return relayEitherWay(id, m.callId, who, relayed)
     case .mediaState(let m):
       return relayEitherWay(id, m.callId, who, .mediaState(.init(callId: m.callId, from: who.peer, camera: m.camera)))
     case .iceRestartRequest(let m):
@@ -145,7 +172,7 @@ struct CallRouter {
     let invite = ServerMessage.invite(
       .init(
         callId: m.callId, from: caller.peer, video: m.video, offer: m.offer,
-        createdAt: now.millisecondsSince1970))
+        createdAt: now.millisecondsSince1970, preconnect: m.preconnect))
     var call = Call(
       id: m.callId, caller: caller, calleeId: m.to, video: m.video, createdAt: now,
       ringDeadline: now.addingTimeInterval(settings.ringTimeout.seconds), invite: invite)
@@ -199,13 +226,23 @@ struct CallRouter {
     ]
   }
 
-  private mutating func ringing(_ m: ClientMessage.CallAction, id: String, from who: Identity) -> Outcome {
-    guard let call = calls[m.callId], call.involves(user: who.userId) else { return notFound(id, m.callId) }
+  /// A callee device alerts; with `preconnect`, it asks for a leg of its own (again, if its leg
+  /// failed: the caller replaces it). Over the cap, the request is relayed as plain ringing.
+  private mutating func ringing(_ m: ClientMessage.Ringing, id: String, from who: Identity) -> Outcome {
+    guard var call = calls[m.callId], call.involves(user: who.userId) else { return notFound(id, m.callId) }
     guard who.userId == call.calleeId, call.phase == .ringing else { return invalidState(id, m.callId, call) }
+    var leg = false
+    if m.preconnect, call.preconnect,
+      call.legs[who.deviceId] != nil || call.legs.count < settings.maxPreconnectLegs
+    {
+      call.legs[who.deviceId] = false
+      calls[call.id] = call
+      leg = true
+    }
     return Outcome(
       reply: ack(id, m.callId),
       effects: [
-        .send(.ringing(.init(callId: call.id, from: who.peer)), to: callerDevice(call))
+        .send(.ringing(.init(callId: call.id, from: who.peer, preconnect: leg)), to: callerDevice(call))
       ])
   }
 
@@ -213,13 +250,18 @@ struct CallRouter {
     guard var call = calls[m.callId], call.involves(user: who.userId) else { return notFound(id, m.callId) }
     if call.isAnsweringDevice(who) { return Outcome(reply: ack(id, m.callId)) }
     guard who.userId == call.calleeId, call.phase == .ringing else { return invalidState(id, m.callId, call) }
-    // protocol.md 7.6: the answer to the invite's offer, exactly when there was one.
-    if case .invite(let invite) = call.invite, (invite.offer != nil) != (m.answer != nil) {
+    // 9b: no SDP from a device whose pre-connected leg was answered, which accepts on that leg.
+    let onLeg = m.answer == nil && call.legs[who.deviceId] == true
+    // protocol.md 7.6: otherwise the answer to the invite's offer, exactly when there was one.
+    if !onLeg, case .invite(let invite) = call.invite, (invite.offer != nil) != (m.answer != nil) {
       return error(
         id, m.callId, .badRequest,
-        invite.offer != nil ? "accept needs the answer to the invite's offer" : "the invite had no offer to answer")
+        invite.offer != nil
+          ? "accept needs the answer to the invite's offer (or an answered pre-connected leg)"
+          : "the invite had no offer to answer")
     }
-    let relayed = ServerMessage.accept(.init(callId: call.id, from: who.peer, answer: m.answer))
+    let relayed = ServerMessage.accept(.init(callId: call.id, from: who.peer, answer: m.answer, preconnected: onLeg))
+    call.legs = [:]
     call.phase = .accepted(deviceId: who.deviceId)
     call.answeredBy = who.deviceId
     call.answeredAt = now
@@ -305,6 +347,29 @@ struct CallRouter {
     return Outcome(reply: ack(id, callId), effects: [.send(message, to: answeringDevice(call))])
   }
 
+  /// Caller signaling addressed to one callee device (`toDevice`): while ringing, on that
+  /// device's leg (only), never held for other devices; once accepted, to the answering device
+  /// if it is that one. An offer opens the leg anew: its answer is awaited again.
+  private mutating func relayToLeg(
+    _ id: String, _ callId: CallID, _ who: Identity, _ device: String, _ message: ServerMessage, opensLeg: Bool
+  ) -> Outcome {
+    guard var call = calls[callId], call.involves(user: who.userId) else { return notFound(id, callId) }
+    guard call.isCallerDevice(who), !call.isEnded else { return invalidState(id, callId, call) }
+    if call.answeringDevice != nil {
+      guard call.answeringDevice == device else { return invalidState(id, callId, call) }
+      return Outcome(reply: ack(id, callId), effects: [.send(message, to: answeringDevice(call))])
+    }
+    guard call.legs[device] != nil else {
+      return error(id, callId, .invalidState, "no pre-connected leg for device \"\(device)\"")
+    }
+    if opensLeg {
+      call.legs[device] = false
+      calls[callId] = call
+    }
+    return Outcome(
+      reply: ack(id, callId), effects: [.send(message, to: .device(userId: call.calleeId, deviceId: device))])
+  }
+
   private func relayFromAnswerer(_ id: String, _ callId: CallID, _ who: Identity, _ message: ServerMessage) -> Outcome {
     guard let call = calls[callId], call.involves(user: who.userId) else { return notFound(id, callId) }
     guard call.isAnsweringDevice(who) else { return invalidState(id, callId, call) }
@@ -315,8 +380,12 @@ struct CallRouter {
     -> Outcome
   {
     guard let call = calls[callId], call.involves(user: who.userId) else { return notFound(id, callId) }
-    return call.isCallerDevice(who)
-      ? relayFromCaller(id, callId, who, message) : relayFromAnswerer(id, callId, who, message)
+    if call.isCallerDevice(who) { return relayFromCaller(id, callId, who, message) }
+    // A ringing device's candidates on its pre-connected leg.
+    if call.phase == .ringing, who.userId == call.calleeId, call.legs[who.deviceId] != nil {
+      return Outcome(reply: ack(id, callId), effects: [.send(message, to: callerDevice(call))])
+    }
+    return relayFromAnswerer(id, callId, who, message)
   }
 
   // MARK: - Connections and timers
@@ -336,6 +405,8 @@ struct CallRouter {
         if hadGrace { effects.append(.persist(.put(call.snapshot))) }
       }
       if newSession, call.phase == .ringing, call.calleeId == who.userId {
+        // A new session has lost its leg's connection: it asks again if it still wants one.
+        if call.legs.removeValue(forKey: who.deviceId) != nil { calls[id] = call }
         effects.append(.send(call.invite, to: device))
         effects += call.callerSignals.map { .send($0, to: device) }
       }
@@ -476,6 +547,7 @@ struct CallRouter {
   ) -> [CallEffect] {
     call.phase = .ended(reason)
     call.endedAt = now
+    call.legs = [:]
     call.acceptRelay = nil
     call.callerSignals = []
     call.callerSignalBytes = 0

@@ -333,11 +333,13 @@ public actor SignalingHub {
     sockets[connection.id]?.session = session
     sockets[connection.id]?.helloTimer = nil
 
-    let welcome = ServerMessage.Welcome(
+    var welcome = ServerMessage.Welcome(
       replyTo: helloID, sessionId: session.id, userId: identity.userId, deviceId: identity.deviceId,
       resumed: resumed, resync: resync, heartbeatSeconds: settings.heartbeatSeconds,
       maxMessageBytes: settings.maxMessageBytes, iceServers: iceServers.servers(for: identity.userId, now: now),
       iceServersTtl: iceServers.ttl)
+    var agreed = Set<String>()
+    welcome.features = hello.features.filter { ProtocolFeature.supported.contains($0) && agreed.insert($0).inserted }
     if resumed {
       session.attach(connection, now: now)
       session.sendUnsequenced(.welcome(welcome))
