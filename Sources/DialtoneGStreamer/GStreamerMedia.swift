@@ -147,7 +147,7 @@ public struct GStreamerMedia: Sendable {
         + "capsfilter name=vcaps caps=\"\(videoCodec.caps(ssrc: videoSSRC))\" ! webrtc."
     }
     return "webrtcbin name=webrtc bundle-policy=max-bundle latency=20 "
-      + "\(source) ! audioconvert ! audioresample ! volume name=mic ! queue ! "
+      + "\(source) ! audioconvert ! audioresample ! volume name=mic ! valve name=audiohold drop=false ! queue ! "
       + "opusenc bitrate=32000 frame-size=20 ! rtpopuspay name=pay pt=\(Self.defaultOpusPayloadType) ssrc=\(ssrc) ! "
       + "capsfilter name=rtpcaps caps=\"\(Self.rtpCaps(payloadType: Self.defaultOpusPayloadType, ssrc: ssrc))\" ! webrtc."
       + camera

@@ -94,6 +94,10 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   /// the one it carries; for an offer, the one this side answers with).
   private var remoteVideoCodec: VideoCodec?
   private var cameraSending = false
+  /// The call wants the camera on (it sends only while media is not held as well).
+  private var cameraWanted = false
+  /// A pre-connected leg before its call was accepted on it: nothing is sent (9b).
+  private var mediaHeld = false
   private var keyframeSent = false
   private var rateController = VideoRateController(start: GStreamerMedia.startVideoBitrate)
   private var resolutionLadder: VideoResolutionLadder?
@@ -220,8 +224,10 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   func configure(_ configuration: PeerConnectionConfiguration, recordVideoTo path: String? = nil) {
     lock.withLock {
       wantsDataChannel = configuration.dataChannel
+      mediaHeld = configuration.mediaHeld
       if let path, let callbacks { dt_webrtc_record_video(callbacks, path) }
     }
+    if configuration.mediaHeld { setAudioHeld(true) }
     let uris = IceServerURIs(configuration.iceServers)
     if let stun = uris.stun { dt_set(webrtc, "stun-server", stun) }
     for turn in uris.turn { _ = dt_webrtc_add_turn_server(webrtc, turn) }
@@ -381,11 +387,39 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   /// renegotiation). On again: the encoder is asked for a keyframe, which the peer's decoder
   /// needs after the gap.
   public func setVideoEnabled(_ enabled: Bool) async {
+    let open = lock.withLock { () -> Bool in
+      cameraWanted = enabled
+      cameraSending = enabled && !mediaHeld
+      return cameraSending
+    }
+    setCameraValve(open: open)
+  }
+
+  private func setCameraValve(open: Bool) {
     guard let valve = dt_bin_get(pipeline, "camera") else { return }
-    lock.withLock { cameraSending = enabled }
-    dt_set(valve, "drop", enabled ? "false" : "true")
+    dt_set(valve, "drop", open ? "false" : "true")
     dt_unref(valve)
-    if enabled { requestKeyframe() }
+    if open { requestKeyframe() }
+  }
+
+  /// The microphone's valve, before the encoder: closed, no audio packet is made at all (a
+  /// muted `volume` would still send silence).
+  private func setAudioHeld(_ held: Bool) {
+    guard let valve = dt_bin_get(pipeline, "audiohold") else { return }
+    dt_set(valve, "drop", held ? "true" : "false")
+    dt_unref(valve)
+  }
+
+  public func releaseMedia() async {
+    let camera = lock.withLock { () -> Bool? in
+      guard mediaHeld else { return nil }
+      mediaHeld = false
+      cameraSending = cameraWanted
+      return cameraWanted
+    }
+    guard let camera else { return }
+    setAudioHeld(false)
+    if camera { setCameraValve(open: true) }
   }
 
   /// The video transceiver's direction for the next offer or answer; webrtcbin intersects it
@@ -546,11 +580,14 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
           let after = self.rateController.observe(sample)
           self.targetBitrate = self.rateController.target
           let resized =
-            self.resolutionLadder?.update(target: self.targetBitrate) == true
+            self.resolutionLadder?.update(
+              target: self.targetBitrate, sent: transport?.bitrateSent, congestionSeen: !self.rateController.probing)
+            == true
           return (before, after, resized ? self.resolutionLadder?.size : nil)
         }
-        guard let after else { continue }
-        if after != before, let encoder = dt_bin_get(self.pipeline, "venc") {
+        // The size follows every step, also one with too little feedback to move the rate (an
+        // easy picture sends a handful of packets a second).
+        if let after, after != before, let encoder = dt_bin_get(self.pipeline, "venc") {
           dt_set(encoder, self.lock.withLock { self.sendingCodec.bitrateProperty }, String(after))
           dt_unref(encoder)
         }

@@ -3,13 +3,17 @@
 /// 640x360 keyframe alone is bigger than a bottleneck's queue, and its loss freezes the
 /// receiver until the next one).
 ///
-/// The largest of full, ¾, ½ and ¼ size (each side, none narrower than 160 px) that still gets
-/// `keep` bits per pixel per frame, from the first picture on: a call starts at 300 kbit/s,
-/// where a 640x360 camera starts at 480x270 (as libwebrtc's start limits have it), and climbs
-/// to full size once the target has grown to it. Starting at full size, the first keyframes
-/// of a busy picture were lost in a 300 kbit/s link's queue for 5 s. A bigger size comes back
-/// only once it would get `climb`, so a target near a boundary does not flip the size: each
-/// change costs a keyframe. A pure value.
+/// One of full, ¾, ½ and ¼ size (each side, none narrower than 160 px).
+///
+/// The first picture is the largest size that gets `keep` bits per pixel per frame at the start
+/// bitrate: a call starts at 300 kbit/s, where a 640x360 camera starts at 480x270 (as
+/// libwebrtc's start limits have it; at full size the first keyframes of a busy picture were
+/// lost in a 300 kbit/s link's queue for 5 s). Until the first congestion the size only climbs:
+/// once the target would give the bigger size `climb` bits per pixel, or at once while the
+/// encoder leaves most of its target unused (an easy picture, which a small size would only
+/// blur). After it, the size is the largest that keeps `keep`, and a bigger one comes back
+/// only at `climb`, so a target near a boundary does not flip the size: each change costs a
+/// keyframe. A pure value.
 public struct VideoResolutionLadder: Sendable, Equatable {
   public struct Size: Sendable, Equatable {
     public var width: Int
@@ -41,11 +45,17 @@ public struct VideoResolutionLadder: Sendable, Equatable {
 
   public var size: Size { sizes[step] }
 
-  /// The size for a new target; true when it changed.
-  public mutating func update(target: Int) -> Bool {
+  /// The size for a new target; true when it changed. `sent`: the bitrate the sender used
+  /// over the last step (nil: unknown).
+  public mutating func update(target: Int, sent: Double?, congestionSeen: Bool) -> Bool {
     let before = step
-    while step + 1 < sizes.count, bitsPerPixel(target, sizes[step]) < Self.keep { step += 1 }
-    if step == before, step > 0, bitsPerPixel(target, sizes[step - 1]) >= Self.climb { step -= 1 }
+    if congestionSeen {
+      while step + 1 < sizes.count, bitsPerPixel(target, sizes[step]) < Self.keep { step += 1 }
+    }
+    if step == before, step > 0 {
+      let easy = !congestionSeen && (sent.map { $0 < 0.5 * Double(target) } ?? false)
+      if easy || bitsPerPixel(target, sizes[step - 1]) >= Self.climb { step -= 1 }
+    }
     return step != before
   }
 

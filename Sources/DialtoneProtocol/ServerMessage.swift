@@ -65,7 +65,7 @@ public enum ServerMessage: Sendable, Equatable {
   /// One trickled ICE candidate from the other side.
   case candidate(Candidate)
   /// The other side has no more candidates for the current ICE generation.
-  case endOfCandidates(PeerEvent)
+  case endOfCandidates(EndOfCandidates)
   /// The answerer asks the offerer (the receiver) to restart ICE.
   case iceRestartRequest(PeerEvent)
   /// The call ended (for this device).
@@ -272,7 +272,29 @@ public enum ServerMessage: Sendable, Equatable {
     }
   }
 
-  /// `{callId, from}`: end-of-candidates, ice-restart-request.
+  /// `end-of-candidates`: `{callId, from, leg?}`.
+  public struct EndOfCandidates: ServerCallMessageBody, Hashable {
+    public var callId: CallID
+    public var from: Peer
+    /// For this device's pre-connected leg (9b).
+    public var leg: Bool
+
+    public init(callId: CallID, from: Peer, leg: Bool = false) {
+      self.callId = callId
+      self.from = from
+      self.leg = leg
+    }
+
+    public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", from: Peer(userId: "", deviceId: "")) }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+      try c.object("from", &from)
+      try c.flag("leg", &leg)
+    }
+  }
+
+  /// `{callId, from}`: ice-restart-request.
   public struct PeerEvent: ServerCallMessageBody, Hashable {
     public var callId: CallID
     public var from: Peer
@@ -316,18 +338,21 @@ public enum ServerMessage: Sendable, Equatable {
     }
   }
 
-  /// `offer`: `{callId, from, sdp, iceRestart?}`. `iceRestart` is written only when true.
+  /// `offer`: `{callId, from, sdp, iceRestart?, leg?}`. The flags are written only when true.
   public struct Offer: ServerCallMessageBody, Hashable {
     public var callId: CallID
     public var from: Peer
     public var sdp: String
     public var iceRestart: Bool
+    /// Sent to this device alone, for its pre-connected leg (9b): `toDevice` named it.
+    public var leg: Bool
 
-    public init(callId: CallID, from: Peer, sdp: String, iceRestart: Bool = false) {
+    public init(callId: CallID, from: Peer, sdp: String, iceRestart: Bool = false, leg: Bool = false) {
       self.callId = callId
       self.from = from
       self.sdp = sdp
       self.iceRestart = iceRestart
+      self.leg = leg
     }
 
     public init(wirePlaceholder _: WirePlaceholder) {
@@ -338,6 +363,7 @@ public enum ServerMessage: Sendable, Equatable {
       try c.string("callId", &callId, .callId)
       try c.object("from", &from)
       try c.flag("iceRestart", &iceRestart)
+      try c.flag("leg", &leg)
       try c.string("sdp", &sdp, .sdp)
     }
   }
@@ -370,11 +396,14 @@ public enum ServerMessage: Sendable, Equatable {
     public var callId: CallID
     public var from: Peer
     public var candidate: IceCandidate
+    /// For this device's pre-connected leg (9b).
+    public var leg: Bool
 
-    public init(callId: CallID, from: Peer, candidate: IceCandidate) {
+    public init(callId: CallID, from: Peer, candidate: IceCandidate, leg: Bool = false) {
       self.callId = callId
       self.from = from
       self.candidate = candidate
+      self.leg = leg
     }
 
     public init(wirePlaceholder _: WirePlaceholder) {
@@ -385,6 +414,7 @@ public enum ServerMessage: Sendable, Equatable {
       try c.string("callId", &callId, .callId)
       try c.object("candidate", &candidate)
       try c.object("from", &from)
+      try c.flag("leg", &leg)
     }
   }
 

@@ -52,6 +52,7 @@ actor SoftphoneCall {
     case connection(GStreamerPeerConnection)
     case remoteCamera(Bool)
     case remoteVideo(Bool)
+    case legConnected(String)
   }
 
   private let client: CallClient
@@ -157,6 +158,11 @@ actor SoftphoneCall {
       return await groupEvent(event)
     case .connection(let pc):
       lastConnection = pc
+    case .legConnected(let device):
+      // Pre-connect: this leg is ready, and Answer will only switch media on.
+      report.event(
+        "preconnected", ["device": .string(device)],
+        text: device.isEmpty ? "connected while ringing" : "connected to \(device) while ringing")
     case .remoteCamera(let on):
       report.event("remote-camera", ["on": .bool(on)], text: "the other side's camera is \(on ? "on" : "off")")
     case .remoteVideo(let on):
@@ -440,6 +446,7 @@ actor SoftphoneCall {
     forward(engine.dataMessages) { .data($0) }
     forward(engine.remoteCamera) { .remoteCamera($0) }
     forward(engine.remoteVideo) { .remoteVideo($0) }
+    forward(engine.legsConnected) { .legConnected($0) }
   }
 
   private func adoptSurvivor(_ incoming: CallEngine) {

@@ -161,7 +161,7 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
   /// `codecs`: what each side prefers; `cameraA` false: A has no camera (it only receives).
   private func pair(
     _ aVideo: MediaDirection, _ bVideo: MediaDirection, codecs: (VideoCodec, VideoCodec) = (.vp8, .vp8),
-    cameraA: Bool = true
+    cameraA: Bool = true, held: Bool = false
   ) async throws -> (
     a: GStreamerPeerConnection, b: GStreamerPeerConnection, offer: String, answer: String, pumps: [Task<Void, Never>]
   ) {
@@ -173,7 +173,8 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
     mediaB.videoCodec = codecs.1
     let factoryA = GStreamerPeerConnectionFactory(media: mediaA)
     let factoryB = GStreamerPeerConnectionFactory(media: mediaB)
-    let config = PeerConnectionConfiguration(iceServers: [], video: true)
+    var config = PeerConnectionConfiguration(iceServers: [], video: true)
+    config.mediaHeld = held
     let a = try #require(try await factoryA.makePeerConnection(config) as? GStreamerPeerConnection)
     let b = try #require(try await factoryB.makePeerConnection(config) as? GStreamerPeerConnection)
     let pumps = [trickle(a, to: b), trickle(b, to: a)]
@@ -184,6 +185,35 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
     await factoryA.shutdown()
     await factoryB.shutdown()
     return (a, b, offer.sdp, answer.sdp, pumps)
+  }
+
+  // A pre-connected leg (protocol.md 9b): ICE and DTLS come up with the media held at the
+  // source, so not one audio or video packet leaves either side (no silence either) and
+  // nothing is heard or seen; once released, both flow on the same connection.
+  @Test func aHeldConnectionConnectsButSendsNoMediaUntilReleased() async throws {
+    let held = try await pair(.sendrecv, .sendrecv, held: true)
+    let log = MilestoneLog()
+    log.follow(held.a)
+    log.follow(held.b)
+    #expect(await waitFor(.dtlsConnected, on: held.a, log))
+    #expect(await waitFor(.dtlsConnected, on: held.b, log))
+    try await Task.sleep(for: .seconds(1))
+    for pc in [held.a, held.b] {
+      let stats = await pc.stats()
+      #expect(stats.packetsSent == 0 && (stats.video?.bytesSent ?? 0) == 0, "\(stats)")
+      #expect(pc.videoReceived().frames == 0 && !log.contains(.firstAudio, pc))
+    }
+    await held.a.releaseMedia()
+    await held.b.releaseMedia()
+    #expect(await waitFor(.firstAudio, on: held.a, log))
+    #expect(await waitFor(.firstAudio, on: held.b, log))
+    #expect(await framesArrive(on: held.a))
+    #expect(await framesArrive(on: held.b))
+    #expect(held.b.videoReceived().red > 200)
+    #expect(await held.a.stats().packetsSent > 0)
+    for task in held.pumps { task.cancel() }
+    await held.a.close()
+    await held.b.close()
   }
 
   // An audio call's video section (recvonly offer, no camera on either side: inactive), an

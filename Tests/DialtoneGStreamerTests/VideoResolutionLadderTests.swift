@@ -5,8 +5,10 @@ import Testing
 struct VideoResolutionLadderTests {
   typealias Size = VideoResolutionLadder.Size
 
-  private func changes(_ ladder: inout VideoResolutionLadder, _ target: Int) -> Bool {
-    ladder.update(target: target)
+  private func changes(
+    _ ladder: inout VideoResolutionLadder, _ target: Int, sent: Double? = nil, congestionSeen: Bool = true
+  ) -> Bool {
+    ladder.update(target: target, sent: sent, congestionSeen: congestionSeen)
   }
 
   private func ladder(_ width: Int, _ height: Int, _ framerate: Int, start: Int = 1_500_000) -> VideoResolutionLadder {
@@ -30,10 +32,23 @@ struct VideoResolutionLadderTests {
     #expect(call.size == Size(width: 480, height: 270))
     #expect(ladder(320, 240, 15, start: 300_000).step == 0)
     #expect(ladder(640, 360, 30, start: 100_000).size == Size(width: 160, height: 90))
-    for target in [375_000, 469_000] { #expect(!changes(&call, target)) }
-    #expect(changes(&call, 586_000))
+    for target in [375_000, 469_000] { #expect(!changes(&call, target, sent: 400_000, congestionSeen: false)) }
+    #expect(changes(&call, 586_000, sent: 500_000, congestionSeen: false))
     #expect(call.step == 0)
-    for target in [733_000, 916_000, 1_500_000] { #expect(!changes(&call, target)) }
+    // Before any congestion a low target never lowers the size.
+    for target in [100_000, 1_500_000] { #expect(!changes(&call, target, sent: 400_000, congestionSeen: false)) }
+  }
+
+  // A picture that needs a fraction of its target (a still scene) gets the full size at once
+  // on a clean link, and keeps it; once the link was congested, only the target counts.
+  @Test func anEasyPictureClimbsUntilTheFirstCongestion() {
+    var call = ladder(640, 360, 30, start: 300_000)
+    #expect(changes(&call, 375_000, sent: 70_000, congestionSeen: false))
+    #expect(call.step == 0)
+    var congested = ladder(640, 360, 30, start: 300_000)
+    #expect(changes(&congested, 200_000, sent: 150_000))
+    #expect(congested.size.width == 320)
+    #expect(!changes(&congested, 250_000, sent: 40_000))
   }
 
   // 640x360 at 30 fps keeps its size down to 415 kbit/s (0.06 bit per pixel), 480x270 down to

@@ -78,14 +78,27 @@ struct CallRouterPreconnectTests {
     var router = ringingCall()
     _ = askForLeg(&router, "laptop")
     let laptop = Recipient.device(userId: "bob", deviceId: "laptop")
-    #expect(sends(legOffer(&router, to: "laptop")).map(\.1) == [laptop])
+    let offered = sends(legOffer(&router, to: "laptop"))
+    #expect(offered.map(\.1) == [laptop])
+    guard case .offer(let offer) = offered.first?.0 else { return }
+    #expect(offer.leg)
     let candidate = router.handle(
       .candidate(.init(callId: "call-1", candidate: IceCandidate(candidate: "candidate:1"), toDevice: "laptop")),
       id: "c1", from: alice, now: t0)
     #expect(sends(candidate).map(\.1) == [laptop])
+    guard case .candidate(let relayed) = sends(candidate).first?.0 else { return }
+    #expect(relayed.leg)
     let done = router.handle(
       .endOfCandidates(.init(callId: "call-1", toDevice: "laptop")), id: "e1", from: alice, now: t0)
     #expect(sends(done).map(\.1) == [laptop])
+    guard case .endOfCandidates(let end) = sends(done).first?.0 else { return }
+    #expect(end.leg)
+    // The invite's own candidates go to every device, unmarked.
+    let main = router.handle(
+      .candidate(.init(callId: "call-1", candidate: IceCandidate(candidate: "candidate:0"))), id: "c0", from: alice,
+      now: t0)
+    guard case .candidate(let broadcast) = sends(main).first?.0 else { return }
+    #expect(!broadcast.leg && sends(main).first?.1 == .user(userId: "bob", exceptDevice: nil))
     // Only the callee device that asked has a leg; no leg offer is held for a device connecting later.
     #expect(code(legOffer(&router, to: "tablet")) == .invalidState)
     let late = router.deviceConnected(bob("tablet"), newSession: true, now: t0)
@@ -93,11 +106,21 @@ struct CallRouterPreconnectTests {
       if case .send(let m, _) = effect { return m }
       return nil
     }
-    #expect(replayed.count == 1)
     guard case .invite = replayed.first else {
       Issue.record("the late device did not get the invite")
       return
     }
+    // The invite and its own (unmarked) candidate, nothing of the laptop's leg.
+    #expect(replayed.count == 2)
+    #expect(
+      !replayed.contains {
+        switch $0 {
+        case .offer(let m): return m.leg
+        case .candidate(let m): return m.leg
+        case .endOfCandidates(let m): return m.leg
+        default: return false
+        }
+      })
   }
 
   @Test func aLegDevicesEarlyAnswerAndCandidatesReachTheCallerWhileItRings() {

@@ -48,7 +48,7 @@ import Testing
       #expect(
         try await alice.request(.candidate(.init(callId: call, candidate: candidate(1), toDevice: device))).isAck)
       guard case .offer(let offer) = try await probe.expect(.offer) else { return }
-      #expect(offer.sdp == "v=0 leg \(device)")
+      #expect(offer.sdp == "v=0 leg \(device)" && offer.leg)
       _ = try await probe.expect(.candidate)
       try await probe.expectQuiet()
       #expect(try await probe.request(.answer(.init(callId: call, sdp: "v=0 early \(device)"))).isAck)

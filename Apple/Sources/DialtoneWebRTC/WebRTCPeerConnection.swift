@@ -52,6 +52,9 @@ public final class WebRTCPeerConnection: NSObject, PeerConnection, @unchecked Se
   private var channels: [RTCDataChannel] = []
   private var closed = false
   private var lastState: PeerConnectionState = .new
+  /// A pre-connected leg's senders and their tracks (protocol.md 9b): a sender without a
+  /// track sends no RTP at all until `releaseMedia()` gives it back.
+  private var heldSenders: [(sender: RTCRtpSender, track: RTCMediaStreamTrack)] = []
 
   /// - Parameter videoSource: the factory's shared camera source; nil for an audio-only call.
   init(factory: RTCPeerConnectionFactory, videoSource: RTCVideoSource?, configuration: PeerConnectionConfiguration)
@@ -96,9 +99,13 @@ public final class WebRTCPeerConnection: NSObject, PeerConnection, @unchecked Se
 
     // addTrack, not addTransceiver: see the type comment (JSEP section 5.10).
     let streamIds = [Self.streamId]
-    pc.add(localAudioTrack, streamIds: streamIds)
-    if let localVideoTrack {
-      pc.add(localVideoTrack, streamIds: streamIds)
+    let tracks: [RTCMediaStreamTrack] = [localAudioTrack] + (localVideoTrack.map { [$0] } ?? [])
+    for track in tracks {
+      let sender = pc.add(track, streamIds: streamIds)
+      if configuration.mediaHeld, let sender {
+        sender.track = nil
+        heldSenders.append((sender, track))
+      }
     }
     if configuration.dataChannel {
       let dcConfig = RTCDataChannelConfiguration()
@@ -185,6 +192,14 @@ public final class WebRTCPeerConnection: NSObject, PeerConnection, @unchecked Se
     guard let transceiver = pc.transceivers.first(where: { $0.mediaType == .video }) else { return }
     var error: NSError?
     transceiver.setDirection(wanted.rtcDirection, error: &error)
+  }
+
+  public func releaseMedia() async {
+    let held = lock.withLock { () -> [(sender: RTCRtpSender, track: RTCMediaStreamTrack)] in
+      defer { heldSenders = [] }
+      return heldSenders
+    }
+    for entry in held { entry.sender.track = entry.track }
   }
 
   public func sendData(_ data: Data) async throws {

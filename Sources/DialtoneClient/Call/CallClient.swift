@@ -10,6 +10,8 @@ import Foundation
 /// observe `events` and each engine's `states`.
 public actor CallClient {
   public struct Configuration: Sendable {
+    /// How each call negotiates. `policy.preconnect` applies only while the server agreed to
+    /// `preconnect` in its latest `welcome`.
     public var policy: CallEngine.Policy = .init()
     /// Accept the surviving call after glare at once (protocol.md section 9). An app that
     /// answers through CallKit sets this to false and answers on `.glare` itself.
@@ -58,6 +60,8 @@ public actor CallClient {
   /// Answered before their invite arrived (a push woke the app, the user tapped answer).
   private var answerOnInvite: Set<CallID> = []
   private var deviceId: String?
+  /// The protocol extensions the server agreed to in its latest `welcome`.
+  private var serverFeatures: Set<String> = []
   private var pump: Task<Void, Never>?
 
   public init(
@@ -110,7 +114,7 @@ public actor CallClient {
     await prune()
     let engine = CallEngine(
       outgoingCallId: callId, to: userId, video: video, iceServers: await iceServers.current(),
-      factory: factory, signaling: channel, clock: clock, policy: configuration.policy)
+      factory: factory, signaling: channel, clock: clock, policy: callPolicy)
     engines[callId] = engine
     await engine.start()
     return engine
@@ -271,6 +275,7 @@ public actor CallClient {
     switch event {
     case .connected(let welcome):
       deviceId = welcome.deviceId
+      serverFeatures = Set(welcome.features)
       if !welcome.iceServers.isEmpty {
         await iceServers.update(servers: welcome.iceServers, ttl: welcome.iceServersTtl)
       }
@@ -311,12 +316,19 @@ public actor CallClient {
     }
   }
 
+  /// The policy of a new call: pre-connect only with a server that agreed to it.
+  private var callPolicy: CallEngine.Policy {
+    var policy = configuration.policy
+    policy.preconnect = policy.preconnect && serverFeatures.contains(ProtocolFeature.preconnect)
+    return policy
+  }
+
   private func ring(_ invite: ServerMessage.Invite) async {
     await prune()
     guard engines[invite.callId] == nil else { return }  // a re-delivered invite
     let engine = CallEngine(
       incoming: invite, iceServers: await iceServers.current(), factory: factory,
-      signaling: channel, clock: clock, policy: configuration.policy)
+      signaling: channel, clock: clock, policy: callPolicy)
     engines[invite.callId] = engine
     await engine.start()
     eventSink.yield(.incoming(engine))

@@ -60,6 +60,11 @@ public actor CallEngine {
     public var gatheringTimeout: Duration
     /// Open a data channel (the caller creates it; the callee takes the caller's).
     public var dataChannel: Bool
+    /// Pre-connect while ringing (protocol.md 9b): the caller makes a leg for each callee
+    /// device that asks, a callee asks. Set only when the server listed `preconnect` in
+    /// `welcome` (`CallClient` does); a callee's engine uses it only if the invite offered it.
+    /// Needs trickle.
+    public var preconnect = false
 
     public init(
       disconnectedGrace: Duration = .seconds(4), retryBackoff: [Duration] = [.seconds(1), .seconds(2), .seconds(3)],
@@ -90,6 +95,9 @@ public actor CallEngine {
   /// The other side starting (true) and stopping (false) to send video, as its descriptions
   /// say (an upgrade to video and back); finishes when the call ends.
   public nonisolated let remoteVideo: AsyncStream<Bool>
+  /// Pre-connect (protocol.md 9b): a leg came up while ringing, by callee device id (the
+  /// caller's legs) or "" (the callee's leg to the caller); finishes when the call ends.
+  public nonisolated let legsConnected: AsyncStream<String>
   public var state: State { machine.state }
   /// This side sends video (a video call, or upgraded).
   public var sendsVideo: Bool { machine.sendsVideo }
@@ -114,6 +122,7 @@ public actor CallEngine {
   private let dataContinuation: AsyncStream<Data>.Continuation
   private let cameraContinuation: AsyncStream<Bool>.Continuation
   private let remoteVideoContinuation: AsyncStream<Bool>.Continuation
+  private let legsContinuation: AsyncStream<String>.Continuation
   private let outbox: AsyncStream<ClientMessage>.Continuation
   private let requests: AsyncStream<ClientMessage>
   private var senderTask: Task<Void, Never>?
@@ -121,6 +130,8 @@ public actor CallEngine {
   /// The current peer connection, with the generation the machine knows it by.
   private var connection: (generation: Int, pc: any PeerConnection)?
   private var listeners: [Task<Void, Never>] = []
+  /// Pre-connected legs (9b) by generation, with their listeners.
+  private var legs: [Int: (pc: any PeerConnection, listeners: [Task<Void, Never>])] = [:]
   private var timers: [CallEngineMachine.Timer: Task<Void, Never>] = [:]
   /// Effects not yet run, in order; one runner task at a time runs them.
   private var pending: [CallEngineMachine.Effect] = []
@@ -146,6 +157,8 @@ public actor CallEngine {
     iceServers: [IceServer], factory: any PeerConnectionFactory, signaling: any CallSignaling,
     clock: any DialtoneClock = SystemClock(), policy: Policy = Policy()
   ) {
+    var policy = policy
+    policy.preconnect = policy.preconnect && invite.preconnect
     self.init(
       callId: invite.callId, role: .callee, remoteUserId: invite.from.userId, remotePeer: invite.from,
       offer: invite.offer, video: invite.video,
@@ -171,6 +184,7 @@ public actor CallEngine {
     (dataMessages, dataContinuation) = AsyncStream<Data>.makeStream(bufferingPolicy: .bufferingNewest(256))
     (remoteCamera, cameraContinuation) = AsyncStream<Bool>.makeStream(bufferingPolicy: .bufferingNewest(16))
     (remoteVideo, remoteVideoContinuation) = AsyncStream<Bool>.makeStream(bufferingPolicy: .bufferingNewest(16))
+    (legsConnected, legsContinuation) = AsyncStream<String>.makeStream(bufferingPolicy: .bufferingNewest(16))
     (requests, outbox) = AsyncStream<ClientMessage>.makeStream(bufferingPolicy: .unbounded)
   }
 
@@ -254,6 +268,19 @@ public actor CallEngine {
     switch effect {
     case .replaceConnection(let gen):
       await replaceConnection(gen)
+    case .makeLeg(let gen):
+      await makeLeg(gen)
+    case .closeLeg(let gen):
+      await closeLeg(gen)
+    case .adoptLeg(let gen):
+      guard let leg = legs.removeValue(forKey: gen) else { return }
+      await detachAndClose()
+      connection = (gen, leg.pc)
+      listeners = leg.listeners
+    case .releaseMedia(let gen):
+      await current(gen)?.releaseMedia()
+    case .legConnected(let device):
+      legsContinuation.yield(device)
     case .createOffer(let gen, let iceRestart):
       guard let pc = current(gen) else { return }
       do { feed(.offerCreated(generation: gen, try await pc.createOffer(iceRestart: iceRestart))) } catch {
@@ -308,17 +335,21 @@ public actor CallEngine {
       timers.removeAll()
       outbox.finish()  // queued requests (e.g. the hangup) still go out, in order
       await detachAndClose()
+      for gen in legs.keys.sorted() { await closeLeg(gen) }
       dataContinuation.finish()
       cameraContinuation.finish()
       remoteVideoContinuation.finish()
+      legsContinuation.finish()
       stateContinuation.finish()
     }
   }
 
-  /// The connection of generation `gen`, if it is still the current one and the call goes on.
+  /// The connection of generation `gen`, if it is still the current one or a leg and the call
+  /// goes on.
   private func current(_ gen: Int) -> (any PeerConnection)? {
-    guard !machine.isEnded, let connection, connection.generation == gen else { return nil }
-    return connection.pc
+    guard !machine.isEnded else { return nil }
+    if let connection, connection.generation == gen { return connection.pc }
+    return legs[gen]?.pc
   }
 
   // MARK: Peer connection lifecycle
@@ -339,7 +370,12 @@ public actor CallEngine {
       return
     }
     connection = (gen, made)
-    listeners = [
+    listeners = listen(to: made, generation: gen)
+    feed(.connectionMade(generation: gen, canRestartIce: made.canRestartIce))
+  }
+
+  private func listen(to made: any PeerConnection, generation gen: Int) -> [Task<Void, Never>] {
+    [
       Task { [weak self] in
         for await candidate in made.localCandidates { await self?.feed(.localCandidate(generation: gen, candidate)) }
       },
@@ -350,11 +386,39 @@ public actor CallEngine {
         for await data in made.dataChannelMessages { await self?.dataReceived(data, generation: gen) }
       },
     ]
+  }
+
+  /// A leg's connection, beside the current one, with its media held until the call is
+  /// accepted on it.
+  private func makeLeg(_ gen: Int) async {
+    let made: any PeerConnection
+    do {
+      var configuration = PeerConnectionConfiguration(
+        iceServers: iceServers, video: true, dataChannel: machine.policy.dataChannel)
+      configuration.mediaHeld = true
+      made = try await factory.makePeerConnection(configuration)
+    } catch {
+      feed(.connectionFailed(generation: gen, "\(error)"))
+      return
+    }
+    guard !machine.isEnded else {
+      await made.close()
+      return
+    }
+    legs[gen] = (made, listen(to: made, generation: gen))
     feed(.connectionMade(generation: gen, canRestartIce: made.canRestartIce))
   }
 
+  private func closeLeg(_ gen: Int) async {
+    guard let leg = legs.removeValue(forKey: gen) else { return }
+    for task in leg.listeners { task.cancel() }
+    for task in leg.listeners { await task.value }
+    await leg.pc.close()
+  }
+
   private func dataReceived(_ data: Data, generation gen: Int) {
-    guard current(gen) != nil else { return }
+    // The current connection's only: nothing said on a leg before the accept reaches the app.
+    guard !machine.isEnded, connection?.generation == gen else { return }
     dataContinuation.yield(data)
   }
 

@@ -39,6 +39,18 @@ public struct CallEngineMachine: Sendable {
     /// Detach and close the current connection (if any), then make one for `generation`; its
     /// outcome comes back as `.connectionMade` or `.connectionFailed`.
     case replaceConnection(generation: Int)
+    /// Make a pre-connected leg's connection (9b) beside the current one, its media held;
+    /// its outcome comes back as `.connectionMade` or `.connectionFailed` of `generation`.
+    case makeLeg(generation: Int)
+    /// Detach and close a leg's connection.
+    case closeLeg(generation: Int)
+    /// The call goes on on this leg: detach and close the current connection, and make the
+    /// leg's connection the current one (media still held until `releaseMedia`).
+    case adoptLeg(generation: Int)
+    /// Media may flow on this connection: the user answered (9b, no media before Answer).
+    case releaseMedia(generation: Int)
+    /// A leg's connection is up (caller: to this callee device; callee: "" for the caller's).
+    case legConnected(device: String)
     case createOffer(generation: Int, iceRestart: Bool)
     case createAnswer(generation: Int)
     case setLocal(generation: Int, SessionDescription, SessionDescriptionKind)
@@ -131,6 +143,10 @@ public struct CallEngineMachine: Sendable {
   public private(set) var remotePeer: Peer?
   /// The current peer connection's generation (0: none yet).
   public private(set) var generation = 0
+  /// The last generation handed out, to the current connection or to a leg.
+  private var lastGeneration = 0
+  /// Pre-connect while ringing (9b): the legs, while the call rings.
+  private var legs: PreconnectLegs
   /// The current generation's connection exists (it is being made until then).
   private var hasConnection = false
   private var canRestartIce = true
@@ -176,7 +192,12 @@ public struct CallEngineMachine: Sendable {
     self.video = video
     self.sendsVideo = video
     self.policy = policy
+    legs = PreconnectLegs(role: role, callId: callId)
   }
+
+  /// Pre-connect is on for this call: the policy asks for it (the server agreed, and for a
+  /// callee the invite offered it), with trickle.
+  private var preconnects: Bool { policy.preconnect && policy.trickle }
 
   public var isEnded: Bool {
     if case .ended = state { return true }
@@ -187,29 +208,55 @@ public struct CallEngineMachine: Sendable {
 
   public mutating func handle(_ event: Event) -> [Effect] {
     if isEnded { return [] }
+    if let gen = event.generation, gen != generation, legs.owns(gen) {
+      return legs.handle(event, sendsVideo: sendsVideo)
+    }
     switch event {
     case .start:
       guard state == .idle else { return [] }
       // The caller hears ringback as soon as this device alerts, not after the (slow) peer
       // connection is built.
-      return (role == .callee ? [.send(.ringing(.init(callId: callId)))] : []) + replaceConnection()
+      let ringing = ClientMessage.ringing(.init(callId: callId, preconnect: preconnects))
+      return (role == .callee ? [.send(ringing)] : []) + replaceConnection()
     case .accept:
       guard role == .callee, state == .incoming, hasConnection else { return [] }
+      // The accept first: media follows it (9b).
+      let accept = Effect.send(.accept(.init(callId: callId, answer: nil)))
+      if legs.calleeLeg?.answered == true, let adopted = adoptLeg(device: nil) { return [accept] + adopted }
+      let closed = legs.closeAll()
       state = .connecting
-      if remoteBeingApplied != nil {
-        // The invite's offer is still being applied: the answer (and the accept) follow it.
-        afterRemote = .acceptIt
-        return []
-      }
-      guard remoteReady else { return [.send(.accept(.init(callId: callId, answer: nil)))] }
-      return makeAnswer(.accept)
+      return closed + acceptOnMainConnection()
     case .hangup:
-      switch state {
-      case .ended: return []
-      case .idle, .calling, .ringing: return end(.local, notify: .cancel(.init(callId: callId)))
-      case .incoming: return end(.local, notify: .decline(.init(callId: callId)))
-      case .connecting, .connected, .reconnecting: return end(.local, notify: .hangup(.init(callId: callId)))
-      }
+      return hangupEffects()
+    default:
+      return handleOther(event)
+    }
+  }
+
+  /// Callee, accepting on the connection of the invite's offer (today's flow).
+  private mutating func acceptOnMainConnection() -> [Effect] {
+    if remoteBeingApplied != nil {
+      // The invite's offer is still being applied: the answer (and the accept) follow it.
+      afterRemote = .acceptIt
+      return []
+    }
+    guard remoteReady else { return [.send(.accept(.init(callId: callId, answer: nil)))] }
+    return makeAnswer(.accept)
+  }
+
+  private mutating func hangupEffects() -> [Effect] {
+    switch state {
+    case .ended: return []
+    case .idle, .calling, .ringing: return end(.local, notify: .cancel(.init(callId: callId)))
+    case .incoming: return end(.local, notify: .decline(.init(callId: callId)))
+    case .connecting, .connected, .reconnecting: return end(.local, notify: .hangup(.init(callId: callId)))
+    }
+  }
+
+  private mutating func handleOther(_ event: Event) -> [Effect] {
+    switch event {
+    case .start, .accept, .hangup:
+      return []
     case .setMuted(let muted):
       isMuted = muted
       return audioEffect()
@@ -310,16 +357,35 @@ public struct CallEngineMachine: Sendable {
   private mutating func serverMessage(_ message: ServerMessage) -> [Effect] {
     guard message.callId == callId else { return [] }
     switch message {
-    case .ringing:
-      if role == .caller, state == .calling { state = .ringing }
-      return []
+    case .ringing(let m):
+      guard role == .caller, state == .calling || state == .ringing else { return [] }
+      state = .ringing
+      guard m.preconnect, preconnects else { return [] }
+      lastGeneration += 1
+      return legs.requested(by: m.from.deviceId, generation: lastGeneration)
     case .accept(let m):
       guard role == .caller, state == .calling || state == .ringing, hasConnection else { return [] }
       remotePeer = m.from
+      if m.preconnected, let adopted = adoptLeg(device: m.from.deviceId) { return adopted }
+      let closed = legs.closeAll()
       state = .connecting
-      guard let answer = m.answer else { return [] }
+      guard let answer = m.answer else { return closed }
       negotiatedOnce = true
-      return applyRemote(answer, .answer, then: .nothing)
+      return closed + applyRemote(answer, .answer, then: .nothing)
+    case .answer(let m)
+    where role == .caller && (state == .calling || state == .ringing) && legs.leg(forDevice: m.from.deviceId) != nil:
+      // Before the accept: a pre-connected leg's early answer.
+      return legs.answered(SessionDescription(sdp: m.sdp), by: m.from.deviceId)
+    case .offer(let m) where m.leg && role == .callee && state == .incoming:
+      guard preconnects else { return [] }
+      lastGeneration += 1
+      return legs.offered(SessionDescription(sdp: m.sdp), generation: lastGeneration)
+    case .candidate(let m) where m.leg && role == .callee && state == .incoming:
+      return legs.remoteCandidate(m.candidate, device: nil)
+    case .candidate(let m)
+    where role == .caller && (state == .calling || state == .ringing) && legs.leg(forDevice: m.from.deviceId) != nil:
+      // A ringing callee device trickles on its leg.
+      return legs.remoteCandidate(m.candidate, device: m.from.deviceId)
     case .answer(let m):
       guard hasConnection else { return [] }
       awaitingRestartAnswer = false
@@ -393,13 +459,49 @@ public struct CallEngineMachine: Sendable {
     }
   }
 
+  // MARK: Pre-connect (9b)
+
+  /// The call goes on on the leg of `device` (the callee's leg: nil), already negotiated: it
+  /// becomes the current connection, its media released, and the others close. Nil when there
+  /// is no such leg able to carry the call.
+  private mutating func adoptLeg(device: String?) -> [Effect]? {
+    guard let (leg, closed) = legs.adopt(device: device) else { return nil }
+    var effects = closed + [.adoptLeg(generation: leg.generation)]
+    generation = leg.generation
+    hasConnection = true
+    canRestartIce = leg.canRestartIce
+    remoteReady = leg.remoteReady
+    pendingRemoteCandidates = leg.pendingRemote
+    local = nil
+    renegotiation = nil
+    deferredOffer = nil
+    remoteBeingApplied = nil
+    afterRemote = .nothing
+    awaitingRestartAnswer = false
+    waitingForGathering = nil
+    negotiatedOnce = true
+    cameraOpen = nil
+    if let direction = leg.remoteVideo {
+      remoteReceivesVideo = direction.receives
+      if direction.sends != remoteSendsVideo {
+        remoteSendsVideo = direction.sends
+        effects.append(.remoteVideo(direction.sends))
+      }
+    }
+    negotiatedSendsVideo = sendsVideo && remoteReceivesVideo
+    state = leg.connected ? .connected : .connecting
+    effects += [.releaseMedia(generation: generation), .setAudio(generation: generation, !isMuted && !isOnHold)]
+    return effects + cameraEffect()
+  }
+
   // MARK: Negotiation
 
   /// A new connection replaces the current one. Candidates buffered before the first one
   /// exists (a callee's early trickle) are kept; those of a replaced connection are stale.
   private mutating func replaceConnection() -> [Effect] {
     if generation > 0 { pendingRemoteCandidates.removeAll() }
-    generation += 1
+    lastGeneration += 1
+    generation = lastGeneration
     hasConnection = false
     remoteReady = false
     local = nil
@@ -547,7 +649,11 @@ public struct CallEngineMachine: Sendable {
   private mutating func sendLocal(_ purpose: Purpose, _ description: SessionDescription) -> [Effect] {
     switch purpose {
     case .invite:
-      return [.send(.invite(.init(callId: callId, to: remoteUserId ?? "", video: video, offer: description)))]
+      return [
+        .send(
+          .invite(
+            .init(callId: callId, to: remoteUserId ?? "", video: video, offer: description, preconnect: preconnects)))
+      ]
     case .restartOffer:
       awaitingRestartAnswer = true
       return [.send(.offer(.init(callId: callId, sdp: description.sdp, iceRestart: true)))]
@@ -670,7 +776,7 @@ public struct CallEngineMachine: Sendable {
 
   private mutating func end(_ ending: CallEngine.Ending, notify request: ClientMessage?) -> [Effect] {
     state = .ended(ending)
-    var effects = cancelPolicyTimer()
+    var effects = cancelPolicyTimer() + legs.closeAll()
     if waitingForGathering != nil { effects.append(.cancel(.gathering(generation: generation))) }
     waitingForGathering = nil
     local = nil
@@ -693,6 +799,23 @@ public struct CallEngineMachine: Sendable {
     switch state {
     case .connecting, .connected, .reconnecting: return true
     case .idle, .calling, .ringing, .incoming, .ended: return false
+    }
+  }
+}
+
+extension CallEngineMachine.Event {
+  /// The connection generation a peer-connection event is for.
+  var generation: Int? {
+    switch self {
+    case .connectionMade(let gen, _), .connectionFailed(let gen, _), .offerCreated(let gen, _),
+      .answerCreated(let gen, _), .localDescriptionSet(let gen), .remoteDescriptionSet(let gen),
+      .localDescriptionFailed(let gen, _), .remoteDescriptionFailed(let gen, _), .localCandidate(let gen, _),
+      .connectionState(let gen, _):
+      return gen
+    case .timerFired(.gathering(let gen)):
+      return gen
+    default:
+      return nil
     }
   }
 }

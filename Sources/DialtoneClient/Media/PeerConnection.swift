@@ -109,6 +109,9 @@ public protocol PeerConnection: AnyObject, Sendable {
   func setVideoDirection(_ direction: MediaDirection) async
   /// Sends on the data channel; throws if there is none or it is not open.
   func sendData(_ data: Data) async throws
+  /// A connection made with `mediaHeld` starts sending media (a pre-connected leg whose call
+  /// was accepted, protocol.md 9b); idempotent, and nothing for any other connection.
+  func releaseMedia() async
 
   func stats() async -> PeerConnectionStats
   /// Closes the connection; idempotent.
@@ -129,6 +132,9 @@ public struct PeerConnectionConfiguration: Sendable, Equatable {
   /// own streams), so without a camera it has no video section at all. An SFU rejects a video
   /// section with nothing to send, and webrtcbin 1.22 cannot take an answer that rejects one.
   public var sendOnly: Bool
+  /// A pre-connected leg (protocol.md 9b): ICE and DTLS go ahead, but no media is sent, from
+  /// the source (no RTP carrying audio or video at all, not silence), until `releaseMedia()`.
+  public var mediaHeld = false
 
   public init(
     iceServers: [IceServer], video: Bool, dataChannel: Bool = false, remoteParticipant: Peer? = nil,

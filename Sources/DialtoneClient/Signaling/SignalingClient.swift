@@ -16,6 +16,9 @@ public actor SignalingClient {
     /// No `welcome` this long after opening the socket (a server that accepts and then says
     /// nothing, a connect that hangs): the socket is closed and the client reconnects.
     public var welcomeTimeout: Duration = .seconds(10)
+    /// The protocol extensions announced in `hello` (the server answers with those it has too,
+    /// in `welcome.features`): what this SDK implements.
+    public var features: [String] = [ProtocolFeature.preconnect]
 
     public init(url: String) { self.url = url }
   }
@@ -166,7 +169,9 @@ public actor SignalingClient {
       self.socket = socket
       welcomed = false
       let hello = ClientMessage.hello(
-        .init(token: bearer, resume: sessionId.map { .init(sessionId: $0, lastSeq: lastSeq) }))
+        .init(
+          token: bearer, resume: sessionId.map { .init(sessionId: $0, lastSeq: lastSeq) },
+          features: configuration.features))
       socket.send(MessageCodec.encodeString(hello, id: "\(idPrefix)-hello"))
       let keepalive = Task { await self.keepAlive(socket) }
       let handshake = Task { [clock, configuration] in

@@ -114,8 +114,12 @@ struct CallRouter {
     case .cancel(let m): return hangup(m, id: id, from: who, now: now)
     case .hangup(let m): return hangup(m, id: id, from: who, now: now)
     case .offer(let m):
+      if let device = m.toDevice {
+        let relayed = ServerMessage.offer(
+          .init(callId: m.callId, from: who.peer, sdp: m.sdp, iceRestart: m.iceRestart, leg: true))
+        return relayToLeg(id, m.callId, who, device, relayed, opensLeg: true)
+      }
       let relayed = ServerMessage.offer(.init(callId: m.callId, from: who.peer, sdp: m.sdp, iceRestart: m.iceRestart))
-      if let device = m.toDevice { return relayToLeg(id, m.callId, who, device, relayed, opensLeg: true) }
       // The callee renegotiates (video on or off) once it answered, but never restarts ICE.
       if !m.iceRestart, calls[m.callId]?.isAnsweringDevice(who) == true {
         return relayFromAnswerer(id, m.callId, who, relayed)
@@ -136,12 +140,19 @@ struct CallRouter {
       }
       return relayFromAnswerer(id, m.callId, who, relayed)
     case .candidate(let m):
+      if let device = m.toDevice {
+        let relayed = ServerMessage.candidate(
+          .init(callId: m.callId, from: who.peer, candidate: m.candidate, leg: true))
+        return relayToLeg(id, m.callId, who, device, relayed, opensLeg: false)
+      }
       let relayed = ServerMessage.candidate(.init(callId: m.callId, from: who.peer, candidate: m.candidate))
-      if let device = m.toDevice { return relayToLeg(id, m.callId, who, device, relayed, opensLeg: false) }
       return relayEitherWay(id, m.callId, who, relayed)
     case .endOfCandidates(let m):
+      if let device = m.toDevice {
+        let relayed = ServerMessage.endOfCandidates(.init(callId: m.callId, from: who.peer, leg: true))
+        return relayToLeg(id, m.callId, who, device, relayed, opensLeg: false)
+      }
       let relayed = ServerMessage.endOfCandidates(.init(callId: m.callId, from: who.peer))
-      if let device = m.toDevice { return relayToLeg(id, m.callId, who, device, relayed, opensLeg: false) }
       return relayEitherWay(id, m.callId, who, relayed)
     case .mediaState(let m):
       return relayEitherWay(id, m.callId, who, .mediaState(.init(callId: m.callId, from: who.peer, camera: m.camera)))

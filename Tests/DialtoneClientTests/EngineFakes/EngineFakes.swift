@@ -87,6 +87,7 @@ final class EngineFakePeerConnection: PeerConnection, Sendable {
   func setVideoEnabled(_ enabled: Bool) async { record("video(\(enabled))") }
   func setVideoDirection(_ direction: MediaDirection) async { record("videoDirection(\(direction.rawValue))") }
   func sendData(_ data: Data) async throws { record("sendData(\(data.count))") }
+  func releaseMedia() async { record("releaseMedia") }
   func stats() async -> PeerConnectionStats { PeerConnectionStats(bytesSent: 1, bytesReceived: 2) }
   func close() async {
     record("close")

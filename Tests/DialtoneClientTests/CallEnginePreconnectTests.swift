@@ -1,0 +1,248 @@
+import DialtoneClient
+import DialtoneProtocol
+import Foundation
+import Testing
+
+/// Pre-connect while ringing (protocol.md 9b) in the engine's machine: legs are made, offered
+/// and answered while the call rings with their media held, the accepted leg is adopted with no
+/// renegotiation, and every other leg closes.
+@Suite struct CallEnginePreconnectTests {
+  static let aliceDevice = Peer(userId: "alice", deviceId: "a1")
+  static let mainOffer = SessionDescription(sdp: "offer-main")
+
+  static func device(_ name: String) -> Peer { Peer(userId: "bob", deviceId: name) }
+
+  static var preconnecting: CallEngine.Policy {
+    var policy = CallEngine.Policy()
+    policy.preconnect = true
+    return policy
+  }
+
+  static func sends(_ effects: [CallEngineMachine.Effect]) -> [ClientMessage] {
+    effects.compactMap {
+      if case .send(let m) = $0 { return m }
+      return nil
+    }
+  }
+
+  /// A caller whose invite went out (generation 1).
+  static func ringingCaller(_ policy: CallEngine.Policy = preconnecting) -> CallEngineMachine {
+    var m = CallEngineMachine(
+      callId: "c", role: .caller, remoteUserId: "bob", remotePeer: nil, offer: nil, video: false, policy: policy)
+    _ = m.handle(.start)
+    _ = m.handle(.connectionMade(generation: 1, canRestartIce: true))
+    _ = m.handle(.offerCreated(generation: 1, mainOffer))
+    _ = m.handle(.localDescriptionSet(generation: 1))
+    return m
+  }
+
+  /// The caller's leg for `device` up to its early answer applied; returns its generation.
+  static func answeredLeg(_ m: inout CallEngineMachine, _ name: String) -> Int? {
+    let made = m.handle(.server(.ringing(.init(callId: "c", from: device(name), preconnect: true))))
+    guard case .makeLeg(let gen)? = made.last else { return nil }
+    _ = m.handle(.connectionMade(generation: gen, canRestartIce: true))
+    _ = m.handle(.offerCreated(generation: gen, SessionDescription(sdp: "offer-\(name)")))
+    _ = m.handle(.localDescriptionSet(generation: gen))
+    _ = m.handle(.server(.answer(.init(callId: "c", from: device(name), sdp: "early-\(name)"))))
+    _ = m.handle(.remoteDescriptionSet(generation: gen))
+    return gen
+  }
+
+  @Test func theCallerMakesALegPerAskingDeviceAndOffersItToThatDeviceAlone() {
+    var m = Self.ringingCaller()
+    #expect(m.state == .calling)
+    #expect(
+      m.handle(.server(.ringing(.init(callId: "c", from: Self.device("laptop"), preconnect: true))))
+        == [.makeLeg(generation: 2)])
+    #expect(m.state == .ringing && m.generation == 1)
+    #expect(
+      m.handle(.connectionMade(generation: 2, canRestartIce: true)) == [
+        .setVideoDirection(generation: 2, .recvonly), .createOffer(generation: 2, iceRestart: false),
+      ])
+    let legOffer = SessionDescription(sdp: "offer-laptop")
+    #expect(m.handle(.offerCreated(generation: 2, legOffer)) == [.setLocal(generation: 2, legOffer, .offer)])
+    // A candidate gathered before the offer left waits for it.
+    #expect(m.handle(.localCandidate(generation: 2, IceCandidate(candidate: "l1"))).isEmpty)
+    #expect(
+      m.handle(.localDescriptionSet(generation: 2)) == [
+        .send(.offer(.init(callId: "c", sdp: "offer-laptop", toDevice: "laptop"))),
+        .send(.candidate(.init(callId: "c", candidate: IceCandidate(candidate: "l1"), toDevice: "laptop"))),
+      ])
+    #expect(
+      m.handle(.localCandidate(generation: 2, nil)) == [.send(.endOfCandidates(.init(callId: "c", toDevice: "laptop")))]
+    )
+  }
+
+  @Test func theInviteAsksForPreconnectOnlyWhenThePolicyDoes() {
+    for preconnect in [true, false] {
+      var policy = CallEngine.Policy()
+      policy.preconnect = preconnect
+      var m = CallEngineMachine(
+        callId: "c", role: .caller, remoteUserId: "bob", remotePeer: nil, offer: nil, video: false, policy: policy)
+      _ = m.handle(.start)
+      _ = m.handle(.connectionMade(generation: 1, canRestartIce: true))
+      _ = m.handle(.offerCreated(generation: 1, Self.mainOffer))
+      guard case .invite(let invite)? = Self.sends(m.handle(.localDescriptionSet(generation: 1))).first else {
+        Issue.record("no invite")
+        return
+      }
+      #expect(invite.preconnect == preconnect)
+      // Without it, a device's request for a leg is plain ringing.
+      let asked = m.handle(.server(.ringing(.init(callId: "c", from: Self.device("laptop"), preconnect: true))))
+      #expect(asked.isEmpty != preconnect)
+    }
+  }
+
+  @Test func aLegsEarlyAnswerGoesOnItsLegAndItsCandidatesWaitForIt() {
+    var m = Self.ringingCaller()
+    _ = m.handle(.server(.ringing(.init(callId: "c", from: Self.device("laptop"), preconnect: true))))
+    _ = m.handle(.connectionMade(generation: 2, canRestartIce: true))
+    _ = m.handle(.offerCreated(generation: 2, SessionDescription(sdp: "offer-laptop")))
+    _ = m.handle(.localDescriptionSet(generation: 2))
+    let early = SessionDescription(sdp: "early-laptop")
+    #expect(
+      m.handle(.server(.answer(.init(callId: "c", from: Self.device("laptop"), sdp: early.sdp))))
+        == [.setRemote(generation: 2, early, .answer)])
+    let remote = IceCandidate(candidate: "r1")
+    #expect(m.handle(.server(.candidate(.init(callId: "c", from: Self.device("laptop"), candidate: remote)))).isEmpty)
+    #expect(m.handle(.remoteDescriptionSet(generation: 2)) == [.addCandidate(generation: 2, remote)])
+    #expect(m.state == .ringing && m.generation == 1)
+  }
+
+  @Test func anAcceptOnALegAdoptsItReleasesItsMediaAndClosesTheOthers() {
+    var m = Self.ringingCaller()
+    guard let laptop = Self.answeredLeg(&m, "laptop"), let tablet = Self.answeredLeg(&m, "tablet") else {
+      Issue.record("no legs")
+      return
+    }
+    _ = m.handle(.connectionState(generation: laptop, .connected))
+    let effects = m.handle(
+      .server(.accept(.init(callId: "c", from: Self.device("laptop"), preconnected: true))))
+    #expect(
+      effects == [
+        .closeLeg(generation: tablet), .adoptLeg(generation: laptop), .releaseMedia(generation: laptop),
+        .setAudio(generation: laptop, true), .setVideo(generation: laptop, false),
+      ])
+    #expect(m.generation == laptop && m.state == .connected && m.remotePeer == Self.device("laptop"))
+    // No renegotiation on the answer path, and the call goes on on the leg.
+    #expect(!effects.contains { if case .setRemote = $0 { true } else { false } })
+    #expect(
+      m.handle(.localCandidate(generation: laptop, IceCandidate(candidate: "l9")))
+        == [.send(.candidate(.init(callId: "c", candidate: IceCandidate(candidate: "l9"))))])
+    #expect(m.handle(.connectionState(generation: 1, .failed)).isEmpty)  // the old main connection
+  }
+
+  @Test func anAcceptWithTheMainAnswerClosesEveryLeg() {
+    var m = Self.ringingCaller()
+    guard let laptop = Self.answeredLeg(&m, "laptop") else { return }
+    let answer = SessionDescription(sdp: "answer-main")
+    #expect(
+      m.handle(.server(.accept(.init(callId: "c", from: Self.device("phone"), answer: answer))))
+        == [.closeLeg(generation: laptop), .setRemote(generation: 1, answer, .answer)])
+    #expect(m.generation == 1 && m.state == .connecting)
+  }
+
+  @Test func aCallerKeepsAtMostFourLegsAndADeviceAskingAgainGetsANewOne() {
+    var m = Self.ringingCaller()
+    var made: [Int] = []
+    for n in 1...5 {
+      let effects = m.handle(.server(.ringing(.init(callId: "c", from: Self.device("d\(n)"), preconnect: true))))
+      made += effects.compactMap { if case .makeLeg(let gen) = $0 { gen } else { nil } }
+    }
+    #expect(made.count == ProtocolDefaults.maxPreconnectLegs)
+    let again = m.handle(.server(.ringing(.init(callId: "c", from: Self.device("d1"), preconnect: true))))
+    #expect(again.first == .closeLeg(generation: made[0]))
+    #expect(again.count == 2)
+  }
+
+  @Test func aFailedLegClosesQuietlyAndHangingUpClosesEveryLeg() {
+    var m = Self.ringingCaller()
+    guard let laptop = Self.answeredLeg(&m, "laptop"), let tablet = Self.answeredLeg(&m, "tablet") else { return }
+    #expect(m.handle(.connectionState(generation: laptop, .failed)) == [.closeLeg(generation: laptop)])
+    #expect(m.state == .ringing)
+    let ended = m.handle(.hangup)
+    #expect(ended.contains(.closeLeg(generation: tablet)) && ended.last == .finish)
+    #expect(Self.sends(ended) == [.cancel(.init(callId: "c"))])
+  }
+
+  // MARK: The callee
+
+  static func ringingCallee(preconnect: Bool = true) -> (CallEngineMachine, [CallEngineMachine.Effect]) {
+    var policy = CallEngine.Policy()
+    policy.preconnect = preconnect
+    var m = CallEngineMachine(
+      callId: "c", role: .callee, remoteUserId: "alice", remotePeer: aliceDevice, offer: mainOffer, video: false,
+      policy: policy)
+    let started = m.handle(.start)
+    _ = m.handle(.connectionMade(generation: 1, canRestartIce: true))
+    _ = m.handle(.remoteDescriptionSet(generation: 1))
+    return (m, started)
+  }
+
+  static func legOffer(_ sdp: String = "offer-leg") -> CallEngineMachine.Event {
+    .server(.offer(.init(callId: "c", from: aliceDevice, sdp: sdp, leg: true)))
+  }
+
+  @Test func theCalleeAsksForALegAnswersItEarlyAndSendsNothingBeforeAnswer() {
+    var (m, started) = Self.ringingCallee()
+    #expect(started.first == .send(.ringing(.init(callId: "c", preconnect: true))))
+    #expect(m.state == .incoming)
+    #expect(m.handle(Self.legOffer()) == [.makeLeg(generation: 2)])
+    let offer = SessionDescription(sdp: "offer-leg")
+    #expect(
+      m.handle(.connectionMade(generation: 2, canRestartIce: true)) == [
+        .setVideoDirection(generation: 2, .recvonly), .setRemote(generation: 2, offer, .offer),
+      ])
+    let legCandidate = IceCandidate(candidate: "leg-1")
+    #expect(
+      m.handle(.server(.candidate(.init(callId: "c", from: Self.aliceDevice, candidate: legCandidate, leg: true))))
+        .isEmpty)
+    #expect(
+      m.handle(.remoteDescriptionSet(generation: 2)) == [
+        .addCandidate(generation: 2, legCandidate), .createAnswer(generation: 2),
+      ])
+    let early = SessionDescription(sdp: "early")
+    #expect(m.handle(.answerCreated(generation: 2, early)) == [.setLocal(generation: 2, early, .answer)])
+    #expect(m.handle(.localDescriptionSet(generation: 2)) == [.send(.answer(.init(callId: "c", sdp: "early")))])
+    #expect(
+      m.handle(.localCandidate(generation: 2, IceCandidate(candidate: "mine")))
+        == [.send(.candidate(.init(callId: "c", candidate: IceCandidate(candidate: "mine"))))])
+    // The invite's own candidates stay on the main connection.
+    let mainCandidate = IceCandidate(candidate: "main-1")
+    #expect(
+      m.handle(.server(.candidate(.init(callId: "c", from: Self.aliceDevice, candidate: mainCandidate))))
+        == [.addCandidate(generation: 1, mainCandidate)])
+    #expect(m.state == .incoming)
+
+    // Answer: accept first, then media on the leg, which becomes the call's connection.
+    _ = m.handle(.connectionState(generation: 2, .connected))
+    let accepted = m.handle(.accept)
+    #expect(
+      accepted == [
+        .send(.accept(.init(callId: "c", answer: nil))), .adoptLeg(generation: 2), .releaseMedia(generation: 2),
+        .setAudio(generation: 2, true), .setVideo(generation: 2, false),
+      ])
+    #expect(m.generation == 2 && m.state == .connected)
+  }
+
+  @Test func aCalleeWhoseLegIsNotAnsweredYetAcceptsWithTheMainOffer() {
+    var (m, _) = Self.ringingCallee()
+    _ = m.handle(Self.legOffer())
+    let accepted = m.handle(.accept)
+    #expect(accepted.first == .closeLeg(generation: 2))
+    #expect(accepted.contains(.createAnswer(generation: 1)))
+    #expect(m.generation == 1 && m.state == .connecting)
+  }
+
+  @Test func aCalleeWithoutPreconnectRingsAsBeforeAndIgnoresLegOffers() {
+    var (m, started) = Self.ringingCallee(preconnect: false)
+    #expect(started.first == .send(.ringing(.init(callId: "c"))))
+    #expect(m.handle(Self.legOffer()).isEmpty)
+  }
+
+  @Test func aNewLegOfferReplacesTheCalleesLeg() {
+    var (m, _) = Self.ringingCallee()
+    _ = m.handle(Self.legOffer("offer-a"))
+    #expect(m.handle(Self.legOffer("offer-b")) == [.closeLeg(generation: 2), .makeLeg(generation: 3)])
+  }
+}
