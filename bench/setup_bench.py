@@ -12,6 +12,13 @@ and p95 of "dial → ICE connected" and "dial → first audio":
 - dialtone-gather CLI softphones with --no-trickle (gather, then send: the seeds' slow baseline)
 - aiortc          aiortc ↔ aiortc (Tests/e2e/aiortc_peer.py, which never trickles) through the server
 
+Then, per link setting, "answer → first audio": the callee rings for `--ring-ms` (a person
+reaching for the phone) before it answers, and the table gives the time from that Answer to the
+first audio at the callee and at the caller, for
+
+- dialtone             today's flow: nothing is negotiated before Answer
+- dialtone-preconnect  --preconnect on both sides (protocol.md 9b): the leg connects while it rings
+
 Needs root (namespaces, TUN). Usage:
     python3 bench/setup_bench.py [--bin .build/release] [--calls 10] [--rtts 0,50,150] [--losses 0,0.02]
 """
@@ -23,6 +30,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -51,15 +59,20 @@ def remove_namespaces():
         sh("ip", "netns", "del", ns, check=False)
 
 
-async def start(ns, args, log):
+async def start(ns, args, log, stdin=asyncio.subprocess.DEVNULL):
     return await asyncio.create_subprocess_exec(
-        "ip", "netns", "exec", ns, *args, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=log)
+        "ip", "netns", "exec", ns, *args, stdin=stdin, stdout=asyncio.subprocess.PIPE, stderr=log)
 
 
 async def read_events(proc, until, timeout):
     """JSON event lines of `proc` until one satisfies `until` (or the process ends)."""
-    events = []
+    return [event for _, event in await stamped_events(proc, until, timeout)]
+
+
+async def stamped_events(proc, until, timeout):
+    """JSON event lines of `proc`, each with the wall time it was read, until one satisfies
+    `until` (or the process ends)."""
+    stamped = []
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:
@@ -76,10 +89,10 @@ async def read_events(proc, until, timeout):
             event = json.loads(line)
         except ValueError:
             continue
-        events.append(event)
+        stamped.append((time.time(), event))
         if until(event):
             break
-    return events
+    return stamped
 
 
 async def kill(proc):
@@ -146,6 +159,45 @@ async def one_call(stack, binary, log):
         await kill(callee)
 
 
+async def answered_call(stack, binary, log, ring):
+    """One call answered after `ring` seconds of ringing: (callee, caller) ms from the Answer
+    to each side's first audio, or None."""
+    server = f"http://{ADDR_B}:{PORT}"
+    alice, bob = token(binary, "alice"), token(binary, "bob")
+    cli = [os.path.join(binary, "dialtone")]
+    extra = ["--preconnect"] if stack == "dialtone-preconnect" else []
+    callee = await start(NS_B, cli + ["answer", "--server", server, "--token", bob, "--json", *extra], log,
+                         stdin=asyncio.subprocess.PIPE)
+    caller = None
+    try:
+        ready = await read_events(callee, lambda e: e.get("text") == "waiting for a call", 30)
+        if not ready or ready[-1].get("text") != "waiting for a call":
+            return None
+        caller = await start(NS_A, cli + ["call", "--server", server, "--token", alice, "--to", "bob",
+                                          "--duration", "1.5", "--json", *extra], log)
+        heard_by_caller = asyncio.create_task(stamped_events(caller, lambda e: e.get("event") == "ended", 60))
+        rang = await read_events(callee, lambda e: "press Enter" in (e.get("text") or ""), 30)
+        if not rang or "press Enter" not in (rang[-1].get("text") or ""):
+            return None
+        await asyncio.sleep(ring)
+        answered = time.time()
+        callee.stdin.write(b"\n")
+        await callee.stdin.drain()
+        at_callee = await stamped_events(callee, lambda e: e.get("event") in ("first-audio", "ended"), 30)
+        at_caller = await heard_by_caller
+        first = [next((t for t, e in events if e.get("event") == "first-audio"), None)
+                 for events in (at_callee, at_caller)]
+        if None in first or min(first) < answered:
+            log.write(f"{stack}: no first audio after the answer: {json.dumps([e for _, e in at_caller])[-800:]}\n"
+                      .encode())
+            log.flush()
+            return None
+        return tuple((t - answered) * 1000 for t in first)
+    finally:
+        await kill(caller)
+        await kill(callee)
+
+
 def summary(values):
     if not values:
         return "n/a"
@@ -161,6 +213,9 @@ async def main():
     parser.add_argument("--rtts", default="0,50,150")
     parser.add_argument("--losses", default="0,0.02")
     parser.add_argument("--stacks", default="dialtone,dialtone-gather,aiortc")
+    parser.add_argument("--answer-stacks", default="dialtone,dialtone-preconnect",
+                        help="stacks of the answer → first audio table ('' for none)")
+    parser.add_argument("--ring-ms", type=float, default=2000, help="how long a call rings before it is answered")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench-setup needs root (network namespaces and TUN devices)")
@@ -168,9 +223,10 @@ async def main():
     log = open(os.path.join("/tmp", "dialtone-bench-setup.log"), "wb")
     make_namespaces()
     server = await start(NS_B, [os.path.join(args.bin, "dialtone-server"), "--host", ADDR_B, "--port", str(PORT),
-                                "--data-dir", "/tmp/dialtone-bench-setup-data", "--auth-secret", SECRET,
+                                "--data-dir", tempfile.mkdtemp(prefix="dialtone-bench-setup-"), "--auth-secret", SECRET,
                                 "--log-level", "error"], log)
     rows = []
+    answer_rows = []
     try:
         await asyncio.sleep(1)
         print(f"machine: {platform.node()} {os.cpu_count()} cores, {platform.platform()}")
@@ -192,9 +248,27 @@ async def main():
                         row = (rtt, loss, stack, summary(ice), summary(audio), f"{len(ice)}/{args.calls}")
                         rows.append((row, ice, audio))
                         print(f"{rtt:5.0f} {loss * 100:4.0f}%  {stack:<16} {row[3]:>17} {row[4]:>17}  {row[5]}", flush=True)
+                    for stack in [x for x in args.answer_stacks.split(",") if x]:
+                        callee, caller = [], []
+                        for _ in range(args.calls):
+                            result = await answered_call(stack, args.bin, log, args.ring_ms / 1000)
+                            if result is None:
+                                continue
+                            callee.append(result[0])
+                            caller.append(result[1])
+                        answer_rows.append((rtt, loss, stack, callee, caller))
+                        print(f"{rtt:5.0f} {loss * 100:4.0f}%  {stack:<20} answer → first audio, callee "
+                              f"{summary(callee)}, caller {summary(caller)}  {len(callee)}/{args.calls}", flush=True)
     finally:
         await kill(server)
         remove_namespaces()
+    if answer_rows:
+        print(f"\nanswer → first audio, ms after Answer (rung {args.ring_ms:.0f} ms first), median / p95")
+        print(f"{'RTT':>5} {'loss':>5}  {'stack':<20} {'at the callee':>17} {'at the caller':>17}  ok")
+        for rtt, loss, stack, callee, caller in answer_rows:
+            print(f"{rtt:5.0f} {loss * 100:4.0f}%  {stack:<20} {summary(callee):>17} {summary(caller):>17}  "
+                  f"{len(callee)}/{args.calls}")
+        print("aim: ≤ 1 RTT + 50 ms at every RTT")
     aim_rows = [(r, a) for (r, _, a) in rows if r[2] == "dialtone" and r[1] == 0 and a]
     if aim_rows:
         print("\naim (trickle, no loss): p50 first audio ≤ 3 × RTT + 150 ms")
