@@ -1,7 +1,8 @@
-import DialtoneClient
 import DialtoneProtocol
 import Foundation
 import Testing
+
+@testable import DialtoneClient
 
 /// Pre-connect while ringing (protocol.md 9b) in the engine's machine: legs are made, offered
 /// and answered while the call rings with their media held, the accepted leg is adopted with no
@@ -238,6 +239,26 @@ import Testing
     var (m, started) = Self.ringingCallee(preconnect: false)
     #expect(started.first == .send(.ringing(.init(callId: "c"))))
     #expect(m.handle(Self.legOffer()).isEmpty)
+  }
+
+  @Test func aCalleeWhoseLegFailsAsksAgainQuietlyAFewTimes() {
+    var (m, _) = Self.ringingCallee()
+    var generation = 1
+    for _ in 0..<PreconnectLegs.retries {
+      generation += 1
+      _ = m.handle(Self.legOffer())
+      #expect(
+        m.handle(.connectionState(generation: generation, .failed)) == [
+          .closeLeg(generation: generation), .send(.ringing(.init(callId: "c", preconnect: true))),
+        ])
+      #expect(m.state == .incoming)
+    }
+    generation += 1
+    _ = m.handle(Self.legOffer())
+    #expect(m.handle(.connectionState(generation: generation, .failed)) == [.closeLeg(generation: generation)])
+    // It still rings, and Answer takes the main offer.
+    #expect(m.state == .incoming)
+    #expect(m.handle(.accept).contains(.createAnswer(generation: 1)))
   }
 
   @Test func aNewLegOfferReplacesTheCalleesLeg() {

@@ -41,6 +41,9 @@ struct PreconnectLegs: Sendable, Equatable {
   let role: CallEngine.Role
   let callId: CallID
   private(set) var legs: [Int: Leg] = [:]
+  /// Callee: how many times a failed leg may be asked for again while the call rings.
+  static let retries = 2
+  private var retriesLeft = retries
 
   init(role: CallEngine.Role, callId: CallID) {
     self.role = role
@@ -95,7 +98,7 @@ struct PreconnectLegs: Sendable, Equatable {
       legs[gen] = leg
       return [direction, .createOffer(generation: gen, iceRestart: false)]
     case .connectionFailed(let gen, _), .localDescriptionFailed(let gen, _), .remoteDescriptionFailed(let gen, _):
-      return legs[gen] == nil ? [] : close(gen)
+      return legs[gen] == nil ? [] : failed(gen)
     case .offerCreated(let gen, let description), .answerCreated(let gen, let description):
       guard legs[gen] != nil else { return [] }
       legs[gen]?.local = description
@@ -140,7 +143,7 @@ struct PreconnectLegs: Sendable, Equatable {
         legs[gen]?.connected = true
         if first, let device = legs[gen]?.device { return [.legConnected(device: device)] }
       case .disconnected: legs[gen]?.connected = false
-      case .failed, .closed: return close(gen)
+      case .failed, .closed: return failed(gen)
       case .new, .checking: break
       }
       return []
@@ -178,6 +181,15 @@ struct PreconnectLegs: Sendable, Equatable {
   }
 
   // MARK: Closing and adopting
+
+  /// A leg that failed while ringing closes; a callee asks for a new one, a few times, without
+  /// a word to the user (the call rings on and can always be answered on the main offer).
+  private mutating func failed(_ generation: Int) -> [Effect] {
+    let closed = close(generation)
+    guard role == .callee, retriesLeft > 0 else { return closed }
+    retriesLeft -= 1
+    return closed + [.send(.ringing(.init(callId: callId, preconnect: true)))]
+  }
 
   mutating func close(_ generation: Int) -> [Effect] {
     guard legs.removeValue(forKey: generation) != nil else { return [] }
