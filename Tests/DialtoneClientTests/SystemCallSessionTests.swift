@@ -82,23 +82,25 @@ private struct Peer {
 
   private func phone(
     _ rig: LoopbackServer, _ user: String, _ device: String = "iphone",
-    clock: any DialtoneClock = SystemClock()
+    clock: any DialtoneClock = SystemClock(), policy: CallEngine.Policy = .init()
   ) -> Phone {
     let os = FakeOS(clock: clock)
     let factory = EngineFakePeerConnectionFactory(log: EngineLog())
     let session = SystemCallSession(
       signaling: signaling(rig, user, device), iceServers: IceServerCache(defaults: []), factory: factory, ui: os.ui,
-      media: RecordingMedia(log: os.log), deviceId: device, clock: clock)
+      media: RecordingMedia(log: os.log), deviceId: device, clock: clock, policy: policy)
     os.attach(session)
     session.start()
     return Phone(session: session, os: os, factory: factory)
   }
 
-  private func peer(_ rig: LoopbackServer, _ user: String) async -> Peer {
+  private func peer(_ rig: LoopbackServer, _ user: String, policy: CallEngine.Policy = .init()) async -> Peer {
     let factory = EngineFakePeerConnectionFactory(log: EngineLog())
+    var configuration = CallClient.Configuration()
+    configuration.policy = policy
     let client = CallClient(
       signaling: signaling(rig, user, "phone"), iceServers: IceServerCache(defaults: []),
-      factory: factory)
+      factory: factory, configuration: configuration)
     let incoming = Locked<[CallEngine]>([])
     Task {
       for await event in client.events { if case .incoming(let e) = event { incoming.withLock { $0.append(e) } } }
@@ -178,6 +180,54 @@ private struct Peer {
     #expect(bob.os.id("end").map { bob.os.log.contains(.fulfilled($0)) } == true)
     #expect(!bob.os.entries.contains { if case .ended = $0 { true } else { false } })
 
+    await tearDown(rig, alice, bob)
+  }
+
+  // Pre-connect (protocol.md 9b) under the CallKit rules: the leg is negotiated and connected
+  // while the OS shows the call, with its media held and nothing of it shown; the answer
+  // action is fulfilled as soon as the adopted leg carries the call (no negotiation on the
+  // answer path), its media released only then, and audio still waits for didActivate.
+  @Test func aPreconnectedCallIsAnsweredThroughTheOSWithoutNegotiating() async throws {
+    var policy = CallEngine.Policy()
+    policy.preconnect = true
+    let rig = try await LoopbackServer(secret: secret)
+    let alice = await peer(rig, "alice", policy: policy)
+    let bob = phone(rig, "bob", policy: policy)
+    await bob.session.goOnline()
+    // Pre-connect is agreed in welcome: a call dialled before it goes without.
+    try #require(await eventually { await alice.client.signaling.agreedFeatures.contains(ProtocolFeature.preconnect) })
+    let call = await alice.client.dial("bob")
+    let uuid = CallUUIDs.uuid(for: call.callId)
+    try #require(await bob.os.saw(.reportIncoming(uuid, handle: "alice", name: nil, video: false)))
+    // Bob's phone asked for a leg: Alice made it (her second connection) and Bob answered it early (his second).
+    try #require(await eventually { alice.factory.connections.count == 2 && bob.factory.connections.count == 2 })
+    let (aliceLeg, bobLeg) = (alice.factory.connections[1], bob.factory.connections[1])
+    #expect(alice.factory.configurations[1].mediaHeld && bob.factory.configurations[1].mediaHeld)
+    #expect(
+      await eventually {
+        bobLeg.calls.contains("setLocal(answer)") && aliceLeg.calls.contains("setRemote(answer:answer-pc2)")
+      })
+    aliceLeg.emitState(.connected)
+    bobLeg.emitState(.connected)
+    // Ringing on: nothing of the leg reaches the OS, no media is released.
+    #expect(await call.state == .ringing)
+    #expect(!bobLeg.calls.contains("releaseMedia") && !aliceLeg.calls.contains("releaseMedia"))
+    #expect(bob.os.entries.count == 1)
+
+    let answer = bob.os.perform(.answer, uuid, name: "answer")
+    #expect(await bob.os.saw(.fulfilled(answer)))
+    #expect(await eventually { await call.state == .connected })
+    #expect(await eventually { bobLeg.calls.contains("releaseMedia") && aliceLeg.calls.contains("releaseMedia") })
+    // No negotiation on the answer path: the main connections never answered or applied an answer.
+    #expect(!bob.factory.connections[0].calls.contains("createAnswer"))
+    #expect(!alice.factory.connections[0].calls.contains { $0.hasPrefix("setRemote(answer") })
+    #expect(bob.factory.connections[0].calls.contains("close") && alice.factory.connections[0].calls.contains("close"))
+    #expect(!bob.os.log.contains(.audioOn))
+    bob.session.didActivateAudioSession()
+    #expect(await bob.os.saw(.audioOn))
+
+    bob.session.hangUp(call.callId)
+    #expect(await eventually { await call.state == .ended(.remote(.hangup)) })
     await tearDown(rig, alice, bob)
   }
 

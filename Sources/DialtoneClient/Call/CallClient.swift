@@ -60,8 +60,6 @@ public actor CallClient {
   /// Answered before their invite arrived (a push woke the app, the user tapped answer).
   private var answerOnInvite: Set<CallID> = []
   private var deviceId: String?
-  /// The protocol extensions the server agreed to in its latest `welcome`.
-  private var serverFeatures: Set<String> = []
   private var pump: Task<Void, Never>?
 
   public init(
@@ -114,7 +112,7 @@ public actor CallClient {
     await prune()
     let engine = CallEngine(
       outgoingCallId: callId, to: userId, video: video, iceServers: await iceServers.current(),
-      factory: factory, signaling: channel, clock: clock, policy: callPolicy)
+      factory: factory, signaling: channel, clock: clock, policy: await callPolicy())
     engines[callId] = engine
     await engine.start()
     return engine
@@ -275,7 +273,6 @@ public actor CallClient {
     switch event {
     case .connected(let welcome):
       deviceId = welcome.deviceId
-      serverFeatures = Set(welcome.features)
       if !welcome.iceServers.isEmpty {
         await iceServers.update(servers: welcome.iceServers, ttl: welcome.iceServersTtl)
       }
@@ -316,10 +313,12 @@ public actor CallClient {
     }
   }
 
-  /// The policy of a new call: pre-connect only with a server that agreed to it.
-  private var callPolicy: CallEngine.Policy {
+  /// The policy of a new call: pre-connect only with a server that agreed to it (a call
+  /// dialled before the first `welcome` goes without).
+  private func callPolicy() async -> CallEngine.Policy {
     var policy = configuration.policy
-    policy.preconnect = policy.preconnect && serverFeatures.contains(ProtocolFeature.preconnect)
+    let agreed = await signaling.agreedFeatures
+    policy.preconnect = policy.preconnect && agreed.contains(ProtocolFeature.preconnect)
     return policy
   }
 
@@ -328,7 +327,7 @@ public actor CallClient {
     guard engines[invite.callId] == nil else { return }  // a re-delivered invite
     let engine = CallEngine(
       incoming: invite, iceServers: await iceServers.current(), factory: factory,
-      signaling: channel, clock: clock, policy: callPolicy)
+      signaling: channel, clock: clock, policy: await callPolicy())
     engines[invite.callId] = engine
     await engine.start()
     eventSink.yield(.incoming(engine))

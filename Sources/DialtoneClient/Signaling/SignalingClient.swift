@@ -40,6 +40,8 @@ public actor SignalingClient {
   /// The user this connection is signed in as, from the last `welcome` (nil before the first).
   /// Set before any answer on that connection is delivered.
   public private(set) var userId: String?
+  /// The protocol extensions the server agreed to in the last `welcome` (empty before it).
+  public private(set) var agreedFeatures: Set<String> = []
   private let eventSink: AsyncStream<Event>.Continuation
   private let configuration: Configuration
   private let transport: any SignalingTransport
@@ -255,6 +257,7 @@ public actor SignalingClient {
     if case .welcome(let welcome) = envelope.message {
       welcomed = true
       userId = welcome.userId
+      agreedFeatures = Set(welcome.features)
       heartbeat = Double(welcome.heartbeatSeconds)
       if !welcome.resumed {
         lastSeq = 0
