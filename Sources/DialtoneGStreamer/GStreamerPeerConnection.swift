@@ -546,6 +546,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private func startRateControl() -> Task<Void, Never> {
     Task.detached { [weak self] in
       var tally = TransportFeedbackTally()
+      // Without transport-wide feedback, what the sender used comes from its own counter.
+      var lastVideoBytesSent: UInt64?
       while !Task.isCancelled {
         for _ in 0..<10 {
           try? await Task.sleep(for: .milliseconds(100))
@@ -567,6 +569,14 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
         guard sending else { continue }
         // With transport-wide feedback the receiver reports are not used: not fetched either.
         let raw = reportsUsed ? await self.rawStats() : dt_stats()
+        var sentFromStats: Double?
+        if reportsUsed {
+          let bytes = UInt64(raw.video_bytes_sent)
+          if let last = lastVideoBytesSent, bytes >= last {
+            sentFromStats = Double(bytes - last) * 8  // over this one-second step
+          }
+          lastVideoBytesSent = bytes
+        }
         // The report on our video if webrtcbin has one, else the one on the path (see dt_stats).
         let video = raw.video_fraction_lost >= 0
         let lost = video ? raw.video_fraction_lost : raw.path_fraction_lost
@@ -581,7 +591,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
           self.targetBitrate = self.rateController.target
           let resized =
             self.resolutionLadder?.update(
-              target: self.targetBitrate, sent: transport?.bitrateSent, congestionSeen: !self.rateController.probing)
+              target: self.targetBitrate, sent: transport?.bitrateSent ?? sentFromStats,
+              congestionSeen: !self.rateController.probing)
             == true
           return (before, after, resized ? self.resolutionLadder?.size : nil)
         }
