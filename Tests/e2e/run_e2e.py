@@ -669,9 +669,10 @@ async def browser_video_calls_cli(s, stack):
     bob = await auto_answering_bob(s, stack, server, "--tone-frequency", "330", "--video", "blue", netns=ns.NS)
     browser = stack(await Chromium(s, f"{server.url}/#token={server.token('alice', 'browser')}"
                                       f"&call=bob&tone=660&video=1&hangupAfter=5", ns.NS).start())
-    state = await page_sees(browser, 2, "blue")
-    check((state["videoWidth"], state["videoHeight"]) == (640, 360),
-          f"the page got {state['videoWidth']}x{state['videoHeight']} frames")
+    await page_sees(browser, 2, "blue")
+    # The CLI's first picture is sized for the start bitrate; it climbs to 640x360 within seconds.
+    await browser.wait_for("the CLI's camera size", lambda st: (st.get("videoWidth"), st.get("videoHeight")) == (640, 360),
+                           timeout=15)
     check(await bob.exit_status() == 0, "the CLI did not exit 0 after the browser hung up")
     saw_video("bob", bob.find("video"))
 
@@ -750,9 +751,12 @@ async def cli_upgrades_a_call_with_the_browser(s, stack):
                                   netns=ns.NS).start())
     await alice.wait_for("first-audio")
     alice.send("video on")
-    state = await browser.wait_for("the CLI's red", lambda st: st["remoteVideo"] and st.get("videoFrames", 0) >= 20
-                                   and st.get("videoColour") and st["videoColour"][0] > 180)
-    check((state["videoWidth"], state["videoHeight"]) == (640, 360), f"the page got {state['videoWidth']}x{state['videoHeight']}")
+    await browser.wait_for("the CLI's red", lambda st: st["remoteVideo"] and st.get("videoFrames", 0) >= 20
+                           and st.get("videoColour") and st["videoColour"][0] > 180)
+    # The upgrade's fresh connection starts at the size for the start bitrate (480x270) and
+    # climbs to the camera's on the first rate steps (VideoResolutionLadder).
+    await browser.wait_for("the CLI's camera size", lambda st: (st.get("videoWidth"), st.get("videoHeight")) == (640, 360),
+                           timeout=15)
     alice.interrupt()
     check(await alice.exit_status(timeout=30) == 0, "the CLI's call did not complete")
 
