@@ -67,6 +67,23 @@ async def wait_port_in(netns, host, port, process, timeout=15):
     raise Failure(f"nothing listens on {host}:{port} in {netns}")
 
 
+async def run_stacked(fn, timeout):
+    """`await fn(stack)` within `timeout`, where `stack(thing)` registers what `fn` starts (and
+    returns it); every registered thing is stopped, newest first, however `fn` ends. Returns what
+    `fn` returns; raises what it raises, or `asyncio.TimeoutError`."""
+    stacked = []
+
+    def stack(thing):
+        stacked.append(thing)
+        return thing
+
+    try:
+        return await asyncio.wait_for(fn(stack), timeout)
+    finally:
+        for thing in reversed(stacked):
+            await thing.stop()
+
+
 class Scratch:
     """A temporary directory removed at the end."""
 

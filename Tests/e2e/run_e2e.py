@@ -16,7 +16,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from harness import (Chromium, Coturn, Failure, Janus, MediaNamespace, NamespaceLink, Scratch, Server,  # noqa: E402
-                     Softphone, TCPProxy, aiortc_peer, check, dominant_frequency, tone_levels, wav_seconds)
+                     Softphone, TCPProxy, aiortc_peer, check, dominant_frequency, run_stacked, tone_levels,
+                     wav_seconds)
 
 SCENARIOS = []
 
@@ -1062,23 +1063,14 @@ async def run(selected):
         if selected and not any(word in fn.__name__ for word in selected):
             continue
         scratch = Scratch()
-        stacked = []
-
-        def stack(thing):
-            stacked.append(thing)
-            return thing
-
         started = time.monotonic()
         try:
-            await asyncio.wait_for(fn(scratch, stack), getattr(fn, "time_limit", 90))
+            await run_stacked(lambda stack: fn(scratch, stack), getattr(fn, "time_limit", 90))
             print(f"PASS {fn.__name__} ({time.monotonic() - started:.1f} s)", flush=True)
             ok = True
         except (Failure, asyncio.TimeoutError) as error:
             print(f"FAIL {fn.__name__}: {error or 'timed out'} (logs in {scratch.path})", flush=True)
             ok = False
-        finally:
-            for thing in reversed(stacked):
-                await thing.stop()
         if ok:
             scratch.remove()
         else:
