@@ -20,7 +20,8 @@ let package = Package(
     .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
     // No pkgConfig: GStreamer's flags carry -pthread, which SwiftPM refuses with a warning on
     // every build; the include paths are given to DialtoneGStreamer instead.
-    .systemLibrary(name: "CGStreamer", providers: [.apt(["libgstreamer1.0-dev", "libgstreamer-plugins-bad1.0-dev"])]),
+    .systemLibrary(
+      name: "CGStreamer", providers: [.apt(["libgstreamer1.0-dev", "libgstreamer-plugins-bad1.0-dev", "libnice-dev"])]),
     .systemLibrary(
       name: "CLibWebSockets", pkgConfig: "libwebsockets",
       providers: [.apt(["libwebsockets-dev", "libwebsockets-evlib-uv", "libuv1-dev"])]),

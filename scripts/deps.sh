@@ -12,6 +12,8 @@ APT_PACKAGES=(
   python3-pip
   # Real calls: webrtcbin and its plugins (Opus, DTLS/SRTP, SCTP, libnice ICE).
   libgstreamer1.0-dev libgstreamer-plugins-bad1.0-dev
+  # webrtcbin's ICE agent, closed by us so that TURN allocations are released (shim.h).
+  libnice-dev
   gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-nice gstreamer1.0-tools
   # End-to-end tests: a real TURN server and a real browser.
   coturn chromium

@@ -4,6 +4,7 @@
 #include <gst/gst.h>
 #include <gst/sdp/sdp.h>
 #include <gst/webrtc/webrtc.h>
+#include <nice/agent.h>
 #include <string.h>
 
 // GObject's variadic calls (g_signal_emit_by_name, g_object_get, gst_structure_get) and its
@@ -730,6 +731,52 @@ static inline gboolean dt_set_state(GstElement *e, GstState state) {
 static inline void dt_pregenerate_dtls_certificate(void) {
   GstElement *e = gst_element_factory_make("dtlsdec", NULL);
   if (e) { gst_object_ref_sink(e); gst_object_unref(e); }
+}
+
+// ---- Releasing TURN allocations ----
+// webrtcbin (1.22) frees its libnice agent without nice_agent_close_async(), so a closed
+// connection leaves its relay allocations on the TURN server until their lifetime (600 s)
+// runs out: a cost per call, and per losing pre-connect leg. Closing the agent first sends a
+// Refresh with lifetime 0 for each allocation (RFC 8656 7.1) and waits for the answers.
+
+static void dt__agent_closed(GObject *source, GAsyncResult *result, gpointer ud) {
+  (void)source;
+  (void)result;
+  *(gboolean *)ud = TRUE;
+}
+
+static gboolean dt__close_timed_out(gpointer ud) {
+  *(gboolean *)ud = TRUE;
+  return G_SOURCE_REMOVE;
+}
+
+/// Deallocates the relays of `webrtc`'s ICE agent, waiting at most `timeout_ms` for the TURN
+/// servers' answers; TRUE when every answer (or a retransmission timeout) came in time. The
+/// agent must not be used afterwards: call it just before the pipeline stops.
+static inline gboolean dt_webrtc_release_relays(GstElement *webrtc, guint timeout_ms) {
+  GObject *ice = NULL;
+  g_object_get(webrtc, "ice-agent", &ice, NULL);
+  if (!ice) return TRUE;
+  NiceAgent *agent = NULL;
+  if (g_object_class_find_property(G_OBJECT_GET_CLASS(ice), "agent"))
+    g_object_get(ice, "agent", &agent, NULL);
+  g_object_unref(ice);
+  if (!agent) return TRUE;
+  // The agent calls back in the caller's thread-default context: a private one, iterated here.
+  GMainContext *context = g_main_context_new();
+  g_main_context_push_thread_default(context);
+  gboolean closed = FALSE, timed_out = FALSE;
+  nice_agent_close_async(agent, dt__agent_closed, &closed);
+  GSource *timer = g_timeout_source_new(timeout_ms);
+  g_source_set_callback(timer, dt__close_timed_out, &timed_out, NULL);
+  g_source_attach(timer, context);
+  while (!closed && !timed_out) g_main_context_iteration(context, TRUE);
+  g_source_destroy(timer);
+  g_source_unref(timer);
+  g_main_context_pop_thread_default(context);
+  g_main_context_unref(context);
+  g_object_unref(agent);
+  return closed;
 }
 
 static inline GstElement *dt_bin_get(GstElement *bin, const gchar *name) {

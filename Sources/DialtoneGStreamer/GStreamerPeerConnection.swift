@@ -869,6 +869,10 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
 
   private var isClosed: Bool { lock.withLock { closed } }
 
+  /// How long a close waits for TURN servers to confirm the allocations are gone: enough for
+  /// a slow link's round trip, short enough that a vanished network does not hold the close.
+  static let relayReleaseTimeoutMilliseconds: guint = 1000
+
   // MARK: Teardown
 
   /// Detach every callback, stop the pipeline (joining its threads), then free what the
@@ -886,6 +890,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     }
     if let table { dt_webrtc_disconnect(pipeline, webrtc, table) }
     if let chan, let chanTable { dt_channel_disconnect(chan, chanTable) }
+    // Before the agent goes: its TURN allocations are released, not left to time out.
+    _ = dt_webrtc_release_relays(webrtc, Self.relayReleaseTimeoutMilliseconds)
     _ = dt_set_state(pipeline, GST_STATE_NULL)
     dt_webrtc_callbacks_free(table)
     g_free(chanTable)

@@ -81,7 +81,7 @@ private struct ClientEvents: Sendable {
 
   private func device(
     _ rig: Rig, _ user: String, _ deviceId: String = "phone",
-    configuration: CallClient.Configuration = .init()
+    configuration: CallClient.Configuration = .init(), closeGate: CloseGate? = nil
   ) async -> Device {
     let transport = GatedTransport(inner: LWSSignalingTransport(client: rig.network))
     var signalingConfiguration = SignalingClient.Configuration(url: rig.webSocketURL)
@@ -89,7 +89,7 @@ private struct ClientEvents: Sendable {
     let signaling = SignalingClient(configuration: signalingConfiguration, transport: transport) {
       try rig.token(user, device: deviceId)
     }
-    let factory = EngineFakePeerConnectionFactory(log: EngineLog())
+    let factory = EngineFakePeerConnectionFactory(log: EngineLog(), closeGate: closeGate)
     let client = CallClient(
       signaling: signaling, iceServers: IceServerCache(defaults: []), factory: factory,
       configuration: configuration)
@@ -139,6 +139,39 @@ private struct ClientEvents: Sendable {
     #expect(await alice.client.activeCalls().isEmpty)
 
     for d in [alice, bobPhone, bobLaptop] { await d.client.stop() }
+    await rig.stop()
+  }
+
+  /// A softphone quits right after its call ends elsewhere: `stop()` must wait for the ended
+  /// call's connection to close, or its TURN allocation outlives the process.
+  @Test func stopWaitsForACallThatEndedElsewhereToCloseItsConnection() async throws {
+    let rig = try await Rig(secret: secret)
+    let alice = await device(rig, "alice")
+    let gate = CloseGate()
+    let bobPhone = await device(rig, "bob", "phone", closeGate: gate)
+    let bobLaptop = await device(rig, "bob", "laptop")
+    try await online(alice, bobPhone, bobLaptop)
+
+    let call = await alice.client.dial("bob")
+    try #require(await eventually { bobPhone.events.incoming.count == 1 && bobLaptop.events.incoming.count == 1 })
+    let phoneCall = try #require(bobPhone.events.incoming.first)
+    await bobLaptop.client.answer(call.callId)
+    #expect(await eventually { await phoneCall.state == .ended(.remote(.answeredElsewhere)) })
+    let phonePC = try #require(bobPhone.factory.connections.first)
+    #expect(await eventually { phonePC.calls.contains("close") })  // held by the gate
+
+    let stopped = Locked(false)
+    let stopping = Task {
+      await bobPhone.client.stop()
+      stopped.withLock { $0 = true }
+    }
+    for _ in 0..<200 { await Task.yield() }
+    #expect(!stopped.current, "stop() returned while the ended call's connection was still closing")
+    gate.open()
+    await stopping.value
+    #expect(phonePC.calls.last == "closed")
+
+    for d in [alice, bobLaptop] { await d.client.stop() }
     await rig.stop()
   }
 

@@ -7,6 +7,7 @@ import asyncio
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -244,8 +245,8 @@ class Coturn:
     address (libnice pins each socket to its interface, so peers cannot reach a TURN server on
     loopback)."""
 
-    def __init__(self, scratch, namespace):
-        self.scratch, self.namespace = scratch, namespace
+    def __init__(self, scratch, namespace, verbose=False):
+        self.scratch, self.namespace, self.verbose = scratch, namespace, verbose
         self.address = namespace.ADDR
         self.port = free_port(socket.SOCK_DGRAM)
         self.process = None
@@ -256,11 +257,43 @@ class Coturn:
                 "--listening-port", str(self.port), "--use-auth-secret", "--static-auth-secret", TURN_SECRET,
                 "--realm", "dialtone.test", "--allow-loopback-peers", "--no-tls", "--no-dtls", "--no-tcp",
                 "--no-cli", "--min-port", str(relay_low), "--max-port", str(relay_low + 200),
-                "--log-file", "stdout", "--simple-log", "--pidfile", self.scratch.file("turnserver.pid")]
+                "--log-file", self.scratch.file("turnserver.log"), "--simple-log",
+                "--pidfile", self.scratch.file("turnserver.pid")] + (["--verbose"] if self.verbose else [])
         self.process = await spawn("coturn", args, self.scratch.file("coturn.log"))
         await asyncio.sleep(0.5)
         check(self.process.proc.returncode is None, "coturn did not start (see coturn.log)")
         return self
+
+    def allocations(self):
+        """{user: {"allocated": n, "live": n}} from the session log (`verbose` only): a session is
+        live from its allocation until a Refresh with lifetime 0 or its close."""
+        sessions = {}
+        with open(self.scratch.file("turnserver.log"), errors="replace") as log:
+            for line in log:
+                m = re.search(r"session (\d+): (new|refreshed|closed)\b.*?username=<[^:>]*:([^>]*)>(.*)", line) or \
+                    re.search(r"session (\d+): (closed) \(2nd stage\), user <[^:>]*:([^>]*)>(.*)", line)
+                if not m:
+                    continue
+                session, what, user, rest = m.groups()
+                if what == "new":
+                    sessions[session] = (user, True)
+                elif session in sessions and (what == "closed" or "lifetime=0" in rest):
+                    sessions[session] = (user, False)
+        counts = {"alice": {"allocated": 0, "live": 0}, "bob": {"allocated": 0, "live": 0}}
+        for user, live in sessions.values():
+            entry = counts.setdefault(user, {"allocated": 0, "live": 0})
+            entry["allocated"] += 1
+            entry["live"] += live
+        return counts
+
+    async def wait_allocations(self, predicate, timeout):
+        """The allocations once `predicate` holds for them, or as they are after `timeout` s."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            counts = self.allocations()
+            if predicate(counts) or asyncio.get_running_loop().time() > deadline:
+                return counts
+            await asyncio.sleep(0.2)
 
     async def stop(self):
         if self.process:

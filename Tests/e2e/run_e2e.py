@@ -137,6 +137,45 @@ async def preconnect_three_devices_ring_and_one_answers(s, stack):
 
 
 @scenario
+async def preconnect_losing_legs_release_their_turn_allocations(s, stack):
+    """Pre-connect relay-only through coturn: every leg allocates a relay while it rings
+    (one per connection: one interface in the namespace); once the laptop answers, the
+    losing legs, the phone's, the tablet's and Alice's for them, release theirs (a Refresh with
+    lifetime 0) while the call goes on on one allocation each, and the hang-up releases the last two."""
+    ns = stack(await MediaNamespace().start())
+    turn = stack(await Coturn(s, ns, verbose=True).start())
+    server = stack(await Server(s, netns=ns.NS, turn=turn).start())
+    devices = {}
+    for device in ("phone", "tablet", "laptop"):
+        devices[device] = await member(s, stack, server, ns, "bob", "--preconnect", "--relay-only",
+                                       "--tone-frequency", "330", device=device, record=(device == "laptop")).start()
+    for peer in devices.values():
+        await peer.wait_for("note", text="waiting for a call")
+    alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
+                                               "--to", "bob", "--preconnect", "--relay-only", "--tone-frequency",
+                                               "523", "--duration", "6"], netns=ns.NS).start())
+    for device, peer in devices.items():
+        await peer.wait_for("preconnected", device="")
+        await alice.wait_for("preconnected", device=device)
+    ringing = turn.allocations()
+    check(ringing["bob"]["live"] >= 3 and ringing["alice"]["live"] >= 3,
+          f"the legs did not allocate relays while ringing: {ringing}")
+    devices["laptop"].send("")
+    await devices["laptop"].wait_for("first-audio")
+    for device in ("phone", "tablet"):
+        check(await devices[device].exit_status() == 8, f"the {device} did not end answered-elsewhere (exit 8)")
+    talking = await turn.wait_allocations(lambda a: a["alice"]["live"] == 1 and a["bob"]["live"] == 1, 10)
+    check(talking["alice"]["live"] == 1 and talking["bob"]["live"] == 1,
+          f"the losing legs kept their relays: {talking}")
+    check(await alice.exit_status() == 0, "alice did not exit 0")
+    check(await devices["laptop"].exit_status() == 0, "the laptop did not exit 0")
+    ended = turn.allocations()
+    check(ended["alice"]["live"] == 0 and ended["bob"]["live"] == 0, f"the call's relays outlived it: {ended}")
+    check(not devices["phone"].has("first-audio") and not devices["tablet"].has("first-audio"),
+          "a losing device heard Alice")
+
+
+@scenario
 async def cli_sends_a_wav_file(s, stack):
     """--audio FILE.wav: the callee hears the file (a 750 Hz tone written here)."""
     ns = stack(await MediaNamespace().start())

@@ -52,6 +52,9 @@ public actor CallClient {
   private let configuration: Configuration
 
   private var engines: [CallID: CallEngine] = [:]
+  /// Calls forgotten while their ending still runs (connections closing): `stop()` waits for
+  /// them, so that a process that quits after a call closes its connections first.
+  private var retiring: [CallID: CallEngine] = [:]
   private var groups: [CallID: GroupCall] = [:]
   /// Group messages for a call not registered yet (a room's call, whose id comes with the
   /// `room-join` answer): replayed when it is. Bounded.
@@ -91,7 +94,9 @@ public actor CallClient {
     groups.removeAll()
     for engine in engines.values { await engine.hangup() }
     for engine in engines.values { await engine.drainSignaling() }
+    for engine in engines.values { await engine.settle() }
     engines.removeAll()
+    for engine in retiring.values { await engine.settle() }
     await signaling.stop(draining: configuration.stopGrace)
     await iceServers.stop()
     pump?.cancel()
@@ -132,7 +137,7 @@ public actor CallClient {
   public func end(_ callId: CallID) async {
     answerOnInvite.remove(callId)
     if let engine = engines.removeValue(forKey: callId) {
-      await engine.hangup()
+      await retire(engine) { await $0.hangup() }
     } else {
       _ = try? await signaling.submit(.decline(.init(callId: callId)))
     }
@@ -303,7 +308,7 @@ public actor CallClient {
     case .callEnded(let ended):
       answerOnInvite.remove(ended.callId)
       guard let engine = engines.removeValue(forKey: ended.callId) else { return }  // not ours
-      await engine.handle(message)
+      await retire(engine) { await $0.handle(message) }
       if ended.reason == .glare, engine.role == .caller, let survivor = ended.replacedBy {
         eventSink.yield(.glare(replaced: ended.callId, survivor: survivor))
         if configuration.acceptGlareSurvivor { await answer(survivor) }
@@ -349,7 +354,15 @@ public actor CallClient {
     }
     guard let reason else { return }
     engines[callId] = nil
-    await engine.handle(.callEnded(.init(callId: callId, reason: reason)))
+    await retire(engine) { await $0.handle(.callEnded(.init(callId: callId, reason: reason))) }
+  }
+
+  /// Runs the event that ends a forgotten call, keeping it in `retiring` until its effects ran.
+  private func retire(_ engine: CallEngine, _ ending: (CallEngine) async -> Void) async {
+    retiring[engine.callId] = engine
+    await ending(engine)
+    await engine.settle()
+    retiring[engine.callId] = nil
   }
 
   private func rejected(_ error: ServerMessage.ErrorMessage) async {

@@ -227,6 +227,13 @@ public actor CallEngine {
     try await pc.sendData(data)
   }
 
+  /// Returns once every effect set off so far has run: for an ended call, its connections
+  /// are closed (and their TURN allocations released) when this returns.
+  public func settle() async {
+    guard running else { return }
+    await withCheckedContinuation { idleWaiters.append($0) }
+  }
+
   /// Waits until every request queued so far has been handed to `CallSignaling` (after the
   /// call ended). Useful for tests and for apps that want the hangup out before suspending.
   public func drainSignaling() async {

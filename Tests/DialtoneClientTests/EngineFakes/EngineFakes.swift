@@ -12,6 +12,35 @@ final class EngineLog: Sendable {
   var all: [String] { entries.current }
 }
 
+/// Holds `close()` of the connections given it until the test opens it (a real close takes
+/// a while: TURN deallocation, joining threads).
+final class CloseGate: Sendable {
+  private struct Gate: Sendable {
+    var open = false
+    var waiters: [CheckedContinuation<Void, Never>] = []
+  }
+  private let gate = Locked(Gate())
+
+  func wait() async {
+    await withCheckedContinuation { continuation in
+      let open = gate.withLock { gate in
+        if !gate.open { gate.waiters.append(continuation) }
+        return gate.open
+      }
+      if open { continuation.resume() }
+    }
+  }
+
+  func open() {
+    let waiters = gate.withLock { gate in
+      gate.open = true
+      defer { gate.waiters = [] }
+      return gate.waiters
+    }
+    for waiter in waiters { waiter.resume() }
+  }
+}
+
 /// A scripted peer connection: records every call (as "pcN.method") and lets the test push
 /// local candidates and connection states.
 final class EngineFakePeerConnection: PeerConnection, Sendable {
@@ -29,11 +58,13 @@ final class EngineFakePeerConnection: PeerConnection, Sendable {
     var calls: [String] = []
   }
   private let history = Locked(History())
+  private let closeGate: CloseGate?
 
-  init(index: Int, canRestartIce: Bool, log: EngineLog) {
+  init(index: Int, canRestartIce: Bool, log: EngineLog, closeGate: CloseGate? = nil) {
     self.index = index
     self.canRestartIce = canRestartIce
     self.log = log
+    self.closeGate = closeGate
     (localCandidates, candidateContinuation) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
     (connectionStates, stateContinuation) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
     (dataChannelMessages, dataContinuation) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
@@ -99,6 +130,10 @@ final class EngineFakePeerConnection: PeerConnection, Sendable {
     stateContinuation.finish()
     candidateContinuation.finish()
     dataContinuation.finish()
+    if let closeGate {
+      await closeGate.wait()
+      record("closed")
+    }
   }
 }
 
@@ -108,9 +143,12 @@ final class EngineFakePeerConnectionFactory: PeerConnectionFactory, Sendable {
   private let made = Locked<[EngineFakePeerConnection]>([])
   private let asked = Locked<[PeerConnectionConfiguration]>([])
 
-  init(log: EngineLog, canRestartIce: Bool = true) {
+  let closeGate: CloseGate?
+
+  init(log: EngineLog, canRestartIce: Bool = true, closeGate: CloseGate? = nil) {
     self.log = log
     self.canRestartIce = canRestartIce
+    self.closeGate = closeGate
   }
 
   var connections: [EngineFakePeerConnection] { made.current }
@@ -120,7 +158,8 @@ final class EngineFakePeerConnectionFactory: PeerConnectionFactory, Sendable {
   func makePeerConnection(_ configuration: PeerConnectionConfiguration) async throws -> any PeerConnection {
     asked.withLock { $0.append(configuration) }
     let pc: EngineFakePeerConnection = made.withLock { made in
-      let pc = EngineFakePeerConnection(index: made.count + 1, canRestartIce: canRestartIce, log: log)
+      let pc = EngineFakePeerConnection(
+        index: made.count + 1, canRestartIce: canRestartIce, log: log, closeGate: closeGate)
       made.append(pc)
       return pc
     }
