@@ -645,6 +645,37 @@ class NamespaceLink:
         self._remove()
 
 
+class WireCounter:
+    """Tests/e2e/rtp_counter.py in a namespace: what crossed its loopback so far, by RFC 7983
+    class ({"rtp", "rtp_bytes", "rtcp", "dtls", "stun"}), read off the wire."""
+
+    def __init__(self, namespace):
+        self.namespace = namespace
+        self.proc = None
+
+    async def start(self):
+        self.proc = await asyncio.create_subprocess_exec(
+            "ip", "netns", "exec", self.namespace.NS, sys.executable, os.path.join(os.path.dirname(__file__),
+                                                                                   "rtp_counter.py"),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+        line = await asyncio.wait_for(self.proc.stdout.readline(), 10)
+        check(line.strip() == b"READY", "the wire counter did not start")
+        return self
+
+    async def counts(self):
+        self.proc.stdin.write(b"\n")
+        await self.proc.stdin.drain()
+        line = await asyncio.wait_for(self.proc.stdout.readline(), 10)
+        values = [int(v) for v in line.split()]
+        check(len(values) == 5, f"the wire counter said {line!r}")
+        return dict(zip(("rtp", "rtp_bytes", "rtcp", "dtls", "stun"), values))
+
+    async def stop(self):
+        if self.proc and self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+
+
 class MediaNamespace:
     """One network namespace for libnice peers (webrtcbin CLIs, Janus) and the server they use.
 

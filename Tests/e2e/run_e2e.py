@@ -15,7 +15,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import (Chromium, Coturn, Failure, Janus, MediaNamespace, NamespaceLink, Scratch, Server,  # noqa: E402
+from harness import (Chromium, Coturn, Failure, Janus, MediaNamespace, NamespaceLink, Scratch, Server, WireCounter,  # noqa: E402
                      Softphone, TCPProxy, aiortc_peer, check, dominant_frequency, run_stacked, tone_levels,
                      wav_seconds)
 
@@ -82,6 +82,7 @@ async def preconnect_answer_only_switches_media_on(s, stack):
     it; ICE and DTLS complete before Bob answers, neither side hears anything before Answer, and
     Answer gives audio both ways on that leg."""
     ns = stack(await MediaNamespace().start())
+    wire = stack(await WireCounter(ns).start())
     server = stack(await Server(s, netns=ns.NS).start())
     bob = stack(await Softphone(s, "bob", ["answer", "--server", server.url, "--token", server.token("bob"),
                                            "--preconnect", "--tone-frequency", "330",
@@ -96,15 +97,45 @@ async def preconnect_answer_only_switches_media_on(s, stack):
     await bob.wait_for("preconnected", device="")
     await asyncio.sleep(1)  # it rings on with the leg up: nothing may be heard meanwhile
     check(not bob.has("first-audio") and not alice.has("first-audio"), "audio crossed before Answer")
+    ringing = await wire.counts()
+    check(ringing["dtls"] > 0 and ringing["rtp"] == 0, f"RTP crossed the wire before Answer: {ringing}")
     answered_at = time.time()
     bob.send("")
     check(await alice.exit_status() == 0, "alice did not exit 0")
     check(await bob.exit_status() == 0, "bob did not exit 0")
+    talked = await wire.counts()
+    check(talked["rtp"] > 100, f"too little RTP on the wire after Answer (is the counter blind?): {talked}")
     for peer in (alice, bob):
         heard = peer.time_of("first-audio")
         check(heard is not None and heard > answered_at, f"{peer.name} heard audio before Answer")
     near(dominant_frequency(s.file("bob.wav")), 523, s.file("bob.wav"))
     near(dominant_frequency(s.file("alice.wav")), 330, s.file("alice.wav"))
+
+
+@scenario
+async def preconnect_declined_call_never_sends_audio(s, stack):
+    """Pre-connect, then Bob declines: the leg was up for the whole ring, yet not one RTP
+    packet crossed the wire in either direction, neither side decoded audio, and both end
+    declined."""
+    ns = stack(await MediaNamespace().start())
+    wire = stack(await WireCounter(ns).start())
+    server = stack(await Server(s, netns=ns.NS).start())
+    bob = stack(await Softphone(s, "bob", ["answer", "--server", server.url, "--token", server.token("bob"),
+                                           "--preconnect", "--tone-frequency", "330"], netns=ns.NS).start())
+    await bob.wait_for("note", text="waiting for a call")
+    alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
+                                               "--to", "bob", "--preconnect", "--tone-frequency", "523"],
+                                  netns=ns.NS).start())
+    await alice.wait_for("preconnected", device="cli")
+    await bob.wait_for("preconnected", device="")
+    await asyncio.sleep(1.5)
+    bob.send("d")
+    check(await bob.exit_status() == 3, "bob did not end declined (exit 3)")
+    check(await alice.exit_status() == 3, "alice did not end declined (exit 3)")
+    seen = await wire.counts()
+    check(seen["dtls"] > 0, f"the leg never connected (no DTLS on the wire): {seen}")
+    check(seen["rtp"] == 0, f"RTP crossed the wire in a declined call: {seen}")
+    check(not bob.has("first-audio") and not alice.has("first-audio"), "audio was decoded in a declined call")
 
 
 @scenario
