@@ -235,6 +235,38 @@ import Testing
     #expect(m.generation == 1 && m.state == .connecting)
   }
 
+  /// The caller's leg offer crossed the accept (an auto-answering device accepts at once):
+  /// it must not be taken for a renegotiation of the call's connection, nor its candidates.
+  @Test func legSignalingArrivingAfterAnAcceptOnTheMainOfferIsDropped() {
+    var (m, _) = Self.ringingCallee()
+    _ = m.handle(.accept)
+    #expect(m.generation == 1 && m.state == .connecting)
+    #expect(m.handle(Self.legOffer()).isEmpty)
+    let late = IceCandidate(candidate: "leg-late")
+    #expect(
+      m.handle(.server(.candidate(.init(callId: "c", from: Self.aliceDevice, candidate: late, leg: true)))).isEmpty)
+    let main = IceCandidate(candidate: "main-1")
+    #expect(
+      m.handle(.server(.candidate(.init(callId: "c", from: Self.aliceDevice, candidate: main))))
+        == [.addCandidate(generation: 1, main)])
+  }
+
+  @Test func aLegCandidateStillInFlightAtTheAcceptGoesToTheAdoptedLeg() {
+    var (m, _) = Self.ringingCallee()
+    _ = m.handle(Self.legOffer())
+    _ = m.handle(.connectionMade(generation: 2, canRestartIce: true))
+    _ = m.handle(.remoteDescriptionSet(generation: 2))
+    _ = m.handle(.answerCreated(generation: 2, SessionDescription(sdp: "early")))
+    _ = m.handle(.localDescriptionSet(generation: 2))
+    _ = m.handle(.accept)
+    #expect(m.generation == 2)
+    let late = IceCandidate(candidate: "leg-late")
+    #expect(
+      m.handle(.server(.candidate(.init(callId: "c", from: Self.aliceDevice, candidate: late, leg: true))))
+        == [.addCandidate(generation: 2, late)])
+    #expect(m.handle(Self.legOffer("offer-again")).isEmpty)
+  }
+
   @Test func aCalleeWithoutPreconnectRingsAsBeforeAndIgnoresLegOffers() {
     var (m, started) = Self.ringingCallee(preconnect: false)
     #expect(started.first == .send(.ringing(.init(callId: "c"))))

@@ -187,6 +187,14 @@ struct CallRouterPreconnectTests {
       return
     }
     #expect(!accept.preconnected && accept.answer?.sdp == "v=0 answer")
+    // The leg is gone: caller signaling still in flight for it is acknowledged and dropped,
+    // never relayed to the connection that carries the call.
+    let late = legOffer(&router, to: "laptop")
+    #expect(code(late) == nil && sends(late).isEmpty)
+    let candidate = router.handle(
+      .candidate(.init(callId: "call-1", candidate: IceCandidate(candidate: "leg-late"), toDevice: "laptop")),
+      id: "c", from: alice, now: t0)
+    #expect(code(candidate) == nil && sends(candidate).isEmpty)
   }
 
   @Test func legsAreCappedPerCallAndADeviceWithALegMayAskAgain() {

@@ -153,6 +153,8 @@ public struct CallEngineMachine: Sendable {
   /// Callee: the invite's offer, applied once the first connection exists.
   private var pendingOffer: SessionDescription?
   private var remoteReady = false
+  /// The current connection is a pre-connected leg the call was accepted on (9b).
+  private var onAdoptedLeg = false
   private var pendingRemoteCandidates: [IceCandidate] = []
   private var afterRemote: AfterRemote = .nothing
   /// The local description being made or set, and what it is for.
@@ -376,12 +378,17 @@ public struct CallEngineMachine: Sendable {
     where role == .caller && (state == .calling || state == .ringing) && legs.leg(forDevice: m.from.deviceId) != nil:
       // Before the accept: a pre-connected leg's early answer.
       return legs.answered(SessionDescription(sdp: m.sdp), by: m.from.deviceId)
-    case .offer(let m) where m.leg && role == .callee && state == .incoming:
-      guard preconnects else { return [] }
+    case .offer(let m) where m.leg:
+      // After the accept a leg offer is moot: the call goes on on the invite's offer or on
+      // the leg already adopted, never on a new one.
+      guard role == .callee, state == .incoming, preconnects else { return [] }
       lastGeneration += 1
       return legs.offered(SessionDescription(sdp: m.sdp), generation: lastGeneration)
-    case .candidate(let m) where m.leg && role == .callee && state == .incoming:
-      return legs.remoteCandidate(m.candidate, device: nil)
+    case .candidate(let m) where m.leg:
+      guard role == .callee else { return [] }
+      if state == .incoming { return legs.remoteCandidate(m.candidate, device: nil) }
+      // Still in flight when the call was accepted: the current connection's only if it is that leg.
+      return onAdoptedLeg ? mainCandidate(m.candidate) : []
     case .candidate(let m)
     where role == .caller && (state == .calling || state == .ringing) && legs.leg(forDevice: m.from.deviceId) != nil:
       // A ringing callee device trickles on its leg.
@@ -436,11 +443,7 @@ public struct CallEngineMachine: Sendable {
       }
       return applyRemote(offer, .offer, then: .answerIt)
     case .candidate(let m):
-      guard hasConnection, remoteReady else {
-        pendingRemoteCandidates.append(m.candidate)
-        return []
-      }
-      return [.addCandidate(generation: generation, m.candidate)]
+      return mainCandidate(m.candidate)
     case .iceRestartRequest:
       guard role == .caller, restartAttempt == 0, state != .idle else { return [] }
       return cancelPolicyTimer() + restart(attempt: 1)
@@ -459,6 +462,14 @@ public struct CallEngineMachine: Sendable {
     }
   }
 
+  private mutating func mainCandidate(_ candidate: IceCandidate) -> [Effect] {
+    guard hasConnection, remoteReady else {
+      pendingRemoteCandidates.append(candidate)
+      return []
+    }
+    return [.addCandidate(generation: generation, candidate)]
+  }
+
   // MARK: Pre-connect (9b)
 
   /// The call goes on on the leg of `device` (the callee's leg: nil), already negotiated: it
@@ -468,6 +479,7 @@ public struct CallEngineMachine: Sendable {
     guard let (leg, closed) = legs.adopt(device: device) else { return nil }
     var effects = closed + [.adoptLeg(generation: leg.generation)]
     generation = leg.generation
+    onAdoptedLeg = true
     hasConnection = true
     canRestartIce = leg.canRestartIce
     remoteReady = leg.remoteReady
@@ -502,6 +514,7 @@ public struct CallEngineMachine: Sendable {
     if generation > 0 { pendingRemoteCandidates.removeAll() }
     lastGeneration += 1
     generation = lastGeneration
+    onAdoptedLeg = false
     hasConnection = false
     remoteReady = false
     local = nil

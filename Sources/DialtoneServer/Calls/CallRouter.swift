@@ -73,6 +73,12 @@ struct CallRouter {
       return false
     }
 
+    /// Accepted on a pre-connected leg (9b), not on the invite's offer.
+    var acceptedOnLeg: Bool {
+      if case .accept(let accept)? = acceptRelay { return accept.preconnected }
+      return false
+    }
+
     var answeringDevice: String? {
       if case .accepted(let d) = phase { return d }
       return nil
@@ -368,6 +374,9 @@ struct CallRouter {
     guard call.isCallerDevice(who), !call.isEnded else { return invalidState(id, callId, call) }
     if call.answeringDevice != nil {
       guard call.answeringDevice == device else { return invalidState(id, callId, call) }
+      // Accepted on the invite's offer: the device's leg is gone, and what was in flight for
+      // it must not reach the connection that carries the call.
+      guard call.acceptedOnLeg else { return Outcome(reply: ack(id, callId)) }
       return Outcome(reply: ack(id, callId), effects: [.send(message, to: answeringDevice(call))])
     }
     guard call.legs[device] != nil else {
