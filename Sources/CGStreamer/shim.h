@@ -22,6 +22,8 @@ typedef void (*dt_event_cb)(void *ctx, gint what);
 typedef void (*dt_promise_cb)(void *ctx, GstPromise *promise);
 // One decoded remote video frame: its size and its mean colour (sampled every 8th pixel).
 typedef void (*dt_video_cb)(void *ctx, gint width, gint height, guint red, guint green, guint blue);
+// A file to record to, asked for when remote video first arrives: a g_malloc'd path, or NULL.
+typedef gchar *(*dt_path_cb)(void *ctx);
 
 typedef struct dt_webrtc_callbacks {
   void *ctx;
@@ -31,7 +33,7 @@ typedef struct dt_webrtc_callbacks {
   dt_audio_cb audio;        // decoded remote audio: S16LE, 48 kHz, mono
   dt_text_cb error;         // an error posted on the pipeline's bus
   dt_video_cb video;        // each decoded remote video frame (VP8 or H.264)
-  const gchar *record_video; // NULL, or a file to write the remote video to (WebM or MPEG-TS), unre-encoded
+  dt_path_cb record_video;   // NULL, or where to write the remote video (WebM or MPEG-TS), unre-encoded
 } dt_webrtc_callbacks;
 
 static void dt__on_ice_candidate(GstElement *w, guint mline, gchar *candidate, gpointer ud) {
@@ -123,8 +125,12 @@ static void dt__on_pad_added(GstElement *w, GstPad *pad, gpointer ud) {
   const gchar *mux = vp8 ? "webmmux streamable=true"
                          : "h264parse config-interval=-1 ! video/x-h264,stream-format=byte-stream ! mpegtsmux";
   gchar *pipeline = NULL;
-  if ((vp8 || h264) && c->record_video) {
-    gchar *location = g_strescape(c->record_video, NULL);
+  // Named only now: a connection that never receives video (a pre-connect leg that lost, a
+  // connection replaced before media) takes no file.
+  gchar *path = (vp8 || h264) && c->record_video ? c->record_video(c->ctx) : NULL;
+  if (path) {
+    gchar *location = g_strescape(path, NULL);
+    g_free(path);
     pipeline = g_strdup_printf(
       "queue ! %s ! tee name=t ! queue ! %s ! videoconvert ! video/x-raw,format=RGB ! "
       "fakesink name=out signal-handoffs=true sync=false async=false "
@@ -187,7 +193,6 @@ static GstBusSyncReply dt__on_bus(GstBus *bus, GstMessage *msg, gpointer ud) {
 static inline dt_webrtc_callbacks *dt_webrtc_connect(GstElement *pipeline, GstElement *webrtc, const dt_webrtc_callbacks *cbs) {
   dt_webrtc_callbacks *c = g_new0(dt_webrtc_callbacks, 1);
   *c = *cbs;
-  c->record_video = NULL;
   g_signal_connect_data(webrtc, "on-ice-candidate", G_CALLBACK(dt__on_ice_candidate), c, NULL, (GConnectFlags)0);
   g_signal_connect_data(webrtc, "notify::ice-connection-state", G_CALLBACK(dt__on_notify), c, NULL, (GConnectFlags)0);
   g_signal_connect_data(webrtc, "notify::connection-state", G_CALLBACK(dt__on_notify), c, NULL, (GConnectFlags)0);
@@ -202,16 +207,8 @@ static inline dt_webrtc_callbacks *dt_webrtc_connect(GstElement *pipeline, GstEl
   return c;
 }
 
-/// Where the remote video goes (a copy is kept); set before media flows.
-static inline void dt_webrtc_record_video(dt_webrtc_callbacks *c, const gchar *path) {
-  g_free((gchar *)c->record_video);
-  c->record_video = path ? g_strdup(path) : NULL;
-}
-
 /// Frees what `dt_webrtc_connect` returned (after `dt_webrtc_disconnect` and the NULL state).
 static inline void dt_webrtc_callbacks_free(dt_webrtc_callbacks *c) {
-  if (!c) return;
-  g_free((gchar *)c->record_video);
   g_free(c);
 }
 

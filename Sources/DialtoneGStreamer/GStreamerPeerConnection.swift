@@ -98,6 +98,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private var cameraWanted = false
   /// A pre-connected leg before its call was accepted on it: nothing is sent (9b).
   private var mediaHeld = false
+  private var recordingName: (@Sendable () -> String)?
   private var keyframeSent = false
   private var rateController = VideoRateController(start: GStreamerMedia.startVideoBitrate)
   private var resolutionLadder: VideoResolutionLadder?
@@ -209,7 +210,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     retainedByCallbacks = retained
     var table = dt_webrtc_callbacks(
       ctx: retained.toOpaque(), candidate: onCandidate, state: onState, channel: onChannel,
-      audio: onAudio, error: onError, video: onVideo, record_video: nil)
+      audio: onAudio, error: onError, video: onVideo, record_video: onRecording)
     callbacks = dt_webrtc_connect(pipeline, webrtc, &table)
     // PAUSED, not PLAYING: the live source sends nothing yet, so no payload type is fixed on
     // webrtcbin's sink pad before the first description (an answer must use the offerer's).
@@ -221,11 +222,12 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
 
   /// The call's STUN/TURN servers (they take effect at the next gathering) and whether its
   /// first offer carries a data channel. Set before the first offer or remote description.
-  func configure(_ configuration: PeerConnectionConfiguration, recordVideoTo path: String? = nil) {
+  /// `recording` names the file for the remote video when it first arrives (nil: none).
+  func configure(_ configuration: PeerConnectionConfiguration, recording: (@Sendable () -> String)? = nil) {
     lock.withLock {
       wantsDataChannel = configuration.dataChannel
       mediaHeld = configuration.mediaHeld
-      if let path, let callbacks { dt_webrtc_record_video(callbacks, path) }
+      recordingName = recording
     }
     if configuration.mediaHeld { setAudioHeld(true) }
     let uris = IceServerURIs(configuration.iceServers)
@@ -455,6 +457,10 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private func secondsSinceStart() -> Double {
     let elapsed = ContinuousClock.now - startedAt
     return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+  }
+
+  fileprivate func recordingPath() -> String? {
+    lock.withLock { recordingName }?()
   }
 
   fileprivate func remoteVideoFrame(width: Int, height: Int, red: Int, green: Int, blue: Int) {
@@ -991,6 +997,11 @@ private let onAudio: dt_audio_cb = { ctx, data, size in
 private let onVideo: dt_video_cb = { ctx, width, height, red, green, blue in
   connection(ctx)?.remoteVideoFrame(
     width: Int(width), height: Int(height), red: Int(red), green: Int(green), blue: Int(blue))
+}
+
+private let onRecording: dt_path_cb = { ctx in
+  guard let path = connection(ctx)?.recordingPath() else { return nil }
+  return g_strdup(path)
 }
 
 private let onError: dt_text_cb = { ctx, text in

@@ -19,8 +19,8 @@ public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, Sendab
   private struct Spare: Sendable {
     var spare: Task<GStreamerPeerConnection?, Never>?
     var closed = false
-    /// 1:1 connections handed out so far (each records its remote video to a file of its own).
-    var handedOut = 0
+    /// 1:1 connections that received video so far (each records it to a file of its own).
+    var recordings = 0
   }
   private let state = Locked(Spare())
 
@@ -61,18 +61,26 @@ public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, Sendab
       await GStreamerRuntime.prepare()
       connection = try await Self.build(video: video, media: media)
     }
-    let index = state.withLock { state in
-      state.handedOut += 1
-      return state.handedOut
-    }
-    connection.configure(configuration, recordVideoTo: media.recordVideo.map { Self.recording($0, index: index) })
+    connection.configure(configuration, recording: media.recordVideo.map(recordingNamer))
     createdSink.yield(connection)
     return connection
   }
 
-  /// The file of a call's n-th connection: `path` itself, then `name-2.webm`, `name-3.webm`, ...
-  /// (the extension is the one given, whatever the container).
-  /// (an ICE restart or a video change moves the call to a fresh connection).
+  /// Names the next recording of `path` when a connection starts one.
+  private func recordingNamer(_ path: String) -> @Sendable () -> String {
+    let state = self.state
+    return {
+      let index = state.withLock { state -> Int in
+        state.recordings += 1
+        return state.recordings
+      }
+      return Self.recording(path, index: index)
+    }
+  }
+
+  /// The file of the n-th connection to receive video: `path` itself, then `name-2.webm`,
+  /// `name-3.webm`, ... (the extension is the one given, whatever the container); an ICE
+  /// restart or a video change moves the call to a fresh connection.
   static func recording(_ path: String, index: Int) -> String {
     guard index > 1 else { return path }
     let url = URL(fileURLWithPath: path)

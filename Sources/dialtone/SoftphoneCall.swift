@@ -77,8 +77,13 @@ actor SoftphoneCall {
   private let endForAll: Bool
   /// Dial video calls (`--video`).
   private let video: Bool
-  /// The latest peer connection (its received video is reported when the call ends).
-  private var lastConnection: GStreamerPeerConnection?
+  /// The call's latest peer connections, newest last (a few: pre-connect legs, restarts).
+  private var connections: [GStreamerPeerConnection] = []
+  /// Where the call's video arrives: the newest connection that decoded any (a leg that lost
+  /// or a connection replaced before media decoded none), else the newest.
+  private var videoConnection: GStreamerPeerConnection? {
+    connections.last { $0.videoReceived().frames > 0 } ?? connections.last
+  }
   private var group: GroupCall?
   private var groupJoined = false
   private var memberStates: [String: GroupMemberState] = [:]
@@ -157,7 +162,7 @@ actor SoftphoneCall {
     case .group(let event):
       return await groupEvent(event)
     case .connection(let pc):
-      lastConnection = pc
+      connections = Array((connections + [pc]).suffix(8))
     case .legConnected(let device):
       // Pre-connect: this leg is ready, and Answer will only switch media on.
       report.event(
@@ -408,9 +413,10 @@ actor SoftphoneCall {
       report.note(on ? "camera on" : "camera off")
       return
     case "video count":
-      let received = lastConnection?.videoReceived() ?? .init()
+      let connection = videoConnection
+      let received = connection?.videoReceived() ?? .init()
       let rgb: [JSONValue] = [.int(Int64(received.red)), .int(Int64(received.green)), .int(Int64(received.blue))]
-      let codec = lastConnection?.videoCodec?.rawValue
+      let codec = connection?.videoCodec?.rawValue
       report.event(
         "video-count",
         [
@@ -513,7 +519,7 @@ actor SoftphoneCall {
       status = .error
       reason = "error: \(message)"
     }
-    if let received = lastConnection?.videoReceived(), received.frames > 0 {
+    if let received = videoConnection?.videoReceived(), received.frames > 0 {
       report.video(
         frames: received.frames, width: received.width, height: received.height,
         rgb: (received.red, received.green, received.blue))
