@@ -87,8 +87,9 @@ enum SoftphoneCommand {
     var configuration = CallClient.Configuration()
     // --no-trickle: the slow baseline (gather everything, then send it in the offer/answer).
     configuration.policy.trickle = !arguments.flag("no-trickle")
-    // --preconnect: connect while ringing, so Answer only switches media on (protocol.md 9b).
-    configuration.policy.preconnect = arguments.flag("preconnect")
+    // Connect while ringing, so Answer only switches media on (protocol.md 9b), unless
+    // --no-preconnect (today's flow, for comparisons) or --no-trickle (legs need trickle).
+    configuration.policy.preconnect = !arguments.flag("no-preconnect") && configuration.policy.trickle
     configuration.policy.dataChannel = true  // stdin lines travel over it
     let client = CallClient(
       signaling: signaling, iceServers: iceServers, factory: factory, configuration: configuration)

@@ -20,7 +20,9 @@ private let media: [CommandOption] = [
   .value("duration", "hang up this many seconds after connecting (default: stay until ^C or the other side hangs up)"),
   .flag("relay-only", "use TURN relay candidates only"),
   .flag("no-trickle", "gather every candidate before sending the offer or answer (the slow baseline)"),
-  .flag("preconnect", "connect ICE and DTLS while the phone rings, media held until Answer (protocol.md 9b)"),
+  .flag(
+    "preconnect", "connect ICE and DTLS while the phone rings, media held until Answer (protocol.md 9b; the default)"),
+  .flag("no-preconnect", "negotiate nothing before Answer (the flow of clients without pre-connect)"),
   .flag("json", "print events as JSON lines"),
 ]
 

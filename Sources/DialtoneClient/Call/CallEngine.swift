@@ -61,10 +61,10 @@ public actor CallEngine {
     /// Open a data channel (the caller creates it; the callee takes the caller's).
     public var dataChannel: Bool
     /// Pre-connect while ringing (protocol.md 9b): the caller makes a leg for each callee
-    /// device that asks, a callee asks. Set only when the server listed `preconnect` in
-    /// `welcome` (`CallClient` does); a callee's engine uses it only if the invite offered it.
-    /// Needs trickle.
-    public var preconnect = false
+    /// device that asks, a callee asks. On by default; `CallClient` keeps it only when the
+    /// server listed `preconnect` in `welcome`, and a callee's engine uses it only if the
+    /// invite offered it. Needs trickle.
+    public var preconnect = true
 
     public init(
       disconnectedGrace: Duration = .seconds(4), retryBackoff: [Duration] = [.seconds(1), .seconds(2), .seconds(3)],
