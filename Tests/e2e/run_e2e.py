@@ -55,12 +55,25 @@ async def auto_answering_bob(s, stack, server, *flags, url=None, netns=None):
 @scenario
 async def cli_calls_cli(s, stack):
     """Two CLI peers through the server: tone both ways, data channel both ways, hang-up ends both."""
+    await two_clis_talk(s, stack)
+
+
+@scenario
+async def cli_calls_cli_without_preconnect(s, stack):
+    """The same with a caller that does not pre-connect (`--no-preconnect`, like a client
+    without 9b) and a callee that would: the invite does not ask for it, so the call goes
+    today's way, with no leg on either side."""
+    alice, bob = await two_clis_talk(s, stack, caller_flags=("--no-preconnect",))
+    check(not bob.has("preconnected") and not alice.has("preconnected"), "a leg was made without pre-connect")
+
+
+async def two_clis_talk(s, stack, caller_flags=()):
     ns = stack(await MediaNamespace().start())
     server = stack(await Server(s, netns=ns.NS).start())
     bob = await auto_answering_bob(s, stack, server, "--tone-frequency", "330", netns=ns.NS)
     alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
                                                "--to", "bob", "--tone-frequency", "523", "--duration", "4",
-                                               "--record", s.file("alice.wav")], netns=ns.NS).start())
+                                               "--record", s.file("alice.wav"), *caller_flags], netns=ns.NS).start())
     for peer in (alice, bob):
         await peer.wait_for("data-channel-open")
     alice.send("hello from alice")
@@ -74,6 +87,7 @@ async def cli_calls_cli(s, stack):
     check(bob.find("ended")["reason"] == "hangup", "bob's call did not end with hangup")
     near(dominant_frequency(s.file("bob.wav")), 523, s.file("bob.wav"))
     near(dominant_frequency(s.file("alice.wav")), 330, s.file("alice.wav"))
+    return alice, bob
 
 
 @scenario
