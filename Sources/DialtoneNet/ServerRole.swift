@@ -104,7 +104,14 @@ final class ServerRole: ServiceRole {
       releaseCoalesced(tick: true, on: loop)
     case .adopt(let sockets):
       for fd in sockets {
-        if loop.draining || loop.context == nil || lws_adopt_socket(loop.context, fd) == nil { Glibc.close(fd) }
+        guard !loop.draining, let context = loop.context else {
+          Glibc.close(fd)
+          continue
+        }
+        // A failed adoption has closed the socket already (every failure path of
+        // lws_adopt_descriptor_vhost_via_info does): closing it here again would close
+        // whatever descriptor reused the number meanwhile, another connection's or a database's.
+        _ = lws_adopt_socket(context, fd)
       }
     default:
       break
