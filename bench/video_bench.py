@@ -55,8 +55,6 @@ import asyncio
 import json
 import os
 import platform
-import re
-import shlex
 import shutil
 import signal
 import statistics
@@ -68,6 +66,7 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "Tests", "e2e"))
 import harness  # noqa: E402  (the Chromium DevTools-pipe driver)
+from chromium_page import LEADERS, BenchError, Browser, Folder, kill_group, spawn  # noqa: E402
 
 NS_A, NS_B = "dtbv-a", "dtbv-b"
 ADDR_A, ADDR_B = "10.81.0.1", "10.81.0.2"
@@ -77,7 +76,6 @@ SERVER = f"http://{ADDR_B}:{PORT}"
 SAMPLE_S = 0.1     # frame-count sampling period
 STALL_S = 0.5      # no new frame for this long: a stall
 WARMUP_S = 2.0     # link bytes are counted from connected + this
-LEADERS = set()    # process-group leaders this bench started (killed on any exit)
 # A content's camera patterns (caller, callee); any other name is one videotestsrc pattern for both.
 CLI_PATTERNS = {"solid": ("red", "blue")}
 # Solid colours in Y4M's limited-range BT.601 (the fallback when GStreamer's Python bindings are missing).
@@ -110,10 +108,6 @@ def write_y4m(pattern, path, seconds=2):
     return path
 
 
-class BenchError(Exception):
-    pass
-
-
 def sh(*args, check=True):
     return subprocess.run(args, check=check, capture_output=True, text=True)
 
@@ -133,23 +127,6 @@ def make_namespaces():
 def remove_namespaces():
     for ns in (NS_A, NS_B):
         sh("ip", "netns", "del", ns, check=False)
-
-
-def kill_group(pid):
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    LEADERS.discard(pid)
-
-
-async def spawn(args, stdout=None, stdin=None, stderr=None, pass_fds=()):
-    """A child in its own process group (so Chromium's helpers die with it)."""
-    proc = await asyncio.create_subprocess_exec(*args, stdin=stdin if stdin is not None else asyncio.subprocess.DEVNULL,
-                                                stdout=stdout, stderr=stderr, start_new_session=True,
-                                                pass_fds=pass_fds)
-    LEADERS.add(proc.pid)
-    return proc
 
 
 async def stop(proc, grace=0.0, sig=signal.SIGINT):
@@ -457,103 +434,6 @@ SAMPLER_JS = r"""
 })()
 """ % int(SAMPLE_S * 1000)
 
-LOG_LINE = re.compile(r"^(\d+\.\d+)  (\S+)(?: (.*))?$")
-
-
-class Folder:
-    """Where one browser keeps its profile and log (what harness.Chromium expects of a Scratch)."""
-
-    def __init__(self, path):
-        self.path = path
-        os.makedirs(path, exist_ok=True)
-
-    def file(self, name):
-        return os.path.join(self.path, name)
-
-
-class Browser(harness.Chromium):
-    """harness.Chromium, launched with this bench's flags: no loopback candidates, the server's
-    http origin treated as secure (getUserMedia), the fake camera (Chromium's own pattern at 30
-    fps, or `camera`, a Y4M file it loops), in its own process group."""
-
-    def __init__(self, scratch, url, netns, camera=None):
-        super().__init__(scratch, url, netns)
-        self.camera = camera
-
-    async def start(self):
-        binary = shutil.which("chromium") or shutil.which("chromium-browser") or "chromium"
-        camera = [f"--use-file-for-fake-video-capture={self.camera}"] if self.camera else []
-        args = [binary, "--headless=new", "--no-sandbox", "--use-fake-device-for-media-stream=fps=30", *camera,
-                "--use-fake-ui-for-media-stream", f"--unsafely-treat-insecure-origin-as-secure={SERVER}",
-                "--disable-features=WebRtcHideLocalIpsWithMdns", "--autoplay-policy=no-user-gesture-required",
-                "--no-first-run", "--no-default-browser-check", "--disable-gpu", "--disable-dev-shm-usage",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--disable-crash-reporter", "--disable-breakpad",
-                "--disable-background-timer-throttling", "--disable-renderer-backgrounding",
-                "--remote-debugging-pipe", f"--user-data-dir={self.scratch.file('profile')}", self.url]
-        command_read, command_write = os.pipe()
-        reply_read, reply_write = os.pipe()
-        launch = f"exec {shlex.join(args)} 3<&{command_read} 4>&{reply_write}"
-        log = open(self.scratch.file("chromium.log"), "wb")
-        proc = await spawn(["ip", "netns", "exec", self.netns, "bash", "-c", launch], stdout=log,
-                           stderr=asyncio.subprocess.STDOUT, pass_fds=(command_read, reply_write))
-        self.process = harness.Process(proc, "chromium", log)
-        os.close(command_read)
-        os.close(reply_write)
-        self.to_browser, self.from_browser = command_write, reply_read
-        os.set_blocking(reply_read, False)
-        deadline = time.monotonic() + 30
-        page = None
-        while page is None:
-            if time.monotonic() > deadline:
-                raise BenchError("chromium has no page")
-            targets = await self.command("Target.getTargets", timeout=30)
-            page = next((t for t in targets.get("targetInfos", []) if t.get("type") == "page"), None)
-            if page is None:
-                await asyncio.sleep(0.1)
-        attached = await self.command("Target.attachToTarget", {"targetId": page["targetId"], "flatten": True})
-        self.session = attached["sessionId"]
-        return self
-
-    async def value(self, expression, timeout=15):
-        result = await self.command("Runtime.evaluate", {"expression": expression, "returnByValue": True,
-                                                         "awaitPromise": True}, session=self.session, timeout=timeout)
-        if "exceptionDetails" in result:
-            raise BenchError(f"page: {expression[:60]}: {result['exceptionDetails'].get('text')}")
-        return result.get("result", {}).get("value")
-
-    async def evaluate_json(self, expression, timeout=15):
-        """`expression` yields JSON text (JSON.stringify(...)); its value."""
-        text = await self.value(expression, timeout)
-        return json.loads(text) if text else None
-
-    async def state(self):
-        return await self.evaluate_json("JSON.stringify({state: window.dialtoneTest && dialtoneTest.state,"
-                                        " frames: window.dialtoneTest && dialtoneTest.videoFrames})")
-
-    async def wait_state(self, wanted, timeout):
-        deadline = time.monotonic() + timeout
-        while True:
-            st = await self.state()
-            if st and st.get("state") in wanted:
-                return time.monotonic(), st
-            if time.monotonic() > deadline:
-                raise BenchError(f"page: no state {wanted} within {timeout:.0f} s (last {st})")
-            await asyncio.sleep(0.1)
-
-    async def timeline(self):
-        """The page's log (newest first, `seconds  event detail`) as {event detail: first ms}."""
-        text = await self.value("document.getElementById('log').textContent") or ""
-        marks = {}
-        for line in reversed(text.splitlines()):
-            m = LOG_LINE.match(line)
-            if not m:
-                continue
-            key = m.group(2) + (" " + m.group(3) if m.group(3) and m.group(2) in ("state", "connection") else "")
-            marks.setdefault(key, float(m.group(1)) * 1000)
-        return marks
-
-
 def browser_direction(bv, end_page_ms):
     inbound = [s for s in bv.get("inbound", []) if s["t"] <= end_page_ms]
     d = frame_metrics([(s["t"] / 1000, s["framesDecoded"]) for s in inbound], end_page_ms / 1000)
@@ -599,9 +479,9 @@ async def chromium_call(args, content, tokens, scratch, link):
     callee_dir = Folder(os.path.join(scratch, "bob-chromium"))
     caller_dir = Folder(os.path.join(scratch, "alice-chromium"))
     callee = Browser(callee_dir, f"{SERVER}/#token={tokens['bob-browser']}&answer=auto&video=1&tone=330", NS_B,
-                     camera=files[1])
+                     origin=SERVER, camera=files[1])
     caller = Browser(caller_dir, f"{SERVER}/#token={tokens['alice-browser']}&call=bob&video=1&tone=523", NS_A,
-                     camera=files[0])
+                     origin=SERVER, camera=files[0])
     try:
         await callee.start()
         await callee.wait_state({"idle"}, 30)
@@ -639,13 +519,8 @@ async def chromium_call(args, content, tokens, scratch, link):
         await asyncio.sleep(0.3)
         return result
     finally:
-        await caller.stop()
-        await callee.stop()
-        for s in (caller, callee):
-            if s.process:
-                kill_group(s.process.proc.pid)
-        for folder in (caller_dir, callee_dir):
-            shutil.rmtree(folder.file("profile"), ignore_errors=True)  # keeps chromium.log
+        await caller.close()  # keeps chromium.log
+        await callee.close()
 
 
 # ---- Summary ----
