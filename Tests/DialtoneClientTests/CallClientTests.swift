@@ -207,10 +207,12 @@ private struct ClientEvents: Sendable {
     await rig.stop()
   }
 
+  /// Both with pre-connect: an answer given before the invite arrived asks for no leg (the
+  /// accept follows at once), so Alice makes only the invite's connection.
   @Test func aCallAnsweredBeforeItsInviteArrivesIsAcceptedOnArrival() async throws {
     let rig = try await Rig(secret: secret)
-    let alice = await device(rig, "alice")
-    let bob = await device(rig, "bob")
+    let alice = await device(rig, "alice", configuration: .init())
+    let bob = await device(rig, "bob", configuration: .init())
     try await online(alice)
 
     let call = await alice.client.dial("bob")
@@ -220,6 +222,7 @@ private struct ClientEvents: Sendable {
     #expect(await eventually { await call.state == .connecting })
     let engine = try #require(bob.events.incoming.first)
     #expect(await engine.state == .connecting)
+    #expect(alice.factory.connections.count == 1 && bob.factory.connections.count == 1)
 
     for d in [alice, bob] { await d.client.stop() }
     await rig.stop()

@@ -330,9 +330,12 @@ public actor CallClient {
   private func ring(_ invite: ServerMessage.Invite) async {
     await prune()
     guard engines[invite.callId] == nil else { return }  // a re-delivered invite
+    var policy = await callPolicy()
+    // Answered before it rang here (from a push): no leg to ask for, the accept follows at once.
+    if answerOnInvite.contains(invite.callId) { policy.preconnect = false }
     let engine = CallEngine(
       incoming: invite, iceServers: await iceServers.current(), factory: factory,
-      signaling: channel, clock: clock, policy: await callPolicy())
+      signaling: channel, clock: clock, policy: policy)
     engines[invite.callId] = engine
     await engine.start()
     eventSink.yield(.incoming(engine))
