@@ -8,7 +8,9 @@ the callee in B, so the caller's signaling and all media cross the link.
 For each link setting (added RTT, loss) and each stack it makes N calls and reports the median
 and p95 of "dial → ICE connected" and "dial → first audio":
 
-- dialtone        CLI softphones (GStreamer webrtcbin), trickle ICE
+- dialtone        CLI softphones (GStreamer webrtcbin), trickle ICE, pre-connect on (the default;
+                  with an auto-answering callee the accept usually beats the leg)
+- dialtone-no-preconnect  the same with --no-preconnect: today's flow
 - dialtone-gather CLI softphones with --no-trickle (gather, then send: the seeds' slow baseline)
 - aiortc          aiortc ↔ aiortc (Tests/e2e/aiortc_peer.py, which never trickles) through the server
 
@@ -16,7 +18,7 @@ Then, per link setting, "answer → first audio": the callee rings for `--ring-m
 reaching for the phone) before it answers, and the table gives the time from that Answer to the
 first audio at the callee and at the caller, for
 
-- dialtone             today's flow: nothing is negotiated before Answer
+- dialtone             today's flow (--no-preconnect): nothing is negotiated before Answer
 - dialtone-preconnect  --preconnect on both sides (protocol.md 9b): the leg connects while it rings
 - chromium             headless Chromium ↔ headless Chromium (bench/chromium_page.py), the server's
                        softphone page at `/` (today's trickle flow, an oscillator for a microphone),
@@ -155,7 +157,7 @@ async def one_call(stack, binary, log):
         caller_args = peer + ["--token", alice, "--call", "bob", "--tone", "523", "--duration", "1.5"]
     else:
         cli = [os.path.join(binary, "dialtone")]
-        extra = ["--no-trickle"] if stack == "dialtone-gather" else []
+        extra = {"dialtone-gather": ["--no-trickle"], "dialtone-no-preconnect": ["--no-preconnect"]}.get(stack, [])
         callee_args = cli + ["answer", "--server", server, "--token", bob, "--auto", "--json", *extra]
         # 1.5 s connected: long enough for the first audio to arrive through loss.
         caller_args = cli + ["call", "--server", server, "--token", alice, "--to", "bob", "--duration", "1.5",
@@ -340,7 +342,7 @@ async def main():
     parser.add_argument("--rtts", default="0,50,150")
     parser.add_argument("--losses", default="0,0.02")
     parser.add_argument("--stacks", default="dialtone,dialtone-gather,aiortc")
-    parser.add_argument("--answer-stacks", default="dialtone,dialtone-preconnect",
+    parser.add_argument("--answer-stacks", default="dialtone,dialtone-preconnect,chromium",
                         help="stacks of the answer → first audio table ('' for none)")
     parser.add_argument("--ring-ms", type=float, default=2000, help="how long a call rings before it is answered")
     args = parser.parse_args()
