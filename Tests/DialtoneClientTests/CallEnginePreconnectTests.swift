@@ -267,6 +267,32 @@ import Testing
     #expect(m.handle(Self.legOffer("offer-again")).isEmpty)
   }
 
+  /// After a server restart the server no longer knows the leg (protocol.md 9b) and refuses an
+  /// accept without an answer: the callee accepts again, on a fresh connection with the answer
+  /// to the invite's offer.
+  @Test func anAcceptOnTheLegThatTheServerRefusesIsMadeAgainOnTheInvitesOffer() {
+    var (m, _) = Self.ringingCallee()
+    _ = m.handle(Self.legOffer())
+    _ = m.handle(.connectionMade(generation: 2, canRestartIce: true))
+    _ = m.handle(.remoteDescriptionSet(generation: 2))
+    _ = m.handle(.answerCreated(generation: 2, SessionDescription(sdp: "early")))
+    _ = m.handle(.localDescriptionSet(generation: 2))
+    _ = m.handle(.connectionState(generation: 2, .connected))
+    _ = m.handle(.accept)
+    #expect(m.generation == 2 && m.state == .connected)
+    let refused = ServerMessage.error(.init(code: .badRequest, message: "no leg", callId: "c"))
+    #expect(m.handle(.server(refused)) == [.replaceConnection(generation: 3)])
+    #expect(m.state == .connecting)
+    #expect(
+      m.handle(.connectionMade(generation: 3, canRestartIce: true)).contains(
+        .setRemote(generation: 3, Self.mainOffer, .offer)))
+    #expect(m.handle(.remoteDescriptionSet(generation: 3)).contains(.createAnswer(generation: 3)))
+    let answer = SessionDescription(sdp: "answer-main")
+    _ = m.handle(.answerCreated(generation: 3, answer))
+    #expect(
+      Self.sends(m.handle(.localDescriptionSet(generation: 3))).first == .accept(.init(callId: "c", answer: answer)))
+  }
+
   @Test func aCalleeWithoutPreconnectRingsAsBeforeAndIgnoresLegOffers() {
     var (m, started) = Self.ringingCallee(preconnect: false)
     #expect(started.first == .send(.ringing(.init(callId: "c"))))

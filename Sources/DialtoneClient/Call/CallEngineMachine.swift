@@ -155,6 +155,13 @@ public struct CallEngineMachine: Sendable {
   private var remoteReady = false
   /// The current connection is a pre-connected leg the call was accepted on (9b).
   private var onAdoptedLeg = false
+  /// Callee: the invite's offer, kept for accepting on it if the server refuses the accept on
+  /// our leg (9b: it lost the legs in a restart).
+  private let inviteOffer: SessionDescription?
+  /// Callee: our `accept` went out without an answer, on the leg; an error for it means accept again.
+  private var acceptedOnLeg = false
+  /// Callee: the next connection's offer is answered inside an `accept`, not an `answer`.
+  private var acceptOnNextOffer = false
   private var pendingRemoteCandidates: [IceCandidate] = []
   private var afterRemote: AfterRemote = .nothing
   /// The local description being made or set, and what it is for.
@@ -191,6 +198,7 @@ public struct CallEngineMachine: Sendable {
     self.remoteUserId = remoteUserId
     self.remotePeer = remotePeer
     self.pendingOffer = offer
+    self.inviteOffer = role == .callee ? offer : nil
     self.video = video
     self.sendsVideo = video
     self.policy = policy
@@ -224,7 +232,10 @@ public struct CallEngineMachine: Sendable {
       guard role == .callee, state == .incoming, hasConnection else { return [] }
       // The accept first: media follows it (9b).
       let accept = Effect.send(.accept(.init(callId: callId, answer: nil)))
-      if legs.calleeLeg?.answered == true, let adopted = adoptLeg(device: nil) { return [accept] + adopted }
+      if legs.calleeLeg?.answered == true, let adopted = adoptLeg(device: nil) {
+        acceptedOnLeg = true
+        return [accept] + adopted
+      }
       let closed = legs.closeAll()
       state = .connecting
       return closed + acceptOnMainConnection()
@@ -453,6 +464,9 @@ public struct CallEngineMachine: Sendable {
       }
       return end(.remote(m.reason), notify: nil)
     case .error(let m):
+      if role == .callee, acceptedOnLeg, state != .incoming {
+        return acceptAgainOnTheInvitesOffer(m.code)
+      }
       return state == .calling ? end(.error("server: \(m.code)"), notify: nil) : []
     case .mediaState(let m):
       return [.remoteCamera(m.camera)]
@@ -460,6 +474,18 @@ public struct CallEngineMachine: Sendable {
       .groupAnswer, .groupCandidate, .groupStreamEnded, .groupEnded:
       return []
     }
+  }
+
+  /// The server refused our accept on the leg (only errors for `invite` and `accept` reach the
+  /// engine): the call still rings there, so accept again on a fresh connection with the
+  /// answer to the invite's offer (9b), as a device without a leg would.
+  private mutating func acceptAgainOnTheInvitesOffer(_ code: ErrorCode) -> [Effect] {
+    acceptedOnLeg = false
+    guard let offer = inviteOffer else { return end(.error("server: \(code)"), notify: nil) }
+    pendingOffer = offer
+    acceptOnNextOffer = true
+    state = .connecting
+    return replaceConnection()
   }
 
   private mutating func mainCandidate(_ candidate: IceCandidate) -> [Effect] {
@@ -549,7 +575,8 @@ public struct CallEngineMachine: Sendable {
     case (.callee, _):
       if let offer = pendingOffer {
         pendingOffer = nil
-        effects += applyRemote(offer, .offer, then: .answerIt)
+        effects += applyRemote(offer, .offer, then: acceptOnNextOffer ? .acceptIt : .answerIt)
+        acceptOnNextOffer = false
       }
     }
     return effects + cameraEffect()
