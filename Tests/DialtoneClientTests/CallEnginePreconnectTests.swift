@@ -180,6 +180,17 @@ import Testing
     return (m, started)
   }
 
+  /// A ringing callee whose leg (generation 2) sent its early answer.
+  static func calleeWithAnsweredLeg() -> CallEngineMachine {
+    var (m, _) = ringingCallee()
+    _ = m.handle(legOffer())
+    _ = m.handle(.connectionMade(generation: 2, canRestartIce: true))
+    _ = m.handle(.remoteDescriptionSet(generation: 2))
+    _ = m.handle(.answerCreated(generation: 2, SessionDescription(sdp: "early")))
+    _ = m.handle(.localDescriptionSet(generation: 2))
+    return m
+  }
+
   static func legOffer(_ sdp: String = "offer-leg") -> CallEngineMachine.Event {
     .server(.offer(.init(callId: "c", from: aliceDevice, sdp: sdp, leg: true)))
   }
@@ -252,12 +263,7 @@ import Testing
   }
 
   @Test func aLegCandidateStillInFlightAtTheAcceptGoesToTheAdoptedLeg() {
-    var (m, _) = Self.ringingCallee()
-    _ = m.handle(Self.legOffer())
-    _ = m.handle(.connectionMade(generation: 2, canRestartIce: true))
-    _ = m.handle(.remoteDescriptionSet(generation: 2))
-    _ = m.handle(.answerCreated(generation: 2, SessionDescription(sdp: "early")))
-    _ = m.handle(.localDescriptionSet(generation: 2))
+    var m = Self.calleeWithAnsweredLeg()
     _ = m.handle(.accept)
     #expect(m.generation == 2)
     let late = IceCandidate(candidate: "leg-late")
@@ -271,12 +277,7 @@ import Testing
   /// accept without an answer: the callee accepts again, on a fresh connection with the answer
   /// to the invite's offer.
   @Test func anAcceptOnTheLegThatTheServerRefusesIsMadeAgainOnTheInvitesOffer() {
-    var (m, _) = Self.ringingCallee()
-    _ = m.handle(Self.legOffer())
-    _ = m.handle(.connectionMade(generation: 2, canRestartIce: true))
-    _ = m.handle(.remoteDescriptionSet(generation: 2))
-    _ = m.handle(.answerCreated(generation: 2, SessionDescription(sdp: "early")))
-    _ = m.handle(.localDescriptionSet(generation: 2))
+    var m = Self.calleeWithAnsweredLeg()
     _ = m.handle(.connectionState(generation: 2, .connected))
     _ = m.handle(.accept)
     #expect(m.generation == 2 && m.state == .connected)
