@@ -748,17 +748,17 @@ static gboolean dt__close_timed_out(gpointer ud) {
 }
 
 /// Deallocates the relays of `webrtc`'s ICE agent, waiting at most `timeout_ms` for the TURN
-/// servers' answers; TRUE when every answer (or a retransmission timeout) came in time. The
-/// agent must not be used afterwards: call it just before the pipeline stops.
-static inline gboolean dt_webrtc_release_relays(GstElement *webrtc, guint timeout_ms) {
+/// servers' answers. The agent must not be used afterwards: call it just before the pipeline
+/// stops.
+static inline void dt_webrtc_release_relays(GstElement *webrtc, guint timeout_ms) {
   GObject *ice = NULL;
   g_object_get(webrtc, "ice-agent", &ice, NULL);
-  if (!ice) return TRUE;
+  if (!ice) return;
   NiceAgent *agent = NULL;
   if (g_object_class_find_property(G_OBJECT_GET_CLASS(ice), "agent"))
     g_object_get(ice, "agent", &agent, NULL);
   g_object_unref(ice);
-  if (!agent) return TRUE;
+  if (!agent) return;
   // The agent calls back in the caller's thread-default context: a private one, iterated here.
   GMainContext *context = g_main_context_new();
   g_main_context_push_thread_default(context);
@@ -773,7 +773,6 @@ static inline gboolean dt_webrtc_release_relays(GstElement *webrtc, guint timeou
   g_main_context_pop_thread_default(context);
   g_main_context_unref(context);
   g_object_unref(agent);
-  return closed;
 }
 
 static inline GstElement *dt_bin_get(GstElement *bin, const gchar *name) {

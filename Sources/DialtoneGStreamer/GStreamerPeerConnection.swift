@@ -897,7 +897,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     if let table { dt_webrtc_disconnect(pipeline, webrtc, table) }
     if let chan, let chanTable { dt_channel_disconnect(chan, chanTable) }
     // Before the agent goes: its TURN allocations are released, not left to time out.
-    _ = dt_webrtc_release_relays(webrtc, Self.relayReleaseTimeoutMilliseconds)
+    dt_webrtc_release_relays(webrtc, Self.relayReleaseTimeoutMilliseconds)
     _ = dt_set_state(pipeline, GST_STATE_NULL)
     dt_webrtc_callbacks_free(table)
     g_free(chanTable)

@@ -88,13 +88,12 @@ enum SoftphoneCommand {
     // --no-trickle: the slow baseline (gather everything, then send it in the offer/answer).
     configuration.policy.trickle = !arguments.flag("no-trickle")
     // Connect while ringing, so Answer only switches media on (protocol.md 9b), unless
-    // --no-preconnect (today's flow, for comparisons) or --no-trickle (legs need trickle).
-    // An auto-answering callee accepts at once: a leg would only compete with the call's own
-    // negotiation for the CPU.
+    // --no-preconnect (today's flow, for comparisons); legs also need trickle (the engine
+    // checks). An auto-answering callee accepts at once: a leg would only compete with the
+    // call's own negotiation for the CPU.
     var answersAtOnce = false
     if case .callee(let auto) = role { answersAtOnce = auto }
-    configuration.policy.preconnect =
-      !arguments.flag("no-preconnect") && configuration.policy.trickle && !answersAtOnce
+    configuration.policy.preconnect = !arguments.flag("no-preconnect") && !answersAtOnce
     configuration.policy.dataChannel = true  // stdin lines travel over it
     let client = CallClient(
       signaling: signaling, iceServers: iceServers, factory: factory, configuration: configuration)

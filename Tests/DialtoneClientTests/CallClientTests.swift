@@ -89,7 +89,7 @@ private struct ClientEvents: Sendable {
 
   private func device(
     _ rig: Rig, _ user: String, _ deviceId: String = "phone",
-    configuration: CallClient.Configuration = todaysFlow, closeGate: CloseGate? = nil
+    configuration: CallClient.Configuration = todaysFlow, closeGate: TestGate? = nil
   ) async -> Device {
     let transport = GatedTransport(inner: LWSSignalingTransport(client: rig.network))
     var signalingConfiguration = SignalingClient.Configuration(url: rig.webSocketURL)
@@ -155,7 +155,7 @@ private struct ClientEvents: Sendable {
   @Test func stopWaitsForACallThatEndedElsewhereToCloseItsConnection() async throws {
     let rig = try await Rig(secret: secret)
     let alice = await device(rig, "alice")
-    let gate = CloseGate()
+    let gate = TestGate()
     let bobPhone = await device(rig, "bob", "phone", configuration: .init(), closeGate: gate)
     let bobLaptop = await device(rig, "bob", "laptop")
     try await online(alice, bobPhone, bobLaptop)

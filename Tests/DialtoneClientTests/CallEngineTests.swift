@@ -454,32 +454,14 @@ struct CallEngineTests {
 /// A factory that holds every request until `open()`.
 private final class GatedFactory: PeerConnectionFactory, Sendable {
   let inner: EngineFakePeerConnectionFactory
-  private struct Gate: Sendable {
-    var waiting: [CheckedContinuation<Void, Never>] = []
-    var isOpen = false
-  }
-  private let gate = Locked(Gate())
+  private let gate = TestGate()
 
   init(inner: EngineFakePeerConnectionFactory) { self.inner = inner }
 
-  func open() {
-    let resumed: [CheckedContinuation<Void, Never>] = gate.withLock { gate in
-      gate.isOpen = true
-      defer { gate.waiting.removeAll() }
-      return gate.waiting
-    }
-    for c in resumed { c.resume() }
-  }
+  func open() { gate.open() }
 
   func makePeerConnection(_ configuration: PeerConnectionConfiguration) async throws -> any PeerConnection {
-    await withCheckedContinuation { c in
-      let now: Bool = gate.withLock { gate in
-        if gate.isOpen { return true }
-        gate.waiting.append(c)
-        return false
-      }
-      if now { c.resume() }
-    }
+    await gate.wait()
     return try await inner.makePeerConnection(configuration)
   }
 }

@@ -94,7 +94,6 @@ public actor CallClient {
     groups.removeAll()
     for engine in engines.values { await engine.hangup() }
     for engine in engines.values { await engine.drainSignaling() }
-    for engine in engines.values { await engine.settle() }
     engines.removeAll()
     for engine in retiring.values { await engine.settle() }
     await signaling.stop(draining: configuration.stopGrace)
@@ -360,11 +359,11 @@ public actor CallClient {
     await retire(engine) { await $0.handle(.callEnded(.init(callId: callId, reason: reason))) }
   }
 
-  /// Runs the event that ends a forgotten call, keeping it in `retiring` until its effects ran.
+  /// Runs the event that ends a forgotten call (it returns once its effects ran), keeping the
+  /// call in `retiring` meanwhile.
   private func retire(_ engine: CallEngine, _ ending: (CallEngine) async -> Void) async {
     retiring[engine.callId] = engine
     await ending(engine)
-    await engine.settle()
     retiring[engine.callId] = nil
   }
 

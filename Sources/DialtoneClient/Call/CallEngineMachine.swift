@@ -158,8 +158,6 @@ public struct CallEngineMachine: Sendable {
   /// Callee: the invite's offer, kept for accepting on it if the server refuses the accept on
   /// our leg (9b: it lost the legs in a restart).
   private let inviteOffer: SessionDescription?
-  /// Callee: our `accept` went out without an answer, on the leg; an error for it means accept again.
-  private var acceptedOnLeg = false
   /// Callee: the next connection's offer is answered inside an `accept`, not an `answer`.
   private var acceptOnNextOffer = false
   private var pendingRemoteCandidates: [IceCandidate] = []
@@ -232,10 +230,7 @@ public struct CallEngineMachine: Sendable {
       guard role == .callee, state == .incoming, hasConnection else { return [] }
       // The accept first: media follows it (9b).
       let accept = Effect.send(.accept(.init(callId: callId, answer: nil)))
-      if legs.calleeLeg?.answered == true, let adopted = adoptLeg(device: nil) {
-        acceptedOnLeg = true
-        return [accept] + adopted
-      }
+      if legs.calleeLeg?.answered == true, let adopted = adoptLeg(device: nil) { return [accept] + adopted }
       let closed = legs.closeAll()
       state = .connecting
       return closed + acceptOnMainConnection()
@@ -464,7 +459,8 @@ public struct CallEngineMachine: Sendable {
       }
       return end(.remote(m.reason), notify: nil)
     case .error(let m):
-      if role == .callee, acceptedOnLeg, state != .incoming {
+      // A callee on its adopted leg sent `accept` without an answer: an error is its refusal.
+      if role == .callee, onAdoptedLeg {
         return acceptAgainOnTheInvitesOffer(m.code)
       }
       return state == .calling ? end(.error("server: \(m.code)"), notify: nil) : []
@@ -480,7 +476,6 @@ public struct CallEngineMachine: Sendable {
   /// engine): the call still rings there, so accept again on a fresh connection with the
   /// answer to the invite's offer (9b), as a device without a leg would.
   private mutating func acceptAgainOnTheInvitesOffer(_ code: ErrorCode) -> [Effect] {
-    acceptedOnLeg = false
     guard let offer = inviteOffer else { return end(.error("server: \(code)"), notify: nil) }
     pendingOffer = offer
     acceptOnNextOffer = true

@@ -12,9 +12,9 @@ final class EngineLog: Sendable {
   var all: [String] { entries.current }
 }
 
-/// Holds `close()` of the connections given it until the test opens it (a real close takes
-/// a while: TURN deallocation, joining threads).
-final class CloseGate: Sendable {
+/// Holds whoever waits on it until the test opens it: a slow connection factory, or a close
+/// that takes a while (TURN deallocation, joining threads).
+final class TestGate: Sendable {
   private struct Gate: Sendable {
     var open = false
     var waiters: [CheckedContinuation<Void, Never>] = []
@@ -58,9 +58,9 @@ final class EngineFakePeerConnection: PeerConnection, Sendable {
     var calls: [String] = []
   }
   private let history = Locked(History())
-  private let closeGate: CloseGate?
+  private let closeGate: TestGate?
 
-  init(index: Int, canRestartIce: Bool, log: EngineLog, closeGate: CloseGate? = nil) {
+  init(index: Int, canRestartIce: Bool, log: EngineLog, closeGate: TestGate? = nil) {
     self.index = index
     self.canRestartIce = canRestartIce
     self.log = log
@@ -143,9 +143,9 @@ final class EngineFakePeerConnectionFactory: PeerConnectionFactory, Sendable {
   private let made = Locked<[EngineFakePeerConnection]>([])
   private let asked = Locked<[PeerConnectionConfiguration]>([])
 
-  let closeGate: CloseGate?
+  let closeGate: TestGate?
 
-  init(log: EngineLog, canRestartIce: Bool = true, closeGate: CloseGate? = nil) {
+  init(log: EngineLog, canRestartIce: Bool = true, closeGate: TestGate? = nil) {
     self.log = log
     self.canRestartIce = canRestartIce
     self.closeGate = closeGate
