@@ -149,7 +149,7 @@ def token(binary, user):
 
 
 async def one_call(stack, binary, log):
-    server = f"http://{ADDR_B}:{PORT}"
+    server = SERVER
     alice, bob = token(binary, "alice"), token(binary, "bob")
     if stack == "aiortc":
         peer = [sys.executable, os.path.join(ROOT, "Tests", "e2e", "aiortc_peer.py"), "--server", server]
@@ -187,7 +187,7 @@ async def one_call(stack, binary, log):
 async def answered_call(stack, binary, log, ring):
     """One call answered after `ring` seconds of ringing: (callee, caller) ms from the Answer
     to each side's first audio, or None."""
-    server = f"http://{ADDR_B}:{PORT}"
+    server = SERVER
     alice, bob = token(binary, "alice"), token(binary, "bob")
     cli = [os.path.join(binary, "dialtone")]
     # Pre-connect is the CLI's default: `dialtone` asks for today's flow explicitly.
@@ -356,10 +356,11 @@ async def main():
         asyncio.get_running_loop().add_signal_handler(sig, asyncio.current_task().cancel)
     scratch = tempfile.mkdtemp(prefix="dialtone-bench-setup-chromium-") if "chromium" in answer_stacks else None
 
+    data_dir = tempfile.mkdtemp(prefix="dialtone-bench-setup-")  # a fresh server per run, removed after it
     log = open(os.path.join("/tmp", "dialtone-bench-setup.log"), "wb")
     make_namespaces()
     server = await start(NS_B, [os.path.join(args.bin, "dialtone-server"), "--host", ADDR_B, "--port", str(PORT),
-                                "--data-dir", tempfile.mkdtemp(prefix="dialtone-bench-setup-"), "--auth-secret", SECRET,
+                                "--data-dir", data_dir, "--auth-secret", SECRET,
                                 "--log-level", "error"], log)
     rows = []
     answer_rows = []
@@ -410,6 +411,7 @@ async def main():
         await kill(server)
         chromium_page.kill_all()
         remove_namespaces()
+        shutil.rmtree(data_dir, ignore_errors=True)
     if answer_rows:
         print(f"\nanswer → first audio, ms after Answer (rung {args.ring_ms:.0f} ms first), median / p95")
         print(f"{'RTT':>5} {'loss':>5}  {'stack':<20} {'at the callee':>17} {'at the caller':>17}  ok")

@@ -13,7 +13,7 @@ import time
 import uuid
 
 from harness import (MediaNamespace, Server, Softphone, check, dominant_frequency, dominant_frequency_between,
-                     wav_seconds)
+                     eventually, wav_seconds)
 from protocol_driver import FAKE_OFFER, CallDriver, Session, is_ack
 
 SCENARIOS = []
@@ -43,14 +43,6 @@ def ms(t):
 def ended_summary(peer):
     ended = peer.find("ended")
     return {k: ended.get(k) for k in ("reason", "status")} if ended else "no ended event"
-
-
-async def eventually(condition, timeout, what):
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not condition():
-        check(loop.time() < deadline, f"no {what} within {timeout} s")
-        await asyncio.sleep(0.05)
 
 
 async def only_call(server, user):

@@ -38,6 +38,15 @@ def free_port(kind=socket.SOCK_STREAM):
         return s.getsockname()[1]
 
 
+async def eventually(condition, timeout, what):
+    """Waits until `condition()` holds; fails with "no <what>" after `timeout` s."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        check(loop.time() < deadline, f"no {what} within {timeout} s")
+        await asyncio.sleep(0.05)
+
+
 async def wait_port(port, timeout=15, process=None):
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
@@ -285,15 +294,6 @@ class Coturn:
             entry["allocated"] += 1
             entry["live"] += live
         return counts
-
-    async def wait_allocations(self, predicate, timeout):
-        """The allocations once `predicate` holds for them, or as they are after `timeout` s."""
-        deadline = asyncio.get_running_loop().time() + timeout
-        while True:
-            counts = self.allocations()
-            if predicate(counts) or asyncio.get_running_loop().time() > deadline:
-                return counts
-            await asyncio.sleep(0.2)
 
     async def stop(self):
         if self.process:
