@@ -18,6 +18,10 @@ let package = Package(
     .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
     .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
     .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+    .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+    // No pkgConfig: hiredis.pc's -D_FILE_OFFSET_BITS=64 makes SwiftPM warn on every build (off_t
+    // is 64-bit anyway on the 64-bit targets); shim.h includes <hiredis/hiredis.h> from /usr/include.
+    .systemLibrary(name: "CRedis", providers: [.apt(["libhiredis-dev"])]),
     // No pkgConfig: GStreamer's flags carry -pthread, which SwiftPM refuses with a warning on
     // every build; the include paths are given to DialtoneGStreamer instead.
     .systemLibrary(
@@ -33,6 +37,12 @@ let package = Package(
     .target(name: "DialtoneCrypto", dependencies: ["COpenSSL", "DialtoneJSON"]),
     .target(name: "DialtoneNet", dependencies: ["CLibWebSockets", "DialtoneSupport"]),
     .target(name: "DialtoneSQLite", dependencies: ["CSQLite"]),
+    // The cluster store's PostgreSQL client: libpq behind a pointer-free API, and a bounded pool.
+    .target(name: "DialtonePostgres", dependencies: ["CPostgres"]),
+    // The cluster's Redis client (presence, routing, resume): hiredis behind a pointer-free API.
+    .target(name: "DialtoneRedis", dependencies: ["CRedis", "DialtoneCrypto"]),
+    // Counters, gauges and histograms, and their Prometheus text exposition.
+    .target(name: "DialtoneMetrics", dependencies: ["DialtoneSupport"]),
     .target(name: "DialtoneHTTPClient", dependencies: ["CCurl"]),
     // Argument parsing shared by the executables (and the server's configuration).
     .target(name: "DialtoneCommandLine"),
@@ -47,9 +57,11 @@ let package = Package(
       dependencies: [
         "DialtoneProtocol", "DialtoneJSON", "DialtoneCrypto", "DialtoneAuth", "DialtoneNet",
         "DialtoneSQLite", "DialtoneHTTPClient", "DialtonePush", "DialtoneCommandLine", "DialtoneSupport",
+        "DialtoneMetrics",
       ],
-      // The browser client, edited as HTML/JS and compiled into the binary (no files to deploy).
-      resources: [.embedInCode("Resources/softphone.html")]),
+      // The browser client and the admin dashboard, edited as HTML/JS and compiled into the
+      // binary (no files to deploy).
+      resources: [.embedInCode("Resources/softphone.html"), .embedInCode("Resources/admin.html")]),
 
     // The client SDK core: no C dependency, builds for iOS unchanged.
     .target(name: "DialtoneClient", dependencies: ["DialtoneProtocol", "DialtoneJSON", "DialtoneSupport"]),
@@ -89,6 +101,11 @@ let package = Package(
     .testTarget(name: "DialtoneCryptoTests", dependencies: ["DialtoneCrypto", "DialtoneJSON", "DialtoneTestSupport"]),
     .testTarget(name: "DialtoneNetTests", dependencies: ["DialtoneNet", "DialtoneSupport", "DialtoneTestSupport"]),
     .testTarget(name: "DialtoneSQLiteTests", dependencies: ["DialtoneSQLite"]),
+    // Runs a scratch PostgreSQL server of its own (Debian's postgresql package).
+    .testTarget(name: "DialtonePostgresTests", dependencies: ["DialtonePostgres", "DialtoneTestSupport"]),
+    // Runs a scratch redis-server of its own (Debian's redis-server package).
+    .testTarget(name: "DialtoneRedisTests", dependencies: ["DialtoneRedis", "DialtoneTestSupport"]),
+    .testTarget(name: "DialtoneMetricsTests", dependencies: ["DialtoneMetrics"]),
     .testTarget(name: "DialtoneFuzzTargetsTests", dependencies: ["DialtoneFuzzTargets"]),
     .testTarget(
       name: "DialtoneClientTests",

@@ -14,6 +14,7 @@ let package = Package(
     .library(name: "DialtoneWebRTC", targets: ["DialtoneWebRTC"]),
     .library(name: "DialtoneURLSession", targets: ["DialtoneURLSession"]),
     .library(name: "DialtoneLiveKit", targets: ["DialtoneLiveKit"]),
+    .library(name: "DialtoneCallDirectory", targets: ["DialtoneCallDirectory"]),
   ],
   dependencies: [
     // The root package. It must export a `DialtoneClient` library product (see docs/ios.md).
@@ -70,6 +71,13 @@ let package = Package(
         .product(name: "DialtoneProtocol", package: "Dialtone"),
         .product(name: "LiveKit", package: "client-sdk-swift"),
       ]
+    ),
+    // The Call Directory extension's principal class (CXCallDirectoryProvider over
+    // DirectoryExtensionLoad) and the app's CallDirectoryReloader over CXCallDirectoryManager.
+    // Nothing else: an app extension links it alone (iOS only: its sources are empty on macOS).
+    .target(
+      name: "DialtoneCallDirectory",
+      dependencies: [.product(name: "DialtoneClient", package: "Dialtone")]
     ),
     // The example app (Example/DialtoneExample) is a plain source folder for an Xcode iOS
     // App target: a SwiftPM executable cannot carry the entitlements, Info.plist and

@@ -9,6 +9,8 @@ APT_PACKAGES=(
   libwebsockets-dev libwebsockets-evlib-uv libuv1-dev
   libcurl4-openssl-dev
   libsqlite3-dev
+  # The cluster store: libpq, and a real server for its tests.
+  postgresql libpq-dev redis-server libhiredis-dev
   python3-pip
   # Real calls: webrtcbin and its plugins (Opus, DTLS/SRTP, SCTP, libnice ICE).
   libgstreamer1.0-dev libgstreamer-plugins-bad1.0-dev
@@ -20,8 +22,9 @@ APT_PACKAGES=(
   # Group calls: a real SFU (the tests start their own instance from a generated configuration).
   janus
 )
-# kosoku: the Autobahn WebSocket test cases (scripts/autobahn.py).
-PIP_PACKAGES=(pyjwt cryptography h2 aiortc websockets numpy livekit-api kosoku)
+# kosoku: the Autobahn WebSocket test cases (scripts/autobahn.py). schemathesis: requests generated
+# from docs/openapi.yaml against a real server (Tests/e2e/openapi_scenarios.py).
+PIP_PACKAGES=(pyjwt cryptography h2 aiortc websockets numpy livekit-api kosoku schemathesis)
 # `scripts/deps.sh bench`: also what the benchmarks compare against.
 if [ "${1:-}" = "bench" ]; then
   command -v node >/dev/null || APT_PACKAGES+=(nodejs)

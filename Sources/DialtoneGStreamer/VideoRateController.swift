@@ -139,7 +139,10 @@ public struct VideoRateController: Sendable, Equatable {
   /// One second of transport-wide feedback. GCC's loss rules (above 10 % down by half the
   /// loss, under 2 % up), with its delay-based bounds on the rate that gets through: on loss or
   /// a growing queue (a delay gradient over 10 ms) at most 85 % of the received bitrate, and
-  /// never more than 1.5 times it while the encoder fills its target.
+  /// growth only up to 1.5 times it plus 10 kbit/s, as libwebrtc's AIMD control clamps it. The
+  /// clamp holds for an encoder under its target too (a still picture): a target grown past what
+  /// was ever carried is a burst into a full queue the moment the picture moves (both sides'
+  /// busy video at 300 kbit/s reached 730 kbit/s that way, and the receiver froze).
   public mutating func update(_ feedback: TransportFeedback) -> Int {
     let loss = min(max(feedback.fractionLost, 0), 1)
     // A received bitrate from a few packets is mostly burst: it bounds the rate only from ten.
@@ -153,7 +156,7 @@ public struct VideoRateController: Sendable, Equatable {
       probing = false
     } else if loss < 0.02 {
       next *= probing ? 1.25 : 1.08
-      if let received, feedback.bitrateSent > 0.5 * next { next = min(next, 1.5 * received) }
+      if let received { next = min(next, max(Double(target), 1.5 * received + 10_000)) }
     }
     target = min(max(Int(next), minimum), maximum)
     return target

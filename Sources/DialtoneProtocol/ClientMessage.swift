@@ -19,6 +19,7 @@ public enum ClientMessageType: String, Sendable, Equatable, CaseIterable {
   case iceRestartRequest = "ice-restart-request"
   case getCall = "get-call"
   case mediaState = "media-state"
+  case quality
   case groupCreate = "group-create"
   case groupRinging = "group-ringing"
   case groupDecline = "group-decline"
@@ -120,6 +121,8 @@ public enum ClientMessage: Sendable, Equatable {
   case getCall(CallAction)
   /// The sender's camera went off or on (no renegotiation: the track just stops sending).
   case mediaState(MediaState)
+  /// What the client measured of a call (set-up milestones, RTT, loss, the media path).
+  case quality(QualityReport)
   /// Start a group call and ring its members.
   case groupCreate(GroupCreate)
   /// A member's device is alerting its user.
@@ -166,6 +169,7 @@ public enum ClientMessage: Sendable, Equatable {
     case .iceRestartRequest(let m): return visitor.visit(m, as: .iceRestartRequest)
     case .getCall(let m): return visitor.visit(m, as: .getCall)
     case .mediaState(let m): return visitor.visit(m, as: .mediaState)
+    case .quality(let m): return visitor.visit(m, as: .quality)
     case .groupCreate(let m): return visitor.visit(m, as: .groupCreate)
     case .groupRinging(let m): return visitor.visit(m, as: .groupRinging)
     case .groupDecline(let m): return visitor.visit(m, as: .groupDecline)
@@ -200,6 +204,7 @@ public enum ClientMessage: Sendable, Equatable {
     case .iceRestartRequest: return .iceRestartRequest(try d.body())
     case .getCall: return .getCall(try d.body())
     case .mediaState: return .mediaState(try d.body())
+    case .quality: return .quality(try d.body())
     case .groupCreate: return .groupCreate(try d.body())
     case .groupRinging: return .groupRinging(try d.body())
     case .groupDecline: return .groupDecline(try d.body())

@@ -152,10 +152,14 @@ public struct CallRecord: WireCodable, Hashable {
   public var endReason: EndReason?
   /// `endedAt - answeredAt` for calls that were answered and have ended.
   public var durationMs: Int64?
+  /// `true` only in the callee's own view of a call that the callee's block silenced (a server
+  /// that keeps such calls in the blocker's history); absent otherwise, and never for the caller.
+  public var blocked: Bool?
 
   public init(
     callId: CallID, callerId: String, calleeId: String, answeredBy: String? = nil, video: Bool, createdAt: Int64,
-    answeredAt: Int64? = nil, endedAt: Int64? = nil, endReason: EndReason? = nil, durationMs: Int64? = nil
+    answeredAt: Int64? = nil, endedAt: Int64? = nil, endReason: EndReason? = nil, durationMs: Int64? = nil,
+    blocked: Bool? = nil
   ) {
     self.callId = callId
     self.callerId = callerId
@@ -167,6 +171,7 @@ public struct CallRecord: WireCodable, Hashable {
     self.endedAt = endedAt
     self.endReason = endReason
     self.durationMs = durationMs
+    self.blocked = blocked
   }
 
   public init(wirePlaceholder _: WirePlaceholder) {
@@ -176,6 +181,7 @@ public struct CallRecord: WireCodable, Hashable {
   public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
     try c.integer("answeredAt", &answeredAt, 0...Int64.max)
     try c.string("answeredBy", &answeredBy, .deviceId)
+    try c.bool("blocked", &blocked)
     try c.string("callId", &callId, .callId)
     try c.string("calleeId", &calleeId, .userId)
     try c.string("callerId", &callerId, .userId)

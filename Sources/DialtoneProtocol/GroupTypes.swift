@@ -191,10 +191,13 @@ public struct GroupCallRecord: WireCodable, Hashable {
   public var endedAt: Int64
   public var endReason: GroupEndReason
   public var participants: [GroupParticipantRecord]
+  /// `true` only in the history of a member whose block of the creator silenced the call (a
+  /// server that keeps such calls in the blocker's history); absent otherwise.
+  public var blocked: Bool?
 
   public init(
     callId: CallID, creatorId: String, title: String? = nil, room: String? = nil, video: Bool, createdAt: Int64,
-    endedAt: Int64, endReason: GroupEndReason, participants: [GroupParticipantRecord]
+    endedAt: Int64, endReason: GroupEndReason, participants: [GroupParticipantRecord], blocked: Bool? = nil
   ) {
     self.callId = callId
     self.creatorId = creatorId
@@ -205,6 +208,7 @@ public struct GroupCallRecord: WireCodable, Hashable {
     self.endedAt = endedAt
     self.endReason = endReason
     self.participants = participants
+    self.blocked = blocked
   }
 
   public init(wirePlaceholder _: WirePlaceholder) {
@@ -212,6 +216,7 @@ public struct GroupCallRecord: WireCodable, Hashable {
   }
 
   public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+    try c.bool("blocked", &blocked)
     try c.string("callId", &callId, .callId)
     try c.integer("createdAt", &createdAt, 0...Int64.max)
     try c.string("creatorId", &creatorId, .userId)

@@ -109,11 +109,15 @@ public protocol WireCoder {
   mutating func integer(_ key: StaticString, _ value: inout Int64?, _ range: ClosedRange<Int64>) throws(Failure)
   /// A seq value: 0...2^53-1.
   mutating func seq(_ key: StaticString, _ value: inout UInt64) throws(Failure)
+  /// An optional number, integer or not, within `range` (strict decoding checks the range).
+  mutating func decimal(_ key: StaticString, _ value: inout Double?, _ range: ClosedRange<Double>) throws(Failure)
   mutating func enumeration<E: WireEnum>(_ key: StaticString, _ value: inout E) throws(Failure)
   mutating func enumeration<E: WireEnum>(_ key: StaticString, _ value: inout E?) throws(Failure)
   mutating func object<T: WireCodable>(_ key: StaticString, _ value: inout T) throws(Failure)
   mutating func object<T: WireCodable>(_ key: StaticString, _ value: inout T?) throws(Failure)
   mutating func objects<T: WireCodable>(_ key: StaticString, _ value: inout [T]) throws(Failure)
+  /// An array of integers, each in `range`; absent means empty.
+  mutating func integers(_ key: StaticString, _ value: inout [Int64], _ range: ClosedRange<Int64>) throws(Failure)
   /// An array of strings; with `acceptSingle`, a lone string is read as a one-element array.
   mutating func strings(_ key: StaticString, _ value: inout [String], acceptSingle: Bool, nonEmpty: Bool)
     throws(Failure)

@@ -161,6 +161,24 @@ public struct WireDecoder: WireCoder {
     value = try self.value(key).map { (index) throws(ProtocolError) in try number(key, at: index, range) }
   }
 
+  public mutating func decimal(_ key: StaticString, _ value: inout Double?, _ range: ClosedRange<Double>)
+    throws(ProtocolError)
+  {
+    guard let index = self.value(key) else {
+      value = nil
+      return
+    }
+    guard let number = tape.double(index), number.isFinite else { throw wrongType(key, "a number") }
+    if options.enforceLimits, !range.contains(number) {
+      throw wrongType(key, "a number from \(Self.plain(range.lowerBound)) to \(Self.plain(range.upperBound))")
+    }
+    value = number
+  }
+
+  private static func plain(_ number: Double) -> String {
+    number == number.rounded() && abs(number) < 1e15 ? String(Int64(number)) : String(number)
+  }
+
   public mutating func seq(_ key: StaticString, _ value: inout UInt64) throws(ProtocolError) {
     guard let index = self.value(key) else { throw missing(key) }
     value = UInt64(try number(key, at: index, 0...Int64(Limits.maxSeq)))
@@ -197,6 +215,26 @@ public struct WireDecoder: WireCoder {
       result.append(try Self.decode(T.self, at: element, in: tape, path: elementPath, options: options))
     }
     value = result
+  }
+
+  public mutating func integers(_ key: StaticString, _ value: inout [Int64], _ range: ClosedRange<Int64>)
+    throws(ProtocolError)
+  {
+    guard let index = self.value(key) else {
+      value = []
+      return
+    }
+    guard tape.kind(index) == .array else { throw wrongType(key, "an array of integers") }
+    var collected: [Int64] = []
+    collected.reserveCapacity(tape.count(index))
+    for (offset, element) in tape.elements(index).enumerated() {
+      guard let number = tape.integer(element), range.contains(number) else {
+        throw ProtocolError(
+          .badRequest, "\"\(name(key))[\(offset)]\" must be an integer from \(range.lowerBound) to \(range.upperBound)")
+      }
+      collected.append(number)
+    }
+    value = collected
   }
 
   public mutating func strings(_ key: StaticString, _ value: inout [String], acceptSingle: Bool, nonEmpty: Bool)

@@ -162,6 +162,12 @@ public struct WireEncoder: WireCoder {
     out.writeInteger(number)
   }
 
+  public mutating func decimal(_ key: StaticString, _ value: inout Double?, _ range: ClosedRange<Double>) {
+    guard let number = value, number.isFinite else { return }
+    self.key(key)
+    out.write(.double(number))
+  }
+
   public mutating func seq(_ key: StaticString, _ value: inout UInt64) {
     self.key(key)
     out.writeInteger(Int64(clamping: value))
@@ -193,6 +199,16 @@ public struct WireEncoder: WireCoder {
     for (offset, element) in value.enumerated() {
       if offset > 0 { out.append(UInt8(ascii: ",")) }
       writeObject(element)
+    }
+    out.append(UInt8(ascii: "]"))
+  }
+
+  public mutating func integers(_ key: StaticString, _ value: inout [Int64], _ range: ClosedRange<Int64>) {
+    self.key(key)
+    out.append(UInt8(ascii: "["))
+    for (offset, number) in value.enumerated() {
+      if offset > 0 { out.append(UInt8(ascii: ",")) }
+      out.writeInteger(number)
     }
     out.append(UInt8(ascii: "]"))
   }

@@ -1,4 +1,5 @@
 import DialtoneAuth
+import DialtoneMetrics
 import DialtoneNet
 import DialtoneProtocol
 import DialtoneSupport
@@ -16,6 +17,10 @@ public final class DialtoneServer: Sendable {
   private let journal: CallJournal
   let pushes: PushDispatcher?
   private let sfu: (any SFUBackend)?
+  private let metricsListener: MetricsListener?
+  let observations: Observations
+  /// Every route the public port serves (the API contract test checks docs/openapi.yaml has them).
+  let routes: [(method: HTTPMethod, pattern: String)]
   private let log: Log
 
   public convenience init(
@@ -30,8 +35,10 @@ public final class DialtoneServer: Sendable {
     liveCalls: (any LiveCallStore)?
   ) async throws {
     self.configuration = configuration
-    let log = Log(level: configuration.logLevel, subsystem: "server")
+    let log = Log(level: configuration.logLevel, subsystem: "server", format: configuration.logFormat)
     self.log = log
+    let observations = Observations(version: Self.version, clock: clock, log: log.scoped("calls"))
+    self.observations = observations
     let secret = try AuthSecret.resolve(
       configured: configuration.authSecret, dataDirectory: configuration.dataDirectory)
     let authenticator = TokenAuthenticator(secret: secret, now: { clock.now })
@@ -43,8 +50,9 @@ public final class DialtoneServer: Sendable {
     let journal = CallJournal(store: liveCalls, log: log.scoped("journal"))
     self.journal = journal
     pushes = try PushSetup.dispatcher(
-      configuration: configuration, store: callStore, clock: clock, log: log.scoped("push"))
-    let sink = FanOutSink(sinks: pushes.map { [$0] } ?? [])
+      configuration: configuration, store: callStore, clock: clock, observations: observations,
+      log: log.scoped("push"))
+    let sink = FanOutSink(sinks: [observations] + (pushes.map { [$0] } ?? []))
     let router = CallRouter(
       settings: .init(
         ringTimeout: .seconds(configuration.ringTimeout), reconnectGrace: .seconds(configuration.reconnectGrace),
@@ -62,7 +70,8 @@ public final class DialtoneServer: Sendable {
         heartbeatSeconds: configuration.heartbeatSeconds, maxMessageBytes: Limits.maxMessageBytes,
         limits: configuration.limits),
       clock: clock, authenticator: authenticator, iceServers: iceServers, router: router, groups: groups, sfu: sfu,
-      effectSink: sink, journal: journal, liveCalls: liveCalls, executor: executor, log: log.scoped("signaling"))
+      effectSink: sink, journal: journal, liveCalls: liveCalls, executor: executor, observations: observations,
+      quality: callStore, log: log.scoped("signaling"))
     let hub = self.hub
     journal.start { ticket in hub.deliver(.journalCommitted(ticket)) }
     let interrupted = try liveCalls.completeInterruptedGroupCalls()
@@ -70,16 +79,38 @@ public final class DialtoneServer: Sendable {
     let retention = clock.now.addingTimeInterval(-router.settings.endedRetention.seconds)
     await hub.restore(
       try liveCalls.liveCalls(), ended: try liveCalls.callsEnded(since: retention.millisecondsSince1970))
+    await hub.loadBlocks(try await callStore.allBlocks())
 
     var routes = Router()
     APIRoutes(
       hub: hub, authenticator: authenticator, iceServers: iceServers, store: callStore, clock: clock,
-      version: Self.version, limits: configuration.limits
+      version: Self.version, observations: observations, limits: configuration.limits,
+      directoryToken: configuration.directoryToken, blockedCalls: configuration.blockedCallsInHistory
     ).register(in: &routes)
     let httpLimiter = HTTPRateLimiter(rate: configuration.limits.httpRate, clock: clock)
     routes.gate = { request in await httpLimiter.check(request) }
-    BrowserClientRoutes().register(in: &routes)
+    let metrics = observations.metrics
+    routes.observer = { request, route, status, elapsed in
+      let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+      let label = route ?? "unmatched"
+      metrics.httpRequests.labels(request.method.rawValue, label, String(status)).increment()
+      metrics.httpDuration.labels(label).observe(seconds)
+    }
+    BrowserClientRoutes(webRoot: configuration.webRoot).register(in: &routes)
+    AdminRoutes(
+      credential: configuration.adminToken.map { SharedSecretCredential(token: $0, realm: "dialtone admin") }, hub: hub,
+      observations: observations,
+      store: callStore, clock: clock, version: Self.version, webRoot: configuration.webRoot
+    ).register(in: &routes)
+    let metricsRoute = MetricsRoute(hub: hub, observations: observations)
+    if let host = configuration.metricsHost, let port = configuration.metricsPort {
+      metricsListener = try MetricsListener(host: host, port: port, route: metricsRoute, log: log.scoped("metrics"))
+    } else {
+      metricsListener = nil
+      metricsRoute.register(in: &routes)
+    }
     if let liveKit = sfu as? LiveKitSFU { LiveKitWebhookRoute(sfu: liveKit).register(in: &routes) }
+    self.routes = routes.registered
     var webConfiguration = WebServerConfiguration(
       host: configuration.host, port: configuration.port,
       maxMessageBytes: Limits.maxMessageBytes,
@@ -117,6 +148,7 @@ public final class DialtoneServer: Sendable {
   public func stop() async {
     await hub.prepareForShutdown()
     await web.stop()
+    await metricsListener?.stop()
     await sfu?.shutdown()
     journal.close()
     await pushes?.drain()
@@ -147,6 +179,9 @@ public final class DialtoneServer: Sendable {
     }
     return nil
   }
+
+  /// The port of `--metrics-listen` (the kernel's choice for port 0), if configured.
+  public var metricsPort: Int? { metricsListener?.port }
 
   public var baseURL: String {
     "\(configuration.tlsCertificateFile == nil ? "http" : "https")://\(configuration.host):\(port)"

@@ -24,11 +24,12 @@ if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &openFiles) == 0 {
   _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &openFiles)
 }
 
+let log = Log(level: configuration.logLevel, subsystem: "server", format: configuration.logFormat)
 let server: DialtoneServer
 do {
   server = try await DialtoneServer(configuration: configuration)
 } catch {
-  FileHandle.standardError.write(Data("dialtone-server: \(error)\n".utf8))
+  log.error("cannot start: \(error)")
   exit(1)
 }
 
@@ -36,7 +37,7 @@ let stopping = StopOnce()
 await withCheckedContinuation { (stopped: CheckedContinuation<Void, Never>) in
   ProcessSignals.onTermination { signal in
     guard stopping.begin() else { return }
-    FileHandle.standardError.write(Data("dialtone-server: signal \(signal), draining\n".utf8))
+    log.info("signal \(signal): draining")
     Task {
       await server.stop()
       stopped.resume()

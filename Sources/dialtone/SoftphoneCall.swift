@@ -141,6 +141,7 @@ actor SoftphoneCall {
       return await stateChanged(state)
     case .milestone(let m, let instant, let pc):
       report.mark(m.rawValue, at: instant)
+      await markQuality(m, at: instant, on: pc)
       if m == .firstAudio || m == .firstVideoFrame { mediaFlowed = true }
       // A group call's stream: whose video it is.
       if m == .firstVideoFrame, let from = remoteStreams.first(where: { $0.connection === pc })?.from {
@@ -177,6 +178,25 @@ actor SoftphoneCall {
       report.mark("first-audio \(peer.userId)", at: instant)
     }
     return nil
+  }
+
+  /// The media layer's milestones, more precise than the engine's, for the call's quality
+  /// report (1:1 calls only: a group call's streams are not a `CallEngine`'s).
+  private func markQuality(
+    _ m: GStreamerPeerConnection.Milestone, at instant: ContinuousClock.Instant?, on pc: GStreamerPeerConnection
+  ) async {
+    guard let engine, group == nil, !remoteStreams.contains(where: { $0.connection === pc }) else { return }
+    let milestone: CallQualityRecorder.Milestone
+    switch m {
+    case .iceConnected: milestone = .iceConnected
+    case .dtlsConnected: milestone = .dtlsConnected
+    case .firstAudio: milestone = .firstAudio
+    case .firstVideoFrame: milestone = .firstVideo
+    case .dataChannelOpen: return
+    }
+    let ago = instant.map { ContinuousClock.now - $0 } ?? .zero
+    let seconds = Double(ago.components.seconds) + Double(ago.components.attoseconds) / 1e18
+    await engine.markMilestone(milestone, at: Date().addingTimeInterval(-max(0, seconds)))
   }
 
   private func clientEvent(_ event: CallClient.Event) async -> Status? {

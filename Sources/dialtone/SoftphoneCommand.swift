@@ -95,6 +95,13 @@ enum SoftphoneCommand {
     if case .callee(let auto) = role { answersAtOnce = auto }
     configuration.policy.preconnect = !arguments.flag("no-preconnect") && !answersAtOnce
     configuration.policy.dataChannel = true  // stdin lines travel over it
+    configuration.policy.reportsQuality = !arguments.flag("no-quality-report")
+    if let text = arguments.string("quality-interval") {
+      guard let seconds = Double(text), seconds >= 1, seconds <= 3600 else {
+        throw ArgumentError(message: "--quality-interval expects 1...3600 seconds")
+      }
+      configuration.policy.qualityReportInterval = .milliseconds(Int(seconds * 1000))
+    }
     let client = CallClient(
       signaling: signaling, iceServers: iceServers, factory: factory, configuration: configuration)
     let call = SoftphoneCall(

@@ -24,6 +24,10 @@ private let media: [CommandOption] = [
     "preconnect", "connect ICE and DTLS while the phone rings, media held until Answer (protocol.md 9b; the default)"),
   .flag("no-preconnect", "negotiate nothing before Answer (the flow of clients without pre-connect)"),
   .flag("json", "print events as JSON lines"),
+  .value(
+    "quality-interval",
+    "also send the server a quality report every this many seconds while connected (default: at the end only)"),
+  .flag("no-quality-report", "send the server no quality report at all"),
 ]
 
 private let commands: [Subcommand] = [

@@ -102,14 +102,16 @@ import Testing
     #expect(!c.probing)
   }
 
-  // Clean feedback grows the rate, but not past 1.5 × the received rate while the encoder
-  // fills its target; an encoder far under its target (a still picture) does not hold it back.
+  // Clean feedback grows the rate, but not past 1.5 × the received rate + 10 kbit/s; an
+  // encoder far under its target (a still picture) holds the target where it is.
   @Test func cleanFeedbackGrowsUpToWhatTheLinkCarries() {
     var c = VideoRateController(start: 300_000)
-    #expect(c.update(window(0, sent: 300_000, received: 200_000)) == 300_000)  // 375,000 capped at 1.5 × 200,000
-    #expect(c.update(window(0.01, sent: 30_000, received: 30_000)) == 375_000)
+    // 375,000 capped at 1.5 × 240,000 + 10,000:
+    #expect(c.update(window(0, sent: 300_000, received: 240_000)) == 370_000)
+    #expect(c.update(window(0.01, sent: 30_000, received: 30_000)) == 370_000)  // held, not grown
+    #expect(c.update(window(0, sent: 370_000, received: 370_000)) == 462_500)
     // Few packets: their received rate is not trusted as a bound.
-    #expect(c.update(window(0, sent: 375_000, received: 50_000, packets: 4)) == 468_750)
+    #expect(c.update(window(0, sent: 462_500, received: 50_000, packets: 4)) == 578_125)
   }
 
   // With transport-wide feedback agreed, the receiver reports are not used: a second without

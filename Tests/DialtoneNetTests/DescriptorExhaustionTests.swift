@@ -1,3 +1,4 @@
+import DialtoneTestSupport
 import Foundation
 import Testing
 

@@ -1,5 +1,6 @@
 import DialtoneNet
 import DialtoneSupport
+import DialtoneTestSupport
 import Foundation
 import Testing
 

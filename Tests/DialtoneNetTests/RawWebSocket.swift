@@ -1,3 +1,4 @@
+import DialtoneTestSupport
 import Foundation
 
 #if canImport(Glibc)

@@ -93,6 +93,17 @@ func startServer(_ handler: EchoHandler, maxMessage: Int = 64 * 1024, drain: Dou
 
     let wrongMethod = try await http("POST", "\(base)/healthz", body: Array("{}".utf8))
     #expect(wrongMethod.status == 405)
+    let port = server.port
+    let (allow, once) = try await blockingIO {
+      let connection = try RawHTTPConnection(port: port)
+      connection.send("PUT /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+      let allow = connection.readResponse()?.headers["allow"]
+      // `%2541` is `%41` once decoded, never `A`.
+      connection.send("GET /items/a%2541 HTTP/1.1\r\nHost: x\r\n\r\n")
+      return (allow, connection.readResponse()?.body)
+    }
+    #expect(allow == "GET, HEAD")
+    #expect(once?.contains(#""item":"a%41""#) == true)
 
     let thrown = try await http("GET", "\(base)/fail")
     #expect(thrown.status == 409)

@@ -1,4 +1,5 @@
 import DialtoneNet
+import DialtoneTestSupport
 import Foundation
 import Testing
 

@@ -129,6 +129,8 @@ struct DocsTests {
         || Self.matches(IceServer.self, literal) || Self.matches(CallState.self, literal)
         || Self.matches(IncomingCallPush.self, literal) || Self.matches(MissedCallPush.self, literal)
         || Self.matches(GroupCallState.self, literal) || Self.matches(GroupCallHistoryResponse.self, literal)
+        || Self.matches(CallDetailResponse.self, literal) || Self.matches(DirectoryUpload.self, literal)
+        || Self.matches(DirectoryResponse.self, literal)
       if known { continue }
       // The FCM form of the push payload: all strings.
       if let push = try? IncomingCallPush(json: literal, options: .strict),

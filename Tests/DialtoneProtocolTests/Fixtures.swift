@@ -80,6 +80,15 @@ enum Fixtures {
     ClientEnvelope(id: "g13", message: .groupEndOfCandidates(.init(callId: callId, stream: "feed-7"))),
     ClientEnvelope(id: "g14", message: .getGroup(.init(callId: callId))),
     ClientEnvelope(id: "v1", message: .mediaState(.init(callId: callId, camera: false))),
+    ClientEnvelope(
+      id: "q1",
+      message: .quality(
+        .init(
+          callId: callId, final: true,
+          milestones: .init(ringing: 310, accepted: 2150, iceConnected: 2390, dtlsConnected: 2420, firstAudio: 2480),
+          rttMs: 24.5, jitterMs: 3.2, lossPercent: 0.4, sendKbps: 38.2, receiveKbps: 37.9, localCandidateType: .host,
+          remoteCandidateType: .srflx, iceRestarts: 0, durationMs: 61000))),
+    ClientEnvelope(id: "q2", message: .quality(.init(callId: callId, final: false))),
   ]
 
   /// One of every server message.

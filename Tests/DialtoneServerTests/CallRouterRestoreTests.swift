@@ -32,7 +32,7 @@ struct CallRouterRestoreTests {
   }
   private func record(_ effects: [CallEffect]) -> CallRecord? {
     changes(effects).compactMap {
-      if case .ended(let r, _) = $0 { return r }
+      if case .ended(let r, _, _) = $0 { return r }
       return nil
     }.first
   }

@@ -30,6 +30,18 @@ struct ConfigurationTests {
     #expect(try ServerConfiguration.parse(arguments: ["--ack-delay-ms", "0"], environment: [:]).ackDelay == 0)
   }
 
+  @Test func blockedCallsInHistoryIsHiddenUnlessAskedFor() throws {
+    #expect(try ServerConfiguration.parse(arguments: [], environment: [:]).blockedCallsInHistory == .hide)
+    let shown = try ServerConfiguration.parse(arguments: ["--blocked-calls-in-history", "show"], environment: [:])
+    #expect(shown.blockedCallsInHistory == .show)
+    let fromEnvironment = try ServerConfiguration.parse(
+      arguments: [], environment: ["DIALTONE_BLOCKED_CALLS_IN_HISTORY": "SHOW"])
+    #expect(fromEnvironment.blockedCallsInHistory == .show)
+    #expect(throws: ConfigurationError.self) {
+      try ServerConfiguration.parse(arguments: ["--blocked-calls-in-history", "yes"], environment: [:])
+    }
+  }
+
   @Test func badValuesAreClearErrors() {
     #expect(throws: ConfigurationError.self) {
       try ServerConfiguration.parse(arguments: ["--port", "eighty"], environment: [:])

@@ -225,4 +225,49 @@ private func hex(_ prefix: String) -> String { prefix + String(repeating: "a", c
     #expect(alert["status"]?.intValue == 200)
     await rig.stop()
   }
+
+  /// Bob (iPhone, with an alert token) and Carol (Android) block Alice; Dave does not. Alice's
+  /// 1:1 and group rings push Dave alone, the missed 1:1 call sends Bob no alert, and once Bob
+  /// unblocks her the next call pushes him again.
+  @Test func blockedRingsPushNobodyAndUnblockingPushesAgain() async throws {
+    let rig = try await Rig.start { c in
+      c.liveKitURL = "ws://127.0.0.1:9"
+      c.liveKitAPIKey = LiveKitFixture.credentials.apiKey
+      c.liveKitAPISecret = LiveKitFixture.credentials.apiSecret
+    }
+    try await rig.registerIPhone("bob", voip: hex("b1"), alert: hex("b2"))
+    try await rig.registerAndroid("carol", token: "fcm-token-blocker")
+    try await rig.registerIPhone("dave", voip: hex("d1"))
+    for blocker in ["bob", "carol"] {
+      #expect(try await rig.server.http("PUT", "/v1/blocks/alice", token: rig.server.token(blocker)).status == 204)
+    }
+    let alice = try await rig.server.connect("alice", name: "Alice")
+    #expect(try await alice.request(.invite(.init(callId: "call-blocked-1", to: "bob", video: false))).isAck)
+    #expect(try await alice.request(.invite(.init(callId: "call-blocked-2", to: "carol", video: false))).isAck)
+    #expect(
+      try await alice.request(.groupCreate(.init(callId: "group-blocked-1", members: ["bob", "carol", "dave"]))).isAck)
+    _ = try await rig.apns.process.waitFor("Dave's group push") { $0.count >= 1 }
+    try #require(await rig.server.clock.waitForTimer(dueIn: 45))
+    rig.server.clock.advance(by: 46)
+    var missed = 0
+    for _ in 0..<20 where missed < 2 {
+      if try await alice.next("the missed calls").message.endReason == .missed { missed += 1 }
+    }
+    #expect(missed == 2)
+
+    #expect(try await rig.server.http("DELETE", "/v1/blocks/alice", token: rig.server.token("bob")).status == 204)
+    // From another device: this one's queue holds the group call's updates.
+    let laptop = try await rig.server.connect("alice", device: "laptop", name: "Alice")
+    #expect(try await laptop.request(.invite(.init(callId: "call-blocked-3", to: "bob", video: false))).isAck)
+    let log = try await rig.apns.process.waitFor("Bob's push once unblocked") {
+      $0.contains { $0["payload"]?["callId"]?.stringValue == "call-blocked-3" }
+    }
+    try await Task.sleep(for: .milliseconds(300))
+    let pushed = rig.apns.process.requests().map {
+      "\($0["token"]?.stringValue ?? "?")/\($0["payload"]?["callId"]?.stringValue ?? "?")"
+    }
+    #expect(pushed == [hex("d1") + "/group-blocked-1", hex("b1") + "/call-blocked-3"], "\(log.count) pushes")
+    #expect(rig.fcm.sends.isEmpty)
+    await rig.stop()
+  }
 }

@@ -1141,6 +1141,13 @@ async def janus_dying_mid_call_ends_the_call_clearly(s, stack):
 from durability_scenarios import SCENARIOS as DURABILITY_SCENARIOS  # noqa: E402
 SCENARIOS += DURABILITY_SCENARIOS
 
+# Operating it (issue 18): the web softphone, the admin dashboard, the OpenAPI contract.
+from browser_scenarios import SCENARIOS as BROWSER_SCENARIOS  # noqa: E402
+from admin_scenarios import SCENARIOS as ADMIN_SCENARIOS  # noqa: E402
+from openapi_scenarios import SCENARIOS as OPENAPI_SCENARIOS  # noqa: E402
+from observability_scenarios import SCENARIOS as OBSERVABILITY_SCENARIOS  # noqa: E402
+SCENARIOS += OBSERVABILITY_SCENARIOS + BROWSER_SCENARIOS + ADMIN_SCENARIOS + OPENAPI_SCENARIOS
+
 
 async def run(selected):
     failures = 0

@@ -7,7 +7,8 @@ import SwiftUI
 
 /// What the views show: call statuses from `SystemCallSession.statuses`, remote video from
 /// the connections `WebRTCPeerConnectionFactory` makes. Every button goes to the session,
-/// which goes through CallKit, so the system call UI and the app stay in step.
+/// which goes through CallKit, so the system call UI and the app stay in step. The Call
+/// Directory (caller labels and blocked numbers) is `DirectorySync`'s, refreshed from here.
 @MainActor
 final class PhoneModel: ObservableObject {
   typealias CallStatus = SystemCallSession.CallStatus
@@ -15,12 +16,16 @@ final class PhoneModel: ObservableObject {
   /// The call on screen (CallKit allows one at a time; during glare two exist briefly).
   @Published private(set) var call: CallStatus?
   @Published private(set) var remoteVideoTrack: RTCVideoTrack?
+  /// What the last Call Directory refresh did; nil before the first.
+  @Published private(set) var directoryOutcome: DirectorySync.Outcome?
   let contacts = ExampleConfig.contacts
   private let session: SystemCallSession
   private var calls: [CallID: CallStatus] = [:]
+  private let directory: DirectorySync?
 
-  init(session: SystemCallSession, factory: WebRTCPeerConnectionFactory) {
+  init(session: SystemCallSession, factory: WebRTCPeerConnectionFactory, directory: DirectorySync? = nil) {
     self.session = session
+    self.directory = directory
     let statuses = session.statuses
     Task { [weak self] in
       for await status in statuses { self?.apply(status) }
@@ -28,6 +33,17 @@ final class PhoneModel: ObservableObject {
     let created = factory.created
     Task { [weak self] in
       for await connection in created { self?.showVideo(of: connection) }
+    }
+    refreshDirectory()
+  }
+
+  /// Brings the Call Directory up to date (at launch, on coming to the foreground);
+  /// `userInitiated` right after the user blocked or unblocked a number, so it reloads at once.
+  func refreshDirectory(userInitiated: Bool = false) {
+    guard let directory else { return }
+    Task { [weak self] in
+      let outcome = await directory.refresh(userInitiated: userInitiated)
+      self?.directoryOutcome = outcome
     }
   }
 

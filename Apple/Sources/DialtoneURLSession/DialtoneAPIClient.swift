@@ -2,8 +2,9 @@ import DialtoneClient
 import DialtoneProtocol
 import Foundation
 
-/// The Dialtone HTTP API (protocol.md section 14) over URLSession: push registration and
-/// ICE servers. Bodies are encoded and decoded by DialtoneProtocol's wire types.
+/// The Dialtone HTTP API (protocol.md section 14) over URLSession: push registration, ICE
+/// servers and the phone-number directory. Bodies are encoded and decoded by
+/// DialtoneProtocol's wire types.
 public struct DialtoneAPIClient: Sendable {
   public enum APIError: Error, Sendable, CustomStringConvertible {
     /// The server answered with an error status; `body` is its `ErrorBody` when it sent one.
@@ -52,6 +53,15 @@ public struct DialtoneAPIClient: Sendable {
     let data = try await send("GET", path: "/v1/ice-servers", body: nil, expect: 200)
     let response = try decode(IceServersResponse.self, data)
     return (response.iceServers, response.ttl)
+  }
+
+  /// `GET /v1/directory?since=` (protocol.md §14.10), shaped as `DirectorySync.Fetch`: the whole
+  /// lists without `since`, otherwise the changes since that version (or the whole lists when
+  /// the server no longer has them; `full` says which).
+  public func directory(since: Int64?) async throws -> DirectoryResponse {
+    let path = since.map { "/v1/directory?since=\($0)" } ?? "/v1/directory"
+    let data = try await send("GET", path: path, body: nil, expect: 200)
+    return try decode(DirectoryResponse.self, data)
   }
 
   // MARK: Plumbing

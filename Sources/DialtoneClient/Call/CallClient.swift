@@ -95,7 +95,11 @@ public actor CallClient {
     for engine in engines.values { await engine.hangup() }
     for engine in engines.values { await engine.drainSignaling() }
     engines.removeAll()
-    for engine in retiring.values { await engine.settle() }
+    for engine in retiring.values {
+      await engine.settle()
+      // Its last requests (the final quality report) are handed to signaling before the drain.
+      await engine.drainSignaling()
+    }
     await signaling.stop(draining: configuration.stopGrace)
     await iceServers.stop()
     pump?.cancel()

@@ -65,6 +65,11 @@ public actor CallEngine {
     /// server listed `preconnect` in `welcome`, and a callee's engine uses it only if the
     /// invite offered it. Needs trickle.
     public var preconnect = true
+    /// Send a `quality` report (protocol.md 7.17) when the call ends.
+    public var reportsQuality = true
+    /// Also send one every this long while connected (nil: only at the end). Each also looks
+    /// at the statistics for the first media, when the app did not `markMilestone` it.
+    public var qualityReportInterval: Duration?
 
     public init(
       disconnectedGrace: Duration = .seconds(4), retryBackoff: [Duration] = [.seconds(1), .seconds(2), .seconds(3)],
@@ -109,6 +114,8 @@ public actor CallEngine {
   public var isVideoEnabled: Bool { machine.isVideoEnabled }
   /// The remote device once known (the inviting caller, or the accepting callee).
   public var remotePeer: Peer? { machine.remotePeer }
+  /// The quality report as it stands (milestones so far; statistics not included).
+  public var qualityReport: QualityReport { quality.report(final: machine.isEnded, stats: nil, now: clock.now) }
 
   // MARK: The shell around `CallEngineMachine`
 
@@ -137,6 +144,8 @@ public actor CallEngine {
   private var pending: [CallEngineMachine.Effect] = []
   private var running = false
   private var idleWaiters: [CheckedContinuation<Void, Never>] = []
+  private var quality: CallQualityRecorder
+  private var qualityTask: Task<Void, Never>?
 
   // MARK: Init
 
@@ -179,6 +188,7 @@ public actor CallEngine {
     self.factory = factory
     self.signaling = signaling
     self.clock = clock
+    quality = CallQualityRecorder(callId: callId, origin: clock.now)
     (states, stateContinuation) = AsyncStream<State>.makeStream(bufferingPolicy: .unbounded)
     stateContinuation.yield(.idle)
     (dataMessages, dataContinuation) = AsyncStream<Data>.makeStream(bufferingPolicy: .bufferingNewest(256))
@@ -222,6 +232,12 @@ public actor CallEngine {
     await connection?.pc.stats()
   }
 
+  /// A milestone the app's media layer saw (first audio decoded, ICE connected), at its time:
+  /// more precise than what the engine infers from states and statistics.
+  public func markMilestone(_ milestone: CallQualityRecorder.Milestone, at date: Date) {
+    quality.mark(milestone, at: date)
+  }
+
   public func sendData(_ data: Data) async throws {
     guard let pc = connection?.pc, !machine.isEnded else { throw CallEngineError.notActive }
     try await pc.sendData(data)
@@ -253,7 +269,11 @@ public actor CallEngine {
   private func feed(_ event: CallEngineMachine.Event) {
     let before = machine.state
     let effects = machine.handle(event)
-    if machine.state != before { stateContinuation.yield(machine.state) }
+    if machine.state != before {
+      stateContinuation.yield(machine.state)
+      quality.observe(machine.state, at: clock.now)
+      if machine.state == .connected { startInterimReports() }
+    }
     guard !effects.isEmpty else { return }
     pending += effects
     guard !running else { return }
@@ -340,6 +360,11 @@ public actor CallEngine {
     case .finish:
       for timer in timers.values { timer.cancel() }
       timers.removeAll()
+      qualityTask?.cancel()
+      if machine.policy.reportsQuality {
+        let stats = await connection?.pc.stats()
+        outbox.yield(.quality(quality.report(final: true, stats: stats, now: clock.now)))
+      }
       outbox.finish()  // queued requests (e.g. the hangup) still go out, in order
       await detachAndClose()
       for gen in legs.keys.sorted() { await closeLeg(gen) }
@@ -440,6 +465,27 @@ public actor CallEngine {
     for task in tasks { task.cancel() }
     for task in tasks { await task.value }
     await old?.close()
+  }
+
+  // MARK: Quality reports
+
+  private func startInterimReports() {
+    guard qualityTask == nil, machine.policy.reportsQuality, let interval = machine.policy.qualityReportInterval
+    else { return }
+    qualityTask = Task { [weak self, clock] in
+      while !Task.isCancelled {
+        do { try await clock.sleep(for: interval) } catch { return }
+        await self?.sendInterimReport()
+      }
+    }
+  }
+
+  private func sendInterimReport() async {
+    guard !machine.isEnded, let pc = connection?.pc else { return }
+    let stats = await pc.stats()
+    guard !machine.isEnded else { return }
+    quality.observe(stats, at: clock.now)
+    send(.quality(quality.report(final: false, stats: stats, now: clock.now)))
   }
 
   // MARK: Signaling

@@ -67,6 +67,9 @@ struct CallRouter {
     /// While it rings: the callee devices with a pre-connected leg, and whether each has sent
     /// its early answer.
     var legs: [String: Bool] = [:]
+    /// The callee blocks the caller: the call exists for the caller alone, as a call nobody
+    /// answers; no callee device hears of it, no push is sent (`silenced`).
+    var blocked = false
 
     var preconnect: Bool {
       if case .invite(let invite) = invite { return invite.preconnect }
@@ -90,7 +93,7 @@ struct CallRouter {
 
     func isCallerDevice(_ who: Identity) -> Bool { who.userId == caller.userId && who.deviceId == caller.deviceId }
     func isAnsweringDevice(_ who: Identity) -> Bool { who.userId == calleeId && who.deviceId == answeringDevice }
-    func involves(user: String) -> Bool { user == caller.userId || user == calleeId }
+    func involves(user: String) -> Bool { user == caller.userId || (!blocked && user == calleeId) }
   }
 
   struct Outcome {
@@ -109,10 +112,21 @@ struct CallRouter {
   // MARK: - Requests
 
   /// `id` is the request id the reply answers (`replyTo`).
-  mutating func handle(_ message: ClientMessage, id: String, from who: Identity, now: Date) -> Outcome {
+  /// `blocked`: for an invite, whether its callee blocks its caller.
+  mutating func handle(_ message: ClientMessage, id: String, from who: Identity, now: Date, blocked: Bool = false)
+    -> Outcome
+  {
+    var outcome = route(message, id: id, from: who, now: now, blocked: blocked)
+    outcome.effects = silenced(outcome.effects)
+    return outcome
+  }
+
+  private mutating func route(_ message: ClientMessage, id: String, from who: Identity, now: Date, blocked: Bool)
+    -> Outcome
+  {
     pruneEnded(now: now)
     switch message {
-    case .invite(let m): return invite(m, id: id, from: who, now: now)
+    case .invite(let m): return invite(m, id: id, from: who, now: now, blocked: blocked)
     case .ringing(let m): return ringing(m, id: id, from: who)
     case .accept(let m): return accept(m, id: id, from: who, now: now)
     case .decline(let m): return refuse(m, id: id, reason: .declined, from: who, now: now)
@@ -172,7 +186,9 @@ struct CallRouter {
     }
   }
 
-  private mutating func invite(_ m: ClientMessage.Invite, id: String, from who: Identity, now: Date) -> Outcome {
+  private mutating func invite(_ m: ClientMessage.Invite, id: String, from who: Identity, now: Date, blocked: Bool)
+    -> Outcome
+  {
     let ack = ServerMessage.ack(.init(replyTo: id, callId: m.callId))
     guard m.to != who.userId else { return error(id, m.callId, .badRequest, "cannot call yourself") }
     if let existing = calls[m.callId] {
@@ -193,6 +209,7 @@ struct CallRouter {
     var call = Call(
       id: m.callId, caller: caller, calleeId: m.to, video: m.video, createdAt: now,
       ringDeadline: now.addingTimeInterval(settings.ringTimeout.seconds), invite: invite)
+    call.blocked = blocked
 
     // Busy: the callee is talking already; the callee's devices are not rung.
     if liveCalls(of: m.to).contains(where: { calls[$0]?.answeringDevice != nil }) {
@@ -202,11 +219,14 @@ struct CallRouter {
       return outcome
     }
 
-    // Glare: the callee is ringing us right now. The lower callId survives.
-    if let otherID = liveCalls(of: m.to).first(where: { id in
-      guard let other = calls[id] else { return false }
-      return other.phase == .ringing && other.caller.userId == m.to && other.calleeId == who.userId
-    }), var other = calls[otherID] {
+    // Glare: the callee is ringing us right now. The lower callId survives. A blocked invite
+    // takes no part: it must not end the blocker's own call.
+    if !blocked,
+      let otherID = liveCalls(of: m.to).first(where: { id in
+        guard let other = calls[id] else { return false }
+        return other.phase == .ringing && other.caller.userId == m.to && other.calleeId == who.userId
+      }), var other = calls[otherID]
+    {
       if CallIDRules.glareSurvivor(otherID, m.callId) == otherID {
         var outcome = Outcome(reply: ack)
         outcome.effects = finish(
@@ -233,7 +253,7 @@ struct CallRouter {
   private mutating func startRinging(_ call: Call, now: Date) -> [CallEffect] {
     calls[call.id] = call
     liveCallsByUser[call.caller.userId, default: []].insert(call.id)
-    liveCallsByUser[call.calleeId, default: []].insert(call.id)
+    if !call.blocked { liveCallsByUser[call.calleeId, default: []].insert(call.id) }
     return [
       .persist(.put(call.snapshot)),
       .send(call.invite, to: .user(userId: call.calleeId, exceptDevice: nil)),
@@ -471,7 +491,7 @@ struct CallRouter {
       var call = Call(restoring: entry)
       guard calls[call.id] == nil else { continue }
       liveCallsByUser[call.caller.userId, default: []].insert(call.id)
-      liveCallsByUser[call.calleeId, default: []].insert(call.id)
+      if !call.blocked { liveCallsByUser[call.calleeId, default: []].insert(call.id) }
       let restart = now.addingTimeInterval(settings.restartGrace.seconds)
       let callerGrace = call.callerGraceDeadline ?? restart
       call.callerGraceDeadline = callerGrace
@@ -500,7 +520,7 @@ struct CallRouter {
         .schedule($0.0, after: .milliseconds($0.1.millisecondsSince1970 - now.millisecondsSince1970))
       }
     }
-    return effects
+    return silenced(effects)
   }
 
   mutating func timerFired(_ timer: CallTimer, now: Date) -> [CallEffect] {
@@ -533,13 +553,23 @@ struct CallRouter {
       return []
     }
     calls[call.id] = call
-    return effects
+    return silenced(effects)
   }
 
   // MARK: - Queries
 
   func callState(_ callId: CallID, visibleTo who: Identity) -> CallState? {
     guard let call = calls[callId], call.involves(user: who.userId) else { return nil }
+    return Self.state(of: call)
+  }
+
+  /// The calls ringing or connected (the admin dashboard), oldest first.
+  var liveCalls: [CallState] {
+    calls.values.filter { if case .ended = $0.phase { false } else { true } }.map(Self.state(of:))
+      .sorted { ($0.createdAt, $0.callId) < ($1.createdAt, $1.callId) }
+  }
+
+  private static func state(of call: Call) -> CallState {
     let phase: CallPhase
     var reason: EndReason?
     switch call.phase {
@@ -596,8 +626,27 @@ struct CallRouter {
       video: call.video,
       createdAt: call.createdAt.millisecondsSince1970, answeredAt: call.answeredAt?.millisecondsSince1970,
       endedAt: now.millisecondsSince1970, endReason: reason, durationMs: duration)
-    effects += [.persist(.ended(record, callerDevice: call.caller.deviceId)), .external(.ended(record))]
+    effects += [
+      .persist(.ended(record, callerDevice: call.caller.deviceId, blocked: call.blocked)), .external(.ended(record)),
+    ]
     return effects
+  }
+
+  /// A blocked call's effects without what would tell its callee: no message to a callee
+  /// device, no ringing or missed-call push, no call in the callee's counts.
+  private func silenced(_ effects: [CallEffect]) -> [CallEffect] {
+    effects.filter { effect in
+      switch effect {
+      case .send(let message, let recipient):
+        guard let id = message.callId, let call = calls[id], call.blocked else { return true }
+        switch recipient {
+        case .user(let user, _), .device(let user, _): return user != call.calleeId
+        }
+      case .external(.ringing(let id, _, _, _, _)): return calls[id]?.blocked != true
+      case .external(.ended(let record)): return calls[record.callId]?.blocked != true
+      default: return true
+      }
+    }
   }
 
   /// Forgets ended calls older than `endedRetention` (their records are in the history).

@@ -12,6 +12,10 @@ import Foundation
 /// invited/ringing ─decline─▶ declined, ─ring timeout─▶ missed. Declined, missed and left
 /// members may join again while the call lasts. One device per user is in the call.
 ///
+/// A member who blocks the creator is *silenced*: listed like anyone invited (and missed at the
+/// ring timeout, as if nobody answered), but none of their devices is rung, pushed or told of the
+/// call, and for them it does not exist (`get-group`, `group-join`… answer `not-found`).
+///
 /// A pure value like `CallRouter`: every input returns the reply and the effects (messages,
 /// timers, SFU commands, events) that the hub applies.
 struct GroupCallRouter {
@@ -55,8 +59,12 @@ struct GroupCallRouter {
     var endedAt: Date?
     var endReason: GroupEndReason?
     var members: [Member]
+    /// Members who block the creator (decided when the call was created).
+    var silenced: Set<String> = []
 
     func index(of userId: String) -> Int? { members.firstIndex { $0.userId == userId } }
+    /// A member's index, unless the call must not exist for that user.
+    func visibleIndex(of userId: String) -> Int? { silenced.contains(userId) ? nil : index(of: userId) }
     func isJoinedDevice(_ who: Identity) -> Bool {
       members.contains { $0.userId == who.userId && $0.state == .joined && $0.deviceId == who.deviceId }
     }
@@ -92,6 +100,12 @@ struct GroupCallRouter {
 
   func knows(_ callId: CallID) -> Bool { calls[callId] != nil }
 
+  /// The members a block kept the call from (kept out of their own history).
+  func silencedMembers(of callId: CallID) -> Set<String> { calls[callId]?.silenced ?? [] }
+
+  /// Group calls not yet ended.
+  var liveCallCount: Int { calls.values.reduce(0) { $0 + ($1.phase == .ended ? 0 : 1) } }
+
   /// The record a live call would leave if the server stopped now (`serverRestart`): members
   /// in the call count as having left, members still ringing as having missed it.
   func recordIfInterrupted(_ callId: CallID, now: Date) -> GroupCallRecord? {
@@ -104,10 +118,14 @@ struct GroupCallRouter {
 
   // MARK: - Requests
 
-  mutating func handle(_ message: ClientMessage, id: String, from who: Identity, now: Date) -> Outcome {
+  /// `blockedBy`: whether a user blocks the sender (consulted for the members `group-create` rings).
+  mutating func handle(
+    _ message: ClientMessage, id: String, from who: Identity, now: Date,
+    blockedBy: (String) -> Bool = { _ in false }
+  ) -> Outcome {
     pruneEnded(now: now)
     switch message {
-    case .groupCreate(let m): return create(m, id: id, from: who, now: now)
+    case .groupCreate(let m): return create(m, id: id, from: who, now: now, blockedBy: blockedBy)
     case .roomJoin(let m): return joinRoom(m, id: id, from: who, now: now)
     case .groupRinging(let m): return ringing(m.callId, id: id, from: who)
     case .groupDecline(let m): return decline(m.callId, id: id, from: who, now: now)
@@ -115,7 +133,7 @@ struct GroupCallRouter {
     case .groupLeave(let m): return leave(m.callId, id: id, from: who, now: now)
     case .groupEnd(let m): return end(m.callId, id: id, from: who, now: now)
     case .getGroup(let m):
-      guard let call = calls[m.callId], call.index(of: who.userId) != nil else { return notFound(id, m.callId) }
+      guard let call = calls[m.callId], call.visibleIndex(of: who.userId) != nil else { return notFound(id, m.callId) }
       return Outcome(reply: ack(id, call))
     case .groupOffer(let m): return relay(message, m.callId, id: id, from: who)
     case .groupAnswer(let m): return relay(message, m.callId, id: id, from: who)
@@ -130,7 +148,9 @@ struct GroupCallRouter {
     calls.values.count { $0.creator.userId == userId && $0.phase != .ended } >= settings.maxLiveCallsPerUser
   }
 
-  private mutating func create(_ m: ClientMessage.GroupCreate, id: String, from who: Identity, now: Date) -> Outcome {
+  private mutating func create(
+    _ m: ClientMessage.GroupCreate, id: String, from who: Identity, now: Date, blockedBy: (String) -> Bool
+  ) -> Outcome {
     var invited: [String] = []
     for userId in m.members where userId != who.userId && !invited.contains(userId) {
       guard !userId.isEmpty, userId.utf8.count <= Limits.maxUserIDBytes else {
@@ -155,18 +175,21 @@ struct GroupCallRouter {
     var creator = Member(userId: who.userId, name: who.name, state: .joined, deviceId: who.deviceId)
     creator.joinedAt = now
     creator.firstJoinedAt = now
-    let call = Call(
+    var call = Call(
       id: m.callId, creator: who, title: m.title, room: nil, video: m.video, createdAt: now, phase: .ringing,
       members: [creator] + invited.map { Member(userId: $0, state: .invited) })
+    call.silenced = Set(invited.filter(blockedBy))
     calls[call.id] = call
     var effects: [CallEffect] = [
       .sfu(.open(callId: call.id, video: call.video)), .sfu(.join(callId: call.id, participant: who)),
     ]
     let invite = inviteMessage(call)
     for userId in invited {
-      effects.append(.send(invite, to: .user(userId: userId, exceptDevice: nil)))
+      // A silenced member still times out, so the creator sees what an unanswered ring looks like.
       effects.append(
         .schedule(CallTimer(callId: call.id, kind: .memberRing(userId: userId)), after: settings.ringTimeout))
+      guard !call.silenced.contains(userId) else { continue }
+      effects.append(.send(invite, to: .user(userId: userId, exceptDevice: nil)))
       effects.append(
         .external(
           .groupRinging(
@@ -200,7 +223,7 @@ struct GroupCallRouter {
   }
 
   private mutating func ringing(_ callId: CallID, id: String, from who: Identity) -> Outcome {
-    guard var call = calls[callId], let i = call.index(of: who.userId) else { return notFound(id, callId) }
+    guard var call = calls[callId], let i = call.visibleIndex(of: who.userId) else { return notFound(id, callId) }
     guard call.phase != .ended else { return invalidState(id, call) }
     guard call.members[i].state == .invited else { return Outcome(reply: ack(id, call)) }
     call.members[i].state = .ringing
@@ -209,7 +232,7 @@ struct GroupCallRouter {
   }
 
   private mutating func decline(_ callId: CallID, id: String, from who: Identity, now: Date) -> Outcome {
-    guard var call = calls[callId], let i = call.index(of: who.userId) else { return notFound(id, callId) }
+    guard var call = calls[callId], let i = call.visibleIndex(of: who.userId) else { return notFound(id, callId) }
     guard call.phase != .ended, [.invited, .ringing].contains(call.members[i].state) else {
       return invalidState(id, call)
     }
@@ -225,7 +248,7 @@ struct GroupCallRouter {
   }
 
   private mutating func join(_ callId: CallID, id: String, from who: Identity, now: Date) -> Outcome {
-    guard var call = calls[callId] else { return notFound(id, callId) }
+    guard var call = calls[callId], !call.silenced.contains(who.userId) else { return notFound(id, callId) }
     var i = call.index(of: who.userId)
     if i == nil, call.room != nil, call.phase != .ended {
       // A room by name takes anyone who knows its name, up to the member limit.
@@ -263,14 +286,14 @@ struct GroupCallRouter {
   }
 
   private mutating func leave(_ callId: CallID, id: String, from who: Identity, now: Date) -> Outcome {
-    guard var call = calls[callId], call.index(of: who.userId) != nil else { return notFound(id, callId) }
+    guard var call = calls[callId], call.visibleIndex(of: who.userId) != nil else { return notFound(id, callId) }
     guard call.phase != .ended, call.isJoinedDevice(who) else { return invalidState(id, call) }
     let effects = depart(&call, who, now: now)
     return Outcome(reply: ack(id, call), effects: effects)
   }
 
   private mutating func end(_ callId: CallID, id: String, from who: Identity, now: Date) -> Outcome {
-    guard var call = calls[callId], call.index(of: who.userId) != nil else { return notFound(id, callId) }
+    guard var call = calls[callId], call.visibleIndex(of: who.userId) != nil else { return notFound(id, callId) }
     guard call.phase != .ended else { return invalidState(id, call) }
     guard who.userId == call.creator.userId, call.room == nil else {
       return error(id, callId, .forbidden, "only the creator may end the call for everyone")
@@ -280,7 +303,7 @@ struct GroupCallRouter {
   }
 
   private mutating func relay(_ message: ClientMessage, _ callId: CallID, id: String, from who: Identity) -> Outcome {
-    guard var call = calls[callId], let i = call.index(of: who.userId) else { return notFound(id, callId) }
+    guard var call = calls[callId], let i = call.visibleIndex(of: who.userId) else { return notFound(id, callId) }
     guard call.phase != .ended, call.isJoinedDevice(who) else { return invalidState(id, call) }
     guard call.members[i].signals < settings.maxSignalsPerJoin else {
       return error(
@@ -300,7 +323,8 @@ struct GroupCallRouter {
   func deviceConnected(_ who: Identity, newSession: Bool) -> [CallEffect] {
     var effects: [CallEffect] = []
     for call in calls.values where call.phase != .ended {
-      guard let member = call.members.first(where: { $0.userId == who.userId }) else { continue }
+      guard let i = call.visibleIndex(of: who.userId) else { continue }
+      let member = call.members[i]
       if call.isJoinedDevice(who) {
         effects.append(
           .cancel(CallTimer(callId: call.id, kind: .grace(userId: who.userId, deviceId: who.deviceId))))
@@ -327,10 +351,13 @@ struct GroupCallRouter {
       guard let i = call.index(of: userId), [.invited, .ringing].contains(call.members[i].state) else { return [] }
       call.members[i].state = .missed
       calls[call.id] = call
-      var effects: [CallEffect] = [
-        .external(.groupRingStopped(callId: call.id, memberId: userId)),
-        .send(.groupEnded(.init(callId: call.id, reason: .missed)), to: .user(userId: userId, exceptDevice: nil)),
-      ]
+      var effects: [CallEffect] =
+        call.silenced.contains(userId)
+        ? []
+        : [
+          .external(.groupRingStopped(callId: call.id, memberId: userId)),
+          .send(.groupEnded(.init(callId: call.id, reason: .missed)), to: .user(userId: userId, exceptDevice: nil)),
+        ]
       effects += settle(&call, now: now)
       return effects
     case .grace(let userId, let deviceId):
@@ -369,7 +396,7 @@ struct GroupCallRouter {
   func isJoined(_ who: Identity, in callId: CallID) -> Bool { calls[callId]?.isJoinedDevice(who) ?? false }
 
   func state(_ callId: CallID, visibleTo who: Identity) -> GroupCallState? {
-    guard let call = calls[callId], call.index(of: who.userId) != nil else { return nil }
+    guard let call = calls[callId], call.visibleIndex(of: who.userId) != nil else { return nil }
     return state(of: call)
   }
 
@@ -419,7 +446,7 @@ struct GroupCallRouter {
         }
       case .invited, .ringing:
         effects += stopRing(call, member.userId)
-        notified.append(.user(userId: member.userId, exceptDevice: nil))
+        if !call.silenced.contains(member.userId) { notified.append(.user(userId: member.userId, exceptDevice: nil)) }
       case .declined, .missed, .left:
         break
       }
@@ -439,16 +466,17 @@ struct GroupCallRouter {
   }
 
   private func stopRing(_ call: Call, _ userId: String) -> [CallEffect] {
-    [
-      .cancel(CallTimer(callId: call.id, kind: .memberRing(userId: userId))),
-      .external(.groupRingStopped(callId: call.id, memberId: userId)),
-    ]
+    let timer = CallEffect.cancel(CallTimer(callId: call.id, kind: .memberRing(userId: userId)))
+    if call.silenced.contains(userId) { return [timer] }
+    return [timer, .external(.groupRingStopped(callId: call.id, memberId: userId))]
   }
 
-  /// The participant list, to every device of every member.
+  /// The participant list, to every device of every member the call exists for.
   private func updates(_ call: Call) -> [CallEffect] {
     let update = ServerMessage.groupUpdate(.init(callId: call.id, group: state(of: call)))
-    return call.members.map { .send(update, to: .user(userId: $0.userId, exceptDevice: nil)) }
+    return call.members.filter { !call.silenced.contains($0.userId) }.map {
+      .send(update, to: .user(userId: $0.userId, exceptDevice: nil))
+    }
   }
 
   private func inviteMessage(_ call: Call) -> ServerMessage {

@@ -27,6 +27,8 @@ struct LiveCallSnapshot: Sendable, Equatable {
   var invite: ServerMessage
   /// The accept as relayed (with its answer), sent again to a new session of the caller's device.
   var accept: ServerMessage?
+  /// The callee blocks the caller (`CallRouter.Call.blocked`).
+  var blocked = false
 }
 
 /// A live call with the caller signaling held for late callee devices, as the journal reloads it.
@@ -44,11 +46,13 @@ enum LiveCallChange: Sendable, Equatable {
   case signal(CallID, ServerMessage)
   /// The call ended: its live state goes, its record is added to the history (never replacing
   /// another record), with the caller's device so that a restarted server knows whose it was.
-  case ended(CallRecord, callerDevice: String)
+  /// A blocked call's record is kept from the callee's history.
+  case ended(CallRecord, callerDevice: String, blocked: Bool = false)
   /// A group call is live; this is the record it would leave if the server stopped now.
-  case groupLive(GroupCallRecord)
+  /// `silenced`: the members who block its creator, whose history does not show it.
+  case groupLive(GroupCallRecord, silenced: Set<String> = [])
   /// A group call ended: its record replaces the live one.
-  case groupEnded(GroupCallRecord)
+  case groupEnded(GroupCallRecord, silenced: Set<String> = [])
 }
 
 /// A call that ended shortly before a restart, reloaded so that `get-call` and retried requests
@@ -56,6 +60,7 @@ enum LiveCallChange: Sendable, Equatable {
 struct RecentlyEndedCall: Sendable, Equatable {
   var record: CallRecord
   var callerDevice: String
+  var blocked = false
 }
 
 extension CallRouter.Call {
@@ -76,7 +81,8 @@ extension CallRouter.Call {
       phase: phase, answeredBy: answeredBy, answeredAt: answeredAt?.millisecondsSince1970,
       ringDeadline: ringDeadline.millisecondsSince1970,
       callerGraceDeadline: callerGraceDeadline?.millisecondsSince1970,
-      answererGraceDeadline: answererGraceDeadline?.millisecondsSince1970, invite: invite, accept: acceptRelay)
+      answererGraceDeadline: answererGraceDeadline?.millisecondsSince1970, invite: invite, accept: acceptRelay,
+      blocked: blocked)
   }
 
   init?(restoring ended: RecentlyEndedCall) {
@@ -92,6 +98,7 @@ extension CallRouter.Call {
     answeredBy = r.answeredBy
     answeredAt = r.answeredAt.map { Date(milliseconds: $0) }
     self.endedAt = Date(milliseconds: endedAt)
+    blocked = ended.blocked
   }
 
   init(restoring stored: StoredLiveCall) {
@@ -111,5 +118,6 @@ extension CallRouter.Call {
     callerGraceDeadline = s.callerGraceDeadline.map { Date(milliseconds: $0) }
     answererGraceDeadline = s.answererGraceDeadline.map { Date(milliseconds: $0) }
     acceptRelay = s.accept
+    blocked = s.blocked
   }
 }

@@ -11,6 +11,18 @@ public struct ServerConfiguration: Sendable, Equatable {
   /// HS256 secret shared with the app's backend. Nil: read or generate `<data-dir>/auth-secret`.
   public var authSecret: String?
   public var logLevel: LogLevel = .info
+  public var logFormat: LogFormat = .text
+  /// The credential of `/admin` (Bearer, or the password of Basic). Nil: the dashboard is off.
+  public var adminToken: String?
+  /// The app backend's credential for `PUT /v1/directory/{userId}`. Nil: uploads are off.
+  public var directoryToken: String?
+  /// Whether blockers see, in their own history, the calls their blocks silenced.
+  public var blockedCallsInHistory = BlockedCallsInHistory.hide
+  /// Where `/metrics` is served instead of the public port (e.g. 127.0.0.1:9100). Nil: on the public port.
+  public var metricsHost: String?
+  /// A directory whose softphone.html / admin.html replace the built-in pages (re-read per request).
+  public var webRoot: String?
+  public var metricsPort: Int?
   /// PEM certificate chain and key: the server speaks `https://` and `wss://` on its port.
   public var tlsCertificateFile: String?
   public var tlsKeyFile: String?
@@ -64,6 +76,10 @@ public struct ServerConfiguration: Sendable, Equatable {
   public init() {}
 }
 
+public enum LogFormat: String, Sendable, CaseIterable {
+  case text, json
+}
+
 public enum LogLevel: String, Sendable, Comparable, CaseIterable {
   case debug, info, warning, error
   private var rank: Int { Self.allCases.firstIndex(of: self) ?? 0 }
@@ -110,12 +126,41 @@ extension ServerConfiguration {
       guard v.utf8.count >= 16 else { throw ConfigurationError("--auth-secret must be at least 16 bytes") }
       c.authSecret = v
     },
-    Option(flag: "log-level", help: "debug | info | warning | error (default info)", repeatable: false) {
-      c, v throws(ConfigurationError) in
-      guard let level = LogLevel(rawValue: v.lowercased()) else {
-        throw ConfigurationError("--log-level must be debug, info, warning or error")
+    choice("log-level", "debug | info | warning | error (default info)", \.logLevel),
+    choice("log-format", "text | json (one JSON object per line; default text)", \.logFormat),
+    secret(
+      "admin-token",
+      "credential of the /admin dashboard, at least 16 bytes (Bearer, or Basic's password); no default: off",
+      \.adminToken),
+    secret(
+      "directory-token",
+      "the app backend's credential for PUT /v1/directory/{userId}, at least 16 bytes; no default: off",
+      \.directoryToken),
+    choice(
+      "blocked-calls-in-history",
+      "hide | show: whether a blocker's history lists the calls their blocks silenced (default hide)",
+      \.blockedCallsInHistory),
+    Option(
+      flag: "metrics-listen",
+      help: "HOST:PORT to serve /metrics on instead of the public port (e.g. 127.0.0.1:9100)", repeatable: false
+    ) { c, v throws(ConfigurationError) in
+      guard let colon = v.lastIndex(of: ":"), let port = Int(v[v.index(after: colon)...]), (0...65535).contains(port)
+      else { throw ConfigurationError("--metrics-listen expects HOST:PORT, got \"\(v)\"") }
+      let host = String(v[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+      guard !host.isEmpty else { throw ConfigurationError("--metrics-listen expects HOST:PORT, got \"\(v)\"") }
+      c.metricsHost = host
+      c.metricsPort = port
+    },
+    Option(
+      flag: "web-root",
+      help: "directory whose softphone.html and admin.html replace the built-in pages (read on every request)",
+      repeatable: false
+    ) { c, v throws(ConfigurationError) in
+      var isDirectory: ObjCBool = false
+      guard FileManager.default.fileExists(atPath: v, isDirectory: &isDirectory), isDirectory.boolValue else {
+        throw ConfigurationError("--web-root \"\(v)\" is not a directory")
       }
-      c.logLevel = level
+      c.webRoot = v
     },
     Option(
       flag: "tls-cert", help: "PEM certificate chain: serve https:// and wss:// (with --tls-key)", repeatable: false
@@ -218,6 +263,7 @@ extension ServerConfiguration {
       \.maxLiveCallsPerUser, atLeast: 1),
     limit(
       "max-devices-per-user", "devices a user may have signed in at once (default 16)", \.maxDevicesPerUser, atLeast: 1),
+    limit("max-blocks-per-user", "users one user may block (default 1000)", \.maxBlocksPerUser, atLeast: 1),
     limit(
       "max-connections-per-ip", "open WebSockets per IP address (default 256; 0 = no limit)",
       \.maxConnectionsPerAddress, atLeast: 0),
@@ -238,6 +284,30 @@ extension ServerConfiguration {
       let value: T = try number(v, flag)
       guard value >= minimum else { throw ConfigurationError("--\(flag) must be at least \(minimum)") }
       c.limits[keyPath: field] = value
+    }
+  }
+
+  /// One of an enumeration's raw values, in any case.
+  private static func choice<T: RawRepresentable<String> & CaseIterable & Sendable>(
+    _ flag: String, _ help: String, _ field: WritableKeyPath<ServerConfiguration, T> & Sendable
+  ) -> Option {
+    Option(flag: flag, help: help, repeatable: false) { c, v throws(ConfigurationError) in
+      guard let value = T(rawValue: v.lowercased()) else {
+        let names = T.allCases.map(\.rawValue)
+        let listed = names.dropLast().joined(separator: ", ") + (names.count > 1 ? " or " : "") + (names.last ?? "")
+        throw ConfigurationError("--\(flag) must be \(listed)")
+      }
+      c[keyPath: field] = value
+    }
+  }
+
+  /// A shared secret: at least 16 bytes, so that it cannot be guessed by trying.
+  private static func secret(
+    _ flag: String, _ help: String, _ field: WritableKeyPath<ServerConfiguration, String?> & Sendable
+  ) -> Option {
+    Option(flag: flag, help: help, repeatable: false) { c, v throws(ConfigurationError) in
+      guard v.utf8.count >= 16 else { throw ConfigurationError("--\(flag) must be at least 16 bytes") }
+      c[keyPath: field] = v
     }
   }
 

@@ -23,6 +23,8 @@ public struct ServerLimits: Sendable, Equatable {
   public var httpRequestsPerSecond: Double = 20
   /// Push registrations (installations) one user may have.
   public var maxPushRegistrationsPerUser = 16
+  /// Users one user may block.
+  public var maxBlocksPerUser = 1000
 
   public init() {}
 

@@ -10,10 +10,12 @@ import DialtoneNet
 /// of the microphone, `hangupAfter=S` hangs up S seconds after connecting. `window.dialtoneTest`
 /// exposes the call's state and the dominant frequency heard (a WebAudio analyser).
 struct BrowserClientRoutes {
+  let webRoot: String?
+
   func register(in router: inout Router) {
-    let page = PackageResources.softphone_html
+    let page = WebPage(fileName: "softphone.html", embedded: PackageResources.softphone_html, root: webRoot)
     router.add(.GET, "/") { _ in
-      HTTPResponse(status: 200, contentType: "text/html; charset=utf-8", body: page)
+      HTTPResponse(status: 200, contentType: "text/html; charset=utf-8", body: page.body())
     }
   }
 }

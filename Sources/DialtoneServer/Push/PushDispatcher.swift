@@ -24,8 +24,13 @@ final class PushDispatcher: CallEffectSink, Sendable {
   /// display name (for a missed-call notification).
   private let ringingCalls = Locked<[String: String?]>([:])
   private let inFlight = PushTracker()
+  private let observations: Observations?
 
-  init(store: any DeviceStore, providers: [any PushProvider], retry: RetryPolicy = RetryPolicy(), log: Log) {
+  init(
+    store: any DeviceStore, providers: [any PushProvider], retry: RetryPolicy = RetryPolicy(),
+    observations: Observations? = nil, log: Log
+  ) {
+    self.observations = observations
     var routes: [PushTokenKind: (provider: any PushProvider, purpose: PushPurpose)] = [:]
     for provider in providers {
       for (kind, purpose) in provider.purposes { routes[kind] = (provider, purpose) }
@@ -105,13 +110,18 @@ final class PushDispatcher: CallEffectSink, Sendable {
     var delay = retry.firstDelay
     for number in 1...retry.maxAttempts {
       if let ringKey, !isRinging(ringKey) { return }
-      switch await attempt() {
+      let outcome = await attempt()
+      observations?.pushAttempted(kind: kind, outcome: outcome)
+      switch outcome {
       case .delivered:
         log.debug("push \(kind) delivered (attempt \(number))")
         return
       case .invalidToken(let reason):
         log.info("push \(kind): token rejected (\(reason)); removing it")
-        do { try await store.removeToken(token.token, kind: kind) } catch {
+        do {
+          try await store.removeToken(token.token, kind: kind)
+          observations?.pushTokenRemoved(kind: kind)
+        } catch {
           log.error("push: cannot remove token: \(error)")
         }
         return

@@ -8,7 +8,7 @@ import Foundation
 enum PushSetup {
   static func dispatcher(
     configuration c: ServerConfiguration, store: any DeviceStore, clock: any DialtoneClock,
-    log: Log
+    observations: Observations? = nil, log: Log
   ) throws -> PushDispatcher? {
     let http = HTTPClient(configuration: .init(caFile: c.pushCAFile))
     var apns: APNsClient?
@@ -50,7 +50,8 @@ enum PushSetup {
     let providers: [any PushProvider] = [apns as (any PushProvider)?, fcm].compactMap { $0 }
     return PushDispatcher(
       store: store, providers: providers,
-      retry: .init(firstDelay: c.pushRetryFirstDelay, maxDelay: max(4, c.pushRetryFirstDelay)), log: log)
+      retry: .init(firstDelay: c.pushRetryFirstDelay, maxDelay: max(4, c.pushRetryFirstDelay)),
+      observations: observations, log: log)
   }
 }
 

@@ -1,3 +1,4 @@
+import DialtoneMetrics
 import DialtoneNet
 import DialtoneProtocol
 import Foundation
@@ -31,11 +32,14 @@ final class DeliverySession {
   private var replySlots: [(id: String, reply: ServerMessage)] = []  // grows to replyMemory
   private var replyNext = 0
   private let replyMemory: Int
+  /// Counts every sequenced message (`dialtone_messages_sent_total`).
+  private let sent: Counter?
 
   init(
     id: String, identity: Identity, socket: WebSocketConnection?, now: Date, capacity: Int = 1024,
-    maxUnackedBytes: Int = 1 << 20, replyMemory: Int = 512
+    maxUnackedBytes: Int = 1 << 20, replyMemory: Int = 512, sent: Counter? = nil
   ) {
+    self.sent = sent
     self.id = id
     self.identity = identity
     self.socket = socket
@@ -64,6 +68,7 @@ final class DeliverySession {
   private func enqueue(coalesced: Bool, _ encode: (UInt64) -> [UInt8]) {
     let seq = nextSeq
     nextSeq += 1
+    sent?.increment()
     let bytes = encode(seq)
     unacked.append((seq, bytes))
     unackedBytes += bytes.count

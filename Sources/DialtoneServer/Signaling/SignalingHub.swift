@@ -1,4 +1,5 @@
 import DialtoneCrypto
+import DialtoneMetrics
 import DialtoneNet
 import DialtoneProtocol
 import DialtoneSupport
@@ -53,6 +54,8 @@ public actor SignalingHub {
   private let effectSink: any CallEffectSink
   private let journal: CallJournal
   private let liveCalls: any LiveCallStore
+  private let observations: Observations
+  private let quality: any QualityStore
 
   /// An outcome waiting for the journal: the request's reply and the effects, applied together.
   private struct Output {
@@ -62,6 +65,8 @@ public actor SignalingHub {
     var coalesced = false
     var effects: [CallEffect]
     var wasHeld = false
+    /// A relayed message's arrival: the relay latency is measured when its copy is written.
+    var relayedFrom: ContinuousClock.Instant?
   }
   private var held = HeldOutcomes<Output>()
   /// Requests whose reply is held: a retry meanwhile is not answered twice (the reply is coming).
@@ -80,6 +85,7 @@ public actor SignalingHub {
   private var socketsByAddress: [String: Int] = [:]
   /// Calls started, by user (`ServerLimits.invitesPerMinute`).
   private var invites: RateLimiter<String>
+  private var blocks = BlockTable()
 
   nonisolated let executor: NetworkExecutor
   public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
@@ -88,7 +94,7 @@ public actor SignalingHub {
     settings: Settings, clock: any DialtoneClock, authenticator: TokenAuthenticator, iceServers: IceServerIssuer,
     router: CallRouter, groups: GroupCallRouter = GroupCallRouter(), sfu: (any SFUBackend)? = nil,
     effectSink: any CallEffectSink, journal: CallJournal, liveCalls: any LiveCallStore, executor: NetworkExecutor,
-    log: Log
+    observations: Observations, quality: any QualityStore, log: Log
   ) {
     self.settings = settings
     self.clock = clock
@@ -100,6 +106,8 @@ public actor SignalingHub {
     self.effectSink = effectSink
     self.journal = journal
     self.liveCalls = liveCalls
+    self.observations = observations
+    self.quality = quality
     self.log = log
     self.executor = executor
     invites = RateLimiter(settings.limits.inviteRate)
@@ -124,12 +132,34 @@ public actor SignalingHub {
       .sorted { $0.deviceId < $1.deviceId }
   }
 
+  /// Fills the block table from the store (at start, before any socket opens).
+  func loadBlocks(_ pairs: [(userId: String, blockedId: String)]) { blocks = BlockTable(pairs) }
+
+  /// A block made or lifted through `/v1/blocks`, once it is stored: every later invite obeys it.
+  func setBlock(_ userId: String, blocks other: String, _ on: Bool) { blocks.set(userId, blocks: other, on) }
+
   func callState(_ callId: CallID, for identity: Identity) -> CallState? {
     router.callState(callId, visibleTo: identity)
   }
 
   func groupState(_ callId: CallID, for identity: Identity) -> GroupCallState? {
     groups.state(callId, visibleTo: identity)
+  }
+
+  /// Sets the metrics' gauges from the hub's state (before a scrape).
+  func refreshGauges() {
+    let metrics = observations.metrics
+    metrics.socketsOpen.set(sockets.count)
+    let connected = sessions.values.reduce(0) { $0 + ($1.isConnected ? 1 : 0) }
+    metrics.sessionsConnected.set(connected)
+    metrics.sessionsResumable.set(sessions.count - connected)
+    metrics.callsLive.set(router.liveCalls.count)
+    metrics.groupCallsLive.set(groups.liveCallCount)
+  }
+
+  /// What the admin dashboard shows live: sockets, sessions and the calls in progress.
+  func liveOverview() -> (sockets: Int, sessions: Int, calls: [CallState], groupCalls: Int) {
+    (sockets.count, sessions.count, router.liveCalls, groups.liveCallCount)
   }
 
   // MARK: - Restarts
@@ -155,6 +185,7 @@ public actor SignalingHub {
         return
       }
       socketsByAddress[connection.remoteAddress, default: 0] += 1
+      observations.metrics.socketsOpened.increment()
       let timer = clock.schedule(after: settings.helloTimeout) { [self] in
         deliver(.helloDeadline(socketID: connection.id))
       }
@@ -208,6 +239,12 @@ public actor SignalingHub {
 
     case .journalCommitted(let ticket):
       for output in held.release(upTo: ticket) { release(output) }
+
+    case .qualityRecorded(let sessionID, let requestID, let reply):
+      heldRequests.remove(sessionID + "\u{0}" + requestID)
+      guard let session = sessions[sessionID] else { return }
+      session.remember(reply, for: requestID)
+      session.deliver(reply)
     }
   }
 
@@ -340,14 +377,17 @@ public actor SignalingHub {
       iceServersTtl: iceServers.ttl)
     var agreed = Set<String>()
     welcome.features = hello.features.filter { ProtocolFeature.supported.contains($0) && agreed.insert($0).inserted }
+    observations.iceServersIssued(welcome.iceServers, source: "welcome")
+    observations.metrics.sessionsStarted.labels(resumed ? "resumed" : resync ? "resync" : "new").increment()
+    observations.metrics.messagesReceived.labels("hello").increment()
     if resumed {
       session.attach(connection, now: now)
       session.sendUnsequenced(.welcome(welcome))
       session.resume(on: connection, lastSeq: hello.resume?.lastSeq ?? 0, now: now)
-      log.debug("resumed \(session.id) for \(identity.userId)/\(identity.deviceId)")
+      log.debug("resumed \(session.id) for \(identity.userId)/\(identity.deviceId)", sessionId: session.id)
     } else {
       session.sendUnsequenced(.welcome(welcome))
-      log.debug("new session \(session.id) for \(identity.userId)/\(identity.deviceId)")
+      log.debug("new session \(session.id) for \(identity.userId)/\(identity.deviceId)", sessionId: session.id)
     }
     emit(Output(effects: router.deviceConnected(identity, newSession: !resumed, now: now)), for: nil)
     apply(groups.deviceConnected(identity, newSession: !resumed))
@@ -356,7 +396,7 @@ public actor SignalingHub {
   private func newSession(_ identity: Identity, _ connection: WebSocketConnection, _ now: Date) -> DeliverySession {
     let session = DeliverySession(
       id: "s_" + SecureRandom.token(byteCount: 12), identity: identity, socket: connection, now: now,
-      maxUnackedBytes: settings.limits.maxUnackedBytes)
+      maxUnackedBytes: settings.limits.maxUnackedBytes, sent: observations.metrics.messagesSent)
     sessions[session.id] = session
     devices[identity.userId, default: [:]][identity.deviceId] = session
     return session
@@ -392,14 +432,18 @@ public actor SignalingHub {
       session.deliver(.error(.init(code: .badRequest, message: "binary frames are not part of the protocol")))
       return
     }
+    let received = ContinuousClock.now
     let frame: ClientEnvelope
     do {
       frame = try MessageCodec.decodeClientMessage(bytes)
     } catch {
+      observations.metrics.messagesReceived.labels("invalid").increment()
+      observations.metrics.messagesRefused.labels(error.code.rawValue).increment()
       session.deliver(error.serverMessage)
       return
     }
     let message = frame.message
+    observations.metrics.messagesReceived.labels(message.type.rawValue).increment()
     switch message {
     case .ack(let ack):
       session.acknowledge(upTo: ack.seq)
@@ -423,6 +467,7 @@ public actor SignalingHub {
             callId: message.callId, retryAfterMs: wait.milliseconds)))
       return
     }
+    if case .quality(let report) = message { return takeQuality(report, id: requestID, session: session) }
     let outcome: CallRouter.Outcome
     switch message {
     case .hello:
@@ -434,11 +479,85 @@ public actor SignalingHub {
       outcome = route(message, id: requestID, from: session.identity)
     }
     session.remember(outcome.reply, for: requestID)
+    observe(message, outcome.reply, from: session.identity)
     emit(
       Output(
         session: session, requestID: requestID, reply: outcome.reply,
-        coalesced: Self.mayWait(outcome.reply, answering: message), effects: outcome.effects),
+        coalesced: Self.mayWait(outcome.reply, answering: message), effects: outcome.effects,
+        relayedFrom: Self.isRelayed(message, outcome.reply) ? received : nil),
       for: message.callId)
+  }
+
+  /// The metrics of a handled message: refusals by code, and how fast a callee device rang.
+  private func observe(_ message: ClientMessage, _ reply: ServerMessage, from who: Identity) {
+    guard case .ack = reply else {
+      if case .error(let error) = reply { observations.metrics.messagesRefused.labels(error.code.rawValue).increment() }
+      return
+    }
+    if case .ringing(let m) = message, let call = router.callState(m.callId, visibleTo: who) {
+      observations.calleeRang(after: Double(clock.now.millisecondsSince1970 - call.createdAt) / 1000)
+    }
+  }
+
+  /// Negotiation the router passes on to the other side as it is.
+  private static func isRelayed(_ message: ClientMessage, _ reply: ServerMessage) -> Bool {
+    guard case .ack = reply else { return false }
+    switch message {
+    case .offer, .answer, .candidate, .endOfCandidates, .iceRestartRequest, .mediaState: return true
+    default: return false
+    }
+  }
+
+  /// A quality report: checked against the call here, stored off the hub's thread, answered
+  /// once it is on disk (a retry meanwhile is not answered twice).
+  private func takeQuality(_ report: QualityReport, id: String, session: DeliverySession) {
+    let who = session.identity
+    guard let call = router.callState(report.callId, visibleTo: who) else {
+      let reply = ServerMessage.error(
+        .init(
+          replyTo: id, code: .notFound,
+          message: "no call \(report.callId) of yours is in progress or ended in the last 10 minutes",
+          callId: report.callId))
+      observations.metrics.messagesRefused.labels(ErrorCode.notFound.rawValue).increment()
+      session.remember(reply, for: id)
+      return session.deliver(reply)
+    }
+    let stored = StoredQualityReport(
+      userId: who.userId, deviceId: who.deviceId, role: call.callerId == who.userId ? "caller" : "callee",
+      receivedAt: clock.now.millisecondsSince1970, report: report)
+    let sessionID = session.id
+    heldRequests.insert(Self.requestKey(session, id))
+    let (quality, observations, log) = (quality, observations, log)
+    Task {
+      let reply: ServerMessage
+      do {
+        switch try await quality.recordQuality(
+          callId: report.callId, stored, maxDevicesPerCall: QualityReportLimits.devicesPerCall)
+        {
+        case .stored:
+          observations.qualityStored(stored)
+          reply = .ack(.init(replyTo: id, callId: report.callId))
+        case .finalAlreadyStored:
+          reply = .error(
+            .init(
+              replyTo: id, code: .invalidState, message: "this device already sent its final report for the call",
+              callId: report.callId))
+        case .tooManyDevices:
+          reply = .error(
+            .init(
+              replyTo: id, code: .limitExceeded,
+              message: "at most \(QualityReportLimits.devicesPerCall) devices report on one call",
+              callId: report.callId))
+        }
+      } catch {
+        log.error("cannot store a quality report for call \(report.callId): \(error)", callId: report.callId)
+        reply = .error(
+          .init(
+            replyTo: id, code: .internal, message: "the report could not be stored; try again", callId: report.callId))
+      }
+      if case .error(let error) = reply { observations.metrics.messagesRefused.labels(error.code.rawValue).increment() }
+      self.deliver(.qualityRecorded(sessionID: sessionID, requestID: id, reply: reply))
+    }
   }
 
   /// Sends an outcome's reply and applies its effects, once its journal writes (and those of the
@@ -462,6 +581,11 @@ public actor SignalingHub {
       session.deliver(reply, coalesced: output.coalesced)
     }
     apply(output.effects)
+    if let arrived = output.relayedFrom {
+      let elapsed = ContinuousClock.now - arrived
+      observations.metrics.relayLatency.observe(
+        Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+    }
   }
 
   private static func requestKey(_ session: DeliverySession, _ requestID: String) -> String {
@@ -475,16 +599,15 @@ public actor SignalingHub {
     guard message.type.isGroupCall else {
       // An id the router no longer holds is checked against the history (pruned first, so that
       // the router cannot take a call it is about to forget for a new one).
-      if case .invite(let invite) = message {
-        router.pruneEnded(now: now)
-        if router.calls[invite.callId] == nil {
-          if groups.knows(invite.callId) {
-            return refusal(id, .conflict, "callId is already used by another call", callId: invite.callId)
-          }
-          if let refused = refuseUsedCallId(invite.callId, id: id) { return refused }
+      guard case .invite(let invite) = message else { return router.handle(message, id: id, from: who, now: now) }
+      router.pruneEnded(now: now)
+      if router.calls[invite.callId] == nil {
+        if groups.knows(invite.callId) {
+          return refusal(id, .conflict, "callId is already used by another call", callId: invite.callId)
         }
+        if let refused = refuseUsedCallId(invite.callId, id: id) { return refused }
       }
-      return router.handle(message, id: id, from: who, now: now)
+      return router.handle(message, id: id, from: who, now: now, blocked: blocks.blocks(invite.to, who.userId))
     }
     guard sfu != nil else {
       return refusal(
@@ -501,7 +624,8 @@ public actor SignalingHub {
       return refusal(id, .conflict, "callId is already used by another call", callId: newCallId)
     }
     if let newCallId, !groups.knows(newCallId), let refused = refuseUsedCallId(newCallId, id: id) { return refused }
-    var outcome = groups.handle(message, id: id, from: who, now: now)
+    let blocks = blocks
+    var outcome = groups.handle(message, id: id, from: who, now: now) { blocks.blocks($0, who.userId) }
     switch (message, outcome.reply) {
     case (.groupOffer, _), (.groupAnswer, _), (.groupCandidate, _), (.groupEndOfCandidates, _), (_, .error):
       break  // negotiation, or refused: nothing the history keeps changed
@@ -516,8 +640,13 @@ public actor SignalingHub {
   /// record once it ended.
   private func persistingGroup(_ effects: [CallEffect], _ callId: CallID) -> [CallEffect] {
     var persisted = effects
-    for case .external(.groupEnded(let record)) in effects { persisted.append(.persist(.groupEnded(record))) }
-    if let live = groups.recordIfInterrupted(callId, now: clock.now) { persisted.append(.persist(.groupLive(live))) }
+    let silenced = groups.silencedMembers(of: callId)
+    for case .external(.groupEnded(let record)) in effects {
+      persisted.append(.persist(.groupEnded(record, silenced: silenced)))
+    }
+    if let live = groups.recordIfInterrupted(callId, now: clock.now) {
+      persisted.append(.persist(.groupLive(live, silenced: silenced)))
+    }
     return persisted
   }
 
@@ -528,7 +657,7 @@ public actor SignalingHub {
       guard try liveCalls.isCallIdUsed(callId) else { return nil }
       return refusal(id, .conflict, "callId was already used by another call", callId: callId)
     } catch {
-      log.error("cannot look call id \(callId) up: \(error)")
+      log.error("cannot look call id \(callId) up: \(error)", callId: callId)
       return refusal(id, .internal, "cannot check the call id now; try again", callId: callId)
     }
   }
@@ -544,7 +673,7 @@ public actor SignalingHub {
       guard groups.isJoined(who, in: callId) else { return }
       devices[who.userId]?[who.deviceId]?.deliver(message)
     case .callFailed(let callId, let reason):
-      log.error("group call \(callId): media failed: \(reason)")
+      log.error("group call \(callId): media failed: \(reason)", callId: callId)
       emit(Output(effects: persistingGroup(groups.mediaFailed(callId, now: clock.now), callId)), for: callId)
     case .participantLeft(let callId, let who):
       let effects = groups.participantLeftMedia(callId, who, now: clock.now)

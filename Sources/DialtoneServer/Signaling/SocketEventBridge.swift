@@ -1,4 +1,5 @@
 import DialtoneNet
+import DialtoneProtocol
 import Foundation
 
 /// Everything the hub reacts to: socket events from the network thread and timers from the clock.
@@ -12,6 +13,8 @@ enum HubEvent: Sendable {
   case sfu(SFUEvent)
   /// The journal wrote everything up to this ticket.
   case journalCommitted(UInt64)
+  /// A quality report was stored (or refused by the store): its reply, for the session that sent it.
+  case qualityRecorded(sessionID: String, requestID: String, reply: ServerMessage)
 }
 
 /// Adapts `DialtoneNet`'s callbacks (on the network thread, which is the hub's executor) to the hub.

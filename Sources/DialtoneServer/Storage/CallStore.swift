@@ -5,7 +5,14 @@ import Foundation
 /// `LiveCallStore`, in the transaction that ends the live call.
 public protocol CallStore: Sendable {
   /// The user's calls (as caller or callee), newest first, strictly older than `cursor`.
-  func history(of userId: String, limit: Int, before cursor: HistoryCursor?) async throws -> [CallRecord]
+  func history(of userId: String, limit: Int, before cursor: HistoryCursor?, blocked: BlockedCallsInHistory)
+    async throws -> [CallRecord]
+}
+
+extension CallStore {
+  public func history(of userId: String, limit: Int, before cursor: HistoryCursor?) async throws -> [CallRecord] {
+    try await history(of: userId, limit: limit, before: cursor, blocked: .hide)
+  }
 }
 
 /// Position in a user's history: (createdAt, callId), so equal timestamps still page correctly.

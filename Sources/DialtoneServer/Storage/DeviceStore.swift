@@ -55,4 +55,4 @@ extension DeviceRegistration {
 }
 
 /// Everything the server persists.
-public typealias ServerStore = CallStore & DeviceStore & GroupCallStore
+public typealias ServerStore = CallStore & DeviceStore & GroupCallStore & QualityStore & BlockStore & DirectoryStore

@@ -33,14 +33,18 @@ final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
             try writer.query(
               "INSERT INTO live_call_signals (call_id, message) VALUES (?, ?)",
               [.text(callId), .text(MessageCodec.encodeString(message, seq: nil))])
-          case .ended(let record, let callerDevice): try end(record, callerDevice: callerDevice)
-          case .groupLive(let record):
+          case .ended(let record, let callerDevice, let blocked):
+            try end(record, callerDevice: callerDevice, blocked: blocked)
+          case .groupLive(let record, let silenced):
             try writer.query(
-              "INSERT OR REPLACE INTO live_group_calls (call_id, record) VALUES (?, ?)",
-              [.text(record.callId), .text(String(decoding: MessageCodec.encode(record), as: UTF8.self))])
-          case .groupEnded(let record):
+              "INSERT OR REPLACE INTO live_group_calls (call_id, record, silenced) VALUES (?, ?, ?)",
+              [
+                .text(record.callId), .text(String(decoding: MessageCodec.encode(record), as: UTF8.self)),
+                .text(silenced.sorted().joined(separator: "\n")),
+              ])
+          case .groupEnded(let record, let silenced):
             try writer.query("DELETE FROM live_group_calls WHERE call_id = ?", [.text(record.callId)])
-            try SQLiteStore.insertGroupCall(record, into: writer)
+            try SQLiteStore.insertGroupCall(record, silenced: silenced, into: writer)
           }
         }
       }
@@ -51,8 +55,9 @@ final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
     try writer.query(
       """
       INSERT OR REPLACE INTO live_calls (call_id, caller_id, caller_device, caller_name, callee_id, video, created_at,
-        phase, answered_by, answered_at, ring_deadline, caller_grace_deadline, answerer_grace_deadline, invite, accept)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        phase, answered_by, answered_at, ring_deadline, caller_grace_deadline, answerer_grace_deadline, invite, accept,
+        blocked)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
       """,
       [
         .text(call.callId), .text(call.caller.userId), .text(call.caller.deviceId), SQLiteValue(call.caller.name),
@@ -60,7 +65,7 @@ final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
         SQLiteValue(call.answeredBy), SQLiteValue(call.answeredAt), .integer(call.ringDeadline),
         SQLiteValue(call.callerGraceDeadline), SQLiteValue(call.answererGraceDeadline),
         .text(MessageCodec.encodeString(call.invite, seq: nil)),
-        SQLiteValue(call.accept.map { MessageCodec.encodeString($0, seq: nil) }),
+        SQLiteValue(call.accept.map { MessageCodec.encodeString($0, seq: nil) }), .integer(call.blocked ? 1 : 0),
       ])
     if call.phase == .accepted {
       try writer.query("DELETE FROM live_call_signals WHERE call_id = ?", [.text(call.callId)])
@@ -69,10 +74,10 @@ final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
 
   /// The live state goes and the record is added; a record already under this id is kept as it
   /// is (ids are checked before a call starts, so this would be a bug, not a retry).
-  private func end(_ record: CallRecord, callerDevice: String) throws {
+  private func end(_ record: CallRecord, callerDevice: String, blocked: Bool) throws {
     try writer.query("DELETE FROM live_call_signals WHERE call_id = ?", [.text(record.callId)])
     try writer.query("DELETE FROM live_calls WHERE call_id = ?", [.text(record.callId)])
-    try SQLiteStore.insert(record, into: writer, callerDevice: callerDevice)
+    try SQLiteStore.insert(record, into: writer, callerDevice: callerDevice, blocked: blocked)
   }
 
   func callsEnded(since: Int64) throws -> [RecentlyEndedCall] {
@@ -83,17 +88,19 @@ final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
       var before = Int64.max
       while true {
         let rows = try writer.query(
-          "SELECT \(SQLiteStore.callColumns), caller_device, rowid FROM calls WHERE rowid < ? ORDER BY rowid DESC LIMIT 256",
+          "SELECT \(SQLiteStore.callColumns), caller_device, rowid, blocked FROM calls WHERE rowid < ? ORDER BY rowid DESC LIMIT 256",
           [.integer(before)])
         var recent = false
         for row in rows {
-          guard row.count == 12, let rowid = row[11].int else { continue }
+          guard row.count == 13, let rowid = row[11].int else { continue }
           before = rowid
           guard let record = SQLiteStore.record(Array(row.prefix(10))), (record.endedAt ?? 0) >= since else {
             continue
           }
           recent = true
-          if let device = row[10].string { ended.append(RecentlyEndedCall(record: record, callerDevice: device)) }
+          if let device = row[10].string {
+            ended.append(RecentlyEndedCall(record: record, callerDevice: device, blocked: row[12].int == 1))
+          }
         }
         if rows.count < 256 || !recent { break }
       }
@@ -113,11 +120,11 @@ final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
       return try writer.query(
         """
         SELECT call_id, caller_id, caller_device, caller_name, callee_id, video, created_at, phase, answered_by,
-          answered_at, ring_deadline, caller_grace_deadline, answerer_grace_deadline, invite, accept
+          answered_at, ring_deadline, caller_grace_deadline, answerer_grace_deadline, invite, accept, blocked
         FROM live_calls ORDER BY created_at, call_id
         """
       ).compactMap { row -> StoredLiveCall? in
-        guard row.count == 15, let callId = row[0].string, let callerId = row[1].string,
+        guard row.count == 16, let callId = row[0].string, let callerId = row[1].string,
           let callerDevice = row[2].string, let calleeId = row[4].string, let createdAt = row[6].int,
           let phase = row[7].string.flatMap(LiveCallSnapshot.Phase.init(rawValue:)), let ringDeadline = row[10].int,
           let inviteText = row[13].string, let invite = try? MessageCodec.decodeServerMessage(inviteText).message
@@ -127,7 +134,7 @@ final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
           callId: callId, caller: Identity(userId: callerId, deviceId: callerDevice, name: row[3].string),
           calleeId: calleeId, video: row[5].int == 1, createdAt: createdAt, phase: phase, answeredBy: row[8].string,
           answeredAt: row[9].int, ringDeadline: ringDeadline, callerGraceDeadline: row[11].int,
-          answererGraceDeadline: row[12].int, invite: invite, accept: accept)
+          answererGraceDeadline: row[12].int, invite: invite, accept: accept, blocked: row[15].int == 1)
         return StoredLiveCall(snapshot: snapshot, callerSignals: phase == .ringing ? signals[callId] ?? [] : [])
       }
     }
@@ -136,12 +143,13 @@ final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
   func completeInterruptedGroupCalls() throws -> Int {
     try writerLock.withLock {
       try writer.transaction {
-        let rows = try writer.query("SELECT call_id, record FROM live_group_calls")
+        let rows = try writer.query("SELECT call_id, record, silenced FROM live_group_calls")
         for row in rows {
-          guard row.count == 2, let text = row[1].string,
+          guard row.count == 3, let text = row[1].string,
             let record = try? MessageCodec.decode(GroupCallRecord.self, from: Array(text.utf8), options: .lenient)
           else { continue }
-          try SQLiteStore.insertGroupCall(record, into: writer)
+          let silenced = Set((row[2].string ?? "").split(separator: "\n").map(String.init))
+          try SQLiteStore.insertGroupCall(record, silenced: silenced, into: writer)
         }
         try writer.query("DELETE FROM live_group_calls")
         return rows.count

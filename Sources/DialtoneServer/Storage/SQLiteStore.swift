@@ -6,7 +6,7 @@ import Foundation
 /// The embedded default store: one SQLite file in WAL mode under the data directory, owned by
 /// this actor (one connection, serialised access).
 public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
-  private let db: SQLiteDatabase
+  let db: SQLiteDatabase
 
   /// Versioned schema; each entry runs once, in order, inside a transaction.
   static let migrations: [String] = [
@@ -134,6 +134,63 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
     // `endedRetention`, so `get-call` still answers for them. No index by end: records are added
     // as calls end, so the newest rowids are the latest ends.
     "ALTER TABLE calls ADD COLUMN caller_device TEXT;",
+    // Call-quality reports, one per (call, device): a later report replaces an earlier one
+    // until the device's final one. The report is kept as its wire JSON.
+    """
+    CREATE TABLE call_quality (
+      call_id TEXT NOT NULL,
+      user_id TEXT NOT NULL,
+      device_id TEXT NOT NULL,
+      role TEXT NOT NULL,
+      final INTEGER NOT NULL,
+      received_at INTEGER NOT NULL,
+      report TEXT NOT NULL,
+      PRIMARY KEY (call_id, user_id, device_id)
+    );
+    CREATE INDEX calls_by_creation ON calls (created_at DESC, call_id DESC);
+    """,
+    // Who blocks whom (`/v1/blocks`); calls a block silenced are kept from the blocker's history.
+    """
+    CREATE TABLE blocks (
+      user_id TEXT NOT NULL,
+      blocked_id TEXT NOT NULL,
+      created_at INTEGER NOT NULL,
+      PRIMARY KEY (user_id, blocked_id)
+    ) WITHOUT ROWID;
+    ALTER TABLE live_calls ADD COLUMN blocked INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE calls ADD COLUMN blocked INTEGER NOT NULL DEFAULT 0;
+    """,
+    // Phone-number directories (`/v1/directory`): the current lists, and each version's changes
+    // for the last `DirectoryLimits.changeHistoryVersions` versions (a rowid table: changes are
+    // read back in the order they were made).
+    """
+    CREATE TABLE directory_versions (
+      user_id TEXT PRIMARY KEY,
+      version INTEGER NOT NULL,
+      floor INTEGER NOT NULL
+    );
+    CREATE TABLE directory_entries (
+      user_id TEXT NOT NULL,
+      kind TEXT NOT NULL,
+      number INTEGER NOT NULL,
+      label TEXT NOT NULL,
+      PRIMARY KEY (user_id, kind, number)
+    ) WITHOUT ROWID;
+    CREATE TABLE directory_changes (
+      user_id TEXT NOT NULL,
+      version INTEGER NOT NULL,
+      kind TEXT NOT NULL,
+      number INTEGER NOT NULL,
+      op TEXT NOT NULL
+    );
+    CREATE INDEX directory_changes_by_user ON directory_changes (user_id, version);
+    """,
+    // Group calls a block silenced for a member (they block the creator): kept from that member's
+    // history, like a blocked 1:1 call from the callee's.
+    """
+    ALTER TABLE group_call_members ADD COLUMN blocked INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE live_group_calls ADD COLUMN silenced TEXT NOT NULL DEFAULT '';
+    """,
   ]
 
   public init(path: String) throws {
@@ -165,12 +222,14 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
   }
 
   /// History is append-only: a record already under the id is never replaced.
-  static func insert(_ record: CallRecord, into db: SQLiteDatabase, callerDevice: String? = nil) throws {
+  static func insert(_ record: CallRecord, into db: SQLiteDatabase, callerDevice: String? = nil, blocked: Bool = false)
+    throws
+  {
     try db.query(
       """
       INSERT INTO calls (call_id, caller_id, callee_id, answered_by, video, created_at, answered_at, ended_at, end_reason,
-        duration_ms, caller_device)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        duration_ms, caller_device, blocked)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
       ON CONFLICT (call_id) DO NOTHING
       """,
       [
@@ -178,14 +237,16 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
         SQLiteValue(record.answeredBy),
         .integer(record.video ? 1 : 0), .integer(record.createdAt), SQLiteValue(record.answeredAt),
         SQLiteValue(record.endedAt), SQLiteValue(record.endReason?.rawValue),
-        SQLiteValue(record.durationMs), SQLiteValue(callerDevice),
+        SQLiteValue(record.durationMs), SQLiteValue(callerDevice), .integer(blocked ? 1 : 0),
       ])
   }
 
   static let callColumns =
     "call_id, caller_id, callee_id, answered_by, video, created_at, answered_at, ended_at, end_reason, duration_ms"
 
-  public func history(of userId: String, limit: Int, before cursor: HistoryCursor?) throws -> [CallRecord] {
+  public func history(
+    of userId: String, limit: Int, before cursor: HistoryCursor?, blocked: BlockedCallsInHistory
+  ) throws -> [CallRecord] {
     let columns = Self.callColumns
     let page = "(created_at < ? OR (created_at = ? AND call_id < ?))"
     let bound: [SQLiteValue] =
@@ -194,32 +255,34 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
     // Two index range scans merged, rather than one OR over two columns.
     let rows = try db.query(
       """
-      SELECT \(columns) FROM (
-        SELECT * FROM (SELECT \(columns) FROM calls WHERE caller_id = ? AND \(page) ORDER BY created_at DESC, call_id DESC LIMIT ?)
+      SELECT \(columns), silenced FROM (
+        SELECT * FROM (SELECT \(columns), 0 AS silenced FROM calls WHERE caller_id = ? AND \(page) ORDER BY created_at DESC, call_id DESC LIMIT ?)
         UNION
-        SELECT * FROM (SELECT \(columns) FROM calls WHERE callee_id = ? AND \(page) ORDER BY created_at DESC, call_id DESC LIMIT ?)
+        SELECT * FROM (SELECT \(columns), blocked AS silenced FROM calls WHERE callee_id = ? AND (blocked = 0 OR ?) AND \(page) ORDER BY created_at DESC, call_id DESC LIMIT ?)
       ) ORDER BY created_at DESC, call_id DESC LIMIT ?
       """,
-      [.text(userId)] + bound + [.integer(Int64(limit)), .text(userId)] + bound + [
-        .integer(Int64(limit)), .integer(Int64(limit)),
-      ])
+      [.text(userId)] + bound + [.integer(Int64(limit)), .text(userId), .integer(blocked == .show ? 1 : 0)]
+        + bound + [.integer(Int64(limit)), .integer(Int64(limit))])
     return rows.compactMap(Self.record)
   }
 
+  /// A row of `callColumns`, optionally followed by whether the viewer's block silenced the call.
   static func record(_ row: SQLiteRow) -> CallRecord? {
-    guard row.count == 10, let callId = row[0].string, let caller = row[1].string, let callee = row[2].string,
+    guard row.count == 10 || row.count == 11, let callId = row[0].string, let caller = row[1].string,
+      let callee = row[2].string,
       let createdAt = row[5].int
     else { return nil }
     return CallRecord(
       callId: callId, callerId: caller, calleeId: callee, answeredBy: row[3].string,
       video: row[4].int == 1, createdAt: createdAt, answeredAt: row[6].int, endedAt: row[7].int,
-      endReason: row[8].string.map { EndReason(lenient: $0) }, durationMs: row[9].int)
+      endReason: row[8].string.map { EndReason(lenient: $0) }, durationMs: row[9].int,
+      blocked: row.count == 11 && row[10].int == 1 ? true : nil)
   }
 
   // MARK: - Group calls
 
   /// Append-only, like the 1:1 history: a record already under the id is kept.
-  static func insertGroupCall(_ record: GroupCallRecord, into db: SQLiteDatabase) throws {
+  static func insertGroupCall(_ record: GroupCallRecord, silenced: Set<String> = [], into db: SQLiteDatabase) throws {
     try db.query(
       """
       INSERT INTO group_calls (call_id, creator_id, title, room, video, created_at, ended_at, end_reason)
@@ -234,30 +297,34 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
     for (position, member) in record.participants.enumerated() {
       try db.query(
         """
-        INSERT INTO group_call_members (call_id, position, user_id, outcome, device_id, joined_at, duration_ms, created_at)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+        INSERT INTO group_call_members
+          (call_id, position, user_id, outcome, device_id, joined_at, duration_ms, created_at, blocked)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
         """,
         [
           .text(record.callId), .integer(Int64(position)), .text(member.userId), .text(member.outcome.rawValue),
           SQLiteValue(member.deviceId), SQLiteValue(member.joinedAt),
           SQLiteValue(member.durationMs), .integer(record.createdAt),
+          .integer(silenced.contains(member.userId) ? 1 : 0),
         ])
     }
   }
 
-  public func groupHistory(of userId: String, limit: Int, before cursor: HistoryCursor?) throws -> [GroupCallRecord] {
+  public func groupHistory(
+    of userId: String, limit: Int, before cursor: HistoryCursor?, blocked: BlockedCallsInHistory
+  ) throws -> [GroupCallRecord] {
     let bound: [SQLiteValue] =
       cursor.map { [.integer($0.createdAt), .integer($0.createdAt), .text($0.callId)] }
       ?? [.integer(Int64.max), .integer(Int64.max), .text("")]
     let calls = try db.query(
       """
-      SELECT g.call_id, g.creator_id, g.title, g.room, g.video, g.created_at, g.ended_at, g.end_reason
+      SELECT g.call_id, g.creator_id, g.title, g.room, g.video, g.created_at, g.ended_at, g.end_reason, m.blocked
       FROM group_call_members m JOIN group_calls g ON g.call_id = m.call_id
-      WHERE m.user_id = ? AND (m.created_at < ? OR (m.created_at = ? AND m.call_id < ?))
+      WHERE m.user_id = ? AND (m.blocked = 0 OR ?) AND (m.created_at < ? OR (m.created_at = ? AND m.call_id < ?))
       ORDER BY m.created_at DESC, m.call_id DESC LIMIT ?
-      """, [.text(userId)] + bound + [.integer(Int64(limit))])
+      """, [.text(userId), .integer(blocked == .show ? 1 : 0)] + bound + [.integer(Int64(limit))])
     return try calls.compactMap { row -> GroupCallRecord? in
-      guard row.count == 8, let callId = row[0].string, let creator = row[1].string, let createdAt = row[5].int,
+      guard row.count == 9, let callId = row[0].string, let creator = row[1].string, let createdAt = row[5].int,
         let endedAt = row[6].int, let reason = row[7].string
       else { return nil }
       let members = try db.query(
@@ -273,7 +340,8 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
           else { return nil }
           return GroupParticipantRecord(
             userId: user, outcome: outcome, deviceId: m[2].string, joinedAt: m[3].int, durationMs: m[4].int)
-        })
+        },
+        blocked: row[8].int == 1 ? true : nil)
     }
   }
 

@@ -198,7 +198,7 @@ actor JanusSFU: SFUBackend {
     let callId = command.callId
     // A call without a room failed already and was forgotten, unless the room never came to be.
     if case .open = command {} else if rooms[callId] == nil { return }
-    log.error("group call \(callId): \(error)")
+    log.error("group call \(callId): \(error)", callId: callId)
     forget(callId)
     emit(.callFailed(callId: callId, reason: "\(error)"))
   }
@@ -340,7 +340,7 @@ actor JanusSFU: SFUBackend {
     do {
       _ = try await session.message(manager, .object(request))
     } catch {
-      log.warning("group call \(callId): Janus did not destroy its room: \(error)")
+      log.warning("group call \(callId): Janus did not destroy its room: \(error)", callId: callId)
     }
   }
 
@@ -355,7 +355,9 @@ actor JanusSFU: SFUBackend {
         try await self.subscribe(callId, subscriber, to: publisher)
       } catch JanusError.plugin(code: Self.noSuchFeed, _) {
         // The publisher left (or its media went down) while the subscription was being made.
-        self.log.info("group call \(callId): \(publisher.userId)'s feed went away before \(subscriber.userId) got it")
+        self.log.info(
+          "group call \(callId): \(publisher.userId)'s feed went away before \(subscriber.userId) got it",
+          callId: callId)
       } catch {
         self.fail(.join(callId: callId, participant: subscriber), error)
       }
@@ -400,7 +402,7 @@ actor JanusSFU: SFUBackend {
   }
 
   private func refuse(_ callId: CallID, _ who: Identity, _ problem: String) {
-    log.warning("group call \(callId): \(who.userId)/\(who.deviceId): \(problem)")
+    log.warning("group call \(callId): \(who.userId)/\(who.deviceId): \(problem)", callId: callId)
   }
 
   private func connectedSession() async throws -> JanusSession {

@@ -51,7 +51,7 @@ final class LiveKitSFU: SFUBackend {
         let media = ServerMessage.groupMedia(.init(callId: callId, sfu: .livekit, url: settings.url, token: signed))
         emit.current(.send(media, callId: callId, to: who))
       } catch {
-        log.error("group call \(callId): cannot mint a LiveKit token: \(error)")
+        log.error("group call \(callId): cannot mint a LiveKit token: \(error)", callId: callId)
         emit.current(.callFailed(callId: callId, reason: "\(error)"))
       }
     case .leave(let callId, let who):
@@ -62,7 +62,7 @@ final class LiveKitSFU: SFUBackend {
         } catch  where error.isNotFound {
           // Already gone from the room (it left LiveKit first).
         } catch {
-          log.warning("group call \(callId): RemoveParticipant \(identity): \(error)")
+          log.warning("group call \(callId): RemoveParticipant \(identity): \(error)", callId: callId)
         }
       }
     case .close(let callId):
@@ -72,12 +72,12 @@ final class LiveKitSFU: SFUBackend {
         } catch  where error.isNotFound {
           // Nobody ever connected, or LiveKit closed it already.
         } catch {
-          log.warning("group call \(callId): DeleteRoom: \(error)")
+          log.warning("group call \(callId): DeleteRoom: \(error)", callId: callId)
         }
       }
     case .signal(let callId, _, let message):
       // Clients negotiate with LiveKit themselves; the router never relays for this backend.
-      log.debug("group call \(callId): ignoring \(message.type.rawValue) (LiveKit negotiates directly)")
+      log.debug("group call \(callId): ignoring \(message.type.rawValue) (LiveKit negotiates directly)", callId: callId)
     }
   }
 

@@ -5,11 +5,20 @@ import Foundation
 #endif
 
 /// A response read off a raw socket: the status line's code, the head and the body.
-struct RawHTTPResponse {
-  let status: Int
-  let head: String
-  let body: String
-  var errorCode: String? {
+public struct RawHTTPResponse: Sendable {
+  public let status: Int
+  public let head: String
+  public let body: String
+  /// The header fields, names lowercased (the last of repeated ones).
+  public var headers: [String: String] {
+    var fields: [String: String] = [:]
+    for line in head.split(separator: "\r\n").dropFirst() {
+      let pair = line.split(separator: ":", maxSplits: 1)
+      if pair.count == 2 { fields[pair[0].lowercased()] = pair[1].trimmingCharacters(in: .whitespaces) }
+    }
+    return fields
+  }
+  public var errorCode: String? {
     let json = (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any]
     return (json?["error"] as? [String: Any])?["code"] as? String
   }
@@ -18,12 +27,12 @@ struct RawHTTPResponse {
 /// An HTTP/1.1 connection that writes exact bytes, for requests no client library would send.
 /// Every read has a receive timeout, so a server that never answers fails the test instead of
 /// hanging it.
-final class RawHTTPConnection {
-  let fd: Int32
+public final class RawHTTPConnection {
+  public let fd: Int32
   private var buffered: [UInt8] = []
 
-  init(port: Int, receiveTimeout: Int = 5) throws {
-    guard let fd = connectLoopback(port: port) else { throw TimeoutError(what: "connect to 127.0.0.1:\(port)") }
+  public init(port: Int, receiveTimeout: Int = 5) throws {
+    guard let fd = connectLoopback(port: port) else { throw ConnectionRefused(port: port) }
     var timeout = timeval(tv_sec: receiveTimeout, tv_usec: 0)
     _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     self.fd = fd
@@ -31,9 +40,9 @@ final class RawHTTPConnection {
 
   deinit { close(fd) }
 
-  func send(_ text: String) { send(Array(text.utf8)) }
+  public func send(_ text: String) { send(Array(text.utf8)) }
 
-  func send(_ bytes: [UInt8]) {
+  public func send(_ bytes: [UInt8]) {
     var offset = 0
     while offset < bytes.count {
       let sent = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -43,7 +52,7 @@ final class RawHTTPConnection {
   }
 
   /// One response (head and a `Content-Length` body), or nil when the connection closed or timed out first.
-  func readResponse() -> RawHTTPResponse? {
+  public func readResponse() -> RawHTTPResponse? {
     var headEnd: Int?
     for _ in 0..<1024 {
       if let end = find([13, 10, 13, 10]) {
@@ -75,7 +84,7 @@ final class RawHTTPConnection {
 
   /// Whether the server closed the connection (EOF or reset) with nothing more to read, rather
   /// than sending something or leaving it open until the receive timeout.
-  func isClosedByServer() -> Bool {
+  public func isClosedByServer() -> Bool {
     guard buffered.isEmpty else { return false }
     var byte: UInt8 = 0
     let count = recv(fd, &byte, 1, 0)
@@ -102,8 +111,38 @@ final class RawHTTPConnection {
 
 /// Runs blocking socket I/O on a Dispatch thread: blocked on the (two-thread) cooperative pool,
 /// it would starve the in-process server's own tasks and time out.
-func blockingIO<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+public func blockingIO<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
   try await withCheckedThrowingContinuation { continuation in
     DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
   }
+}
+
+/// No server accepted a connection on 127.0.0.1:`port`.
+public struct ConnectionRefused: Error, CustomStringConvertible {
+  public let port: Int
+  public var description: String { "nothing accepted a connection on 127.0.0.1:\(port)" }
+}
+
+/// A TCP socket connected to 127.0.0.1:`port`, or nil. A `receiveBuffer` (bytes) set before the
+/// connect shrinks the window the kernel can absorb for a peer that never reads.
+public func connectLoopback(port: Int, receiveBuffer: Int32? = nil) -> Int32? {
+  let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+  guard fd >= 0 else { return nil }
+  if var size = receiveBuffer {
+    _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+  }
+  var address = sockaddr_in()
+  address.sin_family = sa_family_t(AF_INET)
+  address.sin_addr.s_addr = inet_addr("127.0.0.1")
+  address.sin_port = in_port_t(UInt16(port).bigEndian)
+  let connected = withUnsafePointer(to: &address) {
+    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+      Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+    }
+  }
+  guard connected else {
+    close(fd)
+    return nil
+  }
+  return fd
 }

@@ -1,0 +1,15 @@
+/// One command argument, as raw bytes: hiredis sends it with its length (redisCommandArgv), so
+/// any byte, CRLF included, stays part of the value and never becomes protocol.
+public struct RedisArgument: Sendable, Hashable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral {
+  public let bytes: [UInt8]
+
+  public init(bytes: [UInt8]) { self.bytes = bytes }
+  public init(_ string: String) { bytes = Array(string.utf8) }
+  public init(_ integer: Int64) { bytes = Array(String(integer).utf8) }
+  public init(stringLiteral value: String) { self.init(value) }
+  public init(integerLiteral value: Int64) { self.init(value) }
+
+  public static func bytes(_ bytes: [UInt8]) -> RedisArgument { RedisArgument(bytes: bytes) }
+  public static func string(_ string: String) -> RedisArgument { RedisArgument(string) }
+  public static func integer(_ integer: Int64) -> RedisArgument { RedisArgument(integer) }
+}

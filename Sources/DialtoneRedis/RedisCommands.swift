@@ -1,0 +1,75 @@
+/// The commands the cluster engines use, with their replies checked and typed.
+extension RedisConnection {
+  /// SET, with PX when `expiresIn` is given and NX when `onlyIfAbsent`: whether the value was set
+  /// (false only when NX found the key present).
+  @discardableResult
+  public func set(
+    _ key: RedisArgument, _ value: RedisArgument, expiresIn: Duration? = nil, onlyIfAbsent: Bool = false
+  ) throws(RedisError) -> Bool {
+    var arguments: [RedisArgument] = ["SET", key, value]
+    if let expiresIn { arguments += ["PX", .integer(try Self.milliseconds(expiresIn))] }
+    if onlyIfAbsent { arguments.append("NX") }
+    switch try command(arguments) {
+    case .status("OK"): return true
+    case .null: return false
+    case let other: throw .unexpectedReply(other)
+    }
+  }
+
+  /// The value, or nil when the key does not exist.
+  public func get(_ key: RedisArgument) throws(RedisError) -> [UInt8]? {
+    switch try command(["GET", key]) {
+    case .bulk(let bytes): return bytes
+    case .null: return nil
+    case let other: throw .unexpectedReply(other)
+    }
+  }
+
+  /// How many of the keys existed (and are now deleted).
+  @discardableResult
+  public func del(_ keys: [RedisArgument]) throws(RedisError) -> Int64 {
+    try integer(["DEL"] + keys)
+  }
+
+  /// Whether the key existed and now expires after `duration`.
+  @discardableResult
+  public func pexpire(_ key: RedisArgument, _ duration: Duration) throws(RedisError) -> Bool {
+    try integer(["PEXPIRE", key, .integer(try Self.milliseconds(duration))]) == 1
+  }
+
+  /// The value after incrementing (a missing key counts as 0).
+  @discardableResult
+  public func incr(_ key: RedisArgument) throws(RedisError) -> Int64 {
+    try integer(["INCR", key])
+  }
+
+  /// Runs the script by its SHA-1 (EVALSHA); when the server does not know it (NOSCRIPT: a new or
+  /// restarted server, SCRIPT FLUSH) sends its source with EVAL, which also caches it there.
+  @discardableResult
+  public func eval(_ script: RedisScript, keys: [RedisArgument] = [], arguments: [RedisArgument] = [])
+    throws(RedisError) -> RedisReply
+  {
+    let tail = [.integer(Int64(keys.count))] + keys + arguments
+    do {
+      return try command(["EVALSHA", .string(script.sha1)] + tail)
+    } catch .server(prefix: "NOSCRIPT", _) {
+      return try command(["EVAL", .string(script.source)] + tail)
+    }
+  }
+
+  private func integer(_ arguments: [RedisArgument]) throws(RedisError) -> Int64 {
+    let reply = try command(arguments)
+    guard case .integer(let value) = reply else { throw .unexpectedReply(reply) }
+    return value
+  }
+
+  /// Whole milliseconds, rounded up so that a positive duration never becomes 0 (which SET refuses).
+  static func milliseconds(_ duration: Duration) throws(RedisError) -> Int64 {
+    let components = duration.components
+    let (whole, overflow) = components.seconds.multipliedReportingOverflow(by: 1000)
+    guard !overflow else { throw .invalidRequest("duration \(duration) is too long") }
+    let atto = components.attoseconds
+    let fraction = atto / 1_000_000_000_000_000 + (atto % 1_000_000_000_000_000 > 0 ? 1 : 0)
+    return whole + fraction
+  }
+}

@@ -1,0 +1,212 @@
+import CRedis
+import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// One hiredis connection in blocking mode. Calls block the calling thread until the server
+/// answers, bounded by the configuration's timeouts. After a lost connection, a timeout or a
+/// protocol error the connection is closed and every later call fails: open a new one.
+public final class RedisConnection: @unchecked Sendable {
+  // @unchecked: `context` is only read or written under `lock`, which serialises every hiredis call on it.
+  private let lock = NSLock()
+  private var context: UnsafeMutablePointer<redisContext>?
+
+  public let configuration: RedisConfiguration
+
+  public convenience init(url: String, connectTimeout: Duration = .seconds(5), commandTimeout: Duration = .seconds(5))
+    throws(RedisError)
+  {
+    try self.init(RedisConfiguration(url: url, connectTimeout: connectTimeout, commandTimeout: commandTimeout))
+  }
+
+  public init(_ configuration: RedisConfiguration) throws(RedisError) {
+    self.configuration = configuration
+    // hiredis writes with write(2): a write to a connection the server reset would otherwise kill
+    // the process with SIGPIPE instead of failing with EPIPE (the project's other network modules
+    // ignore it too).
+    signal(SIGPIPE, SIG_IGN)
+    guard !configuration.host.utf8.contains(0) else { throw .invalidRequest("the host contains a NUL byte") }
+    guard
+      let connected = redisConnectWithTimeout(
+        configuration.host, Int32(clamping: configuration.port), Self.timeval(configuration.connectTimeout))
+    else { throw .connectionFailed(message: "hiredis could not allocate a context") }
+    guard connected.pointee.err == 0 else {
+      let message = Self.errorText(connected)
+      redisFree(connected)
+      throw .connectionFailed(message: message)
+    }
+    guard redisSetTimeout(connected, Self.timeval(configuration.commandTimeout)) == REDIS_OK else {
+      let message = Self.errorText(connected)
+      redisFree(connected)
+      throw .connectionFailed(message: "cannot set the command timeout: \(message)")
+    }
+    context = connected
+    if configuration.database != 0 {
+      do {
+        try command(["SELECT", .integer(Int64(configuration.database))])
+      } catch {
+        close()
+        throw .connectionFailed(message: "SELECT \(configuration.database): \(error)")
+      }
+    }
+  }
+
+  deinit { redisFree(context) }
+
+  /// Sends one command and waits for its reply. An error reply is thrown as `.server`.
+  @discardableResult
+  public func command(_ arguments: [RedisArgument]) throws(RedisError) -> RedisReply {
+    guard !arguments.isEmpty else { throw .invalidRequest("a command needs at least its name") }
+    let reply = try withContext { context throws(RedisError) in
+      let raw = Self.withArgv(arguments) { argc, argv, lengths in redisCommandArgv(context, argc, argv, lengths) }
+      return try take(raw, context)
+    }
+    if case .error(let prefix, let message) = reply { throw .server(prefix: prefix, message: message) }
+    return reply
+  }
+
+  /// Sends every command at once, then reads their replies, in order: one round trip. Error
+  /// replies stay in the result as `.error` values, so one failing command loses no other reply.
+  public func pipeline(_ commands: [[RedisArgument]]) throws(RedisError) -> [RedisReply] {
+    guard !commands.contains(where: \.isEmpty) else { throw .invalidRequest("a command needs at least its name") }
+    return try withContext { context throws(RedisError) in
+      for arguments in commands {
+        let status = Self.withArgv(arguments) { argc, argv, lengths in
+          redisAppendCommandArgv(context, argc, argv, lengths)
+        }
+        guard status == REDIS_OK else { throw fail(context) }
+      }
+      var replies: [RedisReply] = []
+      replies.reserveCapacity(commands.count)
+      for _ in commands {
+        var raw: UnsafeMutableRawPointer?
+        guard redisGetReply(context, &raw) == REDIS_OK else { throw fail(context) }
+        replies.append(try take(raw, context))
+      }
+      return replies
+    }
+  }
+
+  /// Whether the connection is still open as far as this side knows (no round trip).
+  public var isOpen: Bool {
+    lock.lock()
+    defer { lock.unlock() }
+    return context != nil
+  }
+
+  /// Hands the hiredis context over (to a subscriber, which reads it on its own thread); this
+  /// connection is closed from then on.
+  func detachContext() -> UnsafeMutablePointer<redisContext>? {
+    lock.lock()
+    defer { lock.unlock() }
+    let detached = context
+    context = nil
+    return detached
+  }
+
+  /// Closes the connection; later calls fail with `connectionLost`.
+  public func close() {
+    lock.lock()
+    defer { lock.unlock() }
+    redisFree(context)
+    context = nil
+  }
+
+  private func withContext<R>(
+    _ body: (UnsafeMutablePointer<redisContext>) throws(RedisError) -> R
+  ) throws(RedisError) -> R {
+    lock.lock()
+    defer { lock.unlock() }
+    guard let context else { throw .connectionLost(message: "the connection is closed") }
+    return try body(context)
+  }
+
+  /// Converts and frees a reply; a NULL one means the context failed. Called under `lock`.
+  private func take(_ raw: UnsafeMutableRawPointer?, _ context: UnsafeMutablePointer<redisContext>)
+    throws(RedisError) -> RedisReply
+  {
+    guard let raw else { throw fail(context) }
+    defer { freeReplyObject(raw) }
+    return Self.convert(raw.assumingMemoryBound(to: redisReply.self))
+  }
+
+  /// The error the context recorded; the context is freed, as hiredis cannot use it again (and
+  /// after a timeout a late reply would answer the next command). Called under `lock`.
+  private func fail(_ failed: UnsafeMutablePointer<redisContext>) -> RedisError {
+    // Read first: the free below may change errno.
+    let code = errno
+    let message = Self.errorText(failed)
+    let error: RedisError =
+      switch failed.pointee.err {
+      case REDIS_ERR_IO where code == EAGAIN || code == EWOULDBLOCK || code == ETIMEDOUT:
+        .timeout(message: "no reply within \(configuration.commandTimeout)")
+      case REDIS_ERR_PROTOCOL: .protocolError(message: message)
+      case REDIS_ERR_EOF: .connectionLost(message: "the server closed the connection")
+      default: .connectionLost(message: message)
+      }
+    redisFree(failed)
+    context = nil
+    return error
+  }
+
+  static func convert(_ reply: UnsafeMutablePointer<redisReply>) -> RedisReply {
+    let value = reply.pointee
+    func bytes() -> [UInt8] {
+      guard let str = value.str, value.len > 0 else { return [] }
+      return Array(UnsafeRawBufferPointer(start: str, count: value.len))
+    }
+    switch value.type {
+    case REDIS_REPLY_STATUS: return .status(String(decoding: bytes(), as: UTF8.self))
+    case REDIS_REPLY_ERROR: return RedisReply.serverError(String(decoding: bytes(), as: UTF8.self))
+    case REDIS_REPLY_INTEGER: return .integer(Int64(value.integer))
+    case REDIS_REPLY_STRING: return .bulk(bytes())
+    case REDIS_REPLY_ARRAY:
+      guard let element = value.element else { return .array([]) }
+      return .array((0..<value.elements).compactMap { index in element[index].map(convert) })
+    default: return .null
+    }
+  }
+
+  /// All arguments in one buffer (plus a byte, so that it is never empty and every pointer is
+  /// valid), and argv/argvlen pointing into it.
+  static func withArgv<R>(
+    _ arguments: [RedisArgument],
+    _ body: (Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>, UnsafePointer<Int>) -> R
+  ) -> R {
+    var buffer: [UInt8] = []
+    buffer.reserveCapacity(arguments.reduce(1) { $0 + $1.bytes.count })
+    var offsets: [Int] = []
+    for argument in arguments {
+      offsets.append(buffer.count)
+      buffer.append(contentsOf: argument.bytes)
+    }
+    buffer.append(0)
+    let lengths = arguments.map(\.bytes.count)
+    return buffer.withUnsafeBufferPointer { storage in
+      let base = storage.baseAddress.map(UnsafeRawPointer.init)
+      var argv: [UnsafePointer<CChar>?] = offsets.map { base?.advanced(by: $0).assumingMemoryBound(to: CChar.self) }
+      return argv.withUnsafeMutableBufferPointer { argvPointer in
+        lengths.withUnsafeBufferPointer { lengthPointer in
+          // Both buffers hold one entry per argument, so neither base address is nil.
+          body(
+            Int32(arguments.count), argvPointer.baseAddress.unsafelyUnwrapped,
+            lengthPointer.baseAddress.unsafelyUnwrapped)
+        }
+      }
+    }
+  }
+
+  static func errorText(_ context: UnsafeMutablePointer<redisContext>) -> String {
+    withUnsafeBytes(of: &context.pointee.errstr) { raw in
+      String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+    }
+  }
+
+  static func timeval(_ duration: Duration) -> Glibc.timeval {
+    let components = duration.components
+    let microseconds = components.attoseconds / 1_000_000_000_000
+    return Glibc.timeval(tv_sec: Int(max(0, components.seconds)), tv_usec: Int(max(0, microseconds)))
+  }
+}

@@ -1,0 +1,45 @@
+/// A server reply (RESP2: hiredis 0.14 has no RESP3 types). A nil bulk string and a nil array
+/// are both `.null`, as hiredis reports them alike.
+public indirect enum RedisReply: Sendable, Equatable {
+  case status(String)
+  /// An error reply; `prefix` is its first word when that is an upper-case code (WRONGTYPE,
+  /// NOSCRIPT, ERR...), else empty.
+  case error(prefix: String, message: String)
+  case integer(Int64)
+  case bulk([UInt8])
+  case null
+  case array([RedisReply])
+
+  /// A bulk or status reply as UTF-8 text (invalid sequences repaired).
+  public var string: String? {
+    switch self {
+    case .bulk(let bytes): String(decoding: bytes, as: UTF8.self)
+    case .status(let text): text
+    default: nil
+    }
+  }
+
+  public var bytes: [UInt8]? {
+    if case .bulk(let bytes) = self { return bytes }
+    return nil
+  }
+
+  public var integer: Int64? {
+    if case .integer(let value) = self { return value }
+    return nil
+  }
+
+  public var elements: [RedisReply]? {
+    if case .array(let elements) = self { return elements }
+    return nil
+  }
+
+  /// Splits "WRONGTYPE Operation against..." into its code and the rest.
+  static func serverError(_ text: String) -> RedisReply {
+    let word = text.prefix { $0 != " " }
+    guard !word.isEmpty, word.allSatisfy({ $0.isUppercase || $0.isNumber || $0 == "_" }) else {
+      return .error(prefix: "", message: text)
+    }
+    return .error(prefix: String(word), message: String(text.dropFirst(word.count).drop { $0 == " " }))
+  }
+}

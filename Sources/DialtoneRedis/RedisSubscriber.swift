@@ -1,0 +1,167 @@
+import CRedis
+import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// SUBSCRIBE on a connection of its own; messages arrive on `messages`, read by a dedicated thread
+/// (not the cooperative pool, which a blocking read would starve).
+///
+/// The buffer holds at most `bufferLimit` unread messages. When a message arrives with the buffer
+/// full, the stream ends with `RedisError.subscriberOverflow` after the buffered ones: what the
+/// consumer received is always a gap-free prefix, and it learns it must resynchronise instead of
+/// silently missing messages. A lost connection ends it with the connection error; `stop()` (or
+/// the consumer cancelling its iteration) ends it normally.
+public final class RedisSubscriber: Sendable {
+  public let messages: AsyncThrowingStream<RedisMessage, any Error>
+  private let reader: Reader
+
+  public init(_ configuration: RedisConfiguration, channels: [String], bufferLimit: Int = 1024) throws(RedisError) {
+    guard !channels.isEmpty else { throw .invalidRequest("subscribe to at least one channel") }
+    guard bufferLimit > 0 else { throw .invalidRequest("the buffer must hold at least one message") }
+    let context = try Self.subscribe(configuration, channels)
+    var wake: [Int32] = [-1, -1]
+    guard pipe(&wake) == 0 else {
+      redisFree(context)
+      throw .connectionFailed(message: "pipe() failed: errno \(errno)")
+    }
+    let (stream, continuation) = AsyncThrowingStream<RedisMessage, any Error>.makeStream(
+      bufferingPolicy: .bufferingOldest(bufferLimit))
+    let reader = Reader(
+      context: context, wakeRead: wake[0], wakeWrite: wake[1], continuation: continuation, bufferLimit: bufferLimit)
+    continuation.onTermination = { _ in reader.wake() }
+    messages = stream
+    self.reader = reader
+    let thread = Thread { reader.run() }
+    thread.name = "redis-subscriber"
+    thread.start()
+  }
+
+  deinit { reader.stop() }
+
+  /// Ends the stream and closes the connection; returns once the reader thread has finished
+  /// (which it does at once: it only ever blocks in poll, which the wake pipe ends), at most 5 s.
+  public func stop() { reader.stop() }
+
+  /// Connects and waits for every channel's confirmation, so that a message published once the
+  /// initialiser returns is delivered.
+  private static func subscribe(_ configuration: RedisConfiguration, _ channels: [String]) throws(RedisError)
+    -> UnsafeMutablePointer<redisContext>
+  {
+    let connection = try RedisConnection(configuration)
+    guard let context = connection.detachContext() else {
+      throw .connectionLost(message: "the connection is closed")
+    }
+    let arguments = ["SUBSCRIBE"] + channels.map(RedisArgument.string)
+    var raw = RedisConnection.withArgv(arguments) { argc, argv, lengths in
+      redisCommandArgv(context, argc, argv, lengths)
+    }
+    for index in channels.indices {
+      if index > 0 {
+        var next: UnsafeMutableRawPointer?
+        raw = redisGetReply(context, &next) == REDIS_OK ? next : nil
+      }
+      guard let reply = raw else {
+        let message = RedisConnection.errorText(context)
+        redisFree(context)
+        throw .connectionFailed(message: "SUBSCRIBE: \(message)")
+      }
+      let converted = RedisConnection.convert(reply.assumingMemoryBound(to: redisReply.self))
+      freeReplyObject(reply)
+      guard case .array(let parts) = converted, parts.first?.string == "subscribe" else {
+        redisFree(context)
+        throw .unexpectedReply(converted)
+      }
+    }
+    return context
+  }
+
+  /// What the reader thread owns, and how to stop it.
+  private final class Reader: @unchecked Sendable {
+    // @unchecked: `context` and `wakeRead` are used only by the reader thread until `done` is
+    // signalled; `stopped`, `closed` and writes to the wake pipe are under `lock`.
+    private let context: UnsafeMutablePointer<redisContext>
+    private let wakeRead: Int32
+    private let wakeWrite: Int32
+    private let continuation: AsyncThrowingStream<RedisMessage, any Error>.Continuation
+    private let done = DispatchSemaphore(value: 0)
+    private let lock = NSLock()
+    private var stopped = false
+    private var closed = false
+    private let bufferLimit: Int
+
+    init(
+      context: UnsafeMutablePointer<redisContext>, wakeRead: Int32, wakeWrite: Int32,
+      continuation: AsyncThrowingStream<RedisMessage, any Error>.Continuation, bufferLimit: Int
+    ) {
+      self.bufferLimit = bufferLimit
+      self.context = context
+      self.wakeRead = wakeRead
+      self.wakeWrite = wakeWrite
+      self.continuation = continuation
+    }
+
+    func run() {
+      continuation.finish(throwing: read())
+      redisFree(context)
+      done.signal()
+    }
+
+    /// Until stopped (nil) or failed (the error).
+    private func read() -> RedisError? {
+      while true {
+        var raw: UnsafeMutableRawPointer?
+        guard redisGetReplyFromReader(context, &raw) == REDIS_OK else {
+          return .protocolError(message: RedisConnection.errorText(context))
+        }
+        if let raw {
+          let reply = RedisConnection.convert(raw.assumingMemoryBound(to: redisReply.self))
+          freeReplyObject(raw)
+          guard case .array(let parts) = reply, parts.count == 3, parts[0].string == "message",
+            let channel = parts[1].string, let payload = parts[2].bytes
+          else { continue }
+          if case .dropped = continuation.yield(RedisMessage(channel: channel, payload: payload)) {
+            return .subscriberOverflow(limit: bufferLimit)
+          }
+          continue
+        }
+        var fds = [
+          pollfd(fd: context.pointee.fd, events: Int16(POLLIN), revents: 0),
+          pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
+        ]
+        let ready = poll(&fds, 2, -1)
+        if ready < 0 && errno == EINTR { continue }
+        if ready < 0 { return .connectionLost(message: "poll failed: errno \(errno)") }
+        if fds[1].revents != 0 { return nil }
+        if redisBufferRead(context) != REDIS_OK {
+          return context.pointee.err == REDIS_ERR_EOF
+            ? .connectionLost(message: "the server closed the connection")
+            : .connectionLost(message: RedisConnection.errorText(context))
+        }
+      }
+    }
+
+    /// Makes the reader thread stop at its next poll; never blocks.
+    func wake() {
+      lock.lock()
+      defer { lock.unlock() }
+      guard !stopped else { return }
+      stopped = true
+      var byte: UInt8 = 1
+      _ = write(wakeWrite, &byte, 1)
+    }
+
+    func stop() {
+      wake()
+      guard done.wait(timeout: .now() + 5) == .success else { return }
+      done.signal()
+      lock.lock()
+      defer { lock.unlock() }
+      guard !closed else { return }
+      closed = true
+      close(wakeRead)
+      close(wakeWrite)
+    }
+  }
+}

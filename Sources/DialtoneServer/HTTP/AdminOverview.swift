@@ -1,0 +1,90 @@
+import DialtoneProtocol
+
+/// `GET /admin/api/overview`: what the dashboard shows (docs/protocol.md §14.7).
+struct AdminOverview: Encodable, Sendable {
+  struct LiveCall: Encodable, Sendable {
+    var callId: String
+    var callerId: String
+    var calleeId: String
+    var state: String
+    var video: Bool
+    var createdAt: Int64
+    var answeredAt: Int64?
+  }
+
+  /// A call of the history with a summary of its final quality reports.
+  struct RecentCall: Encodable, Sendable {
+    var callId: String
+    var callerId: String
+    var calleeId: String
+    var answeredBy: String?
+    var video: Bool
+    var createdAt: Int64
+    var answeredAt: Int64?
+    var endedAt: Int64?
+    var endReason: String?
+    var durationMs: Int64?
+    var quality: Quality?
+  }
+
+  struct Quality: Encodable, Sendable {
+    var setupMs: Int?
+    var rttMs: Double?
+    var lossPercent: Double?
+    var relayed: Bool?
+  }
+
+  struct SetupTime: Encodable, Sendable {
+    var boundsMs: [Int]
+    var counts: [Int]
+    var samples: Int
+    var p50Ms: Int?
+    var p90Ms: Int?
+  }
+
+  struct Bucket: Encodable, Sendable {
+    var start: Int64
+    var ended: [String: Int]
+    var pushesSent: Int
+    var pushFailures: Int
+    var relayed: Int
+    var direct: Int
+  }
+
+  struct Timeline: Encodable, Sendable {
+    var bucketSeconds: Int64
+    var buckets: [Bucket]
+  }
+
+  struct TurnShare: Encodable, Sendable {
+    var relayed: Int
+    var direct: Int
+  }
+
+  var version: String
+  var startedAt: Int64
+  var now: Int64
+  var sockets: Int
+  var sessions: Int
+  var liveGroupCalls: Int
+  var liveCalls: [LiveCall]
+  var recentCalls: [RecentCall]
+  var setupTime: SetupTime
+  var timeline: Timeline
+  var turnShare: TurnShare
+}
+
+extension AdminOverview.Quality {
+  /// The worse of the two sides: the longest set-up, the highest RTT and loss; relayed if
+  /// either side was. Interim reports count when no final one came.
+  init?(_ reports: [StoredQualityReport]) {
+    let finals = reports.filter(\.report.final)
+    let used = (finals.isEmpty ? reports : finals).map(\.report)
+    guard !used.isEmpty else { return nil }
+    setupMs = used.compactMap { $0.milestones?.setupMs }.max()
+    rttMs = used.compactMap(\.rttMs).max()
+    lossPercent = used.compactMap(\.lossPercent).max()
+    let paths = used.compactMap(\.relayed)
+    relayed = paths.isEmpty ? nil : paths.contains(true)
+  }
+}

@@ -1,0 +1,227 @@
+import DialtonePostgres
+import DialtoneTestSupport
+import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// A throwaway PostgreSQL server: a fresh cluster in a temporary directory, listening on
+/// 127.0.0.1 (a free port, trust authentication) and on a socket inside that directory. Every
+/// wait is bounded; `stop` removes everything.
+actor ScratchPostgres {
+  struct Failure: Error, CustomStringConvertible {
+    let description: String
+  }
+
+  /// The superuser initdb creates.
+  static let user = "dialtone"
+
+  nonisolated let directory: String
+  nonisolated let port: Int
+  private let binaries: PostgresBinaries
+  private var server: Process?
+
+  private var dataDirectory: String { directory + "/data" }
+  private var logPath: String { directory + "/postgres.log" }
+
+  private init(directory: String, port: Int, binaries: PostgresBinaries) {
+    self.directory = directory
+    self.port = port
+    self.binaries = binaries
+  }
+
+  /// initdb, then the server on a free port (another pick if the port was taken meanwhile).
+  static func start() async throws -> ScratchPostgres {
+    let binaries = try PostgresBinaries.locate()
+    let suffix = UUID().uuidString.prefix(8).lowercased()
+    // Short: the socket path (directory + "/.s.PGSQL.PORT") must fit in 107 bytes.
+    let directory = NSTemporaryDirectory() + "dtpg-\(suffix)"
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    do {
+      try own(directory, binaries)
+      try await initialize(directory, binaries)
+      var lastError: Error = Failure(description: "no start attempted")
+      for _ in 0..<3 {
+        let server = ScratchPostgres(directory: directory, port: try LoopbackListener.freePort(), binaries: binaries)
+        do {
+          try await server.launch()
+          return server
+        } catch {
+          lastError = error
+          guard server.log.contains("could not bind") || server.log.contains("already in use") else { throw error }
+        }
+      }
+      throw lastError
+    } catch {
+      try? FileManager.default.removeItem(atPath: directory)
+      throw error
+    }
+  }
+
+  /// A URL for database `postgres`; `schema` (created by `freshSchema`) becomes the search path.
+  nonisolated func url(schema: String? = nil, applicationName: String? = nil) -> String {
+    var options: [String] = []
+    if let schema { options.append("options=-csearch_path%3D\(schema)") }
+    if let applicationName { options.append("application_name=\(applicationName)") }
+    let query = options.isEmpty ? "" : "?" + options.joined(separator: "&")
+    return "postgres://\(Self.user)@127.0.0.1:\(port)/postgres\(query)"
+  }
+
+  /// A new empty schema, so that tests sharing the server never see each other's tables; returns
+  /// the URL that uses it.
+  nonisolated func freshSchema(applicationName: String? = nil) throws -> String {
+    let schema = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+    let admin = try PostgresConnection(url: url())
+    try admin.execute("CREATE SCHEMA \(schema)")
+    return url(schema: schema, applicationName: applicationName)
+  }
+
+  /// SIGKILL for the server and all its processes at once, as a crash or the OOM killer would.
+  func kill() async {
+    guard let server else { return }
+    self.server = nil
+    // An exited server's pid may already belong to another process.
+    guard server.isRunning else { return }
+    let pid = server.processIdentifier
+    // Stopped first, so that it forks nothing between listing its children and their deaths.
+    Glibc.kill(pid, SIGSTOP)
+    let children = Self.children(of: pid)
+    for child in children { Glibc.kill(child, SIGKILL) }
+    Glibc.kill(pid, SIGKILL)
+    await Self.wait(seconds: 10) { !server.isRunning && children.allSatisfy(Self.isGone) }
+  }
+
+  /// Starts the server again on the same port and data (after `kill`: crash recovery).
+  func restart() async throws { try await launch() }
+
+  /// Fast shutdown (SIGINT: PostgreSQL's SIGTERM would wait for every client to leave), SIGKILL
+  /// if it has not exited within 10 s; then the directory goes.
+  func stop() async {
+    if let server, server.isRunning {
+      server.interrupt()
+      await Self.wait(seconds: 10) { !server.isRunning }
+    }
+    await kill()
+    try? FileManager.default.removeItem(atPath: directory)
+  }
+
+  nonisolated var log: String { (try? String(contentsOfFile: directory + "/postgres.log", encoding: .utf8)) ?? "" }
+
+  private func launch() async throws {
+    if !FileManager.default.fileExists(atPath: logPath) {
+      guard FileManager.default.createFile(atPath: logPath, contents: nil) else {
+        throw Failure(description: "cannot create \(logPath)")
+      }
+    }
+    let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+    log.seekToEndOfFile()
+    let process = try Self.spawn(
+      binaries.launcher + [
+        binaries.path("postgres"), "-D", dataDirectory, "-h", "127.0.0.1", "-p", String(port), "-k", directory,
+        // A scratch cluster: durability buys nothing here, speed does.
+        "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+        "-c", "shared_buffers=16MB", "-c", "max_connections=60",
+      ], in: directory, output: log)
+    server = process
+    let ready = await Self.wait(seconds: 15) {
+      guard process.isRunning else { return true }
+      let probe = [binaries.path("pg_isready"), "-q", "-h", "127.0.0.1", "-p", String(port), "-t", "2"]
+      return (try? await Self.run(probe, in: directory, timeout: 5)) == 0
+    }
+    guard ready, process.isRunning else {
+      await kill()
+      throw Failure(description: "postgres did not start (ready: \(ready)): \(self.log.suffix(2000))")
+    }
+  }
+
+  private static func initialize(_ directory: String, _ binaries: PostgresBinaries) async throws {
+    let data = directory + "/data"
+    let status = try await run(
+      binaries.launcher + [
+        binaries.path("initdb"), "-D", data, "-U", user, "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync",
+        "--no-instructions",
+      ], in: directory, timeout: 60, outputPath: directory + "/initdb.log")
+    guard status == 0 else {
+      let output = (try? String(contentsOfFile: directory + "/initdb.log", encoding: .utf8)) ?? ""
+      throw Failure(description: "initdb exited \(status): \(output)")
+    }
+    // Only this machine, and no password: a scratch server.
+    let hba = "local all all trust\nhost all all 127.0.0.1/32 trust\n"
+    try hba.write(toFile: data + "/pg_hba.conf", atomically: false, encoding: .utf8)
+    try own(data + "/pg_hba.conf", binaries)
+  }
+
+  private static func own(_ path: String, _ binaries: PostgresBinaries) throws {
+    guard let owner = binaries.owner else { return }
+    guard chown(path, owner.uid, owner.gid) == 0 else { throw Failure(description: "chown \(path): errno \(errno)") }
+  }
+
+  private static func spawn(_ arguments: [String], in directory: String, output: FileHandle) throws -> Process {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: arguments[0])
+    process.arguments = Array(arguments.dropFirst())
+    process.currentDirectoryURL = URL(fileURLWithPath: directory)
+    process.environment = ["PATH": "/usr/bin:/bin", "LC_ALL": "C"]
+    process.standardInput = FileHandle.nullDevice
+    process.standardOutput = output
+    process.standardError = output
+    try process.run()
+    return process
+  }
+
+  /// Runs a program to its end (SIGKILL after `timeout` seconds); returns its exit status.
+  private static func run(_ arguments: [String], in directory: String, timeout: Double, outputPath: String? = nil)
+    async throws -> Int32
+  {
+    let output: FileHandle
+    if let outputPath {
+      guard FileManager.default.createFile(atPath: outputPath, contents: nil) else {
+        throw Failure(description: "cannot create \(outputPath)")
+      }
+      output = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
+    } else {
+      output = FileHandle.nullDevice
+    }
+    let process = try spawn(arguments, in: directory, output: output)
+    guard await wait(seconds: timeout, until: { !process.isRunning }) else {
+      Glibc.kill(process.processIdentifier, SIGKILL)
+      _ = await wait(seconds: 5) { !process.isRunning }
+      throw Failure(description: "\(arguments.joined(separator: " ")) did not finish within \(timeout) s")
+    }
+    return process.terminationStatus
+  }
+
+  /// Polls `condition` every 20 ms for up to `seconds`; whether it held.
+  @discardableResult
+  static func wait(
+    isolation: isolated (any Actor)? = #isolation, seconds: Double, until condition: () async -> Bool
+  ) async -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+      if await condition() { return true }
+      try? await Task.sleep(for: .milliseconds(20))
+    }
+    return await condition()
+  }
+
+  /// The processes whose parent is `pid` (/proc/N/stat's fourth field).
+  private static func children(of pid: Int32) -> [Int32] {
+    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    return entries.compactMap { Int32($0) }.filter { candidate in
+      guard let stat = try? String(contentsOfFile: "/proc/\(candidate)/stat", encoding: .utf8),
+        let close = stat.lastIndex(of: ")")
+      else { return false }
+      let fields = stat[stat.index(after: close)...].split(separator: " ")
+      return fields.count > 1 && Int32(fields[1]) == pid
+    }
+  }
+
+  /// Exited: no /proc entry, or a zombie nobody reaped yet (its sockets are closed either way).
+  private static func isGone(_ pid: Int32) -> Bool {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+      let close = stat.lastIndex(of: ")")
+    else { return true }
+    return stat[stat.index(after: close)...].split(separator: " ").first == "Z"
+  }
+}
