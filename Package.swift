@@ -41,6 +41,8 @@ let package = Package(
     .target(name: "DialtonePostgres", dependencies: ["CPostgres"]),
     // The cluster's Redis client (presence, routing, resume): hiredis behind a pointer-free API.
     .target(name: "DialtoneRedis", dependencies: ["CRedis", "DialtoneCrypto"]),
+    // What the cluster's nodes share in Redis: presence, and session state any node resumes.
+    .target(name: "DialtoneCluster", dependencies: ["DialtoneRedis"]),
     // Counters, gauges and histograms, and their Prometheus text exposition.
     .target(name: "DialtoneMetrics", dependencies: ["DialtoneSupport"]),
     .target(name: "DialtoneHTTPClient", dependencies: ["CCurl"]),
@@ -104,7 +106,7 @@ let package = Package(
     // Runs a scratch PostgreSQL server of its own (Debian's postgresql package).
     .testTarget(name: "DialtonePostgresTests", dependencies: ["DialtonePostgres", "DialtoneTestSupport"]),
     // Runs a scratch redis-server of its own (Debian's redis-server package).
-    .testTarget(name: "DialtoneRedisTests", dependencies: ["DialtoneRedis", "DialtoneTestSupport"]),
+    .testTarget(name: "DialtoneRedisTests", dependencies: ["DialtoneRedis", "DialtoneCluster", "DialtoneTestSupport"]),
     .testTarget(name: "DialtoneMetricsTests", dependencies: ["DialtoneMetrics"]),
     .testTarget(name: "DialtoneFuzzTargetsTests", dependencies: ["DialtoneFuzzTargets"]),
     .testTarget(

@@ -13,3 +13,10 @@ public struct RedisArgument: Sendable, Hashable, ExpressibleByStringLiteral, Exp
   public static func string(_ string: String) -> RedisArgument { RedisArgument(string) }
   public static func integer(_ integer: Int64) -> RedisArgument { RedisArgument(integer) }
 }
+
+extension RedisArgument {
+  /// A duration as whole milliseconds (rounded up, as PX, PEXPIRE and BLOCK take them).
+  public static func milliseconds(_ duration: Duration) throws(RedisError) -> RedisArgument {
+    .integer(try RedisConnection.milliseconds(duration))
+  }
+}

@@ -1,0 +1,129 @@
+import DialtoneRedis
+
+/// Which node holds which device's socket, shared by every node of a cluster. A node is alive
+/// while its heartbeat key exists; the devices it registered count only while it is, so a node
+/// that dies (kill -9, power) drops out by itself when its heartbeat expires, with no per-device
+/// refresh traffic. Entries of dead nodes are removed when next read.
+///
+/// Blocking calls: run them off the cooperative pool.
+public final class ClusterPresence: Sendable {
+  /// A device's current socket: the node holding it and the session it resumes.
+  public struct Holder: Sendable, Equatable {
+    public let deviceId: String
+    public let node: String
+    public let sessionID: String
+
+    public init(deviceId: String, node: String, sessionID: String) {
+      self.deviceId = deviceId
+      self.node = node
+      self.sessionID = sessionID
+    }
+  }
+
+  private let redis: RedisConnection
+  /// How long a node counts as alive after its last heartbeat.
+  public let nodeExpiry: Duration
+
+  public init(_ redis: RedisConnection, nodeExpiry: Duration) {
+    self.redis = redis
+    self.nodeExpiry = nodeExpiry
+  }
+
+  /// Marks `node` alive for `nodeExpiry` more (call it several times per expiry).
+  public func heartbeat(_ node: String) throws(RedisError) {
+    try Self.check(node, "node")
+    try redis.set(Self.nodeKey(node), "alive", expiresIn: nodeExpiry)
+  }
+
+  public func isAlive(_ node: String) throws(RedisError) -> Bool {
+    try redis.command(["EXISTS", Self.nodeKey(node)]) == .integer(1)
+  }
+
+  /// A draining or stopping node leaves at once instead of waiting for its heartbeat to expire.
+  public func leave(_ node: String) throws(RedisError) {
+    try redis.del([Self.nodeKey(node)])
+  }
+
+  /// The device's socket is now on `node`: what held it before (on a node alive or not), which
+  /// that node should close as replaced.
+  @discardableResult
+  public func register(_ holder: Holder, of userId: String) throws(RedisError) -> Holder? {
+    try Self.check(holder.node, "node")
+    try Self.check(holder.sessionID, "session id")
+    let reply = try redis.eval(
+      Self.registerScript, keys: [Self.userKey(userId)],
+      arguments: [.string(holder.deviceId), .string(Self.value(holder))])
+    switch reply {
+    case .null: return nil
+    case .bulk(let bytes): return Self.holder(holder.deviceId, String(decoding: bytes, as: UTF8.self))
+    default: throw .unexpectedReply(reply)
+    }
+  }
+
+  /// Removes the device's entry if it still names this holder: a socket that closed late on its
+  /// old node never removes the device's newer socket elsewhere. Whether it did.
+  @discardableResult
+  public func unregister(_ holder: Holder, of userId: String) throws(RedisError) -> Bool {
+    let reply = try redis.eval(
+      Self.unregisterScript, keys: [Self.userKey(userId)],
+      arguments: [.string(holder.deviceId), .string(Self.value(holder))])
+    return reply == .integer(1)
+  }
+
+  /// The user's devices with a socket on a live node, by device id.
+  public func devices(of userId: String) throws(RedisError) -> [Holder] {
+    let reply = try redis.command(["HGETALL", Self.userKey(userId)])
+    guard let flat = reply.elements, flat.count.isMultiple(of: 2) else { throw .unexpectedReply(reply) }
+    var holders: [Holder] = []
+    for index in stride(from: 0, to: flat.count, by: 2) {
+      guard let device = flat[index].string, let value = flat[index + 1].string,
+        let holder = Self.holder(device, value)
+      else { throw .unexpectedReply(reply) }
+      holders.append(holder)
+    }
+    let nodes = Array(Set(holders.map(\.node))).sorted()
+    guard !nodes.isEmpty else { return [] }
+    let alive = try redis.pipeline(nodes.map { ["EXISTS", Self.nodeKey($0)] })
+    let live = Set(zip(nodes, alive).filter { $0.1 == .integer(1) }.map(\.0))
+    for holder in holders where !live.contains(holder.node) { try unregister(holder, of: userId) }
+    return holders.filter { live.contains($0.node) }.sorted { $0.deviceId < $1.deviceId }
+  }
+
+  // MARK: Layout
+
+  static func nodeKey(_ node: String) -> RedisArgument { .string("dt:node:{\(node)}") }
+  static func userKey(_ userId: String) -> RedisArgument { .string("dt:presence:{\(userId)}") }
+
+  /// "node\nsession": neither may hold a newline (`check`).
+  private static func value(_ holder: Holder) -> String { holder.node + "\n" + holder.sessionID }
+
+  private static func holder(_ deviceId: String, _ value: String) -> Holder? {
+    let parts = value.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
+    guard parts.count == 2 else { return nil }
+    return Holder(deviceId: deviceId, node: String(parts[0]), sessionID: String(parts[1]))
+  }
+
+  private static func check(_ value: String, _ what: String) throws(RedisError) {
+    guard !value.isEmpty, !value.contains("\n") else {
+      throw .invalidRequest("a \(what) must be non-empty and hold no newline")
+    }
+  }
+
+  /// ARGV: device, value. Returns the previous value or nil.
+  static let registerScript = RedisScript(
+    """
+    local previous = redis.call('HGET', KEYS[1], ARGV[1])
+    redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+    if previous == ARGV[2] then return nil end
+    return previous
+    """)
+
+  /// ARGV: device, value. Deletes only a matching entry.
+  static let unregisterScript = RedisScript(
+    """
+    if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+      return redis.call('HDEL', KEYS[1], ARGV[1])
+    end
+    return 0
+    """)
+}

@@ -1,0 +1,83 @@
+import DialtoneCluster
+import DialtoneRedis
+import Foundation
+import Testing
+
+extension RedisTests {
+  @Suite struct ClusterPresenceBehaviour {
+    private func presence(nodeExpiry: Duration = .seconds(60)) throws -> ClusterPresence {
+      ClusterPresence(try SharedRedis.server().connect(), nodeExpiry: nodeExpiry)
+    }
+
+    private func user() -> String { "u-" + UUID().uuidString }
+
+    private func node() -> String { "node-" + UUID().uuidString.prefix(8) }
+
+    @Test func devicesOnLiveNodesAreListed() throws {
+      let presence = try presence()
+      let (alice, n1, n2) = (user(), node(), node())
+      try presence.heartbeat(n1)
+      try presence.heartbeat(n2)
+      let phone = ClusterPresence.Holder(deviceId: "phone", node: n1, sessionID: "s1")
+      let laptop = ClusterPresence.Holder(deviceId: "laptop", node: n2, sessionID: "s2")
+      #expect(try presence.register(phone, of: alice) == nil)
+      #expect(try presence.register(laptop, of: alice) == nil)
+      #expect(try presence.devices(of: alice) == [laptop, phone])
+      #expect(try presence.devices(of: user()) == [])
+    }
+
+    @Test func aDeviceMovingToAnotherNodeNamesItsOldSocket() throws {
+      let presence = try presence()
+      let (alice, n1, n2) = (user(), node(), node())
+      try presence.heartbeat(n1)
+      try presence.heartbeat(n2)
+      let before = ClusterPresence.Holder(deviceId: "phone", node: n1, sessionID: "s1")
+      let after = ClusterPresence.Holder(deviceId: "phone", node: n2, sessionID: "s1")
+      try presence.register(before, of: alice)
+      #expect(try presence.register(after, of: alice) == before)
+      #expect(try presence.register(after, of: alice) == nil)  // the same socket again: nothing replaced
+      // The old node's late close does not remove the device's newer socket.
+      #expect(try !presence.unregister(before, of: alice))
+      #expect(try presence.devices(of: alice) == [after])
+      #expect(try presence.unregister(after, of: alice))
+      #expect(try presence.devices(of: alice) == [])
+    }
+
+    @Test func aDeadNodesDevicesDropOutByThemselves() async throws {
+      let presence = try presence(nodeExpiry: .milliseconds(300))
+      let (alice, dying, living) = (user(), node(), node())
+      try presence.heartbeat(dying)
+      try presence.heartbeat(living)
+      let lost = ClusterPresence.Holder(deviceId: "phone", node: dying, sessionID: "s1")
+      let kept = ClusterPresence.Holder(deviceId: "laptop", node: living, sessionID: "s2")
+      try presence.register(lost, of: alice)
+      try presence.register(kept, of: alice)
+      // Only `living` keeps beating: `dying` was killed.
+      let dropped = await ScratchRedis.wait(seconds: 10) {
+        try? presence.heartbeat(living)
+        return (try? presence.devices(of: alice)) == [kept]
+      }
+      #expect(dropped)
+      #expect(try !presence.isAlive(dying))
+      #expect(try presence.isAlive(living))
+    }
+
+    @Test func aLeavingNodeDropsOutAtOnce() throws {
+      let presence = try presence()
+      let (alice, n1) = (user(), node())
+      try presence.heartbeat(n1)
+      try presence.register(.init(deviceId: "phone", node: n1, sessionID: "s1"), of: alice)
+      try presence.leave(n1)
+      #expect(try presence.devices(of: alice) == [])
+    }
+
+    @Test func namesThatWouldCorruptAnEntryAreRefused() throws {
+      let presence = try presence()
+      #expect(throws: RedisError.self) { try presence.heartbeat("bad\nnode") }
+      #expect(throws: RedisError.self) {
+        try presence.register(.init(deviceId: "phone", node: "n", sessionID: "s\n1"), of: user())
+      }
+      #expect(throws: RedisError.self) { try presence.heartbeat("") }
+    }
+  }
+}
