@@ -39,7 +39,7 @@ final class HTTPExchange {
     if !headersSent {
       headersSent = true
       guard writeHeaders(response, bodyLength: response.body.count) else { return .failed }
-      if response.body.isEmpty || isHead { return .done }
+      if response.body.isEmpty || isHead || response.hasNoContent { return .done }
       lws_callback_on_writable(wsi)
       return .more
     }
@@ -64,8 +64,16 @@ final class HTTPExchange {
       let start = base + preamble
       let end = start + capacity - 1
       var cursor: UnsafeMutablePointer<UInt8>? = start
-      let failed = response.contentType.withCString { type in
-        lws_add_http_common_headers(wsi, UInt32(response.status), type, lws_filepos_t(bodyLength), &cursor, end) != 0
+      let failed: Bool
+      if response.hasNoContent {
+        // RFC 9110 §8.6 and §15.3.5: a 204 (or 304) carries no Content-Length and no body, so
+        // no content type either; lws's common headers would add both.
+        failed = lws_add_http_header_status(wsi, UInt32(response.status), &cursor, end) != 0
+      } else {
+        failed = response.contentType.withCString { type in
+          lws_add_http_common_headers(wsi, UInt32(response.status), type, lws_filepos_t(bodyLength), &cursor, end)
+            != 0
+        }
       }
       if failed { return false }
       for field in response.headers + [HTTPHeaderField("cache-control", "no-store")] {

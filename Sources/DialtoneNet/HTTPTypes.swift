@@ -85,6 +85,9 @@ public struct HTTPResponse: Sendable {
     self.body = body
   }
 
+  /// A status that never carries content (RFC 9110 §6.4.1): no body is written, whatever `body` holds.
+  public var hasNoContent: Bool { status == 204 || status == 304 || (100..<200).contains(status) }
+
   public static func json<T: Encodable>(_ value: T, status: Int = 200) -> HTTPResponse {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]

@@ -94,6 +94,24 @@ import Testing
     #expect(statuses == [201, 200])
   }
 
+  /// RFC 9110 §8.6: no Content-Length (nor type) on a 204, and the connection goes on.
+  @Test func aNoContentAnswerCarriesNoLengthAndKeepsTheConnection() async throws {
+    let server = try startServer(EchoHandler())
+    let port = server.port
+    let (deleted, next) = try await blockingIO {
+      let connection = try RawHTTPConnection(port: port)
+      connection.send("DELETE /items/a HTTP/1.1\r\nHost: x\r\n\r\n")
+      let deleted = connection.readResponse()
+      connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+      return (deleted, connection.readResponse())
+    }
+    await server.stop()
+    #expect(deleted?.status == 204)
+    #expect(deleted?.headers["content-length"] == nil, "\(deleted?.head ?? "")")
+    #expect(deleted?.headers["content-type"] == nil, "\(deleted?.head ?? "")")
+    #expect(next?.status == 200)
+  }
+
   /// lws 4.1's default header table (4 KiB) dropped such a request without a response.
   @Test func aTenKilobyteHeaderFitsTheDefaultTable() async throws {
     let server = try startServer(EchoHandler())
