@@ -29,10 +29,11 @@ public final class DialtoneServer: Sendable {
     try await self.init(configuration: configuration, clock: clock, store: store, liveCalls: nil)
   }
 
-  /// `liveCalls` replaces the live-call journal's store (tests that stall or fail its writes).
+  /// `liveCalls` replaces the live-call journal's store (tests that stall or fail its writes);
+  /// `remoteDevices` is what the hub reaches on other nodes (none on a single server).
   init(
     configuration: ServerConfiguration, clock: any DialtoneClock, store: (any ServerStore)?,
-    liveCalls: (any LiveCallStore)?
+    liveCalls: (any LiveCallStore)?, remoteDevices: any RemoteDevices = NoRemoteDevices()
   ) async throws {
     self.configuration = configuration
     let log = Log(level: configuration.logLevel, subsystem: "server", format: configuration.logFormat)
@@ -71,7 +72,7 @@ public final class DialtoneServer: Sendable {
         limits: configuration.limits),
       clock: clock, authenticator: authenticator, iceServers: iceServers, router: router, groups: groups, sfu: sfu,
       effectSink: sink, journal: journal, liveCalls: liveCalls, executor: executor, observations: observations,
-      quality: callStore, log: log.scoped("signaling"))
+      quality: callStore, remote: remoteDevices, log: log.scoped("signaling"))
     let hub = self.hub
     journal.start { ticket in hub.deliver(.journalCommitted(ticket)) }
     let interrupted = try liveCalls.completeInterruptedGroupCalls()

@@ -15,10 +15,12 @@ private func hex(_ prefix: String) -> String { prefix + String(repeating: "a", c
     let apns: APNsMock
     let fcm: FCMMock
 
-    static func start(_ extra: (inout ServerConfiguration) -> Void = { _ in }) async throws -> Rig {
+    static func start(
+      remoteDevices: any RemoteDevices = NoRemoteDevices(), _ extra: (inout ServerConfiguration) -> Void = { _ in }
+    ) async throws -> Rig {
       let apns = try APNsMock.start()
       let fcm = try FCMMock.start()
-      let server = try await TestServer { c in
+      let configure: (inout ServerConfiguration) -> Void = { c in
         c.apnsKeyFile = apns.keyFile
         c.apnsKeyID = apns.keyID
         c.apnsTeamID = apns.teamID
@@ -29,6 +31,7 @@ private func hex(_ prefix: String) -> String { prefix + String(repeating: "a", c
         c.pushRetryFirstDelay = 0.05
         extra(&c)
       }
+      let server = try await TestServer(configure: configure, remoteDevices: remoteDevices)
       return Rig(server: server, apns: apns, fcm: fcm)
     }
 
@@ -146,6 +149,20 @@ private func hex(_ prefix: String) -> String { prefix + String(repeating: "a", c
     let alice = try await rig.server.connect("alice")
     _ = try await alice.request(.invite(.init(callId: "call-push-2", to: "bob", video: false)))
     _ = try await bob.expect(.invite)
+    try await Task.sleep(for: .milliseconds(300))
+    #expect(rig.apns.process.requests().isEmpty)
+    await rig.stop()
+  }
+
+  /// A device connected to another node of a cluster needs no push either; the user's others do.
+  @Test func aDeviceConnectedToAnotherNodeIsNotPushed() async throws {
+    let rig = try await Rig.start(remoteDevices: RecordingRemoteDevices(elsewhere: ["bob": ["iphone"]]))
+    try await rig.registerIPhone("bob", device: "iphone", voip: hex("ac"))
+    try await rig.registerAndroid("bob", device: "pixel", token: "fcm-remote-seam")
+    let alice = try await rig.server.connect("alice")
+    _ = try await alice.request(.invite(.init(callId: "call-push-remote", to: "bob", video: false)))
+    let pushed = await eventually { !rig.fcm.process.requests().isEmpty }
+    #expect(pushed)
     try await Task.sleep(for: .milliseconds(300))
     #expect(rig.apns.process.requests().isEmpty)
     await rig.stop()

@@ -23,7 +23,7 @@ final class TestServer: Sendable {
 
   init(
     configure: (inout ServerConfiguration) -> Void = { _ in }, dataDirectory: String? = nil,
-    liveCalls: (any LiveCallStore)? = nil
+    liveCalls: (any LiveCallStore)? = nil, remoteDevices: any RemoteDevices = NoRemoteDevices()
   ) async throws {
     clock = ManualClock()
     let directory = dataDirectory ?? NSTemporaryDirectory() + "dialtone-test-\(UUID().uuidString)"
@@ -35,7 +35,8 @@ final class TestServer: Sendable {
     configuration.logLevel = ProcessInfo.processInfo.environment["DIALTONE_TEST_LOG"] == nil ? .error : .debug
     configuration.drainSeconds = 2
     configure(&configuration)
-    server = try await DialtoneServer(configuration: configuration, clock: clock, store: nil, liveCalls: liveCalls)
+    server = try await DialtoneServer(
+      configuration: configuration, clock: clock, store: nil, liveCalls: liveCalls, remoteDevices: remoteDevices)
     client = try WebSocketClient()
   }
 

@@ -56,6 +56,7 @@ public actor SignalingHub {
   private let liveCalls: any LiveCallStore
   private let observations: Observations
   private let quality: any QualityStore
+  private let remote: any RemoteDevices
 
   /// An outcome waiting for the journal: the request's reply and the effects, applied together.
   private struct Output {
@@ -94,7 +95,7 @@ public actor SignalingHub {
     settings: Settings, clock: any DialtoneClock, authenticator: TokenAuthenticator, iceServers: IceServerIssuer,
     router: CallRouter, groups: GroupCallRouter = GroupCallRouter(), sfu: (any SFUBackend)? = nil,
     effectSink: any CallEffectSink, journal: CallJournal, liveCalls: any LiveCallStore, executor: NetworkExecutor,
-    observations: Observations, quality: any QualityStore, log: Log
+    observations: Observations, quality: any QualityStore, remote: any RemoteDevices = NoRemoteDevices(), log: Log
   ) {
     self.settings = settings
     self.clock = clock
@@ -108,6 +109,7 @@ public actor SignalingHub {
     self.liveCalls = liveCalls
     self.observations = observations
     self.quality = quality
+    self.remote = remote
     self.log = log
     self.executor = executor
     invites = RateLimiter(settings.limits.inviteRate)
@@ -369,6 +371,7 @@ public actor SignalingHub {
     sessionTimers.removeValue(forKey: session.id)?.cancel()
     sockets[connection.id]?.session = session
     sockets[connection.id]?.helloTimer = nil
+    remote.attached(identity, session: session.id)
 
     var welcome = ServerMessage.Welcome(
       replyTo: helloID, sessionId: session.id, userId: identity.userId, deviceId: identity.deviceId,
@@ -406,6 +409,7 @@ public actor SignalingHub {
     let now = clock.now
     session.detach(now: now)
     let id = session.id
+    remote.detached(session.identity, session: id, ended: false)
     sessionTimers[id]?.cancel()
     sessionTimers[id] = clock.schedule(after: settings.resumeWindow) { [self] in
       deliver(.sessionExpiry(sessionID: id))
@@ -419,6 +423,7 @@ public actor SignalingHub {
     sessions.removeValue(forKey: session.id)
     sessionTimers.removeValue(forKey: session.id)?.cancel()
     let identity = session.identity
+    remote.detached(identity, session: session.id, ended: true)
     if devices[identity.userId]?[identity.deviceId] === session {
       devices[identity.userId]?[identity.deviceId] = nil
       if devices[identity.userId]?.isEmpty == true { devices[identity.userId] = nil }
@@ -671,7 +676,7 @@ public actor SignalingHub {
     case .send(let message, let callId, let who):
       // Results for a device that has left meanwhile are stale.
       guard groups.isJoined(who, in: callId) else { return }
-      devices[who.userId]?[who.deviceId]?.deliver(message)
+      deliver(message, toDevice: who.deviceId, of: who.userId)
     case .callFailed(let callId, let reason):
       log.error("group call \(callId): media failed: \(reason)", callId: callId)
       emit(Output(effects: persistingGroup(groups.mediaFailed(callId, now: clock.now), callId)), for: callId)
@@ -702,9 +707,13 @@ public actor SignalingHub {
       case .send(let message, let recipient):
         switch recipient {
         case .device(let userId, let deviceId):
-          devices[userId]?[deviceId]?.deliver(message)
+          deliver(message, toDevice: deviceId, of: userId)
         case .user(let userId, let exceptDevice):
-          guard let sessions = devices[userId] else { break }
+          let sessions = devices[userId] ?? [:]
+          var skipping = Set(sessions.keys)
+          if let exceptDevice { skipping.insert(exceptDevice) }
+          remote.deliver(message, to: userId, device: nil, skipping: skipping)
+          guard !sessions.isEmpty else { break }
           let excluded = exceptDevice.map { sessions[$0] == nil ? 0 : 1 } ?? 0
           if sessions.count - excluded == 1 {
             // The usual case, one device: encoding it straight away saves the template's copy.
@@ -730,7 +739,19 @@ public actor SignalingHub {
     }
   }
 
+  /// A device's session here, or wherever else in the cluster it has one.
+  private func deliver(_ message: ServerMessage, toDevice deviceId: String, of userId: String) {
+    if let session = devices[userId]?[deviceId] {
+      session.deliver(message)
+    } else {
+      remote.deliver(message, to: userId, device: deviceId, skipping: [])
+    }
+  }
+
+  /// The user's devices with a live socket, here or on another node: the ones a push would wake
+  /// for nothing.
   private func connectedDeviceIDs(of userId: String) -> Set<String> {
     Set((devices[userId] ?? [:]).values.filter(\.isConnected).map(\.identity.deviceId))
+      .union(remote.connectedDevices(of: userId))
   }
 }

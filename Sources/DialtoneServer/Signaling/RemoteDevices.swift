@@ -1,0 +1,28 @@
+import DialtoneProtocol
+
+/// The devices the hub cannot reach itself: those with a session on another node of a cluster
+/// (issue 19's first seam). A single server has none (`NoRemoteDevices`), so it behaves exactly as
+/// before. The hub calls these on its own thread for every effect it applies: an implementation
+/// answers from what it already knows (presence it keeps current) and hands deliveries to a
+/// thread of its own, never blocking.
+protocol RemoteDevices: Sendable {
+  /// The user's devices connected to other nodes: they need no push, as connected ones here.
+  func connectedDevices(of userId: String) -> Set<String>
+  /// Delivers to the user's devices on other nodes: `device` alone, or every device of the user
+  /// but those in `skipping` (the ones this node delivered to, and the recipient's exception).
+  func deliver(_ message: ServerMessage, to userId: String, device: String?, skipping: Set<String>)
+  /// The device's socket is on this node now, in a new or a resumed session: other nodes send
+  /// its messages here, and close a socket of the same device they still hold (replaced).
+  func attached(_ identity: Identity, session: String)
+  /// The device's socket closed (`ended` false: the session may still resume on this node) or
+  /// its session ended here.
+  func detached(_ identity: Identity, session: String, ended: Bool)
+}
+
+/// One server: every device is local.
+struct NoRemoteDevices: RemoteDevices {
+  func connectedDevices(of userId: String) -> Set<String> { [] }
+  func deliver(_ message: ServerMessage, to userId: String, device: String?, skipping: Set<String>) {}
+  func attached(_ identity: Identity, session: String) {}
+  func detached(_ identity: Identity, session: String, ended: Bool) {}
+}
