@@ -70,6 +70,8 @@ public struct WireDecoder: WireCoder {
       if rule.tooLarge { throw ProtocolError(.tooLarge, "\"\(name(key))\" exceeds \(maxBytes) bytes") }
       throw ProtocolError(.badRequest, "\"\(name(key))\" must be at most \(maxBytes) bytes")
     }
+    // PostgreSQL's text cannot hold NUL, and no field of the protocol has a use for one.
+    if text.utf8.contains(0) { throw ProtocolError(.badRequest, "\"\(name(key))\" must not contain NUL") }
     if rule.isCallID, let problem = CallIDRules.problem(with: text) {
       throw ProtocolError(.badRequest, "\"\(name(key))\" \(problem)")
     }

@@ -304,6 +304,14 @@ struct ClientMessageTests {
     #expect(clientError(#"{"type":"ping","id":"\#(emoji)"}"#)?.message == "\"id\" must be at most 64 bytes")
   }
 
+  /// No store can keep a NUL faithfully (PostgreSQL's text refuses it): refused in any string.
+  @Test func aNulInAnyStringIsRefused() {
+    #expect(clientError(#"{"type":"ping","id":"a\u0000b"}"#)?.message == "\"id\" must not contain NUL")
+    #expect(
+      clientError(#"{"type":"invite","id":"m1","callId":"c1","to":"bob\u0000","video":false}"#)?.message
+        == "\"to\" must not contain NUL")
+  }
+
   // MARK: Errors: fields
 
   @Test func errorsAfterAValidIdCarryReplyToAndCallId() {

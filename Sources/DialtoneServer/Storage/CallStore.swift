@@ -28,7 +28,7 @@ public struct HistoryCursor: Sendable, Equatable {
   public init?(token: String) {
     guard let separator = token.firstIndex(of: "_"), let createdAt = Int64(token[..<separator]) else { return nil }
     let callId = String(token[token.index(after: separator)...])
-    guard !callId.isEmpty else { return nil }
+    guard !callId.isEmpty, !callId.utf8.contains(0) else { return nil }
     self.init(createdAt: createdAt, callId: callId)
   }
 
