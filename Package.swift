@@ -59,7 +59,7 @@ let package = Package(
       dependencies: [
         "DialtoneProtocol", "DialtoneJSON", "DialtoneCrypto", "DialtoneAuth", "DialtoneNet",
         "DialtoneSQLite", "DialtoneHTTPClient", "DialtonePush", "DialtoneCommandLine", "DialtoneSupport",
-        "DialtoneMetrics",
+        "DialtoneMetrics", "DialtonePostgres",
       ],
       // The browser client and the admin dashboard, edited as HTML/JS and compiled into the
       // binary (no files to deploy).
@@ -95,7 +95,9 @@ let package = Package(
       dependencies: ["DialtoneProtocol", "DialtoneClient", "DialtoneCrypto", "DialtoneJSON", "DialtoneNet"]),
 
     // Test doubles shared by the test targets (virtual time).
-    .target(name: "DialtoneTestSupport", dependencies: ["DialtoneSupport"], path: "Tests/DialtoneTestSupport"),
+    .target(
+      name: "DialtoneTestSupport", dependencies: ["DialtoneSupport", "DialtonePostgres"],
+      path: "Tests/DialtoneTestSupport"),
     .testTarget(name: "DialtoneJSONTests", dependencies: ["DialtoneJSON"]),
     .testTarget(name: "DialtoneSupportTests", dependencies: ["DialtoneSupport", "DialtoneTestSupport"]),
     .testTarget(name: "DialtoneCommandLineTests", dependencies: ["DialtoneCommandLine"]),
@@ -125,6 +127,7 @@ let package = Package(
       dependencies: [
         "DialtoneServer", "DialtoneAuth", "DialtonePush", "DialtoneNet", "DialtoneProtocol", "DialtoneCrypto",
         "DialtoneSQLite", "DialtoneJSON", "DialtoneHTTPClient", "DialtoneSupport", "DialtoneTestSupport",
+        "DialtonePostgres",
       ]),
   ],
   swiftLanguageModes: [.v6]

@@ -46,8 +46,10 @@ public final class DialtoneServer: Sendable {
     let iceServers = IceServerIssuer(
       stunURLs: configuration.stunURLs, turnURLs: configuration.turnURLs,
       turnSecret: configuration.turnSecret, ttl: configuration.turnTTL)
-    let callStore = try store ?? SQLiteStore.open(dataDirectory: configuration.dataDirectory)
-    let liveCalls = try liveCalls ?? SQLiteLiveCallStore.open(dataDirectory: configuration.dataDirectory)
+    let postgres = try await PostgresStore.open(configuration)
+    let callStore = try store ?? postgres?.store ?? SQLiteStore.open(dataDirectory: configuration.dataDirectory)
+    let liveCalls =
+      try liveCalls ?? postgres?.liveCalls ?? SQLiteLiveCallStore.open(dataDirectory: configuration.dataDirectory)
     let journal = CallJournal(store: liveCalls, log: log.scoped("journal"))
     self.journal = journal
     pushes = try PushSetup.dispatcher(

@@ -1,4 +1,5 @@
 import DialtonePostgres
+import DialtoneTestSupport
 import Foundation
 import Testing
 

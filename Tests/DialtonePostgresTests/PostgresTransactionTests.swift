@@ -1,4 +1,5 @@
 import DialtonePostgres
+import DialtoneTestSupport
 import Testing
 
 extension PostgresTests {

@@ -8,6 +8,9 @@ public struct ServerConfiguration: Sendable, Equatable {
   public var host = "127.0.0.1"
   public var port = 8080
   public var dataDirectory = "./data"
+  /// A PostgreSQL database (postgres:// or postgresql:// URL) for the history, devices, blocks,
+  /// directories and live calls instead of SQLite in the data directory. Nil: SQLite.
+  public var databaseURL: String?
   /// HS256 secret shared with the app's backend. Nil: read or generate `<data-dir>/auth-secret`.
   public var authSecret: String?
   public var logLevel: LogLevel = .info
@@ -118,6 +121,16 @@ extension ServerConfiguration {
     Option(
       flag: "data-dir", help: "directory for the database and generated secrets (default ./data)", repeatable: false
     ) { c, v in c.dataDirectory = v },
+    Option(
+      flag: "database-url",
+      help: "PostgreSQL database instead of SQLite in the data dir (postgres://user:password@host:port/db)",
+      repeatable: false
+    ) { c, v throws(ConfigurationError) in
+      guard ["postgres://", "postgresql://"].contains(where: { v.lowercased().hasPrefix($0) }) else {
+        throw ConfigurationError("--database-url must be a postgres:// or postgresql:// URL")
+      }
+      c.databaseURL = v
+    },
     Option(
       flag: "auth-secret",
       help: "HS256 secret for client tokens, at least 16 bytes (default: generated into the data dir)",

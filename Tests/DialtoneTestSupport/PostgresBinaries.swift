@@ -6,23 +6,23 @@ import Foundation
 
 /// Where the server programs are and how to run them. A missing server is an error with
 /// instructions, never a skip.
-struct PostgresBinaries: Sendable {
-  struct Missing: Error, CustomStringConvertible {
-    let description: String
+public struct PostgresBinaries: Sendable {
+  public struct Missing: Error, CustomStringConvertible {
+    public let description: String
   }
 
-  let directory: String
+  public let directory: String
   /// Prepended to every server command: initdb and postgres refuse to run as root, so as root
   /// they run as the `postgres` user (setpriv execs, so the child's pid is the server's own).
-  let launcher: [String]
+  public let launcher: [String]
   /// Who must own the scratch directory, when it is not us.
-  let owner: (uid: uid_t, gid: gid_t)?
+  public let owner: (uid: uid_t, gid: gid_t)?
 
-  func path(_ program: String) -> String { directory + "/" + program }
+  public func path(_ program: String) -> String { directory + "/" + program }
 
   /// `DIALTONE_POSTGRES_BIN`, else Debian's /usr/lib/postgresql/15/bin, else the newest other
   /// version there, else initdb on PATH.
-  static func locate() throws -> PostgresBinaries {
+  public static func locate() throws -> PostgresBinaries {
     let directory = try binaryDirectory()
     guard getuid() == 0 else { return PostgresBinaries(directory: directory, launcher: [], owner: nil) }
     guard let user = getpwnam("postgres") else {

@@ -1,5 +1,4 @@
 import DialtonePostgres
-import DialtoneTestSupport
 import Foundation
 
 #if canImport(Glibc)
@@ -9,16 +8,16 @@ import Foundation
 /// A throwaway PostgreSQL server: a fresh cluster in a temporary directory, listening on
 /// 127.0.0.1 (a free port, trust authentication) and on a socket inside that directory. Every
 /// wait is bounded; `stop` removes everything.
-actor ScratchPostgres {
-  struct Failure: Error, CustomStringConvertible {
-    let description: String
+public actor ScratchPostgres {
+  public struct Failure: Error, CustomStringConvertible {
+    public let description: String
   }
 
   /// The superuser initdb creates.
-  static let user = "dialtone"
+  public static let user = "dialtone"
 
-  nonisolated let directory: String
-  nonisolated let port: Int
+  public nonisolated let directory: String
+  public nonisolated let port: Int
   private let binaries: PostgresBinaries
   private var server: Process?
 
@@ -32,7 +31,7 @@ actor ScratchPostgres {
   }
 
   /// initdb, then the server on a free port (another pick if the port was taken meanwhile).
-  static func start() async throws -> ScratchPostgres {
+  public static func start() async throws -> ScratchPostgres {
     let binaries = try PostgresBinaries.locate()
     let suffix = UUID().uuidString.prefix(8).lowercased()
     // Short: the socket path (directory + "/.s.PGSQL.PORT") must fit in 107 bytes.
@@ -60,7 +59,7 @@ actor ScratchPostgres {
   }
 
   /// A URL for database `postgres`; `schema` (created by `freshSchema`) becomes the search path.
-  nonisolated func url(schema: String? = nil, applicationName: String? = nil) -> String {
+  public nonisolated func url(schema: String? = nil, applicationName: String? = nil) -> String {
     var options: [String] = []
     if let schema { options.append("options=-csearch_path%3D\(schema)") }
     if let applicationName { options.append("application_name=\(applicationName)") }
@@ -70,7 +69,7 @@ actor ScratchPostgres {
 
   /// A new empty schema, so that tests sharing the server never see each other's tables; returns
   /// the URL that uses it.
-  nonisolated func freshSchema(applicationName: String? = nil) throws -> String {
+  public nonisolated func freshSchema(applicationName: String? = nil) throws -> String {
     let schema = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
     let admin = try PostgresConnection(url: url())
     try admin.execute("CREATE SCHEMA \(schema)")
@@ -78,7 +77,7 @@ actor ScratchPostgres {
   }
 
   /// SIGKILL for the server and all its processes at once, as a crash or the OOM killer would.
-  func kill() async {
+  public func kill() async {
     guard let server else { return }
     self.server = nil
     // An exited server's pid may already belong to another process.
@@ -93,11 +92,11 @@ actor ScratchPostgres {
   }
 
   /// Starts the server again on the same port and data (after `kill`: crash recovery).
-  func restart() async throws { try await launch() }
+  public func restart() async throws { try await launch() }
 
   /// Fast shutdown (SIGINT: PostgreSQL's SIGTERM would wait for every client to leave), SIGKILL
   /// if it has not exited within 10 s; then the directory goes.
-  func stop() async {
+  public func stop() async {
     if let server, server.isRunning {
       server.interrupt()
       await Self.wait(seconds: 10) { !server.isRunning }
@@ -106,7 +105,9 @@ actor ScratchPostgres {
     try? FileManager.default.removeItem(atPath: directory)
   }
 
-  nonisolated var log: String { (try? String(contentsOfFile: directory + "/postgres.log", encoding: .utf8)) ?? "" }
+  public nonisolated var log: String {
+    (try? String(contentsOfFile: directory + "/postgres.log", encoding: .utf8)) ?? ""
+  }
 
   private func launch() async throws {
     if !FileManager.default.fileExists(atPath: logPath) {
@@ -194,7 +195,7 @@ actor ScratchPostgres {
 
   /// Polls `condition` every 20 ms for up to `seconds`; whether it held.
   @discardableResult
-  static func wait(
+  public static func wait(
     isolation: isolated (any Actor)? = #isolation, seconds: Double, until condition: () async -> Bool
   ) async -> Bool {
     let deadline = Date().addingTimeInterval(seconds)

@@ -2,10 +2,12 @@ import Testing
 
 /// One scratch server for a whole suite: started before its first test, stopped and deleted after
 /// its last one. Tests reach it through `SharedPostgres.server()`.
-struct ScratchPostgresTrait: SuiteTrait, TestScoping {
-  var isRecursive: Bool { false }
+public struct ScratchPostgresTrait: SuiteTrait, TestScoping {
+  public init() {}
 
-  func provideScope(
+  public var isRecursive: Bool { false }
+
+  public func provideScope(
     for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
   ) async throws {
     let server = try await ScratchPostgres.start()
@@ -20,21 +22,20 @@ struct ScratchPostgresTrait: SuiteTrait, TestScoping {
 }
 
 extension Trait where Self == ScratchPostgresTrait {
-  static var scratchPostgres: Self { Self() }
+  public static var scratchPostgres: Self { Self() }
 }
 
-enum SharedPostgres {
-  struct NotRunning: Error, CustomStringConvertible {
-    var description: String { "no scratch PostgreSQL: the test must be inside a suite with the .scratchPostgres trait" }
+public enum SharedPostgres {
+  public struct NotRunning: Error, CustomStringConvertible {
+    public var description: String {
+      "no scratch PostgreSQL: the test must be inside a suite with the .scratchPostgres trait"
+    }
   }
 
-  @TaskLocal static var current: ScratchPostgres?
+  @TaskLocal public static var current: ScratchPostgres?
 
-  static func server() throws -> ScratchPostgres {
+  public static func server() throws -> ScratchPostgres {
     guard let current else { throw NotRunning() }
     return current
   }
 }
-
-/// Every test of this target, under one scratch server.
-@Suite(.scratchPostgres) struct PostgresTests {}
