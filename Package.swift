@@ -94,9 +94,9 @@ let package = Package(
       name: "DialtoneFuzzTargets",
       dependencies: ["DialtoneProtocol", "DialtoneClient", "DialtoneCrypto", "DialtoneJSON", "DialtoneNet"]),
 
-    // Test doubles shared by the test targets (virtual time).
+    // Shared by the test targets: test doubles (virtual time), loopback helpers, scratch PostgreSQL and Redis.
     .target(
-      name: "DialtoneTestSupport", dependencies: ["DialtoneSupport", "DialtonePostgres"],
+      name: "DialtoneTestSupport", dependencies: ["DialtoneSupport", "DialtonePostgres", "DialtoneRedis"],
       path: "Tests/DialtoneTestSupport"),
     .testTarget(name: "DialtoneJSONTests", dependencies: ["DialtoneJSON"]),
     .testTarget(name: "DialtoneSupportTests", dependencies: ["DialtoneSupport", "DialtoneTestSupport"]),

@@ -1,5 +1,6 @@
 import DialtoneCluster
 import DialtoneRedis
+import DialtoneTestSupport
 import Foundation
 import Testing
 
@@ -30,7 +31,7 @@ extension RedisTests {
       #expect(try ownership.claim(kept, for: "n1"))
       #expect(try ownership.claim(lost, for: "n1"))
       // n1 stalls past its leases; n2 claims the call once its lease expired.
-      let takenOver = await ScratchRedis.wait(seconds: 10) { (try? ownership.claim(lost, for: "n2")) == true }
+      let takenOver = await eventually(within: 10) { (try? ownership.claim(lost, for: "n2")) == true }
       #expect(takenOver)
       #expect(try ownership.claim(kept, for: "n1"))
       #expect(try ownership.renew([kept, lost], for: "n1") == [lost])
@@ -87,7 +88,7 @@ extension RedisTests {
       let once = EffectOnce(try SharedRedis.server().connect(), memory: .milliseconds(200))
       let effect = "accept:" + UUID().uuidString
       #expect(try once.first(effect, by: "n1"))
-      let forgotten = await ScratchRedis.wait(seconds: 10) { (try? once.claimant(of: effect)) == .some(nil) }
+      let forgotten = await eventually(within: 10) { (try? once.claimant(of: effect)) == .some(nil) }
       #expect(forgotten)
       #expect(try once.first(effect, by: "n2"))
     }
@@ -163,7 +164,7 @@ extension RedisTests {
       let mailbox = NodeMailbox(try SharedRedis.server().connect(), capacity: 10, expiry: .milliseconds(200))
       let target = node()
       #expect(try mailbox.send([1], to: target) != .full)
-      let gone = await ScratchRedis.wait(seconds: 10) { (try? mailbox.backlog(of: target)) == 0 }
+      let gone = await eventually(within: 10) { (try? mailbox.backlog(of: target)) == 0 }
       #expect(gone)
     }
   }

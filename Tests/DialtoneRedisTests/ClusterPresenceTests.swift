@@ -1,5 +1,6 @@
 import DialtoneCluster
 import DialtoneRedis
+import DialtoneTestSupport
 import Foundation
 import Testing
 
@@ -53,7 +54,7 @@ extension RedisTests {
       try presence.register(lost, of: alice)
       try presence.register(kept, of: alice)
       // Only `living` keeps beating: `dying` was killed.
-      let dropped = await ScratchRedis.wait(seconds: 10) {
+      let dropped = await eventually(within: 10) {
         try? presence.heartbeat(living)
         return (try? presence.devices(of: alice)) == [kept]
       }

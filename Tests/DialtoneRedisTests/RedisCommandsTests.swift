@@ -1,4 +1,5 @@
 import DialtoneRedis
+import DialtoneTestSupport
 import Testing
 
 extension RedisTests {
@@ -21,7 +22,7 @@ extension RedisTests {
       #expect(try redis.set(key, "v", expiresIn: .milliseconds(50), onlyIfAbsent: true))
       let ttl = try redis.command(["PTTL", key]).integer
       #expect(ttl.map { (0...50).contains($0) } == true, "\(String(describing: ttl))")
-      let gone = await ScratchRedis.wait(seconds: 5) { (try? redis.get(key)) == .some(nil) }
+      let gone = await eventually(within: 5) { (try? redis.get(key)) == .some(nil) }
       #expect(gone)
       // Gone, so NX may set it again.
       #expect(try redis.set(key, "again", expiresIn: .seconds(60), onlyIfAbsent: true))
@@ -39,7 +40,7 @@ extension RedisTests {
       let ttl = try #require(try redis.command(["PTTL", key]).integer)
       #expect((1...100_000).contains(ttl))
       #expect(try redis.pexpire(key, .milliseconds(30)))
-      #expect(await ScratchRedis.wait(seconds: 5) { (try? redis.get(key)) == .some(nil) })
+      #expect(await eventually(within: 5) { (try? redis.get(key)) == .some(nil) })
     }
 
     @Test func getDelAndIncr() throws {

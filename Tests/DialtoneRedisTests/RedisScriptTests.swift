@@ -1,4 +1,5 @@
 import DialtoneRedis
+import DialtoneTestSupport
 import Testing
 
 extension RedisTests {
@@ -64,7 +65,7 @@ extension RedisTests {
 
       // An expired lease is free for the next holder, and the old one cannot extend it.
       #expect(try redis.acquireLease(lease, holder: "node-a", duration: .milliseconds(30)))
-      #expect(await ScratchRedis.wait(seconds: 5) { (try? redis.get(lease)) == .some(nil) })
+      #expect(await eventually(within: 5) { (try? redis.get(lease)) == .some(nil) })
       #expect(try redis.acquireLease(lease, holder: "node-b", duration: .seconds(30)))
       #expect(try !redis.extendLease(lease, holder: "node-a", duration: .seconds(30)))
       #expect(try redis.get(lease) == Array("node-b".utf8))

@@ -1,4 +1,5 @@
 import DialtoneRedis
+import DialtoneTestSupport
 import Testing
 
 extension RedisTests {

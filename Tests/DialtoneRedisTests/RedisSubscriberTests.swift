@@ -1,4 +1,5 @@
 import DialtoneRedis
+import DialtoneTestSupport
 import Foundation
 import Testing
 
@@ -35,7 +36,7 @@ extension RedisTests {
       var received: [RedisMessage] = []
       for try await message in subscriber.messages { received.append(message) }
       #expect(received.count <= 1)
-      #expect(await ScratchRedis.wait(seconds: 5) { (try? subscribers(of: name, publisher)) == 0 })
+      #expect(await eventually(within: 5) { (try? subscribers(of: name, publisher)) == 0 })
       subscriber.stop()
     }
 
@@ -47,7 +48,7 @@ extension RedisTests {
       let publisher = try SharedRedis.server().connect()
       _ = try publisher.pipeline((0..<10).map { ["PUBLISH", .string(name), .string("m\($0)")] })
       // The reader closes its connection once the stream has ended.
-      #expect(await ScratchRedis.wait(seconds: 5) { (try? subscribers(of: name, publisher)) == 0 })
+      #expect(await eventually(within: 5) { (try? subscribers(of: name, publisher)) == 0 })
       var received: [String] = []
       do {
         for try await message in subscriber.messages {
@@ -69,7 +70,7 @@ extension RedisTests {
       }
       consumer.cancel()
       _ = await consumer.result
-      #expect(await ScratchRedis.wait(seconds: 5) { (try? subscribers(of: name, publisher)) == 0 })
+      #expect(await eventually(within: 5) { (try? subscribers(of: name, publisher)) == 0 })
       // Alive until here: its deinit would stop the reader too.
       withExtendedLifetime(subscriber) {}
     }

@@ -1,5 +1,6 @@
 import DialtoneCluster
 import DialtoneRedis
+import DialtoneTestSupport
 import Foundation
 import Testing
 
@@ -146,7 +147,7 @@ extension RedisTests {
         try ledger.open(id, userId: "alice", deviceId: "phone", node: "n1")
         try append(ledger, id, epoch: 1, 1...1)
       }
-      let gone = await ScratchRedis.wait(seconds: 10) {
+      let gone = await eventually(within: 10) {
         _ = try? ledger.touch([kept])
         return (try? ledger.exists(dropped)) == false
       }

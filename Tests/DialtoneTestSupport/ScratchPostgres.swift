@@ -9,10 +9,6 @@ import Foundation
 /// 127.0.0.1 (a free port, trust authentication) and on a socket inside that directory. Every
 /// wait is bounded; `stop` removes everything.
 public actor ScratchPostgres {
-  public struct Failure: Error, CustomStringConvertible {
-    public let description: String
-  }
-
   /// The superuser initdb creates.
   public static let user = "dialtone"
 
@@ -40,18 +36,17 @@ public actor ScratchPostgres {
     do {
       try own(directory, binaries)
       try await initialize(directory, binaries)
-      var lastError: Error = Failure(description: "no start attempted")
-      for _ in 0..<3 {
-        let server = ScratchPostgres(directory: directory, port: try LoopbackListener.freePort(), binaries: binaries)
+      return try await ScratchProcess.onFreePort { port in
+        let server = ScratchPostgres(directory: directory, port: port, binaries: binaries)
         do {
           try await server.launch()
-          return server
         } catch {
-          lastError = error
-          guard server.log.contains("could not bind") || server.log.contains("already in use") else { throw error }
+          let log = server.log
+          if log.contains("could not bind") || log.contains("already in use") { throw ScratchProcess.PortTaken(log) }
+          throw error
         }
+        return server
       }
-      throw lastError
     } catch {
       try? FileManager.default.removeItem(atPath: directory)
       throw error
@@ -88,7 +83,7 @@ public actor ScratchPostgres {
     let children = Self.children(of: pid)
     for child in children { Glibc.kill(child, SIGKILL) }
     Glibc.kill(pid, SIGKILL)
-    await Self.wait(seconds: 10) { !server.isRunning && children.allSatisfy(Self.isGone) }
+    _ = await eventually(within: 10) { !server.isRunning && children.allSatisfy(Self.isGone) }
   }
 
   /// Starts the server again on the same port and data (after `kill`: crash recovery).
@@ -99,7 +94,7 @@ public actor ScratchPostgres {
   public func stop() async {
     if let server, server.isRunning {
       server.interrupt()
-      await Self.wait(seconds: 10) { !server.isRunning }
+      _ = await eventually(within: 10) { !server.isRunning }
     }
     await kill()
     try? FileManager.default.removeItem(atPath: directory)
@@ -110,14 +105,8 @@ public actor ScratchPostgres {
   }
 
   private func launch() async throws {
-    if !FileManager.default.fileExists(atPath: logPath) {
-      guard FileManager.default.createFile(atPath: logPath, contents: nil) else {
-        throw Failure(description: "cannot create \(logPath)")
-      }
-    }
-    let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-    log.seekToEndOfFile()
-    let process = try Self.spawn(
+    let log = try ScratchProcess.appendingLog(logPath)
+    let process = try ScratchProcess.spawn(
       binaries.launcher + [
         binaries.path("postgres"), "-D", dataDirectory, "-h", "127.0.0.1", "-p", String(port), "-k", directory,
         // A scratch cluster: durability buys nothing here, speed does.
@@ -125,14 +114,14 @@ public actor ScratchPostgres {
         "-c", "shared_buffers=16MB", "-c", "max_connections=60",
       ], in: directory, output: log)
     server = process
-    let ready = await Self.wait(seconds: 15) {
+    let ready = await eventually(within: 15) {
       guard process.isRunning else { return true }
       let probe = [binaries.path("pg_isready"), "-q", "-h", "127.0.0.1", "-p", String(port), "-t", "2"]
       return (try? await Self.run(probe, in: directory, timeout: 5)) == 0
     }
     guard ready, process.isRunning else {
       await kill()
-      throw Failure(description: "postgres did not start (ready: \(ready)): \(self.log.suffix(2000))")
+      throw ScratchProcess.Failure("postgres did not start (ready: \(ready)): \(self.log.suffix(2000))")
     }
   }
 
@@ -145,7 +134,7 @@ public actor ScratchPostgres {
       ], in: directory, timeout: 60, outputPath: directory + "/initdb.log")
     guard status == 0 else {
       let output = (try? String(contentsOfFile: directory + "/initdb.log", encoding: .utf8)) ?? ""
-      throw Failure(description: "initdb exited \(status): \(output)")
+      throw ScratchProcess.Failure("initdb exited \(status): \(output)")
     }
     // Only this machine, and no password: a scratch server.
     let hba = "local all all trust\nhost all all 127.0.0.1/32 trust\n"
@@ -155,20 +144,7 @@ public actor ScratchPostgres {
 
   private static func own(_ path: String, _ binaries: PostgresBinaries) throws {
     guard let owner = binaries.owner else { return }
-    guard chown(path, owner.uid, owner.gid) == 0 else { throw Failure(description: "chown \(path): errno \(errno)") }
-  }
-
-  private static func spawn(_ arguments: [String], in directory: String, output: FileHandle) throws -> Process {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: arguments[0])
-    process.arguments = Array(arguments.dropFirst())
-    process.currentDirectoryURL = URL(fileURLWithPath: directory)
-    process.environment = ["PATH": "/usr/bin:/bin", "LC_ALL": "C"]
-    process.standardInput = FileHandle.nullDevice
-    process.standardOutput = output
-    process.standardError = output
-    try process.run()
-    return process
+    guard chown(path, owner.uid, owner.gid) == 0 else { throw ScratchProcess.Failure("chown \(path): errno \(errno)") }
   }
 
   /// Runs a program to its end (SIGKILL after `timeout` seconds); returns its exit status.
@@ -178,32 +154,19 @@ public actor ScratchPostgres {
     let output: FileHandle
     if let outputPath {
       guard FileManager.default.createFile(atPath: outputPath, contents: nil) else {
-        throw Failure(description: "cannot create \(outputPath)")
+        throw ScratchProcess.Failure("cannot create \(outputPath)")
       }
       output = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
     } else {
       output = FileHandle.nullDevice
     }
-    let process = try spawn(arguments, in: directory, output: output)
-    guard await wait(seconds: timeout, until: { !process.isRunning }) else {
+    let process = try ScratchProcess.spawn(arguments, in: directory, output: output)
+    guard await eventually(within: timeout, { !process.isRunning }) else {
       Glibc.kill(process.processIdentifier, SIGKILL)
-      _ = await wait(seconds: 5) { !process.isRunning }
-      throw Failure(description: "\(arguments.joined(separator: " ")) did not finish within \(timeout) s")
+      _ = await eventually(within: 5) { !process.isRunning }
+      throw ScratchProcess.Failure("\(arguments.joined(separator: " ")) did not finish within \(timeout) s")
     }
     return process.terminationStatus
-  }
-
-  /// Polls `condition` every 20 ms for up to `seconds`; whether it held.
-  @discardableResult
-  public static func wait(
-    isolation: isolated (any Actor)? = #isolation, seconds: Double, until condition: () async -> Bool
-  ) async -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-      if await condition() { return true }
-      try? await Task.sleep(for: .milliseconds(20))
-    }
-    return await condition()
   }
 
   /// The processes whose parent is `pid` (/proc/N/stat's fourth field).

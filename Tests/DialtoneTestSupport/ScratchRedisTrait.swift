@@ -4,10 +4,12 @@ import Testing
 
 /// One scratch server for a whole suite: started before its first test, stopped and deleted after
 /// its last one. Tests reach it through `SharedRedis.server()`.
-struct ScratchRedisTrait: SuiteTrait, TestScoping {
-  var isRecursive: Bool { false }
+public struct ScratchRedisTrait: SuiteTrait, TestScoping {
+  public init() {}
 
-  func provideScope(
+  public var isRecursive: Bool { false }
+
+  public func provideScope(
     for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
   ) async throws {
     let server = try await ScratchRedis.start()
@@ -22,24 +24,21 @@ struct ScratchRedisTrait: SuiteTrait, TestScoping {
 }
 
 extension Trait where Self == ScratchRedisTrait {
-  static var scratchRedis: Self { Self() }
+  public static var scratchRedis: Self { Self() }
 }
 
-enum SharedRedis {
-  struct NotRunning: Error, CustomStringConvertible {
-    var description: String { "no scratch Redis: the test must be inside a suite with the .scratchRedis trait" }
+public enum SharedRedis {
+  public struct NotRunning: Error, CustomStringConvertible {
+    public var description: String { "no scratch Redis: the test must be inside a suite with the .scratchRedis trait" }
   }
 
-  @TaskLocal static var current: ScratchRedis?
+  @TaskLocal public static var current: ScratchRedis?
 
-  static func server() throws -> ScratchRedis {
+  public static func server() throws -> ScratchRedis {
     guard let current else { throw NotRunning() }
     return current
   }
 
   /// A key no other test uses.
-  static func key(_ name: String) -> RedisArgument { .string(name + ":" + UUID().uuidString) }
+  public static func key(_ name: String) -> RedisArgument { .string(name + ":" + UUID().uuidString) }
 }
-
-/// Every test of this target, under one scratch server.
-@Suite(.scratchRedis) struct RedisTests {}

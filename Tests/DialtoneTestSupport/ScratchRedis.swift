@@ -1,0 +1,115 @@
+import DialtoneRedis
+import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// A throwaway redis-server on 127.0.0.1 (a free port, no persistence, its own directory). Every
+/// wait is bounded; `stop` removes everything.
+public actor ScratchRedis {
+  public nonisolated let directory: String
+  public nonisolated let port: Int
+  private let binary: String
+  private var server: Process?
+
+  private var logPath: String { directory + "/redis.log" }
+
+  private init(directory: String, port: Int, binary: String) {
+    self.directory = directory
+    self.port = port
+    self.binary = binary
+  }
+
+  /// The server on a free port (another pick if the port was taken meanwhile).
+  public static func start() async throws -> ScratchRedis {
+    let binary = try locate()
+    let directory = NSTemporaryDirectory() + "dtredis-\(UUID().uuidString.prefix(8).lowercased())"
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    do {
+      return try await ScratchProcess.onFreePort { port in
+        let server = ScratchRedis(directory: directory, port: port, binary: binary)
+        do {
+          try await server.launch()
+        } catch {
+          if server.log.contains("Address already in use") { throw ScratchProcess.PortTaken(server.log) }
+          throw error
+        }
+        return server
+      }
+    } catch {
+      try? FileManager.default.removeItem(atPath: directory)
+      throw error
+    }
+  }
+
+  public nonisolated var url: String { "redis://127.0.0.1:\(port)" }
+
+  public nonisolated func connect(commandTimeout: Duration = .seconds(5)) throws -> RedisConnection {
+    try RedisConnection(url: url, connectTimeout: .seconds(2), commandTimeout: commandTimeout)
+  }
+
+  /// SIGKILL, as a crash or the OOM killer would.
+  public func kill() async {
+    guard let server else { return }
+    self.server = nil
+    guard server.isRunning else { return }
+    Glibc.kill(server.processIdentifier, SIGKILL)
+    _ = await eventually(within: 10) { !server.isRunning }
+  }
+
+  /// Starts the server again on the same port (after `kill`).
+  public func restart() async throws { try await launch() }
+
+  /// SIGTERM, SIGKILL if it has not exited within 2 s (it keeps nothing to lose); then the
+  /// directory goes.
+  public func stop() async {
+    if let server, server.isRunning {
+      server.terminate()
+      _ = await eventually(within: 2) { !server.isRunning }
+    }
+    await kill()
+    try? FileManager.default.removeItem(atPath: directory)
+  }
+
+  public nonisolated var log: String { (try? String(contentsOfFile: directory + "/redis.log", encoding: .utf8)) ?? "" }
+
+  private func launch() async throws {
+    let log = try ScratchProcess.appendingLog(logPath)
+    let process = try ScratchProcess.spawn(
+      [
+        binary, "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", directory,
+        "--daemonize", "no", "--logfile", "",
+      ], in: directory, output: log)
+    server = process
+    let port = port
+    let ready = await eventually(within: 10) {
+      guard process.isRunning else { return true }
+      let probe = try? RedisConnection(
+        RedisConfiguration(port: port, connectTimeout: .seconds(1), commandTimeout: .seconds(1)))
+      return (try? probe?.command(["PING"])) == .status("PONG")
+    }
+    guard ready, process.isRunning else {
+      await kill()
+      throw ScratchProcess.Failure("redis-server did not start (ready: \(ready)): \(self.log.suffix(2000))")
+    }
+  }
+
+  /// `DIALTONE_REDIS_SERVER`, else redis-server in /usr/bin or on PATH. Missing is an error with
+  /// instructions, never a skip.
+  private static func locate() throws -> String {
+    if let override = ProcessInfo.processInfo.environment["DIALTONE_REDIS_SERVER"] {
+      guard FileManager.default.isExecutableFile(atPath: override) else {
+        throw ScratchProcess.Failure("DIALTONE_REDIS_SERVER=\(override) is not executable")
+      }
+      return override
+    }
+    let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+    let candidates = ["/usr/bin"] + path.split(separator: ":").map(String.init)
+    if let directory = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0 + "/redis-server") }) {
+      return directory + "/redis-server"
+    }
+    throw ScratchProcess.Failure(
+      "no redis-server: run scripts/deps.sh (Debian's redis-server) or set DIALTONE_REDIS_SERVER")
+  }
+}
