@@ -30,10 +30,12 @@ public final class DialtoneServer: Sendable {
   }
 
   /// `liveCalls` replaces the live-call journal's store (tests that stall or fail its writes);
-  /// `remoteDevices` is what the hub reaches on other nodes (none on a single server).
+  /// `remoteDevices` and `placement` are the devices and calls on other nodes (none on a single
+  /// server).
   init(
     configuration: ServerConfiguration, clock: any DialtoneClock, store: (any ServerStore)?,
-    liveCalls: (any LiveCallStore)?, remoteDevices: any RemoteDevices = NoRemoteDevices()
+    liveCalls: (any LiveCallStore)?, remoteDevices: any RemoteDevices = NoRemoteDevices(),
+    placement: any CallPlacement = LocalCalls()
   ) async throws {
     self.configuration = configuration
     let log = Log(level: configuration.logLevel, subsystem: "server", format: configuration.logFormat)
@@ -74,7 +76,8 @@ public final class DialtoneServer: Sendable {
         limits: configuration.limits),
       clock: clock, authenticator: authenticator, iceServers: iceServers, router: router, groups: groups, sfu: sfu,
       effectSink: sink, journal: journal, liveCalls: liveCalls, executor: executor, observations: observations,
-      quality: callStore, remote: remoteDevices, log: log.scoped("signaling"))
+      quality: callStore, remote: remoteDevices, placement: placement,
+      log: log.scoped("signaling"))
     let hub = self.hub
     journal.start { ticket in hub.deliver(.journalCommitted(ticket)) }
     let interrupted = try liveCalls.completeInterruptedGroupCalls()

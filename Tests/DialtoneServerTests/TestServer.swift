@@ -23,7 +23,8 @@ final class TestServer: Sendable {
 
   init(
     configure: (inout ServerConfiguration) -> Void = { _ in }, dataDirectory: String? = nil,
-    liveCalls: (any LiveCallStore)? = nil, remoteDevices: any RemoteDevices = NoRemoteDevices()
+    liveCalls: (any LiveCallStore)? = nil, remoteDevices: any RemoteDevices = NoRemoteDevices(),
+    placement: any CallPlacement = LocalCalls()
   ) async throws {
     clock = ManualClock()
     let directory = dataDirectory ?? NSTemporaryDirectory() + "dialtone-test-\(UUID().uuidString)"
@@ -36,7 +37,8 @@ final class TestServer: Sendable {
     configuration.drainSeconds = 2
     configure(&configuration)
     server = try await DialtoneServer(
-      configuration: configuration, clock: clock, store: nil, liveCalls: liveCalls, remoteDevices: remoteDevices)
+      configuration: configuration, clock: clock, store: nil, liveCalls: liveCalls, remoteDevices: remoteDevices,
+      placement: placement)
     client = try WebSocketClient()
   }
 

@@ -57,10 +57,13 @@ public actor SignalingHub {
   private let observations: Observations
   private let quality: any QualityStore
   private let remote: any RemoteDevices
+  private let placement: any CallPlacement
 
   /// An outcome waiting for the journal: the request's reply and the effects, applied together.
   private struct Output {
     var session: DeliverySession?
+    /// A request forwarded by another node: the reply goes back there instead.
+    var forwarded: ForwardedRequest?
     var requestID: String?
     var reply: ServerMessage?
     var coalesced = false
@@ -95,7 +98,8 @@ public actor SignalingHub {
     settings: Settings, clock: any DialtoneClock, authenticator: TokenAuthenticator, iceServers: IceServerIssuer,
     router: CallRouter, groups: GroupCallRouter = GroupCallRouter(), sfu: (any SFUBackend)? = nil,
     effectSink: any CallEffectSink, journal: CallJournal, liveCalls: any LiveCallStore, executor: NetworkExecutor,
-    observations: Observations, quality: any QualityStore, remote: any RemoteDevices = NoRemoteDevices(), log: Log
+    observations: Observations, quality: any QualityStore, remote: any RemoteDevices = NoRemoteDevices(),
+    placement: any CallPlacement = LocalCalls(), log: Log
   ) {
     self.settings = settings
     self.clock = clock
@@ -110,6 +114,7 @@ public actor SignalingHub {
     self.observations = observations
     self.quality = quality
     self.remote = remote
+    self.placement = placement
     self.log = log
     self.executor = executor
     invites = RateLimiter(settings.limits.inviteRate)
@@ -242,7 +247,10 @@ public actor SignalingHub {
     case .journalCommitted(let ticket):
       for output in held.release(upTo: ticket) { release(output) }
 
-    case .qualityRecorded(let sessionID, let requestID, let reply):
+    case .forwarded(let request):
+      handleForwarded(request)
+
+    case .replyArrived(let sessionID, let requestID, let reply):
       heldRequests.remove(sessionID + "\u{0}" + requestID)
       guard let session = sessions[sessionID] else { return }
       session.remember(reply, for: requestID)
@@ -472,6 +480,12 @@ public actor SignalingHub {
             callId: message.callId, retryAfterMs: wait.milliseconds)))
       return
     }
+    if let callId = message.callId, case .node(let owner) = placement.location(of: callId) {
+      // Answered by the owner through `.replyArrived`; a retry meanwhile waits for that answer.
+      heldRequests.insert(Self.requestKey(session, requestID))
+      placement.forward(message, id: requestID, from: session.identity, session: session.id, to: owner)
+      return
+    }
     if case .quality(let report) = message { return takeQuality(report, id: requestID, session: session) }
     let outcome: CallRouter.Outcome
     switch message {
@@ -491,6 +505,23 @@ public actor SignalingHub {
         coalesced: Self.mayWait(outcome.reply, answering: message), effects: outcome.effects,
         relayedFrom: Self.isRelayed(message, outcome.reply) ? received : nil),
       for: message.callId)
+  }
+
+  /// A request another node forwarded: handled like one of this node's devices', except that the
+  /// answer, once the journal has it, goes back to the node it came from.
+  private func handleForwarded(_ request: ForwardedRequest) {
+    let outcome: CallRouter.Outcome
+    if case .quality = request.message {
+      outcome = refusal(
+        request.id, .invalidState, "quality reports are taken by the node of the reporting device",
+        callId: request.message.callId)
+    } else {
+      outcome = route(request.message, id: request.id, from: request.from)
+    }
+    observe(request.message, outcome.reply, from: request.from)
+    emit(
+      Output(forwarded: request, requestID: request.id, reply: outcome.reply, effects: outcome.effects),
+      for: request.message.callId)
   }
 
   /// The metrics of a handled message: refusals by code, and how fast a callee device rang.
@@ -561,7 +592,7 @@ public actor SignalingHub {
             replyTo: id, code: .internal, message: "the report could not be stored; try again", callId: report.callId))
       }
       if case .error(let error) = reply { observations.metrics.messagesRefused.labels(error.code.rawValue).increment() }
-      self.deliver(.qualityRecorded(sessionID: sessionID, requestID: id, reply: reply))
+      self.deliver(.replyArrived(sessionID: sessionID, requestID: id, reply: reply))
     }
   }
 
@@ -584,6 +615,8 @@ public actor SignalingHub {
     if let session = output.session, let reply = output.reply {
       if output.wasHeld, let id = output.requestID { heldRequests.remove(Self.requestKey(session, id)) }
       session.deliver(reply, coalesced: output.coalesced)
+    } else if let request = output.forwarded, let reply = output.reply {
+      placement.reply(reply, to: request)
     }
     apply(output.effects)
     if let arrived = output.relayedFrom {

@@ -13,8 +13,11 @@ enum HubEvent: Sendable {
   case sfu(SFUEvent)
   /// The journal wrote everything up to this ticket.
   case journalCommitted(UInt64)
-  /// A quality report was stored (or refused by the store): its reply, for the session that sent it.
-  case qualityRecorded(sessionID: String, requestID: String, reply: ServerMessage)
+  /// The answer to a request of a session here that was handled elsewhere: a quality report
+  /// the store took (or refused), or a request another node's call answered.
+  case replyArrived(sessionID: String, requestID: String, reply: ServerMessage)
+  /// Another node's device's request about a call that runs here.
+  case forwarded(ForwardedRequest)
 }
 
 /// Adapts `DialtoneNet`'s callbacks (on the network thread, which is the hub's executor) to the hub.

@@ -1,0 +1,43 @@
+import DialtoneProtocol
+
+/// Where a call's state machine runs: on this node, or on the node of a cluster that owns it.
+enum CallLocation: Sendable, Equatable {
+  case here
+  case node(String)
+}
+
+/// A device's request about a call another node runs, as that node receives it (the cluster's
+/// transport builds it, naming the node it came from).
+struct ForwardedRequest: Sendable {
+  /// Where the answer goes back to: the requesting device's session on its node.
+  struct Origin: Sendable, Equatable {
+    let node: String
+    let sessionID: String
+  }
+
+  let message: ClientMessage
+  let id: String
+  let from: Identity
+  let origin: Origin
+}
+
+/// Which node runs each call (issue 19's second seam). A single server runs every call
+/// (`LocalCalls`). In a cluster a request about a call owned elsewhere is forwarded there; the
+/// owner handles it as its own device's and sends the answer back, which the requesting node
+/// remembers and delivers as if it had answered itself. Called on the hub's thread: answers come
+/// from what the implementation knows, and sending is handed to a thread of its own.
+protocol CallPlacement: Sendable {
+  /// Where requests about `callId` are handled; a call nobody runs yet is placed here.
+  func location(of callId: CallID) -> CallLocation
+  /// Passes the request of a session here on to the node that runs its call.
+  func forward(_ message: ClientMessage, id: String, from: Identity, session: String, to node: String)
+  /// Sends the answer to a forwarded request back to its origin.
+  func reply(_ reply: ServerMessage, to request: ForwardedRequest)
+}
+
+/// One server: every call runs here.
+struct LocalCalls: CallPlacement {
+  func location(of callId: CallID) -> CallLocation { .here }
+  func forward(_ message: ClientMessage, id: String, from: Identity, session: String, to node: String) {}
+  func reply(_ reply: ServerMessage, to request: ForwardedRequest) {}
+}

@@ -1,0 +1,105 @@
+import DialtoneProtocol
+import DialtoneSupport
+import DialtoneTestSupport
+import Foundation
+import Testing
+
+@testable import DialtoneServer
+
+/// A cluster's placement as a table: calls listed run on the named node, the rest here.
+final class RecordingPlacement: CallPlacement {
+  struct Forward: Sendable, Equatable {
+    let type: ClientMessageType
+    let id: String
+    let from: String
+    let session: String
+    let node: String
+  }
+
+  struct Reply: Sendable, Equatable {
+    let type: ServerMessageType?
+    let replyTo: String?
+    let origin: ForwardedRequest.Origin
+  }
+
+  private let state = Locked<(forwards: [Forward], replies: [Reply])>(([], []))
+  let owners: [CallID: String]
+
+  init(owners: [CallID: String] = [:]) { self.owners = owners }
+
+  var forwards: [Forward] { state.withLock { $0.forwards } }
+  var replies: [Reply] { state.withLock { $0.replies } }
+
+  func location(of callId: CallID) -> CallLocation { owners[callId].map { .node($0) } ?? .here }
+
+  func forward(_ message: ClientMessage, id: String, from: Identity, session: String, to node: String) {
+    let forward = Forward(
+      type: message.type, id: id, from: "\(from.userId)/\(from.deviceId)", session: session, node: node)
+    state.withLock { $0.forwards.append(forward) }
+  }
+
+  func reply(_ reply: ServerMessage, to request: ForwardedRequest) {
+    let recorded = Reply(type: reply.knownType, replyTo: reply.replyTo, origin: request.origin)
+    state.withLock { $0.replies.append(recorded) }
+  }
+}
+
+/// The hub's second cluster seam: a request about a call another node runs is forwarded there
+/// and answered from there, once; a request forwarded here runs here and is answered back.
+/// A single server's `LocalCalls` runs everything here (every other suite).
+@Suite(.serialized) struct CallPlacementSeamTests {
+  /// Sends a ping and reads up to its answer: whatever else was queued comes first.
+  private func messagesUntilPing(_ probe: SignalingProbe) async throws -> [ServerMessage] {
+    let id = "ping-\(UUID().uuidString)"
+    probe.send(ClientEnvelope(id: id, message: .ping(.init())))
+    var seen: [ServerMessage] = []
+    for _ in 0..<20 {
+      let message = try await probe.next("ping").message
+      if message.replyTo == id { return seen }
+      seen.append(message)
+    }
+    throw ProbeFailure(description: "no answer to the ping in 20 messages")
+  }
+
+  @Test func aRequestAboutACallElsewhereIsForwardedOnceAndAnsweredFromThere() async throws {
+    let placement = RecordingPlacement(owners: ["far-1": "n2"])
+    let server = try await TestServer(placement: placement)
+    let alice = try await server.connect("alice")
+    let session = try #require(alice.sessionId)
+    let hangup = ClientEnvelope(id: "h1", message: .hangup(.init(callId: "far-1")))
+    alice.send(hangup)
+    alice.send(hangup)  // a retry before the answer came: not forwarded again
+    #expect(try await messagesUntilPing(alice).isEmpty, "nothing answers here")
+    #expect(placement.forwards == [.init(type: .hangup, id: "h1", from: "alice/phone", session: session, node: "n2")])
+
+    server.server.hub.deliver(.replyArrived(sessionID: session, requestID: "h1", reply: .ack(.init(replyTo: "h1"))))
+    #expect(try await alice.next("ack").message.replyTo == "h1")
+    // Remembered like a reply of this node: a later retry gets it again, still one forward.
+    alice.send(hangup)
+    #expect(try await alice.next("ack again").message.replyTo == "h1")
+    #expect(placement.forwards.count == 1)
+    // Calls nobody else runs are still handled here.
+    #expect(try await alice.request(.hangup(.init(callId: "near-1"))).knownType == .error)
+    await server.stop()
+  }
+
+  @Test func aRequestForwardedHereRunsHereAndItsAnswerGoesBack() async throws {
+    let placement = RecordingPlacement()
+    let server = try await TestServer(placement: placement)
+    let bob = try await server.connect("bob")
+    let origin = ForwardedRequest.Origin(node: "n2", sessionID: "s_alice")
+    let alice = Identity(userId: "alice", deviceId: "phone", name: "Alice")
+    server.server.hub.deliver(
+      .forwarded(
+        ForwardedRequest(
+          message: .invite(.init(callId: "near-2", to: "bob", video: false)), id: "i1", from: alice, origin: origin)))
+    let invite = try await bob.expect(.invite)
+    #expect(invite.callId == "near-2")
+    let answered = await eventually { !placement.replies.isEmpty }
+    #expect(answered)
+    #expect(placement.replies == [.init(type: .ack, replyTo: "i1", origin: origin)])
+    // The call runs here: bob's decline is routed here, and its effect goes to alice's node.
+    #expect(try await bob.request(.decline(.init(callId: "near-2"))).knownType == .ack)
+    await server.stop()
+  }
+}
