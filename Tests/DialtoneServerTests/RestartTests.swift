@@ -132,7 +132,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
 }
 
 /// A live-call store whose writes wait until the test lets them through.
-private final class GatedLiveCallStore: LiveCallStore, @unchecked Sendable {
+final class GatedLiveCallStore: LiveCallStore, @unchecked Sendable {
   // @unchecked: `open` is touched only under `condition`.
   private let inner: SQLiteLiveCallStore
   private let condition = NSCondition()

@@ -475,6 +475,27 @@ struct CallRouter {
     return effects
   }
 
+  /// Hands a live call over to another node (a draining node's calls, in a cluster): the call
+  /// leaves this router as it is, nothing is persisted or sent, and its timers here are
+  /// cancelled. The node that adopts it restores it from the journal (`restore`), deadlines and
+  /// all. An ended or unknown call is left alone (no effects).
+  mutating func relinquish(_ callId: CallID) -> [CallEffect] {
+    guard let call = calls[callId], !call.isEnded else { return [] }
+    calls[callId] = nil
+    for user in [call.caller.userId, call.calleeId] {
+      liveCallsByUser[user]?.remove(callId)
+      if liveCallsByUser[user]?.isEmpty == true { liveCallsByUser[user] = nil }
+    }
+    var effects: [CallEffect] = [
+      .cancel(CallTimer(callId: callId, kind: .ring)),
+      .cancel(CallTimer(callId: callId, kind: .grace(userId: call.caller.userId, deviceId: call.caller.deviceId))),
+    ]
+    if let answerer = call.answeredBy {
+      effects.append(.cancel(CallTimer(callId: callId, kind: .grace(userId: call.calleeId, deviceId: answerer))))
+    }
+    return effects
+  }
+
   /// Calls that were live when the server stopped, reloaded from the journal. No device is
   /// connected yet: each participant device gets `restartGrace`, or what was left of its grace
   /// if its socket had dropped before; a deadline that passed while the server was down ends

@@ -179,6 +179,28 @@ public actor SignalingHub {
 
   func prepareForShutdown() { shuttingDown = true }
 
+  // MARK: - Handing calls between nodes
+
+  /// Hands 1:1 calls over to another node (a draining node's, in a cluster): each leaves this
+  /// hub as it is, its timers here cancelled, once every journal write of it is on disk (a call
+  /// with writes pending stays until then). Returns the calls handed over.
+  func relinquish(_ callIds: [CallID]) -> [CallID] {
+    var handedOver: [CallID] = []
+    for callId in callIds where held.isEmpty || held.pendingTicket(of: callId) == nil {
+      let effects = router.relinquish(callId)
+      guard !effects.isEmpty else { continue }
+      apply(effects)
+      handedOver.append(callId)
+    }
+    return handedOver
+  }
+
+  /// Takes over live calls another node handed over or lost, as read from the shared journal:
+  /// carried on exactly as after a restart (deadlines kept, devices given the restart grace).
+  func adopt(_ stored: [StoredLiveCall]) {
+    emit(Output(effects: router.restore(stored, now: clock.now)), for: nil)
+  }
+
   // MARK: - Events
 
   func handle(_ event: HubEvent) {
