@@ -100,6 +100,23 @@ final class RecordingPlacement: CallPlacement {
     #expect(placement.replies == [.init(type: .ack, replyTo: "i1", origin: origin)])
     // The call runs here: bob's decline is routed here, and its effect goes to alice's node.
     #expect(try await bob.request(.decline(.init(callId: "near-2"))).knownType == .ack)
+
+    // Alice's quality report, forwarded too: checked against the call here, stored here, and
+    // answered back (a report for a call she was not in is refused the same way).
+    let report = QualityReport(callId: "near-2", final: true, rttMs: 20)
+    server.server.hub.deliver(
+      .forwarded(ForwardedRequest(message: .quality(report), id: "q1", from: alice, origin: origin)))
+    server.server.hub.deliver(
+      .forwarded(
+        ForwardedRequest(
+          message: .quality(QualityReport(callId: "near-2", final: true)), id: "q2",
+          from: Identity(userId: "carol", deviceId: "phone", name: nil), origin: origin)))
+    let reported = await eventually { placement.replies.count == 3 }
+    #expect(reported)
+    #expect(placement.replies.contains(.init(type: .ack, replyTo: "q1", origin: origin)))
+    #expect(placement.replies.contains(.init(type: .error, replyTo: "q2", origin: origin)))
+    let stored = try await SQLiteStore.open(dataDirectory: server.dataDirectory).qualityReports(of: "near-2")
+    #expect(stored.map(\.userId) == ["alice"])
     await server.stop()
   }
 }

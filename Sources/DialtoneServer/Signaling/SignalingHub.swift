@@ -532,14 +532,10 @@ public actor SignalingHub {
   /// A request another node forwarded: handled like one of this node's devices', except that the
   /// answer, once the journal has it, goes back to the node it came from.
   private func handleForwarded(_ request: ForwardedRequest) {
-    let outcome: CallRouter.Outcome
-    if case .quality = request.message {
-      outcome = refusal(
-        request.id, .invalidState, "quality reports are taken by the node of the reporting device",
-        callId: request.message.callId)
-    } else {
-      outcome = route(request.message, id: request.id, from: request.from)
+    if case .quality(let report) = request.message {
+      return takeQuality(report, id: request.id, from: request.from, answer: .forwarded(request))
     }
+    let outcome = route(request.message, id: request.id, from: request.from)
     observe(request.message, outcome.reply, from: request.from)
     emit(
       Output(forwarded: request, requestID: request.id, reply: outcome.reply, effects: outcome.effects),
@@ -568,8 +564,18 @@ public actor SignalingHub {
 
   /// A quality report: checked against the call here, stored off the hub's thread, answered
   /// once it is on disk (a retry meanwhile is not answered twice).
+  /// Where the answer to a quality report goes: the reporting session here, or the node that
+  /// forwarded it (the call runs here).
+  private enum QualityAnswer: Sendable {
+    case session(String)
+    case forwarded(ForwardedRequest)
+  }
+
   private func takeQuality(_ report: QualityReport, id: String, session: DeliverySession) {
-    let who = session.identity
+    takeQuality(report, id: id, from: session.identity, answer: .session(session.id))
+  }
+
+  private func takeQuality(_ report: QualityReport, id: String, from who: Identity, answer: QualityAnswer) {
     guard let call = router.callState(report.callId, visibleTo: who) else {
       let reply = ServerMessage.error(
         .init(
@@ -577,14 +583,12 @@ public actor SignalingHub {
           message: "no call \(report.callId) of yours is in progress or ended in the last 10 minutes",
           callId: report.callId))
       observations.metrics.messagesRefused.labels(ErrorCode.notFound.rawValue).increment()
-      session.remember(reply, for: id)
-      return session.deliver(reply)
+      return answerQuality(reply, requestID: id, answer)
     }
     let stored = StoredQualityReport(
       userId: who.userId, deviceId: who.deviceId, role: call.callerId == who.userId ? "caller" : "callee",
       receivedAt: clock.now.millisecondsSince1970, report: report)
-    let sessionID = session.id
-    heldRequests.insert(Self.requestKey(session, id))
+    if case .session(let sessionID) = answer { heldRequests.insert(sessionID + "\u{0}" + id) }
     let (quality, observations, log) = (quality, observations, log)
     Task {
       let reply: ServerMessage
@@ -614,7 +618,14 @@ public actor SignalingHub {
             replyTo: id, code: .internal, message: "the report could not be stored; try again", callId: report.callId))
       }
       if case .error(let error) = reply { observations.metrics.messagesRefused.labels(error.code.rawValue).increment() }
-      self.deliver(.replyArrived(sessionID: sessionID, requestID: id, reply: reply))
+      self.answerQuality(reply, requestID: id, answer)
+    }
+  }
+
+  private func answerQuality(_ reply: ServerMessage, requestID: String, _ answer: QualityAnswer) {
+    switch answer {
+    case .session(let sessionID): handle(.replyArrived(sessionID: sessionID, requestID: requestID, reply: reply))
+    case .forwarded(let request): placement.reply(reply, to: request)
     }
   }
 
