@@ -12,6 +12,78 @@ public protocol DirectoryStore: Sendable {
   func directory(of userId: String, since: Int64?) async throws -> DirectoryResponse
 }
 
+/// The two lists of a directory, as the stores name them.
+enum DirectoryKind: String, CaseIterable {
+  case identify, block
+}
+
+/// One number's change in an upload: what the stores write to their entries and change log.
+struct DirectoryEntryChange {
+  let kind: DirectoryKind
+  let number: Int64
+  let operation: DirectoryChangeFold.Operation
+  /// The new label (identify adds and relabels; empty otherwise).
+  let label: String
+}
+
+/// The store-independent part of the directory: what an upload changes, which versions of
+/// changes are kept, and the answer built from what a store read. The stores only run SQL.
+enum DirectoryPlan {
+  /// The changes that turn `current` (the user's stored entries by kind) into the uploaded lists.
+  static func changes(from current: [DirectoryKind: [Int64: String]], identify: [Int64: String], block: Set<Int64>)
+    -> [DirectoryEntryChange]
+  {
+    let wanted: [DirectoryKind: [Int64: String]] = [
+      .identify: identify, .block: Dictionary(uniqueKeysWithValues: block.map { ($0, "") }),
+    ]
+    var changes: [DirectoryEntryChange] = []
+    for kind in DirectoryKind.allCases {
+      let before = current[kind] ?? [:]
+      let after = wanted[kind] ?? [:]
+      for (number, _) in before where after[number] == nil {
+        changes.append(.init(kind: kind, number: number, operation: .remove, label: ""))
+      }
+      for (number, label) in after {
+        if let old = before[number] {
+          if old != label { changes.append(.init(kind: kind, number: number, operation: .relabel, label: label)) }
+        } else {
+          changes.append(.init(kind: kind, number: number, operation: .add, label: label))
+        }
+      }
+    }
+    return changes
+  }
+
+  /// Changes are kept for the last versions only: a device further behind gets everything.
+  static func floor(of version: Int64) -> Int64 { max(0, version - DirectoryLimits.changeHistoryVersions) }
+
+  /// Whether a device at `since` gets the changes since then rather than the whole lists.
+  static func answersWithChanges(since: Int64, floor: Int64, version: Int64) -> Bool {
+    since >= floor && since <= version
+  }
+
+  static func full(version: Int64, labels: [Int64: String], blocked: [Int64]) -> DirectoryResponse {
+    DirectoryResponse(
+      version: version, full: true,
+      identify: labels.keys.sorted().map { DirectoryIdentification(number: $0, label: labels[$0] ?? "") },
+      block: blocked)
+  }
+
+  /// The net of the logged changes after the device's version, in log order.
+  static func changes(
+    version: Int64, labels: [Int64: String], log: [(DirectoryKind, Int64, DirectoryChangeFold.Operation)]
+  ) -> DirectoryResponse {
+    var folds: [DirectoryKind: DirectoryChangeFold] = [.identify: DirectoryChangeFold(), .block: DirectoryChangeFold()]
+    for (kind, number, operation) in log { folds[kind]?.apply(operation, number) }
+    let identify = folds[.identify]?.net(labels: true) ?? (upserted: [], removed: [])
+    let block = folds[.block]?.net(labels: false) ?? (upserted: [], removed: [])
+    return DirectoryResponse(
+      version: version, full: false,
+      identify: identify.upserted.map { DirectoryIdentification(number: $0, label: labels[$0] ?? "") },
+      block: block.upserted, removedIdentify: identify.removed, removedBlock: block.removed)
+  }
+}
+
 /// What a run of changes after one version comes to, number by number: the first change says
 /// whether the device had the number, the last whether it has it now.
 struct DirectoryChangeFold {

@@ -2,8 +2,6 @@ import DialtonePostgres
 import DialtoneProtocol
 
 extension PostgresStore: DirectoryStore {
-  private enum Kind: String { case identify, block }
-
   public func replaceDirectory(of userId: String, identify: [Int64: String], block: Set<Int64>) async throws
     -> DirectoryUploadResponse
   {
@@ -22,50 +20,33 @@ extension PostgresStore: DirectoryStore {
     let user: PostgresValue = .text(userId)
     let state =
       try connection.query("SELECT version FROM directory_versions WHERE user_id = $1", [user]).first?.int64(0) ?? 0
-    var current: [Kind: [Int64: String]] = [.identify: [:], .block: [:]]
+    var current: [DirectoryKind: [Int64: String]] = [:]
     for row in try connection.query("SELECT kind, number, label FROM directory_entries WHERE user_id = $1", [user]) {
-      guard let kind = try row.string(0).flatMap(Kind.init(rawValue:)), let number = try row.int64(1) else {
+      guard let kind = try row.string(0).flatMap(DirectoryKind.init(rawValue:)), let number = try row.int64(1) else {
         continue
       }
       current[kind, default: [:]][number] = try row.string(2) ?? ""
     }
-    let wanted: [Kind: [Int64: String]] = [
-      .identify: identify, .block: Dictionary(uniqueKeysWithValues: block.map { ($0, "") }),
-    ]
-    var changes: [(Kind, Int64, DirectoryChangeFold.Operation, String)] = []
-    for kind in [Kind.identify, .block] {
-      let before = current[kind] ?? [:]
-      let after = wanted[kind] ?? [:]
-      for (number, _) in before where after[number] == nil { changes.append((kind, number, .remove, "")) }
-      for (number, label) in after {
-        if let old = before[number] {
-          if old != label { changes.append((kind, number, .relabel, label)) }
-        } else {
-          changes.append((kind, number, .add, label))
-        }
-      }
-    }
+    let changes = DirectoryPlan.changes(from: current, identify: identify, block: block)
     var version = state
     if !changes.isEmpty {
       version = state + 1
-      for (kind, number, operation, label) in changes {
-        if operation == .remove {
-          try connection.query(
-            "DELETE FROM directory_entries WHERE user_id = $1 AND kind = $2 AND number = $3",
-            [user, .text(kind.rawValue), .int64(number)])
+      for change in changes {
+        let key: [PostgresValue] = [user, .text(change.kind.rawValue), .int64(change.number)]
+        if change.operation == .remove {
+          try connection.query("DELETE FROM directory_entries WHERE user_id = $1 AND kind = $2 AND number = $3", key)
         } else {
           try connection.query(
             """
             INSERT INTO directory_entries (user_id, kind, number, label) VALUES ($1, $2, $3, $4)
             ON CONFLICT (user_id, kind, number) DO UPDATE SET label = excluded.label
-            """, [user, .text(kind.rawValue), .int64(number), .text(label)])
+            """, key + [.text(change.label)])
         }
         try connection.query(
           "INSERT INTO directory_changes (user_id, version, kind, number, op) VALUES ($1, $2, $3, $4, $5)",
-          [user, .int64(version), .text(kind.rawValue), .int64(number), .text(operation.rawValue)])
+          [user, .int64(version), .text(change.kind.rawValue), .int64(change.number), .text(change.operation.rawValue)])
       }
-      // Changes are kept for the last versions only: a device further behind gets everything.
-      let floor = max(0, version - DirectoryLimits.changeHistoryVersions)
+      let floor = DirectoryPlan.floor(of: version)
       try connection.query(
         "DELETE FROM directory_changes WHERE user_id = $1 AND version <= $2", [user, .int64(floor)])
       try connection.query(
@@ -102,30 +83,22 @@ extension PostgresStore: DirectoryStore {
       labels[number] = try row.string(1) ?? ""
     }
 
-    guard let since, since >= floor, since <= version else {
+    guard let since, DirectoryPlan.answersWithChanges(since: since, floor: floor, version: version) else {
       let blocked = try connection.query(
         "SELECT number FROM directory_entries WHERE user_id = $1 AND kind = 'block' ORDER BY number", [user]
       ).compactMap { try $0.int64(0) }
-      return DirectoryResponse(
-        version: version, full: true,
-        identify: labels.keys.sorted().map { DirectoryIdentification(number: $0, label: labels[$0] ?? "") },
-        block: blocked)
+      return DirectoryPlan.full(version: version, labels: labels, blocked: blocked)
     }
-    var folds: [Kind: DirectoryChangeFold] = [.identify: DirectoryChangeFold(), .block: DirectoryChangeFold()]
+    var log: [(DirectoryKind, Int64, DirectoryChangeFold.Operation)] = []
     for row in try connection.query(
       "SELECT kind, number, op FROM directory_changes WHERE user_id = $1 AND version > $2 ORDER BY version, seq",
       [user, .int64(since)])
     {
-      guard let kind = try row.string(0).flatMap(Kind.init(rawValue:)), let number = try row.int64(1),
+      guard let kind = try row.string(0).flatMap(DirectoryKind.init(rawValue:)), let number = try row.int64(1),
         let operation = try row.string(2).flatMap(DirectoryChangeFold.Operation.init(rawValue:))
       else { continue }
-      folds[kind]?.apply(operation, number)
+      log.append((kind, number, operation))
     }
-    let identify = folds[.identify]?.net(labels: true) ?? (upserted: [], removed: [])
-    let block = folds[.block]?.net(labels: false) ?? (upserted: [], removed: [])
-    return DirectoryResponse(
-      version: version, full: false,
-      identify: identify.upserted.map { DirectoryIdentification(number: $0, label: labels[$0] ?? "") },
-      block: block.upserted, removedIdentify: identify.removed, removedBlock: block.removed)
+    return DirectoryPlan.changes(version: version, labels: labels, log: log)
   }
 }
