@@ -6,14 +6,7 @@ extension PostgresTests {
   /// A server of its own: this test kills it.
   @Suite struct ServerDeath {
     @Test func aKilledServerIsALostConnectionAndThePoolRecoversAfterARestart() async throws {
-      let server = try await ScratchPostgres.start()
-      do {
-        try await killAndRestart(server)
-      } catch {
-        await server.stop()
-        throw error
-      }
-      await server.stop()
+      try await ScratchPostgres.with { try await killAndRestart($0) }
     }
 
     private func killAndRestart(_ server: ScratchPostgres) async throws {

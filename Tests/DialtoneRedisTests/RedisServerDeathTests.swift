@@ -6,14 +6,7 @@ extension RedisTests {
   /// A server of its own: this test kills it.
   @Suite struct ServerDeath {
     @Test func aKilledServerIsALostConnectionAndANewOneWorksAfterARestart() async throws {
-      let server = try await ScratchRedis.start()
-      do {
-        try await killAndRestart(server)
-      } catch {
-        await server.stop()
-        throw error
-      }
-      await server.stop()
+      try await ScratchRedis.with { try await killAndRestart($0) }
     }
 
     private func killAndRestart(_ server: ScratchRedis) async throws {

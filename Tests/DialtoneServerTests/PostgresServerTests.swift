@@ -74,14 +74,7 @@ extension StoreContractTests {
 /// A server of its own: this test kills it.
 @Suite struct PostgresStoreReconnectTests {
   @Test func bothStoresCarryOnAfterTheServerRestarts() async throws {
-    let server = try await ScratchPostgres.start()
-    do {
-      try await killAndRestart(server)
-    } catch {
-      await server.stop()
-      throw error
-    }
-    await server.stop()
+    try await ScratchPostgres.with { try await killAndRestart($0) }
   }
 
   private func killAndRestart(_ server: ScratchPostgres) async throws {

@@ -8,7 +8,7 @@ import Foundation
 /// A throwaway PostgreSQL server: a fresh cluster in a temporary directory, listening on
 /// 127.0.0.1 (a free port, trust authentication) and on a socket inside that directory. Every
 /// wait is bounded; `stop` removes everything.
-public actor ScratchPostgres {
+public actor ScratchPostgres: ScratchServer {
   /// The superuser initdb creates.
   public static let user = "dialtone"
 

@@ -10,14 +10,9 @@ public struct ScratchPostgresTrait: SuiteTrait, TestScoping {
   public func provideScope(
     for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
   ) async throws {
-    let server = try await ScratchPostgres.start()
-    do {
+    try await ScratchPostgres.with { server in
       try await SharedPostgres.$current.withValue(server) { try await function() }
-    } catch {
-      await server.stop()
-      throw error
     }
-    await server.stop()
   }
 }
 

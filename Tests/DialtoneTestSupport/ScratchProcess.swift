@@ -57,3 +57,27 @@ public enum ScratchProcess {
     throw lastError
   }
 }
+
+/// A throwaway server the tests start and stop (`ScratchPostgres`, `ScratchRedis`).
+public protocol ScratchServer: Actor {
+  static func start() async throws -> Self
+  /// Stops it and removes everything it wrote.
+  func stop() async
+}
+
+extension ScratchServer {
+  /// A fresh server for `body`, stopped afterwards whether `body` threw or not.
+  public static func with<T>(isolation: isolated (any Actor)? = #isolation, _ body: (Self) async throws -> T)
+    async throws -> T
+  {
+    let server = try await start()
+    do {
+      let result = try await body(server)
+      await server.stop()
+      return result
+    } catch {
+      await server.stop()
+      throw error
+    }
+  }
+}

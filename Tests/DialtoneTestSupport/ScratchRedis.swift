@@ -7,7 +7,7 @@ import Foundation
 
 /// A throwaway redis-server on 127.0.0.1 (a free port, no persistence, its own directory). Every
 /// wait is bounded; `stop` removes everything.
-public actor ScratchRedis {
+public actor ScratchRedis: ScratchServer {
   public nonisolated let directory: String
   public nonisolated let port: Int
   private let binary: String

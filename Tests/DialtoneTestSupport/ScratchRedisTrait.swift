@@ -12,14 +12,7 @@ public struct ScratchRedisTrait: SuiteTrait, TestScoping {
   public func provideScope(
     for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
   ) async throws {
-    let server = try await ScratchRedis.start()
-    do {
-      try await SharedRedis.$current.withValue(server) { try await function() }
-    } catch {
-      await server.stop()
-      throw error
-    }
-    await server.stop()
+    try await ScratchRedis.with { server in try await SharedRedis.$current.withValue(server) { try await function() } }
   }
 }
 
