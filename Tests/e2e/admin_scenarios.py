@@ -12,8 +12,7 @@ import re
 import struct
 import zlib
 
-from harness import Chromium, MediaNamespace, Server, Softphone, check
-from observability_scenarios import http_get
+from harness import Chromium, MediaNamespace, Server, Softphone, check, http_get
 
 SCENARIOS = []
 

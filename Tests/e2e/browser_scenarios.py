@@ -15,8 +15,7 @@ import time
 import wave
 
 from harness import (Chromium, MediaNamespace, Server, Softphone, TCPProxy, check, dominant_frequency,
-                     dominant_frequency_between, wav_seconds)
-from observability_scenarios import http_get
+                     dominant_frequency_between, http_get, wav_seconds)
 
 SCENARIOS = []
 

@@ -94,6 +94,41 @@ async def run_stacked(fn, timeout):
             await thing.stop()
 
 
+async def python_json(netns, script, *args, timeout=15, what="the helper"):
+    """Runs `script` with `args` in a Python of its own (inside `netns` when given, so that its
+    requests reach the namespace's addresses) and returns what it printed, as JSON."""
+    prefix = ["ip", "netns", "exec", netns] if netns else []
+    proc = await asyncio.create_subprocess_exec(
+        *prefix, sys.executable, "-c", script, *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except asyncio.TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise Failure(f"{what} took more than {timeout} s")
+    check(proc.returncode == 0, f"{what} failed: {err.decode(errors='replace').strip()[-400:]}")
+    return json.loads(out)
+
+
+# GET URL with headers (JSON object) from wherever this runs; prints {"status","headers","body"}.
+_GET = r"""
+import json, sys, urllib.request, urllib.error
+request = urllib.request.Request(sys.argv[1], headers=json.loads(sys.argv[2]))
+try:
+    with urllib.request.urlopen(request, timeout=10) as response:
+        status, headers, body = response.status, dict(response.headers), response.read()
+except urllib.error.HTTPError as error:
+    status, headers, body = error.code, dict(error.headers), error.read()
+print(json.dumps({"status": status, "headers": headers, "body": body.decode("utf-8", "replace")}))
+"""
+
+
+async def http_get(netns, url, headers=None, timeout=15):
+    """GET from inside `netns`: {"status", "headers", "body"}, whatever the status."""
+    return await python_json(netns, _GET, url, json.dumps(headers or {}), timeout=timeout, what=f"GET {url}")
+
+
 class Scratch:
     """A temporary directory removed at the end."""
 
@@ -206,18 +241,8 @@ class Server:
     async def calls(self, token, limit=200, max_pages=50, timeout=15):
         """Every record of `GET /v1/calls` for the token's user (all pages, newest first), fetched
         from inside the server's namespace when it has one."""
-        prefix = ["ip", "netns", "exec", self.netns] if self.netns else []
-        proc = await asyncio.create_subprocess_exec(
-            *prefix, sys.executable, "-c", _HISTORY_CLIENT, self.url, token, str(limit), str(max_pages),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(), timeout)
-        except asyncio.TimeoutError:
-            proc.kill()
-            await proc.wait()
-            raise Failure(f"GET /v1/calls took more than {timeout} s")
-        check(proc.returncode == 0, f"GET /v1/calls failed: {err.decode(errors='replace').strip()[-400:]}")
-        return json.loads(out)
+        return await python_json(self.netns, _HISTORY_CLIENT, self.url, token, str(limit), str(max_pages),
+                                 timeout=timeout, what="GET /v1/calls")
 
     def token(self, user, device="cli", name=None):
         import subprocess

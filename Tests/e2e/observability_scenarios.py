@@ -7,9 +7,8 @@ Registered in run_e2e.py's SCENARIOS after the others.
 import asyncio
 import json
 import re
-import sys
 
-from harness import MediaNamespace, Server, Softphone, check, free_port
+from harness import MediaNamespace, Server, Softphone, check, free_port, http_get
 
 SCENARIOS = []
 
@@ -17,34 +16,6 @@ SCENARIOS = []
 def scenario(fn):
     SCENARIOS.append(fn)
     return fn
-
-
-# GET URL with headers (JSON object) from wherever this runs; prints {"status","headers","body"}.
-_GET = r"""
-import json, sys, urllib.request, urllib.error
-request = urllib.request.Request(sys.argv[1], headers=json.loads(sys.argv[2]))
-try:
-    with urllib.request.urlopen(request, timeout=10) as response:
-        status, headers, body = response.status, dict(response.headers), response.read()
-except urllib.error.HTTPError as error:
-    status, headers, body = error.code, dict(error.headers), error.read()
-print(json.dumps({"status": status, "headers": headers, "body": body.decode("utf-8", "replace")}))
-"""
-
-
-async def http_get(netns, url, headers=None, timeout=15):
-    prefix = ["ip", "netns", "exec", netns] if netns else []
-    proc = await asyncio.create_subprocess_exec(
-        *prefix, sys.executable, "-c", _GET, url, json.dumps(headers or {}),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except asyncio.TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise
-    check(proc.returncode == 0, f"GET {url} failed: {err.decode(errors='replace')[-300:]}")
-    return json.loads(out)
 
 
 def samples(text):
