@@ -26,6 +26,8 @@ final class RecordingRemoteDevices: RemoteDevices {
 
   init(elsewhere: [String: Set<String>] = [:]) { self.elsewhere = elsewhere }
 
+  var reachesOtherNodes: Bool { true }
+
   var deliveries: [Delivery] { state.withLock { $0.deliveries } }
   var presence: [Presence] { state.withLock { $0.presence } }
 

@@ -6,6 +6,9 @@ import DialtoneProtocol
 /// answers from what it already knows (presence it keeps current) and hands deliveries to a
 /// thread of its own, never blocking.
 protocol RemoteDevices: Sendable {
+  /// False for a single server: the hub then skips what only other nodes need (the set of
+  /// devices it delivered to, built on every delivery to a user).
+  var reachesOtherNodes: Bool { get }
   /// The user's devices connected to other nodes: they need no push, as connected ones here.
   func connectedDevices(of userId: String) -> Set<String>
   /// Delivers to the user's devices on other nodes: `device` alone, or every device of the user
@@ -21,6 +24,7 @@ protocol RemoteDevices: Sendable {
 
 /// One server: every device is local.
 struct NoRemoteDevices: RemoteDevices {
+  var reachesOtherNodes: Bool { false }
   func connectedDevices(of userId: String) -> Set<String> { [] }
   func deliver(_ message: ServerMessage, to userId: String, device: String?, skipping: Set<String>) {}
   func attached(_ identity: Identity, session: String) {}

@@ -776,9 +776,11 @@ public actor SignalingHub {
           deliver(message, toDevice: deviceId, of: userId)
         case .user(let userId, let exceptDevice):
           let sessions = devices[userId] ?? [:]
-          var skipping = Set(sessions.keys)
-          if let exceptDevice { skipping.insert(exceptDevice) }
-          remote.deliver(message, to: userId, device: nil, skipping: skipping)
+          if remote.reachesOtherNodes {
+            var skipping = Set(sessions.keys)
+            if let exceptDevice { skipping.insert(exceptDevice) }
+            remote.deliver(message, to: userId, device: nil, skipping: skipping)
+          }
           guard !sessions.isEmpty else { break }
           let excluded = exceptDevice.map { sessions[$0] == nil ? 0 : 1 } ?? 0
           if sessions.count - excluded == 1 {
