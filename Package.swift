@@ -59,7 +59,7 @@ let package = Package(
       dependencies: [
         "DialtoneProtocol", "DialtoneJSON", "DialtoneCrypto", "DialtoneAuth", "DialtoneNet",
         "DialtoneSQLite", "DialtoneHTTPClient", "DialtonePush", "DialtoneCommandLine", "DialtoneSupport",
-        "DialtoneMetrics", "DialtonePostgres",
+        "DialtoneMetrics", "DialtonePostgres", "DialtoneRedis", "DialtoneCluster",
       ],
       // The browser client and the admin dashboard, edited as HTML/JS and compiled into the
       // binary (no files to deploy).
@@ -127,7 +127,7 @@ let package = Package(
       dependencies: [
         "DialtoneServer", "DialtoneAuth", "DialtonePush", "DialtoneNet", "DialtoneProtocol", "DialtoneCrypto",
         "DialtoneSQLite", "DialtoneJSON", "DialtoneHTTPClient", "DialtoneSupport", "DialtoneTestSupport",
-        "DialtonePostgres",
+        "DialtonePostgres", "DialtoneRedis", "DialtoneCluster",
       ]),
   ],
   swiftLanguageModes: [.v6]

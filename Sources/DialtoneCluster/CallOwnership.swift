@@ -41,10 +41,61 @@ public final class CallOwnership: Sendable {
     try redis.releaseLease(Self.key(callId), holder: .string(node))
   }
 
+  /// Takes a new call for `node` unless another node holds it, and lists it under each of its
+  /// users (`calls(of:)`: where a device that connects anywhere finds the calls it is in). The
+  /// node that holds the call afterwards: `node` when it won (or already held it).
+  public func place(_ callId: String, for node: String, users: [String]) throws(RedisError) -> String {
+    let reply = try redis.eval(
+      Self.placeScript, keys: [Self.key(callId)] + users.map(Self.userKey),
+      arguments: [.string(node), try .milliseconds(leaseDuration), .string(callId)])
+    guard let owner = reply.string else { throw .unexpectedReply(reply) }
+    return owner
+  }
+
+  /// The calls listed under a user whose owner still holds them, with that owner. Entries whose
+  /// lease is gone (the call ended, or its node died and nobody took it yet) are dropped.
+  public func calls(of userId: String) throws(RedisError) -> [(callId: String, owner: String)] {
+    let key = Self.userKey(userId)
+    let reply = try redis.command(["SMEMBERS", key])
+    guard let members = reply.elements?.compactMap(\.string) else { throw .unexpectedReply(reply) }
+    guard !members.isEmpty else { return [] }
+    let owners = try redis.pipeline(members.map { ["GET", Self.key($0)] })
+    var found: [(callId: String, owner: String)] = []
+    var gone: [RedisArgument] = []
+    for (callId, owner) in zip(members, owners) {
+      if let owner = owner.string { found.append((callId, owner)) } else { gone.append(.string(callId)) }
+    }
+    if !gone.isEmpty { try redis.command(["SREM", key] + gone) }
+    return found.sorted { $0.callId < $1.callId }
+  }
+
+  /// The call ended here: its lease goes and it leaves its users' lists.
+  public func finish(_ callId: String, by node: String, users: [String]) throws(RedisError) {
+    try release(callId, by: node)
+    guard !users.isEmpty else { return }
+    _ = try redis.pipeline(users.map { ["SREM", Self.userKey($0), .string(callId)] })
+  }
+
   /// The node running the call, if any holds it.
   public func owner(of callId: String) throws(RedisError) -> String? {
     try redis.get(Self.key(callId)).map { String(decoding: $0, as: UTF8.self) }
   }
 
   static func key(_ callId: String) -> RedisArgument { .string("dt:call-owner:{\(callId)}") }
+  static func userKey(_ userId: String) -> RedisArgument { .string("dt:user-calls:{\(userId)}") }
+
+  /// KEYS: the owner key, then the users' lists. ARGV: node, lease ms, call id. Returns the
+  /// holder afterwards. A user's list lives as long as its newest call's lease could (a day):
+  /// stale members are dropped when read.
+  static let placeScript = RedisScript(
+    """
+    local owner = redis.call('GET', KEYS[1])
+    if owner and owner ~= ARGV[1] then return owner end
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+    for i = 2, #KEYS do
+      redis.call('SADD', KEYS[i], ARGV[3])
+      redis.call('PEXPIRE', KEYS[i], 86400000)
+    end
+    return ARGV[1]
+    """)
 }

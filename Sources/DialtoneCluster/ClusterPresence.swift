@@ -7,17 +7,24 @@ import DialtoneRedis
 ///
 /// Blocking calls: run them off the cooperative pool.
 public final class ClusterPresence: Sendable {
-  /// A device's current socket: the node holding it and the session it resumes.
+  /// A device's session: the node holding it, and whether its socket is open there now (a
+  /// session whose socket dropped stays listed while it may resume: messages for the device
+  /// still go to it, but it counts as offline, so a push wakes the device).
   public struct Holder: Sendable, Equatable {
     public let deviceId: String
     public let node: String
     public let sessionID: String
+    public let connected: Bool
 
-    public init(deviceId: String, node: String, sessionID: String) {
+    public init(deviceId: String, node: String, sessionID: String, connected: Bool = true) {
       self.deviceId = deviceId
       self.node = node
       self.sessionID = sessionID
+      self.connected = connected
     }
+
+    /// Whether `other` is this session (on the same node), whatever the state of its socket.
+    public func isSameSession(as other: Holder) -> Bool { node == other.node && sessionID == other.sessionID }
   }
 
   private let redis: RedisConnection
@@ -44,15 +51,16 @@ public final class ClusterPresence: Sendable {
     try redis.del([Self.nodeKey(node)])
   }
 
-  /// The device's socket is now on `node`: what held it before (on a node alive or not), which
-  /// that node should close as replaced.
+  /// The device's session is now `holder`: what held it before (on a node alive or not), which
+  /// that node should close as replaced; nil when it was this session already (a socket of it
+  /// dropping or coming back).
   @discardableResult
   public func register(_ holder: Holder, of userId: String) throws(RedisError) -> Holder? {
     try Self.check(holder.node, "node")
     try Self.check(holder.sessionID, "session id")
     let reply = try redis.eval(
       Self.registerScript, keys: [Self.userKey(userId)],
-      arguments: [.string(holder.deviceId), .string(Self.value(holder))])
+      arguments: [.string(holder.deviceId), .string(Self.value(holder)), .string(Self.sessionPart(holder))])
     switch reply {
     case .null: return nil
     case .bulk(let bytes): return Self.holder(holder.deviceId, String(decoding: bytes, as: UTF8.self))
@@ -60,13 +68,13 @@ public final class ClusterPresence: Sendable {
     }
   }
 
-  /// Removes the device's entry if it still names this holder: a socket that closed late on its
-  /// old node never removes the device's newer socket elsewhere. Whether it did.
+  /// Removes the device's entry if it still names this session: a session that ended late on its
+  /// old node never removes the device's newer one elsewhere. Whether it did.
   @discardableResult
   public func unregister(_ holder: Holder, of userId: String) throws(RedisError) -> Bool {
     let reply = try redis.eval(
       Self.unregisterScript, keys: [Self.userKey(userId)],
-      arguments: [.string(holder.deviceId), .string(Self.value(holder))])
+      arguments: [.string(holder.deviceId), .string(Self.sessionPart(holder))])
     return reply == .integer(1)
   }
 
@@ -94,13 +102,19 @@ public final class ClusterPresence: Sendable {
   static func nodeKey(_ node: String) -> RedisArgument { .string("dt:node:{\(node)}") }
   static func userKey(_ userId: String) -> RedisArgument { .string("dt:presence:{\(userId)}") }
 
-  /// "node\nsession": neither may hold a newline (`check`).
-  private static func value(_ holder: Holder) -> String { holder.node + "\n" + holder.sessionID }
+  /// "node\nsession\n" then "1" (socket open) or "0": neither may hold a newline (`check`).
+  /// The scripts compare the session part (`sessionPart`) so that a socket coming and going
+  /// does not count as another session.
+  private static func value(_ holder: Holder) -> String {
+    sessionPart(holder) + (holder.connected ? "1" : "0")
+  }
+
+  private static func sessionPart(_ holder: Holder) -> String { holder.node + "\n" + holder.sessionID + "\n" }
 
   private static func holder(_ deviceId: String, _ value: String) -> Holder? {
-    let parts = value.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
-    guard parts.count == 2 else { return nil }
-    return Holder(deviceId: deviceId, node: String(parts[0]), sessionID: String(parts[1]))
+    let parts = value.split(separator: "\n", omittingEmptySubsequences: false)
+    guard parts.count == 3, parts[2] == "1" || parts[2] == "0" else { return nil }
+    return Holder(deviceId: deviceId, node: String(parts[0]), sessionID: String(parts[1]), connected: parts[2] == "1")
   }
 
   private static func check(_ value: String, _ what: String) throws(RedisError) {
@@ -109,19 +123,21 @@ public final class ClusterPresence: Sendable {
     }
   }
 
-  /// ARGV: device, value. Returns the previous value or nil.
+  /// ARGV: device, value, session part. Returns the previous value, or nil when there was none
+  /// or it was the same session.
   static let registerScript = RedisScript(
     """
     local previous = redis.call('HGET', KEYS[1], ARGV[1])
     redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-    if previous == ARGV[2] then return nil end
+    if not previous or string.sub(previous, 1, #ARGV[3]) == ARGV[3] then return nil end
     return previous
     """)
 
-  /// ARGV: device, value. Deletes only a matching entry.
+  /// ARGV: device, session part. Deletes only an entry of that session.
   static let unregisterScript = RedisScript(
     """
-    if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+    local current = redis.call('HGET', KEYS[1], ARGV[1])
+    if current and string.sub(current, 1, #ARGV[2]) == ARGV[2] then
       return redis.call('HDEL', KEYS[1], ARGV[1])
     end
     return 0

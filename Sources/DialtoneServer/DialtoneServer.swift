@@ -1,7 +1,9 @@
 import DialtoneAuth
+import DialtoneCrypto
 import DialtoneMetrics
 import DialtoneNet
 import DialtoneProtocol
+import DialtoneRedis
 import DialtoneSupport
 import Foundation
 
@@ -18,6 +20,10 @@ public final class DialtoneServer: Sendable {
   let pushes: PushDispatcher?
   private let sfu: (any SFUBackend)?
   private let metricsListener: MetricsListener?
+  /// This node's part of a cluster (`--redis-url`); nil on a single server.
+  let cluster: ClusterLink?
+  /// The PostgreSQL stores (`--database-url`), closed by `stop`.
+  private let postgres: (store: PostgresStore, liveCalls: PostgresLiveCallStore)?
   let observations: Observations
   /// Every route the public port serves (the API contract test checks docs/openapi.yaml has them).
   let routes: [(method: HTTPMethod, pattern: String)]
@@ -49,11 +55,14 @@ public final class DialtoneServer: Sendable {
       stunURLs: configuration.stunURLs, turnURLs: configuration.turnURLs,
       turnSecret: configuration.turnSecret, ttl: configuration.turnTTL)
     let postgres = try await PostgresStore.open(configuration)
+    self.postgres = postgres
     let callStore = try store ?? postgres?.store ?? SQLiteStore.open(dataDirectory: configuration.dataDirectory)
     let liveCalls =
       try liveCalls ?? postgres?.liveCalls ?? SQLiteLiveCallStore.open(dataDirectory: configuration.dataDirectory)
     let journal = CallJournal(store: liveCalls, log: log.scoped("journal"))
     self.journal = journal
+    let cluster = try Self.makeClusterLink(configuration, liveCalls: liveCalls, log: log)
+    self.cluster = cluster
     pushes = try PushSetup.dispatcher(
       configuration: configuration, store: callStore, clock: clock, observations: observations,
       log: log.scoped("push"))
@@ -76,15 +85,27 @@ public final class DialtoneServer: Sendable {
         limits: configuration.limits),
       clock: clock, authenticator: authenticator, iceServers: iceServers, router: router, groups: groups, sfu: sfu,
       effectSink: sink, journal: journal, liveCalls: liveCalls, executor: executor, observations: observations,
-      quality: callStore, remote: remoteDevices, placement: placement,
+      quality: callStore, remote: cluster ?? remoteDevices, placement: cluster ?? placement,
       log: log.scoped("signaling"))
     let hub = self.hub
     journal.start { ticket in hub.deliver(.journalCommitted(ticket)) }
-    let interrupted = try liveCalls.completeInterruptedGroupCalls()
-    if interrupted > 0 { log.info("recorded \(interrupted) group call(s) that the restart ended (server-restart)") }
     let retention = clock.now.addingTimeInterval(-router.settings.endedRetention.seconds)
-    await hub.restore(
-      try liveCalls.liveCalls(), ended: try liveCalls.callsEnded(since: retention.millisecondsSince1970))
+    let ended = try liveCalls.callsEnded(since: retention.millisecondsSince1970)
+    if let cluster {
+      // The live calls of the shared journal are other nodes' until their leases lapse: the
+      // cluster takes over those nobody runs, now and whenever a node dies.
+      await hub.restore([], ended: ended)
+      do {
+        try cluster.start(hub: hub)
+      } catch {
+        throw ConfigurationError("cannot reach the cluster's Redis at \(configuration.redisURL ?? ""): \(error)")
+      }
+      log.info("node \(cluster.thisNode) joined the cluster")
+    } else {
+      let interrupted = try liveCalls.completeInterruptedGroupCalls()
+      if interrupted > 0 { log.info("recorded \(interrupted) group call(s) that the restart ended (server-restart)") }
+      await hub.restore(try liveCalls.liveCalls(), ended: ended)
+    }
     await hub.loadBlocks(try await callStore.allBlocks())
 
     var routes = Router()
@@ -157,8 +178,27 @@ public final class DialtoneServer: Sendable {
     await metricsListener?.stop()
     await sfu?.shutdown()
     journal.close()
+    cluster?.stop()
     await pushes?.drain()
+    postgres?.liveCalls.close()
+    postgres?.store.close()
     log.info("stopped")
+  }
+
+  private static func makeClusterLink(_ configuration: ServerConfiguration, liveCalls: any LiveCallStore, log: Log)
+    throws -> ClusterLink?
+  {
+    guard let url = configuration.redisURL else { return nil }
+    let redis: RedisConfiguration
+    do {
+      redis = try RedisConfiguration(url: url)
+    } catch {
+      throw ConfigurationError("--redis-url: \(error)")
+    }
+    let name = configuration.nodeName ?? ProcessInfo.processInfo.hostName
+    let safeName = String(name.map { $0.isLetter || $0.isNumber || "-_.".contains($0) ? $0 : "-" }.prefix(64))
+    let node = safeName + "-" + SecureRandom.token(byteCount: 4)
+    return ClusterLink(settings: .init(redis: redis, node: node), liveCalls: liveCalls, log: log.scoped("cluster"))
   }
 
   private static func makeSFU(_ configuration: ServerConfiguration, clock: any DialtoneClock, log: Log) throws

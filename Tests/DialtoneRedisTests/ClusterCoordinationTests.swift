@@ -25,6 +25,27 @@ extension RedisTests {
       #expect(try ownership.claim(id, for: "n2"))
     }
 
+    @Test func aCallPlacedOnceIsFoundUnderEachOfItsUsersUntilItEnds() throws {
+      let ownership = try ownership()
+      let (id, alice, bob) = (call(), "u-" + UUID().uuidString, "u-" + UUID().uuidString)
+      #expect(try ownership.place(id, for: "n1", users: [alice, bob]) == "n1")
+      // The second node to place the same call learns who has it, and lists nothing.
+      #expect(try ownership.place(id, for: "n2", users: [bob]) == "n1")
+      #expect(try ownership.calls(of: alice).map { "\($0.callId)@\($0.owner)" } == ["\(id)@n1"])
+      #expect(try ownership.calls(of: bob).map(\.owner) == ["n1"])
+      try ownership.finish(id, by: "n1", users: [alice, bob])
+      #expect(try ownership.calls(of: alice).isEmpty)
+      #expect(try ownership.owner(of: id) == nil)
+    }
+
+    @Test func aCallWhoseLeaseExpiredLeavesItsUsersListsWhenRead() async throws {
+      let ownership = try ownership(.milliseconds(200))
+      let (id, alice) = (call(), "u-" + UUID().uuidString)
+      #expect(try ownership.place(id, for: "n1", users: [alice]) == "n1")
+      let gone = await eventually(within: 10) { (try? ownership.calls(of: alice))?.isEmpty == true }
+      #expect(gone)
+    }
+
     @Test func aDeadOwnersCallIsClaimedByAnotherAndTheOldOwnerLearnsItLostIt() async throws {
       let ownership = try ownership(.milliseconds(300))
       let (kept, lost) = (call(), call())

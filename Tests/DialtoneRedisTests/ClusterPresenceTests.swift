@@ -44,6 +44,27 @@ extension RedisTests {
       #expect(try presence.devices(of: alice) == [])
     }
 
+    @Test func aSessionWhoseSocketDroppedStaysListedAsOffline() throws {
+      let presence = try presence()
+      let (alice, n1, n2) = (user(), node(), node())
+      try presence.heartbeat(n1)
+      try presence.heartbeat(n2)
+      let online = ClusterPresence.Holder(deviceId: "phone", node: n1, sessionID: "s1")
+      let offline = ClusterPresence.Holder(deviceId: "phone", node: n1, sessionID: "s1", connected: false)
+      try presence.register(online, of: alice)
+      // The socket dropping and coming back is the same session: nothing to replace.
+      #expect(try presence.register(offline, of: alice) == nil)
+      #expect(try presence.devices(of: alice) == [offline])
+      #expect(try presence.register(online, of: alice) == nil)
+      try presence.register(offline, of: alice)
+      // A new session elsewhere replaces it, whatever the state of its socket.
+      let elsewhere = ClusterPresence.Holder(deviceId: "phone", node: n2, sessionID: "s2")
+      #expect(try presence.register(elsewhere, of: alice) == offline)
+      #expect(try !presence.unregister(online, of: alice))
+      #expect(try presence.unregister(.init(deviceId: "phone", node: n2, sessionID: "s2", connected: false), of: alice))
+      #expect(try presence.devices(of: alice) == [])
+    }
+
     @Test func aDeadNodesDevicesDropOutByThemselves() async throws {
       let presence = try presence(nodeExpiry: .milliseconds(300))
       let (alice, dying, living) = (user(), node(), node())

@@ -32,9 +32,13 @@ final class RecordingPlacement: CallPlacement {
 
   func location(of callId: CallID) -> CallLocation { owners[callId].map { .node($0) } ?? .here }
 
-  func forward(_ message: ClientMessage, id: String, from: Identity, session: String, to node: String) {
+  var thisNode: String { "here" }
+
+  func finished(_ callId: CallID) {}
+
+  func forward(_ message: ClientMessage, id: String, from: Identity, session: String, to node: String?) {
     let forward = Forward(
-      type: message.type, id: id, from: "\(from.userId)/\(from.deviceId)", session: session, node: node)
+      type: message.type, id: id, from: "\(from.userId)/\(from.deviceId)", session: session, node: node ?? "?")
     state.withLock { $0.forwards.append(forward) }
   }
 
@@ -117,6 +121,29 @@ final class RecordingPlacement: CallPlacement {
     #expect(placement.replies.contains(.init(type: .error, replyTo: "q2", origin: origin)))
     let stored = try await SQLiteStore.open(dataDirectory: server.dataDirectory).qualityReports(of: "near-2")
     #expect(stored.map(\.userId) == ["alice"])
+    await server.stop()
+  }
+
+  @Test func aForwardedRequestSentAgainIsAnsweredAgainButHandledOnce() async throws {
+    let placement = RecordingPlacement()
+    let server = try await TestServer(placement: placement)
+    let bob = try await server.connect("bob")
+    let origin = ForwardedRequest.Origin(node: "n2", sessionID: "s_alice")
+    let alice = Identity(userId: "alice", deviceId: "phone", name: "Alice")
+    func forward(_ message: ClientMessage, id: String) {
+      server.server.hub.deliver(.forwarded(ForwardedRequest(message: message, id: id, from: alice, origin: origin)))
+    }
+    forward(.invite(.init(callId: "near-3", to: "bob", video: false)), id: "i1")
+    _ = try await bob.expect(.invite)
+    // Alice's node got no answer in time (or she resumed elsewhere) and sends the candidate twice.
+    let trickle = ClientMessage.candidate(.init(callId: "near-3", candidate: candidate(1)))
+    forward(trickle, id: "c1")
+    forward(trickle, id: "c1")
+    let answered = await eventually { placement.replies.count == 3 }
+    #expect(answered)
+    #expect(placement.replies.map(\.replyTo) == ["i1", "c1", "c1"])
+    _ = try await bob.expect(.candidate)
+    try await bob.expectQuiet()
     await server.stop()
   }
 }

@@ -31,14 +31,16 @@ final class RecordingRemoteDevices: RemoteDevices {
   var deliveries: [Delivery] { state.withLock { $0.deliveries } }
   var presence: [Presence] { state.withLock { $0.presence } }
 
-  func connectedDevices(of userId: String) -> Set<String> { elsewhere[userId] ?? [] }
+  func dispatch(_ event: CallEvent, connectedHere: Set<String>, to sink: any CallEffectSink) {
+    sink.handle(event, connectedDevices: connectedHere.union(elsewhere[event.userId] ?? []))
+  }
 
   func deliver(_ message: ServerMessage, to userId: String, device: String?, skipping: Set<String>) {
     let delivery = Delivery(type: message.knownType, userId: userId, device: device, skipping: skipping)
     state.withLock { $0.deliveries.append(delivery) }
   }
 
-  func attached(_ identity: Identity, session: String) {
+  func attached(_ identity: Identity, session: String, newSession: Bool) {
     state.withLock { $0.presence.append(.attached("\(identity.userId)/\(identity.deviceId)", session: session)) }
   }
 

@@ -1148,6 +1148,10 @@ from openapi_scenarios import SCENARIOS as OPENAPI_SCENARIOS  # noqa: E402
 from observability_scenarios import SCENARIOS as OBSERVABILITY_SCENARIOS  # noqa: E402
 SCENARIOS += OBSERVABILITY_SCENARIOS + BROWSER_SCENARIOS + ADMIN_SCENARIOS + OPENAPI_SCENARIOS
 
+# A cluster of three nodes on PostgreSQL and Redis (issue 19).
+from cluster_scenarios import SCENARIOS as CLUSTER_SCENARIOS  # noqa: E402
+SCENARIOS += CLUSTER_SCENARIOS
+
 
 def print_log_tails(scratch, lines=15):
     """The last lines of every log a failed attempt left, so CI's output shows what happened."""

@@ -11,6 +11,12 @@ public struct ServerConfiguration: Sendable, Equatable {
   /// A PostgreSQL database (postgres:// or postgresql:// URL) for the history, devices, blocks,
   /// directories and live calls instead of SQLite in the data directory. Nil: SQLite.
   public var databaseURL: String?
+  /// A Redis (redis://host:port/db) that makes this server one node of a cluster with the others
+  /// using it and the same `databaseURL`. Nil: a single server.
+  public var redisURL: String?
+  /// The node's name in the cluster (its log lines and its keys; a random suffix is added per
+  /// start). Nil: the host name.
+  public var nodeName: String?
   /// HS256 secret shared with the app's backend. Nil: read or generate `<data-dir>/auth-secret`.
   public var authSecret: String?
   public var logLevel: LogLevel = .info
@@ -130,6 +136,23 @@ extension ServerConfiguration {
         throw ConfigurationError("--database-url must be a postgres:// or postgresql:// URL")
       }
       c.databaseURL = v
+    },
+    Option(
+      flag: "redis-url",
+      help: "run as one node of a cluster sharing this Redis and --database-url (redis://host:port/db)",
+      repeatable: false
+    ) { c, v throws(ConfigurationError) in
+      guard v.lowercased().hasPrefix("redis://") else { throw ConfigurationError("--redis-url must be a redis:// URL") }
+      c.redisURL = v
+    },
+    Option(
+      flag: "node-name", help: "this node's name in the cluster's logs and keys (default: the host name)",
+      repeatable: false
+    ) { c, v throws(ConfigurationError) in
+      guard !v.isEmpty, v.utf8.count <= 64, v.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }) else {
+        throw ConfigurationError("--node-name must be 1-64 letters, digits, '-', '_' or '.'")
+      }
+      c.nodeName = v
     },
     Option(
       flag: "auth-secret",
@@ -366,6 +389,12 @@ extension ServerConfiguration {
     if configuration.limits.maxOutgoingBytes <= configuration.limits.maxUnackedBytes {
       // A resume writes every unacknowledged message at once: it must fit the outgoing queue.
       throw ConfigurationError("--max-outgoing-bytes must be larger than --max-unacked-bytes")
+    }
+    if configuration.redisURL != nil && configuration.databaseURL == nil {
+      throw ConfigurationError("--redis-url (a cluster) needs --database-url: the nodes share one PostgreSQL database")
+    }
+    if configuration.redisURL != nil && configuration.authSecret == nil {
+      throw ConfigurationError("--redis-url (a cluster) needs --auth-secret: every node must accept the same tokens")
     }
     if !configuration.turnURLs.isEmpty && configuration.turnSecret == nil {
       throw ConfigurationError("--turn-url needs --turn-secret (coturn's static-auth-secret)")

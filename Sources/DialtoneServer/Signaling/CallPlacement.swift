@@ -1,9 +1,11 @@
 import DialtoneProtocol
 
-/// Where a call's state machine runs: on this node, or on the node of a cluster that owns it.
+/// Where a call's state machine runs: on this node, on the node of a cluster that owns it, or
+/// wherever the placement finds out when the request is forwarded (it may be here after all).
 enum CallLocation: Sendable, Equatable {
   case here
   case node(String)
+  case unknown
 }
 
 /// A device's request about a call another node runs, as that node receives it (the cluster's
@@ -27,17 +29,26 @@ struct ForwardedRequest: Sendable {
 /// remembers and delivers as if it had answered itself. Called on the hub's thread: answers come
 /// from what the implementation knows, and sending is handed to a thread of its own.
 protocol CallPlacement: Sendable {
-  /// Where requests about `callId` are handled; a call nobody runs yet is placed here.
+  /// This node's name in `ForwardedRequest.Origin`.
+  var thisNode: String { get }
+  /// Where requests about a call this hub does not run are handled; a call nobody runs yet is
+  /// placed here.
   func location(of callId: CallID) -> CallLocation
-  /// Passes the request of a session here on to the node that runs its call.
-  func forward(_ message: ClientMessage, id: String, from: Identity, session: String, to node: String)
-  /// Sends the answer to a forwarded request back to its origin.
+  /// Passes the request of a session here on to the node that runs its call (`node`), or to
+  /// wherever the placement finds it runs (nil: `.unknown`). A request that turns out to be this
+  /// node's comes back as a `.forwarded` event from `thisNode`.
+  func forward(_ message: ClientMessage, id: String, from: Identity, session: String, to node: String?)
+  /// Sends the answer to a forwarded request back to its origin (another node).
   func reply(_ reply: ServerMessage, to request: ForwardedRequest)
+  /// A call this hub ran ended (its end is in the journal): nobody runs it any more.
+  func finished(_ callId: CallID)
 }
 
 /// One server: every call runs here.
 struct LocalCalls: CallPlacement {
+  var thisNode: String { "local" }
   func location(of callId: CallID) -> CallLocation { .here }
-  func forward(_ message: ClientMessage, id: String, from: Identity, session: String, to node: String) {}
+  func forward(_ message: ClientMessage, id: String, from: Identity, session: String, to node: String?) {}
   func reply(_ reply: ServerMessage, to request: ForwardedRequest) {}
+  func finished(_ callId: CallID) {}
 }

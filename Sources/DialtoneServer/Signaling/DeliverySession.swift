@@ -32,6 +32,8 @@ final class DeliverySession {
   private var replySlots: [(id: String, reply: ServerMessage)] = []  // grows to replyMemory
   private var replyNext = 0
   private let replyMemory: Int
+  /// Copies of a ring that reached this session twice from other nodes (`RingReplayFilter`).
+  var ringReplays = RingReplayFilter()
   /// Counts every sequenced message (`dialtone_messages_sent_total`).
   private let sent: Counter?
 

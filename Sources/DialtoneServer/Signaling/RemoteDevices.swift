@@ -9,14 +9,17 @@ protocol RemoteDevices: Sendable {
   /// False for a single server: the hub then skips what only other nodes need (the set of
   /// devices it delivered to, built on every delivery to a user).
   var reachesOtherNodes: Bool { get }
-  /// The user's devices connected to other nodes: they need no push, as connected ones here.
-  func connectedDevices(of userId: String) -> Set<String>
+  /// Hands a call event (a ring, a missed call, an end) to the sink that pushes and counts it,
+  /// with every device of its user whose socket is open, here (`connectedHere`) or on another
+  /// node: those need no push. In the hub's order, possibly later and on another thread.
+  func dispatch(_ event: CallEvent, connectedHere: Set<String>, to sink: any CallEffectSink)
   /// Delivers to the user's devices on other nodes: `device` alone, or every device of the user
   /// but those in `skipping` (the ones this node delivered to, and the recipient's exception).
   func deliver(_ message: ServerMessage, to userId: String, device: String?, skipping: Set<String>)
   /// The device's socket is on this node now, in a new or a resumed session: other nodes send
-  /// its messages here, and close a socket of the same device they still hold (replaced).
-  func attached(_ identity: Identity, session: String)
+  /// its messages here, close a session of the same device they still hold (replaced), and the
+  /// nodes running its calls learn it is back (a new session is rung again).
+  func attached(_ identity: Identity, session: String, newSession: Bool)
   /// The device's socket closed (`ended` false: the session may still resume on this node) or
   /// its session ended here.
   func detached(_ identity: Identity, session: String, ended: Bool)
@@ -25,8 +28,10 @@ protocol RemoteDevices: Sendable {
 /// One server: every device is local.
 struct NoRemoteDevices: RemoteDevices {
   var reachesOtherNodes: Bool { false }
-  func connectedDevices(of userId: String) -> Set<String> { [] }
+  func dispatch(_ event: CallEvent, connectedHere: Set<String>, to sink: any CallEffectSink) {
+    sink.handle(event, connectedDevices: connectedHere)
+  }
   func deliver(_ message: ServerMessage, to userId: String, device: String?, skipping: Set<String>) {}
-  func attached(_ identity: Identity, session: String) {}
+  func attached(_ identity: Identity, session: String, newSession: Bool) {}
   func detached(_ identity: Identity, session: String, ended: Bool) {}
 }

@@ -75,6 +75,8 @@ public actor SignalingHub {
   private var held = HeldOutcomes<Output>()
   /// Requests whose reply is held: a retry meanwhile is not answered twice (the reply is coming).
   private var heldRequests: Set<String> = []
+  /// Requests other nodes forwarded, answered once however often they come.
+  private var forwardedAnswers = ForwardedAnswers()
   /// Set by `prepareForShutdown()`: sockets closed by the shutdown leave their calls as they are
   /// (no grace starts), so that the restarted server carries on with them.
   private var shuttingDown = false
@@ -273,10 +275,56 @@ public actor SignalingHub {
       handleForwarded(request)
 
     case .replyArrived(let sessionID, let requestID, let reply):
-      heldRequests.remove(sessionID + "\u{0}" + requestID)
-      guard let session = sessions[sessionID] else { return }
-      session.remember(reply, for: requestID)
-      session.deliver(reply)
+      replyArrived(reply, sessionID: sessionID, requestID: requestID)
+
+    case .cluster(let letters):
+      for letter in letters { handle(letter) }
+
+    case .adopt(let stored):
+      adopt(stored)
+    }
+  }
+
+  private func replyArrived(_ reply: ServerMessage, sessionID: String, requestID: String) {
+    heldRequests.remove(sessionID + "\u{0}" + requestID)
+    guard let session = sessions[sessionID] else { return }
+    session.remember(reply, for: requestID)
+    session.deliver(reply)
+  }
+
+  // MARK: - Letters from other nodes
+
+  private func handle(_ letter: ClusterLetter) {
+    switch letter {
+    case .delivery(let message, let userId, let deviceIds):
+      // Only sessions here: a device that moved on meanwhile gets it from its new node's resume.
+      guard let sessions = devices[userId] else { return }
+      for deviceId in deviceIds {
+        guard let session = sessions[deviceId], session.ringReplays.admit(message) else { continue }
+        session.deliver(message)
+      }
+    case .request(let request):
+      handleForwarded(request)
+    case .reply(let sessionID, let requestID, let reply):
+      replyArrived(reply, sessionID: sessionID, requestID: requestID)
+    case .device(let identity, let connected, let newSession):
+      let now = clock.now
+      if connected {
+        emit(Output(effects: router.deviceConnected(identity, newSession: newSession, now: now)), for: nil)
+        apply(groups.deviceConnected(identity, newSession: newSession))
+      } else {
+        emit(Output(effects: router.deviceDisconnected(identity, now: now)), for: nil)
+        apply(groups.deviceDisconnected(identity))
+      }
+    case .replaced(let identity, let sessionID):
+      guard let session = sessions[sessionID], session.identity.userId == identity.userId,
+        session.identity.deviceId == identity.deviceId
+      else { return }
+      if let socket = session.socket {
+        sockets[socket.id]?.session = nil
+        socket.close(code: UInt16(CloseCode.replaced.rawValue), reason: "replaced by a newer connection of this device")
+      }
+      discard(session)
     }
   }
 
@@ -401,7 +449,7 @@ public actor SignalingHub {
     sessionTimers.removeValue(forKey: session.id)?.cancel()
     sockets[connection.id]?.session = session
     sockets[connection.id]?.helloTimer = nil
-    remote.attached(identity, session: session.id)
+    remote.attached(identity, session: session.id, newSession: !resumed)
 
     var welcome = ServerMessage.Welcome(
       replyTo: helloID, sessionId: session.id, userId: identity.userId, deviceId: identity.deviceId,
@@ -502,11 +550,19 @@ public actor SignalingHub {
             callId: message.callId, retryAfterMs: wait.milliseconds)))
       return
     }
-    if let callId = message.callId, case .node(let owner) = placement.location(of: callId) {
-      // Answered by the owner through `.replyArrived`; a retry meanwhile waits for that answer.
-      heldRequests.insert(Self.requestKey(session, requestID))
-      placement.forward(message, id: requestID, from: session.identity, session: session.id, to: owner)
-      return
+    if let callId = message.callId, !runsHere(callId) {
+      let owner: String?
+      switch placement.location(of: callId) {
+      case .here: owner = ""
+      case .node(let node): owner = node
+      case .unknown: owner = nil
+      }
+      if owner != "" {
+        // Answered by the owner through `.replyArrived`; a retry meanwhile waits for that answer.
+        heldRequests.insert(Self.requestKey(session, requestID))
+        placement.forward(message, id: requestID, from: session.identity, session: session.id, to: owner)
+        return
+      }
     }
     if case .quality(let report) = message { return takeQuality(report, id: requestID, session: session) }
     let outcome: CallRouter.Outcome
@@ -529,11 +585,22 @@ public actor SignalingHub {
       for: message.callId)
   }
 
+  /// Whether this hub runs the call (live or recently ended): only then are its requests handled
+  /// here without asking the placement.
+  private func runsHere(_ callId: CallID) -> Bool {
+    router.calls[callId] != nil || groups.knows(callId)
+  }
+
   /// A request another node forwarded: handled like one of this node's devices', except that the
   /// answer, once the journal has it, goes back to the node it came from.
   private func handleForwarded(_ request: ForwardedRequest) {
     if case .quality(let report) = request.message {
       return takeQuality(report, id: request.id, from: request.from, answer: .forwarded(request))
+    }
+    switch forwardedAnswers.arrive(request) {
+    case .new: break
+    case .inFlight: return
+    case .answered(let reply): return answerForwarded(reply, request)
     }
     let outcome = route(request.message, id: request.id, from: request.from)
     observe(request.message, outcome.reply, from: request.from)
@@ -649,13 +716,32 @@ public actor SignalingHub {
       if output.wasHeld, let id = output.requestID { heldRequests.remove(Self.requestKey(session, id)) }
       session.deliver(reply, coalesced: output.coalesced)
     } else if let request = output.forwarded, let reply = output.reply {
-      placement.reply(reply, to: request)
+      let repeats = forwardedAnswers.answered(request, reply)
+      answerForwarded(reply, request)
+      for repeated in repeats { answerForwarded(reply, repeated) }
     }
     apply(output.effects)
+    for case .persist(let change) in output.effects {
+      switch change {
+      case .ended(let record, _, _): placement.finished(record.callId)
+      case .groupEnded(let record, _): placement.finished(record.callId)
+      default: break
+      }
+    }
     if let arrived = output.relayedFrom {
       let elapsed = ContinuousClock.now - arrived
       observations.metrics.relayLatency.observe(
         Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+    }
+  }
+
+  /// A request of a session here that the placement found runs here is answered as any other
+  /// (before its effects); another node's goes back there.
+  private func answerForwarded(_ reply: ServerMessage, _ request: ForwardedRequest) {
+    if request.origin.node == placement.thisNode {
+      replyArrived(reply, sessionID: request.origin.sessionID, requestID: request.id)
+    } else {
+      placement.reply(reply, to: request)
     }
   }
 
@@ -798,7 +884,7 @@ public actor SignalingHub {
       case .cancel(let timer):
         callTimers.removeValue(forKey: timer)?.cancel()
       case .external(let event):
-        effectSink.handle(event, connectedDevices: connectedDeviceIDs(of: event.userId))
+        remote.dispatch(event, connectedHere: connectedDeviceIDs(of: event.userId), to: effectSink)
       case .sfu(let command):
         sfu?.perform(command)
       case .persist:
@@ -816,10 +902,9 @@ public actor SignalingHub {
     }
   }
 
-  /// The user's devices with a live socket, here or on another node: the ones a push would wake
-  /// for nothing.
+  /// The user's devices with a live socket here: the ones a push would wake for nothing (with
+  /// those on other nodes, which `remote` adds).
   private func connectedDeviceIDs(of userId: String) -> Set<String> {
     Set((devices[userId] ?? [:]).values.filter(\.isConnected).map(\.identity.deviceId))
-      .union(remote.connectedDevices(of: userId))
   }
 }

@@ -18,6 +18,10 @@ enum HubEvent: Sendable {
   case replyArrived(sessionID: String, requestID: String, reply: ServerMessage)
   /// Another node's device's request about a call that runs here.
   case forwarded(ForwardedRequest)
+  /// Letters from other nodes of a cluster, in the order they were sent.
+  case cluster([ClusterLetter])
+  /// Live calls this node took over (their node died or handed them over), from the journal.
+  case adopt([StoredLiveCall])
 }
 
 /// Adapts `DialtoneNet`'s callbacks (on the network thread, which is the hub's executor) to the hub.

@@ -13,6 +13,8 @@ final class PostgresLiveCallStore: LiveCallStore, @unchecked Sendable {
   private let writerLock = NSLock()
   private var reader: PostgresConnection?
   private let readerLock = NSLock()
+  private var writerClosed = false
+  private var readerClosed = false
 
   init(url: String) throws {
     configuration = PostgresConfiguration(url: url)
@@ -185,12 +187,32 @@ final class PostgresLiveCallStore: LiveCallStore, @unchecked Sendable {
     }
   }
 
+  /// Closes both connections for good (the server stopped): later calls fail.
+  func close() {
+    writerLock.withLock {
+      writer?.close()
+      writer = nil
+      writerClosed = true
+    }
+    readerLock.withLock {
+      reader?.close()
+      reader = nil
+      readerClosed = true
+    }
+  }
+
   private func withWriter<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
-    try writerLock.withLock { try Self.use(&writer, configuration, body) }
+    try writerLock.withLock {
+      guard !writerClosed else { throw PostgresError.connectionFailed(message: "the live-call store is closed") }
+      return try Self.use(&writer, configuration, body)
+    }
   }
 
   private func withReader<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
-    try readerLock.withLock { try Self.use(&reader, configuration, body) }
+    try readerLock.withLock {
+      guard !readerClosed else { throw PostgresError.connectionFailed(message: "the live-call store is closed") }
+      return try Self.use(&reader, configuration, body)
+    }
   }
 
   /// Runs `body` on the slot's connection, first opening a new one if the old one was lost.

@@ -32,6 +32,9 @@ public final class PostgresStore: CallStore, DeviceStore, GroupCallStore {
     return (store, liveCalls)
   }
 
+  /// Stops the pool's threads and closes their connections once the queued queries ran.
+  public func close() { pool.close() }
+
   public func schemaVersion() async throws -> Int64 {
     try await pool.run { connection in try PostgresSchema.migrations.version(on: connection) }
   }

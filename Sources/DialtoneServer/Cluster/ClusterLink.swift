@@ -1,0 +1,420 @@
+import DialtoneCluster
+import DialtoneProtocol
+import DialtoneRedis
+import DialtoneSupport
+import Foundation
+
+/// A node's part of a cluster (`--redis-url`): it answers the hub's two seams from Redis. Which
+/// node holds each device's session is `ClusterPresence`; which node runs each call is a lease
+/// (`CallOwnership`), taken by the node where the call starts; messages between nodes are
+/// letters in each node's inbox (`NodeMailbox`).
+///
+/// The hub calls it on its own thread and never waits: every Redis step runs on `sender`, one
+/// job at a time in the order the hub asked, so letters for one device or one call keep their
+/// order. What comes back (letters read from this node's inbox, calls it takes over) reaches the
+/// hub as events. Heartbeats, lease renewals and taking over the calls of nodes that died run on
+/// a thread of their own (`ClusterHousekeeping`).
+final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
+  struct Settings: Sendable {
+    var redis: RedisConfiguration
+    /// This incarnation of the node: its name and a random suffix, so that a node restarting
+    /// under the same name never mistakes the state of its previous life for its own.
+    var node: String
+    var heartbeat: Duration = .seconds(1)
+    /// A node that stops beating for this long is dead: its devices and inbox stop counting.
+    var nodeExpiry: Duration = .seconds(3)
+    /// How long a call's owner holds it without renewing: the longest a dead node's calls wait
+    /// for another node to take their timers over (sooner when a device asks about one).
+    var lease: Duration = .seconds(10)
+    var inboxCapacity = 100_000
+    var inboxExpiry: Duration = .seconds(120)
+    /// Jobs waiting for Redis; past this the hub's requests are refused (and said so).
+    var maxQueued = 50_000
+  }
+
+  let settings: Settings
+  var thisNode: String { settings.node }
+  private let sender: RedisWorker
+  private let hub = Locked<SignalingHub?>(nil)
+  /// The calls this node runs, with their users (their lists in Redis name the call).
+  private let owned = Locked<[CallID: [String]]>([:])
+  private let liveCalls: any LiveCallStore
+  private let log: Log
+  private let reader: ClusterInboxReader
+  private let housekeeping: ClusterHousekeeping
+  /// Set by `stop`: what the hub still reports while it shuts down is no longer the cluster's.
+  private let stopped = Locked(false)
+  /// Requests sent to another node and not answered yet, by origin session and request id: one
+  /// whose owner died before answering is routed again (`retryUnanswered`), and the owner
+  /// answers a repeat as the first time (`ForwardedAnswers`).
+  private let unanswered = Locked<[String: Unanswered]>([:])
+
+  private struct Unanswered: Sendable {
+    let request: ForwardedRequest
+    var sentAt: ContinuousClock.Instant
+    var attempts: Int
+  }
+
+  /// How long a forwarded request waits for its answer before it is routed again (longer than
+  /// a node takes to count as dead), and how often.
+  static let answerWait = Duration.seconds(4)
+  static let maxAttempts = 3
+  static let maxUnanswered = 100_000
+
+  init(settings: Settings, liveCalls: any LiveCallStore, log: Log) {
+    self.settings = settings
+    self.liveCalls = liveCalls
+    self.log = log
+    let redis = settings.redis
+    sender = RedisWorker(name: "cluster-sender", maxQueued: settings.maxQueued) { () throws(RedisError) in
+      try RedisConnection(redis)
+    }
+    reader = ClusterInboxReader(settings: settings, log: log)
+    housekeeping = ClusterHousekeeping(settings: settings, log: log)
+  }
+
+  /// Starts the cluster threads: this node beats, reads its inbox and takes over orphaned calls
+  /// from now on. The first heartbeat is written before this returns (a Redis that cannot be
+  /// reached is a startup error).
+  func start(hub: SignalingHub) throws(RedisError) {
+    self.hub.withLock { $0 = hub }
+    let connection = try RedisConnection(settings.redis)
+    defer { connection.close() }
+    try presence(connection).heartbeat(thisNode)
+    reader.start { [weak self] letters in self?.arrived(letters) }
+    housekeeping.start(self)
+  }
+
+  /// Leaves the cluster at once (its devices and calls stop counting as this node's).
+  func stop() {
+    stopped.withLock { $0 = true }
+    housekeeping.stop()
+    reader.stop()
+    let node = thisNode
+    let settings = settings
+    let done = DispatchSemaphore(value: 0)
+    let queued = sender.submit { connection in
+      if let connection { try? ClusterPresence(connection, nodeExpiry: settings.nodeExpiry).leave(node) }
+      done.signal()
+    }
+    if queued { _ = done.wait(timeout: .now() + 5) }
+    sender.close()
+  }
+
+  // MARK: - Devices (RemoteDevices)
+
+  var reachesOtherNodes: Bool { true }
+
+  func dispatch(_ event: CallEvent, connectedHere: Set<String>, to sink: any CallEffectSink) {
+    let node = thisNode
+    let expiry = settings.nodeExpiry
+    let queued = sender.submit { connection in
+      // Without Redis a connected device may get a push too many, never one too few.
+      var connected = connectedHere
+      if let connection,
+        let holders = try? ClusterPresence(connection, nodeExpiry: expiry).devices(of: event.userId)
+      {
+        for holder in holders where holder.connected && holder.node != node { connected.insert(holder.deviceId) }
+      }
+      sink.handle(event, connectedDevices: connected)
+    }
+    if !queued { sink.handle(event, connectedDevices: connectedHere) }
+  }
+
+  func deliver(_ message: ServerMessage, to userId: String, device: String?, skipping: Set<String>) {
+    let (node, log) = (thisNode, log)
+    let settings = settings
+    submit("a message for \(userId)") { connection throws(RedisError) in
+      let holders = try ClusterPresence(connection, nodeExpiry: settings.nodeExpiry).devices(of: userId)
+      var byNode: [String: [String]] = [:]
+      for holder in holders where holder.node != node && !skipping.contains(holder.deviceId) {
+        if let device, holder.deviceId != device { continue }
+        byNode[holder.node, default: []].append(holder.deviceId)
+      }
+      let mailbox = Self.mailbox(connection, settings)
+      for (target, devices) in byNode.sorted(by: { $0.key < $1.key }) {
+        let letter = ClusterLetterCodec.encode(.delivery(message, userId: userId, deviceIds: devices))
+        if try mailbox.send(letter, to: target) == .full {
+          log.warning("node \(target)'s inbox is full: a message for \(userId) was not delivered")
+        }
+      }
+    }
+  }
+
+  func attached(_ identity: Identity, session: String, newSession: Bool) {
+    announce(identity, session: session, connected: true, newSession: newSession)
+  }
+
+  func detached(_ identity: Identity, session: String, ended: Bool) {
+    guard ended else { return announce(identity, session: session, connected: false, newSession: false) }
+    let (node, expiry) = (thisNode, settings.nodeExpiry)
+    submit("the end of a session of \(identity.userId)") { connection throws(RedisError) in
+      try ClusterPresence(connection, nodeExpiry: expiry).unregister(
+        .init(deviceId: identity.deviceId, node: node, sessionID: session), of: identity.userId)
+    }
+  }
+
+  /// Registers where the device's session is now, closes an older session of it on another node,
+  /// and tells the nodes running its user's calls (they keep its grace windows and re-ring it).
+  private func announce(_ identity: Identity, session: String, connected: Bool, newSession: Bool) {
+    let node = thisNode
+    let settings = settings
+    submit("the session of \(identity.userId)/\(identity.deviceId)") { connection throws(RedisError) in
+      let holder = ClusterPresence.Holder(
+        deviceId: identity.deviceId, node: node, sessionID: session, connected: connected)
+      let previous = try ClusterPresence(connection, nodeExpiry: settings.nodeExpiry).register(
+        holder, of: identity.userId)
+      let mailbox = Self.mailbox(connection, settings)
+      if let previous, previous.node != node {
+        _ = try mailbox.send(
+          ClusterLetterCodec.encode(.replaced(identity, sessionID: previous.sessionID)), to: previous.node)
+      }
+      let owners = Set(
+        try CallOwnership(connection, leaseDuration: settings.lease).calls(of: identity.userId).map(\.owner))
+      let letter = ClusterLetterCodec.encode(.device(identity, connected: connected, newSession: newSession))
+      for owner in owners.sorted() where owner != node { _ = try mailbox.send(letter, to: owner) }
+    }
+  }
+
+  // MARK: - Calls (CallPlacement)
+
+  /// Every call this hub does not run itself is found in Redis when its first request is sent on.
+  func location(of callId: CallID) -> CallLocation { .unknown }
+
+  func forward(_ message: ClientMessage, id: String, from: Identity, session: String, to node: String?) {
+    guard let callId = message.callId else { return }
+    let request = ForwardedRequest(
+      message: message, id: id, from: from, origin: .init(node: thisNode, sessionID: session))
+    let queued = sender.submit { [self] connection in
+      guard let connection else { return refuse(request, "the cluster's Redis cannot be reached; try again") }
+      do {
+        try route(request, callId, connection)
+      } catch {
+        log.error("cannot forward a \(message.type.rawValue) for call \(callId): \(error)", callId: callId)
+        refuse(request, "the cluster's Redis failed; try again")
+      }
+    }
+    if !queued { refuse(request, "this node is overloaded; try again") }
+  }
+
+  func reply(_ reply: ServerMessage, to request: ForwardedRequest) {
+    let letter = ClusterLetterCodec.encode(
+      .reply(sessionID: request.origin.sessionID, requestID: request.id, reply))
+    let settings = settings
+    submit("an answer for node \(request.origin.node)") { connection throws(RedisError) in
+      _ = try Self.mailbox(connection, settings).send(letter, to: request.origin.node)
+    }
+  }
+
+  func finished(_ callId: CallID) {
+    guard let users = owned.withLock({ $0.removeValue(forKey: callId) }) else { return }
+    let (node, lease) = (thisNode, settings.lease)
+    submit("the end of call \(callId)") { connection throws(RedisError) in
+      try CallOwnership(connection, leaseDuration: lease).finish(callId, by: node, users: users)
+    }
+  }
+
+  /// Where a request goes: a new call is placed here unless another node has it; a known call's
+  /// request goes to its owner; a dead owner's call is taken over first. What runs here comes
+  /// back to the hub as a request forwarded from this node.
+  private func route(_ request: ForwardedRequest, _ callId: CallID, _ connection: RedisConnection) throws(RedisError) {
+    let ownership = CallOwnership(connection, leaseDuration: settings.lease)
+    let letter = ClusterLetterCodec.encode(.request(request))
+    if let users = Self.users(of: request) {
+      let owner = try ownership.place(callId, for: thisNode, users: users)
+      if owner == thisNode {
+        owned.withLock { $0[callId] = users }
+        return handleHere(request)
+      }
+      if try Self.mailbox(connection, settings).send(letter, to: owner) == .full {
+        refuse(request, "the node running this call is overloaded; try again")
+      } else {
+        awaitAnswer(request)
+      }
+      return
+    }
+    let forwarding = CallForwarding(connection, mailbox: Self.mailbox(connection, settings))
+    for _ in 0..<2 {
+      switch try forwarding.forward(letter, about: callId, from: thisNode) {
+      case .sent:
+        awaitAnswer(request)
+        return
+      case .ownedHere, .unowned: return handleHere(request)
+      case .full: return refuse(request, "the node running this call is overloaded; try again")
+      case .ownerDead(let dead):
+        if try forwarding.takeOver(callId, from: dead, for: thisNode, lease: settings.lease) {
+          log.info("took over call \(callId) from node \(dead), which stopped", callId: callId)
+          try adopt([callId], connection)
+          return handleHere(request)
+        }
+      // Another node took it over first: send it there.
+      }
+    }
+    refuse(request, "the call's owner is changing; try again")
+  }
+
+  /// The users a new call is listed under, for a message that starts one.
+  private static func users(of request: ForwardedRequest) -> [String]? {
+    switch request.message {
+    case .invite(let invite): return [request.from.userId, invite.to]
+    case .groupCreate(let create): return [request.from.userId] + create.members
+    case .roomJoin: return [request.from.userId]
+    default: return nil
+    }
+  }
+
+  private func handleHere(_ request: ForwardedRequest) {
+    hub.current?.deliver(.forwarded(request))
+  }
+
+  private func refuse(_ request: ForwardedRequest, _ reason: String) {
+    let error = ServerMessage.error(
+      .init(replyTo: request.id, code: .internal, message: reason, callId: request.message.callId))
+    hub.current?.deliver(.replyArrived(sessionID: request.origin.sessionID, requestID: request.id, reply: error))
+  }
+
+  // MARK: - Taking calls over
+
+  /// Loads the named calls (whose leases this node now holds) from the shared journal and runs
+  /// them here, with the devices of their users that are connected elsewhere counted as such.
+  func adopt(_ callIds: Set<CallID>, _ connection: RedisConnection) throws(RedisError) {
+    let stored: [StoredLiveCall]
+    do {
+      stored = try liveCalls.liveCalls().filter { callIds.contains($0.snapshot.callId) }
+    } catch {
+      log.error("cannot read the calls to take over: \(error)")
+      return
+    }
+    guard !stored.isEmpty else { return }
+    owned.withLock {
+      for call in stored {
+        $0[call.snapshot.callId] = [call.snapshot.caller.userId, call.snapshot.calleeId]
+      }
+    }
+    var connected: [ClusterLetter] = []
+    let presence = ClusterPresence(connection, nodeExpiry: settings.nodeExpiry)
+    for user in Set(stored.flatMap { [$0.snapshot.caller.userId, $0.snapshot.calleeId] }).sorted() {
+      for holder in try presence.devices(of: user) where holder.connected {
+        connected.append(
+          .device(Identity(userId: user, deviceId: holder.deviceId, name: nil), connected: true, newSession: false))
+      }
+    }
+    hub.current?.deliver(.adopt(stored))
+    if !connected.isEmpty { hub.current?.deliver(.cluster(connected)) }
+  }
+
+  /// The calls of the shared journal that nobody runs (their node died, or handed them over):
+  /// this node takes those it wins.
+  func adoptOrphans(_ connection: RedisConnection) throws(RedisError) {
+    let stored: [StoredLiveCall]
+    do {
+      stored = try liveCalls.liveCalls()
+    } catch {
+      log.error("cannot read the live calls: \(error)")
+      return
+    }
+    let ownership = CallOwnership(connection, leaseDuration: settings.lease)
+    let forwarding = CallForwarding(connection, mailbox: Self.mailbox(connection, settings))
+    let presence = ClusterPresence(connection, nodeExpiry: settings.nodeExpiry)
+    var won: Set<CallID> = []
+    let mine = owned.current
+    for call in stored where mine[call.snapshot.callId] == nil {
+      let callId = call.snapshot.callId
+      let users = [call.snapshot.caller.userId, call.snapshot.calleeId]
+      if let owner = try ownership.owner(of: callId) {
+        if owner != thisNode, try !presence.isAlive(owner),
+          try forwarding.takeOver(callId, from: owner, for: thisNode, lease: settings.lease)
+        {
+          won.insert(callId)
+        }
+      } else if try ownership.place(callId, for: thisNode, users: users) == thisNode {
+        won.insert(callId)
+      }
+    }
+    guard !won.isEmpty else { return }
+    log.info("took over \(won.count) call(s) that no running node held")
+    try adopt(won, connection)
+  }
+
+  /// Renews the leases of the calls this node runs; a lease lost (a pause longer than the lease)
+  /// is logged: another node runs the call now.
+  func renewLeases(_ connection: RedisConnection) throws(RedisError) {
+    let callIds = Array(owned.current.keys)
+    guard !callIds.isEmpty else { return }
+    let lost = try CallOwnership(connection, leaseDuration: settings.lease).renew(callIds, for: thisNode)
+    for callId in lost {
+      owned.withLock { _ = $0.removeValue(forKey: callId) }
+      log.warning("lost the lease of call \(callId): another node runs it now", callId: callId)
+    }
+  }
+
+  // MARK: - Letters
+
+  private func arrived(_ letters: [ClusterLetter]) {
+    let answered = letters.compactMap { letter -> String? in
+      guard case .reply(let sessionID, let requestID, _) = letter else { return nil }
+      return sessionID + "\u{0}" + requestID
+    }
+    if !answered.isEmpty { unanswered.withLock { for key in answered { $0.removeValue(forKey: key) } } }
+    hub.current?.deliver(.cluster(letters))
+  }
+
+  private func awaitAnswer(_ request: ForwardedRequest) {
+    let key = ForwardedAnswers.key(request)
+    unanswered.withLock {
+      if var waiting = $0[key] {
+        waiting.sentAt = .now
+        $0[key] = waiting
+      } else if $0.count < Self.maxUnanswered {
+        $0[key] = Unanswered(request: request, sentAt: .now, attempts: 1)
+      }
+    }
+  }
+
+  /// Routes again the requests whose answer is overdue (their owner may have died with them in
+  /// its inbox); after `maxAttempts` the device is told to try again itself.
+  func retryUnanswered(_ connection: RedisConnection) throws(RedisError) {
+    let now = ContinuousClock.now
+    let (retry, expired) = unanswered.withLock { waiting -> ([ForwardedRequest], [ForwardedRequest]) in
+      var retry: [ForwardedRequest] = []
+      var expired: [ForwardedRequest] = []
+      for (key, entry) in waiting where now - entry.sentAt >= Self.answerWait {
+        if entry.attempts >= Self.maxAttempts {
+          waiting.removeValue(forKey: key)
+          expired.append(entry.request)
+        } else {
+          waiting[key] = Unanswered(request: entry.request, sentAt: now, attempts: entry.attempts + 1)
+          retry.append(entry.request)
+        }
+      }
+      return (retry, expired)
+    }
+    for request in expired { refuse(request, "the node running this call did not answer; try again") }
+    for request in retry {
+      guard let callId = request.message.callId else { continue }
+      log.info("no answer yet about call \(callId) from its node: routing it again", callId: callId)
+      try route(request, callId, connection)
+    }
+  }
+
+  private func submit(_ what: String, _ job: @escaping @Sendable (RedisConnection) throws(RedisError) -> Void) {
+    let log = log
+    let queued = sender.submit { connection in
+      guard let connection else { return log.error("the cluster's Redis cannot be reached: lost \(what)") }
+      do {
+        try job(connection)
+      } catch {
+        log.error("the cluster's Redis failed: lost \(what): \(error)")
+      }
+    }
+    if !queued && !stopped.current { log.error("too much cluster traffic is waiting for Redis: dropped \(what)") }
+  }
+
+  private func presence(_ connection: RedisConnection) -> ClusterPresence {
+    ClusterPresence(connection, nodeExpiry: settings.nodeExpiry)
+  }
+
+  static func mailbox(_ connection: RedisConnection, _ settings: Settings) -> NodeMailbox {
+    NodeMailbox(connection, capacity: settings.inboxCapacity, expiry: settings.inboxExpiry)
+  }
+}

@@ -1,0 +1,167 @@
+import DialtoneCluster
+import DialtoneJSON
+import DialtoneProtocol
+import DialtoneRedis
+import DialtoneTestSupport
+import Foundation
+import Testing
+
+@testable import DialtoneServer
+
+/// Three nodes on one PostgreSQL database and one Redis (`--database-url`, `--redis-url`), each a
+/// real server with its own port: devices connect to whichever node, as behind a balancer.
+private struct Cluster {
+  let nodes: [TestServer]
+  let redis: ScratchRedis
+
+  static func start(_ count: Int = 3) async throws -> Cluster {
+    let redis = try SharedRedis.server()
+    let flush = try redis.connect()
+    try flush.command(["FLUSHALL"])
+    flush.close()
+    let database = try SharedPostgres.server().freshSchema()
+    var nodes: [TestServer] = []
+    for index in 1...count {
+      nodes.append(
+        try await TestServer(configure: {
+          $0.databaseURL = database
+          $0.redisURL = redis.url
+          $0.nodeName = "n\(index)"
+        }))
+    }
+    return Cluster(nodes: nodes, redis: redis)
+  }
+
+  func stop() async {
+    for node in nodes { await node.stop() }
+  }
+
+  /// Connects on `node` and waits until the whole cluster knows where the device is (a real
+  /// client learns nothing of this: a message sent meanwhile reaches it on connecting instead).
+  func connect(_ user: String, device: String = "phone", on node: Int) async throws -> SignalingProbe {
+    let probe = try await nodes[node].connect(user, device: device)
+    try await waitForPresence(user, device, connected: true)
+    return probe
+  }
+
+  func waitForPresence(_ user: String, _ device: String, connected: Bool) async throws {
+    let connection = try redis.connect()
+    defer { connection.close() }
+    let presence = ClusterPresence(connection, nodeExpiry: .seconds(3))
+    let seen = await eventually(within: 10) {
+      (try? presence.devices(of: user))?.contains { $0.deviceId == device && $0.connected == connected } == true
+    }
+    guard seen else { throw ProbeFailure(description: "\(user)/\(device) never showed connected=\(connected)") }
+  }
+
+  func owner(of callId: CallID) throws -> String? {
+    let connection = try redis.connect()
+    defer { connection.close() }
+    return try CallOwnership(connection, leaseDuration: .seconds(10)).owner(of: callId)
+  }
+}
+
+private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n")
+
+@Suite(.scratchPostgres, .scratchRedis, .serialized) struct ClusterTests {
+  @Test func aCallBetweenTwoNodesRunsAsOnOne() async throws {
+    let cluster = try await Cluster.start()
+    let alice = try await cluster.connect("alice", on: 0)
+    let bob = try await cluster.connect("bob", on: 1)
+    let call = callID()
+
+    #expect(try await alice.invite(call, to: "bob").isAck)
+    #expect(try cluster.owner(of: call) == cluster.nodes[0].server.cluster?.thisNode)
+    guard case .invite(let invite) = try await bob.expect(.invite) else { return }
+    #expect(invite.from.userId == "alice" && invite.callId == call)
+    #expect(try await bob.act(.ringing(.init(callId: call))).isAck)
+    _ = try await alice.expect(.ringing)
+    #expect(try await bob.act(.accept(.init(callId: call, answer: answer))).isAck)
+    _ = try await alice.expect(.accept)
+
+    // Trickle both ways: every candidate arrives once, in order.
+    for n in 1...5 { #expect(try await alice.candidateFor(call, n).isAck) }
+    for n in 1...5 {
+      guard case .candidate(let c) = try await bob.expect(.candidate) else { return }
+      #expect(c.candidate == candidate(n))
+    }
+    for n in 6...10 { #expect(try await bob.candidateFor(call, n).isAck) }
+    for n in 6...10 {
+      guard case .candidate(let c) = try await alice.expect(.candidate) else { return }
+      #expect(c.candidate == candidate(n))
+    }
+    try await bob.expectQuiet()
+
+    cluster.nodes[0].clock.advance(by: 4)
+    #expect(try await bob.act(.hangup(.init(callId: call))).isAck)
+    #expect(try await alice.expect(.callEnded).endReason == .hangup)
+    let released = await eventually(within: 10) {
+      do { return try cluster.owner(of: call) == nil } catch { return false }
+    }
+    #expect(released)
+    // The history is the shared database's: any node answers it.
+    let history = try await cluster.nodes[2].http("GET", "/v1/calls", token: cluster.nodes[2].token("bob"))
+    #expect(history.json?["calls"]?.arrayValue?.map { $0["callId"]?.stringValue } == [call])
+    await cluster.stop()
+  }
+
+  @Test func aCalleeThatConnectsToAnyNodeWhileItRingsIsRung() async throws {
+    let cluster = try await Cluster.start()
+    let alice = try await cluster.connect("alice", on: 0)
+    let call = callID()
+    #expect(try await alice.invite(call, to: "bob").isAck)
+    // Bob's phone wakes (a push) and connects to another node: the call's node rings it there.
+    let bob = try await cluster.nodes[2].connect("bob")
+    guard case .invite(let invite) = try await bob.expect(.invite) else { return }
+    #expect(invite.callId == call)
+    #expect(try await bob.act(.accept(.init(callId: call, answer: answer))).isAck)
+    _ = try await alice.expect(.accept)
+    await cluster.stop()
+  }
+
+  @Test func aDeviceConnectingToAnotherNodeReplacesItsOlderSession() async throws {
+    let cluster = try await Cluster.start()
+    let old = try await cluster.connect("bob", on: 0)
+    _ = try await cluster.connect("bob", on: 1)
+    #expect(try await old.closeCode() == UInt16(CloseCode.replaced.rawValue))
+    await cluster.stop()
+  }
+
+  @Test func aDeclineOnOneNodeEndsTheRingOnTheOthers() async throws {
+    let cluster = try await Cluster.start()
+    let alice = try await cluster.connect("alice", on: 0)
+    let phone = try await cluster.connect("bob", device: "phone", on: 1)
+    let laptop = try await cluster.connect("bob", device: "laptop", on: 2)
+    let call = callID()
+    #expect(try await alice.invite(call, to: "bob").isAck)
+    _ = try await phone.expect(.invite)
+    _ = try await laptop.expect(.invite)
+    #expect(try await laptop.act(.decline(.init(callId: call))).isAck)
+    #expect(try await alice.expect(.callEnded).endReason == .declined)
+    #expect(try await phone.expect(.callEnded).endReason == .declinedElsewhere)
+    await cluster.stop()
+  }
+
+  @Test func theCallOfANodeThatLeftIsTakenOverWhenItsDevicesCarryOn() async throws {
+    let cluster = try await Cluster.start()
+    let alice = try await cluster.connect("alice", on: 0)
+    let bob = try await cluster.connect("bob", on: 1)
+    let call = callID()
+    #expect(try await alice.invite(call, to: "bob").isAck)
+    _ = try await bob.expect(.invite)
+    #expect(try await bob.act(.accept(.init(callId: call, answer: answer))).isAck)
+    _ = try await alice.expect(.accept)
+
+    // Alice's node stops; her phone reconnects to the third node. The call is in the shared
+    // journal: the first request about it takes it over.
+    await cluster.nodes[0].stop()
+    let back = try await cluster.connect("alice", on: 2)
+    #expect(try await bob.candidateFor(call, 1).isAck)
+    guard case .candidate(let c) = try await back.expect(.candidate) else { return }
+    #expect(c.candidate == candidate(1))
+    #expect(try cluster.owner(of: call) == cluster.nodes[1].server.cluster?.thisNode)
+    #expect(try await back.act(.hangup(.init(callId: call))).isAck)
+    #expect(try await bob.expect(.callEnded).endReason == .hangup)
+    for node in cluster.nodes.dropFirst() { await node.stop() }
+  }
+}

@@ -1,0 +1,254 @@
+"""Cluster (issue 19): three dialtone-server nodes sharing one PostgreSQL database and one Redis,
+with CLI softphones whose caller and callee sit on different nodes, behind a TCP balancer that
+knows nothing of Dialtone (round robin, no stickiness).
+
+Everything runs inside one MediaNamespace: PostgreSQL, Redis, the nodes and the balancer listen
+on that namespace's loopback. Registered in run_e2e.py's SCENARIOS after its own.
+"""
+import asyncio
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+
+from harness import (Failure, MediaNamespace, Server, Softphone, check, dominant_frequency, free_port, http_get, spawn,
+                     wait_port_in, wav_seconds)
+
+SCENARIOS = []
+
+
+def scenario(fn):
+    SCENARIOS.append(fn)
+    return fn
+
+
+def near(frequency, expected, what):
+    check(abs(frequency - expected) <= 5, f"{what}: heard {frequency} Hz, expected {expected} ± 5 Hz")
+
+
+def _postgres_bin():
+    root = "/usr/lib/postgresql"
+    for version in sorted(os.listdir(root), reverse=True) if os.path.isdir(root) else []:
+        path = os.path.join(root, version, "bin")
+        if os.path.exists(os.path.join(path, "initdb")):
+            return path
+    raise FileNotFoundError("no PostgreSQL server binaries under /usr/lib/postgresql (scripts/deps.sh installs them)")
+
+
+class ScratchPostgres:
+    """A throwaway PostgreSQL in the namespace (trust auth on its loopback, no fsync). initdb and
+    postgres refuse root: as root they run as the `postgres` user."""
+
+    def __init__(self, scratch, netns):
+        self.scratch, self.netns = scratch, netns
+        self.port = free_port()
+        # Not under the scratch directory: root's 0700 scratch is closed to the postgres user.
+        self.directory = tempfile.mkdtemp(prefix="dte2e-pg-")
+        self.process = None
+
+    def _as_owner(self):
+        if os.geteuid() != 0:
+            return []
+        return ["setpriv", "--reuid", "postgres", "--regid", "postgres", "--clear-groups"]
+
+    @property
+    def url(self):
+        return f"postgres://postgres@127.0.0.1:{self.port}/postgres"
+
+    async def start(self):
+        binaries = _postgres_bin()
+        if os.geteuid() == 0:
+            user = pwd.getpwnam("postgres")
+            os.chown(self.directory, user.pw_uid, user.pw_gid)
+        result = subprocess.run(self._as_owner() + [os.path.join(binaries, "initdb"), "-D", self.directory,
+                                                    "-U", "postgres", "--auth=trust", "--no-sync"],
+                                capture_output=True, text=True)
+        check(result.returncode == 0, f"initdb failed: {result.stderr.strip()[-500:]}")
+        args = ["ip", "netns", "exec", self.netns] + self._as_owner() + [
+            os.path.join(binaries, "postgres"), "-D", self.directory, "-h", "127.0.0.1", "-p", str(self.port),
+            "-k", self.directory, "-c", "fsync=off", "-c", "max_connections=100", "-c", "shared_buffers=16MB"]
+        self.process = await spawn("postgres", args, self.scratch.file("postgres.log"))
+        await wait_port_in(self.netns, "127.0.0.1", self.port, self.process, timeout=30)
+        return self
+
+    async def stop(self):
+        if self.process:
+            await self.process.stop()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+class ScratchRedis:
+    """A throwaway redis-server in the namespace (no persistence)."""
+
+    def __init__(self, scratch, netns):
+        self.scratch, self.netns = scratch, netns
+        self.port = free_port()
+        self.process = None
+
+    @property
+    def url(self):
+        return f"redis://127.0.0.1:{self.port}"
+
+    async def start(self):
+        binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+        directory = self.scratch.file("redis")
+        os.makedirs(directory, exist_ok=True)
+        args = ["ip", "netns", "exec", self.netns, binary, "--bind", "127.0.0.1", "--port", str(self.port),
+                "--save", "", "--appendonly", "no", "--dir", directory]
+        self.process = await spawn("redis", args, self.scratch.file("redis.log"))
+        await wait_port_in(self.netns, "127.0.0.1", self.port, self.process)
+        return self
+
+    async def stop(self):
+        if self.process:
+            await self.process.stop()
+
+
+_BALANCER = r"""
+import asyncio, itertools, sys
+port, backends = int(sys.argv[1]), [int(p) for p in sys.argv[2:]]
+turn = itertools.cycle(range(len(backends)))
+
+async def pipe(reader, writer):
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    except Exception:
+        pass
+    finally:
+        writer.close()
+
+async def serve(reader, writer):
+    # Round robin; a node that refuses is skipped (a dead one), as any TCP balancer's health check does.
+    for _ in range(len(backends)):
+        target = backends[next(turn)]
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", target)
+        except OSError:
+            continue
+        print(f"open {target}", flush=True)
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        print(f"closed {target}", flush=True)
+        return
+    writer.close()
+
+async def main():
+    server = await asyncio.start_server(serve, "127.0.0.1", port)
+    async with server:
+        await server.serve_forever()
+
+asyncio.run(main())
+"""
+
+
+class Balancer:
+    """A plain TCP balancer in the namespace: round robin over the nodes, skipping refusals."""
+
+    def __init__(self, scratch, netns, ports):
+        self.scratch, self.netns, self.ports = scratch, netns, ports
+        self.port = free_port()
+        self.process = None
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self):
+        args = ["ip", "netns", "exec", self.netns, "python3", "-c", _BALANCER, str(self.port)] + [str(p) for p in self.ports]
+        self.process = await spawn("balancer", args, self.scratch.file("balancer.log"))
+        await wait_port_in(self.netns, "127.0.0.1", self.port, self.process)
+        return self
+
+    async def stop(self):
+        if self.process:
+            await self.process.stop()
+
+
+async def sessions_connected(netns, node):
+    answer = await http_get(netns, node.url + "/metrics")
+    for line in answer["body"].splitlines():
+        if line.startswith("dialtone_sessions_connected "):
+            return float(line.split()[1])
+    raise Failure(f"{node.url}/metrics has no dialtone_sessions_connected")
+
+
+async def cluster_of(s, stack, count=3):
+    ns = stack(await MediaNamespace().start())
+    postgres = stack(await ScratchPostgres(s, ns.NS).start())
+    redis = stack(await ScratchRedis(s, ns.NS).start())
+    nodes = []
+    for index in range(count):
+        node = Server(s, netns=ns.NS, extra=["--database-url", postgres.url, "--redis-url", redis.url,
+                                             "--node-name", f"n{index + 1}"])
+        # Each node its own data directory (the shared state is in PostgreSQL and Redis).
+        node.scratch = _NodeScratch(s, index + 1)
+        nodes.append(stack(await node.start()))
+    return ns, nodes
+
+
+class _NodeScratch:
+    """The scenario's scratch directory, with each node's files under a name of its own."""
+
+    def __init__(self, scratch, index):
+        self.scratch, self.index = scratch, index
+
+    def file(self, name):
+        return self.scratch.file(f"n{self.index}-{name}")
+
+
+@scenario
+async def a_call_across_three_nodes_has_audio_both_ways(s, stack):
+    """Alice's CLI on node 1 calls Bob's on node 2; node 3 answers Bob's history: tones both
+    ways, and the hang-up ends both."""
+    ns, nodes = await cluster_of(s, stack)
+    bob = stack(await Softphone(s, "bob", ["answer", "--server", nodes[1].url, "--token", nodes[1].token("bob"),
+                                           "--auto", "--tone-frequency", "330", "--record", s.file("bob.wav")],
+                                netns=ns.NS).start())
+    await bob.wait_for("note", text="waiting for a call")
+    await asyncio.sleep(0.5)  # Bob's presence reaches Redis
+    alice = stack(await Softphone(s, "alice", ["call", "--server", nodes[0].url, "--token", nodes[0].token("alice"),
+                                               "--to", "bob", "--tone-frequency", "523", "--duration", "4",
+                                               "--record", s.file("alice.wav")], netns=ns.NS).start())
+    for milestone in ("ringing", "accepted", "ice-connected", "first-audio"):
+        await alice.wait_for(milestone)
+    check(await alice.exit_status() == 0, "alice did not exit 0")
+    check(await bob.exit_status() == 0, "bob did not exit 0 after alice hung up")
+    check(bob.find("ended")["reason"] == "hangup", "bob's call did not end with hangup")
+    near(dominant_frequency(s.file("bob.wav")), 523, "bob.wav")
+    near(dominant_frequency(s.file("alice.wav")), 330, "alice.wav")
+    history = await nodes[2].calls(nodes[2].token("bob"))
+    check([c.get("endReason") for c in history] == ["hangup"], f"node 3 shows bob's history as {history}")
+
+
+@scenario
+async def the_caller_node_killed_mid_call_the_call_goes_on(s, stack):
+    """Behind a balancer: the node holding Alice's socket and running the call is killed -9
+    mid-call. Alice's CLI reconnects through the balancer to another node, which takes the call
+    over from the shared journal; media never stopped, and her hang-up still ends Bob's call."""
+    ns, nodes = await cluster_of(s, stack)
+    # Bob on node 2; Alice through a balancer over nodes 1 and 3.
+    balancer = stack(await Balancer(s, ns.NS, [nodes[0].port, nodes[2].port]).start())
+    bob = stack(await Softphone(s, "bob", ["answer", "--server", nodes[1].url, "--token", nodes[1].token("bob"),
+                                           "--auto", "--tone-frequency", "330", "--record", s.file("bob.wav")],
+                                netns=ns.NS).start())
+    await bob.wait_for("note", text="waiting for a call")
+    await asyncio.sleep(0.5)
+    alice = stack(await Softphone(s, "alice", ["call", "--server", balancer.url, "--token", nodes[0].token("alice"),
+                                               "--to", "bob", "--tone-frequency", "523", "--duration", "9",
+                                               "--record", s.file("alice.wav")], netns=ns.NS).start())
+    await alice.wait_for("first-audio")
+    await bob.wait_for("first-audio")
+    await asyncio.sleep(1)
+    # Alice's socket, and so her call, are on the node with a session connected.
+    holding = [n for n in (nodes[0], nodes[2]) if await sessions_connected(ns.NS, n) > 0]
+    check(len(holding) == 1, f"alice's session is on {len(holding)} nodes")
+    await holding[0].kill9()
+    await alice.wait_for("note", text="signaling disconnected; reconnecting")
+    check(await alice.exit_status(timeout=40) == 0, "alice did not exit 0")
+    check(await bob.exit_status(timeout=30) == 0, "bob did not get the hang-up after the node died")
+    check(bob.find("ended")["reason"] == "hangup", "bob's call did not end with hangup")
+    check(not alice.has("ice-disconnected"), "the media path was disturbed")
+    check(wav_seconds(s.file("bob.wav")) > 7, "bob's audio stopped when the node died")
+    near(dominant_frequency(s.file("bob.wav")), 523, "bob.wav")
