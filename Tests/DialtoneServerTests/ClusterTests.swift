@@ -61,6 +61,17 @@ private struct Cluster {
   }
 }
 
+/// Reads up to the answer to request `id`: what the device got until then, in order, and it.
+private func messagesUntilReply(_ probe: SignalingProbe, _ id: String) async throws -> [ServerMessage] {
+  var seen: [ServerMessage] = []
+  for _ in 0..<50 {
+    let message = try await probe.next("the answer to \(id)").message
+    seen.append(message)
+    if message.replyTo == id { return seen }
+  }
+  throw ProbeFailure(description: "no answer to \(id)")
+}
+
 private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n")
 
 @Suite(.scratchPostgres, .scratchRedis, .serialized) struct ClusterTests {
@@ -163,5 +174,53 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
     #expect(try await back.act(.hangup(.init(callId: call))).isAck)
     #expect(try await bob.expect(.callEnded).endReason == .hangup)
     for node in cluster.nodes.dropFirst() { await node.stop() }
+  }
+
+  @Test func aStoppingNodeHandsItsRingingCallOverAndItsRingTimeoutStillFires() async throws {
+    let cluster = try await Cluster.start()
+    let alice = try await cluster.connect("alice", on: 0)
+    let bob = try await cluster.connect("bob", on: 1)
+    let call = callID()
+    #expect(try await alice.invite(call, to: "bob").isAck)
+    _ = try await bob.expect(.invite)
+
+    // Node 1 drains: its lease is released once the journal has the call.
+    await cluster.nodes[0].stop()
+    #expect(try cluster.owner(of: call) == nil)
+    let back = try await cluster.connect("alice", on: 2)
+    // Bob's phone keeps ringing; the first request about the call has node 2 take it over.
+    #expect(try await bob.act(.ringing(.init(callId: call))).isAck)
+    #expect(try cluster.owner(of: call) == cluster.nodes[1].server.cluster?.thisNode)
+    _ = try await back.expect(.ringing)
+    // Its ring deadline came with it: nobody answers, and the new owner ends it as missed.
+    cluster.nodes[1].clock.advance(by: 61)
+    #expect(try await back.expect(.callEnded).endReason == .missed)
+    #expect(try await bob.expect(.callEnded).endReason == .missed)
+    for node in cluster.nodes.dropFirst() { await node.stop() }
+  }
+
+  @Test func twoDevicesAcceptingOnTwoNodesAtOnceHaveOneWinner() async throws {
+    let cluster = try await Cluster.start()
+    let alice = try await cluster.connect("alice", on: 0)
+    let phone = try await cluster.connect("bob", device: "phone", on: 1)
+    let laptop = try await cluster.connect("bob", device: "laptop", on: 2)
+    let call = callID()
+    #expect(try await alice.invite(call, to: "bob").isAck)
+    _ = try await phone.expect(.invite)
+    _ = try await laptop.expect(.invite)
+    let accept = ClientMessage.accept(.init(callId: call, answer: answer))
+    phone.send(ClientEnvelope(id: "a-phone", message: accept))
+    laptop.send(ClientEnvelope(id: "a-laptop", message: accept))
+    // One accept wins; the other device is told it was answered elsewhere and its accept fails.
+    let seen = [try await messagesUntilReply(phone, "a-phone"), try await messagesUntilReply(laptop, "a-laptop")]
+    let replies = seen.flatMap { $0.filter { $0.replyTo == "a-phone" || $0.replyTo == "a-laptop" } }
+    let acks = replies.filter(\.isAck).count
+    #expect(replies.count == 2)
+    #expect(seen.flatMap { $0 }.filter { $0.endReason == .answeredElsewhere }.count == 1)
+    #expect(acks == 1)
+    guard case .accept(let accepted) = try await alice.expect(.accept) else { return }
+    #expect(["phone", "laptop"].contains(accepted.from.deviceId))
+    try await alice.expectQuiet()
+    await cluster.stop()
   }
 }

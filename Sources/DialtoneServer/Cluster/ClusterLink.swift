@@ -85,17 +85,29 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     housekeeping.start(self)
   }
 
-  /// Leaves the cluster at once (its devices and calls stop counting as this node's).
+  /// Leaves the cluster at once, once the journal has everything (`DialtoneServer.stop`): the
+  /// leases of its calls are released, so the first request about one, or the next scan, has
+  /// another node take it over from the journal with its deadlines, and its devices stop
+  /// counting as this node's.
   func stop() {
     stopped.withLock { $0 = true }
     housekeeping.stop()
     reader.stop()
     let node = thisNode
     let settings = settings
+    let handedOver = owned.withLock { calls in
+      defer { calls.removeAll() }
+      return Array(calls.keys)
+    }
+    let log = log
     let done = DispatchSemaphore(value: 0)
     let queued = sender.submit { connection in
-      if let connection { try? ClusterPresence(connection, nodeExpiry: settings.nodeExpiry).leave(node) }
-      done.signal()
+      defer { done.signal() }
+      guard let connection else { return }
+      let ownership = CallOwnership(connection, leaseDuration: settings.lease)
+      for callId in handedOver { _ = try? ownership.release(callId, by: node) }
+      try? ClusterPresence(connection, nodeExpiry: settings.nodeExpiry).leave(node)
+      if !handedOver.isEmpty { log.info("handed \(handedOver.count) call(s) over to the other nodes") }
     }
     if queued { _ = done.wait(timeout: .now() + 5) }
     sender.close()
@@ -239,7 +251,14 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
       case .sent:
         awaitAnswer(request)
         return
-      case .ownedHere, .unowned: return handleHere(request)
+      case .ownedHere: return handleHere(request)
+      case .unowned:
+        // Nobody runs it: a call its draining node handed over, or one whose lease lapsed, is
+        // in the shared journal and runs here from now on; any other is answered from here.
+        if try ownership.claim(callId, for: thisNode) {
+          if try !adopt([callId], connection) { try ownership.release(callId, by: thisNode) }
+        }
+        return handleHere(request)
       case .full: return refuse(request, "the node running this call is overloaded; try again")
       case .ownerDead(let dead):
         if try forwarding.takeOver(callId, from: dead, for: thisNode, lease: settings.lease) {
@@ -277,15 +296,17 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
 
   /// Loads the named calls (whose leases this node now holds) from the shared journal and runs
   /// them here, with the devices of their users that are connected elsewhere counted as such.
-  func adopt(_ callIds: Set<CallID>, _ connection: RedisConnection) throws(RedisError) {
+  /// Whether any was live.
+  @discardableResult
+  func adopt(_ callIds: Set<CallID>, _ connection: RedisConnection) throws(RedisError) -> Bool {
     let stored: [StoredLiveCall]
     do {
       stored = try liveCalls.liveCalls().filter { callIds.contains($0.snapshot.callId) }
     } catch {
       log.error("cannot read the calls to take over: \(error)")
-      return
+      return false
     }
-    guard !stored.isEmpty else { return }
+    guard !stored.isEmpty else { return false }
     owned.withLock {
       for call in stored {
         $0[call.snapshot.callId] = [call.snapshot.caller.userId, call.snapshot.calleeId]
@@ -301,6 +322,7 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     }
     hub.current?.deliver(.adopt(stored))
     if !connected.isEmpty { hub.current?.deliver(.cluster(connected)) }
+    return true
   }
 
   /// The calls of the shared journal that nobody runs (their node died, or handed them over):
