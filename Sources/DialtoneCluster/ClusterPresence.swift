@@ -68,6 +68,17 @@ public final class ClusterPresence: Sendable {
     }
   }
 
+  /// Marks the session's socket closed, if the device's entry still names this session (a newer
+  /// session elsewhere is never overwritten by an old socket closing late). Whether it did.
+  @discardableResult
+  public func markOffline(_ holder: Holder, of userId: String) throws(RedisError) -> Bool {
+    let offline = Holder(deviceId: holder.deviceId, node: holder.node, sessionID: holder.sessionID, connected: false)
+    let reply = try redis.eval(
+      Self.markOfflineScript, keys: [Self.userKey(userId)],
+      arguments: [.string(holder.deviceId), .string(Self.value(offline)), .string(Self.sessionPart(holder))])
+    return reply == .integer(1)
+  }
+
   /// Removes the device's entry if it still names this session: a session that ended late on its
   /// old node never removes the device's newer one elsewhere. Whether it did.
   @discardableResult
@@ -131,6 +142,17 @@ public final class ClusterPresence: Sendable {
     redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
     if not previous or string.sub(previous, 1, #ARGV[3]) == ARGV[3] then return nil end
     return previous
+    """)
+
+  /// ARGV: device, value, session part. Replaces only an entry of that session.
+  static let markOfflineScript = RedisScript(
+    """
+    local current = redis.call('HGET', KEYS[1], ARGV[1])
+    if current and string.sub(current, 1, #ARGV[3]) == ARGV[3] then
+      redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+      return 1
+    end
+    return 0
     """)
 
   /// ARGV: device, session part. Deletes only an entry of that session.

@@ -53,13 +53,16 @@ extension RedisTests {
       let offline = ClusterPresence.Holder(deviceId: "phone", node: n1, sessionID: "s1", connected: false)
       try presence.register(online, of: alice)
       // The socket dropping and coming back is the same session: nothing to replace.
-      #expect(try presence.register(offline, of: alice) == nil)
+      #expect(try presence.markOffline(online, of: alice))
       #expect(try presence.devices(of: alice) == [offline])
       #expect(try presence.register(online, of: alice) == nil)
       try presence.register(offline, of: alice)
       // A new session elsewhere replaces it, whatever the state of its socket.
       let elsewhere = ClusterPresence.Holder(deviceId: "phone", node: n2, sessionID: "s2")
       #expect(try presence.register(elsewhere, of: alice) == offline)
+      // The old session's socket closing late leaves the newer session as it is.
+      #expect(try !presence.markOffline(online, of: alice))
+      #expect(try presence.devices(of: alice) == [elsewhere])
       #expect(try !presence.unregister(online, of: alice))
       #expect(try presence.unregister(.init(deviceId: "phone", node: n2, sessionID: "s2", connected: false), of: alice))
       #expect(try presence.devices(of: alice) == [])

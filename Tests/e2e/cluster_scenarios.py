@@ -11,9 +11,12 @@ import pwd
 import shutil
 import subprocess
 import tempfile
+import time
 
+from durability_scenarios import DRIVER_FLAGS, driver_stats, history_problems, save_log, settled_histories, summary
 from harness import (Failure, MediaNamespace, Server, Softphone, check, dominant_frequency, free_port, http_get, spawn,
-                     wait_port_in, wav_seconds)
+                     wait_port, wait_port_in, wav_seconds)
+from protocol_driver import CallDriver
 
 SCENARIOS = []
 
@@ -25,6 +28,18 @@ def scenario(fn):
 
 def near(frequency, expected, what):
     check(abs(frequency - expected) <= 5, f"{what}: heard {frequency} Hz, expected {expected} ± 5 Hz")
+
+
+def _inside(netns):
+    """The command prefix that runs a process in `netns` (None: on this host's loopback)."""
+    return ["ip", "netns", "exec", netns] if netns else []
+
+
+async def _wait(netns, port, process, timeout=15):
+    if netns:
+        await wait_port_in(netns, "127.0.0.1", port, process, timeout=timeout)
+    else:
+        await wait_port(port, timeout=timeout, process=process)
 
 
 def _postgres_bin():
@@ -65,11 +80,11 @@ class ScratchPostgres:
                                                     "-U", "postgres", "--auth=trust", "--no-sync"],
                                 capture_output=True, text=True)
         check(result.returncode == 0, f"initdb failed: {result.stderr.strip()[-500:]}")
-        args = ["ip", "netns", "exec", self.netns] + self._as_owner() + [
+        args = _inside(self.netns) + self._as_owner() + [
             os.path.join(binaries, "postgres"), "-D", self.directory, "-h", "127.0.0.1", "-p", str(self.port),
             "-k", self.directory, "-c", "fsync=off", "-c", "max_connections=100", "-c", "shared_buffers=16MB"]
         self.process = await spawn("postgres", args, self.scratch.file("postgres.log"))
-        await wait_port_in(self.netns, "127.0.0.1", self.port, self.process, timeout=30)
+        await _wait(self.netns, self.port, self.process, timeout=30)
         return self
 
     async def stop(self):
@@ -94,10 +109,10 @@ class ScratchRedis:
         binary = shutil.which("redis-server") or "/usr/bin/redis-server"
         directory = self.scratch.file("redis")
         os.makedirs(directory, exist_ok=True)
-        args = ["ip", "netns", "exec", self.netns, binary, "--bind", "127.0.0.1", "--port", str(self.port),
+        args = _inside(self.netns) + [binary, "--bind", "127.0.0.1", "--port", str(self.port),
                 "--save", "", "--appendonly", "no", "--dir", directory]
         self.process = await spawn("redis", args, self.scratch.file("redis.log"))
-        await wait_port_in(self.netns, "127.0.0.1", self.port, self.process)
+        await _wait(self.netns, self.port, self.process)
         return self
 
     async def stop(self):
@@ -156,9 +171,9 @@ class Balancer:
         return f"http://127.0.0.1:{self.port}"
 
     async def start(self):
-        args = ["ip", "netns", "exec", self.netns, "python3", "-c", _BALANCER, str(self.port)] + [str(p) for p in self.ports]
+        args = _inside(self.netns) + ["python3", "-c", _BALANCER, str(self.port)] + [str(p) for p in self.ports]
         self.process = await spawn("balancer", args, self.scratch.file("balancer.log"))
-        await wait_port_in(self.netns, "127.0.0.1", self.port, self.process)
+        await _wait(self.netns, self.port, self.process)
         return self
 
     async def stop(self):
@@ -174,14 +189,17 @@ async def sessions_connected(netns, node):
     raise Failure(f"{node.url}/metrics has no dialtone_sessions_connected")
 
 
-async def cluster_of(s, stack, count=3):
-    ns = stack(await MediaNamespace().start())
-    postgres = stack(await ScratchPostgres(s, ns.NS).start())
-    redis = stack(await ScratchRedis(s, ns.NS).start())
+async def cluster_of(s, stack, count=3, media=True, extra=()):
+    """Three nodes, PostgreSQL and Redis in a MediaNamespace (for CLI peers), or on this host's
+    loopback (`media=False`, for raw protocol clients)."""
+    ns = stack(await MediaNamespace().start()) if media else None
+    netns = ns.NS if ns else None
+    postgres = stack(await ScratchPostgres(s, netns).start())
+    redis = stack(await ScratchRedis(s, netns).start())
     nodes = []
     for index in range(count):
-        node = Server(s, netns=ns.NS, extra=["--database-url", postgres.url, "--redis-url", redis.url,
-                                             "--node-name", f"n{index + 1}"])
+        node = Server(s, netns=netns, extra=["--database-url", postgres.url, "--redis-url", redis.url,
+                                             "--node-name", f"n{index + 1}", *extra])
         # Each node its own data directory (the shared state is in PostgreSQL and Redis).
         node.scratch = _NodeScratch(s, index + 1)
         nodes.append(stack(await node.start()))
@@ -252,3 +270,46 @@ async def the_caller_node_killed_mid_call_the_call_goes_on(s, stack):
     check(not alice.has("ice-disconnected"), "the media path was disturbed")
     check(wav_seconds(s.file("bob.wav")) > 7, "bob's audio stopped when the node died")
     near(dominant_frequency(s.file("bob.wav")), 523, "bob.wav")
+
+
+def time_limit(seconds):
+    def mark(fn):
+        fn.time_limit = seconds
+        return fn
+    return mark
+
+
+@scenario
+@time_limit(150)
+async def a_rolling_restart_of_every_node_fails_no_call_set_up(s, stack):
+    """Six caller/callee pairs of raw protocol clients make short calls back to back through a
+    round-robin TCP balancer over three nodes, while each node in turn gets SIGTERM and is started
+    again. Clients on a draining node reconnect at once to another, are told to resync and re-send
+    what was unanswered; the calls the node ran are taken over by the others. Every call whose
+    invite was acknowledged is set up (its accept acknowledged) and ends in the history as the
+    clients saw it, once."""
+    _, nodes = await cluster_of(s, stack, media=False, extra=DRIVER_FLAGS)
+    balancer = stack(await Balancer(s, None, [n.port for n in nodes]).start())
+    driver = stack(CallDriver("127.0.0.1", balancer.port, nodes[0].token, pairs=6, total=240, prefix="r",
+                              hold=(0.2, 0.6)))
+    await driver.start()
+    driver.run()
+    restarts = []
+    for node in nodes:
+        await asyncio.sleep(1.5)
+        check(not driver.done.is_set(), f"the calls were over after {len(restarts)} restarts")
+        restarts.append(time.time())
+        status = await node.terminate()
+        check(status == 0, f"a node exited {status} on SIGTERM")
+        await node.restart()
+    await driver.wait(90)
+    await driver.end_unfinished()
+    histories = await settled_histories(nodes[0], driver)
+    save_log(s, driver, restarts=restarts)
+    problems = history_problems(driver, histories)
+    failed = [c.call_id for c in driver.calls.values() if "invite" in c.acked and "accept" not in c.acked]
+    if failed:
+        problems["invite acknowledged but never set up"] = failed
+    check(not driver.errors, f"the driver's script failed: {driver.errors[:3]}")
+    check(not problems, f"{summary(problems)} [{driver_stats(driver)}]")
+    print(f"  rolling restart: {driver_stats(driver)}", flush=True)

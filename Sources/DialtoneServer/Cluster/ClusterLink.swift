@@ -174,12 +174,16 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     submit("the session of \(identity.userId)/\(identity.deviceId)") { connection throws(RedisError) in
       let holder = ClusterPresence.Holder(
         deviceId: identity.deviceId, node: node, sessionID: session, connected: connected)
-      let previous = try ClusterPresence(connection, nodeExpiry: settings.nodeExpiry).register(
-        holder, of: identity.userId)
+      let presence = ClusterPresence(connection, nodeExpiry: settings.nodeExpiry)
       let mailbox = Self.mailbox(connection, settings)
-      if let previous, previous.node != node {
-        _ = try mailbox.send(
-          ClusterLetterCodec.encode(.replaced(identity, sessionID: previous.sessionID)), to: previous.node)
+      if connected {
+        let previous = try presence.register(holder, of: identity.userId)
+        if let previous, previous.node != node {
+          _ = try mailbox.send(
+            ClusterLetterCodec.encode(.replaced(identity, sessionID: previous.sessionID)), to: previous.node)
+        }
+      } else if try !presence.markOffline(holder, of: identity.userId) {
+        return  // the device has a newer session elsewhere already: its calls know it is there
       }
       let owners = Set(
         try CallOwnership(connection, leaseDuration: settings.lease).calls(of: identity.userId).map(\.owner))
