@@ -14,7 +14,9 @@ private struct Cluster {
   let nodes: [TestServer]
   let redis: ScratchRedis
 
-  static func start(_ count: Int = 3) async throws -> Cluster {
+  static func start(_ count: Int = 3, _ extra: (inout ServerConfiguration) -> Void = { _ in }) async throws
+    -> Cluster
+  {
     let redis = try SharedRedis.server()
     let flush = try redis.connect()
     try flush.command(["FLUSHALL"])
@@ -27,6 +29,7 @@ private struct Cluster {
           $0.databaseURL = database
           $0.redisURL = redis.url
           $0.nodeName = "n\(index)"
+          extra(&$0)
         }))
     }
     return Cluster(nodes: nodes, redis: redis)
@@ -221,6 +224,37 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
     guard case .accept(let accepted) = try await alice.expect(.accept) else { return }
     #expect(["phone", "laptop"].contains(accepted.from.deviceId))
     try await alice.expectQuiet()
+    await cluster.stop()
+  }
+
+  @Test func aRingIsPushedOnceWhicheverNodesTheDevicesUseAndNeverToOneConnectedElsewhere() async throws {
+    let apns = try APNsMock.start()
+    defer { apns.process.stop() }
+    let cluster = try await Cluster.start {
+      $0.apnsKeyFile = apns.keyFile
+      $0.apnsKeyID = apns.keyID
+      $0.apnsTeamID = apns.teamID
+      $0.apnsURL = apns.baseURL
+      $0.pushCAFile = apns.caFile
+    }
+    // Bob has two iPhones; the second is connected to node 3, the first to none.
+    for (device, token) in [("iphone", "b1"), ("ipad", "b2")] {
+      let body =
+        #"{"installationId":"\#(device)-install","platform":"ios","voipToken":"\#(token + String(repeating: "a", count: 62))","bundleId":"com.example.chat","apnsEnvironment":"sandbox"}"#
+      let node = cluster.nodes[1]
+      let response = try await node.http("POST", "/v1/devices", token: node.token("bob", device: device), body: body)
+      #expect(response.status == 200)
+    }
+    let ipad = try await cluster.connect("bob", device: "ipad", on: 2)
+    let alice = try await cluster.connect("alice", on: 0)
+    let call = callID()
+    #expect(try await alice.invite(call, to: "bob").isAck)
+    _ = try await ipad.expect(.invite)
+    let pushes = try await apns.process.waitFor("the ring's push") { !$0.isEmpty }
+    try await Task.sleep(for: .milliseconds(500))  // any second push would be in by now
+    let tokens = apns.process.requests().compactMap { $0["token"]?.stringValue }
+    #expect(tokens == ["b1" + String(repeating: "a", count: 62)])
+    #expect(pushes.count >= 1)
     await cluster.stop()
   }
 }
