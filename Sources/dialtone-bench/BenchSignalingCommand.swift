@@ -88,7 +88,7 @@ enum BenchSignalingCommand {
     return try await drive(options, dialect: NodeRelayDialect(url: "ws://127.0.0.1:\(port)/"), serverPID: node.pid)
   }
 
-  private static func waitForPort(_ port: Int) async throws {
+  static func waitForPort(_ port: Int) async throws {
     for _ in 0..<300 {
       if let socket = try? TCPProbe.connect(port: port) {
         socket.close()
@@ -103,6 +103,21 @@ enum BenchSignalingCommand {
 
   private static func drive(_ options: Options, dialect: any SignalingDialect, serverPID: Int32) async throws -> Report
   {
+    try await drive(options, layout: Layout(dialects: [dialect], measured: [serverPID]))
+  }
+
+  /// Where the load's sockets go and whose CPU counts: with several dialects (a cluster's
+  /// nodes), idle sockets are spread over them and each call's callee is on the node after its
+  /// caller's, so every relayed message crosses nodes.
+  struct Layout {
+    var dialects: [any SignalingDialect]
+    var measured: [Int32]
+    /// A part of `measured` also reported on its own (a cluster's Redis).
+    var breakdown: [Int32] = []
+  }
+
+  static func drive(_ options: Options, layout: Layout) async throws -> Report {
+    let dialects = layout.dialects
     let client = try WebSocketClient(maxMessageBytes: 1 << 16, pingIntervalSeconds: 3600, idleTimeoutSeconds: 7200)
     defer { Task { await client.shutdown() } }
     let stats = LoadStats()
@@ -113,15 +128,20 @@ enum BenchSignalingCommand {
     while index < options.idle {
       let end = min(index + 500, options.idle)
       for n in index..<end {
-        idle.append(try dialect.connect(client, user: "idle\(n)", stats: stats) { _, _ in })
+        idle.append(try dialects[n % dialects.count].connect(client, user: "idle\(n)", stats: stats) { _, _ in })
       }
       try await stats.waitForReady(end, timeout: 60)
       index = end
     }
 
-    let pairs = try (0..<options.calls).map { try CallPair(index: $0, dialect: dialect, client: client, stats: stats) }
+    let pairs = try (0..<options.calls).map {
+      try CallPair(
+        index: $0, dialect: dialects[$0 % dialects.count], calleeDialect: dialects[($0 + 1) % dialects.count],
+        client: client, stats: stats)
+    }
     try await stats.waitForReady(options.idle + 2 * options.calls, timeout: 60)
-    let baseline = try ProcessStats.read(pid: serverPID)
+    let baseline = try ProcessStats.read(pids: layout.measured)
+    let breakdownBaseline = try ProcessStats.read(pids: layout.breakdown)
     // The load generator's own CPU: the two targets' clients do different work (Dialtone's
     // decodes every frame and acks), and under a CPU hog that difference competes too.
     let clientBaseline = try ProcessStats.read(pid: getpid())
@@ -149,7 +169,8 @@ enum BenchSignalingCommand {
     }
     let elapsed = Date().timeIntervalSince(start)
     try await Task.sleep(for: .milliseconds(500))  // let the last messages land
-    let loaded = try ProcessStats.read(pid: serverPID)
+    let loaded = try ProcessStats.read(pids: layout.measured)
+    let breakdownLoaded = try ProcessStats.read(pids: layout.breakdown)
     let clientLoaded = try ProcessStats.read(pid: getpid())
     stats.stopMeasuring()
     for connection in idle { connection.close() }
@@ -173,7 +194,9 @@ enum BenchSignalingCommand {
       clientMicrosPerMessage: relayed > 0
         ? (clientLoaded.cpuSeconds - clientBaseline.cpuSeconds) / Double(relayed) * 1_000_000 : .nan,
       systemMicrosPerMessage: relayed > 0
-        ? (loaded.systemSeconds - baseline.systemSeconds) / Double(relayed) * 1_000_000 : .nan)
+        ? (loaded.systemSeconds - baseline.systemSeconds) / Double(relayed) * 1_000_000 : .nan,
+      breakdownMicrosPerMessage: relayed > 0 && !layout.breakdown.isEmpty
+        ? (breakdownLoaded.cpuSeconds - breakdownBaseline.cpuSeconds) / Double(relayed) * 1_000_000 : nil)
   }
 
   struct Report {
@@ -188,6 +211,8 @@ enum BenchSignalingCommand {
     var clientMicrosPerMessage: Double
     /// The kernel's part of `cpuMicrosPerMessage`.
     var systemMicrosPerMessage: Double
+    /// `Layout.breakdown`'s part of `cpuMicrosPerMessage`.
+    var breakdownMicrosPerMessage: Double? = nil
 
     static let header =
       "relayed msg/s  calls/s  p50 ms  p99 ms  p99.9 ms  RSS MB  CPU %  CPU µs/msg  (of it sys)  client µs/msg"

@@ -152,7 +152,11 @@ final class CallPair: @unchecked Sendable {
   private let dialect: any SignalingDialect
   static let candidatesEachWay = 20
 
-  init(index: Int, dialect: any SignalingDialect, client: WebSocketClient, stats: LoadStats) throws {
+  /// `calleeDialect`: where the callee connects, when not where the caller does (another node).
+  init(
+    index: Int, dialect: any SignalingDialect, calleeDialect: (any SignalingDialect)? = nil, client: WebSocketClient,
+    stats: LoadStats
+  ) throws {
     callerName = "caller\(index)"
     calleeName = "callee\(index)"
     self.dialect = dialect
@@ -166,7 +170,8 @@ final class CallPair: @unchecked Sendable {
       default: break
       }
     }
-    callee = try dialect.connect(client, user: calleeName, stats: stats) { [weak self] event, connection in
+    callee = try (calleeDialect ?? dialect).connect(client, user: calleeName, stats: stats) {
+      [weak self] event, connection in
       guard let self else { return }
       switch event {
       case .invite(let id):

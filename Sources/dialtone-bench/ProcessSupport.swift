@@ -30,6 +30,18 @@ struct ProcessStats {
   /// The kernel's share of `cpuSeconds` (system calls, and on loopback the receiver's TCP path).
   var systemSeconds: Double = 0
 
+  /// Several processes together (a cluster's nodes and its Redis): RSS and CPU summed.
+  static func read(pids: [Int32]) throws -> ProcessStats {
+    var total = ProcessStats(rssBytes: 0, cpuSeconds: 0)
+    for pid in pids {
+      let one = try read(pid: pid)
+      total = ProcessStats(
+        rssBytes: total.rssBytes + one.rssBytes, cpuSeconds: total.cpuSeconds + one.cpuSeconds,
+        systemSeconds: total.systemSeconds + one.systemSeconds)
+    }
+    return total
+  }
+
   static func read(pid: Int32) throws -> ProcessStats {
     let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
     let rssKB =
