@@ -257,4 +257,13 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
     #expect(pushes.count >= 1)
     await cluster.stop()
   }
+
+  @Test func aStoppingServerStartsNoNewSession() async throws {
+    let server = try await TestServer()
+    await server.server.hub.prepareForShutdown()
+    let probe = try SignalingProbe(client: server.client, url: server.webSocketURL)
+    probe.send(ClientEnvelope(id: "h", message: .hello(.init(token: server.token("bob")))))
+    #expect(try await probe.closeCode() == UInt16(CloseCode.goingAway.rawValue))
+    await server.stop()
+  }
 }

@@ -372,6 +372,12 @@ public actor SignalingHub {
 
   private func handleHello(_ bytes: [UInt8], isText: Bool, socket: SocketState) {
     let connection = socket.connection
+    guard !shuttingDown else {
+      // A session started now would end with the process (and, in a cluster, could register
+      // the device on this node after its next socket registered it on another).
+      connection.close(code: UInt16(CloseCode.goingAway.rawValue), reason: "this server is shutting down")
+      return
+    }
     func refuse(_ error: ServerMessage.ErrorMessage, close code: CloseCode) {
       connection.send(text: MessageCodec.encode(.error(error), seq: nil))
       connection.close(code: UInt16(code.rawValue), reason: error.message)
