@@ -13,7 +13,8 @@ import subprocess
 import tempfile
 import time
 
-from durability_scenarios import DRIVER_FLAGS, driver_stats, history_problems, save_log, settled_histories, summary
+from durability_scenarios import (DRIVER_FLAGS, driver_stats, history_problems, near, save_log, settled_histories,
+                                  summary, time_limit)
 from harness import (Failure, MediaNamespace, Server, Softphone, check, dominant_frequency, free_port, http_get, spawn,
                      wait_port, wait_port_in, wav_seconds)
 from protocol_driver import CallDriver
@@ -24,10 +25,6 @@ SCENARIOS = []
 def scenario(fn):
     SCENARIOS.append(fn)
     return fn
-
-
-def near(frequency, expected, what):
-    check(abs(frequency - expected) <= 5, f"{what}: heard {frequency} Hz, expected {expected} ± 5 Hz")
 
 
 def _inside(netns):
@@ -270,13 +267,6 @@ async def the_caller_node_killed_mid_call_the_call_goes_on(s, stack):
     check(not alice.has("ice-disconnected"), "the media path was disturbed")
     check(wav_seconds(s.file("bob.wav")) > 7, "bob's audio stopped when the node died")
     near(dominant_frequency(s.file("bob.wav")), 523, "bob.wav")
-
-
-def time_limit(seconds):
-    def mark(fn):
-        fn.time_limit = seconds
-        return fn
-    return mark
 
 
 # Not in `make test` yet: about one run in four, one caller/callee pair stops getting answers

@@ -6,6 +6,12 @@ enum CallLocation: Sendable, Equatable {
   case here
   case node(String)
   case unknown
+
+  /// The owner's name when it is known.
+  var node: String? {
+    if case .node(let name) = self { return name }
+    return nil
+  }
 }
 
 /// A device's request about a call another node runs, as that node receives it (the cluster's

@@ -557,16 +557,11 @@ public actor SignalingHub {
       return
     }
     if let callId = message.callId, !runsHere(callId) {
-      let owner: String?
-      switch placement.location(of: callId) {
-      case .here: owner = ""
-      case .node(let node): owner = node
-      case .unknown: owner = nil
-      }
-      if owner != "" {
+      let location = placement.location(of: callId)
+      if location != .here {
         // Answered by the owner through `.replyArrived`; a retry meanwhile waits for that answer.
         heldRequests.insert(Self.requestKey(session, requestID))
-        placement.forward(message, id: requestID, from: session.identity, session: session.id, to: owner)
+        placement.forward(message, id: requestID, from: session.identity, session: session.id, to: location.node)
         return
       }
     }
