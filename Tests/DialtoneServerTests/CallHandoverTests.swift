@@ -49,6 +49,37 @@ struct CallHandoverTests {
     #expect(records.map(\.endReason) == [.missed])
   }
 
+  /// A device that started a new session while its call had no owner reached nobody: the node
+  /// adopting the call sends the ring to the callee and the accept to the caller again.
+  @Test func anAdoptedCallCatchesItsDevicesUpOnTheRingAndTheAccept() throws {
+    let bob = Identity(userId: "bob", deviceId: "tablet", name: nil)
+    var first = CallRouter()
+    let ringing = first.handle(
+      .invite(.init(callId: "r1", to: "bob", video: false, offer: SessionDescription(sdp: "v=0"))), id: "i",
+      from: alice, now: t0)
+    let answered = first.handle(
+      .invite(.init(callId: "r2", to: "bob", video: false, offer: SessionDescription(sdp: "v=0"))), id: "j",
+      from: alice, now: t0)
+    let accepted = first.handle(
+      .accept(.init(callId: "r2", answer: SessionDescription(sdp: "v=0 answer"))), id: "a", from: bob, now: t0)
+    let stored = [
+      StoredLiveCall(snapshot: try #require(snapshot(ringing.effects)), callerSignals: []),
+      StoredLiveCall(snapshot: try #require(snapshot(answered.effects + accepted.effects)), callerSignals: []),
+    ]
+    var second = CallRouter()
+    _ = second.restore(stored, now: t0.addingTimeInterval(2))
+    let sent = second.catchUp(["r1", "r2", "unknown"]).compactMap { effect -> String? in
+      guard case .send(let message, let recipient) = effect else { return nil }
+      switch (message, recipient) {
+      case (.invite(let m), .user("bob", nil)): return "invite \(m.callId) to bob"
+      case (.accept(let m), .device("alice", "phone")): return "accept \(m.callId) to alice"
+      default: return "\(message.typeName) elsewhere"
+      }
+    }
+    #expect(sent == ["invite r1 to bob", "accept r2 to alice"])
+    #expect(first.catchUp(["r1"]).count == 1, "the router that ran it has the same ring to send")
+  }
+
   @Test func anEndedCallIsNotHandedOver() {
     var router = CallRouter()
     _ = router.handle(.invite(.init(callId: "h2", to: "bob", video: false)), id: "i", from: alice, now: t0)

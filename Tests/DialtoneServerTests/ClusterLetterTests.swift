@@ -98,4 +98,12 @@ import Testing
     #expect(admit(&filter, ended))
     #expect(admit(&filter, ended))
   }
+
+  @Test func aSecondCopyOfAnAcceptIsDropped() {
+    var filter = RingReplayFilter()
+    let accept = ServerMessage.accept(.init(callId: "c1", from: alice))
+    #expect(admit(&filter, accept))
+    #expect(!admit(&filter, accept))
+    #expect(admit(&filter, .accept(.init(callId: "c2", from: alice))))
+  }
 }

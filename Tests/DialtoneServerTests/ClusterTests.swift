@@ -167,10 +167,13 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
     _ = try await alice.expect(.accept)
 
     // Alice's node stops; her phone reconnects to the third node. The call is in the shared
-    // journal: the first request about it takes it over.
+    // journal: the first request about it takes it over, and her new session, which reached no
+    // node running the call when it started, gets the accept again.
     await cluster.nodes[0].stop()
     let back = try await cluster.connect("alice", on: 2)
     #expect(try await bob.candidateFor(call, 1).isAck)
+    guard case .accept(let accept) = try await back.expect(.accept) else { return }
+    #expect(accept.callId == call)
     guard case .candidate(let c) = try await back.expect(.candidate) else { return }
     #expect(c.candidate == candidate(1))
     #expect(try cluster.owner(of: call) == cluster.nodes[1].server.cluster?.thisNode)

@@ -269,10 +269,7 @@ async def the_caller_node_killed_mid_call_the_call_goes_on(s, stack):
     near(dominant_frequency(s.file("bob.wav")), 523, "bob.wav")
 
 
-# Not in `make test` yet: about one run in four, one caller/callee pair stops getting answers
-# after a drain (its invites acknowledged and never delivered, or a hang-up never answered), which
-# is a bug of the cluster still to find (issue 19's note). Run it by name with
-# DIALTONE_E2E_ROLLING=1 python3 Tests/e2e/run_e2e.py a_rolling_restart
+@scenario
 @time_limit(150)
 async def a_rolling_restart_of_every_node_fails_no_call_set_up(s, stack):
     """Six caller/callee pairs of raw protocol clients make short calls back to back through a
@@ -307,6 +304,3 @@ async def a_rolling_restart_of_every_node_fails_no_call_set_up(s, stack):
     check(not problems, f"{summary(problems)} [{driver_stats(driver)}]")
     print(f"  rolling restart: {driver_stats(driver)}", flush=True)
 
-
-if os.environ.get("DIALTONE_E2E_ROLLING"):
-    SCENARIOS.append(a_rolling_restart_of_every_node_fails_no_call_set_up)

@@ -187,7 +187,8 @@ class Server:
         log = "server.log" if self.starts == 1 else f"server-{self.starts}.log"
         prefix = ["ip", "netns", "exec", self.netns] if self.netns else []
         args = prefix + [os.path.join(BIN, "dialtone-server"), "--host", self.host, "--port", str(self.port),
-                "--data-dir", self.scratch.file("server-data"), "--auth-secret", SECRET, "--log-level", "warning"]
+                "--data-dir", self.scratch.file("server-data"), "--auth-secret", SECRET,
+                "--log-level", os.environ.get("DIALTONE_E2E_SERVER_LOG", "warning")]
         if self.ring_timeout:
             args += ["--ring-timeout", str(self.ring_timeout)]
         args += self.extra

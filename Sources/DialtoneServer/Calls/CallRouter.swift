@@ -457,6 +457,24 @@ struct CallRouter {
     return effects
   }
 
+  /// What the devices of calls taken over from another node may have missed while no node ran
+  /// them (a device that started a new session then reached no owner): the ring, with the
+  /// caller's signaling so far, for the callee's devices; the accept for the caller's device.
+  /// Sessions that had them drop the copies (`RingReplayFilter`).
+  func catchUp(_ callIds: [CallID]) -> [CallEffect] {
+    var effects: [CallEffect] = []
+    for id in callIds {
+      guard let call = calls[id], !call.isEnded else { continue }
+      if call.phase == .ringing, !call.blocked {
+        let callee = Recipient.user(userId: call.calleeId, exceptDevice: nil)
+        effects.append(.send(call.invite, to: callee))
+        effects += call.callerSignals.map { .send($0, to: callee) }
+      }
+      if let accept = call.acceptRelay { effects.append(.send(accept, to: callerDevice(call))) }
+    }
+    return effects
+  }
+
   /// A device's socket dropped: its calls get the grace window, whose deadline is kept.
   mutating func deviceDisconnected(_ who: Identity, now: Date) -> [CallEffect] {
     var effects: [CallEffect] = []

@@ -144,6 +144,10 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
         byNode[holder.node, default: []].append(holder.deviceId)
       }
       let mailbox = Self.mailbox(connection, settings)
+      log.debug(
+        "a \(message.typeName) for \(userId): "
+          + holders.map { "\($0.deviceId)@\($0.node)\($0.connected ? "" : " (offline)")" }.joined(separator: ", "),
+        callId: message.callId)
       for (target, devices) in byNode.sorted(by: { $0.key < $1.key }) {
         let letter = ClusterLetterCodec.encode(.delivery(message, userId: userId, deviceIds: devices))
         if try mailbox.send(letter, to: target) == .full {
@@ -169,7 +173,7 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
   /// Registers where the device's session is now, closes an older session of it on another node,
   /// and tells the nodes running its user's calls (they keep its grace windows and re-ring it).
   private func announce(_ identity: Identity, session: String, connected: Bool, newSession: Bool) {
-    let node = thisNode
+    let (node, log) = (thisNode, log)
     let settings = settings
     submit("the session of \(identity.userId)/\(identity.deviceId)") { connection throws(RedisError) in
       let holder = ClusterPresence.Holder(
@@ -178,6 +182,9 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
       let mailbox = Self.mailbox(connection, settings)
       if connected {
         let previous = try presence.register(holder, of: identity.userId)
+        log.debug(
+          "\(identity.userId)/\(identity.deviceId): session \(session) registered"
+            + (previous.map { ", replacing \($0.sessionID) on \($0.node)" } ?? ""), sessionId: session)
         if let previous, previous.node != node {
           _ = try mailbox.send(
             ClusterLetterCodec.encode(.replaced(identity, sessionID: previous.sessionID)), to: previous.node)

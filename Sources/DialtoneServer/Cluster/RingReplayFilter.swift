@@ -5,9 +5,10 @@ import DialtoneProtocol
 /// connects to one node while its call starts on another is rung twice by a race: the call's
 /// node delivers the invite to the session it just found, and also answers the session's
 /// announcement by ringing it again (the invite and the caller's trickle so far), as it does for
-/// every new session. Only the copies differ, never the messages: an invite for a call, or a
-/// candidate of a call (with its username fragment), that the session already got is never
-/// news. Bounded: the oldest keys go first.
+/// every new session; a node that takes a call over sends its ring and its accept again
+/// (`CallRouter.catchUp`). Only the copies differ, never the messages: an invite or an accept
+/// for a call, or a candidate of a call (with its username fragment), that the session already
+/// got is never news. Bounded: the oldest keys go first.
 struct RingReplayFilter {
   private var seen: Set<String> = []
   private var order = FIFOQueue<String>()
@@ -27,6 +28,7 @@ struct RingReplayFilter {
   private static func key(_ message: ServerMessage) -> String? {
     switch message {
     case .invite(let m): return "i\u{0}" + m.callId
+    case .accept(let m): return "a\u{0}" + m.callId
     case .candidate(let m):
       // An ICE restart's candidates may repeat a line under a new username fragment.
       let c = m.candidate

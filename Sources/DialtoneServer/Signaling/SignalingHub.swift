@@ -201,6 +201,22 @@ public actor SignalingHub {
   /// carried on exactly as after a restart (deadlines kept, devices given the restart grace).
   func adopt(_ stored: [StoredLiveCall]) {
     emit(Output(effects: router.restore(stored, now: clock.now)), for: nil)
+    replay(router.catchUp(stored.map(\.snapshot.callId)))
+  }
+
+  /// Sends what a taken-over call's devices may have missed: a session that had a message
+  /// already (it came here from the call's former node) drops the copy.
+  private func replay(_ effects: [CallEffect]) {
+    for case .send(let message, let recipient) in effects {
+      let (userId, device): (String, String?)
+      switch recipient {
+      case .device(let user, let deviceId): (userId, device) = (user, deviceId)
+      case .user(let user, _): (userId, device) = (user, nil)
+      }
+      let local = (devices[userId] ?? [:]).filter { device == nil || $0.key == device }
+      for session in local.values where session.ringReplays.admit(message) { session.deliver(message) }
+      remote.deliver(message, to: userId, device: device, skipping: Set(local.keys))
+    }
   }
 
   // MARK: - Events
@@ -320,6 +336,7 @@ public actor SignalingHub {
       guard let session = sessions[sessionID], session.identity.userId == identity.userId,
         session.identity.deviceId == identity.deviceId
       else { return }
+      log.debug("\(identity.userId)/\(identity.deviceId): \(sessionID) replaced on another node", sessionId: sessionID)
       if let socket = session.socket {
         sockets[socket.id]?.session = nil
         socket.close(code: UInt16(CloseCode.replaced.rawValue), reason: "replaced by a newer connection of this device")
