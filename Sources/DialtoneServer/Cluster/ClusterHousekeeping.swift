@@ -8,66 +8,41 @@ import Foundation
 /// taking over the calls of nodes that died (checked every lease).
 final class ClusterHousekeeping: Sendable {
   private let settings: ClusterLink.Settings
-  private let log: Log
-  private let running = Locked(false)
+  private let loop: RedisLoopThread
+
+  /// When each less frequent duty is next due.
+  private struct Schedule: Sendable {
+    var nextRenewal: ContinuousClock.Instant
+    var nextScan: ContinuousClock.Instant
+  }
 
   init(settings: ClusterLink.Settings, log: Log) {
     self.settings = settings
-    self.log = log
+    loop = RedisLoopThread(
+      name: "cluster-housekeeping", redis: settings.redis, retryPause: settings.heartbeat, log: log)
   }
 
   func start(_ link: ClusterLink) {
-    running.withLock { $0 = true }
-    let thread = Thread { [self] in run(link) }
-    thread.name = "cluster-housekeeping"
-    thread.start()
-  }
-
-  func stop() { running.withLock { $0 = false } }
-
-  private func run(_ link: ClusterLink) {
-    var connection: RedisConnection?
     let clock = ContinuousClock()
-    var nextRenewal = clock.now
-    var nextScan = clock.now
-    var failing = false
-    while running.current {
+    let settings = settings
+    loop.start(
+      Schedule(nextRenewal: clock.now, nextScan: clock.now), failing: "cluster housekeeping failed",
+      recovered: "the cluster's Redis answers again"
+    ) { schedule, connection in
       let started = clock.now
-      do {
-        let open: RedisConnection
-        if let connection, connection.isOpen {
-          open = connection
-        } else {
-          connection?.close()
-          open = try RedisConnection(settings.redis)
-          connection = open
-        }
-        try ClusterPresence(open, nodeExpiry: settings.nodeExpiry).heartbeat(settings.node)
-        if started >= nextRenewal {
-          try link.renewLeases(open)
-          nextRenewal = started + settings.lease / 3
-        }
-        try link.retryUnanswered(open)
-        if started >= nextScan {
-          try link.adoptOrphans(open)
-          nextScan = started + settings.lease / 2
-        }
-        if failing {
-          log.info("the cluster's Redis answers again")
-          failing = false
-        }
-      } catch {
-        if !failing { log.error("cluster housekeeping failed: \(error); retrying") }
-        failing = true
-        connection?.close()
-        connection = nil
+      try ClusterPresence(connection, nodeExpiry: settings.nodeExpiry).heartbeat(settings.node)
+      if started >= schedule.nextRenewal {
+        try link.renewLeases(connection)
+        schedule.nextRenewal = started + settings.lease / 3
       }
-      let elapsed = clock.now - started
-      if elapsed < settings.heartbeat {
-        let rest = settings.heartbeat - elapsed
-        Thread.sleep(forTimeInterval: Double(rest.components.seconds) + Double(rest.components.attoseconds) / 1e18)
+      try link.retryUnanswered(connection)
+      if started >= schedule.nextScan {
+        try link.adoptOrphans(connection)
+        schedule.nextScan = started + settings.lease / 2
       }
+      RedisLoopThread.sleep(settings.heartbeat - (clock.now - started))
     }
-    connection?.close()
   }
+
+  func stop() { loop.stop() }
 }

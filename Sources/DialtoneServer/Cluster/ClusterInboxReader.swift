@@ -9,65 +9,38 @@ import Foundation
 final class ClusterInboxReader: Sendable {
   private let settings: ClusterLink.Settings
   private let log: Log
-  private let running = Locked(false)
+  private let loop: RedisLoopThread
 
   init(settings: ClusterLink.Settings, log: Log) {
     self.settings = settings
     self.log = log
+    loop = RedisLoopThread(name: "cluster-inbox", redis: settings.redis, retryPause: .milliseconds(200), log: log)
   }
 
   func start(_ deliver: @escaping @Sendable ([ClusterLetter]) -> Void) {
-    running.withLock { $0 = true }
-    let thread = Thread { [self] in run(deliver) }
-    thread.name = "cluster-inbox"
-    thread.start()
-  }
-
-  func stop() { running.withLock { $0 = false } }
-
-  private func run(_ deliver: @Sendable ([ClusterLetter]) -> Void) {
-    var connection: RedisConnection?
-    var after = "0"
-    var failing = false
+    let (settings, log) = (settings, log)
     // The wait must stay shorter than the connection's command timeout.
     let wait = Duration.milliseconds(500)
-    while running.current {
-      do {
-        let open: RedisConnection
-        if let connection, connection.isOpen {
-          open = connection
-        } else {
-          connection?.close()
-          open = try RedisConnection(settings.redis)
-          connection = open
+    // The state is the id of the last letter handed on.
+    loop.start("0", failing: "cannot read this node's inbox", recovered: "reading this node's inbox again") {
+      after, connection in
+      let mailbox = ClusterLink.mailbox(connection, settings)
+      let letters = try mailbox.receive(settings.node, after: after, limit: 512, timeout: wait)
+      guard let last = letters.last else { return }
+      var decoded: [ClusterLetter] = []
+      decoded.reserveCapacity(letters.count)
+      for letter in letters {
+        do {
+          decoded.append(try ClusterLetterCodec.decode(letter.payload))
+        } catch {
+          log.error("skipped a letter that does not decode: \(error)")
         }
-        let mailbox = ClusterLink.mailbox(open, settings)
-        let letters = try mailbox.receive(settings.node, after: after, limit: 512, timeout: wait)
-        if failing {
-          log.info("reading this node's inbox again")
-          failing = false
-        }
-        guard let last = letters.last else { continue }
-        var decoded: [ClusterLetter] = []
-        decoded.reserveCapacity(letters.count)
-        for letter in letters {
-          do {
-            decoded.append(try ClusterLetterCodec.decode(letter.payload))
-          } catch {
-            log.error("skipped a letter that does not decode: \(error)")
-          }
-        }
-        if !decoded.isEmpty { deliver(decoded) }
-        after = last.id
-        try mailbox.discard(letters.map(\.id), from: settings.node)
-      } catch {
-        if !failing { log.error("cannot read this node's inbox: \(error); retrying") }
-        failing = true
-        connection?.close()
-        connection = nil
-        Thread.sleep(forTimeInterval: 0.2)
       }
+      if !decoded.isEmpty { deliver(decoded) }
+      after = last.id
+      try mailbox.discard(letters.map(\.id), from: settings.node)
     }
-    connection?.close()
   }
+
+  func stop() { loop.stop() }
 }
