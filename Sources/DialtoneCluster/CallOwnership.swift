@@ -52,6 +52,41 @@ public final class CallOwnership: Sendable {
     return owner
   }
 
+  /// Where a new 1:1 call between `caller` and `callee` runs, so that busy and glare are
+  /// decided by one node's rule across the cluster: by the node that runs a connected call of
+  /// the callee (busy), or else one between the two users (glare), when another node runs it;
+  /// else here (the call is placed, as `place` does). A call already held somewhere stays there.
+  public func placeInvite(_ callId: String, for node: String, caller: String, callee: String) throws(RedisError)
+    -> InvitePlacement
+  {
+    let reply = try redis.eval(
+      Self.placeInviteScript,
+      keys: [Self.key(callId), Self.userKey(caller), Self.userKey(callee), Self.talkingKey(callee)],
+      arguments: [.string(node), try .milliseconds(leaseDuration), .string(callId)])
+    guard let parts = reply.elements?.compactMap(\.string), parts.count == 2 else { throw .unexpectedReply(reply) }
+    switch parts[0] {
+    case "owner": return .owner(parts[1])
+    case "near": return .near(parts[1])
+    default: throw .unexpectedReply(reply)
+    }
+  }
+
+  public enum InvitePlacement: Equatable, Sendable {
+    /// The node that holds the new call (this one when it was placed here).
+    case owner(String)
+    /// Not placed: the invite goes to the node that runs this other call of its users.
+    case near(String)
+  }
+
+  /// The call is connected: its users are busy for a call that another node places.
+  public func talking(_ callId: String, users: [String]) throws(RedisError) {
+    guard !users.isEmpty else { return }
+    _ = try redis.pipeline(
+      users.flatMap {
+        [["SADD", Self.talkingKey($0), .string(callId)], ["PEXPIRE", Self.talkingKey($0), "86400000"]]
+      })
+  }
+
   /// The calls listed under a user whose owner still holds them, with that owner. Entries whose
   /// lease is gone (the call ended, or its node died and nobody took it yet) are dropped.
   public func calls(of userId: String) throws(RedisError) -> [(callId: String, owner: String)] {
@@ -73,7 +108,8 @@ public final class CallOwnership: Sendable {
   public func finish(_ callId: String, by node: String, users: [String]) throws(RedisError) {
     try release(callId, by: node)
     guard !users.isEmpty else { return }
-    _ = try redis.pipeline(users.map { ["SREM", Self.userKey($0), .string(callId)] })
+    _ = try redis.pipeline(
+      users.flatMap { [["SREM", Self.userKey($0), .string(callId)], ["SREM", Self.talkingKey($0), .string(callId)]] })
   }
 
   /// The node running the call, if any holds it.
@@ -83,6 +119,7 @@ public final class CallOwnership: Sendable {
 
   static func key(_ callId: String) -> RedisArgument { .string("dt:call-owner:{\(callId)}") }
   static func userKey(_ userId: String) -> RedisArgument { .string("dt:user-calls:{\(userId)}") }
+  static func talkingKey(_ userId: String) -> RedisArgument { .string("dt:user-talking:{\(userId)}") }
 
   /// KEYS: the owner key, then the users' lists. ARGV: node, lease ms, call id. Returns the
   /// holder afterwards. A user's list lives as long as its newest call's lease could (a day):
@@ -97,5 +134,39 @@ public final class CallOwnership: Sendable {
       redis.call('PEXPIRE', KEYS[i], 86400000)
     end
     return ARGV[1]
+    """)
+
+  /// KEYS: the new call's owner key, the caller's and the callee's lists, the callee's talking
+  /// set. ARGV: node, lease ms, call id. Returns {'owner', node} or {'near', call id}. A listed
+  /// call counts only while its lease is held; a connected call this node runs is decided here.
+  static let placeInviteScript = RedisScript(
+    """
+    local function place()
+      redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+      for i = 2, 3 do
+        redis.call('SADD', KEYS[i], ARGV[3])
+        redis.call('PEXPIRE', KEYS[i], 86400000)
+      end
+      return {'owner', ARGV[1]}
+    end
+    local function holder(id) return redis.call('GET', 'dt:call-owner:{' .. id .. '}') end
+    local owner = redis.call('GET', KEYS[1])
+    if owner and owner ~= ARGV[1] then return {'owner', owner} end
+    if owner then return place() end
+    -- Busy first, as the router checks it first: the node that runs the callee's connected call.
+    for _, id in ipairs(redis.call('SMEMBERS', KEYS[4])) do
+      local node = holder(id)
+      if node then
+        if node ~= ARGV[1] then return {'near', id} end
+        return place()
+      end
+    end
+    for _, id in ipairs(redis.call('SMEMBERS', KEYS[3])) do
+      if redis.call('SISMEMBER', KEYS[2], id) == 1 then
+        local node = holder(id)
+        if node and node ~= ARGV[1] then return {'near', id} end
+      end
+    end
+    return place()
     """)
 }

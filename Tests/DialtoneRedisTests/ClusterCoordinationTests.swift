@@ -38,6 +38,33 @@ extension RedisTests {
       #expect(try ownership.owner(of: id) == nil)
     }
 
+    /// An invite goes where a glare or busy decision can see the other call: a call of the callee
+    /// to the caller, or a connected call of the callee, that another node runs.
+    @Test func anInviteIsPlacedNearTheCallItsCalleeIsRingingOrTalkingIn() throws {
+      let ownership = try ownership()
+      let (alice, bob, carol) = ("u-" + UUID().uuidString, "u-" + UUID().uuidString, "u-" + UUID().uuidString)
+      let bobsCall = call()
+      #expect(try ownership.place(bobsCall, for: "n2", users: [bob, alice]) == "n2")
+      // Glare: Alice calls Bob from n1 while his call to her, on n2, rings.
+      let alicesCall = call()
+      #expect(try ownership.placeInvite(alicesCall, for: "n1", caller: alice, callee: bob) == .near(bobsCall))
+      #expect(try ownership.owner(of: alicesCall) == nil)
+      // Bob's call with Alice is not Carol's: hers is placed on her own node, and again there.
+      let carolsCall = call()
+      #expect(try ownership.placeInvite(carolsCall, for: "n3", caller: carol, callee: bob) == .owner("n3"))
+      #expect(try ownership.placeInvite(carolsCall, for: "n1", caller: carol, callee: bob) == .owner("n3"))
+      // Busy: once Bob talks in his call, a call to him goes there.
+      try ownership.talking(bobsCall, users: [bob, alice])
+      let another = call()
+      #expect(try ownership.placeInvite(another, for: "n3", caller: carol, callee: bob) == .near(bobsCall))
+      // The node that runs the other call decides itself: the invite is placed there.
+      #expect(try ownership.placeInvite(another, for: "n2", caller: carol, callee: bob) == .owner("n2"))
+      #expect(try ownership.calls(of: carol).map(\.callId).contains(another))
+      // When the call ends, its users are free again.
+      try ownership.finish(bobsCall, by: "n2", users: [bob, alice])
+      #expect(try ownership.placeInvite(alicesCall, for: "n1", caller: alice, callee: bob) == .owner("n1"))
+    }
+
     @Test func aCallWhoseLeaseExpiredLeavesItsUsersListsWhenRead() async throws {
       let ownership = try ownership(.milliseconds(200))
       let (id, alice) = (call(), "u-" + UUID().uuidString)

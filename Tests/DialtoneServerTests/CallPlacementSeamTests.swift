@@ -34,6 +34,8 @@ final class RecordingPlacement: CallPlacement {
 
   var thisNode: String { "here" }
 
+  func running(_ callId: CallID, users: [String]) {}
+  func answered(_ callId: CallID) {}
   func finished(_ callId: CallID) {}
 
   func forward(_ message: ClientMessage, id: String, from: Identity, session: String, to node: String?) {

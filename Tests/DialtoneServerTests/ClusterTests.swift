@@ -57,6 +57,17 @@ private struct Cluster {
     guard seen else { throw ProbeFailure(description: "\(user)/\(device) never showed connected=\(connected)") }
   }
 
+  /// Waits until Redis lists `user` as talking (in a connected call), as a node that places a
+  /// call for them sees it.
+  func waitUntilTalking(_ user: String) async throws {
+    let connection = try redis.connect()
+    defer { connection.close() }
+    let seen = await eventually(within: 10) {
+      (try? connection.command(["SMEMBERS", .string("dt:user-talking:{\(user)}")]))?.elements?.isEmpty == false
+    }
+    guard seen else { throw ProbeFailure(description: "\(user) never showed as talking") }
+  }
+
   func owner(of callId: CallID) throws -> String? {
     let connection = try redis.connect()
     defer { connection.close() }
@@ -227,6 +238,68 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
     guard case .accept(let accepted) = try await alice.expect(.accept) else { return }
     #expect(["phone", "laptop"].contains(accepted.from.deviceId))
     try await alice.expectQuiet()
+    await cluster.stop()
+  }
+
+  /// Carol's call to Bob runs on node 3; Alice calls Bob from node 1 and gets `busy`, as on one
+  /// node, and Bob is not rung.
+  @Test func aCalleeTalkingInACallThatAnotherNodeRunsIsBusy() async throws {
+    let cluster = try await Cluster.start()
+    let carol = try await cluster.connect("carol", on: 2)
+    let bob = try await cluster.connect("bob", on: 1)
+    let alice = try await cluster.connect("alice", on: 0)
+    let first = callID()
+    #expect(try await carol.invite(first, to: "bob").isAck)
+    _ = try await bob.expect(.invite)
+    #expect(try await bob.act(.accept(.init(callId: first, answer: answer))).isAck)
+    _ = try await carol.expect(.accept)
+    try await cluster.waitUntilTalking("bob")
+    let second = callID()
+    #expect(try await alice.invite(second, to: "bob").isAck)
+    guard case .callEnded(let ended) = try await alice.expect(.callEnded) else { return }
+    #expect(ended.callId == second && ended.reason == .busy)
+    try await bob.expectQuiet()
+    // Once Carol hangs up, Bob is free again for a call from any node.
+    #expect(try await carol.act(.hangup(.init(callId: first))).isAck)
+    _ = try await bob.expect(.callEnded)
+    let connection = try cluster.redis.connect()
+    defer { connection.close() }
+    let freed = await eventually(within: 10) {
+      (try? connection.command(["SMEMBERS", "dt:user-talking:{bob}"]))?.elements?.isEmpty == true
+    }
+    #expect(freed)
+    let third = callID()
+    #expect(try await alice.invite(third, to: "bob").isAck)
+    #expect(try await bob.expect(.invite).callId == third)
+    await cluster.stop()
+  }
+
+  /// Bob on node 2 calls Alice on node 1 while her call to him starts: one node decides, and the
+  /// lower callId survives either way round, as on one node. The survivor then runs as any call.
+  @Test(arguments: [true, false]) func twoUsersCallingEachOtherFromTwoNodesKeepTheLowerCallId(_ newerWins: Bool)
+    async throws
+  {
+    let cluster = try await Cluster.start()
+    let alice = try await cluster.connect("alice", on: 0)
+    let bob = try await cluster.connect("bob", on: 1)
+    let bobsCall = newerWins ? callID("b") : callID("a")
+    let alicesCall = newerWins ? callID("a") : callID("b")
+    #expect(try await bob.invite(bobsCall, to: "alice").isAck)
+    #expect(try await alice.expect(.invite).callId == bobsCall)
+    #expect(try await alice.invite(alicesCall, to: "bob").isAck)
+    let (loser, survivor) = newerWins ? (bobsCall, alicesCall) : (alicesCall, bobsCall)
+    for probe in [alice, bob] {
+      guard case .callEnded(let ended) = try await probe.expect(.callEnded) else { return }
+      #expect(ended.callId == loser && ended.reason == .glare && ended.replacedBy == survivor)
+    }
+    let (callee, caller) = newerWins ? (bob, alice) : (alice, bob)
+    if newerWins { #expect(try await bob.expect(.invite).callId == alicesCall) }
+    #expect(try await callee.act(.accept(.init(callId: survivor, answer: answer))).isAck)
+    _ = try await caller.expect(.accept)
+    #expect(try cluster.owner(of: survivor) != nil)
+    #expect(try cluster.owner(of: loser) == nil)
+    try await alice.expectQuiet()
+    try await bob.expectQuiet()
     await cluster.stop()
   }
 

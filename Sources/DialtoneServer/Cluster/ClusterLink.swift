@@ -38,6 +38,8 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
   private let hub = Locked<SignalingHub?>(nil)
   /// The calls this node runs, with their users (their lists in Redis name the call).
   private let owned = Locked<[CallID: [String]]>([:])
+  /// The calls run here whose users are listed as talking (busy for calls placed elsewhere).
+  private let talking = Locked<Set<CallID>>([])
   private let liveCalls: any LiveCallStore
   private let log: Log
   private let reader: ClusterInboxReader
@@ -229,7 +231,30 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     }
   }
 
+  func running(_ callId: CallID, users: [String]) {
+    let isNew = owned.withLock { owned in
+      guard owned[callId] == nil else { return false }
+      owned[callId] = users
+      return true
+    }
+    guard isNew else { return }
+    let (node, lease, log) = (thisNode, settings.lease, log)
+    submit("the placement of call \(callId)") { connection throws(RedisError) in
+      let owner = try CallOwnership(connection, leaseDuration: lease).place(callId, for: node, users: users)
+      if owner != node { log.warning("call \(callId) runs here but node \(owner) holds it", callId: callId) }
+    }
+  }
+
+  func answered(_ callId: CallID) {
+    guard let users = owned.withLock({ $0[callId] }), talking.withLock({ $0.insert(callId).inserted }) else { return }
+    let lease = settings.lease
+    submit("the connection of call \(callId)") { connection throws(RedisError) in
+      try CallOwnership(connection, leaseDuration: lease).talking(callId, users: users)
+    }
+  }
+
   func finished(_ callId: CallID) {
+    talking.withLock { _ = $0.remove(callId) }
     guard let users = owned.withLock({ $0.removeValue(forKey: callId) }) else { return }
     let (node, lease) = (thisNode, settings.lease)
     submit("the end of call \(callId)") { connection throws(RedisError) in
@@ -243,18 +268,16 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
   private func route(_ request: ForwardedRequest, _ callId: CallID, _ connection: RedisConnection) throws(RedisError) {
     let ownership = CallOwnership(connection, leaseDuration: settings.lease)
     let letter = ClusterLetterCodec.encode(.request(request))
+    if case .invite(let invite) = request.message {
+      let users = [request.from.userId, invite.to]
+      switch try ownership.placeInvite(callId, for: thisNode, caller: request.from.userId, callee: invite.to) {
+      case .owner(let owner): return try run(request, callId, users, at: owner, letter, connection)
+      case .near(let other): return try routeNear(request, callId, users, near: other, letter, connection)
+      }
+    }
     if let users = Self.users(of: request) {
       let owner = try ownership.place(callId, for: thisNode, users: users)
-      if owner == thisNode {
-        owned.withLock { $0[callId] = users }
-        return handleHere(request)
-      }
-      if try Self.mailbox(connection, settings).send(letter, to: owner) == .full {
-        refuse(request, "the node running this call is overloaded; try again")
-      } else {
-        awaitAnswer(request)
-      }
-      return
+      return try run(request, callId, users, at: owner, letter, connection)
     }
     let forwarding = CallForwarding(connection, mailbox: Self.mailbox(connection, settings))
     for _ in 0..<2 {
@@ -281,6 +304,44 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
       }
     }
     refuse(request, "the call's owner is changing; try again")
+  }
+
+  /// A new call held by `owner`: run here, or sent on to the node that holds it (a retry).
+  private func run(
+    _ request: ForwardedRequest, _ callId: CallID, _ users: [String], at owner: String, _ letter: [UInt8],
+    _ connection: RedisConnection
+  ) throws(RedisError) {
+    if owner == thisNode {
+      owned.withLock { $0[callId] = users }
+      return handleHere(request)
+    }
+    if try Self.mailbox(connection, settings).send(letter, to: owner) == .full {
+      refuse(request, "the node running this call is overloaded; try again")
+    } else {
+      awaitAnswer(request)
+    }
+  }
+
+  /// An invite whose users are in a call another node runs goes to that node, which decides
+  /// busy and glare as one node does and then places the new call for itself (`running`). If
+  /// that call has no live owner any more, it is taken over first, or the invite is placed here.
+  private func routeNear(
+    _ request: ForwardedRequest, _ callId: CallID, _ users: [String], near other: CallID, _ letter: [UInt8],
+    _ connection: RedisConnection
+  ) throws(RedisError) {
+    let forwarding = CallForwarding(connection, mailbox: Self.mailbox(connection, settings))
+    switch try forwarding.forward(letter, about: other, from: thisNode) {
+    case .sent: return awaitAnswer(request)
+    case .full: return refuse(request, "the node running this call is overloaded; try again")
+    case .ownerDead(let dead):
+      if try forwarding.takeOver(other, from: dead, for: thisNode, lease: settings.lease) {
+        log.info("took over call \(other) from node \(dead), which stopped", callId: other)
+        try adopt([other], connection)
+      }
+    case .ownedHere, .unowned: break
+    }
+    let owner = try CallOwnership(connection, leaseDuration: settings.lease).place(callId, for: thisNode, users: users)
+    try run(request, callId, users, at: owner, letter, connection)
   }
 
   /// The users a new call is listed under, for a message that starts one.

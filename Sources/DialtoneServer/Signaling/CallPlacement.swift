@@ -46,6 +46,11 @@ protocol CallPlacement: Sendable {
   func forward(_ message: ClientMessage, id: String, from: Identity, session: String, to node: String?)
   /// Sends the answer to a forwarded request back to its origin (another node).
   func reply(_ reply: ServerMessage, to request: ForwardedRequest)
+  /// A new call runs here: one another node sent here because its users are in a call that
+  /// runs here (busy and glare are decided by one router), or one placed here already.
+  func running(_ callId: CallID, users: [String])
+  /// A call that runs here was accepted: its users are busy for calls placed on other nodes.
+  func answered(_ callId: CallID)
   /// A call this hub ran ended (its end is in the journal): nobody runs it any more.
   func finished(_ callId: CallID)
 }
@@ -56,5 +61,7 @@ struct LocalCalls: CallPlacement {
   func location(of callId: CallID) -> CallLocation { .here }
   func forward(_ message: ClientMessage, id: String, from: Identity, session: String, to node: String?) {}
   func reply(_ reply: ServerMessage, to request: ForwardedRequest) {}
+  func running(_ callId: CallID, users: [String]) {}
+  func answered(_ callId: CallID) {}
   func finished(_ callId: CallID) {}
 }

@@ -774,7 +774,11 @@ public actor SignalingHub {
     guard message.type.isGroupCall else {
       // An id the router no longer holds is checked against the history (pruned first, so that
       // the router cannot take a call it is about to forget for a new one).
-      guard case .invite(let invite) = message else { return router.handle(message, id: id, from: who, now: now) }
+      guard case .invite(let invite) = message else {
+        let outcome = router.handle(message, id: id, from: who, now: now)
+        if case .accept(let accept) = message, case .ack = outcome.reply { placement.answered(accept.callId) }
+        return outcome
+      }
       router.pruneEnded(now: now)
       if router.calls[invite.callId] == nil {
         if groups.knows(invite.callId) {
@@ -782,7 +786,11 @@ public actor SignalingHub {
         }
         if let refused = refuseUsedCallId(invite.callId, id: id) { return refused }
       }
-      return router.handle(message, id: id, from: who, now: now, blocked: blocks.blocks(invite.to, who.userId))
+      let outcome = router.handle(message, id: id, from: who, now: now, blocked: blocks.blocks(invite.to, who.userId))
+      if case .ack = outcome.reply, router.calls[invite.callId]?.isEnded == false {
+        placement.running(invite.callId, users: [who.userId, invite.to])
+      }
+      return outcome
     }
     guard sfu != nil else {
       return refusal(
