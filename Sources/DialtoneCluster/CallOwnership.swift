@@ -125,48 +125,53 @@ public final class CallOwnership: Sendable {
   /// holder afterwards. A user's list lives as long as its newest call's lease could (a day):
   /// stale members are dropped when read.
   static let placeScript = RedisScript(
-    """
-    local owner = redis.call('GET', KEYS[1])
-    if owner and owner ~= ARGV[1] then return owner end
-    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-    for i = 2, #KEYS do
-      redis.call('SADD', KEYS[i], ARGV[3])
-      redis.call('PEXPIRE', KEYS[i], 86400000)
+    placeFunction + """
+      local owner = redis.call('GET', KEYS[1])
+      if owner and owner ~= ARGV[1] then return owner end
+      place(#KEYS)
+      return ARGV[1]
+      """)
+
+  /// Both placements' common step: the lease for ARGV[1] (ARGV[2] ms) on KEYS[1], and the call
+  /// (ARGV[3]) listed under KEYS[2...last].
+  private static let placeFunction = """
+    local function place(last)
+      redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+      for i = 2, last do
+        redis.call('SADD', KEYS[i], ARGV[3])
+        redis.call('PEXPIRE', KEYS[i], 86400000)
+      end
     end
-    return ARGV[1]
-    """)
+
+    """
 
   /// KEYS: the new call's owner key, the caller's and the callee's lists, the callee's talking
   /// set. ARGV: node, lease ms, call id. Returns {'owner', node} or {'near', call id}. A listed
   /// call counts only while its lease is held; a connected call this node runs is decided here.
   static let placeInviteScript = RedisScript(
-    """
-    local function place()
-      redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-      for i = 2, 3 do
-        redis.call('SADD', KEYS[i], ARGV[3])
-        redis.call('PEXPIRE', KEYS[i], 86400000)
+    placeFunction + """
+      local function placed()
+        place(3)
+        return {'owner', ARGV[1]}
       end
-      return {'owner', ARGV[1]}
-    end
-    local function holder(id) return redis.call('GET', 'dt:call-owner:{' .. id .. '}') end
-    local owner = redis.call('GET', KEYS[1])
-    if owner and owner ~= ARGV[1] then return {'owner', owner} end
-    if owner then return place() end
-    -- Busy first, as the router checks it first: the node that runs the callee's connected call.
-    for _, id in ipairs(redis.call('SMEMBERS', KEYS[4])) do
-      local node = holder(id)
-      if node then
-        if node ~= ARGV[1] then return {'near', id} end
-        return place()
-      end
-    end
-    for _, id in ipairs(redis.call('SMEMBERS', KEYS[3])) do
-      if redis.call('SISMEMBER', KEYS[2], id) == 1 then
+      local function holder(id) return redis.call('GET', 'dt:call-owner:{' .. id .. '}') end
+      local owner = redis.call('GET', KEYS[1])
+      if owner and owner ~= ARGV[1] then return {'owner', owner} end
+      if owner then return placed() end
+      -- Busy first, as the router checks it first: the node that runs the callee's connected call.
+      for _, id in ipairs(redis.call('SMEMBERS', KEYS[4])) do
         local node = holder(id)
-        if node and node ~= ARGV[1] then return {'near', id} end
+        if node then
+          if node ~= ARGV[1] then return {'near', id} end
+          return placed()
+        end
       end
-    end
-    return place()
-    """)
+      for _, id in ipairs(redis.call('SMEMBERS', KEYS[3])) do
+        if redis.call('SISMEMBER', KEYS[2], id) == 1 then
+          local node = holder(id)
+          if node and node ~= ARGV[1] then return {'near', id} end
+        end
+      end
+      return placed()
+      """)
 }

@@ -57,15 +57,15 @@ private struct Cluster {
     guard seen else { throw ProbeFailure(description: "\(user)/\(device) never showed connected=\(connected)") }
   }
 
-  /// Waits until Redis lists `user` as talking (in a connected call), as a node that places a
-  /// call for them sees it.
-  func waitUntilTalking(_ user: String) async throws {
+  /// Waits until Redis lists `user` as talking (in a connected call) or not, as a node that
+  /// places a call for them sees it.
+  func waitForTalking(_ user: String, _ talking: Bool) async throws {
     let connection = try redis.connect()
     defer { connection.close() }
     let seen = await eventually(within: 10) {
-      (try? connection.command(["SMEMBERS", .string("dt:user-talking:{\(user)}")]))?.elements?.isEmpty == false
+      (try? connection.command(["SMEMBERS", .string("dt:user-talking:{\(user)}")]))?.elements?.isEmpty == !talking
     }
-    guard seen else { throw ProbeFailure(description: "\(user) never showed as talking") }
+    guard seen else { throw ProbeFailure(description: "\(user) never showed talking=\(talking)") }
   }
 
   func owner(of callId: CallID) throws -> String? {
@@ -253,7 +253,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
     _ = try await bob.expect(.invite)
     #expect(try await bob.act(.accept(.init(callId: first, answer: answer))).isAck)
     _ = try await carol.expect(.accept)
-    try await cluster.waitUntilTalking("bob")
+    try await cluster.waitForTalking("bob", true)
     let second = callID()
     #expect(try await alice.invite(second, to: "bob").isAck)
     guard case .callEnded(let ended) = try await alice.expect(.callEnded) else { return }
@@ -262,12 +262,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
     // Once Carol hangs up, Bob is free again for a call from any node.
     #expect(try await carol.act(.hangup(.init(callId: first))).isAck)
     _ = try await bob.expect(.callEnded)
-    let connection = try cluster.redis.connect()
-    defer { connection.close() }
-    let freed = await eventually(within: 10) {
-      (try? connection.command(["SMEMBERS", "dt:user-talking:{bob}"]))?.elements?.isEmpty == true
-    }
-    #expect(freed)
+    try await cluster.waitForTalking("bob", false)
     let third = callID()
     #expect(try await alice.invite(third, to: "bob").isAck)
     #expect(try await bob.expect(.invite).callId == third)

@@ -38,8 +38,6 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
   private let hub = Locked<SignalingHub?>(nil)
   /// The calls this node runs, with their users (their lists in Redis name the call).
   private let owned = Locked<[CallID: [String]]>([:])
-  /// The calls run here whose users are listed as talking (busy for calls placed elsewhere).
-  private let talking = Locked<Set<CallID>>([])
   private let liveCalls: any LiveCallStore
   private let log: Log
   private let reader: ClusterInboxReader
@@ -246,7 +244,8 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
   }
 
   func answered(_ callId: CallID) {
-    guard let users = owned.withLock({ $0[callId] }), talking.withLock({ $0.insert(callId).inserted }) else { return }
+    // A repeated accept adds nothing: the set is added to, not counted.
+    guard let users = owned.withLock({ $0[callId] }) else { return }
     let lease = settings.lease
     submit("the connection of call \(callId)") { connection throws(RedisError) in
       try CallOwnership(connection, leaseDuration: lease).talking(callId, users: users)
@@ -254,7 +253,6 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
   }
 
   func finished(_ callId: CallID) {
-    talking.withLock { _ = $0.remove(callId) }
     guard let users = owned.withLock({ $0.removeValue(forKey: callId) }) else { return }
     let (node, lease) = (thisNode, settings.lease)
     submit("the end of call \(callId)") { connection throws(RedisError) in

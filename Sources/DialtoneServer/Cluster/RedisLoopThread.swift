@@ -67,7 +67,6 @@ final class RedisLoopThread: Sendable {
 
   static func sleep(_ duration: Duration) {
     guard duration > .zero else { return }
-    Thread.sleep(
-      forTimeInterval: Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
+    Thread.sleep(forTimeInterval: duration.seconds)
   }
 }
