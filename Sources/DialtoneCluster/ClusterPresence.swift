@@ -3,7 +3,9 @@ import DialtoneRedis
 /// Which node holds which device's socket, shared by every node of a cluster. A node is alive
 /// while its heartbeat key exists; the devices it registered count only while it is, so a node
 /// that dies (kill -9, power) drops out by itself when its heartbeat expires, with no per-device
-/// refresh traffic. Entries of dead nodes are removed when next read.
+/// refresh traffic. An entry of a dead node stays: its session outlives the node for the
+/// device's resume elsewhere (`SessionLedger`), and leaves the presence when the device registers
+/// again or its session expires.
 ///
 /// Blocking calls: run them off the cooperative pool.
 public final class ClusterPresence: Sendable {
@@ -89,7 +91,8 @@ public final class ClusterPresence: Sendable {
     return reply == .integer(1)
   }
 
-  /// The user's devices with a socket on a live node, by device id.
+  /// The user's devices with a session on a live node, by device id (those of dead nodes are
+  /// left out, not removed).
   public func devices(of userId: String) throws(RedisError) -> [Holder] {
     let reply = try redis.command(["HGETALL", Self.userKey(userId)])
     guard let flat = reply.elements, flat.count.isMultiple(of: 2) else { throw .unexpectedReply(reply) }
@@ -104,7 +107,6 @@ public final class ClusterPresence: Sendable {
     guard !nodes.isEmpty else { return [] }
     let alive = try redis.pipeline(nodes.map { ["EXISTS", Self.nodeKey($0)] })
     let live = Set(zip(nodes, alive).filter { $0.1 == .integer(1) }.map(\.0))
-    for holder in holders where !live.contains(holder.node) { try unregister(holder, of: userId) }
     return holders.filter { live.contains($0.node) }.sorted { $0.deviceId < $1.deviceId }
   }
 

@@ -1,18 +1,21 @@
 import DialtoneRedis
 
-/// The part of a device's signaling session that must outlive the node holding its socket
-/// (protocol.md §5, resume): the sequenced messages the client has not acknowledged, the seq to
-/// continue from, and the answers to its recent requests. Kept in Redis so that a client whose
-/// node died resumes on any other node with nothing lost or duplicated, or is told to resync when
-/// the state is truly gone, never handed a gap.
+/// A device's signaling session as every node of a cluster sees it (protocol.md §4.2, resume):
+/// the sequenced messages the client has not acknowledged, the seq they continue from, the
+/// answers to its recent requests, and which node holds its socket. A client whose node died
+/// resumes on any other node with nothing lost or duplicated, or is told to resync when the
+/// session is truly gone, never handed a gap.
 ///
-/// One node writes a session at a time. Every write carries the writer's `epoch`; a resume on
-/// another node takes the session over with the next epoch, and from then on the old node's
-/// writes are refused (`fenced`) instead of interleaving with the new owner's. Appends must
-/// continue the seq exactly (`outOfOrder` otherwise), so the log is contiguous by construction.
+/// Whichever node produces a message for a session stores it here, and Redis gives it its seq:
+/// a message for a device whose node just died is kept for its resume instead of being sent to
+/// a node nobody hears. The same step tells the holder: it gets the frame back when it is the
+/// caller (`Stored.here`), or as a letter in its inbox (`NodeMailbox`, the letter format of
+/// `letterHeader`). A holder writes frames to the socket in seq order, so a frame the client saw
+/// is always one a resume can replay.
 ///
-/// The node writes a message here before it writes it to the socket: a message the client saw
-/// is then always one a resume can replay. Blocking calls: run them off the cooperative pool.
+/// Resuming makes the resuming node the holder; from then on letters go there, and the old
+/// holder's `end` no longer removes the session. Blocking calls: run them off the cooperative
+/// pool.
 public final class SessionLedger: Sendable {
   public struct Limits: Sendable, Equatable {
     /// Unacknowledged messages and bytes kept per session (the oldest go first, as on one node).
@@ -20,47 +23,86 @@ public final class SessionLedger: Sendable {
     public var maxBytes: Int
     /// Recent request ids whose answers are replayed when the request is repeated.
     public var replyMemory: Int
-    /// How long a session outlives its last write or `touch`: the resume window plus the owner's
-    /// refresh interval.
+    /// Once-keys remembered per session (`append(once:)`).
+    public var onceMemory: Int
+    /// How long a session outlives its last `open`, `resume` or `touch`: the resume window plus
+    /// the holder's refresh interval and some.
     public var expiry: Duration
+    /// The holder's inbox: its bound and how long it outlives its last letter (`NodeMailbox`).
+    public var inboxCapacity: Int
+    public var inboxExpiry: Duration
 
-    public init(capacity: Int = 1024, maxBytes: Int = 1 << 20, replyMemory: Int = 512, expiry: Duration) {
+    public init(
+      capacity: Int = 1024, maxBytes: Int = 1 << 20, replyMemory: Int = 512, onceMemory: Int = 256,
+      expiry: Duration, inboxCapacity: Int = 100_000, inboxExpiry: Duration = .seconds(120)
+    ) {
       self.capacity = max(1, capacity)
       self.maxBytes = max(1, maxBytes)
       self.replyMemory = max(1, replyMemory)
+      self.onceMemory = max(1, onceMemory)
       self.expiry = expiry
+      self.inboxCapacity = max(1, inboxCapacity)
+      self.inboxExpiry = inboxExpiry
     }
   }
 
-  /// The writer's hold on a session: its epoch, and the last seq written so far.
-  public struct Claim: Sendable, Equatable {
-    public let epoch: Int64
-    public let lastSeq: UInt64
+  /// A message before it has a seq: its bytes are `head`, the seq in decimal, then `tail`.
+  public struct Frame: Sendable, Equatable {
+    public let head: [UInt8]
+    public let tail: [UInt8]
 
-    public init(epoch: Int64, lastSeq: UInt64) {
-      self.epoch = epoch
-      self.lastSeq = lastSeq
+    public init(head: [UInt8], tail: [UInt8]) {
+      self.head = head
+      self.tail = tail
+    }
+
+    public func bytes(seq: UInt64) -> [UInt8] { head + Array(String(seq).utf8) + tail }
+  }
+
+  /// A message stored for a session held by the calling node: its seq and its exact bytes.
+  public struct Stored: Sendable, Equatable {
+    public let sessionID: String
+    public let seq: UInt64
+    public let bytes: [UInt8]
+
+    public init(sessionID: String, seq: UInt64, bytes: [UInt8]) {
+      self.sessionID = sessionID
+      self.seq = seq
+      self.bytes = bytes
     }
   }
 
   public enum AppendResult: Sendable, Equatable {
-    case stored
-    /// Another node resumed the session: this writer must drop it.
-    case fenced
-    /// The seq does not continue the log (the ledger's last seq is `last`).
-    case outOfOrder(last: UInt64)
-    /// The session expired or was forgotten.
+    /// Stored, and the session's holder is the calling node: write it.
+    case here(Stored)
+    /// Stored, and its holder (another node) was sent it.
+    case sent(seq: UInt64)
+    /// Stored for the session's resume, but its holder was not told: it died, or its inbox is
+    /// full (it finds the gap and reads the ledger).
+    case kept(seq: UInt64)
+    /// The session already had a message with this once-key: nothing was stored.
+    case duplicate
+    /// No such session (it expired or ended).
     case gone
   }
 
   public enum Resumption: Sendable, Equatable {
-    /// The session is this node's now (`claim`); `pending` are the messages after the client's
-    /// last seq, in order, exactly as first sent.
-    case resumed(Claim, pending: [[UInt8]])
-    /// The session exists but cannot continue from the client's seq (behind what was dropped, or
-    /// ahead of what was sent): the client must resync.
+    /// The session is the calling node's now. `pending` are the messages after the client's last
+    /// seq, in order, exactly as first sent; `replies` the remembered answers by request id;
+    /// `lastSeq` the seq of the last message stored.
+    case resumed(lastSeq: UInt64, pending: [Stored], replies: [String: [UInt8]])
+    /// The session exists but cannot continue from the client's seq (behind what was dropped,
+    /// or ahead of what was stored): the client must resync.
     case resync
-    /// No such session for this device (expired, forgotten, or another device's).
+    /// No such session for this device (expired, ended, or another device's).
+    case gone
+  }
+
+  public enum Range: Sendable, Equatable {
+    /// Every message after the seq asked for, in order.
+    case messages([Stored])
+    /// Some of them were dropped (over the limits before the client acknowledged them).
+    case dropped
     case gone
   }
 
@@ -72,46 +114,64 @@ public final class SessionLedger: Sendable {
     self.limits = limits
   }
 
-  /// Starts a session owned by `node` (epoch 1), replacing whatever had the id.
-  @discardableResult
-  public func open(_ sessionID: String, userId: String, deviceId: String, node: String) throws(RedisError) -> Claim {
-    let keys = Self.keys(sessionID)
+  /// Starts a session held by `node`, replacing whatever had the id; its first message gets seq 1.
+  public func open(_ sessionID: String, userId: String, deviceId: String, node: String) throws(RedisError) {
+    try Self.check(node, "node")
+    try Self.check(sessionID, "session id")
     try redis.eval(
-      Self.openScript, keys: keys.all,
+      Self.openScript, keys: Self.keys(sessionID).all,
       arguments: [.string(userId), .string(deviceId), .string(node), try .milliseconds(limits.expiry)])
-    return Claim(epoch: 1, lastSeq: 0)
   }
 
-  /// Keeps message `seq` (the claim's last seq + 1, then the next...) for resume, dropping the
-  /// oldest beyond the limits.
-  public func append(_ sessionID: String, epoch: Int64, seq: UInt64, message: [UInt8]) throws(RedisError)
-    -> AppendResult
-  {
+  /// Stores a message for the session, remembering it as the answer to `requestID` when given,
+  /// and tells the session's holder. A message with a `once` key the session had already is not
+  /// stored again (a ring that reached the session twice by two paths).
+  public func append(
+    _ frame: Frame, to sessionID: String, from node: String, requestID: String? = nil, once: String? = nil
+  ) throws(RedisError) -> AppendResult {
     let reply = try redis.eval(
       Self.appendScript, keys: Self.keys(sessionID).all,
-      arguments: [
-        .integer(epoch), .integer(Int64(clamping: seq)), .bytes(message), .integer(Int64(limits.capacity)),
-        .integer(Int64(limits.maxBytes)), try .milliseconds(limits.expiry),
-      ])
-    let (status, value) = try Self.pair(reply)
-    switch status {
-    case 0: return .stored
-    case 1: return .fenced
-    case 2: return .outOfOrder(last: UInt64(clamping: value))
-    default: return .gone
-    }
+      arguments: [.string(node), .string(sessionID)] + shared(frame, requestID: requestID, once: once))
+    return try Self.appendResult(reply, sessionID)
   }
 
-  /// The client processed everything through `seq` (bounded by what was sent).
+  /// Stores a message for each session of the user that `ClusterPresence` lists (one device,
+  /// or all but `skipping`), as `append` does, whether its holder is alive or not (a session
+  /// outlives its node for its resume): the frames stored for sessions that `node` holds, and
+  /// how many sessions got it. A listed session that no longer exists leaves the presence in
+  /// the same step.
+  public func deliver(
+    _ frame: Frame, toUser userId: String, device: String?, skipping: Set<String> = [], from node: String,
+    once: String? = nil
+  ) throws(RedisError) -> (here: [Stored], stored: Int) {
+    let reply = try redis.eval(
+      Self.deliverScript, keys: [ClusterPresence.userKey(userId)],
+      arguments: [.string(node), .string(device ?? ""), .string(skipping.sorted().joined(separator: "\n"))]
+        + shared(frame, requestID: nil, once: once))
+    guard let elements = reply.elements, let stored = elements.first?.integer, elements.count % 3 == 1 else {
+      throw .unexpectedReply(reply)
+    }
+    var here: [Stored] = []
+    for index in stride(from: 1, to: elements.count, by: 3) {
+      guard let session = elements[index].string, let seq = elements[index + 1].integer,
+        let bytes = elements[index + 2].bytes
+      else { throw .unexpectedReply(reply) }
+      here.append(Stored(sessionID: session, seq: UInt64(clamping: seq), bytes: bytes))
+    }
+    return (here, Int(stored))
+  }
+
+  /// The client processed everything through `seq` (bounded by what was stored).
   public func acknowledge(_ sessionID: String, through seq: UInt64) throws(RedisError) {
     try redis.eval(Self.acknowledgeScript, keys: Self.keys(sessionID).all, arguments: [.integer(Int64(clamping: seq))])
   }
 
-  /// Takes the session over for `node` if `userId`/`deviceId` own it and it can continue from
-  /// `lastSeq`; whatever node held it is fenced from then on.
+  /// Makes `node` the session's holder if `userId`/`deviceId` own it and it can continue from
+  /// `lastSeq`.
   public func resume(_ sessionID: String, userId: String, deviceId: String, from lastSeq: UInt64, node: String)
     throws(RedisError) -> Resumption
   {
+    try Self.check(node, "node")
     let reply = try redis.eval(
       Self.resumeScript, keys: Self.keys(sessionID).all,
       arguments: [
@@ -121,50 +181,39 @@ public final class SessionLedger: Sendable {
     guard let elements = reply.elements, let status = elements.first?.integer else { throw .unexpectedReply(reply) }
     switch status {
     case 0:
-      guard elements.count >= 3, let epoch = elements[1].integer, let last = elements[2].integer else {
-        throw .unexpectedReply(reply)
+      guard elements.count >= 3, let last = elements[1].integer, let count = elements[2].integer,
+        count >= 0, elements.count >= 3 + Int(count), (elements.count - 3 - Int(count)).isMultiple(of: 2)
+      else { throw .unexpectedReply(reply) }
+      let pending = try Self.entries(elements[3..<(3 + Int(count))], sessionID, reply)
+      var replies: [String: [UInt8]] = [:]
+      for index in stride(from: 3 + Int(count), to: elements.count, by: 2) {
+        guard let id = elements[index].string, let answer = elements[index + 1].bytes else {
+          throw .unexpectedReply(reply)
+        }
+        replies[id] = answer
       }
-      var pending: [[UInt8]] = []
-      for element in elements.dropFirst(3) {
-        guard let member = element.bytes, let message = Self.message(of: member) else { throw .unexpectedReply(reply) }
-        pending.append(message)
-      }
-      return .resumed(Claim(epoch: epoch, lastSeq: UInt64(clamping: last)), pending: pending)
+      return .resumed(lastSeq: UInt64(clamping: last), pending: pending, replies: replies)
     case 1: return .resync
     default: return .gone
     }
   }
 
-  /// Remembers the answer to a request id (replacing an earlier answer to it), forgetting the
-  /// oldest id beyond `replyMemory`. Fenced like `append`: false when this writer lost the session.
-  @discardableResult
-  public func remember(_ sessionID: String, epoch: Int64, requestID: String, reply: [UInt8]) throws(RedisError)
-    -> Bool
-  {
-    let answer = try redis.eval(
-      Self.rememberScript, keys: Self.keys(sessionID).all,
-      arguments: [
-        .integer(epoch), .string(requestID), .bytes(reply), .integer(Int64(limits.replyMemory)),
-        try .milliseconds(limits.expiry),
-      ])
-    guard let stored = answer.integer else { throw .unexpectedReply(answer) }
-    return stored == 1
-  }
-
-  /// The remembered answer to a request id.
-  public func reply(_ sessionID: String, requestID: String) throws(RedisError) -> [UInt8]? {
-    switch try redis.command(["HGET", Self.keys(sessionID).replies, .string(requestID)]) {
-    case .bulk(let bytes): return bytes
-    case .null: return nil
-    case let other: throw .unexpectedReply(other)
+  /// The messages after `seq`, for a holder that missed a letter.
+  public func range(_ sessionID: String, after seq: UInt64) throws(RedisError) -> Range {
+    let reply = try redis.eval(
+      Self.rangeScript, keys: Self.keys(sessionID).all, arguments: [.integer(Int64(clamping: seq))])
+    guard let elements = reply.elements, let status = elements.first?.integer else { throw .unexpectedReply(reply) }
+    switch status {
+    case 0: return .messages(try Self.entries(elements.dropFirst(), sessionID, reply))
+    case 1: return .dropped
+    default: return .gone
     }
   }
 
-  /// Keeps live sessions from expiring (the owner calls this more often than `expiry`): how many
-  /// still existed.
-  @discardableResult
-  public func touch(_ sessionIDs: [String]) throws(RedisError) -> Int {
-    guard !sessionIDs.isEmpty else { return 0 }
+  /// Keeps live sessions from expiring (their holder calls this more often than `expiry`): the
+  /// ones that no longer exist.
+  public func touch(_ sessionIDs: [String]) throws(RedisError) -> [String] {
+    guard !sessionIDs.isEmpty else { return [] }
     let expiry = try RedisArgument.milliseconds(limits.expiry)
     var commands: [[RedisArgument]] = []
     for id in sessionIDs {
@@ -172,7 +221,7 @@ public final class SessionLedger: Sendable {
     }
     let replies = try redis.pipeline(commands)
     // The meta hash is the first key of each session: it decides whether the session exists.
-    return stride(from: 0, to: replies.count, by: Keys.count).filter { replies[$0] == .integer(1) }.count
+    return sessionIDs.enumerated().filter { replies[$0.offset * Keys.count] != .integer(1) }.map(\.element)
   }
 
   /// Whether the session is still there to resume (without refreshing it).
@@ -180,42 +229,105 @@ public final class SessionLedger: Sendable {
     try redis.command(["EXISTS", Self.keys(sessionID).meta]) == .integer(1)
   }
 
-  /// Ends the session for good (the device's new session replaced it, or it expired here).
-  public func forget(_ sessionID: String) throws(RedisError) {
-    try redis.del(Self.keys(sessionID).all)
+  /// Which node holds the session, if it exists.
+  public func holder(of sessionID: String) throws(RedisError) -> String? {
+    try redis.command(["HGET", Self.keys(sessionID).meta, "owner"]).string
+  }
+
+  /// Ends the session for good if `node` still holds it (one resumed on another node stays).
+  @discardableResult
+  public func end(_ sessionID: String, heldBy node: String) throws(RedisError) -> Bool {
+    try redis.eval(Self.endScript, keys: Self.keys(sessionID).all, arguments: [.string(node)]) == .integer(1)
+  }
+
+  /// Makes the session unresumable (a message for it could not be stored, so its log has a hole
+  /// nobody can see): a resume or a range read from now on answers resync / dropped, and the
+  /// holder: nil when the session is gone.
+  @discardableResult
+  public func poison(_ sessionID: String) throws(RedisError) -> String? {
+    try redis.eval(Self.poisonScript, keys: Self.keys(sessionID).all).string
+  }
+
+  /// The sessions the presence lists for a user (`ClusterPresence`), live holders or not.
+  public func sessions(ofUser userId: String) throws(RedisError) -> [String] {
+    let reply = try redis.command(["HVALS", ClusterPresence.userKey(userId)])
+    guard let values = reply.elements else { throw .unexpectedReply(reply) }
+    return values.compactMap { value in
+      let parts = value.string?.split(separator: "\n", omittingEmptySubsequences: false)
+      return parts.flatMap { $0.count == 3 ? String($0[1]) : nil }
+    }
   }
 
   // MARK: Layout
 
-  /// A session's keys share one hash tag, so a Redis Cluster keeps them in one slot (scripts may
-  /// only touch keys of one slot).
+  /// A session's keys share one hash tag (`dt:session:{id}`).
   struct Keys {
-    static let count = 4
+    static let count = 5
     let meta: RedisArgument
     let log: RedisArgument
     let replies: RedisArgument
     let replyOrder: RedisArgument
-    var all: [RedisArgument] { [meta, log, replies, replyOrder] }
+    let once: RedisArgument
+    var all: [RedisArgument] { [meta, log, replies, replyOrder, once] }
   }
 
   static func keys(_ sessionID: String) -> Keys {
     let tag = "dt:session:{\(sessionID)}"
     return Keys(
       meta: .string(tag + ":meta"), log: .string(tag + ":log"), replies: .string(tag + ":replies"),
-      replyOrder: .string(tag + ":reply-order"))
+      replyOrder: .string(tag + ":reply-order"), once: .string(tag + ":once"))
   }
 
-  /// A log entry is the decimal seq, a colon, then the message's bytes: members of a sorted set
+  /// The letter a holder on another node gets for a stored message: this JSON line (kind
+  /// `frame`, `s` the session, `q` the seq), a newline, then the message's bytes.
+  public static func letterHeader(sessionID: String, seq: UInt64) -> String {
+    #"{"k":"frame","q":\#(seq),"s":"\#(sessionID)"}"#
+  }
+
+  /// The arguments `appendScript` and `deliverScript` share after their own (`appendStep`).
+  private func shared(_ frame: Frame, requestID: String?, once: String?) throws(RedisError) -> [RedisArgument] {
+    [
+      .bytes(frame.head), .bytes(frame.tail), .string(requestID ?? ""), .string(once ?? ""),
+      .integer(Int64(limits.capacity)), .integer(Int64(limits.maxBytes)), .integer(Int64(limits.replyMemory)),
+      .integer(Int64(limits.onceMemory)), .integer(Int64(limits.inboxCapacity)),
+      try .milliseconds(limits.inboxExpiry),
+    ]
+  }
+
+  private static func appendResult(_ reply: RedisReply, _ sessionID: String) throws(RedisError) -> AppendResult {
+    guard let elements = reply.elements, let status = elements.first?.integer else { throw .unexpectedReply(reply) }
+    let seq = elements.count > 1 ? elements[1].integer.map { UInt64(clamping: $0) } : nil
+    switch (status, seq) {
+    case (0, let seq?):
+      guard elements.count == 3, let bytes = elements[2].bytes else { throw .unexpectedReply(reply) }
+      return .here(Stored(sessionID: sessionID, seq: seq, bytes: bytes))
+    case (1, let seq?): return .sent(seq: seq)
+    case (2, let seq?): return .kept(seq: seq)
+    case (3, _): return .duplicate
+    case (4, _): return .gone
+    default: throw .unexpectedReply(reply)
+    }
+  }
+
+  /// Log entries are the decimal seq, a colon, then the message's bytes: members of a sorted set
   /// must be unique, and two messages may be byte-equal.
-  static func message(of member: [UInt8]) -> [UInt8]? {
-    guard let colon = member.firstIndex(of: UInt8(ascii: ":")) else { return nil }
-    return Array(member[(colon + 1)...])
+  private static func entries(_ members: ArraySlice<RedisReply>, _ sessionID: String, _ reply: RedisReply)
+    throws(RedisError) -> [Stored]
+  {
+    var stored: [Stored] = []
+    stored.reserveCapacity(members.count)
+    for element in members {
+      guard let member = element.bytes, let colon = member.firstIndex(of: UInt8(ascii: ":")),
+        let seq = UInt64(String(decoding: member[..<colon], as: UTF8.self))
+      else { throw .unexpectedReply(reply) }
+      stored.append(Stored(sessionID: sessionID, seq: seq, bytes: Array(member[(colon + 1)...])))
+    }
+    return stored
   }
 
-  private static func pair(_ reply: RedisReply) throws(RedisError) -> (Int64, Int64) {
-    guard let elements = reply.elements, elements.count == 2, let first = elements[0].integer,
-      let second = elements[1].integer
-    else { throw .unexpectedReply(reply) }
-    return (first, second)
+  private static func check(_ value: String, _ what: String) throws(RedisError) {
+    guard !value.isEmpty, !value.contains("\n"), !value.contains("\""), !value.contains("\\") else {
+      throw .invalidRequest("a \(what) must be non-empty and hold no newline, quote or backslash")
+    }
   }
 }

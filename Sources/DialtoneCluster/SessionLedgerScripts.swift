@@ -1,48 +1,132 @@
 import DialtoneRedis
 
 /// The ledger's steps, each one script so that no other node's step lands in the middle.
-/// KEYS are always the session's meta hash, its log (a sorted set scored by seq), its replies
-/// (a hash) and their order (a list). Entries are "seq:bytes"; `#` is a byte length in Lua.
+/// A session's keys are its meta hash (user, device, owner: the holder node, last: the last seq
+/// stored, dropped: the last seq dropped unacknowledged, bytes: the log's size, onces), its log
+/// (a sorted set scored by seq, entries "seq:bytes"), its replies (a hash) and their order (a
+/// list), and its once-keys (a sorted set). `#` is a byte length in Lua. The presence and inbox
+/// layouts are `ClusterPresence`'s and `NodeMailbox`'s: one Redis, keys of several slots.
 extension SessionLedger {
   /// ARGV: user, device, node, expiry ms.
   static let openScript = RedisScript(
     """
-    redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+    redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
     redis.call('HSET', KEYS[1], 'user', ARGV[1], 'device', ARGV[2], 'owner', ARGV[3],
-      'epoch', 1, 'last', 0, 'dropped', 0, 'bytes', 0)
+      'last', 0, 'dropped', 0, 'bytes', 0, 'onces', 0)
     redis.call('PEXPIRE', KEYS[1], ARGV[4])
     return 1
     """)
 
-  /// ARGV: epoch, seq, message, capacity, max bytes, expiry ms.
-  /// Returns {0, count} stored, {1, 0} fenced, {2, last} out of order, {3, 0} gone.
-  static let appendScript = RedisScript(
-    """
-    if redis.call('EXISTS', KEYS[1]) == 0 then return {3, 0} end
-    local meta = redis.call('HMGET', KEYS[1], 'epoch', 'last', 'bytes')
-    if tonumber(meta[1]) ~= tonumber(ARGV[1]) then return {1, 0} end
-    local last = tonumber(meta[2])
-    local seq = tonumber(ARGV[2])
-    if seq ~= last + 1 then return {2, last} end
-    redis.call('ZADD', KEYS[2], seq, ARGV[2] .. ':' .. ARGV[3])
-    local bytes = tonumber(meta[3]) + #ARGV[3]
-    local count = redis.call('ZCARD', KEYS[2])
-    local dropped = false
-    while count > tonumber(ARGV[4]) or (bytes > tonumber(ARGV[5]) and count > 1) do
-      local oldest = redis.call('ZPOPMIN', KEYS[2])
-      bytes = bytes - (#oldest[1] - string.find(oldest[1], ':', 1, true))
-      dropped = oldest[2]
-      count = count - 1
+  /// Stores one message for session `sid` and tells its holder; `a` are the shared arguments
+  /// from ARGV index `at` on: head, tail, request id, once-key, capacity, max bytes, reply
+  /// memory, once memory, inbox capacity, inbox expiry ms. Returns {0, seq, bytes} stored for
+  /// `node` itself, {1, seq} sent to the holder, {2, seq} kept (holder dead or inbox full),
+  /// {3} a duplicate once-key, {4} no such session.
+  private static let appendStep = """
+    local function shared(at)
+      return {head = ARGV[at], tail = ARGV[at + 1], request = ARGV[at + 2], once = ARGV[at + 3],
+        capacity = tonumber(ARGV[at + 4]), max_bytes = tonumber(ARGV[at + 5]),
+        reply_memory = tonumber(ARGV[at + 6]), once_memory = tonumber(ARGV[at + 7]),
+        inbox_capacity = tonumber(ARGV[at + 8]), inbox_expiry = ARGV[at + 9]}
     end
-    redis.call('HSET', KEYS[1], 'last', ARGV[2], 'bytes', bytes)
-    if dropped then redis.call('HSET', KEYS[1], 'dropped', dropped) end
-    redis.call('PEXPIRE', KEYS[1], ARGV[6])
-    redis.call('PEXPIRE', KEYS[2], ARGV[6])
-    return {0, count}
-    """)
+    local function append_to(sid, node, a)
+      local tag = 'dt:session:{' .. sid .. '}'
+      local meta, log = tag .. ':meta', tag .. ':log'
+      if redis.call('EXISTS', meta) == 0 then return {4} end
+      local ttl = redis.call('PTTL', meta)
+      if ttl < 1 then ttl = 1 end
+      if a.once ~= '' then
+        local onces = tag .. ':once'
+        if redis.call('ZSCORE', onces, a.once) then return {3} end
+        redis.call('ZADD', onces, redis.call('HINCRBY', meta, 'onces', 1), a.once)
+        redis.call('ZREMRANGEBYRANK', onces, 0, -(a.once_memory + 1))
+        redis.call('PEXPIRE', onces, ttl)
+      end
+      local seq = redis.call('HINCRBY', meta, 'last', 1)
+      local digits = string.format('%d', seq)
+      local frame = a.head .. digits .. a.tail
+      redis.call('ZADD', log, seq, digits .. ':' .. frame)
+      local bytes = redis.call('HINCRBY', meta, 'bytes', #frame)
+      local count = redis.call('ZCARD', log)
+      local dropped = nil
+      while count > a.capacity or (bytes > a.max_bytes and count > 1) do
+        local oldest = redis.call('ZPOPMIN', log)
+        bytes = bytes - (#oldest[1] - string.find(oldest[1], ':', 1, true))
+        dropped = oldest[2]
+        count = count - 1
+      end
+      if dropped then redis.call('HSET', meta, 'bytes', bytes, 'dropped', dropped) end
+      redis.call('PEXPIRE', log, ttl)
+      if a.request ~= '' then
+        local replies, order = tag .. ':replies', tag .. ':reply-order'
+        if redis.call('HSET', replies, a.request, frame) == 1 then
+          redis.call('RPUSH', order, a.request)
+          while redis.call('LLEN', order) > a.reply_memory do
+            redis.call('HDEL', replies, redis.call('LPOP', order))
+          end
+        end
+        redis.call('PEXPIRE', replies, ttl)
+        redis.call('PEXPIRE', order, ttl)
+      end
+      local owner = redis.call('HGET', meta, 'owner')
+      if owner == node then return {0, seq, frame} end
+      if redis.call('EXISTS', 'dt:node:{' .. owner .. '}') == 1 then
+        local inbox = 'dt:inbox:{' .. owner .. '}'
+        if redis.call('XLEN', inbox) < a.inbox_capacity then
+          redis.call('XADD', inbox, '*', 'm', '{"k":"frame","q":' .. digits .. ',"s":"' .. sid .. '"}\\n' .. frame)
+          redis.call('PEXPIRE', inbox, a.inbox_expiry)
+          return {1, seq}
+        end
+      end
+      return {2, seq}
+    end
+    """
 
-  /// ARGV: seq. Acknowledgements come from the client, so they are not fenced: acking twice,
-  /// or through a node that lost the session, changes nothing more.
+  /// KEYS: the session's. ARGV: node, session id, then the shared arguments. Returns
+  /// `appendStep`'s answer.
+  static let appendScript = RedisScript(
+    appendStep + """
+
+      return append_to(ARGV[2], ARGV[1], shared(3))
+      """)
+
+  /// KEYS: the user's presence hash. ARGV: node, device ('' for every device), devices to skip
+  /// (newline-separated), then the shared arguments. Returns {sessions stored, then session id,
+  /// seq, bytes for each stored for `node` itself}. An entry whose session is gone is removed.
+  static let deliverScript = RedisScript(
+    appendStep + """
+
+      local skip = {}
+      for device in string.gmatch(ARGV[3], '[^\\n]+') do skip[device] = true end
+      local a = shared(4)
+      local entries = redis.call('HGETALL', KEYS[1])
+      local out = {0}
+      local stored = 0
+      for i = 1, #entries, 2 do
+        local device, value = entries[i], entries[i + 1]
+        if (ARGV[2] == '' or device == ARGV[2]) and not skip[device] then
+          local sid = string.match(value, '^[^\\n]*\\n([^\\n]*)\\n')
+          if sid then
+            local r = append_to(sid, ARGV[1], a)
+            if r[1] == 4 then
+              if redis.call('HGET', KEYS[1], device) == value then redis.call('HDEL', KEYS[1], device) end
+            elseif r[1] ~= 3 then
+              stored = stored + 1
+              if r[1] == 0 then
+                out[#out + 1] = sid
+                out[#out + 1] = r[2]
+                out[#out + 1] = r[3]
+              end
+            end
+          end
+        end
+      end
+      out[1] = stored
+      return out
+      """)
+
+  /// ARGV: seq. Acknowledgements come from the client: acking twice, or through a node that no
+  /// longer holds the session, changes nothing more.
   static let acknowledgeScript = RedisScript(
     """
     if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
@@ -57,7 +141,8 @@ extension SessionLedger {
     """)
 
   /// ARGV: user, device, last seq, node, expiry ms.
-  /// Returns {0, epoch, last, entries...} resumed, {1} resync, {2} gone.
+  /// Returns {0, last, count, entries..., then reply id and bytes pairs} resumed, {1} resync,
+  /// {2} gone.
   static let resumeScript = RedisScript(
     """
     if redis.call('EXISTS', KEYS[1]) == 0 then return {2} end
@@ -75,27 +160,41 @@ extension SessionLedger {
     end
     local pending = redis.call('ZRANGE', KEYS[2], 0, -1)
     if #pending ~= last - from then return {1} end
-    local epoch = redis.call('HINCRBY', KEYS[1], 'epoch', 1)
     redis.call('HSET', KEYS[1], 'owner', ARGV[4])
-    for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], ARGV[5]) end
-    local reply = {0, epoch, last}
+    for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ARGV[5]) end
+    local reply = {0, last, #pending}
     for _, member in ipairs(pending) do reply[#reply + 1] = member end
+    for _, item in ipairs(redis.call('HGETALL', KEYS[3])) do reply[#reply + 1] = item end
     return reply
     """)
 
-  /// ARGV: epoch, request id, reply, memory, expiry ms. Returns 1 stored, 0 fenced or gone.
-  static let rememberScript = RedisScript(
+  /// ARGV: seq. Returns {0, entries after it...}, {1} some were dropped, {2} gone.
+  static let rangeScript = RedisScript(
     """
-    if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-    if tonumber(redis.call('HGET', KEYS[1], 'epoch')) ~= tonumber(ARGV[1]) then return 0 end
-    if redis.call('HSET', KEYS[3], ARGV[2], ARGV[3]) == 1 then
-      redis.call('RPUSH', KEYS[4], ARGV[2])
-      while redis.call('LLEN', KEYS[4]) > tonumber(ARGV[4]) do
-        redis.call('HDEL', KEYS[3], redis.call('LPOP', KEYS[4]))
-      end
-    end
-    redis.call('PEXPIRE', KEYS[3], ARGV[5])
-    redis.call('PEXPIRE', KEYS[4], ARGV[5])
+    if redis.call('EXISTS', KEYS[1]) == 0 then return {2} end
+    local meta = redis.call('HMGET', KEYS[1], 'last', 'dropped')
+    local after = tonumber(ARGV[1])
+    if after < tonumber(meta[2]) then return {1} end
+    local entries = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], '+inf')
+    if #entries ~= tonumber(meta[1]) - after then return {1} end
+    local reply = {0}
+    for _, member in ipairs(entries) do reply[#reply + 1] = member end
+    return reply
+    """)
+
+  /// Returns the holder, or nil for no session. 2^53 - 1 is above any seq a session reaches.
+  static let poisonScript = RedisScript(
+    """
+    if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
+    redis.call('HSET', KEYS[1], 'dropped', '9007199254740991')
+    return redis.call('HGET', KEYS[1], 'owner')
+    """)
+
+  /// ARGV: node. Deletes the session only while that node holds it. Returns 1 when it did.
+  static let endScript = RedisScript(
+    """
+    if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
+    redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
     return 1
     """)
 }

@@ -107,11 +107,15 @@ public enum CloseCode: Int, Sendable, Equatable, CaseIterable {
   /// Over a limit: a reader too slow for what is sent to it, too many sockets from one address,
   /// too many devices of one user. Reconnect with backoff and resume.
   case overLimit = 4429
+  /// The server cannot keep the session right now (a cluster whose shared store failed, or a
+  /// session that missed messages): reconnect with backoff and resume; the answer may be resync.
+  /// (Not 1013: libwebsockets 4.1 clients refuse that code as a protocol error.)
+  case tryAgainLater = 4503
 
   /// Whether a client should reconnect (with backoff, resuming) after this close code.
   public var shouldReconnect: Bool {
     switch self {
-    case .goingAway, .messageTooBig, .helloTimeout, .overLimit: return true
+    case .goingAway, .messageTooBig, .tryAgainLater, .helloTimeout, .overLimit: return true
     case .normal, .protocolError, .unauthorized, .replaced: return false
     }
   }

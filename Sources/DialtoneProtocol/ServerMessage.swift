@@ -703,6 +703,23 @@ public struct ServerFrame: Sendable {
       return writer.bytes
     }
   }
+
+  /// The bytes around the seq's digits: `bytes(seq: n)` is `head`, `n` in decimal, then `tail`,
+  /// for a store that numbers the frame itself (a cluster's session ledger).
+  public var splitAtSeq: (head: [UInt8], tail: [UInt8]) {
+    switch form {
+    case .template(let bytes, let offset, let leadingComma):
+      let key: [UInt8] = Array((leadingComma ? #","seq":"# : #""seq":"#).utf8)
+      return (Array(bytes[..<offset]) + key, (leadingComma ? [] : [UInt8(ascii: ",")]) + Array(bytes[offset...]))
+    case .whole(let message):
+      // Written back as it came (an unknown type): its seq member is found in the encoding.
+      let encoded = ServerEnvelope(seq: 0, message: message).encoded
+      let key: [UInt8] = Array(#""seq":0"#.utf8)
+      guard let start = encoded.firstRange(of: key)?.lowerBound else { return (encoded, []) }
+      let digit = start + key.count - 1
+      return (Array(encoded[..<digit]), Array(encoded[(digit + 1)...]))
+    }
+  }
 }
 
 extension ServerMessage.Ack {

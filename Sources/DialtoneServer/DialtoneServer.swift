@@ -36,12 +36,12 @@ public final class DialtoneServer: Sendable {
   }
 
   /// `liveCalls` replaces the live-call journal's store (tests that stall or fail its writes);
-  /// `remoteDevices` and `placement` are the devices and calls on other nodes (none on a single
-  /// server).
+  /// `remoteDevices`, `placement` and `sharedSessions` are the devices, calls and sessions
+  /// shared with other nodes (none on a single server; the cluster's own with `--redis-url`).
   init(
     configuration: ServerConfiguration, clock: any DialtoneClock, store: (any ServerStore)?,
     liveCalls: (any LiveCallStore)?, remoteDevices: any RemoteDevices = NoRemoteDevices(),
-    placement: any CallPlacement = LocalCalls()
+    placement: any CallPlacement = LocalCalls(), sharedSessions: (any SharedSessions)? = nil
   ) async throws {
     self.configuration = configuration
     let log = Log(level: configuration.logLevel, subsystem: "server", format: configuration.logFormat)
@@ -86,6 +86,7 @@ public final class DialtoneServer: Sendable {
       clock: clock, authenticator: authenticator, iceServers: iceServers, router: router, groups: groups, sfu: sfu,
       effectSink: sink, journal: journal, liveCalls: liveCalls, executor: executor, observations: observations,
       quality: callStore, remote: cluster ?? remoteDevices, placement: cluster ?? placement,
+      shared: cluster ?? sharedSessions,
       log: log.scoped("signaling"))
     let hub = self.hub
     journal.start { ticket in hub.deliver(.journalCommitted(ticket)) }
@@ -198,7 +199,11 @@ public final class DialtoneServer: Sendable {
     let name = configuration.nodeName ?? ProcessInfo.processInfo.hostName
     let safeName = String(name.map { $0.isLetter || $0.isNumber || "-_.".contains($0) ? $0 : "-" }.prefix(64))
     let node = safeName + "-" + SecureRandom.token(byteCount: 4)
-    return ClusterLink(settings: .init(redis: redis, node: node), liveCalls: liveCalls, log: log.scoped("cluster"))
+    var settings = ClusterLink.Settings(redis: redis, node: node)
+    // A session outlives its holder for the resume window, plus two refreshes of slack.
+    settings.sessionExpiry = .seconds(configuration.resumeWindow) + settings.sessionRefresh * 2
+    settings.maxUnackedBytes = configuration.limits.maxUnackedBytes
+    return ClusterLink(settings: settings, liveCalls: liveCalls, log: log.scoped("cluster"))
   }
 
   private static func makeSFU(_ configuration: ServerConfiguration, clock: any DialtoneClock, log: Log) throws

@@ -342,7 +342,7 @@ struct HTTPBodyTests {
 
   @Test func constants() {
     #expect(ProtocolVersion.current == 1)
-    #expect(CloseCode.allCases.map(\.rawValue) == [1000, 1001, 1009, 4400, 4401, 4408, 4409, 4429])
+    #expect(CloseCode.allCases.map(\.rawValue) == [1000, 1001, 1009, 4400, 4401, 4408, 4409, 4429, 4503])
     #expect(CloseCode.overLimit.shouldReconnect)
     #expect(CloseCode.replaced.shouldReconnect == false)
     #expect(CloseCode.goingAway.shouldReconnect)

@@ -32,11 +32,24 @@ struct WireCodecTests {
     }
   }
 
+  @Test(
+    "split around its seq, a frame is the same bytes with any seq put between", arguments: Fixtures.serverMessages)
+  func frameSplitsAtTheSeq(_ message: ServerMessage) {
+    let (head, tail) = ServerFrame(message).splitAtSeq
+    for seq: UInt64 in [1, 41, Limits.maxSeq] {
+      #expect(head + Array(String(seq).utf8) + tail == MessageCodec.encode(message, seq: seq))
+    }
+  }
+
   @Test func aFrameOfAnUnknownMessageKeepsItsFields() throws {
     let decoded = try MessageCodec.decodeServerMessage(#"{"type":"screen-share","seq":3,"room":{"id":"r"}}"#)
     let frame = ServerFrame(decoded.message)
     #expect(
       String(decoding: frame.bytes(seq: 9), as: UTF8.self) == #"{"room":{"id":"r"},"seq":9,"type":"screen-share"}"#)
+    let (head, tail) = frame.splitAtSeq
+    #expect(
+      String(decoding: head + Array("9".utf8) + tail, as: UTF8.self)
+        == String(decoding: frame.bytes(seq: 9), as: UTF8.self))
   }
 
   @Test("frames are written with keys in byte-wise order", arguments: Fixtures.serverMessages)

@@ -10,9 +10,8 @@ import Testing
 
   @Test func everyKindOfLetterReadsBackAsWritten() throws {
     let letters: [ClusterLetter] = [
-      .delivery(
-        .candidate(.init(callId: "c1", from: alice.peer, candidate: candidate(1))),
-        userId: "bob", deviceIds: ["phone", "laptop"]),
+      .frame(sessionID: "s_x", seq: 7, bytes: Array(#"{"seq":7,"type":"ping"}"#.utf8) + [0x0A, 0x00]),
+      .broken(sessionID: "s_y"),
       .request(
         ForwardedRequest(
           message: .accept(.init(callId: "c1", answer: SessionDescription(sdp: "v=0\r\n"))), id: "r\n1", from: alice,
@@ -28,7 +27,10 @@ import Testing
   }
 
   @Test func aBrokenLetterIsAnErrorThatSaysWhat() {
-    for bytes in ["", "{}", "{\"k\":\"nope\"}\n", "{\"k\":\"reply\",\"s\":\"x\"}\n{}", "no header"] {
+    for bytes in [
+      "", "{}", "{\"k\":\"nope\"}\n", "{\"k\":\"reply\",\"s\":\"x\"}\n{}", "no header",
+      "{\"k\":\"frame\",\"s\":\"x\"}\n{}", "{\"k\":\"frame\",\"q\":0,\"s\":\"x\"}\n{}",
+    ] {
       #expect(throws: ClusterLetterCodec.Malformed.self) { try ClusterLetterCodec.decode(Array(bytes.utf8)) }
     }
   }
@@ -76,34 +78,41 @@ import Testing
   }
 }
 
-@Suite struct RingReplayFilterTests {
+@Suite struct OnceKeyTests {
   private let alice = Peer(userId: "alice", deviceId: "phone", name: nil)
 
-  private func admit(_ filter: inout RingReplayFilter, _ message: ServerMessage) -> Bool { filter.admit(message) }
-
-  @Test func aSecondCopyOfARingIsDroppedButNothingElse() {
-    var filter = RingReplayFilter()
+  @Test func aRingMessageIsKeyedByWhatMakesItNewsAndNothingElseIsKeyed() {
     let invite = ServerMessage.invite(.init(callId: "c1", from: alice, video: false, offer: nil, createdAt: 1))
     let first = ServerMessage.candidate(.init(callId: "c1", from: alice, candidate: candidate(1)))
     var restarted = candidate(1)
     restarted.usernameFragment = "new"
-    #expect(admit(&filter, invite))
-    #expect(admit(&filter, first))
-    #expect(!admit(&filter, invite))
-    #expect(!admit(&filter, first))
-    // An ICE restart's candidate, another call's invite and everything else pass.
-    #expect(admit(&filter, .candidate(.init(callId: "c1", from: alice, candidate: restarted))))
-    #expect(admit(&filter, .invite(.init(callId: "c2", from: alice, video: false, offer: nil, createdAt: 1))))
-    let ended = ServerMessage.callEnded(.init(callId: "c1", reason: .hangup))
-    #expect(admit(&filter, ended))
-    #expect(admit(&filter, ended))
+    #expect(OnceKey.of(invite) == OnceKey.of(invite))
+    #expect(OnceKey.of(first) == OnceKey.of(.candidate(.init(callId: "c1", from: alice, candidate: candidate(1)))))
+    let distinct: [ServerMessage] = [
+      invite, first,
+      // An ICE restart's candidate, a leg's, another device's, another call's invite, an accept.
+      .candidate(.init(callId: "c1", from: alice, candidate: restarted)),
+      .candidate(.init(callId: "c1", from: alice, candidate: candidate(1), leg: true)),
+      .candidate(.init(callId: "c1", from: Peer(userId: "alice", deviceId: "laptop"), candidate: candidate(1))),
+      .invite(.init(callId: "c2", from: alice, video: false, offer: nil, createdAt: 1)),
+      .accept(.init(callId: "c1", from: alice)),
+    ]
+    #expect(Set(distinct.compactMap(OnceKey.of)).count == distinct.count)
+    #expect(OnceKey.of(.callEnded(.init(callId: "c1", reason: .hangup))) == nil)
   }
+}
 
-  @Test func aSecondCopyOfAnAcceptIsDropped() {
-    var filter = RingReplayFilter()
-    let accept = ServerMessage.accept(.init(callId: "c1", from: alice))
-    #expect(admit(&filter, accept))
-    #expect(!admit(&filter, accept))
-    #expect(admit(&filter, .accept(.init(callId: "c2", from: alice))))
+@Suite struct SessionPoisonTests {
+  @Test func itKeepsWhatWasNotedBoundedUntilTakenAndTakesBackWhatFailed() {
+    var poison = SessionPoison(capacity: 2)
+    poison.add(session: "s1")
+    poison.add(session: "s2")
+    poison.add(session: "s3")
+    poison.add(user: "bob")
+    #expect(poison.sessions == ["s1", "s2"] && poison.users == ["bob"] && poison.overflowed == 1)
+    let taken = poison.take()
+    #expect(poison.isEmpty && poison.overflowed == 0)
+    poison.merge(taken)
+    #expect(poison.sessions == ["s1", "s2"] && poison.users == ["bob"])
   }
 }

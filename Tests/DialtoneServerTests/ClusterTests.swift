@@ -329,6 +329,126 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
     await cluster.stop()
   }
 
+  @Test func aDeviceResumesOnAnotherNodeWithNothingLostOrDuplicated() async throws {
+    let cluster = try await Cluster.start()
+    let alice = try await cluster.connect("alice", on: 0)
+    let bob = try await cluster.connect("bob", on: 1)
+    let call = callID()
+    #expect(try await alice.invite(call, to: "bob").isAck)
+    _ = try await bob.expect(.invite)
+    #expect(try await bob.act(.accept(.init(callId: call, answer: answer))).isAck)
+    _ = try await alice.expect(.accept)
+    bob.ack()
+    let (session, lastSeq) = (try #require(bob.sessionId), bob.lastSeq)
+    // Bob's candidate reaches Alice; its answer is stored for Bob, whose socket drops unread.
+    bob.send(ClientEnvelope(id: "c-1", message: .candidate(.init(callId: call, candidate: candidate(1)))))
+    guard case .candidate(let first) = try await alice.expect(.candidate) else { return }
+    #expect(first.candidate == candidate(1))
+    bob.close()
+    _ = try await bob.closeCode()
+    try await cluster.waitForPresence("bob", "phone", connected: false)
+    for n in 2...5 { #expect(try await alice.candidateFor(call, n).isAck) }
+
+    // He comes back through another node: the same session, everything after his last seq once.
+    let node = cluster.nodes[2]
+    let back = try SignalingProbe(client: node.client, url: node.webSocketURL)
+    let welcome = try await back.hello(token: node.token("bob"), resume: .init(sessionId: session, lastSeq: lastSeq))
+    #expect(welcome.resumed && !welcome.resync && welcome.sessionId == session)
+    var replayed: [ServerMessage] = []
+    for n in 1...5 {
+      let envelope = try await back.next()
+      #expect(envelope.seq == lastSeq + UInt64(n))
+      replayed.append(envelope.message)
+    }
+    #expect(replayed.first?.replyTo == "c-1")
+    #expect(
+      replayed.dropFirst().compactMap { if case .candidate(let c) = $0 { c.candidate } else { nil } }
+        == (2...5).map(candidate))
+    // The candidate re-sent with its id gets its first answer and is not relayed again.
+    back.send(ClientEnvelope(id: "c-1", message: .candidate(.init(callId: call, candidate: candidate(1)))))
+    #expect(try await back.next().message.replyTo == "c-1")
+    try await alice.expectQuiet()
+    // What Alice sends from now on reaches him at his new node.
+    #expect(try await alice.candidateFor(call, 6).isAck)
+    guard case .candidate(let sixth) = try await back.expect(.candidate) else { return }
+    #expect(sixth.candidate == candidate(6))
+    try await back.expectQuiet()
+    await cluster.stop()
+  }
+
+  @Test func aDeviceWhoseNodeStoppedResumesOnAnotherOne() async throws {
+    let cluster = try await Cluster.start()
+    let alice = try await cluster.connect("alice", on: 0)
+    let bob = try await cluster.connect("bob", on: 1)
+    let call = callID()
+    #expect(try await alice.invite(call, to: "bob").isAck)
+    _ = try await bob.expect(.invite)
+    #expect(try await bob.act(.accept(.init(callId: call, answer: answer))).isAck)
+    _ = try await alice.expect(.accept)
+    let (session, lastSeq) = (try #require(bob.sessionId), bob.lastSeq)
+
+    // Bob's node drains; what Alice sends meanwhile is kept for him, though no node holds him.
+    await cluster.nodes[1].stop()
+    #expect(try await bob.closeCode() == UInt16(CloseCode.goingAway.rawValue))
+    for n in 1...3 { #expect(try await alice.candidateFor(call, n).isAck) }
+    let node = cluster.nodes[2]
+    let back = try SignalingProbe(client: node.client, url: node.webSocketURL)
+    let welcome = try await back.hello(token: node.token("bob"), resume: .init(sessionId: session, lastSeq: lastSeq))
+    #expect(welcome.resumed && welcome.sessionId == session)
+    for n in 1...3 {
+      let envelope = try await back.next()
+      #expect(envelope.seq == lastSeq + UInt64(n))
+      guard case .candidate(let c) = envelope.message else { return }
+      #expect(c.candidate == candidate(n))
+    }
+    // (Request ids are the session's: the resumed one still knows this probe's first ids.)
+    back.send(ClientEnvelope(id: "bye", message: .hangup(.init(callId: call))))
+    #expect(try await back.next().message.replyTo == "bye")
+    #expect(try await alice.expect(.callEnded).endReason == .hangup)
+    for index in [0, 2] { await cluster.nodes[index].stop() }
+  }
+
+  @Test func aRedisThatLostItsStateHasEveryClientResyncAndTheCallGoesOn() async throws {
+    let cluster = try await Cluster.start()
+    let alice = try await cluster.connect("alice", on: 0)
+    let bob = try await cluster.connect("bob", on: 1)
+    let call = callID()
+    #expect(try await alice.invite(call, to: "bob").isAck)
+    _ = try await bob.expect(.invite)
+    #expect(try await bob.act(.accept(.init(callId: call, answer: answer))).isAck)
+    _ = try await alice.expect(.accept)
+    let sessions = (try #require(alice.sessionId), try #require(bob.sessionId))
+
+    // As a Redis without persistence restarting: every key is gone.
+    let redis = try cluster.redis.connect()
+    try redis.command(["FLUSHALL"])
+    redis.close()
+    #expect(try await alice.closeCode() == UInt16(CloseCode.tryAgainLater.rawValue))
+    #expect(try await bob.closeCode() == UInt16(CloseCode.tryAgainLater.rawValue))
+
+    // Their sessions are gone: they resync, ask how the call stands, and carry on with it.
+    var again: [SignalingProbe] = []
+    for (index, (user, session)) in [("alice", sessions.0), ("bob", sessions.1)].enumerated() {
+      let node = cluster.nodes[index]
+      let probe = try SignalingProbe(client: node.client, url: node.webSocketURL)
+      let welcome = try await probe.hello(token: node.token(user), resume: .init(sessionId: session, lastSeq: 1))
+      #expect(!welcome.resumed && welcome.resync)
+      again.append(probe)
+    }
+    try await cluster.waitForPresence("bob", "phone", connected: true)
+    again[1].send(ClientEnvelope(id: "state", message: .getCall(.init(callId: call))))
+    guard case .ack(let ack) = try await messagesUntilReply(again[1], "state").last else {
+      Issue.record("get-call was not answered")
+      return
+    }
+    #expect(ack.call?.state == .accepted)
+    // The caller's session is new: it gets the accept again first (a client that had it ignores it).
+    again[0].send(ClientEnvelope(id: "bye", message: .hangup(.init(callId: call))))
+    #expect(try await messagesUntilReply(again[0], "bye").last?.isAck == true)
+    #expect(try await again[1].expect(.callEnded).endReason == .hangup)
+    await cluster.stop()
+  }
+
   @Test func aStoppingServerStartsNoNewSession() async throws {
     let server = try await TestServer()
     await server.server.hub.prepareForShutdown()

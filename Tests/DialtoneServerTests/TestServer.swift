@@ -24,7 +24,7 @@ final class TestServer: Sendable {
   init(
     configure: (inout ServerConfiguration) -> Void = { _ in }, dataDirectory: String? = nil,
     liveCalls: (any LiveCallStore)? = nil, remoteDevices: any RemoteDevices = NoRemoteDevices(),
-    placement: any CallPlacement = LocalCalls()
+    placement: any CallPlacement = LocalCalls(), sharedSessions: (any SharedSessions)? = nil
   ) async throws {
     clock = ManualClock()
     let directory = dataDirectory ?? NSTemporaryDirectory() + "dialtone-test-\(UUID().uuidString)"
@@ -38,7 +38,7 @@ final class TestServer: Sendable {
     configure(&configuration)
     server = try await DialtoneServer(
       configuration: configuration, clock: clock, store: nil, liveCalls: liveCalls, remoteDevices: remoteDevices,
-      placement: placement)
+      placement: placement, sharedSessions: sharedSessions)
     client = try WebSocketClient()
   }
 

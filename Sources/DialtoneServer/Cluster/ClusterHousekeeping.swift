@@ -4,8 +4,9 @@ import DialtoneSupport
 import Foundation
 
 /// The node's periodic cluster work, on a thread of its own so that no backlog of messages can
-/// delay it: the heartbeat that keeps the node alive, the renewal of its calls' leases, and
-/// taking over the calls of nodes that died (checked every lease).
+/// delay it: the heartbeat that keeps the node alive (and notices a Redis that lost the cluster's
+/// state), the renewal of its calls' leases and of its sessions, and taking over the calls of
+/// nodes that died (checked every lease).
 final class ClusterHousekeeping: Sendable {
   private let settings: ClusterLink.Settings
   private let loop: RedisLoopThread
@@ -14,6 +15,7 @@ final class ClusterHousekeeping: Sendable {
   private struct Schedule: Sendable {
     var nextRenewal: ContinuousClock.Instant
     var nextScan: ContinuousClock.Instant
+    var nextRefresh: ContinuousClock.Instant
   }
 
   init(settings: ClusterLink.Settings, log: Log) {
@@ -26,14 +28,20 @@ final class ClusterHousekeeping: Sendable {
     let clock = ContinuousClock()
     let settings = settings
     loop.start(
-      Schedule(nextRenewal: clock.now, nextScan: clock.now), failing: "cluster housekeeping failed",
+      Schedule(nextRenewal: clock.now, nextScan: clock.now, nextRefresh: clock.now),
+      failing: "cluster housekeeping failed",
       recovered: "the cluster's Redis answers again"
     ) { schedule, connection in
       let started = clock.now
+      try link.checkClusterMark(connection)
       try ClusterPresence(connection, nodeExpiry: settings.nodeExpiry).heartbeat(settings.node)
       if started >= schedule.nextRenewal {
         try link.renewLeases(connection)
         schedule.nextRenewal = started + settings.lease / 3
+      }
+      if started >= schedule.nextRefresh {
+        try link.refreshSessions(connection)
+        schedule.nextRefresh = started + settings.sessionRefresh
       }
       try link.retryUnanswered(connection)
       if started >= schedule.nextScan {

@@ -1,13 +1,19 @@
+import DialtoneCluster
 import DialtoneJSON
 import DialtoneProtocol
 
 /// What one node of a cluster tells another through its inbox (`NodeMailbox`).
 enum ClusterLetter: Sendable, Equatable {
-  /// A message for the named devices of a user, whose sessions are on the receiving node.
-  case delivery(ServerMessage, userId: String, deviceIds: [String])
+  /// A message another node stored for a session the receiving node holds: its seq and exact
+  /// bytes (`SessionLedger` writes these letters itself).
+  case frame(sessionID: String, seq: UInt64, bytes: [UInt8])
+  /// A session the receiving node holds missed a message that could not be stored: its socket
+  /// must close so that the client resyncs.
+  case broken(sessionID: String)
   /// A device's request about a call the receiving node runs.
   case request(ForwardedRequest)
-  /// The answer to a request forwarded by the receiving node, for its session.
+  /// The answer to a request forwarded by the receiving node, which the answering node stored in
+  /// the requesting session already (`SessionLedger`): for the receiving node's bookkeeping.
   case reply(sessionID: String, requestID: String, ServerMessage)
   /// A device of a user in a call the receiving node runs connected (in a new session or a
   /// resumed one) or lost its socket on another node.
@@ -34,9 +40,11 @@ enum ClusterLetterCodec {
     let header: JSONValue
     let body: [UInt8]
     switch letter {
-    case .delivery(let message, let userId, let deviceIds):
-      header = ["k": "delivery", "u": .string(userId), "d": .array(deviceIds.map { .string($0) })]
-      body = MessageCodec.encode(message, seq: nil)
+    case .frame(let sessionID, let seq, let bytes):
+      return Array((SessionLedger.letterHeader(sessionID: sessionID, seq: seq) + "\n").utf8) + bytes
+    case .broken(let sessionID):
+      header = ["k": "broken", "s": .string(sessionID)]
+      body = []
     case .request(let request):
       header = [
         "k": "request", "from": identity(request.from), "node": .string(request.origin.node),
@@ -78,11 +86,13 @@ enum ClusterLetterCodec {
       }
     }
     switch kind {
-    case "delivery":
-      guard let devices = header["d"]?.arrayValue?.compactMap(\.stringValue) else {
-        throw Malformed(description: "delivery letter without devices")
+    case "frame":
+      guard let seq = header["q"]?.intValue, seq > 0 else {
+        throw Malformed(description: "frame letter without its seq")
       }
-      return .delivery(try serverMessage(), userId: try text("u"), deviceIds: devices)
+      return .frame(sessionID: try text("s"), seq: UInt64(seq), bytes: Array(body))
+    case "broken":
+      return .broken(sessionID: try text("s"))
     case "request":
       let envelope: ClientEnvelope
       do {

@@ -30,20 +30,35 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     var inboxExpiry: Duration = .seconds(120)
     /// Jobs waiting for Redis; past this the hub's requests are refused (and said so).
     var maxQueued = 50_000
+    /// How long a session outlives its holder's last refresh (the resume window and some), how
+    /// often the holder refreshes its sessions, and what each keeps for its resume.
+    var sessionExpiry: Duration = .seconds(90)
+    var sessionRefresh: Duration = .seconds(10)
+    var maxUnackedMessages = 1024
+    var maxUnackedBytes = 1 << 20
   }
 
   let settings: Settings
   var thisNode: String { settings.node }
-  private let sender: RedisWorker
-  private let hub = Locked<SignalingHub?>(nil)
+  let sender: RedisWorker
+  let hub = Locked<SignalingHub?>(nil)
+  /// The sessions this node holds, refreshed in Redis while it does (`ClusterLink+Sessions`).
+  let held = Locked<Set<String>>([])
+  /// Sessions and users whose messages could not be stored, to be made unresumable once Redis
+  /// answers again (bounded: `SessionPoison`).
+  let poison = Locked(SessionPoison())
+  /// What this node last read of the cluster's mark: a different one means Redis lost its state.
+  let clusterMark = Locked<String?>(nil)
   /// The calls this node runs, with their users (their lists in Redis name the call).
   private let owned = Locked<[CallID: [String]]>([:])
   private let liveCalls: any LiveCallStore
-  private let log: Log
+  let log: Log
   private let reader: ClusterInboxReader
   private let housekeeping: ClusterHousekeeping
   /// Set by `stop`: what the hub still reports while it shuts down is no longer the cluster's.
-  private let stopped = Locked(false)
+  let stopped = Locked(false)
+  /// The calls this node runs that are connected (their users are busy for other nodes).
+  private let talking = Locked<Set<CallID>>([])
   /// Requests sent to another node and not answered yet, by origin session and request id: one
   /// whose owner died before answering is routed again (`retryUnanswered`), and the owner
   /// answers a repeat as the first time (`ForwardedAnswers`).
@@ -80,6 +95,7 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     self.hub.withLock { $0 = hub }
     let connection = try RedisConnection(settings.redis)
     defer { connection.close() }
+    try checkClusterMark(connection)
     try presence(connection).heartbeat(thisNode)
     reader.start { [weak self] letters in self?.arrived(letters) }
     housekeeping.start(self)
@@ -115,8 +131,6 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
 
   // MARK: - Devices (RemoteDevices)
 
-  var reachesOtherNodes: Bool { true }
-
   func dispatch(_ event: CallEvent, connectedHere: Set<String>, to sink: any CallEffectSink) {
     let node = thisNode
     let expiry = settings.nodeExpiry
@@ -133,34 +147,6 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     if !queued { sink.handle(event, connectedDevices: connectedHere) }
   }
 
-  func deliver(_ message: ServerMessage, to userId: String, device: String?, skipping: Set<String>) {
-    let (node, log) = (thisNode, log)
-    let settings = settings
-    submit("a message for \(userId)") { connection throws(RedisError) in
-      let holders = try ClusterPresence(connection, nodeExpiry: settings.nodeExpiry).devices(of: userId)
-      var byNode: [String: [String]] = [:]
-      for holder in holders where holder.node != node && !skipping.contains(holder.deviceId) {
-        if let device, holder.deviceId != device { continue }
-        byNode[holder.node, default: []].append(holder.deviceId)
-      }
-      let mailbox = Self.mailbox(connection, settings)
-      log.debug(
-        "a \(message.typeName) for \(userId): "
-          + holders.map { "\($0.deviceId)@\($0.node)\($0.connected ? "" : " (offline)")" }.joined(separator: ", "),
-        callId: message.callId)
-      for (target, devices) in byNode.sorted(by: { $0.key < $1.key }) {
-        let letter = ClusterLetterCodec.encode(.delivery(message, userId: userId, deviceIds: devices))
-        if try mailbox.send(letter, to: target) == .full {
-          log.warning("node \(target)'s inbox is full: a message for \(userId) was not delivered")
-        }
-      }
-    }
-  }
-
-  func attached(_ identity: Identity, session: String, newSession: Bool) {
-    announce(identity, session: session, connected: true, newSession: newSession)
-  }
-
   func detached(_ identity: Identity, session: String, ended: Bool) {
     guard ended else { return announce(identity, session: session, connected: false, newSession: false) }
     let (node, expiry) = (thisNode, settings.nodeExpiry)
@@ -170,33 +156,39 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     }
   }
 
+  /// Tells the nodes running the user's calls that the device's socket closed here.
+  private func announce(_ identity: Identity, session: String, connected: Bool, newSession: Bool) {
+    submit("the session of \(identity.userId)/\(identity.deviceId)") { [self] connection throws(RedisError) in
+      try announceNow(identity, session: session, connected: connected, newSession: newSession, connection)
+    }
+  }
+
   /// Registers where the device's session is now, closes an older session of it on another node,
   /// and tells the nodes running its user's calls (they keep its grace windows and re-ring it).
-  private func announce(_ identity: Identity, session: String, connected: Bool, newSession: Bool) {
-    let (node, log) = (thisNode, log)
-    let settings = settings
-    submit("the session of \(identity.userId)/\(identity.deviceId)") { connection throws(RedisError) in
-      let holder = ClusterPresence.Holder(
-        deviceId: identity.deviceId, node: node, sessionID: session, connected: connected)
-      let presence = ClusterPresence(connection, nodeExpiry: settings.nodeExpiry)
-      let mailbox = Self.mailbox(connection, settings)
-      if connected {
-        let previous = try presence.register(holder, of: identity.userId)
-        log.debug(
-          "\(identity.userId)/\(identity.deviceId): session \(session) registered"
-            + (previous.map { ", replacing \($0.sessionID) on \($0.node)" } ?? ""), sessionId: session)
-        if let previous, previous.node != node {
-          _ = try mailbox.send(
-            ClusterLetterCodec.encode(.replaced(identity, sessionID: previous.sessionID)), to: previous.node)
-        }
-      } else if try !presence.markOffline(holder, of: identity.userId) {
-        return  // the device has a newer session elsewhere already: its calls know it is there
+  func announceNow(
+    _ identity: Identity, session: String, connected: Bool, newSession: Bool, _ connection: RedisConnection
+  ) throws(RedisError) {
+    let node = thisNode
+    let holder = ClusterPresence.Holder(
+      deviceId: identity.deviceId, node: node, sessionID: session, connected: connected)
+    let presence = ClusterPresence(connection, nodeExpiry: settings.nodeExpiry)
+    let mailbox = Self.mailbox(connection, settings)
+    if connected {
+      let previous = try presence.register(holder, of: identity.userId)
+      log.debug(
+        "\(identity.userId)/\(identity.deviceId): session \(session) registered"
+          + (previous.map { ", replacing \($0.sessionID) on \($0.node)" } ?? ""), sessionId: session)
+      if let previous, previous.node != node {
+        _ = try mailbox.send(
+          ClusterLetterCodec.encode(.replaced(identity, sessionID: previous.sessionID)), to: previous.node)
       }
-      let owners = Set(
-        try CallOwnership(connection, leaseDuration: settings.lease).calls(of: identity.userId).map(\.owner))
-      let letter = ClusterLetterCodec.encode(.device(identity, connected: connected, newSession: newSession))
-      for owner in owners.sorted() where owner != node { _ = try mailbox.send(letter, to: owner) }
+    } else if try !presence.markOffline(holder, of: identity.userId) {
+      return  // the device has a newer session elsewhere already: its calls know it is there
     }
+    let owners = Set(
+      try CallOwnership(connection, leaseDuration: settings.lease).calls(of: identity.userId).map(\.owner))
+    let letter = ClusterLetterCodec.encode(.device(identity, connected: connected, newSession: newSession))
+    for owner in owners.sorted() where owner != node { _ = try mailbox.send(letter, to: owner) }
   }
 
   // MARK: - Calls (CallPlacement)
@@ -220,13 +212,28 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     if !queued { refuse(request, "this node is overloaded; try again") }
   }
 
+  /// The answer goes into the requesting session itself, before whatever the request caused
+  /// (the effects this node applies next), as on a single server; the requesting node is told
+  /// it came, for its bookkeeping.
   func reply(_ reply: ServerMessage, to request: ForwardedRequest) {
     let letter = ClusterLetterCodec.encode(
       .reply(sessionID: request.origin.sessionID, requestID: request.id, reply))
-    let settings = settings
-    submit("an answer for node \(request.origin.node)") { connection throws(RedisError) in
-      _ = try Self.mailbox(connection, settings).send(letter, to: request.origin.node)
+    let frame = Self.frame(reply)
+    let session = request.origin.sessionID
+    let queued = sender.submit { [self] connection in
+      do throws(RedisError) {
+        guard let connection else { throw RedisError.connectionFailed(message: "not connected") }
+        if case .here(let stored) = try ledger(connection).append(
+          frame, to: session, from: thisNode, requestID: request.id)
+        {
+          hub.current?.deliver(.framesStored([StoredFrame(sessionID: session, seq: stored.seq, bytes: stored.bytes)]))
+        }
+        _ = try Self.mailbox(connection, settings).send(letter, to: request.origin.node)
+      } catch {
+        lostAnswer(reply, to: session, error)
+      }
     }
+    if !queued { lostAnswer(reply, to: session, nil) }
   }
 
   func running(_ callId: CallID, users: [String]) {
@@ -246,6 +253,7 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
   func answered(_ callId: CallID) {
     // A repeated accept adds nothing: the set is added to, not counted.
     guard let users = owned.withLock({ $0[callId] }) else { return }
+    talking.withLock { _ = $0.insert(callId) }
     let lease = settings.lease
     submit("the connection of call \(callId)") { connection throws(RedisError) in
       try CallOwnership(connection, leaseDuration: lease).talking(callId, users: users)
@@ -254,6 +262,7 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
 
   func finished(_ callId: CallID) {
     guard let users = owned.withLock({ $0.removeValue(forKey: callId) }) else { return }
+    talking.withLock { _ = $0.remove(callId) }
     let (node, lease) = (thisNode, settings.lease)
     submit("the end of call \(callId)") { connection throws(RedisError) in
       try CallOwnership(connection, leaseDuration: lease).finish(callId, by: node, users: users)
@@ -433,11 +442,38 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
   func renewLeases(_ connection: RedisConnection) throws(RedisError) {
     let callIds = Array(owned.current.keys)
     guard !callIds.isEmpty else { return }
-    let lost = try CallOwnership(connection, leaseDuration: settings.lease).renew(callIds, for: thisNode)
-    for callId in lost {
+    let ownership = CallOwnership(connection, leaseDuration: settings.lease)
+    var givenUp: [CallID] = []
+    for callId in try ownership.renew(callIds, for: thisNode) {
+      // Nobody took it (Redis lost the lease): this node carries on. Another node did (this one
+      // stalled longer than the lease): that node runs it now, from the journal.
+      if try ownership.claim(callId, for: thisNode) {
+        log.warning(
+          "the lease of call \(callId) had lapsed; nobody else took it, so it still runs here", callId: callId)
+        continue
+      }
       owned.withLock { _ = $0.removeValue(forKey: callId) }
-      log.warning("lost the lease of call \(callId): another node runs it now", callId: callId)
+      talking.withLock { _ = $0.remove(callId) }
+      givenUp.append(callId)
+      log.warning("lost the lease of call \(callId): another node runs it now, so this one stops", callId: callId)
     }
+    if !givenUp.isEmpty { hub.current?.deliver(.relinquish(givenUp)) }
+  }
+
+  /// Places every call this node runs again, with its users' lists and busy marks (Redis lost them).
+  func placeOwnedCallsAgain(_ connection: RedisConnection) throws(RedisError) {
+    let ownership = CallOwnership(connection, leaseDuration: settings.lease)
+    let connected = talking.current
+    var givenUp: [CallID] = []
+    for (callId, users) in owned.current.sorted(by: { $0.key < $1.key }) {
+      if try ownership.place(callId, for: thisNode, users: users) != thisNode {
+        owned.withLock { _ = $0.removeValue(forKey: callId) }
+        givenUp.append(callId)
+        continue
+      }
+      if connected.contains(callId) { try ownership.talking(callId, users: users) }
+    }
+    if !givenUp.isEmpty { hub.current?.deliver(.relinquish(givenUp)) }
   }
 
   // MARK: - Letters
@@ -489,7 +525,7 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     }
   }
 
-  private func submit(_ what: String, _ job: @escaping @Sendable (RedisConnection) throws(RedisError) -> Void) {
+  func submit(_ what: String, _ job: @escaping @Sendable (RedisConnection) throws(RedisError) -> Void) {
     let log = log
     let queued = sender.submit { connection in
       guard let connection else { return log.error("the cluster's Redis cannot be reached: lost \(what)") }

@@ -4,8 +4,13 @@ import DialtoneProtocol
 import Foundation
 
 /// One device's signaling session: it outlives sockets so that nothing sent to the device is lost
-/// when a socket drops. Every server message gets the next `seq` and stays in `unacked` until the
-/// client's cumulative `ack`; a resume re-sends what the client has not processed.
+/// when a socket drops. Every server message gets the next `seq` and is kept until the client's
+/// cumulative `ack`; a resume re-sends what the client has not processed.
+///
+/// On a single server the session numbers and keeps its messages itself (`unacked`). In a
+/// cluster (`shared`) they are stored where every node can resume the session, which numbers
+/// them: the session hands each message to the store, and writes what comes back (`stored`) to
+/// its socket in seq order, holding early ones until the gap before them is filled.
 /// Owned by `SignalingHub` (actor-isolated there; never shared).
 final class DeliverySession {
   let id: String
@@ -32,14 +37,24 @@ final class DeliverySession {
   private var replySlots: [(id: String, reply: ServerMessage)] = []  // grows to replyMemory
   private var replyNext = 0
   private let replyMemory: Int
-  /// Copies of a ring that reached this session twice from other nodes (`RingReplayFilter`).
-  var ringReplays = RingReplayFilter()
   /// Counts every sequenced message (`dialtone_messages_sent_total`).
   private let sent: Counter?
 
+  /// The cluster's store of sessions; nil on a single server.
+  private let shared: (any SharedSessions)?
+  /// Frames stored ahead of the next one to write, by seq (shared sessions only).
+  private var early: [UInt64: (bytes: [UInt8], coalesced: Bool)] = [:]
+  /// The highest seq the client acknowledged and the store was told of.
+  private var acknowledged: UInt64 = 0
+  /// A check for a gap before `early` is scheduled.
+  var gapCheckPending = false
+  /// Frames held for a gap before the session gives up on filling it (it is then broken).
+  static let maxEarly = 1024
+
   init(
     id: String, identity: Identity, socket: WebSocketConnection?, now: Date, capacity: Int = 1024,
-    maxUnackedBytes: Int = 1 << 20, replyMemory: Int = 512, sent: Counter? = nil
+    maxUnackedBytes: Int = 1 << 20, replyMemory: Int = 512, sent: Counter? = nil,
+    shared: (any SharedSessions)? = nil, lastSeq: UInt64 = 0
   ) {
     self.sent = sent
     self.id = id
@@ -50,6 +65,9 @@ final class DeliverySession {
     self.capacity = capacity
     self.maxUnackedBytes = maxUnackedBytes
     self.replyMemory = max(1, replyMemory)
+    self.shared = shared
+    nextSeq = lastSeq + 1
+    acknowledged = lastSeq
   }
 
   var isConnected: Bool { socket != nil }
@@ -59,12 +77,27 @@ final class DeliverySession {
   /// Assigns the next seq, keeps the message for resume, and writes it if a socket is attached.
   /// A `coalesced` message may wait briefly to share a write with the next one (order is kept).
   func deliver(_ message: ServerMessage, coalesced: Bool = false) {
+    if let shared {
+      sent?.increment()
+      return shared.append(message, to: id, answering: nil, coalesced: coalesced)
+    }
     enqueue(coalesced: coalesced) { MessageCodec.encode(message, seq: $0) }
   }
 
-  /// `deliver` for a message encoded once for several sessions.
+  /// `deliver` for a message encoded once for several sessions (single server only: in a
+  /// cluster the store encodes it once for all).
   func deliver(_ frame: ServerFrame) {
     enqueue(coalesced: false) { frame.bytes(seq: $0) }
+  }
+
+  /// Delivers the answer to a request and remembers it for a repeat of the request.
+  func answer(_ reply: ServerMessage, to requestID: String, coalesced: Bool = false) {
+    remember(reply, for: requestID)
+    if let shared {
+      sent?.increment()
+      return shared.append(reply, to: id, answering: requestID, coalesced: coalesced)
+    }
+    deliver(reply, coalesced: coalesced)
   }
 
   private func enqueue(coalesced: Bool, _ encode: (UInt64) -> [UInt8]) {
@@ -80,15 +113,48 @@ final class DeliverySession {
       unackedBytes -= dropped.bytes.count
       droppedThrough = dropped.seq
     }
+    write(bytes, coalesced: coalesced)
+  }
+
+  private func write(_ bytes: [UInt8], coalesced: Bool) {
     if coalesced { socket?.sendCoalesced(text: bytes) } else { socket?.send(text: bytes) }
   }
 
-  /// Writes a message outside the seq stream (`welcome`, pre-session errors).
+  /// A frame the cluster's store numbered for this session: written in seq order. Whether a gap
+  /// now holds frames back (the hub checks on it later).
+  func stored(_ frame: StoredFrame) -> Bool {
+    guard frame.seq >= nextSeq else { return false }  // written already, or replayed by a resume
+    // Without a socket the store keeps it for the resume.
+    guard socket != nil else { return false }
+    guard frame.seq == nextSeq else {
+      if early.count < Self.maxEarly { early[frame.seq] = (frame.bytes, frame.coalesced) }
+      return true
+    }
+    write(frame.bytes, coalesced: frame.coalesced)
+    nextSeq += 1
+    while let next = early.removeValue(forKey: nextSeq) {
+      write(next.bytes, coalesced: next.coalesced)
+      nextSeq += 1
+    }
+    return !early.isEmpty
+  }
+
+  /// Whether frames still wait for an earlier one (the store is asked for what came after
+  /// `lastSentSeq`), or so many wait that the session cannot catch up (`overflowing`).
+  var hasGap: Bool { !early.isEmpty }
+  var overflowing: Bool { early.count >= Self.maxEarly }
+
   func sendUnsequenced(_ message: ServerMessage) {
     socket?.send(text: MessageCodec.encode(message, seq: nil))
   }
 
   func acknowledge(upTo seq: UInt64) {
+    if let shared {
+      let bounded = min(seq, lastSentSeq)
+      guard bounded > acknowledged else { return }
+      acknowledged = bounded
+      return shared.acknowledge(id, through: bounded)
+    }
     let bounded = min(seq, lastSentSeq)
     while let oldest = unacked.first, oldest.seq <= bounded {
       unacked.popFirst()
@@ -117,6 +183,7 @@ final class DeliverySession {
   func detach(now: Date) {
     socket = nil
     detachedAt = now
+    early.removeAll()
   }
 
   func reply(to requestID: String) -> ServerMessage? {

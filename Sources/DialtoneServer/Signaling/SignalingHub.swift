@@ -22,11 +22,15 @@ public actor SignalingHub {
   }
 
   /// A class, so that looking a socket up on every message costs a retain, not a struct copy.
-  private final class SocketState {
+  final class SocketState {
     let connection: WebSocketConnection
     let headerToken: String?
     /// Set by `hello`; cleared when a newer socket of the same device takes the session over.
     var session: DeliverySession?
+    /// In a cluster, between the hello and its welcome (`SharedSessions.open`): what the client
+    /// sends meanwhile waits here, up to `maxEarlyMessages`.
+    var opening = false
+    var early: [(bytes: [UInt8], isText: Bool)] = []
     var helloTimer: (any ScheduledAction)?
     /// Every message this socket sends takes a token (`ServerLimits.messagesPerSecond`).
     var messages: TokenBucket
@@ -43,21 +47,27 @@ public actor SignalingHub {
     }
   }
 
-  private let settings: Settings
-  private let clock: any DialtoneClock
+  let settings: Settings
+  let clock: any DialtoneClock
   private let authenticator: TokenAuthenticator
-  private let iceServers: IceServerIssuer
-  private let log: Log
-  private var router: CallRouter
-  private var groups: GroupCallRouter
+  let iceServers: IceServerIssuer
+  let log: Log
+  var router: CallRouter
+  var groups: GroupCallRouter
   private let sfu: (any SFUBackend)?
   private let effectSink: any CallEffectSink
   private let journal: CallJournal
   private let liveCalls: any LiveCallStore
-  private let observations: Observations
+  let observations: Observations
   private let quality: any QualityStore
-  private let remote: any RemoteDevices
+  let remote: any RemoteDevices
   private let placement: any CallPlacement
+  /// Where sessions are kept in a cluster (nil: each `DeliverySession` keeps its own).
+  let shared: (any SharedSessions)?
+  /// Frames for sessions being opened here, held for their welcome.
+  var openingFrames: [String: [StoredFrame]] = [:]
+  /// Messages a client may send between its hello and its welcome.
+  static let maxEarlyMessages = 32
 
   /// An outcome waiting for the journal: the request's reply and the effects, applied together.
   private struct Output {
@@ -79,13 +89,13 @@ public actor SignalingHub {
   private var forwardedAnswers = ForwardedAnswers()
   /// Set by `prepareForShutdown()`: sockets closed by the shutdown leave their calls as they are
   /// (no grace starts), so that the restarted server carries on with them.
-  private var shuttingDown = false
+  var shuttingDown = false
 
-  private var sockets: [UInt64: SocketState] = [:]
-  private var sessions: [String: DeliverySession] = [:]
+  var sockets: [UInt64: SocketState] = [:]
+  var sessions: [String: DeliverySession] = [:]
   /// user → device → session: the registry of who can be reached.
-  private var devices: [String: [String: DeliverySession]] = [:]
-  private var sessionTimers: [String: any ScheduledAction] = [:]
+  var devices: [String: [String: DeliverySession]] = [:]
+  var sessionTimers: [String: any ScheduledAction] = [:]
   private var callTimers: [CallTimer: any ScheduledAction] = [:]
   /// Open sockets by remote address (`ServerLimits.maxConnectionsPerAddress`).
   private var socketsByAddress: [String: Int] = [:]
@@ -101,7 +111,7 @@ public actor SignalingHub {
     router: CallRouter, groups: GroupCallRouter = GroupCallRouter(), sfu: (any SFUBackend)? = nil,
     effectSink: any CallEffectSink, journal: CallJournal, liveCalls: any LiveCallStore, executor: NetworkExecutor,
     observations: Observations, quality: any QualityStore, remote: any RemoteDevices = NoRemoteDevices(),
-    placement: any CallPlacement = LocalCalls(), log: Log
+    placement: any CallPlacement = LocalCalls(), shared: (any SharedSessions)? = nil, log: Log
   ) {
     self.settings = settings
     self.clock = clock
@@ -117,6 +127,7 @@ public actor SignalingHub {
     self.quality = quality
     self.remote = remote
     self.placement = placement
+    self.shared = shared
     self.log = log
     self.executor = executor
     invites = RateLimiter(settings.limits.inviteRate)
@@ -205,18 +216,9 @@ public actor SignalingHub {
   }
 
   /// Sends what a taken-over call's devices may have missed: a session that had a message
-  /// already (it came here from the call's former node) drops the copy.
+  /// already (it came from the call's former node) is not given the copy (`OnceKey`).
   private func replay(_ effects: [CallEffect]) {
-    for case .send(let message, let recipient) in effects {
-      let (userId, device): (String, String?)
-      switch recipient {
-      case .device(let user, let deviceId): (userId, device) = (user, deviceId)
-      case .user(let user, _): (userId, device) = (user, nil)
-      }
-      let local = (devices[userId] ?? [:]).filter { device == nil || $0.key == device }
-      for session in local.values where session.ringReplays.admit(message) { session.deliver(message) }
-      remote.deliver(message, to: userId, device: device, skipping: Set(local.keys))
-    }
+    apply(effects.filter { if case .send = $0 { true } else { false } })
   }
 
   // MARK: - Events
@@ -248,6 +250,8 @@ public actor SignalingHub {
       state.refusedInARow = 0
       if let session = state.session {
         handleMessage(bytes, isText: isText, session: session)
+      } else if state.opening {
+        holdUntilWelcome(bytes, isText: isText, socket: state)
       } else {
         handleHello(bytes, isText: isText, socket: state)
       }
@@ -298,31 +302,52 @@ public actor SignalingHub {
 
     case .adopt(let stored):
       adopt(stored)
+
+    case .relinquish(let callIds):
+      let kept = Set(callIds).subtracting(relinquish(callIds))
+      // Writes of theirs are still on their way to the journal: they go once those are done.
+      if !kept.isEmpty {
+        _ = clock.schedule(after: .milliseconds(100)) { [self] in deliver(.relinquish(kept.sorted())) }
+      }
+
+    case .sessionOpened(let opening, let outcome):
+      sessionOpened(opening, outcome)
+    case .framesStored(let frames):
+      stored(frames)
+    case .sessionsBroken(let sessionIDs):
+      for id in sessionIDs { breakSession(id) }
+    case .deliveryFailed(let userId):
+      for session in (devices[userId] ?? [:]).values { breakSession(session.id) }
+    case .clusterStateLost:
+      for state in sockets.values {
+        state.connection.close(
+          code: UInt16(CloseCode.tryAgainLater.rawValue), reason: "the cluster lost its sessions: reconnect and resync")
+      }
+    case .gapCheck(let sessionID):
+      checkGap(sessionID)
     }
   }
 
   private func replyArrived(_ reply: ServerMessage, sessionID: String, requestID: String) {
     heldRequests.remove(sessionID + "\u{0}" + requestID)
     guard let session = sessions[sessionID] else { return }
-    session.remember(reply, for: requestID)
-    session.deliver(reply)
+    session.answer(reply, to: requestID)
   }
 
   // MARK: - Letters from other nodes
 
   private func handle(_ letter: ClusterLetter) {
     switch letter {
-    case .delivery(let message, let userId, let deviceIds):
-      // Only sessions here: a device that moved on meanwhile gets it from its new node's resume.
-      guard let sessions = devices[userId] else { return }
-      for deviceId in deviceIds {
-        guard let session = sessions[deviceId], session.ringReplays.admit(message) else { continue }
-        session.deliver(message)
-      }
+    case .frame(let sessionID, let seq, let bytes):
+      stored([StoredFrame(sessionID: sessionID, seq: seq, bytes: bytes)])
+    case .broken(let sessionID):
+      breakSession(sessionID)
     case .request(let request):
       handleForwarded(request)
     case .reply(let sessionID, let requestID, let reply):
-      replyArrived(reply, sessionID: sessionID, requestID: requestID)
+      // The answering node stored it in the session already: it is only remembered here.
+      heldRequests.remove(sessionID + "\u{0}" + requestID)
+      sessions[sessionID]?.remember(reply, for: requestID)
     case .device(let identity, let connected, let newSession):
       let now = clock.now
       if connected {
@@ -452,6 +477,9 @@ public actor SignalingHub {
       sockets[old.id]?.session = nil
       old.close(code: UInt16(CloseCode.replaced.rawValue), reason: "replaced by a newer connection of this device")
     }
+    if let shared {
+      return openShared(hello, id: helloID, identity: identity, existing: existing, socket: socket, shared)
+    }
 
     var resumed = false
     var resync = false
@@ -472,18 +500,10 @@ public actor SignalingHub {
     sessionTimers.removeValue(forKey: session.id)?.cancel()
     sockets[connection.id]?.session = session
     sockets[connection.id]?.helloTimer = nil
-    remote.attached(identity, session: session.id, newSession: !resumed)
 
-    var welcome = ServerMessage.Welcome(
-      replyTo: helloID, sessionId: session.id, userId: identity.userId, deviceId: identity.deviceId,
-      resumed: resumed, resync: resync, heartbeatSeconds: settings.heartbeatSeconds,
-      maxMessageBytes: settings.maxMessageBytes, iceServers: iceServers.servers(for: identity.userId, now: now),
-      iceServersTtl: iceServers.ttl)
-    var agreed = Set<String>()
-    welcome.features = hello.features.filter { ProtocolFeature.supported.contains($0) && agreed.insert($0).inserted }
-    observations.iceServersIssued(welcome.iceServers, source: "welcome")
-    observations.metrics.sessionsStarted.labels(resumed ? "resumed" : resync ? "resync" : "new").increment()
-    observations.metrics.messagesReceived.labels("hello").increment()
+    let welcome = welcome(
+      replyTo: helloID, session: session.id, identity, resumed: resumed, resync: resync, features: hello.features,
+      now: now)
     if resumed {
       session.attach(connection, now: now)
       session.sendUnsequenced(.welcome(welcome))
@@ -493,20 +513,45 @@ public actor SignalingHub {
       session.sendUnsequenced(.welcome(welcome))
       log.debug("new session \(session.id) for \(identity.userId)/\(identity.deviceId)", sessionId: session.id)
     }
-    emit(Output(effects: router.deviceConnected(identity, newSession: !resumed, now: now)), for: nil)
-    apply(groups.deviceConnected(identity, newSession: !resumed))
+    emit(deviceConnected: identity, newSession: !resumed, now: now)
   }
+
+  /// The calls of a device that has a socket again learn it (a new session is rung again).
+  func emit(deviceConnected identity: Identity, newSession: Bool, now: Date) {
+    emit(Output(effects: router.deviceConnected(identity, newSession: newSession, now: now)), for: nil)
+    apply(groups.deviceConnected(identity, newSession: newSession))
+  }
+
+  /// The welcome of a session (counted in the metrics).
+  func welcome(
+    replyTo helloID: String, session: String, _ identity: Identity, resumed: Bool, resync: Bool, features: [String],
+    now: Date
+  ) -> ServerMessage.Welcome {
+    var welcome = ServerMessage.Welcome(
+      replyTo: helloID, sessionId: session, userId: identity.userId, deviceId: identity.deviceId,
+      resumed: resumed, resync: resync, heartbeatSeconds: settings.heartbeatSeconds,
+      maxMessageBytes: settings.maxMessageBytes, iceServers: iceServers.servers(for: identity.userId, now: now),
+      iceServersTtl: iceServers.ttl)
+    var agreed = Set<String>()
+    welcome.features = features.filter { ProtocolFeature.supported.contains($0) && agreed.insert($0).inserted }
+    observations.iceServersIssued(welcome.iceServers, source: "welcome")
+    observations.metrics.sessionsStarted.labels(resumed ? "resumed" : resync ? "resync" : "new").increment()
+    observations.metrics.messagesReceived.labels("hello").increment()
+    return welcome
+  }
+
+  static func newSessionID() -> String { "s_" + SecureRandom.token(byteCount: 12) }
 
   private func newSession(_ identity: Identity, _ connection: WebSocketConnection, _ now: Date) -> DeliverySession {
     let session = DeliverySession(
-      id: "s_" + SecureRandom.token(byteCount: 12), identity: identity, socket: connection, now: now,
+      id: Self.newSessionID(), identity: identity, socket: connection, now: now,
       maxUnackedBytes: settings.limits.maxUnackedBytes, sent: observations.metrics.messagesSent)
     sessions[session.id] = session
     devices[identity.userId, default: [:]][identity.deviceId] = session
     return session
   }
 
-  private func detach(_ session: DeliverySession) {
+  func detach(_ session: DeliverySession) {
     let now = clock.now
     session.detach(now: now)
     let id = session.id
@@ -520,11 +565,19 @@ public actor SignalingHub {
     apply(groups.deviceDisconnected(session.identity))
   }
 
-  private func discard(_ session: DeliverySession) {
+  /// The session ends: here, in the cluster's presence and (unless another node resumed it) in
+  /// the cluster's store.
+  func discard(_ session: DeliverySession) {
+    forget(session)
+    remote.detached(session.identity, session: session.id, ended: true)
+    shared?.end(session.id)
+  }
+
+  /// The session leaves this hub only (another socket resumes it through the cluster's store).
+  func forget(_ session: DeliverySession) {
     sessions.removeValue(forKey: session.id)
     sessionTimers.removeValue(forKey: session.id)?.cancel()
     let identity = session.identity
-    remote.detached(identity, session: session.id, ended: true)
     if devices[identity.userId]?[identity.deviceId] === session {
       devices[identity.userId]?[identity.deviceId] = nil
       if devices[identity.userId]?.isEmpty == true { devices[identity.userId] = nil }
@@ -533,7 +586,7 @@ public actor SignalingHub {
 
   // MARK: - Messages on an open session
 
-  private func handleMessage(_ bytes: [UInt8], isText: Bool, session: DeliverySession) {
+  func handleMessage(_ bytes: [UInt8], isText: Bool, session: DeliverySession) {
     guard isText else {
       session.deliver(.error(.init(code: .badRequest, message: "binary frames are not part of the protocol")))
       return
@@ -593,7 +646,6 @@ public actor SignalingHub {
     default:
       outcome = route(message, id: requestID, from: session.identity)
     }
-    session.remember(outcome.reply, for: requestID)
     observe(message, outcome.reply, from: session.identity)
     emit(
       Output(
@@ -731,8 +783,12 @@ public actor SignalingHub {
 
   private func release(_ output: Output) {
     if let session = output.session, let reply = output.reply {
-      if output.wasHeld, let id = output.requestID { heldRequests.remove(Self.requestKey(session, id)) }
-      session.deliver(reply, coalesced: output.coalesced)
+      if let id = output.requestID {
+        if output.wasHeld { heldRequests.remove(Self.requestKey(session, id)) }
+        session.answer(reply, to: id, coalesced: output.coalesced)
+      } else {
+        session.deliver(reply, coalesced: output.coalesced)
+      }
     } else if let request = output.forwarded, let reply = output.reply {
       let repeats = forwardedAnswers.answered(request, reply)
       answerForwarded(reply, request)
@@ -887,12 +943,11 @@ public actor SignalingHub {
         case .device(let userId, let deviceId):
           deliver(message, toDevice: deviceId, of: userId)
         case .user(let userId, let exceptDevice):
-          let sessions = devices[userId] ?? [:]
-          if remote.reachesOtherNodes {
-            var skipping = Set(sessions.keys)
-            if let exceptDevice { skipping.insert(exceptDevice) }
-            remote.deliver(message, to: userId, device: nil, skipping: skipping)
+          if let shared {
+            shared.deliver(message, to: userId, device: nil, skipping: exceptDevice.map { [$0] } ?? [])
+            break
           }
+          let sessions = devices[userId] ?? [:]
           guard !sessions.isEmpty else { break }
           let excluded = exceptDevice.map { sessions[$0] == nil ? 0 : 1 } ?? 0
           if sessions.count - excluded == 1 {
@@ -921,10 +976,10 @@ public actor SignalingHub {
 
   /// A device's session here, or wherever else in the cluster it has one.
   private func deliver(_ message: ServerMessage, toDevice deviceId: String, of userId: String) {
-    if let session = devices[userId]?[deviceId] {
-      session.deliver(message)
+    if let shared {
+      shared.deliver(message, to: userId, device: deviceId, skipping: [])
     } else {
-      remote.deliver(message, to: userId, device: deviceId, skipping: [])
+      devices[userId]?[deviceId]?.deliver(message)
     }
   }
 

@@ -22,6 +22,21 @@ enum HubEvent: Sendable {
   case cluster([ClusterLetter])
   /// Live calls this node took over (their node died or handed them over), from the journal.
   case adopt([StoredLiveCall])
+  /// Live calls another node runs now (this one lost their leases): they stop running here.
+  case relinquish([CallID])
+  /// A hello's session, opened or resumed in the cluster's store (`SharedSessions`).
+  case sessionOpened(SessionOpening, SessionOpened)
+  /// Messages the cluster's store numbered for sessions this node holds.
+  case framesStored([StoredFrame])
+  /// Sessions whose messages cannot all be written any more: their sockets close, their
+  /// clients resume (or resync).
+  case sessionsBroken([String])
+  /// A message for the user's devices could not be stored: their sessions here close likewise.
+  case deliveryFailed(userId: String)
+  /// The cluster's Redis lost every session and presence: every socket here closes.
+  case clusterStateLost
+  /// A session waiting for a message before the ones it holds asks the store for it.
+  case gapCheck(sessionID: String)
 }
 
 /// Adapts `DialtoneNet`'s callbacks (on the network thread, which is the hub's executor) to the hub.

@@ -1,0 +1,250 @@
+import DialtoneCluster
+import DialtoneCrypto
+import DialtoneProtocol
+import DialtoneRedis
+import DialtoneSupport
+
+/// The cluster's `SharedSessions`: every device session lives in Redis (`SessionLedger`), so a
+/// client whose node died or drained resumes on any other node with nothing lost or duplicated.
+/// Every step runs on the link's one sender thread, in the hub's order, after the presence and
+/// call steps the hub asked for before it.
+///
+/// A message that cannot be stored (Redis failed) would leave a hole nobody sees: its session
+/// is closed at once (`sessionsBroken`, or `deliveryFailed` for a user's sessions) and made
+/// unresumable as soon as Redis answers (`SessionPoison`), so the client resyncs.
+extension ClusterLink: SharedSessions {
+  func ledger(_ connection: RedisConnection) -> SessionLedger {
+    SessionLedger(
+      connection,
+      limits: .init(
+        capacity: settings.maxUnackedMessages, maxBytes: settings.maxUnackedBytes, expiry: settings.sessionExpiry,
+        inboxCapacity: settings.inboxCapacity, inboxExpiry: settings.inboxExpiry))
+  }
+
+  func open(_ opening: SessionOpening) {
+    let queued = sender.submit { [self] connection in
+      let outcome: SessionOpened
+      if let connection {
+        do {
+          outcome = try openNow(opening, connection)
+        } catch {
+          log.error("cannot open a session for \(opening.identity.userId)/\(opening.identity.deviceId): \(error)")
+          outcome = .failed("the cluster's Redis failed; try again")
+        }
+      } else {
+        outcome = .failed("the cluster's Redis cannot be reached; try again")
+      }
+      hub.current?.deliver(.sessionOpened(opening, outcome))
+    }
+    if !queued { hub.current?.deliver(.sessionOpened(opening, .failed("this node is overloaded; try again"))) }
+  }
+
+  private func openNow(_ opening: SessionOpening, _ connection: RedisConnection) throws(RedisError) -> SessionOpened {
+    try healPoisoned(connection)
+    let ledger = ledger(connection)
+    let who = opening.identity
+    var resync = false
+    if let resume = opening.resume {
+      let asked = resume.sessionId
+      switch try ledger.resume(asked, userId: who.userId, deviceId: who.deviceId, from: resume.lastSeq, node: thisNode)
+      {
+      case .resumed(_, let pending, let replies):
+        held.withLock { _ = $0.insert(asked) }
+        try announceNow(who, session: asked, connected: true, newSession: false, connection)
+        return .resumed(
+          sessionID: asked, pending: pending.map { StoredFrame(sessionID: $0.sessionID, seq: $0.seq, bytes: $0.bytes) },
+          replies: Self.decode(replies))
+      case .resync:
+        // The device's own session, which nothing can resume any more: gone now, not at expiry.
+        resync = true
+        held.withLock { _ = $0.remove(asked) }
+        try ledger.end(asked, heldBy: thisNode)
+      case .gone:
+        resync = true
+      }
+    }
+    try ledger.open(opening.freshID, userId: who.userId, deviceId: who.deviceId, node: thisNode)
+    held.withLock { _ = $0.insert(opening.freshID) }
+    try announceNow(who, session: opening.freshID, connected: true, newSession: true, connection)
+    return .fresh(sessionID: opening.freshID, resync: resync)
+  }
+
+  /// Remembered answers as the hub replays them (each is sent again with a new seq).
+  private static func decode(_ replies: [String: [UInt8]]) -> [String: ServerMessage] {
+    var decoded: [String: ServerMessage] = [:]
+    for (id, bytes) in replies {
+      if let message = try? MessageCodec.decodeServerMessage(bytes).message { decoded[id] = message }
+    }
+    return decoded
+  }
+
+  func append(_ message: ServerMessage, to sessionID: String, answering requestID: String?, coalesced: Bool) {
+    let frame = Self.frame(message)
+    let once = OnceKey.of(message)
+    let queued = sender.submit { [self] connection in
+      do throws(RedisError) {
+        guard let connection else { throw RedisError.connectionFailed(message: "not connected") }
+        try healPoisoned(connection)
+        let result = try ledger(connection).append(
+          frame, to: sessionID, from: thisNode, requestID: requestID, once: once)
+        if case .here(let stored) = result {
+          hub.current?.deliver(
+            .framesStored([
+              StoredFrame(sessionID: sessionID, seq: stored.seq, bytes: stored.bytes, coalesced: coalesced)
+            ]))
+        }
+      } catch {
+        lost(message, sessionID: sessionID, error)
+      }
+    }
+    if !queued { lost(message, sessionID: sessionID, nil) }
+  }
+
+  /// An answer to another node's session that could not be stored: that session resyncs.
+  func lostAnswer(_ reply: ServerMessage, to sessionID: String, _ error: RedisError?) {
+    lost(reply, sessionID: sessionID, error)
+  }
+
+  private func lost(_ message: ServerMessage, sessionID: String, _ error: RedisError?) {
+    guard !stopped.current else { return }
+    log.error(
+      "a \(message.typeName) for session \(sessionID) could not be stored (\(error.map { "\($0)" } ?? "too much is waiting for Redis")): its client will resync",
+      sessionId: sessionID)
+    poison.withLock { $0.add(session: sessionID) }
+    hub.current?.deliver(.sessionsBroken([sessionID]))
+  }
+
+  func deliver(_ message: ServerMessage, to userId: String, device: String?, skipping: Set<String>) {
+    let frame = Self.frame(message)
+    let once = OnceKey.of(message)
+    let queued = sender.submit { [self] connection in
+      do throws(RedisError) {
+        guard let connection else { throw RedisError.connectionFailed(message: "not connected") }
+        try healPoisoned(connection)
+        let result = try ledger(connection).deliver(
+          frame, toUser: userId, device: device, skipping: skipping, from: thisNode, once: once)
+        if !result.here.isEmpty {
+          hub.current?.deliver(
+            .framesStored(result.here.map { StoredFrame(sessionID: $0.sessionID, seq: $0.seq, bytes: $0.bytes) }))
+        }
+      } catch {
+        lost(message, userId: userId, error)
+      }
+    }
+    if !queued { lost(message, userId: userId, nil) }
+  }
+
+  private func lost(_ message: ServerMessage, userId: String, _ error: RedisError?) {
+    guard !stopped.current else { return }
+    log.error(
+      "a \(message.typeName) for \(userId) could not be stored (\(error.map { "\($0)" } ?? "too much is waiting for Redis")): their devices will resync",
+      callId: message.callId)
+    poison.withLock { $0.add(user: userId) }
+    hub.current?.deliver(.deliveryFailed(userId: userId))
+  }
+
+  func acknowledge(_ sessionID: String, through seq: UInt64) {
+    // Not critical: a lost ack only keeps messages longer (a resume then skips them by seq).
+    sender.submit { [self] connection in
+      _ = try? connection.map { connection throws(RedisError) in
+        try ledger(connection).acknowledge(sessionID, through: seq)
+      }
+    }
+  }
+
+  func fetch(_ sessionID: String, after seq: UInt64) {
+    let queued = sender.submit { [self] connection in
+      var broken = true
+      if let connection {
+        switch try? ledger(connection).range(sessionID, after: seq) {
+        case .messages(let stored)?:
+          broken = false
+          hub.current?.deliver(
+            .framesStored(stored.map { StoredFrame(sessionID: $0.sessionID, seq: $0.seq, bytes: $0.bytes) }))
+        case .dropped?, .gone?:
+          log.warning("session \(sessionID) missed messages it can no longer get", sessionId: sessionID)
+        case nil: log.error("cannot read session \(sessionID) again", sessionId: sessionID)
+        }
+      }
+      if broken { hub.current?.deliver(.sessionsBroken([sessionID])) }
+    }
+    if !queued { hub.current?.deliver(.sessionsBroken([sessionID])) }
+  }
+
+  func end(_ sessionID: String) {
+    held.withLock { _ = $0.remove(sessionID) }
+    submit("the end of session \(sessionID)") { [self] connection throws(RedisError) in
+      try ledger(connection).end(sessionID, heldBy: thisNode)
+    }
+  }
+
+  /// Makes the sessions that missed a message unresumable, and has their holders close them.
+  func healPoisoned(_ connection: RedisConnection) throws(RedisError) {
+    guard !poison.current.isEmpty else { return }
+    let pending = poison.withLock { $0.take() }
+    if pending.overflowed > 0 {
+      log.error("\(pending.overflowed) more sessions missed a message while Redis failed: they may resume past it")
+    }
+    do {
+      let ledger = ledger(connection)
+      var targets = pending.sessions
+      for user in pending.users { targets.formUnion(try ledger.sessions(ofUser: user)) }
+      var brokenHere: [String] = []
+      let mailbox = Self.mailbox(connection, settings)
+      for session in targets.sorted() {
+        guard let holder = try ledger.poison(session) else { continue }
+        if holder == thisNode {
+          brokenHere.append(session)
+        } else {
+          _ = try mailbox.send(ClusterLetterCodec.encode(.broken(sessionID: session)), to: holder)
+        }
+      }
+      if !brokenHere.isEmpty { hub.current?.deliver(.sessionsBroken(brokenHere)) }
+    } catch {
+      poison.withLock { $0.merge(pending) }
+      throw error
+    }
+  }
+
+  /// Refreshes the sessions this node holds (housekeeping, every `sessionRefresh`): those gone from
+  /// Redis (expired while the node stalled, or Redis lost them) are broken here, so that their
+  /// clients resync.
+  func refreshSessions(_ connection: RedisConnection) throws(RedisError) {
+    let ids = held.current.sorted()
+    guard !ids.isEmpty else { return }
+    let ledger = ledger(connection)
+    var missing: [String] = []
+    for start in stride(from: 0, to: ids.count, by: 1000) {
+      missing += try ledger.touch(Array(ids[start..<min(ids.count, start + 1000)]))
+    }
+    guard !missing.isEmpty else { return }
+    held.withLock { $0.subtract(missing) }
+    log.warning("\(missing.count) session(s) held here are gone from Redis: their clients will resync")
+    hub.current?.deliver(.sessionsBroken(missing))
+  }
+
+  /// The message as the ledger numbers it.
+  static func frame(_ message: ServerMessage) -> SessionLedger.Frame {
+    let (head, tail) = ServerFrame(message).splitAtSeq
+    return SessionLedger.Frame(head: head, tail: tail)
+  }
+
+  /// Whether Redis still holds the cluster's state (housekeeping, every heartbeat). A Redis that
+  /// restarted without it (the deployment runs it without persistence) has lost every session,
+  /// presence, lease and inbox: the node then closes its sockets, so that its devices reconnect
+  /// and resync, and places its calls again.
+  func checkClusterMark(_ connection: RedisConnection) throws(RedisError) {
+    let key: RedisArgument = "dt:cluster"
+    let seen = try connection.get(key).map { String(decoding: $0, as: UTF8.self) }
+    let known = clusterMark.current
+    if let seen, seen == known { return }
+    if seen == nil { try connection.set(key, .string(SecureRandom.token(byteCount: 12)), onlyIfAbsent: true) }
+    let mark = try connection.get(key).map { String(decoding: $0, as: UTF8.self) }
+    clusterMark.withLock { $0 = mark }
+    guard known != nil else { return }  // this node's first look
+    log.warning("the cluster's Redis lost its state (restarted?): closing every socket here so that its devices resync")
+    held.withLock { $0.removeAll() }
+    hub.current?.deliver(.clusterStateLost)
+    try placeOwnedCallsAgain(connection)
+  }
+}

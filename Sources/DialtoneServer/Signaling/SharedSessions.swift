@@ -1,0 +1,62 @@
+import DialtoneProtocol
+
+/// Where device sessions live when they must outlive the node holding their socket (issue 19,
+/// item 3): in a cluster every sequenced message is stored where any node can resume the session,
+/// and gets its seq there. A single server has none (nil in the hub): its `DeliverySession`s
+/// number and keep their messages themselves, as before.
+///
+/// The hub calls these on its own thread and never waits: the implementation works in the hub's
+/// order on a thread of its own, and what comes back arrives as hub events (`sessionOpened`,
+/// `framesStored`, `sessionsBroken`, `deliveryFailed`).
+protocol SharedSessions: Sendable {
+  /// Resumes the session the client names, or opens a new one (`opening.freshID`), held by this
+  /// node, and registers the device here for the other nodes; answers with `.sessionOpened`.
+  func open(_ opening: SessionOpening)
+  /// Stores a message for a session (remembered as the answer to `requestID` when given); it
+  /// comes back in `.framesStored` with its seq when this node holds the session.
+  func append(_ message: ServerMessage, to sessionID: String, answering requestID: String?, coalesced: Bool)
+  /// Stores a message for the user's sessions wherever they are: one device's, or every device's
+  /// but `skipping`.
+  func deliver(_ message: ServerMessage, to userId: String, device: String?, skipping: Set<String>)
+  /// The client processed everything through `seq`.
+  func acknowledge(_ sessionID: String, through seq: UInt64)
+  /// Reads the messages after `seq` again, for a session that missed one (`.framesStored`, or
+  /// `.sessionsBroken` when they are gone).
+  func fetch(_ sessionID: String, after seq: UInt64)
+  /// The session ended here (replaced, or its resume window passed): it is removed unless
+  /// another node resumed it meanwhile.
+  func end(_ sessionID: String)
+}
+
+/// A hello waiting for its session.
+struct SessionOpening: Sendable {
+  let socketID: UInt64
+  let identity: Identity
+  /// The hello's request id and what the welcome needs from it.
+  let helloID: String
+  let features: [String]
+  /// The id a new session gets.
+  let freshID: String
+  /// The session the client asks to resume, and the last seq it processed.
+  let resume: ClientMessage.Resume?
+}
+
+/// What `SharedSessions.open` found.
+enum SessionOpened: Sendable {
+  /// A new session (`resync`: the one asked for could not be resumed).
+  case fresh(sessionID: String, resync: Bool)
+  /// The session asked for, held here now: `pending` are its messages after the client's last
+  /// seq, `replies` the answers it remembers by request id.
+  case resumed(sessionID: String, pending: [StoredFrame], replies: [String: ServerMessage])
+  /// No session could be opened (the shared store cannot be reached): the client tries later.
+  case failed(String)
+}
+
+/// A message stored for a session this node holds, with its seq.
+struct StoredFrame: Sendable, Equatable {
+  let sessionID: String
+  let seq: UInt64
+  let bytes: [UInt8]
+  /// Whether writing it may wait to share a write with the next one (`--ack-delay-ms`).
+  var coalesced = false
+}
