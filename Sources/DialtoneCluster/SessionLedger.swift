@@ -129,10 +129,12 @@ public final class SessionLedger: Sendable {
   public func append(
     _ frame: Frame, to sessionID: String, from node: String, requestID: String? = nil, once: String? = nil
   ) throws(RedisError) -> AppendResult {
-    let reply = try redis.eval(
-      Self.appendScript, keys: Self.keys(sessionID).all,
-      arguments: [.string(node), .string(sessionID)] + shared(frame, requestID: requestID, once: once))
-    return try Self.appendResult(reply, sessionID)
+    let step = Step.append(frame, session: sessionID, requestID: requestID, once: once)
+    let (script, keys, arguments) = try command(step, from: node)
+    guard
+      case .appended(let result) = try Self.result(of: step, try redis.eval(script, keys: keys, arguments: arguments))
+    else { throw .invalidRequest("not an append") }
+    return result
   }
 
   /// Stores a message for each session of the user that `ClusterPresence` lists (one device,
@@ -144,21 +146,108 @@ public final class SessionLedger: Sendable {
     _ frame: Frame, toUser userId: String, device: String?, skipping: Set<String> = [], from node: String,
     once: String? = nil
   ) throws(RedisError) -> (here: [Stored], stored: Int) {
-    let reply = try redis.eval(
-      Self.deliverScript, keys: [ClusterPresence.userKey(userId)],
-      arguments: [.string(node), .string(device ?? ""), .string(skipping.sorted().joined(separator: "\n"))]
-        + shared(frame, requestID: nil, once: once))
-    guard let elements = reply.elements, let stored = elements.first?.integer, elements.count % 3 == 1 else {
-      throw .unexpectedReply(reply)
+    let step = Step.deliver(frame, user: userId, device: device, skipping: skipping, once: once)
+    let (script, keys, arguments) = try command(step, from: node)
+    guard
+      case .delivered(let here, let stored) = try Self.result(
+        of: step, try redis.eval(script, keys: keys, arguments: arguments))
+    else { throw .invalidRequest("not a delivery") }
+    return (here, stored)
+  }
+
+  /// One step of `run`.
+  public enum Step: Sendable, Equatable {
+    case append(Frame, session: String, requestID: String?, once: String?)
+    case deliver(Frame, user: String, device: String?, skipping: Set<String>, once: String?)
+    case acknowledge(session: String, through: UInt64)
+    /// A letter into a node's inbox (`NodeMailbox.send`), in the same transaction.
+    case letter([UInt8], to: String)
+  }
+
+  public enum StepResult: Sendable, Equatable {
+    case appended(AppendResult)
+    case delivered(here: [Stored], stored: Int)
+    case acknowledged
+    case sent(NodeMailbox.SendResult)
+    /// This step failed (the others ran).
+    case failed(RedisError)
+  }
+
+  /// The scripts `run` needs the server to know: load them on the connection first
+  /// (`RedisConnection.load`).
+  public static var scripts: [RedisScript] { [appendScript, deliverScript, acknowledgeScript, NodeMailbox.sendScript] }
+
+  /// Runs the steps as one transaction, in one round trip: all of them or, when this node dies
+  /// before the transaction reaches Redis, none (a request's answer never lands without what the
+  /// request caused, nor the other way round). Each step's result, in order.
+  public func run(_ steps: [Step], from node: String) throws(RedisError) -> [StepResult] {
+    var commands: [[RedisArgument]] = []
+    commands.reserveCapacity(steps.count)
+    for step in steps {
+      let (script, keys, arguments) = try command(step, from: node)
+      commands.append(RedisConnection.evalsha(script, keys: keys, arguments: arguments))
     }
-    var here: [Stored] = []
-    for index in stride(from: 1, to: elements.count, by: 3) {
-      guard let session = elements[index].string, let seq = elements[index + 1].integer,
-        let bytes = elements[index + 2].bytes
-      else { throw .unexpectedReply(reply) }
-      here.append(Stored(sessionID: session, seq: UInt64(clamping: seq), bytes: bytes))
+    let replies = try redis.transaction(commands)
+    return zip(steps, replies).map { step, reply in
+      if case .error(let prefix, let message) = reply { return .failed(.server(prefix: prefix, message: message)) }
+      do throws(RedisError) {
+        return try Self.result(of: step, reply)
+      } catch {
+        return .failed(error)
+      }
     }
-    return (here, Int(stored))
+  }
+
+  private func command(_ step: Step, from node: String) throws(RedisError) -> (
+    RedisScript, [RedisArgument], [RedisArgument]
+  ) {
+    switch step {
+    case .append(let frame, let session, let requestID, let once):
+      return (
+        Self.appendScript, Self.keys(session).all,
+        [.string(node), .string(session)] + (try shared(frame, requestID: requestID, once: once))
+      )
+    case .deliver(let frame, let user, let device, let skipping, let once):
+      return (
+        Self.deliverScript, [ClusterPresence.userKey(user)],
+        [.string(node), .string(device ?? ""), .string(skipping.sorted().joined(separator: "\n"))]
+          + (try shared(frame, requestID: nil, once: once))
+      )
+    case .acknowledge(let session, let seq):
+      return (Self.acknowledgeScript, Self.keys(session).all, [.integer(Int64(clamping: seq))])
+    case .letter(let payload, let target):
+      return (
+        NodeMailbox.sendScript, [NodeMailbox.inbox(target)],
+        [.bytes(payload), .integer(Int64(limits.inboxCapacity)), try .milliseconds(limits.inboxExpiry)]
+      )
+    }
+  }
+
+  private static func result(of step: Step, _ reply: RedisReply) throws(RedisError) -> StepResult {
+    switch step {
+    case .append(_, let session, _, _):
+      return .appended(try appendResult(reply, session))
+    case .deliver:
+      guard let elements = reply.elements, let stored = elements.first?.integer, elements.count % 3 == 1 else {
+        throw .unexpectedReply(reply)
+      }
+      var here: [Stored] = []
+      for index in stride(from: 1, to: elements.count, by: 3) {
+        guard let session = elements[index].string, let seq = elements[index + 1].integer,
+          let bytes = elements[index + 2].bytes
+        else { throw .unexpectedReply(reply) }
+        here.append(Stored(sessionID: session, seq: UInt64(clamping: seq), bytes: bytes))
+      }
+      return .delivered(here: here, stored: Int(stored))
+    case .acknowledge:
+      return .acknowledged
+    case .letter:
+      switch reply {
+      case .bulk(let id): return .sent(.sent(id: String(decoding: id, as: UTF8.self)))
+      case .null: return .sent(.full)
+      default: throw .unexpectedReply(reply)
+      }
+    }
   }
 
   /// The client processed everything through `seq` (bounded by what was stored).

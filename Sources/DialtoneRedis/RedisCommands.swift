@@ -57,6 +57,33 @@ extension RedisConnection {
     }
   }
 
+  /// The EVALSHA of a script, for a pipeline or a transaction: the server must know the script
+  /// already (`load`), as a NOSCRIPT there cannot fall back to EVAL.
+  public static func evalsha(_ script: RedisScript, keys: [RedisArgument], arguments: [RedisArgument])
+    -> [RedisArgument]
+  {
+    ["EVALSHA", .string(script.sha1), .integer(Int64(keys.count))] + keys + arguments
+  }
+
+  /// Has the server cache the scripts (SCRIPT LOAD), for `evalsha` on this connection.
+  public func load(_ scripts: [RedisScript]) throws(RedisError) {
+    for reply in try pipeline(scripts.map { ["SCRIPT", "LOAD", .string($0.source)] }) {
+      if case .error(let prefix, let message) = reply { throw .server(prefix: prefix, message: message) }
+    }
+  }
+
+  /// Runs the commands as one transaction (MULTI … EXEC) in one round trip: the server runs them
+  /// all, in order, with no other client's command in between, or none of them when EXEC never
+  /// reaches it (this side died mid-write). Each command's reply, errors included.
+  public func transaction(_ commands: [[RedisArgument]]) throws(RedisError) -> [RedisReply] {
+    guard !commands.isEmpty else { return [] }
+    let replies = try pipeline([["MULTI"]] + commands + [["EXEC"]])
+    guard let exec = replies.last else { throw .unexpectedReply(.null) }
+    if case .error(let prefix, let message) = exec { throw .server(prefix: prefix, message: message) }
+    guard let results = exec.elements, results.count == commands.count else { throw .unexpectedReply(exec) }
+    return results
+  }
+
   private func integer(_ arguments: [RedisArgument]) throws(RedisError) -> Int64 {
     let reply = try command(arguments)
     guard case .integer(let value) = reply else { throw .unexpectedReply(reply) }

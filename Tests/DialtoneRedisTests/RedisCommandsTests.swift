@@ -56,5 +56,27 @@ extension RedisTests {
       #expect(try redis.get(a) == nil)
       #expect(try redis.del([a]) == 0)
     }
+
+    @Test func aTransactionRunsItsCommandsInOrderWithEachReply() throws {
+      let redis = try connect()
+      let key = SharedRedis.key("tx")
+      let script = RedisScript("return redis.call('INCRBY', KEYS[1], ARGV[1])")
+      try redis.load([script])
+      let replies = try redis.transaction([
+        ["SET", key, "1"],
+        RedisConnection.evalsha(script, keys: [key], arguments: ["41"]),
+        ["HGET", key, "not-a-hash"],  // fails at run time: the others still ran
+        ["INCR", key],
+      ])
+      #expect(replies.count == 4)
+      #expect(replies[1] == .integer(42))
+      guard case .error(let prefix, _) = replies[2] else {
+        Issue.record("a wrong-type command did not fail")
+        return
+      }
+      #expect(prefix == "WRONGTYPE")
+      #expect(replies[3] == .integer(43))
+      #expect(try redis.transaction([]) == [])
+    }
   }
 }

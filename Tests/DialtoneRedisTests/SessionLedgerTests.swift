@@ -264,6 +264,40 @@ extension RedisTests {
       #expect(try ledger.append(frame(1), to: id, from: n1, once: "k") == .here(stored(id, 1, 1)))
     }
 
+    @Test func stepsRunAsOneTransactionWithEachResult() throws {
+      let redis = try SharedRedis.server().connect()
+      defer { redis.close() }
+      try redis.load(SessionLedger.scripts)
+      let ledger = SessionLedger(redis, limits: .init(expiry: .seconds(60)))
+      let presence = ClusterPresence(redis, nodeExpiry: .seconds(60))
+      let (id, n1, n2) = (session(), node(), node())
+      let bob = "bob-" + UUID().uuidString
+      try ledger.open(id, userId: bob, deviceId: "phone", node: n1)
+      try presence.register(.init(deviceId: "phone", node: n1, sessionID: id), of: bob)
+      let results = try ledger.run(
+        [
+          .append(frame(1), session: id, requestID: "r1", once: nil),
+          .deliver(frame(2), user: bob, device: nil, skipping: [], once: "k"),
+          .deliver(frame(2), user: bob, device: nil, skipping: [], once: "k"),
+          .append(frame(3), session: session(), requestID: nil, once: nil),
+          .acknowledge(session: id, through: 1),
+          .letter(Array("hello".utf8), to: n2),
+        ], from: n1)
+      #expect(results.count == 6)
+      #expect(results[0] == .appended(.here(stored(id, 1, 1))))
+      #expect(results[1] == .delivered(here: [stored(id, 2, 2)], stored: 1))
+      #expect(results[2] == .delivered(here: [], stored: 0))
+      #expect(results[3] == .appended(.gone))
+      #expect(results[4] == .acknowledged)
+      guard case .sent(.sent) = results[5] else {
+        Issue.record("the letter was not sent: \(results[5])")
+        return
+      }
+      #expect(
+        try ledger.resume(id, userId: bob, deviceId: "phone", from: 1, node: n2)
+          == .resumed(lastSeq: 2, pending: [stored(id, 2, 2)], replies: ["r1": frame(1).bytes(seq: 1)]))
+    }
+
     @Test func aPoisonedSessionCanOnlyResync() throws {
       let redis = try SharedRedis.server().connect()
       defer { redis.close() }

@@ -132,6 +132,8 @@ final class InMemorySharedSessions: SharedSessions {
     send(.framesStored(frames))
   }
 
+  func flush() {}
+
   func end(_ sessionID: String) {
     state.withLock {
       $0.ended.append(sessionID)

@@ -79,77 +79,96 @@ extension ClusterLink: SharedSessions {
   }
 
   func append(_ message: ServerMessage, to sessionID: String, answering requestID: String?, coalesced: Bool) {
-    let frame = Self.frame(message)
-    let once = OnceKey.of(message)
-    let queued = sender.submit { [self] connection in
-      do throws(RedisError) {
-        guard let connection else { throw RedisError.connectionFailed(message: "not connected") }
-        try healPoisoned(connection)
-        let result = try ledger(connection).append(
-          frame, to: sessionID, from: thisNode, requestID: requestID, once: once)
-        if case .here(let stored) = result {
-          hub.current?.deliver(
-            .framesStored([
-              StoredFrame(sessionID: sessionID, seq: stored.seq, bytes: stored.bytes, coalesced: coalesced)
-            ]))
-        }
-      } catch {
-        lost(message, sessionID: sessionID, error)
-      }
-    }
-    if !queued { lost(message, sessionID: sessionID, nil) }
-  }
-
-  /// An answer to another node's session that could not be stored: that session resyncs.
-  func lostAnswer(_ reply: ServerMessage, to sessionID: String, _ error: RedisError?) {
-    lost(reply, sessionID: sessionID, error)
-  }
-
-  private func lost(_ message: ServerMessage, sessionID: String, _ error: RedisError?) {
-    guard !stopped.current else { return }
-    log.error(
-      "a \(message.typeName) for session \(sessionID) could not be stored (\(error.map { "\($0)" } ?? "too much is waiting for Redis")): its client will resync",
-      sessionId: sessionID)
-    poison.withLock { $0.add(session: sessionID) }
-    hub.current?.deliver(.sessionsBroken([sessionID]))
+    let step = SessionLedger.Step.append(
+      Self.frame(message), session: sessionID, requestID: requestID, once: OnceKey.of(message))
+    batch.withLock { $0.append(PendingStep(step: step, coalesced: coalesced, what: message.typeName)) }
   }
 
   func deliver(_ message: ServerMessage, to userId: String, device: String?, skipping: Set<String>) {
-    let frame = Self.frame(message)
-    let once = OnceKey.of(message)
-    let queued = sender.submit { [self] connection in
-      do throws(RedisError) {
-        guard let connection else { throw RedisError.connectionFailed(message: "not connected") }
-        try healPoisoned(connection)
-        let result = try ledger(connection).deliver(
-          frame, toUser: userId, device: device, skipping: skipping, from: thisNode, once: once)
-        if !result.here.isEmpty {
-          hub.current?.deliver(
-            .framesStored(result.here.map { StoredFrame(sessionID: $0.sessionID, seq: $0.seq, bytes: $0.bytes) }))
-        }
-      } catch {
-        lost(message, userId: userId, error)
-      }
-    }
-    if !queued { lost(message, userId: userId, nil) }
-  }
-
-  private func lost(_ message: ServerMessage, userId: String, _ error: RedisError?) {
-    guard !stopped.current else { return }
-    log.error(
-      "a \(message.typeName) for \(userId) could not be stored (\(error.map { "\($0)" } ?? "too much is waiting for Redis")): their devices will resync",
-      callId: message.callId)
-    poison.withLock { $0.add(user: userId) }
-    hub.current?.deliver(.deliveryFailed(userId: userId))
+    let step = SessionLedger.Step.deliver(
+      Self.frame(message), user: userId, device: device, skipping: skipping, once: OnceKey.of(message))
+    batch.withLock { $0.append(PendingStep(step: step, what: message.typeName)) }
   }
 
   func acknowledge(_ sessionID: String, through seq: UInt64) {
     // Not critical: a lost ack only keeps messages longer (a resume then skips them by seq).
-    sender.submit { [self] connection in
-      _ = try? connection.map { connection throws(RedisError) in
-        try ledger(connection).acknowledge(sessionID, through: seq)
+    batch.withLock { $0.append(PendingStep(step: .acknowledge(session: sessionID, through: seq), what: "ack")) }
+  }
+
+  /// The answer to a request another node forwarded goes into the requesting session itself, in
+  /// the same transaction as what the request caused (the effects the hub applies next), so that
+  /// neither lands without the other; the requesting node is told it came, for its bookkeeping.
+  func answer(_ reply: ServerMessage, to request: ForwardedRequest) {
+    let letter = ClusterLetterCodec.encode(.reply(sessionID: request.origin.sessionID, requestID: request.id, reply))
+    let stored = SessionLedger.Step.append(
+      Self.frame(reply), session: request.origin.sessionID, requestID: request.id, once: nil)
+    batch.withLock {
+      $0.append(PendingStep(step: stored, what: reply.typeName))
+      $0.append(PendingStep(step: .letter(letter, to: request.origin.node), what: "answer letter"))
+    }
+  }
+
+  /// Stores everything the hub asked for since the last flush, as one transaction in one round
+  /// trip (the hub flushes after each event it handles).
+  func flush() {
+    let steps = batch.withLock { batch in
+      defer { batch.removeAll(keepingCapacity: true) }
+      return batch
+    }
+    guard !steps.isEmpty else { return }
+    let queued = sender.submit { [self] connection in
+      var results: [SessionLedger.StepResult]
+      do throws(RedisError) {
+        guard let connection else { throw RedisError.connectionFailed(message: "not connected") }
+        try healPoisoned(connection)
+        results = try ledger(connection).run(steps.map(\.step), from: thisNode)
+      } catch {
+        results = Array(repeating: .failed(error), count: steps.count)
+      }
+      settle(steps, results)
+    }
+    if !queued {
+      settle(steps, Array(repeating: .failed(.invalidRequest("too much is waiting for Redis")), count: steps.count))
+    }
+  }
+
+  /// Hands the frames stored for sessions held here to the hub; a message that could not be
+  /// stored breaks the sessions it was for.
+  private func settle(_ steps: [PendingStep], _ results: [SessionLedger.StepResult]) {
+    var here: [StoredFrame] = []
+    for (pending, result) in zip(steps, results) {
+      switch (pending.step, result) {
+      case (_, .appended(.here(let stored))):
+        here.append(
+          StoredFrame(sessionID: stored.sessionID, seq: stored.seq, bytes: stored.bytes, coalesced: pending.coalesced))
+      case (_, .delivered(let stored, _)):
+        here += stored.map { StoredFrame(sessionID: $0.sessionID, seq: $0.seq, bytes: $0.bytes) }
+      case (.append(_, let session, _, _), .failed(let error)):
+        lost(pending.what, sessionID: session, error)
+      case (.deliver(_, let user, _, _, _), .failed(let error)):
+        lost(pending.what, userId: user, error)
+      default:
+        break  // an ack or a letter: losing one costs time, not a message
       }
     }
+    if !here.isEmpty { hub.current?.deliver(.framesStored(here)) }
+  }
+
+  /// A message for a session that could not be stored: that session resyncs.
+  private func lost(_ what: String, sessionID: String, _ error: RedisError) {
+    guard !stopped.current else { return }
+    log.error(
+      "a \(what) for session \(sessionID) could not be stored (\(error)): its client will resync", sessionId: sessionID)
+    poison.withLock { $0.add(session: sessionID) }
+    hub.current?.deliver(.sessionsBroken([sessionID]))
+  }
+
+  /// A message for a user's sessions that could not be stored: all of them resync.
+  private func lost(_ what: String, userId: String, _ error: RedisError) {
+    guard !stopped.current else { return }
+    log.error("a \(what) for \(userId) could not be stored (\(error)): their devices will resync")
+    poison.withLock { $0.add(user: userId) }
+    hub.current?.deliver(.deliveryFailed(userId: userId))
   }
 
   func fetch(_ sessionID: String, after seq: UInt64) {

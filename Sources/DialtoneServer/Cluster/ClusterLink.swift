@@ -49,6 +49,16 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
   let poison = Locked(SessionPoison())
   /// What this node last read of the cluster's mark: a different one means Redis lost its state.
   let clusterMark = Locked<String?>(nil)
+  /// Session steps the hub asked for since its last `flush`, run as one transaction then.
+  let batch = Locked<[PendingStep]>([])
+
+  struct PendingStep: Sendable {
+    let step: SessionLedger.Step
+    /// For a frame stored for a session here: whether its write may wait to share one.
+    var coalesced = false
+    /// The message's type, for the log.
+    let what: String
+  }
   /// The calls this node runs, with their users (their lists in Redis name the call).
   private let owned = Locked<[CallID: [String]]>([:])
   private let liveCalls: any LiveCallStore
@@ -82,7 +92,9 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     self.log = log
     let redis = settings.redis
     sender = RedisWorker(name: "cluster-sender", maxQueued: settings.maxQueued) { () throws(RedisError) in
-      try RedisConnection(redis)
+      let connection = try RedisConnection(redis)
+      try connection.load(SessionLedger.scripts)
+      return connection
     }
     reader = ClusterInboxReader(settings: settings, log: log)
     housekeeping = ClusterHousekeeping(settings: settings, log: log)
@@ -212,29 +224,7 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     if !queued { refuse(request, "this node is overloaded; try again") }
   }
 
-  /// The answer goes into the requesting session itself, before whatever the request caused
-  /// (the effects this node applies next), as on a single server; the requesting node is told
-  /// it came, for its bookkeeping.
-  func reply(_ reply: ServerMessage, to request: ForwardedRequest) {
-    let letter = ClusterLetterCodec.encode(
-      .reply(sessionID: request.origin.sessionID, requestID: request.id, reply))
-    let frame = Self.frame(reply)
-    let session = request.origin.sessionID
-    let queued = sender.submit { [self] connection in
-      do throws(RedisError) {
-        guard let connection else { throw RedisError.connectionFailed(message: "not connected") }
-        if case .here(let stored) = try ledger(connection).append(
-          frame, to: session, from: thisNode, requestID: request.id)
-        {
-          hub.current?.deliver(.framesStored([StoredFrame(sessionID: session, seq: stored.seq, bytes: stored.bytes)]))
-        }
-        _ = try Self.mailbox(connection, settings).send(letter, to: request.origin.node)
-      } catch {
-        lostAnswer(reply, to: session, error)
-      }
-    }
-    if !queued { lostAnswer(reply, to: session, nil) }
-  }
+  func reply(_ reply: ServerMessage, to request: ForwardedRequest) { answer(reply, to: request) }
 
   func running(_ callId: CallID, users: [String]) {
     let isNew = owned.withLock { owned in

@@ -26,6 +26,10 @@ protocol SharedSessions: Sendable {
   /// The session ended here (replaced, or its resume window passed): it is removed unless
   /// another node resumed it meanwhile.
   func end(_ sessionID: String)
+  /// Stores what `append`, `deliver` and `acknowledge` asked for since the last flush, all or
+  /// nothing (the hub flushes once per event, so that an answer never lands without what its
+  /// request caused).
+  func flush()
 }
 
 /// A hello waiting for its session.

@@ -186,6 +186,7 @@ public actor SignalingHub {
 
   /// Carries on with the calls that were live when the server stopped (before any socket opens).
   func restore(_ stored: [StoredLiveCall], ended: [RecentlyEndedCall]) {
+    defer { shared?.flush() }
     emit(Output(effects: router.restore(stored, ended: ended, now: clock.now)), for: nil)
     if !stored.isEmpty { log.info("restored \(stored.count) call(s) in progress") }
   }
@@ -224,6 +225,7 @@ public actor SignalingHub {
   // MARK: - Events
 
   func handle(_ event: HubEvent) {
+    defer { shared?.flush() }
     switch event {
     case .opened(let connection, let request):
       let perAddress = settings.limits.maxConnectionsPerAddress
