@@ -202,7 +202,8 @@ actor SoftphoneCall {
   private func clientEvent(_ event: CallClient.Event) async -> Status? {
     switch event {
     case .connected(let welcome):
-      report.note("signed in as \(welcome.userId)/\(welcome.deviceId)")
+      let session = welcome.resumed ? " (session resumed)" : welcome.resync ? " (new session: resync)" : ""
+      report.note("signed in as \(welcome.userId)/\(welcome.deviceId)\(session)")
       if case .caller(let to) = role, engine == nil {
         report.start("dialing \(to)\(video ? " (video)" : "")")
         follow(await client.dial(to, video: video))

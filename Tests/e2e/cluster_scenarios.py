@@ -12,12 +12,13 @@ import shutil
 import subprocess
 import tempfile
 import time
+import uuid
 
 from durability_scenarios import (DRIVER_FLAGS, driver_stats, history_problems, near, save_log, settled_histories,
                                   summary, time_limit)
 from harness import (Failure, MediaNamespace, Server, Softphone, check, dominant_frequency, free_port, http_get, spawn,
                      wait_port, wait_port_in, wav_seconds)
-from protocol_driver import CallDriver
+from protocol_driver import CallDriver, Session, fake_candidate, is_ack
 
 SCENARIOS = []
 
@@ -240,8 +241,9 @@ async def a_call_across_three_nodes_has_audio_both_ways(s, stack):
 @scenario
 async def the_caller_node_killed_mid_call_the_call_goes_on(s, stack):
     """Behind a balancer: the node holding Alice's socket and running the call is killed -9
-    mid-call. Alice's CLI reconnects through the balancer to another node, which takes the call
-    over from the shared journal; media never stopped, and her hang-up still ends Bob's call."""
+    mid-call. Alice's CLI reconnects through the balancer to another node, which resumes her session
+    and takes the call over from the shared journal; media never stopped, and her hang-up still ends
+    Bob's call."""
     ns, nodes = await cluster_of(s, stack)
     # Bob on node 2; Alice through a balancer over nodes 1 and 3.
     balancer = stack(await Balancer(s, ns.NS, [nodes[0].port, nodes[2].port]).start())
@@ -261,6 +263,15 @@ async def the_caller_node_killed_mid_call_the_call_goes_on(s, stack):
     check(len(holding) == 1, f"alice's session is on {len(holding)} nodes")
     await holding[0].kill9()
     await alice.wait_for("note", text="signaling disconnected; reconnecting")
+    # Her session outlived the node (it is in Redis): the other node resumes it.
+    for _ in range(80):
+        notes = [e.get("text", "") for e in alice.events if e.get("event") == "note"]
+        if any(n.startswith("signed in") for n in notes[1:]) or alice.proc.returncode is not None:
+            break
+        await asyncio.sleep(0.25)
+    signed_in = [n for n in notes if n.startswith("signed in")]
+    check(len(signed_in) >= 2 and signed_in[-1].endswith("(session resumed)"),
+          f"alice's session was not resumed on the other node: {signed_in}")
     check(await alice.exit_status(timeout=40) == 0, "alice did not exit 0")
     check(await bob.exit_status(timeout=30) == 0, "bob did not get the hang-up after the node died")
     check(bob.find("ended")["reason"] == "hangup", "bob's call did not end with hangup")
@@ -270,12 +281,76 @@ async def the_caller_node_killed_mid_call_the_call_goes_on(s, stack):
 
 
 @scenario
+@time_limit(120)
+async def the_caller_node_killed_mid_trickle_every_candidate_arrives_once_in_order(s, stack):
+    """Raw protocol clients: Alice behind a balancer over nodes 1 and 3, Bob on node 2. While both
+    trickle candidates, the node holding Alice's socket, which also runs the call, is killed -9.
+    Alice reconnects through the balancer and resumes her session on the other node (resumed, not
+    resync), re-sending what was unanswered; the call is taken over from the shared journal. Each
+    side gets every candidate of the other exactly once, in order, and no seq is skipped."""
+    _, nodes = await cluster_of(s, stack, media=False, extra=DRIVER_FLAGS)
+    balancer = stack(await Balancer(s, None, [nodes[0].port, nodes[2].port]).start())
+    alice = Session("127.0.0.1", balancer.port, nodes[0].token("alice"), "alice")
+    bob = Session("127.0.0.1", nodes[1].port, nodes[1].token("bob"), "bob")
+    try:
+        await alice.start()
+        await bob.start()
+        call = f"k-{uuid.uuid4()}"
+        check(is_ack(await alice.request({"type": "invite", "callId": call, "to": "bob", "video": False,
+                                           "offer": {"sdp": "v=0\r\n"}})), "the invite was refused")
+        await bob.wait_for_message("invite", callId=call)
+        check(is_ack(await bob.request({"type": "accept", "callId": call, "answer": {"sdp": "v=0\r\n"}})),
+              "the accept was refused")
+        await alice.wait_for_message("accept", callId=call)
+        count = 60
+
+        async def trickle(session, base):
+            for n in range(count):
+                reply = await session.request({"type": "candidate", "callId": call,
+                                               "candidate": fake_candidate(base + n)}, timeout=40)
+                check(is_ack(reply), f"{session.name}'s candidate {n} got {reply}")
+                await asyncio.sleep(0.02)
+
+        tasks = [asyncio.create_task(trickle(alice, 1)), asyncio.create_task(trickle(bob, 1001))]
+        await alice.until(lambda: sum(1 for _, m in alice.answers if m.get("type") == "ack") >= 20, 20,
+                          "alice's first candidates answered")
+        holding = [n for n in (nodes[0], nodes[2]) if await sessions_connected(None, n) > 0]
+        check(len(holding) == 1, f"alice's session is on {len(holding)} nodes")
+        await holding[0].kill9()
+        await asyncio.wait_for(asyncio.gather(*tasks), 60)
+
+        check(len(alice.welcomes) >= 2, "alice never reconnected")
+        resumes = [w for _, w in alice.welcomes[1:]]
+        check(all(w.get("resumed") and not w.get("resync") for w in resumes),
+              f"alice's session was not resumed: {resumes}")
+
+        def candidates_seen(session):
+            return [m["candidate"]["candidate"] for _, m in session.inbox
+                    if m.get("type") == "candidate" and m.get("callId") == call]
+
+        expected_at_bob = [fake_candidate(1 + n)["candidate"] for n in range(count)]
+        expected_at_alice = [fake_candidate(1001 + n)["candidate"] for n in range(count)]
+        await bob.until(lambda: len(candidates_seen(bob)) >= count, 20, "bob's candidates")
+        await alice.until(lambda: len(candidates_seen(alice)) >= count, 20, "alice's candidates")
+        check(candidates_seen(bob) == expected_at_bob, "bob did not get alice's candidates once each, in order")
+        check(candidates_seen(alice) == expected_at_alice, "alice did not get bob's candidates once each, in order")
+        check(not alice.gaps and not bob.gaps, f"seqs skipped: alice {alice.gaps}, bob {bob.gaps}")
+        check(is_ack(await alice.request({"type": "hangup", "callId": call}, timeout=20)), "the hang-up was refused")
+        ended = await bob.wait_for_message("call-ended", callId=call, timeout=20)
+        check(ended.get("reason") == "hangup", f"bob's call ended with {ended}")
+        print(f"  alice resumed {len(resumes)} time(s), re-sent {alice.resent}; bob re-sent {bob.resent}", flush=True)
+    finally:
+        await alice.close()
+        await bob.close()
+
+
+@scenario
 @time_limit(150)
 async def a_rolling_restart_of_every_node_fails_no_call_set_up(s, stack):
     """Six caller/callee pairs of raw protocol clients make short calls back to back through a
     round-robin TCP balancer over three nodes, while each node in turn gets SIGTERM and is started
-    again. Clients on a draining node reconnect at once to another, are told to resync and re-send
-    what was unanswered; the calls the node ran are taken over by the others. Every call whose
+    again. Clients on a draining node reconnect at once to another, resume their sessions there and
+    re-send what was unanswered; the calls the node ran are taken over by the others. Every call whose
     invite was acknowledged is set up (its accept acknowledged) and ends in the history as the
     clients saw it, once."""
     _, nodes = await cluster_of(s, stack, media=False, extra=DRIVER_FLAGS)

@@ -158,6 +158,7 @@ class Session:
         self.answers = []       # (time.time(), message) for every answer (ack/error with replyTo)
         self.pending = {}       # id -> [message, future, rate-limit retries]; dict order = send order
         self.resent = 0         # requests sent again after a reconnect
+        self.gaps = []          # (last seq, seq received) wherever a session's seqs skipped one
         self.failure = None     # why the session stopped for good
         self.running = False
         self._changed = asyncio.Event()
@@ -305,6 +306,8 @@ class Session:
         if seq <= self.last_seq:
             self._schedule_ack()  # a replayed duplicate: acknowledge, do not process twice
             return
+        if seq != self.last_seq + 1:
+            self.gaps.append((self.last_seq, seq))  # the protocol's seqs never skip (section 5.2)
         self.last_seq = seq
         self.unacked += 1
         if self.unacked >= 16:
