@@ -5,7 +5,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8080
 CONNECTIONS ?= 15000
 
-.PHONY: deps bench-deps build release run test format lint autobahn-full bench-ws bench-signaling bench-push bench-setup bench-codec bench-group bench-video bench-video-change fuzz clean
+.PHONY: deps bench-deps build release run test format lint autobahn-full bench-ws bench-signaling bench-push bench-setup bench-codec bench-group bench-video bench-video-change bench-cluster fuzz clean
 
 deps:
 	@scripts/deps.sh
@@ -58,6 +58,15 @@ bench-signaling: release bench-deps
 
 clean:
 	rm -rf .build
+
+# The signaling load (CALLS concurrent calls at CLUSTER_RATE msg/s, CLUSTER_IDLE idle sockets) against one
+# server with its embedded defaults, one cluster node, and three nodes on one PostgreSQL and one Redis
+# with every caller and callee on different nodes: latency, CPU per message (Redis's share) and memory
+# per socket.
+CLUSTER_IDLE ?= 15000
+CLUSTER_RATE ?= 2000
+bench-cluster: release bench-deps
+	python3 bench/cluster_bench.py --bin .build/release --calls $(CALLS) --idle $(CLUSTER_IDLE) --rate $(CLUSTER_RATE)
 
 # VoIP pushes to the APNs mock over one HTTP/2 connection, then the same through aioapns.
 PUSHES ?= 5000

@@ -30,6 +30,8 @@ enum BenchSignalingCommand {
       rate: try arguments.int("rate", default: 5_000), seconds: try arguments.double("seconds", default: 20),
       serverCPU: arguments.string("server-cpu") == nil ? nil : try arguments.int("server-cpu", default: 0))
     ResourceLimits.raiseOpenFiles()
+    let targets = arguments.strings("target")
+    if !targets.isEmpty { return try await runDeployed(options, targets: targets, arguments) }
     var rows: [(String, Report)] = []
     if !arguments.flag("node-only") {
       rows.append(
@@ -56,6 +58,34 @@ enum BenchSignalingCommand {
   }
 
   // MARK: - Targets
+
+  /// Servers someone else started (`bench/cluster_bench.py`: a cluster's nodes): each call's
+  /// callee is on the node after its caller's, and the CPU of every `--measure-pid` counts.
+  private static func runDeployed(_ options: Options, targets: [String], _ arguments: ArgumentList) async throws
+    -> Int32
+  {
+    guard let secret = arguments.string("secret") else {
+      throw ArgumentError(message: "--target needs --secret, the servers' --auth-secret")
+    }
+    func pids(_ name: String) throws -> [Int32] {
+      try arguments.strings(name).map {
+        guard let pid = Int32($0) else { throw ArgumentError(message: "--\(name) \($0) is not a process id") }
+        return pid
+      }
+    }
+    let layout = Layout(
+      dialects: targets.map { DialtoneDialect(url: $0, secret: Array(secret.utf8)) }, measured: try pids("measure-pid"),
+      breakdown: try pids("breakdown-pid"))
+    let report = try await drive(options, layout: layout)
+    let label = arguments.string("label") ?? "\(targets.count) node(s)"
+    if arguments.flag("json") {
+      print(report.json(label: label))
+    } else {
+      print("target".padding(toLength: 15, withPad: " ", startingAt: 0) + Report.header)
+      print(label.padding(toLength: 15, withPad: " ", startingAt: 0) + report.line)
+    }
+    return 0
+  }
 
   private static func runDialtone(_ options: Options, serverBinary: String) async throws -> Report {
     let secret = "bench-" + UUID().uuidString
@@ -213,6 +243,20 @@ enum BenchSignalingCommand {
     var systemMicrosPerMessage: Double
     /// `Layout.breakdown`'s part of `cpuMicrosPerMessage`.
     var breakdownMicrosPerMessage: Double? = nil
+
+    /// One JSON object per report, for a script that puts several runs in one table.
+    func json(label: String) -> String {
+      func number(_ value: Double) -> String { value.isFinite ? String(format: "%.3f", value) : "null" }
+      let fields: [(String, String)] = [
+        ("label", "\"\(label)\""), ("relayedPerSecond", number(messagesPerSecond)),
+        ("callsPerSecond", number(callsPerSecond)), ("p50Ms", number(p50)), ("p99Ms", number(p99)),
+        ("p999Ms", number(p999)), ("cpuPercent", number(cpuPercent)),
+        ("cpuMicrosPerMessage", number(cpuMicrosPerMessage)),
+        ("breakdownMicrosPerMessage", breakdownMicrosPerMessage.map(number) ?? "null"),
+        ("clientMicrosPerMessage", number(clientMicrosPerMessage)),
+      ]
+      return "{" + fields.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",") + "}"
+    }
 
     static let header =
       "relayed msg/s  calls/s  p50 ms  p99 ms  p99.9 ms  RSS MB  CPU %  CPU µs/msg  (of it sys)  client µs/msg"

@@ -26,6 +26,12 @@ private let benchmarks: [Subcommand] = [
       .value("server-cpu", "run each target pinned to this CPU (with taskset; pin the bench itself elsewhere)"),
       .flag("dialtone-only", "skip the Node run"),
       .flag("node-only", "skip the Dialtone run"),
+      .value("target", "drive running servers instead (repeat for a cluster's nodes): ws://HOST:PORT/v1/ws"),
+      .value("secret", "with --target: the servers' --auth-secret"),
+      .value("measure-pid", "with --target: a process whose CPU counts (repeat: the nodes and Redis)"),
+      .value("breakdown-pid", "with --target: a measured process also reported on its own (Redis)"),
+      .value("label", "with --target: the row's name (default: the number of targets)"),
+      .flag("json", "with --target: print the report as JSON"),
     ], run: BenchSignalingCommand.run),
   Subcommand(
     "push", "VoIP pushes to an APNs mock over one HTTP/2 connection, against aioapns",

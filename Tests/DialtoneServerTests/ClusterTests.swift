@@ -449,7 +449,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
     await cluster.stop()
   }
 
-  @Test func aLapsedLeaseIsTakenBackButOneAnotherNodeHoldsStopsTheCallHere() async throws {
+  @Test func aLeaseAnotherNodeTookOverStopsTheCallHere() async throws {
     let cluster = try await Cluster.start(2)
     let alice = try await cluster.connect("alice", on: 0)
     let bob = try await cluster.connect("bob", on: 1)
@@ -460,13 +460,10 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
     let who = Identity(userId: "alice", deviceId: "phone", name: nil)
     let redis = try cluster.redis.connect()
     defer { redis.close() }
-    // The lease lapsed and nobody took it: the next renewal takes it back and the call runs on.
-    try redis.command(["DEL", .string("dt:call-owner:{\(call)}")])
-    let back = await eventually(within: 10) { (try? cluster.owner(of: call)) == node }
-    #expect(back)
-    #expect(await cluster.nodes[0].server.hub.callState(call, for: who) != nil)
-    // Another (live) node holds it now, as after this one stalled longer than the lease: this
-    // node stops running it.
+    #expect(try cluster.owner(of: call) == node)
+    // Another (live) node took it over, as after this one stalled past its heartbeat: this node
+    // stops running it (it may have ended there already; running it here too would answer for a
+    // call that is over).
     try redis.command(["SET", "dt:node:{n-other}", "alive", "PX", "60000"])
     try redis.command(["SET", .string("dt:call-owner:{\(call)}"), "n-other", "PX", "60000"])
     let stopped = await eventually(within: 10) { await cluster.nodes[0].server.hub.callState(call, for: who) == nil }

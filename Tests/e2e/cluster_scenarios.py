@@ -197,7 +197,7 @@ async def cluster_of(s, stack, count=3, media=True, extra=()):
     nodes = []
     for index in range(count):
         node = Server(s, netns=netns, extra=["--database-url", postgres.url, "--redis-url", redis.url,
-                                             "--node-name", f"n{index + 1}", *extra])
+                                             "--node-name", f"n{index + 1}", "--log-level", "info", *extra])
         # Each node its own data directory (the shared state is in PostgreSQL and Redis).
         node.scratch = _NodeScratch(s, index + 1)
         nodes.append(stack(await node.start()))

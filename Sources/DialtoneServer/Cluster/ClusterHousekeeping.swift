@@ -16,6 +16,7 @@ final class ClusterHousekeeping: Sendable {
     var nextRenewal: ContinuousClock.Instant
     var nextScan: ContinuousClock.Instant
     var nextRefresh: ContinuousClock.Instant
+    var lastBeat: ContinuousClock.Instant
   }
 
   init(settings: ClusterLink.Settings, log: Log) {
@@ -28,14 +29,18 @@ final class ClusterHousekeeping: Sendable {
     let clock = ContinuousClock()
     let settings = settings
     loop.start(
-      Schedule(nextRenewal: clock.now, nextScan: clock.now, nextRefresh: clock.now),
+      Schedule(nextRenewal: clock.now, nextScan: clock.now, nextRefresh: clock.now, lastBeat: clock.now),
       failing: "cluster housekeeping failed",
       recovered: "the cluster's Redis answers again"
     ) { schedule, connection in
       let started = clock.now
       try link.checkClusterMark(connection)
       try ClusterPresence(connection, nodeExpiry: settings.nodeExpiry).heartbeat(settings.node)
-      if started >= schedule.nextRenewal {
+      // A beat later than the node's expiry (this node stalled, or Redis was away): other nodes
+      // may have taken its calls over meanwhile, so the leases are checked at once.
+      let stalled = started - schedule.lastBeat > settings.nodeExpiry
+      schedule.lastBeat = started
+      if stalled || started >= schedule.nextRenewal {
         try link.renewLeases(connection)
         schedule.nextRenewal = started + settings.lease / 3
       }

@@ -434,18 +434,15 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     guard !callIds.isEmpty else { return }
     let ownership = CallOwnership(connection, leaseDuration: settings.lease)
     var givenUp: [CallID] = []
+    // Lost while Redis kept its state (a Redis that lost it is `checkClusterMark`'s): another node
+    // took the call over while this one stalled, and may have ended it since. Taking the lease
+    // back would run the call twice; it goes, and requests about it follow its owner.
     for callId in try ownership.renew(callIds, for: thisNode) {
-      // Nobody took it (Redis lost the lease): this node carries on. Another node did (this one
-      // stalled longer than the lease): that node runs it now, from the journal.
-      if try ownership.claim(callId, for: thisNode) {
-        log.warning(
-          "the lease of call \(callId) had lapsed; nobody else took it, so it still runs here", callId: callId)
-        continue
-      }
       owned.withLock { _ = $0.removeValue(forKey: callId) }
       talking.withLock { _ = $0.remove(callId) }
       givenUp.append(callId)
-      log.warning("lost the lease of call \(callId): another node runs it now, so this one stops", callId: callId)
+      log.warning(
+        "lost the lease of call \(callId): another node took it over, so it stops running here", callId: callId)
     }
     if !givenUp.isEmpty { hub.current?.deliver(.relinquish(givenUp)) }
   }

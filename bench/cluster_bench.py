@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""The signaling load against one node and against a cluster of three: `make bench-cluster`.
+
+Rows, in one run on one machine, each the same load (`dialtone-bench signaling --target ...`:
+K concurrent calls paced to RATE relayed messages per second, IDLE idle authenticated sockets
+held meanwhile):
+
+- single    one dialtone-server with its embedded defaults (SQLite, one process): `make run`;
+- 1 node    one node in cluster mode (PostgreSQL and Redis): what keeping sessions in Redis costs
+            on its own;
+- 3 nodes   three nodes on one PostgreSQL and one Redis, every call's caller and callee on
+            different nodes (the idle sockets spread over the three), so every relayed message
+            crosses nodes.
+
+For each: relay latency p50/p99 (sender's send to receiver's read), and CPU per relayed message
+of the servers plus Redis (Redis's share on its own). While the idle sockets are held, each
+node's RSS and Redis's memory are sampled against the same processes before the load: memory per
+connection. Everything listens on this host's loopback. Usage:
+    python3 bench/cluster_bench.py [--bin .build/release] [--calls 100] [--idle 15000] [--rate 2000]
+"""
+import argparse
+import asyncio
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(ROOT, "Tests", "e2e"))
+
+
+def rss_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def redis_used_memory(port):
+    out = subprocess.run(["redis-cli", "-p", str(port), "INFO", "memory"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        if line.startswith("used_memory:"):
+            return int(line.split(":")[1])
+    return 0
+
+
+async def sample_while(process, pids, redis_port, after):
+    """Samples the processes' RSS (and Redis's memory) once the load holds its sockets."""
+    await asyncio.sleep(after)
+    if process.returncode is not None:
+        return None
+    return {"rss": {pid: rss_bytes(pid) for pid in pids}, "redis": redis_used_memory(redis_port) if redis_port else 0}
+
+
+async def run_load(args, label, nodes, measured, breakdown=(), redis_port=None):
+    bench = os.path.join(args.bin, "dialtone-bench")
+    command = [bench, "signaling", "--calls", str(args.calls), "--idle", str(args.idle), "--rate", str(args.rate),
+               "--seconds", str(args.seconds), "--secret", SECRET, "--label", label, "--json"]
+    for node in nodes:
+        command += ["--target", f"ws://127.0.0.1:{node.port}/v1/ws"]
+    for pid in measured:
+        command += ["--measure-pid", str(pid)]
+    for pid in breakdown:
+        command += ["--breakdown-pid", str(pid)]
+    node_pids = [n.process.proc.pid for n in nodes]
+    before = {"rss": {pid: rss_bytes(pid) for pid in node_pids},
+              "redis": redis_used_memory(redis_port) if redis_port else 0}
+    process = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.PIPE)
+    # The idle sockets connect in batches of 500 (about 1 s per 1,000 here), then the load runs.
+    sampler = asyncio.create_task(sample_while(process, node_pids, redis_port,
+                                               after=min(args.seconds / 2 + args.idle / 1000, 60)))
+    out, _ = await process.communicate()
+    during = await sampler
+    if process.returncode != 0:
+        raise SystemExit(f"{label}: dialtone-bench exited {process.returncode}")
+    report = json.loads(out.decode().strip().splitlines()[-1])
+    sockets = args.idle + 2 * args.calls
+    if during:
+        report["nodeKBPerSocket"] = sum(during["rss"][p] - before["rss"][p] for p in node_pids) / sockets / 1024
+        report["redisBytesPerSocket"] = (during["redis"] - before["redis"]) / sockets if redis_port else None
+        report["nodeRSSMB"] = [round(during["rss"][p] / 1048576, 1) for p in node_pids]
+    return report
+
+
+async def main():
+    import harness
+    from cluster_scenarios import ScratchPostgres, ScratchRedis
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--bin", default=os.path.join(ROOT, ".build", "release"))
+    parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--idle", type=int, default=15000)
+    parser.add_argument("--rate", type=int, default=2000)
+    parser.add_argument("--seconds", type=float, default=20)
+    args = parser.parse_args()
+    args.bin = os.path.abspath(args.bin)
+    harness.BIN = args.bin
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # the nodes inherit it
+    global SECRET
+    SECRET = harness.SECRET
+    no_limits = ["--max-connections-per-ip", "0", "--messages-per-second", "0", "--invites-per-minute", "0",
+                 "--http-requests-per-second", "0", "--max-live-calls-per-user", "64", "--log-level", "error"]
+    rows = []
+    scratch = harness.Scratch()
+    try:
+        single = await harness.Server(scratch, extra=no_limits).start()
+        try:
+            rows.append(await run_load(args, "single", [single], [single.process.proc.pid]))
+        finally:
+            await single.stop()
+        postgres = await ScratchPostgres(scratch, None).start()
+        redis = await ScratchRedis(scratch, None).start()
+        try:
+            for count in (1, 3):
+                subprocess.run(["redis-cli", "-p", str(redis.port), "FLUSHALL"], capture_output=True)
+                nodes = []
+                for index in range(count):
+                    node = harness.Server(scratch, extra=["--database-url", postgres.url, "--redis-url", redis.url,
+                                                          "--node-name", f"b{count}-{index + 1}", *no_limits])
+                    nodes.append(await node.start())
+                await asyncio.sleep(1)
+                try:
+                    pids = [n.process.proc.pid for n in nodes]
+                    redis_pid = redis.process.proc.pid
+                    rows.append(await run_load(args, f"{count} node{'s' if count > 1 else ''}", nodes,
+                                               pids + [redis_pid], [redis_pid], redis_port=redis.port))
+                finally:
+                    for node in nodes:
+                        await node.stop()
+        finally:
+            await redis.stop()
+            await postgres.stop()
+    finally:
+        scratch.remove()
+
+    print(f"bench-cluster: {args.calls} concurrent calls paced to {args.rate} relayed msg/s for {args.seconds:.0f} s, "
+          f"{args.idle} idle authenticated sockets held; {platform.machine()}, {os.cpu_count()} cores")
+    print(f"{'':10}{'relayed/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'CPU µs/msg':>12}{'of it Redis':>13}"
+          f"{'node KB/socket':>16}{'Redis B/socket':>16}")
+    for row in rows:
+        redis_share = row.get("breakdownMicrosPerMessage")
+        redis_bytes = row.get("redisBytesPerSocket")
+        print(f"{row['label']:10}{row['relayedPerSecond']:10.0f}{row['p50Ms']:9.3f}{row['p99Ms']:9.3f}"
+              f"{row['cpuMicrosPerMessage']:12.1f}{(f'{redis_share:.1f}' if redis_share is not None else '-'):>13}"
+              f"{row.get('nodeKBPerSocket', float('nan')):16.1f}"
+              f"{(f'{redis_bytes:.0f}' if redis_bytes is not None else '-'):>16}")
+    base = rows[0]
+    for row in rows[1:]:
+        print(f"{row['label']}: p50 {row['p50Ms'] / base['p50Ms']:.2f} × single, p99 {row['p99Ms'] / base['p99Ms']:.2f} × "
+              f"single, CPU per relayed message {row['cpuMicrosPerMessage'] / base['cpuMicrosPerMessage']:.2f} × single")
+
+
+SECRET = ""
+
+if __name__ == "__main__":
+    asyncio.run(main())
