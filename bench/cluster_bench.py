@@ -112,11 +112,12 @@ async def main():
             rows.append(await run_load(args, "single", [single], [single.process.proc.pid]))
         finally:
             await single.stop()
-        postgres = await ScratchPostgres(scratch, None).start()
-        redis = await ScratchRedis(scratch, None).start()
-        try:
-            for count in (1, 3):
-                subprocess.run(["redis-cli", "-p", str(redis.port), "FLUSHALL"], capture_output=True)
+        for count in (1, 3):
+            # A database and a Redis of the row's own: the calls the last row left live (its sockets
+            # just closed) would otherwise be taken over, and their users be busy.
+            postgres = await ScratchPostgres(scratch, None).start()
+            redis = await ScratchRedis(scratch, None).start()
+            try:
                 nodes = []
                 for index in range(count):
                     node = harness.Server(scratch, extra=["--database-url", postgres.url, "--redis-url", redis.url,
@@ -131,12 +132,13 @@ async def main():
                 finally:
                     for node in nodes:
                         await node.stop()
-        finally:
-            await redis.stop()
-            await postgres.stop()
+            finally:
+                await redis.stop()
+                await postgres.stop()
     finally:
         scratch.remove()
 
+    print(json.dumps(rows))
     print(f"bench-cluster: {args.calls} concurrent calls paced to {args.rate} relayed msg/s for {args.seconds:.0f} s, "
           f"{args.idle} idle authenticated sockets held; {platform.machine()}, {os.cpu_count()} cores")
     print(f"{'':10}{'relayed/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'CPU µs/msg':>12}{'of it Redis':>13}"

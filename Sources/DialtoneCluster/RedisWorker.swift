@@ -11,6 +11,8 @@ public final class RedisWorker: Sendable {
   public typealias Job = @Sendable (RedisConnection?) -> Void
 
   private let queue: JobQueue
+  /// Signalled when the thread has run its last job (`close(waitingUpTo:)`).
+  private let finished = DispatchSemaphore(value: 0)
 
   /// `connect` opens the connection (again after a failure); a job gets nil while Redis cannot
   /// be reached, and decides what that means for its work.
@@ -19,7 +21,11 @@ public final class RedisWorker: Sendable {
   ) {
     let queue = JobQueue(maxQueued: max(1, maxQueued))
     self.queue = queue
-    let thread = Thread { Self.work(queue, connect) }
+    let finished = finished
+    let thread = Thread {
+      Self.work(queue, connect)
+      finished.signal()
+    }
     thread.name = name
     thread.start()
   }
@@ -32,6 +38,15 @@ public final class RedisWorker: Sendable {
 
   /// Runs the jobs already queued, then stops the thread.
   public func close() { queue.close() }
+
+  /// `close`, then waits up to `wait` for the queued jobs to have run: a process that exits while
+  /// one still runs would tear libraries down under it. Whether they all ran in time.
+  @discardableResult
+  public func close(waitingUpTo wait: Duration) -> Bool {
+    queue.close()
+    let seconds = Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18
+    return finished.wait(timeout: .now() + seconds) == .success
+  }
 
   public var queued: Int { queue.count }
 

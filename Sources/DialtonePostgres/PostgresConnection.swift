@@ -76,7 +76,9 @@ public final class PostgresConnection: @unchecked Sendable {
     lock.lock()
     defer { lock.unlock() }
     guard let handle else { return false }
-    return PQconsumeInput(handle) == 1 && PQstatus(handle) == CONNECTION_OK
+    // Twice: a server that went away (a restart) sends its FATAL notice and then closes; one read
+    // takes the notice and only the next sees the end of the stream.
+    return PQconsumeInput(handle) == 1 && PQconsumeInput(handle) == 1 && PQstatus(handle) == CONNECTION_OK
   }
 
   /// Alive and outside any transaction: what the pool may hand to its next user.

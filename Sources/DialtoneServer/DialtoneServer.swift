@@ -178,7 +178,12 @@ public final class DialtoneServer: Sendable {
     await web.stop()
     await metricsListener?.stop()
     await sfu?.shutdown()
+    // A cluster node takes no more requests from other nodes, writes the journal to the end,
+    // has the hub release what it held for it (answers and relays go to the cluster's sender),
+    // and only then leaves, the sender writing out everything queued.
+    cluster?.stopReading()
     journal.close()
+    await hub.drained()
     cluster?.stop()
     await pushes?.drain()
     postgres?.liveCalls.close()

@@ -24,8 +24,13 @@ final class RecordingPlacement: CallPlacement {
 
   private let state = Locked<(forwards: [Forward], replies: [Reply])>(([], []))
   let owners: [CallID: String]
+  /// Calls this node is taking over, until the hub says they run here.
+  let takingOver: Locked<Set<CallID>>
 
-  init(owners: [CallID: String] = [:]) { self.owners = owners }
+  init(owners: [CallID: String] = [:], takingOver: Set<CallID> = []) {
+    self.owners = owners
+    self.takingOver = Locked(takingOver)
+  }
 
   var forwards: [Forward] { state.withLock { $0.forwards } }
   var replies: [Reply] { state.withLock { $0.replies } }
@@ -37,6 +42,8 @@ final class RecordingPlacement: CallPlacement {
   func running(_ callId: CallID, users: [String]) {}
   func answered(_ callId: CallID) {}
   func finished(_ callId: CallID) {}
+  func isBeingTakenOver(_ callId: CallID) -> Bool { takingOver.current.contains(callId) }
+  func takenOver(_ callIds: Set<CallID>) { takingOver.withLock { $0.subtract(callIds) } }
 
   func forward(_ message: ClientMessage, id: String, from: Identity, session: String, to node: String?) {
     let forward = Forward(
@@ -86,6 +93,28 @@ final class RecordingPlacement: CallPlacement {
     #expect(placement.forwards.count == 1)
     // Calls nobody else runs are still handled here.
     #expect(try await alice.request(.hangup(.init(callId: "near-1"))).knownType == .error)
+    await server.stop()
+  }
+
+  @Test func aRequestAboutACallBeingTakenOverWaitsUntilItRunsHere() async throws {
+    let placement = RecordingPlacement(takingOver: ["taken-1"])
+    let server = try await TestServer(placement: placement)
+    let origin = ForwardedRequest.Origin(node: "n2", sessionID: "s_alice")
+    let alice = Identity(userId: "alice", deviceId: "phone", name: nil)
+    let hangup = ForwardedRequest(message: .hangup(.init(callId: "taken-1")), id: "h1", from: alice, origin: origin)
+    server.server.hub.deliver(.forwarded(hangup))
+    // Another request on the hub's queue, answered: the hangup before it is still waiting.
+    server.server.hub.deliver(
+      .forwarded(ForwardedRequest(message: .ping(.init()), id: "p1", from: alice, origin: origin)))
+    let pinged = await eventually { placement.replies.contains { $0.replyTo == "p1" } }
+    #expect(pinged)
+    #expect(!placement.replies.contains { $0.replyTo == "h1" })
+    // The take-over ends (here the journal had no such call): the hangup is handled then.
+    server.server.hub.deliver(.adopt([], connected: [], then: nil, attempted: ["taken-1"]))
+    let answered = await eventually { placement.replies.contains { $0.replyTo == "h1" } }
+    #expect(answered)
+    #expect(placement.replies.last == .init(type: .error, replyTo: "h1", origin: origin))
+    #expect(!placement.isBeingTakenOver("taken-1"))
     await server.stop()
   }
 

@@ -148,6 +148,52 @@ struct LiveCallStoreTests {
   }
 }
 
+/// A live-call store whose first writes fail, as a database does while it restarts.
+private final class RestartingLiveCallStore: LiveCallStore, @unchecked Sendable {
+  // @unchecked: `failuresLeft` and `attempts` are touched only under `lock`.
+  private let inner: SQLiteLiveCallStore
+  private let lock = NSLock()
+  private var failuresLeft: Int
+  private(set) var attempts = 0
+
+  init(dataDirectory: String, failures: Int) throws {
+    inner = try SQLiteLiveCallStore.open(dataDirectory: dataDirectory)
+    failuresLeft = failures
+  }
+
+  func write(_ changes: [LiveCallChange]) throws {
+    let fail = lock.withLock {
+      attempts += 1
+      failuresLeft -= 1
+      return failuresLeft >= 0
+    }
+    if fail { throw PostgresLikeError() }
+    try inner.write(changes)
+  }
+  func liveCalls() throws -> [StoredLiveCall] { try inner.liveCalls() }
+  func completeInterruptedGroupCalls() throws -> Int { try inner.completeInterruptedGroupCalls() }
+  func callsEnded(since: Int64) throws -> [RecentlyEndedCall] { try inner.callsEnded(since: since) }
+  func isCallIdUsed(_ callId: CallID) throws -> Bool { try inner.isCallIdUsed(callId) }
+
+  struct PostgresLikeError: Error {}
+}
+
+extension LiveCallStoreTests {
+  @Test func aBatchTheStoreRefusesIsRetriedAndReportedOnlyOnceWritten() async throws {
+    let directory = temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let store = try RestartingLiveCallStore(dataDirectory: directory, failures: 3)
+    let journal = CallJournal(store: store, log: Log(level: .error, subsystem: "test"))
+    let reported = Locked<UInt64>(0)
+    journal.start { ticket in reported.withLock { $0 = max($0, ticket) } }
+    let ticket = journal.submit([.put(snapshot("c1"))])
+    journal.close()
+    #expect(store.attempts == 4)
+    #expect(reported.current == ticket)
+    #expect(try store.liveCalls().map(\.snapshot.callId) == ["c1"])
+  }
+}
+
 extension CallRecord {
   fileprivate func with(video: Bool) -> CallRecord {
     var copy = self

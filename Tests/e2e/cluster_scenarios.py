@@ -78,12 +78,22 @@ class ScratchPostgres:
                                                     "-U", "postgres", "--auth=trust", "--no-sync"],
                                 capture_output=True, text=True)
         check(result.returncode == 0, f"initdb failed: {result.stderr.strip()[-500:]}")
-        args = _inside(self.netns) + self._as_owner() + [
-            os.path.join(binaries, "postgres"), "-D", self.directory, "-h", "127.0.0.1", "-p", str(self.port),
-            "-k", self.directory, "-c", "fsync=off", "-c", "max_connections=100", "-c", "shared_buffers=16MB"]
-        self.process = await spawn("postgres", args, self.scratch.file("postgres.log"))
-        await _wait(self.netns, self.port, self.process, timeout=30)
+        await self._run()
         return self
+
+    async def _run(self, log="postgres.log"):
+        args = _inside(self.netns) + self._as_owner() + [
+            os.path.join(_postgres_bin(), "postgres"), "-D", self.directory, "-h", "127.0.0.1", "-p", str(self.port),
+            "-k", self.directory, "-c", "fsync=off", "-c", "max_connections=100", "-c", "shared_buffers=16MB"]
+        self.process = await spawn("postgres", args, self.scratch.file(log))
+        await _wait(self.netns, self.port, self.process, timeout=30)
+
+    async def restart(self, down=2.0):
+        """Kills the server (SIGKILL: a crash), waits `down` seconds, and starts it again on the same
+        data and port (crash recovery replays its log)."""
+        await self.process.stop()
+        await asyncio.sleep(down)
+        await self._run("postgres-2.log")
 
     async def stop(self):
         if self.process:
@@ -107,11 +117,18 @@ class ScratchRedis:
         binary = shutil.which("redis-server") or "/usr/bin/redis-server"
         directory = self.scratch.file("redis")
         os.makedirs(directory, exist_ok=True)
-        args = _inside(self.netns) + [binary, "--bind", "127.0.0.1", "--port", str(self.port),
-                "--save", "", "--appendonly", "no", "--dir", directory]
-        self.process = await spawn("redis", args, self.scratch.file("redis.log"))
+        self._args = _inside(self.netns) + [binary, "--bind", "127.0.0.1", "--port", str(self.port),
+                                            "--save", "", "--appendonly", "no", "--dir", directory]
+        self.process = await spawn("redis", self._args, self.scratch.file("redis.log"))
         await _wait(self.netns, self.port, self.process)
         return self
+
+    async def restart(self, down=2.0):
+        """Kills Redis and starts it again, empty (no persistence), on the same port."""
+        await self.process.stop()
+        await asyncio.sleep(down)
+        self.process = await spawn("redis", self._args, self.scratch.file("redis-2.log"))
+        await _wait(self.netns, self.port, self.process)
 
     async def stop(self):
         if self.process:
@@ -187,17 +204,21 @@ async def sessions_connected(netns, node):
     raise Failure(f"{node.url}/metrics has no dialtone_sessions_connected")
 
 
-async def cluster_of(s, stack, count=3, media=True, extra=()):
+async def cluster_of(s, stack, count=3, media=True, extra=(), services=None):
     """Three nodes, PostgreSQL and Redis in a MediaNamespace (for CLI peers), or on this host's
-    loopback (`media=False`, for raw protocol clients)."""
+    loopback (`media=False`, for raw protocol clients). `services`, a dict, gets the PostgreSQL and
+    Redis servers."""
     ns = stack(await MediaNamespace().start()) if media else None
     netns = ns.NS if ns else None
     postgres = stack(await ScratchPostgres(s, netns).start())
     redis = stack(await ScratchRedis(s, netns).start())
+    if services is not None:
+        services.update(postgres=postgres, redis=redis)
     nodes = []
     for index in range(count):
         node = Server(s, netns=netns, extra=["--database-url", postgres.url, "--redis-url", redis.url,
-                                             "--node-name", f"n{index + 1}", "--log-level", "info", *extra])
+                                             "--node-name", f"n{index + 1}", "--log-level",
+                                             os.environ.get("DIALTONE_E2E_CLUSTER_LOG", "info"), *extra])
         # Each node its own data directory (the shared state is in PostgreSQL and Redis).
         node.scratch = _NodeScratch(s, index + 1)
         nodes.append(stack(await node.start()))
@@ -379,3 +400,77 @@ async def a_rolling_restart_of_every_node_fails_no_call_set_up(s, stack):
     check(not problems, f"{summary(problems)} [{driver_stats(driver)}]")
     print(f"  rolling restart: {driver_stats(driver)}", flush=True)
 
+
+
+async def _calls_while(s, stack, restart, prefix):
+    """A steady stream of scripted calls (raw protocol clients, through a balancer over three
+    nodes) while `restart(services)` runs: the driver, the moment it returned, the problems the
+    histories show with what the clients saw acknowledged, and the sessions' skipped seqs."""
+    services = {}
+    _, nodes = await cluster_of(s, stack, media=False, extra=DRIVER_FLAGS, services=services)
+    balancer = stack(await Balancer(s, None, [n.port for n in nodes]).start())
+    driver = stack(CallDriver("127.0.0.1", balancer.port, nodes[0].token, pairs=4, total=10_000, prefix=prefix,
+                              hold=(0.2, 0.6)))
+    await driver.start()
+    driver.run()
+    await asyncio.sleep(2)
+    check(driver.acked_count("accept") > 0, "no call was set up before the restart")
+    await restart(services)
+    back = time.time()
+    # Calls are set up again: 20 accepts acknowledged after the restart, then no new call starts.
+    deadline = time.time() + 45
+    while time.time() < deadline and sum(1 for c in driver.calls.values() if c.acked.get("accept", 0) > back) < 20:
+        await asyncio.sleep(0.5)
+    driver.total = driver.started
+    await driver.wait(60)
+    await driver.end_unfinished()
+    histories = await settled_histories(nodes[0], driver, timeout=20)
+    save_log(s, driver, back=back)
+    after = sum(1 for c in driver.calls.values() if c.acked.get("accept", 0) > back)
+    check(after >= 20, f"only {after} calls were set up after the restart [{driver_stats(driver)}]")
+    problems = history_problems(driver, histories)
+    gaps = {x.name: x.gaps for x in driver.sessions if x.gaps}
+    check(not driver.errors, f"the driver's script failed: {driver.errors[:3]}")
+    check(not gaps, f"sessions skipped seqs: {gaps}")
+    check(not problems, f"{summary(problems)} [{driver_stats(driver)}]")
+    return driver, back
+
+
+@scenario
+@time_limit(150)
+async def redis_restarted_under_calls_means_errors_or_resyncs_never_a_gap(s, stack):
+    """Redis is killed under a steady stream of calls and started again empty 2 s later (as
+    without persistence). While it is away, hellos and requests get errors and sockets close with
+    4503; once it is back every node notices the lost state and closes its sockets (4503), and
+    every device reconnects with `resync` (its session is gone), never `resumed`, and makes calls
+    again. No session skips a seq, and what the clients saw acknowledged is in the histories."""
+    async def restart(services):
+        await services["redis"].restart(down=2)
+
+    driver, back = await _calls_while(s, stack, restart, "x")
+    for session in driver.sessions:
+        later = [w for t, w in session.welcomes if t > back]
+        check(later, f"{session.name} was not closed when Redis came back empty")
+        # The first welcome after is a resync; a later resume may only be of a session opened since.
+        fresh = {w.get("sessionId") for w in later if not w.get("resumed")}
+        check(later[0].get("resync") and all(w.get("sessionId") in fresh for w in later if w.get("resumed")),
+              f"{session.name} resumed a session Redis no longer had: "
+              f"{[(w.get('sessionId'), w.get('resumed'), w.get('resync')) for w in later]}")
+    closes = sum(1 for x in driver.sessions for _, what in x.history if what.startswith("closed 4503"))
+    print(f"  redis restart: {closes} sockets closed with 4503; {driver_stats(driver)}", flush=True)
+
+
+@scenario
+@time_limit(150)
+async def postgres_restarted_under_calls_delays_answers_and_loses_none(s, stack):
+    """PostgreSQL is killed under a steady stream of calls and started again 2 s later. Meanwhile
+    invites are refused with `internal` (a call id cannot be checked; the client may try again)
+    and the changes of calls in progress wait in each node's journal, their answers with them.
+    Afterwards every request the clients saw acknowledged is in the histories as they saw it, no
+    session skips a seq, and calls are set up again."""
+    async def restart(services):
+        await services["postgres"].restart(down=2)
+
+    driver, _ = await _calls_while(s, stack, restart, "y")
+    refused = sum(1 for c in driver.calls.values() if c.refused.get("invite"))
+    print(f"  postgres restart: {refused} invites refused meanwhile; {driver_stats(driver)}", flush=True)

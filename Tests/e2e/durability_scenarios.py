@@ -251,7 +251,11 @@ def save_log(s, driver, **context):
     with open(s.file("calls.json"), "w") as f:
         json.dump({"context": context, "calls": [
             {"callId": c.call_id, "caller": c.caller, "callee": c.callee, "acked": c.acked, "refused": c.refused,
-             "notes": c.notes} for c in driver.calls.values()]}, f, indent=1)
+             "notes": c.notes} for c in driver.calls.values()],
+            "sessions": [{"name": x.name, "lastSeq": x.last_seq, "gaps": x.gaps, "pending": list(x.pending),
+                          "history": x.history, "failure": x.failure,
+                          "welcomes": [(t, w.get("sessionId"), w.get("resumed"), w.get("resync"))
+                                       for t, w in x.welcomes]} for x in driver.sessions]}, f, indent=1)
 
 
 def driver_stats(driver):

@@ -159,6 +159,7 @@ class Session:
         self.pending = {}       # id -> [message, future, rate-limit retries]; dict order = send order
         self.resent = 0         # requests sent again after a reconnect
         self.gaps = []          # (last seq, seq received) wherever a session's seqs skipped one
+        self.history = []       # (time.time(), what happened to a socket), for a failed run's log
         self.failure = None     # why the session stopped for good
         self.running = False
         self._changed = asyncio.Event()
@@ -201,12 +202,24 @@ class Session:
         return self.welcomes[-1][0] if self.welcomes else 0.0
 
     async def _run(self):
+        try:
+            await self._reconnecting()
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # a bug of the script itself: the session says so, it does not just stop
+            self.history.append((time.time(), f"the session's loop failed: {error!r}"))
+            self._fail(f"the session's loop failed: {error!r}")
+
+    async def _reconnecting(self):
         backoff = 0.05
         since = time.monotonic()
         while self.running:
             try:
                 ws = await WebSocket.connect(self.host, self.port)
-            except (OSError, asyncio.TimeoutError, DriverError):
+            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
+                    DriverError) as error:
+                # A node that is stopping may accept the connection and close it unanswered (EOF).
+                self.history.append((time.time(), f"connect failed: {error!r}"))
                 if time.monotonic() - since > self.give_up:
                     self._fail(f"no connection for {self.give_up:.0f} s")
                     return
@@ -214,6 +227,7 @@ class Session:
                 backoff = min(backoff * 2, 0.5)
                 continue
             welcomed = await self._serve(ws)
+            self.history.append((time.time(), f"closed {ws.close_code} (welcomed: {welcomed})"))
             if welcomed:
                 backoff, since = 0.05, time.monotonic()
             if ws.close_code in FINAL_CLOSES and self.running:
@@ -249,10 +263,12 @@ class Session:
         try:
             text = await asyncio.wait_for(ws.recv(), 10)
         except asyncio.TimeoutError:
+            self.history.append((time.time(), "no welcome in 10 s"))
             ws.close(1001)
             return False
         first = self._decode(text)
         if first is None or first.get("type") != "welcome":
+            self.history.append((time.time(), f"hello answered {text!r:.200}"))
             if first is not None and first.get("type") == "error" and first.get("code") == "unauthorized":
                 self._fail(f"hello refused: {first}")
             ws.close(1000 if first is None else 1001)

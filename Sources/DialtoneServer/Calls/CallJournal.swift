@@ -41,12 +41,42 @@ final class CallJournal: @unchecked Sendable {
     }
   }
 
-  /// Waits until everything submitted so far is written, then stops the thread.
+  /// Waits until everything submitted so far is written and reported, then stops the thread.
   func close() {
     condition.withLock {
       closing = true
       condition.broadcast()
       while committed < submitted { condition.wait() }
+    }
+  }
+
+  /// How long a batch is retried while the store cannot be written (a database restarting):
+  /// the outcomes behind it wait meanwhile, then go on unwritten.
+  static let retryWindow: Duration = .seconds(30)
+
+  /// Writes a batch, retrying (0.1 s, doubling to 2 s) for `retryWindow` while the store fails:
+  /// what was acknowledged is then on disk once the database is back. Past the window the calls
+  /// go on in memory, and only a restart before they end would lose them.
+  private func write(_ batch: [LiveCallChange]) {
+    let started = ContinuousClock.now
+    var pause = Duration.milliseconds(100)
+    while true {
+      do {
+        try store.write(batch)
+        if pause > .milliseconds(100) { log.info("the live-call store answers again") }
+        return
+      } catch {
+        if ContinuousClock.now - started >= Self.retryWindow {
+          log.error(
+            "could not store \(batch.count) live-call change(s) for \(Self.retryWindow): \(error); going on without")
+          return
+        }
+        if pause == .milliseconds(100) {
+          log.error("could not store \(batch.count) live-call change(s): \(error); retrying until the store answers")
+        }
+        Thread.sleep(forTimeInterval: Double(pause.components.seconds) + Double(pause.components.attoseconds) / 1e18)
+        pause = min(pause * 2, .seconds(2))
+      }
     }
   }
 
@@ -59,19 +89,14 @@ final class CallJournal: @unchecked Sendable {
       let upTo = submitted
       queue = []
       condition.unlock()
-      do {
-        try store.write(batch)
-      } catch {
-        // The calls go on in memory; only a restart before they end would lose them.
-        log.error("could not store \(batch.count) live-call change(s): \(error)")
-      }
+      write(batch)
+      // Reported before `close` can return: what the hub does with the outcomes it held then
+      // comes before whatever the closer does next.
+      let report = condition.withLock { onCommit }
+      report?(upTo)
       condition.lock()
       committed = upTo
       condition.broadcast()
-      let report = onCommit
-      condition.unlock()
-      report?(upTo)
-      condition.lock()
     }
     condition.unlock()
   }

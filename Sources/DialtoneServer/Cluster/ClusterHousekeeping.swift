@@ -53,7 +53,7 @@ final class ClusterHousekeeping: Sendable {
         try link.adoptOrphans(connection)
         schedule.nextScan = started + settings.lease / 2
       }
-      RedisLoopThread.sleep(settings.heartbeat - (clock.now - started))
+      self.loop.pause(settings.heartbeat - (clock.now - started))
     }
   }
 

@@ -19,8 +19,9 @@ final class ClusterInboxReader: Sendable {
 
   func start(_ deliver: @escaping @Sendable ([ClusterLetter]) -> Void) {
     let (settings, log) = (settings, log)
-    // The wait must stay shorter than the connection's command timeout.
-    let wait = Duration.milliseconds(500)
+    // The wait must stay shorter than the connection's command timeout, and bounds how long
+    // `stop` waits for the read in progress (a letter arrives at once whatever it is).
+    let wait = Duration.milliseconds(100)
     // The state is the id of the last letter handed on.
     loop.start("0", failing: "cannot read this node's inbox", recovered: "reading this node's inbox again") {
       after, connection in

@@ -49,6 +49,8 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
   let poison = Locked(SessionPoison())
   /// What this node last read of the cluster's mark: a different one means Redis lost its state.
   let clusterMark = Locked<String?>(nil)
+  /// Calls whose lease this node is winning and whose journal it is reading (`beginTakeOver`).
+  private let adopting = Locked<Set<CallID>>([])
   /// Session steps the hub asked for since its last `flush`, run as one transaction then.
   let batch = Locked<[PendingStep]>([])
 
@@ -113,14 +115,18 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     housekeeping.start(self)
   }
 
+  /// Stops reading this node's inbox (the first step of leaving): requests other nodes send
+  /// from now on wait there until they are routed again to whoever takes the calls over.
+  func stopReading() { reader.stop() }
+
   /// Leaves the cluster at once, once the journal has everything (`DialtoneServer.stop`): the
   /// leases of its calls are released, so the first request about one, or the next scan, has
   /// another node take it over from the journal with its deadlines, and its devices stop
   /// counting as this node's.
   func stop() {
     stopped.withLock { $0 = true }
-    housekeeping.stop()
     reader.stop()
+    housekeeping.stop()
     let node = thisNode
     let settings = settings
     let handedOver = owned.withLock { calls in
@@ -138,7 +144,7 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
       if !handedOver.isEmpty { log.info("handed \(handedOver.count) call(s) over to the other nodes") }
     }
     if queued { _ = done.wait(timeout: .now() + 5) }
-    sender.close()
+    if !sender.close(waitingUpTo: .seconds(5)) { log.warning("cluster traffic was still waiting for Redis at exit") }
   }
 
   // MARK: - Devices (RemoteDevices)
@@ -286,17 +292,22 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
       case .unowned:
         // Nobody runs it: a call its draining node handed over, or one whose lease lapsed, is
         // in the shared journal and runs here from now on; any other is answered from here.
+        beginTakeOver([callId])
         if try ownership.claim(callId, for: thisNode) {
-          if try !adopt([callId], connection) { try ownership.release(callId, by: thisNode) }
+          if try !adopt([callId], connection, then: request) { try ownership.release(callId, by: thisNode) }
+          return
         }
-        return handleHere(request)
+        // Another node claimed it meanwhile (it took the call over): the request goes there.
+        endTakeOver([callId])
       case .full: return refuse(request, "the node running this call is overloaded; try again")
       case .ownerDead(let dead):
+        beginTakeOver([callId])
         if try forwarding.takeOver(callId, from: dead, for: thisNode, lease: settings.lease) {
           log.info("took over call \(callId) from node \(dead), which stopped", callId: callId)
-          try adopt([callId], connection)
-          return handleHere(request)
+          try adopt([callId], connection, then: request)
+          return
         }
+        endTakeOver([callId])
       // Another node took it over first: send it there.
       }
     }
@@ -331,9 +342,12 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     case .sent: return awaitAnswer(request)
     case .full: return refuse(request, "the node running this call is overloaded; try again")
     case .ownerDead(let dead):
+      beginTakeOver([other])
       if try forwarding.takeOver(other, from: dead, for: thisNode, lease: settings.lease) {
         log.info("took over call \(other) from node \(dead), which stopped", callId: other)
         try adopt([other], connection)
+      } else {
+        endTakeOver([other])
       }
     case .ownedHere, .unowned: break
     }
@@ -363,39 +377,58 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
 
   // MARK: - Taking calls over
 
+  /// A call's lease is about to be won here: requests about it that reach the hub meanwhile (a
+  /// letter from a node that already sees this node as the owner) wait for it to run here
+  /// (`isBeingTakenOver`), instead of finding no such call.
+  private func beginTakeOver(_ callIds: Set<CallID>) { adopting.withLock { $0.formUnion(callIds) } }
+  private func endTakeOver(_ callIds: Set<CallID>) { adopting.withLock { $0.subtract(callIds) } }
+
+  func isBeingTakenOver(_ callId: CallID) -> Bool { adopting.withLock { $0.contains(callId) } }
+  func takenOver(_ callIds: Set<CallID>) { endTakeOver(callIds) }
+
   /// Loads the named calls (whose leases this node now holds) from the shared journal and runs
-  /// them here, with the devices of their users that are connected elsewhere counted as such.
-  /// Whether any was live.
+  /// them here, with the devices of their users that are connected elsewhere counted as such,
+  /// then handles `request`, all in one hub event (which also ends the take-over that
+  /// `beginTakeOver` started, live calls or not). Whether any was live.
   @discardableResult
-  func adopt(_ callIds: Set<CallID>, _ connection: RedisConnection) throws(RedisError) -> Bool {
+  func adopt(_ callIds: Set<CallID>, _ connection: RedisConnection, then request: ForwardedRequest? = nil)
+    throws(RedisError) -> Bool
+  {
     let stored: [StoredLiveCall]
     do {
       stored = try liveCalls.liveCalls().filter { callIds.contains($0.snapshot.callId) }
     } catch {
       log.error("cannot read the calls to take over: \(error)")
+      stored = []
+    }
+    guard !stored.isEmpty else {
+      hub.current?.deliver(.adopt([], connected: [], then: request, attempted: callIds))
       return false
     }
-    guard !stored.isEmpty else { return false }
     owned.withLock {
       for call in stored {
         $0[call.snapshot.callId] = [call.snapshot.caller.userId, call.snapshot.calleeId]
       }
     }
-    var connected: [ClusterLetter] = []
+    var connected: [Identity] = []
     let presence = ClusterPresence(connection, nodeExpiry: settings.nodeExpiry)
-    for user in Set(stored.flatMap { [$0.snapshot.caller.userId, $0.snapshot.calleeId] }).sorted() {
-      for holder in try presence.devices(of: user) where holder.connected {
-        connected.append(
-          .device(Identity(userId: user, deviceId: holder.deviceId, name: nil), connected: true, newSession: false))
+    do throws(RedisError) {
+      for user in Set(stored.flatMap { [$0.snapshot.caller.userId, $0.snapshot.calleeId] }).sorted() {
+        for holder in try presence.devices(of: user) where holder.connected {
+          connected.append(Identity(userId: user, deviceId: holder.deviceId, name: nil))
+        }
       }
+    } catch {
+      // The calls run here all the same; their devices count as they reconnect.
+      log.error("cannot read the presence of the calls taken over: \(error)")
     }
-    hub.current?.deliver(.adopt(stored))
-    if !connected.isEmpty { hub.current?.deliver(.cluster(connected)) }
+    hub.current?.deliver(.adopt(stored, connected: connected, then: request, attempted: callIds))
     return true
   }
 
-  /// The calls of the shared journal that nobody runs (their node died, or handed them over):
-  /// this node takes those it wins.
+  /// The calls of the shared journal that nobody runs (their node died, or handed them over),
+  /// found on the housekeeping thread: the sender thread then takes those it wins, in its order
+  /// with the requests it routes (one about such a call waits for the call to run here).
   func adoptOrphans(_ connection: RedisConnection) throws(RedisError) {
     let stored: [StoredLiveCall]
     do {
@@ -405,13 +438,33 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
       return
     }
     let ownership = CallOwnership(connection, leaseDuration: settings.lease)
+    let presence = ClusterPresence(connection, nodeExpiry: settings.nodeExpiry)
+    var orphans: [CallID: [String]] = [:]
+    let mine = owned.current
+    for call in stored where mine[call.snapshot.callId] == nil {
+      let callId = call.snapshot.callId
+      if let owner = try ownership.owner(of: callId) {
+        if owner == thisNode { continue }
+        if try presence.isAlive(owner) { continue }
+      }
+      orphans[callId] = [call.snapshot.caller.userId, call.snapshot.calleeId]
+    }
+    guard !orphans.isEmpty else { return }
+    let found = orphans
+    submit("taking over \(found.count) call(s)") { [self] connection throws(RedisError) in
+      try claimOrphans(found, connection)
+    }
+  }
+
+  private func claimOrphans(_ orphans: [CallID: [String]], _ connection: RedisConnection) throws(RedisError) {
+    let ownership = CallOwnership(connection, leaseDuration: settings.lease)
     let forwarding = CallForwarding(connection, mailbox: Self.mailbox(connection, settings))
     let presence = ClusterPresence(connection, nodeExpiry: settings.nodeExpiry)
     var won: Set<CallID> = []
     let mine = owned.current
-    for call in stored where mine[call.snapshot.callId] == nil {
-      let callId = call.snapshot.callId
-      let users = [call.snapshot.caller.userId, call.snapshot.calleeId]
+    beginTakeOver(Set(orphans.keys))
+    defer { endTakeOver(Set(orphans.keys).subtracting(won)) }
+    for (callId, users) in orphans.sorted(by: { $0.key < $1.key }) where mine[callId] == nil {
       if let owner = try ownership.owner(of: callId) {
         if owner != thisNode, try !presence.isAlive(owner),
           try forwarding.takeOver(callId, from: owner, for: thisNode, lease: settings.lease)
@@ -424,7 +477,10 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     }
     guard !won.isEmpty else { return }
     log.info("took over \(won.count) call(s) that no running node held")
-    try adopt(won, connection)
+    if try !adopt(won, connection) {
+      // Ended meanwhile (its end reached the journal after the scan read it): nothing to run.
+      for callId in won { try ownership.release(callId, by: thisNode) }
+    }
   }
 
   /// Renews the leases of the calls this node runs; a lease lost (a pause longer than the lease)

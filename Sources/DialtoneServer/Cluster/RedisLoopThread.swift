@@ -12,6 +12,11 @@ final class RedisLoopThread: Sendable {
   private let retryPause: Duration
   private let log: Log
   private let running = Locked(false)
+  /// Signalled when the thread has left its loop (`stop` waits for it: a process that exits
+  /// while a step still runs would tear libraries down under it).
+  private let finished = DispatchSemaphore(value: 0)
+  /// Signalled by `stop`, to end a `pause` early.
+  private let wake = DispatchSemaphore(value: 0)
 
   init(name: String, redis: RedisConfiguration, retryPause: Duration, log: Log) {
     self.name = name
@@ -31,7 +36,22 @@ final class RedisLoopThread: Sendable {
     thread.start()
   }
 
-  func stop() { running.withLock { $0 = false } }
+  /// Ends the loop after its current step, and waits up to `wait` for that step to end.
+  func stop(waitingUpTo wait: Duration = .seconds(3)) {
+    let wasRunning = running.withLock { running in
+      defer { running = false }
+      return running
+    }
+    guard wasRunning else { return }
+    wake.signal()
+    _ = finished.wait(timeout: .now() + wait.seconds)
+  }
+
+  /// Waits between steps (a step calls it); `stop` ends the wait.
+  func pause(_ duration: Duration) {
+    guard duration > .zero, running.current else { return }
+    _ = wake.wait(timeout: .now() + duration.seconds)
+  }
 
   private func run<State>(
     _ initial: State, failing: String, recovered: String, step: (inout State, RedisConnection) throws -> Void
@@ -59,14 +79,10 @@ final class RedisLoopThread: Sendable {
         failed = true
         connection?.close()
         connection = nil
-        Self.sleep(retryPause)
+        pause(retryPause)
       }
     }
     connection?.close()
-  }
-
-  static func sleep(_ duration: Duration) {
-    guard duration > .zero else { return }
-    Thread.sleep(forTimeInterval: duration.seconds)
+    finished.signal()
   }
 }

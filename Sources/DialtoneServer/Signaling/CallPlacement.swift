@@ -53,6 +53,11 @@ protocol CallPlacement: Sendable {
   func answered(_ callId: CallID)
   /// A call this hub ran ended (its end is in the journal): nobody runs it any more.
   func finished(_ callId: CallID)
+  /// Whether this node is taking the call over right now: a request about it waits for the
+  /// call to run here (`takenOver`).
+  func isBeingTakenOver(_ callId: CallID) -> Bool
+  /// The hub runs these calls now (or found them ended).
+  func takenOver(_ callIds: Set<CallID>)
 }
 
 /// One server: every call runs here.
@@ -64,4 +69,6 @@ struct LocalCalls: CallPlacement {
   func running(_ callId: CallID, users: [String]) {}
   func answered(_ callId: CallID) {}
   func finished(_ callId: CallID) {}
+  func isBeingTakenOver(_ callId: CallID) -> Bool { false }
+  func takenOver(_ callIds: Set<CallID>) {}
 }

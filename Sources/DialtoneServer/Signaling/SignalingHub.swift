@@ -87,6 +87,9 @@ public actor SignalingHub {
   private var heldRequests: Set<String> = []
   /// Requests other nodes forwarded, answered once however often they come.
   private var forwardedAnswers = ForwardedAnswers()
+  /// Requests about calls this node is taking over, until they run here (a few per call).
+  private var awaitingTakeOver: [CallID: [ForwardedRequest]] = [:]
+  static let maxAwaitingTakeOver = 64
   /// Set by `prepareForShutdown()`: sockets closed by the shutdown leave their calls as they are
   /// (no grace starts), so that the restarted server carries on with them.
   var shuttingDown = false
@@ -192,6 +195,10 @@ public actor SignalingHub {
   }
 
   func prepareForShutdown() { shuttingDown = true }
+
+  /// Returns once every event delivered before the call has been handled (the executor runs
+  /// them in order), and what they stored is flushed.
+  func drained() { shared?.flush() }
 
   // MARK: - Handing calls between nodes
 
@@ -302,8 +309,14 @@ public actor SignalingHub {
     case .cluster(let letters):
       for letter in letters { handle(letter) }
 
-    case .adopt(let stored):
+    case .adopt(let stored, let connected, let request, let attempted):
       adopt(stored)
+      for identity in connected { handle(.device(identity, connected: true, newSession: false)) }
+      placement.takenOver(attempted)
+      for callId in attempted.sorted() {
+        for waiting in awaitingTakeOver.removeValue(forKey: callId) ?? [] { handleForwarded(waiting) }
+      }
+      if let request { handleForwarded(request) }
 
     case .relinquish(let callIds):
       let kept = Set(callIds).subtracting(relinquish(callIds))
@@ -666,6 +679,18 @@ public actor SignalingHub {
   /// A request another node forwarded: handled like one of this node's devices', except that the
   /// answer, once the journal has it, goes back to the node it came from.
   private func handleForwarded(_ request: ForwardedRequest) {
+    if let callId = request.message.callId, !runsHere(callId), placement.isBeingTakenOver(callId) {
+      // The lease is won, the journal being read: the request is handled once the call runs here.
+      guard awaitingTakeOver[callId, default: []].count < Self.maxAwaitingTakeOver else {
+        return answerForwarded(
+          .error(
+            .init(
+              replyTo: request.id, code: .internal, message: "the call is being taken over; try again", callId: callId)),
+          request)
+      }
+      awaitingTakeOver[callId, default: []].append(request)
+      return
+    }
     if case .quality(let report) = request.message {
       return takeQuality(report, id: request.id, from: request.from, answer: .forwarded(request))
     }

@@ -20,8 +20,10 @@ enum HubEvent: Sendable {
   case forwarded(ForwardedRequest)
   /// Letters from other nodes of a cluster, in the order they were sent.
   case cluster([ClusterLetter])
-  /// Live calls this node took over (their node died or handed them over), from the journal.
-  case adopt([StoredLiveCall])
+  /// Live calls this node took over (their node died or handed them over), from the journal;
+  /// the devices of their users connected on any node; then the request that found them. The
+  /// take-over of `attempted` is over, live calls or not: requests about them waiting go on.
+  case adopt([StoredLiveCall], connected: [Identity], then: ForwardedRequest?, attempted: Set<CallID>)
   /// Live calls another node runs now (this one lost their leases): they stop running here.
   case relinquish([CallID])
   /// A hello's session, opened or resumed in the cluster's store (`SharedSessions`).
