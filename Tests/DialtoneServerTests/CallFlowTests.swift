@@ -44,7 +44,7 @@ extension TestServer {
 }
 
 /// Alice calls Bob, whose phone and laptop both ring.
-private func ringingOnTwoDevices(_ server: TestServer) async throws -> (
+private func ringingOnTwoDevices(_ server: CallFlowStack) async throws -> (
   SignalingProbe, SignalingProbe, SignalingProbe, CallID
 ) {
   let alice = try await server.connect("alice")
@@ -57,282 +57,299 @@ private func ringingOnTwoDevices(_ server: TestServer) async throws -> (
   return (alice, bobPhone, bobLaptop, call)
 }
 
-@Suite(.serialized) struct CallFlowTests {
-  @Test func acceptWithTrickleAndAnsweredElsewhere() async throws {
-    let server = try await TestServer()
-    let alice = try await server.connect("alice", device: "phone", name: "Alice")
-    let bobPhone = try await server.connect("bob", device: "phone")
-    let bobLaptop = try await server.connect("bob", device: "laptop")
-    let call = callID()
+/// Every call flow runs on one server and on a cluster of three nodes whose users sit on
+/// different nodes (`CallFlowStack`): the cluster must behave as one server.
+@Suite(.scratchPostgres, .scratchRedis, .serialized) struct CallFlowTests {
+  @Test(arguments: Deployment.allCases) func acceptWithTrickleAndAnsweredElsewhere(_ deployment: Deployment)
+    async throws
+  {
+    try await CallFlowStack.with(deployment) { server in
+      let alice = try await server.connect("alice", device: "phone", name: "Alice")
+      let bobPhone = try await server.connect("bob", device: "phone")
+      let bobLaptop = try await server.connect("bob", device: "laptop")
+      let call = callID()
 
-    let ack = try await alice.invite(call, to: "bob")
-    #expect(ack.isAck && ack.callId == call)
-    for bob in [bobPhone, bobLaptop] {
-      guard case .invite(let invite) = try await bob.expect(.invite) else { return }
-      #expect(invite.from == Peer(userId: "alice", deviceId: "phone", name: "Alice"))
-      #expect(invite.offer?.sdp == offerSDP)
+      let ack = try await alice.invite(call, to: "bob")
+      #expect(ack.isAck && ack.callId == call)
+      for bob in [bobPhone, bobLaptop] {
+        guard case .invite(let invite) = try await bob.expect(.invite) else { return }
+        #expect(invite.from == Peer(userId: "alice", deviceId: "phone", name: "Alice"))
+        #expect(invite.offer?.sdp == offerSDP)
+      }
+      #expect(try await bobPhone.act(.ringing(.init(callId: call))).isAck)
+      guard case .ringing(let ringing) = try await alice.expect(.ringing) else { return }
+      #expect(ringing.from.deviceId == "phone")
+
+      // Caller candidates trickle to every ringing device.
+      #expect(try await alice.candidateFor(call, 1).isAck)
+      for bob in [bobPhone, bobLaptop] { #expect(try await bob.expect(.candidate).callId == call) }
+
+      #expect(
+        try await bobPhone.act(.accept(.init(callId: call, answer: SessionDescription(sdp: answerSDP)))).isAck)
+      guard case .accept(let accepted) = try await alice.expect(.accept) else { return }
+      #expect(accepted.answer?.sdp == answerSDP && accepted.from.deviceId == "phone")
+      #expect(try await bobLaptop.expect(.callEnded).endReason == .answeredElsewhere)
+
+      // After accept only the answering device is in the call, both ways.
+      #expect(try await bobPhone.candidateFor(call, 2).isAck)
+      guard case .candidate(let fromBob) = try await alice.expect(.candidate) else { return }
+      #expect(fromBob.candidate == candidate(2))
+      #expect(try await alice.candidateFor(call, 3).isAck)
+      guard case .candidate(let toBob) = try await bobPhone.expect(.candidate) else { return }
+      #expect(toBob.candidate == candidate(3))
+      try await bobLaptop.expectQuiet()
+      #expect(try await bobLaptop.candidateFor(call, 4).errorCode == .invalidState)
+
+      #expect(try await alice.act(.hangup(.init(callId: call))).isAck)
+      guard case .callEnded(let ended) = try await bobPhone.expect(.callEnded) else { return }
+      #expect(ended.reason == .hangup && ended.from?.userId == "alice")
     }
-    #expect(try await bobPhone.act(.ringing(.init(callId: call))).isAck)
-    guard case .ringing(let ringing) = try await alice.expect(.ringing) else { return }
-    #expect(ringing.from.deviceId == "phone")
-
-    // Caller candidates trickle to every ringing device.
-    #expect(try await alice.candidateFor(call, 1).isAck)
-    for bob in [bobPhone, bobLaptop] { #expect(try await bob.expect(.candidate).callId == call) }
-
-    #expect(
-      try await bobPhone.act(.accept(.init(callId: call, answer: SessionDescription(sdp: answerSDP)))).isAck)
-    guard case .accept(let accepted) = try await alice.expect(.accept) else { return }
-    #expect(accepted.answer?.sdp == answerSDP && accepted.from.deviceId == "phone")
-    #expect(try await bobLaptop.expect(.callEnded).endReason == .answeredElsewhere)
-
-    // After accept only the answering device is in the call, both ways.
-    #expect(try await bobPhone.candidateFor(call, 2).isAck)
-    guard case .candidate(let fromBob) = try await alice.expect(.candidate) else { return }
-    #expect(fromBob.candidate == candidate(2))
-    #expect(try await alice.candidateFor(call, 3).isAck)
-    guard case .candidate(let toBob) = try await bobPhone.expect(.candidate) else { return }
-    #expect(toBob.candidate == candidate(3))
-    try await bobLaptop.expectQuiet()
-    #expect(try await bobLaptop.candidateFor(call, 4).errorCode == .invalidState)
-
-    #expect(try await alice.act(.hangup(.init(callId: call))).isAck)
-    guard case .callEnded(let ended) = try await bobPhone.expect(.callEnded) else { return }
-    #expect(ended.reason == .hangup && ended.from?.userId == "alice")
-    await server.stop()
   }
 
-  @Test func declineEndsTheCallOnEveryDevice() async throws {
-    let server = try await TestServer()
-    let (alice, bobPhone, bobLaptop, call) = try await ringingOnTwoDevices(server)
-    #expect(try await bobLaptop.act(.decline(.init(callId: call))).isAck)
-    #expect(try await alice.expect(.callEnded).endReason == .declined)
-    #expect(try await bobPhone.expect(.callEnded).endReason == .declinedElsewhere)
-    #expect(try await bobPhone.act(.accept(.init(callId: call))).errorCode == .invalidState)
-    await server.stop()
+  @Test(arguments: Deployment.allCases) func declineEndsTheCallOnEveryDevice(_ deployment: Deployment) async throws {
+    try await CallFlowStack.with(deployment) { server in
+      let (alice, bobPhone, bobLaptop, call) = try await ringingOnTwoDevices(server)
+      #expect(try await bobLaptop.act(.decline(.init(callId: call))).isAck)
+      #expect(try await alice.expect(.callEnded).endReason == .declined)
+      #expect(try await bobPhone.expect(.callEnded).endReason == .declinedElsewhere)
+      #expect(try await bobPhone.act(.accept(.init(callId: call))).errorCode == .invalidState)
+    }
   }
 
-  @Test func busyDeviceAndBusyCallee() async throws {
-    let server = try await TestServer()
-    let alice = try await server.connect("alice")
-    let bobPhone = try await server.connect("bob", device: "phone")
-    let bobLaptop = try await server.connect("bob", device: "laptop")
-    let carol = try await server.connect("carol")
+  @Test(arguments: Deployment.allCases) func busyDeviceAndBusyCallee(_ deployment: Deployment) async throws {
+    try await CallFlowStack.with(deployment) { server in
+      let alice = try await server.connect("alice")
+      let bobPhone = try await server.connect("bob", device: "phone")
+      let bobLaptop = try await server.connect("bob", device: "laptop")
+      let carol = try await server.connect("carol")
 
-    // A device that is busy (say, in a cellular call) ends the call as busy.
-    let first = callID()
-    _ = try await alice.invite(first, to: "bob")
-    _ = try await bobPhone.expect(.invite)
-    _ = try await bobLaptop.expect(.invite)
-    #expect(try await bobPhone.act(.busy(.init(callId: first))).isAck)
-    #expect(try await alice.expect(.callEnded).endReason == .busy)
-    #expect(try await bobLaptop.expect(.callEnded).endReason == .declinedElsewhere)
+      // A device that is busy (say, in a cellular call) ends the call as busy.
+      let first = callID()
+      _ = try await alice.invite(first, to: "bob")
+      _ = try await bobPhone.expect(.invite)
+      _ = try await bobLaptop.expect(.invite)
+      #expect(try await bobPhone.act(.busy(.init(callId: first))).isAck)
+      #expect(try await alice.expect(.callEnded).endReason == .busy)
+      #expect(try await bobLaptop.expect(.callEnded).endReason == .declinedElsewhere)
 
-    // Bob talks to Carol; Alice's new call is busy at once and Bob's devices never ring.
-    let talk = callID()
-    _ = try await carol.invite(talk, to: "bob")
-    _ = try await bobPhone.expect(.invite)
-    _ = try await bobLaptop.expect(.invite)
-    _ = try await bobPhone.act(.accept(.init(callId: talk, answer: SessionDescription(sdp: answerSDP))))
-    _ = try await carol.expect(.accept)
-    _ = try await bobLaptop.expect(.callEnded)
+      // Bob talks to Carol; Alice's new call is busy at once and Bob's devices never ring.
+      let talk = callID()
+      _ = try await carol.invite(talk, to: "bob")
+      _ = try await bobPhone.expect(.invite)
+      _ = try await bobLaptop.expect(.invite)
+      _ = try await bobPhone.act(.accept(.init(callId: talk, answer: SessionDescription(sdp: answerSDP))))
+      _ = try await carol.expect(.accept)
+      _ = try await bobLaptop.expect(.callEnded)
 
-    let second = callID()
-    #expect(try await alice.invite(second, to: "bob").isAck)
-    #expect(try await alice.expect(.callEnded).endReason == .busy)
-    try await bobPhone.expectQuiet()
-    try await bobLaptop.expectQuiet()
-    await server.stop()
+      let second = callID()
+      #expect(try await alice.invite(second, to: "bob").isAck)
+      #expect(try await alice.expect(.callEnded).endReason == .busy)
+      try await bobPhone.expectQuiet()
+      try await bobLaptop.expectQuiet()
+    }
   }
 
-  @Test func unansweredCallIsMissedAfterTheRingTimeout() async throws {
-    let server = try await TestServer()
-    let alice = try await server.connect("alice")
-    let bob = try await server.connect("bob")
-    let call = callID()
-    _ = try await alice.invite(call, to: "bob")
-    _ = try await bob.expect(.invite)
-    try #require(await server.clock.waitForTimer(dueIn: 45))
-    server.clock.advance(by: 44)
-    try await bob.expectQuiet()
-    server.clock.advance(by: 1.5)
-    #expect(try await alice.expect(.callEnded).endReason == .missed)
-    #expect(try await bob.expect(.callEnded).endReason == .missed)
-    await server.stop()
+  @Test(arguments: Deployment.allCases) func unansweredCallIsMissedAfterTheRingTimeout(_ deployment: Deployment)
+    async throws
+  {
+    try await CallFlowStack.with(deployment) { server in
+      let alice = try await server.connect("alice")
+      let bob = try await server.connect("bob")
+      let call = callID()
+      _ = try await alice.invite(call, to: "bob")
+      _ = try await bob.expect(.invite)
+      try #require(await server.waitForTimer(dueIn: 45))
+      server.advance(by: 44)
+      try await bob.expectQuiet()
+      server.advance(by: 1.5)
+      #expect(try await alice.expect(.callEnded).endReason == .missed)
+      #expect(try await bob.expect(.callEnded).endReason == .missed)
+    }
   }
 
-  @Test func callerCancelsWhileRinging() async throws {
-    let server = try await TestServer()
-    let (alice, bobPhone, bobLaptop, call) = try await ringingOnTwoDevices(server)
-    #expect(try await alice.act(.cancel(.init(callId: call))).isAck)
-    #expect(try await bobPhone.expect(.callEnded).endReason == .cancelled)
-    #expect(try await bobLaptop.expect(.callEnded).endReason == .cancelled)
-    await server.stop()
+  @Test(arguments: Deployment.allCases) func callerCancelsWhileRinging(_ deployment: Deployment) async throws {
+    try await CallFlowStack.with(deployment) { server in
+      let (alice, bobPhone, bobLaptop, call) = try await ringingOnTwoDevices(server)
+      #expect(try await alice.act(.cancel(.init(callId: call))).isAck)
+      #expect(try await bobPhone.expect(.callEnded).endReason == .cancelled)
+      #expect(try await bobLaptop.expect(.callEnded).endReason == .cancelled)
+    }
   }
 
   /// A calls B while B's call to A still rings: the lower callId survives, either way round.
-  @Test(arguments: [true, false]) func glareKeepsTheLowerCallId(_ newerWins: Bool) async throws {
-    let server = try await TestServer()
-    let alice = try await server.connect("alice")
-    let bob = try await server.connect("bob")
-    let bobsCall = newerWins ? callID("b") : callID("a")
-    let alicesCall = newerWins ? callID("a") : callID("b")
+  @Test(arguments: Deployment.allCases, [true, false])
+  func glareKeepsTheLowerCallId(_ deployment: Deployment, _ newerWins: Bool) async throws {
+    try await CallFlowStack.with(deployment) { server in
+      let alice = try await server.connect("alice")
+      let bob = try await server.connect("bob")
+      let bobsCall = newerWins ? callID("b") : callID("a")
+      let alicesCall = newerWins ? callID("a") : callID("b")
 
-    _ = try await bob.invite(bobsCall, to: "alice")
-    #expect(try await alice.expect(.invite).callId == bobsCall)
-    #expect(try await alice.invite(alicesCall, to: "bob").isAck)
+      _ = try await bob.invite(bobsCall, to: "alice")
+      #expect(try await alice.expect(.invite).callId == bobsCall)
+      #expect(try await alice.invite(alicesCall, to: "bob").isAck)
 
-    let (loser, survivor) = newerWins ? (bobsCall, alicesCall) : (alicesCall, bobsCall)
-    for probe in [alice, bob] {
-      guard case .callEnded(let ended) = try await probe.expect(.callEnded) else { return }
-      #expect(ended.callId == loser && ended.reason == .glare && ended.replacedBy == survivor)
+      let (loser, survivor) = newerWins ? (bobsCall, alicesCall) : (alicesCall, bobsCall)
+      for probe in [alice, bob] {
+        guard case .callEnded(let ended) = try await probe.expect(.callEnded) else { return }
+        #expect(ended.callId == loser && ended.reason == .glare && ended.replacedBy == survivor)
+      }
+      if newerWins { #expect(try await bob.expect(.invite).callId == alicesCall) }
     }
-    if newerWins { #expect(try await bob.expect(.invite).callId == alicesCall) }
-    await server.stop()
   }
 
-  @Test func lateCalleeDeviceGetsTheOfferAndEveryCandidateInOrder() async throws {
-    let server = try await TestServer()
-    let alice = try await server.connect("alice")
-    let call = callID()
-    _ = try await alice.invite(call, to: "bob")
-    for n in 1...5 { #expect(try await alice.candidateFor(call, n).isAck) }
-    #expect(try await alice.act(.endOfCandidates(.init(callId: call))).isAck)
+  @Test(arguments: Deployment.allCases) func lateCalleeDeviceGetsTheOfferAndEveryCandidateInOrder(
+    _ deployment: Deployment
+  ) async throws {
+    try await CallFlowStack.with(deployment) { server in
+      let alice = try await server.connect("alice")
+      let call = callID()
+      _ = try await alice.invite(call, to: "bob")
+      for n in 1...5 { #expect(try await alice.candidateFor(call, n).isAck) }
+      #expect(try await alice.act(.endOfCandidates(.init(callId: call))).isAck)
 
-    // The phone wakes from a push and connects now.
-    let bob = try await server.connect("bob", device: "phone")
-    guard case .invite(let invite) = try await bob.expect(.invite) else { return }
-    #expect(invite.offer?.sdp == offerSDP)
-    for n in 1...5 {
-      guard case .candidate(let c) = try await bob.expect(.candidate) else { return }
-      #expect(c.candidate == candidate(n))
+      // The phone wakes from a push and connects now.
+      let bob = try await server.connect("bob", device: "phone")
+      guard case .invite(let invite) = try await bob.expect(.invite) else { return }
+      #expect(invite.offer?.sdp == offerSDP)
+      for n in 1...5 {
+        guard case .candidate(let c) = try await bob.expect(.candidate) else { return }
+        #expect(c.candidate == candidate(n))
+      }
+      _ = try await bob.expect(.endOfCandidates)
+      guard case .ack(let state) = try await bob.act((.getCall(.init(callId: call)))) else { return }
+      #expect(state.call?.state == .ringing)
     }
-    _ = try await bob.expect(.endOfCandidates)
-    guard case .ack(let state) = try await bob.act((.getCall(.init(callId: call)))) else { return }
-    #expect(state.call?.state == .ringing)
-    await server.stop()
   }
 
-  @Test func droppedSocketResumesAndEveryCandidateArrivesExactlyOnce() async throws {
-    let server = try await TestServer()
-    let alice = try await server.connect("alice")
-    let bob = try await server.connect("bob")
-    let call = callID()
-    _ = try await alice.invite(call, to: "bob")
-    _ = try await bob.expect(.invite)
-    _ = try await bob.act(.accept(.init(callId: call, answer: SessionDescription(sdp: answerSDP))))
-    _ = try await alice.expect(.accept)
-    bob.ack()
+  @Test(arguments: Deployment.allCases) func droppedSocketResumesAndEveryCandidateArrivesExactlyOnce(
+    _ deployment: Deployment
+  ) async throws {
+    try await CallFlowStack.with(deployment) { server in
+      let alice = try await server.connect("alice")
+      let bob = try await server.connect("bob")
+      let call = callID()
+      _ = try await alice.invite(call, to: "bob")
+      _ = try await bob.expect(.invite)
+      _ = try await bob.act(.accept(.init(callId: call, answer: SessionDescription(sdp: answerSDP))))
+      _ = try await alice.expect(.accept)
+      bob.ack()
 
-    // Bob's socket dies mid-call; Alice keeps trickling.
-    let sessionId = try #require(bob.sessionId)
-    let lastSeq = bob.lastSeq
-    bob.close()
-    _ = try await bob.closeCode()
-    try await server.waitUntilOffline("bob", "phone")
-    for n in 1...4 { #expect(try await alice.candidateFor(call, n).isAck) }
+      // Bob's socket dies mid-call; Alice keeps trickling.
+      let sessionId = try #require(bob.sessionId)
+      let lastSeq = bob.lastSeq
+      bob.close()
+      _ = try await bob.closeCode()
+      try await server.waitUntilOffline("bob", "phone")
+      for n in 1...4 { #expect(try await alice.candidateFor(call, n).isAck) }
 
-    let back = try SignalingProbe(client: server.client, url: server.webSocketURL)
-    let welcome = try await back.hello(
-      token: server.token("bob"), resume: .init(sessionId: sessionId, lastSeq: lastSeq))
-    #expect(welcome.resumed && welcome.sessionId == sessionId)
-    var received: [IceCandidate] = []
-    for _ in 1...4 {
-      guard case .candidate(let c) = try await back.expect(.candidate) else { return }
-      received.append(c.candidate)
+      let back = try server.socket(for: "bob")
+      let welcome = try await back.hello(
+        token: server.token("bob"), resume: .init(sessionId: sessionId, lastSeq: lastSeq))
+      #expect(welcome.resumed && welcome.sessionId == sessionId)
+      var received: [IceCandidate] = []
+      for _ in 1...4 {
+        guard case .candidate(let c) = try await back.expect(.candidate) else { return }
+        received.append(c.candidate)
+      }
+      #expect(received == (1...4).map(candidate))
+      try await back.expectQuiet()
+
+      // A request re-sent with its original id after the resume has no second effect. (A copy
+      // sent while the first is still being answered, on its way to the call's node in a
+      // cluster, gets that one answer: JournalOrderingTests, CallPlacementSeamTests.)
+      back.send(ClientEnvelope(id: "dup-1", message: .candidate(.init(callId: call, candidate: candidate(9)))))
+      #expect(try await back.next().message.replyTo == "dup-1")
+      back.send(ClientEnvelope(id: "dup-1", message: .candidate(.init(callId: call, candidate: candidate(9)))))
+      #expect(try await back.next().message.replyTo == "dup-1")
+      #expect(try await alice.expect(.candidate).callId == call)
+      try await alice.expectQuiet()
     }
-    #expect(received == (1...4).map(candidate))
-    try await back.expectQuiet()
-
-    // A request re-sent with its original id after the resume has no second effect.
-    back.send(ClientEnvelope(id: "dup-1", message: .candidate(.init(callId: call, candidate: candidate(9)))))
-    back.send(ClientEnvelope(id: "dup-1", message: .candidate(.init(callId: call, candidate: candidate(9)))))
-    #expect(try await back.next().message.replyTo == "dup-1")
-    #expect(try await back.next().message.replyTo == "dup-1")
-    #expect(try await alice.expect(.candidate).callId == call)
-    try await alice.expectQuiet()
-    await server.stop()
   }
 
-  @Test func resumeBeyondTheWindowIsAResync() async throws {
-    let server = try await TestServer()
-    let bob = try await server.connect("bob")
-    let sessionId = try #require(bob.sessionId)
-    bob.close()
-    _ = try await bob.closeCode()
-    try await server.waitUntilOffline("bob", "phone")
-    try #require(await server.clock.waitForTimer(dueIn: 60))
-    server.clock.advance(by: 61)
-    let back = try SignalingProbe(client: server.client, url: server.webSocketURL)
-    let welcome = try await back.hello(token: server.token("bob"), resume: .init(sessionId: sessionId, lastSeq: 0))
-    #expect(!welcome.resumed && welcome.resync && welcome.sessionId != sessionId)
+  @Test(arguments: Deployment.allCases) func resumeBeyondTheWindowIsAResync(_ deployment: Deployment) async throws {
+    try await CallFlowStack.with(deployment) { server in
+      let bob = try await server.connect("bob")
+      let sessionId = try #require(bob.sessionId)
+      bob.close()
+      _ = try await bob.closeCode()
+      try await server.waitUntilOffline("bob", "phone")
+      try #require(await server.waitForTimer(dueIn: 60))
+      server.advance(by: 61)
+      let back = try server.socket(for: "bob")
+      let welcome = try await back.hello(token: server.token("bob"), resume: .init(sessionId: sessionId, lastSeq: 0))
+      #expect(!welcome.resumed && welcome.resync && welcome.sessionId != sessionId)
 
-    let stranger = try SignalingProbe(client: server.client, url: server.webSocketURL)
-    let other = try await stranger.hello(
-      token: server.token("mallory", device: "x"), resume: .init(sessionId: welcome.sessionId, lastSeq: 0))
-    #expect(other.resync && other.sessionId != welcome.sessionId)
-    await server.stop()
+      let stranger = try server.socket(for: "mallory", device: "x")
+      let other = try await stranger.hello(
+        token: server.token("mallory", device: "x"), resume: .init(sessionId: welcome.sessionId, lastSeq: 0))
+      #expect(other.resync && other.sessionId != welcome.sessionId)
+    }
   }
 
-  @Test func droppedParticipantEndsTheCallAfterTheGraceWindow() async throws {
-    let server = try await TestServer()
-    let alice = try await server.connect("alice")
-    let bob = try await server.connect("bob")
-    let call = callID()
-    _ = try await alice.invite(call, to: "bob")
-    _ = try await bob.expect(.invite)
-    _ = try await bob.act(.accept(.init(callId: call, answer: SessionDescription(sdp: answerSDP))))
-    _ = try await alice.expect(.accept)
-    bob.close()
-    _ = try await bob.closeCode()
-    try await server.waitUntilOffline("bob", "phone")
-    server.clock.advance(by: 29)
-    try await alice.expectQuiet()
-    server.clock.advance(by: 2)
-    guard case .callEnded(let ended) = try await alice.expect(.callEnded) else { return }
-    #expect(ended.reason == .connectionLost && ended.from?.userId == "bob")
-    await server.stop()
+  @Test(arguments: Deployment.allCases) func droppedParticipantEndsTheCallAfterTheGraceWindow(_ deployment: Deployment)
+    async throws
+  {
+    try await CallFlowStack.with(deployment) { server in
+      let alice = try await server.connect("alice")
+      let bob = try await server.connect("bob")
+      let call = callID()
+      _ = try await alice.invite(call, to: "bob")
+      _ = try await bob.expect(.invite)
+      _ = try await bob.act(.accept(.init(callId: call, answer: SessionDescription(sdp: answerSDP))))
+      _ = try await alice.expect(.accept)
+      bob.close()
+      _ = try await bob.closeCode()
+      try await server.waitUntilOffline("bob", "phone")
+      try #require(await server.waitForTimer(dueIn: 30))  // the grace window, on the call's node
+      server.advance(by: 29)
+      try await alice.expectQuiet()
+      server.advance(by: 2)
+      guard case .callEnded(let ended) = try await alice.expect(.callEnded) else { return }
+      #expect(ended.reason == .connectionLost && ended.from?.userId == "bob")
+    }
   }
 
-  @Test func strangersCanNeitherReadNorInject() async throws {
-    let server = try await TestServer()
-    let alice = try await server.connect("alice")
-    let bob = try await server.connect("bob")
-    let eve = try await server.connect("eve")
-    let call = callID()
-    _ = try await alice.invite(call, to: "bob")
-    _ = try await bob.expect(.invite)
+  @Test(arguments: Deployment.allCases) func strangersCanNeitherReadNorInject(_ deployment: Deployment) async throws {
+    try await CallFlowStack.with(deployment) { server in
+      let alice = try await server.connect("alice")
+      let bob = try await server.connect("bob")
+      let eve = try await server.connect("eve")
+      let call = callID()
+      _ = try await alice.invite(call, to: "bob")
+      _ = try await bob.expect(.invite)
 
-    #expect(try await eve.candidateFor(call, 1).errorCode == .notFound)
-    #expect(try await eve.act(.getCall(.init(callId: call))).errorCode == .notFound)
-    #expect(try await eve.act(.accept(.init(callId: call))).errorCode == .notFound)
-    #expect(try await eve.act(.hangup(.init(callId: call))).errorCode == .notFound)
-    #expect(try await eve.act(.getCall(.init(callId: "no-such-call"))).errorCode == .notFound)
-    // Same answer for a call that does not exist and one that is not yours: nothing leaks.
-    #expect(try await bob.act(.offer(.init(callId: call, sdp: offerSDP))).errorCode == .invalidState)
-    #expect(try await eve.invite(call, to: "bob").errorCode == .conflict)
-    #expect(try await alice.invite(callID(), to: "alice").errorCode == .badRequest)
-    try await bob.expectQuiet()
-    await server.stop()
+      #expect(try await eve.candidateFor(call, 1).errorCode == .notFound)
+      #expect(try await eve.act(.getCall(.init(callId: call))).errorCode == .notFound)
+      #expect(try await eve.act(.accept(.init(callId: call))).errorCode == .notFound)
+      #expect(try await eve.act(.hangup(.init(callId: call))).errorCode == .notFound)
+      #expect(try await eve.act(.getCall(.init(callId: "no-such-call"))).errorCode == .notFound)
+      // Same answer for a call that does not exist and one that is not yours: nothing leaks.
+      #expect(try await bob.act(.offer(.init(callId: call, sdp: offerSDP))).errorCode == .invalidState)
+      #expect(try await eve.invite(call, to: "bob").errorCode == .conflict)
+      #expect(try await alice.invite(callID(), to: "alice").errorCode == .badRequest)
+      try await bob.expectQuiet()
+    }
   }
 
-  @Test func malformedSignalingGetsErrors() async throws {
-    let server = try await TestServer()
-    let alice = try await server.connect("alice")
-    alice.sendRaw(#"{"type":"candidate","id":"m1","callId":"c1","candidate":{"candidate":["x"]}}"#)
-    let wrongType = try await alice.next().message
-    #expect(wrongType.errorCode == .badRequest && wrongType.replyTo == "m1")
-    alice.sendRaw(#"{"type":"offer","id":"m2","callId":"c1","sdp":""# + String(repeating: "a", count: 40_000) + #""}"#)
-    let tooLarge = try await alice.next().message
-    #expect(tooLarge.errorCode == .tooLarge && tooLarge.replyTo == "m2")
-    alice.sendRaw(
-      #"{"type":"candidate","id":"m3","callId":"c1","candidate":{"candidate":""# + String(repeating: "a", count: 2000)
-        + #""}}"#)
-    #expect(try await alice.next().message.errorCode == .tooLarge)
-    alice.sendRaw(#"{"type":"invite","id":"m4","callId":"c1","to":42,"video":false}"#)
-    #expect(try await alice.next().message.errorCode == .badRequest)
-    try await alice.expectQuiet()
-    await server.stop()
+  @Test(arguments: Deployment.allCases) func malformedSignalingGetsErrors(_ deployment: Deployment) async throws {
+    try await CallFlowStack.with(deployment) { server in
+      let alice = try await server.connect("alice")
+      alice.sendRaw(#"{"type":"candidate","id":"m1","callId":"c1","candidate":{"candidate":["x"]}}"#)
+      let wrongType = try await alice.next().message
+      #expect(wrongType.errorCode == .badRequest && wrongType.replyTo == "m1")
+      alice.sendRaw(
+        #"{"type":"offer","id":"m2","callId":"c1","sdp":""# + String(repeating: "a", count: 40_000) + #""}"#)
+      let tooLarge = try await alice.next().message
+      #expect(tooLarge.errorCode == .tooLarge && tooLarge.replyTo == "m2")
+      alice.sendRaw(
+        #"{"type":"candidate","id":"m3","callId":"c1","candidate":{"candidate":""# + String(repeating: "a", count: 2000)
+          + #""}}"#)
+      #expect(try await alice.next().message.errorCode == .tooLarge)
+      alice.sendRaw(#"{"type":"invite","id":"m4","callId":"c1","to":42,"video":false}"#)
+      #expect(try await alice.next().message.errorCode == .badRequest)
+      try await alice.expectQuiet()
+    }
   }
 
   @Test func historyIsPrivatePagedAndSurvivesARestart() async throws {

@@ -8,73 +8,6 @@ import Testing
 
 @testable import DialtoneServer
 
-/// Three nodes on one PostgreSQL database and one Redis (`--database-url`, `--redis-url`), each a
-/// real server with its own port: devices connect to whichever node, as behind a balancer.
-private struct Cluster {
-  let nodes: [TestServer]
-  let redis: ScratchRedis
-
-  static func start(_ count: Int = 3, _ extra: (inout ServerConfiguration) -> Void = { _ in }) async throws
-    -> Cluster
-  {
-    let redis = try SharedRedis.server()
-    let flush = try redis.connect()
-    try flush.command(["FLUSHALL"])
-    flush.close()
-    let database = try SharedPostgres.server().freshSchema()
-    var nodes: [TestServer] = []
-    for index in 1...count {
-      nodes.append(
-        try await TestServer(configure: {
-          $0.databaseURL = database
-          $0.redisURL = redis.url
-          $0.nodeName = "n\(index)"
-          extra(&$0)
-        }))
-    }
-    return Cluster(nodes: nodes, redis: redis)
-  }
-
-  func stop() async {
-    for node in nodes { await node.stop() }
-  }
-
-  /// Connects on `node` and waits until the whole cluster knows where the device is (a real
-  /// client learns nothing of this: a message sent meanwhile reaches it on connecting instead).
-  func connect(_ user: String, device: String = "phone", on node: Int) async throws -> SignalingProbe {
-    let probe = try await nodes[node].connect(user, device: device)
-    try await waitForPresence(user, device, connected: true)
-    return probe
-  }
-
-  func waitForPresence(_ user: String, _ device: String, connected: Bool) async throws {
-    let connection = try redis.connect()
-    defer { connection.close() }
-    let presence = ClusterPresence(connection, nodeExpiry: .seconds(3))
-    let seen = await eventually(within: 10) {
-      (try? presence.devices(of: user))?.contains { $0.deviceId == device && $0.connected == connected } == true
-    }
-    guard seen else { throw ProbeFailure(description: "\(user)/\(device) never showed connected=\(connected)") }
-  }
-
-  /// Waits until Redis lists `user` as talking (in a connected call) or not, as a node that
-  /// places a call for them sees it.
-  func waitForTalking(_ user: String, _ talking: Bool) async throws {
-    let connection = try redis.connect()
-    defer { connection.close() }
-    let seen = await eventually(within: 10) {
-      (try? connection.command(["SMEMBERS", .string("dt:user-talking:{\(user)}")]))?.elements?.isEmpty == !talking
-    }
-    guard seen else { throw ProbeFailure(description: "\(user) never showed talking=\(talking)") }
-  }
-
-  func owner(of callId: CallID) throws -> String? {
-    let connection = try redis.connect()
-    defer { connection.close() }
-    return try CallOwnership(connection, leaseDuration: .seconds(10)).owner(of: callId)
-  }
-}
-
 /// Reads up to the answer to request `id`: what the device got until then, in order, and it.
 private func messagesUntilReply(_ probe: SignalingProbe, _ id: String) async throws -> [ServerMessage] {
   var seen: [ServerMessage] = []
@@ -90,7 +23,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
 
 @Suite(.scratchPostgres, .scratchRedis, .serialized) struct ClusterTests {
   @Test func aCallBetweenTwoNodesRunsAsOnOne() async throws {
-    let cluster = try await Cluster.start()
+    let cluster = try await TestCluster.start()
     let alice = try await cluster.connect("alice", on: 0)
     let bob = try await cluster.connect("bob", on: 1)
     let call = callID()
@@ -131,7 +64,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
   }
 
   @Test func aCalleeThatConnectsToAnyNodeWhileItRingsIsRung() async throws {
-    let cluster = try await Cluster.start()
+    let cluster = try await TestCluster.start()
     let alice = try await cluster.connect("alice", on: 0)
     let call = callID()
     #expect(try await alice.invite(call, to: "bob").isAck)
@@ -145,7 +78,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
   }
 
   @Test func aDeviceConnectingToAnotherNodeReplacesItsOlderSession() async throws {
-    let cluster = try await Cluster.start()
+    let cluster = try await TestCluster.start()
     let old = try await cluster.connect("bob", on: 0)
     _ = try await cluster.connect("bob", on: 1)
     #expect(try await old.closeCode() == UInt16(CloseCode.replaced.rawValue))
@@ -153,7 +86,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
   }
 
   @Test func aDeclineOnOneNodeEndsTheRingOnTheOthers() async throws {
-    let cluster = try await Cluster.start()
+    let cluster = try await TestCluster.start()
     let alice = try await cluster.connect("alice", on: 0)
     let phone = try await cluster.connect("bob", device: "phone", on: 1)
     let laptop = try await cluster.connect("bob", device: "laptop", on: 2)
@@ -168,7 +101,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
   }
 
   @Test func theCallOfANodeThatLeftIsTakenOverWhenItsDevicesCarryOn() async throws {
-    let cluster = try await Cluster.start()
+    let cluster = try await TestCluster.start()
     let alice = try await cluster.connect("alice", on: 0)
     let bob = try await cluster.connect("bob", on: 1)
     let call = callID()
@@ -194,7 +127,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
   }
 
   @Test func aStoppingNodeHandsItsRingingCallOverAndItsRingTimeoutStillFires() async throws {
-    let cluster = try await Cluster.start()
+    let cluster = try await TestCluster.start()
     let alice = try await cluster.connect("alice", on: 0)
     let bob = try await cluster.connect("bob", on: 1)
     let call = callID()
@@ -217,7 +150,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
   }
 
   @Test func twoDevicesAcceptingOnTwoNodesAtOnceHaveOneWinner() async throws {
-    let cluster = try await Cluster.start()
+    let cluster = try await TestCluster.start()
     let alice = try await cluster.connect("alice", on: 0)
     let phone = try await cluster.connect("bob", device: "phone", on: 1)
     let laptop = try await cluster.connect("bob", device: "laptop", on: 2)
@@ -244,7 +177,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
   /// Carol's call to Bob runs on node 3; Alice calls Bob from node 1 and gets `busy`, as on one
   /// node, and Bob is not rung.
   @Test func aCalleeTalkingInACallThatAnotherNodeRunsIsBusy() async throws {
-    let cluster = try await Cluster.start()
+    let cluster = try await TestCluster.start()
     let carol = try await cluster.connect("carol", on: 2)
     let bob = try await cluster.connect("bob", on: 1)
     let alice = try await cluster.connect("alice", on: 0)
@@ -274,7 +207,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
   @Test(arguments: [true, false]) func twoUsersCallingEachOtherFromTwoNodesKeepTheLowerCallId(_ newerWins: Bool)
     async throws
   {
-    let cluster = try await Cluster.start()
+    let cluster = try await TestCluster.start()
     let alice = try await cluster.connect("alice", on: 0)
     let bob = try await cluster.connect("bob", on: 1)
     let bobsCall = newerWins ? callID("b") : callID("a")
@@ -301,7 +234,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
   @Test func aRingIsPushedOnceWhicheverNodesTheDevicesUseAndNeverToOneConnectedElsewhere() async throws {
     let apns = try APNsMock.start()
     defer { apns.process.stop() }
-    let cluster = try await Cluster.start {
+    let cluster = try await TestCluster.start {
       $0.apnsKeyFile = apns.keyFile
       $0.apnsKeyID = apns.keyID
       $0.apnsTeamID = apns.teamID
@@ -330,7 +263,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
   }
 
   @Test func aDeviceResumesOnAnotherNodeWithNothingLostOrDuplicated() async throws {
-    let cluster = try await Cluster.start()
+    let cluster = try await TestCluster.start()
     let alice = try await cluster.connect("alice", on: 0)
     let bob = try await cluster.connect("bob", on: 1)
     let call = callID()
@@ -377,7 +310,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
   }
 
   @Test func aDeviceWhoseNodeStoppedResumesOnAnotherOne() async throws {
-    let cluster = try await Cluster.start()
+    let cluster = try await TestCluster.start()
     let alice = try await cluster.connect("alice", on: 0)
     let bob = try await cluster.connect("bob", on: 1)
     let call = callID()
@@ -409,7 +342,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
   }
 
   @Test func aRedisThatLostItsStateHasEveryClientResyncAndTheCallGoesOn() async throws {
-    let cluster = try await Cluster.start()
+    let cluster = try await TestCluster.start()
     let alice = try await cluster.connect("alice", on: 0)
     let bob = try await cluster.connect("bob", on: 1)
     let call = callID()
@@ -420,7 +353,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
     let sessions = (try #require(alice.sessionId), try #require(bob.sessionId))
 
     // As a Redis without persistence restarting: every key is gone.
-    let redis = try cluster.redis.connect()
+    let redis = try cluster.connect()
     try redis.command(["FLUSHALL"])
     redis.close()
     #expect(try await alice.closeCode() == UInt16(CloseCode.tryAgainLater.rawValue))
@@ -450,7 +383,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
   }
 
   @Test func aLeaseAnotherNodeTookOverStopsTheCallHere() async throws {
-    let cluster = try await Cluster.start(2)
+    let cluster = try await TestCluster.start(2)
     let alice = try await cluster.connect("alice", on: 0)
     let bob = try await cluster.connect("bob", on: 1)
     let call = callID()
@@ -458,7 +391,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
     _ = try await bob.expect(.invite)
     let node = try #require(cluster.nodes[0].server.cluster?.thisNode)
     let who = Identity(userId: "alice", deviceId: "phone", name: nil)
-    let redis = try cluster.redis.connect()
+    let redis = try cluster.connect()
     defer { redis.close() }
     #expect(try cluster.owner(of: call) == node)
     // Another (live) node took it over, as after this one stalled past its heartbeat: this node

@@ -83,14 +83,16 @@ public final class ManualClock: DialtoneClock, Sendable {
     timeline.withLock { $0.pending.map { $0.deadline.timeIntervalSince(start) }.sorted() }
   }
 
+  /// Whether an action is scheduled `seconds` from now.
+  public func hasTimer(dueIn seconds: Double) -> Bool {
+    timeline.withLock { t in t.pending.contains { abs($0.deadline.timeIntervalSince(t.current) - seconds) < 0.001 } }
+  }
+
   /// Waits (in real time, bounded) until an action is scheduled `seconds` from now: servers
   /// schedule their timers on their own threads, possibly after the message a test waited for.
   public func waitForTimer(dueIn seconds: Double) async -> Bool {
     for _ in 0..<1000 {
-      let found = timeline.withLock { t in
-        t.pending.contains { abs($0.deadline.timeIntervalSince(t.current) - seconds) < 0.001 }
-      }
-      if found { return true }
+      if hasTimer(dueIn: seconds) { return true }
       try? await Task.sleep(for: .milliseconds(5))
     }
     return false

@@ -242,6 +242,15 @@ extension ClusterLink: SharedSessions {
     hub.current?.deliver(.sessionsBroken(missing))
   }
 
+  /// Whether no node may take an unowned call over now: Redis lost its state (this node saw it
+  /// happen, or sees the mark changed before its housekeeping did), and the nodes that run
+  /// calls may not have placed them again yet. Taking one over then would run it twice.
+  func recovering(_ connection: RedisConnection) throws(RedisError) -> Bool {
+    if let until = recoveringUntil.current, ContinuousClock.now < until { return true }
+    let seen = try connection.get("dt:cluster").map { String(decoding: $0, as: UTF8.self) }
+    return seen != clusterMark.current
+  }
+
   /// The message as the ledger numbers it.
   static func frame(_ message: ServerMessage) -> SessionLedger.Frame {
     let (head, tail) = ServerFrame(message).splitAtSeq
@@ -262,6 +271,7 @@ extension ClusterLink: SharedSessions {
     clusterMark.withLock { $0 = mark }
     guard known != nil else { return }  // this node's first look
     log.warning("the cluster's Redis lost its state (restarted?): closing every socket here so that its devices resync")
+    recoveringUntil.withLock { $0 = .now + settings.nodeExpiry }
     held.withLock { $0.removeAll() }
     hub.current?.deliver(.clusterStateLost)
     try placeOwnedCallsAgain(connection)

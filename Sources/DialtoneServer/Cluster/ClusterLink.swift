@@ -36,6 +36,8 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     var sessionRefresh: Duration = .seconds(10)
     var maxUnackedMessages = 1024
     var maxUnackedBytes = 1 << 20
+    /// How long the router keeps an ended call (a node taking one over reads it back as ended).
+    var endedRetention: Duration = .seconds(600)
   }
 
   let settings: Settings
@@ -49,6 +51,9 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
   let poison = Locked(SessionPoison())
   /// What this node last read of the cluster's mark: a different one means Redis lost its state.
   let clusterMark = Locked<String?>(nil)
+  /// Until when this node holds back from taking unowned calls over after Redis lost its state:
+  /// every live node places its own calls again within a heartbeat of noticing.
+  let recoveringUntil = Locked<ContinuousClock.Instant?>(nil)
   /// Calls whose lease this node is winning and whose journal it is reading (`beginTakeOver`).
   private let adopting = Locked<Set<CallID>>([])
   /// Session steps the hub asked for since its last `flush`, run as one transaction then.
@@ -292,6 +297,9 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
       case .unowned:
         // Nobody runs it: a call its draining node handed over, or one whose lease lapsed, is
         // in the shared journal and runs here from now on; any other is answered from here.
+        if try recovering(connection) {
+          return refuse(request, "the cluster is recovering from a restart of its Redis; try again")
+        }
         beginTakeOver([callId])
         if try ownership.claim(callId, for: thisNode) {
           if try !adopt([callId], connection, then: request) { try ownership.release(callId, by: thisNode) }
@@ -394,15 +402,19 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
   func adopt(_ callIds: Set<CallID>, _ connection: RedisConnection, then request: ForwardedRequest? = nil)
     throws(RedisError) -> Bool
   {
-    let stored: [StoredLiveCall]
+    var stored: [StoredLiveCall] = []
+    var ended: [RecentlyEndedCall] = []
     do {
-      stored = try liveCalls.liveCalls().filter { callIds.contains($0.snapshot.callId) }
+      stored = try liveCalls.liveCalls(callIds)
+      // Ended ones too (within the router's retention): their requests get the answers the
+      // call's own node would have given (invalid-state, get-call's outcome), not not-found.
+      let since = Date().addingTimeInterval(-settings.endedRetention.seconds).millisecondsSince1970
+      ended = try liveCalls.endedCalls(callIds.subtracting(stored.map(\.snapshot.callId)), since: since)
     } catch {
       log.error("cannot read the calls to take over: \(error)")
-      stored = []
     }
     guard !stored.isEmpty else {
-      hub.current?.deliver(.adopt([], connected: [], then: request, attempted: callIds))
+      hub.current?.deliver(.adopt([], ended: ended, connected: [], then: request, attempted: callIds))
       return false
     }
     owned.withLock {
@@ -422,7 +434,7 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
       // The calls run here all the same; their devices count as they reconnect.
       log.error("cannot read the presence of the calls taken over: \(error)")
     }
-    hub.current?.deliver(.adopt(stored, connected: connected, then: request, attempted: callIds))
+    hub.current?.deliver(.adopt(stored, ended: ended, connected: connected, then: request, attempted: callIds))
     return true
   }
 
@@ -457,6 +469,7 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
   }
 
   private func claimOrphans(_ orphans: [CallID: [String]], _ connection: RedisConnection) throws(RedisError) {
+    guard try !recovering(connection) else { return }
     let ownership = CallOwnership(connection, leaseDuration: settings.lease)
     let forwarding = CallForwarding(connection, mailbox: Self.mailbox(connection, settings))
     let presence = ClusterPresence(connection, nodeExpiry: settings.nodeExpiry)

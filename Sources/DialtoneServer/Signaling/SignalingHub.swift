@@ -218,8 +218,8 @@ public actor SignalingHub {
 
   /// Takes over live calls another node handed over or lost, as read from the shared journal:
   /// carried on exactly as after a restart (deadlines kept, devices given the restart grace).
-  func adopt(_ stored: [StoredLiveCall]) {
-    emit(Output(effects: router.restore(stored, now: clock.now)), for: nil)
+  func adopt(_ stored: [StoredLiveCall], ended: [RecentlyEndedCall] = []) {
+    emit(Output(effects: router.restore(stored, ended: ended, now: clock.now)), for: nil)
     replay(router.catchUp(stored.map(\.snapshot.callId)))
   }
 
@@ -309,8 +309,8 @@ public actor SignalingHub {
     case .cluster(let letters):
       for letter in letters { handle(letter) }
 
-    case .adopt(let stored, let connected, let request, let attempted):
-      adopt(stored)
+    case .adopt(let stored, let ended, let connected, let request, let attempted):
+      adopt(stored, ended: ended)
       for identity in connected { handle(.device(identity, connected: true, newSession: false)) }
       placement.takenOver(attempted)
       for callId in attempted.sorted() {

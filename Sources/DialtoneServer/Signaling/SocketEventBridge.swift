@@ -23,7 +23,9 @@ enum HubEvent: Sendable {
   /// Live calls this node took over (their node died or handed them over), from the journal;
   /// the devices of their users connected on any node; then the request that found them. The
   /// take-over of `attempted` is over, live calls or not: requests about them waiting go on.
-  case adopt([StoredLiveCall], connected: [Identity], then: ForwardedRequest?, attempted: Set<CallID>)
+  case adopt(
+    [StoredLiveCall], ended: [RecentlyEndedCall] = [], connected: [Identity], then: ForwardedRequest?,
+    attempted: Set<CallID>)
   /// Live calls another node runs now (this one lost their leases): they stop running here.
   case relinquish([CallID])
   /// A hello's session, opened or resumed in the cluster's store (`SharedSessions`).

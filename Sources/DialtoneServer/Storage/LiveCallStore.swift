@@ -15,4 +15,19 @@ protocol LiveCallStore: Sendable {
   func callsEnded(since: Int64) throws -> [RecentlyEndedCall]
   /// Whether any call, 1:1 or group, live or ended, ever had this id.
   func isCallIdUsed(_ callId: CallID) throws -> Bool
+  /// The named calls that are live (a cluster node taking them over).
+  func liveCalls(_ callIds: Set<CallID>) throws -> [StoredLiveCall]
+  /// The named 1:1 calls that ended at `since` or later.
+  func endedCalls(_ callIds: Set<CallID>, since: Int64) throws -> [RecentlyEndedCall]
+}
+
+extension LiveCallStore {
+  /// Read whole and filtered: a store a cluster does not use.
+  func liveCalls(_ callIds: Set<CallID>) throws -> [StoredLiveCall] {
+    try liveCalls().filter { callIds.contains($0.snapshot.callId) }
+  }
+
+  func endedCalls(_ callIds: Set<CallID>, since: Int64) throws -> [RecentlyEndedCall] {
+    try callsEnded(since: since).filter { callIds.contains($0.record.callId) }
+  }
 }

@@ -124,36 +124,79 @@ final class PostgresLiveCallStore: LiveCallStore, @unchecked Sendable {
   }
 
   func liveCalls() throws -> [StoredLiveCall] {
-    try withWriter { connection in
-      var signals: [CallID: [ServerMessage]] = [:]
+    try withWriter { connection in try Self.liveCalls(on: connection, only: nil) }
+  }
+
+  /// The named calls only, on the reader's connection (a node taking a few calls over does not
+  /// wait for, nor hold up, the journal's writes).
+  func liveCalls(_ callIds: Set<CallID>) throws -> [StoredLiveCall] {
+    guard !callIds.isEmpty else { return [] }
+    return try withReader { connection in try Self.liveCalls(on: connection, only: callIds) }
+  }
+
+  func endedCalls(_ callIds: Set<CallID>, since: Int64) throws -> [RecentlyEndedCall] {
+    guard !callIds.isEmpty else { return [] }
+    return try withReader { connection in
+      var ended: [RecentlyEndedCall] = []
+      for callId in callIds.sorted() {
+        for row in try connection.query(
+          "SELECT \(PostgresStore.callColumns), caller_device, blocked FROM calls WHERE call_id = $1", [.text(callId)])
+        {
+          let record = try PostgresStore.record(PostgresRow(columns: [], values: Array(row.values.prefix(10))))
+          guard (record.endedAt ?? 0) >= since, let device = try row.string(10) else { continue }
+          ended.append(RecentlyEndedCall(record: record, callerDevice: device, blocked: try row.bool(11) == true))
+        }
+      }
+      return ended
+    }
+  }
+
+  /// Every live call, or the named ones.
+  private static func liveCalls(on connection: PostgresConnection, only callIds: Set<CallID>?) throws
+    -> [StoredLiveCall]
+  {
+    var signals: [CallID: [ServerMessage]] = [:]
+    var calls: [PostgresRow] = []
+    let columns = """
+      SELECT call_id, caller_id, caller_device, caller_name, callee_id, video, created_at, phase, answered_by,
+        answered_at, ring_deadline, caller_grace_deadline, answerer_grace_deadline, invite, accept, blocked
+      FROM live_calls
+      """
+    if let callIds {
+      for callId in callIds.sorted() {
+        for row in try connection.query(
+          "SELECT call_id, message FROM live_call_signals WHERE call_id = $1 ORDER BY seq", [.text(callId)])
+        {
+          guard let text = try row.string(1), let message = try? MessageCodec.decodeServerMessage(text).message
+          else { continue }
+          signals[callId, default: []].append(message)
+        }
+        calls += try connection.query(columns + " WHERE call_id = $1", [.text(callId)])
+      }
+    } else {
       for row in try connection.query("SELECT call_id, message FROM live_call_signals ORDER BY seq") {
         guard let callId = try row.string(0), let text = try row.string(1),
           let message = try? MessageCodec.decodeServerMessage(text).message
         else { continue }
         signals[callId, default: []].append(message)
       }
-      return try connection.query(
-        """
-        SELECT call_id, caller_id, caller_device, caller_name, callee_id, video, created_at, phase, answered_by,
-          answered_at, ring_deadline, caller_grace_deadline, answerer_grace_deadline, invite, accept, blocked
-        FROM live_calls ORDER BY created_at, call_id
-        """
-      ).compactMap { row -> StoredLiveCall? in
-        guard let callId = try row.string(0), let callerId = try row.string(1), let callerDevice = try row.string(2),
-          let calleeId = try row.string(4), let createdAt = try row.int64(6),
-          let phase = try row.string(7).flatMap(LiveCallSnapshot.Phase.init(rawValue:)),
-          let ringDeadline = try row.int64(10), let inviteText = try row.string(13),
-          let invite = try? MessageCodec.decodeServerMessage(inviteText).message
-        else { return nil }
-        let accept = try row.string(14).flatMap { try? MessageCodec.decodeServerMessage($0).message }
-        let snapshot = LiveCallSnapshot(
-          callId: callId, caller: Identity(userId: callerId, deviceId: callerDevice, name: try row.string(3)),
-          calleeId: calleeId, video: try row.bool(5) == true, createdAt: createdAt, phase: phase,
-          answeredBy: try row.string(8), answeredAt: try row.int64(9), ringDeadline: ringDeadline,
-          callerGraceDeadline: try row.int64(11), answererGraceDeadline: try row.int64(12), invite: invite,
-          accept: accept, blocked: try row.bool(15) == true)
-        return StoredLiveCall(snapshot: snapshot, callerSignals: phase == .ringing ? signals[callId] ?? [] : [])
-      }
+      calls = try connection.query(columns + " ORDER BY created_at, call_id")
+    }
+    return try calls.compactMap { row -> StoredLiveCall? in
+      guard let callId = try row.string(0), let callerId = try row.string(1), let callerDevice = try row.string(2),
+        let calleeId = try row.string(4), let createdAt = try row.int64(6),
+        let phase = try row.string(7).flatMap(LiveCallSnapshot.Phase.init(rawValue:)),
+        let ringDeadline = try row.int64(10), let inviteText = try row.string(13),
+        let invite = try? MessageCodec.decodeServerMessage(inviteText).message
+      else { return nil }
+      let accept = try row.string(14).flatMap { try? MessageCodec.decodeServerMessage($0).message }
+      let snapshot = LiveCallSnapshot(
+        callId: callId, caller: Identity(userId: callerId, deviceId: callerDevice, name: try row.string(3)),
+        calleeId: calleeId, video: try row.bool(5) == true, createdAt: createdAt, phase: phase,
+        answeredBy: try row.string(8), answeredAt: try row.int64(9), ringDeadline: ringDeadline,
+        callerGraceDeadline: try row.int64(11), answererGraceDeadline: try row.int64(12), invite: invite,
+        accept: accept, blocked: try row.bool(15) == true)
+      return StoredLiveCall(snapshot: snapshot, callerSignals: phase == .ringing ? signals[callId] ?? [] : [])
     }
   }
 

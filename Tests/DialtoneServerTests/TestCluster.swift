@@ -1,0 +1,104 @@
+import DialtoneCluster
+import DialtoneProtocol
+import DialtoneRedis
+import DialtoneSupport
+import DialtoneTestSupport
+import Foundation
+import Testing
+
+@testable import DialtoneServer
+
+/// Three nodes on one PostgreSQL database and one Redis (`--database-url`, `--redis-url`), each a
+/// real server with its own port: devices connect to whichever node, as behind a balancer.
+struct TestCluster {
+  let nodes: [TestServer]
+  let redis: ScratchRedis
+  /// The Redis database of this cluster's own (1...15, in turn): the nodes of a test that failed
+  /// before stopping them cannot disturb the next test's.
+  let database: Int
+  private static let lastDatabase = Locked(0)
+
+  static func start(_ count: Int = 3, _ extra: (inout ServerConfiguration) -> Void = { _ in }) async throws
+    -> TestCluster
+  {
+    let redis = try SharedRedis.server()
+    let database = lastDatabase.withLock {
+      $0 = $0 % 15 + 1
+      return $0
+    }
+    let flush = try redis.connect()
+    try flush.command(["SELECT", .integer(Int64(database))])
+    try flush.command(["FLUSHDB"])
+    flush.close()
+    let schema = try SharedPostgres.server().freshSchema()
+    var nodes: [TestServer] = []
+    for index in 1...count {
+      nodes.append(
+        try await TestServer(configure: {
+          $0.databaseURL = schema
+          $0.redisURL = redis.url + "/\(database)"
+          $0.nodeName = "n\(index)"
+          extra(&$0)
+        }))
+    }
+    return TestCluster(nodes: nodes, redis: redis, database: database)
+  }
+
+  /// Runs `body` with a cluster, and stops it whether the body threw or not.
+  static func with(_ count: Int = 3, _ body: (TestCluster) async throws -> Void) async throws {
+    let cluster = try await start(count)
+    do {
+      try await body(cluster)
+    } catch {
+      await cluster.stop()
+      throw error
+    }
+    await cluster.stop()
+  }
+
+  /// A connection to this cluster's Redis database.
+  func connect() throws -> RedisConnection {
+    let connection = try redis.connect()
+    try connection.command(["SELECT", .integer(Int64(database))])
+    return connection
+  }
+
+  func stop() async {
+    for node in nodes { await node.stop() }
+  }
+
+  /// Connects on `node` and waits until the whole cluster knows where the device is (a real
+  /// client learns nothing of this: a message sent meanwhile reaches it on connecting instead).
+  func connect(_ user: String, device: String = "phone", on node: Int) async throws -> SignalingProbe {
+    let probe = try await nodes[node].connect(user, device: device)
+    try await waitForPresence(user, device, connected: true)
+    return probe
+  }
+
+  func waitForPresence(_ user: String, _ device: String, connected: Bool) async throws {
+    let connection = try connect()
+    defer { connection.close() }
+    let presence = ClusterPresence(connection, nodeExpiry: .seconds(3))
+    let seen = await eventually(within: 10) {
+      (try? presence.devices(of: user))?.contains { $0.deviceId == device && $0.connected == connected } == true
+    }
+    guard seen else { throw ProbeFailure(description: "\(user)/\(device) never showed connected=\(connected)") }
+  }
+
+  /// Waits until Redis lists `user` as talking (in a connected call) or not, as a node that
+  /// places a call for them sees it.
+  func waitForTalking(_ user: String, _ talking: Bool) async throws {
+    let connection = try connect()
+    defer { connection.close() }
+    let seen = await eventually(within: 10) {
+      (try? connection.command(["SMEMBERS", .string("dt:user-talking:{\(user)}")]))?.elements?.isEmpty == !talking
+    }
+    guard seen else { throw ProbeFailure(description: "\(user) never showed talking=\(talking)") }
+  }
+
+  func owner(of callId: CallID) throws -> String? {
+    let connection = try connect()
+    defer { connection.close() }
+    return try CallOwnership(connection, leaseDuration: .seconds(10)).owner(of: callId)
+  }
+}
