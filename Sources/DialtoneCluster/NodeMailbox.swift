@@ -74,6 +74,17 @@ public final class NodeMailbox: Sendable {
     try redis.command(["XDEL", Self.inbox(node)] + ids.map { .string($0) })
   }
 
+  /// Removes every letter up to and including `id` (the last one handled): one command for a
+  /// whole run of letters, however many were read since the last call.
+  public func discard(through id: String, from node: String) throws(RedisError) {
+    let parts = id.split(separator: "-")
+    guard parts.count == 2, let ms = UInt64(parts[0]), let seq = UInt64(parts[1]) else {
+      throw .invalidRequest("\(id) is not a stream entry id")
+    }
+    let next = seq == .max ? "\(ms + 1)-0" : "\(ms)-\(seq + 1)"
+    try redis.command(["XTRIM", Self.inbox(node), "MINID", "=", .string(next)])
+  }
+
   /// Unread letters in the node's inbox.
   public func backlog(of node: String) throws(RedisError) -> Int {
     let reply = try redis.command(["XLEN", Self.inbox(node)])

@@ -33,14 +33,17 @@ extension SessionLedger {
       local tag = 'dt:session:{' .. sid .. '}'
       local meta, log = tag .. ':meta', tag .. ':log'
       if redis.call('EXISTS', meta) == 0 then return {4} end
-      local ttl = redis.call('PTTL', meta)
-      if ttl < 1 then ttl = 1 end
+      -- A key this step creates gets the session's expiry (a refresh, `touch`, renews them all).
+      local function expire_new(key)
+        local ttl = redis.call('PTTL', meta)
+        redis.call('PEXPIRE', key, ttl > 0 and ttl or 1)
+      end
       if a.once ~= '' then
         local onces = tag .. ':once'
         if redis.call('ZSCORE', onces, a.once) then return {3} end
         redis.call('ZADD', onces, redis.call('HINCRBY', meta, 'onces', 1), a.once)
-        redis.call('ZREMRANGEBYRANK', onces, 0, -(a.once_memory + 1))
-        redis.call('PEXPIRE', onces, ttl)
+        if redis.call('ZREMRANGEBYRANK', onces, 0, -(a.once_memory + 1)) == 0
+          and redis.call('ZCARD', onces) == 1 then expire_new(onces) end
       end
       local seq = redis.call('HINCRBY', meta, 'last', 1)
       local digits = string.format('%d', seq)
@@ -56,17 +59,20 @@ extension SessionLedger {
         count = count - 1
       end
       if dropped then redis.call('HSET', meta, 'bytes', bytes, 'dropped', dropped) end
-      redis.call('PEXPIRE', log, ttl)
+      if count == 1 then expire_new(log) end
       if a.request ~= '' then
         local replies, order = tag .. ':replies', tag .. ':reply-order'
         if redis.call('HSET', replies, a.request, frame) == 1 then
-          redis.call('RPUSH', order, a.request)
-          while redis.call('LLEN', order) > a.reply_memory do
+          local remembered = redis.call('RPUSH', order, a.request)
+          while remembered > a.reply_memory do
             redis.call('HDEL', replies, redis.call('LPOP', order))
+            remembered = remembered - 1
+          end
+          if remembered == 1 then
+            expire_new(replies)
+            expire_new(order)
           end
         end
-        redis.call('PEXPIRE', replies, ttl)
-        redis.call('PEXPIRE', order, ttl)
       end
       local owner = redis.call('HGET', meta, 'owner')
       if owner == node then return {0, seq, frame} end

@@ -77,6 +77,8 @@ extension RedisConnection {
   /// reaches it (this side died mid-write). Each command's reply, errors included.
   public func transaction(_ commands: [[RedisArgument]]) throws(RedisError) -> [RedisReply] {
     guard !commands.isEmpty else { return [] }
+    // One command runs whole on its own (a script is atomic): no MULTI and EXEC around it.
+    if commands.count == 1 { return try pipeline(commands) }
     let replies = try pipeline([["MULTI"]] + commands + [["EXEC"]])
     guard let exec = replies.last else { throw .unexpectedReply(.null) }
     if case .error(let prefix, let message) = exec { throw .server(prefix: prefix, message: message) }

@@ -61,7 +61,8 @@ public final class DialtoneServer: Sendable {
       try liveCalls ?? postgres?.liveCalls ?? SQLiteLiveCallStore.open(dataDirectory: configuration.dataDirectory)
     let journal = CallJournal(store: liveCalls, log: log.scoped("journal"))
     self.journal = journal
-    let cluster = try Self.makeClusterLink(configuration, liveCalls: liveCalls, log: log)
+    let cluster = try Self.makeClusterLink(
+      configuration, liveCalls: liveCalls, metrics: observations.metrics, log: log)
     self.cluster = cluster
     pushes = try PushSetup.dispatcher(
       configuration: configuration, store: callStore, clock: clock, observations: observations,
@@ -191,9 +192,9 @@ public final class DialtoneServer: Sendable {
     log.info("stopped")
   }
 
-  private static func makeClusterLink(_ configuration: ServerConfiguration, liveCalls: any LiveCallStore, log: Log)
-    throws -> ClusterLink?
-  {
+  private static func makeClusterLink(
+    _ configuration: ServerConfiguration, liveCalls: any LiveCallStore, metrics: ServerMetrics, log: Log
+  ) throws -> ClusterLink? {
     guard let url = configuration.redisURL else { return nil }
     let redis: RedisConfiguration
     do {
@@ -208,7 +209,7 @@ public final class DialtoneServer: Sendable {
     // A session outlives its holder for the resume window, plus two refreshes of slack.
     settings.sessionExpiry = .seconds(configuration.resumeWindow) + settings.sessionRefresh * 2
     settings.maxUnackedBytes = configuration.limits.maxUnackedBytes
-    return ClusterLink(settings: settings, liveCalls: liveCalls, log: log.scoped("cluster"))
+    return ClusterLink(settings: settings, liveCalls: liveCalls, metrics: metrics, log: log.scoped("cluster"))
   }
 
   private static func makeSFU(_ configuration: ServerConfiguration, clock: any DialtoneClock, log: Log) throws

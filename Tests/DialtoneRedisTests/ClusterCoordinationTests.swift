@@ -164,6 +164,11 @@ extension RedisTests {
       #expect(rest.map(\.id) == Array(sent.suffix(2)))
       // Read but not discarded: a reader that restarts reads them again.
       #expect(try mailbox.backlog(of: target) == 5)
+      // Discarded through the third: the two after it stay.
+      try mailbox.discard(through: sent[2], from: target)
+      #expect(
+        try mailbox.receive(target, after: "0", limit: 10, timeout: .milliseconds(50)).map(\.id)
+          == Array(sent.suffix(2)))
       try mailbox.discard(sent, from: target)
       #expect(try mailbox.backlog(of: target) == 0)
       #expect(try mailbox.receive(target, after: "0", limit: 10, timeout: .milliseconds(50)) == [])

@@ -224,9 +224,13 @@ extension RedisTests {
         try ledger.open(id, userId: "alice", deviceId: "phone", node: n1)
         try append(ledger, id, holder: n1, 1...1)
       }
+      let raw = try SharedRedis.server().connect()
+      defer { raw.close() }
+      _ = try ledger.append(frame(2), to: dropped, from: n1, requestID: "r", once: "k")
       let gone = await eventually(within: 10) {
         _ = try? ledger.touch([kept])
-        return (try? ledger.exists(dropped)) == false
+        // Every key of the session goes: its log, answers and once-keys expire with it.
+        return (try? raw.command(["KEYS", .string("dt:session:{\(dropped)}*")]))?.elements?.isEmpty == true
       }
       #expect(gone)
       #expect(try ledger.resume(dropped, userId: "alice", deviceId: "phone", from: 0, node: n1) == .gone)

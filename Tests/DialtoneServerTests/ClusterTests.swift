@@ -60,6 +60,13 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
     // The history is the shared database's: any node answers it.
     let history = try await cluster.nodes[2].http("GET", "/v1/calls", token: cluster.nodes[2].token("bob"))
     #expect(history.json?["calls"]?.arrayValue?.map { $0["callId"]?.stringValue } == [call])
+    // The nodes' metrics say what crossed Redis: Alice's candidates reached Bob's node as
+    // frames, both nodes stored messages, and each holds its device's session.
+    let bobsNode = cluster.nodes[1]
+    #expect(try await bobsNode.metric(#"dialtone_cluster_letters_total{kind="frame"}"#) >= 5)
+    #expect(try await bobsNode.metric("dialtone_cluster_store_transactions_total") > 0)
+    #expect(try await bobsNode.metric("dialtone_cluster_sessions_held") == 1)
+    #expect(try await cluster.nodes[0].metric("dialtone_cluster_store_failures_total") == 0)
     await cluster.stop()
   }
 

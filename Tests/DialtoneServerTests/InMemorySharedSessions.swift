@@ -133,6 +133,7 @@ final class InMemorySharedSessions: SharedSessions {
   }
 
   func flush() {}
+  func refreshGauges() {}
 
   func end(_ sessionID: String) {
     state.withLock {

@@ -22,12 +22,19 @@ final class ClusterInboxReader: Sendable {
     // The wait must stay shorter than the connection's command timeout, and bounds how long
     // `stop` waits for the read in progress (a letter arrives at once whatever it is).
     let wait = Duration.milliseconds(100)
-    // The state is the id of the last letter handed on.
-    loop.start("0", failing: "cannot read this node's inbox", recovered: "reading this node's inbox again") {
-      after, connection in
+    // The state: the id of the last letter handed on, and how far the inbox was trimmed. Handled
+    // letters are removed in runs (every 64, or once nothing more came), not after each read.
+    loop.start(Position(), failing: "cannot read this node's inbox", recovered: "reading this node's inbox again") {
+      position, connection in
       let mailbox = ClusterLink.mailbox(connection, settings)
-      let letters = try mailbox.receive(settings.node, after: after, limit: 512, timeout: wait)
-      guard let last = letters.last else { return }
+      let letters = try mailbox.receive(settings.node, after: position.after, limit: 512, timeout: wait)
+      guard let last = letters.last else {
+        if position.untrimmed > 0 {
+          try mailbox.discard(through: position.after, from: settings.node)
+          position.untrimmed = 0
+        }
+        return
+      }
       var decoded: [ClusterLetter] = []
       decoded.reserveCapacity(letters.count)
       for letter in letters {
@@ -38,9 +45,18 @@ final class ClusterInboxReader: Sendable {
         }
       }
       if !decoded.isEmpty { deliver(decoded) }
-      after = last.id
-      try mailbox.discard(letters.map(\.id), from: settings.node)
+      position.after = last.id
+      position.untrimmed += letters.count
+      if position.untrimmed >= 64 {
+        try mailbox.discard(through: last.id, from: settings.node)
+        position.untrimmed = 0
+      }
     }
+  }
+
+  private struct Position: Sendable {
+    var after = "0"
+    var untrimmed = 0
   }
 
   func stop() { loop.stop() }

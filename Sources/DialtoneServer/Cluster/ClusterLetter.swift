@@ -22,6 +22,20 @@ enum ClusterLetter: Sendable, Equatable {
   case replaced(Identity, sessionID: String)
 }
 
+extension ClusterLetter {
+  /// The letter's kind, as its header names it (a metric's label).
+  var kind: String {
+    switch self {
+    case .frame: "frame"
+    case .broken: "broken"
+    case .request: "request"
+    case .reply: "reply"
+    case .device: "device"
+    case .replaced: "replaced"
+    }
+  }
+}
+
 extension ForwardedRequest: Equatable {
   static func == (a: ForwardedRequest, b: ForwardedRequest) -> Bool {
     a.message == b.message && a.id == b.id && a.from == b.from && a.origin == b.origin

@@ -1,5 +1,6 @@
 import DialtoneCluster
 import DialtoneCrypto
+import DialtoneMetrics
 import DialtoneProtocol
 import DialtoneRedis
 import DialtoneSupport
@@ -22,7 +23,7 @@ extension ClusterLink: SharedSessions {
   }
 
   func open(_ opening: SessionOpening) {
-    let queued = sender.submit { [self] connection in
+    let queued = enqueue { [self] connection in
       let outcome: SessionOpened
       if let connection {
         do {
@@ -116,18 +117,25 @@ extension ClusterLink: SharedSessions {
       return batch
     }
     guard !steps.isEmpty else { return }
+    if let waiting = currentBatch.current, waiting.add(steps) { return }
+    let group = StepBatch(steps)
+    currentBatch.withLock { $0 = group }
     let queued = sender.submit { [self] connection in
+      let steps = group.take()
       var results: [SessionLedger.StepResult]
       do throws(RedisError) {
         guard let connection else { throw RedisError.connectionFailed(message: "not connected") }
         try healPoisoned(connection)
         results = try ledger(connection).run(steps.map(\.step), from: thisNode)
+        metrics.clusterTransactions.increment()
+        metrics.clusterSteps.increment(by: Double(steps.count))
       } catch {
         results = Array(repeating: .failed(error), count: steps.count)
       }
       settle(steps, results)
     }
     if !queued {
+      let steps = group.take()
       settle(steps, Array(repeating: .failed(.invalidRequest("too much is waiting for Redis")), count: steps.count))
     }
   }
@@ -157,6 +165,7 @@ extension ClusterLink: SharedSessions {
   /// A message for a session that could not be stored: that session resyncs.
   private func lost(_ what: String, sessionID: String, _ error: RedisError) {
     guard !stopped.current else { return }
+    metrics.clusterStoreFailures.increment()
     log.error(
       "a \(what) for session \(sessionID) could not be stored (\(error)): its client will resync", sessionId: sessionID)
     poison.withLock { $0.add(session: sessionID) }
@@ -166,13 +175,14 @@ extension ClusterLink: SharedSessions {
   /// A message for a user's sessions that could not be stored: all of them resync.
   private func lost(_ what: String, userId: String, _ error: RedisError) {
     guard !stopped.current else { return }
+    metrics.clusterStoreFailures.increment()
     log.error("a \(what) for \(userId) could not be stored (\(error)): their devices will resync")
     poison.withLock { $0.add(user: userId) }
     hub.current?.deliver(.deliveryFailed(userId: userId))
   }
 
   func fetch(_ sessionID: String, after seq: UInt64) {
-    let queued = sender.submit { [self] connection in
+    let queued = enqueue { [self] connection in
       var broken = true
       if let connection {
         switch try? ledger(connection).range(sessionID, after: seq) {
@@ -249,6 +259,12 @@ extension ClusterLink: SharedSessions {
     if let until = recoveringUntil.current, ContinuousClock.now < until { return true }
     let seen = try connection.get("dt:cluster").map { String(decoding: $0, as: UTF8.self) }
     return seen != clusterMark.current
+  }
+
+  /// The cluster's gauges, before a scrape.
+  func refreshGauges() {
+    metrics.clusterSessionsHeld.set(held.current.count)
+    metrics.clusterSenderQueue.set(sender.queued)
   }
 
   /// The message as the ledger numbers it.

@@ -1,4 +1,5 @@
 import DialtoneCluster
+import DialtoneMetrics
 import DialtoneProtocol
 import DialtoneRedis
 import DialtoneSupport
@@ -58,6 +59,19 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
   private let adopting = Locked<Set<CallID>>([])
   /// Session steps the hub asked for since its last `flush`, run as one transaction then.
   let batch = Locked<[PendingStep]>([])
+  /// The flushed steps waiting for the sender, which later flushes join (`StepBatch`).
+  let currentBatch = Locked<StepBatch?>(nil)
+
+  /// Queues a job that is not a batch of session steps: the waiting batch takes no more steps,
+  /// so that none overtakes this job.
+  @discardableResult
+  func enqueue(_ job: @escaping RedisWorker.Job) -> Bool {
+    currentBatch.withLock {
+      $0?.close()
+      $0 = nil
+    }
+    return sender.submit(job)
+  }
 
   struct PendingStep: Sendable {
     let step: SessionLedger.Step
@@ -69,6 +83,7 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
   /// The calls this node runs, with their users (their lists in Redis name the call).
   private let owned = Locked<[CallID: [String]]>([:])
   private let liveCalls: any LiveCallStore
+  let metrics: ServerMetrics
   let log: Log
   private let reader: ClusterInboxReader
   private let housekeeping: ClusterHousekeeping
@@ -93,9 +108,10 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
   static let maxAttempts = 3
   static let maxUnanswered = 100_000
 
-  init(settings: Settings, liveCalls: any LiveCallStore, log: Log) {
+  init(settings: Settings, liveCalls: any LiveCallStore, metrics: ServerMetrics, log: Log) {
     self.settings = settings
     self.liveCalls = liveCalls
+    self.metrics = metrics
     self.log = log
     let redis = settings.redis
     sender = RedisWorker(name: "cluster-sender", maxQueued: settings.maxQueued) { () throws(RedisError) in
@@ -140,7 +156,7 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     }
     let log = log
     let done = DispatchSemaphore(value: 0)
-    let queued = sender.submit { connection in
+    let queued = enqueue { connection in
       defer { done.signal() }
       guard let connection else { return }
       let ownership = CallOwnership(connection, leaseDuration: settings.lease)
@@ -157,7 +173,7 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
   func dispatch(_ event: CallEvent, connectedHere: Set<String>, to sink: any CallEffectSink) {
     let node = thisNode
     let expiry = settings.nodeExpiry
-    let queued = sender.submit { connection in
+    let queued = enqueue { connection in
       // Without Redis a connected device may get a push too many, never one too few.
       var connected = connectedHere
       if let connection,
@@ -223,7 +239,7 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     guard let callId = message.callId else { return }
     let request = ForwardedRequest(
       message: message, id: id, from: from, origin: .init(node: thisNode, sessionID: session))
-    let queued = sender.submit { [self] connection in
+    let queued = enqueue { [self] connection in
       guard let connection else { return refuse(request, "the cluster's Redis cannot be reached; try again") }
       do {
         try route(request, callId, connection)
@@ -434,6 +450,7 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
       // The calls run here all the same; their devices count as they reconnect.
       log.error("cannot read the presence of the calls taken over: \(error)")
     }
+    metrics.clusterTakeovers.increment(by: Double(stored.count))
     hub.current?.deliver(.adopt(stored, ended: ended, connected: connected, then: request, attempted: callIds))
     return true
   }
@@ -535,6 +552,7 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
   // MARK: - Letters
 
   private func arrived(_ letters: [ClusterLetter]) {
+    for letter in letters { metrics.clusterLetters.labels(letter.kind).increment() }
     let answered = letters.compactMap { letter -> String? in
       guard case .reply(let sessionID, let requestID, _) = letter else { return nil }
       return sessionID + "\u{0}" + requestID
@@ -583,7 +601,7 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
 
   func submit(_ what: String, _ job: @escaping @Sendable (RedisConnection) throws(RedisError) -> Void) {
     let log = log
-    let queued = sender.submit { connection in
+    let queued = enqueue { connection in
       guard let connection else { return log.error("the cluster's Redis cannot be reached: lost \(what)") }
       do {
         try job(connection)

@@ -30,6 +30,8 @@ protocol SharedSessions: Sendable {
   /// nothing (the hub flushes once per event, so that an answer never lands without what its
   /// request caused).
   func flush()
+  /// Sets the store's gauges (before a scrape of `/metrics`).
+  func refreshGauges()
 }
 
 /// A hello waiting for its session.

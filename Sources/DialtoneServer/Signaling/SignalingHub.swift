@@ -178,6 +178,7 @@ public actor SignalingHub {
     metrics.sessionsResumable.set(sessions.count - connected)
     metrics.callsLive.set(router.liveCalls.count)
     metrics.groupCallsLive.set(groups.liveCallCount)
+    shared?.refreshGauges()
   }
 
   /// What the admin dashboard shows live: sockets, sessions and the calls in progress.
