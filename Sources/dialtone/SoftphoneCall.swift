@@ -202,8 +202,12 @@ actor SoftphoneCall {
   private func clientEvent(_ event: CallClient.Event) async -> Status? {
     switch event {
     case .connected(let welcome):
-      let session = welcome.resumed ? " (session resumed)" : welcome.resync ? " (new session: resync)" : ""
-      report.note("signed in as \(welcome.userId)/\(welcome.deviceId)\(session)")
+      report.note("signed in as \(welcome.userId)/\(welcome.deviceId)")
+      if welcome.resumed {
+        report.note("session resumed")
+      } else if welcome.resync {
+        report.note("new session: resync")
+      }
       if case .caller(let to) = role, engine == nil {
         report.start("dialing \(to)\(video ? " (video)" : "")")
         follow(await client.dial(to, video: video))

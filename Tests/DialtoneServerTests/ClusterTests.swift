@@ -19,6 +19,18 @@ private func messagesUntilReply(_ probe: SignalingProbe, _ id: String) async thr
   throw ProbeFailure(description: "no answer to \(id)")
 }
 
+/// Alice on node 1 calls Bob on node 2, who answers: both have read the accept.
+private func answeredCall(_ cluster: TestCluster) async throws -> (SignalingProbe, SignalingProbe, CallID) {
+  let alice = try await cluster.connect("alice", on: 0)
+  let bob = try await cluster.connect("bob", on: 1)
+  let call = callID()
+  #expect(try await alice.invite(call, to: "bob").isAck)
+  _ = try await bob.expect(.invite)
+  #expect(try await bob.act(.accept(.init(callId: call, answer: answer))).isAck)
+  _ = try await alice.expect(.accept)
+  return (alice, bob, call)
+}
+
 private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n")
 
 @Suite(.scratchPostgres, .scratchRedis, .serialized) struct ClusterTests {
@@ -109,13 +121,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
 
   @Test func theCallOfANodeThatLeftIsTakenOverWhenItsDevicesCarryOn() async throws {
     let cluster = try await TestCluster.start()
-    let alice = try await cluster.connect("alice", on: 0)
-    let bob = try await cluster.connect("bob", on: 1)
-    let call = callID()
-    #expect(try await alice.invite(call, to: "bob").isAck)
-    _ = try await bob.expect(.invite)
-    #expect(try await bob.act(.accept(.init(callId: call, answer: answer))).isAck)
-    _ = try await alice.expect(.accept)
+    let (_, bob, call) = try await answeredCall(cluster)
 
     // Alice's node stops; her phone reconnects to the third node. The call is in the shared
     // journal: the first request about it takes it over, and her new session, which reached no
@@ -271,13 +277,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
 
   @Test func aDeviceResumesOnAnotherNodeWithNothingLostOrDuplicated() async throws {
     let cluster = try await TestCluster.start()
-    let alice = try await cluster.connect("alice", on: 0)
-    let bob = try await cluster.connect("bob", on: 1)
-    let call = callID()
-    #expect(try await alice.invite(call, to: "bob").isAck)
-    _ = try await bob.expect(.invite)
-    #expect(try await bob.act(.accept(.init(callId: call, answer: answer))).isAck)
-    _ = try await alice.expect(.accept)
+    let (alice, bob, call) = try await answeredCall(cluster)
     bob.ack()
     let (session, lastSeq) = (try #require(bob.sessionId), bob.lastSeq)
     // Bob's candidate reaches Alice; its answer is stored for Bob, whose socket drops unread.
@@ -318,13 +318,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
 
   @Test func aDeviceWhoseNodeStoppedResumesOnAnotherOne() async throws {
     let cluster = try await TestCluster.start()
-    let alice = try await cluster.connect("alice", on: 0)
-    let bob = try await cluster.connect("bob", on: 1)
-    let call = callID()
-    #expect(try await alice.invite(call, to: "bob").isAck)
-    _ = try await bob.expect(.invite)
-    #expect(try await bob.act(.accept(.init(callId: call, answer: answer))).isAck)
-    _ = try await alice.expect(.accept)
+    let (alice, bob, call) = try await answeredCall(cluster)
     let (session, lastSeq) = (try #require(bob.sessionId), bob.lastSeq)
 
     // Bob's node drains; what Alice sends meanwhile is kept for him, though no node holds him.
@@ -350,13 +344,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
 
   @Test func aRedisThatLostItsStateHasEveryClientResyncAndTheCallGoesOn() async throws {
     let cluster = try await TestCluster.start()
-    let alice = try await cluster.connect("alice", on: 0)
-    let bob = try await cluster.connect("bob", on: 1)
-    let call = callID()
-    #expect(try await alice.invite(call, to: "bob").isAck)
-    _ = try await bob.expect(.invite)
-    #expect(try await bob.act(.accept(.init(callId: call, answer: answer))).isAck)
-    _ = try await alice.expect(.accept)
+    let (alice, bob, call) = try await answeredCall(cluster)
     let sessions = (try #require(alice.sessionId), try #require(bob.sessionId))
 
     // As a Redis without persistence restarting: every key is gone.

@@ -56,7 +56,7 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
   /// every live node places its own calls again within a heartbeat of noticing.
   let recoveringUntil = Locked<ContinuousClock.Instant?>(nil)
   /// Calls whose lease this node is winning and whose journal it is reading (`beginTakeOver`).
-  private let adopting = Locked<Set<CallID>>([])
+  private let adopting = Locked<[CallID: ContinuousClock.Instant]>([:])
   /// Session steps the hub asked for since its last `flush`, run as one transaction then.
   let batch = Locked<[PendingStep]>([])
   /// The flushed steps waiting for the sender, which later flushes join (`StepBatch`).
@@ -404,10 +404,22 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
   /// A call's lease is about to be won here: requests about it that reach the hub meanwhile (a
   /// letter from a node that already sees this node as the owner) wait for it to run here
   /// (`isBeingTakenOver`), instead of finding no such call.
-  private func beginTakeOver(_ callIds: Set<CallID>) { adopting.withLock { $0.formUnion(callIds) } }
-  private func endTakeOver(_ callIds: Set<CallID>) { adopting.withLock { $0.subtract(callIds) } }
+  private func beginTakeOver(_ callIds: Set<CallID>) {
+    let now = ContinuousClock.now
+    adopting.withLock { for callId in callIds { $0[callId] = now } }
+  }
+  private func endTakeOver(_ callIds: Set<CallID>) { adopting.withLock { for callId in callIds { $0[callId] = nil } } }
 
-  func isBeingTakenOver(_ callId: CallID) -> Bool { adopting.withLock { $0.contains(callId) } }
+  /// A take-over that never ended (a Redis step failed in the middle of it) stops counting after
+  /// the hub's wait for it.
+  func isBeingTakenOver(_ callId: CallID) -> Bool {
+    adopting.withLock { adopting in
+      guard let started = adopting[callId] else { return false }
+      if ContinuousClock.now - started < SignalingHub.takeOverWait { return true }
+      adopting[callId] = nil
+      return false
+    }
+  }
   func takenOver(_ callIds: Set<CallID>) { endTakeOver(callIds) }
 
   /// Loads the named calls (whose leases this node now holds) from the shared journal and runs
