@@ -42,7 +42,7 @@ let package = Package(
     // The cluster's Redis client (presence, routing, resume): hiredis behind a pointer-free API.
     .target(name: "DialtoneRedis", dependencies: ["CRedis", "DialtoneCrypto"]),
     // What the cluster's nodes share in Redis: presence, and session state any node resumes.
-    .target(name: "DialtoneCluster", dependencies: ["DialtoneRedis"]),
+    .target(name: "DialtoneCluster", dependencies: ["DialtoneRedis", "DialtoneSupport"]),
     // Counters, gauges and histograms, and their Prometheus text exposition.
     .target(name: "DialtoneMetrics", dependencies: ["DialtoneSupport"]),
     .target(name: "DialtoneHTTPClient", dependencies: ["CCurl"]),

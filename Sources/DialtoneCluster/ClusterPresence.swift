@@ -48,6 +48,18 @@ public final class ClusterPresence: Sendable {
     try redis.command(["EXISTS", Self.nodeKey(node)]) == .integer(1)
   }
 
+  /// The cluster's mark: a random value the first node writes, gone (or another) once Redis lost
+  /// the cluster's state (a restart without persistence). Nil while none is written.
+  public func mark() throws(RedisError) -> String? {
+    try redis.get(Self.markKey).map { String(decoding: $0, as: UTF8.self) }
+  }
+
+  /// The mark, written first if there was none (whichever node writes first wins).
+  public func markedNow() throws(RedisError) -> String? {
+    try redis.set(Self.markKey, .string(Self.newMark()), onlyIfAbsent: true)
+    return try mark()
+  }
+
   /// A draining or stopping node leaves at once instead of waiting for its heartbeat to expire.
   public func leave(_ node: String) throws(RedisError) {
     try redis.del([Self.nodeKey(node)])
@@ -113,6 +125,11 @@ public final class ClusterPresence: Sendable {
   // MARK: Layout
 
   static func nodeKey(_ node: String) -> RedisArgument { .string("dt:node:{\(node)}") }
+  static let markKey: RedisArgument = "dt:cluster"
+
+  private static func newMark() -> String {
+    String((0..<16).map { _ in "0123456789abcdefghijklmnopqrstuvwxyz".randomElement() ?? "0" })
+  }
   static func userKey(_ userId: String) -> RedisArgument { .string("dt:presence:{\(userId)}") }
 
   /// "node\nsession\n" then "1" (socket open) or "0": neither may hold a newline (`check`).

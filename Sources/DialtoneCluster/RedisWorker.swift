@@ -1,4 +1,5 @@
 import DialtoneRedis
+import DialtoneSupport
 import Foundation
 
 /// A thread of its own with a Redis connection of its own, running jobs one at a time in the
@@ -44,8 +45,7 @@ public final class RedisWorker: Sendable {
   @discardableResult
   public func close(waitingUpTo wait: Duration) -> Bool {
     queue.close()
-    let seconds = Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18
-    return finished.wait(timeout: .now() + seconds) == .success
+    return finished.wait(timeout: .now() + wait.seconds) == .success
   }
 
   public var queued: Int { queue.count }

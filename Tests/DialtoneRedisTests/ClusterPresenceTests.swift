@@ -91,6 +91,21 @@ extension RedisTests {
       #expect(try presence.isAlive(living))
     }
 
+    @Test func theClusterMarkIsWrittenOnceAndGoesWithRedisState() throws {
+      let redis = try SharedRedis.server().connect()
+      defer { redis.close() }
+      try redis.command(["SELECT", "14"])
+      try redis.command(["FLUSHDB"])
+      let presence = ClusterPresence(redis, nodeExpiry: .seconds(3))
+      #expect(try presence.mark() == nil)
+      let first = try presence.markedNow()
+      #expect(first != nil)
+      #expect(try presence.markedNow() == first)  // a second node reads the first one's
+      try redis.command(["FLUSHDB"])  // as a Redis restarted without persistence
+      #expect(try presence.mark() == nil)
+      #expect(try presence.markedNow() != first)
+    }
+
     @Test func aLeavingNodeDropsOutAtOnce() throws {
       let presence = try presence()
       let (alice, n1) = (user(), node())

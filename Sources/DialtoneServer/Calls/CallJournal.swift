@@ -74,7 +74,7 @@ final class CallJournal: @unchecked Sendable {
         if pause == .milliseconds(100) {
           log.error("could not store \(batch.count) live-call change(s): \(error); retrying until the store answers")
         }
-        Thread.sleep(forTimeInterval: Double(pause.components.seconds) + Double(pause.components.attoseconds) / 1e18)
+        Thread.sleep(forTimeInterval: pause.seconds)
         pause = min(pause * 2, .seconds(2))
       }
     }

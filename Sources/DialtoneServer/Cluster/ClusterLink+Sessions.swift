@@ -1,5 +1,4 @@
 import DialtoneCluster
-import DialtoneCrypto
 import DialtoneMetrics
 import DialtoneProtocol
 import DialtoneRedis
@@ -99,7 +98,7 @@ extension ClusterLink: SharedSessions {
   /// The answer to a request another node forwarded goes into the requesting session itself, in
   /// the same transaction as what the request caused (the effects the hub applies next), so that
   /// neither lands without the other; the requesting node is told it came, for its bookkeeping.
-  func answer(_ reply: ServerMessage, to request: ForwardedRequest) {
+  func reply(_ reply: ServerMessage, to request: ForwardedRequest) {
     let letter = ClusterLetterCodec.encode(.reply(sessionID: request.origin.sessionID, requestID: request.id, reply))
     let stored = SessionLedger.Step.append(
       Self.frame(reply), session: request.origin.sessionID, requestID: request.id, once: nil)
@@ -257,8 +256,7 @@ extension ClusterLink: SharedSessions {
   /// calls may not have placed them again yet. Taking one over then would run it twice.
   func recovering(_ connection: RedisConnection) throws(RedisError) -> Bool {
     if let until = recoveringUntil.current, ContinuousClock.now < until { return true }
-    let seen = try connection.get("dt:cluster").map { String(decoding: $0, as: UTF8.self) }
-    return seen != clusterMark.current
+    return try presence(connection).mark() != clusterMark.current
   }
 
   /// The cluster's gauges, before a scrape.
@@ -278,12 +276,10 @@ extension ClusterLink: SharedSessions {
   /// presence, lease and inbox: the node then closes its sockets, so that its devices reconnect
   /// and resync, and places its calls again.
   func checkClusterMark(_ connection: RedisConnection) throws(RedisError) {
-    let key: RedisArgument = "dt:cluster"
-    let seen = try connection.get(key).map { String(decoding: $0, as: UTF8.self) }
+    let presence = presence(connection)
     let known = clusterMark.current
-    if let seen, seen == known { return }
-    if seen == nil { try connection.set(key, .string(SecureRandom.token(byteCount: 12)), onlyIfAbsent: true) }
-    let mark = try connection.get(key).map { String(decoding: $0, as: UTF8.self) }
+    if let seen = try presence.mark(), seen == known { return }
+    let mark = try presence.markedNow()
     clusterMark.withLock { $0 = mark }
     guard known != nil else { return }  // this node's first look
     log.warning("the cluster's Redis lost its state (restarted?): closing every socket here so that its devices resync")

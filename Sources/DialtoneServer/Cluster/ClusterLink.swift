@@ -187,18 +187,16 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
   }
 
   func detached(_ identity: Identity, session: String, ended: Bool) {
-    guard ended else { return announce(identity, session: session, connected: false, newSession: false) }
+    guard ended else {
+      // The nodes running the user's calls learn that the device's socket closed here.
+      return submit("the session of \(identity.userId)/\(identity.deviceId)") { [self] connection throws(RedisError) in
+        try announceNow(identity, session: session, connected: false, newSession: false, connection)
+      }
+    }
     let (node, expiry) = (thisNode, settings.nodeExpiry)
     submit("the end of a session of \(identity.userId)") { connection throws(RedisError) in
       try ClusterPresence(connection, nodeExpiry: expiry).unregister(
         .init(deviceId: identity.deviceId, node: node, sessionID: session), of: identity.userId)
-    }
-  }
-
-  /// Tells the nodes running the user's calls that the device's socket closed here.
-  private func announce(_ identity: Identity, session: String, connected: Bool, newSession: Bool) {
-    submit("the session of \(identity.userId)/\(identity.deviceId)") { [self] connection throws(RedisError) in
-      try announceNow(identity, session: session, connected: connected, newSession: newSession, connection)
     }
   }
 
@@ -250,8 +248,6 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     }
     if !queued { refuse(request, "this node is overloaded; try again") }
   }
-
-  func reply(_ reply: ServerMessage, to request: ForwardedRequest) { answer(reply, to: request) }
 
   func running(_ callId: CallID, users: [String]) {
     let isNew = owned.withLock { owned in
@@ -624,7 +620,7 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     if !queued && !stopped.current { log.error("too much cluster traffic is waiting for Redis: dropped \(what)") }
   }
 
-  private func presence(_ connection: RedisConnection) -> ClusterPresence {
+  func presence(_ connection: RedisConnection) -> ClusterPresence {
     ClusterPresence(connection, nodeExpiry: settings.nodeExpiry)
   }
 

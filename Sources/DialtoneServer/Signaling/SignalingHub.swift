@@ -818,13 +818,9 @@ public actor SignalingHub {
   }
 
   private func release(_ output: Output) {
-    if let session = output.session, let reply = output.reply {
-      if let id = output.requestID {
-        if output.wasHeld { heldRequests.remove(Self.requestKey(session, id)) }
-        session.answer(reply, to: id, coalesced: output.coalesced)
-      } else {
-        session.deliver(reply, coalesced: output.coalesced)
-      }
+    if let session = output.session, let reply = output.reply, let id = output.requestID {
+      if output.wasHeld { heldRequests.remove(Self.requestKey(session, id)) }
+      session.answer(reply, to: id, coalesced: output.coalesced)
     } else if let request = output.forwarded, let reply = output.reply {
       let repeats = forwardedAnswers.answered(request, reply)
       answerForwarded(reply, request)

@@ -110,12 +110,10 @@ final class PostgresLiveCallStore: LiveCallStore, @unchecked Sendable {
         for row in rows {
           guard let seq = try row.int64(11) else { continue }
           before = seq
-          let record = try PostgresStore.record(PostgresRow(columns: [], values: Array(row.values.prefix(10))))
+          let (record, call) = try Self.ended(row, blockedAt: 12)
           guard (record.endedAt ?? 0) >= since else { continue }
           recent = true
-          if let device = try row.string(10) {
-            ended.append(RecentlyEndedCall(record: record, callerDevice: device, blocked: try row.bool(12) == true))
-          }
+          if let call { ended.append(call) }
         }
         if rows.count < 256 || !recent { break }
       }
@@ -142,13 +140,20 @@ final class PostgresLiveCallStore: LiveCallStore, @unchecked Sendable {
         for row in try connection.query(
           "SELECT \(PostgresStore.callColumns), caller_device, blocked FROM calls WHERE call_id = $1", [.text(callId)])
         {
-          let record = try PostgresStore.record(PostgresRow(columns: [], values: Array(row.values.prefix(10))))
-          guard (record.endedAt ?? 0) >= since, let device = try row.string(10) else { continue }
-          ended.append(RecentlyEndedCall(record: record, callerDevice: device, blocked: try row.bool(11) == true))
+          let (record, call) = try Self.ended(row, blockedAt: 11)
+          if (record.endedAt ?? 0) >= since, let call { ended.append(call) }
         }
       }
       return ended
     }
+  }
+
+  /// A history row of `callColumns`, the caller's device and (at `blockedAt`) whether a block
+  /// silenced it: its record, and the ended call the router can restore (not without a device).
+  private static func ended(_ row: PostgresRow, blockedAt: Int) throws -> (CallRecord, RecentlyEndedCall?) {
+    let record = try PostgresStore.record(PostgresRow(columns: [], values: Array(row.values.prefix(10))))
+    guard let device = try row.string(10) else { return (record, nil) }
+    return (record, RecentlyEndedCall(record: record, callerDevice: device, blocked: try row.bool(blockedAt) == true))
   }
 
   /// Every live call, or the named ones.
@@ -157,30 +162,24 @@ final class PostgresLiveCallStore: LiveCallStore, @unchecked Sendable {
   {
     var signals: [CallID: [ServerMessage]] = [:]
     var calls: [PostgresRow] = []
-    let columns = """
-      SELECT call_id, caller_id, caller_device, caller_name, callee_id, video, created_at, phase, answered_by,
-        answered_at, ring_deadline, caller_grace_deadline, answerer_grace_deadline, invite, accept, blocked
-      FROM live_calls
-      """
-    if let callIds {
-      for callId in callIds.sorted() {
-        for row in try connection.query(
-          "SELECT call_id, message FROM live_call_signals WHERE call_id = $1 ORDER BY seq", [.text(callId)])
-        {
-          guard let text = try row.string(1), let message = try? MessageCodec.decodeServerMessage(text).message
-          else { continue }
-          signals[callId, default: []].append(message)
-        }
-        calls += try connection.query(columns + " WHERE call_id = $1", [.text(callId)])
-      }
-    } else {
-      for row in try connection.query("SELECT call_id, message FROM live_call_signals ORDER BY seq") {
+    // One pass over every call, or one per named call.
+    let filters: [(clause: String, parameters: [PostgresValue])] =
+      callIds.map { $0.sorted().map { (" WHERE call_id = $1", [.text($0)]) } } ?? [("", [])]
+    for filter in filters {
+      for row in try connection.query(
+        "SELECT call_id, message FROM live_call_signals\(filter.clause) ORDER BY seq", filter.parameters)
+      {
         guard let callId = try row.string(0), let text = try row.string(1),
           let message = try? MessageCodec.decodeServerMessage(text).message
         else { continue }
         signals[callId, default: []].append(message)
       }
-      calls = try connection.query(columns + " ORDER BY created_at, call_id")
+      calls += try connection.query(
+        """
+        SELECT call_id, caller_id, caller_device, caller_name, callee_id, video, created_at, phase, answered_by,
+          answered_at, ring_deadline, caller_grace_deadline, answerer_grace_deadline, invite, accept, blocked
+        FROM live_calls\(filter.clause) ORDER BY created_at, call_id
+        """, filter.parameters)
     }
     return try calls.compactMap { row -> StoredLiveCall? in
       guard let callId = try row.string(0), let callerId = try row.string(1), let callerDevice = try row.string(2),
