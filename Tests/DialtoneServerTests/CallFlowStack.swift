@@ -86,13 +86,6 @@ struct CallFlowStack {
 
   /// Runs `body` on a stack of the deployment, and stops it whether the body threw or not.
   static func with(_ deployment: Deployment, _ body: (CallFlowStack) async throws -> Void) async throws {
-    let stack = try await start(deployment)
-    do {
-      try await body(stack)
-    } catch {
-      await stack.stop()
-      throw error
-    }
-    await stack.stop()
+    try await stopping(try await start(deployment), stop: { await $0.stop() }, body)
   }
 }

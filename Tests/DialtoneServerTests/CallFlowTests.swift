@@ -43,6 +43,36 @@ extension TestServer {
   }
 }
 
+/// Bob calls Alice, and Alice calls Bob while his call rings her (`newerWins`: hers has the lower
+/// callId): both are told the loser ended with `glare`, replaced by the survivor.
+func glare(_ alice: SignalingProbe, _ bob: SignalingProbe, newerWins: Bool) async throws -> (
+  loser: CallID, survivor: CallID
+) {
+  let bobsCall = newerWins ? callID("b") : callID("a")
+  let alicesCall = newerWins ? callID("a") : callID("b")
+  #expect(try await bob.invite(bobsCall, to: "alice").isAck)
+  #expect(try await alice.expect(.invite).callId == bobsCall)
+  #expect(try await alice.invite(alicesCall, to: "bob").isAck)
+  let (loser, survivor) = newerWins ? (bobsCall, alicesCall) : (alicesCall, bobsCall)
+  for probe in [alice, bob] {
+    guard case .callEnded(let ended) = try await probe.expect(.callEnded) else { return (loser, survivor) }
+    #expect(ended.callId == loser && ended.reason == .glare && ended.replacedBy == survivor)
+  }
+  return (loser, survivor)
+}
+
+/// Alice calls Bob, who answers: both have read the accept.
+private func answeredCall(_ server: CallFlowStack) async throws -> (SignalingProbe, SignalingProbe, CallID) {
+  let alice = try await server.connect("alice")
+  let bob = try await server.connect("bob")
+  let call = callID()
+  _ = try await alice.invite(call, to: "bob")
+  _ = try await bob.expect(.invite)
+  _ = try await bob.act(.accept(.init(callId: call, answer: SessionDescription(sdp: answerSDP))))
+  _ = try await alice.expect(.accept)
+  return (alice, bob, call)
+}
+
 /// Alice calls Bob, whose phone and laptop both ring.
 private func ringingOnTwoDevices(_ server: CallFlowStack) async throws -> (
   SignalingProbe, SignalingProbe, SignalingProbe, CallID
@@ -182,19 +212,9 @@ private func ringingOnTwoDevices(_ server: CallFlowStack) async throws -> (
     try await CallFlowStack.with(deployment) { server in
       let alice = try await server.connect("alice")
       let bob = try await server.connect("bob")
-      let bobsCall = newerWins ? callID("b") : callID("a")
-      let alicesCall = newerWins ? callID("a") : callID("b")
-
-      _ = try await bob.invite(bobsCall, to: "alice")
-      #expect(try await alice.expect(.invite).callId == bobsCall)
-      #expect(try await alice.invite(alicesCall, to: "bob").isAck)
-
-      let (loser, survivor) = newerWins ? (bobsCall, alicesCall) : (alicesCall, bobsCall)
-      for probe in [alice, bob] {
-        guard case .callEnded(let ended) = try await probe.expect(.callEnded) else { return }
-        #expect(ended.callId == loser && ended.reason == .glare && ended.replacedBy == survivor)
-      }
-      if newerWins { #expect(try await bob.expect(.invite).callId == alicesCall) }
+      let survivor = try await glare(alice, bob, newerWins: newerWins).survivor
+      // Alice's call survived: Bob is rung with it.
+      if newerWins { #expect(try await bob.expect(.invite).callId == survivor) }
     }
   }
 
@@ -226,13 +246,7 @@ private func ringingOnTwoDevices(_ server: CallFlowStack) async throws -> (
     _ deployment: Deployment
   ) async throws {
     try await CallFlowStack.with(deployment) { server in
-      let alice = try await server.connect("alice")
-      let bob = try await server.connect("bob")
-      let call = callID()
-      _ = try await alice.invite(call, to: "bob")
-      _ = try await bob.expect(.invite)
-      _ = try await bob.act(.accept(.init(callId: call, answer: SessionDescription(sdp: answerSDP))))
-      _ = try await alice.expect(.accept)
+      let (alice, bob, call) = try await answeredCall(server)
       bob.ack()
 
       // Bob's socket dies mid-call; Alice keeps trickling.
@@ -291,13 +305,7 @@ private func ringingOnTwoDevices(_ server: CallFlowStack) async throws -> (
     async throws
   {
     try await CallFlowStack.with(deployment) { server in
-      let alice = try await server.connect("alice")
-      let bob = try await server.connect("bob")
-      let call = callID()
-      _ = try await alice.invite(call, to: "bob")
-      _ = try await bob.expect(.invite)
-      _ = try await bob.act(.accept(.init(callId: call, answer: SessionDescription(sdp: answerSDP))))
-      _ = try await alice.expect(.accept)
+      let (alice, bob, _) = try await answeredCall(server)
       bob.close()
       _ = try await bob.closeCode()
       try await server.waitUntilOffline("bob", "phone")

@@ -223,18 +223,9 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
     let cluster = try await TestCluster.start()
     let alice = try await cluster.connect("alice", on: 0)
     let bob = try await cluster.connect("bob", on: 1)
-    let bobsCall = newerWins ? callID("b") : callID("a")
-    let alicesCall = newerWins ? callID("a") : callID("b")
-    #expect(try await bob.invite(bobsCall, to: "alice").isAck)
-    #expect(try await alice.expect(.invite).callId == bobsCall)
-    #expect(try await alice.invite(alicesCall, to: "bob").isAck)
-    let (loser, survivor) = newerWins ? (bobsCall, alicesCall) : (alicesCall, bobsCall)
-    for probe in [alice, bob] {
-      guard case .callEnded(let ended) = try await probe.expect(.callEnded) else { return }
-      #expect(ended.callId == loser && ended.reason == .glare && ended.replacedBy == survivor)
-    }
+    let (loser, survivor) = try await glare(alice, bob, newerWins: newerWins)
     let (callee, caller) = newerWins ? (bob, alice) : (alice, bob)
-    if newerWins { #expect(try await bob.expect(.invite).callId == alicesCall) }
+    if newerWins { #expect(try await bob.expect(.invite).callId == survivor) }
     #expect(try await callee.act(.accept(.init(callId: survivor, answer: answer))).isAck)
     _ = try await caller.expect(.accept)
     #expect(try cluster.owner(of: survivor) != nil)

@@ -122,14 +122,7 @@ final class FakeTwirpServer: Sendable {
     prefix: String = "", scheme: String = "ws", suffix: String = "",
     _ body: (Rig) async throws -> Void
   ) async throws {
-    let rig = try Rig.start(prefix: prefix, scheme: scheme, suffix: suffix)
-    do {
-      try await body(rig)
-    } catch {
-      await rig.stop()
-      throw error
-    }
-    await rig.stop()
+    try await stopping(try Rig.start(prefix: prefix, scheme: scheme, suffix: suffix), stop: { await $0.stop() }, body)
   }
 
   private func serverClaims(video: JSONValue) -> [String: JSONValue] {

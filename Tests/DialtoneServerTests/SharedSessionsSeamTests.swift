@@ -17,6 +17,18 @@ import Testing
     return (server, store)
   }
 
+  /// Alice calls Bob, who answers: both have read the accept.
+  private func answeredCall(_ server: TestServer) async throws -> (SignalingProbe, SignalingProbe, CallID) {
+    let alice = try await server.connect("alice")
+    let bob = try await server.connect("bob")
+    let call = callID()
+    _ = try await alice.invite(call, to: "bob")
+    _ = try await bob.expect(.invite)
+    #expect(try await bob.act(.accept(.init(callId: call, answer: SessionDescription(sdp: "v=0\r\n")))).isAck)
+    _ = try await alice.expect(.accept)
+    return (alice, bob, call)
+  }
+
   /// Reads `count` messages and checks their seqs continue `after` one by one.
   private func contiguous(_ probe: SignalingProbe, after: UInt64, count: Int) async throws -> [ServerMessage] {
     var messages: [ServerMessage] = []
@@ -50,13 +62,7 @@ import Testing
 
   @Test func aMissingFrameHoldsTheLaterOnesBackUntilTheStoreIsReadAgain() async throws {
     let (server, store) = try await start()
-    let alice = try await server.connect("alice")
-    let bob = try await server.connect("bob")
-    let call = callID()
-    _ = try await alice.invite(call, to: "bob")
-    _ = try await bob.expect(.invite)
-    _ = try await bob.act(.accept(.init(callId: call, answer: SessionDescription(sdp: "v=0\r\n"))))
-    _ = try await alice.expect(.accept)
+    let (alice, bob, call) = try await answeredCall(server)
     let bobSession = try #require(bob.sessionId)
     let before = bob.lastSeq
     // The second candidate's letter is lost: the third waits behind it.

@@ -46,14 +46,7 @@ struct TestCluster {
 
   /// Runs `body` with a cluster, and stops it whether the body threw or not.
   static func with(_ count: Int = 3, _ body: (TestCluster) async throws -> Void) async throws {
-    let cluster = try await start(count)
-    do {
-      try await body(cluster)
-    } catch {
-      await cluster.stop()
-      throw error
-    }
-    await cluster.stop()
+    try await stopping(try await start(count), stop: { await $0.stop() }, body)
   }
 
   /// A connection to this cluster's Redis database.

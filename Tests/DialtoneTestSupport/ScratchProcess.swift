@@ -70,14 +70,6 @@ extension ScratchServer {
   public static func with<T>(isolation: isolated (any Actor)? = #isolation, _ body: (Self) async throws -> T)
     async throws -> T
   {
-    let server = try await start()
-    do {
-      let result = try await body(server)
-      await server.stop()
-      return result
-    } catch {
-      await server.stop()
-      throw error
-    }
+    try await stopping(try await start(), stop: { await $0.stop() }, body)
   }
 }
