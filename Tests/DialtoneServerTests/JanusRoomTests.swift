@@ -18,4 +18,11 @@ import Testing
     #expect(audio["bitrate"] == nil && audio["admin_key"] == nil)
     #expect(audio["room"]?.intValue == 42)
   }
+
+  /// A departing device is kicked with the room's secret (Janus requires it for `kick`).
+  @Test func aDepartingDeviceIsKickedByFeedWithTheRoomsSecret() {
+    let kick = JanusSFU.kickRequest(room: 42, secret: "s", feed: 7)
+    #expect(kick["request"]?.stringValue == "kick")
+    #expect(kick["room"]?.intValue == 42 && kick["id"]?.intValue == 7 && kick["secret"]?.stringValue == "s")
+  }
 }

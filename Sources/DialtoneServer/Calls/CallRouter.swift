@@ -267,7 +267,9 @@ struct CallRouter {
   /// failed: the caller replaces it). Over the cap, the request is relayed as plain ringing.
   private mutating func ringing(_ m: ClientMessage.Ringing, id: String, from who: Identity) -> Outcome {
     guard var call = calls[m.callId], call.involves(user: who.userId) else { return notFound(id, m.callId) }
-    guard who.userId == call.calleeId, call.phase == .ringing else { return invalidState(id, m.callId, call) }
+    guard who.userId == call.calleeId, call.phase == .ringing else {
+      return invalidState(id, call, who, .calleeWhileRinging("ringing"))
+    }
     var leg = false
     if m.preconnect, call.preconnect,
       call.legs[who.deviceId] != nil || call.legs.count < settings.maxPreconnectLegs
@@ -286,7 +288,9 @@ struct CallRouter {
   private mutating func accept(_ m: ClientMessage.Accept, id: String, from who: Identity, now: Date) -> Outcome {
     guard var call = calls[m.callId], call.involves(user: who.userId) else { return notFound(id, m.callId) }
     if call.isAnsweringDevice(who) { return Outcome(reply: ack(id, m.callId)) }
-    guard who.userId == call.calleeId, call.phase == .ringing else { return invalidState(id, m.callId, call) }
+    guard who.userId == call.calleeId, call.phase == .ringing else {
+      return invalidState(id, call, who, .calleeWhileRinging("accept"))
+    }
     // 9b: no SDP from a device whose pre-connected leg was answered, which accepts on that leg.
     let onLeg = m.answer == nil && call.legs[who.deviceId] == true
     // protocol.md 7.6: otherwise the answer to the invite's offer, exactly when there was one.
@@ -327,7 +331,9 @@ struct CallRouter {
     guard var call = calls[m.callId], call.involves(user: who.userId) else { return notFound(id, m.callId) }
     // protocol.md 7.7: a decline from the device that accepted, after accepting, is a hangup.
     if reason == .declined, call.isAnsweringDevice(who) { return hangup(m, id: id, from: who, now: now) }
-    guard who.userId == call.calleeId, call.phase == .ringing else { return invalidState(id, m.callId, call) }
+    guard who.userId == call.calleeId, call.phase == .ringing else {
+      return invalidState(id, call, who, .calleeWhileRinging(reason == .declined ? "decline" : "busy"))
+    }
     let effects = finish(
       &call, reason, now: now,
       notify: [
@@ -353,7 +359,7 @@ struct CallRouter {
     case .accepted where call.isAnsweringDevice(who):
       effects = finish(&call, .hangup, now: now, notify: [(callerDevice(call), nil)], from: who.peer)
     default:
-      return invalidState(id, m.callId, call)
+      return invalidState(id, call, who, .deviceInCall("hangup"))
     }
     calls[call.id] = call
     return Outcome(reply: ack(id, m.callId), effects: effects)
@@ -363,7 +369,12 @@ struct CallRouter {
     -> Outcome
   {
     guard var call = calls[callId], call.involves(user: who.userId) else { return notFound(id, callId) }
-    guard call.isCallerDevice(who), !call.isEnded else { return invalidState(id, callId, call) }
+    guard call.isCallerDevice(who), !call.isEnded else {
+      if case .offer(let offer) = message, offer.iceRestart, who.userId == call.calleeId {
+        return invalidState(id, call, who, .iceRestartByCallee)
+      }
+      return invalidState(id, call, who, .callerDevice(message))
+    }
     if call.phase == .ringing {
       let size = Self.bufferedSize(message)
       guard call.callerSignals.count < settings.maxBufferedSignals,
@@ -391,9 +402,9 @@ struct CallRouter {
     _ id: String, _ callId: CallID, _ who: Identity, _ device: String, _ message: ServerMessage, opensLeg: Bool
   ) -> Outcome {
     guard var call = calls[callId], call.involves(user: who.userId) else { return notFound(id, callId) }
-    guard call.isCallerDevice(who), !call.isEnded else { return invalidState(id, callId, call) }
-    if call.answeringDevice != nil {
-      guard call.answeringDevice == device else { return invalidState(id, callId, call) }
+    guard call.isCallerDevice(who), !call.isEnded else { return invalidState(id, call, who, .callerDevice(message)) }
+    if let answering = call.answeringDevice {
+      guard answering == device else { return invalidState(id, call, who, .legNotAnswering(device)) }
       // Accepted on the invite's offer: the device's leg is gone, and what was in flight for
       // it must not reach the connection that carries the call.
       guard call.acceptedOnLeg else { return Outcome(reply: ack(id, callId)) }
@@ -412,7 +423,7 @@ struct CallRouter {
 
   private func relayFromAnswerer(_ id: String, _ callId: CallID, _ who: Identity, _ message: ServerMessage) -> Outcome {
     guard let call = calls[callId], call.involves(user: who.userId) else { return notFound(id, callId) }
-    guard call.isAnsweringDevice(who) else { return invalidState(id, callId, call) }
+    guard call.isAnsweringDevice(who) else { return invalidState(id, call, who, .answeringDevice(message)) }
     return Outcome(reply: ack(id, callId), effects: [.send(message, to: callerDevice(call))])
   }
 
@@ -425,6 +436,7 @@ struct CallRouter {
     if call.phase == .ringing, who.userId == call.calleeId, call.legs[who.deviceId] != nil {
       return Outcome(reply: ack(id, callId), effects: [.send(message, to: callerDevice(call))])
     }
+    guard call.isAnsweringDevice(who) else { return invalidState(id, call, who, .deviceInCall(Self.name(of: message))) }
     return relayFromAnswerer(id, callId, who, message)
   }
 
@@ -721,13 +733,71 @@ struct CallRouter {
   }
   /// Unknown, or not this user's: the same answer either way, so nothing leaks.
   private func notFound(_ id: String, _ callId: CallID) -> Outcome { error(id, callId, .notFound, "no such call") }
-  private func invalidState(_ id: String, _ callId: CallID, _ call: Call) -> Outcome {
-    let state: String
-    switch call.phase {
-    case .ringing: state = "ringing"
-    case .accepted: state = "accepted on another device"
-    case .ended(let reason): state = "ended (\(reason.rawValue))"
-    }
-    return error(id, callId, .invalidState, "not allowed now: the call is \(state)")
+
+  /// The rule a request about a call broke: every `invalid-state` names the one that applies to
+  /// this device in this phase (protocol.md 11), never a stock phrase.
+  enum Refusal {
+    /// `ringing`, `accept`, `decline`, `busy`: a callee device's, while the call rings.
+    case calleeWhileRinging(String)
+    /// Signaling only the device that placed the call sends (its offer, or to a leg).
+    case callerDevice(ServerMessage)
+    /// Signaling only the device that accepted the call sends.
+    case answeringDevice(ServerMessage)
+    /// What the two devices in the call send, either of them (`hangup`, candidates, `media-state`).
+    case deviceInCall(String)
+    /// An ICE-restart offer from the callee: the caller restarts ICE, the callee asks (7.15).
+    case iceRestartByCallee
+    /// Caller signaling for the leg of a device that is not the one that accepted.
+    case legNotAnswering(String)
   }
+
+  private func invalidState(_ id: String, _ call: Call, _ who: Identity, _ refusal: Refusal) -> Outcome {
+    error(id, call.id, .invalidState, "not allowed now: " + Self.reason(refusal, call, who))
+  }
+
+  static func reason(_ refusal: Refusal, _ call: Call, _ who: Identity) -> String {
+    let isCallee = who.userId == call.calleeId
+    switch call.phase {
+    case .ended(let reason):
+      return "the call has ended (\(reason.rawValue))"
+    case .ringing:
+      switch refusal {
+      case .calleeWhileRinging(let what):
+        return "only the callee's devices send \(what)"
+      case .iceRestartByCallee, .answeringDevice, .deviceInCall:
+        return isCallee
+          ? "the call has not been accepted yet: a callee device sends this after its accept, or on its "
+            + "pre-connected leg (9b)"
+          : "the call has not been accepted yet"
+      case .callerDevice(let message):
+        return isCallee
+          ? "the call has not been accepted yet: a callee device answers the invite with accept"
+          : "only the device that placed the call (\(call.caller.deviceId)) sends \(name(of: message))"
+      case .legNotAnswering(let device):
+        return "no pre-connected leg for device \"\(device)\""
+      }
+    case .accepted(let answering):
+      if case .iceRestartByCallee = refusal, isCallee, who.deviceId == answering {
+        return "only the caller restarts ICE: send ice-restart-request (7.15) to ask for a restart"
+      }
+      if isCallee, who.deviceId != answering { return "the call is accepted on another device" }
+      switch refusal {
+      case .calleeWhileRinging(let what):
+        return isCallee ? "this device has accepted the call already" : "only the callee's devices send \(what)"
+      case .callerDevice(let message):
+        return "only the device that placed the call sends \(name(of: message))"
+      case .answeringDevice(let message):
+        return "only the device that accepted the call sends \(name(of: message))"
+      case .deviceInCall(let what):
+        return "only the two devices in the call send \(what)"
+      case .iceRestartByCallee:
+        return "only the caller restarts ICE"
+      case .legNotAnswering(let device):
+        return "the call was accepted on device \"\(answering)\", not on \"\(device)\""
+      }
+    }
+  }
+
+  /// The wire name of a relayed message, for refusals.
+  static func name(of message: ServerMessage) -> String { message.knownType?.rawValue ?? "this message" }
 }

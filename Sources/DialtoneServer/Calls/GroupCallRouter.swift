@@ -202,7 +202,7 @@ struct GroupCallRouter {
 
   private mutating func joinRoom(_ m: ClientMessage.RoomJoin, id: String, from who: Identity, now: Date) -> Outcome {
     if let callId = rooms[m.room], calls[callId] != nil {
-      return join(callId, id: id, from: who, now: now)
+      return join(callId, id: id, from: who, now: now, byRoomName: true)
     }
     let callId = m.callId ?? CallIDRules.generate()
     if calls[callId] != nil { return error(id, callId, .conflict, "callId is already used by another call") }
@@ -247,10 +247,14 @@ struct GroupCallRouter {
     return Outcome(reply: ack(id, call), effects: effects)
   }
 
-  private mutating func join(_ callId: CallID, id: String, from who: Identity, now: Date) -> Outcome {
+  /// `byRoomName`: the device named the room (`room-join`). Only then may a user who is not a
+  /// member yet come in: a room's call id lets members back in, never anyone else (18.2).
+  private mutating func join(_ callId: CallID, id: String, from who: Identity, now: Date, byRoomName: Bool = false)
+    -> Outcome
+  {
     guard var call = calls[callId], !call.silenced.contains(who.userId) else { return notFound(id, callId) }
     var i = call.index(of: who.userId)
-    if i == nil, call.room != nil, call.phase != .ended {
+    if i == nil, byRoomName, call.room != nil, call.phase != .ended {
       // A room by name takes anyone who knows its name, up to the member limit.
       guard call.members.count < settings.maxMembers else {
         return error(id, callId, .tooLarge, "the room is full (\(settings.maxMembers) members)")

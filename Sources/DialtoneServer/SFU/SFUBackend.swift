@@ -22,6 +22,10 @@ enum SFUEvent: Sendable, Equatable {
   case callFailed(callId: CallID, reason: String)
   /// The SFU saw a device leave the room by itself (LiveKit's `participant_left`).
   case participantLeft(callId: CallID, participant: Identity)
+  /// The SFU saw a device enter the room (LiveKit's `participant_joined`): one the call does not
+  /// have joined (it left, was dropped, or was never in) is removed again, since a LiveKit token
+  /// stays valid after RemoveParticipant.
+  case participantJoined(callId: CallID, participant: Identity)
   /// The SFU closed the room (LiveKit's `room_finished`).
   case roomFinished(callId: CallID)
 }

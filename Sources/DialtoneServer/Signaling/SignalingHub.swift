@@ -949,6 +949,12 @@ public actor SignalingHub {
     case .participantLeft(let callId, let who):
       let effects = groups.participantLeftMedia(callId, who, now: clock.now)
       emit(Output(effects: persistingGroup(effects, callId)), for: callId)
+    case .participantJoined(let callId, let who):
+      guard !groups.isJoined(who, in: callId) else { return }
+      log.warning(
+        "group call \(callId): \(who.userId)/\(who.deviceId) entered the media room without being in the call: removed",
+        callId: callId)
+      sfu?.perform(.leave(callId: callId, participant: who))
     case .roomFinished(let callId):
       emit(Output(effects: persistingGroup(groups.roomFinished(callId, now: clock.now), callId)), for: callId)
     }

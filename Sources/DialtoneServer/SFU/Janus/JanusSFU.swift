@@ -306,8 +306,15 @@ actor JanusSFU: SFUBackend {
     }
   }
 
-  private func leave(_ callId: CallID, _ who: Identity) async {
-    guard let participant = rooms[callId]?.participants.removeValue(forKey: who) else { return }
+  /// Takes a device out of the room: its media stops both ways at once. Janus is told to kick
+  /// the participant (which tears its publisher down even if a detach below fails or is slow),
+  /// then every handle of the device is detached, and everyone who received its feed is told that
+  /// stream ended. A room being destroyed (`kicking: false`) loses everyone with it anyway.
+  private func leave(_ callId: CallID, _ who: Identity, kicking: Bool = true) async {
+    guard let room = rooms[callId], let participant = rooms[callId]?.participants.removeValue(forKey: who) else {
+      return
+    }
+    if kicking { await kick(participant.feed, from: room, of: callId) }
     var handles = [participant.handle] + participant.subscriptions.values.map(\.handle)
     let others = rooms[callId].map { Array($0.participants.keys) } ?? []
     for other in others {
@@ -325,9 +332,26 @@ actor JanusSFU: SFUBackend {
 
   private func close(_ callId: CallID) async {
     guard let room = rooms[callId] else { return }
-    for who in room.participants.keys { await leave(callId, who) }
+    for who in room.participants.keys { await leave(callId, who, kicking: false) }
     rooms[callId] = nil
     await destroy(room, of: callId)
+  }
+
+  /// VideoRoom's `kick`: the participant is removed from the room and its PeerConnections hung
+  /// up. One that is gone already (JANUS_VIDEOROOM_ERROR_NO_SUCH_FEED) is what was wanted.
+  private func kick(_ feed: UInt64, from room: Room, of callId: CallID) async {
+    guard let session, let manager else { return }
+    do {
+      _ = try await session.message(manager, Self.kickRequest(room: room.number, secret: room.secret, feed: feed))
+    } catch JanusError.plugin(code: Self.noSuchFeed, _) {
+      return
+    } catch {
+      log.warning("group call \(callId): Janus did not kick a participant: \(error)", callId: callId)
+    }
+  }
+
+  static func kickRequest(room: UInt64, secret: String, feed: UInt64) -> JSONValue {
+    ["request": "kick", "room": .int(Int64(room)), "secret": .string(secret), "id": .int(Int64(feed))]
   }
 
   /// Destroys a room on Janus (with the session it was made on gone, there is nothing to destroy).

@@ -94,9 +94,12 @@ final class LiveKitSFU: SFUBackend {
     case .participantLeft:
       guard let identity = event.participantIdentity, let who = Self.participant(from: identity) else { return }
       emit.current(.participantLeft(callId: room, participant: who))
+    case .participantJoined:
+      guard let identity = event.participantIdentity, let who = Self.participant(from: identity) else { return }
+      emit.current(.participantJoined(callId: room, participant: who))
     case .roomFinished:
       emit.current(.roomFinished(callId: room))
-    case .roomStarted, .participantJoined, .trackPublished, .trackUnpublished, .other:
+    case .roomStarted, .trackPublished, .trackUnpublished, .other:
       log.debug("LiveKit \(event.kind.wireName) in \(room)")
     }
   }
