@@ -1,9 +1,13 @@
 import DialtoneAuth
+import DialtoneCalls
 import DialtoneCrypto
 import DialtoneMetrics
 import DialtoneNet
 import DialtoneProtocol
 import DialtoneRedis
+import DialtoneSFU
+import DialtoneSessions
+import DialtoneStorage
 import DialtoneSupport
 import Foundation
 
@@ -54,7 +58,8 @@ public final class DialtoneServer: Sendable {
     let iceServers = IceServerIssuer(
       stunURLs: configuration.stunURLs, turnURLs: configuration.turnURLs,
       turnSecret: configuration.turnSecret, ttl: configuration.turnTTL)
-    let postgres = try await PostgresStore.open(configuration)
+    var postgres: (store: PostgresStore, liveCalls: PostgresLiveCallStore)?
+    if let url = configuration.databaseURL { postgres = try await PostgresStore.openBoth(url: url) }
     self.postgres = postgres
     let callStore = try store ?? postgres?.store ?? SQLiteStore.open(dataDirectory: configuration.dataDirectory)
     let liveCalls =

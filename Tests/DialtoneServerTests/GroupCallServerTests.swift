@@ -6,6 +6,7 @@ import DialtoneTestSupport
 import Foundation
 import Testing
 
+@testable import DialtoneSFU
 @testable import DialtoneServer
 
 #if canImport(FoundationNetworking)

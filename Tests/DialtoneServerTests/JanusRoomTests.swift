@@ -1,6 +1,7 @@
 import DialtoneJSON
 import Testing
 
+@testable import DialtoneSFU
 @testable import DialtoneServer
 
 /// The VideoRoom room a group call gets on Janus.

@@ -1,3 +1,4 @@
+import DialtoneCalls
 import DialtoneCluster
 import DialtoneJSON
 import DialtoneProtocol
@@ -33,12 +34,6 @@ extension ClusterLetter {
     case .device: "device"
     case .replaced: "replaced"
     }
-  }
-}
-
-extension ForwardedRequest: Equatable {
-  static func == (a: ForwardedRequest, b: ForwardedRequest) -> Bool {
-    a.message == b.message && a.id == b.id && a.from == b.from && a.origin == b.origin
   }
 }
 

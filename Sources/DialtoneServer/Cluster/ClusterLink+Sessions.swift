@@ -1,7 +1,9 @@
+import DialtoneCalls
 import DialtoneCluster
 import DialtoneMetrics
 import DialtoneProtocol
 import DialtoneRedis
+import DialtoneSessions
 import DialtoneSupport
 
 /// The cluster's `SharedSessions`: every device session lives in Redis (`SessionLedger`), so a

@@ -1,7 +1,10 @@
+import DialtoneCalls
 import DialtoneCluster
 import DialtoneMetrics
 import DialtoneProtocol
 import DialtoneRedis
+import DialtoneSessions
+import DialtoneStorage
 import DialtoneSupport
 import Foundation
 

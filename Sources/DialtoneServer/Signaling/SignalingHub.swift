@@ -1,7 +1,11 @@
+import DialtoneCalls
 import DialtoneCrypto
 import DialtoneMetrics
 import DialtoneNet
 import DialtoneProtocol
+import DialtoneSFU
+import DialtoneSessions
+import DialtoneStorage
 import DialtoneSupport
 import Foundation
 

@@ -1,5 +1,8 @@
+import DialtoneCalls
 import DialtoneNet
 import DialtoneProtocol
+import DialtoneSFU
+import DialtoneSessions
 import Foundation
 
 /// Everything the hub reacts to: socket events from the network thread and timers from the clock.
