@@ -41,8 +41,7 @@ let package = Package(
     .target(name: "DialtonePostgres", dependencies: ["CPostgres"]),
     // The cluster's Redis client (presence, routing, resume): hiredis behind a pointer-free API.
     .target(name: "DialtoneRedis", dependencies: ["CRedis", "DialtoneCrypto"]),
-    // What the cluster's nodes share in Redis: presence, and session state any node resumes.
-    .target(name: "DialtoneCluster", dependencies: ["DialtoneRedis", "DialtoneSupport"]),
+
     // Counters, gauges and histograms, and their Prometheus text exposition.
     .target(name: "DialtoneMetrics", dependencies: ["DialtoneSupport"]),
     .target(name: "DialtoneHTTPClient", dependencies: ["CCurl"]),
@@ -69,6 +68,14 @@ let package = Package(
       dependencies: [
         "DialtoneCalls", "DialtoneProtocol", "DialtoneSupport", "DialtoneSQLite", "DialtonePostgres", "DialtonePush",
         "DialtoneJSON",
+      ]),
+    // A node's part of a cluster: presence, call ownership, inboxes and sessions in Redis, calls
+    // taken over from the shared journal; what it learns goes into the hub's ClusterInbox.
+    .target(
+      name: "DialtoneCluster",
+      dependencies: [
+        "DialtoneRedis", "DialtoneSupport", "DialtoneCalls", "DialtoneSessions", "DialtoneStorage", "DialtoneProtocol",
+        "DialtoneMetrics", "DialtoneJSON",
       ]),
     // The media servers of group calls: Janus (proxied) and LiveKit (tokens and webhooks).
     .target(

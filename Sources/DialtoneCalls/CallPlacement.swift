@@ -87,3 +87,10 @@ package struct LocalCalls: CallPlacement {
   package init() {
   }
 }
+
+/// Taking a call over from another node (a cluster's): requests about a call whose lease was won
+/// here wait for its journal to be read, at most this long; should the take-over never report
+/// back, they go on with whatever answer this node has.
+package enum TakeOver {
+  package static let wait = Duration.seconds(10)
+}

@@ -1,4 +1,5 @@
 import DialtoneCalls
+import DialtoneCluster
 import DialtoneProtocol
 import Testing
 

@@ -1,4 +1,5 @@
 import DialtoneCalls
+import DialtoneCluster
 import DialtoneCrypto
 import DialtoneMetrics
 import DialtoneNet
@@ -94,7 +95,6 @@ public actor SignalingHub {
   /// Requests about calls this node is taking over, until they run here (a few per call).
   private var awaitingTakeOver: [CallID: [ForwardedRequest]] = [:]
   static let maxAwaitingTakeOver = 64
-  static let takeOverWait = Duration.seconds(10)
   /// Set by `prepareForShutdown()`: sockets closed by the shutdown leave their calls as they are
   /// (no grace starts), so that the restarted server carries on with them.
   var shuttingDown = false
@@ -697,7 +697,7 @@ public actor SignalingHub {
       if awaitingTakeOver[callId] == nil {
         // Should the take-over never report back (Redis failed in the middle), the requests go
         // on after a while all the same, and get whatever answer this node has.
-        _ = clock.schedule(after: Self.takeOverWait) { [self] in
+        _ = clock.schedule(after: TakeOver.wait) { [self] in
           deliver(.adopt([], connected: [], then: nil, attempted: [callId]))
         }
       }

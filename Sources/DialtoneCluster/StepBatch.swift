@@ -5,16 +5,16 @@ import Foundation
 /// steps to it, so under load one round trip to Redis carries the messages of many events. A
 /// batch closes when the job takes its steps, or when a job of another kind is queued after it
 /// (jobs keep their order: a delivery never overtakes the session opening queued before it).
-final class StepBatch: @unchecked Sendable {
+package final class StepBatch: @unchecked Sendable {
   // @unchecked: `steps` and `open` are only touched under `lock`.
   private let lock = NSLock()
   private var steps: [ClusterLink.PendingStep]
   private var open = true
 
-  init(_ steps: [ClusterLink.PendingStep]) { self.steps = steps }
+  package init(_ steps: [ClusterLink.PendingStep]) { self.steps = steps }
 
   /// Adds steps, if the batch still takes them.
-  func add(_ more: [ClusterLink.PendingStep]) -> Bool {
+  package func add(_ more: [ClusterLink.PendingStep]) -> Bool {
     lock.withLock {
       guard open else { return false }
       steps += more
@@ -22,10 +22,10 @@ final class StepBatch: @unchecked Sendable {
     }
   }
 
-  func close() { lock.withLock { open = false } }
+  package func close() { lock.withLock { open = false } }
 
   /// Every step added, closing the batch.
-  func take() -> [ClusterLink.PendingStep] {
+  package func take() -> [ClusterLink.PendingStep] {
     lock.withLock {
       open = false
       defer { steps = [] }

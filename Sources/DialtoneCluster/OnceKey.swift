@@ -9,8 +9,8 @@ import DialtoneProtocol
 /// (`CallRouter.catchUp`). Only the copies differ, never the messages: an invite or an accept
 /// for a call, or a candidate of a call from one device and leg (with its username fragment),
 /// that the session already got is never news.
-enum OnceKey {
-  static func of(_ message: ServerMessage) -> String? {
+package enum OnceKey {
+  package static func of(_ message: ServerMessage) -> String? {
     switch message {
     case .invite(let m): return "i\u{0}" + m.callId
     case .accept(let m): return "a\u{0}" + m.callId

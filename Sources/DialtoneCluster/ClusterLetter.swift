@@ -4,7 +4,7 @@ import DialtoneJSON
 import DialtoneProtocol
 
 /// What one node of a cluster tells another through its inbox (`NodeMailbox`).
-enum ClusterLetter: Sendable, Equatable {
+package enum ClusterLetter: Sendable, Equatable {
   /// A message another node stored for a session the receiving node holds: its seq and exact
   /// bytes (`SessionLedger` writes these letters itself).
   case frame(sessionID: String, seq: UInt64, bytes: [UInt8])
@@ -25,7 +25,7 @@ enum ClusterLetter: Sendable, Equatable {
 
 extension ClusterLetter {
   /// The letter's kind, as its header names it (a metric's label).
-  var kind: String {
+  package var kind: String {
     switch self {
     case .frame: "frame"
     case .broken: "broken"
@@ -40,12 +40,12 @@ extension ClusterLetter {
 /// A letter's bytes: a line of JSON naming its kind and addressees, then the message it carries
 /// as the wire protocol encodes it (the header's JSON escapes newlines, so the first newline ends
 /// it).
-enum ClusterLetterCodec {
-  struct Malformed: Error, CustomStringConvertible {
-    let description: String
+package enum ClusterLetterCodec {
+  package struct Malformed: Error, CustomStringConvertible {
+    package let description: String
   }
 
-  static func encode(_ letter: ClusterLetter) -> [UInt8] {
+  package static func encode(_ letter: ClusterLetter) -> [UInt8] {
     let header: JSONValue
     let body: [UInt8]
     switch letter {
@@ -73,7 +73,7 @@ enum ClusterLetterCodec {
     return header.serialized + [UInt8(ascii: "\n")] + body
   }
 
-  static func decode(_ bytes: [UInt8]) throws(Malformed) -> ClusterLetter {
+  package static func decode(_ bytes: [UInt8]) throws(Malformed) -> ClusterLetter {
     guard let newline = bytes.firstIndex(of: UInt8(ascii: "\n")),
       let header = JSONValue(parsing: bytes[..<newline]), let kind = header["k"]?.stringValue
     else { throw Malformed(description: "a letter without its header line") }

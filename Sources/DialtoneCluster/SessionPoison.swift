@@ -3,18 +3,18 @@
 /// (`SessionLedger.poison`) and its socket closed, so that the client resyncs instead of
 /// carrying on past a message it will never see. Bounded: past `capacity` entries the oldest
 /// are forgotten (and said so), as a Redis that stays away that long has lost more than this.
-struct SessionPoison: Sendable {
-  private(set) var sessions: Set<String> = []
-  private(set) var users: Set<String> = []
-  let capacity: Int
+package struct SessionPoison: Sendable {
+  package private(set) var sessions: Set<String> = []
+  package private(set) var users: Set<String> = []
+  package let capacity: Int
   /// Entries forgotten since the last `take` for want of room.
-  private(set) var overflowed = 0
+  package private(set) var overflowed = 0
 
-  init(capacity: Int = 10_000) { self.capacity = max(1, capacity) }
+  package init(capacity: Int = 10_000) { self.capacity = max(1, capacity) }
 
-  var isEmpty: Bool { sessions.isEmpty && users.isEmpty }
+  package var isEmpty: Bool { sessions.isEmpty && users.isEmpty }
 
-  mutating func add(session: String) {
+  package mutating func add(session: String) {
     guard sessions.count < capacity else {
       overflowed += 1
       return
@@ -22,7 +22,7 @@ struct SessionPoison: Sendable {
     sessions.insert(session)
   }
 
-  mutating func add(user: String) {
+  package mutating func add(user: String) {
     guard users.count < capacity else {
       overflowed += 1
       return
@@ -31,13 +31,13 @@ struct SessionPoison: Sendable {
   }
 
   /// Everything noted so far, leaving the list empty.
-  mutating func take() -> SessionPoison {
+  package mutating func take() -> SessionPoison {
     defer { self = SessionPoison(capacity: capacity) }
     return self
   }
 
   /// Puts back what could not be handled yet.
-  mutating func merge(_ other: SessionPoison) {
+  package mutating func merge(_ other: SessionPoison) {
     for session in other.sessions { add(session: session) }
     for user in other.users { add(user: user) }
   }

@@ -6,7 +6,7 @@ import Foundation
 /// again whenever it is lost, until `stop`. Blocking Redis calls (XREAD, a heartbeat on a slow
 /// link) then delay nothing else. A failure is logged once until a step succeeds again, and the
 /// next try waits `retryPause` so that a Redis that is down is not hammered.
-final class RedisLoopThread: Sendable {
+package final class RedisLoopThread: Sendable {
   private let name: String
   private let redis: RedisConfiguration
   private let retryPause: Duration
@@ -18,7 +18,7 @@ final class RedisLoopThread: Sendable {
   /// Signalled by `stop`, to end a `pause` early.
   private let wake = DispatchSemaphore(value: 0)
 
-  init(name: String, redis: RedisConfiguration, retryPause: Duration, log: Log) {
+  package init(name: String, redis: RedisConfiguration, retryPause: Duration, log: Log) {
     self.name = name
     self.redis = redis
     self.retryPause = retryPause
@@ -26,7 +26,7 @@ final class RedisLoopThread: Sendable {
   }
 
   /// `step` gets the state the previous step left (the thread owns it) and the open connection.
-  func start<State: Sendable>(
+  package func start<State: Sendable>(
     _ initial: State, failing: String, recovered: String,
     step: @escaping @Sendable (inout State, RedisConnection) throws -> Void
   ) {
@@ -37,7 +37,7 @@ final class RedisLoopThread: Sendable {
   }
 
   /// Ends the loop after its current step, and waits up to `wait` for that step to end.
-  func stop(waitingUpTo wait: Duration = .seconds(3)) {
+  package func stop(waitingUpTo wait: Duration = .seconds(3)) {
     let wasRunning = running.withLock { running in
       defer { running = false }
       return running
@@ -48,7 +48,7 @@ final class RedisLoopThread: Sendable {
   }
 
   /// Waits between steps (a step calls it); `stop` ends the wait.
-  func pause(_ duration: Duration) {
+  package func pause(_ duration: Duration) {
     guard duration > .zero, running.current else { return }
     _ = wake.wait(timeout: .now() + duration.seconds)
   }

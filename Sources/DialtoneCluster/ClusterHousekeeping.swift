@@ -7,25 +7,25 @@ import Foundation
 /// delay it: the heartbeat that keeps the node alive (and notices a Redis that lost the cluster's
 /// state), the renewal of its calls' leases and of its sessions, and taking over the calls of
 /// nodes that died (checked every lease).
-final class ClusterHousekeeping: Sendable {
+package final class ClusterHousekeeping: Sendable {
   private let settings: ClusterLink.Settings
   private let loop: RedisLoopThread
 
   /// When each less frequent duty is next due.
   private struct Schedule: Sendable {
-    var nextRenewal: ContinuousClock.Instant
-    var nextScan: ContinuousClock.Instant
-    var nextRefresh: ContinuousClock.Instant
-    var lastBeat: ContinuousClock.Instant
+    package var nextRenewal: ContinuousClock.Instant
+    package var nextScan: ContinuousClock.Instant
+    package var nextRefresh: ContinuousClock.Instant
+    package var lastBeat: ContinuousClock.Instant
   }
 
-  init(settings: ClusterLink.Settings, log: Log) {
+  package init(settings: ClusterLink.Settings, log: Log) {
     self.settings = settings
     loop = RedisLoopThread(
       name: "cluster-housekeeping", redis: settings.redis, retryPause: settings.heartbeat, log: log)
   }
 
-  func start(_ link: ClusterLink) {
+  package func start(_ link: ClusterLink) {
     let clock = ContinuousClock()
     let settings = settings
     loop.start(
@@ -57,5 +57,5 @@ final class ClusterHousekeeping: Sendable {
     }
   }
 
-  func stop() { loop.stop() }
+  package func stop() { loop.stop() }
 }

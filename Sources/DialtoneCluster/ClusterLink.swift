@@ -18,57 +18,78 @@ import Foundation
 /// order. What comes back (letters read from this node's inbox, calls it takes over) reaches the
 /// hub as events. Heartbeats, lease renewals and taking over the calls of nodes that died run on
 /// a thread of their own (`ClusterHousekeeping`).
-final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
-  struct Settings: Sendable {
-    var redis: RedisConfiguration
+package final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
+  package struct Settings: Sendable {
+    package var redis: RedisConfiguration
     /// This incarnation of the node: its name and a random suffix, so that a node restarting
     /// under the same name never mistakes the state of its previous life for its own.
-    var node: String
-    var heartbeat: Duration = .seconds(1)
+    package var node: String
+    package var heartbeat: Duration = .seconds(1)
     /// A node that stops beating for this long is dead: its devices and inbox stop counting.
-    var nodeExpiry: Duration = .seconds(3)
+    package var nodeExpiry: Duration = .seconds(3)
     /// How long a call's owner holds it without renewing: the longest a dead node's calls wait
     /// for another node to take their timers over (sooner when a device asks about one).
-    var lease: Duration = .seconds(10)
-    var inboxCapacity = 100_000
-    var inboxExpiry: Duration = .seconds(120)
+    package var lease: Duration = .seconds(10)
+    package var inboxCapacity = 100_000
+    package var inboxExpiry: Duration = .seconds(120)
     /// Jobs waiting for Redis; past this the hub's requests are refused (and said so).
-    var maxQueued = 50_000
+    package var maxQueued = 50_000
     /// How long a session outlives its holder's last refresh (the resume window and some), how
     /// often the holder refreshes its sessions, and what each keeps for its resume.
-    var sessionExpiry: Duration = .seconds(90)
-    var sessionRefresh: Duration = .seconds(10)
-    var maxUnackedMessages = 1024
-    var maxUnackedBytes = 1 << 20
+    package var sessionExpiry: Duration = .seconds(90)
+    package var sessionRefresh: Duration = .seconds(10)
+    package var maxUnackedMessages = 1024
+    package var maxUnackedBytes = 1 << 20
     /// How long the router keeps an ended call (a node taking one over reads it back as ended).
-    var endedRetention: Duration = .seconds(600)
+    package var endedRetention: Duration = .seconds(600)
+
+    package init(
+      redis: RedisConfiguration, node: String, heartbeat: Duration = .seconds(1), nodeExpiry: Duration = .seconds(3),
+      lease: Duration = .seconds(10), inboxCapacity: Int = 100_000, inboxExpiry: Duration = .seconds(120),
+      maxQueued: Int = 50_000, sessionExpiry: Duration = .seconds(90), sessionRefresh: Duration = .seconds(10),
+      maxUnackedMessages: Int = 1024, maxUnackedBytes: Int = 1 << 20, endedRetention: Duration = .seconds(600)
+    ) {
+      self.redis = redis
+      self.node = node
+      self.heartbeat = heartbeat
+      self.nodeExpiry = nodeExpiry
+      self.lease = lease
+      self.inboxCapacity = inboxCapacity
+      self.inboxExpiry = inboxExpiry
+      self.maxQueued = maxQueued
+      self.sessionExpiry = sessionExpiry
+      self.sessionRefresh = sessionRefresh
+      self.maxUnackedMessages = maxUnackedMessages
+      self.maxUnackedBytes = maxUnackedBytes
+      self.endedRetention = endedRetention
+    }
   }
 
-  let settings: Settings
-  var thisNode: String { settings.node }
-  let sender: RedisWorker
-  let hub = Locked<SignalingHub?>(nil)
+  package let settings: Settings
+  package var thisNode: String { settings.node }
+  package let sender: RedisWorker
+  package let inbox = Locked<(any ClusterInbox)?>(nil)
   /// The sessions this node holds, refreshed in Redis while it does (`ClusterLink+Sessions`).
-  let held = Locked<Set<String>>([])
+  package let held = Locked<Set<String>>([])
   /// Sessions and users whose messages could not be stored, to be made unresumable once Redis
   /// answers again (bounded: `SessionPoison`).
-  let poison = Locked(SessionPoison())
+  package let poison = Locked(SessionPoison())
   /// What this node last read of the cluster's mark: a different one means Redis lost its state.
-  let clusterMark = Locked<String?>(nil)
+  package let clusterMark = Locked<String?>(nil)
   /// Until when this node holds back from taking unowned calls over after Redis lost its state:
   /// every live node places its own calls again within a heartbeat of noticing.
-  let recoveringUntil = Locked<ContinuousClock.Instant?>(nil)
+  package let recoveringUntil = Locked<ContinuousClock.Instant?>(nil)
   /// Calls whose lease this node is winning and whose journal it is reading (`beginTakeOver`).
   private let adopting = Locked<[CallID: ContinuousClock.Instant]>([:])
   /// Session steps the hub asked for since its last `flush`, run as one transaction then.
-  let batch = Locked<[PendingStep]>([])
+  package let batch = Locked<[PendingStep]>([])
   /// The flushed steps waiting for the sender, which later flushes join (`StepBatch`).
-  let currentBatch = Locked<StepBatch?>(nil)
+  package let currentBatch = Locked<StepBatch?>(nil)
 
   /// Queues a job that is not a batch of session steps: the waiting batch takes no more steps,
   /// so that none overtakes this job.
   @discardableResult
-  func enqueue(_ job: @escaping RedisWorker.Job) -> Bool {
+  package func enqueue(_ job: @escaping RedisWorker.Job) -> Bool {
     currentBatch.withLock {
       $0?.close()
       $0 = nil
@@ -76,22 +97,22 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     return sender.submit(job)
   }
 
-  struct PendingStep: Sendable {
-    let step: SessionLedger.Step
+  package struct PendingStep: Sendable {
+    package let step: SessionLedger.Step
     /// For a frame stored for a session here: whether its write may wait to share one.
-    var coalesced = false
+    package var coalesced = false
     /// The message's type, for the log.
-    let what: String
+    package let what: String
   }
   /// The calls this node runs, with their users (their lists in Redis name the call).
   private let owned = Locked<[CallID: [String]]>([:])
   private let liveCalls: any LiveCallStore
-  let metrics: ServerMetrics
-  let log: Log
+  package let metrics: ClusterMetrics
+  package let log: Log
   private let reader: ClusterInboxReader
   private let housekeeping: ClusterHousekeeping
   /// Set by `stop`: what the hub still reports while it shuts down is no longer the cluster's.
-  let stopped = Locked(false)
+  package let stopped = Locked(false)
   /// The calls this node runs that are connected (their users are busy for other nodes).
   private let talking = Locked<Set<CallID>>([])
   /// Requests sent to another node and not answered yet, by origin session and request id: one
@@ -100,18 +121,18 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
   private let unanswered = Locked<[String: Unanswered]>([:])
 
   private struct Unanswered: Sendable {
-    let request: ForwardedRequest
-    var sentAt: ContinuousClock.Instant
-    var attempts: Int
+    package let request: ForwardedRequest
+    package var sentAt: ContinuousClock.Instant
+    package var attempts: Int
   }
 
   /// How long a forwarded request waits for its answer before it is routed again (longer than
   /// a node takes to count as dead), and how often.
-  static let answerWait = Duration.seconds(4)
-  static let maxAttempts = 3
-  static let maxUnanswered = 100_000
+  package static let answerWait = Duration.seconds(4)
+  package static let maxAttempts = 3
+  package static let maxUnanswered = 100_000
 
-  init(settings: Settings, liveCalls: any LiveCallStore, metrics: ServerMetrics, log: Log) {
+  package init(settings: Settings, liveCalls: any LiveCallStore, metrics: ClusterMetrics, log: Log) {
     self.settings = settings
     self.liveCalls = liveCalls
     self.metrics = metrics
@@ -129,8 +150,8 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
   /// Starts the cluster threads: this node beats, reads its inbox and takes over orphaned calls
   /// from now on. The first heartbeat is written before this returns (a Redis that cannot be
   /// reached is a startup error).
-  func start(hub: SignalingHub) throws(RedisError) {
-    self.hub.withLock { $0 = hub }
+  package func start(delivering inbox: any ClusterInbox) throws(RedisError) {
+    self.inbox.withLock { $0 = inbox }
     let connection = try RedisConnection(settings.redis)
     defer { connection.close() }
     try checkClusterMark(connection)
@@ -141,13 +162,13 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
 
   /// Stops reading this node's inbox (the first step of leaving): requests other nodes send
   /// from now on wait there until they are routed again to whoever takes the calls over.
-  func stopReading() { reader.stop() }
+  package func stopReading() { reader.stop() }
 
   /// Leaves the cluster at once, once the journal has everything (`DialtoneServer.stop`): the
   /// leases of its calls are released, so the first request about one, or the next scan, has
   /// another node take it over from the journal with its deadlines, and its devices stop
   /// counting as this node's.
-  func stop() {
+  package func stop() {
     stopped.withLock { $0 = true }
     reader.stop()
     housekeeping.stop()
@@ -173,7 +194,7 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
 
   // MARK: - Devices (RemoteDevices)
 
-  func dispatch(_ event: CallEvent, connectedHere: Set<String>, to sink: any CallEffectSink) {
+  package func dispatch(_ event: CallEvent, connectedHere: Set<String>, to sink: any CallEffectSink) {
     let node = thisNode
     let expiry = settings.nodeExpiry
     let queued = enqueue { connection in
@@ -189,7 +210,7 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     if !queued { sink.handle(event, connectedDevices: connectedHere) }
   }
 
-  func detached(_ identity: Identity, session: String, ended: Bool) {
+  package func detached(_ identity: Identity, session: String, ended: Bool) {
     guard ended else {
       // The nodes running the user's calls learn that the device's socket closed here.
       return submit("the session of \(identity.userId)/\(identity.deviceId)") { [self] connection throws(RedisError) in
@@ -205,7 +226,7 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
 
   /// Registers where the device's session is now, closes an older session of it on another node,
   /// and tells the nodes running its user's calls (they keep its grace windows and re-ring it).
-  func announceNow(
+  package func announceNow(
     _ identity: Identity, session: String, connected: Bool, newSession: Bool, _ connection: RedisConnection
   ) throws(RedisError) {
     let node = thisNode
@@ -234,9 +255,9 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
   // MARK: - Calls (CallPlacement)
 
   /// Every call this hub does not run itself is found in Redis when its first request is sent on.
-  func location(of callId: CallID) -> CallLocation { .unknown }
+  package func location(of callId: CallID) -> CallLocation { .unknown }
 
-  func forward(_ message: ClientMessage, id: String, from: Identity, session: String, to node: String?) {
+  package func forward(_ message: ClientMessage, id: String, from: Identity, session: String, to node: String?) {
     guard let callId = message.callId else { return }
     let request = ForwardedRequest(
       message: message, id: id, from: from, origin: .init(node: thisNode, sessionID: session))
@@ -252,7 +273,7 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     if !queued { refuse(request, "this node is overloaded; try again") }
   }
 
-  func running(_ callId: CallID, users: [String]) {
+  package func running(_ callId: CallID, users: [String]) {
     let isNew = owned.withLock { owned in
       guard owned[callId] == nil else { return false }
       owned[callId] = users
@@ -266,7 +287,7 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     }
   }
 
-  func answered(_ callId: CallID) {
+  package func answered(_ callId: CallID) {
     // A repeated accept adds nothing: the set is added to, not counted.
     guard let users = owned.withLock({ $0[callId] }) else { return }
     talking.withLock { _ = $0.insert(callId) }
@@ -276,7 +297,7 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     }
   }
 
-  func finished(_ callId: CallID) {
+  package func finished(_ callId: CallID) {
     guard let users = owned.withLock({ $0.removeValue(forKey: callId) }) else { return }
     talking.withLock { _ = $0.remove(callId) }
     let (node, lease) = (thisNode, settings.lease)
@@ -389,13 +410,13 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
   }
 
   private func handleHere(_ request: ForwardedRequest) {
-    hub.current?.deliver(.forwarded(request))
+    inbox.current?.receive(.forwarded(request))
   }
 
   private func refuse(_ request: ForwardedRequest, _ reason: String) {
     let error = ServerMessage.error(
       .init(replyTo: request.id, code: .internal, message: reason, callId: request.message.callId))
-    hub.current?.deliver(.replyArrived(sessionID: request.origin.sessionID, requestID: request.id, reply: error))
+    inbox.current?.receive(.replyArrived(sessionID: request.origin.sessionID, requestID: request.id, reply: error))
   }
 
   // MARK: - Taking calls over
@@ -411,22 +432,22 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
 
   /// A take-over that never ended (a Redis step failed in the middle of it) stops counting after
   /// the hub's wait for it.
-  func isBeingTakenOver(_ callId: CallID) -> Bool {
+  package func isBeingTakenOver(_ callId: CallID) -> Bool {
     adopting.withLock { adopting in
       guard let started = adopting[callId] else { return false }
-      if ContinuousClock.now - started < SignalingHub.takeOverWait { return true }
+      if ContinuousClock.now - started < TakeOver.wait { return true }
       adopting[callId] = nil
       return false
     }
   }
-  func takenOver(_ callIds: Set<CallID>) { endTakeOver(callIds) }
+  package func takenOver(_ callIds: Set<CallID>) { endTakeOver(callIds) }
 
   /// Loads the named calls (whose leases this node now holds) from the shared journal and runs
   /// them here, with the devices of their users that are connected elsewhere counted as such,
   /// then handles `request`, all in one hub event (which also ends the take-over that
   /// `beginTakeOver` started, live calls or not). Whether any was live.
   @discardableResult
-  func adopt(_ callIds: Set<CallID>, _ connection: RedisConnection, then request: ForwardedRequest? = nil)
+  package func adopt(_ callIds: Set<CallID>, _ connection: RedisConnection, then request: ForwardedRequest? = nil)
     throws(RedisError) -> Bool
   {
     var stored: [StoredLiveCall] = []
@@ -441,7 +462,7 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
       log.error("cannot read the calls to take over: \(error)")
     }
     guard !stored.isEmpty else {
-      hub.current?.deliver(.adopt([], ended: ended, connected: [], then: request, attempted: callIds))
+      inbox.current?.receive(.adopt([], ended: ended, connected: [], then: request, attempted: callIds))
       return false
     }
     owned.withLock {
@@ -461,15 +482,15 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
       // The calls run here all the same; their devices count as they reconnect.
       log.error("cannot read the presence of the calls taken over: \(error)")
     }
-    metrics.clusterTakeovers.increment(by: Double(stored.count))
-    hub.current?.deliver(.adopt(stored, ended: ended, connected: connected, then: request, attempted: callIds))
+    metrics.takeovers.increment(by: Double(stored.count))
+    inbox.current?.receive(.adopt(stored, ended: ended, connected: connected, then: request, attempted: callIds))
     return true
   }
 
   /// The calls of the shared journal that nobody runs (their node died, or handed them over),
   /// found on the housekeeping thread: the sender thread then takes those it wins, in its order
   /// with the requests it routes (one about such a call waits for the call to run here).
-  func adoptOrphans(_ connection: RedisConnection) throws(RedisError) {
+  package func adoptOrphans(_ connection: RedisConnection) throws(RedisError) {
     let stored: [StoredLiveCall]
     do {
       stored = try liveCalls.liveCalls()
@@ -526,7 +547,7 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
 
   /// Renews the leases of the calls this node runs; a lease lost (a pause longer than the lease)
   /// is logged: another node runs the call now.
-  func renewLeases(_ connection: RedisConnection) throws(RedisError) {
+  package func renewLeases(_ connection: RedisConnection) throws(RedisError) {
     let callIds = Array(owned.current.keys)
     guard !callIds.isEmpty else { return }
     let ownership = CallOwnership(connection, leaseDuration: settings.lease)
@@ -541,11 +562,11 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
       log.warning(
         "lost the lease of call \(callId): another node took it over, so it stops running here", callId: callId)
     }
-    if !givenUp.isEmpty { hub.current?.deliver(.relinquish(givenUp)) }
+    if !givenUp.isEmpty { inbox.current?.receive(.relinquish(givenUp)) }
   }
 
   /// Places every call this node runs again, with its users' lists and busy marks (Redis lost them).
-  func placeOwnedCallsAgain(_ connection: RedisConnection) throws(RedisError) {
+  package func placeOwnedCallsAgain(_ connection: RedisConnection) throws(RedisError) {
     let ownership = CallOwnership(connection, leaseDuration: settings.lease)
     let connected = talking.current
     var givenUp: [CallID] = []
@@ -557,19 +578,19 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
       }
       if connected.contains(callId) { try ownership.talking(callId, users: users) }
     }
-    if !givenUp.isEmpty { hub.current?.deliver(.relinquish(givenUp)) }
+    if !givenUp.isEmpty { inbox.current?.receive(.relinquish(givenUp)) }
   }
 
   // MARK: - Letters
 
   private func arrived(_ letters: [ClusterLetter]) {
-    for letter in letters { metrics.clusterLetters.labels(letter.kind).increment() }
+    for letter in letters { metrics.letters.labels(letter.kind).increment() }
     let answered = letters.compactMap { letter -> String? in
       guard case .reply(let sessionID, let requestID, _) = letter else { return nil }
       return sessionID + "\u{0}" + requestID
     }
     if !answered.isEmpty { unanswered.withLock { for key in answered { $0.removeValue(forKey: key) } } }
-    hub.current?.deliver(.cluster(letters))
+    inbox.current?.receive(.letters(letters))
   }
 
   private func awaitAnswer(_ request: ForwardedRequest) {
@@ -586,7 +607,7 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
 
   /// Routes again the requests whose answer is overdue (their owner may have died with them in
   /// its inbox); after `maxAttempts` the device is told to try again itself.
-  func retryUnanswered(_ connection: RedisConnection) throws(RedisError) {
+  package func retryUnanswered(_ connection: RedisConnection) throws(RedisError) {
     let now = ContinuousClock.now
     let (retry, expired) = unanswered.withLock { waiting -> ([ForwardedRequest], [ForwardedRequest]) in
       var retry: [ForwardedRequest] = []
@@ -610,7 +631,7 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     }
   }
 
-  func submit(_ what: String, _ job: @escaping @Sendable (RedisConnection) throws(RedisError) -> Void) {
+  package func submit(_ what: String, _ job: @escaping @Sendable (RedisConnection) throws(RedisError) -> Void) {
     let log = log
     let queued = enqueue { connection in
       guard let connection else { return log.error("the cluster's Redis cannot be reached: lost \(what)") }
@@ -623,11 +644,11 @@ final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     if !queued && !stopped.current { log.error("too much cluster traffic is waiting for Redis: dropped \(what)") }
   }
 
-  func presence(_ connection: RedisConnection) -> ClusterPresence {
+  package func presence(_ connection: RedisConnection) -> ClusterPresence {
     ClusterPresence(connection, nodeExpiry: settings.nodeExpiry)
   }
 
-  static func mailbox(_ connection: RedisConnection, _ settings: Settings) -> NodeMailbox {
+  package static func mailbox(_ connection: RedisConnection, _ settings: Settings) -> NodeMailbox {
     NodeMailbox(connection, capacity: settings.inboxCapacity, expiry: settings.inboxExpiry)
   }
 }

@@ -15,7 +15,7 @@ import DialtoneSupport
 /// is closed at once (`sessionsBroken`, or `deliveryFailed` for a user's sessions) and made
 /// unresumable as soon as Redis answers (`SessionPoison`), so the client resyncs.
 extension ClusterLink: SharedSessions {
-  func ledger(_ connection: RedisConnection) -> SessionLedger {
+  package func ledger(_ connection: RedisConnection) -> SessionLedger {
     SessionLedger(
       connection,
       limits: .init(
@@ -23,7 +23,7 @@ extension ClusterLink: SharedSessions {
         inboxCapacity: settings.inboxCapacity, inboxExpiry: settings.inboxExpiry))
   }
 
-  func open(_ opening: SessionOpening) {
+  package func open(_ opening: SessionOpening) {
     let queued = enqueue { [self] connection in
       let outcome: SessionOpened
       if let connection {
@@ -36,9 +36,9 @@ extension ClusterLink: SharedSessions {
       } else {
         outcome = .failed("the cluster's Redis cannot be reached; try again")
       }
-      hub.current?.deliver(.sessionOpened(opening, outcome))
+      inbox.current?.receive(.sessionOpened(opening, outcome))
     }
-    if !queued { hub.current?.deliver(.sessionOpened(opening, .failed("this node is overloaded; try again"))) }
+    if !queued { inbox.current?.receive(.sessionOpened(opening, .failed("this node is overloaded; try again"))) }
   }
 
   private func openNow(_ opening: SessionOpening, _ connection: RedisConnection) throws(RedisError) -> SessionOpened {
@@ -80,19 +80,19 @@ extension ClusterLink: SharedSessions {
     return decoded
   }
 
-  func append(_ message: ServerMessage, to sessionID: String, answering requestID: String?, coalesced: Bool) {
+  package func append(_ message: ServerMessage, to sessionID: String, answering requestID: String?, coalesced: Bool) {
     let step = SessionLedger.Step.append(
       Self.frame(message), session: sessionID, requestID: requestID, once: OnceKey.of(message))
     batch.withLock { $0.append(PendingStep(step: step, coalesced: coalesced, what: message.typeName)) }
   }
 
-  func deliver(_ message: ServerMessage, to userId: String, device: String?, skipping: Set<String>) {
+  package func deliver(_ message: ServerMessage, to userId: String, device: String?, skipping: Set<String>) {
     let step = SessionLedger.Step.deliver(
       Self.frame(message), user: userId, device: device, skipping: skipping, once: OnceKey.of(message))
     batch.withLock { $0.append(PendingStep(step: step, what: message.typeName)) }
   }
 
-  func acknowledge(_ sessionID: String, through seq: UInt64) {
+  package func acknowledge(_ sessionID: String, through seq: UInt64) {
     // Not critical: a lost ack only keeps messages longer (a resume then skips them by seq).
     batch.withLock { $0.append(PendingStep(step: .acknowledge(session: sessionID, through: seq), what: "ack")) }
   }
@@ -100,7 +100,7 @@ extension ClusterLink: SharedSessions {
   /// The answer to a request another node forwarded goes into the requesting session itself, in
   /// the same transaction as what the request caused (the effects the hub applies next), so that
   /// neither lands without the other; the requesting node is told it came, for its bookkeeping.
-  func reply(_ reply: ServerMessage, to request: ForwardedRequest) {
+  package func reply(_ reply: ServerMessage, to request: ForwardedRequest) {
     let letter = ClusterLetterCodec.encode(.reply(sessionID: request.origin.sessionID, requestID: request.id, reply))
     let stored = SessionLedger.Step.append(
       Self.frame(reply), session: request.origin.sessionID, requestID: request.id, once: nil)
@@ -112,7 +112,7 @@ extension ClusterLink: SharedSessions {
 
   /// Stores everything the hub asked for since the last flush, as one transaction in one round
   /// trip (the hub flushes after each event it handles).
-  func flush() {
+  package func flush() {
     let steps = batch.withLock { batch in
       defer { batch.removeAll(keepingCapacity: true) }
       return batch
@@ -128,8 +128,8 @@ extension ClusterLink: SharedSessions {
         guard let connection else { throw RedisError.connectionFailed(message: "not connected") }
         try healPoisoned(connection)
         results = try ledger(connection).run(steps.map(\.step), from: thisNode)
-        metrics.clusterTransactions.increment()
-        metrics.clusterSteps.increment(by: Double(steps.count))
+        metrics.transactions.increment()
+        metrics.steps.increment(by: Double(steps.count))
       } catch {
         results = Array(repeating: .failed(error), count: steps.count)
       }
@@ -160,48 +160,48 @@ extension ClusterLink: SharedSessions {
         break  // an ack or a letter: losing one costs time, not a message
       }
     }
-    if !here.isEmpty { hub.current?.deliver(.framesStored(here)) }
+    if !here.isEmpty { inbox.current?.receive(.framesStored(here)) }
   }
 
   /// A message for a session that could not be stored: that session resyncs.
   private func lost(_ what: String, sessionID: String, _ error: RedisError) {
     guard !stopped.current else { return }
-    metrics.clusterStoreFailures.increment()
+    metrics.storeFailures.increment()
     log.error(
       "a \(what) for session \(sessionID) could not be stored (\(error)): its client will resync", sessionId: sessionID)
     poison.withLock { $0.add(session: sessionID) }
-    hub.current?.deliver(.sessionsBroken([sessionID]))
+    inbox.current?.receive(.sessionsBroken([sessionID]))
   }
 
   /// A message for a user's sessions that could not be stored: all of them resync.
   private func lost(_ what: String, userId: String, _ error: RedisError) {
     guard !stopped.current else { return }
-    metrics.clusterStoreFailures.increment()
+    metrics.storeFailures.increment()
     log.error("a \(what) for \(userId) could not be stored (\(error)): their devices will resync")
     poison.withLock { $0.add(user: userId) }
-    hub.current?.deliver(.deliveryFailed(userId: userId))
+    inbox.current?.receive(.deliveryFailed(userId: userId))
   }
 
-  func fetch(_ sessionID: String, after seq: UInt64) {
+  package func fetch(_ sessionID: String, after seq: UInt64) {
     let queued = enqueue { [self] connection in
       var broken = true
       if let connection {
         switch try? ledger(connection).range(sessionID, after: seq) {
         case .messages(let stored)?:
           broken = false
-          hub.current?.deliver(
+          inbox.current?.receive(
             .framesStored(stored.map { StoredFrame(sessionID: $0.sessionID, seq: $0.seq, bytes: $0.bytes) }))
         case .dropped?, .gone?:
           log.warning("session \(sessionID) missed messages it can no longer get", sessionId: sessionID)
         case nil: log.error("cannot read session \(sessionID) again", sessionId: sessionID)
         }
       }
-      if broken { hub.current?.deliver(.sessionsBroken([sessionID])) }
+      if broken { inbox.current?.receive(.sessionsBroken([sessionID])) }
     }
-    if !queued { hub.current?.deliver(.sessionsBroken([sessionID])) }
+    if !queued { inbox.current?.receive(.sessionsBroken([sessionID])) }
   }
 
-  func end(_ sessionID: String) {
+  package func end(_ sessionID: String) {
     held.withLock { _ = $0.remove(sessionID) }
     submit("the end of session \(sessionID)") { [self] connection throws(RedisError) in
       try ledger(connection).end(sessionID, heldBy: thisNode)
@@ -209,7 +209,7 @@ extension ClusterLink: SharedSessions {
   }
 
   /// Makes the sessions that missed a message unresumable, and has their holders close them.
-  func healPoisoned(_ connection: RedisConnection) throws(RedisError) {
+  package func healPoisoned(_ connection: RedisConnection) throws(RedisError) {
     guard !poison.current.isEmpty else { return }
     let pending = poison.withLock { $0.take() }
     if pending.overflowed > 0 {
@@ -229,7 +229,7 @@ extension ClusterLink: SharedSessions {
           _ = try mailbox.send(ClusterLetterCodec.encode(.broken(sessionID: session)), to: holder)
         }
       }
-      if !brokenHere.isEmpty { hub.current?.deliver(.sessionsBroken(brokenHere)) }
+      if !brokenHere.isEmpty { inbox.current?.receive(.sessionsBroken(brokenHere)) }
     } catch {
       poison.withLock { $0.merge(pending) }
       throw error
@@ -239,7 +239,7 @@ extension ClusterLink: SharedSessions {
   /// Refreshes the sessions this node holds (housekeeping, every `sessionRefresh`): those gone from
   /// Redis (expired while the node stalled, or Redis lost them) are broken here, so that their
   /// clients resync.
-  func refreshSessions(_ connection: RedisConnection) throws(RedisError) {
+  package func refreshSessions(_ connection: RedisConnection) throws(RedisError) {
     let ids = held.current.sorted()
     guard !ids.isEmpty else { return }
     let ledger = ledger(connection)
@@ -250,25 +250,25 @@ extension ClusterLink: SharedSessions {
     guard !missing.isEmpty else { return }
     held.withLock { $0.subtract(missing) }
     log.warning("\(missing.count) session(s) held here are gone from Redis: their clients will resync")
-    hub.current?.deliver(.sessionsBroken(missing))
+    inbox.current?.receive(.sessionsBroken(missing))
   }
 
   /// Whether no node may take an unowned call over now: Redis lost its state (this node saw it
   /// happen, or sees the mark changed before its housekeeping did), and the nodes that run
   /// calls may not have placed them again yet. Taking one over then would run it twice.
-  func recovering(_ connection: RedisConnection) throws(RedisError) -> Bool {
+  package func recovering(_ connection: RedisConnection) throws(RedisError) -> Bool {
     if let until = recoveringUntil.current, ContinuousClock.now < until { return true }
     return try presence(connection).mark() != clusterMark.current
   }
 
   /// The cluster's gauges, before a scrape.
-  func refreshGauges() {
-    metrics.clusterSessionsHeld.set(held.current.count)
-    metrics.clusterSenderQueue.set(sender.queued)
+  package func refreshGauges() {
+    metrics.sessionsHeld.set(held.current.count)
+    metrics.senderQueue.set(sender.queued)
   }
 
   /// The message as the ledger numbers it.
-  static func frame(_ message: ServerMessage) -> SessionLedger.Frame {
+  package static func frame(_ message: ServerMessage) -> SessionLedger.Frame {
     let (head, tail) = ServerFrame(message).splitAtSeq
     return SessionLedger.Frame(head: head, tail: tail)
   }
@@ -277,7 +277,7 @@ extension ClusterLink: SharedSessions {
   /// restarted without it (the deployment runs it without persistence) has lost every session,
   /// presence, lease and inbox: the node then closes its sockets, so that its devices reconnect
   /// and resync, and places its calls again.
-  func checkClusterMark(_ connection: RedisConnection) throws(RedisError) {
+  package func checkClusterMark(_ connection: RedisConnection) throws(RedisError) {
     let presence = presence(connection)
     let known = clusterMark.current
     if let seen = try presence.mark(), seen == known { return }
@@ -287,7 +287,7 @@ extension ClusterLink: SharedSessions {
     log.warning("the cluster's Redis lost its state (restarted?): closing every socket here so that its devices resync")
     recoveringUntil.withLock { $0 = .now + settings.nodeExpiry }
     held.withLock { $0.removeAll() }
-    hub.current?.deliver(.clusterStateLost)
+    inbox.current?.receive(.stateLost)
     try placeOwnedCallsAgain(connection)
   }
 }

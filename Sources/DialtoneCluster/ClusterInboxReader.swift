@@ -6,18 +6,18 @@ import Foundation
 /// Reads this node's inbox on a thread of its own (XREAD blocks) and hands each batch of
 /// letters on in the order they were sent; a letter that does not decode is logged and skipped.
 /// Letters are removed once handed on. A lost connection is retried until `stop`.
-final class ClusterInboxReader: Sendable {
+package final class ClusterInboxReader: Sendable {
   private let settings: ClusterLink.Settings
   private let log: Log
   private let loop: RedisLoopThread
 
-  init(settings: ClusterLink.Settings, log: Log) {
+  package init(settings: ClusterLink.Settings, log: Log) {
     self.settings = settings
     self.log = log
     loop = RedisLoopThread(name: "cluster-inbox", redis: settings.redis, retryPause: .milliseconds(200), log: log)
   }
 
-  func start(_ deliver: @escaping @Sendable ([ClusterLetter]) -> Void) {
+  package func start(_ deliver: @escaping @Sendable ([ClusterLetter]) -> Void) {
     let (settings, log) = (settings, log)
     // The wait must stay shorter than the connection's command timeout, and bounds how long
     // `stop` waits for the read in progress (a letter arrives at once whatever it is).
@@ -55,9 +55,9 @@ final class ClusterInboxReader: Sendable {
   }
 
   private struct Position: Sendable {
-    var after = "0"
-    var untrimmed = 0
+    package var after = "0"
+    package var untrimmed = 0
   }
 
-  func stop() { loop.stop() }
+  package func stop() { loop.stop() }
 }
