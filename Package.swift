@@ -141,6 +141,9 @@ let package = Package(
     // Runs a scratch redis-server of its own (Debian's redis-server package).
     .testTarget(name: "DialtoneRedisTests", dependencies: ["DialtoneRedis", "DialtoneCluster", "DialtoneTestSupport"]),
     .testTarget(name: "DialtoneMetricsTests", dependencies: ["DialtoneMetrics"]),
+    .testTarget(name: "DialtoneCallsTests", dependencies: ["DialtoneCalls", "DialtoneProtocol", "DialtoneSupport"]),
+    .testTarget(
+      name: "DialtoneSessionsTests", dependencies: ["DialtoneSessions", "DialtoneProtocol", "DialtoneSupport"]),
     .testTarget(name: "DialtoneFuzzTargetsTests", dependencies: ["DialtoneFuzzTargets"]),
     .testTarget(
       name: "DialtoneClientTests",

@@ -21,7 +21,7 @@ package struct CallTimer: Sendable, Hashable {
 }
 
 /// What the router wants done; the hub carries it out, so the router stays a pure state machine.
-package enum CallEffect: Sendable {
+package enum CallEffect: Sendable, Equatable {
   case send(ServerMessage, to: Recipient)
   case schedule(CallTimer, after: Duration)
   case cancel(CallTimer)
@@ -53,7 +53,7 @@ package enum SFUCommand: Sendable, Equatable {
 }
 
 /// Call events other subsystems act on (storage, push).
-public enum CallEvent: Sendable {
+public enum CallEvent: Sendable, Equatable {
   /// A call started ringing `calleeId`'s devices.
   case ringing(callId: CallID, caller: Peer, calleeId: String, video: Bool, createdAt: Date)
   /// A call ended; `record` is what the history keeps.

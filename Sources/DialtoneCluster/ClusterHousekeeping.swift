@@ -1,4 +1,3 @@
-import DialtoneCluster
 import DialtoneRedis
 import DialtoneSupport
 import Foundation

@@ -1,5 +1,4 @@
 import DialtoneCalls
-import DialtoneCluster
 import DialtoneJSON
 import DialtoneProtocol
 

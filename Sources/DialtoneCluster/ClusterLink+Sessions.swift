@@ -1,12 +1,11 @@
 import DialtoneCalls
-import DialtoneCluster
 import DialtoneMetrics
 import DialtoneProtocol
 import DialtoneRedis
 import DialtoneSessions
 import DialtoneSupport
 
-/// The cluster's `SharedSessions`: every device session lives in Redis (`SessionLedger`), so a
+/// The cluster's `SessionStore`: every device session lives in Redis (`SessionLedger`), so a
 /// client whose node died or drained resumes on any other node with nothing lost or duplicated.
 /// Every step runs on the link's one sender thread, in the hub's order, after the presence and
 /// call steps the hub asked for before it.
@@ -14,7 +13,7 @@ import DialtoneSupport
 /// A message that cannot be stored (Redis failed) would leave a hole nobody sees: its session
 /// is closed at once (`sessionsBroken`, or `deliveryFailed` for a user's sessions) and made
 /// unresumable as soon as Redis answers (`SessionPoison`), so the client resyncs.
-extension ClusterLink: SharedSessions {
+extension ClusterLink: SessionStore {
   package func ledger(_ connection: RedisConnection) -> SessionLedger {
     SessionLedger(
       connection,

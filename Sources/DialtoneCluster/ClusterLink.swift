@@ -1,5 +1,4 @@
 import DialtoneCalls
-import DialtoneCluster
 import DialtoneMetrics
 import DialtoneProtocol
 import DialtoneRedis

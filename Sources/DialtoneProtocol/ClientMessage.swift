@@ -37,14 +37,53 @@ public enum ClientMessageType: String, Sendable, Equatable, CaseIterable {
   public var hasID: Bool { self != .ack }
 
   /// Whether the type belongs to group calls (`group-*`, `room-join`, `get-group`).
-  public var isGroupCall: Bool {
+  public var isGroupCall: Bool { rules.desk == .group }
+
+  /// What the server does with a message of this type, decided here once per type: the switch
+  /// has no `default`, so a new type cannot be added without saying.
+  public var rules: ClientMessageRules {
     switch self {
-    case .groupCreate, .groupRinging, .groupDecline, .groupJoin, .groupLeave, .groupEnd, .roomJoin, .groupOffer,
-      .groupAnswer, .groupCandidate, .groupEndOfCandidates, .getGroup:
-      return true
-    default:
-      return false
+    case .hello, .ack, .ping: ClientMessageRules(desk: .session)
+    case .invite: ClientMessageRules(desk: .oneToOne, startsACall: true)
+    case .ringing, .accept, .decline, .busy, .cancel, .hangup, .getCall: ClientMessageRules(desk: .oneToOne)
+    case .offer, .answer, .iceRestartRequest, .mediaState: ClientMessageRules(desk: .oneToOne, relayed: true)
+    case .candidate, .endOfCandidates: ClientMessageRules(desk: .oneToOne, relayed: true, ackMayWait: true)
+    case .quality: ClientMessageRules(desk: .quality)
+    case .groupCreate, .roomJoin: ClientMessageRules(desk: .group, startsACall: true)
+    case .groupRinging, .groupDecline, .groupJoin, .groupLeave, .groupEnd, .getGroup, .groupOffer, .groupAnswer:
+      ClientMessageRules(desk: .group)
+    case .groupCandidate, .groupEndOfCandidates: ClientMessageRules(desk: .group, ackMayWait: true)
     }
+  }
+}
+
+/// How the server treats a client message type (`ClientMessageType.rules`).
+public struct ClientMessageRules: Sendable, Equatable {
+  public enum Desk: Sendable, Equatable {
+    /// The session's own business: `hello`, `ack`, `ping`.
+    case session
+    /// A 1:1 call's request.
+    case oneToOne
+    /// A group call's request.
+    case group
+    /// A quality report, stored with its call.
+    case quality
+  }
+
+  public var desk: Desk
+  /// Passed on to the other side of the call as it came (its relay latency is measured).
+  public var relayed = false
+  /// Its `ack` may ride with the next message to the sender instead of a write of its own:
+  /// trickled candidates come in bursts and nobody waits for their acks.
+  public var ackMayWait = false
+  /// It rings people or opens a room: counted by the per-user limit on calls started.
+  public var startsACall = false
+
+  public init(desk: Desk, relayed: Bool = false, ackMayWait: Bool = false, startsACall: Bool = false) {
+    self.desk = desk
+    self.relayed = relayed
+    self.ackMayWait = ackMayWait
+    self.startsACall = startsACall
   }
 }
 

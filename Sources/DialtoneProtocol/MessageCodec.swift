@@ -29,6 +29,16 @@ public enum MessageCodec {
     try decodeClientMessage(text.utf8)
   }
 
+  /// The `id` of a client frame, read for an answer that refuses the frame unseen (a
+  /// rate-limited message): nil when it has none.
+  public static func requestID(of bytes: some Collection<UInt8>) -> String? {
+    do {
+      return try decodeClientMessage(bytes).id
+    } catch {
+      return error.replyTo
+    }
+  }
+
   /// Encodes a server message; `seq` is nil only for `welcome` and pre-session errors.
   public static func encode(_ message: ServerMessage, seq: UInt64?) -> [UInt8] {
     ServerEnvelope(seq: seq, message: message).encoded

@@ -677,8 +677,11 @@ public struct ServerFrame: Sendable {
   }
 
   private let form: Form
+  /// The message this frame encodes.
+  public let message: ServerMessage
 
   public init(_ message: ServerMessage) {
+    self.message = message
     var writing = ServerFrameWriting(seq: .seqSlot)
     guard let encoded = message.accept(&writing), let slot = encoded.seqSlot else {
       form = .whole(message)

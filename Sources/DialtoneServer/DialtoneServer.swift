@@ -41,12 +41,12 @@ public final class DialtoneServer: Sendable {
   }
 
   /// `liveCalls` replaces the live-call journal's store (tests that stall or fail its writes);
-  /// `remoteDevices`, `placement` and `sharedSessions` are the devices, calls and sessions
+  /// `remoteDevices`, `placement` and `sessionStore` are the devices, calls and sessions
   /// shared with other nodes (none on a single server; the cluster's own with `--redis-url`).
   init(
     configuration: ServerConfiguration, clock: any DialtoneClock, store: (any ServerStore)?,
     liveCalls: (any LiveCallStore)?, remoteDevices: any RemoteDevices = NoRemoteDevices(),
-    placement: any CallPlacement = LocalCalls(), sharedSessions: (any SharedSessions)? = nil
+    placement: any CallPlacement = LocalCalls(), sessionStore: (any SessionStore)? = nil
   ) async throws {
     self.configuration = configuration
     let log = Log(level: configuration.logLevel, subsystem: "server", format: configuration.logFormat)
@@ -90,10 +90,11 @@ public final class DialtoneServer: Sendable {
         helloTimeout: .seconds(configuration.helloTimeout), resumeWindow: .seconds(configuration.resumeWindow),
         heartbeatSeconds: configuration.heartbeatSeconds, maxMessageBytes: Limits.maxMessageBytes,
         limits: configuration.limits),
-      clock: clock, authenticator: authenticator, iceServers: iceServers, router: router, groups: groups, sfu: sfu,
+      clock: clock, authenticator: authenticator, iceServers: iceServers,
+      desk: CallDesk(router: router, groups: groups, groupCalls: sfu != nil), sfu: sfu,
       effectSink: sink, journal: journal, liveCalls: liveCalls, executor: executor, observations: observations,
       quality: callStore, remote: cluster ?? remoteDevices, placement: cluster ?? placement,
-      shared: cluster ?? sharedSessions,
+      store: cluster ?? sessionStore,
       log: log.scoped("signaling"))
     let hub = self.hub
     journal.start { ticket in hub.deliver(.journalCommitted(ticket)) }

@@ -2,8 +2,9 @@ import DialtoneCalls
 import DialtoneProtocol
 
 /// Where live calls are kept so that a restart ends none of them, and the authority on which
-/// call ids were ever used. Synchronous: `CallJournal` writes from a thread of its own, and the
-/// hub asks about a call id while it handles an invite (one primary-key lookup).
+/// call ids were ever used. Synchronous but for the call-id lookup: `CallJournal` writes from a
+/// thread of its own and the rest is read at start, while the hub asks about a call id mid-way
+/// through an invite and must not wait for the answer on its thread.
 package protocol LiveCallStore: Sendable {
   /// Applies one batch of changes in one transaction, in order.
   func write(_ changes: [LiveCallChange]) throws
@@ -14,8 +15,9 @@ package protocol LiveCallStore: Sendable {
   func completeInterruptedGroupCalls() throws -> Int
   /// The 1:1 calls that ended at `since` or later.
   func callsEnded(since: Int64) throws -> [RecentlyEndedCall]
-  /// Whether any call, 1:1 or group, live or ended, ever had this id.
-  func isCallIdUsed(_ callId: CallID) throws -> Bool
+  /// Whether any call, 1:1 or group, live or ended, ever had this id. Answered off the caller's
+  /// thread (a thread of the store's own), however slow the database is.
+  func isCallIdUsed(_ callId: CallID) async throws -> Bool
   /// The named calls that are live (a cluster node taking them over).
   func liveCalls(_ callIds: Set<CallID>) throws -> [StoredLiveCall]
   /// The named 1:1 calls that ended at `since` or later.

@@ -14,6 +14,8 @@ package final class PostgresLiveCallStore: LiveCallStore, @unchecked Sendable {
   private let writerLock = NSLock()
   private var reader: PostgresConnection?
   private let readerLock = NSLock()
+  /// Where call-id lookups wait for the reader, so that no caller's thread does.
+  private let lookups = DispatchQueue(label: "dialtone.call-id-lookups")
   private var writerClosed = false
   private var readerClosed = false
 
@@ -218,7 +220,13 @@ package final class PostgresLiveCallStore: LiveCallStore, @unchecked Sendable {
     }
   }
 
-  package func isCallIdUsed(_ callId: CallID) throws -> Bool {
+  package func isCallIdUsed(_ callId: CallID) async throws -> Bool {
+    try await withCheckedThrowingContinuation { continuation in
+      lookups.async { continuation.resume(with: Result { try self.isCallIdUsedNow(callId) }) }
+    }
+  }
+
+  private func isCallIdUsedNow(_ callId: CallID) throws -> Bool {
     try withReader { connection in
       try connection.query(
         """

@@ -12,6 +12,8 @@ package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
   private let writerLock = NSLock()
   private let reader: SQLiteDatabase
   private let readerLock = NSLock()
+  /// Where call-id lookups wait for the reader, so that no caller's thread does.
+  private let lookups = DispatchQueue(label: "dialtone.call-id-lookups")
 
   package init(path: String) throws {
     writer = try SQLiteDatabase(path: path)
@@ -158,7 +160,13 @@ package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
     }
   }
 
-  package func isCallIdUsed(_ callId: CallID) throws -> Bool {
+  package func isCallIdUsed(_ callId: CallID) async throws -> Bool {
+    try await withCheckedThrowingContinuation { continuation in
+      lookups.async { continuation.resume(with: Result { try self.isCallIdUsedNow(callId) }) }
+    }
+  }
+
+  private func isCallIdUsedNow(_ callId: CallID) throws -> Bool {
     try readerLock.withLock {
       let id: [SQLiteValue] = [.text(callId)]
       return try !reader.query(

@@ -1,3 +1,4 @@
+import DialtoneCluster
 import DialtoneProtocol
 import DialtoneSupport
 import Foundation
@@ -9,7 +10,7 @@ import Foundation
 /// keeps it for a resume and hands back those of sessions the hub holds, one event at a time in
 /// order on a queue of its own (like the real one's thread). A test can hold a frame back (its
 /// letter lost), hold an open back, or make every step fail (Redis down).
-final class InMemorySharedSessions: SharedSessions {
+final class InMemorySharedSessions: SessionStore {
   struct Session: Sendable {
     let userId: String
     let deviceId: String
@@ -37,9 +38,9 @@ final class InMemorySharedSessions: SharedSessions {
 
   func attach(_ hub: SignalingHub) { self.hub.withLock { $0 = hub } }
 
-  private func send(_ event: HubEvent) {
+  private func send(_ event: ClusterEvent) {
     let hub = self.hub.current
-    queue.async { hub?.deliver(event) }
+    queue.async { hub?.receive(event) }
   }
 
   // MARK: What a test controls and reads
@@ -62,7 +63,7 @@ final class InMemorySharedSessions: SharedSessions {
   func acknowledged(_ sessionID: String) -> UInt64? { state.withLock { $0.acknowledged[sessionID] } }
   func session(of userId: String, _ deviceId: String) -> String? { state.withLock { $0.presence[userId]?[deviceId] } }
 
-  // MARK: SharedSessions
+  // MARK: SessionStore
 
   func open(_ opening: SessionOpening) {
     let outcome: SessionOpened? = state.withLock { state in
@@ -93,7 +94,7 @@ final class InMemorySharedSessions: SharedSessions {
 
   func append(_ message: ServerMessage, to sessionID: String, answering requestID: String?, coalesced: Bool) {
     let (head, tail) = ServerFrame(message).splitAtSeq
-    let event: HubEvent? = state.withLock { state in
+    let event: ClusterEvent? = state.withLock { state in
       if state.failing { return .sessionsBroken([sessionID]) }
       guard var session = state.sessions[sessionID] else { return nil }
       session.last += 1

@@ -101,8 +101,8 @@ extension StoreContractTests {
       let store = try await rig.liveCalls()
       try store.write([.put(snapshot("live")), .ended(ended("ended", endedAt: 2), callerDevice: "phone")])
       try store.write([.groupEnded(group("group", .completed)), .groupLive(group("group-live", .serverRestart))])
-      for id in ["live", "ended", "group", "group-live"] { #expect(try store.isCallIdUsed(id), "\(id)") }
-      #expect(try !store.isCallIdUsed("fresh"))
+      for id in ["live", "ended", "group", "group-live"] { #expect(try await store.isCallIdUsed(id), "\(id)") }
+      #expect(try await !store.isCallIdUsed("fresh"))
     }
 
     @Test(arguments: StoreBackend.allCases) func aGroupCallLeftLiveIsRecordedOnce(_ backend: StoreBackend) async throws
@@ -119,8 +119,8 @@ extension StoreContractTests {
       let reopened = try await rig.liveCalls()
       #expect(try reopened.completeInterruptedGroupCalls() == 1)
       #expect(try reopened.completeInterruptedGroupCalls() == 0)
-      #expect(try !reopened.isCallIdUsed("g0"))
-      #expect(try reopened.isCallIdUsed("g1"))
+      #expect(try await !reopened.isCallIdUsed("g0"))
+      #expect(try await reopened.isCallIdUsed("g1"))
       let history = try await rig.store()
       let alice = try await history.groupHistory(of: "alice", limit: 10, before: nil)
       #expect(Set(alice.map { "\($0.callId) \($0.endReason.rawValue)" }) == ["g1 server-restart", "g2 completed"])

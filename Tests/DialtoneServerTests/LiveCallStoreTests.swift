@@ -86,8 +86,8 @@ struct LiveCallStoreTests {
           callId: "group", creatorId: "alice", video: false, createdAt: 1, endedAt: 2, endReason: .ended,
           participants: []))
     ])
-    for id in ["live", "ended", "group"] { #expect(try store.isCallIdUsed(id), "\(id)") }
-    #expect(try !store.isCallIdUsed("fresh"))
+    for id in ["live", "ended", "group"] { #expect(try await store.isCallIdUsed(id), "\(id)") }
+    #expect(try await !store.isCallIdUsed("fresh"))
   }
 
   @Test func aGroupCallLeftLiveIsRecordedOnceAndAnEndedOneKeepsItsOwnRecord() async throws {
@@ -123,7 +123,7 @@ struct LiveCallStoreTests {
         "INSERT INTO calls VALUES ('old-1', 'alice', 'bob', 'laptop', 0, 1000, 2000, 9000, 'hangup', 7000)")
     }
     let store = try SQLiteLiveCallStore(path: path)
-    #expect(try store.isCallIdUsed("old-1"))
+    #expect(try await store.isCallIdUsed("old-1"))
     // A record without the caller's device (written before it was kept) is not reloaded as a
     // recent end: nobody could be told whose device it was.
     #expect(try store.callsEnded(since: 0).isEmpty)
@@ -176,7 +176,7 @@ private final class RestartingLiveCallStore: LiveCallStore, @unchecked Sendable 
   func liveCalls() throws -> [StoredLiveCall] { try inner.liveCalls() }
   func completeInterruptedGroupCalls() throws -> Int { try inner.completeInterruptedGroupCalls() }
   func callsEnded(since: Int64) throws -> [RecentlyEndedCall] { try inner.callsEnded(since: since) }
-  func isCallIdUsed(_ callId: CallID) throws -> Bool { try inner.isCallIdUsed(callId) }
+  func isCallIdUsed(_ callId: CallID) async throws -> Bool { try await inner.isCallIdUsed(callId) }
 
   struct PostgresLikeError: Error {}
 }

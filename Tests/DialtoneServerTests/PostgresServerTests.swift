@@ -86,18 +86,18 @@ extension StoreContractTests {
     let record = StoreContractTests.record("before", at: 1000)
     try StoreContractTests.end([(record, false)], in: live)
     #expect(try await store.history(of: "alice", limit: 10, before: nil) == [record])
-    #expect(try live.isCallIdUsed("before"))
+    #expect(try await live.isCallIdUsed("before"))
 
     // The scratch server commits without waiting for its log (synchronous_commit=off): what
     // this test wrote must be on disk before the crash.
     try PostgresConnection(url: server.url()).execute("CHECKPOINT")
     await server.kill()
-    #expect(throws: PostgresError.self) { try live.isCallIdUsed("before") }
+    await #expect(throws: PostgresError.self) { try await live.isCallIdUsed("before") }
     try await server.restart()
 
     // Connections lost meanwhile are opened again, without a restart of this server.
     try StoreContractTests.end([(StoreContractTests.record("after", at: 2000), false)], in: live)
-    #expect(try live.isCallIdUsed("after"))
+    #expect(try await live.isCallIdUsed("after"))
     #expect(try await store.history(of: "alice", limit: 10, before: nil).map(\.callId) == ["after", "before"])
   }
 }

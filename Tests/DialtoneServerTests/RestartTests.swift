@@ -159,7 +159,7 @@ final class GatedLiveCallStore: LiveCallStore, @unchecked Sendable {
   func liveCalls() throws -> [StoredLiveCall] { try inner.liveCalls() }
   func completeInterruptedGroupCalls() throws -> Int { try inner.completeInterruptedGroupCalls() }
   func callsEnded(since: Int64) throws -> [RecentlyEndedCall] { try inner.callsEnded(since: since) }
-  func isCallIdUsed(_ callId: CallID) throws -> Bool { try inner.isCallIdUsed(callId) }
+  func isCallIdUsed(_ callId: CallID) async throws -> Bool { try await inner.isCallIdUsed(callId) }
 }
 
 @Suite(.serialized) struct JournalOrderingTests {

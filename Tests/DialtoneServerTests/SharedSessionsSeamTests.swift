@@ -1,3 +1,4 @@
+import DialtoneCluster
 import DialtoneProtocol
 import DialtoneSupport
 import DialtoneTestSupport
@@ -6,13 +7,13 @@ import Testing
 
 @testable import DialtoneServer
 
-/// The hub with sessions kept in a cluster's store (`SharedSessions`, here in memory): welcomes
+/// The hub with sessions kept in a cluster's store (`SessionStore`, here in memory): welcomes
 /// wait for the store, every message is numbered there and written in seq order, and a session
 /// the store cannot keep whole is closed so that its client resumes or resyncs.
 @Suite(.serialized) struct SharedSessionsSeamTests {
   private func start() async throws -> (TestServer, InMemorySharedSessions) {
     let store = InMemorySharedSessions()
-    let server = try await TestServer(sharedSessions: store)
+    let server = try await TestServer(sessionStore: store)
     store.attach(server.server.hub)
     return (server, store)
   }
@@ -154,7 +155,7 @@ import Testing
     store.holdOpens(true)
     let alice = try SignalingProbe(client: server.client, url: server.webSocketURL)
     alice.send(ClientEnvelope(id: "h1", message: .hello(.init(token: server.token("alice")))))
-    for n in 0...SignalingHub.maxEarlyMessages { alice.send(ClientEnvelope(id: "p\(n)", message: .ping(.init()))) }
+    for n in 0...SocketGate.maxEarlyMessages { alice.send(ClientEnvelope(id: "p\(n)", message: .ping(.init()))) }
     #expect(try await alice.closeCode() == UInt16(CloseCode.overLimit.rawValue))
     await server.stop()
   }
@@ -163,7 +164,7 @@ import Testing
     let (server, _) = try await start()
     let alice = try await server.connect("alice")
     let bob = try await server.connect("bob")
-    server.server.hub.deliver(.clusterStateLost)
+    server.server.hub.deliver(.cluster(.stateLost))
     #expect(try await alice.closeCode() == UInt16(CloseCode.tryAgainLater.rawValue))
     #expect(try await bob.closeCode() == UInt16(CloseCode.tryAgainLater.rawValue))
     await server.stop()

@@ -28,7 +28,7 @@ final class TestServer: Sendable {
   init(
     configure: (inout ServerConfiguration) -> Void = { _ in }, dataDirectory: String? = nil,
     liveCalls: (any LiveCallStore)? = nil, remoteDevices: any RemoteDevices = NoRemoteDevices(),
-    placement: any CallPlacement = LocalCalls(), sharedSessions: (any SharedSessions)? = nil
+    placement: any CallPlacement = LocalCalls(), sessionStore: (any SessionStore)? = nil
   ) async throws {
     clock = ManualClock()
     let directory = dataDirectory ?? NSTemporaryDirectory() + "dialtone-test-\(UUID().uuidString)"
@@ -42,7 +42,7 @@ final class TestServer: Sendable {
     configure(&configuration)
     server = try await DialtoneServer(
       configuration: configuration, clock: clock, store: nil, liveCalls: liveCalls, remoteDevices: remoteDevices,
-      placement: placement, sharedSessions: sharedSessions)
+      placement: placement, sessionStore: sessionStore)
     client = try WebSocketClient()
   }
 

@@ -1,14 +1,14 @@
 import DialtoneProtocol
 
-/// Where device sessions live when they must outlive the node holding their socket (issue 19,
-/// item 3): in a cluster every sequenced message is stored where any node can resume the session,
-/// and gets its seq there. A single server has none (nil in the hub): its `DeliverySession`s
-/// number and keep their messages themselves, as before.
+/// Where device sessions live when they must outlive the node holding their socket: a cluster
+/// stores every sequenced message where any node can resume the session, and gives it its seq
+/// there (`SharedSession`). A single server has no store: its `LocalSession`s number and keep
+/// their messages themselves, and `LocalSessions` decides their opening at once.
 ///
 /// The hub calls these on its own thread and never waits: the implementation works in the hub's
 /// order on a thread of its own, and what comes back arrives as hub events (`sessionOpened`,
 /// `framesStored`, `sessionsBroken`, `deliveryFailed`).
-package protocol SharedSessions: Sendable {
+package protocol SessionStore: Sendable {
   /// Resumes the session the client names, or opens a new one (`opening.freshID`), held by this
   /// node, and registers the device here for the other nodes; answers with `.sessionOpened`.
   func open(_ opening: SessionOpening)
@@ -59,7 +59,7 @@ package struct SessionOpening: Sendable {
   }
 }
 
-/// What `SharedSessions.open` found.
+/// What `SessionStore.open` found.
 package enum SessionOpened: Sendable {
   /// A new session (`resync`: the one asked for could not be resumed).
   case fresh(sessionID: String, resync: Bool)

@@ -1,10 +1,8 @@
-import DialtoneCalls
 import DialtoneProtocol
 import Foundation
 import Testing
 
 @testable import DialtoneCalls
-@testable import DialtoneServer
 
 /// Every `invalid-state` names the rule that refused the request, for the device that sent it
 /// (protocol.md 11), rather than one stock phrase for every refusal.

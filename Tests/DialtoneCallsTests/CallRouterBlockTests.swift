@@ -1,10 +1,8 @@
-import DialtoneCalls
 import DialtoneProtocol
 import Foundation
 import Testing
 
 @testable import DialtoneCalls
-@testable import DialtoneServer
 
 /// A call whose callee blocks its caller, in the state machine alone: it exists for the caller
 /// as a call nobody answers, and nothing of it reaches the callee, now or after a restart.

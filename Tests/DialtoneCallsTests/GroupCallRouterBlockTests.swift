@@ -1,10 +1,8 @@
-import DialtoneCalls
 import DialtoneProtocol
 import Foundation
 import Testing
 
 @testable import DialtoneCalls
-@testable import DialtoneServer
 
 /// A group call whose creator a member blocks, in the state machine alone: the member is listed
 /// like anyone who does not answer, and nothing of the call reaches them.

@@ -1,10 +1,8 @@
-import DialtoneCalls
 import DialtoneProtocol
 import Foundation
 import Testing
 
 @testable import DialtoneCalls
-@testable import DialtoneServer
 
 /// The group state machine alone: inputs in, reply and effects out, with virtual time.
 struct GroupCallRouterTests {

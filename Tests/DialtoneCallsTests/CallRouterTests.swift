@@ -1,10 +1,8 @@
-import DialtoneCalls
 import DialtoneProtocol
 import Foundation
 import Testing
 
 @testable import DialtoneCalls
-@testable import DialtoneServer
 
 extension CallRouter {
   /// A whole frame in, as the hub hands its parts over.

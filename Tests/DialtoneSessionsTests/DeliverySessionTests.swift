@@ -2,15 +2,14 @@ import DialtoneProtocol
 import Foundation
 import Testing
 
-@testable import DialtoneServer
 @testable import DialtoneSessions
 
 /// The session's memories without a socket: answers to repeated ids, and the resume window.
 struct DeliverySessionTests {
   private func session(capacity: Int = 1024, maxUnackedBytes: Int = 1 << 20, replyMemory: Int = 3)
-    -> DeliverySession
+    -> LocalSession
   {
-    DeliverySession(
+    LocalSession(
       id: "s_test", identity: Identity(userId: "alice", deviceId: "phone", name: nil), socket: nil,
       now: Date(timeIntervalSince1970: 0), capacity: capacity, maxUnackedBytes: maxUnackedBytes,
       replyMemory: replyMemory)
@@ -58,5 +57,12 @@ struct DeliverySessionTests {
     #expect(!session.canResume(from: 6) && session.canResume(from: 7))
     session.acknowledge(upTo: 10)
     #expect(session.unackedBytes == 0 && session.unackedCount == 0)
+  }
+}
+
+extension ServerMessage {
+  fileprivate var errorCode: ErrorCode? {
+    if case .error(let e) = self { return e.code }
+    return nil
   }
 }

@@ -1,0 +1,151 @@
+import DialtoneCalls
+import DialtoneMetrics
+import DialtoneProtocol
+import DialtoneSessions
+import DialtoneStorage
+import Foundation
+
+/// What a handled request (or timer, or SFU event) produced: the reply, to whom, and the effects.
+struct Output {
+  var session: (any DeliverySession)?
+  /// A request forwarded by another node: the reply goes back there instead.
+  var forwarded: ForwardedRequest?
+  var requestID: String?
+  var reply: ServerMessage?
+  /// The reply may wait briefly to share a write (`CallEffect` acks of candidates).
+  var coalesced = false
+  var effects: [CallEffect]
+  var wasHeld = false
+  /// A relayed message's arrival: the relay latency is measured when its copy is written.
+  var relayedFrom: ContinuousClock.Instant?
+
+  init(
+    session: (any DeliverySession)? = nil, forwarded: ForwardedRequest? = nil, requestID: String? = nil,
+    reply: ServerMessage? = nil, coalesced: Bool = false, effects: [CallEffect],
+    relayedFrom: ContinuousClock.Instant? = nil
+  ) {
+    self.session = session
+    self.forwarded = forwarded
+    self.requestID = requestID
+    self.reply = reply
+    self.coalesced = coalesced
+    self.effects = effects
+    self.relayedFrom = relayedFrom
+  }
+}
+
+/// Lets outcomes out once the journal has what they changed, in each call's order, and answers
+/// whoever asked: a session here, or the node that forwarded the request. An acknowledged change
+/// survives kill -9; a call's messages are never seen out of order.
+///
+/// It also remembers which requests have an answer on its way (held here, handled by another
+/// node, or being stored), so that a retry meanwhile is not handled twice.
+final class OutcomeGate {
+  private let journal: CallJournal
+  private let effects: EffectApplier
+  private let placement: any CallPlacement
+  private let metrics: ServerMetrics
+  private var held = HeldOutcomes<Output>()
+  /// Requests whose answer is coming, by session and request id.
+  private var awaited: Set<String> = []
+  /// Requests other nodes forwarded, answered once however often they come.
+  private var forwardedAnswers = ForwardedAnswers()
+  private let registry: SessionRegistry
+
+  init(
+    journal: CallJournal, effects: EffectApplier, placement: any CallPlacement, registry: SessionRegistry,
+    metrics: ServerMetrics
+  ) {
+    self.registry = registry
+    self.journal = journal
+    self.effects = effects
+    self.placement = placement
+    self.metrics = metrics
+  }
+
+  /// Sends the outcome's reply and applies its effects once its journal writes (and those of
+  /// the call's outcomes before it) are on disk.
+  func emit(_ output: Output, for callId: CallID?) {
+    var changes: [LiveCallChange] = []
+    for case .persist(let change) in output.effects { changes.append(change) }
+    let ticket = changes.isEmpty ? nil : journal.submit(changes)
+    guard let callId, let wait = ticket ?? (held.isEmpty ? nil : held.pendingTicket(of: callId)) else {
+      return release(output)
+    }
+    var output = output
+    output.wasHeld = true
+    held.hold(output, for: callId, until: wait)
+    if let session = output.session, let id = output.requestID { awaited.insert(Self.key(session.id, id)) }
+  }
+
+  /// The journal wrote everything up to `ticket`.
+  func committed(upTo ticket: UInt64) {
+    for output in held.release(upTo: ticket) { release(output) }
+  }
+
+  /// Whether a call has outcomes waiting for the journal (it cannot be handed over yet).
+  func holds(_ callId: CallID) -> Bool { !held.isEmpty && held.pendingTicket(of: callId) != nil }
+
+  private func release(_ output: Output) {
+    if let session = output.session, let reply = output.reply, let id = output.requestID {
+      if output.wasHeld { awaited.remove(Self.key(session.id, id)) }
+      session.answer(reply, to: id, coalesced: output.coalesced)
+    } else if let request = output.forwarded, let reply = output.reply {
+      let repeats = forwardedAnswers.answered(request, reply)
+      answer(request, with: reply)
+      for repeated in repeats { answer(repeated, with: reply) }
+    }
+    effects.apply(output.effects)
+    for case .persist(let change) in output.effects {
+      switch change {
+      case .ended(let record, _, _): placement.finished(record.callId)
+      case .groupEnded(let record, _): placement.finished(record.callId)
+      default: break
+      }
+    }
+    if let arrived = output.relayedFrom {
+      let elapsed = ContinuousClock.now - arrived
+      metrics.relayLatency.observe(
+        Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+    }
+  }
+
+  // MARK: - Answers on their way
+
+  func isAwaited(_ sessionID: String, _ requestID: String) -> Bool {
+    !awaited.isEmpty && awaited.contains(Self.key(sessionID, requestID))
+  }
+
+  func expect(_ sessionID: String, _ requestID: String) { awaited.insert(Self.key(sessionID, requestID)) }
+
+  /// The awaited answer was stored in the session already (by the node that answered it): it is
+  /// only remembered here, for a repeat of the request.
+  func remembered(_ reply: ServerMessage, _ sessionID: String, _ requestID: String) {
+    awaited.remove(Self.key(sessionID, requestID))
+    registry.session(sessionID)?.remember(reply, for: requestID)
+  }
+
+  /// The awaited answer came: it goes to its session.
+  func arrived(_ reply: ServerMessage, _ sessionID: String, _ requestID: String) {
+    awaited.remove(Self.key(sessionID, requestID))
+    registry.session(sessionID)?.answer(reply, to: requestID, coalesced: false)
+  }
+
+  // MARK: - Requests other nodes forwarded
+
+  /// Whether a forwarded request is new (it is handled), a repeat of one being handled (it
+  /// waits for that answer), or answered before (answered again, the same).
+  func arrive(_ request: ForwardedRequest) -> ForwardedAnswers.Seen { forwardedAnswers.arrive(request) }
+
+  /// A request of a session here that the placement found runs here is answered as any other
+  /// (before its effects); another node's goes back there.
+  func answer(_ request: ForwardedRequest, with reply: ServerMessage) {
+    if request.origin.node == placement.thisNode {
+      arrived(reply, request.origin.sessionID, request.id)
+    } else {
+      placement.reply(reply, to: request)
+    }
+  }
+
+  private static func key(_ sessionID: String, _ requestID: String) -> String { sessionID + "\u{0}" + requestID }
+}

@@ -1,0 +1,118 @@
+import DialtoneNet
+import DialtoneProtocol
+import DialtoneSessions
+import DialtoneSupport
+import Foundation
+
+/// One socket as the hub sees it: the session it carries once its hello was answered, and what
+/// limits it. A class, so that looking a socket up on every message costs a retain, not a copy.
+final class SocketState {
+  let connection: WebSocketConnection
+  let headerToken: String?
+  /// Set by the hello's welcome; cleared when a newer socket of the same device takes over.
+  var session: (any DeliverySession)?
+  /// In a cluster, between the hello and its welcome (`SessionStore.open`): what the client
+  /// sends meanwhile waits in `early`, up to `SocketGate.maxEarlyMessages`.
+  var opening = false
+  var early: [(bytes: [UInt8], isText: Bool)] = []
+  var helloTimer: (any ScheduledAction)?
+  /// Every message this socket sends takes a token (`ServerLimits.messagesPerSecond`).
+  var messages: TokenBucket
+  /// Messages refused in a row: a socket that keeps sending through its refusals is closed.
+  var refusedInARow = 0
+
+  init(connection: WebSocketConnection, headerToken: String?, messages: TokenBucket) {
+    self.connection = connection
+    self.headerToken = headerToken
+    self.messages = messages
+  }
+}
+
+/// The hub's sockets and the limits a socket meets before any message of it is read: sockets
+/// per address, the hello deadline, messages per second and messages before the welcome.
+final class SocketGate {
+  private(set) var sockets: [UInt64: SocketState] = [:]
+  /// Open sockets by remote address (`ServerLimits.maxConnectionsPerAddress`).
+  private var perAddress: [String: Int] = [:]
+  private let limits: ServerLimits
+  private let helloTimeout: Duration
+  /// Messages a client may send between its hello and its welcome.
+  static let maxEarlyMessages = 32
+
+  init(limits: ServerLimits, helloTimeout: Duration) {
+    self.limits = limits
+    self.helloTimeout = helloTimeout
+  }
+
+  var count: Int { sockets.count }
+  subscript(id: UInt64) -> SocketState? { sockets[id] }
+
+  /// A new socket: closed at once past the per-address limit (not tracked: its close finds no
+  /// state), otherwise tracked with its hello deadline running.
+  func open(
+    _ connection: WebSocketConnection, _ request: UpgradeRequest, now: Date, deadline: () -> any ScheduledAction
+  ) -> Bool {
+    let max = limits.maxConnectionsPerAddress
+    if max > 0, perAddress[connection.remoteAddress, default: 0] >= max {
+      connection.close(code: UInt16(CloseCode.overLimit.rawValue), reason: "more than \(max) sockets from this address")
+      return false
+    }
+    perAddress[connection.remoteAddress, default: 0] += 1
+    let state = SocketState(
+      connection: connection, headerToken: request.bearerToken, messages: TokenBucket(limits.messageRate, now: now))
+    state.helloTimer = deadline()
+    sockets[connection.id] = state
+    return true
+  }
+
+  /// The socket closed: its state, if it was tracked.
+  func close(_ connection: WebSocketConnection) -> SocketState? {
+    guard let state = sockets.removeValue(forKey: connection.id) else { return nil }
+    let address = connection.remoteAddress
+    if let open = perAddress[address] { perAddress[address] = open > 1 ? open - 1 : nil }
+    state.helloTimer?.cancel()
+    return state
+  }
+
+  var helloTimeoutSeconds: Int { Int(helloTimeout.seconds) }
+
+  /// What becomes of a message over the socket's rate.
+  enum Admission {
+    case admitted
+    /// Answered `rate-limited`, with how long to wait.
+    case refused(wait: Duration)
+    /// The socket kept sending through a whole burst of refusals: it closes.
+    case closed
+  }
+
+  func admit(_ state: SocketState, now: Date) -> Admission {
+    guard let wait = state.messages.take(now: now) else {
+      state.refusedInARow = 0
+      return .admitted
+    }
+    state.refusedInARow += 1
+    if Double(state.refusedInARow) > limits.messageRate.burst {
+      state.connection.close(
+        code: UInt16(CloseCode.overLimit.rawValue),
+        reason: "kept sending over \(Int(limits.messageRate.perSecond)) messages/s")
+      return .closed
+    }
+    return .refused(wait: wait)
+  }
+
+  /// A message sent before the welcome waits for it; past the bound the socket closes.
+  func holdUntilWelcome(_ bytes: [UInt8], isText: Bool, _ state: SocketState) {
+    guard state.early.count < Self.maxEarlyMessages else {
+      state.connection.close(
+        code: UInt16(CloseCode.overLimit.rawValue),
+        reason: "more than \(Self.maxEarlyMessages) messages before the welcome")
+      return
+    }
+    state.early.append((bytes, isText))
+  }
+
+  /// Closes every socket (the cluster lost its sessions, or the server stops).
+  func closeAll(code: CloseCode, reason: String) {
+    for state in sockets.values { state.connection.close(code: UInt16(code.rawValue), reason: reason) }
+  }
+}
