@@ -94,3 +94,13 @@ let package = Package(
 for target in package.targets {
   target.swiftSettings = (target.swiftSettings ?? []) + [.enableUpcomingFeature("StrictConcurrency")]
 }
+
+// PushKit's iOS 26.4 delegate method (`PKVoIPPushMetadata`) exists only in the iOS 26.4 SDK and
+// later, and no compile-time test tells which SDK a build uses (`#if compiler` names the Swift
+// version, not the SDK). It is compiled only when the environment that resolves this package says
+// so: `DIALTONE_IOS26_4_SDK=1` (an Xcode 26.4 or later build; docs/ios.md, section 3).
+if Context.environment["DIALTONE_IOS26_4_SDK"] == "1" {
+  for target in package.targets where target.name == "DialtoneCallKit" {
+    target.swiftSettings = (target.swiftSettings ?? []) + [.define("DIALTONE_IOS26_4_SDK")]
+  }
+}
