@@ -5,7 +5,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8080
 CONNECTIONS ?= 15000
 
-.PHONY: deps bench-deps build release run test format lint autobahn-full bench-ws bench-signaling bench-push bench-setup bench-codec bench-group bench-video bench-video-change bench-cluster fuzz clean
+.PHONY: deps bench-deps build release run test format lint ios-check autobahn-full bench-ws bench-signaling bench-push bench-setup bench-codec bench-group bench-video bench-video-change bench-cluster fuzz clean
 
 deps:
 	@scripts/deps.sh
@@ -31,6 +31,13 @@ format:
 	$(SWIFT) format --in-place --recursive --parallel $(FORMATTED)
 lint:
 	$(SWIFT) format lint --strict --recursive --parallel $(FORMATTED)
+
+# The iOS build, type-checked on Linux: the core, every Apple/ target and the Call Directory
+# extension for arm64-apple-ios17.0 (docs/ios.md, section 15). Needs the iPhoneOS SDK laid out by
+# ../shared/tools/ios-typecheck (IOS_SDK_ROOT, default /opt/ios-typecheck); without it, one
+# "ios-check: skipped" line. `make test` runs it too.
+ios-check:
+	@scripts/ios-check.sh
 
 # Builds once, then runs every test target (unit and loopback integration tests).
 test: deps lint
