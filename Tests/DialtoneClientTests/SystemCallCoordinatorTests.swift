@@ -94,7 +94,8 @@ private struct Machine {
     m.on(.engine(callId, .ended(.remote(.cancelled))))
     let report = try #require(SystemCallCoordinator.reportPlan(for: pushPayload(), ledger: m.coordinator.ledger))
     #expect(report.endAtOnce == .remoteEnded)
-    #expect(m.on(.reported(report, accepted: true)) == [.reportEnded(callUUID, .remoteEnded)])
+    #expect(report.uuid != callUUID)
+    #expect(m.on(.reported(report, accepted: true)) == [.reportEnded(report.uuid, .remoteEnded)])
     #expect(
       SystemCallCoordinator.reportPlan(for: pushPayload(), ledger: m.coordinator.ledger, mustReport: false) == nil)
     // The call ends between the plan and the OS's answer: taken off the screen again.
@@ -103,6 +104,40 @@ private struct Machine {
     n.invited("call-x")
     n.on(.engine("call-x", .ended(.remote(.answeredElsewhere))))
     #expect(n.on(.reported(plan, accepted: true)) == [.reportEnded(CallUUIDs.uuid(for: "call-x"), .answeredElsewhere)])
+  }
+
+  // A push for a call already over here (PushKit redelivers it, or it was late) is reported and
+  // ended under a UUID CallKit has never seen: CallKit may refuse the ended call's own UUID, and
+  // a refused report with no call of that UUID active counts as a push not reported (the app is
+  // killed). Each such push gets a UUID of its own; nothing connects, nothing is remembered.
+  @Test func aPushForACallAlreadyOverIsReportedUnderAUUIDCallKitNeverSaw() throws {
+    var m = Machine()
+    var shown: Set<UUID> = []
+    let first = try #require(SystemCallCoordinator.reportPlan(for: pushPayload(), ledger: m.coordinator.ledger))
+    shown.insert(first.uuid)
+    m.on(.reported(first, accepted: true))
+    // Neither invite nor get-call answer came: at the push-resolution deadline (virtual time) the
+    // call ends as failed.
+    let deadline = t0.addingTimeInterval(30)
+    #expect(
+      m.coordinator.handle(.timerFired(.pushResolution(callUUID)), now: deadline) == [
+        .reportEnded(callUUID, .failed)
+      ])
+    #expect(m.coordinator.ledger.ended[callId] == .failed)
+    for _ in 0..<2 {
+      let late = try #require(SystemCallCoordinator.reportPlan(for: pushPayload(), ledger: m.coordinator.ledger))
+      #expect(late.callId == callId && late.endAtOnce == .failed)
+      #expect(!shown.contains(late.uuid))
+      shown.insert(late.uuid)
+      #expect(
+        m.coordinator.handle(.reported(late, accepted: true), now: deadline) == [.reportEnded(late.uuid, .failed)])
+      #expect(m.coordinator.activeCalls.isEmpty)
+    }
+    // Refused all the same (the OS is out of calls): nothing more to do.
+    let refused = try #require(SystemCallCoordinator.reportPlan(for: pushPayload(), ledger: m.coordinator.ledger))
+    #expect(!shown.contains(refused.uuid))
+    #expect(
+      m.coordinator.handle(.reported(refused, accepted: false), now: deadline) == [.reportEnded(refused.uuid, .failed)])
   }
 
   // Only the report's answer connects signaling, and arms the push-resolution timer.

@@ -317,6 +317,30 @@ private struct Peer {
     await tearDown(rig, alice, bob)
   }
 
+  // A push for a call already over here (it was cancelled while the push was on its way) is
+  // reported and ended under a UUID the OS has never seen. This fake OS, like CallKit may,
+  // refuses a UUID it showed before: the ended call's own UUID would be refused, with no call
+  // active, which iOS punishes as a push not reported.
+  @Test func aLatePushForACallAlreadyOverIsReportedUnderAFreshUUID() async throws {
+    let rig = try await LoopbackServer(secret: secret)
+    let (alice, bob, call, uuid) = try await ringingCall(rig)
+    await call.hangup()
+    #expect(await bob.os.saw(.ended(uuid, .remoteEnded)))
+    let seenBefore = bob.os.ui.everSeen
+    #expect(bob.session.receiveVoIPPush(pushPayload(call.callId, video: false)))
+    // Reported before receiveVoIPPush returned, under a new UUID, accepted, and ended at once.
+    let late = try #require(
+      bob.os.entries.compactMap { entry -> UUID? in
+        if case .reportIncoming(let reported, _, _, _) = entry, reported != uuid { return reported }
+        return nil
+      }.first)
+    #expect(!seenBefore.contains(late))
+    #expect(await bob.os.saw(.ended(late, .remoteEnded)))
+    #expect(await bob.session.calls.isEmpty)
+
+    await tearDown(rig, alice, bob)
+  }
+
   // Signaling stopped for good (sign-out here): calls still on screen are ended there.
   @Test func stoppingEndsTheCallsOnScreen() async throws {
     let rig = try await LoopbackServer(secret: secret)

@@ -8,7 +8,8 @@ import Foundation
 ///
 /// - A VoIP push is reported to the OS synchronously (`reportPlan`) before anything touches
 ///   the network; only its report's result (`.reported`) asks signaling to connect. A malformed
-///   push, or one for a call already over on this device, is reported and ended at once.
+///   push, or one for a call already over on this device, is reported and ended at once, under
+///   a fresh UUID the OS has never seen.
 /// - An `invite` is reported unless a push already did; a refused report declines the call.
 /// - The answer action is fulfilled once media connects, and never after its `timeoutDate`:
 ///   then (or on `timedOutPerforming`) the call ends as `.failed` and over signaling.
@@ -262,8 +263,12 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     }
     let ended = ledger.ended[push.callId]
     if ended != nil && !mustReport { return nil }
+    // A call already over here was shown under its own UUID, and CallKit may refuse that UUID
+    // again. A refused report with no call of that UUID active counts as a push not reported:
+    // iOS kills the app, and after repeated kills stops its VoIP pushes. So the push is
+    // reported, and ended, under a UUID CallKit has never seen (as a malformed one is).
     return IncomingCallReport(
-      uuid: CallUUIDs.uuid(for: push.callId), callId: push.callId, handle: push.callerHandle,
+      uuid: ended == nil ? CallUUIDs.uuid(for: push.callId) : UUID(), callId: push.callId, handle: push.callerHandle,
       displayName: push.isGroup ? groupDisplayName(title: push.title, creatorName: push.callerName) : push.callerName,
       hasVideo: push.hasVideo, origin: .push, endAtOnce: ended, isGroup: push.isGroup)
   }
