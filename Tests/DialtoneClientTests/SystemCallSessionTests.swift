@@ -82,12 +82,13 @@ private struct Peer {
 
   private func phone(
     _ rig: LoopbackServer, _ user: String, _ device: String = "iphone",
-    clock: any DialtoneClock = SystemClock(), policy: CallEngine.Policy = .init()
+    clock: any DialtoneClock = SystemClock(), policy: CallEngine.Policy = .init(), iceServers: [IceServer] = []
   ) -> Phone {
     let os = FakeOS(clock: clock)
     let factory = EngineFakePeerConnectionFactory(log: EngineLog())
     let session = SystemCallSession(
-      signaling: signaling(rig, user, device), iceServers: IceServerCache(defaults: []), factory: factory, ui: os.ui,
+      signaling: signaling(rig, user, device), iceServers: IceServerCache(defaults: iceServers), factory: factory,
+      ui: os.ui,
       media: RecordingMedia(log: os.log), deviceId: device, clock: clock, policy: policy)
     os.attach(session)
     session.start()
@@ -186,13 +187,15 @@ private struct Peer {
   // Pre-connect (protocol.md 9b) under the CallKit rules: the leg is negotiated and connected
   // while the OS shows the call, with its media held and nothing of it shown; the answer
   // action is fulfilled as soon as the adopted leg carries the call (no negotiation on the
-  // answer path), its media released only then, and audio still waits for didActivate.
+  // answer path), its media released only then, and audio still waits for didActivate. Bob's
+  // leg is private (relay candidates only) until he answers.
   @Test func aPreconnectedCallIsAnsweredThroughTheOSWithoutNegotiating() async throws {
     var policy = CallEngine.Policy()
     policy.preconnect = true
     let rig = try await LoopbackServer(secret: secret)
     let alice = await peer(rig, "alice", policy: policy)
-    let bob = phone(rig, "bob", policy: policy)
+    let turn = IceServer(urls: ["turn:turn.test:3478?transport=udp"], username: "1:bob", credential: "secret")
+    let bob = phone(rig, "bob", policy: policy, iceServers: [turn])
     await bob.session.goOnline()
     // Pre-connect is agreed in welcome: a call dialled before it goes without.
     try #require(await eventually { await alice.client.signaling.agreedFeatures.contains(ProtocolFeature.preconnect) })
@@ -203,6 +206,8 @@ private struct Peer {
     try #require(await eventually { alice.factory.connections.count == 2 && bob.factory.connections.count == 2 })
     let (aliceLeg, bobLeg) = (alice.factory.connections[1], bob.factory.connections[1])
     #expect(alice.factory.configurations[1].mediaHeld && bob.factory.configurations[1].mediaHeld)
+    #expect(bob.factory.configurations[1].iceTransportPolicy == .relay)
+    #expect(alice.factory.configurations[1].iceTransportPolicy == .all)
     #expect(
       await eventually {
         bobLeg.calls.contains("setLocal(answer)") && aliceLeg.calls.contains("setRemote(answer:answer-pc2)")
@@ -218,6 +223,8 @@ private struct Peer {
     #expect(await bob.os.saw(.fulfilled(answer)))
     #expect(await eventually { await call.state == .connected })
     #expect(await eventually { bobLeg.calls.contains("releaseMedia") && aliceLeg.calls.contains("releaseMedia") })
+    // Answered: Bob's leg may use every candidate from now on.
+    #expect(await eventually { bobLeg.calls.contains("iceTransportPolicy(all)") })
     // No negotiation on the answer path: the main connections never answered or applied an answer.
     #expect(!bob.factory.connections[0].calls.contains("createAnswer"))
     #expect(!alice.factory.connections[0].calls.contains { $0.hasPrefix("setRemote(answer") })
