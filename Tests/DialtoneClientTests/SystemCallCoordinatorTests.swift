@@ -140,6 +140,42 @@ private struct Machine {
       m.coordinator.handle(.reported(refused, accepted: false), now: deadline) == [.reportEnded(refused.uuid, .failed)])
   }
 
+  // iOS lets no background app capture: a video call answered on the lock screen waits with its
+  // camera paused (the peer is told), the camera starts once the app is active and pauses again
+  // in the background; nothing runs to stop while the app is away.
+  @Test func theCameraCapturesOnlyWhileTheAppIsActive() {
+    var m = Machine(coordinator: SystemCallCoordinator(deviceId: "bob-phone", applicationActive: false))
+    m.pushed(video: true)
+    let answer = action(.answer)
+    #expect(
+      m.on(.action(answer)) == [
+        .prepareAudio(video: true), .answer(callId), .cameraPaused(callId, true),
+        .arm(.answer(callUUID), at: t0.addingTimeInterval(10)),
+      ])
+    #expect(m.coordinator.call(callId)?.cameraOn == true)
+    #expect(m.on(.applicationActive(true)) == [.startCamera, .cameraPaused(callId, false)])
+    #expect(m.on(.applicationActive(true)).isEmpty)
+    #expect(m.on(.applicationActive(false)) == [.stopCamera, .cameraPaused(callId, true)])
+    // Turned off in the background: no camera runs, none to stop; nothing resumes later.
+    #expect(
+      m.on(.videoToggled(callId, enabled: false)) == [
+        .setVideo(callId, false), .reportUpdated(callUUID, hasVideo: false),
+      ])
+    #expect(m.on(.applicationActive(true)).isEmpty)
+    // Back on while active: it starts at once.
+    #expect(m.on(.videoToggled(callId, enabled: true)).contains(.startCamera))
+    #expect(m.on(.applicationActive(false)) == [.stopCamera, .cameraPaused(callId, true)])
+    // Ended in the background: nothing runs to stop.
+    #expect(!m.on(.engine(callId, .ended(.remote(.hangup)))).contains(.stopCamera))
+    #expect(m.on(.applicationActive(true)).isEmpty)
+
+    // An audio call has no camera to wait for.
+    var audio = Machine(coordinator: SystemCallCoordinator(deviceId: "bob-phone", applicationActive: false))
+    audio.pushed(video: false)
+    #expect(!audio.on(.action(action(.answer))).contains { if case .cameraPaused = $0 { true } else { false } })
+    #expect(audio.on(.applicationActive(true)).isEmpty)
+  }
+
   // Only the report's answer connects signaling, and arms the push-resolution timer.
   @Test func theReportsAnswerConnectsSignaling() throws {
     var m = Machine()

@@ -22,6 +22,7 @@ final class AppDelegate: NSObject, UIApplicationDelegate {
   private var callUI: CallKitSystemCallUI!
   private var providerDelegate: CallKitProviderDelegate!
   private var pushRegistry: PushKitRegistry!
+  private var activity: ApplicationActivityObserver!
   private let pathMonitor = NWPathMonitor()
 
   func application(
@@ -43,12 +44,14 @@ final class AppDelegate: NSObject, UIApplicationDelegate {
     let callUI = CallKitSystemCallUI(iconTemplateImageData: UIImage(named: "CallIcon")?.pngData())
     let session = SystemCallSession(
       signaling: signaling, iceServers: iceServers, factory: WebRTCPeerConnectionFactory.shared, ui: callUI,
-      media: media, deviceId: installationId)
+      media: media, deviceId: installationId, permissions: SystemMediaPermissions())
 
-    // 3. CallKit's delegate, the session's listeners, then PushKit.
+    // 3. CallKit's delegate, the session's listeners, whether the app is active (a push-launched
+    //    app is not: a video call answered now waits for the camera), then PushKit.
     let providerDelegate = CallKitProviderDelegate(session: session)
     callUI.setDelegate(providerDelegate)
     session.start()
+    let activity = ApplicationActivityObserver(session: session)
     let pushRegistry = PushKitRegistry(
       session: session, api: api, installationId: installationId, log: { print("dialtone: \($0)") })
     pushRegistry.start()
@@ -69,6 +72,7 @@ final class AppDelegate: NSObject, UIApplicationDelegate {
     self.callUI = callUI
     self.providerDelegate = providerDelegate
     self.pushRegistry = pushRegistry
+    self.activity = activity
     self.session = session
     self.model = PhoneModel(session: session, factory: .shared)
     return true
@@ -100,11 +104,11 @@ final class AppDelegate: NSObject, UIApplicationDelegate {
     guard let intent = activity.interaction?.intent as? INStartCallIntent,
       let person = intent.contacts?.first,
       let handle = person.personHandle?.value, !handle.isEmpty,
-      let session
+      let model
     else { return false }
     let name = ExampleConfig.contacts.first { $0.userId == handle }?.name ?? person.displayName
     let video = intent.callCapability == .videoCall
-    Task { await session.dial(handle, displayName: name, video: video) }
+    model.call(userId: handle, name: name, video: video)
     return true
   }
 }
