@@ -38,7 +38,9 @@ let package = Package(
       dependencies: [
         .product(name: "DialtoneClient", package: "Dialtone"),
         .product(name: "DialtoneProtocol", package: "Dialtone"),
-      ]
+      ],
+      // What the SDK sends the app's server (docs/ios.md, "Privacy manifest").
+      resources: [.process("PrivacyInfo.xcprivacy")]
     ),
     // PeerConnection over RTCPeerConnection (one factory, one shared camera source), and
     // CallMediaControl over RTCAudioSession in manual-audio mode and the camera (iOS).
@@ -60,7 +62,9 @@ let package = Package(
         .product(name: "DialtoneProtocol", package: "Dialtone"),
         "DialtoneWebRTC",
         "DialtoneURLSession",
-      ]
+      ],
+      // The required-reason APIs it uses (user defaults: InstallationID's migration).
+      resources: [.process("PrivacyInfo.xcprivacy")]
     ),
     // GroupMediaControl over LiveKit's Room for group calls whose media are on LiveKit, with
     // LiveKit's audio under CallKit's control (iOS only: its sources are empty on macOS).

@@ -140,6 +140,21 @@ private struct Machine {
       m.coordinator.handle(.reported(refused, accepted: false), now: deadline) == [.reportEnded(refused.uuid, .failed)])
   }
 
+  // Before the first unlock after a reboot a push may launch the app while nothing it needs can
+  // be read: the push is reported (who called, under a UUID of its own) and ended at once.
+  @Test func aPushTheAppCannotTakeIsReportedAndEndedAtOnce() throws {
+    let report = SystemCallCoordinator.reportPlanWhileLocked(for: pushPayload())
+    #expect(report.uuid != callUUID && report.callId == callId)
+    #expect(report.handle == "alice" && report.displayName == "Alice" && report.hasVideo)
+    #expect(report.endAtOnce == .failed)
+    #expect(SystemCallCoordinator.reportPlanWhileLocked(for: pushPayload()).uuid != report.uuid)
+    let malformed = SystemCallCoordinator.reportPlanWhileLocked(for: ["dialtone": 1])
+    #expect(malformed.handle == "Unknown" && malformed.endAtOnce == .failed)
+    var m = Machine()
+    #expect(m.on(.reported(report, accepted: true)) == [.reportEnded(report.uuid, .failed)])
+    #expect(m.coordinator.activeCalls.isEmpty)
+  }
+
   // iOS lets no background app capture: a video call answered on the lock screen waits with its
   // camera paused (the peer is told), the camera starts once the app is active and pauses again
   // in the background; nothing runs to stop while the app is away.

@@ -113,19 +113,6 @@
     #endif
   }
 
-  /// A stable id for this app installation, kept in user defaults: a reinstall gets a new id,
-  /// which is what push registration wants (the old installation's tokens are dead anyway).
-  public enum InstallationID {
-    private static let key = "dialtone.installationId"
-
-    public static var current: String {
-      if let id = UserDefaults.standard.string(forKey: key) { return id }
-      let id = UUID().uuidString
-      UserDefaults.standard.set(id, forKey: key)
-      return id
-    }
-  }
-
   /// Which APNs environment this build's push tokens belong to.
   ///
   /// Development-signed builds (Xcode runs) carry `aps-environment = development` in their

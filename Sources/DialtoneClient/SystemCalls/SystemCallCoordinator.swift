@@ -288,6 +288,22 @@ public struct SystemCallCoordinator: Sendable, Equatable {
       hasVideo: push.hasVideo, origin: .push, endAtOnce: ended, isGroup: push.isGroup)
   }
 
+  /// What to report for a VoIP push the app cannot take now. Before the first unlock after a
+  /// reboot iOS may launch the app for a VoIP push while the Keychain (the installation id, the
+  /// app's credentials) cannot be read, so no call can connect and no id may be made up. The
+  /// push is reported all the same, as iOS requires, showing who called, under a fresh UUID,
+  /// and ended at once as failed. Nothing is said over signaling: the call rings on on the
+  /// user's other devices.
+  public static func reportPlanWhileLocked(for payload: [AnyHashable: Any]) -> IncomingCallReport {
+    var report =
+      reportPlan(for: payload, ledger: PushLedger())
+      ?? IncomingCallReport(
+        uuid: UUID(), callId: nil, handle: unknownHandle, displayName: nil, hasVideo: false, origin: .push)
+    report.uuid = UUID()
+    report.endAtOnce = .failed
+    return report
+  }
+
   /// The name the OS shows for a group ring: its title, or the creator's name.
   public static func groupDisplayName(title: String?, creatorName: String?) -> String? {
     if let title, !title.isEmpty { return title }
