@@ -32,7 +32,7 @@ let package = Package(
 
     .target(name: "DialtoneJSON"),
     // Small portable helpers every module may use (a lock-protected box).
-    .target(name: "DialtoneSupport"),
+    .target(name: "DialtoneSupport", dependencies: ["DialtoneJSON"]),
     .target(name: "DialtoneProtocol", dependencies: ["DialtoneJSON"]),
     .target(name: "DialtoneCrypto", dependencies: ["COpenSSL", "DialtoneJSON"]),
     .target(name: "DialtoneNet", dependencies: ["CLibWebSockets", "DialtoneSupport"]),
@@ -41,8 +41,7 @@ let package = Package(
     .target(name: "DialtonePostgres", dependencies: ["CPostgres"]),
     // The cluster's Redis client (presence, routing, resume): hiredis behind a pointer-free API.
     .target(name: "DialtoneRedis", dependencies: ["CRedis", "DialtoneCrypto"]),
-    // What the cluster's nodes share in Redis: presence, and session state any node resumes.
-    .target(name: "DialtoneCluster", dependencies: ["DialtoneRedis", "DialtoneSupport"]),
+
     // Counters, gauges and histograms, and their Prometheus text exposition.
     .target(name: "DialtoneMetrics", dependencies: ["DialtoneSupport"]),
     .target(name: "DialtoneHTTPClient", dependencies: ["CCurl"]),
@@ -54,12 +53,43 @@ let package = Package(
     .target(
       name: "DialtonePush",
       dependencies: ["DialtoneProtocol", "DialtoneJSON", "DialtoneCrypto", "DialtoneHTTPClient", "DialtoneSupport"]),
+    // The call desk: both routers, blocks, the rules spanning 1:1 and group calls. Pure values
+    // (inputs in, effects out, virtual time); no I/O, no threads.
+    .target(name: "DialtoneCalls", dependencies: ["DialtoneProtocol", "DialtoneSupport"]),
+    // Device sessions: seq/ack/resume delivery, answers remembered per request, outcomes held for
+    // the journal, forwarded answers; the seam where sessions are stored (local or shared).
+    .target(
+      name: "DialtoneSessions",
+      dependencies: ["DialtoneCalls", "DialtoneProtocol", "DialtoneSupport", "DialtoneMetrics"]),
+    // What the server keeps: history, devices, blocks, directory, quality, the live-call journal;
+    // SQLite and PostgreSQL behind the store protocols.
+    .target(
+      name: "DialtoneStorage",
+      dependencies: [
+        "DialtoneCalls", "DialtoneProtocol", "DialtoneSupport", "DialtoneSQLite", "DialtonePostgres", "DialtonePush",
+        "DialtoneJSON",
+      ]),
+    // A node's part of a cluster: presence, call ownership, inboxes and sessions in Redis, calls
+    // taken over from the shared journal; what it learns goes into the hub's ClusterInbox.
+    .target(
+      name: "DialtoneCluster",
+      dependencies: [
+        "DialtoneRedis", "DialtoneSupport", "DialtoneCalls", "DialtoneSessions", "DialtoneStorage", "DialtoneProtocol",
+        "DialtoneMetrics", "DialtoneJSON",
+      ]),
+    // The media servers of group calls: Janus (proxied) and LiveKit (tokens and webhooks).
+    .target(
+      name: "DialtoneSFU",
+      dependencies: [
+        "DialtoneCalls", "DialtoneProtocol", "DialtoneSupport", "DialtoneHTTPClient", "DialtoneCrypto", "DialtoneJSON",
+      ]),
     .target(
       name: "DialtoneServer",
       dependencies: [
         "DialtoneProtocol", "DialtoneJSON", "DialtoneCrypto", "DialtoneAuth", "DialtoneNet",
         "DialtoneSQLite", "DialtoneHTTPClient", "DialtonePush", "DialtoneCommandLine", "DialtoneSupport",
-        "DialtoneMetrics", "DialtonePostgres", "DialtoneRedis", "DialtoneCluster",
+        "DialtoneMetrics", "DialtonePostgres", "DialtoneRedis", "DialtoneCluster", "DialtoneCalls", "DialtoneSessions",
+        "DialtoneStorage", "DialtoneSFU",
       ],
       // The browser client and the admin dashboard, edited as HTML/JS and compiled into the
       // binary (no files to deploy).
@@ -99,7 +129,8 @@ let package = Package(
       name: "DialtoneTestSupport", dependencies: ["DialtoneSupport", "DialtonePostgres", "DialtoneRedis"],
       path: "Tests/DialtoneTestSupport"),
     .testTarget(name: "DialtoneJSONTests", dependencies: ["DialtoneJSON"]),
-    .testTarget(name: "DialtoneSupportTests", dependencies: ["DialtoneSupport", "DialtoneTestSupport"]),
+    .testTarget(
+      name: "DialtoneSupportTests", dependencies: ["DialtoneSupport", "DialtoneJSON", "DialtoneTestSupport"]),
     .testTarget(name: "DialtoneCommandLineTests", dependencies: ["DialtoneCommandLine"]),
     .testTarget(name: "DialtoneProtocolTests", dependencies: ["DialtoneProtocol", "DialtoneJSON"]),
     .testTarget(name: "DialtoneCryptoTests", dependencies: ["DialtoneCrypto", "DialtoneJSON", "DialtoneTestSupport"]),
@@ -127,7 +158,8 @@ let package = Package(
       dependencies: [
         "DialtoneServer", "DialtoneAuth", "DialtonePush", "DialtoneNet", "DialtoneProtocol", "DialtoneCrypto",
         "DialtoneSQLite", "DialtoneJSON", "DialtoneHTTPClient", "DialtoneSupport", "DialtoneTestSupport",
-        "DialtonePostgres", "DialtoneRedis", "DialtoneCluster",
+        "DialtonePostgres", "DialtoneRedis", "DialtoneCluster", "DialtoneCalls", "DialtoneSessions", "DialtoneStorage",
+        "DialtoneSFU", "DialtoneMetrics",
       ]),
   ],
   swiftLanguageModes: [.v6]

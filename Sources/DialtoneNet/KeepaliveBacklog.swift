@@ -1,3 +1,5 @@
+import DialtoneSupport
+
 /// The pings a keepalive sweep owes, and how fast they go out.
 ///
 /// Sockets that connect together go quiet together, so one sweep could owe a ping to every idle

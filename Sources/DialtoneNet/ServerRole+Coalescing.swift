@@ -1,3 +1,4 @@
+import DialtoneSupport
 import Foundation
 
 /// Coalesced sends: a message sent with `sendCoalesced` waits, already framed, for the next

@@ -1,4 +1,5 @@
 import CLibWebSockets
+import DialtoneSupport
 import Foundation
 import Synchronization
 

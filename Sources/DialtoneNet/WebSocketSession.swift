@@ -1,4 +1,5 @@
 import CLibWebSockets
+import DialtoneSupport
 
 /// Service-thread state of one WebSocket (server or client side): the outgoing queue, the
 /// reassembly buffer for fragmented messages, and a pending close.

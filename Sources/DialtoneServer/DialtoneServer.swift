@@ -1,9 +1,14 @@
 import DialtoneAuth
+import DialtoneCalls
+import DialtoneCluster
 import DialtoneCrypto
 import DialtoneMetrics
 import DialtoneNet
 import DialtoneProtocol
 import DialtoneRedis
+import DialtoneSFU
+import DialtoneSessions
+import DialtoneStorage
 import DialtoneSupport
 import Foundation
 
@@ -54,7 +59,8 @@ public final class DialtoneServer: Sendable {
     let iceServers = IceServerIssuer(
       stunURLs: configuration.stunURLs, turnURLs: configuration.turnURLs,
       turnSecret: configuration.turnSecret, ttl: configuration.turnTTL)
-    let postgres = try await PostgresStore.open(configuration)
+    var postgres: (store: PostgresStore, liveCalls: PostgresLiveCallStore)?
+    if let url = configuration.databaseURL { postgres = try await PostgresStore.openBoth(url: url) }
     self.postgres = postgres
     let callStore = try store ?? postgres?.store ?? SQLiteStore.open(dataDirectory: configuration.dataDirectory)
     let liveCalls =
@@ -62,7 +68,7 @@ public final class DialtoneServer: Sendable {
     let journal = CallJournal(store: liveCalls, log: log.scoped("journal"))
     self.journal = journal
     let cluster = try Self.makeClusterLink(
-      configuration, liveCalls: liveCalls, metrics: observations.metrics, log: log)
+      configuration, liveCalls: liveCalls, metrics: observations.metrics.cluster, log: log)
     self.cluster = cluster
     pushes = try PushSetup.dispatcher(
       configuration: configuration, store: callStore, clock: clock, observations: observations,
@@ -98,7 +104,7 @@ public final class DialtoneServer: Sendable {
       // cluster takes over those nobody runs, now and whenever a node dies.
       await hub.restore([], ended: ended)
       do {
-        try cluster.start(hub: hub)
+        try cluster.start(delivering: hub)
       } catch {
         throw ConfigurationError("cannot reach the cluster's Redis at \(configuration.redisURL ?? ""): \(error)")
       }
@@ -193,7 +199,7 @@ public final class DialtoneServer: Sendable {
   }
 
   private static func makeClusterLink(
-    _ configuration: ServerConfiguration, liveCalls: any LiveCallStore, metrics: ServerMetrics, log: Log
+    _ configuration: ServerConfiguration, liveCalls: any LiveCallStore, metrics: ClusterMetrics, log: Log
   ) throws -> ClusterLink? {
     guard let url = configuration.redisURL else { return nil }
     let redis: RedisConfiguration

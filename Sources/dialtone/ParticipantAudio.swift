@@ -9,6 +9,8 @@ final class ParticipantAudio: Sendable {
   private struct State: Sendable {
     var writers: [String: WAVWriter] = [:]
     var heard: Set<String> = []
+    /// Bytes of decoded audio received from each participant so far (`audio count`).
+    var received: [String: Int] = [:]
     var onFirstAudio: (@Sendable (Peer, ContinuousClock.Instant) -> Void)?
   }
   private let recordPath: String?
@@ -34,12 +36,16 @@ final class ParticipantAudio: Sendable {
     return { [state] samples in
       writer?.append(samples)
       let first: (@Sendable (Peer, ContinuousClock.Instant) -> Void)? = state.withLock { state in
+        state.received[participant.userId, default: 0] += samples.count
         guard state.heard.insert(participant.userId).inserted else { return nil }
         return state.onFirstAudio
       }
       first?(participant, ContinuousClock.now)
     }
   }
+
+  /// Bytes of decoded audio received from each participant so far.
+  var received: [String: Int] { state.withLock { $0.received } }
 
   /// Writes every participant's file; returns the paths written.
   func finish() throws -> [String] {

@@ -426,6 +426,12 @@ actor SoftphoneCall {
       } else if command == "mute" || command == "unmute" {
         await group.setMuted(command == "mute")
         report.note(command == "mute" ? "muted" : "unmuted")
+      } else if command == "audio count" {
+        let received = participantAudio?.received ?? [:]
+        report.event(
+          "audio-count", ["participants": .object(received.mapValues { JSONValue.int(Int64($0)) })],
+          text: "audio bytes received: "
+            + received.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
       } else if command == "video count" {
         let received = receivedVideo
         let total = received.reduce(0) { $0 + $1.video.frames }

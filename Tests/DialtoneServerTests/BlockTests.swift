@@ -5,7 +5,9 @@ import DialtoneTestSupport
 import Foundation
 import Testing
 
+@testable import DialtoneSFU
 @testable import DialtoneServer
+@testable import DialtoneStorage
 
 /// `/v1/blocks` with real sockets: a blocked caller's invite rings none of the blocker's
 /// devices, looks to the caller like a call nobody answers, and stays out of the blocker's

@@ -1,9 +1,12 @@
+import DialtoneCalls
 import DialtoneProtocol
 import DialtoneTestSupport
 import Foundation
 import Testing
 
+@testable import DialtoneCalls
 @testable import DialtoneServer
+@testable import DialtoneStorage
 
 /// Handing a 1:1 call from one node to another (a draining node's calls, issue 19): the call
 /// leaves the first as it is, and the second carries on from the journal with its deadlines.

@@ -1,10 +1,13 @@
+import DialtoneCalls
 import DialtoneProtocol
 import DialtoneSupport
 import DialtoneTestSupport
 import Foundation
 import Testing
 
+@testable import DialtoneCalls
 @testable import DialtoneServer
+@testable import DialtoneStorage
 
 /// A cluster's placement as a table: calls listed run on the named node, the rest here.
 final class RecordingPlacement: CallPlacement {

@@ -1,7 +1,9 @@
+import DialtoneCalls
 import DialtoneProtocol
 import Foundation
 import Testing
 
+@testable import DialtoneCalls
 @testable import DialtoneServer
 
 /// A call whose callee blocks its caller, in the state machine alone: it exists for the caller

@@ -1,7 +1,9 @@
+import DialtoneCalls
 import DialtoneProtocol
 import Foundation
 import Testing
 
+@testable import DialtoneCalls
 @testable import DialtoneServer
 
 /// Pre-connect while ringing (protocol.md 9b): legs per callee device, relayed only between the

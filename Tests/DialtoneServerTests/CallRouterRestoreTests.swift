@@ -1,8 +1,12 @@
+import DialtoneCalls
 import DialtoneProtocol
+import DialtoneSupport
 import Foundation
 import Testing
 
+@testable import DialtoneCalls
 @testable import DialtoneServer
+@testable import DialtoneSessions
 
 /// What the router hands the journal, and how it carries on with calls reloaded after a restart:
 /// the state machine alone, with virtual time.

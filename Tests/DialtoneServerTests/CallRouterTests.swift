@@ -1,7 +1,9 @@
+import DialtoneCalls
 import DialtoneProtocol
 import Foundation
 import Testing
 
+@testable import DialtoneCalls
 @testable import DialtoneServer
 
 extension CallRouter {

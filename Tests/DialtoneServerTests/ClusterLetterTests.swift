@@ -1,7 +1,11 @@
+import DialtoneCalls
+import DialtoneCluster
 import DialtoneProtocol
 import Testing
 
+@testable import DialtoneCalls
 @testable import DialtoneServer
+@testable import DialtoneSessions
 
 /// What one node writes to another's inbox reads back as it was written; anything else is a
 /// clear error, never a crash.

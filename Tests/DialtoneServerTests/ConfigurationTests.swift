@@ -5,6 +5,7 @@ import Foundation
 import Testing
 
 @testable import DialtoneServer
+@testable import DialtoneStorage
 
 struct ConfigurationTests {
   @Test func defaultsFlagsAndEnvironment() throws {

@@ -3,6 +3,7 @@ import Foundation
 import Testing
 
 @testable import DialtoneServer
+@testable import DialtoneSessions
 
 /// The session's memories without a socket: answers to repeated ids, and the resume window.
 struct DeliverySessionTests {

@@ -5,6 +5,7 @@ import Foundation
 import Testing
 
 @testable import DialtoneServer
+@testable import DialtoneStorage
 
 private let voip = String(repeating: "ab", count: 32)
 private let alert = String(repeating: "cd", count: 32)

@@ -1,7 +1,9 @@
+import DialtoneCalls
 import DialtoneProtocol
 import Foundation
 import Testing
 
+@testable import DialtoneCalls
 @testable import DialtoneServer
 
 /// A group call whose creator a member blocks, in the state machine alone: the member is listed

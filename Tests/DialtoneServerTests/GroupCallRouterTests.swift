@@ -1,7 +1,9 @@
+import DialtoneCalls
 import DialtoneProtocol
 import Foundation
 import Testing
 
+@testable import DialtoneCalls
 @testable import DialtoneServer
 
 /// The group state machine alone: inputs in, reply and effects out, with virtual time.
@@ -254,6 +256,58 @@ struct GroupCallRouterTests {
     _ = router.handle(.groupLeave(.init(callId: "r1")), id: "l2", from: bobPhone, now: at(3))
     let again = router.handle(.roomJoin(.init(room: "book-club", callId: "r2")), id: "c", from: carol, now: at(4))
     if case .ack(let ack3) = again.reply { #expect(ack3.callId == "r2") } else { Issue.record("not acked") }
+  }
+
+  /// 18.2 "Only members may join": a room's call id is no way in. Whoever never entered the room
+  /// by name is refused everything by id, exactly as for an unknown id, and changes nothing.
+  @Test func aRoomsCallIdLetsOnlyItsMembersIn() {
+    var router = GroupCallRouter()
+    _ = router.handle(.roomJoin(.init(room: "book-club", callId: "r1")), id: "a", from: alice, now: t0)
+    let byId: [ClientMessage] = [
+      .groupJoin(.init(callId: "r1")),
+      .groupOffer(.init(callId: "r1", stream: "publisher", sdp: "v=0")),
+      .groupAnswer(.init(callId: "r1", stream: "feed-1", sdp: "v=0")),
+      .groupCandidate(.init(callId: "r1", stream: "publisher", candidate: IceCandidate(candidate: "candidate:1"))),
+      .groupEndOfCandidates(.init(callId: "r1", stream: "publisher")),
+      .groupLeave(.init(callId: "r1")),
+      .groupDecline(.init(callId: "r1")),
+      .groupRinging(.init(callId: "r1")),
+      .groupEnd(.init(callId: "r1")),
+      .getGroup(.init(callId: "r1")),
+    ]
+    for (n, message) in byId.enumerated() {
+      let outcome = router.handle(message, id: "m\(n)", from: mallory, now: at(1))
+      #expect(errorCode(outcome) == .notFound, "\(message.type)")
+      #expect(outcome.effects.isEmpty, "\(message.type)")
+    }
+    #expect(router.state("r1", visibleTo: alice)?.members.map(\.userId) == ["alice"])
+    // By name, anyone who knows it comes in; having been in, the id lets them back.
+    #expect(errorCode(router.handle(.roomJoin(.init(room: "book-club")), id: "n", from: mallory, now: at(2))) == nil)
+    _ = router.handle(.groupLeave(.init(callId: "r1")), id: "l", from: mallory, now: at(3))
+    #expect(errorCode(router.handle(.groupJoin(.init(callId: "r1")), id: "j", from: mallory, now: at(4))) == nil)
+  }
+
+  /// The grace timer names the device without its display name: the SFU must still be told to
+  /// take out the very device that joined (an `Identity` is the device, whatever its name).
+  @Test func aDeviceDroppedPastTheGraceLeavesTheSFUUnderItsJoiningIdentity() {
+    var router = GroupCallRouter()
+    _ = created(&router)
+    let bob = Identity(userId: "bob", deviceId: "phone", name: "Bob")
+    let join = router.handle(.groupJoin(.init(callId: "g1")), id: "j1", from: bob, now: at(2))
+    guard case .join(_, let joined) = sfu(join.effects).first,
+      case .schedule(let timer, _) = router.deviceDisconnected(bob).first
+    else {
+      Issue.record("no join or no grace")
+      return
+    }
+    let gone = router.timerFired(timer, now: at(40))
+    guard case .leave(_, let left) = sfu(gone).first else {
+      Issue.record("the SFU was not told")
+      return
+    }
+    #expect(left == joined && left.hashValue == joined.hashValue)
+    var held: [Identity: Int] = [joined: 1]
+    #expect(held.removeValue(forKey: left) == 1)
   }
 
   @Test func oneUserCannotHoldMoreThanItsShareOfSFURooms() {

@@ -6,6 +6,7 @@ import DialtoneTestSupport
 import Foundation
 import Testing
 
+@testable import DialtoneSFU
 @testable import DialtoneServer
 
 #if canImport(FoundationNetworking)
@@ -199,6 +200,74 @@ struct GroupCallServerTests {
         server, finished, authorization: try LiveKitFixture.webhookToken(for: finished, now: server.clock.now)) == 200)
     guard case .groupEnded(let ended) = try await alice.expect(.groupEnded) else { return }
     #expect(ended.reason == .completed)
+    await server.stop()
+    await twirp.stop()
+  }
+
+  /// A device dropped past the grace is taken out of LiveKit's room, and since its token stays
+  /// valid there, coming back into the room (`participant_joined`) takes it out again; a device
+  /// that is in the call is left alone.
+  @Test func aDeviceGonePastTheGraceIsRemovedFromTheMediaRoomAndKeptOut() async throws {
+    let server = try await liveKitServer()
+    defer { Task { await server.stop() } }
+    let alice = try await server.connect("alice", name: "Alice")
+    let bob = try await server.connect("bob", name: "Bob")
+    _ = try await alice.request(.groupCreate(.init(callId: "g-lk-grace", members: ["bob"])))
+    _ = try await alice.expect(.groupMedia)
+    _ = try await bob.expect(.groupInvite)
+    #expect(try await bob.request(.groupJoin(.init(callId: "g-lk-grace"))).isAck)
+    _ = try await alice.expect(.groupUpdate)
+    let removals = { twirp.received.filter { $0.path.hasSuffix("/RemoveParticipant") }.count }
+
+    bob.close()
+    _ = try await bob.closeCode()
+    try await server.waitUntilOffline("bob", "phone")
+    try #require(await eventually { server.clock.hasTimer(dueIn: 30) })  // the grace
+    server.clock.advance(by: 31)
+    guard case .groupUpdate(let update) = try await alice.expect(.groupUpdate) else { return }
+    #expect(update.group.member("bob")?.state == .left)
+    #expect(await eventually { removals() == 1 })
+    let removal = twirp.received.last { $0.path.hasSuffix("/RemoveParticipant") }
+    #expect(removal?.json?["identity"]?.stringValue == "bob/phone")
+
+    // Bob's device rejoins LiveKit's room on its old token: removed again.
+    let back = event("participant_joined", room: "g-lk-grace", identity: "bob/phone", id: "EV_back")
+    #expect(
+      try await webhook(server, back, authorization: try LiveKitFixture.webhookToken(for: back, now: server.clock.now))
+        == 200)
+    #expect(await eventually { removals() == 2 })
+    // Alice, who is in the call, joining LiveKit's room is what should happen.
+    let aliceIn = event("participant_joined", room: "g-lk-grace", identity: "alice/phone", id: "EV_alice")
+    #expect(
+      try await webhook(
+        server, aliceIn, authorization: try LiveKitFixture.webhookToken(for: aliceIn, now: server.clock.now)) == 200)
+    #expect(try await alice.request(.getGroup(.init(callId: "g-lk-grace"))).isAck)
+    #expect(removals() == 2)
+    await server.stop()
+    await twirp.stop()
+  }
+
+  /// 18.2: a room is entered by its name; its call id lets nobody else in.
+  @Test func aRoomsCallIdIsNoWayInForSomeoneWhoNeverEnteredIt() async throws {
+    let server = try await liveKitServer()
+    defer { Task { await server.stop() } }
+    let alice = try await server.connect("alice")
+    let mallory = try await server.connect("mallory")
+    guard case .ack(let opened) = try await alice.request(.roomJoin(.init(room: "book-club", callId: "r-lk-1"))),
+      let callId = opened.group?.callId
+    else { return }
+    _ = try await alice.expect(.groupMedia)
+    for message: ClientMessage in [
+      .groupJoin(.init(callId: callId)), .groupOffer(.init(callId: callId, stream: "publisher", sdp: "v=0\r\n")),
+      .groupAnswer(.init(callId: callId, stream: "feed-1", sdp: "v=0\r\n")),
+      .groupCandidate(.init(callId: callId, stream: "publisher", candidate: IceCandidate(candidate: "candidate:1"))),
+      .groupLeave(.init(callId: callId)), .getGroup(.init(callId: callId)),
+    ] {
+      #expect(try await mallory.request(message).errorCode == .notFound, "\(message.type)")
+    }
+    guard case .ack(let ack) = try await alice.request(.getGroup(.init(callId: callId))) else { return }
+    #expect(ack.group?.members.map(\.userId) == ["alice"])
+    #expect(!twirp.received.contains { $0.json?["identity"]?.stringValue == "mallory/phone" })
     await server.stop()
     await twirp.stop()
   }

@@ -3,6 +3,7 @@ import DialtoneSupport
 import Foundation
 
 @testable import DialtoneServer
+@testable import DialtoneSessions
 
 /// A cluster's session store, in memory, as `SignalingHub` sees it: it numbers every message,
 /// keeps it for a resume and hands back those of sessions the hub holds, one event at a time in

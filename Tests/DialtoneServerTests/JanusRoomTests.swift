@@ -1,6 +1,7 @@
 import DialtoneJSON
 import Testing
 
+@testable import DialtoneSFU
 @testable import DialtoneServer
 
 /// The VideoRoom room a group call gets on Janus.
@@ -17,5 +18,12 @@ import Testing
     let audio = JanusSFU.createRequest(room: 42, secret: "s", pin: "p", video: false, adminKey: nil)
     #expect(audio["bitrate"] == nil && audio["admin_key"] == nil)
     #expect(audio["room"]?.intValue == 42)
+  }
+
+  /// A departing device is kicked with the room's secret (Janus requires it for `kick`).
+  @Test func aDepartingDeviceIsKickedByFeedWithTheRoomsSecret() {
+    let kick = JanusSFU.kickRequest(room: 42, secret: "s", feed: 7)
+    #expect(kick["request"]?.stringValue == "kick")
+    #expect(kick["room"]?.intValue == 42 && kick["id"]?.intValue == 7 && kick["secret"]?.stringValue == "s")
   }
 }

@@ -1,9 +1,12 @@
+import DialtoneCalls
 import DialtoneProtocol
 import DialtoneTestSupport
 import Foundation
 import Testing
 
+@testable import DialtoneCalls
 @testable import DialtoneServer
+@testable import DialtoneStorage
 
 extension StoreContractTests {
   /// The journal's side, on both backends: what it writes is what a restarted server reads.

@@ -1,10 +1,13 @@
+import DialtoneCalls
 import DialtoneProtocol
 import DialtoneSQLite
 import DialtoneSupport
 import Foundation
 import Testing
 
+@testable import DialtoneCalls
 @testable import DialtoneServer
+@testable import DialtoneStorage
 
 /// The journal's SQLite side: what it writes is what a restarted server reads back, history is
 /// append-only, and the call-id check sees every kind of call.

@@ -4,6 +4,7 @@ import DialtoneTestSupport
 import Foundation
 import Testing
 
+@testable import DialtoneSFU
 @testable import DialtoneServer
 
 @Suite struct LiveKitAccessTokenTests {

@@ -4,6 +4,7 @@ import DialtoneTestSupport
 import Foundation
 import Testing
 
+@testable import DialtoneSFU
 @testable import DialtoneServer
 
 /// Runs Tests/python/livekit_crosscheck.py, which checks our tokens and webhook verification

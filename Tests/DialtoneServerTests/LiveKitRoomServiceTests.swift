@@ -7,6 +7,7 @@ import DialtoneTestSupport
 import Foundation
 import Testing
 
+@testable import DialtoneSFU
 @testable import DialtoneServer
 
 /// A stand-in for LiveKit's RoomService on 127.0.0.1 that records every request it is sent.

@@ -2,6 +2,7 @@ import DialtoneCrypto
 import DialtoneJSON
 import Foundation
 
+@testable import DialtoneSFU
 @testable import DialtoneServer
 
 /// Keys, times and token helpers shared by the LiveKit tests.

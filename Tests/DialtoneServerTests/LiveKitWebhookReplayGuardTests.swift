@@ -1,7 +1,9 @@
+import DialtoneSFU
 import DialtoneTestSupport
 import Foundation
 import Testing
 
+@testable import DialtoneSFU
 @testable import DialtoneServer
 
 @Suite struct LiveKitWebhookReplayGuardTests {

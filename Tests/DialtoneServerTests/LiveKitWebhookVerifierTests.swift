@@ -3,6 +3,7 @@ import DialtoneJSON
 import Foundation
 import Testing
 
+@testable import DialtoneSFU
 @testable import DialtoneServer
 
 @Suite struct LiveKitWebhookVerifierTests {

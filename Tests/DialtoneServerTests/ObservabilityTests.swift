@@ -1,6 +1,7 @@
 import DialtoneJSON
 import DialtoneNet
 import DialtoneProtocol
+import DialtoneSupport
 import DialtoneTestSupport
 import Foundation
 import Testing
@@ -177,23 +178,6 @@ private func report(_ call: CallID, final: Bool = true) -> QualityReport {
     #expect(
       (try? ServerConfiguration.parse(arguments: [], environment: ["DIALTONE_ADMIN_TOKEN": adminToken]))?.adminToken
         == adminToken)
-  }
-
-  @Test func jsonLogLinesAreObjectsWithTheirContext() throws {
-    let line = Log.line(
-      .warning, subsystem: "signaling", message: "a \"quoted\" thing", callId: "c-1", sessionId: "s_2", format: .json,
-      time: Date(timeIntervalSince1970: 1_796_000_000.25))
-    #expect(line.hasSuffix("\n"))
-    let json = try #require(JSONValue(parsing: Array(line.utf8)))
-    #expect(json["level"]?.stringValue == "warning")
-    #expect(json["component"]?.stringValue == "signaling")
-    #expect(json["msg"]?.stringValue == "a \"quoted\" thing")
-    #expect(json["callId"]?.stringValue == "c-1" && json["sessionId"]?.stringValue == "s_2")
-    #expect(json["time"]?.stringValue == "2026-11-30T00:53:20.250Z")
-    let text = Log.line(
-      .info, subsystem: "calls", message: "ended", callId: "c-1", sessionId: nil, format: .text,
-      time: Date(timeIntervalSince1970: 0))
-    #expect(text == "1970-01-01T00:00:00.000Z info    calls: ended [call=c-1]\n")
   }
 
   @Test func theTimelineKeepsTheLastHourPerMinute() {

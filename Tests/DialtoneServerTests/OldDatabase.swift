@@ -1,6 +1,7 @@
 import DialtoneSQLite
 
 @testable import DialtoneServer
+@testable import DialtoneStorage
 
 /// A database file as an earlier release left it, at `schema` (its migrations only, none after),
 /// for upgrade tests to fill with that release's rows.

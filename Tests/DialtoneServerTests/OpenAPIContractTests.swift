@@ -2,6 +2,7 @@ import DialtoneNet
 import Foundation
 import Testing
 
+@testable import DialtoneSFU
 @testable import DialtoneServer
 
 /// docs/openapi.yaml documents the routes the server really has: every route of a server with

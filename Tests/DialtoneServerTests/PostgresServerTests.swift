@@ -1,11 +1,13 @@
 import DialtoneJSON
 import DialtonePostgres
 import DialtoneProtocol
+import DialtoneSupport
 import DialtoneTestSupport
 import Foundation
 import Testing
 
 @testable import DialtoneServer
+@testable import DialtoneStorage
 
 private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n")
 

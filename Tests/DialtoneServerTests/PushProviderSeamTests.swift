@@ -1,10 +1,14 @@
+import DialtoneCalls
 import DialtoneProtocol
 import DialtonePush
 import DialtoneSQLite
+import DialtoneSupport
 import Foundation
 import Testing
 
+@testable import DialtoneCalls
 @testable import DialtoneServer
+@testable import DialtoneStorage
 
 extension PushTokenKind {
   /// A provider the server does not ship, to show that adding one needs no other change.

@@ -1,9 +1,12 @@
+import DialtoneCalls
 import DialtoneJSON
 import DialtoneProtocol
 import DialtoneTestSupport
 import Foundation
 import Testing
 
+@testable import DialtoneCalls
+@testable import DialtoneSFU
 @testable import DialtoneServer
 
 private func hex(_ prefix: String) -> String { prefix + String(repeating: "a", count: 64 - prefix.count) }

@@ -1,9 +1,11 @@
+import DialtoneCalls
 import DialtoneProtocol
 import DialtoneSupport
 import DialtoneTestSupport
 import Foundation
 import Testing
 
+@testable import DialtoneCalls
 @testable import DialtoneServer
 
 /// What another node of a cluster would be told: the seam's calls, recorded.

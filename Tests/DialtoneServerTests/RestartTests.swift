@@ -1,3 +1,4 @@
+import DialtoneCalls
 import DialtoneJSON
 import DialtoneNet
 import DialtoneProtocol
@@ -5,7 +6,9 @@ import DialtoneTestSupport
 import Foundation
 import Testing
 
+@testable import DialtoneCalls
 @testable import DialtoneServer
+@testable import DialtoneStorage
 
 private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n")
 

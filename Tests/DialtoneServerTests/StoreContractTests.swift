@@ -1,10 +1,13 @@
+import DialtoneCalls
 import DialtoneProtocol
 import DialtonePush
 import DialtoneTestSupport
 import Foundation
 import Testing
 
+@testable import DialtoneCalls
 @testable import DialtoneServer
+@testable import DialtoneStorage
 
 /// What every store promises, checked against SQLite and PostgreSQL alike: the same calls give
 /// the same answers, in the same order, on both.

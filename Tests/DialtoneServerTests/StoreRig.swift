@@ -1,8 +1,10 @@
+import DialtoneStorage
 import DialtoneTestSupport
 import Foundation
 import Testing
 
 @testable import DialtoneServer
+@testable import DialtoneStorage
 
 /// Which store a contract test runs against.
 enum StoreBackend: String, CaseIterable, Sendable, CustomTestStringConvertible {

@@ -3,10 +3,14 @@ import DialtoneCrypto
 import DialtoneJSON
 import DialtoneNet
 import DialtoneProtocol
+import DialtoneSupport
 import DialtoneTestSupport
 import Foundation
 
+@testable import DialtoneCalls
 @testable import DialtoneServer
+@testable import DialtoneSessions
+@testable import DialtoneStorage
 
 #if canImport(FoundationNetworking)
   import FoundationNetworking

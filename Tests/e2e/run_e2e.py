@@ -883,10 +883,11 @@ async def cli_calls_browser(s, stack):
 # Group calls: the server, Janus and every CLI inside one namespace (libnice needs a non-loopback
 # address; the media never leaves the namespace).
 
-async def group_stack(s, stack, ring_timeout=None):
+async def group_stack(s, stack, ring_timeout=None, extra=()):
     ns = stack(await MediaNamespace().start())
     janus = stack(await Janus(s, ns).start())
-    server = stack(await Server(s, netns=ns.NS, ring_timeout=ring_timeout, extra=janus.server_args()).start())
+    server = stack(await Server(s, netns=ns.NS, ring_timeout=ring_timeout,
+                                extra=[*janus.server_args(), *extra]).start())
     return ns, janus, server
 
 
@@ -1068,6 +1069,54 @@ async def a_participant_leaves_and_the_others_keep_talking(s, stack):
     for path, tone in ((s.file("alice-bob.wav"), 440), (s.file("bob-alice.wav"), 550)):
         check(wav_seconds(path) > 6, f"{path}: only {wav_seconds(path):.1f} s")
         near(dominant_frequency(path), tone, path)
+
+
+async def audio_counts(peer):
+    """How many bytes of audio a group softphone decoded so far from each participant."""
+    before = peer.count("audio-count")
+    peer.send("audio count")
+    await peer.wait_for("audio-count", times=before + 1, timeout=5)
+    return [e for e in peer.events if e.get("event") == "audio-count"][-1]["participants"]
+
+
+@scenario
+async def a_member_gone_past_the_grace_is_cut_out_of_the_media_both_ways(s, stack):
+    """Carol's signaling socket dies and never comes back while her softphone keeps its media
+    running: after the reconnect grace (3 s here) Alice and Bob see her leave and her stream end,
+    and from then on she decodes nothing from them (Janus kicked her, her handles are detached)
+    and they nothing from her, while Alice and Bob go on hearing each other."""
+    ns, _, server = await group_stack(s, stack, extra=["--reconnect-grace", "3"])
+    proxy = stack(await TCPProxy(server.port, ns.NS).start())
+    bob = member(s, stack, server, ns, "bob", "--auto", "--tone-frequency", "440", record=False)
+    carol = stack(Softphone(s, "carol-cli", [
+        "answer", "--server", f"http://127.0.0.1:{proxy.port}", "--token", server.token("carol", device="cli", name="Carol"),
+        "--auto", "--tone-frequency", "660"], netns=ns.NS))
+    for peer in (bob, carol):
+        await peer.start()
+        await peer.wait_for("note", text="waiting for a call")
+    alice = member(s, stack, server, ns, "alice", "--to", "bob,carol", "--tone-frequency", "550", "--duration", "40",
+                   "--end-for-all", record=False, command="group call")
+    await alice.start()
+    for peer, others in ((alice, ("bob", "carol")), (bob, ("alice", "carol")), (carol, ("alice", "bob"))):
+        for other in others:
+            await peer.wait_for(f"first-audio {other}", timeout=20)
+    await proxy.stop()  # every later reconnect of Carol's is refused: she is gone for good
+    for peer in (alice, bob):
+        await peer.wait_for("participant", user="carol", state="left", timeout=15)
+        await peer.wait_for("participant", user="carol", state="stream-ended", timeout=10)
+    await asyncio.sleep(1)  # what was in flight when the SFU let her go
+    first = {peer.name: await audio_counts(peer) for peer in (alice, bob, carol)}
+    await asyncio.sleep(2)
+    then = {peer.name: await audio_counts(peer) for peer in (alice, bob, carol)}
+    check(carol.proc.returncode is None, "carol's softphone stopped: her media must still be running for this test")
+    for peer, other in ((alice, "carol"), (bob, "carol"), (carol, "alice"), (carol, "bob")):
+        got = then[peer.name].get(other, 0) - first[peer.name].get(other, 0)
+        check(got == 0, f"{peer.name} still decoded {got} bytes of {other}'s audio after the grace")
+    for peer, other in ((alice, "bob"), (bob, "alice")):
+        check(then[peer.name].get(other, 0) > first[peer.name].get(other, 0),
+              f"{peer.name} stopped hearing {other} (a control: the call goes on for them)")
+    alice.interrupt()
+    check(await alice.exit_status() == 0 and await bob.exit_status() == 0, "the call did not complete")
 
 
 @scenario

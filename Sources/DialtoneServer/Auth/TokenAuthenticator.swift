@@ -2,15 +2,6 @@ import DialtoneCrypto
 import DialtoneProtocol
 import Foundation
 
-/// Who a verified token says the client is.
-public struct Identity: Sendable, Hashable {
-  public let userId: String
-  public let deviceId: String
-  public let name: String?
-
-  public var peer: Peer { Peer(userId: userId, deviceId: deviceId, name: name) }
-}
-
 public struct AuthenticationError: Error, Sendable, Equatable, CustomStringConvertible {
   public let description: String
 }

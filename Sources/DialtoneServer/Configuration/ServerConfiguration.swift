@@ -1,5 +1,7 @@
 import DialtoneCommandLine
 import DialtoneProtocol
+import DialtoneStorage
+import DialtoneSupport
 import Foundation
 
 /// Everything `dialtone-server` can be told, from flags or `DIALTONE_*` environment variables
@@ -83,16 +85,6 @@ public struct ServerConfiguration: Sendable, Equatable {
   public var limits = ServerLimits()
 
   public init() {}
-}
-
-public enum LogFormat: String, Sendable, CaseIterable {
-  case text, json
-}
-
-public enum LogLevel: String, Sendable, Comparable, CaseIterable {
-  case debug, info, warning, error
-  private var rank: Int { Self.allCases.firstIndex(of: self) ?? 0 }
-  public static func < (lhs: LogLevel, rhs: LogLevel) -> Bool { lhs.rank < rhs.rank }
 }
 
 public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {

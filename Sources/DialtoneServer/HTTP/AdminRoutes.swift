@@ -1,6 +1,7 @@
 import DialtoneMetrics
 import DialtoneNet
 import DialtoneProtocol
+import DialtoneStorage
 import DialtoneSupport
 import Foundation
 

@@ -1,5 +1,6 @@
 import DialtoneNet
 import DialtoneProtocol
+import DialtoneStorage
 import DialtoneSupport
 import Foundation
 

@@ -1,5 +1,6 @@
 import DialtoneNet
 import DialtoneProtocol
+import DialtoneStorage
 import Foundation
 
 /// Phone-number directories (protocol.md §14.10): `PUT /v1/directory/{userId}` for the app's

@@ -1,4 +1,5 @@
 import DialtoneNet
+import DialtoneSFU
 
 /// `POST /v1/livekit/webhook`: LiveKit's webhooks (point LiveKit's `webhook.urls` here). A
 /// request that is not signed by our API key over its exact body is refused with 401.

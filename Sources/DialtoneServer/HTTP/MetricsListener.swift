@@ -1,4 +1,5 @@
 import DialtoneNet
+import DialtoneSupport
 
 /// `/metrics` on an address of its own (`--metrics-listen`), so that the public port does not
 /// expose it: a second HTTP server, on a thread of its own, with that one route.

@@ -1,3 +1,4 @@
+import DialtoneCalls
 import DialtoneMetrics
 import DialtoneProtocol
 import DialtonePush

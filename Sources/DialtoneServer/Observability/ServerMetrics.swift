@@ -1,3 +1,4 @@
+import DialtoneCluster
 import DialtoneMetrics
 import DialtoneProtocol
 import Foundation
@@ -52,15 +53,8 @@ final class ServerMetrics: Sendable {
   let httpRequests: MetricFamily<Counter>
   let httpDuration: MetricFamily<Histogram>
 
-  // A cluster's node (all zero on a single server).
-  let clusterTransactions: Counter
-  let clusterSteps: Counter
-  let clusterStoreFailures: Counter
-  /// Letters read from this node's inbox, by kind.
-  let clusterLetters: MetricFamily<Counter>
-  let clusterTakeovers: Counter
-  let clusterSessionsHeld: Gauge
-  let clusterSenderQueue: Gauge
+  /// A cluster's node (all zero on a single server).
+  let cluster: ClusterMetrics
 
   let buildInfo: MetricFamily<Gauge>
   let startTime: Gauge
@@ -162,28 +156,7 @@ final class ServerMetrics: Sendable {
       "dialtone_http_request_duration_seconds", "HTTP request handling time by route pattern.",
       buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5], labels: ["route"])
 
-    clusterTransactions =
-      r.counter(
-        "dialtone_cluster_store_transactions_total", "Transactions that stored session messages in the cluster's Redis."
-      ).unlabelled
-    clusterSteps =
-      r.counter("dialtone_cluster_store_steps_total", "Session steps (messages, acks, letters) those carried.")
-      .unlabelled
-    clusterStoreFailures =
-      r.counter(
-        "dialtone_cluster_store_failures_total", "Messages that could not be stored (their sessions resync)."
-      ).unlabelled
-    clusterLetters = r.counter(
-      "dialtone_cluster_letters_total",
-      "Letters read from this node's inbox, by kind (frame, request, device, replaced, broken, reply).",
-      labels: ["kind"])
-    clusterTakeovers =
-      r.counter("dialtone_cluster_takeovers_total", "Live calls this node took over from the shared journal.")
-      .unlabelled
-    clusterSessionsHeld =
-      r.gauge("dialtone_cluster_sessions_held", "Sessions whose socket this node holds or last held.").unlabelled
-    clusterSenderQueue =
-      r.gauge("dialtone_cluster_sender_queue", "Cluster jobs waiting for Redis on this node.").unlabelled
+    cluster = ClusterMetrics(registry: r)
 
     buildInfo = r.gauge("dialtone_build_info", "The server's version (always 1).", labels: ["version"])
     startTime = r.gauge("process_start_time_seconds", "Start time of the process since the Unix epoch.").unlabelled

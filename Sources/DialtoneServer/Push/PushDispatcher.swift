@@ -1,5 +1,7 @@
+import DialtoneCalls
 import DialtoneProtocol
 import DialtonePush
+import DialtoneStorage
 import DialtoneSupport
 import Foundation
 
@@ -23,7 +25,7 @@ final class PushDispatcher: CallEffectSink, Sendable {
   /// Rings still going (a 1:1 call by its id, a group member by `ringKey`), with the caller's
   /// display name (for a missed-call notification).
   private let ringingCalls = Locked<[String: String?]>([:])
-  private let inFlight = PushTracker()
+  private let inFlight = TaskTracker()
   private let observations: Observations?
 
   init(
@@ -135,27 +137,5 @@ final class PushDispatcher: CallEffectSink, Sendable {
       }
     }
     log.error("push \(kind): giving up after \(retry.maxAttempts) attempts")
-  }
-}
-
-/// Keeps the tasks a dispatcher started, so they can be awaited.
-final class PushTracker: Sendable {
-  private let tasks = Locked<[UUID: Task<Void, Never>]>([:])
-
-  func start(_ work: @escaping @Sendable () async -> Void) {
-    let id = UUID()
-    // Made and stored under one lock: a task that ends at once cannot remove its entry before it is stored.
-    tasks.withLock {
-      $0[id] = Task { [weak self] in
-        await work()
-        self?.finished(id)
-      }
-    }
-  }
-
-  private func finished(_ id: UUID) { tasks.withLock { _ = $0.removeValue(forKey: id) } }
-
-  func waitForAll() async {
-    while let task = tasks.withLock({ $0.values.first }) { await task.value }
   }
 }

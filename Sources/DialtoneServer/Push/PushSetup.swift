@@ -1,5 +1,7 @@
+import DialtoneCalls
 import DialtoneHTTPClient
 import DialtonePush
+import DialtoneStorage
 import DialtoneSupport
 import Foundation
 

@@ -1,5 +1,6 @@
 import DialtoneNet
 import DialtoneProtocol
+import DialtoneSessions
 import DialtoneSupport
 import Foundation
 

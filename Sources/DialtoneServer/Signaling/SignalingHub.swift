@@ -1,7 +1,12 @@
+import DialtoneCalls
+import DialtoneCluster
 import DialtoneCrypto
 import DialtoneMetrics
 import DialtoneNet
 import DialtoneProtocol
+import DialtoneSFU
+import DialtoneSessions
+import DialtoneStorage
 import DialtoneSupport
 import Foundation
 
@@ -90,7 +95,6 @@ public actor SignalingHub {
   /// Requests about calls this node is taking over, until they run here (a few per call).
   private var awaitingTakeOver: [CallID: [ForwardedRequest]] = [:]
   static let maxAwaitingTakeOver = 64
-  static let takeOverWait = Duration.seconds(10)
   /// Set by `prepareForShutdown()`: sockets closed by the shutdown leave their calls as they are
   /// (no grace starts), so that the restarted server carries on with them.
   var shuttingDown = false
@@ -693,7 +697,7 @@ public actor SignalingHub {
       if awaitingTakeOver[callId] == nil {
         // Should the take-over never report back (Redis failed in the middle), the requests go
         // on after a while all the same, and get whatever answer this node has.
-        _ = clock.schedule(after: Self.takeOverWait) { [self] in
+        _ = clock.schedule(after: TakeOver.wait) { [self] in
           deliver(.adopt([], connected: [], then: nil, attempted: [callId]))
         }
       }
@@ -949,6 +953,12 @@ public actor SignalingHub {
     case .participantLeft(let callId, let who):
       let effects = groups.participantLeftMedia(callId, who, now: clock.now)
       emit(Output(effects: persistingGroup(effects, callId)), for: callId)
+    case .participantJoined(let callId, let who):
+      guard !groups.isJoined(who, in: callId) else { return }
+      log.warning(
+        "group call \(callId): \(who.userId)/\(who.deviceId) entered the media room without being in the call: removed",
+        callId: callId)
+      sfu?.perform(.leave(callId: callId, participant: who))
     case .roomFinished(let callId):
       emit(Output(effects: persistingGroup(groups.roomFinished(callId, now: clock.now), callId)), for: callId)
     }

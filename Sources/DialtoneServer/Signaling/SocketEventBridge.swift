@@ -1,5 +1,9 @@
+import DialtoneCalls
+import DialtoneCluster
 import DialtoneNet
 import DialtoneProtocol
+import DialtoneSFU
+import DialtoneSessions
 import Foundation
 
 /// Everything the hub reacts to: socket events from the network thread and timers from the clock.
@@ -41,6 +45,26 @@ enum HubEvent: Sendable {
   case clusterStateLost
   /// A session waiting for a message before the ones it holds asks the store for it.
   case gapCheck(sessionID: String)
+}
+
+/// The cluster's events, as the hub's (in the order the cluster learned them).
+extension SignalingHub: ClusterInbox {
+  package nonisolated func receive(_ event: ClusterEvent) {
+    switch event {
+    case .letters(let letters): deliver(.cluster(letters))
+    case .forwarded(let request): deliver(.forwarded(request))
+    case .replyArrived(let sessionID, let requestID, let reply):
+      deliver(.replyArrived(sessionID: sessionID, requestID: requestID, reply: reply))
+    case .adopt(let stored, let ended, let connected, let request, let attempted):
+      deliver(.adopt(stored, ended: ended, connected: connected, then: request, attempted: attempted))
+    case .relinquish(let callIds): deliver(.relinquish(callIds))
+    case .sessionOpened(let opening, let outcome): deliver(.sessionOpened(opening, outcome))
+    case .framesStored(let frames): deliver(.framesStored(frames))
+    case .sessionsBroken(let ids): deliver(.sessionsBroken(ids))
+    case .deliveryFailed(let userId): deliver(.deliveryFailed(userId: userId))
+    case .stateLost: deliver(.clusterStateLost)
+    }
+  }
 }
 
 /// Adapts `DialtoneNet`'s callbacks (on the network thread, which is the hub's executor) to the hub.

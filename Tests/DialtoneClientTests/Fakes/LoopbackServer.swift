@@ -3,6 +3,7 @@ import DialtoneClient
 import DialtoneClientLinux
 import DialtoneNet
 import DialtoneServer
+import DialtoneSupport
 import Foundation
 
 /// A real `DialtoneServer` on a loopback port, with its own data directory, and a libwebsockets

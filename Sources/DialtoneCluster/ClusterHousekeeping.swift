@@ -1,0 +1,61 @@
+import DialtoneCluster
+import DialtoneRedis
+import DialtoneSupport
+import Foundation
+
+/// The node's periodic cluster work, on a thread of its own so that no backlog of messages can
+/// delay it: the heartbeat that keeps the node alive (and notices a Redis that lost the cluster's
+/// state), the renewal of its calls' leases and of its sessions, and taking over the calls of
+/// nodes that died (checked every lease).
+package final class ClusterHousekeeping: Sendable {
+  private let settings: ClusterLink.Settings
+  private let loop: RedisLoopThread
+
+  /// When each less frequent duty is next due.
+  private struct Schedule: Sendable {
+    package var nextRenewal: ContinuousClock.Instant
+    package var nextScan: ContinuousClock.Instant
+    package var nextRefresh: ContinuousClock.Instant
+    package var lastBeat: ContinuousClock.Instant
+  }
+
+  package init(settings: ClusterLink.Settings, log: Log) {
+    self.settings = settings
+    loop = RedisLoopThread(
+      name: "cluster-housekeeping", redis: settings.redis, retryPause: settings.heartbeat, log: log)
+  }
+
+  package func start(_ link: ClusterLink) {
+    let clock = ContinuousClock()
+    let settings = settings
+    loop.start(
+      Schedule(nextRenewal: clock.now, nextScan: clock.now, nextRefresh: clock.now, lastBeat: clock.now),
+      failing: "cluster housekeeping failed",
+      recovered: "the cluster's Redis answers again"
+    ) { schedule, connection in
+      let started = clock.now
+      try link.checkClusterMark(connection)
+      try ClusterPresence(connection, nodeExpiry: settings.nodeExpiry).heartbeat(settings.node)
+      // A beat later than the node's expiry (this node stalled, or Redis was away): other nodes
+      // may have taken its calls over meanwhile, so the leases are checked at once.
+      let stalled = started - schedule.lastBeat > settings.nodeExpiry
+      schedule.lastBeat = started
+      if stalled || started >= schedule.nextRenewal {
+        try link.renewLeases(connection)
+        schedule.nextRenewal = started + settings.lease / 3
+      }
+      if started >= schedule.nextRefresh {
+        try link.refreshSessions(connection)
+        schedule.nextRefresh = started + settings.sessionRefresh
+      }
+      try link.retryUnanswered(connection)
+      if started >= schedule.nextScan {
+        try link.adoptOrphans(connection)
+        schedule.nextScan = started + settings.lease / 2
+      }
+      self.loop.pause(settings.heartbeat - (clock.now - started))
+    }
+  }
+
+  package func stop() { loop.stop() }
+}

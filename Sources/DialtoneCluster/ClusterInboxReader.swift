@@ -1,0 +1,63 @@
+import DialtoneCluster
+import DialtoneRedis
+import DialtoneSupport
+import Foundation
+
+/// Reads this node's inbox on a thread of its own (XREAD blocks) and hands each batch of
+/// letters on in the order they were sent; a letter that does not decode is logged and skipped.
+/// Letters are removed once handed on. A lost connection is retried until `stop`.
+package final class ClusterInboxReader: Sendable {
+  private let settings: ClusterLink.Settings
+  private let log: Log
+  private let loop: RedisLoopThread
+
+  package init(settings: ClusterLink.Settings, log: Log) {
+    self.settings = settings
+    self.log = log
+    loop = RedisLoopThread(name: "cluster-inbox", redis: settings.redis, retryPause: .milliseconds(200), log: log)
+  }
+
+  package func start(_ deliver: @escaping @Sendable ([ClusterLetter]) -> Void) {
+    let (settings, log) = (settings, log)
+    // The wait must stay shorter than the connection's command timeout, and bounds how long
+    // `stop` waits for the read in progress (a letter arrives at once whatever it is).
+    let wait = Duration.milliseconds(100)
+    // The state: the id of the last letter handed on, and how far the inbox was trimmed. Handled
+    // letters are removed in runs (every 64, or once nothing more came), not after each read.
+    loop.start(Position(), failing: "cannot read this node's inbox", recovered: "reading this node's inbox again") {
+      position, connection in
+      let mailbox = ClusterLink.mailbox(connection, settings)
+      let letters = try mailbox.receive(settings.node, after: position.after, limit: 512, timeout: wait)
+      guard let last = letters.last else {
+        if position.untrimmed > 0 {
+          try mailbox.discard(through: position.after, from: settings.node)
+          position.untrimmed = 0
+        }
+        return
+      }
+      var decoded: [ClusterLetter] = []
+      decoded.reserveCapacity(letters.count)
+      for letter in letters {
+        do {
+          decoded.append(try ClusterLetterCodec.decode(letter.payload))
+        } catch {
+          log.error("skipped a letter that does not decode: \(error)")
+        }
+      }
+      if !decoded.isEmpty { deliver(decoded) }
+      position.after = last.id
+      position.untrimmed += letters.count
+      if position.untrimmed >= 64 {
+        try mailbox.discard(through: last.id, from: settings.node)
+        position.untrimmed = 0
+      }
+    }
+  }
+
+  private struct Position: Sendable {
+    package var after = "0"
+    package var untrimmed = 0
+  }
+
+  package func stop() { loop.stop() }
+}

@@ -1,0 +1,293 @@
+import DialtoneCalls
+import DialtoneCluster
+import DialtoneMetrics
+import DialtoneProtocol
+import DialtoneRedis
+import DialtoneSessions
+import DialtoneSupport
+
+/// The cluster's `SharedSessions`: every device session lives in Redis (`SessionLedger`), so a
+/// client whose node died or drained resumes on any other node with nothing lost or duplicated.
+/// Every step runs on the link's one sender thread, in the hub's order, after the presence and
+/// call steps the hub asked for before it.
+///
+/// A message that cannot be stored (Redis failed) would leave a hole nobody sees: its session
+/// is closed at once (`sessionsBroken`, or `deliveryFailed` for a user's sessions) and made
+/// unresumable as soon as Redis answers (`SessionPoison`), so the client resyncs.
+extension ClusterLink: SharedSessions {
+  package func ledger(_ connection: RedisConnection) -> SessionLedger {
+    SessionLedger(
+      connection,
+      limits: .init(
+        capacity: settings.maxUnackedMessages, maxBytes: settings.maxUnackedBytes, expiry: settings.sessionExpiry,
+        inboxCapacity: settings.inboxCapacity, inboxExpiry: settings.inboxExpiry))
+  }
+
+  package func open(_ opening: SessionOpening) {
+    let queued = enqueue { [self] connection in
+      let outcome: SessionOpened
+      if let connection {
+        do {
+          outcome = try openNow(opening, connection)
+        } catch {
+          log.error("cannot open a session for \(opening.identity.userId)/\(opening.identity.deviceId): \(error)")
+          outcome = .failed("the cluster's Redis failed; try again")
+        }
+      } else {
+        outcome = .failed("the cluster's Redis cannot be reached; try again")
+      }
+      inbox.current?.receive(.sessionOpened(opening, outcome))
+    }
+    if !queued { inbox.current?.receive(.sessionOpened(opening, .failed("this node is overloaded; try again"))) }
+  }
+
+  private func openNow(_ opening: SessionOpening, _ connection: RedisConnection) throws(RedisError) -> SessionOpened {
+    try healPoisoned(connection)
+    let ledger = ledger(connection)
+    let who = opening.identity
+    var resync = false
+    if let resume = opening.resume {
+      let asked = resume.sessionId
+      switch try ledger.resume(asked, userId: who.userId, deviceId: who.deviceId, from: resume.lastSeq, node: thisNode)
+      {
+      case .resumed(_, let pending, let replies):
+        held.withLock { _ = $0.insert(asked) }
+        try announceNow(who, session: asked, connected: true, newSession: false, connection)
+        return .resumed(
+          sessionID: asked, pending: pending.map { StoredFrame(sessionID: $0.sessionID, seq: $0.seq, bytes: $0.bytes) },
+          replies: Self.decode(replies))
+      case .resync:
+        // The device's own session, which nothing can resume any more: gone now, not at expiry.
+        resync = true
+        held.withLock { _ = $0.remove(asked) }
+        try ledger.end(asked, heldBy: thisNode)
+      case .gone:
+        resync = true
+      }
+    }
+    try ledger.open(opening.freshID, userId: who.userId, deviceId: who.deviceId, node: thisNode)
+    held.withLock { _ = $0.insert(opening.freshID) }
+    try announceNow(who, session: opening.freshID, connected: true, newSession: true, connection)
+    return .fresh(sessionID: opening.freshID, resync: resync)
+  }
+
+  /// Remembered answers as the hub replays them (each is sent again with a new seq).
+  private static func decode(_ replies: [String: [UInt8]]) -> [String: ServerMessage] {
+    var decoded: [String: ServerMessage] = [:]
+    for (id, bytes) in replies {
+      if let message = try? MessageCodec.decodeServerMessage(bytes).message { decoded[id] = message }
+    }
+    return decoded
+  }
+
+  package func append(_ message: ServerMessage, to sessionID: String, answering requestID: String?, coalesced: Bool) {
+    let step = SessionLedger.Step.append(
+      Self.frame(message), session: sessionID, requestID: requestID, once: OnceKey.of(message))
+    batch.withLock { $0.append(PendingStep(step: step, coalesced: coalesced, what: message.typeName)) }
+  }
+
+  package func deliver(_ message: ServerMessage, to userId: String, device: String?, skipping: Set<String>) {
+    let step = SessionLedger.Step.deliver(
+      Self.frame(message), user: userId, device: device, skipping: skipping, once: OnceKey.of(message))
+    batch.withLock { $0.append(PendingStep(step: step, what: message.typeName)) }
+  }
+
+  package func acknowledge(_ sessionID: String, through seq: UInt64) {
+    // Not critical: a lost ack only keeps messages longer (a resume then skips them by seq).
+    batch.withLock { $0.append(PendingStep(step: .acknowledge(session: sessionID, through: seq), what: "ack")) }
+  }
+
+  /// The answer to a request another node forwarded goes into the requesting session itself, in
+  /// the same transaction as what the request caused (the effects the hub applies next), so that
+  /// neither lands without the other; the requesting node is told it came, for its bookkeeping.
+  package func reply(_ reply: ServerMessage, to request: ForwardedRequest) {
+    let letter = ClusterLetterCodec.encode(.reply(sessionID: request.origin.sessionID, requestID: request.id, reply))
+    let stored = SessionLedger.Step.append(
+      Self.frame(reply), session: request.origin.sessionID, requestID: request.id, once: nil)
+    batch.withLock {
+      $0.append(PendingStep(step: stored, what: reply.typeName))
+      $0.append(PendingStep(step: .letter(letter, to: request.origin.node), what: "answer letter"))
+    }
+  }
+
+  /// Stores everything the hub asked for since the last flush, as one transaction in one round
+  /// trip (the hub flushes after each event it handles).
+  package func flush() {
+    let steps = batch.withLock { batch in
+      defer { batch.removeAll(keepingCapacity: true) }
+      return batch
+    }
+    guard !steps.isEmpty else { return }
+    if let waiting = currentBatch.current, waiting.add(steps) { return }
+    let group = StepBatch(steps)
+    currentBatch.withLock { $0 = group }
+    let queued = sender.submit { [self] connection in
+      let steps = group.take()
+      var results: [SessionLedger.StepResult]
+      do throws(RedisError) {
+        guard let connection else { throw RedisError.connectionFailed(message: "not connected") }
+        try healPoisoned(connection)
+        results = try ledger(connection).run(steps.map(\.step), from: thisNode)
+        metrics.transactions.increment()
+        metrics.steps.increment(by: Double(steps.count))
+      } catch {
+        results = Array(repeating: .failed(error), count: steps.count)
+      }
+      settle(steps, results)
+    }
+    if !queued {
+      let steps = group.take()
+      settle(steps, Array(repeating: .failed(.invalidRequest("too much is waiting for Redis")), count: steps.count))
+    }
+  }
+
+  /// Hands the frames stored for sessions held here to the hub; a message that could not be
+  /// stored breaks the sessions it was for.
+  private func settle(_ steps: [PendingStep], _ results: [SessionLedger.StepResult]) {
+    var here: [StoredFrame] = []
+    for (pending, result) in zip(steps, results) {
+      switch (pending.step, result) {
+      case (_, .appended(.here(let stored))):
+        here.append(
+          StoredFrame(sessionID: stored.sessionID, seq: stored.seq, bytes: stored.bytes, coalesced: pending.coalesced))
+      case (_, .delivered(let stored, _)):
+        here += stored.map { StoredFrame(sessionID: $0.sessionID, seq: $0.seq, bytes: $0.bytes) }
+      case (.append(_, let session, _, _), .failed(let error)):
+        lost(pending.what, sessionID: session, error)
+      case (.deliver(_, let user, _, _, _), .failed(let error)):
+        lost(pending.what, userId: user, error)
+      default:
+        break  // an ack or a letter: losing one costs time, not a message
+      }
+    }
+    if !here.isEmpty { inbox.current?.receive(.framesStored(here)) }
+  }
+
+  /// A message for a session that could not be stored: that session resyncs.
+  private func lost(_ what: String, sessionID: String, _ error: RedisError) {
+    guard !stopped.current else { return }
+    metrics.storeFailures.increment()
+    log.error(
+      "a \(what) for session \(sessionID) could not be stored (\(error)): its client will resync", sessionId: sessionID)
+    poison.withLock { $0.add(session: sessionID) }
+    inbox.current?.receive(.sessionsBroken([sessionID]))
+  }
+
+  /// A message for a user's sessions that could not be stored: all of them resync.
+  private func lost(_ what: String, userId: String, _ error: RedisError) {
+    guard !stopped.current else { return }
+    metrics.storeFailures.increment()
+    log.error("a \(what) for \(userId) could not be stored (\(error)): their devices will resync")
+    poison.withLock { $0.add(user: userId) }
+    inbox.current?.receive(.deliveryFailed(userId: userId))
+  }
+
+  package func fetch(_ sessionID: String, after seq: UInt64) {
+    let queued = enqueue { [self] connection in
+      var broken = true
+      if let connection {
+        switch try? ledger(connection).range(sessionID, after: seq) {
+        case .messages(let stored)?:
+          broken = false
+          inbox.current?.receive(
+            .framesStored(stored.map { StoredFrame(sessionID: $0.sessionID, seq: $0.seq, bytes: $0.bytes) }))
+        case .dropped?, .gone?:
+          log.warning("session \(sessionID) missed messages it can no longer get", sessionId: sessionID)
+        case nil: log.error("cannot read session \(sessionID) again", sessionId: sessionID)
+        }
+      }
+      if broken { inbox.current?.receive(.sessionsBroken([sessionID])) }
+    }
+    if !queued { inbox.current?.receive(.sessionsBroken([sessionID])) }
+  }
+
+  package func end(_ sessionID: String) {
+    held.withLock { _ = $0.remove(sessionID) }
+    submit("the end of session \(sessionID)") { [self] connection throws(RedisError) in
+      try ledger(connection).end(sessionID, heldBy: thisNode)
+    }
+  }
+
+  /// Makes the sessions that missed a message unresumable, and has their holders close them.
+  package func healPoisoned(_ connection: RedisConnection) throws(RedisError) {
+    guard !poison.current.isEmpty else { return }
+    let pending = poison.withLock { $0.take() }
+    if pending.overflowed > 0 {
+      log.error("\(pending.overflowed) more sessions missed a message while Redis failed: they may resume past it")
+    }
+    do {
+      let ledger = ledger(connection)
+      var targets = pending.sessions
+      for user in pending.users { targets.formUnion(try ledger.sessions(ofUser: user)) }
+      var brokenHere: [String] = []
+      let mailbox = Self.mailbox(connection, settings)
+      for session in targets.sorted() {
+        guard let holder = try ledger.poison(session) else { continue }
+        if holder == thisNode {
+          brokenHere.append(session)
+        } else {
+          _ = try mailbox.send(ClusterLetterCodec.encode(.broken(sessionID: session)), to: holder)
+        }
+      }
+      if !brokenHere.isEmpty { inbox.current?.receive(.sessionsBroken(brokenHere)) }
+    } catch {
+      poison.withLock { $0.merge(pending) }
+      throw error
+    }
+  }
+
+  /// Refreshes the sessions this node holds (housekeeping, every `sessionRefresh`): those gone from
+  /// Redis (expired while the node stalled, or Redis lost them) are broken here, so that their
+  /// clients resync.
+  package func refreshSessions(_ connection: RedisConnection) throws(RedisError) {
+    let ids = held.current.sorted()
+    guard !ids.isEmpty else { return }
+    let ledger = ledger(connection)
+    var missing: [String] = []
+    for start in stride(from: 0, to: ids.count, by: 1000) {
+      missing += try ledger.touch(Array(ids[start..<min(ids.count, start + 1000)]))
+    }
+    guard !missing.isEmpty else { return }
+    held.withLock { $0.subtract(missing) }
+    log.warning("\(missing.count) session(s) held here are gone from Redis: their clients will resync")
+    inbox.current?.receive(.sessionsBroken(missing))
+  }
+
+  /// Whether no node may take an unowned call over now: Redis lost its state (this node saw it
+  /// happen, or sees the mark changed before its housekeeping did), and the nodes that run
+  /// calls may not have placed them again yet. Taking one over then would run it twice.
+  package func recovering(_ connection: RedisConnection) throws(RedisError) -> Bool {
+    if let until = recoveringUntil.current, ContinuousClock.now < until { return true }
+    return try presence(connection).mark() != clusterMark.current
+  }
+
+  /// The cluster's gauges, before a scrape.
+  package func refreshGauges() {
+    metrics.sessionsHeld.set(held.current.count)
+    metrics.senderQueue.set(sender.queued)
+  }
+
+  /// The message as the ledger numbers it.
+  package static func frame(_ message: ServerMessage) -> SessionLedger.Frame {
+    let (head, tail) = ServerFrame(message).splitAtSeq
+    return SessionLedger.Frame(head: head, tail: tail)
+  }
+
+  /// Whether Redis still holds the cluster's state (housekeeping, every heartbeat). A Redis that
+  /// restarted without it (the deployment runs it without persistence) has lost every session,
+  /// presence, lease and inbox: the node then closes its sockets, so that its devices reconnect
+  /// and resync, and places its calls again.
+  package func checkClusterMark(_ connection: RedisConnection) throws(RedisError) {
+    let presence = presence(connection)
+    let known = clusterMark.current
+    if let seen = try presence.mark(), seen == known { return }
+    let mark = try presence.markedNow()
+    clusterMark.withLock { $0 = mark }
+    guard known != nil else { return }  // this node's first look
+    log.warning("the cluster's Redis lost its state (restarted?): closing every socket here so that its devices resync")
+    recoveringUntil.withLock { $0 = .now + settings.nodeExpiry }
+    held.withLock { $0.removeAll() }
+    inbox.current?.receive(.stateLost)
+    try placeOwnedCallsAgain(connection)
+  }
+}

@@ -1,0 +1,38 @@
+import DialtoneMetrics
+
+/// What a cluster node counts (`/metrics`, protocol.md 14.8), registered with the server's others.
+package struct ClusterMetrics: Sendable {
+  package let transactions: Counter
+  package let steps: Counter
+  package let storeFailures: Counter
+  /// `kind`: frame, request, device, replaced, broken, reply.
+  package let letters: MetricFamily<Counter>
+  package let takeovers: Counter
+  package let sessionsHeld: Gauge
+  package let senderQueue: Gauge
+
+  package init(registry r: MetricsRegistry) {
+    transactions =
+      r.counter(
+        "dialtone_cluster_store_transactions_total", "Transactions that stored session messages in the cluster's Redis."
+      ).unlabelled
+    steps =
+      r.counter("dialtone_cluster_store_steps_total", "Session steps (messages, acks, letters) those carried.")
+      .unlabelled
+    storeFailures =
+      r.counter(
+        "dialtone_cluster_store_failures_total", "Messages that could not be stored (their sessions resync)."
+      ).unlabelled
+    letters = r.counter(
+      "dialtone_cluster_letters_total",
+      "Letters read from this node's inbox, by kind (frame, request, device, replaced, broken, reply).",
+      labels: ["kind"])
+    takeovers =
+      r.counter("dialtone_cluster_takeovers_total", "Live calls this node took over from the shared journal.")
+      .unlabelled
+    sessionsHeld =
+      r.gauge("dialtone_cluster_sessions_held", "Sessions whose socket this node holds or last held.").unlabelled
+    senderQueue =
+      r.gauge("dialtone_cluster_sender_queue", "Cluster jobs waiting for Redis on this node.").unlabelled
+  }
+}

@@ -1,0 +1,27 @@
+import DialtoneProtocol
+
+/// What makes a ring message news for a session, so that the cluster's store keeps a copy that
+/// reaches one session twice only once (`SessionLedger.append(once:)`). A device that connects
+/// to one node while its call starts on another is rung twice by a race: the call's node
+/// delivers the invite to the session it just found, and also answers the session's
+/// announcement by ringing it again (the invite and the caller's trickle so far), as it does for
+/// every new session; a node that takes a call over sends its ring and its accept again
+/// (`CallRouter.catchUp`). Only the copies differ, never the messages: an invite or an accept
+/// for a call, or a candidate of a call from one device and leg (with its username fragment),
+/// that the session already got is never news.
+package enum OnceKey {
+  package static func of(_ message: ServerMessage) -> String? {
+    switch message {
+    case .invite(let m): return "i\u{0}" + m.callId
+    case .accept(let m): return "a\u{0}" + m.callId
+    case .candidate(let m):
+      // An ICE restart's candidates may repeat a line under a new username fragment.
+      let c = m.candidate
+      return [
+        "c", m.callId, m.from.userId, m.from.deviceId, m.leg ? "leg" : "", c.candidate, c.sdpMid ?? "",
+        c.usernameFragment ?? "",
+      ].joined(separator: "\u{0}")
+    default: return nil
+    }
+  }
+}

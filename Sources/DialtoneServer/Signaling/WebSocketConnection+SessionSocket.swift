@@ -1,0 +1,4 @@
+import DialtoneNet
+import DialtoneSessions
+
+extension WebSocketConnection: SessionSocket {}

@@ -1,0 +1,104 @@
+import DialtoneCalls
+import DialtoneSupport
+import Foundation
+
+/// Writes the router's live-call changes to a `LiveCallStore` on a thread of its own, with
+/// group commit: whatever is submitted while one transaction is being written goes into the
+/// next, so a burst of calls costs a few commits rather than one each, and an idle server
+/// commits at once. Each `submit` returns a ticket; `onCommit` reports the highest ticket that
+/// is on disk, and the hub holds back the outcome behind a ticket until then.
+package final class CallJournal: @unchecked Sendable {
+  // @unchecked: the queue and counters are touched only under `condition`.
+  private let store: any LiveCallStore
+  private let log: Log
+  private let condition = NSCondition()
+  private var queue: [LiveCallChange] = []
+  private var submitted: UInt64 = 0
+  private var committed: UInt64 = 0
+  private var closing = false
+  private var onCommit: (@Sendable (UInt64) -> Void)?
+
+  package init(store: any LiveCallStore, log: Log) {
+    self.store = store
+    self.log = log
+  }
+
+  /// Starts the writing thread. `onCommit` is called on it after each transaction.
+  package func start(onCommit: @escaping @Sendable (UInt64) -> Void) {
+    condition.withLock { self.onCommit = onCommit }
+    let thread = Thread { [self] in run() }
+    thread.name = "dialtone-journal"
+    thread.start()
+  }
+
+  /// Queues `changes` for the next transaction; the ticket is reported by `onCommit` once they
+  /// are written.
+  package func submit(_ changes: [LiveCallChange]) -> UInt64 {
+    condition.withLock {
+      queue += changes
+      submitted += 1
+      condition.signal()
+      return submitted
+    }
+  }
+
+  /// Waits until everything submitted so far is written and reported, then stops the thread.
+  package func close() {
+    condition.withLock {
+      closing = true
+      condition.broadcast()
+      while committed < submitted { condition.wait() }
+    }
+  }
+
+  /// How long a batch is retried while the store cannot be written (a database restarting):
+  /// the outcomes behind it wait meanwhile, then go on unwritten.
+  package static let retryWindow: Duration = .seconds(30)
+
+  /// Writes a batch, retrying (0.1 s, doubling to 2 s) for `retryWindow` while the store fails:
+  /// what was acknowledged is then on disk once the database is back. Past the window the calls
+  /// go on in memory, and only a restart before they end would lose them.
+  private func write(_ batch: [LiveCallChange]) {
+    let started = ContinuousClock.now
+    var pause = Duration.milliseconds(100)
+    while true {
+      do {
+        try store.write(batch)
+        if pause > .milliseconds(100) { log.info("the live-call store answers again") }
+        return
+      } catch {
+        if ContinuousClock.now - started >= Self.retryWindow {
+          log.error(
+            "could not store \(batch.count) live-call change(s) for \(Self.retryWindow): \(error); going on without")
+          return
+        }
+        if pause == .milliseconds(100) {
+          log.error("could not store \(batch.count) live-call change(s): \(error); retrying until the store answers")
+        }
+        Thread.sleep(forTimeInterval: pause.seconds)
+        pause = min(pause * 2, .seconds(2))
+      }
+    }
+  }
+
+  private func run() {
+    condition.lock()
+    while true {
+      while queue.isEmpty && !closing { condition.wait() }
+      if queue.isEmpty { break }
+      let batch = queue
+      let upTo = submitted
+      queue = []
+      condition.unlock()
+      write(batch)
+      // Reported before `close` can return: what the hub does with the outcomes it held then
+      // comes before whatever the closer does next.
+      let report = condition.withLock { onCommit }
+      report?(upTo)
+      condition.lock()
+      committed = upTo
+      condition.broadcast()
+    }
+    condition.unlock()
+  }
+}

@@ -1,0 +1,172 @@
+import DialtoneCalls
+import DialtoneProtocol
+import DialtoneSQLite
+import Foundation
+
+/// `LiveCallStore` on the server's SQLite file, next to the history it completes. Two
+/// connections: the journal's writes never wait for the hub's reads (WAL lets one writer and
+/// readers work at once), and neither waits for `SQLiteStore`'s queries.
+package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
+  // @unchecked: each connection is used only under its own lock.
+  private let writer: SQLiteDatabase
+  private let writerLock = NSLock()
+  private let reader: SQLiteDatabase
+  private let readerLock = NSLock()
+
+  package init(path: String) throws {
+    writer = try SQLiteDatabase(path: path)
+    try SQLiteStore.migrate(writer)
+    reader = try SQLiteDatabase(path: path)
+  }
+
+  package static func open(dataDirectory: String) throws -> SQLiteLiveCallStore {
+    try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
+    return try SQLiteLiveCallStore(path: (dataDirectory as NSString).appendingPathComponent("dialtone.sqlite"))
+  }
+
+  package func write(_ changes: [LiveCallChange]) throws {
+    try writerLock.withLock {
+      try writer.transaction {
+        for change in changes {
+          switch change {
+          case .put(let call): try put(call)
+          case .signal(let callId, let message):
+            try writer.query(
+              "INSERT INTO live_call_signals (call_id, message) VALUES (?, ?)",
+              [.text(callId), .text(MessageCodec.encodeString(message, seq: nil))])
+          case .ended(let record, let callerDevice, let blocked):
+            try end(record, callerDevice: callerDevice, blocked: blocked)
+          case .groupLive(let record, let silenced):
+            try writer.query(
+              "INSERT OR REPLACE INTO live_group_calls (call_id, record, silenced) VALUES (?, ?, ?)",
+              [
+                .text(record.callId), .text(String(decoding: MessageCodec.encode(record), as: UTF8.self)),
+                .text(silenced.sorted().joined(separator: "\n")),
+              ])
+          case .groupEnded(let record, let silenced):
+            try writer.query("DELETE FROM live_group_calls WHERE call_id = ?", [.text(record.callId)])
+            try SQLiteStore.insertGroupCall(record, silenced: silenced, into: writer)
+          }
+        }
+      }
+    }
+  }
+
+  private func put(_ call: LiveCallSnapshot) throws {
+    try writer.query(
+      """
+      INSERT OR REPLACE INTO live_calls (call_id, caller_id, caller_device, caller_name, callee_id, video, created_at,
+        phase, answered_by, answered_at, ring_deadline, caller_grace_deadline, answerer_grace_deadline, invite, accept,
+        blocked)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+      """,
+      [
+        .text(call.callId), .text(call.caller.userId), .text(call.caller.deviceId), SQLiteValue(call.caller.name),
+        .text(call.calleeId), .integer(call.video ? 1 : 0), .integer(call.createdAt), .text(call.phase.rawValue),
+        SQLiteValue(call.answeredBy), SQLiteValue(call.answeredAt), .integer(call.ringDeadline),
+        SQLiteValue(call.callerGraceDeadline), SQLiteValue(call.answererGraceDeadline),
+        .text(MessageCodec.encodeString(call.invite, seq: nil)),
+        SQLiteValue(call.accept.map { MessageCodec.encodeString($0, seq: nil) }), .integer(call.blocked ? 1 : 0),
+      ])
+    if call.phase == .accepted {
+      try writer.query("DELETE FROM live_call_signals WHERE call_id = ?", [.text(call.callId)])
+    }
+  }
+
+  /// The live state goes and the record is added; a record already under this id is kept as it
+  /// is (ids are checked before a call starts, so this would be a bug, not a retry).
+  private func end(_ record: CallRecord, callerDevice: String, blocked: Bool) throws {
+    try writer.query("DELETE FROM live_call_signals WHERE call_id = ?", [.text(record.callId)])
+    try writer.query("DELETE FROM live_calls WHERE call_id = ?", [.text(record.callId)])
+    try SQLiteStore.insert(record, into: writer, callerDevice: callerDevice, blocked: blocked)
+  }
+
+  package func callsEnded(since: Int64) throws -> [RecentlyEndedCall] {
+    try writerLock.withLock {
+      // Newest rowids first, until a page holds nothing as recent: records are added as calls
+      // end, so this reads the recent ends and no more of a long history.
+      var ended: [RecentlyEndedCall] = []
+      var before = Int64.max
+      while true {
+        let rows = try writer.query(
+          "SELECT \(SQLiteStore.callColumns), caller_device, rowid, blocked FROM calls WHERE rowid < ? ORDER BY rowid DESC LIMIT 256",
+          [.integer(before)])
+        var recent = false
+        for row in rows {
+          guard row.count == 13, let rowid = row[11].int else { continue }
+          before = rowid
+          guard let record = SQLiteStore.record(Array(row.prefix(10))), (record.endedAt ?? 0) >= since else {
+            continue
+          }
+          recent = true
+          if let device = row[10].string {
+            ended.append(RecentlyEndedCall(record: record, callerDevice: device, blocked: row[12].int == 1))
+          }
+        }
+        if rows.count < 256 || !recent { break }
+      }
+      return ended.reversed()
+    }
+  }
+
+  package func liveCalls() throws -> [StoredLiveCall] {
+    try writerLock.withLock {
+      var signals: [CallID: [ServerMessage]] = [:]
+      for row in try writer.query("SELECT call_id, message FROM live_call_signals ORDER BY rowid") {
+        guard row.count == 2, let callId = row[0].string, let text = row[1].string,
+          let message = try? MessageCodec.decodeServerMessage(text).message
+        else { continue }
+        signals[callId, default: []].append(message)
+      }
+      return try writer.query(
+        """
+        SELECT call_id, caller_id, caller_device, caller_name, callee_id, video, created_at, phase, answered_by,
+          answered_at, ring_deadline, caller_grace_deadline, answerer_grace_deadline, invite, accept, blocked
+        FROM live_calls ORDER BY created_at, call_id
+        """
+      ).compactMap { row -> StoredLiveCall? in
+        guard row.count == 16, let callId = row[0].string, let callerId = row[1].string,
+          let callerDevice = row[2].string, let calleeId = row[4].string, let createdAt = row[6].int,
+          let phase = row[7].string.flatMap(LiveCallSnapshot.Phase.init(rawValue:)), let ringDeadline = row[10].int,
+          let inviteText = row[13].string, let invite = try? MessageCodec.decodeServerMessage(inviteText).message
+        else { return nil }
+        let accept = row[14].string.flatMap { try? MessageCodec.decodeServerMessage($0).message }
+        let snapshot = LiveCallSnapshot(
+          callId: callId, caller: Identity(userId: callerId, deviceId: callerDevice, name: row[3].string),
+          calleeId: calleeId, video: row[5].int == 1, createdAt: createdAt, phase: phase, answeredBy: row[8].string,
+          answeredAt: row[9].int, ringDeadline: ringDeadline, callerGraceDeadline: row[11].int,
+          answererGraceDeadline: row[12].int, invite: invite, accept: accept, blocked: row[15].int == 1)
+        return StoredLiveCall(snapshot: snapshot, callerSignals: phase == .ringing ? signals[callId] ?? [] : [])
+      }
+    }
+  }
+
+  package func completeInterruptedGroupCalls() throws -> Int {
+    try writerLock.withLock {
+      try writer.transaction {
+        let rows = try writer.query("SELECT call_id, record, silenced FROM live_group_calls")
+        for row in rows {
+          guard row.count == 3, let text = row[1].string,
+            let record = try? MessageCodec.decode(GroupCallRecord.self, from: Array(text.utf8), options: .lenient)
+          else { continue }
+          let silenced = Set((row[2].string ?? "").split(separator: "\n").map(String.init))
+          try SQLiteStore.insertGroupCall(record, silenced: silenced, into: writer)
+        }
+        try writer.query("DELETE FROM live_group_calls")
+        return rows.count
+      }
+    }
+  }
+
+  package func isCallIdUsed(_ callId: CallID) throws -> Bool {
+    try readerLock.withLock {
+      let id: [SQLiteValue] = [.text(callId)]
+      return try !reader.query(
+        """
+        SELECT 1 WHERE EXISTS (SELECT 1 FROM calls WHERE call_id = ?) OR EXISTS (SELECT 1 FROM live_calls WHERE call_id = ?)
+          OR EXISTS (SELECT 1 FROM group_calls WHERE call_id = ?) OR EXISTS (SELECT 1 FROM live_group_calls WHERE call_id = ?)
+        """, id + id + id + id
+      ).isEmpty
+    }
+  }
+}
