@@ -447,8 +447,8 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
   @Test func aRelayOnlyConnectionGathersNoHostCandidate() async throws {
     var relay = PeerConnectionConfiguration(iceServers: [], video: false)
     relay.iceTransportPolicy = .relay
-    let private_ = try await gathered(relay)
-    #expect(!private_.contains { $0.contains(" typ host") || $0.contains(" typ srflx") }, "\(private_)")
+    let relayOnly = try await gathered(relay)
+    #expect(!relayOnly.contains { $0.contains(" typ host") || $0.contains(" typ srflx") }, "\(relayOnly)")
     let open = try await gathered(PeerConnectionConfiguration(iceServers: [], video: false))
     #expect(open.contains { $0.contains(" typ host") }, "\(open)")
   }
