@@ -5,7 +5,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8080
 CONNECTIONS ?= 15000
 
-.PHONY: deps bench-deps build release run test format lint autobahn-full bench-ws bench-signaling bench-push bench-setup bench-codec bench-group bench-video bench-video-change bench-cluster fuzz clean
+.PHONY: deps bench-deps build release run test format lint ios-check autobahn-full bench-ws bench-signaling bench-push bench-setup bench-codec bench-group bench-video bench-video-change bench-cluster bench-private-preconnect fuzz clean
 
 deps:
 	@scripts/deps.sh
@@ -31,6 +31,13 @@ format:
 	$(SWIFT) format --in-place --recursive --parallel $(FORMATTED)
 lint:
 	$(SWIFT) format lint --strict --recursive --parallel $(FORMATTED)
+
+# The iOS build, type-checked on Linux: the core, every Apple/ target and the Call Directory
+# extension for arm64-apple-ios17.0 (docs/ios.md, section 15). Needs the iPhoneOS SDK laid out by
+# ../shared/tools/ios-typecheck (IOS_SDK_ROOT, default /opt/ios-typecheck); without it, one
+# "ios-check: skipped" line. `make test` runs it too.
+ios-check:
+	@scripts/ios-check.sh
 
 # Builds once, then runs every test target (unit and loopback integration tests).
 test: deps lint
@@ -99,6 +106,13 @@ CHANGE_ROUNDS ?= 5
 CHANGE_RTT_MS ?= 0
 bench-video-change: release
 	python3 bench/video_change_bench.py --bin .build/release --rounds $(CHANGE_ROUNDS) --rtt-ms $(CHANGE_RTT_MS)
+
+# What a private pre-connect leg costs: Answer → first audio with a relay-only leg, a leg with
+# every candidate and no leg (no TURN), and what coturn relays for a private leg's call.
+PRIVATE_CALLS ?= 5
+PRIVATE_RTT_MS ?= 40
+bench-private-preconnect: release
+	python3 bench/private_preconnect_bench.py --bin .build/release --calls $(PRIVATE_CALLS) --rtt-ms $(PRIVATE_RTT_MS)
 
 # The signaling codec against Foundation's JSONDecoder/JSONEncoder on the relay's messages.
 bench-codec: release

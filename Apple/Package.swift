@@ -38,7 +38,9 @@ let package = Package(
       dependencies: [
         .product(name: "DialtoneClient", package: "Dialtone"),
         .product(name: "DialtoneProtocol", package: "Dialtone"),
-      ]
+      ],
+      // What the SDK sends the app's server (docs/ios.md, "Privacy manifest").
+      resources: [.process("PrivacyInfo.xcprivacy")]
     ),
     // PeerConnection over RTCPeerConnection (one factory, one shared camera source), and
     // CallMediaControl over RTCAudioSession in manual-audio mode and the camera (iOS).
@@ -60,7 +62,9 @@ let package = Package(
         .product(name: "DialtoneProtocol", package: "Dialtone"),
         "DialtoneWebRTC",
         "DialtoneURLSession",
-      ]
+      ],
+      // The required-reason APIs it uses (user defaults: InstallationID's migration).
+      resources: [.process("PrivacyInfo.xcprivacy")]
     ),
     // GroupMediaControl over LiveKit's Room for group calls whose media are on LiveKit, with
     // LiveKit's audio under CallKit's control (iOS only: its sources are empty on macOS).
@@ -93,4 +97,14 @@ let package = Package(
 
 for target in package.targets {
   target.swiftSettings = (target.swiftSettings ?? []) + [.enableUpcomingFeature("StrictConcurrency")]
+}
+
+// PushKit's iOS 26.4 delegate method (`PKVoIPPushMetadata`) exists only in the iOS 26.4 SDK and
+// later, and no compile-time test tells which SDK a build uses (`#if compiler` names the Swift
+// version, not the SDK). It is compiled only when the environment that resolves this package says
+// so: `DIALTONE_IOS26_4_SDK=1` (an Xcode 26.4 or later build; docs/ios.md, section 3).
+if Context.environment["DIALTONE_IOS26_4_SDK"] == "1" {
+  for target in package.targets where target.name == "DialtoneCallKit" {
+    target.swiftSettings = (target.swiftSettings ?? []) + [.define("DIALTONE_IOS26_4_SDK")]
+  }
 }

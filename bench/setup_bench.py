@@ -190,8 +190,9 @@ async def answered_call(stack, binary, log, ring):
     server = SERVER
     alice, bob = token(binary, "alice"), token(binary, "bob")
     cli = [os.path.join(binary, "dialtone")]
-    # Pre-connect is the CLI's default: `dialtone` asks for today's flow explicitly.
-    extra = ["--preconnect"] if stack == "dialtone-preconnect" else ["--no-preconnect"]
+    # Pre-connect is the CLI's default: `dialtone` asks for today's flow explicitly. No TURN
+    # server here: the callee's leg gathers every candidate (a private, relay-only leg needs one).
+    extra = ["--preconnect", "--no-private-preconnect"] if stack == "dialtone-preconnect" else ["--no-preconnect"]
     callee = await start(NS_B, cli + ["answer", "--server", server, "--token", bob, "--json", *extra], log,
                          stdin=asyncio.subprocess.PIPE)
     caller = None

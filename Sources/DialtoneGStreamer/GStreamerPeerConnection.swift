@@ -50,6 +50,9 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   public let connectionStates: AsyncStream<PeerConnectionState>
   public let dataChannelMessages: AsyncStream<Data>
   public let milestones: AsyncStream<Milestone>
+  /// Every remote candidate given to the connection, as it is given (what the other side
+  /// revealed of its addresses: the CLI reports them). The newest 64 are kept for a slow reader.
+  public let remoteCandidates: AsyncStream<IceCandidate>
 
   /// When a milestone was reached (its report may be read later, from a busy process).
   public func reachedAt(_ milestone: Milestone) -> ContinuousClock.Instant? {
@@ -60,6 +63,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private let stateSink: AsyncStream<PeerConnectionState>.Continuation
   private let dataSink: AsyncStream<Data>.Continuation
   private let milestoneSink: AsyncStream<Milestone>.Continuation
+  private let remoteCandidateSink: AsyncStream<IceCandidate>.Continuation
   private let media: GStreamerMedia
   private let certificate: Certificate?
 
@@ -144,6 +148,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     (connectionStates, stateSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
     (dataChannelMessages, dataSink) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(256))
     (milestones, milestoneSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
+    (remoteCandidates, remoteCandidateSink) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(64))
 
     var error: UnsafeMutablePointer<gchar>?
     guard
@@ -230,6 +235,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       recordingName = recording
     }
     if configuration.mediaHeld { setAudioHeld(true) }
+    // Before the first gathering: libnice (`force-relay`) then makes relay candidates only.
+    if configuration.iceTransportPolicy == .relay { dt_set(webrtc, "ice-transport-policy", "relay") }
     let uris = IceServerURIs(configuration.iceServers)
     if let stun = uris.stun { dt_set(webrtc, "stun-server", stun) }
     for turn in uris.turn { _ = dt_webrtc_add_turn_server(webrtc, turn) }
@@ -378,6 +385,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     let index =
       candidate.sdpMLineIndex ?? lock.withLock { candidate.sdpMid.flatMap { remoteMids.firstIndex(of: $0) } } ?? 0
     dt_webrtc_add_ice_candidate(webrtc, UInt32(max(0, index)), line)
+    remoteCandidateSink.yield(
+      IceCandidate(candidate: line, sdpMid: candidate.sdpMid, sdpMLineIndex: candidate.sdpMLineIndex))
   }
 
   public func setAudioEnabled(_ enabled: Bool) async {
@@ -423,6 +432,12 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     setAudioHeld(false)
     if camera { setCameraValve(open: true) }
   }
+
+  /// webrtcbin 1.22 gathers once per connection (it ignores ICE restarts), and libnice made
+  /// relay candidates only for a connection configured `relay` (its `force-relay`): no other
+  /// candidate exists to surface. Such a connection stays on its relay for its life; the engine
+  /// makes every later connection of the call with `all`.
+  public func setIceTransportPolicy(_ policy: IceTransportPolicy) async {}
 
   /// The video transceiver's direction for the next offer or answer; webrtcbin intersects it
   /// with an offer's when it answers. Without a camera this connection never sends.
@@ -631,6 +646,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     stateSink.finish()
     dataSink.finish()
     milestoneSink.finish()
+    remoteCandidateSink.finish()
     // Stopping joins GStreamer's threads and can take a while: not on the caller's executor.
     await Task.detached { self.teardown() }.value
   }

@@ -53,6 +53,7 @@ actor SoftphoneCall {
     case remoteCamera(Bool)
     case remoteVideo(Bool)
     case legConnected(String)
+    case remoteCandidate(IceCandidate)
   }
 
   private let client: CallClient
@@ -114,6 +115,7 @@ actor SoftphoneCall {
     forward(client.events) { .client($0) }
     forward(factory.created) { [sink] pc in
       Task { for await m in pc.milestones { sink.yield(.milestone(m, at: pc.reachedAt(m), pc)) } }
+      Task { for await candidate in pc.remoteCandidates { sink.yield(.remoteCandidate(candidate)) } }
       return .connection(pc)
     }
     forward(StandardInputLines.stream()) { .line($0) }
@@ -176,8 +178,26 @@ actor SoftphoneCall {
         "remote-video", ["on": .bool(on)], text: on ? "the other side sends video" : "the other side stopped its video")
     case .heard(let peer, let instant):
       report.mark("first-audio \(peer.userId)", at: instant)
+    case .remoteCandidate(let candidate):
+      // What the other side revealed of its addresses (a private pre-connect leg: its relay's).
+      let (type, address, port) = Self.describe(candidate)
+      report.event(
+        "remote-candidate",
+        [
+          "type": .string(type), "address": .string(address), "port": .string(port),
+          "candidate": .string(candidate.candidate),
+        ],
+        text: "remote candidate: \(type) \(address):\(port)")
     }
     return nil
+  }
+
+  /// A candidate line's type, address and port (`candidate:F 1 UDP P ADDRESS PORT typ TYPE …`);
+  /// "?" for what it lacks.
+  static func describe(_ candidate: IceCandidate) -> (type: String, address: String, port: String) {
+    let fields = candidate.candidate.split(separator: " ").map(String.init)
+    let type = fields.firstIndex(of: "typ").flatMap { $0 + 1 < fields.count ? fields[$0 + 1] : nil } ?? "?"
+    return (type, fields.count > 4 ? fields[4] : "?", fields.count > 5 ? fields[5] : "?")
   }
 
   /// The media layer's milestones, more precise than the engine's, for the call's quality

@@ -94,6 +94,9 @@ enum SoftphoneCommand {
     var answersAtOnce = false
     if case .callee(let auto) = role { answersAtOnce = auto }
     configuration.policy.preconnect = !arguments.flag("no-preconnect") && !answersAtOnce
+    // A ringing callee's leg is relay-only (the caller learns no address of it before Answer;
+    // without TURN it asks for none) unless --no-private-preconnect.
+    configuration.policy.privatePreconnect = !arguments.flag("no-private-preconnect")
     configuration.policy.dataChannel = true  // stdin lines travel over it
     configuration.policy.reportsQuality = !arguments.flag("no-quality-report")
     if let text = arguments.string("quality-interval") {

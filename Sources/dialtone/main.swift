@@ -23,6 +23,9 @@ private let media: [CommandOption] = [
   .flag(
     "preconnect", "connect ICE and DTLS while the phone rings, media held until Answer (protocol.md 9b; the default)"),
   .flag("no-preconnect", "negotiate nothing before Answer (the flow of clients without pre-connect)"),
+  .flag(
+    "no-private-preconnect",
+    "a ringing callee's leg gathers every candidate, not only TURN relays (the caller then sees its addresses)"),
   .flag("json", "print events as JSON lines"),
   .value(
     "quality-interval",

@@ -40,7 +40,7 @@ import Testing
   /// The caller's leg for `device` up to its early answer applied; returns its generation.
   static func answeredLeg(_ m: inout CallEngineMachine, _ name: String) -> Int? {
     let made = m.handle(.server(.ringing(.init(callId: "c", from: device(name), preconnect: true))))
-    guard case .makeLeg(let gen)? = made.last else { return nil }
+    guard case .makeLeg(let gen, .all)? = made.last else { return nil }
     _ = m.handle(.connectionMade(generation: gen, canRestartIce: true))
     _ = m.handle(.offerCreated(generation: gen, SessionDescription(sdp: "offer-\(name)")))
     _ = m.handle(.localDescriptionSet(generation: gen))
@@ -54,7 +54,7 @@ import Testing
     #expect(m.state == .calling)
     #expect(
       m.handle(.server(.ringing(.init(callId: "c", from: Self.device("laptop"), preconnect: true))))
-        == [.makeLeg(generation: 2)])
+        == [.makeLeg(generation: 2, .all)])
     #expect(m.state == .ringing && m.generation == 1)
     #expect(
       m.handle(.connectionMade(generation: 2, canRestartIce: true)) == [
@@ -148,7 +148,7 @@ import Testing
     var made: [Int] = []
     for n in 1...5 {
       let effects = m.handle(.server(.ringing(.init(callId: "c", from: Self.device("d\(n)"), preconnect: true))))
-      made += effects.compactMap { if case .makeLeg(let gen) = $0 { gen } else { nil } }
+      made += effects.compactMap { if case .makeLeg(let gen, _) = $0 { gen } else { nil } }
     }
     #expect(made.count == ProtocolDefaults.maxPreconnectLegs)
     let again = m.handle(.server(.ringing(.init(callId: "c", from: Self.device("d1"), preconnect: true))))
@@ -168,26 +168,34 @@ import Testing
 
   // MARK: The callee
 
-  static func ringingCallee(preconnect: Bool = true) -> (CallEngineMachine, [CallEngineMachine.Effect]) {
+  /// A ringing callee (its main connection, generation 1, applied the invite's offer);
+  /// `private`: its legs are relay-only (the default policy); `relay`: a TURN server is among
+  /// its ICE servers.
+  static func ringingCallee(preconnect: Bool = true, private: Bool = true, relay: Bool = true)
+    -> (CallEngineMachine, [CallEngineMachine.Effect])
+  {
     var policy = CallEngine.Policy()
     policy.preconnect = preconnect
+    policy.privatePreconnect = `private`
     var m = CallEngineMachine(
       callId: "c", role: .callee, remoteUserId: "alice", remotePeer: aliceDevice, offer: mainOffer, video: false,
-      policy: policy)
+      policy: policy, relayAvailable: relay)
     let started = m.handle(.start)
     _ = m.handle(.connectionMade(generation: 1, canRestartIce: true))
     _ = m.handle(.remoteDescriptionSet(generation: 1))
     return (m, started)
   }
 
-  /// A ringing callee whose leg (generation 2) sent its early answer.
-  static func calleeWithAnsweredLeg() -> CallEngineMachine {
-    var (m, _) = ringingCallee()
+  /// A ringing callee whose leg (generation 2) sent its early answer and, if `connected`,
+  /// connected.
+  static func calleeWithAnsweredLeg(private: Bool = true, connected: Bool = true) -> CallEngineMachine {
+    var (m, _) = ringingCallee(private: `private`)
     _ = m.handle(legOffer())
     _ = m.handle(.connectionMade(generation: 2, canRestartIce: true))
     _ = m.handle(.remoteDescriptionSet(generation: 2))
     _ = m.handle(.answerCreated(generation: 2, SessionDescription(sdp: "early")))
     _ = m.handle(.localDescriptionSet(generation: 2))
+    if connected { _ = m.handle(.connectionState(generation: 2, .connected)) }
     return m
   }
 
@@ -199,7 +207,7 @@ import Testing
     var (m, started) = Self.ringingCallee()
     #expect(started.first == .send(.ringing(.init(callId: "c", preconnect: true))))
     #expect(m.state == .incoming)
-    #expect(m.handle(Self.legOffer()) == [.makeLeg(generation: 2)])
+    #expect(m.handle(Self.legOffer()) == [.makeLeg(generation: 2, .relay)])
     let offer = SessionDescription(sdp: "offer-leg")
     #expect(
       m.handle(.connectionMade(generation: 2, canRestartIce: true)) == [
@@ -216,9 +224,9 @@ import Testing
     let early = SessionDescription(sdp: "early")
     #expect(m.handle(.answerCreated(generation: 2, early)) == [.setLocal(generation: 2, early, .answer)])
     #expect(m.handle(.localDescriptionSet(generation: 2)) == [.send(.answer(.init(callId: "c", sdp: "early")))])
+    let mine = IceCandidate(candidate: "candidate:1 1 UDP 505413887 203.0.113.9 40000 typ relay")
     #expect(
-      m.handle(.localCandidate(generation: 2, IceCandidate(candidate: "mine")))
-        == [.send(.candidate(.init(callId: "c", candidate: IceCandidate(candidate: "mine"))))])
+      m.handle(.localCandidate(generation: 2, mine)) == [.send(.candidate(.init(callId: "c", candidate: mine)))])
     // The invite's own candidates stay on the main connection.
     let mainCandidate = IceCandidate(candidate: "main-1")
     #expect(
@@ -232,7 +240,7 @@ import Testing
     #expect(
       accepted == [
         .send(.accept(.init(callId: "c", answer: nil))), .adoptLeg(generation: 2), .releaseMedia(generation: 2),
-        .setAudio(generation: 2, true), .setVideo(generation: 2, false),
+        .setAudio(generation: 2, true), .setIceTransportPolicy(generation: 2, .all), .setVideo(generation: 2, false),
       ])
     #expect(m.generation == 2 && m.state == .connected)
   }
@@ -278,7 +286,6 @@ import Testing
   /// to the invite's offer.
   @Test func anAcceptOnTheLegThatTheServerRefusesIsMadeAgainOnTheInvitesOffer() {
     var m = Self.calleeWithAnsweredLeg()
-    _ = m.handle(.connectionState(generation: 2, .connected))
     _ = m.handle(.accept)
     #expect(m.generation == 2 && m.state == .connected)
     let refused = ServerMessage.error(.init(code: .badRequest, message: "no leg", callId: "c"))
@@ -323,6 +330,98 @@ import Testing
   @Test func aNewLegOfferReplacesTheCalleesLeg() {
     var (m, _) = Self.ringingCallee()
     _ = m.handle(Self.legOffer("offer-a"))
-    #expect(m.handle(Self.legOffer("offer-b")) == [.closeLeg(generation: 2), .makeLeg(generation: 3)])
+    #expect(m.handle(Self.legOffer("offer-b")) == [.closeLeg(generation: 2), .makeLeg(generation: 3, .relay)])
+  }
+
+  // MARK: Private legs (the caller learns no address of a callee that has not answered)
+
+  @Test func aCalleesLegIsRelayOnlyUnlessTheAppOptsOut() {
+    var (m, _) = Self.ringingCallee()
+    #expect(m.handle(Self.legOffer()) == [.makeLeg(generation: 2, .relay)])
+    var (open, started) = Self.ringingCallee(private: false, relay: false)
+    #expect(started.first == .send(.ringing(.init(callId: "c", preconnect: true))))
+    #expect(open.handle(Self.legOffer()) == [.makeLeg(generation: 2, .all)])
+    // The caller's own legs gather everything: it placed the call (its main offer's candidates
+    // reach every ringing device anyway).
+    var caller = Self.ringingCaller()
+    #expect(
+      caller.handle(.server(.ringing(.init(callId: "c", from: Self.device("laptop"), preconnect: true))))
+        == [.makeLeg(generation: 2, .all)])
+  }
+
+  // No TURN server, no private leg: the callee asks for none and is negotiated after Answer
+  // (never a relay-only leg that cannot connect).
+  @Test func aPrivateCalleeWithoutATurnServerAsksForNoLeg() {
+    var (m, started) = Self.ringingCallee(relay: false)
+    #expect(started.first == .send(.ringing(.init(callId: "c"))))
+    #expect(m.handle(Self.legOffer()).isEmpty)
+    let accepted = m.handle(.accept)
+    #expect(accepted.contains(.createAnswer(generation: 1)))
+    #expect(!accepted.contains { if case .closeLeg = $0 { true } else { false } })
+  }
+
+  // A private leg whose relay never connected cannot carry the call: Answer drops it and
+  // accepts with the answer to the invite's offer. A leg that gathers everything is adopted
+  // even before it connects (it will, or the ICE policy restarts it).
+  @Test func aPrivateLegNotConnectedByAnswerGivesWayToTheMainOffer() {
+    var m = Self.calleeWithAnsweredLeg(connected: false)
+    let accepted = m.handle(.accept)
+    #expect(accepted.first == .closeLeg(generation: 2))
+    #expect(accepted.contains(.createAnswer(generation: 1)))
+    #expect(!Self.sends(accepted).contains(.accept(.init(callId: "c", answer: nil))))
+    #expect(m.generation == 1 && m.state == .connecting)
+
+    var open = Self.calleeWithAnsweredLeg(private: false, connected: false)
+    let adopted = open.handle(.accept)
+    #expect(adopted.prefix(2) == [.send(.accept(.init(callId: "c", answer: nil))), .adoptLeg(generation: 2)])
+    #expect(open.generation == 2 && open.state == .connecting)
+    // Nothing to relax on a leg that gathered everything.
+    #expect(!adopted.contains { if case .setIceTransportPolicy = $0 { true } else { false } })
+  }
+
+  // What a private leg sends of its candidates: relay ones only, without the related address
+  // (libnice writes the device's own address there), whatever the engine gathered.
+  @Test func aPrivateLegSendsOnlyRelayCandidatesWithoutTheirRelatedAddress() {
+    var m = Self.calleeWithAnsweredLeg(connected: false)
+    let relay = IceCandidate(
+      candidate: "candidate:7 1 UDP 505413887 203.0.113.9 45750 typ relay raddr 192.168.1.20 rport 35682",
+      sdpMid: "0", sdpMLineIndex: 0)
+    #expect(
+      m.handle(.localCandidate(generation: 2, relay)) == [
+        .send(
+          .candidate(
+            .init(
+              callId: "c",
+              candidate: IceCandidate(
+                candidate: "candidate:7 1 UDP 505413887 203.0.113.9 45750 typ relay raddr 0.0.0.0 rport 0",
+                sdpMid: "0", sdpMLineIndex: 0))))
+      ])
+    let host = IceCandidate(candidate: "candidate:1 1 UDP 2015363327 192.168.1.20 35682 typ host")
+    let srflx = IceCandidate(
+      candidate: "candidate:3 1 UDP 1686052607 198.51.100.4 35682 typ srflx raddr 192.168.1.20 rport 35682")
+    #expect(m.handle(.localCandidate(generation: 2, host)).isEmpty)
+    #expect(m.handle(.localCandidate(generation: 2, srflx)).isEmpty)
+    #expect(m.handle(.localCandidate(generation: 2, nil)) == [.send(.endOfCandidates(.init(callId: "c")))])
+    // A leg that gathers everything sends everything, as gathered.
+    var open = Self.calleeWithAnsweredLeg(private: false, connected: false)
+    #expect(
+      open.handle(.localCandidate(generation: 2, host)) == [.send(.candidate(.init(callId: "c", candidate: host)))])
+    #expect(
+      PrivateCandidates.relayOnly(IceCandidate(candidate: "a=candidate:9 1 udp 5 203.0.113.9 1 typ relay"))?.candidate
+        == "a=candidate:9 1 udp 5 203.0.113.9 1 typ relay")
+    #expect(PrivateCandidates.relayOnly(IceCandidate(candidate: "garbage")) == nil)
+  }
+
+  @Test func aTurnServerWithCredentialsIsWhatRelaysAPrivateLeg() {
+    let turn = IceServer(urls: ["turn:turn.example.com:3478?transport=udp"], username: "1:bob", credential: "c")
+    #expect(PreconnectLegs.offersRelay([turn]))
+    #expect(
+      PreconnectLegs.offersRelay([
+        IceServer(urls: ["stun:s.example.com", "TURNS:t.example.com:443"], username: "u", credential: "c")
+      ]))
+    #expect(!PreconnectLegs.offersRelay([]))
+    #expect(
+      !PreconnectLegs.offersRelay([IceServer(urls: ["stun:turn.example.com:3478"], username: "u", credential: "c")]))
+    #expect(!PreconnectLegs.offersRelay([IceServer(urls: ["turn:turn.example.com:3478"])]))
   }
 }

@@ -68,6 +68,18 @@ private let secret = "client-test-secret-0123456789"
 
   /// Requests refused as `rate-limited` go again after the server's `retryAfterMs`: a burst
   /// over the limit is slowed down, not lost.
+  // A transport's idle timeout (URLSession's timeoutIntervalForRequest) outlasts two of the
+  // pings a quiet client sends (one per half heartbeat of silence) and the client's own wait for
+  // an answer, so it never drops a healthy socket; 15 s against a 12.5 s ping did.
+  @Test func theTransportIdleTimeoutOutlastsTwoHeartbeatPings() {
+    let configuration = SignalingClient.Configuration(url: "wss://calls.example.com/v1/ws")
+    for heartbeat in [ProtocolDefaults.heartbeatSeconds, 60] {
+      let ping = Duration.seconds(heartbeat) / 2
+      #expect(SignalingClient.transportIdleTimeout(heartbeatSeconds: heartbeat) > ping * 2 + configuration.pingTimeout)
+    }
+    #expect(SignalingClient.transportIdleTimeout() == .seconds(2 * ProtocolDefaults.heartbeatSeconds))
+  }
+
   @Test func rateLimitedRequestsAreSentAgainAfterTheWait() async throws {
     let loopback = try await LoopbackServer(secret: secret) { $0.limits.messagesPerSecond = 2 }  // bursts of 8
     let client = SignalingClient(

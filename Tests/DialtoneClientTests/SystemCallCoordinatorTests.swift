@@ -94,7 +94,8 @@ private struct Machine {
     m.on(.engine(callId, .ended(.remote(.cancelled))))
     let report = try #require(SystemCallCoordinator.reportPlan(for: pushPayload(), ledger: m.coordinator.ledger))
     #expect(report.endAtOnce == .remoteEnded)
-    #expect(m.on(.reported(report, accepted: true)) == [.reportEnded(callUUID, .remoteEnded)])
+    #expect(report.uuid != callUUID)
+    #expect(m.on(.reported(report, accepted: true)) == [.reportEnded(report.uuid, .remoteEnded)])
     #expect(
       SystemCallCoordinator.reportPlan(for: pushPayload(), ledger: m.coordinator.ledger, mustReport: false) == nil)
     // The call ends between the plan and the OS's answer: taken off the screen again.
@@ -103,6 +104,91 @@ private struct Machine {
     n.invited("call-x")
     n.on(.engine("call-x", .ended(.remote(.answeredElsewhere))))
     #expect(n.on(.reported(plan, accepted: true)) == [.reportEnded(CallUUIDs.uuid(for: "call-x"), .answeredElsewhere)])
+  }
+
+  // A push for a call already over here (PushKit redelivers it, or it was late) is reported and
+  // ended under a UUID CallKit has never seen: CallKit may refuse the ended call's own UUID, and
+  // a refused report with no call of that UUID active counts as a push not reported (the app is
+  // killed). Each such push gets a UUID of its own; nothing connects, nothing is remembered.
+  @Test func aPushForACallAlreadyOverIsReportedUnderAUUIDCallKitNeverSaw() throws {
+    var m = Machine()
+    var shown: Set<UUID> = []
+    let first = try #require(SystemCallCoordinator.reportPlan(for: pushPayload(), ledger: m.coordinator.ledger))
+    shown.insert(first.uuid)
+    m.on(.reported(first, accepted: true))
+    // Neither invite nor get-call answer came: at the push-resolution deadline (virtual time) the
+    // call ends as failed.
+    let deadline = t0.addingTimeInterval(30)
+    #expect(
+      m.coordinator.handle(.timerFired(.pushResolution(callUUID)), now: deadline) == [
+        .reportEnded(callUUID, .failed)
+      ])
+    #expect(m.coordinator.ledger.ended[callId] == .failed)
+    for _ in 0..<2 {
+      let late = try #require(SystemCallCoordinator.reportPlan(for: pushPayload(), ledger: m.coordinator.ledger))
+      #expect(late.callId == callId && late.endAtOnce == .failed)
+      #expect(!shown.contains(late.uuid))
+      shown.insert(late.uuid)
+      #expect(
+        m.coordinator.handle(.reported(late, accepted: true), now: deadline) == [.reportEnded(late.uuid, .failed)])
+      #expect(m.coordinator.activeCalls.isEmpty)
+    }
+    // Refused all the same (the OS is out of calls): nothing more to do.
+    let refused = try #require(SystemCallCoordinator.reportPlan(for: pushPayload(), ledger: m.coordinator.ledger))
+    #expect(!shown.contains(refused.uuid))
+    #expect(
+      m.coordinator.handle(.reported(refused, accepted: false), now: deadline) == [.reportEnded(refused.uuid, .failed)])
+  }
+
+  // Before the first unlock after a reboot a push may launch the app while nothing it needs can
+  // be read: the push is reported (who called, under a UUID of its own) and ended at once.
+  @Test func aPushTheAppCannotTakeIsReportedAndEndedAtOnce() throws {
+    let report = SystemCallCoordinator.reportPlanWhileLocked(for: pushPayload())
+    #expect(report.uuid != callUUID && report.callId == callId)
+    #expect(report.handle == "alice" && report.displayName == "Alice" && report.hasVideo)
+    #expect(report.endAtOnce == .failed)
+    #expect(SystemCallCoordinator.reportPlanWhileLocked(for: pushPayload()).uuid != report.uuid)
+    let malformed = SystemCallCoordinator.reportPlanWhileLocked(for: ["dialtone": 1])
+    #expect(malformed.handle == "Unknown" && malformed.endAtOnce == .failed)
+    var m = Machine()
+    #expect(m.on(.reported(report, accepted: true)) == [.reportEnded(report.uuid, .failed)])
+    #expect(m.coordinator.activeCalls.isEmpty)
+  }
+
+  // iOS lets no background app capture: a video call answered on the lock screen waits with its
+  // camera paused (the peer is told), the camera starts once the app is active and pauses again
+  // in the background; nothing runs to stop while the app is away.
+  @Test func theCameraCapturesOnlyWhileTheAppIsActive() {
+    var m = Machine(coordinator: SystemCallCoordinator(deviceId: "bob-phone", applicationActive: false))
+    m.pushed(video: true)
+    let answer = action(.answer)
+    #expect(
+      m.on(.action(answer)) == [
+        .prepareAudio(video: true), .answer(callId), .cameraPaused(callId, true),
+        .arm(.answer(callUUID), at: t0.addingTimeInterval(10)),
+      ])
+    #expect(m.coordinator.call(callId)?.cameraOn == true)
+    #expect(m.on(.applicationActive(true)) == [.startCamera, .cameraPaused(callId, false)])
+    #expect(m.on(.applicationActive(true)).isEmpty)
+    #expect(m.on(.applicationActive(false)) == [.stopCamera, .cameraPaused(callId, true)])
+    // Turned off in the background: no camera runs, none to stop; nothing resumes later.
+    #expect(
+      m.on(.videoToggled(callId, enabled: false)) == [
+        .setVideo(callId, false), .reportUpdated(callUUID, hasVideo: false),
+      ])
+    #expect(m.on(.applicationActive(true)).isEmpty)
+    // Back on while active: it starts at once.
+    #expect(m.on(.videoToggled(callId, enabled: true)).contains(.startCamera))
+    #expect(m.on(.applicationActive(false)) == [.stopCamera, .cameraPaused(callId, true)])
+    // Ended in the background: nothing runs to stop.
+    #expect(!m.on(.engine(callId, .ended(.remote(.hangup)))).contains(.stopCamera))
+    #expect(m.on(.applicationActive(true)).isEmpty)
+
+    // An audio call has no camera to wait for.
+    var audio = Machine(coordinator: SystemCallCoordinator(deviceId: "bob-phone", applicationActive: false))
+    audio.pushed(video: false)
+    #expect(!audio.on(.action(action(.answer))).contains { if case .cameraPaused = $0 { true } else { false } })
+    #expect(audio.on(.applicationActive(true)).isEmpty)
   }
 
   // Only the report's answer connects signaling, and arms the push-resolution timer.

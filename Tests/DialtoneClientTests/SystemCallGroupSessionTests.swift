@@ -241,7 +241,7 @@ private struct GroupPhone {
   // cancels it (group-end) while nobody else has joined.
   @Test func aStartedGroupCallIsPlacedThroughTheOSAndCancelledOnHangUp() async throws {
     let bob = GroupPhone()
-    let callId = await bob.session.startGroupCall(members: ["alice", "carol"], title: "Standup")
+    let callId = try await bob.session.startGroupCall(members: ["alice", "carol"], title: "Standup")
     let uuid = CallUUIDs.uuid(for: callId)
     #expect(
       await bob.os.saw(.request(.startCall(uuid: uuid, handle: "alice, carol", displayName: "Standup", video: false))))
@@ -276,7 +276,7 @@ private struct GroupPhone {
         ])
       return .ack(.init(replyTo: id, callId: live, group: state))
     }
-    let proposed = await bob.session.joinRoom("standup")
+    let proposed = try await bob.session.joinRoom("standup")
     let uuid = CallUUIDs.uuid(for: proposed)
     #expect(
       await bob.os.saw(.request(.startCall(uuid: uuid, handle: "standup", displayName: "standup", video: false))))

@@ -82,13 +82,16 @@ private struct Peer {
 
   private func phone(
     _ rig: LoopbackServer, _ user: String, _ device: String = "iphone",
-    clock: any DialtoneClock = SystemClock(), policy: CallEngine.Policy = .init()
+    clock: any DialtoneClock = SystemClock(), policy: CallEngine.Policy = .init(), iceServers: [IceServer] = [],
+    permissions: (any MediaPermissions)? = nil, applicationActive: Bool = true
   ) -> Phone {
     let os = FakeOS(clock: clock)
     let factory = EngineFakePeerConnectionFactory(log: EngineLog())
     let session = SystemCallSession(
-      signaling: signaling(rig, user, device), iceServers: IceServerCache(defaults: []), factory: factory, ui: os.ui,
-      media: RecordingMedia(log: os.log), deviceId: device, clock: clock, policy: policy)
+      signaling: signaling(rig, user, device), iceServers: IceServerCache(defaults: iceServers), factory: factory,
+      ui: os.ui,
+      media: RecordingMedia(log: os.log), deviceId: device, clock: clock, policy: policy, permissions: permissions,
+      applicationActive: applicationActive)
     os.attach(session)
     session.start()
     return Phone(session: session, os: os, factory: factory)
@@ -186,13 +189,15 @@ private struct Peer {
   // Pre-connect (protocol.md 9b) under the CallKit rules: the leg is negotiated and connected
   // while the OS shows the call, with its media held and nothing of it shown; the answer
   // action is fulfilled as soon as the adopted leg carries the call (no negotiation on the
-  // answer path), its media released only then, and audio still waits for didActivate.
+  // answer path), its media released only then, and audio still waits for didActivate. Bob's
+  // leg is private (relay candidates only) until he answers.
   @Test func aPreconnectedCallIsAnsweredThroughTheOSWithoutNegotiating() async throws {
     var policy = CallEngine.Policy()
     policy.preconnect = true
     let rig = try await LoopbackServer(secret: secret)
     let alice = await peer(rig, "alice", policy: policy)
-    let bob = phone(rig, "bob", policy: policy)
+    let turn = IceServer(urls: ["turn:turn.test:3478?transport=udp"], username: "1:bob", credential: "secret")
+    let bob = phone(rig, "bob", policy: policy, iceServers: [turn])
     await bob.session.goOnline()
     // Pre-connect is agreed in welcome: a call dialled before it goes without.
     try #require(await eventually { await alice.client.signaling.agreedFeatures.contains(ProtocolFeature.preconnect) })
@@ -203,6 +208,8 @@ private struct Peer {
     try #require(await eventually { alice.factory.connections.count == 2 && bob.factory.connections.count == 2 })
     let (aliceLeg, bobLeg) = (alice.factory.connections[1], bob.factory.connections[1])
     #expect(alice.factory.configurations[1].mediaHeld && bob.factory.configurations[1].mediaHeld)
+    #expect(bob.factory.configurations[1].iceTransportPolicy == .relay)
+    #expect(alice.factory.configurations[1].iceTransportPolicy == .all)
     #expect(
       await eventually {
         bobLeg.calls.contains("setLocal(answer)") && aliceLeg.calls.contains("setRemote(answer:answer-pc2)")
@@ -218,6 +225,8 @@ private struct Peer {
     #expect(await bob.os.saw(.fulfilled(answer)))
     #expect(await eventually { await call.state == .connected })
     #expect(await eventually { bobLeg.calls.contains("releaseMedia") && aliceLeg.calls.contains("releaseMedia") })
+    // Answered: Bob's leg may use every candidate from now on.
+    #expect(await eventually { bobLeg.calls.contains("iceTransportPolicy(all)") })
     // No negotiation on the answer path: the main connections never answered or applied an answer.
     #expect(!bob.factory.connections[0].calls.contains("createAnswer"))
     #expect(!alice.factory.connections[0].calls.contains { $0.hasPrefix("setRemote(answer") })
@@ -275,7 +284,7 @@ private struct Peer {
     let rig = try await LoopbackServer(secret: secret)
     let alice = await peer(rig, "alice")
     let bob = phone(rig, "bob")
-    let callId = await bob.session.dial("alice", displayName: "Alice", video: false)
+    let callId = try await bob.session.dial("alice", displayName: "Alice", video: false)
     let uuid = CallUUIDs.uuid(for: callId)
     #expect(await bob.os.saw(.request(.startCall(uuid: uuid, handle: "alice", displayName: "Alice", video: false))))
     #expect(await bob.os.saw(.outgoingConnecting(uuid)))
@@ -309,11 +318,140 @@ private struct Peer {
     let survivor = CallUUIDs.uuid(for: "0000-glare")
     #expect(await bob.os.saw(.reportIncoming(survivor, handle: "alice", name: nil, video: false)))
     // Bob dials Alice before seeing the ring... in the session, through the OS.
-    let bobCall = await bob.session.dial("alice")
+    let bobCall = try await bob.session.dial("alice")
     #expect(await bob.os.saw(.ended(CallUUIDs.uuid(for: bobCall), .remoteEnded)))
     #expect(await bob.os.saw(.request(.answer(uuid: survivor))))
     #expect(await eventually { await aliceCall.state == .connecting })
 
+    await tearDown(rig, alice, bob)
+  }
+
+  // A push for a call already over here (it was cancelled while the push was on its way) is
+  // reported and ended under a UUID the OS has never seen. This fake OS, like CallKit may,
+  // refuses a UUID it showed before: the ended call's own UUID would be refused, with no call
+  // active, which iOS punishes as a push not reported.
+  @Test func aLatePushForACallAlreadyOverIsReportedUnderAFreshUUID() async throws {
+    let rig = try await LoopbackServer(secret: secret)
+    let (alice, bob, call, uuid) = try await ringingCall(rig)
+    await call.hangup()
+    #expect(await bob.os.saw(.ended(uuid, .remoteEnded)))
+    let seenBefore = bob.os.ui.everSeen
+    #expect(bob.session.receiveVoIPPush(pushPayload(call.callId, video: false)))
+    // Reported before receiveVoIPPush returned, under a new UUID, accepted, and ended at once.
+    let late = try #require(
+      bob.os.entries.compactMap { entry -> UUID? in
+        if case .reportIncoming(let reported, _, _, _) = entry, reported != uuid { return reported }
+        return nil
+      }.first)
+    #expect(!seenBefore.contains(late))
+    #expect(await bob.os.saw(.ended(late, .remoteEnded)))
+    #expect(await bob.session.calls.isEmpty)
+
+    await tearDown(rig, alice, bob)
+  }
+
+  // A call the other side would not hear is not placed: the session asks for the microphone
+  // when it never did (the user is placing the call: the app is in the foreground), and
+  // refuses with a clear error when it is not allowed, before anything reaches the OS.
+  @Test func aCallIsPlacedOnlyWhenTheMicrophoneIsAllowed() async throws {
+    let rig = try await LoopbackServer(secret: secret)
+    let alice = await peer(rig, "alice")
+    let asked = FakeMediaPermissions(microphone: .notDetermined, answers: [.microphone: .granted])
+    let bob = phone(rig, "bob", permissions: asked)
+    let callId = try await bob.session.dial("alice")
+    #expect(asked.asked == [.microphone])
+    #expect(
+      await bob.os.saw(
+        .request(.startCall(uuid: CallUUIDs.uuid(for: callId), handle: "alice", displayName: nil, video: false))))
+    bob.session.hangUp(callId)
+    await bob.session.stop()
+
+    let denied = FakeMediaPermissions(microphone: .denied)
+    let refused = phone(rig, "bob", "ipad", permissions: denied)
+    await #expect(throws: CallPermissionError.microphoneDenied) { try await refused.session.dial("alice") }
+    await #expect(throws: CallPermissionError.microphoneDenied) {
+      try await refused.session.startGroupCall(members: ["alice"])
+    }
+    await #expect(throws: CallPermissionError.microphoneDenied) { try await refused.session.joinRoom("standup") }
+    #expect(denied.asked.isEmpty)  // the OS never asks twice: Settings only
+
+    // The prompt could not be shown (not in the foreground): still undetermined, still refused.
+    let unasked = FakeMediaPermissions(microphone: .notDetermined)
+    let quiet = phone(rig, "bob", "watch", permissions: unasked)
+    await #expect(throws: CallPermissionError.microphoneNotDetermined) { try await quiet.session.dial("alice") }
+    #expect(unasked.asked == [.microphone])
+    for phone in [refused, quiet] {
+      #expect(phone.os.entries.isEmpty)
+      await phone.session.stop()
+    }
+    await alice.client.stop()
+    await rig.stop()
+  }
+
+  // Onboarding asks for what calls need, once: the microphone, and the camera for video.
+  // Without the camera a video call is still placed, and the status says its camera is
+  // unavailable; the microphone's state is in every status.
+  @Test func onboardingAsksOnceAndAVideoCallWithoutTheCameraSaysSo() async throws {
+    let rig = try await LoopbackServer(secret: secret)
+    let alice = await peer(rig, "alice")
+    let permissions = FakeMediaPermissions(
+      microphone: .notDetermined, camera: .notDetermined, answers: [.microphone: .granted, .camera: .denied])
+    let bob = phone(rig, "bob", permissions: permissions)
+    #expect(
+      await bob.session.requestMediaAccess(video: false) == MediaAccess(microphone: .granted, camera: .notDetermined))
+    #expect(await bob.session.requestMediaAccess(video: true) == MediaAccess(microphone: .granted, camera: .denied))
+    #expect(await bob.session.requestMediaAccess(video: true) == bob.session.mediaAccess)
+    #expect(permissions.asked == [.microphone, .camera])
+
+    let statuses = Locked<[SystemCallSession.CallStatus]>([])
+    let reader = Task { for await status in bob.session.statuses { statuses.withLock { $0.append(status) } } }
+    let callId = try await bob.session.dial("alice", video: true)
+    #expect(
+      await eventually {
+        statuses.current.last.map { $0.callId == callId && $0.localVideo == .unavailable && $0.microphone == .granted }
+          ?? false
+      })
+    reader.cancel()
+    await tearDown(rig, alice, bob)
+  }
+
+  // iOS lets no background app capture: a video call answered on the lock screen shows its
+  // camera paused (the caller is told the camera is off) and starts it only once the app is
+  // active; it pauses again when the app goes to the background.
+  @Test func aVideoCallAnsweredInTheBackgroundStartsItsCameraWhenTheAppIsActive() async throws {
+    let rig = try await LoopbackServer(secret: secret)
+    let alice = await peer(rig, "alice")
+    let bob = phone(rig, "bob", applicationActive: false)
+    await bob.session.goOnline()
+    let call = await alice.client.dial("bob", video: true)
+    let remoteCamera = Locked<[Bool]>([])
+    let watcher = Task { for await on in call.remoteCamera { remoteCamera.withLock { $0.append(on) } } }
+    let statuses = Locked<[SystemCallSession.CallStatus]>([])
+    let reader = Task { for await status in bob.session.statuses { statuses.withLock { $0.append(status) } } }
+    let uuid = CallUUIDs.uuid(for: call.callId)
+    try #require(await bob.os.saw(.reportIncoming(uuid, handle: "alice", name: nil, video: true)))
+    try #require(await eventually { await bob.session.client.engine(for: call.callId)?.state == .incoming })
+
+    let answer = bob.os.perform(.answer, uuid, name: "answer")
+    #expect(await eventually { await call.state == .connecting })
+    try await connect(alice.factory, bob.factory)
+    #expect(await bob.os.saw(.fulfilled(answer)))
+    #expect(await eventually { remoteCamera.current == [false] })
+    #expect(await eventually { statuses.current.last?.localVideo == .paused })
+    #expect(!bob.os.log.contains(.cameraOn))
+
+    bob.session.applicationDidBecomeActive()
+    #expect(await bob.os.saw(.cameraOn))
+    #expect(await eventually { remoteCamera.current == [false, true] })
+    #expect(await eventually { statuses.current.last?.localVideo == .on })
+
+    bob.session.applicationDidEnterBackground()
+    #expect(await bob.os.saw(.cameraOff))
+    #expect(await eventually { remoteCamera.current == [false, true, false] })
+    #expect(await eventually { statuses.current.last?.localVideo == .paused })
+
+    watcher.cancel()
+    reader.cancel()
     await tearDown(rig, alice, bob)
   }
 

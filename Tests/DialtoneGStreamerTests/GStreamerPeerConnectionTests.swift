@@ -415,6 +415,44 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
     await pc.close()
   }
 
+  /// The local candidates a fresh connection gathers for its first offer (until end-of-candidates,
+  /// or 10 s).
+  private func gathered(_ configuration: PeerConnectionConfiguration) async throws -> [String] {
+    let factory = GStreamerPeerConnectionFactory(media: GStreamerMedia(audio: .silence))
+    let pc = try await factory.makePeerConnection(configuration)
+    let collected = Task {
+      var lines: [String] = []
+      for await candidate in pc.localCandidates {
+        guard let candidate else { break }
+        lines.append(candidate.candidate)
+      }
+      return lines
+    }
+    let offer = try await pc.createOffer(iceRestart: false)
+    try await pc.setLocalDescription(offer, kind: .offer)
+    let deadline = Task {
+      try? await Task.sleep(for: .seconds(10))
+      collected.cancel()
+    }
+    let lines = await collected.value
+    deadline.cancel()
+    await pc.close()
+    await factory.shutdown()
+    return lines
+  }
+
+  // A private pre-connect leg (`iceTransportPolicy` relay): webrtcbin gathers no host candidate
+  // (here, with no TURN server, none at all), where the same connection with `all` gathers the
+  // namespace's address.
+  @Test func aRelayOnlyConnectionGathersNoHostCandidate() async throws {
+    var relay = PeerConnectionConfiguration(iceServers: [], video: false)
+    relay.iceTransportPolicy = .relay
+    let relayOnly = try await gathered(relay)
+    #expect(!relayOnly.contains { $0.contains(" typ host") || $0.contains(" typ srflx") }, "\(relayOnly)")
+    let open = try await gathered(PeerConnectionConfiguration(iceServers: [], video: false))
+    #expect(open.contains { $0.contains(" typ host") }, "\(open)")
+  }
+
   @Test func malformedRemoteCandidatesAreIgnoredNotACrash() async throws {
     let factory = GStreamerPeerConnectionFactory(media: GStreamerMedia(audio: .silence))
     let a = try await factory.makePeerConnection(PeerConnectionConfiguration(iceServers: [], video: false))

@@ -94,12 +94,13 @@ async def two_clis_talk(s, stack, caller_flags=()):
 async def preconnect_answer_only_switches_media_on(s, stack):
     """Pre-connect (protocol.md 9b): Bob's CLI asks for a leg while it rings and Alice's makes
     it; ICE and DTLS complete before Bob answers, neither side hears anything before Answer, and
-    Answer gives audio both ways on that leg."""
+    Answer gives audio both ways on that leg. (No TURN here: Bob's leg gathers every candidate,
+    --no-private-preconnect; privacy_scenarios.py has the private legs.)"""
     ns = stack(await MediaNamespace().start())
     wire = stack(await WireCounter(ns).start())
     server = stack(await Server(s, netns=ns.NS).start())
     bob = stack(await Softphone(s, "bob", ["answer", "--server", server.url, "--token", server.token("bob"),
-                                           "--preconnect", "--tone-frequency", "330",
+                                           "--preconnect", "--no-private-preconnect", "--tone-frequency", "330",
                                            "--record", s.file("bob.wav")], netns=ns.NS).start())
     await bob.wait_for("note", text="waiting for a call")
     alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
@@ -135,7 +136,8 @@ async def preconnect_declined_call_never_sends_audio(s, stack):
     wire = stack(await WireCounter(ns).start())
     server = stack(await Server(s, netns=ns.NS).start())
     bob = stack(await Softphone(s, "bob", ["answer", "--server", server.url, "--token", server.token("bob"),
-                                           "--preconnect", "--tone-frequency", "330"], netns=ns.NS).start())
+                                           "--preconnect", "--no-private-preconnect", "--tone-frequency", "330"],
+                                netns=ns.NS).start())
     await bob.wait_for("note", text="waiting for a call")
     alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
                                                "--to", "bob", "--preconnect", "--tone-frequency", "523"],
@@ -161,8 +163,9 @@ async def preconnect_three_devices_ring_and_one_answers(s, stack):
     server = stack(await Server(s, netns=ns.NS).start())
     devices = {}
     for device in ("phone", "tablet", "laptop"):
-        devices[device] = await member(s, stack, server, ns, "bob", "--preconnect", "--tone-frequency", "330",
-                                       device=device, record=(device == "laptop")).start()
+        devices[device] = await member(s, stack, server, ns, "bob", "--preconnect", "--no-private-preconnect",
+                                       "--tone-frequency", "330", device=device,
+                                       record=(device == "laptop")).start()
     for peer in devices.values():
         await peer.wait_for("note", text="waiting for a call")
     alice = stack(await Softphone(s, "alice", ["call", "--server", server.url, "--token", server.token("alice"),
@@ -1200,6 +1203,10 @@ SCENARIOS += OBSERVABILITY_SCENARIOS + BROWSER_SCENARIOS + ADMIN_SCENARIOS + OPE
 # A cluster of three nodes on PostgreSQL and Redis (issue 19).
 from cluster_scenarios import SCENARIOS as CLUSTER_SCENARIOS  # noqa: E402
 SCENARIOS += CLUSTER_SCENARIOS
+
+# What a caller learns of a ringing callee (private pre-connect legs, docs/security.md).
+from privacy_scenarios import SCENARIOS as PRIVACY_SCENARIOS  # noqa: E402
+SCENARIOS += PRIVACY_SCENARIOS
 
 
 def print_log_tails(scratch, lines=15):

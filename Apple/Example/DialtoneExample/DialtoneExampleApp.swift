@@ -14,20 +14,58 @@ import UserNotifications
 /// session listens before PushKit's registry is created, because PushKit delivers the push as
 /// soon as the registry has a delegate, and it must be reported before the delegate method
 /// returns.
+///
+/// Before the first unlock after a reboot iOS may launch the app for a VoIP push while the
+/// Keychain cannot be read (no installation id, no credentials): pushes are then reported and
+/// ended at once (`PushesBeforeFirstUnlock`), and the rest is set up once the device is unlocked.
 @MainActor
-final class AppDelegate: NSObject, UIApplicationDelegate {
-  let installationId = InstallationID.current
-  private(set) var session: SystemCallSession!
-  private(set) var model: PhoneModel!
+final class AppDelegate: NSObject, UIApplicationDelegate, ObservableObject {
+  private(set) var session: SystemCallSession?
+  /// nil until the device was unlocked once since it started.
+  @Published private(set) var model: PhoneModel?
   private var callUI: CallKitSystemCallUI!
-  private var providerDelegate: CallKitProviderDelegate!
-  private var pushRegistry: PushKitRegistry!
+  private var providerDelegate: CallKitProviderDelegate?
+  private var pushRegistry: PushKitRegistry?
+  private var activity: ApplicationActivityObserver?
+  private var pushesBeforeUnlock: PushesBeforeFirstUnlock?
+  private var unlockObserver: (any NSObjectProtocol)?
   private let pathMonitor = NWPathMonitor()
 
   func application(
     _ application: UIApplication,
     didFinishLaunchingWithOptions launchOptions: [UIApplication.LaunchOptionsKey: Any]? = nil
   ) -> Bool {
+    callUI = CallKitSystemCallUI(iconTemplateImageData: UIImage(named: "CallIcon")?.pngData())
+    do {
+      try setUp(installationId: InstallationID.current())
+    } catch {
+      // Before the first unlock: report and end pushes until the Keychain can be read.
+      let pushes = PushesBeforeFirstUnlock(ui: callUI)
+      pushes.start()
+      pushesBeforeUnlock = pushes
+      unlockObserver = NotificationCenter.default.addObserver(
+        forName: UIApplication.protectedDataDidBecomeAvailableNotification, object: nil, queue: .main
+      ) { [weak self] _ in
+        MainActor.assumeIsolated { self?.deviceUnlocked() }
+      }
+    }
+    // The ordinary APNs token (didRegisterForRemoteNotificationsWithDeviceToken below), for
+    // the "Missed call" notification; showing that notification needs the user's consent.
+    application.registerForRemoteNotifications()
+    Task { _ = try? await UNUserNotificationCenter.current().requestAuthorization(options: [.alert, .sound]) }
+    return true
+  }
+
+  private func deviceUnlocked() {
+    guard let installationId = try? InstallationID.current() else { return }
+    pushesBeforeUnlock?.stop()
+    pushesBeforeUnlock = nil
+    if let unlockObserver { NotificationCenter.default.removeObserver(unlockObserver) }
+    unlockObserver = nil
+    setUp(installationId: installationId)
+  }
+
+  private func setUp(installationId: String) {
     // 1. WebRTC audio under CallKit's control: manual audio, off until CallKit activates it.
     let media = WebRTCCallMedia(factory: .shared)
     media.configure()
@@ -40,25 +78,21 @@ final class AppDelegate: NSObject, UIApplicationDelegate {
     let signaling = SignalingClient(
       configuration: .init(url: ExampleConfig.signalingURL), transport: URLSessionSignalingTransport(), token: token)
     let iceServers = IceServerCache(defaults: ExampleConfig.defaultIceServers, fetcher: { try await api.iceServers() })
-    let callUI = CallKitSystemCallUI(iconTemplateImageData: UIImage(named: "CallIcon")?.pngData())
     let session = SystemCallSession(
       signaling: signaling, iceServers: iceServers, factory: WebRTCPeerConnectionFactory.shared, ui: callUI,
-      media: media, deviceId: installationId)
+      media: media, deviceId: installationId, permissions: SystemMediaPermissions())
 
-    // 3. CallKit's delegate, the session's listeners, then PushKit.
+    // 3. CallKit's delegate, the session's listeners, whether the app is active (a push-launched
+    //    app is not: a video call answered now waits for the camera), then PushKit.
     let providerDelegate = CallKitProviderDelegate(session: session)
     callUI.setDelegate(providerDelegate)
     session.start()
+    let activity = ApplicationActivityObserver(session: session)
     let pushRegistry = PushKitRegistry(
       session: session, api: api, installationId: installationId, log: { print("dialtone: \($0)") })
     pushRegistry.start()
 
-    // 4. The ordinary APNs token (didRegisterForRemoteNotificationsWithDeviceToken below), for
-    //    the "Missed call" notification; showing that notification needs the user's consent.
-    application.registerForRemoteNotifications()
-    Task { _ = try? await UNUserNotificationCenter.current().requestAuthorization(options: [.alert, .sound]) }
-
-    // 5. Every path update goes to the session (it ignores the first one and tells a Wi-Fi ↔
+    // 4. Every path update goes to the session (it ignores the first one and tells a Wi-Fi ↔
     //    cellular switch from it). `@Sendable`: the monitor calls it on its own queue, never on
     //    the main actor.
     pathMonitor.pathUpdateHandler = { @Sendable path in
@@ -66,16 +100,15 @@ final class AppDelegate: NSObject, UIApplicationDelegate {
     }
     pathMonitor.start(queue: DispatchQueue(label: "dialtone.path"))
 
-    self.callUI = callUI
     self.providerDelegate = providerDelegate
     self.pushRegistry = pushRegistry
+    self.activity = activity
     self.session = session
     self.model = PhoneModel(session: session, factory: .shared)
-    return true
   }
 
   func application(_ application: UIApplication, didRegisterForRemoteNotificationsWithDeviceToken deviceToken: Data) {
-    pushRegistry.updateAlertToken(deviceToken)
+    pushRegistry?.updateAlertToken(deviceToken)
   }
 
   func application(_ application: UIApplication, didFailToRegisterForRemoteNotificationsWithError error: any Error) {
@@ -100,11 +133,11 @@ final class AppDelegate: NSObject, UIApplicationDelegate {
     guard let intent = activity.interaction?.intent as? INStartCallIntent,
       let person = intent.contacts?.first,
       let handle = person.personHandle?.value, !handle.isEmpty,
-      let session
+      let model
     else { return false }
     let name = ExampleConfig.contacts.first { $0.userId == handle }?.name ?? person.displayName
     let video = intent.callCapability == .videoCall
-    Task { await session.dial(handle, displayName: name, video: video) }
+    model.call(userId: handle, name: name, video: video)
     return true
   }
 }
@@ -116,7 +149,7 @@ struct DialtoneExampleApp: App {
 
   var body: some Scene {
     WindowGroup {
-      ContentView(model: appDelegate.model)
+      RootView()
         .onContinueUserActivity(NSStringFromClass(INStartCallIntent.self)) { activity in
           _ = appDelegate.redial(activity)
         }
@@ -127,6 +160,20 @@ struct DialtoneExampleApp: App {
       if phase == .active, let session = appDelegate.session {
         Task { await session.goOnline() }
       }
+    }
+  }
+}
+
+/// The app's screen once the device was unlocked (the SDK is set up then); the delegate is in
+/// the environment because it is an `ObservableObject`.
+struct RootView: View {
+  @EnvironmentObject private var app: AppDelegate
+
+  var body: some View {
+    if let model = app.model {
+      ContentView(model: model)
+    } else {
+      Text("Unlock your device to make and take calls.")
     }
   }
 }

@@ -18,6 +18,10 @@ final class PhoneModel: ObservableObject {
   @Published private(set) var remoteVideoTrack: RTCVideoTrack?
   /// What the last Call Directory refresh did; nil before the first.
   @Published private(set) var directoryOutcome: DirectorySync.Outcome?
+  /// The microphone's and camera's permissions, as last asked or read.
+  @Published private(set) var mediaAccess: MediaAccess
+  /// Why the last call could not be placed (shown until dismissed).
+  @Published var callRefusal: CallPermissionError?
   let contacts = ExampleConfig.contacts
   private let session: SystemCallSession
   private var calls: [CallID: CallStatus] = [:]
@@ -26,6 +30,7 @@ final class PhoneModel: ObservableObject {
   init(session: SystemCallSession, factory: WebRTCPeerConnectionFactory, directory: DirectorySync? = nil) {
     self.session = session
     self.directory = directory
+    mediaAccess = session.mediaAccess
     let statuses = session.statuses
     Task { [weak self] in
       for await status in statuses { self?.apply(status) }
@@ -47,12 +52,36 @@ final class PhoneModel: ObservableObject {
     }
   }
 
+  /// Onboarding: asks for the microphone and the camera now, in the foreground, once. Left to
+  /// the first call, the prompt could not show on the lock screen where a pushed call is
+  /// answered, and that call would be silent (docs/ios.md, "Microphone and camera").
+  func askForMediaAccess() {
+    let session = session
+    Task { [weak self] in
+      let access = await session.requestMediaAccess(video: true)
+      self?.mediaAccess = access
+    }
+  }
+
   // MARK: Buttons
 
   func call(_ contact: Contact, video: Bool) {
+    call(userId: contact.userId, name: contact.name, video: video)
+  }
+
+  /// Places a call; a call the other side would not hear (no microphone) is refused, and why is
+  /// shown.
+  func call(userId: String, name: String?, video: Bool) {
     guard call == nil else { return }
     let session = session
-    Task { await session.dial(contact.userId, displayName: contact.name, video: video) }
+    Task { [weak self] in
+      do {
+        _ = try await session.dial(userId, displayName: name, video: video)
+      } catch {
+        self?.callRefusal = error
+      }
+      self?.mediaAccess = session.mediaAccess
+    }
   }
 
   func toggleMute() {

@@ -41,7 +41,38 @@ struct ContactsView: View {
         }
       }
       .navigationTitle("Contacts")
+      .safeAreaInset(edge: .top) {
+        if model.mediaAccess.microphone == .denied {
+          MicrophoneBanner()
+        }
+      }
+      .alert(
+        "The call was not placed",
+        isPresented: Binding(get: { model.callRefusal != nil }, set: { if !$0 { model.callRefusal = nil } }),
+        presenting: model.callRefusal
+      ) { _ in
+        Button("OK", role: .cancel) {}
+      } message: { refusal in
+        Text(refusal.description)
+      }
     }
+    // Onboarding: the permission prompts now, in the foreground, never on the lock screen.
+    .task { model.askForMediaAccess() }
+  }
+}
+
+/// Calls need the microphone: without it the other side hears nothing.
+struct MicrophoneBanner: View {
+  var body: some View {
+    HStack {
+      Text("Calls need the microphone. Allow it in Settings.")
+      Spacer()
+      Button("Settings") {
+        if let url = URL(string: UIApplication.openSettingsURLString) { UIApplication.shared.open(url) }
+      }
+    }
+    .padding()
+    .background(.yellow.opacity(0.3))
   }
 }
 
@@ -60,6 +91,9 @@ struct CallView: View {
       VStack(spacing: 12) {
         Text(call.title).font(.largeTitle).foregroundStyle(.white)
         Text(call.statusText).foregroundStyle(.white.opacity(0.8))
+        if let note = call.mediaNote {
+          Text(note).foregroundStyle(.yellow)
+        }
         Spacer()
         HStack(spacing: 20) {
           RoundButton(symbol: call.isMuted ? "mic.slash.fill" : "mic.fill", tint: .gray, label: "Mute") {
@@ -84,6 +118,16 @@ struct CallView: View {
 
 extension SystemCallSession.CallStatus {
   var title: String { displayName ?? handle }
+
+  /// What this device's microphone and camera cannot do in the call, if anything.
+  var mediaNote: String? {
+    if microphone != .granted { return "Microphone not allowed: the other side cannot hear you" }
+    switch localVideo {
+    case .paused: return "Video paused until you open the app"
+    case .unavailable: return "Camera not allowed: the other side cannot see you"
+    case .on, .off: return nil
+    }
+  }
 
   var statusText: String {
     if isOnHold { return "On hold" }

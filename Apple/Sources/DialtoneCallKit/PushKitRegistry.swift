@@ -92,14 +92,16 @@
     }
 
     // iOS 26.4 adds this variant; its metadata says whether this push must be reported.
-    // Availability cannot be tested at compile time, so `#if compiler(>=6.3)` stands in for "the
-    // SDK declares PKVoIPPushMetadata": Swift 6.3 is the compiler of Xcode 26.4, the first Xcode
-    // with the iOS 26.4 SDK. With an older Xcode the method is compiled out and every push goes
-    // through the method above, which reports it (always allowed). A Swift 6.3 toolchain used
-    // with an older SDK would fail to compile this method: remove it there. (Both completion
-    // parameters are declared without `@Sendable`, which matches the SDK whether or not it
-    // marks them `@Sendable`; a non-matching witness would silently not be called.)
-    #if compiler(>=6.3)
+    // Whether the SDK declares `PKVoIPPushMetadata` cannot be asked at compile time: neither
+    // `#if compiler` nor `#if canImport(PushKit)` says which SDK is in use, and `@available` only
+    // guards the call at run time. So the method is compiled only when the build says its SDK is
+    // iOS 26.4 or later: `DIALTONE_IOS26_4_SDK`, which Apple/Package.swift defines when the
+    // environment that resolves the package sets `DIALTONE_IOS26_4_SDK=1` (docs/ios.md, section
+    // 3). Without it every push goes through the method above, which reports it (always
+    // allowed). Both completion parameters are declared without `@Sendable`, which matches the
+    // SDK whether or not it marks them `@Sendable` (a witness that does not match would silently
+    // never be called).
+    #if DIALTONE_IOS26_4_SDK
       @available(iOS 26.4, *)
       public func pushRegistry(
         _ registry: PKPushRegistry, didReceiveIncomingVoIPPushWith payload: PKPushPayload, metadata: PKVoIPPushMetadata,
@@ -109,19 +111,6 @@
         completion()
       }
     #endif
-  }
-
-  /// A stable id for this app installation, kept in user defaults: a reinstall gets a new id,
-  /// which is what push registration wants (the old installation's tokens are dead anyway).
-  public enum InstallationID {
-    private static let key = "dialtone.installationId"
-
-    public static var current: String {
-      if let id = UserDefaults.standard.string(forKey: key) { return id }
-      let id = UUID().uuidString
-      UserDefaults.standard.set(id, forKey: key)
-      return id
-    }
   }
 
   /// Which APNs environment this build's push tokens belong to.

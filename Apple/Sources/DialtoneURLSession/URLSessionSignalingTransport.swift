@@ -18,7 +18,9 @@ public struct URLSessionSignalingTransport: SignalingTransport {
 
   public static var defaultConfiguration: URLSessionConfiguration {
     let c = URLSessionConfiguration.ephemeral
-    c.timeoutIntervalForRequest = 15
+    // A WebSocket task's request timeout is its idle timeout: it must outlast the heartbeat's
+    // pings and their answers (the client detects a dead socket itself, `pingTimeout`).
+    c.timeoutIntervalForRequest = TimeInterval(SignalingClient.transportIdleTimeout().components.seconds)
     c.waitsForConnectivity = false  // the SignalingClient backs off and retries itself
     c.httpShouldSetCookies = false
     return c

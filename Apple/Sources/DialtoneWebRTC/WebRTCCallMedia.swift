@@ -45,8 +45,10 @@
       rtc.lockForConfiguration()
       defer { rtc.unlockForConfiguration() }
       do {
-        try rtc.setCategory(config.category, with: config.categoryOptions)
-        try rtc.setMode(config.mode)
+        // The configuration keeps strings (its properties are `NSString`); the setters take
+        // AVAudioSession's typed names (since WebRTC M118).
+        try rtc.setCategory(AVAudioSession.Category(rawValue: config.category), with: config.categoryOptions)
+        try rtc.setMode(AVAudioSession.Mode(rawValue: config.mode))
       } catch {
         // Not fatal: WebRTC applies the global configuration again when its audio unit starts.
       }

@@ -23,7 +23,10 @@ import Foundation
 /// - Data channel: an in-band channel labelled `"dialtone"`. Both sides may open one; messages
 ///   are read from every channel, sent on the first open one.
 /// - Candidates: gathered once per ICE generation (`gatherOnce`), each yielded as it comes,
-///   then `nil` when gathering completes. An ICE restart starts a new generation.
+///   then `nil` when gathering completes. An ICE restart starts a new generation. A private
+///   pre-connect leg (`iceTransportPolicy` `relay`) gathers continually instead and yields its
+///   relay candidates only, until `setIceTransportPolicy(.all)` after the answer surfaces the
+///   host and server-reflexive ones it held back (no ICE restart; it never yields `nil`).
 /// - `canRestartIce` is true: libwebrtc honours `IceRestart` in offers.
 public final class WebRTCPeerConnection: NSObject, PeerConnection, @unchecked Sendable {
   public static let dataChannelLabel = "dialtone"
@@ -68,6 +71,14 @@ public final class WebRTCPeerConnection: NSObject, PeerConnection, @unchecked Se
     rtcConfig.bundlePolicy = .maxBundle
     rtcConfig.rtcpMuxPolicy = .require
     rtcConfig.continualGatheringPolicy = .gatherOnce
+    if configuration.iceTransportPolicy == .relay {
+      // libwebrtc still gathers host and server-reflexive candidates, but only signals relay
+      // ones; continual gathering keeps the session alive so that relaxing the policy later
+      // surfaces the held-back candidates (RTCConfiguration.h).
+      rtcConfig.iceTransportPolicy = .relay
+      rtcConfig.continualGatheringPolicy = .gatherContinually
+      rtcConfig.shouldSurfaceIceCandidatesOnIceTransportTypeChanged = true
+    }
     rtcConfig.tcpCandidatePolicy = .enabled
     // Gather before the offer is made: the first candidates leave with or right after it.
     rtcConfig.iceCandidatePoolSize = 1
@@ -183,6 +194,17 @@ public final class WebRTCPeerConnection: NSObject, PeerConnection, @unchecked Se
 
   public func setVideoEnabled(_ enabled: Bool) async {
     localVideoTrack?.isEnabled = enabled
+  }
+
+  /// A private leg answered: `setConfiguration` with the wider policy surfaces the candidates
+  /// gathered but held back, which trickle like any other (no ICE restart; libwebrtc may then
+  /// select a direct pair).
+  public func setIceTransportPolicy(_ policy: IceTransportPolicy) async {
+    let config = pc.configuration
+    let wanted: RTCIceTransportPolicy = policy == .relay ? .relay : .all
+    guard config.iceTransportPolicy != wanted else { return }
+    config.iceTransportPolicy = wanted
+    _ = pc.setConfiguration(config)
   }
 
   /// The video transceiver's direction for the next offer or answer (JSEP 4.2.4): libwebrtc

@@ -65,6 +65,14 @@ public actor CallEngine {
     /// server listed `preconnect` in `welcome`, and a callee's engine uses it only if the
     /// invite offered it. Needs trickle.
     public var preconnect = true
+    /// A callee's pre-connect leg gathers relay candidates only (ICE transport policy
+    /// `relay`), so a caller learns no host or server-reflexive address of a device that has
+    /// not answered (docs/security.md). Without a TURN server among the call's ICE servers such
+    /// a callee asks for no leg (the call is negotiated after Answer, as without pre-connect).
+    /// Once answered on the leg, the connection may use every candidate
+    /// (`PeerConnection.setIceTransportPolicy`). False: legs gather every candidate (a leg
+    /// without TURN, on a LAN; the caller then sees the callee's addresses while it rings).
+    public var privatePreconnect = true
     /// Send a `quality` report (protocol.md 7.17) when the call ends.
     public var reportsQuality = true
     /// Also send one every this long while connected (nil: only at the end). Each also looks
@@ -183,7 +191,7 @@ public actor CallEngine {
     self.role = role
     machine = CallEngineMachine(
       callId: callId, role: role, remoteUserId: remoteUserId, remotePeer: remotePeer, offer: offer, video: video,
-      policy: policy)
+      policy: policy, relayAvailable: PreconnectLegs.offersRelay(iceServers))
     self.iceServers = iceServers
     self.factory = factory
     self.signaling = signaling
@@ -295,8 +303,8 @@ public actor CallEngine {
     switch effect {
     case .replaceConnection(let gen):
       await replaceConnection(gen)
-    case .makeLeg(let gen):
-      await makeLeg(gen)
+    case .makeLeg(let gen, let policy):
+      await makeLeg(gen, policy)
     case .closeLeg(let gen):
       await closeLeg(gen)
     case .adoptLeg(let gen):
@@ -306,6 +314,8 @@ public actor CallEngine {
       listeners = leg.listeners
     case .releaseMedia(let gen):
       await current(gen)?.releaseMedia()
+    case .setIceTransportPolicy(let gen, let policy):
+      await current(gen)?.setIceTransportPolicy(policy)
     case .legConnected(let device):
       legsContinuation.yield(device)
     case .createOffer(let gen, let iceRestart):
@@ -421,13 +431,14 @@ public actor CallEngine {
   }
 
   /// A leg's connection, beside the current one, with its media held until the call is
-  /// accepted on it.
-  private func makeLeg(_ gen: Int) async {
+  /// accepted on it, gathering what `policy` allows.
+  private func makeLeg(_ gen: Int, _ policy: IceTransportPolicy) async {
     let made: any PeerConnection
     do {
       var configuration = PeerConnectionConfiguration(
         iceServers: iceServers, video: true, dataChannel: machine.policy.dataChannel)
       configuration.mediaHeld = true
+      configuration.iceTransportPolicy = policy
       made = try await factory.makePeerConnection(configuration)
     } catch {
       feed(.connectionFailed(generation: gen, "\(error)"))

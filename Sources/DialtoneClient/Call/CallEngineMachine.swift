@@ -39,9 +39,10 @@ public struct CallEngineMachine: Sendable {
     /// Detach and close the current connection (if any), then make one for `generation`; its
     /// outcome comes back as `.connectionMade` or `.connectionFailed`.
     case replaceConnection(generation: Int)
-    /// Make a pre-connected leg's connection (9b) beside the current one, its media held;
-    /// its outcome comes back as `.connectionMade` or `.connectionFailed` of `generation`.
-    case makeLeg(generation: Int)
+    /// Make a pre-connected leg's connection (9b) beside the current one, its media held,
+    /// gathering what the policy allows (a callee's private leg: relay only); its outcome comes
+    /// back as `.connectionMade` or `.connectionFailed` of `generation`.
+    case makeLeg(generation: Int, IceTransportPolicy)
     /// Detach and close a leg's connection.
     case closeLeg(generation: Int)
     /// The call goes on on this leg: detach and close the current connection, and make the
@@ -49,6 +50,9 @@ public struct CallEngineMachine: Sendable {
     case adoptLeg(generation: Int)
     /// Media may flow on this connection: the user answered (9b, no media before Answer).
     case releaseMedia(generation: Int)
+    /// The connection may gather and use what `policy` allows from now on (a private leg the
+    /// user answered on: every candidate).
+    case setIceTransportPolicy(generation: Int, IceTransportPolicy)
     /// A leg's connection is up (caller: to this callee device; callee: "" for the caller's).
     case legConnected(device: String)
     case createOffer(generation: Int, iceRestart: Bool)
@@ -187,9 +191,15 @@ public struct CallEngineMachine: Sendable {
   private var policyTimer: (token: Int, action: PolicyAction)?
   private var nextTimerToken = 0
 
+  /// Callee: it pre-connects only if the policy allows it and, for a private leg
+  /// (`privatePreconnect`), a TURN server can relay it.
+  private let relayAvailable: Bool
+
+  /// - Parameter relayAvailable: a TURN server is among the call's ICE servers
+  ///   (`PreconnectLegs.offersRelay`).
   public init(
     callId: CallID, role: CallEngine.Role, remoteUserId: String?, remotePeer: Peer?,
-    offer: SessionDescription?, video: Bool, policy: CallEngine.Policy
+    offer: SessionDescription?, video: Bool, policy: CallEngine.Policy, relayAvailable: Bool = false
   ) {
     self.callId = callId
     self.role = role
@@ -200,12 +210,18 @@ public struct CallEngineMachine: Sendable {
     self.video = video
     self.sendsVideo = video
     self.policy = policy
-    legs = PreconnectLegs(role: role, callId: callId)
+    self.relayAvailable = relayAvailable
+    legs = PreconnectLegs(
+      role: role, callId: callId, relayOnly: role == .callee && policy.privatePreconnect)
   }
 
   /// Pre-connect is on for this call: the policy asks for it (the server agreed, and for a
-  /// callee the invite offered it), with trickle.
-  private var preconnects: Bool { policy.preconnect && policy.trickle }
+  /// callee the invite offered it), with trickle. A callee whose leg would be private but has no
+  /// TURN server to relay it asks for none: a relay-only leg without a relay never connects, and
+  /// the call is negotiated after Answer instead.
+  private var preconnects: Bool {
+    policy.preconnect && policy.trickle && (role == .caller || !policy.privatePreconnect || relayAvailable)
+  }
 
   public var isEnded: Bool {
     if case .ended = state { return true }
@@ -524,6 +540,9 @@ public struct CallEngineMachine: Sendable {
     negotiatedSendsVideo = sendsVideo && remoteReceivesVideo
     state = leg.connected ? .connected : .connecting
     effects += [.releaseMedia(generation: generation), .setAudio(generation: generation, !isMuted && !isOnHold)]
+    // Answered: this device's addresses may now reach the caller, and a direct path may
+    // replace the relay where the connection can change its policy in place.
+    if leg.iceTransportPolicy == .relay { effects.append(.setIceTransportPolicy(generation: generation, .all)) }
     return effects + cameraEffect()
   }
 

@@ -12,6 +12,11 @@ import DialtoneProtocol
 ///
 /// A leg that fails is closed: a callee asks again (`ringing` `preconnect`), a caller makes a
 /// new one when asked. Nothing of it is shown to the user.
+///
+/// A callee's leg is private by default (`CallEngine.Policy.privatePreconnect`): it gathers
+/// relay candidates only, so the caller learns no address of a device that has not answered.
+/// Such a leg carries the call only if it connected before Answer (a relay that failed would
+/// never connect): otherwise the callee accepts on the invite's offer.
 struct PreconnectLegs: Sendable, Equatable {
   typealias Effect = CallEngineMachine.Effect
 
@@ -19,6 +24,8 @@ struct PreconnectLegs: Sendable, Equatable {
     let generation: Int
     /// Caller: the callee device it is for. Callee: empty (its peer is the caller's device).
     let device: String
+    /// What its connection gathers (`relay`: a callee's private leg).
+    var iceTransportPolicy = IceTransportPolicy.all
     var hasConnection = false
     var canRestartIce = true
     /// Callee: the leg's offer, applied once the connection exists.
@@ -40,14 +47,29 @@ struct PreconnectLegs: Sendable, Equatable {
 
   let role: CallEngine.Role
   let callId: CallID
+  /// Callee: its legs gather relay candidates only.
+  let relayOnly: Bool
   private(set) var legs: [Int: Leg] = [:]
   /// Callee: how many times a failed leg may be asked for again while the call rings.
   static let retries = 2
   private var retriesLeft = retries
 
-  init(role: CallEngine.Role, callId: CallID) {
+  init(role: CallEngine.Role, callId: CallID, relayOnly: Bool = false) {
     self.role = role
     self.callId = callId
+    self.relayOnly = relayOnly
+  }
+
+  /// Whether a TURN server among `servers` can relay a private leg: a `turn:` or `turns:` URL
+  /// with credentials.
+  static func offersRelay(_ servers: [IceServer]) -> Bool {
+    servers.contains { server in
+      server.username != nil && server.credential != nil
+        && server.urls.contains { url in
+          let scheme = url.prefix { $0 != ":" }.lowercased()
+          return scheme == "turn" || scheme == "turns"
+        }
+    }
   }
 
   func owns(_ generation: Int) -> Bool { legs[generation] != nil }
@@ -66,7 +88,7 @@ struct PreconnectLegs: Sendable, Equatable {
     if let old = leg(forDevice: device) { effects += close(old.generation) }
     guard legs.count < ProtocolDefaults.maxPreconnectLegs else { return effects }
     legs[generation] = Leg(generation: generation, device: device)
-    return effects + [.makeLeg(generation: generation)]
+    return effects + [.makeLeg(generation: generation, .all)]
   }
 
   /// Callee: the caller offered a leg (`offer` with `leg`). A new offer replaces the leg.
@@ -74,10 +96,11 @@ struct PreconnectLegs: Sendable, Equatable {
     var effects: [Effect] = []
     for old in legs.keys { effects += close(old) }
     var leg = Leg(generation: generation, device: "")
+    leg.iceTransportPolicy = relayOnly ? .relay : .all
     leg.remoteOffer = offer
     leg.remoteVideo = MediaDirection.video(in: offer.sdp)
     legs[generation] = leg
-    return effects + [.makeLeg(generation: generation)]
+    return effects + [.makeLeg(generation: generation, leg.iceTransportPolicy)]
   }
 
   // MARK: The leg's own events
@@ -127,8 +150,13 @@ struct PreconnectLegs: Sendable, Equatable {
       if role == .callee { effects.append(.createAnswer(generation: gen)) }
       legs[gen] = leg
       return effects
-    case .localCandidate(let gen, let candidate):
+    case .localCandidate(let gen, var candidate):
       guard var leg = legs[gen] else { return [] }
+      if let gathered = candidate, leg.iceTransportPolicy == .relay {
+        // A private leg: the relay's address only, never the device's (PrivateCandidates).
+        guard let relay = PrivateCandidates.relayOnly(gathered) else { return [] }
+        candidate = relay
+      }
       guard leg.localSent else {
         leg.pendingLocal.append(candidate)
         legs[gen] = leg
@@ -201,9 +229,11 @@ struct PreconnectLegs: Sendable, Equatable {
   }
 
   /// The leg the call is accepted on, taken out of the set, and the closing of every other
-  /// leg. Nil when that leg cannot carry the call (no leg, not answered yet); the legs stay.
+  /// leg. Nil when that leg cannot carry the call (no leg, not answered yet, or a relay-only
+  /// leg that has not connected: its relay may have failed); the legs stay.
   mutating func adopt(device: String?) -> (Leg, [Effect])? {
-    guard let chosen = device.map({ leg(forDevice: $0) }) ?? calleeLeg, chosen.answered, chosen.hasConnection
+    guard let chosen = device.map({ leg(forDevice: $0) }) ?? calleeLeg, chosen.answered, chosen.hasConnection,
+      chosen.iceTransportPolicy == .all || chosen.connected
     else {
       return nil
     }

@@ -7,6 +7,15 @@ public enum PeerConnectionState: String, Sendable, Equatable, CaseIterable {
   case new, checking, connected, disconnected, failed, closed
 }
 
+/// Which local candidates a connection gathers and uses (W3C `RTCIceTransportPolicy`).
+public enum IceTransportPolicy: String, Sendable, Equatable {
+  /// Host, server-reflexive and relay candidates.
+  case all
+  /// Relay candidates only (TURN): the other side learns the relay's address, never this
+  /// device's own or its NAT's.
+  case relay
+}
+
 /// Whether a description is an offer or an answer (the wire format carries only the SDP).
 public enum SessionDescriptionKind: String, Sendable, Equatable {
   case offer, answer
@@ -112,6 +121,12 @@ public protocol PeerConnection: AnyObject, Sendable {
   /// A connection made with `mediaHeld` starts sending media (a pre-connected leg whose call
   /// was accepted, protocol.md 9b); idempotent, and nothing for any other connection.
   func releaseMedia() async
+  /// The candidates allowed from now on. The engine relaxes a private pre-connect leg (made
+  /// `relay`) to `all` once its call is answered. libwebrtc then surfaces the host and
+  /// server-reflexive candidates it gathered but held back (continual gathering), and may move
+  /// the call to a direct pair without an ICE restart. webrtcbin 1.22 cannot: libnice gathered
+  /// relay candidates only, so such a connection stays on its relay for its life.
+  func setIceTransportPolicy(_ policy: IceTransportPolicy) async
 
   func stats() async -> PeerConnectionStats
   /// Closes the connection; idempotent.
@@ -135,6 +150,9 @@ public struct PeerConnectionConfiguration: Sendable, Equatable {
   /// A pre-connected leg (protocol.md 9b): ICE and DTLS go ahead, but no media is sent, from
   /// the source (no RTP carrying audio or video at all, not silence), until `releaseMedia()`.
   public var mediaHeld = false
+  /// Which candidates it gathers: `relay` for a callee's private pre-connect leg (the caller
+  /// learns no address of a device that has not answered), `all` otherwise.
+  public var iceTransportPolicy = IceTransportPolicy.all
 
   public init(
     iceServers: [IceServer], video: Bool, dataChannel: Bool = false, remoteParticipant: Peer? = nil,

@@ -23,6 +23,15 @@ public actor SignalingClient {
     public init(url: String) { self.url = url }
   }
 
+  /// How long a transport may let a socket receive nothing before it gives up on it (URLSession's
+  /// `timeoutIntervalForRequest`): twice the heartbeat. A quiet healthy socket receives the answer
+  /// to a `ping` sent after half a heartbeat of silence, and the client itself closes a socket
+  /// whose ping is unanswered after `pingTimeout`: a transport timeout below that would drop
+  /// healthy sockets, and this one outlasts two pings and a lost answer.
+  public static func transportIdleTimeout(heartbeatSeconds: Int = ProtocolDefaults.heartbeatSeconds) -> Duration {
+    .seconds(2 * heartbeatSeconds)
+  }
+
   public enum Event: Sendable {
     case connected(ServerMessage.Welcome)
     /// The socket dropped; the client is reconnecting.

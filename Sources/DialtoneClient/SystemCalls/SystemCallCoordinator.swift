@@ -8,7 +8,8 @@ import Foundation
 ///
 /// - A VoIP push is reported to the OS synchronously (`reportPlan`) before anything touches
 ///   the network; only its report's result (`.reported`) asks signaling to connect. A malformed
-///   push, or one for a call already over on this device, is reported and ended at once.
+///   push, or one for a call already over on this device, is reported and ended at once, under
+///   a fresh UUID the OS has never seen.
 /// - An `invite` is reported unless a push already did; a refused report declines the call.
 /// - The answer action is fulfilled once media connects, and never after its `timeoutDate`:
 ///   then (or on `timedOutPerforming`) the call ends as `.failed` and over signaling.
@@ -16,7 +17,10 @@ import Foundation
 ///   call and turns audio off.
 /// - Every ending of a call the OS still shows is reported with the matching reason,
 ///   including endings the OS did not ask for (ICE failure, signaling stopped for good).
-/// - The camera starts only once a video call is answered or placed.
+/// - The camera starts only once a video call is answered or placed, and only while the app is
+///   active: iOS lets no background app capture, so a video call answered on the lock screen
+///   waits with its camera paused (the peer is told, `media-state`) until the app becomes
+///   active; the camera pauses again when the app goes to the background.
 /// - Group rings follow the same rules (a group push is reported at once, a `group-invite` unless
 ///   a push did, a pushed ring is resolved with `get-group`), with the group's own actions: answer
 ///   joins (fulfilled once this device's media is up), end declines a ring and leaves a joined
@@ -68,6 +72,8 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     public var awaitingResolution = false
     /// The outgoing call's "started connecting" was reported.
     public var reportedConnecting = false
+    /// The user wants this device's camera in the call (a video call answered or placed, the
+    /// camera not turned off); it captures only while the app is active.
     public var cameraOn = false
     /// The other side sends video (an upgrade of theirs): the OS shows a video call.
     public var remoteVideo = false
@@ -150,6 +156,8 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     case remoteVideo(CallID, sends: Bool)
     case audioActivated
     case audioDeactivated
+    /// The app became active (true) or went to the background (false).
+    case applicationActive(Bool)
     /// `providerDidReset`.
     case reset
     case timerFired(Timer)
@@ -180,6 +188,9 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     case audioDeactivated
     case startCamera
     case stopCamera
+    /// The call's camera is paused (the app cannot capture now: the peer is told the camera is
+    /// off) or resumed; nothing changes what the user asked for.
+    case cameraPaused(CallID, Bool)
     case arm(Timer, at: Date)
     case cancel(Timer)
     /// Connect signaling if needed, then send `get-group` for the group call (answer:
@@ -223,6 +234,8 @@ public struct SystemCallCoordinator: Sendable, Equatable {
 
   public private(set) var calls: [UUID: Call] = [:]
   public private(set) var audioActive = false
+  /// The app is active (in the foreground): only then may the camera capture.
+  public private(set) var applicationActive: Bool
   public private(set) var ledger = PushLedger()
   private var endedOrder: [CallID] = []
   /// The UUID of each room call whose server call id differs from the id it was joined with.
@@ -230,10 +243,13 @@ public struct SystemCallCoordinator: Sendable, Equatable {
   /// Glare survivors to answer through the OS once it shows them.
   private var glareSurvivors: Set<CallID> = []
 
-  /// - Parameter deviceId: this device's id (to tell "accepted here" from "accepted elsewhere").
-  public init(deviceId: String, pushResolutionTimeout: Duration = .seconds(30)) {
+  /// - Parameters:
+  ///   - deviceId: this device's id (to tell "accepted here" from "accepted elsewhere").
+  ///   - applicationActive: whether the app is active now (a push-launched app is not).
+  public init(deviceId: String, pushResolutionTimeout: Duration = .seconds(30), applicationActive: Bool = true) {
     self.deviceId = deviceId
     self.pushResolutionTimeout = pushResolutionTimeout
+    self.applicationActive = applicationActive
   }
 
   public func call(_ callId: CallID) -> Call? { calls[uuid(for: callId)] }
@@ -262,10 +278,30 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     }
     let ended = ledger.ended[push.callId]
     if ended != nil && !mustReport { return nil }
+    // A call already over here was shown under its own UUID, and CallKit may refuse that UUID
+    // again. A refused report with no call of that UUID active counts as a push not reported:
+    // iOS kills the app, and after repeated kills stops its VoIP pushes. So the push is
+    // reported, and ended, under a UUID CallKit has never seen (as a malformed one is).
     return IncomingCallReport(
-      uuid: CallUUIDs.uuid(for: push.callId), callId: push.callId, handle: push.callerHandle,
+      uuid: ended == nil ? CallUUIDs.uuid(for: push.callId) : UUID(), callId: push.callId, handle: push.callerHandle,
       displayName: push.isGroup ? groupDisplayName(title: push.title, creatorName: push.callerName) : push.callerName,
       hasVideo: push.hasVideo, origin: .push, endAtOnce: ended, isGroup: push.isGroup)
+  }
+
+  /// What to report for a VoIP push the app cannot take now. Before the first unlock after a
+  /// reboot iOS may launch the app for a VoIP push while the Keychain (the installation id, the
+  /// app's credentials) cannot be read, so no call can connect and no id may be made up. The
+  /// push is reported all the same, as iOS requires, showing who called, under a fresh UUID,
+  /// and ended at once as failed. Nothing is said over signaling: the call rings on on the
+  /// user's other devices.
+  public static func reportPlanWhileLocked(for payload: [AnyHashable: Any]) -> IncomingCallReport {
+    var report =
+      reportPlan(for: payload, ledger: PushLedger())
+      ?? IncomingCallReport(
+        uuid: UUID(), callId: nil, handle: unknownHandle, displayName: nil, hasVideo: false, origin: .push)
+    report.uuid = UUID()
+    report.endAtOnce = .failed
+    return report
   }
 
   /// The name the OS shows for a group ring: its title, or the creator's name.
@@ -366,6 +402,8 @@ public struct SystemCallCoordinator: Sendable, Equatable {
       guard audioActive else { return [] }
       audioActive = false
       return [.audioDeactivated]
+    case .applicationActive(let active):
+      return applicationActiveChanged(active)
     case .reset:
       // The OS already forgot every call: nothing is reported, everything is ended over
       // signaling, and audio goes off even if the OS never sends didDeactivate.
@@ -685,8 +723,7 @@ public struct SystemCallCoordinator: Sendable, Equatable {
         start = .dial(call.callId, to: call.handle, video: call.video)
       }
       calls[uuid] = call
-      return [.prepareAudio(video: call.video), start] + (call.video ? [.startCamera] : [])
-        + [.fulfill(actionId: action.id)]
+      return [.prepareAudio(video: call.video), start] + cameraStarted(call) + [.fulfill(actionId: action.id)]
     case .answer:
       guard call.direction == .incoming else { return [.fail(actionId: action.id)] }
       switch call.stage {
@@ -699,7 +736,7 @@ public struct SystemCallCoordinator: Sendable, Equatable {
       call.cameraOn = call.video
       calls[uuid] = call
       let answer: Effect = call.isGroup ? .joinGroup(call.callId, video: call.video) : .answer(call.callId)
-      return [.prepareAudio(video: call.video), answer] + (call.video ? [.startCamera] : [])
+      return [.prepareAudio(video: call.video), answer] + cameraStarted(call)
         + [.arm(.answer(uuid), at: action.timeoutDate)]
     case .end:
       // Ringing group calls are declined, joined ones left, ones created here and not joined by
@@ -734,8 +771,10 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     var effects: [Effect] = [.setVideo(callId, enabled), .reportUpdated(uuid, hasVideo: call.hasVideo)]
     // An audio call turning into a video call: the audio session follows (`.videoChat`).
     if call.hasVideo && !wasVideo && live { effects.append(.prepareAudio(video: true)) }
-    if call.cameraOn && !wasOn { effects.append(.startCamera) }
-    if !call.cameraOn && wasOn && !calls.values.contains(where: \.cameraOn) { effects.append(.stopCamera) }
+    if call.cameraOn && !wasOn { effects += cameraStarted(call) }
+    if !call.cameraOn && wasOn && applicationActive && !calls.values.contains(where: \.cameraOn) {
+      effects.append(.stopCamera)
+    }
     return effects
   }
 
@@ -749,6 +788,25 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     guard call.hasVideo != wasVideo else { return [] }
     let live = call.direction == .outgoing || call.stage != .ringing
     return [.reportUpdated(uuid, hasVideo: call.hasVideo)] + (call.hasVideo && live ? [.prepareAudio(video: true)] : [])
+  }
+
+  /// A call's camera is wanted from now on: it starts if the app is active, else it waits,
+  /// paused (a 1:1 call's peer is told).
+  private func cameraStarted(_ call: Call) -> [Effect] {
+    guard call.cameraOn else { return [] }
+    if applicationActive { return [.startCamera] }
+    return call.isGroup ? [] : [.cameraPaused(call.callId, true)]
+  }
+
+  /// The camera follows the app: it starts when the app becomes active (the calls that waited
+  /// for it resume) and stops when the app goes to the background (they pause).
+  private mutating func applicationActiveChanged(_ active: Bool) -> [Effect] {
+    guard active != applicationActive else { return [] }
+    applicationActive = active
+    let filming = activeCalls.filter(\.cameraOn)
+    guard !filming.isEmpty else { return [] }
+    return [active ? .startCamera : .stopCamera]
+      + filming.filter { !$0.isGroup }.map { .cameraPaused($0.callId, !active) }
   }
 
   /// The answer action reached its `timeoutDate` (or the OS said it timed out): it is never
@@ -793,7 +851,7 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     var effects: [Effect] = []
     if let action = call.answerAction { effects += [.cancel(.answer(uuid)), .fail(actionId: action)] }
     if call.awaitingResolution { effects.append(.cancel(.pushResolution(uuid))) }
-    if call.cameraOn && !calls.values.contains(where: \.cameraOn) { effects.append(.stopCamera) }
+    if call.cameraOn && applicationActive && !calls.values.contains(where: \.cameraOn) { effects.append(.stopCamera) }
     if call.externalMedia { effects.append(.disconnectGroupMedia(call.callId)) }
     if let reason, call.shown { effects.append(.reportEnded(uuid, reason)) }
     remember(call.callId, reason ?? .remoteEnded)

@@ -42,6 +42,36 @@ public actor SystemCallSession {
     public var isVideoEnabled: Bool
     /// A group call (`handle` is its creator, `displayName` its title or the creator's name).
     public var isGroup = false
+    /// This device's camera in the call.
+    public var localVideo = LocalVideo.off
+    /// The microphone's permission: anything but `.granted` means the other side hears nothing
+    /// from this device (a call answered on the lock screen of a fresh install).
+    public var microphone = MediaAuthorization.granted
+
+    /// This device's camera in a call, for the UI.
+    public enum LocalVideo: String, Sendable, Equatable {
+      /// Not sending video: an audio call, the camera turned off, or not answered yet.
+      case off
+      case on
+      /// Wanted, but the app is not active (a call answered on the lock screen): iOS lets no
+      /// background app capture. The camera starts when the app becomes active; show "video
+      /// paused" meanwhile (the other side is told the camera is off).
+      case paused
+      /// Wanted, but the user has not allowed the camera.
+      case unavailable
+
+      /// What a call's camera does, from whether it is wanted, the app's state and the camera's
+      /// permission.
+      public init(wanted: Bool, applicationActive: Bool, camera: MediaAuthorization) {
+        if !wanted {
+          self = .off
+        } else if camera != .granted {
+          self = .unavailable
+        } else {
+          self = applicationActive ? .on : .paused
+        }
+      }
+    }
   }
 
   /// An event of one of the session's group calls, passed on to the app.
@@ -73,6 +103,7 @@ public actor SystemCallSession {
     case setMuted(CallID, Bool)
     case setHeld(CallID, Bool)
     case setVideo(CallID, Bool)
+    case pauseCamera(CallID, Bool)
     case resolveGroup(CallID)
     case joinGroup(CallID, video: Bool)
     case declineGroup(CallID)
@@ -85,6 +116,7 @@ public actor SystemCallSession {
 
   private let ui: any SystemCallUI
   private let media: (any CallMediaControl)?
+  private nonisolated let permissions: (any MediaPermissions)?
   private let groupMedia: (any GroupMediaControl)?
   private let clock: any DialtoneClock
   private nonisolated let inbox: AsyncStream<Input>.Continuation
@@ -116,11 +148,16 @@ public actor SystemCallSession {
   ///   - media: the audio session and camera (nil: a headless device).
   ///   - groupMedia: the app's own SFU media for LiveKit group calls (nil: none; Janus group
   ///     calls need none).
+  ///   - permissions: the OS's microphone and camera permissions (nil: nothing to ask, as on a
+  ///     headless device).
+  ///   - applicationActive: whether the app is active now (a push-launched app is not); later
+  ///     changes come through `applicationDidBecomeActive()` / `applicationDidEnterBackground()`.
   public init(
     signaling: SignalingClient, iceServers: IceServerCache, factory: any PeerConnectionFactory, ui: any SystemCallUI,
     media: (any CallMediaControl)?, deviceId: String, clock: any DialtoneClock = SystemClock(),
     policy: CallEngine.Policy = .init(), pushResolutionTimeout: Duration = .seconds(30),
-    groupMedia: (any GroupMediaControl)? = nil
+    groupMedia: (any GroupMediaControl)? = nil, permissions: (any MediaPermissions)? = nil,
+    applicationActive: Bool = true
   ) {
     var configuration = CallClient.Configuration()
     configuration.policy = policy
@@ -131,8 +168,10 @@ public actor SystemCallSession {
     self.ui = ui
     self.media = media
     self.groupMedia = groupMedia
+    self.permissions = permissions
     self.clock = clock
-    coordinator = SystemCallCoordinator(deviceId: deviceId, pushResolutionTimeout: pushResolutionTimeout)
+    coordinator = SystemCallCoordinator(
+      deviceId: deviceId, pushResolutionTimeout: pushResolutionTimeout, applicationActive: applicationActive)
     (inputs, inbox) = AsyncStream<Input>.makeStream(bufferingPolicy: .unbounded)
     (commandStream, commands) = AsyncStream<Command>.makeStream(bufferingPolicy: .unbounded)
     (statuses, statusSink) = AsyncStream<CallStatus>.makeStream(bufferingPolicy: .bufferingNewest(64))
@@ -212,11 +251,51 @@ public actor SystemCallSession {
     Task { await client.networkChanged() }
   }
 
+  // MARK: From the app's life cycle
+
+  /// The app became active (foreground): a camera a call waits for starts.
+  public nonisolated func applicationDidBecomeActive() { inbox.yield(.event(.applicationActive(true))) }
+  /// The app went to the background: a running camera pauses (iOS stops background capture).
+  public nonisolated func applicationDidEnterBackground() { inbox.yield(.event(.applicationActive(false))) }
+
+  // MARK: Microphone and camera permissions
+
+  /// The microphone's and camera's permissions now (`.unrestricted` without `MediaPermissions`).
+  public nonisolated var mediaAccess: MediaAccess {
+    guard let permissions else { return .unrestricted }
+    return MediaAccess(
+      microphone: permissions.authorization(for: .microphone), camera: permissions.authorization(for: .camera))
+  }
+
+  /// Asks, in the foreground, for what a call needs and was never asked: the microphone, and
+  /// the camera if `video`. Call it at onboarding, not at the first call: a call answered on the
+  /// lock screen cannot show the OS prompt, and without the microphone it is silent.
+  @discardableResult
+  public func requestMediaAccess(video: Bool) async -> MediaAccess {
+    if let permissions {
+      for device in mediaAccess.toAsk(video: video) { _ = await permissions.requestAccess(to: device) }
+    }
+    publishStatuses()
+    return mediaAccess
+  }
+
+  /// The media permissions a call about to be placed needs, asked for now (the user is placing
+  /// it, so the app is in the foreground); a call the other side would not hear is refused.
+  private func checkPlacing(video: Bool) async throws(CallPermissionError) {
+    if let refusal = await requestMediaAccess(video: video).refusalToPlace() { throw refusal }
+  }
+
   // MARK: From the app's UI
 
-  /// Places a call through the OS (start-call transaction, then the engine dials).
+  /// Places a call through the OS (start-call transaction, then the engine dials). Asks for the
+  /// microphone (and, for video, the camera) if it never did; throws, placing nothing, when the
+  /// microphone is not allowed: the other side would hear silence. Without the camera a video
+  /// call is placed all the same (the status says `localVideo` is `.unavailable`).
   @discardableResult
-  public func dial(_ userId: String, displayName: String? = nil, video: Bool = false) async -> CallID {
+  public func dial(_ userId: String, displayName: String? = nil, video: Bool = false) async throws(CallPermissionError)
+    -> CallID
+  {
+    try await checkPlacing(video: video)
     let callId = CallIDRules.generate()
     await goOnline()
     inbox.yield(.event(.dial(callId: callId, to: userId, displayName: displayName, video: video)))
@@ -224,9 +303,12 @@ public actor SystemCallSession {
   }
 
   /// Starts a group call through the OS (start-call transaction, then `group-create`); its
-  /// members ring. Returns its call id.
+  /// members ring. Returns its call id. Refused like `dial` without the microphone.
   @discardableResult
-  public func startGroupCall(members: [String], title: String? = nil, video: Bool = false) async -> CallID {
+  public func startGroupCall(members: [String], title: String? = nil, video: Bool = false)
+    async throws(CallPermissionError) -> CallID
+  {
+    try await checkPlacing(video: video)
     let callId = CallIDRules.generate()
     await goOnline()
     inbox.yield(.event(.startGroup(callId: callId, members: members, title: title, video: video)))
@@ -236,9 +318,10 @@ public actor SystemCallSession {
   /// Joins (or starts) the live call of a room through the OS (start-call transaction, then
   /// `room-join`). Returns the id proposed to the server, whose UUID the OS shows; once joined,
   /// the call's status carries the room's live call id, which may differ. Either id works for
-  /// `hangUp` and `setMuted`.
+  /// `hangUp` and `setMuted`. Refused like `dial` without the microphone.
   @discardableResult
-  public func joinRoom(_ name: String, video: Bool = false) async -> CallID {
+  public func joinRoom(_ name: String, video: Bool = false) async throws(CallPermissionError) -> CallID {
+    try await checkPlacing(video: video)
     let callId = CallIDRules.generate()
     await goOnline()
     inbox.yield(.event(.joinRoom(callId: callId, room: name, video: video)))
@@ -325,6 +408,7 @@ public actor SystemCallSession {
       groupMedia?.audioSessionDeactivated()
     case .startCamera: media?.startCamera()
     case .stopCamera: media?.stopCamera()
+    case .cameraPaused(let callId, let paused): commands.yield(.pauseCamera(callId, paused))
     case .arm(let timer, let deadline): arm(timer, at: deadline)
     case .cancel(let timer): timers.removeValue(forKey: timer)?.cancel()
     case .resolveGroup(let callId): commands.yield(.resolveGroup(callId))
@@ -391,6 +475,9 @@ public actor SystemCallSession {
       // section and tells the other side (`media-state`).
       if enabled, await !engine.sendsVideo { await engine.setSendsVideo(true) }
       await engine.setVideoEnabled(enabled)
+    case .pauseCamera(let callId, let paused):
+      // The peer hears the camera is off (media-state) rather than seeing video freeze.
+      await client.engine(for: callId)?.setVideoEnabled(!paused)
     case .resolveGroup(let callId):
       await goOnline()
       await client.resolveGroup(callId)
@@ -537,6 +624,7 @@ public actor SystemCallSession {
 
   private func publishStatuses() {
     var seen: Set<UUID> = []
+    let access = mediaAccess
     for call in coordinator.activeCalls {
       seen.insert(call.uuid)
       var status =
@@ -547,6 +635,9 @@ public actor SystemCallSession {
       status.callId = call.callId
       status.phase = Self.phase(of: call, engine: engineStates[call.callId])
       status.isVideoEnabled = call.video
+      status.localVideo = CallStatus.LocalVideo(
+        wanted: call.cameraOn, applicationActive: coordinator.applicationActive, camera: access.camera)
+      status.microphone = access.microphone
       publish(status)
     }
     for (uuid, var status) in published where !seen.contains(uuid) {

@@ -119,6 +119,7 @@ final class EngineFakePeerConnection: PeerConnection, Sendable {
   func setVideoDirection(_ direction: MediaDirection) async { record("videoDirection(\(direction.rawValue))") }
   func sendData(_ data: Data) async throws { record("sendData(\(data.count))") }
   func releaseMedia() async { record("releaseMedia") }
+  func setIceTransportPolicy(_ policy: IceTransportPolicy) async { record("iceTransportPolicy(\(policy.rawValue))") }
   func stats() async -> PeerConnectionStats { PeerConnectionStats(bytesSent: 1, bytesReceived: 2) }
   func close() async {
     record("close")

@@ -29,14 +29,17 @@ final class CallLog: Sendable {
 }
 
 /// A fake `SystemCallUI` that records every report and answers it like CallKit would:
-/// `refuseIncoming` refuses reports, a UUID it already shows is refused as a duplicate, and
-/// transactions are passed to `onRequest` (the test plays the OS and sends the action back).
+/// `refuseIncoming` refuses reports, a UUID it shows or showed before (a call since ended) is
+/// refused, and transactions are passed to `onRequest` (the test plays the OS and sends the
+/// action back).
 final class RecordingCallUI: SystemCallUI, Sendable {
   struct Refused: Error {}
   let log: CallLog
   private struct Screen: Sendable {
     var refusing = false
     var shown: Set<UUID> = []
+    /// Every UUID ever reported or started, shown now or not.
+    var seen: Set<UUID> = []
     var requestHandler: (@Sendable (SystemCallTransaction) -> (any Error)?)?
   }
   private let screen = Locked(Screen())
@@ -54,12 +57,14 @@ final class RecordingCallUI: SystemCallUI, Sendable {
   }
 
   var showing: Set<UUID> { screen.withLock { $0.shown } }
+  var everSeen: Set<UUID> { screen.withLock { $0.seen } }
 
   func reportNewIncomingCall(_ call: IncomingCallReport, completion: @escaping @Sendable ((any Error)?) -> Void) {
     log.append(.reportIncoming(call.uuid, handle: call.handle, name: call.displayName, video: call.hasVideo))
     let refused: Bool = screen.withLock { screen in
-      if screen.refusing || screen.shown.contains(call.uuid) { return true }
+      if screen.refusing || screen.seen.contains(call.uuid) { return true }
       screen.shown.insert(call.uuid)
+      screen.seen.insert(call.uuid)
       return false
     }
     // CallKit answers on its own queue, later.
@@ -76,7 +81,12 @@ final class RecordingCallUI: SystemCallUI, Sendable {
 
   func request(_ transaction: SystemCallTransaction, completion: @escaping @Sendable ((any Error)?) -> Void) {
     log.append(.request(transaction))
-    if case .startCall(let uuid, _, _, _) = transaction { _ = screen.withLock { $0.shown.insert(uuid) } }
+    if case .startCall(let uuid, _, _, _) = transaction {
+      screen.withLock { screen in
+        screen.shown.insert(uuid)
+        screen.seen.insert(uuid)
+      }
+    }
     let handler = screen.withLock { $0.requestHandler }
     let error = handler?(transaction)
     Task { completion(error) }
