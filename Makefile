@@ -5,7 +5,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8080
 CONNECTIONS ?= 15000
 
-.PHONY: deps bench-deps build release run test format lint autobahn-full bench-ws bench-signaling bench-push bench-setup bench-codec bench-group bench-video bench-video-change bench-cluster fuzz clean
+.PHONY: deps bench-deps build release run test format lint autobahn-full bench-ws bench-signaling bench-push bench-setup bench-codec bench-group bench-video bench-video-change bench-cluster bench-quality fuzz clean
 
 deps:
 	@scripts/deps.sh
@@ -99,6 +99,17 @@ CHANGE_ROUNDS ?= 5
 CHANGE_RTT_MS ?= 0
 bench-video-change: release
 	python3 bench/video_change_bench.py --bin .build/release --rounds $(CHANGE_ROUNDS) --rtt-ms $(CHANGE_RTT_MS)
+
+# How calls sound (PESQ-WB, ViSQOL) through a shaped namespace link: random and bursty loss, jitter,
+# 150 ms RTT and a network switch, for CLI ↔ CLI, the browser page ↔ CLI and Chromium ↔ Chromium in
+# the same run (bench/quality_bench.py). QUALITY_CALLS good calls per cell (about 35 min at 3);
+# the table is printed and the figures land in .build/bench-quality/.
+QUALITY_CALLS ?= 3
+QUALITY_CONDITIONS ?= clean,loss5,loss10,loss20,burst5,burst15,jitter30,jitter30r,rtt150
+QUALITY_SWITCH_CALLS ?= 2
+bench-quality: release bench-deps
+	python3 bench/quality_bench.py --bin .build/release --calls $(QUALITY_CALLS) \
+		--conditions $(QUALITY_CONDITIONS) --switch-calls $(QUALITY_SWITCH_CALLS)
 
 # The signaling codec against Foundation's JSONDecoder/JSONEncoder on the relay's messages.
 bench-codec: release

@@ -43,6 +43,7 @@ Needs root, chromium, espeak-ng, sox, PyPI pesq and visqol-python (`scripts/deps
 """
 import argparse
 import asyncio
+import concurrent.futures
 import datetime
 import json
 import os
@@ -82,7 +83,8 @@ CONDITIONS = {
                                                   "--burst", str(BURST)]),
     "burst15": ("15 % bursty loss (GE, burst 3)", ["--rtt-ms", "40", "--loss", "0.15", "--loss-model", "gilbert",
                                                     "--burst", str(BURST)]),
-    "jitter30": ("±30 ms jitter (50 ± 30 ms one way)", ["--rtt-ms", "100", "--jitter-ms", "30"]),
+    "jitter30": ("±30 ms jitter (50 ± 30 ms one way, FIFO)", ["--rtt-ms", "100", "--jitter-ms", "30"]),
+    "jitter30r": ("±30 ms jitter, reordering (netem-like)", ["--rtt-ms", "100", "--jitter-ms", "30", "--reorder"]),
     "rtt150": ("150 ms RTT", ["--rtt-ms", "150"]),
 }
 SWITCH_LINK = ["--rtt-ms", "40"]
@@ -258,6 +260,7 @@ async def one_call(args, pair, link, tokens, sent, length, scratch, log, switch_
             results[role]["timeline"] = [(round(t - started, 3), what) for t, what in peer.timeline()]
         record["sides"] = results
         record["ok"] = all(results[r]["recording"] for r in results)
+        record["load"] = os.getloadavg()[0]
     except (BenchError, harness.Failure, asyncio.TimeoutError, OSError, ValueError) as error:
         record["ok"] = False
         record["error"] = str(error) or "timed out"
@@ -273,16 +276,14 @@ async def one_call(args, pair, link, tokens, sent, length, scratch, log, switch_
 
 
 def quick_check(record, reference):
-    """Does each recording hold the speech from its start? (cheap: alignment only)"""
+    """Does each recording hold the speech from its start? (cheap: placement only)"""
     for side in record.get("sides", {}).values():
         path = side.get("recording")
         if not path:
             continue
-        recording = quality_score.load(path)
-        w = int(quality_score.WINDOW_S * quality_score.RATE)
-        start, peak = quality_score.locate(recording, reference[:w])
-        side["check"] = {"start": start, "peak": round(peak, 3)}
-        side["late"] = start is not None and peak >= quality_score.MIN_PEAK and start < 0
+        placed = quality_score.track(reference, quality_score.load(path), until_s=3.0)
+        side["check"] = {"placed": len(placed), "offset_first_s": round(placed[0][1], 3) if placed else None}
+        side["late"] = bool(placed) and placed[0][1] < 0
     return not any(side.get("late") for side in record.get("sides", {}).values())
 
 
@@ -342,25 +343,27 @@ def cell_summary(calls, receiver_kind):
                         if s.get("kind") == "page" and s.get("stats")])}
 
 
-def score_all(results, reference_paths, log=print):
-    """PESQ and ViSQOL for every recording not scored yet (after the calls)."""
-    references = {name: quality_score.load(path) for name, path in reference_paths.items()}
-    total = sum(1 for call in results["calls"] for s in call.get("sides", {}).values() if s.get("recording"))
-    done = 0
+def score_all(results, reference_paths, log=print, workers=2):
+    """PESQ and ViSQOL (or the switch analysis) for every recording, after the calls, on
+    `workers` processes."""
+    jobs = []
     for call in results["calls"]:
         for side in call.get("sides", {}).values():
             path = side.get("recording")
-            if not path or not os.path.exists(path):
-                continue
-            recording = quality_score.load(path)
-            if call.get("switch"):
-                side["heard"] = quality_score.heard(references["switch_reference"], recording)
-            else:
-                side["score"] = quality_score.score(references["reference"], recording)
+            if path and os.path.exists(path):
+                kind = "heard" if call.get("switch") else "score"
+                reference = reference_paths["switch_reference" if call.get("switch") else "reference"]
+                jobs.append((side, kind, reference, path))
+    with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(quality_score.score_file, kind, reference, path): (side, kind)
+                   for side, kind, reference, path in jobs}
+        for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
+            side, kind = futures[future]
+            side[kind] = future.result()
+            if kind == "score":
                 side["late"] = side["score"].get("speech_missed_at_start_s", 0) > 0
-            done += 1
-            if done % 20 == 0:
-                log(f"# scored {done}/{total}")
+            if done % 25 == 0:
+                log(f"# scored {done}/{len(jobs)}")
 
 
 def table(results):
@@ -503,10 +506,10 @@ async def main():
     parser.add_argument("--calls", type=int, default=3, help="good calls per condition and pair")
     parser.add_argument("--conditions", default=",".join(CONDITIONS), help=", ".join(CONDITIONS))
     parser.add_argument("--pairs", default=",".join(PAIRS))
-    parser.add_argument("--switch-calls", type=int, default=3, help="network-switch calls per pair (0: none)")
+    parser.add_argument("--switch-calls", type=int, default=2, help="network-switch calls per pair (0: none)")
     parser.add_argument("--switch-after", type=float, default=8.0, help="s after connecting")
     parser.add_argument("--lead", type=float, default=3.0, help="s of silence before the speech")
-    parser.add_argument("--tail", type=float, default=1.0, help="s of silence after it")
+    parser.add_argument("--tail", type=float, default=0.5, help="s of silence after it")
     parser.add_argument("--browser-apm", action="store_true",
                         help="keep Chromium's echo cancellation, noise suppression and gain control on the file")
     parser.add_argument("--json", help="also write the results here")

@@ -28,11 +28,10 @@ import wave
 from fractions import Fraction
 
 import numpy as np
-from scipy.signal import correlate, resample_poly
+from scipy.signal import correlate, resample_poly, stft
 
 RATE = 16000
-WINDOW_S = 4.0           # the start and end windows that place the reference in a recording
-MIN_PEAK = 0.25          # a normalised correlation below this places nothing
+PAUSE_TAIL_S = 0.45      # the silence after a reference's last sentence (quality_speech.PAUSE_S)
 _visqol = None
 
 
@@ -64,25 +63,54 @@ def write(path, x, rate=RATE):
         w.writeframes(pcm.tobytes())
 
 
-def locate(recording, window):
-    """Where `window` best matches inside `recording` (it may hang over either end): (index of
-    the window's first sample in the recording, normalised correlation there)."""
-    if len(recording) == 0 or not np.any(window):
+FRAME_HOP_S = 0.01          # spectral frames every 10 ms (25 ms long)
+BANDS = np.geomspace(100, 7000, 25)
+FLOOR_DB = -100.0
+
+
+def features(x):
+    """Log energies (dB) of 24 bands from 100 Hz to 7 kHz, 25 ms frames every 10 ms: what a
+    receiver's concealment and time stretching keep while they change the waveform's timing."""
+    frame, hop = int(0.025 * RATE), int(FRAME_HOP_S * RATE)
+    if len(x) < frame:
+        return np.zeros((0, len(BANDS) - 1))
+    f, _, z = stft(x, fs=RATE, nperseg=frame, noverlap=frame - hop, boundary=None, padded=False)
+    power = np.abs(z) ** 2
+    bands = np.stack([power[(f >= lo) & (f < hi)].sum(axis=0) for lo, hi in zip(BANDS[:-1], BANDS[1:])], axis=1)
+    return np.maximum(10 * np.log10(bands + 1e-12), FLOOR_DB)
+
+
+def speech_frames(f, below_peak_db=45.0):
+    """Frames whose loudest band is within `below_peak_db` of the signal's loudest: speech."""
+    loudest = f.max(axis=1) if len(f) else np.zeros(0)
+    return loudest > (loudest.max() if len(loudest) else 0) - below_peak_db
+
+
+def locate_speech(recording_features, window_features, window_speech):
+    """Where a reference window lies in a recording, by spectral shape: the Pearson correlation
+    of their band energies over the window's speech frames only (pauses would otherwise
+    dominate, and every pause looks like every other), at each 10 ms placement; the window may
+    hang over either end of the recording. (frame index of the window's start, which may be
+    negative, and the correlation there)."""
+    r_f, w_f, mask = recording_features, window_features, window_speech.astype(float)
+    m, k = len(w_f), int(window_speech.sum())
+    if len(r_f) == 0 or k < 10:
         return None, 0.0
-    c = correlate(recording, window, mode="full", method="fft")
-    # The recording's energy under each placement, for the normalisation.
-    energy = np.concatenate(([0.0], np.cumsum(recording * recording)))
-    n, m = len(recording), len(window)
-    starts = np.arange(len(c)) - (m - 1)
-    lo = np.clip(starts, 0, n)
-    hi = np.clip(starts + m, 0, n)
-    under = energy[hi] - energy[lo]
-    norm = np.sqrt(np.maximum(under, 1e-12) * float(np.dot(window, window)))
-    # Placements that overlap the recording by less than a quarter of the window are noise.
-    valid = (hi - lo) >= m // 4
-    score = np.where(valid, c / norm, 0.0)
-    best = int(np.argmax(score))
-    return int(starts[best]), float(score[best])
+    pad = np.full((m, r_f.shape[1]), FLOOR_DB)
+    padded = np.concatenate((pad, r_f, pad))
+    centred = np.zeros_like(w_f)
+    centred[window_speech] = w_f[window_speech] - w_f[window_speech].mean(axis=0)
+    products = np.zeros(len(padded) - m + 1)
+    spread = np.zeros(len(padded) - m + 1)
+    for band in range(w_f.shape[1]):
+        column = padded[:, band]
+        products += correlate(column, centred[:, band], mode="valid", method="fft")
+        sums = correlate(column, mask, mode="valid", method="fft")
+        squares = correlate(column * column, mask, mode="valid", method="fft")
+        spread += squares - sums * sums / k
+    r = products / np.sqrt(np.maximum(spread, 1e-9) * float((centred * centred).sum()))
+    best = int(np.argmax(r))
+    return best - m, float(r[best])
 
 
 def visqol_api():
@@ -102,30 +130,61 @@ def visqol_api():
     return _visqol
 
 
+def track(reference, recording, window_s=1.0, hop_s=0.5, min_r=0.8, until_s=None):
+    """Where each speech window of the reference (`window_s` long, every `hop_s`) lies in the
+    recording (up to `until_s` of the reference), by spectral shape (locate_speech):
+    [(reference time s, offset s, correlation)],
+    offset being the recording's time minus the reference's. Windows under 40 % speech place
+    nothing. On this speech, 1 s windows of the reference match other places of itself at
+    r ≤ 0.75, so `min_r` 0.8 keeps chance matches out; a window whose offset agrees with
+    neither neighbour's (within 0.2 s) is dropped as well."""
+    ref_f, rec_f = features(reference), features(recording)
+    speech = speech_frames(ref_f)
+    n, hop = int(round(window_s / FRAME_HOP_S)), max(1, int(round(hop_s / FRAME_HOP_S)))
+    placed = []
+    last = len(ref_f) - n + 1 if until_s is None else min(len(ref_f) - n + 1, int(until_s / FRAME_HOP_S))
+    for at in range(0, max(1, last), hop):
+        mask = speech[at:at + n]
+        if len(mask) < n or mask.mean() < 0.4:
+            continue
+        where, r = locate_speech(rec_f, ref_f[at:at + n], mask)
+        if where is not None and r >= min_r:
+            placed.append((at * FRAME_HOP_S, (where - at) * FRAME_HOP_S, r))
+    kept = []
+    for i, (t, offset, r) in enumerate(placed):
+        neighbours = [placed[j][1] for j in (i - 1, i + 1) if 0 <= j < len(placed)]
+        if any(abs(offset - o) <= 0.2 for o in neighbours):
+            kept.append((t, offset, r))
+    return kept
+
+
 def score(reference, recording, with_visqol=True):
     """The scores of one received recording (float arrays at 16 kHz); see the module docstring."""
     from pesq import pesq, PesqError
     result = {"recorded_s": round(len(recording) / RATE, 3), "reference_s": round(len(reference) / RATE, 3)}
-    w = int(WINDOW_S * RATE)
-    if len(recording) < RATE or len(reference) <= 2 * w:
+    if len(recording) < RATE or len(reference) < 4 * RATE:
         result["error"] = "recording too short"
         return result
-    start, peak_start = locate(recording, reference[:w])
-    end, peak_end = locate(recording, reference[-w:])
-    result.update(start_peak=round(peak_start, 3), end_peak=round(peak_end, 3))
-    if start is None or peak_start < MIN_PEAK:
-        result["error"] = f"the speech's start is not in the recording (correlation {peak_start:.2f})"
+    placed = track(reference, recording)
+    result["windows_placed"] = len(placed)
+    if len(placed) < 3:
+        result["error"] = "the speech is not in the recording"
         return result
-    # Where the recording starts, in the reference's time: negative is before the speech (the
-    # media came in time); positive means the first words were never received.
-    result["speech_missed_at_start_s"] = round(max(0, -start) / RATE, 3)
-    if end is not None and peak_end >= MIN_PEAK:
-        result["duration_ratio"] = round((end - start) / (len(reference) - w), 4)
-    degraded = np.zeros(len(reference))
-    lo, hi = max(0, start), min(len(recording), start + len(reference))
-    if hi > lo:
-        degraded[lo - start:hi - start] = recording[lo:hi]
-    result["received_in_window_s"] = round((hi - lo) / RATE, 3)
+    (t0, first, _), (t1, last, _) = placed[0], placed[-1]
+    offsets = [o for _, o, _ in placed]
+    result.update(offset_first_s=round(first, 3), offset_last_s=round(last, 3),
+                  offset_spread_s=round(max(offsets) - min(offsets), 3))
+    # Where the recording begins, in the reference's time: after 0, its first words never came.
+    result["speech_missed_at_start_s"] = round(max(0.0, -first), 3)
+    if t1 - t0 >= 4:
+        result["duration_ratio"] = round(1 + (last - first) / (t1 - t0), 4)
+    # The reference's span in the recording, with room for the offset to move within it.
+    lo = int(round((min(offsets) - 0.1) * RATE))
+    hi = int(round((max(offsets) + 0.1) * RATE)) + len(reference)
+    degraded = np.zeros(hi - lo)
+    a, b = max(0, lo), min(len(recording), hi)
+    if b > a:
+        degraded[a - lo:b - lo] = recording[a:b]
     try:
         result["pesq_wb"] = round(float(pesq(RATE, reference, degraded, "wb")), 3)
     except PesqError as error:
@@ -140,55 +199,47 @@ def score(reference, recording, with_visqol=True):
     return result
 
 
-def active(x, frame, threshold_db=-45.0):
-    """Per frame of `frame` samples: does it hold speech (RMS above the threshold, relative to
-    the signal's loudest frame)?"""
-    frames = len(x) // frame
-    if frames == 0:
-        return np.zeros(0, dtype=bool)
-    rms = np.sqrt(np.mean(x[:frames * frame].reshape(frames, frame) ** 2, axis=1) + 1e-20)
-    return 20 * np.log10(rms / max(rms.max(), 1e-10)) > threshold_db
-
-
-def heard(reference, recording, window_s=0.3, hop_s=0.15, min_peak=0.5):
-    """What of the reference a recording holds, window by window (see the module docstring)."""
-    rate = RATE // 2     # 8 kHz is plenty to place speech, and four times cheaper
-    ref, rec = resample_poly(reference, 1, 2), resample_poly(recording, 1, 2)
-    n, hop = int(window_s * rate), int(hop_s * rate)
-    rec_active = active(rec, hop)
-    spans = []                      # (reference start s, recording start s, correlation)
-    for i in range(0, max(0, len(rec) - n), hop):
-        if not rec_active[i // hop: i // hop + n // hop].any():
-            continue
-        at, peak = locate(ref, rec[i:i + n])   # this piece of the recording, in the reference
-        if at is None or peak < min_peak or at < 0 or at + n > len(ref):
-            continue
-        spans.append((at / rate, i / rate, peak))
-    result = {"windows": len(spans), "reference_s": round(len(ref) / rate, 3)}
-    if not spans:
+def heard(reference, recording, window_s=1.0, hop_s=0.25, pause_s=0.6, sustained_s=1.5):
+    """What of the (switch) reference a recording holds; see the module docstring. Heard windows
+    closer than `pause_s` join into one run (an inter-sentence pause is 0.45 s); a run shorter
+    than `sustained_s` is not the speech being back (a few packets through a dying path, or a
+    chance match)."""
+    placed = track(reference, recording, window_s, hop_s)
+    result = {"windows": len(placed), "reference_s": round(len(reference) / RATE, 3)}
+    if not placed:
         result["error"] = "nothing of the reference was found in the recording"
         return result
-    # The heard reference time, as a union of intervals.
-    intervals = sorted((s, s + window_s) for s, _, _ in spans)
-    merged = [list(intervals[0])]
-    for s, e in intervals[1:]:
-        if s <= merged[-1][1] + 1e-9:
-            merged[-1][1] = max(merged[-1][1], e)
+    runs = []
+    for t, _, _ in placed:
+        if runs and t <= runs[-1][1] + pause_s:
+            runs[-1][1] = t + window_s
         else:
-            merged.append([s, e])
-    holes = [(a[1], b[0]) for a, b in zip(merged, merged[1:])]
-    largest = max(holes, key=lambda h: h[1] - h[0]) if holes else None
-    ref_frames = active(ref, hop)
-    heard_frames = np.zeros(len(ref_frames), dtype=bool)
-    for s, e in merged:
-        heard_frames[int(s * rate) // hop: int(math.ceil(e * rate / hop))] = True
-    first = int(merged[0][0] * rate) // hop
-    lost = np.logical_and(ref_frames[first:], ~heard_frames[first:len(ref_frames)]).sum() * hop / rate
-    result.update(first_heard_s=round(merged[0][0], 3), last_heard_s=round(merged[-1][1], 3),
-                  gap_s=round(largest[1] - largest[0], 3) if largest else 0.0,
-                  gap_at_s=round(largest[0], 3) if largest else None,
-                  lost_speech_s=round(float(lost), 3), holes=[[round(a, 2), round(b, 2)] for a, b in holes])
+            runs.append([t, t + window_s])
+    sustained = [r for r in runs if r[1] - r[0] >= sustained_s]
+    result["runs"] = [[round(a, 2), round(b, 2)] for a, b in runs]
+    if not sustained:
+        result["error"] = "no sustained speech in the recording"
+        return result
+    holes = [(a[1], b[0]) for a, b in zip(sustained, sustained[1:])]
+    end_of_speech = len(reference) / RATE - PAUSE_TAIL_S
+    result.update(first_heard_s=round(sustained[0][0], 3), last_heard_s=round(sustained[-1][1], 3))
+    if holes:
+        largest = max(holes, key=lambda h: h[1] - h[0])
+        result.update(gap_s=round(largest[1] - largest[0], 3), gap_at_s=round(largest[0], 3), recovered=True)
+    # Speech that stopped for good: the rest of the reference never came back.
+    unheard_tail = end_of_speech - sustained[-1][1]
+    if unheard_tail > max(2.0, result.get("gap_s", 0)):
+        result.update(recovered=False, gap_s=None, unheard_to_end_s=round(unheard_tail, 3),
+                      gap_at_s=round(sustained[-1][1], 3))
+    elif not holes:
+        result.update(gap_s=0.0, recovered=True)
     return result
+
+
+def score_file(kind, reference_path, recording_path):
+    """`score` ("score") or `heard` ("heard") of two WAV files: for a pool of worker processes."""
+    reference, recording = load(reference_path), load(recording_path)
+    return heard(reference, recording) if kind == "heard" else score(reference, recording)
 
 
 def main():
