@@ -198,6 +198,8 @@ def main():
     parser.add_argument("--rate-kbps", type=float, default=0, help="cap per direction, kbit/s (0: uncapped)")
     parser.add_argument("--queue-ms", type=float, default=100, help="with a cap: drop-tail beyond this queueing delay")
     parser.add_argument("--signaling-port", type=int, default=0, help="TCP to or from it counts as tcp-signaling")
+    parser.add_argument("--trace", help="append one line per RTP/RTCP packet read here: time, direction, "
+                                         "size, payload type, sequence number, RTP timestamp, dropped")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     if not 0 <= args.loss < 1 or args.burst < 1 or args.jitter_ms < 0:
@@ -216,8 +218,19 @@ def main():
         if args.loss_model == "gilbert" and args.loss:
             way.chain = GilbertElliott(args.loss, args.burst, rng)
     counters = {"forwarded": 0, "dropped": 0}
+    trace = open(args.trace, "a", buffering=1 << 16) if args.trace else None
 
     loop = asyncio.new_event_loop()
+
+    def traced(way, packet, now, dropped):
+        """RTP headers are in the clear under SRTP: payload type, sequence number, timestamp."""
+        header = (packet[0] & 0x0F) * 4 + 8
+        if len(packet) < header + 12:
+            return
+        pt, seq, ts = packet[header + 1] & 0x7F, *struct.unpack_from("!HI", packet, header + 2)
+        if 72 <= packet[header + 1] <= 76:   # RTCP (RFC 5761): no sequence number
+            pt, seq, ts = packet[header + 1], -1, -1
+        trace.write(f"{now:.6f} {way.name} {len(packet)} {pt} {seq} {ts} {int(dropped)}\n")
 
     def jitter_draw():
         if not jitter:
@@ -249,7 +262,10 @@ def main():
             k["bytes"] += size
             c["packets_in"] += 1
             c["bytes_in"] += size
-            if drops(way):
+            dropped = drops(way)
+            if trace and kind == "rtp":
+                traced(way, packet, now, dropped)
+            if dropped:
                 counters["dropped"] += 1
                 c["lost"] += 1
                 c["lost_bytes"] += size
@@ -328,6 +344,8 @@ def main():
 
     def terminate():
         try:
+            if trace:
+                trace.flush()
             report(final=True)
         finally:
             loop.stop()

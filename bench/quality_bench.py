@@ -6,7 +6,7 @@ between two TUN devices (netem is not in this kernel) that shapes every packet b
 UDP media, STUN, DTLS, ICE-TCP and the signaling's TCP. dialtone-server runs in B. Each call has
 its caller in A and its callee in B, so the caller's signaling and all media cross the link.
 
-Both sides of every call send the same speech (bench/quality_speech.py: ~17 s of Harvard
+Both sides of every call send the same speech (bench/quality_speech.py: ~14 s of Harvard
 sentences by espeak-ng in two voices, 16 kHz, after `--lead` s of silence during which the call
 sets up) and record what they receive. Pairs (`--pairs`):
 
@@ -24,10 +24,11 @@ page-cli is two cells, one per receiver. A recording that misses the first words
 made again (at most `--calls` extra attempts per cell).
 
 Link conditions (`--conditions`), every one both ways: clean (40 ms RTT), random loss 5/10/20 %,
-bursty loss 5 % and 15 % (Gilbert–Elliott, mean burst 3 packets), jitter ±30 ms (uniform, one
-way 50 ± 30 ms, i.e. RTT ≈ 100 ms, FIFO: no reordering), 150 ms RTT. And the network switch
+bursty loss 5 % and 15 % (Gilbert–Elliott, mean burst 3 packets), jitter ±30 ms (one way
+50 ± 30 ms uniform, i.e. RTT ≈ 100 ms) kept FIFO as one path's queue would be (`jitter30`) and
+reordering as netem does without a rate (`jitter30r`), 150 ms RTT. And the network switch
 (`--switch-calls`, cli-cli and page-page): on a clean link, `--switch-after` s after the call
-connected the caller's namespace loses its address and gets another one at once (the path it
+connected, the caller's namespace loses its address and gets another one at once (the path it
 used dies, a new one is there); the gap is the longest stretch of the (longer) speech never
 heard on each side (quality_score.heard).
 
@@ -35,11 +36,13 @@ Per call the link's own counters give the real loss and delay, and which transpo
 media (RTP bytes over UDP against TCP bytes other than the signaling's: ICE-TCP); the endpoints
 give their selected candidate pair. Prints a markdown table and writes every call's figures to
 .build/bench-quality/ (results-<time>.json and latest.json); recordings and logs stay in
-/tmp/dialtone-bench-quality-*. `--rescore DIR` scores a finished run's folder again.
+/tmp/dialtone-bench-quality-*. `--rescore RESULTS.json` scores a finished run's recordings again;
+`--trace` has the link log every RTP/RTCP header (time, sequence number, RTP timestamp) per
+condition, to see how each sender paces its packets.
 
 Needs root, chromium, espeak-ng, sox, PyPI pesq and visqol-python (`scripts/deps.sh bench`).
     python3 bench/quality_bench.py [--bin .build/release] [--calls 3] [--conditions clean,loss5,...]
-        [--pairs cli-cli,page-cli,page-page] [--switch-calls 3]
+        [--pairs cli-cli,page-cli,page-page] [--switch-calls 2]
 """
 import argparse
 import asyncio
@@ -340,7 +343,10 @@ def cell_summary(calls, receiver_kind):
                               max(1, (s.get("stats") or {}).get("totalSamplesReceived", 0) or 1)
                               for _, s in sides if s.get("kind") == "page" and s.get("stats")]),
             "fec": med([(s.get("stats") or {}).get("fecPacketsReceived") for _, s in sides
-                        if s.get("kind") == "page" and s.get("stats")])}
+                        if s.get("kind") == "page" and s.get("stats")]),
+            "load": med([c.get("load") for c in calls if c.get("ok")]),
+            "lateness": max([w["delay"].get("late_p99_ms") or 0 for c in calls if c.get("ok")
+                         for w in (c["link"]["a_to_b"], c["link"]["b_to_a"])], default=None)}
 
 
 def score_all(results, reference_paths, log=print, workers=2):
@@ -383,8 +389,8 @@ def table(results):
     lines.append("")
     lines.append("| link | receiver | n | PESQ-WB median (min–max) | ViSQOL | received/sent duration | "
                  "late / failed | RTP loss on the link | page: concealed, FEC packets | candidate pairs "
-                 "(local/remote, transport) | media transport (link) |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+                 "(local/remote, transport) | media transport (link) | load, link lateness p99 |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for key in conditions:
         for pair, receiver, label in COLUMNS:
             in_cell = [c for c in calls if c["condition"] == key and c["pair"] == pair]
@@ -397,38 +403,45 @@ def table(results):
                 f"{fmt(s['pesq_max'])}) | {fmt(s['visqol'])} | {fmt(s['duration'], '{:.3f}')} | "
                 f"{s['late']} / {s['failed']} | {fmt(None if s['rtp_loss'] is None else s['rtp_loss'] * 100, '{:.1f} %')}"
                 f" | {page} | {', '.join(f'{k} ×{v}' for k, v in sorted(s['pairs'].items()))} | "
-                f"{', '.join(f'{k} ×{v}' for k, v in sorted(s['transports'].items()))} |")
+                f"{', '.join(f'{k} ×{v}' for k, v in sorted(s['transports'].items()))} | "
+                f"{fmt(s['load'], '{:.1f}')}, {fmt(s['lateness'], '{:.1f} ms')} |")
     switch = [c for c in results["calls"] if c.get("switch")]
     if switch:
         lines.append("")
-        lines.append(f"Network switch (clean link; {results['args']['switch_after']:g} s after connecting, the "
-                     "caller's address moves): the longest stretch of speech not heard, median (each call), s")
+        lines.append(f"Network switch (clean 40 ms link; {results['args']['switch_after']:g} s after connecting, the "
+                     "caller's namespace loses its address and gets another at once): the longest stretch of the "
+                     "speech never heard, per call, s; 'never' = not back before the speech ended (the time from "
+                     "the break to the speech's end in brackets)")
         lines.append("")
         lines.append("| pair | heard by the callee (from the side that moved) | heard by the caller (the side that "
-                     "moved) | speech lost, callee / caller | recovered | media transport |")
-        lines.append("|---|---|---|---|---|---|")
+                     "moved) | back, both ways | media transport |")
+        lines.append("|---|---|---|---|---|")
         for pair in ("cli-cli", "page-page"):
             in_pair = [c for c in switch if c["pair"] == pair]
             if not in_pair:
                 continue
-            row = []
+            cells, back = [], 0
             for role in ("callee", "caller"):
-                heard = [c["sides"][role].get("heard") or {} for c in in_pair if c.get("ok")]
-                gaps = [h.get("gap_s") for h in heard if "gap_s" in h]
-                row.append((gaps, [h.get("lost_speech_s") for h in heard if "lost_speech_s" in h], heard))
-            recovered = sum(1 for c in in_pair if c.get("ok") and all(
-                (c["sides"][r].get("heard") or {}).get("last_heard_s", 0) > (c["sides"][r].get("heard") or {}).get(
-                    "gap_at_s", 1e9) for r in ("callee", "caller")))
+                texts = []
+                for c in in_pair:
+                    h = (c.get("sides") or {}).get(role, {}).get("heard") or {}
+                    if not c.get("ok") or "error" in h:
+                        texts.append("failed" if not c.get("ok") else h.get("error", "?"))
+                    elif h.get("recovered"):
+                        texts.append(f"{h['gap_s']:.1f}")
+                    else:
+                        texts.append(f"never ({h.get('unheard_to_end_s', 0):.0f})")
+                cells.append(", ".join(texts))
+            for c in in_pair:
+                if c.get("ok") and all(((c["sides"][r].get("heard") or {}).get("recovered")) for r in ("callee", "caller")):
+                    back += 1
             transports = {}
             for c in in_pair:
                 if c.get("ok"):
                     t = c["link"]["transport"]
                     transports[t] = transports.get(t, 0) + 1
-            lines.append(
-                f"| {pair} | {fmt(med(row[0][0]), '{:.1f}')} ({', '.join(f'{g:.1f}' for g in row[0][0])}) | "
-                f"{fmt(med(row[1][0]), '{:.1f}')} ({', '.join(f'{g:.1f}' for g in row[1][0])}) | "
-                f"{fmt(med(row[0][1]), '{:.1f}')} / {fmt(med(row[1][1]), '{:.1f}')} | "
-                f"{recovered}/{len(in_pair)} | {', '.join(f'{k} ×{v}' for k, v in sorted(transports.items()))} |")
+            lines.append(f"| {pair} | {cells[0]} | {cells[1]} | {back}/{len(in_pair)} | "
+                         f"{', '.join(f'{k} ×{v}' for k, v in sorted(transports.items()))} |")
     return "\n".join(lines)
 
 
@@ -437,7 +450,8 @@ async def run_matrix(args, tokens, samples, results, work, log):
     length = quality_speech.seconds(samples["sent"])
     for key in args.conditions:
         label, link_args = CONDITIONS[key]
-        async with Link(link_args, log) as link:
+        trace = ["--trace", os.path.join(work, f"{key}-rtp.trace")] if args.trace else []
+        async with Link(link_args + trace, log) as link:
             await asyncio.sleep(0.3)
             for pair in args.pairs:
                 good, attempts = 0, 0
@@ -512,6 +526,8 @@ async def main():
     parser.add_argument("--tail", type=float, default=0.5, help="s of silence after it")
     parser.add_argument("--browser-apm", action="store_true",
                         help="keep Chromium's echo cancellation, noise suppression and gain control on the file")
+    parser.add_argument("--trace", action="store_true",
+                        help="the link logs every RTP/RTCP packet's header to <work>/<condition>-rtp.trace")
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--rescore", metavar="RESULTS_JSON", help="score a finished run's recordings again")
     args = parser.parse_args()

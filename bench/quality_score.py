@@ -2,20 +2,28 @@
 
 - `load`: a WAV file as float mono at 16 kHz (resampled with a polyphase filter: the CLI and
   the page both record at 48 kHz).
-- `score`: aligns a recording to the reference by cross-correlation, cuts the reference's
-  length from where it starts, and scores that with PESQ (ITU-T P.862.2 wideband, PyPI `pesq`)
-  and ViSQOL 3 in speech mode (PyPI `visqol-python`; its deep-lattice mapper, as the C++
-  ViSQOL's default, when `ai-edge-litert` is installed, else its polynomial fallback, which
-  reads 1–2 points high: the result says which). It also measures the received duration: the
-  recording's distance between where the reference's first and last 4 s windows align, over
-  the reference's. 1.00 is a recorder that kept time; below 1 audio never came (a stall that
-  a recorder writing as it decodes closes up, as the CLI's `--record` does), above 1 the
-  receiver played more than was sent (concealment inserted, a jitter buffer growing).
-- `heard`: the network-switch analysis. Short windows of the recording are located in the
-  reference one by one (normalised cross-correlation); the reference time they cover is what
-  was heard. The gap is the longest stretch of reference time between two heard windows (it
-  includes up to one inter-sentence pause, 0.45 s, at each side); `lost_speech_s` adds up the
-  reference's speech-active time after the first heard window that was never heard.
+- `track`: where each 1 s speech window of the reference lies in a recording, by spectral shape
+  (band energies, correlated over the window's speech frames only): robust to loss concealment
+  and to a receiver stretching time (NetEQ does while its buffer settles), which sink a waveform
+  correlation, and to pauses, which make any two windows alike by their envelopes alone.
+- `score`: cuts the reference's span out of the recording, from where its speech begins (with
+  0.1 s of margin, and room for the offset to move along the way), and scores it with PESQ
+  (ITU-T P.862.2 wideband, PyPI `pesq`) and ViSQOL 3 in speech mode (PyPI `visqol-python`; its
+  deep-lattice mapper, the C++ ViSQOL's default, when `ai-edge-litert` is installed, else its
+  polynomial fallback, which reads 1–2 points high: the result says which). It also gives the
+  received duration: how far apart the first and last placed windows are in the recording, over
+  how far apart they are in the reference. 1.000 is a receiver that kept time; below 1, audio
+  that never came was closed up (a recorder writing as it decodes, as the CLI's `--record`
+  does, hides a stall that way: PESQ, which realigns each utterance, barely notices, ViSQOL
+  does) or time was compressed; above 1, the receiver played more than was sent. And
+  `speech_missed_at_start_s`: a recording that begins after the speech did (the call was set
+  up too late for the first words; the bench does not score those and calls again).
+- `heard`: the network-switch analysis. The (longer) reference's 1 s windows, every 0.25 s,
+  are placed in the recording; placed windows less than 0.6 s apart form runs (a pause between
+  sentences is 0.45 s), and runs shorter than 1.5 s do not count (a few packets through a dying
+  path). The gap is the longest stretch of reference time between two runs, to about ±0.3 s;
+  speech that never came back is reported as `recovered: false` with the time from the last
+  run to the end of the speech.
 
     python3 bench/quality_score.py REFERENCE.wav RECORDING.wav [--heard]
 """
