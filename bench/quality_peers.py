@@ -12,7 +12,7 @@ file of speech and recording what they receive.
   1. getUserMedia's audio constraints get echoCancellation, noiseSuppression and
      autoGainControl false, so the file reaches the encoder as the CLI's does (with them on,
      Chromium's audio processing alone takes a TTS file from PESQ 4.6 to about 3.0 before any
-     network: measured in this folder, see docs/benchmarks.md); `--browser-apm` keeps them;
+     network, see docs/benchmarks.md); `--browser-apm` keeps them;
   2. every RTCPeerConnection the page makes is remembered, and each remote audio track is fed
      through WebAudio (a MediaStreamAudioSourceNode into an AudioWorklet at 48 kHz) into one
      recording. It starts when the first remote track unmutes (its first packet), as the CLI's
