@@ -232,6 +232,7 @@ async def one_call(args, pair, link, tokens, sent, length, scratch, log, switch_
     callee = make_peer(callee_kind, "callee", args, tokens, sent, scratch)
     caller = make_peer(caller_kind, "caller", args, tokens, sent, scratch)
     record = {"pair": pair, "scratch": scratch}
+    watchers = []
     try:
         await callee.start()
         await callee.ready(30)
@@ -242,7 +243,7 @@ async def one_call(args, pair, link, tokens, sent, length, scratch, log, switch_
         record["connect_s"] = round(max(connected) - started, 3)
         # Each sender's file began before its side connected: all of it has left by then.
         end = max(connected) + length + 0.8
-        watchers = [asyncio.create_task(peer.watch(end)) for peer in (caller, callee) if peer.kind == "page"]
+        watchers += [asyncio.create_task(peer.watch(end)) for peer in (caller, callee) if peer.kind == "page"]
         if switch_after is not None:
             await asyncio.sleep(max(0.0, max(connected) + switch_after - time.time()))
             record["switched_at"] = time.time()
@@ -273,6 +274,8 @@ async def one_call(args, pair, link, tokens, sent, length, scratch, log, switch_
         log.write(f"{scratch}: {traceback.format_exc()}\n".encode())
         log.flush()
     finally:
+        for task in watchers:
+            task.cancel()
         await caller.stop()
         await callee.stop()
     return record

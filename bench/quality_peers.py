@@ -29,7 +29,7 @@ import signal
 import time
 import wave
 
-from chromium_page import BenchError, Browser, Folder, kill_group, spawn
+from chromium_page import BenchError, Browser, Folder, harness, kill_group, spawn
 
 PAGE_SCRIPT = r"""
 (() => {
@@ -312,10 +312,10 @@ class PagePeer:
 
     async def watch(self, until, poll=0.1):
         """Polls the page's state until `until` (wall time), for a timeline."""
-        while time.time() < until:
+        while time.time() < until and self.browser.to_browser is not None:
             try:
                 await self.state()
-            except (BenchError, ValueError, OSError):
+            except (BenchError, harness.Failure, ValueError, OSError):
                 pass
             await asyncio.sleep(poll)
 
