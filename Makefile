@@ -102,7 +102,7 @@ bench-video-change: release
 
 # How calls sound (PESQ-WB, ViSQOL) through a shaped namespace link: random and bursty loss, jitter,
 # 150 ms RTT and a network switch, for CLI ↔ CLI, the browser page ↔ CLI and Chromium ↔ Chromium in
-# the same run (bench/quality_bench.py). QUALITY_CALLS good calls per cell (about 35 min at 3);
+# the same run (bench/quality_bench.py). QUALITY_CALLS good calls per cell (about 40 min at 3, 28 at 2);
 # the table is printed and the figures land in .build/bench-quality/.
 QUALITY_CALLS ?= 3
 QUALITY_CONDITIONS ?= clean,loss5,loss10,loss20,burst5,burst15,jitter30,jitter30r,rtt150
