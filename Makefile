@@ -5,7 +5,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8080
 CONNECTIONS ?= 15000
 
-.PHONY: deps bench-deps build release run test format lint ios-check autobahn-full bench-ws bench-signaling bench-push bench-setup bench-codec bench-group bench-video bench-video-change bench-cluster bench-private-preconnect fuzz clean
+.PHONY: deps bench-deps build release run test format lint ios-check autobahn-full bench-ws bench-signaling bench-push bench-setup bench-codec bench-group bench-video bench-video-change bench-cluster bench-private-preconnect bench-quality fuzz clean
 
 deps:
 	@scripts/deps.sh
@@ -113,6 +113,17 @@ PRIVATE_CALLS ?= 5
 PRIVATE_RTT_MS ?= 40
 bench-private-preconnect: release
 	python3 bench/private_preconnect_bench.py --bin .build/release --calls $(PRIVATE_CALLS) --rtt-ms $(PRIVATE_RTT_MS)
+
+# How calls sound (PESQ-WB, ViSQOL) through a shaped namespace link: random and bursty loss, jitter,
+# 150 ms RTT and a network switch, for CLI ↔ CLI, the browser page ↔ CLI and Chromium ↔ Chromium in
+# the same run (bench/quality_bench.py). QUALITY_CALLS good calls per cell (about 40 min at 3, 28 at 2);
+# the table is printed and the figures land in .build/bench-quality/.
+QUALITY_CALLS ?= 3
+QUALITY_CONDITIONS ?= clean,loss5,loss10,loss20,burst5,burst15,jitter30,jitter30r,rtt150
+QUALITY_SWITCH_CALLS ?= 2
+bench-quality: release bench-deps
+	python3 bench/quality_bench.py --bin .build/release --calls $(QUALITY_CALLS) \
+		--conditions $(QUALITY_CONDITIONS) --switch-calls $(QUALITY_SWITCH_CALLS)
 
 # The signaling codec against Foundation's JSONDecoder/JSONEncoder on the relay's messages.
 bench-codec: release

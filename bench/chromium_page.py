@@ -76,17 +76,21 @@ def origin_of(url):
 class Browser(harness.Chromium):
     """harness.Chromium, launched with the benches' flags: no loopback candidates, the server's
     http `origin` (by default the page's own) treated as secure (getUserMedia), the fake camera
-    (Chromium's own pattern at 30 fps, or `camera`, a Y4M file it loops), in its own process
-    group."""
+    (Chromium's own pattern at 30 fps, or `camera`, a Y4M file it loops), the fake microphone
+    (Chromium's beep, or `microphone`, a WAV file played once from each getUserMedia on: the
+    `%noloop` form of --use-file-for-fake-audio-capture), in its own process group."""
 
-    def __init__(self, scratch, url, netns, origin=None, camera=None):
+    def __init__(self, scratch, url, netns, origin=None, camera=None, microphone=None):
         super().__init__(scratch, url, netns)
         self.origin = origin or origin_of(url)
         self.camera = camera
+        self.microphone = microphone
 
     async def start(self):
         binary = shutil.which("chromium") or shutil.which("chromium-browser") or "chromium"
         camera = [f"--use-file-for-fake-video-capture={self.camera}"] if self.camera else []
+        if self.microphone:
+            camera.append(f"--use-file-for-fake-audio-capture={self.microphone}%noloop")
         args = [binary, "--headless=new", "--no-sandbox", "--use-fake-device-for-media-stream=fps=30", *camera,
                 "--use-fake-ui-for-media-stream", f"--unsafely-treat-insecure-origin-as-secure={self.origin}",
                 "--disable-features=WebRtcHideLocalIpsWithMdns", "--autoplay-policy=no-user-gesture-required",

@@ -30,6 +30,10 @@ if [ "${1:-}" = "bench" ]; then
   command -v node >/dev/null || APT_PACKAGES+=(nodejs)
   APT_PACKAGES+=(node-ws)
   PIP_PACKAGES+=(aioapns)
+  # bench-quality: test speech (espeak-ng, sox), PESQ (builds a C extension), ViSQOL 3 with its
+  # deep-lattice speech mapper (ai-edge-litert) and numba (its hot loops, about 25x faster).
+  APT_PACKAGES+=(espeak-ng sox)
+  PIP_PACKAGES+=(pesq visqol-python ai-edge-litert numba scipy)
 fi
 
 missing=()
@@ -48,6 +52,7 @@ PY=${PYTHON:-python3}
 pip_missing=()
 for p in "${PIP_PACKAGES[@]}"; do
   mod=$p; [ "$p" = pyjwt ] && mod=jwt; [ "$p" = livekit-api ] && mod=livekit.api
+  [ "$p" = visqol-python ] && mod=visqol; [ "$p" = ai-edge-litert ] && mod=ai_edge_litert
   $PY -c "import $mod" 2>/dev/null || pip_missing+=("$p")
 done
 if [ ${#pip_missing[@]} -gt 0 ]; then
