@@ -72,7 +72,7 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
     let pcmAtB = PCMCollector()
     let factoryA = GStreamerPeerConnectionFactory(media: GStreamerMedia(audio: .tone(frequency: 523)))
     let factoryB = GStreamerPeerConnectionFactory(
-      media: GStreamerMedia(audio: .tone(frequency: 330)) { pcmAtB.append($0) })
+      media: GStreamerMedia(audio: .tone(frequency: 330)) { pcmAtB.append($0.samples) })
     let config = PeerConnectionConfiguration(iceServers: [], video: false, dataChannel: true)
     let a = try #require(try await factoryA.makePeerConnection(config) as? GStreamerPeerConnection)
     let b = try #require(try await factoryB.makePeerConnection(config) as? GStreamerPeerConnection)
