@@ -290,3 +290,51 @@ func connectedCaller(
     #expect(m.handle(.server(.mediaState(.init(callId: "other", from: bob, camera: true)))).isEmpty)
   }
 }
+
+/// A very fast Answer: the user answers before the callee's first connection exists (CallKit
+/// answers while the engine still builds its peer connection). The accept is kept, and the
+/// answer follows the connection.
+@Suite struct CallEngineEarlyAcceptTests {
+  @Test func anAcceptBeforeTheFirstConnectionExistsIsKept() {
+    var m = callee()
+    _ = m.handle(.start)
+    #expect(m.handle(.accept).isEmpty)  // nothing to answer with yet...
+    #expect(m.state == .connecting)  // ...but the call is answered
+    let made = m.handle(.connectionMade(generation: 1, canRestartIce: true))
+    #expect(made.contains(.setRemote(generation: 1, SessionDescription(sdp: "offer-alice"), .offer)))
+    #expect(
+      m.handle(.remoteDescriptionSet(generation: 1))
+        == [.setVideoDirection(generation: 1, .recvonly), .createAnswer(generation: 1)])
+    _ = m.handle(.answerCreated(generation: 1, answer))
+    #expect(m.handle(.localDescriptionSet(generation: 1)) == [.send(.accept(.init(callId: "c", answer: answer)))])
+    #expect(m.handle(.connectionState(generation: 1, .connected)).isEmpty)
+    #expect(m.state == .connected)
+  }
+
+  // An invite without an offer: the accept goes at once, and the caller's offer is answered.
+  @Test func anEarlyAcceptWithoutAnOfferGoesAtOnce() {
+    var m = callee(offer: nil)
+    _ = m.handle(.start)
+    #expect(m.handle(.accept) == [.send(.accept(.init(callId: "c", answer: nil)))])
+    _ = m.handle(.connectionMade(generation: 1, canRestartIce: true))
+    let offer = SessionDescription(sdp: "offer-late")
+    #expect(
+      m.handle(.server(.offer(.init(callId: "c", from: alice, sdp: offer.sdp))))
+        == [.setRemote(generation: 1, offer, .offer)])
+    #expect(m.handle(.remoteDescriptionSet(generation: 1)).contains(.createAnswer(generation: 1)))
+    _ = m.handle(.answerCreated(generation: 1, answer))
+    #expect(m.handle(.localDescriptionSet(generation: 1)) == [.send(.answer(.init(callId: "c", sdp: answer.sdp)))])
+  }
+
+  // Answered even before `start`: the call starts, rings and accepts.
+  @Test func anAcceptBeforeStartStartsTheCall() {
+    var m = callee()
+    #expect(m.handle(.accept) == [.send(.ringing(.init(callId: "c"))), .replaceConnection(generation: 1)])
+    #expect(m.state == .connecting)
+    #expect(m.handle(.start).isEmpty)
+    #expect(
+      m.handle(.connectionMade(generation: 1, canRestartIce: true)).contains(
+        .setRemote(generation: 1, SessionDescription(sdp: "offer-alice"), .offer)))
+    #expect(m.handle(.remoteDescriptionSet(generation: 1)).contains(.createAnswer(generation: 1)))
+  }
+}
