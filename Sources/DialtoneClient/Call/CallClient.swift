@@ -178,15 +178,15 @@ public actor CallClient {
     -> GroupCall
   {
     let reply = try await signaling.request(.roomJoin(.init(room: name, callId: callId, video: video)))
-    switch reply {
-    case .ack(let ack):
+    switch reply.routed {
+    case .session(.ack(let ack)):
       guard let state = ack.group else { throw GroupCallError.unexpectedAnswer("room-join ack without group") }
       let group = await makeGroup(state.callId, entry: .joinedRoom(state), video: state.video)
       await group.start()
       return group
-    case .error(let error):
+    case .session(.error(let error)):
       throw GroupCallError.refused(error.code, error.message)
-    default:
+    case .session(.welcome), .oneToOne, .group, .unknown:
       throw GroupCallError.unexpectedAnswer(reply.typeName)
     }
   }

@@ -509,9 +509,10 @@ public actor CallEngine {
           do {
             try await signaling.send(request)
           } catch {
-            switch request {
-            case .invite, .accept: await self?.feed(.signalingFailed("\(error)"))
-            default: break  // delivery is at-least-once; a lost socket resumes
+            // Only these decide the call; anything else is delivered at least once (a lost
+            // socket resumes).
+            if request.type == .invite || request.type == .accept {
+              await self?.feed(.signalingFailed("\(error)"))
             }
           }
         }
