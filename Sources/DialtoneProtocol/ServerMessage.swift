@@ -15,6 +15,7 @@ public enum ServerMessageType: String, Sendable, Equatable, CaseIterable {
   case iceRestartRequest = "ice-restart-request"
   case callEnded = "call-ended"
   case mediaState = "media-state"
+  case hold
   case groupInvite = "group-invite"
   case groupUpdate = "group-update"
   case groupMedia = "group-media"
@@ -31,7 +32,7 @@ public enum ServerMessageType: String, Sendable, Equatable, CaseIterable {
     switch self {
     case .welcome, .ack, .error: ServerMessageRules(desk: .session)
     case .invite, .ringing, .accept, .offer, .answer, .candidate, .endOfCandidates, .iceRestartRequest, .callEnded,
-      .mediaState:
+      .mediaState, .hold:
       ServerMessageRules(desk: .oneToOne)
     case .groupInvite, .groupUpdate, .groupMedia, .groupOffer, .groupAnswer, .groupCandidate, .groupStreamEnded,
       .groupEnded:
@@ -105,6 +106,8 @@ public enum ServerMessage: Sendable, Equatable {
   case callEnded(CallEnded)
   /// The other side's camera went off or on.
   case mediaState(MediaState)
+  /// The other side put the call on hold, or took it off hold.
+  case hold(Hold)
   /// A group call rings this member's device.
   case groupInvite(GroupInvite)
   /// A group call's participant list changed (to every member's devices).
@@ -474,6 +477,30 @@ public enum ServerMessage: Sendable, Equatable {
     }
   }
 
+  /// `hold`: `{callId, from, onHold}`.
+  public struct Hold: ServerCallMessageBody, Hashable {
+    public var callId: CallID
+    public var from: Peer
+    /// Whether the other side holds the call now.
+    public var onHold: Bool
+
+    public init(callId: CallID, from: Peer, onHold: Bool) {
+      self.callId = callId
+      self.from = from
+      self.onHold = onHold
+    }
+
+    public init(wirePlaceholder _: WirePlaceholder) {
+      self.init(callId: "", from: Peer(userId: "", deviceId: ""), onHold: false)
+    }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+      try c.object("from", &from)
+      try c.bool("onHold", &onHold)
+    }
+  }
+
   /// `call-ended`: `{callId, reason, from?, replacedBy?}`.
   public struct CallEnded: ServerCallMessageBody, Hashable {
     public var callId: CallID
@@ -532,6 +559,7 @@ public enum ServerMessage: Sendable, Equatable {
     case .endOfCandidates(let m): return visitor.visit(m, as: .endOfCandidates)
     case .iceRestartRequest(let m): return visitor.visit(m, as: .iceRestartRequest)
     case .mediaState(let m): return visitor.visit(m, as: .mediaState)
+    case .hold(let m): return visitor.visit(m, as: .hold)
     case .groupInvite(let m): return visitor.visit(m, as: .groupInvite)
     case .groupUpdate(let m): return visitor.visit(m, as: .groupUpdate)
     case .groupMedia(let m): return visitor.visit(m, as: .groupMedia)
@@ -559,6 +587,7 @@ public enum ServerMessage: Sendable, Equatable {
     case .endOfCandidates: return .endOfCandidates(try d.body())
     case .iceRestartRequest: return .iceRestartRequest(try d.body())
     case .mediaState: return .mediaState(try d.body())
+    case .hold: return .hold(try d.body())
     case .groupInvite: return .groupInvite(try d.body())
     case .groupUpdate: return .groupUpdate(try d.body())
     case .groupMedia: return .groupMedia(try d.body())
@@ -633,6 +662,7 @@ extension ServerMessage {
     case iceRestartRequest(PeerEvent)
     case callEnded(CallEnded)
     case mediaState(MediaState)
+    case hold(Hold)
   }
 
   /// A group call's messages.
@@ -663,6 +693,7 @@ extension ServerMessage {
     case .iceRestartRequest(let m): .oneToOne(.iceRestartRequest(m))
     case .callEnded(let m): .oneToOne(.callEnded(m))
     case .mediaState(let m): .oneToOne(.mediaState(m))
+    case .hold(let m): .oneToOne(.hold(m))
     case .groupInvite(let m): .group(.groupInvite(m))
     case .groupUpdate(let m): .group(.groupUpdate(m))
     case .groupMedia(let m): .group(.groupMedia(m))

@@ -338,3 +338,55 @@ func connectedCaller(
     #expect(m.handle(.remoteDescriptionSet(generation: 1)).contains(.createAnswer(generation: 1)))
   }
 }
+
+/// Hold (protocol.md 7.15b): the microphone goes off here and the other side is told, once the
+/// call is up; the other side's hold is kept for the UI.
+@Suite struct CallEngineHoldTests {
+  @Test func holdingAConnectedCallTellsTheOtherSide() {
+    var m = connectedCaller()
+    #expect(
+      m.handle(.setOnHold(true))
+        == [.setAudio(generation: 1, false), .send(.hold(.init(callId: "c", onHold: true)))])
+    #expect(m.handle(.setOnHold(true)) == [.setAudio(generation: 1, false)])  // no change: nothing to tell
+    #expect(
+      m.handle(.setOnHold(false))
+        == [.setAudio(generation: 1, true), .send(.hold(.init(callId: "c", onHold: false)))])
+  }
+
+  @Test func theOtherSidesHoldIsKeptForTheUI() {
+    var m = connectedCaller()
+    #expect(!m.remoteIsOnHold)
+    #expect(m.handle(.server(.hold(.init(callId: "c", from: bob, onHold: true)))) == [.remoteHold(true)])
+    #expect(m.remoteIsOnHold)
+    #expect(m.handle(.server(.hold(.init(callId: "c", from: bob, onHold: true)))).isEmpty)
+    #expect(m.handle(.server(.hold(.init(callId: "other", from: bob, onHold: false)))).isEmpty)
+    #expect(m.handle(.server(.hold(.init(callId: "c", from: bob, onHold: false)))) == [.remoteHold(false)])
+    #expect(!m.remoteIsOnHold)
+  }
+
+  // Held before the call came up (CallKit holds a ringing call when another is answered): the
+  // other side hears of it as it comes up, after the accept (the server relays a hold only
+  // then).
+  @Test func aHoldFromBeforeTheAcceptIsToldAsTheCallComesUp() {
+    var caller = caller()
+    _ = caller.handle(.start)
+    _ = caller.handle(.connectionMade(generation: 1, canRestartIce: true))
+    #expect(caller.handle(.setOnHold(true)) == [.setAudio(generation: 1, false)])
+    #expect(
+      caller.handle(.server(.accept(.init(callId: "c", from: bob, answer: answer)))) == [
+        .send(.hold(.init(callId: "c", onHold: true))), .setRemote(generation: 1, answer, .answer),
+      ])
+
+    var callee = callee()
+    _ = callee.handle(.start)
+    _ = callee.handle(.connectionMade(generation: 1, canRestartIce: true))
+    _ = callee.handle(.remoteDescriptionSet(generation: 1))
+    #expect(callee.handle(.setOnHold(true)) == [.setAudio(generation: 1, false)])
+    _ = callee.handle(.accept)
+    _ = callee.handle(.answerCreated(generation: 1, answer))
+    #expect(
+      callee.handle(.localDescriptionSet(generation: 1)) == [
+        .send(.accept(.init(callId: "c", answer: answer))), .send(.hold(.init(callId: "c", onHold: true))),
+      ])
+  }
+}

@@ -73,6 +73,9 @@ public struct CallEngineMachine: Sendable {
     case remoteCamera(Bool)
     /// The other side started or stopped sending video (its description's video direction).
     case remoteVideo(Bool)
+    /// The other side put the call on hold (true) or took it off (`hold`): for the UI; no audio
+    /// comes from it meanwhile.
+    case remoteHold(Bool)
     case arm(Timer, after: Duration)
     case cancel(Timer)
     /// The call is over: no request follows; detach and close the connection, finish the streams.
@@ -120,6 +123,8 @@ public struct CallEngineMachine: Sendable {
   public internal(set) var remoteSendsVideo = false
   /// Whether the other side's latest description takes video (an answer cannot send otherwise).
   var remoteReceivesVideo = true
+  /// The other side holds the call (`hold`).
+  public internal(set) var remoteIsOnHold = false
 
   /// The last generation handed out, to the current connection or to a leg.
   private var generations = 0
@@ -196,8 +201,12 @@ public struct CallEngineMachine: Sendable {
       isMuted = muted
       return audioEffect()
     case .setOnHold(let held):
+      let changed = isOnHold != held
       isOnHold = held
-      return audioEffect()
+      var effects = audioEffect()
+      // The peer is told once the call is up (a hold from before is told as the call comes up).
+      if changed, case .talking = phase { effects.append(.send(.hold(.init(callId: callId, onHold: held)))) }
+      return effects
     case .setVideoEnabled(let enabled):
       let changed = isVideoEnabled != enabled
       isVideoEnabled = enabled
@@ -273,15 +282,15 @@ public struct CallEngineMachine: Sendable {
       if making.offer != nil {
         making.offer?.then = .accept
       } else {
-        effects.append(.send(.accept(.init(callId: callId, answer: nil))))
+        effects += acceptance(answer: nil)
       }
       phase = .talking(Talking(link: .making(making), recovery: .connecting))
       return effects
     case .incoming(var incoming):
       // The accept first: media follows it (9b).
-      let accept = Effect.send(.accept(.init(callId: callId, answer: nil)))
+      let accept = acceptance(answer: nil)
       if incoming.legs.calleeLeg?.answered == true, let adopted = adoptLeg(from: &incoming.legs, device: nil) {
-        return [accept] + adopted
+        return accept + adopted
       }
       let closed = incoming.legs.closeAll()
       var connection = incoming.connection
@@ -297,7 +306,7 @@ public struct CallEngineMachine: Sendable {
       case .none, .stable, .creating, .setting, .gathering, .awaitingAnswer, .renegotiating, .renegotiated:
         // No offer yet (the invite had none): accept, and answer the caller's offer when it comes.
         phase = .talking(Talking(link: .made(connection), recovery: .connecting))
-        effects.append(accept)
+        effects += accept
       }
       return effects
     case .dialing, .talking, .ended:
@@ -337,6 +346,17 @@ public struct CallEngineMachine: Sendable {
     }
     if let offer = making.offer { effects += applyRemote(offer.description, .offer, then: offer.then) }
     return effects + cameraEffect()
+  }
+
+  /// The callee's `accept` and, when the call is held here already, the `hold` that follows it
+  /// (the server relays a hold only once the call is accepted).
+  func acceptance(answer: SessionDescription?) -> [Effect] {
+    [.send(.accept(.init(callId: callId, answer: answer)))] + holdNotice
+  }
+
+  /// Held before the call came up: the other side hears of it as it does.
+  var holdNotice: [Effect] {
+    isOnHold ? [.send(.hold(.init(callId: callId, onHold: true)))] : []
   }
 
   // MARK: Media the user controls

@@ -44,6 +44,10 @@ extension CallEngineMachine {
       return end(.remote(m.reason), notify: nil)
     case .mediaState(let m):
       return [.remoteCamera(m.camera)]
+    case .hold(let m):
+      guard m.onHold != remoteIsOnHold else { return [] }
+      remoteIsOnHold = m.onHold
+      return [.remoteHold(m.onHold)]
     case .invite, .endOfCandidates:
       return []  // an invite makes an engine (`CallClient`); the end of candidates changes nothing here
     }
@@ -94,8 +98,10 @@ extension CallEngineMachine {
   private mutating func remoteAccepted(_ m: ServerMessage.Accept) -> [Effect] {
     guard case .dialing(var dialing) = phase else { return [] }
     remotePeer = m.from
-    if m.preconnected, let adopted = adoptLeg(from: &dialing.legs, device: m.from.deviceId) { return adopted }
-    let closed = dialing.legs.closeAll()
+    if m.preconnected, let adopted = adoptLeg(from: &dialing.legs, device: m.from.deviceId) {
+      return holdNotice + adopted
+    }
+    let closed = dialing.legs.closeAll() + holdNotice
     phase = .talking(Talking(link: .made(dialing.connection), recovery: .connecting))
     guard let answer = m.answer else { return closed }
     return closed + applyRemote(answer, .answer, then: .settle)

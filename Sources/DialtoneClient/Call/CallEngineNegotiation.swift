@@ -91,7 +91,7 @@ extension CallEngineMachine {
     case .accept:
       connection.negotiation = .stable
       self.connection = connection
-      return [.send(.accept(.init(callId: callId, answer: description)))] + cameraEffect() + settled()
+      return acceptance(answer: description) + cameraEffect() + settled()
     case .answer:
       connection.negotiation = .stable
       self.connection = connection
