@@ -175,3 +175,8 @@ extension ServerRole {
     return 0
   }
 }
+
+extension ServerRole {
+  /// `Content-Length`'s grammar (see `HTTPRequestHead.decimalLength`).
+  static func decimalLength(_ value: String) -> Int? { HTTPRequestHead.decimalLength(value) }
+}
