@@ -1,18 +1,18 @@
 /// The request line and header fields of one HTTP/1.1 request (RFC 9112 §3, §5), parsed
 /// strictly: whatever two parsers could read differently (a proxy in front and this server) is
 /// refused with 400 rather than guessed at.
-struct HTTPRequestHead: Equatable {
+package struct HTTPRequestHead: Equatable, Sendable {
   /// nil for a method token this server does not serve (answered 405).
-  var method: HTTPMethod?
-  var methodToken: String
+  package var method: HTTPMethod?
+  package var methodToken: String
   /// The target's path, percent-decoded, with `.`/`..` segments resolved and repeated slashes
   /// collapsed.
-  var path: String
-  var query: [String: String]
+  package var path: String
+  package var query: [String: String]
   /// 0 for HTTP/1.0, 1 for HTTP/1.1 (and later 1.x).
-  var minorVersion: Int
+  package var minorVersion: Int
   /// Every field in order, names lowercased.
-  var fields: [HTTPHeaderField]
+  package var fields: [HTTPHeaderField]
 
   /// The field's value; repeated fields joined with ", " (RFC 9110 §5.3).
   func field(_ name: String) -> String? {
@@ -37,7 +37,7 @@ struct HTTPRequestHead: Equatable {
 
   /// The declared body length (nil: none declared), or the error to answer with (RFC 9112 §6):
   /// only a single `Content-Length` of decimal digits frames a body; no transfer coding is decoded.
-  func bodyLength() -> Result<Int?, HTTPError> {
+  package func bodyLength() -> Result<Int?, HTTPError> {
     let lengths = count(of: "content-length")
     if count(of: "transfer-encoding") > 0 {
       if lengths > 0 { return .failure(.badRequest("both Content-Length and Transfer-Encoding")) }

@@ -2,8 +2,8 @@
 /// wait here until the one before them is answered). Lines end with CRLF or a bare LF (RFC 9112
 /// §2.2); a bare CR is refused, as are heads over `maxHeadBytes` (431). The buffer is freed
 /// whenever it empties, so an idle connection holds nothing.
-struct HTTPRequestReader {
-  enum Head: Equatable {
+package struct HTTPRequestReader {
+  package enum Head: Equatable, Sendable {
     case needMore
     case head(HTTPRequestHead)
     case failure(HTTPError)
@@ -16,7 +16,7 @@ struct HTTPRequestReader {
   private var lineStart = 0
   private var lines: [Range<Int>] = []
 
-  init(maxHeadBytes: Int) {
+  package init(maxHeadBytes: Int) {
     self.maxHeadBytes = maxHeadBytes
   }
 
@@ -26,12 +26,12 @@ struct HTTPRequestReader {
     buffered.append(contentsOf: bytes)
   }
 
-  mutating func append(_ bytes: [UInt8]) {
+  package mutating func append(_ bytes: [UInt8]) {
     buffered.append(contentsOf: bytes)
   }
 
   /// The next request's head, once all of it is here; its bytes leave the buffer.
-  mutating func nextHead() -> Head {
+  package mutating func nextHead() -> Head {
     while scanned < buffered.count {
       let byte = buffered[scanned]
       scanned += 1
@@ -70,7 +70,7 @@ struct HTTPRequestReader {
   }
 
   /// The next `count` bytes (a body), once they are all here.
-  mutating func takeBody(_ count: Int) -> [UInt8]? {
+  package mutating func takeBody(_ count: Int) -> [UInt8]? {
     guard buffered.count >= count else { return nil }
     let body = Array(buffered[..<count])
     consume(count)

@@ -11,8 +11,8 @@
 /// - 1007: text or a close reason that is not UTF-8, at the first invalid byte (§8.1);
 /// - 1009: a message over `maxMessageBytes`, as soon as a frame header says so: nothing of it
 ///   is delivered.
-struct WebSocketFrameParser {
-  enum Event: Equatable {
+package struct WebSocketFrameParser {
+  package enum Event: Equatable, Sendable {
     case message([UInt8], isText: Bool)
     case ping([UInt8])
     case pong
@@ -45,7 +45,7 @@ struct WebSocketFrameParser {
   /// A close or a failure was returned: everything after it is ignored.
   private(set) var finished = false
 
-  init(maxMessageBytes: Int) {
+  package init(maxMessageBytes: Int) {
     self.maxMessageBytes = maxMessageBytes
   }
 
@@ -53,7 +53,7 @@ struct WebSocketFrameParser {
   var isIdle: Bool { !inFrame && header.isEmpty && messageIsText == nil }
 
   /// From now on data frames are skipped (this side has closed); a message in progress is dropped.
-  mutating func discardData() {
+  package mutating func discardData() {
     discardingData = true
     message = []
     messageIsText = nil
@@ -65,7 +65,7 @@ struct WebSocketFrameParser {
 
   /// The next event in `input` from `index` on (advanced past what was read), or nil when
   /// `input` is used up without completing one.
-  mutating func next(_ input: UnsafeRawBufferPointer, _ index: inout Int) -> Event? {
+  package mutating func next(_ input: UnsafeRawBufferPointer, _ index: inout Int) -> Event? {
     guard let base = input.baseAddress else { return nil }
     while !finished {
       if !inFrame {

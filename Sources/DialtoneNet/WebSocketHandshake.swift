@@ -2,7 +2,7 @@ import DialtoneCrypto
 
 /// The server's side of the opening handshake (RFC 6455 §4.2): which requests are WebSocket
 /// upgrades, whether one is acceptable, and the 101 that accepts it.
-enum WebSocketHandshake {
+package enum WebSocketHandshake {
   /// The one subprotocol this server speaks: a client that names others and not it is refused.
   static let subprotocol = "dialtone"
 
@@ -12,7 +12,7 @@ enum WebSocketHandshake {
   }
 
   /// The 101 response accepting `head`, or the error refusing it.
-  static func accept(_ head: HTTPRequestHead) -> Result<[UInt8], HTTPError> {
+  package static func accept(_ head: HTTPRequestHead) -> Result<[UInt8], HTTPError> {
     guard head.method == .GET, head.minorVersion >= 1 else {
       return .failure(.badRequest("a WebSocket upgrade is a GET over HTTP/1.1"))
     }
