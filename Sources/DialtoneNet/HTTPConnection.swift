@@ -41,13 +41,38 @@ final class HTTPConnection {
 
   var flushed: Bool { lws_partial_buffered(wsi) == 0 }
 
-  func arm(_ reason: pending_timeout, _ seconds: Int32) {
-    lws_set_timeout(wsi, reason, seconds)
+  /// What the connection waits for, each with its bound: armed when the wait starts, not
+  /// re-armed by every read (a head trickled in a byte at a time still has 10 s).
+  enum Wait {
+    case nothing, head, idle, body
+
+    var timeout: (reason: pending_timeout, seconds: Int32)? {
+      switch self {
+      case .nothing: return nil
+      case .head: return (PENDING_TIMEOUT_HTTP_CONTENT, HTTPConnection.headSeconds)
+      case .idle: return (PENDING_TIMEOUT_HTTP_KEEPALIVE_IDLE, HTTPConnection.keepAliveSeconds)
+      case .body: return (PENDING_TIMEOUT_HTTP_CONTENT, HTTPConnection.bodySeconds)
+      }
+    }
+  }
+  private var waiting = Wait.nothing
+
+  func wait(for wait: Wait) {
+    guard wait != waiting else { return }
+    waiting = wait
+    if let timeout = wait.timeout {
+      lws_set_timeout(wsi, timeout.reason, timeout.seconds)
+    } else {
+      lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0)
+    }
   }
 
   /// No timeout while the router works on a request.
-  func disarm() {
-    lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0)
+  func disarm() { wait(for: .nothing) }
+
+  private func arm(_ reason: pending_timeout, _ seconds: Int32) {
+    waiting = .nothing
+    lws_set_timeout(wsi, reason, seconds)
   }
 
   func answeredOne() {

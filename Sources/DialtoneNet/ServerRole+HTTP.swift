@@ -20,15 +20,12 @@ extension ServerRole {
     while connection.exchange == nil, !connection.ending, httpConnections[connection.id] === connection {
       switch connection.reader.nextHead() {
       case .needMore:
-        if connection.reader.isEmpty, connection.answered > 0 {
-          connection.arm(PENDING_TIMEOUT_HTTP_KEEPALIVE_IDLE, HTTPConnection.keepAliveSeconds)
-        } else {
-          connection.arm(PENDING_TIMEOUT_HTTP_CONTENT, HTTPConnection.headSeconds)
-        }
+        connection.wait(for: connection.reader.isEmpty && connection.answered > 0 ? .idle : .head)
         return
       case .failure(let error):
         refuse(connection, HTTPRequest(method: .GET, path: "/"), error, on: loop)
       case .head(let head):
+        connection.disarm()
         start(head, on: connection, loop: loop)
       }
     }
@@ -92,7 +89,7 @@ extension ServerRole {
 
   private func readBody(_ exchange: HTTPExchange, _ length: Int, on connection: HTTPConnection, loop: ServiceLoop) {
     guard let body = connection.reader.takeBody(length) else {
-      connection.arm(PENDING_TIMEOUT_HTTP_CONTENT, HTTPConnection.bodySeconds)
+      connection.wait(for: .body)
       return
     }
     exchange.awaitingBody = nil

@@ -92,7 +92,7 @@ final class ServerRole: ServiceRole {
       let connection = HTTPConnection(
         id: id, wsi: wsi, isTLS: configuration.tls != nil, maxHeadBytes: configuration.maxHeaderBytes)
       httpConnections[id] = connection
-      connection.arm(PENDING_TIMEOUT_HTTP_CONTENT, HTTPConnection.headSeconds)
+      connection.wait(for: .head)
       return 0
     case LWS_CALLBACK_RAW_RX:
       let id = dt_lws_get_id(wsi)

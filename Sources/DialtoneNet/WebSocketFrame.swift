@@ -25,7 +25,8 @@ enum WebSocketFrame {
     }
     target.storeBytes(of: 127, toByteOffset: 1, as: UInt8.self)
     for index in 0..<8 {
-      target.storeBytes(of: UInt8((UInt64(count) >> UInt64(56 - 8 * index)) & 0xFF), toByteOffset: 2 + index, as: UInt8.self)
+      target.storeBytes(
+        of: UInt8((UInt64(count) >> UInt64(56 - 8 * index)) & 0xFF), toByteOffset: 2 + index, as: UInt8.self)
     }
     return 10
   }

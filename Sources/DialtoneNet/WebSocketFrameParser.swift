@@ -176,7 +176,9 @@ package struct WebSocketFrameParser {
     default:
       length = UInt64(short)
     }
-    if opcode >= Self.close, length > 125 { return .failed(.failure(code: 1002, reason: "control frame over 125 bytes")) }
+    if opcode >= Self.close, length > 125 {
+      return .failed(.failure(code: 1002, reason: "control frame over 125 bytes"))
+    }
     if opcode < Self.close, !discardingData, UInt64(message.count) + length > UInt64(maxMessageBytes) {
       return .failed(.failure(code: 1009, reason: "message too big"))
     }
@@ -275,7 +277,9 @@ package struct WebSocketFrameParser {
     guard WebSocketCloseCode.isValidFromPeer(code) else { return .failure(code: 1002, reason: "invalid close code") }
     let reason = Array(payload[2...])
     var check = UTF8Validator()
-    guard check.consume(reason), check.isComplete else { return .failure(code: 1007, reason: "close reason is not UTF-8") }
+    guard check.consume(reason), check.isComplete else {
+      return .failure(code: 1007, reason: "close reason is not UTF-8")
+    }
     return .close(code: code, reason: reason)
   }
 

@@ -135,8 +135,9 @@ struct WebSocketHandshakeTests {
     #expect(response.contains("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"))
     #expect(!response.contains("Sec-WebSocket-Protocol"))
     let withProtocol = try #require(head(Self.valid + "Sec-WebSocket-Protocol: chat, dialtone\r\n"))
-    #expect(String(decoding: try WebSocketHandshake.accept(withProtocol).get(), as: UTF8.self).contains(
-      "Sec-WebSocket-Protocol: dialtone\r\n"))
+    #expect(
+      String(decoding: try WebSocketHandshake.accept(withProtocol).get(), as: UTF8.self).contains(
+        "Sec-WebSocket-Protocol: dialtone\r\n"))
   }
 
   @Test func badUpgradesAreRefused() throws {
@@ -144,7 +145,8 @@ struct WebSocketHandshakeTests {
     #expect(throws: HTTPError.self) { try WebSocketHandshake.accept(wrongVersion).get() }
     let shortKey = try #require(head(Self.valid.replacingOccurrences(of: "dGhlIHNhbXBsZSBub25jZQ==", with: "c2hvcnQ=")))
     #expect(throws: HTTPError.self) { try WebSocketHandshake.accept(shortKey).get() }
-    let noConnection = try #require(head(Self.valid.replacingOccurrences(of: "keep-alive, Upgrade", with: "keep-alive")))
+    let noConnection = try #require(
+      head(Self.valid.replacingOccurrences(of: "keep-alive, Upgrade", with: "keep-alive")))
     #expect(throws: HTTPError.self) { try WebSocketHandshake.accept(noConnection).get() }
     let otherProtocol = try #require(head(Self.valid + "Sec-WebSocket-Protocol: chat\r\n"))
     #expect(throws: HTTPError.self) { try WebSocketHandshake.accept(otherProtocol).get() }

@@ -57,8 +57,10 @@ import Testing
     let port = server.port
     let curl = Process()
     curl.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-    curl.arguments = ["-sk", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code} %{http_version}",
-      "https://127.0.0.1:\(port)/healthz"]
+    curl.arguments = [
+      "-sk", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code} %{http_version}",
+      "https://127.0.0.1:\(port)/healthz",
+    ]
     let output = Pipe()
     curl.standardOutput = output
     try curl.run()

@@ -140,7 +140,8 @@ import Testing
 
   /// A ping before a message in the same read is answered before that message's echo.
   @Test func aPingBeforeAMessageIsAnsweredFirst() async throws {
-    let reply = try await exchange([frame(Self.ping, Array("p".utf8)), frame(Self.text, Array("m".utf8))], expecting: 2)
+    let reply = try await exchange(
+      [frame(Self.ping, Array("p".utf8)), frame(Self.text, Array("m".utf8))], expecting: 2)
     #expect(
       reply == [
         RawWebSocket.Frame(opcode: Self.pong, payload: Array("p".utf8)),

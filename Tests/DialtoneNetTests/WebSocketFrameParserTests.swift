@@ -115,7 +115,9 @@ struct WebSocketFrameParserTests {
   @Test func aMessageOverTheLimitFailsWith1009() {
     let header = Array(Self.frame(0x2, [], length: 2048).prefix(8))
     #expect(Self.failure(1009, in: Self.events(header, limit: 1024)))
-    let fragments = Self.frame(0x2, [UInt8](repeating: 0, count: 600), fin: false) + Self.frame(0x0, [UInt8](repeating: 0, count: 600))
+    let fragments =
+      Self.frame(0x2, [UInt8](repeating: 0, count: 600), fin: false)
+      + Self.frame(0x0, [UInt8](repeating: 0, count: 600))
     #expect(Self.failure(1009, in: Self.events(fragments, limit: 1024)))
     #expect(Self.events(Self.frame(0x2, [UInt8](repeating: 0, count: 1024)), limit: 1024).count == 1)
   }
@@ -167,7 +169,10 @@ struct UTF8ValidatorTests {
     }
   }
 
-  @Test(arguments: [[0x80], [0xC1, 0x80], [0xE0, 0x80, 0x80], [0xED, 0xA0, 0x80], [0xF4, 0x90, 0x80, 0x80], [0xF5], [0xFF]] as [[UInt8]])
+  @Test(
+    arguments: [
+      [0x80], [0xC1, 0x80], [0xE0, 0x80, 0x80], [0xED, 0xA0, 0x80], [0xF4, 0x90, 0x80, 0x80], [0xF5], [0xFF],
+    ] as [[UInt8]])
   func refusesInvalidSequences(bytes: [UInt8]) {
     var validator = UTF8Validator()
     let valid = validator.consume(Array("ok".utf8) + bytes + Array("ok".utf8))
