@@ -23,7 +23,7 @@ package struct HTTPRequestReader {
   var isEmpty: Bool { buffered.isEmpty }
 
   mutating func append(_ bytes: UnsafeRawBufferPointer) {
-    buffered.append(contentsOf: bytes)
+    buffered.append(contentsOf: bytes.bytes)
   }
 
   package mutating func append(_ bytes: [UInt8]) {

@@ -354,7 +354,7 @@ final class ServiceLoop: @unchecked Sendable {
       var frame: [UInt8] = []
       frame.reserveCapacity(needed)
       WebSocketFrame.appendHeader(opcode: opcode, count: payload.count, to: &frame)
-      frame.append(contentsOf: payload)
+      frame.append(contentsOf: payload.bytes)
       return frame.withUnsafeBytes { writeRaw(wsi, $0) }
     }
     if sendBuffer.count < needed { sendBuffer = [UInt8](repeating: 0, count: needed) }

@@ -203,10 +203,13 @@ package struct WebSocketFrameParser {
     let isLast = count == remaining
     if opcode >= Self.close {
       let start = control.count
-      control.append(contentsOf: repeatElement(0, count: count))
+      control.append(contentsOf: source.bytes)
       let (key, position) = (maskKey, position)
       control.withUnsafeMutableBytes { buffer in
-        if let target = buffer.baseAddress { Self.unmask(source, into: target + start, key: key, position: position) }
+        guard let target = buffer.baseAddress else { return }
+        Self.unmask(
+          UnsafeRawBufferPointer(start: target + start, count: count), into: target + start, key: key,
+          position: position)
       }
     } else if !discardingData {
       let isText = messageIsText ?? false
@@ -229,12 +232,13 @@ package struct WebSocketFrameParser {
       }
       let start = message.count
       if start == 0 { message.reserveCapacity(min(maxMessageBytes, remaining)) }
-      message.append(contentsOf: repeatElement(0, count: count))
+      message.append(contentsOf: source.bytes)
       let (key, position) = (maskKey, position)
       var validator = text
       let valid = message.withUnsafeMutableBytes { buffer -> Bool in
         guard let base = buffer.baseAddress else { return true }
-        Self.unmask(source, into: base + start, key: key, position: position)
+        let slice = UnsafeRawBufferPointer(start: base + start, count: count)
+        Self.unmask(slice, into: base + start, key: key, position: position)
         return !isText || validator.consume(UnsafeRawBufferPointer(start: base + start, count: count))
       }
       text = validator
@@ -318,5 +322,13 @@ package struct WebSocketFrameParser {
         index += 1
       }
     }
+  }
+}
+
+extension UnsafeRawBufferPointer {
+  /// The same bytes, typed: `Array.append(contentsOf:)` copies those in one piece (a raw buffer
+  /// is appended byte by byte).
+  var bytes: UnsafeBufferPointer<UInt8> {
+    UnsafeBufferPointer(start: baseAddress?.assumingMemoryBound(to: UInt8.self), count: count)
   }
 }
