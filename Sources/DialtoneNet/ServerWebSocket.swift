@@ -235,6 +235,8 @@ final class ServerWebSocket: KeepaliveSocket {
       } else if let item = queue.popFirst() {
         queuedBytes -= item.size
         guard write(item, on: loop) else { return false }
+        // An idle socket keeps no queue storage.
+        if queue.isEmpty { queue = FIFOQueue() }
       } else {
         break
       }
