@@ -32,8 +32,11 @@ extension ServerRole {
     if let exchange = connection.exchange, let length = exchange.awaitingBody {
       readBody(exchange, length, on: connection, loop: loop)
     }
-    // Pipelined requests wait for the one being answered; past a bound, so does the socket.
-    if connection.exchange != nil, connection.reader.buffered.count > HTTPConnection.pipelineLimit {
+    // Pipelined requests wait for the one being answered; past a bound, so does the socket (a
+    // body still arriving is read whole: it is bounded by maxBodyBytes).
+    if let exchange = connection.exchange, exchange.awaitingBody == nil,
+      connection.reader.buffered.count > HTTPConnection.pipelineLimit
+    {
       connection.pauseReading()
     }
   }
