@@ -98,6 +98,24 @@ import Testing
     #expect(closed)
   }
 
+  /// A body bigger than what is buffered for pipelined requests is still read to its end.
+  @Test func aLargeBodyIsReadWhole() async throws {
+    let server = try WebServer(
+      configuration: WebServerConfiguration(port: 0, maxBodyBytes: 1 << 20), router: makeRouter(),
+      webSocketHandler: EchoHandler())
+    let port = server.port
+    let name = String(repeating: "n", count: 300_000)
+    let response = try await blockingIO {
+      let connection = try RawHTTPConnection(port: port)
+      let body = #"{"name":"\#(name)","count":7}"#
+      connection.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")
+      return connection.readResponse()
+    }
+    await server.stop()
+    #expect(response?.status == 201)
+    #expect(response?.body.count ?? 0 > 300_000)
+  }
+
   @Test func expectContinueGetsA100BeforeTheBody() async throws {
     let (interim, final) = try await withServer { port in
       let connection = try RawHTTPConnection(port: port)
