@@ -1,4 +1,5 @@
 import CLibWebSockets
+import DialtoneSupport
 
 #if canImport(Glibc)
   import Glibc
