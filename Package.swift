@@ -35,7 +35,7 @@ let package = Package(
     .target(name: "DialtoneSupport", dependencies: ["DialtoneJSON"]),
     .target(name: "DialtoneProtocol", dependencies: ["DialtoneJSON"]),
     .target(name: "DialtoneCrypto", dependencies: ["COpenSSL", "DialtoneJSON"]),
-    .target(name: "DialtoneNet", dependencies: ["CLibWebSockets", "DialtoneSupport"]),
+    .target(name: "DialtoneNet", dependencies: ["CLibWebSockets", "DialtoneCrypto", "DialtoneSupport"]),
     .target(name: "DialtoneSQLite", dependencies: ["CSQLite"]),
     // The cluster store's PostgreSQL client: libpq behind a pointer-free API, and a bounded pool.
     .target(name: "DialtonePostgres", dependencies: ["CPostgres", "DialtoneSupport"]),
