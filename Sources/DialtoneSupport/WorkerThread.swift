@@ -12,11 +12,13 @@ public final class WorkerThread: Sendable {
     self.name = name
     let finished = finished
     let thread = Thread {
-      // Named from inside: on Linux a name set before `start` does not reach the thread.
+      // Named from inside too: on Linux a name set before `start` does not reach the system's
+      // thread, and one set from inside can be lost when the thread runs before `start` returns.
       Thread.current.name = name
       body()
       finished.signal()
     }
+    thread.name = name
     if let stackSize { thread.stackSize = stackSize }
     thread.start()
   }

@@ -15,17 +15,13 @@ import time
 import uuid
 
 from durability_scenarios import (DRIVER_FLAGS, driver_stats, history_problems, near, save_log, settled_histories,
-                                  summary, time_limit)
+                                  summary)
 from harness import (Failure, MediaNamespace, Server, Softphone, check, dominant_frequency, eventually, free_port,
                      http_get, spawn, wait_port, wait_port_in, wav_seconds)
+from scenarios import scenario, time_limit
 from protocol_driver import CallDriver, Session, fake_candidate, is_ack
 
-SCENARIOS = []
 
-
-def scenario(fn):
-    SCENARIOS.append(fn)
-    return fn
 
 
 def _inside(netns):
