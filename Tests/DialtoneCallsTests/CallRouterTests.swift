@@ -145,7 +145,7 @@ struct CallRouterTests {
       from: alice, now: t0)
     _ = router.handle(ClientEnvelope(id: "c", message: .cancel(.init(callId: "call-1"))), from: alice, now: t0)
     let call = try #require(router.calls["call-1"])
-    guard case .invite(let kept) = call.invite else {
+    guard case .invite(let kept) = call.inviteMessage else {
       Issue.record("the ended call lost its invite")
       return
     }

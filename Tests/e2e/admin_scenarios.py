@@ -13,8 +13,8 @@ import struct
 import zlib
 
 from harness import Chromium, MediaNamespace, Server, Softphone, check, http_get
+from scenarios import scenario
 
-SCENARIOS = []
 
 ADMIN_TOKEN = "e2e-admin-token-0123456789"
 # The page under test is the repository's own file (the server re-reads it on every request).
@@ -22,10 +22,6 @@ WEB_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "
                                         "Resources"))
 CHARTS = ("setupChart", "outcomesChart", "turnChart", "pathsChart", "pushChart")
 
-
-def scenario(fn):
-    SCENARIOS.append(fn)
-    return fn
 
 
 def basic(user, password):

@@ -16,15 +16,11 @@ import wave
 
 from harness import (Chromium, MediaNamespace, Server, Softphone, TCPProxy, check, dominant_frequency,
                      dominant_frequency_between, http_get, wav_seconds)
+from scenarios import scenario
 
-SCENARIOS = []
 
 WEB_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "Sources", "DialtoneServer", "Resources"))
 
-
-def scenario(fn):
-    SCENARIOS.append(fn)
-    return fn
 
 
 def near(frequency, expected, what):
