@@ -280,6 +280,12 @@ package struct CallRouter {
       return relayEitherWay(id, m.callId, who, relayed)
     case .mediaState(let m):
       return relayEitherWay(id, m.callId, who, .mediaState(.init(callId: m.callId, from: who.peer, camera: m.camera)))
+    case .hold(let m):
+      // Between the two devices of an accepted call: a call that still rings is not held.
+      if let call = calls[m.callId], call.involves(user: who.userId), call.isRinging {
+        return invalidState(id, call, who, .deviceInCall("hold"))
+      }
+      return relayEitherWay(id, m.callId, who, .hold(.init(callId: m.callId, from: who.peer, onHold: m.onHold)))
     case .iceRestartRequest(let m):
       return relayFromAnswerer(id, m.callId, who, .iceRestartRequest(.init(callId: m.callId, from: who.peer)))
     case .getCall(let m):

@@ -71,7 +71,8 @@ private let footer = """
   (joined) elsewhere.
   During a 1:1 call, stdin lines are commands or chat: "camera off" / "camera on" (no
   renegotiation), "video on" / "video off" (start or stop sending video, renegotiated),
-  "video count"; any other line goes over the data channel. During a group call: "mute",
+  "hold" / "unhold" (the microphone off, and the other side told), "video count"; any other
+  line goes over the data channel. During a group call: "mute",
   "unmute", "video count" (the frames decoded from each participant so far), "audio count"
   (the bytes of audio decoded from each participant so far).
   Benchmarks are a separate executable: dialtone-bench.

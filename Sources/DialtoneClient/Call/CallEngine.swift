@@ -108,6 +108,9 @@ public actor CallEngine {
   /// The other side starting (true) and stopping (false) to send video, as its descriptions
   /// say (an upgrade to video and back); finishes when the call ends.
   public nonisolated let remoteVideo: AsyncStream<Bool>
+  /// The other side putting the call on hold (true) and taking it off (false), as it tells us
+  /// (`hold`): no audio comes from it meanwhile; finishes when the call ends.
+  public nonisolated let remoteHold: AsyncStream<Bool>
   /// Pre-connect (protocol.md 9b): a leg came up while ringing, by callee device id (the
   /// caller's legs) or "" (the callee's leg to the caller); finishes when the call ends.
   public nonisolated let legsConnected: AsyncStream<String>
@@ -119,6 +122,8 @@ public actor CallEngine {
   public var hasVideo: Bool { machine.hasVideo }
   public var isMuted: Bool { machine.isMuted }
   public var isOnHold: Bool { machine.isOnHold }
+  /// The other side holds the call.
+  public var remoteIsOnHold: Bool { machine.remoteIsOnHold }
   public var isVideoEnabled: Bool { machine.isVideoEnabled }
   /// The remote device once known (the inviting caller, or the accepting callee).
   public var remotePeer: Peer? { machine.remotePeer }
@@ -137,6 +142,7 @@ public actor CallEngine {
   private let dataContinuation: AsyncStream<Data>.Continuation
   private let cameraContinuation: AsyncStream<Bool>.Continuation
   private let remoteVideoContinuation: AsyncStream<Bool>.Continuation
+  private let remoteHoldContinuation: AsyncStream<Bool>.Continuation
   private let legsContinuation: AsyncStream<String>.Continuation
   private let outbox: AsyncStream<ClientMessage>.Continuation
   private let requests: AsyncStream<ClientMessage>
@@ -202,6 +208,7 @@ public actor CallEngine {
     (dataMessages, dataContinuation) = AsyncStream<Data>.makeStream(bufferingPolicy: .bufferingNewest(256))
     (remoteCamera, cameraContinuation) = AsyncStream<Bool>.makeStream(bufferingPolicy: .bufferingNewest(16))
     (remoteVideo, remoteVideoContinuation) = AsyncStream<Bool>.makeStream(bufferingPolicy: .bufferingNewest(16))
+    (remoteHold, remoteHoldContinuation) = AsyncStream<Bool>.makeStream(bufferingPolicy: .bufferingNewest(16))
     (legsConnected, legsContinuation) = AsyncStream<String>.makeStream(bufferingPolicy: .bufferingNewest(16))
     (requests, outbox) = AsyncStream<ClientMessage>.makeStream(bufferingPolicy: .unbounded)
   }
@@ -220,7 +227,8 @@ public actor CallEngine {
 
   public func setMuted(_ muted: Bool) async { await submit(.setMuted(muted)) }
 
-  /// Hold: the microphone is off while held (the call and its connection stay up).
+  /// Hold: the microphone is off while held (the call and its connection stay up), and the
+  /// other side is told (`hold`).
   public func setOnHold(_ held: Bool) async { await submit(.setOnHold(held)) }
 
   /// The camera off or on while sending video (no renegotiation; the peer gets `media-state`).
@@ -359,6 +367,8 @@ public actor CallEngine {
       cameraContinuation.yield(on)
     case .remoteVideo(let sends):
       remoteVideoContinuation.yield(sends)
+    case .remoteHold(let held):
+      remoteHoldContinuation.yield(held)
     case .arm(let timer, let delay):
       timers[timer]?.cancel()
       timers[timer] = Task { [weak self, clock] in
@@ -381,6 +391,7 @@ public actor CallEngine {
       dataContinuation.finish()
       cameraContinuation.finish()
       remoteVideoContinuation.finish()
+      remoteHoldContinuation.finish()
       legsContinuation.finish()
       stateContinuation.finish()
     }
@@ -509,9 +520,10 @@ public actor CallEngine {
           do {
             try await signaling.send(request)
           } catch {
-            switch request {
-            case .invite, .accept: await self?.feed(.signalingFailed("\(error)"))
-            default: break  // delivery is at-least-once; a lost socket resumes
+            // Only these decide the call; anything else is delivered at least once (a lost
+            // socket resumes).
+            if request.type == .invite || request.type == .accept {
+              await self?.feed(.signalingFailed("\(error)"))
             }
           }
         }

@@ -175,8 +175,9 @@ struct PreconnectLegs: Sendable, Equatable {
       case .new, .checking: break
       }
       return []
-    default:
-      return []
+    case .start, .accept, .hangup, .setMuted, .setOnHold, .setVideoEnabled, .setSendsVideo, .server, .timerFired,
+      .signalingFailed:
+      return []  // not a connection's (the machine hands a leg only its generation's events)
     }
   }
 
