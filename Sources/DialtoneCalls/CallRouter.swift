@@ -8,7 +8,7 @@ import Foundation
 ///        │
 ///        └── decline · busy · cancel · ring timeout (missed) · glare · caller lost ──▶ ended(reason)
 ///
-/// While it rings, a call whose invite asked for pre-connect (protocol.md 9b) also has legs: a
+/// While it rings, a call whose invite asked for pre-connect (protocol.md 11) also has legs: a
 /// callee device asks with `ringing` `preconnect`, the caller offers it a connection of its own
 /// (`toDevice`), the device's early answer and both sides' candidates are relayed on it, and an
 /// `accept` without SDP from a device whose leg was answered accepts on that leg. Legs live only
@@ -31,7 +31,7 @@ package struct CallRouter {
     /// Callee devices of one call with a pre-connected leg (9b).
     package var maxPreconnectLegs = ProtocolDefaults.maxPreconnectLegs
     /// The grace of every device of a call restored after a restart: the reconnect grace plus the
-    /// longest reconnect backoff (protocol.md 12), so a client that was backing off still makes it.
+    /// longest reconnect backoff (protocol.md 14), so a client that was backing off still makes it.
     package var restartGrace: Duration = .seconds(60)
 
     package init(
@@ -830,7 +830,7 @@ package struct CallRouter {
   private func notFound(_ id: String, _ callId: CallID) -> Outcome { error(id, callId, .notFound, "no such call") }
 
   /// The rule a request about a call broke: every `invalid-state` names the one that applies to
-  /// this device in this phase (protocol.md 11), never a stock phrase.
+  /// this device in this phase (protocol.md 13), never a stock phrase.
   package enum Refusal {
     /// `ringing`, `accept`, `decline`, `busy`: a callee device's, while the call rings.
     case calleeWhileRinging(String)

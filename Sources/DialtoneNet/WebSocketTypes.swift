@@ -25,7 +25,7 @@ public enum WebSocketCloseCode {
   public static let goingAway: UInt16 = 1001
   public static let unsupportedData: UInt16 = 1003
   public static let messageTooBig: UInt16 = 1009
-  /// Dialtone's "over a limit" (protocol.md 12): here, a reader too slow for what is sent to it.
+  /// Dialtone's "over a limit" (protocol.md 14): here, a reader too slow for what is sent to it.
   public static let tooSlow: UInt16 = 4429
 
   /// Whether a peer may send `code` in a close frame (RFC 6455 §7.4): the codes defined for use

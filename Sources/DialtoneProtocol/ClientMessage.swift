@@ -380,7 +380,7 @@ public enum ClientMessage: Sendable, Equatable {
     public var offer: SessionDescription?
     /// Overrides the token's `name` claim as the caller's display name for this call.
     public var callerName: String?
-    /// The caller makes a pre-connected leg for each callee device that asks (protocol.md 9b).
+    /// The caller makes a pre-connected leg for each callee device that asks (protocol.md 11).
     public var preconnect: Bool
 
     public init(

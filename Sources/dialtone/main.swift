@@ -21,7 +21,7 @@ private let media: [CommandOption] = [
   .flag("relay-only", "use TURN relay candidates only"),
   .flag("no-trickle", "gather every candidate before sending the offer or answer (the slow baseline)"),
   .flag(
-    "preconnect", "connect ICE and DTLS while the phone rings, media held until Answer (protocol.md 9b; the default)"),
+    "preconnect", "connect ICE and DTLS while the phone rings, media held until Answer (protocol.md 11; the default)"),
   .flag("no-preconnect", "negotiate nothing before Answer (the flow of clients without pre-connect)"),
   .flag(
     "no-private-preconnect",

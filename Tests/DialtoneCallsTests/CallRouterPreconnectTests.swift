@@ -4,7 +4,7 @@ import Testing
 
 @testable import DialtoneCalls
 
-/// Pre-connect while ringing (protocol.md 9b): legs per callee device, relayed only between the
+/// Pre-connect while ringing (protocol.md 11): legs per callee device, relayed only between the
 /// caller and that device, and an accept on an answered leg.
 struct CallRouterPreconnectTests {
   let alice = Identity(userId: "alice", deviceId: "phone", name: "Alice")

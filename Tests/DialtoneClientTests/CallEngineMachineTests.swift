@@ -339,7 +339,7 @@ func connectedCaller(
   }
 }
 
-/// Hold (protocol.md 7.15b): the microphone goes off here and the other side is told, once the
+/// Hold (protocol.md 7.17): the microphone goes off here and the other side is told, once the
 /// call is up; the other side's hold is kept for the UI.
 @Suite struct CallEngineHoldTests {
   @Test func holdingAConnectedCallTellsTheOtherSide() {

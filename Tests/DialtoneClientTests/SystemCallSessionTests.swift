@@ -186,7 +186,7 @@ private struct Peer {
     await tearDown(rig, alice, bob)
   }
 
-  // Pre-connect (protocol.md 9b) under the CallKit rules: the leg is negotiated and connected
+  // Pre-connect (protocol.md 11) under the CallKit rules: the leg is negotiated and connected
   // while the OS shows the call, with its media held and nothing of it shown; the answer
   // action is fulfilled as soon as the adopted leg carries the call (no negotiation on the
   // answer path), its media released only then, and audio still waits for didActivate. Bob's
@@ -418,7 +418,7 @@ private struct Peer {
   // iOS lets no background app capture: a video call answered on the lock screen shows its
   // camera paused (the caller is told the camera is off) and starts it only once the app is
   // active; it pauses again when the app goes to the background.
-  // Hold both ways (protocol.md 7.15b): CallKit's hold action (CXSetHeldCallAction) holds the
+  // Hold both ways (protocol.md 7.17): CallKit's hold action (CXSetHeldCallAction) holds the
   // engine and the other side hears of it through the server; the other side's hold reaches
   // the app in the call's status.
   @Test func holdIsToldToTheOtherSideBothWays() async throws {

@@ -1,4 +1,4 @@
-"""The admin dashboard (issue 18, docs/protocol.md 14.7): /admin and /admin/api/overview are off
+"""The admin dashboard (issue 18, docs/protocol.md 16.8): /admin and /admin/api/overview are off
 without --admin-token and refuse a wrong or missing credential; the page, in headless Chromium,
 draws what real CLI calls left behind (tables, tiles and SVG charts), checked in a screenshot.
 

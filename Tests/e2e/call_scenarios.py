@@ -50,7 +50,7 @@ async def two_clis_talk(s, stack, caller_flags=()):
 
 @scenario
 async def preconnect_answer_only_switches_media_on(s, stack):
-    """Pre-connect (protocol.md 9b): Bob's CLI asks for a leg while it rings and Alice's makes
+    """Pre-connect (protocol.md 11): Bob's CLI asks for a leg while it rings and Alice's makes
     it; ICE and DTLS complete before Bob answers, neither side hears anything before Answer, and
     Answer gives audio both ways on that leg. (No TURN here: Bob's leg gathers every candidate,
     --no-private-preconnect; privacy_scenarios.py has the private legs.)"""

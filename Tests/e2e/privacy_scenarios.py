@@ -1,4 +1,4 @@
-"""Private pre-connect (protocol.md 9b, docs/security.md): what a caller learns of a callee's
+"""Private pre-connect (protocol.md 11, docs/security.md): what a caller learns of a callee's
 addresses while the callee's devices ring.
 
 Alice (the caller), the server and coturn sit in one namespace (NamespaceLink's A, 10.78.0.1);

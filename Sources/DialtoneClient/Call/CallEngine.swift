@@ -60,7 +60,7 @@ public actor CallEngine {
     public var gatheringTimeout: Duration
     /// Open a data channel (the caller creates it; the callee takes the caller's).
     public var dataChannel: Bool
-    /// Pre-connect while ringing (protocol.md 9b): the caller makes a leg for each callee
+    /// Pre-connect while ringing (protocol.md 11): the caller makes a leg for each callee
     /// device that asks, a callee asks. On by default; `CallClient` keeps it only when the
     /// server listed `preconnect` in `welcome`, and a callee's engine uses it only if the
     /// invite offered it. Needs trickle.
@@ -73,7 +73,7 @@ public actor CallEngine {
     /// (`PeerConnection.setIceTransportPolicy`). False: legs gather every candidate (a leg
     /// without TURN, on a LAN; the caller then sees the callee's addresses while it rings).
     public var privatePreconnect = true
-    /// Send a `quality` report (protocol.md 7.17) when the call ends.
+    /// Send a `quality` report (protocol.md 7.19) when the call ends.
     public var reportsQuality = true
     /// Also send one every this long while connected (nil: only at the end). Each also looks
     /// at the statistics for the first media, when the app did not `markMilestone` it.
@@ -111,7 +111,7 @@ public actor CallEngine {
   /// The other side putting the call on hold (true) and taking it off (false), as it tells us
   /// (`hold`): no audio comes from it meanwhile; finishes when the call ends.
   public nonisolated let remoteHold: AsyncStream<Bool>
-  /// Pre-connect (protocol.md 9b): a leg came up while ringing, by callee device id (the
+  /// Pre-connect (protocol.md 11): a leg came up while ringing, by callee device id (the
   /// caller's legs) or "" (the callee's leg to the caller); finishes when the call ends.
   public nonisolated let legsConnected: AsyncStream<String>
   public var state: State { machine.state }
@@ -235,7 +235,7 @@ public actor CallEngine {
   public func setVideoEnabled(_ enabled: Bool) async { await submit(.setVideoEnabled(enabled)) }
 
   /// Start or stop sending video (upgrade an audio call to video, and back), by renegotiation
-  /// once the call is up; safe when both sides do it at once (protocol.md 9a).
+  /// once the call is up; safe when both sides do it at once (protocol.md 10).
   public func setSendsVideo(_ sends: Bool) async { await submit(.setSendsVideo(sends)) }
 
   /// Feeds one server message; messages for other calls are ignored.

@@ -1,6 +1,6 @@
 import DialtoneProtocol
 
-/// The pre-connected legs of a ringing call (protocol.md 9b), a pure value inside
+/// The pre-connected legs of a ringing call (protocol.md 11), a pure value inside
 /// `CallEngineMachine`: the caller's one connection per callee device that asked, or the
 /// callee's one connection to the caller. A leg is negotiated once, with trickle, on a
 /// connection whose media is held (nothing is sent) until the call is accepted on it; the
