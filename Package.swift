@@ -35,16 +35,16 @@ let package = Package(
     .target(name: "DialtoneSupport", dependencies: ["DialtoneJSON"]),
     .target(name: "DialtoneProtocol", dependencies: ["DialtoneJSON"]),
     .target(name: "DialtoneCrypto", dependencies: ["COpenSSL", "DialtoneJSON"]),
-    .target(name: "DialtoneNet", dependencies: ["CLibWebSockets", "DialtoneSupport"]),
+    .target(name: "DialtoneNet", dependencies: ["CLibWebSockets", "DialtoneCrypto", "DialtoneSupport"]),
     .target(name: "DialtoneSQLite", dependencies: ["CSQLite"]),
     // The cluster store's PostgreSQL client: libpq behind a pointer-free API, and a bounded pool.
-    .target(name: "DialtonePostgres", dependencies: ["CPostgres"]),
+    .target(name: "DialtonePostgres", dependencies: ["CPostgres", "DialtoneSupport"]),
     // The cluster's Redis client (presence, routing, resume): hiredis behind a pointer-free API.
-    .target(name: "DialtoneRedis", dependencies: ["CRedis", "DialtoneCrypto"]),
+    .target(name: "DialtoneRedis", dependencies: ["CRedis", "DialtoneCrypto", "DialtoneSupport"]),
 
     // Counters, gauges and histograms, and their Prometheus text exposition.
     .target(name: "DialtoneMetrics", dependencies: ["DialtoneSupport"]),
-    .target(name: "DialtoneHTTPClient", dependencies: ["CCurl"]),
+    .target(name: "DialtoneHTTPClient", dependencies: ["CCurl", "DialtoneSupport"]),
     // Argument parsing shared by the executables (and the server's configuration).
     .target(name: "DialtoneCommandLine"),
     // Client tokens and the shared secret, for the server and the CLI alike.

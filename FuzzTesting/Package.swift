@@ -6,7 +6,7 @@ import PackageDescription
 // (`make fuzz` does it). A separate package, so the main build never needs the sanitizers.
 let harnesses = [
   "FuzzClientMessage", "FuzzServerMessage", "FuzzHTTPBodies", "FuzzPushPayload", "FuzzSDP", "FuzzJWT",
-  "FuzzHTTPRequest",
+  "FuzzHTTPRequest", "FuzzWebSocketFrames", "FuzzHTTPHead",
 ]
 
 let package = Package(

@@ -66,6 +66,47 @@ def frame(opcode, payload):
     return bytes([0x80 | opcode, 0x80 | len(payload)]) + MASK + masked
 
 
+def frame_bytes(opcode, payload, fin=True, masked=True, rsv=0):
+    """A client frame of any length (7-, 16- or 64-bit), masked unless told otherwise."""
+    first = (0x80 if fin else 0) | rsv | opcode
+    n = len(payload)
+    bit = 0x80 if masked else 0
+    if n < 126:
+        head = bytes([first, bit | n])
+    elif n <= 0xFFFF:
+        head = bytes([first, bit | 126]) + n.to_bytes(2, "big")
+    else:
+        head = bytes([first, bit | 127]) + n.to_bytes(8, "big")
+    if not masked:
+        return head + payload
+    return head + MASK + bytes(b ^ MASK[i % 4] for i, b in enumerate(payload))
+
+
+# Server frame parser seeds: the first byte is the size of the pieces the rest is read in.
+WS_FRAMES = [
+    frame_bytes(1, b'{"type":"ping","id":"p1"}') + frame_bytes(9, b"k") + frame_bytes(10, b"") + frame_bytes(8, b"\x03\xe8bye"),
+    frame_bytes(1, "κόσμε".encode(), fin=False) + frame_bytes(9, b"p") + frame_bytes(0, b" more"),
+    frame_bytes(2, bytes(range(256)) * 2) + frame_bytes(2, bytes(5000)),
+    frame_bytes(1, b"hello", masked=False),
+    frame_bytes(1, b"rsv", rsv=0x40),
+    frame_bytes(0, b"orphan"),
+    frame_bytes(1, b"\xed\xa0\x80"),
+    frame_bytes(8, b"\x03"),
+    frame_bytes(8, b"\x03\xedbad"),
+    frame_bytes(9, bytes(126)),
+]
+HEADS = [
+    "GET /items/a%20b/../c?q=1+2&r;s=%26 HTTP/1.1\r\nHost: x\r\nX-A: 1\r\nX-A: 2\r\n\r\n",
+    "\r\nPOST /echo HTTP/1.1\r\nContent-Length: 5\r\n\r\nhelloGET /healthz HTTP/1.0\r\n\r\n",
+    "GET /x HTTP/1.1\r\nX-A: 1\r\n folded\r\n\r\n",
+    "GET /x HTTP/1.1\r\nContent-Length : 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+    "GET /x HTTP/1.1\nHost: bare-lf\n\nBREW /pot HTTP/2.0\r\n\r\n",
+    "GET http://h/v1/ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+    "Sec-WebSocket-Protocol: chat, dialtone\r\n\r\n",
+]
+
+
 def main():
     seeds = {
         "FuzzClientMessage": [e.encode() for e in examples("→")],
@@ -93,6 +134,8 @@ def main():
             UPGRADE + bytes([0x81, 0x05]) + b"hello",  # unmasked: must fail the connection
             UPGRADE + frame(8, b"\x03"),  # a 1-byte close payload
         ],
+        "FuzzWebSocketFrames": [bytes([n]) + f for f in WS_FRAMES for n in (255, 1, 7)],
+        "FuzzHTTPHead": [bytes([n]) + h.encode() for h in HEADS for n in (255, 1, 5)],
     }
     for harness, inputs in seeds.items():
         folder = os.path.join(HERE, "Corpus", harness)

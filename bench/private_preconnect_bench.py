@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What a private pre-connect leg costs (protocol.md 9b, docs/security.md): `make bench-private-preconnect`.
+"""What a private pre-connect leg costs (protocol.md 11, docs/security.md): `make bench-private-preconnect`.
 
 Alice (caller, with the server and coturn) in namespace A, Bob (callee) in namespace B, joined by
 bench/delay_link.py with the given RTT. Bob's phone rings for `--ring-ms`, then he answers. For

@@ -19,7 +19,7 @@ reaching for the phone) before it answers, and the table gives the time from tha
 first audio at the callee and at the caller, for
 
 - dialtone             today's flow (--no-preconnect): nothing is negotiated before Answer
-- dialtone-preconnect  --preconnect on both sides (protocol.md 9b): the leg connects while it rings
+- dialtone-preconnect  --preconnect on both sides (protocol.md 11): the leg connects while it rings
 - chromium             headless Chromium ↔ headless Chromium (bench/chromium_page.py), the server's
                        softphone page at `/` (today's trickle flow, an oscillator for a microphone),
                        caller in A, callee in B, the Answer given by calling the page's `answer()`

@@ -6,7 +6,7 @@ For each stack, one audio call per round between two peers in one network namesp
 
 - upgrade: the caller starts its camera (`video on` / the page's Video on). Measured: the time
   to the callee's first decoded frame. webrtcbin 1.22 cannot change a negotiated direction, so
-  the CLI makes the change on fresh connections (an ICE restart, protocol.md 9a); Chromium
+  the CLI makes the change on fresh connections (an ICE restart, protocol.md 10); Chromium
   renegotiates in place.
 - camera on: after the camera was off for a second (`camera off` / Camera off, no
   renegotiation), the time from turning it on to the callee's next decoded frame.

@@ -11,7 +11,8 @@ cd "$(dirname "$0")/../FuzzTesting"
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 SECONDS_EACH="${FUZZ_SECONDS:-60}"
 JOBS="${FUZZ_PARALLEL:-2}"
-ALL=(FuzzClientMessage FuzzServerMessage FuzzHTTPBodies FuzzPushPayload FuzzSDP FuzzJWT FuzzHTTPRequest)
+ALL=(FuzzClientMessage FuzzServerMessage FuzzHTTPBodies FuzzPushPayload FuzzSDP FuzzJWT FuzzHTTPRequest FuzzWebSocketFrames
+  FuzzHTTPHead)
 TARGETS=("${@:-${ALL[@]}}")
 swift build -c release -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library 2>&1 \
   | grep -v "ld.gold: warning: Cannot export local symbol" || true

@@ -21,6 +21,9 @@ if [ $# -gt 0 ]; then
 fi
 
 logs=$(mktemp -d "${TMPDIR:-/tmp}/dialtone-tests.XXXXXX")
+# The test bundle is run directly: `swift test` holds a lock on .build for as long as it runs,
+# so several of it at once would take turns.
+bundle=.build/debug/DialtonePackageTests.xctest
 flaky="$logs/flaky"
 : >"$flaky"
 failed=0
@@ -51,13 +54,13 @@ groups=(
 pids=()
 for i in "${!groups[@]}"; do
   # shellcheck disable=SC2086 # each group is a list of options
-  (twice "unit group $((i + 1))" 1200 swift test --skip-build --no-parallel --skip DialtoneGStreamerTests \
-    ${groups[$i]} >"$logs/unit-$i.log" 2>&1) &
+  (twice "unit group $((i + 1))" 1200 "$bundle" --testing-library swift-testing --no-parallel \
+    --skip DialtoneGStreamerTests ${groups[$i]} >"$logs/unit-$i.log" 2>&1) &
   pids+=($!)
 done
 for i in "${!pids[@]}"; do
   if wait "${pids[$i]}"; then
-    grep -E "Test run with|Executed .* tests" "$logs/unit-$i.log" | tail -2 | sed "s/^/unit group $((i + 1)): /"
+    grep -E "Test run with" "$logs/unit-$i.log" | tail -1 | sed "s/^/unit group $((i + 1)): /"
   else
     echo "unit group $((i + 1)) (${groups[$i]}) FAILED:"
     grep -E "✘|error:|failed|Fatal" "$logs/unit-$i.log" | head -60
@@ -67,7 +70,7 @@ done
 
 # webrtcbin peers (libnice) inside a namespace of their own: no test packet reaches this host's
 # own address. Real-time media: alone on the machine.
-if ! twice "GStreamer suites" 600 scripts/in-media-netns.sh swift test --skip-build --no-parallel \
+if ! twice "GStreamer suites" 600 scripts/in-media-netns.sh "$bundle" --testing-library swift-testing --no-parallel \
   --filter DialtoneGStreamerTests >"$logs/gstreamer.log" 2>&1; then
   echo "GStreamer suites FAILED:"
   grep -E "✘|error:|failed" "$logs/gstreamer.log" | head -40

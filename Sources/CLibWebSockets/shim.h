@@ -28,3 +28,17 @@ static inline void dt_lws_schedule_stop(struct lws_context *ctx, struct dt_stopp
   stopper->ctx = ctx;
   lws_sul_schedule(ctx, 0, &stopper->sul, dt_stopper_fire, 1);
 }
+
+// Adopts an accepted socket as a raw socket of the context's vhost, bound to the "dialtone"
+// protocol, with TLS when the vhost has a certificate. On failure lws has closed the socket.
+static inline struct lws *dt_lws_adopt_raw(struct lws_context *ctx, int fd, int tls) {
+  struct lws_vhost *vhost = lws_get_vhost_by_name(ctx, "default");
+  if (!vhost) {
+    close(fd);
+    return NULL;
+  }
+  lws_sock_file_fd_type desc;
+  desc.sockfd = fd;
+  return lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_SOCKET | (tls ? LWS_ADOPT_ALLOW_SSL : 0), desc,
+                                    "dialtone", NULL);
+}

@@ -8,7 +8,7 @@ import Foundation
 ///        │
 ///        └── decline · busy · cancel · ring timeout (missed) · glare · caller lost ──▶ ended(reason)
 ///
-/// While it rings, a call whose invite asked for pre-connect (protocol.md 9b) also has legs: a
+/// While it rings, a call whose invite asked for pre-connect (protocol.md 11) also has legs: a
 /// callee device asks with `ringing` `preconnect`, the caller offers it a connection of its own
 /// (`toDevice`), the device's early answer and both sides' candidates are relayed on it, and an
 /// `accept` without SDP from a device whose leg was answered accepts on that leg. Legs live only
@@ -31,7 +31,7 @@ package struct CallRouter {
     /// Callee devices of one call with a pre-connected leg (9b).
     package var maxPreconnectLegs = ProtocolDefaults.maxPreconnectLegs
     /// The grace of every device of a call restored after a restart: the reconnect grace plus the
-    /// longest reconnect backoff (protocol.md 12), so a client that was backing off still makes it.
+    /// longest reconnect backoff (protocol.md 14), so a client that was backing off still makes it.
     package var restartGrace: Duration = .seconds(60)
 
     package init(
@@ -51,10 +51,35 @@ package struct CallRouter {
     }
   }
 
+  /// What the caller's invite asked for; the relayed invite is built from it.
+  package struct Invitation: Sendable, Equatable {
+    /// The caller's offer, while the call rings (an answered or ended call keeps none).
+    package var offer: SessionDescription?
+    /// Pre-connect while ringing (9b).
+    package let preconnect: Bool
+  }
+
+  /// The callee device that accepted, and on what.
+  package struct Acceptance: Sendable, Equatable {
+    package let device: Peer
+    package let at: Date
+    /// The answer to the invite's offer (none when the call was accepted on a pre-connected leg).
+    package let answer: SessionDescription?
+    /// Accepted on the device's pre-connected leg (9b), not on the invite's offer.
+    package let onLeg: Bool
+  }
+
+  /// A call's phase, with exactly what holds in it.
   package enum Phase: Equatable {
-    case ringing
-    case accepted(deviceId: String)
-    case ended(EndReason)
+    /// `legs`: the callee devices with a pre-connected leg, and whether each sent its early
+    /// answer; `signals`: the caller's offer, candidates and end-of-candidates so far, as relayed,
+    /// for callee devices that connect while it rings (their bytes counted in `signalBytes`).
+    case ringing(legs: [String: Bool], signals: [ServerMessage], signalBytes: Int)
+    case accepted(Acceptance)
+    /// `accepted`: who had answered, kept for the history and `get-call`.
+    case ended(EndReason, at: Date, accepted: Acceptance?)
+
+    static let rung = Phase.ringing(legs: [:], signals: [], signalBytes: 0)
   }
 
   package struct Call {
@@ -64,47 +89,99 @@ package struct CallRouter {
     package let video: Bool
     package let createdAt: Date
     package let ringDeadline: Date
-    package var phase: Phase = .ringing
-    /// The callee device that accepted; kept after the call ends (history, `get-call`).
-    package var answeredBy: String?
-    package var answeredAt: Date?
-    package var endedAt: Date?
-    /// The caller's offer/candidates/end-of-candidates, in order, for callee devices that connect while it rings.
-    package var callerSignals: [ServerMessage] = []
-    package var callerSignalBytes = 0
+    package var invitation: Invitation
+    package var phase: Phase = .rung
     /// When the reconnect grace of the caller's device, or of the answering device, runs out.
     package var callerGraceDeadline: Date?
     package var answererGraceDeadline: Date?
-    /// The accept as relayed, while the call is accepted: a new session of the caller's device
-    /// gets it again (after a restart, the first one may never have reached it).
-    package var acceptRelay: ServerMessage?
-    /// The invite as relayed; its offer is dropped when the call ends (only the outcome is kept).
-    package var invite: ServerMessage
-    /// While it rings: the callee devices with a pre-connected leg, and whether each has sent
-    /// its early answer.
-    package var legs: [String: Bool] = [:]
     /// The callee blocks the caller: the call exists for the caller alone, as a call nobody
     /// answers; no callee device hears of it, no push is sent (`silenced`).
     package var blocked = false
 
-    package var preconnect: Bool {
-      if case .invite(let invite) = invite { return invite.preconnect }
-      return false
+    package init(
+      id: CallID, caller: Identity, calleeId: String, video: Bool, createdAt: Date, ringDeadline: Date,
+      invitation: Invitation
+    ) {
+      self.id = id
+      self.caller = caller
+      self.calleeId = calleeId
+      self.video = video
+      self.createdAt = createdAt
+      self.ringDeadline = ringDeadline
+      self.invitation = invitation
     }
 
-    /// Accepted on a pre-connected leg (9b), not on the invite's offer.
-    package var acceptedOnLeg: Bool {
-      if case .accept(let accept)? = acceptRelay { return accept.preconnected }
+    package var isRinging: Bool {
+      if case .ringing = phase { return true }
       return false
-    }
-
-    package var answeringDevice: String? {
-      if case .accepted(let d) = phase { return d }
-      return nil
     }
     package var isEnded: Bool {
       if case .ended = phase { return true }
       return false
+    }
+    /// Who accepted, while the call is connected or after it ended.
+    package var acceptance: Acceptance? {
+      switch phase {
+      case .ringing: nil
+      case .accepted(let acceptance): acceptance
+      case .ended(_, _, let acceptance): acceptance
+      }
+    }
+    /// The device in the call on the callee's side, while it is connected.
+    package var answeringDevice: String? {
+      if case .accepted(let acceptance) = phase { return acceptance.device.deviceId }
+      return nil
+    }
+    package var answeredBy: String? { acceptance?.device.deviceId }
+    package var answeredAt: Date? { acceptance?.at }
+    package var endedAt: Date? {
+      if case .ended(_, let at, _) = phase { return at }
+      return nil
+    }
+    package var preconnect: Bool { invitation.preconnect }
+    package var acceptedOnLeg: Bool { answeringDevice != nil && acceptance?.onLeg == true }
+
+    /// The pre-connected legs, while it rings (setting them outside the ringing phase does nothing).
+    package var legs: [String: Bool] {
+      get {
+        if case .ringing(let legs, _, _) = phase { return legs }
+        return [:]
+      }
+      set {
+        if case .ringing(_, let signals, let bytes) = phase {
+          phase = .ringing(legs: newValue, signals: signals, signalBytes: bytes)
+        }
+      }
+    }
+    package var callerSignals: [ServerMessage] {
+      if case .ringing(_, let signals, _) = phase { return signals }
+      return []
+    }
+    package var callerSignalBytes: Int {
+      if case .ringing(_, _, let bytes) = phase { return bytes }
+      return 0
+    }
+
+    /// Keeps a caller signal for callee devices that connect while it rings.
+    package mutating func hold(_ signal: ServerMessage, bytes: Int) {
+      guard case .ringing(let legs, let signals, let held) = phase else { return }
+      phase = .ringing(legs: legs, signals: signals + [signal], signalBytes: held + bytes)
+    }
+
+    /// The invite as relayed to the callee's devices (with the offer while it rings).
+    package var inviteMessage: ServerMessage {
+      .invite(
+        .init(
+          callId: id, from: caller.peer, video: video, offer: invitation.offer,
+          createdAt: createdAt.millisecondsSince1970, preconnect: invitation.preconnect))
+    }
+
+    /// The accept as relayed to the caller's device, while the call is connected: a new session
+    /// of that device gets it again (after a restart, the first one may never have reached it).
+    package var acceptMessage: ServerMessage? {
+      guard case .accepted(let acceptance) = phase else { return nil }
+      return .accept(
+        .init(callId: id, from: acceptance.device, answer: acceptance.answer, preconnected: acceptance.onLeg))
     }
 
     package func isCallerDevice(_ who: Identity) -> Bool {
@@ -178,7 +255,7 @@ package struct CallRouter {
       if let call = calls[m.callId], call.isCallerDevice(who), call.answeringDevice != nil, !call.isEnded {
         return Outcome(reply: ack(id, m.callId), effects: [.send(relayed, to: answeringDevice(call))])
       }
-      if var call = calls[m.callId], call.phase == .ringing, who.userId == call.calleeId,
+      if var call = calls[m.callId], call.isRinging, who.userId == call.calleeId,
         call.legs[who.deviceId] != nil
       {
         call.legs[who.deviceId] = true
@@ -203,6 +280,12 @@ package struct CallRouter {
       return relayEitherWay(id, m.callId, who, relayed)
     case .mediaState(let m):
       return relayEitherWay(id, m.callId, who, .mediaState(.init(callId: m.callId, from: who.peer, camera: m.camera)))
+    case .hold(let m):
+      // Between the two devices of an accepted call: a call that still rings is not held.
+      if let call = calls[m.callId], call.involves(user: who.userId), call.isRinging {
+        return invalidState(id, call, who, .deviceInCall("hold"))
+      }
+      return relayEitherWay(id, m.callId, who, .hold(.init(callId: m.callId, from: who.peer, onHold: m.onHold)))
     case .iceRestartRequest(let m):
       return relayFromAnswerer(id, m.callId, who, .iceRestartRequest(.init(callId: m.callId, from: who.peer)))
     case .getCall(let m):
@@ -229,13 +312,10 @@ package struct CallRouter {
         id, m.callId, .limitExceeded, "at most \(settings.maxLiveCallsPerUser) calls ringing or connected per caller")
     }
     let caller = Identity(userId: who.userId, deviceId: who.deviceId, name: m.callerName ?? who.name)
-    let invite = ServerMessage.invite(
-      .init(
-        callId: m.callId, from: caller.peer, video: m.video, offer: m.offer,
-        createdAt: now.millisecondsSince1970, preconnect: m.preconnect))
     var call = Call(
       id: m.callId, caller: caller, calleeId: m.to, video: m.video, createdAt: now,
-      ringDeadline: now.addingTimeInterval(settings.ringTimeout.seconds), invite: invite)
+      ringDeadline: now.addingTimeInterval(settings.ringTimeout.seconds),
+      invitation: Invitation(offer: m.offer, preconnect: m.preconnect))
     call.blocked = blocked
 
     // Busy: the callee is talking already; the callee's devices are not rung.
@@ -251,7 +331,7 @@ package struct CallRouter {
     if !blocked,
       let otherID = liveCalls(of: m.to).first(where: { id in
         guard let other = calls[id] else { return false }
-        return other.phase == .ringing && other.caller.userId == m.to && other.calleeId == who.userId
+        return other.isRinging && other.caller.userId == m.to && other.calleeId == who.userId
       }), var other = calls[otherID]
     {
       if CallIDRules.glareSurvivor(otherID, m.callId) == otherID {
@@ -283,7 +363,7 @@ package struct CallRouter {
     if !call.blocked { liveCallsByUser[call.calleeId, default: []].insert(call.id) }
     return [
       .persist(.put(call.snapshot)),
-      .send(call.invite, to: .user(userId: call.calleeId, exceptDevice: nil)),
+      .send(call.inviteMessage, to: .user(userId: call.calleeId, exceptDevice: nil)),
       .schedule(CallTimer(callId: call.id, kind: .ring), after: settings.ringTimeout),
       .external(
         .ringing(callId: call.id, caller: call.caller.peer, calleeId: call.calleeId, video: call.video, createdAt: now)),
@@ -294,7 +374,7 @@ package struct CallRouter {
   /// failed: the caller replaces it). Over the cap, the request is relayed as plain ringing.
   private mutating func ringing(_ m: ClientMessage.Ringing, id: String, from who: Identity) -> Outcome {
     guard var call = calls[m.callId], call.involves(user: who.userId) else { return notFound(id, m.callId) }
-    guard who.userId == call.calleeId, call.phase == .ringing else {
+    guard who.userId == call.calleeId, call.isRinging else {
       return invalidState(id, call, who, .calleeWhileRinging("ringing"))
     }
     var leg = false
@@ -315,27 +395,23 @@ package struct CallRouter {
   private mutating func accept(_ m: ClientMessage.Accept, id: String, from who: Identity, now: Date) -> Outcome {
     guard var call = calls[m.callId], call.involves(user: who.userId) else { return notFound(id, m.callId) }
     if call.isAnsweringDevice(who) { return Outcome(reply: ack(id, m.callId)) }
-    guard who.userId == call.calleeId, call.phase == .ringing else {
+    guard who.userId == call.calleeId, call.isRinging else {
       return invalidState(id, call, who, .calleeWhileRinging("accept"))
     }
     // 9b: no SDP from a device whose pre-connected leg was answered, which accepts on that leg.
     let onLeg = m.answer == nil && call.legs[who.deviceId] == true
     // protocol.md 7.6: otherwise the answer to the invite's offer, exactly when there was one.
-    if !onLeg, case .invite(let invite) = call.invite, (invite.offer != nil) != (m.answer != nil) {
+    if !onLeg, (call.invitation.offer != nil) != (m.answer != nil) {
       return error(
         id, m.callId, .badRequest,
-        invite.offer != nil
+        call.invitation.offer != nil
           ? "accept needs the answer to the invite's offer (or an answered pre-connected leg)"
           : "the invite had no offer to answer")
     }
-    let relayed = ServerMessage.accept(.init(callId: call.id, from: who.peer, answer: m.answer, preconnected: onLeg))
-    call.legs = [:]
-    call.phase = .accepted(deviceId: who.deviceId)
-    call.answeredBy = who.deviceId
-    call.answeredAt = now
-    call.acceptRelay = relayed
-    call.callerSignals = []
-    call.callerSignalBytes = 0
+    call.phase = .accepted(Acceptance(device: who.peer, at: now, answer: m.answer, onLeg: onLeg))
+    // Only a ringing call's invite carries the offer (late devices get it); the answer has it now.
+    call.invitation.offer = nil
+    guard let relayed = call.acceptMessage else { return error(id, m.callId, .internal, "accept failed") }
     calls[call.id] = call
     return Outcome(
       reply: ack(id, m.callId),
@@ -358,7 +434,7 @@ package struct CallRouter {
     guard var call = calls[m.callId], call.involves(user: who.userId) else { return notFound(id, m.callId) }
     // protocol.md 7.7: a decline from the device that accepted, after accepting, is a hangup.
     if reason == .declined, call.isAnsweringDevice(who) { return hangup(m, id: id, from: who, now: now) }
-    guard who.userId == call.calleeId, call.phase == .ringing else {
+    guard who.userId == call.calleeId, call.isRinging else {
       return invalidState(id, call, who, .calleeWhileRinging(reason == .declined ? "decline" : "busy"))
     }
     let effects = finish(
@@ -402,15 +478,14 @@ package struct CallRouter {
       }
       return invalidState(id, call, who, .callerDevice(message))
     }
-    if call.phase == .ringing {
+    if call.isRinging {
       let size = Self.bufferedSize(message)
       guard call.callerSignals.count < settings.maxBufferedSignals,
         call.callerSignalBytes + size <= settings.maxBufferedSignalBytes
       else {
         return error(id, callId, .limitExceeded, "too much signaling before the call was answered")
       }
-      call.callerSignals.append(message)
-      call.callerSignalBytes += size
+      call.hold(message, bytes: size)
       calls[callId] = call
       return Outcome(
         reply: ack(id, callId),
@@ -460,7 +535,7 @@ package struct CallRouter {
     guard let call = calls[callId], call.involves(user: who.userId) else { return notFound(id, callId) }
     if call.isCallerDevice(who) { return relayFromCaller(id, callId, who, message) }
     // A ringing device's candidates on its pre-connected leg.
-    if call.phase == .ringing, who.userId == call.calleeId, call.legs[who.deviceId] != nil {
+    if call.isRinging, who.userId == call.calleeId, call.legs[who.deviceId] != nil {
       return Outcome(reply: ack(id, callId), effects: [.send(message, to: callerDevice(call))])
     }
     guard call.isAnsweringDevice(who) else { return invalidState(id, call, who, .deviceInCall(Self.name(of: message))) }
@@ -483,13 +558,13 @@ package struct CallRouter {
         calls[id] = call
         if hadGrace { effects.append(.persist(.put(call.snapshot))) }
       }
-      if newSession, call.phase == .ringing, call.calleeId == who.userId {
+      if newSession, call.isRinging, call.calleeId == who.userId {
         // A new session has lost its leg's connection: it asks again if it still wants one.
         if call.legs.removeValue(forKey: who.deviceId) != nil { calls[id] = call }
-        effects.append(.send(call.invite, to: device))
+        effects.append(.send(call.inviteMessage, to: device))
         effects += call.callerSignals.map { .send($0, to: device) }
       }
-      if newSession, call.isCallerDevice(who), let accept = call.acceptRelay {
+      if newSession, call.isCallerDevice(who), let accept = call.acceptMessage {
         effects.append(.send(accept, to: device))
       }
     }
@@ -504,12 +579,12 @@ package struct CallRouter {
     var effects: [CallEffect] = []
     for id in callIds {
       guard let call = calls[id], !call.isEnded else { continue }
-      if call.phase == .ringing, !call.blocked {
+      if call.isRinging, !call.blocked {
         let callee = Recipient.user(userId: call.calleeId, exceptDevice: nil)
-        effects.append(.send(call.invite, to: callee))
+        effects.append(.send(call.inviteMessage, to: callee))
         effects += call.callerSignals.map { .send($0, to: callee) }
       }
-      if let accept = call.acceptRelay { effects.append(.send(accept, to: callerDevice(call))) }
+      if let accept = call.acceptMessage { effects.append(.send(accept, to: callerDevice(call))) }
     }
     return effects
   }
@@ -580,7 +655,7 @@ package struct CallRouter {
           callerGrace
         )
       ]
-      if call.phase == .ringing {
+      if call.isRinging {
         timers.append((CallTimer(callId: call.id, kind: .ring), call.ringDeadline))
       } else if let answerer = call.answeredBy {
         let answererGrace = call.answererGraceDeadline ?? restart
@@ -607,7 +682,7 @@ package struct CallRouter {
     var effects: [CallEffect] = []
     switch timer.kind {
     case .ring:
-      guard call.phase == .ringing else { return [] }
+      guard call.isRinging else { return [] }
       effects = finish(
         &call, .missed, now: now,
         notify: [
@@ -617,7 +692,7 @@ package struct CallRouter {
       let lost = Identity(userId: userId, deviceId: deviceId, name: nil)
       if call.isCallerDevice(lost) {
         let others: Recipient =
-          call.phase == .ringing ? .user(userId: call.calleeId, exceptDevice: nil) : answeringDevice(call)
+          call.isRinging ? .user(userId: call.calleeId, exceptDevice: nil) : answeringDevice(call)
         effects = finish(
           &call, .connectionLost, now: now, notify: [(others, nil), (callerDevice(call), nil)], from: call.caller.peer)
       } else if call.isAnsweringDevice(lost) {
@@ -654,7 +729,7 @@ package struct CallRouter {
     switch call.phase {
     case .ringing: phase = .ringing
     case .accepted: phase = .accepted
-    case .ended(let r):
+    case .ended(let r, _, _):
       phase = .ended
       reason = r
     }
@@ -674,17 +749,9 @@ package struct CallRouter {
     _ call: inout Call, _ reason: EndReason, now: Date, replacedBy: CallID? = nil,
     notify: [(Recipient, EndReason?)], from: Peer? = nil
   ) -> [CallEffect] {
-    call.phase = .ended(reason)
-    call.endedAt = now
-    call.legs = [:]
-    call.acceptRelay = nil
-    call.callerSignals = []
-    call.callerSignalBytes = 0
+    call.phase = .ended(reason, at: now, accepted: call.acceptance)
     // Ended calls are kept for `get-call` and late messages: the outcome, not the SDP.
-    if case .invite(var relayed) = call.invite, relayed.offer != nil {
-      relayed.offer = nil
-      call.invite = .invite(relayed)
-    }
+    call.invitation.offer = nil
     calls[call.id] = call
     liveCallsByUser[call.caller.userId]?.remove(call.id)
     liveCallsByUser[call.calleeId]?.remove(call.id)
@@ -763,7 +830,7 @@ package struct CallRouter {
   private func notFound(_ id: String, _ callId: CallID) -> Outcome { error(id, callId, .notFound, "no such call") }
 
   /// The rule a request about a call broke: every `invalid-state` names the one that applies to
-  /// this device in this phase (protocol.md 11), never a stock phrase.
+  /// this device in this phase (protocol.md 13), never a stock phrase.
   package enum Refusal {
     /// `ringing`, `accept`, `decline`, `busy`: a callee device's, while the call rings.
     case calleeWhileRinging(String)
@@ -786,7 +853,7 @@ package struct CallRouter {
   package static func reason(_ refusal: Refusal, _ call: Call, _ who: Identity) -> String {
     let isCallee = who.userId == call.calleeId
     switch call.phase {
-    case .ended(let reason):
+    case .ended(let reason, _, _):
       return "the call has ended (\(reason.rawValue))"
     case .ringing:
       switch refusal {
@@ -804,7 +871,8 @@ package struct CallRouter {
       case .legNotAnswering(let device):
         return "no pre-connected leg for device \"\(device)\""
       }
-    case .accepted(let answering):
+    case .accepted(let acceptance):
+      let answering = acceptance.device.deviceId
       if case .iceRestartByCallee = refusal, isCallee, who.deviceId == answering {
         return "only the caller restarts ICE: send ice-restart-request (7.15) to ask for a restart"
       }

@@ -98,24 +98,13 @@ package struct RecentlyEndedCall: Sendable, Equatable {
 
 extension CallRouter.Call {
   package var snapshot: LiveCallSnapshot {
-    var phase = LiveCallSnapshot.Phase.ringing
-    var invite = self.invite
-    if case .accepted = self.phase {
-      phase = .accepted
-      // Only a ringing call's invite is sent again (with its offer): an accepted call's row
-      // need not carry the offer's SDP, and every later write of it is the cheaper.
-      if case .invite(var relayed) = invite {
-        relayed.offer = nil
-        invite = .invite(relayed)
-      }
-    }
-    return LiveCallSnapshot(
+    LiveCallSnapshot(
       callId: id, caller: caller, calleeId: calleeId, video: video, createdAt: createdAt.millisecondsSince1970,
-      phase: phase, answeredBy: answeredBy, answeredAt: answeredAt?.millisecondsSince1970,
-      ringDeadline: ringDeadline.millisecondsSince1970,
+      phase: answeringDevice == nil ? .ringing : .accepted, answeredBy: answeredBy,
+      answeredAt: answeredAt?.millisecondsSince1970, ringDeadline: ringDeadline.millisecondsSince1970,
       callerGraceDeadline: callerGraceDeadline?.millisecondsSince1970,
-      answererGraceDeadline: answererGraceDeadline?.millisecondsSince1970, invite: invite, accept: acceptRelay,
-      blocked: blocked)
+      answererGraceDeadline: answererGraceDeadline?.millisecondsSince1970, invite: inviteMessage,
+      accept: acceptMessage, blocked: blocked)
   }
 
   package init?(restoring ended: RecentlyEndedCall) {
@@ -124,33 +113,44 @@ extension CallRouter.Call {
     let createdAt = Date(milliseconds: r.createdAt)
     let caller = Identity(userId: r.callerId, deviceId: ended.callerDevice, name: nil)
     self.init(
-      id: r.callId, caller: caller, calleeId: r.calleeId, video: r.video, createdAt: createdAt,
-      ringDeadline: createdAt,
-      invite: .invite(.init(callId: r.callId, from: caller.peer, video: r.video, createdAt: r.createdAt)))
-    phase = .ended(reason)
-    answeredBy = r.answeredBy
-    answeredAt = r.answeredAt.map { Date(milliseconds: $0) }
-    self.endedAt = Date(milliseconds: endedAt)
+      id: r.callId, caller: caller, calleeId: r.calleeId, video: r.video, createdAt: createdAt, ringDeadline: createdAt,
+      invitation: CallRouter.Invitation(offer: nil, preconnect: false))
+    var accepted: CallRouter.Acceptance?
+    if let device = r.answeredBy, let at = r.answeredAt {
+      accepted = CallRouter.Acceptance(
+        device: Peer(userId: r.calleeId, deviceId: device), at: Date(milliseconds: at), answer: nil, onLeg: false)
+    }
+    phase = .ended(reason, at: Date(milliseconds: endedAt), accepted: accepted)
     blocked = ended.blocked
   }
 
   package init(restoring stored: StoredLiveCall) {
     let s = stored.snapshot
+    var invitation = CallRouter.Invitation(offer: nil, preconnect: false)
+    if case .invite(let invite) = s.invite {
+      invitation = CallRouter.Invitation(offer: invite.offer, preconnect: invite.preconnect)
+    }
     self.init(
       id: s.callId, caller: s.caller, calleeId: s.calleeId, video: s.video, createdAt: Date(milliseconds: s.createdAt),
-      ringDeadline: Date(milliseconds: s.ringDeadline), invite: s.invite)
+      ringDeadline: Date(milliseconds: s.ringDeadline), invitation: invitation)
     switch s.phase {
     case .ringing:
-      callerSignals = stored.callerSignals
-      callerSignalBytes = stored.callerSignals.reduce(0) { $0 + CallRouter.bufferedSize($1) }
+      phase = .ringing(
+        legs: [:], signals: stored.callerSignals,
+        signalBytes: stored.callerSignals.reduce(0) { $0 + CallRouter.bufferedSize($1) })
     case .accepted:
-      phase = .accepted(deviceId: s.answeredBy ?? "")
+      var answer: SessionDescription?
+      var onLeg = false
+      var device = Peer(userId: s.calleeId, deviceId: s.answeredBy ?? "")
+      if case .accept(let accept)? = s.accept {
+        (answer, onLeg, device) = (accept.answer, accept.preconnected, accept.from)
+      }
+      phase = .accepted(
+        CallRouter.Acceptance(
+          device: device, at: Date(milliseconds: s.answeredAt ?? s.createdAt), answer: answer, onLeg: onLeg))
     }
-    answeredBy = s.answeredBy
-    answeredAt = s.answeredAt.map { Date(milliseconds: $0) }
     callerGraceDeadline = s.callerGraceDeadline.map { Date(milliseconds: $0) }
     answererGraceDeadline = s.answererGraceDeadline.map { Date(milliseconds: $0) }
-    acceptRelay = s.accept
     blocked = s.blocked
   }
 }

@@ -1,6 +1,6 @@
 import DialtoneMetrics
 
-/// What a cluster node counts (`/metrics`, protocol.md 14.8), registered with the server's others.
+/// What a cluster node counts (`/metrics`, protocol.md 16.9), registered with the server's others.
 package struct ClusterMetrics: Sendable {
   package let transactions: Counter
   package let steps: Counter

@@ -12,9 +12,9 @@ package final class RedisLoopThread: Sendable {
   private let retryPause: Duration
   private let log: Log
   private let running = Locked(false)
-  /// Signalled when the thread has left its loop (`stop` waits for it: a process that exits
-  /// while a step still runs would tear libraries down under it).
-  private let finished = DispatchSemaphore(value: 0)
+  /// The loop's thread (`stop` waits for it: a process that exits while a step still runs would
+  /// tear libraries down under it).
+  private let thread = Locked<WorkerThread?>(nil)
   /// Signalled by `stop`, to end a `pause` early.
   private let wake = DispatchSemaphore(value: 0)
 
@@ -31,9 +31,10 @@ package final class RedisLoopThread: Sendable {
     step: @escaping @Sendable (inout State, RedisConnection) throws -> Void
   ) {
     running.withLock { $0 = true }
-    let thread = Thread { [self] in run(initial, failing: failing, recovered: recovered, step: step) }
-    thread.name = name
-    thread.start()
+    let started = WorkerThread(name: name) { [self] in
+      run(initial, failing: failing, recovered: recovered, step: step)
+    }
+    thread.withLock { $0 = started }
   }
 
   /// Ends the loop after its current step, and waits up to `wait` for that step to end.
@@ -44,7 +45,7 @@ package final class RedisLoopThread: Sendable {
     }
     guard wasRunning else { return }
     wake.signal()
-    _ = finished.wait(timeout: .now() + wait.seconds)
+    thread.current?.wait(upTo: wait)
   }
 
   /// Waits between steps (a step calls it); `stop` ends the wait.
@@ -83,6 +84,5 @@ package final class RedisLoopThread: Sendable {
       }
     }
     connection?.close()
-    finished.signal()
   }
 }

@@ -11,31 +11,24 @@ import Foundation
 public final class RedisWorker: Sendable {
   public typealias Job = @Sendable (RedisConnection?) -> Void
 
-  private let queue: JobQueue
-  /// Signalled when the thread has run its last job (`close(waitingUpTo:)`).
-  private let finished = DispatchSemaphore(value: 0)
+  private let queue: BlockingQueue<Job>
+  private let thread: WorkerThread
 
   /// `connect` opens the connection (again after a failure); a job gets nil while Redis cannot
   /// be reached, and decides what that means for its work.
   public init(
     name: String, maxQueued: Int, connect: @escaping @Sendable () throws(RedisError) -> RedisConnection
   ) {
-    let queue = JobQueue(maxQueued: max(1, maxQueued))
+    let queue = BlockingQueue<Job>(capacity: maxQueued)
     self.queue = queue
-    let finished = finished
-    let thread = Thread {
-      Self.work(queue, connect)
-      finished.signal()
-    }
-    thread.name = name
-    thread.start()
+    thread = WorkerThread(name: name) { Self.work(queue, connect) }
   }
 
   deinit { queue.close() }
 
   /// Whether the job was queued (false: the queue is full, or the worker stopped).
   @discardableResult
-  public func submit(_ job: @escaping Job) -> Bool { queue.enqueue(job) }
+  public func submit(_ job: @escaping Job) -> Bool { queue.put(job) == nil }
 
   /// Runs the jobs already queued, then stops the thread.
   public func close() { queue.close() }
@@ -45,14 +38,14 @@ public final class RedisWorker: Sendable {
   @discardableResult
   public func close(waitingUpTo wait: Duration) -> Bool {
     queue.close()
-    return finished.wait(timeout: .now() + wait.seconds) == .success
+    return thread.wait(upTo: wait)
   }
 
   public var queued: Int { queue.count }
 
-  private static func work(_ queue: JobQueue, _ connect: @Sendable () throws(RedisError) -> RedisConnection) {
+  private static func work(_ queue: BlockingQueue<Job>, _ connect: @Sendable () throws(RedisError) -> RedisConnection) {
     var connection: RedisConnection?
-    while let job = queue.next() {
+    while let job = queue.take() {
       if connection == nil || connection?.isOpen == false {
         connection?.close()
         connection = try? connect()
@@ -60,52 +53,5 @@ public final class RedisWorker: Sendable {
       job(connection)
     }
     connection?.close()
-  }
-}
-
-/// The worker's queue: a condition variable guards it (its thread sleeps on it between jobs).
-private final class JobQueue: @unchecked Sendable {  // every field is guarded by `condition`
-  private let condition = NSCondition()
-  private var jobs: [RedisWorker.Job] = []
-  private var head = 0
-  private var closed = false
-  private let maxQueued: Int
-
-  init(maxQueued: Int) { self.maxQueued = maxQueued }
-
-  var count: Int {
-    condition.lock()
-    defer { condition.unlock() }
-    return jobs.count - head
-  }
-
-  func enqueue(_ job: @escaping RedisWorker.Job) -> Bool {
-    condition.lock()
-    defer { condition.unlock() }
-    guard !closed, jobs.count - head < maxQueued else { return false }
-    jobs.append(job)
-    condition.signal()
-    return true
-  }
-
-  func next() -> RedisWorker.Job? {
-    condition.lock()
-    defer { condition.unlock() }
-    while head == jobs.count && !closed { condition.wait() }
-    guard head < jobs.count else { return nil }
-    let job = jobs[head]
-    head += 1
-    if head > 64 && head * 2 > jobs.count {
-      jobs.removeFirst(head)
-      head = 0
-    }
-    return job
-  }
-
-  func close() {
-    condition.lock()
-    closed = true
-    condition.broadcast()
-    condition.unlock()
   }
 }

@@ -6,5 +6,6 @@ public enum FuzzTargets {
   public static let all: [String: @Sendable (UnsafePointer<UInt8>, Int) -> Void] = [
     "ClientMessage": clientMessage, "ServerMessage": serverMessage, "HTTPBodies": httpBodies,
     "PushPayload": pushPayload, "SDP": sdp, "JWT": jwt, "HTTPRequest": httpRequest,
+    "WebSocketFrames": webSocketFrames, "HTTPHead": httpHead,
   ]
 }

@@ -1,13 +1,13 @@
 import CCurl
+import DialtoneSupport
 import Foundation
 
 /// Owns the curl multi handle and the only thread that touches it. Other threads queue
 /// transfers and wake it with `curl_multi_wakeup`.
 final class CurlEngine: @unchecked Sendable {
-  // @unchecked: `multi` and `active` are confined to the engine thread; `pending`/`stopped` are lock-guarded.
-  private let lock = NSLock()
-  private var pending: [Transfer] = []
-  private var stopped = false
+  // @unchecked: `multi`, `active` and `transfers` are confined to the engine thread.
+  /// Transfers queued by other threads, and whether the engine stopped.
+  private let inbox = Locked<(pending: [Transfer], stopped: Bool)>(([], false))
   private let multi: UnsafeMutableRawPointer
   private var active: Set<ObjectIdentifier> = []
   private var transfers: [ObjectIdentifier: Transfer] = [:]
@@ -23,18 +23,16 @@ final class CurlEngine: @unchecked Sendable {
     _ = dt_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
     _ = dt_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.maxConnectionsPerHost)
     _ = dt_curl_multi_setopt_long(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, 1000)
-    let thread = Thread { [self] in run() }
-    thread.name = "dialtone-http-client"
-    thread.start()
+    _ = WorkerThread(name: "dialtone-http-client") { [self] in run() }
   }
 
   func submit(
     _ request: HTTPClientRequest, completion: @escaping @Sendable (Result<HTTPClientResponse, HTTPClientError>) -> Void
   ) {
     let transfer = Transfer(request: request, completion: completion)
-    let accepted = lock.withLock { () -> Bool in
-      guard !stopped else { return false }
-      pending.append(transfer)
+    let accepted = inbox.withLock { inbox -> Bool in
+      guard !inbox.stopped else { return false }
+      inbox.pending.append(transfer)
       return true
     }
     guard accepted else { return completion(.failure(HTTPClientError("the HTTP client is shut down"))) }
@@ -42,16 +40,16 @@ final class CurlEngine: @unchecked Sendable {
   }
 
   func stop() {
-    lock.withLock { stopped = true }
+    inbox.withLock { $0.stopped = true }
     curl_multi_wakeup(multi)
   }
 
   private func run() {
     var running: Int32 = 0
     while true {
-      let (batch, stopping) = lock.withLock { () -> ([Transfer], Bool) in
-        defer { pending.removeAll() }
-        return (pending, stopped)
+      let (batch, stopping) = inbox.withLock { inbox -> ([Transfer], Bool) in
+        defer { inbox.pending.removeAll() }
+        return (inbox.pending, inbox.stopped)
       }
       if stopping {
         for transfer in batch { transfer.finish(.failure(HTTPClientError("the HTTP client is shut down"))) }

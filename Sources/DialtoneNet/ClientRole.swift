@@ -108,6 +108,23 @@ final class ClientRole: ServiceRole {
       LWS_CALLBACK_CLIENT_RECEIVE, LWS_CALLBACK_CLIENT_WRITEABLE, LWS_CALLBACK_CLIENT_CONNECTION_ERROR,
       LWS_CALLBACK_CLIENT_CLOSED:
       return handleClient(wsi, reason, input, length, on: loop)
+    case LWS_CALLBACK_CLIENT_RECEIVE_PONG:
+      clients[dt_lws_get_id(wsi)]?.session?.lastActivityTick = loop.tick
+      return 0
+    case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+      // A close payload is empty or a 2-byte code plus reason (RFC 6455 §5.5.1); lws 4.1 echoes a
+      // 1-byte one back as it came. Refuse it with 1002: lws sends the reason set here.
+      if length == 1 {
+        lws_close_reason(wsi, LWS_CLOSE_STATUS_PROTOCOL_ERR, nil, 0)
+        return -1
+      }
+      var code: UInt16?
+      if let input, length >= 2 {
+        let bytes = input.assumingMemoryBound(to: UInt8.self)
+        code = UInt16(bytes[0]) << 8 | UInt16(bytes[1])
+      }
+      clients[dt_lws_get_id(wsi)]?.session?.peerSentClose(code: code)
+      return 0
     case LWS_CALLBACK_WSI_DESTROY:
       // The last word on every connection. One that ended before its handshake did (abandoned
       // by `closeClient`, or timed out by lws mid-handshake) gets no other callback from lws 4.1:
@@ -203,19 +220,19 @@ final class ClientRole: ServiceRole {
     if case .connect(let request) = command { openClient(request, on: loop) }
   }
 
-  func session(_ id: UInt64) -> WebSocketSession? { clients[id]?.session }
+  func session(_ id: UInt64) -> (any KeepaliveSocket)? { clients[id]?.session }
 
   func send(_ id: UInt64, _ bytes: [UInt8], binary: Bool, coalesced: Bool, on loop: ServiceLoop) {
     // A client has no coalescing: every message leaves at once.
     clients[id]?.enqueue(bytes, binary: binary, on: loop)
   }
 
-  func close(_ id: UInt64, code: UInt16, reason: String) {
+  func close(_ id: UInt64, code: UInt16, reason: String, on loop: ServiceLoop) {
     guard let client = clients[id] else { return }
     closeClient(client, code: code, reason: reason)
   }
 
-  func forEachSession(_ body: (WebSocketSession) -> Void) {
+  func forEachSession(_ body: (any KeepaliveSocket) -> Void) {
     for client in clients.values { if let session = client.session { body(session) } }
   }
 
@@ -224,4 +241,19 @@ final class ClientRole: ServiceRole {
   }
 
   var isIdle: Bool { clients.isEmpty }
+}
+
+extension HTTPHeaderField {
+  /// Appends `name: value` to a header block lws is building (the client's upgrade request).
+  func append(to wsi: OpaquePointer, cursor: inout UnsafeMutablePointer<UInt8>?, end: UnsafeMutablePointer<UInt8>)
+    -> Bool
+  {
+    let nameBytes = Array((name.lowercased() + ":").utf8) + [0]
+    let valueBytes = Array(value.utf8)
+    return nameBytes.withUnsafeBufferPointer { n in
+      valueBytes.withUnsafeBufferPointer { v in
+        lws_add_http_header_by_name(wsi, n.baseAddress, v.baseAddress, Int32(v.count), &cursor, end) == 0
+      }
+    }
+  }
 }

@@ -12,9 +12,9 @@ import Foundation
 /// not an lws sul timer: lws on libuv re-polls with a zero timeout until a sul is ripe, which
 /// spins the loop for up to a millisecond per expiry.
 extension ServerRole {
-  func hold(_ bytes: [UInt8], on session: WebSocketSession, loop: ServiceLoop) {
+  func hold(_ bytes: [UInt8], on session: ServerWebSocket, loop: ServiceLoop) {
     guard let ticker = coalescingTicker else { return session.enqueue(bytes, binary: false, on: loop) }
-    guard session.enqueueCoalesced(bytes, binary: false) else { return }
+    guard session.enqueueCoalesced(bytes, binary: false, on: loop) else { return }
     holding.append((session, DispatchTime.now().uptimeNanoseconds + UInt64(coalescingDelay * 0.75e9)))
     if !tickerRunning {
       let period = DispatchTimeInterval.microseconds(Int(coalescingDelay * 250_000))

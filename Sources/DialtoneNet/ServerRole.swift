@@ -7,8 +7,9 @@ import Synchronization
   import Glibc
 #endif
 
-/// The server side of a loop: HTTP exchanges, accepted WebSockets (with coalesced sends), and
-/// the sockets `Listener` accepts.
+/// The server side of a loop: the sockets `Listener` accepts, adopted into lws as raw sockets
+/// (lws runs the event loop, TLS and timeouts); their HTTP/1.1 and WebSocket protocols are
+/// spoken here (`HTTPConnection`, `ServerWebSocket`), with coalesced sends.
 final class ServerRole: ServiceRole {
   let configuration: WebServerConfiguration
   let router: Router
@@ -16,25 +17,25 @@ final class ServerRole: ServiceRole {
   /// The listening socket, owned here rather than by lws (see `Listener`); set before the loop starts.
   var listener: Listener?
 
-  var webSockets: [UInt64: WebSocketSession] = [:]
-  var exchanges: [UInt64: HTTPExchange] = [:]
-  var pendingUpgrades: [UInt64: UpgradeRequest] = [:]
-  /// HTTP connections that have had a request answered (see `handleHTTP`).
-  var answeredConnections: Set<UInt64> = []
+  /// Every accepted socket is in exactly one of these: HTTP until an upgrade, then WebSocket.
+  var httpConnections: [UInt64: HTTPConnection] = [:]
+  var webSockets: [UInt64: ServerWebSocket] = [:]
 
   /// How long a coalesced message may wait for company, and the sockets holding some, oldest
   /// first, each with the time its wait ends (see ServerRole+Coalescing.swift).
   var coalescingDelay: Double { configuration.coalescingDelay }
-  var holding = FIFOQueue<(session: WebSocketSession, deadline: UInt64)>()
+  var holding = FIFOQueue<(session: ServerWebSocket, deadline: UInt64)>()
   var coalescingTicker: DispatchSourceTimer?
   var tickerRunning = false
 
-  /// C copies of the TLS file paths for lws (see `configure`).
+  /// C copies of the TLS file paths and the ALPN list for lws (see `configure`).
   private var tlsPaths: (certificate: UnsafeMutablePointer<CChar>?, key: UnsafeMutablePointer<CChar>?)?
+  private let alpn = strdup("http/1.1")
 
   deinit {
     free(tlsPaths?.certificate)
     free(tlsPaths?.key)
+    free(alpn)
   }
 
   init(configuration: WebServerConfiguration, router: Router, webSocketHandler: any WebSocketHandler) {
@@ -47,15 +48,18 @@ final class ServerRole: ServiceRole {
     // A server vhost that does not listen: `Listener` accepts and the loop adopts the sockets.
     info.port = CONTEXT_PORT_NO_LISTEN_SERVER
     if let tls = configuration.tls {
-      // Adopted sockets get TLS when the vhost has a certificate (lws_adopt_socket allows SSL).
+      // Adopted sockets get TLS when the vhost has a certificate (LWS_ADOPT_ALLOW_SSL).
       // lws reads the files while the context is created; the strings live until deinit.
       info.options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT)
       tlsPaths = (strdup(tls.certificateChain), strdup(tls.privateKey))
       info.ssl_cert_filepath = UnsafePointer(tlsPaths?.certificate)
       info.ssl_private_key_filepath = UnsafePointer(tlsPaths?.key)
+      // Only HTTP/1.1 is spoken here: a client offered h2 must not get it (lws would switch
+      // the socket to its own HTTP/2 role).
+      info.alpn = UnsafePointer(alpn)
     }
-    // lws 4.1's default table is 4 KiB: a long bearer token plus a browser's headers overflowed it.
-    info.max_http_header_data = UInt16(clamping: min(max(configuration.maxHeaderBytes, 1024), 65535))
+    // Reads of up to this size per callback (one buffer for the whole loop, not per socket).
+    info.pt_serv_buf_size = 16 * 1024
   }
 
   func started(on loop: ServiceLoop) {
@@ -76,9 +80,7 @@ final class ServerRole: ServiceRole {
     coalescingTicker?.cancel()
     listener?.stop()
     webSockets.removeAll()
-    exchanges.removeAll()
-    pendingUpgrades.removeAll()
-    answeredConnections.removeAll()
+    httpConnections.removeAll()
   }
 
   func handle(
@@ -86,12 +88,29 @@ final class ServerRole: ServiceRole {
     on loop: ServiceLoop
   ) -> Int32? {
     switch reason {
-    case LWS_CALLBACK_HTTP, LWS_CALLBACK_HTTP_BODY, LWS_CALLBACK_HTTP_BODY_COMPLETION,
-      LWS_CALLBACK_HTTP_WRITEABLE, LWS_CALLBACK_CLOSED_HTTP:
-      return handleHTTP(wsi, reason, input, length, on: loop)
-    case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION, LWS_CALLBACK_ESTABLISHED, LWS_CALLBACK_RECEIVE,
-      LWS_CALLBACK_SERVER_WRITEABLE, LWS_CALLBACK_CLOSED:
-      return handleWebSocket(wsi, reason, input, length, on: loop)
+    case LWS_CALLBACK_RAW_ADOPT:
+      let id = loop.allocateID(for: wsi)
+      let connection = HTTPConnection(
+        id: id, wsi: wsi, isTLS: configuration.tls != nil, maxHeadBytes: configuration.maxHeaderBytes)
+      httpConnections[id] = connection
+      connection.wait(for: .head)
+      return 0
+    case LWS_CALLBACK_RAW_RX:
+      let id = dt_lws_get_id(wsi)
+      let bytes = UnsafeRawBufferPointer(start: input, count: input == nil ? 0 : length)
+      if let socket = webSockets[id] { return webSocketReceived(socket, bytes, on: loop) ? 0 : -1 }
+      if let connection = httpConnections[id] { return httpReceived(connection, bytes, on: loop) ? 0 : -1 }
+      return -1
+    case LWS_CALLBACK_RAW_WRITEABLE:
+      let id = dt_lws_get_id(wsi)
+      if let socket = webSockets[id] { return socket.writable(on: loop) }
+      if let connection = httpConnections[id] { return httpWritable(connection, on: loop) }
+      return 0
+    case LWS_CALLBACK_RAW_CLOSE:
+      let id = dt_lws_get_id(wsi)
+      httpConnections.removeValue(forKey: id)
+      if let socket = webSockets.removeValue(forKey: id) { webSocketClosed(socket) }
+      return 0
     default:
       return nil
     }
@@ -100,7 +119,7 @@ final class ServerRole: ServiceRole {
   func execute(_ command: ServiceLoop.Command, on loop: ServiceLoop) {
     switch command {
     case .respond(let id, let response):
-      exchanges[id]?.setResponse(response)
+      respond(id, response, on: loop)
     case .coalescingTick:
       releaseCoalesced(tick: true, on: loop)
     case .adopt(let sockets):
@@ -112,34 +131,38 @@ final class ServerRole: ServiceRole {
         // A failed adoption has closed the socket already (every failure path of
         // lws_adopt_descriptor_vhost_via_info does): closing it here again would close
         // whatever descriptor reused the number meanwhile, another connection's or a database's.
-        _ = lws_adopt_socket(context, fd)
+        _ = dt_lws_adopt_raw(context, fd, configuration.tls != nil ? 1 : 0)
       }
     default:
       break
     }
   }
 
-  func session(_ id: UInt64) -> WebSocketSession? { webSockets[id] }
+  func session(_ id: UInt64) -> (any KeepaliveSocket)? { webSockets[id] }
 
   func send(_ id: UInt64, _ bytes: [UInt8], binary: Bool, coalesced: Bool, on loop: ServiceLoop) {
-    guard let session = webSockets[id] else { return }
-    if coalesced { hold(bytes, on: session, loop: loop) } else { session.enqueue(bytes, binary: binary, on: loop) }
+    guard let socket = webSockets[id] else { return }
+    if coalesced { hold(bytes, on: socket, loop: loop) } else { socket.enqueue(bytes, binary: binary, on: loop) }
   }
 
-  func close(_ id: UInt64, code: UInt16, reason: String) {
-    webSockets[id]?.requestClose(code: code, reason: reason)
+  func close(_ id: UInt64, code: UInt16, reason: String, on loop: ServiceLoop) {
+    guard let socket = webSockets[id] else { return }
+    socket.requestClose(code: code, reason: reason)
+    if !socket.pump(on: loop) { socket.dropIdle() }
   }
 
-  func forEachSession(_ body: (WebSocketSession) -> Void) {
-    for session in webSockets.values { body(session) }
+  func forEachSession(_ body: (any KeepaliveSocket) -> Void) {
+    for socket in webSockets.values { body(socket) }
   }
 
   func beginDrain(on loop: ServiceLoop) {
     listener?.stop()
-    for session in webSockets.values {
-      session.requestClose(code: WebSocketCloseCode.goingAway, reason: "server shutting down")
+    for socket in webSockets.values {
+      socket.requestClose(code: WebSocketCloseCode.goingAway, reason: "server shutting down")
+      if !socket.pump(on: loop) { socket.dropIdle() }
     }
   }
 
-  var isIdle: Bool { webSockets.isEmpty && exchanges.isEmpty }
+  /// No WebSocket (open or closing) and no request being answered.
+  var isIdle: Bool { webSockets.isEmpty && !httpConnections.values.contains { $0.exchange != nil } }
 }

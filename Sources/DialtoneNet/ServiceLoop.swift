@@ -224,7 +224,7 @@ final class ServiceLoop: @unchecked Sendable {
     case .sendCoalesced(let id, let bytes):
       role.send(id, bytes, binary: false, coalesced: true, on: self)
     case .close(let id, let code, let reason):
-      role.close(id, code: code, reason: reason)
+      role.close(id, code: code, reason: reason, on: self)
     case .shutdown(let drainSeconds):
       beginDrain(seconds: drainSeconds)
     case .sweep:
@@ -250,10 +250,10 @@ final class ServiceLoop: @unchecked Sendable {
     if leftover { drainOwedPings() }
   }
 
-  private func keepAlive(_ session: WebSocketSession) {
+  private func keepAlive(_ session: any KeepaliveSocket) {
     let idle = tick &- session.lastActivityTick
     if idle >= idleTimeoutTicks {
-      lws_set_timeout(session.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+      session.dropIdle()
     } else if KeepaliveBacklog.isDue(
       id: session.id, idle: idle, tick: tick, pingIntervalTicks: pingIntervalTicks, phases: pingPhases)
     {
@@ -335,6 +335,39 @@ final class ServiceLoop: @unchecked Sendable {
     return Int(written) >= bytes.count
   }
 
+  /// Writes bytes as they are on a raw socket (the server's: its HTTP and WebSocket framing are
+  /// done here). lws sends what the socket takes and keeps the rest (`lws_partial_buffered`);
+  /// false only when the socket failed.
+  func writeRaw(_ wsi: OpaquePointer, _ bytes: UnsafeRawBufferPointer) -> Bool {
+    guard let base = bytes.baseAddress, !bytes.isEmpty else { return true }
+    // lws only reads from the buffer (it copies what the socket does not take).
+    let pointer = UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: UInt8.self))
+    return lws_write(wsi, pointer, bytes.count, LWS_WRITE_HTTP) >= 0  // LWS_WRITE_RAW: a macro for it
+  }
+
+  /// One unfragmented server frame (unmasked) carrying `payload`, framed in the loop's scratch
+  /// buffer so that header and payload leave in one write.
+  func writeFrame(_ wsi: OpaquePointer, opcode: UInt8, _ payload: UnsafeRawBufferPointer) -> Bool {
+    let needed = WebSocketFrame.maxHeaderLength + payload.count
+    // Big frames get a buffer of their own: the shared one keeps its usual size.
+    if needed > Self.scratchLimit {
+      var frame: [UInt8] = []
+      frame.reserveCapacity(needed)
+      WebSocketFrame.appendHeader(opcode: opcode, count: payload.count, to: &frame)
+      frame.append(contentsOf: payload.bytes)
+      return frame.withUnsafeBytes { writeRaw(wsi, $0) }
+    }
+    if sendBuffer.count < needed { sendBuffer = [UInt8](repeating: 0, count: needed) }
+    return sendBuffer.withUnsafeMutableBytes { buffer -> Bool in
+      guard let base = buffer.baseAddress else { return false }
+      let header = WebSocketFrame.writeHeader(opcode: opcode, count: payload.count, into: base)
+      if let source = payload.baseAddress { (base + header).copyMemory(from: source, byteCount: payload.count) }
+      return writeRaw(wsi, UnsafeRawBufferPointer(start: base, count: header + payload.count))
+    }
+  }
+
+  private static let scratchLimit = 256 * 1024
+
   func allocateID(for wsi: OpaquePointer) -> UInt64 {
     let id = nextConnectionID
     nextConnectionID += 1
@@ -361,31 +394,10 @@ final class ServiceLoop: @unchecked Sendable {
       return 0
     case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
       return draining ? 1 : 0
-    case LWS_CALLBACK_RECEIVE_PONG, LWS_CALLBACK_CLIENT_RECEIVE_PONG:
-      role.session(dt_lws_get_id(wsi))?.lastActivityTick = tick
-      return 0
-    case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
-      // A close payload is empty or a 2-byte code plus reason (RFC 6455 §5.5.1); lws 4.1 echoes a
-      // 1-byte one back as it came. Refuse it with 1002: lws sends the reason set here.
-      if length == 1 {
-        lws_close_reason(wsi, LWS_CLOSE_STATUS_PROTOCOL_ERR, nil, 0)
-        return -1
-      }
-      recordPeerClose(wsi, input, length)
-      return 0
     default:
       return role.handle(wsi, reason, input, length, on: self)
         ?? lws_callback_http_dummy(wsi, reason, user, input, length)
     }
-  }
-
-  private func recordPeerClose(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) {
-    var code: UInt16?
-    if let input, length >= 2 {
-      let bytes = input.assumingMemoryBound(to: UInt8.self)
-      code = UInt16(bytes[0]) << 8 | UInt16(bytes[1])
-    }
-    role.session(dt_lws_get_id(wsi))?.peerSentClose(code: code)
   }
 }
 

@@ -20,14 +20,26 @@ protocol ServiceRole: AnyObject {
   func execute(_ command: ServiceLoop.Command, on loop: ServiceLoop)
 
   /// The WebSocket of connection `id`, once open.
-  func session(_ id: UInt64) -> WebSocketSession?
+  func session(_ id: UInt64) -> (any KeepaliveSocket)?
   func send(_ id: UInt64, _ bytes: [UInt8], binary: Bool, coalesced: Bool, on loop: ServiceLoop)
-  func close(_ id: UInt64, code: UInt16, reason: String)
+  func close(_ id: UInt64, code: UInt16, reason: String, on loop: ServiceLoop)
   /// Visits every open WebSocket, for keepalive (without copying them: a server holds thousands).
-  func forEachSession(_ body: (WebSocketSession) -> Void)
+  func forEachSession(_ body: (any KeepaliveSocket) -> Void)
 
   /// Shutdown began: stop accepting, ask every connection to close.
   func beginDrain(on loop: ServiceLoop)
   /// Nothing is open any more: the loop may stop.
   var isIdle: Bool { get }
+}
+
+/// A WebSocket as keepalive sees it (`ServiceLoop.sweepIdleSockets`): the client's
+/// (`WebSocketSession`, framed by lws) and the server's (`ServerWebSocket`, framed here).
+protocol KeepaliveSocket: AnyObject {
+  var id: UInt64 { get }
+  /// The sweep tick of the last frame received (any frame, pong included, is activity).
+  var lastActivityTick: UInt32 { get set }
+  /// Sends a ping now, or as soon as the socket can take one.
+  func requestPing(on loop: ServiceLoop)
+  /// Quiet past the idle timeout: the peer vanished without a FIN, the socket is dropped.
+  func dropIdle()
 }

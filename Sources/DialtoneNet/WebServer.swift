@@ -15,9 +15,8 @@ public struct WebServerConfiguration: Sendable {
   public var drainSeconds: Double
   /// How often idle sockets are checked; keepalive times are rounded to multiples of it.
   public var keepaliveSweepSeconds: Double = 5
-  /// lws's per-request header table: the request line and every header must fit in it (1,024 to
-  /// 65,535 bytes; lws indexes the table with 16 bits). A request whose head does not fit is
-  /// dropped by lws and its connection closed without a response (lws 4.1 offers no hook to answer).
+  /// The longest request head (request line and header fields, line endings included); a
+  /// longer one is answered 431 and its connection closed.
   public var maxHeaderBytes: Int = 16 * 1024
   /// The longest a `sendCoalesced` message waits for another message to share its write; 0 sends
   /// it at once.
@@ -44,7 +43,8 @@ public struct WebServerConfiguration: Sendable {
   }
 }
 
-/// An HTTP/1.1 + WebSocket server on libwebsockets' libuv loop, served by one network thread.
+/// An HTTP/1.1 + WebSocket server, served by one network thread: libwebsockets' libuv loop runs
+/// the sockets (and TLS); the HTTP/1.1 and WebSocket protocols are DialtoneNet's own.
 public final class WebServer: Sendable {
   public let configuration: WebServerConfiguration
   /// The bound port: the kernel's choice when configured with port 0.

@@ -1,9 +1,10 @@
 import CLibWebSockets
 import DialtoneSupport
 
-/// Service-thread state of one WebSocket (server or client side): the outgoing queue, the
-/// reassembly buffer for fragmented messages, and a pending close.
-final class WebSocketSession {
+/// Service-thread state of one client WebSocket (framed by lws's client role): the outgoing
+/// queue, the reassembly buffer for fragmented messages, and a pending close. The server's
+/// sockets are `ServerWebSocket`.
+final class WebSocketSession: KeepaliveSocket {
   enum Received {
     case partial
     case message([UInt8], isText: Bool)
@@ -178,6 +179,10 @@ final class WebSocketSession {
     }
     closeRequest = (code, reason)
     lws_callback_on_writable(wsi)
+  }
+
+  func dropIdle() {
+    lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
   }
 
   /// lws does not report a pong with an empty payload, so pings carry one byte.

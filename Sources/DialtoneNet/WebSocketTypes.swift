@@ -25,8 +25,18 @@ public enum WebSocketCloseCode {
   public static let goingAway: UInt16 = 1001
   public static let unsupportedData: UInt16 = 1003
   public static let messageTooBig: UInt16 = 1009
-  /// Dialtone's "over a limit" (protocol.md 12): here, a reader too slow for what is sent to it.
+  /// Dialtone's "over a limit" (protocol.md 14): here, a reader too slow for what is sent to it.
   public static let tooSlow: UInt16 = 4429
+
+  /// Whether a peer may send `code` in a close frame (RFC 6455 §7.4): the codes defined for use
+  /// (1000–1003, 1007–1011), those IANA registered since (1012–1014), and 3000–4999 for
+  /// libraries and applications. 1005, 1006 and 1015 only report what happened locally.
+  static func isValidFromPeer(_ code: UInt16) -> Bool {
+    switch code {
+    case 1000...1003, 1007...1014, 3000...4999: return true
+    default: return false
+    }
+  }
 }
 
 /// Receives server-side WebSocket events. Every method is called on the network thread, in order per

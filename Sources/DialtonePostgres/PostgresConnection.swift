@@ -1,4 +1,5 @@
 import CPostgres
+import DialtoneSupport
 import Foundation
 
 /// One libpq connection. Calls block the calling thread until the server answers (bounded by the
@@ -7,7 +8,7 @@ import Foundation
 /// else runs statements on the connection meanwhile.
 public final class PostgresConnection: @unchecked Sendable {
   // @unchecked: `handle` is only read or written under `lock`, which serialises every libpq call on it.
-  private let lock = NSLock()
+  private let lock = Locked()
   private var handle: OpaquePointer?
 
   /// The server process serving this connection (`pg_backend_pid()`).
@@ -73,43 +74,43 @@ public final class PostgresConnection: @unchecked Sendable {
   /// Whether the connection still works, as far as can be told without a round trip: reads what
   /// the server sent meanwhile, so a server that died since the last statement shows here.
   public var isAlive: Bool {
-    lock.lock()
-    defer { lock.unlock() }
-    guard let handle else { return false }
-    // Twice: a server that went away (a restart) sends its FATAL notice and then closes; one read
-    // takes the notice and only the next sees the end of the stream.
-    return PQconsumeInput(handle) == 1 && PQconsumeInput(handle) == 1 && PQstatus(handle) == CONNECTION_OK
+    return lock.withLock {
+      guard let handle else { return false }
+      // Twice: a server that went away (a restart) sends its FATAL notice and then closes; one read
+      // takes the notice and only the next sees the end of the stream.
+      return PQconsumeInput(handle) == 1 && PQconsumeInput(handle) == 1 && PQstatus(handle) == CONNECTION_OK
+    }
   }
 
   /// Alive and outside any transaction: what the pool may hand to its next user.
   var isReusable: Bool {
-    lock.lock()
-    defer { lock.unlock() }
-    guard let handle else { return false }
-    return PQstatus(handle) == CONNECTION_OK && PQtransactionStatus(handle) == PQTRANS_IDLE
+    return lock.withLock {
+      guard let handle else { return false }
+      return PQstatus(handle) == CONNECTION_OK && PQtransactionStatus(handle) == PQTRANS_IDLE
+    }
   }
 
   /// libpq's view of the transaction (PQtransactionStatus), for the transaction helper.
   var transactionStatus: PGTransactionStatusType {
-    lock.lock()
-    defer { lock.unlock() }
-    guard let handle else { return PQTRANS_UNKNOWN }
-    return PQtransactionStatus(handle)
+    return lock.withLock {
+      guard let handle else { return PQTRANS_UNKNOWN }
+      return PQtransactionStatus(handle)
+    }
   }
 
   /// Closes the connection; later calls fail with `connectionLost`.
   public func close() {
-    lock.lock()
-    defer { lock.unlock() }
-    PQfinish(handle)
-    handle = nil
+    lock.withLock {
+      PQfinish(handle)
+      handle = nil
+    }
   }
 
   private func withHandle<R>(_ body: (OpaquePointer) throws(PostgresError) -> R) throws(PostgresError) -> R {
-    lock.lock()
-    defer { lock.unlock() }
-    guard let handle else { throw .connectionLost(message: "the connection is closed") }
-    return try body(handle)
+    return try lock.withLock { () throws(PostgresError) in
+      guard let handle else { throw .connectionLost(message: "the connection is closed") }
+      return try body(handle)
+    }
   }
 
   /// Turns a PGresult into rows or an error, and frees it. Called under `lock`.

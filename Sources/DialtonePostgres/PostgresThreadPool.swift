@@ -1,3 +1,4 @@
+import DialtoneSupport
 import Foundation
 
 /// Runs blocking libpq work on threads of its own, so that a slow or vanished server never holds
@@ -5,40 +6,42 @@ import Foundation
 /// for its first job and opened again when it was lost. A job that finds the queue full fails
 /// at once (`poolExhausted`) rather than wait without bound.
 public final class PostgresThreadPool: Sendable {
+  /// A job: run with the thread's connection, or told why there is none.
+  typealias Job = @Sendable (Result<PostgresConnection, PostgresError>) -> Void
+
   public let threadCount: Int
   public let maxQueued: Int
-  private let queue: PostgresJobQueue
+  private let queue: BlockingQueue<Job>
 
   public init(_ configuration: PostgresConfiguration, threads: Int = 4, maxQueued: Int = 256, name: String = "postgres")
   {
     threadCount = max(1, threads)
     self.maxQueued = max(1, maxQueued)
-    let queue = PostgresJobQueue(maxQueued: self.maxQueued)
+    let queue = BlockingQueue<Job>(capacity: self.maxQueued)
     self.queue = queue
     for index in 0..<threadCount {
-      // Named from inside: on Linux a name set before `start` does not reach the thread.
-      let thread = Thread {
-        Thread.current.name = "\(name)-\(index)"
-        PostgresThreadPool.work(queue, configuration)
-      }
-      thread.start()
+      _ = WorkerThread(name: "\(name)-\(index)") { PostgresThreadPool.work(queue, configuration) }
     }
   }
 
-  deinit { queue.close() }
+  deinit { close() }
 
   /// Runs `body` on one of the pool's threads with that thread's connection, suspending the
   /// caller (not blocking it) until it is done. A connection that cannot be opened fails the job
   /// with `connectionFailed`.
   public func run<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-      let refused = queue.enqueue { connection in
+      let refused = queue.put { connection in
         switch connection {
         case .success(let connection): continuation.resume(with: Result { try body(connection) })
         case .failure(let error): continuation.resume(throwing: error)
         }
       }
-      if let refused { continuation.resume(throwing: refused) }
+      switch refused {
+      case nil: break
+      case .full: continuation.resume(throwing: PostgresError.poolExhausted(maxWaiters: maxQueued))
+      case .closed: continuation.resume(throwing: PostgresError.poolClosed)
+      }
     }
   }
 
@@ -48,21 +51,19 @@ public final class PostgresThreadPool: Sendable {
     async throws -> T
   {
     try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-      let thread = Thread {
-        Thread.current.name = name
-        continuation.resume(with: Result { try body() })
-      }
-      thread.start()
+      _ = WorkerThread(name: name) { continuation.resume(with: Result { try body() }) }
     }
   }
 
   /// Fails the queued jobs with `poolClosed`; the threads finish the jobs they run, then exit
   /// and close their connections.
-  public func close() { queue.close() }
+  public func close() {
+    for job in queue.closeNow() { job(.failure(.poolClosed)) }
+  }
 
-  private static func work(_ queue: PostgresJobQueue, _ configuration: PostgresConfiguration) {
+  private static func work(_ queue: BlockingQueue<Job>, _ configuration: PostgresConfiguration) {
     var connection: PostgresConnection?
-    while let job = queue.next() {
+    while let job = queue.take() {
       // A connection whose server went away, or left inside a transaction, is not reused.
       if let current = connection, !(current.isAlive && current.isReusable) {
         current.close()
@@ -79,56 +80,5 @@ public final class PostgresThreadPool: Sendable {
       if let connection { job(.success(connection)) }
     }
     connection?.close()
-  }
-}
-
-/// The jobs waiting for a thread, first in first out.
-final class PostgresJobQueue: @unchecked Sendable {
-  // @unchecked: `jobs` and `closed` are only read or written under `condition`.
-  typealias Job = @Sendable (Result<PostgresConnection, PostgresError>) -> Void
-
-  private let condition = NSCondition()
-  private var jobs: [Job] = []
-  private var head = 0
-  private var closed = false
-  private let maxQueued: Int
-
-  init(maxQueued: Int) { self.maxQueued = maxQueued }
-
-  /// Nil when queued; otherwise why not.
-  func enqueue(_ job: @escaping Job) -> PostgresError? {
-    condition.lock()
-    defer { condition.unlock() }
-    if closed { return .poolClosed }
-    guard jobs.count - head < maxQueued else { return .poolExhausted(maxWaiters: maxQueued) }
-    jobs.append(job)
-    condition.signal()
-    return nil
-  }
-
-  /// The next job, waiting for one; nil once the queue is closed.
-  func next() -> Job? {
-    condition.lock()
-    defer { condition.unlock() }
-    while head == jobs.count && !closed { condition.wait() }
-    guard head < jobs.count else { return nil }
-    let job = jobs[head]
-    head += 1
-    if head == jobs.count {
-      jobs.removeAll(keepingCapacity: true)
-      head = 0
-    }
-    return job
-  }
-
-  func close() {
-    condition.lock()
-    closed = true
-    let failed = jobs[head...]
-    jobs = []
-    head = 0
-    condition.broadcast()
-    condition.unlock()
-    for job in failed { job(.failure(.poolClosed)) }
   }
 }

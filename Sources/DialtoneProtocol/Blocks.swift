@@ -1,4 +1,4 @@
-/// A user someone blocks: no call from them rings any of the blocker's devices (protocol.md §14.10).
+/// A user someone blocks: no call from them rings any of the blocker's devices (protocol.md §16.10).
 public struct BlockedUser: WireCodable, Hashable {
   public var userId: String
   /// When the block was made, ms since the Unix epoch.

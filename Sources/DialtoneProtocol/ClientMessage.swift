@@ -19,6 +19,7 @@ public enum ClientMessageType: String, Sendable, Equatable, CaseIterable {
   case iceRestartRequest = "ice-restart-request"
   case getCall = "get-call"
   case mediaState = "media-state"
+  case hold
   case quality
   case groupCreate = "group-create"
   case groupRinging = "group-ringing"
@@ -46,7 +47,7 @@ public enum ClientMessageType: String, Sendable, Equatable, CaseIterable {
     case .hello, .ack, .ping: ClientMessageRules(desk: .session)
     case .invite: ClientMessageRules(desk: .oneToOne, startsACall: true)
     case .ringing, .accept, .decline, .busy, .cancel, .hangup, .getCall: ClientMessageRules(desk: .oneToOne)
-    case .offer, .answer, .iceRestartRequest, .mediaState: ClientMessageRules(desk: .oneToOne, relayed: true)
+    case .offer, .answer, .iceRestartRequest, .mediaState, .hold: ClientMessageRules(desk: .oneToOne, relayed: true)
     case .candidate, .endOfCandidates: ClientMessageRules(desk: .oneToOne, relayed: true, ackMayWait: true)
     case .quality: ClientMessageRules(desk: .quality)
     case .groupCreate, .roomJoin: ClientMessageRules(desk: .group, startsACall: true)
@@ -160,6 +161,8 @@ public enum ClientMessage: Sendable, Equatable {
   case getCall(CallAction)
   /// The sender's camera went off or on (no renegotiation: the track just stops sending).
   case mediaState(MediaState)
+  /// The sender put the call on hold, or took it off hold (the call and its connection stay up).
+  case hold(Hold)
   /// What the client measured of a call (set-up milestones, RTT, loss, the media path).
   case quality(QualityReport)
   /// Start a group call and ring its members.
@@ -208,6 +211,7 @@ public enum ClientMessage: Sendable, Equatable {
     case .iceRestartRequest(let m): return visitor.visit(m, as: .iceRestartRequest)
     case .getCall(let m): return visitor.visit(m, as: .getCall)
     case .mediaState(let m): return visitor.visit(m, as: .mediaState)
+    case .hold(let m): return visitor.visit(m, as: .hold)
     case .quality(let m): return visitor.visit(m, as: .quality)
     case .groupCreate(let m): return visitor.visit(m, as: .groupCreate)
     case .groupRinging(let m): return visitor.visit(m, as: .groupRinging)
@@ -243,6 +247,7 @@ public enum ClientMessage: Sendable, Equatable {
     case .iceRestartRequest: return .iceRestartRequest(try d.body())
     case .getCall: return .getCall(try d.body())
     case .mediaState: return .mediaState(try d.body())
+    case .hold: return .hold(try d.body())
     case .quality: return .quality(try d.body())
     case .groupCreate: return .groupCreate(try d.body())
     case .groupRinging: return .groupRinging(try d.body())
@@ -375,7 +380,7 @@ public enum ClientMessage: Sendable, Equatable {
     public var offer: SessionDescription?
     /// Overrides the token's `name` claim as the caller's display name for this call.
     public var callerName: String?
-    /// The caller makes a pre-connected leg for each callee device that asks (protocol.md 9b).
+    /// The caller makes a pre-connected leg for each callee device that asks (protocol.md 11).
     public var preconnect: Bool
 
     public init(
@@ -471,6 +476,25 @@ public enum ClientMessage: Sendable, Equatable {
     public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
       try c.string("callId", &callId, .callId)
       try c.bool("camera", &camera)
+    }
+  }
+
+  /// `hold`: `{callId, onHold}`.
+  public struct Hold: CallMessageBody, Hashable {
+    public var callId: CallID
+    /// Whether the sender holds the call now.
+    public var onHold: Bool
+
+    public init(callId: CallID, onHold: Bool) {
+      self.callId = callId
+      self.onHold = onHold
+    }
+
+    public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", onHold: false) }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+      try c.bool("onHold", &onHold)
     }
   }
 

@@ -32,7 +32,7 @@ public enum PhoneNumber {
   public static func e164(_ number: Int64) -> String { "+\(number)" }
 }
 
-/// The bounds of one user's directory (docs/protocol.md §14.9).
+/// The bounds of one user's directory (docs/protocol.md §16.11).
 public enum DirectoryLimits {
   public static let maxIdentificationEntries = 20_000
   public static let maxBlockedNumbers = 20_000

@@ -15,6 +15,7 @@ public enum ServerMessageType: String, Sendable, Equatable, CaseIterable {
   case iceRestartRequest = "ice-restart-request"
   case callEnded = "call-ended"
   case mediaState = "media-state"
+  case hold
   case groupInvite = "group-invite"
   case groupUpdate = "group-update"
   case groupMedia = "group-media"
@@ -23,6 +24,39 @@ public enum ServerMessageType: String, Sendable, Equatable, CaseIterable {
   case groupCandidate = "group-candidate"
   case groupStreamEnded = "group-stream-ended"
   case groupEnded = "group-ended"
+
+  /// How a client treats a message of this type, decided here once per type: the switch has no
+  /// `default`, so a new type cannot be added without saying. `ServerMessage.routed` hands the
+  /// message to its desk at its payload's type.
+  public var rules: ServerMessageRules {
+    switch self {
+    case .welcome, .ack, .error: ServerMessageRules(desk: .session)
+    case .invite, .ringing, .accept, .offer, .answer, .candidate, .endOfCandidates, .iceRestartRequest, .callEnded,
+      .mediaState, .hold:
+      ServerMessageRules(desk: .oneToOne)
+    case .groupInvite, .groupUpdate, .groupMedia, .groupOffer, .groupAnswer, .groupCandidate, .groupStreamEnded,
+      .groupEnded:
+      ServerMessageRules(desk: .group)
+    }
+  }
+}
+
+/// How a client treats a server message type (`ServerMessageType.rules`).
+public struct ServerMessageRules: Sendable, Equatable {
+  public enum Desk: Sendable, Equatable {
+    /// The session's own business: `welcome`, and the answers to requests (`ack`, `error`).
+    case session
+    /// A 1:1 call's: for the call's engine (an `invite` makes one).
+    case oneToOne
+    /// A group call's: for the group call (a `group-invite` makes one).
+    case group
+  }
+
+  public var desk: Desk
+
+  public init(desk: Desk) {
+    self.desk = desk
+  }
 }
 
 /// A server message's payload: its fields without the envelope (`type`, `seq`).
@@ -72,6 +106,8 @@ public enum ServerMessage: Sendable, Equatable {
   case callEnded(CallEnded)
   /// The other side's camera went off or on.
   case mediaState(MediaState)
+  /// The other side put the call on hold, or took it off hold.
+  case hold(Hold)
   /// A group call rings this member's device.
   case groupInvite(GroupInvite)
   /// A group call's participant list changed (to every member's devices).
@@ -441,6 +477,30 @@ public enum ServerMessage: Sendable, Equatable {
     }
   }
 
+  /// `hold`: `{callId, from, onHold}`.
+  public struct Hold: ServerCallMessageBody, Hashable {
+    public var callId: CallID
+    public var from: Peer
+    /// Whether the other side holds the call now.
+    public var onHold: Bool
+
+    public init(callId: CallID, from: Peer, onHold: Bool) {
+      self.callId = callId
+      self.from = from
+      self.onHold = onHold
+    }
+
+    public init(wirePlaceholder _: WirePlaceholder) {
+      self.init(callId: "", from: Peer(userId: "", deviceId: ""), onHold: false)
+    }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+      try c.object("from", &from)
+      try c.bool("onHold", &onHold)
+    }
+  }
+
   /// `call-ended`: `{callId, reason, from?, replacedBy?}`.
   public struct CallEnded: ServerCallMessageBody, Hashable {
     public var callId: CallID
@@ -499,6 +559,7 @@ public enum ServerMessage: Sendable, Equatable {
     case .endOfCandidates(let m): return visitor.visit(m, as: .endOfCandidates)
     case .iceRestartRequest(let m): return visitor.visit(m, as: .iceRestartRequest)
     case .mediaState(let m): return visitor.visit(m, as: .mediaState)
+    case .hold(let m): return visitor.visit(m, as: .hold)
     case .groupInvite(let m): return visitor.visit(m, as: .groupInvite)
     case .groupUpdate(let m): return visitor.visit(m, as: .groupUpdate)
     case .groupMedia(let m): return visitor.visit(m, as: .groupMedia)
@@ -526,6 +587,7 @@ public enum ServerMessage: Sendable, Equatable {
     case .endOfCandidates: return .endOfCandidates(try d.body())
     case .iceRestartRequest: return .iceRestartRequest(try d.body())
     case .mediaState: return .mediaState(try d.body())
+    case .hold: return .hold(try d.body())
     case .groupInvite: return .groupInvite(try d.body())
     case .groupUpdate: return .groupUpdate(try d.body())
     case .groupMedia: return .groupMedia(try d.body())
@@ -557,11 +619,90 @@ public enum ServerMessage: Sendable, Equatable {
 
   /// The request id this message answers (welcome, ack, error).
   public var replyTo: String? {
+    switch routed {
+    case .session(.welcome(let m)): m.replyTo
+    case .session(.ack(let m)): m.replyTo
+    case .session(.error(let m)): m.replyTo
+    case .oneToOne, .group, .unknown: nil
+    }
+  }
+}
+
+// MARK: - By desk
+
+extension ServerMessage {
+  /// A message handed to the desk that handles it (its type's `rules.desk`) at its payload's
+  /// type, so that each desk of a client switches exhaustively over its own messages only: a
+  /// new group message needs no decision in a 1:1 call's engine, and a new 1:1 message cannot
+  /// be added without one there.
+  public enum Route: Sendable, Equatable {
+    case session(SessionMessage)
+    case oneToOne(CallMessage)
+    case group(GroupMessage)
+    /// A type this library does not know (`ServerMessage.unknown`).
+    case unknown(Unknown)
+  }
+
+  /// The session's messages.
+  public enum SessionMessage: Sendable, Equatable {
+    case welcome(Welcome)
+    case ack(Ack)
+    case error(ErrorMessage)
+  }
+
+  /// A 1:1 call's messages.
+  public enum CallMessage: Sendable, Equatable {
+    case invite(Invite)
+    case ringing(Ringing)
+    case accept(Accept)
+    case offer(Offer)
+    case answer(Answer)
+    case candidate(Candidate)
+    case endOfCandidates(EndOfCandidates)
+    case iceRestartRequest(PeerEvent)
+    case callEnded(CallEnded)
+    case mediaState(MediaState)
+    case hold(Hold)
+  }
+
+  /// A group call's messages.
+  public enum GroupMessage: Sendable, Equatable {
+    case groupInvite(GroupInvite)
+    case groupUpdate(GroupUpdate)
+    case groupMedia(GroupMedia)
+    case groupOffer(GroupDescription)
+    case groupAnswer(GroupDescription)
+    case groupCandidate(GroupCandidate)
+    case groupStreamEnded(GroupStreamEnded)
+    case groupEnded(GroupEnded)
+  }
+
+  /// The message by its desk; `routed`'s desk is always its type's `rules.desk`.
+  public var routed: Route {
     switch self {
-    case .welcome(let m): return m.replyTo
-    case .ack(let m): return m.replyTo
-    case .error(let m): return m.replyTo
-    default: return nil
+    case .welcome(let m): .session(.welcome(m))
+    case .ack(let m): .session(.ack(m))
+    case .error(let m): .session(.error(m))
+    case .invite(let m): .oneToOne(.invite(m))
+    case .ringing(let m): .oneToOne(.ringing(m))
+    case .accept(let m): .oneToOne(.accept(m))
+    case .offer(let m): .oneToOne(.offer(m))
+    case .answer(let m): .oneToOne(.answer(m))
+    case .candidate(let m): .oneToOne(.candidate(m))
+    case .endOfCandidates(let m): .oneToOne(.endOfCandidates(m))
+    case .iceRestartRequest(let m): .oneToOne(.iceRestartRequest(m))
+    case .callEnded(let m): .oneToOne(.callEnded(m))
+    case .mediaState(let m): .oneToOne(.mediaState(m))
+    case .hold(let m): .oneToOne(.hold(m))
+    case .groupInvite(let m): .group(.groupInvite(m))
+    case .groupUpdate(let m): .group(.groupUpdate(m))
+    case .groupMedia(let m): .group(.groupMedia(m))
+    case .groupOffer(let m): .group(.groupOffer(m))
+    case .groupAnswer(let m): .group(.groupAnswer(m))
+    case .groupCandidate(let m): .group(.groupCandidate(m))
+    case .groupStreamEnded(let m): .group(.groupStreamEnded(m))
+    case .groupEnded(let m): .group(.groupEnded(m))
+    case .unknown(let m): .unknown(m)
     }
   }
 }

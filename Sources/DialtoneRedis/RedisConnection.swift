@@ -1,4 +1,5 @@
 import CRedis
+import DialtoneSupport
 import Foundation
 
 #if canImport(Glibc)
@@ -10,7 +11,7 @@ import Foundation
 /// protocol error the connection is closed and every later call fails: open a new one.
 public final class RedisConnection: @unchecked Sendable {
   // @unchecked: `context` is only read or written under `lock`, which serialises every hiredis call on it.
-  private let lock = NSLock()
+  private let lock = Locked()
   private var context: UnsafeMutablePointer<redisContext>?
 
   public let configuration: RedisConfiguration
@@ -91,36 +92,36 @@ public final class RedisConnection: @unchecked Sendable {
 
   /// Whether the connection is still open as far as this side knows (no round trip).
   public var isOpen: Bool {
-    lock.lock()
-    defer { lock.unlock() }
-    return context != nil
+    return lock.withLock {
+      return context != nil
+    }
   }
 
   /// Hands the hiredis context over (to a subscriber, which reads it on its own thread); this
   /// connection is closed from then on.
   func detachContext() -> UnsafeMutablePointer<redisContext>? {
-    lock.lock()
-    defer { lock.unlock() }
-    let detached = context
-    context = nil
-    return detached
+    return lock.withLock {
+      let detached = context
+      context = nil
+      return detached
+    }
   }
 
   /// Closes the connection; later calls fail with `connectionLost`.
   public func close() {
-    lock.lock()
-    defer { lock.unlock() }
-    redisFree(context)
-    context = nil
+    lock.withLock {
+      redisFree(context)
+      context = nil
+    }
   }
 
   private func withContext<R>(
     _ body: (UnsafeMutablePointer<redisContext>) throws(RedisError) -> R
   ) throws(RedisError) -> R {
-    lock.lock()
-    defer { lock.unlock() }
-    guard let context else { throw .connectionLost(message: "the connection is closed") }
-    return try body(context)
+    return try lock.withLock { () throws(RedisError) in
+      guard let context else { throw .connectionLost(message: "the connection is closed") }
+      return try body(context)
+    }
   }
 
   /// Converts and frees a reply; a NULL one means the context failed. Called under `lock`.

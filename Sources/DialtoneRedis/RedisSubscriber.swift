@@ -1,4 +1,5 @@
 import CRedis
+import DialtoneSupport
 import Foundation
 
 #if canImport(Glibc)
@@ -33,9 +34,7 @@ public final class RedisSubscriber: Sendable {
     continuation.onTermination = { _ in reader.wake() }
     messages = stream
     self.reader = reader
-    let thread = Thread { reader.run() }
-    thread.name = "redis-subscriber"
-    thread.start()
+    reader.thread = WorkerThread(name: "redis-subscriber") { reader.run() }
   }
 
   deinit { reader.stop() }
@@ -79,16 +78,15 @@ public final class RedisSubscriber: Sendable {
 
   /// What the reader thread owns, and how to stop it.
   private final class Reader: @unchecked Sendable {
-    // @unchecked: `context` and `wakeRead` are used only by the reader thread until `done` is
-    // signalled; `stopped`, `closed` and writes to the wake pipe are under `lock`.
+    // @unchecked: `context` and `wakeRead` are used only by the reader thread until it ends;
+    // `thread` is set once, before anything else reads it; `stopped`, `closed` and writes to the
+    // wake pipe are under `state`.
     private let context: UnsafeMutablePointer<redisContext>
     private let wakeRead: Int32
     private let wakeWrite: Int32
     private let continuation: AsyncThrowingStream<RedisMessage, any Error>.Continuation
-    private let done = DispatchSemaphore(value: 0)
-    private let lock = NSLock()
-    private var stopped = false
-    private var closed = false
+    var thread: WorkerThread?
+    private let state = Locked<(stopped: Bool, closed: Bool)>((false, false))
     private let bufferLimit: Int
 
     init(
@@ -105,7 +103,6 @@ public final class RedisSubscriber: Sendable {
     func run() {
       continuation.finish(throwing: read())
       redisFree(context)
-      done.signal()
     }
 
     /// Until stopped (nil) or failed (the error).
@@ -144,24 +141,23 @@ public final class RedisSubscriber: Sendable {
 
     /// Makes the reader thread stop at its next poll; never blocks.
     func wake() {
-      lock.lock()
-      defer { lock.unlock() }
-      guard !stopped else { return }
-      stopped = true
-      var byte: UInt8 = 1
-      _ = write(wakeWrite, &byte, 1)
+      state.withLock { state in
+        guard !state.stopped else { return }
+        state.stopped = true
+        var byte: UInt8 = 1
+        _ = write(wakeWrite, &byte, 1)
+      }
     }
 
     func stop() {
       wake()
-      guard done.wait(timeout: .now() + 5) == .success else { return }
-      done.signal()
-      lock.lock()
-      defer { lock.unlock() }
-      guard !closed else { return }
-      closed = true
-      close(wakeRead)
-      close(wakeWrite)
+      guard thread?.wait(upTo: .seconds(5)) == true else { return }
+      state.withLock { state in
+        guard !state.closed else { return }
+        state.closed = true
+        close(wakeRead)
+        close(wakeWrite)
+      }
     }
   }
 }

@@ -85,17 +85,18 @@ public final class DialtoneServer: Sendable {
       settings: .init(
         ringLimit: configuration.groupRingLimit, ringTimeout: .seconds(configuration.ringTimeout),
         reconnectGrace: .seconds(configuration.reconnectGrace)))
-    hub = SignalingHub(
+    let parts = HubParts(
       settings: .init(
         helloTimeout: .seconds(configuration.helloTimeout), resumeWindow: .seconds(configuration.resumeWindow),
         heartbeatSeconds: configuration.heartbeatSeconds, maxMessageBytes: Limits.maxMessageBytes,
         limits: configuration.limits),
       clock: clock, authenticator: authenticator, iceServers: iceServers,
       desk: CallDesk(router: router, groups: groups, groupCalls: sfu != nil), sfu: sfu,
-      effectSink: sink, journal: journal, liveCalls: liveCalls, executor: executor, observations: observations,
+      effectSink: sink, journal: journal, liveCalls: liveCalls, observations: observations,
       quality: callStore, remote: cluster ?? remoteDevices, placement: cluster ?? placement,
       store: cluster ?? sessionStore,
       log: log.scoped("signaling"))
+    hub = SignalingHub(parts, executor: executor)
     let hub = self.hub
     journal.start { ticket in hub.deliver(.journalCommitted(ticket)) }
     let retention = clock.now.addingTimeInterval(-router.settings.endedRetention.seconds)

@@ -7,16 +7,14 @@ import Foundation
 /// next, so a burst of calls costs a few commits rather than one each, and an idle server
 /// commits at once. Each `submit` returns a ticket; `onCommit` reports the highest ticket that
 /// is on disk, and the hub holds back the outcome behind a ticket until then.
-package final class CallJournal: @unchecked Sendable {
-  // @unchecked: the queue and counters are touched only under `condition`.
+package final class CallJournal: Sendable {
   private let store: any LiveCallStore
   private let log: Log
-  private let condition = NSCondition()
-  private var queue: [LiveCallChange] = []
-  private var submitted: UInt64 = 0
-  private var committed: UInt64 = 0
-  private var closing = false
-  private var onCommit: (@Sendable (UInt64) -> Void)?
+  /// Changes in the order they were submitted, each batch with its ticket.
+  private let queue = BlockingQueue<(changes: [LiveCallChange], ticket: UInt64)>()
+  /// The last ticket given; taken and queued under one lock, so tickets queue in order.
+  private let submitted = Locked<UInt64>(0)
+  private let writer = Locked<WorkerThread?>(nil)
 
   package init(store: any LiveCallStore, log: Log) {
     self.store = store
@@ -25,30 +23,24 @@ package final class CallJournal: @unchecked Sendable {
 
   /// Starts the writing thread. `onCommit` is called on it after each transaction.
   package func start(onCommit: @escaping @Sendable (UInt64) -> Void) {
-    condition.withLock { self.onCommit = onCommit }
-    let thread = Thread { [self] in run() }
-    thread.name = "dialtone-journal"
-    thread.start()
+    let thread = WorkerThread(name: "dialtone-journal") { [self] in run(onCommit) }
+    writer.withLock { $0 = thread }
   }
 
   /// Queues `changes` for the next transaction; the ticket is reported by `onCommit` once they
   /// are written.
   package func submit(_ changes: [LiveCallChange]) -> UInt64 {
-    condition.withLock {
-      queue += changes
-      submitted += 1
-      condition.signal()
-      return submitted
+    submitted.withLock { last in
+      last += 1
+      queue.put((changes, last))
+      return last
     }
   }
 
   /// Waits until everything submitted so far is written and reported, then stops the thread.
   package func close() {
-    condition.withLock {
-      closing = true
-      condition.broadcast()
-      while committed < submitted { condition.wait() }
-    }
+    queue.close()
+    writer.current?.wait()
   }
 
   /// How long a batch is retried while the store cannot be written (a database restarting):
@@ -81,24 +73,14 @@ package final class CallJournal: @unchecked Sendable {
     }
   }
 
-  private func run() {
-    condition.lock()
+  private func run(_ onCommit: @Sendable (UInt64) -> Void) {
     while true {
-      while queue.isEmpty && !closing { condition.wait() }
-      if queue.isEmpty { break }
-      let batch = queue
-      let upTo = submitted
-      queue = []
-      condition.unlock()
-      write(batch)
+      let batches = queue.takeAll()
+      guard let upTo = batches.last?.ticket else { return }
+      write(batches.flatMap(\.changes))
       // Reported before `close` can return: what the hub does with the outcomes it held then
       // comes before whatever the closer does next.
-      let report = condition.withLock { onCommit }
-      report?(upTo)
-      condition.lock()
-      committed = upTo
-      condition.broadcast()
+      onCommit(upTo)
     }
-    condition.unlock()
   }
 }

@@ -39,7 +39,7 @@ public protocol DeviceStore: Sendable {
 }
 
 extension DeviceRegistration {
-  /// The registration's tokens as rows (protocol.md section 14.5).
+  /// The registration's tokens as rows (protocol.md section 16.6).
   public var pushTokens: [PushToken] {
     var tokens: [PushToken] = []
     let environment = apnsEnvironment?.rawValue

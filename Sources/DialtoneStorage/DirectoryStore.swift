@@ -1,6 +1,6 @@
 import DialtoneProtocol
 
-/// A user's phone-number directory (protocol.md §14.10): numbers to label and numbers to block,
+/// A user's phone-number directory (protocol.md §16.11): numbers to label and numbers to block,
 /// uploaded whole by the app's backend and fetched by devices whole or as the changes since the
 /// version they have.
 public protocol DirectoryStore: Sendable {

@@ -1,6 +1,7 @@
 import DialtoneCalls
 import DialtonePostgres
 import DialtoneProtocol
+import DialtoneSupport
 import Foundation
 
 /// `LiveCallStore` on the shared PostgreSQL database. Synchronous, like its callers (the
@@ -11,9 +12,9 @@ package final class PostgresLiveCallStore: LiveCallStore, @unchecked Sendable {
   // @unchecked: each connection slot is used only under its own lock.
   private let configuration: PostgresConfiguration
   private var writer: PostgresConnection?
-  private let writerLock = NSLock()
+  private let writerLock = Locked()
   private var reader: PostgresConnection?
-  private let readerLock = NSLock()
+  private let readerLock = Locked()
   /// Where call-id lookups wait for the reader, so that no caller's thread does.
   private let lookups = DispatchQueue(label: "dialtone.call-id-lookups")
   private var writerClosed = false

@@ -1,17 +1,18 @@
 import DialtoneCalls
 import DialtoneProtocol
 import DialtoneSQLite
+import DialtoneSupport
 import Foundation
 
 /// `LiveCallStore` on the server's SQLite file, next to the history it completes. Two
 /// connections: the journal's writes never wait for the hub's reads (WAL lets one writer and
 /// readers work at once), and neither waits for `SQLiteStore`'s queries.
 package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
-  // @unchecked: each connection is used only under its own lock.
+  // @unchecked: each connection is used only under its own lock (`writerLock`, `readerLock`).
   private let writer: SQLiteDatabase
-  private let writerLock = NSLock()
+  private let writerLock = Locked()
   private let reader: SQLiteDatabase
-  private let readerLock = NSLock()
+  private let readerLock = Locked()
   /// Where call-id lookups wait for the reader, so that no caller's thread does.
   private let lookups = DispatchQueue(label: "dialtone.call-id-lookups")
 

@@ -52,6 +52,7 @@ actor SoftphoneCall {
     case connection(GStreamerPeerConnection)
     case remoteCamera(Bool)
     case remoteVideo(Bool)
+    case remoteHold(Bool)
     case legConnected(String)
     case remoteCandidate(IceCandidate)
   }
@@ -69,6 +70,8 @@ actor SoftphoneCall {
   /// Remote audio or video was decoded at least once: a call that connected but never carried
   /// media ended as `failed`, not `completed`.
   private var mediaFlowed = false
+  /// The other side held the call: no audio was to be expected from it meanwhile.
+  private var heldByRemote = false
   private var answering = false
   private var awaitingSurvivor: CallID?
   private var ringingOffers: [CallID: CallEngine] = [:]
@@ -176,6 +179,11 @@ actor SoftphoneCall {
     case .remoteVideo(let on):
       report.event(
         "remote-video", ["on": .bool(on)], text: on ? "the other side sends video" : "the other side stopped its video")
+    case .remoteHold(let held):
+      if held { heldByRemote = true }
+      report.event(
+        "remote-hold", ["onHold": .bool(held)],
+        text: held ? "the other side put the call on hold" : "the other side took the call off hold")
     case .heard(let peer, let instant):
       report.mark("first-audio \(peer.userId)", at: instant)
     case .remoteCandidate(let candidate):
@@ -458,6 +466,11 @@ actor SoftphoneCall {
       await engine.setSendsVideo(on)
       report.note(on ? "video on: renegotiating" : "video off: renegotiating")
       return
+    case "hold", "unhold":
+      let held = line.trimmingCharacters(in: .whitespaces).lowercased() == "hold"
+      await engine.setOnHold(held)
+      report.note(held ? "on hold" : "off hold")
+      return
     case "camera off", "camera on":
       let on = line.lowercased().hasSuffix("on")
       await engine.setVideoEnabled(on)
@@ -503,6 +516,7 @@ actor SoftphoneCall {
     forward(engine.dataMessages) { .data($0) }
     forward(engine.remoteCamera) { .remoteCamera($0) }
     forward(engine.remoteVideo) { .remoteVideo($0) }
+    forward(engine.remoteHold) { .remoteHold($0) }
     forward(engine.legsConnected) { .legConnected($0) }
   }
 
@@ -539,7 +553,7 @@ actor SoftphoneCall {
     let status: Status
     let reason: String
     switch ending {
-    case .local where wasConnected && !mediaFlowed:
+    case .local where wasConnected && !mediaFlowed && !heldByRemote:
       status = .failed
       reason = "no media"
     case .local:
@@ -555,7 +569,7 @@ actor SoftphoneCall {
     case .remote(let why):
       reason = why.rawValue
       switch why {
-      case .hangup: status = wasConnected && mediaFlowed ? .completed : .failed
+      case .hangup: status = wasConnected && (mediaFlowed || heldByRemote) ? .completed : .failed
       case .declined, .declinedElsewhere: status = .declined
       case .busy: status = .busy
       case .missed: status = .missed

@@ -91,7 +91,7 @@ enum SoftphoneCommand {
     var configuration = CallClient.Configuration()
     // --no-trickle: the slow baseline (gather everything, then send it in the offer/answer).
     configuration.policy.trickle = !arguments.flag("no-trickle")
-    // Connect while ringing, so Answer only switches media on (protocol.md 9b), unless
+    // Connect while ringing, so Answer only switches media on (protocol.md 11), unless
     // --no-preconnect (today's flow, for comparisons); legs also need trickle (the engine
     // checks). An auto-answering callee accepts at once: a leg would only compete with the
     // call's own negotiation for the CPU.

@@ -25,7 +25,7 @@ private let media: [CommandOption] = [
   .flag("relay-only", "use TURN relay candidates only"),
   .flag("no-trickle", "gather every candidate before sending the offer or answer (the slow baseline)"),
   .flag(
-    "preconnect", "connect ICE and DTLS while the phone rings, media held until Answer (protocol.md 9b; the default)"),
+    "preconnect", "connect ICE and DTLS while the phone rings, media held until Answer (protocol.md 11; the default)"),
   .flag("no-preconnect", "negotiate nothing before Answer (the flow of clients without pre-connect)"),
   .flag(
     "no-private-preconnect",
@@ -75,7 +75,8 @@ private let footer = """
   (joined) elsewhere.
   During a 1:1 call, stdin lines are commands or chat: "camera off" / "camera on" (no
   renegotiation), "video on" / "video off" (start or stop sending video, renegotiated),
-  "video count"; any other line goes over the data channel. During a group call: "mute",
+  "hold" / "unhold" (the microphone off, and the other side told), "video count"; any other
+  line goes over the data channel. During a group call: "mute",
   "unmute", "video count" (the frames decoded from each participant so far), "audio count"
   (the bytes of audio decoded from each participant so far).
   Benchmarks are a separate executable: dialtone-bench.

@@ -4,7 +4,7 @@ import Testing
 
 @testable import DialtoneCalls
 
-/// Pre-connect while ringing (protocol.md 9b): legs per callee device, relayed only between the
+/// Pre-connect while ringing (protocol.md 11): legs per callee device, relayed only between the
 /// caller and that device, and an accept on an answered leg.
 struct CallRouterPreconnectTests {
   let alice = Identity(userId: "alice", deviceId: "phone", name: "Alice")
@@ -154,7 +154,7 @@ struct CallRouterPreconnectTests {
     // Not answered yet: the accept needs the invite's answer, and the call rings on.
     let early = router.handle(.accept(.init(callId: "call-1")), id: "x", from: bob("laptop"), now: t0)
     #expect(code(early) == .badRequest)
-    #expect(router.calls["call-1"]?.phase == .ringing)
+    #expect(router.calls["call-1"]?.isRinging == true)
     _ = earlyAnswer(&router, from: "laptop")
     let accepted = router.handle(.accept(.init(callId: "call-1")), id: "y", from: bob("laptop"), now: t0)
     let relayed = sends(accepted)
@@ -167,7 +167,7 @@ struct CallRouterPreconnectTests {
       relayed.contains {
         $0.0.endReason == .answeredElsewhere && $0.1 == .user(userId: "bob", exceptDevice: "laptop")
       })
-    #expect(router.calls["call-1"]?.phase == .accepted(deviceId: "laptop"))
+    #expect(router.calls["call-1"]?.answeringDevice == "laptop")
     // From now on `toDevice` may only name the answering device.
     #expect(sends(legOffer(&router, to: "laptop")).map(\.1) == [.device(userId: "bob", deviceId: "laptop")])
     #expect(code(legOffer(&router, to: "phone")) == .invalidState)

@@ -5,7 +5,7 @@ import Testing
 @testable import DialtoneCalls
 
 /// Every `invalid-state` names the rule that refused the request, for the device that sent it
-/// (protocol.md 11), rather than one stock phrase for every refusal.
+/// (protocol.md 13), rather than one stock phrase for every refusal.
 struct CallRouterRefusalTests {
   let alice = Identity(userId: "alice", deviceId: "phone", name: "Alice")
   let aliceLaptop = Identity(userId: "alice", deviceId: "laptop", name: nil)

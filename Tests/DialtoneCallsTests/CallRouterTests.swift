@@ -145,7 +145,7 @@ struct CallRouterTests {
       from: alice, now: t0)
     _ = router.handle(ClientEnvelope(id: "c", message: .cancel(.init(callId: "call-1"))), from: alice, now: t0)
     let call = try #require(router.calls["call-1"])
-    guard case .invite(let kept) = call.invite else {
+    guard case .invite(let kept) = call.inviteMessage else {
       Issue.record("the ended call lost its invite")
       return
     }
@@ -190,6 +190,36 @@ struct CallRouterTests {
     let stray = router.handle(
       ClientEnvelope(id: "o", message: .mediaState(.init(callId: "call-1", camera: true))), from: bobLaptop, now: t0)
     if case .error(let e) = stray.reply { #expect(e.code == .invalidState) } else { Issue.record("accepted a stray") }
+  }
+
+  @Test func holdReachesTheOtherDeviceOfAnAcceptedCallOnly() {
+    var router = CallRouter()
+    _ = ringing(&router)
+    // While it rings, nobody holds the call.
+    let early = router.handle(
+      ClientEnvelope(id: "h0", message: .hold(.init(callId: "call-1", onHold: true))), from: alice, now: t0)
+    if case .error(let e) = early.reply {
+      #expect(e.code == .invalidState)
+    } else {
+      Issue.record("held a ringing call")
+    }
+    #expect(sends(early.effects).isEmpty)
+    _ = router.handle(ClientEnvelope(id: "a", message: .accept(.init(callId: "call-1"))), from: bobPhone, now: t0)
+    let fromAlice = router.handle(
+      ClientEnvelope(id: "h1", message: .hold(.init(callId: "call-1", onHold: true))), from: alice, now: t0)
+    #expect(fromAlice.reply == .ack(.init(replyTo: "h1", callId: "call-1")))
+    #expect(
+      sends(fromAlice.effects).map(\.0) == [.hold(.init(callId: "call-1", from: alice.peer, onHold: true))]
+        && sends(fromAlice.effects).map(\.1) == [.device(userId: "bob", deviceId: "phone")])
+    let fromBob = router.handle(
+      ClientEnvelope(id: "h2", message: .hold(.init(callId: "call-1", onHold: false))), from: bobPhone, now: t0)
+    #expect(sends(fromBob.effects).map(\.0) == [.hold(.init(callId: "call-1", from: bobPhone.peer, onHold: false))])
+    #expect(sends(fromBob.effects).map(\.1) == [.device(userId: "alice", deviceId: "phone")])
+    // Bob's other device is not in the call.
+    let stray = router.handle(
+      ClientEnvelope(id: "h3", message: .hold(.init(callId: "call-1", onHold: true))), from: bobLaptop, now: t0)
+    if case .error(let e) = stray.reply { #expect(e.code == .invalidState) } else { Issue.record("accepted a stray") }
+    #expect(sends(stray.effects).isEmpty)
   }
 
   // Once accepted, the callee may renegotiate (video on or off) and the caller answers it; the

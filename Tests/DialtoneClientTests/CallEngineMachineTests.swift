@@ -92,7 +92,7 @@ func connectedCaller(
     var m = callee()
     #expect(m.handle(.server(candidate("a1"))).isEmpty)
     #expect(m.handle(.start) == [.send(.ringing(.init(callId: "c"))), .replaceConnection(generation: 1)])
-    #expect(m.handle(.accept).isEmpty)  // no connection yet: nothing to answer with
+    // (An accept at this point is kept: CallEngineEarlyAcceptTests.)
     let made = m.handle(.connectionMade(generation: 1, canRestartIce: true))
     #expect(made.contains(.setRemote(generation: 1, SessionDescription(sdp: "offer-alice"), .offer)))
     #expect(m.state == .incoming)
@@ -288,5 +288,105 @@ func connectedCaller(
     #expect(m.handle(.server(.mediaState(.init(callId: "c", from: bob, camera: false)))) == [.remoteCamera(false)])
     // Another call's media-state is not ours.
     #expect(m.handle(.server(.mediaState(.init(callId: "other", from: bob, camera: true)))).isEmpty)
+  }
+}
+
+/// A very fast Answer: the user answers before the callee's first connection exists (CallKit
+/// answers while the engine still builds its peer connection). The accept is kept, and the
+/// answer follows the connection.
+@Suite struct CallEngineEarlyAcceptTests {
+  @Test func anAcceptBeforeTheFirstConnectionExistsIsKept() {
+    var m = callee()
+    _ = m.handle(.start)
+    #expect(m.handle(.accept).isEmpty)  // nothing to answer with yet...
+    #expect(m.state == .connecting)  // ...but the call is answered
+    let made = m.handle(.connectionMade(generation: 1, canRestartIce: true))
+    #expect(made.contains(.setRemote(generation: 1, SessionDescription(sdp: "offer-alice"), .offer)))
+    #expect(
+      m.handle(.remoteDescriptionSet(generation: 1))
+        == [.setVideoDirection(generation: 1, .recvonly), .createAnswer(generation: 1)])
+    _ = m.handle(.answerCreated(generation: 1, answer))
+    #expect(m.handle(.localDescriptionSet(generation: 1)) == [.send(.accept(.init(callId: "c", answer: answer)))])
+    #expect(m.handle(.connectionState(generation: 1, .connected)).isEmpty)
+    #expect(m.state == .connected)
+  }
+
+  // An invite without an offer: the accept goes at once, and the caller's offer is answered.
+  @Test func anEarlyAcceptWithoutAnOfferGoesAtOnce() {
+    var m = callee(offer: nil)
+    _ = m.handle(.start)
+    #expect(m.handle(.accept) == [.send(.accept(.init(callId: "c", answer: nil)))])
+    _ = m.handle(.connectionMade(generation: 1, canRestartIce: true))
+    let offer = SessionDescription(sdp: "offer-late")
+    #expect(
+      m.handle(.server(.offer(.init(callId: "c", from: alice, sdp: offer.sdp))))
+        == [.setRemote(generation: 1, offer, .offer)])
+    #expect(m.handle(.remoteDescriptionSet(generation: 1)).contains(.createAnswer(generation: 1)))
+    _ = m.handle(.answerCreated(generation: 1, answer))
+    #expect(m.handle(.localDescriptionSet(generation: 1)) == [.send(.answer(.init(callId: "c", sdp: answer.sdp)))])
+  }
+
+  // Answered even before `start`: the call starts, rings and accepts.
+  @Test func anAcceptBeforeStartStartsTheCall() {
+    var m = callee()
+    #expect(m.handle(.accept) == [.send(.ringing(.init(callId: "c"))), .replaceConnection(generation: 1)])
+    #expect(m.state == .connecting)
+    #expect(m.handle(.start).isEmpty)
+    #expect(
+      m.handle(.connectionMade(generation: 1, canRestartIce: true)).contains(
+        .setRemote(generation: 1, SessionDescription(sdp: "offer-alice"), .offer)))
+    #expect(m.handle(.remoteDescriptionSet(generation: 1)).contains(.createAnswer(generation: 1)))
+  }
+}
+
+/// Hold (protocol.md 7.17): the microphone goes off here and the other side is told, once the
+/// call is up; the other side's hold is kept for the UI.
+@Suite struct CallEngineHoldTests {
+  @Test func holdingAConnectedCallTellsTheOtherSide() {
+    var m = connectedCaller()
+    #expect(
+      m.handle(.setOnHold(true))
+        == [.setAudio(generation: 1, false), .send(.hold(.init(callId: "c", onHold: true)))])
+    #expect(m.handle(.setOnHold(true)) == [.setAudio(generation: 1, false)])  // no change: nothing to tell
+    #expect(
+      m.handle(.setOnHold(false))
+        == [.setAudio(generation: 1, true), .send(.hold(.init(callId: "c", onHold: false)))])
+  }
+
+  @Test func theOtherSidesHoldIsKeptForTheUI() {
+    var m = connectedCaller()
+    #expect(!m.remoteIsOnHold)
+    #expect(m.handle(.server(.hold(.init(callId: "c", from: bob, onHold: true)))) == [.remoteHold(true)])
+    #expect(m.remoteIsOnHold)
+    #expect(m.handle(.server(.hold(.init(callId: "c", from: bob, onHold: true)))).isEmpty)
+    #expect(m.handle(.server(.hold(.init(callId: "other", from: bob, onHold: false)))).isEmpty)
+    #expect(m.handle(.server(.hold(.init(callId: "c", from: bob, onHold: false)))) == [.remoteHold(false)])
+    #expect(!m.remoteIsOnHold)
+  }
+
+  // Held before the call came up (CallKit holds a ringing call when another is answered): the
+  // other side hears of it as it comes up, after the accept (the server relays a hold only
+  // then).
+  @Test func aHoldFromBeforeTheAcceptIsToldAsTheCallComesUp() {
+    var caller = caller()
+    _ = caller.handle(.start)
+    _ = caller.handle(.connectionMade(generation: 1, canRestartIce: true))
+    #expect(caller.handle(.setOnHold(true)) == [.setAudio(generation: 1, false)])
+    #expect(
+      caller.handle(.server(.accept(.init(callId: "c", from: bob, answer: answer)))) == [
+        .send(.hold(.init(callId: "c", onHold: true))), .setRemote(generation: 1, answer, .answer),
+      ])
+
+    var callee = callee()
+    _ = callee.handle(.start)
+    _ = callee.handle(.connectionMade(generation: 1, canRestartIce: true))
+    _ = callee.handle(.remoteDescriptionSet(generation: 1))
+    #expect(callee.handle(.setOnHold(true)) == [.setAudio(generation: 1, false)])
+    _ = callee.handle(.accept)
+    _ = callee.handle(.answerCreated(generation: 1, answer))
+    #expect(
+      callee.handle(.localDescriptionSet(generation: 1)) == [
+        .send(.accept(.init(callId: "c", answer: answer))), .send(.hold(.init(callId: "c", onHold: true))),
+      ])
   }
 }

@@ -4,7 +4,7 @@ import Testing
 
 @testable import DialtoneClient
 
-/// Pre-connect while ringing (protocol.md 9b) in the engine's machine: legs are made, offered
+/// Pre-connect while ringing (protocol.md 11) in the engine's machine: legs are made, offered
 /// and answered while the call rings with their media held, the accepted leg is adopted with no
 /// renegotiation, and every other leg closes.
 @Suite struct CallEnginePreconnectTests {
@@ -281,7 +281,7 @@ import Testing
     #expect(m.handle(Self.legOffer("offer-again")).isEmpty)
   }
 
-  /// After a server restart the server no longer knows the leg (protocol.md 9b) and refuses an
+  /// After a server restart the server no longer knows the leg (protocol.md 11) and refuses an
   /// accept without an answer: the callee accepts again, on a fresh connection with the answer
   /// to the invite's offer.
   @Test func anAcceptOnTheLegThatTheServerRefusesIsMadeAgainOnTheInvitesOffer() {

@@ -38,7 +38,7 @@ private func connectedCallee(
   return m
 }
 
-/// Upgrading a call to video and back (protocol.md 9a), with the glare rule: the caller's
+/// Upgrading a call to video and back (protocol.md 10), with the glare rule: the caller's
 /// offer wins; the callee drops its own (never applied), answers, then offers again if needed.
 @Suite struct CallEngineRenegotiationTests {
   @Test func theDirectionOfTheVideoSectionIsRead() {

@@ -169,6 +169,28 @@ struct CallEngineTests {
     #expect(await e.state == .incoming)
   }
 
+  // A very fast Answer (CallKit answering a pushed call while the engine still builds its
+  // peer connection): the accept is not dropped, and the answer follows the connection.
+  @Test func anAnswerWhileThePeerConnectionIsBuiltIsNotDropped() async {
+    let log = EngineLog()
+    let factory = GatedFactory(inner: EngineFakePeerConnectionFactory(log: log))
+    let signaling = EngineFakeSignaling(log: log)
+    let invite = ServerMessage.Invite(
+      callId: "call-1", from: alice, video: false, offer: SessionDescription(sdp: "offer-alice"), createdAt: 0)
+    let e = CallEngine(incoming: invite, iceServers: [], factory: factory, signaling: signaling, clock: ManualClock())
+    let started = Task { await e.start() }
+    #expect(await eventually { signaling.requests == [.ringing(.init(callId: "call-1"))] })
+    let accepted = Task { await e.accept() }
+    #expect(await eventually { await e.state == .connecting })
+    factory.open()
+    await started.value
+    await accepted.value
+    #expect(
+      await eventually {
+        signaling.requests.contains(.accept(.init(callId: "call-1", answer: SessionDescription(sdp: "answer-pc1"))))
+      })
+  }
+
   @Test func calleeBuffersCandidatesThatArriveBeforeTheOfferIsApplied() async {
     let h = EngineHarness()
     let e = h.callee()

@@ -55,6 +55,38 @@ private struct Machine {
 }
 
 @Suite struct SystemCallCoordinatorTests {
+  // A call is a 1:1 or a group call, incoming or outgoing, and its stage carries what is valid
+  // in it: the answer action only while answering, the push's resolution only while incoming.
+  @Test func aCallIsOneOfItsCasesAtEachStep() {
+    var m = Machine()
+    m.pushed()
+    #expect(m.coordinator.call(callId)?.progress == .incoming(.pushed, .ringing(shown: true)))
+    #expect(m.coordinator.call(callId)?.kind == .oneToOne(remoteVideo: false))
+    m.on(.invite(callId: callId, handle: "alice", displayName: "Alice", video: true))
+    #expect(m.coordinator.call(callId)?.progress == .incoming(.invited(pushed: true), .ringing(shown: true)))
+    let answer = action(.answer)
+    m.on(.action(answer))
+    #expect(m.coordinator.call(callId)?.progress == .incoming(.invited(pushed: true), .answering(action: answer.id)))
+    m.on(.engine(callId, .connected))
+    #expect(m.coordinator.call(callId)?.progress == .incoming(.invited(pushed: true), .connected))
+    #expect(m.coordinator.call(callId)?.answerAction == nil)
+
+    var out = Machine()
+    out.on(.dial(callId: callId, to: "bob", displayName: nil, video: false))
+    #expect(out.coordinator.call(callId)?.progress == .outgoing(.requested))
+    out.on(.action(action(.startCall)))
+    #expect(out.coordinator.call(callId)?.progress == .outgoing(.placing))
+    out.on(.engine(callId, .calling))
+    #expect(out.coordinator.call(callId)?.progress == .outgoing(.connecting))
+    out.on(.engine(callId, .connected))
+    #expect(out.coordinator.call(callId)?.progress == .outgoing(.connected))
+
+    var group = Machine()
+    group.on(.startGroup(callId: callId, members: ["bob"], title: nil, video: false))
+    #expect(group.coordinator.call(callId)?.group?.start == .create(members: ["bob"], title: nil))
+    #expect(group.coordinator.call(callId)?.remoteVideo == false)
+  }
+
   // Rule 1: what a push reports is decided synchronously, from the payload alone.
   @Test func aPushIsPlannedFromThePayloadAlone() {
     let ledger = SystemCallCoordinator.PushLedger()

@@ -186,7 +186,7 @@ private struct Peer {
     await tearDown(rig, alice, bob)
   }
 
-  // Pre-connect (protocol.md 9b) under the CallKit rules: the leg is negotiated and connected
+  // Pre-connect (protocol.md 11) under the CallKit rules: the leg is negotiated and connected
   // while the OS shows the call, with its media held and nothing of it shown; the answer
   // action is fulfilled as soon as the adopted leg carries the call (no negotiation on the
   // answer path), its media released only then, and audio still waits for didActivate. Bob's
@@ -418,6 +418,41 @@ private struct Peer {
   // iOS lets no background app capture: a video call answered on the lock screen shows its
   // camera paused (the caller is told the camera is off) and starts it only once the app is
   // active; it pauses again when the app goes to the background.
+  // Hold both ways (protocol.md 7.17): CallKit's hold action (CXSetHeldCallAction) holds the
+  // engine and the other side hears of it through the server; the other side's hold reaches
+  // the app in the call's status.
+  @Test func holdIsToldToTheOtherSideBothWays() async throws {
+    let rig = try await LoopbackServer(secret: secret)
+    let (alice, bob, call, uuid) = try await ringingCall(rig)
+    let statuses = Locked<[SystemCallSession.CallStatus]>([])
+    let reader = Task { for await status in bob.session.statuses { statuses.withLock { $0.append(status) } } }
+    let heldByBob = Locked<[Bool]>([])
+    let watcher = Task { for await held in call.remoteHold { heldByBob.withLock { $0.append(held) } } }
+    try #require(await eventually { await bob.session.client.engine(for: call.callId)?.state == .incoming })
+    bob.os.perform(.answer, uuid, name: "answer")
+    try #require(await eventually { await call.state == .connecting })
+    try await connect(alice.factory, bob.factory)
+    try #require(await eventually { statuses.current.last?.phase == .connected })
+
+    let hold = bob.os.perform(.setHeld(true), uuid, name: "hold")
+    #expect(await bob.os.saw(.fulfilled(hold)))
+    #expect(await eventually { heldByBob.current == [true] })
+    #expect(await call.remoteIsOnHold)
+    #expect(await eventually { statuses.current.last?.isOnHold == true })
+    let resume = bob.os.perform(.setHeld(false), uuid, name: "resume")
+    #expect(await bob.os.saw(.fulfilled(resume)))
+    #expect(await eventually { heldByBob.current == [true, false] })
+
+    await call.setOnHold(true)
+    #expect(await eventually { statuses.current.last?.isRemoteOnHold == true })
+    await call.setOnHold(false)
+    #expect(await eventually { statuses.current.last?.isRemoteOnHold == false })
+
+    watcher.cancel()
+    reader.cancel()
+    await tearDown(rig, alice, bob)
+  }
+
   @Test func aVideoCallAnsweredInTheBackgroundStartsItsCameraWhenTheAppIsActive() async throws {
     let rig = try await LoopbackServer(secret: secret)
     let alice = await peer(rig, "alice")

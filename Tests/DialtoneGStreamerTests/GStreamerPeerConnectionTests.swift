@@ -187,7 +187,7 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
     return (a, b, offer.sdp, answer.sdp, pumps)
   }
 
-  // A pre-connected leg (protocol.md 9b): ICE and DTLS come up with the media held at the
+  // A pre-connected leg (protocol.md 11): ICE and DTLS come up with the media held at the
   // source, so not one audio or video packet leaves either side (no silence either) and
   // nothing is heard or seen; once released, both flow on the same connection.
   @Test func aHeldConnectionConnectsButSendsNoMediaUntilReleased() async throws {

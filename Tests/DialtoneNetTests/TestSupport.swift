@@ -67,9 +67,11 @@ final class ClientProbe: Sendable {
   let connection: WebSocketClientConnection
   private let events = EventQueue<WebSocketClientEvent>()
 
-  init(client: WebSocketClient, url: String, headers: [HTTPHeaderField] = []) throws {
+  init(client: WebSocketClient, url: String, headers: [HTTPHeaderField] = [], allowSelfSigned: Bool = false) throws {
     let events = self.events
-    connection = try client.connect(to: url, headers: headers) { event in events.push(event) }
+    connection = try client.connect(to: url, headers: headers, allowSelfSignedCertificates: allowSelfSigned) { event in
+      events.push(event)
+    }
   }
 
   func next(_ what: String = "event") async throws -> WebSocketClientEvent {

@@ -115,6 +115,40 @@ import Testing
     expectClosed(reply, with: 1002)
   }
 
+  // MARK: - Masking (RFC 6455 §5.1): 1002
+
+  /// A client frame without a mask fails the connection with 1002; the message is not delivered
+  /// (libwebsockets 4.1 accepted it).
+  @Test func anUnmaskedFrameIsAProtocolError() async throws {
+    let unmasked: [UInt8] = [0x81, 0x05] + Array("hello".utf8)
+    expectClosed(try await exchange([unmasked]), with: 1002)
+  }
+
+  /// The same after a valid message: that one is echoed, the unmasked one is not.
+  @Test func anUnmaskedFrameAfterAValidOneFailsTheConnection() async throws {
+    let reply = try await exchange([frame(Self.text, Array("valid".utf8)), [0x81, 0x02] + Array("no".utf8)])
+    #expect(reply.map(\.opcode) == [Self.text, Self.close], "got \(reply)")
+    #expect(reply.last?.closeCode == 1002)
+  }
+
+  /// Ten pings in one burst get ten pongs, each with its ping's payload (Autobahn 2.10).
+  @Test func everyPingOfABurstIsAnswered() async throws {
+    let pings = (0..<10).map { frame(Self.ping, Array("ping \($0)".utf8)) }
+    let reply = try await exchange(pings, expecting: 10)
+    #expect(reply == (0..<10).map { RawWebSocket.Frame(opcode: Self.pong, payload: Array("ping \($0)".utf8)) })
+  }
+
+  /// A ping before a message in the same read is answered before that message's echo.
+  @Test func aPingBeforeAMessageIsAnsweredFirst() async throws {
+    let reply = try await exchange(
+      [frame(Self.ping, Array("p".utf8)), frame(Self.text, Array("m".utf8))], expecting: 2)
+    #expect(
+      reply == [
+        RawWebSocket.Frame(opcode: Self.pong, payload: Array("p".utf8)),
+        RawWebSocket.Frame(opcode: Self.text, payload: Array("m".utf8)),
+      ])
+  }
+
   // MARK: - Ordering
 
   /// The close is the peer's last frame (RFC 6455 §5.5.1): a message after it is not delivered,

@@ -81,11 +81,11 @@ struct DocsTests {
     #expect(serverTypes == Set(ServerMessageType.allCases.map(\.rawValue)), "server types without an example")
   }
 
-  /// Section 15 states the push delivery parameters and shows every payload key.
+  /// Section 17 states the push delivery parameters and shows every payload key.
   @Test func pushSectionStatesDelivery() throws {
     let text = try Self.document()
-    guard let start = text.range(of: "## 15. Push payloads"), let end = text.range(of: "## 16.") else {
-      Issue.record("section 15 not found")
+    guard let start = text.range(of: "## 17. Push payloads"), let end = text.range(of: "## 18.") else {
+      Issue.record("section 17 not found")
       return
     }
     let section = String(text[start.upperBound..<end.lowerBound])
@@ -93,7 +93,7 @@ struct DocsTests {
       "`apns-push-type: voip`", "`apns-topic: <bundleId>.voip`", "`apns-priority: 10`", "`apns-expiration: 0`",
       "`android.priority: \"high\"`", "`android.ttl: \"0s\"`", "`apns-push-type: alert`", "\"type\":\"missed-call\"",
     ] {
-      #expect(section.contains(phrase), "section 15 does not mention \(phrase)")
+      #expect(section.contains(phrase), "section 17 does not mention \(phrase)")
     }
     let incoming = IncomingCallPush(
       callId: "c", callerId: "a", callerDeviceId: "d", callerName: "A", hasVideo: false, createdAt: 1)

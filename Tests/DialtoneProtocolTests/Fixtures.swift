@@ -80,6 +80,8 @@ enum Fixtures {
     ClientEnvelope(id: "g13", message: .groupEndOfCandidates(.init(callId: callId, stream: "feed-7"))),
     ClientEnvelope(id: "g14", message: .getGroup(.init(callId: callId))),
     ClientEnvelope(id: "v1", message: .mediaState(.init(callId: callId, camera: false))),
+    ClientEnvelope(id: "h5", message: .hold(.init(callId: callId, onHold: true))),
+    ClientEnvelope(id: "h6", message: .hold(.init(callId: callId, onHold: false))),
     ClientEnvelope(
       id: "q1",
       message: .quality(
@@ -165,6 +167,8 @@ enum Fixtures {
     .groupEnded(.init(callId: callId, reason: .mediaFailed)),
     .ack(.init(replyTo: "g14", callId: callId, group: group)),
     .mediaState(.init(callId: callId, from: Peer(userId: "alice", deviceId: "phone", name: "Alice"), camera: true)),
+    .hold(.init(callId: callId, from: Peer(userId: "bob", deviceId: "laptop"), onHold: true)),
+    .hold(.init(callId: callId, from: Peer(userId: "alice", deviceId: "phone", name: "Alice"), onHold: false)),
   ]
 }
 

@@ -23,6 +23,25 @@ struct ServerMessageTests {
     #expect(covered == Set(ServerMessageType.allCases))
   }
 
+  /// A message reaches the desk its type's rules name, so clients route by the rules and
+  /// switch exhaustively over one desk's messages.
+  @Test("every server message is routed to its type's desk", arguments: Fixtures.serverMessages)
+  func routedToItsDesk(_ message: ServerMessage) throws {
+    let type = try #require(message.knownType)
+    switch (message.routed, type.rules.desk) {
+    case (.session, .session), (.oneToOne, .oneToOne), (.group, .group): break
+    case (.session, _), (.oneToOne, _), (.group, _), (.unknown, _):
+      Issue.record("\(type.rawValue) is routed as \(message.routed), its rules say \(type.rules.desk)")
+    }
+    if type.rules.desk != .session { #expect(message.replyTo == nil) }
+  }
+
+  @Test func anUnknownTypeIsRoutedToNoDesk() {
+    let unknown = ServerMessage.unknown(.init(type: "from-the-future", json: .object([:])))
+    #expect(unknown.routed == .unknown(.init(type: "from-the-future", json: .object([:]))))
+    #expect(unknown.replyTo == nil)
+  }
+
   @Test func accessors() {
     let ended = ServerMessage.callEnded(.init(callId: "c1", reason: .missed))
     #expect(ended.callId == "c1")

@@ -1,4 +1,4 @@
-"""The admin dashboard (issue 18, docs/protocol.md 14.7): /admin and /admin/api/overview are off
+"""The admin dashboard (issue 18, docs/protocol.md 16.8): /admin and /admin/api/overview are off
 without --admin-token and refuse a wrong or missing credential; the page, in headless Chromium,
 draws what real CLI calls left behind (tables, tiles and SVG charts), checked in a screenshot.
 
@@ -13,8 +13,8 @@ import struct
 import zlib
 
 from harness import Chromium, MediaNamespace, Server, Softphone, check, http_get
+from scenarios import scenario
 
-SCENARIOS = []
 
 ADMIN_TOKEN = "e2e-admin-token-0123456789"
 # The page under test is the repository's own file (the server re-reads it on every request).
@@ -22,10 +22,6 @@ WEB_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "
                                         "Resources"))
 CHARTS = ("setupChart", "outcomesChart", "turnChart", "pathsChart", "pushChart")
 
-
-def scenario(fn):
-    SCENARIOS.append(fn)
-    return fn
 
 
 def basic(user, password):

@@ -1,7 +1,7 @@
 """The web softphone (issue 18): headless Chromium on the page the server serves at /, with CLI
 softphones as the other side, all inside one MediaNamespace like run_e2e.py's browser scenarios.
 The page rings and is answered or declined by a click, mutes, shows its socket reconnecting and
-resuming, lists the call in its recent calls and sends its quality report (protocol.md 7.17).
+resuming, lists the call in its recent calls and sends its quality report (protocol.md 7.19).
 
 The server serves the page from the repository (`--web-root`), the same file as the embedded one.
 Registered in run_e2e.py's SCENARIOS after the others.
@@ -16,15 +16,11 @@ import wave
 
 from harness import (Chromium, MediaNamespace, Server, Softphone, TCPProxy, check, dominant_frequency,
                      dominant_frequency_between, http_get, wav_seconds)
+from scenarios import scenario
 
-SCENARIOS = []
 
 WEB_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "Sources", "DialtoneServer", "Resources"))
 
-
-def scenario(fn):
-    SCENARIOS.append(fn)
-    return fn
 
 
 def near(frequency, expected, what):
@@ -77,7 +73,7 @@ async def recent_call_row(page, call_id):
 
 
 async def call_detail(server, ns, call_id, token):
-    """GET /v1/calls/{call_id} (protocol.md 14.4a) with `token`."""
+    """GET /v1/calls/{call_id} (protocol.md 16.5) with `token`."""
     response = await http_get(ns.NS, f"{server.url}/v1/calls/{call_id}", {"Authorization": f"Bearer {token}"})
     check(response["status"] == 200, f"GET /v1/calls/{call_id}: {response['status']} {response['body']}")
     return json.loads(response["body"])

@@ -15,17 +15,13 @@ import time
 import uuid
 
 from durability_scenarios import (DRIVER_FLAGS, driver_stats, history_problems, near, save_log, settled_histories,
-                                  summary, time_limit)
-from harness import (Failure, MediaNamespace, Server, Softphone, check, dominant_frequency, free_port, http_get, spawn,
-                     wait_port, wait_port_in, wav_seconds)
+                                  summary)
+from harness import (Failure, MediaNamespace, Server, Softphone, check, dominant_frequency, eventually, free_port,
+                     http_get, spawn, wait_port, wait_port_in, wav_seconds)
+from scenarios import scenario, time_limit
 from protocol_driver import CallDriver, Session, fake_candidate, is_ack
 
-SCENARIOS = []
 
-
-def scenario(fn):
-    SCENARIOS.append(fn)
-    return fn
 
 
 def _inside(netns):
@@ -292,6 +288,10 @@ async def the_caller_node_killed_mid_call_the_call_goes_on(s, stack):
     await alice.wait_for("note", text="signaling disconnected; reconnecting")
     # Her session outlived the node (it is in Redis): the other node resumes it.
     await alice.wait_for("note", text="signed in as alice/cli", times=2)
+    # The CLI notes how its session came back right after signing in (a line of its own, which
+    # may be read a moment later).
+    await eventually(lambda: alice.count("note", text="session resumed") + alice.count("note", text="new session: resync"),
+                     5, "alice's note on how her session came back")
     check(alice.count("note", text="session resumed") >= 1 and not alice.count("note", text="new session: resync"),
           "alice's session was not resumed on the other node")
     check(await alice.exit_status(timeout=40) == 0, "alice did not exit 0")

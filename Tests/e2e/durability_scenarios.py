@@ -14,22 +14,11 @@ import uuid
 
 from harness import (MediaNamespace, Server, Softphone, check, dominant_frequency, dominant_frequency_between,
                      eventually, wav_seconds)
+from scenarios import scenario, time_limit
 from protocol_driver import FAKE_OFFER, CallDriver, Session, is_ack
 
-SCENARIOS = []
 
 
-def scenario(fn):
-    SCENARIOS.append(fn)
-    return fn
-
-
-def time_limit(seconds):
-    """A scenario that may take longer than run_e2e.py's default limit."""
-    def mark(fn):
-        fn.time_limit = seconds
-        return fn
-    return mark
 
 
 def near(frequency, expected, what):

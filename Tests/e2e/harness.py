@@ -19,6 +19,9 @@ import wave
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.environ.get("DIALTONE_BIN", os.path.join(ROOT, ".build", "debug"))
+# Every network namespace a run creates is named from this prefix, so that two runs on one
+# machine (CI and a developer's, two worktrees) never delete or join each other's.
+NETNS_PREFIX = os.environ.get("DIALTONE_E2E_NETNS", f"dte{os.getpid()}")
 SECRET = "e2e-secret-0123456789abcdef0123"
 TURN_SECRET = "e2e-turn-secret-0123456789"
 
@@ -620,7 +623,7 @@ class NamespaceLink:
     """Two network namespaces joined by bench/delay_link.py (TUN devices and a userspace
     forwarder): a network path the test can cut and restore. Needs root."""
 
-    NS_A, NS_B = "dte2e-a", "dte2e-b"
+    NS_A, NS_B = NETNS_PREFIX + "-a", NETNS_PREFIX + "-b"
     ADDR_A, ADDR_B = "10.78.0.1", "10.78.0.2"
 
     def __init__(self, scratch, rtt_ms=10, loss=0.0, rate_kbps=0):
@@ -709,8 +712,7 @@ class MediaNamespace:
     address: every peer inside gathers it, and its media never leaves the namespace (nor
     reaches this host's own address). Needs root."""
 
-    # Overridable so two runs on one machine (a helper's worktree, a benchmark) do not collide.
-    NS = os.environ.get("DIALTONE_E2E_NETNS", "dte2e-media")
+    NS = NETNS_PREFIX + "-media"
     ADDR = "10.79.0.1"
 
     @staticmethod

@@ -9,13 +9,9 @@ import json
 import re
 
 from harness import MediaNamespace, Server, Softphone, check, free_port, http_get
+from scenarios import scenario
 
-SCENARIOS = []
 
-
-def scenario(fn):
-    SCENARIOS.append(fn)
-    return fn
 
 
 def samples(text):

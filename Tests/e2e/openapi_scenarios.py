@@ -17,15 +17,11 @@ import sys
 import uuid
 
 from harness import Server, check
+from scenarios import scenario
 from observability_scenarios import http_get, samples
 from protocol_driver import FAKE_ANSWER, FAKE_OFFER, Session, is_ack
 
-SCENARIOS = []
 
-
-def scenario(fn):
-    SCENARIOS.append(fn)
-    return fn
 
 
 DOCUMENT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "openapi.yaml"))

@@ -1,23 +1,18 @@
-"""Private pre-connect (protocol.md 9b, docs/security.md): what a caller learns of a callee's
+"""Private pre-connect (protocol.md 11, docs/security.md): what a caller learns of a callee's
 addresses while the callee's devices ring.
 
 Alice (the caller), the server and coturn sit in one namespace (NamespaceLink's A, 10.78.0.1);
 Bob (the callee) in another (B, 10.78.0.2), so Bob's own address can be looked for in what
-Alice receives. Every peer is a CLI softphone (GStreamer webrtcbin). Registered in run_e2e.py's
-SCENARIOS.
+Alice receives. Every peer is a CLI softphone (GStreamer webrtcbin).
 """
 import asyncio
 import time
 import types
 
 from harness import Coturn, NamespaceLink, Server, Softphone, check, dominant_frequency
+from scenarios import scenario
 
-SCENARIOS = []
 
-
-def scenario(fn):
-    SCENARIOS.append(fn)
-    return fn
 
 
 async def ringing_call(s, stack, turn=True, callee_flags=()):

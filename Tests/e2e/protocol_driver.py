@@ -133,7 +133,7 @@ class WebSocket:
 # ---------------------------------------------------------------------------------------------
 # A signaling session that outlives its sockets.
 
-# Close codes after which a client must not reconnect by itself (protocol.md section 12).
+# Close codes after which a client must not reconnect by itself (protocol.md section 14).
 FINAL_CLOSES = {1000, 1002, 1007, 4400, 4401, 4409}
 
 

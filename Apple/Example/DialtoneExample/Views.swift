@@ -131,6 +131,7 @@ extension SystemCallSession.CallStatus {
 
   var statusText: String {
     if isOnHold { return "On hold" }
+    if isRemoteOnHold { return "On hold by the other side" }
     switch phase {
     case .incoming: return "Ringing"
     case .dialing: return "Calling…"

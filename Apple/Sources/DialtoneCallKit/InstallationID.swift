@@ -3,7 +3,7 @@
   import Security
 
   /// A stable id for this app installation: the `device` claim of the app's tokens, the
-  /// session's `deviceId` and the key of its push registration (protocol.md 14.5).
+  /// session's `deviceId` and the key of its push registration (protocol.md 16.6).
   ///
   /// It lives in the Keychain, readable after the first unlock since boot and never leaving the
   /// device (`kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly`: a backup restored on another

@@ -50,7 +50,7 @@
 
     /// The ordinary APNs token, from
     /// `application(_:didRegisterForRemoteNotificationsWithDeviceToken:)`, for the missed-call
-    /// notification (protocol.md section 15.2). Without it the device still rings; it just gets
+    /// notification (protocol.md section 17.2). Without it the device still rings; it just gets
     /// no "Missed call" notification.
     public func updateAlertToken(_ deviceToken: Data) {
       let token = DeviceRegistrations.hex(deviceToken)

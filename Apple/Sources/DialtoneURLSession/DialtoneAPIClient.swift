@@ -2,7 +2,7 @@ import DialtoneClient
 import DialtoneProtocol
 import Foundation
 
-/// The Dialtone HTTP API (protocol.md section 14) over URLSession: push registration, ICE
+/// The Dialtone HTTP API (protocol.md section 16) over URLSession: push registration, ICE
 /// servers and the phone-number directory. Bodies are encoded and decoded by
 /// DialtoneProtocol's wire types.
 public struct DialtoneAPIClient: Sendable {
@@ -55,7 +55,7 @@ public struct DialtoneAPIClient: Sendable {
     return (response.iceServers, response.ttl)
   }
 
-  /// `GET /v1/directory?since=` (protocol.md §14.10), shaped as `DirectorySync.Fetch`: the whole
+  /// `GET /v1/directory?since=` (protocol.md §16.11), shaped as `DirectorySync.Fetch`: the whole
   /// lists without `since`, otherwise the changes since that version (or the whole lists when
   /// the server no longer has them; `full` says which).
   public func directory(since: Int64?) async throws -> DirectoryResponse {

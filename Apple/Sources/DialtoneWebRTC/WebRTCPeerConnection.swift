@@ -55,7 +55,7 @@ public final class WebRTCPeerConnection: NSObject, PeerConnection, @unchecked Se
   private var channels: [RTCDataChannel] = []
   private var closed = false
   private var lastState: PeerConnectionState = .new
-  /// A pre-connected leg's senders and their tracks (protocol.md 9b): a sender without a
+  /// A pre-connected leg's senders and their tracks (protocol.md 11): a sender without a
   /// track sends no RTP at all until `releaseMedia()` gives it back.
   private var heldSenders: [(sender: RTCRtpSender, track: RTCMediaStreamTrack)] = []
 

@@ -178,15 +178,15 @@ public actor CallClient {
     -> GroupCall
   {
     let reply = try await signaling.request(.roomJoin(.init(room: name, callId: callId, video: video)))
-    switch reply {
-    case .ack(let ack):
+    switch reply.routed {
+    case .session(.ack(let ack)):
       guard let state = ack.group else { throw GroupCallError.unexpectedAnswer("room-join ack without group") }
       let group = await makeGroup(state.callId, entry: .joinedRoom(state), video: state.video)
       await group.start()
       return group
-    case .error(let error):
+    case .session(.error(let error)):
       throw GroupCallError.refused(error.code, error.message)
-    default:
+    case .session(.welcome), .oneToOne, .group, .unknown:
       throw GroupCallError.unexpectedAnswer(reply.typeName)
     }
   }
@@ -234,9 +234,9 @@ public actor CallClient {
     return group
   }
 
-  private func routeGroup(_ message: ServerMessage) async {
+  private func routeGroup(_ message: ServerMessage, _ kind: ServerMessage.GroupMessage) async {
     guard let callId = message.callId else { return }
-    if case .groupInvite(let invite) = message {
+    if case .groupInvite(let invite) = kind {
       await pruneGroups()
       guard groups[callId] == nil else { return }  // re-delivered, or already joined
       let group = await makeGroup(callId, entry: .invited(invite), video: invite.video)
@@ -250,7 +250,7 @@ public actor CallClient {
       return
     }
     group.receive(message)
-    if case .groupEnded = message { groups[callId] = nil }
+    if case .groupEnded = kind { groups[callId] = nil }
   }
 
   /// The calls still in progress on this device.
@@ -301,14 +301,15 @@ public actor CallClient {
     }
   }
 
+  /// Each message goes to the desk its type names (`ServerMessageType.rules`): a group call's to
+  /// its `GroupCall`, a 1:1 call's to its engine.
   private func route(_ message: ServerMessage) async {
-    switch message {
-    case .groupInvite, .groupUpdate, .groupMedia, .groupOffer, .groupAnswer, .groupCandidate, .groupStreamEnded,
-      .groupEnded:
-      await routeGroup(message)
-    case .invite(let invite):
+    switch message.routed {
+    case .group(let group):
+      await routeGroup(message, group)
+    case .oneToOne(.invite(let invite)):
       await ring(invite)
-    case .callEnded(let ended):
+    case .oneToOne(.callEnded(let ended)):
       answerOnInvite.remove(ended.callId)
       guard let engine = engines.removeValue(forKey: ended.callId) else { return }  // not ours
       await retire(engine) { await $0.handle(message) }
@@ -316,8 +317,11 @@ public actor CallClient {
         eventSink.yield(.glare(replaced: ended.callId, survivor: survivor))
         if configuration.acceptGlareSurvivor { await answer(survivor) }
       }
-    default:
+    case .oneToOne, .session(.error):
+      // Answers to requests reach their callers; an error with no request of ours is its call's.
       if let callId = message.callId, let engine = engines[callId] { await engine.handle(message) }
+    case .session(.welcome), .session(.ack), .unknown:
+      return  // the signaling client's business; a type this library does not know is ignored
     }
   }
 

@@ -60,7 +60,7 @@ public actor CallEngine {
     public var gatheringTimeout: Duration
     /// Open a data channel (the caller creates it; the callee takes the caller's).
     public var dataChannel: Bool
-    /// Pre-connect while ringing (protocol.md 9b): the caller makes a leg for each callee
+    /// Pre-connect while ringing (protocol.md 11): the caller makes a leg for each callee
     /// device that asks, a callee asks. On by default; `CallClient` keeps it only when the
     /// server listed `preconnect` in `welcome`, and a callee's engine uses it only if the
     /// invite offered it. Needs trickle.
@@ -73,7 +73,7 @@ public actor CallEngine {
     /// (`PeerConnection.setIceTransportPolicy`). False: legs gather every candidate (a leg
     /// without TURN, on a LAN; the caller then sees the callee's addresses while it rings).
     public var privatePreconnect = true
-    /// Send a `quality` report (protocol.md 7.17) when the call ends.
+    /// Send a `quality` report (protocol.md 7.19) when the call ends.
     public var reportsQuality = true
     /// Also send one every this long while connected (nil: only at the end). Each also looks
     /// at the statistics for the first media, when the app did not `markMilestone` it.
@@ -108,7 +108,10 @@ public actor CallEngine {
   /// The other side starting (true) and stopping (false) to send video, as its descriptions
   /// say (an upgrade to video and back); finishes when the call ends.
   public nonisolated let remoteVideo: AsyncStream<Bool>
-  /// Pre-connect (protocol.md 9b): a leg came up while ringing, by callee device id (the
+  /// The other side putting the call on hold (true) and taking it off (false), as it tells us
+  /// (`hold`): no audio comes from it meanwhile; finishes when the call ends.
+  public nonisolated let remoteHold: AsyncStream<Bool>
+  /// Pre-connect (protocol.md 11): a leg came up while ringing, by callee device id (the
   /// caller's legs) or "" (the callee's leg to the caller); finishes when the call ends.
   public nonisolated let legsConnected: AsyncStream<String>
   public var state: State { machine.state }
@@ -119,6 +122,8 @@ public actor CallEngine {
   public var hasVideo: Bool { machine.hasVideo }
   public var isMuted: Bool { machine.isMuted }
   public var isOnHold: Bool { machine.isOnHold }
+  /// The other side holds the call.
+  public var remoteIsOnHold: Bool { machine.remoteIsOnHold }
   public var isVideoEnabled: Bool { machine.isVideoEnabled }
   /// The remote device once known (the inviting caller, or the accepting callee).
   public var remotePeer: Peer? { machine.remotePeer }
@@ -142,6 +147,7 @@ public actor CallEngine {
   private let dataContinuation: AsyncStream<Data>.Continuation
   private let cameraContinuation: AsyncStream<Bool>.Continuation
   private let remoteVideoContinuation: AsyncStream<Bool>.Continuation
+  private let remoteHoldContinuation: AsyncStream<Bool>.Continuation
   private let legsContinuation: AsyncStream<String>.Continuation
   private let outbox: AsyncStream<ClientMessage>.Continuation
   private let requests: AsyncStream<ClientMessage>
@@ -207,6 +213,7 @@ public actor CallEngine {
     (dataMessages, dataContinuation) = AsyncStream<Data>.makeStream(bufferingPolicy: .bufferingNewest(256))
     (remoteCamera, cameraContinuation) = AsyncStream<Bool>.makeStream(bufferingPolicy: .bufferingNewest(16))
     (remoteVideo, remoteVideoContinuation) = AsyncStream<Bool>.makeStream(bufferingPolicy: .bufferingNewest(16))
+    (remoteHold, remoteHoldContinuation) = AsyncStream<Bool>.makeStream(bufferingPolicy: .bufferingNewest(16))
     (legsConnected, legsContinuation) = AsyncStream<String>.makeStream(bufferingPolicy: .bufferingNewest(16))
     (requests, outbox) = AsyncStream<ClientMessage>.makeStream(bufferingPolicy: .unbounded)
   }
@@ -225,14 +232,15 @@ public actor CallEngine {
 
   public func setMuted(_ muted: Bool) async { await submit(.setMuted(muted)) }
 
-  /// Hold: the microphone is off while held (the call and its connection stay up).
+  /// Hold: the microphone is off while held (the call and its connection stay up), and the
+  /// other side is told (`hold`).
   public func setOnHold(_ held: Bool) async { await submit(.setOnHold(held)) }
 
   /// The camera off or on while sending video (no renegotiation; the peer gets `media-state`).
   public func setVideoEnabled(_ enabled: Bool) async { await submit(.setVideoEnabled(enabled)) }
 
   /// Start or stop sending video (upgrade an audio call to video, and back), by renegotiation
-  /// once the call is up; safe when both sides do it at once (protocol.md 9a).
+  /// once the call is up; safe when both sides do it at once (protocol.md 10).
   public func setSendsVideo(_ sends: Bool) async { await submit(.setSendsVideo(sends)) }
 
   /// Feeds one server message; messages for other calls are ignored.
@@ -364,6 +372,8 @@ public actor CallEngine {
       cameraContinuation.yield(on)
     case .remoteVideo(let sends):
       remoteVideoContinuation.yield(sends)
+    case .remoteHold(let held):
+      remoteHoldContinuation.yield(held)
     case .arm(let timer, let delay):
       timers[timer]?.cancel()
       timers[timer] = Task { [weak self, clock] in
@@ -387,6 +397,7 @@ public actor CallEngine {
       dataContinuation.finish()
       cameraContinuation.finish()
       remoteVideoContinuation.finish()
+      remoteHoldContinuation.finish()
       legsContinuation.finish()
       stateContinuation.finish()
     }
@@ -515,9 +526,10 @@ public actor CallEngine {
           do {
             try await signaling.send(request)
           } catch {
-            switch request {
-            case .invite, .accept: await self?.feed(.signalingFailed("\(error)"))
-            default: break  // delivery is at-least-once; a lost socket resumes
+            // Only these decide the call; anything else is delivered at least once (a lost
+            // socket resumes).
+            if request.type == .invite || request.type == .accept {
+              await self?.feed(.signalingFailed("\(error)"))
             }
           }
         }

@@ -1,7 +1,7 @@
 import DialtoneProtocol
 import Foundation
 
-/// What one call's quality report says (protocol.md 7.17), gathered as the call goes: the set-up
+/// What one call's quality report says (protocol.md 7.19), gathered as the call goes: the set-up
 /// milestones in ms since the call's start here (dial, or the invite's arrival), the ICE
 /// restarts, and the connection's statistics. A value: `CallEngine` feeds it states and stats,
 /// an app whose media layer sees the first audio sooner feeds it `mark`.

@@ -1,6 +1,6 @@
 import DialtoneProtocol
 
-/// The pre-connected legs of a ringing call (protocol.md 9b), a pure value inside
+/// The pre-connected legs of a ringing call (protocol.md 11), a pure value inside
 /// `CallEngineMachine`: the caller's one connection per callee device that asked, or the
 /// callee's one connection to the caller. A leg is negotiated once, with trickle, on a
 /// connection whose media is held (nothing is sent) until the call is accepted on it; the
@@ -175,8 +175,9 @@ struct PreconnectLegs: Sendable, Equatable {
       case .new, .checking: break
       }
       return []
-    default:
-      return []
+    case .start, .accept, .hangup, .setMuted, .setOnHold, .setVideoEnabled, .setSendsVideo, .server, .timerFired,
+      .signalingFailed:
+      return []  // not a connection's (the machine hands a leg only its generation's events)
     }
   }
 

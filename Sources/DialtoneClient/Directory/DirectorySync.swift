@@ -2,7 +2,7 @@ import DialtoneProtocol
 import DialtoneSupport
 import Foundation
 
-/// The app's side of the Call Directory: fetches the user's directory (protocol.md §14.10),
+/// The app's side of the Call Directory: fetches the user's directory (protocol.md §16.11),
 /// keeps the app-group file the extension loads from, and asks the system to reload the
 /// extension as often as `DirectoryReloadThrottle` allows.
 ///

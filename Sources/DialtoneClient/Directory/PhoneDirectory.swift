@@ -1,6 +1,6 @@
 import DialtoneProtocol
 
-/// The device's copy of the user's phone-number directory (protocol.md §14.10): what
+/// The device's copy of the user's phone-number directory (protocol.md §16.11): what
 /// `GET /v1/directory` last returned, with every change set applied.
 public struct PhoneDirectory: Sendable, Equatable {
   public private(set) var version: Int64

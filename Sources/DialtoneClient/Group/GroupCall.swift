@@ -12,6 +12,12 @@ import Foundation
 ///
 /// The app feeds the call's server messages through `handle(_:)` (`CallClient` does) and
 /// observes `events`.
+///
+/// Every decision is `GroupCallMachine`'s (a pure value, tested directly); this actor is its
+/// shell: it runs the effects (connections, signaling) and feeds their results back. Each
+/// stream's effects run in order on a lane of their own, so the connections of offered streams
+/// are made side by side (a device joining a call of eight gets seven offers at once); messages
+/// to the server leave in order on one lane.
 public actor GroupCall {
   public enum State: Sendable, Equatable {
     /// A ring: `join()` to answer, `decline()` to refuse.
@@ -51,33 +57,38 @@ public actor GroupCall {
     case joinedRoom(GroupCallState)
   }
 
-  private struct Stream {
-    let connection: any PeerConnection
-    let from: Peer?
-    var remoteDescriptionSet = false
-    var pendingCandidates: [IceCandidate] = []
-    var listeners: [Task<Void, Never>] = []
-  }
-
   public nonisolated let callId: CallID
   public nonisolated let entry: Entry
   public nonisolated let video: Bool
   public nonisolated let events: AsyncStream<Event>
-  public private(set) var state: State
-  public private(set) var group: GroupCallState?
-  public private(set) var isMuted = false
+  public var state: State { machine.state }
+  public var group: GroupCallState? { machine.group }
+  public var isMuted: Bool { machine.isMuted }
 
-  private static let publisherStream = "publisher"
+  private var machine: GroupCallMachine
   private let signaling: any GroupSignaling
   private let factory: any PeerConnectionFactory
-  private let iceServers: [IceServer]
   private let eventSink: AsyncStream<Event>.Continuation
-  private var streams: [String: Stream] = [:]
-  /// Offered streams whose connection is being made, with the candidates that came meanwhile.
-  private var opening: [String: [IceCandidate]] = [:]
   private let inbox: AsyncStream<ServerMessage>
   private let inboxSink: AsyncStream<ServerMessage>.Continuation
   private var pump: Task<Void, Never>?
+
+  private typealias StreamRef = GroupCallMachine.StreamRef
+  private typealias Effect = GroupCallMachine.Effect
+  /// Each stream's connection and the tasks listening to it.
+  private var connections: [StreamRef: (pc: any PeerConnection, listeners: [Task<Void, Never>])] = [:]
+  /// Where an effect runs: with its stream's, or with the call's messages.
+  private enum Lane: Hashable {
+    case call
+    case stream(StreamRef)
+  }
+  /// Each busy lane's effects not yet done (the first one is running).
+  private var queued: [Lane: [Effect]] = [:]
+  /// Requests whose answer is awaited.
+  private var requests = 0
+  private var idleWaiters: [CheckedContinuation<Void, Never>] = []
+  /// How long a decline, leave or end waits for the server to take it.
+  static let settleGrace = Duration.seconds(3)
 
   public init(
     callId: CallID, entry: Entry, video: Bool = false, iceServers: [IceServer], factory: any PeerConnectionFactory,
@@ -86,331 +97,234 @@ public actor GroupCall {
     self.callId = callId
     self.entry = entry
     self.video = video
-    self.iceServers = iceServers
     self.factory = factory
     self.signaling = signaling
-    if case .invited(let invite) = entry {
-      state = .ringing
-      group = invite.group
-    } else {
-      state = .joining
-    }
+    machine = GroupCallMachine(callId: callId, entry: entry, video: video, iceServers: iceServers)
     (events, eventSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
     (inbox, inboxSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
   }
 
-  // MARK: - Actions
+  // MARK: - Actions (each returns once what it set off has run)
 
   /// Creates, joins or answers the call as `entry` says. Returns the call's id as the server
-  /// knows it (a room's live call may have another id than the one proposed).
+  /// knows it (a room's live call may have another id than the one proposed), nil if it was
+  /// refused.
   @discardableResult
   public func start() async -> CallID? {
     if pump == nil {
       let inbox = self.inbox
       pump = Task { [weak self] in
-        for await message in inbox { await self?.dispatch(message) }
+        for await message in inbox { await self?.feed(.server(message)) }
       }
     }
-    let request: ClientMessage
-    switch entry {
-    case .create(let members, let title):
-      request = .groupCreate(.init(callId: callId, members: members, video: video, title: title))
-    case .invited:
-      _ = try? await signaling.send(.groupRinging(.init(callId: callId)))
-      return callId
-    case .join:
-      request = .groupJoin(.init(callId: callId))
-    case .joinedRoom(let state):
-      group = state
-      eventSink.yield(.participants(state))
-      set(.joined)
-      return callId
-    }
-    return await perform(request)
+    await submit(.start)
+    if case .invited = entry { return callId }
+    return machine.joinedAs
   }
 
   /// Answers a ring.
-  public func join() async {
-    guard state == .ringing else { return }
-    await perform(.groupJoin(.init(callId: callId)))
-  }
+  public func join() async { await submit(.join) }
 
   /// Refuses a ring (for every device of this user).
-  public func decline() async {
-    guard state == .ringing else { return }
-    await settle(.groupDecline(.init(callId: callId)))
-    await finish(nil)
-  }
+  public func decline() async { await submit(.decline) }
 
   /// Leaves the call; it goes on for the others.
-  public func leave() async {
-    guard !isEnded else { return }
-    if state == .ringing {
-      return await decline()
-    }
-    await settle(.groupLeave(.init(callId: callId)))
-    await finish(nil)
-  }
+  public func leave() async { await submit(.leave) }
 
   /// Ends the call for everyone (the creator only; before anyone joined, it cancels the ring).
-  public func endForAll() async {
-    guard !isEnded else { return }
-    await settle(.groupEnd(.init(callId: callId)))
-    await finish(nil)
-  }
+  public func endForAll() async { await submit(.endForAll) }
 
-  public func setMuted(_ muted: Bool) async {
-    isMuted = muted
-    await streams[Self.publisherStream]?.connection.setAudioEnabled(!muted)
-  }
+  public func setMuted(_ muted: Bool) async { await submit(.setMuted(muted)) }
 
   /// The statistics of each connection, by stream.
   public func stats() async -> [String: PeerConnectionStats] {
     var result: [String: PeerConnectionStats] = [:]
-    for (id, stream) in streams { result[id] = await stream.connection.stats() }
+    for (ref, connection) in connections { result[ref.id] = await connection.pc.stats() }
     return result
   }
 
   // MARK: - Server messages
 
-  /// Takes the call's server messages in order, without waiting: each offered stream's
-  /// connection is made beside the others (a device joining a call of eight gets seven offers
-  /// at once), while everything else is handled in order. `CallClient` delivers here.
+  /// Takes the call's server messages in order, without waiting (`CallClient` delivers here).
   public nonisolated func receive(_ message: ServerMessage) {
     inboxSink.yield(message)
   }
 
-  private func dispatch(_ message: ServerMessage) async {
-    if case .groupOffer(let offer) = message {
-      guard beginOpening(offer) else { return }
-      Task { await self.openRemoteStream(offer) }
-    } else {
-      await handle(message)
-    }
-  }
-
   /// Handles one message and waits for what it started (an offered stream's connection too).
-  public func handle(_ message: ServerMessage) async {
-    guard !isEnded else { return }
-    switch message {
-    case .groupUpdate(let m):
-      group = m.group
-      eventSink.yield(.participants(m.group))
-    case .groupMedia(let m):
-      await mediaReady(m)
-    case .groupAnswer(let m):
-      await applyAnswer(m)
-    case .groupOffer(let m):
-      guard beginOpening(m) else { return }
-      await openRemoteStream(m)
-    case .groupCandidate(let m):
-      await addRemoteCandidate(m.candidate, stream: m.stream)
-    case .groupStreamEnded(let m):
-      await closeStream(m.stream)
-    case .groupEnded(let m):
-      await finish(m.reason)
-    default:
-      break
+  public func handle(_ message: ServerMessage) async { await submit(.server(message)) }
+
+  // MARK: - Running the machine
+
+  private func submit(_ event: GroupCallMachine.Event) async {
+    feed(event)
+    guard isBusy else { return }
+    await withCheckedContinuation { idleWaiters.append($0) }
+  }
+
+  private var isBusy: Bool { !queued.isEmpty || requests > 0 }
+
+  private func feed(_ event: GroupCallMachine.Event) {
+    for effect in machine.handle(event) {
+      let lane = Self.lane(of: effect)
+      if queued[lane] != nil {
+        queued[lane]?.append(effect)
+      } else {
+        queued[lane] = [effect]
+        Task { await self.run(lane) }
+      }
     }
   }
 
-  // MARK: - Media
+  private static func lane(of effect: Effect) -> Lane {
+    switch effect {
+    case .makeConnection(let ref, _), .setAudio(let ref, _), .setVideoDirection(let ref, _), .setVideo(let ref, _),
+      .createOffer(let ref), .createAnswer(let ref), .setLocal(let ref, _, _), .setRemote(let ref, _, _),
+      .addCandidate(let ref, _), .close(let ref):
+      return .stream(ref)
+    case .send, .request, .settle, .notify, .finish:
+      return .call
+    }
+  }
 
-  private func mediaReady(_ media: ServerMessage.GroupMedia) async {
-    switch media.sfu {
-    case .livekit:
-      guard let url = media.url, let token = media.token else {
-        eventSink.yield(.error("group-media for LiveKit without url and token"))
-        return
+  /// Runs a lane's effects in order until it is empty.
+  private func run(_ lane: Lane) async {
+    while let effect = queued[lane]?.first {
+      await run(effect)
+      queued[lane]?.removeFirst()
+      if queued[lane]?.isEmpty == true { queued[lane] = nil }
+    }
+    settleIfIdle()
+  }
+
+  private func settleIfIdle() {
+    guard !isBusy else { return }
+    let waiters = idleWaiters
+    idleWaiters = []
+    for waiter in waiters { waiter.resume() }
+  }
+
+  private func run(_ effect: Effect) async {
+    switch effect {
+    case .send(let message):
+      _ = try? await signaling.send(message)
+    case .request(let message):
+      requests += 1
+      let signaling = self.signaling
+      Task {
+        let event: GroupCallMachine.Event
+        do { event = .replied(try await signaling.request(message)) } catch { event = .requestFailed("\(error)") }
+        self.answered(event)
       }
-      eventSink.yield(.liveKit(url: url, token: token))
-    case .janus:
-      guard streams[Self.publisherStream] == nil else { return }
+    case .settle(let message):
+      let signaling = self.signaling
+      await withTaskGroup(of: Void.self) { group in
+        group.addTask { _ = try? await signaling.request(message) }
+        group.addTask { try? await Task.sleep(for: Self.settleGrace) }
+        await group.next()
+        group.cancelAll()
+      }
+      feed(.settled)
+    case .makeConnection(let ref, let configuration):
+      await makeConnection(ref, configuration)
+    case .setAudio(let ref, let enabled):
+      await connections[ref]?.pc.setAudioEnabled(enabled)
+    case .setVideoDirection(let ref, let direction):
+      await connections[ref]?.pc.setVideoDirection(direction)
+    case .setVideo(let ref, let enabled):
+      await connections[ref]?.pc.setVideoEnabled(enabled)
+    case .createOffer(let ref):
+      guard let pc = connections[ref]?.pc else { return }
+      do { feed(.descriptionCreated(ref, try await pc.createOffer(iceRestart: false))) } catch {
+        feed(.descriptionFailed(ref, "\(error)"))
+      }
+    case .createAnswer(let ref):
+      guard let pc = connections[ref]?.pc else { return }
+      do { feed(.descriptionCreated(ref, try await pc.createAnswer())) } catch {
+        feed(.descriptionFailed(ref, "\(error)"))
+      }
+    case .setLocal(let ref, let description, let kind):
+      guard let pc = connections[ref]?.pc else { return }
       do {
-        let connection = try await factory.makePeerConnection(
-          PeerConnectionConfiguration(iceServers: iceServers, video: video, sendOnly: true))
-        guard !isEnded else { return await connection.close() }
-        var stream = Stream(connection: connection, from: nil)
-        stream.listeners = listen(connection, stream: Self.publisherStream, from: nil)
-        streams[Self.publisherStream] = stream
-        if isMuted { await connection.setAudioEnabled(false) }
-        if video {
-          // A publisher only sends: the others' video comes on their own streams. (Without a
-          // camera the engine made no video section: this does nothing.)
-          await connection.setVideoDirection(.sendonly)
-          await connection.setVideoEnabled(true)
-        }
-        let offer = try await connection.createOffer(iceRestart: false)
-        try await connection.setLocalDescription(offer, kind: .offer)
-        try await signaling.send(.groupOffer(.init(callId: callId, stream: Self.publisherStream, sdp: offer.sdp)))
+        try await pc.setLocalDescription(description, kind: kind)
+        feed(.localDescriptionSet(ref))
       } catch {
-        eventSink.yield(.error("could not publish: \(error)"))
+        feed(.descriptionFailed(ref, "\(error)"))
       }
+    case .setRemote(let ref, let description, let kind):
+      guard let pc = connections[ref]?.pc else { return }
+      do {
+        try await pc.setRemoteDescription(description, kind: kind)
+        feed(.remoteDescriptionSet(ref))
+      } catch {
+        feed(.descriptionFailed(ref, "\(error)"))
+      }
+    case .addCandidate(let ref, let candidate):
+      try? await connections[ref]?.pc.addRemoteCandidate(candidate)
+    case .close(let ref):
+      await close(ref)
+    case .notify(let notice):
+      eventSink.yield(event(for: notice))
+    case .finish(let final):
+      inboxSink.finish()
+      for ref in connections.keys.sorted(by: { $0.generation < $1.generation }) { await close(ref) }
+      eventSink.yield(.state(final))
+      eventSink.finish()
     }
   }
 
-  private func applyAnswer(_ answer: ServerMessage.GroupDescription) async {
-    guard let stream = streams[answer.stream], !stream.remoteDescriptionSet else { return }
+  private func answered(_ event: GroupCallMachine.Event) {
+    requests -= 1
+    feed(event)
+    settleIfIdle()
+  }
+
+  private func event(for notice: GroupCallMachine.Notice) -> Event {
+    switch notice {
+    case .state(let state): return .state(state)
+    case .participants(let group): return .participants(group)
+    case .liveKit(let url, let token): return .liveKit(url: url, token: token)
+    case .remoteStreamAdded(let ref, let from):
+      // Notified right after its connection is made (a stream that ended meanwhile is not).
+      guard let pc = connections[ref]?.pc else { return .error("stream \(ref.id) closed before it was added") }
+      return .remoteStreamAdded(stream: ref.id, from: from, connection: pc)
+    case .remoteStreamState(let stream, let from, let state):
+      return .remoteStreamState(stream: stream, from: from, state)
+    case .remoteStreamRemoved(let stream, let from): return .remoteStreamRemoved(stream: stream, from: from)
+    case .publisherState(let state): return .publisherState(state)
+    case .error(let text): return .error(text)
+    }
+  }
+
+  // MARK: - Connections
+
+  private func makeConnection(_ ref: StreamRef, _ configuration: PeerConnectionConfiguration) async {
+    let made: any PeerConnection
     do {
-      try await stream.connection.setRemoteDescription(SessionDescription(sdp: answer.sdp), kind: .answer)
-      await remoteDescriptionApplied(answer.stream)
+      made = try await factory.makePeerConnection(configuration)
     } catch {
-      eventSink.yield(.error("the SFU's answer was refused: \(error)"))
-    }
-  }
-
-  /// Claims an offered stream's id, so its candidates wait and its end is seen while the
-  /// connection is made.
-  private func beginOpening(_ offer: ServerMessage.GroupDescription) -> Bool {
-    guard !isEnded, offer.from != nil, streams[offer.stream] == nil, opening[offer.stream] == nil else { return false }
-    opening[offer.stream] = []
-    return true
-  }
-
-  private func openRemoteStream(_ offer: ServerMessage.GroupDescription) async {
-    guard let from = offer.from else { return }
-    do {
-      let connection = try await factory.makePeerConnection(
-        PeerConnectionConfiguration(iceServers: iceServers, video: video, remoteParticipant: from))
-      // Gone meanwhile: the stream ended, or the call did.
-      guard !isEnded, let early = opening.removeValue(forKey: offer.stream) else { return await connection.close() }
-      var stream = Stream(connection: connection, from: from)
-      stream.pendingCandidates = early
-      stream.listeners = listen(connection, stream: offer.stream, from: from)
-      streams[offer.stream] = stream
-      eventSink.yield(.remoteStreamAdded(stream: offer.stream, from: from, connection: connection))
-      try await connection.setRemoteDescription(SessionDescription(sdp: offer.sdp), kind: .offer)
-      await remoteDescriptionApplied(offer.stream)
-      let answer = try await connection.createAnswer()
-      try await connection.setLocalDescription(answer, kind: .answer)
-      try await signaling.send(.groupAnswer(.init(callId: callId, stream: offer.stream, sdp: answer.sdp)))
-    } catch {
-      eventSink.yield(.error("could not receive \(from.userId): \(error)"))
-    }
-  }
-
-  private func addRemoteCandidate(_ candidate: IceCandidate, stream id: String) async {
-    if opening[id] != nil {
-      opening[id]?.append(candidate)
+      feed(.connectionFailed(ref, "\(error)"))
       return
     }
-    guard var stream = streams[id] else { return }
-    guard stream.remoteDescriptionSet else {
-      stream.pendingCandidates.append(candidate)
-      streams[id] = stream
-      return
-    }
-    try? await stream.connection.addRemoteCandidate(candidate)
+    guard !machine.isEnded else { return await made.close() }
+    connections[ref] = (made, listen(made, ref))
+    feed(.connectionMade(ref))
   }
 
-  /// Candidates that came before the description go in after it (rule 2).
-  private func remoteDescriptionApplied(_ id: String) async {
-    guard var stream = streams[id] else { return }
-    stream.remoteDescriptionSet = true
-    let pending = stream.pendingCandidates
-    stream.pendingCandidates = []
-    streams[id] = stream
-    for candidate in pending { try? await stream.connection.addRemoteCandidate(candidate) }
+  /// Feeds the connection's candidates and states to the machine.
+  private func listen(_ connection: any PeerConnection, _ ref: StreamRef) -> [Task<Void, Never>] {
+    [
+      Task { [weak self] in
+        for await candidate in connection.localCandidates { await self?.feed(.localCandidate(ref, candidate)) }
+      },
+      Task { [weak self] in
+        for await state in connection.connectionStates { await self?.feed(.connectionState(ref, state)) }
+      },
+    ]
   }
 
-  private func closeStream(_ id: String) async {
-    if opening.removeValue(forKey: id) != nil { return }  // its opener closes the connection
-    guard let stream = streams.removeValue(forKey: id) else { return }
-    for listener in stream.listeners { listener.cancel() }
-    await stream.connection.close()
-    if let from = stream.from { eventSink.yield(.remoteStreamRemoved(stream: id, from: from)) }
-  }
-
-  /// Trickles the connection's candidates and reports its states.
-  private func listen(_ connection: any PeerConnection, stream: String, from: Peer?) -> [Task<Void, Never>] {
-    let signaling = self.signaling
-    let callId = self.callId
-    let sink = eventSink
-    let candidates = Task {
-      for await candidate in connection.localCandidates {
-        if let candidate {
-          _ = try? await signaling.send(
-            .groupCandidate(.init(callId: callId, stream: stream, candidate: candidate)))
-        } else {
-          _ = try? await signaling.send(.groupEndOfCandidates(.init(callId: callId, stream: stream)))
-        }
-      }
-    }
-    let states = Task {
-      for await state in connection.connectionStates {
-        if let from {
-          sink.yield(.remoteStreamState(stream: stream, from: from, state))
-        } else {
-          sink.yield(.publisherState(state))
-        }
-      }
-    }
-    return [candidates, states]
-  }
-
-  // MARK: - State
-
-  private var isEnded: Bool {
-    if case .ended = state { return true }
-    return false
-  }
-
-  /// Sends a decline / leave / end and waits (a bounded while) for the server to take it, so
-  /// an app that quits right after does not lose it.
-  private func settle(_ request: ClientMessage) async {
-    let signaling = self.signaling
-    await withTaskGroup(of: Void.self) { group in
-      group.addTask { _ = try? await signaling.request(request) }
-      group.addTask { try? await Task.sleep(for: .seconds(3)) }
-      await group.next()
-      group.cancelAll()
-    }
-  }
-
-  /// Sends a create / join request and applies its answer.
-  @discardableResult
-  private func perform(_ request: ClientMessage) async -> CallID? {
-    set(.joining)
-    do {
-      let reply = try await signaling.request(request)
-      switch reply {
-      case .ack(let ack):
-        if let group = ack.group {
-          self.group = group
-          eventSink.yield(.participants(group))
-        }
-        if !isEnded { set(.joined) }
-        return ack.callId ?? callId
-      case .error(let error):
-        eventSink.yield(.error("\(error.code.rawValue): \(error.message)"))
-      default:
-        eventSink.yield(.error("unexpected answer \(reply.typeName)"))
-      }
-    } catch {
-      eventSink.yield(.error("\(error)"))
-    }
-    await finish(nil)
-    return nil
-  }
-
-  private func set(_ new: State) {
-    guard state != new, !isEnded else { return }
-    state = new
-    eventSink.yield(.state(new))
-  }
-
-  private func finish(_ reason: GroupEndReason?) async {
-    guard !isEnded else { return }
-    state = .ended(reason)
-    let open = streams
-    streams = [:]
-    opening = [:]
-    inboxSink.finish()
-    for stream in open.values {
-      for listener in stream.listeners { listener.cancel() }
-      await stream.connection.close()
-    }
-    eventSink.yield(.state(.ended(reason)))
-    eventSink.finish()
+  private func close(_ ref: StreamRef) async {
+    guard let connection = connections.removeValue(forKey: ref) else { return }
+    for listener in connection.listeners { listener.cancel() }
+    await connection.pc.close()
   }
 }

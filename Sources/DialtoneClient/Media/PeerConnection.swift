@@ -128,7 +128,7 @@ public protocol PeerConnection: AnyObject, Sendable {
   /// Sends on the data channel; throws if there is none or it is not open.
   func sendData(_ data: Data) async throws
   /// A connection made with `mediaHeld` starts sending media (a pre-connected leg whose call
-  /// was accepted, protocol.md 9b); idempotent, and nothing for any other connection.
+  /// was accepted, protocol.md 11); idempotent, and nothing for any other connection.
   func releaseMedia() async
   /// The candidates allowed from now on. The engine relaxes a private pre-connect leg (made
   /// `relay`) to `all` once its call is answered. libwebrtc then surfaces the host and
@@ -156,7 +156,7 @@ public struct PeerConnectionConfiguration: Sendable, Equatable {
   /// own streams), so without a camera it has no video section at all. An SFU rejects a video
   /// section with nothing to send, and webrtcbin 1.22 cannot take an answer that rejects one.
   public var sendOnly: Bool
-  /// A pre-connected leg (protocol.md 9b): ICE and DTLS go ahead, but no media is sent, from
+  /// A pre-connected leg (protocol.md 11): ICE and DTLS go ahead, but no media is sent, from
   /// the source (no RTP carrying audio or video at all, not silence), until `releaseMedia()`.
   public var mediaHeld = false
   /// Which candidates it gathers: `relay` for a callee's private pre-connect leg (the caller

@@ -1,6 +1,6 @@
 import DialtoneProtocol
 
-/// What a private pre-connect leg (relay only, protocol.md 9b) may tell the caller of a local
+/// What a private pre-connect leg (relay only, protocol.md 11) may tell the caller of a local
 /// candidate: a relay candidate, without its related address. A relay candidate's `raddr` and
 /// `rport` (RFC 8839, section 5.1) name the address the TURN server saw the device at, its own
 /// or its NAT's: libnice writes it there, libwebrtc clears it. Browsers send `0.0.0.0` and port

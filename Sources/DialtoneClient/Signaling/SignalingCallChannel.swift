@@ -17,12 +17,7 @@ public struct SignalingCallChannel: CallSignaling {
 
   public func send(_ message: ClientMessage) async throws {
     let reply = try await client.submit(message)
-    let callId: CallID
-    switch message {
-    case .invite(let m): callId = m.callId
-    case .accept(let m): callId = m.callId
-    default: return
-    }
+    guard message.type == .invite || message.type == .accept, let callId = message.callId else { return }
     let rejected = self.rejected
     Task {
       guard case .error(var error) = try? await reply.value else { return }

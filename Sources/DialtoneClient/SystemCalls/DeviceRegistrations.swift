@@ -1,7 +1,7 @@
 import DialtoneProtocol
 import Foundation
 
-/// The two device calls of the HTTP API (protocol.md section 14.5) that push registration needs.
+/// The two device calls of the HTTP API (protocol.md section 16.6) that push registration needs.
 public protocol DeviceRegistrationAPI: Sendable {
   /// `POST /v1/devices`: replaces the installation's whole registration.
   func register(_ registration: DeviceRegistration) async throws
@@ -54,7 +54,7 @@ public actor DeviceRegistrations {
   }
 
   /// The ordinary APNs token (`didRegisterForRemoteNotificationsWithDeviceToken`), for the
-  /// missed-call notification (protocol.md section 15.2).
+  /// missed-call notification (protocol.md section 17.2).
   public func setAlertToken(_ token: String?) {
     wanted.alert = token
     sync()

@@ -51,49 +51,6 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     case connected
   }
 
-  /// A call the OS knows about (or is being told about).
-  public struct Call: Sendable, Equatable {
-    public var uuid: UUID
-    public var callId: CallID
-    public var direction: Direction
-    public var stage: Stage
-    public var handle: String
-    public var displayName: String?
-    public var video: Bool
-    /// Announced by a VoIP push (its outcome comes from `.resolved` or an `invite`).
-    public var pushed: Bool
-    /// The `invite` for it arrived over signaling.
-    public var inviteReceived: Bool
-    /// The OS has accepted the report (incoming) or the start-call action (outgoing).
-    public var shown: Bool
-    /// The pending answer action, settled when the call connects.
-    public var answerAction: UUID?
-    /// Its push-resolution timer is armed (a pushed call without invite or `get-call` answer).
-    public var awaitingResolution = false
-    /// The outgoing call's "started connecting" was reported.
-    public var reportedConnecting = false
-    /// The user wants this device's camera in the call (a video call answered or placed, the
-    /// camera not turned off); it captures only while the app is active.
-    public var cameraOn = false
-    /// The other side sends video (an upgrade of theirs): the OS shows a video call.
-    public var remoteVideo = false
-    /// What the OS was last told (`hasVideo`).
-    public var hasVideo: Bool { video || remoteVideo }
-    /// A group call (its ring came as a group push or a `group-invite`; its media go through the
-    /// server's SFU).
-    public var isGroup = false
-    /// Muted in the OS UI (a group call's LiveKit media connect muted).
-    public var muted = false
-    /// The app's own SFU media (LiveKit, `GroupMediaControl`) were asked to connect.
-    public var externalMedia = false
-    /// An outgoing group call: how this device starts it.
-    public var start: GroupStart?
-    /// Someone other than the creator has joined the group call (it is no longer cancelled on end).
-    public var othersJoined = false
-    /// A room whose join is in flight: its server call id is not known yet.
-    public var awaitingRoom = false
-  }
-
   /// How this device starts an outgoing group call.
   public enum GroupStart: Sendable, Equatable {
     /// It creates the call; its members ring.
@@ -414,7 +371,7 @@ public struct SystemCallCoordinator: Sendable, Equatable {
       return answerTimedOut(actionId: id)
     case .timerFired(.pushResolution(let uuid)):
       guard let call = calls[uuid], call.awaitingResolution, call.stage != .connected else { return [] }
-      calls[uuid]?.awaitingResolution = false
+      calls[uuid]?.resolved()
       return finish(uuid, reason: .failed)
     }
   }
@@ -425,12 +382,10 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     let uuid = report.uuid
     switch report.origin {
     case .push:
-      if var call = calls[uuid] {
+      if calls[uuid] != nil {
         // A repeated push, or the invite came first (its own report may still be on its way:
         // whichever report the OS accepted shows the call).
-        call.pushed = true
-        if accepted { call.shown = true }
-        calls[uuid] = call
+        calls[uuid]?.pushedToo(shown: accepted)
         return []
       }
       if let reason = ledger.ended[callId] {
@@ -439,15 +394,15 @@ public struct SystemCallCoordinator: Sendable, Equatable {
       }
       guard accepted else { return [] }  // Do Not Disturb, blocked: this device stays quiet
       calls[uuid] = Call(
-        uuid: uuid, callId: callId, direction: .incoming, stage: .ringing, handle: report.handle,
-        displayName: report.displayName, video: report.hasVideo, pushed: true, inviteReceived: false, shown: true,
-        awaitingResolution: true, isGroup: report.isGroup)
+        uuid: uuid, callId: callId, handle: report.handle, displayName: report.displayName, video: report.hasVideo,
+        progress: .incoming(.pushed, .ringing(shown: true)),
+        kind: report.isGroup ? .group(Group()) : .oneToOne(remoteVideo: false))
       return [
         .arm(.pushResolution(uuid), at: now.addingTimeInterval(pushResolutionTimeout.seconds)),
         report.isGroup ? .resolveGroup(callId) : .connect(callId),
       ]
     case .invite:
-      guard var call = calls[uuid] else {
+      guard let call = calls[uuid] else {
         // It ended before the OS answered: take it off the screen again.
         if accepted, let reason = ledger.ended[callId] { return [.reportEnded(uuid, reason)] }
         return []
@@ -459,8 +414,7 @@ public struct SystemCallCoordinator: Sendable, Equatable {
         calls[uuid] = nil
         return endOverSignaling(call, .systemRejected)
       }
-      call.shown = true
-      calls[uuid] = call
+      calls[uuid]?.reportAccepted()
       if glareSurvivors.remove(callId) != nil { return [.request(.answer(uuid: uuid))] }
       return []
     }
@@ -470,17 +424,17 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     -> [Effect]
   {
     let uuid = CallUUIDs.uuid(for: callId)
-    if var call = calls[uuid] {
+    if let call = calls[uuid] {
       guard call.isGroup == group else { return [] }
-      call.inviteReceived = true
-      calls[uuid] = call
-      return resolvedHere(uuid)
+      let resolved = resolvedHere(uuid)
+      calls[uuid]?.invited()
+      return resolved
     }
     guard ledger.ended[callId] == nil else { return [] }  // a re-delivered invite of an ended call
-    let call = Call(
-      uuid: uuid, callId: callId, direction: .incoming, stage: .ringing, handle: handle, displayName: displayName,
-      video: video, pushed: false, inviteReceived: true, shown: false, isGroup: group)
-    calls[uuid] = call
+    calls[uuid] = Call(
+      uuid: uuid, callId: callId, handle: handle, displayName: displayName, video: video,
+      progress: .incoming(.invited(pushed: false), .ringing(shown: false)),
+      kind: group ? .group(Group()) : .oneToOne(remoteVideo: false))
     return [
       .reportIncoming(
         IncomingCallReport(
@@ -491,7 +445,7 @@ public struct SystemCallCoordinator: Sendable, Equatable {
 
   private mutating func resolved(_ callId: CallID, _ state: CallState?) -> [Effect] {
     let uuid = CallUUIDs.uuid(for: callId)
-    guard let call = calls[uuid], call.direction == .incoming, !call.isGroup else { return [] }
+    guard let call = calls[uuid], call.direction == .incoming, case .oneToOne = call.kind else { return [] }
     guard let reason = Self.endReason(forPushedCall: state, ownDeviceId: deviceId) else {
       // Still ringing (its invite is on the way) or accepted here: resolved.
       return resolvedHere(uuid)
@@ -518,7 +472,7 @@ public struct SystemCallCoordinator: Sendable, Equatable {
 
   private mutating func groupState(_ callId: CallID, _ state: GroupCall.State) -> [Effect] {
     let uuid = uuid(for: callId)
-    guard var call = calls[uuid], call.isGroup else { return [] }
+    guard let call = calls[uuid], call.isGroup else { return [] }
     switch state {
     case .ended(let reason?):
       return finish(uuid, reason: SystemCallEndReason(group: reason))
@@ -528,9 +482,8 @@ public struct SystemCallCoordinator: Sendable, Equatable {
       return finish(uuid, reason: .failed)
     case .joined:
       // An outgoing group call is joined: its media start connecting.
-      guard call.direction == .outgoing, !call.reportedConnecting else { return [] }
-      call.reportedConnecting = true
-      calls[uuid] = call
+      guard call.progress == .outgoing(.placing) else { return [] }
+      calls[uuid]?.progress = .outgoing(.connecting)
       return [.reportOutgoingStartedConnecting(uuid)]
     case .ringing, .joining:
       return []
@@ -539,19 +492,14 @@ public struct SystemCallCoordinator: Sendable, Equatable {
 
   private mutating func groupMedia(_ callId: CallID, _ state: PeerConnectionState) -> [Effect] {
     let uuid = uuid(for: callId)
-    guard var call = calls[uuid], call.isGroup else { return [] }
-    if call.direction == .outgoing { return outgoingGroupMedia(call, state) }
+    guard let call = calls[uuid], call.isGroup else { return [] }
+    guard case .incoming(let arrival, let answering) = call.progress else { return outgoingGroupMedia(call, state) }
     switch state {
     case .connected:
       // This device's media are up: the answer action is done.
-      guard call.stage == .answering else { return [] }
-      let action = call.answerAction
-      call.stage = .connected
-      call.answerAction = nil
-      calls[uuid] = call
-      var effects: [Effect] = []
-      if let action { effects += [.cancel(.answer(uuid)), .fulfill(actionId: action)] }
-      return effects + resolvedHere(uuid)
+      guard case .answering(let action) = answering else { return [] }
+      calls[uuid]?.progress = .incoming(arrival, .connected)
+      return [.cancel(.answer(uuid)), .fulfill(actionId: action)] + resolvedHere(uuid)
     case .failed:
       // Nothing restarts a group call's media: the call is over for this device.
       guard call.stage != .ringing else { return [] }
@@ -563,18 +511,19 @@ public struct SystemCallCoordinator: Sendable, Equatable {
 
   private mutating func groupLiveKit(_ callId: CallID, url: String, token: String) -> [Effect] {
     let uuid = uuid(for: callId)
-    guard var call = calls[uuid], call.isGroup, call.stage != .ringing, !call.externalMedia else { return [] }
-    call.externalMedia = true
-    calls[uuid] = call
-    return [.connectGroupMedia(callId, url: url, token: token, video: call.video, muted: call.muted)]
+    guard let call = calls[uuid], let group = call.group, call.stage != .ringing, !group.externalMedia else {
+      return []
+    }
+    calls[uuid]?.changeGroup { $0.externalMedia = true }
+    return [.connectGroupMedia(callId, url: url, token: token, video: call.video, muted: group.muted)]
   }
 
   private mutating func dial(_ callId: CallID, to userId: String, displayName: String?, video: Bool) -> [Effect] {
     let uuid = CallUUIDs.uuid(for: callId)
     guard calls[uuid] == nil else { return [] }
     calls[uuid] = Call(
-      uuid: uuid, callId: callId, direction: .outgoing, stage: .dialing, handle: userId, displayName: displayName,
-      video: video, pushed: false, inviteReceived: false, shown: false)
+      uuid: uuid, callId: callId, handle: userId, displayName: displayName, video: video,
+      progress: .outgoing(.requested), kind: .oneToOne(remoteVideo: false))
     return [.request(.startCall(uuid: uuid, handle: userId, displayName: displayName, video: video))]
   }
 
@@ -591,58 +540,51 @@ public struct SystemCallCoordinator: Sendable, Equatable {
       handle = room
       displayName = room
     }
-    var call = Call(
-      uuid: uuid, callId: callId, direction: .outgoing, stage: .dialing, handle: handle, displayName: displayName,
-      video: video, pushed: false, inviteReceived: false, shown: false, isGroup: true)
-    call.start = start
-    calls[uuid] = call
+    calls[uuid] = Call(
+      uuid: uuid, callId: callId, handle: handle, displayName: displayName, video: video,
+      progress: .outgoing(.requested), kind: .group(Group(start: start)))
     return [.request(.startCall(uuid: uuid, handle: handle, displayName: displayName, video: video))]
   }
 
   private mutating func roomJoined(_ proposed: CallID, _ callId: CallID?) -> [Effect] {
     let uuid = CallUUIDs.uuid(for: proposed)
-    guard var call = calls[uuid] else {
+    guard let call = calls[uuid] else {
       // Ended in the OS UI while the join was in flight: leave the room now.
       return callId.map { [.leaveGroup($0)] } ?? []
     }
     guard call.awaitingRoom else { return [] }
     guard let callId else { return finish(uuid, reason: .failed) }
-    call.awaitingRoom = false
+    calls[uuid]?.changeGroup { $0.awaitingRoom = false }
     if callId != proposed {
       aliases[callId] = uuid
-      call.callId = callId
+      calls[uuid]?.callId = callId
     }
-    calls[uuid] = call
     return []
   }
 
   private mutating func groupParticipants(_ callId: CallID, _ state: GroupCallState) -> [Effect] {
     let uuid = uuid(for: callId)
-    guard var call = calls[uuid], call.isGroup, !call.othersJoined else { return [] }
-    call.othersJoined = state.members.contains { member in
+    guard let group = calls[uuid]?.group, !group.othersJoined else { return [] }
+    let othersJoined = state.members.contains { member in
       member.userId != state.creatorId && (member.state == .joined || member.state == .left)
     }
-    calls[uuid] = call
+    calls[uuid]?.changeGroup { $0.othersJoined = othersJoined }
     return []
   }
 
   /// This device's media in a group call it started: connected is reported to the OS (after
   /// "started connecting", if the join did not report it); failed for good ends the call.
   private mutating func outgoingGroupMedia(_ call: Call, _ state: PeerConnectionState) -> [Effect] {
-    var call = call
+    guard case .outgoing(let placing) = call.progress else { return [] }
     switch state {
     case .connected:
-      guard call.stage == .dialing, call.shown else { return [] }
-      var effects: [Effect] = []
-      if !call.reportedConnecting { effects.append(.reportOutgoingStartedConnecting(call.uuid)) }
-      call.reportedConnecting = true
-      call.stage = .connected
-      calls[call.uuid] = call
-      return effects + [.reportOutgoingConnected(call.uuid)]
+      guard placing == .placing || placing == .connecting else { return [] }
+      calls[call.uuid]?.progress = .outgoing(.connected)
+      return (placing == .placing ? [.reportOutgoingStartedConnecting(call.uuid)] : [])
+        + [.reportOutgoingConnected(call.uuid)]
     case .new, .checking:
-      guard call.shown, !call.reportedConnecting else { return [] }
-      call.reportedConnecting = true
-      calls[call.uuid] = call
+      guard placing == .placing else { return [] }
+      calls[call.uuid]?.progress = .outgoing(.connecting)
       return [.reportOutgoingStartedConnecting(call.uuid)]
     case .failed:
       guard call.shown else { return [] }
@@ -654,24 +596,27 @@ public struct SystemCallCoordinator: Sendable, Equatable {
 
   private mutating func engine(_ callId: CallID, _ state: CallEngine.State) -> [Effect] {
     let uuid = CallUUIDs.uuid(for: callId)
-    guard var call = calls[uuid], !call.isGroup else { return [] }
+    guard let call = calls[uuid], case .oneToOne = call.kind else { return [] }
     switch state {
     case .calling:
-      guard call.direction == .outgoing, !call.reportedConnecting else { return [] }
-      call.reportedConnecting = true
-      calls[uuid] = call
+      guard call.progress == .outgoing(.placing) else { return [] }
+      calls[uuid]?.progress = .outgoing(.connecting)
       return [.reportOutgoingStartedConnecting(uuid)]
     case .connected:
-      guard call.stage != .connected else { return [] }
-      let wasDialing = call.stage == .dialing
-      let action = call.answerAction
-      call.stage = .connected
-      call.answerAction = nil
-      calls[uuid] = call
       var effects: [Effect] = []
-      if let action { effects += [.cancel(.answer(uuid)), .fulfill(actionId: action)] }
-      effects += resolvedHere(uuid)
-      if wasDialing { effects.append(.reportOutgoingConnected(uuid)) }
+      switch call.progress {
+      case .incoming(_, .connected), .outgoing(.connected):
+        return []
+      case .incoming(let arrival, .answering(let action)):
+        calls[uuid]?.progress = .incoming(arrival, .connected)
+        effects = [.cancel(.answer(uuid)), .fulfill(actionId: action)] + resolvedHere(uuid)
+      case .incoming(let arrival, .ringing):
+        calls[uuid]?.progress = .incoming(arrival, .connected)
+        effects = resolvedHere(uuid)
+      case .outgoing(.requested), .outgoing(.placing), .outgoing(.connecting):
+        calls[uuid]?.progress = .outgoing(.connected)
+        effects = [.reportOutgoingConnected(uuid)]
+      }
       return effects
     case .ended(let ending):
       let reason: SystemCallEndReason
@@ -709,33 +654,42 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     }
     switch action.kind {
     case .startCall:
-      guard call.direction == .outgoing, !call.shown else { return [.fail(actionId: action.id)] }
-      call.shown = true
+      guard call.progress == .outgoing(.requested) else { return [.fail(actionId: action.id)] }
+      call.progress = .outgoing(.placing)
       call.cameraOn = call.video
       let start: Effect
-      switch call.start {
-      case .create(let members, let title)?:
-        start = .createGroup(call.callId, members: members, title: title, video: call.video)
-      case .room(let room)?:
-        call.awaitingRoom = true
-        start = .joinRoom(call.callId, room: room, video: call.video)
-      case nil:
+      switch call.kind {
+      case .oneToOne:
         start = .dial(call.callId, to: call.handle, video: call.video)
+      case .group(var group):
+        switch group.start {
+        case .create(let members, let title)?:
+          start = .createGroup(call.callId, members: members, title: title, video: call.video)
+        case .room(let room)?:
+          group.awaitingRoom = true
+          call.kind = .group(group)
+          start = .joinRoom(call.callId, room: room, video: call.video)
+        case nil:
+          return [.fail(actionId: action.id)]  // a ring is never started here
+        }
       }
       calls[uuid] = call
       return [.prepareAudio(video: call.video), start] + cameraStarted(call) + [.fulfill(actionId: action.id)]
     case .answer:
-      guard call.direction == .incoming else { return [.fail(actionId: action.id)] }
-      switch call.stage {
+      guard case .incoming(let arrival, let answering) = call.progress else { return [.fail(actionId: action.id)] }
+      switch answering {
       case .connected: return [.fulfill(actionId: action.id)]
-      case .answering, .dialing: return [.fail(actionId: action.id)]
+      case .answering: return [.fail(actionId: action.id)]
       case .ringing: break
       }
-      call.stage = .answering
-      call.answerAction = action.id
+      call.progress = .incoming(arrival, .answering(action: action.id))
       call.cameraOn = call.video
       calls[uuid] = call
-      let answer: Effect = call.isGroup ? .joinGroup(call.callId, video: call.video) : .answer(call.callId)
+      let answer: Effect
+      switch call.kind {
+      case .oneToOne: answer = .answer(call.callId)
+      case .group: answer = .joinGroup(call.callId, video: call.video)
+      }
       return [.prepareAudio(video: call.video), answer] + cameraStarted(call)
         + [.arm(.answer(uuid), at: action.timeoutDate)]
     case .end:
@@ -743,14 +697,18 @@ public struct SystemCallCoordinator: Sendable, Equatable {
       // anyone else cancelled (endOverSignaling reads the stage).
       return finish(uuid, reason: nil) + endOverSignaling(call, .user) + [.fulfill(actionId: action.id)]
     case .setMuted(let muted):
-      guard call.isGroup else { return [.setMuted(call.callId, muted), .fulfill(actionId: action.id)] }
-      call.muted = muted
-      calls[uuid] = call
-      return [.setGroupMuted(call.callId, muted), .fulfill(actionId: action.id)]
+      switch call.kind {
+      case .oneToOne:
+        return [.setMuted(call.callId, muted), .fulfill(actionId: action.id)]
+      case .group:
+        calls[uuid]?.changeGroup { $0.muted = muted }
+        return [.setGroupMuted(call.callId, muted), .fulfill(actionId: action.id)]
+      }
     case .setHeld(let held):
-      // A group call goes on for the others: it cannot be held (reports say so).
-      guard !call.isGroup else { return [.fail(actionId: action.id)] }
-      return [.setHeld(call.callId, held), .fulfill(actionId: action.id)]
+      switch call.kind {
+      case .oneToOne: return [.setHeld(call.callId, held), .fulfill(actionId: action.id)]
+      case .group: return [.fail(actionId: action.id)]  // it goes on for the others: reports say it cannot be held
+      }
     case .playDTMF:
       // Dialtone calls are app to app: reports say DTMF is not supported.
       return [.fail(actionId: action.id)]
@@ -760,9 +718,9 @@ public struct SystemCallCoordinator: Sendable, Equatable {
   private mutating func videoToggled(_ callId: CallID, enabled: Bool) -> [Effect] {
     let uuid = CallUUIDs.uuid(for: callId)
     // A group call's video is fixed when it starts.
-    guard var call = calls[uuid], call.shown, !call.isGroup else { return [] }
+    guard var call = calls[uuid], call.shown, case .oneToOne = call.kind else { return [] }
     // Before an incoming call is answered the camera stays off whatever the toggle says.
-    let live = call.direction == .outgoing || call.stage != .ringing
+    let live = call.stage != .ringing
     let wasOn = call.cameraOn
     let wasVideo = call.hasVideo
     call.video = enabled
@@ -781,12 +739,14 @@ public struct SystemCallCoordinator: Sendable, Equatable {
   /// The other side's video: the OS shows a video call while either side sends video.
   private mutating func remoteVideo(_ callId: CallID, sends: Bool) -> [Effect] {
     let uuid = CallUUIDs.uuid(for: callId)
-    guard var call = calls[uuid], call.shown, !call.isGroup, call.remoteVideo != sends else { return [] }
+    guard var call = calls[uuid], call.shown, case .oneToOne(let remoteVideo) = call.kind, remoteVideo != sends else {
+      return []
+    }
     let wasVideo = call.hasVideo
-    call.remoteVideo = sends
+    call.kind = .oneToOne(remoteVideo: sends)
     calls[uuid] = call
     guard call.hasVideo != wasVideo else { return [] }
-    let live = call.direction == .outgoing || call.stage != .ringing
+    let live = call.stage != .ringing
     return [.reportUpdated(uuid, hasVideo: call.hasVideo)] + (call.hasVideo && live ? [.prepareAudio(video: true)] : [])
   }
 
@@ -795,7 +755,10 @@ public struct SystemCallCoordinator: Sendable, Equatable {
   private func cameraStarted(_ call: Call) -> [Effect] {
     guard call.cameraOn else { return [] }
     if applicationActive { return [.startCamera] }
-    return call.isGroup ? [] : [.cameraPaused(call.callId, true)]
+    switch call.kind {
+    case .oneToOne: return [.cameraPaused(call.callId, true)]
+    case .group: return []
+    }
   }
 
   /// The camera follows the app: it starts when the app becomes active (the calls that waited
@@ -813,8 +776,8 @@ public struct SystemCallCoordinator: Sendable, Equatable {
   /// settled now; the call ends here and over signaling.
   private mutating func answerTimedOut(actionId: UUID) -> [Effect] {
     guard let call = calls.values.first(where: { $0.answerAction == actionId }) else { return [] }
-    calls[call.uuid]?.answerAction = nil
-    return [.cancel(.answer(call.uuid))] + finish(call.uuid, reason: .failed) + endOverSignaling(call, .answerTimedOut)
+    return [.cancel(.answer(call.uuid))] + finish(call.uuid, reason: .failed, settlingAnswer: false)
+      + endOverSignaling(call, .answerTimedOut)
   }
 
   private mutating func transactionFailed(_ transaction: SystemCallTransaction) -> [Effect] {
@@ -843,13 +806,14 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     return effects
   }
 
-  /// Forgets a call: fails its pending answer action, cancels its timers, turns its camera
-  /// off, remembers how it ended, and reports the ending when `reason` is given.
-  private mutating func finish(_ uuid: UUID, reason: SystemCallEndReason?) -> [Effect] {
+  /// Forgets a call: fails its pending answer action (unless it timed out: then it is never
+  /// settled), cancels its timers, turns its camera off, remembers how it ended, and reports the
+  /// ending when `reason` is given.
+  private mutating func finish(_ uuid: UUID, reason: SystemCallEndReason?, settlingAnswer: Bool = true) -> [Effect] {
     guard let call = calls.removeValue(forKey: uuid) else { return [] }
     aliases = aliases.filter { $0.value != uuid }
     var effects: [Effect] = []
-    if let action = call.answerAction { effects += [.cancel(.answer(uuid)), .fail(actionId: action)] }
+    if settlingAnswer, let action = call.answerAction { effects += [.cancel(.answer(uuid)), .fail(actionId: action)] }
     if call.awaitingResolution { effects.append(.cancel(.pushResolution(uuid))) }
     if call.cameraOn && applicationActive && !calls.values.contains(where: \.cameraOn) { effects.append(.stopCamera) }
     if call.externalMedia { effects.append(.disconnectGroupMedia(call.callId)) }
@@ -863,19 +827,24 @@ public struct SystemCallCoordinator: Sendable, Equatable {
   /// call left, one created here that nobody else joined yet cancelled; a room whose join is in
   /// flight is left once the join is answered (`roomJoined`); one never started, nothing.
   private func endOverSignaling(_ call: Call, _ cause: LocalEndCause) -> [Effect] {
-    guard call.isGroup else { return [.end(call.callId, cause)] }
-    if call.direction == .outgoing {
-      guard call.shown, !call.awaitingRoom else { return [] }
-      if case .create? = call.start, !call.othersJoined { return [.endGroupForAll(call.callId)] }
+    switch (call.kind, call.progress) {
+    case (.oneToOne, _):
+      return [.end(call.callId, cause)]
+    case (.group(let group), .outgoing(let placing)):
+      guard placing != .requested, !group.awaitingRoom else { return [] }
+      if case .create? = group.start, !group.othersJoined { return [.endGroupForAll(call.callId)] }
+      return [.leaveGroup(call.callId)]
+    case (.group, .incoming(_, .ringing)):
+      return [.declineGroup(call.callId)]
+    case (.group, .incoming(_, .answering)), (.group, .incoming(_, .connected)):
       return [.leaveGroup(call.callId)]
     }
-    return call.stage == .ringing ? [.declineGroup(call.callId)] : [.leaveGroup(call.callId)]
   }
 
   /// A pushed call's outcome is known here (invite, `get-call`, connected): its timer stops.
   private mutating func resolvedHere(_ uuid: UUID) -> [Effect] {
     guard calls[uuid]?.awaitingResolution == true else { return [] }
-    calls[uuid]?.awaitingResolution = false
+    calls[uuid]?.resolved()
     return [.cancel(.pushResolution(uuid))]
   }
 

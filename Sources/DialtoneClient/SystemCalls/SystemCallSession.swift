@@ -39,6 +39,8 @@ public actor SystemCallSession {
     public var phase: Phase
     public var isMuted = false
     public var isOnHold = false
+    /// The other side holds the call (`hold`): show "on hold"; no audio comes from it meanwhile.
+    public var isRemoteOnHold = false
     public var isVideoEnabled: Bool
     /// A group call (`handle` is its creator, `displayName` its title or the creator's name).
     public var isGroup = false
@@ -618,6 +620,13 @@ public actor SystemCallSession {
     Task {
       for await sends in engine.remoteVideo { inbox.yield(.event(.remoteVideo(callId, sends: sends))) }
     }
+    Task {
+      for await held in engine.remoteHold { await self.remoteHeld(callId, held) }
+    }
+  }
+
+  private func remoteHeld(_ callId: CallID, _ held: Bool) {
+    updateStatus(callId) { $0.isRemoteOnHold = held }
   }
 
   // MARK: Statuses

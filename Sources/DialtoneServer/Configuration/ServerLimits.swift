@@ -1,5 +1,5 @@
 /// What one client, user or address may make the server hold or do. Every limit is an option of
-/// `dialtone-server` (protocol.md 13, deploy.md); 0 turns a limit off where the help says so.
+/// `dialtone-server` (protocol.md 15, deploy.md); 0 turns a limit off where the help says so.
 public struct ServerLimits: Sendable, Equatable {
   /// Bytes queued to one socket that its reader has not taken; over it, the socket is closed
   /// with 4429 and the client resumes.

@@ -1,6 +1,6 @@
 import DialtoneProtocol
 
-/// `GET /admin/api/overview`: what the dashboard shows (docs/protocol.md §14.7).
+/// `GET /admin/api/overview`: what the dashboard shows (docs/protocol.md §16.8).
 struct AdminOverview: Encodable, Sendable {
   struct LiveCall: Encodable, Sendable {
     var callId: String

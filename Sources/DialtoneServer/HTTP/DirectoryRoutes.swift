@@ -3,7 +3,7 @@ import DialtoneProtocol
 import DialtoneStorage
 import Foundation
 
-/// Phone-number directories (protocol.md §14.10): `PUT /v1/directory/{userId}` for the app's
+/// Phone-number directories (protocol.md §16.11): `PUT /v1/directory/{userId}` for the app's
 /// backend (`--directory-token`; 404 without one), `GET /v1/directory?since=` for the user's
 /// devices.
 struct DirectoryRoutes {

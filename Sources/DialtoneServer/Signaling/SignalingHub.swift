@@ -10,29 +10,19 @@ import DialtoneSupport
 import Foundation
 
 /// The gateway between sockets and calls: every event of the server passes here, in order, and
-/// is handed to the part that owns it — sockets and their limits (`SocketGate`), sessions
-/// (`SessionHost`), requests (`RequestPipeline` → `CallDesk` → `OutcomeGate`), effects
-/// (`EffectApplier`). The hub itself only routes.
-///
-/// An actor on the network thread (`NetworkExecutor`): socket events arrive there and are
-/// handled synchronously, with no thread hop; timers and reports from other threads hop in
-/// through the executor. Nothing here blocks: what needs a store runs elsewhere and comes back
-/// as an event.
+/// goes to the part that owns it (`HubParts`: sockets, sessions, requests, outcomes, effects).
+/// An actor on the network thread (`NetworkExecutor`): socket events are handled synchronously,
+/// with no thread hop; timers and reports from other threads hop in through the executor.
+/// Nothing here blocks: what needs a store runs elsewhere and comes back as an event.
 public actor SignalingHub {
-  struct Settings: Sendable {
-    var helloTimeout: Duration
-    var resumeWindow: Duration
-    var heartbeatSeconds: Int
-    var maxMessageBytes: Int
-    var limits = ServerLimits()
-  }
+  typealias Settings = HubParts.Settings
 
   let settings: Settings
   let clock: any DialtoneClock
   let log: Log
   private let desk: CallDesk
   private let gate: SocketGate
-  private let registry = SessionRegistry()
+  private let registry: SessionRegistry
   private let sessions: SessionHost
   private let requests: RequestPipeline
   private let outcomes: OutcomeGate
@@ -40,45 +30,28 @@ public actor SignalingHub {
   private let placement: any CallPlacement
   private let store: (any SessionStore)?
   private let observations: Observations
-  private let mailbox = HubMailbox()
+  private let mailbox: HubMailbox
 
   nonisolated let executor: NetworkExecutor
   public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
-  init(
-    settings: Settings, clock: any DialtoneClock, authenticator: TokenAuthenticator, iceServers: IceServerIssuer,
-    desk: CallDesk, sfu: (any SFUBackend)? = nil, effectSink: any CallEffectSink, journal: CallJournal,
-    liveCalls: any LiveCallStore, executor: NetworkExecutor, observations: Observations, quality: any QualityStore,
-    remote: any RemoteDevices = NoRemoteDevices(), placement: any CallPlacement = LocalCalls(),
-    store: (any SessionStore)? = nil, log: Log
-  ) {
-    self.settings = settings
-    self.clock = clock
-    self.log = log
-    self.desk = desk
-    self.placement = placement
-    self.store = store
-    self.observations = observations
+  init(_ parts: HubParts, executor: NetworkExecutor) {
+    settings = parts.settings
+    clock = parts.clock
+    log = parts.log
+    desk = parts.desk
+    gate = parts.gate
+    registry = parts.registry
+    sessions = parts.sessions
+    requests = parts.requests
+    outcomes = parts.outcomes
+    effects = parts.effects
+    placement = parts.placement
+    store = parts.store
+    observations = parts.observations
+    mailbox = parts.mailbox
     self.executor = executor
-    gate = SocketGate(limits: settings.limits, helloTimeout: settings.helloTimeout)
-    let handshake = Handshake(
-      authenticator: authenticator, iceServers: iceServers, observations: observations,
-      heartbeatSeconds: settings.heartbeatSeconds, maxMessageBytes: settings.maxMessageBytes)
-    sessions = SessionHost(
-      gate: gate, registry: registry, store: store, remote: remote, handshake: handshake, clock: clock,
-      mailbox: mailbox, resumeWindow: settings.resumeWindow, limits: settings.limits,
-      sent: observations.metrics.messagesSent, log: log)
-    effects = EffectApplier(
-      registry: registry, store: store, sfu: sfu, remote: remote, sink: effectSink, clock: clock, mailbox: mailbox)
-    outcomes = OutcomeGate(
-      journal: journal, effects: effects, placement: placement, registry: registry, metrics: observations.metrics)
-    let quality = QualityIntake(
-      quality: quality, outcomes: outcomes, observations: observations, clock: clock, mailbox: mailbox, log: log)
-    requests = RequestPipeline(
-      desk: desk, outcomes: outcomes, quality: quality, placement: placement, liveCalls: liveCalls,
-      observations: observations,
-      clock: clock, mailbox: mailbox, limits: settings.limits, log: log)
-    mailbox.attach(self)
+    parts.mailbox.attach(self)
   }
 
   nonisolated var socketHandler: any WebSocketHandler { SocketEventBridge(hub: self) }
@@ -106,11 +79,7 @@ public actor SignalingHub {
       if opened { observations.metrics.socketsOpened.increment() }
     case .received(let connection, let bytes, let isText):
       guard let state = gate[connection.id] else { return }
-      switch gate.admit(state, now: now) {
-      case .closed: return
-      case .refused(let wait): return refuseTooFast(bytes, isText: isText, state, wait: wait)
-      case .admitted: break
-      }
+      guard gate.admit(bytes, isText: isText, state, now: now) else { return }
       if let session = state.session {
         requests.handle(bytes, isText: isText, session: session)
       } else if state.opening {
@@ -257,21 +226,6 @@ public actor SignalingHub {
     guard !sessions.shuttingDown else { return }
     outcomes.emit(Output(effects: desk.deviceDisconnected(session.identity, now: clock.now)), for: nil)
   }
-
-  /// Over its message rate: the message is answered `rate-limited` (never silently dropped).
-  private func refuseTooFast(_ bytes: [UInt8], isText: Bool, _ state: SocketState, wait: Duration) {
-    let rate = settings.limits.messageRate
-    let id = isText ? MessageCodec.requestID(of: bytes) : nil
-    let error = ServerMessage.error(
-      .init(
-        replyTo: id, code: .rateLimited, message: "more than \(Int(rate.perSecond)) messages per second",
-        retryAfterMs: wait.milliseconds))
-    if let session = state.session {
-      session.deliver(error)
-    } else {
-      state.connection.send(text: MessageCodec.encode(error, seq: nil))
-    }
-  }
 }
 
 // MARK: - Operations: the HTTP API, restarts, handing calls between nodes, stopping
@@ -279,11 +233,8 @@ public actor SignalingHub {
 extension SignalingHub {
   func liveDevices(of userId: String) -> [(deviceId: String, connectedAt: Date)] { registry.liveDevices(of: userId) }
 
-  func callState(_ callId: CallID, for identity: Identity) -> CallState? { desk.callState(callId, visibleTo: identity) }
-
-  func groupState(_ callId: CallID, for identity: Identity) -> GroupCallState? {
-    desk.groupState(callId, visibleTo: identity)
-  }
+  func callState(_ callId: CallID, for who: Identity) -> CallState? { desk.callState(callId, visibleTo: who) }
+  func groupState(_ callId: CallID, for who: Identity) -> GroupCallState? { desk.groupState(callId, visibleTo: who) }
 
   /// Fills the block table from the store (at start, before any socket opens).
   func loadBlocks(_ pairs: [(userId: String, blockedId: String)]) { desk.loadBlocks(pairs) }

@@ -76,28 +76,31 @@ final class SocketGate {
 
   var helloTimeoutSeconds: Int { Int(helloTimeout.seconds) }
 
-  /// What becomes of a message over the socket's rate.
-  enum Admission {
-    case admitted
-    /// Answered `rate-limited`, with how long to wait.
-    case refused(wait: Duration)
-    /// The socket kept sending through a whole burst of refusals: it closes.
-    case closed
-  }
-
-  func admit(_ state: SocketState, now: Date) -> Admission {
+  /// Whether the socket may send this message now. Over its rate the message is answered
+  /// `rate-limited` (never silently dropped), and a socket that keeps sending through a whole
+  /// burst of refusals is closed.
+  func admit(_ bytes: [UInt8], isText: Bool, _ state: SocketState, now: Date) -> Bool {
     guard let wait = state.messages.take(now: now) else {
       state.refusedInARow = 0
-      return .admitted
+      return true
     }
+    let rate = limits.messageRate
     state.refusedInARow += 1
-    if Double(state.refusedInARow) > limits.messageRate.burst {
+    if Double(state.refusedInARow) > rate.burst {
       state.connection.close(
-        code: UInt16(CloseCode.overLimit.rawValue),
-        reason: "kept sending over \(Int(limits.messageRate.perSecond)) messages/s")
-      return .closed
+        code: UInt16(CloseCode.overLimit.rawValue), reason: "kept sending over \(Int(rate.perSecond)) messages/s")
+      return false
     }
-    return .refused(wait: wait)
+    let error = ServerMessage.error(
+      .init(
+        replyTo: isText ? MessageCodec.requestID(of: bytes) : nil, code: .rateLimited,
+        message: "more than \(Int(rate.perSecond)) messages per second", retryAfterMs: wait.milliseconds))
+    if let session = state.session {
+      session.deliver(error)
+    } else {
+      state.connection.send(text: MessageCodec.encode(error, seq: nil))
+    }
+    return false
   }
 
   /// A message sent before the welcome waits for it; past the bound the socket closes.

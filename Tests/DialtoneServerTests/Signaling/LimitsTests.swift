@@ -11,7 +11,7 @@ import Testing
   import FoundationNetworking
 #endif
 
-/// What one socket, user or address may do (protocol.md 13), against a real server with a
+/// What one socket, user or address may do (protocol.md 15), against a real server with a
 /// virtual clock: refusals are answered, never silent, and time refills what was used.
 @Suite(.serialized) struct LimitsTests {
   @Test func aSocketOverItsMessageRateIsToldHowLongToWait() async throws {

@@ -5,7 +5,7 @@ import Testing
 
 @testable import DialtoneServer
 
-/// Pre-connect while ringing (protocol.md 9b) through the real server: the extension is agreed
+/// Pre-connect while ringing (protocol.md 11) through the real server: the extension is agreed
 /// in `welcome`, each leg's signaling reaches only its device, and the accept on a leg wins.
 @Suite(.serialized) struct PreconnectFlowTests {
   private func connect(_ server: TestServer, _ user: String, _ device: String) async throws -> SignalingProbe {

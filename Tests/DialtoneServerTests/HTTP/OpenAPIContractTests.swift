@@ -24,6 +24,7 @@ import Testing
   static func document() throws -> String {
     let here = URL(fileURLWithPath: #filePath).resolvingSymlinksInPath()
     let root = here.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+      .deletingLastPathComponent()
     let url = root.appendingPathComponent("docs").appendingPathComponent("openapi.yaml")
     return try String(contentsOf: url, encoding: .utf8)
   }

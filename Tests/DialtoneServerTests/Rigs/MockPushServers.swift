@@ -6,6 +6,7 @@ import Foundation
 /// The repository root, for the Python mocks under Tests/mocks.
 let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
   .deletingLastPathComponent()
+  .deletingLastPathComponent()
 
 /// A mock server process (Tests/mocks/*.py): started on a free port, its requests read back from
 /// its JSON-lines log.

@@ -1,0 +1,437 @@
+import DialtoneProtocol
+
+/// One device's part in a group call as a pure value: `handle(_:)` takes an event (an app
+/// action, a server message, an answer to a request, a peer-connection result or callback) and
+/// returns the effects to run. `GroupCall` runs them and feeds their results back.
+///
+/// Each stream (the device's own `publisher`, and one receive-only connection per other
+/// participant offered by the SFU) is named by a `StreamRef` (its id and a generation, so a
+/// stream id the SFU reuses is never confused with the one that ended), and its negotiation is
+/// one `Stream.Step`. Candidates on either side wait for the description they belong to (rule 2).
+public struct GroupCallMachine: Sendable {
+  public enum Event: Sendable, Equatable {
+    case start
+    case join
+    case decline
+    case leave
+    case endForAll
+    case setMuted(Bool)
+    case server(ServerMessage)
+    /// The server's answer to the create or join request.
+    case replied(ServerMessage)
+    /// The create or join request could not be sent.
+    case requestFailed(String)
+    /// The decline, leave or end-for-all was answered (or its wait ran out).
+    case settled
+    case connectionMade(StreamRef)
+    case connectionFailed(StreamRef, String)
+    case descriptionCreated(StreamRef, SessionDescription)
+    case localDescriptionSet(StreamRef)
+    case remoteDescriptionSet(StreamRef)
+    /// `createOffer`, `createAnswer`, `setLocalDescription` or `setRemoteDescription` threw.
+    case descriptionFailed(StreamRef, String)
+    case localCandidate(StreamRef, IceCandidate?)
+    case connectionState(StreamRef, PeerConnectionState)
+  }
+
+  public enum Effect: Sendable, Equatable {
+    /// Send without waiting; messages leave in order.
+    case send(ClientMessage)
+    /// Send and wait for the server's answer: `.replied` or `.requestFailed` follows.
+    case request(ClientMessage)
+    /// Send and wait a bounded while for the server to take it (an app that quits right after
+    /// must not lose it): `.settled` follows.
+    case settle(ClientMessage)
+    /// Make a stream's connection: `.connectionMade` or `.connectionFailed` follows.
+    case makeConnection(StreamRef, PeerConnectionConfiguration)
+    case setAudio(StreamRef, Bool)
+    case setVideoDirection(StreamRef, MediaDirection)
+    case setVideo(StreamRef, Bool)
+    case createOffer(StreamRef)
+    case createAnswer(StreamRef)
+    case setLocal(StreamRef, SessionDescription, SessionDescriptionKind)
+    case setRemote(StreamRef, SessionDescription, SessionDescriptionKind)
+    case addCandidate(StreamRef, IceCandidate)
+    case close(StreamRef)
+    /// For the app (`GroupCall.Event`).
+    case notify(Notice)
+    /// The call is over for this device: close every connection, then report `state` (ended)
+    /// and finish the events.
+    case finish(GroupCall.State)
+  }
+
+  /// What the app hears (`GroupCall.Event`, where a new stream also carries its connection).
+  public enum Notice: Sendable, Equatable {
+    case state(GroupCall.State)
+    case participants(GroupCallState)
+    case liveKit(url: String, token: String)
+    case remoteStreamAdded(StreamRef, from: Peer)
+    case remoteStreamState(stream: String, from: Peer, PeerConnectionState)
+    case remoteStreamRemoved(stream: String, from: Peer)
+    case publisherState(PeerConnectionState)
+    case error(String)
+  }
+
+  /// A stream's connection: its id and the generation that tells apart two streams of one id.
+  public struct StreamRef: Hashable, Sendable {
+    public let id: String
+    public let generation: Int
+  }
+
+  /// Where the call is for this device.
+  enum Phase: Sendable, Equatable {
+    case ringing
+    /// The create or join request is on its way.
+    case joining
+    case joined
+    /// A decline, leave or end-for-all is on its way; the app still sees `shown`.
+    case leaving(shown: GroupCall.State)
+    case ended(GroupEndReason?)
+  }
+
+  /// One connection and its negotiation.
+  struct Stream: Sendable, Equatable {
+    enum Step: Sendable, Equatable {
+      case making
+      /// Publisher: the offer is being created. Remote: the answer.
+      case creating
+      case settingLocal(SessionDescription)
+      /// Publisher: its offer is out; the SFU's answer is awaited.
+      case awaitingAnswer
+      /// Publisher: the SFU's answer; remote: the SFU's offer, being applied.
+      case applyingRemote
+      case ready
+    }
+
+    let ref: StreamRef
+    /// The participant whose media it carries (nil: this device's publisher).
+    let from: Peer?
+    var step = Step.making
+    /// Remote candidates, until the SFU's description is applied.
+    var remoteCandidates: [IceCandidate]? = []
+    /// Local candidates (nil: gathering done), until our description has gone out.
+    var localCandidates: [IceCandidate?]? = []
+    /// Remote: the SFU's offer, applied once the connection exists.
+    var offer: SessionDescription?
+  }
+
+  public static let publisherStream = "publisher"
+
+  public let callId: CallID
+  public let entry: GroupCall.Entry
+  public let video: Bool
+  private let iceServers: [IceServer]
+  var phase: Phase
+  public private(set) var group: GroupCallState?
+  public private(set) var isMuted = false
+  /// The call's id as the server knows it, once created or joined (a room's live call may
+  /// have another id than the one proposed).
+  public private(set) var joinedAs: CallID?
+  var streams: [String: Stream] = [:]
+  private var generations = 0
+
+  public init(callId: CallID, entry: GroupCall.Entry, video: Bool, iceServers: [IceServer]) {
+    self.callId = callId
+    self.entry = entry
+    self.video = video
+    self.iceServers = iceServers
+    if case .invited(let invite) = entry {
+      phase = .ringing
+      group = invite.group
+    } else {
+      phase = .joining
+    }
+  }
+
+  public var state: GroupCall.State {
+    switch phase {
+    case .ringing: .ringing
+    case .joining: .joining
+    case .joined: .joined
+    case .leaving(let shown): shown
+    case .ended(let reason): .ended(reason)
+    }
+  }
+
+  public var isEnded: Bool {
+    if case .ended = phase { return true }
+    return false
+  }
+
+  /// Whether `ref` is a stream this call still has.
+  public func has(_ ref: StreamRef) -> Bool { streams[ref.id]?.ref == ref }
+
+  // MARK: Transitions
+
+  public mutating func handle(_ event: Event) -> [Effect] {
+    if isEnded { return [] }
+    switch event {
+    case .start: return start()
+    case .join:
+      guard phase == .ringing else { return [] }
+      return request(.groupJoin(.init(callId: callId)))
+    case .decline:
+      guard phase == .ringing else { return [] }
+      return leave(with: .groupDecline(.init(callId: callId)))
+    case .leave:
+      switch phase {
+      case .ringing: return leave(with: .groupDecline(.init(callId: callId)))
+      case .joining, .joined: return leave(with: .groupLeave(.init(callId: callId)))
+      case .leaving, .ended: return []
+      }
+    case .endForAll:
+      return leave(with: .groupEnd(.init(callId: callId)))
+    case .setMuted(let muted):
+      isMuted = muted
+      guard let publisher = streams[Self.publisherStream], publisher.step != .making else { return [] }
+      return [.setAudio(publisher.ref, !muted)]
+    case .server(let message):
+      guard message.callId == callId, case .group(let group) = message.routed else { return [] }
+      return received(group)
+    case .replied(let reply):
+      return replied(reply)
+    case .requestFailed(let why):
+      return [.notify(.error(why))] + finish(nil)
+    case .settled:
+      return finish(nil)
+    case .connectionMade(let ref):
+      return connectionMade(ref)
+    case .connectionFailed(let ref, let why):
+      guard let stream = stream(ref) else { return [] }
+      streams[ref.id] = nil
+      return [.notify(.error(Self.failure(of: stream, why)))]
+    case .descriptionCreated(let ref, let description):
+      guard var stream = stream(ref), stream.step == .creating else { return [] }
+      stream.step = .settingLocal(description)
+      streams[ref.id] = stream
+      return [.setLocal(ref, description, stream.from == nil ? .offer : .answer)]
+    case .localDescriptionSet(let ref):
+      return localDescriptionSet(ref)
+    case .remoteDescriptionSet(let ref):
+      return remoteDescriptionSet(ref)
+    case .descriptionFailed(let ref, let why):
+      guard let stream = stream(ref) else { return [] }
+      if stream.from == nil, stream.step == .applyingRemote {
+        return [.notify(.error("the SFU's answer was refused: \(why)"))]
+      }
+      return [.notify(.error(Self.failure(of: stream, why)))]
+    case .localCandidate(let ref, let candidate):
+      return localCandidate(ref, candidate)
+    case .connectionState(let ref, let state):
+      guard let stream = stream(ref) else { return [] }
+      guard let from = stream.from else { return [.notify(.publisherState(state))] }
+      return [.notify(.remoteStreamState(stream: ref.id, from: from, state))]
+    }
+  }
+
+  // MARK: Entering and leaving
+
+  private mutating func start() -> [Effect] {
+    switch entry {
+    case .create(let members, let title):
+      guard phase == .joining, joinedAs == nil else { return [] }
+      return request(.groupCreate(.init(callId: callId, members: members, video: video, title: title)))
+    case .invited:
+      guard phase == .ringing else { return [] }
+      return [.send(.groupRinging(.init(callId: callId)))]
+    case .join:
+      guard phase == .joining, joinedAs == nil else { return [] }
+      return request(.groupJoin(.init(callId: callId)))
+    case .joinedRoom(let state):
+      guard phase == .joining else { return [] }
+      group = state
+      joinedAs = callId
+      phase = .joined
+      return [.notify(.participants(state)), .notify(.state(.joined))]
+    }
+  }
+
+  /// Sends a create or join request; its answer decides.
+  private mutating func request(_ message: ClientMessage) -> [Effect] {
+    let shown = phase != .joining
+    phase = .joining
+    return (shown ? [.notify(.state(.joining))] : []) + [.request(message)]
+  }
+
+  private mutating func replied(_ reply: ServerMessage) -> [Effect] {
+    guard phase == .joining else { return [] }
+    switch reply.routed {
+    case .session(.ack(let ack)):
+      var effects: [Effect] = []
+      if let group = ack.group {
+        self.group = group
+        effects.append(.notify(.participants(group)))
+      }
+      joinedAs = ack.callId ?? callId
+      phase = .joined
+      return effects + [.notify(.state(.joined))]
+    case .session(.error(let error)):
+      return [.notify(.error("\(error.code.rawValue): \(error.message)"))] + finish(nil)
+    case .session(.welcome), .oneToOne, .group, .unknown:
+      return [.notify(.error("unexpected answer \(reply.typeName)"))] + finish(nil)
+    }
+  }
+
+  private mutating func leave(with message: ClientMessage) -> [Effect] {
+    if case .leaving = phase { return [] }
+    phase = .leaving(shown: state)
+    return [.settle(message)]
+  }
+
+  private mutating func finish(_ reason: GroupEndReason?) -> [Effect] {
+    phase = .ended(reason)
+    streams = [:]
+    return [.finish(.ended(reason))]
+  }
+
+  // MARK: The server's messages
+
+  /// The switch has no `default`: a new group message cannot be added without a decision here.
+  private mutating func received(_ message: ServerMessage.GroupMessage) -> [Effect] {
+    if case .leaving = phase {
+      // Nothing but the end matters any more.
+      if case .groupEnded(let m) = message { return finish(m.reason) }
+      return []
+    }
+    switch message {
+    case .groupInvite:
+      return []  // a ring re-delivered: the call already exists
+    case .groupUpdate(let m):
+      group = m.group
+      return [.notify(.participants(m.group))]
+    case .groupMedia(let m):
+      return mediaReady(m)
+    case .groupAnswer(let m):
+      guard var stream = streams[m.stream], stream.from == nil, stream.step == .awaitingAnswer else { return [] }
+      stream.step = .applyingRemote
+      streams[m.stream] = stream
+      return [.setRemote(stream.ref, SessionDescription(sdp: m.sdp), .answer)]
+    case .groupOffer(let m):
+      guard let from = m.from, streams[m.stream] == nil else { return [] }
+      var stream = Stream(ref: nextRef(m.stream), from: from)
+      stream.offer = SessionDescription(sdp: m.sdp)
+      streams[m.stream] = stream
+      return [
+        .makeConnection(
+          stream.ref, PeerConnectionConfiguration(iceServers: iceServers, video: video, remoteParticipant: from))
+      ]
+    case .groupCandidate(let m):
+      guard var stream = streams[m.stream] else { return [] }
+      guard var waiting = stream.remoteCandidates else { return [.addCandidate(stream.ref, m.candidate)] }
+      waiting.append(m.candidate)
+      stream.remoteCandidates = waiting
+      streams[m.stream] = stream
+      return []
+    case .groupStreamEnded(let m):
+      guard let stream = streams.removeValue(forKey: m.stream) else { return [] }
+      // A stream whose connection is still being made closes once it is (connectionMade).
+      guard stream.step != .making else { return [] }
+      return [.close(stream.ref)]
+        + (stream.from.map { [.notify(.remoteStreamRemoved(stream: m.stream, from: $0))] } ?? [])
+    case .groupEnded(let m):
+      return finish(m.reason)
+    }
+  }
+
+  private mutating func mediaReady(_ media: ServerMessage.GroupMedia) -> [Effect] {
+    switch media.sfu {
+    case .livekit:
+      guard let url = media.url, let token = media.token else {
+        return [.notify(.error("group-media for LiveKit without url and token"))]
+      }
+      return [.notify(.liveKit(url: url, token: token))]
+    case .janus:
+      guard streams[Self.publisherStream] == nil else { return [] }
+      let stream = Stream(ref: nextRef(Self.publisherStream), from: nil)
+      streams[Self.publisherStream] = stream
+      return [
+        .makeConnection(stream.ref, PeerConnectionConfiguration(iceServers: iceServers, video: video, sendOnly: true))
+      ]
+    }
+  }
+
+  // MARK: Each stream's negotiation
+
+  private mutating func connectionMade(_ ref: StreamRef) -> [Effect] {
+    guard var stream = stream(ref), stream.step == .making else { return [.close(ref)] }  // it ended meanwhile
+    stream.step = stream.from == nil ? .creating : .applyingRemote
+    var effects: [Effect]
+    if let from = stream.from {
+      effects = [.notify(.remoteStreamAdded(ref, from: from))]
+      // A receive-only stream takes the offer's directions as they are.
+      if let offer = stream.offer { effects.append(.setRemote(ref, offer, .offer)) }
+      stream.offer = nil
+    } else {
+      effects = isMuted ? [.setAudio(ref, false)] : []
+      if video {
+        // A publisher only sends: the others' video comes on their own streams. (Without a
+        // camera the engine made no video section: this does nothing.) Before the first offer:
+        // webrtcbin 1.22 cannot change a negotiated direction.
+        effects += [.setVideoDirection(ref, .sendonly), .setVideo(ref, true)]
+      }
+      effects.append(.createOffer(ref))
+    }
+    streams[ref.id] = stream
+    return effects
+  }
+
+  private mutating func localDescriptionSet(_ ref: StreamRef) -> [Effect] {
+    guard var stream = stream(ref), case .settingLocal(let description) = stream.step else { return [] }
+    var effects: [Effect]
+    if stream.from == nil {
+      stream.step = .awaitingAnswer
+      effects = [.send(.groupOffer(.init(callId: callId, stream: ref.id, sdp: description.sdp)))]
+    } else {
+      stream.step = .ready
+      effects = [.send(.groupAnswer(.init(callId: callId, stream: ref.id, sdp: description.sdp)))]
+    }
+    // The candidates gathered meanwhile follow the description.
+    effects += (stream.localCandidates ?? []).map { candidateMessage($0, ref) }
+    stream.localCandidates = nil
+    streams[ref.id] = stream
+    return effects
+  }
+
+  private mutating func remoteDescriptionSet(_ ref: StreamRef) -> [Effect] {
+    guard var stream = stream(ref), stream.step == .applyingRemote else { return [] }
+    var effects = (stream.remoteCandidates ?? []).map { Effect.addCandidate(ref, $0) }
+    stream.remoteCandidates = nil
+    if stream.from == nil {
+      stream.step = .ready
+    } else {
+      stream.step = .creating
+      effects.append(.createAnswer(ref))
+    }
+    streams[ref.id] = stream
+    return effects
+  }
+
+  private mutating func localCandidate(_ ref: StreamRef, _ candidate: IceCandidate?) -> [Effect] {
+    guard var stream = stream(ref) else { return [] }
+    guard var held = stream.localCandidates else { return [candidateMessage(candidate, ref)] }
+    held.append(candidate)
+    stream.localCandidates = held
+    streams[ref.id] = stream
+    return []
+  }
+
+  private func candidateMessage(_ candidate: IceCandidate?, _ ref: StreamRef) -> Effect {
+    guard let candidate else { return .send(.groupEndOfCandidates(.init(callId: callId, stream: ref.id))) }
+    return .send(.groupCandidate(.init(callId: callId, stream: ref.id, candidate: candidate)))
+  }
+
+  private func stream(_ ref: StreamRef) -> Stream? {
+    guard let stream = streams[ref.id], stream.ref == ref else { return nil }
+    return stream
+  }
+
+  private mutating func nextRef(_ id: String) -> StreamRef {
+    generations += 1
+    return StreamRef(id: id, generation: generations)
+  }
+
+  private static func failure(of stream: Stream, _ why: String) -> String {
+    guard let from = stream.from else { return "could not publish: \(why)" }
+    return "could not receive \(from.userId): \(why)"
+  }
+}

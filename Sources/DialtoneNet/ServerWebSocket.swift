@@ -1,0 +1,294 @@
+import CLibWebSockets
+import DialtoneSupport
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// One server WebSocket after the handshake, on a socket lws serves raw: frames are read by
+/// `WebSocketFrameParser` and written here, the end follows `WebSocketClosing`.
+///
+/// Outgoing messages are written at once when nothing waits ahead of them and lws holds no
+/// unsent bytes for the socket; otherwise they queue for the writable callback (up to
+/// `maxQueuedBytes`, then the socket closes with `WebSocketCloseCode.tooSlow`). Frames of one
+/// read are handled in order, so a pong owed for a ping leaves before the reply to a message that
+/// came after the ping, and after the reply to one that came before it (RFC 6455 §5.5.2;
+/// Autobahn 5.6–5.8, 5.19, 5.20). Buffers are held only while something is partly received or
+/// waiting to be sent: an idle socket holds none.
+final class ServerWebSocket: KeepaliveSocket {
+  let id: UInt64
+  let wsi: OpaquePointer
+  /// On TLS the socket is not half-closed (there is no way to send TLS's close_notify here):
+  /// it just stops writing.
+  private let isTLS: Bool
+  private let maxQueuedBytes: Int
+  private var parser: WebSocketFrameParser
+  private var closing = WebSocketClosing()
+  private enum Outgoing {
+    /// One message, framed when written.
+    case message([UInt8], binary: Bool)
+    /// Frames already framed (released coalesced frames plus what followed them).
+    case frames([UInt8])
+
+    var size: Int {
+      switch self {
+      case .message(let bytes, _): return bytes.count
+      case .frames(let bytes): return bytes.count
+      }
+    }
+  }
+  private var queue = FIFOQueue<Outgoing>()
+  private(set) var queuedBytes = 0
+  /// Frames sent with `enqueueCoalesced`, already framed: they leave with the next message to this
+  /// socket, in one write, or when the loop releases them, whichever comes first.
+  private var held: [UInt8] = []
+  private var pingDue = false
+  /// The payload of the last ping not yet answered (RFC 6455 §5.5.3: the latest one suffices).
+  private var pongOwed: [UInt8]?
+  /// Reading is paused while lws holds unsent bytes (see `noteWritten`).
+  private var readingPaused = false
+  var lastActivityTick: UInt32 = 0
+  /// The peer's close code, when it sent a close frame with one.
+  private(set) var peerCloseCode: UInt16?
+  /// The public handle.
+  let connection: WebSocketConnection
+
+  init(
+    id: UInt64, wsi: OpaquePointer, isTLS: Bool, maxMessageBytes: Int, maxQueuedBytes: Int,
+    connection: WebSocketConnection
+  ) {
+    self.id = id
+    self.wsi = wsi
+    self.isTLS = isTLS
+    self.maxQueuedBytes = maxQueuedBytes
+    self.connection = connection
+    parser = WebSocketFrameParser(maxMessageBytes: maxMessageBytes)
+  }
+
+  var isOpen: Bool { closing.isOpen }
+
+  // MARK: - Receiving
+
+  /// Reads what arrived; false when the connection must close now. Messages go to `deliver`
+  /// while the socket is open; after this side's close everything but the peer's close frame
+  /// is discarded.
+  func receive(
+    _ input: UnsafeRawBufferPointer, on loop: ServiceLoop, deliver: ([UInt8], Bool) -> Void
+  ) -> Bool {
+    lastActivityTick = loop.tick
+    var index = 0
+    while let event = parser.next(input, &index) {
+      switch event {
+      case .message(let bytes, let isText):
+        if closing.isOpen { deliver(bytes, isText) }
+      case .ping(let payload):
+        guard closing.isOpen else { continue }
+        if canWriteNow {
+          guard writeFrame(WebSocketFrame.pong, payload, on: loop) else { return false }
+        } else {
+          pongOwed = payload
+          lws_callback_on_writable(wsi)
+        }
+      case .pong:
+        break
+      case .close(let code, _):
+        peerCloseCode = code
+        if closing.peerClosed(code: code) { dropQueued() }
+        armTimeout(PENDING_TIMEOUT_CLOSE_SEND, WebSocketClosing.flushSeconds)
+      case .failure(let code, let reason):
+        // Garbage after our own close: nothing more to say.
+        guard closing.isOpen else { return false }
+        requestClose(code: code, reason: reason, dropQueued: true)
+      }
+    }
+    return pump(on: loop)
+  }
+
+  // MARK: - Sending
+
+  /// Writes at once when nothing is queued and lws holds no unsent bytes for this socket;
+  /// otherwise queues for the writable callback. Held frames go first, in the same write.
+  func enqueue(_ bytes: [UInt8], binary: Bool, on loop: ServiceLoop) {
+    guard closing.isOpen else { return }
+    let item: Outgoing
+    if held.isEmpty {
+      item = .message(bytes, binary: binary)
+    } else {
+      var frames = held
+      held = []
+      frames.reserveCapacity(frames.count + bytes.count + WebSocketFrame.maxHeaderLength)
+      WebSocketFrame.append(bytes, binary: binary, to: &frames)
+      item = .frames(frames)
+    }
+    dispatch(item, on: loop)
+  }
+
+  /// Holds a message back so that it shares a write with the next one. Returns true when the
+  /// holding starts, i.e. the loop must note a release deadline for this socket.
+  func enqueueCoalesced(_ bytes: [UInt8], binary: Bool, on loop: ServiceLoop) -> Bool {
+    guard closing.isOpen else { return false }
+    let starts = held.isEmpty
+    // Room for the message that will probably follow (held frames wait to share its write).
+    if starts { held.reserveCapacity(2 * bytes.count + 512) }
+    WebSocketFrame.append(bytes, binary: binary, to: &held)
+    if queuedBytes + held.count > maxQueuedBytes {
+      overflow(on: loop)
+      return false
+    }
+    return starts
+  }
+
+  /// The coalescing deadline passed with nothing else written: the held frames leave alone.
+  func flushHeld(on loop: ServiceLoop) {
+    guard !held.isEmpty else { return }
+    let item = Outgoing.frames(held)
+    held = []
+    dispatch(item, on: loop)
+  }
+
+  private func dispatch(_ item: Outgoing, on loop: ServiceLoop) {
+    if canWriteNow {
+      if !write(item, on: loop) { dropIdle() }
+      return
+    }
+    queue.append(item)
+    queuedBytes += item.size
+    if queuedBytes + held.count > maxQueuedBytes { return overflow(on: loop) }
+    if queue.count == 1 { lws_callback_on_writable(wsi) }
+  }
+
+  private var canWriteNow: Bool {
+    queue.isEmpty && !pingDue && pongOwed == nil && lws_partial_buffered(wsi) == 0
+  }
+
+  /// The reader is too slow for what is sent to it: what waits is dropped (a server session
+  /// keeps its own copy for resume) and the socket closes. Its kernel buffer is full, so the
+  /// close frame may never leave: `WebSocketClosing.flushSeconds` bounds that.
+  private func overflow(on loop: ServiceLoop) {
+    requestClose(
+      code: WebSocketCloseCode.tooSlow, reason: "reading too slowly (over \(maxQueuedBytes) bytes queued)",
+      dropQueued: true)
+    _ = pump(on: loop)
+  }
+
+  /// Closes after what is queued (or, with `dropQueued`, instead of it). The caller pumps.
+  func requestClose(code: UInt16, reason: String, dropQueued drop: Bool = false) {
+    guard closing.close(code: code, reason: Array(reason.utf8)) else { return }
+    parser.discardData()
+    if drop {
+      dropQueued()
+    } else if !held.isEmpty {
+      queue.append(.frames(held))
+      queuedBytes += held.count
+      held = []
+    }
+    pingDue = false
+    pongOwed = nil
+    armTimeout(PENDING_TIMEOUT_CLOSE_SEND, WebSocketClosing.flushSeconds)
+    lws_callback_on_writable(wsi)
+  }
+
+  private func dropQueued() {
+    queue = FIFOQueue()
+    held = []
+    queuedBytes = 0
+    pingDue = false
+    pongOwed = nil
+  }
+
+  /// One-byte pings: any frame the peer sends counts as activity, the pong included.
+  private static let pingPayload: [UInt8] = [0x6b]
+
+  func requestPing(on loop: ServiceLoop) {
+    guard !pingDue, closing.isOpen else { return }
+    if canWriteNow {
+      if !writeFrame(WebSocketFrame.ping, Self.pingPayload, on: loop) { dropIdle() }
+      return
+    }
+    pingDue = true
+    lws_callback_on_writable(wsi)
+  }
+
+  func dropIdle() {
+    lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+  }
+
+  /// The writable callback: as much as the socket takes, in order (an owed pong, a keepalive
+  /// ping, queued messages), then the closing steps. Returns -1 when the socket must close.
+  func writable(on loop: ServiceLoop) -> Int32 {
+    if readingPaused, lws_partial_buffered(wsi) == 0 {
+      readingPaused = false
+      lws_rx_flow_control(wsi, 1)
+    }
+    return pump(on: loop) ? 0 : -1
+  }
+
+  /// Writes what waits while lws takes it without holding bytes back, then carries out what the
+  /// closing handshake says. False when the connection must close now.
+  func pump(on loop: ServiceLoop) -> Bool {
+    while lws_partial_buffered(wsi) == 0 {
+      if let pong = pongOwed {
+        pongOwed = nil
+        guard writeFrame(WebSocketFrame.pong, pong, on: loop) else { return false }
+      } else if pingDue {
+        pingDue = false
+        guard writeFrame(WebSocketFrame.ping, Self.pingPayload, on: loop) else { return false }
+      } else if let item = queue.popFirst() {
+        queuedBytes -= item.size
+        guard write(item, on: loop) else { return false }
+        // An idle socket keeps no queue storage.
+        if queue.isEmpty { queue = FIFOQueue() }
+      } else {
+        break
+      }
+    }
+    while true {
+      let flushed = lws_partial_buffered(wsi) == 0
+      switch closing.step(queueEmpty: queue.isEmpty, flushed: flushed) {
+      case .nothing:
+        if !flushed || !queue.isEmpty || pingDue || pongOwed != nil { lws_callback_on_writable(wsi) }
+        return true
+      case .writeClose(let code, let reason):
+        let payload = WebSocketFrame.closePayload(code: code, reason: reason)
+        guard writeFrame(WebSocketFrame.close, payload, on: loop) else { return false }
+      case .halfClose:
+        // The peer has everything we sent; it reads our close and answers, or ends the stream.
+        if !isTLS { shutdown(lws_get_socket_fd(wsi), Int32(SHUT_WR)) }
+        armTimeout(PENDING_TIMEOUT_CLOSE_ACK, WebSocketClosing.lingerSeconds)
+        return true
+      case .closeNow:
+        return false
+      }
+    }
+  }
+
+  private func write(_ item: Outgoing, on loop: ServiceLoop) -> Bool {
+    switch item {
+    case .message(let bytes, let binary):
+      return writeFrame(binary ? WebSocketFrame.binary : WebSocketFrame.text, bytes, on: loop)
+    case .frames(let frames):
+      let written = frames.withUnsafeBytes { loop.writeRaw(wsi, $0) }
+      noteWritten()
+      return written
+    }
+  }
+
+  private func writeFrame(_ opcode: UInt8, _ payload: [UInt8], on loop: ServiceLoop) -> Bool {
+    let written = payload.withUnsafeBytes { loop.writeFrame(wsi, opcode: opcode, $0) }
+    noteWritten()
+    return written
+  }
+
+  /// While lws holds bytes the socket did not take, it reads nothing from a raw socket, yet the
+  /// socket stays readable: libuv would report it again on every pass and the loop would spin.
+  /// Reading pauses until the bytes have left (`writable`); the peer meets TCP's backpressure.
+  private func noteWritten() {
+    guard !readingPaused, lws_partial_buffered(wsi) != 0 else { return }
+    readingPaused = true
+    lws_rx_flow_control(wsi, 0)
+  }
+
+  private func armTimeout(_ reason: pending_timeout, _ seconds: Int32) {
+    lws_set_timeout(wsi, reason, seconds)
+  }
+}

@@ -1,0 +1,76 @@
+import Foundation
+
+/// A bounded first-in first-out queue that worker threads sleep on. Producers on any thread put
+/// without waiting (refused when it is full or closed); a worker takes one item, or everything
+/// waiting at once (a batch for one transaction), sleeping while it is empty. Closed, it takes no
+/// more and its workers drain what is left, then get nil.
+public final class BlockingQueue<Element: Sendable>: @unchecked Sendable {
+  // @unchecked: `items` and `closed` are only touched under `condition`.
+  private let condition = NSCondition()
+  private var items = FIFOQueue<Element>()
+  private var closed = false
+  public let capacity: Int
+
+  public init(capacity: Int = .max) { self.capacity = max(1, capacity) }
+
+  public enum Refusal: Error, Sendable, Equatable {
+    case full
+    case closed
+  }
+
+  /// Queues `element` and wakes a worker; nil when queued, otherwise why not.
+  @discardableResult
+  public func put(_ element: Element) -> Refusal? {
+    condition.lock()
+    defer { condition.unlock() }
+    if closed { return .closed }
+    guard items.count < capacity else { return .full }
+    items.append(element)
+    condition.signal()
+    return nil
+  }
+
+  /// The next item, sleeping until there is one; nil once closed and drained.
+  public func take() -> Element? {
+    condition.lock()
+    defer { condition.unlock() }
+    while items.isEmpty && !closed { condition.wait() }
+    return items.popFirst()
+  }
+
+  /// Everything waiting, sleeping until there is something; empty once closed and drained.
+  public func takeAll() -> [Element] {
+    condition.lock()
+    defer { condition.unlock() }
+    while items.isEmpty && !closed { condition.wait() }
+    var batch: [Element] = []
+    batch.reserveCapacity(items.count)
+    while let item = items.popFirst() { batch.append(item) }
+    return batch
+  }
+
+  public var count: Int {
+    condition.lock()
+    defer { condition.unlock() }
+    return items.count
+  }
+
+  /// Takes no more; the workers drain what is queued.
+  public func close() {
+    condition.lock()
+    closed = true
+    condition.broadcast()
+    condition.unlock()
+  }
+
+  /// Takes no more and hands back what is queued, which no worker will see.
+  public func closeNow() -> [Element] {
+    condition.lock()
+    closed = true
+    var left: [Element] = []
+    while let item = items.popFirst() { left.append(item) }
+    condition.broadcast()
+    condition.unlock()
+    return left
+  }
+}

@@ -1,0 +1,312 @@
+"""Group calls through Janus: the server, Janus and every CLI inside one namespace (libnice needs a
+non-loopback address; the media never leaves the namespace)."""
+import asyncio
+import os
+import signal
+
+from harness import (Janus, MediaNamespace, Server, Softphone, TCPProxy, check, dominant_frequency, tone_levels,
+                     wav_seconds)
+from media_checks import member, near, saw_video
+from call_scenarios import video_count_reply
+from scenarios import scenario
+
+
+async def group_stack(s, stack, ring_timeout=None, extra=()):
+    ns = stack(await MediaNamespace().start())
+    janus = stack(await Janus(s, ns).start())
+    server = stack(await Server(s, netns=ns.NS, ring_timeout=ring_timeout,
+                                extra=[*janus.server_args(), *extra]).start())
+    return ns, janus, server
+
+
+
+
+def heard_everyone_else(s, tones, user):
+    """`user`'s recordings hold every other participant's tone (each in its own file, at its
+    frequency) and, mixed, none of `user`'s own."""
+    others = [u for u in tones if u != user]
+    paths = [s.file(f"{user}-{other}.wav") for other in others]
+    for other, path in zip(others, paths):
+        check(os.path.exists(path), f"{user} recorded nothing from {other}")
+        near(dominant_frequency(path), tones[other], path)
+    check(not os.path.exists(s.file(f"{user}-{user}.wav")), f"{user} was sent its own stream")
+    levels = tone_levels(paths, list(tones.values()))
+    for other in others:
+        check(levels[tones[other]] > 0.2, f"{user}: {other}'s {tones[other]} Hz is missing from the mix ({levels})")
+    check(levels[tones[user]] < 0.05, f"{user} hears its own {tones[user]} Hz ({levels})")
+
+
+async def group_call_of(n, s, stack):
+    ns, _, server = await group_stack(s, stack)
+    names = ["alice", "bob", "carol", "dave", "erin"][:n]
+    tones = {name: 330 + 110 * i for i, name in enumerate(names)}
+    members = []
+    for name in names[1:]:
+        peer = member(s, stack, server, ns, name, "--auto", "--tone-frequency", str(tones[name]))
+        await peer.start()
+        members.append(peer)
+    for peer in members:
+        await peer.wait_for("note", text="waiting for a call")
+    alice = member(s, stack, server, ns, "alice", "--to", ",".join(names[1:]), "--tone-frequency",
+                   str(tones["alice"]), "--duration", "6", "--end-for-all", command="group call")
+    await alice.start()
+    for peer in [alice, *members]:
+        for other in names:
+            if f"{other}-" not in peer.name:
+                await peer.wait_for(f"first-audio {other}", timeout=20)
+    for peer in [alice, *members]:
+        check(await peer.exit_status() == 0, f"{peer.name} did not complete the call")
+    for peer in members:
+        check(peer.has("ended", reason="ended"), f"{peer.name}: the creator's end did not reach it")
+    for name in names:
+        heard_everyone_else(s, tones, name)
+
+
+@scenario
+async def group_call_of_three_through_janus(s, stack):
+    """Alice rings Bob and Carol; each hears the other two through Janus and none its own tone;
+    Alice ends the call for everyone."""
+    await group_call_of(3, s, stack)
+
+
+@scenario
+async def group_call_of_five_through_janus(s, stack):
+    """Five softphones, each hearing the other four."""
+    await group_call_of(5, s, stack)
+
+
+async def group_video_counts(peer):
+    """How many video frames a group softphone decoded so far from each participant."""
+    return (await video_count_reply(peer))["participants"]
+
+
+async def group_video_flows(peers, senders, frames=30, within=30):
+    """Waits until each peer decoded `frames` frames from each of `senders` but itself (an
+    eventual condition with a generous deadline, not a rate: a loaded machine decodes fewer fps)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    for peer in peers:
+        expected = [s for s in senders if not peer.name.startswith(f"{s}-")]
+        while True:
+            counts = await group_video_counts(peer)
+            if all(counts.get(s, 0) >= frames for s in expected):
+                break
+            check(loop.time() < deadline, f"{peer.name} decoded only {counts} in {within} s")
+            await asyncio.sleep(0.25)
+
+
+def saw_colour(peer, sender, colour):
+    """`peer`'s summary of `sender`'s video: enough frames, at the camera's size, in its colour."""
+    video = next((e for e in peer.events if e.get("event") == "participant-video" and e.get("user") == sender), None)
+    saw_video(f"{peer.name} (from {sender})", video)
+    rgb, c = video["rgb"], {"red": 0, "green": 1, "blue": 2}[colour]
+    check(rgb[c] > 200 and all(rgb[i] < 60 for i in range(3) if i != c),
+          f"{peer.name}: {sender}'s frames are {rgb}, not {colour}")
+
+
+async def group_video_call(s, stack, cameras, tones):
+    """Alice rings the others of `tones` in a video call; the members in `cameras` send that
+    solid colour. Returns the peers (Alice first) once each decoded 30 frames from every camera
+    but its own and heard everyone else, and Alice ended the call for everyone (^C)."""
+    ns, _, server = await group_stack(s, stack)
+    names = list(tones)
+    members = []
+    for name in names[1:]:
+        flags = ["--video", cameras[name]] if name in cameras else []
+        peer = member(s, stack, server, ns, name, "--auto", "--tone-frequency", str(tones[name]), *flags,
+                      record=False)
+        await peer.start()
+        members.append(peer)
+    for peer in members:
+        await peer.wait_for("note", text="waiting for a call")
+    alice = member(s, stack, server, ns, "alice", "--to", ",".join(names[1:]), "--video", cameras["alice"],
+                   "--tone-frequency", str(tones["alice"]), "--end-for-all", record=False, command="group call")
+    await alice.start()
+    everyone = [alice, *members]
+    for peer in everyone:
+        for other in names:
+            if not peer.name.startswith(f"{other}-"):
+                await peer.wait_for(f"first-audio {other}", timeout=30)
+                if other in cameras:
+                    await peer.wait_for(f"first-video-frame {other}", timeout=30)
+    await group_video_flows(everyone, list(cameras))
+    alice.proc.send_signal(signal.SIGINT)
+    for peer in everyone:
+        check(await peer.exit_status() == 0, f"{peer.name} did not complete the call")
+    for peer in members:
+        check(peer.has("ended", reason="ended"), f"{peer.name}: the creator's end did not reach it")
+    return everyone
+
+
+@scenario
+async def group_video_call_of_three_through_janus(s, stack):
+    """A video group call: Alice, Bob and Carol each publish a solid-colour camera (VP8) through
+    Janus and decode both others' video, at the sender's resolution and in the sender's colour,
+    while they hear each other."""
+    cameras = {"alice": "red", "bob": "green", "carol": "blue"}
+    everyone = await group_video_call(s, stack, cameras, {"alice": 550, "bob": 440, "carol": 660})
+    for peer in everyone:
+        check(not any(peer.has("participant-video", user=u) for u in cameras if peer.name.startswith(f"{u}-")),
+              f"{peer.name} was sent its own video")
+        for other, colour in cameras.items():
+            if not peer.name.startswith(f"{other}-"):
+                saw_colour(peer, other, colour)
+
+
+@scenario
+async def an_audio_only_participant_in_a_group_video_call(s, stack):
+    """Carol has no camera in Alice's video call: she still hears both and sees both cameras,
+    and they hear her, with no video from her."""
+    cameras = {"alice": "red", "bob": "green"}
+    alice, bob, carol = await group_video_call(s, stack, cameras, {"alice": 550, "bob": 440, "carol": 660})
+    saw_colour(carol, "alice", "red")
+    saw_colour(carol, "bob", "green")
+    saw_colour(alice, "bob", "green")
+    saw_colour(bob, "alice", "red")
+    for peer in (alice, bob):
+        video = next((e for e in peer.events if e.get("event") == "participant-video" and e.get("user") == "carol"),
+                     None)
+        check(video is None or video["frames"] == 0, f"{peer.name} decoded video from carol, who has no camera")
+
+
+@scenario
+async def a_participant_leaves_and_the_others_keep_talking(s, stack):
+    """Carol leaves after 3 s: Alice and Bob see it, and go on hearing each other."""
+    ns, _, server = await group_stack(s, stack)
+    bob = member(s, stack, server, ns, "bob", "--auto", "--tone-frequency", "440")
+    carol = member(s, stack, server, ns, "carol", "--auto", "--tone-frequency", "660", "--duration", "3")
+    await bob.start()
+    await carol.start()
+    for peer in (bob, carol):
+        await peer.wait_for("note", text="waiting for a call")
+    alice = member(s, stack, server, ns, "alice", "--to", "bob,carol", "--tone-frequency", "550", "--duration", "9",
+                   "--end-for-all", command="group call")
+    await alice.start()
+    await carol.wait_for("first-audio alice")
+    check(await carol.exit_status() == 0, "carol's leave did not complete")
+    for peer in (alice, bob):
+        await peer.wait_for("participant", user="carol", state="left")
+        await peer.wait_for("participant", user="carol", state="stream-ended")
+    check(await alice.exit_status() == 0 and await bob.exit_status() == 0, "the call did not complete")
+    # After Carol left at ~3 s, Alice and Bob went on talking until ~9 s.
+    for path, tone in ((s.file("alice-bob.wav"), 440), (s.file("bob-alice.wav"), 550)):
+        check(wav_seconds(path) > 6, f"{path}: only {wav_seconds(path):.1f} s")
+        near(dominant_frequency(path), tone, path)
+
+
+async def audio_counts(peer):
+    """How many bytes of audio a group softphone decoded so far from each participant."""
+    before = peer.count("audio-count")
+    peer.send("audio count")
+    await peer.wait_for("audio-count", times=before + 1, timeout=5)
+    return [e for e in peer.events if e.get("event") == "audio-count"][-1]["participants"]
+
+
+@scenario
+async def a_member_gone_past_the_grace_is_cut_out_of_the_media_both_ways(s, stack):
+    """Carol's signaling socket dies and never comes back while her softphone keeps its media
+    running: after the reconnect grace (3 s here) Alice and Bob see her leave and her stream end,
+    and from then on she decodes nothing from them (Janus kicked her, her handles are detached)
+    and they nothing from her, while Alice and Bob go on hearing each other."""
+    ns, _, server = await group_stack(s, stack, extra=["--reconnect-grace", "3"])
+    proxy = stack(await TCPProxy(server.port, ns.NS).start())
+    bob = member(s, stack, server, ns, "bob", "--auto", "--tone-frequency", "440", record=False)
+    carol = stack(Softphone(s, "carol-cli", [
+        "answer", "--server", f"http://127.0.0.1:{proxy.port}", "--token", server.token("carol", device="cli", name="Carol"),
+        "--auto", "--tone-frequency", "660"], netns=ns.NS))
+    for peer in (bob, carol):
+        await peer.start()
+        await peer.wait_for("note", text="waiting for a call")
+    alice = member(s, stack, server, ns, "alice", "--to", "bob,carol", "--tone-frequency", "550", "--duration", "40",
+                   "--end-for-all", record=False, command="group call")
+    await alice.start()
+    for peer, others in ((alice, ("bob", "carol")), (bob, ("alice", "carol")), (carol, ("alice", "bob"))):
+        for other in others:
+            await peer.wait_for(f"first-audio {other}", timeout=20)
+    await proxy.stop()  # every later reconnect of Carol's is refused: she is gone for good
+    for peer in (alice, bob):
+        await peer.wait_for("participant", user="carol", state="left", timeout=15)
+        await peer.wait_for("participant", user="carol", state="stream-ended", timeout=10)
+    await asyncio.sleep(1)  # what was in flight when the SFU let her go
+    first = {peer.name: await audio_counts(peer) for peer in (alice, bob, carol)}
+    await asyncio.sleep(2)
+    then = {peer.name: await audio_counts(peer) for peer in (alice, bob, carol)}
+    check(carol.proc.returncode is None, "carol's softphone stopped: her media must still be running for this test")
+    for peer, other in ((alice, "carol"), (bob, "carol"), (carol, "alice"), (carol, "bob")):
+        got = then[peer.name].get(other, 0) - first[peer.name].get(other, 0)
+        check(got == 0, f"{peer.name} still decoded {got} bytes of {other}'s audio after the grace")
+    for peer, other in ((alice, "bob"), (bob, "alice")):
+        check(then[peer.name].get(other, 0) > first[peer.name].get(other, 0),
+              f"{peer.name} stopped hearing {other} (a control: the call goes on for them)")
+    alice.interrupt()
+    check(await alice.exit_status() == 0 and await bob.exit_status() == 0, "the call did not complete")
+
+
+@scenario
+async def group_rings_declined_missed_joined_later_and_elsewhere(s, stack):
+    """Bob declines, Carol's ring times out and she joins later by id, Dave's laptop joins and
+    his phone stops ringing (joined elsewhere)."""
+    ns, _, server = await group_stack(s, stack, ring_timeout=4)
+    bob = member(s, stack, server, ns, "bob", record=False)
+    carol = member(s, stack, server, ns, "carol", record=False)
+    dave_phone = member(s, stack, server, ns, "dave", device="phone", record=False)
+    dave_laptop = member(s, stack, server, ns, "dave", "--auto", "--tone-frequency", "440", device="laptop",
+                         record=False)
+    for peer in (bob, carol, dave_phone, dave_laptop):
+        await peer.start()
+        await peer.wait_for("note", text="waiting for a call")
+    alice = member(s, stack, server, ns, "alice", "--to", "bob,carol,dave", "--tone-frequency", "880",
+                   "--duration", "14", "--end-for-all", command="group call")
+    await alice.start()
+    await bob.wait_for("start")
+    bob.send("d")
+    check(await bob.exit_status() == 3, "bob's decline did not exit with 3 (declined)")
+    await alice.wait_for("participant", user="bob", state="declined")
+    check(await dave_phone.exit_status() == 8, "dave's phone did not stop with joined elsewhere (8)")
+    await alice.wait_for("participant", user="dave", state="joined")
+    check(await carol.exit_status() == 5, "carol's unanswered ring did not end as missed (5)")
+    await alice.wait_for("participant", user="carol", state="missed")
+    call_id = next(e["text"].split()[-1] for e in alice.events if e.get("event") == "note"
+                   and e.get("text", "").startswith("group call "))
+    late = member(s, stack, server, ns, "carol", call_id, "--tone-frequency", "660", command="group join")
+    await late.start()
+    await late.wait_for("first-audio alice")
+    await alice.wait_for("participant", user="carol", state="joined")
+    await alice.wait_for("first-audio carol")
+    check(await alice.exit_status() == 0, "alice's call did not complete")
+    near(dominant_frequency(s.file("carol-alice.wav")), 880, s.file("carol-alice.wav"))
+
+
+@scenario
+async def the_creator_cancels_before_anyone_joined(s, stack):
+    """Nobody answers; the creator hangs up after 2 s: every ringing device stops with cancelled."""
+    ns, _, server = await group_stack(s, stack)
+    bob = member(s, stack, server, ns, "bob", record=False)
+    await bob.start()
+    await bob.wait_for("note", text="waiting for a call")
+    alice = member(s, stack, server, ns, "alice", "--to", "bob", "--duration", "2", "--end-for-all",
+                   record=False, command="group call")
+    await alice.start()
+    await bob.wait_for("start")
+    check(await bob.exit_status() == 7, "bob's ring did not end as cancelled (7)")
+    check(await alice.exit_status() == 0, "alice's cancel failed")
+
+
+@scenario
+async def janus_dying_mid_call_ends_the_call_clearly(s, stack):
+    """Janus is killed while three talk: every participant's call ends with media-failed (exit 6)."""
+    ns, janus, server = await group_stack(s, stack)
+    bob = member(s, stack, server, ns, "bob", "--auto", "--tone-frequency", "440", record=False)
+    carol = member(s, stack, server, ns, "carol", "--auto", "--tone-frequency", "660", record=False)
+    for peer in (bob, carol):
+        await peer.start()
+        await peer.wait_for("note", text="waiting for a call")
+    alice = member(s, stack, server, ns, "alice", "--to", "bob,carol", "--tone-frequency", "550", record=False,
+                   command="group call")
+    await alice.start()
+    for peer, other in ((alice, "bob"), (bob, "carol"), (carol, "alice")):
+        await peer.wait_for(f"first-audio {other}")
+    await janus.kill()
+    for peer in (alice, bob, carol):
+        check(await peer.exit_status(timeout=15) == 6, f"{peer.name} did not end with 6 (failed)")
+        check(peer.has("ended", reason="media-failed"), f"{peer.name}: no media-failed")
