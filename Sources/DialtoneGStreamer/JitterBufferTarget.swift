@@ -84,7 +84,8 @@ struct JitterBufferTarget: Sendable, Equatable {
       wanted = max(wanted, p98 + Self.headroomMs)
     }
     if lateArrivals > 0 { wanted = max(wanted, Double(latencyMs + Self.lateStepMs)) }
-    let target = min(Self.maximumMs, Int((wanted / 5).rounded(.up)) * 5)
+    // Up to the next 5 ms; a hair over one (rounding of the transit times) stays on it.
+    let target = min(Self.maximumMs, Int((wanted / 5 - 1e-6).rounded(.up)) * 5)
     let before = latencyMs
     if target > latencyMs {
       latencyMs = target

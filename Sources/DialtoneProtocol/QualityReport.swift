@@ -68,7 +68,7 @@ public struct QualityReport: CallMessageBody, Hashable {
   public var lossPercent: Double?
   public var milestones: CallMilestones?
   /// The device's estimate of how the speech it received sounded, 1–5 (an E-model MOS from its
-  /// loss, jitter and round trip, protocol.md 7.17).
+  /// loss, jitter and round trip, protocol.md 7.19).
   public var mos: Double?
   public var receiveKbps: Double?
   public var remoteCandidateType: CandidateType?

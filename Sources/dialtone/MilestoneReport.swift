@@ -129,7 +129,7 @@ final class MilestoneReport: Sendable {
     }
   }
 
-  /// The call's final quality report (protocol.md 7.17): its MOS estimate is printed at the end.
+  /// The call's final quality report (protocol.md 7.19): its MOS estimate is printed at the end.
   func quality(_ report: QualityReport) {
     timeline.withLock { $0.quality = report }
     guard !json else { return }

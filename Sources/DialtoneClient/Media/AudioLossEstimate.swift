@@ -32,6 +32,7 @@ public struct AudioLossEstimate: Sendable, Equatable {
   /// buys a little protection), at most `ceiling`; 0 below 0.1 %.
   public var percentage: Int {
     guard smoothed >= 0.001 else { return 0 }
-    return min(Self.ceiling, Int((smoothed * 100).rounded(.up)))
+    // A hair over a whole percent (binary fractions) stays on it.
+    return min(Self.ceiling, Int((smoothed * 100 - 1e-9).rounded(.up)))
   }
 }

@@ -21,6 +21,7 @@
 public enum AudioSDP {
   public static func local(_ sdp: String, profile: AudioProfile) -> String {
     var description = SDPLines(sdp)
+    guard description.sections.contains(where: { $0.isLiveAudio && !$0.opusPayloadTypes.isEmpty }) else { return sdp }
     for index in description.sections.indices where description.sections[index].isLiveAudio {
       description.sections[index].apply(profile)
     }
