@@ -167,7 +167,8 @@ public struct GStreamerMedia: Sendable {
     // encoder from the source; it is bounded, and drops the oldest if something stalls.
     // The encoder starts from the profile; the other side's description sets it (`AudioSDP`).
     // latency: the jitter buffer's delay to start with (`JitterBufferTarget` adapts it).
-    return "webrtcbin name=webrtc bundle-policy=max-bundle latency=\(fixedJitterBufferMs ?? JitterBufferTarget.startMs) "
+    return
+      "webrtcbin name=webrtc bundle-policy=max-bundle latency=\(fixedJitterBufferMs ?? JitterBufferTarget.startMs) "
       + "\(source) ! audioconvert ! audioresample ! volume name=mic ! valve name=audiohold drop=false ! "
       + "valve name=audiogate drop=true ! "
       + "queue leaky=downstream max-size-buffers=0 max-size-bytes=0 max-size-time=200000000 ! "

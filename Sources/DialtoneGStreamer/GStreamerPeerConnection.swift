@@ -1,6 +1,7 @@
 internal import CGStreamer
 import DialtoneClient
 import DialtoneProtocol
+import DialtoneSupport
 import Foundation
 
 /// A `PeerConnection` over GStreamer's webrtcbin: Opus audio both ways, a data channel,
@@ -72,7 +73,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private let mic: UnsafeMutablePointer<GstElement>?
   /// A camera branch was built (its valve exists): this connection can send video.
   private let hasCamera: Bool
-  private let lock = NSLock()
+  private let lock = Locked<Void>()
   private var callbacks: UnsafeMutablePointer<dt_webrtc_callbacks>?
   private var channel: OpaquePointer?
   private var channelCallbacks: UnsafeMutablePointer<dt_channel_callbacks>?
@@ -985,7 +986,9 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       defer { stalled = false }
       let first = !closed && reached[.firstAudio] == nil
       if first { reached[.firstAudio] = instant }
-      return (first, stalled && transportConnected && !closed, jitterTarget.latencyMs + JitterBufferTarget.playoutMarginMs)
+      return (
+        first, stalled && transportConnected && !closed, jitterTarget.latencyMs + JitterBufferTarget.playoutMarginMs
+      )
     }
     if first { milestoneSink.yield(.firstAudio) }
     if resumed { stateSink.yield(.connected) }

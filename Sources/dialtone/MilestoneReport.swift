@@ -133,7 +133,9 @@ final class MilestoneReport: Sendable {
   func quality(_ report: QualityReport) {
     timeline.withLock { $0.quality = report }
     guard !json else { return }
-    func figure(_ value: Double?, _ unit: String) -> String { value.map { String(format: "%.1f \(unit)", $0) } ?? "n/a" }
+    func figure(_ value: Double?, _ unit: String) -> String {
+      value.map { String(format: "%.1f \(unit)", $0) } ?? "n/a"
+    }
     let mos = report.mos.map { String(format: "%.2f", $0) } ?? "n/a"
     line(
       "quality: MOS \(mos) (estimated from loss \(figure(report.lossPercent, "%")), jitter \(figure(report.jitterMs, "ms")), "

@@ -35,7 +35,8 @@ final class WAVWriter: Sendable {
       recording.silentSamples += placement.silence
       if placement.silence > 0 { recording.pcm.append(Data(count: placement.silence * 2)) }
       if !placement.kept.isEmpty {
-        let bytes = audio.samples.startIndex + placement.kept.lowerBound * 2..<audio.samples.startIndex
+        let bytes =
+          audio.samples.startIndex + placement.kept.lowerBound * 2..<audio.samples.startIndex
           + placement.kept.upperBound * 2
         recording.pcm.append(audio.samples[bytes])
       }
@@ -46,8 +47,10 @@ final class WAVWriter: Sendable {
   /// or for audio that never came.
   var summary: (late: Double, silent: Double, total: Double) {
     recording.withLock {
-      (Double($0.lateSamples) / Double(sampleRate), Double($0.silentSamples) / Double(sampleRate),
-        Double($0.pcm.count / 2) / Double(sampleRate))
+      (
+        Double($0.lateSamples) / Double(sampleRate), Double($0.silentSamples) / Double(sampleRate),
+        Double($0.pcm.count / 2) / Double(sampleRate)
+      )
     }
   }
 

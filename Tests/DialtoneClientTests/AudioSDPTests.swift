@@ -82,8 +82,9 @@ import Testing
     #expect(!out.contains("ulpfec"))
     #expect(!l.contains { $0.hasPrefix("a=rtpmap:97") })
     // The fmtp follows its rtpmap; everything else stays, line ends too.
-    #expect(l.firstIndex(of: "a=fmtp:111 useinbandfec=1;usedtx=0;maxaveragebitrate=32000")
-      == l.firstIndex(of: "a=rtpmap:111 OPUS/48000/2").map { $0 + 1 })
+    #expect(
+      l.firstIndex(of: "a=fmtp:111 useinbandfec=1;usedtx=0;maxaveragebitrate=32000")
+        == l.firstIndex(of: "a=rtpmap:111 OPUS/48000/2").map { $0 + 1 })
     #expect(l.contains("a=rtcp-mux-only"))
     #expect(out.hasSuffix("\r\n"))
     #expect(!out.contains("\n\n"))

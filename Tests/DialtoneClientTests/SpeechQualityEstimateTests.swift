@@ -25,8 +25,9 @@ import Testing
     let jittery = SpeechQualityEstimate.mos(lossPercent: 0, jitterMs: 60, rttMs: 20, protection: .fec)
     #expect(far < near)
     #expect(jittery < near)
-    #expect(SpeechQualityEstimate.mos(lossPercent: nil, jitterMs: nil, rttMs: nil, protection: .fec)
-      == SpeechQualityEstimate.mos(lossPercent: 0, jitterMs: 0, rttMs: 0, protection: .fec))
+    #expect(
+      SpeechQualityEstimate.mos(lossPercent: nil, jitterMs: nil, rttMs: nil, protection: .fec)
+        == SpeechQualityEstimate.mos(lossPercent: 0, jitterMs: 0, rttMs: 0, protection: .fec))
   }
 
   @Test func theScoreStaysWithinOneToFourAndAHalf() {

@@ -35,11 +35,14 @@ public enum AudioSDP {
     else { return nil }
     let parameters = section.formatParameters(of: opus)
     var packetTime = profile.packetTimeMs
-    if let ptime = section.attribute("ptime").flatMap({ Int($0) }) { packetTime = AudioProfile.packetTime(nearest: ptime) }
+    if let ptime = section.attribute("ptime").flatMap({ Int($0) }) {
+      packetTime = AudioProfile.packetTime(nearest: ptime)
+    }
     if let maxptime = section.attribute("maxptime").flatMap({ Int($0) }), maxptime < packetTime {
       packetTime = AudioProfile.packetTime(nearest: maxptime)
     }
-    var bitrate = min(max(profile.maxAverageBitrate, AudioProfile.bitrates.lowerBound), AudioProfile.bitrates.upperBound)
+    var bitrate = min(
+      max(profile.maxAverageBitrate, AudioProfile.bitrates.lowerBound), AudioProfile.bitrates.upperBound)
     if let asked = parameters["maxaveragebitrate"].flatMap({ Int($0) }), AudioProfile.bitrates.contains(asked) {
       bitrate = min(bitrate, asked)
     }
@@ -235,7 +238,8 @@ private struct SDPLines {
       lines.removeAll { line in
         for kind in ["a=rtpmap:", "a=fmtp:", "a=rtcp-fb:"] where line.hasPrefix(kind) {
           let rest = line.dropFirst(kind.count)
-          if let pt = Int(rest.prefix { $0.isNumber }), pts.contains(pt), rest.dropFirst(String(pt).count).first == " " {
+          if let pt = Int(rest.prefix { $0.isNumber }), pts.contains(pt), rest.dropFirst(String(pt).count).first == " "
+          {
             return true
           }
         }
