@@ -1,12 +1,12 @@
 /// How a Dialtone device wants its call audio: what it writes into its own descriptions (what it
 /// asks the other side's Opus encoder for, RFC 7587) and what its own encoder does when the other
-/// side's description allows it. The same values drive every engine: webrtcbin (the CLI),
-/// libwebrtc (the Apple adapter) and the browser page, whose script carries a copy that the
-/// end-to-end tests check against `AudioSDP`'s vectors.
+/// side's description allows it. The GStreamer engine (the CLI) applies it through `AudioSDP`.
+/// Browsers (the web page) and libwebrtc (the Apple adapter) already write and follow the same
+/// by default: in-band FEC, no DTX, 20 ms, RED offered; a Dialtone description puts RED first,
+/// so they send RED towards it.
 ///
-/// The defaults are what `make bench-quality` measured best (docs/benchmarks.md, issue 39):
-/// in-band FEC, DTX, 20 ms packets at up to 32 kbit/s, and RED (RFC 2198) where both sides
-/// offer it.
+/// The defaults: in-band FEC, no DTX, 20 ms packets at up to 32 kbit/s, and RED (RFC 2198)
+/// where both sides offer it.
 public struct AudioProfile: Sendable, Equatable {
   /// Opus in-band FEC (`useinbandfec=1`): each packet carries a coarse copy of the one before,
   /// decoded when that one was lost. The encoder spends bits on it only as the loss it is told
