@@ -562,26 +562,31 @@ static inline void dt_webrtc_offer_red(GstElement *webrtc, guint index) {
   gst_object_unref(t);
 }
 
-/// Sets `distance` on every RED encoder inside `webrtc` (webrtcbin makes one per sending
-/// transceiver and leaves it at 0: RED packets without a redundant block). Returns the payload
-/// type the first one sends RED with (webrtcbin sets it from the negotiated description; 0 or
-/// less: RED is not negotiated), or -1 when there is none.
+/// Sets `distance` on every RED encoder inside `webrtc` that has a negotiated payload type
+/// (webrtcbin makes one per sending transceiver, video's too, and leaves it at distance 0: RED
+/// packets without a redundant block, or none at all when RED was not negotiated; a distance
+/// on one without a payload type would wrap the stream in RED the other side does not expect).
+/// Returns that payload type (the first found), or -1 when no encoder has one yet.
 static inline gint dt_webrtc_red_distance(GstElement *webrtc, guint distance) {
-  gint pt = -1;
+  gint found = -1;
   GstIterator *it = gst_bin_iterate_recurse(GST_BIN(webrtc));
   GValue item = G_VALUE_INIT;
   while (gst_iterator_next(it, &item) == GST_ITERATOR_OK) {
     GstElement *element = GST_ELEMENT(g_value_get_object(&item));
     GstElementFactory *factory = gst_element_get_factory(element);
     if (factory && strcmp(GST_OBJECT_NAME(factory), "rtpredenc") == 0) {
-      g_object_set(element, "distance", distance, NULL);
-      if (pt == -1) g_object_get(element, "pt", &pt, NULL);
+      gint pt = 0;
+      g_object_get(element, "pt", &pt, NULL);
+      if (pt > 0) {
+        g_object_set(element, "distance", distance, NULL);
+        if (found == -1) found = pt;
+      }
     }
     g_value_reset(&item);
   }
   g_value_unset(&item);
   gst_iterator_free(it);
-  return pt;
+  return found;
 }
 
 /// What a jitter buffer counted so far: packets it declared lost and packets that came after

@@ -133,6 +133,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private var audioSending: AudioSendParameters?
   /// RED is negotiated and this side sends it (each packet repeats an earlier frame).
   private var redundancyNegotiated = false
+  /// Whether the answer negotiated RED (nil before an answer).
+  private var redundancyWanted: Bool?
   /// The remote audio's jitter buffer (referenced; released at teardown) and its adaptive
   /// latency (`JitterBufferTarget`), with the buffer's count of packets that came too late.
   private var audioJitterBuffer: UnsafeMutablePointer<GstElement>?
@@ -335,8 +337,21 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private func settleRedundancy(answer: String) {
     let profile = lock.withLock { audioProfile }
     let wanted = profile.redundancy && AudioSDP.redundancyPayloadType(in: answer) != nil
-    let pt = dt_webrtc_red_distance(webrtc, wanted ? UInt32(max(1, profile.redundancyDistance)) : 0)
-    lock.withLock { redundancyNegotiated = wanted && pt > 0 }
+    lock.withLock { redundancyWanted = wanted }
+    applyRedundancyDistance()
+  }
+
+  /// webrtcbin makes its RED encoder, and gives it the negotiated payload type, only once the
+  /// stream's transport runs (after the answer is applied): tried at the answer, when the
+  /// connection is up, and on each audio tick until it took.
+  private func applyRedundancyDistance() {
+    let (wanted, done, distance) = lock.withLock {
+      (redundancyWanted, redundancyNegotiated, UInt32(max(1, audioProfile.redundancyDistance)))
+    }
+    // Not negotiated: the encoders stay at distance 0 and pass Opus through.
+    guard wanted == true, !done else { return }
+    let pt = dt_webrtc_red_distance(webrtc, distance)
+    lock.withLock { redundancyNegotiated = pt > 0 }
   }
 
   /// Whether RED carries this connection's audio (both ways: the rules put it first on both).
@@ -932,6 +947,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
         reach(.dtlsConnected)
         keyframeOnFirstConnection()
         openAudioGate()
+        applyRedundancyDistance()
       }
       lock.withLock {
         transportConnected = state == .connected
@@ -1027,6 +1043,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
         try? await Task.sleep(for: .milliseconds(250))
         guard let self, !self.isClosed else { return }
         self.adaptJitterBuffer()
+        self.applyRedundancyDistance()
         ticks += 1
         if ticks % 4 == 0 { await self.adaptEncoderToLoss() }
       }
