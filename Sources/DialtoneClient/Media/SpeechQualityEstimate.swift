@@ -1,8 +1,8 @@
 /// A mean opinion score for the speech a device received, estimated from what it measured of
 /// the call: ITU-T G.107's E-model (the transmission rating R, then MOS), with the impairment
-/// factors of Dialtone's codec and loss protection calibrated against listening tests of real
-/// calls (PESQ wideband, `make bench-quality`; docs/benchmarks.md shows the estimate against the
-/// measured score per condition).
+/// factors of Dialtone's codec and loss protection chosen by hand near the PESQ-WB that
+/// `make bench-quality` measured per condition (docs/benchmarks.md puts the calls' estimates
+/// beside their measured scores). An estimate for dashboards and trends, not a listening test.
 ///
 ///     R = 93.2 − Id(Ta) − Ie,eff
 ///     Ie,eff = Ie + (95 − Ie) · Ppl / (Ppl + Bpl)        (G.107 7-29, random loss: BurstR = 1)
@@ -25,11 +25,11 @@ public enum SpeechQualityEstimate {
     case redundancy
   }
 
-  /// Opus speech at 32 kbit/s with nothing lost, on G.107's narrowband rating scale (fitted: the
-  /// clean calls' PESQ-WB).
+  /// Opus speech at 32 kbit/s with nothing lost, on G.107's narrowband rating scale (chosen near
+  /// the clean calls' PESQ-WB).
   public static let codecImpairment = 8.0
 
-  /// Bpl per protection (fitted: the random-loss calls' PESQ-WB).
+  /// Bpl per protection (chosen near the random-loss calls' PESQ-WB).
   public static func robustness(_ protection: Protection) -> Double {
     switch protection {
     case .fec: return 12
