@@ -7,6 +7,8 @@ let package = Package(
   products: [
     .library(name: "DialtoneProtocol", targets: ["DialtoneProtocol"]),
     .library(name: "DialtoneClient", targets: ["DialtoneClient"]),
+    // The SDK's logging (`Log`, `LogSink`) and small shared types, for apps that give it a sink.
+    .library(name: "DialtoneSupport", targets: ["DialtoneSupport"]),
     // For the fuzzing package (FuzzTesting/), which builds it with sanitizers.
     .library(name: "DialtoneFuzzTargets", targets: ["DialtoneFuzzTargets"]),
     .executable(name: "dialtone-server", targets: ["dialtone-server"]),
@@ -35,7 +37,8 @@ let package = Package(
     .target(name: "DialtoneSupport", dependencies: ["DialtoneJSON"]),
     .target(name: "DialtoneProtocol", dependencies: ["DialtoneJSON"]),
     .target(name: "DialtoneCrypto", dependencies: ["COpenSSL", "DialtoneJSON"]),
-    .target(name: "DialtoneNet", dependencies: ["CLibWebSockets", "DialtoneCrypto", "DialtoneSupport"]),
+    .target(
+      name: "DialtoneNet", dependencies: ["CLibWebSockets", "DialtoneCrypto", "DialtoneJSON", "DialtoneSupport"]),
     .target(name: "DialtoneSQLite", dependencies: ["CSQLite"]),
     // The cluster store's PostgreSQL client: libpq behind a pointer-free API, and a bounded pool.
     .target(name: "DialtonePostgres", dependencies: ["CPostgres", "DialtoneSupport"]),
@@ -134,7 +137,8 @@ let package = Package(
     .testTarget(name: "DialtoneCommandLineTests", dependencies: ["DialtoneCommandLine"]),
     .testTarget(name: "DialtoneProtocolTests", dependencies: ["DialtoneProtocol", "DialtoneJSON"]),
     .testTarget(name: "DialtoneCryptoTests", dependencies: ["DialtoneCrypto", "DialtoneJSON", "DialtoneTestSupport"]),
-    .testTarget(name: "DialtoneNetTests", dependencies: ["DialtoneNet", "DialtoneSupport", "DialtoneTestSupport"]),
+    .testTarget(
+      name: "DialtoneNetTests", dependencies: ["DialtoneJSON", "DialtoneNet", "DialtoneSupport", "DialtoneTestSupport"]),
     .testTarget(name: "DialtoneSQLiteTests", dependencies: ["DialtoneSQLite"]),
     // Runs a scratch PostgreSQL server of its own (Debian's postgresql package).
     .testTarget(name: "DialtonePostgresTests", dependencies: ["DialtonePostgres", "DialtoneTestSupport"]),

@@ -28,6 +28,8 @@ private let media: [CommandOption] = [
     "a ringing callee's leg gathers every candidate, not only TURN relays (the caller then sees its addresses)"),
   .flag("json", "print events as JSON lines"),
   .value(
+    "log-level", "write the SDK's log to stderr from this level on: debug, info, warning or error (default: none)"),
+  .value(
     "quality-interval",
     "also send the server a quality report every this many seconds while connected (default: at the end only)"),
   .flag("no-quality-report", "send the server no quality report at all"),

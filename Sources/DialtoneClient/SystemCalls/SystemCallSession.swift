@@ -154,15 +154,17 @@ public actor SystemCallSession {
   ///     headless device).
   ///   - applicationActive: whether the app is active now (a push-launched app is not); later
   ///     changes come through `applicationDidBecomeActive()` / `applicationDidEnterBackground()`.
+  ///   - log: where the calls' logs go (give the `SignalingClient` the same one).
   public init(
     signaling: SignalingClient, iceServers: IceServerCache, factory: any PeerConnectionFactory, ui: any SystemCallUI,
     media: (any CallMediaControl)?, deviceId: String, clock: any DialtoneClock = SystemClock(),
     policy: CallEngine.Policy = .init(), pushResolutionTimeout: Duration = .seconds(30),
     groupMedia: (any GroupMediaControl)? = nil, permissions: (any MediaPermissions)? = nil,
-    applicationActive: Bool = true
+    applicationActive: Bool = true, log: Log = .silent
   ) {
     var configuration = CallClient.Configuration()
     configuration.policy = policy
+    configuration.log = log
     // The survivor is answered through the OS (an answer transaction), so its UI stays in step.
     configuration.acceptGlareSurvivor = false
     client = CallClient(
