@@ -65,11 +65,11 @@ public final class DialtoneServer: Sendable {
     let callStore = try store ?? postgres?.store ?? SQLiteStore.open(dataDirectory: configuration.dataDirectory)
     let liveCalls =
       try liveCalls ?? postgres?.liveCalls ?? SQLiteLiveCallStore.open(dataDirectory: configuration.dataDirectory)
-    let journal = CallJournal(store: liveCalls, log: log.scoped("journal"))
-    self.journal = journal
     let cluster = try Self.makeClusterLink(
       configuration, liveCalls: liveCalls, metrics: observations.metrics.cluster, log: log)
     self.cluster = cluster
+    let journal = CallJournal(store: liveCalls, log: log.scoped("journal"), fence: cluster)
+    self.journal = journal
     pushes = try PushSetup.dispatcher(
       configuration: configuration, store: callStore, clock: clock, observations: observations,
       log: log.scoped("push"))
