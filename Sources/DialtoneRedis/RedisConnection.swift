@@ -44,6 +44,16 @@ public final class RedisConnection: @unchecked Sendable {
       throw .connectionFailed(message: "cannot set the command timeout: \(message)")
     }
     context = connected
+    if let password = configuration.password {
+      do {
+        let user: [RedisArgument] = configuration.username.map { [.string($0)] } ?? []
+        try command(["AUTH"] + user + [.string(password)])
+      } catch {
+        close()
+        // The server's refusal (WRONGPASS, …) says nothing secret; the password is not repeated.
+        throw .connectionFailed(message: "AUTH as \(configuration.username ?? "default"): \(error)")
+      }
+    }
     if configuration.database != 0 {
       do {
         try command(["SELECT", .integer(Int64(configuration.database))])

@@ -108,7 +108,8 @@ public final class DialtoneServer: Sendable {
       do {
         try cluster.start(delivering: hub)
       } catch {
-        throw ConfigurationError("cannot reach the cluster's Redis at \(configuration.redisURL ?? ""): \(error)")
+        throw ConfigurationError(
+          "cannot reach the cluster's Redis at \(RedisConfiguration.redacted(configuration.redisURL ?? "")): \(error)")
       }
       log.info("node \(cluster.thisNode) joined the cluster")
     } else {

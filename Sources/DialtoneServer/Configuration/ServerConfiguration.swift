@@ -131,7 +131,8 @@ extension ServerConfiguration {
     },
     Option(
       flag: "redis-url",
-      help: "run as one node of a cluster sharing this Redis and --database-url (redis://host:port/db)",
+      help:
+        "run as one node of a cluster sharing this Redis and --database-url (redis://[user:password@]host:port/db)",
       repeatable: false
     ) { c, v throws(ConfigurationError) in
       guard v.lowercased().hasPrefix("redis://") else { throw ConfigurationError("--redis-url must be a redis:// URL") }
