@@ -1,8 +1,11 @@
+import DialtoneTLS
 import Foundation
 
 /// Where and how to connect: `redis://[[user]:password@]host[:port][/db]`, the user and password
 /// percent-encoded as in any URL (an ACL user and its password, or only a password for a server
-/// with `requirepass`).
+/// with `requirepass`). `rediss://` is the same over TLS, the server's certificate checked against
+/// the CA of `?ca-file=` (else the system's) and the host name (or `server-name=`), with a client
+/// certificate from `cert-file=` and `key-file=`.
 public struct RedisConfiguration: Sendable, Equatable {
   public var host: String
   public var port: Int
@@ -10,6 +13,8 @@ public struct RedisConfiguration: Sendable, Equatable {
   public var username: String?
   /// Sent with `AUTH` right after connecting, before anything else; never logged.
   public var password: String?
+  /// TLS (`rediss://`); nil: plain TCP.
+  public var tls: TLSClientSettings?
   /// The logical database SELECTed after connecting; 0 is the server's default.
   public var database: Int
   /// Bounds the TCP connect (redisConnectWithTimeout).
@@ -20,8 +25,10 @@ public struct RedisConfiguration: Sendable, Equatable {
 
   public init(
     host: String = "127.0.0.1", port: Int = 6379, username: String? = nil, password: String? = nil,
-    database: Int = 0, connectTimeout: Duration = .seconds(5), commandTimeout: Duration = .seconds(5)
+    tls: TLSClientSettings? = nil, database: Int = 0, connectTimeout: Duration = .seconds(5),
+    commandTimeout: Duration = .seconds(5)
   ) {
+    self.tls = tls
     self.host = host
     self.port = port
     self.username = username
@@ -34,12 +41,35 @@ public struct RedisConfiguration: Sendable, Equatable {
   public init(url: String, connectTimeout: Duration = .seconds(5), commandTimeout: Duration = .seconds(5))
     throws(RedisError)
   {
-    let prefix = "redis://"
     let shown = Self.redacted(url)
-    guard url.hasPrefix(prefix) else { throw .invalidRequest("not a redis:// URL: \(shown)") }
-    let rest = url.dropFirst(prefix.count)
-    var authority = rest.prefix { $0 != "/" }
-    let path = rest.dropFirst(authority.count).dropFirst()
+    let secure = url.hasPrefix("rediss://")
+    guard url.hasPrefix("redis://") || secure else { throw .invalidRequest("not a redis:// URL: \(shown)") }
+    let rest = url.dropFirst(secure ? 9 : 8)
+    var authority = rest.prefix { $0 != "/" && $0 != "?" }
+    let afterAuthority = rest.dropFirst(authority.count)
+    let path = afterAuthority.prefix { $0 != "?" }.drop { $0 == "/" }
+    let query = afterAuthority.drop { $0 != "?" }.dropFirst()
+    var tls: TLSClientSettings? = secure ? TLSClientSettings() : nil
+    for item in query.split(separator: "&") {
+      let parts = item.split(separator: "=", maxSplits: 1)
+      guard secure, parts.count == 2, let value = String(parts[1]).removingPercentEncoding, !value.isEmpty else {
+        throw .invalidRequest(
+          "unknown parameter \(parts.first ?? "") in \(shown) (rediss:// takes ca-file, cert-file, key-file, server-name)"
+        )
+      }
+      switch parts[0] {
+      case "ca-file": tls?.caFile = value
+      case "cert-file": tls?.certificateFile = value
+      case "key-file": tls?.keyFile = value
+      case "server-name": tls?.serverName = value
+      default:
+        throw .invalidRequest(
+          "unknown parameter \(parts[0]) in \(shown) (rediss:// takes ca-file, cert-file, key-file, server-name)")
+      }
+    }
+    if (tls?.certificateFile == nil) != (tls?.keyFile == nil) {
+      throw .invalidRequest("cert-file and key-file go together in \(shown)")
+    }
     var username: String?
     var password: String?
     if let at = authority.lastIndex(of: "@") {
@@ -72,7 +102,7 @@ public struct RedisConfiguration: Sendable, Equatable {
       database = parsed
     }
     self.init(
-      host: host, port: port, username: username, password: password, database: database,
+      host: host, port: port, username: username, password: password, tls: tls, database: database,
       connectTimeout: connectTimeout, commandTimeout: commandTimeout)
   }
 
@@ -92,6 +122,6 @@ extension RedisConfiguration: CustomStringConvertible {
   public var description: String {
     let credentials = password == nil ? "" : "\(username ?? ""):***@"
     let shownHost = host.contains(":") ? "[\(host)]" : host
-    return "redis://\(credentials)\(shownHost):\(port)/\(database)"
+    return "\(tls == nil ? "redis" : "rediss")://\(credentials)\(shownHost):\(port)/\(database)"
   }
 }

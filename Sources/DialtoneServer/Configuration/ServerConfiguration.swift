@@ -132,10 +132,12 @@ extension ServerConfiguration {
     Option(
       flag: "redis-url",
       help:
-        "run as one node of a cluster sharing this Redis and --database-url (redis://[user:password@]host:port/db)",
+        "run as one node of a cluster sharing this Redis and --database-url (redis://[user:password@]host:port/db; rediss://...?ca-file=PATH for TLS)",
       repeatable: false
     ) { c, v throws(ConfigurationError) in
-      guard v.lowercased().hasPrefix("redis://") else { throw ConfigurationError("--redis-url must be a redis:// URL") }
+      guard ["redis://", "rediss://"].contains(where: { v.lowercased().hasPrefix($0) }) else {
+        throw ConfigurationError("--redis-url must be a redis:// or rediss:// URL")
+      }
       c.redisURL = v
     },
     Option(
