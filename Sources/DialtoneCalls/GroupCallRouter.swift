@@ -433,7 +433,7 @@ package struct GroupCallRouter {
     var i = call.index(of: who.userId)
     if i == nil, byRoomName, call.room != nil, call.phase != .ended {
       // A room by name takes anyone who knows its name, up to the member limit.
-      guard call.members.count < settings.maxMembers else {
+      guard call.memberCount < settings.maxMembers else {
         return error(id, callId, .tooLarge, "the room is full (\(settings.maxMembers) members)")
       }
       call.members.append(Member(userId: who.userId, name: who.name, state: .left))

@@ -385,6 +385,15 @@ struct GroupCallRouterMembershipTests {
     #expect(router.state("r2", visibleTo: carol)?.creatorId == "carol")
   }
 
+  @Test func aRemovalFreesAPlaceInAFullRoom() {
+    var router = GroupCallRouter(settings: .init(maxMembers: 2))
+    _ = room(&router, alice, at: 0)
+    _ = room(&router, bob, at: 1)
+    #expect(room(&router, carol, at: 2).reply.errorCode == .tooLarge)
+    _ = router.handle(.groupRemove(.init(callId: "r1", userId: "bob")), id: "x", from: alice, now: at(3))
+    #expect(room(&router, carol, at: 4).reply.isAck)
+  }
+
   @Test func aRoomsOwnerEndsItEvenAfterLeaving() {
     var router = GroupCallRouter()
     _ = room(&router, alice, at: 0)
