@@ -37,7 +37,7 @@ package struct GroupCallRouter {
   package typealias InvitePolicy = GroupInvitePolicy
 
   package struct Settings: Sendable {
-    /// Most members `group-create` may ring, the creator not counted.
+    /// Most members of a call ringing at once (by `group-create` or `group-invite`).
     package var ringLimit = 16
     /// Most members a call may hold (a room by name grows as people join).
     package var maxMembers = Limits.maxGroupMembers
@@ -305,7 +305,8 @@ package struct GroupCallRouter {
       let i: Int
       if let existing = call.index(of: userId) {
         i = existing
-        if call.members[i].state == .removed {
+        if call.members[i].state == .removed || call.silenced.contains(userId) {
+          // Not shown the call so far: whether it is now depends on who rings this time.
           call.silenced.remove(userId)
           if blocks(userId, who.userId) || blocks(userId, call.creator.userId) { call.silenced.insert(userId) }
         }

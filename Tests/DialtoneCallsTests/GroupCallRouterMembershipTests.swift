@@ -210,6 +210,16 @@ struct GroupCallRouterMembershipTests {
     #expect(memberStates(router)["dave"] == .missed)
   }
 
+  @Test func aUserSilencedByOneInvitersBlockIsRungByAnotherInviter() {
+    var router = GroupCallRouter()
+    running(&router, members: ["bob"], joined: [bob])
+    _ = invite(&router, ["dave"], by: bob, blocks: ["dave": "bob"])
+    _ = router.timerFired(CallTimer(callId: "g1", kind: .memberRing(userId: "dave")), now: at(50))
+    let again = invite(&router, ["dave"], by: alice, at: 60, blocks: ["dave": "bob"])
+    #expect(invites(again.effects).map(\.1) == [.user(userId: "dave", exceptDevice: nil)])
+    #expect(router.state("g1", visibleTo: dave)?.member("dave")?.state == .invited)
+  }
+
   @Test func aUserWhoBlocksTheCreatorIsSilencedWhoeverInvitesThem() {
     var router = GroupCallRouter()
     running(&router, members: ["bob"], joined: [bob])
