@@ -292,44 +292,50 @@ async def the_owner_removes_a_member_who_is_cut_out_of_the_media_both_ways(s, st
 
 @scenario
 async def someone_invited_mid_call_joins_is_heard_and_removed(s, stack):
-    """Alice rings Bob; mid-call Bob (any member may, by default) rings Dave in with `invite dave`:
-    Dave's softphone is rung from Bob, answers, hears both and is heard by both, each at its own
-    tone. Then Alice, the owner, removes Dave: his softphone ends with removed (exit 9), Alice and
-    Bob see it, and go on hearing each other."""
+    """Alice, Bob and Carol talk; mid-call Bob (any member may, by default) rings a fourth person
+    in with `invite dave`: Dave's softphone is rung from Bob, answers, hears all three and is heard
+    by all three, each at its own tone. Then Alice, the owner, removes Dave: his softphone ends
+    with removed (exit 9), the others see it, and go on hearing each other."""
     ns, _, server = await group_stack(s, stack)
-    tones = {"alice": 550, "bob": 440, "dave": 770}
+    tones = {"alice": 550, "bob": 440, "carol": 660, "dave": 770}
     bob = member(s, stack, server, ns, "bob", "--auto", "--tone-frequency", str(tones["bob"]))
+    carol = member(s, stack, server, ns, "carol", "--auto", "--tone-frequency", str(tones["carol"]))
     dave = member(s, stack, server, ns, "dave", "--auto", "--tone-frequency", str(tones["dave"]))
-    for peer in (bob, dave):
+    for peer in (bob, carol, dave):
         await peer.start()
         await peer.wait_for("note", text="waiting for a call")
-    alice = member(s, stack, server, ns, "alice", "--to", "bob", "--tone-frequency", str(tones["alice"]),
+    alice = member(s, stack, server, ns, "alice", "--to", "bob,carol", "--tone-frequency", str(tones["alice"]),
                    "--duration", "40", "--end-for-all", command="group call")
     await alice.start()
-    await alice.wait_for("first-audio bob", timeout=20)
-    await bob.wait_for("first-audio alice", timeout=20)
+    first = {alice: ("bob", "carol"), bob: ("alice", "carol"), carol: ("alice", "bob")}
+    for peer, others in first.items():
+        for other in others:
+            await peer.wait_for(f"first-audio {other}", timeout=20)
     check(not dave.has("start"), "dave was rung before anyone invited him")
     bob.send("invite dave")
     await dave.wait_for("start", timeout=10)
-    for peer, others in ((dave, ("alice", "bob")), (alice, ("dave",)), (bob, ("dave",))):
+    for peer, others in ((dave, ("alice", "bob", "carol")), (alice, ("dave",)), (bob, ("dave",)), (carol, ("dave",))):
         for other in others:
             await peer.wait_for(f"first-audio {other}", timeout=20)
     await asyncio.sleep(2)  # a couple of seconds of everyone's tone in every recording
     alice.send("remove dave")
     check(await dave.exit_status() == 9, "dave's softphone did not end with removed (9)")
     check(dave.has("ended", reason="removed"), "dave was not told he was removed")
-    for peer in (alice, bob):
+    for peer in (alice, bob, carol):
         await peer.wait_for("participant", user="dave", state="removed", timeout=10)
         await peer.wait_for("participant", user="dave", state="stream-ended", timeout=10)
-    before = {peer.name: await audio_counts(peer) for peer in (alice, bob)}
+    before = {peer.name: await audio_counts(peer) for peer in (alice, bob, carol)}
     await asyncio.sleep(1.5)
-    after = {peer.name: await audio_counts(peer) for peer in (alice, bob)}
-    for peer, other in ((alice, "bob"), (bob, "alice")):
-        check(after[peer.name].get(other, 0) > before[peer.name].get(other, 0),
-              f"{peer.name} stopped hearing {other} after dave was removed")
+    after = {peer.name: await audio_counts(peer) for peer in (alice, bob, carol)}
+    for peer, others in first.items():
+        for other in others:
+            check(after[peer.name].get(other, 0) > before[peer.name].get(other, 0),
+                  f"{peer.name} stopped hearing {other} after dave was removed")
     alice.interrupt()
-    check(await alice.exit_status() == 0 and await bob.exit_status() == 0, "the call did not complete")
-    for listener, other in (("alice", "dave"), ("bob", "dave"), ("dave", "alice"), ("dave", "bob")):
+    for peer in (alice, bob, carol):
+        check(await peer.exit_status() == 0, f"{peer.name} did not complete the call")
+    for listener, other in [(name, "dave") for name in ("alice", "bob", "carol")] + [
+            ("dave", name) for name in ("alice", "bob", "carol")]:
         path = s.file(f"{listener}-{other}.wav")
         check(os.path.exists(path), f"{listener} recorded nothing from {other}")
         near(dominant_frequency(path), tones[other], path)
