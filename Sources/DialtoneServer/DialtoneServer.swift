@@ -84,7 +84,7 @@ public final class DialtoneServer: Sendable {
     let groups = GroupCallRouter(
       settings: .init(
         ringLimit: configuration.groupRingLimit, ringTimeout: .seconds(configuration.ringTimeout),
-        reconnectGrace: .seconds(configuration.reconnectGrace)))
+        reconnectGrace: .seconds(configuration.reconnectGrace), invitePolicy: configuration.groupInvitePolicy))
     let parts = HubParts(
       settings: .init(
         helloTimeout: .seconds(configuration.helloTimeout), resumeWindow: .seconds(configuration.resumeWindow),
