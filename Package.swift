@@ -7,6 +7,8 @@ let package = Package(
   products: [
     .library(name: "DialtoneProtocol", targets: ["DialtoneProtocol"]),
     .library(name: "DialtoneClient", targets: ["DialtoneClient"]),
+    // The SDK's logging (`Log`, `LogSink`) and small shared types, for apps that give it a sink.
+    .library(name: "DialtoneSupport", targets: ["DialtoneSupport"]),
     // For the fuzzing package (FuzzTesting/), which builds it with sanitizers.
     .library(name: "DialtoneFuzzTargets", targets: ["DialtoneFuzzTargets"]),
     .executable(name: "dialtone-server", targets: ["dialtone-server"]),
@@ -15,7 +17,7 @@ let package = Package(
   ],
   targets: [
     // C libraries from Debian -dev packages, each wrapped by exactly one Swift module.
-    .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+    .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
     .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
     .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
     .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
@@ -35,12 +37,15 @@ let package = Package(
     .target(name: "DialtoneSupport", dependencies: ["DialtoneJSON"]),
     .target(name: "DialtoneProtocol", dependencies: ["DialtoneJSON"]),
     .target(name: "DialtoneCrypto", dependencies: ["COpenSSL", "DialtoneJSON"]),
-    .target(name: "DialtoneNet", dependencies: ["CLibWebSockets", "DialtoneCrypto", "DialtoneSupport"]),
+    // A blocking TLS client stream over OpenSSL's libssl (the cluster's Redis over rediss://).
+    .target(name: "DialtoneTLS", dependencies: ["COpenSSL"]),
+    .target(
+      name: "DialtoneNet", dependencies: ["CLibWebSockets", "DialtoneCrypto", "DialtoneJSON", "DialtoneSupport"]),
     .target(name: "DialtoneSQLite", dependencies: ["CSQLite"]),
     // The cluster store's PostgreSQL client: libpq behind a pointer-free API, and a bounded pool.
     .target(name: "DialtonePostgres", dependencies: ["CPostgres", "DialtoneSupport"]),
     // The cluster's Redis client (presence, routing, resume): hiredis behind a pointer-free API.
-    .target(name: "DialtoneRedis", dependencies: ["CRedis", "DialtoneCrypto", "DialtoneSupport"]),
+    .target(name: "DialtoneRedis", dependencies: ["CRedis", "DialtoneCrypto", "DialtoneSupport", "DialtoneTLS"]),
 
     // Counters, gauges and histograms, and their Prometheus text exposition.
     .target(name: "DialtoneMetrics", dependencies: ["DialtoneSupport"]),
@@ -134,12 +139,15 @@ let package = Package(
     .testTarget(name: "DialtoneCommandLineTests", dependencies: ["DialtoneCommandLine"]),
     .testTarget(name: "DialtoneProtocolTests", dependencies: ["DialtoneProtocol", "DialtoneJSON"]),
     .testTarget(name: "DialtoneCryptoTests", dependencies: ["DialtoneCrypto", "DialtoneJSON", "DialtoneTestSupport"]),
-    .testTarget(name: "DialtoneNetTests", dependencies: ["DialtoneNet", "DialtoneSupport", "DialtoneTestSupport"]),
+    .testTarget(
+      name: "DialtoneNetTests", dependencies: ["DialtoneJSON", "DialtoneNet", "DialtoneSupport", "DialtoneTestSupport"]),
     .testTarget(name: "DialtoneSQLiteTests", dependencies: ["DialtoneSQLite"]),
     // Runs a scratch PostgreSQL server of its own (Debian's postgresql package).
     .testTarget(name: "DialtonePostgresTests", dependencies: ["DialtonePostgres", "DialtoneTestSupport"]),
     // Runs a scratch redis-server of its own (Debian's redis-server package).
-    .testTarget(name: "DialtoneRedisTests", dependencies: ["DialtoneRedis", "DialtoneCluster", "DialtoneTestSupport"]),
+    .testTarget(
+      name: "DialtoneRedisTests",
+      dependencies: ["DialtoneRedis", "DialtoneCluster", "DialtoneTestSupport", "DialtoneTLS"]),
     .testTarget(name: "DialtoneMetricsTests", dependencies: ["DialtoneMetrics"]),
     .testTarget(name: "DialtoneCallsTests", dependencies: ["DialtoneCalls", "DialtoneProtocol", "DialtoneSupport"]),
     .testTarget(

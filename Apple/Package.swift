@@ -60,6 +60,7 @@ let package = Package(
       dependencies: [
         .product(name: "DialtoneClient", package: "Dialtone"),
         .product(name: "DialtoneProtocol", package: "Dialtone"),
+        .product(name: "DialtoneSupport", package: "Dialtone"),
         "DialtoneWebRTC",
         "DialtoneURLSession",
       ],

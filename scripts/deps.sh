@@ -5,7 +5,8 @@ set -euo pipefail
 
 APT_PACKAGES=(
   pkg-config
-  libssl-dev
+  # libssl/libcrypto; the openssl command makes the tests' certificates (TLS to Redis and PostgreSQL).
+  libssl-dev openssl
   libwebsockets-dev libwebsockets-evlib-uv libuv1-dev
   libcurl4-openssl-dev
   libsqlite3-dev

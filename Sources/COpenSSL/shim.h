@@ -8,3 +8,9 @@
 #include <openssl/err.h>
 #include <openssl/sha.h>
 #include <openssl/x509.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+// Macros Swift cannot call, as functions.
+static inline long dt_ssl_set_sni(SSL *ssl, const char *name) { return SSL_set_tlsext_host_name(ssl, name); }
+static inline long dt_ssl_ctx_min_tls12(SSL_CTX *ctx) { return SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION); }

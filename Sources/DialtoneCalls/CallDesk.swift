@@ -73,7 +73,7 @@ package final class CallDesk {
       if let refused = usedBefore(newCallId, id: id, history) { return refused }
     }
     let blocks = blocks
-    var outcome = groups.handle(message, id: id, from: who, now: now) { blocks.blocks($0, who.userId) }
+    var outcome = groups.handle(message, id: id, from: who, now: now) { blocks.blocks($0, $1) }
     switch (message, outcome.reply) {
     case (.groupOffer, _), (.groupAnswer, _), (.groupCandidate, _), (.groupEndOfCandidates, _), (_, .error):
       break  // negotiation, or refused: nothing the history keeps changed

@@ -2,6 +2,14 @@ import DialtoneProtocol
 import DialtoneSupport
 import Foundation
 
+/// Who may ring more people into a running group call (`group-invite`, `--group-invite-policy`).
+public enum GroupInvitePolicy: String, Sendable, CaseIterable {
+  /// Any member whose device is in the call.
+  case members
+  /// Only the call's owner (its creator), from a device in the call.
+  case owner
+}
+
 /// The server-side state machine of group calls, whose media goes through an SFU.
 ///
 ///     ringing ──a member joins──▶ active ──creator ends · last one leaves · SFU fails──▶ ended
@@ -12,15 +20,24 @@ import Foundation
 /// invited/ringing ─decline─▶ declined, ─ring timeout─▶ missed. Declined, missed and left
 /// members may join again while the call lasts. One device per user is in the call.
 ///
+/// Mid-call, `group-invite` rings more users (who may invite: `Settings.invitePolicy`) and the
+/// owner's `group-remove` takes a member out: *removed* is no member any more, the call does not
+/// exist for them (as for a silenced member) until the owner invites them again. The owner is the
+/// creator, of a room too (who started its call); the owner may also end the call for everyone.
+///
 /// A member who blocks the creator is *silenced*: listed like anyone invited (and missed at the
 /// ring timeout, as if nobody answered), but none of their devices is rung, pushed or told of the
 /// call, and for them it does not exist (`get-group`, `group-join`… answer `not-found`).
 ///
+/// A user `group-invite` would ring who blocks the inviter (or the creator) is silenced the same way.
+///
 /// A pure value like `CallRouter`: every input returns the reply and the effects (messages,
 /// timers, SFU commands, events) that the hub applies.
 package struct GroupCallRouter {
+  package typealias InvitePolicy = GroupInvitePolicy
+
   package struct Settings: Sendable {
-    /// Most members `group-create` may ring, the creator not counted.
+    /// Most members of a call ringing at once (by `group-create` or `group-invite`).
     package var ringLimit = 16
     /// Most members a call may hold (a room by name grows as people join).
     package var maxMembers = Limits.maxGroupMembers
@@ -32,11 +49,12 @@ package struct GroupCallRouter {
     package var ringTimeout: Duration = .seconds(45)
     package var reconnectGrace: Duration = .seconds(30)
     package var endedRetention: Duration = .seconds(600)
+    package var invitePolicy = InvitePolicy.members
 
     package init(
       ringLimit: Int = 16, maxMembers: Int = Limits.maxGroupMembers, maxLiveCallsPerUser: Int = 4,
       maxSignalsPerJoin: Int = 1024, ringTimeout: Duration = .seconds(45), reconnectGrace: Duration = .seconds(30),
-      endedRetention: Duration = .seconds(600)
+      endedRetention: Duration = .seconds(600), invitePolicy: InvitePolicy = .members
     ) {
       self.ringLimit = ringLimit
       self.maxMembers = maxMembers
@@ -45,6 +63,7 @@ package struct GroupCallRouter {
       self.ringTimeout = ringTimeout
       self.reconnectGrace = reconnectGrace
       self.endedRetention = endedRetention
+      self.invitePolicy = invitePolicy
     }
   }
 
@@ -60,6 +79,8 @@ package struct GroupCallRouter {
     package var inCall: TimeInterval = 0
     /// Negotiation messages relayed for the device since it joined.
     package var signals = 0
+    /// The device whose `group-invite` rang the member last (nil: rung by the create).
+    package var invitedBy: Peer?
   }
 
   package struct Call {
@@ -73,16 +94,22 @@ package struct GroupCallRouter {
     package var endedAt: Date?
     package var endReason: GroupEndReason?
     package var members: [Member]
-    /// Members who block the creator (decided when the call was created).
+    /// Members who block the creator (decided when the call was created), or, for those a
+    /// `group-invite` rang, the creator or the inviter.
     package var silenced: Set<String> = []
 
     package func index(of userId: String) -> Int? { members.firstIndex { $0.userId == userId } }
-    /// A member's index, unless the call must not exist for that user.
-    package func visibleIndex(of userId: String) -> Int? { silenced.contains(userId) ? nil : index(of: userId) }
+    /// A member's index, unless the call must not exist for that user (silenced, or removed).
+    package func visibleIndex(of userId: String) -> Int? {
+      guard !silenced.contains(userId), let i = index(of: userId), members[i].state != .removed else { return nil }
+      return i
+    }
     package func isJoinedDevice(_ who: Identity) -> Bool {
       members.contains { $0.userId == who.userId && $0.state == .joined && $0.deviceId == who.deviceId }
     }
     package var joinedCount: Int { members.count { $0.state == .joined } }
+    /// Members, the removed not counted.
+    package var memberCount: Int { members.count { $0.state != .removed } }
 
     /// The call is over for everyone: those in it have left (their time counted), those still
     /// ringing missed it.
@@ -95,7 +122,7 @@ package struct GroupCallRouter {
           members[i].leftAt = now
         case .invited, .ringing:
           members[i].state = .missed
-        case .declined, .missed, .left:
+        case .declined, .missed, .left, .removed:
           break
         }
       }
@@ -132,14 +159,17 @@ package struct GroupCallRouter {
 
   // MARK: - Requests
 
-  /// `blockedBy`: whether a user blocks the sender (consulted for the members `group-create` rings).
+  /// `blocks(user, other)`: whether `user` blocks `other` (consulted for the users `group-create`
+  /// and `group-invite` ring).
   package mutating func handle(
     _ message: ClientMessage, id: String, from who: Identity, now: Date,
-    blockedBy: (String) -> Bool = { _ in false }
+    blocks: (_ user: String, _ other: String) -> Bool = { _, _ in false }
   ) -> Outcome {
     pruneEnded(now: now)
     switch message {
-    case .groupCreate(let m): return create(m, id: id, from: who, now: now, blockedBy: blockedBy)
+    case .groupCreate(let m): return create(m, id: id, from: who, now: now, blockedBy: { blocks($0, who.userId) })
+    case .groupInvite(let m): return invite(m, id: id, from: who, now: now, blocks: blocks)
+    case .groupRemove(let m): return remove(m, id: id, from: who, now: now)
     case .roomJoin(let m): return joinRoom(m, id: id, from: who, now: now)
     case .groupRinging(let m): return ringing(m.callId, id: id, from: who)
     case .groupDecline(let m): return decline(m.callId, id: id, from: who, now: now)
@@ -197,19 +227,153 @@ package struct GroupCallRouter {
     var effects: [CallEffect] = [
       .sfu(.open(callId: call.id, video: call.video)), .sfu(.join(callId: call.id, participant: who)),
     ]
-    let invite = inviteMessage(call)
     for userId in invited {
       // A silenced member still times out, so the creator sees what an unanswered ring looks like.
       effects.append(
         .schedule(CallTimer(callId: call.id, kind: .memberRing(userId: userId)), after: settings.ringTimeout))
       guard !call.silenced.contains(userId) else { continue }
-      effects.append(.send(invite, to: .user(userId: userId, exceptDevice: nil)))
+      effects += ring(call, userId, by: who.peer, now: now)
+    }
+    return Outcome(reply: ack(id, call), effects: effects)
+  }
+
+  /// The ring of one member who is not silenced: the invite to every device, and the push (whose
+  /// `createdAt` is when this ring started, so that a device can tell a stale push).
+  private func ring(_ call: Call, _ userId: String, by inviter: Peer, now: Date) -> [CallEffect] {
+    [
+      .send(inviteMessage(call, from: inviter), to: .user(userId: userId, exceptDevice: nil)),
+      .external(
+        .groupRinging(
+          GroupRing(
+            callId: call.id, creator: inviter, memberId: userId, title: call.title,
+            memberCount: call.memberCount, video: call.video, createdAt: now))),
+    ]
+  }
+
+  /// `group-invite`: rings more users into a live call. Members already rung or in the call are
+  /// left as they are; members who declined, missed or left are rung again; a removed member
+  /// only by the owner. At most the ring limit ring at once, at most `maxMembers` members.
+  private mutating func invite(
+    _ m: ClientMessage.GroupInvite, id: String, from who: Identity, now: Date,
+    blocks: (_ user: String, _ other: String) -> Bool
+  ) -> Outcome {
+    guard var call = calls[m.callId], call.visibleIndex(of: who.userId) != nil else { return notFound(id, m.callId) }
+    guard call.phase != .ended else { return invalidState(id, call) }
+    guard call.isJoinedDevice(who) else {
+      return error(id, call.id, .invalidState, "only a device in the call may invite")
+    }
+    if settings.invitePolicy == .owner, who.userId != call.creator.userId {
+      return error(id, call.id, .forbidden, "only the call's owner may invite on this server")
+    }
+    var toRing: [String] = []
+    var newcomers = 0
+    for userId in m.members where userId != who.userId && !toRing.contains(userId) {
+      guard !userId.isEmpty, userId.utf8.count <= Limits.maxUserIDBytes else {
+        return error(id, call.id, .badRequest, "\"members\" holds an invalid user id")
+      }
+      if let i = call.index(of: userId) {
+        switch call.members[i].state {
+        case .invited, .ringing, .joined:
+          continue  // rung already, or in the call
+        case .removed:
+          guard who.userId == call.creator.userId else {
+            return error(id, call.id, .forbidden, "\(userId) was removed: only the call's owner may invite them again")
+          }
+          newcomers += 1
+        case .declined, .missed, .left:
+          // A visible member who blocks the inviter is silently not rung again.
+          if !call.silenced.contains(userId), blocks(userId, who.userId) { continue }
+        }
+      } else {
+        newcomers += 1
+      }
+      toRing.append(userId)
+    }
+    guard m.members.contains(where: { $0 != who.userId }) else {
+      return error(id, call.id, .badRequest, "\"members\" must name someone besides yourself")
+    }
+    let alreadyRinging = call.members.count { [.invited, .ringing].contains($0.state) }
+    guard alreadyRinging + toRing.count <= settings.ringLimit else {
+      return error(id, call.id, .tooLarge, "a group call rings at most \(settings.ringLimit) members at once")
+    }
+    guard call.memberCount + newcomers <= settings.maxMembers else {
+      return error(id, call.id, .tooLarge, "a group call holds at most \(settings.maxMembers) members")
+    }
+    guard !toRing.isEmpty else { return Outcome(reply: ack(id, call)) }
+    var effects: [CallEffect] = []
+    for userId in toRing {
+      let i: Int
+      if let existing = call.index(of: userId) {
+        i = existing
+        if call.members[i].state == .removed || call.silenced.contains(userId) {
+          // Not shown the call so far: whether it is now depends on who rings this time.
+          call.silenced.remove(userId)
+          if blocks(userId, who.userId) || blocks(userId, call.creator.userId) { call.silenced.insert(userId) }
+        }
+      } else {
+        call.members.append(Member(userId: userId, state: .invited))
+        i = call.members.count - 1
+        if blocks(userId, who.userId) || blocks(userId, call.creator.userId) { call.silenced.insert(userId) }
+      }
+      call.members[i].state = .invited
+      call.members[i].invitedBy = who.peer
+    }
+    calls[call.id] = call
+    for userId in toRing {
       effects.append(
-        .external(
-          .groupRinging(
-            GroupRing(
-              callId: call.id, creator: who.peer, memberId: userId, title: call.title,
-              memberCount: call.members.count, video: call.video, createdAt: now))))
+        .schedule(CallTimer(callId: call.id, kind: .memberRing(userId: userId)), after: settings.ringTimeout))
+      guard !call.silenced.contains(userId) else { continue }
+      effects += ring(call, userId, by: who.peer, now: now)
+    }
+    effects += updates(call)
+    return Outcome(reply: ack(id, call), effects: effects)
+  }
+
+  /// `group-remove`: the owner takes a member out of the call. A device of theirs in the call
+  /// loses its media at once; every device of theirs is told (`removed`); the others see it in
+  /// `group-update`. The removed user is no member any more: the call's id lets them in no more.
+  private mutating func remove(_ m: ClientMessage.GroupRemove, id: String, from who: Identity, now: Date) -> Outcome {
+    guard var call = calls[m.callId], call.visibleIndex(of: who.userId) != nil else { return notFound(id, m.callId) }
+    guard call.phase != .ended else { return invalidState(id, call) }
+    guard who.userId == call.creator.userId else {
+      return error(id, call.id, .forbidden, "only the call's owner (its creator) may remove members")
+    }
+    guard m.userId != who.userId else {
+      return error(id, call.id, .badRequest, "the owner cannot remove themselves: send group-leave or group-end")
+    }
+    guard let i = call.index(of: m.userId), call.members[i].state != .removed else {
+      return error(id, call.id, .notFound, "\(m.userId) is not a member of this call")
+    }
+    let member = call.members[i]
+    var effects: [CallEffect] = []
+    switch member.state {
+    case .joined:
+      if let joinedAt = member.joinedAt { call.members[i].inCall += now.timeIntervalSince(joinedAt) }
+      call.members[i].leftAt = now
+      if let deviceId = member.deviceId {
+        effects.append(
+          .sfu(.leave(callId: call.id, participant: Identity(userId: m.userId, deviceId: deviceId, name: nil))))
+        effects.append(.cancel(CallTimer(callId: call.id, kind: .grace(userId: m.userId, deviceId: deviceId))))
+      }
+    case .invited, .ringing:
+      effects += stopRing(call, m.userId)
+    case .declined, .missed, .left, .removed:
+      break
+    }
+    call.members[i].state = .removed
+    if !call.silenced.contains(m.userId) {
+      effects.append(
+        .send(
+          .groupEnded(.init(callId: call.id, reason: .removed, from: who.peer)),
+          to: .user(userId: m.userId, exceptDevice: nil)))
+    }
+    calls[call.id] = call
+    let stillRinging = call.members.contains { [.invited, .ringing].contains($0.state) }
+    if call.joinedCount == 0 || (call.phase == .ringing && !stillRinging) {
+      // Nobody left in the call, or nobody left to ring it: the owner's removal ends it.
+      effects += finish(&call, call.phase == .ringing ? .cancelled : .completed, now: now, from: who)
+    } else {
+      effects += updates(call)
     }
     return Outcome(reply: ack(id, call), effects: effects)
   }
@@ -270,13 +434,18 @@ package struct GroupCallRouter {
     var i = call.index(of: who.userId)
     if i == nil, byRoomName, call.room != nil, call.phase != .ended {
       // A room by name takes anyone who knows its name, up to the member limit.
-      guard call.members.count < settings.maxMembers else {
+      guard call.memberCount < settings.maxMembers else {
         return error(id, callId, .tooLarge, "the room is full (\(settings.maxMembers) members)")
       }
       call.members.append(Member(userId: who.userId, name: who.name, state: .left))
       i = call.members.count - 1
     }
     guard let i else { return notFound(id, callId) }
+    if call.members[i].state == .removed {
+      // No member any more: by id the call does not exist for them; by the room's name it says why.
+      guard byRoomName, call.phase != .ended else { return notFound(id, callId) }
+      return error(id, callId, .forbidden, "you were removed from this room's call")
+    }
     guard call.phase != .ended else { return invalidState(id, call) }
     let member = call.members[i]
     if member.state == .joined {
@@ -313,8 +482,8 @@ package struct GroupCallRouter {
   private mutating func end(_ callId: CallID, id: String, from who: Identity, now: Date) -> Outcome {
     guard var call = calls[callId], call.visibleIndex(of: who.userId) != nil else { return notFound(id, callId) }
     guard call.phase != .ended else { return invalidState(id, call) }
-    guard who.userId == call.creator.userId, call.room == nil else {
-      return error(id, callId, .forbidden, "only the creator may end the call for everyone")
+    guard who.userId == call.creator.userId else {
+      return error(id, callId, .forbidden, "only the call's owner (its creator) may end the call for everyone")
     }
     let effects = finish(&call, call.phase == .ringing ? .cancelled : .ended, now: now, from: who)
     return Outcome(reply: ack(id, call), effects: effects)
@@ -347,7 +516,10 @@ package struct GroupCallRouter {
         effects.append(
           .cancel(CallTimer(callId: call.id, kind: .grace(userId: who.userId, deviceId: who.deviceId))))
       } else if newSession, [.invited, .ringing].contains(member.state) {
-        effects.append(.send(inviteMessage(call), to: .device(userId: who.userId, deviceId: who.deviceId)))
+        effects.append(
+          .send(
+            inviteMessage(call, from: member.invitedBy ?? call.creator.peer),
+            to: .device(userId: who.userId, deviceId: who.deviceId)))
       }
     }
     return effects
@@ -465,7 +637,7 @@ package struct GroupCallRouter {
       case .invited, .ringing:
         effects += stopRing(call, member.userId)
         if !call.silenced.contains(member.userId) { notified.append(.user(userId: member.userId, exceptDevice: nil)) }
-      case .declined, .missed, .left:
+      case .declined, .missed, .left, .removed:
         break
       }
     }
@@ -492,16 +664,17 @@ package struct GroupCallRouter {
   /// The participant list, to every device of every member the call exists for.
   private func updates(_ call: Call) -> [CallEffect] {
     let update = ServerMessage.groupUpdate(.init(callId: call.id, group: state(of: call)))
-    return call.members.filter { !call.silenced.contains($0.userId) }.map {
+    return call.members.filter { call.visibleIndex(of: $0.userId) != nil }.map {
       .send(update, to: .user(userId: $0.userId, exceptDevice: nil))
     }
   }
 
-  private func inviteMessage(_ call: Call) -> ServerMessage {
+  /// The ring, `from` the device that rang: the creator's, or the inviter's for `group-invite`.
+  private func inviteMessage(_ call: Call, from: Peer) -> ServerMessage {
     .groupInvite(
       .init(
-        callId: call.id, from: call.creator.peer, video: call.video, title: call.title,
-        memberCount: call.members.count, createdAt: call.createdAt.millisecondsSince1970, group: state(of: call)))
+        callId: call.id, from: from, video: call.video, title: call.title,
+        memberCount: call.memberCount, createdAt: call.createdAt.millisecondsSince1970, group: state(of: call)))
   }
 
   private func state(of call: Call) -> GroupCallState {

@@ -57,10 +57,14 @@ package struct LiveCallSnapshot: Sendable, Equatable {
 package struct StoredLiveCall: Sendable, Equatable {
   package var snapshot: LiveCallSnapshot
   package var callerSignals: [ServerMessage]
+  /// How many times a cluster node took the call over, plus one: the owner's fencing token
+  /// (`LiveCallStore.takeOver`). Always 1 on one server.
+  package var epoch: Int64
 
-  package init(snapshot: LiveCallSnapshot, callerSignals: [ServerMessage]) {
+  package init(snapshot: LiveCallSnapshot, callerSignals: [ServerMessage], epoch: Int64 = 1) {
     self.snapshot = snapshot
     self.callerSignals = callerSignals
+    self.epoch = epoch
   }
 }
 
@@ -80,6 +84,17 @@ package enum LiveCallChange: Sendable, Equatable {
   case groupLive(GroupCallRecord, silenced: Set<String> = [])
   /// A group call ended: its record replaces the live one.
   case groupEnded(GroupCallRecord, silenced: Set<String> = [])
+
+  /// The 1:1 call the change writes, whose owner's epoch fences it (group calls run on the node
+  /// that started them and are not taken over: nil).
+  package var fencedCallId: CallID? {
+    switch self {
+    case .put(let call): call.callId
+    case .signal(let callId, _): callId
+    case .ended(let record, _, _): record.callId
+    case .groupLive, .groupEnded: nil
+    }
+  }
 }
 
 /// A call that ended shortly before a restart, reloaded so that `get-call` and retried requests

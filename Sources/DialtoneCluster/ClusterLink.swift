@@ -17,7 +17,7 @@ import Foundation
 /// order. What comes back (letters read from this node's inbox, calls it takes over) reaches the
 /// hub as events. Heartbeats, lease renewals and taking over the calls of nodes that died run on
 /// a thread of their own (`ClusterHousekeeping`).
-package final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
+package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Sendable {
   package struct Settings: Sendable {
     package var redis: RedisConfiguration
     /// This incarnation of the node: its name and a random suffix, so that a node restarting
@@ -105,6 +105,12 @@ package final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
   }
   /// The calls this node runs, with their users (their lists in Redis name the call).
   private let owned = Locked<[CallID: [String]]>([:])
+  /// This node's epoch of each call it took over (`LiveCallStore.takeOver`); a call placed here
+  /// is at 1. The journal writes a call with it, so that once a later owner takes the call over
+  /// (a higher epoch) nothing this node still writes of it lands. Kept for `epochRetention`
+  /// after the call ends here, for its last writes (the journal may retry them that long).
+  private let epochs = Locked<[CallID: (epoch: Int64, endedAt: ContinuousClock.Instant?)]>([:])
+  package static let epochRetention = Duration.seconds(60)
   private let liveCalls: any LiveCallStore
   package let metrics: ClusterMetrics
   package let log: Log
@@ -298,6 +304,7 @@ package final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
 
   package func finished(_ callId: CallID) {
     guard let users = owned.withLock({ $0.removeValue(forKey: callId) }) else { return }
+    epochs.withLock { $0[callId]?.endedAt = .now }
     talking.withLock { _ = $0.remove(callId) }
     let (node, lease) = (thisNode, settings.lease)
     submit("the end of call \(callId)") { connection throws(RedisError) in
@@ -452,7 +459,7 @@ package final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     var stored: [StoredLiveCall] = []
     var ended: [RecentlyEndedCall] = []
     do {
-      stored = try liveCalls.liveCalls(callIds)
+      stored = try liveCalls.takeOver(callIds)
       // Ended ones too (within the router's retention): their requests get the answers the
       // call's own node would have given (invalid-state, get-call's outcome), not not-found.
       let since = Date().addingTimeInterval(-settings.endedRetention.seconds).millisecondsSince1970
@@ -469,6 +476,7 @@ package final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
         $0[call.snapshot.callId] = [call.snapshot.caller.userId, call.snapshot.calleeId]
       }
     }
+    epochs.withLock { for call in stored { $0[call.snapshot.callId] = (call.epoch, nil) } }
     var connected: [Identity] = []
     let presence = ClusterPresence(connection, nodeExpiry: settings.nodeExpiry)
     do throws(RedisError) {
@@ -547,6 +555,8 @@ package final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
   /// Renews the leases of the calls this node runs; a lease lost (a pause longer than the lease)
   /// is logged: another node runs the call now.
   package func renewLeases(_ connection: RedisConnection) throws(RedisError) {
+    let now = ContinuousClock.now
+    epochs.withLock { $0 = $0.filter { _, entry in entry.endedAt.map { now - $0 < Self.epochRetention } ?? true } }
     let callIds = Array(owned.current.keys)
     guard !callIds.isEmpty else { return }
     let ownership = CallOwnership(connection, leaseDuration: settings.lease)
@@ -556,6 +566,7 @@ package final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     // back would run the call twice; it goes, and requests about it follow its owner.
     for callId in try ownership.renew(callIds, for: thisNode) {
       owned.withLock { _ = $0.removeValue(forKey: callId) }
+      epochs.withLock { $0[callId]?.endedAt = now }
       talking.withLock { _ = $0.remove(callId) }
       givenUp.append(callId)
       log.warning(
@@ -579,6 +590,10 @@ package final class ClusterLink: RemoteDevices, CallPlacement, Sendable {
     }
     if !givenUp.isEmpty { inbox.current?.receive(.relinquish(givenUp)) }
   }
+
+  // MARK: - Fencing (LiveCallFence)
+
+  package func epoch(of callId: CallID) -> Int64 { epochs.withLock { $0[callId]?.epoch ?? 1 } }
 
   // MARK: - Letters
 

@@ -1,3 +1,4 @@
+import DialtoneJSON
 import Foundation
 
 // The wire spelling: the raw values are the request line's method tokens.
@@ -48,26 +49,6 @@ public struct HTTPRequest: Sendable {
     let token = parts[1].trimmingCharacters(in: .whitespaces)
     return token.isEmpty ? nil : token
   }
-
-  /// Decodes the JSON body, turning every failure into a 400 the client can act on.
-  public func decodeJSON<T: Decodable>(_ type: T.Type) throws(HTTPError) -> T {
-    guard !body.isEmpty else { throw HTTPError(status: 400, code: "bad-request", message: "a JSON body is required") }
-    do {
-      return try JSONDecoder().decode(T.self, from: Data(body))
-    } catch let DecodingError.keyNotFound(key, _) {
-      throw HTTPError(status: 400, code: "bad-request", message: "missing field \"\(key.stringValue)\"")
-    } catch let DecodingError.typeMismatch(_, context) {
-      throw HTTPError(
-        status: 400, code: "bad-request",
-        message: "wrong type for \"\(context.codingPath.map(\.stringValue).joined(separator: "."))\"")
-    } catch let DecodingError.valueNotFound(_, context) {
-      throw HTTPError(
-        status: 400, code: "bad-request",
-        message: "null for \"\(context.codingPath.map(\.stringValue).joined(separator: "."))\"")
-    } catch {
-      throw HTTPError(status: 400, code: "bad-request", message: "body is not valid JSON")
-    }
-  }
 }
 
 public struct HTTPResponse: Sendable {
@@ -88,31 +69,10 @@ public struct HTTPResponse: Sendable {
   /// A status that never carries content (RFC 9110 §6.4.1): no body is written, whatever `body` holds.
   public var hasNoContent: Bool { status == 204 || status == 304 || (100..<200).contains(status) }
 
-  public static func json<T: Encodable>(_ value: T, status: Int = 200) -> HTTPResponse {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    do {
-      return HTTPResponse(status: status, body: Array(try encoder.encode(value)))
-    } catch {
-      return .error(HTTPError(status: 500, code: "internal", message: "response could not be encoded"))
-    }
-  }
-
   /// The one error shape of the HTTP API: `{"error":{"code":"...","message":"..."}}`.
   public static func error(_ error: HTTPError) -> HTTPResponse {
-    struct Body: Encodable {
-      struct Inner: Encodable {
-        let code: String
-        let message: String
-      }
-      let error: Inner
-    }
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    let bytes =
-      (try? encoder.encode(Body(error: .init(code: error.code, message: error.message)))).map { Array($0) }
-      ?? Array(#"{"error":{"code":"internal","message":""}}"#.utf8)
-    return HTTPResponse(status: error.status, headers: error.headers, body: bytes)
+    let body = JSONValue.object(["error": .object(["code": .string(error.code), "message": .string(error.message)])])
+    return HTTPResponse(status: error.status, headers: error.headers, body: body.serialized)
   }
 
   public static func text(_ text: String, status: Int = 200, contentType: String = "text/plain; charset=utf-8")

@@ -1,3 +1,4 @@
+import DialtoneSupport
 import Foundation
 
 #if canImport(Glibc)
@@ -13,19 +14,20 @@ import Foundation
 /// (`Task(executorPreference:)`) begins on the network thread, so work handed to the actor from
 /// another thread costs one wake-up of the network thread, not a hop through the global pool
 /// first.
-public final class NetworkExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable {
-  // @unchecked: `loop` and `owner` are only touched under `lock`.
-  private let lock = NSLock()
-  private weak var loop: ServiceLoop?
+public final class NetworkExecutor: SerialExecutor, TaskExecutor, Sendable {
+  private struct State {
+    weak var loop: ServiceLoop?
+    /// The thread running this executor's jobs right now (network thread or fallback queue).
+    var owner: pthread_t?
+  }
+  private let state = Locked(State())
   private let fallback = DispatchQueue(label: "dialtone.network-executor.fallback")
-  /// The thread running this executor's jobs right now (network thread or fallback queue).
-  private var owner: pthread_t?
 
   public init() {}
 
   public func enqueue(_ job: consuming ExecutorJob) {
     let unowned = UnownedJob(job)
-    let target = lock.withLock { loop }
+    let target = state.withLock { $0.loop }
     if let target, target.post(.job(unowned)) { return }
     runOnFallback(unowned)
   }
@@ -38,20 +40,20 @@ public final class NetworkExecutor: SerialExecutor, TaskExecutor, @unchecked Sen
 
   /// True on the thread that currently runs this executor's jobs.
   public var isCurrent: Bool {
-    lock.withLock { owner.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
+    state.withLock { $0.owner.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
   }
 
   func attach(_ loop: ServiceLoop) {
     fallback.sync {}  // nothing may still run on the fallback queue once the loop owns the jobs
-    lock.withLock { self.loop = loop }
+    state.withLock { $0.loop = loop }
   }
 
   /// Called on the network thread when it starts and stops owning the jobs.
-  func networkThreadStarted() { lock.withLock { owner = pthread_self() } }
+  func networkThreadStarted() { state.withLock { $0.owner = pthread_self() } }
   func networkThreadStopped(leftover: [UnownedJob]) {
-    lock.withLock {
-      owner = nil
-      loop = nil
+    state.withLock {
+      $0.owner = nil
+      $0.loop = nil
     }
     for job in leftover { runOnFallback(job) }
   }
@@ -62,9 +64,9 @@ public final class NetworkExecutor: SerialExecutor, TaskExecutor, @unchecked Sen
 
   private func runOnFallback(_ job: UnownedJob) {
     fallback.async { [self] in
-      lock.withLock { owner = pthread_self() }
+      state.withLock { $0.owner = pthread_self() }
       run(job)
-      lock.withLock { owner = nil }
+      state.withLock { $0.owner = nil }
     }
   }
 }

@@ -63,7 +63,6 @@ final class ServiceLoop: @unchecked Sendable {
   private var sendBuffer: [UInt8]
   let preamble = Int(dt_lws_pre())
 
-  private let finished = DispatchSemaphore(value: 0)
   private var protocols: UnsafeMutablePointer<lws_protocols>?
   private let protocolName = strdup("dialtone")
   private var retryPolicy = UnsafeMutablePointer<lws_retry_bo_t>.allocate(capacity: 1)
@@ -134,6 +133,8 @@ final class ServiceLoop: @unchecked Sendable {
   /// Set by the owner before `start`: jobs of this executor then run on the network thread.
   var executor: NetworkExecutor?
   private var serviceThread: pthread_t?
+  /// Set once by `start` on the owner's thread, before any thread that waits for the loop exists.
+  private var serviceWorker: WorkerThread?
 
   func start(name: String) {
     executor?.attach(self)
@@ -143,7 +144,7 @@ final class ServiceLoop: @unchecked Sendable {
     sweep.resume()
     sweepTimer = sweep
     role.started(on: self)
-    let thread = Thread { [self] in
+    serviceWorker = WorkerThread(name: name, stackSize: 1 << 20) { [self] in
       guard let ctx = context else { return }
       serviceThread = pthread_self()
       executor?.networkThreadStarted()
@@ -157,17 +158,12 @@ final class ServiceLoop: @unchecked Sendable {
       lws_context_destroy(ctx)
       executor?.networkThreadStopped(leftover: leftover)
       context = nil
-      finished.signal()
     }
-    thread.name = name
-    thread.stackSize = 1 << 20
-    thread.start()
   }
 
   /// Blocks the calling thread until the loop has stopped and the context is destroyed.
   func waitUntilStopped() {
-    finished.wait()
-    finished.signal()  // let other waiters through too
+    serviceWorker?.wait()
   }
 
   /// Callable from any thread. On the network thread itself, sends and closes take effect at

@@ -1,3 +1,4 @@
+import DialtoneSupport
 import Foundation
 
 public struct WebServerConfiguration: Sendable {
@@ -86,7 +87,7 @@ public final class WebServer: Sendable {
   public func waitUntilStopped() async {
     let loop = self.loop
     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-      Thread.detachNewThread {
+      _ = WorkerThread(name: "dialtone-net-stop") {
         loop.waitUntilStopped()
         continuation.resume()
       }

@@ -1,3 +1,4 @@
+import DialtoneSupport
 import Foundation
 
 public enum WebSocketClientEvent: Sendable, Equatable {
@@ -66,7 +67,7 @@ public final class WebSocketClient: Sendable {
     loop.post(.shutdown(drainSeconds: 2))
     let loop = self.loop
     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-      Thread.detachNewThread {
+      _ = WorkerThread(name: "dialtone-net-stop") {
         loop.waitUntilStopped()
         continuation.resume()
       }

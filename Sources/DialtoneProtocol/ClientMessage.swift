@@ -27,6 +27,8 @@ public enum ClientMessageType: String, Sendable, Equatable, CaseIterable {
   case groupJoin = "group-join"
   case groupLeave = "group-leave"
   case groupEnd = "group-end"
+  case groupInvite = "group-invite"
+  case groupRemove = "group-remove"
   case roomJoin = "room-join"
   case groupOffer = "group-offer"
   case groupAnswer = "group-answer"
@@ -50,7 +52,8 @@ public enum ClientMessageType: String, Sendable, Equatable, CaseIterable {
     case .offer, .answer, .iceRestartRequest, .mediaState, .hold: ClientMessageRules(desk: .oneToOne, relayed: true)
     case .candidate, .endOfCandidates: ClientMessageRules(desk: .oneToOne, relayed: true, ackMayWait: true)
     case .quality: ClientMessageRules(desk: .quality)
-    case .groupCreate, .roomJoin: ClientMessageRules(desk: .group, startsACall: true)
+    case .groupCreate, .roomJoin, .groupInvite: ClientMessageRules(desk: .group, startsACall: true)
+    case .groupRemove: ClientMessageRules(desk: .group)
     case .groupRinging, .groupDecline, .groupJoin, .groupLeave, .groupEnd, .getGroup, .groupOffer, .groupAnswer:
       ClientMessageRules(desk: .group)
     case .groupCandidate, .groupEndOfCandidates: ClientMessageRules(desk: .group, ackMayWait: true)
@@ -177,6 +180,10 @@ public enum ClientMessage: Sendable, Equatable {
   case groupLeave(CallAction)
   /// The creator ends the call for everyone (before anyone joined: cancels it).
   case groupEnd(CallAction)
+  /// Ring more people into a call already under way.
+  case groupInvite(GroupInvite)
+  /// The call's owner takes a member out of it.
+  case groupRemove(GroupRemove)
   /// Join (or start) the call of an app-defined room, without ringing anyone.
   case roomJoin(RoomJoin)
   /// The SDP offer of the sender's `publisher` stream (Janus).
@@ -219,6 +226,8 @@ public enum ClientMessage: Sendable, Equatable {
     case .groupJoin(let m): return visitor.visit(m, as: .groupJoin)
     case .groupLeave(let m): return visitor.visit(m, as: .groupLeave)
     case .groupEnd(let m): return visitor.visit(m, as: .groupEnd)
+    case .groupInvite(let m): return visitor.visit(m, as: .groupInvite)
+    case .groupRemove(let m): return visitor.visit(m, as: .groupRemove)
     case .roomJoin(let m): return visitor.visit(m, as: .roomJoin)
     case .groupOffer(let m): return visitor.visit(m, as: .groupOffer)
     case .groupAnswer(let m): return visitor.visit(m, as: .groupAnswer)
@@ -255,6 +264,8 @@ public enum ClientMessage: Sendable, Equatable {
     case .groupJoin: return .groupJoin(try d.body())
     case .groupLeave: return .groupLeave(try d.body())
     case .groupEnd: return .groupEnd(try d.body())
+    case .groupInvite: return .groupInvite(try d.body())
+    case .groupRemove: return .groupRemove(try d.body())
     case .roomJoin: return .roomJoin(try d.body())
     case .groupOffer: return .groupOffer(try d.body())
     case .groupAnswer: return .groupAnswer(try d.body())

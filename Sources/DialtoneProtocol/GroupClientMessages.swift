@@ -26,6 +26,43 @@ extension ClientMessage {
     }
   }
 
+  /// `group-invite`: `{callId, members}`. Rings more users into a call already under way.
+  public struct GroupInvite: CallMessageBody, Hashable {
+    public var callId: CallID
+    /// The user ids to ring (members already rung or in the call are not rung again).
+    public var members: [String]
+
+    public init(callId: CallID, members: [String]) {
+      self.callId = callId
+      self.members = members
+    }
+
+    public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", members: []) }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+      try c.strings("members", &members, acceptSingle: false, nonEmpty: true)
+    }
+  }
+
+  /// `group-remove`: `{callId, userId}`. The call's owner takes a member out of it.
+  public struct GroupRemove: CallMessageBody, Hashable {
+    public var callId: CallID
+    public var userId: String
+
+    public init(callId: CallID, userId: String) {
+      self.callId = callId
+      self.userId = userId
+    }
+
+    public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", userId: "") }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+      try c.string("userId", &userId, .userId)
+    }
+  }
+
   /// `room-join`: `{room, callId?, video?}`. Joins the live call of an app-defined room, or
   /// starts one (with `callId`, else one the server picks) when the room has none. Nobody rings.
   public struct RoomJoin: ClientMessageBody, Hashable {

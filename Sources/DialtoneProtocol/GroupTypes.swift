@@ -15,6 +15,12 @@ public enum GroupMemberState: String, WireEnum {
   case missed
   /// The member was in the call and left it (they may join again while the call lasts).
   case left
+  /// The call's owner removed the member (`group-remove`): no longer a member, the call does
+  /// not exist for them unless they are invited again.
+  case removed
+
+  /// An older client reads a removal as leaving.
+  public static var lenientFallback: GroupMemberState? { .left }
 }
 
 /// The phase of a group call (`GroupCallState.state`).
@@ -46,6 +52,8 @@ public enum GroupEndReason: String, WireEnum {
   case mediaFailed = "media-failed"
   /// This device's socket dropped and did not come back within the grace window.
   case connectionLost = "connection-lost"
+  /// The call's owner removed this member (`group-remove`).
+  case removed
   /// History only: the server stopped while the call was live (group calls do not outlive a
   /// restart yet); the record ends at the server's last change to the call.
   case serverRestart = "server-restart"

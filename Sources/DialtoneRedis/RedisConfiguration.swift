@@ -1,8 +1,20 @@
-/// Where and how to connect: `redis://host[:port][/db]` (a password or ACL user is not supported
-/// yet and is refused rather than ignored).
+import DialtoneTLS
+import Foundation
+
+/// Where and how to connect: `redis://[[user]:password@]host[:port][/db]`, the user and password
+/// percent-encoded as in any URL (an ACL user and its password, or only a password for a server
+/// with `requirepass`). `rediss://` is the same over TLS, the server's certificate checked against
+/// the CA of `?ca-file=` (else the system's) and the host name (or `server-name=`), with a client
+/// certificate from `cert-file=` and `key-file=`.
 public struct RedisConfiguration: Sendable, Equatable {
   public var host: String
   public var port: Int
+  /// The ACL user to authenticate as (`AUTH user password`); nil with a password: `default`.
+  public var username: String?
+  /// Sent with `AUTH` right after connecting, before anything else; never logged.
+  public var password: String?
+  /// TLS (`rediss://`); nil: plain TCP.
+  public var tls: TLSClientSettings?
   /// The logical database SELECTed after connecting; 0 is the server's default.
   public var database: Int
   /// Bounds the TCP connect (redisConnectWithTimeout).
@@ -12,11 +24,15 @@ public struct RedisConfiguration: Sendable, Equatable {
   public var commandTimeout: Duration
 
   public init(
-    host: String = "127.0.0.1", port: Int = 6379, database: Int = 0, connectTimeout: Duration = .seconds(5),
+    host: String = "127.0.0.1", port: Int = 6379, username: String? = nil, password: String? = nil,
+    tls: TLSClientSettings? = nil, database: Int = 0, connectTimeout: Duration = .seconds(5),
     commandTimeout: Duration = .seconds(5)
   ) {
+    self.tls = tls
     self.host = host
     self.port = port
+    self.username = username
+    self.password = password
     self.database = database
     self.connectTimeout = connectTimeout
     self.commandTimeout = commandTimeout
@@ -25,29 +41,87 @@ public struct RedisConfiguration: Sendable, Equatable {
   public init(url: String, connectTimeout: Duration = .seconds(5), commandTimeout: Duration = .seconds(5))
     throws(RedisError)
   {
-    let prefix = "redis://"
-    guard url.hasPrefix(prefix) else { throw .invalidRequest("not a redis:// URL: \(url)") }
-    let rest = url.dropFirst(prefix.count)
-    let authority = rest.prefix { $0 != "/" }
-    let path = rest.dropFirst(authority.count).dropFirst()
-    guard !authority.contains("@") else { throw .invalidRequest("passwords in redis:// URLs are not supported") }
+    let shown = Self.redacted(url)
+    let secure = url.hasPrefix("rediss://")
+    guard url.hasPrefix("redis://") || secure else { throw .invalidRequest("not a redis:// URL: \(shown)") }
+    let rest = url.dropFirst(secure ? 9 : 8)
+    var authority = rest.prefix { $0 != "/" && $0 != "?" }
+    let afterAuthority = rest.dropFirst(authority.count)
+    let path = afterAuthority.prefix { $0 != "?" }.drop { $0 == "/" }
+    let query = afterAuthority.drop { $0 != "?" }.dropFirst()
+    var tls: TLSClientSettings? = secure ? TLSClientSettings() : nil
+    for item in query.split(separator: "&") {
+      let parts = item.split(separator: "=", maxSplits: 1)
+      guard secure, parts.count == 2, let value = String(parts[1]).removingPercentEncoding, !value.isEmpty else {
+        throw .invalidRequest(
+          "unknown parameter \(parts.first ?? "") in \(shown) (rediss:// takes ca-file, cert-file, key-file, server-name)"
+        )
+      }
+      switch parts[0] {
+      case "ca-file": tls?.caFile = value
+      case "cert-file": tls?.certificateFile = value
+      case "key-file": tls?.keyFile = value
+      case "server-name": tls?.serverName = value
+      default:
+        throw .invalidRequest(
+          "unknown parameter \(parts[0]) in \(shown) (rediss:// takes ca-file, cert-file, key-file, server-name)")
+      }
+    }
+    if (tls?.certificateFile == nil) != (tls?.keyFile == nil) {
+      throw .invalidRequest("cert-file and key-file go together in \(shown)")
+    }
+    var username: String?
+    var password: String?
+    if let at = authority.lastIndex(of: "@") {
+      let userinfo = authority[..<at]
+      authority = authority[authority.index(after: at)...]
+      let user = userinfo.prefix { $0 != ":" }
+      guard user.count < userinfo.count else {
+        throw .invalidRequest("a redis:// URL's credentials are user:password or :password: \(shown)")
+      }
+      guard let decodedUser = String(user).removingPercentEncoding,
+        let decodedPassword = String(userinfo.dropFirst(user.count + 1)).removingPercentEncoding
+      else { throw .invalidRequest("bad percent-encoding in the credentials of \(shown)") }
+      username = decodedUser.isEmpty ? nil : decodedUser
+      password = decodedPassword
+    }
     var host = String(authority)
     var port = 6379
     if let colon = authority.lastIndex(of: ":"), !authority.hasSuffix("]") {
       guard let parsed = Int(authority[authority.index(after: colon)...]), (1...65535).contains(parsed) else {
-        throw .invalidRequest("bad port in \(url)")
+        throw .invalidRequest("bad port in \(shown)")
       }
       host = String(authority[..<colon])
       port = parsed
     }
     if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-    guard !host.isEmpty else { throw .invalidRequest("no host in \(url)") }
+    guard !host.isEmpty else { throw .invalidRequest("no host in \(shown)") }
     var database = 0
     if !path.isEmpty {
-      guard let parsed = Int(path), parsed >= 0 else { throw .invalidRequest("bad database number in \(url)") }
+      guard let parsed = Int(path), parsed >= 0 else { throw .invalidRequest("bad database number in \(shown)") }
       database = parsed
     }
     self.init(
-      host: host, port: port, database: database, connectTimeout: connectTimeout, commandTimeout: commandTimeout)
+      host: host, port: port, username: username, password: password, tls: tls, database: database,
+      connectTimeout: connectTimeout, commandTimeout: commandTimeout)
+  }
+
+  /// The URL as logs and errors may show it: a password replaced by `***`.
+  public static func redacted(_ url: String) -> String {
+    let scheme = url.range(of: "://").map { url[..<$0.upperBound] } ?? ""
+    let rest = url.dropFirst(scheme.count)
+    let authority = rest.prefix { $0 != "/" }
+    guard let at = authority.lastIndex(of: "@") else { return url }
+    let user = authority[..<at].prefix { $0 != ":" }
+    return scheme + user + ":***" + rest[at...]
+  }
+}
+
+extension RedisConfiguration: CustomStringConvertible {
+  /// Never the password: a configuration printed into a log or an error stays safe to share.
+  public var description: String {
+    let credentials = password == nil ? "" : "\(username ?? ""):***@"
+    let shownHost = host.contains(":") ? "[\(host)]" : host
+    return "\(tls == nil ? "redis" : "rediss")://\(credentials)\(shownHost):\(port)/\(database)"
   }
 }

@@ -6,13 +6,20 @@ import Foundation
   import Glibc
 #endif
 
-/// One hiredis connection in blocking mode. Calls block the calling thread until the server
-/// answers, bounded by the configuration's timeouts. After a lost connection, a timeout or a
-/// protocol error the connection is closed and every later call fails: open a new one.
+/// One connection in blocking mode: hiredis's own over TCP, or hiredis's parser over
+/// `RedisTLSLink` for `rediss://`. Calls block the calling thread until the server answers,
+/// bounded by the configuration's timeouts. After a lost connection, a timeout or a protocol
+/// error the connection is closed and every later call fails: open a new one.
 public final class RedisConnection: @unchecked Sendable {
-  // @unchecked: `context` is only read or written under `lock`, which serialises every hiredis call on it.
+  // @unchecked: `link` is only read or written under `lock`, which serialises every call on it.
   private let lock = Locked()
-  private var context: UnsafeMutablePointer<redisContext>?
+  private var link: Link?
+
+  /// How the bytes travel.
+  enum Link {
+    case plain(UnsafeMutablePointer<redisContext>)
+    case tls(RedisTLSLink)
+  }
 
   public let configuration: RedisConfiguration
 
@@ -29,6 +36,36 @@ public final class RedisConnection: @unchecked Sendable {
     // ignore it too).
     signal(SIGPIPE, SIG_IGN)
     guard !configuration.host.utf8.contains(0) else { throw .invalidRequest("the host contains a NUL byte") }
+    if let tls = configuration.tls {
+      link = .tls(try RedisTLSLink(configuration, tls))
+    } else {
+      link = .plain(try Self.connectPlain(configuration))
+    }
+    if let password = configuration.password {
+      do {
+        let user: [RedisArgument] = configuration.username.map { [.string($0)] } ?? []
+        try command(["AUTH"] + user + [.string(password)])
+      } catch {
+        close()
+        // The server's refusal (WRONGPASS, …) says nothing secret; the password is not repeated.
+        throw .connectionFailed(message: "AUTH as \(configuration.username ?? "default"): \(error)")
+      }
+    }
+    if configuration.database != 0 {
+      do {
+        try command(["SELECT", .integer(Int64(configuration.database))])
+      } catch {
+        close()
+        throw .connectionFailed(message: "SELECT \(configuration.database): \(error)")
+      }
+    }
+  }
+
+  deinit { Self.free(link) }
+
+  private static func connectPlain(_ configuration: RedisConfiguration) throws(RedisError)
+    -> UnsafeMutablePointer<redisContext>
+  {
     guard
       let connected = redisConnectWithTimeout(
         configuration.host, Int32(clamping: configuration.port), Self.timeval(configuration.connectTimeout))
@@ -43,26 +80,32 @@ public final class RedisConnection: @unchecked Sendable {
       redisFree(connected)
       throw .connectionFailed(message: "cannot set the command timeout: \(message)")
     }
-    context = connected
-    if configuration.database != 0 {
-      do {
-        try command(["SELECT", .integer(Int64(configuration.database))])
-      } catch {
-        close()
-        throw .connectionFailed(message: "SELECT \(configuration.database): \(error)")
-      }
-    }
+    return connected
   }
 
-  deinit { redisFree(context) }
+  static func free(_ link: Link?) {
+    switch link {
+    case .plain(let context): redisFree(context)
+    case .tls(let tls): tls.close()
+    case nil: break
+    }
+  }
 
   /// Sends one command and waits for its reply. An error reply is thrown as `.server`.
   @discardableResult
   public func command(_ arguments: [RedisArgument]) throws(RedisError) -> RedisReply {
     guard !arguments.isEmpty else { throw .invalidRequest("a command needs at least its name") }
-    let reply = try withContext { context throws(RedisError) in
-      let raw = Self.withArgv(arguments) { argc, argv, lengths in redisCommandArgv(context, argc, argv, lengths) }
-      return try take(raw, context)
+    let reply = try withLink { link throws(RedisError) in
+      switch link {
+      case .plain(let context):
+        let raw = Self.withArgv(arguments) { argc, argv, lengths in redisCommandArgv(context, argc, argv, lengths) }
+        return try take(raw, context)
+      case .tls(let tls):
+        return try failing(tls) { () throws(RedisError) in
+          try tls.send([arguments])
+          return try tls.receive()
+        }
+      }
     }
     if case .error(let prefix, let message) = reply { throw .server(prefix: prefix, message: message) }
     return reply
@@ -72,7 +115,17 @@ public final class RedisConnection: @unchecked Sendable {
   /// replies stay in the result as `.error` values, so one failing command loses no other reply.
   public func pipeline(_ commands: [[RedisArgument]]) throws(RedisError) -> [RedisReply] {
     guard !commands.contains(where: \.isEmpty) else { throw .invalidRequest("a command needs at least its name") }
-    return try withContext { context throws(RedisError) in
+    return try withLink { link throws(RedisError) in
+      guard case .plain(let context) = link else {
+        guard case .tls(let tls) = link else { return [] }
+        return try failing(tls) { () throws(RedisError) in
+          try tls.send(commands)
+          var replies: [RedisReply] = []
+          replies.reserveCapacity(commands.count)
+          for _ in commands { replies.append(try tls.receive()) }
+          return replies
+        }
+      }
       for arguments in commands {
         let status = Self.withArgv(arguments) { argc, argv, lengths in
           redisAppendCommandArgv(context, argc, argv, lengths)
@@ -93,16 +146,16 @@ public final class RedisConnection: @unchecked Sendable {
   /// Whether the connection is still open as far as this side knows (no round trip).
   public var isOpen: Bool {
     return lock.withLock {
-      return context != nil
+      return link != nil
     }
   }
 
-  /// Hands the hiredis context over (to a subscriber, which reads it on its own thread); this
-  /// connection is closed from then on.
-  func detachContext() -> UnsafeMutablePointer<redisContext>? {
+  /// Hands the link over (to a subscriber, which reads it on its own thread); this connection is
+  /// closed from then on.
+  func detachLink() -> Link? {
     return lock.withLock {
-      let detached = context
-      context = nil
+      let detached = link
+      link = nil
       return detached
     }
   }
@@ -110,17 +163,29 @@ public final class RedisConnection: @unchecked Sendable {
   /// Closes the connection; later calls fail with `connectionLost`.
   public func close() {
     lock.withLock {
-      redisFree(context)
-      context = nil
+      Self.free(link)
+      link = nil
     }
   }
 
-  private func withContext<R>(
-    _ body: (UnsafeMutablePointer<redisContext>) throws(RedisError) -> R
-  ) throws(RedisError) -> R {
+  private func withLink<R>(_ body: (Link) throws(RedisError) -> R) throws(RedisError) -> R {
     return try lock.withLock { () throws(RedisError) in
-      guard let context else { throw .connectionLost(message: "the connection is closed") }
-      return try body(context)
+      guard let link else { throw .connectionLost(message: "the connection is closed") }
+      return try body(link)
+    }
+  }
+
+  /// Runs a TLS exchange; a failure that leaves the link unusable closes it (a late reply would
+  /// otherwise answer the next command). Called under `lock`.
+  private func failing<R>(_ tls: RedisTLSLink, _ body: () throws(RedisError) -> R) throws(RedisError) -> R {
+    do {
+      return try body()
+    } catch {
+      if error.isConnectionLost {
+        tls.close()
+        link = nil
+      }
+      throw error
     }
   }
 
@@ -148,7 +213,7 @@ public final class RedisConnection: @unchecked Sendable {
       default: .connectionLost(message: message)
       }
     redisFree(failed)
-    context = nil
+    link = nil
     return error
   }
 

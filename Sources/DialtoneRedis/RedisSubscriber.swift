@@ -21,16 +21,16 @@ public final class RedisSubscriber: Sendable {
   public init(_ configuration: RedisConfiguration, channels: [String], bufferLimit: Int = 1024) throws(RedisError) {
     guard !channels.isEmpty else { throw .invalidRequest("subscribe to at least one channel") }
     guard bufferLimit > 0 else { throw .invalidRequest("the buffer must hold at least one message") }
-    let context = try Self.subscribe(configuration, channels)
+    let link = try Self.subscribe(configuration, channels)
     var wake: [Int32] = [-1, -1]
     guard pipe(&wake) == 0 else {
-      redisFree(context)
+      RedisConnection.free(link)
       throw .connectionFailed(message: "pipe() failed: errno \(errno)")
     }
     let (stream, continuation) = AsyncThrowingStream<RedisMessage, any Error>.makeStream(
       bufferingPolicy: .bufferingOldest(bufferLimit))
     let reader = Reader(
-      context: context, wakeRead: wake[0], wakeWrite: wake[1], continuation: continuation, bufferLimit: bufferLimit)
+      link: link, wakeRead: wake[0], wakeWrite: wake[1], continuation: continuation, bufferLimit: bufferLimit)
     continuation.onTermination = { _ in reader.wake() }
     messages = stream
     self.reader = reader
@@ -46,13 +46,29 @@ public final class RedisSubscriber: Sendable {
   /// Connects and waits for every channel's confirmation, so that a message published once the
   /// initialiser returns is delivered.
   private static func subscribe(_ configuration: RedisConfiguration, _ channels: [String]) throws(RedisError)
-    -> UnsafeMutablePointer<redisContext>
+    -> RedisConnection.Link
   {
     let connection = try RedisConnection(configuration)
-    guard let context = connection.detachContext() else {
+    guard let link = connection.detachLink() else {
       throw .connectionLost(message: "the connection is closed")
     }
     let arguments = ["SUBSCRIBE"] + channels.map(RedisArgument.string)
+    guard case .plain(let context) = link else {
+      guard case .tls(let tls) = link else { throw .connectionLost(message: "the connection is closed") }
+      do throws(RedisError) {
+        try tls.send([arguments])
+        for _ in channels {
+          let reply = try tls.receive()
+          guard case .array(let parts) = reply, parts.first?.string == "subscribe" else {
+            throw RedisError.unexpectedReply(reply)
+          }
+        }
+      } catch {
+        tls.close()
+        throw error
+      }
+      return link
+    }
     var raw = RedisConnection.withArgv(arguments) { argc, argv, lengths in
       redisCommandArgv(context, argc, argv, lengths)
     }
@@ -73,15 +89,15 @@ public final class RedisSubscriber: Sendable {
         throw .unexpectedReply(converted)
       }
     }
-    return context
+    return link
   }
 
   /// What the reader thread owns, and how to stop it.
   private final class Reader: @unchecked Sendable {
-    // @unchecked: `context` and `wakeRead` are used only by the reader thread until it ends;
+    // @unchecked: `link` and `wakeRead` are used only by the reader thread until it ends;
     // `thread` is set once, before anything else reads it; `stopped`, `closed` and writes to the
     // wake pipe are under `state`.
-    private let context: UnsafeMutablePointer<redisContext>
+    private let link: RedisConnection.Link
     private let wakeRead: Int32
     private let wakeWrite: Int32
     private let continuation: AsyncThrowingStream<RedisMessage, any Error>.Continuation
@@ -90,11 +106,11 @@ public final class RedisSubscriber: Sendable {
     private let bufferLimit: Int
 
     init(
-      context: UnsafeMutablePointer<redisContext>, wakeRead: Int32, wakeWrite: Int32,
+      link: RedisConnection.Link, wakeRead: Int32, wakeWrite: Int32,
       continuation: AsyncThrowingStream<RedisMessage, any Error>.Continuation, bufferLimit: Int
     ) {
       self.bufferLimit = bufferLimit
-      self.context = context
+      self.link = link
       self.wakeRead = wakeRead
       self.wakeWrite = wakeWrite
       self.continuation = continuation
@@ -102,19 +118,18 @@ public final class RedisSubscriber: Sendable {
 
     func run() {
       continuation.finish(throwing: read())
-      redisFree(context)
+      RedisConnection.free(link)
     }
 
     /// Until stopped (nil) or failed (the error).
     private func read() -> RedisError? {
       while true {
-        var raw: UnsafeMutableRawPointer?
-        guard redisGetReplyFromReader(context, &raw) == REDIS_OK else {
-          return .protocolError(message: RedisConnection.errorText(context))
+        let next: RedisReply?
+        switch nextBuffered() {
+        case .success(let reply): next = reply
+        case .failure(let error): return error
         }
-        if let raw {
-          let reply = RedisConnection.convert(raw.assumingMemoryBound(to: redisReply.self))
-          freeReplyObject(raw)
+        if let reply = next {
           guard case .array(let parts) = reply, parts.count == 3, parts[0].string == "message",
             let channel = parts[1].string, let payload = parts[2].bytes
           else { continue }
@@ -123,18 +138,65 @@ public final class RedisSubscriber: Sendable {
           }
           continue
         }
+        if case .tls(let tls) = link, tls.hasBufferedBytes {
+          if let error = readMore() { return error }
+          continue
+        }
         var fds = [
-          pollfd(fd: context.pointee.fd, events: Int16(POLLIN), revents: 0),
+          pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0),
           pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
         ]
         let ready = poll(&fds, 2, -1)
         if ready < 0 && errno == EINTR { continue }
         if ready < 0 { return .connectionLost(message: "poll failed: errno \(errno)") }
         if fds[1].revents != 0 { return nil }
-        if redisBufferRead(context) != REDIS_OK {
-          return context.pointee.err == REDIS_ERR_EOF
-            ? .connectionLost(message: "the server closed the connection")
-            : .connectionLost(message: RedisConnection.errorText(context))
+        if let error = readMore() { return error }
+      }
+    }
+
+    private var descriptor: Int32 {
+      switch link {
+      case .plain(let context): context.pointee.fd
+      case .tls(let tls): tls.descriptor
+      }
+    }
+
+    /// A reply already read in full, if any.
+    private func nextBuffered() -> Result<RedisReply?, RedisError> {
+      switch link {
+      case .plain(let context):
+        var raw: UnsafeMutableRawPointer?
+        guard redisGetReplyFromReader(context, &raw) == REDIS_OK else {
+          return .failure(.protocolError(message: RedisConnection.errorText(context)))
+        }
+        guard let raw else { return .success(nil) }
+        defer { freeReplyObject(raw) }
+        return .success(RedisConnection.convert(raw.assumingMemoryBound(to: redisReply.self)))
+      case .tls(let tls):
+        do {
+          return .success(try tls.buffered())
+        } catch {
+          return .failure(error)
+        }
+      }
+    }
+
+    /// Reads what the socket has; the error that ends the stream, if it failed.
+    private func readMore() -> RedisError? {
+      switch link {
+      case .plain(let context):
+        guard redisBufferRead(context) != REDIS_OK else { return nil }
+        return context.pointee.err == REDIS_ERR_EOF
+          ? .connectionLost(message: "the server closed the connection")
+          : .connectionLost(message: RedisConnection.errorText(context))
+      case .tls(let tls):
+        do {
+          try tls.readMore()
+          return nil
+        } catch .timeout {
+          return nil  // a quiet channel: poll again
+        } catch {
+          return error
         }
       }
     }

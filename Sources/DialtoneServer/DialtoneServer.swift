@@ -65,11 +65,11 @@ public final class DialtoneServer: Sendable {
     let callStore = try store ?? postgres?.store ?? SQLiteStore.open(dataDirectory: configuration.dataDirectory)
     let liveCalls =
       try liveCalls ?? postgres?.liveCalls ?? SQLiteLiveCallStore.open(dataDirectory: configuration.dataDirectory)
-    let journal = CallJournal(store: liveCalls, log: log.scoped("journal"))
-    self.journal = journal
     let cluster = try Self.makeClusterLink(
       configuration, liveCalls: liveCalls, metrics: observations.metrics.cluster, log: log)
     self.cluster = cluster
+    let journal = CallJournal(store: liveCalls, log: log.scoped("journal"), fence: cluster)
+    self.journal = journal
     pushes = try PushSetup.dispatcher(
       configuration: configuration, store: callStore, clock: clock, observations: observations,
       log: log.scoped("push"))
@@ -84,7 +84,7 @@ public final class DialtoneServer: Sendable {
     let groups = GroupCallRouter(
       settings: .init(
         ringLimit: configuration.groupRingLimit, ringTimeout: .seconds(configuration.ringTimeout),
-        reconnectGrace: .seconds(configuration.reconnectGrace)))
+        reconnectGrace: .seconds(configuration.reconnectGrace), invitePolicy: configuration.groupInvitePolicy))
     let parts = HubParts(
       settings: .init(
         helloTimeout: .seconds(configuration.helloTimeout), resumeWindow: .seconds(configuration.resumeWindow),
@@ -108,7 +108,8 @@ public final class DialtoneServer: Sendable {
       do {
         try cluster.start(delivering: hub)
       } catch {
-        throw ConfigurationError("cannot reach the cluster's Redis at \(configuration.redisURL ?? ""): \(error)")
+        throw ConfigurationError(
+          "cannot reach the cluster's Redis at \(RedisConfiguration.redacted(configuration.redisURL ?? "")): \(error)")
       }
       log.info("node \(cluster.thisNode) joined the cluster")
     } else {

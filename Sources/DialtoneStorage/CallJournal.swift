@@ -1,4 +1,5 @@
 import DialtoneCalls
+import DialtoneProtocol
 import DialtoneSupport
 import Foundation
 
@@ -10,15 +11,18 @@ import Foundation
 package final class CallJournal: Sendable {
   private let store: any LiveCallStore
   private let log: Log
+  /// Cluster mode: this node's epochs of its calls, which fence every write.
+  private let fence: (any LiveCallFence)?
   /// Changes in the order they were submitted, each batch with its ticket.
   private let queue = BlockingQueue<(changes: [LiveCallChange], ticket: UInt64)>()
   /// The last ticket given; taken and queued under one lock, so tickets queue in order.
   private let submitted = Locked<UInt64>(0)
   private let writer = Locked<WorkerThread?>(nil)
 
-  package init(store: any LiveCallStore, log: Log) {
+  package init(store: any LiveCallStore, log: Log, fence: (any LiveCallFence)? = nil) {
     self.store = store
     self.log = log
+    self.fence = fence
   }
 
   /// Starts the writing thread. `onCommit` is called on it after each transaction.
@@ -55,7 +59,7 @@ package final class CallJournal: Sendable {
     var pause = Duration.milliseconds(100)
     while true {
       do {
-        try store.write(batch)
+        try write(batch, fencedBy: fence)
         if pause > .milliseconds(100) { log.info("the live-call store answers again") }
         return
       } catch {
@@ -70,6 +74,18 @@ package final class CallJournal: Sendable {
         Thread.sleep(forTimeInterval: pause.seconds)
         pause = min(pause * 2, .seconds(2))
       }
+    }
+  }
+
+  /// Writes a batch, fenced by this node's epochs in a cluster: the changes of a call another
+  /// node took over meanwhile are refused (and said), not written over the new owner's.
+  private func write(_ batch: [LiveCallChange], fencedBy fence: (any LiveCallFence)?) throws {
+    guard let fence else { return try store.write(batch) }
+    var epochs: [CallID: Int64] = [:]
+    for change in batch { if let callId = change.fencedCallId { epochs[callId] = fence.epoch(of: callId) } }
+    for callId in try store.write(batch, fencedBy: epochs).sorted() {
+      log.warning(
+        "refused a write of call \(callId) at epoch \(epochs[callId] ?? 1): another node took it over", callId: callId)
     }
   }
 

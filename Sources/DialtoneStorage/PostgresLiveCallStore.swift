@@ -38,11 +38,27 @@ package final class PostgresLiveCallStore: LiveCallStore, @unchecked Sendable {
   }
 
   package func write(_ changes: [LiveCallChange]) throws {
+    _ = try write(changes, fence: nil)
+  }
+
+  package func write(_ changes: [LiveCallChange], fencedBy epochs: [CallID: Int64]) throws -> Set<CallID> {
+    try write(changes, fence: epochs)
+  }
+
+  private func write(_ changes: [LiveCallChange], fence epochs: [CallID: Int64]?) throws -> Set<CallID> {
     try withWriter { connection in
       try connection.transaction {
+        var refused: Set<CallID> = []
         for change in changes {
+          if let epochs, let callId = change.fencedCallId {
+            if refused.contains(callId) { continue }
+            guard try Self.mayWrite(callId, epoch: epochs[callId] ?? 1, on: connection) else {
+              refused.insert(callId)
+              continue
+            }
+          }
           switch change {
-          case .put(let call): try put(call, on: connection)
+          case .put(let call): try put(call, epoch: epochs?[call.callId] ?? 1, on: connection)
           case .signal(let callId, let message):
             try connection.query(
               "INSERT INTO live_call_signals (call_id, message) VALUES ($1, $2)",
@@ -66,24 +82,41 @@ package final class PostgresLiveCallStore: LiveCallStore, @unchecked Sendable {
             try PostgresStore.insertGroupCall(record, silenced: silenced, on: connection)
           }
         }
+        return refused
       }
     }
   }
 
-  private func put(_ call: LiveCallSnapshot, on connection: PostgresConnection) throws {
+  /// Whether a node whose ownership of the call is `epoch` may still write it: no later owner
+  /// took it over (the live row's epoch is not above it) and it did not end (a late write must
+  /// not bring an ended call back). The call's lock is held to the end of the transaction, so no
+  /// take-over slips in between this check and the write; the check is its own statement, so
+  /// that it sees what a take-over it waited for committed.
+  private static func mayWrite(_ callId: CallID, epoch: Int64, on connection: PostgresConnection) throws -> Bool {
+    try PostgresSchema.lock(.liveCall, callId, on: connection)
+    let row = try connection.query(
+      """
+      SELECT (SELECT epoch FROM live_calls WHERE call_id = $1), EXISTS (SELECT 1 FROM calls WHERE call_id = $1)
+      """, [.text(callId)]
+    ).first
+    if let current = try row?.int64(0) { return current <= epoch }
+    return try row?.bool(1) != true
+  }
+
+  private func put(_ call: LiveCallSnapshot, epoch: Int64, on connection: PostgresConnection) throws {
     try connection.query(
       """
       INSERT INTO live_calls (call_id, caller_id, caller_device, caller_name, callee_id, video, created_at,
         phase, answered_by, answered_at, ring_deadline, caller_grace_deadline, answerer_grace_deadline, invite, accept,
-        blocked)
-      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+        blocked, epoch)
+      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
       ON CONFLICT (call_id) DO UPDATE SET caller_id = excluded.caller_id, caller_device = excluded.caller_device,
         caller_name = excluded.caller_name, callee_id = excluded.callee_id, video = excluded.video,
         created_at = excluded.created_at, phase = excluded.phase, answered_by = excluded.answered_by,
         answered_at = excluded.answered_at, ring_deadline = excluded.ring_deadline,
         caller_grace_deadline = excluded.caller_grace_deadline,
         answerer_grace_deadline = excluded.answerer_grace_deadline, invite = excluded.invite, accept = excluded.accept,
-        blocked = excluded.blocked
+        blocked = excluded.blocked, epoch = GREATEST(live_calls.epoch, excluded.epoch)
       """,
       [
         .text(call.callId), .text(call.caller.userId), .text(call.caller.deviceId), PostgresValue(call.caller.name),
@@ -92,6 +125,7 @@ package final class PostgresLiveCallStore: LiveCallStore, @unchecked Sendable {
         PostgresValue(call.callerGraceDeadline), PostgresValue(call.answererGraceDeadline),
         .text(MessageCodec.encodeString(call.invite, seq: nil)),
         PostgresValue(call.accept.map { MessageCodec.encodeString($0, seq: nil) }), .bool(call.blocked),
+        .int64(epoch),
       ])
     if call.phase == .accepted {
       try connection.query("DELETE FROM live_call_signals WHERE call_id = $1", [.text(call.callId)])
@@ -129,11 +163,19 @@ package final class PostgresLiveCallStore: LiveCallStore, @unchecked Sendable {
     try withWriter { connection in try Self.liveCalls(on: connection, only: nil) }
   }
 
-  /// The named calls only, on the reader's connection (a node taking a few calls over does not
-  /// wait for, nor hold up, the journal's writes).
-  package func liveCalls(_ callIds: Set<CallID>) throws -> [StoredLiveCall] {
+  /// The named calls only, their epochs raised first, on the reader's connection (a node taking
+  /// a few calls over does not wait for, nor hold up, the journal's writes).
+  package func takeOver(_ callIds: Set<CallID>) throws -> [StoredLiveCall] {
     guard !callIds.isEmpty else { return [] }
-    return try withReader { connection in try Self.liveCalls(on: connection, only: callIds) }
+    return try withReader { connection in
+      try connection.transaction {
+        for callId in callIds.sorted() {
+          try PostgresSchema.lock(.liveCall, callId, on: connection)
+          try connection.query("UPDATE live_calls SET epoch = epoch + 1 WHERE call_id = $1", [.text(callId)])
+        }
+        return try Self.liveCalls(on: connection, only: callIds)
+      }
+    }
   }
 
   package func endedCalls(_ callIds: Set<CallID>, since: Int64) throws -> [RecentlyEndedCall] {
@@ -181,7 +223,7 @@ package final class PostgresLiveCallStore: LiveCallStore, @unchecked Sendable {
       calls += try connection.query(
         """
         SELECT call_id, caller_id, caller_device, caller_name, callee_id, video, created_at, phase, answered_by,
-          answered_at, ring_deadline, caller_grace_deadline, answerer_grace_deadline, invite, accept, blocked
+          answered_at, ring_deadline, caller_grace_deadline, answerer_grace_deadline, invite, accept, blocked, epoch
         FROM live_calls\(filter.clause) ORDER BY created_at, call_id
         """, filter.parameters)
     }
@@ -199,7 +241,9 @@ package final class PostgresLiveCallStore: LiveCallStore, @unchecked Sendable {
         answeredBy: try row.string(8), answeredAt: try row.int64(9), ringDeadline: ringDeadline,
         callerGraceDeadline: try row.int64(11), answererGraceDeadline: try row.int64(12), invite: invite,
         accept: accept, blocked: try row.bool(15) == true)
-      return StoredLiveCall(snapshot: snapshot, callerSignals: phase == .ringing ? signals[callId] ?? [] : [])
+      return StoredLiveCall(
+        snapshot: snapshot, callerSignals: phase == .ringing ? signals[callId] ?? [] : [],
+        epoch: try row.int64(16) ?? 1)
     }
   }
 

@@ -141,7 +141,11 @@ package enum PostgresSchema {
       op TEXT NOT NULL
     );
     CREATE INDEX directory_changes_by_user ON directory_changes (user_id, version);
+    """,
+    // 2: the fencing token of a live call's owner (`PostgresLiveCallStore.takeOver`).
     """
+    ALTER TABLE live_calls ADD COLUMN epoch BIGINT NOT NULL DEFAULT 1;
+    """,
   ])
 
   /// `pg_advisory_xact_lock(class, hashtext(key))` classes: what one transaction checks and
@@ -156,6 +160,8 @@ package enum PostgresSchema {
     case quality = 3
     /// One user's directory (its version).
     case directory = 4
+    /// One live call's writes and take-overs (its epoch).
+    case liveCall = 5
   }
 
   package static func lock(_ lockClass: LockClass, _ key: String, on connection: PostgresConnection) throws {

@@ -37,6 +37,7 @@ actor SoftphoneCall {
     case failed = 6
     case cancelled = 7
     case answeredElsewhere = 8
+    case removed = 9
   }
 
   private enum Input: Sendable {
@@ -389,6 +390,7 @@ actor SoftphoneCall {
     case .declinedElsewhere: status = .declined
     case .joinedElsewhere: status = .answeredElsewhere
     case .mediaFailed, .connectionLost, .serverRestart: status = .failed
+    case .removed: status = .removed
     }
     if let group, group.video || groupVideo || video {
       for (userId, received) in receivedVideo { report.participantVideo(userId, received) }
@@ -426,11 +428,23 @@ actor SoftphoneCall {
     return nil
   }
 
+  /// What follows `verb` in a typed command (`invite bob,carol`), nil for another command.
+  private static func argument(of verb: String, in line: String) -> String? {
+    let words = line.trimmingCharacters(in: .whitespaces)
+    guard words.lowercased().hasPrefix(verb + " ") else { return nil }
+    let rest = words.dropFirst(verb.count).trimmingCharacters(in: .whitespaces)
+    return rest.isEmpty ? nil : rest
+  }
+
   private func typed(_ line: String) async {
     if let group {
       let command = line.trimmingCharacters(in: .whitespaces).lowercased()
       if await group.state == .ringing {
         if command.hasPrefix("d") { await group.decline() } else { await group.join() }
+      } else if let members = Self.argument(of: "invite", in: line) {
+        await group.invite(members.split { $0 == "," || $0 == " " }.map(String.init))
+      } else if let userId = Self.argument(of: "remove", in: line) {
+        await group.remove(userId)
       } else if command == "mute" || command == "unmute" {
         await group.setMuted(command == "mute")
         report.note(command == "mute" ? "muted" : "unmuted")

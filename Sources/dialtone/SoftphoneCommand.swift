@@ -75,6 +75,7 @@ enum SoftphoneCommand {
       try AudioProfileOption.apply(text, to: &media)
     }
     let report = MilestoneReport(json: arguments.flag("json"))
+    let log = try sdkLog(arguments)
 
     // Everything slow happens before dialing: the DTLS certificate, signaling, ICE servers.
     await GStreamerRuntime.prepare()
@@ -82,13 +83,14 @@ enum SoftphoneCommand {
     let http = HTTPClient(configuration: .init(http2: false))
     let signaling = SignalingClient(
       configuration: .init(url: urls.webSocket),
-      transport: LWSSignalingTransport(client: network)
+      transport: LWSSignalingTransport(client: network), log: log
     ) { token }
     let iceServers = IceServerCache(defaults: []) {
       try await fetchIceServers(http: http, url: urls.iceServers, token: token)
     }
     let factory = GStreamerPeerConnectionFactory(media: media)
     var configuration = CallClient.Configuration()
+    configuration.log = log
     // --no-trickle: the slow baseline (gather everything, then send it in the offer/answer).
     configuration.policy.trickle = !arguments.flag("no-trickle")
     // Connect while ringing, so Answer only switches media on (protocol.md 11), unless

@@ -32,6 +32,8 @@ private let media: [CommandOption] = [
     "a ringing callee's leg gathers every candidate, not only TURN relays (the caller then sees its addresses)"),
   .flag("json", "print events as JSON lines"),
   .value(
+    "log-level", "write the SDK's log to stderr from this level on: debug, info, warning or error (default: none)"),
+  .value(
     "quality-interval",
     "also send the server a quality report every this many seconds while connected (default: at the end only)"),
   .flag("no-quality-report", "send the server no quality report at all"),
@@ -72,13 +74,14 @@ private let commands: [Subcommand] = [
 private let footer = """
   Exit status: 0 completed, 1 error, 2 usage, 3 declined, 4 busy, 5 missed, 6 failed (ICE or
   connection lost, no media ever arrived, the media server failed), 7 cancelled, 8 answered
-  (joined) elsewhere.
+  (joined) elsewhere, 9 removed from a group call by its owner.
   During a 1:1 call, stdin lines are commands or chat: "camera off" / "camera on" (no
   renegotiation), "video on" / "video off" (start or stop sending video, renegotiated),
   "hold" / "unhold" (the microphone off, and the other side told), "video count"; any other
   line goes over the data channel. During a group call: "mute",
   "unmute", "video count" (the frames decoded from each participant so far), "audio count"
-  (the bytes of audio decoded from each participant so far).
+  (the bytes of audio decoded from each participant so far), "invite bob,carol" (ring more
+  people into the call), "remove bob" (the call's owner takes bob out of it).
   Benchmarks are a separate executable: dialtone-bench.
   """
 

@@ -16,7 +16,7 @@ struct GroupCallRouterBlockTests {
   private func created(_ router: inout GroupCallRouter) -> CallRouter.Outcome {
     router.handle(
       .groupCreate(.init(callId: "g1", members: ["bob", "carol"], video: false, title: "Standup")), id: "c1",
-      from: alice, now: t0, blockedBy: { $0 == "bob" })
+      from: alice, now: t0, blocks: { user, other in user == "bob" && other == "alice" })
   }
 
   private func reachesBob(_ effects: [CallEffect]) -> Bool {
@@ -109,7 +109,7 @@ struct GroupCallRouterBlockTests {
     // Bob blocks Carol, not Alice: Alice's call rings him.
     let outcome = router.handle(
       .groupCreate(.init(callId: "g1", members: ["bob", "carol"], video: false, title: nil)), id: "c1", from: alice,
-      now: t0, blockedBy: { _ in false })
+      now: t0, blocks: { user, other in user == "bob" && other == "carol" })
     #expect(reachesBob(outcome.effects))
     #expect(router.silencedMembers(of: "g1").isEmpty)
   }

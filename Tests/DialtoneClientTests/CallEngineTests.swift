@@ -85,6 +85,23 @@ struct CallEngineTests {
     #expect(await e.state == .calling)
   }
 
+  /// The app's log hears each state change with the call's id, and none of the SDP.
+  @Test func theAppsLogHearsEachStateWithTheCallId() async {
+    let h = EngineHarness()
+    let entries = RecentLogEntries()
+    let e = CallEngine(
+      outgoingCallId: "call-1", to: "bob", video: false, iceServers: [], factory: h.factory, signaling: h.signaling,
+      clock: h.clock, log: Log(level: .info, subsystem: "", sink: entries))
+    await e.start()
+    await e.handle(.accept(.init(callId: "call-1", from: bob, answer: SessionDescription(sdp: "answer-bob"))))
+    h.pc1.emitState(.connected)
+    _ = await eventually { await e.state == .connected }
+    let said = entries.entries
+    #expect(
+      said.map(\.message) == ["caller idle → calling", "caller calling → connecting", "caller connecting → connected"])
+    #expect(said.allSatisfy { $0.callId == "call-1" && $0.component == "call" })
+    #expect(!said.contains { $0.message.contains("answer-bob") || $0.message.contains("offer-pc1") })
+  }
   @Test func localCandidatesTrickleOneByOne() async {
     let h = EngineHarness()
     let e = h.caller()

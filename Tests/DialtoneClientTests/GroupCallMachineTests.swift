@@ -171,6 +171,44 @@ import Testing
     #expect(ringing.handle(.settled).isEmpty)
   }
 
+  @Test func invitingAndRemovingAskTheServerAndReportItsAnswer() {
+    var m = Self.joined()
+    #expect(m.handle(.invite(["dave"])) == [.ask(.groupInvite(.init(callId: Self.callId, members: ["dave"])))])
+    #expect(m.handle(.remove("bob")) == [.ask(.groupRemove(.init(callId: Self.callId, userId: "bob")))])
+    let grown = GroupCallState(
+      callId: Self.callId, creatorId: "alice", video: false, state: .active, createdAt: 1,
+      members: Self.state.members + [GroupMember(userId: "dave", state: .invited)])
+    #expect(
+      m.handle(.asked(.ack(.init(replyTo: "i", callId: Self.callId, group: grown)))) == [.notify(.participants(grown))])
+    #expect(m.group == grown)
+    // A refusal is the app's to show; the call goes on.
+    #expect(
+      m.handle(.asked(.error(.init(replyTo: "r", code: .forbidden, message: "only the owner"))))
+        == [.notify(.error("forbidden: only the owner"))])
+    #expect(m.handle(.askFailed("socket closed")) == [.notify(.error("socket closed"))])
+    #expect(m.state == .joined)
+    // Not in the call: nothing is asked.
+    var ringing = GroupCallMachine(
+      callId: Self.callId,
+      entry: .invited(
+        .init(callId: Self.callId, from: Self.bob, video: false, memberCount: 2, createdAt: 1, group: Self.state)),
+      video: false, iceServers: [])
+    guard case .notify(.error)? = ringing.handle(.invite(["dave"])).first else {
+      Issue.record("a ringing device invited")
+      return
+    }
+  }
+
+  @Test func beingRemovedEndsTheCallWithTheReason() {
+    var m = Self.joined()
+    _ = m.handle(.server(.groupMedia(.init(callId: Self.callId, sfu: .janus))))
+    #expect(
+      m.handle(.server(.groupEnded(.init(callId: Self.callId, reason: .removed, from: Self.bob))))
+        == [.finish(.ended(.removed))])
+    #expect(m.state == .ended(.removed))
+    #expect(m.handle(.invite(["dave"])).isEmpty)
+  }
+
   // Only the group desk's messages of this call reach the switch.
   @Test func otherMessagesAreIgnored() {
     var m = Self.joined()

@@ -201,6 +201,31 @@ private final class FakeGroupSignaling: GroupSignaling, Sendable {
     #expect(signaling.types.filter { $0 == "group-join" }.isEmpty)
   }
 
+  @Test func anInviteAndARemoveGoToTheServerAndARefusalReachesTheApp() async throws {
+    let signaling = FakeGroupSignaling { message in
+      if case .groupRemove = message {
+        return .error(.init(replyTo: "r", code: .forbidden, message: "only the owner", callId: Self.callId))
+      }
+      return .ack(.init(replyTo: "r", callId: message.callId, group: Self.state))
+    }
+    let call = await joined(signaling, EngineFakePeerConnectionFactory(log: EngineLog()))
+    var events = call.events.makeAsyncIterator()
+    await call.invite(["dave", "erin"])
+    await call.remove("bob")
+    #expect(signaling.types == ["group-create", "group-invite", "group-remove"])
+    if case .groupInvite(let invite) = signaling.messages[1] { #expect(invite.members == ["dave", "erin"]) }
+    if case .groupRemove(let remove) = signaling.messages[2] { #expect(remove.userId == "bob") }
+    var refusal: String?
+    while let event = await events.next() {
+      if case .error(let text) = event {
+        refusal = text
+        break
+      }
+    }
+    #expect(refusal == "forbidden: only the owner")
+    #expect(await call.state == .joined)
+  }
+
   @Test func liveKitMediaIsHandedToTheApp() async throws {
     let call = await joined(acking(), EngineFakePeerConnectionFactory(log: EngineLog()))
     await call.handle(.groupMedia(.init(callId: Self.callId, sfu: .livekit, url: "wss://lk.test", token: "tok")))

@@ -3,6 +3,7 @@ import DialtoneClientLinux
 import DialtoneNet
 import DialtoneProtocol
 import DialtoneServer
+import DialtoneSupport
 import DialtoneTestSupport
 import Foundation
 import Testing
@@ -165,6 +166,46 @@ private let secret = "client-test-secret-0123456789"
     // 4401 is final: the client must not retry with the same token forever.
     try await inbox.waitFor("the stop") { $0.stopped }
     #expect(inbox.connections == 0)
+    await rig.stop()
+  }
+
+  /// An app's log sink hears the connection's life, the session resumed after a network change,
+  /// and each engine's states with its call id; never the token, an SDP or a candidate.
+  @Test func theAppsLogHearsTheConnectionAndTheCallsButNoSecrets() async throws {
+    let rig = try await Rig()
+    let entries = RecentLogEntries()
+    let log = Log(level: .debug, subsystem: "", sink: entries)
+    let token = try rig.loopback.token("alice", device: "phone")
+    let alice = SignalingClient(
+      configuration: .init(url: rig.loopback.webSocketURL),
+      transport: LWSSignalingTransport(client: rig.network), log: log
+    ) { token }
+    let bob = rig.client("bob")
+    let aliceInbox = Inbox(alice)
+    let bobInbox = Inbox(bob)
+    await alice.start()
+    await bob.start()
+    try await aliceInbox.waitFor("alice connected") { $0.connections == 1 }
+    try await bobInbox.waitFor("bob connected") { $0.connections == 1 }
+    let offer = "v=0\r\no=- 1 1 IN IP4 192.0.2.77\r\n"
+    let call = "call-" + UUID().uuidString
+    _ = try await alice.request(
+      .invite(.init(callId: call, to: "bob", video: false, offer: SessionDescription(sdp: offer))))
+    _ = try await alice.request(
+      .candidate(
+        .init(callId: call, candidate: IceCandidate(candidate: "candidate:1 1 udp 1 192.0.2.77 5000 typ host"))))
+    await alice.networkChanged()
+    try await aliceInbox.waitFor("alice back") { $0.connections == 2 }
+
+    let said = entries.entries
+    #expect(said.contains { $0.component == "signaling" && $0.message.hasPrefix("signed in as alice/phone") })
+    #expect(said.contains { $0.component == "signaling" && $0.message == "session resumed" && $0.sessionId != nil })
+    #expect(said.contains { $0.component == "signaling" && $0.message.contains("closed") })
+    for entry in said {
+      #expect(!entry.message.contains(token) && !entry.message.contains("192.0.2.77"), "\(entry.message)")
+    }
+    await alice.stop()
+    await bob.stop()
     await rig.stop()
   }
 }

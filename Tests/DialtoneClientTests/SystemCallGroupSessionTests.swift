@@ -254,6 +254,12 @@ private struct GroupPhone {
     #expect(await bob.os.saw(.outgoingConnected(uuid)))
     #expect(!bob.os.log.contains(.audioOn))
 
+    // People are added and removed mid-call through the session too (no OS action).
+    bob.session.invite(["dave"], to: callId)
+    #expect(await eventually { bob.server.saw(.groupInvite, callId) })
+    bob.session.remove("carol", from: callId)
+    #expect(await eventually { bob.server.saw(.groupRemove, callId) })
+
     bob.session.hangUp(callId)
     #expect(await eventually { bob.server.saw(.groupEnd, callId) })
     #expect(!bob.server.saw(.groupLeave))

@@ -1,3 +1,4 @@
+import DialtoneJSON
 import DialtoneNet
 import DialtoneSupport
 import DialtoneTestSupport
@@ -42,23 +43,35 @@ final class EchoHandler: WebSocketHandler, Sendable {
   }
 }
 
-struct Echo: Codable, Sendable {
-  let name: String
-  let count: Int
+/// A JSON response, as the server's routes write one (through the typed codec there).
+func jsonResponse(_ value: JSONValue, status: Int = 200) -> HTTPResponse {
+  HTTPResponse(status: status, body: value.serialized)
+}
+
+/// `{name, count}` from a request body, every fault a 400 the client can act on.
+func echoBody(_ request: HTTPRequest) throws(HTTPError) -> JSONValue {
+  guard let body = JSONValue(parsing: request.body), case .object(let fields) = body else {
+    throw HTTPError(status: 400, code: "bad-request", message: "body is not valid JSON")
+  }
+  guard let name = fields["name"]?.stringValue else {
+    throw HTTPError(status: 400, code: "bad-request", message: "wrong type for \"name\"")
+  }
+  guard let count = fields["count"]?.integerValue else {
+    throw HTTPError(status: 400, code: "bad-request", message: "wrong type for \"count\"")
+  }
+  return ["name": .string(name), "count": .int(count)]
 }
 
 func makeRouter() -> Router {
   var router = Router()
-  router.add(.GET, "/healthz") { _ in .json(["status": "ok"]) }
+  router.add(.GET, "/healthz") { _ in jsonResponse(["status": "ok"]) }
   router.add(.GET, "/items/{itemID}") { request in
-    .json([
-      "item": request.pathParameters["itemID"] ?? "", "q": request.query["q"] ?? "", "auth": request.bearerToken ?? "",
+    jsonResponse([
+      "item": .string(request.pathParameters["itemID"] ?? ""), "q": .string(request.query["q"] ?? ""),
+      "auth": .string(request.bearerToken ?? ""),
     ])
   }
-  router.add(.POST, "/echo") { request in
-    let value = try request.decodeJSON(Echo.self)
-    return .json(value, status: 201)
-  }
+  router.add(.POST, "/echo") { request in jsonResponse(try echoBody(request), status: 201) }
   router.add(.DELETE, "/items/{itemID}") { _ in HTTPResponse(status: 204) }
   router.add(.GET, "/big") { _ in .text(String(repeating: "x", count: 200_000)) }
   router.add(.GET, "/fail") { _ in throw HTTPError(status: 409, code: "conflict", message: "already there") }

@@ -17,7 +17,7 @@ import Testing
 
   @Test(arguments: [
     "http://h:1", "redis://", "redis://:6379", "redis://h:0", "redis://h:70000", "redis://h:x", "redis://h/-1",
-    "redis://h/db", "redis://user:secret@h:1",
+    "redis://h/db", "redis://user@h:1", "redis://u:%zz@h",
   ])
   func refusesMalformedURLs(_ url: String) {
     #expect(throws: RedisError.self) { try RedisConfiguration(url: url) }

@@ -45,4 +45,13 @@ struct LogTests {
     #expect(memory.entries.current.map(\.component) == ["signaling", "signaling"])
     #expect(memory.entries.current.last?.callId == "c-9" && memory.entries.current.first?.sessionId == "s_1")
   }
+
+  /// The in-memory sink keeps the latest entries, oldest first, and counts what it overwrote.
+  @Test func recentEntriesKeepTheLatestInOrder() {
+    let recent = RecentLogEntries(capacity: 3)
+    let log = Log(level: .debug, subsystem: "call", sink: recent)
+    for n in 1...5 { log.info("entry \(n)") }
+    #expect(recent.entries.map(\.message) == ["entry 3", "entry 4", "entry 5"])
+    #expect(recent.droppedCount == 2)
+  }
 }

@@ -71,6 +71,26 @@ public actor ScratchPostgres: ScratchServer {
     return url(schema: schema, applicationName: applicationName)
   }
 
+  /// Turns TLS on (no restart: PostgreSQL reloads its certificate): `certificate` and `key` are
+  /// PEM files, copied into the cluster for its owner. Plain connections keep working.
+  public func enableTLS(certificate: String, key: String) async throws {
+    for (source, name) in [(certificate, "server.crt"), (key, "server.key")] {
+      let target = dataDirectory + "/" + name
+      try? FileManager.default.removeItem(atPath: target)
+      try FileManager.default.copyItem(atPath: source, toPath: target)
+      guard chmod(target, 0o600) == 0 else { throw ScratchProcess.Failure("chmod \(target): errno \(errno)") }
+      try Self.own(target, binaries)
+    }
+    let admin = try PostgresConnection(url: url())
+    defer { admin.close() }
+    try admin.execute("ALTER SYSTEM SET ssl = on")
+    try admin.execute("SELECT pg_reload_conf()")
+    let ready = await eventually(within: 10) {
+      (try? PostgresConnection(url: self.url() + "?sslmode=require").close()) != nil
+    }
+    guard ready else { throw ScratchProcess.Failure("TLS did not come up: \(log.suffix(2000))") }
+  }
+
   /// SIGKILL for the server and all its processes at once, as a crash or the OOM killer would.
   public func kill() async {
     guard let server else { return }

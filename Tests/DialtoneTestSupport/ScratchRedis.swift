@@ -10,25 +10,42 @@ import Foundation
 public actor ScratchRedis: ScratchServer {
   public nonisolated let directory: String
   public nonisolated let port: Int
+  /// Set: the server speaks TLS only (on `port`), with these certificates.
+  public nonisolated let tls: TLS?
   private let binary: String
   private var server: Process?
 
   private var logPath: String { directory + "/redis.log" }
 
-  private init(directory: String, port: Int, binary: String) {
+  /// A TLS-only server: its certificate and key, the CA that clients' certificates must chain to,
+  /// and whether a client must show one.
+  public struct TLS: Sendable {
+    public var certificates: ScratchCertificates
+    public var requireClientCertificate: Bool
+
+    public init(_ certificates: ScratchCertificates, requireClientCertificate: Bool = false) {
+      self.certificates = certificates
+      self.requireClientCertificate = requireClientCertificate
+    }
+  }
+
+  private init(directory: String, port: Int, tls: TLS?, binary: String) {
     self.directory = directory
     self.port = port
+    self.tls = tls
     self.binary = binary
   }
 
   /// The server on a free port (another pick if the port was taken meanwhile).
-  public static func start() async throws -> ScratchRedis {
+  public static func start() async throws -> ScratchRedis { try await start(tls: nil) }
+
+  public static func start(tls: TLS?) async throws -> ScratchRedis {
     let binary = try locate()
     let directory = NSTemporaryDirectory() + "dtredis-\(UUID().uuidString.prefix(8).lowercased())"
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     do {
       return try await ScratchProcess.onFreePort { port in
-        let server = ScratchRedis(directory: directory, port: port, binary: binary)
+        let server = ScratchRedis(directory: directory, port: port, tls: tls, binary: binary)
         do {
           try await server.launch()
         } catch {
@@ -43,7 +60,13 @@ public actor ScratchRedis: ScratchServer {
     }
   }
 
-  public nonisolated var url: String { "redis://127.0.0.1:\(port)" }
+  public nonisolated var url: String {
+    guard let tls else { return "redis://127.0.0.1:\(port)" }
+    let client =
+      tls.requireClientCertificate
+      ? "&cert-file=\(tls.certificates.client)&key-file=\(tls.certificates.clientKey)" : ""
+    return "rediss://127.0.0.1:\(port)?ca-file=\(tls.certificates.ca)\(client)"
+  }
 
   public nonisolated func connect(commandTimeout: Duration = .seconds(5)) throws -> RedisConnection {
     try RedisConnection(url: url, connectTimeout: .seconds(2), commandTimeout: commandTimeout)
@@ -74,19 +97,27 @@ public actor ScratchRedis: ScratchServer {
 
   public nonisolated var log: String { (try? String(contentsOfFile: directory + "/redis.log", encoding: .utf8)) ?? "" }
 
+  private var listening: [String] {
+    guard let tls else { return ["--port", String(port)] }
+    return [
+      "--port", "0", "--tls-port", String(port), "--tls-cert-file", tls.certificates.server, "--tls-key-file",
+      tls.certificates.serverKey, "--tls-ca-cert-file", tls.certificates.ca, "--tls-auth-clients",
+      tls.requireClientCertificate ? "yes" : "no",
+    ]
+  }
+
   private func launch() async throws {
     let log = try ScratchProcess.appendingLog(logPath)
     let process = try ScratchProcess.spawn(
-      [
-        binary, "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", directory,
-        "--daemonize", "no", "--logfile", "",
+      [binary] + listening + [
+        "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", directory, "--daemonize", "no",
+        "--logfile", "",
       ], in: directory, output: log)
     server = process
-    let port = port
+    let probeURL = url
     let ready = await eventually(within: 10) {
       guard process.isRunning else { return true }
-      let probe = try? RedisConnection(
-        RedisConfiguration(port: port, connectTimeout: .seconds(1), commandTimeout: .seconds(1)))
+      let probe = try? RedisConnection(url: probeURL, connectTimeout: .seconds(1), commandTimeout: .seconds(1))
       return (try? probe?.command(["PING"])) == .status("PONG")
     }
     guard ready, process.isRunning else {

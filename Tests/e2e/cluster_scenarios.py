@@ -9,6 +9,7 @@ import asyncio
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -499,3 +500,59 @@ async def postgres_restarted_under_calls_delays_answers_and_loses_none(s, stack)
     driver, _ = await _calls_while(s, stack, restart, "y")
     refused = sum(1 for c in driver.calls.values() if c.refused.get("invite"))
     print(f"  postgres restart: {refused} invites refused meanwhile; {driver_stats(driver)}", flush=True)
+
+
+@scenario
+@time_limit(90)
+async def a_node_frozen_past_its_lease_cannot_overwrite_the_call_its_successor_took_over(s, stack):
+    """Raw protocol clients on two nodes: Alice on node 1, which runs her call to Bob (on node 2).
+    Node 1 is frozen (SIGSTOP) while the call rings; Alice's hang-up waits unread in its socket.
+    Node 2 takes the call over when Bob accepts it (node 1 stopped beating) and runs it from then on.
+    Node 1 is thawed: it reads Alice's hang-up as the call's owner it no longer is, and its journal
+    write of that end (cancelled) is refused, because node 2's take-over raised the call's epoch in
+    PostgreSQL. Bob's hang-up through node 2 is what the history keeps."""
+    _, nodes = await cluster_of(s, stack, count=2, media=False, extra=DRIVER_FLAGS)
+    alice = Session("127.0.0.1", nodes[0].port, nodes[0].token("alice"), "alice")
+    bob = Session("127.0.0.1", nodes[1].port, nodes[1].token("bob"), "bob")
+    frozen = nodes[0].process.proc
+    try:
+        await alice.start()
+        await bob.start()
+        call = f"f-{uuid.uuid4()}"
+        check(is_ack(await alice.request({"type": "invite", "callId": call, "to": "bob", "video": False,
+                                           "offer": {"sdp": "v=0\r\n"}})), "the invite was refused")
+        await bob.wait_for_message("invite", callId=call)
+        check(is_ack(await bob.request({"type": "ringing", "callId": call})), "bob's ringing was refused")
+        await asyncio.sleep(0.5)  # node 1's journal has the call
+
+        os.kill(frozen.pid, signal.SIGSTOP)
+        # Alice hangs up; node 1 reads it only when it wakes up.
+        stale_hangup = asyncio.create_task(alice.request({"type": "hangup", "callId": call}, timeout=60))
+        await asyncio.sleep(6)  # past node 1's expiry (3 s without a heartbeat)
+        accepted = await bob.request({"type": "accept", "callId": call, "answer": {"sdp": "v=0\r\n"}}, timeout=30)
+        check(is_ack(accepted), f"node 2 did not take the call over for bob's accept: {accepted}")
+        os.kill(frozen.pid, signal.SIGCONT)
+
+        refused = "refused a write of call " + call
+        log = nodes[0].scratch.file("server.log")
+        await eventually(lambda: refused in open(log, errors="replace").read() or "lost the lease of call " + call
+                         in open(log, errors="replace").read(), 15, "node 1 noticing it no longer runs the call")
+        wrote_late = refused in open(log, errors="replace").read()
+        await asyncio.sleep(1)
+        check(is_ack(await bob.request({"type": "hangup", "callId": call}, timeout=20)), "bob's hang-up was refused")
+
+        records = []
+        for _ in range(30):
+            records = [c for c in await nodes[1].calls(nodes[1].token("bob")) if c.get("callId") == call]
+            if records:
+                break
+            await asyncio.sleep(0.5)
+        check([r.get("endReason") for r in records] == ["hangup"] and records[0].get("answeredBy"),
+              f"the history keeps the frozen node's late write: {records}")
+        stale_hangup.cancel()
+        print(f"  node 1 {'wrote late and was refused' if wrote_late else 'noticed the lost lease first'}", flush=True)
+    finally:
+        if frozen.returncode is None:
+            os.kill(frozen.pid, signal.SIGCONT)
+        await alice.close()
+        await bob.close()

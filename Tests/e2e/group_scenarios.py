@@ -242,6 +242,105 @@ async def a_member_gone_past_the_grace_is_cut_out_of_the_media_both_ways(s, stac
     check(await alice.exit_status() == 0 and await bob.exit_status() == 0, "the call did not complete")
 
 
+async def media_cut_both_ways(alice, bob, carol, gone="carol"):
+    """From now on `gone` decodes nothing from the others and they nothing from `gone`, while the
+    others go on hearing each other (the counts of issue 35's scenario above)."""
+    await asyncio.sleep(1)  # what was in flight when the SFU let them go
+    first = {peer.name: await audio_counts(peer) for peer in (alice, bob, carol)}
+    await asyncio.sleep(2)
+    then = {peer.name: await audio_counts(peer) for peer in (alice, bob, carol)}
+    check(carol.proc.returncode is None, f"{gone}'s softphone stopped: its media must still be running for this test")
+    for peer, other in ((alice, gone), (bob, gone), (carol, "alice"), (carol, "bob")):
+        got = then[peer.name].get(other, 0) - first[peer.name].get(other, 0)
+        check(got == 0, f"{peer.name} still decoded {got} bytes of {other}'s audio after {gone} was cut out")
+    for peer, other in ((alice, "bob"), (bob, "alice")):
+        check(then[peer.name].get(other, 0) > first[peer.name].get(other, 0),
+              f"{peer.name} stopped hearing {other} (a control: the call goes on for them)")
+
+
+@scenario
+async def the_owner_removes_a_member_who_is_cut_out_of_the_media_both_ways(s, stack):
+    """Alice, Bob and Carol talk through Janus; Carol's signaling socket dies (so nothing her
+    softphone does can help) and Alice, the owner, removes her at once (`remove carol` on stdin:
+    group-remove). Alice and Bob see her removed and her stream end well before any grace (60 s
+    here), and from then on she decodes nothing from them and they nothing from her (Janus kicked
+    her, her handles are detached), while Alice and Bob go on hearing each other."""
+    ns, _, server = await group_stack(s, stack, extra=["--reconnect-grace", "60"])
+    proxy = stack(await TCPProxy(server.port, ns.NS).start())
+    bob = member(s, stack, server, ns, "bob", "--auto", "--tone-frequency", "440", record=False)
+    carol = stack(Softphone(s, "carol-cli", [
+        "answer", "--server", f"http://127.0.0.1:{proxy.port}", "--token", server.token("carol", device="cli", name="Carol"),
+        "--auto", "--tone-frequency", "660"], netns=ns.NS))
+    for peer in (bob, carol):
+        await peer.start()
+        await peer.wait_for("note", text="waiting for a call")
+    alice = member(s, stack, server, ns, "alice", "--to", "bob,carol", "--tone-frequency", "550", "--duration", "40",
+                   "--end-for-all", record=False, command="group call")
+    await alice.start()
+    for peer, others in ((alice, ("bob", "carol")), (bob, ("alice", "carol")), (carol, ("alice", "bob"))):
+        for other in others:
+            await peer.wait_for(f"first-audio {other}", timeout=20)
+    await proxy.stop()  # Carol cannot hear of her removal: only the SFU can cut her out
+    alice.send("remove carol")
+    for peer in (alice, bob):
+        await peer.wait_for("participant", user="carol", state="removed", timeout=10)
+        await peer.wait_for("participant", user="carol", state="stream-ended", timeout=10)
+    await media_cut_both_ways(alice, bob, carol)
+    alice.interrupt()
+    check(await alice.exit_status() == 0 and await bob.exit_status() == 0, "the call did not complete")
+
+
+@scenario
+async def someone_invited_mid_call_joins_is_heard_and_removed(s, stack):
+    """Alice, Bob and Carol talk; mid-call Bob (any member may, by default) rings a fourth person
+    in with `invite dave`: Dave's softphone is rung from Bob, answers, hears all three and is heard
+    by all three, each at its own tone. Then Alice, the owner, removes Dave: his softphone ends
+    with removed (exit 9), the others see it, and go on hearing each other."""
+    ns, _, server = await group_stack(s, stack)
+    tones = {"alice": 550, "bob": 440, "carol": 660, "dave": 770}
+    bob = member(s, stack, server, ns, "bob", "--auto", "--tone-frequency", str(tones["bob"]))
+    carol = member(s, stack, server, ns, "carol", "--auto", "--tone-frequency", str(tones["carol"]))
+    dave = member(s, stack, server, ns, "dave", "--auto", "--tone-frequency", str(tones["dave"]))
+    for peer in (bob, carol, dave):
+        await peer.start()
+        await peer.wait_for("note", text="waiting for a call")
+    alice = member(s, stack, server, ns, "alice", "--to", "bob,carol", "--tone-frequency", str(tones["alice"]),
+                   "--duration", "40", "--end-for-all", command="group call")
+    await alice.start()
+    first = {alice: ("bob", "carol"), bob: ("alice", "carol"), carol: ("alice", "bob")}
+    for peer, others in first.items():
+        for other in others:
+            await peer.wait_for(f"first-audio {other}", timeout=20)
+    check(not dave.has("start"), "dave was rung before anyone invited him")
+    bob.send("invite dave")
+    await dave.wait_for("start", timeout=10)
+    for peer, others in ((dave, ("alice", "bob", "carol")), (alice, ("dave",)), (bob, ("dave",)), (carol, ("dave",))):
+        for other in others:
+            await peer.wait_for(f"first-audio {other}", timeout=20)
+    await asyncio.sleep(2)  # a couple of seconds of everyone's tone in every recording
+    alice.send("remove dave")
+    check(await dave.exit_status() == 9, "dave's softphone did not end with removed (9)")
+    check(dave.has("ended", reason="removed"), "dave was not told he was removed")
+    for peer in (alice, bob, carol):
+        await peer.wait_for("participant", user="dave", state="removed", timeout=10)
+        await peer.wait_for("participant", user="dave", state="stream-ended", timeout=10)
+    before = {peer.name: await audio_counts(peer) for peer in (alice, bob, carol)}
+    await asyncio.sleep(1.5)
+    after = {peer.name: await audio_counts(peer) for peer in (alice, bob, carol)}
+    for peer, others in first.items():
+        for other in others:
+            check(after[peer.name].get(other, 0) > before[peer.name].get(other, 0),
+                  f"{peer.name} stopped hearing {other} after dave was removed")
+    alice.interrupt()
+    for peer in (alice, bob, carol):
+        check(await peer.exit_status() == 0, f"{peer.name} did not complete the call")
+    for listener, other in [(name, "dave") for name in ("alice", "bob", "carol")] + [
+            ("dave", name) for name in ("alice", "bob", "carol")]:
+        path = s.file(f"{listener}-{other}.wav")
+        check(os.path.exists(path), f"{listener} recorded nothing from {other}")
+        near(dominant_frequency(path), tones[other], path)
+
+
 @scenario
 async def group_rings_declined_missed_joined_later_and_elsewhere(s, stack):
     """Bob declines, Carol's ring times out and she joins later by id, Dave's laptop joins and

@@ -1,5 +1,6 @@
 import DialtoneCallKit
 import DialtoneClient
+import DialtoneSupport
 import DialtoneURLSession
 import DialtoneWebRTC
 import Intents
@@ -75,12 +76,15 @@ final class AppDelegate: NSObject, UIApplicationDelegate, ObservableObject {
     let tokens = TokenStore(installationId: installationId)
     let token: @Sendable () async throws -> String = { try await tokens.current() }
     let api = DialtoneAPIClient(baseURL: ExampleConfig.apiBaseURL, token: token)
+    // The SDK's log in Console.app, under the app's subsystem.
+    let log = Log(level: .info, subsystem: "", sink: OSLogSink(subsystem: Bundle.main.bundleIdentifier ?? "dialtone"))
     let signaling = SignalingClient(
-      configuration: .init(url: ExampleConfig.signalingURL), transport: URLSessionSignalingTransport(), token: token)
+      configuration: .init(url: ExampleConfig.signalingURL), transport: URLSessionSignalingTransport(), log: log,
+      token: token)
     let iceServers = IceServerCache(defaults: ExampleConfig.defaultIceServers, fetcher: { try await api.iceServers() })
     let session = SystemCallSession(
       signaling: signaling, iceServers: iceServers, factory: WebRTCPeerConnectionFactory.shared, ui: callUI,
-      media: media, deviceId: installationId, permissions: SystemMediaPermissions())
+      media: media, deviceId: installationId, permissions: SystemMediaPermissions(), log: log)
 
     // 3. CallKit's delegate, the session's listeners, whether the app is active (a push-launched
     //    app is not: a video call answered now waits for the camera), then PushKit.
@@ -89,7 +93,7 @@ final class AppDelegate: NSObject, UIApplicationDelegate, ObservableObject {
     session.start()
     let activity = ApplicationActivityObserver(session: session)
     let pushRegistry = PushKitRegistry(
-      session: session, api: api, installationId: installationId, log: { print("dialtone: \($0)") })
+      session: session, api: api, installationId: installationId, log: log)
     pushRegistry.start()
 
     // 4. Every path update goes to the session (it ignores the first one and tells a Wi-Fi ↔

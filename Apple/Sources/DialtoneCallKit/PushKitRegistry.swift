@@ -1,6 +1,7 @@
 #if os(iOS)
   import DialtoneClient
   import DialtoneProtocol
+  import DialtoneSupport
   import Foundation
   import PushKit
 
@@ -24,12 +25,12 @@
     ///   - apnsEnvironment: default: read from the embedded provisioning profile
     ///     (`APNsEnvironmentDetector`).
     ///   - queue: where PushKit calls the delegate; main by default.
-    ///   - log: registration failures.
+    ///   - log: registration failures (the same `Log` as the session's, e.g. an `OSLogSink`).
     public init(
       session: SystemCallSession, api: any DeviceRegistrationAPI, installationId: String,
       bundleId: String? = Bundle.main.bundleIdentifier,
       apnsEnvironment: APNsEnvironment = APNsEnvironmentDetector.current,
-      queue: DispatchQueue = .main, log: (@Sendable (String) -> Void)? = nil
+      queue: DispatchQueue = .main, log: Log = .silent
     ) {
       self.session = session
       self.queue = queue

@@ -19,6 +19,9 @@ public actor CallClient {
     /// How long `stop()` waits for the server to answer the hangups and leaves it sent, so
     /// the other side hears of them even across a congested link (its TCP retransmits).
     public var stopGrace: Duration = .seconds(5)
+    /// Where the calls' logs go (each engine's state changes, incoming calls, glare); give the
+    /// `SignalingClient` the same log.
+    public var log: Log = .silent
 
     public init() {}
   }
@@ -120,7 +123,7 @@ public actor CallClient {
     await prune()
     let engine = CallEngine(
       outgoingCallId: callId, to: userId, video: video, iceServers: await iceServers.current(),
-      factory: factory, signaling: channel, clock: clock, policy: await callPolicy())
+      factory: factory, signaling: channel, clock: clock, policy: await callPolicy(), log: configuration.log)
     engines[callId] = engine
     await engine.start()
     return engine
@@ -314,6 +317,7 @@ public actor CallClient {
       guard let engine = engines.removeValue(forKey: ended.callId) else { return }  // not ours
       await retire(engine) { await $0.handle(message) }
       if ended.reason == .glare, engine.role == .caller, let survivor = ended.replacedBy {
+        configuration.log.scoped("call").info("glare: this outgoing call lost to \(survivor)", callId: ended.callId)
         eventSink.yield(.glare(replaced: ended.callId, survivor: survivor))
         if configuration.acceptGlareSurvivor { await answer(survivor) }
       }
@@ -342,7 +346,7 @@ public actor CallClient {
     if answerOnInvite.contains(invite.callId) { policy.preconnect = false }
     let engine = CallEngine(
       incoming: invite, iceServers: await iceServers.current(), factory: factory,
-      signaling: channel, clock: clock, policy: policy)
+      signaling: channel, clock: clock, policy: policy, log: configuration.log)
     engines[invite.callId] = engine
     await engine.start()
     eventSink.yield(.incoming(engine))

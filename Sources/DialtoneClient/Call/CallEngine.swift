@@ -164,6 +164,7 @@ public actor CallEngine {
   private var running = false
   private var idleWaiters: [CheckedContinuation<Void, Never>] = []
   private var quality: CallQualityRecorder
+  private let log: Log
   private var qualityTask: Task<Void, Never>?
 
   // MARK: Init
@@ -172,33 +173,34 @@ public actor CallEngine {
   public init(
     outgoingCallId callId: CallID = CallIDRules.generate(), to remoteUserId: String, video: Bool,
     iceServers: [IceServer], factory: any PeerConnectionFactory, signaling: any CallSignaling,
-    clock: any DialtoneClock = SystemClock(), policy: Policy = Policy()
+    clock: any DialtoneClock = SystemClock(), policy: Policy = Policy(), log: Log = .silent
   ) {
     self.init(
       callId: callId, role: .caller, remoteUserId: remoteUserId, remotePeer: nil, offer: nil, video: video,
-      iceServers: iceServers, factory: factory, signaling: signaling, clock: clock, policy: policy)
+      iceServers: iceServers, factory: factory, signaling: signaling, clock: clock, policy: policy, log: log)
   }
 
   /// An incoming call; `start()` applies the invite's offer, `accept()` answers.
   public init(
     incoming invite: ServerMessage.Invite,
     iceServers: [IceServer], factory: any PeerConnectionFactory, signaling: any CallSignaling,
-    clock: any DialtoneClock = SystemClock(), policy: Policy = Policy()
+    clock: any DialtoneClock = SystemClock(), policy: Policy = Policy(), log: Log = .silent
   ) {
     var policy = policy
     policy.preconnect = policy.preconnect && invite.preconnect
     self.init(
       callId: invite.callId, role: .callee, remoteUserId: invite.from.userId, remotePeer: invite.from,
       offer: invite.offer, video: invite.video,
-      iceServers: iceServers, factory: factory, signaling: signaling, clock: clock, policy: policy)
+      iceServers: iceServers, factory: factory, signaling: signaling, clock: clock, policy: policy, log: log)
   }
 
   private init(
     callId: CallID, role: Role, remoteUserId: String?, remotePeer: Peer?, offer: SessionDescription?,
     video: Bool, iceServers: [IceServer], factory: any PeerConnectionFactory,
-    signaling: any CallSignaling, clock: any DialtoneClock, policy: Policy
+    signaling: any CallSignaling, clock: any DialtoneClock, policy: Policy, log: Log
   ) {
     self.callId = callId
+    self.log = log.scoped("call")
     self.role = role
     machine = CallEngineMachine(
       callId: callId, role: role, remoteUserId: remoteUserId, remotePeer: remotePeer, offer: offer, video: video,
@@ -291,6 +293,7 @@ public actor CallEngine {
     let before = machine.state
     let effects = machine.handle(event)
     if machine.state != before {
+      log.info("\(role) \(before) → \(machine.state)", callId: callId)
       stateContinuation.yield(machine.state)
       quality.observe(machine.state, at: clock.now)
       if machine.state == .connected { startInterimReports() }

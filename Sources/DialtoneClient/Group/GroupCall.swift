@@ -134,6 +134,12 @@ public actor GroupCall {
   /// Ends the call for everyone (the creator only; before anyone joined, it cancels the ring).
   public func endForAll() async { await submit(.endForAll) }
 
+  /// Rings more users into the call (answers come as `participants`; a refusal as `error`).
+  public func invite(_ members: [String]) async { await submit(.invite(members)) }
+
+  /// Takes a member out of the call (the call's owner only; a refusal comes as `error`).
+  public func remove(_ userId: String) async { await submit(.remove(userId)) }
+
   public func setMuted(_ muted: Bool) async { await submit(.setMuted(muted)) }
 
   /// The statistics of each connection, by stream.
@@ -181,7 +187,7 @@ public actor GroupCall {
       .createOffer(let ref), .createAnswer(let ref), .setLocal(let ref, _, _), .setRemote(let ref, _, _),
       .addCandidate(let ref, _), .close(let ref):
       return .stream(ref)
-    case .send, .request, .settle, .notify, .finish:
+    case .send, .request, .ask, .settle, .notify, .finish:
       return .call
     }
   }
@@ -213,6 +219,14 @@ public actor GroupCall {
       Task {
         let event: GroupCallMachine.Event
         do { event = .replied(try await signaling.request(message)) } catch { event = .requestFailed("\(error)") }
+        self.answered(event)
+      }
+    case .ask(let message):
+      requests += 1
+      let signaling = self.signaling
+      Task {
+        let event: GroupCallMachine.Event
+        do { event = .asked(try await signaling.request(message)) } catch { event = .askFailed("\(error)") }
         self.answered(event)
       }
     case .settle(let message):

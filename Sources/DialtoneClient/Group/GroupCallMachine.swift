@@ -15,6 +15,10 @@ public struct GroupCallMachine: Sendable {
     case decline
     case leave
     case endForAll
+    /// Ring more users into the call (`group-invite`; who may is the server's policy).
+    case invite([String])
+    /// Take a member out of the call (`group-remove`; the call's owner only).
+    case remove(String)
     case setMuted(Bool)
     case server(ServerMessage)
     /// The server's answer to the create or join request.
@@ -23,6 +27,10 @@ public struct GroupCallMachine: Sendable {
     case requestFailed(String)
     /// The decline, leave or end-for-all was answered (or its wait ran out).
     case settled
+    /// The server's answer to an invite or a remove.
+    case asked(ServerMessage)
+    /// The invite or remove could not be sent.
+    case askFailed(String)
     case connectionMade(StreamRef)
     case connectionFailed(StreamRef, String)
     case descriptionCreated(StreamRef, SessionDescription)
@@ -39,6 +47,9 @@ public struct GroupCallMachine: Sendable {
     case send(ClientMessage)
     /// Send and wait for the server's answer: `.replied` or `.requestFailed` follows.
     case request(ClientMessage)
+    /// Send and wait for the server's answer without holding up the call (invite, remove):
+    /// `.asked` or `.askFailed` follows.
+    case ask(ClientMessage)
     /// Send and wait a bounded while for the server to take it (an app that quits right after
     /// must not lose it): `.settled` follows.
     case settle(ClientMessage)
@@ -181,6 +192,16 @@ public struct GroupCallMachine: Sendable {
       }
     case .endForAll:
       return leave(with: .groupEnd(.init(callId: callId)))
+    case .invite(let members):
+      guard phase == .joined else { return [.notify(.error("cannot invite: this device is not in the call"))] }
+      return [.ask(.groupInvite(.init(callId: callId, members: members)))]
+    case .remove(let userId):
+      guard phase == .joined else { return [.notify(.error("cannot remove: this device is not in the call"))] }
+      return [.ask(.groupRemove(.init(callId: callId, userId: userId)))]
+    case .asked(let reply):
+      return asked(reply)
+    case .askFailed(let why):
+      return [.notify(.error(why))]
     case .setMuted(let muted):
       isMuted = muted
       guard let publisher = streams[Self.publisherStream], publisher.step != .making else { return [] }
@@ -269,6 +290,20 @@ public struct GroupCallMachine: Sendable {
       return [.notify(.error("\(error.code.rawValue): \(error.message)"))] + finish(nil)
     case .session(.welcome), .oneToOne, .group, .unknown:
       return [.notify(.error("unexpected answer \(reply.typeName)"))] + finish(nil)
+    }
+  }
+
+  /// An invite's or remove's answer: the participants it changed, or why it was refused.
+  private mutating func asked(_ reply: ServerMessage) -> [Effect] {
+    switch reply.routed {
+    case .session(.ack(let ack)):
+      guard let group = ack.group, phase == .joined else { return [] }
+      self.group = group
+      return [.notify(.participants(group))]
+    case .session(.error(let error)):
+      return [.notify(.error("\(error.code.rawValue): \(error.message)"))]
+    case .session(.welcome), .oneToOne, .group, .unknown:
+      return [.notify(.error("unexpected answer \(reply.typeName)"))]
     }
   }
 

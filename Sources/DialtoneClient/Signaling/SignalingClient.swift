@@ -60,6 +60,7 @@ public actor SignalingClient {
   private let transport: any SignalingTransport
   private let token: @Sendable () async throws -> String
   private let clock: any DialtoneClock
+  private let log: Log
 
   private var machine: SignalingMachine
   private var sockets: [Int: any SignalingSocket] = [:]
@@ -73,9 +74,10 @@ public actor SignalingClient {
 
   public init(
     configuration: Configuration, transport: any SignalingTransport, clock: any DialtoneClock = SystemClock(),
-    token: @escaping @Sendable () async throws -> String
+    log: Log = .silent, token: @escaping @Sendable () async throws -> String
   ) {
     self.clock = clock
+    self.log = log.scoped("signaling")
     self.configuration = configuration
     self.transport = transport
     self.token = token
@@ -139,9 +141,15 @@ public actor SignalingClient {
     case .fetchToken:
       let token = self.token
       Task {
-        do { self.feed(.tokenFetched(try await token())) } catch { self.feed(.tokenFailed("\(error)")) }
+        do {
+          self.feed(.tokenFetched(try await token()))
+        } catch {
+          self.log.warning("could not get a token: \(error)")
+          self.feed(.tokenFailed("\(error)"))
+        }
       }
     case .open(let id, let hello):
+      log.debug("opening a socket (#\(id))")
       let socket = transport.open(url: configuration.url, bearerToken: nil)
       sockets[id] = socket
       socket.send(hello)
@@ -151,6 +159,7 @@ public actor SignalingClient {
     case .close(let id, let code):
       sockets[id]?.close(code: code)
     case .deliver(let event):
+      say(event)
       eventSink.yield(event)
     case .reply(let id, let message):
       let reply = replies.removeValue(forKey: id)
@@ -195,7 +204,22 @@ public actor SignalingClient {
       }
     }
     sockets[id] = nil
+    log.info("socket #\(id) closed (\(closeCode.map { "code \($0)" } ?? "no close frame"))")
     feed(.closed(socket: id, code: closeCode, jitter: Double.random(in: 0.5...1.5)))
+  }
+
+  /// What the app's log hears of the connection's life (never the token or a message's content).
+  private func say(_ event: Event) {
+    switch event {
+    case .connected(let welcome):
+      log.info(
+        welcome.resumed ? "session resumed" : "signed in as \(welcome.userId)/\(welcome.deviceId), new session",
+        sessionId: welcome.sessionId)
+    case .disconnected: log.warning("disconnected; reconnecting")
+    case .resynced: log.warning("the session could not be resumed: calls are re-fetched")
+    case .stopped(let reason): log.info("stopped: \(reason)")
+    case .message(let message): log.debug("received \(message.typeName)", callId: message.callId)
+    }
   }
 
   private func releaseDrainWaiters() {

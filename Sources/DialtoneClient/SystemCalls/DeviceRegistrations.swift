@@ -1,4 +1,5 @@
 import DialtoneProtocol
+import DialtoneSupport
 import Foundation
 
 /// The two device calls of the HTTP API (protocol.md section 16.6) that push registration needs.
@@ -29,7 +30,7 @@ public actor DeviceRegistrations {
   private let platform: PushPlatform
   private let bundleId: String?
   private let apnsEnvironment: APNsEnvironment?
-  private let log: (@Sendable (String) -> Void)?
+  private let log: Log
   private var wanted = Tokens()
   /// What the server is known to hold (nil: unknown, e.g. after a failure or at launch).
   private var registered: Tokens?
@@ -37,14 +38,14 @@ public actor DeviceRegistrations {
 
   public init(
     api: any DeviceRegistrationAPI, installationId: String, platform: PushPlatform = .ios, bundleId: String?,
-    apnsEnvironment: APNsEnvironment?, log: (@Sendable (String) -> Void)? = nil
+    apnsEnvironment: APNsEnvironment?, log: Log = .silent
   ) {
     self.api = api
     self.installationId = installationId
     self.platform = platform
     self.bundleId = bundleId
     self.apnsEnvironment = apnsEnvironment
-    self.log = log
+    self.log = log.scoped("push")
   }
 
   /// PushKit's `didUpdate` (a token) or `didInvalidatePushTokenFor` (nil).
@@ -96,7 +97,7 @@ public actor DeviceRegistrations {
         registered = tokens
       } catch {
         registered = nil
-        log?("device registration failed: \(error)")
+        log.warning("device registration failed: \(error)")
         // Retried by the next change or the next launch, not in a loop against a failing server.
         if wanted == tokens { break }
       }

@@ -319,6 +319,7 @@ public struct SystemCallCoordinator: Sendable, Equatable {
     switch member?.state {
     case .missed?: return .unanswered
     case .left?: return .remoteEnded  // left here earlier: this ring is stale
+    case .removed?: return .remoteEnded  // the owner took this user out
     case .invited?, .ringing?, .joined?, .declined?, nil: return nil
     }
   }

@@ -114,6 +114,8 @@ public actor SystemCallSession {
     case createGroup(CallID, members: [String], title: String?, video: Bool)
     case joinRoom(CallID, room: String, video: Bool)
     case endGroupForAll(CallID)
+    case inviteToGroup(CallID, members: [String])
+    case removeFromGroup(CallID, userId: String)
   }
 
   private let ui: any SystemCallUI
@@ -154,15 +156,17 @@ public actor SystemCallSession {
   ///     headless device).
   ///   - applicationActive: whether the app is active now (a push-launched app is not); later
   ///     changes come through `applicationDidBecomeActive()` / `applicationDidEnterBackground()`.
+  ///   - log: where the calls' logs go (give the `SignalingClient` the same one).
   public init(
     signaling: SignalingClient, iceServers: IceServerCache, factory: any PeerConnectionFactory, ui: any SystemCallUI,
     media: (any CallMediaControl)?, deviceId: String, clock: any DialtoneClock = SystemClock(),
     policy: CallEngine.Policy = .init(), pushResolutionTimeout: Duration = .seconds(30),
     groupMedia: (any GroupMediaControl)? = nil, permissions: (any MediaPermissions)? = nil,
-    applicationActive: Bool = true
+    applicationActive: Bool = true, log: Log = .silent
   ) {
     var configuration = CallClient.Configuration()
     configuration.policy = policy
+    configuration.log = log
     // The survivor is answered through the OS (an answer transaction), so its UI stays in step.
     configuration.acceptGlareSurvivor = false
     client = CallClient(
@@ -337,6 +341,18 @@ public actor SystemCallSession {
 
   public nonisolated func setMuted(_ callId: CallID, _ muted: Bool) {
     request(.setMuted(uuid: uuid(for: callId), muted: muted))
+  }
+
+  /// Rings more users into a group call this device is in (`group-invite`; who may is the
+  /// server's policy). Not an OS action: the answer comes as the call's `participants` event in
+  /// `groupEvents`, a refusal as its `error` event. `callId`: the call's id as its status shows it.
+  public nonisolated func invite(_ members: [String], to callId: CallID) {
+    commands.yield(.inviteToGroup(callId, members: members))
+  }
+
+  /// Takes a member out of a group call this user owns (`group-remove`); answered like `invite`.
+  public nonisolated func remove(_ userId: String, from callId: CallID) {
+    commands.yield(.removeFromGroup(callId, userId: userId))
   }
 
   public nonisolated func setOnHold(_ callId: CallID, _ held: Bool) {
@@ -522,6 +538,13 @@ public actor SystemCallSession {
       }
     case .endGroupForAll(let callId):
       await groupCall(callId)?.endForAll()
+    case .inviteToGroup(let callId, let members):
+      // Its answer is not waited for here: the commands after it go on meanwhile.
+      guard let group = await groupCall(callId) else { return }
+      Task { await group.invite(members) }
+    case .removeFromGroup(let callId, let userId):
+      guard let group = await groupCall(callId) else { return }
+      Task { await group.remove(userId) }
     }
   }
 

@@ -22,13 +22,14 @@ public enum SystemCallEndReason: String, Sendable, Equatable, CaseIterable {
 
   /// The OS reason for a group call that ended for this device (`group-ended`, or a `get-group`
   /// answer): joined or declined on another device of this user, the ring missed, the creator
-  /// gave up or ended it, the last one left, or the media or the connection failed.
+  /// gave up or ended it, the last one left, the owner removed this user, or the media or the
+  /// connection failed.
   public init(group reason: GroupEndReason) {
     switch reason {
     case .joinedElsewhere: self = .answeredElsewhere
     case .declinedElsewhere: self = .declinedElsewhere
     case .missed, .unanswered: self = .unanswered
-    case .cancelled, .ended, .completed: self = .remoteEnded
+    case .cancelled, .ended, .completed, .removed: self = .remoteEnded
     case .mediaFailed, .connectionLost, .serverRestart: self = .failed
     }
   }

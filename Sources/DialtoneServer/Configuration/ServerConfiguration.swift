@@ -1,3 +1,4 @@
+import DialtoneCalls
 import DialtoneCommandLine
 import DialtoneProtocol
 import DialtoneStorage
@@ -80,6 +81,8 @@ public struct ServerConfiguration: Sendable, Equatable {
   public var liveKitAPISecret: String?
   /// Most members a group call rings (the creator not counted).
   public var groupRingLimit = 16
+  /// Who may ring more people into a running group call.
+  public var groupInvitePolicy = GroupInvitePolicy.members
 
   /// What one socket, user or address may make the server hold or do.
   public var limits = ServerLimits()
@@ -131,10 +134,13 @@ extension ServerConfiguration {
     },
     Option(
       flag: "redis-url",
-      help: "run as one node of a cluster sharing this Redis and --database-url (redis://host:port/db)",
+      help:
+        "run as one node of a cluster sharing this Redis and --database-url (redis://[user:password@]host:port/db; rediss://...?ca-file=PATH for TLS)",
       repeatable: false
     ) { c, v throws(ConfigurationError) in
-      guard v.lowercased().hasPrefix("redis://") else { throw ConfigurationError("--redis-url must be a redis:// URL") }
+      guard ["redis://", "rediss://"].contains(where: { v.lowercased().hasPrefix($0) }) else {
+        throw ConfigurationError("--redis-url must be a redis:// or rediss:// URL")
+      }
       c.redisURL = v
     },
     Option(
@@ -273,6 +279,10 @@ extension ServerConfiguration {
       }
       c.groupRingLimit = limit
     },
+    choice(
+      "group-invite-policy",
+      "members | owner: who may ring more people into a running group call (default members: anyone in it)",
+      \.groupInvitePolicy),
     limit(
       "max-outgoing-bytes",
       "bytes queued to a socket whose reader lags before it is closed with 4429 (default 2097152)", \.maxOutgoingBytes,

@@ -1,8 +1,8 @@
 import DialtoneProtocol
 
 /// `GET /admin/api/overview`: what the dashboard shows (docs/protocol.md §16.8).
-struct AdminOverview: Encodable, Sendable {
-  struct LiveCall: Encodable, Sendable {
+struct AdminOverview: Equatable, Sendable {
+  struct LiveCall: Equatable, Sendable {
     var callId: String
     var callerId: String
     var calleeId: String
@@ -13,7 +13,7 @@ struct AdminOverview: Encodable, Sendable {
   }
 
   /// A call of the history with a summary of its final quality reports.
-  struct RecentCall: Encodable, Sendable {
+  struct RecentCall: Equatable, Sendable {
     var callId: String
     var callerId: String
     var calleeId: String
@@ -27,7 +27,7 @@ struct AdminOverview: Encodable, Sendable {
     var quality: Quality?
   }
 
-  struct Quality: Encodable, Sendable {
+  struct Quality: Equatable, Sendable {
     var setupMs: Int?
     var rttMs: Double?
     var lossPercent: Double?
@@ -36,15 +36,15 @@ struct AdminOverview: Encodable, Sendable {
     var relayed: Bool?
   }
 
-  struct SetupTime: Encodable, Sendable {
-    var boundsMs: [Int]
-    var counts: [Int]
+  struct SetupTime: Equatable, Sendable {
+    var boundsMs: [Int64]
+    var counts: [Int64]
     var samples: Int
     var p50Ms: Int?
     var p90Ms: Int?
   }
 
-  struct Bucket: Encodable, Sendable {
+  struct Bucket: Equatable, Sendable {
     var start: Int64
     var ended: [String: Int]
     var pushesSent: Int
@@ -53,12 +53,12 @@ struct AdminOverview: Encodable, Sendable {
     var direct: Int
   }
 
-  struct Timeline: Encodable, Sendable {
+  struct Timeline: Equatable, Sendable {
     var bucketSeconds: Int64
     var buckets: [Bucket]
   }
 
-  struct TurnShare: Encodable, Sendable {
+  struct TurnShare: Equatable, Sendable {
     var relayed: Int
     var direct: Int
   }

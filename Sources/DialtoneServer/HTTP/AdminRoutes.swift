@@ -27,7 +27,7 @@ struct AdminRoutes {
     }
     router.add(.GET, "/admin/api/overview") { request in
       try authorize(request)
-      return HTTPResponse.json(try await overview())
+      return .wire(try await overview())
     }
   }
 
@@ -59,8 +59,8 @@ struct AdminRoutes {
           endReason: record.endReason?.rawValue, durationMs: record.durationMs, quality: .init(reports))
       },
       setupTime: .init(
-        boundsMs: SetupTimeSamples.boundsMs, counts: setup.counts, samples: setup.samples, p50Ms: setup.p50Ms,
-        p90Ms: setup.p90Ms),
+        boundsMs: SetupTimeSamples.boundsMs.map(Int64.init), counts: setup.counts.map(Int64.init),
+        samples: setup.samples, p50Ms: setup.p50Ms, p90Ms: setup.p90Ms),
       timeline: .init(
         bucketSeconds: observations.timeline.bucketSeconds,
         buckets: observations.timeline.snapshot(now: now).map {

@@ -1,4 +1,5 @@
 import DialtoneAuth
+import DialtoneCalls
 import DialtoneCrypto
 import DialtoneProtocol
 import Foundation
@@ -40,6 +41,18 @@ struct ConfigurationTests {
     #expect(fromEnvironment.blockedCallsInHistory == .show)
     #expect(throws: ConfigurationError.self) {
       try ServerConfiguration.parse(arguments: ["--blocked-calls-in-history", "yes"], environment: [:])
+    }
+  }
+
+  @Test func theGroupInvitePolicyIsAnyMemberUnlessOwnerIsAskedFor() throws {
+    #expect(try ServerConfiguration.parse(arguments: [], environment: [:]).groupInvitePolicy == .members)
+    let owner = try ServerConfiguration.parse(arguments: ["--group-invite-policy", "owner"], environment: [:])
+    #expect(owner.groupInvitePolicy == .owner)
+    #expect(
+      try ServerConfiguration.parse(arguments: [], environment: ["DIALTONE_GROUP_INVITE_POLICY": "owner"])
+        .groupInvitePolicy == .owner)
+    #expect(throws: ConfigurationError.self) {
+      try ServerConfiguration.parse(arguments: ["--group-invite-policy", "everyone"], environment: [:])
     }
   }
 
