@@ -182,6 +182,9 @@ private func report(_ call: CallID, final: Bool = true, mos: Double? = 3.9) -> Q
         stored(report("c", mos: 4.1)), stored(report("c", mos: 2.7)), stored(report("c", final: false, mos: 1.2)),
       ]))
     #expect(quality.mos == 2.7)
+    // The overview's JSON carries it (GET /admin/api/overview).
+    let json = JSONValue(parsing: WireEncoder.encode(quality))
+    #expect(json?["mos"]?.doubleValue == 2.7)
     #expect(AdminOverview.Quality([stored(report("c", mos: nil))])?.mos == nil)
     #expect(AdminOverview.Quality([stored(report("c", final: false, mos: 3.3))])?.mos == 3.3)
   }
