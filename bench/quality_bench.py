@@ -213,7 +213,7 @@ def make_peer(kind, role, args, tokens, sent, scratch):
     if kind == "cli":
         cli = [os.path.join(args.bin, "dialtone")]
         user_token = tokens[("alice" if role == "caller" else "bob", "cli")]
-        common = ["--server", SERVER, "--token", user_token, "--audio", sent]
+        common = ["--server", SERVER, "--token", user_token, "--audio", sent, *args.cli_args]
         if role == "caller":
             # The bench hangs up (SIGINT); --duration only bounds a stuck run.
             return CLIPeer(name, ns, cli + ["call", "--to", "bob", *common, "--duration", "300"], scratch)
@@ -532,11 +532,14 @@ async def main():
                         help="keep Chromium's echo cancellation, noise suppression and gain control on the file")
     parser.add_argument("--trace", action="store_true",
                         help="the link logs every RTP/RTCP packet's header to <work>/<condition>-rtp.trace")
+    parser.add_argument("--cli-args", default="",
+                        help="extra arguments for every CLI peer, e.g. \"--audio-profile red=0\" (to measure one choice)")
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--rescore", metavar="RESULTS_JSON", help="score a finished run's recordings again")
     args = parser.parse_args()
     args.conditions = [c for c in args.conditions.split(",") if c]
     args.pairs = [p for p in args.pairs.split(",") if p]
+    args.cli_args = args.cli_args.split()
     unknown = [c for c in args.conditions if c not in CONDITIONS] + [p for p in args.pairs if p not in PAIRS]
     if unknown:
         sys.exit(f"unknown condition or pair: {', '.join(unknown)}")

@@ -4,6 +4,7 @@
 #include <gst/gst.h>
 #include <gst/sdp/sdp.h>
 #include <gst/webrtc/webrtc.h>
+#include <gst/rtp/gstrtpbuffer.h>
 #include <nice/agent.h>
 #include <string.h>
 
@@ -15,7 +16,13 @@
 typedef void (*dt_candidate_cb)(void *ctx, guint mline, const gchar *candidate);
 typedef void (*dt_state_cb)(void *ctx, const gchar *property, gint value);
 typedef void (*dt_channel_cb)(void *ctx, GstWebRTCDataChannel *channel);
-typedef void (*dt_audio_cb)(void *ctx, const void *data, gsize size);
+// Decoded remote audio, with the time it came out of the decoder on the pipeline clock
+// (GStreamer's monotonic system clock), ns; GST_CLOCK_TIME_NONE if unknown.
+typedef void (*dt_audio_cb)(void *ctx, const void *data, gsize size, guint64 now);
+// A jitter buffer rtpbin made for a remote SSRC (rtpbin owns it: ref it to keep it).
+typedef void (*dt_jitterbuffer_cb)(void *ctx, GstElement *jitterbuffer, guint ssrc);
+// An RTP packet reaching the audio jitter buffer: its RTP timestamp, and now on the clock (ns).
+typedef void (*dt_arrival_cb)(void *ctx, guint32 rtp_timestamp, guint64 now);
 typedef void (*dt_text_cb)(void *ctx, const gchar *text);
 typedef void (*dt_bytes_cb)(void *ctx, const void *data, gsize size);
 typedef void (*dt_event_cb)(void *ctx, gint what);
@@ -34,6 +41,8 @@ typedef struct dt_webrtc_callbacks {
   dt_text_cb error;         // an error posted on the pipeline's bus
   dt_video_cb video;        // each decoded remote video frame (VP8 or H.264)
   dt_path_cb record_video;   // NULL, or where to write the remote video (WebM or MPEG-TS), unre-encoded
+  dt_jitterbuffer_cb jitterbuffer;  // each jitter buffer rtpbin makes
+  dt_arrival_cb arrival;            // packets reaching a jitter buffer watched with dt_jitterbuffer_watch
 } dt_webrtc_callbacks;
 
 static void dt__on_ice_candidate(GstElement *w, guint mline, gchar *candidate, gpointer ud) {
@@ -56,13 +65,35 @@ static void dt__on_data_channel(GstElement *w, GstWebRTCDataChannel *ch, gpointe
 }
 
 static void dt__on_handoff(GstElement *sink, GstBuffer *buffer, GstPad *pad, gpointer ud) {
-  (void)sink; (void)pad;
+  (void)pad;
   dt_webrtc_callbacks *c = (dt_webrtc_callbacks *)ud;
+  guint64 now = GST_CLOCK_TIME_NONE;
+  GstClock *clock = gst_element_get_clock(sink);
+  if (clock) {
+    now = gst_clock_get_time(clock);
+    gst_object_unref(clock);
+  }
   GstMapInfo map;
   if (gst_buffer_map(buffer, &map, GST_MAP_READ)) {
-    c->audio(c->ctx, map.data, map.size);
+    c->audio(c->ctx, map.data, map.size, now);
     gst_buffer_unmap(buffer, &map);
   }
+}
+
+// webrtcbin (1.22) sizes rtpbin's packet storage for ULPFEC: the storage then keeps every packet
+// RED recovered (flagged redundant) for a ULPFEC decoder to ask for, and passes none on. Without
+// ULPFEC (audio: Opus has its own FEC) that decoder ignores losses, and RED's repairs would be
+// thrown away. A storage of size 0 passes them on to the jitter buffer like any packet.
+static void dt__on_new_storage(GstElement *rtpbin, GstElement *storage, guint session, gpointer ud) {
+  (void)rtpbin; (void)session; (void)ud;
+  g_object_set(storage, "size-time", (guint64)0, NULL);
+}
+
+static void dt__on_new_jitterbuffer(GstElement *rtpbin, GstElement *jitterbuffer, guint session, guint ssrc,
+                                    gpointer ud) {
+  (void)rtpbin; (void)session;
+  dt_webrtc_callbacks *c = (dt_webrtc_callbacks *)ud;
+  if (c->jitterbuffer) c->jitterbuffer(c->ctx, jitterbuffer, ssrc);
 }
 
 static void dt__on_video_handoff(GstElement *sink, GstBuffer *buffer, GstPad *pad, gpointer ud) {
@@ -142,7 +173,9 @@ static void dt__on_pad_added(GstElement *w, GstPad *pad, gpointer ud) {
       "fakesink name=out signal-handoffs=true sync=false async=false", depay, decode);
   }
   const gchar *desc = audio
-    ? "queue ! rtpopusdepay ! opusdec plc=true ! audioconvert ! audioresample ! "
+    // Concealment for what the jitter buffer declares lost, and in-band FEC: a lost packet is
+    // decoded from the next one's redundant copy (the decoder waits one frame for it).
+    ? "queue ! rtpopusdepay ! opusdec plc=true use-inband-fec=true ! audioconvert ! audioresample ! "
       "audio/x-raw,format=S16LE,rate=48000,channels=1 ! fakesink name=out signal-handoffs=true sync=false async=false"
     : pipeline ? pipeline
     : "queue ! fakesink sync=false async=false";
@@ -199,6 +232,13 @@ static inline dt_webrtc_callbacks *dt_webrtc_connect(GstElement *pipeline, GstEl
   g_signal_connect_data(webrtc, "notify::ice-gathering-state", G_CALLBACK(dt__on_notify), c, NULL, (GConnectFlags)0);
   g_signal_connect_data(webrtc, "on-data-channel", G_CALLBACK(dt__on_data_channel), c, NULL, (GConnectFlags)0);
   g_signal_connect_data(webrtc, "pad-added", G_CALLBACK(dt__on_pad_added), c, NULL, (GConnectFlags)0);
+  GstElement *rtpbin = gst_bin_get_by_name(GST_BIN(webrtc), "rtpbin");
+  if (rtpbin) {
+    g_signal_connect_data(rtpbin, "new-jitterbuffer", G_CALLBACK(dt__on_new_jitterbuffer), c, NULL, (GConnectFlags)0);
+    // After webrtcbin's own handler, which sets the size this undoes.
+    g_signal_connect_data(rtpbin, "new-storage", G_CALLBACK(dt__on_new_storage), c, NULL, (GConnectFlags)0);
+    gst_object_unref(rtpbin);
+  }
   GstBus *bus = gst_element_get_bus(pipeline);
   if (bus) {
     gst_bus_set_sync_handler(bus, dt__on_bus, c, NULL);
@@ -214,6 +254,11 @@ static inline void dt_webrtc_callbacks_free(dt_webrtc_callbacks *c) {
 
 static inline void dt_webrtc_disconnect(GstElement *pipeline, GstElement *webrtc, dt_webrtc_callbacks *c) {
   g_signal_handlers_disconnect_matched(webrtc, G_SIGNAL_MATCH_DATA, 0, 0, NULL, NULL, c);
+  GstElement *rtpbin = gst_bin_get_by_name(GST_BIN(webrtc), "rtpbin");
+  if (rtpbin) {
+    g_signal_handlers_disconnect_matched(rtpbin, G_SIGNAL_MATCH_DATA, 0, 0, NULL, NULL, c);
+    gst_object_unref(rtpbin);
+  }
   GstBus *bus = gst_element_get_bus(pipeline);
   if (bus) {
     gst_bus_set_sync_handler(bus, NULL, NULL, NULL);
@@ -507,6 +552,93 @@ static inline void dt_webrtc_enable_nack(GstElement *webrtc, guint index) {
   gst_object_unref(t);
 }
 
+/// The transceiver at `index` answers RED and ULPFEC when an offer carries them, and offers
+/// both (webrtcbin's "ulp-red"; Dialtone's SDP rules keep RED only, for audio).
+static inline void dt_webrtc_offer_red(GstElement *webrtc, guint index) {
+  GstWebRTCRTPTransceiver *t = NULL;
+  g_signal_emit_by_name(webrtc, "get-transceiver", (gint)index, &t);
+  if (!t) return;
+  gst_util_set_object_arg(G_OBJECT(t), "fec-type", "ulp-red");
+  gst_object_unref(t);
+}
+
+/// Sets `distance` on every RED encoder inside `webrtc` that has a negotiated payload type
+/// (webrtcbin makes one per sending transceiver, video's too, and leaves it at distance 0: RED
+/// packets without a redundant block, or none at all when RED was not negotiated; a distance
+/// on one without a payload type would wrap the stream in RED the other side does not expect).
+/// Returns that payload type (the first found), or -1 when no encoder has one yet.
+static inline gint dt_webrtc_red_distance(GstElement *webrtc, guint distance) {
+  gint found = -1;
+  GstIterator *it = gst_bin_iterate_recurse(GST_BIN(webrtc));
+  GValue item = G_VALUE_INIT;
+  while (gst_iterator_next(it, &item) == GST_ITERATOR_OK) {
+    GstElement *element = GST_ELEMENT(g_value_get_object(&item));
+    GstElementFactory *factory = gst_element_get_factory(element);
+    if (factory && strcmp(GST_OBJECT_NAME(factory), "rtpredenc") == 0) {
+      gint pt = 0;
+      g_object_get(element, "pt", &pt, NULL);
+      if (pt > 0) {
+        g_object_set(element, "distance", distance, NULL);
+        if (found == -1) found = pt;
+      }
+    }
+    g_value_reset(&item);
+  }
+  g_value_unset(&item);
+  gst_iterator_free(it);
+  return found;
+}
+
+/// What a jitter buffer counted so far: packets it declared lost and packets that came after
+/// their deadline (thrown away).
+static inline void dt_jitterbuffer_counts(GstElement *jitterbuffer, guint64 *lost, guint64 *late) {
+  *lost = 0;
+  *late = 0;
+  GstStructure *s = NULL;
+  g_object_get(jitterbuffer, "stats", &s, NULL);
+  if (!s) return;
+  gst_structure_get_uint64(s, "num-lost", lost);
+  gst_structure_get_uint64(s, "num-late", late);
+  gst_structure_free(s);
+}
+
+static inline void dt_object_ref(gpointer object) { gst_object_ref(object); }
+
+static void dt__arrival(dt_webrtc_callbacks *c, GstElement *jitterbuffer, GstBuffer *buffer) {
+  GstRTPBuffer rtp = GST_RTP_BUFFER_INIT;
+  if (!gst_rtp_buffer_map(buffer, GST_MAP_READ, &rtp)) return;
+  guint32 timestamp = gst_rtp_buffer_get_timestamp(&rtp);
+  gst_rtp_buffer_unmap(&rtp);
+  GstClock *clock = gst_element_get_clock(jitterbuffer);
+  if (!clock) return;
+  guint64 now = gst_clock_get_time(clock);
+  gst_object_unref(clock);
+  c->arrival(c->ctx, timestamp, now);
+}
+
+static GstPadProbeReturn dt__on_arrival(GstPad *pad, GstPadProbeInfo *info, gpointer ud) {
+  dt_webrtc_callbacks *c = (dt_webrtc_callbacks *)ud;
+  GstElement *jitterbuffer = gst_pad_get_parent_element(pad);
+  if (!jitterbuffer) return GST_PAD_PROBE_OK;
+  if (info->type & GST_PAD_PROBE_TYPE_BUFFER) {
+    dt__arrival(c, jitterbuffer, GST_PAD_PROBE_INFO_BUFFER(info));
+  } else if (info->type & GST_PAD_PROBE_TYPE_BUFFER_LIST) {
+    GstBufferList *list = GST_PAD_PROBE_INFO_BUFFER_LIST(info);
+    for (guint i = 0; i < gst_buffer_list_length(list); i++) dt__arrival(c, jitterbuffer, gst_buffer_list_get(list, i));
+  }
+  gst_object_unref(jitterbuffer);
+  return GST_PAD_PROBE_OK;
+}
+
+/// Reports every RTP packet reaching `jitterbuffer` to `c->arrival` (after RED was unwrapped:
+/// a packet RED recovered arrives with the one that carried it).
+static inline void dt_jitterbuffer_watch(GstElement *jitterbuffer, dt_webrtc_callbacks *c) {
+  GstPad *sink = gst_element_get_static_pad(jitterbuffer, "sink");
+  if (!sink) return;
+  gst_pad_add_probe(sink, GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_BUFFER_LIST, dt__on_arrival, c, NULL);
+  gst_object_unref(sink);
+}
+
 static inline GstWebRTCDataChannel *dt_webrtc_create_data_channel(GstElement *w, const gchar *label) {
   GstWebRTCDataChannel *ch = NULL;
   g_signal_emit_by_name(w, "create-data-channel", label, NULL, &ch);
@@ -561,6 +693,7 @@ typedef struct dt_stats {
   gint64 packets_lost;
   gdouble jitter, round_trip_time;
   gchar local_candidate_type[16], remote_candidate_type[16];
+  gchar local_candidate_protocol[8];
   // Video, told apart by SSRC: webrtcbin 1.22 labels every stream `kind=video`. In: the SSRC
   // we send video with and those the peer's description announced for its video.
   guint32 video_ssrc;
@@ -644,6 +777,8 @@ static gboolean dt__stat_entry(GQuark field, const GValue *value, gpointer ud) {
   case GST_WEBRTC_STATS_LOCAL_CANDIDATE: {
     const gchar *t = gst_structure_get_string(s, "candidate-type");
     if (t) g_strlcpy(out->local_candidate_type, t, sizeof out->local_candidate_type);
+    const gchar *protocol = gst_structure_get_string(s, "protocol");
+    if (protocol) g_strlcpy(out->local_candidate_protocol, protocol, sizeof out->local_candidate_protocol);
     break;
   }
   case GST_WEBRTC_STATS_REMOTE_CANDIDATE: {

@@ -72,20 +72,26 @@ public struct GStreamerMedia: Sendable {
   public var recordVideo: String?
   /// Only relay candidates (TURN): `iceTransportPolicy = relay`.
   public var relayOnly: Bool
-  /// Decoded remote audio: signed 16-bit little-endian PCM, 48 kHz, mono. Called on a
-  /// GStreamer streaming thread; copy and return quickly.
-  public var remoteAudio: (@Sendable (Data) -> Void)?
+  /// Decoded remote audio, as it leaves the decoder. Called on a GStreamer streaming thread;
+  /// copy and return quickly.
+  public var remoteAudio: (@Sendable (RemoteAudio) -> Void)?
   /// Group calls: where the decoded audio of one remote participant's stream goes (each
   /// arrives on a receive-only connection of its own). Nil: `remoteAudio`.
-  public var participantAudio: (@Sendable (Peer) -> (@Sendable (Data) -> Void)?)?
+  public var participantAudio: (@Sendable (Peer) -> (@Sendable (RemoteAudio) -> Void)?)?
+  /// What this side asks for and sends (FEC, DTX, packet time, bitrate, RED): Dialtone's
+  /// rules, the same on every engine.
+  public var audioProfile = AudioProfile.standard
+  /// The receiving jitter buffer's latency, ms, fixed instead of adapted (`JitterBufferTarget`);
+  /// for comparisons only.
+  public var fixedJitterBufferMs: Int?
   /// False for a group call's receive-only stream: no send branch at all (nothing is encoded);
   /// webrtcbin answers the offer from a receive-only transceiver of its own.
   var sends = true
 
   public init(
     audio: AudioSource = .tone(frequency: 440), relayOnly: Bool = false,
-    remoteAudio: (@Sendable (Data) -> Void)? = nil,
-    participantAudio: (@Sendable (Peer) -> (@Sendable (Data) -> Void)?)? = nil, video: VideoSource? = nil
+    remoteAudio: (@Sendable (RemoteAudio) -> Void)? = nil,
+    participantAudio: (@Sendable (Peer) -> (@Sendable (RemoteAudio) -> Void)?)? = nil, video: VideoSource? = nil
   ) {
     self.video = video
     self.audio = audio
@@ -115,18 +121,27 @@ public struct GStreamerMedia: Sendable {
       // A lone element would be parsed as that element rather than a pipeline: an idle live
       // source into a fake sink keeps it a pipeline and costs nothing.
       return
-        "webrtcbin name=webrtc bundle-policy=max-bundle latency=20 appsrc is-live=true ! fakesink async=false sync=false"
+        "webrtcbin name=webrtc bundle-policy=max-bundle latency=\(fixedJitterBufferMs ?? JitterBufferTarget.startMs) "
+        + "appsrc is-live=true ! fakesink async=false sync=false"
     }
+    // Every source hands the encoder one 20 ms buffer every 20 ms, so each packet leaves as its
+    // frame is complete: evenly paced (a 23 ms source buffer, audiotestsrc's default, makes two
+    // frames come out of some buffers and none out of others).
+    let raw = "audio/x-raw,rate=48000,channels=1"
     let source: String
     switch audio {
     case .tone(let frequency):
-      source = "audiotestsrc is-live=true wave=sine freq=\(frequency) volume=0.4"
+      source = "audiotestsrc is-live=true wave=sine freq=\(frequency) volume=0.4 samplesperbuffer=960 ! \(raw)"
     case .silence:
-      source = "audiotestsrc is-live=true wave=silence"
+      source = "audiotestsrc is-live=true wave=silence samplesperbuffer=960 ! \(raw)"
     case .wavFile:
-      source = "filesrc name=file ! wavparse ! audioconvert ! audioresample ! identity sync=true"
+      // A file is not live: each 20 ms piece is released at its time.
+      // Kept at its own rate: the encoder takes 8, 12, 16, 24 and 48 kHz, and a 16 kHz
+      // (wideband) file resampled to 48 kHz first costs its band bits (PESQ-WB 3.9, not 4.25).
+      source =
+        "filesrc name=file ! wavparse ! audioconvert ! audio/x-raw,channels=1 ! "
+        + "audiobuffersplit output-buffer-duration=1/50 ! identity sync=true"
     }
-    // latency: the jitter buffer's delay, which the first audio pays too.
     var camera = ""
     if sendsVideo, let video {
       let first = VideoResolutionLadder(
@@ -146,11 +161,28 @@ public struct GStreamerMedia: Sendable {
         + "queue leaky=downstream max-size-buffers=2 max-size-bytes=0 max-size-time=0 ! valve name=camera drop=true "
         + "capsfilter name=vcaps caps=\"\(videoCodec.caps(ssrc: videoSSRC))\" ! webrtc."
     }
-    return "webrtcbin name=webrtc bundle-policy=max-bundle latency=20 "
-      + "\(source) ! audioconvert ! audioresample ! volume name=mic ! valve name=audiohold drop=false ! queue ! "
-      + "opusenc bitrate=32000 frame-size=20 ! rtpopuspay name=pay pt=\(Self.defaultOpusPayloadType) ssrc=\(ssrc) ! "
+    // `audiogate` stays closed until the connection is up: webrtcbin holds the stream until
+    // then, and what was captured meanwhile would otherwise leave in a burst once it is (the
+    // receiver would have to squeeze it into its playout). The queue only decouples the
+    // encoder from the source; it is bounded, and drops the oldest if something stalls.
+    // The encoder starts from the profile; the other side's description sets it (`AudioSDP`).
+    // latency: the jitter buffer's delay to start with (`JitterBufferTarget` adapts it).
+    return
+      "webrtcbin name=webrtc bundle-policy=max-bundle latency=\(fixedJitterBufferMs ?? JitterBufferTarget.startMs) "
+      + "\(source) ! audioconvert ! audioresample ! volume name=mic ! valve name=audiohold drop=false ! "
+      + "valve name=audiogate drop=true ! "
+      + "queue leaky=downstream max-size-buffers=0 max-size-bytes=0 max-size-time=200000000 ! "
+      + "opusenc name=aenc audio-type=voice bandwidth=auto bitrate=\(encoderBitrate) "
+      + "frame-size=\(AudioProfile.packetTime(nearest: audioProfile.packetTimeMs)) "
+      + "inband-fec=\(audioProfile.inbandFEC) ! "
+      + "rtpopuspay name=pay pt=\(Self.defaultOpusPayloadType) ssrc=\(ssrc) dtx=true ! "
       + "capsfilter name=rtpcaps caps=\"\(Self.rtpCaps(payloadType: Self.defaultOpusPayloadType, ssrc: ssrc))\" ! webrtc."
       + camera
+  }
+
+  /// The profile's bitrate within what Opus encoders take.
+  var encoderBitrate: Int {
+    min(max(audioProfile.maxAverageBitrate, AudioProfile.bitrates.lowerBound), AudioProfile.bitrates.upperBound)
   }
 
   static let defaultOpusPayloadType = 111
@@ -183,5 +215,31 @@ public struct GStreamerMedia: Sendable {
   /// The Opus payload type of the first audio section of an SDP (`a=rtpmap:<pt> opus/48000`).
   static func opusPayloadType(in sdp: String) -> Int? {
     SDPMediaSection.first("audio", in: sdp)?.payloadType(of: "opus/48000")
+  }
+}
+
+/// Decoded remote audio: signed 16-bit little-endian PCM, 48 kHz, mono, with when it came out
+/// of the decoder (ns on GStreamer's monotonic system clock, one clock for every connection of
+/// the process) and the playout delay the receiver wants now, for a player or a recorder that
+/// keeps time (`PlayoutTimeline`).
+public struct RemoteAudio: Sendable {
+  public var samples: Data
+  public var arrived: UInt64
+  /// The jitter buffer's latency and the decoder's look-ahead, ns: how much audio a player
+  /// should hold so that what the jitter buffer waits for still plays in time.
+  public var playoutDelay: UInt64
+
+  public init(samples: Data, arrived: UInt64, playoutDelay: UInt64) {
+    self.samples = samples
+    self.arrived = arrived
+    self.playoutDelay = playoutDelay
+  }
+
+  /// Now on the clock `due` and `arrived` are read from (CLOCK_MONOTONIC, as GStreamer's
+  /// system clock), ns.
+  public static func clockNow() -> UInt64 {
+    var time = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &time)
+    return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
   }
 }

@@ -1,6 +1,7 @@
 internal import CGStreamer
 import DialtoneClient
 import DialtoneProtocol
+import DialtoneSupport
 import Foundation
 
 /// A `PeerConnection` over GStreamer's webrtcbin: Opus audio both ways, a data channel,
@@ -72,7 +73,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private let mic: UnsafeMutablePointer<GstElement>?
   /// A camera branch was built (its valve exists): this connection can send video.
   private let hasCamera: Bool
-  private let lock = NSLock()
+  private let lock = Locked<Void>()
   private var callbacks: UnsafeMutablePointer<dt_webrtc_callbacks>?
   private var channel: OpaquePointer?
   private var channelCallbacks: UnsafeMutablePointer<dt_channel_callbacks>?
@@ -125,6 +126,28 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private var remoteMids: [String?] = []
   /// The reference the GStreamer callbacks hold (released after the pipeline stopped).
   private var retainedByCallbacks: Unmanaged<GStreamerPeerConnection>?
+  /// What this connection negotiates: the media's profile, without RED on a group call's
+  /// streams (an SFU forwards each publisher's packets to subscribers that may not take RED).
+  private var audioProfile: AudioProfile
+  /// How the encoder was set from the other side's description.
+  private var audioSending: AudioSendParameters?
+  /// RED is negotiated and this side sends it (each packet repeats an earlier frame).
+  private var redundancyNegotiated = false
+  /// Whether the answer negotiated RED (nil before an answer).
+  private var redundancyWanted: Bool?
+  /// The remote audio's jitter buffer (referenced; released at teardown) and its adaptive
+  /// latency (`JitterBufferTarget`), with the buffer's count of packets that came too late.
+  private var audioJitterBuffer: UnsafeMutablePointer<GstElement>?
+  private var jitterTarget = JitterBufferTarget()
+  private var lateArrivals: UInt64 = 0
+  /// The loss the encoder is told, from the other side's receiver reports.
+  private var lossEstimate = AudioLossEstimate()
+  private var audioControl: Task<Void, Never>?
+  /// ICE-TCP candidates held while UDP may connect (`IceTCPFallback`), and its timer.
+  private var tcpFallback = IceTCPFallback()
+  private var tcpFallbackTimer: Task<Void, Never>?
+  /// The figures read so far (`trackedStats`).
+  private var lastStats: dt_stats?
 
   /// The DTLS identity every connection of a factory presents.
   struct Certificate: Sendable {
@@ -138,6 +161,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     GStreamerRuntime.ensureInitialised()
     self.media = media
     self.certificate = certificate
+    audioProfile = media.audioProfile
+    jitterTarget = JitterBufferTarget(fixedMs: media.fixedJitterBufferMs)
     sendingCodec = media.videoCodec
     videoPayloadType = media.videoCodec.defaultPayloadType
     resolutionLadder = media.video.map {
@@ -196,10 +221,10 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     }
     // Video repairs a lost packet by retransmission (a lost keyframe packet otherwise costs
     // every frame until the next keyframe).
-    if video {
-      dt_webrtc_enable_nack(webrtc, 1)
-      dt_webrtc_rtcp_interval(webrtc, 1000)
-    }
+    if video { dt_webrtc_enable_nack(webrtc, 1) }
+    // A receiver report a second (webrtcbin's default: every 5 s): the audio encoder follows the
+    // loss they report, the video sender's rate control the loss and round trip.
+    dt_webrtc_rtcp_interval(webrtc, 1000)
     // After the codec preferences: webrtcbin answers its sink pad's caps query from them.
     if hasCamera {
       do {
@@ -215,7 +240,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     retainedByCallbacks = retained
     var table = dt_webrtc_callbacks(
       ctx: retained.toOpaque(), candidate: onCandidate, state: onState, channel: onChannel,
-      audio: onAudio, error: onError, video: onVideo, record_video: onRecording)
+      audio: onAudio, error: onError, video: onVideo, record_video: onRecording, jitterbuffer: onJitterBuffer,
+      arrival: onArrival)
     callbacks = dt_webrtc_connect(pipeline, webrtc, &table)
     // PAUSED, not PLAYING: the live source sends nothing yet, so no payload type is fixed on
     // webrtcbin's sink pad before the first description (an answer must use the offerer's).
@@ -229,11 +255,16 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   /// first offer carries a data channel. Set before the first offer or remote description.
   /// `recording` names the file for the remote video when it first arrives (nil: none).
   func configure(_ configuration: PeerConnectionConfiguration, recording: (@Sendable () -> String)? = nil) {
-    lock.withLock {
+    let group = configuration.remoteParticipant != nil || configuration.sendOnly
+    let red = lock.withLock { () -> Bool in
       wantsDataChannel = configuration.dataChannel
       mediaHeld = configuration.mediaHeld
       recordingName = recording
+      if group { audioProfile.redundancy = false }
+      return audioProfile.redundancy && media.sends
     }
+    // Before the first description: webrtcbin then offers RED, and answers it when offered.
+    if red { dt_webrtc_offer_red(webrtc, 0) }
     if configuration.mediaHeld { setAudioHeld(true) }
     // Before the first gathering: libnice (`force-relay`) then makes relay candidates only.
     if configuration.iceTransportPolicy == .relay { dt_set(webrtc, "ice-transport-policy", "relay") }
@@ -248,12 +279,17 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     // iceRestart is ignored by webrtcbin 1.22 (canRestartIce == false).
     try play()
     if lock.withLock({ wantsDataChannel }) { openDataChannelIfNeeded() }
-    return try await describeWithOurFingerprint("offer") { dt_webrtc_create_offer(self.webrtc, $0) }
+    return withAudioRules(try await describeWithOurFingerprint("offer") { dt_webrtc_create_offer(self.webrtc, $0) })
   }
 
   public func createAnswer() async throws -> SessionDescription {
     try play()
-    return try await describeWithOurFingerprint("answer") { dt_webrtc_create_answer(self.webrtc, $0) }
+    return withAudioRules(try await describeWithOurFingerprint("answer") { dt_webrtc_create_answer(self.webrtc, $0) })
+  }
+
+  /// Dialtone's audio rules (`AudioSDP`) on a description webrtcbin made.
+  private func withAudioRules(_ description: SessionDescription) -> SessionDescription {
+    SessionDescription(sdp: AudioSDP.local(description.sdp, profile: lock.withLock { audioProfile }))
   }
 
   /// The description with our certificate's fingerprint. webrtcbin 1.22 fingerprints a
@@ -276,7 +312,50 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   public func setLocalDescription(_ description: SessionDescription, kind: SessionDescriptionKind) async throws {
     try play()
     try await apply(description, kind: kind, local: true)
+    if kind == .answer { settleRedundancy(answer: description.sdp) }
   }
+
+  /// The encoder as the other side's description asks (`AudioSDP.sending`): bitrate, frame
+  /// size, in-band FEC, DTX.
+  private func configureAudioSender(toward remote: String) {
+    let profile = lock.withLock { audioProfile }
+    guard let parameters = AudioSDP.sending(toward: remote, profile: profile),
+      let encoder = dt_bin_get(pipeline, "aenc")
+    else { return }
+    dt_set(encoder, "bitrate", String(parameters.bitrate))
+    dt_set(encoder, "frame-size", String(parameters.packetTimeMs))
+    dt_set(encoder, "inband-fec", parameters.inbandFEC ? "true" : "false")
+    dt_set(encoder, "dtx", parameters.dtx ? "true" : "false")
+    dt_unref(encoder)
+    lock.withLock { audioSending = parameters }
+  }
+
+  /// Once the answer is applied: RED is on when both sides listed it, and webrtcbin's RED
+  /// encoder then repeats the frame `redundancyDistance` packets back in each packet (it
+  /// leaves them without redundancy otherwise). Off, it must send plain Opus: its payload type
+  /// is only set when RED was negotiated.
+  private func settleRedundancy(answer: String) {
+    let profile = lock.withLock { audioProfile }
+    let wanted = profile.redundancy && AudioSDP.redundancyPayloadType(in: answer) != nil
+    lock.withLock { redundancyWanted = wanted }
+    applyRedundancyDistance()
+  }
+
+  /// webrtcbin makes its RED encoder, and gives it the negotiated payload type, only once the
+  /// stream's transport runs (after the answer is applied): tried at the answer, when the
+  /// connection is up, and on each audio tick until it took.
+  private func applyRedundancyDistance() {
+    let (wanted, done, distance) = lock.withLock {
+      (redundancyWanted, redundancyNegotiated, UInt32(max(1, audioProfile.redundancyDistance)))
+    }
+    // Not negotiated: the encoders stay at distance 0 and pass Opus through.
+    guard wanted == true, !done else { return }
+    let pt = dt_webrtc_red_distance(webrtc, distance)
+    lock.withLock { redundancyNegotiated = pt > 0 }
+  }
+
+  /// Whether RED carries this connection's audio (both ways: the rules put it first on both).
+  public var sendsRedundancy: Bool { lock.withLock { redundancyNegotiated } }
 
   private func useOpusPayloadType(_ pt: Int) {
     let current = lock.withLock { () -> Bool in
@@ -363,6 +442,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       throw GStreamerError.negotiation("the peer rejected the \(rejected) section")
     }
     try await apply(description, kind: kind, local: false)
+    configureAudioSender(toward: description.sdp)
+    if kind == .answer { settleRedundancy(answer: description.sdp) }
     try play()
   }
 
@@ -376,17 +457,50 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     guard dt_set_state(pipeline, GST_STATE_PLAYING) != 0 else {
       throw GStreamerError.pipeline("the pipeline did not start")
     }
-    if hasCamera { lock.withLock { rateControl = startRateControl() } }
+    lock.withLock {
+      if hasCamera { rateControl = startRateControl() }
+      audioControl = startAudioControl()
+    }
   }
 
   public func addRemoteCandidate(_ candidate: IceCandidate) async throws {
     let line = candidate.candidate.hasPrefix("a=") ? String(candidate.candidate.dropFirst(2)) : candidate.candidate
     guard !line.isEmpty, !isClosed else { return }  // "" = end of candidates: nothing to add
+    remoteCandidateSink.yield(
+      IceCandidate(candidate: line, sdpMid: candidate.sdpMid, sdpMLineIndex: candidate.sdpMLineIndex))
+    let now = secondsSinceStartDuration()
+    let admitted = lock.withLock { tcpFallback.remote(candidate, at: now) }
+    armTCPFallback()
+    if let admitted { add(admitted) }
+  }
+
+  private func add(_ candidate: IceCandidate) {
+    let line = candidate.candidate.hasPrefix("a=") ? String(candidate.candidate.dropFirst(2)) : candidate.candidate
     let index =
       candidate.sdpMLineIndex ?? lock.withLock { candidate.sdpMid.flatMap { remoteMids.firstIndex(of: $0) } } ?? 0
     dt_webrtc_add_ice_candidate(webrtc, UInt32(max(0, index)), line)
-    remoteCandidateSink.yield(
-      IceCandidate(candidate: line, sdpMid: candidate.sdpMid, sdpMLineIndex: candidate.sdpMLineIndex))
+  }
+
+  /// Releases the held ICE-TCP candidates at the fallback's deadline, unless UDP connected first.
+  private func armTCPFallback() {
+    lock.withLock {
+      guard tcpFallbackTimer == nil, !closed, let deadline = tcpFallback.deadline else { return }
+      let wait = deadline - secondsSinceStartDuration()
+      tcpFallbackTimer = Task.detached { [weak self] in
+        try? await Task.sleep(for: max(.zero, wait))
+        self?.releaseTCPCandidates()
+      }
+    }
+  }
+
+  private func releaseTCPCandidates() {
+    let now = secondsSinceStartDuration()
+    let (local, remote) = lock.withLock { () -> ([IceCandidate], [IceCandidate]) in
+      guard !closed else { return ([], []) }
+      return tcpFallback.release(at: now)
+    }
+    for candidate in local { candidateSink.yield(candidate) }
+    for candidate in remote { add(candidate) }
   }
 
   public func setAudioEnabled(_ enabled: Bool) async {
@@ -411,6 +525,14 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     dt_set(valve, "drop", open ? "false" : "true")
     dt_unref(valve)
     if open { requestKeyframe() }
+  }
+
+  /// Audio starts flowing to the encoder once the connection is up (fresh audio, no backlog:
+  /// see `GStreamerMedia.pipelineDescription`). Once: a path that dies later does not block.
+  private func openAudioGate() {
+    guard let valve = dt_bin_get(pipeline, "audiogate") else { return }
+    dt_set(valve, "drop", "false")
+    dt_unref(valve)
   }
 
   /// The microphone's valve, before the encoder: closed, no audio packet is made at all (a
@@ -474,6 +596,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
   }
 
+  private func secondsSinceStartDuration() -> Duration { ContinuousClock.now - startedAt }
+
   fileprivate func recordingPath() -> String? {
     lock.withLock { recordingName }?()
   }
@@ -510,7 +634,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
 
   public func stats() async -> PeerConnectionStats {
     guard !isClosed else { return PeerConnectionStats() }
-    let raw = await rawStats()
+    let raw = await trackedStats()
     var stats = PeerConnectionStats(
       bytesSent: UInt64(raw.bytes_sent), bytesReceived: UInt64(raw.bytes_received),
       packetsLost: Int64(raw.packets_lost),
@@ -519,6 +643,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       remoteCandidateType: Self.text(raw.remote_candidate_type),
       packetsSent: UInt64(raw.packets_sent), packetsReceived: UInt64(raw.packets_received),
       jitter: raw.jitter >= 0 ? raw.jitter : nil)
+    stats.transport = Self.text(raw.local_candidate_protocol)?.lowercased()
+    stats.audioCodec = lock.withLock { redundancyNegotiated } ? "red" : "opus"
     let received = videoReceived()
     let (freezes, target, codec) = lock.withLock { (freezeCounter.freezes, targetBitrate, remoteVideoCodec) }
     if raw.video_bytes_sent > 0 || raw.video_bytes_received > 0 || received.frames > 0 {
@@ -542,7 +668,43 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     return stats
   }
 
-  /// webrtcbin's report, with the video streams told apart by SSRC.
+  /// webrtcbin's report, merged with the figures read before: once the other side said BYE (a
+  /// hang-up) webrtcbin forgets its streams and reports zeros, so counters never go back and a
+  /// figure missing now keeps its last value. Read every second while the connection plays.
+  private func trackedStats() async -> dt_stats {
+    let raw = await rawStats()
+    return lock.withLock {
+      guard var merged = lastStats else {
+        lastStats = raw
+        return raw
+      }
+      merged.bytes_sent = max(merged.bytes_sent, raw.bytes_sent)
+      merged.bytes_received = max(merged.bytes_received, raw.bytes_received)
+      merged.packets_sent = max(merged.packets_sent, raw.packets_sent)
+      merged.packets_received = max(merged.packets_received, raw.packets_received)
+      merged.packets_lost = max(merged.packets_lost, raw.packets_lost)
+      merged.video_bytes_sent = max(merged.video_bytes_sent, raw.video_bytes_sent)
+      merged.video_bytes_received = max(merged.video_bytes_received, raw.video_bytes_received)
+      merged.video_packets_sent = max(merged.video_packets_sent, raw.video_packets_sent)
+      merged.video_packets_lost = max(merged.video_packets_lost, raw.video_packets_lost)
+      merged.nacks_received = max(merged.nacks_received, raw.nacks_received)
+      merged.plis_received = max(merged.plis_received, raw.plis_received)
+      merged.nacks_sent = max(merged.nacks_sent, raw.nacks_sent)
+      merged.plis_sent = max(merged.plis_sent, raw.plis_sent)
+      if raw.jitter >= 0 { merged.jitter = raw.jitter }
+      if raw.round_trip_time >= 0 { merged.round_trip_time = raw.round_trip_time }
+      if raw.path_fraction_lost >= 0 { merged.path_fraction_lost = raw.path_fraction_lost }
+      if raw.path_packets_lost >= 0 { merged.path_packets_lost = raw.path_packets_lost }
+      if raw.video_fraction_lost >= 0 { merged.video_fraction_lost = raw.video_fraction_lost }
+      if raw.video_round_trip_time >= 0 { merged.video_round_trip_time = raw.video_round_trip_time }
+      if raw.local_candidate_type.0 != 0 { merged.local_candidate_type = raw.local_candidate_type }
+      if raw.remote_candidate_type.0 != 0 { merged.remote_candidate_type = raw.remote_candidate_type }
+      if raw.local_candidate_protocol.0 != 0 { merged.local_candidate_protocol = raw.local_candidate_protocol }
+      lastStats = merged
+      return merged
+    }
+  }
+
   private func rawStats() async -> dt_stats {
     var request = dt_stats()
     request.video_ssrc = hasCamera ? videoSSRC : 0
@@ -764,8 +926,13 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
 
   fileprivate func candidateGathered(mline: UInt32, _ line: String) {
     guard !isClosed else { return }
-    let mid = lock.withLock { Int(mline) < localMids.count ? localMids[Int(mline)] : nil }
-    candidateSink.yield(IceCandidate(candidate: line, sdpMid: mid, sdpMLineIndex: Int(mline)))
+    let now = secondsSinceStartDuration()
+    let admitted = lock.withLock { () -> IceCandidate? in
+      let mid = Int(mline) < localMids.count ? localMids[Int(mline)] : nil
+      return tcpFallback.local(IceCandidate(candidate: line, sdpMid: mid, sdpMLineIndex: Int(mline)), at: now)
+    }
+    armTCPFallback()
+    if let admitted { candidateSink.yield(admitted) }
   }
 
   fileprivate func stateChanged(_ property: String, _ value: Int32) {
@@ -779,6 +946,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       if state == .connected {
         reach(.dtlsConnected)
         keyframeOnFirstConnection()
+        openAudioGate()
+        applyRedundancyDistance()
       }
       lock.withLock {
         transportConnected = state == .connected
@@ -787,7 +956,10 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       stateSink.yield(state)
     case "ice-connection-state":
       // GstWebRTCICEConnectionState: new, checking, connected, completed, failed, disconnected, closed.
-      if value == 2 || value == 3 { reach(.iceConnected) }
+      if value == 2 || value == 3 {
+        reach(.iceConnected)
+        lock.withLock { tcpFallback.connected() }
+      }
     case "ice-gathering-state":
       // GstWebRTCICEGatheringState: new, gathering, complete.
       let done = lock.withLock { () -> Bool in
@@ -822,19 +994,101 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   }
 
   /// Each decoded buffer (50 a second): one lock, and a copy only when someone records.
-  fileprivate func remoteAudio(_ samples: UnsafeRawBufferPointer) {
-    let (first, resumed) = lock.withLock { () -> (Bool, Bool) in
-      let now = ContinuousClock.now
-      lastAudioAt = now
+  /// `now`: clock time (ns), `UInt64.max` when unknown.
+  fileprivate func remoteAudio(_ samples: UnsafeRawBufferPointer, now: UInt64) {
+    let (first, resumed, playoutDelayMs) = lock.withLock { () -> (Bool, Bool, Int) in
+      let instant = ContinuousClock.now
+      lastAudioAt = instant
       defer { stalled = false }
       let first = !closed && reached[.firstAudio] == nil
-      if first { reached[.firstAudio] = now }
-      return (first, stalled && transportConnected && !closed)
+      if first { reached[.firstAudio] = instant }
+      return (
+        first, stalled && transportConnected && !closed, jitterTarget.latencyMs + JitterBufferTarget.playoutMarginMs
+      )
     }
     if first { milestoneSink.yield(.firstAudio) }
     if resumed { stateSink.yield(.connected) }
-    if let record = media.remoteAudio { record(Data(samples)) }
+    guard let record = media.remoteAudio else { return }
+    record(
+      RemoteAudio(
+        samples: Data(samples), arrived: now != UInt64.max ? now : RemoteAudio.clockNow(),
+        playoutDelay: UInt64(playoutDelayMs) * 1_000_000))
   }
+
+  /// A jitter buffer rtpbin made: the first one for a remote SSRC that is not video carries the
+  /// audio; its latency follows `JitterBufferTarget` from now on.
+  fileprivate func newJitterBuffer(_ jitterBuffer: UnsafeMutablePointer<GstElement>, ssrc: UInt32) {
+    let latency = lock.withLock { () -> Int? in
+      guard !closed, audioJitterBuffer == nil, !remoteVideoSSRCs.contains(ssrc), let callbacks else { return nil }
+      dt_object_ref(jitterBuffer)
+      audioJitterBuffer = jitterBuffer
+      dt_jitterbuffer_watch(jitterBuffer, callbacks)
+      return jitterTarget.latencyMs
+    }
+    if let latency { dt_set(jitterBuffer, "latency", String(latency)) }
+  }
+
+  /// A packet reached the audio jitter buffer (`now`: clock time, ns).
+  fileprivate func packetArrived(rtpTimestamp: UInt32, now: UInt64) {
+    let at = Duration.nanoseconds(Int64(clamping: now))
+    lock.withLock { jitterTarget.arrival(rtpTimestamp: rtpTimestamp, at: at) }
+  }
+
+  /// Four times a second: the jitter buffer's latency; once a second: the loss the encoder is
+  /// told, from the other side's latest receiver report on what this side sends.
+  private func startAudioControl() -> Task<Void, Never> {
+    Task.detached { [weak self] in
+      var ticks = 0
+      while !Task.isCancelled {
+        try? await Task.sleep(for: .milliseconds(250))
+        guard let self, !self.isClosed else { return }
+        self.adaptJitterBuffer()
+        self.applyRedundancyDistance()
+        ticks += 1
+        if ticks % 4 == 0 { await self.adaptEncoderToLoss() }
+      }
+    }
+  }
+
+  private func adaptJitterBuffer() {
+    // The arrivals' clock: GStreamer's (monotonic, ns).
+    let now = Duration.nanoseconds(Int64(clamping: RemoteAudio.clockNow()))
+    let jitterBuffer = lock.withLock { () -> UnsafeMutablePointer<GstElement>? in
+      guard !closed, let jb = audioJitterBuffer else { return nil }
+      dt_object_ref(jb)  // the teardown may release ours meanwhile
+      return jb
+    }
+    guard let jitterBuffer else { return }
+    defer { dt_unref(jitterBuffer) }
+    var lostCount: guint64 = 0
+    var lateCount: guint64 = 0
+    dt_jitterbuffer_counts(jitterBuffer, &lostCount, &lateCount)
+    let late = UInt64(lateCount)
+    let changed = lock.withLock { () -> Int? in
+      let fresh = late >= lateArrivals ? Int(min(late - lateArrivals, UInt64(Int.max))) : 0
+      lateArrivals = late
+      return jitterTarget.tick(now: now, lateArrivals: fresh)
+    }
+    if let changed { dt_set(jitterBuffer, "latency", String(changed)) }
+  }
+
+  private func adaptEncoderToLoss() async {
+    let raw = await trackedStats()
+    guard media.sends, raw.path_fraction_lost >= 0 else { return }
+    let percent = lock.withLock { lossEstimate.report(fractionLost: raw.path_fraction_lost) }
+    guard let encoder = dt_bin_get(pipeline, "aenc") else { return }
+    dt_set(encoder, "packet-loss-percentage", String(percent))
+    dt_unref(encoder)
+  }
+
+  /// The jitter buffer's latency now, ms (what the playout waits for late packets).
+  public var jitterBufferLatencyMs: Int { lock.withLock { jitterTarget.latencyMs } }
+
+  /// The loss percentage the audio encoder was last told.
+  public var encoderLossPercentage: Int { lock.withLock { lossEstimate.percentage } }
+
+  /// How the audio encoder was set from the other side's description (nil before it came).
+  public var audioSendParameters: AudioSendParameters? { lock.withLock { audioSending } }
 
   private func startWatchdog() -> Task<Void, Never> {
     Task.detached { [weak self] in
@@ -903,6 +1157,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     let (table, chan, chanTable) = lock.withLock {
       () -> (UnsafeMutablePointer<dt_webrtc_callbacks>?, OpaquePointer?, UnsafeMutablePointer<dt_channel_callbacks>?) in
       closed = true
+      audioControl?.cancel()
+      tcpFallbackTimer?.cancel()
       defer {
         callbacks = nil
         channel = nil
@@ -919,6 +1175,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     g_free(chanTable)
     if let chan { dt_channel_unref(chan) }
     if let mic { dt_unref(mic) }
+    if let jitterBuffer = lock.withLock({ audioJitterBuffer }) { dt_unref(jitterBuffer) }
     dt_unref(webrtc)
     dt_unref(pipeline)
     let retained = lock.withLock { () -> Unmanaged<GStreamerPeerConnection>? in
@@ -1005,9 +1262,18 @@ private let onChannel: dt_channel_cb = { ctx, channel in
   connection(ctx)?.attach(channel, adopt: false)
 }
 
-private let onAudio: dt_audio_cb = { ctx, data, size in
+private let onAudio: dt_audio_cb = { ctx, data, size, now in
   guard let data, size > 0 else { return }
-  connection(ctx)?.remoteAudio(UnsafeRawBufferPointer(start: data, count: Int(size)))
+  connection(ctx)?.remoteAudio(UnsafeRawBufferPointer(start: data, count: Int(size)), now: UInt64(now))
+}
+
+private let onJitterBuffer: dt_jitterbuffer_cb = { ctx, jitterBuffer, ssrc in
+  guard let jitterBuffer else { return }
+  connection(ctx)?.newJitterBuffer(jitterBuffer, ssrc: ssrc)
+}
+
+private let onArrival: dt_arrival_cb = { ctx, timestamp, now in
+  connection(ctx)?.packetArrived(rtpTimestamp: timestamp, now: UInt64(now))
 }
 
 private let onVideo: dt_video_cb = { ctx, width, height, red, green, blue in

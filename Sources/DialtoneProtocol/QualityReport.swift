@@ -67,6 +67,9 @@ public struct QualityReport: CallMessageBody, Hashable {
   /// Received packets lost, in percent.
   public var lossPercent: Double?
   public var milestones: CallMilestones?
+  /// The device's estimate of how the speech it received sounded, 1–5 (an E-model MOS from its
+  /// loss, jitter and round trip, protocol.md 7.19).
+  public var mos: Double?
   public var receiveKbps: Double?
   public var remoteCandidateType: CandidateType?
   public var rttMs: Double?
@@ -76,8 +79,9 @@ public struct QualityReport: CallMessageBody, Hashable {
     callId: CallID, final: Bool, milestones: CallMilestones? = nil, rttMs: Double? = nil, jitterMs: Double? = nil,
     lossPercent: Double? = nil, sendKbps: Double? = nil, receiveKbps: Double? = nil,
     localCandidateType: CandidateType? = nil, remoteCandidateType: CandidateType? = nil, iceRestarts: Int? = nil,
-    durationMs: Int? = nil
+    durationMs: Int? = nil, mos: Double? = nil
   ) {
+    self.mos = mos
     self.callId = callId
     self.final = final
     self.milestones = milestones
@@ -103,6 +107,7 @@ public struct QualityReport: CallMessageBody, Hashable {
     try c.enumeration("localCandidateType", &localCandidateType)
     try c.decimal("lossPercent", &lossPercent, 0...100)
     try c.object("milestones", &milestones)
+    try c.decimal("mos", &mos, 1...5)
     try c.decimal("receiveKbps", &receiveKbps, 0...100_000)
     try c.enumeration("remoteCandidateType", &remoteCandidateType)
     try c.decimal("rttMs", &rttMs, 0...60_000)

@@ -1,6 +1,7 @@
 import DialtoneClient
 import DialtoneGStreamer
 import DialtoneJSON
+import DialtoneProtocol
 import DialtoneSupport
 import Foundation
 
@@ -11,6 +12,7 @@ final class MilestoneReport: Sendable {
     var origin: ContinuousClock.Instant?
     var timings: [(String, Double)] = []
     var lastStats: PeerConnectionStats?
+    var quality: QualityReport?
   }
   private let json: Bool
   private let timeline = Locked(Timeline())
@@ -117,7 +119,7 @@ final class MilestoneReport: Sendable {
     if !json {
       let rtt = stats.roundTripTime.map { String(format: "%.1f ms", $0 * 1000) } ?? "n/a"
       line(
-        "stats: sent \(stats.bytesSent) B / \(stats.packetsSent) pkts, received \(stats.bytesReceived) B / \(stats.packetsReceived) pkts, lost \(stats.packetsLost), rtt \(rtt), pair \(stats.localCandidateType ?? "?")/\(stats.remoteCandidateType ?? "?")"
+        "stats: sent \(stats.bytesSent) B / \(stats.packetsSent) pkts, received \(stats.bytesReceived) B / \(stats.packetsReceived) pkts, lost \(stats.packetsLost), rtt \(rtt), pair \(stats.localCandidateType ?? "?")/\(stats.remoteCandidateType ?? "?") over \(stats.transport ?? "?"), audio \(stats.audioCodec ?? "?")"
       )
       if let v = stats.video {
         line(
@@ -127,8 +129,21 @@ final class MilestoneReport: Sendable {
     }
   }
 
+  /// The call's final quality report (protocol.md 7.19): its MOS estimate is printed at the end.
+  func quality(_ report: QualityReport) {
+    timeline.withLock { $0.quality = report }
+    guard !json else { return }
+    func figure(_ value: Double?, _ unit: String) -> String {
+      value.map { String(format: "%.1f \(unit)", $0) } ?? "n/a"
+    }
+    let mos = report.mos.map { String(format: "%.2f", $0) } ?? "n/a"
+    line(
+      "quality: MOS \(mos) (estimated from loss \(figure(report.lossPercent, "%")), jitter \(figure(report.jitterMs, "ms")), "
+        + "rtt \(figure(report.rttMs, "ms")))")
+  }
+
   func finish(reason: String, status: Int32) {
-    let (timings, stats) = timeline.withLock { ($0.timings, $0.lastStats) }
+    let (timings, stats, quality) = timeline.withLock { ($0.timings, $0.lastStats, $0.quality) }
     if json {
       var fields: [String: JSONValue] = [
         "event": .string("ended"), "reason": .string(reason), "status": .int(Int64(status)),
@@ -141,8 +156,11 @@ final class MilestoneReport: Sendable {
           "packetsLost": .int(stats.packetsLost),
         ]
         if let rtt = stats.roundTripTime { s["roundTripTime"] = .double(rtt) }
+        if let jitter = stats.jitter { s["jitter"] = .double(jitter) }
         if let t = stats.localCandidateType { s["localCandidateType"] = .string(t) }
         if let t = stats.remoteCandidateType { s["remoteCandidateType"] = .string(t) }
+        if let t = stats.transport { s["transport"] = .string(t) }
+        if let codec = stats.audioCodec { s["audioCodec"] = .string(codec) }
         if let v = stats.video {
           s["video"] = .object([
             "bytesSent": .int(Int64(v.bytesSent)), "bytesReceived": .int(Int64(v.bytesReceived)),
@@ -156,6 +174,14 @@ final class MilestoneReport: Sendable {
           ])
         }
         fields["stats"] = .object(s)
+      }
+      if let quality {
+        var q: [String: JSONValue] = [:]
+        if let mos = quality.mos { q["mos"] = .double(mos) }
+        if let loss = quality.lossPercent { q["lossPercent"] = .double(loss) }
+        if let jitter = quality.jitterMs { q["jitterMs"] = .double(jitter) }
+        if let rtt = quality.rttMs { q["rttMs"] = .double(rtt) }
+        fields["quality"] = .object(q)
       }
       line(.object(fields))
     } else {

@@ -1,3 +1,4 @@
+import DialtoneGStreamer
 import DialtoneProtocol
 import DialtoneSupport
 import Foundation
@@ -24,7 +25,7 @@ final class ParticipantAudio: Sendable {
   }
 
   /// The sink for one of `participant`'s streams.
-  func sink(for participant: Peer) -> @Sendable (Data) -> Void {
+  func sink(for participant: Peer) -> @Sendable (RemoteAudio) -> Void {
     let writer: WAVWriter? = recordPath.map { path in
       state.withLock { state in
         if let existing = state.writers[participant.userId] { return existing }
@@ -33,10 +34,10 @@ final class ParticipantAudio: Sendable {
         return made
       }
     }
-    return { [state] samples in
-      writer?.append(samples)
+    return { [state] audio in
+      writer?.append(audio)
       let first: (@Sendable (Peer, ContinuousClock.Instant) -> Void)? = state.withLock { state in
-        state.received[participant.userId, default: 0] += samples.count
+        state.received[participant.userId, default: 0] += audio.samples.count
         guard state.heard.insert(participant.userId).inserted else { return nil }
         return state.onFirstAudio
       }

@@ -423,7 +423,7 @@ actor SoftphoneCall {
       report.mark(attempt == 0 ? "ice-disconnected" : "ice-restart-\(attempt)")
     case .ended(let ending):
       if case .glare = ending { return nil }  // the survivor carries on
-      return finish(ending)
+      return await finish(ending)
     }
     return nil
   }
@@ -550,17 +550,20 @@ actor SoftphoneCall {
 
   private func hangUp() async {
     guard let engine else { return }
-    await reportStats(engine)
     await engine.hangup()
     await engine.drainSignaling()
   }
 
-  private func reportStats(_ engine: CallEngine) async {
-    guard let stats = await engine.stats() else { return }
-    report.stats(stats)
+  /// The connection's last figures and the call's quality estimate, whoever ended the call
+  /// (the engine read them as the call ended, before closing the connection).
+  private func reportFinalQuality(_ engine: CallEngine) async {
+    await engine.settle()
+    if let stats = await engine.finalStats { report.stats(stats) }
+    if let quality = await engine.finalQualityReport, quality.mos != nil { report.quality(quality) }
   }
 
-  private func finish(_ ending: CallEngine.Ending) -> Status {
+  private func finish(_ ending: CallEngine.Ending) async -> Status {
+    if let engine { await reportFinalQuality(engine) }
     let status: Status
     let reason: String
     switch ending {

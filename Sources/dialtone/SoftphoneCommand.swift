@@ -3,6 +3,7 @@ import DialtoneClientLinux
 import DialtoneCommandLine
 import DialtoneGStreamer
 import DialtoneHTTPClient
+import DialtoneJSON
 import DialtoneNet
 import DialtoneProtocol
 import Foundation
@@ -48,7 +49,7 @@ enum SoftphoneCommand {
     let audio = try audioSource(
       arguments.string("audio") ?? "tone", frequency: try arguments.double("tone-frequency", default: 440))
     let recorder: WAVWriter? = arguments.string("record").map { WAVWriter(path: $0) }
-    var remoteAudio: (@Sendable (Data) -> Void)?
+    var remoteAudio: (@Sendable (RemoteAudio) -> Void)?
     if let recorder { remoteAudio = { recorder.append($0) } }
     // Group calls keep each remote participant's audio apart.
     let participants = ParticipantAudio(recordPath: arguments.string("record"))
@@ -70,6 +71,9 @@ enum SoftphoneCommand {
       media.videoCodec = chosen
     }
     media.recordVideo = arguments.string("record-video")
+    if let text = arguments.string("audio-profile") {
+      try AudioProfileOption.apply(text, to: &media)
+    }
     let report = MilestoneReport(json: arguments.flag("json"))
     let log = try sdkLog(arguments)
 
@@ -114,8 +118,13 @@ enum SoftphoneCommand {
       participantAudio: participants, endForAll: arguments.flag("end-for-all"),
       video: arguments.string("video") != nil)
     ProcessSignals.onTermination { _ in Task { await call.interrupt() } }
+    let pathWatch = InterfaceWatch.start { [client, report] in
+      report.note("network changed: reconnecting signaling")
+      await client.networkChanged()
+    }
 
     let status = await call.run()
+    pathWatch.cancel()
     await client.stop()
     await factory.shutdown()
     var groupRecordings: [String] = []
@@ -127,7 +136,21 @@ enum SoftphoneCommand {
     }
     // A group call writes one file per participant instead.
     if let recorder, groupRecordings.isEmpty, !role.isGroup {
-      do { try recorder.finish() } catch { report.note("could not write \(recorder.path): \(error)") }
+      do {
+        try recorder.finish()
+        let summary = recorder.summary
+        report.event(
+          "recorded",
+          [
+            "path": .string(recorder.path), "seconds": .double(summary.total), "lateSeconds": .double(summary.late),
+            "silentSeconds": .double(summary.silent),
+          ],
+          text: String(
+            format: "recorded %@: %.1f s, %.2f s came too late to play, %.2f s of silence for what did not come",
+            recorder.path, summary.total, summary.late, summary.silent))
+      } catch {
+        report.note("could not write \(recorder.path): \(error)")
+      }
     }
     http.shutdown()
     await network.shutdown()

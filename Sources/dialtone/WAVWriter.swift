@@ -1,29 +1,67 @@
+import DialtoneGStreamer
 import DialtoneSupport
 import Foundation
 
-/// Records 16-bit mono PCM into a WAV file. The header is written when the recording is
-/// finished, so a file is complete only after `finish()`.
+/// Records what is heard into a 16-bit mono WAV file, against the clock: what a loudspeaker
+/// fed by the decoder would play (`PlayoutTimeline`), silence wherever audio was not there in
+/// time, so a stall stays in the recording as long as it lasted. The header is written when
+/// the recording is finished, so a file is complete only after `finish()`.
 final class WAVWriter: Sendable {
   let path: String
   let sampleRate: Int
   private struct Recording: Sendable {
     var pcm = Data()
+    var timeline: PlayoutTimeline
     var finished = false
+    /// Samples skipped to catch up (they came too late to play) and silence written for what was
+    /// not there in time.
+    var lateSamples = 0
+    var silentSamples = 0
   }
-  private let recording = Locked(Recording())
+  private let recording: Locked<Recording>
 
   init(path: String, sampleRate: Int = 48_000) {
     self.path = path
     self.sampleRate = sampleRate
+    recording = Locked(Recording(timeline: PlayoutTimeline(sampleRate: sampleRate)))
   }
 
-  func append(_ samples: Data) {
-    recording.withLock { if !$0.finished { $0.pcm.append(samples) } }
+  func append(_ audio: RemoteAudio) {
+    recording.withLock { recording in
+      guard !recording.finished else { return }
+      let count = audio.samples.count / 2
+      let placement = recording.timeline.place(count: count, arrived: audio.arrived, delay: audio.playoutDelay)
+      recording.lateSamples += count - placement.kept.count
+      recording.silentSamples += placement.silence
+      if placement.silence > 0 { recording.pcm.append(Data(count: placement.silence * 2)) }
+      if !placement.kept.isEmpty {
+        let bytes =
+          audio.samples.startIndex + placement.kept.lowerBound * 2..<audio.samples.startIndex
+          + placement.kept.upperBound * 2
+        recording.pcm.append(audio.samples[bytes])
+      }
+    }
   }
 
-  /// Writes the file; later audio is dropped.
+  /// Seconds of audio that came too late to be played, and of silence written in their place
+  /// or for audio that never came.
+  var summary: (late: Double, silent: Double, total: Double) {
+    recording.withLock {
+      (
+        Double($0.lateSamples) / Double(sampleRate), Double($0.silentSamples) / Double(sampleRate),
+        Double($0.pcm.count / 2) / Double(sampleRate)
+      )
+    }
+  }
+
+  /// Writes the file, ending it with the silence heard since the last audio (up to now); later
+  /// audio is dropped.
   func finish() throws {
     let body: Data = recording.withLock {
+      if !$0.finished {
+        let tail = $0.timeline.finish(at: RemoteAudio.clockNow())
+        if tail > 0 { $0.pcm.append(Data(count: tail * 2)) }
+      }
       $0.finished = true
       return $0.pcm
     }

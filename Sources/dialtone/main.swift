@@ -6,7 +6,11 @@ private let media: [CommandOption] = [
   .value("token", "this device's client token (dialtone token)"),
   .value("audio", "tone (default), silence, or a WAV file to send"),
   .value("tone-frequency", "the tone's frequency in Hz (default 440)"),
-  .value("record", "write what is heard to this WAV file"),
+  .value("record", "write what is heard to this WAV file, against the clock (silence for what never arrived in time)"),
+  .value(
+    "audio-profile",
+    "change Dialtone's audio settings, for comparisons: fec=0|1, dtx=0|1, red=0|1, red-distance=N, ptime=MS, "
+      + "bitrate=BPS, jitter-buffer=adaptive|MS (e.g. red=0,ptime=40)"),
   .value(
     "video",
     "a video call (1:1 or group) with this camera: a test pattern (smpte, ball, red, green, blue, ...) or a video file"),

@@ -43,6 +43,16 @@ private let bob = Peer(userId: "bob", deviceId: "b1")
     #expect(report.localCandidateType == .relay && report.remoteCandidateType == .srflx)
     #expect(report.relayed == true)
     #expect(report.final)
+    // The speech estimate from the same figures, to two decimals; none before audio arrived.
+    let mos = SpeechQualityEstimate.mos(lossPercent: 1, jitterMs: 3, rttMs: 42.1, protection: .fec)
+    #expect(report.mos == (mos * 100).rounded() / 100)
+    #expect(try #require(report.mos) > 3.5)
+    var silent = stats
+    silent.packetsReceived = 0
+    #expect(recorder.report(final: true, stats: silent, now: origin).mos == nil)
+    stats.audioCodec = "red"
+    let protected = recorder.report(final: true, stats: stats, now: origin)
+    #expect(try #require(protected.mos) > (report.mos ?? 5))
     // The protocol's own decoder takes what the recorder makes.
     let frame = ClientEnvelope(id: "q", message: .quality(report))
     #expect(try MessageCodec.decodeClientMessage(MessageCodec.encode(frame)) == frame)
@@ -74,6 +84,7 @@ private let bob = Peer(userId: "bob", deviceId: "b1")
     }
     #expect(signaling.requests.dropLast().last == .hangup(.init(callId: "call-1")))
     #expect(report.final && report.callId == "call-1")
+    #expect(await engine.finalQualityReport == report)
     #expect(
       report.milestones
         == CallMilestones(ringing: 500, accepted: 2500, iceConnected: 2800, dtlsConnected: 2800, firstAudio: 2900))

@@ -72,7 +72,7 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
     let pcmAtB = PCMCollector()
     let factoryA = GStreamerPeerConnectionFactory(media: GStreamerMedia(audio: .tone(frequency: 523)))
     let factoryB = GStreamerPeerConnectionFactory(
-      media: GStreamerMedia(audio: .tone(frequency: 330)) { pcmAtB.append($0) })
+      media: GStreamerMedia(audio: .tone(frequency: 330)) { pcmAtB.append($0.samples) })
     let config = PeerConnectionConfiguration(iceServers: [], video: false, dataChannel: true)
     let a = try #require(try await factoryA.makePeerConnection(config) as? GStreamerPeerConnection)
     let b = try #require(try await factoryB.makePeerConnection(config) as? GStreamerPeerConnection)
@@ -92,6 +92,17 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
     let answer = try await b.createAnswer()
     try await b.setLocalDescription(answer, kind: .answer)
     try await a.setRemoteDescription(answer, kind: .answer)
+    // Dialtone's audio rules on both descriptions (AudioSDP): RED first, Opus FEC asked for.
+    for description in [offer, answer] {
+      #expect(description.sdp.contains("m=audio 9 UDP/TLS/RTP/SAVPF 96 111"), "\(description.sdp)")
+      #expect(description.sdp.contains("useinbandfec=1;usedtx=0;maxaveragebitrate=32000"))
+      #expect(!description.sdp.contains("ulpfec"))
+    }
+    #expect(
+      a.audioSendParameters
+        == AudioSendParameters(
+          opusPayloadType: 111, inbandFEC: true, dtx: false, bitrate: 32_000, packetTimeMs: 20,
+          redundancyPayloadType: 96))
 
     var connected = false
     while let s = await statesA.next() {
@@ -106,6 +117,13 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
     #expect(await waitFor(.dataChannelOpen, on: a, log))
     #expect(await waitFor(.dataChannelOpen, on: b, log))
     #expect(await waitFor(.firstAudio, on: b, log))
+    // Both send RED once the transport runs (webrtcbin's RED encoder exists only then).
+    var red = false
+    for _ in 0..<100 where !red {
+      red = a.sendsRedundancy && b.sendsRedundancy
+      if !red { try? await Task.sleep(for: .milliseconds(50)) }
+    }
+    #expect(red)
 
     var inboxB = b.dataChannelMessages.makeAsyncIterator()
     var inboxA = a.dataChannelMessages.makeAsyncIterator()

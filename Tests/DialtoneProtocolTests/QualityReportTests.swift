@@ -6,6 +6,8 @@ import Testing
     let cases: [(String, String)] = [
       (#""lossPercent":150"#, #""lossPercent" must be a number from 0 to 100"#),
       (#""rttMs":-1"#, #""rttMs" must be a number from 0 to 60000"#),
+      (#""mos":0.5"#, #""mos" must be a number from 1 to 5"#),
+      (#""mos":"good""#, #""mos" must be a number"#),
       (#""rttMs":"fast""#, #""rttMs" must be a number"#),
       (#""localCandidateType":"tunnel""#, #""localCandidateType" must be one of host, srflx, prflx, relay"#),
       (#""milestones":{"firstAudio":3600001}"#, #""milestones.firstAudio" must be an integer from 0 to 3600000"#),
@@ -33,6 +35,7 @@ import Testing
     }
     #expect(report.final == false)
     #expect(report.milestones == CallMilestones(firstAudio: 12))
+    #expect(report.mos == 4.2)
   }
 
   @Test func setUpTimeIsAcceptToFirstMediaAndRelayedIsEitherSide() {

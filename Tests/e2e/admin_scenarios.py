@@ -20,7 +20,7 @@ ADMIN_TOKEN = "e2e-admin-token-0123456789"
 # The page under test is the repository's own file (the server re-reads it on every request).
 WEB_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "Sources", "DialtoneServer",
                                         "Resources"))
-CHARTS = ("setupChart", "outcomesChart", "turnChart", "pathsChart", "pushChart")
+CHARTS = ("setupChart", "outcomesChart", "turnChart", "pathsChart", "pushChart", "mosChart")
 
 
 
@@ -269,8 +269,10 @@ async def the_dashboard_draws_real_calls(s, stack):
     check(outcomes.get((HOSTILE, "dave")) == "declined", f"recent calls: {tables['recent']}")
     answered = next(row for row in tables["recent"] if row[1] == "alice")
     check(re.fullmatch(r"\d+\.\d s", answered[5]) and float(answered[5][:-2]) >= 2.5, f"duration: {answered}")
-    check(re.fullmatch(r"\d+ ms|\d+\.\d s", answered[7]) and answered[10] in ("direct", "relayed (TURN)"),
+    check(re.fullmatch(r"\d+ ms|\d+\.\d s", answered[7]) and answered[11] in ("direct", "relayed (TURN)"),
           f"quality: {answered}")
+    # The CLI's speech estimate (protocol.md 7.19): a clean namespace link scores well.
+    check(re.fullmatch(r"\d\.\d\d", answered[10]) and 3.5 <= float(answered[10]) <= 4.5, f"MOS: {answered}")
     check([row[:3] for row in tables["live"]] == [["erin", "frank", "accepted"]], f"live calls: {tables['live']}")
     tiles = tables["tiles"]
     check(tiles["tileLiveCalls"] == "1" and int(tiles["tileSockets"]) >= 2 and int(tiles["tileSessions"]) >= 2

@@ -133,6 +133,8 @@ async def browser_accepts_a_cli_call_and_reports_its_quality(s, stack):
     check(report.get("durationMs", 0) > 3000, f"the page's report has a duration of {report.get('durationMs')} ms")
     check(report.get("iceRestarts") == 0 and "rttMs" in report and report.get("receiveKbps", 0) > 10,
           f"the page's report lacks its statistics: {report}")
+    # Its speech estimate (protocol.md 7.19), the same formula as the native clients': a clean link.
+    check(3.5 <= report.get("mos", 0) <= 4.5, f"the page's speech estimate: {report}")
 
 
 @scenario

@@ -45,6 +45,14 @@ async def two_clis_talk(s, stack, caller_flags=()):
     check(bob.find("ended")["reason"] == "hangup", "bob's call did not end with hangup")
     near(dominant_frequency(s.file("bob.wav")), 523, s.file("bob.wav"))
     near(dominant_frequency(s.file("alice.wav")), 330, s.file("alice.wav"))
+    # Whoever hung up: the final figures, the speech estimate of a clean link (protocol.md
+    # 7.19), media over UDP, and RED negotiated between two Dialtone devices (AudioSDP).
+    for peer in (alice, bob):
+        ended = peer.find("ended")
+        mos = (ended.get("quality") or {}).get("mos")
+        check(mos is not None and 3.5 <= mos <= 4.5, f"{peer.name}'s speech estimate: {ended}")
+        stats = ended.get("stats") or {}
+        check(stats.get("transport") == "udp" and stats.get("audioCodec") == "red", f"{peer.name}'s media: {stats}")
     return alice, bob
 
 

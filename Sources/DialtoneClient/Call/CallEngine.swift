@@ -129,6 +129,11 @@ public actor CallEngine {
   public var remotePeer: Peer? { machine.remotePeer }
   /// The quality report as it stands (milestones so far; statistics not included).
   public var qualityReport: QualityReport { quality.report(final: machine.isEnded, stats: nil, now: clock.now) }
+  /// Once the call ended: the connection's last statistics (nil without a connection) and the
+  /// final quality report made from them (its `mos` is the call's estimated speech quality),
+  /// whoever hung up; nil before.
+  public private(set) var finalStats: PeerConnectionStats?
+  public private(set) var finalQualityReport: QualityReport?
 
   // MARK: The shell around `CallEngineMachine`
 
@@ -384,10 +389,11 @@ public actor CallEngine {
       for timer in timers.values { timer.cancel() }
       timers.removeAll()
       qualityTask?.cancel()
-      if machine.policy.reportsQuality {
-        let stats = await connection?.pc.stats()
-        outbox.yield(.quality(quality.report(final: true, stats: stats, now: clock.now)))
-      }
+      // Read before the connection closes: the app shows them once the call ended.
+      finalStats = await connection?.pc.stats()
+      let report = quality.report(final: true, stats: finalStats, now: clock.now)
+      finalQualityReport = report
+      if machine.policy.reportsQuality { outbox.yield(.quality(report)) }
       outbox.finish()  // queued requests (e.g. the hangup) still go out, in order
       await detachAndClose()
       for gen in legs.keys.sorted() { await closeLeg(gen) }

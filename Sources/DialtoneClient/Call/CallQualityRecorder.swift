@@ -84,6 +84,13 @@ public struct CallQualityRecorder: Sendable, Equatable {
     }
     report.localCandidateType = stats.localCandidateType.flatMap(CandidateType.init(rawValue:))
     report.remoteCandidateType = stats.remoteCandidateType.flatMap(CandidateType.init(rawValue:))
+    // Only once audio arrived: there is nothing to score before.
+    if stats.packetsReceived > 0 {
+      let mos = SpeechQualityEstimate.mos(
+        lossPercent: report.lossPercent, jitterMs: report.jitterMs, rttMs: report.rttMs,
+        protection: stats.audioProtection)
+      report.mos = (mos * 100).rounded() / 100
+    }
     return report
   }
 

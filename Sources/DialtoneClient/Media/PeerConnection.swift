@@ -38,6 +38,15 @@ public struct PeerConnectionStats: Sendable, Equatable {
   public var jitter: Double?
   /// The video streams' figures; nil when the call has no video section that ever carried any.
   public var video: VideoStats?
+  /// The codec of the received audio, as its MIME subtype in lower case ("opus", or "red" when
+  /// RED carries it); nil when unknown.
+  public var audioCodec: String?
+  /// The transport of the selected candidate pair's local candidate ("udp" or "tcp": ICE-TCP);
+  /// nil when unknown.
+  public var transport: String?
+
+  /// How the received audio repairs loss, for `SpeechQualityEstimate`.
+  public var audioProtection: SpeechQualityEstimate.Protection { audioCodec == "red" ? .redundancy : .fec }
 
   public init(
     bytesSent: UInt64 = 0, bytesReceived: UInt64 = 0, packetsLost: Int64 = 0,

@@ -66,6 +66,8 @@ extension PeerConnectionStats {
         if entry.string("kind") == "video" {
           Self.foldInboundVideo(entry, into: &video)
           if video?.codec == nil { video?.codec = Self.codec(of: entry, in: byId) }
+        } else if entry.string("kind") == "audio", audioCodec == nil {
+          audioCodec = Self.codec(of: entry, in: byId)?.lowercased()
         }
       case "outbound-rtp":
         packetsSent += Self.count(entry.number("packetsSent"))
@@ -87,6 +89,7 @@ extension PeerConnectionStats {
     roundTripTime = pair.number("currentRoundTripTime")
     if let local = pair.string("localCandidateId").flatMap({ byId[$0] }) {
       localCandidateType = local.string("candidateType")
+      transport = local.string("protocol")?.lowercased()
     }
     if let remote = pair.string("remoteCandidateId").flatMap({ byId[$0] }) {
       remoteCandidateType = remote.string("candidateType")

@@ -73,6 +73,7 @@ extension AdminOverview.Quality: WireCodable {
 
   mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
     try c.decimal("lossPercent", &lossPercent, measureRange)
+    try c.decimal("mos", &mos, 1...5)
     try c.bool("relayed", &relayed)
     try c.decimal("rttMs", &rttMs, measureRange)
     try c.integer("setupMs", &setupMs, countRange)

@@ -31,6 +31,8 @@ struct AdminOverview: Equatable, Sendable {
     var setupMs: Int?
     var rttMs: Double?
     var lossPercent: Double?
+    /// The lower of the two sides' speech estimates (protocol.md 7.19).
+    var mos: Double?
     var relayed: Bool?
   }
 
@@ -75,7 +77,7 @@ struct AdminOverview: Equatable, Sendable {
 }
 
 extension AdminOverview.Quality {
-  /// The worse of the two sides: the longest set-up, the highest RTT and loss; relayed if
+  /// The worse of the two sides: the longest set-up, the highest RTT and loss, the lowest MOS; relayed if
   /// either side was. Interim reports count when no final one came.
   init?(_ reports: [StoredQualityReport]) {
     let finals = reports.filter(\.report.final)
@@ -84,6 +86,7 @@ extension AdminOverview.Quality {
     setupMs = used.compactMap { $0.milestones?.setupMs }.max()
     rttMs = used.compactMap(\.rttMs).max()
     lossPercent = used.compactMap(\.lossPercent).max()
+    mos = used.compactMap(\.mos).min()
     let paths = used.compactMap(\.relayed)
     relayed = paths.isEmpty ? nil : paths.contains(true)
   }

@@ -55,11 +55,11 @@ extension TestServer {
   }
 }
 
-private func report(_ call: CallID, final: Bool = true) -> QualityReport {
+private func report(_ call: CallID, final: Bool = true, mos: Double? = 3.9) -> QualityReport {
   QualityReport(
     callId: call, final: final, milestones: CallMilestones(ringing: 90, accepted: 2000, firstAudio: 2300),
     rttMs: 20, lossPercent: 1.5, localCandidateType: .host, remoteCandidateType: .relay, iceRestarts: 1,
-    durationMs: 30000)
+    durationMs: 30000, mos: mos)
 }
 
 @Suite(.serialized) struct ObservabilityTests {
@@ -85,6 +85,8 @@ private func report(_ call: CallID, final: Bool = true) -> QualityReport {
     #expect(entries.map { $0["role"]?.stringValue } == ["callee", "caller"])
     #expect(entries.first?["report"]?["final"]?.boolValue == true)
     #expect(entries.last?["report"]?["milestones"]?["firstAudio"]?.intValue == 2300)
+    // The speech estimate is kept with the report (protocol.md 7.19).
+    #expect(entries.last?["report"]?["mos"]?.doubleValue == 3.9)
     #expect(try await server.http("GET", "/v1/calls/\(call)", token: server.token("carol")).status == 404)
     #expect(try await server.http("GET", "/v1/calls/c-nothing", token: server.token("alice")).status == 404)
     #expect(try await server.http("GET", "/v1/calls/\(call)").status == 401)
@@ -169,6 +171,22 @@ private func report(_ call: CallID, final: Bool = true) -> QualityReport {
     #expect(ended == [1])
     #expect(json?["setupTime"]?["counts"]?.arrayValue?.count == 8)
     await server.stop()
+  }
+
+  @Test func theDashboardsQualityIsTheWorseSideAndFinalReportsFirst() throws {
+    func stored(_ report: QualityReport) -> StoredQualityReport {
+      StoredQualityReport(userId: "u", deviceId: "d", role: "caller", receivedAt: 0, report: report)
+    }
+    let quality = try #require(
+      AdminOverview.Quality([
+        stored(report("c", mos: 4.1)), stored(report("c", mos: 2.7)), stored(report("c", final: false, mos: 1.2)),
+      ]))
+    #expect(quality.mos == 2.7)
+    // The overview's JSON carries it (GET /admin/api/overview).
+    let json = JSONValue(parsing: WireEncoder.encode(quality))
+    #expect(json?["mos"]?.doubleValue == 2.7)
+    #expect(AdminOverview.Quality([stored(report("c", mos: nil))])?.mos == nil)
+    #expect(AdminOverview.Quality([stored(report("c", final: false, mos: 3.3))])?.mos == 3.3)
   }
 
   @Test func theAdminTokenIsAtLeastSixteenBytes() {
