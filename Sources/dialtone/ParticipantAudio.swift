@@ -48,6 +48,12 @@ final class ParticipantAudio: Sendable {
   /// Bytes of decoded audio received from each participant so far.
   var received: [String: Int] { state.withLock { $0.received } }
 
+  /// The participant's stream ended (they left, or were removed): their file ends here rather
+  /// than run on in silence to the end of the call.
+  func streamEnded(_ userId: String) {
+    state.withLock { $0.writers[userId] }?.stop()
+  }
+
   /// Writes every participant's file; returns the paths written.
   func finish() throws -> [String] {
     let writers = state.withLock { Array($0.writers.values) }

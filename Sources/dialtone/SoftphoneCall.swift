@@ -357,6 +357,7 @@ actor SoftphoneCall {
     case .remoteStreamState(_, let from, let state):
       if state == .connected { report.mark("connected \(from.userId)") }
     case .remoteStreamRemoved(_, let from):
+      participantAudio?.streamEnded(from.userId)
       report.participant(from.userId, "stream-ended")
     case .publisherState(let state):
       if state == .connected { report.mark("publishing") }

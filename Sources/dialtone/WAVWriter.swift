@@ -13,6 +13,9 @@ final class WAVWriter: Sendable {
     var pcm = Data()
     var timeline: PlayoutTimeline
     var finished = false
+    /// When the stream stopped for good (a participant left): the file ends there, not at
+    /// `finish()`, unless audio came again since.
+    var stoppedAt: UInt64?
     /// Samples skipped to catch up (they came too late to play) and silence written for what was
     /// not there in time.
     var lateSamples = 0
@@ -29,6 +32,7 @@ final class WAVWriter: Sendable {
   func append(_ audio: RemoteAudio) {
     recording.withLock { recording in
       guard !recording.finished else { return }
+      recording.stoppedAt = nil
       let count = audio.samples.count / 2
       let placement = recording.timeline.place(count: count, arrived: audio.arrived, delay: audio.playoutDelay)
       recording.lateSamples += count - placement.kept.count
@@ -54,12 +58,18 @@ final class WAVWriter: Sendable {
     }
   }
 
-  /// Writes the file, ending it with the silence heard since the last audio (up to now); later
-  /// audio is dropped.
+  /// The stream ended (its sender left the call): the recording's silence stops here. Audio that
+  /// comes later (the sender is back) carries on against the clock.
+  func stop() {
+    recording.withLock { $0.stoppedAt = RemoteAudio.clockNow() }
+  }
+
+  /// Writes the file, ending it with the silence heard since the last audio (up to now, or up to
+  /// `stop()`); later audio is dropped.
   func finish() throws {
     let body: Data = recording.withLock {
       if !$0.finished {
-        let tail = $0.timeline.finish(at: RemoteAudio.clockNow())
+        let tail = $0.timeline.finish(at: $0.stoppedAt ?? RemoteAudio.clockNow())
         if tail > 0 { $0.pcm.append(Data(count: tail * 2)) }
       }
       $0.finished = true
