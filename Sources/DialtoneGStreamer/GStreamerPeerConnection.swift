@@ -415,6 +415,11 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   }
 
   public func setRemoteDescription(_ description: SessionDescription, kind: SessionDescriptionKind) async throws {
+    if description.sdp.contains("a=candidate:") {
+      let now = secondsSinceStartDuration()
+      lock.withLock { tcpFallback.remoteDescriptionHadCandidates(at: now) }
+      armTCPFallback()
+    }
     if kind == .offer, let (codec, pt) = VideoCodec.choice(in: description.sdp, preferring: media.videoCodec) {
       let twcc = VideoCodec.transportWideCCID(in: description.sdp)
       if hasCamera {

@@ -14,9 +14,9 @@ import Testing
     #expect(fallback.local(Self.udp, at: .seconds(10)) == Self.udp)
     #expect(fallback.local(Self.tcp, at: .seconds(10)) == nil)
     #expect(fallback.remote(Self.tcp, at: .seconds(11)) == nil)
-    #expect(fallback.deadline == .seconds(13))
-    #expect(fallback.release(at: .seconds(12)) == ([], []))
-    let released = fallback.release(at: .seconds(13))
+    #expect(fallback.deadline == .seconds(14))
+    #expect(fallback.release(at: .seconds(13)) == ([], []))
+    let released = fallback.release(at: .seconds(14))
     #expect(released.local == [Self.tcp])
     #expect(released.remote == [Self.tcp])
     #expect(fallback.state == .released)
@@ -32,6 +32,26 @@ import Testing
     #expect(fallback.release(at: .seconds(60)) == ([], []))
     #expect(fallback.local(Self.tcp, at: .seconds(61)) == nil)
     #expect(fallback.local(Self.udp, at: .seconds(61)) == Self.udp)
+  }
+
+  /// A caller's candidates go out long before the callee answers (no pre-connect, a slow
+  /// answer): the wait starts with the first candidate of the other side, when checks can run,
+  /// so TCP is not let in before UDP ever had a chance.
+  @Test func theWaitStartsWhenBothSidesHaveACandidate() {
+    var fallback = IceTCPFallback(delay: .seconds(3))
+    #expect(fallback.local(Self.udp, at: .zero) == Self.udp)
+    #expect(fallback.local(Self.tcp, at: .zero) == nil)
+    #expect(fallback.deadline == nil)
+    #expect(fallback.release(at: .seconds(30)) == ([], []))
+    #expect(fallback.remote(Self.udp, at: .seconds(30)) == Self.udp)
+    #expect(fallback.deadline == .seconds(33))
+    fallback.connected()
+    #expect(fallback.release(at: .seconds(40)) == ([], []))
+
+    var other = IceTCPFallback(delay: .seconds(3))
+    #expect(other.local(Self.tcp, at: .zero) == nil)
+    other.remoteDescriptionHadCandidates(at: .seconds(5))
+    #expect(other.deadline == .seconds(8))
   }
 
   @Test func transportIsReadFromTheCandidateLine() {

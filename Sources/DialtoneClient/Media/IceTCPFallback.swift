@@ -8,14 +8,16 @@ import DialtoneProtocol
 /// (docs/benchmarks.md: 1 of 3 webrtcbin calls at 20 % loss).
 ///
 /// Both ways: this side's TCP candidates are not sent and the other side's are not added until
-/// `delay` has passed since the first candidate of either kind without the connection coming up
-/// over UDP; then every held candidate is released at once, and later ones pass. Once connected
+/// `delay` has passed since checks could start — a candidate of this side and one of the other
+/// side's seen — without the connection coming up over UDP; then every held candidate is released
+/// at once, and later ones pass. (Counting from the first candidate of either kind released TCP
+/// before a slow answer even arrived, and a TCP pair then won on a clean link.) Once connected
 /// first, held ones are dropped: the connection never needs them (a network change replaces it).
 /// UDP candidates, including relayed ones over a TURN server reached by TCP or TLS (their
 /// transport field says UDP), always pass. Times are offsets from any fixed origin.
 public struct IceTCPFallback: Sendable, Equatable {
   public enum State: Sendable, Equatable {
-    /// No candidate seen yet.
+    /// Checks cannot run yet: no candidate of this side, or none of the other side's, seen.
     case idle
     /// TCP candidates held until this time.
     case holding(until: Duration)
@@ -29,6 +31,8 @@ public struct IceTCPFallback: Sendable, Equatable {
   public private(set) var state = State.idle
   public private(set) var heldLocal: [IceCandidate] = []
   public private(set) var heldRemote: [IceCandidate] = []
+  private var sawLocal = false
+  private var sawRemote = false
 
   /// 3 s: UDP checks on a path losing 20 % of packets each way connect within about a second
   /// (their retransmissions start 100 ms apart), and a network without UDP waits that long.
@@ -38,17 +42,25 @@ public struct IceTCPFallback: Sendable, Equatable {
 
   /// A local candidate: returned when it may be sent now, nil when held or dropped.
   public mutating func local(_ candidate: IceCandidate, at now: Duration) -> IceCandidate? {
-    admit(candidate, at: now, into: \.heldLocal)
+    sawLocal = true
+    return admit(candidate, at: now, into: \.heldLocal)
   }
 
   /// A remote candidate: returned when it may be added now, nil when held or dropped.
   public mutating func remote(_ candidate: IceCandidate, at now: Duration) -> IceCandidate? {
-    admit(candidate, at: now, into: \.heldRemote)
+    sawRemote = true
+    return admit(candidate, at: now, into: \.heldRemote)
+  }
+
+  /// The other side's description carried candidates of its own (it does not trickle them).
+  public mutating func remoteDescriptionHadCandidates(at now: Duration) {
+    sawRemote = true
+    startHolding(at: now)
   }
 
   /// ICE connected (over UDP: no TCP candidate was let through yet, or it was released).
   public mutating func connected() {
-    guard case .holding = state else { return }
+    if case .released = state { return }
     state = .connected
     heldLocal = []
     heldRemote = []
@@ -81,7 +93,7 @@ public struct IceTCPFallback: Sendable, Equatable {
   private mutating func admit(
     _ candidate: IceCandidate, at now: Duration, into held: WritableKeyPath<IceTCPFallback, [IceCandidate]>
   ) -> IceCandidate? {
-    if case .idle = state { state = .holding(until: now + delay) }
+    startHolding(at: now)
     guard Self.isTCP(candidate) else { return candidate }
     switch state {
     case .idle, .holding:
@@ -93,5 +105,10 @@ public struct IceTCPFallback: Sendable, Equatable {
     case .released:
       return candidate
     }
+  }
+
+  /// The clock starts once both sides have a candidate: only then can a UDP check succeed.
+  private mutating func startHolding(at now: Duration) {
+    if case .idle = state, sawLocal, sawRemote { state = .holding(until: now + delay) }
   }
 }
