@@ -105,6 +105,41 @@ func connectedCaller(
     #expect(m.handle(.localDescriptionSet(generation: 1)) == [.send(.accept(.init(callId: "c", answer: answer)))])
   }
 
+  // The agent starts gathering on setLocalDescription: a candidate it finds before the invite
+  // (or the accept) is sent waits for it. Sent first, the server would refuse it (a call it does
+  // not know yet, a callee device that has not accepted) and the candidate would be lost.
+  @Test func candidatesGatheredBeforeTheInviteOrAcceptIsSentFollowIt() {
+    var m = caller()
+    _ = m.handle(.start)
+    _ = m.handle(.connectionMade(generation: 1, canRestartIce: true))
+    _ = m.handle(.offerCreated(generation: 1, offer))
+    let early = IceCandidate(candidate: "candidate:1 1 UDP 1 10.0.0.1 5000 typ host")
+    #expect(m.handle(.localCandidate(generation: 1, early)).isEmpty)
+    let sent = m.handle(.localDescriptionSet(generation: 1))
+    #expect(sent.count == 2 && sent.last == .send(.candidate(.init(callId: "c", candidate: early))))
+    guard case .send(.invite) = sent.first else {
+      Issue.record("the invite is not first: \(sent)")
+      return
+    }
+    let later = IceCandidate(candidate: "candidate:2 1 UDP 1 10.0.0.1 5001 typ host")
+    #expect(
+      m.handle(.localCandidate(generation: 1, later)) == [.send(.candidate(.init(callId: "c", candidate: later)))])
+
+    var callee = callee()
+    _ = callee.handle(.start)
+    _ = callee.handle(.connectionMade(generation: 1, canRestartIce: true))
+    _ = callee.handle(.remoteDescriptionSet(generation: 1))
+    _ = callee.handle(.accept)
+    _ = callee.handle(.answerCreated(generation: 1, answer))
+    #expect(callee.handle(.localCandidate(generation: 1, early)).isEmpty)
+    #expect(callee.handle(.localCandidate(generation: 1, nil)).isEmpty)
+    #expect(
+      callee.handle(.localDescriptionSet(generation: 1)) == [
+        .send(.accept(.init(callId: "c", answer: answer))), .send(.candidate(.init(callId: "c", candidate: early))),
+        .send(.endOfCandidates(.init(callId: "c"))),
+      ])
+  }
+
   // Accepted while the invite's offer is still being applied: the answer follows it, in the
   // accept (protocol.md 7.6: an accept answers the invite's offer whenever there was one).
   @Test func anAcceptBeforeTheOfferIsAppliedWaitsForIt() {

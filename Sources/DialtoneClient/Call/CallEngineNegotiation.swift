@@ -83,19 +83,21 @@ extension CallEngineMachine {
         .send(
           .invite(
             .init(callId: callId, to: remoteUserId ?? "", video: video, offer: description, preconnect: preconnects)))
-      ]
+      ] + releaseHeldCandidates()
     case .restartOffer:
       connection.negotiation = .awaitingAnswer(restart: true)
       self.connection = connection
-      return [.send(.offer(.init(callId: callId, sdp: description.sdp, iceRestart: true)))]
+      return [.send(.offer(.init(callId: callId, sdp: description.sdp, iceRestart: true)))] + releaseHeldCandidates()
     case .accept:
       connection.negotiation = .stable
       self.connection = connection
-      return acceptance(answer: description) + cameraEffect() + settled()
+      let accepted = acceptance(answer: description)
+      return accepted + releaseHeldCandidates() + cameraEffect() + settled()
     case .answer:
       connection.negotiation = .stable
       self.connection = connection
-      return [.send(.answer(.init(callId: callId, sdp: description.sdp)))] + cameraEffect() + settled()
+      return [.send(.answer(.init(callId: callId, sdp: description.sdp)))] + releaseHeldCandidates() + cameraEffect()
+        + settled()
     case .renegotiate:
       return []  // never set before it is sent
     }
@@ -330,8 +332,37 @@ extension CallEngineMachine {
       self.connection = connection
       return []
     }
-    if let candidate { return [.send(.candidate(.init(callId: callId, candidate: candidate)))] }
-    return [.send(.endOfCandidates(.init(callId: callId)))]
+    if var connection, Self.describing(connection.negotiation) {
+      if connection.heldLocalCandidates.count < 256 { connection.heldLocalCandidates.append(candidate) }
+      self.connection = connection
+      return []
+    }
+    return [Self.trickled(candidate, callId)]
+  }
+
+  private static func trickled(_ candidate: IceCandidate?, _ callId: CallID) -> Effect {
+    if let candidate { return .send(.candidate(.init(callId: callId, candidate: candidate))) }
+    return .send(.endOfCandidates(.init(callId: callId)))
+  }
+
+  /// Our invite, accept, restart offer or answer is being made or set, not sent yet.
+  private static func describing(_ negotiation: Negotiation) -> Bool {
+    switch negotiation {
+    case .creating(let purpose), .setting(let purpose, _):
+      if case .renegotiate = purpose { return false }
+      return true
+    case .none, .stable, .offerApplied, .gathering, .awaitingAnswer, .renegotiating, .renegotiated, .applying:
+      return false
+    }
+  }
+
+  /// The candidates held while our description was made, now that it is out.
+  private mutating func releaseHeldCandidates() -> [Effect] {
+    guard var connection, !connection.heldLocalCandidates.isEmpty else { return [] }
+    let held = connection.heldLocalCandidates
+    connection.heldLocalCandidates = []
+    self.connection = connection
+    return held.map { Self.trickled($0, callId) }
   }
 
   /// Without trickle: gathering ended (or its timer fired); a description that waited for it

@@ -106,6 +106,12 @@ extension CallEngineMachine {
     var camera: Bool?
     /// Without trickle: what was gathered for the description being made.
     var gathering = Gathering.running([])
+    /// With trickle: candidates gathered while our description was still being made or set (the
+    /// agent starts gathering on setLocalDescription). They go out right after the invite,
+    /// accept, offer or answer that carries their ufrag: sent before it, the server refuses a
+    /// candidate for a call it does not know yet, or from a device that has not accepted yet.
+    /// nil: the end of candidates.
+    var heldLocalCandidates: [IceCandidate?] = []
 
     init(
       generation: Int, canRestartIce: Bool, origin: Origin = .made, negotiation: Negotiation = .none,
