@@ -17,27 +17,17 @@ final class WebSocketSession: KeepaliveSocket {
   let id: UInt64
   let wsi: OpaquePointer
   private let maxMessageBytes: Int
-  /// Bytes waiting here for a reader that lags (queued and held); over `maxQueuedBytes` the
+  /// Bytes waiting here for a reader that lags; over `maxQueuedBytes` the
   /// socket is closed with `WebSocketCloseCode.tooSlow` rather than growing without bound.
   private let maxQueuedBytes: Int
   private(set) var queuedBytes = 0
-  /// What waits for the writable callback: single messages (framed by lws), or frames already
-  /// framed here and written raw in one piece (released coalesced frames plus what followed them).
-  private enum Outgoing {
-    case message([UInt8], binary: Bool)
-    case frames([UInt8])
-
-    var size: Int {
-      switch self {
-      case .message(let bytes, _): return bytes.count
-      case .frames(let bytes): return bytes.count
-      }
-    }
+  /// What waits for the writable callback: a message, framed (and masked) by lws.
+  private struct Outgoing {
+    let bytes: [UInt8]
+    let binary: Bool
+    var size: Int { bytes.count }
   }
   private var queue = FIFOQueue<Outgoing>()
-  /// Frames sent with `enqueueCoalesced`, already framed: they leave with the next message to this
-  /// socket, in one write, or when the loop releases them, whichever comes first.
-  private var held: [UInt8] = []
   private var rx: [UInt8] = []
   private var receivingMessage = false
   private var closeRequest: (code: UInt16, reason: String)?
@@ -65,45 +55,10 @@ final class WebSocketSession: KeepaliveSocket {
   /// Writes at once when nothing is queued and lws holds no unsent bytes for this socket (a check
   /// of lws state, unlike lws_send_pipe_choked, which costs a poll() per call); otherwise queues for the
   /// next writable callback. Writing directly skips two poll-mask changes per message (libuv
-  /// turns each into epoll_ctl calls), which dominated the cost of small messages. Held frames
-  /// go first, in the same write.
+  /// turns each into epoll_ctl calls), which dominated the cost of small messages.
   func enqueue(_ bytes: [UInt8], binary: Bool, on loop: ServiceLoop) {
     guard closeRequest == nil, !peerClosed else { return }
-    let item: Outgoing
-    if held.isEmpty {
-      item = .message(bytes, binary: binary)
-    } else {
-      var frames = held
-      held = []
-      frames.reserveCapacity(frames.count + bytes.count + 10)  // one allocation, not a growth
-      WebSocketFrame.append(bytes, binary: binary, to: &frames)
-      item = .frames(frames)
-    }
-    dispatch(item, on: loop)
-  }
-
-  /// Holds a message back so that it shares a write with the next one (server side only: the
-  /// frames are written unmasked). Returns true when the holding starts, i.e. the loop must
-  /// note a release deadline for this socket.
-  func enqueueCoalesced(_ bytes: [UInt8], binary: Bool) -> Bool {
-    guard closeRequest == nil, !peerClosed else { return false }
-    let starts = held.isEmpty
-    // Room for the message that will probably follow (held frames wait to share its write).
-    if starts { held.reserveCapacity(2 * bytes.count + 512) }
-    WebSocketFrame.append(bytes, binary: binary, to: &held)
-    if queuedBytes + held.count > maxQueuedBytes {
-      overflow()
-      return false
-    }
-    return starts
-  }
-
-  /// The coalescing deadline passed with nothing else written: the held frames leave alone.
-  func flushHeld(on loop: ServiceLoop) {
-    guard !held.isEmpty else { return }
-    let item = Outgoing.frames(held)
-    held = []
-    dispatch(item, on: loop)
+    dispatch(Outgoing(bytes: bytes, binary: binary), on: loop)
   }
 
   /// Writes now when the socket can take it, otherwise queues for the writable callback.
@@ -116,11 +71,7 @@ final class WebSocketSession: KeepaliveSocket {
   }
 
   private func write(_ item: Outgoing, on loop: ServiceLoop) -> Bool {
-    switch item {
-    case .message(let bytes, let binary): return loop.write(wsi, bytes[...], binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT)
-    // LWS_WRITE_HTTP makes lws send the bytes as they are: they are complete frames already.
-    case .frames(let frames): return loop.write(wsi, frames[...], LWS_WRITE_HTTP)
-    }
+    loop.write(wsi, item.bytes[...], item.binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT)
   }
 
   private var canWriteNow: Bool {
@@ -144,14 +95,13 @@ final class WebSocketSession: KeepaliveSocket {
     peerClosed = true
     peerCloseCode = code
     queue = FIFOQueue()
-    held = []
     queuedBytes = 0
   }
 
   private func append(_ item: Outgoing) {
     queue.append(item)
     queuedBytes += item.size
-    if queuedBytes + held.count > maxQueuedBytes { return overflow() }
+    if queuedBytes > maxQueuedBytes { return overflow() }
     if queue.count == 1 { lws_callback_on_writable(wsi) }
   }
 
@@ -160,7 +110,6 @@ final class WebSocketSession: KeepaliveSocket {
   /// close frame may never leave: lws drops the socket a few seconds later regardless.
   private func overflow() {
     queue = FIFOQueue()
-    held = []
     queuedBytes = 0
     requestClose(code: WebSocketCloseCode.tooSlow, reason: "reading too slowly (over \(maxQueuedBytes) bytes queued)")
     lws_set_timeout(wsi, PENDING_TIMEOUT_CLOSE_SEND, 3)
@@ -172,11 +121,6 @@ final class WebSocketSession: KeepaliveSocket {
   func requestClose(code: UInt16, reason: String) {
     // After the peer's close lws sends the answering close frame itself.
     guard closeRequest == nil, !peerClosed else { return }
-    if !held.isEmpty {
-      queue.append(.frames(held))
-      queuedBytes += held.count
-      held = []
-    }
     closeRequest = (code, reason)
     lws_callback_on_writable(wsi)
   }
