@@ -18,12 +18,6 @@ struct CallRouterTests {
   let bobLaptop = Identity(userId: "bob", deviceId: "laptop", name: nil)
   let t0 = Date(timeIntervalSince1970: 1_800_000_000)
 
-  private func sends(_ effects: [CallEffect]) -> [(ServerMessage, Recipient)] {
-    effects.compactMap {
-      if case .send(let m, let r) = $0 { return (m, r) }
-      return nil
-    }
-  }
   private func records(_ effects: [CallEffect]) -> [CallRecord] {
     effects.compactMap {
       if case .external(.ended(let r)) = $0 { return r }

@@ -18,12 +18,6 @@ struct GroupCallRouterMembershipTests {
 
   private func at(_ seconds: Double) -> Date { t0.addingTimeInterval(seconds) }
 
-  private func sends(_ effects: [CallEffect]) -> [(ServerMessage, Recipient)] {
-    effects.compactMap {
-      if case .send(let m, let r) = $0 { return (m, r) }
-      return nil
-    }
-  }
   private func invites(_ effects: [CallEffect]) -> [(ServerMessage.GroupInvite, Recipient)] {
     sends(effects).compactMap {
       if case .groupInvite(let i) = $0.0 { return (i, $0.1) }

@@ -15,12 +15,6 @@ struct GroupCallRouterTests {
 
   private func at(_ seconds: Double) -> Date { t0.addingTimeInterval(seconds) }
 
-  private func sends(_ effects: [CallEffect]) -> [(ServerMessage, Recipient)] {
-    effects.compactMap {
-      if case .send(let m, let r) = $0 { return (m, r) }
-      return nil
-    }
-  }
   private func ended(_ effects: [CallEffect]) -> [(GroupEndReason, Recipient)] {
     sends(effects).compactMap {
       if case .groupEnded(let e) = $0.0 { return (e.reason, $0.1) }
