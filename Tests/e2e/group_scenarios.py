@@ -202,13 +202,10 @@ async def audio_counts(peer):
     return [e for e in peer.events if e.get("event") == "audio-count"][-1]["participants"]
 
 
-@scenario
-async def a_member_gone_past_the_grace_is_cut_out_of_the_media_both_ways(s, stack):
-    """Carol's signaling socket dies and never comes back while her softphone keeps its media
-    running: after the reconnect grace (3 s here) Alice and Bob see her leave and her stream end,
-    and from then on she decodes nothing from them (Janus kicked her, her handles are detached)
-    and they nothing from her, while Alice and Bob go on hearing each other."""
-    ns, _, server = await group_stack(s, stack, extra=["--reconnect-grace", "3"])
+async def three_talking_with_carol_behind_a_proxy(s, stack, grace):
+    """Alice's group call with Bob and Carol through Janus, everyone hearing everyone, Carol's
+    signaling through a TCP proxy that a scenario stops to cut her socket for good."""
+    ns, _, server = await group_stack(s, stack, extra=["--reconnect-grace", str(grace)])
     proxy = stack(await TCPProxy(server.port, ns.NS).start())
     bob = member(s, stack, server, ns, "bob", "--auto", "--tone-frequency", "440", record=False)
     carol = stack(Softphone(s, "carol-cli", [
@@ -223,6 +220,16 @@ async def a_member_gone_past_the_grace_is_cut_out_of_the_media_both_ways(s, stac
     for peer, others in ((alice, ("bob", "carol")), (bob, ("alice", "carol")), (carol, ("alice", "bob"))):
         for other in others:
             await peer.wait_for(f"first-audio {other}", timeout=20)
+    return ns, proxy, alice, bob, carol
+
+
+@scenario
+async def a_member_gone_past_the_grace_is_cut_out_of_the_media_both_ways(s, stack):
+    """Carol's signaling socket dies and never comes back while her softphone keeps its media
+    running: after the reconnect grace (3 s here) Alice and Bob see her leave and her stream end,
+    and from then on she decodes nothing from them (Janus kicked her, her handles are detached)
+    and they nothing from her, while Alice and Bob go on hearing each other."""
+    ns, proxy, alice, bob, carol = await three_talking_with_carol_behind_a_proxy(s, stack, grace=3)
     await proxy.stop()  # every later reconnect of Carol's is refused: she is gone for good
     for peer in (alice, bob):
         await peer.wait_for("participant", user="carol", state="left", timeout=15)
@@ -265,21 +272,7 @@ async def the_owner_removes_a_member_who_is_cut_out_of_the_media_both_ways(s, st
     group-remove). Alice and Bob see her removed and her stream end well before any grace (60 s
     here), and from then on she decodes nothing from them and they nothing from her (Janus kicked
     her, her handles are detached), while Alice and Bob go on hearing each other."""
-    ns, _, server = await group_stack(s, stack, extra=["--reconnect-grace", "60"])
-    proxy = stack(await TCPProxy(server.port, ns.NS).start())
-    bob = member(s, stack, server, ns, "bob", "--auto", "--tone-frequency", "440", record=False)
-    carol = stack(Softphone(s, "carol-cli", [
-        "answer", "--server", f"http://127.0.0.1:{proxy.port}", "--token", server.token("carol", device="cli", name="Carol"),
-        "--auto", "--tone-frequency", "660"], netns=ns.NS))
-    for peer in (bob, carol):
-        await peer.start()
-        await peer.wait_for("note", text="waiting for a call")
-    alice = member(s, stack, server, ns, "alice", "--to", "bob,carol", "--tone-frequency", "550", "--duration", "40",
-                   "--end-for-all", record=False, command="group call")
-    await alice.start()
-    for peer, others in ((alice, ("bob", "carol")), (bob, ("alice", "carol")), (carol, ("alice", "bob"))):
-        for other in others:
-            await peer.wait_for(f"first-audio {other}", timeout=20)
+    ns, proxy, alice, bob, carol = await three_talking_with_carol_behind_a_proxy(s, stack, grace=60)
     await proxy.stop()  # Carol cannot hear of her removal: only the SFU can cut her out
     alice.send("remove carol")
     for peer in (alice, bob):
