@@ -5,7 +5,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8080
 CONNECTIONS ?= 15000
 
-.PHONY: deps bench-deps build release run test format lint ios-check autobahn-full bench-ws bench-signaling bench-push bench-setup bench-codec bench-group bench-video bench-video-change bench-cluster bench-private-preconnect bench-quality fuzz clean
+.PHONY: deps bench-deps build release run test format lint ios-check autobahn-full bench-ws bench-signaling bench-push bench-gate bench-setup bench-codec bench-group bench-video bench-video-change bench-cluster bench-private-preconnect bench-quality fuzz clean
 
 deps:
 	@scripts/deps.sh
@@ -79,6 +79,13 @@ bench-cluster: release bench-deps
 PUSHES ?= 5000
 bench-push: release bench-deps
 	.build/release/dialtone-bench push --pushes $(PUSHES)
+
+# The regression gate (about a minute): short bench-signaling, bench-ws and bench-push against
+# the Node relay and aioapns in one run; fails when a figure is worse than the one recorded in
+# docs/benchmarks.md ("make bench-gate") by more than the noise recorded there. Not part of
+# `make test`. Run it before resolving an issue that touches the server's hot paths.
+bench-gate: release bench-deps
+	python3 bench/bench_gate.py --bin .build/release
 
 # Call set-up time (dial → ICE connected → first audio) between two network namespaces joined by
 # a userspace delay/loss link: Dialtone with and without trickle ICE, and aiortc ↔ aiortc.

@@ -1,10 +1,11 @@
 import CCurl
 import Foundation
 
-/// One request/response on the engine thread: its easy handle, headers list and buffers.
+/// One request/response on the engine thread: its easy handle, headers list and buffers. The
+/// easy handle comes from the engine's pool and goes back there when the transfer is done.
 final class Transfer {
   let request: HTTPClientRequest
-  let easy: UnsafeMutableRawPointer
+  private(set) var easy: UnsafeMutableRawPointer?
   private var headerList: UnsafeMutablePointer<curl_slist>?
   private var body: [UInt8] = []
   private var responseHeaders: [String: String] = [:]
@@ -15,16 +16,24 @@ final class Transfer {
   ) {
     self.request = request
     self.completion = completion
-    guard let easy = curl_easy_init() else { fatalError("curl_easy_init failed: out of memory") }
-    self.easy = easy
   }
 
   deinit {
     curl_slist_free_all(headerList)
-    curl_easy_cleanup(easy)
+    if let easy { curl_easy_cleanup(easy) }
   }
 
-  func configure(_ configuration: HTTPClient.Configuration) -> Bool {
+  /// Hands the easy handle back (reset, for the next transfer); the transfer cannot be used after.
+  func releaseHandle() -> UnsafeMutableRawPointer? {
+    defer { easy = nil }
+    guard let easy else { return nil }
+    curl_easy_reset(easy)
+    return easy
+  }
+
+  /// Sets the request's options on `easy`, which the transfer owns from now on.
+  func configure(_ configuration: HTTPClient.Configuration, easy: UnsafeMutableRawPointer) -> Bool {
+    self.easy = easy
     guard dt_curl_setopt_ptr(easy, CURLOPT_URL, request.url) == CURLE_OK else { return false }
     let version =
       configuration.http2
@@ -73,8 +82,10 @@ final class Transfer {
   func response() -> HTTPClientResponse {
     var status = 0
     var version = 0
-    _ = dt_curl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
-    _ = dt_curl_getinfo_long(easy, CURLINFO_HTTP_VERSION, &version)
+    if let easy {
+      _ = dt_curl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
+      _ = dt_curl_getinfo_long(easy, CURLINFO_HTTP_VERSION, &version)
+    }
     return HTTPClientResponse(
       status: status, headers: responseHeaders, body: body,
       httpVersion: version == Int(CURL_HTTP_VERSION_2_0) ? 2 : 1)

@@ -13,7 +13,8 @@ enum HubEvent: Sendable {
   case opened(WebSocketConnection, UpgradeRequest)
   case received(WebSocketConnection, [UInt8], isText: Bool)
   case closed(WebSocketConnection, code: UInt16?)
-  case helloDeadline(socketID: UInt64)
+  /// The oldest hello deadline passed (`SocketGate.helloDeadlinesPassed`).
+  case helloDeadlines
   case sessionExpiry(sessionID: String)
   case callTimer(CallTimer)
   case sfu(SFUEvent)

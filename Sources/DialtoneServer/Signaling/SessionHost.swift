@@ -81,8 +81,7 @@ final class SessionHost {
       connection.close(code: UInt16(CloseCode.overLimit.rawValue), reason: message)
       return nil
     }
-    socket.helloTimer?.cancel()
-    socket.helloTimer = nil
+    socket.helloAccepted = true
     if let existing, let old = existing.socket, old !== connection { replace(old) }
     let opening = SessionOpening(
       socketID: connection.id, identity: identity, helloID: helloID, features: hello.features,

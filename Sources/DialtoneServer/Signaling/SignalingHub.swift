@@ -74,7 +74,7 @@ public actor SignalingHub {
     switch event {
     case .opened(let connection, let request):
       let opened = gate.open(connection, request, now: now) {
-        mailbox.post(.helloDeadline(socketID: connection.id), after: settings.helloTimeout, on: clock)
+        _ = mailbox.post(.helloDeadlines, after: $0, on: clock)
       }
       if opened { observations.metrics.socketsOpened.increment() }
     case .received(let connection, let bytes, let isText):
@@ -92,10 +92,13 @@ public actor SignalingHub {
         return
       }
       detach(session)
-    case .helloDeadline(let socketID):
-      guard let state = gate[socketID], state.session == nil else { return }
-      state.connection.close(
-        code: UInt16(CloseCode.helloTimeout.rawValue), reason: "no hello within \(gate.helloTimeoutSeconds) s")
+    case .helloDeadlines:
+      let (expired, next) = gate.helloDeadlinesPassed(now: now)
+      for state in expired {
+        state.connection.close(
+          code: UInt16(CloseCode.helloTimeout.rawValue), reason: "no hello within \(gate.helloTimeoutSeconds) s")
+      }
+      if let next { _ = mailbox.post(.helloDeadlines, after: next, on: clock) }
     case .sessionExpiry(let sessionID):
       sessions.expired(sessionID)
     case .callTimer(let timer):

@@ -15,7 +15,8 @@ final class SocketState {
   /// sends meanwhile waits in `early`, up to `SocketGate.maxEarlyMessages`.
   var opening = false
   var early: [(bytes: [UInt8], isText: Bool)] = []
-  var helloTimer: (any ScheduledAction)?
+  /// Set once its hello is accepted: the hello deadline no longer applies.
+  var helloAccepted = false
   /// Every message this socket sends takes a token (`ServerLimits.messagesPerSecond`).
   var messages: TokenBucket
   /// Messages refused in a row: a socket that keeps sending through its refusals is closed.
@@ -36,6 +37,15 @@ final class SocketGate {
   private var perAddress: [String: Int] = [:]
   private let limits: ServerLimits
   private let helloTimeout: Duration
+  /// Every socket's hello deadline, in the order the sockets opened, which is deadline order
+  /// (they all get the same timeout): one timer for the oldest instead of one per socket. A
+  /// timer per socket (a dispatch source, a work item, a block) cost about 1 KB of heap while
+  /// it ran, and the heap freed behind a burst of connects stayed in the RSS.
+  private var helloDeadlines = FIFOQueue<(socketID: UInt64, deadline: Date)>()
+  /// Whether the hub has a timer running for `helloDeadlines` (`.helloDeadlines`).
+  private var helloTimerRunning = false
+  /// Deadlines that fall this close together are enforced by one timer.
+  static let helloDeadlineSlack = Duration.milliseconds(100)
   /// Messages a client may send between its hello and its welcome.
   static let maxEarlyMessages = 32
 
@@ -48,9 +58,10 @@ final class SocketGate {
   subscript(id: UInt64) -> SocketState? { sockets[id] }
 
   /// A new socket: closed at once past the per-address limit (not tracked: its close finds no
-  /// state), otherwise tracked with its hello deadline running.
+  /// state), otherwise tracked with its hello deadline running. `armTimer` is called when no timer
+  /// runs for the deadlines: the hub posts `.helloDeadlines` after the given delay.
   func open(
-    _ connection: WebSocketConnection, _ request: UpgradeRequest, now: Date, deadline: () -> any ScheduledAction
+    _ connection: WebSocketConnection, _ request: UpgradeRequest, now: Date, armTimer: (Duration) -> Void
   ) -> Bool {
     let max = limits.maxConnectionsPerAddress
     if max > 0, perAddress[connection.remoteAddress, default: 0] >= max {
@@ -60,9 +71,33 @@ final class SocketGate {
     perAddress[connection.remoteAddress, default: 0] += 1
     let state = SocketState(
       connection: connection, headerToken: request.bearerToken, messages: TokenBucket(limits.messageRate, now: now))
-    state.helloTimer = deadline()
     sockets[connection.id] = state
+    helloDeadlines.append((connection.id, now.addingTimeInterval(helloTimeout.seconds)))
+    if !helloTimerRunning {
+      helloTimerRunning = true
+      armTimer(helloTimeout)
+    }
     return true
+  }
+
+  /// The hello timer fired: the sockets whose deadline passed without an accepted hello, and the
+  /// delay after which the timer must run again (nil: no deadline left).
+  func helloDeadlinesPassed(now: Date) -> (expired: [SocketState], next: Duration?) {
+    var expired: [SocketState] = []
+    // A millisecond of slack: a timer set for a deadline may run a hair before it in Date terms.
+    let horizon = now.addingTimeInterval(0.001)
+    while let oldest = helloDeadlines.first, oldest.deadline <= horizon {
+      helloDeadlines.popFirst()
+      if let state = sockets[oldest.socketID], !state.helloAccepted, state.session == nil { expired.append(state) }
+    }
+    // An idle gate keeps no queue storage.
+    if helloDeadlines.isEmpty { helloDeadlines = FIFOQueue() }
+    guard let next = helloDeadlines.first else {
+      helloTimerRunning = false
+      return (expired, nil)
+    }
+    let wait = Duration.seconds(next.deadline.timeIntervalSince(now))
+    return (expired, max(wait, Self.helloDeadlineSlack))
   }
 
   /// The socket closed: its state, if it was tracked.
@@ -70,7 +105,6 @@ final class SocketGate {
     guard let state = sockets.removeValue(forKey: connection.id) else { return nil }
     let address = connection.remoteAddress
     if let open = perAddress[address] { perAddress[address] = open > 1 ? open - 1 : nil }
-    state.helloTimer?.cancel()
     return state
   }
 

@@ -72,6 +72,37 @@ import Testing
     await server.stop()
   }
 
+  /// One timer serves every socket's hello deadline: each is still counted from its own socket's
+  /// open, and a socket that said hello in time is spared when its deadline passes.
+  @Test func helloDeadlinesRunFromEachSocketsOwnOpen() async throws {
+    let server = try await TestServer()
+    let early = try SignalingProbe(client: server.client, url: server.webSocketURL)
+    _ = try await early.nextEvent("open")
+    for _ in 0..<1000 where server.clock.pendingCount == 0 { try await Task.sleep(for: .milliseconds(5)) }
+    server.clock.advance(by: 3)
+    let greetsLate = try SignalingProbe(client: server.client, url: server.webSocketURL)
+    _ = try await greetsLate.nextEvent("open")
+    let silent = try SignalingProbe(client: server.client, url: server.webSocketURL)
+    _ = try await silent.nextEvent("open")
+    // A welcome on a socket opened after them: the hub has seen both opens.
+    let greeted = try SignalingProbe(client: server.client, url: server.webSocketURL)
+    _ = try await greeted.hello(token: server.token("carol"))
+
+    server.clock.advance(by: 2.1)  // 5.1 s: only the first socket's deadline has passed
+    #expect(try await early.closeCode() == 4408)
+    let welcome = try await greetsLate.hello(token: server.token("alice"))
+    #expect(welcome.userId == "alice")
+    // The next deadline (8 s) has its timer once the hub handled the first.
+    for _ in 0..<1000 where !server.clock.pendingDeadlines.contains(where: { abs($0 - 8) < 0.01 }) {
+      try await Task.sleep(for: .milliseconds(5))
+    }
+    server.clock.advance(by: 3)  // 8.1 s
+    #expect(try await silent.closeCode() == 4408)
+    #expect(try await greetsLate.request(.ping(.init())).isAck)
+    #expect(try await greeted.request(.ping(.init())).isAck)
+    await server.stop()
+  }
+
   @Test func firstMessageMustBeHello() async throws {
     let server = try await TestServer()
     let probe = try SignalingProbe(client: server.client, url: server.webSocketURL)
