@@ -286,7 +286,7 @@ struct GroupCallRouterTests {
     _ = created(&router)
     let bob = Identity(userId: "bob", deviceId: "phone", name: "Bob")
     let join = router.handle(.groupJoin(.init(callId: "g1")), id: "j1", from: bob, now: at(2))
-    guard case .join(_, let joined) = sfu(join.effects).first,
+    guard case .join(_, let joined, _) = sfu(join.effects).first,
       case .schedule(let timer, _) = router.deviceDisconnected(bob).first
     else {
       Issue.record("no join or no grace")

@@ -8,7 +8,7 @@ from harness import (Janus, MediaNamespace, Server, Softphone, TCPProxy, check, 
                      wav_seconds)
 from media_checks import member, near, saw_video
 from call_scenarios import video_count_reply
-from scenarios import scenario
+from scenarios import scenario, time_limit
 
 
 async def group_stack(s, stack, ring_timeout=None, extra=()):
@@ -402,3 +402,80 @@ async def janus_dying_mid_call_ends_the_call_clearly(s, stack):
     for peer in (alice, bob, carol):
         check(await peer.exit_status(timeout=15) == 6, f"{peer.name} did not end with 6 (failed)")
         check(peer.has("ended", reason="media-failed"), f"{peer.name}: no media-failed")
+
+
+async def hearing_grows(peers_and_others, pause=1.5):
+    """Each (peer, others): `peer` decodes more of each of `others` over `pause` seconds."""
+    before = {peer.name: await audio_counts(peer) for peer, _ in peers_and_others}
+    await asyncio.sleep(pause)
+    after = {peer.name: await audio_counts(peer) for peer, _ in peers_and_others}
+    for peer, others in peers_and_others:
+        for other in others:
+            check(after[peer.name].get(other, 0) > before[peer.name].get(other, 0),
+                  f"{peer.name} does not hear {other} ({before[peer.name]} -> {after[peer.name]})")
+
+
+async def connections_made(peer):
+    """The peer connections a group softphone made so far (publisher and receivers)."""
+    before = peer.count("audio-count")
+    peer.send("audio count")
+    await peer.wait_for("audio-count", times=before + 1, timeout=5)
+    return [e for e in peer.events if e.get("event") == "audio-count"][-1]["connections"]
+
+
+@scenario
+@time_limit(150)
+async def four_on_one_subscriber_connection_each_one_leaves_one_joins(s, stack):
+    """Issue 38 item 2 (protocol.md 20.9): Alice, Bob, Carol and Dave each ask for one
+    subscriber connection (`--multistream`); each hears the three others at their own tone on
+    it. Carol leaves (^C): the others see her stream end on their connection, which Janus
+    renegotiates. Alice rings Eve in mid-call: Eve joins, hears the three, and is heard by them
+    on the same connections (her sections reuse Carol's). Throughout, every device held exactly
+    two peer connections: its publisher and its one subscriber connection."""
+    ns, _, server = await group_stack(s, stack)
+    tones = {"alice": 550, "bob": 440, "carol": 660, "dave": 770, "eve": 880}
+    peers = {name: member(s, stack, server, ns, name, "--auto", "--multistream", "--tone-frequency", str(tone))
+             for name, tone in tones.items() if name != "alice"}
+    for peer in peers.values():
+        await peer.start()
+        await peer.wait_for("note", text="waiting for a call")
+    alice = member(s, stack, server, ns, "alice", "--to", "bob,carol,dave", "--multistream", "--tone-frequency",
+                   str(tones["alice"]), "--duration", "60", "--end-for-all", command="group call")
+    await alice.start()
+    bob, carol, dave, eve = peers["bob"], peers["carol"], peers["dave"], peers["eve"]
+    four = {"alice": alice, "bob": bob, "carol": carol, "dave": dave}
+    for name, peer in four.items():
+        for other in four:
+            if other != name:
+                await peer.wait_for(f"first-audio {other}", timeout=30)
+    for peer in four.values():
+        check(await connections_made(peer) == 2, f"{peer.name} made {await connections_made(peer)} connections, not 2")
+
+    carol.interrupt()
+    check(await carol.exit_status() == 0, "carol's leave did not complete")
+    stayed = {"alice": alice, "bob": bob, "dave": dave}
+    for peer in stayed.values():
+        await peer.wait_for("participant", user="carol", state="left", timeout=10)
+        await peer.wait_for("participant", user="carol", state="stream-ended", timeout=10)
+    await hearing_grows([(peer, [o for o in stayed if o != name]) for name, peer in stayed.items()])
+
+    alice.send("invite eve")
+    await eve.wait_for("start", timeout=10)
+    everyone = {**stayed, "eve": eve}
+    for name, peer in everyone.items():
+        for other in everyone:
+            if other != name:
+                await peer.wait_for(f"first-audio {other}", timeout=30)
+    await hearing_grows([(peer, [o for o in everyone if o != name]) for name, peer in everyone.items()])
+    for peer in everyone.values():
+        check(await connections_made(peer) == 2, f"{peer.name} made {await connections_made(peer)} connections, not 2")
+
+    alice.interrupt()
+    for peer in everyone.values():
+        check(await peer.exit_status() == 0, f"{peer.name} did not complete the call")
+    for listener in everyone:
+        for other in [o for o in tones if o != listener and not (listener == "eve" and o == "carol")]:
+            path = s.file(f"{listener}-{other}.wav")
+            check(os.path.exists(path), f"{listener} recorded nothing from {other}")
+            near(dominant_frequency(path), tones[other], path)
+    check(not os.path.exists(s.file("eve-carol.wav")), "eve was offered carol, who had left")
