@@ -288,7 +288,9 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
 
   public func createAnswer() async throws -> SessionDescription {
     try play()
-    return withAudioRules(try await describeWithOurFingerprint("answer") { dt_webrtc_create_answer(self.webrtc, $0) })
+    let answer = withAudioRules(
+      try await describeWithOurFingerprint("answer") { dt_webrtc_create_answer(self.webrtc, $0) })
+    return sections?.wire(answer: answer) ?? answer
   }
 
   /// Dialtone's audio rules (`AudioSDP`) on a description webrtcbin made.
@@ -315,6 +317,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
 
   public func setLocalDescription(_ description: SessionDescription, kind: SessionDescriptionKind) async throws {
     try play()
+    let description = kind == .answer ? sections?.local(answer: description) ?? description : description
     try await apply(description, kind: kind, local: true)
     if kind == .answer { settleRedundancy(answer: description.sdp) }
   }
@@ -419,6 +422,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   }
 
   public func setRemoteDescription(_ description: SessionDescription, kind: SessionDescriptionKind) async throws {
+    let description = kind == .offer ? sections?.remote(offer: description) ?? description : description
     if description.sdp.contains("a=candidate:") {
       let now = secondsSinceStartDuration()
       lock.withLock { tcpFallback.remoteDescriptionHadCandidates(at: now) }

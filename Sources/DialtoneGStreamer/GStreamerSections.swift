@@ -59,6 +59,64 @@ public final class GStreamerSections: Sendable {
   var videoByParticipant: [(from: Peer, video: GStreamerPeerConnection.ReceivedVideo)] {
     state.withLock { state in state.order.map { ($0, state.video[$0] ?? .init()) } }
   }
+
+  // MARK: Sections held open
+
+  /// webrtcbin 1.22 cannot change a negotiated direction ("transceiver direction changes are
+  /// not implemented"), while the SFU marks a departed participant's section `inactive` and
+  /// later makes it `sendonly` again for the next participant. So webrtcbin never sees a
+  /// section go inactive: it is shown the SFU's offer with those sections still `sendonly`
+  /// (nothing arrives on them meanwhile), and the answer says `inactive` for them on the wire
+  /// only (JSEP: an inactive offer is answered inactive), `recvonly` again when applied locally.
+  private let heldOpen = Locked<Set<String>>([])
+
+  /// The SFU's offer as webrtcbin is shown it.
+  func remote(offer: SessionDescription) -> SessionDescription {
+    let (sdp, inactive) = Self.directions(in: offer.sdp, from: "inactive", to: "sendonly", only: nil)
+    heldOpen.withLock { $0 = inactive }
+    return SessionDescription(sdp: sdp)
+  }
+
+  /// webrtcbin's answer as the SFU is sent it.
+  func wire(answer: SessionDescription) -> SessionDescription {
+    let held = heldOpen.current
+    guard !held.isEmpty else { return answer }
+    return SessionDescription(sdp: Self.directions(in: answer.sdp, from: "recvonly", to: "inactive", only: held).sdp)
+  }
+
+  /// The answer as webrtcbin applies it locally.
+  func local(answer: SessionDescription) -> SessionDescription {
+    let held = heldOpen.current
+    guard !held.isEmpty else { return answer }
+    return SessionDescription(sdp: Self.directions(in: answer.sdp, from: "inactive", to: "recvonly", only: held).sdp)
+  }
+
+  /// `sdp` with `a=<from>` turned into `a=<to>` in the sections whose mid is in `only` (every
+  /// section when nil); and the mids of the sections changed.
+  static func directions(in sdp: String, from: String, to: String, only: Set<String>?) -> (
+    sdp: String, changed: Set<String>
+  ) {
+    let ending = sdp.contains("\r\n") ? "\r\n" : "\n"
+    var lines = sdp.components(separatedBy: ending)
+    var changed: Set<String> = []
+    var start: Int?
+    func finish(_ end: Int) {
+      guard let first = start else { return }
+      let section = first..<end
+      let mid = lines[section].first { $0.hasPrefix("a=mid:") }.map { String($0.dropFirst("a=mid:".count)) }
+      guard let mid, only?.contains(mid) ?? true,
+        let index = lines[section].firstIndex(of: "a=" + from)
+      else { return }
+      lines[index] = "a=" + to
+      changed.insert(mid)
+    }
+    for (index, line) in lines.enumerated() where line.hasPrefix("m=") {
+      finish(index)
+      start = index
+    }
+    finish(lines.count)
+    return (lines.joined(separator: ending), changed)
+  }
 }
 
 extension GStreamerMedia {

@@ -450,6 +450,8 @@ async def four_on_one_subscriber_connection_each_one_leaves_one_joins(s, stack):
                 await peer.wait_for(f"first-audio {other}", timeout=30)
     for peer in four.values():
         check(await connections_made(peer) == 2, f"{peer.name} made {await connections_made(peer)} connections, not 2")
+    # A couple of seconds of everyone's tone in every recording before Carol goes.
+    await hearing_grows([(peer, [o for o in four if o != name]) for name, peer in four.items()], pause=2)
 
     carol.interrupt()
     check(await carol.exit_status() == 0, "carol's leave did not complete")

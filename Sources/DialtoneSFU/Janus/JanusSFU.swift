@@ -305,6 +305,10 @@ package actor JanusSFU: SFUBackend {
         return refuse(callId, who, "no stream \(m.stream) was offered")
       }
       _ = try await session.message(handle, ["request": "start"], jsep: ["type": "answer", "sdp": .string(m.sdp)])
+      // The single subscriber connection's next change, held back until this answer.
+      if m.stream == Self.subscriberStream, let next = rooms[callId]?.participants[who]?.subscriber.answered() {
+        send(next, for: who, in: callId)
+      }
     case .groupCandidate(let m):
       guard let handle = handle(of: participant, stream: m.stream) else { return }
       var candidate: [String: JSONValue] = ["candidate": .string(m.candidate.candidate)]
@@ -340,8 +344,10 @@ package actor JanusSFU: SFUBackend {
     var handles = participant.handles
     let others = rooms[callId].map { Array($0.participants.keys) } ?? []
     for other in others {
-      // Janus turns the feed's m-lines inactive on a single subscriber connection and offers that.
-      rooms[callId]?.participants[other]?.subscriber.publisherGone(participant.feed)
+      // On a single subscriber connection its sections go inactive (a renegotiation).
+      if let request = rooms[callId]?.participants[other]?.subscriber.publisherGone(participant.feed) {
+        send(request, for: other, in: callId)
+      }
       guard let subscription = rooms[callId]?.participants[other]?.subscriptions.removeValue(forKey: who) else {
         continue
       }
@@ -426,14 +432,15 @@ package actor JanusSFU: SFUBackend {
         owners[handle] = HandleOwner(callId: callId, participant: who, stream: Self.subscriberStream)
         reply = try await session.message(
           handle, JanusSubscriber.joinRequest(room: room.number, pin: room.pin, feeds: feeds))
-      case .subscribe(let feeds):
+      case .update(let feeds, let mids):
         guard let handle = rooms[callId]?.participants[who]?.subscriber.handle else { return }
-        reply = try await session.message(handle, JanusSubscriber.subscribeRequest(feeds: feeds))
+        reply = try await session.message(handle, JanusSubscriber.updateRequest(subscribe: feeds, unsubscribe: mids))
       }
       // The device may have left (or left and joined again) while Janus answered.
       guard rooms[callId]?.participants[who]?.feed == feed else { return await drop(attached) }
-      next = rooms[callId]?.participants[who]?.subscriber.completed(handle: attached)
-      forwardOffer(reply.jsep, summary: reply.data["streams"], to: who, in: callId)
+      let offered = forwardOffer(reply.jsep, summary: reply.data["streams"], to: who, in: callId)
+      next = rooms[callId]?.participants[who]?.subscriber.completed(
+        handle: attached, sections: JanusSubscriber.mids(of: reply.data["streams"]), offered: offered)
     } catch JanusError.plugin(code: Self.noSuchFeed, let reason) {
       await drop(attached)
       guard rooms[callId]?.participants[who]?.feed == feed else { return }
@@ -454,12 +461,11 @@ package actor JanusSFU: SFUBackend {
     await session?.detach(handle)
   }
 
-  /// An offer Janus made for a single subscriber connection (in answer to a request, or by
-  /// itself when a publisher left or a postponed change became due), with whose media each of
-  /// its live sections carries. Janus makes the next offer only once this one is answered.
-  private func forwardOffer(_ jsep: JSONValue?, summary: JSONValue?, to who: Identity, in callId: CallID) {
+  /// An offer Janus made for a single subscriber connection, with whose media each of its live
+  /// sections carries. Whether there was one: the next request waits for the device's answer.
+  private func forwardOffer(_ jsep: JSONValue?, summary: JSONValue?, to who: Identity, in callId: CallID) -> Bool {
     guard let room = rooms[callId], jsep?["type"]?.stringValue == "offer", let sdp = jsep?["sdp"]?.stringValue
-    else { return }
+    else { return false }
     let peers = Dictionary(
       room.participants.values.map { ($0.feed, $0.identity.peer) }, uniquingKeysWith: { a, _ in a })
     let sections = JanusSubscriber.sections(of: summary, participants: peers)
@@ -467,6 +473,7 @@ package actor JanusSFU: SFUBackend {
       .send(
         .groupOffer(.init(callId: callId, stream: Self.subscriberStream, sdp: sdp, streams: sections)),
         callId: callId, to: who))
+    return true
   }
 
   private func startSubscription(_ callId: CallID, _ subscriber: Identity, to publisher: Identity) {
@@ -576,11 +583,6 @@ package actor JanusSFU: SFUBackend {
           await self.fail(.join(callId: owner.callId, participant: owner.participant), error)
         }
       }
-    case "event":
-      // Janus's own offers to a single subscriber connection (`updated`).
-      guard owner.stream == Self.subscriberStream, let jsep = event.message["jsep"] else { return }
-      forwardOffer(
-        jsep, summary: event.message["plugindata"]?["data"]?["streams"], to: owner.participant, in: owner.callId)
     case "hangup":
       log.info(
         "group call \(owner.callId): Janus hung up \(owner.participant.userId)'s \(owner.stream) "

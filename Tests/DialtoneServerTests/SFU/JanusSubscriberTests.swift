@@ -7,43 +7,60 @@ import Testing
 /// The bookkeeping of a device's single subscriber connection (protocol.md 20.9): one request
 /// to Janus at a time, publisher churn folded into the next one, and the sections of each offer.
 @Suite struct JanusSubscriberTests {
-  @Test func theFirstFeedJoinsAndTheNextOnesSubscribeOnTheSameHandle() {
+  typealias Sections = [UInt64: [String]]
+
+  @Test func theFirstFeedJoinsAndTheNextOnesUpdateTheSameHandleOneOfferAtATime() {
     var subscriber = JanusSubscriber()
     #expect(subscriber.want(7) == .join([7]))
-    #expect(subscriber.completed(handle: 100) == nil)
-    #expect(subscriber.handle == 100 && subscriber.subscribed == [7])
-    #expect(subscriber.want(8) == .subscribe([8]))
-    #expect(subscriber.completed() == nil)
-    #expect(subscriber.handle == 100 && subscriber.subscribed == [7, 8])
+    #expect(subscriber.completed(handle: 100, sections: [7: ["0"]], offered: true) == nil)
+    #expect(subscriber.handle == 100 && subscriber.subscribed == [7] && subscriber.awaitingAnswer)
+    // Nothing more is asked while the device has not answered Janus's offer.
+    #expect(subscriber.want(8) == nil)
+    #expect(subscriber.answered() == .update(subscribe: [8], unsubscribe: []))
+    #expect(subscriber.completed(sections: [7: ["0"], 8: ["1"]], offered: true) == nil)
+    #expect(subscriber.answered() == nil)
+    #expect(subscriber.handle == 100 && subscriber.subscribed == [7, 8] && subscriber.mids == [7: ["0"], 8: ["1"]])
     // A feed already on the connection is not asked for again.
     #expect(subscriber.want(8) == nil)
   }
 
-  @Test func publishersArrivingWhileARequestIsOutGoTogetherInTheNextOne() {
+  @Test func publishersComingAndGoingMeanwhileGoTogetherInTheNextRequest() {
     var subscriber = JanusSubscriber()
     #expect(subscriber.want(1) == .join([1]))
     #expect(subscriber.want(3) == nil)
     #expect(subscriber.want(2) == nil)
-    #expect(subscriber.completed(handle: 100) == .subscribe([2, 3]))
+    #expect(subscriber.completed(handle: 100, sections: [1: ["0"]], offered: true) == nil)
+    #expect(subscriber.publisherGone(1) == nil)
     #expect(subscriber.want(4) == nil)
-    #expect(subscriber.completed() == .subscribe([4]))
-    #expect(subscriber.completed() == nil)
-    #expect(subscriber.subscribed == [1, 2, 3, 4] && subscriber.inFlight == nil)
+    // Janus takes the departures out first, then the arrivals in (which may reuse "0").
+    #expect(subscriber.answered() == .update(subscribe: [2, 3, 4], unsubscribe: ["0"]))
+    #expect(subscriber.departing == ["0"])
+    let after: Sections = [2: ["0"], 3: ["1"], 4: ["2"]]
+    #expect(subscriber.completed(sections: after, offered: true) == nil)
+    #expect(subscriber.departing.isEmpty && subscriber.subscribed == [2, 3, 4] && subscriber.mids == after)
   }
 
-  /// Janus drops a departed publisher's streams itself (and offers that); the bookkeeping
-  /// only forgets the feed, also when it left while a request naming it was out.
-  @Test func aPublisherThatLeavesIsForgottenEvenMidRequest() {
+  /// A departure is an explicit unsubscribe of the publisher's sections by mid (Janus offers
+  /// nothing by itself), also when the publisher left while the request naming it was out.
+  @Test func aPublisherThatLeavesHasItsSectionsUnsubscribedEvenMidRequest() {
     var subscriber = JanusSubscriber()
     _ = subscriber.want(1)
-    _ = subscriber.completed(handle: 100)
-    _ = subscriber.want(2)
-    subscriber.publisherGone(2)
-    subscriber.publisherGone(1)
-    #expect(subscriber.completed() == nil)
-    #expect(subscriber.subscribed.isEmpty && subscriber.wanted.isEmpty)
+    _ = subscriber.completed(handle: 100, sections: [1: ["0", "1"]], offered: true)
+    _ = subscriber.answered()
+    #expect(subscriber.want(2) == .update(subscribe: [2], unsubscribe: []))
+    #expect(subscriber.publisherGone(2) == nil)
+    #expect(subscriber.publisherGone(1) == nil)
+    // Janus did subscribe 2 before it left: its section goes too, after the answer.
+    #expect(subscriber.completed(sections: [1: ["0", "1"], 2: ["2"]], offered: true) == nil)
+    #expect(subscriber.answered() == .update(subscribe: [], unsubscribe: ["0", "1", "2"]))
+    #expect(subscriber.completed(sections: [:], offered: true) == nil)
+    #expect(subscriber.answered() == nil)
+    #expect(subscriber.subscribed.isEmpty && subscriber.wanted.isEmpty && subscriber.mids.isEmpty)
     // A later publisher is added on the same connection (Janus reuses the inactive m-lines).
-    #expect(subscriber.want(3) == .subscribe([3]))
+    #expect(subscriber.want(3) == .update(subscribe: [3], unsubscribe: []))
+    // Janus's answer without an offer (nothing changed) lets the next request go at once.
+    #expect(subscriber.want(4) == nil)
+    #expect(subscriber.completed(sections: [3: ["0"]], offered: false) == .update(subscribe: [4], unsubscribe: []))
   }
 
   @Test func aRefusedFeedIsDroppedAndTheRestAskedForAgain() {
@@ -53,14 +70,16 @@ import Testing
     #expect(subscriber.inFlight == .join([1]))
     // The join failed: there is still no handle, so the retry is a join.
     #expect(subscriber.refused(feed: 1) == .join([2]))
-    #expect(subscriber.completed(handle: 5) == nil)
+    #expect(subscriber.completed(handle: 5, sections: [2: ["0"]], offered: true) == nil)
+    #expect(subscriber.answered() == nil)
     #expect(subscriber.handle == 5 && subscriber.subscribed == [2])
-    #expect(subscriber.want(3) == .subscribe([3]))
+    #expect(subscriber.want(3) == .update(subscribe: [3], unsubscribe: []))
     #expect(subscriber.want(4) == nil)
     // A refusal that names no feed drops the whole batch rather than ask for ever.
-    #expect(subscriber.refused(feed: nil) == .subscribe([4]))
-    #expect(subscriber.completed() == nil)
-    #expect(subscriber.wanted == [2, 4] && subscriber.subscribed == [2, 4])
+    #expect(subscriber.refused(feed: nil) == .update(subscribe: [4], unsubscribe: []))
+    // A refused update keeps its departures for the next one.
+    _ = subscriber.publisherGone(2)
+    #expect(subscriber.refused(feed: 4) == .update(subscribe: [], unsubscribe: ["0"]))
   }
 
   @Test func theRefusedFeedIsReadFromJanussReason() {
@@ -75,10 +94,14 @@ import Testing
     #expect(join["request"]?.stringValue == "join" && join["ptype"]?.stringValue == "subscriber")
     #expect(join["room"]?.intValue == 9 && join["pin"]?.stringValue == "p")
     #expect(join["streams"]?.arrayValue?.compactMap { $0["feed"]?.intValue } == [1, 2])
-    #expect(join["autoupdate"] == nil)  // Janus's default (true): it offers departures itself
-    let subscribe = JanusSubscriber.subscribeRequest(feeds: [3])
-    #expect(subscribe["request"]?.stringValue == "subscribe")
-    #expect(subscribe["streams"]?.arrayValue?.compactMap { $0["feed"]?.intValue } == [3])
+    #expect(join["autoupdate"]?.boolValue == false)  // Janus offers nothing by itself
+    let update = JanusSubscriber.updateRequest(subscribe: [3], unsubscribe: ["0", "1"])
+    #expect(update["request"]?.stringValue == "update")
+    #expect(update["subscribe"]?.arrayValue?.compactMap { $0["feed"]?.intValue } == [3])
+    #expect(update["unsubscribe"]?.arrayValue?.compactMap { $0["sub_mid"]?.stringValue } == ["0", "1"])
+    // Janus refuses an empty list: an update without arrivals has no `subscribe` at all.
+    let departures = JanusSubscriber.updateRequest(subscribe: [], unsubscribe: ["0"])
+    #expect(departures["subscribe"] == nil && departures["unsubscribe"] != nil)
   }
 
   /// Only live audio and video sections of known participants are listed; an inactive one
@@ -105,5 +128,6 @@ import Testing
         GroupStreamSection(mid: "3", kind: .audio, from: carol),
       ])
     #expect(JanusSubscriber.sections(of: nil, participants: [11: bob]).isEmpty)
+    #expect(JanusSubscriber.mids(of: summary) == [11: ["0", "1"], 12: ["3"], 99: ["5"]])
   }
 }
