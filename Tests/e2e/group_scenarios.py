@@ -4,8 +4,8 @@ import asyncio
 import os
 import signal
 
-from harness import (Janus, MediaNamespace, Server, Softphone, TCPProxy, check, dominant_frequency, tone_levels,
-                     wav_seconds)
+from harness import (Chromium, Janus, MediaNamespace, Server, Softphone, TCPProxy, check, dominant_frequency,
+                     tone_levels, wav_seconds)
 from media_checks import member, near, saw_video
 from call_scenarios import video_count_reply
 from scenarios import scenario, time_limit
@@ -481,3 +481,57 @@ async def four_on_one_subscriber_connection_each_one_leaves_one_joins(s, stack):
             check(os.path.exists(path), f"{listener} recorded nothing from {other}")
             near(dominant_frequency(path), tones[other], path)
     check(not os.path.exists(s.file("eve-carol.wav")), "eve was offered carol, who had left")
+
+
+def page_hears(expected):
+    """A predicate on the page's state: its subscriber connection hears each user at its tone."""
+    def check_state(state):
+        heard = (state.get("group") or {}).get("heard") or {}
+        return all(user in heard and abs(heard[user] - tone) <= 8 for user, tone in expected.items())
+    return check_state
+
+
+@scenario
+@time_limit(150)
+async def a_browser_on_one_subscriber_connection_in_a_group_call(s, stack):
+    """The browser page in a group call through Janus (protocol.md 20.9): Carol's page joins
+    Alice's call with Bob (CLIs, `--multistream`) asking for one subscriber connection, hears
+    each of them at their own tone on it and is heard by both. Bob leaves and Alice rings Dave
+    in: the page's connection is renegotiated (Bob's section inactive, then reused for Dave)
+    and it hears Dave; it made exactly two connections, publisher and subscriber."""
+    ns, _, server = await group_stack(s, stack)
+    tones = {"alice": 550, "bob": 440, "carol": 660, "dave": 770}
+    bob = member(s, stack, server, ns, "bob", "--auto", "--multistream", "--tone-frequency", str(tones["bob"]))
+    dave = member(s, stack, server, ns, "dave", "--auto", "--multistream", "--tone-frequency", str(tones["dave"]))
+    for peer in (bob, dave):
+        await peer.start()
+        await peer.wait_for("note", text="waiting for a call")
+    page = stack(await Chromium(s, f"{server.url}/#token={server.token('carol', 'browser')}&answer=auto"
+                                   f"&tone={tones['carol']}", ns.NS).start())
+    await page.wait_for("sign-in", lambda st: st["state"] == "idle")
+    alice = member(s, stack, server, ns, "alice", "--to", "bob,carol", "--multistream", "--tone-frequency",
+                   str(tones["alice"]), "--duration", "60", "--end-for-all", command="group call")
+    await alice.start()
+    state = await page.wait_for("alice and bob on the subscriber connection",
+                                page_hears({"alice": tones["alice"], "bob": tones["bob"]}))
+    check(state["group"]["multistream"], "the server did not grant the page one subscriber connection")
+    for peer in (alice, bob):
+        await peer.wait_for("first-audio carol", timeout=30)
+    await hearing_grows([(alice, ["bob", "carol"]), (bob, ["alice", "carol"])], pause=2)
+
+    bob.interrupt()
+    check(await bob.exit_status() == 0, "bob's leave did not complete")
+    alice.send("invite dave")
+    await dave.wait_for("start", timeout=10)
+    state = await page.wait_for("dave on the renegotiated connection",
+                                page_hears({"alice": tones["alice"], "dave": tones["dave"]}))
+    check(state["group"]["connections"] == 2, f"the page made {state['group']['connections']} connections, not 2")
+    check(state["group"]["receivers"] == 1, f"the page has {state['group']['receivers']} receiving connections")
+    await dave.wait_for("first-audio carol", timeout=30)
+    await hearing_grows([(alice, ["dave", "carol"]), (dave, ["alice", "carol"])], pause=2)
+    alice.interrupt()
+    check(await alice.exit_status() == 0 and await dave.exit_status() == 0, "the call did not complete")
+    await page.wait_for("the end of the call", lambda st: st.get("groupEnded"))
+    for listener in ("alice", "bob", "dave"):
+        path = s.file(f"{listener}-carol.wav")
+        near(dominant_frequency(path), tones["carol"], path)

@@ -304,6 +304,10 @@ package actor JanusSFU: SFUBackend {
       guard m.stream != Self.publisherStream, let handle = handle(of: participant, stream: m.stream) else {
         return refuse(callId, who, "no stream \(m.stream) was offered")
       }
+      // Only the offer out is answered (an answer Janus does not expect would fail the call).
+      if m.stream == Self.subscriberStream, !participant.subscriber.awaitingAnswer {
+        return refuse(callId, who, "no subscriber offer is waiting for an answer")
+      }
       _ = try await session.message(handle, ["request": "start"], jsep: ["type": "answer", "sdp": .string(m.sdp)])
       // The single subscriber connection's next change, held back until this answer.
       if m.stream == Self.subscriberStream, let next = rooms[callId]?.participants[who]?.subscriber.answered() {
