@@ -61,6 +61,10 @@ package actor JanusSFU: SFUBackend {
     package let pin: String
     package let video: Bool
     package var participants: [Identity: Participant] = [:]
+    /// The room's dummy publisher (an Opus feed that sends nothing): a single subscriber
+    /// connection subscribes to it while nobody else publishes, so its ICE and DTLS are done
+    /// before the first real feed arrives (then one renegotiation, on the same m-line).
+    package var placeholder: UInt64?
   }
 
   /// What a Janus handle belongs to (for the events Janus sends about it).
@@ -237,6 +241,9 @@ package actor JanusSFU: SFUBackend {
       throw JanusError.protocolViolation("create room: \(reply.data.serializedString)")
     }
     rooms[callId] = room
+    // Not fatal without it: a single subscriber connection then starts with the first feed.
+    let listed = try? await session.message(manager, ["request": "listparticipants", "room": .int(Int64(room.number))])
+    rooms[callId]?.placeholder = JanusSubscriber.placeholder(in: listed?.data)
   }
 
   /// The video cap Janus asks each publisher of a video call for (REMB): every participant
@@ -252,8 +259,12 @@ package actor JanusSFU: SFUBackend {
   {
     var request: [String: JSONValue] = [
       "request": "create", "room": .int(Int64(room)), "secret": .string(secret), "pin": .string(pin),
-      "is_private": true, "permanent": false, "publishers": .int(Int64(Limits.maxGroupMembers)),
+      "is_private": true, "permanent": false,
+      // Every member, and the placeholder.
+      "publishers": .int(Int64(Limits.maxGroupMembers + 1)),
       "audiocodec": "opus", "videocodec": "vp8", "notify_joining": false,
+      // A placeholder feed for single subscriber connections (JanusSubscriber).
+      "dummy_publisher": true, "dummy_streams": [["codec": "opus"]],
     ]
     if video { request["bitrate"] = .int(Int64(videoBitrate)) }
     if let adminKey { request["admin_key"] = .string(adminKey) }
@@ -278,11 +289,16 @@ package actor JanusSFU: SFUBackend {
     }
     var participant = Participant(identity: who, feed: feed, handle: handle)
     participant.multistream = multistream
+    participant.subscriber = JanusSubscriber(placeholder: room.placeholder)
     rooms[callId]?.participants[who] = participant
     emit(.send(.groupMedia(.init(callId: callId, sfu: .janus, multistream: multistream)), callId: callId, to: who))
     // Everyone already publishing is offered to the newcomer.
     let publishing = rooms[callId]?.participants.values.filter { $0.identity != who && $0.published } ?? []
     for other in publishing { offer(other, to: who, in: callId) }
+    // Nobody publishes yet: the single subscriber connection starts on the placeholder.
+    if multistream, publishing.isEmpty, let request = rooms[callId]?.participants[who]?.subscriber.start() {
+      send(request, for: who, in: callId)
+    }
   }
 
   private func signal(_ callId: CallID, _ who: Identity, _ message: ClientMessage) async throws {

@@ -11,6 +11,12 @@ import DialtoneProtocol
 /// then the arrivals in, which may reuse those sections). Janus never offers on its own
 /// (`autoupdate` off): a departure is always an explicit unsubscribe, so the server knows
 /// every offer the device gets, and there is never a second one before the first is answered.
+///
+/// While nobody else publishes, the connection is made on the room's placeholder feed (Janus's
+/// dummy publisher, which sends nothing), so its ICE and DTLS are done when the first real
+/// publisher arrives, in one renegotiation. The placeholder's section stays, idle: a real feed
+/// taking over its m-line left webrtcbin 1.22 without a transceiver for the new stream now and
+/// then (`jitter_buffer_set_retransmission: code should not be reached`, and no audio).
 package struct JanusSubscriber: Sendable, Equatable {
   package enum Request: Sendable, Equatable {
     /// Attach a handle and join the room as a subscriber of these feeds.
@@ -39,8 +45,20 @@ package struct JanusSubscriber: Sendable, Equatable {
   package private(set) var inFlight: Request?
   /// Janus made an offer: the device's answer is awaited before anything else is asked.
   package private(set) var awaitingAnswer = false
+  /// The room's placeholder feed, if it has one.
+  package let placeholder: UInt64?
 
-  package init() {}
+  package init(placeholder: UInt64? = nil) {
+    self.placeholder = placeholder
+  }
+
+  /// Makes the connection on the placeholder when nothing else is wanted yet. Returns the
+  /// request to send now.
+  package mutating func start() -> Request? {
+    guard let placeholder, handle == nil, inFlight == nil, wanted.isEmpty else { return nil }
+    wanted.insert(placeholder)
+    return next()
+  }
 
   /// A publisher's media is up: the connection should carry it. Returns the request to send now.
   package mutating func want(_ feed: UInt64) -> Request? {
@@ -130,6 +148,13 @@ package struct JanusSubscriber: Sendable, Equatable {
     if !feeds.isEmpty { request["subscribe"] = .array(feeds.map { ["feed": .int(Int64($0))] }) }
     if !mids.isEmpty { request["unsubscribe"] = .array(mids.map { ["sub_mid": .string($0)] }) }
     return .object(request)
+  }
+
+  /// The room's placeholder feed, from a `listparticipants` answer: its dummy publisher.
+  package static func placeholder(in listing: JSONValue?) -> UInt64? {
+    let dummy = listing?["participants"]?.arrayValue?.first { $0["dummy"]?.boolValue == true }
+    guard let id = dummy?["id"]?.integerValue, id > 0 else { return nil }
+    return UInt64(id)
   }
 
   /// The feed a "No such feed (…)" refusal names, if it names one.

@@ -82,6 +82,41 @@ import Testing
     #expect(subscriber.refused(feed: 4) == .update(subscribe: [], unsubscribe: ["0"]))
   }
 
+  /// Alone in the call, the connection is made on the placeholder (ICE and DTLS done early);
+  /// the first real feed comes in one update, beside the placeholder's idle section.
+  @Test func theConnectionStartsOnThePlaceholderAndTheFirstFeedComesInOneUpdate() {
+    var subscriber = JanusSubscriber(placeholder: 99)
+    #expect(subscriber.start() == .join([99]))
+    #expect(subscriber.start() == nil)
+    #expect(subscriber.completed(handle: 100, sections: [99: ["0"]], offered: true) == nil)
+    #expect(subscriber.want(7) == nil)
+    #expect(subscriber.answered() == .update(subscribe: [7], unsubscribe: []))
+    #expect(subscriber.completed(sections: [99: ["0"], 7: ["1"]], offered: true) == nil)
+    #expect(subscriber.subscribed == [7, 99] && subscriber.wanted == [7, 99])
+    // A feed arriving while the placeholder's join is out follows as soon as it is answered.
+    var early = JanusSubscriber(placeholder: 99)
+    _ = early.start()
+    #expect(early.want(7) == nil)
+    #expect(early.completed(handle: 100, sections: [99: ["0"]], offered: true) == nil)
+    #expect(early.answered() == .update(subscribe: [7], unsubscribe: []))
+    // Without a placeholder, or with someone to receive already, there is nothing to start.
+    var none = JanusSubscriber()
+    #expect(none.start() == nil)
+    var busy = JanusSubscriber(placeholder: 99)
+    _ = busy.want(7)
+    #expect(busy.start() == nil)
+  }
+
+  @Test func thePlaceholderIsTheRoomsDummyPublisher() throws {
+    let listing = try #require(
+      JSONValue(
+        parsing: Array(
+          #"{"participants":[{"id":5,"display":"alice/phone","publisher":true},{"id":77,"display":"Dummy publisher","dummy":true,"publisher":true}]}"#
+            .utf8)))
+    #expect(JanusSubscriber.placeholder(in: listing) == 77)
+    #expect(JanusSubscriber.placeholder(in: nil) == nil)
+  }
+
   @Test func theRefusedFeedIsReadFromJanussReason() {
     #expect(JanusSubscriber.feed(inRefusal: "No such feed (1234567)") == 1_234_567)
     #expect(JanusSubscriber.feed(inRefusal: "No such mid '0' in feed (42)") == 42)
