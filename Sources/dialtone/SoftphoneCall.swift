@@ -150,8 +150,11 @@ actor SoftphoneCall {
       report.mark(m.rawValue, at: instant)
       await markQuality(m, at: instant, on: pc)
       if m == .firstAudio || m == .firstVideoFrame { mediaFlowed = true }
-      // A group call's stream: whose video it is.
-      if m == .firstVideoFrame, let from = remoteStreams.first(where: { $0.connection === pc })?.from {
+      // A group call's stream: whose video it is (not told on a subscriber connection, which
+      // carries several participants).
+      if m == .firstVideoFrame, pc.videoByParticipant().isEmpty,
+        let from = remoteStreams.first(where: { $0.connection === pc })?.from
+      {
         report.mark("first-video-frame \(from.userId)", at: instant)
       }
     case .line(let line):
@@ -357,7 +360,9 @@ actor SoftphoneCall {
       {
         remoteStreams.append((from, pc))
         // Its first frame may have been decoded before this event was handled.
-        if let at = pc.reachedAt(.firstVideoFrame) { report.mark("first-video-frame \(from.userId)", at: at) }
+        if pc.videoByParticipant().isEmpty, let at = pc.reachedAt(.firstVideoFrame) {
+          report.mark("first-video-frame \(from.userId)", at: at)
+        }
       }
     case .remoteStreamState(_, let from, let state):
       if state == .connected { report.mark("connected \(from.userId)") }

@@ -104,30 +104,33 @@ def saw_colour(peer, sender, colour):
           f"{peer.name}: {sender}'s frames are {rgb}, not {colour}")
 
 
-async def group_video_call(s, stack, cameras, tones):
+async def group_video_call(s, stack, cameras, tones, extra=()):
     """Alice rings the others of `tones` in a video call; the members in `cameras` send that
     solid colour. Returns the peers (Alice first) once each decoded 30 frames from every camera
-    but its own and heard everyone else, and Alice ended the call for everyone (^C)."""
+    but its own and heard everyone else, and Alice ended the call for everyone (^C). `extra`:
+    more flags for every softphone (with `--multistream`, a connection's first frame is not
+    told apart by participant: only the per-participant counts are waited for)."""
     ns, _, server = await group_stack(s, stack)
     names = list(tones)
     members = []
     for name in names[1:]:
         flags = ["--video", cameras[name]] if name in cameras else []
-        peer = member(s, stack, server, ns, name, "--auto", "--tone-frequency", str(tones[name]), *flags,
+        peer = member(s, stack, server, ns, name, "--auto", "--tone-frequency", str(tones[name]), *flags, *extra,
                       record=False)
         await peer.start()
         members.append(peer)
     for peer in members:
         await peer.wait_for("note", text="waiting for a call")
     alice = member(s, stack, server, ns, "alice", "--to", ",".join(names[1:]), "--video", cameras["alice"],
-                   "--tone-frequency", str(tones["alice"]), "--end-for-all", record=False, command="group call")
+                   "--tone-frequency", str(tones["alice"]), "--end-for-all", *extra, record=False,
+                   command="group call")
     await alice.start()
     everyone = [alice, *members]
     for peer in everyone:
         for other in names:
             if not peer.name.startswith(f"{other}-"):
                 await peer.wait_for(f"first-audio {other}", timeout=30)
-                if other in cameras:
+                if other in cameras and "--multistream" not in extra:
                     await peer.wait_for(f"first-video-frame {other}", timeout=30)
     await group_video_flows(everyone, list(cameras))
     alice.proc.send_signal(signal.SIGINT)
@@ -148,6 +151,20 @@ async def group_video_call_of_three_through_janus(s, stack):
     for peer in everyone:
         check(not any(peer.has("participant-video", user=u) for u in cameras if peer.name.startswith(f"{u}-")),
               f"{peer.name} was sent its own video")
+        for other, colour in cameras.items():
+            if not peer.name.startswith(f"{other}-"):
+                saw_colour(peer, other, colour)
+
+
+@scenario
+async def a_group_video_call_on_one_subscriber_connection_each(s, stack):
+    """The video call above with `--multistream` (protocol.md 20.9): each device receives both
+    others' audio and VP8 video on its one subscriber connection, each participant's frames
+    kept apart by section, at the sender's resolution and in the sender's colour."""
+    cameras = {"alice": "red", "bob": "green", "carol": "blue"}
+    everyone = await group_video_call(s, stack, cameras, {"alice": 550, "bob": 440, "carol": 660},
+                                      extra=("--multistream",))
+    for peer in everyone:
         for other, colour in cameras.items():
             if not peer.name.startswith(f"{other}-"):
                 saw_colour(peer, other, colour)
