@@ -4,7 +4,10 @@
 For each size N it holds, in the same run and on the same machine:
 
 - janus  one group call of N CLI softphones through dialtone-server and Janus (the creator
-         rings N-1 auto-answering members);
+         rings N-1 auto-answering members), each device receiving every other participant on
+         a connection of its own (protocol.md 20.3);
+- multistream  the same, each device receiving everyone on one subscriber connection
+         (`--multistream`, protocol.md 20.9);
 - mesh   the same N people as a full mesh: N(N-1)/2 concurrent 1:1 calls between CLI
          softphones through dialtone-server (each person is N-1 processes, one per call).
 
@@ -63,7 +66,7 @@ async def steady_cpu(infrastructure, devices, window):
     return infra, dev
 
 
-async def janus_round(h, s, n, window):
+async def janus_round(h, s, n, window, flags=()):
     ns = await h.MediaNamespace().start()
     janus = await h.Janus(s, ns).start()
     server = await h.Server(s, netns=ns.NS, extra=janus.server_args()).start()
@@ -72,14 +75,14 @@ async def janus_round(h, s, n, window):
     try:
         for i, name in enumerate(names[1:], start=1):
             peer = h.Softphone(s, name, ["answer", "--server", server.url, "--token", server.token(name), "--auto",
-                                         "--tone-frequency", str(300 + 50 * i)], netns=ns.NS)
+                                         "--tone-frequency", str(300 + 50 * i), *flags], netns=ns.NS)
             await peer.start()
             peers.append(peer)
         for peer in peers:
             await peer.wait_for("note", text="waiting for a call", timeout=30)
         creator = h.Softphone(s, names[0], ["group", "call", "--server", server.url, "--token",
                                             server.token(names[0]), "--to", ",".join(names[1:]),
-                                            "--duration", "120", "--tone-frequency", "300"], netns=ns.NS)
+                                            "--duration", "120", "--tone-frequency", "300", *flags], netns=ns.NS)
         await creator.start()
         everyone = [creator, *peers]
         for peer in everyone:
@@ -96,6 +99,10 @@ async def janus_round(h, s, n, window):
         await server.stop()
         await janus.stop()
         await ns.stop()
+
+
+async def multistream_round(h, s, n, window):
+    return await janus_round(h, s, n, window, flags=("--multistream",))
 
 
 async def mesh_round(h, s, n, window):
@@ -154,7 +161,7 @@ async def main():
           "softphones CPU / participant |")
     print("|---|---|---|---|---|---|---|")
     for n in [int(x) for x in args.sizes.split(",")]:
-        for mode, run in (("janus", janus_round), ("mesh", mesh_round)):
+        for mode, run in (("janus", janus_round), ("multistream", multistream_round), ("mesh", mesh_round)):
             samples, infra, dev = [], [], []
             for _ in range(args.rounds):
                 s = h.Scratch()

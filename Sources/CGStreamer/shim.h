@@ -31,6 +31,11 @@ typedef void (*dt_promise_cb)(void *ctx, GstPromise *promise);
 typedef void (*dt_video_cb)(void *ctx, gint width, gint height, guint red, guint green, guint blue);
 // A file to record to, asked for when remote video first arrives: a g_malloc'd path, or NULL.
 typedef gchar *(*dt_path_cb)(void *ctx);
+// A group call's single subscriber connection: decoded audio (as dt_audio_cb) and each decoded
+// video frame (as dt_video_cb) of the m-section `mid`, so each participant's media stays apart.
+typedef void (*dt_mid_audio_cb)(void *ctx, const gchar *mid, const void *data, gsize size, guint64 now);
+typedef void (*dt_mid_video_cb)(void *ctx, const gchar *mid, gint width, gint height, guint red, guint green,
+                                guint blue);
 
 typedef struct dt_webrtc_callbacks {
   void *ctx;
@@ -43,6 +48,8 @@ typedef struct dt_webrtc_callbacks {
   dt_path_cb record_video;   // NULL, or where to write the remote video (WebM or MPEG-TS), unre-encoded
   dt_jitterbuffer_cb jitterbuffer;  // each jitter buffer rtpbin makes
   dt_arrival_cb arrival;            // packets reaching a jitter buffer watched with dt_jitterbuffer_watch
+  dt_mid_audio_cb mid_audio;        // NULL, or each section's audio apart (then `audio` is not called)
+  dt_mid_video_cb mid_video;        // NULL, or each section's video frames apart (then `video` is not called)
 } dt_webrtc_callbacks;
 
 static void dt__on_ice_candidate(GstElement *w, guint mline, gchar *candidate, gpointer ud) {
@@ -96,9 +103,50 @@ static void dt__on_new_jitterbuffer(GstElement *rtpbin, GstElement *jitterbuffer
   if (c->jitterbuffer) c->jitterbuffer(c->ctx, jitterbuffer, ssrc);
 }
 
-static void dt__on_video_handoff(GstElement *sink, GstBuffer *buffer, GstPad *pad, gpointer ud) {
-  (void)sink;
-  dt_webrtc_callbacks *c = (dt_webrtc_callbacks *)ud;
+// The m-section a remote pad of webrtcbin belongs to, for the handoffs of its branch.
+typedef struct dt__section {
+  dt_webrtc_callbacks *c;
+  gchar *mid;
+} dt__section;
+
+static void dt__section_free(gpointer data, GClosure *closure) {
+  (void)closure;
+  dt__section *section = (dt__section *)data;
+  g_free(section->mid);
+  g_free(section);
+}
+
+/// The mid of the transceiver behind one of webrtcbin's src pads (g_malloc'd), or NULL.
+static gchar *dt__pad_mid(GstPad *pad) {
+  GstWebRTCRTPTransceiver *transceiver = NULL;
+  if (!g_object_class_find_property(G_OBJECT_GET_CLASS(pad), "transceiver")) return NULL;
+  g_object_get(pad, "transceiver", &transceiver, NULL);
+  if (!transceiver) return NULL;
+  gchar *mid = NULL;
+  g_object_get(transceiver, "mid", &mid, NULL);
+  gst_object_unref(transceiver);
+  return mid;
+}
+
+static void dt__on_section_handoff(GstElement *sink, GstBuffer *buffer, GstPad *pad, gpointer ud) {
+  (void)pad;
+  dt__section *section = (dt__section *)ud;
+  guint64 now = GST_CLOCK_TIME_NONE;
+  GstClock *clock = gst_element_get_clock(sink);
+  if (clock) {
+    now = gst_clock_get_time(clock);
+    gst_object_unref(clock);
+  }
+  GstMapInfo map;
+  if (gst_buffer_map(buffer, &map, GST_MAP_READ)) {
+    section->c->mid_audio(section->c->ctx, section->mid, map.data, map.size, now);
+    gst_buffer_unmap(buffer, &map);
+  }
+}
+
+/// A decoded frame's size and mean colour (sampled every 8th pixel).
+static void dt__frame_colour(GstBuffer *buffer, GstPad *pad, gint *out_width, gint *out_height, guint *red,
+                             guint *green, guint *blue) {
   gint width = 0, height = 0;
   GstCaps *caps = gst_pad_get_current_caps(pad);
   if (caps) {
@@ -122,7 +170,29 @@ static void dt__on_video_handoff(GstElement *sink, GstBuffer *buffer, GstPad *pa
     }
     gst_buffer_unmap(buffer, &map);
   }
-  if (c->video) c->video(c->ctx, width, height, n ? (guint)(r / n) : 0, n ? (guint)(g / n) : 0, n ? (guint)(b / n) : 0);
+  *out_width = width;
+  *out_height = height;
+  *red = n ? (guint)(r / n) : 0;
+  *green = n ? (guint)(g / n) : 0;
+  *blue = n ? (guint)(b / n) : 0;
+}
+
+static void dt__on_section_video_handoff(GstElement *sink, GstBuffer *buffer, GstPad *pad, gpointer ud) {
+  (void)sink;
+  dt__section *section = (dt__section *)ud;
+  gint width = 0, height = 0;
+  guint r = 0, g = 0, b = 0;
+  dt__frame_colour(buffer, pad, &width, &height, &r, &g, &b);
+  section->c->mid_video(section->c->ctx, section->mid, width, height, r, g, b);
+}
+
+static void dt__on_video_handoff(GstElement *sink, GstBuffer *buffer, GstPad *pad, gpointer ud) {
+  (void)sink;
+  dt_webrtc_callbacks *c = (dt_webrtc_callbacks *)ud;
+  gint width = 0, height = 0;
+  guint r = 0, g = 0, b = 0;
+  dt__frame_colour(buffer, pad, &width, &height, &r, &g, &b);
+  if (c->video) c->video(c->ctx, width, height, r, g, b);
 }
 
 // Remote RTP pads: audio is depayloaded, decoded and handed to `audio`; VP8 and H.264 video
@@ -188,11 +258,22 @@ static void dt__on_pad_added(GstElement *w, GstPad *pad, gpointer ud) {
   }
   if (audio || vp8 || h264) {
     GstElement *out = gst_bin_get_by_name(GST_BIN(bin), "out");
-    if (out) {
+    gboolean by_section = audio ? c->mid_audio != NULL : c->mid_video != NULL;
+    gchar *mid = by_section ? dt__pad_mid(pad) : NULL;
+    if (out && mid) {
+      // Each section's media apart: the handoff knows its mid (freed with the handler).
+      dt__section *section = g_new0(dt__section, 1);
+      section->c = c;
+      section->mid = mid;
+      g_signal_connect_data(out, "handoff",
+                            G_CALLBACK(audio ? dt__on_section_handoff : dt__on_section_video_handoff), section,
+                            dt__section_free, (GConnectFlags)0);
+    } else if (out) {
+      g_free(mid);
       g_signal_connect_data(out, "handoff", G_CALLBACK(audio ? dt__on_handoff : dt__on_video_handoff), c, NULL,
                             (GConnectFlags)0);
-      gst_object_unref(out);
     }
+    if (out) gst_object_unref(out);
   }
   GstObject *parent = gst_object_get_parent(GST_OBJECT(w));
   if (!parent) { gst_object_unref(bin); return; }

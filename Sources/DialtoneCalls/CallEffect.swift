@@ -36,8 +36,9 @@ package enum CallEffect: Sendable, Equatable {
 package enum SFUCommand: Sendable, Equatable {
   /// A group call started: make its room.
   case open(callId: CallID, video: Bool)
-  /// A device joined the call: give it a way into the room.
-  case join(callId: CallID, participant: Identity)
+  /// A device joined the call: give it a way into the room. `multistream`: it asked to receive
+  /// everyone on one subscriber connection (protocol.md 20.9).
+  case join(callId: CallID, participant: Identity, multistream: Bool = false)
   /// A device left the call (or its grace ran out): take it out of the room.
   case leave(callId: CallID, participant: Identity)
   /// The call ended: close the room.
@@ -47,7 +48,7 @@ package enum SFUCommand: Sendable, Equatable {
 
   package var callId: CallID {
     switch self {
-    case .open(let id, _), .join(let id, _), .leave(let id, _), .close(let id), .signal(let id, _, _): return id
+    case .open(let id, _), .join(let id, _, _), .leave(let id, _), .close(let id), .signal(let id, _, _): return id
     }
   }
 }

@@ -173,7 +173,7 @@ package struct GroupCallRouter {
     case .roomJoin(let m): return joinRoom(m, id: id, from: who, now: now)
     case .groupRinging(let m): return ringing(m.callId, id: id, from: who)
     case .groupDecline(let m): return decline(m.callId, id: id, from: who, now: now)
-    case .groupJoin(let m): return join(m.callId, id: id, from: who, now: now)
+    case .groupJoin(let m): return join(m.callId, id: id, from: who, now: now, multistream: m.multistream)
     case .groupLeave(let m): return leave(m.callId, id: id, from: who, now: now)
     case .groupEnd(let m): return end(m.callId, id: id, from: who, now: now)
     case .getGroup(let m):
@@ -225,7 +225,8 @@ package struct GroupCallRouter {
     call.silenced = Set(invited.filter(blockedBy))
     calls[call.id] = call
     var effects: [CallEffect] = [
-      .sfu(.open(callId: call.id, video: call.video)), .sfu(.join(callId: call.id, participant: who)),
+      .sfu(.open(callId: call.id, video: call.video)),
+      .sfu(.join(callId: call.id, participant: who, multistream: m.multistream)),
     ]
     for userId in invited {
       // A silenced member still times out, so the creator sees what an unanswered ring looks like.
@@ -380,7 +381,7 @@ package struct GroupCallRouter {
 
   private mutating func joinRoom(_ m: ClientMessage.RoomJoin, id: String, from who: Identity, now: Date) -> Outcome {
     if let callId = rooms[m.room], calls[callId] != nil {
-      return join(callId, id: id, from: who, now: now, byRoomName: true)
+      return join(callId, id: id, from: who, now: now, byRoomName: true, multistream: m.multistream)
     }
     let callId = m.callId ?? CallIDRules.generate()
     if calls[callId] != nil { return error(id, callId, .conflict, "callId is already used by another call") }
@@ -397,7 +398,10 @@ package struct GroupCallRouter {
     rooms[m.room] = callId
     return Outcome(
       reply: ack(id, call),
-      effects: [.sfu(.open(callId: callId, video: m.video)), .sfu(.join(callId: callId, participant: who))])
+      effects: [
+        .sfu(.open(callId: callId, video: m.video)),
+        .sfu(.join(callId: callId, participant: who, multistream: m.multistream)),
+      ])
   }
 
   private mutating func ringing(_ callId: CallID, id: String, from who: Identity) -> Outcome {
@@ -427,9 +431,10 @@ package struct GroupCallRouter {
 
   /// `byRoomName`: the device named the room (`room-join`). Only then may a user who is not a
   /// member yet come in: a room's call id lets members back in, never anyone else (18.2).
-  private mutating func join(_ callId: CallID, id: String, from who: Identity, now: Date, byRoomName: Bool = false)
-    -> Outcome
-  {
+  /// `multistream`: the device asked for one subscriber connection (20.9).
+  private mutating func join(
+    _ callId: CallID, id: String, from who: Identity, now: Date, byRoomName: Bool = false, multistream: Bool = false
+  ) -> Outcome {
     guard var call = calls[callId], !call.silenced.contains(who.userId) else { return notFound(id, callId) }
     var i = call.index(of: who.userId)
     if i == nil, byRoomName, call.room != nil, call.phase != .ended {
@@ -467,7 +472,7 @@ package struct GroupCallRouter {
       .send(
         .groupEnded(.init(callId: callId, reason: .joinedElsewhere, from: who.peer)),
         to: .user(userId: who.userId, exceptDevice: who.deviceId)))
-    effects.append(.sfu(.join(callId: callId, participant: who)))
+    effects.append(.sfu(.join(callId: callId, participant: who, multistream: multistream)))
     effects += updates(call)
     return Outcome(reply: ack(id, call), effects: effects)
   }

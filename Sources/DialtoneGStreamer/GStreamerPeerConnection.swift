@@ -67,6 +67,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private let remoteCandidateSink: AsyncStream<IceCandidate>.Continuation
   private let media: GStreamerMedia
   private let certificate: Certificate?
+  /// A group call's single subscriber connection: who each section carries.
+  let sections: GStreamerSections?
 
   private let pipeline: UnsafeMutablePointer<GstElement>
   private let webrtc: UnsafeMutablePointer<GstElement>
@@ -157,10 +159,11 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
 
   /// Builds and starts the pipeline; `configure` must follow before the first offer or
   /// remote description (the factory builds connections ahead of calls, before it knows them).
-  init(video: Bool, media: GStreamerMedia, certificate: Certificate?) throws {
+  init(video: Bool, media: GStreamerMedia, certificate: Certificate?, sections: GStreamerSections? = nil) throws {
     GStreamerRuntime.ensureInitialised()
     self.media = media
     self.certificate = certificate
+    self.sections = sections
     audioProfile = media.audioProfile
     jitterTarget = JitterBufferTarget(fixedMs: media.fixedJitterBufferMs)
     sendingCodec = media.videoCodec
@@ -241,7 +244,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     var table = dt_webrtc_callbacks(
       ctx: retained.toOpaque(), candidate: onCandidate, state: onState, channel: onChannel,
       audio: onAudio, error: onError, video: onVideo, record_video: onRecording, jitterbuffer: onJitterBuffer,
-      arrival: onArrival)
+      arrival: onArrival, mid_audio: sections == nil ? nil : onSectionAudio,
+      mid_video: sections == nil ? nil : onSectionVideo)
     callbacks = dt_webrtc_connect(pipeline, webrtc, &table)
     // PAUSED, not PLAYING: the live source sends nothing yet, so no payload type is fixed on
     // webrtcbin's sink pad before the first description (an answer must use the offerer's).
@@ -255,7 +259,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   /// first offer carries a data channel. Set before the first offer or remote description.
   /// `recording` names the file for the remote video when it first arrives (nil: none).
   func configure(_ configuration: PeerConnectionConfiguration, recording: (@Sendable () -> String)? = nil) {
-    let group = configuration.remoteParticipant != nil || configuration.sendOnly
+    let group = configuration.remoteParticipant != nil || configuration.sendOnly || configuration.multistream
     let red = lock.withLock { () -> Bool in
       wantsDataChannel = configuration.dataChannel
       mediaHeld = configuration.mediaHeld
@@ -284,7 +288,9 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
 
   public func createAnswer() async throws -> SessionDescription {
     try play()
-    return withAudioRules(try await describeWithOurFingerprint("answer") { dt_webrtc_create_answer(self.webrtc, $0) })
+    let answer = withAudioRules(
+      try await describeWithOurFingerprint("answer") { dt_webrtc_create_answer(self.webrtc, $0) })
+    return sections?.wire(answer: answer) ?? answer
   }
 
   /// Dialtone's audio rules (`AudioSDP`) on a description webrtcbin made.
@@ -311,6 +317,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
 
   public func setLocalDescription(_ description: SessionDescription, kind: SessionDescriptionKind) async throws {
     try play()
+    let description = kind == .answer ? sections?.local(answer: description) ?? description : description
     try await apply(description, kind: kind, local: true)
     if kind == .answer { settleRedundancy(answer: description.sdp) }
   }
@@ -415,12 +422,17 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   }
 
   public func setRemoteDescription(_ description: SessionDescription, kind: SessionDescriptionKind) async throws {
+    let description = kind == .offer ? sections?.remote(offer: description) ?? description : description
     if description.sdp.contains("a=candidate:") {
       let now = secondsSinceStartDuration()
       lock.withLock { tcpFallback.remoteDescriptionHadCandidates(at: now) }
       armTCPFallback()
     }
-    if kind == .offer, let (codec, pt) = VideoCodec.choice(in: description.sdp, preferring: media.videoCodec) {
+    // (A single subscriber connection answers every section from the offer as it is: its
+    // transceivers are all the offer's, created from it.)
+    if kind == .offer, sections == nil,
+      let (codec, pt) = VideoCodec.choice(in: description.sdp, preferring: media.videoCodec)
+    {
       let twcc = VideoCodec.transportWideCCID(in: description.sdp)
       if hasCamera {
         try await useVideoCodec(codec, payloadType: pt, transportWideCCID: twcc)
@@ -431,7 +443,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     }
     // The offerer's Opus payload type (aiortc's is 96) must be ours before the offer is
     // applied, or webrtcbin answers from a new receive-only transceiver instead of ours.
-    if kind == .offer, let pt = GStreamerMedia.opusPayloadType(in: description.sdp) {
+    if kind == .offer, sections == nil, let pt = GStreamerMedia.opusPayloadType(in: description.sdp) {
       useOpusPayloadType(pt)
       // webrtcbin matches the offer against what its sink pad already negotiated: wait (a frame
       // or two) until the new payload type got there.
@@ -607,7 +619,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     lock.withLock { recordingName }?()
   }
 
-  fileprivate func remoteVideoFrame(width: Int, height: Int, red: Int, green: Int, blue: Int) {
+  func remoteVideoFrame(width: Int, height: Int, red: Int, green: Int, blue: Int) {
     let seconds = secondsSinceStart()
     let first = lock.withLock { () -> Bool in
       freezeCounter.frame(at: seconds)
@@ -999,8 +1011,9 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   }
 
   /// Each decoded buffer (50 a second): one lock, and a copy only when someone records.
-  /// `now`: clock time (ns), `UInt64.max` when unknown.
-  fileprivate func remoteAudio(_ samples: UnsafeRawBufferPointer, now: UInt64) {
+  /// `now`: clock time (ns), `UInt64.max` when unknown. `sink`: where it goes instead of the
+  /// media's `remoteAudio` (a section's participant, `GStreamerSections`).
+  func remoteAudio(_ samples: UnsafeRawBufferPointer, now: UInt64, to sink: (@Sendable (RemoteAudio) -> Void)? = nil) {
     let (first, resumed, playoutDelayMs) = lock.withLock { () -> (Bool, Bool, Int) in
       let instant = ContinuousClock.now
       lastAudioAt = instant
@@ -1013,7 +1026,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     }
     if first { milestoneSink.yield(.firstAudio) }
     if resumed { stateSink.yield(.connected) }
-    guard let record = media.remoteAudio else { return }
+    guard let record = sink ?? media.remoteAudio else { return }
     record(
       RemoteAudio(
         samples: Data(samples), arrived: now != UInt64.max ? now : RemoteAudio.clockNow(),

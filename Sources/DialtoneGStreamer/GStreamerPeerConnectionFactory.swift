@@ -31,6 +31,17 @@ public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, Sendab
   }
 
   public func makePeerConnection(_ configuration: PeerConnectionConfiguration) async throws -> any PeerConnection {
+    if configuration.multistream {
+      // A group call's single subscriber connection: receive-only, every section from the
+      // SFU's offers (nothing reserved), each section's media to its participant.
+      await GStreamerRuntime.prepare()
+      let connection = try await Self.build(
+        video: false, media: media.receivingSections(),
+        sections: GStreamerSections(participantAudio: media.participantAudio))
+      connection.configure(configuration)
+      createdSink.yield(connection)
+      return connection
+    }
     if let participant = configuration.remoteParticipant {
       // A group call's receive-only stream: its own media settings, so no spare fits.
       await GStreamerRuntime.prepare()
@@ -107,12 +118,15 @@ public final class GStreamerPeerConnectionFactory: PeerConnectionFactory, Sendab
   /// Builds a pipeline on a thread of its own: building one blocks for tens of milliseconds
   /// (more under load), and a device joining a group call builds several at once; on Swift's
   /// cooperative threads that would stall every other task of the process meanwhile.
-  static func build(video: Bool, media: GStreamerMedia) async throws -> GStreamerPeerConnection {
+  static func build(video: Bool, media: GStreamerMedia, sections: GStreamerSections? = nil) async throws
+    -> GStreamerPeerConnection
+  {
     try await withCheckedThrowingContinuation { continuation in
       DispatchQueue.global(qos: .userInitiated).async {
         continuation.resume(
           with: Result {
-            try GStreamerPeerConnection(video: video, media: media, certificate: Self.makeCertificate())
+            try GStreamerPeerConnection(
+              video: video, media: media, certificate: Self.makeCertificate(), sections: sections)
           })
       }
     }

@@ -175,7 +175,7 @@ public enum ClientMessage: Sendable, Equatable {
   /// A member declines the ring (for all of the member's devices).
   case groupDecline(CallAction)
   /// A member's device joins the call (answering the ring, or later while the call lasts).
-  case groupJoin(CallAction)
+  case groupJoin(GroupJoin)
   /// A participant leaves; the call goes on for the others.
   case groupLeave(CallAction)
   /// The creator ends the call for everyone (before anyone joined: cancels it).

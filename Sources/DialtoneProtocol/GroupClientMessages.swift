@@ -8,12 +8,17 @@ extension ClientMessage {
     public var members: [String]
     public var video: Bool
     public var title: String?
+    /// The creator's device receives everyone on one subscriber connection (20.9).
+    public var multistream: Bool
 
-    public init(callId: CallID, members: [String], video: Bool = false, title: String? = nil) {
+    public init(
+      callId: CallID, members: [String], video: Bool = false, title: String? = nil, multistream: Bool = false
+    ) {
       self.callId = callId
       self.members = members
       self.video = video
       self.title = title
+      self.multistream = multistream
     }
 
     public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", members: []) }
@@ -21,8 +26,28 @@ extension ClientMessage {
     public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
       try c.string("callId", &callId, .callId)
       try c.strings("members", &members, acceptSingle: false, nonEmpty: true)
+      try c.flag("multistream", &multistream)
       try c.string("title", &title, .title)
       try c.bool("video", &video, absent: false)
+    }
+  }
+
+  /// `group-join`: `{callId, multistream?}`. The sender's device joins the call.
+  public struct GroupJoin: CallMessageBody, Hashable {
+    public var callId: CallID
+    /// The device receives everyone on one subscriber connection (20.9).
+    public var multistream: Bool
+
+    public init(callId: CallID, multistream: Bool = false) {
+      self.callId = callId
+      self.multistream = multistream
+    }
+
+    public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "") }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+      try c.flag("multistream", &multistream)
     }
   }
 
@@ -69,17 +94,21 @@ extension ClientMessage {
     public var room: String
     public var callId: CallID?
     public var video: Bool
+    /// The device receives everyone on one subscriber connection (20.9).
+    public var multistream: Bool
 
-    public init(room: String, callId: CallID? = nil, video: Bool = false) {
+    public init(room: String, callId: CallID? = nil, video: Bool = false, multistream: Bool = false) {
       self.room = room
       self.callId = callId
       self.video = video
+      self.multistream = multistream
     }
 
     public init(wirePlaceholder _: WirePlaceholder) { self.init(room: "") }
 
     public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
       try c.string("callId", &callId, .callId)
+      try c.flag("multistream", &multistream)
       try c.string("room", &room, .roomName)
       try c.bool("video", &video, absent: false)
     }

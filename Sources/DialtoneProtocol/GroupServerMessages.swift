@@ -70,18 +70,23 @@ extension ServerMessage {
     public var sfu: SFUKind
     public var url: String?
     public var token: String?
+    /// Janus: the device's request for one subscriber connection was granted (20.9); the
+    /// others' media comes as `group-offer`s of the stream `subscriber`.
+    public var multistream: Bool
 
-    public init(callId: CallID, sfu: SFUKind, url: String? = nil, token: String? = nil) {
+    public init(callId: CallID, sfu: SFUKind, url: String? = nil, token: String? = nil, multistream: Bool = false) {
       self.callId = callId
       self.sfu = sfu
       self.url = url
       self.token = token
+      self.multistream = multistream
     }
 
     public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", sfu: .janus) }
 
     public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
       try c.string("callId", &callId, .callId)
+      try c.flag("multistream", &multistream)
       try c.enumeration("sfu", &sfu)
       try c.string("token", &token, .sfuCredential)
       try c.string("url", &url, .sfuCredential)
@@ -96,12 +101,17 @@ extension ServerMessage {
     public var sdp: String
     /// Whose media the offered stream carries.
     public var from: Peer?
+    /// The subscriber connection's offer (20.9): whose media each live m-section carries.
+    public var streams: [GroupStreamSection]?
 
-    public init(callId: CallID, stream: String, sdp: String, from: Peer? = nil) {
+    public init(
+      callId: CallID, stream: String, sdp: String, from: Peer? = nil, streams: [GroupStreamSection]? = nil
+    ) {
       self.callId = callId
       self.stream = stream
       self.sdp = sdp
       self.from = from
+      self.streams = streams
     }
 
     public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", stream: "", sdp: "") }
@@ -111,6 +121,7 @@ extension ServerMessage {
       try c.object("from", &from)
       try c.string("sdp", &sdp, .sdp)
       try c.string("stream", &stream, .streamId)
+      try c.objects("streams", &streams)
     }
   }
 

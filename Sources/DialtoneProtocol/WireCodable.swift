@@ -116,6 +116,8 @@ public protocol WireCoder {
   mutating func object<T: WireCodable>(_ key: StaticString, _ value: inout T) throws(Failure)
   mutating func object<T: WireCodable>(_ key: StaticString, _ value: inout T?) throws(Failure)
   mutating func objects<T: WireCodable>(_ key: StaticString, _ value: inout [T]) throws(Failure)
+  /// An optional array of objects: absent means nil; nil is not written.
+  mutating func objects<T: WireCodable>(_ key: StaticString, _ value: inout [T]?) throws(Failure)
   /// An array of integers, each in `range`; absent means empty.
   mutating func integers(_ key: StaticString, _ value: inout [Int64], _ range: ClosedRange<Int64>) throws(Failure)
   /// An array of strings; with `acceptSingle`, a lone string is read as a one-element array.

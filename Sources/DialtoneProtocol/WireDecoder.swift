@@ -204,6 +204,16 @@ public struct WireDecoder: WireCoder {
     value = try self.value(key).map { (index) throws(ProtocolError) -> T in try nested(key, at: index) }
   }
 
+  public mutating func objects<T: WireCodable>(_ key: StaticString, _ value: inout [T]?) throws(ProtocolError) {
+    guard self.value(key) != nil else {
+      value = nil
+      return
+    }
+    var present: [T] = []
+    try objects(key, &present)
+    value = present
+  }
+
   public mutating func objects<T: WireCodable>(_ key: StaticString, _ value: inout [T]) throws(ProtocolError) {
     guard let index = self.value(key) else { throw missing(key) }
     guard tape.kind(index) == .array else { throw wrongType(key, "an array") }

@@ -193,6 +193,11 @@ public struct WireEncoder: WireCoder {
     object(key, &nested)
   }
 
+  public mutating func objects<T: WireCodable>(_ key: StaticString, _ value: inout [T]?) {
+    guard var present = value else { return }
+    objects(key, &present)
+  }
+
   public mutating func objects<T: WireCodable>(_ key: StaticString, _ value: inout [T]) {
     self.key(key)
     out.append(UInt8(ascii: "["))

@@ -84,6 +84,7 @@ actor SoftphoneCall {
   private let video: Bool
   /// The call's latest peer connections, newest last (a few: pre-connect legs, restarts).
   private var connections: [GStreamerPeerConnection] = []
+  private var connectionsMade = 0
   /// Where the call's video arrives: the newest connection that decoded any (a leg that lost
   /// or a connection replaced before media decoded none), else the newest.
   private var videoConnection: GStreamerPeerConnection? {
@@ -149,8 +150,11 @@ actor SoftphoneCall {
       report.mark(m.rawValue, at: instant)
       await markQuality(m, at: instant, on: pc)
       if m == .firstAudio || m == .firstVideoFrame { mediaFlowed = true }
-      // A group call's stream: whose video it is.
-      if m == .firstVideoFrame, let from = remoteStreams.first(where: { $0.connection === pc })?.from {
+      // A group call's stream: whose video it is (not told on a subscriber connection, which
+      // carries several participants).
+      if m == .firstVideoFrame, pc.videoByParticipant().isEmpty,
+        let from = remoteStreams.first(where: { $0.connection === pc })?.from
+      {
         report.mark("first-video-frame \(from.userId)", at: instant)
       }
     case .line(let line):
@@ -169,6 +173,7 @@ actor SoftphoneCall {
     case .group(let event):
       return await groupEvent(event)
     case .connection(let pc):
+      connectionsMade += 1
       connections = Array((connections + [pc]).suffix(8))
     case .legConnected(let device):
       // Pre-connect: this leg is ready, and Answer will only switch media on.
@@ -349,10 +354,15 @@ actor SoftphoneCall {
       }
     case .remoteStreamAdded(_, let from, let connection):
       report.participant(from.userId, "stream")
-      if let pc = connection as? GStreamerPeerConnection {
+      // (A participant who comes back on the single subscriber connection is already listed.)
+      if let pc = connection as? GStreamerPeerConnection,
+        !remoteStreams.contains(where: { $0.from == from && $0.connection === pc })
+      {
         remoteStreams.append((from, pc))
         // Its first frame may have been decoded before this event was handled.
-        if let at = pc.reachedAt(.firstVideoFrame) { report.mark("first-video-frame \(from.userId)", at: at) }
+        if pc.videoByParticipant().isEmpty, let at = pc.reachedAt(.firstVideoFrame) {
+          report.mark("first-video-frame \(from.userId)", at: at)
+        }
       }
     case .remoteStreamState(_, let from, let state):
       if state == .connected { report.mark("connected \(from.userId)") }
@@ -371,7 +381,13 @@ actor SoftphoneCall {
 
   /// What each remote participant's streams decoded so far.
   private var receivedVideo: [(userId: String, video: GStreamerPeerConnection.ReceivedVideo)] {
-    ParticipantVideo.byParticipant(remoteStreams.map { ($0.from, $0.connection.videoReceived()) })
+    ParticipantVideo.byParticipant(
+      remoteStreams.flatMap { stream in
+        // The single subscriber connection carries several participants: each one's own.
+        let sections = stream.connection.videoByParticipant()
+        guard !sections.isEmpty else { return [(stream.from, stream.connection.videoReceived())] }
+        return sections.filter { $0.from == stream.from }
+      })
   }
 
   /// The duration elapsed or ^C: leave (or, with --end-for-all, end for everyone).
@@ -452,7 +468,12 @@ actor SoftphoneCall {
       } else if command == "audio count" {
         let received = participantAudio?.received ?? [:]
         report.event(
-          "audio-count", ["participants": .object(received.mapValues { JSONValue.int(Int64($0)) })],
+          "audio-count",
+          [
+            "participants": .object(received.mapValues { JSONValue.int(Int64($0)) }),
+            // Every peer connection this softphone made (a group call: publisher and receivers).
+            "connections": .int(Int64(connectionsMade)),
+          ],
           text: "audio bytes received: "
             + received.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
       } else if command == "video count" {

@@ -27,6 +27,7 @@ private let media: [CommandOption] = [
   .flag(
     "preconnect", "connect ICE and DTLS while the phone rings, media held until Answer (protocol.md 11; the default)"),
   .flag("no-preconnect", "negotiate nothing before Answer (the flow of clients without pre-connect)"),
+  .flag("multistream", "group calls: receive everyone on one subscriber connection (protocol.md 20.9)"),
   .flag(
     "no-private-preconnect",
     "a ringing callee's leg gathers every candidate, not only TURN relays (the caller then sees its addresses)"),
@@ -80,7 +81,7 @@ private let footer = """
   "hold" / "unhold" (the microphone off, and the other side told), "video count"; any other
   line goes over the data channel. During a group call: "mute",
   "unmute", "video count" (the frames decoded from each participant so far), "audio count"
-  (the bytes of audio decoded from each participant so far), "invite bob,carol" (ring more
+  (the bytes of audio decoded from each participant so far, and the peer connections made), "invite bob,carol" (ring more
   people into the call), "remove bob" (the call's owner takes bob out of it).
   Benchmarks are a separate executable: dialtone-bench.
   """

@@ -90,6 +90,32 @@ struct GroupCallRouterTests {
     #expect(Set(updated.map(\.1)).count == 3)
   }
 
+  /// A device's request for one subscriber connection (protocol.md 20.9) reaches the SFU with
+  /// its join, however it joined: creating, joining, or entering a room by name.
+  @Test func eachJoinCarriesTheDevicesRequestForOneSubscriberConnection() {
+    var router = GroupCallRouter()
+    let create = router.handle(
+      .groupCreate(.init(callId: "g1", members: ["bob", "carol"], multistream: true)), id: "c1", from: alice, now: t0)
+    #expect(
+      sfu(create.effects) == [
+        .open(callId: "g1", video: false), .join(callId: "g1", participant: alice, multistream: true),
+      ])
+    let bob = router.handle(.groupJoin(.init(callId: "g1", multistream: true)), id: "j1", from: bobLaptop, now: at(1))
+    #expect(sfu(bob.effects) == [.join(callId: "g1", participant: bobLaptop, multistream: true)])
+    let carol = Identity(userId: "carol", deviceId: "web", name: nil)
+    let plain = router.handle(.groupJoin(.init(callId: "g1")), id: "j2", from: carol, now: at(2))
+    #expect(sfu(plain.effects) == [.join(callId: "g1", participant: carol, multistream: false)])
+    let room = router.handle(
+      .roomJoin(.init(room: "book-club", callId: "r1", multistream: true)), id: "r", from: bobPhone, now: at(3))
+    #expect(
+      sfu(room.effects) == [
+        .open(callId: "r1", video: false), .join(callId: "r1", participant: bobPhone, multistream: true),
+      ])
+    let second = router.handle(
+      .roomJoin(.init(room: "book-club", multistream: true)), id: "r2", from: alice, now: at(4))
+    #expect(sfu(second.effects) == [.join(callId: "r1", participant: alice, multistream: true)])
+  }
+
   @Test func joiningOnOneDeviceStopsTheUsersOthersAndActivatesTheCall() {
     var router = GroupCallRouter()
     _ = created(&router)
@@ -286,7 +312,7 @@ struct GroupCallRouterTests {
     _ = created(&router)
     let bob = Identity(userId: "bob", deviceId: "phone", name: "Bob")
     let join = router.handle(.groupJoin(.init(callId: "g1")), id: "j1", from: bob, now: at(2))
-    guard case .join(_, let joined) = sfu(join.effects).first,
+    guard case .join(_, let joined, _) = sfu(join.effects).first,
       case .schedule(let timer, _) = router.deviceDisconnected(bob).first
     else {
       Issue.record("no join or no grace")

@@ -4,11 +4,11 @@ import asyncio
 import os
 import signal
 
-from harness import (Janus, MediaNamespace, Server, Softphone, TCPProxy, check, dominant_frequency, tone_levels,
-                     wav_seconds)
+from harness import (Chromium, Janus, MediaNamespace, Server, Softphone, TCPProxy, check, dominant_frequency,
+                     tone_levels, wav_seconds)
 from media_checks import member, near, saw_video
 from call_scenarios import video_count_reply
-from scenarios import scenario
+from scenarios import scenario, time_limit
 
 
 async def group_stack(s, stack, ring_timeout=None, extra=()):
@@ -104,30 +104,33 @@ def saw_colour(peer, sender, colour):
           f"{peer.name}: {sender}'s frames are {rgb}, not {colour}")
 
 
-async def group_video_call(s, stack, cameras, tones):
+async def group_video_call(s, stack, cameras, tones, extra=()):
     """Alice rings the others of `tones` in a video call; the members in `cameras` send that
     solid colour. Returns the peers (Alice first) once each decoded 30 frames from every camera
-    but its own and heard everyone else, and Alice ended the call for everyone (^C)."""
+    but its own and heard everyone else, and Alice ended the call for everyone (^C). `extra`:
+    more flags for every softphone (with `--multistream`, a connection's first frame is not
+    told apart by participant: only the per-participant counts are waited for)."""
     ns, _, server = await group_stack(s, stack)
     names = list(tones)
     members = []
     for name in names[1:]:
         flags = ["--video", cameras[name]] if name in cameras else []
-        peer = member(s, stack, server, ns, name, "--auto", "--tone-frequency", str(tones[name]), *flags,
+        peer = member(s, stack, server, ns, name, "--auto", "--tone-frequency", str(tones[name]), *flags, *extra,
                       record=False)
         await peer.start()
         members.append(peer)
     for peer in members:
         await peer.wait_for("note", text="waiting for a call")
     alice = member(s, stack, server, ns, "alice", "--to", ",".join(names[1:]), "--video", cameras["alice"],
-                   "--tone-frequency", str(tones["alice"]), "--end-for-all", record=False, command="group call")
+                   "--tone-frequency", str(tones["alice"]), "--end-for-all", *extra, record=False,
+                   command="group call")
     await alice.start()
     everyone = [alice, *members]
     for peer in everyone:
         for other in names:
             if not peer.name.startswith(f"{other}-"):
                 await peer.wait_for(f"first-audio {other}", timeout=30)
-                if other in cameras:
+                if other in cameras and "--multistream" not in extra:
                     await peer.wait_for(f"first-video-frame {other}", timeout=30)
     await group_video_flows(everyone, list(cameras))
     alice.proc.send_signal(signal.SIGINT)
@@ -148,6 +151,20 @@ async def group_video_call_of_three_through_janus(s, stack):
     for peer in everyone:
         check(not any(peer.has("participant-video", user=u) for u in cameras if peer.name.startswith(f"{u}-")),
               f"{peer.name} was sent its own video")
+        for other, colour in cameras.items():
+            if not peer.name.startswith(f"{other}-"):
+                saw_colour(peer, other, colour)
+
+
+@scenario
+async def a_group_video_call_on_one_subscriber_connection_each(s, stack):
+    """The video call above with `--multistream` (protocol.md 20.9): each device receives both
+    others' audio and VP8 video on its one subscriber connection, each participant's frames
+    kept apart by section, at the sender's resolution and in the sender's colour."""
+    cameras = {"alice": "red", "bob": "green", "carol": "blue"}
+    everyone = await group_video_call(s, stack, cameras, {"alice": 550, "bob": 440, "carol": 660},
+                                      extra=("--multistream",))
+    for peer in everyone:
         for other, colour in cameras.items():
             if not peer.name.startswith(f"{other}-"):
                 saw_colour(peer, other, colour)
@@ -402,3 +419,136 @@ async def janus_dying_mid_call_ends_the_call_clearly(s, stack):
     for peer in (alice, bob, carol):
         check(await peer.exit_status(timeout=15) == 6, f"{peer.name} did not end with 6 (failed)")
         check(peer.has("ended", reason="media-failed"), f"{peer.name}: no media-failed")
+
+
+async def hearing_grows(peers_and_others, pause=1.5):
+    """Each (peer, others): `peer` decodes more of each of `others` over `pause` seconds."""
+    before = {peer.name: await audio_counts(peer) for peer, _ in peers_and_others}
+    await asyncio.sleep(pause)
+    after = {peer.name: await audio_counts(peer) for peer, _ in peers_and_others}
+    for peer, others in peers_and_others:
+        for other in others:
+            check(after[peer.name].get(other, 0) > before[peer.name].get(other, 0),
+                  f"{peer.name} does not hear {other} ({before[peer.name]} -> {after[peer.name]})")
+
+
+async def connections_made(peer):
+    """The peer connections a group softphone made so far (publisher and receivers)."""
+    before = peer.count("audio-count")
+    peer.send("audio count")
+    await peer.wait_for("audio-count", times=before + 1, timeout=5)
+    return [e for e in peer.events if e.get("event") == "audio-count"][-1]["connections"]
+
+
+@scenario
+@time_limit(150)
+async def four_on_one_subscriber_connection_each_one_leaves_one_joins(s, stack):
+    """Issue 38 item 2 (protocol.md 20.9): Alice, Bob, Carol and Dave each ask for one
+    subscriber connection (`--multistream`); each hears the three others at their own tone on
+    it. Carol leaves (^C): the others see her stream end on their connection, which Janus
+    renegotiates. Alice rings Eve in mid-call: Eve joins, hears the three, and is heard by them
+    on the same connections (her sections reuse Carol's). Throughout, every device held exactly
+    two peer connections: its publisher and its one subscriber connection."""
+    ns, _, server = await group_stack(s, stack)
+    tones = {"alice": 550, "bob": 440, "carol": 660, "dave": 770, "eve": 880}
+    peers = {name: member(s, stack, server, ns, name, "--auto", "--multistream", "--tone-frequency", str(tone))
+             for name, tone in tones.items() if name != "alice"}
+    for peer in peers.values():
+        await peer.start()
+        await peer.wait_for("note", text="waiting for a call")
+    alice = member(s, stack, server, ns, "alice", "--to", "bob,carol,dave", "--multistream", "--tone-frequency",
+                   str(tones["alice"]), "--duration", "60", "--end-for-all", command="group call")
+    await alice.start()
+    bob, carol, dave, eve = peers["bob"], peers["carol"], peers["dave"], peers["eve"]
+    four = {"alice": alice, "bob": bob, "carol": carol, "dave": dave}
+    for name, peer in four.items():
+        for other in four:
+            if other != name:
+                await peer.wait_for(f"first-audio {other}", timeout=30)
+    for peer in four.values():
+        check(await connections_made(peer) == 2, f"{peer.name} made {await connections_made(peer)} connections, not 2")
+    # A couple of seconds of everyone's tone in every recording before Carol goes.
+    await hearing_grows([(peer, [o for o in four if o != name]) for name, peer in four.items()], pause=2)
+
+    carol.interrupt()
+    check(await carol.exit_status() == 0, "carol's leave did not complete")
+    stayed = {"alice": alice, "bob": bob, "dave": dave}
+    for peer in stayed.values():
+        await peer.wait_for("participant", user="carol", state="left", timeout=10)
+        await peer.wait_for("participant", user="carol", state="stream-ended", timeout=10)
+    await hearing_grows([(peer, [o for o in stayed if o != name]) for name, peer in stayed.items()])
+
+    alice.send("invite eve")
+    await eve.wait_for("start", timeout=10)
+    everyone = {**stayed, "eve": eve}
+    for name, peer in everyone.items():
+        for other in everyone:
+            if other != name:
+                await peer.wait_for(f"first-audio {other}", timeout=30)
+    await hearing_grows([(peer, [o for o in everyone if o != name]) for name, peer in everyone.items()])
+    for peer in everyone.values():
+        check(await connections_made(peer) == 2, f"{peer.name} made {await connections_made(peer)} connections, not 2")
+
+    alice.interrupt()
+    for peer in everyone.values():
+        check(await peer.exit_status() == 0, f"{peer.name} did not complete the call")
+    for listener in everyone:
+        for other in [o for o in tones if o != listener and not (listener == "eve" and o == "carol")]:
+            path = s.file(f"{listener}-{other}.wav")
+            check(os.path.exists(path), f"{listener} recorded nothing from {other}")
+            near(dominant_frequency(path), tones[other], path)
+    check(not os.path.exists(s.file("eve-carol.wav")), "eve was offered carol, who had left")
+
+
+def page_hears(expected):
+    """A predicate on the page's state: its subscriber connection hears each user at its tone."""
+    def check_state(state):
+        heard = (state.get("group") or {}).get("heard") or {}
+        return all(user in heard and abs(heard[user] - tone) <= 8 for user, tone in expected.items())
+    return check_state
+
+
+@scenario
+@time_limit(150)
+async def a_browser_on_one_subscriber_connection_in_a_group_call(s, stack):
+    """The browser page in a group call through Janus (protocol.md 20.9): Carol's page joins
+    Alice's call with Bob (CLIs, `--multistream`) asking for one subscriber connection, hears
+    each of them at their own tone on it and is heard by both. Bob leaves and Alice rings Dave
+    in: the page's connection is renegotiated (Bob's section inactive, then reused for Dave)
+    and it hears Dave; it made exactly two connections, publisher and subscriber."""
+    ns, _, server = await group_stack(s, stack)
+    tones = {"alice": 550, "bob": 440, "carol": 660, "dave": 770}
+    bob = member(s, stack, server, ns, "bob", "--auto", "--multistream", "--tone-frequency", str(tones["bob"]))
+    dave = member(s, stack, server, ns, "dave", "--auto", "--multistream", "--tone-frequency", str(tones["dave"]))
+    for peer in (bob, dave):
+        await peer.start()
+        await peer.wait_for("note", text="waiting for a call")
+    page = stack(await Chromium(s, f"{server.url}/#token={server.token('carol', 'browser')}&answer=auto"
+                                   f"&tone={tones['carol']}", ns.NS).start())
+    await page.wait_for("sign-in", lambda st: st["state"] == "idle")
+    alice = member(s, stack, server, ns, "alice", "--to", "bob,carol", "--multistream", "--tone-frequency",
+                   str(tones["alice"]), "--duration", "60", "--end-for-all", command="group call")
+    await alice.start()
+    state = await page.wait_for("alice and bob on the subscriber connection",
+                                page_hears({"alice": tones["alice"], "bob": tones["bob"]}))
+    check(state["group"]["multistream"], "the server did not grant the page one subscriber connection")
+    for peer in (alice, bob):
+        await peer.wait_for("first-audio carol", timeout=30)
+    await hearing_grows([(alice, ["bob", "carol"]), (bob, ["alice", "carol"])], pause=2)
+
+    bob.interrupt()
+    check(await bob.exit_status() == 0, "bob's leave did not complete")
+    alice.send("invite dave")
+    await dave.wait_for("start", timeout=10)
+    state = await page.wait_for("dave on the renegotiated connection",
+                                page_hears({"alice": tones["alice"], "dave": tones["dave"]}))
+    check(state["group"]["connections"] == 2, f"the page made {state['group']['connections']} connections, not 2")
+    check(state["group"]["receivers"] == 1, f"the page has {state['group']['receivers']} receiving connections")
+    await dave.wait_for("first-audio carol", timeout=30)
+    await hearing_grows([(alice, ["dave", "carol"]), (dave, ["alice", "carol"])], pause=2)
+    alice.interrupt()
+    check(await alice.exit_status() == 0 and await dave.exit_status() == 0, "the call did not complete")
+    await page.wait_for("the end of the call", lambda st: st.get("groupEnded"))
+    for listener in ("alice", "bob", "dave"):
+        path = s.file(f"{listener}-carol.wav")
+        near(dominant_frequency(path), tones["carol"], path)

@@ -28,6 +28,10 @@ import Foundation
 ///   relay candidates only, until `setIceTransportPolicy(.all)` after the answer surfaces the
 ///   host and server-reflexive ones it held back (no ICE restart; it never yields `nil`).
 /// - `canRestartIce` is true: libwebrtc honours `IceRestart` in offers.
+/// - A group call's single subscriber connection (`multistream`, protocol.md 20.9) has no local
+///   track: every section comes from the SFU's offers, and libwebrtc takes their renegotiations
+///   (sections added, made inactive, reused) as they are. Audio of every section plays mixed;
+///   `remoteVideoTrack(of:)` finds a participant's video by the sections of the latest offer.
 public final class WebRTCPeerConnection: NSObject, PeerConnection, @unchecked Sendable {
   public static let dataChannelLabel = "dialtone"
   /// The media stream id of the local tracks.
@@ -58,6 +62,8 @@ public final class WebRTCPeerConnection: NSObject, PeerConnection, @unchecked Se
   /// A pre-connected leg's senders and their tracks (protocol.md 11): a sender without a
   /// track sends no RTP at all until `releaseMedia()` gives it back.
   private var heldSenders: [(sender: RTCRtpSender, track: RTCMediaStreamTrack)] = []
+  /// The subscriber connection: who each section of the latest offer carries.
+  private var remoteSections: [GroupStreamSection] = []
 
   /// - Parameter videoSource: the factory's shared camera source; nil for an audio-only call.
   init(factory: RTCPeerConnectionFactory, videoSource: RTCVideoSource?, configuration: PeerConnectionConfiguration)
@@ -108,9 +114,11 @@ public final class WebRTCPeerConnection: NSObject, PeerConnection, @unchecked Se
     trampoline.target = self
     channelTrampoline.target = self
 
-    // addTrack, not addTransceiver: see the type comment (JSEP section 5.10).
+    // addTrack, not addTransceiver: see the type comment (JSEP section 5.10). A subscriber
+    // connection only receives.
     let streamIds = [Self.streamId]
-    let tracks: [RTCMediaStreamTrack] = [localAudioTrack] + (localVideoTrack.map { [$0] } ?? [])
+    let tracks: [RTCMediaStreamTrack] =
+      configuration.multistream ? [] : [localAudioTrack] + (localVideoTrack.map { [$0] } ?? [])
     for track in tracks {
       let sender = pc.add(track, streamIds: streamIds)
       if configuration.mediaHeld, let sender {
@@ -238,6 +246,19 @@ public final class WebRTCPeerConnection: NSObject, PeerConnection, @unchecked Se
       pc.statistics { report in continuation.resume(returning: Self.entries(report.statistics)) }
     }
     return PeerConnectionStats(folding: entries)
+  }
+
+  public func setRemoteSections(_ sections: [GroupStreamSection]) async {
+    lock.withLock { remoteSections = sections }
+  }
+
+  /// The subscriber connection: `participant`'s video track (attach it to an `RTCMTLVideoView`),
+  /// nil while no section of the latest offer carries their video. A section the SFU reuses
+  /// for someone else keeps its track: look it up again after each `remoteStreamAdded`.
+  public func remoteVideoTrack(of participant: Peer) -> RTCVideoTrack? {
+    let mid = lock.withLock { remoteSections.first { $0.from == participant && $0.kind == .video }?.mid }
+    guard let mid else { return nil }
+    return pc.transceivers.first { $0.mid == mid }?.receiver.track as? RTCVideoTrack
   }
 
   public func close() async {

@@ -22,6 +22,12 @@ public actor CallClient {
     /// Where the calls' logs go (each engine's state changes, incoming calls, glare); give the
     /// `SignalingClient` the same log.
     public var log: Log = .silent
+    /// Group calls through Janus: ask to receive everyone on one subscriber connection
+    /// (`multistream`, protocol.md 20.9) instead of one connection per participant. The
+    /// engine must take remote offers that add, deactivate and reuse m-sections (libwebrtc
+    /// does; so does this package's GStreamer engine). A server that does not grant it (an
+    /// older one) offers one connection per participant as before.
+    public var groupMultistream = false
 
     public init() {}
   }
@@ -180,7 +186,8 @@ public actor CallClient {
   public func joinRoom(_ name: String, video: Bool = false, callId: CallID = CallIDRules.generate()) async throws
     -> GroupCall
   {
-    let reply = try await signaling.request(.roomJoin(.init(room: name, callId: callId, video: video)))
+    let reply = try await signaling.request(
+      .roomJoin(.init(room: name, callId: callId, video: video, multistream: configuration.groupMultistream)))
     switch reply.routed {
     case .session(.ack(let ack)):
       guard let state = ack.group else { throw GroupCallError.unexpectedAnswer("room-join ack without group") }
@@ -229,7 +236,7 @@ public actor CallClient {
     let servers = await iceServers.current()
     let group = GroupCall(
       callId: callId, entry: entry, video: video, iceServers: servers, factory: factory,
-      signaling: SignalingGroupChannel(client: signaling))
+      signaling: SignalingGroupChannel(client: signaling), multistream: configuration.groupMultistream)
     groups[callId] = group
     let replay = unroutedGroupMessages.filter { $0.callId == callId }
     unroutedGroupMessages.removeAll { $0.callId == callId }

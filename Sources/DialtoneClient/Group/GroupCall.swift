@@ -5,10 +5,12 @@ import Foundation
 /// One device's part in a group call, whose media goes through the server's SFU.
 ///
 /// With Janus (proxied) the device has one `publisher` connection that sends its audio (and,
-/// in a video call, its camera), and one receive-only connection per other participant with
-/// that participant's audio and video, offered by the server as `group-offer` (one stream per
-/// connection: webrtcbin 1.22 cannot take new m-lines mid-call). With LiveKit the server hands
-/// over `{url, token}` (`Event.liveKit`) and the app connects LiveKit's SDK.
+/// in a video call, its camera), and receives the others either on one receive-only connection
+/// per other participant (`group-offer` of a `feed-…` stream each), or — `multistream`, when
+/// the server grants it — on one `subscriber` connection whose sections the SFU adds and
+/// deactivates by renegotiating it (protocol.md 20.9). With LiveKit the server hands over
+/// `{url, token}` (`Event.liveKit`) and the app connects LiveKit's SDK, which receives everyone
+/// on one connection of its own.
 ///
 /// The app feeds the call's server messages through `handle(_:)` (`CallClient` does) and
 /// observes `events`.
@@ -36,11 +38,14 @@ public actor GroupCall {
     case participants(GroupCallState)
     /// LiveKit: connect to `url` with `token`.
     case liveKit(url: String, token: String)
-    /// A remote participant's media arrived on its own connection.
+    /// A remote participant's media arrived: on its own connection, or (stream `subscriber`)
+    /// on the single subscriber connection, which then carries several participants (the
+    /// engine was told which of its sections carries whom).
     case remoteStreamAdded(stream: String, from: Peer, connection: any PeerConnection)
     /// A remote stream's connection state changed.
     case remoteStreamState(stream: String, from: Peer, PeerConnectionState)
-    /// A remote participant's stream is gone (they left).
+    /// A remote participant's stream is gone (they left); on the subscriber connection, their
+    /// sections went inactive.
     case remoteStreamRemoved(stream: String, from: Peer)
     /// This device's own publisher connection changed state.
     case publisherState(PeerConnectionState)
@@ -92,14 +97,15 @@ public actor GroupCall {
 
   public init(
     callId: CallID, entry: Entry, video: Bool = false, iceServers: [IceServer], factory: any PeerConnectionFactory,
-    signaling: any GroupSignaling
+    signaling: any GroupSignaling, multistream: Bool = false
   ) {
     self.callId = callId
     self.entry = entry
     self.video = video
     self.factory = factory
     self.signaling = signaling
-    machine = GroupCallMachine(callId: callId, entry: entry, video: video, iceServers: iceServers)
+    machine = GroupCallMachine(
+      callId: callId, entry: entry, video: video, iceServers: iceServers, multistream: multistream)
     (events, eventSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
     (inbox, inboxSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
   }
@@ -184,7 +190,8 @@ public actor GroupCall {
   private static func lane(of effect: Effect) -> Lane {
     switch effect {
     case .makeConnection(let ref, _), .setAudio(let ref, _), .setVideoDirection(let ref, _), .setVideo(let ref, _),
-      .createOffer(let ref), .createAnswer(let ref), .setLocal(let ref, _, _), .setRemote(let ref, _, _),
+      .setRemoteSections(let ref, _), .createOffer(let ref), .createAnswer(let ref), .setLocal(let ref, _, _),
+      .setRemote(let ref, _, _),
       .addCandidate(let ref, _), .close(let ref):
       return .stream(ref)
     case .send, .request, .ask, .settle, .notify, .finish:
@@ -246,6 +253,8 @@ public actor GroupCall {
       await connections[ref]?.pc.setVideoDirection(direction)
     case .setVideo(let ref, let enabled):
       await connections[ref]?.pc.setVideoEnabled(enabled)
+    case .setRemoteSections(let ref, let sections):
+      await connections[ref]?.pc.setRemoteSections(sections)
     case .createOffer(let ref):
       guard let pc = connections[ref]?.pc else { return }
       do { feed(.descriptionCreated(ref, try await pc.createOffer(iceRestart: false))) } catch {

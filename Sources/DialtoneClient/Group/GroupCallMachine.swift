@@ -4,10 +4,12 @@ import DialtoneProtocol
 /// action, a server message, an answer to a request, a peer-connection result or callback) and
 /// returns the effects to run. `GroupCall` runs them and feeds their results back.
 ///
-/// Each stream (the device's own `publisher`, and one receive-only connection per other
-/// participant offered by the SFU) is named by a `StreamRef` (its id and a generation, so a
-/// stream id the SFU reuses is never confused with the one that ended), and its negotiation is
-/// one `Stream.Step`. Candidates on either side wait for the description they belong to (rule 2).
+/// Each stream (the device's own `publisher`, and either one receive-only connection per other
+/// participant offered by the SFU or, when the server granted `multistream`, one `subscriber`
+/// connection carrying everyone, renegotiated by each offer of the SFU) is named by a
+/// `StreamRef` (its id and a generation, so a stream id the SFU reuses is never confused with
+/// the one that ended), and its negotiation is one `Stream.Step`. Candidates on either side
+/// wait for the description they belong to (rule 2).
 public struct GroupCallMachine: Sendable {
   public enum Event: Sendable, Equatable {
     case start
@@ -58,6 +60,9 @@ public struct GroupCallMachine: Sendable {
     case setAudio(StreamRef, Bool)
     case setVideoDirection(StreamRef, MediaDirection)
     case setVideo(StreamRef, Bool)
+    /// The subscriber connection: whose media each m-section carries, from the offer about to
+    /// be applied on.
+    case setRemoteSections(StreamRef, [GroupStreamSection])
     case createOffer(StreamRef)
     case createAnswer(StreamRef)
     case setLocal(StreamRef, SessionDescription, SessionDescriptionKind)
@@ -115,15 +120,32 @@ public struct GroupCallMachine: Sendable {
     }
 
     let ref: StreamRef
-    /// The participant whose media it carries (nil: this device's publisher).
+    /// The participant whose media it carries (nil: this device's publisher, or the subscriber
+    /// connection).
     let from: Peer?
+    /// The single subscriber connection (20.9): everyone's media, renegotiated by each offer.
+    var subscriber = false
+    /// The subscriber connection: whose media its applied offer carries, by mid.
+    var sections: [GroupStreamSection] = []
+    /// The subscriber connection: the sections of `offer`.
+    var offeredSections: [GroupStreamSection] = []
     var step = Step.making
     /// Remote candidates, until the SFU's description is applied.
     var remoteCandidates: [IceCandidate]? = []
     /// Local candidates (nil: gathering done), until our description has gone out.
     var localCandidates: [IceCandidate?]? = []
-    /// Remote: the SFU's offer, applied once the connection exists.
+    /// Remote: the SFU's offer, applied once the connection exists (the subscriber's: once
+    /// the one before it is answered).
     var offer: SessionDescription?
+
+    /// This device's own publisher (which offers; every other stream answers).
+    var isPublisher: Bool { from == nil && !subscriber }
+
+    /// The participants the subscriber connection carries, in the order of their first section.
+    var participants: [Peer] {
+      var seen: Set<Peer> = []
+      return sections.map(\.from).filter { seen.insert($0).inserted }
+    }
   }
 
   public static let publisherStream = "publisher"
@@ -131,6 +153,8 @@ public struct GroupCallMachine: Sendable {
   public let callId: CallID
   public let entry: GroupCall.Entry
   public let video: Bool
+  /// Ask for one subscriber connection (20.9) when joining or creating.
+  public let multistream: Bool
   private let iceServers: [IceServer]
   var phase: Phase
   public private(set) var group: GroupCallState?
@@ -141,10 +165,13 @@ public struct GroupCallMachine: Sendable {
   var streams: [String: Stream] = [:]
   private var generations = 0
 
-  public init(callId: CallID, entry: GroupCall.Entry, video: Bool, iceServers: [IceServer]) {
+  public init(
+    callId: CallID, entry: GroupCall.Entry, video: Bool, iceServers: [IceServer], multistream: Bool = false
+  ) {
     self.callId = callId
     self.entry = entry
     self.video = video
+    self.multistream = multistream
     self.iceServers = iceServers
     if case .invited(let invite) = entry {
       phase = .ringing
@@ -180,7 +207,7 @@ public struct GroupCallMachine: Sendable {
     case .start: return start()
     case .join:
       guard phase == .ringing else { return [] }
-      return request(.groupJoin(.init(callId: callId)))
+      return request(.groupJoin(.init(callId: callId, multistream: multistream)))
     case .decline:
       guard phase == .ringing else { return [] }
       return leave(with: .groupDecline(.init(callId: callId)))
@@ -225,14 +252,14 @@ public struct GroupCallMachine: Sendable {
       guard var stream = stream(ref), stream.step == .creating else { return [] }
       stream.step = .settingLocal(description)
       streams[ref.id] = stream
-      return [.setLocal(ref, description, stream.from == nil ? .offer : .answer)]
+      return [.setLocal(ref, description, stream.isPublisher ? .offer : .answer)]
     case .localDescriptionSet(let ref):
       return localDescriptionSet(ref)
     case .remoteDescriptionSet(let ref):
       return remoteDescriptionSet(ref)
     case .descriptionFailed(let ref, let why):
       guard let stream = stream(ref) else { return [] }
-      if stream.from == nil, stream.step == .applyingRemote {
+      if stream.isPublisher, stream.step == .applyingRemote {
         return [.notify(.error("the SFU's answer was refused: \(why)"))]
       }
       return [.notify(.error(Self.failure(of: stream, why)))]
@@ -240,6 +267,9 @@ public struct GroupCallMachine: Sendable {
       return localCandidate(ref, candidate)
     case .connectionState(let ref, let state):
       guard let stream = stream(ref) else { return [] }
+      if stream.subscriber {
+        return stream.participants.map { .notify(.remoteStreamState(stream: ref.id, from: $0, state)) }
+      }
       guard let from = stream.from else { return [.notify(.publisherState(state))] }
       return [.notify(.remoteStreamState(stream: ref.id, from: from, state))]
     }
@@ -251,13 +281,15 @@ public struct GroupCallMachine: Sendable {
     switch entry {
     case .create(let members, let title):
       guard phase == .joining, joinedAs == nil else { return [] }
-      return request(.groupCreate(.init(callId: callId, members: members, video: video, title: title)))
+      return request(
+        .groupCreate(
+          .init(callId: callId, members: members, video: video, title: title, multistream: multistream)))
     case .invited:
       guard phase == .ringing else { return [] }
       return [.send(.groupRinging(.init(callId: callId)))]
     case .join:
       guard phase == .joining, joinedAs == nil else { return [] }
-      return request(.groupJoin(.init(callId: callId)))
+      return request(.groupJoin(.init(callId: callId, multistream: multistream)))
     case .joinedRoom(let state):
       guard phase == .joining else { return [] }
       group = state
@@ -337,10 +369,12 @@ public struct GroupCallMachine: Sendable {
     case .groupMedia(let m):
       return mediaReady(m)
     case .groupAnswer(let m):
-      guard var stream = streams[m.stream], stream.from == nil, stream.step == .awaitingAnswer else { return [] }
+      guard var stream = streams[m.stream], stream.isPublisher, stream.step == .awaitingAnswer else { return [] }
       stream.step = .applyingRemote
       streams[m.stream] = stream
       return [.setRemote(stream.ref, SessionDescription(sdp: m.sdp), .answer)]
+    case .groupOffer(let m) where m.stream == GroupSubscription.stream:
+      return subscriberOffer(m)
     case .groupOffer(let m):
       guard let from = m.from, streams[m.stream] == nil else { return [] }
       var stream = Stream(ref: nextRef(m.stream), from: from)
@@ -361,8 +395,8 @@ public struct GroupCallMachine: Sendable {
       guard let stream = streams.removeValue(forKey: m.stream) else { return [] }
       // A stream whose connection is still being made closes once it is (connectionMade).
       guard stream.step != .making else { return [] }
-      return [.close(stream.ref)]
-        + (stream.from.map { [.notify(.remoteStreamRemoved(stream: m.stream, from: $0))] } ?? [])
+      let gone = stream.subscriber ? stream.participants : (stream.from.map { [$0] } ?? [])
+      return [.close(stream.ref)] + gone.map { .notify(.remoteStreamRemoved(stream: m.stream, from: $0)) }
     case .groupEnded(let m):
       return finish(m.reason)
     }
@@ -389,6 +423,11 @@ public struct GroupCallMachine: Sendable {
 
   private mutating func connectionMade(_ ref: StreamRef) -> [Effect] {
     guard var stream = stream(ref), stream.step == .making else { return [.close(ref)] }  // it ended meanwhile
+    if stream.subscriber {
+      stream.step = .ready
+      streams[ref.id] = stream
+      return applyOffer(ref)
+    }
     stream.step = stream.from == nil ? .creating : .applyingRemote
     var effects: [Effect]
     if let from = stream.from {
@@ -413,7 +452,7 @@ public struct GroupCallMachine: Sendable {
   private mutating func localDescriptionSet(_ ref: StreamRef) -> [Effect] {
     guard var stream = stream(ref), case .settingLocal(let description) = stream.step else { return [] }
     var effects: [Effect]
-    if stream.from == nil {
+    if stream.isPublisher {
       stream.step = .awaitingAnswer
       effects = [.send(.groupOffer(.init(callId: callId, stream: ref.id, sdp: description.sdp)))]
     } else {
@@ -424,6 +463,8 @@ public struct GroupCallMachine: Sendable {
     effects += (stream.localCandidates ?? []).map { candidateMessage($0, ref) }
     stream.localCandidates = nil
     streams[ref.id] = stream
+    // The subscriber's next offer, if one came while this one was negotiated.
+    if stream.subscriber { effects += applyOffer(ref) }
     return effects
   }
 
@@ -431,7 +472,7 @@ public struct GroupCallMachine: Sendable {
     guard var stream = stream(ref), stream.step == .applyingRemote else { return [] }
     var effects = (stream.remoteCandidates ?? []).map { Effect.addCandidate(ref, $0) }
     stream.remoteCandidates = nil
-    if stream.from == nil {
+    if stream.isPublisher {
       stream.step = .ready
     } else {
       stream.step = .creating
@@ -465,7 +506,49 @@ public struct GroupCallMachine: Sendable {
     return StreamRef(id: id, generation: generations)
   }
 
+  // MARK: The subscriber connection (20.9)
+
+  /// An offer of the single subscriber connection: the first makes the connection, each later
+  /// one renegotiates it (applied once the one before is answered; the server sends none before
+  /// that, and only the latest counts if it did).
+  private mutating func subscriberOffer(_ m: ServerMessage.GroupDescription) -> [Effect] {
+    let offer = SessionDescription(sdp: m.sdp)
+    let sections = m.streams ?? []
+    if var stream = streams[m.stream] {
+      guard stream.subscriber else { return [] }
+      stream.offer = offer
+      stream.offeredSections = sections
+      streams[m.stream] = stream
+      return stream.step == .ready ? applyOffer(stream.ref) : []
+    }
+    var stream = Stream(ref: nextRef(m.stream), from: nil)
+    stream.subscriber = true
+    stream.offer = offer
+    stream.offeredSections = sections
+    streams[m.stream] = stream
+    return [
+      .makeConnection(stream.ref, PeerConnectionConfiguration(iceServers: iceServers, video: video, multistream: true))
+    ]
+  }
+
+  /// Applies the subscriber's waiting offer, if any: the engine learns the new sections first,
+  /// the app the participants that came and went.
+  private mutating func applyOffer(_ ref: StreamRef) -> [Effect] {
+    guard var stream = stream(ref), stream.step == .ready, let offer = stream.offer else { return [] }
+    let before = stream.participants
+    stream.offer = nil
+    stream.sections = stream.offeredSections
+    stream.step = .applyingRemote
+    streams[ref.id] = stream
+    let after = stream.participants
+    return [.setRemoteSections(ref, stream.sections)]
+      + before.filter { !after.contains($0) }.map { .notify(.remoteStreamRemoved(stream: ref.id, from: $0)) }
+      + after.filter { !before.contains($0) }.map { .notify(.remoteStreamAdded(ref, from: $0)) }
+      + [.setRemote(ref, offer, .offer)]
+  }
+
   private static func failure(of stream: Stream, _ why: String) -> String {
+    if stream.subscriber { return "could not receive the others: \(why)" }
     guard let from = stream.from else { return "could not publish: \(why)" }
     return "could not receive \(from.userId): \(why)"
   }

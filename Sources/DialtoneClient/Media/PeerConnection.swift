@@ -136,6 +136,11 @@ public protocol PeerConnection: AnyObject, Sendable {
   /// the call to a direct pair without an ICE restart. webrtcbin 1.22 cannot: libnice gathered
   /// relay candidates only, so such a connection stays on its relay for its life.
   func setIceTransportPolicy(_ policy: IceTransportPolicy) async
+  /// A group call's single subscriber connection (`multistream`): whose media each m-section
+  /// of the offer about to be applied carries (sections not listed are inactive). An engine
+  /// that keeps each participant's media apart routes what arrives on a mid by this; the map
+  /// changes with every offer, and a mid may carry someone else after a renegotiation.
+  func setRemoteSections(_ sections: [GroupStreamSection]) async
 
   func stats() async -> PeerConnectionStats
   /// Closes the connection; idempotent.
@@ -156,6 +161,11 @@ public struct PeerConnectionConfiguration: Sendable, Equatable {
   /// own streams), so without a camera it has no video section at all. An SFU rejects a video
   /// section with nothing to send, and webrtcbin 1.22 cannot take an answer that rejects one.
   public var sendOnly: Bool
+  /// Set for a group call's single subscriber connection (protocol.md 20.9): receive-only, it
+  /// takes every section the SFU offers, and the SFU renegotiates it (new sections as
+  /// participants arrive, inactive ones as they leave, reused later). Its sections' owners come
+  /// with `setRemoteSections(_:)`.
+  public var multistream = false
   /// A pre-connected leg (protocol.md 11): ICE and DTLS go ahead, but no media is sent, from
   /// the source (no RTP carrying audio or video at all, not silence), until `releaseMedia()`.
   public var mediaHeld = false
@@ -165,13 +175,14 @@ public struct PeerConnectionConfiguration: Sendable, Equatable {
 
   public init(
     iceServers: [IceServer], video: Bool, dataChannel: Bool = false, remoteParticipant: Peer? = nil,
-    sendOnly: Bool = false
+    sendOnly: Bool = false, multistream: Bool = false
   ) {
     self.iceServers = iceServers
     self.video = video
     self.dataChannel = dataChannel
     self.remoteParticipant = remoteParticipant
     self.sendOnly = sendOnly
+    self.multistream = multistream
   }
 }
 

@@ -8,9 +8,11 @@ import Foundation
 
 /// Group calls through Janus's VideoRoom plugin, proxied: `dialtone-server` is Janus's only
 /// client. Each call gets a private room (random id, secret and pin nobody else knows); each
-/// joined device a publisher handle, and one subscriber handle per other participant's feed
-/// (webrtcbin 1.22 cannot take new m-lines mid-call, so one stream per connection). The
-/// participant's JSEP and candidates are relayed between its signaling socket and Janus.
+/// joined device a publisher handle, and either one subscriber handle per other participant's
+/// feed (one stream per connection: protocol.md 20.2) or, for a device that asked for it, one
+/// multistream subscriber handle whose subscription grows and shrinks (`JanusSubscriber`,
+/// 20.9). The participant's JSEP and candidates are relayed between its signaling socket and
+/// Janus.
 ///
 /// Commands run in order per call (a chain of tasks per call id), calls independently.
 package actor JanusSFU: SFUBackend {
@@ -43,6 +45,14 @@ package actor JanusSFU: SFUBackend {
     package var published = false
     /// Keyed by the publisher whose feed the subscription receives.
     package var subscriptions: [Identity: Subscription] = [:]
+    /// The device receives everyone on one subscriber connection (20.9).
+    package var multistream = false
+    package var subscriber = JanusSubscriber()
+
+    /// Every Janus handle of the device.
+    package var handles: [UInt64] {
+      [handle] + subscriptions.values.map(\.handle) + (subscriber.handle.map { [$0] } ?? [])
+    }
   }
 
   private struct Room {
@@ -51,6 +61,10 @@ package actor JanusSFU: SFUBackend {
     package let pin: String
     package let video: Bool
     package var participants: [Identity: Participant] = [:]
+    /// The room's dummy publisher (an Opus feed that sends nothing): a single subscriber
+    /// connection subscribes to it while nobody else publishes, so its ICE and DTLS are done
+    /// before the first real feed arrives (then one renegotiation, on the same m-line).
+    package var placeholder: UInt64?
   }
 
   /// What a Janus handle belongs to (for the events Janus sends about it).
@@ -62,6 +76,7 @@ package actor JanusSFU: SFUBackend {
 
   package nonisolated let kind = SFUKind.janus
   private static let publisherStream = "publisher"
+  private static let subscriberStream = GroupSubscription.stream
   /// VideoRoom's JANUS_VIDEOROOM_ERROR_NO_SUCH_FEED.
   private static let noSuchFeed = 428
 
@@ -149,7 +164,7 @@ package actor JanusSFU: SFUBackend {
         for task in pending { await task.value }
         await self.run(command)
       }
-    case .join(let callId, let who):
+    case .join(let callId, let who, _):
       enqueue(ChainKey(callId: callId, participant: who)) { await self.run(command) }
     case .leave(let callId, let who):
       let streams = chains.filter { $0.key.callId == callId && $0.key.participant == who && $0.key.stream != nil }
@@ -189,7 +204,7 @@ package actor JanusSFU: SFUBackend {
     do {
       switch command {
       case .open(let callId, let video): try await open(callId, video: video)
-      case .join(let callId, let who): try await join(callId, who)
+      case .join(let callId, let who, let multistream): try await join(callId, who, multistream: multistream)
       case .leave(let callId, let who): await leave(callId, who)
       case .close(let callId):
         for task in subscriptions.removeValue(forKey: callId) ?? [] { await task.value }
@@ -226,6 +241,9 @@ package actor JanusSFU: SFUBackend {
       throw JanusError.protocolViolation("create room: \(reply.data.serializedString)")
     }
     rooms[callId] = room
+    // Not fatal without it: a single subscriber connection then starts with the first feed.
+    let listed = try? await session.message(manager, ["request": "listparticipants", "room": .int(Int64(room.number))])
+    rooms[callId]?.placeholder = JanusSubscriber.placeholder(in: listed?.data)
   }
 
   /// The video cap Janus asks each publisher of a video call for (REMB): every participant
@@ -241,15 +259,19 @@ package actor JanusSFU: SFUBackend {
   {
     var request: [String: JSONValue] = [
       "request": "create", "room": .int(Int64(room)), "secret": .string(secret), "pin": .string(pin),
-      "is_private": true, "permanent": false, "publishers": .int(Int64(Limits.maxGroupMembers)),
+      "is_private": true, "permanent": false,
+      // Every member, and the placeholder.
+      "publishers": .int(Int64(Limits.maxGroupMembers + 1)),
       "audiocodec": "opus", "videocodec": "vp8", "notify_joining": false,
+      // A placeholder feed for single subscriber connections (JanusSubscriber).
+      "dummy_publisher": true, "dummy_streams": [["codec": "opus"]],
     ]
     if video { request["bitrate"] = .int(Int64(videoBitrate)) }
     if let adminKey { request["admin_key"] = .string(adminKey) }
     return .object(request)
   }
 
-  private func join(_ callId: CallID, _ who: Identity) async throws {
+  private func join(_ callId: CallID, _ who: Identity, multistream: Bool) async throws {
     guard let room = rooms[callId] else { return }  // the call failed already
     if room.participants[who] != nil { await leave(callId, who) }  // a stale join of the same device
     let session = try await connectedSession()
@@ -265,11 +287,18 @@ package actor JanusSFU: SFUBackend {
     guard reply.data["videoroom"]?.stringValue == "joined" else {
       throw JanusError.protocolViolation("join: \(reply.data.serializedString)")
     }
-    rooms[callId]?.participants[who] = Participant(identity: who, feed: feed, handle: handle)
-    emit(.send(.groupMedia(.init(callId: callId, sfu: .janus)), callId: callId, to: who))
+    var participant = Participant(identity: who, feed: feed, handle: handle)
+    participant.multistream = multistream
+    participant.subscriber = JanusSubscriber(placeholder: room.placeholder)
+    rooms[callId]?.participants[who] = participant
+    emit(.send(.groupMedia(.init(callId: callId, sfu: .janus, multistream: multistream)), callId: callId, to: who))
     // Everyone already publishing is offered to the newcomer.
     let publishing = rooms[callId]?.participants.values.filter { $0.identity != who && $0.published } ?? []
-    for other in publishing { startSubscription(callId, who, to: other.identity) }
+    for other in publishing { offer(other, to: who, in: callId) }
+    // Nobody publishes yet: the single subscriber connection starts on the placeholder.
+    if multistream, publishing.isEmpty, let request = rooms[callId]?.participants[who]?.subscriber.start() {
+      send(request, for: who, in: callId)
+    }
   }
 
   private func signal(_ callId: CallID, _ who: Identity, _ message: ClientMessage) async throws {
@@ -288,11 +317,18 @@ package actor JanusSFU: SFUBackend {
       // that, a subscription to it is refused with "No such feed".
       emit(.send(.groupAnswer(.init(callId: callId, stream: m.stream, sdp: sdp)), callId: callId, to: who))
     case .groupAnswer(let m):
-      guard let subscription = participant.subscriptions.values.first(where: { $0.stream == m.stream }) else {
+      guard m.stream != Self.publisherStream, let handle = handle(of: participant, stream: m.stream) else {
         return refuse(callId, who, "no stream \(m.stream) was offered")
       }
-      _ = try await session.message(
-        subscription.handle, ["request": "start"], jsep: ["type": "answer", "sdp": .string(m.sdp)])
+      // Only the offer out is answered (an answer Janus does not expect would fail the call).
+      if m.stream == Self.subscriberStream, !participant.subscriber.awaitingAnswer {
+        return refuse(callId, who, "no subscriber offer is waiting for an answer")
+      }
+      _ = try await session.message(handle, ["request": "start"], jsep: ["type": "answer", "sdp": .string(m.sdp)])
+      // The single subscriber connection's next change, held back until this answer.
+      if m.stream == Self.subscriberStream, let next = rooms[callId]?.participants[who]?.subscriber.answered() {
+        send(next, for: who, in: callId)
+      }
     case .groupCandidate(let m):
       guard let handle = handle(of: participant, stream: m.stream) else { return }
       var candidate: [String: JSONValue] = ["candidate": .string(m.candidate.candidate)]
@@ -312,7 +348,7 @@ package actor JanusSFU: SFUBackend {
     guard let participant = rooms[callId]?.participants[who], !participant.published else { return }
     rooms[callId]?.participants[who]?.published = true
     for other in (rooms[callId]?.participants.keys.filter { $0 != who } ?? []) {
-      startSubscription(callId, other, to: who)
+      offer(participant, to: other, in: callId)
     }
   }
 
@@ -325,9 +361,13 @@ package actor JanusSFU: SFUBackend {
       return
     }
     if kicking { await kick(participant.feed, from: room, of: callId) }
-    var handles = [participant.handle] + participant.subscriptions.values.map(\.handle)
+    var handles = participant.handles
     let others = rooms[callId].map { Array($0.participants.keys) } ?? []
     for other in others {
+      // On a single subscriber connection its sections go inactive (a renegotiation).
+      if let request = rooms[callId]?.participants[other]?.subscriber.publisherGone(participant.feed) {
+        send(request, for: other, in: callId)
+      }
       guard let subscription = rooms[callId]?.participants[other]?.subscriptions.removeValue(forKey: who) else {
         continue
       }
@@ -379,6 +419,82 @@ package actor JanusSFU: SFUBackend {
   }
 
   // MARK: - Helpers
+
+  /// `publisher`'s feed for `subscriber`: on its single subscriber connection, or on a
+  /// connection of its own.
+  private func offer(_ publisher: Participant, to subscriber: Identity, in callId: CallID) {
+    guard let receiver = rooms[callId]?.participants[subscriber] else { return }
+    guard receiver.multistream else { return startSubscription(callId, subscriber, to: publisher.identity) }
+    guard let request = rooms[callId]?.participants[subscriber]?.subscriber.want(publisher.feed) else { return }
+    send(request, for: subscriber, in: callId)
+  }
+
+  /// Runs one request of a single subscriber connection beside the call's chain (a join must not
+  /// wait for it); the changes that came meanwhile follow in one request when it is done.
+  private func send(_ request: JanusSubscriber.Request, for subscriber: Identity, in callId: CallID) {
+    guard let joined = rooms[callId]?.participants[subscriber]?.feed else { return }
+    let task = Task { await self.perform(request, for: subscriber, joinedAs: joined, in: callId) }
+    subscriptions[callId, default: []].append(task)
+  }
+
+  private func perform(
+    _ request: JanusSubscriber.Request, for who: Identity, joinedAs feed: UInt64, in callId: CallID
+  ) async {
+    guard let room = rooms[callId], let session else { return }
+    var attached: UInt64?
+    let next: JanusSubscriber.Request?
+    do {
+      let reply: JanusSession.Reply
+      switch request {
+      case .join(let feeds):
+        let handle = try await session.attach()
+        attached = handle
+        owners[handle] = HandleOwner(callId: callId, participant: who, stream: Self.subscriberStream)
+        reply = try await session.message(
+          handle, JanusSubscriber.joinRequest(room: room.number, pin: room.pin, feeds: feeds))
+      case .update(let feeds, let mids):
+        guard let handle = rooms[callId]?.participants[who]?.subscriber.handle else { return }
+        reply = try await session.message(handle, JanusSubscriber.updateRequest(subscribe: feeds, unsubscribe: mids))
+      }
+      // The device may have left (or left and joined again) while Janus answered.
+      guard rooms[callId]?.participants[who]?.feed == feed else { return await drop(attached) }
+      let offered = forwardOffer(reply.jsep, summary: reply.data["streams"], to: who, in: callId)
+      next = rooms[callId]?.participants[who]?.subscriber.completed(
+        handle: attached, sections: JanusSubscriber.mids(of: reply.data["streams"]), offered: offered)
+    } catch JanusError.plugin(code: Self.noSuchFeed, let reason) {
+      await drop(attached)
+      guard rooms[callId]?.participants[who]?.feed == feed else { return }
+      // A publisher left (or its media went down) while the request was on its way.
+      next = rooms[callId]?.participants[who]?.subscriber.refused(feed: JanusSubscriber.feed(inRefusal: reason))
+    } catch {
+      await drop(attached)
+      guard rooms[callId]?.participants[who]?.feed == feed else { return }
+      return fail(.join(callId: callId, participant: who), error)
+    }
+    if let next { send(next, for: who, in: callId) }
+  }
+
+  /// Detaches a subscriber handle that a request attached for nothing.
+  private func drop(_ handle: UInt64?) async {
+    guard let handle else { return }
+    owners[handle] = nil
+    await session?.detach(handle)
+  }
+
+  /// An offer Janus made for a single subscriber connection, with whose media each of its live
+  /// sections carries. Whether there was one: the next request waits for the device's answer.
+  private func forwardOffer(_ jsep: JSONValue?, summary: JSONValue?, to who: Identity, in callId: CallID) -> Bool {
+    guard let room = rooms[callId], jsep?["type"]?.stringValue == "offer", let sdp = jsep?["sdp"]?.stringValue
+    else { return false }
+    let peers = Dictionary(
+      room.participants.values.map { ($0.feed, $0.identity.peer) }, uniquingKeysWith: { a, _ in a })
+    let sections = JanusSubscriber.sections(of: summary, participants: peers)
+    emit(
+      .send(
+        .groupOffer(.init(callId: callId, stream: Self.subscriberStream, sdp: sdp, streams: sections)),
+        callId: callId, to: who))
+    return true
+  }
 
   private func startSubscription(_ callId: CallID, _ subscriber: Identity, to publisher: Identity) {
     let pair = [subscriber, publisher]
@@ -432,6 +548,7 @@ package actor JanusSFU: SFUBackend {
 
   private func handle(of participant: Participant, stream: String) -> UInt64? {
     if stream == Self.publisherStream { return participant.handle }
+    if stream == Self.subscriberStream { return participant.subscriber.handle }
     return participant.subscriptions.values.first { $0.stream == stream }?.handle
   }
 
@@ -498,7 +615,7 @@ package actor JanusSFU: SFUBackend {
   /// Forgets a failed call's room (Janus destroys it with the session, or it is already gone).
   private func forget(_ callId: CallID) {
     guard let room = rooms.removeValue(forKey: callId) else { return }
-    let handles = room.participants.values.flatMap { [$0.handle] + $0.subscriptions.values.map(\.handle) }
+    let handles = room.participants.values.flatMap(\.handles)
     for handle in handles { owners[handle] = nil }
     Task {
       for handle in handles { await self.session?.detach(handle) }

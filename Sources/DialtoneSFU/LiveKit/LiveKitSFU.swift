@@ -50,7 +50,9 @@ package final class LiveKitSFU: SFUBackend {
     switch command {
     case .open:
       break  // LiveKit makes the room when the first participant connects
-    case .join(let callId, let who):
+    case .join(let callId, let who, _):
+      // `multistream` asks for what LiveKit always does: its client subscribes to every
+      // participant over one connection of its own. The grant is a Janus one (20.9).
       let token = LiveKitAccessToken.participant(
         identity: Self.identity(of: who), name: who.name ?? who.userId, room: callId, ttl: settings.tokenTTL)
       do {

@@ -120,6 +120,9 @@ final class EngineFakePeerConnection: PeerConnection, Sendable {
   func sendData(_ data: Data) async throws { record("sendData(\(data.count))") }
   func releaseMedia() async { record("releaseMedia") }
   func setIceTransportPolicy(_ policy: IceTransportPolicy) async { record("iceTransportPolicy(\(policy.rawValue))") }
+  func setRemoteSections(_ sections: [GroupStreamSection]) async {
+    record("sections(\(sections.map { "\($0.mid)=\($0.from.userId)" }.joined(separator: ",")))")
+  }
   func stats() async -> PeerConnectionStats { PeerConnectionStats(bytesSent: 1, bytesReceived: 2) }
   func close() async {
     record("close")

@@ -14,6 +14,10 @@ import Testing
     #expect(video["bitrate"]?.intValue == JanusSFU.videoBitrate)
     #expect(video["admin_key"]?.stringValue == "k")
     #expect(video["pin"]?.stringValue == "p" && video["is_private"]?.boolValue == true)
+    // The placeholder of single subscriber connections: an Opus dummy publisher, room for it.
+    #expect(video["dummy_publisher"]?.boolValue == true)
+    #expect(video["dummy_streams"]?.arrayValue?.compactMap { $0["codec"]?.stringValue } == ["opus"])
+    #expect(video["publishers"]?.intValue == 65)
 
     let audio = JanusSFU.createRequest(room: 42, secret: "s", pin: "p", video: false, adminKey: nil)
     #expect(audio["bitrate"] == nil && audio["admin_key"] == nil)

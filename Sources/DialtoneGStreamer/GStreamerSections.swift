@@ -1,0 +1,173 @@
+internal import CGStreamer
+import DialtoneClient
+import DialtoneProtocol
+import DialtoneSupport
+import Foundation
+
+/// The sections of a group call's single subscriber connection (protocol.md 20.9): which
+/// participant each m-section (mid) carries now, and where each participant's media goes. The
+/// map changes with every offer the SFU makes, and a mid the SFU reuses carries someone else
+/// from then on; media of a mid no offer names (an inactive section) goes nowhere.
+public final class GStreamerSections: Sendable {
+  private struct State: Sendable {
+    var owners: [String: Peer] = [:]
+    var sinks: [Peer: @Sendable (RemoteAudio) -> Void] = [:]
+    var video: [Peer: GStreamerPeerConnection.ReceivedVideo] = [:]
+    /// Participants in the order they first had a section.
+    var order: [Peer] = []
+  }
+  private let state = Locked(State())
+  private let participantAudio: (@Sendable (Peer) -> (@Sendable (RemoteAudio) -> Void)?)?
+
+  init(participantAudio: (@Sendable (Peer) -> (@Sendable (RemoteAudio) -> Void)?)?) {
+    self.participantAudio = participantAudio
+  }
+
+  func set(_ sections: [GroupStreamSection]) {
+    let fresh = state.withLock { state -> [Peer] in
+      state.owners = Dictionary(sections.map { ($0.mid, $0.from) }, uniquingKeysWith: { _, last in last })
+      let fresh = Set(sections.map(\.from)).filter { state.sinks[$0] == nil && !state.order.contains($0) }
+      state.order += sections.map(\.from).filter { fresh.contains($0) }.reduce(into: [Peer]()) {
+        if !$0.contains($1) { $0.append($1) }
+      }
+      return Array(fresh)
+    }
+    // Each participant's sink is made once (outside the lock: it may open a file).
+    for peer in fresh {
+      guard let sink = participantAudio?(peer) else { continue }
+      state.withLock { $0.sinks[peer] = $0.sinks[peer] ?? sink }
+    }
+  }
+
+  /// Where the audio of `mid` goes now (nil: a section nobody owns, or no sink).
+  func audioSink(of mid: String) -> (@Sendable (RemoteAudio) -> Void)? {
+    state.withLock { state in state.owners[mid].flatMap { state.sinks[$0] } }
+  }
+
+  func videoFrame(of mid: String, width: Int, height: Int, red: Int, green: Int, blue: Int) {
+    state.withLock { state in
+      guard let peer = state.owners[mid] else { return }
+      var video = state.video[peer] ?? .init()
+      video.frames += 1
+      (video.width, video.height) = (width, height)
+      (video.red, video.green, video.blue) = (red, green, blue)
+      state.video[peer] = video
+    }
+  }
+
+  /// Each participant's video so far, in the order they first had a section.
+  var videoByParticipant: [(from: Peer, video: GStreamerPeerConnection.ReceivedVideo)] {
+    state.withLock { state in state.order.map { ($0, state.video[$0] ?? .init()) } }
+  }
+
+  // MARK: Sections held open
+
+  /// webrtcbin 1.22 cannot change a negotiated direction ("transceiver direction changes are
+  /// not implemented"), while the SFU marks a departed participant's section `inactive` and
+  /// later makes it `sendonly` again for the next participant. So webrtcbin never sees a
+  /// section go inactive: it is shown the SFU's offer with those sections still `sendonly`
+  /// (nothing arrives on them meanwhile), and the answer says `inactive` for them on the wire
+  /// only (JSEP: an inactive offer is answered inactive), `recvonly` again when applied locally.
+  private let heldOpen = Locked<Set<String>>([])
+
+  /// The SFU's offer as webrtcbin is shown it.
+  func remote(offer: SessionDescription) -> SessionDescription {
+    let (sdp, inactive) = Self.directions(in: offer.sdp, from: "inactive", to: "sendonly", only: nil)
+    heldOpen.withLock { $0 = inactive }
+    return SessionDescription(sdp: sdp)
+  }
+
+  /// webrtcbin's answer as the SFU is sent it.
+  func wire(answer: SessionDescription) -> SessionDescription {
+    let held = heldOpen.current
+    guard !held.isEmpty else { return answer }
+    return SessionDescription(sdp: Self.directions(in: answer.sdp, from: "recvonly", to: "inactive", only: held).sdp)
+  }
+
+  /// The answer as webrtcbin applies it locally.
+  func local(answer: SessionDescription) -> SessionDescription {
+    let held = heldOpen.current
+    guard !held.isEmpty else { return answer }
+    return SessionDescription(sdp: Self.directions(in: answer.sdp, from: "inactive", to: "recvonly", only: held).sdp)
+  }
+
+  /// `sdp` with `a=<from>` turned into `a=<to>` in the sections whose mid is in `only` (every
+  /// section when nil); and the mids of the sections changed.
+  static func directions(in sdp: String, from: String, to: String, only: Set<String>?) -> (
+    sdp: String, changed: Set<String>
+  ) {
+    let ending = sdp.contains("\r\n") ? "\r\n" : "\n"
+    var lines = sdp.components(separatedBy: ending)
+    var changed: Set<String> = []
+    var start: Int?
+    func finish(_ end: Int) {
+      guard let first = start else { return }
+      let section = first..<end
+      let mid = lines[section].first { $0.hasPrefix("a=mid:") }.map { String($0.dropFirst("a=mid:".count)) }
+      guard let mid, only?.contains(mid) ?? true,
+        let index = lines[section].firstIndex(of: "a=" + from)
+      else { return }
+      lines[index] = "a=" + to
+      changed.insert(mid)
+    }
+    for (index, line) in lines.enumerated() where line.hasPrefix("m=") {
+      finish(index)
+      start = index
+    }
+    finish(lines.count)
+    return (lines.joined(separator: ending), changed)
+  }
+}
+
+extension GStreamerMedia {
+  /// The media of a single subscriber connection: nothing to send, each section's audio to
+  /// its participant's sink (`GStreamerSections`).
+  func receivingSections() -> GStreamerMedia {
+    var media = self
+    media.audio = .silence
+    media.sends = false
+    media.remoteAudio = nil
+    return media
+  }
+}
+
+extension GStreamerPeerConnection {
+  /// The subscriber connection's sections, from the offer about to be applied.
+  public func setRemoteSections(_ sections: [GroupStreamSection]) async {
+    self.sections?.set(sections)
+  }
+
+  /// A single subscriber connection: each participant's decoded video so far (empty for any
+  /// other connection, whose `videoReceived()` is its one participant's).
+  public func videoByParticipant() -> [(from: Peer, video: ReceivedVideo)] {
+    sections?.videoByParticipant ?? []
+  }
+
+  /// Audio decoded from section `mid`.
+  fileprivate func sectionAudio(_ mid: String, _ samples: UnsafeRawBufferPointer, now: UInt64) {
+    remoteAudio(samples, now: now, to: sections?.audioSink(of: mid))
+  }
+
+  fileprivate func sectionVideo(_ mid: String, width: Int, height: Int, red: Int, green: Int, blue: Int) {
+    remoteVideoFrame(width: width, height: height, red: red, green: green, blue: blue)
+    sections?.videoFrame(of: mid, width: width, height: height, red: red, green: green, blue: blue)
+  }
+}
+
+private func sectionConnection(_ ctx: UnsafeMutableRawPointer?) -> GStreamerPeerConnection? {
+  guard let ctx else { return nil }
+  return Unmanaged<GStreamerPeerConnection>.fromOpaque(ctx).takeUnretainedValue()
+}
+
+let onSectionAudio: dt_mid_audio_cb = { ctx, mid, data, size, now in
+  guard let mid, let data, size > 0 else { return }
+  sectionConnection(ctx)?.sectionAudio(
+    String(cString: mid), UnsafeRawBufferPointer(start: data, count: Int(size)), now: UInt64(now))
+}
+
+let onSectionVideo: dt_mid_video_cb = { ctx, mid, width, height, red, green, blue in
+  guard let mid else { return }
+  sectionConnection(ctx)?.sectionVideo(
+    String(cString: mid), width: Int(width), height: Int(height), red: Int(red), green: Int(green),
+    blue: Int(blue))
+}
