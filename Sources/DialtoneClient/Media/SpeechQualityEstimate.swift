@@ -37,20 +37,30 @@ public enum SpeechQualityEstimate {
     }
   }
 
+  /// Beyond this a burst ratio is taken as this (a link that drops everything for seconds).
+  public static let maximumBurstRatio = 10.0
+
   /// The score for these figures (1...4.5); a figure the device did not measure counts as none.
-  public static func mos(lossPercent: Double?, jitterMs: Double?, rttMs: Double?, protection: Protection) -> Double {
-    mos(rating: rating(lossPercent: lossPercent, jitterMs: jitterMs, rttMs: rttMs, protection: protection))
+  public static func mos(
+    lossPercent: Double?, jitterMs: Double?, rttMs: Double?, protection: Protection, burstRatio: Double? = nil
+  ) -> Double {
+    mos(
+      rating: rating(
+        lossPercent: lossPercent, jitterMs: jitterMs, rttMs: rttMs, protection: protection, burstRatio: burstRatio))
   }
 
   /// The transmission rating R (0...93.2).
-  public static func rating(lossPercent: Double?, jitterMs: Double?, rttMs: Double?, protection: Protection) -> Double {
+  public static func rating(
+    lossPercent: Double?, jitterMs: Double?, rttMs: Double?, protection: Protection, burstRatio: Double? = nil
+  ) -> Double {
     let loss = finite(lossPercent, in: 0...100)
+    let burst = max(1, finite(burstRatio, in: 1...maximumBurstRatio))
     let jitter = finite(jitterMs, in: 0...10_000)
     let rtt = finite(rttMs, in: 0...60_000)
     let oneWay = rtt / 2 + max(20, 2.5 * jitter) + 45
     let delay = 0.024 * oneWay + (oneWay > 177.3 ? 0.11 * (oneWay - 177.3) : 0)
     let ie = codecImpairment
-    let effective = ie + (95 - ie) * loss / (loss + robustness(protection))
+    let effective = ie + (95 - ie) * loss / (loss / burst + robustness(protection))
     return min(93.2, max(0, 93.2 - delay - effective))
   }
 
