@@ -26,14 +26,16 @@ def mos(loss, jitter_ms, rtt_ms, burst, ie, bpl):
 
 
 def samples(results):
-    """(condition, pesq, loss %, jitter ms, rtt ms, burst ratio, CLI's mos) per CLI recording."""
+    """(condition, pesq, loss %, jitter ms, rtt ms, burst ratio, CLI's mos) per CLI recording that
+    has the whole speech (a late start is not scored in the tables either)."""
     out = []
     for call in results["calls"]:
         if not call.get("ok") or call.get("condition") == "switch":
             continue
         for side in call.get("sides", {}).values():
             stats, score = side.get("stats") or {}, side.get("score") or {}
-            if side.get("kind") != "cli" or score.get("pesq_wb") is None or not stats.get("packetsReceived"):
+            if (side.get("kind") != "cli" or side.get("late") or score.get("pesq_wb") is None
+                    or not stats.get("packetsReceived")):
                 continue
             lost = max(0, stats.get("packetsLost", 0))
             expected = stats["packetsReceived"] + lost
