@@ -15,16 +15,15 @@
 /// behind its original (40 ms at distance 2), and a buffer that waits less declares the packet
 /// lost just before its repair arrives. Under bursty loss copies are few (a 2 s window's 98th
 /// percentile misses them), so they are counted on their own; a copy whose original arrived after
-/// all (reordering) repaired nothing and is not. That costs the call about 45 ms
-/// of latency while loss lasts, against 20–40 ms on a clean path.
+/// all (reordering) repaired nothing and is not. That costs the call about 45 ms of latency
+/// while loss lasts, against 20–40 ms on a clean path.
 ///
 /// A second copy of a packet (under reordering RED's copy can arrive before its original) is not
 /// late: rtpjitterbuffer counts a copy of a packet it already played as `num-late`, so the copies
 /// seen here are taken off what it counts (`tick(now:counts:)`); otherwise every reordered
 /// original would raise the latency a step, up to the maximum.
 ///
-/// The
-/// latency rises to the target at once and comes down only after the target stayed at least
+/// The latency rises to the target at once and comes down only after the target stayed at least
 /// `lowerBelow` under it for `lowerAfter`, a step at a time: rising costs the listener one
 /// short gap, falling drops a little audio, so it falls rarely.
 struct JitterBufferTarget: Sendable, Equatable {
@@ -62,7 +61,7 @@ struct JitterBufferTarget: Sendable, Equatable {
   /// The sequence numbers seen lately, by their low bits (-1: none), to tell a copy of a packet
   /// from a packet.
   private var seen = [Int32](repeating: -1, count: 1024)
-  /// Second copies that reached the buffer, and the buffer's own discards net of them so far.
+  /// Second copies of a packet that reached the buffer so far.
   private var copies: UInt64 = 0
   /// Packets that came after their time, so far (second copies not counted).
   private(set) var lateSoFar: UInt64 = 0
