@@ -234,7 +234,7 @@ class CLIPeer:
                 "ended": ended[1].get("reason") if ended else None,
                 "status": ended[1].get("status") if ended else self.proc.returncode,
                 "pair": {"local": stats.get("localCandidateType"), "remote": stats.get("remoteCandidateType")},
-                "stats": stats}
+                "stats": stats, "quality": (ended[1].get("quality") or {}) if ended else {}}
 
     def timeline(self):
         """(wall time, event name or state) of what a switch analysis wants to see."""

@@ -21,8 +21,9 @@ typedef void (*dt_channel_cb)(void *ctx, GstWebRTCDataChannel *channel);
 typedef void (*dt_audio_cb)(void *ctx, const void *data, gsize size, guint64 now);
 // A jitter buffer rtpbin made for a remote SSRC (rtpbin owns it: ref it to keep it).
 typedef void (*dt_jitterbuffer_cb)(void *ctx, GstElement *jitterbuffer, guint ssrc);
-// An RTP packet reaching the audio jitter buffer: its RTP timestamp, and now on the clock (ns).
-typedef void (*dt_arrival_cb)(void *ctx, guint32 rtp_timestamp, guint64 now);
+// An RTP packet reaching the audio jitter buffer: its sequence number and RTP timestamp,
+// whether RED recovered it (a copy from a later packet), and now on the clock (ns).
+typedef void (*dt_arrival_cb)(void *ctx, guint16 seqnum, guint32 rtp_timestamp, gboolean recovered, guint64 now);
 typedef void (*dt_text_cb)(void *ctx, const gchar *text);
 typedef void (*dt_bytes_cb)(void *ctx, const void *data, gsize size);
 typedef void (*dt_event_cb)(void *ctx, gint what);
@@ -670,17 +671,46 @@ static inline gint dt_webrtc_red_distance(GstElement *webrtc, guint distance) {
   return found;
 }
 
-/// What a jitter buffer counted so far: packets it declared lost and packets that came after
-/// their deadline (thrown away).
-static inline void dt_jitterbuffer_counts(GstElement *jitterbuffer, guint64 *lost, guint64 *late) {
+/// What a jitter buffer counted so far: packets it declared lost, packets that came after their
+/// place was played (thrown away; a second copy of a played packet counts here too), and
+/// second copies of packets it still held.
+static inline void dt_jitterbuffer_counts(GstElement *jitterbuffer, guint64 *lost, guint64 *late,
+                                          guint64 *duplicates) {
   *lost = 0;
   *late = 0;
+  *duplicates = 0;
   GstStructure *s = NULL;
   g_object_get(jitterbuffer, "stats", &s, NULL);
   if (!s) return;
   gst_structure_get_uint64(s, "num-lost", lost);
   gst_structure_get_uint64(s, "num-late", late);
+  gst_structure_get_uint64(s, "num-duplicates", duplicates);
   gst_structure_free(s);
+}
+
+static GstPadProbeReturn dt__drop_retransmission_request(GstPad *pad, GstPadProbeInfo *info, gpointer ud) {
+  (void)pad; (void)ud;
+  GstEvent *event = GST_PAD_PROBE_INFO_EVENT(info);
+  if (event && GST_EVENT_TYPE(event) == GST_EVENT_CUSTOM_UPSTREAM &&
+      gst_event_has_name(event, "GstRTPRetransmissionRequest"))
+    return GST_PAD_PROBE_DROP;
+  return GST_PAD_PROBE_OK;
+}
+
+/// Has an audio jitter buffer declare a packet lost when its time is up even if nothing came
+/// after it: without retransmission, rtpjitterbuffer notices a missing packet only when a later
+/// one arrives, so through a burst of loss the decoder gets nothing to conceal and the playout
+/// runs dry. Its retransmission timers do expect the next packet; with no retry and no retry
+/// wait, each one that does not come is lost at its expected time plus the latency, as with a
+/// gap. The requests those timers send upstream (NACKs, which audio does not negotiate) are
+/// dropped.
+static inline void dt_jitterbuffer_expect_packets(GstElement *jitterbuffer) {
+  g_object_set(jitterbuffer, "do-retransmission", TRUE, "rtx-max-retries", (gint)0, "rtx-retry-timeout", (gint)0,
+               "rtx-min-retry-timeout", (gint)0, NULL);
+  GstPad *sink = gst_element_get_static_pad(jitterbuffer, "sink");
+  if (!sink) return;
+  gst_pad_add_probe(sink, GST_PAD_PROBE_TYPE_EVENT_UPSTREAM, dt__drop_retransmission_request, NULL, NULL);
+  gst_object_unref(sink);
 }
 
 static inline void dt_object_ref(gpointer object) { gst_object_ref(object); }
@@ -689,12 +719,15 @@ static void dt__arrival(dt_webrtc_callbacks *c, GstElement *jitterbuffer, GstBuf
   GstRTPBuffer rtp = GST_RTP_BUFFER_INIT;
   if (!gst_rtp_buffer_map(buffer, GST_MAP_READ, &rtp)) return;
   guint32 timestamp = gst_rtp_buffer_get_timestamp(&rtp);
+  guint16 seqnum = gst_rtp_buffer_get_seq(&rtp);
   gst_rtp_buffer_unmap(&rtp);
+  // rtpreddec flags what it unwrapped from a later packet's redundant block.
+  gboolean recovered = GST_BUFFER_FLAG_IS_SET(buffer, GST_RTP_BUFFER_FLAG_REDUNDANT);
   GstClock *clock = gst_element_get_clock(jitterbuffer);
   if (!clock) return;
   guint64 now = gst_clock_get_time(clock);
   gst_object_unref(clock);
-  c->arrival(c->ctx, timestamp, now);
+  c->arrival(c->ctx, seqnum, timestamp, recovered, now);
 }
 
 static GstPadProbeReturn dt__on_arrival(GstPad *pad, GstPadProbeInfo *info, gpointer ud) {
@@ -989,6 +1022,19 @@ static inline void dt_webrtc_release_relays(GstElement *webrtc, guint timeout_ms
   g_main_context_pop_thread_default(context);
   g_main_context_unref(context);
   g_object_unref(agent);
+}
+
+/// Moves a file source's parser (`wavparse`, still PAUSED) to `position` ns: the file then plays
+/// from there once the pipeline plays. The seek goes in at the parser's source pad, as a seek
+/// from downstream would; its flush stops at the closed valve before the encoder.
+static inline gboolean dt_file_source_seek(GstElement *parser, guint64 position) {
+  GstPad *src = gst_element_get_static_pad(parser, "src");
+  if (!src) return FALSE;
+  GstEvent *seek = gst_event_new_seek(1.0, GST_FORMAT_TIME, (GstSeekFlags)(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_ACCURATE),
+                                      GST_SEEK_TYPE_SET, (gint64)position, GST_SEEK_TYPE_NONE, 0);
+  gboolean done = gst_pad_send_event(src, seek);
+  gst_object_unref(src);
+  return done;
 }
 
 static inline GstElement *dt_bin_get(GstElement *bin, const gchar *name) {

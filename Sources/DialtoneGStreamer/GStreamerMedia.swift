@@ -7,7 +7,8 @@ public struct GStreamerMedia: Sendable {
   public enum AudioSource: Sendable, Equatable {
     /// A sine tone (the CLI's `--audio tone`).
     case tone(frequency: Double)
-    /// A WAV file, played once in real time, then silence.
+    /// A WAV file, played once in real time, then silence. It plays once per media: a call's
+    /// later connections (an ICE restart's) continue where it is (`AudioFilePlayback`).
     case wavFile(path: String)
     case silence
   }
@@ -84,6 +85,8 @@ public struct GStreamerMedia: Sendable {
   /// The receiving jitter buffer's latency, ms, fixed instead of adapted (`JitterBufferTarget`);
   /// for comparisons only.
   public var fixedJitterBufferMs: Int?
+  /// Where a `.wavFile` source is, shared by every connection made with this media.
+  let filePlayback = AudioFilePlayback()
   /// False for a group call's receive-only stream: no send branch at all (nothing is encoded);
   /// webrtcbin answers the offer from a receive-only transceiver of its own.
   var sends = true
@@ -139,7 +142,7 @@ public struct GStreamerMedia: Sendable {
       // Kept at its own rate: the encoder takes 8, 12, 16, 24 and 48 kHz, and a 16 kHz
       // (wideband) file resampled to 48 kHz first costs its band bits (PESQ-WB 3.9, not 4.25).
       source =
-        "filesrc name=file ! wavparse ! audioconvert ! audio/x-raw,channels=1 ! "
+        "filesrc name=file ! wavparse name=wav ! audioconvert ! audio/x-raw,channels=1 ! "
         + "audiobuffersplit output-buffer-duration=1/50 ! identity sync=true"
     }
     var camera = ""

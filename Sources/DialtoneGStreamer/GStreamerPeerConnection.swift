@@ -138,10 +138,11 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   /// Whether the answer negotiated RED (nil before an answer).
   private var redundancyWanted: Bool?
   /// The remote audio's jitter buffer (referenced; released at teardown) and its adaptive
-  /// latency (`JitterBufferTarget`), with the buffer's count of packets that came too late.
+  /// latency (`JitterBufferTarget`).
   private var audioJitterBuffer: UnsafeMutablePointer<GstElement>?
   private var jitterTarget = JitterBufferTarget()
-  private var lateArrivals: UInt64 = 0
+  /// The network's loss on the received audio, before RED or FEC repaired any.
+  private var receiveLoss = AudioReceiveLoss()
   /// The loss the encoder is told, from the other side's receiver reports.
   private var lossEstimate = AudioLossEstimate()
   private var audioControl: Task<Void, Never>?
@@ -471,6 +472,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       return !playing && !closed
     }
     guard first else { return }
+    continueAudioFile()
     guard dt_set_state(pipeline, GST_STATE_PLAYING) != 0 else {
       throw GStreamerError.pipeline("the pipeline did not start")
     }
@@ -478,6 +480,15 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       if hasCamera { rateControl = startRateControl() }
       audioControl = startAudioControl()
     }
+  }
+
+  /// A file source starts where the media's playing of it is (`AudioFilePlayback`): a fresh
+  /// connection that takes over a call continues the file rather than starting it over.
+  private func continueAudioFile() {
+    guard case .wavFile = media.audio, let parser = dt_bin_get(pipeline, "wav") else { return }
+    defer { dt_unref(parser) }
+    let position = media.filePlayback.position(startingAt: RemoteAudio.clockNow())
+    if position > 0 { _ = dt_file_source_seek(parser, guint64(position)) }
   }
 
   public func addRemoteCandidate(_ candidate: IceCandidate) async throws {
@@ -662,6 +673,13 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       jitter: raw.jitter >= 0 ? raw.jitter : nil)
     stats.transport = Self.text(raw.local_candidate_protocol)?.lowercased()
     stats.audioCodec = lock.withLock { redundancyNegotiated } ? "red" : "opus"
+    // The audio's loss as the network made it (rtpbin counts RED's repairs as received, so
+    // its own figure is the loss left after them), and what came too late to play.
+    lock.withLock {
+      if receiveLoss.expected > 0 { stats.packetsLost = Int64(raw.video_packets_lost) + receiveLoss.lost }
+      stats.packetsDiscarded = jitterTarget.lateSoFar
+      stats.audioBurstRatio = receiveLoss.burstRatio
+    }
     let received = videoReceived()
     let (freezes, target, codec) = lock.withLock { (freezeCounter.freezes, targetBitrate, remoteVideoCodec) }
     if raw.video_bytes_sent > 0 || raw.video_bytes_received > 0 || received.frames > 0 {
@@ -1041,15 +1059,19 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
       dt_object_ref(jitterBuffer)
       audioJitterBuffer = jitterBuffer
       dt_jitterbuffer_watch(jitterBuffer, callbacks)
+      dt_jitterbuffer_expect_packets(jitterBuffer)
       return jitterTarget.latencyMs
     }
     if let latency { dt_set(jitterBuffer, "latency", String(latency)) }
   }
 
-  /// A packet reached the audio jitter buffer (`now`: clock time, ns).
-  fileprivate func packetArrived(rtpTimestamp: UInt32, now: UInt64) {
+  /// A packet reached the audio jitter buffer (`now`: clock time, ns); `recovered`: RED's copy.
+  fileprivate func packetArrived(sequence: UInt16, rtpTimestamp: UInt32, recovered: Bool, now: UInt64) {
     let at = Duration.nanoseconds(Int64(clamping: now))
-    lock.withLock { jitterTarget.arrival(rtpTimestamp: rtpTimestamp, at: at) }
+    lock.withLock {
+      jitterTarget.arrival(sequence: sequence, rtpTimestamp: rtpTimestamp, at: at, recovered: recovered)
+      if !recovered { receiveLoss.packet(sequence: sequence) }
+    }
   }
 
   /// Four times a second: the jitter buffer's latency; once a second: the loss the encoder is
@@ -1080,13 +1102,10 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     defer { dt_unref(jitterBuffer) }
     var lostCount: guint64 = 0
     var lateCount: guint64 = 0
-    dt_jitterbuffer_counts(jitterBuffer, &lostCount, &lateCount)
-    let late = UInt64(lateCount)
-    let changed = lock.withLock { () -> Int? in
-      let fresh = late >= lateArrivals ? Int(min(late - lateArrivals, UInt64(Int.max))) : 0
-      lateArrivals = late
-      return jitterTarget.tick(now: now, lateArrivals: fresh)
-    }
+    var duplicateCount: guint64 = 0
+    dt_jitterbuffer_counts(jitterBuffer, &lostCount, &lateCount, &duplicateCount)
+    let counts = JitterBufferTarget.BufferCounts(late: UInt64(lateCount), duplicates: UInt64(duplicateCount))
+    let changed = lock.withLock { jitterTarget.tick(now: now, counts: counts) }
     if let changed { dt_set(jitterBuffer, "latency", String(changed)) }
   }
 
@@ -1290,8 +1309,8 @@ private let onJitterBuffer: dt_jitterbuffer_cb = { ctx, jitterBuffer, ssrc in
   connection(ctx)?.newJitterBuffer(jitterBuffer, ssrc: ssrc)
 }
 
-private let onArrival: dt_arrival_cb = { ctx, timestamp, now in
-  connection(ctx)?.packetArrived(rtpTimestamp: timestamp, now: UInt64(now))
+private let onArrival: dt_arrival_cb = { ctx, seqnum, timestamp, recovered, now in
+  connection(ctx)?.packetArrived(sequence: seqnum, rtpTimestamp: timestamp, recovered: recovered != 0, now: UInt64(now))
 }
 
 private let onVideo: dt_video_cb = { ctx, width, height, red, green, blue in

@@ -161,6 +161,8 @@ final class MilestoneReport: Sendable {
         if let t = stats.remoteCandidateType { s["remoteCandidateType"] = .string(t) }
         if let t = stats.transport { s["transport"] = .string(t) }
         if let codec = stats.audioCodec { s["audioCodec"] = .string(codec) }
+        s["packetsDiscarded"] = .int(Int64(clamping: stats.packetsDiscarded))
+        if let burst = stats.audioBurstRatio { s["audioBurstRatio"] = .double(burst) }
         if let v = stats.video {
           s["video"] = .object([
             "bytesSent": .int(Int64(v.bytesSent)), "bytesReceived": .int(Int64(v.bytesReceived)),

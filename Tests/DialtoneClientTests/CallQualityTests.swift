@@ -53,6 +53,17 @@ private let bob = Peer(userId: "bob", deviceId: "b1")
     stats.audioCodec = "red"
     let protected = recorder.report(final: true, stats: stats, now: origin)
     #expect(try #require(protected.mos) > (report.mos ?? 5))
+    // What came too late to play counts as lost for the estimate (not in the reported loss),
+    // and so does the burstiness of the loss.
+    var late = stats
+    late.audioCodec = nil
+    late.packetsDiscarded = 15
+    let discarded = recorder.report(final: true, stats: late, now: origin)
+    #expect(discarded.lossPercent == 1)
+    let expectedMos = SpeechQualityEstimate.mos(lossPercent: 4, jitterMs: 3, rttMs: 42.1, protection: .fec)
+    #expect(discarded.mos == (expectedMos * 100).rounded() / 100)
+    late.audioBurstRatio = 3
+    #expect(try #require(recorder.report(final: true, stats: late, now: origin).mos) < (discarded.mos ?? 0))
     // The protocol's own decoder takes what the recorder makes.
     let frame = ClientEnvelope(id: "q", message: .quality(report))
     #expect(try MessageCodec.decodeClientMessage(MessageCodec.encode(frame)) == frame)

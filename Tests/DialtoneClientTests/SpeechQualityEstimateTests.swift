@@ -19,6 +19,22 @@ import Testing
     #expect(red > fec)
   }
 
+  @Test func burstyLossCostsMoreThanRandomLossOfTheSameRate() {
+    let random = SpeechQualityEstimate.mos(lossPercent: 5, jitterMs: 2, rttMs: 40, protection: .redundancy)
+    let same = SpeechQualityEstimate.mos(
+      lossPercent: 5, jitterMs: 2, rttMs: 40, protection: .redundancy, burstRatio: 1)
+    let bursty = SpeechQualityEstimate.mos(
+      lossPercent: 5, jitterMs: 2, rttMs: 40, protection: .redundancy, burstRatio: 3)
+    #expect(same == random)
+    #expect(bursty < random)
+    // Nonsense ratios are bounded: below 1 is random loss, no ratio makes a score below 1.
+    #expect(
+      SpeechQualityEstimate.mos(lossPercent: 5, jitterMs: 2, rttMs: 40, protection: .redundancy, burstRatio: 0.2)
+        == random)
+    #expect(
+      SpeechQualityEstimate.mos(lossPercent: 50, jitterMs: 2, rttMs: 40, protection: .fec, burstRatio: .infinity) >= 1)
+  }
+
   @Test func delayAndJitterCostAndMissingFiguresCountAsNone() {
     let near = SpeechQualityEstimate.mos(lossPercent: 0, jitterMs: 0, rttMs: 20, protection: .fec)
     let far = SpeechQualityEstimate.mos(lossPercent: 0, jitterMs: 0, rttMs: 600, protection: .fec)

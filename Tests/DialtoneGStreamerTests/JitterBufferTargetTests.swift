@@ -10,7 +10,8 @@ import Testing
   ) {
     for i in packets {
       target.arrival(
-        rtpTimestamp: firstTimestamp &+ UInt32(i * 960), at: .milliseconds(i * 20 + late(i)))
+        sequence: UInt16(truncatingIfNeeded: i), rtpTimestamp: firstTimestamp &+ UInt32(i * 960),
+        at: .milliseconds(i * 20 + late(i)))
     }
   }
 
@@ -44,10 +45,76 @@ import Testing
     #expect(target.tick(now: .milliseconds(3000), lateArrivals: 2) == 60)
   }
 
+  @Test func secondCopiesTheBufferCountsAsLateAreNotLate() {
+    // Reordering: every tenth packet is 50 ms late, and RED's copy of it (with the packet two
+    // later, 40 ms after its time) comes first. rtpjitterbuffer plays the copy and counts the
+    // original as late, as it would a packet that missed its place.
+    var target = JitterBufferTarget()
+    var originals: UInt64 = 0
+    for i in 0..<150 where i % 10 != 0 {
+      let at = Duration.milliseconds(i * 20)
+      if i % 10 == 2 {
+        target.arrival(sequence: UInt16(i - 2), rtpTimestamp: UInt32((i - 2) * 960), at: at, recovered: true)
+      }
+      target.arrival(sequence: UInt16(i), rtpTimestamp: UInt32(i * 960), at: at)
+    }
+    for i in stride(from: 0, to: 150, by: 10) {
+      target.arrival(sequence: UInt16(i), rtpTimestamp: UInt32(i * 960), at: .milliseconds(i * 20 + 50))
+      originals += 1
+    }
+    // The spread (the late originals: 50 ms, plus 5) and no step for the 15 "late" ones.
+    #expect(target.tick(now: .milliseconds(3000), counts: .init(late: originals, duplicates: 0)) == 55)
+    // One packet that really came too late adds a step.
+    #expect(target.tick(now: .milliseconds(3250), counts: .init(late: originals + 1, duplicates: 0)) == 75)
+  }
+
+  @Test func whileRedRepairsTheLatencyCoversItsCopies() {
+    // Bursty loss on a path without jitter: packets 100–102 lost; RED's copies of 101 and 102
+    // come with 103 and 104, 40 ms after their time. Too few for the 98th percentile of the
+    // window, but the latency must wait for them.
+    var target = JitterBufferTarget(fixedMs: nil)
+    feed(&target, packets: 0..<100)
+    for i in 103..<150 {
+      let at = Duration.milliseconds(i * 20)
+      if i == 103 || i == 104 {
+        target.arrival(sequence: UInt16(i - 2), rtpTimestamp: UInt32((i - 2) * 960), at: at, recovered: true)
+      }
+      target.arrival(sequence: UInt16(i), rtpTimestamp: UInt32(i * 960), at: at)
+    }
+    #expect(target.tick(now: .milliseconds(3000), lateArrivals: 0) == 45)
+    // Ten seconds after the last copy the hold ends, and the latency comes down step by step.
+    var now = 3000
+    var i = 150
+    while now < 20_000 {
+      now += 250
+      while i * 20 < now {
+        target.arrival(sequence: UInt16(i), rtpTimestamp: UInt32(i * 960), at: .milliseconds(i * 20))
+        i += 1
+      }
+      _ = target.tick(now: .milliseconds(now), lateArrivals: 0)
+      if now < 2080 + 10_000 { #expect(target.latencyMs == 45) }
+    }
+    #expect(target.latencyMs < 45)
+  }
+
+  @Test func aCopyWhoseOriginalCameAfterRepairedNothing() {
+    // Reordering alone: packet 101 comes 45 ms late, after RED's copy of it (with 103). The copy
+    // repaired nothing, so once the window has forgotten them, nothing holds the latency up.
+    var target = JitterBufferTarget()
+    feed(&target, packets: 0..<101)
+    feed(&target, packets: 102..<103)
+    target.arrival(sequence: 101, rtpTimestamp: 101 * 960, at: .milliseconds(103 * 20), recovered: true)
+    feed(&target, packets: 103..<104)
+    target.arrival(sequence: 101, rtpTimestamp: 101 * 960, at: .milliseconds(101 * 20 + 45))
+    feed(&target, packets: 104..<250)
+    #expect(target.tick(now: .milliseconds(5000), counts: .init(late: 1, duplicates: 0)) == nil)
+    #expect(target.latencyMs == JitterBufferTarget.startMs)
+  }
+
   @Test func theFirstSecondsBurstIsNotCounted() {
     var target = JitterBufferTarget()
     // The first second's packets all at once (as after DTLS), then on time.
-    for i in 0..<50 { target.arrival(rtpTimestamp: UInt32(i * 960), at: .zero) }
+    for i in 0..<50 { target.arrival(sequence: UInt16(i), rtpTimestamp: UInt32(i * 960), at: .zero) }
     feed(&target, packets: 50..<150)
     #expect(target.tick(now: .milliseconds(3000), lateArrivals: 0) == nil)
     #expect(target.latencyMs == JitterBufferTarget.startMs)

@@ -86,9 +86,12 @@ public struct CallQualityRecorder: Sendable, Equatable {
     report.remoteCandidateType = stats.remoteCandidateType.flatMap(CandidateType.init(rawValue:))
     // Only once audio arrived: there is nothing to score before.
     if stats.packetsReceived > 0 {
+      // What the listener missed: the network's loss (before any repair: the estimate counts
+      // the repair itself) and what came too late to play.
+      let missed = Double(max(0, stats.packetsLost)) + Double(stats.packetsDiscarded)
       let mos = SpeechQualityEstimate.mos(
-        lossPercent: report.lossPercent, jitterMs: report.jitterMs, rttMs: report.rttMs,
-        protection: stats.audioProtection)
+        lossPercent: expected > 0 ? min(100, missed / expected * 100) : 0, jitterMs: report.jitterMs,
+        rttMs: report.rttMs, protection: stats.audioProtection, burstRatio: stats.audioBurstRatio)
       report.mos = (mos * 100).rounded() / 100
     }
     return report

@@ -44,6 +44,12 @@ public struct PeerConnectionStats: Sendable, Equatable {
   /// The transport of the selected candidate pair's local candidate ("udp" or "tcp": ICE-TCP);
   /// nil when unknown.
   public var transport: String?
+  /// Received audio packets the jitter buffer threw away because they came after their time
+  /// (W3C `packetsDiscarded`); a second copy of a packet is not one.
+  public var packetsDiscarded: UInt64 = 0
+  /// How bursty the received audio's loss was: G.107's BurstR (mean burst over the random
+  /// loss's, 1 for random loss); nil when the engine cannot tell.
+  public var audioBurstRatio: Double?
 
   /// How the received audio repairs loss, for `SpeechQualityEstimate`.
   public var audioProtection: SpeechQualityEstimate.Protection { audioCodec == "red" ? .redundancy : .fec }
