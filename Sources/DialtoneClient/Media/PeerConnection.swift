@@ -45,7 +45,8 @@ public struct PeerConnectionStats: Sendable, Equatable {
   /// nil when unknown.
   public var transport: String?
   /// Received audio packets the jitter buffer threw away because they came after their time
-  /// (W3C `packetsDiscarded`); a second copy of a packet is not one.
+  /// (W3C `packetsDiscarded`); a second copy of a packet is not one. Engines on libwebrtc leave it
+  /// 0: its counter includes RED's redundant copies.
   public var packetsDiscarded: UInt64 = 0
   /// How bursty the received audio's loss was: G.107's BurstR (mean burst over the random
   /// loss's, 1 for random loss); nil when the engine cannot tell.
