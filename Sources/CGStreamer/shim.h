@@ -72,15 +72,21 @@ static void dt__on_data_channel(GstElement *w, GstWebRTCDataChannel *ch, gpointe
   c->channel(c->ctx, ch);
 }
 
-static void dt__on_handoff(GstElement *sink, GstBuffer *buffer, GstPad *pad, gpointer ud) {
-  (void)pad;
-  dt_webrtc_callbacks *c = (dt_webrtc_callbacks *)ud;
+// Now on the element's clock (ns), or GST_CLOCK_TIME_NONE before it has one.
+static guint64 dt__clock_now(GstElement *element) {
   guint64 now = GST_CLOCK_TIME_NONE;
-  GstClock *clock = gst_element_get_clock(sink);
+  GstClock *clock = gst_element_get_clock(element);
   if (clock) {
     now = gst_clock_get_time(clock);
     gst_object_unref(clock);
   }
+  return now;
+}
+
+static void dt__on_handoff(GstElement *sink, GstBuffer *buffer, GstPad *pad, gpointer ud) {
+  (void)pad;
+  dt_webrtc_callbacks *c = (dt_webrtc_callbacks *)ud;
+  guint64 now = dt__clock_now(sink);
   GstMapInfo map;
   if (gst_buffer_map(buffer, &map, GST_MAP_READ)) {
     c->audio(c->ctx, map.data, map.size, now);
@@ -132,12 +138,7 @@ static gchar *dt__pad_mid(GstPad *pad) {
 static void dt__on_section_handoff(GstElement *sink, GstBuffer *buffer, GstPad *pad, gpointer ud) {
   (void)pad;
   dt__section *section = (dt__section *)ud;
-  guint64 now = GST_CLOCK_TIME_NONE;
-  GstClock *clock = gst_element_get_clock(sink);
-  if (clock) {
-    now = gst_clock_get_time(clock);
-    gst_object_unref(clock);
-  }
+  guint64 now = dt__clock_now(sink);
   GstMapInfo map;
   if (gst_buffer_map(buffer, &map, GST_MAP_READ)) {
     section->c->mid_audio(section->c->ctx, section->mid, map.data, map.size, now);
@@ -723,10 +724,8 @@ static void dt__arrival(dt_webrtc_callbacks *c, GstElement *jitterbuffer, GstBuf
   gst_rtp_buffer_unmap(&rtp);
   // rtpreddec flags what it unwrapped from a later packet's redundant block.
   gboolean recovered = GST_BUFFER_FLAG_IS_SET(buffer, GST_RTP_BUFFER_FLAG_REDUNDANT);
-  GstClock *clock = gst_element_get_clock(jitterbuffer);
-  if (!clock) return;
-  guint64 now = gst_clock_get_time(clock);
-  gst_object_unref(clock);
+  guint64 now = dt__clock_now(jitterbuffer);
+  if (now == GST_CLOCK_TIME_NONE) return;
   c->arrival(c->ctx, seqnum, timestamp, recovered, now);
 }
 
