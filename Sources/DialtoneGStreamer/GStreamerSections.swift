@@ -72,7 +72,7 @@ public final class GStreamerSections: Sendable {
 
   /// The SFU's offer as webrtcbin is shown it.
   func remote(offer: SessionDescription) -> SessionDescription {
-    let (sdp, inactive) = Self.directions(in: offer.sdp, from: "inactive", to: "sendonly", only: nil)
+    let (sdp, inactive) = Self.directions(in: offer.sdp, from: .inactive, to: .sendonly, only: nil)
     heldOpen.withLock { $0 = inactive }
     return SessionDescription(sdp: sdp)
   }
@@ -81,41 +81,30 @@ public final class GStreamerSections: Sendable {
   func wire(answer: SessionDescription) -> SessionDescription {
     let held = heldOpen.current
     guard !held.isEmpty else { return answer }
-    return SessionDescription(sdp: Self.directions(in: answer.sdp, from: "recvonly", to: "inactive", only: held).sdp)
+    return SessionDescription(sdp: Self.directions(in: answer.sdp, from: .recvonly, to: .inactive, only: held).sdp)
   }
 
   /// The answer as webrtcbin applies it locally.
   func local(answer: SessionDescription) -> SessionDescription {
     let held = heldOpen.current
     guard !held.isEmpty else { return answer }
-    return SessionDescription(sdp: Self.directions(in: answer.sdp, from: "inactive", to: "recvonly", only: held).sdp)
+    return SessionDescription(sdp: Self.directions(in: answer.sdp, from: .inactive, to: .recvonly, only: held).sdp)
   }
 
   /// `sdp` with `a=<from>` turned into `a=<to>` in the sections whose mid is in `only` (every
   /// section when nil); and the mids of the sections changed.
-  static func directions(in sdp: String, from: String, to: String, only: Set<String>?) -> (
+  static func directions(in sdp: String, from: MediaDirection, to: MediaDirection, only: Set<String>?) -> (
     sdp: String, changed: Set<String>
   ) {
-    let ending = sdp.contains("\r\n") ? "\r\n" : "\n"
-    var lines = sdp.components(separatedBy: ending)
+    var description = SDPLines(sdp)
     var changed: Set<String> = []
-    var start: Int?
-    func finish(_ end: Int) {
-      guard let first = start else { return }
-      let section = first..<end
-      let mid = lines[section].first { $0.hasPrefix("a=mid:") }.map { String($0.dropFirst("a=mid:".count)) }
-      guard let mid, only?.contains(mid) ?? true,
-        let index = lines[section].firstIndex(of: "a=" + from)
-      else { return }
-      lines[index] = "a=" + to
+    for index in description.sections.indices {
+      guard let mid = description.sections[index].attribute("mid"), only?.contains(mid) ?? true,
+        description.sections[index].replaceDirection(from, with: to)
+      else { continue }
       changed.insert(mid)
     }
-    for (index, line) in lines.enumerated() where line.hasPrefix("m=") {
-      finish(index)
-      start = index
-    }
-    finish(lines.count)
-    return (lines.joined(separator: ending), changed)
+    return (description.text, changed)
   }
 }
 

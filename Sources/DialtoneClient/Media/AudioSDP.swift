@@ -83,177 +83,123 @@ public struct AudioSendParameters: Sendable, Equatable {
   }
 }
 
-/// A description as lines, split into its session part and m-sections, written back with its
-/// own line ends.
-private struct SDPLines {
-  var session: [String]
-  var sections: [Section]
-  let newline: String
-  let trailingNewline: Bool
+/// The audio rules on a description's sections (`SDPLines`).
+extension SDPLines.Section {
+  var isLiveAudio: Bool {
+    let f = fields
+    return f.count > 3 && f[0] == "audio" && f[1] != "0"
+  }
 
-  init(_ sdp: String) {
-    newline = sdp.contains("\r\n") ? "\r\n" : "\n"
-    var lines = sdp.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\r\n" || $0 == "\n" })
-      .map(String.init)
-    trailingNewline = lines.last == ""
-    if trailingNewline { lines.removeLast() }
-    session = []
-    sections = []
-    for line in lines {
-      if line.hasPrefix("m=") {
-        sections.append(Section(mLine: line))
-      } else if sections.isEmpty {
-        session.append(line)
-      } else {
-        sections[sections.count - 1].lines.append(line)
-      }
+  var formats: [Int] { fields.dropFirst(3).compactMap { Int($0) } }
+
+  /// Payload types whose rtpmap names `encoding` (e.g. "opus"), in m-line order.
+  func payloadTypes(named encoding: String) -> [Int] {
+    let named = Set(
+      lines.compactMap { line -> Int? in
+        guard line.hasPrefix("a=rtpmap:") else { return nil }
+        let rest = line.dropFirst("a=rtpmap:".count)
+        let parts = rest.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, let pt = Int(parts[0]),
+          parts[1].split(separator: "/").first?.lowercased() == encoding
+        else { return nil }
+        return pt
+      })
+    return formats.filter(named.contains)
+  }
+
+  var opusPayloadTypes: [Int] { payloadTypes(named: "opus") }
+  var redPayloadTypes: [Int] { payloadTypes(named: "red") }
+
+  func formatParameters(of pt: Int) -> [String: String] {
+    guard let line = lines.first(where: { $0.hasPrefix("a=fmtp:\(pt) ") }) else { return [:] }
+    var parameters: [String: String] = [:]
+    for (key, value) in Self.parameters(line) where parameters[key] == nil { parameters[key] = value }
+    return parameters
+  }
+
+  /// The `key=value` pairs of an fmtp line, in order, keys lower-cased.
+  private static func parameters(_ fmtp: String) -> [(String, String)] {
+    guard let space = fmtp.firstIndex(of: " ") else { return [] }
+    return fmtp[fmtp.index(after: space)...].split(separator: ";").compactMap { pair in
+      let parts = pair.split(separator: "=", maxSplits: 1)
+      guard parts.count == 2 else { return nil }
+      return (String(parts[0]).trimmed.lowercased(), String(parts[1]).trimmed)
     }
   }
 
-  var text: String {
-    let lines = session + sections.flatMap { [$0.mLine] + $0.lines }
-    return lines.joined(separator: newline) + (trailingNewline ? newline : "")
+  mutating func apply(_ profile: AudioProfile) {
+    let opus = opusPayloadTypes
+    guard let primary = opus.first else { return }
+    for pt in opus { setOpusParameters(pt, profile) }
+    lines.removeAll { $0.hasPrefix("a=ptime:") }
+    lines.append("a=ptime:\(AudioProfile.packetTime(nearest: profile.packetTimeMs))")
+    var removed = Set(payloadTypes(named: "ulpfec"))
+    let red = redPayloadTypes
+    if profile.redundancy {
+      for pt in red { describeRED(pt, carrying: primary) }
+      if let first = red.first { moveFirst(first) }
+    } else {
+      removed.formUnion(red)
+    }
+    // Retransmissions of what goes are useless too.
+    for pt in payloadTypes(named: "rtx") {
+      if let apt = formatParameters(of: pt)["apt"].flatMap({ Int($0) }), removed.contains(apt) { removed.insert(pt) }
+    }
+    remove(removed)
   }
 
-  struct Section {
-    var mLine: String
-    var lines: [String] = []
-
-    /// `m=<media> <port> <proto> <formats...>`
-    private var fields: [String] { mLine.dropFirst(2).split(separator: " ").map(String.init) }
-
-    var isLiveAudio: Bool {
-      let f = fields
-      return f.count > 3 && f[0] == "audio" && f[1] != "0"
+  private mutating func setOpusParameters(_ pt: Int, _ profile: AudioProfile) {
+    let wanted: [(String, String)] = [
+      ("useinbandfec", profile.inbandFEC ? "1" : "0"), ("usedtx", profile.dtx ? "1" : "0"),
+      ("maxaveragebitrate", String(profile.maxAverageBitrate)),
+    ]
+    let prefix = "a=fmtp:\(pt) "
+    var pairs: [(String, String)] = []
+    if let index = lines.firstIndex(where: { $0.hasPrefix(prefix) }) {
+      pairs = Self.parameters(lines[index])
+      lines.remove(at: index)
     }
-
-    var formats: [Int] { fields.dropFirst(3).compactMap { Int($0) } }
-
-    /// Payload types whose rtpmap names `encoding` (e.g. "opus"), in m-line order.
-    func payloadTypes(named encoding: String) -> [Int] {
-      let named = Set(
-        lines.compactMap { line -> Int? in
-          guard line.hasPrefix("a=rtpmap:") else { return nil }
-          let rest = line.dropFirst("a=rtpmap:".count)
-          let parts = rest.split(separator: " ", maxSplits: 1)
-          guard parts.count == 2, let pt = Int(parts[0]),
-            parts[1].split(separator: "/").first?.lowercased() == encoding
-          else { return nil }
-          return pt
-        })
-      return formats.filter(named.contains)
+    for (key, value) in wanted {
+      if let at = pairs.firstIndex(where: { $0.0 == key }) { pairs[at].1 = value } else { pairs.append((key, value)) }
     }
+    let line = prefix + pairs.map { "\($0.0)=\($0.1)" }.joined(separator: ";")
+    let after = lines.firstIndex { $0.hasPrefix("a=rtpmap:\(pt) ") }.map { $0 + 1 } ?? lines.count
+    lines.insert(line, at: after)
+  }
 
-    var opusPayloadTypes: [Int] { payloadTypes(named: "opus") }
-    var redPayloadTypes: [Int] { payloadTypes(named: "red") }
-
-    /// A media-level attribute's value (`a=<name>:<value>`), the first one.
-    func attribute(_ name: String) -> String? {
-      let prefix = "a=\(name):"
-      return lines.first { $0.hasPrefix(prefix) }.map { String($0.dropFirst(prefix.count)).trimmed }
+  /// `a=rtpmap:<pt> red/48000/2`, and `a=fmtp:<pt> <opus>/<opus>` unless it says already.
+  private mutating func describeRED(_ pt: Int, carrying opus: Int) {
+    guard let index = lines.firstIndex(where: { $0.hasPrefix("a=rtpmap:\(pt) ") }) else { return }
+    lines[index] = "a=rtpmap:\(pt) red/48000/2"
+    if !lines.contains(where: { $0.hasPrefix("a=fmtp:\(pt) ") }) {
+      lines.insert("a=fmtp:\(pt) \(opus)/\(opus)", at: index + 1)
     }
+  }
 
-    func formatParameters(of pt: Int) -> [String: String] {
-      guard let line = lines.first(where: { $0.hasPrefix("a=fmtp:\(pt) ") }) else { return [:] }
-      var parameters: [String: String] = [:]
-      for (key, value) in Self.parameters(line) where parameters[key] == nil { parameters[key] = value }
-      return parameters
-    }
+  private mutating func moveFirst(_ pt: Int) {
+    var f = fields
+    guard f.count > 3 else { return }
+    let moved = [String(pt)] + f[3...].filter { $0 != String(pt) }
+    f.replaceSubrange(3..., with: moved)
+    mLine = "m=" + f.joined(separator: " ")
+  }
 
-    /// The `key=value` pairs of an fmtp line, in order, keys lower-cased.
-    private static func parameters(_ fmtp: String) -> [(String, String)] {
-      guard let space = fmtp.firstIndex(of: " ") else { return [] }
-      return fmtp[fmtp.index(after: space)...].split(separator: ";").compactMap { pair in
-        let parts = pair.split(separator: "=", maxSplits: 1)
-        guard parts.count == 2 else { return nil }
-        return (String(parts[0]).trimmed.lowercased(), String(parts[1]).trimmed)
-      }
-    }
-
-    mutating func apply(_ profile: AudioProfile) {
-      let opus = opusPayloadTypes
-      guard let primary = opus.first else { return }
-      for pt in opus { setOpusParameters(pt, profile) }
-      lines.removeAll { $0.hasPrefix("a=ptime:") }
-      lines.append("a=ptime:\(AudioProfile.packetTime(nearest: profile.packetTimeMs))")
-      var removed = Set(payloadTypes(named: "ulpfec"))
-      let red = redPayloadTypes
-      if profile.redundancy {
-        for pt in red { describeRED(pt, carrying: primary) }
-        if let first = red.first { moveFirst(first) }
-      } else {
-        removed.formUnion(red)
-      }
-      // Retransmissions of what goes are useless too.
-      for pt in payloadTypes(named: "rtx") {
-        if let apt = formatParameters(of: pt)["apt"].flatMap({ Int($0) }), removed.contains(apt) { removed.insert(pt) }
-      }
-      remove(removed)
-    }
-
-    private mutating func setOpusParameters(_ pt: Int, _ profile: AudioProfile) {
-      let wanted: [(String, String)] = [
-        ("useinbandfec", profile.inbandFEC ? "1" : "0"), ("usedtx", profile.dtx ? "1" : "0"),
-        ("maxaveragebitrate", String(profile.maxAverageBitrate)),
-      ]
-      let prefix = "a=fmtp:\(pt) "
-      var pairs: [(String, String)] = []
-      if let index = lines.firstIndex(where: { $0.hasPrefix(prefix) }) {
-        pairs = Self.parameters(lines[index])
-        lines.remove(at: index)
-      }
-      for (key, value) in wanted {
-        if let at = pairs.firstIndex(where: { $0.0 == key }) { pairs[at].1 = value } else { pairs.append((key, value)) }
-      }
-      let line = prefix + pairs.map { "\($0.0)=\($0.1)" }.joined(separator: ";")
-      let after = lines.firstIndex { $0.hasPrefix("a=rtpmap:\(pt) ") }.map { $0 + 1 } ?? lines.count
-      lines.insert(line, at: after)
-    }
-
-    /// `a=rtpmap:<pt> red/48000/2`, and `a=fmtp:<pt> <opus>/<opus>` unless it says already.
-    private mutating func describeRED(_ pt: Int, carrying opus: Int) {
-      guard let index = lines.firstIndex(where: { $0.hasPrefix("a=rtpmap:\(pt) ") }) else { return }
-      lines[index] = "a=rtpmap:\(pt) red/48000/2"
-      if !lines.contains(where: { $0.hasPrefix("a=fmtp:\(pt) ") }) {
-        lines.insert("a=fmtp:\(pt) \(opus)/\(opus)", at: index + 1)
-      }
-    }
-
-    private mutating func moveFirst(_ pt: Int) {
-      var f = fields
-      guard f.count > 3 else { return }
-      let moved = [String(pt)] + f[3...].filter { $0 != String(pt) }
-      f.replaceSubrange(3..., with: moved)
-      mLine = "m=" + f.joined(separator: " ")
-    }
-
-    private mutating func remove(_ pts: Set<Int>) {
-      guard !pts.isEmpty else { return }
-      var f = fields
-      let kept = f[3...].filter { Int($0).map { !pts.contains($0) } ?? true }
-      // A section must keep one format: were everything removed, leave it as it was.
-      guard !kept.isEmpty else { return }
-      f.replaceSubrange(3..., with: kept)
-      mLine = "m=" + f.joined(separator: " ")
-      lines.removeAll { line in
-        for kind in ["a=rtpmap:", "a=fmtp:", "a=rtcp-fb:"] where line.hasPrefix(kind) {
-          let rest = line.dropFirst(kind.count)
-          if let pt = Int(rest.prefix { $0.isNumber }), pts.contains(pt), rest.dropFirst(String(pt).count).first == " "
-          {
-            return true
-          }
+  private mutating func remove(_ pts: Set<Int>) {
+    guard !pts.isEmpty else { return }
+    var f = fields
+    let kept = f[3...].filter { Int($0).map { !pts.contains($0) } ?? true }
+    // A section must keep one format: were everything removed, leave it as it was.
+    guard !kept.isEmpty else { return }
+    f.replaceSubrange(3..., with: kept)
+    mLine = "m=" + f.joined(separator: " ")
+    lines.removeAll { line in
+      for kind in ["a=rtpmap:", "a=fmtp:", "a=rtcp-fb:"] where line.hasPrefix(kind) {
+        let rest = line.dropFirst(kind.count)
+        if let pt = Int(rest.prefix { $0.isNumber }), pts.contains(pt), rest.dropFirst(String(pt).count).first == " " {
+          return true
         }
-        return false
       }
+      return false
     }
-  }
-}
-
-extension String {
-  fileprivate var trimmed: String {
-    var s = Substring(self)
-    while s.first == " " || s.first == "\t" { s = s.dropFirst() }
-    while s.last == " " || s.last == "\t" { s = s.dropLast() }
-    return String(s)
   }
 }
