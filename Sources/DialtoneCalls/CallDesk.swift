@@ -75,7 +75,8 @@ package final class CallDesk {
     let blocks = blocks
     var outcome = groups.handle(message, id: id, from: who, now: now) { blocks.blocks($0, $1) }
     switch (message, outcome.reply) {
-    case (.groupOffer, _), (.groupAnswer, _), (.groupCandidate, _), (.groupEndOfCandidates, _), (_, .error):
+    case (.groupOffer, _), (.groupAnswer, _), (.groupCandidate, _), (.groupEndOfCandidates, _), (.groupRestart, _),
+      (_, .error):
       break  // negotiation, or refused: nothing the history keeps changed
     default:
       if let callId = message.callId { outcome.effects = persistingGroup(outcome.effects, callId, now: now) }

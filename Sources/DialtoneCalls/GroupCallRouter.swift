@@ -183,6 +183,7 @@ package struct GroupCallRouter {
     case .groupAnswer(let m): return relay(message, m.callId, id: id, from: who)
     case .groupCandidate(let m): return relay(message, m.callId, id: id, from: who)
     case .groupEndOfCandidates(let m): return relay(message, m.callId, id: id, from: who)
+    case .groupRestart(let m): return relay(message, m.callId, id: id, from: who)
     default:
       return Outcome(reply: .error(.init(replyTo: id, code: .internal, message: "not a group call message")))
     }

@@ -34,6 +34,7 @@ public enum ClientMessageType: String, Sendable, Equatable, CaseIterable {
   case groupAnswer = "group-answer"
   case groupCandidate = "group-candidate"
   case groupEndOfCandidates = "group-end-of-candidates"
+  case groupRestart = "group-restart"
   case getGroup = "get-group"
 
   /// Whether messages of this type carry an `id` (all but `ack`).
@@ -54,7 +55,8 @@ public enum ClientMessageType: String, Sendable, Equatable, CaseIterable {
     case .quality: ClientMessageRules(desk: .quality)
     case .groupCreate, .roomJoin, .groupInvite: ClientMessageRules(desk: .group, startsACall: true)
     case .groupRemove: ClientMessageRules(desk: .group)
-    case .groupRinging, .groupDecline, .groupJoin, .groupLeave, .groupEnd, .getGroup, .groupOffer, .groupAnswer:
+    case .groupRinging, .groupDecline, .groupJoin, .groupLeave, .groupEnd, .getGroup, .groupOffer, .groupAnswer,
+      .groupRestart:
       ClientMessageRules(desk: .group)
     case .groupCandidate, .groupEndOfCandidates: ClientMessageRules(desk: .group, ackMayWait: true)
     }
@@ -194,6 +196,8 @@ public enum ClientMessage: Sendable, Equatable {
   case groupCandidate(GroupCandidate)
   /// No more candidates on one of the sender's streams (Janus).
   case groupEndOfCandidates(GroupStream)
+  /// A new offer of a stream the server offered, whose connection lost its path (Janus).
+  case groupRestart(GroupStreamRestart)
   /// Fetch a group call's state; answered with `ack` carrying `group`.
   case getGroup(CallAction)
 
@@ -233,6 +237,7 @@ public enum ClientMessage: Sendable, Equatable {
     case .groupAnswer(let m): return visitor.visit(m, as: .groupAnswer)
     case .groupCandidate(let m): return visitor.visit(m, as: .groupCandidate)
     case .groupEndOfCandidates(let m): return visitor.visit(m, as: .groupEndOfCandidates)
+    case .groupRestart(let m): return visitor.visit(m, as: .groupRestart)
     case .getGroup(let m): return visitor.visit(m, as: .getGroup)
     }
   }
@@ -271,6 +276,7 @@ public enum ClientMessage: Sendable, Equatable {
     case .groupAnswer: return .groupAnswer(try d.body())
     case .groupCandidate: return .groupCandidate(try d.body())
     case .groupEndOfCandidates: return .groupEndOfCandidates(try d.body())
+    case .groupRestart: return .groupRestart(try d.body())
     case .getGroup: return .getGroup(try d.body())
     }
   }

@@ -120,18 +120,46 @@ extension ClientMessage {
     public var callId: CallID
     public var stream: String
     public var sdp: String
+    /// A `publisher` offer that restarts the stream (20.10): `ice` on its connection, or from a
+    /// fresh `connection` that replaces it.
+    public var restart: GroupRestart?
 
-    public init(callId: CallID, stream: String, sdp: String) {
+    public init(callId: CallID, stream: String, sdp: String, restart: GroupRestart? = nil) {
       self.callId = callId
       self.stream = stream
       self.sdp = sdp
+      self.restart = restart
     }
 
     public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", stream: "", sdp: "") }
 
     public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
       try c.string("callId", &callId, .callId)
+      try c.enumeration("restart", &restart)
       try c.string("sdp", &sdp, .sdp)
+      try c.string("stream", &stream, .streamId)
+    }
+  }
+
+  /// `group-restart`: `{callId, stream, restart}`. Asks the server for a new offer of a stream
+  /// it offered (a `feed-…` stream or the `subscriber` stream) whose connection lost its path:
+  /// with new ICE credentials for the same connection (`ice`), or for a fresh one (`connection`).
+  public struct GroupStreamRestart: CallMessageBody, Hashable {
+    public var callId: CallID
+    public var stream: String
+    public var restart: GroupRestart
+
+    public init(callId: CallID, stream: String, restart: GroupRestart) {
+      self.callId = callId
+      self.stream = stream
+      self.restart = restart
+    }
+
+    public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", stream: "", restart: .ice) }
+
+    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
+      try c.string("callId", &callId, .callId)
+      try c.enumeration("restart", &restart)
       try c.string("stream", &stream, .streamId)
     }
   }

@@ -103,15 +103,20 @@ extension ServerMessage {
     public var from: Peer?
     /// The subscriber connection's offer (20.9): whose media each live m-section carries.
     public var streams: [GroupStreamSection]?
+    /// An offer that restarts a stream the device has (20.10): `ice`, new ICE credentials for its
+    /// connection; `connection`, for a fresh connection that replaces it.
+    public var restart: GroupRestart?
 
     public init(
-      callId: CallID, stream: String, sdp: String, from: Peer? = nil, streams: [GroupStreamSection]? = nil
+      callId: CallID, stream: String, sdp: String, from: Peer? = nil, streams: [GroupStreamSection]? = nil,
+      restart: GroupRestart? = nil
     ) {
       self.callId = callId
       self.stream = stream
       self.sdp = sdp
       self.from = from
       self.streams = streams
+      self.restart = restart
     }
 
     public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", stream: "", sdp: "") }
@@ -119,6 +124,7 @@ extension ServerMessage {
     public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
       try c.string("callId", &callId, .callId)
       try c.object("from", &from)
+      try c.enumeration("restart", &restart)
       try c.string("sdp", &sdp, .sdp)
       try c.string("stream", &stream, .streamId)
       try c.objects("streams", &streams)

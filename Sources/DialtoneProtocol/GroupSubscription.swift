@@ -8,6 +8,15 @@ public enum GroupSubscription {
   public static let stream = "subscriber"
 }
 
+/// How one of a device's group streams restarts (protocol.md 20.10): `ice` restarts ICE on
+/// the stream's existing connection (new ICE credentials, the same DTLS session); `connection`
+/// replaces the connection with a fresh one (an engine that cannot restart ICE in place, like
+/// webrtcbin 1.22).
+public enum GroupRestart: String, WireEnum {
+  case ice
+  case connection
+}
+
 /// What one m-section of a subscriber offer carries.
 public enum GroupMediaKind: String, WireEnum {
   case audio

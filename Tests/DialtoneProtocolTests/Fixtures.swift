@@ -81,6 +81,11 @@ enum Fixtures {
     ClientEnvelope(id: "g14", message: .getGroup(.init(callId: callId))),
     ClientEnvelope(id: "g15", message: .groupInvite(.init(callId: callId, members: ["dave", "erin"]))),
     ClientEnvelope(id: "g16", message: .groupRemove(.init(callId: callId, userId: "carol"))),
+    ClientEnvelope(
+      id: "g17", message: .groupOffer(.init(callId: callId, stream: "publisher", sdp: "v=0\r\n", restart: .connection))),
+    ClientEnvelope(
+      id: "g18", message: .groupRestart(.init(callId: callId, stream: "feed-4711", restart: .connection))),
+    ClientEnvelope(id: "g19", message: .groupRestart(.init(callId: callId, stream: "subscriber", restart: .ice))),
     ClientEnvelope(id: "v1", message: .mediaState(.init(callId: callId, camera: false))),
     ClientEnvelope(id: "h5", message: .hold(.init(callId: callId, onHold: true))),
     ClientEnvelope(id: "h6", message: .hold(.init(callId: callId, onHold: false))),
@@ -159,6 +164,10 @@ enum Fixtures {
     .groupMedia(.init(callId: callId, sfu: .livekit, url: "wss://lk.example.com", token: "eyJ.e30.sig")),
     .groupOffer(
       .init(callId: callId, stream: "feed-7", sdp: "v=0\r\n", from: Peer(userId: "bob", deviceId: "laptop"))),
+    .groupOffer(
+      .init(
+        callId: callId, stream: "feed-7", sdp: "v=0\r\n", from: Peer(userId: "bob", deviceId: "laptop"),
+        restart: .connection)),
     .groupAnswer(.init(callId: callId, stream: "publisher", sdp: "v=0\r\n")),
     .groupCandidate(
       .init(

@@ -116,9 +116,12 @@ public actor CallClient {
     eventSink.finish()
   }
 
-  /// The network changed: reconnect signaling now (the engines recover media themselves).
+  /// The network changed: reconnect signaling now. 1:1 engines recover media themselves (their
+  /// connection states); group calls restart every connection to the SFU at once (one host:
+  /// they all lost their path, and a send-only publisher may see nothing of it).
   public func networkChanged() async {
     await signaling.networkChanged()
+    for group in groups.values { await group.networkChanged() }
   }
 
   // MARK: Calls
@@ -236,7 +239,8 @@ public actor CallClient {
     let servers = await iceServers.current()
     let group = GroupCall(
       callId: callId, entry: entry, video: video, iceServers: servers, factory: factory,
-      signaling: SignalingGroupChannel(client: signaling), multistream: configuration.groupMultistream)
+      signaling: SignalingGroupChannel(client: signaling), multistream: configuration.groupMultistream,
+      clock: clock, recovery: configuration.policy.recovery)
     groups[callId] = group
     let replay = unroutedGroupMessages.filter { $0.callId == callId }
     unroutedGroupMessages.removeAll { $0.callId == callId }

@@ -209,42 +209,18 @@ extension CallEngineMachine {
     }
   }
 
-  /// How an accepted call's ICE is, and the one policy timer each recovering case holds (rule
-  /// 3): disconnected waits its grace, failed restarts at once, a failed restart k is retried
-  /// after `retryBackoff[k-1]`, and after the last the call ends.
-  enum Recovery: Sendable, Equatable {
-    /// Not connected since the accept (or since the callee accepted again on a fresh connection).
-    case connecting
-    case connected
-    /// `disconnected`: restart 1 begins when the grace timer fires.
-    case disconnected(timer: Int)
-    /// Restart `attempt` is running; the timer is its timeout.
-    case restarting(attempt: Int, timer: Int)
-    /// Restart `attempt` failed; the next begins when the timer fires.
-    case retrying(attempt: Int, timer: Int)
+  /// How an accepted call's ICE is (rule 3, `IceRecovery`).
+  typealias Recovery = IceRecovery
+}
 
-    /// The restart under way (0: none).
-    var attempt: Int {
-      switch self {
-      case .connecting, .connected, .disconnected: 0
-      case .restarting(let attempt, _), .retrying(let attempt, _): attempt
-      }
-    }
-
-    var timer: Int? {
-      switch self {
-      case .connecting, .connected: nil
-      case .disconnected(let timer), .restarting(_, let timer), .retrying(_, let timer): timer
-      }
-    }
-
-    var state: CallEngine.State {
-      switch self {
-      case .connecting: .connecting
-      case .connected: .connected
-      case .disconnected: .reconnecting(attempt: 0)
-      case .restarting(let attempt, _), .retrying(let attempt, _): .reconnecting(attempt: attempt)
-      }
+extension IceRecovery {
+  /// The call's public state while this is its recovery.
+  var state: CallEngine.State {
+    switch self {
+    case .connecting: .connecting
+    case .connected: .connected
+    case .disconnected: .reconnecting(attempt: 0)
+    case .restarting(let attempt, _), .retrying(let attempt, _): .reconnecting(attempt: attempt)
     }
   }
 }

@@ -1,74 +1,57 @@
 import DialtoneProtocol
 
-/// The ICE policy (rule 3) of an accepted call: `disconnected` waits its grace, then restarts;
-/// `failed` restarts at once; a failed restart k is retried after `retryBackoff[k-1]`; when the
-/// last retry fails, the call ends. The one timer lives in `Recovery`.
+/// The ICE policy (rule 3) of an accepted call, `IceRecovery`'s rules with the call's
+/// meaning: a restart is the caller's offer (on a fresh connection if this one cannot restart
+/// ICE) or the callee's `ice-restart-request`; giving up ends the call (`iceFailed`).
 extension CallEngineMachine {
   mutating func connectionStateChanged(_ newState: PeerConnectionState) -> [Effect] {
     // Before the accept the connection's states drive nothing (legs have their own).
     guard case .talking(var talking) = phase else { return [] }
-    switch newState {
-    case .new, .checking, .closed:
-      return []
-    case .connected:
-      let cancelled = policyTimerCancel
-      talking.recovery = .connected
-      phase = .talking(talking)
-      return cancelled + renegotiateIfNeeded()
-    case .disconnected:
-      // A running restart has its own timeout.
-      guard talking.recovery == .connecting || talking.recovery == .connected else { return [] }
-      let token = nextTimerToken()
-      talking.recovery = .disconnected(timer: token)
-      phase = .talking(talking)
-      return [.arm(.policy(token: token), after: policy.disconnectedGrace)]
-    case .failed:
-      return restartFailedOrBegin(timerFired: false)
-    }
+    let actions = talking.recovery.changed(to: newState, policy: policy.recovery) { nextTimerToken() }
+    phase = .talking(talking)
+    return perform(actions) + (newState == .connected ? renegotiateIfNeeded() : [])
   }
 
   mutating func policyTimerFired(_ token: Int) -> [Effect] {
-    guard case .talking(let talking) = phase, talking.recovery.timer == token else { return [] }
-    switch talking.recovery {
-    case .connecting, .connected: return []
-    case .disconnected: return restart(attempt: 1)
-    case .restarting: return restartFailedOrBegin(timerFired: true)
-    case .retrying(let attempt, _): return restart(attempt: attempt + 1)
-    }
-  }
-
-  /// `failed` with no restart in flight restarts at once; a failed restart k (`failed`, or its
-  /// timeout) is retried after `retryBackoff[k-1]`; when the last retry fails, the call ends.
-  private mutating func restartFailedOrBegin(timerFired: Bool) -> [Effect] {
     guard case .talking(var talking) = phase else { return [] }
-    let k = talking.recovery.attempt
-    if k > policy.retryBackoff.count {
-      return end(.iceFailed, notify: .hangup(.init(callId: callId)), policyTimerFired: timerFired)
-    }
-    let cancelled = timerFired ? [] : policyTimerCancel
-    if k == 0 { return cancelled + restart(attempt: 1) }
-    let token = nextTimerToken()
-    talking.recovery = .retrying(attempt: k, timer: token)
+    let actions = talking.recovery.fired(token, policy: policy.recovery) { nextTimerToken() }
     phase = .talking(talking)
-    return cancelled + [.arm(.policy(token: token), after: policy.retryBackoff[k - 1])]
+    return perform(actions)
   }
 
   /// Restart k begins, with its timeout. The callee asks the caller; the caller offers again,
   /// on a fresh connection if this one cannot restart ICE.
   mutating func restart(attempt k: Int) -> [Effect] {
     guard case .talking(var talking) = phase else { return [] }
-    let token = nextTimerToken()
-    talking.recovery = .restarting(attempt: k, timer: token)
+    let actions = talking.recovery.restart(attempt: k, policy: policy.recovery) { nextTimerToken() }
     phase = .talking(talking)
-    let timeout: [Effect] = [.arm(.policy(token: token), after: policy.attemptTimeout)]
+    return perform(actions)
+  }
+
+  private mutating func perform(_ actions: [IceRecovery.Action]) -> [Effect] {
+    var effects: [Effect] = []
+    for action in actions {
+      switch action {
+      case .arm(let token, let delay): effects.append(.arm(.policy(token: token), after: delay))
+      case .cancel(let token): effects.append(.cancel(.policy(token: token)))
+      case .restart: effects += restartNow()
+      case .giveUp(let timerFired):
+        effects += end(.iceFailed, notify: .hangup(.init(callId: callId)), policyTimerFired: timerFired)
+      }
+    }
+    return effects
+  }
+
+  /// What a restart does for this side of the call (its timeout is armed already).
+  private mutating func restartNow() -> [Effect] {
     switch role {
     case .callee:
       // The answerer never restarts itself: it asks the offerer.
-      return timeout + [.send(.iceRestartRequest(.init(callId: callId)))]
+      return [.send(.iceRestartRequest(.init(callId: callId)))]
     case .caller:
-      guard let connection else { return timeout }  // a fresh one is being made: it offers when made
-      if !connection.canRestartIce { return timeout + replaceConnection(applying: nil) }
-      return timeout + makeOffer(.restartOffer, iceRestart: true)
+      guard let connection else { return [] }  // a fresh one is being made: it offers when made
+      if !connection.canRestartIce { return replaceConnection(applying: nil) }
+      return makeOffer(.restartOffer, iceRestart: true)
     }
   }
 
@@ -76,5 +59,13 @@ extension CallEngineMachine {
   var policyTimerCancel: [Effect] {
     guard case .talking(let talking) = phase, let token = talking.recovery.timer else { return [] }
     return [.cancel(.policy(token: token))]
+  }
+}
+
+extension CallEngine.Policy {
+  /// Rule 3's figures.
+  public var recovery: IceRecovery.Policy {
+    IceRecovery.Policy(
+      disconnectedGrace: disconnectedGrace, retryBackoff: retryBackoff, attemptTimeout: attemptTimeout)
   }
 }

@@ -73,6 +73,9 @@ public actor GroupCall {
   private var machine: GroupCallMachine
   private let signaling: any GroupSignaling
   private let factory: any PeerConnectionFactory
+  private let clock: any DialtoneClock
+  /// The streams' recovery timers (rule 3), by token.
+  private var timers: [Int: Task<Void, Never>] = [:]
   private let eventSink: AsyncStream<Event>.Continuation
   private let inbox: AsyncStream<ServerMessage>
   private let inboxSink: AsyncStream<ServerMessage>.Continuation
@@ -97,15 +100,18 @@ public actor GroupCall {
 
   public init(
     callId: CallID, entry: Entry, video: Bool = false, iceServers: [IceServer], factory: any PeerConnectionFactory,
-    signaling: any GroupSignaling, multistream: Bool = false
+    signaling: any GroupSignaling, multistream: Bool = false, clock: any DialtoneClock = SystemClock(),
+    recovery: IceRecovery.Policy = .init()
   ) {
     self.callId = callId
     self.entry = entry
     self.video = video
     self.factory = factory
     self.signaling = signaling
+    self.clock = clock
     machine = GroupCallMachine(
-      callId: callId, entry: entry, video: video, iceServers: iceServers, multistream: multistream)
+      callId: callId, entry: entry, video: video, iceServers: iceServers, multistream: multistream,
+      recoveryPolicy: recovery)
     (events, eventSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
     (inbox, inboxSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
   }
@@ -147,6 +153,10 @@ public actor GroupCall {
   public func remove(_ userId: String) async { await submit(.remove(userId)) }
 
   public func setMuted(_ muted: Bool) async { await submit(.setMuted(muted)) }
+
+  /// The device's network path changed: every connection of the call restarts now (the SFU is
+  /// one host, so they all lost the path they used; a send-only publisher may not notice).
+  public func networkChanged() async { await submit(.networkChanged) }
 
   /// The statistics of each connection, by stream.
   public func stats() async -> [String: PeerConnectionStats] {
@@ -190,11 +200,12 @@ public actor GroupCall {
   private static func lane(of effect: Effect) -> Lane {
     switch effect {
     case .makeConnection(let ref, _), .setAudio(let ref, _), .setVideoDirection(let ref, _), .setVideo(let ref, _),
-      .setRemoteSections(let ref, _), .createOffer(let ref), .createAnswer(let ref), .setLocal(let ref, _, _),
+      .setRemoteSections(let ref, _), .createOffer(let ref), .createRestartOffer(let ref), .createAnswer(let ref),
+      .setLocal(let ref, _, _),
       .setRemote(let ref, _, _),
       .addCandidate(let ref, _), .close(let ref):
       return .stream(ref)
-    case .send, .request, .ask, .settle, .notify, .finish:
+    case .send, .request, .ask, .settle, .notify, .finish, .arm, .cancel:
       return .call
     }
   }
@@ -260,6 +271,19 @@ public actor GroupCall {
       do { feed(.descriptionCreated(ref, try await pc.createOffer(iceRestart: false))) } catch {
         feed(.descriptionFailed(ref, "\(error)"))
       }
+    case .createRestartOffer(let ref):
+      guard let pc = connections[ref]?.pc else { return }
+      do { feed(.descriptionCreated(ref, try await pc.createOffer(iceRestart: true))) } catch {
+        feed(.descriptionFailed(ref, "\(error)"))
+      }
+    case .arm(let token, let delay):
+      timers[token]?.cancel()
+      timers[token] = Task { [weak self, clock] in
+        do { try await clock.sleep(for: delay) } catch { return }
+        await self?.timerFired(token)
+      }
+    case .cancel(let token):
+      timers.removeValue(forKey: token)?.cancel()
     case .createAnswer(let ref):
       guard let pc = connections[ref]?.pc else { return }
       do { feed(.descriptionCreated(ref, try await pc.createAnswer())) } catch {
@@ -289,10 +313,17 @@ public actor GroupCall {
       eventSink.yield(event(for: notice))
     case .finish(let final):
       inboxSink.finish()
+      for timer in timers.values { timer.cancel() }
+      timers = [:]
       for ref in connections.keys.sorted(by: { $0.generation < $1.generation }) { await close(ref) }
       eventSink.yield(.state(final))
       eventSink.finish()
     }
+  }
+
+  private func timerFired(_ token: Int) {
+    guard timers.removeValue(forKey: token) != nil else { return }
+    feed(.timerFired(token))
   }
 
   private func answered(_ event: GroupCallMachine.Event) {
@@ -330,7 +361,7 @@ public actor GroupCall {
     }
     guard !machine.isEnded else { return await made.close() }
     connections[ref] = (made, listen(made, ref))
-    feed(.connectionMade(ref))
+    feed(.connectionMade(ref, canRestartIce: made.canRestartIce))
   }
 
   /// Feeds the connection's candidates and states to the machine.

@@ -33,7 +33,8 @@ public struct GroupCallMachine: Sendable {
     case asked(ServerMessage)
     /// The invite or remove could not be sent.
     case askFailed(String)
-    case connectionMade(StreamRef)
+    /// `canRestartIce`: whether the connection restarts ICE in place (`PeerConnection`).
+    case connectionMade(StreamRef, canRestartIce: Bool = true)
     case connectionFailed(StreamRef, String)
     case descriptionCreated(StreamRef, SessionDescription)
     case localDescriptionSet(StreamRef)
@@ -42,6 +43,11 @@ public struct GroupCallMachine: Sendable {
     case descriptionFailed(StreamRef, String)
     case localCandidate(StreamRef, IceCandidate?)
     case connectionState(StreamRef, PeerConnectionState)
+    /// A timer armed with `.arm` fired.
+    case timerFired(Int)
+    /// The device's network path changed (an address went or came): every connection to the
+    /// SFU, one host, lost the path it used; each restarts now.
+    case networkChanged
   }
 
   public enum Effect: Sendable, Equatable {
@@ -64,11 +70,16 @@ public struct GroupCallMachine: Sendable {
     /// be applied on.
     case setRemoteSections(StreamRef, [GroupStreamSection])
     case createOffer(StreamRef)
+    /// The publisher's offer with new ICE credentials, on the same connection.
+    case createRestartOffer(StreamRef)
     case createAnswer(StreamRef)
     case setLocal(StreamRef, SessionDescription, SessionDescriptionKind)
     case setRemote(StreamRef, SessionDescription, SessionDescriptionKind)
     case addCandidate(StreamRef, IceCandidate)
     case close(StreamRef)
+    /// A stream's recovery timer (rule 3): `.timerFired` follows unless cancelled.
+    case arm(Int, after: Duration)
+    case cancel(Int)
     /// For the app (`GroupCall.Event`).
     case notify(Notice)
     /// The call is over for this device: close every connection, then report `state` (ended)
@@ -137,6 +148,14 @@ public struct GroupCallMachine: Sendable {
     /// Remote: the SFU's offer, applied once the connection exists (the subscriber's: once
     /// the one before it is answered).
     var offer: SessionDescription?
+    /// Rule 3 for this connection (`IceRecovery`), kept across a fresh connection that
+    /// replaces it.
+    var recovery = IceRecovery.connecting
+    /// Whether its connection restarts ICE in place (else a restart replaces it).
+    var canRestartIce = true
+    /// Publisher: the restart its next offer carries. Remote: the restart asked of the server,
+    /// whose offer is awaited.
+    var restart: GroupRestart?
 
     /// This device's own publisher (which offers; every other stream answers).
     var isPublisher: Bool { from == nil && !subscriber }
@@ -156,6 +175,8 @@ public struct GroupCallMachine: Sendable {
   /// Ask for one subscriber connection (20.9) when joining or creating.
   public let multistream: Bool
   private let iceServers: [IceServer]
+  /// Rule 3's figures, as for a 1:1 call.
+  public let recoveryPolicy: IceRecovery.Policy
   var phase: Phase
   public private(set) var group: GroupCallState?
   public private(set) var isMuted = false
@@ -164,10 +185,13 @@ public struct GroupCallMachine: Sendable {
   public private(set) var joinedAs: CallID?
   var streams: [String: Stream] = [:]
   private var generations = 0
+  private var timerTokens = 0
 
   public init(
-    callId: CallID, entry: GroupCall.Entry, video: Bool, iceServers: [IceServer], multistream: Bool = false
+    callId: CallID, entry: GroupCall.Entry, video: Bool, iceServers: [IceServer], multistream: Bool = false,
+    recoveryPolicy: IceRecovery.Policy = .init()
   ) {
+    self.recoveryPolicy = recoveryPolicy
     self.callId = callId
     self.entry = entry
     self.video = video
@@ -242,8 +266,8 @@ public struct GroupCallMachine: Sendable {
       return [.notify(.error(why))] + finish(nil)
     case .settled:
       return finish(nil)
-    case .connectionMade(let ref):
-      return connectionMade(ref)
+    case .connectionMade(let ref, let restartable):
+      return connectionMade(ref, canRestartIce: restartable)
     case .connectionFailed(let ref, let why):
       guard let stream = stream(ref) else { return [] }
       streams[ref.id] = nil
@@ -267,11 +291,27 @@ public struct GroupCallMachine: Sendable {
       return localCandidate(ref, candidate)
     case .connectionState(let ref, let state):
       guard let stream = stream(ref) else { return [] }
+      var notices: [Effect]
       if stream.subscriber {
-        return stream.participants.map { .notify(.remoteStreamState(stream: ref.id, from: $0, state)) }
+        notices = stream.participants.map { .notify(.remoteStreamState(stream: ref.id, from: $0, state)) }
+      } else if let from = stream.from {
+        notices = [.notify(.remoteStreamState(stream: ref.id, from: from, state))]
+      } else {
+        notices = [.notify(.publisherState(state))]
       }
-      guard let from = stream.from else { return [.notify(.publisherState(state))] }
-      return [.notify(.remoteStreamState(stream: ref.id, from: from, state))]
+      return notices + recover(ref.id) { recovery, policy, token in recovery.changed(to: state, policy: policy, token: token) }
+    case .timerFired(let token):
+      guard let id = streams.first(where: { $0.value.recovery.timer == token })?.key else { return [] }
+      return recover(id) { recovery, policy, next in recovery.fired(token, policy: policy, token: next) }
+    case .networkChanged:
+      guard phase == .joined else { return [] }
+      // Those restarting already go on with their own attempt.
+      return streams.keys.sorted().flatMap { id -> [Effect] in
+        guard let stream = streams[id], stream.step != .making, stream.recovery.attempt == 0 else { return [] }
+        return recover(id) { recovery, policy, token in
+          recovery.cancelArmed + recovery.restart(attempt: 1, policy: policy, token: token)
+        }
+      }
     }
   }
 
@@ -373,6 +413,8 @@ public struct GroupCallMachine: Sendable {
       stream.step = .applyingRemote
       streams[m.stream] = stream
       return [.setRemote(stream.ref, SessionDescription(sdp: m.sdp), .answer)]
+    case .groupOffer(let m) where m.restart != nil && streams[m.stream] != nil:
+      return restartOffer(m)
     case .groupOffer(let m) where m.stream == GroupSubscription.stream:
       return subscriberOffer(m)
     case .groupOffer(let m):
@@ -393,10 +435,14 @@ public struct GroupCallMachine: Sendable {
       return []
     case .groupStreamEnded(let m):
       guard let stream = streams.removeValue(forKey: m.stream) else { return [] }
+      let timer = stream.recovery.cancelArmed.compactMap { action -> Effect? in
+        if case .cancel(let token) = action { return .cancel(token) }
+        return nil
+      }
       // A stream whose connection is still being made closes once it is (connectionMade).
-      guard stream.step != .making else { return [] }
+      guard stream.step != .making else { return timer }
       let gone = stream.subscriber ? stream.participants : (stream.from.map { [$0] } ?? [])
-      return [.close(stream.ref)] + gone.map { .notify(.remoteStreamRemoved(stream: m.stream, from: $0)) }
+      return timer + [.close(stream.ref)] + gone.map { .notify(.remoteStreamRemoved(stream: m.stream, from: $0)) }
     case .groupEnded(let m):
       return finish(m.reason)
     }
@@ -421,8 +467,9 @@ public struct GroupCallMachine: Sendable {
 
   // MARK: Each stream's negotiation
 
-  private mutating func connectionMade(_ ref: StreamRef) -> [Effect] {
+  private mutating func connectionMade(_ ref: StreamRef, canRestartIce: Bool) -> [Effect] {
     guard var stream = stream(ref), stream.step == .making else { return [.close(ref)] }  // it ended meanwhile
+    stream.canRestartIce = canRestartIce
     if stream.subscriber {
       stream.step = .ready
       streams[ref.id] = stream
@@ -454,7 +501,10 @@ public struct GroupCallMachine: Sendable {
     var effects: [Effect]
     if stream.isPublisher {
       stream.step = .awaitingAnswer
-      effects = [.send(.groupOffer(.init(callId: callId, stream: ref.id, sdp: description.sdp)))]
+      effects = [
+        .send(.groupOffer(.init(callId: callId, stream: ref.id, sdp: description.sdp, restart: stream.restart)))
+      ]
+      stream.restart = nil
     } else {
       stream.step = .ready
       effects = [.send(.groupAnswer(.init(callId: callId, stream: ref.id, sdp: description.sdp)))]
@@ -545,6 +595,109 @@ public struct GroupCallMachine: Sendable {
       + before.filter { !after.contains($0) }.map { .notify(.remoteStreamRemoved(stream: ref.id, from: $0)) }
       + after.filter { !before.contains($0) }.map { .notify(.remoteStreamAdded(ref, from: $0)) }
       + [.setRemote(ref, offer, .offer)]
+  }
+
+  // MARK: Recovery (rule 3, per connection)
+
+  /// Runs one of `IceRecovery`'s transitions on stream `id` and what its actions mean here.
+  private mutating func recover(
+    _ id: String,
+    _ transition: (inout IceRecovery, IceRecovery.Policy, () -> Int) -> [IceRecovery.Action]
+  ) -> [Effect] {
+    guard phase == .joined, var stream = streams[id] else { return [] }
+    var tokens = timerTokens
+    let actions = transition(&stream.recovery, recoveryPolicy) {
+      tokens += 1
+      return tokens
+    }
+    timerTokens = tokens
+    streams[id] = stream
+    var effects: [Effect] = []
+    for action in actions {
+      switch action {
+      case .arm(let token, let delay): effects.append(.arm(token, after: delay))
+      case .cancel(let token): effects.append(.cancel(token))
+      case .restart: effects += restartNow(id)
+      case .giveUp:
+        // This device cannot get that media back: it leaves rather than stay in silence.
+        guard let stream = streams[id] else { continue }
+        return effects + [.notify(.error(Self.failure(of: stream, "its connection could not be restored")))]
+          + handle(.leave)
+      }
+    }
+    return effects
+  }
+
+  /// Restarts stream `id` (its timeout is armed): the publisher offers again, with new ICE
+  /// credentials or from a fresh connection; a stream the SFU offered asks the server for a new
+  /// offer (`group-restart`).
+  private mutating func restartNow(_ id: String) -> [Effect] {
+    guard var stream = streams[id] else { return [] }
+    let kind: GroupRestart = stream.canRestartIce ? .ice : .connection
+    guard stream.isPublisher else {
+      stream.restart = kind
+      streams[id] = stream
+      return [.send(.groupRestart(.init(callId: callId, stream: id, restart: kind)))]
+    }
+    if kind == .ice {
+      // Mid-negotiation the timeout decides (the offer or answer under way may yet connect).
+      guard stream.step == .ready else { return [] }
+      stream.step = .creating
+      stream.restart = .ice
+      stream.localCandidates = []
+      stream.remoteCandidates = []
+      streams[id] = stream
+      return [.createRestartOffer(stream.ref)]
+    }
+    var fresh = Stream(ref: nextRef(id), from: nil)
+    fresh.recovery = stream.recovery
+    fresh.restart = .connection
+    streams[id] = fresh
+    return [
+      .close(stream.ref),
+      .makeConnection(fresh.ref, PeerConnectionConfiguration(iceServers: iceServers, video: video, sendOnly: true)),
+    ]
+  }
+
+  /// The server's offer restarting a stream it offered before (the answer to `group-restart`,
+  /// or its own): new ICE credentials for the stream's connection, or a fresh connection.
+  private mutating func restartOffer(_ m: ServerMessage.GroupDescription) -> [Effect] {
+    guard var stream = streams[m.stream], !stream.isPublisher else { return [] }
+    let offer = SessionDescription(sdp: m.sdp)
+    stream.restart = nil
+    if m.restart == .ice {
+      // The same connection: applied like any offer once the one before is answered.
+      stream.offer = offer
+      if stream.subscriber { stream.offeredSections = m.streams ?? stream.offeredSections }
+      stream.remoteCandidates = stream.remoteCandidates ?? []
+      guard stream.step == .ready else {
+        streams[m.stream] = stream
+        return []
+      }
+      // The new candidates follow the answer.
+      stream.localCandidates = []
+      streams[m.stream] = stream
+      if stream.subscriber { return applyOffer(stream.ref) }
+      stream.offer = nil
+      stream.step = .applyingRemote
+      streams[m.stream] = stream
+      return [.setRemote(stream.ref, offer, .offer)]
+    }
+    // A fresh connection replaces the stream's: its participants are added again on it.
+    var fresh = Stream(ref: nextRef(m.stream), from: stream.subscriber ? nil : (m.from ?? stream.from))
+    fresh.subscriber = stream.subscriber
+    fresh.recovery = stream.recovery
+    fresh.offer = offer
+    fresh.offeredSections = m.streams ?? []
+    streams[m.stream] = fresh
+    let gone = stream.subscriber ? stream.participants : (stream.from.map { [$0] } ?? [])
+    var effects: [Effect] = stream.step == .making ? [] : [.close(stream.ref)]
+    effects += gone.map { .notify(.remoteStreamRemoved(stream: m.stream, from: $0)) }
+    let configuration =
+      fresh.subscriber
+      ? PeerConnectionConfiguration(iceServers: iceServers, video: video, multistream: true)
+      : PeerConnectionConfiguration(iceServers: iceServers, video: video, remoteParticipant: fresh.from)
+    return effects + [.makeConnection(fresh.ref, configuration)]
   }
 
   private static func failure(of stream: Stream, _ why: String) -> String {

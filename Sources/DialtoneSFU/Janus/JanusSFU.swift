@@ -185,6 +185,7 @@ package actor JanusSFU: SFUBackend {
     case .groupOffer(let m), .groupAnswer(let m): return m.stream
     case .groupCandidate(let m): return m.stream
     case .groupEndOfCandidates(let m): return m.stream
+    case .groupRestart(let m): return m.stream
     default: return publisherStream
     }
   }
@@ -306,6 +307,10 @@ package actor JanusSFU: SFUBackend {
     switch message {
     case .groupOffer(let m):
       guard m.stream == Self.publisherStream else { return refuse(callId, who, "only the publisher stream is offered") }
+      // A fresh connection replaces the publisher's: the old one is hung up first (Janus keeps
+      // a handle's DTLS across an offer), and the feed is offered to everyone again once its
+      // media is up.
+      if m.restart == .connection { await unpublish(callId, who) }
       let video = rooms[callId]?.video ?? false
       let reply = try await session.message(
         participant.handle, ["request": "configure", "audio": true, "video": .bool(video)],
@@ -321,7 +326,7 @@ package actor JanusSFU: SFUBackend {
         return refuse(callId, who, "no stream \(m.stream) was offered")
       }
       // Only the offer out is answered (an answer Janus does not expect would fail the call).
-      if m.stream == Self.subscriberStream, !participant.subscriber.awaitingAnswer {
+      if m.stream == Self.subscriberStream, participant.subscriber.negotiation != .awaitingAnswer {
         return refuse(callId, who, "no subscriber offer is waiting for an answer")
       }
       _ = try await session.message(handle, ["request": "start"], jsep: ["type": "answer", "sdp": .string(m.sdp)])
@@ -338,8 +343,79 @@ package actor JanusSFU: SFUBackend {
     case .groupEndOfCandidates(let m):
       guard let handle = handle(of: participant, stream: m.stream) else { return }
       try await session.trickle(handle, ["completed": true])
+    case .groupRestart(let m):
+      try await restart(m, of: participant, in: callId)
     default:
       return
+    }
+  }
+
+  /// The device restarts a stream the server offered (protocol.md 20.10). The single subscriber
+  /// connection restarts at its next turn (`JanusSubscriber`); a feed's own connection gets new
+  /// ICE credentials (`configure` with `restart`) or a new subscription on a fresh connection.
+  private func restart(_ m: ClientMessage.GroupStreamRestart, of participant: Participant, in callId: CallID)
+    async throws
+  {
+    let who = participant.identity
+    if m.stream == Self.subscriberStream {
+      guard participant.multistream else { return refuse(callId, who, "no subscriber stream to restart") }
+      if let request = rooms[callId]?.participants[who]?.subscriber.restart(m.restart) {
+        send(request, for: who, in: callId)
+      }
+      return
+    }
+    guard let (publisher, subscription) = participant.subscriptions.first(where: { $0.value.stream == m.stream }),
+      let session
+    else { return refuse(callId, who, "no stream \(m.stream) to restart") }
+    switch m.restart {
+    case .ice:
+      let reply = try await session.message(subscription.handle, JanusSubscriber.restartRequest)
+      guard let sdp = reply.jsep?["sdp"]?.stringValue else {
+        throw JanusError.protocolViolation("restart: no offer in \(reply.data.serializedString)")
+      }
+      guard rooms[callId]?.participants[who]?.subscriptions[publisher]?.handle == subscription.handle else { return }
+      emit(
+        .send(
+          .groupOffer(.init(callId: callId, stream: m.stream, sdp: sdp, from: publisher.peer, restart: .ice)),
+          callId: callId, to: who))
+    case .connection:
+      let pair = [who, publisher]
+      guard subscribing.insert(pair).inserted else { return }  // a subscription is being made already
+      defer { subscribing.remove(pair) }
+      rooms[callId]?.participants[who]?.subscriptions[publisher] = nil
+      owners[subscription.handle] = nil
+      await session.detach(subscription.handle)
+      do {
+        try await subscribe(callId, who, to: publisher, restart: .connection)
+      } catch JanusError.plugin(code: Self.noSuchFeed, _) {
+        // Its publisher left, or is publishing afresh: its stream ends, and comes again if so.
+        emit(.send(.groupStreamEnded(.init(callId: callId, stream: m.stream)), callId: callId, to: who))
+      }
+    }
+  }
+
+  /// The publisher's connection is being replaced: Janus hangs the old one up (which ends every
+  /// subscription to its feed), and every other device's stream of it ends until the new one's
+  /// media is up (`published`, on `webrtcup`, offers it again).
+  private func unpublish(_ callId: CallID, _ who: Identity) async {
+    guard let participant = rooms[callId]?.participants[who], let session else { return }
+    rooms[callId]?.participants[who]?.published = false
+    do {
+      _ = try await session.message(participant.handle, ["request": "unpublish"])
+    } catch {
+      // Janus hung the connection up itself already (its ICE failed): nothing to unpublish.
+      log.info("group call \(callId): \(who.userId)'s publisher was not published: \(error)", callId: callId)
+    }
+    for other in (rooms[callId].map { Array($0.participants.keys) } ?? []) where other != who {
+      if let request = rooms[callId]?.participants[other]?.subscriber.publisherGone(participant.feed) {
+        send(request, for: other, in: callId)
+      }
+      guard let subscription = rooms[callId]?.participants[other]?.subscriptions.removeValue(forKey: who) else {
+        continue
+      }
+      owners[subscription.handle] = nil
+      await session.detach(subscription.handle)
+      emit(.send(.groupStreamEnded(.init(callId: callId, stream: subscription.stream)), callId: callId, to: other))
     }
   }
 
@@ -455,10 +531,24 @@ package actor JanusSFU: SFUBackend {
       case .update(let feeds, let mids):
         guard let handle = rooms[callId]?.participants[who]?.subscriber.handle else { return }
         reply = try await session.message(handle, JanusSubscriber.updateRequest(subscribe: feeds, unsubscribe: mids))
+      case .restartIce:
+        guard let handle = rooms[callId]?.participants[who]?.subscriber.handle else { return }
+        reply = try await session.message(handle, JanusSubscriber.restartRequest)
+      case .replace(let feeds):
+        let handle = try await session.attach()
+        attached = handle
+        owners[handle] = HandleOwner(callId: callId, participant: who, stream: Self.subscriberStream)
+        reply = try await session.message(
+          handle, JanusSubscriber.joinRequest(room: room.number, pin: room.pin, feeds: feeds))
       }
       // The device may have left (or left and joined again) while Janus answered.
       guard rooms[callId]?.participants[who]?.feed == feed else { return await drop(attached) }
-      let offered = forwardOffer(reply.jsep, summary: reply.data["streams"], to: who, in: callId)
+      if case .replace = request, let old = rooms[callId]?.participants[who]?.subscriber.handle {
+        owners[old] = nil
+        await session.detach(old)
+      }
+      let offered = forwardOffer(
+        reply.jsep, summary: reply.data["streams"], restart: request.restart, to: who, in: callId)
       next = rooms[callId]?.participants[who]?.subscriber.completed(
         handle: attached, sections: JanusSubscriber.mids(of: reply.data["streams"]), offered: offered)
     } catch JanusError.plugin(code: Self.noSuchFeed, let reason) {
@@ -483,7 +573,9 @@ package actor JanusSFU: SFUBackend {
 
   /// An offer Janus made for a single subscriber connection, with whose media each of its live
   /// sections carries. Whether there was one: the next request waits for the device's answer.
-  private func forwardOffer(_ jsep: JSONValue?, summary: JSONValue?, to who: Identity, in callId: CallID) -> Bool {
+  private func forwardOffer(
+    _ jsep: JSONValue?, summary: JSONValue?, restart: GroupRestart?, to who: Identity, in callId: CallID
+  ) -> Bool {
     guard let room = rooms[callId], jsep?["type"]?.stringValue == "offer", let sdp = jsep?["sdp"]?.stringValue
     else { return false }
     let peers = Dictionary(
@@ -491,7 +583,8 @@ package actor JanusSFU: SFUBackend {
     let sections = JanusSubscriber.sections(of: summary, participants: peers)
     emit(
       .send(
-        .groupOffer(.init(callId: callId, stream: Self.subscriberStream, sdp: sdp, streams: sections)),
+        .groupOffer(
+          .init(callId: callId, stream: Self.subscriberStream, sdp: sdp, streams: sections, restart: restart)),
         callId: callId, to: who))
     return true
   }
@@ -517,7 +610,9 @@ package actor JanusSFU: SFUBackend {
   }
 
   /// Offers `publisher`'s feed to `subscriber` on a subscriber handle of its own.
-  private func subscribe(_ callId: CallID, _ subscriber: Identity, to publisher: Identity) async throws {
+  private func subscribe(
+    _ callId: CallID, _ subscriber: Identity, to publisher: Identity, restart: GroupRestart? = nil
+  ) async throws {
     guard let room = rooms[callId], let feed = room.participants[publisher]?.feed,
       room.participants[subscriber]?.subscriptions[publisher] == nil, let session
     else { return }
@@ -542,8 +637,8 @@ package actor JanusSFU: SFUBackend {
     rooms[callId]?.participants[subscriber]?.subscriptions[publisher] = Subscription(handle: handle, stream: stream)
     emit(
       .send(
-        .groupOffer(.init(callId: callId, stream: stream, sdp: sdp, from: publisher.peer)), callId: callId,
-        to: subscriber))
+        .groupOffer(.init(callId: callId, stream: stream, sdp: sdp, from: publisher.peer, restart: restart)),
+        callId: callId, to: subscriber))
   }
 
   private func handle(of participant: Participant, stream: String) -> UInt64? {

@@ -5,8 +5,8 @@ import DialtoneProtocol
 /// value: which publishers' feeds it should carry, which it carries, which of its m-sections
 /// (mids) carry whom, and the one change at a time that gets Janus there.
 ///
-/// One change at a time: a request is out until Janus has answered it and, if it made an
-/// offer, until the device's answer to that offer reached Janus. Publishers that come and go
+/// One change at a time (`Negotiation`): a request is out until Janus has answered it and, if
+/// it made an offer, until the device's answer to that offer reached Janus. Publishers that come and go
 /// meanwhile go to Janus together in the next request (`update`: the departures' sections out,
 /// then the arrivals in, which may reuse those sections). Janus never offers on its own
 /// (`autoupdate` off): a departure is always an explicit unsubscribe, so the server knows
@@ -23,12 +23,37 @@ package struct JanusSubscriber: Sendable, Equatable {
     case join([UInt64])
     /// Unsubscribe these sections (by mid) and subscribe these feeds: one renegotiation.
     case update(subscribe: [UInt64], unsubscribe: [String])
+    /// New ICE credentials for the same connection (`configure` with `restart`): one offer.
+    case restartIce
+    /// A fresh connection for the device (its old one is gone): a new handle joins for these
+    /// feeds, and the old handle is detached.
+    case replace([UInt64])
 
     package var feeds: [UInt64] {
       switch self {
-      case .join(let feeds), .update(let feeds, _): return feeds
+      case .join(let feeds), .update(let feeds, _), .replace(let feeds): return feeds
+      case .restartIce: return []
       }
     }
+
+    /// The restart the offer it leads to makes, if any (protocol.md 20.10).
+    package var restart: GroupRestart? {
+      switch self {
+      case .join, .update: return nil
+      case .restartIce: return .ice
+      case .replace: return .connection
+      }
+    }
+  }
+
+  /// Where the connection's one change at a time is.
+  package enum Negotiation: Sendable, Equatable {
+    /// Nothing is asked of Janus: the next change may go.
+    case idle
+    /// This request is on its way to Janus.
+    case requesting(Request)
+    /// Janus made an offer: the device's answer is awaited before anything else is asked.
+    case awaitingAnswer
   }
 
   /// The subscriber handle, once a `join` succeeded.
@@ -41,10 +66,9 @@ package struct JanusSubscriber: Sendable, Equatable {
   package private(set) var mids: [UInt64: [String]] = [:]
   /// Sections of departed publishers, to unsubscribe in the next request.
   package private(set) var departing: Set<String> = []
-  /// The request on its way to Janus.
-  package private(set) var inFlight: Request?
-  /// Janus made an offer: the device's answer is awaited before anything else is asked.
-  package private(set) var awaitingAnswer = false
+  package private(set) var negotiation = Negotiation.idle
+  /// A restart the device asked for (20.10), made at the connection's next turn.
+  package private(set) var restartWanted: GroupRestart?
   /// The room's placeholder feed, if it has one.
   package let placeholder: UInt64?
 
@@ -55,7 +79,7 @@ package struct JanusSubscriber: Sendable, Equatable {
   /// Makes the connection on the placeholder when nothing else is wanted yet. Returns the
   /// request to send now.
   package mutating func start() -> Request? {
-    guard let placeholder, handle == nil, inFlight == nil, wanted.isEmpty else { return nil }
+    guard let placeholder, handle == nil, negotiation == .idle, wanted.isEmpty else { return nil }
     wanted.insert(placeholder)
     return next()
   }
@@ -81,30 +105,54 @@ package struct JanusSubscriber: Sendable, Equatable {
   /// connection's live sections by feed, from Janus's summary; `offered`: Janus made an offer
   /// (the device must answer it before the next request). Returns the next request.
   package mutating func completed(handle: UInt64? = nil, sections: [UInt64: [String]], offered: Bool) -> Request? {
-    guard let request = inFlight else { return nil }
-    inFlight = nil
-    if case .join = request, let handle { self.handle = handle }
-    if case .update(_, let gone) = request { departing.subtract(gone) }
+    guard case .requesting(let request) = negotiation else { return nil }
+    negotiation = .idle
+    switch request {
+    case .join:
+      if let handle { self.handle = handle }
+    case .update(_, let gone):
+      departing.subtract(gone)
+    case .restartIce:
+      break
+    case .replace:
+      // A new subscription: only what it joined for.
+      if let handle { self.handle = handle }
+      subscribed = []
+      departing = []
+    }
     subscribed.formUnion(request.feeds)
     // (A departed feed Janus still lists is already among `departing`.)
     mids = sections.filter { subscribed.contains($0.key) }
     // A feed whose publisher left while the request was out: its sections go again.
     for feed in request.feeds where !wanted.contains(feed) { forget(feed) }
-    awaitingAnswer = offered
+    if offered { negotiation = .awaitingAnswer }
     return next()
   }
 
   /// The device's answer to Janus's offer reached Janus. Returns the next request.
   package mutating func answered() -> Request? {
-    awaitingAnswer = false
+    guard negotiation == .awaitingAnswer else { return nil }
+    negotiation = .idle
+    return next()
+  }
+
+  /// The device's connection lost its path (20.10): `ice` asks Janus for new ICE credentials
+  /// after any change under way; `connection` replaces the subscription by a new one on a fresh
+  /// connection, and an offer still awaiting its answer is given up (the device's connection
+  /// that would have answered it is gone). Returns the request to send now.
+  package mutating func restart(_ kind: GroupRestart) -> Request? {
+    guard handle != nil else { return nil }  // no connection yet: its first offer is on its way
+    if restartWanted != .connection { restartWanted = kind }
+    if kind == .connection, negotiation == .awaitingAnswer { negotiation = .idle }
     return next()
   }
 
   /// Janus refused the request because `feed` is no such feed (its publisher left, or its
   /// media is not up yet; nil when Janus did not say which): the rest is asked for again.
   package mutating func refused(feed: UInt64?) -> Request? {
-    guard let request = inFlight else { return nil }
-    inFlight = nil
+    guard case .requesting(let request) = negotiation else { return nil }
+    negotiation = .idle
+    if let restart = request.restart, restartWanted == nil { restartWanted = restart }
     if let feed {
       wanted.remove(feed)
     } else {
@@ -115,17 +163,20 @@ package struct JanusSubscriber: Sendable, Equatable {
   }
 
   private mutating func next() -> Request? {
-    guard inFlight == nil, !awaitingAnswer else { return nil }
+    guard negotiation == .idle else { return nil }
     let missing = wanted.subtracting(subscribed).sorted()
     let request: Request
     if handle == nil {
       guard !missing.isEmpty else { return nil }
       request = .join(missing)
+    } else if let restart = restartWanted, restart == .ice || !wanted.isEmpty {
+      restartWanted = nil
+      request = restart == .ice ? .restartIce : .replace(wanted.sorted())
     } else {
       guard !missing.isEmpty || !departing.isEmpty else { return nil }
       request = .update(subscribe: missing, unsubscribe: departing.sorted())
     }
-    inFlight = request
+    negotiation = .requesting(request)
     return request
   }
 
@@ -149,6 +200,9 @@ package struct JanusSubscriber: Sendable, Equatable {
     if !mids.isEmpty { request["unsubscribe"] = .array(mids.map { ["sub_mid": .string($0)] }) }
     return .object(request)
   }
+
+  /// VideoRoom's `configure` of a subscriber with `restart`: Janus offers new ICE credentials.
+  package static let restartRequest: JSONValue = ["request": "configure", "restart": true]
 
   /// The room's placeholder feed, from a `listparticipants` answer: its dummy publisher.
   package static func placeholder(in listing: JSONValue?) -> UInt64? {

@@ -13,7 +13,7 @@ import Testing
     var subscriber = JanusSubscriber()
     #expect(subscriber.want(7) == .join([7]))
     #expect(subscriber.completed(handle: 100, sections: [7: ["0"]], offered: true) == nil)
-    #expect(subscriber.handle == 100 && subscriber.subscribed == [7] && subscriber.awaitingAnswer)
+    #expect(subscriber.handle == 100 && subscriber.subscribed == [7] && subscriber.negotiation == .awaitingAnswer)
     // Nothing more is asked while the device has not answered Janus's offer.
     #expect(subscriber.want(8) == nil)
     #expect(subscriber.answered() == .update(subscribe: [8], unsubscribe: []))
@@ -67,7 +67,7 @@ import Testing
     var subscriber = JanusSubscriber()
     _ = subscriber.want(1)
     _ = subscriber.want(2)
-    #expect(subscriber.inFlight == .join([1]))
+    #expect(subscriber.negotiation == .requesting(.join([1])))
     // The join failed: there is still no handle, so the retry is a join.
     #expect(subscriber.refused(feed: 1) == .join([2]))
     #expect(subscriber.completed(handle: 5, sections: [2: ["0"]], offered: true) == nil)
@@ -164,5 +164,72 @@ import Testing
       ])
     #expect(JanusSubscriber.sections(of: nil, participants: [11: bob]).isEmpty)
     #expect(JanusSubscriber.mids(of: summary) == [11: ["0", "1"], 12: ["3"], 99: ["5"]])
+  }
+}
+
+/// A device's subscriber connection that lost its path (protocol.md 20.10): restarted at its next
+/// turn, with new ICE credentials or on a new subscription for a fresh connection.
+@Suite struct JanusSubscriberRestartTests {
+  /// A connection on feeds 1 and 2, nothing under way.
+  static func settled() -> JanusSubscriber {
+    var subscriber = JanusSubscriber()
+    _ = subscriber.want(1)
+    _ = subscriber.completed(handle: 100, sections: [1: ["0"]], offered: true)
+    _ = subscriber.want(2)
+    _ = subscriber.answered()
+    _ = subscriber.completed(sections: [1: ["0"], 2: ["1"]], offered: true)
+    _ = subscriber.answered()
+    return subscriber
+  }
+
+  @Test func anIceRestartIsOneOfferOnTheSameHandle() {
+    var subscriber = Self.settled()
+    #expect(subscriber.restart(.ice) == .restartIce)
+    #expect(JanusSubscriber.Request.restartIce.restart == .ice)
+    #expect(subscriber.completed(sections: [1: ["0"], 2: ["1"]], offered: true) == nil)
+    #expect(subscriber.negotiation == .awaitingAnswer && subscriber.handle == 100)
+    #expect(subscriber.answered() == nil && subscriber.negotiation == .idle)
+  }
+
+  @Test func anIceRestartWaitsForTheAnswerUnderWayAndChangesMeanwhileFollowIt() {
+    var subscriber = Self.settled()
+    #expect(subscriber.want(3) == .update(subscribe: [3], unsubscribe: []))
+    #expect(subscriber.restart(.ice) == nil)
+    #expect(subscriber.completed(sections: [1: ["0"], 2: ["1"], 3: ["2"]], offered: true) == nil)
+    #expect(subscriber.publisherGone(1) == nil)
+    // The restart goes first, then the departure.
+    #expect(subscriber.answered() == .restartIce)
+    #expect(subscriber.completed(sections: [1: ["0"], 2: ["1"], 3: ["2"]], offered: true) == nil)
+    #expect(subscriber.answered() == .update(subscribe: [], unsubscribe: ["0"]))
+  }
+
+  /// A fresh connection cannot answer the old one's offer: that offer is given up, and a new
+  /// handle joins for every feed wanted; only its sections count from then on.
+  @Test func aFreshConnectionGetsANewSubscriptionOfEveryFeedAndGivesUpTheOfferOut() {
+    var subscriber = Self.settled()
+    #expect(subscriber.want(3) == .update(subscribe: [3], unsubscribe: []))
+    #expect(subscriber.completed(sections: [1: ["0"], 2: ["1"], 3: ["2"]], offered: true) == nil)
+    #expect(subscriber.publisherGone(2) == nil)
+    #expect(subscriber.restart(.connection) == .replace([1, 3]))
+    #expect(JanusSubscriber.Request.replace([1, 3]).restart == .connection)
+    #expect(subscriber.completed(handle: 200, sections: [1: ["0"], 3: ["1"]], offered: true) == nil)
+    #expect(subscriber.handle == 200 && subscriber.subscribed == [1, 3] && subscriber.departing.isEmpty)
+    #expect(subscriber.mids == [1: ["0"], 3: ["1"]])
+    #expect(subscriber.answered() == nil)
+  }
+
+  @Test func aRefusedReplacementIsAskedAgainWithoutTheFeedThatLeft() {
+    var subscriber = Self.settled()
+    #expect(subscriber.restart(.connection) == .replace([1, 2]))
+    #expect(subscriber.refused(feed: 2) == .replace([1]))
+    #expect(subscriber.completed(handle: 300, sections: [1: ["0"]], offered: true) == nil)
+    #expect(subscriber.handle == 300 && subscriber.subscribed == [1])
+  }
+
+  @Test func aConnectionNotMadeYetHasNothingToRestart() {
+    var subscriber = JanusSubscriber()
+    #expect(subscriber.want(1) == .join([1]))
+    #expect(subscriber.restart(.connection) == nil)
+    #expect(subscriber.restartWanted == nil)
   }
 }
