@@ -114,7 +114,8 @@ import Testing
       ])
     #expect(
       m.handle(.connectionMade(fresh, canRestartIce: false)) == [
-        .notify(.remoteStreamAdded(fresh, from: Self.bob)), .setRemote(fresh, SessionDescription(sdp: "offer-2"), .offer),
+        .notify(.remoteStreamAdded(fresh, from: Self.bob)),
+        .setRemote(fresh, SessionDescription(sdp: "offer-2"), .offer),
       ])
     #expect(
       m.handle(.connectionState(fresh, .connected)) == [

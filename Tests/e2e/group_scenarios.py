@@ -657,6 +657,7 @@ async def a_member_moves_network_mid_call(s, stack, extra=()):
     around_carol = [(alice, ["carol"]), (bob, ["carol"]), (carol, ["alice", "bob"])]
     rates = await audio_rates(around_carol)
     check(all(rate > 0 for rate in rates.values()), f"not everyone hears carol and is heard by her: {rates}")
+    connections_before = await connections_made(carol)
 
     roam.move()
     await carol.wait_for("note", text="network changed: reconnecting signaling", timeout=10)
@@ -664,6 +665,17 @@ async def a_member_moves_network_mid_call(s, stack, extra=()):
     await asyncio.sleep(1.5)
     await hearing_grows_by(around_carol, rates, seconds=3, within=45)
     await hearing_grows([(alice, ["bob"]), (bob, ["alice"])])
+    # Each of Carol's connections was replaced by a fresh one (webrtcbin cannot restart ICE), and
+    # the others were offered her new feed.
+    connections_after = await connections_made(carol)
+    check(connections_after >= 2 * connections_before,
+          f"carol made {connections_after} connections in all, {connections_before} before the move")
+    for peer in (alice, bob):
+        check(peer.has("participant", user="carol", state="stream-ended"),
+              f"{peer.name} never saw carol's old stream end")
+    check(all(peer.has("participant", user="carol", state="joined") and
+              not peer.has("participant", user="carol", state="left") for peer in (alice, bob)),
+          "carol left the call")
 
     alice.interrupt()
     for peer in everyone.values():

@@ -299,7 +299,8 @@ public struct GroupCallMachine: Sendable {
       } else {
         notices = [.notify(.publisherState(state))]
       }
-      return notices + recover(ref.id) { recovery, policy, token in recovery.changed(to: state, policy: policy, token: token) }
+      return notices
+        + recover(ref.id) { recovery, policy, token in recovery.changed(to: state, policy: policy, token: token) }
     case .timerFired(let token):
       guard let id = streams.first(where: { $0.value.recovery.timer == token })?.key else { return [] }
       return recover(id) { recovery, policy, next in recovery.fired(token, policy: policy, token: next) }
