@@ -698,3 +698,50 @@ async def a_member_moves_network_on_one_subscriber_connection(s, stack):
     connection is replaced by a new subscription, and the others' subscriber connections drop
     her sections and take her new feed in two renegotiations."""
     await a_member_moves_network_mid_call(s, stack, extra=("--multistream",))
+
+
+@scenario
+@time_limit(180)
+async def a_browser_moves_network_mid_group_call(s, stack):
+    """Issue 38 item 3 on the web softphone (protocol.md 20.10): Carol's page (one subscriber
+    connection) talks with Alice and Bob (CLIs); its address moves mid-call. The page restarts
+    ICE in place: its publisher offers new credentials (`group-offer` with `restart: ice`) and
+    its subscriber connection asks for them (`group-restart`). Alice and Bob decode seconds
+    more of Carol, and the page hears both again."""
+    ns = stack(await MediaNamespace().start())
+    roam = stack(await RoamingNamespace(ns).start())
+    janus = stack(await Janus(s, ns).start())
+    server = stack(await Server(s, netns=ns.NS, host=ns.ADDR, extra=janus.server_args()).start())
+    # The page is served from 127.0.0.1 (a secure context) of its own namespace.
+    proxy = stack(await TCPProxy(server.port, roam.NS, host=ns.ADDR).start())
+    tones = {"alice": 550, "bob": 440, "carol": 660}
+    bob = member(s, stack, server, ns, "bob", "--auto", "--multistream", "--tone-frequency", str(tones["bob"]))
+    await bob.start()
+    await bob.wait_for("note", text="waiting for a call")
+    page = stack(await Chromium(s, f"http://127.0.0.1:{proxy.port}/#token={server.token('carol', 'browser')}"
+                                   f"&answer=auto&tone={tones['carol']}", roam.NS).start())
+    await page.wait_for("sign-in", lambda st: st["state"] == "idle")
+    alice = member(s, stack, server, ns, "alice", "--to", "bob,carol", "--multistream", "--tone-frequency",
+                   str(tones["alice"]), "--duration", "90", "--end-for-all", command="group call")
+    await alice.start()
+    await page.wait_for("alice and bob", page_hears({"alice": tones["alice"], "bob": tones["bob"]}))
+    for peer in (alice, bob):
+        await peer.wait_for("first-audio carol", timeout=30)
+    rates = await audio_rates([(alice, ["carol"]), (bob, ["carol"])])
+    check(all(rate > 0 for rate in rates.values()), f"carol's page is not heard: {rates}")
+
+    roam.move()
+    # Its signaling socket died with the old address (the CLI's path watch notices that itself).
+    await proxy.cut()
+    await page.wait_for("both of its connections restarted", lambda st: st["group"]["iceRestarts"] >= 2, timeout=40)
+    await hearing_grows_by([(alice, ["carol"]), (bob, ["carol"])], rates, seconds=3, within=45)
+    mark = (await page.page_state())["group"]["readings"]
+    await page.wait_for("alice and bob again", lambda st: all(
+        st["group"]["readings"].get(user, 0) >= mark.get(user, 0) + 8 for user in ("alice", "bob")), timeout=30)
+    state = await page.page_state()
+    check(state["group"]["connections"] == 2, f"the page made {state['group']['connections']} connections, not 2")
+    alice.interrupt()
+    check(await alice.exit_status() == 0 and await bob.exit_status() == 0, "the call did not complete")
+    for listener in ("alice", "bob"):
+        path = s.file(f"{listener}-carol.wav")
+        near(dominant_frequency(path), tones["carol"], path)

@@ -434,8 +434,8 @@ class TCPProxy:
     `cut()` drops every connection it carries (a signaling socket dying mid-call) while new
     connections keep working."""
 
-    def __init__(self, target_port, netns):
-        self.target_port, self.netns = target_port, netns
+    def __init__(self, target_port, netns, host=None):
+        self.target_port, self.netns, self.host = target_port, netns, host
         self.port = None
         self.proc = None
         self.cuts = 0
@@ -444,7 +444,7 @@ class TCPProxy:
         script = os.path.join(os.path.dirname(__file__), "tcp_proxy.py")
         self.proc = await asyncio.create_subprocess_exec(
             "ip", "netns", "exec", self.netns, sys.executable, script, str(self.target_port),
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+            *([self.host] if self.host else []), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
         line = (await asyncio.wait_for(self.proc.stdout.readline(), 10)).decode().split()
         check(len(line) == 2 and line[0] == "PORT", "the TCP proxy did not start")
         self.port = int(line[1])

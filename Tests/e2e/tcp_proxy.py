@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """A TCP forwarder for the e2e tests, run inside the test's namespace: listens on 127.0.0.1
-(a port picked by the kernel, printed as `PORT <n>`), forwards to 127.0.0.1:TARGET, and on each
+(a port picked by the kernel, printed as `PORT <n>`), forwards to 127.0.0.1:TARGET (or to
+HOST:TARGET when a second argument names HOST), and on each
 `cut` line read from stdin resets every connection it carries (prints `CUT <count>`) while new
 connections keep working."""
 import asyncio
@@ -9,12 +10,12 @@ import struct
 import sys
 
 
-async def main(target):
+async def main(target, host="127.0.0.1"):
     pairs = []
 
     async def accept(reader, writer):
         try:
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", target)
+            up_reader, up_writer = await asyncio.open_connection(host, target)
         except OSError:
             writer.close()
             return
@@ -55,4 +56,4 @@ async def main(target):
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1])))
+    asyncio.run(main(int(sys.argv[1]), *sys.argv[2:3]))
