@@ -48,6 +48,9 @@ package actor JanusSFU: SFUBackend {
     /// The device receives everyone on one subscriber connection (20.9).
     package var multistream = false
     package var subscriber = JanusSubscriber()
+    /// The sections the single subscriber connection's latest offer listed (an ICE restart's
+    /// offer, whose reply has no `streams` summary, carries the same).
+    package var subscriberSections: [GroupStreamSection] = []
 
     /// Every Janus handle of the device.
     package var handles: [UInt64] {
@@ -580,7 +583,11 @@ package actor JanusSFU: SFUBackend {
     else { return false }
     let peers = Dictionary(
       room.participants.values.map { ($0.feed, $0.identity.peer) }, uniquingKeysWith: { a, _ in a })
-    let sections = JanusSubscriber.sections(of: summary, participants: peers)
+    let sections =
+      summary == nil
+      ? room.participants[who]?.subscriberSections ?? []
+      : JanusSubscriber.sections(of: summary, participants: peers)
+    rooms[callId]?.participants[who]?.subscriberSections = sections
     emit(
       .send(
         .groupOffer(

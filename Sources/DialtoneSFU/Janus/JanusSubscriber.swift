@@ -121,8 +121,9 @@ package struct JanusSubscriber: Sendable, Equatable {
       departing = []
     }
     subscribed.formUnion(request.feeds)
-    // (A departed feed Janus still lists is already among `departing`.)
-    mids = sections.filter { subscribed.contains($0.key) }
+    // (A departed feed Janus still lists is already among `departing`.) An ICE restart's reply
+    // lists no sections: they are as they were.
+    if request != .restartIce { mids = sections.filter { subscribed.contains($0.key) } }
     // A feed whose publisher left while the request was out: its sections go again.
     for feed in request.feeds where !wanted.contains(feed) { forget(feed) }
     if offered { negotiation = .awaitingAnswer }

@@ -186,7 +186,9 @@ import Testing
     var subscriber = Self.settled()
     #expect(subscriber.restart(.ice) == .restartIce)
     #expect(JanusSubscriber.Request.restartIce.restart == .ice)
-    #expect(subscriber.completed(sections: [1: ["0"], 2: ["1"]], offered: true) == nil)
+    // Janus's reply to a restart lists no sections: they stay as they were.
+    #expect(subscriber.completed(sections: [:], offered: true) == nil)
+    #expect(subscriber.mids == [1: ["0"], 2: ["1"]])
     #expect(subscriber.negotiation == .awaitingAnswer && subscriber.handle == 100)
     #expect(subscriber.answered() == nil && subscriber.negotiation == .idle)
   }
