@@ -86,8 +86,10 @@ import Testing
         .send(.groupOffer(.init(callId: Self.callId, stream: "publisher", sdp: "offer-restart", restart: .ice))),
         .send(.groupCandidate(.init(callId: Self.callId, stream: "publisher", candidate: candidate))),
       ])
-    // The restart's timeout runs out: the next one waits for the first backoff.
+    // The restart's timeout runs out: the next one waits for the first backoff, and offers
+    // again although the SFU never answered the last offer.
     #expect(m.handle(.timerFired(1)) == [.arm(2, after: .seconds(1))])
+    #expect(m.handle(.timerFired(2)) == [.arm(3, after: .seconds(10)), .createRestartOffer(ref)])
   }
 
   /// A stream the SFU offered asks the server for a new offer; one for a fresh connection

@@ -256,3 +256,40 @@ private final class FakeGroupSignaling: GroupSignaling, Sendable {
     #expect(message?.contains("not-found") == true)
   }
 }
+
+/// The shell runs the recovery's timers on the injected clock (virtual time): a publisher that
+/// cannot restart ICE is replaced once the disconnected grace has passed, not before.
+@Suite struct GroupCallRecoveryTimerTests {
+  static let callId = "g-client-2"
+  static let state = GroupCallState(
+    callId: callId, creatorId: "alice", video: false, state: .active, createdAt: 1,
+    members: [GroupMember(userId: "alice", state: .joined), GroupMember(userId: "bob", state: .joined)])
+
+  @Test func aDisconnectedPublisherIsReplacedAfterTheGraceOnTheClock() async throws {
+    let clock = ManualClock()
+    let factory = EngineFakePeerConnectionFactory(log: EngineLog(), canRestartIce: false)
+    let signaling = FakeGroupSignaling { message in .ack(.init(replyTo: "r", callId: message.callId, group: Self.state))
+    }
+    let call = GroupCall(
+      callId: Self.callId, entry: .create(members: ["bob"], title: nil), iceServers: [], factory: factory,
+      signaling: signaling, clock: clock)
+    await call.start()
+    await call.handle(.groupMedia(.init(callId: Self.callId, sfu: .janus)))
+    await call.handle(.groupAnswer(.init(callId: Self.callId, stream: "publisher", sdp: "answer-1")))
+    factory.connections[0].emitState(.connected)
+    factory.connections[0].emitState(.disconnected)
+    #expect(await clock.waitForTimer(dueIn: 4))
+    clock.advance(by: 3.9)
+    #expect(factory.connections.count == 1)
+    clock.advance(by: 0.1)
+    #expect(await eventually { factory.connections.count == 2 })
+    #expect(
+      await eventually {
+        signaling.messages.contains {
+          if case .groupOffer(let m) = $0 { return m.restart == .connection }
+          return false
+        }
+      })
+    #expect(factory.connections[0].calls.contains("close"))
+  }
+}

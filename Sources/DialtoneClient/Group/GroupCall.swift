@@ -156,7 +156,8 @@ public actor GroupCall {
 
   /// The device's network path changed: every connection of the call restarts now (the SFU is
   /// one host, so they all lost the path they used; a send-only publisher may not notice).
-  public func networkChanged() async { await submit(.networkChanged) }
+  /// Returns at once: the restarts go on while signaling reconnects.
+  public func networkChanged() { feed(.networkChanged) }
 
   /// The statistics of each connection, by stream.
   public func stats() async -> [String: PeerConnectionStats] {

@@ -641,8 +641,9 @@ public struct GroupCallMachine: Sendable {
       return [.send(.groupRestart(.init(callId: callId, stream: id, restart: kind)))]
     }
     if kind == .ice {
-      // Mid-negotiation the timeout decides (the offer or answer under way may yet connect).
-      guard stream.step == .ready else { return [] }
+      // While its offer or answer is being made the timeout decides; an offer the SFU did not
+      // answer is replaced.
+      guard stream.step == .ready || stream.step == .awaitingAnswer else { return [] }
       stream.step = .creating
       stream.restart = .ice
       stream.localCandidates = []
