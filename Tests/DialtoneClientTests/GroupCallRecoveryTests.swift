@@ -148,6 +148,26 @@ import Testing
     #expect(m.handle(GroupCallMachineTests.offer("feed-9", "again")).isEmpty)
   }
 
+  /// A restart's offer that comes while the feed's first answer is being made waits for it.
+  @Test func aRestartOfferWaitsForTheAnswerUnderWay() {
+    var m = GroupCallMachineTests.joined()
+    guard case .makeConnection(let ref, _)? = m.handle(GroupCallMachineTests.offer("feed-9")).first else {
+      Issue.record("no feed connection")
+      return
+    }
+    _ = m.handle(.connectionMade(ref, canRestartIce: true))
+    #expect(m.handle(.remoteDescriptionSet(ref)) == [.createAnswer(ref)])
+    let offer = ServerMessage.groupOffer(
+      .init(callId: Self.callId, stream: "feed-9", sdp: "offer-ice", from: Self.bob, restart: .ice))
+    #expect(m.handle(.server(offer)).isEmpty)
+    _ = m.handle(.descriptionCreated(ref, SessionDescription(sdp: "answer-1")))
+    #expect(
+      m.handle(.localDescriptionSet(ref)) == [
+        .send(.groupAnswer(.init(callId: Self.callId, stream: "feed-9", sdp: "answer-1"))),
+        .setRemote(ref, SessionDescription(sdp: "offer-ice"), .offer),
+      ])
+  }
+
   /// A changed network path restarts every connection at once, without waiting for a state.
   @Test func aNetworkChangeRestartsEveryConnectionAtOnce() {
     var (m, publisher) = Self.publishing(canRestartIce: false)

@@ -612,10 +612,12 @@ async def audio_rates(peers_and_others, pause=2):
 
 async def hearing_grows_by(peers_and_others, rates, seconds, within):
     """Each (peer, others): `peer` decodes at least `seconds` of audio more of each of `others`
-    (at the rate `rates` measured before) within `within` seconds: an eventual condition."""
+    (at the rate `rates` measured before) within `within` seconds: an eventual condition.
+    Returns how long it took."""
     loop = asyncio.get_running_loop()
     before = {peer.name: await audio_counts(peer) for peer, _ in peers_and_others}
-    deadline = loop.time() + within
+    started = loop.time()
+    deadline = started + within
     while True:
         now = {peer.name: await audio_counts(peer) for peer, _ in peers_and_others}
         missing = [(peer.name, other, now[peer.name].get(other, 0) - before[peer.name].get(other, 0))
@@ -623,7 +625,7 @@ async def hearing_grows_by(peers_and_others, rates, seconds, within):
                    if now[peer.name].get(other, 0) - before[peer.name].get(other, 0)
                    < seconds * rates[(peer.name, other)]]
         if not missing:
-            return
+            return loop.time() - started
         check(loop.time() < deadline, f"no audio back within {within} s (listener, speaker, bytes): {missing}")
         await asyncio.sleep(0.5)
 
@@ -659,11 +661,15 @@ async def a_member_moves_network_mid_call(s, stack, extra=()):
     check(all(rate > 0 for rate in rates.values()), f"not everyone hears carol and is heard by her: {rates}")
     connections_before = await connections_made(carol)
 
+    moved = asyncio.get_running_loop().time()
     roam.move()
     await carol.wait_for("note", text="network changed: reconnecting signaling", timeout=10)
     # What was already on its way when the path died has played out by now.
     await asyncio.sleep(1.5)
     await hearing_grows_by(around_carol, rates, seconds=3, within=45)
+    # (3 s of audio each way, counted from 1.5 s after the change was noticed.)
+    print(f"  {'multistream' if extra else 'per-feed'}: 3 s of audio back both ways "
+          f"{asyncio.get_running_loop().time() - moved:.1f} s after the move", flush=True)
     await hearing_grows([(alice, ["bob"]), (bob, ["alice"])])
     # Each of Carol's connections was replaced by a fresh one (webrtcbin cannot restart ICE), and
     # the others were offered her new feed.

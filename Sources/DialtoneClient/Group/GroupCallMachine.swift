@@ -153,8 +153,7 @@ public struct GroupCallMachine: Sendable {
     var recovery = IceRecovery.connecting
     /// Whether its connection restarts ICE in place (else a restart replaces it).
     var canRestartIce = true
-    /// Publisher: the restart its next offer carries. Remote: the restart asked of the server,
-    /// whose offer is awaited.
+    /// Publisher: the restart its next offer carries.
     var restart: GroupRestart?
 
     /// This device's own publisher (which offers; every other stream answers).
@@ -514,8 +513,9 @@ public struct GroupCallMachine: Sendable {
     effects += (stream.localCandidates ?? []).map { candidateMessage($0, ref) }
     stream.localCandidates = nil
     streams[ref.id] = stream
-    // The subscriber's next offer, if one came while this one was negotiated.
-    if stream.subscriber { effects += applyOffer(ref) }
+    // The next offer, if one came while this one was negotiated (the subscriber's, or a
+    // restart's).
+    if !stream.isPublisher { effects += applyOffer(ref) }
     return effects
   }
 
@@ -582,10 +582,19 @@ public struct GroupCallMachine: Sendable {
     ]
   }
 
-  /// Applies the subscriber's waiting offer, if any: the engine learns the new sections first,
-  /// the app the participants that came and went.
+  /// Applies a stream's waiting offer, if any. The subscriber's: the engine learns the new
+  /// sections first, the app the participants that came and went.
   private mutating func applyOffer(_ ref: StreamRef) -> [Effect] {
     guard var stream = stream(ref), stream.step == .ready, let offer = stream.offer else { return [] }
+    // Its candidates of the new ICE generation (a restart) follow the answer.
+    stream.localCandidates = stream.localCandidates ?? []
+    guard stream.subscriber else {
+      // A feed's connection: only a restart offers it again (20.10).
+      stream.offer = nil
+      stream.step = .applyingRemote
+      streams[ref.id] = stream
+      return [.setRemote(ref, offer, .offer)]
+    }
     let before = stream.participants
     stream.offer = nil
     stream.sections = stream.offeredSections
@@ -635,11 +644,7 @@ public struct GroupCallMachine: Sendable {
   private mutating func restartNow(_ id: String) -> [Effect] {
     guard var stream = streams[id] else { return [] }
     let kind: GroupRestart = stream.canRestartIce ? .ice : .connection
-    guard stream.isPublisher else {
-      stream.restart = kind
-      streams[id] = stream
-      return [.send(.groupRestart(.init(callId: callId, stream: id, restart: kind)))]
-    }
+    guard stream.isPublisher else { return [.send(.groupRestart(.init(callId: callId, stream: id, restart: kind)))] }
     if kind == .ice {
       // While its offer or answer is being made the timeout decides; an offer the SFU did not
       // answer is replaced.
@@ -666,7 +671,6 @@ public struct GroupCallMachine: Sendable {
   private mutating func restartOffer(_ m: ServerMessage.GroupDescription) -> [Effect] {
     guard var stream = streams[m.stream], !stream.isPublisher else { return [] }
     let offer = SessionDescription(sdp: m.sdp)
-    stream.restart = nil
     if m.restart == .ice {
       // The same connection: applied like any offer once the one before is answered.
       stream.offer = offer
@@ -676,14 +680,8 @@ public struct GroupCallMachine: Sendable {
         streams[m.stream] = stream
         return []
       }
-      // The new candidates follow the answer.
-      stream.localCandidates = []
       streams[m.stream] = stream
-      if stream.subscriber { return applyOffer(stream.ref) }
-      stream.offer = nil
-      stream.step = .applyingRemote
-      streams[m.stream] = stream
-      return [.setRemote(stream.ref, offer, .offer)]
+      return applyOffer(stream.ref)
     }
     // A fresh connection replaces the stream's: its participants are added again on it.
     var fresh = Stream(ref: nextRef(m.stream), from: stream.subscriber ? nil : (m.from ?? stream.from))
