@@ -383,6 +383,8 @@ async def group_rings_declined_missed_joined_later_and_elsewhere(s, stack):
     await alice.wait_for("participant", user="carol", state="joined")
     await alice.wait_for("first-audio carol")
     check(await alice.exit_status() == 0, "alice's call did not complete")
+    # Her recordings are written as her softphone exits.
+    check(await late.exit_status() == 0, "carol's late join did not complete")
     near(dominant_frequency(s.file("carol-alice.wav")), 880, s.file("carol-alice.wav"))
 
 

@@ -106,6 +106,11 @@ package actor JanusSFU: SFUBackend {
   /// Subscriptions run beside the call's chain: a join must not wait for the N-1 feeds before it.
   private var subscriptions: [CallID: [Task<Void, Never>]] = [:]
   private var pump: Task<Void, Never>?
+  /// Publisher handles being replaced (`unpublish`), and whether Janus reported their old
+  /// PeerConnection hung up yet (its `hangup` event).
+  private var hangups: [UInt64: Bool] = [:]
+  /// How long a replaced publisher waits for Janus to hang its old PeerConnection up.
+  private static let hangupWait: Duration = .seconds(2)
 
   package init(settings: Settings, log: Log) {
     self.settings = settings
@@ -403,8 +408,20 @@ package actor JanusSFU: SFUBackend {
   private func unpublish(_ callId: CallID, _ who: Identity) async {
     guard let participant = rooms[callId]?.participants[who], let session else { return }
     rooms[callId]?.participants[who]?.published = false
+    hangups[participant.handle] = false
+    defer { hangups[participant.handle] = nil }
     do {
       _ = try await session.message(participant.handle, ["request": "unpublish"])
+      // Janus closes the PeerConnection a moment after it answers: an offer that came before
+      // would be taken for a renegotiation of the dying one (and die with it).
+      let clock = ContinuousClock()
+      let deadline = clock.now + Self.hangupWait
+      while hangups[participant.handle] != true, clock.now < deadline {
+        try? await Task.sleep(for: .milliseconds(10))
+      }
+      if hangups[participant.handle] != true {
+        log.warning("group call \(callId): Janus did not hang up \(who.userId)'s old publisher in time", callId: callId)
+      }
     } catch {
       // Janus hung the connection up itself already (its ICE failed): nothing to unpublish.
       log.info("group call \(callId): \(who.userId)'s publisher was not published: \(error)", callId: callId)
@@ -706,6 +723,7 @@ package actor JanusSFU: SFUBackend {
         }
       }
     case "hangup":
+      if hangups[handle] != nil { hangups[handle] = true }
       log.info(
         "group call \(owner.callId): Janus hung up \(owner.participant.userId)'s \(owner.stream) "
           + "(\(event.message["reason"]?.stringValue ?? "no reason"))")
