@@ -19,10 +19,10 @@ public final class CallForwarding: Sendable {
     case full(owner: String)
   }
 
-  private let redis: RedisConnection
+  private let redis: any RedisClient
   private let mailbox: NodeMailbox
 
-  public init(_ redis: RedisConnection, mailbox: NodeMailbox) {
+  public init(_ redis: any RedisClient, mailbox: NodeMailbox) {
     self.redis = redis
     self.mailbox = mailbox
   }

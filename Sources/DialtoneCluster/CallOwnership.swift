@@ -7,11 +7,11 @@ import DialtoneRedis
 ///
 /// Blocking calls: run them off the cooperative pool.
 public final class CallOwnership: Sendable {
-  private let redis: RedisConnection
+  private let redis: any RedisClient
   /// How long a claim holds without renewal: the longest a dead owner's calls wait for a new one.
   public let leaseDuration: Duration
 
-  public init(_ redis: RedisConnection, leaseDuration: Duration) {
+  public init(_ redis: any RedisClient, leaseDuration: Duration) {
     self.redis = redis
     self.leaseDuration = leaseDuration
   }

@@ -106,10 +106,10 @@ public final class SessionLedger: Sendable {
     case gone
   }
 
-  private let redis: RedisConnection
+  private let redis: any RedisClient
   public let limits: Limits
 
-  public init(_ redis: RedisConnection, limits: Limits) {
+  public init(_ redis: any RedisClient, limits: Limits) {
     self.redis = redis
     self.limits = limits
   }

@@ -211,6 +211,9 @@ public final class DialtoneServer: Sendable {
     } catch {
       throw ConfigurationError("--redis-url: \(error)")
     }
+    guard redis.clusterSeeds == nil else {
+      throw ConfigurationError("--redis-url: a Redis Cluster is not supported by the cluster engines yet")
+    }
     let name = configuration.nodeName ?? ProcessInfo.processInfo.hostName
     let safeName = String(name.map { $0.isLetter || $0.isNumber || "-_.".contains($0) ? $0 : "-" }.prefix(64))
     let node = safeName + "-" + SecureRandom.token(byteCount: 4)
