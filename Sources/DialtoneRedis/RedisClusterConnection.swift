@@ -197,12 +197,15 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
   public func load(_ scripts: [RedisScript]) throws(RedisError) {
     try lock.withLock { () throws(RedisError) in
       try checkOpen()
-      for script in scripts where !self.scripts.contains(script) { self.scripts.append(script) }
+      // Scripts known already are on every connection (each loads them all as it opens).
+      let new = scripts.filter { !self.scripts.contains($0) }
+      guard !new.isEmpty else { return }
+      self.scripts += new
       for address in primaries {
         let open = connections[address] != nil
         let connection = try connection(address)
         // A connection opened just now loaded every script already.
-        if open { try connection.load(scripts) }
+        if open { try connection.load(new) }
       }
     }
   }

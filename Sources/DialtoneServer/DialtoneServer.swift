@@ -211,9 +211,6 @@ public final class DialtoneServer: Sendable {
     } catch {
       throw ConfigurationError("--redis-url: \(error)")
     }
-    guard redis.clusterSeeds == nil else {
-      throw ConfigurationError("--redis-url: a Redis Cluster is not supported by the cluster engines yet")
-    }
     let name = configuration.nodeName ?? ProcessInfo.processInfo.hostName
     let safeName = String(name.map { $0.isLetter || $0.isNumber || "-_.".contains($0) ? $0 : "-" }.prefix(64))
     let node = safeName + "-" + SecureRandom.token(byteCount: 4)
@@ -221,6 +218,12 @@ public final class DialtoneServer: Sendable {
     // A session outlives its holder for the resume window, plus two refreshes of slack.
     settings.sessionExpiry = .seconds(configuration.resumeWindow) + settings.sessionRefresh * 2
     settings.maxUnackedBytes = configuration.limits.maxUnackedBytes
+    if let expiry = configuration.nodeExpirySeconds {
+      // Heartbeats stay three per expiry; a call's lease outlives a node's expiry.
+      settings.nodeExpiry = .milliseconds(Int64(expiry * 1000))
+      settings.heartbeat = settings.nodeExpiry / 3
+      settings.lease = max(settings.lease, settings.nodeExpiry * 2)
+    }
     return ClusterLink(settings: settings, liveCalls: liveCalls, metrics: metrics, log: log.scoped("cluster"))
   }
 

@@ -1,5 +1,6 @@
 import DialtoneRedis
 import Foundation
+import Testing
 
 #if canImport(Glibc)
   import Glibc
@@ -166,5 +167,38 @@ public actor ScratchRedisCluster {
       picked.append(candidate)
     }
     return picked
+  }
+}
+
+/// One scratch Redis Cluster for a whole suite (`@Suite(.scratchRedisCluster)`), reached through
+/// `SharedRedisCluster.cluster()`.
+public struct ScratchRedisClusterTrait: SuiteTrait, TestScoping {
+  public init() {}
+
+  public var isRecursive: Bool { false }
+
+  public func provideScope(
+    for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
+  ) async throws {
+    try await ScratchRedisCluster.with { cluster in
+      try await SharedRedisCluster.$current.withValue(cluster) { try await function() }
+    }
+  }
+}
+
+extension Trait where Self == ScratchRedisClusterTrait {
+  public static var scratchRedisCluster: Self { Self() }
+}
+
+public enum SharedRedisCluster {
+  public struct NotRunning: Error, CustomStringConvertible {
+    public var description: String { "no scratch Redis Cluster: the suite needs the .scratchRedisCluster trait" }
+  }
+
+  @TaskLocal public static var current: ScratchRedisCluster?
+
+  public static func cluster() throws -> ScratchRedisCluster {
+    guard let current else { throw NotRunning() }
+    return current
   }
 }
