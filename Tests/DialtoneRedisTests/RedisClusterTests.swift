@@ -111,6 +111,30 @@ import Testing
   }
 }
 
+/// A cluster that speaks only TLS (clients, replication, bus) and requires a password.
+@Suite struct RedisClusterSecurityTests {
+  @Test func aClusterBehindTLSAndAPasswordRoutesAsAPlainOne() async throws {
+    let certificates = try ScratchCertificates()
+    defer { certificates.remove() }
+    try await stopping(
+      try await ScratchRedisCluster.start(tls: certificates, password: "clustersecret"), stop: { await $0.stop() }
+    ) { cluster in
+      let redis = try cluster.connect()
+      defer { redis.close() }
+      #expect(redis.nodes.count == 3)
+      let keys = (0..<30).map { "secure-\($0)" }
+      #expect(try redis.pipeline(keys.map { ["SET", .string($0), "v"] }).allSatisfy { $0 == .status("OK") })
+      #expect(try redis.pipeline(keys.map { ["GET", .string($0)] }).allSatisfy { $0.string == "v" })
+      // Without the password, or without the CA, nothing routes.
+      let open = cluster.url.replacingOccurrences(of: ":clustersecret@", with: "")
+      #expect(throws: RedisError.self) { try RedisClusterConnection(RedisConfiguration(url: open)) }
+      let unverified = cluster.url.replacingOccurrences(
+        of: "ca-file=\(certificates.ca)", with: "ca-file=\(certificates.otherCA)")
+      #expect(throws: RedisError.self) { try RedisClusterConnection(RedisConfiguration(url: unverified)) }
+    }
+  }
+}
+
 extension RedisReply {
   fileprivate var errorMessage: String? {
     if case .error(_, let message) = self { return message }

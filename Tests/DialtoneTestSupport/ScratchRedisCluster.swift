@@ -14,25 +14,34 @@ public actor ScratchRedisCluster {
   /// The servers' ports: primaries first as created (each replica's primary is the one
   /// redis-cli chose).
   public nonisolated let ports: [Int]
+  /// Set: every server speaks TLS only (clients, replication and the cluster bus) with these
+  /// certificates.
+  public nonisolated let tls: ScratchCertificates?
+  /// Set: every server requires it (`requirepass`, and `masterauth` for its replica).
+  public nonisolated let password: String?
   private var servers: [Int: Process] = [:]
   private let binary: String
 
-  private init(directory: String, ports: [Int], binary: String) {
+  private init(directory: String, ports: [Int], binary: String, tls: ScratchCertificates?, password: String?) {
     self.directory = directory
     self.ports = ports
     self.binary = binary
+    self.tls = tls
+    self.password = password
   }
 
-  public static func start(shards: Int = 3, nodeTimeout: Duration = .milliseconds(1000)) async throws
-    -> ScratchRedisCluster
-  {
+  public static func start(
+    shards: Int = 3, nodeTimeout: Duration = .milliseconds(1000), tls: ScratchCertificates? = nil,
+    password: String? = nil
+  ) async throws -> ScratchRedisCluster {
     let binary = "/usr/bin/redis-server"
     guard FileManager.default.isExecutableFile(atPath: binary) else {
       throw ScratchProcess.Failure("no redis-server: run scripts/deps.sh (Debian's redis-server)")
     }
     let directory = NSTemporaryDirectory() + "dtrediscluster-\(UUID().uuidString.prefix(8).lowercased())"
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    let cluster = ScratchRedisCluster(directory: directory, ports: try freePorts(shards * 2), binary: binary)
+    let cluster = ScratchRedisCluster(
+      directory: directory, ports: try freePorts(shards * 2), binary: binary, tls: tls, password: password)
     do {
       try await cluster.create(replicasPerShard: 1, nodeTimeout: nodeTimeout)
     } catch {
@@ -51,7 +60,10 @@ public actor ScratchRedisCluster {
 
   /// The URL that names every server as a seed.
   public nonisolated var url: String {
-    "redis-cluster://" + ports.map { "127.0.0.1:\($0)" }.joined(separator: ",")
+    let seeds = ports.map { "127.0.0.1:\($0)" }.joined(separator: ",")
+    let credentials = password.map { ":\($0)@" } ?? ""
+    guard let tls else { return "redis-cluster://\(credentials)\(seeds)" }
+    return "rediss-cluster://\(credentials)\(seeds)?ca-file=\(tls.ca)"
   }
 
   public nonisolated func connect(commandTimeout: Duration = .seconds(5)) throws -> RedisClusterConnection {
@@ -61,7 +73,11 @@ public actor ScratchRedisCluster {
 
   /// A connection to one server only (no routing), to look at it or send it CLUSTER commands.
   public nonisolated func direct(_ port: Int) throws -> RedisConnection {
-    try RedisConnection(url: "redis://127.0.0.1:\(port)", connectTimeout: .seconds(2), commandTimeout: .seconds(5))
+    let credentials = password.map { ":\($0)@" } ?? ""
+    let url =
+      tls.map { "rediss://\(credentials)127.0.0.1:\(port)?ca-file=\($0.ca)" }
+      ?? "redis://\(credentials)127.0.0.1:\(port)"
+    return try RedisConnection(url: url, connectTimeout: .seconds(2), commandTimeout: .seconds(5))
   }
 
   /// SIGKILL to one server, as a crash would.
@@ -113,9 +129,18 @@ public actor ScratchRedisCluster {
       let home = "\(directory)/\(port)"
       try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
       let log = try ScratchProcess.appendingLog(home + "/redis.log")
+      var listening = ["--port", String(port)]
+      if let tls {
+        listening = [
+          "--port", "0", "--tls-port", String(port), "--tls-cluster", "yes", "--tls-replication", "yes",
+          "--tls-cert-file", tls.server, "--tls-key-file", tls.serverKey, "--tls-ca-cert-file", tls.ca,
+          "--tls-auth-clients", "no",
+        ]
+      }
+      if let password { listening += ["--requirepass", password, "--masterauth", password] }
       servers[port] = try ScratchProcess.spawn(
-        [
-          binary, "--port", String(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+        [binary] + listening + [
+          "--bind", "127.0.0.1", "--cluster-enabled", "yes",
           "--cluster-config-file", "nodes.conf", "--cluster-node-timeout",
           String(nodeTimeout.components.seconds * 1000 + nodeTimeout.components.attoseconds / 1_000_000_000_000_000),
           // A replica that lost its primary seconds ago still takes over (the default refuses one
@@ -132,10 +157,13 @@ public actor ScratchRedisCluster {
     }
     let cli = Process()
     cli.executableURL = URL(fileURLWithPath: "/usr/bin/redis-cli")
-    cli.arguments =
-      ["--cluster", "create"] + ports.map { "127.0.0.1:\($0)" } + [
-        "--cluster-replicas", String(replicasPerShard), "--cluster-yes",
-      ]
+    var arguments: [String] = []
+    if let tls { arguments += ["--tls", "--cacert", tls.ca] }
+    if let password { arguments += ["-a", password, "--no-auth-warning"] }
+    arguments += ["--cluster", "create"]
+    arguments += ports.map { "127.0.0.1:\($0)" }
+    arguments += ["--cluster-replicas", String(replicasPerShard), "--cluster-yes"]
+    cli.arguments = arguments
     let output = try ScratchProcess.appendingLog(directory + "/create.log")
     cli.standardOutput = output
     cli.standardError = output
