@@ -116,9 +116,7 @@ import Testing
   @Test func aClusterBehindTLSAndAPasswordRoutesAsAPlainOne() async throws {
     let certificates = try ScratchCertificates()
     defer { certificates.remove() }
-    try await stopping(
-      try await ScratchRedisCluster.start(tls: certificates, password: "clustersecret"), stop: { await $0.stop() }
-    ) { cluster in
+    try await ScratchRedisCluster.with(tls: certificates, password: "clustersecret") { cluster in
       let redis = try cluster.connect()
       defer { redis.close() }
       #expect(redis.nodes.count == 3)

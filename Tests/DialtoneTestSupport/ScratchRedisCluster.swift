@@ -53,9 +53,10 @@ public actor ScratchRedisCluster {
 
   /// A fresh cluster for `body`, stopped afterwards whether `body` threw or not.
   public static func with<T>(
-    isolation: isolated (any Actor)? = #isolation, _ body: (ScratchRedisCluster) async throws -> T
+    isolation: isolated (any Actor)? = #isolation, tls: ScratchCertificates? = nil, password: String? = nil,
+    _ body: (ScratchRedisCluster) async throws -> T
   ) async throws -> T {
-    try await stopping(try await start(), stop: { await $0.stop() }, body)
+    try await stopping(try await start(tls: tls, password: password), stop: { await $0.stop() }, body)
   }
 
   /// The URL that names every server as a seed.
