@@ -355,8 +355,11 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
     let candidates = primaries.filter { connections[$0] != nil } + primaries + (configuration.clusterSeeds ?? [])
     for address in candidates where tried.insert(address).inserted {
       do throws(RedisError) {
-        let reply = try connection(address).command(["CLUSTER", "SLOTS"])
-        try apply(reply, askedOf: address)
+        let link = try connection(address)
+        try apply(try link.command(["CLUSTER", "SLOTS"]), askedOf: address)
+        // CLUSTER SLOTS leaves out a replica that has replicated nothing yet (a fresh shard),
+        // which must still be waited for: CLUSTER SHARDS (7.0) lists every replica and its health.
+        if let shards = try? link.command(["CLUSTER", "SHARDS"]) { countReplicas(shards) }
         return
       } catch {
         if case .connectionFailed = error { drop(address) } else if error.isConnectionLost { drop(address) }
@@ -389,6 +392,38 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
     primaries = found
     replicas = replicaCounts
     for address in connections.keys where !found.contains(address) { drop(address) }
+  }
+
+  /// The replicas of each primary that are not failed, from CLUSTER SHARDS (RESP2: each shard
+  /// and each node a flat list of names and values).
+  private func countReplicas(_ reply: RedisReply) {
+    var counts: [RedisAddress: Int] = [:]
+    for shard in reply.elements ?? [] {
+      let fields = Self.fields(shard)
+      let nodes = (fields["nodes"]?.elements ?? []).map(Self.fields)
+      func port(_ node: [String: RedisReply]) -> Int? {
+        let tls = configuration.tls != nil ? node["tls-port"]?.integer : nil
+        return (tls ?? node["port"]?.integer).map(Int.init)
+      }
+      guard let primary = nodes.first(where: { $0["role"]?.string == "master" }), let primaryPort = port(primary)
+      else { continue }
+      let hosts = [primary["ip"]?.string, primary["endpoint"]?.string, primary["hostname"]?.string].compactMap { $0 }
+      guard
+        let address = primaries.first(where: { $0.port == primaryPort && hosts.contains($0.host) })
+          ?? primaries.first(where: { $0.port == primaryPort })
+      else { continue }
+      counts[address] = nodes.filter { $0["role"]?.string == "replica" && $0["health"]?.string != "fail" }.count
+    }
+    for (address, count) in counts { replicas[address] = max(replicas[address] ?? 0, count) }
+  }
+
+  private static func fields(_ reply: RedisReply) -> [String: RedisReply] {
+    let flat = reply.elements ?? []
+    var fields: [String: RedisReply] = [:]
+    for index in stride(from: 0, to: flat.count - 1, by: 2) {
+      if let name = flat[index].string { fields[name] = flat[index + 1] }
+    }
+    return fields
   }
 
   /// The one slot a command's keys share; nil for a command without keys.

@@ -3,10 +3,12 @@ import DialtoneTestSupport
 import Foundation
 import Testing
 
-/// Against a real three-shard Redis Cluster (three primaries, a replica each) started per test.
-@Suite struct RedisClusterTests {
+/// Against a real three-shard Redis Cluster (three primaries, a replica each), one for the suite
+/// (its tests use keys of their own and leave every slot where they found it but one empty slot).
+@Suite(.scratchRedisCluster) struct RedisClusterTests {
   @Test func commandsAndPipelinesReachTheShardOfTheirKeys() async throws {
-    try await ScratchRedisCluster.with { cluster in
+    do {
+      let cluster = try SharedRedisCluster.cluster()
       let redis = try cluster.connect()
       defer { redis.close() }
       #expect(redis.nodes.count == 3)
@@ -45,7 +47,8 @@ import Testing
   }
 
   @Test func aMigratingSlotIsFollowedByAskThenByMoved() async throws {
-    try await ScratchRedisCluster.with { cluster in
+    do {
+      let cluster = try SharedRedisCluster.cluster()
       let redis = try cluster.connect()
       defer { redis.close() }
       let key = "migrating-key"
@@ -87,6 +90,22 @@ import Testing
     }
   }
 
+  @Test func everyWriteToAPrimaryWithAReplicaWaitsForIt() throws {
+    let cluster = try SharedRedisCluster.cluster()
+    let redis = try cluster.connect()
+    defer { redis.close() }
+    _ = try redis.pipeline((0..<30).map { ["SET", .string("waited-\($0)"), "v"] })
+    for node in redis.nodes {
+      let direct = try cluster.direct(node.port)
+      defer { direct.close() }
+      let stats = try direct.command(["INFO", "commandstats"]).string ?? ""
+      #expect(stats.contains("cmdstat_wait:"), "no WAIT reached \(node)")
+    }
+  }
+}
+
+/// A cluster of its own: this test kills a primary.
+@Suite struct RedisClusterFailoverTests {
   @Test func aKilledPrimaryIsReplacedByItsReplicaWithItsWrites() async throws {
     try await ScratchRedisCluster.with { cluster in
       let redis = try cluster.connect(commandTimeout: .seconds(2))
@@ -123,6 +142,11 @@ import Testing
       let keys = (0..<30).map { "secure-\($0)" }
       #expect(try redis.pipeline(keys.map { ["SET", .string($0), "v"] }).allSatisfy { $0 == .status("OK") })
       #expect(try redis.pipeline(keys.map { ["GET", .string($0)] }).allSatisfy { $0.string == "v" })
+      for node in redis.nodes {
+        let direct = try cluster.direct(node.port)
+        defer { direct.close() }
+        #expect(try direct.command(["INFO", "commandstats"]).string?.contains("cmdstat_wait:") == true)
+      }
       // Without the password, or without the CA, nothing routes.
       let open = cluster.url.replacingOccurrences(of: ":clustersecret@", with: "")
       #expect(throws: RedisError.self) { try RedisClusterConnection(RedisConfiguration(url: open)) }
