@@ -174,22 +174,38 @@ class ScratchRedisCluster:
 
     async def start(self):
         binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+        self._args = {}
         for port in self.ports:
             directory = self.scratch.file(f"redis-{port}")
             os.makedirs(directory, exist_ok=True)
-            args = _inside(self.netns) + [
+            self._args[port] = _inside(self.netns) + [
                 binary, "--bind", "127.0.0.1", "--port", str(port), "--cluster-enabled", "yes",
                 "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000",
                 "--cluster-replica-validity-factor", "0", "--save", "", "--appendonly", "no", "--dir", directory]
-            self.processes[port] = await spawn(f"redis-{port}", args, self.scratch.file(f"redis-{port}.log"))
-        for port in self.ports:
-            await _wait(self.netns, port, self.processes[port])
+        await self._run()
         create = subprocess.run(_inside(self.netns) + ["redis-cli", "--cluster", "create"]
                                 + [f"127.0.0.1:{p}" for p in self.ports] + ["--cluster-replicas", "1", "--cluster-yes"],
                                 capture_output=True, text=True, timeout=60)
         check(create.returncode == 0, f"redis-cli --cluster create failed: {create.stdout[-500:]} {create.stderr[-500:]}")
         await eventually(lambda: self._healthy(self.ports), 30, "the Redis Cluster to be whole, replicas in sync")
         return self
+
+    async def _run(self, log="redis"):
+        for port in self.ports:
+            self.processes[port] = await spawn(f"redis-{port}", self._args[port],
+                                               self.scratch.file(f"{log}-{port}.log"))
+        for port in self.ports:
+            await _wait(self.netns, port, self.processes[port])
+
+    async def restart(self, down=2.0):
+        """Kills every server and starts them again, empty (no persistence), on the same ports: the
+        cluster comes back whole from its nodes.conf files, with none of its data."""
+        for process in self.processes.values():
+            await process.stop()
+        self.processes = {}
+        await asyncio.sleep(down)
+        await self._run("redis-2")
+        await eventually(lambda: self._healthy(self.ports), 30, "the Redis Cluster to be whole again")
 
     def _healthy(self, ports):
         for port in ports:
