@@ -130,26 +130,39 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
         groups[address, default: []].append(index)
       }
       var again = unmapped
+      // Every shard's commands are written first, then every shard's replies read: the shards
+      // work at once, one round trip in all rather than one per shard.
+      var written: [(RedisAddress, [Int], Int)] = []
       for address in order {
         let indices = groups[address] ?? []
-        let sent: [RedisReply]
         do throws(RedisError) {
-          sent = try send(indices.map { commands[$0] }, to: address)
+          let expected = try write(indices.map { commands[$0] }, to: address)
+          written.append((address, indices, expected))
         } catch {
           // Nothing reached that server when it could not be connected to: its commands go
           // again one by one (waiting out a failover). One lost in flight may have run.
+          drop(address)
           guard case .connectionFailed = error else {
-            drop(address)
+            for (other, _, expected) in written { _ = try? connections[other]?.receive(count: expected) }
             throw error
           }
-          drop(address)
           again += indices
-          continue
-        }
-        for (index, reply) in zip(indices, sent) {
-          if Self.isRedirect(reply) { again.append(index) } else { replies[index] = reply }
         }
       }
+      var lost: RedisError?
+      for (address, indices, expected) in written {
+        do throws(RedisError) {
+          guard let link = connections[address] else { throw .connectionLost(message: "the connection is closed") }
+          let sent = try link.receive(count: expected).prefix(indices.count)
+          for (index, reply) in zip(indices, sent) {
+            if Self.isRedirect(reply) { again.append(index) } else { replies[index] = reply }
+          }
+        } catch {
+          drop(address)
+          lost = lost ?? error
+        }
+      }
+      if let lost { throw lost }
       for index in again.sorted() {
         replies[index] = try run(commands[index], slot: try? Self.slot(of: commands[index]))
       }
@@ -316,6 +329,18 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
     let wait = Duration.milliseconds(min(400, 25 << min(max(0, attempt - 1), 4)))
     pause(wait)
     return wait
+  }
+
+  /// Writes the commands to `address`, and WAIT after them when the primary has replicas: how
+  /// many replies to read (`RedisConnection.receive`; the WAIT's is the last, dropped).
+  private func write(_ batch: [[RedisArgument]], to address: RedisAddress) throws(RedisError) -> Int {
+    let link = try connection(address)
+    guard (replicas[address] ?? 0) > 0 else {
+      try link.send(batch)
+      return batch.count
+    }
+    try link.send(batch + [["WAIT", "1", .integer(try RedisConnection.milliseconds(replicaWait))]])
+    return batch.count + 1
   }
 
   /// One round trip to `address`, ended by WAIT when the primary has replicas (its reply dropped).
