@@ -193,9 +193,11 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
           // the slot moved: try again once the map knows where.
           if prefix == "EXECABORT", replies.contains(where: Self.isRedirect), attempt < Self.maxRedirects {
             if let moved = replies.first(where: { $0.movedTarget != nil })?.movedTarget {
+              try? refresh(preferring: moved.address)
               slots[moved.slot] = moved.address
+            } else {
+              try? refresh()
             }
-            try? refresh()
             backoff(attempt)
             continue
           }
@@ -280,11 +282,15 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
         continue
       }
       let head = batch.count > 1 && replies.count > 1 && replies[0] == .status("OK") ? replies[1] : replies[0]
-      guard case .error(let prefix, let message) = head else { return replies }
+      guard case .error(let prefix, _) = head else { return replies }
       switch prefix {
       case "MOVED" where attempt < Self.maxRedirects:
-        if let target = head.movedTarget { slots[target.slot] = target.address }
-        stale = true
+        // The node that now serves the slot knows the new map for certain (another may not yet).
+        if let target = head.movedTarget {
+          slots[target.slot] = target.address
+          try? refresh(preferring: target.address)
+          slots[target.slot] = target.address
+        }
         asking = nil
         attempt += 1
       case "ASK" where !asked:
@@ -298,7 +304,6 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
         stale = prefix == "CLUSTERDOWN"
         asking = nil
       default:
-        _ = message
         return replies
       }
     }
@@ -374,10 +379,12 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
   }
 
   /// Reads the slot map from the first server that answers: the known primaries, then the seeds.
-  private func refresh() throws(RedisError) {
+  private func refresh(preferring preferred: RedisAddress? = nil) throws(RedisError) {
     var tried: Set<RedisAddress> = []
     var lastError = RedisError.connectionFailed(message: "no seed to ask for the slot map")
-    let candidates = primaries.filter { connections[$0] != nil } + primaries + (configuration.clusterSeeds ?? [])
+    let candidates =
+      (preferred.map { [$0] } ?? []) + primaries.filter { connections[$0] != nil } + primaries
+      + (configuration.clusterSeeds ?? [])
     for address in candidates where tried.insert(address).inserted {
       do throws(RedisError) {
         let link = try connection(address)
