@@ -38,17 +38,25 @@ public actor ScratchRedisCluster {
     guard FileManager.default.isExecutableFile(atPath: binary) else {
       throw ScratchProcess.Failure("no redis-server: run scripts/deps.sh (Debian's redis-server)")
     }
-    let directory = NSTemporaryDirectory() + "dtrediscluster-\(UUID().uuidString.prefix(8).lowercased())"
-    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    let cluster = ScratchRedisCluster(
-      directory: directory, ports: try freePorts(shards * 2), binary: binary, tls: tls, password: password)
-    do {
-      try await cluster.create(replicasPerShard: 1, nodeTimeout: nodeTimeout)
-    } catch {
-      await cluster.stop()
-      throw error
+    // Another process may take a port (or its bus port) between the pick and the bind: then
+    // every server goes and another set of ports is picked, up to three times.
+    var lastError: Error = ScratchProcess.Failure("no start attempted")
+    for _ in 0..<3 {
+      let directory = NSTemporaryDirectory() + "dtrediscluster-\(UUID().uuidString.prefix(8).lowercased())"
+      try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+      let cluster = ScratchRedisCluster(
+        directory: directory, ports: try freePorts(shards * 2), binary: binary, tls: tls, password: password)
+      do {
+        try await cluster.create(replicasPerShard: 1, nodeTimeout: nodeTimeout)
+        return cluster
+      } catch {
+        let portTaken = cluster.logs.contains("Address already in use")
+        await cluster.stop()
+        guard portTaken else { throw error }
+        lastError = error
+      }
     }
-    return cluster
+    throw lastError
   }
 
   /// A fresh cluster for `body`, stopped afterwards whether `body` threw or not.

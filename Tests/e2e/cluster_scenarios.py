@@ -155,7 +155,7 @@ class ScratchRedisCluster:
     a killed primary's replica takes over within a few seconds."""
 
     def __init__(self, scratch, netns, shards=3):
-        self.scratch, self.netns = scratch, netns
+        self.scratch, self.netns, self.shards = scratch, netns, shards
         self.ports = []
         while len(self.ports) < shards * 2:
             port = _free_cluster_port()
@@ -173,6 +173,25 @@ class ScratchRedisCluster:
         return result.stdout
 
     async def start(self):
+        # Another process may take a port (or its bus port) between the pick and the bind: then
+        # another set of ports, up to three times.
+        for attempt in range(3):
+            try:
+                return await self._start()
+            except Failure:
+                logs = "".join(open(self.scratch.file(f"redis-{p}.log"), errors="replace").read()
+                               for p in self.ports if os.path.exists(self.scratch.file(f"redis-{p}.log")))
+                await self.stop()
+                self.processes = {}
+                if attempt == 2 or "Address already in use" not in logs:
+                    raise
+                self.ports = []
+                while len(self.ports) < self.shards * 2:
+                    port = _free_cluster_port()
+                    if port not in self.ports:
+                        self.ports.append(port)
+
+    async def _start(self):
         binary = shutil.which("redis-server") or "/usr/bin/redis-server"
         self._args = {}
         for port in self.ports:
