@@ -10,7 +10,9 @@ held meanwhile):
             on its own;
 - 3 nodes   three nodes on one PostgreSQL and one Redis, every call's caller and callee on
             different nodes (the idle sockets spread over the three), so every relayed message
-            crosses nodes.
+            crosses nodes;
+- 3 nodes/RC  with `--redis-cluster`: the same on a three-shard Redis Cluster with a replica per
+            shard (Redis's share is all six servers', replication included).
 
 For each: relay latency p50/p99 (sender's send to receiver's read), and CPU per relayed message
 of the servers plus Redis (Redis's share on its own). While the idle sockets are held, each
@@ -41,6 +43,8 @@ def rss_bytes(pid):
 
 
 def redis_used_memory(port):
+    if isinstance(port, list):
+        return sum(redis_used_memory(p) for p in port)
     out = subprocess.run(["redis-cli", "-p", str(port), "INFO", "memory"], capture_output=True, text=True).stdout
     for line in out.splitlines():
         if line.startswith("used_memory:"):
@@ -88,13 +92,15 @@ async def run_load(args, label, nodes, measured, breakdown=(), redis_port=None):
 
 async def main():
     import harness
-    from cluster_scenarios import ScratchPostgres, ScratchRedis
+    from cluster_scenarios import ScratchPostgres, ScratchRedis, ScratchRedisCluster
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--bin", default=os.path.join(ROOT, ".build", "release"))
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--idle", type=int, default=15000)
     parser.add_argument("--rate", type=int, default=2000)
     parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--redis-cluster", action="store_true",
+                        help="add a row of three nodes on a three-shard Redis Cluster (a replica per shard)")
     args = parser.parse_args()
     args.bin = os.path.abspath(args.bin)
     harness.BIN = args.bin
@@ -112,11 +118,11 @@ async def main():
             rows.append(await run_load(args, "single", [single], [single.process.proc.pid]))
         finally:
             await single.stop()
-        for count in (1, 3):
+        for count, sharded in [(1, False), (3, False)] + ([(3, True)] if args.redis_cluster else []):
             # A database and a Redis of the row's own: the calls the last row left live (its sockets
             # just closed) would otherwise be taken over, and their users be busy.
             postgres = await ScratchPostgres(scratch, None).start()
-            redis = await ScratchRedis(scratch, None).start()
+            redis = await (ScratchRedisCluster if sharded else ScratchRedis)(scratch, None).start()
             try:
                 nodes = []
                 for index in range(count):
@@ -126,9 +132,13 @@ async def main():
                 await asyncio.sleep(1)
                 try:
                     pids = [n.process.proc.pid for n in nodes]
-                    redis_pid = redis.process.proc.pid
-                    rows.append(await run_load(args, f"{count} node{'s' if count > 1 else ''}", nodes,
-                                               pids + [redis_pid], [redis_pid], redis_port=redis.port))
+                    if sharded:
+                        redis_pids, redis_port = [p.proc.pid for p in redis.processes.values()], redis.ports
+                    else:
+                        redis_pids, redis_port = [redis.process.proc.pid], redis.port
+                    label = f"{count} node{'s' if count > 1 else ''}{'/RC' if sharded else ''}"
+                    rows.append(await run_load(args, label, nodes, pids + redis_pids, redis_pids,
+                                               redis_port=redis_port))
                 finally:
                     for node in nodes:
                         await node.stop()

@@ -68,6 +68,18 @@ for i in "${!pids[@]}"; do
   fi
 done
 
+# The cluster engines' Redis suites again, on a three-shard Redis Cluster with a replica per shard
+# (ScratchRedisCluster): every script's keys in one slot, the split steps, routing and redirects.
+engines='SessionLedgerBehaviour|CallOwnershipBehaviour|EffectOnceBehaviour|NodeMailboxBehaviour|ClusterPresenceBehaviour'
+if ! twice "engines on a Redis Cluster" 300 env DIALTONE_TEST_REDIS=cluster "$bundle" --testing-library swift-testing \
+  --no-parallel --filter "$engines" >"$logs/redis-cluster.log" 2>&1; then
+  echo "the engines on a Redis Cluster FAILED:"
+  grep -E "✘|error:|failed" "$logs/redis-cluster.log" | head -40
+  failed=1
+else
+  grep -E "Test run with" "$logs/redis-cluster.log" | tail -1 | sed "s/^/engines on a Redis Cluster: /"
+fi
+
 # webrtcbin peers (libnice) inside a namespace of their own: no test packet reaches this host's
 # own address. Real-time media: alone on the machine.
 if ! twice "GStreamer suites" 600 scripts/in-media-netns.sh "$bundle" --testing-library swift-testing --no-parallel \

@@ -19,15 +19,16 @@ public final class CallForwarding: Sendable {
     case full(owner: String)
   }
 
-  private let redis: RedisConnection
+  private let redis: any RedisClient
   private let mailbox: NodeMailbox
 
-  public init(_ redis: RedisConnection, mailbox: NodeMailbox) {
+  public init(_ redis: any RedisClient, mailbox: NodeMailbox) {
     self.redis = redis
     self.mailbox = mailbox
   }
 
   public func forward(_ payload: [UInt8], about callId: String, from node: String) throws(RedisError) -> Result {
+    if redis.isCluster { return try forwardSplit(payload, about: callId, from: node) }
     let reply = try redis.eval(
       Self.forwardScript, keys: [CallOwnership.key(callId)],
       arguments: [
@@ -43,6 +44,39 @@ public final class CallForwarding: Sendable {
     default: return .full(owner: owner)
     }
   }
+
+  /// `forward` on a Redis Cluster, where the owner key and the owner's inbox are in different
+  /// slots: the owner is read first, then the letter goes in one script in the owner's slot
+  /// (its heartbeat and inbox share its tag, so a dead owner still gets nothing). The owner may
+  /// change between the two (a take-over): the letter then waits in the old owner's inbox, as
+  /// one sent just before the take-over does on one Redis, and the request is routed again when
+  /// its answer does not come (`ClusterLink.retryUnanswered`).
+  private func forwardSplit(_ payload: [UInt8], about callId: String, from node: String) throws(RedisError) -> Result {
+    guard let owner = try redis.get(CallOwnership.key(callId)).map({ String(decoding: $0, as: UTF8.self) }) else {
+      return .unowned
+    }
+    if owner == node { return .ownedHere }
+    let reply = try redis.eval(
+      Self.sendToLiveScript, keys: [ClusterPresence.nodeKey(owner), NodeMailbox.inbox(owner)],
+      arguments: [.bytes(payload), .integer(Int64(mailbox.capacity)), try .milliseconds(mailbox.expiry)])
+    switch reply.integer {
+    case 0?: return .sent(owner: owner)
+    case 3?: return .ownerDead(owner)
+    case 4?: return .full(owner: owner)
+    default: throw .unexpectedReply(reply)
+    }
+  }
+
+  /// KEYS: a node's heartbeat key and inbox (one slot). ARGV: payload, capacity, expiry ms.
+  /// Returns 0 sent, 3 the node is dead, 4 its inbox is full (`forwardScript`'s codes).
+  static let sendToLiveScript = RedisScript(
+    """
+    if redis.call('EXISTS', KEYS[1]) == 0 then return 3 end
+    if redis.call('XLEN', KEYS[2]) >= tonumber(ARGV[2]) then return 4 end
+    redis.call('XADD', KEYS[2], '*', 'm', ARGV[1])
+    redis.call('PEXPIRE', KEYS[2], ARGV[3])
+    return 0
+    """)
 
   /// Takes over a call whose owner died: only if `dead` still holds it (two nodes noticing at
   /// once cannot both win). Whether `node` holds it now.

@@ -7,11 +7,11 @@ import DialtoneRedis
 ///
 /// Blocking calls: run them off the cooperative pool.
 public final class CallOwnership: Sendable {
-  private let redis: RedisConnection
+  let redis: any RedisClient
   /// How long a claim holds without renewal: the longest a dead owner's calls wait for a new one.
   public let leaseDuration: Duration
 
-  public init(_ redis: RedisConnection, leaseDuration: Duration) {
+  public init(_ redis: any RedisClient, leaseDuration: Duration) {
     self.redis = redis
     self.leaseDuration = leaseDuration
   }
@@ -45,6 +45,11 @@ public final class CallOwnership: Sendable {
   /// users (`calls(of:)`: where a device that connects anywhere finds the calls it is in). The
   /// node that holds the call afterwards: `node` when it won (or already held it).
   public func place(_ callId: String, for node: String, users: [String]) throws(RedisError) -> String {
+    if redis.isCluster {
+      let owner = try claimNew(callId, for: node)
+      if owner == node { try list(callId, under: users) }
+      return owner
+    }
     let reply = try redis.eval(
       Self.placeScript, keys: [Self.key(callId)] + users.map(Self.userKey),
       arguments: [.string(node), try .milliseconds(leaseDuration), .string(callId)])
@@ -59,6 +64,7 @@ public final class CallOwnership: Sendable {
   public func placeInvite(_ callId: String, for node: String, caller: String, callee: String) throws(RedisError)
     -> InvitePlacement
   {
+    if redis.isCluster { return try placeInviteSplit(callId, for: node, caller: caller, callee: callee) }
     let reply = try redis.eval(
       Self.placeInviteScript,
       keys: [Self.key(callId), Self.userKey(caller), Self.userKey(callee), Self.talkingKey(callee)],

@@ -14,7 +14,7 @@ import DialtoneSupport
 /// is closed at once (`sessionsBroken`, or `deliveryFailed` for a user's sessions) and made
 /// unresumable as soon as Redis answers (`SessionPoison`), so the client resyncs.
 extension ClusterLink: SessionStore {
-  package func ledger(_ connection: RedisConnection) -> SessionLedger {
+  package func ledger(_ connection: any RedisClient) -> SessionLedger {
     SessionLedger(
       connection,
       limits: .init(
@@ -40,7 +40,7 @@ extension ClusterLink: SessionStore {
     if !queued { inbox.current?.receive(.sessionOpened(opening, .failed("this node is overloaded; try again"))) }
   }
 
-  private func openNow(_ opening: SessionOpening, _ connection: RedisConnection) throws(RedisError) -> SessionOpened {
+  private func openNow(_ opening: SessionOpening, _ connection: any RedisClient) throws(RedisError) -> SessionOpened {
     try healPoisoned(connection)
     let ledger = ledger(connection)
     let who = opening.identity
@@ -208,7 +208,7 @@ extension ClusterLink: SessionStore {
   }
 
   /// Makes the sessions that missed a message unresumable, and has their holders close them.
-  package func healPoisoned(_ connection: RedisConnection) throws(RedisError) {
+  package func healPoisoned(_ connection: any RedisClient) throws(RedisError) {
     guard !poison.current.isEmpty else { return }
     let pending = poison.withLock { $0.take() }
     if pending.overflowed > 0 {
@@ -238,7 +238,7 @@ extension ClusterLink: SessionStore {
   /// Refreshes the sessions this node holds (housekeeping, every `sessionRefresh`): those gone from
   /// Redis (expired while the node stalled, or Redis lost them) are broken here, so that their
   /// clients resync.
-  package func refreshSessions(_ connection: RedisConnection) throws(RedisError) {
+  package func refreshSessions(_ connection: any RedisClient) throws(RedisError) {
     let ids = held.current.sorted()
     guard !ids.isEmpty else { return }
     let ledger = ledger(connection)
@@ -255,7 +255,7 @@ extension ClusterLink: SessionStore {
   /// Whether no node may take an unowned call over now: Redis lost its state (this node saw it
   /// happen, or sees the mark changed before its housekeeping did), and the nodes that run
   /// calls may not have placed them again yet. Taking one over then would run it twice.
-  package func recovering(_ connection: RedisConnection) throws(RedisError) -> Bool {
+  package func recovering(_ connection: any RedisClient) throws(RedisError) -> Bool {
     if let until = recoveringUntil.current, ContinuousClock.now < until { return true }
     return try presence(connection).mark() != clusterMark.current
   }
@@ -276,7 +276,7 @@ extension ClusterLink: SessionStore {
   /// restarted without it (the deployment runs it without persistence) has lost every session,
   /// presence, lease and inbox: the node then closes its sockets, so that its devices reconnect
   /// and resync, and places its calls again.
-  package func checkClusterMark(_ connection: RedisConnection) throws(RedisError) {
+  package func checkClusterMark(_ connection: any RedisClient) throws(RedisError) {
     let presence = presence(connection)
     let known = clusterMark.current
     if let seen = try presence.mark(), seen == known { return }

@@ -144,7 +144,7 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
     self.log = log
     let redis = settings.redis
     sender = RedisWorker(name: "cluster-sender", maxQueued: settings.maxQueued) { () throws(RedisError) in
-      let connection = try RedisConnection(redis)
+      let connection = try redis.open()
       try connection.load(SessionLedger.scripts)
       return connection
     }
@@ -157,7 +157,7 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
   /// reached is a startup error).
   package func start(delivering inbox: any ClusterInbox) throws(RedisError) {
     self.inbox.withLock { $0 = inbox }
-    let connection = try RedisConnection(settings.redis)
+    let connection = try settings.redis.open()
     defer { connection.close() }
     try checkClusterMark(connection)
     try presence(connection).heartbeat(thisNode)
@@ -232,7 +232,7 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
   /// Registers where the device's session is now, closes an older session of it on another node,
   /// and tells the nodes running its user's calls (they keep its grace windows and re-ring it).
   package func announceNow(
-    _ identity: Identity, session: String, connected: Bool, newSession: Bool, _ connection: RedisConnection
+    _ identity: Identity, session: String, connected: Bool, newSession: Bool, _ connection: any RedisClient
   ) throws(RedisError) {
     let node = thisNode
     let holder = ClusterPresence.Holder(
@@ -315,7 +315,7 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
   /// Where a request goes: a new call is placed here unless another node has it; a known call's
   /// request goes to its owner; a dead owner's call is taken over first. What runs here comes
   /// back to the hub as a request forwarded from this node.
-  private func route(_ request: ForwardedRequest, _ callId: CallID, _ connection: RedisConnection) throws(RedisError) {
+  private func route(_ request: ForwardedRequest, _ callId: CallID, _ connection: any RedisClient) throws(RedisError) {
     let ownership = CallOwnership(connection, leaseDuration: settings.lease)
     let letter = ClusterLetterCodec.encode(.request(request))
     if case .invite(let invite) = request.message {
@@ -367,7 +367,7 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
   /// A new call held by `owner`: run here, or sent on to the node that holds it (a retry).
   private func run(
     _ request: ForwardedRequest, _ callId: CallID, _ users: [String], at owner: String, _ letter: [UInt8],
-    _ connection: RedisConnection
+    _ connection: any RedisClient
   ) throws(RedisError) {
     if owner == thisNode {
       owned.withLock { $0[callId] = users }
@@ -385,7 +385,7 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
   /// that call has no live owner any more, it is taken over first, or the invite is placed here.
   private func routeNear(
     _ request: ForwardedRequest, _ callId: CallID, _ users: [String], near other: CallID, _ letter: [UInt8],
-    _ connection: RedisConnection
+    _ connection: any RedisClient
   ) throws(RedisError) {
     let forwarding = CallForwarding(connection, mailbox: Self.mailbox(connection, settings))
     switch try forwarding.forward(letter, about: other, from: thisNode) {
@@ -453,7 +453,7 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
   /// then handles `request`, all in one hub event (which also ends the take-over that
   /// `beginTakeOver` started, live calls or not). Whether any was live.
   @discardableResult
-  package func adopt(_ callIds: Set<CallID>, _ connection: RedisConnection, then request: ForwardedRequest? = nil)
+  package func adopt(_ callIds: Set<CallID>, _ connection: any RedisClient, then request: ForwardedRequest? = nil)
     throws(RedisError) -> Bool
   {
     var stored: [StoredLiveCall] = []
@@ -497,7 +497,7 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
   /// The calls of the shared journal that nobody runs (their node died, or handed them over),
   /// found on the housekeeping thread: the sender thread then takes those it wins, in its order
   /// with the requests it routes (one about such a call waits for the call to run here).
-  package func adoptOrphans(_ connection: RedisConnection) throws(RedisError) {
+  package func adoptOrphans(_ connection: any RedisClient) throws(RedisError) {
     let stored: [StoredLiveCall]
     do {
       stored = try liveCalls.liveCalls()
@@ -524,7 +524,7 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
     }
   }
 
-  private func claimOrphans(_ orphans: [CallID: [String]], _ connection: RedisConnection) throws(RedisError) {
+  private func claimOrphans(_ orphans: [CallID: [String]], _ connection: any RedisClient) throws(RedisError) {
     guard try !recovering(connection) else { return }
     let ownership = CallOwnership(connection, leaseDuration: settings.lease)
     let forwarding = CallForwarding(connection, mailbox: Self.mailbox(connection, settings))
@@ -554,7 +554,7 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
 
   /// Renews the leases of the calls this node runs; a lease lost (a pause longer than the lease)
   /// is logged: another node runs the call now.
-  package func renewLeases(_ connection: RedisConnection) throws(RedisError) {
+  package func renewLeases(_ connection: any RedisClient) throws(RedisError) {
     let now = ContinuousClock.now
     epochs.withLock { $0 = $0.filter { _, entry in entry.endedAt.map { now - $0 < Self.epochRetention } ?? true } }
     let callIds = Array(owned.current.keys)
@@ -576,7 +576,7 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
   }
 
   /// Places every call this node runs again, with its users' lists and busy marks (Redis lost them).
-  package func placeOwnedCallsAgain(_ connection: RedisConnection) throws(RedisError) {
+  package func placeOwnedCallsAgain(_ connection: any RedisClient) throws(RedisError) {
     let ownership = CallOwnership(connection, leaseDuration: settings.lease)
     let connected = talking.current
     var givenUp: [CallID] = []
@@ -621,7 +621,7 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
 
   /// Routes again the requests whose answer is overdue (their owner may have died with them in
   /// its inbox); after `maxAttempts` the device is told to try again itself.
-  package func retryUnanswered(_ connection: RedisConnection) throws(RedisError) {
+  package func retryUnanswered(_ connection: any RedisClient) throws(RedisError) {
     let now = ContinuousClock.now
     let (retry, expired) = unanswered.withLock { waiting -> ([ForwardedRequest], [ForwardedRequest]) in
       var retry: [ForwardedRequest] = []
@@ -645,7 +645,7 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
     }
   }
 
-  package func submit(_ what: String, _ job: @escaping @Sendable (RedisConnection) throws(RedisError) -> Void) {
+  package func submit(_ what: String, _ job: @escaping @Sendable (any RedisClient) throws(RedisError) -> Void) {
     let log = log
     let queued = enqueue { connection in
       guard let connection else { return log.error("the cluster's Redis cannot be reached: lost \(what)") }
@@ -658,11 +658,11 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
     if !queued && !stopped.current { log.error("too much cluster traffic is waiting for Redis: dropped \(what)") }
   }
 
-  package func presence(_ connection: RedisConnection) -> ClusterPresence {
+  package func presence(_ connection: any RedisClient) -> ClusterPresence {
     ClusterPresence(connection, nodeExpiry: settings.nodeExpiry)
   }
 
-  package static func mailbox(_ connection: RedisConnection, _ settings: Settings) -> NodeMailbox {
+  package static func mailbox(_ connection: any RedisClient, _ settings: Settings) -> NodeMailbox {
     NodeMailbox(connection, capacity: settings.inboxCapacity, expiry: settings.inboxExpiry)
   }
 }

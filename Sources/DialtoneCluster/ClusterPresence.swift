@@ -29,11 +29,11 @@ public final class ClusterPresence: Sendable {
     public func isSameSession(as other: Holder) -> Bool { node == other.node && sessionID == other.sessionID }
   }
 
-  private let redis: RedisConnection
+  private let redis: any RedisClient
   /// How long a node counts as alive after its last heartbeat.
   public let nodeExpiry: Duration
 
-  public init(_ redis: RedisConnection, nodeExpiry: Duration) {
+  public init(_ redis: any RedisClient, nodeExpiry: Duration) {
     self.redis = redis
     self.nodeExpiry = nodeExpiry
   }

@@ -6,11 +6,11 @@ import DialtoneRedis
 ///
 /// Blocking calls: run them off the cooperative pool.
 public final class EffectOnce: Sendable {
-  private let redis: RedisConnection
+  private let redis: any RedisClient
   /// Longer than any window in which two nodes could both notice the same effect.
   public let memory: Duration
 
-  public init(_ redis: RedisConnection, memory: Duration) {
+  public init(_ redis: any RedisClient, memory: Duration) {
     self.redis = redis
     self.memory = memory
   }

@@ -19,12 +19,12 @@ public final class NodeMailbox: Sendable {
     case full
   }
 
-  private let redis: RedisConnection
+  private let redis: any RedisClient
   public let capacity: Int
   /// How long an inbox outlives its last letter (a dead node's inbox goes by itself).
   public let expiry: Duration
 
-  public init(_ redis: RedisConnection, capacity: Int, expiry: Duration) {
+  public init(_ redis: any RedisClient, capacity: Int, expiry: Duration) {
     self.redis = redis
     self.capacity = max(1, capacity)
     self.expiry = expiry

@@ -28,7 +28,7 @@ package final class RedisLoopThread: Sendable {
   /// `step` gets the state the previous step left (the thread owns it) and the open connection.
   package func start<State: Sendable>(
     _ initial: State, failing: String, recovered: String,
-    step: @escaping @Sendable (inout State, RedisConnection) throws -> Void
+    step: @escaping @Sendable (inout State, any RedisClient) throws -> Void
   ) {
     running.withLock { $0 = true }
     let started = WorkerThread(name: name) { [self] in
@@ -55,19 +55,19 @@ package final class RedisLoopThread: Sendable {
   }
 
   private func run<State>(
-    _ initial: State, failing: String, recovered: String, step: (inout State, RedisConnection) throws -> Void
+    _ initial: State, failing: String, recovered: String, step: (inout State, any RedisClient) throws -> Void
   ) {
     var state = initial
-    var connection: RedisConnection?
+    var connection: (any RedisClient)?
     var failed = false
     while running.current {
       do {
-        let open: RedisConnection
+        let open: any RedisClient
         if let connection, connection.isOpen {
           open = connection
         } else {
           connection?.close()
-          open = try RedisConnection(redis)
+          open = try redis.open()
           connection = open
         }
         try step(&state, open)

@@ -9,7 +9,7 @@ import Foundation
 /// letting a stalled Redis grow memory without end. A job that fails on a broken connection
 /// gets the error; the next job reconnects.
 public final class RedisWorker: Sendable {
-  public typealias Job = @Sendable (RedisConnection?) -> Void
+  public typealias Job = @Sendable ((any RedisClient)?) -> Void
 
   private let queue: BlockingQueue<Job>
   private let thread: WorkerThread
@@ -17,7 +17,7 @@ public final class RedisWorker: Sendable {
   /// `connect` opens the connection (again after a failure); a job gets nil while Redis cannot
   /// be reached, and decides what that means for its work.
   public init(
-    name: String, maxQueued: Int, connect: @escaping @Sendable () throws(RedisError) -> RedisConnection
+    name: String, maxQueued: Int, connect: @escaping @Sendable () throws(RedisError) -> any RedisClient
   ) {
     let queue = BlockingQueue<Job>(capacity: maxQueued)
     self.queue = queue
@@ -43,8 +43,8 @@ public final class RedisWorker: Sendable {
 
   public var queued: Int { queue.count }
 
-  private static func work(_ queue: BlockingQueue<Job>, _ connect: @Sendable () throws(RedisError) -> RedisConnection) {
-    var connection: RedisConnection?
+  private static func work(_ queue: BlockingQueue<Job>, _ connect: @Sendable () throws(RedisError) -> any RedisClient) {
+    var connection: (any RedisClient)?
     while let job = queue.take() {
       if connection == nil || connection?.isOpen == false {
         connection?.close()

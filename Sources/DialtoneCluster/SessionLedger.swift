@@ -106,10 +106,10 @@ public final class SessionLedger: Sendable {
     case gone
   }
 
-  private let redis: RedisConnection
+  let redis: any RedisClient
   public let limits: Limits
 
-  public init(_ redis: RedisConnection, limits: Limits) {
+  public init(_ redis: any RedisClient, limits: Limits) {
     self.redis = redis
     self.limits = limits
   }
@@ -130,6 +130,13 @@ public final class SessionLedger: Sendable {
     _ frame: Frame, to sessionID: String, from node: String, requestID: String? = nil, once: String? = nil
   ) throws(RedisError) -> AppendResult {
     let step = Step.append(frame, session: sessionID, requestID: requestID, once: once)
+    if redis.isCluster {
+      switch try runSplit([step], from: node).first {
+      case .appended(let result)?: return result
+      case .failed(let error)?: throw error
+      default: throw .invalidRequest("not an append")
+      }
+    }
     let (script, keys, arguments) = try command(step, from: node)
     guard
       case .appended(let result) = try Self.result(of: step, try redis.eval(script, keys: keys, arguments: arguments))
@@ -147,6 +154,13 @@ public final class SessionLedger: Sendable {
     once: String? = nil
   ) throws(RedisError) -> (here: [Stored], stored: Int) {
     let step = Step.deliver(frame, user: userId, device: device, skipping: skipping, once: once)
+    if redis.isCluster {
+      switch try runSplit([step], from: node).first {
+      case .delivered(let here, let stored)?: return (here, stored)
+      case .failed(let error)?: throw error
+      default: throw .invalidRequest("not a delivery")
+      }
+    }
     let (script, keys, arguments) = try command(step, from: node)
     guard
       case .delivered(let here, let stored) = try Self.result(
@@ -175,12 +189,16 @@ public final class SessionLedger: Sendable {
 
   /// The scripts `run` needs the server to know: load them on the connection first
   /// (`RedisConnection.load`).
-  public static var scripts: [RedisScript] { [appendScript, deliverScript, acknowledgeScript, NodeMailbox.sendScript] }
+  public static var scripts: [RedisScript] {
+    [appendScript, deliverScript, acknowledgeScript, NodeMailbox.sendScript, notifyScript, forgetScript]
+  }
 
   /// Runs the steps as one transaction, in one round trip: all of them or, when this node dies
   /// before the transaction reaches Redis, none (a request's answer never lands without what the
-  /// request caused, nor the other way round). Each step's result, in order.
+  /// request caused, nor the other way round). Each step's result, in order. On a Redis Cluster
+  /// each step is atomic on its own instead (`runSplit`: what that costs and why it is safe).
   public func run(_ steps: [Step], from node: String) throws(RedisError) -> [StepResult] {
+    if redis.isCluster { return try runSplit(steps, from: node) }
     var commands: [[RedisArgument]] = []
     commands.reserveCapacity(steps.count)
     for step in steps {
@@ -198,7 +216,7 @@ public final class SessionLedger: Sendable {
     }
   }
 
-  private func command(_ step: Step, from node: String) throws(RedisError) -> (
+  func command(_ step: Step, from node: String) throws(RedisError) -> (
     RedisScript, [RedisArgument], [RedisArgument]
   ) {
     switch step {
@@ -374,16 +392,16 @@ public final class SessionLedger: Sendable {
   }
 
   /// The arguments `appendScript` and `deliverScript` share after their own (`appendStep`).
-  private func shared(_ frame: Frame, requestID: String?, once: String?) throws(RedisError) -> [RedisArgument] {
+  func shared(_ frame: Frame, requestID: String?, once: String?) throws(RedisError) -> [RedisArgument] {
     [
       .bytes(frame.head), .bytes(frame.tail), .string(requestID ?? ""), .string(once ?? ""),
       .integer(Int64(limits.capacity)), .integer(Int64(limits.maxBytes)), .integer(Int64(limits.replyMemory)),
       .integer(Int64(limits.onceMemory)), .integer(Int64(limits.inboxCapacity)),
-      try .milliseconds(limits.inboxExpiry),
+      try .milliseconds(limits.inboxExpiry), redis.isCluster ? "0" : "1",
     ]
   }
 
-  private static func appendResult(_ reply: RedisReply, _ sessionID: String) throws(RedisError) -> AppendResult {
+  static func appendResult(_ reply: RedisReply, _ sessionID: String) throws(RedisError) -> AppendResult {
     guard let elements = reply.elements, let status = elements.first?.integer else { throw .unexpectedReply(reply) }
     let seq = elements.count > 1 ? elements[1].integer.map { UInt64(clamping: $0) } : nil
     switch (status, seq) {

@@ -5,7 +5,10 @@ import DialtoneRedis
 /// stored, dropped: the last seq dropped unacknowledged, bytes: the log's size, onces), its log
 /// (a sorted set scored by seq, entries "seq:bytes"), its replies (a hash) and their order (a
 /// list), and its once-keys (a sorted set). `#` is a byte length in Lua. The presence and inbox
-/// layouts are `ClusterPresence`'s and `NodeMailbox`'s: one Redis, keys of several slots.
+/// layouts are `ClusterPresence`'s and `NodeMailbox`'s. On one Redis `appendStep` tells the
+/// holder's inbox in the same script (keys of several slots); on a Redis Cluster (`notify` '0')
+/// it touches the session's slot only and hands the letter back for `notifyScript`, which runs
+/// in the holder's slot (`SessionLedger+Cluster`).
 extension SessionLedger {
   /// ARGV: user, device, node, expiry ms.
   static let openScript = RedisScript(
@@ -19,15 +22,16 @@ extension SessionLedger {
 
   /// Stores one message for session `sid` and tells its holder; `a` are the shared arguments
   /// from ARGV index `at` on: head, tail, request id, once-key, capacity, max bytes, reply
-  /// memory, once memory, inbox capacity, inbox expiry ms. Returns {0, seq, bytes} stored for
-  /// `node` itself, {1, seq} sent to the holder, {2, seq} kept (holder dead or inbox full),
-  /// {3} a duplicate once-key, {4} no such session.
+  /// memory, once memory, inbox capacity, inbox expiry ms, notify ('1': tell the holder here;
+  /// '0': a cluster, the caller does). Returns {0, seq, bytes} stored for `node` itself, {1, seq}
+  /// sent to the holder, {2, seq} kept (holder dead or inbox full), {3} a duplicate once-key,
+  /// {4} no such session, {5, seq, holder, bytes} stored for another holder, not told yet.
   private static let appendStep = """
     local function shared(at)
       return {head = ARGV[at], tail = ARGV[at + 1], request = ARGV[at + 2], once = ARGV[at + 3],
         capacity = tonumber(ARGV[at + 4]), max_bytes = tonumber(ARGV[at + 5]),
         reply_memory = tonumber(ARGV[at + 6]), once_memory = tonumber(ARGV[at + 7]),
-        inbox_capacity = tonumber(ARGV[at + 8]), inbox_expiry = ARGV[at + 9]}
+        inbox_capacity = tonumber(ARGV[at + 8]), inbox_expiry = ARGV[at + 9], notify = ARGV[at + 10]}
     end
     local function append_to(sid, node, a)
       local tag = 'dt:session:{' .. sid .. '}'
@@ -76,6 +80,7 @@ extension SessionLedger {
       end
       local owner = redis.call('HGET', meta, 'owner')
       if owner == node then return {0, seq, frame} end
+      if a.notify == '0' then return {5, seq, owner, frame} end
       if redis.call('EXISTS', 'dt:node:{' .. owner .. '}') == 1 then
         local inbox = 'dt:inbox:{' .. owner .. '}'
         if redis.call('XLEN', inbox) < a.inbox_capacity then
@@ -130,6 +135,26 @@ extension SessionLedger {
       out[1] = stored
       return out
       """)
+
+  /// The holder's half of a cluster append. KEYS: the holder's heartbeat key and inbox (one tag,
+  /// one slot). ARGV: the letter, inbox capacity, inbox expiry ms. Returns 1 sent, 0 kept
+  /// (holder dead or inbox full), as `appendStep` would have.
+  static let notifyScript = RedisScript(
+    """
+    if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+    if redis.call('XLEN', KEYS[2]) >= tonumber(ARGV[2]) then return 0 end
+    redis.call('XADD', KEYS[2], '*', 'm', ARGV[1])
+    redis.call('PEXPIRE', KEYS[2], ARGV[3])
+    return 1
+    """)
+
+  /// The presence half of a cluster delivery to a session that is gone. KEYS: the user's
+  /// presence hash. ARGV: device, the entry read. Removes the entry only if unchanged since.
+  static let forgetScript = RedisScript(
+    """
+    if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end
+    return 0
+    """)
 
   /// ARGV: seq. Acknowledgements come from the client: acking twice, or through a node that no
   /// longer holds the session, changes nothing more.

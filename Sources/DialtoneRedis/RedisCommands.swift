@@ -1,5 +1,6 @@
-/// The commands the cluster engines use, with their replies checked and typed.
-extension RedisConnection {
+/// The commands the cluster engines use, with their replies checked and typed: the same on one
+/// server and on a Redis Cluster.
+extension RedisClient {
   /// SET, with PX when `expiresIn` is given and NX when `onlyIfAbsent`: whether the value was set
   /// (false only when NX found the key present).
   @discardableResult
@@ -7,7 +8,7 @@ extension RedisConnection {
     _ key: RedisArgument, _ value: RedisArgument, expiresIn: Duration? = nil, onlyIfAbsent: Bool = false
   ) throws(RedisError) -> Bool {
     var arguments: [RedisArgument] = ["SET", key, value]
-    if let expiresIn { arguments += ["PX", .integer(try Self.milliseconds(expiresIn))] }
+    if let expiresIn { arguments += ["PX", .integer(try RedisConnection.milliseconds(expiresIn))] }
     if onlyIfAbsent { arguments.append("NX") }
     switch try command(arguments) {
     case .status("OK"): return true
@@ -34,7 +35,7 @@ extension RedisConnection {
   /// Whether the key existed and now expires after `duration`.
   @discardableResult
   public func pexpire(_ key: RedisArgument, _ duration: Duration) throws(RedisError) -> Bool {
-    try integer(["PEXPIRE", key, .integer(try Self.milliseconds(duration))]) == 1
+    try integer(["PEXPIRE", key, .integer(try RedisConnection.milliseconds(duration))]) == 1
   }
 
   /// The value after incrementing (a missing key counts as 0).
@@ -49,7 +50,7 @@ extension RedisConnection {
   public func eval(_ script: RedisScript, keys: [RedisArgument] = [], arguments: [RedisArgument] = [])
     throws(RedisError) -> RedisReply
   {
-    let tail = [.integer(Int64(keys.count))] + keys + arguments
+    let tail: [RedisArgument] = [.integer(Int64(keys.count))] + keys + arguments
     do {
       return try command(["EVALSHA", .string(script.sha1)] + tail)
     } catch .server(prefix: "NOSCRIPT", _) {
@@ -57,14 +58,14 @@ extension RedisConnection {
     }
   }
 
-  /// The EVALSHA of a script, for a pipeline or a transaction: the server must know the script
-  /// already (`load`), as a NOSCRIPT there cannot fall back to EVAL.
-  public static func evalsha(_ script: RedisScript, keys: [RedisArgument], arguments: [RedisArgument])
-    -> [RedisArgument]
-  {
-    ["EVALSHA", .string(script.sha1), .integer(Int64(keys.count))] + keys + arguments
+  private func integer(_ arguments: [RedisArgument]) throws(RedisError) -> Int64 {
+    let reply = try command(arguments)
+    guard case .integer(let value) = reply else { throw .unexpectedReply(reply) }
+    return value
   }
+}
 
+extension RedisConnection {
   /// Has the server cache the scripts (SCRIPT LOAD), for `evalsha` on this connection.
   public func load(_ scripts: [RedisScript]) throws(RedisError) {
     for reply in try pipeline(scripts.map { ["SCRIPT", "LOAD", .string($0.source)] }) {
@@ -86,10 +87,12 @@ extension RedisConnection {
     return results
   }
 
-  private func integer(_ arguments: [RedisArgument]) throws(RedisError) -> Int64 {
-    let reply = try command(arguments)
-    guard case .integer(let value) = reply else { throw .unexpectedReply(reply) }
-    return value
+  /// The EVALSHA of a script, for a pipeline or a transaction: the server must know the script
+  /// already (`load`), as a NOSCRIPT there cannot fall back to EVAL.
+  public static func evalsha(_ script: RedisScript, keys: [RedisArgument], arguments: [RedisArgument])
+    -> [RedisArgument]
+  {
+    ["EVALSHA", .string(script.sha1), .integer(Int64(keys.count))] + keys + arguments
   }
 
   /// Whole milliseconds, rounded up so that a positive duration never becomes 0 (which SET refuses).

@@ -6,9 +6,17 @@ import Foundation
 /// with `requirepass`). `rediss://` is the same over TLS, the server's certificate checked against
 /// the CA of `?ca-file=` (else the system's) and the host name (or `server-name=`), with a client
 /// certificate from `cert-file=` and `key-file=`.
+///
+/// A Redis Cluster: `redis-cluster://host:port,host:port` (`rediss-cluster://` over TLS), or a
+/// `redis://`/`rediss://` URL listing more than one `host:port`. The addresses are seeds: any
+/// one that answers gives the slot map (`RedisClusterConnection`). No database number there: a
+/// cluster has only database 0.
 public struct RedisConfiguration: Sendable, Equatable {
   public var host: String
   public var port: Int
+  /// Nil: one server (`host`, `port`). Otherwise a Redis Cluster, found from these seeds (the
+  /// first is `host`, `port`).
+  public var clusterSeeds: [RedisAddress]?
   /// The ACL user to authenticate as (`AUTH user password`); nil with a password: `default`.
   public var username: String?
   /// Sent with `AUTH` right after connecting, before anything else; never logged.
@@ -38,13 +46,46 @@ public struct RedisConfiguration: Sendable, Equatable {
     self.commandTimeout = commandTimeout
   }
 
+  /// The same settings for a Redis Cluster found from `seeds` (at least one).
+  public static func cluster(
+    seeds: [RedisAddress], username: String? = nil, password: String? = nil, tls: TLSClientSettings? = nil,
+    connectTimeout: Duration = .seconds(5), commandTimeout: Duration = .seconds(5)
+  ) -> RedisConfiguration {
+    let first = seeds.first ?? RedisAddress(host: "127.0.0.1", port: 6379)
+    var configuration = RedisConfiguration(
+      host: first.host, port: first.port, username: username, password: password, tls: tls,
+      connectTimeout: connectTimeout, commandTimeout: commandTimeout)
+    configuration.clusterSeeds = seeds.isEmpty ? [first] : seeds
+    return configuration
+  }
+
+  /// These settings for one server of a cluster (a node the slot map names).
+  public func node(_ address: RedisAddress) -> RedisConfiguration {
+    var single = self
+    single.host = address.host
+    single.port = address.port
+    single.clusterSeeds = nil
+    return single
+  }
+
+  /// Opens what the configuration names: one connection, or a cluster connection.
+  public func open() throws(RedisError) -> any RedisClient {
+    if clusterSeeds != nil { return try RedisClusterConnection(self) }
+    return try RedisConnection(self)
+  }
+
   public init(url: String, connectTimeout: Duration = .seconds(5), commandTimeout: Duration = .seconds(5))
     throws(RedisError)
   {
     let shown = Self.redacted(url)
-    let secure = url.hasPrefix("rediss://")
-    guard url.hasPrefix("redis://") || secure else { throw .invalidRequest("not a redis:// URL: \(shown)") }
-    let rest = url.dropFirst(secure ? 9 : 8)
+    let schemes = [
+      "redis://": (false, false), "rediss://": (true, false), "redis-cluster://": (false, true),
+      "rediss-cluster://": (true, true),
+    ]
+    guard let (scheme, (secure, clusterScheme)) = schemes.first(where: { url.hasPrefix($0.key) }) else {
+      throw .invalidRequest("not a redis://, rediss://, redis-cluster:// or rediss-cluster:// URL: \(shown)")
+    }
+    let rest = url.dropFirst(scheme.count)
     var authority = rest.prefix { $0 != "/" && $0 != "?" }
     let afterAuthority = rest.dropFirst(authority.count)
     let path = afterAuthority.prefix { $0 != "?" }.drop { $0 == "/" }
@@ -85,6 +126,26 @@ public struct RedisConfiguration: Sendable, Equatable {
       username = decodedUser.isEmpty ? nil : decodedUser
       password = decodedPassword
     }
+    var addresses: [RedisAddress] = []
+    for part in authority.split(separator: ",", omittingEmptySubsequences: false) {
+      addresses.append(try Self.address(part, shown))
+    }
+    var database = 0
+    if !path.isEmpty {
+      guard let parsed = Int(path), parsed >= 0 else { throw .invalidRequest("bad database number in \(shown)") }
+      database = parsed
+    }
+    let first = addresses[0]
+    self.init(
+      host: first.host, port: first.port, username: username, password: password, tls: tls, database: database,
+      connectTimeout: connectTimeout, commandTimeout: commandTimeout)
+    if clusterScheme || addresses.count > 1 {
+      guard database == 0 else { throw .invalidRequest("a Redis Cluster has only database 0: \(shown)") }
+      clusterSeeds = addresses
+    }
+  }
+
+  private static func address(_ authority: Substring, _ shown: String) throws(RedisError) -> RedisAddress {
     var host = String(authority)
     var port = 6379
     if let colon = authority.lastIndex(of: ":"), !authority.hasSuffix("]") {
@@ -96,14 +157,7 @@ public struct RedisConfiguration: Sendable, Equatable {
     }
     if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
     guard !host.isEmpty else { throw .invalidRequest("no host in \(shown)") }
-    var database = 0
-    if !path.isEmpty {
-      guard let parsed = Int(path), parsed >= 0 else { throw .invalidRequest("bad database number in \(shown)") }
-      database = parsed
-    }
-    self.init(
-      host: host, port: port, username: username, password: password, tls: tls, database: database,
-      connectTimeout: connectTimeout, commandTimeout: commandTimeout)
+    return RedisAddress(host: host, port: port)
   }
 
   /// The URL as logs and errors may show it: a password replaced by `***`.
@@ -121,7 +175,23 @@ extension RedisConfiguration: CustomStringConvertible {
   /// Never the password: a configuration printed into a log or an error stays safe to share.
   public var description: String {
     let credentials = password == nil ? "" : "\(username ?? ""):***@"
-    let shownHost = host.contains(":") ? "[\(host)]" : host
-    return "\(tls == nil ? "redis" : "rediss")://\(credentials)\(shownHost):\(port)/\(database)"
+    guard let clusterSeeds else {
+      return "\(tls == nil ? "redis" : "rediss")://\(credentials)\(RedisAddress(host: host, port: port))/\(database)"
+    }
+    let seeds = clusterSeeds.map(\.description).joined(separator: ",")
+    return "\(tls == nil ? "redis" : "rediss")-cluster://\(credentials)\(seeds)"
   }
+}
+
+/// A server's address: a cluster's seed, or a node its slot map names.
+public struct RedisAddress: Sendable, Hashable, CustomStringConvertible {
+  public var host: String
+  public var port: Int
+
+  public init(host: String, port: Int) {
+    self.host = host
+    self.port = port
+  }
+
+  public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 }

@@ -143,6 +143,51 @@ public final class RedisConnection: @unchecked Sendable {
     }
   }
 
+  /// The first half of `pipeline`: writes every command and returns without reading, so that a
+  /// caller with several connections (a Redis Cluster's shards) has them all working at once.
+  /// Read the replies with `receive(count:)` before anything else on this connection.
+  func send(_ commands: [[RedisArgument]]) throws(RedisError) {
+    guard !commands.contains(where: \.isEmpty) else { throw .invalidRequest("a command needs at least its name") }
+    try withLink { link throws(RedisError) in
+      switch link {
+      case .tls(let tls):
+        try failing(tls) { () throws(RedisError) in try tls.send(commands) }
+      case .plain(let context):
+        for arguments in commands {
+          let status = Self.withArgv(arguments) { argc, argv, lengths in
+            redisAppendCommandArgv(context, argc, argv, lengths)
+          }
+          guard status == REDIS_OK else { throw fail(context) }
+        }
+        var done: Int32 = 0
+        while done == 0 {
+          guard redisBufferWrite(context, &done) == REDIS_OK else { throw fail(context) }
+        }
+      }
+    }
+  }
+
+  /// The second half of `pipeline`: the replies to the last `count` commands `send` wrote.
+  func receive(count: Int) throws(RedisError) -> [RedisReply] {
+    try withLink { link throws(RedisError) in
+      var replies: [RedisReply] = []
+      replies.reserveCapacity(count)
+      switch link {
+      case .tls(let tls):
+        try failing(tls) { () throws(RedisError) in
+          for _ in 0..<count { replies.append(try tls.receive()) }
+        }
+      case .plain(let context):
+        for _ in 0..<count {
+          var raw: UnsafeMutableRawPointer?
+          guard redisGetReply(context, &raw) == REDIS_OK else { throw fail(context) }
+          replies.append(try take(raw, context))
+        }
+      }
+      return replies
+    }
+  }
+
   /// Whether the connection is still open as far as this side knows (no round trip).
   public var isOpen: Bool {
     return lock.withLock {

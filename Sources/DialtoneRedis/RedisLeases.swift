@@ -17,7 +17,9 @@ extension RedisConnection {
     end
     return 0
     """)
+}
 
+extension RedisClient {
   /// Takes the lease when nobody holds it: whether `holder` now does.
   public func acquireLease(_ key: RedisArgument, holder: RedisArgument, duration: Duration) throws(RedisError) -> Bool {
     try set(key, holder, expiresIn: duration, onlyIfAbsent: true)
@@ -26,14 +28,15 @@ extension RedisConnection {
   /// Renews the lease for `duration` from now if `holder` still holds it: whether it did.
   public func extendLease(_ key: RedisArgument, holder: RedisArgument, duration: Duration) throws(RedisError) -> Bool {
     let reply = try eval(
-      Self.extendLeaseScript, keys: [key], arguments: [holder, .integer(try Self.milliseconds(duration))])
+      RedisConnection.extendLeaseScript, keys: [key],
+      arguments: [holder, .integer(try RedisConnection.milliseconds(duration))])
     guard let value = reply.integer else { throw .unexpectedReply(reply) }
     return value == 1
   }
 
   /// Deletes the lease if `holder` still holds it: whether it did.
   public func releaseLease(_ key: RedisArgument, holder: RedisArgument) throws(RedisError) -> Bool {
-    let reply = try eval(Self.releaseLeaseScript, keys: [key], arguments: [holder])
+    let reply = try eval(RedisConnection.releaseLeaseScript, keys: [key], arguments: [holder])
     guard let value = reply.integer else { throw .unexpectedReply(reply) }
     return value == 1
   }

@@ -218,6 +218,17 @@ public final class DialtoneServer: Sendable {
     // A session outlives its holder for the resume window, plus two refreshes of slack.
     settings.sessionExpiry = .seconds(configuration.resumeWindow) + settings.sessionRefresh * 2
     settings.maxUnackedBytes = configuration.limits.maxUnackedBytes
+    if redis.clusterSeeds != nil && configuration.nodeExpirySeconds == nil {
+      log.warning(
+        "on a Redis Cluster a node whose heartbeat is on a failing shard cannot beat until its replica takes over: set --node-expiry above the failover time (2 x cluster-node-timeout + 1 s), or its calls are taken over while it runs them"
+      )
+    }
+    if let expiry = configuration.nodeExpirySeconds {
+      // Heartbeats stay three per expiry; a call's lease outlives a node's expiry.
+      settings.nodeExpiry = .milliseconds(Int64(expiry * 1000))
+      settings.heartbeat = settings.nodeExpiry / 3
+      settings.lease = max(settings.lease, settings.nodeExpiry * 2)
+    }
     return ClusterLink(settings: settings, liveCalls: liveCalls, metrics: metrics, log: log.scoped("cluster"))
   }
 

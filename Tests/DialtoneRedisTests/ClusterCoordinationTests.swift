@@ -7,7 +7,7 @@ import Testing
 extension RedisTests {
   @Suite struct CallOwnershipBehaviour {
     private func ownership(_ lease: Duration = .seconds(60)) throws -> CallOwnership {
-      CallOwnership(try SharedRedis.server().connect(), leaseDuration: lease)
+      CallOwnership(try SharedRedis.client(), leaseDuration: lease)
     }
 
     private func call() -> String { "c-" + UUID().uuidString }
@@ -87,13 +87,13 @@ extension RedisTests {
     }
 
     @Test func concurrentClaimsOnThreeNodesHaveOneWinner() async throws {
-      let server = try SharedRedis.server()
+
       for _ in 0..<20 {
         let id = call()
         let winners = try await withThrowingTaskGroup(of: Bool.self) { group in
           for node in ["n1", "n2", "n3"] {
             group.addTask {
-              try CallOwnership(try server.connect(), leaseDuration: .seconds(60)).claim(id, for: node)
+              try CallOwnership(try SharedRedis.client(), leaseDuration: .seconds(60)).claim(id, for: node)
             }
           }
           var count = 0
@@ -107,19 +107,19 @@ extension RedisTests {
 
   @Suite struct EffectOnceBehaviour {
     @Test func theFirstNodeToNoticeAnEffectPerformsItAlone() async throws {
-      let server = try SharedRedis.server()
+
       let callId = UUID().uuidString
       let effect = EffectOnce.push(callId: callId, userId: "bob", deviceId: "phone", ring: 1)
       let firsts = try await withThrowingTaskGroup(of: Bool.self) { group in
         for node in ["n1", "n2", "n3"] {
-          group.addTask { try EffectOnce(try server.connect(), memory: .seconds(60)).first(effect, by: node) }
+          group.addTask { try EffectOnce(try SharedRedis.client(), memory: .seconds(60)).first(effect, by: node) }
         }
         var count = 0
         for try await first in group where first { count += 1 }
         return count
       }
       #expect(firsts == 1)
-      let once = EffectOnce(try server.connect(), memory: .seconds(60))
+      let once = EffectOnce(try SharedRedis.client(), memory: .seconds(60))
       #expect(try once.claimant(of: effect) != nil)
       // A re-ring is another effect.
       #expect(try once.first(EffectOnce.push(callId: callId, userId: "bob", deviceId: "phone", ring: 2), by: "n1"))
@@ -133,7 +133,7 @@ extension RedisTests {
     }
 
     @Test func theMarkExpires() async throws {
-      let once = EffectOnce(try SharedRedis.server().connect(), memory: .milliseconds(200))
+      let once = EffectOnce(try SharedRedis.client(), memory: .milliseconds(200))
       let effect = "accept:" + UUID().uuidString
       #expect(try once.first(effect, by: "n1"))
       let forgotten = await eventually(within: 10) { (try? once.claimant(of: effect)) == .some(nil) }
@@ -146,8 +146,8 @@ extension RedisTests {
     private func node() -> String { "node-" + UUID().uuidString.prefix(8) }
 
     @Test func lettersArriveInOrderAndStayUntilDiscarded() throws {
-      let server = try SharedRedis.server()
-      let mailbox = NodeMailbox(try server.connect(), capacity: 100, expiry: .seconds(60))
+
+      let mailbox = NodeMailbox(try SharedRedis.client(), capacity: 100, expiry: .seconds(60))
       let target = node()
       var sent: [String] = []
       for n in 1...5 {
@@ -175,7 +175,7 @@ extension RedisTests {
     }
 
     @Test func aFullInboxRefusesRatherThanDropUnread() throws {
-      let mailbox = NodeMailbox(try SharedRedis.server().connect(), capacity: 2, expiry: .seconds(60))
+      let mailbox = NodeMailbox(try SharedRedis.client(), capacity: 2, expiry: .seconds(60))
       let target = node()
       guard case .sent(let id) = try mailbox.send([1], to: target) else {
         Issue.record("first letter refused")
@@ -190,31 +190,32 @@ extension RedisTests {
     }
 
     @Test func aWaitingReaderWakesForALetter() async throws {
-      let server = try SharedRedis.server()
+
       let target = node()
       // From "0" on an empty inbox the read waits for the first letter, whether it was sent
       // before or after the read began.
+      let readerRedis = try SharedRedis.client()
       let reader = Task.detached {
-        try NodeMailbox(try server.connect(), capacity: 10, expiry: .seconds(60))
+        try NodeMailbox(readerRedis, capacity: 10, expiry: .seconds(60))
           .receive(target, after: "0", limit: 1, timeout: .seconds(4))
       }
       try await Task.sleep(for: .milliseconds(200))
-      let sender = NodeMailbox(try server.connect(), capacity: 10, expiry: .seconds(60))
+      let sender = NodeMailbox(try SharedRedis.client(), capacity: 10, expiry: .seconds(60))
       #expect(try sender.send(Array("wake".utf8), to: target) != .full)
       let letters = try await reader.value
       #expect(letters.map(\.payload) == [Array("wake".utf8)])
     }
 
     @Test func aWaitLongerThanTheCommandTimeoutIsRefused() throws {
-      let server = try SharedRedis.server()
-      let mailbox = NodeMailbox(try server.connect(commandTimeout: .seconds(1)), capacity: 10, expiry: .seconds(60))
+
+      let mailbox = NodeMailbox(try SharedRedis.client(commandTimeout: .seconds(1)), capacity: 10, expiry: .seconds(60))
       #expect(throws: RedisError.self) {
         try mailbox.receive(node(), after: "0", limit: 1, timeout: .seconds(2))
       }
     }
 
     @Test func aDeadNodesInboxExpires() async throws {
-      let mailbox = NodeMailbox(try SharedRedis.server().connect(), capacity: 10, expiry: .milliseconds(200))
+      let mailbox = NodeMailbox(try SharedRedis.client(), capacity: 10, expiry: .milliseconds(200))
       let target = node()
       #expect(try mailbox.send([1], to: target) != .full)
       let gone = await eventually(within: 10) { (try? mailbox.backlog(of: target)) == 0 }

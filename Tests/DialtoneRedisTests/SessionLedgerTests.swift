@@ -7,7 +7,7 @@ import Testing
 extension RedisTests {
   @Suite struct SessionLedgerBehaviour {
     private func ledger(_ limits: SessionLedger.Limits = .init(expiry: .seconds(60))) throws -> SessionLedger {
-      SessionLedger(try SharedRedis.server().connect(), limits: limits)
+      SessionLedger(try SharedRedis.client(), limits: limits)
     }
 
     private func session() -> String { "s_" + UUID().uuidString }
@@ -54,7 +54,7 @@ extension RedisTests {
     }
 
     @Test func aMessageFromAnotherNodeGoesToTheHoldersInboxAsALetter() throws {
-      let redis = try SharedRedis.server().connect()
+      let redis = try SharedRedis.client()
       defer { redis.close() }
       let ledger = SessionLedger(redis, limits: .init(expiry: .seconds(60)))
       let presence = ClusterPresence(redis, nodeExpiry: .seconds(60))
@@ -78,7 +78,7 @@ extension RedisTests {
     }
 
     @Test func deliveringToAUserReachesEverySessionThePresenceListsDeadHoldersToo() throws {
-      let redis = try SharedRedis.server().connect()
+      let redis = try SharedRedis.client()
       defer { redis.close() }
       let ledger = SessionLedger(redis, limits: .init(expiry: .seconds(60)))
       let presence = ClusterPresence(redis, nodeExpiry: .seconds(60))
@@ -224,7 +224,7 @@ extension RedisTests {
         try ledger.open(id, userId: "alice", deviceId: "phone", node: n1)
         try append(ledger, id, holder: n1, 1...1)
       }
-      let raw = try SharedRedis.server().connect()
+      let raw = try SharedRedis.client()
       defer { raw.close() }
       _ = try ledger.append(frame(2), to: dropped, from: n1, requestID: "r", once: "k")
       let gone = await eventually(within: 10) {
@@ -269,7 +269,7 @@ extension RedisTests {
     }
 
     @Test func stepsRunAsOneTransactionWithEachResult() throws {
-      let redis = try SharedRedis.server().connect()
+      let redis = try SharedRedis.client()
       defer { redis.close() }
       try redis.load(SessionLedger.scripts)
       let ledger = SessionLedger(redis, limits: .init(expiry: .seconds(60)))
@@ -303,7 +303,7 @@ extension RedisTests {
     }
 
     @Test func aPoisonedSessionCanOnlyResync() throws {
-      let redis = try SharedRedis.server().connect()
+      let redis = try SharedRedis.client()
       defer { redis.close() }
       let ledger = SessionLedger(redis, limits: .init(expiry: .seconds(60)))
       let (id, n1, n2) = (session(), node(), node())
@@ -321,14 +321,14 @@ extension RedisTests {
     }
 
     @Test func concurrentAppendsFromTwoNodesGetDistinctSeqsInOneOrder() async throws {
-      let server = try SharedRedis.server()
+
       let (id, holder) = (session(), node())
       let setup = try ledger()
       try setup.open(id, userId: "alice", deviceId: "phone", node: holder)
       try await withThrowingTaskGroup(of: Void.self) { group in
         for producer in 0..<2 {
           group.addTask {
-            let ledger = SessionLedger(try server.connect(), limits: .init(expiry: .seconds(60)))
+            let ledger = SessionLedger(try SharedRedis.client(), limits: .init(expiry: .seconds(60)))
             for n in 0..<50 { _ = try ledger.append(self.frame(producer * 100 + n), to: id, from: "p\(producer)") }
           }
         }

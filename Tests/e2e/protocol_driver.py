@@ -266,6 +266,10 @@ class Session:
             self.history.append((time.time(), "no welcome in 10 s"))
             ws.close(1001)
             return False
+        if text is None:
+            # Closed before its welcome (a node closing every socket as Redis came back empty).
+            self.history.append((time.time(), "closed before a welcome"))
+            return False
         first = self._decode(text)
         if first is None or first.get("type") != "welcome":
             self.history.append((time.time(), f"hello answered {text!r:.200}"))

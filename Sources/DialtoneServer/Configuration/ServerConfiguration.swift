@@ -20,6 +20,8 @@ public struct ServerConfiguration: Sendable, Equatable {
   /// The node's name in the cluster (its log lines and its keys; a random suffix is added per
   /// start). Nil: the host name.
   public var nodeName: String?
+  /// How long a node counts as alive after its last heartbeat (`--node-expiry`); nil: 3 s.
+  public var nodeExpirySeconds: Double?
   /// HS256 secret shared with the app's backend. Nil: read or generate `<data-dir>/auth-secret`.
   public var authSecret: String?
   public var logLevel: LogLevel = .info
@@ -135,11 +137,16 @@ extension ServerConfiguration {
     Option(
       flag: "redis-url",
       help:
-        "run as one node of a cluster sharing this Redis and --database-url (redis://[user:password@]host:port/db; rediss://...?ca-file=PATH for TLS)",
+        "run as one node of a cluster sharing this Redis and --database-url (redis://[user:password@]host:port/db; rediss://...?ca-file=PATH for TLS; a Redis Cluster: redis-cluster://host:port,host:port or several host:port in a redis:// URL)",
       repeatable: false
     ) { c, v throws(ConfigurationError) in
-      guard ["redis://", "rediss://"].contains(where: { v.lowercased().hasPrefix($0) }) else {
-        throw ConfigurationError("--redis-url must be a redis:// or rediss:// URL")
+      guard
+        ["redis://", "rediss://", "redis-cluster://", "rediss-cluster://"].contains(where: {
+          v.lowercased().hasPrefix($0)
+        })
+      else {
+        throw ConfigurationError(
+          "--redis-url must be a redis://, rediss://, redis-cluster:// or rediss-cluster:// URL")
       }
       c.redisURL = v
     },
@@ -151,6 +158,17 @@ extension ServerConfiguration {
         throw ConfigurationError("--node-name must be 1-64 letters, digits, '-', '_' or '.'")
       }
       c.nodeName = v
+    },
+    Option(
+      flag: "node-expiry",
+      help:
+        "seconds a node counts as alive after its last heartbeat, before others take its calls over (default 3; on a Redis Cluster above its failover time: 2 x cluster-node-timeout + 1 s)",
+      repeatable: false
+    ) { c, v throws(ConfigurationError) in
+      guard let seconds = Double(v), seconds >= 2, seconds <= 600 else {
+        throw ConfigurationError("--node-expiry must be a number of seconds from 2 to 600")
+      }
+      c.nodeExpirySeconds = seconds
     },
     Option(
       flag: "auth-secret",
