@@ -13,8 +13,15 @@ deps:
 build: deps
 	$(SWIFT) build
 
+# Release builds optimise across modules: the server's hot path runs through a dozen small
+# modules (JSON, protocol, calls, sessions, network) whose generic code is otherwise called
+# unspecialised across each boundary (docs/benchmarks.md, "A lean single node"). A compiler
+# flag here, not in Package.swift: unsafe flags in the manifest would stop apps from depending
+# on the SDK's products by URL.
+RELEASE_FLAGS ?= -Xswiftc -cross-module-optimization
+
 release: deps
-	$(SWIFT) build -c release
+	$(SWIFT) build -c release $(RELEASE_FLAGS)
 
 run: release
 	@echo ""

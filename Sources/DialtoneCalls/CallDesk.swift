@@ -130,7 +130,9 @@ package final class CallDesk {
   // MARK: - Timers, devices and the SFU
 
   /// Whether this desk runs the call (live or recently ended).
-  package func runs(_ callId: CallID) -> Bool { router.calls[callId] != nil || groups.knows(callId) }
+  package func runs(_ callId: CallID) -> Bool {
+    router.calls.index(forKey: callId) != nil || groups.knows(callId)
+  }
 
   package func timerFired(_ timer: CallTimer, now: Date) -> [CallEffect] {
     guard groups.knows(timer.callId) else { return router.timerFired(timer, now: now) }

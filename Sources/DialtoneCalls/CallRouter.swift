@@ -781,7 +781,11 @@ package struct CallRouter {
   /// A blocked call's effects without what would tell its callee: no message to a callee
   /// device, no ringing or missed-call push, no call in the callee's counts.
   private func silenced(_ effects: [CallEffect]) -> [CallEffect] {
-    effects.filter { effect in
+    // Most calls block nobody: their effects stay as they are, without a filtered copy.
+    guard effects.contains(where: { callIdOfSilenceable($0).map { calls[$0]?.blocked == true } ?? false }) else {
+      return effects
+    }
+    return effects.filter { effect in
       switch effect {
       case .send(let message, let recipient):
         guard let id = message.callId, let call = calls[id], call.blocked else { return true }
@@ -792,6 +796,16 @@ package struct CallRouter {
       case .external(.ended(let record)): return calls[record.callId]?.blocked != true
       default: return true
       }
+    }
+  }
+
+  /// The call an effect that `silenced` may drop is about.
+  private func callIdOfSilenceable(_ effect: CallEffect) -> CallID? {
+    switch effect {
+    case .send(let message, _): message.callId
+    case .external(.ringing(let id, _, _, _, _)): id
+    case .external(.ended(let record)): record.callId
+    default: nil
     }
   }
 

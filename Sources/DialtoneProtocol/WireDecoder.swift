@@ -1,5 +1,14 @@
 import DialtoneJSON
 
+// memchr, from the platform's C library (this file needs nothing else of Foundation).
+#if canImport(Darwin)
+  import Darwin
+#elseif canImport(Glibc)
+  import Glibc
+#elseif canImport(Musl)
+  import Musl
+#endif
+
 /// Fills a `WireCodable` from one object of a `JSONTape`: no tree, a string made only for a
 /// field that is read. Errors name the field by its dotted path (`"candidate.candidate"`).
 public struct WireDecoder: WireCoder {
@@ -71,11 +80,21 @@ public struct WireDecoder: WireCoder {
       throw ProtocolError(.badRequest, "\"\(name(key))\" must be at most \(maxBytes) bytes")
     }
     // PostgreSQL's text cannot hold NUL, and no field of the protocol has a use for one.
-    if text.utf8.contains(0) { throw ProtocolError(.badRequest, "\"\(name(key))\" must not contain NUL") }
+    if Self.containsNUL(text) { throw ProtocolError(.badRequest, "\"\(name(key))\" must not contain NUL") }
     if rule.isCallID, let problem = CallIDRules.problem(with: text) {
       throw ProtocolError(.badRequest, "\"\(name(key))\" \(problem)")
     }
     return text
+  }
+
+  /// One `memchr` over the string's bytes: every string of every message is checked, an SDP
+  /// runs to kilobytes, and `utf8.contains` walks them one generic step at a time.
+  static func containsNUL(_ text: String) -> Bool {
+    var text = text
+    return text.withUTF8 { bytes in
+      guard let start = bytes.baseAddress else { return false }
+      return memchr(start, 0, bytes.count) != nil
+    }
   }
 
   private func number(_ key: StaticString, at index: JSONTape.Index, _ range: ClosedRange<Int64>) throws(ProtocolError)

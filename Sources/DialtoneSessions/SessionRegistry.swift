@@ -19,6 +19,11 @@ package final class SessionRegistry {
 
   package func session(of who: Identity) -> (any DeliverySession)? { byDevice[who.userId]?[who.deviceId] }
 
+  /// A device's session, found without copying its user's table of devices.
+  package func session(of userId: String, device deviceId: String) -> (any DeliverySession)? {
+    byDevice[userId]?[deviceId]
+  }
+
   /// A user's sessions here, by device.
   package func sessions(of userId: String) -> [String: any DeliverySession] { byDevice[userId] ?? [:] }
 

@@ -310,6 +310,15 @@ struct ClientMessageTests {
     #expect(
       clientError(#"{"type":"invite","id":"m1","callId":"c1","to":"bob\u0000","video":false}"#)?.message
         == "\"to\" must not contain NUL")
+    // Anywhere in a long string (past the few bytes a string keeps inline), first byte or last.
+    let sdp = String(repeating: "a=x\\r\\n", count: 300)
+    for body in [#"\u0000\#(sdp)"#, #"\#(sdp)\u0000"#] {
+      #expect(
+        clientError(#"{"type":"answer","id":"a1","callId":"c1","sdp":"\#(body)"}"#)?.message
+          == "\"sdp\" must not contain NUL")
+    }
+    #expect(
+      (try? MessageCodec.decodeClientMessage(#"{"type":"answer","id":"a1","callId":"c1","sdp":"\#(sdp)"}"#)) != nil)
   }
 
   // MARK: Errors: fields

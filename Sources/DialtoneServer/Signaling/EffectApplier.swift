@@ -61,7 +61,7 @@ final class EffectApplier {
     if let store {
       store.deliver(message, to: userId, device: deviceId, skipping: [])
     } else {
-      registry.sessions(of: userId)[deviceId]?.deliver(message)
+      registry.session(of: userId, device: deviceId)?.deliver(message)
     }
   }
 

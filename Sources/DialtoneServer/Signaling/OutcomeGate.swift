@@ -47,7 +47,7 @@ final class OutcomeGate {
   private let metrics: ServerMetrics
   private var held = HeldOutcomes<Output>()
   /// Requests whose answer is coming, by session and request id.
-  private var awaited: Set<String> = []
+  private var awaited: Set<AwaitedRequest> = []
   /// Requests other nodes forwarded, answered once however often they come.
   private var forwardedAnswers = ForwardedAnswers()
   private let registry: SessionRegistry
@@ -147,5 +147,14 @@ final class OutcomeGate {
     }
   }
 
-  private static func key(_ sessionID: String, _ requestID: String) -> String { sessionID + "\u{0}" + requestID }
+  private static func key(_ sessionID: String, _ requestID: String) -> AwaitedRequest {
+    AwaitedRequest(sessionID: sessionID, requestID: requestID)
+  }
+}
+
+/// A request by its session and id: a pair, not the two joined into a new string, so that
+/// checking a request (every one a session sends while any answer is on its way) allocates nothing.
+private struct AwaitedRequest: Hashable {
+  let sessionID: String
+  let requestID: String
 }
