@@ -13,12 +13,12 @@ release build), everything on this host's loopback:
            second, for each --candidates value: node CPU and Redis CPU per relayed message and per
            call set-up (invite, accept, 2×candidates, hangup), Redis commands per call.
 - shards   with --redis-cluster: three nodes on a three-shard Redis Cluster (a replica per shard),
-           the calls load at SHARD_RATE with --candidates 20: each Redis process's CPU per relayed
+           the calls load at SHARD_RATE with --shard-candidates (20): each Redis process's CPU per relayed
            message, primaries and replicas apart.
 
 Usage:
     python3 bench/sizing_bench.py [--bin .build/release] [--idle 20000] [--rate 1000]
-        [--candidates 20 5] [--redis-cluster --shard-rate 500]
+        [--candidates 20 5] [--redis-cluster --shard-rate 500 --shard-candidates 20] [--skip-idle]
 """
 import argparse
 import asyncio
@@ -201,13 +201,14 @@ async def shards_phase(args, scratch):
         primaries = set(cluster.primaries())
         # The cluster bus, replication and the nodes' housekeeping with no load: subtracted.
         base_cpu, base_commands, _ = await window(node_pids + list(redis_pids.values()), list(redis_pids), 8)
-        process = await bench(args, nodes, "shards", 0, args.calls, args.shard_rate, args.seconds, 20,
+        process = await bench(args, nodes, "shards", 0, args.calls, args.shard_rate, args.seconds, args.shard_candidates,
                               node_pids + list(redis_pids.values()), list(redis_pids.values()))
         await asyncio.sleep(4)
         cpu, commands, _ = await window(node_pids + list(redis_pids.values()), list(redis_pids), args.seconds - 6)
         report = await finish(process, "shards")
         rate = max(report["relayedPerSecond"], 1e-9)
         return {
+            "candidates": args.shard_candidates, "relayedPerCall": rate / max(report["callsPerSecond"], 1e-9),
             "nodesMicrosPerMessage": sum(cpu[pid] - base_cpu[pid] for pid in node_pids) * 1e6 / rate,
             "relayedPerSecond": rate, "callsPerSecond": report["callsPerSecond"],
             "p50Ms": report["p50Ms"], "p99Ms": report["p99Ms"],
@@ -233,6 +234,7 @@ async def main():
     parser.add_argument("--candidates", type=int, nargs="*", default=[20, 5])
     parser.add_argument("--redis-cluster", action="store_true")
     parser.add_argument("--shard-rate", type=int, default=500)
+    parser.add_argument("--shard-candidates", type=int, default=20)
     parser.add_argument("--skip-idle", action="store_true")
     args = parser.parse_args()
     args.bin = os.path.abspath(args.bin)

@@ -13,21 +13,21 @@ struct KeyClock {
     try redis.command(["KEYS", .string(pattern)]).elements?.compactMap(\.string).sorted() ?? []
   }
 
-  /// Each key's remaining TTL in milliseconds: nil for a key that has none (it would never go)
-  /// or is gone.
-  func ttls(_ keys: [String]) throws -> [String: Int64?] {
+  /// Each key's remaining TTL in milliseconds, as PTTL answers: -1 for a key that has none (it
+  /// would never go), -2 for a key that is gone.
+  func ttls(_ keys: [String]) throws -> [String: Int64] {
     let replies = try redis.pipeline(keys.map { ["PTTL", .string($0)] })
-    var ttls: [String: Int64?] = [:]
-    for (key, reply) in zip(keys, replies) { ttls[key] = reply.integer.flatMap { $0 >= 0 ? $0 : nil } }
+    var ttls: [String: Int64] = [:]
+    for (key, reply) in zip(keys, replies) { ttls[key] = reply.integer ?? -2 }
     return ttls
   }
 
   /// Lets `duration` pass for `keys`. A key without a TTL is recorded as an issue: it would never
-  /// expire.
+  /// expire. Keys already gone stay gone.
   func advance(_ duration: Duration, over keys: [String]) throws {
     let elapsed = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
-    for (key, ttl) in try ttls(keys) {
-      guard let ttl else {
+    for (key, ttl) in try ttls(keys) where ttl != -2 {
+      guard ttl >= 0 else {
         Issue.record("\(key) has no expiry")
         continue
       }
