@@ -5,7 +5,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8080
 CONNECTIONS ?= 15000
 
-.PHONY: deps bench-deps build release run test format lint ios-check autobahn-full bench-ws bench-signaling bench-push bench-gate bench-setup bench-codec bench-group bench-video bench-video-change bench-cluster bench-private-preconnect bench-quality fuzz clean
+.PHONY: deps bench-deps build release run test format lint ios-check autobahn-full bench-ws bench-signaling bench-push bench-gate bench-setup bench-codec bench-group bench-video bench-video-change bench-cluster bench-sizing bench-private-preconnect bench-quality fuzz clean
 
 deps:
 	@scripts/deps.sh
@@ -81,6 +81,11 @@ CLUSTER_IDLE ?= 15000
 CLUSTER_RATE ?= 2000
 bench-cluster: release bench-deps
 	python3 bench/cluster_bench.py --bin .build/release --calls $(CALLS) --idle $(CLUSTER_IDLE) --rate $(CLUSTER_RATE)
+
+# The unit costs docs/deploy.md's "Sizing a cluster" is computed from (docs/benchmarks.md).
+bench-sizing: release bench-deps
+	python3 bench/sizing_bench.py --bin .build/release --idle 15000 --candidates 20 5 --redis-cluster \
+	  --shard-rate 500 --shard-candidates 5
 
 # VoIP pushes to the APNs mock over one HTTP/2 connection, then the same through aioapns.
 PUSHES ?= 5000

@@ -4,7 +4,7 @@ import DialtoneProtocol
 import Foundation
 
 /// `dialtone-bench signaling`: K concurrent 1:1 calls through the server — invite with offer,
-/// accept with answer, 20 candidates each way, hangup, repeat — paced to a total message rate,
+/// accept with answer, 20 candidates each way (`--candidates`), hangup, repeat — paced to a total message rate,
 /// while N idle authenticated sockets are held. Relay latency is measured per candidate (the
 /// sender's timestamp rides in the candidate string). The same load then runs against a minimal
 /// Node.js `ws` relay, so the result is a ratio.
@@ -16,6 +16,9 @@ enum BenchSignalingCommand {
     var seconds: Double
     /// Both targets run pinned to this CPU, so that the scheduler moves neither around.
     var serverCPU: Int?
+    /// Candidates each side sends per call (`--candidates`, default 20): a call is an invite, an
+    /// accept, these and a hangup.
+    var candidates = 20
 
     /// The command that starts a target: as it is, or under `taskset`.
     func command(_ path: String, _ arguments: [String]) -> (String, [String]) {
@@ -28,7 +31,9 @@ enum BenchSignalingCommand {
     let options = Options(
       calls: try arguments.int("calls", default: 100), idle: try arguments.int("idle", default: 10_000),
       rate: try arguments.int("rate", default: 5_000), seconds: try arguments.double("seconds", default: 20),
-      serverCPU: arguments.string("server-cpu") == nil ? nil : try arguments.int("server-cpu", default: 0))
+      serverCPU: arguments.string("server-cpu") == nil ? nil : try arguments.int("server-cpu", default: 0),
+      candidates: try arguments.int("candidates", default: 20))
+    guard options.candidates >= 0 else { throw ArgumentError(message: "--candidates must not be negative") }
     ResourceLimits.raiseOpenFiles()
     let targets = arguments.strings("target")
     if !targets.isEmpty { return try await runDeployed(options, targets: targets, arguments) }
@@ -167,7 +172,7 @@ enum BenchSignalingCommand {
     let pairs = try (0..<options.calls).map {
       try CallPair(
         index: $0, dialect: dialects[$0 % dialects.count], calleeDialect: dialects[($0 + 1) % dialects.count],
-        client: client, stats: stats)
+        candidates: options.candidates, client: client, stats: stats)
     }
     try await stats.waitForReady(options.idle + 2 * options.calls, timeout: 60)
     let baseline = try ProcessStats.read(pids: layout.measured)

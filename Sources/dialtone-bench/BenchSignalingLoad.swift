@@ -150,13 +150,14 @@ final class CallPair: @unchecked Sendable {
   private let callerName: String
   private let calleeName: String
   private let dialect: any SignalingDialect
-  static let candidatesEachWay = 20
+  private let candidatesEachWay: Int
 
   /// `calleeDialect`: where the callee connects, when not where the caller does (another node).
   init(
-    index: Int, dialect: any SignalingDialect, calleeDialect: (any SignalingDialect)? = nil, client: WebSocketClient,
-    stats: LoadStats
+    index: Int, dialect: any SignalingDialect, calleeDialect: (any SignalingDialect)? = nil, candidates: Int = 20,
+    client: WebSocketClient, stats: LoadStats
   ) throws {
+    candidatesEachWay = candidates
     callerName = "caller\(index)"
     calleeName = "callee\(index)"
     self.dialect = dialect
@@ -206,11 +207,11 @@ final class CallPair: @unchecked Sendable {
       case .inviting:
         return .wait
       case .established:
-        if call.sentByCaller < Self.candidatesEachWay && call.sentByCaller <= call.sentByCallee {
+        if call.sentByCaller < self.candidatesEachWay && call.sentByCaller <= call.sentByCallee {
           call.sentByCaller += 1
           return .callerCandidate(call.callId)
         }
-        if call.sentByCallee < Self.candidatesEachWay {
+        if call.sentByCallee < self.candidatesEachWay {
           call.sentByCallee += 1
           return .calleeCandidate(call.callId)
         }

@@ -21,6 +21,7 @@ private let benchmarks: [Subcommand] = [
       .value("idle", "idle sockets held meanwhile (default 10000)"),
       .value("rate", "relayed messages per second (default 5000)"),
       .value("seconds", "measuring time (default 20)"),
+      .value("candidates", "ICE candidates each side sends per call (default 20)"),
       .value("node-relay", "the Node relay script"),
       .value("server-binary", "the dialtone-server to start (default: next to this binary)"),
       .value("server-cpu", "run each target pinned to this CPU (with taskset; pin the bench itself elsewhere)"),
