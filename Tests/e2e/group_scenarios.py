@@ -36,19 +36,19 @@ def heard_everyone_else(s, tones, user):
     check(levels[tones[user]] < 0.05, f"{user} hears its own {tones[user]} Hz ({levels})")
 
 
-async def group_call_of(n, s, stack):
+async def group_call_of(n, s, stack, extra=()):
     ns, _, server = await group_stack(s, stack)
     names = ["alice", "bob", "carol", "dave", "erin"][:n]
     tones = {name: 330 + 110 * i for i, name in enumerate(names)}
     members = []
     for name in names[1:]:
-        peer = member(s, stack, server, ns, name, "--auto", "--tone-frequency", str(tones[name]))
+        peer = member(s, stack, server, ns, name, "--auto", "--tone-frequency", str(tones[name]), *extra)
         await peer.start()
         members.append(peer)
     for peer in members:
         await peer.wait_for("note", text="waiting for a call")
     alice = member(s, stack, server, ns, "alice", "--to", ",".join(names[1:]), "--tone-frequency",
-                   str(tones["alice"]), "--duration", "6", "--end-for-all", command="group call")
+                   str(tones["alice"]), "--duration", "6", "--end-for-all", *extra, command="group call")
     await alice.start()
     for peer in [alice, *members]:
         for other in names:
@@ -64,15 +64,16 @@ async def group_call_of(n, s, stack):
 
 @scenario
 async def group_call_of_three_through_janus(s, stack):
-    """Alice rings Bob and Carol; each hears the other two through Janus and none its own tone;
-    Alice ends the call for everyone."""
+    """Alice rings Bob and Carol; each hears the other two through Janus (on one subscriber
+    connection, the default) and none its own tone; Alice ends the call for everyone."""
     await group_call_of(3, s, stack)
 
 
 @scenario
 async def group_call_of_five_through_janus(s, stack):
-    """Five softphones, each hearing the other four."""
-    await group_call_of(5, s, stack)
+    """Five softphones, each hearing the other four, each on one connection per other
+    participant (`--no-multistream`: twenty receiving connections in all)."""
+    await group_call_of(5, s, stack, extra=("--no-multistream",))
 
 
 async def group_video_counts(peer):
@@ -108,8 +109,9 @@ async def group_video_call(s, stack, cameras, tones, extra=()):
     """Alice rings the others of `tones` in a video call; the members in `cameras` send that
     solid colour. Returns the peers (Alice first) once each decoded 30 frames from every camera
     but its own and heard everyone else, and Alice ended the call for everyone (^C). `extra`:
-    more flags for every softphone (with `--multistream`, a connection's first frame is not
-    told apart by participant: only the per-participant counts are waited for)."""
+    more flags for every softphone (on one subscriber connection, the default, a connection's
+    first frame is not told apart by participant: only the per-participant counts are waited
+    for; with `--no-multistream` each participant's first frame is)."""
     ns, _, server = await group_stack(s, stack)
     names = list(tones)
     members = []
@@ -130,7 +132,7 @@ async def group_video_call(s, stack, cameras, tones, extra=()):
         for other in names:
             if not peer.name.startswith(f"{other}-"):
                 await peer.wait_for(f"first-audio {other}", timeout=30)
-                if other in cameras and "--multistream" not in extra:
+                if other in cameras and "--no-multistream" in extra:
                     await peer.wait_for(f"first-video-frame {other}", timeout=30)
     await group_video_flows(everyone, list(cameras))
     alice.proc.send_signal(signal.SIGINT)
@@ -145,9 +147,11 @@ async def group_video_call(s, stack, cameras, tones, extra=()):
 async def group_video_call_of_three_through_janus(s, stack):
     """A video group call: Alice, Bob and Carol each publish a solid-colour camera (VP8) through
     Janus and decode both others' video, at the sender's resolution and in the sender's colour,
-    while they hear each other."""
+    while they hear each other; each receives every participant on a connection of its own
+    (`--no-multistream`)."""
     cameras = {"alice": "red", "bob": "green", "carol": "blue"}
-    everyone = await group_video_call(s, stack, cameras, {"alice": 550, "bob": 440, "carol": 660})
+    everyone = await group_video_call(s, stack, cameras, {"alice": 550, "bob": 440, "carol": 660},
+                                      extra=("--no-multistream",))
     for peer in everyone:
         check(not any(peer.has("participant-video", user=u) for u in cameras if peer.name.startswith(f"{u}-")),
               f"{peer.name} was sent its own video")
@@ -158,7 +162,7 @@ async def group_video_call_of_three_through_janus(s, stack):
 
 @scenario
 async def a_group_video_call_on_one_subscriber_connection_each(s, stack):
-    """The video call above with `--multistream` (protocol.md 20.9): each device receives both
+    """The video call above on one subscriber connection (protocol.md 20.9): each device receives both
     others' audio and VP8 video on its one subscriber connection, each participant's frames
     kept apart by section, at the sender's resolution and in the sender's colour."""
     cameras = {"alice": "red", "bob": "green", "carol": "blue"}
@@ -715,7 +719,7 @@ async def a_member_moves_network_mid_call(s, stack, extra=()):
     await asyncio.sleep(1.5)
     await hearing_grows_by(around_carol, rates, seconds=3, within=45)
     # (3 s of audio each way, counted from 1.5 s after the change was noticed.)
-    print(f"  {'multistream' if extra else 'per-feed'}: 3 s of audio back both ways "
+    print(f"  {'per-feed' if '--no-multistream' in extra else 'multistream'}: 3 s of audio back both ways "
           f"{asyncio.get_running_loop().time() - moved:.1f} s after the move", flush=True)
     await hearing_grows([(alice, ["bob"]), (bob, ["alice"])])
     # Each of Carol's connections was replaced by a fresh one (webrtcbin cannot restart ICE), and
@@ -740,14 +744,15 @@ async def a_member_moves_network_mid_call(s, stack, extra=()):
 @scenario
 @time_limit(180)
 async def a_member_moves_network_mid_group_call(s, stack):
-    """Issue 38 item 3, one connection per feed (the default): see a_member_moves_network_mid_call."""
-    await a_member_moves_network_mid_call(s, stack)
+    """Issue 38 item 3, one connection per feed (`--no-multistream`): see
+    a_member_moves_network_mid_call."""
+    await a_member_moves_network_mid_call(s, stack, extra=("--no-multistream",))
 
 
 @scenario
 @time_limit(180)
 async def a_member_moves_network_on_one_subscriber_connection(s, stack):
-    """Issue 38 item 3 with `--multistream` (protocol.md 20.9): Carol's single subscriber
+    """Issue 38 item 3 on one subscriber connection (protocol.md 20.9): Carol's single subscriber
     connection is replaced by a new subscription, and the others' subscriber connections drop
     her sections and take her new feed in two renegotiations."""
     await a_member_moves_network_mid_call(s, stack, extra=("--multistream",))
