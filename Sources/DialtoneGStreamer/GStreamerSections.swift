@@ -119,9 +119,29 @@ public final class GStreamerSections: Sendable {
 
   /// webrtcbin's answer as the SFU is sent it.
   func wire(answer: SessionDescription) -> SessionDescription {
+    let answer = Self.passive(answer)
     let held = heldOpen.current
     guard !held.isEmpty else { return answer }
     return SessionDescription(sdp: Self.directions(in: answer.sdp, from: .recvonly, to: .inactive, only: held).sdp)
+  }
+
+  /// `answer` with this side the DTLS server (`a=setup:passive`; webrtcbin answers `active`).
+  /// As the client, webrtcbin sends its first handshake flight as soon as it has applied the
+  /// answer, before ICE has a pair to carry it, and that flight is lost: the handshake then
+  /// waits for DTLS's one-second retransmission (about half of the subscriber connections in the
+  /// e2e runs connected at ~1.1 s instead of ~0.1 s). Janus, the client now, starts once its ICE
+  /// is connected.
+  static func passive(_ answer: SessionDescription) -> SessionDescription {
+    var description = SDPLines(answer.sdp)
+    var changed = false
+    for index in description.sections.indices {
+      for line in description.sections[index].lines.indices
+      where description.sections[index].lines[line] == "a=setup:active" {
+        description.sections[index].lines[line] = "a=setup:passive"
+        changed = true
+      }
+    }
+    return changed ? SessionDescription(sdp: description.text) : answer
   }
 
   /// The answer as webrtcbin applies it locally.

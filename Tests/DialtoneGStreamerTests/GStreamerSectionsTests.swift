@@ -115,6 +115,19 @@ import Testing
     #expect(sinks.entries == ["bob"])
   }
 
+  // webrtcbin answers the SFU's actpass as the DTLS client and sends its first flight before ICE
+  // can carry it (then the handshake waits a second for the retransmission): the answer makes
+  // this side the server, on the wire and as applied.
+  @Test func theAnswerMakesThisSideTheDTLSServer() {
+    let sections = GStreamerSections(participantAudio: nil)
+    _ = sections.remote(offer: Self.offer([("0", 1), ("1", nil)]))
+    let answer = Self.offer([("0", nil), ("1", nil)]).sdp.replacingOccurrences(
+      of: "a=inactive", with: "a=recvonly\r\na=setup:active")
+    let wire = sections.wire(answer: SessionDescription(sdp: answer)).sdp
+    #expect(!wire.contains("a=setup:active") && wire.components(separatedBy: "a=setup:passive").count == 3)
+    #expect(sections.local(answer: SessionDescription(sdp: wire)).sdp.contains("a=setup:passive"))
+  }
+
   @Test func theSSRCsOfAnOfferAreReadPerSection() {
     let sdp = Self.offer([("0", 11), ("a", nil), ("b", 4_294_967_295)]).sdp
       .replacingOccurrences(of: "a=ssrc:11 cname:janus", with: "a=ssrc:11 cname:janus\r\na=ssrc:12 msid:x y")
