@@ -5,9 +5,9 @@ For each size N it holds, in the same run and on the same machine:
 
 - janus  one group call of N CLI softphones through dialtone-server and Janus (the creator
          rings N-1 auto-answering members), each device receiving every other participant on
-         a connection of its own (protocol.md 20.3);
+         a connection of its own (`--no-multistream`, protocol.md 20.3);
 - multistream  the same, each device receiving everyone on one subscriber connection
-         (`--multistream`, protocol.md 20.9);
+         (`--multistream`, the CLI's default, protocol.md 20.9);
 - mesh   the same N people as a full mesh: N(N-1)/2 concurrent 1:1 calls between CLI
          softphones through dialtone-server (each person is N-1 processes, one per call).
 
@@ -66,7 +66,7 @@ async def steady_cpu(infrastructure, devices, window):
     return infra, dev
 
 
-async def janus_round(h, s, n, window, flags=()):
+async def janus_round(h, s, n, window, flags=("--no-multistream",)):
     ns = await h.MediaNamespace().start()
     janus = await h.Janus(s, ns).start()
     server = await h.Server(s, netns=ns.NS, extra=janus.server_args()).start()

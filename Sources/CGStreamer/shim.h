@@ -6,6 +6,7 @@
 #include <gst/webrtc/webrtc.h>
 #include <gst/rtp/gstrtpbuffer.h>
 #include <nice/agent.h>
+#include <stdio.h>
 #include <string.h>
 
 // GObject's variadic calls (g_signal_emit_by_name, g_object_get, gst_structure_get) and its
@@ -33,10 +34,13 @@ typedef void (*dt_video_cb)(void *ctx, gint width, gint height, guint red, guint
 // A file to record to, asked for when remote video first arrives: a g_malloc'd path, or NULL.
 typedef gchar *(*dt_path_cb)(void *ctx);
 // A group call's single subscriber connection: decoded audio (as dt_audio_cb) and each decoded
-// video frame (as dt_video_cb) of the m-section `mid`, so each participant's media stays apart.
-typedef void (*dt_mid_audio_cb)(void *ctx, const gchar *mid, const void *data, gsize size, guint64 now);
-typedef void (*dt_mid_video_cb)(void *ctx, const gchar *mid, gint width, gint height, guint red, guint green,
-                                guint blue);
+// video frame (as dt_video_cb) of one remote stream, so each participant's media stays apart:
+// `ssrc` is the stream's RTP SSRC (0 if unknown) and `mid` the m-section webrtcbin filed it under,
+// which is not always the one whose SDP names that SSRC (see dt__pad_ssrc).
+typedef void (*dt_mid_audio_cb)(void *ctx, const gchar *mid, guint32 ssrc, const void *data, gsize size,
+                                guint64 now);
+typedef void (*dt_mid_video_cb)(void *ctx, const gchar *mid, guint32 ssrc, gint width, gint height, guint red,
+                                guint green, guint blue);
 
 typedef struct dt_webrtc_callbacks {
   void *ctx;
@@ -110,10 +114,12 @@ static void dt__on_new_jitterbuffer(GstElement *rtpbin, GstElement *jitterbuffer
   if (c->jitterbuffer) c->jitterbuffer(c->ctx, jitterbuffer, ssrc);
 }
 
-// The m-section a remote pad of webrtcbin belongs to, for the handoffs of its branch.
+// The m-section a remote pad of webrtcbin belongs to and the SSRC it carries, for the handoffs of
+// its branch.
 typedef struct dt__section {
   dt_webrtc_callbacks *c;
   gchar *mid;
+  guint32 ssrc;
 } dt__section;
 
 static void dt__section_free(gpointer data, GClosure *closure) {
@@ -135,13 +141,32 @@ static gchar *dt__pad_mid(GstPad *pad) {
   return mid;
 }
 
+/// The SSRC a remote src pad of webrtcbin carries (0 if unknown): its target is rtpbin's
+/// `recv_rtp_src_<session>_<ssrc>_<pt>`. webrtcbin 1.22 picks the pad's transceiver from the SSRC
+/// only when a remote description named that SSRC (`a=ssrc`) before rtpbin first saw it; an SSRC
+/// whose packets (or RTCP) came first, as an SFU's do when it starts forwarding a new participant
+/// as soon as it makes the offer that adds them, is filed under the transceiver of m-line 0 for
+/// good (its entry is never corrected). So the pad's transceiver cannot say whose media it is,
+/// its SSRC can.
+static guint32 dt__pad_ssrc(GstPad *pad) {
+  if (!GST_IS_GHOST_PAD(pad)) return 0;
+  GstPad *target = gst_ghost_pad_get_target(GST_GHOST_PAD(pad));
+  if (!target) return 0;
+  guint session = 0, ssrc = 0, pt = 0;
+  gchar *name = gst_pad_get_name(target);
+  if (!name || sscanf(name, "recv_rtp_src_%u_%u_%u", &session, &ssrc, &pt) != 3) ssrc = 0;
+  g_free(name);
+  gst_object_unref(target);
+  return (guint32)ssrc;
+}
+
 static void dt__on_section_handoff(GstElement *sink, GstBuffer *buffer, GstPad *pad, gpointer ud) {
   (void)pad;
   dt__section *section = (dt__section *)ud;
   guint64 now = dt__clock_now(sink);
   GstMapInfo map;
   if (gst_buffer_map(buffer, &map, GST_MAP_READ)) {
-    section->c->mid_audio(section->c->ctx, section->mid, map.data, map.size, now);
+    section->c->mid_audio(section->c->ctx, section->mid, section->ssrc, map.data, map.size, now);
     gst_buffer_unmap(buffer, &map);
   }
 }
@@ -185,7 +210,7 @@ static void dt__on_section_video_handoff(GstElement *sink, GstBuffer *buffer, Gs
   gint width = 0, height = 0;
   guint r = 0, g = 0, b = 0;
   dt__frame_colour(buffer, pad, &width, &height, &r, &g, &b);
-  section->c->mid_video(section->c->ctx, section->mid, width, height, r, g, b);
+  section->c->mid_video(section->c->ctx, section->mid, section->ssrc, width, height, r, g, b);
 }
 
 static void dt__on_video_handoff(GstElement *sink, GstBuffer *buffer, GstPad *pad, gpointer ud) {
@@ -267,6 +292,7 @@ static void dt__on_pad_added(GstElement *w, GstPad *pad, gpointer ud) {
       dt__section *section = g_new0(dt__section, 1);
       section->c = c;
       section->mid = mid;
+      section->ssrc = dt__pad_ssrc(pad);
       g_signal_connect_data(out, "handoff",
                             G_CALLBACK(audio ? dt__on_section_handoff : dt__on_section_video_handoff), section,
                             dt__section_free, (GConnectFlags)0);

@@ -104,7 +104,7 @@ enum SoftphoneCommand {
     // without TURN it asks for none) unless --no-private-preconnect.
     configuration.policy.privatePreconnect = !arguments.flag("no-private-preconnect")
     configuration.policy.dataChannel = true  // stdin lines travel over it
-    configuration.groupMultistream = arguments.flag("multistream")
+    configuration.groupMultistream = !arguments.flag("no-multistream")
     configuration.policy.reportsQuality = !arguments.flag("no-quality-report")
     if let text = arguments.string("quality-interval") {
       guard let seconds = Double(text), seconds >= 1, seconds <= 3600 else {

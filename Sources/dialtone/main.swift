@@ -27,7 +27,9 @@ private let media: [CommandOption] = [
   .flag(
     "preconnect", "connect ICE and DTLS while the phone rings, media held until Answer (protocol.md 11; the default)"),
   .flag("no-preconnect", "negotiate nothing before Answer (the flow of clients without pre-connect)"),
-  .flag("multistream", "group calls: receive everyone on one subscriber connection (protocol.md 20.9)"),
+  .flag(
+    "multistream", "group calls: receive everyone on one subscriber connection (protocol.md 20.9; the default)"),
+  .flag("no-multistream", "group calls: receive each participant on a connection of their own"),
   .flag(
     "no-private-preconnect",
     "a ringing callee's leg gathers every candidate, not only TURN relays (the caller then sees its addresses)"),

@@ -32,6 +32,8 @@ private struct GroupPhone {
   let server: ScriptedServer
   let liveKit: RecordingGroupMedia
   let events: Locked<[SystemCallSession.GroupEvent]>
+  /// Each `group-join`'s `multistream`.
+  let joins = Locked<[Bool]>([])
 
   init() {
     server = ScriptedServer(userId: "bob", deviceId: "bob-phone")
@@ -64,6 +66,7 @@ private struct GroupPhone {
 
   /// `get-group` answers with `state`, `group-join` with Bob joined on this phone.
   func answerRequests(getGroup state: GroupCallState?) {
+    let joins = joins
     server.onRequest { message, id in
       switch message {
       case .getGroup(let m):
@@ -72,6 +75,7 @@ private struct GroupPhone {
         }
         return .ack(.init(replyTo: id, callId: m.callId, group: state))
       case .groupJoin(let m):
+        joins.withLock { $0.append(m.multistream) }
         return .ack(
           .init(replyTo: id, callId: m.callId, group: groupState(.active, bob: .joined, bobDevice: "bob-phone")))
       default:
@@ -137,9 +141,10 @@ private struct GroupPhone {
     await bob.stop()
   }
 
-  // Rule 5 for a Janus group call: Answer joins; the action is fulfilled once the publisher
-  // connection is up, audio starts in didActivate, mute reaches the publisher, and the in-app
-  // hang-up leaves the call through the OS.
+  // Rule 5 for a Janus group call: Answer joins (asking for one subscriber connection, the
+  // default); the action is fulfilled once the publisher connection is up, audio starts in
+  // didActivate, mute reaches the publisher, and the in-app hang-up leaves the call through the
+  // OS.
   @Test func answeringAGroupRingJoinsAndIsFulfilledWhenThePublisherConnects() async throws {
     let bob = GroupPhone()
     bob.answerRequests(getGroup: nil)
@@ -152,6 +157,8 @@ private struct GroupPhone {
 
     let answer = bob.os.perform(.answer, groupUUID, name: "answer")
     #expect(await eventually { bob.server.saw(.groupJoin, groupId) })
+    // By default a device asks to receive everyone on one subscriber connection (20.9).
+    #expect(bob.joins.current == [true])
     #expect(await bob.os.saw(.prepareAudio(video: false)))
     bob.server.push(.groupMedia(.init(callId: groupId, sfu: .janus)))
     #expect(await eventually { bob.server.saw(.groupOffer, groupId) })

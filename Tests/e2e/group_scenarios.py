@@ -5,7 +5,7 @@ import os
 import signal
 
 from harness import (Chromium, Janus, MediaNamespace, Server, Softphone, TCPProxy, check, dominant_frequency,
-                     tone_levels, wav_seconds)
+                     dominant_frequency_between, sounding_frequency, tone_levels, wav_seconds)
 from media_checks import member, near, saw_video
 from call_scenarios import video_count_reply
 from scenarios import scenario, time_limit
@@ -36,19 +36,19 @@ def heard_everyone_else(s, tones, user):
     check(levels[tones[user]] < 0.05, f"{user} hears its own {tones[user]} Hz ({levels})")
 
 
-async def group_call_of(n, s, stack):
+async def group_call_of(n, s, stack, extra=()):
     ns, _, server = await group_stack(s, stack)
     names = ["alice", "bob", "carol", "dave", "erin"][:n]
     tones = {name: 330 + 110 * i for i, name in enumerate(names)}
     members = []
     for name in names[1:]:
-        peer = member(s, stack, server, ns, name, "--auto", "--tone-frequency", str(tones[name]))
+        peer = member(s, stack, server, ns, name, "--auto", "--tone-frequency", str(tones[name]), *extra)
         await peer.start()
         members.append(peer)
     for peer in members:
         await peer.wait_for("note", text="waiting for a call")
     alice = member(s, stack, server, ns, "alice", "--to", ",".join(names[1:]), "--tone-frequency",
-                   str(tones["alice"]), "--duration", "6", "--end-for-all", command="group call")
+                   str(tones["alice"]), "--duration", "6", "--end-for-all", *extra, command="group call")
     await alice.start()
     for peer in [alice, *members]:
         for other in names:
@@ -64,15 +64,16 @@ async def group_call_of(n, s, stack):
 
 @scenario
 async def group_call_of_three_through_janus(s, stack):
-    """Alice rings Bob and Carol; each hears the other two through Janus and none its own tone;
-    Alice ends the call for everyone."""
+    """Alice rings Bob and Carol; each hears the other two through Janus (on one subscriber
+    connection, the default) and none its own tone; Alice ends the call for everyone."""
     await group_call_of(3, s, stack)
 
 
 @scenario
 async def group_call_of_five_through_janus(s, stack):
-    """Five softphones, each hearing the other four."""
-    await group_call_of(5, s, stack)
+    """Five softphones, each hearing the other four, each on one connection per other
+    participant (`--no-multistream`: twenty receiving connections in all)."""
+    await group_call_of(5, s, stack, extra=("--no-multistream",))
 
 
 async def group_video_counts(peer):
@@ -108,8 +109,9 @@ async def group_video_call(s, stack, cameras, tones, extra=()):
     """Alice rings the others of `tones` in a video call; the members in `cameras` send that
     solid colour. Returns the peers (Alice first) once each decoded 30 frames from every camera
     but its own and heard everyone else, and Alice ended the call for everyone (^C). `extra`:
-    more flags for every softphone (with `--multistream`, a connection's first frame is not
-    told apart by participant: only the per-participant counts are waited for)."""
+    more flags for every softphone (on one subscriber connection, the default, a connection's
+    first frame is not told apart by participant: only the per-participant counts are waited
+    for; with `--no-multistream` each participant's first frame is)."""
     ns, _, server = await group_stack(s, stack)
     names = list(tones)
     members = []
@@ -130,7 +132,7 @@ async def group_video_call(s, stack, cameras, tones, extra=()):
         for other in names:
             if not peer.name.startswith(f"{other}-"):
                 await peer.wait_for(f"first-audio {other}", timeout=30)
-                if other in cameras and "--multistream" not in extra:
+                if other in cameras and "--no-multistream" in extra:
                     await peer.wait_for(f"first-video-frame {other}", timeout=30)
     await group_video_flows(everyone, list(cameras))
     alice.proc.send_signal(signal.SIGINT)
@@ -145,9 +147,11 @@ async def group_video_call(s, stack, cameras, tones, extra=()):
 async def group_video_call_of_three_through_janus(s, stack):
     """A video group call: Alice, Bob and Carol each publish a solid-colour camera (VP8) through
     Janus and decode both others' video, at the sender's resolution and in the sender's colour,
-    while they hear each other."""
+    while they hear each other; each receives every participant on a connection of its own
+    (`--no-multistream`)."""
     cameras = {"alice": "red", "bob": "green", "carol": "blue"}
-    everyone = await group_video_call(s, stack, cameras, {"alice": 550, "bob": 440, "carol": 660})
+    everyone = await group_video_call(s, stack, cameras, {"alice": 550, "bob": 440, "carol": 660},
+                                      extra=("--no-multistream",))
     for peer in everyone:
         check(not any(peer.has("participant-video", user=u) for u in cameras if peer.name.startswith(f"{u}-")),
               f"{peer.name} was sent its own video")
@@ -158,7 +162,7 @@ async def group_video_call_of_three_through_janus(s, stack):
 
 @scenario
 async def a_group_video_call_on_one_subscriber_connection_each(s, stack):
-    """The video call above with `--multistream` (protocol.md 20.9): each device receives both
+    """The video call above on one subscriber connection (protocol.md 20.9): each device receives both
     others' audio and VP8 video on its one subscriber connection, each participant's frames
     kept apart by section, at the sender's resolution and in the sender's colour."""
     cameras = {"alice": "red", "bob": "green", "carol": "blue"}
@@ -498,8 +502,53 @@ async def four_on_one_subscriber_connection_each_one_leaves_one_joins(s, stack):
         for other in [o for o in tones if o != listener and not (listener == "eve" and o == "carol")]:
             path = s.file(f"{listener}-{other}.wav")
             check(os.path.exists(path), f"{listener} recorded nothing from {other}")
-            near(dominant_frequency(path), tones[other], path)
+            near(sounding_frequency(path), tones[other], path)
     check(not os.path.exists(s.file("eve-carol.wav")), "eve was offered carol, who had left")
+
+
+@scenario
+@time_limit(120)
+async def a_member_whose_signaling_lags_hears_who_takes_over_a_section(s, stack):
+    """Issue 38 item 2, the race behind the multistream flake. Janus (1.1.2) sends a sender report
+    for each section once a second, under the SSRC its latest offer gave that section: a reused
+    section gets its new participant's SSRC as soon as Janus makes the offer, so the report often
+    reaches the device before the offer does. webrtcbin 1.22 then files that SSRC's stream under
+    the connection's first section for good, whatever the offer says once applied. Here Alice's
+    signaling lags her media by 1.2 s (a proxy), so a report always comes first: Bob leaves,
+    Dave takes over his section, and Alice must hear Dave (and Carol) at their own tones."""
+    ns, _, server = await group_stack(s, stack)
+    proxy = stack(await TCPProxy(server.port, ns.NS, delay_ms=1200).start())
+    tones = {"alice": 550, "bob": 440, "carol": 660, "dave": 770}
+    peers = {name: member(s, stack, server, ns, name, "--auto", "--multistream", "--tone-frequency", str(tone))
+             for name, tone in tones.items() if name != "alice"}
+    for peer in peers.values():
+        await peer.start()
+        await peer.wait_for("note", text="waiting for a call")
+    bob, carol, dave = peers["bob"], peers["carol"], peers["dave"]
+    alice = stack(Softphone(s, "alice-cli", [
+        "group call", "--server", f"http://127.0.0.1:{proxy.port}", "--token", server.token("alice", device="cli"),
+        "--to", "bob,carol", "--multistream", "--tone-frequency", str(tones["alice"]), "--duration", "60",
+        "--end-for-all", "--record", s.file("alice.wav")], netns=ns.NS))
+    await alice.start()
+    for other in ("bob", "carol"):
+        await alice.wait_for(f"first-audio {other}", timeout=30)
+    await hearing_grows([(alice, ["bob", "carol"])])
+
+    bob.interrupt()
+    check(await bob.exit_status() == 0, "bob's leave did not complete")
+    await alice.wait_for("participant", user="bob", state="stream-ended", timeout=10)
+    alice.send("invite dave")
+    await dave.wait_for("start", timeout=10)
+    await alice.wait_for("first-audio dave", timeout=20)
+    await hearing_grows([(alice, ["carol", "dave"])])
+    alice.interrupt()
+    for peer in (alice, carol, dave):
+        check(await peer.exit_status() == 0, f"{peer.name} did not complete the call")
+    # Each recording's first second: its ends are silence while Alice's lagging signaling has not
+    # yet told her that a section changed hands.
+    for other in ("bob", "carol", "dave"):
+        path = s.file(f"alice-{other}.wav")
+        near(dominant_frequency_between(path, 0, 1), tones[other], path)
 
 
 def page_hears(expected):
@@ -553,7 +602,7 @@ async def a_browser_on_one_subscriber_connection_in_a_group_call(s, stack):
     await page.wait_for("the end of the call", lambda st: st.get("groupEnded"))
     for listener in ("alice", "bob", "dave"):
         path = s.file(f"{listener}-carol.wav")
-        near(dominant_frequency(path), tones["carol"], path)
+        near(sounding_frequency(path), tones["carol"], path)
 
 
 class RoamingNamespace:
@@ -670,7 +719,7 @@ async def a_member_moves_network_mid_call(s, stack, extra=()):
     await asyncio.sleep(1.5)
     await hearing_grows_by(around_carol, rates, seconds=3, within=45)
     # (3 s of audio each way, counted from 1.5 s after the change was noticed.)
-    print(f"  {'multistream' if extra else 'per-feed'}: 3 s of audio back both ways "
+    print(f"  {'per-feed' if '--no-multistream' in extra else 'multistream'}: 3 s of audio back both ways "
           f"{asyncio.get_running_loop().time() - moved:.1f} s after the move", flush=True)
     await hearing_grows([(alice, ["bob"]), (bob, ["alice"])])
     # Each of Carol's connections was replaced by a fresh one (webrtcbin cannot restart ICE), and
@@ -695,14 +744,15 @@ async def a_member_moves_network_mid_call(s, stack, extra=()):
 @scenario
 @time_limit(180)
 async def a_member_moves_network_mid_group_call(s, stack):
-    """Issue 38 item 3, one connection per feed (the default): see a_member_moves_network_mid_call."""
-    await a_member_moves_network_mid_call(s, stack)
+    """Issue 38 item 3, one connection per feed (`--no-multistream`): see
+    a_member_moves_network_mid_call."""
+    await a_member_moves_network_mid_call(s, stack, extra=("--no-multistream",))
 
 
 @scenario
 @time_limit(180)
 async def a_member_moves_network_on_one_subscriber_connection(s, stack):
-    """Issue 38 item 3 with `--multistream` (protocol.md 20.9): Carol's single subscriber
+    """Issue 38 item 3 on one subscriber connection (protocol.md 20.9): Carol's single subscriber
     connection is replaced by a new subscription, and the others' subscriber connections drop
     her sections and take her new feed in two renegotiations."""
     await a_member_moves_network_mid_call(s, stack, extra=("--multistream",))

@@ -432,10 +432,10 @@ def aiortc_peer(scratch, name, args, netns):
 class TCPProxy:
     """Forwards a port to the server, inside the test's namespace (Tests/e2e/tcp_proxy.py);
     `cut()` drops every connection it carries (a signaling socket dying mid-call) while new
-    connections keep working."""
+    connections keep working. `delay_ms`: what the server sends reaches the client that late."""
 
-    def __init__(self, target_port, netns, host=None):
-        self.target_port, self.netns, self.host = target_port, netns, host
+    def __init__(self, target_port, netns, host=None, delay_ms=0):
+        self.target_port, self.netns, self.host, self.delay_ms = target_port, netns, host, delay_ms
         self.port = None
         self.proc = None
         self.cuts = 0
@@ -443,7 +443,8 @@ class TCPProxy:
     async def start(self):
         script = os.path.join(os.path.dirname(__file__), "tcp_proxy.py")
         self.proc = await asyncio.create_subprocess_exec(
-            "ip", "netns", "exec", self.netns, sys.executable, script, str(self.target_port),
+            "ip", "netns", "exec", self.netns, sys.executable, script,
+            *(["--delay-ms", str(self.delay_ms)] if self.delay_ms else []), str(self.target_port),
             *([self.host] if self.host else []), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
         line = (await asyncio.wait_for(self.proc.stdout.readline(), 10)).decode().split()
         check(len(line) == 2 and line[0] == "PORT", "the TCP proxy did not start")
@@ -482,6 +483,20 @@ def dominant_frequency(path, seconds=1.0):
     samples, rate = _wav_samples(path)
     long = samples[-int(rate * seconds):]
     check(len(long) >= rate * 0.5, f"{path}: only {len(samples) / rate:.2f} s of audio")
+    return _strongest(long, rate)
+
+
+def sounding_frequency(path, seconds=1.0, quiet=300):
+    """`dominant_frequency` of the last `seconds` before the recording's quiet end: a call's
+    recordings run on a moment after a participant stopped sending (one ends the call for all,
+    the others' media stops before the recorder does), and the coarse scan looks at only the last
+    0.1 s."""
+    samples, rate = _wav_samples(path)
+    end = len(samples)
+    while end > 0 and abs(samples[end - 1]) < quiet:
+        end -= 1
+    long = samples[max(0, end - int(rate * seconds)):end]
+    check(len(long) >= rate * 0.5, f"{path}: only {len(long) / rate:.2f} s of sound ({len(samples) / rate:.2f} s recorded)")
     return _strongest(long, rate)
 
 

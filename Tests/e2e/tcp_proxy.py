@@ -3,14 +3,15 @@
 (a port picked by the kernel, printed as `PORT <n>`), forwards to 127.0.0.1:TARGET (or to
 HOST:TARGET when a second argument names HOST), and on each
 `cut` line read from stdin resets every connection it carries (prints `CUT <count>`) while new
-connections keep working."""
+connections keep working. With `--delay-ms N` (first argument), everything it forwards from the
+server to the client arrives N ms late, in order: a client whose signaling lags behind its media."""
 import asyncio
 import socket
 import struct
 import sys
 
 
-async def main(target, host="127.0.0.1"):
+async def main(target, host="127.0.0.1", delay=0.0):
     pairs = []
 
     async def accept(reader, writer):
@@ -31,7 +32,35 @@ async def main(target, host="127.0.0.1"):
             finally:
                 dst.close()
 
-        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
+        async def late_pump(src, dst):
+            """`pump` with every chunk held back `delay` seconds from when it was read."""
+            loop = asyncio.get_running_loop()
+            queue = asyncio.Queue()
+
+            async def deliver():
+                try:
+                    while (item := await queue.get()) is not None:
+                        due, data = item
+                        await asyncio.sleep(max(0.0, due - loop.time()))
+                        dst.write(data)
+                        await dst.drain()
+                except (ConnectionError, OSError):
+                    pass
+                finally:
+                    dst.close()
+
+            delivering = asyncio.create_task(deliver())
+            try:
+                while data := await src.read(65536):
+                    queue.put_nowait((loop.time() + delay, data))
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                queue.put_nowait(None)
+                await delivering
+
+        downstream = late_pump(up_reader, writer) if delay > 0 else pump(up_reader, writer)
+        await asyncio.gather(pump(reader, up_writer), downstream)
 
     server = await asyncio.start_server(accept, "127.0.0.1", 0)
     print(f"PORT {server.sockets[0].getsockname()[1]}", flush=True)
@@ -56,4 +85,8 @@ async def main(target, host="127.0.0.1"):
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1]), *sys.argv[2:3]))
+    args = sys.argv[1:]
+    delay_ms = 0
+    if args[:1] == ["--delay-ms"]:
+        delay_ms, args = int(args[1]), args[2:]
+    asyncio.run(main(int(args[0]), *args[1:2], delay=delay_ms / 1000))

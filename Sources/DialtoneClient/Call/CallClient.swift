@@ -23,11 +23,13 @@ public actor CallClient {
     /// `SignalingClient` the same log.
     public var log: Log = .silent
     /// Group calls through Janus: ask to receive everyone on one subscriber connection
-    /// (`multistream`, protocol.md 20.9) instead of one connection per participant. The
-    /// engine must take remote offers that add, deactivate and reuse m-sections (libwebrtc
-    /// does; so does this package's GStreamer engine). A server that does not grant it (an
-    /// older one) offers one connection per participant as before.
-    public var groupMultistream = false
+    /// (`multistream`, protocol.md 20.9) instead of one connection per participant: on by
+    /// default (two connections per device whatever the call's size). The engine must take
+    /// remote offers that add, deactivate and reuse m-sections and tell remote streams apart by
+    /// the SSRCs each offer names (libwebrtc does; so does this package's GStreamer engine).
+    /// `false` asks for one connection per participant, as does a server that does not grant
+    /// it (an older one).
+    public var groupMultistream = true
 
     public init() {}
   }
