@@ -33,15 +33,9 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "Tests", "e2e"))
 
+from cluster_bench import rss_bytes  # noqa: E402 (bench/ is on the path: the script's own folder)
+
 TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def rss_bytes(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 def cpu_seconds(pid):

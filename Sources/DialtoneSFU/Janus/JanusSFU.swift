@@ -542,7 +542,8 @@ package actor JanusSFU: SFUBackend {
     do {
       let reply: JanusSession.Reply
       switch request {
-      case .join(let feeds):
+      case .join(let feeds), .replace(let feeds):
+        // A replacement joins a fresh handle as the first join does; the old one goes below.
         let handle = try await session.attach()
         attached = handle
         owners[handle] = HandleOwner(callId: callId, participant: who, stream: Self.subscriberStream)
@@ -554,12 +555,6 @@ package actor JanusSFU: SFUBackend {
       case .restartIce:
         guard let handle = rooms[callId]?.participants[who]?.subscriber.handle else { return }
         reply = try await session.message(handle, JanusSubscriber.restartRequest)
-      case .replace(let feeds):
-        let handle = try await session.attach()
-        attached = handle
-        owners[handle] = HandleOwner(callId: callId, participant: who, stream: Self.subscriberStream)
-        reply = try await session.message(
-          handle, JanusSubscriber.joinRequest(room: room.number, pin: room.pin, feeds: feeds))
       }
       // The device may have left (or left and joined again) while Janus answered.
       guard rooms[callId]?.participants[who]?.feed == feed else { return await drop(attached) }
