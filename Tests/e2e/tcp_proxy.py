@@ -22,9 +22,35 @@ async def main(target, host="127.0.0.1", delay=0.0):
             return
         pairs.append((writer, up_writer))
 
-        async def pump(src, dst):
+        async def chunks(src):
             try:
                 while data := await src.read(65536):
+                    yield data
+            except (ConnectionError, OSError):
+                pass
+
+        async def held_back(source):
+            """`source`'s chunks, each held back `delay` seconds from when it was read."""
+            loop = asyncio.get_running_loop()
+            queue = asyncio.Queue()
+
+            async def read():
+                async for data in source:
+                    queue.put_nowait((loop.time() + delay, data))
+                queue.put_nowait(None)
+
+            reading = asyncio.create_task(read())
+            try:
+                while (item := await queue.get()) is not None:
+                    due, data = item
+                    await asyncio.sleep(max(0.0, due - loop.time()))
+                    yield data
+            finally:
+                reading.cancel()
+
+        async def pump(source, dst):
+            try:
+                async for data in source:
                     dst.write(data)
                     await dst.drain()
             except (ConnectionError, OSError):
@@ -32,35 +58,8 @@ async def main(target, host="127.0.0.1", delay=0.0):
             finally:
                 dst.close()
 
-        async def late_pump(src, dst):
-            """`pump` with every chunk held back `delay` seconds from when it was read."""
-            loop = asyncio.get_running_loop()
-            queue = asyncio.Queue()
-
-            async def deliver():
-                try:
-                    while (item := await queue.get()) is not None:
-                        due, data = item
-                        await asyncio.sleep(max(0.0, due - loop.time()))
-                        dst.write(data)
-                        await dst.drain()
-                except (ConnectionError, OSError):
-                    pass
-                finally:
-                    dst.close()
-
-            delivering = asyncio.create_task(deliver())
-            try:
-                while data := await src.read(65536):
-                    queue.put_nowait((loop.time() + delay, data))
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                queue.put_nowait(None)
-                await delivering
-
-        downstream = late_pump(up_reader, writer) if delay > 0 else pump(up_reader, writer)
-        await asyncio.gather(pump(reader, up_writer), downstream)
+        downstream = held_back(chunks(up_reader)) if delay > 0 else chunks(up_reader)
+        await asyncio.gather(pump(chunks(reader), up_writer), pump(downstream, writer))
 
     server = await asyncio.start_server(accept, "127.0.0.1", 0)
     print(f"PORT {server.sockets[0].getsockname()[1]}", flush=True)
