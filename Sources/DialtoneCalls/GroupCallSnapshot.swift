@@ -125,7 +125,8 @@ extension GroupCallRouter.Call {
       members: s.members.map { stored in
         GroupCallRouter.Member(
           userId: stored.userId, name: stored.name, state: stored.state, deviceId: stored.deviceId,
-          joinedAt: stored.joinedAt.map { Date(milliseconds: $0) }, leftAt: stored.leftAt.map { Date(milliseconds: $0) },
+          joinedAt: stored.joinedAt.map { Date(milliseconds: $0) },
+          leftAt: stored.leftAt.map { Date(milliseconds: $0) },
           firstJoinedAt: stored.firstJoinedAt.map { Date(milliseconds: $0) }, inCall: Double(stored.inCallMs) / 1000,
           invitedBy: stored.invitedBy, multistream: stored.multistream,
           ringDeadline: stored.ringDeadline.map { Date(milliseconds: $0) })

@@ -179,7 +179,9 @@ struct GroupCallTakeOverTests {
   @Test func everyChangeTheDeskJournalsCarriesTheStateAndATakeOverRunsIt() throws {
     let desk = CallDesk(router: CallRouter(), groups: GroupCallRouter(), groupCalls: true)
     let create = ClientMessage.groupCreate(.init(callId: "g1", members: ["bob"], video: false))
-    guard case .outcome(let outcome, _) = desk.handle(create, id: "c1", from: alice, now: t0, history: .checked("g1", used: false))
+    guard
+      case .outcome(let outcome, _) = desk.handle(
+        create, id: "c1", from: alice, now: t0, history: .checked("g1", used: false))
     else {
       Issue.record("the create was not handled")
       return
@@ -193,7 +195,10 @@ struct GroupCallTakeOverTests {
     // Another node's desk takes it over from that state: bob's ring goes on, alice is rejoined.
     let other = CallDesk(router: CallRouter(), groups: GroupCallRouter(), groupCalls: true)
     let effects = other.adoptGroups([StoredGroupCall(snapshot: state, epoch: 2)], now: at(3))
-    #expect(sfu(effects) == [.open(callId: "g1", video: false), .rejoin(callId: "g1", participant: alice, multistream: false)])
+    #expect(
+      sfu(effects) == [
+        .open(callId: "g1", video: false), .rejoin(callId: "g1", participant: alice, multistream: false),
+      ])
     #expect(other.runs("g1"))
     #expect(other.groupState("g1", visibleTo: alice)?.members.map(\.state) == [.joined, .invited])
     #expect(sfu(other.relinquish("g1")) == [.close(callId: "g1")])
