@@ -140,6 +140,10 @@ package actor JanusSFU: SFUBackend {
   package nonisolated func perform(_ command: SFUCommand) { inboxSink.yield(command) }
 
   package func shutdown() async {
+    // The server is stopping: what closing its rooms leads to (streams ended, a request failing
+    // on a handle already detached) must not end any call. Its calls go on after a restart, or
+    // on the node that takes them over (protocol.md 20.11).
+    emit = { _ in }
     inboxSink.finish()
     pump?.cancel()
     for chain in chains.values { await chain.value }
