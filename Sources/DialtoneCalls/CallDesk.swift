@@ -210,8 +210,9 @@ package final class CallDesk {
   // MARK: - Group calls on disk
 
   /// What a group call's change leaves on disk: the record the call would leave if the server
-  /// stopped now (group calls do not outlive a restart: it is completed on start), or its final
-  /// record once it ended.
+  /// stopped now (group calls do not outlive a single server's restart: it is completed on
+  /// start) with the call's state (for a cluster node that takes it over), or its final record
+  /// once it ended.
   private func persistingGroup(_ effects: [CallEffect], _ callId: CallID, now: Date) -> [CallEffect] {
     var persisted = effects
     let silenced = groups.silencedMembers(of: callId)
