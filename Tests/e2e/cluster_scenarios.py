@@ -20,9 +20,9 @@ import uuid
 
 from durability_scenarios import (DRIVER_FLAGS, driver_stats, history_problems, near, save_log, settled_histories,
                                   summary)
-from harness import (Failure, Janus, MediaNamespace, Server, Softphone, check, dominant_frequency, eventually,
-                     free_port, http_get, spawn, wait_port, wait_port_in, wav_seconds)
-from group_scenarios import audio_rates, heard_everyone_else, hearing_grows_by
+from harness import (Chromium, Failure, Janus, MediaNamespace, Server, Softphone, check, dominant_frequency,
+                     eventually, free_port, http_get, spawn, wait_port, wait_port_in, wav_seconds)
+from group_scenarios import audio_rates, heard_everyone_else, hearing_grows_by, page_hears
 from scenarios import scenario, time_limit
 from protocol_driver import CallDriver, Session, fake_candidate, is_ack
 
@@ -856,3 +856,52 @@ async def a_group_call_on_per_feed_connections_outlives_its_node(s, stack):
     stream of the dead room ends at the device, and the new room's come as new streams; see
     _a_group_call_outlives_its_node."""
     await _a_group_call_outlives_its_node(s, stack, drain=False, extra=("--no-multistream",))
+
+
+@scenario
+@time_limit(200)
+async def a_browser_in_a_group_call_outlives_the_calls_node(s, stack):
+    """Issue 38 item 4 with the browser page (softphone.html, one subscriber connection): Carol's
+    page on node 2 is in Alice's call (Alice through the balancer, Bob on node 2). Alice's node
+    and its Janus are killed: the page publishes from a fresh connection and gets a fresh
+    subscriber connection from the new room (`group-media` with `restart: connection`), hears
+    Alice and Bob again and is heard by both, without leaving the call."""
+    ns, nodes, januses = await _cluster_with_janus(s, stack)
+    balancer = stack(await Balancer(s, ns.NS, [nodes[0].port, nodes[2].port]).start())
+    tones = {"alice": 550, "bob": 440, "carol": 660}
+    bob = _group_member(s, stack, ns, nodes[1].url, nodes[1].token("bob", device="cli"), "bob", "--auto",
+                        "--tone-frequency", str(tones["bob"]))
+    await bob.start()
+    await bob.wait_for("note", text="waiting for a call")
+    page = stack(await Chromium(s, f"{nodes[1].url}/#token={nodes[1].token('carol', 'browser')}&answer=auto"
+                                   f"&tone={tones['carol']}", ns.NS).start())
+    await page.wait_for("sign-in", lambda st: st["state"] == "idle")
+    await asyncio.sleep(0.5)  # their presence reaches Redis
+    alice = _group_member(s, stack, ns, balancer.url, nodes[0].token("alice", device="cli"), "alice", "--to",
+                          "bob,carol", "--tone-frequency", str(tones["alice"]), "--duration", "120", "--end-for-all",
+                          command="group call")
+    await alice.start()
+    await page.wait_for("alice and bob on the subscriber connection",
+                        page_hears({"alice": tones["alice"], "bob": tones["bob"]}))
+    for peer in (alice, bob):
+        await peer.wait_for("first-audio carol", timeout=30)
+    around = [(alice, ["bob", "carol"]), (bob, ["alice", "carol"])]
+    rates = await audio_rates(around)
+    check(all(rate > 0 for rate in rates.values()), f"not everyone hears everyone before the kill: {rates}")
+    before = (await page.page_state())["group"]["connections"]
+
+    holding = [i for i in (0, 2) if await sessions_connected(ns.NS, nodes[i]) > 0]
+    check(len(holding) == 1, f"alice's session is on {len(holding)} nodes")
+    await nodes[holding[0]].kill9()
+    await januses[holding[0]].process.stop()
+    await asyncio.sleep(1.5)
+    await hearing_grows_by(around, rates, seconds=1, within=60)
+    state = await page.wait_for("alice and bob again, on fresh connections",
+                                lambda st: st["group"]["connections"] >= before + 2
+                                and page_hears({"alice": tones["alice"], "bob": tones["bob"]})(st))
+    check(state["group"]["state"] == "joined" and not state.get("groupEnded"), f"the page left the call: {state}")
+    check(state["group"]["receivers"] == 1, f"the page has {state['group']['receivers']} receiving connections")
+    check(bob.count("start") == 1 and not bob.has("ended"), "bob was rung again or his call ended")
+    alice.interrupt()
+    check(await alice.exit_status() == 0 and await bob.exit_status() == 0, "the call did not complete")
+    await page.wait_for("the end of the call", lambda st: st.get("groupEnded"))
