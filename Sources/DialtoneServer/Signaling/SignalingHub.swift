@@ -286,7 +286,6 @@ extension SignalingHub {
   func adoptGroups(_ stored: [StoredGroupCall]) {
     guard !stored.isEmpty else { return }
     outcomes.emit(Output(effects: desk.adoptGroups(stored, now: clock.now)), for: nil)
-    log.info("took over \(stored.count) group call(s)")
   }
 
   /// Hands calls over to another node (a draining node's, in a cluster): each leaves this
