@@ -178,7 +178,18 @@ package final class CallDesk {
 
   package func catchUp(_ callIds: [CallID]) -> [CallEffect] { router.catchUp(callIds) }
 
-  package func relinquish(_ callId: CallID) -> [CallEffect] { router.relinquish(callId) }
+  package func relinquish(_ callId: CallID) -> [CallEffect] {
+    groups.knows(callId) ? groups.relinquish(callId) : router.relinquish(callId)
+  }
+
+  /// Group calls another node ran, taken over from the shared journal (`GroupCallRouter.adopt`).
+  package func adoptGroups(_ stored: [StoredGroupCall], now: Date) -> [CallEffect] {
+    var effects: [CallEffect] = []
+    for call in stored where router.calls[call.snapshot.callId] == nil {
+      effects += groups.adopt(GroupCallRouter.Call(restoring: call.snapshot), now: now)
+    }
+    return effects
+  }
 
   // MARK: - Blocks and queries
 
@@ -199,8 +210,9 @@ package final class CallDesk {
   // MARK: - Group calls on disk
 
   /// What a group call's change leaves on disk: the record the call would leave if the server
-  /// stopped now (group calls do not outlive a restart: it is completed on start), or its final
-  /// record once it ended.
+  /// stopped now (group calls do not outlive a single server's restart: it is completed on
+  /// start) with the call's state (for a cluster node that takes it over), or its final record
+  /// once it ended.
   private func persistingGroup(_ effects: [CallEffect], _ callId: CallID, now: Date) -> [CallEffect] {
     var persisted = effects
     let silenced = groups.silencedMembers(of: callId)
@@ -208,7 +220,7 @@ package final class CallDesk {
       persisted.append(.persist(.groupEnded(record, silenced: silenced)))
     }
     if let live = groups.recordIfInterrupted(callId, now: now) {
-      persisted.append(.persist(.groupLive(live, silenced: silenced)))
+      persisted.append(.persist(.groupLive(live, silenced: silenced, state: groups.snapshot(of: callId))))
     }
     return persisted
   }

@@ -39,6 +39,10 @@ package enum SFUCommand: Sendable, Equatable {
   /// A device joined the call: give it a way into the room. `multistream`: it asked to receive
   /// everyone on one subscriber connection (protocol.md 20.9).
   case join(callId: CallID, participant: Identity, multistream: Bool = false)
+  /// A device already in the call joins the room made again on this node (a cluster node took
+  /// the call over): it is told to publish afresh (`group-media` with `restart`), and is
+  /// offered the others again. `open` came first.
+  case rejoin(callId: CallID, participant: Identity, multistream: Bool)
   /// A device left the call (or its grace ran out): take it out of the room.
   case leave(callId: CallID, participant: Identity)
   /// The call ended: close the room.
@@ -48,7 +52,9 @@ package enum SFUCommand: Sendable, Equatable {
 
   package var callId: CallID {
     switch self {
-    case .open(let id, _), .join(let id, _, _), .leave(let id, _), .close(let id), .signal(let id, _, _): return id
+    case .open(let id, _), .join(let id, _, _), .rejoin(let id, _, _), .leave(let id, _), .close(let id),
+      .signal(let id, _, _):
+      return id
     }
   }
 }

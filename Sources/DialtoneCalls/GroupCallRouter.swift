@@ -81,6 +81,11 @@ package struct GroupCallRouter {
     package var signals = 0
     /// The device whose `group-invite` rang the member last (nil: rung by the create).
     package var invitedBy: Peer?
+    /// The joined device asked for one subscriber connection (20.9): kept so that a node taking
+    /// the call over joins it to the SFU the same way.
+    package var multistream = false
+    /// When the member's current ring times out (while invited or ringing).
+    package var ringDeadline: Date?
   }
 
   package struct Call {
@@ -220,9 +225,11 @@ package struct GroupCallRouter {
     var creator = Member(userId: who.userId, name: who.name, state: .joined, deviceId: who.deviceId)
     creator.joinedAt = now
     creator.firstJoinedAt = now
+    creator.multistream = m.multistream
+    let ringDeadline = now.addingTimeInterval(settings.ringTimeout.seconds)
     var call = Call(
       id: m.callId, creator: who, title: m.title, room: nil, video: m.video, createdAt: now, phase: .ringing,
-      members: [creator] + invited.map { Member(userId: $0, state: .invited) })
+      members: [creator] + invited.map { Member(userId: $0, state: .invited, ringDeadline: ringDeadline) })
     call.silenced = Set(invited.filter(blockedBy))
     calls[call.id] = call
     var effects: [CallEffect] = [
@@ -319,6 +326,7 @@ package struct GroupCallRouter {
       }
       call.members[i].state = .invited
       call.members[i].invitedBy = who.peer
+      call.members[i].ringDeadline = now.addingTimeInterval(settings.ringTimeout.seconds)
     }
     calls[call.id] = call
     for userId in toRing {
@@ -392,6 +400,7 @@ package struct GroupCallRouter {
     var first = Member(userId: who.userId, name: who.name, state: .joined, deviceId: who.deviceId)
     first.joinedAt = now
     first.firstJoinedAt = now
+    first.multistream = m.multistream
     let call = Call(
       id: callId, creator: who, title: nil, room: m.room, video: m.video, createdAt: now, phase: .active,
       members: [first])
@@ -465,6 +474,8 @@ package struct GroupCallRouter {
     call.members[i].joinedAt = now
     call.members[i].signals = 0
     call.members[i].leftAt = nil
+    call.members[i].multistream = multistream
+    call.members[i].ringDeadline = nil
     if call.members[i].firstJoinedAt == nil { call.members[i].firstJoinedAt = now }
     if call.phase == .ringing, who.userId != call.creator.userId { call.phase = .active }
     calls[callId] = call
@@ -586,6 +597,73 @@ package struct GroupCallRouter {
   package mutating func roomFinished(_ callId: CallID, now: Date) -> [CallEffect] {
     guard var call = calls[callId], call.phase != .ended else { return [] }
     return finish(&call, call.phase == .ringing ? .cancelled : .completed, now: now, from: nil)
+  }
+
+  // MARK: - Taking calls over (a cluster)
+
+  /// Runs a live call that another node ran (it died or drained), as the journal kept it.
+  /// Nobody is rung again: members still ringing go on until their ring's deadline. The call's
+  /// SFU side is made again here and every device in the call joins it afresh (`rejoin`: it
+  /// publishes and subscribes again without leaving the call), with the reconnect grace to be
+  /// seen (a device connected on any node cancels it). A call this router already runs is left
+  /// as it is.
+  package mutating func adopt(_ call: Call, now: Date) -> [CallEffect] {
+    guard call.phase != .ended, calls[call.id].map({ $0.phase == .ended }) ?? true else { return [] }
+    calls[call.id] = call
+    endedOrder.removeAll { $0.0 == call.id }
+    if let room = call.room { rooms[room] = call.id }
+    var effects: [CallEffect] = [.sfu(.open(callId: call.id, video: call.video))]
+    for member in call.members {
+      switch member.state {
+      case .joined:
+        guard let deviceId = member.deviceId else { continue }
+        let device = Identity(userId: member.userId, deviceId: deviceId, name: member.name)
+        effects.append(.sfu(.rejoin(callId: call.id, participant: device, multistream: member.multistream)))
+        effects.append(
+          .schedule(
+            CallTimer(callId: call.id, kind: .grace(userId: member.userId, deviceId: deviceId)),
+            after: settings.reconnectGrace))
+      case .invited, .ringing:
+        let left = member.ringDeadline.map { max(0, $0.timeIntervalSince(now)) } ?? settings.ringTimeout.seconds
+        effects.append(
+          .schedule(
+            CallTimer(callId: call.id, kind: .memberRing(userId: member.userId)),
+            after: .milliseconds(Int64((left * 1000).rounded()))))
+      case .declined, .missed, .left, .removed:
+        break
+      }
+    }
+    return effects
+  }
+
+  /// Stops running a call another node runs now (this node lost its lease): its timers here stop
+  /// and its SFU side here is closed (the new owner made its own). Nothing is sent or recorded:
+  /// the call goes on there.
+  package mutating func relinquish(_ callId: CallID) -> [CallEffect] {
+    guard let call = calls.removeValue(forKey: callId) else { return [] }
+    if let room = call.room, rooms[room] == callId { rooms[room] = nil }
+    endedOrder.removeAll { $0.0 == callId }
+    guard call.phase != .ended else { return [] }
+    var effects: [CallEffect] = []
+    for member in call.members {
+      switch member.state {
+      case .joined:
+        guard let deviceId = member.deviceId else { continue }
+        effects.append(.cancel(CallTimer(callId: callId, kind: .grace(userId: member.userId, deviceId: deviceId))))
+      case .invited, .ringing:
+        effects.append(.cancel(CallTimer(callId: callId, kind: .memberRing(userId: member.userId))))
+      case .declined, .missed, .left, .removed:
+        break
+      }
+    }
+    effects.append(.sfu(.close(callId: callId)))
+    return effects
+  }
+
+  /// What the journal keeps of a live call for a node that takes it over (nil: ended or unknown).
+  package func snapshot(of callId: CallID) -> GroupCallSnapshot? {
+    guard let call = calls[callId], call.phase != .ended else { return nil }
+    return call.snapshot
   }
 
   /// Whether `who` is the device in `callId` right now (SFU results for others are dropped).

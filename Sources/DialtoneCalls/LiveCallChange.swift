@@ -80,19 +80,27 @@ package enum LiveCallChange: Sendable, Equatable {
   /// A blocked call's record is kept from the callee's history.
   case ended(CallRecord, callerDevice: String, blocked: Bool = false)
   /// A group call is live; this is the record it would leave if the server stopped now.
-  /// `silenced`: the members who block its creator, whose history does not show it.
-  case groupLive(GroupCallRecord, silenced: Set<String> = [])
+  /// `silenced`: the members who block its creator, whose history does not show it. `state`:
+  /// the call as a cluster node that takes it over carries on with it.
+  case groupLive(GroupCallRecord, silenced: Set<String> = [], state: GroupCallSnapshot? = nil)
   /// A group call ended: its record replaces the live one.
   case groupEnded(GroupCallRecord, silenced: Set<String> = [])
 
-  /// The 1:1 call the change writes, whose owner's epoch fences it (group calls run on the node
-  /// that started them and are not taken over: nil).
+  /// The call the change writes, whose owner's epoch fences it (cluster mode).
   package var fencedCallId: CallID? {
     switch self {
     case .put(let call): call.callId
     case .signal(let callId, _): callId
     case .ended(let record, _, _): record.callId
-    case .groupLive, .groupEnded: nil
+    case .groupLive(let record, _, _), .groupEnded(let record, _): record.callId
+    }
+  }
+
+  /// Whether the change writes a group call (fenced against `live_group_calls`).
+  package var isGroupCall: Bool {
+    switch self {
+    case .groupLive, .groupEnded: true
+    case .put, .signal, .ended: false
     }
   }
 }

@@ -11,12 +11,13 @@ package enum ClusterEvent: Sendable {
   case forwarded(ForwardedRequest)
   /// The answer to a request of a session here that another node handled (or could not reach).
   case replyArrived(sessionID: String, requestID: String, reply: ServerMessage)
-  /// Live calls taken over (their node died or handed them over), as the journal has them; the
-  /// devices of their users connected on any node; then the request that found them. The
-  /// take-over of `attempted` is over, live calls or not: requests about them waiting go on.
+  /// Live calls taken over (their node died or handed them over), as the journal has them (1:1
+  /// and group calls); the devices of their users connected on any node; then the request that
+  /// found them. The take-over of `attempted` is over, live calls or not: requests about them
+  /// waiting go on.
   case adopt(
-    [StoredLiveCall], ended: [RecentlyEndedCall], connected: [Identity], then: ForwardedRequest?,
-    attempted: Set<CallID>)
+    [StoredLiveCall], groups: [StoredGroupCall], ended: [RecentlyEndedCall], connected: [Identity],
+    then: ForwardedRequest?, attempted: Set<CallID>)
   /// Live calls another node runs now (this one lost their leases): they stop running here.
   case relinquish([CallID])
   /// A hello's session, opened or resumed in the cluster's store.

@@ -457,30 +457,38 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
     throws(RedisError) -> Bool
   {
     var stored: [StoredLiveCall] = []
+    var groups: [StoredGroupCall] = []
     var ended: [RecentlyEndedCall] = []
     do {
       stored = try liveCalls.takeOver(callIds)
+      groups = try liveCalls.takeOverGroupCalls(callIds.subtracting(stored.map(\.snapshot.callId)))
       // Ended ones too (within the router's retention): their requests get the answers the
       // call's own node would have given (invalid-state, get-call's outcome), not not-found.
       let since = Date().addingTimeInterval(-settings.endedRetention.seconds).millisecondsSince1970
-      ended = try liveCalls.endedCalls(callIds.subtracting(stored.map(\.snapshot.callId)), since: since)
+      let live = Set(stored.map(\.snapshot.callId)).union(groups.map(\.snapshot.callId))
+      ended = try liveCalls.endedCalls(callIds.subtracting(live), since: since)
     } catch {
       log.error("cannot read the calls to take over: \(error)")
     }
-    guard !stored.isEmpty else {
-      inbox.current?.receive(.adopt([], ended: ended, connected: [], then: request, attempted: callIds))
+    guard !stored.isEmpty || !groups.isEmpty else {
+      inbox.current?.receive(.adopt([], groups: [], ended: ended, connected: [], then: request, attempted: callIds))
       return false
     }
     owned.withLock {
       for call in stored {
         $0[call.snapshot.callId] = [call.snapshot.caller.userId, call.snapshot.calleeId]
       }
+      for call in groups { $0[call.snapshot.callId] = Self.users(of: call) }
     }
-    epochs.withLock { for call in stored { $0[call.snapshot.callId] = (call.epoch, nil) } }
+    epochs.withLock {
+      for call in stored { $0[call.snapshot.callId] = (call.epoch, nil) }
+      for call in groups { $0[call.snapshot.callId] = (call.epoch, nil) }
+    }
     var connected: [Identity] = []
     let presence = ClusterPresence(connection, nodeExpiry: settings.nodeExpiry)
+    let users = stored.flatMap { [$0.snapshot.caller.userId, $0.snapshot.calleeId] } + groups.flatMap(Self.users(of:))
     do throws(RedisError) {
-      for user in Set(stored.flatMap { [$0.snapshot.caller.userId, $0.snapshot.calleeId] }).sorted() {
+      for user in Set(users).sorted() {
         for holder in try presence.devices(of: user) where holder.connected {
           connected.append(Identity(userId: user, deviceId: holder.deviceId, name: nil))
         }
@@ -489,18 +497,28 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
       // The calls run here all the same; their devices count as they reconnect.
       log.error("cannot read the presence of the calls taken over: \(error)")
     }
-    metrics.takeovers.increment(by: Double(stored.count))
-    inbox.current?.receive(.adopt(stored, ended: ended, connected: connected, then: request, attempted: callIds))
+    metrics.takeovers.increment(by: Double(stored.count + groups.count))
+    if !groups.isEmpty { log.info("took over \(groups.count) group call(s): their SFU rooms are made again here") }
+    inbox.current?.receive(
+      .adopt(stored, groups: groups, ended: ended, connected: connected, then: request, attempted: callIds))
     return true
+  }
+
+  /// The users a group call is listed under: its members (the call's owner first).
+  private static func users(of call: StoredGroupCall) -> [String] {
+    var seen: Set<String> = []
+    return ([call.snapshot.creator.userId] + call.snapshot.members.map(\.userId)).filter { seen.insert($0).inserted }
   }
 
   /// The calls of the shared journal that nobody runs (their node died, or handed them over),
   /// found on the housekeeping thread: the sender thread then takes those it wins, in its order
   /// with the requests it routes (one about such a call waits for the call to run here).
   package func adoptOrphans(_ connection: any RedisClient) throws(RedisError) {
-    let stored: [StoredLiveCall]
+    let stored: [(callId: CallID, users: [String])]
     do {
-      stored = try liveCalls.liveCalls()
+      stored =
+        try liveCalls.liveCalls().map { ($0.snapshot.callId, [$0.snapshot.caller.userId, $0.snapshot.calleeId]) }
+        + liveCalls.liveGroupCalls().map { ($0.snapshot.callId, Self.users(of: $0)) }
     } catch {
       log.error("cannot read the live calls: \(error)")
       return
@@ -509,13 +527,13 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
     let presence = ClusterPresence(connection, nodeExpiry: settings.nodeExpiry)
     var orphans: [CallID: [String]] = [:]
     let mine = owned.current
-    for call in stored where mine[call.snapshot.callId] == nil {
-      let callId = call.snapshot.callId
+    for call in stored where mine[call.callId] == nil {
+      let callId = call.callId
       if let owner = try ownership.owner(of: callId) {
         if owner == thisNode { continue }
         if try presence.isAlive(owner) { continue }
       }
-      orphans[callId] = [call.snapshot.caller.userId, call.snapshot.calleeId]
+      orphans[callId] = call.users
     }
     guard !orphans.isEmpty else { return }
     let found = orphans

@@ -73,13 +73,22 @@ extension ServerMessage {
     /// Janus: the device's request for one subscriber connection was granted (20.9); the
     /// others' media comes as `group-offer`s of the stream `subscriber`.
     public var multistream: Bool
+    /// Janus: `connection` to a device already in the call, whose call another server node took
+    /// over with a new SFU room (20.11): every connection of the call is gone; publish again
+    /// from a fresh one (an offer with `restart: connection`), and take the others' streams as
+    /// new offers.
+    public var restart: GroupRestart?
 
-    public init(callId: CallID, sfu: SFUKind, url: String? = nil, token: String? = nil, multistream: Bool = false) {
+    public init(
+      callId: CallID, sfu: SFUKind, url: String? = nil, token: String? = nil, multistream: Bool = false,
+      restart: GroupRestart? = nil
+    ) {
       self.callId = callId
       self.sfu = sfu
       self.url = url
       self.token = token
       self.multistream = multistream
+      self.restart = restart
     }
 
     public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", sfu: .janus) }
@@ -87,6 +96,7 @@ extension ServerMessage {
     public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
       try c.string("callId", &callId, .callId)
       try c.flag("multistream", &multistream)
+      try c.enumeration("restart", &restart)
       try c.enumeration("sfu", &sfu)
       try c.string("token", &token, .sfuCredential)
       try c.string("url", &url, .sfuCredential)

@@ -8,12 +8,12 @@ import DialtoneProtocol
 package protocol LiveCallStore: Sendable {
   /// Applies one batch of changes in one transaction, in order.
   func write(_ changes: [LiveCallChange]) throws
-  /// The same, fenced (cluster mode): a 1:1 call's changes are written only while the writer
-  /// still owns the call — `epochs` holds the writer's epoch of each call (absent: 1), and a
+  /// The same, fenced (cluster mode): a call's changes (1:1 or group) are written only while
+  /// the writer still owns the call — `epochs` holds the writer's epoch of each call (absent: 1), and a
   /// change is refused when a later owner took the call over (a higher epoch) or when the call
   /// already ended. Returns the calls whose changes were refused; the rest are written.
   func write(_ changes: [LiveCallChange], fencedBy epochs: [CallID: Int64]) throws -> Set<CallID>
-  /// Every call that was live when the server stopped.
+  /// Every 1:1 call that was live when the server stopped.
   func liveCalls() throws -> [StoredLiveCall]
   /// Writes the record of every group call that was live when the server stopped (they do not
   /// outlive a restart), ended `serverRestart` as of its last change; returns how many.
@@ -23,11 +23,17 @@ package protocol LiveCallStore: Sendable {
   /// Whether any call, 1:1 or group, live or ended, ever had this id. Answered off the caller's
   /// thread (a thread of the store's own), however slow the database is.
   func isCallIdUsed(_ callId: CallID) async throws -> Bool
-  /// The named calls that are live, taken over by the caller (a cluster node): each one's epoch
+  /// The named 1:1 calls that are live, taken over by the caller (a cluster node): each one's epoch
   /// is raised, so that from now on the store refuses the writes of whoever ran it before.
   func takeOver(_ callIds: Set<CallID>) throws -> [StoredLiveCall]
   /// The named 1:1 calls that ended at `since` or later.
   func endedCalls(_ callIds: Set<CallID>, since: Int64) throws -> [RecentlyEndedCall]
+  /// Every live group call whose state the journal holds (cluster mode: the calls a node may
+  /// have to take over).
+  func liveGroupCalls() throws -> [StoredGroupCall]
+  /// The named live group calls, taken over by the caller like `takeOver`'s 1:1 calls: each
+  /// one's epoch is raised, so that the store refuses the writes of whoever ran it before.
+  func takeOverGroupCalls(_ callIds: Set<CallID>) throws -> [StoredGroupCall]
 }
 
 extension LiveCallStore {
@@ -45,4 +51,9 @@ extension LiveCallStore {
   package func endedCalls(_ callIds: Set<CallID>, since: Int64) throws -> [RecentlyEndedCall] {
     try callsEnded(since: since).filter { callIds.contains($0.record.callId) }
   }
+
+  /// None: a store a cluster does not use completes its group calls at start instead.
+  package func liveGroupCalls() throws -> [StoredGroupCall] { [] }
+
+  package func takeOverGroupCalls(_ callIds: Set<CallID>) throws -> [StoredGroupCall] { [] }
 }

@@ -52,7 +52,8 @@ package final class PostgresLiveCallStore: LiveCallStore, @unchecked Sendable {
         for change in changes {
           if let epochs, let callId = change.fencedCallId {
             if refused.contains(callId) { continue }
-            guard try Self.mayWrite(callId, epoch: epochs[callId] ?? 1, on: connection) else {
+            guard try Self.mayWrite(callId, group: change.isGroupCall, epoch: epochs[callId] ?? 1, on: connection)
+            else {
               refused.insert(callId)
               continue
             }
@@ -67,15 +68,18 @@ package final class PostgresLiveCallStore: LiveCallStore, @unchecked Sendable {
             try connection.query("DELETE FROM live_call_signals WHERE call_id = $1", [.text(record.callId)])
             try connection.query("DELETE FROM live_calls WHERE call_id = $1", [.text(record.callId)])
             try PostgresStore.insert(record, on: connection, callerDevice: callerDevice, blocked: blocked)
-          case .groupLive(let record, let silenced):
+          case .groupLive(let record, let silenced, let state):
             try connection.query(
               """
-              INSERT INTO live_group_calls (call_id, record, silenced) VALUES ($1, $2, $3)
-              ON CONFLICT (call_id) DO UPDATE SET record = excluded.record, silenced = excluded.silenced
+              INSERT INTO live_group_calls (call_id, record, silenced, state, epoch) VALUES ($1, $2, $3, $4, $5)
+              ON CONFLICT (call_id) DO UPDATE SET record = excluded.record, silenced = excluded.silenced,
+                state = excluded.state, epoch = GREATEST(live_group_calls.epoch, excluded.epoch)
               """,
               [
                 .text(record.callId), .text(String(decoding: MessageCodec.encode(record), as: UTF8.self)),
                 .text(silenced.sorted().joined(separator: "\n")),
+                PostgresValue(state.map { String(decoding: MessageCodec.encode($0), as: UTF8.self) }),
+                .int64(epochs?[record.callId] ?? 1),
               ])
           case .groupEnded(let record, let silenced):
             try connection.query("DELETE FROM live_group_calls WHERE call_id = $1", [.text(record.callId)])
@@ -92,12 +96,19 @@ package final class PostgresLiveCallStore: LiveCallStore, @unchecked Sendable {
   /// not bring an ended call back). The call's lock is held to the end of the transaction, so no
   /// take-over slips in between this check and the write; the check is its own statement, so
   /// that it sees what a take-over it waited for committed.
-  private static func mayWrite(_ callId: CallID, epoch: Int64, on connection: PostgresConnection) throws -> Bool {
+  private static func mayWrite(_ callId: CallID, group: Bool, epoch: Int64, on connection: PostgresConnection) throws
+    -> Bool
+  {
     try PostgresSchema.lock(.liveCall, callId, on: connection)
     let row = try connection.query(
-      """
-      SELECT (SELECT epoch FROM live_calls WHERE call_id = $1), EXISTS (SELECT 1 FROM calls WHERE call_id = $1)
-      """, [.text(callId)]
+      group
+        ? """
+        SELECT (SELECT epoch FROM live_group_calls WHERE call_id = $1),
+          EXISTS (SELECT 1 FROM group_calls WHERE call_id = $1)
+        """
+        : """
+        SELECT (SELECT epoch FROM live_calls WHERE call_id = $1), EXISTS (SELECT 1 FROM calls WHERE call_id = $1)
+        """, [.text(callId)]
     ).first
     if let current = try row?.int64(0) { return current <= epoch }
     return try row?.bool(1) != true
@@ -245,6 +256,47 @@ package final class PostgresLiveCallStore: LiveCallStore, @unchecked Sendable {
         snapshot: snapshot, callerSignals: phase == .ringing ? signals[callId] ?? [] : [],
         epoch: try row.int64(16) ?? 1)
     }
+  }
+
+  package func liveGroupCalls() throws -> [StoredGroupCall] {
+    try withWriter { connection in try Self.liveGroupCalls(on: connection, only: nil) }
+  }
+
+  /// The named group calls, their epochs raised first, as `takeOver` does for 1:1 calls.
+  package func takeOverGroupCalls(_ callIds: Set<CallID>) throws -> [StoredGroupCall] {
+    guard !callIds.isEmpty else { return [] }
+    return try withReader { connection in
+      try connection.transaction {
+        for callId in callIds.sorted() {
+          try PostgresSchema.lock(.liveCall, callId, on: connection)
+          try connection.query(
+            "UPDATE live_group_calls SET epoch = epoch + 1 WHERE call_id = $1 AND state IS NOT NULL", [.text(callId)])
+        }
+        return try Self.liveGroupCalls(on: connection, only: callIds)
+      }
+    }
+  }
+
+  /// Every live group call with a stored state (one written before the state was journaled has
+  /// none, and is not taken over), or the named ones.
+  private static func liveGroupCalls(on connection: PostgresConnection, only callIds: Set<CallID>?) throws
+    -> [StoredGroupCall]
+  {
+    let filters: [(clause: String, parameters: [PostgresValue])] =
+      callIds.map { $0.sorted().map { (" AND call_id = $1", [.text($0)]) } } ?? [("", [])]
+    var calls: [StoredGroupCall] = []
+    for filter in filters {
+      for row in try connection.query(
+        "SELECT state, epoch FROM live_group_calls WHERE state IS NOT NULL\(filter.clause) ORDER BY call_id",
+        filter.parameters)
+      {
+        guard let text = try row.string(0),
+          let snapshot = try? MessageCodec.decode(GroupCallSnapshot.self, from: Array(text.utf8), options: .lenient)
+        else { continue }
+        calls.append(StoredGroupCall(snapshot: snapshot, epoch: try row.int64(1) ?? 1))
+      }
+    }
+    return calls
   }
 
   package func completeInterruptedGroupCalls() throws -> Int {

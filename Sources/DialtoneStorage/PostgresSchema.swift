@@ -146,6 +146,11 @@ package enum PostgresSchema {
     """
     ALTER TABLE live_calls ADD COLUMN epoch BIGINT NOT NULL DEFAULT 1;
     """,
+    // 3: a live group call's state, for the node that takes it over, and its owner's epoch.
+    """
+    ALTER TABLE live_group_calls ADD COLUMN state TEXT;
+    ALTER TABLE live_group_calls ADD COLUMN epoch BIGINT NOT NULL DEFAULT 1;
+    """,
   ])
 
   /// `pg_advisory_xact_lock(class, hashtext(key))` classes: what one transaction checks and

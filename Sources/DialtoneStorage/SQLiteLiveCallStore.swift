@@ -39,7 +39,7 @@ package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
               [.text(callId), .text(MessageCodec.encodeString(message, seq: nil))])
           case .ended(let record, let callerDevice, let blocked):
             try end(record, callerDevice: callerDevice, blocked: blocked)
-          case .groupLive(let record, let silenced):
+          case .groupLive(let record, let silenced, _):
             try writer.query(
               "INSERT OR REPLACE INTO live_group_calls (call_id, record, silenced) VALUES (?, ?, ?)",
               [

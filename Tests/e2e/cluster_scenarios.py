@@ -20,8 +20,9 @@ import uuid
 
 from durability_scenarios import (DRIVER_FLAGS, driver_stats, history_problems, near, save_log, settled_histories,
                                   summary)
-from harness import (Failure, MediaNamespace, Server, Softphone, check, dominant_frequency, eventually, free_port,
-                     http_get, spawn, wait_port, wait_port_in, wav_seconds)
+from harness import (Chromium, Failure, Janus, MediaNamespace, Server, Softphone, check, dominant_frequency,
+                     eventually, free_port, http_get, spawn, wait_port, wait_port_in, wav_seconds)
+from group_scenarios import audio_rates, heard_everyone_else, hearing_grows_by, page_hears
 from scenarios import scenario, time_limit
 from protocol_driver import CallDriver, Session, fake_candidate, is_ack
 
@@ -735,3 +736,172 @@ async def a_shard_primary_killed_under_calls_means_errors_or_resyncs_never_a_gap
 # mid-trickle (every candidate once, in order). DIALTONE_E2E_REDIS=cluster runs them all there.
 scenario(on_a_redis_cluster(a_call_across_three_nodes_has_audio_both_ways))
 scenario(on_a_redis_cluster(the_caller_node_killed_mid_trickle_every_candidate_arrives_once_in_order))
+
+
+async def _cluster_with_janus(s, stack):
+    """Three nodes as `cluster_of`, each with a Janus of its own (as each would have on its own
+    host, Janus's API on loopback), all in one MediaNamespace. Returns (ns, nodes, januses)."""
+    ns = stack(await MediaNamespace().start())
+    postgres = stack(await ScratchPostgres(s, ns.NS).start())
+    redis = stack(await ScratchRedis(s, ns.NS).start())
+    nodes, januses = [], []
+    for index in range(3):
+        janus = stack(await Janus(_NodeScratch(s, index + 1), ns).start())
+        node = Server(s, netns=ns.NS, extra=["--database-url", postgres.url, "--redis-url", redis.url,
+                                             "--node-name", f"n{index + 1}", "--log-level",
+                                             os.environ.get("DIALTONE_E2E_CLUSTER_LOG", "info"),
+                                             *janus.server_args()])
+        node.scratch = _NodeScratch(s, index + 1)
+        nodes.append(stack(await node.start()))
+        januses.append(janus)
+    return ns, nodes, januses
+
+
+def _group_member(s, stack, ns, url, token, user, *flags, command="answer"):
+    return stack(Softphone(s, f"{user}-cli", [command, "--server", url, "--token", token, "--record",
+                                              s.file(f"{user}.wav"), *flags], netns=ns.NS))
+
+
+async def _a_group_call_outlives_its_node(s, stack, drain, extra=()):
+    """Alice (through a balancer over nodes 1 and 3) rings Bob and Carol (both on node 2) into a
+    group call, which runs on Alice's node and its Janus; everyone hears everyone. That node
+    stops: killed with its Janus (`drain` False: the host died) or SIGTERM (`drain`: a deploy;
+    it closes its Janus rooms and hands its calls over). Alice's socket resumes on the other
+    node, a surviving node takes the call over from the shared journal, makes its room again on
+    its own Janus, and every device publishes and subscribes afresh (group-media with restart:
+    connection): everyone hears everyone again, nobody was rung again, nobody left the call.
+    Measured: the node stopped -> every listener decodes 1 s more of every speaker. `extra`: the
+    members' softphone flags (`--no-multistream`: one connection per participant)."""
+    ns, nodes, januses = await _cluster_with_janus(s, stack)
+    balancer = stack(await Balancer(s, ns.NS, [nodes[0].port, nodes[2].port]).start())
+    tones = {"alice": 550, "bob": 440, "carol": 660}
+    bob = _group_member(s, stack, ns, nodes[1].url, nodes[1].token("bob", device="cli"), "bob", "--auto",
+                        "--tone-frequency", str(tones["bob"]), *extra)
+    carol = _group_member(s, stack, ns, nodes[1].url, nodes[1].token("carol", device="cli"), "carol", "--auto",
+                          "--tone-frequency", str(tones["carol"]), *extra)
+    for peer in (bob, carol):
+        await peer.start()
+        await peer.wait_for("note", text="waiting for a call")
+    await asyncio.sleep(0.5)  # their presence reaches Redis
+    alice = _group_member(s, stack, ns, balancer.url, nodes[0].token("alice", device="cli"), "alice", "--to",
+                          "bob,carol", "--tone-frequency", str(tones["alice"]), "--duration", "120", "--end-for-all",
+                          *extra, command="group call")
+    await alice.start()
+    everyone = {"alice": alice, "bob": bob, "carol": carol}
+    for name, peer in everyone.items():
+        for other in everyone:
+            if other != name:
+                await peer.wait_for(f"first-audio {other}", timeout=30)
+    pairs = [(peer, [o for o in everyone if o != name]) for name, peer in everyone.items()]
+    rates = await audio_rates(pairs)
+    check(all(rate > 0 for rate in rates.values()), f"not everyone hears everyone before the kill: {rates}")
+
+    # The call runs where Alice created it: on the node holding her session.
+    holding = [i for i in (0, 2) if await sessions_connected(ns.NS, nodes[i]) > 0]
+    check(len(holding) == 1, f"alice's session is on {len(holding)} nodes")
+    dead = holding[0]
+    loop = asyncio.get_running_loop()
+    killed = loop.time()
+    if drain:
+        check(await nodes[dead].terminate() == 0, "the draining node did not exit 0")
+    else:
+        await nodes[dead].kill9()
+        await januses[dead].process.stop()
+    # What was on its way when the media died has played out by then.
+    await asyncio.sleep(1.5)
+    await hearing_grows_by(pairs, rates, seconds=1, within=60)
+    gap = loop.time() - killed
+    print(f"  {'per-feed' if extra else 'multistream'}: node {'drained (SIGTERM)' if drain else 'killed with its Janus'}"
+          f" -> 1 s more audio decoded every way: {gap:.1f} s", flush=True)
+    # It stays back: 3 s more every way.
+    await hearing_grows_by(pairs, rates, seconds=3, within=20)
+
+    survivors = [n for i, n in enumerate(nodes) if i != dead]
+    took_over = [n for n in survivors if "took over 1 group call(s)" in open(n.scratch.file("server.log")).read()]
+    check(len(took_over) == 1, f"{len(took_over)} surviving nodes took the group call over")
+    for name, peer in everyone.items():
+        check(not peer.has("ended"), f"{name}'s call ended at the node's death")
+        check(peer.count("start") == 1, f"{name} was rung again ({peer.count('start')} starts)")
+        for other in everyone:
+            check(not peer.has("participant", user=other, state="left"), f"{name} saw {other} leave")
+    alice.interrupt()
+    for name, peer in everyone.items():
+        check(await peer.exit_status(timeout=30) == 0, f"{name} did not complete the call")
+    for peer in (bob, carol):
+        check(peer.find("ended")["reason"] == "ended", f"{peer.name}: the creator's end did not reach it")
+    for name in everyone:
+        heard_everyone_else(s, tones, name)
+
+
+@scenario
+@time_limit(200)
+async def a_group_call_outlives_its_node_killed_with_its_janus(s, stack):
+    """Issue 38 item 4: the node running a group call and its Janus are killed (SIGKILL); see
+    _a_group_call_outlives_its_node."""
+    await _a_group_call_outlives_its_node(s, stack, drain=False)
+
+
+@scenario
+@time_limit(200)
+async def a_group_call_outlives_its_node_drained(s, stack):
+    """Issue 38 item 4: the node running a group call drains (SIGTERM, a deploy); see
+    _a_group_call_outlives_its_node."""
+    await _a_group_call_outlives_its_node(s, stack, drain=True)
+
+
+@scenario
+@time_limit(200)
+async def a_group_call_on_per_feed_connections_outlives_its_node(s, stack):
+    """Issue 38 item 4 with one connection per participant (`--no-multistream`): every `feed-…`
+    stream of the dead room ends at the device, and the new room's come as new streams; see
+    _a_group_call_outlives_its_node."""
+    await _a_group_call_outlives_its_node(s, stack, drain=False, extra=("--no-multistream",))
+
+
+@scenario
+@time_limit(200)
+async def a_browser_in_a_group_call_outlives_the_calls_node(s, stack):
+    """Issue 38 item 4 with the browser page (softphone.html, one subscriber connection): Carol's
+    page on node 2 is in Alice's call (Alice through the balancer, Bob on node 2). Alice's node
+    and its Janus are killed: the page publishes from a fresh connection and gets a fresh
+    subscriber connection from the new room (`group-media` with `restart: connection`), hears
+    Alice and Bob again and is heard by both, without leaving the call."""
+    ns, nodes, januses = await _cluster_with_janus(s, stack)
+    balancer = stack(await Balancer(s, ns.NS, [nodes[0].port, nodes[2].port]).start())
+    tones = {"alice": 550, "bob": 440, "carol": 660}
+    bob = _group_member(s, stack, ns, nodes[1].url, nodes[1].token("bob", device="cli"), "bob", "--auto",
+                        "--tone-frequency", str(tones["bob"]))
+    await bob.start()
+    await bob.wait_for("note", text="waiting for a call")
+    page = stack(await Chromium(s, f"{nodes[1].url}/#token={nodes[1].token('carol', 'browser')}&answer=auto"
+                                   f"&tone={tones['carol']}", ns.NS).start())
+    await page.wait_for("sign-in", lambda st: st["state"] == "idle")
+    await asyncio.sleep(0.5)  # their presence reaches Redis
+    alice = _group_member(s, stack, ns, balancer.url, nodes[0].token("alice", device="cli"), "alice", "--to",
+                          "bob,carol", "--tone-frequency", str(tones["alice"]), "--duration", "120", "--end-for-all",
+                          command="group call")
+    await alice.start()
+    await page.wait_for("alice and bob on the subscriber connection",
+                        page_hears({"alice": tones["alice"], "bob": tones["bob"]}))
+    for peer in (alice, bob):
+        await peer.wait_for("first-audio carol", timeout=30)
+    around = [(alice, ["bob", "carol"]), (bob, ["alice", "carol"])]
+    rates = await audio_rates(around)
+    check(all(rate > 0 for rate in rates.values()), f"not everyone hears everyone before the kill: {rates}")
+    before = (await page.page_state())["group"]["connections"]
+
+    holding = [i for i in (0, 2) if await sessions_connected(ns.NS, nodes[i]) > 0]
+    check(len(holding) == 1, f"alice's session is on {len(holding)} nodes")
+    await nodes[holding[0]].kill9()
+    await januses[holding[0]].process.stop()
+    await asyncio.sleep(1.5)
+    await hearing_grows_by(around, rates, seconds=1, within=60)
+    state = await page.wait_for("alice and bob again, on fresh connections",
+                                lambda st: st["group"]["connections"] >= before + 2
+                                and page_hears({"alice": tones["alice"], "bob": tones["bob"]})(st))
+    check(state["group"]["state"] == "joined" and not state.get("groupEnded"), f"the page left the call: {state}")
+    check(state["group"]["receivers"] == 1, f"the page has {state['group']['receivers']} receiving connections")
+    check(bob.count("start") == 1 and not bob.has("ended"), "bob was rung again or his call ended")
+    alice.interrupt()
+    check(await alice.exit_status() == 0 and await bob.exit_status() == 0, "the call did not complete")
+    await page.wait_for("the end of the call", lambda st: st.get("groupEnded"))

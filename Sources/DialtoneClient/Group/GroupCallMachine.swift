@@ -456,6 +456,7 @@ public struct GroupCallMachine: Sendable {
       }
       return [.notify(.liveKit(url: url, token: token))]
     case .janus:
+      if media.restart == .connection, !streams.isEmpty { return mediaMoved() }
       guard streams[Self.publisherStream] == nil else { return [] }
       let stream = Stream(ref: nextRef(Self.publisherStream), from: nil)
       streams[Self.publisherStream] = stream
@@ -463,6 +464,33 @@ public struct GroupCallMachine: Sendable {
         .makeConnection(stream.ref, PeerConnectionConfiguration(iceServers: iceServers, video: video, sendOnly: true))
       ]
     }
+  }
+
+  /// The call's media moved to a fresh SFU room (another server node took the call over,
+  /// protocol.md 20.11): every connection of the call is dead. The publisher is replaced by a
+  /// fresh connection, whose offer says so (`restart: connection`); what this device received
+  /// ends here, and the server offers it again as new streams.
+  private mutating func mediaMoved() -> [Effect] {
+    var effects: [Effect] = []
+    let old = streams
+    streams = [:]
+    for (id, stream) in old.sorted(by: { $0.key < $1.key }) {
+      effects += stream.recovery.cancelArmed.compactMap { action -> Effect? in
+        if case .cancel(let token) = action { return .cancel(token) }
+        return nil
+      }
+      // A connection still being made closes once it is (connectionMade).
+      if stream.step != .making { effects.append(.close(stream.ref)) }
+      guard !stream.isPublisher else { continue }
+      let gone = stream.subscriber ? stream.participants : (stream.from.map { [$0] } ?? [])
+      effects += gone.map { .notify(.remoteStreamRemoved(stream: id, from: $0)) }
+    }
+    var fresh = Stream(ref: nextRef(Self.publisherStream), from: nil)
+    fresh.restart = .connection
+    streams[Self.publisherStream] = fresh
+    return effects + [
+      .makeConnection(fresh.ref, PeerConnectionConfiguration(iceServers: iceServers, video: video, sendOnly: true))
+    ]
   }
 
   // MARK: Each stream's negotiation

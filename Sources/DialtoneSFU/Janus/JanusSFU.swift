@@ -43,6 +43,9 @@ package actor JanusSFU: SFUBackend {
     package let feed: UInt64
     package let handle: UInt64
     package var published = false
+    /// Janus took an offer of the publisher (a restart of one never configured has nothing to
+    /// hang up: a device joined again in a room made by a node that took the call over).
+    package var configured = false
     /// Keyed by the publisher whose feed the subscription receives.
     package var subscriptions: [Identity: Subscription] = [:]
     /// The device receives everyone on one subscriber connection (20.9).
@@ -137,6 +140,10 @@ package actor JanusSFU: SFUBackend {
   package nonisolated func perform(_ command: SFUCommand) { inboxSink.yield(command) }
 
   package func shutdown() async {
+    // The server is stopping: what closing its rooms leads to (streams ended, a request failing
+    // on a handle already detached) must not end any call. Its calls go on after a restart, or
+    // on the node that takes them over (protocol.md 20.11).
+    emit = { _ in }
     inboxSink.finish()
     pump?.cancel()
     for chain in chains.values { await chain.value }
@@ -172,7 +179,7 @@ package actor JanusSFU: SFUBackend {
         for task in pending { await task.value }
         await self.run(command)
       }
-    case .join(let callId, let who, _):
+    case .join(let callId, let who, _), .rejoin(let callId, let who, _):
       enqueue(ChainKey(callId: callId, participant: who)) { await self.run(command) }
     case .leave(let callId, let who):
       let streams = chains.filter { $0.key.callId == callId && $0.key.participant == who && $0.key.stream != nil }
@@ -214,6 +221,8 @@ package actor JanusSFU: SFUBackend {
       switch command {
       case .open(let callId, let video): try await open(callId, video: video)
       case .join(let callId, let who, let multistream): try await join(callId, who, multistream: multistream)
+      case .rejoin(let callId, let who, let multistream):
+        try await join(callId, who, multistream: multistream, restart: .connection)
       case .leave(let callId, let who): await leave(callId, who)
       case .close(let callId):
         for task in subscriptions.removeValue(forKey: callId) ?? [] { await task.value }
@@ -280,7 +289,10 @@ package actor JanusSFU: SFUBackend {
     return .object(request)
   }
 
-  private func join(_ callId: CallID, _ who: Identity, multistream: Bool) async throws {
+  /// `restart`: the device is in the call already, on connections to a room that is gone (the
+  /// call's former node made it): `group-media` tells it to publish from a fresh connection and
+  /// drop what it received (20.11).
+  private func join(_ callId: CallID, _ who: Identity, multistream: Bool, restart: GroupRestart? = nil) async throws {
     guard let room = rooms[callId] else { return }  // the call failed already
     if room.participants[who] != nil { await leave(callId, who) }  // a stale join of the same device
     let session = try await connectedSession()
@@ -300,7 +312,10 @@ package actor JanusSFU: SFUBackend {
     participant.multistream = multistream
     participant.subscriber = JanusSubscriber(placeholder: room.placeholder)
     rooms[callId]?.participants[who] = participant
-    emit(.send(.groupMedia(.init(callId: callId, sfu: .janus, multistream: multistream)), callId: callId, to: who))
+    emit(
+      .send(
+        .groupMedia(.init(callId: callId, sfu: .janus, multistream: multistream, restart: restart)), callId: callId,
+        to: who))
     // Everyone already publishing is offered to the newcomer.
     let publishing = rooms[callId]?.participants.values.filter { $0.identity != who && $0.published } ?? []
     for other in publishing { offer(other, to: who, in: callId) }
@@ -318,11 +333,12 @@ package actor JanusSFU: SFUBackend {
       // A fresh connection replaces the publisher's: the old one is hung up first (Janus keeps
       // a handle's DTLS across an offer), and the feed is offered to everyone again once its
       // media is up.
-      if m.restart == .connection { await unpublish(callId, who) }
+      if m.restart == .connection, participant.configured { await unpublish(callId, who) }
       let video = rooms[callId]?.video ?? false
       let reply = try await session.message(
         participant.handle, ["request": "configure", "audio": true, "video": .bool(video)],
         jsep: ["type": "offer", "sdp": .string(m.sdp)])
+      rooms[callId]?.participants[who]?.configured = true
       guard let sdp = reply.jsep?["sdp"]?.stringValue else {
         throw JanusError.protocolViolation("configure: no answer")
       }

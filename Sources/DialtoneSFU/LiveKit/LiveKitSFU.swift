@@ -50,6 +50,10 @@ package final class LiveKitSFU: SFUBackend {
     switch command {
     case .open:
       break  // LiveKit makes the room when the first participant connects
+    case .rejoin:
+      // Another node took the call over: the room is LiveKit's, not the node's, and every device
+      // in it stays connected with the token it has.
+      break
     case .join(let callId, let who, _):
       // `multistream` asks for what LiveKit always does: its client subscribes to every
       // participant over one connection of its own. The grant is a Janus one (20.9).

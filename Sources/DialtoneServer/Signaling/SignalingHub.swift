@@ -158,8 +158,9 @@ public actor SignalingHub {
       requests.handle(request)
     case .replyArrived(let sessionID, let requestID, let reply):
       outcomes.arrived(reply, sessionID, requestID)
-    case .adopt(let stored, let ended, let connected, let request, let attempted):
+    case .adopt(let stored, let groups, let ended, let connected, let request, let attempted):
       adopt(stored, ended: ended)
+      adoptGroups(groups)
       for identity in connected { handle(.device(identity, connected: true, newSession: false), now: now) }
       placement.takenOver(attempted)
       requests.takenOver(attempted.sorted())
@@ -278,7 +279,16 @@ extension SignalingHub {
     effects.apply(desk.catchUp(stored.map(\.snapshot.callId)).filter { if case .send = $0 { true } else { false } })
   }
 
-  /// Hands 1:1 calls over to another node (a draining node's, in a cluster): each leaves this
+  /// Takes over live group calls another node ran (it died or drained), as read from the shared
+  /// journal: nobody is rung again, and the call's SFU room is made again here, every device in
+  /// the call joining it afresh (it publishes and subscribes again without leaving: protocol.md
+  /// 20.11).
+  func adoptGroups(_ stored: [StoredGroupCall]) {
+    guard !stored.isEmpty else { return }
+    outcomes.emit(Output(effects: desk.adoptGroups(stored, now: clock.now)), for: nil)
+  }
+
+  /// Hands calls over to another node (a draining node's, in a cluster): each leaves this
   /// hub as it is, its timers here cancelled, once every journal write of it is on disk (a call
   /// with writes pending stays until then). Returns the calls handed over.
   func relinquish(_ callIds: [CallID]) -> [CallID] {

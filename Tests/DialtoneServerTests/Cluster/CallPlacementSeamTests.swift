@@ -114,7 +114,8 @@ final class RecordingPlacement: CallPlacement {
     #expect(pinged)
     #expect(!placement.replies.contains { $0.replyTo == "h1" })
     // The take-over ends (here the journal had no such call): the hangup is handled then.
-    server.server.hub.deliver(.cluster(.adopt([], ended: [], connected: [], then: nil, attempted: ["taken-1"])))
+    server.server.hub.deliver(
+      .cluster(.adopt([], groups: [], ended: [], connected: [], then: nil, attempted: ["taken-1"])))
     let answered = await eventually { placement.replies.contains { $0.replyTo == "h1" } }
     #expect(answered)
     #expect(placement.replies.last == .init(type: .error, replyTo: "h1", origin: origin))
