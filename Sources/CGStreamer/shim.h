@@ -728,9 +728,11 @@ static GstPadProbeReturn dt__drop_retransmission_request(GstPad *pad, GstPadProb
 /// after it: without retransmission, rtpjitterbuffer notices a missing packet only when a later
 /// one arrives, so through a burst of loss the decoder gets nothing to conceal and the playout
 /// runs dry. Its retransmission timers do expect the next packet; with no retry and no retry
-/// wait, each one that does not come is lost at its expected time plus the latency, as with a
-/// gap. The requests those timers send upstream (NACKs, which audio does not negotiate) are
-/// dropped.
+/// wait, one that does not come is lost at its expected time plus the latency, as with a gap.
+/// GStreamer 1.22 arms that timer only for the packet after the last one that arrived: through a
+/// burst only its first packet is declared on time, the rest when the burst ends
+/// (JitterBufferLossOnTimeTests). The requests those timers send upstream (NACKs, which audio
+/// does not negotiate) are dropped.
 static inline void dt_jitterbuffer_expect_packets(GstElement *jitterbuffer) {
   g_object_set(jitterbuffer, "do-retransmission", TRUE, "rtx-max-retries", (gint)0, "rtx-retry-timeout", (gint)0,
                "rtx-min-retry-timeout", (gint)0, NULL);

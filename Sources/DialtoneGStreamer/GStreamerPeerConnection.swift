@@ -1093,12 +1093,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private func adaptJitterBuffer() {
     // The arrivals' clock: GStreamer's (monotonic, ns).
     let now = Duration.nanoseconds(Int64(clamping: RemoteAudio.clockNow()))
-    let jitterBuffer = lock.withLock { () -> UnsafeMutablePointer<GstElement>? in
-      guard !closed, let jb = audioJitterBuffer else { return nil }
-      dt_object_ref(jb)  // the teardown may release ours meanwhile
-      return jb
-    }
-    guard let jitterBuffer else { return }
+    guard let jitterBuffer = retainedAudioJitterBuffer() else { return }
     defer { dt_unref(jitterBuffer) }
     var lostCount: guint64 = 0
     var lateCount: guint64 = 0
@@ -1116,6 +1111,28 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     guard let encoder = dt_bin_get(pipeline, "aenc") else { return }
     dt_set(encoder, "packet-loss-percentage", String(percent))
     dt_unref(encoder)
+  }
+
+  /// The audio jitter buffer, with a reference of the caller's (the teardown may release ours
+  /// meanwhile); nil before it exists and once closed.
+  private func retainedAudioJitterBuffer() -> UnsafeMutablePointer<GstElement>? {
+    lock.withLock { () -> UnsafeMutablePointer<GstElement>? in
+      guard !closed, let jitterBuffer = audioJitterBuffer else { return nil }
+      dt_object_ref(jitterBuffer)
+      return jitterBuffer
+    }
+  }
+
+  /// Received audio packets the jitter buffer declared lost so far: each one reached the decoder
+  /// as a loss to conceal.
+  public var audioPacketsDeclaredLost: UInt64 {
+    guard let jitterBuffer = retainedAudioJitterBuffer() else { return 0 }
+    defer { dt_unref(jitterBuffer) }
+    var lost: guint64 = 0
+    var late: guint64 = 0
+    var duplicates: guint64 = 0
+    dt_jitterbuffer_counts(jitterBuffer, &lost, &late, &duplicates)
+    return UInt64(lost)
   }
 
   /// The jitter buffer's latency now, ms (what the playout waits for late packets).
