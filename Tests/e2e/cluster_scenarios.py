@@ -20,9 +20,10 @@ import uuid
 
 from durability_scenarios import (DRIVER_FLAGS, driver_stats, history_problems, near, save_log, settled_histories,
                                   summary)
-from harness import (Chromium, Failure, Janus, MediaNamespace, Server, Softphone, check, dominant_frequency,
+from harness import (Failure, Janus, MediaNamespace, Server, Softphone, check, dominant_frequency,
                      eventually, free_port, http_get, spawn, wait_port, wait_port_in, wav_seconds)
-from group_scenarios import audio_rates, heard_everyone_else, hearing_grows_by, page_hears
+from group_scenarios import (a_page_in_alices_call, audio_rates, heard_everyone_else, hearing_grows_by,
+                             page_hears)
 from scenarios import scenario, time_limit
 from protocol_driver import CallDriver, Session, fake_candidate, is_ack
 
@@ -869,22 +870,16 @@ async def a_browser_in_a_group_call_outlives_the_calls_node(s, stack):
     ns, nodes, januses = await _cluster_with_janus(s, stack)
     balancer = stack(await Balancer(s, ns.NS, [nodes[0].port, nodes[2].port]).start())
     tones = {"alice": 550, "bob": 440, "carol": 660}
-    bob = _group_member(s, stack, ns, nodes[1].url, nodes[1].token("bob", device="cli"), "bob", "--auto",
-                        "--tone-frequency", str(tones["bob"]))
-    await bob.start()
-    await bob.wait_for("note", text="waiting for a call")
-    page = stack(await Chromium(s, f"{nodes[1].url}/#token={nodes[1].token('carol', 'browser')}&answer=auto"
-                                   f"&tone={tones['carol']}", ns.NS).start())
-    await page.wait_for("sign-in", lambda st: st["state"] == "idle")
-    await asyncio.sleep(0.5)  # their presence reaches Redis
-    alice = _group_member(s, stack, ns, balancer.url, nodes[0].token("alice", device="cli"), "alice", "--to",
-                          "bob,carol", "--tone-frequency", str(tones["alice"]), "--duration", "120", "--end-for-all",
-                          command="group call")
-    await alice.start()
-    await page.wait_for("alice and bob on the subscriber connection",
-                        page_hears({"alice": tones["alice"], "bob": tones["bob"]}))
-    for peer in (alice, bob):
-        await peer.wait_for("first-audio carol", timeout=30)
+
+    def make_member(user, *flags, **kw):
+        # Alice comes through the balancer (to node 1 or 3), Bob to node 2 with the page.
+        node, url = (nodes[0], balancer.url) if user == "alice" else (nodes[1], nodes[1].url)
+        return _group_member(s, stack, ns, url, node.token(user, device="cli"), user, *flags, **kw)
+
+    alice, members, page, _ = await a_page_in_alices_call(
+        s, stack, make_member, f"{nodes[1].url}/#token={nodes[1].token('carol', 'browser')}", ns.NS, tones,
+        duration=120, presence=0.5)
+    bob = members["bob"]
     around = [(alice, ["bob", "carol"]), (bob, ["alice", "carol"])]
     rates = await audio_rates(around)
     check(all(rate > 0 for rate in rates.values()), f"not everyone hears everyone before the kill: {rates}")

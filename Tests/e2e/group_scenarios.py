@@ -559,6 +559,34 @@ def page_hears(expected):
     return check_state
 
 
+async def a_page_in_alices_call(s, stack, make_member, page_url, page_ns, tones, waiting=("bob",), extra=(),
+                                duration=60, presence=0):
+    """The browser group scenarios' opening: the `waiting` CLI members (`--auto`, each at its tone)
+    and Carol's page (softphone.html at `page_url`, a full address with its `#token=`, run in
+    `page_ns`; `answer=auto`, one subscriber connection) wait for a call, then Alice calls Bob and
+    Carol for `duration` seconds. Returns (alice, the waiting members by name, the page, its state)
+    once the page hears Alice and Bob at their tones and both of them decode Carol.
+    `make_member(user, *flags, command=...)` makes a CLI member; `extra`: flags for every member;
+    `presence`: seconds for the members' presence to reach a cluster's Redis before Alice calls."""
+    members = {}
+    for user in waiting:
+        members[user] = make_member(user, "--auto", *extra, "--tone-frequency", str(tones[user]))
+        await members[user].start()
+        await members[user].wait_for("note", text="waiting for a call")
+    page = stack(await Chromium(s, f"{page_url}&answer=auto&tone={tones['carol']}", page_ns).start())
+    await page.wait_for("sign-in", lambda st: st["state"] == "idle")
+    if presence:
+        await asyncio.sleep(presence)
+    alice = make_member("alice", "--to", "bob,carol", *extra, "--tone-frequency", str(tones["alice"]),
+                        "--duration", str(duration), "--end-for-all", command="group call")
+    await alice.start()
+    state = await page.wait_for("alice and bob on the subscriber connection",
+                                page_hears({"alice": tones["alice"], "bob": tones["bob"]}))
+    for peer in (alice, members["bob"]):
+        await peer.wait_for("first-audio carol", timeout=30)
+    return alice, members, page, state
+
+
 @scenario
 @time_limit(150)
 async def a_browser_on_one_subscriber_connection_in_a_group_call(s, stack):
@@ -569,22 +597,12 @@ async def a_browser_on_one_subscriber_connection_in_a_group_call(s, stack):
     and it hears Dave; it made exactly two connections, publisher and subscriber."""
     ns, _, server = await group_stack(s, stack)
     tones = {"alice": 550, "bob": 440, "carol": 660, "dave": 770}
-    bob = member(s, stack, server, ns, "bob", "--auto", "--multistream", "--tone-frequency", str(tones["bob"]))
-    dave = member(s, stack, server, ns, "dave", "--auto", "--multistream", "--tone-frequency", str(tones["dave"]))
-    for peer in (bob, dave):
-        await peer.start()
-        await peer.wait_for("note", text="waiting for a call")
-    page = stack(await Chromium(s, f"{server.url}/#token={server.token('carol', 'browser')}&answer=auto"
-                                   f"&tone={tones['carol']}", ns.NS).start())
-    await page.wait_for("sign-in", lambda st: st["state"] == "idle")
-    alice = member(s, stack, server, ns, "alice", "--to", "bob,carol", "--multistream", "--tone-frequency",
-                   str(tones["alice"]), "--duration", "60", "--end-for-all", command="group call")
-    await alice.start()
-    state = await page.wait_for("alice and bob on the subscriber connection",
-                                page_hears({"alice": tones["alice"], "bob": tones["bob"]}))
+    alice, members, page, state = await a_page_in_alices_call(
+        s, stack, lambda user, *flags, **kw: member(s, stack, server, ns, user, *flags, **kw),
+        f"{server.url}/#token={server.token('carol', 'browser')}", ns.NS, tones, waiting=("bob", "dave"),
+        extra=("--multistream",))
+    bob, dave = members["bob"], members["dave"]
     check(state["group"]["multistream"], "the server did not grant the page one subscriber connection")
-    for peer in (alice, bob):
-        await peer.wait_for("first-audio carol", timeout=30)
     await hearing_grows([(alice, ["bob", "carol"]), (bob, ["alice", "carol"])], pause=2)
 
     bob.interrupt()
@@ -773,18 +791,11 @@ async def a_browser_moves_network_mid_group_call(s, stack):
     # The page is served from 127.0.0.1 (a secure context) of its own namespace.
     proxy = stack(await TCPProxy(server.port, roam.NS, host=ns.ADDR).start())
     tones = {"alice": 550, "bob": 440, "carol": 660}
-    bob = member(s, stack, server, ns, "bob", "--auto", "--multistream", "--tone-frequency", str(tones["bob"]))
-    await bob.start()
-    await bob.wait_for("note", text="waiting for a call")
-    page = stack(await Chromium(s, f"http://127.0.0.1:{proxy.port}/#token={server.token('carol', 'browser')}"
-                                   f"&answer=auto&tone={tones['carol']}", roam.NS).start())
-    await page.wait_for("sign-in", lambda st: st["state"] == "idle")
-    alice = member(s, stack, server, ns, "alice", "--to", "bob,carol", "--multistream", "--tone-frequency",
-                   str(tones["alice"]), "--duration", "90", "--end-for-all", command="group call")
-    await alice.start()
-    await page.wait_for("alice and bob", page_hears({"alice": tones["alice"], "bob": tones["bob"]}))
-    for peer in (alice, bob):
-        await peer.wait_for("first-audio carol", timeout=30)
+    alice, members, page, _ = await a_page_in_alices_call(
+        s, stack, lambda user, *flags, **kw: member(s, stack, server, ns, user, *flags, **kw),
+        f"http://127.0.0.1:{proxy.port}/#token={server.token('carol', 'browser')}", roam.NS, tones,
+        extra=("--multistream",), duration=90)
+    bob = members["bob"]
     rates = await audio_rates([(alice, ["carol"]), (bob, ["carol"])])
     check(all(rate > 0 for rate in rates.values()), f"carol's page is not heard: {rates}")
 
