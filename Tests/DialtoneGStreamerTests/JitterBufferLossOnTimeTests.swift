@@ -59,7 +59,7 @@ import Testing
 
     // A second of A's audio at B, all of it through the relay.
     #expect(await eventually(within: 15) { decoded.withLock { $0 } >= 48_000 })
-    #expect(relay.forwardedRTPFromA != nil)
+    #expect(relay.forwardedRTPFromA >= 50)
 
     let lostBefore = b.audioPacketsDeclaredLost
     relay.dropFromA(true)

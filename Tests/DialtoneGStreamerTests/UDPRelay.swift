@@ -12,22 +12,13 @@ import Foundation
 ///
 /// One socket faces each side's peer: what B sends to `a`'s port goes on to A from `b`'s port, and
 /// back. Only the first UDP host candidate of each side is relayed (the peers bundle everything on
-/// one component); other candidates are withheld, so no direct path exists.
+/// one component); other candidates are withheld, so no direct path exists. It sends only to the
+/// addresses those candidates name (the test namespace's).
 final class UDPRelay: Sendable {
   enum Side: Sendable { case a, b }
 
   struct Failure: Error, CustomStringConvertible {
     let description: String
-  }
-
-  /// What came from one side, as far as RTP goes (SRTP leaves the header in the clear).
-  struct RTPSeen: Sendable, Equatable {
-    /// The first stream's first and highest RTP timestamps forwarded.
-    var ssrc: UInt32
-    var firstTimestamp: UInt32
-    var highestTimestamp: UInt32
-    /// The clock ticks from the first forwarded packet to the last (its own frame excluded).
-    var timestampSpan: UInt32 { highestTimestamp &- firstTimestamp }
   }
 
   private struct State {
@@ -36,7 +27,7 @@ final class UDPRelay: Sendable {
     var addressOfB: sockaddr_in?
     var droppingFromA = false
     var droppedFromA = 0
-    var forwardedRTPFromA: RTPSeen?
+    var forwardedRTPFromA = 0
     var stopped = false
   }
 
@@ -111,8 +102,8 @@ final class UDPRelay: Sendable {
   /// Packets from A dropped so far.
   var droppedFromA: Int { state.withLock { $0.droppedFromA } }
 
-  /// The RTP that went on from A to B, nil before any.
-  var forwardedRTPFromA: RTPSeen? { state.withLock { $0.forwardedRTPFromA } }
+  /// RTP packets (SRTP leaves the header in the clear) that went on from A to B so far.
+  var forwardedRTPFromA: Int { state.withLock { $0.forwardedRTPFromA } }
 
   func stop() {
     state.withLock { $0.stopped = true }
@@ -145,17 +136,7 @@ final class UDPRelay: Sendable {
         state.droppedFromA += 1
         return nil
       }
-      if let rtp = Self.rtpHeader(packet) {
-        if var seen = state.forwardedRTPFromA {
-          if seen.ssrc == rtp.ssrc, Int32(bitPattern: rtp.timestamp &- seen.highestTimestamp) > 0 {
-            seen.highestTimestamp = rtp.timestamp
-            state.forwardedRTPFromA = seen
-          }
-        } else {
-          state.forwardedRTPFromA = RTPSeen(
-            ssrc: rtp.ssrc, firstTimestamp: rtp.timestamp, highestTimestamp: rtp.timestamp)
-        }
-      }
+      if Self.isRTP(packet) { state.forwardedRTPFromA += 1 }
       return state.addressOfB
     }
     guard var destination else { return }
@@ -171,12 +152,11 @@ final class UDPRelay: Sendable {
     }
   }
 
-  /// An RTP packet's SSRC and timestamp (RFC 7983: first byte 128...191; RFC 5761: payload types
-  /// 64...95 are RTCP's).
-  private static func rtpHeader(_ packet: ArraySlice<UInt8>) -> (ssrc: UInt32, timestamp: UInt32)? {
-    let bytes = Array(packet)
-    guard bytes.count >= 12, (128...191).contains(bytes[0]), !(64...95).contains(bytes[1] & 0x7F) else { return nil }
-    func word(_ at: Int) -> UInt32 { bytes[at..<at + 4].reduce(0) { $0 << 8 | UInt32($1) } }
-    return (word(8), word(4))
+  /// RFC 7983: a first byte of 128...191 is RTP or RTCP; RFC 5761: payload types 64...95 are
+  /// RTCP's.
+  private static func isRTP(_ packet: ArraySlice<UInt8>) -> Bool {
+    guard packet.count >= 12, let first = packet.first else { return false }
+    let second = packet[packet.startIndex + 1]
+    return (128...191).contains(first) && !(64...95).contains(second & 0x7F)
   }
 }
