@@ -113,6 +113,9 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
   private var rateControl: Task<Void, Never>?
   private var playing = false
   private var wantsDataChannel = false
+  /// A group call's receive-only stream of one participant: its answer makes this side the DTLS
+  /// server (`GStreamerSections.passive`), as the single subscriber connection's does.
+  private var answersAsDTLSServer = false
   /// Media liveness. libnice in webrtcbin 1.22 runs without consent freshness, so a dead path
   /// (Wi-Fi gone) never turns ICE "disconnected". Remote audio is the signal instead: none for
   /// `stallAfter` while connected reports `.disconnected` (the engine's restart policy takes it
@@ -263,6 +266,7 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     let group = configuration.remoteParticipant != nil || configuration.sendOnly || configuration.multistream
     let red = lock.withLock { () -> Bool in
       wantsDataChannel = configuration.dataChannel
+      answersAsDTLSServer = configuration.remoteParticipant != nil
       mediaHeld = configuration.mediaHeld
       recordingName = recording
       if group { audioProfile.redundancy = false }
@@ -291,7 +295,8 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
     try play()
     let answer = withAudioRules(
       try await describeWithOurFingerprint("answer") { dt_webrtc_create_answer(self.webrtc, $0) })
-    return sections?.wire(answer: answer) ?? answer
+    if let sections { return sections.wire(answer: answer) }
+    return lock.withLock { answersAsDTLSServer } ? GStreamerSections.passive(answer) : answer
   }
 
   /// Dialtone's audio rules (`AudioSDP`) on a description webrtcbin made.

@@ -35,7 +35,8 @@ import Testing
     #expect(m.state == .joining)
     #expect(
       m.handle(.start) == [
-        .request(.groupCreate(.init(callId: Self.callId, members: ["bob"], video: false, title: "t")))
+        .prepareConnections([PeerConnectionConfiguration(iceServers: [], video: false, sendOnly: true)]),
+        .request(.groupCreate(.init(callId: Self.callId, members: ["bob"], video: false, title: "t"))),
       ])
     #expect(
       m.handle(.replied(.ack(.init(replyTo: "r", callId: Self.callId, group: Self.state))))
@@ -162,7 +163,11 @@ import Testing
       entry: .invited(
         .init(callId: Self.callId, from: Self.bob, video: false, memberCount: 2, createdAt: 1, group: Self.state)),
       video: false, iceServers: [])
-    #expect(ringing.handle(.start) == [.send(.groupRinging(.init(callId: Self.callId)))])
+    #expect(
+      ringing.handle(.start) == [
+        .prepareConnections([PeerConnectionConfiguration(iceServers: [], video: false, sendOnly: true)]),
+        .send(.groupRinging(.init(callId: Self.callId))),
+      ])
     #expect(ringing.handle(.leave) == [.settle(.groupDecline(.init(callId: Self.callId)))])
     // The server's end while the decline is on its way is the one that counts.
     #expect(

@@ -44,15 +44,45 @@ import Testing
     var creating = GroupCallMachine(
       callId: Self.callId, entry: .create(members: ["bob"], title: nil), video: false, iceServers: [],
       multistream: true)
+    // Its publisher and subscriber connection are prepared while the request is on its way.
+    let prepared = GroupCallMachine.Effect.prepareConnections([
+      PeerConnectionConfiguration(iceServers: [], video: false, sendOnly: true),
+      PeerConnectionConfiguration(iceServers: [], video: false, multistream: true),
+    ])
     #expect(
       creating.handle(.start) == [
-        .request(.groupCreate(.init(callId: Self.callId, members: ["bob"], multistream: true)))
+        prepared, .request(.groupCreate(.init(callId: Self.callId, members: ["bob"], multistream: true))),
       ])
     var joining = GroupCallMachine(callId: Self.callId, entry: .join, video: false, iceServers: [], multistream: true)
-    #expect(joining.handle(.start) == [.request(.groupJoin(.init(callId: Self.callId, multistream: true)))])
-    // Without it, nothing is asked: the server offers a connection per participant.
+    #expect(joining.handle(.start) == [prepared, .request(.groupJoin(.init(callId: Self.callId, multistream: true)))])
+    // Without it, nothing is asked (the server offers a connection per participant), and only
+    // the publisher is prepared.
     var plain = GroupCallMachine(callId: Self.callId, entry: .join, video: false, iceServers: [])
-    #expect(plain.handle(.start) == [.request(.groupJoin(.init(callId: Self.callId)))])
+    #expect(
+      plain.handle(.start) == [
+        .prepareConnections([PeerConnectionConfiguration(iceServers: [], video: false, sendOnly: true)]),
+        .request(.groupJoin(.init(callId: Self.callId))),
+      ])
+  }
+
+  @Test func aRingPreparesTheConnectionsTheJoinWillMake() {
+    let invite = ServerMessage.GroupInvite(
+      callId: Self.callId, from: Self.bob, video: true, memberCount: 2, createdAt: 1, group: Self.state)
+    var m = GroupCallMachine(
+      callId: Self.callId, entry: .invited(invite), video: true, iceServers: [], multistream: true)
+    #expect(
+      m.handle(.start) == [
+        .prepareConnections([
+          PeerConnectionConfiguration(iceServers: [], video: true, sendOnly: true),
+          PeerConnectionConfiguration(iceServers: [], video: true, multistream: true),
+        ]),
+        .send(.groupRinging(.init(callId: Self.callId))),
+      ])
+    // Answering asks to join; nothing is prepared twice.
+    #expect(
+      m.handle(.join) == [
+        .notify(.state(.joining)), .request(.groupJoin(.init(callId: Self.callId, multistream: true))),
+      ])
   }
 
   @Test func theFirstOfferMakesTheConnectionAndEachLaterOneRenegotiatesIt() {

@@ -50,6 +50,11 @@ private final class FakeGroupSignaling: GroupSignaling, Sendable {
     let signaling = acking()
     let call = await joined(signaling, factory)
     #expect(await call.state == .joined)
+    // The publisher's connection and offer are made with the request; the offer waits for
+    // group-media.
+    #expect(factory.connections.count == 1)
+    #expect(
+      await eventually { factory.connections.first?.calls == ["createOffer(iceRestart: false)", "setLocal(offer)"] })
     #expect(signaling.types == ["group-create"])
 
     await call.handle(.groupMedia(.init(callId: Self.callId, sfu: .janus)))
@@ -80,13 +85,15 @@ private final class FakeGroupSignaling: GroupSignaling, Sendable {
     var events = call.events.makeAsyncIterator()
 
     await call.handle(.groupOffer(.init(callId: Self.callId, stream: "feed-9", sdp: "offer-sfu", from: Self.bob)))
-    let receiver = factory.connections[0]
+    // (The first connection is the publisher's, made with the join.)
+    #expect(factory.connections.count == 2)
+    let receiver = try #require(factory.connections.last)
     #expect(receiver.calls.prefix(3) == ["setRemote(offer:offer-sfu)", "createAnswer", "setLocal(answer)"])
     guard case .groupAnswer(let answer) = signaling.messages.last else {
       Issue.record("no answer")
       return
     }
-    #expect(answer.stream == "feed-9" && answer.sdp == "answer-pc1")
+    #expect(answer.stream == "feed-9" && answer.sdp == "answer-pc2")
     await call.handle(
       .groupCandidate(.init(callId: Self.callId, stream: "feed-9", candidate: IceCandidate(candidate: "c-remote"))))
     #expect(receiver.calls.contains("addCandidate(c-remote)"))

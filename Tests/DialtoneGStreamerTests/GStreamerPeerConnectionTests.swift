@@ -358,14 +358,66 @@ func dominantFrequency(_ samples: [Int16], rate: Double = 48_000) -> Double {
     #expect(section?.payloadTypes(of: "h264/90000") == [103, 104, 107, 108, 109])
   }
 
+  // A group call's receive-only stream of one participant answers as the DTLS server
+  // (`a=setup:passive`, as the single subscriber connection does; a 1:1 answer stays
+  // `active`), and its DTLS and media come up with the offerer as the client.
+  @Test(.timeLimit(.minutes(1))) func aParticipantsStreamAnswersAsTheDTLSServer() async throws {
+    let pcm = PCMCollector()
+    let factoryA = GStreamerPeerConnectionFactory(media: GStreamerMedia(audio: .tone(frequency: 440)))
+    let factoryB = GStreamerPeerConnectionFactory(
+      media: GStreamerMedia(audio: .silence) { pcm.append($0.samples) })
+    let a = try #require(
+      try await factoryA.makePeerConnection(PeerConnectionConfiguration(iceServers: [], video: false, sendOnly: true))
+        as? GStreamerPeerConnection)
+    let b = try #require(
+      try await factoryB.makePeerConnection(
+        PeerConnectionConfiguration(
+          iceServers: [], video: false, remoteParticipant: Peer(userId: "alice", deviceId: "phone")))
+        as? GStreamerPeerConnection)
+    let log = MilestoneLog()
+    log.follow(a)
+    log.follow(b)
+    let pumps = [trickle(a, to: b), trickle(b, to: a)]
+    let offer = try await a.createOffer(iceRestart: false)
+    try await a.setLocalDescription(offer, kind: .offer)
+    try await b.setRemoteDescription(offer, kind: .offer)
+    let answer = try await b.createAnswer()
+    #expect(answer.sdp.contains("a=setup:passive") && !answer.sdp.contains("a=setup:active"), "\(answer.sdp)")
+    try await b.setLocalDescription(answer, kind: .answer)
+    try await a.setRemoteDescription(answer, kind: .answer)
+    #expect(await waitFor(.dtlsConnected, on: a, log))
+    #expect(await waitFor(.firstAudio, on: b, log))
+    for pump in pumps { pump.cancel() }
+    await a.close()
+    await b.close()
+    await factoryA.shutdown()
+    await factoryB.shutdown()
+  }
+
   // A group call's publisher (send-only): with a camera its offer sends VP8 video, without
   // one it has no video section at all (Janus rejects a video section that offers nothing).
-  @Test func aGroupPublisherOffersVideoOnlyWithACamera() async throws {
+  // The same from a connection prepared ahead (`prepare`, as the group call rings), which the
+  // factory then hands out, and does not build again.
+  @Test(arguments: [false, true]) func aGroupPublisherOffersVideoOnlyWithACamera(prepared: Bool) async throws {
     let red = GStreamerMedia.VideoSource(pattern: "red", width: 320, height: 180, framerate: 15)
     let publisher = PeerConnectionConfiguration(iceServers: [], video: true, sendOnly: true)
+    let subscriber = PeerConnectionConfiguration(iceServers: [], video: true, multistream: true)
     for camera in [red, nil] {
       let factory = GStreamerPeerConnectionFactory(media: GStreamerMedia(audio: .silence, video: camera))
+      let shape = GStreamerPeerConnectionFactory.Shape.publisher(video: camera != nil)
+      #expect(factory.shape(of: publisher) == shape)
+      #expect(factory.shape(of: subscriber) == .subscriber)
+      if prepared {
+        factory.prepare([publisher, subscriber])
+        #expect(factory.spareShapes == [.call, shape, .subscriber])
+      }
       let pc = try await factory.makePeerConnection(publisher)
+      #expect(factory.spareShapes == (prepared ? [.call, .subscriber] : [.call]))
+      if prepared {
+        let receiver = try await factory.makePeerConnection(subscriber)
+        #expect(factory.spareShapes == [.call])
+        await receiver.close()
+      }
       await pc.setVideoDirection(.sendonly)
       let offer = try await pc.createOffer(iceRestart: false).sdp
       if camera != nil {

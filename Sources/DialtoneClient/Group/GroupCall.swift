@@ -111,7 +111,7 @@ public actor GroupCall {
     self.clock = clock
     machine = GroupCallMachine(
       callId: callId, entry: entry, video: video, iceServers: iceServers, multistream: multistream,
-      recoveryPolicy: recovery)
+      offersAhead: true, recoveryPolicy: recovery)
     (events, eventSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
     (inbox, inboxSink) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
   }
@@ -188,6 +188,11 @@ public actor GroupCall {
 
   private func feed(_ event: GroupCallMachine.Event) {
     for effect in machine.handle(event) {
+      // At once, before a connection the same event makes can ask the factory for it.
+      if case .prepareConnections(let configurations) = effect {
+        factory.prepare(configurations)
+        continue
+      }
       let lane = Self.lane(of: effect)
       if queued[lane] != nil {
         queued[lane]?.append(effect)
@@ -206,7 +211,7 @@ public actor GroupCall {
       .setRemote(let ref, _, _),
       .addCandidate(let ref, _), .close(let ref):
       return .stream(ref)
-    case .send, .request, .ask, .settle, .notify, .finish, .arm, .cancel:
+    case .send, .request, .ask, .settle, .notify, .finish, .arm, .cancel, .prepareConnections:
       return .call
     }
   }
@@ -259,6 +264,8 @@ public actor GroupCall {
       feed(.settled)
     case .makeConnection(let ref, let configuration):
       await makeConnection(ref, configuration)
+    case .prepareConnections(let configurations):
+      factory.prepare(configurations)  // (run by `feed` itself)
     case .setAudio(let ref, let enabled):
       await connections[ref]?.pc.setAudioEnabled(enabled)
     case .setVideoDirection(let ref, let direction):

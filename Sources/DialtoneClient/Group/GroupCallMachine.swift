@@ -63,6 +63,10 @@ public struct GroupCallMachine: Sendable {
     case settle(ClientMessage)
     /// Make a stream's connection: `.connectionMade` or `.connectionFailed` follows.
     case makeConnection(StreamRef, PeerConnectionConfiguration)
+    /// The connections this device will probably make soon (its publisher and, when it asks
+    /// for one, its subscriber connection): the factory may build them while the call rings
+    /// or the create or join request is on its way (`PeerConnectionFactory.prepare`).
+    case prepareConnections([PeerConnectionConfiguration])
     case setAudio(StreamRef, Bool)
     case setVideoDirection(StreamRef, MediaDirection)
     case setVideo(StreamRef, Bool)
@@ -123,6 +127,9 @@ public struct GroupCallMachine: Sendable {
       /// Publisher: the offer is being created. Remote: the answer.
       case creating
       case settingLocal(SessionDescription)
+      /// Publisher, made ahead (`offersAhead`): its offer is ready and goes out with the
+      /// server's `group-media`.
+      case awaitingMedia(SessionDescription)
       /// Publisher: its offer is out; the SFU's answer is awaited.
       case awaitingAnswer
       /// Publisher: the SFU's answer; remote: the SFU's offer, being applied.
@@ -173,6 +180,12 @@ public struct GroupCallMachine: Sendable {
   public let video: Bool
   /// Ask for one subscriber connection (20.9) when joining or creating.
   public let multistream: Bool
+  /// Make the publisher's connection and offer while the create or join request is on its way,
+  /// and send the offer as soon as `group-media` comes (protocol.md 20.2 still holds: the offer
+  /// never goes out before it). With LiveKit the connection is closed unused.
+  public let offersAhead: Bool
+  /// The server's `group-media` for Janus came: the publisher's offer may go out.
+  private var mediaGranted = false
   private let iceServers: [IceServer]
   /// Rule 3's figures, as for a 1:1 call.
   public let recoveryPolicy: IceRecovery.Policy
@@ -188,8 +201,9 @@ public struct GroupCallMachine: Sendable {
 
   public init(
     callId: CallID, entry: GroupCall.Entry, video: Bool, iceServers: [IceServer], multistream: Bool = false,
-    recoveryPolicy: IceRecovery.Policy = .init()
+    offersAhead: Bool = false, recoveryPolicy: IceRecovery.Policy = .init()
   ) {
+    self.offersAhead = offersAhead
     self.recoveryPolicy = recoveryPolicy
     self.callId = callId
     self.entry = entry
@@ -230,7 +244,7 @@ public struct GroupCallMachine: Sendable {
     case .start: return start()
     case .join:
       guard phase == .ringing else { return [] }
-      return request(.groupJoin(.init(callId: callId, multistream: multistream)))
+      return request(.groupJoin(.init(callId: callId, multistream: multistream))) + publisherAhead()
     case .decline:
       guard phase == .ringing else { return [] }
       return leave(with: .groupDecline(.init(callId: callId)))
@@ -321,22 +335,48 @@ public struct GroupCallMachine: Sendable {
     switch entry {
     case .create(let members, let title):
       guard phase == .joining, joinedAs == nil else { return [] }
-      return request(
-        .groupCreate(
-          .init(callId: callId, members: members, video: video, title: title, multistream: multistream)))
+      return [prepare]
+        + request(
+          .groupCreate(
+            .init(callId: callId, members: members, video: video, title: title, multistream: multistream)))
+        + publisherAhead()
     case .invited:
       guard phase == .ringing else { return [] }
-      return [.send(.groupRinging(.init(callId: callId)))]
+      return [prepare, .send(.groupRinging(.init(callId: callId)))]
     case .join:
       guard phase == .joining, joinedAs == nil else { return [] }
-      return request(.groupJoin(.init(callId: callId, multistream: multistream)))
+      return [prepare] + request(.groupJoin(.init(callId: callId, multistream: multistream))) + publisherAhead()
     case .joinedRoom(let state):
       guard phase == .joining else { return [] }
       group = state
       joinedAs = callId
       phase = .joined
-      return [.notify(.participants(state)), .notify(.state(.joined))]
+      return [prepare, .notify(.participants(state)), .notify(.state(.joined))] + publisherAhead()
     }
+  }
+
+  /// With `offersAhead`, the publisher's connection is made now; its offer waits for
+  /// `group-media`.
+  private mutating func publisherAhead() -> [Effect] {
+    guard offersAhead, streams[Self.publisherStream] == nil else { return [] }
+    return makePublisher()
+  }
+
+  private mutating func makePublisher() -> [Effect] {
+    let stream = Stream(ref: nextRef(Self.publisherStream), from: nil)
+    streams[Self.publisherStream] = stream
+    return [
+      .makeConnection(stream.ref, PeerConnectionConfiguration(iceServers: iceServers, video: video, sendOnly: true))
+    ]
+  }
+
+  /// The connections a Janus call makes first (`mediaReady`, `subscriberOffer`): built ahead,
+  /// their pipelines are ready when `group-media` and the first subscriber offer come (with
+  /// LiveKit they stay unused).
+  private var prepare: Effect {
+    let publisher = PeerConnectionConfiguration(iceServers: iceServers, video: video, sendOnly: true)
+    let subscriber = PeerConnectionConfiguration(iceServers: iceServers, video: video, multistream: true)
+    return .prepareConnections(multistream ? [publisher, subscriber] : [publisher])
   }
 
   /// Sends a create or join request; its answer decides.
@@ -451,18 +491,28 @@ public struct GroupCallMachine: Sendable {
   private mutating func mediaReady(_ media: ServerMessage.GroupMedia) -> [Effect] {
     switch media.sfu {
     case .livekit:
-      guard let url = media.url, let token = media.token else {
-        return [.notify(.error("group-media for LiveKit without url and token"))]
+      // A publisher made ahead is not needed: LiveKit's own client publishes.
+      var closed: [Effect] = []
+      if let early = streams[Self.publisherStream], !mediaGranted {
+        streams[Self.publisherStream] = nil
+        // One still being made closes once it is (connectionMade).
+        if early.step != .making { closed = [.close(early.ref)] }
       }
-      return [.notify(.liveKit(url: url, token: token))]
+      guard let url = media.url, let token = media.token else {
+        return closed + [.notify(.error("group-media for LiveKit without url and token"))]
+      }
+      return closed + [.notify(.liveKit(url: url, token: token))]
     case .janus:
-      if media.restart == .connection, !streams.isEmpty { return mediaMoved() }
-      guard streams[Self.publisherStream] == nil else { return [] }
-      let stream = Stream(ref: nextRef(Self.publisherStream), from: nil)
-      streams[Self.publisherStream] = stream
-      return [
-        .makeConnection(stream.ref, PeerConnectionConfiguration(iceServers: iceServers, video: video, sendOnly: true))
-      ]
+      if media.restart == .connection, !streams.isEmpty {
+        mediaGranted = true
+        return mediaMoved()
+      }
+      guard !mediaGranted else { return [] }
+      mediaGranted = true
+      guard let stream = streams[Self.publisherStream] else { return makePublisher() }
+      // Made ahead: its offer goes out now if it is ready, else once it is (localDescriptionSet).
+      guard case .awaitingMedia(let offer) = stream.step else { return [] }
+      return offerOut(stream, offer)
     }
   }
 
@@ -526,24 +576,38 @@ public struct GroupCallMachine: Sendable {
 
   private mutating func localDescriptionSet(_ ref: StreamRef) -> [Effect] {
     guard var stream = stream(ref), case .settingLocal(let description) = stream.step else { return [] }
-    var effects: [Effect]
     if stream.isPublisher {
-      stream.step = .awaitingAnswer
-      effects = [
-        .send(.groupOffer(.init(callId: callId, stream: ref.id, sdp: description.sdp, restart: stream.restart)))
-      ]
-      stream.restart = nil
-    } else {
-      stream.step = .ready
-      effects = [.send(.groupAnswer(.init(callId: callId, stream: ref.id, sdp: description.sdp)))]
+      guard mediaGranted else {
+        // Made ahead: the offer (and the candidates gathered meanwhile) wait for group-media.
+        stream.step = .awaitingMedia(description)
+        streams[ref.id] = stream
+        return []
+      }
+      return offerOut(stream, description)
     }
+    stream.step = .ready
+    var effects: [Effect] = [.send(.groupAnswer(.init(callId: callId, stream: ref.id, sdp: description.sdp)))]
     // The candidates gathered meanwhile follow the description.
     effects += (stream.localCandidates ?? []).map { candidateMessage($0, ref) }
     stream.localCandidates = nil
     streams[ref.id] = stream
     // The next offer, if one came while this one was negotiated (the subscriber's, or a
     // restart's).
-    if !stream.isPublisher { effects += applyOffer(ref) }
+    return effects + applyOffer(ref)
+  }
+
+  /// The publisher's offer goes out, the candidates gathered meanwhile after it.
+  private mutating func offerOut(_ publisher: Stream, _ offer: SessionDescription) -> [Effect] {
+    var stream = publisher
+    let ref = stream.ref
+    stream.step = .awaitingAnswer
+    var effects: [Effect] = [
+      .send(.groupOffer(.init(callId: callId, stream: ref.id, sdp: offer.sdp, restart: stream.restart)))
+    ]
+    stream.restart = nil
+    effects += (stream.localCandidates ?? []).map { candidateMessage($0, ref) }
+    stream.localCandidates = nil
+    streams[ref.id] = stream
     return effects
   }
 

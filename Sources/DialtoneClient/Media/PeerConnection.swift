@@ -197,4 +197,12 @@ public struct PeerConnectionConfiguration: Sendable, Equatable {
 /// restart ICE must be replaced).
 public protocol PeerConnectionFactory: Sendable {
   func makePeerConnection(_ configuration: PeerConnectionConfiguration) async throws -> any PeerConnection
+  /// Connections like these will probably be asked for soon (a group call rings, or is being
+  /// created or joined): a factory may start building them now, off the call's critical path,
+  /// and hand them out from `makePeerConnection`. Returns at once; by default it does nothing.
+  func prepare(_ configurations: [PeerConnectionConfiguration])
+}
+
+extension PeerConnectionFactory {
+  public func prepare(_ configurations: [PeerConnectionConfiguration]) {}
 }

@@ -119,6 +119,7 @@ public actor SignalingClient {
   /// candidate must not wait a round trip for the ack of the one before it.
   public func submit(_ message: ClientMessage) throws -> SignalingReply {
     guard let (id, effects) = machine.submit(message, now: clock.now) else { throw SignalingClientError.stopped }
+    log.debug("sending \(message.type.rawValue)", callId: message.callId)
     let (stream, continuation) = AsyncThrowingStream<ServerMessage, any Error>.makeStream(
       bufferingPolicy: .bufferingNewest(1))
     replies[id] = continuation

@@ -312,6 +312,7 @@ package actor JanusSFU: SFUBackend {
     participant.multistream = multistream
     participant.subscriber = JanusSubscriber(placeholder: room.placeholder)
     rooms[callId]?.participants[who] = participant
+    log.debug("group call \(callId): \(who.userId) joined Janus", callId: callId)
     emit(
       .send(
         .groupMedia(.init(callId: callId, sfu: .janus, multistream: multistream, restart: restart)), callId: callId,
@@ -344,6 +345,7 @@ package actor JanusSFU: SFUBackend {
       }
       // The others subscribe once Janus reports the feed's media up (`webrtcup`): before
       // that, a subscription to it is refused with "No such feed".
+      log.debug("group call \(callId): Janus answered \(who.userId)'s publisher", callId: callId)
       emit(.send(.groupAnswer(.init(callId: callId, stream: m.stream, sdp: sdp)), callId: callId, to: who))
     case .groupAnswer(let m):
       guard m.stream != Self.publisherStream, let handle = handle(of: participant, stream: m.stream) else {
@@ -354,6 +356,7 @@ package actor JanusSFU: SFUBackend {
         return refuse(callId, who, "no subscriber offer is waiting for an answer")
       }
       _ = try await session.message(handle, ["request": "start"], jsep: ["type": "answer", "sdp": .string(m.sdp)])
+      log.debug("group call \(callId): Janus took \(who.userId)'s answer for \(m.stream)", callId: callId)
       // The single subscriber connection's next change, held back until this answer.
       if m.stream == Self.subscriberStream, let next = rooms[callId]?.participants[who]?.subscriber.answered() {
         send(next, for: who, in: callId)
@@ -537,7 +540,12 @@ package actor JanusSFU: SFUBackend {
   private func offer(_ publisher: Participant, to subscriber: Identity, in callId: CallID) {
     guard let receiver = rooms[callId]?.participants[subscriber] else { return }
     guard receiver.multistream else { return startSubscription(callId, subscriber, to: publisher.identity) }
-    guard let request = rooms[callId]?.participants[subscriber]?.subscriber.want(publisher.feed) else { return }
+    guard let request = rooms[callId]?.participants[subscriber]?.subscriber.want(publisher.feed) else {
+      log.debug(
+        "group call \(callId): \(publisher.identity.userId)'s feed waits for \(subscriber.userId)'s subscriber",
+        callId: callId)
+      return
+    }
     send(request, for: subscriber, in: callId)
   }
 
@@ -545,6 +553,7 @@ package actor JanusSFU: SFUBackend {
   /// wait for it); the changes that came meanwhile follow in one request when it is done.
   private func send(_ request: JanusSubscriber.Request, for subscriber: Identity, in callId: CallID) {
     guard let joined = rooms[callId]?.participants[subscriber]?.feed else { return }
+    log.debug("group call \(callId): \(subscriber.userId)'s subscriber: \(request)", callId: callId)
     let task = Task { await self.perform(request, for: subscriber, joinedAs: joined, in: callId) }
     subscriptions[callId, default: []].append(task)
   }
@@ -616,6 +625,7 @@ package actor JanusSFU: SFUBackend {
       ? room.participants[who]?.subscriberSections ?? []
       : JanusSubscriber.sections(of: summary, participants: peers)
     rooms[callId]?.participants[who]?.subscriberSections = sections
+    log.debug("group call \(callId): subscriber offer to \(who.userId), \(sections.count) sections", callId: callId)
     emit(
       .send(
         .groupOffer(
@@ -725,6 +735,8 @@ package actor JanusSFU: SFUBackend {
           .groupCandidate(.init(callId: owner.callId, stream: owner.stream, candidate: ice)), callId: owner.callId,
           to: owner.participant))
     case "webrtcup":
+      log.debug(
+        "group call \(owner.callId): Janus: \(owner.participant.userId)'s \(owner.stream) is up", callId: owner.callId)
       guard owner.stream == Self.publisherStream else { return }
       enqueue(ChainKey(callId: owner.callId, participant: owner.participant, stream: Self.publisherStream)) {
         do {
