@@ -60,8 +60,30 @@ async def sample_while(process, pids, redis_port, after):
     return {"rss": {pid: rss_bytes(pid) for pid in pids}, "redis": redis_used_memory(redis_port) if redis_port else 0}
 
 
+def shard_of(port):
+    """The primary's port a Redis Cluster server belongs to (itself when it is one)."""
+    out = subprocess.run(["redis-cli", "-p", str(port), "INFO", "replication"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        if line.startswith("master_port:"):
+            return int(line.split(":")[1])
+    return port
+
+
+def commandstats(ports):
+    """`INFO commandstats` calls per command, summed over the servers."""
+    calls = {}
+    for port in ports if isinstance(ports, list) else [ports]:
+        out = subprocess.run(["redis-cli", "-p", str(port), "INFO", "commandstats"], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if line.startswith("cmdstat_"):
+                name, fields = line[len("cmdstat_"):].split(":", 1)
+                values = dict(field.split("=") for field in fields.split(","))
+                calls[name] = calls.get(name, 0) + int(values["calls"])
+    return calls
+
+
 async def run_load(args, label, nodes, measured, breakdown=(), redis_port=None):
-    bench = os.path.join(args.bin, "dialtone-bench")
+    bench = args.bench or os.path.join(args.bin, "dialtone-bench")
     command = [bench, "signaling", "--calls", str(args.calls), "--idle", str(args.idle), "--rate", str(args.rate),
                "--seconds", str(args.seconds), "--secret", SECRET, "--label", label, "--json"]
     for node in nodes:
@@ -79,6 +101,9 @@ async def run_load(args, label, nodes, measured, breakdown=(), redis_port=None):
                                                after=min(args.seconds / 2 + args.idle / 1000, 60)))
     out, _ = await process.communicate()
     during = await sampler
+    if redis_port and args.commandstats:
+        # Everything since Redis started (the idle sockets' sessions included): relative counts.
+        print(f"{label} commandstats: {json.dumps(commandstats(redis_port), sort_keys=True)}", file=sys.stderr)
     if process.returncode != 0:
         raise SystemExit(f"{label}: dialtone-bench exited {process.returncode}")
     report = json.loads(out.decode().strip().splitlines()[-1])
@@ -99,10 +124,23 @@ async def main():
     parser.add_argument("--idle", type=int, default=15000)
     parser.add_argument("--rate", type=int, default=2000)
     parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--bench", help="the dialtone-bench to drive the load with (default: the one in --bin), so "
+                        "that two builds' servers are measured by the same load")
+    parser.add_argument("--rows", default="single,1,3", help="which rows to run: single, 1, 3 (and rc with "
+                        "--redis-cluster), comma-separated")
+    parser.add_argument("--commandstats", action="store_true", help="print each Redis's INFO commandstats after its row")
+    parser.add_argument("--baseline-bin", help="another build's binaries (say main's): each row runs on it first, "
+                        "then on --bin, labelled 'base' and 'new', so that an A/B comparison shares one run")
     parser.add_argument("--redis-cluster", action="store_true",
                         help="add a row of three nodes on a three-shard Redis Cluster (a replica per shard)")
     args = parser.parse_args()
     args.bin = os.path.abspath(args.bin)
+    if args.bench is None and args.baseline_bin:
+        args.bench = os.path.join(args.bin, "dialtone-bench")
+    builds = [("base ", os.path.abspath(args.baseline_bin)), ("new ", args.bin)] if args.baseline_bin else [("", args.bin)]
+    rows_asked = set(args.rows.split(","))
+    if args.redis_cluster:
+        rows_asked.add("rc")
     harness.BIN = args.bin
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # the nodes inherit it
@@ -113,12 +151,21 @@ async def main():
     rows = []
     scratch = harness.Scratch()
     try:
-        single = await harness.Server(scratch, extra=no_limits).start()
-        try:
-            rows.append(await run_load(args, "single", [single], [single.process.proc.pid]))
-        finally:
-            await single.stop()
-        for count, sharded in [(1, False), (3, False)] + ([(3, True)] if args.redis_cluster else []):
+        for prefix, binary in builds if "single" in rows_asked else []:
+            harness.BIN = binary
+            # A database of its own: the calls the last row left live would make its users busy.
+            own = harness.Scratch()
+            single = await harness.Server(own, extra=no_limits).start()
+            try:
+                rows.append(await run_load(args, prefix + "single", [single], [single.process.proc.pid]))
+            finally:
+                await single.stop()
+                own.remove()
+        for (count, sharded), (prefix, binary) in [(row, build) for row in [(1, False), (3, False), (3, True)]
+                                                   for build in builds]:
+            if ("rc" if sharded else str(count)) not in rows_asked:
+                continue
+            harness.BIN = binary
             # A database and a Redis of the row's own: the calls the last row left live (its sockets
             # just closed) would otherwise be taken over, and their users be busy.
             postgres = await ScratchPostgres(scratch, None).start()
@@ -133,10 +180,13 @@ async def main():
                 try:
                     pids = [n.process.proc.pid for n in nodes]
                     if sharded:
-                        redis_pids, redis_port = [p.proc.pid for p in redis.processes.values()], redis.ports
+                        # By shard: each primary, then its replica.
+                        shards = {port: shard_of(port) for port in redis.ports}
+                        ordered = sorted(redis.ports, key=lambda p: (shards[p], p != shards[p]))
+                        redis_pids, redis_port = [redis.processes[p].proc.pid for p in ordered], ordered
                     else:
                         redis_pids, redis_port = [redis.process.proc.pid], redis.port
-                    label = f"{count} node{'s' if count > 1 else ''}{'/RC' if sharded else ''}"
+                    label = prefix + f"{count} node{'s' if count > 1 else ''}{'/RC' if sharded else ''}"
                     rows.append(await run_load(args, label, nodes, pids + redis_pids, redis_pids,
                                                redis_port=redis_port))
                 finally:
@@ -151,19 +201,33 @@ async def main():
     print(json.dumps(rows))
     print(f"bench-cluster: {args.calls} concurrent calls paced to {args.rate} relayed msg/s for {args.seconds:.0f} s, "
           f"{args.idle} idle authenticated sockets held; {platform.machine()}, {os.cpu_count()} cores")
-    print(f"{'':10}{'relayed/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'CPU µs/msg':>12}{'of it Redis':>13}"
+    print(f"{'':17}{'relayed/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'CPU µs/msg':>12}{'of it Redis':>13}"
           f"{'node KB/socket':>16}{'Redis B/socket':>16}")
     for row in rows:
         redis_share = row.get("breakdownMicrosPerMessage")
         redis_bytes = row.get("redisBytesPerSocket")
-        print(f"{row['label']:10}{row['relayedPerSecond']:10.0f}{row['p50Ms']:9.3f}{row['p99Ms']:9.3f}"
+        if row["p50Ms"] is None:
+            print(f"{row['label']:17}{row['relayedPerSecond']:10.0f}  (no message relayed)")
+            continue
+        print(f"{row['label']:17}{row['relayedPerSecond']:10.0f}{row['p50Ms']:9.3f}{row['p99Ms']:9.3f}"
               f"{row['cpuMicrosPerMessage']:12.1f}{(f'{redis_share:.1f}' if redis_share is not None else '-'):>13}"
               f"{row.get('nodeKBPerSocket', float('nan')):16.1f}"
               f"{(f'{redis_bytes:.0f}' if redis_bytes is not None else '-'):>16}")
-    base = rows[0]
-    for row in rows[1:]:
-        print(f"{row['label']}: p50 {row['p50Ms'] / base['p50Ms']:.2f} × single, p99 {row['p99Ms'] / base['p99Ms']:.2f} × "
-              f"single, CPU per relayed message {row['cpuMicrosPerMessage'] / base['cpuMicrosPerMessage']:.2f} × single")
+    for row in rows:
+        each = row.get("breakdownEachMicrosPerMessage") or []
+        if len(each) > 1:
+            shards = [f"{each[i]:.1f} + {each[i + 1]:.1f}" for i in range(0, len(each) - 1, 2)]
+            print(f"{row['label']}: Redis CPU µs per relayed message by shard (primary + replica): {'; '.join(shards)}")
+    for prefix, _ in builds:
+        mine = [row for row in rows if row["label"].startswith(prefix)]
+        if not mine or not mine[0]["label"].endswith("single"):
+            continue
+        base = mine[0]
+        for row in mine[1:]:
+            if base["p50Ms"] is None or row["p50Ms"] is None:
+                continue
+            print(f"{row['label']}: p50 {row['p50Ms'] / base['p50Ms']:.2f} × single, p99 {row['p99Ms'] / base['p99Ms']:.2f} × "
+                  f"single, CPU per relayed message {row['cpuMicrosPerMessage'] / base['cpuMicrosPerMessage']:.2f} × single")
 
 
 SECRET = ""

@@ -4,8 +4,8 @@ import Foundation
 
 /// The node's periodic cluster work, on a thread of its own so that no backlog of messages can
 /// delay it: the heartbeat that keeps the node alive (and notices a Redis that lost the cluster's
-/// state), the renewal of its calls' leases and of its sessions, and taking over the calls of
-/// nodes that died (checked every lease).
+/// state), the renewal of its calls' leases and of its sessions, the clients' acknowledgements
+/// (`PendingAcknowledgements`), and taking over the calls of nodes that died (checked every lease).
 package final class ClusterHousekeeping: Sendable {
   private let settings: ClusterLink.Settings
   private let loop: RedisLoopThread
@@ -48,6 +48,7 @@ package final class ClusterHousekeeping: Sendable {
         schedule.nextRefresh = started + settings.sessionRefresh
       }
       try link.retryUnanswered(connection)
+      try link.storeAcknowledgements(connection)
       if started >= schedule.nextScan {
         try link.adoptOrphans(connection)
         schedule.nextScan = started + settings.lease / 2

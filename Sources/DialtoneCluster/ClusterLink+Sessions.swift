@@ -91,9 +91,27 @@ extension ClusterLink: SessionStore {
     batch.withLock { $0.append(PendingStep(step: step, what: message.typeName)) }
   }
 
+  /// Held for housekeeping (`PendingAcknowledgements`: why that is safe and what it saves),
+  /// unless too many sessions wait: then they join the hub's next transaction.
   package func acknowledge(_ sessionID: String, through seq: UInt64) {
-    // Not critical: a lost ack only keeps messages longer (a resume then skips them by seq).
-    batch.withLock { $0.append(PendingStep(step: .acknowledge(session: sessionID, through: seq), what: "ack")) }
+    guard acknowledgements.note(sessionID, through: seq) else { return }
+    let steps = acknowledgements.take().map {
+      PendingStep(step: .acknowledge(session: $0.session, through: $0.through), what: "ack")
+    }
+    batch.withLock { $0 += steps }
+  }
+
+  /// Stores the acknowledgements held since the last time (housekeeping, every heartbeat, and
+  /// on leaving); those that fail wait for the next time.
+  package func storeAcknowledgements(_ connection: any RedisClient) throws(RedisError) {
+    let pending = acknowledgements.take()
+    guard !pending.isEmpty else { return }
+    do {
+      try ledger(connection).acknowledge(pending)
+    } catch {
+      acknowledgements.restore(pending)
+      throw error
+    }
   }
 
   /// The answer to a request another node forwarded goes into the requesting session itself, in
@@ -126,7 +144,7 @@ extension ClusterLink: SessionStore {
       do throws(RedisError) {
         guard let connection else { throw RedisError.connectionFailed(message: "not connected") }
         try healPoisoned(connection)
-        results = try ledger(connection).run(steps.map(\.step), from: thisNode)
+        results = try ledger(connection).run(steps.map { $0.step }, from: thisNode)
         metrics.transactions.increment()
         metrics.steps.increment(by: Double(steps.count))
       } catch {
@@ -202,6 +220,7 @@ extension ClusterLink: SessionStore {
 
   package func end(_ sessionID: String) {
     held.withLock { _ = $0.remove(sessionID) }
+    acknowledgements.forget(sessionID)
     submit("the end of session \(sessionID)") { [self] connection throws(RedisError) in
       try ledger(connection).end(sessionID, heldBy: thisNode)
     }

@@ -80,6 +80,8 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
   package let recoveringUntil = Locked<ContinuousClock.Instant?>(nil)
   /// Calls whose lease this node is winning and whose journal it is reading (`beginTakeOver`).
   private let adopting = Locked<[CallID: ContinuousClock.Instant]>([:])
+  /// Clients' acknowledgements, stored by housekeeping (`PendingAcknowledgements`).
+  package let acknowledgements = PendingAcknowledgements()
   /// Session steps the hub asked for since its last `flush`, run as one transaction then.
   package let batch = Locked<[PendingStep]>([])
   /// The flushed steps waiting for the sender, which later flushes join (`StepBatch`).
@@ -188,6 +190,7 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
     let queued = enqueue { connection in
       defer { done.signal() }
       guard let connection else { return }
+      try? self.storeAcknowledgements(connection)
       let ownership = CallOwnership(connection, leaseDuration: settings.lease)
       for callId in handedOver { _ = try? ownership.release(callId, by: node) }
       try? ClusterPresence(connection, nodeExpiry: settings.nodeExpiry).leave(node)

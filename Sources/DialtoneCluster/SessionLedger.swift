@@ -273,6 +273,21 @@ public final class SessionLedger: Sendable {
     try redis.eval(Self.acknowledgeScript, keys: Self.keys(sessionID).all, arguments: [.integer(Int64(clamping: seq))])
   }
 
+  /// Several sessions' acknowledgements in one round trip (a pipeline, each its own script: on a
+  /// Redis Cluster each goes to its session's shard).
+  public func acknowledge(_ acknowledgements: [(session: String, through: UInt64)]) throws(RedisError) {
+    guard !acknowledgements.isEmpty else { return }
+    try redis.load([Self.acknowledgeScript])
+    let replies = try redis.pipeline(
+      acknowledgements.map {
+        RedisConnection.evalsha(
+          Self.acknowledgeScript, keys: Self.keys($0.session).all, arguments: [.integer(Int64(clamping: $0.through))])
+      })
+    for reply in replies {
+      if case .error(let prefix, let message) = reply { throw .server(prefix: prefix, message: message) }
+    }
+  }
+
   /// Makes `node` the session's holder if `userId`/`deviceId` own it and it can continue from
   /// `lastSeq`.
   public func resume(_ sessionID: String, userId: String, deviceId: String, from lastSeq: UInt64, node: String)

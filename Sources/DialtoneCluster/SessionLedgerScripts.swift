@@ -33,27 +33,38 @@ extension SessionLedger {
         reply_memory = tonumber(ARGV[at + 6]), once_memory = tonumber(ARGV[at + 7]),
         inbox_capacity = tonumber(ARGV[at + 8]), inbox_expiry = ARGV[at + 9], notify = ARGV[at + 10]}
     end
+    -- A key a step creates gets the session's expiry (a refresh, `touch`, renews them all).
+    local function expire_new(meta, key)
+      local ttl = redis.call('PTTL', meta)
+      redis.call('PEXPIRE', key, ttl > 0 and ttl or 1)
+    end
+    -- One read and one write of the meta hash per message: what a relayed message costs Redis
+    -- is mostly the commands its scripts run.
     local function append_to(sid, node, a)
       local tag = 'dt:session:{' .. sid .. '}'
       local meta, log = tag .. ':meta', tag .. ':log'
-      if redis.call('EXISTS', meta) == 0 then return {4} end
-      -- A key this step creates gets the session's expiry (a refresh, `touch`, renews them all).
-      local function expire_new(key)
-        local ttl = redis.call('PTTL', meta)
-        redis.call('PEXPIRE', key, ttl > 0 and ttl or 1)
-      end
+      local m = redis.call('HMGET', meta, 'owner', 'last', 'bytes', 'onces')
+      local owner = m[1]
+      if not owner then return {4} end
+      local update = {}
       if a.once ~= '' then
         local onces = tag .. ':once'
         if redis.call('ZSCORE', onces, a.once) then return {3} end
-        redis.call('ZADD', onces, redis.call('HINCRBY', meta, 'onces', 1), a.once)
-        if redis.call('ZREMRANGEBYRANK', onces, 0, -(a.once_memory + 1)) == 0
-          and redis.call('ZCARD', onces) == 1 then expire_new(onces) end
+        local n = (tonumber(m[4]) or 0) + 1
+        redis.call('ZADD', onces, n, a.once)
+        if n > a.once_memory then
+          redis.call('ZREMRANGEBYRANK', onces, 0, -(a.once_memory + 1))
+        elseif n == 1 then
+          expire_new(meta, onces)
+        end
+        update[#update + 1] = 'onces'
+        update[#update + 1] = n
       end
-      local seq = redis.call('HINCRBY', meta, 'last', 1)
+      local seq = (tonumber(m[2]) or 0) + 1
       local digits = string.format('%d', seq)
       local frame = a.head .. digits .. a.tail
-      redis.call('ZADD', log, seq, digits .. ':' .. frame)
-      local bytes = redis.call('HINCRBY', meta, 'bytes', #frame)
+      redis.call('ZADD', log, digits, digits .. ':' .. frame)
+      local bytes = (tonumber(m[3]) or 0) + #frame
       local count = redis.call('ZCARD', log)
       local dropped = nil
       while count > a.capacity or (bytes > a.max_bytes and count > 1) do
@@ -62,8 +73,12 @@ extension SessionLedger {
         dropped = oldest[2]
         count = count - 1
       end
-      if dropped then redis.call('HSET', meta, 'bytes', bytes, 'dropped', dropped) end
-      if count == 1 then expire_new(log) end
+      if dropped then
+        update[#update + 1] = 'dropped'
+        update[#update + 1] = dropped
+      end
+      redis.call('HSET', meta, 'last', digits, 'bytes', bytes, unpack(update))
+      if count == 1 then expire_new(meta, log) end
       if a.request ~= '' then
         local replies, order = tag .. ':replies', tag .. ':reply-order'
         if redis.call('HSET', replies, a.request, frame) == 1 then
@@ -73,12 +88,11 @@ extension SessionLedger {
             remembered = remembered - 1
           end
           if remembered == 1 then
-            expire_new(replies)
-            expire_new(order)
+            expire_new(meta, replies)
+            expire_new(meta, order)
           end
         end
       end
-      local owner = redis.call('HGET', meta, 'owner')
       if owner == node then return {0, seq, frame} end
       if a.notify == '0' then return {5, seq, owner, frame} end
       if redis.call('EXISTS', 'dt:node:{' .. owner .. '}') == 1 then

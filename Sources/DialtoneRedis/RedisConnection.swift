@@ -294,7 +294,7 @@ public final class RedisConnection: @unchecked Sendable {
       buffer.append(contentsOf: argument.bytes)
     }
     buffer.append(0)
-    let lengths = arguments.map(\.bytes.count)
+    let lengths = arguments.map { $0.bytes.count }
     return buffer.withUnsafeBufferPointer { storage in
       let base = storage.baseAddress.map(UnsafeRawPointer.init)
       var argv: [UnsafePointer<CChar>?] = offsets.map { base?.advanced(by: $0).assumingMemoryBound(to: CChar.self) }

@@ -37,7 +37,7 @@ public enum RedisSlot {
   /// SCRIPT LOAD), which any server answers.
   static func keys(of command: [RedisArgument]) -> [[UInt8]]? {
     guard let name = command.first.map({ String(decoding: $0.bytes, as: UTF8.self).uppercased() }) else { return nil }
-    let rest = command.dropFirst().map(\.bytes)
+    let rest = command.dropFirst().map { $0.bytes }
     switch name {
     case "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "FCALL", "FCALL_RO":
       guard rest.count >= 2, let count = Int(String(decoding: rest[1], as: UTF8.self)), count >= 0,

@@ -177,6 +177,7 @@ enum BenchSignalingCommand {
     try await stats.waitForReady(options.idle + 2 * options.calls, timeout: 60)
     let baseline = try ProcessStats.read(pids: layout.measured)
     let breakdownBaseline = try ProcessStats.read(pids: layout.breakdown)
+    let eachBaseline = try layout.breakdown.map { try ProcessStats.read(pid: $0) }
     // The load generator's own CPU: the two targets' clients do different work (Dialtone's
     // decodes every frame and acks), and under a CPU hog that difference competes too.
     let clientBaseline = try ProcessStats.read(pid: getpid())
@@ -206,6 +207,7 @@ enum BenchSignalingCommand {
     try await Task.sleep(for: .milliseconds(500))  // let the last messages land
     let loaded = try ProcessStats.read(pids: layout.measured)
     let breakdownLoaded = try ProcessStats.read(pids: layout.breakdown)
+    let eachLoaded = try layout.breakdown.map { try ProcessStats.read(pid: $0) }
     let clientLoaded = try ProcessStats.read(pid: getpid())
     stats.stopMeasuring()
     for connection in idle { connection.close() }
@@ -231,7 +233,9 @@ enum BenchSignalingCommand {
       systemMicrosPerMessage: relayed > 0
         ? (loaded.systemSeconds - baseline.systemSeconds) / Double(relayed) * 1_000_000 : .nan,
       breakdownMicrosPerMessage: relayed > 0 && !layout.breakdown.isEmpty
-        ? (breakdownLoaded.cpuSeconds - breakdownBaseline.cpuSeconds) / Double(relayed) * 1_000_000 : nil)
+        ? (breakdownLoaded.cpuSeconds - breakdownBaseline.cpuSeconds) / Double(relayed) * 1_000_000 : nil,
+      breakdownEachMicrosPerMessage: relayed > 0
+        ? zip(eachBaseline, eachLoaded).map { ($1.cpuSeconds - $0.cpuSeconds) / Double(relayed) * 1_000_000 } : [])
   }
 
   struct Report {
@@ -248,6 +252,8 @@ enum BenchSignalingCommand {
     var systemMicrosPerMessage: Double
     /// `Layout.breakdown`'s part of `cpuMicrosPerMessage`.
     var breakdownMicrosPerMessage: Double? = nil
+    /// Each `Layout.breakdown` process's part on its own, in their order (a Redis Cluster's shards).
+    var breakdownEachMicrosPerMessage: [Double] = []
 
     /// One JSON object per report, for a script that puts several runs in one table.
     func json(label: String) -> String {
@@ -258,6 +264,7 @@ enum BenchSignalingCommand {
         ("p999Ms", number(p999)), ("cpuPercent", number(cpuPercent)),
         ("cpuMicrosPerMessage", number(cpuMicrosPerMessage)),
         ("breakdownMicrosPerMessage", breakdownMicrosPerMessage.map(number) ?? "null"),
+        ("breakdownEachMicrosPerMessage", "[" + breakdownEachMicrosPerMessage.map(number).joined(separator: ",") + "]"),
         ("clientMicrosPerMessage", number(clientMicrosPerMessage)),
       ]
       return "{" + fields.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",") + "}"

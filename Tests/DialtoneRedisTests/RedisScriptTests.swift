@@ -3,8 +3,9 @@ import DialtoneTestSupport
 import Testing
 
 extension RedisTests {
-  /// A server of its own: these tests flush its script cache and count its commands.
-  @Suite(.scratchRedis) struct Scripts {
+  /// A server of its own: these tests flush its script cache and count its commands, one at a
+  /// time (the lease test's scripts would otherwise land in the counts).
+  @Suite(.scratchRedis, .serialized) struct Scripts {
     private func connect() throws -> RedisConnection { try SharedRedis.server().connect() }
 
     @Test func theScriptNameIsTheSHA1TheServerComputes() throws {

@@ -141,6 +141,24 @@ extension RedisTests {
           == .resumed(lastSeq: 3, pending: [stored(fresh, 3, 3)], replies: [:]))
     }
 
+    @Test func severalSessionsAcknowledgedInOneRoundTripForgetWhatTheirClientsHave() throws {
+      let ledger = try ledger()
+      let (first, second, gone, n1, n2) = (session(), session(), session(), node(), node())
+      try ledger.open(first, userId: "alice", deviceId: "phone", node: n1)
+      try ledger.open(second, userId: "bob", deviceId: "phone", node: n1)
+      try append(ledger, first, holder: n1, 1...3)
+      try append(ledger, second, holder: n1, 1...3)
+      // A session that ended meanwhile is skipped; an ack past what was stored is bounded.
+      try ledger.acknowledge([(first, 2), (gone, 5), (second, 99)])
+      #expect(
+        try ledger.resume(first, userId: "alice", deviceId: "phone", from: 2, node: n2)
+          == .resumed(lastSeq: 3, pending: [stored(first, 3, 3)], replies: [:]))
+      #expect(try ledger.resume(first, userId: "alice", deviceId: "phone", from: 1, node: n2) == .resync)
+      #expect(
+        try ledger.resume(second, userId: "bob", deviceId: "phone", from: 3, node: n2)
+          == .resumed(lastSeq: 3, pending: [], replies: [:]))
+    }
+
     @Test func aClientBehindWhatWasDroppedOrAheadOfWhatWasStoredMustResync() throws {
       let ledger = try ledger(.init(capacity: 3, expiry: .seconds(60)))
       let (id, n1, n2) = (session(), node(), node())

@@ -307,6 +307,26 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
     await cluster.stop()
   }
 
+  @Test func aClientsAcknowledgementReachesRedisWithHousekeepingAndFreesWhatItHas() async throws {
+    let cluster = try await TestCluster.start(2)
+    let (alice, bob, call) = try await answeredCall(cluster)
+    for n in 1...3 { #expect(try await alice.candidateFor(call, n).isAck) }
+    for _ in 1...3 { _ = try await bob.expect(.candidate) }
+    let session = try #require(bob.sessionId)
+    let redis = try cluster.redis.connect()
+    defer { redis.close() }
+    try redis.command(["SELECT", .integer(Int64(cluster.database))])
+    let log: RedisArgument = .string("dt:session:{\(session)}:log")
+    // Stored, unacknowledged: kept for a resume.
+    let through = RedisArgument.integer(Int64(bob.lastSeq))
+    #expect(try redis.command(["ZCOUNT", log, "-inf", through]) == .integer(Int64(bob.lastSeq)))
+    bob.ack()
+    // Not at once (the node holds acknowledgements for its next heartbeat), but within a few.
+    let freed = await eventually(within: 10) { (try? redis.command(["ZCOUNT", log, "-inf", through])) == .integer(0) }
+    #expect(freed)
+    await cluster.stop()
+  }
+
   @Test func aDeviceWhoseNodeStoppedResumesOnAnotherOne() async throws {
     let cluster = try await TestCluster.start()
     let (alice, bob, call) = try await answeredCall(cluster)
