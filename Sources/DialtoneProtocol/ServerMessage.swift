@@ -208,6 +208,8 @@ public enum ServerMessage: Sendable, Equatable {
 
     public init(wirePlaceholder _: WirePlaceholder) { self.init(replyTo: "") }
 
+    /// A field added here must also be written, or excluded, by `ServerEnvelope.encodedAck`,
+    /// which writes plain acks without this method.
     public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
       try c.object("call", &call)
       try c.string("callId", &callId, .callId)
