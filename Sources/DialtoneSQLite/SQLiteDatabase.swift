@@ -117,17 +117,27 @@ public final class SQLiteDatabase {
     return rows
   }
 
-  /// Runs `body` in a transaction, rolled back if it throws.
+  /// Runs `body` in a transaction, rolled back if it throws. The three statements are prepared
+  /// once: `sqlite3_exec` would parse them again for every transaction, and the journal runs one
+  /// for every few call changes.
   public func transaction<T>(_ body: () throws -> T) throws -> T {
-    try execute("BEGIN IMMEDIATE")
+    try run("BEGIN IMMEDIATE")
     do {
       let result = try body()
-      try execute("COMMIT")
+      try run("COMMIT")
       return result
     } catch {
-      try? execute("ROLLBACK")
+      try? run("ROLLBACK")
       throw error
     }
+  }
+
+  /// Runs one cached statement that takes no parameters and returns no rows.
+  private func run(_ sql: String) throws(SQLiteError) {
+    let statement = try prepared(sql)
+    defer { sqlite3_reset(statement) }
+    let rc = sqlite3_step(statement)
+    guard rc == SQLITE_DONE || rc == SQLITE_ROW else { throw lastError(rc) }
   }
 
   public var changes: Int { Int(sqlite3_changes(handle)) }

@@ -32,6 +32,29 @@ struct WireCodecTests {
     }
   }
 
+  /// Plain acks are written by a path of their own (half of what a relaying server sends): the
+  /// bytes must be the general encoder's (a fan-out frame's), escapes and all, with and without seq.
+  @Test func aPlainAckIsTheGeneralEncodersBytes() {
+    let texts = ["r1", "req-\u{1}\n\t\"q\"\\", "é✓\u{1F600}", String(repeating: "x", count: 300), "c\u{7f}\u{0}"]
+    for replyTo in texts {
+      for callId in [nil] + texts {
+        let message = ServerMessage.ack(.init(replyTo: replyTo, callId: callId))
+        for seq: UInt64 in [0, 7, Limits.maxSeq] {
+          let general = ServerFrame(message).bytes(seq: seq)
+          #expect(MessageCodec.encode(message, seq: seq) == general)
+          let seqMember = Array(#","seq":\#(seq)"#.utf8)
+          var withoutSeq = general
+          if let range = general.firstRange(of: seqMember) { withoutSeq.removeSubrange(range) }
+          #expect(withoutSeq != general)
+          #expect(MessageCodec.encode(message, seq: nil) == withoutSeq)
+        }
+      }
+    }
+    #expect(
+      MessageCodec.encodeString(.ack(.init(replyTo: "r", callId: "c")), seq: 3)
+        == #"{"callId":"c","replyTo":"r","seq":3,"type":"ack"}"#)
+  }
+
   @Test(
     "split around its seq, a frame is the same bytes with any seq put between", arguments: Fixtures.serverMessages)
   func frameSplitsAtTheSeq(_ message: ServerMessage) {

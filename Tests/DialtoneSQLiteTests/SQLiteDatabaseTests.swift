@@ -39,6 +39,24 @@ struct SQLiteDatabaseTests {
     #expect(try db.query("SELECT count(*) FROM t").first?.first?.int == 0)
   }
 
+  /// The transaction's own statements are prepared once and reused: each transaction after a
+  /// committed or a rolled-back one starts afresh, and what it commits is seen by another
+  /// connection at once (no transaction is left open behind a statement not reset).
+  @Test func transactionsOneAfterAnotherEachCommit() throws {
+    let path = temporaryPath()
+    let db = try SQLiteDatabase(path: path)
+    try db.execute("CREATE TABLE t (a INTEGER PRIMARY KEY)")
+    let reader = try SQLiteDatabase(path: path)
+    for value in 1...3 {
+      try db.transaction { try db.query("INSERT INTO t VALUES (?)", [.integer(Int64(value))]) }
+      #expect(try reader.query("SELECT count(*) FROM t").first?.first?.int == Int64(value))
+      #expect(throws: SQLiteError.self) {
+        try db.transaction { try db.query("INSERT INTO t VALUES (?)", [.integer(Int64(value))]) }
+      }
+    }
+    #expect(try reader.query("SELECT count(*) FROM t").first?.first?.int == 3)
+  }
+
   @Test func reportsErrorsClearly() throws {
     let db = try SQLiteDatabase(path: temporaryPath())
     #expect(throws: SQLiteError.self) { try db.query("SELECT * FROM missing") }

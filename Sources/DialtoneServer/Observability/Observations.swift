@@ -38,8 +38,10 @@ final class Observations: CallEffectSink, Sendable {
         if let duration = record.durationMs { metrics.callDuration.observe(Double(duration) / 1000) }
       }
       timeline.record(at: clock.now) { $0.ended[reason, default: 0] += 1 }
-      let lasted = record.durationMs.map { String(format: " after %.1f s", Double($0) / 1000) } ?? ""
-      log.info("call ended: \(reason)\(lasted)", callId: record.callId)
+      // Formatted only when the line is written (`String(format:)` is not cheap, and this runs per call).
+      log.info(
+        "call ended: \(reason)\(record.durationMs.map { String(format: " after %.1f s", Double($0) / 1000) } ?? "")",
+        callId: record.callId)
     case .groupRinging, .groupRingStopped:
       break
     case .groupEnded(let record):
