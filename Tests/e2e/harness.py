@@ -477,26 +477,34 @@ def _wav_samples(path):
     return struct.unpack(f"<{len(frames) // 2}h", frames)[::channels], rate
 
 
-def dominant_frequency(path, seconds=1.0):
-    """The strongest frequency in the last `seconds` of a 16-bit mono WAV: a coarse Goertzel scan
-    over 0.1 s, refined to 1 Hz over the whole window."""
-    samples, rate = _wav_samples(path)
-    long = samples[-int(rate * seconds):]
-    check(len(long) >= rate * 0.5, f"{path}: only {len(samples) / rate:.2f} s of audio")
-    return _strongest(long, rate)
-
-
-def sounding_frequency(path, seconds=1.0, quiet=300):
-    """`dominant_frequency` of the last `seconds` before the recording's quiet end: a call's
-    recordings run on a moment after a participant stopped sending (one ends the call for all,
-    the others' media stops before the recorder does), and the coarse scan looks at only the last
-    0.1 s."""
-    samples, rate = _wav_samples(path)
+def _sound_end(samples, quiet=300):
+    """Where the recording's quiet end starts: the index after its last sample louder than `quiet`."""
     end = len(samples)
     while end > 0 and abs(samples[end - 1]) < quiet:
         end -= 1
+    return end
+
+
+def sound_seconds(path):
+    """Seconds of a 16-bit mono WAV up to its last sound (its quiet end left out)."""
+    samples, rate = _wav_samples(path)
+    return _sound_end(samples) / rate
+
+
+def dominant_frequency(path, seconds=1.0):
+    """The strongest frequency in the last `seconds` of a 16-bit mono WAV before its quiet end: a
+    coarse Goertzel scan over the last 0.1 s, refined to 1 Hz over the whole window.
+
+    The quiet end is left out because a recording runs against the clock until its own call
+    ends: the one who hung up stopped sending before the hang-up reached the others, whose
+    recordings carry on in silence until it does (longer across nodes, longer on a loaded
+    machine). A coarse scan of 0.1 s of silence picks its first frequency, 100 Hz, and the
+    refinement then finds some side lobe of the tone between 90 and 110 Hz."""
+    samples, rate = _wav_samples(path)
+    end = _sound_end(samples)
     long = samples[max(0, end - int(rate * seconds)):end]
-    check(len(long) >= rate * 0.5, f"{path}: only {len(long) / rate:.2f} s of sound ({len(samples) / rate:.2f} s recorded)")
+    check(len(long) >= rate * 0.5,
+          f"{path}: only {len(long) / rate:.2f} s of sound ({len(samples) / rate:.2f} s recorded)")
     return _strongest(long, rate)
 
 
