@@ -61,10 +61,11 @@ public actor ScratchRedisCluster {
 
   /// A fresh cluster for `body`, stopped afterwards whether `body` threw or not.
   public static func with<T>(
-    isolation: isolated (any Actor)? = #isolation, tls: ScratchCertificates? = nil, password: String? = nil,
-    _ body: (ScratchRedisCluster) async throws -> T
+    isolation: isolated (any Actor)? = #isolation, nodeTimeout: Duration = .milliseconds(1000),
+    tls: ScratchCertificates? = nil, password: String? = nil, _ body: (ScratchRedisCluster) async throws -> T
   ) async throws -> T {
-    try await stopping(try await start(tls: tls, password: password), stop: { await $0.stop() }, body)
+    try await stopping(
+      try await start(nodeTimeout: nodeTimeout, tls: tls, password: password), stop: { await $0.stop() }, body)
   }
 
   /// The URL that names every server as a seed.
@@ -94,6 +95,29 @@ public actor ScratchRedisCluster {
     guard let server = servers.removeValue(forKey: port), server.isRunning else { return }
     Glibc.kill(server.processIdentifier, SIGKILL)
     _ = await eventually(within: 10) { !server.isRunning }
+  }
+
+  /// SIGSTOP to one server: it holds its connections but answers nothing (a replica stalled
+  /// under load) until `resume`.
+  public func pause(port: Int) {
+    guard let server = servers[port], server.isRunning else { return }
+    Glibc.kill(server.processIdentifier, SIGSTOP)
+  }
+
+  public func resume(port: Int) {
+    guard let server = servers[port], server.isRunning else { return }
+    Glibc.kill(server.processIdentifier, SIGCONT)
+  }
+
+  /// The ports of a primary's replicas, from its `INFO replication` ("slave0:ip=…,port=…,…").
+  public func replicaPorts(of port: Int) throws -> [Int] {
+    let connection = try direct(port)
+    defer { connection.close() }
+    let info = try connection.command(["INFO", "replication"]).string ?? ""
+    return info.split(whereSeparator: \.isNewline).filter { $0.hasPrefix("slave") && $0.contains(":ip=") }.compactMap {
+      line in
+      line.split(separator: ",").first(where: { $0.hasPrefix("port=") }).flatMap { Int($0.dropFirst(5)) }
+    }
   }
 
   /// Whether every live server sees the cluster whole (`cluster_state:ok`) with `primaries`
