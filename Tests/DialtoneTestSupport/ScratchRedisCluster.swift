@@ -121,7 +121,7 @@ public actor ScratchRedisCluster {
   }
 
   /// Whether every live server sees the cluster whole (`cluster_state:ok`) with `primaries`
-  /// primaries serving slots, and every primary's replicas are in sync (a write a replica has
+  /// primaries serving slots and every replica, and every primary's replicas are in sync (a write a replica has
   /// not got yet would be lost with its primary).
   public func isHealthy(primaries: Int, replicasEach: Int = 1) -> Bool {
     for port in servers.keys {
@@ -132,6 +132,16 @@ public actor ScratchRedisCluster {
         Set(slots.compactMap { $0.elements?[2].elements?[1].integer }).count == primaries,
         let replication = try? connection.command(["INFO", "replication"]).string
       else { return false }
+      // Every server knows every replica and its primary (a connection that reads the map from
+      // a server that does not know a replica yet would not wait for it).
+      guard let nodes = try? connection.command(["CLUSTER", "NODES"]).string else { return false }
+      let replicas = nodes.split(whereSeparator: \.isNewline).filter { line in
+        let fields = line.split(separator: " ")
+        guard fields.count > 3 else { return false }
+        let flags = fields[2].split(separator: ",")
+        return flags.contains("slave") && !flags.contains("fail") && !flags.contains("fail?") && fields[3] != "-"
+      }
+      guard replicas.count == primaries * replicasEach else { return false }
       if replication.contains("role:master") {
         let online = replication.components(separatedBy: "state=online").count - 1
         guard online == replicasEach else { return false }
