@@ -24,12 +24,9 @@ import Foundation
 /// A shard's replicas are asynchronous: a primary that dies may take its last writes with it,
 /// and a promoted replica would then hand out a seq a client already saw for another message.
 /// So every round trip to a primary that has replicas ends with `WAIT 1 <replicaWait>`: a
-/// reply comes back only once one replica has the writes before it. When the wait runs out with
-/// no replica acknowledging (one lagging under load, resyncing, or cut off), the round trip
-/// throws `NOREPLICAS`, as a lost connection would: the writes ran on the primary, but a replica
-/// promoted then could lack them, so they are not acknowledged; the map is read again before the
-/// next command, which stops waiting for a replica the cluster has marked failed. Reads pay
-/// nothing (WAIT answers at once when this connection wrote nothing new).
+/// reply comes back only once one replica has the writes before it (or the wait ran out: no
+/// replica was in sync, and none could be promoted with them missing unless it catches up
+/// later). Reads pay nothing (WAIT answers at once when this connection wrote nothing new).
 ///
 /// Calls block the calling thread, one at a time (a lock serialises them).
 public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
@@ -156,12 +153,9 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
       for (address, indices, expected) in written {
         do throws(RedisError) {
           guard let link = connections[address] else { throw .connectionLost(message: "the connection is closed") }
-          let received = try link.receive(count: expected)
-          for (index, reply) in zip(indices, received.prefix(indices.count)) {
+          let sent = try link.receive(count: expected).prefix(indices.count)
+          for (index, reply) in zip(indices, sent) {
             if Self.isRedirect(reply) { again.append(index) } else { replies[index] = reply }
-          }
-          if expected > indices.count, !Self.replicated(received.last) {
-            lost = lost ?? notReplicated(address)
           }
         } catch {
           drop(address)
@@ -274,11 +268,10 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
       }
       let replies: [RedisReply]
       do throws(RedisError) {
-        let sent = try send(asking != nil ? [["ASKING"]] + batch : batch, to: address)
-        guard sent.replicated else { throw notReplicated(address) }
-        replies = asking != nil ? Array(sent.replies.dropFirst()) : sent.replies
+        replies =
+          asking != nil
+          ? Array(try send([["ASKING"]] + batch, to: address).dropFirst()) : try send(batch, to: address)
       } catch {
-        if error.serverPrefix == "NOREPLICAS" { throw error }
         drop(address)
         stale = true
         // Connecting failed: nothing was sent, so waiting out the failover is safe.
@@ -355,32 +348,12 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
     return batch.count + 1
   }
 
-  /// One round trip to `address`, ended by WAIT when the primary has replicas: the batch's
-  /// replies, and whether a replica acknowledged them (`replicated`, true without WAIT).
-  private func send(
-    _ batch: [[RedisArgument]], to address: RedisAddress
-  ) throws(RedisError) -> (replies: [RedisReply], replicated: Bool) {
+  /// One round trip to `address`, ended by WAIT when the primary has replicas (its reply dropped).
+  private func send(_ batch: [[RedisArgument]], to address: RedisAddress) throws(RedisError) -> [RedisReply] {
     let link = try connection(address)
-    guard (replicas[address] ?? 0) > 0 else { return (try link.pipeline(batch), true) }
+    guard (replicas[address] ?? 0) > 0 else { return try link.pipeline(batch) }
     let wait: [RedisArgument] = ["WAIT", "1", .integer(try RedisConnection.milliseconds(replicaWait))]
-    let replies = try link.pipeline(batch + [wait])
-    return (Array(replies.dropLast()), Self.replicated(replies.last))
-  }
-
-  /// Whether a WAIT's reply counts a replica. A write none acknowledged in time may be lost in a
-  /// failover (a replica that lags or resyncs can still be promoted), so it is not acknowledged.
-  private static func replicated(_ waitReply: RedisReply?) -> Bool {
-    (waitReply?.integer ?? 0) >= 1
-  }
-
-  /// The error for a round trip whose writes no replica acknowledged within `replicaWait`; the
-  /// map is read again before the next command (a replica that died stops being waited for).
-  private func notReplicated(_ address: RedisAddress) -> RedisError {
-    stale = true
-    return .server(
-      prefix: "NOREPLICAS",
-      message: "no replica of \(address.host):\(address.port) acknowledged the writes within \(replicaWait)"
-        + " (they ran on the primary, but a failover may lose them)")
+    return Array(try link.pipeline(batch + [wait]).dropLast())
   }
 
   private func connection(_ address: RedisAddress) throws(RedisError) -> RedisConnection {

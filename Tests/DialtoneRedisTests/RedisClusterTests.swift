@@ -101,76 +101,32 @@ import Testing
   }
 }
 
-/// A cluster of its own for each test: they kill or stall a server.
+/// A cluster of its own: this test kills a primary.
 @Suite struct RedisClusterFailoverTests {
   @Test func aKilledPrimaryIsReplacedByItsReplicaWithItsWrites() async throws {
     try await ScratchRedisCluster.with { cluster in
       let redis = try cluster.connect(commandTimeout: .seconds(2))
       defer { redis.close() }
       let keys = (0..<30).map { "kept-\($0)" }
-      // Acknowledged only once a replica has them (a replica slow under load: NOREPLICAS, and
-      // the idempotent writes go again, as a caller would).
-      _ = try acknowledged { try redis.pipeline(keys.map { ["SET", .string($0), "before"] }) }
+      _ = try redis.pipeline(keys.map { ["SET", .string($0), "before"] })
       guard let victim = redis.node(forKey: keys[0]) else { throw ScratchProcess.Failure("no node") }
       let onVictim = keys.filter { redis.node(forKey: $0) == victim }
+      // WAIT 1 500 gives up after 500 ms and the write counts as stored anyway (docs/deploy.md,
+      // Failover): only what the replica has survives. Under load it may lag past that, so the
+      // kill waits until the replica has acknowledged everything its primary sent.
+      #expect(await eventually(within: 10) { cluster.replicasCaughtUp(port: victim.port) })
 
       await cluster.kill(port: victim.port)
 
       // The connection to the dead primary breaks (a command in flight may have run: thrown);
       // the next commands wait out the failover and reach the promoted replica, which has
-      // every write acknowledged before (each waited for a replica).
+      // every write it acknowledged.
       _ = try? redis.get(.string(keys[0]))
-      #expect(try acknowledged { try redis.set(.string(keys[0]), "after") })
+      #expect(try redis.set(.string(keys[0]), "after"))
       #expect(redis.node(forKey: keys[0]) != victim)
       let values = try redis.pipeline(onVictim.map { ["GET", .string($0)] }).map(\.string)
       #expect(values == ["after"] + Array(repeating: "before", count: onVictim.count - 1))
       #expect(try redis.pipeline(keys.map { ["EXISTS", .string($0)] }).allSatisfy { $0 == .integer(1) })
-    }
-  }
-
-  @Test func aWriteNoReplicaAcknowledgedIsNotAcknowledged() async throws {
-    // A node timeout far longer than the test: the stalled replica is never marked failed (a
-    // failed replica is no longer waited for).
-    try await ScratchRedisCluster.with(nodeTimeout: .seconds(30)) { cluster in
-      let redis = try cluster.connect()
-      defer { redis.close() }
-      let key = "stalled-replica"
-      guard let primary = redis.node(forKey: key), let replica = try await cluster.replicaPorts(of: primary.port).first
-      else { throw ScratchProcess.Failure("no primary with a replica") }
-      let writes: [(String, () throws(RedisError) -> Void)] = [
-        ("a command", { () throws(RedisError) in try redis.set(.string(key), "v") }),
-        ("a pipeline", { () throws(RedisError) in _ = try redis.pipeline([["SET", .string(key), "w"]]) }),
-        (
-          "a transaction",
-          { () throws(RedisError) in _ = try redis.transaction([["SET", .string(key), "x"], ["GET", .string(key)]]) }
-        ),
-      ]
-      for (name, write) in writes {
-        await cluster.pause(port: replica)
-        let outcome = Result { () throws(RedisError) in try write() }
-        await cluster.resume(port: replica)
-        guard case .failure(let error) = outcome else {
-          Issue.record("\(name) no replica had was acknowledged")
-          continue
-        }
-        #expect(error.serverPrefix == "NOREPLICAS", "\(name): \(error)")
-      }
-      // The replica running again catches up: writes are acknowledged again.
-      #expect(try acknowledged { try redis.set(.string(key), "y") })
-      #expect(try redis.get(.string(key)) == Array("y".utf8))
-    }
-  }
-}
-
-/// Runs an idempotent write again while no replica acknowledges it in time (NOREPLICAS: it ran on
-/// the primary, unconfirmed), up to 20 times: what a caller of a cluster does.
-private func acknowledged<T>(_ write: () throws -> T) throws -> T {
-  var attempt = 1
-  while true {
-    do {
-      return try write()
-    } catch let error as RedisError where error.serverPrefix == "NOREPLICAS" && attempt < 20 {
-      attempt += 1
     }
   }
 }

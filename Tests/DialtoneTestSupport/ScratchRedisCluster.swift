@@ -61,11 +61,10 @@ public actor ScratchRedisCluster {
 
   /// A fresh cluster for `body`, stopped afterwards whether `body` threw or not.
   public static func with<T>(
-    isolation: isolated (any Actor)? = #isolation, nodeTimeout: Duration = .milliseconds(1000),
-    tls: ScratchCertificates? = nil, password: String? = nil, _ body: (ScratchRedisCluster) async throws -> T
+    isolation: isolated (any Actor)? = #isolation, tls: ScratchCertificates? = nil, password: String? = nil,
+    _ body: (ScratchRedisCluster) async throws -> T
   ) async throws -> T {
-    try await stopping(
-      try await start(nodeTimeout: nodeTimeout, tls: tls, password: password), stop: { await $0.stop() }, body)
+    try await stopping(try await start(tls: tls, password: password), stop: { await $0.stop() }, body)
   }
 
   /// The URL that names every server as a seed.
@@ -97,27 +96,21 @@ public actor ScratchRedisCluster {
     _ = await eventually(within: 10) { !server.isRunning }
   }
 
-  /// SIGSTOP to one server: it holds its connections but answers nothing (a replica stalled
-  /// under load) until `resume`.
-  public func pause(port: Int) {
-    guard let server = servers[port], server.isRunning else { return }
-    Glibc.kill(server.processIdentifier, SIGSTOP)
-  }
-
-  public func resume(port: Int) {
-    guard let server = servers[port], server.isRunning else { return }
-    Glibc.kill(server.processIdentifier, SIGCONT)
-  }
-
-  /// The ports of a primary's replicas, from its `INFO replication` ("slave0:ip=…,port=…,…").
-  public func replicaPorts(of port: Int) throws -> [Int] {
-    let connection = try direct(port)
+  /// Whether every replica of the primary on `port` has acknowledged everything it was sent
+  /// (`INFO replication`: each replica's offset has reached `master_repl_offset`).
+  public nonisolated func replicasCaughtUp(port: Int) -> Bool {
+    guard let connection = try? direct(port) else { return false }
     defer { connection.close() }
-    let info = try connection.command(["INFO", "replication"]).string ?? ""
-    return info.split(whereSeparator: \.isNewline).filter { $0.hasPrefix("slave") && $0.contains(":ip=") }.compactMap {
-      line in
-      line.split(separator: ",").first(where: { $0.hasPrefix("port=") }).flatMap { Int($0.dropFirst(5)) }
+    guard let info = try? connection.command(["INFO", "replication"]).string else { return false }
+    let lines = info.split(whereSeparator: \.isNewline)
+    guard
+      let primary = lines.first(where: { $0.hasPrefix("master_repl_offset:") })
+        .flatMap({ Int($0.dropFirst("master_repl_offset:".count)) })
+    else { return false }
+    let offsets = lines.filter { $0.hasPrefix("slave") && $0.contains(":ip=") }.compactMap { line in
+      line.split(separator: ",").first(where: { $0.hasPrefix("offset=") }).flatMap { Int($0.dropFirst(7)) }
     }
+    return !offsets.isEmpty && offsets.allSatisfy { $0 >= primary }
   }
 
   /// Whether every live server sees the cluster whole (`cluster_state:ok`) with `primaries`
