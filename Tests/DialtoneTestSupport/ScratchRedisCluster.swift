@@ -96,8 +96,25 @@ public actor ScratchRedisCluster {
     _ = await eventually(within: 10) { !server.isRunning }
   }
 
+  /// Whether every replica of the primary on `port` has acknowledged everything it was sent
+  /// (`INFO replication`: each replica's offset has reached `master_repl_offset`).
+  public nonisolated func replicasCaughtUp(port: Int) -> Bool {
+    guard let connection = try? direct(port) else { return false }
+    defer { connection.close() }
+    guard let info = try? connection.command(["INFO", "replication"]).string else { return false }
+    let lines = info.split(whereSeparator: \.isNewline)
+    guard
+      let primary = lines.first(where: { $0.hasPrefix("master_repl_offset:") })
+        .flatMap({ Int($0.dropFirst("master_repl_offset:".count)) })
+    else { return false }
+    let offsets = lines.filter { $0.hasPrefix("slave") && $0.contains(":ip=") }.compactMap { line in
+      line.split(separator: ",").first(where: { $0.hasPrefix("offset=") }).flatMap { Int($0.dropFirst(7)) }
+    }
+    return !offsets.isEmpty && offsets.allSatisfy { $0 >= primary }
+  }
+
   /// Whether every live server sees the cluster whole (`cluster_state:ok`) with `primaries`
-  /// primaries serving slots, and every primary's replicas are in sync (a write a replica has
+  /// primaries serving slots and every replica, and every primary's replicas are in sync (a write a replica has
   /// not got yet would be lost with its primary).
   public func isHealthy(primaries: Int, replicasEach: Int = 1) -> Bool {
     for port in servers.keys {
@@ -108,6 +125,16 @@ public actor ScratchRedisCluster {
         Set(slots.compactMap { $0.elements?[2].elements?[1].integer }).count == primaries,
         let replication = try? connection.command(["INFO", "replication"]).string
       else { return false }
+      // Every server knows every replica and its primary (a connection that reads the map from
+      // a server that does not know a replica yet would not wait for it).
+      guard let nodes = try? connection.command(["CLUSTER", "NODES"]).string else { return false }
+      let replicas = nodes.split(whereSeparator: \.isNewline).filter { line in
+        let fields = line.split(separator: " ")
+        guard fields.count > 3 else { return false }
+        let flags = fields[2].split(separator: ",")
+        return flags.contains("slave") && !flags.contains("fail") && !flags.contains("fail?") && fields[3] != "-"
+      }
+      guard replicas.count == primaries * replicasEach else { return false }
       if replication.contains("role:master") {
         let online = replication.components(separatedBy: "state=online").count - 1
         guard online == replicasEach else { return false }
