@@ -48,10 +48,10 @@ struct SQLiteDatabaseTests {
     try db.execute("CREATE TABLE t (a INTEGER PRIMARY KEY)")
     let reader = try SQLiteDatabase(path: path)
     for value in 1...3 {
-      try db.transaction { try db.query("INSERT INTO t VALUES (?)", [.integer(Int64(value))]) }
+      _ = try db.transaction { try db.query("INSERT INTO t VALUES (?)", [.integer(Int64(value))]) }
       #expect(try reader.query("SELECT count(*) FROM t").first?.first?.int == Int64(value))
       #expect(throws: SQLiteError.self) {
-        try db.transaction { try db.query("INSERT INTO t VALUES (?)", [.integer(Int64(value))]) }
+        _ = try db.transaction { try db.query("INSERT INTO t VALUES (?)", [.integer(Int64(value))]) }
       }
     }
     #expect(try reader.query("SELECT count(*) FROM t").first?.first?.int == 3)
