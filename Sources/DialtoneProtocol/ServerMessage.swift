@@ -208,8 +208,6 @@ public enum ServerMessage: Sendable, Equatable {
 
     public init(wirePlaceholder _: WirePlaceholder) { self.init(replyTo: "") }
 
-    /// A field added here must also be written, or excluded, by `ServerEnvelope.encodedAck`,
-    /// which writes plain acks without this method.
     public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
       try c.object("call", &call)
       try c.string("callId", &callId, .callId)
@@ -758,30 +756,8 @@ public struct ServerEnvelope: Sendable, Equatable {
 
   /// The frame's bytes: the payload's fields with `seq` and `type` among them.
   var encoded: [UInt8] {
-    if case .ack(let ack) = message, ack.call == nil, ack.group == nil { return Self.encodedAck(ack, seq: seq) }
     var writing = ServerFrameWriting(seq: seq.map { .number("seq", $0) })
     return message.accept(&writing)?.bytes ?? unknownEncoded
-  }
-
-  /// A plain ack (`callId` and `replyTo` only), written straight: every request gets one, half
-  /// of what a relaying server sends, and the general encoder's walk over the payload's fields
-  /// cost as much as the write. Byte for byte what that encoder gives (keys in the same order).
-  private static func encodedAck(_ ack: ServerMessage.Ack, seq: UInt64?) -> [UInt8] {
-    var out = JSONWriter(capacity: 48 + ack.replyTo.utf8.count + (ack.callId?.utf8.count ?? 0))
-    out.append("{")
-    if let callId = ack.callId {
-      out.append(#""callId":"#)
-      out.writeString(callId)
-      out.append(",")
-    }
-    out.append(#""replyTo":"#)
-    out.writeString(ack.replyTo)
-    if let seq {
-      out.append(#","seq":"#)
-      out.writeInteger(Int64(clamping: seq))
-    }
-    out.append(#","type":"ack"}"#)
-    return out.bytes
   }
 
   /// An unknown message is written back as it came, with this envelope's seq.

@@ -32,8 +32,8 @@ struct WireCodecTests {
     }
   }
 
-  /// Plain acks are written by a path of their own (half of what a relaying server sends): the
-  /// bytes must be the general encoder's (a fan-out frame's), escapes and all, with and without seq.
+  /// A plain ack (half of what a relaying server sends) is the same bytes as a fan-out frame's,
+  /// escapes and all, with and without seq.
   @Test func aPlainAckIsTheGeneralEncodersBytes() {
     let texts = ["r1", "req-\u{1}\n\t\"q\"\\", "é✓\u{1F600}", String(repeating: "x", count: 300), "c\u{7f}\u{0}"]
     for replyTo in texts {
