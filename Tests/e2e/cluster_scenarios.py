@@ -22,7 +22,7 @@ from durability_scenarios import (DRIVER_FLAGS, driver_stats, history_problems, 
                                   summary)
 from harness import (Failure, Janus, MediaNamespace, Server, Softphone, check, dominant_frequency,
                      eventually, free_port, http_get, sound_seconds, spawn, wait_port, wait_port_in, wav_seconds)
-from group_scenarios import (a_page_in_alices_call, audio_rates, heard_everyone_else, hearing_grows_by,
+from group_scenarios import (a_page_in_alices_call, audio_rates, hang_up, heard_everyone_else, hearing_grows_by,
                              page_hears)
 from scenarios import scenario, time_limit
 from protocol_driver import CallDriver, Session, fake_candidate, is_ack
@@ -828,9 +828,7 @@ async def _a_group_call_outlives_its_node(s, stack, drain, extra=()):
         check(peer.count("start") == 1, f"{name} was rung again ({peer.count('start')} starts)")
         for other in everyone:
             check(not peer.has("participant", user=other, state="left"), f"{name} saw {other} leave")
-    alice.interrupt()
-    for name, peer in everyone.items():
-        check(await peer.exit_status(timeout=30) == 0, f"{name} did not complete the call")
+    await hang_up(alice, *everyone.values())
     for peer in (bob, carol):
         check(peer.find("ended")["reason"] == "ended", f"{peer.name}: the creator's end did not reach it")
     for name in everyone:
@@ -900,6 +898,5 @@ async def a_browser_in_a_group_call_outlives_the_calls_node(s, stack):
     check(state["group"]["state"] == "joined" and not state.get("groupEnded"), f"the page left the call: {state}")
     check(state["group"]["receivers"] == 1, f"the page has {state['group']['receivers']} receiving connections")
     check(bob.count("start") == 1 and not bob.has("ended"), "bob was rung again or his call ended")
-    alice.interrupt()
-    check(await alice.exit_status() == 0 and await bob.exit_status() == 0, "the call did not complete")
+    await hang_up(alice, bob)
     await page.wait_for("the end of the call", lambda st: st.get("groupEnded"))

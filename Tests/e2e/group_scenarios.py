@@ -36,6 +36,14 @@ def heard_everyone_else(s, tones, user):
     check(levels[tones[user]] < 0.05, f"{user} hears its own {tones[user]} Hz ({levels})")
 
 
+async def hang_up(creator, *others):
+    """The creator ends the call for everyone (its CLI interrupted); every device completes it."""
+    creator.interrupt()
+    for peer in dict.fromkeys((creator, *others)):
+        check(await peer.exit_status() == 0, f"{peer.name} did not complete the call")
+
+
+
 async def group_call_of(n, s, stack, extra=()):
     ns, _, server = await group_stack(s, stack)
     names = ["alice", "bob", "carol", "dave", "erin"][:n]
@@ -266,8 +274,7 @@ async def a_member_gone_past_the_grace_is_cut_out_of_the_media_both_ways(s, stac
     for peer, other in ((alice, "bob"), (bob, "alice")):
         check(then[peer.name].get(other, 0) > first[peer.name].get(other, 0),
               f"{peer.name} stopped hearing {other} (a control: the call goes on for them)")
-    alice.interrupt()
-    check(await alice.exit_status() == 0 and await bob.exit_status() == 0, "the call did not complete")
+    await hang_up(alice, bob)
 
 
 async def media_cut_both_ways(alice, bob, carol, gone="carol"):
@@ -300,8 +307,7 @@ async def the_owner_removes_a_member_who_is_cut_out_of_the_media_both_ways(s, st
         await peer.wait_for("participant", user="carol", state="removed", timeout=10)
         await peer.wait_for("participant", user="carol", state="stream-ended", timeout=10)
     await media_cut_both_ways(alice, bob, carol)
-    alice.interrupt()
-    check(await alice.exit_status() == 0 and await bob.exit_status() == 0, "the call did not complete")
+    await hang_up(alice, bob)
 
 
 @scenario
@@ -345,9 +351,7 @@ async def someone_invited_mid_call_joins_is_heard_and_removed(s, stack):
         for other in others:
             check(after[peer.name].get(other, 0) > before[peer.name].get(other, 0),
                   f"{peer.name} stopped hearing {other} after dave was removed")
-    alice.interrupt()
-    for peer in (alice, bob, carol):
-        check(await peer.exit_status() == 0, f"{peer.name} did not complete the call")
+    await hang_up(alice, bob, carol)
     for listener, other in [(name, "dave") for name in ("alice", "bob", "carol")] + [
             ("dave", name) for name in ("alice", "bob", "carol")]:
         path = s.file(f"{listener}-{other}.wav")
@@ -495,9 +499,7 @@ async def four_on_one_subscriber_connection_each_one_leaves_one_joins(s, stack):
     for peer in everyone.values():
         check(await connections_made(peer) == 2, f"{peer.name} made {await connections_made(peer)} connections, not 2")
 
-    alice.interrupt()
-    for peer in everyone.values():
-        check(await peer.exit_status() == 0, f"{peer.name} did not complete the call")
+    await hang_up(alice, *everyone.values())
     for listener in everyone:
         for other in [o for o in tones if o != listener and not (listener == "eve" and o == "carol")]:
             path = s.file(f"{listener}-{other}.wav")
@@ -541,9 +543,7 @@ async def a_member_whose_signaling_lags_hears_who_takes_over_a_section(s, stack)
     await dave.wait_for("start", timeout=10)
     await alice.wait_for("first-audio dave", timeout=20)
     await hearing_grows([(alice, ["carol", "dave"])])
-    alice.interrupt()
-    for peer in (alice, carol, dave):
-        check(await peer.exit_status() == 0, f"{peer.name} did not complete the call")
+    await hang_up(alice, carol, dave)
     # Each recording's first second: its ends are silence while Alice's lagging signaling has not
     # yet told her that a section changed hands.
     for other in ("bob", "carol", "dave"):
@@ -615,8 +615,7 @@ async def a_browser_on_one_subscriber_connection_in_a_group_call(s, stack):
     check(state["group"]["receivers"] == 1, f"the page has {state['group']['receivers']} receiving connections")
     await dave.wait_for("first-audio carol", timeout=30)
     await hearing_grows([(alice, ["dave", "carol"]), (dave, ["alice", "carol"])], pause=2)
-    alice.interrupt()
-    check(await alice.exit_status() == 0 and await dave.exit_status() == 0, "the call did not complete")
+    await hang_up(alice, dave)
     await page.wait_for("the end of the call", lambda st: st.get("groupEnded"))
     for listener in ("alice", "bob", "dave"):
         path = s.file(f"{listener}-carol.wav")
@@ -752,9 +751,7 @@ async def a_member_moves_network_mid_call(s, stack, extra=()):
               not peer.has("participant", user="carol", state="left") for peer in (alice, bob)),
           "carol left the call")
 
-    alice.interrupt()
-    for peer in everyone.values():
-        check(await peer.exit_status() == 0, f"{peer.name} did not complete the call")
+    await hang_up(alice, *everyone.values())
     for name in everyone:
         heard_everyone_else(s, tones, name)
 
@@ -809,8 +806,7 @@ async def a_browser_moves_network_mid_group_call(s, stack):
         st["group"]["readings"].get(user, 0) >= mark.get(user, 0) + 8 for user in ("alice", "bob")), timeout=30)
     state = await page.page_state()
     check(state["group"]["connections"] == 2, f"the page made {state['group']['connections']} connections, not 2")
-    alice.interrupt()
-    check(await alice.exit_status() == 0 and await bob.exit_status() == 0, "the call did not complete")
+    await hang_up(alice, bob)
     for listener in ("alice", "bob"):
         path = s.file(f"{listener}-carol.wav")
         near(dominant_frequency(path), tones["carol"], path)
