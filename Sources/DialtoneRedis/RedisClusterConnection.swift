@@ -287,7 +287,6 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
       case "MOVED" where attempt < Self.maxRedirects:
         // The node that now serves the slot knows the new map for certain (another may not yet).
         if let target = head.movedTarget {
-          slots[target.slot] = target.address
           try? refresh(preferring: target.address)
           slots[target.slot] = target.address
         }
