@@ -349,10 +349,9 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
 
   /// One round trip to `address`, ended by WAIT when the primary has replicas (its reply dropped).
   private func send(_ batch: [[RedisArgument]], to address: RedisAddress) throws(RedisError) -> [RedisReply] {
-    let link = try connection(address)
-    guard (replicas[address] ?? 0) > 0 else { return try link.pipeline(batch) }
-    let wait: [RedisArgument] = ["WAIT", "1", .integer(try RedisConnection.milliseconds(replicaWait))]
-    return Array(try link.pipeline(batch + [wait]).dropLast())
+    let expected = try write(batch, to: address)
+    guard let link = connections[address] else { throw .connectionLost(message: "the connection is closed") }
+    return Array(try link.receive(count: expected).prefix(batch.count))
   }
 
   private func connection(_ address: RedisAddress) throws(RedisError) -> RedisConnection {
