@@ -343,7 +343,7 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
       try link.send(batch)
       return batch.count
     }
-    try link.send(batch + [["WAIT", "1", .integer(try RedisConnection.milliseconds(replicaWait))]])
+    try link.send(batch + [["WAIT", "1", try .milliseconds(replicaWait)]])
     return batch.count + 1
   }
 
