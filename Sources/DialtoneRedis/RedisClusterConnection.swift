@@ -287,7 +287,6 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
       case "MOVED" where attempt < Self.maxRedirects:
         // The node that now serves the slot knows the new map for certain (another may not yet).
         if let target = head.movedTarget {
-          slots[target.slot] = target.address
           try? refresh(preferring: target.address)
           slots[target.slot] = target.address
         }
@@ -344,16 +343,15 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
       try link.send(batch)
       return batch.count
     }
-    try link.send(batch + [["WAIT", "1", .integer(try RedisConnection.milliseconds(replicaWait))]])
+    try link.send(batch + [["WAIT", "1", try .milliseconds(replicaWait)]])
     return batch.count + 1
   }
 
   /// One round trip to `address`, ended by WAIT when the primary has replicas (its reply dropped).
   private func send(_ batch: [[RedisArgument]], to address: RedisAddress) throws(RedisError) -> [RedisReply] {
-    let link = try connection(address)
-    guard (replicas[address] ?? 0) > 0 else { return try link.pipeline(batch) }
-    let wait: [RedisArgument] = ["WAIT", "1", .integer(try RedisConnection.milliseconds(replicaWait))]
-    return Array(try link.pipeline(batch + [wait]).dropLast())
+    let expected = try write(batch, to: address)
+    guard let link = connections[address] else { throw .connectionLost(message: "the connection is closed") }
+    return Array(try link.receive(count: expected).prefix(batch.count))
   }
 
   private func connection(_ address: RedisAddress) throws(RedisError) -> RedisConnection {

@@ -8,7 +8,7 @@ extension RedisClient {
     _ key: RedisArgument, _ value: RedisArgument, expiresIn: Duration? = nil, onlyIfAbsent: Bool = false
   ) throws(RedisError) -> Bool {
     var arguments: [RedisArgument] = ["SET", key, value]
-    if let expiresIn { arguments += ["PX", .integer(try RedisConnection.milliseconds(expiresIn))] }
+    if let expiresIn { arguments += ["PX", try .milliseconds(expiresIn)] }
     if onlyIfAbsent { arguments.append("NX") }
     switch try command(arguments) {
     case .status("OK"): return true
@@ -35,7 +35,7 @@ extension RedisClient {
   /// Whether the key existed and now expires after `duration`.
   @discardableResult
   public func pexpire(_ key: RedisArgument, _ duration: Duration) throws(RedisError) -> Bool {
-    try integer(["PEXPIRE", key, .integer(try RedisConnection.milliseconds(duration))]) == 1
+    try integer(["PEXPIRE", key, try .milliseconds(duration)]) == 1
   }
 
   /// The value after incrementing (a missing key counts as 0).

@@ -29,7 +29,7 @@ extension RedisClient {
   public func extendLease(_ key: RedisArgument, holder: RedisArgument, duration: Duration) throws(RedisError) -> Bool {
     let reply = try eval(
       RedisConnection.extendLeaseScript, keys: [key],
-      arguments: [holder, .integer(try RedisConnection.milliseconds(duration))])
+      arguments: [holder, try .milliseconds(duration)])
     guard let value = reply.integer else { throw .unexpectedReply(reply) }
     return value == 1
   }
