@@ -362,19 +362,25 @@ public struct GroupCallMachine: Sendable {
     return makePublisher()
   }
 
-  private mutating func makePublisher() -> [Effect] {
-    let stream = Stream(ref: nextRef(Self.publisherStream), from: nil)
+  /// A fresh publisher connection; `restart` is what its offer says (a replaced one keeps its
+  /// `recovery`).
+  private mutating func makePublisher(restart: GroupRestart? = nil, recovery: IceRecovery = .connecting) -> [Effect] {
+    var stream = Stream(ref: nextRef(Self.publisherStream), from: nil)
+    stream.restart = restart
+    stream.recovery = recovery
     streams[Self.publisherStream] = stream
-    return [
-      .makeConnection(stream.ref, PeerConnectionConfiguration(iceServers: iceServers, video: video, sendOnly: true))
-    ]
+    return [.makeConnection(stream.ref, publisherConfiguration)]
+  }
+
+  private var publisherConfiguration: PeerConnectionConfiguration {
+    PeerConnectionConfiguration(iceServers: iceServers, video: video, sendOnly: true)
   }
 
   /// The connections a Janus call makes first (`mediaReady`, `subscriberOffer`): built ahead,
   /// their pipelines are ready when `group-media` and the first subscriber offer come (with
   /// LiveKit they stay unused).
   private var prepare: Effect {
-    let publisher = PeerConnectionConfiguration(iceServers: iceServers, video: video, sendOnly: true)
+    let publisher = publisherConfiguration
     let subscriber = PeerConnectionConfiguration(iceServers: iceServers, video: video, multistream: true)
     return .prepareConnections(multistream ? [publisher, subscriber] : [publisher])
   }
@@ -535,12 +541,7 @@ public struct GroupCallMachine: Sendable {
       let gone = stream.subscriber ? stream.participants : (stream.from.map { [$0] } ?? [])
       effects += gone.map { .notify(.remoteStreamRemoved(stream: id, from: $0)) }
     }
-    var fresh = Stream(ref: nextRef(Self.publisherStream), from: nil)
-    fresh.restart = .connection
-    streams[Self.publisherStream] = fresh
-    return effects + [
-      .makeConnection(fresh.ref, PeerConnectionConfiguration(iceServers: iceServers, video: video, sendOnly: true))
-    ]
+    return effects + makePublisher(restart: .connection)
   }
 
   // MARK: Each stream's negotiation
@@ -748,14 +749,7 @@ public struct GroupCallMachine: Sendable {
       streams[id] = stream
       return [.createRestartOffer(stream.ref)]
     }
-    var fresh = Stream(ref: nextRef(id), from: nil)
-    fresh.recovery = stream.recovery
-    fresh.restart = .connection
-    streams[id] = fresh
-    return [
-      .close(stream.ref),
-      .makeConnection(fresh.ref, PeerConnectionConfiguration(iceServers: iceServers, video: video, sendOnly: true)),
-    ]
+    return [.close(stream.ref)] + makePublisher(restart: .connection, recovery: stream.recovery)
   }
 
   /// The server's offer restarting a stream it offered before (the answer to `group-restart`,
