@@ -264,8 +264,8 @@ public actor GroupCall {
       feed(.settled)
     case .makeConnection(let ref, let configuration):
       await makeConnection(ref, configuration)
-    case .prepareConnections(let configurations):
-      factory.prepare(configurations)  // (run by `feed` itself)
+    case .prepareConnections:
+      break  // `feed` runs it at once and never queues it
     case .setAudio(let ref, let enabled):
       await connections[ref]?.pc.setAudioEnabled(enabled)
     case .setVideoDirection(let ref, let direction):

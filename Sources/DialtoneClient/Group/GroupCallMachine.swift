@@ -166,6 +166,12 @@ public struct GroupCallMachine: Sendable {
     /// This device's own publisher (which offers; every other stream answers).
     var isPublisher: Bool { from == nil && !subscriber }
 
+    /// The participants whose media it carries (none for the publisher).
+    var carries: [Peer] { subscriber ? participants : (from.map { [$0] } ?? []) }
+
+    /// Cancels its recovery timer, if one is armed.
+    var cancelTimer: [Effect] { recovery.timer.map { [.cancel($0)] } ?? [] }
+
     /// The participants the subscriber connection carries, in the order of their first section.
     var participants: [Peer] {
       var seen: Set<Peer> = []
@@ -362,19 +368,25 @@ public struct GroupCallMachine: Sendable {
     return makePublisher()
   }
 
-  private mutating func makePublisher() -> [Effect] {
-    let stream = Stream(ref: nextRef(Self.publisherStream), from: nil)
+  /// A fresh publisher connection; `restart` is what its offer says (a replaced one keeps its
+  /// `recovery`).
+  private mutating func makePublisher(restart: GroupRestart? = nil, recovery: IceRecovery = .connecting) -> [Effect] {
+    var stream = Stream(ref: nextRef(Self.publisherStream), from: nil)
+    stream.restart = restart
+    stream.recovery = recovery
     streams[Self.publisherStream] = stream
-    return [
-      .makeConnection(stream.ref, PeerConnectionConfiguration(iceServers: iceServers, video: video, sendOnly: true))
-    ]
+    return [.makeConnection(stream.ref, publisherConfiguration)]
+  }
+
+  private var publisherConfiguration: PeerConnectionConfiguration {
+    PeerConnectionConfiguration(iceServers: iceServers, video: video, sendOnly: true)
   }
 
   /// The connections a Janus call makes first (`mediaReady`, `subscriberOffer`): built ahead,
   /// their pipelines are ready when `group-media` and the first subscriber offer come (with
   /// LiveKit they stay unused).
   private var prepare: Effect {
-    let publisher = PeerConnectionConfiguration(iceServers: iceServers, video: video, sendOnly: true)
+    let publisher = publisherConfiguration
     let subscriber = PeerConnectionConfiguration(iceServers: iceServers, video: video, multistream: true)
     return .prepareConnections(multistream ? [publisher, subscriber] : [publisher])
   }
@@ -475,13 +487,10 @@ public struct GroupCallMachine: Sendable {
       return []
     case .groupStreamEnded(let m):
       guard let stream = streams.removeValue(forKey: m.stream) else { return [] }
-      let timer = stream.recovery.cancelArmed.compactMap { action -> Effect? in
-        if case .cancel(let token) = action { return .cancel(token) }
-        return nil
-      }
+      let timer = stream.cancelTimer
       // A stream whose connection is still being made closes once it is (connectionMade).
       guard stream.step != .making else { return timer }
-      let gone = stream.subscriber ? stream.participants : (stream.from.map { [$0] } ?? [])
+      let gone = stream.carries
       return timer + [.close(stream.ref)] + gone.map { .notify(.remoteStreamRemoved(stream: m.stream, from: $0)) }
     case .groupEnded(let m):
       return finish(m.reason)
@@ -525,22 +534,12 @@ public struct GroupCallMachine: Sendable {
     let old = streams
     streams = [:]
     for (id, stream) in old.sorted(by: { $0.key < $1.key }) {
-      effects += stream.recovery.cancelArmed.compactMap { action -> Effect? in
-        if case .cancel(let token) = action { return .cancel(token) }
-        return nil
-      }
+      effects += stream.cancelTimer
       // A connection still being made closes once it is (connectionMade).
       if stream.step != .making { effects.append(.close(stream.ref)) }
-      guard !stream.isPublisher else { continue }
-      let gone = stream.subscriber ? stream.participants : (stream.from.map { [$0] } ?? [])
-      effects += gone.map { .notify(.remoteStreamRemoved(stream: id, from: $0)) }
+      effects += stream.carries.map { .notify(.remoteStreamRemoved(stream: id, from: $0)) }
     }
-    var fresh = Stream(ref: nextRef(Self.publisherStream), from: nil)
-    fresh.restart = .connection
-    streams[Self.publisherStream] = fresh
-    return effects + [
-      .makeConnection(fresh.ref, PeerConnectionConfiguration(iceServers: iceServers, video: video, sendOnly: true))
-    ]
+    return effects + makePublisher(restart: .connection)
   }
 
   // MARK: Each stream's negotiation
@@ -748,14 +747,7 @@ public struct GroupCallMachine: Sendable {
       streams[id] = stream
       return [.createRestartOffer(stream.ref)]
     }
-    var fresh = Stream(ref: nextRef(id), from: nil)
-    fresh.recovery = stream.recovery
-    fresh.restart = .connection
-    streams[id] = fresh
-    return [
-      .close(stream.ref),
-      .makeConnection(fresh.ref, PeerConnectionConfiguration(iceServers: iceServers, video: video, sendOnly: true)),
-    ]
+    return [.close(stream.ref)] + makePublisher(restart: .connection, recovery: stream.recovery)
   }
 
   /// The server's offer restarting a stream it offered before (the answer to `group-restart`,
@@ -782,7 +774,7 @@ public struct GroupCallMachine: Sendable {
     fresh.offer = offer
     fresh.offeredSections = m.streams ?? []
     streams[m.stream] = fresh
-    let gone = stream.subscriber ? stream.participants : (stream.from.map { [$0] } ?? [])
+    let gone = stream.carries
     var effects: [Effect] = stream.step == .making ? [] : [.close(stream.ref)]
     effects += gone.map { .notify(.remoteStreamRemoved(stream: m.stream, from: $0)) }
     let configuration =
