@@ -114,6 +114,10 @@ final class CurlEngine: @unchecked Sendable {
         curl_multi_add_handle(multi, easy)  // sets a timer of 0: handled below
       }
       runTimerIfDue()
+      // A transfer can finish inside that call: curl sends a request on a kept-alive connection
+      // and reads an answer that is already there, or fails at once. Nothing would wake `poll`
+      // for it (curl no longer watches its socket and sets no timer), so it is collected now.
+      collectFinished()
       fds.removeAll(keepingCapacity: true)
       fds.append(pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0))
       for (socket, events) in watched { fds.append(pollfd(fd: socket, events: events, revents: 0)) }
@@ -145,8 +149,10 @@ final class CurlEngine: @unchecked Sendable {
     }
   }
 
+  /// Without a curl timer the engine sleeps until a socket or the wake pipe is ready: a cap
+  /// would only turn a transfer nobody collected into a late one instead of a hung one.
   private func pollTimeoutMilliseconds() -> Int32 {
-    guard let deadline else { return 1000 }
+    guard let deadline else { return -1 }
     let left = ContinuousClock.now.duration(to: deadline)
     let milliseconds = left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000
     return Int32(max(0, min(1000, milliseconds + 1)))

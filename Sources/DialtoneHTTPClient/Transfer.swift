@@ -35,6 +35,8 @@ final class Transfer {
   func configure(_ configuration: HTTPClient.Configuration, easy: UnsafeMutableRawPointer) -> Bool {
     self.easy = easy
     guard dt_curl_setopt_ptr(easy, CURLOPT_URL, request.url) == CURLE_OK else { return false }
+    // Only HTTP(S): a configured URL (Janus, LiveKit, a push service) must never read a file.
+    _ = dt_curl_setopt_ptr(easy, CURLOPT_PROTOCOLS_STR, "http,https")
     let version =
       configuration.http2
       ? (request.url.hasPrefix("https") ? CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_1_1)

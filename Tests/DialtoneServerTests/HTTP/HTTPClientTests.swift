@@ -45,6 +45,20 @@ import Testing
     await server.stop()
   }
 
+  // A transfer that ends inside the call that starts it (here: a scheme the client refuses; on a
+  // kept-alive connection: an answer already there) wakes nothing, so the engine must collect it
+  // before it sleeps. Before it did, these hung until another request came. The time limit is a
+  // hang guard, not a measurement. `file:` is refused too: a configured URL never reads a file.
+  @Test(.timeLimit(.minutes(1))) func aRequestThatFailsAtOnceIsAnsweredAtOnce() async throws {
+    let client = HTTPClient(configuration: .init(http2: false))
+    for url in ["file:///etc/hostname", "ftp://127.0.0.1/", "nosuch://127.0.0.1/"] {
+      await #expect(throws: HTTPClientError.self, "\(url)") {
+        _ = try await client.send(HTTPClientRequest(method: "GET", url: url))
+      }
+    }
+    client.shutdown()
+  }
+
   @Test func aShutDownClientRefusesNewRequests() async throws {
     let client = HTTPClient()
     client.shutdown()
