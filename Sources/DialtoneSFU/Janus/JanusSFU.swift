@@ -109,11 +109,20 @@ package actor JanusSFU: SFUBackend {
   /// Subscriptions run beside the call's chain: a join must not wait for the N-1 feeds before it.
   private var subscriptions: [CallID: [Task<Void, Never>]] = [:]
   private var pump: Task<Void, Never>?
-  /// Publisher handles being replaced (`unpublish`), and whether Janus reported their old
-  /// PeerConnection hung up yet (its `hangup` event).
-  private var hangups: [UInt64: Bool] = [:]
+  /// Publisher handles being replaced (`unpublish`), until Janus reports their old
+  /// PeerConnection hung up (its `hangup` event) or the wait times out.
+  private var hangups: [UInt64: HangupWait] = [:]
   /// How long a replaced publisher waits for Janus to hang its old PeerConnection up.
   private static let hangupWait: Duration = .seconds(2)
+
+  private enum HangupWait {
+    /// Asked to unpublish; Janus has not hung up yet and nobody waits yet.
+    case asked
+    /// Janus hung up before anyone waited.
+    case hungUp
+    /// `unpublish` waits, with the timer that ends the wait if Janus never hangs up.
+    case waiting(CheckedContinuation<Bool, Never>, timer: Task<Void, Never>)
+  }
 
   package init(settings: Settings, log: Log) {
     self.settings = settings
@@ -427,18 +436,13 @@ package actor JanusSFU: SFUBackend {
   private func unpublish(_ callId: CallID, _ who: Identity) async {
     guard let participant = rooms[callId]?.participants[who], let session else { return }
     rooms[callId]?.participants[who]?.published = false
-    hangups[participant.handle] = false
+    hangups[participant.handle] = .asked
     defer { hangups[participant.handle] = nil }
     do {
       _ = try await session.message(participant.handle, ["request": "unpublish"])
       // Janus closes the PeerConnection a moment after it answers: an offer that came before
       // would be taken for a renegotiation of the dying one (and die with it).
-      let clock = ContinuousClock()
-      let deadline = clock.now + Self.hangupWait
-      while hangups[participant.handle] != true, clock.now < deadline {
-        try? await Task.sleep(for: .milliseconds(10))
-      }
-      if hangups[participant.handle] != true {
+      if await !hungUp(participant.handle) {
         log.warning("group call \(callId): Janus did not hang up \(who.userId)'s old publisher in time", callId: callId)
       }
     } catch {
@@ -455,6 +459,37 @@ package actor JanusSFU: SFUBackend {
       owners[subscription.handle] = nil
       await session.detach(subscription.handle)
       emit(.send(.groupStreamEnded(.init(callId: callId, stream: subscription.stream)), callId: callId, to: other))
+    }
+  }
+
+  /// Waits for Janus's `hangup` of a handle being unpublished: true when it came, false when
+  /// `hangupWait` passed first.
+  private func hungUp(_ handle: UInt64) async -> Bool {
+    switch hangups[handle] {
+    case .asked: break
+    case .hungUp: return true
+    case .waiting, nil: return false
+    }
+    return await withCheckedContinuation { continuation in
+      let timer = Task { [weak self] in
+        try? await Task.sleep(for: Self.hangupWait)
+        guard !Task.isCancelled else { return }
+        await self?.endHangupWait(handle, hungUp: false)
+      }
+      hangups[handle] = .waiting(continuation, timer: timer)
+    }
+  }
+
+  private func endHangupWait(_ handle: UInt64, hungUp: Bool) {
+    switch hangups[handle] {
+    case .waiting(let continuation, let timer):
+      timer.cancel()
+      hangups[handle] = hungUp ? .hungUp : .asked
+      continuation.resume(returning: hungUp)
+    case .asked where hungUp:
+      hangups[handle] = .hungUp
+    default:
+      return
     }
   }
 
@@ -746,7 +781,7 @@ package actor JanusSFU: SFUBackend {
         }
       }
     case "hangup":
-      if hangups[handle] != nil { hangups[handle] = true }
+      endHangupWait(handle, hungUp: true)
       log.info(
         "group call \(owner.callId): Janus hung up \(owner.participant.userId)'s \(owner.stream) "
           + "(\(event.message["reason"]?.stringValue ?? "no reason"))")
