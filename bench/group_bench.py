@@ -24,7 +24,7 @@ infrastructure) at that nice value: on a shared 2-core machine they otherwise wa
 behind the softphones, which in production run on other machines (a diagnostic, not the
 default). Needs root. Usage:
     python3 bench/group_bench.py [--bin .build/release] [--sizes 3,5,8] [--rounds 3] [--window 5]
-                                 [--infra-nice N]
+                                 [--infra-nice N] [--modes janus,multistream,mesh]
 """
 import argparse
 import asyncio
@@ -172,6 +172,7 @@ async def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--window", type=float, default=5)
     parser.add_argument("--infra-nice", type=int, default=None)
+    parser.add_argument("--modes", default="janus,multistream,mesh", help="which modes to run, in this order")
     args = parser.parse_args()
     global INFRA_NICE
     INFRA_NICE = args.infra_nice
@@ -186,7 +187,8 @@ async def main():
           "softphones CPU / participant |")
     print("|---|---|---|---|---|---|---|")
     for n in [int(x) for x in args.sizes.split(",")]:
-        for mode, run in (("janus", janus_round), ("multistream", multistream_round), ("mesh", mesh_round)):
+        rounds = {"janus": janus_round, "multistream": multistream_round, "mesh": mesh_round}
+        for mode, run in ((m, rounds[m]) for m in args.modes.split(",")):
             samples, infra, dev = [], [], []
             for _ in range(args.rounds):
                 s = h.Scratch()
