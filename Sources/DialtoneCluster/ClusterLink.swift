@@ -140,6 +140,13 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
   package static let maxUnanswered = 100_000
 
   package init(settings: Settings, liveCalls: any LiveCallStore, metrics: ClusterMetrics, log: Log) {
+    var settings = settings
+    if settings.redis.replicaWait.observer == nil {
+      let waits = metrics.replicaWaits
+      settings.redis.replicaWait.observer = RedisReplicaObserver { outcome in
+        waits.labels(outcome == .unconfirmed ? "unconfirmed" : "late").increment()
+      }
+    }
     self.settings = settings
     self.liveCalls = liveCalls
     self.metrics = metrics

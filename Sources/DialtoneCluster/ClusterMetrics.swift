@@ -10,6 +10,9 @@ package struct ClusterMetrics: Sendable {
   package let takeovers: Counter
   package let sessionsHeld: Gauge
   package let senderQueue: Gauge
+  /// Round trips to a Redis Cluster primary whose writes its replicas confirmed only on a later
+  /// WAIT (`late`) or not in time at all (`unconfirmed`: refused as not stored).
+  package let replicaWaits: MetricFamily<Counter>
 
   package init(registry r: MetricsRegistry) {
     transactions =
@@ -34,5 +37,10 @@ package struct ClusterMetrics: Sendable {
       r.gauge("dialtone_cluster_sessions_held", "Sessions whose socket this node holds or last held.").unlabelled
     senderQueue =
       r.gauge("dialtone_cluster_sender_queue", "Cluster jobs waiting for Redis on this node.").unlabelled
+    replicaWaits = r.counter(
+      "dialtone_cluster_redis_replica_waits_total",
+      "Redis Cluster round trips whose writes replicas confirmed only on a later WAIT (late) or not in time"
+        + " (unconfirmed: refused as not stored).",
+      labels: ["outcome"])
   }
 }
