@@ -1,3 +1,4 @@
+import DialtoneCluster
 import DialtoneRedis
 import DialtoneSupport
 import DialtoneTestSupport
@@ -171,6 +172,53 @@ import Testing
       let direct = try cluster.direct(replica)
       defer { direct.close() }
       #expect(try direct.pipeline([["READONLY"], ["GET", .string(key)]])[1].string == "y")
+    }
+  }
+}
+
+/// The session ledger on a shard whose replica stalls: a message is not stored (its session
+/// will resync) rather than handed out with a seq a failover could give another message.
+@Suite struct SessionLedgerReplicaTests {
+  @Test func aMessageNoReplicaConfirmedIsNotStoredAndIsOnceTheReplicaCatchesUp() async throws {
+    try await ScratchRedisCluster.with(nodeTimeout: .seconds(60)) { cluster in
+      let redis = try cluster.connect()
+      defer { redis.close() }
+      let ledger = SessionLedger(redis, limits: .init(expiry: .seconds(60)))
+      let (session, node) = ("s_" + UUID().uuidString, "n-" + UUID().uuidString)
+      try ledger.open(session, userId: "alice", deviceId: "phone", node: node)
+      let frame = SessionLedger.Frame(head: Array(#"{"seq":"#.utf8), tail: Array(#","type":"ice"}"#.utf8))
+      let step = SessionLedger.Step.append(frame, session: session, requestID: nil, once: nil)
+      guard let primary = redis.node(forKey: "{\(session)}"),
+        let replica = try cluster.replicaPorts(of: primary.port).first
+      else { throw ScratchProcess.Failure("no replica for the session's shard") }
+
+      await cluster.pause(port: replica)
+      let refused = Result { () throws(RedisError) in try ledger.run([step], from: node) }
+      await cluster.resume(port: replica)
+      switch refused {
+      case .success(let results):
+        #expect(results.count == 1)
+        guard case .failed(let error) = results.first else {
+          Issue.record("a message no replica had counts as stored: \(results)")
+          return
+        }
+        #expect(error.serverPrefix == "NOREPLICAS", "\(error)")
+      case .failure(let error):
+        #expect(error.serverPrefix == "NOREPLICAS", "\(error)")
+      }
+
+      // Once the replica runs again, a message is stored (after the refused one, which did run
+      // on the primary: the session's holder makes its client resync).
+      let stored = try acknowledged { () throws -> SessionLedger.StepResult in
+        let results = try ledger.run([step], from: node)
+        if case .failed(let error)? = results.first { throw error }
+        return results.first ?? .failed(.unexpectedReply(.null))
+      }
+      guard case .appended(.here(let message)) = stored else {
+        Issue.record("not stored for its holder: \(stored)")
+        return
+      }
+      #expect(message.seq == 2)
     }
   }
 }
