@@ -142,10 +142,7 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
   package init(settings: Settings, liveCalls: any LiveCallStore, metrics: ClusterMetrics, log: Log) {
     var settings = settings
     if settings.redis.replicaWait.observer == nil {
-      let waits = metrics.replicaWaits
-      settings.redis.replicaWait.observer = RedisReplicaObserver { outcome in
-        waits.labels(outcome == .unconfirmed ? "unconfirmed" : "late").increment()
-      }
+      settings.redis.replicaWait.observer = metrics.replicaObserver()
     }
     self.settings = settings
     self.liveCalls = liveCalls

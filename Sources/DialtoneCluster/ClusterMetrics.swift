@@ -1,4 +1,5 @@
 import DialtoneMetrics
+import DialtoneRedis
 
 /// What a cluster node counts (`/metrics`, protocol.md 16.9), registered with the server's others.
 package struct ClusterMetrics: Sendable {
@@ -42,5 +43,13 @@ package struct ClusterMetrics: Sendable {
       "Redis Cluster round trips whose writes replicas confirmed only on a later WAIT (late) or not in time"
         + " (unconfirmed: refused as not stored).",
       labels: ["outcome"])
+  }
+
+  /// What a node's Redis connections report of their WAITs, counted in `replicaWaits`.
+  package func replicaObserver() -> RedisReplicaObserver {
+    let waits = replicaWaits
+    return RedisReplicaObserver { outcome in
+      waits.labels(outcome == .unconfirmed ? "unconfirmed" : "late").increment()
+    }
   }
 }

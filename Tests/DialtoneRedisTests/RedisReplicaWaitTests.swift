@@ -1,3 +1,5 @@
+import DialtoneCluster
+import DialtoneMetrics
 import DialtoneRedis
 import DialtoneSupport
 import DialtoneTestSupport
@@ -96,6 +98,20 @@ import Testing
     #expect(try redis.set("k", "w"))
     #expect(shard.mapReads > maps)
     #expect(shard.waits == [1, 2])
+  }
+
+  @Test func aNodesMetricsCountLateAndRefusedRoundTrips() throws {
+    let registry = MetricsRegistry()
+    let metrics = ClusterMetrics(registry: registry)
+    let shard = try FakeShard(replicas: 1, waits: [0, 1, 0, 0])
+    defer { shard.stop() }
+    let redis = try shard.connect(observer: metrics.replicaObserver())
+    defer { redis.close() }
+    #expect(try redis.set("k", "v"))
+    #expect(throws: RedisError.self) { try redis.set("k", "w") }
+    let text = PrometheusTextFormat.render(registry)
+    #expect(text.contains(#"dialtone_cluster_redis_replica_waits_total{outcome="late"} 1"#), "\(text)")
+    #expect(text.contains(#"dialtone_cluster_redis_replica_waits_total{outcome="unconfirmed"} 1"#))
   }
 
   @Test func waitSettingsComeFromTheURL() throws {
