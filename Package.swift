@@ -147,7 +147,7 @@ let package = Package(
     // Runs a scratch redis-server of its own (Debian's redis-server package).
     .testTarget(
       name: "DialtoneRedisTests",
-      dependencies: ["DialtoneRedis", "DialtoneCluster", "DialtoneTestSupport", "DialtoneTLS"]),
+      dependencies: ["DialtoneRedis", "DialtoneCluster", "DialtoneMetrics", "DialtoneTestSupport", "DialtoneTLS"]),
     .testTarget(name: "DialtoneMetricsTests", dependencies: ["DialtoneMetrics"]),
     .testTarget(name: "DialtoneCallsTests", dependencies: ["DialtoneCalls", "DialtoneProtocol", "DialtoneSupport"]),
     .testTarget(

@@ -82,6 +82,24 @@ def commandstats(ports):
     return calls
 
 
+def cluster_counters(nodes):
+    """The nodes' store failures and replica WAIT outcomes (`/metrics`), summed: whether the load
+    ran with writes refused for want of a replica's confirmation."""
+    import urllib.request
+    wanted = ("dialtone_cluster_store_failures_total", "dialtone_cluster_redis_replica_waits_total")
+    totals = {}
+    for node in nodes:
+        try:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{node.port}/metrics", timeout=5).read().decode()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if line.startswith(wanted):
+                name, _, value = line.rpartition(" ")
+                totals[name] = totals.get(name, 0) + float(value)
+    return totals
+
+
 async def run_load(args, label, nodes, measured, breakdown=(), redis_port=None):
     bench = args.bench or os.path.join(args.bin, "dialtone-bench")
     command = [bench, "signaling", "--calls", str(args.calls), "--idle", str(args.idle), "--rate", str(args.rate),
@@ -107,6 +125,10 @@ async def run_load(args, label, nodes, measured, breakdown=(), redis_port=None):
     if process.returncode != 0:
         raise SystemExit(f"{label}: dialtone-bench exited {process.returncode}")
     report = json.loads(out.decode().strip().splitlines()[-1])
+    counters = cluster_counters(nodes)
+    if counters:
+        report["clusterCounters"] = counters
+        print(f"{label} cluster counters: {json.dumps(counters, sort_keys=True)}", file=sys.stderr)
     sockets = args.idle + 2 * args.calls
     if during:
         report["nodeKBPerSocket"] = sum(during["rss"][p] - before["rss"][p] for p in node_pids) / sockets / 1024

@@ -99,7 +99,7 @@ extension CallOwnership {
 
   private func owners(of callIds: [String]) throws(RedisError) -> [(String, String?)] {
     guard !callIds.isEmpty else { return [] }
-    let replies = try redis.pipeline(callIds.map { ["GET", Self.key($0)] })
+    let replies = try redis.pipeline(callIds.map { ["GET", Self.key($0)] }).throwingFirstError()
     return zip(callIds, replies).map { ($0, $1.string) }
   }
 

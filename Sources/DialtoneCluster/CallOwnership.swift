@@ -100,7 +100,7 @@ public final class CallOwnership: Sendable {
     let reply = try redis.command(["SMEMBERS", key])
     guard let members = reply.elements?.compactMap(\.string) else { throw .unexpectedReply(reply) }
     guard !members.isEmpty else { return [] }
-    let owners = try redis.pipeline(members.map { ["GET", Self.key($0)] })
+    let owners = try redis.pipeline(members.map { ["GET", Self.key($0)] }).throwingFirstError()
     var found: [(callId: String, owner: String)] = []
     var gone: [RedisArgument] = []
     for (callId, owner) in zip(members, owners) {

@@ -140,6 +140,10 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
   package static let maxUnanswered = 100_000
 
   package init(settings: Settings, liveCalls: any LiveCallStore, metrics: ClusterMetrics, log: Log) {
+    var settings = settings
+    if settings.redis.replicaWait.observer == nil {
+      settings.redis.replicaWait.observer = metrics.replicaObserver()
+    }
     self.settings = settings
     self.liveCalls = liveCalls
     self.metrics = metrics

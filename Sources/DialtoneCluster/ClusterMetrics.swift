@@ -1,4 +1,5 @@
 import DialtoneMetrics
+import DialtoneRedis
 
 /// What a cluster node counts (`/metrics`, protocol.md 16.9), registered with the server's others.
 package struct ClusterMetrics: Sendable {
@@ -10,6 +11,9 @@ package struct ClusterMetrics: Sendable {
   package let takeovers: Counter
   package let sessionsHeld: Gauge
   package let senderQueue: Gauge
+  /// Round trips to a Redis Cluster primary whose writes its replicas confirmed only on a later
+  /// WAIT (`late`) or not in time at all (`unconfirmed`: refused as not stored).
+  package let replicaWaits: MetricFamily<Counter>
 
   package init(registry r: MetricsRegistry) {
     transactions =
@@ -34,5 +38,18 @@ package struct ClusterMetrics: Sendable {
       r.gauge("dialtone_cluster_sessions_held", "Sessions whose socket this node holds or last held.").unlabelled
     senderQueue =
       r.gauge("dialtone_cluster_sender_queue", "Cluster jobs waiting for Redis on this node.").unlabelled
+    replicaWaits = r.counter(
+      "dialtone_cluster_redis_replica_waits_total",
+      "Redis Cluster round trips whose writes replicas confirmed only on a later WAIT (late) or not in time"
+        + " (unconfirmed: refused as not stored).",
+      labels: ["outcome"])
+  }
+
+  /// What a node's Redis connections report of their WAITs, counted in `replicaWaits`.
+  package func replicaObserver() -> RedisReplicaObserver {
+    let waits = replicaWaits
+    return RedisReplicaObserver { outcome in
+      waits.labels(outcome == .unconfirmed ? "unconfirmed" : "late").increment()
+    }
   }
 }

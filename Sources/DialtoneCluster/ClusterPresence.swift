@@ -117,7 +117,7 @@ public final class ClusterPresence: Sendable {
     }
     let nodes = Array(Set(holders.map(\.node))).sorted()
     guard !nodes.isEmpty else { return [] }
-    let alive = try redis.pipeline(nodes.map { ["EXISTS", Self.nodeKey($0)] })
+    let alive = try redis.pipeline(nodes.map { ["EXISTS", Self.nodeKey($0)] }).throwingFirstError()
     let live = Set(zip(nodes, alive).filter { $0.1 == .integer(1) }.map(\.0))
     return holders.filter { live.contains($0.node) }.sorted { $0.deviceId < $1.deviceId }
   }

@@ -341,7 +341,8 @@ public final class SessionLedger: Sendable {
     for id in sessionIDs {
       for key in Self.keys(id).all { commands.append(["PEXPIRE", key, expiry]) }
     }
-    let replies = try redis.pipeline(commands)
+    // An error (NOREPLICAS) is no missing session: the refresh fails and is tried again.
+    let replies = try redis.pipeline(commands).throwingFirstError()
     // The meta hash is the first key of each session: it decides whether the session exists.
     return sessionIDs.enumerated().filter { replies[$0.offset * Keys.count] != .integer(1) }.map(\.element)
   }

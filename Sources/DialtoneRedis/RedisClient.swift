@@ -20,6 +20,16 @@ public protocol RedisClient: AnyObject, Sendable {
   func close()
 }
 
+extension [RedisReply] {
+  /// The replies, or the first error reply among them thrown: for callers that read each reply
+  /// of a pipeline as a value, where an error (NOREPLICAS: the shard's replicas did not confirm
+  /// the round trip; CLUSTERDOWN) must not read as "no such key".
+  public func throwingFirstError() throws(RedisError) -> [RedisReply] {
+    for case .error(let prefix, let message) in self { throw .server(prefix: prefix, message: message) }
+    return self
+  }
+}
+
 extension RedisConnection: RedisClient {
   public var isCluster: Bool { false }
 }

@@ -23,10 +23,17 @@ import Foundation
 ///
 /// A shard's replicas are asynchronous: a primary that dies may take its last writes with it,
 /// and a promoted replica would then hand out a seq a client already saw for another message.
-/// So every round trip to a primary that has replicas ends with `WAIT 1 <replicaWait>`: a
-/// reply comes back only once one replica has the writes before it (or the wait ran out: no
-/// replica was in sync, and none could be promoted with them missing unless it catches up
-/// later). Reads pay nothing (WAIT answers at once when this connection wrote nothing new).
+/// So every round trip to a primary that has replicas ends with `WAIT` (`RedisReplicaWait`,
+/// from the configuration): its writes count only once enough replicas confirmed them. When
+/// they do not in time (a replica lagging, resyncing or cut off), even after another WAIT with
+/// the map read again, the round trip fails with `NOREPLICAS` as if its connection had broken
+/// with the commands in flight: `command` and `transaction` throw it, and `pipeline` answers it
+/// for each command of that shard (the other shards' replies stand). Reads pay nothing (WAIT
+/// answers at once when this connection wrote nothing new).
+///
+/// The map (and with it how many replicas each shard has to wait for) is read again every
+/// `mapRefresh`, after a WAIT came back short, and when a WAIT counted a replica the map does
+/// not list: a replica added to a shard after this connection opened is waited for from then on.
 ///
 /// Calls block the calling thread, one at a time (a lock serialises them).
 public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
@@ -40,10 +47,12 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
   private let pause: @Sendable (Duration) -> Void
   private var slots: [RedisAddress?] = Array(repeating: nil, count: RedisSlot.count)
   private var primaries: [RedisAddress] = []
-  /// How many replicas each primary had in the last slot map (WAIT asks for one when any).
+  /// How many replicas, not failed, each primary had in the last slot map (`RedisReplicaWait`).
   private var replicas: [RedisAddress: Int] = [:]
-  /// How long a write waits for a replica to have it (`WAIT`).
-  public let replicaWait: Duration
+  /// How often the map is read again even when nothing pointed at a change.
+  public let mapRefresh: Duration
+  private let clock: any DialtoneClock
+  private var nextMapRead: Date
   private var connections: [RedisAddress: RedisConnection] = [:]
   private var scripts: [RedisScript] = []
   private var stale = false
@@ -52,22 +61,27 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
   static let maxRedirects = 5
 
   public convenience init(_ configuration: RedisConfiguration) throws(RedisError) {
-    try self.init(configuration, failoverWait: .seconds(6), replicaWait: .milliseconds(500)) { duration in
+    try self.init(configuration, failoverWait: .seconds(6)) { duration in
       Thread.sleep(forTimeInterval: duration.seconds)
     }
   }
 
-  /// `pause` waits between retries (injected: tests may count instead of sleeping).
+  /// `pause` waits between retries (injected: tests may count instead of sleeping); `clock`
+  /// says when the map is due to be read again.
   public init(
-    _ configuration: RedisConfiguration, failoverWait: Duration, replicaWait: Duration,
-    pause: @escaping @Sendable (Duration) -> Void
+    _ configuration: RedisConfiguration, failoverWait: Duration, mapRefresh: Duration = .seconds(5),
+    clock: any DialtoneClock = SystemClock(), pause: @escaping @Sendable (Duration) -> Void
   ) throws(RedisError) {
     self.configuration = configuration
     self.failoverWait = failoverWait
-    self.replicaWait = replicaWait
+    self.mapRefresh = mapRefresh
+    self.clock = clock
     self.pause = pause
+    nextMapRead = clock.now.addingTimeInterval(mapRefresh.seconds)
     try lock.withLock { () throws(RedisError) in try refresh() }
   }
+
+  private var replicaWait: RedisReplicaWait { configuration.replicaWait }
 
   deinit {
     for connection in connections.values { connection.close() }
@@ -95,6 +109,7 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
   public func command(_ arguments: [RedisArgument]) throws(RedisError) -> RedisReply {
     let reply = try lock.withLock { () throws(RedisError) -> RedisReply in
       try checkOpen()
+      readMapIfDue()
       switch arguments.first.map({ String(decoding: $0.bytes, as: UTF8.self).uppercased() }) {
       case "SCRIPT"?, "FLUSHALL"?, "FLUSHDB"?, "KEYS"?, "DBSIZE"?:
         return try everywhere(arguments)
@@ -110,6 +125,7 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
     guard !commands.contains(where: \.isEmpty) else { throw .invalidRequest("a command needs at least its name") }
     return try lock.withLock { () throws(RedisError) -> [RedisReply] in
       try checkOpen()
+      readMapIfDue()
       var replies = [RedisReply?](repeating: nil, count: commands.count)
       var groups: [RedisAddress: [Int]] = [:]
       var order: [RedisAddress] = []
@@ -132,39 +148,57 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
       var again = unmapped
       // Every shard's commands are written first, then every shard's replies read: the shards
       // work at once, one round trip in all rather than one per shard.
-      var written: [(RedisAddress, [Int], Int)] = []
+      var written: [(address: RedisAddress, indices: [Int], waitingFor: Int)] = []
       for address in order {
         let indices = groups[address] ?? []
         do throws(RedisError) {
-          let expected = try write(indices.map { commands[$0] }, to: address)
-          written.append((address, indices, expected))
+          let waitingFor = try write(indices.map { commands[$0] }, to: address)
+          written.append((address, indices, waitingFor))
         } catch {
           // Nothing reached that server when it could not be connected to: its commands go
           // again one by one (waiting out a failover). One lost in flight may have run.
           drop(address)
           guard case .connectionFailed = error else {
-            for (other, _, expected) in written { _ = try? connections[other]?.receive(count: expected) }
+            for (other, sent, waitingFor) in written {
+              _ = try? connections[other]?.receive(count: sent.count + (waitingFor > 0 ? 1 : 0))
+            }
             throw error
           }
           again += indices
         }
       }
       var lost: RedisError?
-      for (address, indices, expected) in written {
+      var waits: [(address: RedisAddress, indices: [Int], waitingFor: Int, reply: RedisReply?)] = []
+      for (address, indices, waitingFor) in written {
         do throws(RedisError) {
           guard let link = connections[address] else { throw .connectionLost(message: "the connection is closed") }
-          let sent = try link.receive(count: expected).prefix(indices.count)
-          for (index, reply) in zip(indices, sent) {
+          let received = try link.receive(count: indices.count + (waitingFor > 0 ? 1 : 0))
+          for (index, reply) in zip(indices, received) {
             if Self.isRedirect(reply) { again.append(index) } else { replies[index] = reply }
           }
+          if waitingFor > 0 { waits.append((address, indices, waitingFor, received.last)) }
         } catch {
           drop(address)
           lost = lost ?? error
         }
       }
       if let lost { throw lost }
+      // Every shard's replies are in: a WAIT that came back short may now read the map and
+      // WAIT again. Commands whose shard's replicas did not confirm them are refused (they may
+      // have run, as with a connection lost in flight); a redirected one runs again below.
+      for (address, indices, waitingFor, reply) in waits where !confirmed(address, reply, waitingFor: waitingFor) {
+        let refusal = notReplicated(address)
+        for index in indices where replies[index] != nil {
+          replies[index] = .error(prefix: "NOREPLICAS", message: refusal)
+        }
+      }
       for index in again.sorted() {
-        replies[index] = try run(commands[index], slot: try? Self.slot(of: commands[index]))
+        do throws(RedisError) {
+          replies[index] = try run(commands[index], slot: try? Self.slot(of: commands[index]))
+        } catch {
+          guard error.serverPrefix == "NOREPLICAS", case .server(let prefix, let message) = error else { throw error }
+          replies[index] = .error(prefix: prefix, message: message)
+        }
       }
       return replies.map { $0 ?? .null }
     }
@@ -175,6 +209,7 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
     if commands.count == 1 { return try pipeline(commands) }
     return try lock.withLock { () throws(RedisError) -> [RedisReply] in
       try checkOpen()
+      readMapIfDue()
       var slot: Int?
       for command in commands {
         guard let this = try Self.slot(of: command) else { continue }
@@ -237,6 +272,16 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
     if closed { throw .connectionLost(message: "the connection is closed") }
   }
 
+  /// Reads the map again when something pointed at a change (`stale`) or `mapRefresh` passed;
+  /// a map that cannot be read now leaves the old one (the command's own retries read it again).
+  private func readMapIfDue() {
+    let now = clock.now
+    guard stale || now >= nextMapRead else { return }
+    stale = false
+    nextMapRead = now.addingTimeInterval(mapRefresh.seconds)
+    try? refresh()
+  }
+
   /// Sends one command where its slot lives, following redirects; the reply, errors included.
   private func run(_ arguments: [RedisArgument], slot: Int?) throws(RedisError) -> RedisReply {
     try run(batch: [arguments], slot: slot, attempt: 1)[0]
@@ -272,6 +317,7 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
           asking != nil
           ? Array(try send([["ASKING"]] + batch, to: address).dropFirst()) : try send(batch, to: address)
       } catch {
+        if error.serverPrefix == "NOREPLICAS" { throw error }
         drop(address)
         stale = true
         // Connecting failed: nothing was sent, so waiting out the failover is safe.
@@ -335,23 +381,74 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
     return wait
   }
 
-  /// Writes the commands to `address`, and WAIT after them when the primary has replicas: how
-  /// many replies to read (`RedisConnection.receive`; the WAIT's is the last, dropped).
+  /// Writes the commands to `address`, and WAIT after them when the shard has replicas to wait
+  /// for: how many (0: no WAIT was written; its reply follows the batch's otherwise).
   private func write(_ batch: [[RedisArgument]], to address: RedisAddress) throws(RedisError) -> Int {
     let link = try connection(address)
-    guard (replicas[address] ?? 0) > 0 else {
+    let waitingFor = replicaWait.needed(known: replicas[address] ?? 0)
+    guard waitingFor > 0 else {
       try link.send(batch)
-      return batch.count
+      return 0
     }
-    try link.send(batch + [["WAIT", "1", try .milliseconds(replicaWait)]])
-    return batch.count + 1
+    try link.send(batch + [wait(for: waitingFor)])
+    return waitingFor
   }
 
-  /// One round trip to `address`, ended by WAIT when the primary has replicas (its reply dropped).
+  private func wait(for count: Int) throws(RedisError) -> [RedisArgument] {
+    ["WAIT", .integer(Int64(count)), try .milliseconds(replicaWait.timeout)]
+  }
+
+  /// One round trip to `address`, ended by WAIT when the shard has replicas to wait for; throws
+  /// `NOREPLICAS` when too few confirmed the writes.
   private func send(_ batch: [[RedisArgument]], to address: RedisAddress) throws(RedisError) -> [RedisReply] {
-    let expected = try write(batch, to: address)
+    let waitingFor = try write(batch, to: address)
     guard let link = connections[address] else { throw .connectionLost(message: "the connection is closed") }
-    return Array(try link.receive(count: expected).prefix(batch.count))
+    let received = try link.receive(count: batch.count + (waitingFor > 0 ? 1 : 0))
+    if waitingFor > 0, !confirmed(address, received.last, waitingFor: waitingFor) {
+      throw .server(prefix: "NOREPLICAS", message: notReplicated(address))
+    }
+    return Array(received.prefix(batch.count))
+  }
+
+  /// Whether the writes before a WAIT that answered `reply` reached the replicas they must: else
+  /// the map is read again (a replica the cluster marked failed stops counting, one promoted
+  /// ends the wait: this server no longer serves the slots) and WAIT sent again, up to
+  /// `replicaWait.attempts` WAITs in all.
+  private func confirmed(_ address: RedisAddress, _ reply: RedisReply?, waitingFor first: Int) -> Bool {
+    var needed = first
+    var acknowledged = reply?.integer.map { Int(clamping: $0) } ?? -1
+    var attempt = 1
+    while acknowledged < needed {
+      guard attempt < replicaWait.attempts else { return unconfirmed() }
+      attempt += 1
+      try? refresh()
+      guard primaries.contains(address), let link = connections[address], link.isOpen else { return unconfirmed() }
+      needed = replicaWait.needed(known: replicas[address] ?? 0)
+      guard acknowledged < needed else { break }
+      do throws(RedisError) {
+        let again = try link.command(try wait(for: needed))
+        acknowledged = again.integer.map { Int(clamping: $0) } ?? -1
+      } catch {
+        if error.isConnectionLost { drop(address) }
+        return unconfirmed()
+      }
+    }
+    // A replica the map does not list confirmed: read the map again, so that it counts.
+    if acknowledged > replicas[address] ?? 0 { stale = true }
+    if attempt > 1 { replicaWait.observer?(.confirmedLate) }
+    return true
+  }
+
+  private func unconfirmed() -> Bool {
+    stale = true
+    replicaWait.observer?(.unconfirmed)
+    return false
+  }
+
+  /// The message of a round trip's refusal when too few replicas confirmed it in time.
+  private func notReplicated(_ address: RedisAddress) -> String {
+    "too few replicas of \(address) confirmed the writes within \(replicaWait.attempts) WAIT(s) of"
+      + " \(replicaWait.timeout) (they ran on the primary, but a failover could lose them)"
   }
 
   private func connection(_ address: RedisAddress) throws(RedisError) -> RedisConnection {

@@ -10,7 +10,9 @@ import Foundation
 /// A Redis Cluster: `redis-cluster://host:port,host:port` (`rediss-cluster://` over TLS), or a
 /// `redis://`/`rediss://` URL listing more than one `host:port`. The addresses are seeds: any
 /// one that answers gives the slot map (`RedisClusterConnection`). No database number there: a
-/// cluster has only database 0.
+/// cluster has only database 0. `?wait-replicas=N` (default 1; 0: no WAIT) and
+/// `?wait-timeout-ms=MS` (default 500) set how many replicas must confirm each write before it
+/// counts as stored (`RedisReplicaWait`).
 public struct RedisConfiguration: Sendable, Equatable {
   public var host: String
   public var port: Int
@@ -30,6 +32,8 @@ public struct RedisConfiguration: Sendable, Equatable {
   /// Bounds every send and every wait for a reply (redisSetTimeout): a dead or silent server
   /// becomes an error after this long, never a hang.
   public var commandTimeout: Duration
+  /// On a Redis Cluster: how many replicas confirm a write before it counts as stored.
+  public var replicaWait: RedisReplicaWait = .standard
 
   public init(
     host: String = "127.0.0.1", port: Int = 6379, username: String? = nil, password: String? = nil,
@@ -91,21 +95,33 @@ public struct RedisConfiguration: Sendable, Equatable {
     let path = afterAuthority.prefix { $0 != "?" }.drop { $0 == "/" }
     let query = afterAuthority.drop { $0 != "?" }.dropFirst()
     var tls: TLSClientSettings? = secure ? TLSClientSettings() : nil
+    var replicaWait = RedisReplicaWait.standard
+    var waitParameters = false
+    let known = "ca-file, cert-file, key-file, server-name (rediss://), wait-replicas, wait-timeout-ms (a cluster)"
     for item in query.split(separator: "&") {
       let parts = item.split(separator: "=", maxSplits: 1)
-      guard secure, parts.count == 2, let value = String(parts[1]).removingPercentEncoding, !value.isEmpty else {
-        throw .invalidRequest(
-          "unknown parameter \(parts.first ?? "") in \(shown) (rediss:// takes ca-file, cert-file, key-file, server-name)"
-        )
+      guard parts.count == 2, let value = String(parts[1]).removingPercentEncoding, !value.isEmpty else {
+        throw .invalidRequest("unknown parameter \(parts.first ?? "") in \(shown) (known: \(known))")
       }
       switch parts[0] {
-      case "ca-file": tls?.caFile = value
-      case "cert-file": tls?.certificateFile = value
-      case "key-file": tls?.keyFile = value
-      case "server-name": tls?.serverName = value
+      case "wait-replicas":
+        guard let count = Int(value), (0...16).contains(count) else {
+          throw .invalidRequest("wait-replicas must be a number of replicas from 0 to 16 in \(shown)")
+        }
+        replicaWait.replicas = count
+        waitParameters = true
+      case "wait-timeout-ms":
+        guard let milliseconds = Int64(value), (1...60_000).contains(milliseconds) else {
+          throw .invalidRequest("wait-timeout-ms must be from 1 to 60000 in \(shown)")
+        }
+        replicaWait.timeout = .milliseconds(milliseconds)
+        waitParameters = true
+      case "ca-file" where secure: tls?.caFile = value
+      case "cert-file" where secure: tls?.certificateFile = value
+      case "key-file" where secure: tls?.keyFile = value
+      case "server-name" where secure: tls?.serverName = value
       default:
-        throw .invalidRequest(
-          "unknown parameter \(parts[0]) in \(shown) (rediss:// takes ca-file, cert-file, key-file, server-name)")
+        throw .invalidRequest("unknown parameter \(parts[0]) in \(shown) (known: \(known))")
       }
     }
     if (tls?.certificateFile == nil) != (tls?.keyFile == nil) {
@@ -142,7 +158,10 @@ public struct RedisConfiguration: Sendable, Equatable {
     if clusterScheme || addresses.count > 1 {
       guard database == 0 else { throw .invalidRequest("a Redis Cluster has only database 0: \(shown)") }
       clusterSeeds = addresses
+    } else if waitParameters {
+      throw .invalidRequest("wait-replicas and wait-timeout-ms apply to a Redis Cluster only: \(shown)")
     }
+    self.replicaWait = replicaWait
   }
 
   private static func address(_ authority: Substring, _ shown: String) throws(RedisError) -> RedisAddress {

@@ -61,10 +61,11 @@ public actor ScratchRedisCluster {
 
   /// A fresh cluster for `body`, stopped afterwards whether `body` threw or not.
   public static func with<T>(
-    isolation: isolated (any Actor)? = #isolation, tls: ScratchCertificates? = nil, password: String? = nil,
-    _ body: (ScratchRedisCluster) async throws -> T
+    isolation: isolated (any Actor)? = #isolation, nodeTimeout: Duration = .milliseconds(1000),
+    tls: ScratchCertificates? = nil, password: String? = nil, _ body: (ScratchRedisCluster) async throws -> T
   ) async throws -> T {
-    try await stopping(try await start(tls: tls, password: password), stop: { await $0.stop() }, body)
+    try await stopping(
+      try await start(nodeTimeout: nodeTimeout, tls: tls, password: password), stop: { await $0.stop() }, body)
   }
 
   /// The URL that names every server as a seed.
@@ -96,21 +97,27 @@ public actor ScratchRedisCluster {
     _ = await eventually(within: 10) { !server.isRunning }
   }
 
-  /// Whether every replica of the primary on `port` has acknowledged everything it was sent
-  /// (`INFO replication`: each replica's offset has reached `master_repl_offset`).
-  public nonisolated func replicasCaughtUp(port: Int) -> Bool {
-    guard let connection = try? direct(port) else { return false }
+  /// SIGSTOP to one server: it keeps its connections but answers nothing (a replica stalled
+  /// under load) until `resume`.
+  public func pause(port: Int) {
+    guard let server = servers[port], server.isRunning else { return }
+    Glibc.kill(server.processIdentifier, SIGSTOP)
+  }
+
+  public func resume(port: Int) {
+    guard let server = servers[port], server.isRunning else { return }
+    Glibc.kill(server.processIdentifier, SIGCONT)
+  }
+
+  /// The ports of a primary's replicas, from its `INFO replication` ("slave0:ip=…,port=…,…").
+  public nonisolated func replicaPorts(of port: Int) throws -> [Int] {
+    let connection = try direct(port)
     defer { connection.close() }
-    guard let info = try? connection.command(["INFO", "replication"]).string else { return false }
-    let lines = info.split(whereSeparator: \.isNewline)
-    guard
-      let primary = lines.first(where: { $0.hasPrefix("master_repl_offset:") })
-        .flatMap({ Int($0.dropFirst("master_repl_offset:".count)) })
-    else { return false }
-    let offsets = lines.filter { $0.hasPrefix("slave") && $0.contains(":ip=") }.compactMap { line in
-      line.split(separator: ",").first(where: { $0.hasPrefix("offset=") }).flatMap { Int($0.dropFirst(7)) }
+    let info = try connection.command(["INFO", "replication"]).string ?? ""
+    return info.split(whereSeparator: \.isNewline).filter { $0.hasPrefix("slave") && $0.contains(":ip=") }.compactMap {
+      line in
+      line.split(separator: ",").first(where: { $0.hasPrefix("port=") }).flatMap { Int($0.dropFirst(5)) }
     }
-    return !offsets.isEmpty && offsets.allSatisfy { $0 >= primary }
   }
 
   /// Whether every live server sees the cluster whole (`cluster_state:ok`) with `primaries`
@@ -137,10 +144,37 @@ public actor ScratchRedisCluster {
       guard replicas.count == primaries * replicasEach else { return false }
       if replication.contains("role:master") {
         let online = replication.components(separatedBy: "state=online").count - 1
-        guard online == replicasEach else { return false }
+        guard online == replicasEach, confirmsWrites(connection, port: port, slots: slots, replicas: replicasEach)
+        else { return false }
       }
     }
     return true
+  }
+
+  /// Whether the primary on `port` streams its writes to its replicas: a probe write in one of
+  /// its slots (gone 100 ms later) that `replicas` replicas confirm (`WAIT`). "state=online" is
+  /// not enough: after a full sync the primary sends a replica nothing until the replica's first
+  /// `REPLCONF ACK`, which can come up to a second later (replicas ack once a second), so a
+  /// cluster that looks whole refuses the first writes a client waits for.
+  private nonisolated func confirmsWrites(
+    _ connection: RedisConnection, port: Int, slots: [RedisReply], replicas: Int
+  ) -> Bool {
+    let owned = slots.compactMap { range -> ClosedRange<Int>? in
+      guard let parts = range.elements, parts.count >= 3, parts[2].elements?[1].integer == Int64(port),
+        let start = parts[0].integer, let end = parts[1].integer, start <= end
+      else { return nil }
+      return Int(start)...Int(end)
+    }
+    guard !owned.isEmpty else { return true }  // a primary that serves no slot takes no writes
+    guard
+      let key = (0..<100_000).lazy.map({ "dt-probe-\($0)" }).first(where: { key in
+        owned.contains { $0.contains(RedisSlot.of(key)) }
+      })
+    else { return false }
+    let replies = try? connection.pipeline([
+      ["SET", .string(key), "1", "PX", "100"], ["WAIT", .integer(Int64(replicas)), "100"],
+    ])
+    return (replies?.last?.integer ?? 0) >= Int64(replicas)
   }
 
   public func stop() async {

@@ -137,6 +137,16 @@ class ScratchRedis:
             await self.process.stop()
 
 
+def _key_slot(key):
+    """A key's Redis Cluster hash slot (CRC16/XMODEM of the key, keys here carry no hash tag)."""
+    crc = 0
+    for byte in key.encode():
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021 if crc & 0x8000 else crc << 1) & 0xFFFF
+    return crc % 16384
+
+
 def _free_cluster_port():
     """A loopback port free together with its cluster bus port (port + 10000)."""
     for _ in range(2000):
@@ -169,9 +179,9 @@ class ScratchRedisCluster:
     def url(self):
         return "redis-cluster://" + ",".join(f"127.0.0.1:{p}" for p in self.ports)
 
-    def _cli(self, port, *args):
+    def _cli(self, port, *args, stdin=None):
         result = subprocess.run(_inside(self.netns) + ["redis-cli", "-p", str(port), *args],
-                                capture_output=True, text=True, timeout=10)
+                                capture_output=True, text=True, timeout=10, input=stdin)
         return result.stdout
 
     async def start(self):
@@ -233,9 +243,31 @@ class ScratchRedisCluster:
             if "cluster_state:ok" not in self._cli(port, "cluster", "info"):
                 return False
             replication = self._cli(port, "info", "replication")
-            if "role:master" in replication and "state=online" not in replication:
+            if "role:master" in replication and ("state=online" not in replication
+                                                  or not self._confirms_writes(port)):
                 return False
         return True
+
+    def _confirms_writes(self, port):
+        """Whether the primary on `port` streams its writes to its replica: a probe write in one
+        of its slots (gone 100 ms later) that the replica confirms (WAIT). "state=online" is not
+        enough: after a full sync the primary sends a replica nothing until the replica's first
+        REPLCONF ACK, up to a second later, and the nodes' first writes would go unconfirmed."""
+        me = self._cli(port, "cluster", "myid").strip()
+        ranges = []
+        for line in self._cli(port, "cluster", "nodes").splitlines():
+            fields = line.split()
+            if fields and fields[0] == me:
+                for part in fields[8:]:
+                    if not part.startswith("["):
+                        start, _, end = part.partition("-")
+                        ranges.append((int(start), int(end or start)))
+        if not ranges:
+            return True  # a primary that serves no slot takes no writes
+        key = next(f"dt-probe-{n}" for n in range(100_000)
+                   if any(a <= _key_slot(f"dt-probe-{n}") <= b for a, b in ranges))
+        replies = self._cli(port, stdin=f"SET {key} 1 PX 100\nWAIT 1 100\n").split()
+        return replies[-1:] == ["1"]
 
     def primaries(self):
         """The ports of the live primaries, by the slot map."""
