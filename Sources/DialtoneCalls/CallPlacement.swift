@@ -70,6 +70,13 @@ package protocol CallPlacement: Sendable {
   func isBeingTakenOver(_ callId: CallID) -> Bool
   /// The hub runs these calls now (or found them ended).
   func takenOver(_ callIds: Set<CallID>)
+  /// True when every call is placed here (one server): a request then needs no look-up of
+  /// where its call runs.
+  var placesEveryCallHere: Bool { get }
+}
+
+extension CallPlacement {
+  package var placesEveryCallHere: Bool { false }
 }
 
 /// One server: every call runs here.
@@ -83,6 +90,7 @@ package struct LocalCalls: CallPlacement {
   package func finished(_ callId: CallID) {}
   package func isBeingTakenOver(_ callId: CallID) -> Bool { false }
   package func takenOver(_ callIds: Set<CallID>) {}
+  package var placesEveryCallHere: Bool { true }
 
   package init() {
   }

@@ -208,6 +208,8 @@ package struct CallRouter {
   /// Calls not yet ended, by user (caller or callee), for busy and glare checks.
   private var liveCallsByUser: [String: Set<CallID>] = [:]
   private var endedOrder: [(CallID, Date)] = []
+  /// Whether a blocked call ever entered `calls` (`silenced` has nothing to drop before one did).
+  private var heldBlockedCall = false
 
   package init(settings: Settings = Settings()) { self.settings = settings }
 
@@ -317,6 +319,7 @@ package struct CallRouter {
       ringDeadline: now.addingTimeInterval(settings.ringTimeout.seconds),
       invitation: Invitation(offer: m.offer, preconnect: m.preconnect))
     call.blocked = blocked
+    if blocked { heldBlockedCall = true }
 
     // Busy: the callee is talking already; the callee's devices are not rung.
     if liveCalls(of: m.to).contains(where: { calls[$0]?.answeringDevice != nil }) {
@@ -471,7 +474,15 @@ package struct CallRouter {
   private mutating func relayFromCaller(_ id: String, _ callId: CallID, _ who: Identity, _ message: ServerMessage)
     -> Outcome
   {
-    guard var call = calls[callId], call.involves(user: who.userId) else { return notFound(id, callId) }
+    guard let call = calls[callId], call.involves(user: who.userId) else { return notFound(id, callId) }
+    return relayFromCaller(id, callId, who, message, call)
+  }
+
+  /// `relayFromCaller` with the call looked up already (it involves `who`): a relayed message
+  /// looks its call up once.
+  private mutating func relayFromCaller(
+    _ id: String, _ callId: CallID, _ who: Identity, _ message: ServerMessage, _ call: consuming Call
+  ) -> Outcome {
     guard call.isCallerDevice(who), !call.isEnded else {
       if case .offer(let offer) = message, offer.iceRestart, who.userId == call.calleeId {
         return invalidState(id, call, who, .iceRestartByCallee)
@@ -525,6 +536,12 @@ package struct CallRouter {
 
   private func relayFromAnswerer(_ id: String, _ callId: CallID, _ who: Identity, _ message: ServerMessage) -> Outcome {
     guard let call = calls[callId], call.involves(user: who.userId) else { return notFound(id, callId) }
+    return relayFromAnswerer(id, callId, who, message, call)
+  }
+
+  private func relayFromAnswerer(
+    _ id: String, _ callId: CallID, _ who: Identity, _ message: ServerMessage, _ call: Call
+  ) -> Outcome {
     guard call.isAnsweringDevice(who) else { return invalidState(id, call, who, .answeringDevice(message)) }
     return Outcome(reply: ack(id, callId), effects: [.send(message, to: callerDevice(call))])
   }
@@ -533,13 +550,13 @@ package struct CallRouter {
     -> Outcome
   {
     guard let call = calls[callId], call.involves(user: who.userId) else { return notFound(id, callId) }
-    if call.isCallerDevice(who) { return relayFromCaller(id, callId, who, message) }
+    if call.isCallerDevice(who) { return relayFromCaller(id, callId, who, message, call) }
     // A ringing device's candidates on its pre-connected leg.
     if call.isRinging, who.userId == call.calleeId, call.legs[who.deviceId] != nil {
       return Outcome(reply: ack(id, callId), effects: [.send(message, to: callerDevice(call))])
     }
     guard call.isAnsweringDevice(who) else { return invalidState(id, call, who, .deviceInCall(Self.name(of: message))) }
-    return relayFromAnswerer(id, callId, who, message)
+    return relayFromAnswerer(id, callId, who, message, call)
   }
 
   // MARK: - Connections and timers
@@ -637,6 +654,7 @@ package struct CallRouter {
     // Ended ones first, oldest first, as `pruneEnded` expects them.
     for entry in ended.sorted(by: { ($0.record.endedAt ?? 0) < ($1.record.endedAt ?? 0) }) {
       guard let call = Call(restoring: entry), calls[call.id] == nil, let endedAt = call.endedAt else { continue }
+      if call.blocked { heldBlockedCall = true }
       calls[call.id] = call
       endedOrder.append((call.id, endedAt))
     }
@@ -644,6 +662,7 @@ package struct CallRouter {
     for entry in stored {
       var call = Call(restoring: entry)
       guard calls[call.id] == nil else { continue }
+      if call.blocked { heldBlockedCall = true }
       liveCallsByUser[call.caller.userId, default: []].insert(call.id)
       if !call.blocked { liveCallsByUser[call.calleeId, default: []].insert(call.id) }
       let restart = now.addingTimeInterval(settings.restartGrace.seconds)
@@ -781,7 +800,9 @@ package struct CallRouter {
   /// A blocked call's effects without what would tell its callee: no message to a callee
   /// device, no ringing or missed-call push, no call in the callee's counts.
   private func silenced(_ effects: [CallEffect]) -> [CallEffect] {
-    // Most calls block nobody: their effects stay as they are, without a filtered copy.
+    // Most calls block nobody: their effects stay as they are, without a filtered copy, and a
+    // router that never held a blocked call looks none of them up.
+    guard heldBlockedCall else { return effects }
     guard effects.contains(where: { callIdOfSilenceable($0).map { calls[$0]?.blocked == true } ?? false }) else {
       return effects
     }

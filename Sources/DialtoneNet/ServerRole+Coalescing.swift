@@ -38,7 +38,8 @@ extension ServerRole {
     let now = DispatchTime.now().uptimeNanoseconds
     while let due = holding.first, due.deadline <= now {
       holding.popFirst()
-      if webSockets[due.session.id] === due.session { due.session.flushHeld(on: loop) }
+      // Still open: a socket's connection links back to it until it closes (no look-up by id).
+      if due.session.connection.socket === due.session { due.session.flushHeld(on: loop) }
     }
   }
 }

@@ -79,6 +79,7 @@ final class ServerRole: ServiceRole {
   func stopped() {
     coalescingTicker?.cancel()
     listener?.stop()
+    for socket in webSockets.values { socket.connection.socket = nil }
     webSockets.removeAll()
     httpConnections.removeAll()
   }
@@ -109,7 +110,10 @@ final class ServerRole: ServiceRole {
     case LWS_CALLBACK_RAW_CLOSE:
       let id = dt_lws_get_id(wsi)
       httpConnections.removeValue(forKey: id)
-      if let socket = webSockets.removeValue(forKey: id) { webSocketClosed(socket) }
+      if let socket = webSockets.removeValue(forKey: id) {
+        socket.connection.socket = nil
+        webSocketClosed(socket)
+      }
       return 0
     default:
       return nil
@@ -142,6 +146,10 @@ final class ServerRole: ServiceRole {
 
   func send(_ id: UInt64, _ bytes: [UInt8], binary: Bool, coalesced: Bool, on loop: ServiceLoop) {
     guard let socket = webSockets[id] else { return }
+    send(to: socket, bytes, binary: binary, coalesced: coalesced, on: loop)
+  }
+
+  func send(to socket: ServerWebSocket, _ bytes: [UInt8], binary: Bool, coalesced: Bool, on loop: ServiceLoop) {
     if coalesced { hold(bytes, on: socket, loop: loop) } else { socket.enqueue(bytes, binary: binary, on: loop) }
   }
 

@@ -40,6 +40,8 @@ final class ServiceLoop: @unchecked Sendable {
   /// Set once, in init; not part of `Inbox` because `Locked` holds no C pointers.
   private var contextForWakeups: OpaquePointer?
   let role: any ServiceRole
+  /// `role` when it is a server's: sends to its sockets skip the look-up by id (`send(_:coalesced:on:)`).
+  private let serverRole: ServerRole?
   let maxMessageBytes: Int
   private let pingIntervalTicks: UInt32
   private let idleTimeoutTicks: UInt32
@@ -73,6 +75,7 @@ final class ServiceLoop: @unchecked Sendable {
   ) throws {
     self.sweepSeconds = sweepSeconds
     self.role = role
+    serverRole = role as? ServerRole
     self.maxMessageBytes = maxMessageBytes
     pingIntervalTicks = UInt32(max(1, (Double(pingIntervalSeconds) / sweepSeconds).rounded()))
     idleTimeoutTicks = UInt32(max(2, (Double(idleTimeoutSeconds) / sweepSeconds).rounded()))
@@ -187,6 +190,16 @@ final class ServiceLoop: @unchecked Sendable {
       if inbox.commands.count == 1 { lws_cancel_service(ctx) }
       return true
     }
+  }
+
+  /// A text message to a server socket: written (or held, `coalesced`) at once when this is the
+  /// network thread and the socket is open, as `post` would, without looking its id up.
+  func send(_ bytes: [UInt8], coalesced: Bool, on connection: WebSocketConnection) {
+    // The thread first: `connection.socket` is the network thread's to read.
+    if let server = serverRole, isServiceThread, context != nil, !stopRequested, let socket = connection.socket {
+      return server.send(to: socket, bytes, binary: false, coalesced: coalesced, on: self)
+    }
+    _ = post(coalesced ? .sendCoalesced(connection.id, bytes) : .send(connection.id, bytes, binary: false))
   }
 
   private var isServiceThread: Bool {

@@ -54,6 +54,10 @@ public final class WebSocketConnection: Sendable, Hashable, CustomStringConverti
   public let id: UInt64
   public let remoteAddress: String
   private let loop: ServiceLoop
+  /// The server socket it writes to while that is open: a send made on the network thread goes
+  /// to it without looking the id up. Set and cleared by `ServerRole`, read by `ServiceLoop`,
+  /// both on the network thread only (the socket holds this handle too: cleared when it closes).
+  nonisolated(unsafe) var socket: ServerWebSocket?
 
   init(id: UInt64, remoteAddress: String, loop: ServiceLoop) {
     self.id = id
@@ -62,12 +66,12 @@ public final class WebSocketConnection: Sendable, Hashable, CustomStringConverti
   }
 
   public func send(text: String) { loop.post(.send(id, Array(text.utf8), binary: false)) }
-  public func send(text bytes: [UInt8]) { loop.post(.send(id, bytes, binary: false)) }
+  public func send(text bytes: [UInt8]) { loop.send(bytes, coalesced: false, on: self) }
   public func send(binary bytes: [UInt8]) { loop.post(.send(id, bytes, binary: true)) }
   /// Like `send(text:)`, but the message may wait up to the server's `coalescingDelay` for the
   /// next message to this socket and leave in the same write: one syscall and one TCP segment
   /// instead of two. Order is kept: a later `send` writes the waiting message first.
-  public func sendCoalesced(text bytes: [UInt8]) { loop.post(.sendCoalesced(id, bytes)) }
+  public func sendCoalesced(text bytes: [UInt8]) { loop.send(bytes, coalesced: true, on: self) }
 
   /// Closes after everything queued before it has been written.
   public func close(code: UInt16 = WebSocketCloseCode.normal, reason: String = "") {

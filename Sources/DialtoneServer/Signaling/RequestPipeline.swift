@@ -101,7 +101,7 @@ final class RequestPipeline {
             replyTo: requestID, code: .rateLimited, message: "more than \(Int(inviteLimit)) calls started per minute",
             callId: message.callId, retryAfterMs: wait.milliseconds)))
     }
-    if let callId = message.callId, !desk.runs(callId) {
+    if !placement.placesEveryCallHere, let callId = message.callId, !desk.runs(callId) {
       let location = placement.location(of: callId)
       if location != .here {
         // Answered by the owner through `.replyArrived`; a retry meanwhile waits for that answer.
@@ -112,7 +112,7 @@ final class RequestPipeline {
     }
     let request = Parked(
       message: message, id: requestID, from: session.identity, session: session, forwarded: nil, received: received)
-    if parked[session.id] != nil { return park(request, sender: session.id) }
+    if !parked.isEmpty, parked[session.id] != nil { return park(request, sender: session.id) }
     decide(request, sender: session.id, history: .notAsked)
   }
 
