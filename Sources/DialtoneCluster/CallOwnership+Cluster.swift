@@ -82,13 +82,9 @@ extension CallOwnership {
   /// when read).
   func list(_ callId: String, under users: [String]) throws(RedisError) {
     guard !users.isEmpty else { return }
-    let replies = try redis.pipeline(
-      users.flatMap { [["SADD", Self.userKey($0), .string(callId)], ["PEXPIRE", Self.userKey($0), "86400000"]] })
-    if let failed = replies.first(where: { if case .error = $0 { true } else { false } }),
-      case .error(let prefix, let message) = failed
-    {
-      throw .server(prefix: prefix, message: message)
-    }
+    _ = try redis.pipeline(
+      users.flatMap { [["SADD", Self.userKey($0), .string(callId)], ["PEXPIRE", Self.userKey($0), "86400000"]] }
+    ).throwingFirstError()
   }
 
   private func members(_ key: RedisArgument) throws(RedisError) -> [String] {

@@ -73,7 +73,7 @@ extension SessionLedger {
         })
       for (index, reply) in zip(delivering, replies) {
         guard let flat = reply.elements, flat.count.isMultiple(of: 2) else {
-          results[index] = .failed(Self.failure(reply))
+          results[index] = .failed(reply.failure ?? .unexpectedReply(reply))
           continue
         }
         presence[index] = stride(from: 0, to: flat.count, by: 2).compactMap { at in
@@ -120,7 +120,7 @@ extension SessionLedger {
       /// A delivered append's answer other than a letter to send.
       func settle(_ reply: RedisReply, _ session: String, _ device: String, _ entry: String) {
         do throws(RedisError) {
-          switch try Self.appendResult(Self.checked(reply), session) {
+          switch try Self.appendResult(reply.checked(), session) {
           case .here(let stored):
             deliveries[index]?.stored += 1
             deliveries[index]?.here.append(stored)
@@ -148,14 +148,14 @@ extension SessionLedger {
         let reply = replies[partIndex]
         switch parts[partIndex] {
         case .acknowledge:
-          results[index] = Self.isError(reply) ? .failed(Self.failure(reply)) : .acknowledged
+          results[index] = reply.failure.map { .failed($0) } ?? .acknowledged
         case .append(_, let session):
           if let (seq, letter, holder) = Self.unsent(reply, session) {
             lateParts.append(.notify(step: index, seq: seq))
             late.append(notify(letter, to: holder))
           } else {
             do throws(RedisError) {
-              appended[index] = try Self.appendResult(Self.checked(reply), session)
+              appended[index] = try Self.appendResult(reply.checked(), session)
             } catch {
               results[index] = .failed(error)
             }
@@ -179,7 +179,7 @@ extension SessionLedger {
       switch part {
       case .letter(let index):
         do throws(RedisError) {
-          results[index] = try Self.result(ofLetter: Self.checked(reply))
+          results[index] = try Self.result(ofLetter: reply.checked())
         } catch {
           results[index] = .failed(error)
         }
@@ -222,21 +222,6 @@ extension SessionLedger {
   private static func user(of step: Step) -> String {
     if case .deliver(_, let user, _, _, _) = step { return user }
     return ""
-  }
-
-  private static func isError(_ reply: RedisReply) -> Bool {
-    if case .error = reply { return true }
-    return false
-  }
-
-  private static func failure(_ reply: RedisReply) -> RedisError {
-    if case .error(let prefix, let message) = reply { return .server(prefix: prefix, message: message) }
-    return .unexpectedReply(reply)
-  }
-
-  private static func checked(_ reply: RedisReply) throws(RedisError) -> RedisReply {
-    if case .error(let prefix, let message) = reply { throw .server(prefix: prefix, message: message) }
-    return reply
   }
 
   private static func result(ofLetter reply: RedisReply) throws(RedisError) -> StepResult {

@@ -207,7 +207,7 @@ public final class SessionLedger: Sendable {
     }
     let replies = try redis.transaction(commands)
     return zip(steps, replies).map { step, reply in
-      if case .error(let prefix, let message) = reply { return .failed(.server(prefix: prefix, message: message)) }
+      if let failure = reply.failure { return .failed(failure) }
       do throws(RedisError) {
         return try Self.result(of: step, reply)
       } catch {
@@ -284,7 +284,7 @@ public final class SessionLedger: Sendable {
           Self.acknowledgeScript, keys: Self.keys($0.session).all, arguments: [.integer(Int64(clamping: $0.through))])
       })
     for reply in replies {
-      if case .error(let prefix, let message) = reply { throw .server(prefix: prefix, message: message) }
+      if let failure = reply.failure { throw failure }
     }
   }
 

@@ -25,7 +25,7 @@ extension [RedisReply] {
   /// of a pipeline as a value, where an error (NOREPLICAS: the shard's replicas did not confirm
   /// the round trip; CLUSTERDOWN) must not read as "no such key".
   public func throwingFirstError() throws(RedisError) -> [RedisReply] {
-    for case .error(let prefix, let message) in self { throw .server(prefix: prefix, message: message) }
+    if let failure = lazy.compactMap(\.failure).first { throw failure }
     return self
   }
 }

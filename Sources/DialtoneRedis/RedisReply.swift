@@ -34,6 +34,18 @@ public indirect enum RedisReply: Sendable, Equatable {
     return nil
   }
 
+  /// The server's error this reply carries, as the `RedisError` a command that got it throws.
+  public var failure: RedisError? {
+    guard case .error(let prefix, let message) = self else { return nil }
+    return .server(prefix: prefix, message: message)
+  }
+
+  /// This reply, or the server's error it carries thrown.
+  public func checked() throws(RedisError) -> RedisReply {
+    if let failure { throw failure }
+    return self
+  }
+
   /// Splits "WRONGTYPE Operation against..." into its code and the rest.
   static func serverError(_ text: String) -> RedisReply {
     let word = text.prefix { $0 != " " }
