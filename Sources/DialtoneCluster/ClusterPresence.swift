@@ -107,12 +107,10 @@ public final class ClusterPresence: Sendable {
   /// left out, not removed).
   public func devices(of userId: String) throws(RedisError) -> [Holder] {
     let reply = try redis.command(["HGETALL", Self.userKey(userId)])
-    guard let flat = reply.elements, flat.count.isMultiple(of: 2) else { throw .unexpectedReply(reply) }
+    guard let entries = reply.fieldsAndValues else { throw reply.failure ?? .unexpectedReply(reply) }
     var holders: [Holder] = []
-    for index in stride(from: 0, to: flat.count, by: 2) {
-      guard let device = flat[index].string, let value = flat[index + 1].string,
-        let holder = Self.holder(device, value)
-      else { throw .unexpectedReply(reply) }
+    for (device, value) in entries {
+      guard let holder = Self.holder(device, value) else { throw .unexpectedReply(reply) }
       holders.append(holder)
     }
     let nodes = Array(Set(holders.map(\.node))).sorted()

@@ -72,14 +72,11 @@ extension SessionLedger {
           return ["HGETALL", ClusterPresence.userKey(user)]
         })
       for (index, reply) in zip(delivering, replies) {
-        guard let flat = reply.elements, flat.count.isMultiple(of: 2) else {
+        guard let entries = reply.fieldsAndValues else {
           results[index] = .failed(reply.failure ?? .unexpectedReply(reply))
           continue
         }
-        presence[index] = stride(from: 0, to: flat.count, by: 2).compactMap { at in
-          guard let device = flat[at].string, let entry = flat[at + 1].string else { return nil }
-          return (device, entry)
-        }
+        presence[index] = entries.map { (device: $0.field, entry: $0.value) }
         deliveries[index] = Delivery()
       }
     }

@@ -34,6 +34,19 @@ public indirect enum RedisReply: Sendable, Equatable {
     return nil
   }
 
+  /// A hash as `HGETALL` answers it (a flat array: field, value, field, value...), in pairs; nil
+  /// unless every element is text and they pair up.
+  public var fieldsAndValues: [(field: String, value: String)]? {
+    guard let flat = elements, flat.count.isMultiple(of: 2) else { return nil }
+    var pairs: [(field: String, value: String)] = []
+    pairs.reserveCapacity(flat.count / 2)
+    for index in stride(from: 0, to: flat.count, by: 2) {
+      guard let field = flat[index].string, let value = flat[index + 1].string else { return nil }
+      pairs.append((field, value))
+    }
+    return pairs
+  }
+
   /// The server's error this reply carries, as the `RedisError` a command that got it throws.
   public var failure: RedisError? {
     guard case .error(let prefix, let message) = self else { return nil }
