@@ -50,12 +50,11 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
   /// How many replicas, not failed, each primary had in the last slot map (`RedisReplicaWait`).
   private var replicas: [RedisAddress: Int] = [:]
   /// How often the map is read again even when nothing pointed at a change.
-  public let mapRefresh: Duration
-  private let clock: any DialtoneClock
-  private var nextMapRead: Date
+  public var mapRefresh: Duration { map.interval }
+  /// When the map is read again; `map.stale` once something pointed at a change.
+  private var map: RedisRereadSchedule
   private var connections: [RedisAddress: RedisConnection] = [:]
   private var scripts: [RedisScript] = []
-  private var stale = false
   private var closed = false
 
   static let maxRedirects = 5
@@ -74,10 +73,8 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
   ) throws(RedisError) {
     self.configuration = configuration
     self.failoverWait = failoverWait
-    self.mapRefresh = mapRefresh
-    self.clock = clock
     self.pause = pause
-    nextMapRead = clock.now.addingTimeInterval(mapRefresh.seconds)
+    map = RedisRereadSchedule(every: mapRefresh, clock: clock)
     try lock.withLock { () throws(RedisError) in try refresh() }
   }
 
@@ -187,7 +184,7 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
       // WAIT again. Commands whose shard's replicas did not confirm them are refused (they may
       // have run, as with a connection lost in flight); a redirected one runs again below.
       for (address, indices, waitingFor, reply) in waits where !confirmed(address, reply, waitingFor: waitingFor) {
-        let refusal = notReplicated(address)
+        let refusal = replicaWait.refusal(of: "\(address)")
         for index in indices where replies[index] != nil {
           replies[index] = .error(prefix: "NOREPLICAS", message: refusal)
         }
@@ -275,10 +272,7 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
   /// Reads the map again when something pointed at a change (`stale`) or `mapRefresh` passed;
   /// a map that cannot be read now leaves the old one (the command's own retries read it again).
   private func readMapIfDue() {
-    let now = clock.now
-    guard stale || now >= nextMapRead else { return }
-    stale = false
-    nextMapRead = now.addingTimeInterval(mapRefresh.seconds)
+    guard map.due() else { return }
     try? refresh()
   }
 
@@ -297,8 +291,8 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
     var attempt = first
     var waited = Duration.zero
     while true {
-      if stale {
-        stale = false
+      if map.stale {
+        map.stale = false
         try? refresh()
       }
       guard let address = asking ?? target(slot) else {
@@ -308,7 +302,7 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
         }
         waited += backoff(attempt)
         attempt += 1
-        stale = true
+        map.stale = true
         continue
       }
       let replies: [RedisReply]
@@ -319,7 +313,7 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
       } catch {
         if error.serverPrefix == "NOREPLICAS" { throw error }
         drop(address)
-        stale = true
+        map.stale = true
         // Connecting failed: nothing was sent, so waiting out the failover is safe.
         guard case .connectionFailed = error, waited < failoverWait else { throw error }
         waited += backoff(attempt)
@@ -346,7 +340,7 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
         guard waited < failoverWait else { return replies }
         waited += backoff(attempt)
         attempt += 1
-        stale = prefix == "CLUSTERDOWN"
+        map.stale = prefix == "CLUSTERDOWN"
         asking = nil
       default:
         return replies
@@ -390,12 +384,8 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
       try link.send(batch)
       return 0
     }
-    try link.send(batch + [wait(for: waitingFor)])
+    try link.send(batch + [replicaWait.command(for: waitingFor)])
     return waitingFor
-  }
-
-  private func wait(for count: Int) throws(RedisError) -> [RedisArgument] {
-    ["WAIT", .integer(Int64(count)), try .milliseconds(replicaWait.timeout)]
   }
 
   /// One round trip to `address`, ended by WAIT when the shard has replicas to wait for; throws
@@ -405,57 +395,51 @@ public final class RedisClusterConnection: RedisClient, @unchecked Sendable {
     guard let link = connections[address] else { throw .connectionLost(message: "the connection is closed") }
     let received = try link.receive(count: batch.count + (waitingFor > 0 ? 1 : 0))
     if waitingFor > 0, !confirmed(address, received.last, waitingFor: waitingFor) {
-      throw .server(prefix: "NOREPLICAS", message: notReplicated(address))
+      throw .server(prefix: "NOREPLICAS", message: replicaWait.refusal(of: "\(address)"))
     }
     return Array(received.prefix(batch.count))
   }
 
-  /// Whether the writes before a WAIT that answered `reply` reached the replicas they must: else
-  /// the map is read again (a replica the cluster marked failed stops counting, one promoted
-  /// ends the wait: this server no longer serves the slots) and WAIT sent again, up to
-  /// `replicaWait.attempts` WAITs in all.
+  /// Whether the writes before a WAIT that answered `reply` reached the replicas they must
+  /// (`RedisReplicaWait.confirm`): before each further WAIT the map is read again (a replica the
+  /// cluster marked failed stops counting; one promoted ends the wait, as this server no longer
+  /// serves the slots). Either way short or surprising, the map is read before the next round trip.
   private func confirmed(_ address: RedisAddress, _ reply: RedisReply?, waitingFor first: Int) -> Bool {
-    var needed = first
-    var acknowledged = reply?.integer.map { Int(clamping: $0) } ?? -1
-    var attempt = 1
-    while acknowledged < needed {
-      guard attempt < replicaWait.attempts else { return unconfirmed() }
-      attempt += 1
-      try? refresh()
-      guard primaries.contains(address), let link = connections[address], link.isOpen else { return unconfirmed() }
-      needed = replicaWait.needed(known: replicas[address] ?? 0)
-      guard acknowledged < needed else { break }
-      do throws(RedisError) {
-        let again = try link.command(try wait(for: needed))
-        acknowledged = again.integer.map { Int(clamping: $0) } ?? -1
-      } catch {
-        if error.isConnectionLost { drop(address) }
-        return unconfirmed()
-      }
+    let outcome = replicaWait.confirm(
+      reply, waitingFor: first,
+      recount: { () -> Int? in
+        try? refresh()
+        guard primaries.contains(address), let link = connections[address], link.isOpen else { return nil }
+        return replicaWait.needed(known: replicas[address] ?? 0)
+      },
+      wait: { (count: Int) throws(RedisError) -> RedisReply in
+        guard let link = connections[address] else { throw .connectionLost(message: "the connection is closed") }
+        do throws(RedisError) {
+          return try link.command(try replicaWait.command(for: count))
+        } catch {
+          if error.isConnectionLost { drop(address) }
+          throw error
+        }
+      })
+    switch outcome {
+    case .confirmed(let acknowledged):
+      // A replica the map does not list confirmed: read the map again, so that it counts.
+      if acknowledged > replicas[address] ?? 0 { map.stale = true }
+      return true
+    case .refused:
+      map.stale = true
+      return false
     }
-    // A replica the map does not list confirmed: read the map again, so that it counts.
-    if acknowledged > replicas[address] ?? 0 { stale = true }
-    if attempt > 1 { replicaWait.observer?(.confirmedLate) }
-    return true
-  }
-
-  private func unconfirmed() -> Bool {
-    stale = true
-    replicaWait.observer?(.unconfirmed)
-    return false
-  }
-
-  /// The message of a round trip's refusal when too few replicas confirmed it in time.
-  private func notReplicated(_ address: RedisAddress) -> String {
-    "too few replicas of \(address) confirmed the writes within \(replicaWait.attempts) WAIT(s) of"
-      + " \(replicaWait.timeout) (they ran on the primary, but a failover could lose them)"
   }
 
   private func connection(_ address: RedisAddress) throws(RedisError) -> RedisConnection {
     if let open = connections[address], open.isOpen { return open }
     connections[address]?.close()
     connections[address] = nil
-    let opened = try RedisConnection(configuration.node(address))
+    // The node's own connection does not WAIT: this one does, knowing the shard's replicas.
+    var node = configuration.node(address)
+    node.replicaWait.replicas = 0
+    let opened = try RedisConnection(node)
     if !scripts.isEmpty {
       do {
         try opened.load(scripts)

@@ -10,9 +10,11 @@ import Foundation
 /// A Redis Cluster: `redis-cluster://host:port,host:port` (`rediss-cluster://` over TLS), or a
 /// `redis://`/`rediss://` URL listing more than one `host:port`. The addresses are seeds: any
 /// one that answers gives the slot map (`RedisClusterConnection`). No database number there: a
-/// cluster has only database 0. `?wait-replicas=N` (default 1; 0: no WAIT) and
-/// `?wait-timeout-ms=MS` (default 500) set how many replicas must confirm each write before it
-/// counts as stored (`RedisReplicaWait`).
+/// cluster has only database 0.
+///
+/// `?wait-replicas=N` (default 1; 0: no WAIT) and `?wait-timeout-ms=MS` (default 500) set how
+/// many replicas must confirm each write before it counts as stored (`RedisReplicaWait`), on one
+/// server as on each shard of a cluster; a server or shard without replicas is never waited on.
 public struct RedisConfiguration: Sendable, Equatable {
   public var host: String
   public var port: Int
@@ -32,7 +34,8 @@ public struct RedisConfiguration: Sendable, Equatable {
   /// Bounds every send and every wait for a reply (redisSetTimeout): a dead or silent server
   /// becomes an error after this long, never a hang.
   public var commandTimeout: Duration
-  /// On a Redis Cluster: how many replicas confirm a write before it counts as stored.
+  /// How many replicas confirm a write before it counts as stored (capped at those the server,
+  /// or the cluster's shard, has).
   public var replicaWait: RedisReplicaWait = .standard
 
   public init(
@@ -96,8 +99,7 @@ public struct RedisConfiguration: Sendable, Equatable {
     let query = afterAuthority.drop { $0 != "?" }.dropFirst()
     var tls: TLSClientSettings? = secure ? TLSClientSettings() : nil
     var replicaWait = RedisReplicaWait.standard
-    var waitParameters = false
-    let known = "ca-file, cert-file, key-file, server-name (rediss://), wait-replicas, wait-timeout-ms (a cluster)"
+    let known = "ca-file, cert-file, key-file, server-name (rediss://), wait-replicas, wait-timeout-ms"
     for item in query.split(separator: "&") {
       let parts = item.split(separator: "=", maxSplits: 1)
       guard parts.count == 2, let value = String(parts[1]).removingPercentEncoding, !value.isEmpty else {
@@ -109,13 +111,11 @@ public struct RedisConfiguration: Sendable, Equatable {
           throw .invalidRequest("wait-replicas must be a number of replicas from 0 to 16 in \(shown)")
         }
         replicaWait.replicas = count
-        waitParameters = true
       case "wait-timeout-ms":
         guard let milliseconds = Int64(value), (1...60_000).contains(milliseconds) else {
           throw .invalidRequest("wait-timeout-ms must be from 1 to 60000 in \(shown)")
         }
         replicaWait.timeout = .milliseconds(milliseconds)
-        waitParameters = true
       case "ca-file" where secure: tls?.caFile = value
       case "cert-file" where secure: tls?.certificateFile = value
       case "key-file" where secure: tls?.keyFile = value
@@ -158,8 +158,6 @@ public struct RedisConfiguration: Sendable, Equatable {
     if clusterScheme || addresses.count > 1 {
       guard database == 0 else { throw .invalidRequest("a Redis Cluster has only database 0: \(shown)") }
       clusterSeeds = addresses
-    } else if waitParameters {
-      throw .invalidRequest("wait-replicas and wait-timeout-ms apply to a Redis Cluster only: \(shown)")
     }
     self.replicaWait = replicaWait
   }

@@ -10,10 +10,25 @@ import Foundation
 /// `RedisTLSLink` for `rediss://`. Calls block the calling thread until the server answers,
 /// bounded by the configuration's timeouts. After a lost connection, a timeout or a protocol
 /// error the connection is closed and every later call fails: open a new one.
+///
+/// A server with replicas (Sentinel's, a managed service's) may fail over to one that lacks its
+/// last writes, so `command`, `pipeline` and `transaction` end their round trip with `WAIT` as
+/// `RedisClusterConnection` does for each shard (`RedisReplicaWait`, from the configuration):
+/// writes too few replicas confirmed in time, even after another WAIT with the replicas counted
+/// again, are refused with `NOREPLICAS` (`command` and `transaction` throw it, `pipeline` answers
+/// it for every command). How many replicas there are to wait for is `INFO replication`'s
+/// `connected_slaves`, read as the connection opens, every `replicaRefresh`, after a WAIT came
+/// back short and after one counted more replicas than that. None (or a server that is itself a
+/// replica, or refuses INFO): no WAIT. `send` and `receive` never WAIT (the cluster's own).
 public final class RedisConnection: @unchecked Sendable {
-  // @unchecked: `link` is only read or written under `lock`, which serialises every call on it.
+  // @unchecked: `link`, `replicas` and `recount` are only read or written under `lock`, which
+  // serialises every call on the connection.
   private let lock = Locked()
   private var link: Link?
+  /// The server's replicas when last counted (`RedisReplicaWait`); 0: no WAIT.
+  private var replicas = 0
+  /// When they are counted again.
+  private var recount: RedisRereadSchedule
 
   /// How the bytes travel.
   enum Link {
@@ -29,8 +44,14 @@ public final class RedisConnection: @unchecked Sendable {
     try self.init(RedisConfiguration(url: url, connectTimeout: connectTimeout, commandTimeout: commandTimeout))
   }
 
-  public init(_ configuration: RedisConfiguration) throws(RedisError) {
+  /// `replicaRefresh`: how often the server's replicas are counted again when nothing pointed at
+  /// a change (as `RedisClusterConnection.mapRefresh`), by `clock`.
+  public init(
+    _ configuration: RedisConfiguration, replicaRefresh: Duration = .seconds(5),
+    clock: any DialtoneClock = SystemClock()
+  ) throws(RedisError) {
     self.configuration = configuration
+    recount = RedisRereadSchedule(every: replicaRefresh, clock: clock)
     // hiredis writes with write(2): a write to a connection the server reset would otherwise kill
     // the process with SIGPIPE instead of failing with EPIPE (the project's other network modules
     // ignore it too).
@@ -57,6 +78,14 @@ public final class RedisConnection: @unchecked Sendable {
       } catch {
         close()
         throw .connectionFailed(message: "SELECT \(configuration.database): \(error)")
+      }
+    }
+    if configuration.replicaWait.replicas > 0 {
+      do {
+        try lock.withLock { () throws(RedisError) in replicas = try countReplicas() ?? 0 }
+      } catch {
+        close()
+        throw .connectionFailed(message: "INFO replication: \(error)")
       }
     }
   }
@@ -95,37 +124,88 @@ public final class RedisConnection: @unchecked Sendable {
   @discardableResult
   public func command(_ arguments: [RedisArgument]) throws(RedisError) -> RedisReply {
     guard !arguments.isEmpty else { throw .invalidRequest("a command needs at least its name") }
-    let reply = try withLink { link throws(RedisError) in
-      switch link {
-      case .plain(let context):
-        let raw = Self.withArgv(arguments) { argc, argv, lengths in redisCommandArgv(context, argc, argv, lengths) }
-        return try take(raw, context)
-      case .tls(let tls):
-        return try failing(tls) { () throws(RedisError) in
-          try tls.send([arguments])
-          return try tls.receive()
-        }
-      }
-    }
+    let reply = try lock.withLock { () throws(RedisError) in try roundTrip([arguments])[0] }
     if case .error(let prefix, let message) = reply { throw .server(prefix: prefix, message: message) }
     return reply
   }
 
   /// Sends every command at once, then reads their replies, in order: one round trip. Error
-  /// replies stay in the result as `.error` values, so one failing command loses no other reply.
+  /// replies stay in the result as `.error` values, so one failing command loses no other reply;
+  /// writes too few replicas confirmed are answered `NOREPLICAS` for every command.
   public func pipeline(_ commands: [[RedisArgument]]) throws(RedisError) -> [RedisReply] {
     guard !commands.contains(where: \.isEmpty) else { throw .invalidRequest("a command needs at least its name") }
-    return try withLink { link throws(RedisError) in
-      guard case .plain(let context) = link else {
-        guard case .tls(let tls) = link else { return [] }
-        return try failing(tls) { () throws(RedisError) in
-          try tls.send(commands)
-          var replies: [RedisReply] = []
-          replies.reserveCapacity(commands.count)
-          for _ in commands { replies.append(try tls.receive()) }
-          return replies
-        }
+    return try lock.withLock { () throws(RedisError) -> [RedisReply] in
+      do throws(RedisError) {
+        return try roundTrip(commands)
+      } catch .server(prefix: "NOREPLICAS", let message) {
+        return Array(repeating: .error(prefix: "NOREPLICAS", message: message), count: commands.count)
       }
+    }
+  }
+
+  // MARK: WAIT (called under `lock`)
+
+  /// The commands, and WAIT after them in the same round trip when the server has replicas to
+  /// wait for; throws `NOREPLICAS` when too few confirmed (`RedisReplicaWait.confirm`).
+  private func roundTrip(_ commands: [[RedisArgument]]) throws(RedisError) -> [RedisReply] {
+    let policy = configuration.replicaWait
+    if policy.replicas > 0, recount.due() { replicas = try countReplicas() ?? 0 }
+    let waitingFor = policy.needed(known: replicas)
+    guard waitingFor > 0 else { return try exchange(commands) }
+    let received = try exchange(commands + [try policy.command(for: waitingFor)])
+    let outcome = policy.confirm(
+      received.last, waitingFor: waitingFor,
+      recount: { () -> Int? in
+        // A server demoted meanwhile (or a connection gone) confirms nothing any more.
+        guard let count = try? countReplicas() else { return nil }
+        replicas = count
+        return policy.needed(known: count)
+      },
+      wait: { (count: Int) throws(RedisError) -> RedisReply in try exchange([try policy.command(for: count)])[0] })
+    switch outcome {
+    case .confirmed(let acknowledged):
+      // More replicas confirmed than were counted: count them again, so that they are waited for.
+      if acknowledged > replicas { recount.stale = true }
+      return Array(received.prefix(commands.count))
+    case .refused:
+      recount.stale = true
+      throw .server(
+        prefix: "NOREPLICAS",
+        message: policy.refusal(of: "\(RedisAddress(host: configuration.host, port: configuration.port))"))
+    }
+  }
+
+  /// `connected_slaves` from `INFO replication`; nil when the server is a replica itself. A server
+  /// that refuses INFO (a command renamed away, an ACL) counts as having none.
+  private func countReplicas() throws(RedisError) -> Int? {
+    guard case .bulk(let bytes) = try exchange([["INFO", "replication"]])[0] else { return 0 }
+    var count = 0
+    for line in String(decoding: bytes, as: UTF8.self).split(whereSeparator: \.isNewline) {
+      let field = line.split(separator: ":", maxSplits: 1)
+      guard field.count == 2 else { continue }
+      switch field[0] {
+      case "role" where field[1] != "master": return nil
+      case "connected_slaves": count = Int(field[1]) ?? 0
+      default: continue
+      }
+    }
+    return count
+  }
+
+  /// One round trip as it is, no WAIT added: every command written, then every reply read.
+  private func exchange(_ commands: [[RedisArgument]]) throws(RedisError) -> [RedisReply] {
+    switch link {
+    case nil:
+      throw .connectionLost(message: "the connection is closed")
+    case .tls(let tls)?:
+      return try failing(tls) { () throws(RedisError) in
+        try tls.send(commands)
+        var replies: [RedisReply] = []
+        replies.reserveCapacity(commands.count)
+        for _ in commands { replies.append(try tls.receive()) }
+        return replies
+      }
+    case .plain(let context)?:
       for arguments in commands {
         let status = Self.withArgv(arguments) { argc, argv, lengths in
           redisAppendCommandArgv(context, argc, argv, lengths)

@@ -48,7 +48,10 @@ public final class RedisSubscriber: Sendable {
   private static func subscribe(_ configuration: RedisConfiguration, _ channels: [String]) throws(RedisError)
     -> RedisConnection.Link
   {
-    let connection = try RedisConnection(configuration)
+    // A subscriber writes nothing: no replicas to count, no WAIT.
+    var subscriber = configuration
+    subscriber.replicaWait.replicas = 0
+    let connection = try RedisConnection(subscriber)
     guard let link = connection.detachLink() else {
       throw .connectionLost(message: "the connection is closed")
     }

@@ -231,8 +231,9 @@ private func stored(_ replies: [RedisReply]) throws(RedisError) -> [RedisReply] 
 }
 
 /// Runs an idempotent write again while too few replicas confirm it in time (NOREPLICAS: it ran
-/// on the primary, unconfirmed), up to 20 times: what a caller of a cluster does.
-private func acknowledged<T>(_ write: () throws -> T) throws -> T {
+/// on the primary, unconfirmed), up to 20 times: what a caller of a cluster (or of one server
+/// with replicas) does.
+func acknowledged<T>(_ write: () throws -> T) throws -> T {
   var attempt = 1
   while true {
     do {

@@ -123,7 +123,7 @@ import Testing
     #expect(try RedisConfiguration(url: "redis-cluster://h:1?wait-replicas=0").replicaWait.replicas == 0)
     for bad in [
       "redis-cluster://h:1?wait-replicas=-1", "redis-cluster://h:1?wait-replicas=x",
-      "redis-cluster://h:1?wait-timeout-ms=0", "redis://h:1?wait-replicas=1", "redis-cluster://h:1?ca-file=x",
+      "redis-cluster://h:1?wait-timeout-ms=0", "redis-cluster://h:1?ca-file=x",
     ] {
       #expect(throws: RedisError.self, "\(bad)") { try RedisConfiguration(url: bad) }
     }

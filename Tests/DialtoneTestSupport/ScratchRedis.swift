@@ -12,6 +12,8 @@ public actor ScratchRedis: ScratchServer {
   public nonisolated let port: Int
   /// Set: the server speaks TLS only (on `port`), with these certificates.
   public nonisolated let tls: TLS?
+  /// Set: the server is a replica of the (plain) server on this port.
+  public nonisolated let primaryPort: Int?
   private let binary: String
   private var server: Process?
 
@@ -29,23 +31,31 @@ public actor ScratchRedis: ScratchServer {
     }
   }
 
-  private init(directory: String, port: Int, tls: TLS?, binary: String) {
+  private init(directory: String, port: Int, tls: TLS?, primaryPort: Int?, binary: String) {
     self.directory = directory
     self.port = port
     self.tls = tls
+    self.primaryPort = primaryPort
     self.binary = binary
   }
 
   /// The server on a free port (another pick if the port was taken meanwhile).
   public static func start() async throws -> ScratchRedis { try await start(tls: nil) }
 
-  public static func start(tls: TLS?) async throws -> ScratchRedis {
+  /// A plain server replicating `primary` (`--replicaof`); it may still be syncing on return.
+  public static func start(replicaOf primary: ScratchRedis) async throws -> ScratchRedis {
+    try await start(tls: nil, primaryPort: primary.port)
+  }
+
+  public static func start(tls: TLS?) async throws -> ScratchRedis { try await start(tls: tls, primaryPort: nil) }
+
+  private static func start(tls: TLS?, primaryPort: Int?) async throws -> ScratchRedis {
     let binary = try locate()
     let directory = NSTemporaryDirectory() + "dtredis-\(UUID().uuidString.prefix(8).lowercased())"
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     do {
       return try await ScratchProcess.onFreePort { port in
-        let server = ScratchRedis(directory: directory, port: port, tls: tls, binary: binary)
+        let server = ScratchRedis(directory: directory, port: port, tls: tls, primaryPort: primaryPort, binary: binary)
         do {
           try await server.launch()
         } catch {
@@ -81,6 +91,18 @@ public actor ScratchRedis: ScratchServer {
     _ = await eventually(within: 10) { !server.isRunning }
   }
 
+  /// SIGSTOP: the server keeps its connections but answers nothing (a replica stalled under
+  /// load) until `resume`.
+  public func pause() {
+    guard let server, server.isRunning else { return }
+    Glibc.kill(server.processIdentifier, SIGSTOP)
+  }
+
+  public func resume() {
+    guard let server, server.isRunning else { return }
+    Glibc.kill(server.processIdentifier, SIGCONT)
+  }
+
   /// Starts the server again on the same port (after `kill`).
   public func restart() async throws { try await launch() }
 
@@ -98,7 +120,8 @@ public actor ScratchRedis: ScratchServer {
   public nonisolated var log: String { (try? String(contentsOfFile: directory + "/redis.log", encoding: .utf8)) ?? "" }
 
   private var listening: [String] {
-    guard let tls else { return ["--port", String(port)] }
+    let replicating = primaryPort.map { ["--replicaof", "127.0.0.1", String($0)] } ?? []
+    guard let tls else { return ["--port", String(port)] + replicating }
     return [
       "--port", "0", "--tls-port", String(port), "--tls-cert-file", tls.certificates.server, "--tls-key-file",
       tls.certificates.serverKey, "--tls-ca-cert-file", tls.certificates.ca, "--tls-auth-clients",
@@ -112,6 +135,8 @@ public actor ScratchRedis: ScratchServer {
       [binary] + listening + [
         "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", directory, "--daemonize", "no",
         "--logfile", "",
+        // With a replica: sync it at once, and stop without waiting for it to catch up.
+        "--repl-diskless-sync-delay", "0", "--shutdown-timeout", "0",
       ], in: directory, output: log)
     server = process
     let probeURL = url

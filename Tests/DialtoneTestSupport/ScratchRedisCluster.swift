@@ -84,9 +84,10 @@ public actor ScratchRedisCluster {
   /// A connection to one server only (no routing), to look at it or send it CLUSTER commands.
   public nonisolated func direct(_ port: Int) throws -> RedisConnection {
     let credentials = password.map { ":\($0)@" } ?? ""
+    // No WAIT of its own: the tests see the node as it is (and probe its replicas themselves).
     let url =
-      tls.map { "rediss://\(credentials)127.0.0.1:\(port)?ca-file=\($0.ca)" }
-      ?? "redis://\(credentials)127.0.0.1:\(port)"
+      tls.map { "rediss://\(credentials)127.0.0.1:\(port)?ca-file=\($0.ca)&wait-replicas=0" }
+      ?? "redis://\(credentials)127.0.0.1:\(port)?wait-replicas=0"
     return try RedisConnection(url: url, connectTimeout: .seconds(2), commandTimeout: .seconds(5))
   }
 
