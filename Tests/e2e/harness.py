@@ -817,14 +817,17 @@ admin: {{ admin_http = false; }}
         return folder
 
     async def start(self):
-        """Starts Janus and waits for its HTTP transport. Debian's 1.1.2 now and then dies of a
-        segfault in its HTTP transport's timer thread while it starts (dmesg: `http timer ...
-        segfault`), before it served anything: that start is said on stdout, its log kept as
-        janus.log.crashed, and Janus started once more. Any other exit fails the test."""
+        """Starts Janus and waits for its HTTP transport. Once, in a three-node run, Janus exited
+        while starting: its core shows exit(1) from main while the HTTP transport's timer thread
+        segfaulted (`http timer` in dmesg), the fatal line never flushed to its log. Most likely
+        its HTTP port was taken inside the namespace: `free_port` finds a port free on the host,
+        and a connection another process of the namespace opened can hold it there. So an exit
+        while starting is said on stdout, its log kept as janus.log.crashed, and Janus started
+        once more on another port; a second exit fails the test."""
         check(shutil.which("janus") is not None, "janus is not installed (run scripts/deps.sh)")
-        folder = self._configure()
         log_path = self.scratch.file("janus.log")
         for attempt in (1, 2):
+            folder = self._configure()
             self.process = await spawn(
                 "janus", ["ip", "netns", "exec", self.namespace.NS, "janus", "-F", folder, "-C",
                           os.path.join(folder, "janus.jcfg")], log_path)
@@ -840,11 +843,12 @@ admin: {{ admin_http = false; }}
                 await asyncio.sleep(0.1)
             else:
                 raise Failure("janus did not start its HTTP transport (see janus.log)")
-            check(attempt == 1 and code == -signal.SIGSEGV, f"janus exited with {code} while starting (see janus.log)")
-            print(f"  note: janus crashed while starting (SIGSEGV), starting it again; log in {log_path}.crashed",
-                  flush=True)
+            check(attempt == 1, f"janus exited with {code} while starting, twice (see janus.log)")
+            print(f"  note: janus exited with {code} while starting on port {self.port}; starting it again on "
+                  f"another (its log: {log_path}.crashed)", flush=True)
             self.process.log.close()
             os.replace(log_path, log_path + ".crashed")
+            self.port = free_port()
         raise Failure("unreachable")
 
     async def kill(self):
