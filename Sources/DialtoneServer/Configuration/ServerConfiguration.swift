@@ -137,7 +137,7 @@ extension ServerConfiguration {
     Option(
       flag: "redis-url",
       help:
-        "run as one node of a cluster sharing this Redis and --database-url (redis://[user:password@]host:port/db; rediss://...?ca-file=PATH for TLS; a Redis Cluster: redis-cluster://host:port,host:port or several host:port in a redis:// URL, ?wait-replicas=N replicas confirm each write, default 1, 0 none)",
+        "run as one node of a cluster sharing this Redis and --database-url (redis://[user:password@]host:port/db; rediss://...?ca-file=PATH for TLS; a Redis Cluster: redis-cluster://host:port,host:port or several host:port in a redis:// URL; on either, ?wait-replicas=N&wait-timeout-ms=MS: replicas that confirm each write, default 1 and 500 ms, capped at those the primary or shard has, 0 none)",
       repeatable: false
     ) { c, v throws(ConfigurationError) in
       guard
