@@ -17,31 +17,9 @@ public final class FakeRedisServer: Sendable {
   private let answer: @Sendable ([String]) -> RedisReply
   private let clients = Locked<(open: [Int32], stopped: Bool)>(([], false))
 
-  public struct Failure: Error, CustomStringConvertible {
-    public let description: String
-  }
-
   public init(answer: @escaping @Sendable ([String]) -> RedisReply) throws {
     self.answer = answer
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw Failure(description: "socket() failed: errno \(errno)") }
-    var reuse: Int32 = 1
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-        bind(fd, $0, length) == 0 && listen(fd, 16) == 0 && getsockname(fd, $0, &length) == 0
-      }
-    }
-    guard bound else {
-      close(fd)
-      throw Failure(description: "cannot listen on 127.0.0.1: errno \(errno)")
-    }
-    listener = fd
-    port = Int(UInt16(bigEndian: address.sin_port))
+    (listener, port) = try LoopbackListener.listeningSocket()
     let thread = Thread { [self] in acceptLoop() }
     thread.name = "fake-redis-accept"
     thread.start()

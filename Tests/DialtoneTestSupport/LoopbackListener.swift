@@ -16,6 +16,12 @@ public final class LoopbackListener {
 
   /// On `port`, or on one the kernel picks (0).
   public init(port requested: Int = 0) throws {
+    (descriptor, port) = try Self.listeningSocket(port: requested)
+  }
+
+  /// A socket listening on 127.0.0.1 (`port`, or one the kernel picks), with the port it got: the
+  /// caller owns the descriptor (for servers that accept on it themselves).
+  public static func listeningSocket(port requested: Int = 0) throws -> (descriptor: Int32, port: Int) {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { throw Failure(description: "socket() failed: errno \(errno)") }
     var address = sockaddr_in()
@@ -32,8 +38,7 @@ public final class LoopbackListener {
       close(fd)
       throw Failure(description: "cannot listen on 127.0.0.1: errno \(errno)")
     }
-    descriptor = fd
-    port = Int(UInt16(bigEndian: address.sin_port))
+    return (fd, Int(UInt16(bigEndian: address.sin_port)))
   }
 
   deinit { close(descriptor) }
