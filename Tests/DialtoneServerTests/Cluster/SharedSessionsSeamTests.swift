@@ -81,7 +81,9 @@ import Testing
     let rest = try await contiguous(bob, after: before + 1, count: 2)
     #expect(
       rest.compactMap { if case .candidate(let c) = $0 { c.candidate } else { nil } } == [candidate(2), candidate(3)])
-    #expect(store.fetches.map(\.1) == [before + 1])
+    // Every read asks from the missing frame on: the loop above may have let the gap wait pass
+    // again before the first read's answer filled it, and the hub then asks again.
+    #expect(!store.fetches.isEmpty && store.fetches.allSatisfy { $0.1 == before + 1 })
     try await bob.expectQuiet()
     await server.stop()
   }
