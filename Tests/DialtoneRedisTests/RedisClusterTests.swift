@@ -186,39 +186,12 @@ import Testing
       let ledger = SessionLedger(redis, limits: .init(expiry: .seconds(60)))
       let (session, node) = ("s_" + UUID().uuidString, "n-" + UUID().uuidString)
       try ledger.open(session, userId: "alice", deviceId: "phone", node: node)
-      let frame = SessionLedger.Frame(head: Array(#"{"seq":"#.utf8), tail: Array(#","type":"ice"}"#.utf8))
-      let step = SessionLedger.Step.append(frame, session: session, requestID: nil, once: nil)
       guard let primary = redis.node(forKey: "{\(session)}"),
         let replica = try cluster.replicaPorts(of: primary.port).first
       else { throw ScratchProcess.Failure("no replica for the session's shard") }
-
-      await cluster.pause(port: replica)
-      let refused = Result { () throws(RedisError) in try ledger.run([step], from: node) }
-      await cluster.resume(port: replica)
-      switch refused {
-      case .success(let results):
-        #expect(results.count == 1)
-        guard case .failed(let error) = results.first else {
-          Issue.record("a message no replica had counts as stored: \(results)")
-          return
-        }
-        #expect(error.serverPrefix == "NOREPLICAS", "\(error)")
-      case .failure(let error):
-        #expect(error.serverPrefix == "NOREPLICAS", "\(error)")
-      }
-
-      // Once the replica runs again, a message is stored (after the refused one, which did run
-      // on the primary: the session's holder makes its client resync).
-      let stored = try acknowledged { () throws -> SessionLedger.StepResult in
-        let results = try ledger.run([step], from: node)
-        if case .failed(let error)? = results.first { throw error }
-        return results.first ?? .failed(.unexpectedReply(.null))
-      }
-      guard case .appended(.here(let message)) = stored else {
-        Issue.record("not stored for its holder: \(stored)")
-        return
-      }
-      #expect(message.seq == 2)
+      try await expectRefusedThenStored(
+        ledger, session: session, node: node, whilePaused: { await cluster.pause(port: replica) },
+        resume: { await cluster.resume(port: replica) })
     }
   }
 }
@@ -281,4 +254,39 @@ extension RedisReply {
     if case .error(_, let message) = self { return message }
     return nil
   }
+}
+
+/// A message appended to a session while its replica is paused is refused (NOREPLICAS), not
+/// counted as stored; one appended once the replica runs again is stored, after the refused one
+/// (which did run on the primary: the session's holder makes its client resync).
+func expectRefusedThenStored(
+  _ ledger: SessionLedger, session: String, node: String,
+  whilePaused pause: () async throws -> Void, resume: () async throws -> Void
+) async throws {
+  let frame = SessionLedger.Frame(head: Array(#"{"seq":"#.utf8), tail: Array(#","type":"ice"}"#.utf8))
+  let step = SessionLedger.Step.append(frame, session: session, requestID: nil, once: nil)
+  try await pause()
+  let refused = Result { () throws(RedisError) in try ledger.run([step], from: node) }
+  try await resume()
+  switch refused {
+  case .success(let results):
+    #expect(results.count == 1)
+    guard case .failed(let error) = results.first else {
+      Issue.record("a message no replica had counts as stored: \(results)")
+      return
+    }
+    #expect(error.serverPrefix == "NOREPLICAS", "\(error)")
+  case .failure(let error):
+    #expect(error.serverPrefix == "NOREPLICAS", "\(error)")
+  }
+  let stored = try acknowledged { () throws -> SessionLedger.StepResult in
+    let results = try ledger.run([step], from: node)
+    if case .failed(let error)? = results.first { throw error }
+    return results.first ?? .failed(.unexpectedReply(.null))
+  }
+  guard case .appended(.here(let message)) = stored else {
+    Issue.record("not stored for its holder: \(stored)")
+    return
+  }
+  #expect(message.seq == 2)
 }
