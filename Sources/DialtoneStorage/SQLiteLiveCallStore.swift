@@ -16,8 +16,17 @@ package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
   /// Where call-id lookups wait for the reader, so that no caller's thread does.
   private let lookups = DispatchQueue(label: "dialtone.call-id-lookups")
 
+  /// WAL frames the journal's connection lets gather before it copies them into the database
+  /// file (SQLite's default is 1,000). The live calls' and the history's hot pages are written
+  /// again and again, and a checkpoint copies each page once however often it is in the WAL: a
+  /// quarter as many checkpoints copy little more each, with a quarter of their `fdatasync`s. The
+  /// WAL file grows to about 16 MB instead of 4. What a commit makes durable does not change: a
+  /// commit is in the WAL, with `synchronous=NORMAL` as before, when it returns.
+  package static let framesPerCheckpoint = 4000
+
   package init(path: String) throws {
     writer = try SQLiteDatabase(path: path)
+    try writer.execute("PRAGMA wal_autocheckpoint=\(Self.framesPerCheckpoint)")
     try SQLiteStore.migrate(writer)
     reader = try SQLiteDatabase(path: path)
   }
@@ -55,13 +64,22 @@ package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
     }
   }
 
+  /// A call's row is written in place once it exists (an upsert keeps its rowid and its key's
+  /// index entry): `INSERT OR REPLACE` deleted the row and inserted it again under a new rowid,
+  /// which rewrote the key's index page and a second table page at every accept.
   private func put(_ call: LiveCallSnapshot) throws {
     try writer.query(
       """
-      INSERT OR REPLACE INTO live_calls (call_id, caller_id, caller_device, caller_name, callee_id, video, created_at,
+      INSERT INTO live_calls (call_id, caller_id, caller_device, caller_name, callee_id, video, created_at,
         phase, answered_by, answered_at, ring_deadline, caller_grace_deadline, answerer_grace_deadline, invite, accept,
         blocked)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+      ON CONFLICT (call_id) DO UPDATE SET caller_id = excluded.caller_id, caller_device = excluded.caller_device,
+        caller_name = excluded.caller_name, callee_id = excluded.callee_id, video = excluded.video,
+        created_at = excluded.created_at, phase = excluded.phase, answered_by = excluded.answered_by,
+        answered_at = excluded.answered_at, ring_deadline = excluded.ring_deadline,
+        caller_grace_deadline = excluded.caller_grace_deadline, answerer_grace_deadline = excluded.answerer_grace_deadline,
+        invite = excluded.invite, accept = excluded.accept, blocked = excluded.blocked
       """,
       [
         .text(call.callId), .text(call.caller.userId), .text(call.caller.deviceId), SQLiteValue(call.caller.name),
