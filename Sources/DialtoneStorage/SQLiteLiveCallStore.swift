@@ -4,9 +4,9 @@ import DialtoneSQLite
 import DialtoneSupport
 import Foundation
 
-/// `LiveCallStore` on the server's SQLite file, next to the history it completes. Two
+/// `LiveCallStore` on the server's SQLite file, next to the history it completes. Three
 /// connections: the journal's writes never wait for the hub's reads (WAL lets one writer and
-/// readers work at once), and neither waits for `SQLiteStore`'s queries.
+/// readers work at once) nor for the checkpoints, and none waits for `SQLiteStore`'s queries.
 package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
   // @unchecked: each connection is used only under its own lock (`writerLock`, `readerLock`).
   private let writer: SQLiteDatabase
@@ -16,20 +16,34 @@ package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
   /// Where call-id lookups wait for the reader, so that no caller's thread does.
   private let lookups = DispatchQueue(label: "dialtone.call-id-lookups")
 
-  /// WAL frames the journal's connection lets gather before it copies them into the database
-  /// file (SQLite's default is 1,000). The live calls' and the history's hot pages are written
-  /// again and again, and a checkpoint copies each page once however often it is in the WAL: a
-  /// quarter as many checkpoints copy little more each, with a quarter of their `fdatasync`s. The
-  /// WAL file grows to about 16 MB instead of 4. What a commit makes durable does not change: a
-  /// commit is in the WAL, with `synchronous=NORMAL` as before, when it returns.
+  /// Copies the journal's WAL into the database file off the journal's thread.
+  private let checkpointer: WALCheckpointer
+
+  /// WAL frames the journal's commits let gather before `checkpointer` copies them into the
+  /// database file (SQLite's automatic checkpoint runs every 1,000, inside the commit that passes
+  /// them). A checkpoint copies each page once however often it is in the WAL, and the live
+  /// calls' and the history's hot pages are written again and again: a quarter as many
+  /// checkpoints copy little more each, with a quarter of the `fdatasync`s. The WAL file grows to
+  /// about 16 MB instead of 4. What a commit makes durable does not change: it is in the WAL,
+  /// with `synchronous=NORMAL` as before, when it returns.
   package static let framesPerCheckpoint = 4000
 
   package init(path: String) throws {
     writer = try SQLiteDatabase(path: path)
-    try writer.execute("PRAGMA wal_autocheckpoint=\(Self.framesPerCheckpoint)")
     try SQLiteStore.migrate(writer)
     reader = try SQLiteDatabase(path: path)
+    let checkpointer = WALCheckpointer(try SQLiteDatabase(path: path))
+    self.checkpointer = checkpointer
+    // The journal's commits no longer stop for a checkpoint (a copy and two `fdatasync`s, up to
+    // ~15 ms here, while every outcome waits on the commit): they ask for one once the WAL is
+    // long enough, and it runs on its own connection while the journal goes on writing.
+    writer.onWALCommit { frames in
+      if frames >= Self.framesPerCheckpoint { checkpointer.request() }
+    }
   }
+
+  /// How many checkpoints ran (tests).
+  package var checkpoints: Int { checkpointer.completed }
 
   package static func open(dataDirectory: String) throws -> SQLiteLiveCallStore {
     try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
@@ -194,6 +208,35 @@ package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
           OR EXISTS (SELECT 1 FROM group_calls WHERE call_id = ?) OR EXISTS (SELECT 1 FROM live_group_calls WHERE call_id = ?)
         """, id + id + id + id
       ).isEmpty
+    }
+  }
+}
+
+/// Checkpoints one database on a queue of its own, with a connection of its own, one at a time:
+/// asked again while one is queued, it runs once.
+private final class WALCheckpointer: @unchecked Sendable {
+  // @unchecked: `connection` is used only on `queue`; `state` is behind its lock.
+  private let connection: SQLiteDatabase
+  private let queue = DispatchQueue(label: "dialtone.wal-checkpoints")
+  private let state = Locked<(queued: Bool, completed: Int)>((false, 0))
+
+  init(_ connection: SQLiteDatabase) { self.connection = connection }
+
+  var completed: Int { state.withLock { $0.completed } }
+
+  func request() {
+    let queued = state.withLock { state in
+      defer { state.queued = true }
+      return state.queued
+    }
+    guard !queued else { return }
+    queue.async { [self] in
+      // Asked again from now on: commits made while this one copies are copied by the next.
+      state.withLock { $0.queued = false }
+      // A checkpoint that fails (the disk full) leaves the WAL as it is: the next commit past
+      // the mark asks again, and SQLite's own checkpoint on another connection still runs.
+      _ = try? connection.checkpoint()
+      state.withLock { $0.completed += 1 }
     }
   }
 }

@@ -122,6 +122,31 @@ struct LeanJournalTests {
     #expect(frames > 1000 && frames <= Int64(SQLiteLiveCallStore.framesPerCheckpoint))
   }
 
+  /// Past `framesPerCheckpoint` frames a checkpoint runs on its own connection, off the
+  /// committing thread; the commits after it start the WAL over, and nothing written is lost.
+  @Test func aLongWALIsCheckpointedBesideTheJournalAndStartsOver() async throws {
+    let directory = temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let store = try SQLiteLiveCallStore.open(dataDirectory: directory)
+    let file = try SQLiteDatabase(path: (directory as NSString).appendingPathComponent("dialtone.sqlite"))
+    var written = 0
+    while store.checkpoints == 0 && written < 20_000 {
+      try store.write([.put(snapshot("c\(written)"))])
+      written += 1
+    }
+    #expect(store.checkpoints >= 1)
+    // Once the checkpoint copied everything, a commit starts the WAL over.
+    var frames = Int64.max
+    for n in 0..<2000 where frames >= Int64(SQLiteLiveCallStore.framesPerCheckpoint) {
+      try store.write([.put(snapshot("after-\(n)"))])
+      written += 1
+      frames = try file.query("PRAGMA wal_checkpoint(PASSIVE)").first?[1].int ?? .max
+      if frames >= Int64(SQLiteLiveCallStore.framesPerCheckpoint) { try await Task.sleep(for: .milliseconds(5)) }
+    }
+    #expect(frames < Int64(SQLiteLiveCallStore.framesPerCheckpoint))
+    #expect(try store.liveCalls().count == written)
+  }
+
   /// The journal's thread has a name the system keeps (at most 15 characters), so that `top -H`
   /// and `perf` tell it from libdispatch's workers.
   @Test func theJournalThreadGoesByItsName() async throws {
