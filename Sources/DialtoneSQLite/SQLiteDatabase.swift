@@ -36,6 +36,8 @@ public typealias SQLiteRow = [SQLiteValue]
 public final class SQLiteDatabase {
   private var handle: OpaquePointer?
   private var statements: [String: OpaquePointer] = [:]
+  /// What `onWALCommit` set, retained for SQLite's hook until the connection closes.
+  private var walHook: Unmanaged<WALHook>?
 
   /// Opens (creating if needed) the database at `path`, in WAL mode.
   public init(path: String) throws(SQLiteError) {
@@ -59,6 +61,34 @@ public final class SQLiteDatabase {
   deinit {
     for statement in statements.values { sqlite3_finalize(statement) }
     sqlite3_close(handle)
+    walHook?.release()
+  }
+
+  /// Calls `body` on the committing thread after each transaction this connection commits, with
+  /// the number of frames the WAL then holds. It replaces SQLite's automatic checkpoint on this
+  /// connection: a connection with a hook leaves checkpoints to whoever calls `checkpoint()`.
+  public func onWALCommit(_ body: @escaping (Int) -> Void) {
+    let hook = Unmanaged.passRetained(WALHook(body))
+    sqlite3_wal_hook(
+      handle,
+      { context, _, _, frames in
+        if let context { Unmanaged<WALHook>.fromOpaque(context).takeUnretainedValue().body(Int(frames)) }
+        return SQLITE_OK
+      }, hook.toOpaque())
+    walHook?.release()
+    walHook = hook
+  }
+
+  /// Copies what the WAL holds into the database file, as far as readers let it, without waiting
+  /// for them or for a writer (a passive checkpoint); the frames in the WAL and how many of them
+  /// are now copied.
+  @discardableResult
+  public func checkpoint() throws(SQLiteError) -> (walFrames: Int, copied: Int) {
+    var frames: Int32 = 0
+    var copied: Int32 = 0
+    let rc = sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, &frames, &copied)
+    guard rc == SQLITE_OK else { throw lastError(rc) }
+    return (Int(frames), Int(copied))
   }
 
   /// Runs one or more statements without results.
@@ -154,4 +184,10 @@ public final class SQLiteDatabase {
   private func lastError(_ rc: Int32) -> SQLiteError {
     SQLiteError(code: rc, message: handle.map { String(cString: sqlite3_errmsg($0)) } ?? "unknown")
   }
+}
+
+/// The body of a WAL hook, boxed for SQLite's context pointer.
+private final class WALHook {
+  let body: (Int) -> Void
+  init(_ body: @escaping (Int) -> Void) { self.body = body }
 }

@@ -13,10 +13,8 @@ package final class CallJournal: Sendable {
   private let log: Log
   /// Cluster mode: this node's epochs of its calls, which fence every write.
   private let fence: (any LiveCallFence)?
-  /// Changes in the order they were submitted, each batch with its ticket.
-  private let queue = BlockingQueue<(changes: [LiveCallChange], ticket: UInt64)>()
-  /// The last ticket given; taken and queued under one lock, so tickets queue in order.
-  private let submitted = Locked<UInt64>(0)
+  /// Changes waiting for the next transaction and the tickets given (`JournalQueue`).
+  private let queue = JournalQueue()
   private let writer = Locked<WorkerThread?>(nil)
 
   package init(store: any LiveCallStore, log: Log, fence: (any LiveCallFence)? = nil) {
@@ -25,21 +23,19 @@ package final class CallJournal: Sendable {
     self.fence = fence
   }
 
+  package static let threadName = "call-journal"
+
   /// Starts the writing thread. `onCommit` is called on it after each transaction.
   package func start(onCommit: @escaping @Sendable (UInt64) -> Void) {
-    let thread = WorkerThread(name: "dialtone-journal") { [self] in run(onCommit) }
+    // At most 15 characters: Linux refuses a longer thread name, and the thread would go by its
+    // creator's (a libdispatch worker's) in `top -H` and `perf`.
+    let thread = WorkerThread(name: Self.threadName) { [self] in run(onCommit) }
     writer.withLock { $0 = thread }
   }
 
   /// Queues `changes` for the next transaction; the ticket is reported by `onCommit` once they
   /// are written.
-  package func submit(_ changes: [LiveCallChange]) -> UInt64 {
-    submitted.withLock { last in
-      last += 1
-      queue.put((changes, last))
-      return last
-    }
-  }
+  package func submit(_ changes: [LiveCallChange]) -> UInt64 { queue.put(changes) }
 
   /// Waits until everything submitted so far is written and reported, then stops the thread.
   package func close() {
@@ -90,13 +86,78 @@ package final class CallJournal: Sendable {
   }
 
   private func run(_ onCommit: @Sendable (UInt64) -> Void) {
-    while true {
-      let batches = queue.takeAll()
-      guard let upTo = batches.last?.ticket else { return }
-      write(batches.flatMap(\.changes))
+    var named = false
+    while let batch = queue.takeAll() {
+      if !named {
+        // Again, once `start` has long returned: `Thread.start` can overwrite the name that
+        // `WorkerThread` gives its thread from inside when the thread runs first.
+        Thread.current.name = Self.threadName
+        named = true
+      }
+      write(batch.changes)
       // Reported before `close` can return: what the hub does with the outcomes it held then
       // comes before whatever the closer does next.
-      onCommit(upTo)
+      onCommit(batch.upTo)
     }
+  }
+}
+
+/// The journal's queue: the submitted changes in order, and the last ticket given, under one
+/// lock. The hub's thread appends and wakes the journal's thread only when that thread sleeps,
+/// and after letting go of the lock: woken under it, the journal's thread would run at once into
+/// the lock still held and sleep again on it (a second futex wait and wake, and two more context
+/// switches, for every transaction). The journal's thread takes everything at once, swapping the
+/// array out, so that the hub's thread never waits on the lock longer than that swap.
+private final class JournalQueue: @unchecked Sendable {
+  // @unchecked: every stored property but `condition` is only touched under `condition`.
+  private let condition = NSCondition()
+  private var changes: [LiveCallChange] = []
+  /// The last ticket given, the last one queued (they differ once closed) and the last one taken.
+  private var given: UInt64 = 0
+  private var queued: UInt64 = 0
+  private var taken: UInt64 = 0
+  private var closed = false
+  private var sleeping = false
+
+  /// Appends `batch` for the next transaction; its ticket. Once closed, the batch is dropped and
+  /// its ticket is never reported (as when the server stops).
+  func put(_ batch: [LiveCallChange]) -> UInt64 {
+    condition.lock()
+    given += 1
+    let ticket = given
+    if !closed {
+      changes.append(contentsOf: batch)
+      queued = ticket
+    }
+    let wake = sleeping && !closed
+    if wake { sleeping = false }
+    condition.unlock()
+    if wake { condition.signal() }
+    return ticket
+  }
+
+  /// Everything queued since the last call, with the ticket of its last batch, sleeping until
+  /// there is something; nil once closed and drained.
+  func takeAll() -> (changes: [LiveCallChange], upTo: UInt64)? {
+    condition.lock()
+    defer { condition.unlock() }
+    while queued == taken && !closed {
+      sleeping = true
+      condition.wait()
+    }
+    sleeping = false
+    guard queued != taken else { return nil }
+    taken = queued
+    var batch: [LiveCallChange] = []
+    swap(&batch, &changes)
+    return (batch, taken)
+  }
+
+  /// Takes no more; the journal's thread drains what is queued, then stops.
+  func close() {
+    condition.lock()
+    closed = true
+    condition.unlock()
+    condition.broadcast()
   }
 }

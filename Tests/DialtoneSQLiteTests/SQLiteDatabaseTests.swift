@@ -62,4 +62,27 @@ struct SQLiteDatabaseTests {
     #expect(throws: SQLiteError.self) { try db.query("SELECT * FROM missing") }
     #expect(throws: SQLiteError.self) { try SQLiteDatabase(path: "/nonexistent-dir/x.db") }
   }
+
+  /// A WAL hook hears every commit with the WAL's length, and replaces SQLite's automatic
+  /// checkpoint (which would have reset the WAL past 1,000 frames); `checkpoint()` copies the
+  /// frames, and the next commit starts the WAL over.
+  @Test func aWALHookHearsEachCommitAndLeavesCheckpointsToItsOwner() throws {
+    let path = temporaryPath()
+    let db = try SQLiteDatabase(path: path)
+    try db.execute("CREATE TABLE t (a INTEGER PRIMARY KEY, b TEXT)")
+    var lengths: [Int] = []
+    db.onWALCommit { lengths.append($0) }
+    for value in 1...1200 {
+      try db.query("INSERT INTO t VALUES (?, ?)", [.integer(Int64(value)), .text(String(repeating: "x", count: 500))])
+    }
+    #expect(lengths.count == 1200)
+    #expect(lengths == lengths.sorted())
+    #expect(lengths.last ?? 0 > 1000)
+    let other = try SQLiteDatabase(path: path)
+    let (frames, copied) = try other.checkpoint()
+    #expect(frames == lengths.last && copied == frames)
+    try db.query("INSERT INTO t VALUES (0, 'again')")
+    #expect(lengths.last ?? 0 < 10)
+    #expect(try other.query("SELECT count(*) FROM t").first?.first?.int == 1201)
+  }
 }
