@@ -9,7 +9,8 @@ import Foundation
 /// releases what is due, which costs nothing extra on a busy loop. For quiet spells the loop
 /// waits on a timer of its own (a timerfd in its event loop, `CoalescingSchedule` says when):
 /// its expiry is one more event on the network thread, with no timer thread and no wake-up
-/// hop, and under traffic it expires at most once per hold time. Not an lws sul timer: lws on
+/// hop, at most once per quarter delay, so no message waits longer than the delay. Holdings
+/// whose frames already left with a later message are skipped, not waited for. Not an lws sul timer: lws on
 /// libuv re-polls with a zero timeout until a sul is ripe, which spins the loop for up to a
 /// millisecond per expiry. Not a dispatch timer either: each of its ticks woke libdispatch's
 /// manager thread and a worker thread (futexes and context switches on a loaded machine).
@@ -21,7 +22,7 @@ extension ServerRole {
     guard session.enqueueCoalesced(bytes, binary: false, on: loop) else { return }
     let now = DispatchTime.now().uptimeNanoseconds
     let deadline = now + UInt64(coalescingDelay * 0.75e9)
-    holding.append((session, deadline))
+    holding.append((session, session.holdings, deadline))
     if let expiry = coalescingSchedule.held(until: deadline) { _ = dt_lws_timer_arm(timer, expiry - now) }
   }
 
@@ -39,24 +40,28 @@ extension ServerRole {
   func coalescingTimerExpired(_ timer: OpaquePointer, on loop: ServiceLoop) {
     dt_lws_timer_acknowledge(timer)
     releaseCoalesced(on: loop)
-    let oldest = holding.first?.deadline
-    if let expiry = coalescingSchedule.expired(oldest: oldest) {
-      let now = DispatchTime.now().uptimeNanoseconds
+    let now = DispatchTime.now().uptimeNanoseconds
+    if let expiry = coalescingSchedule.expired(oldest: holding.first?.deadline, now: now) {
       _ = dt_lws_timer_arm(timer, expiry > now ? expiry - now : 0)
     }
   }
 
-  /// Writes the held frames that are due: one write per socket. Sockets closed meanwhile are
-  /// skipped (their messages stay in their delivery sessions for a resume). An entry can be
-  /// stale (its frames left early with another message, and newer ones are held): those newer
-  /// frames then go early.
+  /// Writes the held frames that are due: one write per socket; drops the holdings at the head
+  /// whose frames already left (with a later message, or handed to a close), so that they are
+  /// not waited for. Sockets closed meanwhile are skipped (their messages stay in their
+  /// delivery sessions for a resume).
   func releaseCoalesced(on loop: ServiceLoop) {
-    guard !holding.isEmpty else { return }
-    let now = DispatchTime.now().uptimeNanoseconds
-    while let due = holding.first, due.deadline <= now {
+    var now: UInt64?
+    while let first = holding.first {
+      // Still open (a socket's connection links back to it until it closes) and still holding.
+      let live = first.session.connection.socket === first.session && first.session.isHolding(first.holding)
+      if live {
+        let time = now ?? DispatchTime.now().uptimeNanoseconds
+        now = time
+        guard first.deadline <= time else { return }
+      }
       holding.popFirst()
-      // Still open: a socket's connection links back to it until it closes (no look-up by id).
-      if due.session.connection.socket === due.session { due.session.flushHeld(on: loop) }
+      if live { first.session.flushHeld(on: loop) }
     }
   }
 }

@@ -25,8 +25,8 @@ final class ServerRole: ServiceRole {
   /// first, each with the time its wait ends, and the loop's timer for quiet spells (see
   /// ServerRole+Coalescing.swift).
   var coalescingDelay: Double { configuration.coalescingDelay }
-  var holding = FIFOQueue<(session: ServerWebSocket, deadline: UInt64)>()
-  var coalescingSchedule = CoalescingSchedule()
+  var holding = FIFOQueue<(session: ServerWebSocket, holding: UInt32, deadline: UInt64)>()
+  var coalescingSchedule: CoalescingSchedule
   var coalescingTimerWSI: OpaquePointer?
   var coalescingTimerFailed = false
   /// Set once the loop has stopped: lws may still report sockets closing, which no longer concern anyone.
@@ -46,6 +46,7 @@ final class ServerRole: ServiceRole {
     self.configuration = configuration
     self.router = router
     self.webSocketHandler = webSocketHandler
+    coalescingSchedule = CoalescingSchedule(minimumGap: UInt64(configuration.coalescingDelay * 0.25e9))
   }
 
   func configure(_ info: inout lws_context_creation_info) {
