@@ -36,32 +36,34 @@ extension ServerRole {
     return coalescingTimerWSI
   }
 
-  /// The timer expired: what is due leaves, and the timer waits for the oldest deadline left.
+  /// The timer expired: what is due leaves, the holdings whose frames already left are dropped,
+  /// and the timer waits for the oldest holding left (never sooner than a quarter delay).
   func coalescingTimerExpired(_ timer: OpaquePointer, on loop: ServiceLoop) {
     dt_lws_timer_acknowledge(timer)
     releaseCoalesced(on: loop)
+    while let first = holding.first, !Self.isLive(first) { holding.popFirst() }
     let now = DispatchTime.now().uptimeNanoseconds
     if let expiry = coalescingSchedule.expired(oldest: holding.first?.deadline, now: now) {
       _ = dt_lws_timer_arm(timer, expiry > now ? expiry - now : 0)
     }
   }
 
-  /// Writes the held frames that are due: one write per socket; drops the holdings at the head
-  /// whose frames already left (with a later message, or handed to a close), so that they are
-  /// not waited for. Sockets closed meanwhile are skipped (their messages stay in their
-  /// delivery sessions for a resume).
+  /// Writes the held frames that are due: one write per socket. Holdings whose frames already
+  /// left (with a later message, or handed to a close) are skipped, as are sockets closed
+  /// meanwhile (their messages stay in their delivery sessions for a resume). Runs for every
+  /// message received: it reads only the list's head until something is due.
   func releaseCoalesced(on loop: ServiceLoop) {
-    var now: UInt64?
-    while let first = holding.first {
-      // Still open (a socket's connection links back to it until it closes) and still holding.
-      let live = first.session.connection.socket === first.session && first.session.isHolding(first.holding)
-      if live {
-        let time = now ?? DispatchTime.now().uptimeNanoseconds
-        now = time
-        guard first.deadline <= time else { return }
-      }
+    guard !holding.isEmpty else { return }
+    let now = DispatchTime.now().uptimeNanoseconds
+    while let due = holding.first, due.deadline <= now {
       holding.popFirst()
-      if live { first.session.flushHeld(on: loop) }
+      if Self.isLive(due) { due.session.flushHeld(on: loop) }
     }
+  }
+
+  /// Still open (a socket's connection links back to it until it closes: no look-up by id) and
+  /// still holding the frames this holding began with.
+  private static func isLive(_ entry: (session: ServerWebSocket, holding: UInt32, deadline: UInt64)) -> Bool {
+    entry.session.connection.socket === entry.session && entry.session.isHolding(entry.holding)
   }
 }
