@@ -1,4 +1,6 @@
 #include <libwebsockets.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 
 // LWS_PRE is a macro expression Swift cannot import.
 static inline size_t dt_lws_pre(void) { return LWS_PRE; }
@@ -41,4 +43,38 @@ static inline struct lws *dt_lws_adopt_raw(struct lws_context *ctx, int fd, int 
   desc.sockfd = fd;
   return lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_SOCKET | (tls ? LWS_ADOPT_ALLOW_SSL : 0), desc,
                                     "dialtone", NULL);
+}
+
+// A one-shot timer the network loop itself waits for: a timerfd adopted as a raw file, so that
+// its expiry arrives as LWS_CALLBACK_RAW_RX_FILE on the loop's thread (no timer thread, no
+// hop). Returns the wsi, or NULL (the descriptor is then closed).
+static inline struct lws *dt_lws_adopt_timer(struct lws_context *ctx) {
+  struct lws_vhost *vhost = lws_get_vhost_by_name(ctx, "default");
+  int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (fd < 0) return NULL;
+  if (!vhost) {
+    close(fd);
+    return NULL;
+  }
+  lws_sock_file_fd_type desc;
+  desc.filefd = fd;
+  struct lws *wsi = lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_RAW_FILE_DESC, desc, "dialtone", NULL);
+  if (!wsi) close(fd);
+  return wsi;
+}
+
+// Arms the timer of `wsi` to expire once, `nanoseconds` from now (at least 1 µs).
+static inline int dt_lws_timer_arm(struct lws *wsi, uint64_t nanoseconds) {
+  if (nanoseconds < 1000) nanoseconds = 1000;
+  struct itimerspec spec = {0};
+  spec.it_value.tv_sec = (time_t)(nanoseconds / 1000000000u);
+  spec.it_value.tv_nsec = (long)(nanoseconds % 1000000000u);
+  return timerfd_settime(lws_get_socket_fd(wsi), 0, &spec, NULL);
+}
+
+// Consumes an expiry (the descriptor stays readable until it is read).
+static inline void dt_lws_timer_acknowledge(struct lws *wsi) {
+  uint64_t expirations;
+  ssize_t got = read(lws_get_socket_fd(wsi), &expirations, sizeof expirations);
+  (void)got;
 }

@@ -213,6 +213,7 @@ final class ClientRole: ServiceRole {
   }
 
   func started(on loop: ServiceLoop) {}
+  func contextDestroyed() {}
 
   func stopped() { clients.removeAll() }
 

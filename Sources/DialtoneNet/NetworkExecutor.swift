@@ -1,5 +1,6 @@
 import DialtoneSupport
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -17,10 +18,11 @@ import Foundation
 public final class NetworkExecutor: SerialExecutor, TaskExecutor, Sendable {
   private struct State {
     weak var loop: ServiceLoop?
-    /// The thread running this executor's jobs right now (network thread or fallback queue).
-    var owner: pthread_t?
   }
   private let state = Locked(State())
+  /// The thread running this executor's jobs right now (network thread or fallback queue), 0 for
+  /// none. Atomic rather than under `state`'s lock: `isCurrent` is asked for every socket event.
+  private let owner = Atomic<UInt>(0)
   private let fallback = DispatchQueue(label: "dialtone.network-executor.fallback")
 
   public init() {}
@@ -40,7 +42,9 @@ public final class NetworkExecutor: SerialExecutor, TaskExecutor, Sendable {
 
   /// True on the thread that currently runs this executor's jobs.
   public var isCurrent: Bool {
-    state.withLock { $0.owner.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
+    // Only this thread ever stores its own id here, so a stale read can never equal it.
+    let current = owner.load(ordering: .relaxed)
+    return current != 0 && pthread_equal(current, pthread_self()) != 0
   }
 
   func attach(_ loop: ServiceLoop) {
@@ -49,12 +53,10 @@ public final class NetworkExecutor: SerialExecutor, TaskExecutor, Sendable {
   }
 
   /// Called on the network thread when it starts and stops owning the jobs.
-  func networkThreadStarted() { state.withLock { $0.owner = pthread_self() } }
+  func networkThreadStarted() { owner.store(pthread_self(), ordering: .relaxed) }
   func networkThreadStopped(leftover: [UnownedJob]) {
-    state.withLock {
-      $0.owner = nil
-      $0.loop = nil
-    }
+    owner.store(0, ordering: .relaxed)
+    state.withLock { $0.loop = nil }
     for job in leftover { runOnFallback(job) }
   }
 
@@ -64,9 +66,9 @@ public final class NetworkExecutor: SerialExecutor, TaskExecutor, Sendable {
 
   private func runOnFallback(_ job: UnownedJob) {
     fallback.async { [self] in
-      state.withLock { $0.owner = pthread_self() }
+      owner.store(pthread_self(), ordering: .relaxed)
       run(job)
-      state.withLock { $0.owner = nil }
+      owner.store(0, ordering: .relaxed)
     }
   }
 }

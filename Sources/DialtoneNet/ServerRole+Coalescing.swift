@@ -1,3 +1,4 @@
+import CLibWebSockets
 import DialtoneSupport
 import Foundation
 
@@ -5,41 +6,64 @@ import Foundation
 /// message to its socket and leaves in the same write, or leaves alone once its wait ends.
 ///
 /// A held message is due 3/4 of `coalescingDelay` after it was held. Every received message
-/// releases what is due, which costs nothing extra on a busy loop. For quiet spells a ticker
-/// runs every quarter delay while anything is held, so no message waits longer than the
-/// delay, and stops itself after a tick that found nothing; a tick that follows traffic does
-/// not wake the loop at all (the traffic did its work). The ticker is a dispatch timer,
-/// not an lws sul timer: lws on libuv re-polls with a zero timeout until a sul is ripe, which
-/// spins the loop for up to a millisecond per expiry.
+/// releases what is due, which costs nothing extra on a busy loop. For quiet spells the loop
+/// waits on a timer of its own (a timerfd in its event loop, `CoalescingSchedule` says when):
+/// its expiry is one more event on the network thread, with no timer thread and no wake-up
+/// hop, at most once per quarter delay, so no message waits longer than the delay. Holdings
+/// whose frames already left with a later message are skipped, not waited for. Not an lws sul timer: lws on
+/// libuv re-polls with a zero timeout until a sul is ripe, which spins the loop for up to a
+/// millisecond per expiry. Not a dispatch timer either: each of its ticks woke libdispatch's
+/// manager thread and a worker thread (futexes and context switches on a loaded machine).
 extension ServerRole {
   func hold(_ bytes: [UInt8], on session: ServerWebSocket, loop: ServiceLoop) {
-    guard let ticker = coalescingTicker else { return session.enqueue(bytes, binary: false, on: loop) }
+    guard coalescingDelay > 0, let timer = coalescingTimer(on: loop) else {
+      return session.enqueue(bytes, binary: false, on: loop)
+    }
     guard session.enqueueCoalesced(bytes, binary: false, on: loop) else { return }
-    holding.append((session, DispatchTime.now().uptimeNanoseconds + UInt64(coalescingDelay * 0.75e9)))
-    if !tickerRunning {
-      let period = DispatchTimeInterval.microseconds(Int(coalescingDelay * 250_000))
-      ticker.schedule(deadline: .now() + period, repeating: period, leeway: .milliseconds(1))
-      tickerRunning = true
+    let now = DispatchTime.now().uptimeNanoseconds
+    let deadline = now + UInt64(coalescingDelay * 0.75e9)
+    holding.append((session, session.holdings, deadline))
+    if let expiry = coalescingSchedule.held(until: deadline) { _ = dt_lws_timer_arm(timer, expiry - now) }
+  }
+
+  /// The loop's coalescing timer, adopted into its event loop at the first hold (on the network
+  /// thread); nil when it cannot be made (messages then leave at once).
+  private func coalescingTimer(on loop: ServiceLoop) -> OpaquePointer? {
+    if let timer = coalescingTimerWSI { return timer }
+    guard !coalescingTimerFailed, let context = loop.context else { return nil }
+    coalescingTimerWSI = dt_lws_adopt_timer(context)
+    coalescingTimerFailed = coalescingTimerWSI == nil
+    return coalescingTimerWSI
+  }
+
+  /// The timer expired: what is due leaves, the holdings whose frames already left are dropped,
+  /// and the timer waits for the oldest holding left (never sooner than a quarter delay).
+  func coalescingTimerExpired(_ timer: OpaquePointer, on loop: ServiceLoop) {
+    dt_lws_timer_acknowledge(timer)
+    releaseCoalesced(on: loop)
+    while let first = holding.first, !Self.isLive(first) { holding.popFirst() }
+    let now = DispatchTime.now().uptimeNanoseconds
+    if let expiry = coalescingSchedule.expired(oldest: holding.first?.deadline, now: now) {
+      _ = dt_lws_timer_arm(timer, expiry > now ? expiry - now : 0)
     }
   }
 
-  /// Writes the held frames that are due: one write per socket. Sockets closed meanwhile are
-  /// skipped (their messages stay in their delivery sessions for a resume). An entry can be
-  /// stale (its frames left early with another message, and newer ones are held): those newer
-  /// frames then go early.
-  func releaseCoalesced(tick: Bool = false, on loop: ServiceLoop) {
-    guard !holding.isEmpty else {
-      if tick, tickerRunning {
-        coalescingTicker?.schedule(deadline: .distantFuture)
-        tickerRunning = false
-      }
-      return
-    }
+  /// Writes the held frames that are due: one write per socket. Holdings whose frames already
+  /// left (with a later message, or handed to a close) are skipped, as are sockets closed
+  /// meanwhile (their messages stay in their delivery sessions for a resume). Runs for every
+  /// message received: it reads only the list's head until something is due.
+  func releaseCoalesced(on loop: ServiceLoop) {
+    guard !holding.isEmpty else { return }
     let now = DispatchTime.now().uptimeNanoseconds
     while let due = holding.first, due.deadline <= now {
       holding.popFirst()
-      // Still open: a socket's connection links back to it until it closes (no look-up by id).
-      if due.session.connection.socket === due.session { due.session.flushHeld(on: loop) }
+      if Self.isLive(due) { due.session.flushHeld(on: loop) }
     }
+  }
+
+  /// Still open (a socket's connection links back to it until it closes: no look-up by id) and
+  /// still holding the frames this holding began with.
+  private static func isLive(_ entry: (session: ServerWebSocket, holding: UInt32, deadline: UInt64)) -> Bool {
+    entry.session.connection.socket === entry.session && entry.session.isHolding(entry.holding)
   }
 }

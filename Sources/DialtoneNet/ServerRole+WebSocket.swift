@@ -21,6 +21,7 @@ extension ServerRole {
       connection: WebSocketConnection(id: id, remoteAddress: request.remoteAddress, loop: loop))
     socket.lastActivityTick = loop.tick
     webSockets[id] = socket
+    Self.attach(socket, to: wsi)
     socket.connection.socket = socket
     if loop.draining { socket.requestClose(code: WebSocketCloseCode.goingAway, reason: "server shutting down") }
     webSocketHandler.webSocketOpened(socket.connection, request: request)

@@ -21,12 +21,16 @@ final class ServerRole: ServiceRole {
   var httpConnections: [UInt64: HTTPConnection] = [:]
   var webSockets: [UInt64: ServerWebSocket] = [:]
 
-  /// How long a coalesced message may wait for company, and the sockets holding some, oldest
-  /// first, each with the time its wait ends (see ServerRole+Coalescing.swift).
+  /// How long a coalesced message may wait for company, the sockets holding some, oldest
+  /// first, each with the time its wait ends, and the loop's timer for quiet spells (see
+  /// ServerRole+Coalescing.swift).
   var coalescingDelay: Double { configuration.coalescingDelay }
-  var holding = FIFOQueue<(session: ServerWebSocket, deadline: UInt64)>()
-  var coalescingTicker: DispatchSourceTimer?
-  var tickerRunning = false
+  var holding = FIFOQueue<(session: ServerWebSocket, holding: UInt32, deadline: UInt64)>()
+  var coalescingSchedule: CoalescingSchedule
+  var coalescingTimerWSI: OpaquePointer?
+  var coalescingTimerFailed = false
+  /// Set once the loop has stopped: lws may still report sockets closing, which no longer concern anyone.
+  private var retired = false
 
   /// C copies of the TLS file paths and the ALPN list for lws (see `configure`).
   private var tlsPaths: (certificate: UnsafeMutablePointer<CChar>?, key: UnsafeMutablePointer<CChar>?)?
@@ -42,6 +46,7 @@ final class ServerRole: ServiceRole {
     self.configuration = configuration
     self.router = router
     self.webSocketHandler = webSocketHandler
+    coalescingSchedule = CoalescingSchedule(minimumGap: UInt64(configuration.coalescingDelay * 0.25e9))
   }
 
   func configure(_ info: inout lws_context_creation_info) {
@@ -62,24 +67,17 @@ final class ServerRole: ServiceRole {
     info.pt_serv_buf_size = 16 * 1024
   }
 
-  func started(on loop: ServiceLoop) {
-    guard coalescingDelay > 0 else { return }
-    let ticker = DispatchSource.makeTimerSource()
-    // Under traffic every received message releases what is due: a tick then has nothing to
-    // do, and waking the loop for it (an eventfd write and an extra epoll pass, 1/4 of the
-    // delay apart) is pure cost, and under CPU contention another chance to be scheduled late.
-    ticker.setEventHandler { [weak loop] in
-      guard let loop, !loop.trafficSinceTimer.exchange(false, ordering: .relaxed) else { return }
-      _ = loop.post(.coalescingTick)
-    }
-    ticker.resume()
-    coalescingTicker = ticker
-  }
+  func started(on loop: ServiceLoop) {}
 
   func stopped() {
-    coalescingTicker?.cancel()
+    retired = true
     listener?.stop()
+    // The objects stay until the context is destroyed (their wsis point at them until lws
+    // frees the wsis): `contextDestroyed` lets them go.
     for socket in webSockets.values { socket.connection.socket = nil }
+  }
+
+  func contextDestroyed() {
     webSockets.removeAll()
     httpConnections.removeAll()
   }
@@ -88,44 +86,80 @@ final class ServerRole: ServiceRole {
     _ wsi: OpaquePointer, _ reason: lws_callback_reasons, _ input: UnsafeMutableRawPointer?, _ length: Int,
     on loop: ServiceLoop
   ) -> Int32? {
+    guard !retired else { return reason == LWS_CALLBACK_RAW_ADOPT ? -1 : 0 }
     switch reason {
     case LWS_CALLBACK_RAW_ADOPT:
-      let id = loop.allocateID(for: wsi)
+      let id = loop.allocateID()
       let connection = HTTPConnection(
         id: id, wsi: wsi, isTLS: configuration.tls != nil, maxHeadBytes: configuration.maxHeaderBytes)
       httpConnections[id] = connection
+      Self.attach(connection, to: wsi)
       connection.wait(for: .head)
       return 0
     case LWS_CALLBACK_RAW_RX:
-      let id = dt_lws_get_id(wsi)
       let bytes = UnsafeRawBufferPointer(start: input, count: input == nil ? 0 : length)
-      if let socket = webSockets[id] { return webSocketReceived(socket, bytes, on: loop) ? 0 : -1 }
-      if let connection = httpConnections[id] { return httpReceived(connection, bytes, on: loop) ? 0 : -1 }
-      return -1
+      switch Self.owner(of: wsi) {
+      case .webSocket(let socket): return webSocketReceived(socket, bytes, on: loop) ? 0 : -1
+      case .http(let connection): return httpReceived(connection, bytes, on: loop) ? 0 : -1
+      case nil: return -1
+      }
     case LWS_CALLBACK_RAW_WRITEABLE:
-      let id = dt_lws_get_id(wsi)
-      if let socket = webSockets[id] { return socket.writable(on: loop) }
-      if let connection = httpConnections[id] { return httpWritable(connection, on: loop) }
-      return 0
+      switch Self.owner(of: wsi) {
+      case .webSocket(let socket): return socket.writable(on: loop)
+      case .http(let connection): return httpWritable(connection, on: loop)
+      case nil: return 0
+      }
     case LWS_CALLBACK_RAW_CLOSE:
-      let id = dt_lws_get_id(wsi)
-      httpConnections.removeValue(forKey: id)
-      if let socket = webSockets.removeValue(forKey: id) {
+      let owner = Self.owner(of: wsi)
+      lws_set_opaque_user_data(wsi, nil)
+      switch owner {
+      case .webSocket(let socket):
+        webSockets.removeValue(forKey: socket.id)
         socket.connection.socket = nil
         webSocketClosed(socket)
+      case .http(let connection):
+        httpConnections.removeValue(forKey: connection.id)
+      case nil:
+        break
       }
+      return 0
+    case LWS_CALLBACK_RAW_RX_FILE:
+      if let timer = coalescingTimerWSI, timer == wsi { coalescingTimerExpired(timer, on: loop) }
+      return 0
+    case LWS_CALLBACK_RAW_CLOSE_FILE:
+      if coalescingTimerWSI == wsi { coalescingTimerWSI = nil }
       return 0
     default:
       return nil
     }
   }
 
+  /// What serves an accepted socket: its HTTP connection until an upgrade, then its WebSocket.
+  enum SocketOwner {
+    case http(HTTPConnection)
+    case webSocket(ServerWebSocket)
+  }
+
+  /// Points the socket's lws user data at the object that serves it, so that every callback
+  /// finds it without a look-up by id (a hash and, among 10k sockets, cache misses). Unretained:
+  /// `httpConnections` or `webSockets` holds the object until lws reports the socket closed,
+  /// and the pointer is cleared then (`RAW_CLOSE`).
+  static func attach(_ owner: AnyObject, to wsi: OpaquePointer) {
+    lws_set_opaque_user_data(wsi, Unmanaged.passUnretained(owner).toOpaque())
+  }
+
+  static func owner(of wsi: OpaquePointer) -> SocketOwner? {
+    guard let pointer = lws_get_opaque_user_data(wsi) else { return nil }
+    let object = Unmanaged<AnyObject>.fromOpaque(pointer).takeUnretainedValue()
+    if let socket = object as? ServerWebSocket { return .webSocket(socket) }
+    if let connection = object as? HTTPConnection { return .http(connection) }
+    return nil
+  }
+
   func execute(_ command: ServiceLoop.Command, on loop: ServiceLoop) {
     switch command {
     case .respond(let id, let response):
       respond(id, response, on: loop)
-    case .coalescingTick:
-      releaseCoalesced(tick: true, on: loop)
     case .adopt(let sockets):
       for fd in sockets {
         guard !loop.draining, let context = loop.context else {

@@ -42,6 +42,9 @@ final class ServerWebSocket: KeepaliveSocket {
   /// Frames sent with `enqueueCoalesced`, already framed: they leave with the next message to this
   /// socket, in one write, or when the loop releases them, whichever comes first.
   private var held: [UInt8] = []
+  /// Counts the times frames started to be held: names the current holding, so that the loop's
+  /// list of holdings can tell one whose frames already left (`isHolding`).
+  private(set) var holdings: UInt32 = 0
   private var pingDue = false
   /// The payload of the last ping not yet answered (RFC 6455 §5.5.3: the latest one suffices).
   private var pongOwed: [UInt8]?
@@ -135,8 +138,13 @@ final class ServerWebSocket: KeepaliveSocket {
       overflow(on: loop)
       return false
     }
+    if starts { holdings &+= 1 }
     return starts
   }
+
+  /// Whether the frames held since holding number `holding` began are still here (not left with
+  /// a later message, flushed, or handed to the close).
+  func isHolding(_ holding: UInt32) -> Bool { holdings == holding && !held.isEmpty }
 
   /// The coalescing deadline passed with nothing else written: the held frames leave alone.
   func flushHeld(on loop: ServiceLoop) {

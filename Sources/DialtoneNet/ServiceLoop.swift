@@ -22,7 +22,6 @@ final class ServiceLoop: @unchecked Sendable {
     case sweep
     /// The next slice of the pings traffic did not carry out (`KeepaliveBacklog`).
     case keepalivePings
-    case coalescingTick
     case job(UnownedJob)
     case adopt([Int32])
   }
@@ -49,9 +48,6 @@ final class ServiceLoop: @unchecked Sendable {
   private(set) var tick: UInt32 = 0
   private var sweepTimer: DispatchSourceTimer?
   private let sweepSeconds: Double
-  /// Set by every whole message received, cleared by timers on other threads (the coalescing
-  /// ticker): while traffic flows the loop does their work as it goes, and they need not wake it.
-  let trafficSinceTimer = Atomic<Bool>(false)
   private var pingsOwed = KeepaliveBacklog()
   private let pingPhases: UInt32
   /// Whole messages received since the last sweep: how much traffic the next interval will
@@ -159,6 +155,7 @@ final class ServiceLoop: @unchecked Sendable {
       sweepTimer?.cancel()
       role.stopped()
       lws_context_destroy(ctx)
+      role.contextDestroyed()
       executor?.networkThreadStopped(leftover: leftover)
       context = nil
     }
@@ -242,7 +239,7 @@ final class ServiceLoop: @unchecked Sendable {
       drainOwedPings()
     case .job(let job):
       executor?.run(job)
-    case .respond, .connect, .coalescingTick, .adopt:
+    case .respond, .connect, .adopt:
       role.execute(command, on: self)
     }
   }
@@ -272,7 +269,6 @@ final class ServiceLoop: @unchecked Sendable {
 
   /// A role received a whole message: it carries out a ping or two of the sweep's backlog.
   func receivedMessage() {
-    trafficSinceTimer.store(true, ordering: .relaxed)
     messagesSinceSweep &+= 1
     guard !pingsOwed.isEmpty else { return }
     ping(pingsOwed.piggyback())
@@ -377,9 +373,16 @@ final class ServiceLoop: @unchecked Sendable {
 
   private static let scratchLimit = 256 * 1024
 
-  func allocateID(for wsi: OpaquePointer) -> UInt64 {
+  /// A connection id never used before on this loop.
+  func allocateID() -> UInt64 {
     let id = nextConnectionID
     nextConnectionID += 1
+    return id
+  }
+
+  /// A new id, carried by the wsi's user data (the client's sockets are looked up by it).
+  func allocateID(for wsi: OpaquePointer) -> UInt64 {
+    let id = allocateID()
     dt_lws_set_id(wsi, id)
     return id
   }

@@ -10,6 +10,8 @@ protocol ServiceRole: AnyObject {
   /// The network thread started (timers may start) or stopped (forget every connection).
   func started(on loop: ServiceLoop)
   func stopped()
+  /// The context is gone (every wsi freed): objects its wsis pointed at may go.
+  func contextDestroyed()
 
   /// The role's own lws callbacks; nil when `reason` is not one of them.
   func handle(

@@ -88,6 +88,22 @@ extension RawWebSocket {
     }
   }
 
+  /// The loop's timer is armed for the oldest held message; when that one left early with
+  /// another, the timer expires with nothing due and must wait again for the next one held.
+  @Test func aMessageHeldAfterAnEarlierOneLeftStillLeavesAlone() async throws {
+    try await withCoalescingPeer(delay: 0.2) { peer in
+      peer.sendText("hold:early")
+      peer.sendText("now:company")
+      var frames = peer.receiveFrames()
+      if frames.count < 2 { frames += peer.receiveFrames() }
+      #expect(frames.map(\.payload) == ["early", "company"])
+      peer.sendText("hold:later")
+      #expect(peer.receiveFrames().map(\.payload) == ["later"])
+      peer.sendText("hold:again")
+      #expect(peer.receiveFrames().map(\.payload) == ["again"])
+    }
+  }
+
   @Test func closingWritesHeldMessagesBeforeTheCloseFrame() async throws {
     try await withCoalescingPeer(delay: 30) { peer in
       peer.sendText("hold:last words")
