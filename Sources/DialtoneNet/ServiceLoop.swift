@@ -154,6 +154,11 @@ final class ServiceLoop: @unchecked Sendable {
       wakeTimer?.cancel()
       sweepTimer?.cancel()
       role.stopped()
+      // Debian 12's lws 4.1.6 closes its event pipe (an eventfd) twice while the context goes:
+      // once as the pipe is destroyed, again when libuv's close of its handle runs (fixed upstream
+      // in 2024, warmcat/libwebsockets#2873). A descriptor another thread opens in between is
+      // closed under it. A server or client process stops its loop only as it exits; a test
+      // process that starts and stops many servers can see a socket of another test fail.
       lws_context_destroy(ctx)
       role.contextDestroyed()
       executor?.networkThreadStopped(leftover: leftover)
