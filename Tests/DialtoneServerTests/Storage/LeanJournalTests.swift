@@ -168,12 +168,9 @@ struct LeanJournalTests {
   /// finds it asleep (after each report here) must still wake it, every time, or the outcome
   /// behind it would wait forever.
   @Test func everySubmitToASleepingJournalIsWrittenAndReported() async throws {
-    let directory = temporaryDirectory()
-    defer { try? FileManager.default.removeItem(atPath: directory) }
-    let store = try SQLiteLiveCallStore.open(dataDirectory: directory)
-    let journal = CallJournal(store: store, log: Log(level: .error, subsystem: "test"))
-    let reported = Locked<UInt64>(0)
-    journal.start { ticket in reported.withLock { $0 = max($0, ticket) } }
+    let rig = try JournalRig()
+    defer { rig.remove() }
+    let (store, journal, reported) = (rig.store, rig.journal, rig.reported)
     for n in 0..<300 {
       let ticket = journal.submit([.put(snapshot("c\(n)"))])
       for _ in 0..<10_000 where reported.current < ticket { try await Task.sleep(for: .milliseconds(1)) }
@@ -196,12 +193,9 @@ struct LeanJournalTests {
   /// A batch submitted once the journal is closed (the server stopping) gets a ticket that is
   /// never reported, and is not written.
   @Test func aBatchSubmittedAfterCloseIsNeitherWrittenNorReported() throws {
-    let directory = temporaryDirectory()
-    defer { try? FileManager.default.removeItem(atPath: directory) }
-    let store = try SQLiteLiveCallStore.open(dataDirectory: directory)
-    let journal = CallJournal(store: store, log: Log(level: .error, subsystem: "test"))
-    let reported = Locked<UInt64>(0)
-    journal.start { ticket in reported.withLock { $0 = max($0, ticket) } }
+    let rig = try JournalRig()
+    defer { rig.remove() }
+    let (store, journal, reported) = (rig.store, rig.journal, rig.reported)
     let written = journal.submit([.put(snapshot("before"))])
     journal.close()
     let late = journal.submit([.put(snapshot("after"))])

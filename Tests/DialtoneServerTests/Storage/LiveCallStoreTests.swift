@@ -135,12 +135,9 @@ struct LiveCallStoreTests {
   }
 
   @Test func theJournalReportsEachBatchOnceItIsWritten() async throws {
-    let directory = temporaryDirectory()
-    defer { try? FileManager.default.removeItem(atPath: directory) }
-    let store = try SQLiteLiveCallStore.open(dataDirectory: directory)
-    let journal = CallJournal(store: store, log: Log(level: .error, subsystem: "test"))
-    let reported = Locked<UInt64>(0)
-    journal.start { ticket in reported.withLock { $0 = max($0, ticket) } }
+    let rig = try JournalRig()
+    defer { rig.remove() }
+    let (store, journal, reported) = (rig.store, rig.journal, rig.reported)
     var last: UInt64 = 0
     for n in 0..<50 { last = journal.submit([.put(snapshot("c\(n)"))]) }
     journal.close()
