@@ -86,14 +86,7 @@ package final class CallJournal: Sendable {
   }
 
   private func run(_ onCommit: @Sendable (UInt64) -> Void) {
-    var named = false
     while let batch = queue.takeAll() {
-      if !named {
-        // Again, once `start` has long returned: `Thread.start` can overwrite the name that
-        // `WorkerThread` gives its thread from inside when the thread runs first.
-        Thread.current.name = Self.threadName
-        named = true
-      }
       write(batch.changes)
       // Reported before `close` can return: what the hub does with the outcomes it held then
       // comes before whatever the closer does next.
