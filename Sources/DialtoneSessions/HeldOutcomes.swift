@@ -34,14 +34,11 @@ package struct HeldOutcomes<Item> {
   package mutating func hold(_ item: Item, for callId: CallID, until ticket: UInt64) {
     order += 1
     let pending = calls[callId]
-    var wait = max(ticket, pending?.ticket ?? 0)
-    if byTicket[wait] == nil {
-      // A ticket not yet waited for is the journal's newest. One older than the queue's last
-      // (which the journal never hands out) waits for that last instead, so the queue stays in
-      // order and the outcome leaves no earlier than it would have.
-      wait = max(wait, tickets.last ?? 0)
-      if byTicket[wait] == nil { tickets.append(wait) }
-    }
+    let wait = max(ticket, pending?.ticket ?? 0)
+    // A ticket not yet waited for is the journal's newest. Were it older than the queue's last,
+    // it would only leave later than it could, never earlier: a commit stops at the first ticket
+    // it has not reached.
+    if byTicket[wait] == nil { tickets.append(wait) }
     byTicket[wait, default: []].append(Held(order: order, callId: callId, item: item))
     calls[callId] = (wait, (pending?.count ?? 0) + 1)
   }

@@ -12,7 +12,6 @@ public struct FIFOQueue<Element>: Sequence {
   public var isEmpty: Bool { head == storage.count }
   public var count: Int { storage.count - head }
   public var first: Element? { isEmpty ? nil : storage[head] }
-  public var last: Element? { isEmpty ? nil : storage[storage.count - 1] }
 
   public mutating func append(_ element: Element) {
     storage.append(element)
