@@ -22,7 +22,7 @@ extension ServerRole {
     guard session.enqueueCoalesced(bytes, binary: false, on: loop) else { return }
     let now = DispatchTime.now().uptimeNanoseconds
     let deadline = now + UInt64(coalescingDelay * 0.75e9)
-    holding.append((session, session.holdings, deadline))
+    holding.append(HeldFrames(session: session, holding: session.holdings, deadline: deadline))
     if let expiry = coalescingSchedule.held(until: deadline) { _ = dt_lws_timer_arm(timer, expiry - now) }
   }
 
@@ -41,7 +41,7 @@ extension ServerRole {
   func coalescingTimerExpired(_ timer: OpaquePointer, on loop: ServiceLoop) {
     dt_lws_timer_acknowledge(timer)
     releaseCoalesced(on: loop)
-    while let first = holding.first, !Self.isLive(first) { holding.popFirst() }
+    while let first = holding.first, !first.isLive { holding.popFirst() }
     let now = DispatchTime.now().uptimeNanoseconds
     if let expiry = coalescingSchedule.expired(oldest: holding.first?.deadline, now: now) {
       _ = dt_lws_timer_arm(timer, expiry > now ? expiry - now : 0)
@@ -57,13 +57,19 @@ extension ServerRole {
     let now = DispatchTime.now().uptimeNanoseconds
     while let due = holding.first, due.deadline <= now {
       holding.popFirst()
-      if Self.isLive(due) { due.session.flushHeld(on: loop) }
+      if due.isLive { due.session.flushHeld(on: loop) }
     }
   }
+}
+
+/// One socket's frames held for company, with the time their wait ends.
+struct HeldFrames {
+  let session: ServerWebSocket
+  /// Which holding of the socket's these are (`ServerWebSocket.holdings`).
+  let holding: UInt32
+  let deadline: UInt64
 
   /// Still open (a socket's connection links back to it until it closes: no look-up by id) and
   /// still holding the frames this holding began with.
-  private static func isLive(_ entry: (session: ServerWebSocket, holding: UInt32, deadline: UInt64)) -> Bool {
-    entry.session.connection.socket === entry.session && entry.session.isHolding(entry.holding)
-  }
+  var isLive: Bool { session.connection.socket === session && session.isHolding(holding) }
 }

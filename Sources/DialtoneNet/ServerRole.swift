@@ -25,7 +25,7 @@ final class ServerRole: ServiceRole {
   /// first, each with the time its wait ends, and the loop's timer for quiet spells (see
   /// ServerRole+Coalescing.swift).
   var coalescingDelay: Double { configuration.coalescingDelay }
-  var holding = FIFOQueue<(session: ServerWebSocket, holding: UInt32, deadline: UInt64)>()
+  var holding = FIFOQueue<HeldFrames>()
   var coalescingSchedule: CoalescingSchedule
   var coalescingTimerWSI: OpaquePointer?
   var coalescingTimerFailed = false
