@@ -135,11 +135,8 @@ import Testing
     // A node timeout far longer than the test: the stalled replica is never marked failed (a
     // failed replica is no longer waited for).
     try await ScratchRedisCluster.with(nodeTimeout: .seconds(60)) { cluster in
-      let refusals = Locked(0)
       var configuration = try RedisConfiguration(url: cluster.url)
-      configuration.replicaWait.observer = RedisReplicaObserver { outcome in
-        if outcome == .unconfirmed { refusals.withLock { $0 += 1 } }
-      }
+      let refusals = configuration.countingRefusals()
       let redis = try RedisClusterConnection(configuration)
       defer { redis.close() }
       let key = "stalled-replica"
@@ -289,4 +286,15 @@ func expectRefusedThenStored(
     return
   }
   #expect(message.seq == 2)
+}
+
+extension RedisConfiguration {
+  /// Counts the round trips whose writes too few replicas confirmed (refused with NOREPLICAS).
+  mutating func countingRefusals() -> Locked<Int> {
+    let refusals = Locked(0)
+    replicaWait.observer = RedisReplicaObserver { outcome in
+      if outcome == .unconfirmed { refusals.withLock { $0 += 1 } }
+    }
+    return refusals
+  }
 }

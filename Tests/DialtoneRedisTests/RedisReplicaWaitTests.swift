@@ -132,37 +132,26 @@ import Testing
     }
   }
 
-  // MARK: - A Redis Cluster only
-
-  @Test func aReplicaTheClusterMarkedFailedStopsBeingWaitedFor() throws {
-    let shard = try FakeReplicas(.cluster, replicas: 1, waits: [0])
-    defer { shard.stop() }
-    // The replica is marked failed while the first WAIT runs: the map read before a second WAIT
-    // lists no replica left to wait for, so the write stands (no replica could take over).
-    shard.afterWait = { $0.replicaHealth = "fail" }
-    let redis = try shard.connect()
+  /// The replicas go while the first WAIT runs: counted again before a second WAIT, there is
+  /// none left to wait for, so the write stands (no replica could take over), and no later
+  /// round trip waits.
+  @Test(arguments: ReplicaWaitTarget.allCases)
+  func aReplicaLostDuringAWaitStopsBeingWaitedFor(_ target: ReplicaWaitTarget) throws {
+    let fake = try target.fake(replicas: 1, waits: [0])
+    defer { fake.stop() }
+    switch target {
+    case .cluster: fake.afterWait = { $0.replicaHealth = "fail" }  // marked failed: the map leaves it out
+    case .single: fake.afterWait = { $0.replicas = 0 }  // disconnected
+    }
+    let redis = try fake.connect()
     defer { redis.close() }
     #expect(try redis.set("k", "v"))
-    #expect(shard.waits == [1])
+    #expect(fake.waits == [1])
     #expect(try redis.set("k", "w"))
-    #expect(shard.waits == [1], "no WAIT for a shard whose only replica failed")
+    #expect(fake.waits == [1], "no WAIT without a replica")
   }
 
   // MARK: - One server only
-
-  @Test func aReplicaThatDisconnectedStopsBeingWaitedFor() throws {
-    let server = try FakeReplicas(.single, replicas: 1, waits: [0])
-    defer { server.stop() }
-    // The replica drops off while the first WAIT runs: counted again before a second WAIT, the
-    // server has none left to wait for, so the write stands (no replica could take over).
-    server.afterWait = { $0.replicas = 0 }
-    let redis = try server.connect()
-    defer { redis.close() }
-    #expect(try redis.set("k", "v"))
-    #expect(server.waits == [1])
-    #expect(try redis.set("k", "w"))
-    #expect(server.waits == [1], "no WAIT for a server without replicas")
-  }
 
   @Test func aServerDemotedToAReplicaConfirmsNothing() throws {
     let server = try FakeReplicas(.single, replicas: 1, waits: [0])

@@ -11,11 +11,8 @@ import Testing
 @Suite struct RedisSingleReplicaTests {
   @Test func aWriteTheStalledReplicaLacksIsRefusedAndStoredOnceItRuns() async throws {
     try await withReplicatedRedis { primary, replica in
-      let refusals = Locked(0)
       var configuration = try RedisConfiguration(url: primary.url)
-      configuration.replicaWait.observer = RedisReplicaObserver { outcome in
-        if outcome == .unconfirmed { refusals.withLock { $0 += 1 } }
-      }
+      let refusals = configuration.countingRefusals()
       let redis = try RedisConnection(configuration)
       defer { redis.close() }
       let key: RedisArgument = "stalled-replica"
