@@ -51,7 +51,7 @@ private struct LinkRig {
     let settings = ClusterLink.Settings(redis: try RedisConfiguration(url: server.url + "/\(database)"), node: "n1-test")
     link = ClusterLink(
       settings: settings, liveCalls: try SQLiteLiveCallStore.open(dataDirectory: directory),
-      metrics: ClusterMetrics(registry: registry), log: Log(level: .critical, subsystem: "test"))
+      metrics: ClusterMetrics(registry: registry), log: Log(level: .error, subsystem: "test"))
     link.inbox.withLock { $0 = inbox }
   }
 
