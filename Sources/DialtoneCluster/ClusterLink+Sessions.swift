@@ -98,7 +98,7 @@ extension ClusterLink: SessionStore {
     let steps = acknowledgements.take().map {
       PendingStep(step: .acknowledge(session: $0.session, through: $0.through), what: "ack")
     }
-    batch.withLock { $0.add(steps) }
+    batch.withLock { $0 += steps }
   }
 
   /// Stores the acknowledgements held since the last time (housekeeping, every heartbeat, and
@@ -127,38 +127,19 @@ extension ClusterLink: SessionStore {
     }
   }
 
-  /// The hub's event ended: its steps are one unit, stored with the next `flush` (the hub's
-  /// turn ended) or before the next job another step asks for (`enqueue`), whichever is first.
-  package func seal() { batch.withLock { $0.seal() } }
-
   /// Stores everything the hub asked for since the last flush, as one transaction in one round
-  /// trip (the hub flushes once per turn of its thread: every event it handled in that turn).
+  /// trip (the hub flushes after each event it handles).
   package func flush() {
-    let refused = batch.withLock { pending -> [PendingStep] in
-      let steps = pending.takeAll()
-      return steps.isEmpty ? [] : submitSteps(steps)
+    let steps = batch.withLock { batch in
+      defer { batch.removeAll(keepingCapacity: true) }
+      return batch
     }
-    refuse(refused)
-  }
-
-  /// Steps the sender's full queue refused: their messages are lost, so their sessions resync.
-  package func refuse(_ steps: [PendingStep]) {
     guard !steps.isEmpty else { return }
-    settle(steps, Array(repeating: .failed(.invalidRequest("too much is waiting for Redis")), count: steps.count))
-  }
-
-  /// Hands steps to the sender: to the transaction still waiting for its turn when there is one,
-  /// else as a new job. Called under `batch`'s lock (the hub's order is the order submitted);
-  /// returns the steps the sender refused (its queue is full), for the caller to settle as
-  /// failed once the lock is released (settling reaches the hub, which may add steps at once).
-  @discardableResult
-  package func submitSteps(_ steps: [PendingStep]) -> [PendingStep] {
-    if let waiting = currentBatch.current, waiting.add(steps) { return [] }
+    if let waiting = currentBatch.current, waiting.add(steps) { return }
     let group = StepBatch(steps)
     currentBatch.withLock { $0 = group }
     let queued = sender.submit { [self] connection in
       let steps = group.take()
-      guard !steps.isEmpty else { return }
       var results: [SessionLedger.StepResult]
       do throws(RedisError) {
         guard let connection else { throw RedisError.connectionFailed(message: "not connected") }
@@ -171,7 +152,10 @@ extension ClusterLink: SessionStore {
       }
       settle(steps, results)
     }
-    return queued ? [] : group.take()
+    if !queued {
+      let steps = group.take()
+      settle(steps, Array(repeating: .failed(.invalidRequest("too much is waiting for Redis")), count: steps.count))
+    }
   }
 
   /// Hands the frames stored for sessions held here to the hub; a message that could not be

@@ -82,29 +82,20 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
   private let adopting = Locked<[CallID: ContinuousClock.Instant]>([:])
   /// Clients' acknowledgements, stored by housekeeping (`PendingAcknowledgements`).
   package let acknowledgements = PendingAcknowledgements()
-  /// Session steps the hub asked for since its last `flush` (`PendingSteps`: which of them
-  /// belong to events that ended), run as one transaction then.
-  package let batch = Locked(PendingSteps())
+  /// Session steps the hub asked for since its last `flush`, run as one transaction then.
+  package let batch = Locked<[PendingStep]>([])
   /// The flushed steps waiting for the sender, which later flushes join (`StepBatch`).
   package let currentBatch = Locked<StepBatch?>(nil)
 
-  /// Queues a job that is not a batch of session steps. The steps of the hub's events that
-  /// ended (`seal`) go first, as they would have had the hub flushed after each event; the
-  /// waiting batch then takes no more steps, so that none overtakes this job. Under `batch`'s
-  /// lock, so that a job queued by another thread (housekeeping) never splits the hub's steps.
+  /// Queues a job that is not a batch of session steps: the waiting batch takes no more steps,
+  /// so that none overtakes this job.
   @discardableResult
   package func enqueue(_ job: @escaping RedisWorker.Job) -> Bool {
-    let (queued, refused) = batch.withLock { pending in
-      let sealed = pending.takeSealed()
-      let refused = sealed.isEmpty ? [] : submitSteps(sealed)
-      currentBatch.withLock {
-        $0?.close()
-        $0 = nil
-      }
-      return (sender.submit(job), refused)
+    currentBatch.withLock {
+      $0?.close()
+      $0 = nil
     }
-    refuse(refused)
-    return queued
+    return sender.submit(job)
   }
 
   package struct PendingStep: Sendable {

@@ -26,21 +26,12 @@ package protocol SessionStore: Sendable {
   /// The session ended here (replaced, or its resume window passed): it is removed unless
   /// another node resumed it meanwhile.
   func end(_ sessionID: String)
-  /// The hub's event ended: what it asked for is one unit, stored all or nothing (an answer
-  /// never lands without what its request caused) by the next `flush`, and before anything the
-  /// hub asks for after this event.
-  func seal()
   /// Stores what `append`, `deliver` and `acknowledge` asked for since the last flush, all or
-  /// nothing for each sealed event (the hub flushes once per turn of its thread, so that one
-  /// round trip carries every event of the turn).
+  /// nothing (the hub flushes once per event, so that an answer never lands without what its
+  /// request caused).
   func flush()
   /// Sets the store's gauges (before a scrape of `/metrics`).
   func refreshGauges()
-}
-
-extension SessionStore {
-  /// A store that stores each flush as it comes has nothing to mark.
-  package func seal() {}
 }
 
 /// A hello waiting for its session.

@@ -31,8 +31,6 @@ public actor SignalingHub {
   private let store: (any SessionStore)?
   private let observations: Observations
   private let mailbox: HubMailbox
-  /// Whether a flush of `store` is queued for the end of the network thread's turn.
-  private var flushQueued = false
 
   nonisolated let executor: NetworkExecutor
   public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
@@ -71,7 +69,7 @@ public actor SignalingHub {
   // MARK: - Events
 
   func handle(_ event: HubEvent) {
-    defer { endOfEvent() }
+    defer { store?.flush() }
     let now = clock.now
     switch event {
     case .opened(let connection, let request):
@@ -307,23 +305,6 @@ extension SignalingHub {
   /// From now on no session starts here, and sockets closed by the shutdown leave their calls
   /// as they are (no grace starts), so that the restarted server carries on with them.
   func prepareForShutdown() { sessions.shuttingDown = true }
-
-  /// The event's session steps are one unit, stored once this turn of the network thread ends
-  /// with those of every other event handled in it: one transaction and one hand-off each way
-  /// for all of them, where a flush per event cost one each. The flush is a job queued behind
-  /// the sockets that are ready now, so it waits for no timer.
-  private func endOfEvent() {
-    guard let store else { return }
-    store.seal()
-    guard !flushQueued else { return }
-    flushQueued = true
-    Task(executorPreference: executor) { await self.flushTurn() }
-  }
-
-  private func flushTurn() {
-    flushQueued = false
-    store?.flush()
-  }
 
   /// Returns once every event delivered before the call has been handled (the executor runs
   /// them in order), and what they stored is flushed.

@@ -47,7 +47,7 @@ private struct LinkRig {
     redis = try server.connect()
     try redis.command(["SELECT", .integer(Int64(database))])
     try redis.command(["FLUSHDB"])
-    directory = NSTemporaryDirectory() + "dialtone-turn-flush-\(UUID().uuidString)"
+    directory = NSTemporaryDirectory() + "dialtone-step-batch-\(UUID().uuidString)"
     let settings = ClusterLink.Settings(redis: try RedisConfiguration(url: server.url + "/\(database)"), node: "n1-test")
     link = ClusterLink(
       settings: settings, liveCalls: try SQLiteLiveCallStore.open(dataDirectory: directory),
@@ -81,60 +81,24 @@ private struct LinkRig {
   }
 }
 
-/// The hub seals each event's steps and flushes once per turn of its thread
-/// (`SignalingHub.endOfEvent`): several events share one transaction and one hand-back, and
-/// nothing is reordered against the jobs the hub asks for.
-@Suite(.scratchRedis, .serialized) struct ClusterTurnFlushTests {
-  @Test func theEventsOfOneTurnShareOneTransactionAndOneHandBack() throws {
-    let rig = try LinkRig(database: 11)
-    defer { rig.stop() }
-    try rig.open("s1", "s2", "s3")
-    for (index, session) in ["s1", "s2", "s3"].enumerated() {
-      rig.link.append(rig.candidate("candidate:\(index)"), to: session, answering: nil, coalesced: false)
-      rig.link.seal()
-    }
-    #expect(rig.transactions.count == 0, "sealed events wait for the flush")
-    rig.link.flush()
-    #expect(waitFor { rig.inbox.stored.count == 3 })
-    #expect(rig.inbox.handBacks == 1)
-    #expect(rig.inbox.stored.map(\.sessionID) == ["s1", "s2", "s3"])
-    #expect(rig.transactions.count == 1 && rig.transactions.steps == 3)
-  }
-
-  /// One event's step fails (its session's keys hold something else): only that session
-  /// breaks; the other events of the batch are stored and handed back.
-  @Test func aFailingStepInASharedBatchBreaksOnlyItsOwnSession() throws {
+/// The steps the hub asks for before one flush are stored as one transaction, each with its own
+/// result: a step that fails breaks its own session only.
+@Suite(.scratchRedis, .serialized) struct ClusterStepBatchTests {
+  /// One message's step fails (its session's keys hold something else): only that session
+  /// breaks; the others of the transaction are stored and handed back together, in order.
+  @Test func aFailingStepInASharedTransactionBreaksOnlyItsOwnSession() throws {
     let rig = try LinkRig(database: 12)
     defer { rig.stop() }
     try rig.open("s1", "s3")
     try rig.redis.command(["SET", "dt:session:{s2}:meta", "not a hash"])
     for (index, session) in ["s1", "s2", "s3"].enumerated() {
       rig.link.append(rig.candidate("candidate:\(index)"), to: session, answering: nil, coalesced: false)
-      rig.link.seal()
     }
     rig.link.flush()
     #expect(waitFor { rig.inbox.stored.count == 2 && rig.inbox.broken == ["s2"] })
     #expect(rig.inbox.stored.map(\.sessionID) == ["s1", "s3"])
-    #expect(rig.transactions.count == 1)
-  }
-
-  /// A job the hub asks for after some events ended (here a re-read of the session) runs after
-  /// their steps, as when the hub flushed after each event; the steps of the event still being
-  /// handled stay behind the job, as they always did, and go with the flush.
-  @Test func aJobAskedForAfterSealedEventsRunsAfterTheirStepsAndBeforeTheOpenEvents() throws {
-    let rig = try LinkRig(database: 13)
-    defer { rig.stop() }
-    try rig.open("s1")
-    rig.link.append(rig.candidate("candidate:1"), to: "s1", answering: nil, coalesced: false)
-    rig.link.seal()
-    rig.link.append(rig.candidate("candidate:2"), to: "s1", answering: nil, coalesced: false)
-    rig.link.fetch("s1", after: 0)
-    rig.link.flush()
-    // The transaction of the sealed event hands back seq 1; the re-read finds seq 1 only
-    // (seq 2 was not stored yet); the flush hands back seq 2.
-    #expect(waitFor { rig.inbox.stored.count == 3 })
-    #expect(rig.inbox.stored.map(\.seq) == [1, 1, 2])
-    #expect(rig.inbox.broken.isEmpty)
+    #expect(rig.inbox.handBacks == 1)
+    #expect(rig.transactions.count == 1 && rig.transactions.steps == 3)
   }
 
   /// Polls the condition on this thread (the link's sender reports from its own).
