@@ -4,7 +4,6 @@ import DialtoneProtocol
 import DialtoneRedis
 import DialtoneSessions
 import DialtoneSupport
-import Foundation
 
 /// The cluster's `SessionStore`: every device session lives in Redis (`SessionLedger`), so a
 /// client whose node died or drained resumes on any other node with nothing lost or duplicated.
@@ -136,21 +135,6 @@ extension ClusterLink: SessionStore {
       return batch
     }
     guard !steps.isEmpty else { return }
-    if Self.inlineProbe, !(currentBatch.current?.add([]) ?? false), sender.queued == 0 {
-      // PROBE (issue 41 item 4, not for merge): the round trip on the calling (network) thread,
-      // blocking, to measure what a node costs without the sender's hand-offs.
-      var results: [SessionLedger.StepResult]
-      do throws(RedisError) {
-        let connection = try inlineConnection()
-        results = try ledger(connection).run(steps.map { $0.step }, from: thisNode)
-        metrics.transactions.increment()
-        metrics.steps.increment(by: Double(steps.count))
-      } catch {
-        inlineClient.withLock { $0 = nil }
-        results = Array(repeating: .failed(error), count: steps.count)
-      }
-      return settle(steps, results)
-    }
     if let waiting = currentBatch.current, waiting.add(steps) { return }
     let group = StepBatch(steps)
     currentBatch.withLock { $0 = group }
@@ -172,16 +156,6 @@ extension ClusterLink: SessionStore {
       let steps = group.take()
       settle(steps, Array(repeating: .failed(.invalidRequest("too much is waiting for Redis")), count: steps.count))
     }
-  }
-
-  static let inlineProbe = ProcessInfo.processInfo.environment["DIALTONE_PROBE_INLINE_STORE"] == "1"
-
-  private func inlineConnection() throws(RedisError) -> any RedisClient {
-    if let open = inlineClient.current, open.isOpen { return open }
-    let connection = try settings.redis.open()
-    try connection.load(SessionLedger.scripts)
-    inlineClient.withLock { $0 = connection }
-    return connection
   }
 
   /// Hands the frames stored for sessions held here to the hub; a message that could not be

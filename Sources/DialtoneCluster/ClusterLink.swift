@@ -86,8 +86,6 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
   package let batch = Locked<[PendingStep]>([])
   /// The flushed steps waiting for the sender, which later flushes join (`StepBatch`).
   package let currentBatch = Locked<StepBatch?>(nil)
-  /// PROBE (not for merge): `flush`'s own connection when `DIALTONE_PROBE_INLINE_STORE=1`.
-  package let inlineClient = Locked<(any RedisClient)?>(nil)
 
   /// Queues a job that is not a batch of session steps: the waiting batch takes no more steps,
   /// so that none overtakes this job.
