@@ -48,7 +48,8 @@ private struct LinkRig {
     try redis.command(["SELECT", .integer(Int64(database))])
     try redis.command(["FLUSHDB"])
     directory = NSTemporaryDirectory() + "dialtone-step-batch-\(UUID().uuidString)"
-    let settings = ClusterLink.Settings(redis: try RedisConfiguration(url: server.url + "/\(database)"), node: "n1-test")
+    let settings = ClusterLink.Settings(
+      redis: try RedisConfiguration(url: server.url + "/\(database)"), node: "n1-test")
     link = ClusterLink(
       settings: settings, liveCalls: try SQLiteLiveCallStore.open(dataDirectory: directory),
       metrics: ClusterMetrics(registry: registry), log: Log(level: .error, subsystem: "test"))
@@ -61,7 +62,8 @@ private struct LinkRig {
   }
 
   func candidate(_ text: String) -> ServerMessage {
-    .candidate(.init(callId: "c1", from: Peer(userId: "alice", deviceId: "phone"), candidate: IceCandidate(candidate: text)))
+    .candidate(
+      .init(callId: "c1", from: Peer(userId: "alice", deviceId: "phone"), candidate: IceCandidate(candidate: text)))
   }
 
   /// How many transactions stored session steps, and how many steps they carried.
