@@ -84,9 +84,11 @@ def commandstats(ports):
 
 def cluster_counters(nodes):
     """The nodes' store failures and replica WAIT outcomes (`/metrics`), summed: whether the load
-    ran with writes refused for want of a replica's confirmation."""
+    ran with writes refused for want of a replica's confirmation; and the transactions that
+    stored session steps, and the steps they carried (since the node started)."""
     import urllib.request
-    wanted = ("dialtone_cluster_store_failures_total", "dialtone_cluster_redis_replica_waits_total")
+    wanted = ("dialtone_cluster_store_failures_total", "dialtone_cluster_redis_replica_waits_total",
+              "dialtone_cluster_store_transactions_total", "dialtone_cluster_store_steps_total")
     totals = {}
     for node in nodes:
         try:

@@ -68,10 +68,26 @@ extension SessionLedger {
     if !delivering.isEmpty {
       let replies = try redis.pipeline(
         delivering.map { index in
-          guard case .deliver(_, let user, _, _, _) = steps[index] else { return ["PING"] }
+          guard case .deliver(_, let user, let device, _, _) = steps[index] else { return ["PING"] }
+          // One device's entry is read alone (a relayed message is for one device).
+          if let device { return ["HGET", ClusterPresence.userKey(user), .string(device)] }
           return ["HGETALL", ClusterPresence.userKey(user)]
         })
       for (index, reply) in zip(delivering, replies) {
+        guard case .deliver(_, _, let device, _, _) = steps[index] else { continue }
+        if let device, reply.failure == nil {
+          switch reply {
+          case .null: presence[index] = []
+          default:
+            guard let entry = reply.string else {
+              results[index] = .failed(.unexpectedReply(reply))
+              continue
+            }
+            presence[index] = [(device: device, entry: entry)]
+          }
+          deliveries[index] = Delivery()
+          continue
+        }
         guard let entries = reply.fieldsAndValues else {
           results[index] = .failed(reply.failure ?? .unexpectedReply(reply))
           continue

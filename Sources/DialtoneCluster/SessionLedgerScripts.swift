@@ -124,7 +124,15 @@ extension SessionLedger {
       local skip = {}
       for device in string.gmatch(ARGV[3], '[^\\n]+') do skip[device] = true end
       local a = shared(4)
-      local entries = redis.call('HGETALL', KEYS[1])
+      -- One device's entry is read alone: a user's hash holds every device, and a relayed
+      -- message (the most frequent delivery) is for one of them.
+      local entries
+      if ARGV[2] == '' then
+        entries = redis.call('HGETALL', KEYS[1])
+      else
+        local value = redis.call('HGET', KEYS[1], ARGV[2])
+        entries = value and {ARGV[2], value} or {}
+      end
       local out = {0}
       local stored = 0
       for i = 1, #entries, 2 do

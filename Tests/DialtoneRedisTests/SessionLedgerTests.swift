@@ -101,6 +101,12 @@ extension RedisTests {
       #expect(try redis.command(["HEXISTS", .string("dt:presence:{\(alice)}"), "tablet"]) == .integer(0))
       let one = try ledger.deliver(frame(2), toUser: alice, device: "watch", from: here)
       #expect(one.here == [stored(watch, 1, 2)] && one.stored == 1)
+      // One device named (its entry is read alone): one not listed gets nothing, and one whose
+      // session is gone leaves the presence as it does from a delivery to every device.
+      #expect(try ledger.deliver(frame(3), toUser: alice, device: "car", from: here).stored == 0)
+      try presence.register(.init(deviceId: "tablet", node: here, sessionID: tablet), of: alice)
+      #expect(try ledger.deliver(frame(3), toUser: alice, device: "tablet", from: here).stored == 0)
+      #expect(try redis.command(["HEXISTS", .string("dt:presence:{\(alice)}"), "tablet"]) == .integer(0))
       // The laptop's node died, but its session keeps what it missed for its resume.
       #expect(
         try ledger.resume(laptop, userId: alice, deviceId: "laptop", from: 0, node: here)
