@@ -559,6 +559,34 @@ package struct CallRouter {
     return relayFromAnswerer(id, callId, who, message, call)
   }
 
+  /// Where a `candidate` without `toDevice` from `who` goes when relaying it changes nothing in
+  /// the call: the one device `handle` would send it to, with an ack as the only reply. Nil for
+  /// every other case (a ringing caller's signaling is held and journaled, a blocked call may be
+  /// silenced, refusals carry their own errors): those take `handle`, which decides them.
+  /// Prunes ended calls first, as `handle` does. The relay's fast lane (the hub's
+  /// `RequestPipeline`) asks this instead of building an outcome for every candidate.
+  package mutating func plainCandidateTarget(_ callId: CallID, from who: Identity, now: Date) -> Recipient? {
+    pruneEnded(now: now)
+    // Read in place: the call is not copied out of the table (its strings retained and
+    // released) for a decision that changes nothing.
+    guard let index = calls.index(forKey: callId) else { return nil }
+    return Self.plainCandidateTarget(of: calls.values[index], from: who)
+  }
+
+  private static func plainCandidateTarget(of call: borrowing Call, from who: Identity) -> Recipient? {
+    guard !call.blocked, call.involves(user: who.userId) else { return nil }
+    if call.isCallerDevice(who) {
+      // `relayFromCaller`: while ringing it is held for the callee's devices (not plain).
+      guard !call.isEnded, !call.isRinging else { return nil }
+      return .device(userId: call.calleeId, deviceId: call.answeredBy ?? "")  // `answeringDevice`
+    }
+    // `relayEitherWay`: a ringing device's candidates on its pre-connected leg, then the
+    // answering device's (`relayFromAnswerer`, which relays whatever the call's phase).
+    let toCaller = Recipient.device(userId: call.caller.userId, deviceId: call.caller.deviceId)  // `callerDevice`
+    if call.isRinging, who.userId == call.calleeId, call.legs[who.deviceId] != nil { return toCaller }
+    return call.isAnsweringDevice(who) ? toCaller : nil
+  }
+
   // MARK: - Connections and timers
 
   /// A device (re)connected. Grace timers stop; a new session (not resumed) of a callee device
