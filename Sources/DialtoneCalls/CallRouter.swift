@@ -567,24 +567,9 @@ package struct CallRouter {
   /// `RequestPipeline`) asks this instead of building an outcome for every candidate.
   package mutating func plainCandidateTarget(_ callId: CallID, from who: Identity, now: Date) -> Recipient? {
     pruneEnded(now: now)
-    // Read in place: the call is not copied out of the table (its strings retained and
-    // released) for a decision that changes nothing.
-    guard let index = calls.index(forKey: callId) else { return nil }
-    return Self.plainCandidateTarget(of: calls.values[index], from: who)
-  }
-
-  private static func plainCandidateTarget(of call: borrowing Call, from who: Identity) -> Recipient? {
-    guard !call.blocked, call.involves(user: who.userId) else { return nil }
-    if call.isCallerDevice(who) {
-      // `relayFromCaller`: while ringing it is held for the callee's devices (not plain).
-      guard !call.isEnded, !call.isRinging else { return nil }
-      return .device(userId: call.calleeId, deviceId: call.answeredBy ?? "")  // `answeringDevice`
-    }
-    // `relayEitherWay`: a ringing device's candidates on its pre-connected leg, then the
-    // answering device's (`relayFromAnswerer`, which relays whatever the call's phase).
-    let toCaller = Recipient.device(userId: call.caller.userId, deviceId: call.caller.deviceId)  // `callerDevice`
-    if call.isRinging, who.userId == call.calleeId, call.legs[who.deviceId] != nil { return toCaller }
-    return call.isAnsweringDevice(who) ? toCaller : nil
+    // Read in place, through the table's modify accessor (one look-up; the call is moved out
+    // and back, not copied with its strings retained and released): nothing is changed.
+    return calls[callId]?.plainCandidateTarget(from: who)
   }
 
   // MARK: - Connections and timers
@@ -959,4 +944,22 @@ package struct CallRouter {
 
   /// The wire name of a relayed message, for refusals.
   package static func name(of message: ServerMessage) -> String { message.knownType?.rawValue ?? "this message" }
+}
+
+extension CallRouter.Call {
+  /// `CallRouter.plainCandidateTarget` for this call: mutating only to be reached in place in
+  /// the router's table; it changes nothing.
+  fileprivate mutating func plainCandidateTarget(from who: Identity) -> Recipient? {
+    guard !blocked, involves(user: who.userId) else { return nil }
+    if isCallerDevice(who) {
+      // `relayFromCaller`: while ringing it is held for the callee's devices (not plain).
+      guard !isEnded, !isRinging else { return nil }
+      return .device(userId: calleeId, deviceId: answeredBy ?? "")  // `answeringDevice`
+    }
+    // `relayEitherWay`: a ringing device's candidates on its pre-connected leg, then the
+    // answering device's (`relayFromAnswerer`, which relays whatever the call's phase).
+    let toCaller = Recipient.device(userId: caller.userId, deviceId: caller.deviceId)  // `callerDevice`
+    if isRinging, who.userId == calleeId, legs[who.deviceId] != nil { return toCaller }
+    return isAnsweringDevice(who) ? toCaller : nil
+  }
 }
