@@ -117,7 +117,8 @@ final class RequestPipeline {
       }
     }
     if fastLane, case .candidate(let m) = message, m.toDevice == nil, parked.isEmpty || parked[session.id] == nil,
-      !outcomes.holds(m.callId), let target = desk.plainCandidateTarget(m.callId, from: session.identity, now: clock.now)
+      !outcomes.holds(m.callId),
+      let target = desk.plainCandidateTarget(m.callId, from: session.identity, now: clock.now)
     {
       // The relay's fast lane, for the message most of a call's traffic is: a candidate of a
       // connected call that the router only relays (no state changed, nothing journaled, nothing

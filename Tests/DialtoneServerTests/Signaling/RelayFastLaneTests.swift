@@ -49,7 +49,8 @@ import Testing
     if g.chance(4) {
       // Written by hand: escapes the codec would not write, keys out of order, an unknown field.
       let extra = g.chance(50) ? #","unknown":1"# : ""
-      return #"{"callId":"\#(callId)","candidate":{"sdpMid":"0","candidate":"candidate:9 1 udp 1 \u00e9\/x \ud83c\udf89 typ host"\#(extra)},"type":"candidate""#
+      let line = #""candidate":"candidate:9 1 udp 1 \u00e9\/x \ud83c\udf89 typ host""#
+      return #"{"callId":"\#(callId)","candidate":{"sdpMid":"0",\#(line)\#(extra)},"type":"candidate""#
         + (id.map { #","id":"\#($0)""# } ?? "") + "}"
     }
     let toDevice: String? = g.chance(8) ? g.pick(["phone", "laptop", "nowhere"]) : nil
