@@ -110,6 +110,13 @@ package final class CallDesk {
     return .outcome(outcome, placement: nil)
   }
 
+  /// `CallRouter.plainCandidateTarget`: the device a plain relayed candidate goes to, or nil
+  /// when `handle` must decide it (a candidate is a 1:1 message: nothing else of the desk's
+  /// applies to it).
+  package func plainCandidateTarget(_ callId: CallID, from who: Identity, now: Date) -> Recipient? {
+    router.plainCandidateTarget(callId, from: who, now: now)
+  }
+
   /// Call ids are unique for ever: one that any call ever had (in the history, even long after it
   /// left memory) is refused. Nil: the id is new, go on.
   private func usedBefore(_ callId: CallID, id: String, _ history: History) -> Decision? {

@@ -89,7 +89,7 @@ public final class DialtoneServer: Sendable {
       settings: .init(
         helloTimeout: .seconds(configuration.helloTimeout), resumeWindow: .seconds(configuration.resumeWindow),
         heartbeatSeconds: configuration.heartbeatSeconds, maxMessageBytes: Limits.maxMessageBytes,
-        limits: configuration.limits),
+        limits: configuration.limits, relayFastLane: configuration.relayFastLane),
       clock: clock, authenticator: authenticator, iceServers: iceServers,
       desk: CallDesk(router: router, groups: groups, groupCalls: sfu != nil), sfu: sfu,
       effectSink: sink, journal: journal, liveCalls: liveCalls, observations: observations,

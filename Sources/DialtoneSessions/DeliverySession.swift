@@ -59,18 +59,20 @@ package struct ReplyMemory {
   package func reply(to requestID: String) -> ServerMessage? { slot[requestID].map { slots[$0].reply } }
 
   package mutating func remember(_ reply: ServerMessage, for requestID: String) {
-    if let existing = slot[requestID] {
+    // The id is put in its slot with one look-up (every request of a session comes here; a
+    // repeat of one still remembered is the rare case, undone).
+    let position = slots.count < capacity ? slots.count : next
+    if let existing = slot.updateValue(position, forKey: requestID) {
+      slot[requestID] = existing
       slots[existing].reply = reply
       return
     }
     if slots.count < capacity {
-      slot[requestID] = slots.count
       slots.append((requestID, reply))
       return
     }
-    slot.removeValue(forKey: slots[next].id)
+    slot.removeValue(forKey: slots[next].id)  // the oldest id: never `requestID`, which was not here
     slots[next] = (requestID, reply)
-    slot[requestID] = next
     next = (next + 1) % capacity
   }
 }

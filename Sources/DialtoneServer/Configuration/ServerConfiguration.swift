@@ -88,6 +88,9 @@ public struct ServerConfiguration: Sendable, Equatable {
 
   /// What one socket, user or address may make the server hold or do.
   public var limits = ServerLimits()
+  /// Plain relayed candidates take the hub's fast lane (`RequestPipeline`). Not a setting of
+  /// the server's: tests turn it off to compare the fast lane's output with the general path's.
+  var relayFastLane = true
 
   public init() {}
 }

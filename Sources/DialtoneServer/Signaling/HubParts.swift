@@ -18,6 +18,9 @@ struct HubParts {
     var heartbeatSeconds: Int
     var maxMessageBytes: Int
     var limits = ServerLimits()
+    /// Plain relayed candidates skip the general outcome (`RequestPipeline`'s fast lane); off
+    /// only to compare the two paths' output in tests. Never used in a cluster.
+    var relayFastLane = true
   }
 
   let settings: Settings
@@ -65,6 +68,7 @@ struct HubParts {
       quality: quality, outcomes: outcomes, observations: observations, clock: clock, mailbox: mailbox, log: log)
     requests = RequestPipeline(
       desk: desk, outcomes: outcomes, quality: quality, placement: placement, liveCalls: liveCalls,
-      observations: observations, clock: clock, mailbox: mailbox, limits: settings.limits, log: log)
+      observations: observations, clock: clock, mailbox: mailbox, limits: settings.limits, log: log,
+      fastLane: settings.relayFastLane && store == nil && placement.placesEveryCallHere)
   }
 }

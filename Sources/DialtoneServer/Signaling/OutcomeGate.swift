@@ -103,11 +103,28 @@ final class OutcomeGate {
       default: break
       }
     }
-    if let arrived = output.relayedFrom {
-      let elapsed = ContinuousClock.now - arrived
-      metrics.relayLatency.observe(
-        Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+    if let arrived = output.relayedFrom { observeRelayLatency(since: arrived) }
+  }
+
+  /// The relay's fast lane: a plain relayed message whose call has nothing held (`holds` is
+  /// false) and nothing to journal goes out as `emit` would release its outcome (the sender's
+  /// ack answered and remembered, then the copy delivered, then the relay latency observed),
+  /// without an `Output` and its effects array built and walked for it.
+  func relay(
+    _ message: ServerMessage, to recipient: Recipient, ack: ServerMessage, session: any DeliverySession,
+    requestID: String, coalesced: Bool, received: ContinuousClock.Instant
+  ) {
+    session.answer(ack, to: requestID, coalesced: coalesced)
+    switch recipient {
+    case .device(let userId, let deviceId): effects.deliver(message, toDevice: deviceId, of: userId)
+    case .user: effects.apply([.send(message, to: recipient)])
     }
+    observeRelayLatency(since: received)
+  }
+
+  private func observeRelayLatency(since arrived: ContinuousClock.Instant) {
+    let elapsed = ContinuousClock.now - arrived
+    metrics.relayLatency.observe(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
   }
 
   // MARK: - Answers on their way

@@ -35,6 +35,10 @@ final class RequestPipeline {
   private let mailbox: HubMailbox
   private let log: Log
   private let inviteLimit: Double
+  /// Whether plain relayed candidates take the fast lane (`handle`): on one server without a
+  /// cluster's session store; everything else, and every candidate that is not plain, takes
+  /// the general path.
+  private let fastLane: Bool
   /// Calls started, by user (`ServerLimits.invitesPerMinute`).
   private var invites: RateLimiter<String>
   /// Requests waiting, by who sent them (a session here, or another node's), in order; the
@@ -54,8 +58,10 @@ final class RequestPipeline {
   init(
     desk: CallDesk, outcomes: OutcomeGate, quality: QualityIntake, placement: any CallPlacement,
     liveCalls: any LiveCallStore,
-    observations: Observations, clock: any DialtoneClock, mailbox: HubMailbox, limits: ServerLimits, log: Log
+    observations: Observations, clock: any DialtoneClock, mailbox: HubMailbox, limits: ServerLimits, log: Log,
+    fastLane: Bool = false
   ) {
+    self.fastLane = fastLane
     self.desk = desk
     self.outcomes = outcomes
     self.quality = quality
@@ -109,6 +115,19 @@ final class RequestPipeline {
         placement.forward(message, id: requestID, from: session.identity, session: session.id, to: location.node)
         return
       }
+    }
+    if fastLane, case .candidate(let m) = message, m.toDevice == nil, parked.isEmpty || parked[session.id] == nil,
+      !outcomes.holds(m.callId),
+      let target = desk.plainCandidateTarget(m.callId, from: session.identity, now: clock.now)
+    {
+      // The relay's fast lane, for the message most of a call's traffic is: a candidate of a
+      // connected call that the router only relays (no state changed, nothing journaled, nothing
+      // held before it). Exactly what `decide` and `OutcomeGate.emit` give it, the same bytes
+      // to both sockets, without the general outcome's values built, copied and walked.
+      return outcomes.relay(
+        .candidate(.init(callId: m.callId, from: session.identity.peer, candidate: m.candidate)), to: target,
+        ack: .ack(.init(replyTo: requestID, callId: m.callId)), session: session, requestID: requestID,
+        coalesced: rules.ackMayWait, received: received)
     }
     let request = Parked(
       message: message, id: requestID, from: session.identity, session: session, forwarded: nil, received: received)

@@ -17,6 +17,8 @@ final class SignalingProbe: @unchecked Sendable {
     var nextID = 0
     var sessionId: String?
     var seqSeen: UInt64 = 0
+    /// Every frame received, as its bytes' text, in order (`takeRawFrames`).
+    var raw: [String] = []
   }
   private let inbox = Locked(Inbox())
   private(set) var connection: WebSocketClientConnection!
@@ -39,6 +41,8 @@ final class SignalingProbe: @unchecked Sendable {
       switch event {
       case .opened: self.push(.opened)
       case .message(let bytes, _):
+        let text = String(decoding: bytes, as: UTF8.self)
+        self.inbox.withLock { $0.raw.append(text) }
         if let envelope = try? MessageCodec.decodeServerMessage(bytes) {
           self.push(.message(envelope))
         } else {
@@ -110,6 +114,13 @@ final class SignalingProbe: @unchecked Sendable {
   }
 
   var lastSeq: UInt64 { inbox.withLock { $0.seqSeen } }
+  /// The frames received so far, byte for byte (as text), forgotten once taken.
+  func takeRawFrames() -> [String] {
+    inbox.withLock { inbox in
+      defer { inbox.raw = [] }
+      return inbox.raw
+    }
+  }
   var sessionId: String? { inbox.withLock { $0.sessionId } }
   /// Whether something arrived that nobody has read yet.
   var hasUnread: Bool { inbox.withLock { !$0.buffer.isEmpty } }

@@ -1,0 +1,94 @@
+import DialtoneProtocol
+import DialtoneSupport
+import Foundation
+import Testing
+
+@testable import DialtoneCalls
+
+/// `plainCandidateTarget` (the relay's fast lane asks it instead of `handle`) names a device only
+/// when `handle` would answer the candidate with a plain ack and relay it to that device alone,
+/// changing nothing else: checked for every caller/callee/stranger device and call id after each
+/// step of generated call histories (invites with and without pre-connect, legs, accepts,
+/// declines, hangups, blocked invites, time passing beyond the ended calls' retention).
+struct CallRouterPlainCandidateTests {
+  private struct Generator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+      state &+= 0x9E37_79B9_7F4A_7C15
+      var z = state
+      z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+      z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+      return z ^ (z >> 31)
+    }
+    mutating func pick<T>(_ options: [T]) -> T { options[Int(next() % UInt64(options.count))] }
+  }
+
+  let devices = [
+    Identity(userId: "alice", deviceId: "phone", name: "Alice"),
+    Identity(userId: "alice", deviceId: "tablet", name: nil),
+    Identity(userId: "bob", deviceId: "phone", name: nil),
+    Identity(userId: "bob", deviceId: "laptop", name: "B\u{F6}b"),
+    Identity(userId: "carol", deviceId: "phone", name: nil),
+  ]
+  let callIds: [CallID] = ["call-1", "call-2", "call-3"]
+  let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+
+  private func step(_ g: inout Generator, _ router: inout CallRouter, now: Date, n: Int) {
+    let who = g.pick(devices)
+    let callId = g.pick(callIds)
+    let to = g.pick(["alice", "bob", "carol"])
+    let message: ClientMessage = g.pick([
+      .invite(.init(callId: callId, to: to, video: false, offer: SessionDescription(sdp: "v=0"), preconnect: true)),
+      .invite(.init(callId: callId, to: to, video: false)),
+      .ringing(.init(callId: callId, preconnect: true)),
+      .ringing(.init(callId: callId)),
+      .offer(.init(callId: callId, sdp: "v=0 leg", toDevice: g.pick(["phone", "laptop"]))),
+      .answer(.init(callId: callId, sdp: "v=0 answer")),
+      .accept(.init(callId: callId, answer: SessionDescription(sdp: "v=0"))),
+      .accept(.init(callId: callId, answer: SessionDescription(sdp: "v=0"))),
+      .decline(.init(callId: callId)),
+      .hangup(.init(callId: callId)),
+      .candidate(.init(callId: callId, candidate: IceCandidate(candidate: "candidate:\(n)"))),
+    ])
+    let blocked = g.pick([false, false, false, true])
+    _ = router.handle(message, id: "s\(n)", from: who, now: now, blocked: blocked)
+  }
+
+  @Test func aPlainTargetIsExactlyWhatHandleRelays() {
+    var plain = 0
+    for seed in 1...16 as ClosedRange<UInt64> { plain += check(seed: seed) }
+    #expect(plain > 100, "the histories reached connected calls")
+  }
+
+  /// Runs one generated history; returns how many plain targets it checked.
+  private func check(seed: UInt64) -> Int {
+    var g = Generator(state: seed)
+    var router = CallRouter()
+    var now = t0
+    var plain = 0
+    for n in 0..<300 {
+      step(&g, &router, now: now, n: n)
+      if g.pick([false, false, false, false, false, false, false, false, false, true]) {
+        now = now.addingTimeInterval(router.settings.endedRetention.seconds / 2 + 1)
+      }
+      for who in devices {
+        for callId in callIds {
+          var fast = router
+          guard let target = fast.plainCandidateTarget(callId, from: who, now: now) else { continue }
+          plain += 1
+          var general = router
+          let candidate = IceCandidate(candidate: "candidate:x", sdpMid: "0")
+          let outcome = general.handle(
+            .candidate(.init(callId: callId, candidate: candidate)), id: "q", from: who, now: now)
+          #expect(outcome.reply == .ack(.init(replyTo: "q", callId: callId)))
+          #expect(
+            outcome.effects == [
+              .send(.candidate(.init(callId: callId, from: who.peer, candidate: candidate)), to: target)
+            ])
+          #expect(fast.calls.keys.sorted() == general.calls.keys.sorted())
+        }
+      }
+    }
+    return plain
+  }
+}
