@@ -149,9 +149,12 @@ let package = Package(
       name: "DialtoneRedisTests",
       dependencies: ["DialtoneRedis", "DialtoneCluster", "DialtoneMetrics", "DialtoneTestSupport", "DialtoneTLS"]),
     .testTarget(name: "DialtoneMetricsTests", dependencies: ["DialtoneMetrics"]),
-    .testTarget(name: "DialtoneCallsTests", dependencies: ["DialtoneCalls", "DialtoneProtocol", "DialtoneSupport"]),
     .testTarget(
-      name: "DialtoneSessionsTests", dependencies: ["DialtoneSessions", "DialtoneProtocol", "DialtoneSupport"]),
+      name: "DialtoneCallsTests",
+      dependencies: ["DialtoneCalls", "DialtoneProtocol", "DialtoneSupport", "DialtoneTestSupport"]),
+    .testTarget(
+      name: "DialtoneSessionsTests",
+      dependencies: ["DialtoneSessions", "DialtoneProtocol", "DialtoneSupport", "DialtoneTestSupport"]),
     .testTarget(name: "DialtoneFuzzTargetsTests", dependencies: ["DialtoneFuzzTargets"]),
     .testTarget(
       name: "DialtoneClientTests",

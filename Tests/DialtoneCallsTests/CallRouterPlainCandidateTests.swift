@@ -1,5 +1,6 @@
 import DialtoneProtocol
 import DialtoneSupport
+import DialtoneTestSupport
 import Foundation
 import Testing
 
@@ -11,18 +12,6 @@ import Testing
 /// step of generated call histories (invites with and without pre-connect, legs, accepts,
 /// declines, hangups, blocked invites, time passing beyond the ended calls' retention).
 struct CallRouterPlainCandidateTests {
-  private struct Generator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-      state &+= 0x9E37_79B9_7F4A_7C15
-      var z = state
-      z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-      z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-      return z ^ (z >> 31)
-    }
-    mutating func pick<T>(_ options: [T]) -> T { options[Int(next() % UInt64(options.count))] }
-  }
-
   let devices = [
     Identity(userId: "alice", deviceId: "phone", name: "Alice"),
     Identity(userId: "alice", deviceId: "tablet", name: nil),
@@ -33,7 +22,7 @@ struct CallRouterPlainCandidateTests {
   let callIds: [CallID] = ["call-1", "call-2", "call-3"]
   let t0 = Date(timeIntervalSince1970: 1_800_000_000)
 
-  private func step(_ g: inout Generator, _ router: inout CallRouter, now: Date, n: Int) {
+  private func step(_ g: inout SeededGenerator, _ router: inout CallRouter, now: Date, n: Int) {
     let who = g.pick(devices)
     let callId = g.pick(callIds)
     let to = g.pick(["alice", "bob", "carol"])
@@ -62,7 +51,7 @@ struct CallRouterPlainCandidateTests {
 
   /// Runs one generated history; returns how many plain targets it checked.
   private func check(seed: UInt64) -> Int {
-    var g = Generator(state: seed)
+    var g = SeededGenerator(seed: seed)
     var router = CallRouter()
     var now = t0
     var plain = 0

@@ -1,4 +1,5 @@
 import DialtoneProtocol
+import DialtoneTestSupport
 import Foundation
 import Testing
 
@@ -13,21 +14,6 @@ import Testing
 /// exist, and a hangup half-way (after which the answering device's candidates still reach the
 /// caller, and the caller's are refused).
 @Suite(.serialized) struct RelayFastLaneTests {
-  /// Deterministic generator (SplitMix64): a failing seed replays.
-  private struct Generator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-      state &+= 0x9E37_79B9_7F4A_7C15
-      var z = state
-      z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-      z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-      return z ^ (z >> 31)
-    }
-    mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-    mutating func chance(_ percent: Int) -> Bool { below(100) < percent }
-    mutating func pick<T>(_ options: [T]) -> T { options[below(options.count)] }
-  }
-
   private static let candidateLines = [
     "candidate:1 1 udp 2122260223 192.168.1.20 54321 typ host",
     "candidate:2 1 tcp 1518280447 10.0.0.1 9 typ host tcptype active",
@@ -39,7 +25,7 @@ import Testing
   ]
 
   /// One client frame of the script, as text.
-  private static func frame(_ g: inout Generator, callIds: [String], ids: inout [String], n: Int) -> String {
+  private static func frame(_ g: inout SeededGenerator, callIds: [String], ids: inout [String], n: Int) -> String {
     var id: String? = "m\(n)"
     if !ids.isEmpty, g.chance(15) { id = g.pick(ids) }  // a retried request id
     if g.chance(3) { id = nil }
@@ -97,7 +83,7 @@ import Testing
       _ = probe.takeRawFrames()
     }
 
-    var g = Generator(state: seed)
+    var g = SeededGenerator(seed: seed)
     var ids: [String: [String]] = [:]
     let steps = 120
     for n in 0..<steps {
