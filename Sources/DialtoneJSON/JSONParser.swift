@@ -16,9 +16,19 @@ struct JSONParser {
   private(set) var tokens: [JSONTape.Token] = []
 
   init(_ bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
+    var none: [JSONTape.Token] = []
+    self.init(bytes, maxDepth: maxDepth, reusing: &none)
+  }
+
+  /// `room`: tokens of an earlier tape, whose room this one takes (`JSONTape.Scratch`); it is
+  /// left empty. Swapped in, not copied: the room must be referenced once to be reused.
+  init(_ bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int, reusing room: inout [JSONTape.Token]) {
     self.bytes = bytes
     self.maxDepth = maxDepth
-    // A signaling message has 10 to 30 values: one allocation holds them all.
+    swap(&tokens, &room)
+    tokens.removeAll(keepingCapacity: true)
+    // A signaling message has 10 to 30 values: one allocation holds them all (none when the
+    // room taken is that large already).
     tokens.reserveCapacity(32)
   }
 

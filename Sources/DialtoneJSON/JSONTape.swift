@@ -47,6 +47,16 @@ public struct JSONTape {
     self.tokens = tokens
   }
 
+  /// Room for a tape's tokens, kept by one owner from one parse to the next (a value of one
+  /// thread, not shared): parsing a document then allocates no tape once the room fits it.
+  /// The room a document larger than `keptTokens` made is not kept.
+  public struct Scratch {
+    var tokens: [Token] = []
+    static let keptTokens = 256
+
+    public init() {}
+  }
+
   /// Parses `bytes` strictly (see `JSONValue.parse`) and runs `body` on the tape. A syntax
   /// error is mapped through `syntaxError`, so that the caller's error type comes out.
   /// (Inlinable so that the caller's byte collection and result type are specialised: this
@@ -56,9 +66,21 @@ public struct JSONTape {
     _ bytes: some Collection<UInt8>, maxDepth: Int, syntaxError: (JSONSyntaxError) -> Failure,
     _ body: (JSONTape) throws(Failure) -> Result
   ) throws(Failure) -> Result {
+    var scratch = Scratch()
+    return try parse(bytes, maxDepth: maxDepth, scratch: &scratch, syntaxError: syntaxError, body)
+  }
+
+  /// `parse(_:maxDepth:syntaxError:_:)` with the tape's tokens in `scratch`'s room, which is
+  /// kept for the next parse (one allocation fewer per document, for a caller that parses
+  /// many: the server, a signaling frame after another on its network thread).
+  @inlinable
+  public static func parse<Result, Failure: Error>(
+    _ bytes: some Collection<UInt8>, maxDepth: Int, scratch: inout Scratch,
+    syntaxError: (JSONSyntaxError) -> Failure, _ body: (JSONTape) throws(Failure) -> Result
+  ) throws(Failure) -> Result {
     // The buffer closures cannot throw a typed error, so each returns its outcome as a value.
     func run(_ buffer: UnsafeBufferPointer<UInt8>) -> Swift.Result<Result, Failure> {
-      switch make(buffer, maxDepth: maxDepth) {
+      switch make(buffer, maxDepth: maxDepth, scratch: &scratch) {
       case .success(let tape):
         do throws(Failure) { return .success(try body(tape)) } catch { return .failure(error) }
       case .failure(let error):
@@ -70,8 +92,13 @@ public struct JSONTape {
   }
 
   @usableFromInline
-  static func make(_ buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int) -> Swift.Result<JSONTape, JSONSyntaxError> {
-    var parser = JSONParser(buffer, maxDepth: maxDepth)
+  static func make(_ buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int, scratch: inout Scratch)
+    -> Swift.Result<JSONTape, JSONSyntaxError>
+  {
+    // The room is taken out of the scratch (moved, so that it is not shared and is emptied in
+    // place), and put back after: the tape holds it too until it goes, before the next parse.
+    var parser = JSONParser(buffer, maxDepth: maxDepth, reusing: &scratch.tokens)
+    defer { if parser.tokens.capacity <= Scratch.keptTokens { scratch.tokens = parser.tokens } }
     do {
       try parser.parseDocument()
     } catch {

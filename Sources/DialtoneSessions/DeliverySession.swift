@@ -49,30 +49,58 @@ extension DeliverySession {
 /// ring of slots (oldest evicted first) and the dictionary maps an id to its slot: evicting an
 /// entry then moves an Int inside the hash table, not a whole message.
 package struct ReplyMemory {
+  /// An answer as kept. Nearly all are an ack of the very request id, with at most a call id:
+  /// kept as that call id, a few bytes (a `ServerMessage`, whose `ack` case holds a whole
+  /// `CallState`, is hundreds, copied into its slot and out of the one it replaces on every
+  /// request). Any other answer is kept whole, boxed.
+  private enum Kept {
+    case ack(callId: CallID?)
+    case other(Boxed)
+  }
+
+  private final class Boxed {
+    let reply: ServerMessage
+    init(_ reply: ServerMessage) { self.reply = reply }
+  }
+
   private var slot: [String: Int] = [:]
-  private var slots: [(id: String, reply: ServerMessage)] = []  // grows to capacity
+  private var slots: [(id: String, reply: Kept)] = []  // grows to capacity
   private var next = 0
   private let capacity: Int
 
   package init(capacity: Int) { self.capacity = max(1, capacity) }
 
-  package func reply(to requestID: String) -> ServerMessage? { slot[requestID].map { slots[$0].reply } }
+  package func reply(to requestID: String) -> ServerMessage? {
+    guard let position = slot[requestID] else { return nil }
+    switch slots[position].reply {
+    case .ack(let callId): return .ack(.init(replyTo: requestID, callId: callId))
+    case .other(let boxed): return boxed.reply
+    }
+  }
+
+  private static func kept(_ reply: ServerMessage, for requestID: String) -> Kept {
+    if case .ack(let ack) = reply, ack.call == nil, ack.group == nil, ack.replyTo == requestID {
+      return .ack(callId: ack.callId)
+    }
+    return .other(Boxed(reply))
+  }
 
   package mutating func remember(_ reply: ServerMessage, for requestID: String) {
+    let kept = Self.kept(reply, for: requestID)
     // The id is put in its slot with one look-up (every request of a session comes here; a
     // repeat of one still remembered is the rare case, undone).
     let position = slots.count < capacity ? slots.count : next
     if let existing = slot.updateValue(position, forKey: requestID) {
       slot[requestID] = existing
-      slots[existing].reply = reply
+      slots[existing].reply = kept
       return
     }
     if slots.count < capacity {
-      slots.append((requestID, reply))
+      slots.append((requestID, kept))
       return
     }
     slot.removeValue(forKey: slots[next].id)  // the oldest id: never `requestID`, which was not here
-    slots[next] = (requestID, reply)
+    slots[next] = (requestID, kept)
     next = (next + 1) % capacity
   }
 }

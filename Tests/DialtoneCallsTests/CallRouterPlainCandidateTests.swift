@@ -63,7 +63,10 @@ struct CallRouterPlainCandidateTests {
       for who in devices {
         for callId in callIds {
           var fast = router
-          guard let target = fast.plainCandidateTarget(callId, from: who, now: now) else { continue }
+          guard let target = fast.plainCandidateTarget(callId, from: who, now: now) else {
+            expectNotPlain(router, callId, who, now: now)
+            continue
+          }
           plain += 1
           var general = router
           let candidate = IceCandidate(candidate: "candidate:x", sdpMid: "0")
@@ -79,5 +82,19 @@ struct CallRouterPlainCandidateTests {
       }
     }
     return plain
+  }
+
+  /// The other way round: no target means `handle` does more than relay the candidate to one
+  /// device with an ack (the lane is not missed for a candidate it could take).
+  private func expectNotPlain(_ router: CallRouter, _ callId: CallID, _ who: Identity, now: Date) {
+    var general = router
+    let candidate = IceCandidate(candidate: "candidate:y", sdpMid: "0")
+    let outcome = general.handle(.candidate(.init(callId: callId, candidate: candidate)), id: "q", from: who, now: now)
+    guard outcome.reply == .ack(.init(replyTo: "q", callId: callId)), outcome.effects.count == 1,
+      case .send(let message, to: .device) = outcome.effects[0],
+      message == .candidate(.init(callId: callId, from: who.peer, candidate: candidate))
+    else { return }
+    let held = general.calls[callId]?.callerSignals.count != router.calls[callId]?.callerSignals.count
+    #expect(held, "a plain relay of \(who.userId)/\(who.deviceId) in \(callId) without a target")
   }
 }

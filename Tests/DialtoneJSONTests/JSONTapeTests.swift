@@ -108,6 +108,35 @@ struct JSONTapeTests {
       }
     }
   }
+
+  /// One scratch through documents of every size, in an order where a small one follows a large
+  /// one, a malformed one and one too large for the room to be kept: every tape (or error) is
+  /// the one a fresh parse gives.
+  @Test func aReusedScratchParsesEachDocumentAsAFreshParseDoes() throws {
+    let wide = "[" + (0..<300).map { #"{"k\#($0)":[\#($0),"s\#($0)"]}"# }.joined(separator: ",") + "]"
+    let documents = [
+      #"{"type":"candidate","id":"r1","callId":"c","candidate":{"candidate":"a","sdpMid":"0","sdpMLineIndex":0}}"#,
+      #"[1,2,3]"#, wide, #""x""#, #"{"a":[1,2.5,"x",null,true,{"b":{}}],"c":"\u00e9","d":-0}"#, #"{"a":"#,
+      #"{"a":1,"a":2}"#, "7", wide, #"{"deep":[[[[{"e":[]}]]]]}"#, "", "{}", #"["\ud83d\ude00",false]"#,
+    ]
+    var scratch = JSONTape.Scratch()
+    for round in 0..<3 {
+      for (index, text) in (round == 1 ? documents.reversed() : documents).enumerated() {
+        let bytes = Array(text.utf8)
+        let fresh = Result { () throws(JSONSyntaxError) in
+          try JSONTape.parse(bytes, maxDepth: 32, syntaxError: unchanged) {
+            (tape: JSONTape) throws(JSONSyntaxError) in tape.value(tape.root)
+          }
+        }
+        let reused = Result { () throws(JSONSyntaxError) in
+          try JSONTape.parse(bytes, maxDepth: 32, scratch: &scratch, syntaxError: unchanged) {
+            (tape: JSONTape) throws(JSONSyntaxError) in tape.value(tape.root)
+          }
+        }
+        #expect(fresh == reused, "document \(index) of round \(round)")
+      }
+    }
+  }
 }
 
 private func unchanged(_ error: JSONSyntaxError) -> JSONSyntaxError { error }

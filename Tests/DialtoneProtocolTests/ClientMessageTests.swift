@@ -17,6 +17,28 @@ struct ClientMessageTests {
     #expect(MessageCodec.encode(decoded) == bytes)
   }
 
+  /// The server decodes its frames with one scratch, one after another: every frame, and every
+  /// refusal, comes out as from a fresh decode, whatever came before it.
+  @Test func aReusedScratchDecodesEveryFrameAsAFreshDecodeDoes() {
+    let frames =
+      Fixtures.clientMessages.map { MessageCodec.encode($0) }
+      + [
+        Array(#"{"type":"candidate","id":"x","callId":"c","candidate":{"candidate":"a","sdpMid":"0"},"n":1}"#.utf8),
+        Array(#"{"type":"ack","seq":"#.utf8), Array("[]".utf8), [], Array(#"{"id":"\u00e9","type":"ping"}"#.utf8),
+        Array(repeating: UInt8(ascii: " "), count: 70_000),
+      ]
+    var scratch = MessageCodec.DecodingScratch()
+    for order in [frames, frames.reversed(), frames] {
+      for (index, bytes) in order.enumerated() {
+        let fresh = Result { () throws(ProtocolError) in try MessageCodec.decodeClientMessage(bytes) }
+        let reused = Result { () throws(ProtocolError) in
+          try MessageCodec.decodeClientMessage(bytes, scratch: &scratch)
+        }
+        #expect(fresh == reused, "frame \(index)")
+      }
+    }
+  }
+
   @Test func everyTypeIsCovered() {
     let covered = Set(Fixtures.clientMessages.map(\.message.type.rawValue))
     #expect(covered == Set(ClientMessageType.allCases.map(\.rawValue)))

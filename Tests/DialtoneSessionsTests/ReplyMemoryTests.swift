@@ -6,8 +6,25 @@ import Testing
 
 /// `ReplyMemory` against a plain model (a list of the last `capacity` distinct ids in the order
 /// they were first remembered; remembering an id again replaces its answer in place), over
-/// generated sequences with many repeats, at several capacities.
+/// generated sequences with many repeats, at several capacities, with every kind of answer the
+/// memory keeps apart (a plain ack is kept as its call id alone, anything else whole).
 struct ReplyMemoryTests {
+  static func reply(_ kind: Int, to id: String, step: Int) -> ServerMessage {
+    switch kind {
+    case 0: return .ack(.init(replyTo: id))
+    case 1: return .ack(.init(replyTo: "other-\(id)", callId: "c\(step)"))  // not this id's own ack
+    case 2:
+      return .ack(
+        .init(
+          replyTo: id, callId: "c\(step)",
+          call: CallState(
+            callId: "c\(step)", callerId: "a", calleeId: "b", callerDeviceId: "p", video: false, state: .ringing,
+            createdAt: Int64(step))))
+    case 3: return .error(.init(replyTo: id, code: .notFound, message: "no call c\(step)", callId: "c\(step)"))
+    default: return .ack(.init(replyTo: id, callId: "c\(step)"))
+    }
+  }
+
   @Test(arguments: [1, 2, 3, 7, 16])
   func behavesAsTheModel(capacity: Int) {
     var state: UInt64 = UInt64(capacity) &* 0x9E37_79B9_7F4A_7C15
@@ -19,7 +36,7 @@ struct ReplyMemoryTests {
     var model: [(id: String, reply: ServerMessage)] = []
     for step in 0..<2000 {
       let id = "r\(next(capacity * 3))"
-      let reply = ServerMessage.ack(.init(replyTo: id, callId: "c\(step)"))
+      let reply = Self.reply(next(6), to: id, step: step)
       if let index = model.firstIndex(where: { $0.id == id }) {
         model[index].reply = reply
       } else {

@@ -54,6 +54,9 @@ final class RequestPipeline {
   /// `dialtone_messages_received_total`'s series by message type, found once each: counting a
   /// message then builds no label array and takes no lock of the family's.
   private var receivedCounters: [ClientMessageType: Counter] = [:]
+  /// The last frame's decoding room (its tape), reused by the next frame: one allocation fewer
+  /// per message. Frames are decoded one at a time, on the hub's thread.
+  private var decoding = MessageCodec.DecodingScratch()
 
   init(
     desk: CallDesk, outcomes: OutcomeGate, quality: QualityIntake, placement: any CallPlacement,
@@ -85,7 +88,7 @@ final class RequestPipeline {
     let received = ContinuousClock.now
     let frame: ClientEnvelope
     do {
-      frame = try MessageCodec.decodeClientMessage(bytes)
+      frame = try MessageCodec.decodeClientMessage(bytes, scratch: &decoding)
     } catch {
       observations.metrics.messagesReceived.labels("invalid").increment()
       observations.metrics.messagesRefused.labels(error.code.rawValue).increment()
