@@ -113,7 +113,7 @@ package final class CallDesk {
   /// `CallRouter.plainCandidateTarget`: the device a plain relayed candidate goes to, or nil
   /// when `handle` must decide it (a candidate is a 1:1 message: nothing else of the desk's
   /// applies to it).
-  package func plainCandidateTarget(_ callId: CallID, from who: Identity, now: Date) -> Recipient? {
+  package func plainCandidateTarget(_ callId: CallID, from who: Identity, now: Date) -> CallRouter.PlainTarget? {
     router.plainCandidateTarget(callId, from: who, now: now)
   }
 

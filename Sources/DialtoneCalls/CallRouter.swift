@@ -559,19 +559,23 @@ package struct CallRouter {
     return relayFromAnswerer(id, callId, who, message, call)
   }
 
+  /// The one device a plain relayed candidate goes to (`plainCandidateTarget`).
+  package typealias PlainTarget = (userId: String, deviceId: String)
+
   /// Where a `candidate` without `toDevice` from `who` goes when relaying it changes nothing in
   /// the call: the one device `handle` would send it to, with an ack as the only reply. Nil for
   /// every other case (a ringing caller's signaling is held and journaled, a blocked call may be
   /// silenced, refusals carry their own errors): those take `handle`, which decides them.
   /// Prunes ended calls first, as `handle` does. The relay's fast lane (the hub's
   /// `RequestPipeline`) asks this instead of building an outcome for every candidate.
-  package mutating func plainCandidateTarget(_ callId: CallID, from who: Identity, now: Date) -> Recipient? {
+  package mutating func plainCandidateTarget(_ callId: CallID, from who: Identity, now: Date) -> PlainTarget? {
     pruneEnded(now: now)
     // Read in place through `calls.values[index]`'s modify accessor, which yields the stored
     // call's address: neither the copy its getter makes (every field of the call copied and
-    // retained: `memmove` and `swift_retain` were a third of this function's own samples) nor the table's own modify accessor
-    // (`calls[id]?.f()`), which moved the call into a coroutine frame allocated for every
-    // candidate (+2.8 mallocs per relayed message, measured). Nothing is written.
+    // retained: `memmove` and `swift_retain` were a third of this function's own samples) nor
+    // the table's own modify accessor (`calls[id]?.f()`), which moved the call into a coroutine
+    // frame allocated for every candidate (+2.8 mallocs per relayed message, measured). Nothing
+    // is written.
     guard let index = calls.index(forKey: callId) else { return nil }
     return Call.plainCandidateTarget(of: &calls.values[index], from: who)
   }
@@ -955,13 +959,13 @@ extension CallRouter.Call {
   /// changes nothing). Each id is compared once, and the phase matched once, for what
   /// `handle` checks through `involves`, `isCallerDevice`, `isRinging`, `legs` and
   /// `isAnsweringDevice` (`CallRouterPlainCandidateTests` holds the two to the same answers).
-  fileprivate static func plainCandidateTarget(of call: inout Self, from who: Identity) -> Recipient? {
+  fileprivate static func plainCandidateTarget(of call: inout Self, from who: Identity) -> CallRouter.PlainTarget? {
     guard !call.blocked else { return nil }
     if who.userId == call.caller.userId, who.deviceId == call.caller.deviceId {
       // `relayFromCaller`: while ringing it is held for the callee's devices (not plain); once
       // ended it is refused. Connected: to the answering device.
       guard case .accepted(let acceptance) = call.phase else { return nil }
-      return .device(userId: call.calleeId, deviceId: acceptance.device.deviceId)
+      return (call.calleeId, acceptance.device.deviceId)
     }
     // `relayEitherWay`: only the callee's devices are left (the caller's other devices are
     // refused): a ringing device's candidates on its pre-connected leg, or the answering
@@ -975,6 +979,6 @@ extension CallRouter.Call {
     case .ended:
       return nil
     }
-    return .device(userId: call.caller.userId, deviceId: call.caller.deviceId)  // `callerDevice`
+    return (call.caller.userId, call.caller.deviceId)  // `callerDevice`
   }
 }

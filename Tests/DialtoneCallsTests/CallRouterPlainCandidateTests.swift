@@ -75,7 +75,9 @@ struct CallRouterPlainCandidateTests {
           #expect(outcome.reply == .ack(.init(replyTo: "q", callId: callId)))
           #expect(
             outcome.effects == [
-              .send(.candidate(.init(callId: callId, from: who.peer, candidate: candidate)), to: target)
+              .send(
+                .candidate(.init(callId: callId, from: who.peer, candidate: candidate)),
+                to: .device(userId: target.userId, deviceId: target.deviceId))
             ])
           #expect(fast.calls.keys.sorted() == general.calls.keys.sorted())
         }

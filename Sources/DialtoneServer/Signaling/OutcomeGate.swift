@@ -111,14 +111,11 @@ final class OutcomeGate {
   /// ack answered and remembered, then the copy delivered, then the relay latency observed),
   /// without an `Output` and its effects array built and walked for it.
   func relay(
-    _ message: ServerMessage, to recipient: Recipient, ack: ServerMessage, session: any DeliverySession,
+    _ message: ServerMessage, to target: CallRouter.PlainTarget, ack: ServerMessage, session: any DeliverySession,
     requestID: String, coalesced: Bool, received: ContinuousClock.Instant
   ) {
     session.answer(ack, to: requestID, coalesced: coalesced)
-    switch recipient {
-    case .device(let userId, let deviceId): effects.deliver(message, toDevice: deviceId, of: userId)
-    case .user: effects.apply([.send(message, to: recipient)])
-    }
+    effects.deliver(message, toDevice: target.deviceId, of: target.userId)
     observeRelayLatency(since: received)
   }
 

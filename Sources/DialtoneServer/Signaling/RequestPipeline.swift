@@ -119,7 +119,8 @@ final class RequestPipeline {
         return
       }
     }
-    if fastLane, case .candidate(let m) = message, m.toDevice == nil, parked.isEmpty || parked[session.id] == nil,
+    let senderParked = !parked.isEmpty && parked[session.id] != nil
+    if fastLane, !senderParked, case .candidate(let m) = message, m.toDevice == nil,
       !outcomes.holds(m.callId),
       let target = desk.plainCandidateTarget(m.callId, from: session.identity, now: clock.now)
     {
@@ -134,7 +135,7 @@ final class RequestPipeline {
     }
     let request = Parked(
       message: message, id: requestID, from: session.identity, session: session, forwarded: nil, received: received)
-    if !parked.isEmpty, parked[session.id] != nil { return park(request, sender: session.id) }
+    if senderParked { return park(request, sender: session.id) }
     decide(request, sender: session.id, history: .notAsked)
   }
 
