@@ -15,11 +15,6 @@ struct JSONParser {
   private var depth = 0
   private(set) var tokens: [JSONTape.Token] = []
 
-  init(_ bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
-    var none: [JSONTape.Token] = []
-    self.init(bytes, maxDepth: maxDepth, reusing: &none)
-  }
-
   /// `room`: tokens of an earlier tape, whose room this one takes (`JSONTape.Scratch`); it is
   /// left empty. Swapped in, not copied: the room must be referenced once to be reused.
   init(_ bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int, reusing room: inout [JSONTape.Token]) {

@@ -62,7 +62,7 @@ final class RequestPipeline {
     desk: CallDesk, outcomes: OutcomeGate, quality: QualityIntake, placement: any CallPlacement,
     liveCalls: any LiveCallStore,
     observations: Observations, clock: any DialtoneClock, mailbox: HubMailbox, limits: ServerLimits, log: Log,
-    fastLane: Bool = false
+    fastLane: Bool
   ) {
     self.fastLane = fastLane
     self.desk = desk
