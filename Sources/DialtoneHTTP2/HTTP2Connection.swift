@@ -28,6 +28,9 @@ final class HTTP2Connection: NGHTTP2SessionDelegate {
   private(set) var closeReason = ""
   private(set) var wasOpen = false
   private(set) var streams: [Int32: HTTP2Stream] = [:]
+  /// Streams wait for the server's first SETTINGS: a server that allows fewer than nghttp2's
+  /// assumed 100 (APNs may start low) would reset the excess.
+  private var knowsLimits = false
 
   private let context: TLSClientContext
   private let outcomes: HTTP2Outcomes
@@ -56,7 +59,7 @@ final class HTTP2Connection: NGHTTP2SessionDelegate {
 
   /// Streams it can take now (0 until open, and after a GOAWAY).
   var capacity: Int {
-    guard state == .open, !goingAway, let session else { return 0 }
+    guard state == .open, knowsLimits, !goingAway, let session else { return 0 }
     return max(0, session.remoteMaxConcurrentStreams - streams.count)
   }
 
@@ -126,6 +129,8 @@ final class HTTP2Connection: NGHTTP2SessionDelegate {
     }
     state = .open
     wasOpen = true
+    // The server's SETTINGS may have come with the handshake's last read: poll would not say so.
+    readAvailable()
   }
 
   // MARK: - Streams
@@ -263,6 +268,8 @@ final class HTTP2Connection: NGHTTP2SessionDelegate {
         (stream, .failure(HTTP2Error("\(origin) reset the stream (HTTP/2 error code \(errorCode))"))))
     }
   }
+
+  func settingsReceived() { knowsLimits = true }
 
   func goAway(lastStreamID: Int32, errorCode: UInt32) {
     // nghttp2 closes the streams above lastStreamID as refused right after this.

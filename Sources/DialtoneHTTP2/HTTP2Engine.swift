@@ -28,8 +28,9 @@ final class HTTP2Engine: @unchecked Sendable {
   private var nextSerial: UInt64 = 0
   /// No request's deadline is before this (it may be earlier than the true earliest).
   private var earliestDeadline: ContinuousClock.Instant?
-  /// A GOAWAY or a refusal may send a request elsewhere this many times before it fails.
-  private static let maxAttempts = 3
+  /// A GOAWAY or a refusal may send a request elsewhere this many times before it fails (a
+  /// server that refuses everything must not keep a request going round).
+  static let maxAttempts = 5
 
   init(configuration: HTTP2Client.Configuration, context: TLSClientContext) throws(HTTP2Error) {
     self.configuration = configuration

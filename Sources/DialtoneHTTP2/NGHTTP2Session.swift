@@ -8,6 +8,8 @@ protocol NGHTTP2SessionDelegate: AnyObject {
   /// (REFUSED_STREAM, 7, also for streams a GOAWAY did not take).
   func streamClosed(stream: Int32, errorCode: UInt32)
   func goAway(lastStreamID: Int32, errorCode: UInt32)
+  /// The server's SETTINGS (not an acknowledgement) arrived: its limits are known.
+  func settingsReceived()
 }
 
 /// nghttp2's client session behind a pointer-free API, driven without its I/O callbacks: bytes
@@ -146,6 +148,8 @@ final class NGHTTP2Session {
   fileprivate func goAway(lastStreamID: Int32, errorCode: UInt32) {
     delegate.goAway(lastStreamID: lastStreamID, errorCode: errorCode)
   }
+
+  fileprivate func settings() { delegate.settingsReceived() }
 }
 
 private func owner(_ user: UnsafeMutableRawPointer?) -> NGHTTP2Session? {
@@ -182,7 +186,13 @@ private let onStreamClose: nghttp2_on_stream_close_callback = { _, stream, error
 }
 
 private let onFrame: nghttp2_on_frame_recv_callback = { _, frame, user in
-  guard let session = owner(user), let frame, frame.pointee.hd.type == UInt8(NGHTTP2_GOAWAY.rawValue) else { return 0 }
-  session.goAway(lastStreamID: frame.pointee.goaway.last_stream_id, errorCode: frame.pointee.goaway.error_code)
+  guard let session = owner(user), let frame else { return 0 }
+  switch frame.pointee.hd.type {
+  case UInt8(NGHTTP2_GOAWAY.rawValue):
+    session.goAway(lastStreamID: frame.pointee.goaway.last_stream_id, errorCode: frame.pointee.goaway.error_code)
+  case UInt8(NGHTTP2_SETTINGS.rawValue) where frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0:
+    session.settings()
+  default: break
+  }
   return 0
 }
