@@ -77,6 +77,9 @@ final class HTTP2Connection: NGHTTP2SessionDelegate {
 
   var socket: Int32 { descriptor }
 
+  /// A read stopped at its bound with bytes left inside OpenSSL: read again without waiting.
+  private(set) var readAgain = false
+
   // MARK: - Connecting
 
   func resolved(_ result: Result<[SocketAddress], HTTP2Error>) {
@@ -174,8 +177,9 @@ final class HTTP2Connection: NGHTTP2SessionDelegate {
   /// Reads until the socket has nothing more (bounded per turn, so one busy connection cannot
   /// starve the rest), each chunk fed to nghttp2 once.
   private func readAvailable() {
+    readAgain = false
     guard let tls, let session else { return }
-    for _ in 0..<16 {
+    for _ in 0..<32 {
       do {
         switch try tls.read(into: &input) {
         case .moved(let count): try session.receive(input, count: count)
@@ -188,6 +192,7 @@ final class HTTP2Connection: NGHTTP2SessionDelegate {
       }
       guard state == .open else { return }
     }
+    readAgain = tls.hasBufferedBytes
   }
 
   /// Serializes every pending frame and writes as much of it as the socket takes.

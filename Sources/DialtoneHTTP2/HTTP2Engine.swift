@@ -71,8 +71,10 @@ final class HTTP2Engine: @unchecked Sendable {
   }
 
   private func drainWake() {
-    var buffer = [UInt8](repeating: 0, count: 64)
-    while read(wake.read, &buffer, buffer.count) > 0 {}
+    // Submitters write one byte per batch: a short read means the pipe is empty (no extra call
+    // to learn it).
+    var buffer = [UInt8](repeating: 0, count: 256)
+    while read(wake.read, &buffer, buffer.count) == buffer.count {}
   }
 
   // MARK: - The engine thread
@@ -105,16 +107,22 @@ final class HTTP2Engine: @unchecked Sendable {
       fds.removeAll(keepingCapacity: true)
       polled.removeAll(keepingCapacity: true)
       fds.append(pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0))
+      var readAgain = false
       for queue in origins.values {
         for connection in [queue.active].compactMap({ $0 }) + queue.draining {
           guard let events = connection.pollEvents else { continue }
           fds.append(pollfd(fd: connection.socket, events: events, revents: 0))
           polled.append(connection)
+          readAgain = readAgain || connection.readAgain
         }
       }
-      let ready = poll(&fds, nfds_t(fds.count), pollTimeoutMilliseconds())
-      if ready > 0 {
-        for index in 1..<fds.count where fds[index].revents != 0 { polled[index - 1].handle(fds[index].revents) }
+      let ready = poll(&fds, nfds_t(fds.count), readAgain ? 0 : pollTimeoutMilliseconds())
+      if ready > 0 || readAgain {
+        for index in 1..<fds.count {
+          let connection = polled[index - 1]
+          let events = fds[index].revents | (connection.readAgain ? Int16(POLLIN) : 0)
+          if events != 0 { connection.handle(events) }
+        }
       }
     }
   }

@@ -10,9 +10,15 @@ public final class TLSClientContext: @unchecked Sendable {
 
   /// - Parameter alpn: the one protocol to offer (e.g. "h2"); the handshake fails when the
   ///   server does not select it.
-  public init(settings: TLSClientSettings, alpn: String?) throws(TLSError) {
+  /// - Parameter nonBlocking: for `TLSNonBlockingSession`s: OpenSSL reads ahead (one `read`
+  ///   takes every record waiting, instead of two per record) and writes may be partial.
+  public init(settings: TLSClientSettings, alpn: String?, nonBlocking: Bool = true) throws(TLSError) {
     guard let context = SSL_CTX_new(TLS_client_method()) else { throw .badSettings(TLSErrorText.last()) }
     _ = dt_ssl_ctx_min_tls12(context)
+    if nonBlocking {
+      dt_ssl_ctx_read_ahead(context)
+      dt_ssl_ctx_nonblocking_writes(context)
+    }
     do {
       try TLSClientStream.configure(context, settings)
     } catch {

@@ -87,6 +87,9 @@ public final class TLSNonBlockingSession {
     return .wait(try wait(count))
   }
 
+  /// Whether decrypted or read-ahead bytes wait inside OpenSSL (a `poll` would not see them).
+  public var hasBufferedBytes: Bool { !freed && SSL_has_pending(ssl) == 1 }
+
   /// Frees the TLS state (no close_notify: the connection is being dropped or already gone).
   public func free() {
     guard !freed else { return }
