@@ -98,8 +98,8 @@ let package = Package(
       dependencies: [
         "DialtoneProtocol", "DialtoneJSON", "DialtoneCrypto", "DialtoneAuth", "DialtoneNet",
         "DialtoneSQLite", "DialtoneHTTPClient", "DialtoneHTTP2", "DialtonePush", "DialtoneCommandLine",
-        "DialtoneSupport", "DialtoneMetrics", "DialtonePostgres", "DialtoneRedis", "DialtoneCluster", "DialtoneCalls", "DialtoneSessions",
-        "DialtoneStorage", "DialtoneSFU",
+        "DialtoneSupport", "DialtoneMetrics", "DialtonePostgres", "DialtoneRedis", "DialtoneCluster", "DialtoneCalls",
+        "DialtoneSessions", "DialtoneStorage", "DialtoneSFU",
       ],
       // The browser client and the admin dashboard, edited as HTML/JS and compiled into the
       // binary (no files to deploy).
@@ -176,9 +176,9 @@ let package = Package(
       name: "DialtoneServerTests",
       dependencies: [
         "DialtoneServer", "DialtoneAuth", "DialtonePush", "DialtoneNet", "DialtoneProtocol", "DialtoneCrypto",
-        "DialtoneSQLite", "DialtoneJSON", "DialtoneHTTPClient", "DialtoneHTTP2", "DialtoneSupport", "DialtoneTestSupport",
-        "DialtonePostgres", "DialtoneRedis", "DialtoneCluster", "DialtoneCalls", "DialtoneSessions", "DialtoneStorage",
-        "DialtoneSFU", "DialtoneMetrics",
+        "DialtoneSQLite", "DialtoneJSON", "DialtoneHTTPClient", "DialtoneHTTP2", "DialtoneSupport",
+        "DialtoneTestSupport", "DialtonePostgres", "DialtoneRedis", "DialtoneCluster", "DialtoneCalls",
+        "DialtoneSessions", "DialtoneStorage", "DialtoneSFU", "DialtoneMetrics",
       ]),
   ],
   swiftLanguageModes: [.v6]

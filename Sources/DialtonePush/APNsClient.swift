@@ -58,8 +58,7 @@ public final class APNsClient: Sendable {
   private let now: @Sendable () -> Date
 
   /// Throws if the key is not a usable ES256 key or the base URL is not an https:// URL.
-  public init(configuration: Configuration, http: HTTP2Client, now: @escaping @Sendable () -> Date = Date.init) throws
-  {
+  public init(configuration: Configuration, http: HTTP2Client, now: @escaping @Sendable () -> Date = Date.init) throws {
     providerToken = try APNsProviderToken(
       p8PEM: configuration.keyPEM, keyID: configuration.keyID, teamID: configuration.teamID)
     if let baseURL = configuration.baseURL {
