@@ -4,13 +4,6 @@ import DialtoneTLS
   import Glibc
 #endif
 
-/// What connections hand back to the engine while it drives them: answered or failed requests,
-/// and requests a server refused before processing them (to send again elsewhere).
-final class HTTP2Outcomes {
-  var finished: [(HTTP2Stream, Result<HTTP2Response, HTTP2Error>)] = []
-  var refused: [HTTP2Stream] = []
-}
-
 /// One TLS connection to an origin and its HTTP/2 session, on the engine thread: connect,
 /// handshake, then streams in and frames out. Everything pending goes out in one buffer per
 /// loop turn; what arrives is read in large chunks, each fed to nghttp2 once.
