@@ -174,6 +174,37 @@ private func hex(_ prefix: String, _ index: Int = 0) -> String {
     #expect(response.status == 200)
     #expect(response.headers["content-type"] == "application/json")
     #expect(JSONValue(parsing: response.body)?["connections"]?.intValue == 1)
+    // An APNs error: its status, its apns-id header and its JSON reason.
+    let (origin, _) = try HTTP2Origin.parse(url: rig.mock.baseURL)
+    let refused = try await rig.http.send(
+      HTTP2Request(origin: origin, path: "/3/device/\(hex("ab"))", body: Array(#"{"aps":{}}"#.utf8)))
+    #expect(refused.status == 403)
+    #expect(refused.headers["apns-id"].map { UUID(uuidString: $0) != nil } == true)
+    #expect(JSONValue(parsing: refused.body)?["reason"]?.stringValue == "MissingProviderToken")
+  }
+
+  @Test func aHostNameIsResolvedAndChecked() async throws {
+    // "localhost" is looked up off the engine thread, and the certificate names it.
+    let mock = try APNsMock.start()
+    defer { mock.process.stop() }
+    let http = try HTTP2Client(configuration: .init(caFile: mock.caFile))
+    defer { http.shutdown() }
+    let response = try await http.send(
+      HTTP2Request(origin: HTTP2Origin(host: "localhost", port: mock.process.port), method: "GET", path: "/_mock/stats")
+    )
+    #expect(response.status == 200)
+  }
+
+  @Test func aServerThatIsNotThereFailsClearly() async throws {
+    let http = try HTTP2Client()
+    defer { http.shutdown() }
+    // Port 1 on loopback: nothing listens there, the connection is refused at once.
+    do {
+      _ = try await http.send(HTTP2Request(origin: HTTP2Origin(host: "127.0.0.1", port: 1), method: "GET", path: "/"))
+      Issue.record("a request without a server was answered")
+    } catch {
+      #expect(error.description == "cannot connect to 127.0.0.1:1: Connection refused", "\(error)")
+    }
   }
 
   @Test func aSlowAnswerTimesOutAndTheConnectionGoesOn() async throws {
