@@ -19,6 +19,7 @@ let package = Package(
     // C libraries from Debian -dev packages, each wrapped by exactly one Swift module.
     .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
     .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+    .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
     .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
     .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
     // No pkgConfig: hiredis.pc's -D_FILE_OFFSET_BITS=64 makes SwiftPM warn on every build (off_t
@@ -50,6 +51,8 @@ let package = Package(
     // Counters, gauges and histograms, and their Prometheus text exposition.
     .target(name: "DialtoneMetrics", dependencies: ["DialtoneSupport"]),
     .target(name: "DialtoneHTTPClient", dependencies: ["CCurl", "DialtoneSupport"]),
+    // The APNs client's transport: HTTP/2 over TLS on one engine thread (nghttp2 + OpenSSL).
+    .target(name: "DialtoneHTTP2", dependencies: ["CNGHTTP2", "DialtoneTLS", "DialtoneSupport"]),
     // Argument parsing shared by the executables (and the server's configuration).
     .target(name: "DialtoneCommandLine"),
     // Client tokens and the shared secret, for the server and the CLI alike.
@@ -57,7 +60,9 @@ let package = Package(
     // Push delivery: APNs and FCM behind one PushProvider protocol.
     .target(
       name: "DialtonePush",
-      dependencies: ["DialtoneProtocol", "DialtoneJSON", "DialtoneCrypto", "DialtoneHTTPClient", "DialtoneSupport"]),
+      dependencies: [
+        "DialtoneProtocol", "DialtoneJSON", "DialtoneCrypto", "DialtoneHTTPClient", "DialtoneHTTP2", "DialtoneSupport",
+      ]),
     // The call desk: both routers, blocks, the rules spanning 1:1 and group calls. Pure values
     // (inputs in, effects out, virtual time); no I/O, no threads.
     .target(name: "DialtoneCalls", dependencies: ["DialtoneProtocol", "DialtoneSupport"]),
@@ -92,9 +97,9 @@ let package = Package(
       name: "DialtoneServer",
       dependencies: [
         "DialtoneProtocol", "DialtoneJSON", "DialtoneCrypto", "DialtoneAuth", "DialtoneNet",
-        "DialtoneSQLite", "DialtoneHTTPClient", "DialtonePush", "DialtoneCommandLine", "DialtoneSupport",
-        "DialtoneMetrics", "DialtonePostgres", "DialtoneRedis", "DialtoneCluster", "DialtoneCalls", "DialtoneSessions",
-        "DialtoneStorage", "DialtoneSFU",
+        "DialtoneSQLite", "DialtoneHTTPClient", "DialtoneHTTP2", "DialtonePush", "DialtoneCommandLine",
+        "DialtoneSupport", "DialtoneMetrics", "DialtonePostgres", "DialtoneRedis", "DialtoneCluster", "DialtoneCalls",
+        "DialtoneSessions", "DialtoneStorage", "DialtoneSFU",
       ],
       // The browser client and the admin dashboard, edited as HTML/JS and compiled into the
       // binary (no files to deploy).
@@ -120,7 +125,7 @@ let package = Package(
       name: "dialtone-bench",
       dependencies: [
         "DialtoneAuth", "DialtonePush", "DialtoneNet",
-        "DialtoneProtocol", "DialtoneJSON", "DialtoneHTTPClient",
+        "DialtoneProtocol", "DialtoneJSON", "DialtoneHTTPClient", "DialtoneHTTP2",
         "DialtoneCrypto", "DialtoneCommandLine", "DialtoneSupport",
       ]),
 
@@ -171,9 +176,9 @@ let package = Package(
       name: "DialtoneServerTests",
       dependencies: [
         "DialtoneServer", "DialtoneAuth", "DialtonePush", "DialtoneNet", "DialtoneProtocol", "DialtoneCrypto",
-        "DialtoneSQLite", "DialtoneJSON", "DialtoneHTTPClient", "DialtoneSupport", "DialtoneTestSupport",
-        "DialtonePostgres", "DialtoneRedis", "DialtoneCluster", "DialtoneCalls", "DialtoneSessions", "DialtoneStorage",
-        "DialtoneSFU", "DialtoneMetrics",
+        "DialtoneSQLite", "DialtoneJSON", "DialtoneHTTPClient", "DialtoneHTTP2", "DialtoneSupport",
+        "DialtoneTestSupport", "DialtonePostgres", "DialtoneRedis", "DialtoneCluster", "DialtoneCalls",
+        "DialtoneSessions", "DialtoneStorage", "DialtoneSFU", "DialtoneMetrics",
       ]),
   ],
   swiftLanguageModes: [.v6]

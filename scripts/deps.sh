@@ -9,6 +9,8 @@ APT_PACKAGES=(
   libssl-dev openssl
   libwebsockets-dev libwebsockets-evlib-uv libuv1-dev
   libcurl4-openssl-dev
+  # HTTP/2 framing for the APNs client (DialtoneHTTP2).
+  libnghttp2-dev
   libsqlite3-dev
   # The cluster store: libpq, and a real server for its tests.
   postgresql libpq-dev redis-server libhiredis-dev

@@ -1,4 +1,4 @@
-import DialtoneHTTPClient
+import DialtoneHTTP2
 import DialtoneJSON
 import DialtoneProtocol
 import Foundation
@@ -32,7 +32,8 @@ public struct APNsRequest: Sendable {
   }
 }
 
-/// The APNs provider API over HTTP/2 (one multiplexed connection per environment).
+/// The APNs provider API over HTTP/2 (one multiplexed connection per environment), on our own
+/// HTTP/2 client (`HTTP2Client`): curl's per-transfer bookkeeping was most of a push's CPU.
 public final class APNsClient: Sendable {
   public struct Configuration: Sendable {
     public var keyPEM: String
@@ -49,15 +50,24 @@ public final class APNsClient: Sendable {
     }
   }
 
-  private let http: HTTPClient
+  private let http: HTTP2Client
   private let providerToken: APNsProviderToken
-  private let baseURL: String?
+  /// Where each environment's pushes go, and the path before "/3/device/…" (a proxy's prefix).
+  private let production: (origin: HTTP2Origin, path: String)
+  private let sandbox: (origin: HTTP2Origin, path: String)
   private let now: @Sendable () -> Date
 
-  public init(configuration: Configuration, http: HTTPClient, now: @escaping @Sendable () -> Date = Date.init) throws {
+  /// Throws if the key is not a usable ES256 key or the base URL is not an https:// URL.
+  public init(configuration: Configuration, http: HTTP2Client, now: @escaping @Sendable () -> Date = Date.init) throws {
     providerToken = try APNsProviderToken(
       p8PEM: configuration.keyPEM, keyID: configuration.keyID, teamID: configuration.teamID)
-    baseURL = configuration.baseURL
+    if let baseURL = configuration.baseURL {
+      production = try HTTP2Origin.parse(url: baseURL)
+      sandbox = production
+    } else {
+      production = (HTTP2Origin(host: "api.push.apple.com"), "")
+      sandbox = (HTTP2Origin(host: "api.sandbox.push.apple.com"), "")
+    }
     self.http = http
     self.now = now
   }
@@ -69,9 +79,7 @@ public final class APNsClient: Sendable {
       do { token = try providerToken.token(now: now()) } catch {
         return .failed("cannot sign the provider token: \(error)")
       }
-      let base =
-        baseURL
-        ?? (request.environment == .production ? "https://api.push.apple.com" : "https://api.sandbox.push.apple.com")
+      let target = request.environment == .production ? production : sandbox
       let voip = request.pushType == .voip
       let headers: [(name: String, value: String)] = [
         ("authorization", "bearer \(token)"),
@@ -82,11 +90,11 @@ public final class APNsClient: Sendable {
         ("apns-expiration", voip ? "0" : String(Int(now().timeIntervalSince1970) + 86_400)),
         ("content-type", "application/json"),
       ]
-      let response: HTTPClientResponse
+      let response: HTTP2Response
       do {
         response = try await http.send(
-          HTTPClientRequest(
-            url: "\(base)/3/device/\(request.deviceToken)", headers: headers,
+          HTTP2Request(
+            origin: target.origin, path: "\(target.path)/3/device/\(request.deviceToken)", headers: headers,
             body: request.payload))
       } catch {
         return .retryable("transport: \(error)")

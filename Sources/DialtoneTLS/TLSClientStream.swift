@@ -112,7 +112,7 @@ public final class TLSClientStream {
     }
   }
 
-  private static func configure(_ context: OpaquePointer, _ settings: TLSClientSettings) throws(TLSError) {
+  static func configure(_ context: OpaquePointer, _ settings: TLSClientSettings) throws(TLSError) {
     SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
     if let caFile = settings.caFile {
       guard SSL_CTX_load_verify_locations(context, caFile, nil) == 1 else {
@@ -189,7 +189,7 @@ public final class TLSClientStream {
     return error == 0 ? nil : String(cString: strerror(error))
   }
 
-  private static func isIPAddress(_ name: String) -> Bool {
+  static func isIPAddress(_ name: String) -> Bool {
     var v4 = in_addr()
     var v6 = in6_addr()
     return inet_pton(AF_INET, name, &v4) == 1 || inet_pton(AF_INET6, name, &v6) == 1

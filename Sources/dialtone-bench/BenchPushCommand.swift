@@ -1,6 +1,6 @@
 import DialtoneCommandLine
 import DialtoneCrypto
-import DialtoneHTTPClient
+import DialtoneHTTP2
 import DialtoneJSON
 import DialtoneProtocol
 import DialtonePush
@@ -33,7 +33,7 @@ enum BenchPushCommand {
     let caFile = directory + "/cert.pem"
 
     // Dialtone's APNs client.
-    let http = HTTPClient(configuration: .init(caFile: caFile))
+    let http = try HTTP2Client(configuration: .init(caFile: caFile))
     let apns = try APNsClient(
       configuration: .init(
         keyPEM: try String(contentsOfFile: keyFile, encoding: .utf8), keyID: "KEY1234567",

@@ -4,6 +4,7 @@
 Usage:
   python3 apns_mock.py --port 0 --cert-out DIR --key-pub PUB.pem \
       --key-id KID --team-id TEAM [--log requests.jsonl] [--delay-ms N]
+      [--max-streams N] [--goaway-after N] [--no-alpn] [--cert-host NAME]
 
 Writes DIR/cert.pem (self-signed, CN/SAN localhost + 127.0.0.1; use it as the
 client's CA file), listens on 127.0.0.1 and prints exactly one line
@@ -54,8 +55,9 @@ def log_err(*a):
 
 # --------------------------------------------------------------------------- TLS
 
-def make_cert(cert_dir):
-    """Self-signed EC P-256 cert for localhost/127.0.0.1. Returns (cert, key) paths."""
+def make_cert(cert_dir, cert_host=None):
+    """Self-signed EC P-256 cert for localhost/127.0.0.1 (or only for DNS name cert_host, to
+    test a client's name check). Returns (cert, key) paths."""
     os.makedirs(cert_dir, exist_ok=True)
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
@@ -68,10 +70,11 @@ def make_cert(cert_dir):
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(days=1))
         .not_valid_after(now + datetime.timedelta(days=30))
-        .add_extension(x509.SubjectAlternativeName([
-            x509.DNSName("localhost"),
-            x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-        ]), critical=False)
+        .add_extension(x509.SubjectAlternativeName(
+            [x509.DNSName(cert_host)] if cert_host else [
+                x509.DNSName("localhost"),
+                x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+            ]), critical=False)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(x509.KeyUsage(
             digital_signature=True, content_commitment=False, key_encipherment=False,
@@ -93,12 +96,13 @@ def make_cert(cert_dir):
     return cert_path, key_path
 
 
-def make_ssl_context(cert_path, key_path):
+def make_ssl_context(cert_path, key_path, alpn=True):
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.options |= ssl.OP_NO_COMPRESSION
     ctx.load_cert_chain(cert_path, key_path)
-    ctx.set_alpn_protocols(["h2"])
+    if alpn:  # --no-alpn: a TLS server that does not speak h2, which clients must refuse
+        ctx.set_alpn_protocols(["h2"])
     return ctx
 
 
@@ -111,6 +115,8 @@ class MockState:
         self.key_id = args.key_id
         self.team_id = args.team_id
         self.delay = max(0, args.delay_ms) / 1000.0
+        self.max_streams = args.max_streams
+        self.goaway_after = args.goaway_after
         self.log_file = open(args.log, "a", encoding="utf-8") if args.log else None
         self.next_conn_id = 0
         self.connections = set()
@@ -333,6 +339,8 @@ class H2Protocol(asyncio.Protocol):
         self.pending = {}   # stream_id -> [bytes remaining, end_stream]
         self.closed = False
         self.first_data = True
+        self.answered = 0   # requests answered on this connection (--goaway-after)
+        self.last_answered = 0  # and the highest stream id among them
 
     def connection_made(self, transport):
         self.transport = transport
@@ -343,7 +351,7 @@ class H2Protocol(asyncio.Protocol):
         cfg = h2.config.H2Configuration(client_side=False, header_encoding="utf-8")
         self.conn = h2.connection.H2Connection(config=cfg)
         self.conn.local_settings = h2.settings.Settings(client=False, initial_values={
-            h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 1000,
+            h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: self.state.max_streams,
             h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE: 65536,
         })
         self.conn.initiate_connection()
@@ -363,6 +371,8 @@ class H2Protocol(asyncio.Protocol):
                 self.transport.write(data)
 
     def data_received(self, data):
+        if self.closed:
+            return  # after --goaway-after's GOAWAY or a "dead" token: nothing more is processed
         if self.first_data:
             self.first_data = False
             if not data.startswith(b"PRI * HTTP/2.0"[:len(data)]):
@@ -385,6 +395,8 @@ class H2Protocol(asyncio.Protocol):
             self.transport.close()
             return
         for ev in events:
+            if self.closed:
+                return
             if isinstance(ev, h2.events.RequestReceived):
                 hdrs, dup = {}, False
                 for k, v in ev.headers:
@@ -429,7 +441,13 @@ class H2Protocol(asyncio.Protocol):
 
     def request_done(self, stream_id):
         s = self.streams.pop(stream_id, None)
-        if s is None:
+        if s is None or self.closed:
+            return
+        if s["headers"].get(":path", "").lower().startswith("/3/device/dead"):
+            # Token prefix "dead": the connection drops with every request on it unanswered.
+            self.closed = True
+            self.state.connections.discard(self)
+            self.transport.abort()
             return
         try:
             status, hdrs, body, rec = self.state.handle(
@@ -444,6 +462,24 @@ class H2Protocol(asyncio.Protocol):
                 self.state.delay, self.respond, stream_id, hdrs, body)
         else:
             self.respond(stream_id, hdrs, body)
+        self.answered += 1
+        self.last_answered = max(self.last_answered, stream_id)
+        if self.state.goaway_after and self.answered == self.state.goaway_after:
+            self.go_away()
+
+    def go_away(self):
+        """--goaway-after: GOAWAY naming the last stream whose request was answered (every one
+        below it was too); the streams above it are left unprocessed, for the client to send
+        again on a new connection. Then the connection closes."""
+        # Not h2's highest_inbound_stream_id: it counts frames parsed but not yet handled here.
+        last = self.last_answered
+        if self.streams:
+            last = min(last, min(self.streams) - 2)
+        self.safe(self.conn.close_connection, 0, None, max(0, last))
+        self.flush()
+        self.closed = True
+        self.state.connections.discard(self)
+        self.transport.close()
 
     def respond(self, stream_id, hdrs, body):
         if self.closed:
@@ -495,9 +531,9 @@ async def amain(args):
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    cert_path, key_path = make_cert(args.cert_out)
+    cert_path, key_path = make_cert(args.cert_out, args.cert_host)
     state = MockState(args)
-    ctx = make_ssl_context(cert_path, key_path)
+    ctx = make_ssl_context(cert_path, key_path, alpn=not args.no_alpn)
     server = await loop.create_server(lambda: H2Protocol(state), "127.0.0.1", args.port,
                                       ssl=ctx, backlog=1024, reuse_address=True)
     port = server.sockets[0].getsockname()[1]
@@ -520,6 +556,12 @@ def main():
     ap.add_argument("--team-id", required=True, help="expected JWT claim iss")
     ap.add_argument("--log", help="append one JSON line per request here")
     ap.add_argument("--delay-ms", type=int, default=0, help="delay every response (default 0)")
+    ap.add_argument("--max-streams", type=int, default=1000,
+                    help="SETTINGS_MAX_CONCURRENT_STREAMS (default 1000); h2 resets a connection exceeding it")
+    ap.add_argument("--goaway-after", type=int, default=0,
+                    help="send GOAWAY and close each connection after answering N requests (default: never)")
+    ap.add_argument("--no-alpn", action="store_true", help="do not offer ALPN h2 (a server clients must refuse)")
+    ap.add_argument("--cert-host", help="issue the certificate for this DNS name only (not localhost/127.0.0.1)")
     args = ap.parse_args()
     try:
         asyncio.run(amain(args))

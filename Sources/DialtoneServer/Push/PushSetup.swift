@@ -1,4 +1,5 @@
 import DialtoneCalls
+import DialtoneHTTP2
 import DialtoneHTTPClient
 import DialtonePush
 import DialtoneStorage
@@ -19,12 +20,19 @@ enum PushSetup {
       do { pem = try String(contentsOfFile: keyFile, encoding: .utf8) } catch {
         throw ConfigurationError("cannot read --apns-key-file \(keyFile): \(error.localizedDescription)")
       }
+      // APNs has its own HTTP/2 client (one engine thread); FCM and OAuth stay on curl's.
+      let http2: HTTP2Client
+      do { http2 = try HTTP2Client(configuration: .init(caFile: c.pushCAFile)) } catch {
+        throw ConfigurationError("--push-ca-file: \(error)")
+      }
       do {
         apns = try APNsClient(
-          configuration: .init(keyPEM: pem, keyID: keyID, teamID: teamID, baseURL: c.apnsURL), http: http,
+          configuration: .init(keyPEM: pem, keyID: keyID, teamID: teamID, baseURL: c.apnsURL), http: http2,
           now: { clock.now })
       } catch {
-        throw ConfigurationError("--apns-key-file \(keyFile) is not a usable ES256 .p8 key: \(error)")
+        http2.shutdown()
+        throw ConfigurationError(
+          "--apns-key-file \(keyFile) / --apns-url: not a usable ES256 .p8 key or https:// URL: \(error)")
       }
     }
     var fcm: FCMClient?
@@ -46,7 +54,9 @@ enum PushSetup {
       http.shutdown()
       return nil
     case (nil, _): log.info("APNs pushes are off (no --apns-key-file); FCM is on")
-    case (_, nil): log.info("FCM pushes are off (no --fcm-service-account); APNs is on")
+    case (_, nil):
+      http.shutdown()  // only FCM uses curl's client
+      log.info("FCM pushes are off (no --fcm-service-account); APNs is on")
     default: log.info("APNs and FCM pushes are on")
     }
     let providers: [any PushProvider] = [apns as (any PushProvider)?, fcm].compactMap { $0 }

@@ -84,7 +84,8 @@ struct APNsMock {
   let keyID = "KEY1234567"
   let teamID = "TEAM123456"
 
-  static func start() throws -> APNsMock {
+  /// `arguments`: more of the mock's options (Tests/mocks/README.md), e.g. `--goaway-after 25`.
+  static func start(_ arguments: [String] = []) throws -> APNsMock {
     let signer = try JWTSigner.generateES256()
     let directory = NSTemporaryDirectory() + "dialtone-p8-\(UUID().uuidString)"
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -96,7 +97,7 @@ struct APNsMock {
       [
         "--port", "0", "--cert-out", dir.path, "--key-pub", publicFile, "--key-id", "KEY1234567", "--team-id",
         "TEAM123456",
-      ]
+      ] + arguments
     }
     return APNsMock(process: process, keyFile: keyFile)
   }
