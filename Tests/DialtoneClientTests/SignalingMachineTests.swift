@@ -169,7 +169,10 @@ import Testing
     #expect(m.handle(.drain, now: Self.t0) == [stall])
     #expect(m.handle(.drain, now: Self.t0).isEmpty)
     let pong = ServerMessage.ack(.init(replyTo: ping))
-    #expect(m.handle(.received(socket: 1, Self.frame(pong, seq: 1)), now: Self.t0).suffix(2) == [.reply(id: ping, pong), stall])
+    #expect(
+      m.handle(.received(socket: 1, Self.frame(pong, seq: 1)), now: Self.t0).suffix(2) == [
+        .reply(id: ping, pong), stall,
+      ])
     // Nothing more comes: the socket is given up without waiting for its close.
     #expect(
       m.handle(.timerFired(.drainStall(socket: 1)), now: Self.t0) == [

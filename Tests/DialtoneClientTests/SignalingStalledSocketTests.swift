@@ -23,8 +23,9 @@ private let secret = "stalled-socket-secret-0123456789"
     // Alice's signaling crosses the relay; Bob's goes straight to the server.
     var configuration = SignalingClient.Configuration(url: "ws://127.0.0.1:\(relay.port)/v1/ws")
     configuration.drainStall = .milliseconds(300)
-    let alice = SignalingClient(configuration: configuration, transport: LWSSignalingTransport(client: loopback.network))
-    { try loopback.token("alice", device: "phone") }
+    let alice = SignalingClient(
+      configuration: configuration, transport: LWSSignalingTransport(client: loopback.network)
+    ) { try loopback.token("alice", device: "phone") }
     let bob = SignalingClient(
       configuration: .init(url: loopback.webSocketURL), transport: LWSSignalingTransport(client: loopback.network)
     ) { try loopback.token("bob", device: "phone") }
