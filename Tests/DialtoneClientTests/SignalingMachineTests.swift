@@ -155,4 +155,52 @@ import Testing
     var n = Self.welcomed()
     #expect(n.handle(.networkChanged, now: Self.t0) == [.close(socket: 1, code: CloseCode.goingAway.rawValue)])
   }
+
+  // Stopping once the last requests are answered (the hangup of an app about to quit): a
+  // welcomed socket that answers none of them for `drainStall` is given up at once for a fresh
+  // one, which resumes and re-sends them; each answer gives the socket a fresh window; the watch
+  // ends once everything is answered, or with the stop.
+  @Test func whileDrainingASocketThatAnswersNothingIsReplaced() {
+    var m = Self.welcomed()
+    guard let (ping, _) = m.submit(.ping(.init()), now: Self.t0),
+      let (hangup, _) = m.submit(.hangup(.init(callId: "c")), now: Self.t0)
+    else { return }
+    let stall = SignalingMachine.Effect.arm(.drainStall(socket: 1), after: .seconds(1))
+    #expect(m.handle(.drain, now: Self.t0) == [stall])
+    #expect(m.handle(.drain, now: Self.t0).isEmpty)
+    let pong = ServerMessage.ack(.init(replyTo: ping))
+    #expect(
+      m.handle(.received(socket: 1, Self.frame(pong, seq: 1)), now: Self.t0).suffix(2) == [
+        .reply(id: ping, pong), stall,
+      ])
+    // Nothing more comes: the socket is given up without waiting for its close.
+    #expect(
+      m.handle(.timerFired(.drainStall(socket: 1)), now: Self.t0) == [
+        .cancel(.keepalive(socket: 1)), .close(socket: 1, code: CloseCode.goingAway.rawValue), .deliver(.disconnected),
+        .fetchToken,
+      ])
+    #expect(m.handle(.closed(socket: 1, code: nil, jitter: 1), now: Self.t0).isEmpty)
+    _ = m.handle(.tokenFetched("token"), now: Self.t0)
+    let resumed = m.handle(.received(socket: 2, Self.welcome(resumed: true)), now: Self.t0)
+    #expect(resumed.contains(.send(socket: 2, MessageCodec.encodeString(.hangup(.init(callId: "c")), id: hangup))))
+    #expect(resumed.last == .arm(.drainStall(socket: 2), after: .seconds(1)))
+    let ack = ServerMessage.ack(.init(replyTo: hangup, callId: "c"))
+    #expect(
+      m.handle(.received(socket: 2, Self.frame(ack, seq: 2)), now: Self.t0).suffix(3) == [
+        .reply(id: hangup, ack), .cancel(.drainStall(socket: 2)), .drained,
+      ])
+
+    // A stop meanwhile ends the watch.
+    var n = Self.welcomed()
+    _ = n.submit(.hangup(.init(callId: "c")), now: Self.t0)
+    _ = n.handle(.drain, now: Self.t0)
+    #expect(n.handle(.stop, now: Self.t0).contains(.cancel(.drainStall(socket: 1))))
+  }
+
+  // Outside a drain nothing is watched: a silent socket is the keepalive's business.
+  @Test func withoutADrainNoSocketIsReplacedForSilence() {
+    var m = Self.welcomed()
+    _ = m.submit(.hangup(.init(callId: "c")), now: Self.t0)
+    #expect(m.handle(.timerFired(.drainStall(socket: 1)), now: Self.t0).isEmpty)
+  }
 }

@@ -17,7 +17,8 @@ public actor CallClient {
     /// answers through CallKit sets this to false and answers on `.glare` itself.
     public var acceptGlareSurvivor = true
     /// How long `stop()` waits for the server to answer the hangups and leaves it sent, so
-    /// the other side hears of them even across a congested link (its TCP retransmits).
+    /// the other side hears of them even across a congested link (its TCP retransmits; a
+    /// socket that answers nothing meanwhile is replaced, `SignalingClient.Configuration.drainStall`).
     public var stopGrace: Duration = .seconds(5)
     /// Where the calls' logs go (each engine's state changes, incoming calls, glare); give the
     /// `SignalingClient` the same log.

@@ -20,6 +20,13 @@ public actor SignalingClient {
     /// No `welcome` this long after opening the socket (a server that accepts and then says
     /// nothing, a connect that hangs): the socket is closed and the client reconnects.
     public var welcomeTimeout: Duration = .seconds(10)
+    /// While `stop(draining:)` waits, a welcomed socket that answers none of the pending
+    /// requests for this long is given up for a fresh one, which resumes the session and
+    /// re-sends them (same ids: nothing applies twice). On a congested link TCP can hold what is
+    /// written behind a lost segment whose retransmission timer doubled with each loss, for
+    /// longer than any grace; a new connection starts with short timers. Long enough for an
+    /// answer across a slow but working link: replacing such a socket only costs a handshake.
+    public var drainStall: Duration = .seconds(1)
     /// The protocol extensions announced in `hello` (the server answers with those it has too,
     /// in `welcome.features`): what this SDK implements.
     public var features: [String] = [ProtocolFeature.preconnect]
@@ -93,14 +100,18 @@ public actor SignalingClient {
   /// Stops once every request sent so far has been answered, or after `grace`. An app that
   /// quits right after hanging up needs this: `stop()` drops an unanswered `hangup` with the
   /// socket, and on a congested or lossy link the server then learns of it only when the other
-  /// side's media times out.
+  /// side's media times out. Meanwhile a socket that answers nothing for
+  /// `Configuration.drainStall` is replaced by a fresh one (see there).
   public func stop(draining grace: Duration) async {
     guard machine.isRunning, machine.hasPending, grace > .zero else { return stop() }
     let timer = Task { [clock] in
       try? await clock.sleep(for: grace)
       self.releaseDrainWaiters()
     }
-    await withCheckedContinuation { drainWaiters.append($0) }
+    await withCheckedContinuation {
+      drainWaiters.append($0)
+      feed(.drain)
+    }
     timer.cancel()
     stop()
   }

@@ -9,12 +9,16 @@ import Foundation
 /// It connects and authenticates, reconnects with jittered backoff (the jitter comes in with
 /// the close, so tests choose it), resumes its session so no server message is lost across a
 /// dropped socket, re-sends requests that were never answered (with their original ids, so the
-/// server applies them once), acks what it processed, pings when idle, and reconnects at once
-/// on a network change.
+/// server applies them once), acks what it processed, pings when idle, reconnects at once
+/// on a network change, and while the app waits to stop replaces a socket that answers nothing.
 public struct SignalingMachine: Sendable {
   public enum Event: Sendable, Equatable {
     case start
     case stop
+    /// The app stops once what is pending is answered (`SignalingClient.stop(draining:)`): from
+    /// now on a welcomed socket that answers none of it for `configuration.drainStall` is given
+    /// up for a fresh one.
+    case drain
     case networkChanged
     case tokenFetched(String)
     case tokenFailed(String)
@@ -58,6 +62,8 @@ public struct SignalingMachine: Sendable {
     case ack
     /// A request refused as `rate-limited` goes again.
     case retry(id: String)
+    /// Draining: this socket answered none of the pending requests for `drainStall`.
+    case drainStall(socket: Int)
   }
 
   /// Where the connection is.
@@ -113,6 +119,10 @@ public struct SignalingMachine: Sendable {
   private var order: [String] = []
   private var nextID = 0
   private var sockets = 0
+  /// The app waits for the pending requests' answers before it stops.
+  private var draining = false
+  /// The socket whose `drainStall` timer runs.
+  private var stallWatched: Int?
 
   /// - Parameter idPrefix: makes this client's request ids its own (a random word).
   public init(configuration: SignalingClient.Configuration, idPrefix: String, now: Date) {
@@ -164,6 +174,11 @@ public struct SignalingMachine: Sendable {
       var effects: [Effect] = openSocket.map { [.close(socket: $0, code: CloseCode.normal.rawValue)] } ?? []
       if case .waiting = link { effects.append(.cancel(.reconnect)) }
       return effects + stop(reason: "stopped")
+    case .drain:
+      guard isRunning, !draining else { return [] }
+      draining = true
+      guard hasPending, let socket = welcomedSocket else { return [] }  // a welcome arms it
+      return watchStall(on: socket)
     case .networkChanged:
       // The old socket is probably dead: its close starts the next attempt at once.
       switch link {
@@ -203,7 +218,8 @@ public struct SignalingMachine: Sendable {
   }
 
   private mutating func stop(reason: String) -> [Effect] {
-    var effects: [Effect] = []
+    var effects = unwatchStall()
+    draining = false
     if case .owed = acks { effects.append(.cancel(.ack)) }
     acks = .upToDate
     for id in order where pending[id]?.retries ?? 0 > 0 { effects.append(.cancel(.retry(id: id))) }
@@ -257,6 +273,7 @@ public struct SignalingMachine: Sendable {
         effects.append(transmit(MessageCodec.encodeString(request.message, id: id), on: socket, now: now))
       }
     }
+    if draining, hasPending { effects += watchStall(on: socket) }
     return effects
   }
 
@@ -270,11 +287,46 @@ public struct SignalingMachine: Sendable {
       request.retries < Self.rateLimitRetries
     {
       pending[id]?.retries += 1
-      return [.arm(.retry(id: id), after: .milliseconds(max(50, min(error.retryAfterMs ?? 1000, 60_000))))]
+      let retry = Effect.arm(.retry(id: id), after: .milliseconds(max(50, min(error.retryAfterMs ?? 1000, 60_000))))
+      // An answer, if not the one awaited: the socket is not stuck.
+      if draining, let socket = welcomedSocket { return [retry] + watchStall(on: socket) }
+      return [retry]
     }
     guard pending.removeValue(forKey: id) != nil else { return [] }
     order.removeAll { $0 == id }
-    return [.reply(id: id, message)] + (pending.isEmpty ? [.drained] : [])
+    if pending.isEmpty { return [.reply(id: id, message)] + unwatchStall() + [.drained] }
+    // An answer is progress: the socket gets a fresh window for the rest.
+    if draining, let socket = welcomedSocket { return [.reply(id: id, message)] + watchStall(on: socket) }
+    return [.reply(id: id, message)]
+  }
+
+  // MARK: Draining
+
+  /// Watches `socket` for `drainStall` (again, if it was watched already).
+  private mutating func watchStall(on socket: Int) -> [Effect] {
+    stallWatched = socket
+    return [.arm(.drainStall(socket: socket), after: configuration.drainStall)]
+  }
+
+  private mutating func unwatchStall() -> [Effect] {
+    guard let socket = stallWatched else { return [] }
+    stallWatched = nil
+    return [.cancel(.drainStall(socket: socket))]
+  }
+
+  /// A welcomed socket answered none of the pending requests for `drainStall` while the app
+  /// waits to stop. On a congested link TCP may hold whatever is written now behind a lost
+  /// segment whose retransmission timer has doubled with each loss (seconds, then tens of
+  /// seconds), so the hangup would leave after the app gave up; a fresh connection starts with
+  /// short timers. The socket is given up at once rather than closed and awaited (its close
+  /// frame would queue behind the same stuck bytes); the new one resumes the session and
+  /// re-sends what is pending with the original ids, so nothing applies twice.
+  private mutating func replaceStalledSocket(_ socket: Int) -> [Effect] {
+    guard case .welcomed(socket, let ping) = link, hasPending else { return [] }
+    var effects: [Effect] = [.cancel(.keepalive(socket: socket))]
+    if ping != nil { effects.append(.cancel(.ping(socket: socket))) }
+    link = .fetchingToken(attempt: 0)
+    return effects + [.close(socket: socket, code: CloseCode.goingAway.rawValue), .deliver(.disconnected), .fetchToken]
   }
 
   // MARK: Acks
@@ -307,6 +359,7 @@ public struct SignalingMachine: Sendable {
 
   private mutating func closed(_ socket: Int, code: Int?, jitter: Double) -> [Effect] {
     var effects: [Effect] = [.cancel(.welcome(socket: socket)), .cancel(.keepalive(socket: socket))]
+    if stallWatched == socket { effects += unwatchStall() }
     let attempt: Int
     switch link {
     case .welcomed(_, let ping):
@@ -364,6 +417,10 @@ public struct SignalingMachine: Sendable {
       // A reconnect meanwhile has re-sent it already (or will).
       guard let socket = welcomedSocket, let request = pending[id] else { return [] }
       return [transmit(MessageCodec.encodeString(request.message, id: id), on: socket, now: now)]
+    case .drainStall(let socket):
+      guard stallWatched == socket else { return [] }
+      stallWatched = nil
+      return replaceStalledSocket(socket)
     }
   }
 }
