@@ -15,16 +15,17 @@
 /// Holding the last target then floods the link at full rate; on a 200–300 kbit/s link that
 /// flood kept the other side's new signaling connection from completing for seconds after it
 /// hung up. So, as libwebrtc's sender lowers its estimate while its packets go unanswered (its
-/// RTT backoff: 20 % a second once the feedback is 3 s late, and never while nothing is sent),
+/// RTT backoff: 20 % a second once the feedback is ~3 s late, and not while nothing is sent),
 /// a sample in which video packets left but no feedback came counts as silent, and past a grace
 /// each further silent sample cuts the target by 20 %, down to `minimum`:
 /// - with transport-wide feedback (negotiated or seen) the feedback is any new window; it comes
 ///   every ~100 ms, so a one-second sample without one is already ten missed, and the grace is
 ///   2 samples: the cuts start with the third silent second, where libwebrtc's do;
-/// - with receiver reports it is a new report or new NACKs; reports come every 0.5–1.5 s (RFC
-///   3550's randomised interval) and webrtcbin 1.22 shows them only now and then, so the grace
-///   is 4 samples (three reports missed even at their slowest). Beyond one silent second, "no
-///   NACKs" no longer counts as a clean second either: a receiver that is gone sends none.
+/// - with receiver reports it is a new report or new NACKs; reports come about every second,
+///   randomised over 0.5–1.5 s, and webrtcbin 1.22 shows them only now and then, so the grace
+///   is 4 samples: the cuts start with the fifth silent second, three intervals late even at
+///   the slowest. Beyond one silent second "no NACKs" no longer counts as a clean second
+///   either: a receiver that is gone sends none (that rule had grown the rate 8 % a second).
 /// A sample in which no video packet left (muted, nothing to send) is no silence and starts the
 /// count again: the receiver had nothing to answer. Nor is anything silence before the first
 /// feedback (a call's start over a full link). When feedback returns the normal rules resume

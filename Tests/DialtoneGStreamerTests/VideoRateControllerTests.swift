@@ -193,7 +193,9 @@ import Testing
     #expect(unagreed.observe(sample(nil)) == nil)  // once seen, its absence is no news
   }
 
-  private func sending(_ transport: VideoRateController.TransportFeedback?, sent: UInt64) -> VideoRateController.Sample {
+  private func sending(_ transport: VideoRateController.TransportFeedback?, sent: UInt64)
+    -> VideoRateController.Sample
+  {
     .init(
       fractionLost: 0, roundTripTime: 0.05, cumulativeLost: 0, nacksReceived: 0, packetsSent: sent,
       transport: transport)
