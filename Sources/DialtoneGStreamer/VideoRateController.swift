@@ -25,7 +25,7 @@
 ///   randomised over 0.5–1.5 s, and webrtcbin 1.22 shows them only now and then, so the grace
 ///   is 4 samples: the cuts start with the fifth silent second, three intervals late even at
 ///   the slowest. Beyond one silent second "no NACKs" no longer counts as a clean second
-///   either: a receiver that is gone sends none (that rule had grown the rate 8 % a second).
+///   either: a receiver that is gone sends none (that rule grew the rate 8–25 % a second).
 /// A sample in which no video packet left (muted, nothing to send) is no silence and starts the
 /// count again: the receiver had nothing to answer. Nor is anything silence before the first
 /// feedback (a call's start over a full link). When feedback returns the normal rules resume
