@@ -790,8 +790,10 @@ public final class GStreamerPeerConnection: PeerConnection, @unchecked Sendable 
           (self.cameraSending, transport == nil && !self.rateController.transportNegotiated)
         }
         guard sending else { continue }
-        // With transport-wide feedback the receiver reports are not used: not fetched either.
-        let raw = reportsUsed ? await self.rawStats() : dt_stats()
+        // Fetched with transport-wide feedback too, though its reports are not used: the count
+        // of video packets sent tells a receiver gone silent from a sender with nothing to send
+        // (the controller's feedback timeout).
+        let raw = await self.rawStats()
         var sentFromStats: Double?
         if reportsUsed {
           let bytes = UInt64(raw.video_bytes_sent)

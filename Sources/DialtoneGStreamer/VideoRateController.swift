@@ -9,6 +9,28 @@
 /// RTCP receiver reports (fraction lost, round-trip time) and the NACKs, which under a full
 /// queue both ways say little: webrtcbin's reports showed 0 % loss while the link dropped
 /// 60 % (docs/benchmarks.md). A pure value: each `observe` takes one sample, returns the new target.
+///
+/// **Feedback timeout.** Feedback that stops while the sender keeps sending video is itself the
+/// news: the return path is saturated, or the receiver is gone (it hung up, its media stopped).
+/// Holding the last target then floods the link at full rate; on a 200–300 kbit/s link that
+/// flood kept the other side's new signaling connection from completing for seconds after it
+/// hung up. So, as libwebrtc's sender lowers its estimate while its packets go unanswered (its
+/// RTT backoff: 20 % a second once the feedback is ~3 s late, and not while nothing is sent),
+/// a sample in which video packets left but no feedback came counts as silent, and past a grace
+/// each further silent sample cuts the target by 20 %, down to `minimum`:
+/// - with transport-wide feedback (negotiated or seen) the feedback is any new window; it comes
+///   every ~100 ms, so a one-second sample without one is already ten missed, and the grace is
+///   2 samples: the cuts start with the third silent second, where libwebrtc's do;
+/// - with receiver reports it is a new report or new NACKs; reports come about every second,
+///   randomised over 0.5–1.5 s, and webrtcbin 1.22 shows them only now and then, so the grace
+///   is 4 samples: the cuts start with the fifth silent second, three intervals late even at
+///   the slowest. Beyond one silent second "no NACKs" no longer counts as a clean second
+///   either: a receiver that is gone sends none (that rule grew the rate 8–25 % a second).
+/// A sample in which no video packet left (muted, nothing to send) is no silence and starts the
+/// count again: the receiver had nothing to answer. Nor is anything silence before the first
+/// feedback (a call's start over a full link). When feedback returns the normal rules resume
+/// from the lowered target, with congestion seen (8 % a step, not 25 %) and, with transport-wide
+/// feedback, growth clamped by the received rate: no burst straight back to the old rate.
 public struct VideoRateController: Sendable, Equatable {
   public struct Report: Sendable, Equatable {
     /// RFC 3550 fraction lost since the previous report, 0...1.
@@ -89,6 +111,17 @@ public struct VideoRateController: Sendable, Equatable {
   private var lastCumulativeLost: Int64?
   private var lastNacks: UInt64?
   private var lastPackets: UInt64?
+  /// The video packets sent by the previous sample, in either mode: growth means sending.
+  private var lastSent: UInt64?
+  private var feedbackHeard = false
+  /// Samples in a row in which video was sent and no feedback came (see the feedback timeout).
+  public private(set) var silentSamples = 0
+
+  /// Silent samples held before the cuts begin, with transport-wide feedback and with reports.
+  public static let transportGrace = 2
+  public static let reportGrace = 4
+  /// Each silent sample past the grace multiplies the target by this.
+  public static let timeoutFactor = 0.8
 
   public init(start: Int = 600_000, minimum: Int = 100_000, maximum: Int = 1_500_000) {
     self.minimum = minimum
@@ -99,20 +132,28 @@ public struct VideoRateController: Sendable, Equatable {
   /// One sample: a new report is used once (with the NACK rate if that is worse); between
   /// reports the NACKs sent for the packets since the previous sample (AVPF feedback comes at
   /// once, regular reports every second or more, and webrtcbin 1.22 exposes them only now and
-  /// then) stand for the loss. Nil: nothing new.
+  /// then) stand for the loss. Samples that sent video and heard nothing past the grace cut the
+  /// target (the feedback timeout above). Nil: nothing new.
   public mutating func observe(_ sample: Sample) -> Int? {
+    // Counters that go backwards (a fresh connection) are a new start, not packets sent.
+    let sending = lastSent.map { sample.packetsSent > $0 } ?? false
+    lastSent = sample.packetsSent
     if let transport = sample.transport {
       // Transport-wide feedback supersedes the reports: it sees every packet.
       transportSeen = true
+      heard()
       guard transport.packetsSent >= 3 else { return nil }
       return update(transport)
     }
     // A second without transport-wide feedback from a peer that sends (or agreed to send) it:
-    // nothing to go on, and the reports would only grow the rate into a queue they miss.
-    guard !transportSeen, !transportNegotiated else { return nil }
+    // nothing to go on, and the reports would only grow the rate into a queue they miss; past
+    // the grace, the silence itself lowers the rate.
+    guard !transportSeen, !transportNegotiated else { return silent(sending: sending, grace: Self.transportGrace) }
     var nackLoss: Double?
+    var nacksCame = false
     if let nacks = lastNacks, let packets = lastPackets, sample.packetsSent >= packets, sample.nacksReceived >= nacks {
       let sent = sample.packetsSent - packets
+      nacksCame = sample.nacksReceived > nacks
       // A NACK names one or more lost packets (RFC 4585 6.2.1: a packet id and a bitmask of
       // the 16 after it), so NACKs per packet sent undercount the loss: counted double.
       if sent >= 20 { nackLoss = min(1, 2 * Double(sample.nacksReceived - nacks) / Double(sent)) }
@@ -126,14 +167,39 @@ public struct VideoRateController: Sendable, Equatable {
       lastReport = candidate
       lastCumulativeLost = sample.cumulativeLost
     }
+    if report != nil || nacksCame {
+      heard()
+    } else if let cut = silent(sending: sending, grace: Self.reportGrace) {
+      return cut
+    }
     if var report {
       report.fractionLost = max(report.fractionLost, nackLoss ?? 0)
       return update(report)
     }
     // A few NACKs come from late (reordered, jittered) packets too: between reports they only
-    // count as congestion above GCC's 10 %; below it they do not hold the rate back.
-    guard let nackLoss else { return nil }
+    // count as congestion above GCC's 10 %; below it they do not hold the rate back. No NACKs
+    // count as a clean second only within a second of the last feedback.
+    guard let nackLoss, silentSamples <= 1 else { return nil }
     return update(Report(fractionLost: nackLoss > 0.10 ? nackLoss : 0, roundTripTime: nil))
+  }
+
+  private mutating func heard() {
+    feedbackHeard = true
+    silentSamples = 0
+  }
+
+  /// A sample without feedback: counted if video was sent (else the count starts again), and
+  /// past the grace the target is cut. Nil while held.
+  private mutating func silent(sending: Bool, grace: Int) -> Int? {
+    guard feedbackHeard, sending else {
+      silentSamples = 0
+      return nil
+    }
+    silentSamples += 1
+    guard silentSamples > grace else { return nil }
+    probing = false
+    target = min(max(Int(Double(target) * Self.timeoutFactor), minimum), maximum)
+    return target
   }
 
   /// One second of transport-wide feedback. GCC's loss rules (above 10 % down by half the

@@ -73,6 +73,72 @@ import Testing
     // Counters that go backwards (a fresh connection) are not a rate.
     #expect(c.observe(sample(0.01, nacks: 0, packets: 10)) == nil)
   }
+
+  // Feedback timeout, reports only: after the first report, seconds that send video with no new
+  // report and no new NACKs are silence. One such second still counts "no NACKs" as clean (a
+  // report is due every 0.5–1.5 s); then the rate holds, and past 4 silent samples each further
+  // one cuts it by 20 %, down to the minimum.
+  @Test func reportsThatStopWhileSendingLowerTheRateStepByStep() {
+    var c = VideoRateController(start: 600_000)
+    #expect(c.observe(sample(0, nacks: 0, packets: 100)) == 750_000)  // the first report
+    #expect(c.observe(sample(0, nacks: 0, packets: 200)) == 937_500)  // repeated, no NACKs: clean
+    #expect(c.silentSamples == 1)
+    for packets: UInt64 in [300, 400, 500] { #expect(c.observe(sample(0, nacks: 0, packets: packets)) == nil) }
+    #expect(c.silentSamples == 4)
+    var expected = 937_500
+    var packets: UInt64 = 500
+    for _ in 0..<12 {
+      expected = max(Int(Double(expected) * 0.8), 100_000)
+      packets += 100
+      #expect(c.observe(sample(0, nacks: 0, packets: packets)) == expected)
+    }
+    #expect(c.target == 100_000)
+    #expect(!c.probing)
+  }
+
+  // Silence is timed only while video leaves: a sender with nothing to send holds its rate,
+  // and a pause starts the count again. NACKs alone (no new report) are feedback too.
+  @Test func reportSilenceCountsOnlyWhileSendingAndNacksAreFeedback() {
+    var c = VideoRateController(start: 600_000, maximum: 10_000_000)
+    #expect(c.observe(sample(0, nacks: 0, packets: 100)) == 750_000)
+    for _ in 0..<10 { #expect(c.observe(sample(0, nacks: 0, packets: 100)) == nil) }  // nothing sent
+    #expect(c.silentSamples == 0)
+    // Reports stop, but a NACK or two a second still come: the receiver is there.
+    var nacks: UInt64 = 0
+    var packets: UInt64 = 100
+    for _ in 0..<8 {
+      nacks += 1
+      packets += 100
+      #expect(c.observe(sample(0, nacks: nacks, packets: packets)) != nil)  // 2 %: a clean second
+    }
+    #expect(c.silentSamples == 0)
+    let before = c.target
+    for _ in 0..<4 {
+      packets += 100
+      _ = c.observe(sample(0, nacks: nacks, packets: packets))
+    }
+    let held = c.target
+    #expect(held == Int(Double(before) * 1.25))  // grown once, then held
+    packets += 100
+    #expect(c.observe(sample(0, nacks: nacks, packets: packets)) == Int(Double(held) * 0.8))
+  }
+
+  // When reports return, GCC's rules resume from the lowered rate, 8 % a report (congestion
+  // was seen), not back to the rate before the silence.
+  @Test func reportsThatReturnResumeFromTheLoweredRate() {
+    var c = VideoRateController(start: 600_000)
+    #expect(c.observe(sample(0, nacks: 0, packets: 100)) == 750_000)
+    var packets: UInt64 = 100
+    for _ in 0..<8 {
+      packets += 100
+      _ = c.observe(sample(0, nacks: 0, packets: packets))
+    }
+    let lowered = c.target
+    #expect(lowered < 750_000)
+    packets += 100
+    #expect(c.observe(sample(0, lostSoFar: 1, nacks: 0, packets: packets)) == Int(Double(lowered) * 1.08))
+    #expect(c.silentSamples == 0)
+  }
 }
 
 @Suite struct TransportFeedbackTests {
@@ -125,6 +191,70 @@ import Testing
     var unagreed = VideoRateController(start: 600_000)
     #expect(unagreed.observe(sample(window(0, received: 1_000_000))) == 750_000)
     #expect(unagreed.observe(sample(nil)) == nil)  // once seen, its absence is no news
+  }
+
+  private func sending(_ transport: VideoRateController.TransportFeedback?, sent: UInt64)
+    -> VideoRateController.Sample
+  {
+    .init(
+      fractionLost: 0, roundTripTime: 0.05, cumulativeLost: 0, nacksReceived: 0, packetsSent: sent,
+      transport: transport)
+  }
+
+  // Feedback timeout: transport-wide feedback that stops while video leaves holds the rate for
+  // 2 samples, then cuts it by 20 % a sample down to the minimum. Before the first feedback
+  // (a call's start), silence is no timeout.
+  @Test func feedbackThatStopsWhileSendingLowersTheRateStepByStep() {
+    var c = VideoRateController(start: 600_000)
+    c.transportNegotiated = true
+    for i: UInt64 in 1...5 { #expect(c.observe(sending(nil, sent: i * 100)) == nil) }  // none yet
+    #expect(c.observe(sending(window(0, received: 1_000_000), sent: 600)) == 750_000)
+    #expect(c.observe(sending(nil, sent: 700)) == nil)
+    #expect(c.observe(sending(nil, sent: 800)) == nil)
+    #expect(c.silentSamples == 2)
+    var expected = 750_000
+    for i: UInt64 in 1...12 {
+      expected = max(Int(Double(expected) * 0.8), 100_000)
+      #expect(c.observe(sending(nil, sent: 800 + i * 100)) == expected)
+    }
+    #expect(c.target == 100_000)
+    #expect(!c.probing)
+  }
+
+  // A sender with nothing to send (muted, idle) is not missing feedback: it holds, and a pause
+  // starts the grace again.
+  @Test func silenceWhileNothingIsSentHolds() {
+    var c = VideoRateController(start: 600_000)
+    c.transportNegotiated = true
+    #expect(c.observe(sending(window(0, received: 1_000_000), sent: 100)) == 750_000)
+    #expect(c.observe(sending(nil, sent: 200)) == nil)
+    #expect(c.observe(sending(nil, sent: 300)) == nil)
+    for _ in 0..<10 { #expect(c.observe(sending(nil, sent: 300)) == nil) }  // nothing sent
+    #expect(c.silentSamples == 0)
+    #expect(c.target == 750_000)
+    #expect(c.observe(sending(nil, sent: 400)) == nil)
+    #expect(c.observe(sending(nil, sent: 500)) == nil)
+    #expect(c.observe(sending(nil, sent: 600)) == 600_000)
+  }
+
+  // When feedback returns, the normal rules resume from the lowered rate: growth 8 % (congestion
+  // seen), clamped by what the receiver gets, never straight back to the rate before; and a
+  // window, even one too small to measure, restarts the grace.
+  @Test func feedbackThatReturnsResumesFromTheLoweredRate() {
+    var c = VideoRateController(start: 600_000)
+    c.transportNegotiated = true
+    #expect(c.observe(sending(window(0, received: 1_000_000), sent: 100)) == 750_000)
+    for i: UInt64 in 1...5 { _ = c.observe(sending(nil, sent: 100 + i * 100)) }
+    #expect(c.target == 384_000)  // 750,000 × 0.8³
+    // Back: the receiver got 150 kbit/s of it, so no growth past 1.5 × that + 10 kbit/s.
+    #expect(c.observe(sending(window(0, received: 150_000), sent: 700)) == 384_000)
+    #expect(c.observe(sending(window(0, received: 300_000), sent: 800)) == 414_720)  // 8 %, not 25 %
+    #expect(c.silentSamples == 0)
+    #expect(c.observe(sending(nil, sent: 900)) == nil)
+    #expect(c.observe(sending(window(0, packets: 2), sent: 1000)) == nil)  // too small to use, but heard
+    #expect(c.observe(sending(nil, sent: 1100)) == nil)
+    #expect(c.observe(sending(nil, sent: 1200)) == nil)
+    #expect(c.observe(sending(nil, sent: 1300)) == 331_776)
   }
 
   // Short windows read ten times a second: each new one counts once, weighted by its packets.
