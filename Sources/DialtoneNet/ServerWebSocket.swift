@@ -80,7 +80,8 @@ final class ServerWebSocket: KeepaliveSocket {
   ) -> Bool {
     lastActivityTick = loop.tick
     var index = 0
-    while let event = parser.next(input, &index) {
+    defer { loop.keepReceiveRoomSmall() }
+    while let event = parser.next(input, &index, room: &loop.receiveRoom) {
       switch event {
       case .message(let bytes, let isText):
         if closing.isOpen { deliver(bytes, isText) }

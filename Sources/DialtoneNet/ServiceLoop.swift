@@ -59,6 +59,17 @@ final class ServiceLoop: @unchecked Sendable {
   private var stopRequested = false
   private var wakeTimer: DispatchSourceTimer?
   private var sendBuffer: [UInt8]
+  /// The array a server socket's whole message is delivered in (`WebSocketFrameParser.next`),
+  /// shared by the loop's sockets: reused for the next one once the receiver let it go, so a
+  /// received message costs no allocation of its own, and an idle socket holds no buffer.
+  var receiveRoom: [UInt8] = []
+  /// The room kept between reads is at most this big (a message bigger than one read never
+  /// comes through it, so this bounds only what an odd read left).
+  private static let receiveRoomLimit = 16 * 1024
+
+  func keepReceiveRoomSmall() {
+    if receiveRoom.capacity > Self.receiveRoomLimit { receiveRoom = [] }
+  }
   let preamble = Int(dt_lws_pre())
 
   private var protocols: UnsafeMutablePointer<lws_protocols>?

@@ -67,6 +67,52 @@ struct WebSocketFrameParserTests {
       ])
   }
 
+  /// The loop's shared room: messages delivered in it are the bytes sent, whatever the
+  /// receiver kept of the earlier ones (kept ones are never overwritten), and a room the receiver
+  /// let go is reused, storage and all, for the next whole message.
+  @Test(arguments: [3, .max])
+  func aSharedRoomNeverChangesAKeptMessage(chunk: Int) {
+    let payloads = (0..<40).map { n in Array("message \(n) \(String(repeating: "x", count: n * 7))".utf8) }
+    var input: [UInt8] = []
+    for (n, payload) in payloads.enumerated() { input += Self.frame(n % 5 == 4 ? 0x2 : 0x1, payload) }
+    var parser = WebSocketFrameParser(maxMessageBytes: 1 << 16)
+    var room: [UInt8] = []
+    var kept: [(Int, [UInt8])] = []
+    var delivered = 0
+    var reusedStorage = 0
+    var previousStorage: UnsafeRawPointer?
+    var start = 0
+    while start < input.count {
+      let piece = Array(input[start..<min(input.count, start + chunk)])
+      start += piece.count
+      piece.withUnsafeBytes { buffer in
+        var index = 0
+        while let event = parser.next(buffer, &index, room: &room) {
+          guard case .message(let bytes, let isText) = event else {
+            Issue.record("unexpected \(event)")
+            continue
+          }
+          #expect(bytes == payloads[delivered])
+          #expect(isText == (delivered % 5 != 4))
+          let storage = bytes.withUnsafeBytes { UnsafeRawPointer($0.baseAddress) }
+          if chunk == .max, storage == previousStorage { reusedStorage += 1 }
+          previousStorage = storage
+          // Every third message is kept by the receiver, as a parked request would keep it.
+          if delivered % 3 == 0 {
+            kept.append((delivered, bytes))
+            previousStorage = nil
+          }
+          delivered += 1
+        }
+      }
+    }
+    #expect(delivered == payloads.count)
+    for (n, bytes) in kept { #expect(bytes == payloads[n]) }
+    // Whole reads: each message after one let go (and not growing past the room's capacity)
+    // reuses its storage; without the room, none would.
+    if chunk == .max { #expect(reusedStorage > 10) }
+  }
+
   @Test func anUnmaskedFrameFails() {
     #expect(Self.failure(1002, in: Self.events(Self.frame(0x1, Array("hi".utf8), masked: false))))
   }
