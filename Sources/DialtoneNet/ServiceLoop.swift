@@ -389,6 +389,23 @@ final class ServiceLoop: @unchecked Sendable {
 
   private static let scratchLimit = 256 * 1024
 
+  /// Frames written by `fill` (at most `count` bytes; it returns how many) leave in one write:
+  /// through the loop's scratch buffer, or a buffer of their own when they are big.
+  func writeFrames(_ wsi: OpaquePointer, upTo count: Int, _ fill: (UnsafeMutableRawPointer) -> Int) -> Bool {
+    if count > Self.scratchLimit {
+      var frames = [UInt8](repeating: 0, count: count)
+      return frames.withUnsafeMutableBytes { buffer -> Bool in
+        guard let base = buffer.baseAddress else { return false }
+        return writeRaw(wsi, UnsafeRawBufferPointer(start: base, count: fill(base)))
+      }
+    }
+    if sendBuffer.count < count { sendBuffer = [UInt8](repeating: 0, count: count) }
+    return sendBuffer.withUnsafeMutableBytes { buffer -> Bool in
+      guard let base = buffer.baseAddress else { return false }
+      return writeRaw(wsi, UnsafeRawBufferPointer(start: base, count: fill(base)))
+    }
+  }
+
   /// A connection id never used before on this loop.
   func allocateID() -> UInt64 {
     let id = nextConnectionID
