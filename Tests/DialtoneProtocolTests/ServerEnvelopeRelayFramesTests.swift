@@ -7,8 +7,9 @@ import Testing
 /// texts that need escaping or are not ASCII, seqs from none to past `Int64.max`.
 struct ServerEnvelopeRelayFramesTests {
   private static let texts = [
-    "", "c", "0", "0f2a0e3c-5b8e-4c1e-9a55-3f1f6a2b7c90", "candidate:842163049 1 udp 1677729535 192.0.2.1 3478 typ srflx",
-    "quote \" backslash \\ slash /", "tab\tnew\nline\r\u{8}\u{c}\u{1}\u{1f}", "héllo wörld 日本 🎧", String(repeating: "x", count: 600),
+    "", "c", "0", "0f2a0e3c-5b8e-4c1e-9a55-3f1f6a2b7c90",
+    "candidate:842163049 1 udp 1677729535 192.0.2.1 3478 typ srflx", "quote \" backslash \\ slash /",
+    "tab\tnew\nline\r\u{8}\u{c}\u{1}\u{1f}", "héllo wörld 日本 🎧", String(repeating: "x", count: 600),
   ]
   private static let seqs: [UInt64?] = [nil, 0, 1, 41, 9_007_199_254_740_991, UInt64(Int64.max), .max]
 
