@@ -39,9 +39,9 @@ final class ServerWebSocket: KeepaliveSocket {
   }
   private var queue = FIFOQueue<Outgoing>()
   private(set) var queuedBytes = 0
-  /// Frames sent with `enqueueCoalesced`, already framed: they leave with the next message to this
-  /// socket, in one write, or when the loop releases them, whichever comes first.
-  private var held: [UInt8] = []
+  /// Messages sent with `enqueueCoalesced`: they leave with the next message to this socket, in
+  /// one write, or when the loop releases them, whichever comes first.
+  private var held = HeldMessages()
   /// Counts the times frames started to be held: names the current holding, so that the loop's
   /// list of holdings can tell one whose frames already left (`isHolding`).
   private(set) var holdings: UInt32 = 0
@@ -80,7 +80,8 @@ final class ServerWebSocket: KeepaliveSocket {
   ) -> Bool {
     lastActivityTick = loop.tick
     var index = 0
-    while let event = parser.next(input, &index) {
+    defer { loop.keepReceiveRoomSmall() }
+    while let event = parser.next(input, &index, room: &loop.receiveRoom) {
       switch event {
       case .message(let bytes, let isText):
         if closing.isOpen { deliver(bytes, isText) }
@@ -113,17 +114,24 @@ final class ServerWebSocket: KeepaliveSocket {
   /// otherwise queues for the writable callback. Held frames go first, in the same write.
   func enqueue(_ bytes: [UInt8], binary: Bool, on loop: ServiceLoop) {
     guard closing.isOpen else { return }
-    let item: Outgoing
-    if held.isEmpty {
-      item = .message(bytes, binary: binary)
-    } else {
-      var frames = held
-      held = []
-      frames.reserveCapacity(frames.count + bytes.count + WebSocketFrame.maxHeaderLength)
-      WebSocketFrame.append(bytes, binary: binary, to: &frames)
-      item = .frames(frames)
+    if held.isEmpty { return dispatch(.message(bytes, binary: binary), on: loop) }
+    let messages = held
+    held = HeldMessages()
+    if canWriteNow {
+      // The usual way a held message leaves: framed with this one straight into the loop's
+      // send buffer, one write, no array built for the two.
+      let count = messages.framedBytes + WebSocketFrame.maxHeaderLength + bytes.count
+      let written = loop.writeFrames(wsi, upTo: count) { target in
+        let end = messages.frame(into: target)
+        return end + HeldMessages.frame(bytes, binary: binary, into: target + end)
+      }
+      noteWritten()
+      if !written { dropIdle() }
+      return
     }
-    dispatch(item, on: loop)
+    var frames = messages.framed(reserving: bytes.count + WebSocketFrame.maxHeaderLength)
+    WebSocketFrame.append(bytes, binary: binary, to: &frames)
+    dispatch(.frames(frames), on: loop)
   }
 
   /// Holds a message back so that it shares a write with the next one. Returns true when the
@@ -131,10 +139,8 @@ final class ServerWebSocket: KeepaliveSocket {
   func enqueueCoalesced(_ bytes: [UInt8], binary: Bool, on loop: ServiceLoop) -> Bool {
     guard closing.isOpen else { return false }
     let starts = held.isEmpty
-    // Room for the message that will probably follow (held frames wait to share its write).
-    if starts { held.reserveCapacity(2 * bytes.count + 512) }
-    WebSocketFrame.append(bytes, binary: binary, to: &held)
-    if queuedBytes + held.count > maxQueuedBytes {
+    held.append(bytes, binary: binary)
+    if queuedBytes + held.framedBytes > maxQueuedBytes {
       overflow(on: loop)
       return false
     }
@@ -149,8 +155,8 @@ final class ServerWebSocket: KeepaliveSocket {
   /// The coalescing deadline passed with nothing else written: the held frames leave alone.
   func flushHeld(on loop: ServiceLoop) {
     guard !held.isEmpty else { return }
-    let item = Outgoing.frames(held)
-    held = []
+    let item = Outgoing.frames(held.framed())
+    held = HeldMessages()
     dispatch(item, on: loop)
   }
 
@@ -161,7 +167,7 @@ final class ServerWebSocket: KeepaliveSocket {
     }
     queue.append(item)
     queuedBytes += item.size
-    if queuedBytes + held.count > maxQueuedBytes { return overflow(on: loop) }
+    if queuedBytes + held.framedBytes > maxQueuedBytes { return overflow(on: loop) }
     if queue.count == 1 { lws_callback_on_writable(wsi) }
   }
 
@@ -186,9 +192,10 @@ final class ServerWebSocket: KeepaliveSocket {
     if drop {
       dropQueued()
     } else if !held.isEmpty {
-      queue.append(.frames(held))
-      queuedBytes += held.count
-      held = []
+      let frames = held.framed()
+      queue.append(.frames(frames))
+      queuedBytes += frames.count
+      held = HeldMessages()
     }
     pingDue = false
     pongOwed = nil
@@ -198,7 +205,7 @@ final class ServerWebSocket: KeepaliveSocket {
 
   private func dropQueued() {
     queue = FIFOQueue()
-    held = []
+    held = HeldMessages()
     queuedBytes = 0
     pingDue = false
     pongOwed = nil

@@ -59,6 +59,17 @@ final class ServiceLoop: @unchecked Sendable {
   private var stopRequested = false
   private var wakeTimer: DispatchSourceTimer?
   private var sendBuffer: [UInt8]
+  /// The array a server socket's whole message is delivered in (`WebSocketFrameParser.next`),
+  /// shared by the loop's sockets: reused for the next one once the receiver let it go, so a
+  /// received message costs no allocation of its own, and an idle socket holds no buffer.
+  var receiveRoom: [UInt8] = []
+  /// The room kept between reads is at most this big (a message bigger than one read never
+  /// comes through it, so this bounds only what an odd read left).
+  private static let receiveRoomLimit = 16 * 1024
+
+  func keepReceiveRoomSmall() {
+    if receiveRoom.capacity > Self.receiveRoomLimit { receiveRoom = [] }
+  }
   let preamble = Int(dt_lws_pre())
 
   private var protocols: UnsafeMutablePointer<lws_protocols>?
@@ -377,6 +388,23 @@ final class ServiceLoop: @unchecked Sendable {
   }
 
   private static let scratchLimit = 256 * 1024
+
+  /// Frames written by `fill` (at most `count` bytes; it returns how many) leave in one write:
+  /// through the loop's scratch buffer, or a buffer of their own when they are big.
+  func writeFrames(_ wsi: OpaquePointer, upTo count: Int, _ fill: (UnsafeMutableRawPointer) -> Int) -> Bool {
+    if count > Self.scratchLimit {
+      var frames = [UInt8](repeating: 0, count: count)
+      return frames.withUnsafeMutableBytes { buffer -> Bool in
+        guard let base = buffer.baseAddress else { return false }
+        return writeRaw(wsi, UnsafeRawBufferPointer(start: base, count: fill(base)))
+      }
+    }
+    if sendBuffer.count < count { sendBuffer = [UInt8](repeating: 0, count: count) }
+    return sendBuffer.withUnsafeMutableBytes { buffer -> Bool in
+      guard let base = buffer.baseAddress else { return false }
+      return writeRaw(wsi, UnsafeRawBufferPointer(start: base, count: fill(base)))
+    }
+  }
 
   /// A connection id never used before on this loop.
   func allocateID() -> UInt64 {

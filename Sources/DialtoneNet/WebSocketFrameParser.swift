@@ -66,6 +66,15 @@ package struct WebSocketFrameParser {
   /// The next event in `input` from `index` on (advanced past what was read), or nil when
   /// `input` is used up without completing one.
   package mutating func next(_ input: UnsafeRawBufferPointer, _ index: inout Int) -> Event? {
+    var room: [UInt8] = []
+    return next(input, &index, room: &room)
+  }
+
+  /// `next`, with the array a whole message that arrived in one read is delivered in: `room`'s
+  /// storage is reused when nothing kept the previous message delivered in it (the caller's
+  /// receiver let it go), so such a message costs no allocation; otherwise a new one is made
+  /// (copy-on-write), and what was kept is untouched.
+  package mutating func next(_ input: UnsafeRawBufferPointer, _ index: inout Int, room: inout [UInt8]) -> Event? {
     guard let base = input.baseAddress else { return nil }
     while !finished {
       if !inFrame {
@@ -82,7 +91,7 @@ package struct WebSocketFrameParser {
       let count = min(remaining, available)
       let source = UnsafeRawBufferPointer(start: base + index, count: count)
       index += count
-      if let event = payload(source) { return event }
+      if let event = payload(source, room: &room) { return event }
     }
     index = input.count
     return nil
@@ -198,7 +207,7 @@ package struct WebSocketFrameParser {
 
   /// Reads `source`, the next slice of the current frame's payload; an event when the frame
   /// (or the connection) ends with it.
-  private mutating func payload(_ source: UnsafeRawBufferPointer) -> Event? {
+  private mutating func payload(_ source: UnsafeRawBufferPointer, room: inout [UInt8]) -> Event? {
     let count = source.count
     let isLast = count == remaining
     if opcode >= Self.close {
@@ -213,15 +222,18 @@ package struct WebSocketFrameParser {
       }
     } else if !discardingData {
       let isText = messageIsText ?? false
-      // A whole unfragmented message in this read goes straight into the array delivered.
+      // A whole unfragmented message in this read goes straight into the array delivered: the
+      // caller's room (unmasked in place there).
       if fin, message.isEmpty, position == 0, isLast {
+        // Keeps the storage when the room is the only owner, else starts a new one.
+        room.removeAll(keepingCapacity: true)
+        room.append(contentsOf: source.bytes)
         let key = maskKey
-        let bytes = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
-          if let target = buffer.baseAddress {
-            Self.unmask(source, into: UnsafeMutableRawPointer(target), key: key, position: 0)
-          }
-          initialized = count
+        room.withUnsafeMutableBytes { buffer in
+          guard let target = buffer.baseAddress else { return }
+          Self.unmask(UnsafeRawBufferPointer(buffer), into: target, key: key, position: 0)
         }
+        let bytes = room
         if isText, !(bytes.withUnsafeBytes { text.consume($0) } && text.isComplete) {
           return fail(.failure(code: 1007, reason: "text is not UTF-8"))
         }

@@ -70,7 +70,10 @@ package struct ReplyMemory {
 
   package init(capacity: Int) { self.capacity = max(1, capacity) }
 
-  package func reply(to requestID: String) -> ServerMessage? {
+  /// `mutating` though it changes nothing: the owner's call then reads the memory in place
+  /// (an exclusive access), where a non-mutating call on a class's stored struct copies it,
+  /// retaining and releasing its table and ring, on every request a session sends.
+  package mutating func reply(to requestID: String) -> ServerMessage? {
     guard let position = slot[requestID] else { return nil }
     switch slots[position].reply {
     case .ack(let callId): return .ack(.init(replyTo: requestID, callId: callId))

@@ -73,9 +73,14 @@ package final class LocalSession: DeliverySession {
 
   package func acknowledge(upTo seq: UInt64) {
     let bounded = min(seq, lastSentSeq)
-    while let oldest = unacked.first, oldest.seq <= bounded {
-      unacked.popFirst()
-      unackedBytes -= oldest.bytes.count
+    // `unacked` holds exactly the seqs `nextSeq - count ..< nextSeq` (numbered as appended,
+    // dropped only from the front), so how many to drop is known without reading each one's
+    // seq: `first` would copy every element out (a retain and a release) just for it.
+    let oldest = nextSeq - UInt64(unacked.count)
+    guard bounded >= oldest else { return }
+    for _ in 0..<(bounded - oldest + 1) {
+      guard let gone = unacked.popFirst() else { break }
+      unackedBytes -= gone.bytes.count
     }
   }
 

@@ -20,8 +20,9 @@ public struct FIFOQueue<Element>: Sequence {
   @discardableResult
   public mutating func popFirst() -> Element? {
     guard !isEmpty else { return nil }
-    let element = storage[head]
-    storage[head] = nil
+    // Moved out (swapped with nil), not copied then cleared: no retain and release of it.
+    var element: Element? = nil
+    swap(&element, &storage[head])
     head += 1
     if head == storage.count {
       // Idle queues (most sockets) keep only a small buffer.

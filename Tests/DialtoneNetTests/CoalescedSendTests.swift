@@ -81,6 +81,22 @@ extension RawWebSocket {
     }
   }
 
+  /// Several messages held (the first, a short one and a 200-byte one with a longer header),
+  /// then one sent at once: all in one write, in the order sent.
+  @Test func severalHeldMessagesLeaveWithTheNextOneInOneWrite() async throws {
+    let long = String(repeating: "z", count: 110)
+    try await withCoalescingPeer(delay: 30) { peer in
+      peer.sendText("hold:one")
+      peer.sendText("hold:two")
+      peer.sendText("hold:\(long)")
+      #expect(!peer.readable(within: 300), "coalesced messages must wait for company")
+      peer.sendText("now:last")
+      let frames = peer.receiveFrames()
+      #expect(frames.map(\.payload) == ["one", "two", long, "last"])
+      #expect(frames.map(\.opcode) == [1, 1, 1, 1])
+    }
+  }
+
   @Test func aHeldMessageLeavesAloneWhenTheDelayEnds() async throws {
     try await withCoalescingPeer(delay: 0.05) { peer in
       peer.sendText("hold:lonely")

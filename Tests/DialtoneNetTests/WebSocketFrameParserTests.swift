@@ -67,6 +67,45 @@ struct WebSocketFrameParserTests {
       ])
   }
 
+  /// The loop's shared room: messages delivered in it are the bytes sent, whatever the
+  /// receiver kept of the earlier ones (kept ones are never overwritten), and the room's
+  /// storage carries over from message to message (its capacity, set once here: a message in
+  /// an array of its own would have about its own size).
+  @Test(arguments: [3, .max])
+  func aSharedRoomNeverChangesAKeptMessage(chunk: Int) {
+    let payloads = (0..<40).map { n in Array("message \(n) \(String(repeating: "x", count: n * 7))".utf8) }
+    var input: [UInt8] = []
+    for (n, payload) in payloads.enumerated() { input += Self.frame(n % 5 == 4 ? 0x2 : 0x1, payload) }
+    var parser = WebSocketFrameParser(maxMessageBytes: 1 << 16)
+    var room: [UInt8] = []
+    room.reserveCapacity(4096)
+    var kept: [(Int, [UInt8])] = []
+    var delivered = 0
+    var start = 0
+    while start < input.count {
+      let piece = Array(input[start..<min(input.count, start + chunk)])
+      start += piece.count
+      piece.withUnsafeBytes { buffer in
+        var index = 0
+        while let event = parser.next(buffer, &index, room: &room) {
+          guard case .message(let bytes, let isText) = event else {
+            Issue.record("unexpected \(event)")
+            continue
+          }
+          #expect(bytes == payloads[delivered])
+          #expect(isText == (delivered % 5 != 4))
+          // Whole reads come through the room; pieces are reassembled elsewhere.
+          if chunk == .max { #expect(bytes.capacity >= 4096, "message \(delivered)") }
+          // Every third message is kept by the receiver, as a parked request would keep it.
+          if delivered % 3 == 0 { kept.append((delivered, bytes)) }
+          delivered += 1
+        }
+      }
+    }
+    #expect(delivered == payloads.count)
+    for (n, bytes) in kept { #expect(bytes == payloads[n]) }
+  }
+
   @Test func anUnmaskedFrameFails() {
     #expect(Self.failure(1002, in: Self.events(Self.frame(0x1, Array("hi".utf8), masked: false))))
   }

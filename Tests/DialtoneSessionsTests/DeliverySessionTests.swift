@@ -58,6 +58,70 @@ struct DeliverySessionTests {
     session.acknowledge(upTo: 10)
     #expect(session.unackedBytes == 0 && session.unackedCount == 0)
   }
+
+  /// Deliveries, acks (stale, exact, beyond what was sent) and resumes in a long random run,
+  /// against a plain list of what is held: the counts, the bytes, the resume window and what a
+  /// resume re-sends agree at every step (acknowledging counts what to drop from the seqs held).
+  @Test func aLongRunOfDeliveriesAcksAndResumesMatchesTheModel() throws {
+    var random = SplitMix(seed: 40)
+    let session = session(capacity: 16, maxUnackedBytes: 4_000)
+    var held: [(seq: UInt64, bytes: Int)] = []
+    var sent: UInt64 = 0
+    var dropped: UInt64 = 0
+    for step in 0..<3_000 {
+      switch random.next() % 10 {
+      case 0..<6:
+        let message = ServerMessage.ack(.init(replyTo: String(repeating: "r", count: Int(random.next() % 900) + 1)))
+        session.deliver(message)
+        sent += 1
+        held.append((sent, MessageCodec.encode(message, seq: sent).count))
+        while held.count > 16 || (held.reduce(0) { $0 + $1.bytes } > 4_000 && held.count > 1) {
+          dropped = held.removeFirst().seq
+        }
+      case 6..<9:
+        let upTo = random.next() % (sent + 3)
+        session.acknowledge(upTo: upTo)
+        held.removeAll { $0.seq <= upTo }
+      default:
+        let lastSeq = random.next() % (sent + 2)
+        guard session.canResume(from: lastSeq) else {
+          #expect(lastSeq < dropped || lastSeq > sent, "step \(step)")
+          continue
+        }
+        let socket = RecordingSocket()
+        session.resume(on: socket, lastSeq: lastSeq, now: Date(timeIntervalSince1970: 0))
+        held.removeAll { $0.seq <= lastSeq }
+        let resent = try socket.frames.map { try #require(MessageCodec.decodeServerMessage($0).seq) }
+        #expect(resent == held.map(\.seq), "step \(step)")
+        session.detach(now: Date(timeIntervalSince1970: 0))
+      }
+      #expect(session.unackedCount == held.count, "step \(step)")
+      #expect(session.unackedBytes == held.reduce(0) { $0 + $1.bytes }, "step \(step)")
+      #expect(session.lastSentSeq == sent)
+    }
+  }
+}
+
+/// Frames a session wrote, in order. Test-only and used from one thread: `@unchecked` for that.
+private final class RecordingSocket: SessionSocket, @unchecked Sendable {
+  let id: UInt64 = 1
+  var frames: [[UInt8]] = []
+  func send(text bytes: [UInt8]) { frames.append(bytes) }
+  func sendCoalesced(text bytes: [UInt8]) { frames.append(bytes) }
+  func close(code: UInt16, reason: String) {}
+}
+
+/// A seeded generator, so that a failing run repeats.
+private struct SplitMix {
+  var state: UInt64
+  init(seed: UInt64) { state = seed }
+  mutating func next() -> UInt64 {
+    state &+= 0x9E37_79B9_7F4A_7C15
+    var z = state
+    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+    return z ^ (z >> 31)
+  }
 }
 
 extension ServerMessage {

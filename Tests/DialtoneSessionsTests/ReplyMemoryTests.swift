@@ -25,7 +25,7 @@ struct ReplyMemoryTests {
     }
   }
 
-  @Test(arguments: [1, 2, 3, 7, 16])
+  @Test(arguments: [1, 2, 3, 7, 16, 100])
   func behavesAsTheModel(capacity: Int) {
     var state: UInt64 = UInt64(capacity) &* 0x9E37_79B9_7F4A_7C15
     func next(_ n: Int) -> Int {
@@ -44,9 +44,26 @@ struct ReplyMemoryTests {
         if model.count > capacity { model.removeFirst() }
       }
       memory.remember(reply, for: id)
-      for k in 0..<(capacity * 3) {
+      // Every id ever used is probed at small capacities, a sample of them at large ones.
+      for k in stride(from: step % max(1, capacity / 16), to: capacity * 3, by: max(1, capacity / 16)) {
         let probe = "r\(k)"
         #expect(memory.reply(to: probe) == model.first(where: { $0.id == probe })?.reply, "step \(step), \(probe)")
+      }
+    }
+  }
+
+  /// A full memory of 512 (the server's size) through many evictions: every remembered id is
+  /// found with its own answer, every evicted one is gone, and ids never sent are not found.
+  @Test func aFullMemoryEvictsExactlyTheOldest() {
+    var memory = ReplyMemory(capacity: 512)
+    for n in 0..<5_000 {
+      memory.remember(.ack(.init(replyTo: "req-\(n)", callId: "call-\(n % 7)")), for: "req-\(n)")
+      if n % 997 == 0 || n == 4_999 {
+        for k in 0...n {
+          let expected: ServerMessage? = k > n - 512 ? .ack(.init(replyTo: "req-\(k)", callId: "call-\(k % 7)")) : nil
+          #expect(memory.reply(to: "req-\(k)") == expected, "after \(n), req-\(k)")
+        }
+        #expect(memory.reply(to: "never-\(n)") == nil)
       }
     }
   }

@@ -130,6 +130,10 @@ final class OutcomeGate {
     !awaited.isEmpty && awaited.contains(Self.key(sessionID, requestID))
   }
 
+  /// Whether any answer is on its way (nearly never, on one server): callers skip building
+  /// `isAwaited`'s arguments when not.
+  var awaitsAny: Bool { !awaited.isEmpty }
+
   func expect(_ sessionID: String, _ requestID: String) { awaited.insert(Self.key(sessionID, requestID)) }
 
   /// The awaited answer was stored in the session already (by the node that answered it): it is

@@ -99,7 +99,8 @@ final class RequestPipeline {
     receivedCounter(message.type).increment()
     if case .ack(let ack) = message { return session.acknowledge(upTo: ack.seq) }
     guard let requestID = frame.id else { return }
-    if outcomes.isAwaited(session.id, requestID) { return }
+    // The session's id is read (a witness call and a retain) only when some answer is awaited.
+    if outcomes.awaitsAny, outcomes.isAwaited(session.id, requestID) { return }
     if let earlier = session.reply(to: requestID) { return session.deliver(earlier) }
     let rules = message.type.rules
     if rules.startsACall, let wait = invites.take(session.identity.userId, now: clock.now) {

@@ -1,0 +1,61 @@
+import Testing
+
+@testable import DialtoneProtocol
+
+/// The relayed `candidate` and the plain `ack`, written field by field (`relayFrameBytes`),
+/// against `WireEncoder`'s bytes for the same envelope: every optional member present or not,
+/// texts that need escaping or are not ASCII, seqs from none to past `Int64.max`.
+struct ServerEnvelopeRelayFramesTests {
+  private static let texts = [
+    "", "c", "0", "0f2a0e3c-5b8e-4c1e-9a55-3f1f6a2b7c90",
+    "candidate:842163049 1 udp 1677729535 192.0.2.1 3478 typ srflx", "quote \" backslash \\ slash /",
+    "tab\tnew\nline\r\u{8}\u{c}\u{1}\u{1f}", "héllo wörld 日本 🎧", String(repeating: "x", count: 600),
+  ]
+  private static let seqs: [UInt64?] = [nil, 0, 1, 41, 9_007_199_254_740_991, UInt64(Int64.max), .max]
+
+  private static func text(_ n: Int) -> String { texts[n % texts.count] }
+  private static func optionalText(_ n: Int) -> String? { n % 4 == 0 ? nil : text(n) }
+
+  @Test func aPlainAckIsWireEncodersBytes() {
+    var checked = 0
+    for (r, replyTo) in Self.texts.enumerated() {
+      for c in 0...Self.texts.count {
+        let callId = c == Self.texts.count ? nil : Self.text(c + r)
+        for seq in Self.seqs {
+          let envelope = ServerEnvelope(seq: seq, message: .ack(.init(replyTo: replyTo, callId: callId)))
+          #expect(envelope.relayFrameBytes == envelope.genericEncoded, "\(envelope)")
+          #expect(envelope.encoded == envelope.genericEncoded)
+          checked += 1
+        }
+      }
+    }
+    #expect(checked == Self.texts.count * (Self.texts.count + 1) * Self.seqs.count)
+  }
+
+  @Test func aCandidateIsWireEncodersBytes() {
+    for n in 0..<400 {
+      let candidate = IceCandidate(
+        candidate: Self.text(n), sdpMid: Self.optionalText(n / 2), sdpMLineIndex: [nil, 0, 1, 99][n % 4],
+        usernameFragment: Self.optionalText(n / 3 + 1))
+      let from = Peer(userId: Self.text(n + 3), deviceId: Self.text(n / 5), name: Self.optionalText(n / 7 + 2))
+      let message = ServerMessage.candidate(
+        .init(callId: Self.text(n + 1), from: from, candidate: candidate, leg: n % 3 == 0))
+      let envelope = ServerEnvelope(seq: Self.seqs[n % Self.seqs.count], message: message)
+      #expect(envelope.relayFrameBytes == envelope.genericEncoded, "\(envelope)")
+      #expect(envelope.encoded == envelope.genericEncoded)
+    }
+  }
+
+  /// Any other message (an ack carrying a call's or a group's state among them) goes through
+  /// `WireEncoder` as before.
+  @Test func otherMessagesAreNotWrittenHere() {
+    let withCall = ServerMessage.ack(
+      .init(
+        replyTo: "r", callId: "c",
+        call: CallState(
+          callId: "c", callerId: "a", calleeId: "b", callerDeviceId: "d", video: false, state: .ringing, createdAt: 1)))
+    #expect(ServerEnvelope(seq: 3, message: withCall).relayFrameBytes == nil)
+    let error = ServerMessage.error(.init(replyTo: "r", code: .badRequest, message: "no"))
+    #expect(ServerEnvelope(seq: 3, message: error).relayFrameBytes == nil)
+  }
+}
