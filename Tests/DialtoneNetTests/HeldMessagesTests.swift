@@ -23,4 +23,24 @@ struct HeldMessagesTests {
     }
     #expect(HeldMessages().isEmpty && !held.isEmpty)
   }
+
+  /// Every socket carries one, holding or not: it stays one word, as the array it replaced.
+  @Test func itIsOneWord() {
+    #expect(MemoryLayout<HeldMessages>.size == MemoryLayout<[UInt8]>.size)
+  }
+
+  /// A text message held alone, then one more of each kind: framed in order either way.
+  @Test func aSecondMessageJoinsTheFirstInOrder() {
+    for second in [false, true] {
+      var held = HeldMessages()
+      var expected: [UInt8] = []
+      held.append(Array("first".utf8), binary: false)
+      WebSocketFrame.append(Array("first".utf8), binary: false, to: &expected)
+      held.append([1, 2, 3], binary: second)
+      WebSocketFrame.append([1, 2, 3], binary: second, to: &expected)
+      held.append(Array("third".utf8), binary: false)
+      WebSocketFrame.append(Array("third".utf8), binary: false, to: &expected)
+      #expect(held.framed() == expected && held.framedBytes == expected.count)
+    }
+  }
 }
