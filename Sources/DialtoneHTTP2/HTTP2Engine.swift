@@ -19,7 +19,7 @@ final class HTTP2Engine: @unchecked Sendable {
     var stopped = false
   }
   private let inbox = Locked(Inbox())
-  private let wake: (read: Int32, write: Int32)
+  private let wake: WakePipe
   private let configuration: HTTP2Client.Configuration
   private let context: TLSClientContext
   private let outcomes = HTTP2Outcomes()
@@ -35,10 +35,8 @@ final class HTTP2Engine: @unchecked Sendable {
   init(configuration: HTTP2Client.Configuration, context: TLSClientContext) throws(HTTP2Error) {
     self.configuration = configuration
     self.context = context
-    var ends: [Int32] = [-1, -1]
-    guard pipe(&ends) == 0 else { throw HTTP2Error("pipe failed: \(String(cString: strerror(errno)))") }
-    for end in ends { _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK) }
-    wake = (ends[0], ends[1])
+    guard let wake = WakePipe() else { throw HTTP2Error("pipe failed: \(String(cString: strerror(errno)))") }
+    self.wake = wake
     _ = WorkerThread(name: "dialtone-http2") { [self] in run() }
   }
 
@@ -65,17 +63,7 @@ final class HTTP2Engine: @unchecked Sendable {
     wakeUp()
   }
 
-  private func wakeUp() {
-    var byte: UInt8 = 1
-    _ = write(wake.write, &byte, 1)  // a full pipe already wakes the engine
-  }
-
-  private func drainWake() {
-    // Submitters write one byte per batch: a short read means the pipe is empty (no extra call
-    // to learn it).
-    var buffer = [UInt8](repeating: 0, count: 256)
-    while read(wake.read, &buffer, buffer.count) == buffer.count {}
-  }
+  private func wakeUp() { wake.wake() }
 
   // MARK: - The engine thread
 
@@ -83,7 +71,7 @@ final class HTTP2Engine: @unchecked Sendable {
     var fds: [pollfd] = []
     var polled: [HTTP2Connection] = []
     while true {
-      drainWake()
+      wake.drain()
       let taken = inbox.withLock { inbox -> Inbox in
         defer {
           inbox.requests.removeAll(keepingCapacity: true)
@@ -106,7 +94,7 @@ final class HTTP2Engine: @unchecked Sendable {
 
       fds.removeAll(keepingCapacity: true)
       polled.removeAll(keepingCapacity: true)
-      fds.append(pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0))
+      fds.append(pollfd(fd: wake.descriptor, events: Int16(POLLIN), revents: 0))
       var readAgain = false
       for queue in origins.values {
         for connection in [queue.active].compactMap({ $0 }) + queue.draining {
@@ -302,7 +290,6 @@ final class HTTP2Engine: @unchecked Sendable {
     outcomes.finished.removeAll()
     for stream in outcomes.refused { stream.finish(.failure(why)) }
     outcomes.refused.removeAll()
-    close(wake.read)
-    close(wake.write)
+    wake.close()
   }
 }

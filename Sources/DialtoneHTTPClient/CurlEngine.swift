@@ -20,8 +20,8 @@ final class CurlEngine: @unchecked Sendable {
   /// Transfers queued by other threads, and whether the engine stopped.
   private let inbox = Locked<(pending: [Transfer], stopped: Bool)>(([], false))
   private let multi: UnsafeMutableRawPointer
-  /// The pipe that wakes the engine: read end, write end.
-  private let wake: (read: Int32, write: Int32)
+  /// Wakes the engine from its `poll`.
+  private let wake: WakePipe
   /// The sockets curl wants watched, with `poll` events.
   private var watched: [curl_socket_t: Int16] = [:]
   /// When curl wants to be called for its timeouts (nil: no timer).
@@ -40,10 +40,8 @@ final class CurlEngine: @unchecked Sendable {
     self.configuration = configuration
     guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
     self.multi = multi
-    var ends: [Int32] = [-1, -1]
-    guard pipe(&ends) == 0 else { fatalError("pipe failed: \(errno)") }
-    for end in ends { _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK) }
-    wake = (ends[0], ends[1])
+    guard let wake = WakePipe() else { fatalError("pipe failed: \(errno)") }
+    self.wake = wake
     _ = dt_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
     _ = dt_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.maxConnectionsPerHost)
     _ = dt_curl_multi_setopt_long(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, 1000)
@@ -77,22 +75,14 @@ final class CurlEngine: @unchecked Sendable {
     wakeUp()
   }
 
-  private func wakeUp() {
-    var byte: UInt8 = 1
-    _ = write(wake.write, &byte, 1)  // a full pipe already wakes the engine
-  }
-
-  private func drainWake() {
-    var buffer = [UInt8](repeating: 0, count: 64)
-    while read(wake.read, &buffer, buffer.count) > 0 {}
-  }
+  private func wakeUp() { wake.wake() }
 
   // MARK: - The engine thread
 
   private func run() {
     var fds: [pollfd] = []
     while true {
-      drainWake()
+      wake.drain()
       let (batch, stopping) = inbox.withLock { inbox -> ([Transfer], Bool) in
         defer { inbox.pending.removeAll() }
         return (inbox.pending, inbox.stopped)
@@ -119,7 +109,7 @@ final class CurlEngine: @unchecked Sendable {
       // for it (curl no longer watches its socket and sets no timer), so it is collected now.
       collectFinished()
       fds.removeAll(keepingCapacity: true)
-      fds.append(pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0))
+      fds.append(pollfd(fd: wake.descriptor, events: Int16(POLLIN), revents: 0))
       for (socket, events) in watched { fds.append(pollfd(fd: socket, events: events, revents: 0)) }
       let ready = poll(&fds, nfds_t(fds.count), pollTimeoutMilliseconds())
       if ready > 0 {
@@ -189,8 +179,7 @@ final class CurlEngine: @unchecked Sendable {
     for handle in spareHandles { curl_easy_cleanup(handle) }
     spareHandles.removeAll()
     curl_multi_cleanup(multi)
-    close(wake.read)
-    close(wake.write)
+    wake.close()
   }
 
   // MARK: - Curl's callbacks (on the engine thread, inside curl_multi_socket_action)
