@@ -54,16 +54,14 @@ final class HTTP2Engine: @unchecked Sendable {
     switch accepted {
     case .failure(let error): stream.finish(.failure(error))
     // The engine takes the whole inbox once awake: only the first request of a batch wakes it.
-    case .success(let first): if first { wakeUp() }
+    case .success(let first): if first { wake.wake() }
     }
   }
 
   func stop() {
     inbox.withLock { $0.stopped = true }
-    wakeUp()
+    wake.wake()
   }
-
-  private func wakeUp() { wake.wake() }
 
   // MARK: - The engine thread
 
@@ -197,7 +195,7 @@ final class HTTP2Engine: @unchecked Sendable {
       DispatchQueue.global().async { [self] in
         let result = SocketAddress.resolve(host: origin.host, port: origin.port, numericOnly: false)
         inbox.withLock { $0.resolved.append((serial, result)) }
-        wakeUp()
+        wake.wake()
       }
     }
     return connection

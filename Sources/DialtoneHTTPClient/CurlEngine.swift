@@ -67,15 +67,13 @@ final class CurlEngine: @unchecked Sendable {
       return completion(.failure(HTTPClientError("the HTTP client is shut down")))
     }
     // The engine takes the whole inbox once awake: only the first transfer of a batch wakes it.
-    if first { wakeUp() }
+    if first { wake.wake() }
   }
 
   func stop() {
     inbox.withLock { $0.stopped = true }
-    wakeUp()
+    wake.wake()
   }
-
-  private func wakeUp() { wake.wake() }
 
   // MARK: - The engine thread
 

@@ -18,7 +18,7 @@ public final class TLSClientStream {
   public init(host: String, port: Int, settings: TLSClientSettings, connectTimeout: Duration, ioTimeout: Duration)
     throws(TLSError)
   {
-    guard let context = SSL_CTX_new(TLS_client_method()) else { throw .badSettings(Self.lastError()) }
+    guard let context = SSL_CTX_new(TLS_client_method()) else { throw .badSettings(TLSErrorText.last()) }
     _ = dt_ssl_ctx_min_tls12(context)
     do {
       try Self.configure(context, settings)
@@ -36,7 +36,7 @@ public final class TLSClientStream {
     guard let ssl = SSL_new(context) else {
       Glibc.close(descriptor)
       SSL_CTX_free(context)
-      throw .badSettings(Self.lastError())
+      throw .badSettings(TLSErrorText.last())
     }
     self.context = context
     self.ssl = ssl
@@ -54,7 +54,7 @@ public final class TLSClientStream {
       let verify = SSL_get_verify_result(ssl)
       let why =
         verify != X509_V_OK
-        ? String(cString: X509_verify_cert_error_string(verify)) : Self.lastError(or: "the server closed it")
+        ? String(cString: X509_verify_cert_error_string(verify)) : TLSErrorText.last(or: "the server closed it")
       close()
       throw .handshakeFailed(why)
     }
@@ -108,7 +108,7 @@ public final class TLSClientStream {
     case SSL_ERROR_SYSCALL where code == EAGAIN || code == EWOULDBLOCK: return .timeout
     case SSL_ERROR_SYSCALL:
       return .closed(code == 0 ? "the server closed the connection" : String(cString: strerror(code)))
-    default: return .closed(Self.lastError(or: "TLS error"))
+    default: return .closed(TLSErrorText.last(or: "TLS error"))
     }
   }
 
@@ -116,18 +116,18 @@ public final class TLSClientStream {
     SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
     if let caFile = settings.caFile {
       guard SSL_CTX_load_verify_locations(context, caFile, nil) == 1 else {
-        throw .badSettings("cannot load the CA file \(caFile): \(lastError())")
+        throw .badSettings("cannot load the CA file \(caFile): \(TLSErrorText.last())")
       }
     } else {
       guard SSL_CTX_set_default_verify_paths(context) == 1 else {
-        throw .badSettings("cannot load the system's CAs: \(lastError())")
+        throw .badSettings("cannot load the system's CAs: \(TLSErrorText.last())")
       }
     }
     switch (settings.certificateFile, settings.keyFile) {
     case (nil, nil): break
     case (let certificate?, let key?):
       guard SSL_CTX_use_certificate_chain_file(context, certificate) == 1 else {
-        throw .badSettings("cannot load the client certificate \(certificate): \(lastError())")
+        throw .badSettings("cannot load the client certificate \(certificate): \(TLSErrorText.last())")
       }
       guard SSL_CTX_use_PrivateKey_file(context, key, SSL_FILETYPE_PEM) == 1, SSL_CTX_check_private_key(context) == 1
       else { throw .badSettings("cannot load the client key \(key) (or it does not match the certificate)") }
@@ -193,13 +193,5 @@ public final class TLSClientStream {
     var v4 = in_addr()
     var v6 = in6_addr()
     return inet_pton(AF_INET, name, &v4) == 1 || inet_pton(AF_INET6, name, &v6) == 1
-  }
-
-  private static func lastError(or fallback: String = "unknown OpenSSL error") -> String {
-    let code = ERR_get_error()
-    guard code != 0 else { return fallback }
-    var buffer = [CChar](repeating: 0, count: 256)
-    ERR_error_string_n(code, &buffer, buffer.count)
-    return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
   }
 }
