@@ -369,28 +369,18 @@ final class ServiceLoop: @unchecked Sendable {
   /// One unfragmented server frame (unmasked) carrying `payload`, framed in the loop's scratch
   /// buffer so that header and payload leave in one write.
   func writeFrame(_ wsi: OpaquePointer, opcode: UInt8, _ payload: UnsafeRawBufferPointer) -> Bool {
-    let needed = WebSocketFrame.maxHeaderLength + payload.count
-    // Big frames get a buffer of their own: the shared one keeps its usual size.
-    if needed > Self.scratchLimit {
-      var frame: [UInt8] = []
-      frame.reserveCapacity(needed)
-      WebSocketFrame.appendHeader(opcode: opcode, count: payload.count, to: &frame)
-      frame.append(contentsOf: payload.bytes)
-      return frame.withUnsafeBytes { writeRaw(wsi, $0) }
-    }
-    if sendBuffer.count < needed { sendBuffer = [UInt8](repeating: 0, count: needed) }
-    return sendBuffer.withUnsafeMutableBytes { buffer -> Bool in
-      guard let base = buffer.baseAddress else { return false }
+    writeFrames(wsi, upTo: WebSocketFrame.maxHeaderLength + payload.count) { base in
       let header = WebSocketFrame.writeHeader(opcode: opcode, count: payload.count, into: base)
       if let source = payload.baseAddress { (base + header).copyMemory(from: source, byteCount: payload.count) }
-      return writeRaw(wsi, UnsafeRawBufferPointer(start: base, count: header + payload.count))
+      return header + payload.count
     }
   }
 
   private static let scratchLimit = 256 * 1024
 
   /// Frames written by `fill` (at most `count` bytes; it returns how many) leave in one write:
-  /// through the loop's scratch buffer, or a buffer of their own when they are big.
+  /// through the loop's scratch buffer, or, when they are big, a buffer of their own (the shared
+  /// one keeps its usual size).
   func writeFrames(_ wsi: OpaquePointer, upTo count: Int, _ fill: (UnsafeMutableRawPointer) -> Int) -> Bool {
     if count > Self.scratchLimit {
       var frames = [UInt8](repeating: 0, count: count)
