@@ -14,15 +14,25 @@ public final class HTTP2Client: Sendable {
     public var maxResponseBodyBytes: Int
     /// For TCP and TLS together.
     public var connectTimeoutSeconds: Double
+    /// A connection that has received nothing for this long is sent a PING, so that one which
+    /// died silently (a NAT mapping dropped, a peer gone) is found before a push needs it, and
+    /// middleboxes keep the idle one open.
+    public var pingIntervalSeconds: Double
+    /// A PING unanswered this long closes its connection: requests in flight on it fail at once
+    /// (instead of at their own timeout) and the next one reconnects. A request sent on a
+    /// connection that has been quiet this long goes with a PING of its own.
+    public var pingTimeoutSeconds: Double
 
     public init(
       caFile: String? = nil, maxQueuedRequests: Int = 10_000, maxResponseBodyBytes: Int = 65_536,
-      connectTimeoutSeconds: Double = 5
+      connectTimeoutSeconds: Double = 5, pingIntervalSeconds: Double = 60, pingTimeoutSeconds: Double = 5
     ) {
       self.caFile = caFile
       self.maxQueuedRequests = maxQueuedRequests
       self.maxResponseBodyBytes = maxResponseBodyBytes
       self.connectTimeoutSeconds = connectTimeoutSeconds
+      self.pingIntervalSeconds = pingIntervalSeconds
+      self.pingTimeoutSeconds = pingTimeoutSeconds
     }
   }
 

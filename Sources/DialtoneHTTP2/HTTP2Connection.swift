@@ -24,6 +24,12 @@ final class HTTP2Connection: NGHTTP2SessionDelegate {
   /// Streams wait for the server's first SETTINGS: a server that allows fewer than nghttp2's
   /// assumed 100 (APNs may start low) would reset the excess.
   private var knowsLimits = false
+  /// The health check (`HTTP2Client.Configuration.pingIntervalSeconds`): when the server last
+  /// sent anything, and when the PING now awaiting its acknowledgement went out.
+  private var lastReceived: ContinuousClock.Instant = .now
+  private var pingSent: ContinuousClock.Instant?
+  private let pingInterval: Duration
+  private let pingTimeout: Duration
 
   private let context: TLSClientContext
   private let outcomes: HTTP2Outcomes
@@ -40,13 +46,15 @@ final class HTTP2Connection: NGHTTP2SessionDelegate {
 
   init(
     serial: UInt64, origin: HTTP2Origin, context: TLSClientContext, outcomes: HTTP2Outcomes, maxBodyBytes: Int,
-    connectTimeout: Duration
+    connectTimeout: Duration, pingInterval: Duration, pingTimeout: Duration
   ) {
     self.serial = serial
     self.origin = origin
     self.context = context
     self.outcomes = outcomes
     self.maxBodyBytes = maxBodyBytes
+    self.pingInterval = pingInterval
+    self.pingTimeout = pingTimeout
     connectDeadline = .now + connectTimeout
   }
 
@@ -125,6 +133,7 @@ final class HTTP2Connection: NGHTTP2SessionDelegate {
     }
     state = .open
     wasOpen = true
+    lastReceived = .now
     // The server's SETTINGS may have come with the handshake's last read: poll would not say so.
     readAvailable()
   }
@@ -133,6 +142,9 @@ final class HTTP2Connection: NGHTTP2SessionDelegate {
 
   func submit(_ stream: HTTP2Stream) {
     guard let session else { return outcomes.refused.append(stream) }
+    // A connection quiet for a while may be dead without knowing it: the PING finds out within
+    // `pingTimeout`, long before the request's own timeout would.
+    if pingSent == nil, lastReceived.duration(to: .now) >= pingTimeout { ping() }
     let request = stream.request
     var headers: [(name: String, value: String)] = [
       (":method", request.method), (":scheme", "https"), (":authority", origin.authority), (":path", request.path),
@@ -151,6 +163,31 @@ final class HTTP2Connection: NGHTTP2SessionDelegate {
   func cancel(_ id: Int32) {
     guard streams.removeValue(forKey: id) != nil else { return }
     session?.cancel(stream: id)
+  }
+
+  // MARK: - Health
+
+  /// Sends a PING once the connection has been quiet for `pingInterval`, and closes it when a
+  /// PING goes unanswered for `pingTimeout`.
+  func checkHealth(now: ContinuousClock.Instant) {
+    guard state == .open else { return }
+    if let sent = pingSent {
+      if sent.duration(to: now) >= pingTimeout { close("no answer to a PING within \(pingTimeout)") }
+    } else if lastReceived.duration(to: now) >= pingInterval {
+      ping()
+    }
+  }
+
+  /// When `checkHealth` next has something to do (nil: not open).
+  var healthDeadline: ContinuousClock.Instant? {
+    guard state == .open else { return nil }
+    return pingSent.map { $0 + pingTimeout } ?? lastReceived + pingInterval
+  }
+
+  private func ping() {
+    guard let session else { return }
+    do { try session.submitPing() } catch { return close(error.description) }
+    pingSent = .now
   }
 
   // MARK: - I/O
@@ -175,7 +212,9 @@ final class HTTP2Connection: NGHTTP2SessionDelegate {
     for _ in 0..<32 {
       do {
         switch try tls.read(into: &input) {
-        case .moved(let count): try session.receive(input, count: count)
+        case .moved(let count):
+          lastReceived = .now
+          try session.receive(input, count: count)
         case .wait(let wait):
           if wait == .writable { waitingFor = .writable }
           return
@@ -268,6 +307,8 @@ final class HTTP2Connection: NGHTTP2SessionDelegate {
   }
 
   func settingsReceived() { knowsLimits = true }
+
+  func pingAcknowledged() { pingSent = nil }
 
   func goAway(lastStreamID: Int32, errorCode: UInt32) {
     // nghttp2 closes the streams above lastStreamID as refused right after this.

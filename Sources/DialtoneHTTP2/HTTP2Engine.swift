@@ -84,6 +84,7 @@ final class HTTP2Engine: @unchecked Sendable {
       for (serial, result) in taken.resolved { connection(serial)?.resolved(result) }
       for stream in taken.requests { enqueue(stream) }
       expireIfDue()
+      checkHealth()
       // Refused requests go back to their queue and out again in the same turn.
       for _ in 0..<Self.maxAttempts {
         service()
@@ -186,7 +187,9 @@ final class HTTP2Engine: @unchecked Sendable {
     let connection = HTTP2Connection(
       serial: nextSerial, origin: origin, context: context, outcomes: outcomes,
       maxBodyBytes: configuration.maxResponseBodyBytes,
-      connectTimeout: .milliseconds(Int64(configuration.connectTimeoutSeconds * 1000)))
+      connectTimeout: .milliseconds(Int64(configuration.connectTimeoutSeconds * 1000)),
+      pingInterval: .milliseconds(Int64(configuration.pingIntervalSeconds * 1000)),
+      pingTimeout: .milliseconds(Int64(configuration.pingTimeoutSeconds * 1000)))
     if SocketAddress.isIPLiteral(origin.host) {
       connection.resolved(SocketAddress.resolve(host: origin.host, port: origin.port, numericOnly: true))
     } else {
@@ -217,12 +220,22 @@ final class HTTP2Engine: @unchecked Sendable {
 
   // MARK: - Deadlines
 
+  /// Each connection's PING schedule (`HTTP2Connection.checkHealth`).
+  private func checkHealth() {
+    let now = ContinuousClock.now
+    for queue in origins.values {
+      for connection in [queue.active].compactMap({ $0 }) + queue.draining { connection.checkHealth(now: now) }
+    }
+  }
+
   private func nextDeadline() -> ContinuousClock.Instant? {
     var next = earliestDeadline
+    func consider(_ deadline: ContinuousClock.Instant?) {
+      if let deadline, next.map({ deadline < $0 }) ?? true { next = deadline }
+    }
     for queue in origins.values {
-      if let active = queue.active, active.state != .open, next.map({ active.connectDeadline < $0 }) ?? true {
-        next = active.connectDeadline
-      }
+      if let active = queue.active, active.state != .open { consider(active.connectDeadline) }
+      for connection in [queue.active].compactMap({ $0 }) + queue.draining { consider(connection.healthDeadline) }
     }
     return next
   }

@@ -10,6 +10,8 @@ protocol NGHTTP2SessionDelegate: AnyObject {
   func goAway(lastStreamID: Int32, errorCode: UInt32)
   /// The server's SETTINGS (not an acknowledgement) arrived: its limits are known.
   func settingsReceived()
+  /// The server acknowledged a PING this client sent: the connection is alive both ways.
+  func pingAcknowledged()
 }
 
 /// nghttp2's client session behind a pointer-free API, driven without its I/O callbacks: bytes
@@ -87,6 +89,12 @@ final class NGHTTP2Session {
     return streamID
   }
 
+  /// Queues a PING (RFC 9113 §6.7); the server's acknowledgement reaches `pingAcknowledged`.
+  func submitPing() throws(HTTP2Error) {
+    let result = nghttp2_submit_ping(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nil)
+    guard result == 0 else { throw HTTP2Error("cannot send a PING: \(String(cString: nghttp2_strerror(result)))") }
+  }
+
   /// Resets a stream this client gives up on (timed out, answer too large).
   func cancel(stream: Int32) {
     _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream, NGHTTP2_CANCEL.rawValue)
@@ -150,6 +158,8 @@ final class NGHTTP2Session {
   }
 
   fileprivate func settings() { delegate.settingsReceived() }
+
+  fileprivate func pingAcknowledged() { delegate.pingAcknowledged() }
 }
 
 private func owner(_ user: UnsafeMutableRawPointer?) -> NGHTTP2Session? {
@@ -192,6 +202,8 @@ private let onFrame: nghttp2_on_frame_recv_callback = { _, frame, user in
     session.goAway(lastStreamID: frame.pointee.goaway.last_stream_id, errorCode: frame.pointee.goaway.error_code)
   case UInt8(NGHTTP2_SETTINGS.rawValue) where frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0:
     session.settings()
+  case UInt8(NGHTTP2_PING.rawValue) where frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0:
+    session.pingAcknowledged()
   default: break
   }
   return 0

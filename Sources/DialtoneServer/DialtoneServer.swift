@@ -195,7 +195,7 @@ public final class DialtoneServer: Sendable {
     journal.close()
     await hub.drained()
     cluster?.stop()
-    await pushes?.drain()
+    await pushes?.stop()
     postgres?.liveCalls.close()
     postgres?.store.close()
     log.info("stopped")

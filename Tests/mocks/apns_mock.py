@@ -123,7 +123,7 @@ class MockState:
         self.counts = {}          # token -> number of requests that reached scripting
         self.expired_jwt = {}     # 403e token -> first JWT seen (treated as expired)
         self.sig_cache = {}       # raw JWT -> verified claims
-        self.stats = {"requests": 0, "connections": 0, "by_status": {}}
+        self.stats = {"requests": 0, "connections": 0, "by_status": {}, "pings": 0}
 
     def log(self, rec):
         self.stats["requests"] += 1
@@ -338,6 +338,7 @@ class H2Protocol(asyncio.Protocol):
         self.streams = {}   # stream_id -> {"headers", "dup", "body"}
         self.pending = {}   # stream_id -> [bytes remaining, end_stream]
         self.closed = False
+        self.frozen = False  # a "fade" token: nothing more is read or answered, the socket stays
         self.first_data = True
         self.answered = 0   # requests answered on this connection (--goaway-after)
         self.last_answered = 0  # and the highest stream id among them
@@ -371,8 +372,8 @@ class H2Protocol(asyncio.Protocol):
                 self.transport.write(data)
 
     def data_received(self, data):
-        if self.closed:
-            return  # after --goaway-after's GOAWAY or a "dead" token: nothing more is processed
+        if self.closed or self.frozen:
+            return  # after --goaway-after's GOAWAY, a "dead" or a "fade" token: nothing more is processed
         if self.first_data:
             self.first_data = False
             if not data.startswith(b"PRI * HTTP/2.0"[:len(data)]):
@@ -395,8 +396,8 @@ class H2Protocol(asyncio.Protocol):
             self.transport.close()
             return
         for ev in events:
-            if self.closed:
-                return
+            if self.closed or self.frozen:
+                return  # (a PING in the same read as a "fade" request goes unanswered too)
             if isinstance(ev, h2.events.RequestReceived):
                 hdrs, dup = {}, False
                 for k, v in ev.headers:
@@ -425,6 +426,8 @@ class H2Protocol(asyncio.Protocol):
             elif isinstance(ev, h2.events.StreamReset):
                 self.streams.pop(ev.stream_id, None)
                 self.pending.pop(ev.stream_id, None)
+            elif isinstance(ev, h2.events.PingReceived):
+                self.state.stats["pings"] += 1  # h2 queues the ACK itself
             elif isinstance(ev, h2.events.WindowUpdated):
                 self.send_pending()
             elif isinstance(ev, h2.events.ConnectionTerminated):
@@ -448,6 +451,11 @@ class H2Protocol(asyncio.Protocol):
             self.closed = True
             self.state.connections.discard(self)
             self.transport.abort()
+            return
+        if s["headers"].get(":path", "").lower().startswith("/3/device/fade"):
+            # Token prefix "fade": a peer gone silent (a dead NAT mapping, a hung server): the
+            # connection stays open but nothing on it is read or answered any more, PINGs included.
+            self.frozen = True
             return
         try:
             status, hdrs, body, rec = self.state.handle(

@@ -27,12 +27,15 @@ final class PushDispatcher: CallEffectSink, Sendable {
   private let ringingCalls = Locked<[String: String?]>([:])
   private let inFlight = TaskTracker()
   private let observations: Observations?
+  /// Lets go of the providers' connections and threads (`stop`).
+  private let closeTransports: @Sendable () -> Void
 
   init(
     store: any DeviceStore, providers: [any PushProvider], retry: RetryPolicy = RetryPolicy(),
-    observations: Observations? = nil, log: Log
+    observations: Observations? = nil, log: Log, closeTransports: @escaping @Sendable () -> Void = {}
   ) {
     self.observations = observations
+    self.closeTransports = closeTransports
     var routes: [PushTokenKind: (provider: any PushProvider, purpose: PushPurpose)] = [:]
     for provider in providers {
       for (kind, purpose) in provider.purposes { routes[kind] = (provider, purpose) }
@@ -75,8 +78,15 @@ final class PushDispatcher: CallEffectSink, Sendable {
     }
   }
 
-  /// Waits for every push started so far (tests, shutdown).
+  /// Waits for every push started so far (tests).
   func drain() async { await inFlight.waitForAll() }
+
+  /// The server is stopping: the pushes started so far finish (or fail), then the HTTP clients
+  /// close their connections and end their threads. Nothing is pushed after.
+  func stop() async {
+    await drain()
+    closeTransports()
+  }
 
   private func isRinging(_ key: String) -> Bool { ringingCalls.withLock { $0[key] != nil } }
 

@@ -15,22 +15,27 @@ enum PushSetup {
   ) throws -> PushDispatcher? {
     let http = HTTPClient(configuration: .init(caFile: c.pushCAFile))
     var apns: APNsClient?
+    var http2: HTTP2Client?
     if let keyFile = c.apnsKeyFile, let keyID = c.apnsKeyID, let teamID = c.apnsTeamID {
       let pem: String
       do { pem = try String(contentsOfFile: keyFile, encoding: .utf8) } catch {
+        http.shutdown()
         throw ConfigurationError("cannot read --apns-key-file \(keyFile): \(error.localizedDescription)")
       }
       // APNs has its own HTTP/2 client (one engine thread); FCM and OAuth stay on curl's.
-      let http2: HTTP2Client
-      do { http2 = try HTTP2Client(configuration: .init(caFile: c.pushCAFile)) } catch {
+      let client: HTTP2Client
+      do { client = try HTTP2Client(configuration: .init(caFile: c.pushCAFile)) } catch {
+        http.shutdown()
         throw ConfigurationError("--push-ca-file: \(error)")
       }
+      http2 = client
       do {
         apns = try APNsClient(
-          configuration: .init(keyPEM: pem, keyID: keyID, teamID: teamID, baseURL: c.apnsURL), http: http2,
+          configuration: .init(keyPEM: pem, keyID: keyID, teamID: teamID, baseURL: c.apnsURL), http: client,
           now: { clock.now })
       } catch {
-        http2.shutdown()
+        client.shutdown()
+        http.shutdown()
         throw ConfigurationError(
           "--apns-key-file \(keyFile) / --apns-url: not a usable ES256 .p8 key or https:// URL: \(error)")
       }
@@ -38,11 +43,15 @@ enum PushSetup {
     var fcm: FCMClient?
     if let file = c.fcmServiceAccountFile {
       guard let data = FileManager.default.contents(atPath: file) else {
+        http.shutdown()
+        http2?.shutdown()
         throw ConfigurationError("cannot read --fcm-service-account \(file)")
       }
       do {
         fcm = try FCMClient(account: .init(json: Array(data)), baseURL: c.fcmURL, http: http, now: { clock.now })
       } catch {
+        http.shutdown()
+        http2?.shutdown()
         throw ConfigurationError("--fcm-service-account \(file): \(error)")
       }
     }
@@ -63,7 +72,11 @@ enum PushSetup {
     return PushDispatcher(
       store: store, providers: providers,
       retry: .init(firstDelay: c.pushRetryFirstDelay, maxDelay: max(4, c.pushRetryFirstDelay)),
-      observations: observations, log: log)
+      observations: observations, log: log
+    ) { [http2, usesCurl = fcm != nil] in
+      http2?.shutdown()
+      if usesCurl { http.shutdown() }
+    }
   }
 }
 

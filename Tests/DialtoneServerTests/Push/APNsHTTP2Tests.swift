@@ -246,6 +246,54 @@ private func hex(_ prefix: String, _ index: Int = 0) -> String {
     }
   }
 
+  /// A request the mock never reads or answers (the "fade" token: the connection stays open but
+  /// goes silent, PINGs included), with its own timeout far beyond the test's.
+  private func sendIntoSilence(_ rig: Rig) async -> HTTP2Error? {
+    do {
+      let (origin, _) = try HTTP2Origin.parse(url: rig.mock.baseURL)
+      _ = try await rig.http.send(
+        HTTP2Request(origin: origin, method: "POST", path: "/3/device/" + hex("fade"), timeoutSeconds: 120))
+      return nil
+    } catch {
+      return error
+    }
+  }
+
+  @Test func anIdleConnectionIsPingedAndKept() async throws {
+    let rig = try Rig(http: .init(pingIntervalSeconds: 0.2))
+    defer { rig.stop() }
+    #expect(await rig.push(hex("ab")) == .delivered)
+    // Each look at the stats is itself a request, so it leaves the connection quiet for 0.5 s
+    // between looks: longer than the interval.
+    var pings = 0
+    for _ in 0..<40 where pings < 2 {
+      try await Task.sleep(for: .milliseconds(500))
+      pings = JSONValue(parsing: try await rig.stats().body)?["pings"]?.intValue ?? 0
+    }
+    #expect(pings >= 2, "an idle connection was not pinged")
+    #expect(await rig.push(hex("ab", 1)) == .delivered)
+    #expect(JSONValue(parsing: try await rig.stats().body)?["connections"]?.intValue == 1, "answered PINGs keep it")
+  }
+
+  @Test func aConnectionGoneSilentFailsItsRequestsAtThePingTimeoutAndTheNextReconnects() async throws {
+    let rig = try Rig(http: .init(pingIntervalSeconds: 0.3, pingTimeoutSeconds: 0.5))
+    defer { rig.stop() }
+    let error = await sendIntoSilence(rig)
+    #expect(error?.description.contains("no answer to a PING") == true, "\(String(describing: error))")
+    #expect(await rig.push(hex("ab")) == .delivered)
+    #expect(JSONValue(parsing: try await rig.stats().body)?["connections"]?.intValue == 2)
+  }
+
+  @Test func aRequestOnAConnectionQuietForAWhileIsSentWithAPing() async throws {
+    // Idle PINGs far off: only the request's own PING can find the silence.
+    let rig = try Rig(http: .init(pingIntervalSeconds: 3600, pingTimeoutSeconds: 0.3))
+    defer { rig.stop() }
+    #expect(await rig.push(hex("ab")) == .delivered)
+    try await Task.sleep(for: .milliseconds(500))
+    let error = await sendIntoSilence(rig)
+    #expect(error?.description.contains("no answer to a PING") == true, "\(String(describing: error))")
+  }
+
   @Test func onlyHTTPSBaseURLsAreAccepted() throws {
     #expect(throws: HTTP2Error.self) { try HTTP2Origin.parse(url: "http://127.0.0.1:8443") }
     let (origin, path) = try HTTP2Origin.parse(url: "https://[::1]:8443/proxy/")

@@ -290,4 +290,34 @@ private func hex(_ prefix: String) -> String { prefix + String(repeating: "a", c
     #expect(rig.fcm.sends.isEmpty)
     await rig.stop()
   }
+
+  /// Threads of this process with `name` (Linux shows at most 15 bytes of it).
+  private static func threads(named name: String) -> Int {
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+    return tasks.filter {
+      (try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8))?.trimmingCharacters(
+        in: .whitespacesAndNewlines) == String(name.prefix(15))
+    }.count
+  }
+
+  @Test func aStoppedServerLetsGoOfItsPushClients() async throws {
+    let names = ["dialtone-http2", "dialtone-http-client"]
+    let before = names.map(Self.threads(named:))
+    let rig = try await Rig.start()
+    try await rig.registerIPhone("bob", voip: hex("ab"))
+    try await rig.registerAndroid("bob", token: "fcm-token-1")
+    let alice = try await rig.server.connect("alice", name: "Alice")
+    _ = try await alice.request(.invite(.init(callId: "call-push-stop", to: "bob", video: false)))
+    _ = try await rig.apns.process.waitFor("the VoIP push") { $0.count >= 1 }
+    _ = try await rig.fcm.process.waitFor("the FCM message") { $0.contains { $0["kind"]?.stringValue == "send" } }
+    #expect(names.map(Self.threads(named:)) == before.map { $0 + 1 }, "one APNs and one FCM client thread")
+    await rig.stop()
+    // Their threads end once the server has stopped (a little after: they wake to see it).
+    var after = names.map(Self.threads(named:))
+    for _ in 0..<100 where after != before {
+      try await Task.sleep(for: .milliseconds(100))
+      after = names.map(Self.threads(named:))
+    }
+    #expect(after == before, "the push clients' threads outlived the server")
+  }
 }
