@@ -39,7 +39,7 @@ let package = Package(
     .target(name: "DialtoneProtocol", dependencies: ["DialtoneJSON"]),
     .target(name: "DialtoneCrypto", dependencies: ["COpenSSL", "DialtoneJSON"]),
     // A blocking TLS client stream over OpenSSL's libssl (the cluster's Redis over rediss://).
-    .target(name: "DialtoneTLS", dependencies: ["COpenSSL"]),
+    .target(name: "DialtoneTLS", dependencies: ["COpenSSL", "DialtoneSupport"]),
     .target(
       name: "DialtoneNet", dependencies: ["CLibWebSockets", "DialtoneCrypto", "DialtoneJSON", "DialtoneSupport"]),
     .target(name: "DialtoneSQLite", dependencies: ["CSQLite"]),

@@ -190,7 +190,7 @@ final class HTTP2Engine: @unchecked Sendable {
       connectTimeout: .milliseconds(Int64(configuration.connectTimeoutSeconds * 1000)),
       pingInterval: .milliseconds(Int64(configuration.pingIntervalSeconds * 1000)),
       pingTimeout: .milliseconds(Int64(configuration.pingTimeoutSeconds * 1000)))
-    if SocketAddress.isIPLiteral(origin.host) {
+    if IPAddressLiteral.matches(origin.host) {
       connection.resolved(SocketAddress.resolve(host: origin.host, port: origin.port, numericOnly: true))
     } else {
       // A DNS lookup may block for seconds: never on this thread.

@@ -35,12 +35,6 @@ struct SocketAddress: Sendable {
     return addresses.isEmpty ? .failure(HTTP2Error("no address for \(host)")) : .success(addresses)
   }
 
-  static func isIPLiteral(_ host: String) -> Bool {
-    var v4 = in_addr()
-    var v6 = in6_addr()
-    return inet_pton(AF_INET, host, &v4) == 1 || inet_pton(AF_INET6, host, &v6) == 1
-  }
-
   /// A non-blocking socket with the connection under way: the descriptor, or why not. Done
   /// once the socket is writable (then `pendingError` says how it went).
   func startConnect() -> Result<Int32, HTTP2Error> {

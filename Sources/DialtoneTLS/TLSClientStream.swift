@@ -1,4 +1,5 @@
 import COpenSSL
+import DialtoneSupport
 import Foundation
 
 #if canImport(Glibc)
@@ -43,7 +44,7 @@ public final class TLSClientStream {
     self.descriptor = descriptor
     SSL_set_fd(ssl, descriptor)
     let name = settings.serverName ?? host
-    if Self.isIPAddress(name) {
+    if IPAddressLiteral.matches(name) {
       X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name)
     } else {
       _ = dt_ssl_set_sni(ssl, name)
@@ -187,11 +188,5 @@ public final class TLSClientStream {
     var length = socklen_t(MemoryLayout<Int32>.size)
     getsockopt(descriptor, SOL_SOCKET, SO_ERROR, &error, &length)
     return error == 0 ? nil : String(cString: strerror(error))
-  }
-
-  static func isIPAddress(_ name: String) -> Bool {
-    var v4 = in_addr()
-    var v6 = in6_addr()
-    return inet_pton(AF_INET, name, &v4) == 1 || inet_pton(AF_INET6, name, &v6) == 1
   }
 }

@@ -1,4 +1,5 @@
 import COpenSSL
+import DialtoneSupport
 
 #if canImport(Glibc)
   import Glibc
@@ -27,7 +28,7 @@ public final class TLSNonBlockingSession {
     self.ssl = ssl
     self.context = context
     SSL_set_fd(ssl, descriptor)
-    if TLSClientStream.isIPAddress(host) {
+    if IPAddressLiteral.matches(host) {
       X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host)
     } else {
       _ = dt_ssl_set_sni(ssl, host)
