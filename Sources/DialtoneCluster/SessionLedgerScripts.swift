@@ -10,14 +10,16 @@ import DialtoneRedis
 /// it touches the session's slot only and hands the letter back for `notifyScript`, which runs
 /// in the holder's slot (`SessionLedger+Cluster`).
 extension SessionLedger {
-  /// ARGV: user, device, node, expiry ms.
+  /// ARGV: user, device, node, expiry ms. Returns the session's epoch: one more than whatever had
+  /// the id before, so that a write-behind holder of that one is refused (`WriteBehindStore`).
   static let openScript = RedisScript(
     """
+    local epoch = (tonumber(redis.call('HGET', KEYS[1], 'epoch')) or 0) + 1
     redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
     redis.call('HSET', KEYS[1], 'user', ARGV[1], 'device', ARGV[2], 'owner', ARGV[3],
-      'last', 0, 'dropped', 0, 'bytes', 0, 'onces', 0)
+      'last', 0, 'dropped', 0, 'bytes', 0, 'onces', 0, 'epoch', epoch)
     redis.call('PEXPIRE', KEYS[1], ARGV[4])
-    return 1
+    return epoch
     """)
 
   /// Stores one message for session `sid` and tells its holder; `a` are the shared arguments
@@ -194,8 +196,9 @@ extension SessionLedger {
     """)
 
   /// ARGV: user, device, last seq, node, expiry ms.
-  /// Returns {0, last, count, entries..., then reply id and bytes pairs} resumed, {1} resync,
-  /// {2} gone.
+  /// Returns {0, last, epoch, count, entries..., then reply id and bytes pairs} resumed, {1}
+  /// resync, {2} gone. Resuming increments the epoch: the previous holder's write-behind batches
+  /// are refused from now on (`WriteBehindStore`).
   static let resumeScript = RedisScript(
     """
     if redis.call('EXISTS', KEYS[1]) == 0 then return {2} end
@@ -214,8 +217,9 @@ extension SessionLedger {
     local pending = redis.call('ZRANGE', KEYS[2], 0, -1)
     if #pending ~= last - from then return {1} end
     redis.call('HSET', KEYS[1], 'owner', ARGV[4])
+    local epoch = redis.call('HINCRBY', KEYS[1], 'epoch', 1)
     for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ARGV[5]) end
-    local reply = {0, last, #pending}
+    local reply = {0, last, epoch, #pending}
     for _, member in ipairs(pending) do reply[#reply + 1] = member end
     for _, item in ipairs(redis.call('HGETALL', KEYS[3])) do reply[#reply + 1] = item end
     return reply
