@@ -15,10 +15,8 @@ extension WriteBehindStore {
     local capacity, max_bytes, reply_memory = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
     -- A key a batch creates gets the session's expiry (the holder's `touch` renews them all).
     local function expire_new(meta, key)
-      if redis.call('PTTL', key) == -1 then
-        local ttl = redis.call('PTTL', meta)
-        redis.call('PEXPIRE', key, ttl > 0 and ttl or 1)
-      end
+      local ttl = redis.call('PTTL', meta)
+      redis.call('PEXPIRE', key, ttl > 0 and ttl or 1)
     end
     local refused = {}
     local at = 6
@@ -57,23 +55,36 @@ extension WriteBehindStore {
       elseif from then
         local bytes = tonumber(m[3]) or 0
         local digits
-        local answered = false
+        -- One ZADD for the session's frames: what a batch costs Redis is mostly its calls.
+        local entries = {}
         for f = from, count - 1 do
           digits = ARGV[first + 3 * f]
           local frame, request = ARGV[first + 3 * f + 1], ARGV[first + 3 * f + 2]
-          redis.call('ZADD', log, digits, digits .. ':' .. frame)
+          entries[#entries + 1] = digits
+          entries[#entries + 1] = digits .. ':' .. frame
+          -- unpack's arguments live on Lua's C stack (about 8,000): flush well before.
+          if #entries >= 1000 then
+            redis.call('ZADD', log, unpack(entries))
+            entries = {}
+          end
           bytes = bytes + #frame
           if request ~= '' and redis.call('HSET', replies, request, frame) == 1 then
-            answered = true
             local remembered = redis.call('RPUSH', order, request)
+            if remembered == 1 then
+              expire_new(meta, replies)
+              expire_new(meta, order)
+            end
             while remembered > reply_memory do
               redis.call('HDEL', replies, redis.call('LPOP', order))
               remembered = remembered - 1
             end
           end
         end
+        if #entries > 0 then redis.call('ZADD', log, unpack(entries)) end
         -- The oldest unacknowledged frames go first past the bounds, as with `appendStep`.
         local held = redis.call('ZCARD', log)
+        -- Only this batch's frames in the log: it was created now.
+        if held == count - from then expire_new(meta, log) end
         local dropped = nil
         while held > capacity or (bytes > max_bytes and held > 1) do
           local oldest = redis.call('ZPOPMIN', log)
@@ -85,11 +96,6 @@ extension WriteBehindStore {
           redis.call('HSET', meta, 'last', digits, 'bytes', bytes, 'dropped', dropped)
         else
           redis.call('HSET', meta, 'last', digits, 'bytes', bytes)
-        end
-        expire_new(meta, log)
-        if answered then
-          expire_new(meta, replies)
-          expire_new(meta, order)
         end
       end
     end

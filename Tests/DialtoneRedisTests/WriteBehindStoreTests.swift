@@ -124,6 +124,24 @@ extension RedisTests {
             replies: ["r4": bytes(4, seq: 4), "r5": bytes(5, seq: 5)]))
     }
 
+    @Test func aBatchOfThousandsOfFramesForOneSessionIsStoredWhole() throws {
+      let redis = try redis()
+      defer { redis.close() }
+      let limits = SessionLedger.Limits(capacity: 10_000, maxBytes: 10 << 20, expiry: .seconds(60))
+      let (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
+      let (id, holder) = (session(), node())
+      try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
+      // More frames than Lua's unpack takes in one call.
+      let frames = (1...5000).map { frame($0, seq: UInt64($0)) }
+      #expect(
+        try store.store(Batch(number: 1, sessions: [.init(id: id, epoch: 1, frames: frames)]), from: holder) == [:])
+      guard case .messages(let all) = try ledger.range(id, after: 0) else {
+        Issue.record("not stored")
+        return
+      }
+      #expect(all.count == 5000 && all.last == stored(id, 5000, 5000))
+    }
+
     @Test func keysABatchCreatesExpireWithTheSession() throws {
       let redis = try redis()
       defer { redis.close() }
