@@ -14,7 +14,10 @@
 /// events from the front of the queue, so a request's answer (a store-first frame) is written
 /// only once everything the request caused, in any session, is stored with it or before it.
 /// One batch is in flight at a time: the events that arrive meanwhile make the next one (group
-/// commit at no cost to a relayed copy, which was already written).
+/// commit at no cost to a relayed copy, which was already written). With a batch window, a queue
+/// of frames that may wait (candidates, and the answers to them: protocol.md §5.1 lets those
+/// wait 40 ms) is sent when its oldest event has waited the window, or when it fills a batch;
+/// any other frame is sent at once.
 ///
 /// A pure value: every input returns the effects for the shell to apply, and time comes in as
 /// monotonic instants, so tests drive it with virtual time.
@@ -34,10 +37,14 @@ package struct WriteBehindHolder: Sendable {
     /// A batch's size: it takes whole events until one more would pass either (at least one).
     package var maxBatchFrames: Int
     package var maxBatchBytes: Int
+    /// How long frames that may wait are held for more to share their batch (Redis's cost per
+    /// message falls with the events per batch: docs/benchmarks.md); zero sends at once.
+    package var batchWindow: Duration
 
     package init(
       lease: Duration, margin: Duration, maxSessionFrames: Int = 256, maxSessionBytes: Int = 256 << 10,
-      maxNodeBytes: Int = 64 << 20, maxBatchFrames: Int = 512, maxBatchBytes: Int = 1 << 20
+      maxNodeBytes: Int = 64 << 20, maxBatchFrames: Int = 512, maxBatchBytes: Int = 1 << 20,
+      batchWindow: Duration = .zero
     ) {
       self.lease = lease
       self.margin = margin
@@ -46,6 +53,7 @@ package struct WriteBehindHolder: Sendable {
       self.maxNodeBytes = max(1, maxNodeBytes)
       self.maxBatchFrames = max(1, maxBatchFrames)
       self.maxBatchBytes = max(1, maxBatchBytes)
+      self.batchWindow = max(.zero, batchWindow)
     }
   }
 
@@ -66,12 +74,18 @@ package struct WriteBehindHolder: Sendable {
     package let frame: SessionLedger.Frame
     package let kind: Kind
     package let requestID: String?
+    /// Whether its store may wait for the batch window: a candidate (written already), or the
+    /// answer to one (`ClientMessageType.rules`: its ack may wait).
+    package let mayWait: Bool
 
-    package init(session: String, frame: SessionLedger.Frame, kind: Kind, requestID: String? = nil) {
+    package init(
+      session: String, frame: SessionLedger.Frame, kind: Kind, requestID: String? = nil, mayWait: Bool? = nil
+    ) {
       self.session = session
       self.frame = frame
       self.kind = kind
       self.requestID = requestID
+      self.mayWait = mayWait ?? (kind == .candidate)
     }
   }
 
@@ -88,6 +102,8 @@ package struct WriteBehindHolder: Sendable {
     case write(session: String, seq: UInt64, bytes: [UInt8])
     /// Send this batch to Redis; its result comes back as `batchStored` or `batchFailed`.
     case store(WriteBehindBatch)
+    /// Call `tick` at this instant: the batch window of the frames queued ends then.
+    case wake(at: Instant)
     /// Close the session's socket; it is not held here any more (its client resumes elsewhere).
     case close(session: String, Closing)
     /// A frame for a session not held here: the shell stores it the way other nodes do.
@@ -147,10 +163,13 @@ package struct WriteBehindHolder: Sendable {
     package let seq: UInt64
   }
 
-  /// One event's frames, in the order they were numbered, and the inbox position it applied.
+  /// One event's frames, in the order they were numbered, and the inbox position it applied;
+  /// when it was queued, and whether it has a frame that may not wait for the batch window.
   package struct QueuedEvent: Sendable, Equatable {
     package var frames: [FrameRef]
     package let inboxPosition: String?
+    package let queuedAt: Instant
+    package let urgent: Bool
   }
 
   package let limits: Limits
@@ -158,6 +177,11 @@ package struct WriteBehindHolder: Sendable {
   package private(set) var sessions: [String: Held] = [:]
   package private(set) var store: Store = .idle
   private var queue: [QueuedEvent] = []
+  /// Of the queue: frames, and events that may not wait (kept as counts: every event asks).
+  private var queuedFrames = 0
+  private var urgentEvents = 0
+  /// The last `wake` asked for, so that it is asked once.
+  private var wakeAsked: Instant?
   private var nodeBytes = 0
   private var batchNumber: UInt64 = 0
 
@@ -178,7 +202,7 @@ package struct WriteBehindHolder: Sendable {
     guard lease != .stale else { return effects + [.close(session: session, .stale)] }
     if let old = sessions[session] { nodeBytes -= old.unstoredBytes }
     sessions[session] = Held(epoch: epoch, next: lastSeq + 1, stored: lastSeq, written: lastSeq)
-    effects += cutIfIdle()
+    effects += cutIfIdle(now)
     return effects
   }
 
@@ -196,8 +220,8 @@ package struct WriteBehindHolder: Sendable {
     var effects = checkLease(now)
     guard lease != .stale else { return .failure(.stale) }
     guard fits(event) else { return .failure(.backlog) }
-    effects += number(event, inboxPosition: nil)
-    return .success(effects + cutIfIdle())
+    effects += number(event, inboxPosition: nil, now: now)
+    return .success(effects + cutIfIdle(now))
   }
 
   /// A letter another node stored in this node's inbox, at `position`: numbered in inbox order,
@@ -205,8 +229,8 @@ package struct WriteBehindHolder: Sendable {
   package mutating func letter(_ outgoing: Outgoing, position: String, now: Instant) -> [Effect] {
     var effects = checkLease(now)
     guard lease != .stale else { return effects }
-    effects += number([outgoing], inboxPosition: position)
-    return effects + cutIfIdle()
+    effects += number([outgoing], inboxPosition: position, now: now)
+    return effects + cutIfIdle(now)
   }
 
   // MARK: The store's answers
@@ -232,7 +256,7 @@ package struct WriteBehindHolder: Sendable {
         effects += confirm(session, through: seq)
       }
     }
-    return effects + cutIfIdle()
+    return effects + cutIfIdle(now)
   }
 
   /// The batch may or may not be stored (Redis failed or the connection broke): its events go
@@ -243,6 +267,7 @@ package struct WriteBehindHolder: Sendable {
     guard case .inFlight(number, let events) = store else { return effects }
     store = .failed
     queue.insert(contentsOf: events, at: 0)
+    count(events, +1)
     return effects
   }
 
@@ -266,7 +291,7 @@ package struct WriteBehindHolder: Sendable {
   package mutating func tick(now: Instant) -> [Effect] {
     var effects = checkLease(now)
     if store == .failed { store = .idle }
-    effects += cutIfIdle()
+    effects += cutIfIdle(now)
     return effects
   }
 
@@ -278,6 +303,7 @@ package struct WriteBehindHolder: Sendable {
     let closing = sessions.keys.sorted().map { Effect.close(session: $0, .stale) }
     sessions = [:]
     queue = []
+    (queuedFrames, urgentEvents, wakeAsked) = (0, 0, nil)
     nodeBytes = 0
     // A batch in flight may still land (its epochs fence it); its answer is ignored.
     store = .idle
@@ -315,9 +341,10 @@ package struct WriteBehindHolder: Sendable {
     return count
   }
 
-  private mutating func number(_ event: [Outgoing], inboxPosition: String?) -> [Effect] {
+  private mutating func number(_ event: [Outgoing], inboxPosition: String?, now: Instant) -> [Effect] {
     var effects: [Effect] = []
-    var queued = QueuedEvent(frames: [], inboxPosition: inboxPosition)
+    var queued = QueuedEvent(
+      frames: [], inboxPosition: inboxPosition, queuedAt: now, urgent: event.contains { !$0.mayWait })
     for outgoing in event {
       guard var held = sessions[outgoing.session] else {
         effects.append(.unheld(outgoing))
@@ -339,7 +366,10 @@ package struct WriteBehindHolder: Sendable {
       queued.frames.append(FrameRef(session: outgoing.session, epoch: held.epoch, seq: seq))
     }
     // A letter for a session not held here still moves the inbox position on.
-    if !queued.frames.isEmpty || inboxPosition != nil { queue.append(queued) }
+    if !queued.frames.isEmpty || inboxPosition != nil {
+      queue.append(queued)
+      count([queued], +1)
+    }
     return effects
   }
 
@@ -368,9 +398,23 @@ package struct WriteBehindHolder: Sendable {
     return effects
   }
 
-  /// Sends the next batch when none is in flight: whole events from the front of the queue.
-  private mutating func cutIfIdle() -> [Effect] {
-    guard store == .idle, !queue.isEmpty else { return [] }
+  private mutating func count(_ events: [QueuedEvent], _ sign: Int) {
+    for event in events {
+      queuedFrames += sign * event.frames.count
+      if event.urgent { urgentEvents += sign }
+    }
+  }
+
+  /// Sends the next batch when none is in flight and the queue is due: whole events from the
+  /// front of the queue.
+  private mutating func cutIfIdle(_ now: Instant) -> [Effect] {
+    guard store == .idle, let oldest = queue.first?.queuedAt else { return [] }
+    let windowEnds = oldest + limits.batchWindow
+    guard urgentEvents > 0 || queuedFrames >= limits.maxBatchFrames || now >= windowEnds else {
+      guard wakeAsked != windowEnds else { return [] }
+      wakeAsked = windowEnds
+      return [.wake(at: windowEnds)]
+    }
     var taken: [QueuedEvent] = []
     var parts: [WriteBehindBatch.Session] = []
     var index: [String: Int] = [:]
@@ -386,7 +430,8 @@ package struct WriteBehindHolder: Sendable {
       frames += live.count
       bytes += size
       if let inboxPosition = event.inboxPosition { position = inboxPosition }
-      taken.append(QueuedEvent(frames: live, inboxPosition: event.inboxPosition))
+      taken.append(
+        QueuedEvent(frames: live, inboxPosition: event.inboxPosition, queuedAt: event.queuedAt, urgent: event.urgent))
       for ref in live {
         guard let numbered = frame(ref) else { continue }
         let part = WriteBehindBatch.Frame(seq: ref.seq, bytes: numbered.bytes, requestID: numbered.requestID)
@@ -398,7 +443,9 @@ package struct WriteBehindHolder: Sendable {
         }
       }
     }
+    count(Array(queue.prefix(cut)), -1)
     queue.removeFirst(cut)
+    wakeAsked = nil
     guard frames > 0 || position != nil else { return [] }
     batchNumber += 1
     store = .inFlight(number: batchNumber, events: taken)

@@ -261,6 +261,49 @@ import Testing
     #expect(batch(submitted(&h, [candidate("bob", 3)], at: 0.03)) == nil)
   }
 
+  /// Alice's candidate to Bob with a batch window: Bob's copy, and Alice's ack, which may wait.
+  func relayWaiting(_ n: Int) -> [Holder.Outgoing] {
+    [
+      candidate("bob", n),
+      .init(session: "alice", frame: frame(100 + n), kind: .storeFirst, requestID: "m\(n)", mayWait: true),
+    ]
+  }
+
+  func windowed(maxBatchFrames: Int = 512) -> Holder {
+    holding(
+      ["alice": 0, "bob": 0, "carol": 0],
+      .init(lease: .seconds(10), margin: .seconds(2), maxBatchFrames: maxBatchFrames, batchWindow: .milliseconds(5)))
+  }
+
+  @Test func framesThatMayWaitShareABatchWithinTheWindowAndCandidatesAreWrittenAtOnce() {
+    var h = windowed()
+    let first = submitted(&h, relayWaiting(1), at: 0)
+    #expect(first == [.write(session: "bob", seq: 1, bytes: bytes(1, seq: 1)), .wake(at: at(0.005))])
+    // The next event within the window: written, queued, no second wake.
+    #expect(submitted(&h, relayWaiting(2), at: 0.001) == [.write(session: "bob", seq: 2, bytes: bytes(2, seq: 2))])
+    #expect(h.tick(now: at(0.004)) == [])
+    let due = batch(h.tick(now: at(0.005)))
+    #expect(due?.sessions.map { $0.frames.map(\.seq) } == [[1, 2], [1, 2]])
+    // The next queue gets a wake of its own.
+    _ = h.batchStored(1, refused: [:], now: at(0.006))
+    #expect(submitted(&h, relayWaiting(3), at: 0.007).last == .wake(at: at(0.012)))
+  }
+
+  @Test func aFrameThatMayNotWaitSendsTheQueueAtOnce() {
+    var h = windowed()
+    _ = submitted(&h, relayWaiting(1), at: 0)
+    // An invite for Carol and its answer to Alice: sent now, with the waiting event before it.
+    let invite = submitted(
+      &h, [.init(session: "carol", frame: frame(7), kind: .storeFirst), answer("alice", 8, to: "i1")], at: 0.001)
+    #expect(batch(invite)?.frameCount == 4)
+  }
+
+  @Test func waitingFramesThatFillABatchAreSentAtOnce() {
+    var h = windowed(maxBatchFrames: 4)
+    _ = submitted(&h, relayWaiting(1), at: 0)
+    #expect(batch(submitted(&h, relayWaiting(2), at: 0.001))?.frameCount == 4)
+  }
+
   @Test func aReleasedSessionsQueuedFramesAreNotStored() {
     var h = holding(["alice": 0, "bob": 0])
     _ = submitted(&h, [candidate("alice", 0)])
