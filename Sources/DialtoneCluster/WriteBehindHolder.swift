@@ -106,12 +106,26 @@ package struct WriteBehindHolder: Sendable {
     case wake(at: Instant)
     /// Close the session's socket; it is not held here any more (its client resumes elsewhere).
     case close(session: String, Closing)
-    /// A frame for a session not held here: the shell stores it the way other nodes do.
+    /// A frame for a session not held here: the shell stores it the way other nodes do. For a
+    /// letter, before any `store` that follows it (the batch carries the letter's inbox position:
+    /// a successor applies only the letters after it), so on the same ordered connection.
     case unheld(Outgoing)
   }
 
+  /// What `submit` did: the effects (among them the closes of a lease that just went stale),
+  /// and, when set, why nothing of the event was numbered.
+  package struct Submitted: Sendable, Equatable {
+    package var effects: [Effect]
+    package var refusal: Refusal?
+
+    package init(effects: [Effect], refusal: Refusal?) {
+      self.effects = effects
+      self.refusal = refusal
+    }
+  }
+
   /// Why a client's event was refused whole.
-  package enum Refusal: Error, Sendable, Equatable {
+  package enum Refusal: Sendable, Equatable {
     /// Too much waits for Redis (`Limits`): try again shortly.
     case backlog
     /// This node's lease may have run out: it takes nothing until it renews.
@@ -138,11 +152,14 @@ package struct WriteBehindHolder: Sendable {
     package var unstoredBytes = 0
   }
 
+  /// `outgoing` is kept to number it again elsewhere if another node takes its session.
   package struct Numbered: Sendable, Equatable {
     package let seq: UInt64
     package let bytes: [UInt8]
-    package let kind: Kind
-    package let requestID: String?
+    package let outgoing: Outgoing
+
+    package var kind: Kind { outgoing.kind }
+    package var requestID: String? { outgoing.requestID }
   }
 
   /// The store's state: at most one batch in flight.
@@ -216,12 +233,12 @@ package struct WriteBehindHolder: Sendable {
 
   /// A client's request produced these frames (its answer among them, store-first): all are
   /// numbered, or none (`Refusal`).
-  package mutating func submit(_ event: [Outgoing], now: Instant) -> Result<[Effect], Refusal> {
+  package mutating func submit(_ event: [Outgoing], now: Instant) -> Submitted {
     var effects = checkLease(now)
-    guard lease != .stale else { return .failure(.stale) }
-    guard fits(event) else { return .failure(.backlog) }
+    guard lease != .stale else { return Submitted(effects: effects, refusal: .stale) }
+    guard fits(event) else { return Submitted(effects: effects, refusal: .backlog) }
     effects += number(event, inboxPosition: nil, now: now)
-    return .success(effects + cutIfIdle(now))
+    return Submitted(effects: effects + cutIfIdle(now), refusal: nil)
   }
 
   /// A letter another node stored in this node's inbox, at `position`: numbered in inbox order,
@@ -235,7 +252,10 @@ package struct WriteBehindHolder: Sendable {
 
   // MARK: The store's answers
 
-  /// Redis stored the batch, but for the sessions it refused.
+  /// Redis stored the batch, but for the sessions it refused. A session another node took
+  /// (`superseded`) closes here and its frames not stored go to its new holder (`unheld`, in seq
+  /// order: candidates its client may have seen arrive again, which protocol.md allows after a
+  /// node's death), before any answer of the batch is written.
   package mutating func batchStored(
     _ number: UInt64, refused: [String: WriteBehindBatch.Refusal], now: Instant
   ) -> [Effect] {
@@ -248,13 +268,16 @@ package struct WriteBehindHolder: Sendable {
         through[frame.session] = max(through[frame.session] ?? 0, frame.seq)
       }
     }
-    for (session, seq) in through.sorted(by: { $0.key < $1.key }) {
-      if let refusal = refused[session] {
-        release(session)
-        effects.append(.close(session: session, .refused(refusal)))
-      } else {
-        effects += confirm(session, through: seq)
-      }
+    let sorted = through.sorted { $0.key < $1.key }
+    for (session, _) in sorted {
+      guard let refusal = refused[session], let held = sessions[session] else { continue }
+      release(session)
+      effects.append(.close(session: session, .refused(refusal)))
+      // A gap is this node's own mistake and a gone session has nobody to read them.
+      if refusal == .superseded { effects += held.unstored.map { .unheld($0.outgoing) } }
+    }
+    for (session, seq) in sorted where refused[session] == nil {
+      effects += confirm(session, through: seq)
     }
     return effects + cutIfIdle(now)
   }
@@ -352,8 +375,7 @@ package struct WriteBehindHolder: Sendable {
       }
       let seq = held.next
       held.next += 1
-      let frame = Numbered(
-        seq: seq, bytes: outgoing.frame.bytes(seq: seq), kind: outgoing.kind, requestID: outgoing.requestID)
+      let frame = Numbered(seq: seq, bytes: outgoing.frame.bytes(seq: seq), outgoing: outgoing)
       held.unstored.append(frame)
       held.unstoredBytes += frame.bytes.count
       nodeBytes += frame.bytes.count
