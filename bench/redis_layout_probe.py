@@ -20,7 +20,7 @@ acknowledging every ~20 messages, and prints Redis's own CPU (INFO cpu) per rela
              acknowledgements with today's script.
 
 Only Redis is measured: no node, no sockets to clients. Usage:
-  python3 bench/redis_layout_probe.py [--messages 20000] [--rounds 2] [MODE ...]
+  python3 bench/redis_layout_probe.py [--messages 20000] [--rounds 2] [--trickle 1] [MODE ...]
 """
 import argparse
 import os
@@ -47,12 +47,19 @@ def ack_tail(i):
 
 
 def acknowledges(m):
-    """Each client acknowledges in runs: the pair of message m does every 20 rounds."""
-    return (m // 100) % 20 == 19
+    """Each pair's clients acknowledge about every 20 of its messages (k: message m's ordinal
+    among its pair's, with `--trickle`; without, the pairs take turns and k is m // 100)."""
+    k = (m // (TRICKLE * (SESSIONS // 2))) * TRICKLE + m % TRICKLE
+    return k % 20 == 19
+
+
+# Consecutive messages of one call (`--trickle`): 1 spreads them over every call in turn, as
+# many calls' messages interleave on a busy node; more sends a call's candidates in a row.
+TRICKLE = 1
 
 
 def pair(m):
-    sender = 2 * (m % (SESSIONS // 2))
+    sender = 2 * ((m // TRICKLE) % (SESSIONS // 2))
     return sender, sender + 1
 
 
@@ -329,8 +336,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--messages', type=int, default=20000)
     parser.add_argument('--rounds', type=int, default=2)
+    parser.add_argument('--trickle', type=int, default=1, help='consecutive messages of one call')
     parser.add_argument('modes', nargs='*', default=['today', 'today5', 'lean', 'lean5', 'holder', 'holder5'])
     args = parser.parse_args()
+    global TRICKLE
+    TRICKLE = max(1, args.trickle)
     runners = {'today': run_today, 'lean': run_lean, 'holder': run_holder, 'batch': run_batch}
     scratch = tempfile.mkdtemp(prefix='dialtone-redis-probe-')
     probe = socket.socket()
