@@ -27,7 +27,8 @@ package struct WriteBehindHolder: Sendable {
     /// holder stops writing (its clock and Redis's may drift, and a close takes a moment).
     package var lease: Duration
     package var margin: Duration
-    /// Frames numbered but not confirmed, per session and for the whole node. A client's event
+    /// Frames numbered but not confirmed, per session and for the whole node (bytes as
+    /// `Numbered.cost` counts them: what they hold in memory). A client's event
     /// that would pass either is refused whole (nothing numbered: the shell answers
     /// `rate-limited`, the client sends it again); letters are never refused (their sender was
     /// answered) but the node reads no more of its inbox while over its bound (`acceptsLetters`).
@@ -160,6 +161,8 @@ package struct WriteBehindHolder: Sendable {
 
     package var kind: Kind { outgoing.kind }
     package var requestID: String? { outgoing.requestID }
+    /// What it holds in memory, as the bounds count it: its bytes and the unnumbered frame.
+    package var cost: Int { bytes.count + outgoing.frame.head.count + outgoing.frame.tail.count }
   }
 
   /// The store's state: at most one batch in flight.
@@ -338,9 +341,10 @@ package struct WriteBehindHolder: Sendable {
     var bytes: [String: Int] = [:]
     var total = 0
     for outgoing in event {
-      // The seq's digits are those of the session's next seq, near enough for a bound.
+      // As `Numbered.cost` will count it; the seq's digits are those of the session's next seq,
+      // near enough for a bound.
       let digits = Self.digits(sessions[outgoing.session]?.next ?? 1)
-      let size = outgoing.frame.head.count + outgoing.frame.tail.count + digits
+      let size = 2 * (outgoing.frame.head.count + outgoing.frame.tail.count) + digits
       frames[outgoing.session, default: 0] += 1
       bytes[outgoing.session, default: 0] += size
       total += size
@@ -377,8 +381,8 @@ package struct WriteBehindHolder: Sendable {
       held.next += 1
       let frame = Numbered(seq: seq, bytes: outgoing.frame.bytes(seq: seq), outgoing: outgoing)
       held.unstored.append(frame)
-      held.unstoredBytes += frame.bytes.count
-      nodeBytes += frame.bytes.count
+      held.unstoredBytes += frame.cost
+      nodeBytes += frame.cost
       // Written at once only if every frame before it is written: seqs reach the socket in order.
       if frame.kind == .candidate, held.written == seq - 1 {
         held.written = seq
@@ -402,8 +406,8 @@ package struct WriteBehindHolder: Sendable {
     var effects: [Effect] = []
     let confirmed = held.unstored.prefix { $0.seq <= seq }
     for frame in confirmed {
-      held.unstoredBytes -= frame.bytes.count
-      nodeBytes -= frame.bytes.count
+      held.unstoredBytes -= frame.cost
+      nodeBytes -= frame.cost
     }
     held.unstored.removeFirst(confirmed.count)
     for frame in confirmed where frame.seq == held.written + 1 {

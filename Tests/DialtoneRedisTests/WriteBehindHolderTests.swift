@@ -246,11 +246,21 @@ import Testing
     #expect(h.submit(relay(5, request: "m5"), now: at(0.03)).refusal == nil)
   }
 
+  @Test func aSessionsByteBoundRefusesWhatWouldPassItOthersGoOn() {
+    // Two frames of 29 bytes fit in 60, a third does not.
+    var h = holding(["alice": 0, "bob": 0], .init(lease: .seconds(10), margin: .seconds(2), maxSessionBytes: 60))
+    _ = submitted(&h, [candidate("bob", 1)])
+    _ = submitted(&h, [candidate("bob", 2)])
+    #expect(h.submit([candidate("bob", 3)], now: at(0)) == .init(effects: [], refusal: .backlog))
+    #expect(writes(submitted(&h, [candidate("alice", 4)])) == ["alice#1"])
+  }
+
   @Test func theNodesBoundRefusesClientsAndStopsReadingTheInbox() {
-    let limits = Holder.Limits(lease: .seconds(10), margin: .seconds(2), maxNodeBytes: 40)
+    // Each frame costs 29 bytes held: its 15 bytes and the 14 of its unnumbered form.
+    let limits = Holder.Limits(lease: .seconds(10), margin: .seconds(2), maxNodeBytes: 70)
     var h = holding(["alice": 0, "bob": 0], limits)
     #expect(h.acceptsLetters)
-    _ = submitted(&h, [candidate("bob", 1), candidate("alice", 2)])  // 2 × 15 bytes
+    _ = submitted(&h, [candidate("bob", 1), candidate("alice", 2)])
     #expect(h.submit([candidate("bob", 3)], now: at(0)) == .init(effects: [], refusal: .backlog))
     _ = h.letter(candidate("bob", 4), position: "1-0", now: at(0))
     #expect(!h.acceptsLetters)
