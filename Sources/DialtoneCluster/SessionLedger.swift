@@ -293,16 +293,19 @@ public final class SessionLedger: Sendable {
   }
 
   /// Makes `node` the session's holder if `userId`/`deviceId` own it and it can continue from
-  /// `lastSeq`.
-  public func resume(_ sessionID: String, userId: String, deviceId: String, from lastSeq: UInt64, node: String)
-    throws(RedisError) -> Resumption
-  {
+  /// `lastSeq`. A client up to `allowingAhead` beyond the last seq stored continues from its own
+  /// seq (a write-behind holder wrote it candidates it had not stored, then died: the client has
+  /// them); further ahead, or with the default 0 (store-first sessions never are), it resyncs.
+  public func resume(
+    _ sessionID: String, userId: String, deviceId: String, from lastSeq: UInt64, node: String,
+    allowingAhead: UInt64 = 0
+  ) throws(RedisError) -> Resumption {
     try Self.check(node, "node")
     let reply = try redis.eval(
       Self.resumeScript, keys: Self.keys(sessionID).all,
       arguments: [
         .string(userId), .string(deviceId), .integer(Int64(clamping: lastSeq)), .string(node),
-        try .milliseconds(limits.expiry),
+        try .milliseconds(limits.expiry), .integer(Int64(clamping: allowingAhead)),
       ])
     guard let elements = reply.elements, let status = elements.first?.integer else { throw .unexpectedReply(reply) }
     switch status {

@@ -195,7 +195,8 @@ extension SessionLedger {
     return #acked
     """)
 
-  /// ARGV: user, device, last seq, node, expiry ms.
+  /// ARGV: user, device, last seq, node, expiry ms, how far ahead of the last seq stored the
+  /// client may be (0: not at all).
   /// Returns {0, last, epoch, count, entries..., then reply id and bytes pairs} resumed, {1}
   /// resync, {2} gone. Resuming increments the epoch: the previous holder's write-behind batches
   /// are refused from now on (`WriteBehindStore`).
@@ -206,13 +207,19 @@ extension SessionLedger {
     if meta[1] ~= ARGV[1] or meta[2] ~= ARGV[2] then return {2} end
     local last = tonumber(meta[3])
     local from = tonumber(ARGV[3])
-    if from < tonumber(meta[4]) or from > last then return {1} end
+    if from < tonumber(meta[4]) or from > last + (tonumber(ARGV[6]) or 0) then return {1} end
     local acked = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', from)
     if #acked > 0 then
       local freed = 0
       for _, member in ipairs(acked) do freed = freed + #member - string.find(member, ':', 1, true) end
       redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', from)
       redis.call('HINCRBY', KEYS[1], 'bytes', -freed)
+    end
+    if from > last then
+      -- Its write-behind holder wrote candidates it had not stored, and died: the client has them,
+      -- so the session goes on from the client's seq; below it nothing can be replayed any more.
+      redis.call('HSET', KEYS[1], 'last', from, 'dropped', from)
+      last = from
     end
     local pending = redis.call('ZRANGE', KEYS[2], 0, -1)
     if #pending ~= last - from then return {1} end

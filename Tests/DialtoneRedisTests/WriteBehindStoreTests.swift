@@ -142,6 +142,32 @@ extension RedisTests {
       #expect(all.count == 5000 && all.last == stored(id, 5000, 5000))
     }
 
+    @Test func aClientAheadOfWhatWasStoredWithinTheAllowanceGoesOnFromItsOwnSeq() throws {
+      let redis = try redis()
+      defer { redis.close() }
+      let limits = SessionLedger.Limits(expiry: .seconds(60))
+      let (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
+      let (id, dead, next) = (session(), node(), node())
+      try ledger.open(id, userId: "alice", deviceId: "phone", node: dead)
+      let stored2 = Batch(number: 1, sessions: [.init(id: id, epoch: 1, frames: [frame(1, seq: 1), frame(2, seq: 2)])])
+      #expect(try store.store(stored2, from: dead) == [:])
+      // The dead holder had written candidates 3 and 4 too; the client processed them.
+      #expect(try ledger.resume(id, userId: "alice", deviceId: "phone", from: 4, node: next) == .resync)
+      #expect(
+        try ledger.resume(id, userId: "alice", deviceId: "phone", from: 4, node: next, allowingAhead: 1) == .resync)
+      #expect(
+        try ledger.resume(id, userId: "alice", deviceId: "phone", from: 4, node: next, allowingAhead: 2)
+          == .resumed(lastSeq: 4, epoch: 2, pending: [], replies: [:]))
+      // The new holder numbers from 5; nothing at or below 4 can be replayed any more.
+      #expect(
+        try store.store(Batch(number: 1, sessions: [.init(id: id, epoch: 2, frames: [frame(5, seq: 5)])]), from: next)
+          == [:])
+      #expect(try ledger.range(id, after: 4) == .messages([stored(id, 5, 5)]))
+      #expect(try ledger.range(id, after: 2) == .dropped)
+      #expect(
+        try ledger.resume(id, userId: "alice", deviceId: "phone", from: 3, node: dead, allowingAhead: 2) == .resync)
+    }
+
     @Test func keysABatchCreatesExpireWithTheSession() throws {
       let redis = try redis()
       defer { redis.close() }
