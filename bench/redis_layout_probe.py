@@ -14,9 +14,13 @@ acknowledging every ~20 messages, and prints Redis's own CPU (INFO cpu) per rela
              callee's presence entry read alone (HGET), both frames in one script per event.
   holder[K]  write-behind: the holder numbers its sessions' frames and stores K events' frames in
              one script (fenced by the session's owner); nothing is read back.
+  batch[K]   write-behind as built (branch `write-behind`): `WriteBehindStore`'s batch script, read
+             from WriteBehindStoreScript.swift, K events' frames per script in today's layout
+             (the log a sorted set), fenced by the session's epoch and seq; the clients'
+             acknowledgements with today's script.
 
 Only Redis is measured: no node, no sockets to clients. Usage:
-  python3 bench/redis_layout_probe.py [--messages 20000] [--rounds 2] [MODE ...]
+  python3 bench/redis_layout_probe.py [--messages 20000] [--rounds 2] [--trickle 1] [MODE ...]
 """
 import argparse
 import os
@@ -43,12 +47,19 @@ def ack_tail(i):
 
 
 def acknowledges(m):
-    """Each client acknowledges in runs: the pair of message m does every 20 rounds."""
-    return (m // 100) % 20 == 19
+    """Each pair's clients acknowledge about every 20 of its messages (k: message m's ordinal
+    among its pair's, with `--trickle`; without, the pairs take turns and k is m // 100)."""
+    k = (m // (TRICKLE * (SESSIONS // 2))) * TRICKLE + m % TRICKLE
+    return k % 20 == 19
+
+
+# Consecutive messages of one call (`--trickle`): 1 spreads them over every call in turn, as
+# many calls' messages interleave on a busy node; more sends a call's candidates in a row.
+TRICKLE = 1
 
 
 def pair(m):
-    sender = 2 * (m % (SESSIONS // 2))
+    sender = 2 * ((m // TRICKLE) % (SESSIONS // 2))
     return sender, sender + 1
 
 
@@ -110,6 +121,13 @@ class Redis:
         info = self.command('INFO', 'cpu').decode()
         fields = dict(line.split(':', 1) for line in info.split('\r\n') if ':' in line)
         return float(fields['used_cpu_user']) + float(fields['used_cpu_sys'])
+
+
+def batch_script():
+    """`WriteBehindStore.batchScript` as the server loads it."""
+    text = open(os.path.join(ROOT, 'Sources/DialtoneCluster/WriteBehindStoreScript.swift')).read()
+    lua = re.search(r'static let batchScript = RedisScript\(\n    """\n(.*?)\n    """\)', text, re.S).group(1)
+    return lua.replace('\\\\', '\\')
 
 
 def swift_scripts():
@@ -223,7 +241,7 @@ def setup(redis):
     for i in range(SESSIONS):
         meta = session_keys(i)[0]
         commands.append(('HSET', meta, 'user', 'u%d' % i, 'device', 'd', 'owner', 'n1', 'last', 0, 'dropped', 0,
-                         'bytes', 0, 'onces', 0))
+                         'bytes', 0, 'onces', 0, 'epoch', 1))
         commands.append(('HSET', 'dt:presence:{u%d}' % i, 'd', 'n1\ns%d\n1' % i))
     redis.many(commands)
 
@@ -287,13 +305,43 @@ def run_holder(redis, n, per_batch):
             raise RuntimeError('a frame was fenced off')
 
 
+def run_batch(redis, n, per_batch):
+    batch = redis.command('SCRIPT', 'LOAD', batch_script()).decode()
+    acknowledge = redis.command('SCRIPT', 'LOAD', swift_scripts()[2]).decode()
+    seqs = [0] * SESSIONS
+    for start in range(0, n, per_batch):
+        frames, order, acks = {}, [], []
+        for m in range(start, min(n, start + per_batch)):
+            sender, receiver = pair(m)
+            for s, head, tail, request in ((receiver, CANDIDATE_HEAD, CANDIDATE_TAIL, ''),
+                                           (sender, ACK_HEAD, ack_tail(m), 'm%d' % m)):
+                seqs[s] += 1
+                if s not in frames:
+                    frames[s] = []
+                    order.append(s)
+                frames[s] += [seqs[s], head + b'%d' % seqs[s] + tail, request]
+            if acknowledges(m):
+                acks += [('EVALSHA', acknowledge, 2, *session_keys(s)[:2], 10 ** 12) for s in (sender, receiver)]
+        keys, arguments = [], [1024, 1 << 20, 512, '', 120000]
+        for s in order:
+            keys += session_keys(s)[:4]
+            arguments += [1, len(frames[s]) // 3, *frames[s]]
+        keys.append('dt:inbox-applied:{n1}')
+        replies = redis.many([('EVALSHA', batch, len(keys), *keys, *arguments)] + acks)
+        if replies[0]:
+            raise RuntimeError('a session was refused: %r' % replies[0])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--messages', type=int, default=20000)
     parser.add_argument('--rounds', type=int, default=2)
+    parser.add_argument('--trickle', type=int, default=1, help='consecutive messages of one call')
     parser.add_argument('modes', nargs='*', default=['today', 'today5', 'lean', 'lean5', 'holder', 'holder5'])
     args = parser.parse_args()
-    runners = {'today': run_today, 'lean': run_lean, 'holder': run_holder}
+    global TRICKLE
+    TRICKLE = max(1, args.trickle)
+    runners = {'today': run_today, 'lean': run_lean, 'holder': run_holder, 'batch': run_batch}
     scratch = tempfile.mkdtemp(prefix='dialtone-redis-probe-')
     probe = socket.socket()
     probe.bind(('127.0.0.1', 0))

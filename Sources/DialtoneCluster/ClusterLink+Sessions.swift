@@ -49,7 +49,7 @@ extension ClusterLink: SessionStore {
       let asked = resume.sessionId
       switch try ledger.resume(asked, userId: who.userId, deviceId: who.deviceId, from: resume.lastSeq, node: thisNode)
       {
-      case .resumed(_, let pending, let replies):
+      case .resumed(_, _, let pending, let replies):
         held.withLock { _ = $0.insert(asked) }
         try announceNow(who, session: asked, connected: true, newSession: false, connection)
         return .resumed(

@@ -89,8 +89,8 @@ public final class SessionLedger: Sendable {
   public enum Resumption: Sendable, Equatable {
     /// The session is the calling node's now. `pending` are the messages after the client's last
     /// seq, in order, exactly as first sent; `replies` the remembered answers by request id;
-    /// `lastSeq` the seq of the last message stored.
-    case resumed(lastSeq: UInt64, pending: [Stored], replies: [String: [UInt8]])
+    /// `lastSeq` the seq of the last message stored; `epoch` the session's, won by this resume.
+    case resumed(lastSeq: UInt64, epoch: UInt64, pending: [Stored], replies: [String: [UInt8]])
     /// The session exists but cannot continue from the client's seq (behind what was dropped,
     /// or ahead of what was stored): the client must resync.
     case resync
@@ -115,12 +115,16 @@ public final class SessionLedger: Sendable {
   }
 
   /// Starts a session held by `node`, replacing whatever had the id; its first message gets seq 1.
-  public func open(_ sessionID: String, userId: String, deviceId: String, node: String) throws(RedisError) {
+  /// Its epoch (what a write-behind holder stores under, `WriteBehindStore`).
+  @discardableResult
+  public func open(_ sessionID: String, userId: String, deviceId: String, node: String) throws(RedisError) -> UInt64 {
     try Self.check(node, "node")
     try Self.check(sessionID, "session id")
-    try redis.eval(
+    let reply = try redis.eval(
       Self.openScript, keys: Self.keys(sessionID).all,
       arguments: [.string(userId), .string(deviceId), .string(node), try .milliseconds(limits.expiry)])
+    guard let epoch = reply.integer, epoch > 0 else { throw .unexpectedReply(reply) }
+    return UInt64(epoch)
   }
 
   /// Stores a message for the session, remembering it as the answer to `requestID` when given,
@@ -289,32 +293,36 @@ public final class SessionLedger: Sendable {
   }
 
   /// Makes `node` the session's holder if `userId`/`deviceId` own it and it can continue from
-  /// `lastSeq`.
-  public func resume(_ sessionID: String, userId: String, deviceId: String, from lastSeq: UInt64, node: String)
-    throws(RedisError) -> Resumption
-  {
+  /// `lastSeq`. A client up to `allowingAhead` beyond the last seq stored continues from its own
+  /// seq (a write-behind holder wrote it candidates it had not stored, then died: the client has
+  /// them); further ahead, or with the default 0 (store-first sessions never are), it resyncs.
+  public func resume(
+    _ sessionID: String, userId: String, deviceId: String, from lastSeq: UInt64, node: String,
+    allowingAhead: UInt64 = 0
+  ) throws(RedisError) -> Resumption {
     try Self.check(node, "node")
     let reply = try redis.eval(
       Self.resumeScript, keys: Self.keys(sessionID).all,
       arguments: [
         .string(userId), .string(deviceId), .integer(Int64(clamping: lastSeq)), .string(node),
-        try .milliseconds(limits.expiry),
+        try .milliseconds(limits.expiry), .integer(Int64(clamping: allowingAhead)),
       ])
     guard let elements = reply.elements, let status = elements.first?.integer else { throw .unexpectedReply(reply) }
     switch status {
     case 0:
-      guard elements.count >= 3, let last = elements[1].integer, let count = elements[2].integer,
-        count >= 0, elements.count >= 3 + Int(count), (elements.count - 3 - Int(count)).isMultiple(of: 2)
+      guard elements.count >= 4, let last = elements[1].integer, let epoch = elements[2].integer, epoch > 0,
+        let count = elements[3].integer, count >= 0, elements.count >= 4 + Int(count),
+        (elements.count - 4 - Int(count)).isMultiple(of: 2)
       else { throw .unexpectedReply(reply) }
-      let pending = try Self.entries(elements[3..<(3 + Int(count))], sessionID, reply)
+      let pending = try Self.entries(elements[4..<(4 + Int(count))], sessionID, reply)
       var replies: [String: [UInt8]] = [:]
-      for index in stride(from: 3 + Int(count), to: elements.count, by: 2) {
+      for index in stride(from: 4 + Int(count), to: elements.count, by: 2) {
         guard let id = elements[index].string, let answer = elements[index + 1].bytes else {
           throw .unexpectedReply(reply)
         }
         replies[id] = answer
       }
-      return .resumed(lastSeq: UInt64(clamping: last), pending: pending, replies: replies)
+      return .resumed(lastSeq: UInt64(clamping: last), epoch: UInt64(epoch), pending: pending, replies: replies)
     case 1: return .resync
     default: return .gone
     }

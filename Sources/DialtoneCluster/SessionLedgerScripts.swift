@@ -10,14 +10,16 @@ import DialtoneRedis
 /// it touches the session's slot only and hands the letter back for `notifyScript`, which runs
 /// in the holder's slot (`SessionLedger+Cluster`).
 extension SessionLedger {
-  /// ARGV: user, device, node, expiry ms.
+  /// ARGV: user, device, node, expiry ms. Returns the session's epoch: one more than whatever had
+  /// the id before, so that a write-behind holder of that one is refused (`WriteBehindStore`).
   static let openScript = RedisScript(
     """
+    local epoch = (tonumber(redis.call('HGET', KEYS[1], 'epoch')) or 0) + 1
     redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
     redis.call('HSET', KEYS[1], 'user', ARGV[1], 'device', ARGV[2], 'owner', ARGV[3],
-      'last', 0, 'dropped', 0, 'bytes', 0, 'onces', 0)
+      'last', 0, 'dropped', 0, 'bytes', 0, 'onces', 0, 'epoch', epoch)
     redis.call('PEXPIRE', KEYS[1], ARGV[4])
-    return 1
+    return epoch
     """)
 
   /// Stores one message for session `sid` and tells its holder; `a` are the shared arguments
@@ -193,9 +195,11 @@ extension SessionLedger {
     return #acked
     """)
 
-  /// ARGV: user, device, last seq, node, expiry ms.
-  /// Returns {0, last, count, entries..., then reply id and bytes pairs} resumed, {1} resync,
-  /// {2} gone.
+  /// ARGV: user, device, last seq, node, expiry ms, how far ahead of the last seq stored the
+  /// client may be (0: not at all).
+  /// Returns {0, last, epoch, count, entries..., then reply id and bytes pairs} resumed, {1}
+  /// resync, {2} gone. Resuming increments the epoch: the previous holder's write-behind batches
+  /// are refused from now on (`WriteBehindStore`).
   static let resumeScript = RedisScript(
     """
     if redis.call('EXISTS', KEYS[1]) == 0 then return {2} end
@@ -203,7 +207,7 @@ extension SessionLedger {
     if meta[1] ~= ARGV[1] or meta[2] ~= ARGV[2] then return {2} end
     local last = tonumber(meta[3])
     local from = tonumber(ARGV[3])
-    if from < tonumber(meta[4]) or from > last then return {1} end
+    if from < tonumber(meta[4]) or from > last + (tonumber(ARGV[6]) or 0) then return {1} end
     local acked = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', from)
     if #acked > 0 then
       local freed = 0
@@ -211,11 +215,18 @@ extension SessionLedger {
       redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', from)
       redis.call('HINCRBY', KEYS[1], 'bytes', -freed)
     end
+    if from > last then
+      -- Its write-behind holder wrote candidates it had not stored, and died: the client has them,
+      -- so the session goes on from the client's seq; below it nothing can be replayed any more.
+      redis.call('HSET', KEYS[1], 'last', from, 'dropped', from)
+      last = from
+    end
     local pending = redis.call('ZRANGE', KEYS[2], 0, -1)
     if #pending ~= last - from then return {1} end
     redis.call('HSET', KEYS[1], 'owner', ARGV[4])
+    local epoch = redis.call('HINCRBY', KEYS[1], 'epoch', 1)
     for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ARGV[5]) end
-    local reply = {0, last, #pending}
+    local reply = {0, last, epoch, #pending}
     for _, member in ipairs(pending) do reply[#reply + 1] = member end
     for _, item in ipairs(redis.call('HGETALL', KEYS[3])) do reply[#reply + 1] = item end
     return reply

@@ -48,7 +48,7 @@ import Testing
       try redis.load(SessionLedger.scripts)
       let ledger = SessionLedger(redis, limits: .init(expiry: .seconds(60)))
       let (session, node) = ("s_" + UUID().uuidString, "n-" + UUID().uuidString)
-      try acknowledged { try ledger.open(session, userId: "alice", deviceId: "phone", node: node) }
+      _ = try acknowledged { try ledger.open(session, userId: "alice", deviceId: "phone", node: node) }
       try await expectRefusedThenStored(
         ledger, session: session, node: node, whilePaused: { await replica.pause() }, resume: { await replica.resume() }
       )

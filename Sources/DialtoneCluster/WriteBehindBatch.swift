@@ -1,0 +1,57 @@
+/// What a write-behind holder (`WriteBehindHolder`) hands to Redis in one round trip
+/// (`WriteBehindStore`): the frames it numbered since its last batch, grouped by session, each
+/// session's under the epoch the holder won for it, and how far it read its inbox.
+package struct WriteBehindBatch: Sendable, Equatable {
+  /// A message the holder numbered. `requestID`: the request it answers, remembered with it in
+  /// Redis so that the request repeated after a resume gets the same answer (protocol.md §5.3).
+  package struct Frame: Sendable, Equatable {
+    package let seq: UInt64
+    package let bytes: [UInt8]
+    package let requestID: String?
+
+    package init(seq: UInt64, bytes: [UInt8], requestID: String? = nil) {
+      self.seq = seq
+      self.bytes = bytes
+      self.requestID = requestID
+    }
+  }
+
+  /// One session's part: consecutive seqs, in order.
+  package struct Session: Sendable, Equatable {
+    package let id: String
+    package let epoch: UInt64
+    package var frames: [Frame]
+
+    package init(id: String, epoch: UInt64, frames: [Frame]) {
+      self.id = id
+      self.epoch = epoch
+      self.frames = frames
+    }
+  }
+
+  /// Counts the holder's batches, so that a result is matched to the batch it answers.
+  package let number: UInt64
+  package var sessions: [Session]
+  /// The position (stream id) of the last inbox letter numbered into this batch or an earlier
+  /// one: stored with the frames, so that whoever resumes a session after this node dies applies
+  /// exactly the letters after it. Nil: this batch numbered no letter.
+  package var inboxPosition: String?
+
+  package init(number: UInt64, sessions: [Session], inboxPosition: String? = nil) {
+    self.number = number
+    self.sessions = sessions
+    self.inboxPosition = inboxPosition
+  }
+
+  package var frameCount: Int { sessions.reduce(0) { $0 + $1.frames.count } }
+
+  /// Why Redis refused a session's frames (the others of the batch are stored).
+  package enum Refusal: Sendable, Equatable {
+    /// The session's epoch is another: another node opened or resumed it since.
+    case superseded
+    /// The first frame's seq does not follow the last one stored: a frame is missing.
+    case gap
+    /// No such session (it ended or expired).
+    case gone
+  }
+}

@@ -1,0 +1,493 @@
+/// The sessions a node holds in a cluster with write-behind (docs/architecture.md, "Next:
+/// write-behind sessions"): the node numbers their messages itself, writes a relayed candidate at
+/// once and stores it after, and writes every other message only once Redis has it.
+///
+///     node:     live(renewed at) ──no renewal for lease − margin──▶ stale ──renewed──▶ live (no sessions)
+///
+///     a frame:  numbered ─┬─ candidate, nothing held before it ──▶ written ─┐
+///                         └─ store-first, or behind a held frame ─▶ held ───┤
+///               queued ──batch cut──▶ in flight ──stored──▶ confirmed (held frames written)
+///                                          ├──refused──▶ the session closes here
+///                                          └──failed───▶ queued again (cut at the next tick)
+///
+/// A session's frames are written in seq order and stored in seq order; a batch takes whole
+/// events from the front of the queue, so a request's answer (a store-first frame) is written
+/// only once everything the request caused, in any session, is stored with it or before it.
+/// One batch is in flight at a time: the events that arrive meanwhile make the next one (group
+/// commit at no cost to a relayed copy, which was already written). With a batch window, a queue
+/// of frames that may wait (candidates, and the answers to them: protocol.md §5.1 lets those
+/// wait 40 ms) is sent when its oldest event has waited the window, or when it fills a batch;
+/// any other frame is sent at once.
+///
+/// A pure value: every input returns the effects for the shell to apply, and time comes in as
+/// monotonic instants, so tests drive it with virtual time.
+package struct WriteBehindHolder: Sendable {
+  package struct Limits: Sendable, Equatable {
+    /// How long Redis keeps this node counted alive after a renewal, and how long before that the
+    /// holder stops writing (its clock and Redis's may drift, and a close takes a moment).
+    package var lease: Duration
+    package var margin: Duration
+    /// Frames numbered but not confirmed, per session and for the whole node (bytes as
+    /// `Numbered.cost` counts them: what they hold in memory). A client's event
+    /// that would pass either is refused whole (nothing numbered: the shell answers
+    /// `rate-limited`, the client sends it again); letters are never refused (their sender was
+    /// answered) but the node reads no more of its inbox while over its bound (`acceptsLetters`).
+    package var maxSessionFrames: Int
+    package var maxSessionBytes: Int
+    package var maxNodeBytes: Int
+    /// A batch's size: it takes whole events until one more would pass either (at least one).
+    package var maxBatchFrames: Int
+    package var maxBatchBytes: Int
+    /// How long frames that may wait are held for more to share their batch (Redis's cost per
+    /// message falls with the events per batch: docs/benchmarks.md); zero sends at once.
+    package var batchWindow: Duration
+
+    package init(
+      lease: Duration, margin: Duration, maxSessionFrames: Int = 256, maxSessionBytes: Int = 256 << 10,
+      maxNodeBytes: Int = 64 << 20, maxBatchFrames: Int = 512, maxBatchBytes: Int = 1 << 20,
+      batchWindow: Duration = .zero
+    ) {
+      self.lease = lease
+      self.margin = margin
+      self.maxSessionFrames = max(1, maxSessionFrames)
+      self.maxSessionBytes = max(1, maxSessionBytes)
+      self.maxNodeBytes = max(1, maxNodeBytes)
+      self.maxBatchFrames = max(1, maxBatchFrames)
+      self.maxBatchBytes = max(1, maxBatchBytes)
+      self.batchWindow = max(.zero, batchWindow)
+    }
+  }
+
+  package typealias Instant = ContinuousClock.Instant
+
+  /// How a frame may reach the socket.
+  package enum Kind: Sendable, Equatable {
+    /// A relayed candidate: idempotent, and its sender retries it until answered, so it is
+    /// written at once and stored after (unless a held frame is before it in its session).
+    case candidate
+    /// Everything else (answers, invites, accepts, ends): written only once stored.
+    case storeFirst
+  }
+
+  /// A message for a session before the holder numbers it.
+  package struct Outgoing: Sendable, Equatable {
+    package let session: String
+    package let frame: SessionLedger.Frame
+    package let kind: Kind
+    package let requestID: String?
+    /// Whether its store may wait for the batch window: a candidate (written already), or the
+    /// answer to one (`ClientMessageType.rules`: its ack may wait).
+    package let mayWait: Bool
+
+    package init(
+      session: String, frame: SessionLedger.Frame, kind: Kind, requestID: String? = nil, mayWait: Bool? = nil
+    ) {
+      self.session = session
+      self.frame = frame
+      self.kind = kind
+      self.requestID = requestID
+      self.mayWait = mayWait ?? (kind == .candidate)
+    }
+  }
+
+  /// Why a session is no longer held here.
+  package enum Closing: Sendable, Equatable {
+    /// Redis refused its frames (`WriteBehindBatch.Refusal`): another node has it, or it is gone.
+    case refused(WriteBehindBatch.Refusal)
+    /// This node's lease may have run out: another node may take the session any moment.
+    case stale
+  }
+
+  package enum Effect: Sendable, Equatable {
+    /// Write these bytes to the session's socket (or keep them for its return): seqs in order.
+    case write(session: String, seq: UInt64, bytes: [UInt8])
+    /// Send this batch to Redis; its result comes back as `batchStored` or `batchFailed`.
+    case store(WriteBehindBatch)
+    /// Call `tick` at this instant: the batch window of the frames queued ends then.
+    case wake(at: Instant)
+    /// Close the session's socket; it is not held here any more (its client resumes elsewhere).
+    case close(session: String, Closing)
+    /// A frame for a session not held here: the shell stores it the way other nodes do. For a
+    /// letter, before any `store` that follows it (the batch carries the letter's inbox position:
+    /// a successor applies only the letters after it), so on the same ordered connection.
+    case unheld(Outgoing)
+  }
+
+  /// What `submit` did: the effects (among them the closes of a lease that just went stale),
+  /// and, when set, why nothing of the event was numbered.
+  package struct Submitted: Sendable, Equatable {
+    package var effects: [Effect]
+    package var refusal: Refusal?
+
+    package init(effects: [Effect], refusal: Refusal?) {
+      self.effects = effects
+      self.refusal = refusal
+    }
+  }
+
+  /// Why a client's event was refused whole.
+  package enum Refusal: Sendable, Equatable {
+    /// Too much waits for Redis (`Limits`): try again shortly.
+    case backlog
+    /// This node's lease may have run out: it takes nothing until it renews.
+    case stale
+  }
+
+  /// The node's lease, by its own monotonic clock.
+  package enum Lease: Sendable, Equatable {
+    /// `renewedAt`: when the last successful renewal was sent (Redis counts the lease from when it
+    /// ran it, which is later: counting from the send errs on the safe side).
+    case live(renewedAt: Instant)
+    /// No renewal within the lease less the margin: nothing is written, no session held.
+    case stale
+  }
+
+  /// One session held here. `unstored` holds seqs `stored + 1 ..< next` in order; `written` is
+  /// the last seq handed to the socket (beyond `stored` only through candidates).
+  package struct Held: Sendable, Equatable {
+    package let epoch: UInt64
+    package var next: UInt64
+    package var stored: UInt64
+    package var written: UInt64
+    package var unstored: [Numbered] = []
+    package var unstoredBytes = 0
+  }
+
+  /// `outgoing` is kept to number it again elsewhere if another node takes its session.
+  package struct Numbered: Sendable, Equatable {
+    package let seq: UInt64
+    package let bytes: [UInt8]
+    package let outgoing: Outgoing
+
+    package var kind: Kind { outgoing.kind }
+    package var requestID: String? { outgoing.requestID }
+    /// What it holds in memory, as the bounds count it: its bytes and the unnumbered frame.
+    package var cost: Int { bytes.count + outgoing.frame.head.count + outgoing.frame.tail.count }
+  }
+
+  /// The store's state: at most one batch in flight.
+  package enum Store: Sendable, Equatable {
+    case idle
+    /// `events`: what the batch took from the queue, put back in front if it fails.
+    case inFlight(number: UInt64, events: [QueuedEvent])
+    /// The last batch failed: the next one is cut at the next tick, not at once, so a Redis that
+    /// is down is not asked again for every event.
+    case failed
+  }
+
+  /// A numbered frame in the queue. The epoch tells it from a frame of the same session held
+  /// again since (a resume on this node): such a frame is no longer this node's to store.
+  package struct FrameRef: Sendable, Equatable {
+    package let session: String
+    package let epoch: UInt64
+    package let seq: UInt64
+  }
+
+  /// One event's frames, in the order they were numbered, and the inbox position it applied;
+  /// when it was queued, and whether it has a frame that may not wait for the batch window.
+  package struct QueuedEvent: Sendable, Equatable {
+    package var frames: [FrameRef]
+    package let inboxPosition: String?
+    package let queuedAt: Instant
+    package let urgent: Bool
+  }
+
+  package let limits: Limits
+  package private(set) var lease: Lease
+  package private(set) var sessions: [String: Held] = [:]
+  package private(set) var store: Store = .idle
+  private var queue: [QueuedEvent] = []
+  /// Of the queue: frames, and events that may not wait (kept as counts: every event asks).
+  private var queuedFrames = 0
+  private var urgentEvents = 0
+  /// The last `wake` asked for, so that it is asked once.
+  private var wakeAsked: Instant?
+  private var nodeBytes = 0
+  private var batchNumber: UInt64 = 0
+
+  package init(limits: Limits, renewedAt: Instant) {
+    self.limits = limits
+    lease = .live(renewedAt: renewedAt)
+  }
+
+  /// Whether the shell should read more of its inbox now.
+  package var acceptsLetters: Bool { lease != .stale && nodeBytes < limits.maxNodeBytes }
+
+  // MARK: Sessions
+
+  /// The node won the session (an `open` or `resume` gave it `epoch`); `lastSeq` is the last seq
+  /// stored, from which numbering continues.
+  package mutating func hold(_ session: String, epoch: UInt64, lastSeq: UInt64, now: Instant) -> [Effect] {
+    var effects = checkLease(now)
+    guard lease != .stale else { return effects + [.close(session: session, .stale)] }
+    if let old = sessions[session] { nodeBytes -= old.unstoredBytes }
+    sessions[session] = Held(epoch: epoch, next: lastSeq + 1, stored: lastSeq, written: lastSeq)
+    effects += cutIfIdle(now)
+    return effects
+  }
+
+  /// The session ended here (its client said goodbye, or the shell closed it): nothing more of
+  /// it is written or stored.
+  package mutating func release(_ session: String) {
+    if let held = sessions.removeValue(forKey: session) { nodeBytes -= held.unstoredBytes }
+  }
+
+  // MARK: Frames
+
+  /// A client's request produced these frames (its answer among them, store-first): all are
+  /// numbered, or none (`Refusal`).
+  package mutating func submit(_ event: [Outgoing], now: Instant) -> Submitted {
+    var effects = checkLease(now)
+    guard lease != .stale else { return Submitted(effects: effects, refusal: .stale) }
+    guard fits(event) else { return Submitted(effects: effects, refusal: .backlog) }
+    effects += number(event, inboxPosition: nil, now: now)
+    return Submitted(effects: effects + cutIfIdle(now), refusal: nil)
+  }
+
+  /// A letter another node stored in this node's inbox, at `position`: numbered in inbox order,
+  /// whatever the bounds (its sender was answered already).
+  package mutating func letter(_ outgoing: Outgoing, position: String, now: Instant) -> [Effect] {
+    var effects = checkLease(now)
+    guard lease != .stale else { return effects }
+    effects += number([outgoing], inboxPosition: position, now: now)
+    return effects + cutIfIdle(now)
+  }
+
+  // MARK: The store's answers
+
+  /// Redis stored the batch, but for the sessions it refused. A session another node took
+  /// (`superseded`) closes here and its frames not stored go to its new holder (`unheld`, in seq
+  /// order: candidates its client may have seen arrive again, which protocol.md allows after a
+  /// node's death), before any answer of the batch is written.
+  package mutating func batchStored(
+    _ number: UInt64, refused: [String: WriteBehindBatch.Refusal], now: Instant
+  ) -> [Effect] {
+    var effects = checkLease(now)
+    guard case .inFlight(number, let events) = store else { return effects }
+    store = .idle
+    var through: [String: UInt64] = [:]
+    for event in events {
+      for frame in event.frames where isCurrent(frame) {
+        through[frame.session] = max(through[frame.session] ?? 0, frame.seq)
+      }
+    }
+    let sorted = through.sorted { $0.key < $1.key }
+    for (session, _) in sorted {
+      guard let refusal = refused[session], let held = sessions[session] else { continue }
+      release(session)
+      effects.append(.close(session: session, .refused(refusal)))
+      // A gap is this node's own mistake and a gone session has nobody to read them.
+      if refusal == .superseded { effects += held.unstored.map { .unheld($0.outgoing) } }
+    }
+    for (session, seq) in sorted where refused[session] == nil {
+      effects += confirm(session, through: seq)
+    }
+    return effects + cutIfIdle(now)
+  }
+
+  /// The batch may or may not be stored (Redis failed or the connection broke): its events go
+  /// back in front of the queue, sent again at the next tick. Storing a frame twice is harmless
+  /// (`WriteBehindStore` skips seqs already stored under the same epoch).
+  package mutating func batchFailed(_ number: UInt64, now: Instant) -> [Effect] {
+    let effects = checkLease(now)
+    guard case .inFlight(number, let events) = store else { return effects }
+    store = .failed
+    queue.insert(contentsOf: events, at: 0)
+    count(events, +1)
+    return effects
+  }
+
+  // MARK: The lease
+
+  /// A renewal sent at `sentAt` succeeded.
+  package mutating func leaseRenewed(sentAt: Instant, now: Instant) -> [Effect] {
+    switch lease {
+    case .live(let renewedAt):
+      lease = .live(renewedAt: max(renewedAt, sentAt))
+      return checkLease(now)
+    case .stale:
+      // Every session was closed when it went stale: the node starts again with none.
+      lease = .live(renewedAt: sentAt)
+      return checkLease(now)
+    }
+  }
+
+  /// The shell's periodic call (each heartbeat): the lease is checked even when nothing happens,
+  /// and a batch that failed is sent again.
+  package mutating func tick(now: Instant) -> [Effect] {
+    var effects = checkLease(now)
+    if store == .failed { store = .idle }
+    effects += cutIfIdle(now)
+    return effects
+  }
+
+  // MARK: Inside
+
+  private mutating func checkLease(_ now: Instant) -> [Effect] {
+    guard case .live(let renewedAt) = lease, now - renewedAt >= limits.lease - limits.margin else { return [] }
+    lease = .stale
+    let closing = sessions.keys.sorted().map { Effect.close(session: $0, .stale) }
+    sessions = [:]
+    queue = []
+    (queuedFrames, urgentEvents, wakeAsked) = (0, 0, nil)
+    nodeBytes = 0
+    // A batch in flight may still land (its epochs fence it); its answer is ignored.
+    store = .idle
+    return closing
+  }
+
+  private func fits(_ event: [Outgoing]) -> Bool {
+    var frames: [String: Int] = [:]
+    var bytes: [String: Int] = [:]
+    var total = 0
+    for outgoing in event {
+      // As `Numbered.cost` will count it; the seq's digits are those of the session's next seq,
+      // near enough for a bound.
+      let digits = Self.digits(sessions[outgoing.session]?.next ?? 1)
+      let size = 2 * (outgoing.frame.head.count + outgoing.frame.tail.count) + digits
+      frames[outgoing.session, default: 0] += 1
+      bytes[outgoing.session, default: 0] += size
+      total += size
+    }
+    guard nodeBytes + total <= limits.maxNodeBytes else { return false }
+    for (session, count) in frames {
+      guard let held = sessions[session] else { continue }
+      if held.unstored.count + count > limits.maxSessionFrames { return false }
+      if held.unstoredBytes + (bytes[session] ?? 0) > limits.maxSessionBytes { return false }
+    }
+    return true
+  }
+
+  private static func digits(_ value: UInt64) -> Int {
+    var count = 1
+    var rest = value / 10
+    while rest > 0 {
+      count += 1
+      rest /= 10
+    }
+    return count
+  }
+
+  private mutating func number(_ event: [Outgoing], inboxPosition: String?, now: Instant) -> [Effect] {
+    var effects: [Effect] = []
+    var queued = QueuedEvent(
+      frames: [], inboxPosition: inboxPosition, queuedAt: now, urgent: event.contains { !$0.mayWait })
+    for outgoing in event {
+      guard var held = sessions[outgoing.session] else {
+        effects.append(.unheld(outgoing))
+        continue
+      }
+      let seq = held.next
+      held.next += 1
+      let frame = Numbered(seq: seq, bytes: outgoing.frame.bytes(seq: seq), outgoing: outgoing)
+      held.unstored.append(frame)
+      held.unstoredBytes += frame.cost
+      nodeBytes += frame.cost
+      // Written at once only if every frame before it is written: seqs reach the socket in order.
+      if frame.kind == .candidate, held.written == seq - 1 {
+        held.written = seq
+        effects.append(.write(session: outgoing.session, seq: seq, bytes: frame.bytes))
+      }
+      sessions[outgoing.session] = held
+      queued.frames.append(FrameRef(session: outgoing.session, epoch: held.epoch, seq: seq))
+    }
+    // A letter for a session not held here still moves the inbox position on.
+    if !queued.frames.isEmpty || inboxPosition != nil {
+      queue.append(queued)
+      count([queued], +1)
+    }
+    return effects
+  }
+
+  /// Redis has the session's frames through `seq`: held frames up to the next store-first one
+  /// still waiting are written.
+  private mutating func confirm(_ session: String, through seq: UInt64) -> [Effect] {
+    guard var held = sessions[session], seq > held.stored else { return [] }
+    var effects: [Effect] = []
+    let confirmed = held.unstored.prefix { $0.seq <= seq }
+    for frame in confirmed {
+      held.unstoredBytes -= frame.cost
+      nodeBytes -= frame.cost
+    }
+    held.unstored.removeFirst(confirmed.count)
+    for frame in confirmed where frame.seq == held.written + 1 {
+      held.written = frame.seq
+      effects.append(.write(session: session, seq: frame.seq, bytes: frame.bytes))
+    }
+    held.stored = seq
+    for frame in held.unstored {
+      guard frame.kind == .candidate, frame.seq == held.written + 1 else { break }
+      held.written = frame.seq
+      effects.append(.write(session: session, seq: frame.seq, bytes: frame.bytes))
+    }
+    sessions[session] = held
+    return effects
+  }
+
+  private mutating func count(_ events: [QueuedEvent], _ sign: Int) {
+    for event in events {
+      queuedFrames += sign * event.frames.count
+      if event.urgent { urgentEvents += sign }
+    }
+  }
+
+  /// Sends the next batch when none is in flight and the queue is due: whole events from the
+  /// front of the queue.
+  private mutating func cutIfIdle(_ now: Instant) -> [Effect] {
+    guard store == .idle, let oldest = queue.first?.queuedAt else { return [] }
+    let windowEnds = oldest + limits.batchWindow
+    guard urgentEvents > 0 || queuedFrames >= limits.maxBatchFrames || now >= windowEnds else {
+      guard wakeAsked != windowEnds else { return [] }
+      wakeAsked = windowEnds
+      return [.wake(at: windowEnds)]
+    }
+    var taken: [QueuedEvent] = []
+    var parts: [WriteBehindBatch.Session] = []
+    var index: [String: Int] = [:]
+    var frames = 0
+    var bytes = 0
+    var position: String?
+    var cut = 0
+    for event in queue {
+      let live = event.frames.filter(isCurrent)
+      let size = live.reduce(0) { $0 + (frame($1)?.bytes.count ?? 0) }
+      if !taken.isEmpty, frames + live.count > limits.maxBatchFrames || bytes + size > limits.maxBatchBytes { break }
+      cut += 1
+      frames += live.count
+      bytes += size
+      if let inboxPosition = event.inboxPosition { position = inboxPosition }
+      taken.append(
+        QueuedEvent(frames: live, inboxPosition: event.inboxPosition, queuedAt: event.queuedAt, urgent: event.urgent))
+      for ref in live {
+        guard let numbered = frame(ref) else { continue }
+        let part = WriteBehindBatch.Frame(seq: ref.seq, bytes: numbered.bytes, requestID: numbered.requestID)
+        if let at = index[ref.session] {
+          parts[at].frames.append(part)
+        } else {
+          index[ref.session] = parts.count
+          parts.append(WriteBehindBatch.Session(id: ref.session, epoch: ref.epoch, frames: [part]))
+        }
+      }
+    }
+    count(Array(queue.prefix(cut)), -1)
+    queue.removeFirst(cut)
+    wakeAsked = nil
+    guard frames > 0 || position != nil else { return [] }
+    batchNumber += 1
+    store = .inFlight(number: batchNumber, events: taken)
+    return [.store(WriteBehindBatch(number: batchNumber, sessions: parts, inboxPosition: position))]
+  }
+
+  /// Whether the frame is still this node's to store: its session held under the same epoch,
+  /// and not yet confirmed.
+  private func isCurrent(_ ref: FrameRef) -> Bool {
+    guard let held = sessions[ref.session] else { return false }
+    return held.epoch == ref.epoch && ref.seq > held.stored
+  }
+
+  private func frame(_ ref: FrameRef) -> Numbered? {
+    guard isCurrent(ref), let held = sessions[ref.session] else { return nil }
+    let offset = Int(ref.seq - held.stored - 1)
+    return offset < held.unstored.count ? held.unstored[offset] : nil
+  }
+}

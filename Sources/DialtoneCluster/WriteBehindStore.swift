@@ -1,0 +1,77 @@
+import DialtoneRedis
+
+/// Where a write-behind holder (`WriteBehindHolder`) stores its batches: one script per batch,
+/// one round trip for the frames of every session in it, with their replies and the inbox
+/// position the batch applied. Redis refuses a session's frames whose epoch is not the session's
+/// (another node opened or resumed it: `SessionLedger.open` and `resume` increment the epoch) or
+/// whose seq does not follow the last one stored, so a holder that stalled past its lease never
+/// writes after its successor.
+///
+/// One Redis only: a batch spans sessions in many slots, which a Redis Cluster refuses (its
+/// layout is docs/architecture.md's item 7, not built). Blocking calls: run them off the
+/// cooperative pool.
+package final class WriteBehindStore: Sendable {
+  let redis: any RedisClient
+  package let limits: SessionLedger.Limits
+
+  package init(_ redis: any RedisClient, limits: SessionLedger.Limits) {
+    self.redis = redis
+    self.limits = limits
+  }
+
+  /// The scripts `store` needs the server to know: load them on the connection first.
+  package static var scripts: [RedisScript] { [batchScript] }
+
+  /// Stores the batch `node` numbered; the sessions whose frames Redis refused (every other
+  /// session's frames are stored, and the inbox position with them).
+  package func store(_ batch: WriteBehindBatch, from node: String) throws(RedisError) -> [String:
+    WriteBehindBatch.Refusal]
+  {
+    guard !redis.isCluster else {
+      throw .invalidRequest("write-behind batches need one Redis: a Redis Cluster's layout is not built")
+    }
+    var keys: [RedisArgument] = []
+    keys.reserveCapacity(batch.sessions.count * 4 + 1)
+    var arguments: [RedisArgument] = [
+      .integer(Int64(limits.capacity)), .integer(Int64(limits.maxBytes)), .integer(Int64(limits.replyMemory)),
+      .string(batch.inboxPosition ?? ""), try .milliseconds(limits.inboxExpiry),
+    ]
+    arguments.reserveCapacity(5 + batch.sessions.count * 2 + batch.frameCount * 3)
+    for session in batch.sessions {
+      let sessionKeys = SessionLedger.keys(session.id)
+      keys += [sessionKeys.meta, sessionKeys.log, sessionKeys.replies, sessionKeys.replyOrder]
+      arguments += [.string(String(session.epoch)), .integer(Int64(session.frames.count))]
+      for frame in session.frames {
+        arguments += [.string(String(frame.seq)), .bytes(frame.bytes), .string(frame.requestID ?? "")]
+      }
+    }
+    keys.append(Self.inboxPositionKey(node))
+    let reply = try redis.eval(Self.batchScript, keys: keys, arguments: arguments)
+    guard let elements = reply.elements, elements.count.isMultiple(of: 2) else { throw .unexpectedReply(reply) }
+    var refused: [String: WriteBehindBatch.Refusal] = [:]
+    for index in stride(from: 0, to: elements.count, by: 2) {
+      guard let number = elements[index].integer, number >= 1, number <= batch.sessions.count,
+        let code = elements[index + 1].integer
+      else { throw .unexpectedReply(reply) }
+      let refusal: WriteBehindBatch.Refusal
+      switch code {
+      case 1: refusal = .superseded
+      case 2: refusal = .gap
+      case 3: refusal = .gone
+      default: throw .unexpectedReply(reply)
+      }
+      refused[batch.sessions[Int(number) - 1].id] = refusal
+    }
+    return refused
+  }
+
+  /// The inbox position `node`'s last stored batch applied: a node resuming one of its sessions
+  /// after it died applies the letters after it. Nil when none was stored (or it expired with
+  /// the inbox).
+  package func inboxPosition(of node: String) throws(RedisError) -> String? {
+    try redis.get(Self.inboxPositionKey(node)).map { String(decoding: $0, as: UTF8.self) }
+  }
+
+  /// Beside the node's inbox (`NodeMailbox`), in its hash tag.
+  static func inboxPositionKey(_ node: String) -> RedisArgument { .string("dt:inbox-applied:{\(node)}") }
+}

@@ -1,0 +1,105 @@
+import DialtoneRedis
+
+/// The batch script. It writes the same layout as `SessionLedger`'s `appendStep` (the log a
+/// sorted set of "seq:frame", `last`, `bytes` and `dropped` in the meta hash, the replies and
+/// their order), so that today's `resume`, `range` and `acknowledge` read what batches stored,
+/// and a session moves between store-first and write-behind without a migration.
+extension WriteBehindStore {
+  /// KEYS: per session its meta, log, replies and reply order (`SessionLedger.Keys`, in that
+  /// order), then the node's inbox position key. ARGV: capacity, max bytes, reply memory, the
+  /// inbox position ('' for none), its expiry ms; then per session its epoch and frame count,
+  /// then per frame its seq, bytes and request id ('' for none).
+  /// Returns {session number (1-based), refusal code, ...}: 1 superseded, 2 gap, 3 gone.
+  static let batchScript = RedisScript(
+    """
+    local capacity, max_bytes, reply_memory = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+    -- A key a batch creates gets the session's expiry (the holder's `touch` renews them all).
+    local function expire_new(meta, key)
+      local ttl = redis.call('PTTL', meta)
+      redis.call('PEXPIRE', key, ttl > 0 and ttl or 1)
+    end
+    local refused = {}
+    local at = 6
+    for i = 1, (#KEYS - 1) / 4 do
+      local meta, log, replies, order = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
+      local epoch, count = ARGV[at], tonumber(ARGV[at + 1])
+      local first = at + 2
+      at = first + 3 * count
+      local m = redis.call('HMGET', meta, 'epoch', 'last', 'bytes')
+      local code = nil
+      local last = tonumber(m[2])
+      local from = nil
+      if not last then
+        code = 3
+      elseif m[1] ~= epoch then
+        code = 1
+      else
+        -- Seqs at or below `last` under this epoch were stored by an earlier try of this batch
+        -- (its reply was lost): only this holder numbers under its epoch, so they are the same.
+        local expect = last + 1
+        for f = 0, count - 1 do
+          local seq = tonumber(ARGV[first + 3 * f])
+          if seq > last then
+            if seq ~= expect then
+              code = 2
+              break
+            end
+            expect = expect + 1
+            from = from or f
+          end
+        end
+      end
+      if code then
+        refused[#refused + 1] = i
+        refused[#refused + 1] = code
+      elseif from then
+        local bytes = tonumber(m[3]) or 0
+        local digits
+        -- One ZADD for the session's frames: what a batch costs Redis is mostly its calls.
+        local entries = {}
+        for f = from, count - 1 do
+          digits = ARGV[first + 3 * f]
+          local frame, request = ARGV[first + 3 * f + 1], ARGV[first + 3 * f + 2]
+          entries[#entries + 1] = digits
+          entries[#entries + 1] = digits .. ':' .. frame
+          -- unpack's arguments live on Lua's C stack (about 8,000): flush well before.
+          if #entries >= 1000 then
+            redis.call('ZADD', log, unpack(entries))
+            entries = {}
+          end
+          bytes = bytes + #frame
+          if request ~= '' and redis.call('HSET', replies, request, frame) == 1 then
+            local remembered = redis.call('RPUSH', order, request)
+            if remembered == 1 then
+              expire_new(meta, replies)
+              expire_new(meta, order)
+            end
+            while remembered > reply_memory do
+              redis.call('HDEL', replies, redis.call('LPOP', order))
+              remembered = remembered - 1
+            end
+          end
+        end
+        if #entries > 0 then redis.call('ZADD', log, unpack(entries)) end
+        -- The oldest unacknowledged frames go first past the bounds, as with `appendStep`.
+        local held = redis.call('ZCARD', log)
+        -- Only this batch's frames in the log: it was created now.
+        if held == count - from then expire_new(meta, log) end
+        local dropped = nil
+        while held > capacity or (bytes > max_bytes and held > 1) do
+          local oldest = redis.call('ZPOPMIN', log)
+          bytes = bytes - (#oldest[1] - string.find(oldest[1], ':', 1, true))
+          dropped = oldest[2]
+          held = held - 1
+        end
+        if dropped then
+          redis.call('HSET', meta, 'last', digits, 'bytes', bytes, 'dropped', dropped)
+        else
+          redis.call('HSET', meta, 'last', digits, 'bytes', bytes)
+        end
+      end
+    end
+    if ARGV[4] ~= '' then redis.call('SET', KEYS[#KEYS], ARGV[4], 'PX', ARGV[5]) end
+    return refused
+    """)
+}

@@ -1,0 +1,335 @@
+import DialtoneCluster
+import Testing
+
+/// The write-behind holder's numbering, write gating, batches and lease, in virtual time.
+@Suite struct WriteBehindHolderBehaviour {
+  typealias Holder = WriteBehindHolder
+  typealias Effect = WriteBehindHolder.Effect
+
+  let t0 = ContinuousClock.now
+  func at(_ seconds: Double) -> Holder.Instant { t0 + .milliseconds(Int64(seconds * 1000)) }
+
+  func holder(_ limits: Holder.Limits = .init(lease: .seconds(10), margin: .seconds(2))) -> Holder {
+    Holder(limits: limits, renewedAt: t0)
+  }
+
+  /// `{"seq":N,"n":<n>}` once numbered.
+  func frame(_ n: Int) -> SessionLedger.Frame {
+    .init(head: Array(#"{"seq":"#.utf8), tail: Array(#","n":\#(n)}"#.utf8))
+  }
+  func bytes(_ n: Int, seq: UInt64) -> [UInt8] { frame(n).bytes(seq: seq) }
+
+  func candidate(_ session: String, _ n: Int) -> Holder.Outgoing {
+    .init(session: session, frame: frame(n), kind: .candidate)
+  }
+  func answer(_ session: String, _ n: Int, to request: String) -> Holder.Outgoing {
+    .init(session: session, frame: frame(n), kind: .storeFirst, requestID: request)
+  }
+
+  func submitted(_ holder: inout Holder, _ event: [Holder.Outgoing], at time: Double = 0) -> [Effect] {
+    let submitted = holder.submit(event, now: at(time))
+    if let refusal = submitted.refusal { Issue.record("refused: \(refusal)") }
+    return submitted.effects
+  }
+
+  func writes(_ effects: [Effect]) -> [String] {
+    effects.compactMap {
+      guard case .write(let session, let seq, _) = $0 else { return nil }
+      return "\(session)#\(seq)"
+    }
+  }
+
+  func batch(_ effects: [Effect]) -> WriteBehindBatch? {
+    effects.lazy.compactMap {
+      guard case .store(let batch) = $0 else { return nil }
+      return batch
+    }.first
+  }
+
+  /// Alice's candidate to Bob: Bob's copy, and Alice's ack (the answer to her request).
+  func relay(_ n: Int, request: String) -> [Holder.Outgoing] {
+    [candidate("bob", n), answer("alice", 100 + n, to: request)]
+  }
+
+  func holding(_ sessions: [String: UInt64], _ limits: Holder.Limits? = nil) -> Holder {
+    var h = limits.map(holder) ?? holder()
+    for (session, last) in sessions.sorted(by: { $0.key < $1.key }) {
+      #expect(h.hold(session, epoch: 7, lastSeq: last, now: t0) == [])
+    }
+    return h
+  }
+
+  @Test func aCandidateIsWrittenAtOnceAndStoredAfter() {
+    var h = holding(["alice": 0, "bob": 4])
+    let effects = submitted(&h, relay(1, request: "m1"))
+    // Bob's candidate reaches his socket now, numbered after what Redis had; Alice's ack waits.
+    #expect(effects.first == .write(session: "bob", seq: 5, bytes: bytes(1, seq: 5)))
+    #expect(writes(effects) == ["bob#5"])
+    #expect(
+      batch(effects)
+        == WriteBehindBatch(
+          number: 1,
+          sessions: [
+            .init(id: "bob", epoch: 7, frames: [.init(seq: 5, bytes: bytes(1, seq: 5))]),
+            .init(id: "alice", epoch: 7, frames: [.init(seq: 1, bytes: bytes(101, seq: 1), requestID: "m1")]),
+          ]))
+    // Stored: the ack is written, and nothing again.
+    #expect(
+      h.batchStored(1, refused: [:], now: at(0.01)) == [.write(session: "alice", seq: 1, bytes: bytes(101, seq: 1))])
+    #expect(h.sessions["bob"]?.stored == 5)
+    #expect(h.sessions["alice"]?.unstored == [])
+  }
+
+  @Test func aStoreFirstFrameHoldsBackTheCandidatesAfterItInSeqOrder() {
+    var h = holding(["alice": 0, "bob": 0])
+    // Bob's own request is answered (store-first) in his session, then Alice's candidate arrives.
+    #expect(writes(submitted(&h, [answer("bob", 1, to: "b1")])) == [])
+    let second = submitted(&h, relay(2, request: "m2"))
+    #expect(writes(second) == [], "behind Bob's unstored answer: held")
+    #expect(batch(second) == nil, "the first batch is still in flight")
+    // The first batch lands: Bob's answer, then the candidate held behind it, in seq order.
+    let first = h.batchStored(1, refused: [:], now: at(0.01))
+    #expect(
+      first.prefix(2) == [
+        .write(session: "bob", seq: 1, bytes: bytes(1, seq: 1)),
+        .write(session: "bob", seq: 2, bytes: bytes(2, seq: 2)),
+      ])
+    // The second batch carries the candidate (written already) and Alice's ack.
+    let next = batch(first)
+    #expect(next?.number == 2)
+    #expect(next?.sessions.map(\.id) == ["bob", "alice"])
+    #expect(
+      h.batchStored(2, refused: [:], now: at(0.02)) == [.write(session: "alice", seq: 1, bytes: bytes(102, seq: 1))])
+  }
+
+  @Test func aRequestIsAnsweredOnlyWithEverythingItCausedStored() {
+    var h = holding(
+      ["alice": 0, "bob": 0, "carol": 0], .init(lease: .seconds(10), margin: .seconds(2), maxBatchFrames: 2))
+    _ = submitted(&h, [candidate("carol", 1)])  // batch 1 in flight
+    // A request that causes frames in two other sessions and its answer: one event, three frames.
+    let event = [candidate("bob", 2), candidate("carol", 3), answer("alice", 4, to: "m4")]
+    #expect(writes(submitted(&h, event)) == ["bob#1", "carol#2"])
+    // The next batch takes the event whole, though it is over the batch's two frames.
+    let next = batch(h.batchStored(1, refused: [:], now: at(0.01)))
+    #expect(next?.frameCount == 3)
+    #expect(
+      h.batchStored(2, refused: [:], now: at(0.02)) == [.write(session: "alice", seq: 1, bytes: bytes(4, seq: 1))])
+  }
+
+  @Test func batchesTakeWholeEventsUpToTheirBound() {
+    var h = holding(["alice": 0, "bob": 0], .init(lease: .seconds(10), margin: .seconds(2), maxBatchFrames: 4))
+    _ = submitted(&h, [candidate("bob", 0)])
+    for n in 1...3 { _ = submitted(&h, relay(n, request: "m\(n)")) }
+    // Two events (four frames) fit; the third waits for the next batch.
+    let second = batch(h.batchStored(1, refused: [:], now: at(0.01)))
+    #expect(second?.frameCount == 4)
+    let third = batch(h.batchStored(2, refused: [:], now: at(0.02)))
+    #expect(third?.frameCount == 2)
+    #expect(third?.sessions.first { $0.id == "alice" }?.frames.map(\.seq) == [3])
+  }
+
+  @Test func aSessionRefusedByRedisClosesHereAndTheOthersAreConfirmed() {
+    var h = holding(["alice": 0, "bob": 0])
+    _ = submitted(&h, relay(1, request: "m1"))
+    // Another node took Bob: his unstored candidate goes to it, before Alice's ack is written.
+    #expect(
+      h.batchStored(1, refused: ["bob": .superseded], now: at(0.01)) == [
+        .close(session: "bob", .refused(.superseded)), .unheld(candidate("bob", 1)),
+        .write(session: "alice", seq: 1, bytes: bytes(101, seq: 1)),
+      ])
+    #expect(h.sessions["bob"] == nil)
+    // A frame for Bob now is for whichever node holds him: the shell stores it as other nodes do.
+    let later = submitted(&h, relay(2, request: "m2"))
+    #expect(later.first == .unheld(candidate("bob", 2)))
+    #expect(batch(later)?.sessions.map(\.id) == ["alice"])
+  }
+
+  @Test func aGoneSessionsFramesAreDroppedNotSentElsewhere() {
+    var h = holding(["alice": 0, "bob": 0])
+    _ = submitted(&h, relay(1, request: "m1"))
+    #expect(
+      h.batchStored(1, refused: ["bob": .gone], now: at(0.01)) == [
+        .close(session: "bob", .refused(.gone)), .write(session: "alice", seq: 1, bytes: bytes(101, seq: 1)),
+      ])
+  }
+
+  @Test func aFailedBatchIsSentAgainAtTheNextTickWithTheSameSeqs() {
+    var h = holding(["alice": 0, "bob": 0])
+    let first = batch(submitted(&h, relay(1, request: "m1")))
+    #expect(h.batchFailed(1, now: at(0.01)) == [])
+    // Events meanwhile wait: a Redis that is down is not asked once per event.
+    #expect(batch(submitted(&h, relay(2, request: "m2"), at: 0.02)) == nil)
+    let again = batch(h.tick(now: at(1)))
+    #expect(again?.number == 2)
+    #expect(again?.sessions.map { $0.frames.map(\.seq) } == [[1, 2], [1, 2]])
+    #expect(again?.sessions.first?.frames.first == first?.sessions.first?.frames.first)
+    // The late answer of the failed batch changes nothing.
+    #expect(h.batchStored(1, refused: [:], now: at(1.01)) == [])
+    #expect(writes(h.batchStored(2, refused: [:], now: at(1.02))) == ["alice#1", "alice#2"])
+  }
+
+  @Test func lettersAreNumberedInInboxOrderAndTheBatchRecordsThePosition() {
+    var h = holding(["alice": 3])
+    #expect(
+      h.letter(answer("alice", 1, to: "x"), position: "10-0", now: at(0))
+        == [
+          .store(
+            WriteBehindBatch(
+              number: 1,
+              sessions: [
+                .init(id: "alice", epoch: 7, frames: [.init(seq: 4, bytes: bytes(1, seq: 4), requestID: "x")])
+              ], inboxPosition: "10-0"))
+        ])
+    // A candidate behind the unstored answer waits for it.
+    #expect(h.letter(candidate("alice", 2), position: "11-0", now: at(0)) == [])
+    // A letter for a session that is not held here moves the position on all the same.
+    #expect(h.letter(candidate("dave", 3), position: "12-0", now: at(0)) == [.unheld(candidate("dave", 3))])
+    let next = batch(h.batchStored(1, refused: [:], now: at(0.01)))
+    #expect(next?.inboxPosition == "12-0")
+    #expect(next?.sessions.map { $0.frames.map(\.seq) } == [[5]])
+  }
+
+  @Test func aLetterCandidateAfterStoredFramesIsWrittenAtOnce() {
+    var h = holding(["alice": 3])
+    #expect(writes(h.letter(candidate("alice", 1), position: "1-0", now: at(0))) == ["alice#4"])
+  }
+
+  @Test func aNodeWhoseRenewalsStopStopsWritingBeforeItsLeaseRunsOut() {
+    var h = holding(["alice": 0, "bob": 0])
+    // Renewals fail from t0 on: at lease − margin (8 s) the node closes every session.
+    #expect(writes(submitted(&h, relay(1, request: "m1"), at: 7.9)) == ["bob#1"])
+    #expect(h.tick(now: at(7.99)) == [])
+    #expect(h.tick(now: at(8)) == [.close(session: "alice", .stale), .close(session: "bob", .stale)])
+    #expect(h.lease == .stale)
+    #expect(h.submit(relay(2, request: "m2"), now: at(8.1)) == .init(effects: [], refusal: .stale))
+    #expect(h.hold("carol", epoch: 1, lastSeq: 0, now: at(8.1)) == [.close(session: "carol", .stale)])
+    #expect(h.letter(candidate("alice", 3), position: "1-0", now: at(8.1)) == [])
+    #expect(!h.acceptsLetters)
+    // The batch in flight when it went stale is no longer its concern.
+    #expect(h.batchStored(1, refused: [:], now: at(8.2)) == [])
+    // Renewed again: live with no session; new ones are held.
+    #expect(h.leaseRenewed(sentAt: at(9), now: at(9.1)) == [])
+    #expect(h.hold("carol", epoch: 1, lastSeq: 0, now: at(9.1)) == [])
+    #expect(writes(submitted(&h, [candidate("carol", 4)], at: 9.2)) == ["carol#1"])
+  }
+
+  @Test func staleIsCheckedOnEveryEventNotOnlyOnTicks() {
+    var h = holding(["bob": 0])
+    // No tick ran since t0: the candidate at 8 s finds the lease stale and is not written.
+    // It closes the sessions on the way.
+    #expect(
+      h.submit([candidate("bob", 1)], now: at(8)) == .init(effects: [.close(session: "bob", .stale)], refusal: .stale))
+  }
+
+  @Test func theLeaseCountsFromWhenARenewalWasSent() {
+    var h = holding(["bob": 0])
+    // Sent at 5 s, answered at 6 s: stale at 13 s, not 14 s.
+    #expect(h.leaseRenewed(sentAt: at(5), now: at(6)) == [])
+    // An older renewal answered late does not move it back.
+    #expect(h.leaseRenewed(sentAt: at(4), now: at(6.5)) == [])
+    #expect(h.tick(now: at(12.99)) == [])
+    #expect(h.tick(now: at(13)) == [.close(session: "bob", .stale)])
+  }
+
+  @Test func aClientsEventOverTheSessionsBoundIsRefusedWholeNothingNumbered() {
+    var h = holding(["alice": 0, "bob": 0], .init(lease: .seconds(10), margin: .seconds(2), maxSessionFrames: 2))
+    _ = submitted(&h, relay(1, request: "m1"))
+    _ = submitted(&h, relay(2, request: "m2"))
+    // Bob and Alice each have two frames waiting for Redis: a third is refused, Bob's copy too.
+    #expect(h.submit(relay(3, request: "m3"), now: at(0)) == .init(effects: [], refusal: .backlog))
+    #expect(h.sessions["bob"]?.next == 3)
+    // Letters are numbered all the same (their sender was answered).
+    #expect(writes(h.letter(candidate("bob", 4), position: "1-0", now: at(0))) == ["bob#3"])
+    // Once stored there is room again.
+    _ = h.batchStored(1, refused: [:], now: at(0.01))
+    _ = h.batchStored(2, refused: [:], now: at(0.02))
+    #expect(h.submit(relay(5, request: "m5"), now: at(0.03)).refusal == nil)
+  }
+
+  @Test func aSessionsByteBoundRefusesWhatWouldPassItOthersGoOn() {
+    // Two frames of 29 bytes fit in 60, a third does not.
+    var h = holding(["alice": 0, "bob": 0], .init(lease: .seconds(10), margin: .seconds(2), maxSessionBytes: 60))
+    _ = submitted(&h, [candidate("bob", 1)])
+    _ = submitted(&h, [candidate("bob", 2)])
+    #expect(h.submit([candidate("bob", 3)], now: at(0)) == .init(effects: [], refusal: .backlog))
+    #expect(writes(submitted(&h, [candidate("alice", 4)])) == ["alice#1"])
+  }
+
+  @Test func theNodesBoundRefusesClientsAndStopsReadingTheInbox() {
+    // Each frame costs 29 bytes held: its 15 bytes and the 14 of its unnumbered form.
+    let limits = Holder.Limits(lease: .seconds(10), margin: .seconds(2), maxNodeBytes: 70)
+    var h = holding(["alice": 0, "bob": 0], limits)
+    #expect(h.acceptsLetters)
+    _ = submitted(&h, [candidate("bob", 1), candidate("alice", 2)])
+    #expect(h.submit([candidate("bob", 3)], now: at(0)) == .init(effects: [], refusal: .backlog))
+    _ = h.letter(candidate("bob", 4), position: "1-0", now: at(0))
+    #expect(!h.acceptsLetters)
+    _ = h.batchStored(1, refused: [:], now: at(0.01))
+    _ = h.batchStored(2, refused: [:], now: at(0.02))
+    #expect(h.acceptsLetters)
+  }
+
+  @Test func aSessionHeldAgainIgnoresTheOldEpochsBatch() {
+    var h = holding(["alice": 0, "bob": 0])
+    _ = submitted(&h, relay(1, request: "m1"))
+    // Bob's client resumed on this node meanwhile: a new epoch, from what Redis had.
+    #expect(h.hold("bob", epoch: 8, lastSeq: 0, now: at(0.005)) == [])
+    // Redis refuses the old epoch's frame: the new holding stays.
+    let effects = h.batchStored(1, refused: ["bob": .superseded], now: at(0.01))
+    #expect(!effects.contains { if case .close = $0 { return true } else { return false } })
+    #expect(h.sessions["bob"]?.epoch == 8)
+    #expect(writes(submitted(&h, [candidate("bob", 2)], at: 0.02)) == ["bob#1"])
+    #expect(batch(submitted(&h, [candidate("bob", 3)], at: 0.03)) == nil)
+  }
+
+  /// Alice's candidate to Bob with a batch window: Bob's copy, and Alice's ack, which may wait.
+  func relayWaiting(_ n: Int) -> [Holder.Outgoing] {
+    [
+      candidate("bob", n),
+      .init(session: "alice", frame: frame(100 + n), kind: .storeFirst, requestID: "m\(n)", mayWait: true),
+    ]
+  }
+
+  func windowed(maxBatchFrames: Int = 512) -> Holder {
+    holding(
+      ["alice": 0, "bob": 0, "carol": 0],
+      .init(lease: .seconds(10), margin: .seconds(2), maxBatchFrames: maxBatchFrames, batchWindow: .milliseconds(5)))
+  }
+
+  @Test func framesThatMayWaitShareABatchWithinTheWindowAndCandidatesAreWrittenAtOnce() {
+    var h = windowed()
+    let first = submitted(&h, relayWaiting(1), at: 0)
+    #expect(first == [.write(session: "bob", seq: 1, bytes: bytes(1, seq: 1)), .wake(at: at(0.005))])
+    // The next event within the window: written, queued, no second wake.
+    #expect(submitted(&h, relayWaiting(2), at: 0.001) == [.write(session: "bob", seq: 2, bytes: bytes(2, seq: 2))])
+    #expect(h.tick(now: at(0.004)) == [])
+    let due = batch(h.tick(now: at(0.005)))
+    #expect(due?.sessions.map { $0.frames.map(\.seq) } == [[1, 2], [1, 2]])
+    // The next queue gets a wake of its own.
+    _ = h.batchStored(1, refused: [:], now: at(0.006))
+    #expect(submitted(&h, relayWaiting(3), at: 0.007).last == .wake(at: at(0.012)))
+  }
+
+  @Test func aFrameThatMayNotWaitSendsTheQueueAtOnce() {
+    var h = windowed()
+    _ = submitted(&h, relayWaiting(1), at: 0)
+    // An invite for Carol and its answer to Alice: sent now, with the waiting event before it.
+    let invite = submitted(
+      &h, [.init(session: "carol", frame: frame(7), kind: .storeFirst), answer("alice", 8, to: "i1")], at: 0.001)
+    #expect(batch(invite)?.frameCount == 4)
+  }
+
+  @Test func waitingFramesThatFillABatchAreSentAtOnce() {
+    var h = windowed(maxBatchFrames: 4)
+    _ = submitted(&h, relayWaiting(1), at: 0)
+    #expect(batch(submitted(&h, relayWaiting(2), at: 0.001))?.frameCount == 4)
+  }
+
+  @Test func aReleasedSessionsQueuedFramesAreNotStored() {
+    var h = holding(["alice": 0, "bob": 0])
+    _ = submitted(&h, [candidate("alice", 0)])
+    _ = submitted(&h, relay(1, request: "m1"))
+    h.release("bob")
+    #expect(batch(h.batchStored(1, refused: [:], now: at(0.01)))?.sessions.map(\.id) == ["alice"])
+  }
+}
