@@ -1,8 +1,9 @@
-@testable import DialtoneNet
 import DialtoneSupport
 import Foundation
 import Synchronization
 import Testing
+
+@testable import DialtoneNet
 
 /// What the timers' actions saw: their names in firing order, each with whether it ran on the
 /// network thread.
@@ -136,7 +137,8 @@ struct LoopTimersTests {
     try await withLoop { _, loop, firings in
       // Scheduled in one turn of the loop: the zero delays in the order they were scheduled.
       let scheduled = await loop.schedule([
-        (.milliseconds(40), firings.action("c")), (.zero, firings.action("a0")), (.milliseconds(20), firings.action("b")),
+        (.milliseconds(40), firings.action("c")), (.zero, firings.action("a0")),
+        (.milliseconds(20), firings.action("b")),
         (.zero, firings.action("a1")), (.milliseconds(-5), firings.action("a2")),
       ])
       #expect(scheduled.count == 5)

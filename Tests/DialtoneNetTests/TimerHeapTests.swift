@@ -1,5 +1,6 @@
-@testable import DialtoneNet
 import Testing
+
+@testable import DialtoneNet
 
 struct TimerHeapTests {
   private func timer(_ deadline: UInt64, _ sequence: UInt64) -> LoopTimer {

@@ -42,7 +42,8 @@ final class TestServer: Sendable {
     configuration.drainSeconds = 2
     configure(&configuration)
     server = try await DialtoneServer(
-      configuration: configuration, clock: realTime ? SystemClock() : clock, store: nil, liveCalls: liveCalls, remoteDevices: remoteDevices,
+      configuration: configuration, clock: realTime ? SystemClock() : clock, store: nil, liveCalls: liveCalls,
+      remoteDevices: remoteDevices,
       placement: placement, sessionStore: sessionStore)
     client = try WebSocketClient()
   }
