@@ -1,4 +1,5 @@
 import DialtoneSupport
+import DialtoneTestSupport
 import Foundation
 import Synchronization
 import Testing
@@ -165,7 +166,7 @@ struct LoopTimersTests {
 
   @Test func manyTimersEachFireOnceUnlessCancelled() async throws {
     try await withLoop { _, loop, firings in
-      var generator = SplitMix(seed: 7)
+      var generator = SeededGenerator(seed: 7)
       var plan: [(name: String, delay: Duration, cancel: Bool)] = []
       for index in 0..<300 {
         plan.append(("t\(index)", .milliseconds(Int64(generator.next() % 40)), generator.next() % 3 == 0))

@@ -1,3 +1,4 @@
+import DialtoneTestSupport
 import Testing
 
 @testable import DialtoneNet
@@ -11,7 +12,7 @@ struct TimerHeapTests {
   /// always yields the earliest deadline, equal deadlines in the order they were scheduled, and
   /// every member knows its place (a removal finds it).
   @Test func behavesAsASortedList() {
-    var generator = SplitMix(seed: 40)
+    var generator = SeededGenerator(seed: 40)
     var heap = TimerHeap()
     var model: [LoopTimer] = []
     var sequence: UInt64 = 0
@@ -64,18 +65,5 @@ struct TimerHeapTests {
     let all = heap.removeAll()
     #expect(all.count == 1)
     #expect(inside.heapIndex == -1)
-  }
-}
-
-/// A small deterministic generator (tests only).
-struct SplitMix {
-  private var state: UInt64
-  init(seed: UInt64) { state = seed }
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
   }
 }
