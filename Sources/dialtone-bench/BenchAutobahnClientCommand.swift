@@ -20,7 +20,21 @@ enum BenchAutobahnClientCommand {
         message: "--url must be ws://127.0.0.1:PORT, --max-message-bytes 1...67108864, --case-seconds up to 600")
     }
     let client = try WebSocketClient(maxMessageBytes: maxMessageBytes)
-    defer { Task { await client.shutdown() } }
+    // Awaited on every path: a shutdown left to a task nobody awaits lets the process exit with
+    // the client's thread running, under OpenSSL's exit-time clean-up (the bench's SIGSEGV).
+    do {
+      let status = try await runCases(client, base: base, agent: agent, caseSeconds: caseSeconds)
+      await client.shutdown()
+      return status
+    } catch {
+      await client.shutdown()
+      throw error
+    }
+  }
+
+  private static func runCases(
+    _ client: WebSocketClient, base: String, agent: String, caseSeconds: Double
+  ) async throws -> Int32 {
     let countRun = try await runConnection(client, "\(base)/getCaseCount", seconds: 10)
     guard let text = countRun.firstText, let count = Int(text), (0...10_000).contains(count) else {
       FileHandle.standardError.write(Data("ws-autobahn-client: no case count from \(base)\n".utf8))
@@ -34,7 +48,6 @@ enum BenchAutobahnClientCommand {
     }
     _ = try await runConnection(client, "\(base)/updateReports?agent=\(agent)", seconds: 10)
     print("ws-autobahn-client: ran \(count) cases" + (timedOut.isEmpty ? "" : ", timed out: \(timedOut)"))
-    await client.shutdown()
     return timedOut.isEmpty ? 0 : 1
   }
 
