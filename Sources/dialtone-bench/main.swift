@@ -7,8 +7,9 @@ private let benchmarks: [Subcommand] = [
   Subcommand(
     "ws", "hold N idle authenticated WebSocket connections and measure them",
     options: [
-      .value("connections", "how many sockets (default 15000)"),
+      .value("connections", "how many sockets are measured (default 15000)"),
       .value("batch", "handshakes in flight at once (default 500)"),
+      .value("warmup", "sockets opened (and kept) before the baseline, not counted (default 200)"),
       .value("idle-seconds", "how long to hold them idle (default 10)"),
       .value("settle-seconds", "pause before measuring (default 8)"),
       .value("server-binary", "the dialtone-server to start (default: next to this binary)"),
