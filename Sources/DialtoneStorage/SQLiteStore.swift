@@ -228,7 +228,7 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
     throws
   {
     try db.query(
-      """
+      constant: """
       INSERT INTO calls (call_id, caller_id, callee_id, answered_by, video, created_at, answered_at, ended_at, end_reason,
         duration_ms, caller_device, blocked)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
