@@ -93,17 +93,17 @@ package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
   private func put(_ call: LiveCallSnapshot) throws {
     try writer.query(
       constant: """
-      INSERT INTO live_calls (call_id, caller_id, caller_device, caller_name, callee_id, video, created_at,
-        phase, answered_by, answered_at, ring_deadline, caller_grace_deadline, answerer_grace_deadline, invite, accept,
-        blocked)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-      ON CONFLICT (call_id) DO UPDATE SET caller_id = excluded.caller_id, caller_device = excluded.caller_device,
-        caller_name = excluded.caller_name, callee_id = excluded.callee_id, video = excluded.video,
-        created_at = excluded.created_at, phase = excluded.phase, answered_by = excluded.answered_by,
-        answered_at = excluded.answered_at, ring_deadline = excluded.ring_deadline,
-        caller_grace_deadline = excluded.caller_grace_deadline, answerer_grace_deadline = excluded.answerer_grace_deadline,
-        invite = excluded.invite, accept = excluded.accept, blocked = excluded.blocked
-      """,
+        INSERT INTO live_calls (call_id, caller_id, caller_device, caller_name, callee_id, video, created_at,
+          phase, answered_by, answered_at, ring_deadline, caller_grace_deadline, answerer_grace_deadline, invite, accept,
+          blocked)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (call_id) DO UPDATE SET caller_id = excluded.caller_id, caller_device = excluded.caller_device,
+          caller_name = excluded.caller_name, callee_id = excluded.callee_id, video = excluded.video,
+          created_at = excluded.created_at, phase = excluded.phase, answered_by = excluded.answered_by,
+          answered_at = excluded.answered_at, ring_deadline = excluded.ring_deadline,
+          caller_grace_deadline = excluded.caller_grace_deadline, answerer_grace_deadline = excluded.answerer_grace_deadline,
+          invite = excluded.invite, accept = excluded.accept, blocked = excluded.blocked
+        """,
       [
         .text(call.callId), .text(call.caller.userId), .text(call.caller.deviceId), SQLiteValue(call.caller.name),
         .text(call.calleeId), .integer(call.video ? 1 : 0), .integer(call.createdAt), .text(call.phase.rawValue),

@@ -94,7 +94,8 @@ struct LiveCallStoreTests {
     let many = (0...SQLiteLiveCallStore.maxEncodedInvites).map { snapshot("m\($0)") }
     try store.write(many.map { .put($0) })
     #expect(store.encodedInviteCount <= SQLiteLiveCallStore.maxEncodedInvites)
-    #expect(try store.liveCalls().map(\.snapshot).sorted { $0.callId < $1.callId } == many.sorted { $0.callId < $1.callId })
+    #expect(
+      try store.liveCalls().map(\.snapshot).sorted { $0.callId < $1.callId } == many.sorted { $0.callId < $1.callId })
   }
 
   @Test func aRecordIsNeverOverwrittenByAnotherCallWithItsId() async throws {
