@@ -138,7 +138,7 @@ package final class CallDesk {
 
   /// Whether this desk runs the call (live or recently ended).
   package func runs(_ callId: CallID) -> Bool {
-    router.calls.index(forKey: callId) != nil || groups.knows(callId)
+    router.calls.contains(callId) || groups.knows(callId)
   }
 
   package func timerFired(_ timer: CallTimer, now: Date) -> [CallEffect] {

@@ -204,7 +204,7 @@ package struct CallRouter {
   }
 
   package let settings: Settings
-  package private(set) var calls: [CallID: Call] = [:]
+  package private(set) var calls = CallTable()
   /// Calls not yet ended, by user (caller or callee), for busy and glare checks.
   private var liveCallsByUser: [String: Set<CallID>] = [:]
   private var endedOrder: [(CallID, Date)] = []
@@ -570,14 +570,11 @@ package struct CallRouter {
   /// `RequestPipeline`) asks this instead of building an outcome for every candidate.
   package mutating func plainCandidateTarget(_ callId: CallID, from who: Identity, now: Date) -> PlainTarget? {
     pruneEnded(now: now)
-    // Read in place through `calls.values[index]`'s modify accessor, which yields the stored
-    // call's address: neither the copy its getter makes (every field of the call copied and
-    // retained: `memmove` and `swift_retain` were a third of this function's own samples) nor
-    // the table's own modify accessor (`calls[id]?.f()`), which moved the call into a coroutine
-    // frame allocated for every candidate (+2.8 mallocs per relayed message, measured). Nothing
-    // is written.
-    guard let index = calls.index(forKey: callId) else { return nil }
-    return Call.plainCandidateTarget(of: &calls.values[index], from: who)
+    // Read in place (`CallTable.readLive`): neither the copy a getter makes (every field of the
+    // call copied and retained: `memmove` and `swift_retain` were a third of this function's own
+    // samples) nor a coroutine frame allocated for every candidate (+2.8 mallocs per relayed
+    // message, measured). Nothing is written. Only live calls: an ended one has no plain target.
+    return calls.readLive(callId) { Call.plainCandidateTarget(of: &$0, from: who) } ?? nil
   }
 
   // MARK: - Connections and timers
@@ -759,7 +756,7 @@ package struct CallRouter {
 
   /// The calls ringing or connected (the admin dashboard), oldest first.
   package var liveCalls: [CallState] {
-    calls.values.filter { if case .ended = $0.phase { false } else { true } }.map(Self.state(of:))
+    calls.liveValues.filter { if case .ended = $0.phase { false } else { true } }.map(Self.state(of:))
       .sorted { ($0.createdAt, $0.callId) < ($1.createdAt, $1.callId) }
   }
 

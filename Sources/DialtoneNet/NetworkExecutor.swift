@@ -30,8 +30,18 @@ public final class NetworkExecutor: SerialExecutor, TaskExecutor, Sendable {
   public func enqueue(_ job: consuming ExecutorJob) {
     let unowned = UnownedJob(job)
     let target = state.withLock { $0.loop }
-    if let target, target.post(.job(unowned)) { return }
-    runOnFallback(unowned)
+    if let target, target.post(.work(.job(unowned))) { return }
+    runOnFallback(.job(unowned))
+  }
+
+  /// Runs `action` where this executor's jobs run, in order with them, as a job would, without
+  /// a task: for work another thread hands to the network thread many times a second (the
+  /// journal's commit reports), which a `Task` cost an allocation, its executor bookkeeping and
+  /// an async frame for. On the network thread `isCurrent` holds while it runs.
+  public func post(_ action: @escaping @Sendable () -> Void) {
+    let target = state.withLock { $0.loop }
+    if let target, target.post(.work(.action(action))) { return }
+    runOnFallback(.action(action))
   }
 
   public func asUnownedSerialExecutor() -> UnownedSerialExecutor { UnownedSerialExecutor(ordinary: self) }
@@ -65,21 +75,32 @@ public final class NetworkExecutor: SerialExecutor, TaskExecutor, Sendable {
 
   /// Called on the network thread when it starts and stops owning the jobs.
   func networkThreadStarted() { owner.store(pthread_self(), ordering: .relaxed) }
-  func networkThreadStopped(leftover: [UnownedJob]) {
+  func networkThreadStopped(leftover: [ExecutorWork]) {
     owner.store(0, ordering: .relaxed)
     state.withLock { $0.loop = nil }
-    for job in leftover { runOnFallback(job) }
+    for work in leftover { runOnFallback(work) }
   }
 
-  func run(_ job: UnownedJob) {
-    job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
+  func run(_ work: ExecutorWork) {
+    switch work {
+    case .job(let job):
+      job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
+    case .action(let action):
+      action()
+    }
   }
 
-  private func runOnFallback(_ job: UnownedJob) {
+  private func runOnFallback(_ work: ExecutorWork) {
     fallback.async { [self] in
       owner.store(pthread_self(), ordering: .relaxed)
-      run(job)
+      run(work)
       owner.store(0, ordering: .relaxed)
     }
   }
+}
+
+/// What runs on a `NetworkExecutor`: a task's job, or a plain action (`post`).
+enum ExecutorWork: Sendable {
+  case job(UnownedJob)
+  case action(@Sendable () -> Void)
 }

@@ -80,8 +80,9 @@ final class ServerWebSocket: KeepaliveSocket {
   ) -> Bool {
     lastActivityTick = loop.tick
     var index = 0
-    defer { loop.keepReceiveRoomSmall() }
-    while let event = parser.next(input, &index, room: &loop.receiveRoom) {
+    var room = loop.takeReceiveRoom()
+    defer { loop.returnReceiveRoom(room) }
+    while let event = parser.next(input, &index, room: &room) {
       switch event {
       case .message(let bytes, let isText):
         if closing.isOpen { deliver(bytes, isText) }
@@ -241,6 +242,13 @@ final class ServerWebSocket: KeepaliveSocket {
   /// Writes what waits while lws takes it without holding bytes back, then carries out what the
   /// closing handshake says. False when the connection must close now.
   func pump(on loop: ServiceLoop) -> Bool {
+    // The usual case after a read or a write, nothing waiting on an open socket: what the loops
+    // below conclude, read once (each read of a stored property here is a runtime exclusivity
+    // check, and they made seven a message).
+    if queue.isEmpty, !pingDue, pongOwed == nil, closing.isOpen {
+      if lws_partial_buffered(wsi) != 0 { lws_callback_on_writable(wsi) }
+      return true
+    }
     while lws_partial_buffered(wsi) == 0 {
       if let pong = pongOwed {
         pongOwed = nil

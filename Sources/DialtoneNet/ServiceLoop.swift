@@ -22,7 +22,8 @@ final class ServiceLoop: @unchecked Sendable {
     case sweep
     /// The next slice of the pings traffic did not carry out (`KeepaliveBacklog`).
     case keepalivePings
-    case job(UnownedJob)
+    /// A `NetworkExecutor`'s job or action.
+    case work(ExecutorWork)
     case adopt([Int32])
   }
 
@@ -64,13 +65,24 @@ final class ServiceLoop: @unchecked Sendable {
   /// The array a server socket's whole message is delivered in (`WebSocketFrameParser.next`),
   /// shared by the loop's sockets: reused for the next one once the receiver let it go, so a
   /// received message costs no allocation of its own, and an idle socket holds no buffer.
-  var receiveRoom: [UInt8] = []
+  private var receiveRoom: [UInt8] = []
   /// The room kept between reads is at most this big (a message bigger than one read never
   /// comes through it, so this bounds only what an odd read left).
   private static let receiveRoomLimit = 16 * 1024
 
-  func keepReceiveRoomSmall() {
-    if receiveRoom.capacity > Self.receiveRoomLimit { receiveRoom = [] }
+  /// The room, moved out for one read (the loop keeps none meanwhile): a socket parses into a
+  /// local array rather than into this class's stored property passed `inout` across the
+  /// parser's call, which cost two tracked runtime exclusivity checks (and their TLS look-ups)
+  /// per event read. Moved, not copied, so its storage stays uniquely referenced and is reused.
+  func takeReceiveRoom() -> [UInt8] {
+    var room: [UInt8] = []
+    swap(&room, &receiveRoom)
+    return room
+  }
+
+  /// Hands the room back after a read; one grown past `receiveRoomLimit` is let go.
+  func returnReceiveRoom(_ room: consuming [UInt8]) {
+    if room.capacity <= Self.receiveRoomLimit { receiveRoom = room }
   }
   let preamble = Int(dt_lws_pre())
 
@@ -275,8 +287,8 @@ final class ServiceLoop: @unchecked Sendable {
       sweepIdleSockets()
     case .keepalivePings:
       drainOwedPings()
-    case .job(let job):
-      executor?.run(job)
+    case .work(let work):
+      executor?.run(work)
     case .respond, .connect, .adopt:
       role.execute(command, on: self)
     }
@@ -339,12 +351,13 @@ final class ServiceLoop: @unchecked Sendable {
     wakeTimer = timer
   }
 
-  /// Closes the inbox; executor jobs still in it are returned so they run elsewhere, not lost.
-  private func closeInbox() -> [UnownedJob] {
+  /// Closes the inbox; executor jobs and actions still in it are returned, in order, so they run
+  /// elsewhere, not lost.
+  private func closeInbox() -> [ExecutorWork] {
     inbox.withLock { inbox in
       inbox.closed = true
       let jobs = inbox.commands.compactMap {
-        if case .job(let job) = $0 { return job }
+        if case .work(let work) = $0 { return work }
         return nil
       }
       for case .adopt(let sockets) in inbox.commands { for socket in sockets { close(socket) } }
@@ -359,7 +372,7 @@ final class ServiceLoop: @unchecked Sendable {
     else { return }
     stopRequested = true
     let leftover = closeInbox()
-    for job in leftover { executor?.run(job) }
+    for work in leftover { executor?.run(work) }
     wakeTimer?.cancel()
     dt_lws_schedule_stop(context, stopper)
   }

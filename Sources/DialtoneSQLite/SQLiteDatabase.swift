@@ -36,6 +36,11 @@ public typealias SQLiteRow = [SQLiteValue]
 public final class SQLiteDatabase {
   private var handle: OpaquePointer?
   private var statements: [String: OpaquePointer] = [:]
+  /// Statements of constant SQL (`query(constant:)`), by the address of the text in the binary:
+  /// a look-up hashes one pointer where `statements` hashes the whole text (SipHash over the
+  /// journal's ~700-byte upsert, for every call it journals). The text of a `StaticString` with a
+  /// pointer is immortal, so an address always means the same SQL.
+  private var constantStatements: [UnsafeRawPointer: OpaquePointer] = [:]
   /// What `onWALCommit` set, retained for SQLite's hook until the connection closes.
   private var walHook: Unmanaged<WALHook>?
 
@@ -60,6 +65,7 @@ public final class SQLiteDatabase {
 
   deinit {
     for statement in statements.values { sqlite3_finalize(statement) }
+    for statement in constantStatements.values { sqlite3_finalize(statement) }
     sqlite3_close(handle)
     walHook?.release()
   }
@@ -105,7 +111,19 @@ public final class SQLiteDatabase {
   /// Runs a statement with bound parameters; returns the rows it produced.
   @discardableResult
   public func query(_ sql: String, _ parameters: [SQLiteValue] = []) throws(SQLiteError) -> [SQLiteRow] {
-    let statement = try prepared(sql)
+    try query(prepared: try prepared(sql), parameters)
+  }
+
+  /// `query` for SQL written in the source, the statement found by the text's address rather
+  /// than by its contents (`constantStatements`). For the statements run for every call.
+  @discardableResult
+  public func query(constant sql: StaticString, _ parameters: [SQLiteValue] = []) throws(SQLiteError) -> [SQLiteRow] {
+    try query(prepared: try prepared(constant: sql), parameters)
+  }
+
+  private func query(prepared statement: OpaquePointer, _ parameters: [SQLiteValue]) throws(SQLiteError)
+    -> [SQLiteRow]
+  {
     defer {
       sqlite3_reset(statement)
       sqlite3_clear_bindings(statement)
@@ -117,7 +135,11 @@ public final class SQLiteDatabase {
       case .null: rc = sqlite3_bind_null(statement, position)
       case .integer(let v): rc = sqlite3_bind_int64(statement, position, v)
       case .real(let v): rc = sqlite3_bind_double(statement, position, v)
-      case .text(let v): rc = sqlite3_bind_text(statement, position, v, -1, dt_sqlite_transient())
+      case .text(let v):
+        // Through `withCString`, which lends a native string's own NUL-terminated storage: a
+        // `String` passed straight as the pointer argument was first copied into a new array
+        // (`utf8CString`), an allocation for every text bound (~20 per journaled call).
+        rc = v.withCString { sqlite3_bind_text(statement, position, $0, -1, dt_sqlite_transient()) }
       }
       guard rc == SQLITE_OK else { throw lastError(rc) }
     }
@@ -163,8 +185,8 @@ public final class SQLiteDatabase {
   }
 
   /// Runs one cached statement that takes no parameters and returns no rows.
-  private func run(_ sql: String) throws(SQLiteError) {
-    let statement = try prepared(sql)
+  private func run(_ sql: StaticString) throws(SQLiteError) {
+    let statement = try prepared(constant: sql)
     defer { sqlite3_reset(statement) }
     let rc = sqlite3_step(statement)
     guard rc == SQLITE_DONE || rc == SQLITE_ROW else { throw lastError(rc) }
@@ -178,6 +200,20 @@ public final class SQLiteDatabase {
     let rc = sqlite3_prepare_v2(handle, sql, -1, &statement, nil)
     guard rc == SQLITE_OK, let statement else { throw lastError(rc) }
     statements[sql] = statement
+    return statement
+  }
+
+  private func prepared(constant sql: StaticString) throws(SQLiteError) -> OpaquePointer {
+    // A one-scalar literal has no pointer: it goes by its text like any other.
+    guard sql.hasPointerRepresentation else { return try prepared(sql.description) }
+    let key = UnsafeRawPointer(sql.utf8Start)
+    if let cached = constantStatements[key] { return cached }
+    var statement: OpaquePointer?
+    let rc = sql.utf8Start.withMemoryRebound(to: CChar.self, capacity: sql.utf8CodeUnitCount) {
+      sqlite3_prepare_v2(handle, $0, Int32(sql.utf8CodeUnitCount), &statement, nil)
+    }
+    guard rc == SQLITE_OK, let statement else { throw lastError(rc) }
+    constantStatements[key] = statement
     return statement
   }
 

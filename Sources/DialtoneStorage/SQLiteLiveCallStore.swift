@@ -8,13 +8,22 @@ import Foundation
 /// connections: the journal's writes never wait for the hub's reads (WAL lets one writer and
 /// readers work at once) nor for the checkpoints, and none waits for `SQLiteStore`'s queries.
 package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
-  // @unchecked: each connection is used only under its own lock (`writerLock`, `readerLock`).
+  // @unchecked: each connection is used only under its own lock (`writerLock`, `readerLock`), and
+  // `encodedInvites` only under `writerLock`.
   private let writer: SQLiteDatabase
   private let writerLock = Locked()
   private let reader: SQLiteDatabase
   private let readerLock = Locked()
   /// Where call-id lookups wait for the reader, so that no caller's thread does.
   private let lookups = DispatchQueue(label: "dialtone.call-id-lookups")
+
+  /// The invite of each call the writer put, as stored (under `writerLock`): a call is put again
+  /// at its accept and at each grace period with the same invite, whose encoding (the offer's
+  /// SDP, escaped) was the journal thread's largest cost of its own. Reused only for an equal
+  /// message (the same strings: a pointer comparison each), dropped when the call ends, and
+  /// emptied past `maxEncodedInvites` so that calls whose end is never journaled cannot grow it.
+  private var encodedInvites: [CallID: (invite: ServerMessage, text: String)] = [:]
+  package static let maxEncodedInvites = 4096
 
   /// Copies the journal's WAL into the database file off the journal's thread.
   private let checkpointer: WALCheckpointer
@@ -58,19 +67,19 @@ package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
           case .put(let call): try put(call)
           case .signal(let callId, let message):
             try writer.query(
-              "INSERT INTO live_call_signals (call_id, message) VALUES (?, ?)",
+              constant: "INSERT INTO live_call_signals (call_id, message) VALUES (?, ?)",
               [.text(callId), .text(MessageCodec.encodeString(message, seq: nil))])
           case .ended(let record, let callerDevice, let blocked):
             try end(record, callerDevice: callerDevice, blocked: blocked)
           case .groupLive(let record, let silenced, _):
             try writer.query(
-              "INSERT OR REPLACE INTO live_group_calls (call_id, record, silenced) VALUES (?, ?, ?)",
+              constant: "INSERT OR REPLACE INTO live_group_calls (call_id, record, silenced) VALUES (?, ?, ?)",
               [
                 .text(record.callId), .text(String(decoding: MessageCodec.encode(record), as: UTF8.self)),
                 .text(silenced.sorted().joined(separator: "\n")),
               ])
           case .groupEnded(let record, let silenced):
-            try writer.query("DELETE FROM live_group_calls WHERE call_id = ?", [.text(record.callId)])
+            try writer.query(constant: "DELETE FROM live_group_calls WHERE call_id = ?", [.text(record.callId)])
             try SQLiteStore.insertGroupCall(record, silenced: silenced, into: writer)
           }
         }
@@ -83,36 +92,49 @@ package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
   /// which rewrote the key's index page and a second table page at every accept.
   private func put(_ call: LiveCallSnapshot) throws {
     try writer.query(
-      """
-      INSERT INTO live_calls (call_id, caller_id, caller_device, caller_name, callee_id, video, created_at,
-        phase, answered_by, answered_at, ring_deadline, caller_grace_deadline, answerer_grace_deadline, invite, accept,
-        blocked)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-      ON CONFLICT (call_id) DO UPDATE SET caller_id = excluded.caller_id, caller_device = excluded.caller_device,
-        caller_name = excluded.caller_name, callee_id = excluded.callee_id, video = excluded.video,
-        created_at = excluded.created_at, phase = excluded.phase, answered_by = excluded.answered_by,
-        answered_at = excluded.answered_at, ring_deadline = excluded.ring_deadline,
-        caller_grace_deadline = excluded.caller_grace_deadline, answerer_grace_deadline = excluded.answerer_grace_deadline,
-        invite = excluded.invite, accept = excluded.accept, blocked = excluded.blocked
-      """,
+      constant: """
+        INSERT INTO live_calls (call_id, caller_id, caller_device, caller_name, callee_id, video, created_at,
+          phase, answered_by, answered_at, ring_deadline, caller_grace_deadline, answerer_grace_deadline, invite, accept,
+          blocked)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (call_id) DO UPDATE SET caller_id = excluded.caller_id, caller_device = excluded.caller_device,
+          caller_name = excluded.caller_name, callee_id = excluded.callee_id, video = excluded.video,
+          created_at = excluded.created_at, phase = excluded.phase, answered_by = excluded.answered_by,
+          answered_at = excluded.answered_at, ring_deadline = excluded.ring_deadline,
+          caller_grace_deadline = excluded.caller_grace_deadline, answerer_grace_deadline = excluded.answerer_grace_deadline,
+          invite = excluded.invite, accept = excluded.accept, blocked = excluded.blocked
+        """,
       [
         .text(call.callId), .text(call.caller.userId), .text(call.caller.deviceId), SQLiteValue(call.caller.name),
         .text(call.calleeId), .integer(call.video ? 1 : 0), .integer(call.createdAt), .text(call.phase.rawValue),
         SQLiteValue(call.answeredBy), SQLiteValue(call.answeredAt), .integer(call.ringDeadline),
         SQLiteValue(call.callerGraceDeadline), SQLiteValue(call.answererGraceDeadline),
-        .text(MessageCodec.encodeString(call.invite, seq: nil)),
+        .text(encodedInvite(call)),
         SQLiteValue(call.accept.map { MessageCodec.encodeString($0, seq: nil) }), .integer(call.blocked ? 1 : 0),
       ])
     if call.phase == .accepted {
-      try writer.query("DELETE FROM live_call_signals WHERE call_id = ?", [.text(call.callId)])
+      try writer.query(constant: "DELETE FROM live_call_signals WHERE call_id = ?", [.text(call.callId)])
     }
   }
+
+  /// `call.invite` as stored: the text stored for it before when it is the same message.
+  private func encodedInvite(_ call: LiveCallSnapshot) -> String {
+    if let known = encodedInvites[call.callId], known.invite == call.invite { return known.text }
+    let text = MessageCodec.encodeString(call.invite, seq: nil)
+    if encodedInvites.count >= Self.maxEncodedInvites { encodedInvites.removeAll() }
+    encodedInvites[call.callId] = (call.invite, text)
+    return text
+  }
+
+  /// How many calls' invites are kept encoded (tests).
+  package var encodedInviteCount: Int { writerLock.withLock { encodedInvites.count } }
 
   /// The live state goes and the record is added; a record already under this id is kept as it
   /// is (ids are checked before a call starts, so this would be a bug, not a retry).
   private func end(_ record: CallRecord, callerDevice: String, blocked: Bool) throws {
-    try writer.query("DELETE FROM live_call_signals WHERE call_id = ?", [.text(record.callId)])
-    try writer.query("DELETE FROM live_calls WHERE call_id = ?", [.text(record.callId)])
+    encodedInvites.removeValue(forKey: record.callId)
+    try writer.query(constant: "DELETE FROM live_call_signals WHERE call_id = ?", [.text(record.callId)])
+    try writer.query(constant: "DELETE FROM live_calls WHERE call_id = ?", [.text(record.callId)])
     try SQLiteStore.insert(record, into: writer, callerDevice: callerDevice, blocked: blocked)
   }
 

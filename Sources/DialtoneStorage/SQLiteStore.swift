@@ -228,12 +228,12 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
     throws
   {
     try db.query(
-      """
-      INSERT INTO calls (call_id, caller_id, callee_id, answered_by, video, created_at, answered_at, ended_at, end_reason,
-        duration_ms, caller_device, blocked)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-      ON CONFLICT (call_id) DO NOTHING
-      """,
+      constant: """
+        INSERT INTO calls (call_id, caller_id, callee_id, answered_by, video, created_at, answered_at, ended_at, end_reason,
+          duration_ms, caller_device, blocked)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (call_id) DO NOTHING
+        """,
       [
         .text(record.callId), .text(record.callerId), .text(record.calleeId),
         SQLiteValue(record.answeredBy),

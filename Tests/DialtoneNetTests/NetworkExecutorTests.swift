@@ -22,6 +22,32 @@ private actor OnNetworkThread {
   nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
   init(_ executor: NetworkExecutor) { self.executor = executor }
   func isCurrent() -> Bool { executor.isCurrent }
+  func note(_ value: Int, in log: Notes) { log.add(value, executor.isCurrent) }
+}
+
+/// Numbers noted, each with whether the executor said it was current.
+private final class Notes: Sendable {
+  private let seen = Mutex<[(Int, Bool)]>([])
+  func add(_ value: Int, _ current: Bool) { seen.withLock { $0.append((value, current)) } }
+  var all: [(Int, Bool)] { seen.withLock { $0 } }
+}
+
+/// Posts `count` actions from this (non-network) thread, every tenth followed by an actor call
+/// (a job) that notes its own number negated: everything is noted in posting order, each where
+/// the executor's jobs run.
+private func postInterleaved(_ count: Int, from start: Int, on actor: OnNetworkThread, into log: Notes) async -> [Int] {
+  let executor = actor.executor
+  var expected: [Int] = []
+  for value in start..<(start + count) {
+    executor.post { log.add(value, executor.isCurrent) }
+    expected.append(value)
+    if value.isMultiple(of: 10) {
+      await actor.note(-value, in: log)
+      expected.append(-value)
+    }
+  }
+  _ = await actor.isCurrent()  // a job after every action posted: they have all run
+  return expected
 }
 
 struct NetworkExecutorTests {
@@ -42,6 +68,25 @@ struct NetworkExecutorTests {
     await server.stop()
     // Stopped: jobs run on the fallback queue, and isCurrent follows them there.
     #expect(await actor.isCurrent())
+    #expect(!executor.isCurrent)
+  }
+
+  /// `post` runs an action where the executor's jobs run, in order with them: before the loop
+  /// starts (the fallback queue), on the network thread, and after it stops.
+  @Test func postedActionsRunInOrderWithJobsWhereTheJobsRun() async throws {
+    let executor = NetworkExecutor()
+    let actor = OnNetworkThread(executor)
+    let log = Notes()
+    var expected = await postInterleaved(30, from: 0, on: actor, into: log)
+    let server = try WebServer(
+      configuration: WebServerConfiguration(port: 0), router: Router(),
+      webSocketHandler: IsolationProbe(executor: executor), executor: executor)
+    expected += await postInterleaved(200, from: 1000, on: actor, into: log)
+    await server.stop()
+    expected += await postInterleaved(30, from: 5000, on: actor, into: log)
+    let seen = log.all
+    #expect(seen.map(\.0) == expected)
+    #expect(seen.filter { !$0.1 }.isEmpty)
     #expect(!executor.isCurrent)
   }
 }

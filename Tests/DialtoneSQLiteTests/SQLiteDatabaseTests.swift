@@ -15,6 +15,45 @@ struct SQLiteDatabaseTests {
     #expect(rows == [[.integer(42), .text("héllo 'quoted'"), .real(1.5), .null]])
   }
 
+  /// Texts bound as they are: empty stays text (not NULL), non-ASCII and long texts whole, and
+  /// a NUL ends the text as SQLite's length of -1 says (as before the binding lent the string's
+  /// own storage).
+  @Test func bindsTextsWhole() throws {
+    let db = try SQLiteDatabase(path: temporaryPath())
+    try db.execute("CREATE TABLE t (k INTEGER, b TEXT)")
+    let long = String(repeating: "a=line \u{1F600}\r\n", count: 300)
+    let texts = ["", "x", "héllo", "exactly fifteen", "sixteen bytes ok", long, String(repeating: "é", count: 40)]
+    for (key, text) in texts.enumerated() {
+      try db.query("INSERT INTO t VALUES (?, ?)", [.integer(Int64(key)), .text(text)])
+    }
+    let rows = try db.query("SELECT b, typeof(b) FROM t ORDER BY k")
+    #expect(rows == texts.map { [.text($0), .text("text")] })
+    try db.query("INSERT INTO t VALUES (99, ?)", [.text("before\u{0}after")])
+    #expect(try db.query("SELECT b FROM t WHERE k = 99") == [[.text("before")]])
+  }
+
+  /// `query(constant:)` runs the same statements as `query` with the same text, each prepared
+  /// once and reused with new parameters, side by side with the text-keyed ones.
+  @Test func constantStatementsAnswerAsTheTextKeyedOnes() throws {
+    let db = try SQLiteDatabase(path: temporaryPath())
+    try db.execute("CREATE TABLE t (a INTEGER, b TEXT)")
+    for a in 0..<20 {
+      if a.isMultiple(of: 2) {
+        try db.query(constant: "INSERT INTO t VALUES (?, ?)", [.integer(Int64(a)), .text("v\(a)")])
+      } else {
+        try db.query("INSERT INTO t VALUES (?, ?)", [.integer(Int64(a)), .text("v\(a)")])
+      }
+    }
+    for a in 0..<20 {
+      let byConstant = try db.query(constant: "SELECT b FROM t WHERE a = ?", [.integer(Int64(a))])
+      let byText = try db.query("SELECT b FROM t WHERE a = ?", [.integer(Int64(a))])
+      #expect(byConstant == [[.text("v\(a)")]])
+      #expect(byConstant == byText)
+    }
+    #expect(try db.query(constant: "SELECT count(*) FROM t").first?.first?.int == 20)
+    #expect(throws: SQLiteError.self) { try db.query(constant: "SELECT nothing FROM nowhere") }
+  }
+
   @Test func usesWALAndSurvivesReopen() throws {
     let path = temporaryPath()
     do {

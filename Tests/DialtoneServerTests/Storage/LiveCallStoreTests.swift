@@ -62,6 +62,42 @@ struct LiveCallStoreTests {
     #expect(try reopened.callsEnded(since: 9001).isEmpty)
   }
 
+  /// The writer reuses a call's encoded invite across its puts: what is stored is always the
+  /// snapshot's own invite (a changed one included), the reuse ends with the call, and the
+  /// memory of encodings stays bounded.
+  @Test func aCallsInviteIsStoredAsItIsAtEveryPut() throws {
+    let directory = temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    func offered(_ sdp: String, _ snapshot: LiveCallSnapshot) -> LiveCallSnapshot {
+      var changed = snapshot
+      changed.invite = .invite(
+        .init(
+          callId: snapshot.callId, from: Peer(userId: "alice", deviceId: "phone", name: "Alice"), video: true,
+          offer: SessionDescription(sdp: sdp), createdAt: 1000))
+      return changed
+    }
+    let store = try SQLiteLiveCallStore.open(dataDirectory: directory)
+    try store.write([.put(snapshot("c1"))])
+    try store.write([.put(snapshot("c1", phase: .accepted))])
+    #expect(store.encodedInviteCount == 1)
+    #expect(try store.liveCalls().map(\.snapshot) == [snapshot("c1", phase: .accepted)])
+    // Another invite under the same id (equal call id, other offer) is stored as it is.
+    let reoffered = offered("v=0\r\nanother \"offer\"\r\n", snapshot("c1", phase: .accepted))
+    try store.write([.put(reoffered)])
+    #expect(try store.liveCalls().map(\.snapshot) == [reoffered])
+    try store.write([.put(snapshot("c1", phase: .accepted))])
+    #expect(try store.liveCalls().map(\.snapshot) == [snapshot("c1", phase: .accepted)])
+    try store.write([.ended(record("c1", reason: .hangup, duration: 5), callerDevice: "phone")])
+    #expect(store.encodedInviteCount == 0)
+    #expect(try store.liveCalls().isEmpty)
+    // Calls whose end never comes cannot grow it past its bound; each is still stored whole.
+    let many = (0...SQLiteLiveCallStore.maxEncodedInvites).map { snapshot("m\($0)") }
+    try store.write(many.map { .put($0) })
+    #expect(store.encodedInviteCount <= SQLiteLiveCallStore.maxEncodedInvites)
+    #expect(
+      try store.liveCalls().map(\.snapshot).sorted { $0.callId < $1.callId } == many.sorted { $0.callId < $1.callId })
+  }
+
   @Test func aRecordIsNeverOverwrittenByAnotherCallWithItsId() async throws {
     let directory = temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
