@@ -47,9 +47,16 @@ extension ClusterLink: SessionStore {
     var resync = false
     if let resume = opening.resume {
       let asked = resume.sessionId
-      switch try ledger.resume(asked, userId: who.userId, deviceId: who.deviceId, from: resume.lastSeq, node: thisNode)
+      // A write-behind holder that died may have written its client candidates it had not
+      // stored: up to its per-session bound of them.
+      let ahead = writeBehind == nil ? 0 : UInt64(settings.maxUnackedMessages / 4)
+      switch try ledger.resume(
+        asked, userId: who.userId, deviceId: who.deviceId, from: resume.lastSeq, node: thisNode, allowingAhead: ahead)
       {
-      case .resumed(_, _, let pending, let replies):
+      case .resumed(_, let epoch, let pending, let replies):
+        if let writeBehind, try !claim(asked, who, epoch: epoch, writeBehind, connection) {
+          return .failed("the session was taken by another node meanwhile, or this node's lease lapsed; try again")
+        }
         held.withLock { _ = $0.insert(asked) }
         try announceNow(who, session: asked, connected: true, newSession: false, connection)
         return .resumed(
@@ -64,10 +71,23 @@ extension ClusterLink: SessionStore {
         resync = true
       }
     }
-    try ledger.open(opening.freshID, userId: who.userId, deviceId: who.deviceId, node: thisNode)
+    let epoch = try ledger.open(opening.freshID, userId: who.userId, deviceId: who.deviceId, node: thisNode)
+    if let writeBehind, try !claim(opening.freshID, who, epoch: epoch, writeBehind, connection) {
+      return .failed("this node's lease lapsed; try again")
+    }
     held.withLock { _ = $0.insert(opening.freshID) }
     try announceNow(who, session: opening.freshID, connected: true, newSession: true, connection)
     return .fresh(sessionID: opening.freshID, resync: resync)
+  }
+
+  /// Write-behind: marks the session as numbered here and holds it from the last seq Redis has.
+  /// False when it is another's already or this node may not hold sessions now.
+  private func claim(
+    _ session: String, _ who: Identity, epoch: UInt64, _ shell: WriteBehindShell, _ connection: any RedisClient
+  ) throws(RedisError) -> Bool {
+    guard let last = try WriteBehindStore(connection, limits: ledger(connection).limits).claim(session, epoch: epoch)
+    else { return false }
+    return shell.hold(session, of: who, epoch: epoch, lastSeq: last)
   }
 
   /// Remembered answers as the hub replays them (each is sent again with a new seq).
@@ -80,12 +100,25 @@ extension ClusterLink: SessionStore {
   }
 
   package func append(_ message: ServerMessage, to sessionID: String, answering requestID: String?, coalesced: Bool) {
+    if let writeBehind, writeBehind.holds(sessionID) {
+      return writeBehind.add(Self.outgoing(message, to: sessionID, answering: requestID, mayWait: coalesced))
+    }
     let step = SessionLedger.Step.append(
       Self.frame(message), session: sessionID, requestID: requestID, once: OnceKey.of(message))
     batch.withLock { $0.append(PendingStep(step: step, coalesced: coalesced, what: message.typeName)) }
   }
 
   package func deliver(_ message: ServerMessage, to userId: String, device: String?, skipping: Set<String>) {
+    var skipping = skipping
+    if let writeBehind {
+      // The sessions held here are numbered here; Redis delivers to the others.
+      let here = writeBehind.sessions(of: userId, device: device, skipping: skipping)
+      for (heldDevice, session) in here {
+        writeBehind.add(Self.outgoing(message, to: session, answering: nil, mayWait: false))
+        skipping.insert(heldDevice)
+      }
+      if let device, skipping.contains(device) { return }
+    }
     let step = SessionLedger.Step.deliver(
       Self.frame(message), user: userId, device: device, skipping: skipping, once: OnceKey.of(message))
     batch.withLock { $0.append(PendingStep(step: step, what: message.typeName)) }
@@ -119,6 +152,11 @@ extension ClusterLink: SessionStore {
   /// neither lands without the other; the requesting node is told it came, for its bookkeeping.
   package func reply(_ reply: ServerMessage, to request: ForwardedRequest) {
     let letter = ClusterLetterCodec.encode(.reply(sessionID: request.origin.sessionID, requestID: request.id, reply))
+    if let writeBehind, writeBehind.holds(request.origin.sessionID) {
+      writeBehind.add(Self.outgoing(reply, to: request.origin.sessionID, answering: request.id, mayWait: false))
+      batch.withLock { $0.append(PendingStep(step: .letter(letter, to: request.origin.node), what: "answer letter")) }
+      return
+    }
     let stored = SessionLedger.Step.append(
       Self.frame(reply), session: request.origin.sessionID, requestID: request.id, once: nil)
     batch.withLock {
@@ -134,6 +172,9 @@ extension ClusterLink: SessionStore {
       defer { batch.removeAll(keepingCapacity: true) }
       return batch
     }
+    // Write-behind frames go after the steps of the same event: a batch is queued behind them on
+    // the sender, so an answer is never stored (nor written) before what its request caused.
+    defer { writeBehind?.flush() }
     guard !steps.isEmpty else { return }
     if let waiting = currentBatch.current, waiting.add(steps) { return }
     let group = StepBatch(steps)
@@ -220,6 +261,7 @@ extension ClusterLink: SessionStore {
 
   package func end(_ sessionID: String) {
     held.withLock { _ = $0.remove(sessionID) }
+    writeBehind?.release(sessionID)
     acknowledgements.forget(sessionID)
     submit("the end of session \(sessionID)") { [self] connection throws(RedisError) in
       try ledger(connection).end(sessionID, heldBy: thisNode)
@@ -284,6 +326,29 @@ extension ClusterLink: SessionStore {
     metrics.sessionsHeld.set(held.current.count)
     metrics.senderQueue.set(sender.queued)
   }
+
+  /// A message for a write-behind session: a relayed candidate (not an answer) is written at
+  /// once and stored after; anything else is stored first. `mayWait`: an answer whose write may
+  /// wait (`--ack-delay-ms`) may wait for the batch window too.
+  package static func outgoing(
+    _ message: ServerMessage, to session: String, answering requestID: String?, mayWait: Bool
+  ) -> WriteBehindHolder.Outgoing {
+    let candidate: Bool
+    if case .candidate = message, requestID == nil { candidate = true } else { candidate = false }
+    return WriteBehindHolder.Outgoing(
+      session: session, frame: frame(message), kind: candidate ? .candidate : .storeFirst, requestID: requestID,
+      mayWait: candidate || mayWait)
+  }
+
+  /// A letter another node left unnumbered: a candidate by its type (its head starts the frame).
+  package static func outgoing(_ letter: UnnumberedLetter) -> WriteBehindHolder.Outgoing {
+    let candidate = letter.requestID == nil && letter.frame.head.starts(with: candidatePrefix)
+    return WriteBehindHolder.Outgoing(
+      session: letter.session, frame: letter.frame, kind: candidate ? .candidate : .storeFirst,
+      requestID: letter.requestID)
+  }
+
+  private static let candidatePrefix = Array(#"{"type":"candidate","#.utf8)
 
   /// The message as the ledger numbers it.
   package static func frame(_ message: ServerMessage) -> SessionLedger.Frame {

@@ -27,7 +27,9 @@ extension SessionLedger {
   /// memory, once memory, inbox capacity, inbox expiry ms, notify ('1': tell the holder here;
   /// '0': a cluster, the caller does). Returns {0, seq, bytes} stored for `node` itself, {1, seq}
   /// sent to the holder, {2, seq} kept (holder dead or inbox full), {3} a duplicate once-key,
-  /// {4} no such session, {5, seq, holder, bytes} stored for another holder, not told yet.
+  /// {4} no such session, {5, seq, holder, bytes} stored for another holder, not told yet;
+  /// for a session a live write-behind holder numbers (`wb` in its meta hash): {1, 0} sent
+  /// unnumbered to its inbox.
   private static let appendStep = """
     local function shared(at)
       return {head = ARGV[at], tail = ARGV[at + 1], request = ARGV[at + 2], once = ARGV[at + 3],
@@ -45,10 +47,34 @@ extension SessionLedger {
     local function append_to(sid, node, a)
       local tag = 'dt:session:{' .. sid .. '}'
       local meta, log = tag .. ':meta', tag .. ':log'
-      local m = redis.call('HMGET', meta, 'owner', 'last', 'bytes', 'onces')
+      local m = redis.call('HMGET', meta, 'owner', 'last', 'bytes', 'onces', 'wb')
       local owner = m[1]
       if not owner then return {4} end
       local update = {}
+      -- A write-behind holder numbers its sessions itself (`WriteBehindShell`): a live one gets
+      -- the message unnumbered in its inbox; a dead one's session is appended to as any other
+      -- from now on, under a new epoch, so that the holder, if it comes back, cannot write after it.
+      local behind = m[5] == '1'
+      -- (A full inbox counts as a dead holder: the message is kept, the holder closes the session.)
+      local inbox = 'dt:inbox:{' .. owner .. '}'
+      if behind and a.notify == '1' and redis.call('EXISTS', 'dt:node:{' .. owner .. '}') == 1
+        and redis.call('XLEN', inbox) < a.inbox_capacity then
+        if a.once ~= '' and redis.call('ZSCORE', tag .. ':once', a.once) then return {3} end
+        if a.once ~= '' then
+          local n = (tonumber(m[4]) or 0) + 1
+          redis.call('ZADD', tag .. ':once', n, a.once)
+          if n > a.once_memory then redis.call('ZREMRANGEBYRANK', tag .. ':once', 0, -(a.once_memory + 1)) end
+          if n == 1 then expire_new(meta, tag .. ':once') end
+          redis.call('HSET', meta, 'onces', n)
+        end
+        redis.call('XADD', inbox, '*', 'm', '{"k":"unnumbered","s":"' .. sid .. '","r":' .. #a.request .. ',"h":'
+          .. #a.head .. '}\n' .. a.request .. a.head .. a.tail)
+        redis.call('PEXPIRE', inbox, a.inbox_expiry)
+        return {1, 0}
+      elseif behind then
+        redis.call('HINCRBY', meta, 'epoch', 1)
+        redis.call('HDEL', meta, 'wb')
+      end
       if a.once ~= '' then
         local onces = tag .. ':once'
         if redis.call('ZSCORE', onces, a.once) then return {3} end

@@ -20,7 +20,7 @@ package final class WriteBehindStore: Sendable {
   }
 
   /// The scripts `store` needs the server to know: load them on the connection first.
-  package static var scripts: [RedisScript] { [batchScript] }
+  package static var scripts: [RedisScript] { [batchScript, claimScript] }
 
   /// Stores the batch `node` numbered; the sessions whose frames Redis refused (every other
   /// session's frames are stored, and the inbox position with them).
@@ -64,6 +64,27 @@ package final class WriteBehindStore: Sendable {
     }
     return refused
   }
+
+  /// Marks the session, won at `epoch`, as numbered by its holder from now on (other nodes send
+  /// it unnumbered letters: `SessionLedger`'s append step); the last seq Redis has, which the
+  /// holder numbers on from (a message another node appended since the open or resume is
+  /// among them), or nil when the session has another epoch now or is gone.
+  package func claim(_ session: String, epoch: UInt64) throws(RedisError) -> UInt64? {
+    let reply = try redis.eval(
+      Self.claimScript, keys: [SessionLedger.keys(session).meta], arguments: [.string(String(epoch))])
+    if reply == .null { return nil }
+    guard let last = reply.integer, last >= 0 else { throw .unexpectedReply(reply) }
+    return UInt64(last)
+  }
+
+  /// KEYS: the session's meta hash. ARGV: the epoch won. Returns its last seq, or nil.
+  static let claimScript = RedisScript(
+    """
+    local m = redis.call('HMGET', KEYS[1], 'epoch', 'last')
+    if m[1] ~= ARGV[1] or not m[2] then return nil end
+    redis.call('HSET', KEYS[1], 'wb', '1')
+    return tonumber(m[2])
+    """)
 
   /// The inbox position `node`'s last stored batch applied: a node resuming one of its sessions
   /// after it died applies the letters after it. Nil when none was stored (or it expired with

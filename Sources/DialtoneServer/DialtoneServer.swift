@@ -229,6 +229,12 @@ public final class DialtoneServer: Sendable {
       settings.heartbeat = settings.nodeExpiry / 3
       settings.lease = max(settings.lease, settings.nodeExpiry * 2)
     }
+    if configuration.writeBehindSessions {
+      log.warning("--cluster-sessions write-behind is incomplete (docs/deploy.md): for measurement, not production")
+      settings.sessions = .writeBehind
+      settings.batchWindow = .milliseconds(configuration.batchWindowMilliseconds)
+      settings.leaseMargin = settings.nodeExpiry / 3
+    }
     return ClusterLink(settings: settings, liveCalls: liveCalls, metrics: metrics, log: log.scoped("cluster"))
   }
 

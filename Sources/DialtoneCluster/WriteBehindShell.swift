@@ -1,0 +1,252 @@
+import DialtoneProtocol
+import DialtoneRedis
+import DialtoneSessions
+import DialtoneSupport
+import Foundation
+
+/// Drives a `WriteBehindHolder` on the node (`--cluster-sessions write-behind`): the sessions held
+/// here are numbered by this node, a relayed candidate is written at once and stored after, and
+/// everything else is written once its batch is stored (docs/architecture.md, "Next: write-behind
+/// sessions"). The hub's messages for those sessions come here instead of `SessionLedger`'s
+/// store-first steps; unnumbered letters other nodes left in this node's inbox come from the
+/// inbox reader.
+///
+/// The holder sits behind a lock and is called from the hub's thread, the inbox reader and the
+/// sender (batch results); its effects are applied outside the lock, in the order it returned
+/// them, by whichever caller drains them first (`pump`), because applying a write on the hub's
+/// thread re-enters the hub. Batches run on the link's sender, after the steps the hub flushed
+/// before them: an answer never reaches Redis, hence its client, before what its request caused.
+package final class WriteBehindShell: Sendable {
+  package typealias Instant = ContinuousClock.Instant
+
+  private struct State {
+    var holder: WriteBehindHolder
+    /// The current hub event's frames (submitted whole at its flush).
+    var event: [WriteBehindHolder.Outgoing] = []
+    /// The sessions held here by user and device, for messages the hub addresses to a device.
+    var devices: [String: [String: String]] = [:]
+    var owners: [String: Identity] = [:]
+    /// Effects not yet applied, in order, and whether a caller is applying them.
+    var outbox: [WriteBehindHolder.Effect] = []
+    var pumping = false
+  }
+
+  private let state: Locked<State>
+  private let node: String
+  private let sender: RedisWorker
+  private let inbox: Locked<(any ClusterInbox)?>
+  private let limits: SessionLedger.Limits
+  private let now: @Sendable () -> Instant
+  private let log: Log
+  /// Runs the batch window's wakes and the periodic lease check (`tick`).
+  private let timers = DispatchQueue(label: "dialtone.write-behind.timers")
+  private let ticker: Locked<(any DispatchSourceTimer)?> = Locked(nil)
+  /// Unstored frames the holder kept when the reader last looked (`acceptsLetters`).
+  package var acceptsLetters: Bool { state.withLock { $0.holder.acceptsLetters } }
+
+  /// `now`: the monotonic clock the lease and batch window count by (tests inject theirs).
+  package init(
+    node: String, holder: WriteBehindHolder.Limits, ledger: SessionLedger.Limits, sender: RedisWorker,
+    inbox: Locked<(any ClusterInbox)?>, log: Log, now: @escaping @Sendable () -> Instant = { ContinuousClock.now }
+  ) {
+    self.node = node
+    self.sender = sender
+    self.inbox = inbox
+    self.limits = ledger
+    self.now = now
+    self.log = log
+    state = Locked(State(holder: WriteBehindHolder(limits: holder, renewedAt: now())))
+  }
+
+  /// Checks the lease every `interval` even when nothing happens (a node whose Redis is away
+  /// must still close its sockets in time), and sends a batch that failed again.
+  package func start(checkingEvery interval: Duration) {
+    let timer = DispatchSource.makeTimerSource(queue: timers)
+    let nanoseconds = Int(interval.components.seconds * 1_000_000_000 + interval.components.attoseconds / 1_000_000_000)
+    timer.schedule(deadline: .now() + .nanoseconds(nanoseconds), repeating: .nanoseconds(max(1_000_000, nanoseconds)))
+    timer.setEventHandler { [weak self] in self?.tick() }
+    timer.resume()
+    ticker.withLock { $0 = timer }
+  }
+
+  package func stop() { ticker.withLock { $0?.cancel() } }
+
+  // MARK: Sessions
+
+  /// Whether the session is held here under write-behind.
+  package func holds(_ session: String) -> Bool { state.withLock { $0.holder.sessions[session] != nil } }
+
+  /// This node won the session at `epoch` (an open or resume); numbering goes on after `lastSeq`,
+  /// the last seq Redis has. False when the node's lease is stale: it takes no session then.
+  package func hold(_ session: String, of identity: Identity, epoch: UInt64, lastSeq: UInt64) -> Bool {
+    let held = state.withLock { state in
+      let effects = state.holder.hold(session, epoch: epoch, lastSeq: lastSeq, now: now())
+      state.outbox += effects
+      guard state.holder.sessions[session] != nil else { return false }
+      if let old = state.owners[session] { state.devices[old.userId]?[old.deviceId] = nil }
+      state.owners[session] = identity
+      state.devices[identity.userId, default: [:]][identity.deviceId] = session
+      return true
+    }
+    pump()
+    return held
+  }
+
+  /// The session ended here, or closed: nothing more of it is numbered here.
+  package func release(_ session: String) {
+    state.withLock { state in
+      state.holder.release(session)
+      Self.forget(session, &state)
+    }
+  }
+
+  private static func forget(_ session: String, _ state: inout State) {
+    guard let who = state.owners.removeValue(forKey: session) else { return }
+    if state.devices[who.userId]?[who.deviceId] == session { state.devices[who.userId]?[who.deviceId] = nil }
+    if state.devices[who.userId]?.isEmpty == true { state.devices[who.userId] = nil }
+  }
+
+  /// The user's sessions held here that a message for `device` (every device when nil) but
+  /// `skipping` goes to: device and session.
+  package func sessions(of userId: String, device: String?, skipping: Set<String>) -> [(String, String)] {
+    state.withLock { state in
+      guard let devices = state.devices[userId] else { return [] }
+      if let device { return devices[device].map { [(device, $0)] } ?? [] }
+      return devices.filter { !skipping.contains($0.key) }.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+    }
+  }
+
+  // MARK: Frames
+
+  /// A frame of the hub's current event for a session held here.
+  package func add(_ outgoing: WriteBehindHolder.Outgoing) { state.withLock { $0.event.append(outgoing) } }
+
+  /// The hub's event is over: its frames are numbered together, or refused together. A refused
+  /// event's sessions close (their clients resume and send it again; the answers the hub
+  /// remembered for it are not in Redis, so the repeat is handled anew).
+  package func flush() {
+    let refused: [String] = state.withLock { state in
+      guard !state.event.isEmpty else { return [] }
+      let event = state.event
+      state.event.removeAll(keepingCapacity: true)
+      let submitted = state.holder.submit(event, now: now())
+      state.outbox += submitted.effects
+      guard submitted.refusal != nil else { return [] }
+      return Array(Set(event.map(\.session))).sorted()
+    }
+    if !refused.isEmpty {
+      log.warning("\(refused.count) session(s) closed: too much waits for Redis, or this node's lease lapsed")
+      inbox.current?.receive(.sessionsBroken(refused))
+    }
+    pump()
+  }
+
+  /// An unnumbered letter another node stored in this node's inbox at `position`.
+  package func letter(_ outgoing: WriteBehindHolder.Outgoing, position: String) {
+    state.withLock { $0.outbox += $0.holder.letter(outgoing, position: position, now: now()) }
+    pump()
+  }
+
+  // MARK: The lease and the clock
+
+  /// A heartbeat sent at `sentAt` succeeded (`ClusterHousekeeping`).
+  package func leaseRenewed(sentAt: Instant) {
+    state.withLock { $0.outbox += $0.holder.leaseRenewed(sentAt: sentAt, now: now()) }
+    pump()
+  }
+
+  package func tick() {
+    state.withLock { $0.outbox += $0.holder.tick(now: now()) }
+    pump()
+  }
+
+  // MARK: Applying effects
+
+  /// Applies the effects waiting, in order; a caller that finds another applying them leaves them
+  /// to it.
+  private func pump() {
+    let begun = state.withLock { state -> Bool in
+      guard !state.pumping, !state.outbox.isEmpty else { return false }
+      state.pumping = true
+      return true
+    }
+    guard begun else { return }
+    while true {
+      let effects = state.withLock { state -> [WriteBehindHolder.Effect] in
+        defer { state.outbox.removeAll(keepingCapacity: true) }
+        if state.outbox.isEmpty { state.pumping = false }
+        return state.outbox
+      }
+      guard !effects.isEmpty else { return }
+      apply(effects)
+    }
+  }
+
+  private func apply(_ effects: [WriteBehindHolder.Effect]) {
+    var writes: [StoredFrame] = []
+    var closed: [String] = []
+    var unheld: [SessionLedger.Step] = []
+    // Writes and closes go to the hub together, and before a store that follows them, in order.
+    func hand() {
+      if !writes.isEmpty { inbox.current?.receive(.framesStored(writes)) }
+      if !closed.isEmpty { inbox.current?.receive(.sessionsBroken(closed)) }
+      if !unheld.isEmpty { storeUnheld(unheld) }
+      (writes, closed, unheld) = ([], [], [])
+    }
+    for effect in effects {
+      switch effect {
+      case .write(let session, let seq, let bytes):
+        writes.append(StoredFrame(sessionID: session, seq: seq, bytes: bytes))
+      case .close(let session, let why):
+        state.withLock { Self.forget(session, &$0) }
+        log.info("session \(session) closes here (\(why)): its client resumes", sessionId: session)
+        closed.append(session)
+      case .unheld(let outgoing):
+        unheld.append(.append(outgoing.frame, session: outgoing.session, requestID: outgoing.requestID, once: nil))
+      case .store(let batch):
+        hand()
+        store(batch)
+      case .wake(let at):
+        let delay = at - now()
+        let nanoseconds = max(0, Int(delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000))
+        timers.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [weak self] in self?.tick() }
+      }
+    }
+    hand()
+  }
+
+  /// Frames for sessions no longer held here go where the session is now, as other nodes send
+  /// theirs (`SessionLedger`'s append: an unnumbered letter to a write-behind holder), on the
+  /// sender, before any later batch.
+  private func storeUnheld(_ steps: [SessionLedger.Step]) {
+    let (node, limits, log) = (node, limits, log)
+    let queued = sender.submit { connection in
+      guard let connection else { return log.error("\(steps.count) frame(s) of a session taken over are lost: no Redis") }
+      do {
+        _ = try SessionLedger(connection, limits: limits).run(steps, from: node)
+      } catch {
+        log.error("\(steps.count) frame(s) of a session taken over could not be stored: \(error)")
+      }
+    }
+    if !queued { log.error("\(steps.count) frame(s) of a session taken over are lost: the sender is full") }
+  }
+
+  private func store(_ batch: WriteBehindBatch) {
+    let (node, limits) = (node, limits)
+    let queued = sender.submit { [weak self] connection in
+      guard let self else { return }
+      do throws(RedisError) {
+        guard let connection else { throw RedisError.connectionFailed(message: "not connected") }
+        let refused = try WriteBehindStore(connection, limits: limits).store(batch, from: node)
+        state.withLock { $0.outbox += $0.holder.batchStored(batch.number, refused: refused, now: now()) }
+      } catch {
+        log.error("a batch of \(batch.frameCount) frame(s) could not be stored (\(error)): sent again")
+        state.withLock { $0.outbox += $0.holder.batchFailed(batch.number, now: now()) }
+      }
+      pump()
+    }
+    if !queued {
+      state.withLock { $0.outbox += $0.holder.batchFailed(batch.number, now: now()) }
+    }
+  }
+}
