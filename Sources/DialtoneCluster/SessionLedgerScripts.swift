@@ -57,7 +57,8 @@ extension SessionLedger {
       local behind = m[5] == '1'
       -- (A full inbox counts as a dead holder: the message is kept, the holder closes the session.)
       local inbox = 'dt:inbox:{' .. owner .. '}'
-      if behind and a.notify == '1' and redis.call('EXISTS', 'dt:node:{' .. owner .. '}') == 1
+      -- (The holder itself asking: it no longer numbers the session, or does not yet; the same.)
+      if behind and a.notify == '1' and owner ~= node and redis.call('EXISTS', 'dt:node:{' .. owner .. '}') == 1
         and redis.call('XLEN', inbox) < a.inbox_capacity then
         if a.once ~= '' and redis.call('ZSCORE', tag .. ':once', a.once) then return {3} end
         if a.once ~= '' then
@@ -68,7 +69,7 @@ extension SessionLedger {
           redis.call('HSET', meta, 'onces', n)
         end
         redis.call('XADD', inbox, '*', 'm', '{"k":"unnumbered","s":"' .. sid .. '","r":' .. #a.request .. ',"h":'
-          .. #a.head .. '}\n' .. a.request .. a.head .. a.tail)
+          .. #a.head .. '}\\n' .. a.request .. a.head .. a.tail)
         redis.call('PEXPIRE', inbox, a.inbox_expiry)
         return {1, 0}
       elseif behind then

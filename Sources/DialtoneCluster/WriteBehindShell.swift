@@ -53,10 +53,16 @@ package final class WriteBehindShell: Sendable {
     self.sender = sender
     self.inbox = inbox
     self.limits = ledger
-    self.now = now
+    let skew = Locked(Duration.zero)
+    self.skew = skew
+    self.now = { now() + skew.current }
     self.log = log
     state = Locked(State(holder: WriteBehindHolder(limits: holder, renewedAt: now())))
   }
+
+  /// How far this node's monotonic clock jumped (tests: a node frozen past its lease).
+  private let skew: Locked<Duration>
+  package func jumpClock(by duration: Duration) { skew.withLock { $0 += duration } }
 
   /// Checks the lease every `interval` even when nothing happens (a node whose Redis is away
   /// must still close its sockets in time), and sends a batch that failed again.

@@ -1,0 +1,126 @@
+import DialtoneCluster
+import DialtoneProtocol
+import DialtoneRedis
+import DialtoneTestSupport
+import Foundation
+import Testing
+
+@testable import DialtoneServer
+
+private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n")
+
+/// A cluster whose nodes run `--cluster-sessions write-behind`.
+private func writeBehindCluster(_ count: Int = 3) async throws -> TestCluster {
+  try await TestCluster.start(count) { $0.writeBehindSessions = true }
+}
+
+/// Alice on `aliceNode` calls Bob on `bobNode`, who answers.
+private func answeredCall(_ cluster: TestCluster, alice aliceNode: Int, bob bobNode: Int) async throws -> (
+  SignalingProbe, SignalingProbe, CallID
+) {
+  let alice = try await cluster.connect("alice", on: aliceNode)
+  let bob = try await cluster.connect("bob", on: bobNode)
+  let call = callID()
+  #expect(try await alice.invite(call, to: "bob").isAck)
+  _ = try await bob.expect(.invite)
+  #expect(try await bob.act(.accept(.init(callId: call, answer: answer))).isAck)
+  _ = try await alice.expect(.accept)
+  return (alice, bob, call)
+}
+
+/// The frames Redis holds in a session's log, as text.
+private func logged(_ cluster: TestCluster, _ session: String) throws -> [String] {
+  let redis = try cluster.connect()
+  defer { redis.close() }
+  let reply = try redis.command(["ZRANGE", .string("dt:session:{\(session)}:log"), "0", "-1"])
+  return (reply.elements ?? []).compactMap { $0.bytes.map { String(decoding: $0, as: UTF8.self) } }
+}
+
+private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
+  frames.contains { $0.contains(#""type":"candidate""#) && $0.contains("candidate:\(n) ") }
+}
+
+@Suite(.scratchPostgres, .scratchRedis, .serialized) struct WriteBehindClusterTests {
+  @Test func aRelayedCandidateReachesThePeerOnAnotherNodeAndIsStoredForAResumeElsewhere() async throws {
+    let cluster = try await writeBehindCluster()
+    let (alice, bob, call) = try await answeredCall(cluster, alice: 0, bob: 1)
+    bob.ack()
+    let (session, lastSeq) = (try #require(bob.sessionId), bob.lastSeq)
+    // Alice's node leaves each candidate unnumbered in Bob's node's inbox; his node numbers it,
+    // writes it, and stores it after.
+    for n in 1...3 { #expect(try await alice.candidateFor(call, n).isAck) }
+    for n in 1...3 {
+      let envelope = try await bob.next()
+      #expect(envelope.seq == lastSeq + UInt64(n))
+      guard case .candidate(let c) = envelope.message else { return }
+      #expect(c.candidate == candidate(n))
+    }
+    let stored = await eventually(within: 10) { (try? logged(cluster, session)).map { f in hasCandidate(f, 3) } == true }
+    #expect(stored)
+    // Bob drops without acknowledging them and resumes on the third node: they are replayed.
+    bob.close()
+    _ = try await bob.closeCode()
+    let node = cluster.nodes[2]
+    let back = try SignalingProbe(client: node.client, url: node.webSocketURL)
+    let welcome = try await back.hello(token: node.token("bob"), resume: .init(sessionId: session, lastSeq: lastSeq))
+    #expect(welcome.resumed && !welcome.resync)
+    for n in 1...3 {
+      let envelope = try await back.next()
+      #expect(envelope.seq == lastSeq + UInt64(n))
+      guard case .candidate(let c) = envelope.message else { return }
+      #expect(c.candidate == candidate(n))
+    }
+    // And what Alice sends now reaches him there, numbered by his new node.
+    #expect(try await alice.candidateFor(call, 4).isAck)
+    let fourth = try await back.next()
+    #expect(fourth.seq == lastSeq + 4)
+    try await back.expectQuiet()
+    await cluster.stop()
+  }
+
+  @Test func anAnswerIsWrittenOnlyOnceWhatItsRequestCausedIsStored() async throws {
+    let cluster = try await writeBehindCluster(1)
+    let (alice, bob, call) = try await answeredCall(cluster, alice: 0, bob: 0)
+    let session = try #require(bob.sessionId)
+    for n in 1...5 {
+      // The moment Alice reads her ack, Bob's copy is in Redis (it was written to him at once).
+      #expect(try await alice.candidateFor(call, n).isAck)
+      #expect(hasCandidate(try logged(cluster, session), n))
+      _ = try await bob.expect(.candidate)
+    }
+    // Her ack is stored too, with its request id (a repeat after a resume gets it again).
+    let aliceSession = try #require(alice.sessionId)
+    let redis = try cluster.connect()
+    defer { redis.close() }
+    let replies = try redis.command(["HLEN", .string("dt:session:{\(aliceSession)}:replies")])
+    #expect((replies.integer ?? 0) >= 5)
+    await cluster.stop()
+  }
+
+  @Test func aSessionTakenByAnotherEpochHasItsBatchRefusedAndItsSocketClosed() async throws {
+    let cluster = try await writeBehindCluster(2)
+    let (alice, bob, call) = try await answeredCall(cluster, alice: 0, bob: 1)
+    let session = try #require(bob.sessionId)
+    // Another node resumed Bob's session (its epoch moved on) before Bob's node heard of it.
+    let redis = try cluster.connect()
+    defer { redis.close() }
+    _ = try redis.command(["HINCRBY", .string("dt:session:{\(session)}:meta"), "epoch", "1"])
+    #expect(try await alice.candidateFor(call, 1).isAck)
+    // His node wrote the candidate, then Redis refused its batch: the socket closes.
+    #expect(try await bob.closeCode() == UInt16(CloseCode.tryAgainLater.rawValue))
+    // The candidate is not lost: it went where the session is now, store-first.
+    let kept = await eventually(within: 10) { (try? logged(cluster, session)).map { hasCandidate($0, 1) } == true }
+    #expect(kept)
+    await cluster.stop()
+  }
+
+  @Test func aNodeWhoseLeaseLapsesClosesItsSockets() async throws {
+    let cluster = try await writeBehindCluster(2)
+    let (alice, bob, _) = try await answeredCall(cluster, alice: 0, bob: 1)
+    // Bob's node's clock jumps past its lease (as after a freeze): it stops and closes.
+    try #require(cluster.nodes[1].server.cluster?.writeBehind).jumpClock(by: .seconds(30))
+    #expect(try await bob.closeCode() == UInt16(CloseCode.tryAgainLater.rawValue))
+    try await alice.expectQuiet()
+    await cluster.stop()
+  }
+}
