@@ -1,0 +1,58 @@
+import DialtoneCluster
+import DialtoneRedis
+import DialtoneTestSupport
+import Foundation
+import Testing
+
+extension RedisTests {
+  /// Messages other nodes produce for a write-behind holder's sessions (`SessionLedger`'s append
+  /// step on a session `WriteBehindStore.claim` marked).
+  @Suite struct WriteBehindLetters {
+    private func frame(_ n: Int) -> SessionLedger.Frame {
+      .init(head: Array(#"{"seq":"#.utf8), tail: Array(#","type":"ice","n":\#(n)}"#.utf8))
+    }
+
+    @Test func aLiveHolderGetsTheMessageUnnumberedAndNothingIsAppended() throws {
+      let redis = try SharedRedis.client()
+      defer { redis.close() }
+      let limits = SessionLedger.Limits(expiry: .seconds(60))
+      let ledger = SessionLedger(redis, limits: limits)
+      let (id, holder, producer) = ("s_" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString)
+      try ClusterPresence(redis, nodeExpiry: .seconds(60)).heartbeat(holder)
+      let epoch = try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
+      #expect(try WriteBehindStore(redis, limits: limits).claim(id, epoch: epoch) == 0)
+      #expect(try WriteBehindStore(redis, limits: limits).claim(id, epoch: epoch + 1) == nil)
+      #expect(try ledger.append(frame(1), to: id, from: producer, requestID: "r\"1") == .sent(seq: 0))
+      let letters = try NodeMailbox(redis, capacity: 100, expiry: .seconds(60)).receive(
+        holder, after: "0", limit: 10, timeout: .milliseconds(10))
+      let decoded = try letters.map { try UnnumberedLetter.decode($0.payload) }
+      #expect(decoded == [UnnumberedLetter(session: id, frame: frame(1), requestID: "r\"1")])
+      #expect(try ledger.range(id, after: 0) == .messages([]))
+    }
+
+    @Test func aDeadHoldersSessionIsAppendedUnderANewEpoch() throws {
+      let redis = try SharedRedis.client()
+      defer { redis.close() }
+      let limits = SessionLedger.Limits(expiry: .seconds(60))
+      let ledger = SessionLedger(redis, limits: limits)
+      let (id, holder, producer) = ("s_" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString)
+      let epoch = try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
+      _ = try WriteBehindStore(redis, limits: limits).claim(id, epoch: epoch)
+      // No heartbeat: the holder is dead. The message is numbered by Redis, and the holder's
+      // batches are refused from now on.
+      #expect(try ledger.append(frame(1), to: id, from: producer) == .kept(seq: 1))
+      let batch = WriteBehindBatch(
+        number: 1, sessions: [.init(id: id, epoch: epoch, frames: [.init(seq: 1, bytes: frame(9).bytes(seq: 1))])])
+      #expect(try WriteBehindStore(redis, limits: limits).store(batch, from: holder) == [id: .superseded])
+    }
+
+    @Test func anUnnumberedLetterDecodesAsEncodedAndOthersAreNotIt() throws {
+      let letter = UnnumberedLetter(session: "s1", frame: frame(3), requestID: nil)
+      #expect(try UnnumberedLetter.decode(letter.encoded) == letter)
+      #expect(try UnnumberedLetter.decode(ClusterLetterCodec.encode(.broken(sessionID: "s1"))) == nil)
+      #expect(throws: ClusterLetterCodec.Malformed.self) {
+        try UnnumberedLetter.decode(Array(#"{"k":"unnumbered","s":"s1","r":5,"h":9}"#.utf8) + [10, 65])
+      }
+    }
+  }
+}
