@@ -340,15 +340,16 @@ extension ClusterLink: SessionStore {
       mayWait: candidate || mayWait)
   }
 
-  /// A letter another node left unnumbered: a candidate by its type (its head starts the frame).
+  /// A letter another node left unnumbered: a candidate by its type (members are written in
+  /// order of their names, so `type` ends the frame, right after `seq`: the tail).
   package static func outgoing(_ letter: UnnumberedLetter) -> WriteBehindHolder.Outgoing {
-    let candidate = letter.requestID == nil && letter.frame.head.starts(with: candidatePrefix)
+    let candidate = letter.requestID == nil && letter.frame.tail.elementsEqual(candidateTail)
     return WriteBehindHolder.Outgoing(
       session: letter.session, frame: letter.frame, kind: candidate ? .candidate : .storeFirst,
       requestID: letter.requestID)
   }
 
-  private static let candidatePrefix = Array(#"{"type":"candidate","#.utf8)
+  private static let candidateTail = Array(#","type":"candidate"}"#.utf8)
 
   /// The message as the ledger numbers it.
   package static func frame(_ message: ServerMessage) -> SessionLedger.Frame {

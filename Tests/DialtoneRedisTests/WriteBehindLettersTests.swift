@@ -1,4 +1,5 @@
 import DialtoneCluster
+import DialtoneProtocol
 import DialtoneRedis
 import DialtoneTestSupport
 import Foundation
@@ -44,6 +45,16 @@ extension RedisTests {
       let batch = WriteBehindBatch(
         number: 1, sessions: [.init(id: id, epoch: epoch, frames: [.init(seq: 1, bytes: frame(9).bytes(seq: 1))])])
       #expect(try WriteBehindStore(redis, limits: limits).store(batch, from: holder) == [id: .superseded])
+    }
+
+    @Test func aRelayedCandidateInALetterIsWrittenAtOnceAndAnAnswerIsStoredFirst() {
+      let message = ServerMessage.candidate(
+        .init(callId: "c1", from: Peer(userId: "alice", deviceId: "phone"), candidate: IceCandidate(candidate: "x")))
+      let relayed = UnnumberedLetter(session: "s1", frame: ClusterLink.frame(message), requestID: nil)
+      #expect(ClusterLink.outgoing(relayed).kind == .candidate)
+      let answer = UnnumberedLetter(
+        session: "s1", frame: ClusterLink.frame(.ack(.init(replyTo: "r1", callId: "c1"))), requestID: "r1")
+      #expect(ClusterLink.outgoing(answer).kind == .storeFirst)
     }
 
     @Test func anUnnumberedLetterDecodesAsEncodedAndOthersAreNotIt() throws {
