@@ -68,7 +68,7 @@ package final class WriteBehindShell: Sendable {
   /// must still close its sockets in time), and sends a batch that failed again.
   package func start(checkingEvery interval: Duration) {
     let timer = DispatchSource.makeTimerSource(queue: timers)
-    let nanoseconds = Int(interval.components.seconds * 1_000_000_000 + interval.components.attoseconds / 1_000_000_000)
+    let nanoseconds = Self.nanoseconds(interval)
     timer.schedule(deadline: .now() + .nanoseconds(nanoseconds), repeating: .nanoseconds(max(1_000_000, nanoseconds)))
     timer.setEventHandler { [weak self] in self?.tick() }
     timer.resume()
@@ -213,12 +213,16 @@ package final class WriteBehindShell: Sendable {
         hand()
         store(batch)
       case .wake(let at):
-        let delay = at - now()
-        let nanoseconds = max(0, Int(delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000))
+        let nanoseconds = Self.nanoseconds(at - now())
         timers.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [weak self] in self?.tick() }
       }
     }
     hand()
+  }
+
+  /// A dispatch delay (never negative).
+  private static func nanoseconds(_ duration: Duration) -> Int {
+    max(0, Int(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000))
   }
 
   /// Frames for sessions no longer held here go where the session is now, as other nodes send
@@ -227,7 +231,9 @@ package final class WriteBehindShell: Sendable {
   private func storeUnheld(_ steps: [SessionLedger.Step]) {
     let (node, limits, log) = (node, limits, log)
     let queued = sender.submit { connection in
-      guard let connection else { return log.error("\(steps.count) frame(s) of a session taken over are lost: no Redis") }
+      guard let connection else {
+        return log.error("\(steps.count) frame(s) of a session taken over are lost: no Redis")
+      }
       do {
         _ = try SessionLedger(connection, limits: limits).run(steps, from: node)
       } catch {

@@ -55,7 +55,9 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
       guard case .candidate(let c) = envelope.message else { return }
       #expect(c.candidate == candidate(n))
     }
-    let stored = await eventually(within: 10) { (try? logged(cluster, session)).map { f in hasCandidate(f, 3) } == true }
+    let stored = await eventually(within: 10) {
+      (try? logged(cluster, session)).map { f in hasCandidate(f, 3) } == true
+    }
     #expect(stored)
     // Bob drops without acknowledging them and resumes on the third node: they are replayed.
     bob.close()
