@@ -128,8 +128,8 @@ package final class WriteBehindShell: Sendable {
   package func add(_ outgoing: WriteBehindHolder.Outgoing) { state.withLock { $0.event.append(outgoing) } }
 
   /// The hub's event is over: its frames are numbered together, or refused together. A refused
-  /// event's sessions close (their clients resume and send it again; the answers the hub
-  /// remembered for it are not in Redis, so the repeat is handled anew).
+  /// event's requester closes (its client resumes and sends it again; the answer the hub
+  /// remembered for it is not in Redis, so the repeat is handled anew).
   package func flush() {
     let refused: [String] = state.withLock { state in
       guard !state.event.isEmpty else { return [] }
@@ -138,7 +138,10 @@ package final class WriteBehindShell: Sendable {
       let submitted = state.holder.submit(event, now: now())
       state.outbox += submitted.effects
       guard submitted.refusal != nil else { return [] }
-      return Array(Set(event.map(\.session))).sorted()
+      // The requester's session closes (it sends the request again after its resume, and its
+      // peers get what it causes then); an event that answered nobody closes all of its own.
+      let requesters = Set(event.filter { $0.requestID != nil }.map(\.session))
+      return (requesters.isEmpty ? Set(event.map(\.session)) : requesters).sorted()
     }
     if !refused.isEmpty {
       log.warning("\(refused.count) session(s) closed: too much waits for Redis, or this node's lease lapsed")

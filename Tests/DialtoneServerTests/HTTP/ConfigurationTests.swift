@@ -44,6 +44,23 @@ struct ConfigurationTests {
     }
   }
 
+  @Test func clusterSessionsAreStoreFirstUnlessWriteBehindIsAskedFor() throws {
+    let defaults = try ServerConfiguration.parse(arguments: [], environment: [:])
+    #expect(!defaults.writeBehindSessions && defaults.batchWindowMilliseconds == 0)
+    let behind = try ServerConfiguration.parse(
+      arguments: ["--cluster-sessions", "write-behind", "--batch-window-ms", "10"], environment: [:])
+    #expect(behind.writeBehindSessions && behind.batchWindowMilliseconds == 10)
+    let first = try ServerConfiguration.parse(
+      arguments: [], environment: ["DIALTONE_CLUSTER_SESSIONS": "store-first"])
+    #expect(!first.writeBehindSessions)
+    #expect(throws: ConfigurationError.self) {
+      try ServerConfiguration.parse(arguments: ["--cluster-sessions", "behind"], environment: [:])
+    }
+    #expect(throws: ConfigurationError.self) {
+      try ServerConfiguration.parse(arguments: ["--batch-window-ms", "41"], environment: [:])
+    }
+  }
+
   @Test func theGroupInvitePolicyIsAnyMemberUnlessOwnerIsAskedFor() throws {
     #expect(try ServerConfiguration.parse(arguments: [], environment: [:]).groupInvitePolicy == .members)
     let owner = try ServerConfiguration.parse(arguments: ["--group-invite-policy", "owner"], environment: [:])
