@@ -18,10 +18,13 @@ package final class ClusterInboxReader: Sendable {
 
   /// `unnumbered`: where letters for write-behind sessions go, one by one with their position
   /// (nil: such letters are skipped as undecodable); `mayRead`: whether to read on now (a
-  /// write-behind holder with too much waiting for Redis pauses its inbox).
+  /// write-behind holder with too much waiting for Redis pauses its inbox); `trimPoint`: how far
+  /// the inbox may be trimmed once read through an id (nil: not yet), for letters that must
+  /// outlive their reading.
   package func start(
     _ deliver: @escaping @Sendable ([ClusterLetter]) -> Void,
-    unnumbered: (@Sendable (UnnumberedLetter, String) -> Void)? = nil, mayRead: (@Sendable () -> Bool)? = nil
+    unnumbered: (@Sendable (UnnumberedLetter, String) -> Void)? = nil, mayRead: (@Sendable () -> Bool)? = nil,
+    trimPoint: (@Sendable (String) -> String?)? = nil
   ) {
     let (settings, log) = (settings, log)
     // The wait must stay shorter than the connection's command timeout, and bounds how long
@@ -38,8 +41,8 @@ package final class ClusterInboxReader: Sendable {
       let mailbox = ClusterLink.mailbox(connection, settings)
       let letters = try mailbox.receive(settings.node, after: position.after, limit: 512, timeout: wait)
       guard let last = letters.last else {
-        if position.untrimmed > 0 {
-          try mailbox.discard(through: position.after, from: settings.node)
+        if position.untrimmed > 0, let through = trimPoint.map({ $0(position.after) }) ?? position.after {
+          try mailbox.discard(through: through, from: settings.node)
           position.untrimmed = 0
         }
         return
@@ -63,8 +66,8 @@ package final class ClusterInboxReader: Sendable {
       if !decoded.isEmpty { deliver(decoded) }
       position.after = last.id
       position.untrimmed += letters.count
-      if position.untrimmed >= 64 {
-        try mailbox.discard(through: last.id, from: settings.node)
+      if position.untrimmed >= 64, let through = trimPoint.map({ $0(last.id) }) ?? last.id {
+        try mailbox.discard(through: through, from: settings.node)
         position.untrimmed = 0
       }
     }

@@ -50,12 +50,20 @@ extension ClusterLink: SessionStore {
       // A write-behind holder that died may have written its client candidates it had not
       // stored: up to its per-session bound of them.
       let ahead = writeBehind == nil ? 0 : UInt64(settings.maxUnackedMessages / 4)
+      let previous = writeBehind == nil ? nil : try ledger.holder(of: asked)
       switch try ledger.resume(
         asked, userId: who.userId, deviceId: who.deviceId, from: resume.lastSeq, node: thisNode, allowingAhead: ahead)
       {
       case .resumed(_, let epoch, let pending, let replies):
-        if let writeBehind, try !claim(asked, who, epoch: epoch, writeBehind, connection) {
-          return .failed("the session was taken by another node meanwhile, or this node's lease lapsed; try again")
+        if let writeBehind {
+          guard try claim(asked, who, epoch: epoch, writeBehind, connection) else {
+            return .failed("the session was taken by another node meanwhile, or this node's lease lapsed; try again")
+          }
+          // A dead write-behind holder's letters it had not stored come before anything new.
+          if let previous, previous != thisNode, try !presence(connection).isAlive(previous) {
+            let letters = try DeadHolderLetters.letters(for: asked, of: previous, connection)
+            if !letters.isEmpty { writeBehind.adopt(letters.map(Self.outgoing)) }
+          }
         }
         held.withLock { _ = $0.insert(asked) }
         try announceNow(who, session: asked, connected: true, newSession: false, connection)

@@ -197,11 +197,15 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
     try presence(connection).heartbeat(thisNode)
     var unnumbered: (@Sendable (UnnumberedLetter, String) -> Void)?
     var mayRead: (@Sendable () -> Bool)?
+    var trimPoint: (@Sendable (String) -> String?)?
     if let shell = writeBehind {
       unnumbered = { letter, position in shell.letter(ClusterLink.outgoing(letter), position: position) }
       mayRead = { shell.acceptsLetters }
+      trimPoint = { shell.trimPoint(read: $0) }
     }
-    reader.start({ [weak self] letters in self?.arrived(letters) }, unnumbered: unnumbered, mayRead: mayRead)
+    reader.start(
+      { [weak self] letters in self?.arrived(letters) }, unnumbered: unnumbered, mayRead: mayRead,
+      trimPoint: trimPoint)
     writeBehind?.start(checkingEvery: settings.heartbeat / 2)
     housekeeping.start(self)
   }

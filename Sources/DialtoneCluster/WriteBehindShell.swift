@@ -29,6 +29,10 @@ package final class WriteBehindShell: Sendable {
     /// Effects not yet applied, in order, and whether a caller is applying them.
     var outbox: [WriteBehindHolder.Effect] = []
     var pumping = false
+    /// The inbox position of the last letter handed to the holder, and of the last one Redis
+    /// stored (`trimPoint`).
+    var lastLetter: String?
+    var applied: String?
   }
 
   private let state: Locked<State>
@@ -152,7 +156,31 @@ package final class WriteBehindShell: Sendable {
 
   /// An unnumbered letter another node stored in this node's inbox at `position`.
   package func letter(_ outgoing: WriteBehindHolder.Outgoing, position: String) {
-    state.withLock { $0.outbox += $0.holder.letter(outgoing, position: position, now: now()) }
+    state.withLock { state in
+      state.lastLetter = position
+      state.outbox += state.holder.letter(outgoing, position: position, now: now())
+    }
+    pump()
+  }
+
+  /// How far the inbox may be trimmed once read through `read`: letters not yet stored stay
+  /// for whoever resumes their sessions if this node dies (`DeadHolderLetters`); nil: not at all.
+  package func trimPoint(read: String) -> String? {
+    state.withLock { $0.lastLetter == $0.applied ? read : $0.applied }
+  }
+
+  /// Frames of a session this node just resumed that its dead holder had in its inbox and had
+  /// not stored: numbered after what Redis has, before anything new (each its own event).
+  package func adopt(_ frames: [WriteBehindHolder.Outgoing]) {
+    var refused = 0
+    state.withLock { state in
+      for frame in frames {
+        let submitted = state.holder.submit([frame], now: now())
+        state.outbox += submitted.effects
+        if submitted.refusal != nil { refused += 1 }
+      }
+    }
+    if refused > 0 { log.error("\(refused) message(s) a dead node had not stored could not be taken over") }
     pump()
   }
 
@@ -253,7 +281,10 @@ package final class WriteBehindShell: Sendable {
       do throws(RedisError) {
         guard let connection else { throw RedisError.connectionFailed(message: "not connected") }
         let refused = try WriteBehindStore(connection, limits: limits).store(batch, from: node)
-        state.withLock { $0.outbox += $0.holder.batchStored(batch.number, refused: refused, now: now()) }
+        state.withLock { state in
+          if let position = batch.inboxPosition { state.applied = position }
+          state.outbox += state.holder.batchStored(batch.number, refused: refused, now: now())
+        }
       } catch {
         log.error("a batch of \(batch.frameCount) frame(s) could not be stored (\(error)): sent again")
         state.withLock { $0.outbox += $0.holder.batchFailed(batch.number, now: now()) }

@@ -1,6 +1,7 @@
 import DialtoneCluster
 import DialtoneProtocol
 import DialtoneRedis
+import DialtoneSupport
 import DialtoneTestSupport
 import Foundation
 import Testing
@@ -55,6 +56,35 @@ extension RedisTests {
       let answer = UnnumberedLetter(
         session: "s1", frame: ClusterLink.frame(.ack(.init(replyTo: "r1", callId: "c1"))), requestID: "r1")
       #expect(ClusterLink.outgoing(answer).kind == .storeFirst)
+    }
+
+    /// A shell whose batches go to `connect`'s Redis.
+    private func shell(_ connect: @escaping @Sendable () throws(RedisError) -> any RedisClient) -> WriteBehindShell {
+      let sender = RedisWorker(name: "test-sender", maxQueued: 16, connect: connect)
+      return WriteBehindShell(
+        node: "n-" + UUID().uuidString, holder: .init(lease: .seconds(60), margin: .seconds(1)),
+        ledger: .init(expiry: .seconds(60)), sender: sender, inbox: Locked(nil), log: Log(level: .error, subsystem: "t")
+      )
+    }
+
+    @Test func theInboxIsTrimmedOnlyThroughTheLettersRedisStored() async throws {
+      let outgoing = WriteBehindHolder.Outgoing(session: "s-not-here", frame: frame(1), kind: .candidate)
+      // Nothing handed to the holder: the inbox is trimmed as far as it was read.
+      let failing = shell { () throws(RedisError) in throw .connectionFailed(message: "down") }
+      #expect(failing.trimPoint(read: "5-0") == "5-0")
+      // A letter whose batch was not stored keeps itself and what follows in the inbox.
+      failing.letter(outgoing, position: "3-0")
+      #expect(failing.trimPoint(read: "5-0") == nil)
+      // Once Redis has it (with the position), the inbox goes as far as it was read again.
+      let redis = try SharedRedis.server()  // (found here: the worker's thread has no test context)
+      let stored = shell { () throws(RedisError) in
+        let client: any RedisClient
+        do { client = try redis.connect() } catch { throw .connectionFailed(message: "\(error)") }
+        try client.load(SessionLedger.scripts + WriteBehindStore.scripts)
+        return client
+      }
+      stored.letter(outgoing, position: "3-0")
+      #expect(await eventually(within: 10) { stored.trimPoint(read: "5-0") == "5-0" })
     }
 
     @Test func anUnnumberedLetterDecodesAsEncodedAndOthersAreNotIt() throws {

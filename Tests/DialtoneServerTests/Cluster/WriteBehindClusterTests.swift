@@ -116,6 +116,33 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     await cluster.stop()
   }
 
+  @Test func aResumeAfterTheHolderDiedAppliesTheLettersItHadNotStored() async throws {
+    let cluster = try await writeBehindCluster(2)
+    let bob = try await cluster.connect("bob", on: 0)
+    let (session, lastSeq) = (try #require(bob.sessionId), bob.lastSeq)
+    let holder = try #require(cluster.nodes[0].server.cluster?.thisNode)
+    // Bob's node dies with a message another node left it unnumbered, read or not, never stored.
+    await cluster.nodes[0].stop()
+    _ = try await bob.closeCode()
+    let message = ServerMessage.candidate(
+      .init(callId: "c-lost", from: Peer(userId: "alice", deviceId: "phone"), candidate: candidate(7)))
+    let letter = UnnumberedLetter(session: session, frame: ClusterLink.frame(message), requestID: nil)
+    let redis = try cluster.connect()
+    defer { redis.close() }
+    _ = try redis.command(["XADD", .string("dt:inbox:{\(holder)}"), "*", "m", .bytes(letter.encoded)])
+    // Bob resumes on the other node: the message comes first, numbered after what he had.
+    let node = cluster.nodes[1]
+    let back = try SignalingProbe(client: node.client, url: node.webSocketURL)
+    let welcome = try await back.hello(token: node.token("bob"), resume: .init(sessionId: session, lastSeq: lastSeq))
+    #expect(welcome.resumed && !welcome.resync)
+    let first = try await back.next()
+    #expect(first.seq == lastSeq + 1)
+    guard case .candidate(let c) = first.message else { return }
+    #expect(c.candidate == candidate(7) && c.callId == "c-lost")
+    try await back.expectQuiet()
+    await cluster.stop()
+  }
+
   @Test func aNodeWhoseLeaseLapsesClosesItsSockets() async throws {
     let cluster = try await writeBehindCluster(2)
     let (alice, bob, _) = try await answeredCall(cluster, alice: 0, bob: 1)
