@@ -49,6 +49,8 @@ extension ClusterLink: SessionStore {
       let asked = resume.sessionId
       // A write-behind holder that died may have written its client candidates it had not
       // stored: up to its per-session bound of them.
+      // (A quarter of the capacity: the holder's `maxSessionFrames`, and the skip of
+      // `SessionLedger`'s append step when a holder's inbox is full.)
       let ahead = writeBehind == nil ? 0 : UInt64(settings.maxUnackedMessages / 4)
       let previous = writeBehind == nil ? nil : try ledger.holder(of: asked)
       switch try ledger.resume(
@@ -93,9 +95,9 @@ extension ClusterLink: SessionStore {
   private func claim(
     _ session: String, _ who: Identity, epoch: UInt64, _ shell: WriteBehindShell, _ connection: any RedisClient
   ) throws(RedisError) -> Bool {
-    guard let last = try WriteBehindStore(connection, limits: ledger(connection).limits).claim(session, epoch: epoch)
+    guard let claimed = try WriteBehindStore(connection, limits: ledger(connection).limits).claim(session, epoch: epoch)
     else { return false }
-    return shell.hold(session, of: who, epoch: epoch, lastSeq: last)
+    return shell.hold(session, of: who, epoch: epoch, lastSeq: claimed.lastSeq, onces: claimed.onces)
   }
 
   /// Remembered answers as the hub replays them (each is sent again with a new seq).
@@ -109,7 +111,8 @@ extension ClusterLink: SessionStore {
 
   package func append(_ message: ServerMessage, to sessionID: String, answering requestID: String?, coalesced: Bool) {
     if let writeBehind, writeBehind.holds(sessionID) {
-      return writeBehind.add(Self.outgoing(message, to: sessionID, answering: requestID, mayWait: coalesced))
+      return writeBehind.add(
+        Self.outgoing(message, to: sessionID, answering: requestID, mayWait: coalesced, once: OnceKey.of(message)))
     }
     let step = SessionLedger.Step.append(
       Self.frame(message), session: sessionID, requestID: requestID, once: OnceKey.of(message))
@@ -122,7 +125,7 @@ extension ClusterLink: SessionStore {
       // The sessions held here are numbered here; Redis delivers to the others.
       let here = writeBehind.sessions(of: userId, device: device, skipping: skipping)
       for (heldDevice, session) in here {
-        writeBehind.add(Self.outgoing(message, to: session, answering: nil, mayWait: false))
+        writeBehind.add(Self.outgoing(message, to: session, answering: nil, mayWait: false, once: OnceKey.of(message)))
         skipping.insert(heldDevice)
       }
       if let device, skipping.contains(device) { return }
@@ -339,13 +342,13 @@ extension ClusterLink: SessionStore {
   /// once and stored after; anything else is stored first. `mayWait`: an answer whose write may
   /// wait (`--ack-delay-ms`) may wait for the batch window too.
   package static func outgoing(
-    _ message: ServerMessage, to session: String, answering requestID: String?, mayWait: Bool
+    _ message: ServerMessage, to session: String, answering requestID: String?, mayWait: Bool, once: String? = nil
   ) -> WriteBehindHolder.Outgoing {
     let candidate: Bool
     if case .candidate = message, requestID == nil { candidate = true } else { candidate = false }
     return WriteBehindHolder.Outgoing(
       session: session, frame: frame(message), kind: candidate ? .candidate : .storeFirst, requestID: requestID,
-      mayWait: candidate || mayWait)
+      mayWait: candidate || mayWait, once: once)
   }
 
   /// A letter another node left unnumbered: a candidate by its type (members are written in
@@ -354,7 +357,7 @@ extension ClusterLink: SessionStore {
     let candidate = letter.requestID == nil && letter.frame.tail.elementsEqual(candidateTail)
     return WriteBehindHolder.Outgoing(
       session: letter.session, frame: letter.frame, kind: candidate ? .candidate : .storeFirst,
-      requestID: letter.requestID)
+      requestID: letter.requestID, once: letter.once)
   }
 
   private static let candidateTail = Array(#","type":"candidate"}"#.utf8)

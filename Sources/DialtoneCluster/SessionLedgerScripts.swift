@@ -51,34 +51,58 @@ extension SessionLedger {
       local owner = m[1]
       if not owner then return {4} end
       local update = {}
-      -- A write-behind holder numbers its sessions itself (`WriteBehindShell`): a live one gets
-      -- the message unnumbered in its inbox; a dead one's session is appended to as any other
-      -- from now on, under a new epoch, so that the holder, if it comes back, cannot write after it.
+      -- A write-behind holder numbers its sessions itself (`WriteBehindShell`), and may have
+      -- written its client candidates Redis does not have yet, at seqs after `last`: nobody else
+      -- may number a seq there. So the message goes unnumbered into the holder's inbox, whether
+      -- the holder is alive (it numbers it) or dead (whoever resumes the session numbers it after
+      -- the client's own seq: `DeadHolderLetters`).
       local behind = m[5] == '1'
-      -- (A full inbox counts as a dead holder: the message is kept, the holder closes the session.)
       local inbox = 'dt:inbox:{' .. owner .. '}'
-      -- (The holder itself asking: it no longer numbers the session, or does not yet; the same.)
-      if behind and a.notify == '1' and owner ~= node and redis.call('EXISTS', 'dt:node:{' .. owner .. '}') == 1
-        and redis.call('XLEN', inbox) < a.inbox_capacity then
+      -- (The holder itself asking: it no longer numbers the session, having closed it.)
+      if behind and a.notify == '1' and owner ~= node and redis.call('XLEN', inbox) < a.inbox_capacity then
         if a.once ~= '' and redis.call('ZSCORE', tag .. ':once', a.once) then return {3} end
         if a.once ~= '' then
           local n = (tonumber(m[4]) or 0) + 1
-          redis.call('ZADD', tag .. ':once', n, a.once)
+          -- n + 0.5: left in an inbox, not stored yet; the holder's batch makes it whole, and only
+          -- whole ones are what a new holder loads (`WriteBehindStore.claim`): it applies the
+          -- letters it finds, which a half key must not make it drop.
+          redis.call('ZADD', tag .. ':once', n + 0.5, a.once)
           if n > a.once_memory then redis.call('ZREMRANGEBYRANK', tag .. ':once', 0, -(a.once_memory + 1)) end
           if n == 1 then expire_new(meta, tag .. ':once') end
           redis.call('HSET', meta, 'onces', n)
         end
-        redis.call('XADD', inbox, '*', 'm', '{"k":"unnumbered","s":"' .. sid .. '","r":' .. #a.request .. ',"h":'
-          .. #a.head .. '}\\n' .. a.request .. a.head .. a.tail)
+        redis.call('XADD', inbox, '*', 'm', '{"k":"unnumbered","s":"' .. sid .. '","r":' .. #a.request .. ',"o":'
+          .. #a.once .. ',"h":' .. #a.head .. '}\\n' .. a.request .. a.once .. a.head .. a.tail)
         redis.call('PEXPIRE', inbox, a.inbox_expiry)
-        return {1, 0}
+        if redis.call('EXISTS', 'dt:node:{' .. owner .. '}') == 1 then return {1, 0} end
+        -- A dead holder's letters are read after the inbox position its last batch stored: keep
+        -- that as long as the inbox.
+        redis.call('PEXPIRE', 'dt:inbox-applied:{' .. owner .. '}', a.inbox_expiry)
+        return {2, 0}
       elseif behind then
+        -- Its inbox is full (or the holder itself asks): Redis numbers it after all, under a new
+        -- epoch (the holder's batches are refused from now on), past every seq the holder may
+        -- have written unstored (at most a quarter of the capacity: `WriteBehindHolder`'s
+        -- `maxSessionFrames`, and the resume's `allowingAhead`), and a client behind that point
+        -- resyncs: it may lack candidates nobody can replay, never has a seq meaning two frames.
         redis.call('HINCRBY', meta, 'epoch', 1)
         redis.call('HDEL', meta, 'wb')
+        -- What is below the skip is no longer anyone's to replay: out of the log now.
+        local skipped = (tonumber(m[2]) or 0) + math.floor(a.capacity / 4)
+        local freed = 0
+        for _, member in ipairs(redis.call('ZRANGE', log, 0, -1)) do
+          freed = freed + #member - string.find(member, ':', 1, true)
+        end
+        redis.call('DEL', log)
+        m[2], m[3] = skipped, (tonumber(m[3]) or 0) - freed
+        redis.call('HSET', meta, 'last', skipped, 'dropped', skipped, 'bytes', m[3])
       end
       if a.once ~= '' then
         local onces = tag .. ':once'
-        if redis.call('ZSCORE', onces, a.once) then return {3} end
+        -- A key scored n + 0.5 is a letter's that no holder stored: this may be that very
+        -- message, sent again by the holder whose batch Redis refused. Not a repeat, then.
+        local score = redis.call('ZSCORE', onces, a.once)
+        if score and tonumber(score) % 1 == 0 then return {3} end
         local n = (tonumber(m[4]) or 0) + 1
         redis.call('ZADD', onces, n, a.once)
         if n > a.once_memory then
@@ -223,7 +247,9 @@ extension SessionLedger {
     """)
 
   /// ARGV: user, device, last seq, node, expiry ms, how far ahead of the last seq stored the
-  /// client may be (0: not at all).
+  /// client may be (0: not at all). The session is store-first until its new holder claims it
+  /// (`WriteBehindStore.claim` marks it `wb` again): what other nodes send it meanwhile Redis
+  /// numbers, after the client's seq.
   /// Returns {0, last, epoch, count, entries..., then reply id and bytes pairs} resumed, {1}
   /// resync, {2} gone. Resuming increments the epoch: the previous holder's write-behind batches
   /// are refused from now on (`WriteBehindStore`).
@@ -251,6 +277,7 @@ extension SessionLedger {
     local pending = redis.call('ZRANGE', KEYS[2], 0, -1)
     if #pending ~= last - from then return {1} end
     redis.call('HSET', KEYS[1], 'owner', ARGV[4])
+    redis.call('HDEL', KEYS[1], 'wb')
     local epoch = redis.call('HINCRBY', KEYS[1], 'epoch', 1)
     for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ARGV[5]) end
     local reply = {0, last, epoch, #pending}

@@ -8,11 +8,16 @@ package struct WriteBehindBatch: Sendable, Equatable {
     package let seq: UInt64
     package let bytes: [UInt8]
     package let requestID: String?
+    /// Its once-key (`OnceKey`), remembered with it in Redis: a copy another node sends the
+    /// session later is refused there (`SessionLedger`'s append step), and whoever holds the
+    /// session next loads it (`WriteBehindStore.claim`).
+    package let once: String?
 
-    package init(seq: UInt64, bytes: [UInt8], requestID: String? = nil) {
+    package init(seq: UInt64, bytes: [UInt8], requestID: String? = nil, once: String? = nil) {
       self.seq = seq
       self.bytes = bytes
       self.requestID = requestID
+      self.once = once
     }
   }
 

@@ -41,11 +41,13 @@ package struct WriteBehindHolder: Sendable {
     /// How long frames that may wait are held for more to share their batch (Redis's cost per
     /// message falls with the events per batch: docs/benchmarks.md); zero sends at once.
     package var batchWindow: Duration
+    /// Once-keys remembered per session (`WriteBehindOnces`), as the ledger remembers them.
+    package var onceMemory: Int
 
     package init(
       lease: Duration, margin: Duration, maxSessionFrames: Int = 256, maxSessionBytes: Int = 256 << 10,
       maxNodeBytes: Int = 64 << 20, maxBatchFrames: Int = 512, maxBatchBytes: Int = 1 << 20,
-      batchWindow: Duration = .zero
+      batchWindow: Duration = .zero, onceMemory: Int = 256
     ) {
       self.lease = lease
       self.margin = margin
@@ -55,6 +57,7 @@ package struct WriteBehindHolder: Sendable {
       self.maxBatchFrames = max(1, maxBatchFrames)
       self.maxBatchBytes = max(1, maxBatchBytes)
       self.batchWindow = max(.zero, batchWindow)
+      self.onceMemory = max(1, onceMemory)
     }
   }
 
@@ -78,15 +81,20 @@ package struct WriteBehindHolder: Sendable {
     /// Whether its store may wait for the batch window: a candidate (written already), or the
     /// answer to one (`ClientMessageType.rules`: its ack may wait).
     package let mayWait: Bool
+    /// What makes it news for the session (`OnceKey`): a message whose key the session had
+    /// already is not numbered again.
+    package let once: String?
 
     package init(
-      session: String, frame: SessionLedger.Frame, kind: Kind, requestID: String? = nil, mayWait: Bool? = nil
+      session: String, frame: SessionLedger.Frame, kind: Kind, requestID: String? = nil, mayWait: Bool? = nil,
+      once: String? = nil
     ) {
       self.session = session
       self.frame = frame
       self.kind = kind
       self.requestID = requestID
       self.mayWait = mayWait ?? (kind == .candidate)
+      self.once = once
     }
   }
 
@@ -151,6 +159,8 @@ package struct WriteBehindHolder: Sendable {
     package var written: UInt64
     package var unstored: [Numbered] = []
     package var unstoredBytes = 0
+    /// The once-keys of what it stored before this node held it, and of what this node numbered.
+    package var onces: WriteBehindOnces
   }
 
   /// `outgoing` is kept to number it again elsewhere if another node takes its session.
@@ -216,12 +226,32 @@ package struct WriteBehindHolder: Sendable {
   // MARK: Sessions
 
   /// The node won the session (an `open` or `resume` gave it `epoch`); `lastSeq` is the last seq
-  /// stored, from which numbering continues.
-  package mutating func hold(_ session: String, epoch: UInt64, lastSeq: UInt64, now: Instant) -> [Effect] {
+  /// stored, from which numbering continues; `onces` the once-keys of the frames Redis stored
+  /// for it (`WriteBehindStore.claim`).
+  ///
+  /// A session held here already (its client resumed on this node) keeps what this node had
+  /// numbered for it and Redis does not have: its frames after `lastSeq` are numbered again
+  /// under the new epoch, in order, after `lastSeq`. The old epoch's batch is refused for it (or
+  /// landed before the resume, and then `lastSeq` covers it); at or below `lastSeq`, a frame is
+  /// stored, or a candidate the client said it processed (the resume went on from its own seq).
+  /// Without this, a candidate in a batch in flight during the resume would be lost while its
+  /// sender was answered.
+  package mutating func hold(
+    _ session: String, epoch: UInt64, lastSeq: UInt64, onces: [String] = [], now: Instant
+  ) -> [Effect] {
     var effects = checkLease(now)
     guard lease != .stale else { return effects + [.close(session: session, .stale)] }
-    if let old = sessions[session] { nodeBytes -= old.unstoredBytes }
-    sessions[session] = Held(epoch: epoch, next: lastSeq + 1, stored: lastSeq, written: lastSeq)
+    var held = Held(
+      epoch: epoch, next: lastSeq + 1, stored: lastSeq, written: lastSeq,
+      onces: WriteBehindOnces(capacity: limits.onceMemory, keys: onces))
+    var again: [Outgoing] = []
+    if let old = sessions[session] {
+      nodeBytes -= old.unstoredBytes
+      held.onces.formUnion(old.onces)
+      if old.epoch != epoch { again = old.unstored.filter { $0.seq > lastSeq }.map(\.outgoing) }
+    }
+    sessions[session] = held
+    if !again.isEmpty { effects += number(again, inboxPosition: nil, now: now, checkingOnces: false) }
     effects += cutIfIdle(now)
     return effects
   }
@@ -240,7 +270,7 @@ package struct WriteBehindHolder: Sendable {
     var effects = checkLease(now)
     guard lease != .stale else { return Submitted(effects: effects, refusal: .stale) }
     guard fits(event) else { return Submitted(effects: effects, refusal: .backlog) }
-    effects += number(event, inboxPosition: nil, now: now)
+    effects += number(event, inboxPosition: nil, now: now, checkingOnces: true)
     return Submitted(effects: effects + cutIfIdle(now), refusal: nil)
   }
 
@@ -249,7 +279,7 @@ package struct WriteBehindHolder: Sendable {
   package mutating func letter(_ outgoing: Outgoing, position: String, now: Instant) -> [Effect] {
     var effects = checkLease(now)
     guard lease != .stale else { return effects }
-    effects += number([outgoing], inboxPosition: position, now: now)
+    effects += number([outgoing], inboxPosition: position, now: now, checkingOnces: true)
     return effects + cutIfIdle(now)
   }
 
@@ -368,7 +398,11 @@ package struct WriteBehindHolder: Sendable {
     return count
   }
 
-  private mutating func number(_ event: [Outgoing], inboxPosition: String?, now: Instant) -> [Effect] {
+  /// `checkingOnces`: a frame whose once-key its session had is dropped (a repeat). Not for frames
+  /// numbered again (`hold`): their keys are this node's own.
+  private mutating func number(
+    _ event: [Outgoing], inboxPosition: String?, now: Instant, checkingOnces: Bool
+  ) -> [Effect] {
     var effects: [Effect] = []
     var queued = QueuedEvent(
       frames: [], inboxPosition: inboxPosition, queuedAt: now, urgent: event.contains { !$0.mayWait })
@@ -377,6 +411,7 @@ package struct WriteBehindHolder: Sendable {
         effects.append(.unheld(outgoing))
         continue
       }
+      if checkingOnces, let once = outgoing.once, !held.onces.insert(once) { continue }
       let seq = held.next
       held.next += 1
       let frame = Numbered(seq: seq, bytes: outgoing.frame.bytes(seq: seq), outgoing: outgoing)
@@ -384,7 +419,7 @@ package struct WriteBehindHolder: Sendable {
       held.unstoredBytes += frame.cost
       nodeBytes += frame.cost
       // Written at once only if every frame before it is written: seqs reach the socket in order.
-      if frame.kind == .candidate, held.written == seq - 1 {
+      if frame.kind == .candidate, held.written == seq - 1, Self.mayWriteUnstored(seq, held, limits) {
         held.written = seq
         effects.append(.write(session: outgoing.session, seq: seq, bytes: frame.bytes))
       }
@@ -415,13 +450,25 @@ package struct WriteBehindHolder: Sendable {
       effects.append(.write(session: session, seq: frame.seq, bytes: frame.bytes))
     }
     held.stored = seq
-    for frame in held.unstored {
-      guard frame.kind == .candidate, frame.seq == held.written + 1 else { break }
+    // (Candidates written before they were stored lead the rest: a candidate past the bound of
+    // `mayWriteUnstored` waits behind them.)
+    for frame in held.unstored where frame.seq > held.written {
+      guard frame.kind == .candidate, frame.seq == held.written + 1, Self.mayWriteUnstored(frame.seq, held, limits)
+      else { break }
       held.written = frame.seq
       effects.append(.write(session: session, seq: frame.seq, bytes: frame.bytes))
     }
     sessions[session] = held
     return effects
+  }
+
+  /// A candidate is written before it is stored only within `maxSessionFrames` of the last seq
+  /// stored: whoever else numbers the session after this node (a resume, or a store-first append
+  /// when its inbox is full) goes on past that bound, so a seq this node wrote never means
+  /// another frame there (`SessionLedger`'s append step and resume, `allowingAhead`). Letters are
+  /// numbered whatever the bounds, so the queue itself may pass it.
+  private static func mayWriteUnstored(_ seq: UInt64, _ held: Held, _ limits: Limits) -> Bool {
+    seq <= held.stored + UInt64(limits.maxSessionFrames)
   }
 
   private mutating func count(_ events: [QueuedEvent], _ sign: Int) {
@@ -460,7 +507,8 @@ package struct WriteBehindHolder: Sendable {
         QueuedEvent(frames: live, inboxPosition: event.inboxPosition, queuedAt: event.queuedAt, urgent: event.urgent))
       for ref in live {
         guard let numbered = frame(ref) else { continue }
-        let part = WriteBehindBatch.Frame(seq: ref.seq, bytes: numbered.bytes, requestID: numbered.requestID)
+        let part = WriteBehindBatch.Frame(
+          seq: ref.seq, bytes: numbered.bytes, requestID: numbered.requestID, once: numbered.outgoing.once)
         if let at = index[ref.session] {
           parts[at].frames.append(part)
         } else {

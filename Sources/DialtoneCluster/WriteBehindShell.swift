@@ -88,9 +88,11 @@ package final class WriteBehindShell: Sendable {
 
   /// This node won the session at `epoch` (an open or resume); numbering goes on after `lastSeq`,
   /// the last seq Redis has. False when the node's lease is stale: it takes no session then.
-  package func hold(_ session: String, of identity: Identity, epoch: UInt64, lastSeq: UInt64) -> Bool {
+  package func hold(
+    _ session: String, of identity: Identity, epoch: UInt64, lastSeq: UInt64, onces: [String] = []
+  ) -> Bool {
     let held = state.withLock { state in
-      let effects = state.holder.hold(session, epoch: epoch, lastSeq: lastSeq, now: now())
+      let effects = state.holder.hold(session, epoch: epoch, lastSeq: lastSeq, onces: onces, now: now())
       state.outbox += effects
       guard state.holder.sessions[session] != nil else { return false }
       if let old = state.owners[session] { state.devices[old.userId]?[old.deviceId] = nil }
@@ -239,7 +241,8 @@ package final class WriteBehindShell: Sendable {
         log.info("session \(session) closes here (\(why)): its client resumes", sessionId: session)
         closed.append(session)
       case .unheld(let outgoing):
-        unheld.append(.append(outgoing.frame, session: outgoing.session, requestID: outgoing.requestID, once: nil))
+        unheld.append(
+          .append(outgoing.frame, session: outgoing.session, requestID: outgoing.requestID, once: outgoing.once))
       case .store(let batch):
         hand()
         store(batch)

@@ -31,18 +31,20 @@ package final class WriteBehindStore: Sendable {
       throw .invalidRequest("write-behind batches need one Redis: a Redis Cluster's layout is not built")
     }
     var keys: [RedisArgument] = []
-    keys.reserveCapacity(batch.sessions.count * 4 + 1)
+    keys.reserveCapacity(batch.sessions.count * 5 + 1)
     var arguments: [RedisArgument] = [
       .integer(Int64(limits.capacity)), .integer(Int64(limits.maxBytes)), .integer(Int64(limits.replyMemory)),
-      .string(batch.inboxPosition ?? ""), try .milliseconds(limits.inboxExpiry),
+      .string(batch.inboxPosition ?? ""), try .milliseconds(limits.inboxExpiry), .integer(Int64(limits.onceMemory)),
     ]
-    arguments.reserveCapacity(5 + batch.sessions.count * 2 + batch.frameCount * 3)
+    arguments.reserveCapacity(6 + batch.sessions.count * 2 + batch.frameCount * 4)
     for session in batch.sessions {
       let sessionKeys = SessionLedger.keys(session.id)
-      keys += [sessionKeys.meta, sessionKeys.log, sessionKeys.replies, sessionKeys.replyOrder]
+      keys += [sessionKeys.meta, sessionKeys.log, sessionKeys.replies, sessionKeys.replyOrder, sessionKeys.once]
       arguments += [.string(String(session.epoch)), .integer(Int64(session.frames.count))]
       for frame in session.frames {
-        arguments += [.string(String(frame.seq)), .bytes(frame.bytes), .string(frame.requestID ?? "")]
+        arguments += [
+          .string(String(frame.seq)), .bytes(frame.bytes), .string(frame.requestID ?? ""), .string(frame.once ?? ""),
+        ]
       }
     }
     keys.append(Self.inboxPositionKey(node))
@@ -65,25 +67,53 @@ package final class WriteBehindStore: Sendable {
     return refused
   }
 
-  /// Marks the session, won at `epoch`, as numbered by its holder from now on (other nodes send
-  /// it unnumbered letters: `SessionLedger`'s append step); the last seq Redis has, which the
-  /// holder numbers on from (a message another node appended since the open or resume is
-  /// among them), or nil when the session has another epoch now or is gone.
-  package func claim(_ session: String, epoch: UInt64) throws(RedisError) -> UInt64? {
-    let reply = try redis.eval(
-      Self.claimScript, keys: [SessionLedger.keys(session).meta], arguments: [.string(String(epoch))])
-    if reply == .null { return nil }
-    guard let last = reply.integer, last >= 0 else { throw .unexpectedReply(reply) }
-    return UInt64(last)
+  /// What a holder starts a session from (`claim`).
+  package struct Claimed: Sendable, Equatable {
+    /// The last seq Redis has, which the holder numbers on from (a message another node
+    /// appended since the open or resume is among them).
+    package let lastSeq: UInt64
+    /// The once-keys of the frames stored (not those of letters still unnumbered in an inbox:
+    /// those were checked when they were left, and are applied by whoever numbers them).
+    package let onces: [String]
+
+    package init(lastSeq: UInt64, onces: [String] = []) {
+      self.lastSeq = lastSeq
+      self.onces = onces
+    }
   }
 
-  /// KEYS: the session's meta hash. ARGV: the epoch won. Returns its last seq, or nil.
+  /// Marks the session, won at `epoch`, as numbered by its holder from now on (other nodes send
+  /// it unnumbered letters: `SessionLedger`'s append step); nil when the session has another
+  /// epoch now or is gone.
+  package func claim(_ session: String, epoch: UInt64) throws(RedisError) -> Claimed? {
+    let keys = SessionLedger.keys(session)
+    let reply = try redis.eval(Self.claimScript, keys: [keys.meta, keys.once], arguments: [.string(String(epoch))])
+    if reply == .null { return nil }
+    guard let elements = reply.elements, let last = elements.first?.integer, last >= 0 else {
+      throw .unexpectedReply(reply)
+    }
+    var onces: [String] = []
+    for element in elements.dropFirst() {
+      guard let key = element.bytes else { throw .unexpectedReply(reply) }
+      onces.append(String(decoding: key, as: UTF8.self))
+    }
+    return Claimed(lastSeq: UInt64(last), onces: onces)
+  }
+
+  /// KEYS: the session's meta hash and once-keys. ARGV: the epoch won. Returns {last seq, the
+  /// once-keys of stored frames...}, or nil. A letter's key is scored n + 0.5 when it is left
+  /// (`SessionLedger`'s append step) and a whole n once a batch stores its frame.
   static let claimScript = RedisScript(
     """
     local m = redis.call('HMGET', KEYS[1], 'epoch', 'last')
     if m[1] ~= ARGV[1] or not m[2] then return nil end
     redis.call('HSET', KEYS[1], 'wb', '1')
-    return tonumber(m[2])
+    local reply = {tonumber(m[2])}
+    local onces = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
+    for i = 1, #onces, 2 do
+      if tonumber(onces[i + 1]) % 1 == 0 then reply[#reply + 1] = onces[i] end
+    end
+    return reply
     """)
 
   /// The inbox position `node`'s last stored batch applied: a node resuming one of its sessions

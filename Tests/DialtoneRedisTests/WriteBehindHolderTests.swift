@@ -238,8 +238,10 @@ import Testing
     // Bob and Alice each have two frames waiting for Redis: a third is refused, Bob's copy too.
     #expect(h.submit(relay(3, request: "m3"), now: at(0)) == .init(effects: [], refusal: .backlog))
     #expect(h.sessions["bob"]?.next == 3)
-    // Letters are numbered all the same (their sender was answered).
-    #expect(writes(h.letter(candidate("bob", 4), position: "1-0", now: at(0))) == ["bob#3"])
+    // Letters are numbered all the same (their sender was answered), but past the session's bound
+    // a candidate waits for its store before it is written.
+    #expect(writes(h.letter(candidate("bob", 4), position: "1-0", now: at(0))) == [])
+    #expect(h.sessions["bob"]?.next == 4)
     // Once stored there is room again.
     _ = h.batchStored(1, refused: [:], now: at(0.01))
     _ = h.batchStored(2, refused: [:], now: at(0.02))
@@ -269,17 +271,59 @@ import Testing
     #expect(h.acceptsLetters)
   }
 
-  @Test func aSessionHeldAgainIgnoresTheOldEpochsBatch() {
+  @Test func aSessionHeldAgainNumbersAgainWhatTheOldEpochsBatchCarriedAndIgnoresItsRefusal() {
     var h = holding(["alice": 0, "bob": 0])
     _ = submitted(&h, relay(1, request: "m1"))
-    // Bob's client resumed on this node meanwhile: a new epoch, from what Redis had.
-    #expect(h.hold("bob", epoch: 8, lastSeq: 0, now: at(0.005)) == [])
-    // Redis refuses the old epoch's frame: the new holding stays.
+    // Bob's client resumed on this node meanwhile from seq 0 (it had not processed the candidate):
+    // a new epoch, from what Redis had. The candidate in the batch in flight (whose sender Alice
+    // is answered when it lands) is numbered again under the new epoch, and written.
+    #expect(h.hold("bob", epoch: 8, lastSeq: 0, now: at(0.005)) == [.write(session: "bob", seq: 1, bytes: bytes(1, seq: 1))])
+    // Redis refuses the old epoch's frame: the new holding stays, and stores it under its epoch.
     let effects = h.batchStored(1, refused: ["bob": .superseded], now: at(0.01))
     #expect(!effects.contains { if case .close = $0 { return true } else { return false } })
+    #expect(writes(effects) == ["alice#1"])
+    #expect(batch(effects)?.sessions == [.init(id: "bob", epoch: 8, frames: [.init(seq: 1, bytes: bytes(1, seq: 1))])])
     #expect(h.sessions["bob"]?.epoch == 8)
-    #expect(writes(submitted(&h, [candidate("bob", 2)], at: 0.02)) == ["bob#1"])
-    #expect(batch(submitted(&h, [candidate("bob", 3)], at: 0.03)) == nil)
+    #expect(writes(submitted(&h, [candidate("bob", 2)], at: 0.02)) == ["bob#2"])
+  }
+
+  @Test func aSessionHeldAgainFromBeyondTheOldEpochsFramesNumbersNothingAgain() {
+    var h = holding(["alice": 0, "bob": 0])
+    _ = submitted(&h, relay(1, request: "m1"))
+    // The client had processed the candidate (the resume went on from its seq, or the batch
+    // landed before the resume): nothing to number again.
+    #expect(h.hold("bob", epoch: 8, lastSeq: 1, now: at(0.005)) == [])
+    #expect(batch(h.batchStored(1, refused: ["bob": .superseded], now: at(0.01))) == nil)
+    #expect(writes(submitted(&h, [candidate("bob", 2)], at: 0.02)) == ["bob#2"])
+  }
+
+  func ring(_ session: String, _ n: Int, once: String) -> Holder.Outgoing {
+    .init(session: session, frame: frame(n), kind: .storeFirst, once: once)
+  }
+
+  @Test func aMessageWhoseOnceKeyTheSessionHadIsNotNumberedAgain() {
+    var h = holder()
+    _ = h.hold("bob", epoch: 7, lastSeq: 0, onces: ["stored-before"], now: t0)
+    // The same invite twice (two paths), a copy of what Redis stored before: numbered once.
+    let first = batch(submitted(&h, [ring("bob", 1, once: "invite-c1")]))
+    // The batch carries the key, for Redis to refuse later copies and the next holder to load.
+    #expect(first?.sessions.first?.frames.map(\.once) == ["invite-c1"])
+    _ = submitted(&h, [ring("bob", 2, once: "invite-c1"), ring("bob", 3, once: "stored-before")])
+    // A letter with the key: a copy another node left before this node's was stored.
+    _ = h.letter(ring("bob", 4, once: "invite-c1"), position: "1-0", now: t0)
+    #expect(h.sessions["bob"]?.unstored.map(\.seq) == [1])
+    #expect(h.sessions["bob"]?.next == 2)
+  }
+
+  @Test func aCandidateIsWrittenBeforeItIsStoredOnlyWithinTheSessionsBound() {
+    var h = holding(["bob": 0], .init(lease: .seconds(10), margin: .seconds(2), maxSessionFrames: 2))
+    #expect(writes(submitted(&h, [candidate("bob", 1)])) == ["bob#1"])
+    #expect(writes(submitted(&h, [candidate("bob", 2)])) == ["bob#2"])
+    // Letters pass the bound (their senders were answered): the third waits for its store,
+    // since whoever numbers the session after this node goes on past seq 2 (2 after the last
+    // stored).
+    #expect(writes(h.letter(candidate("bob", 3), position: "1-0", now: t0)) == [])
+    #expect(writes(h.batchStored(1, refused: [:], now: at(0.01))) == ["bob#3"])
   }
 
   /// Alice's candidate to Bob with a batch window: Bob's copy, and Alice's ack, which may wait.

@@ -22,7 +22,7 @@ extension RedisTests {
       let (id, holder, producer) = ("s_" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString)
       try ClusterPresence(redis, nodeExpiry: .seconds(60)).heartbeat(holder)
       let epoch = try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
-      #expect(try WriteBehindStore(redis, limits: limits).claim(id, epoch: epoch) == 0)
+      #expect(try WriteBehindStore(redis, limits: limits).claim(id, epoch: epoch) == .init(lastSeq: 0))
       #expect(try WriteBehindStore(redis, limits: limits).claim(id, epoch: epoch + 1) == nil)
       #expect(try ledger.append(frame(1), to: id, from: producer, requestID: "r\"1") == .sent(seq: 0))
       let letters = try NodeMailbox(redis, capacity: 100, expiry: .seconds(60)).receive(
@@ -32,7 +32,7 @@ extension RedisTests {
       #expect(try ledger.range(id, after: 0) == .messages([]))
     }
 
-    @Test func aDeadHoldersSessionIsAppendedUnderANewEpoch() throws {
+    @Test func aDeadHoldersSessionGetsALetterNotASeqItsHolderMayHaveWritten() throws {
       let redis = try SharedRedis.client()
       defer { redis.close() }
       let limits = SessionLedger.Limits(expiry: .seconds(60))
@@ -40,12 +40,77 @@ extension RedisTests {
       let (id, holder, producer) = ("s_" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString)
       let epoch = try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
       _ = try WriteBehindStore(redis, limits: limits).claim(id, epoch: epoch)
-      // No heartbeat: the holder is dead. The message is numbered by Redis, and the holder's
-      // batches are refused from now on.
-      #expect(try ledger.append(frame(1), to: id, from: producer) == .kept(seq: 1))
+      // The holder wrote its client a candidate at seq 1 it had not stored, and died (no
+      // heartbeat). Redis numbering the message would give it seq 1 too, which the client
+      // resumes past: it goes into the dead holder's inbox unnumbered instead.
+      #expect(try ledger.append(frame(1), to: id, from: producer, once: "k1") == .kept(seq: 0))
+      let resumed = try ledger.resume(id, userId: "alice", deviceId: "phone", from: 1, node: producer, allowingAhead: 8)
+      guard case .resumed(let last, _, let pending, _) = resumed else {
+        Issue.record("not resumed: \(resumed)")
+        return
+      }
+      #expect(last == 1 && pending == [])
+      // The resuming node numbers it after the client's seq.
+      #expect(
+        try DeadHolderLetters.letters(for: id, of: holder, redis)
+          == [UnnumberedLetter(session: id, frame: frame(1), requestID: nil, once: "k1")])
+    }
+
+    @Test func aFullInboxHasRedisNumberPastWhatTheHolderMayHaveWritten() throws {
+      let redis = try SharedRedis.client()
+      defer { redis.close() }
+      let limits = SessionLedger.Limits(capacity: 16, expiry: .seconds(60), inboxCapacity: 1)
+      let ledger = SessionLedger(redis, limits: limits)
+      let (id, holder, producer) = ("s_" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString)
+      try ClusterPresence(redis, nodeExpiry: .seconds(60)).heartbeat(holder)
+      let epoch = try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
+      _ = try WriteBehindStore(redis, limits: limits).claim(id, epoch: epoch)
+      #expect(try ledger.append(frame(1), to: id, from: producer) == .sent(seq: 0))
+      // The inbox is full: Redis numbers it, past the 16 / 4 seqs the holder may have written
+      // unstored, under a new epoch (the holder's batches are refused from now on).
+      #expect(try ledger.append(frame(2), to: id, from: producer) == .kept(seq: 5))
       let batch = WriteBehindBatch(
         number: 1, sessions: [.init(id: id, epoch: epoch, frames: [.init(seq: 1, bytes: frame(9).bytes(seq: 1))])])
       #expect(try WriteBehindStore(redis, limits: limits).store(batch, from: holder) == [id: .superseded])
+      // A client behind the skip resyncs (it may lack candidates nobody can replay); one at its
+      // end goes on with the message.
+      #expect(try ledger.resume(id, userId: "alice", deviceId: "phone", from: 1, node: producer) == .resync)
+      guard
+        case .resumed(5, _, let pending, _) = try ledger.resume(
+          id, userId: "alice", deviceId: "phone", from: 4, node: producer)
+      else {
+        Issue.record("not resumed at 5")
+        return
+      }
+      #expect(pending == [.init(sessionID: id, seq: 5, bytes: frame(2).bytes(seq: 5))])
+    }
+
+    @Test func aFrameAHolderStoredWithItsOnceKeyRefusesLaterCopiesAndIsLoadedByTheNextHolder() throws {
+      let redis = try SharedRedis.client()
+      defer { redis.close() }
+      let limits = SessionLedger.Limits(expiry: .seconds(60))
+      let (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
+      let (id, holder, producer) = ("s_" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString)
+      try ClusterPresence(redis, nodeExpiry: .seconds(60)).heartbeat(holder)
+      let epoch = try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
+      _ = try store.claim(id, epoch: epoch)
+      // A letter's key refuses a second letter.
+      #expect(try ledger.append(frame(1), to: id, from: producer, once: "letter-key") == .sent(seq: 0))
+      #expect(try ledger.append(frame(1), to: id, from: producer, once: "letter-key") == .duplicate)
+      // The holder numbered an invite itself: once stored, another node's copy is refused.
+      let batch = WriteBehindBatch(
+        number: 1,
+        sessions: [.init(id: id, epoch: epoch, frames: [.init(seq: 1, bytes: frame(2).bytes(seq: 1), once: "stored-key")])])
+      #expect(try store.store(batch, from: holder) == [:])
+      #expect(try ledger.append(frame(3), to: id, from: producer, once: "stored-key") == .duplicate)
+      // The session's next holder loads the stored frame's key, not the letter's (which it is
+      // to number itself if the letter is still unnumbered).
+      guard case .resumed(_, let next, _, _) = try ledger.resume(id, userId: "alice", deviceId: "phone", from: 1, node: producer)
+      else {
+        Issue.record("not resumed")
+        return
+      }
+      #expect(try store.claim(id, epoch: next) == .init(lastSeq: 1, onces: ["stored-key"]))
     }
 
     @Test func aRelayedCandidateInALetterIsWrittenAtOnceAndAnAnswerIsStoredFirst() {
