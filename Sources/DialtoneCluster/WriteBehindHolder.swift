@@ -231,7 +231,7 @@ package struct WriteBehindHolder: Sendable {
   ///
   /// A session held here already (its client resumed on this node) keeps what this node had
   /// numbered for it and Redis does not have: its frames after `lastSeq` are numbered again
-  /// under the new epoch, in order, after `lastSeq`. The old epoch's batch is refused for it (or
+  /// under the new epoch, in order, after `lastSeq`, and written once stored. The old epoch's batch is refused for it (or
   /// landed before the resume, and then `lastSeq` covers it); at or below `lastSeq`, a frame is
   /// stored, or a candidate the client said it processed (the resume went on from its own seq).
   /// Without this, a candidate in a batch in flight during the resume would be lost while its
@@ -248,7 +248,16 @@ package struct WriteBehindHolder: Sendable {
     if let old = sessions[session] {
       nodeBytes -= old.unstoredBytes
       held.onces.formUnion(old.onces)
-      if old.epoch != epoch { again = old.unstored.filter { $0.seq > lastSeq }.map(\.outgoing) }
+      // Written only once stored, candidates too: the hub learns of the resume after this, and a
+      // write now would reach the session it replaces (its batch lands after the resume's answer).
+      if old.epoch != epoch {
+        again = old.unstored.filter { $0.seq > lastSeq }.map {
+          let was = $0.outgoing
+          return Outgoing(
+            session: was.session, frame: was.frame, kind: .storeFirst, requestID: was.requestID, mayWait: false,
+            once: was.once)
+        }
+      }
     }
     sessions[session] = held
     if !again.isEmpty { effects += number(again, inboxPosition: nil, now: now, checkingOnces: false) }
