@@ -133,25 +133,33 @@ package final class WriteBehindShell: Sendable {
   /// A frame of the hub's current event for a session held here.
   package func add(_ outgoing: WriteBehindHolder.Outgoing) { state.withLock { $0.event.append(outgoing) } }
 
-  /// The hub's event is over: its frames are numbered together, or refused together. A refused
-  /// event's requester closes (its client resumes and sends it again; the answer the hub
-  /// remembered for it is not in Redis, so the repeat is handled anew).
+  /// The hub's event is over: its frames are numbered together, or refused together. A request
+  /// whose event was refused because too much waits for Redis is answered `rate-limited` by the
+  /// hub (`requestsRefused`: it sends it again, and its peers get what it causes then); an event
+  /// that answered nobody, or one refused because this node's lease lapsed, closes its sessions
+  /// (their clients resume elsewhere or later).
   package func flush() {
-    let refused: [String] = state.withLock { state in
-      guard !state.event.isEmpty else { return [] }
+    let (closing, refused) = state.withLock { state -> ([String], [RefusedRequest]) in
+      guard !state.event.isEmpty else { return ([], []) }
       let event = state.event
       state.event.removeAll(keepingCapacity: true)
       let submitted = state.holder.submit(event, now: now())
       state.outbox += submitted.effects
-      guard submitted.refusal != nil else { return [] }
-      // The requester's session closes (it sends the request again after its resume, and its
-      // peers get what it causes then); an event that answered nobody closes all of its own.
-      let requesters = Set(event.filter { $0.requestID != nil }.map(\.session))
-      return (requesters.isEmpty ? Set(event.map(\.session)) : requesters).sorted()
+      guard let refusal = submitted.refusal else { return ([], []) }
+      let requests = event.compactMap { outgoing in
+        outgoing.requestID.map { RefusedRequest(sessionID: outgoing.session, requestID: $0) }
+      }
+      if refusal == .backlog, !requests.isEmpty { return ([], requests) }
+      let requesters = Set(requests.map(\.sessionID))
+      return ((requesters.isEmpty ? Set(event.map(\.session)) : requesters).sorted(), [])
     }
     if !refused.isEmpty {
-      log.warning("\(refused.count) session(s) closed: too much waits for Redis, or this node's lease lapsed")
-      inbox.current?.receive(.sessionsBroken(refused))
+      log.warning("\(refused.count) request(s) answered rate-limited: too much waits for Redis")
+      inbox.current?.receive(.requestsRefused(refused))
+    }
+    if !closing.isEmpty {
+      log.warning("\(closing.count) session(s) closed: too much waits for Redis, or this node's lease lapsed")
+      inbox.current?.receive(.sessionsBroken(closing))
     }
     pump()
   }

@@ -152,4 +152,46 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     try await alice.expectQuiet()
     await cluster.stop()
   }
+
+  @Test func anEventRefusedBecauseTooMuchWaitsForRedisIsAnsweredRateLimitedAndHandledAfreshWhenSentAgain()
+    async throws
+  {
+    // A small per-session bound (a quarter of 64 KiB unacknowledged) that a burst fills.
+    let cluster = try await TestCluster.start(1) {
+      $0.writeBehindSessions = true
+      $0.limits.maxUnackedBytes = 65_536
+    }
+    let (alice, bob, call) = try await answeredCall(cluster, alice: 0, bob: 0)
+    let link = try #require(cluster.nodes[0].server.cluster)
+    // Redis is slow: nothing the holder numbers from now on is stored until the gate opens.
+    let gate = DispatchSemaphore(value: 0)
+    #expect(link.sender.submit { _ in gate.wait() })
+    var opened = false
+    defer { if !opened { gate.signal() } }
+    for n in 1...100 {
+      alice.send(ClientEnvelope(id: "c\(n)", message: .candidate(.init(callId: call, candidate: candidate(n)))))
+    }
+    // Her acks wait for Redis; what comes first is the refusal of the event that passed Bob's
+    // bound: `rate-limited`, outside the sequence, and her socket stays open.
+    let first = try await alice.next("the refusal")
+    #expect(first.seq == nil)
+    guard case .error(let error) = first.message, error.code == .rateLimited, let refusedID = error.replyTo,
+      let n = Int(refusedID.dropFirst())
+    else {
+      Issue.record("expected rate-limited, got \(first.message)")
+      return
+    }
+    #expect(error.retryAfterMs != nil)
+    gate.signal()
+    opened = true
+    // Sent again, it is handled afresh (its earlier answer was forgotten): Bob gets it.
+    alice.send(ClientEnvelope(id: refusedID, message: .candidate(.init(callId: call, candidate: candidate(n)))))
+    var found = false
+    while !found {
+      guard case .candidate(let c) = try await bob.next("candidate \(n)").message else { continue }
+      found = c.candidate == candidate(n)
+    }
+    #expect(found)
+    await cluster.stop()
+  }
 }
