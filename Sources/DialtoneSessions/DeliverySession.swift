@@ -107,9 +107,10 @@ package struct ReplyMemory {
       slots.append((requestID, kept))
       return
     }
-    // The oldest id: never `requestID`, which was not here (nor one forgotten and remembered
-    // again since, whose slot is another).
-    if slot[slots[next].id] == next { slot.removeValue(forKey: slots[next].id) }
+    // The oldest id, unless its slot was forgotten (`forget`): then it may be `requestID` itself,
+    // or an id remembered again since in another slot.
+    let evicted = slots[next].id
+    if evicted != requestID, slot[evicted] == next { slot.removeValue(forKey: evicted) }
     slots[next] = (requestID, kept)
     next = (next + 1) % capacity
   }
