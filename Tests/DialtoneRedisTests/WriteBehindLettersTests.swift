@@ -100,12 +100,16 @@ extension RedisTests {
       // The holder numbered an invite itself: once stored, another node's copy is refused.
       let batch = WriteBehindBatch(
         number: 1,
-        sessions: [.init(id: id, epoch: epoch, frames: [.init(seq: 1, bytes: frame(2).bytes(seq: 1), once: "stored-key")])])
+        sessions: [
+          .init(id: id, epoch: epoch, frames: [.init(seq: 1, bytes: frame(2).bytes(seq: 1), once: "stored-key")])
+        ])
       #expect(try store.store(batch, from: holder) == [:])
       #expect(try ledger.append(frame(3), to: id, from: producer, once: "stored-key") == .duplicate)
       // The session's next holder loads the stored frame's key, not the letter's (which it is
       // to number itself if the letter is still unnumbered).
-      guard case .resumed(_, let next, _, _) = try ledger.resume(id, userId: "alice", deviceId: "phone", from: 1, node: producer)
+      guard
+        case .resumed(_, let next, _, _) = try ledger.resume(
+          id, userId: "alice", deviceId: "phone", from: 1, node: producer)
       else {
         Issue.record("not resumed")
         return
