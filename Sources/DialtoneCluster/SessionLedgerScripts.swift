@@ -60,17 +60,12 @@ extension SessionLedger {
       local inbox = 'dt:inbox:{' .. owner .. '}'
       -- (The holder itself asking: it no longer numbers the session, having closed it.)
       if behind and a.notify == '1' and owner ~= node and redis.call('XLEN', inbox) < a.inbox_capacity then
+        -- A copy of a stored message is refused here; the key is remembered only once a holder
+        -- stores the message (`WriteBehindStore`): until then the holder that numbers letters
+        -- drops a second copy itself (`WriteBehindOnces`), and a key remembered now would refuse
+        -- this very message when a holder whose batch Redis refused sends it on to the session's
+        -- new holder, or make the new holder drop it when it applies a dead one's letters.
         if a.once ~= '' and redis.call('ZSCORE', tag .. ':once', a.once) then return {3} end
-        if a.once ~= '' then
-          local n = (tonumber(m[4]) or 0) + 1
-          -- n + 0.5: left in an inbox, not stored yet; the holder's batch makes it whole, and only
-          -- whole ones are what a new holder loads (`WriteBehindStore.claim`): it applies the
-          -- letters it finds, which a half key must not make it drop.
-          redis.call('ZADD', tag .. ':once', n + 0.5, a.once)
-          if n > a.once_memory then redis.call('ZREMRANGEBYRANK', tag .. ':once', 0, -(a.once_memory + 1)) end
-          if n == 1 then expire_new(meta, tag .. ':once') end
-          redis.call('HSET', meta, 'onces', n)
-        end
         redis.call('XADD', inbox, '*', 'm', '{"k":"unnumbered","s":"' .. sid .. '","r":' .. #a.request .. ',"o":'
           .. #a.once .. ',"h":' .. #a.head .. '}\\n' .. a.request .. a.once .. a.head .. a.tail)
         redis.call('PEXPIRE', inbox, a.inbox_expiry)
@@ -99,10 +94,7 @@ extension SessionLedger {
       end
       if a.once ~= '' then
         local onces = tag .. ':once'
-        -- A key scored n + 0.5 is a letter's that no holder stored: this may be that very
-        -- message, sent again by the holder whose batch Redis refused. Not a repeat, then.
-        local score = redis.call('ZSCORE', onces, a.once)
-        if score and tonumber(score) % 1 == 0 then return {3} end
+        if redis.call('ZSCORE', onces, a.once) then return {3} end
         local n = (tonumber(m[4]) or 0) + 1
         redis.call('ZADD', onces, n, a.once)
         if n > a.once_memory then

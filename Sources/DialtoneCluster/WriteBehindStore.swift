@@ -72,8 +72,7 @@ package final class WriteBehindStore: Sendable {
     /// The last seq Redis has, which the holder numbers on from (a message another node
     /// appended since the open or resume is among them).
     package let lastSeq: UInt64
-    /// The once-keys of the frames stored (not those of letters still unnumbered in an inbox:
-    /// those were checked when they were left, and are applied by whoever numbers them).
+    /// The once-keys of the frames stored (a letter's key is remembered only once it is stored).
     package let onces: [String]
 
     package init(lastSeq: UInt64, onces: [String] = []) {
@@ -101,18 +100,14 @@ package final class WriteBehindStore: Sendable {
   }
 
   /// KEYS: the session's meta hash and once-keys. ARGV: the epoch won. Returns {last seq, the
-  /// once-keys of stored frames...}, or nil. A letter's key is scored n + 0.5 when it is left
-  /// (`SessionLedger`'s append step) and a whole n once a batch stores its frame.
+  /// once-keys...}, or nil.
   static let claimScript = RedisScript(
     """
     local m = redis.call('HMGET', KEYS[1], 'epoch', 'last')
     if m[1] ~= ARGV[1] or not m[2] then return nil end
     redis.call('HSET', KEYS[1], 'wb', '1')
     local reply = {tonumber(m[2])}
-    local onces = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
-    for i = 1, #onces, 2 do
-      if tonumber(onces[i + 1]) % 1 == 0 then reply[#reply + 1] = onces[i] end
-    end
+    for _, key in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do reply[#reply + 1] = key end
     return reply
     """)
 

@@ -63,8 +63,8 @@ extension WriteBehindStore {
         for f = from, count - 1 do
           digits = ARGV[first + 4 * f]
           local frame, request, once = ARGV[first + 4 * f + 1], ARGV[first + 4 * f + 2], ARGV[first + 4 * f + 3]
-          -- Its once-key, with a whole score (a letter's is n + 0.5 until stored): a copy another
-          -- node sends later is refused, and the session's next holder loads it (`claim`).
+          -- Its once-key: a copy another node sends later is refused, and the session's next
+          -- holder loads it (`claim`).
           if once ~= '' then
             once_count = once_count + 1
             redis.call('ZADD', onces, once_count, once)
