@@ -231,11 +231,12 @@ package struct WriteBehindHolder: Sendable {
   ///
   /// A session held here already (its client resumed on this node) keeps what this node had
   /// numbered for it and Redis does not have: its frames after `lastSeq` are numbered again
-  /// under the new epoch, in order, after `lastSeq`, and written once stored. The old epoch's batch is refused for it (or
-  /// landed before the resume, and then `lastSeq` covers it); at or below `lastSeq`, a frame is
-  /// stored, or a candidate the client said it processed (the resume went on from its own seq).
-  /// Without this, a candidate in a batch in flight during the resume would be lost while its
-  /// sender was answered.
+  /// under the new epoch, in order, after `lastSeq`, and written once stored. Those of the old
+  /// epoch are no longer stored (a queued frame is dropped from its batch; a batch sent before
+  /// is refused for the session, or landed before the resume, and then `lastSeq` covers it); at
+  /// or below `lastSeq` a frame is stored, or a candidate the client said it processed (the
+  /// resume went on from its own seq). Without this, a frame waiting for its batch (the window,
+  /// the batch in flight, a failed one) during the resume was lost, its sender answered.
   package mutating func hold(
     _ session: String, epoch: UInt64, lastSeq: UInt64, onces: [String] = [], now: Instant
   ) -> [Effect] {
