@@ -152,9 +152,22 @@ enum BenchSignalingCommand {
   }
 
   static func drive(_ options: Options, layout: Layout) async throws -> Report {
-    let dialects = layout.dialects
     let client = try WebSocketClient(maxMessageBytes: 1 << 16, pingIntervalSeconds: 3600, idleTimeoutSeconds: 7200)
-    defer { Task { await client.shutdown() } }
+    // Its network thread stops before this returns: a process that exits with it still running
+    // (it was a task nobody awaited) runs OpenSSL's exit-time cleanup under that thread's calls
+    // into lws and OpenSSL, which crashed once in `pthread_rwlock_unlock` (docs/benchmarks.md).
+    do {
+      let report = try await measure(options, layout: layout, client: client)
+      await client.shutdown()
+      return report
+    } catch {
+      await client.shutdown()
+      throw error
+    }
+  }
+
+  private static func measure(_ options: Options, layout: Layout, client: WebSocketClient) async throws -> Report {
+    let dialects = layout.dialects
     let stats = LoadStats()
 
     // Idle sockets, connected in batches.
