@@ -47,6 +47,17 @@ public final class NetworkExecutor: SerialExecutor, TaskExecutor, Sendable {
     return current != 0 && pthread_equal(current, pthread_self()) != 0
   }
 
+  /// Runs `action` on the network thread after `delay`, from the loop's own timer (`LoopTimers`);
+  /// nil unless called on the network thread while its loop runs: the caller then schedules it
+  /// elsewhere (`NetworkLoopClock`).
+  public func schedule(after delay: Duration, _ action: @escaping @Sendable () -> Void) -> (any ScheduledAction)? {
+    guard let loop = state.withLock({ $0.loop }) else { return nil }
+    return loop.schedule(after: delay, action)
+  }
+
+  /// Timers waiting in the loop's heap (tests; on the network thread), nil without a loop.
+  var pendingLoopTimers: Int? { state.withLock { $0.loop }?.timers.pendingCount }
+
   func attach(_ loop: ServiceLoop) {
     fallback.sync {}  // nothing may still run on the fallback queue once the loop owns the jobs
     state.withLock { $0.loop = loop }

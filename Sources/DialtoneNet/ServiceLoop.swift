@@ -59,6 +59,8 @@ final class ServiceLoop: @unchecked Sendable {
   private var stopRequested = false
   private var wakeTimer: DispatchSourceTimer?
   private var sendBuffer: [UInt8]
+  /// Timers whose actions run on this loop's thread (`schedule(after:_:)`).
+  let timers = LoopTimers()
   /// The array a server socket's whole message is delivered in (`WebSocketFrameParser.next`),
   /// shared by the loop's sockets: reused for the next one once the receiver let it go, so a
   /// received message costs no allocation of its own, and an idle socket holds no buffer.
@@ -157,6 +159,7 @@ final class ServiceLoop: @unchecked Sendable {
     serviceWorker = WorkerThread(name: name, stackSize: 1 << 20) { [self] in
       guard let ctx = context else { return }
       serviceThread = pthread_self()
+      timers.loopStarted()
       executor?.networkThreadStarted()
       while !stopRequested {
         if lws_service(ctx, 0) < 0 { break }
@@ -174,6 +177,9 @@ final class ServiceLoop: @unchecked Sendable {
       role.contextDestroyed()
       executor?.networkThreadStopped(leftover: leftover)
       context = nil
+      // Last: once handed over, a due timer's action may run on another thread at once, and
+      // nothing of this loop runs any more by then.
+      timers.handOver(to: SystemClock())
     }
   }
 
@@ -213,6 +219,22 @@ final class ServiceLoop: @unchecked Sendable {
       return server.send(to: socket, bytes, binary: false, coalesced: coalesced, on: self)
     }
     _ = post(coalesced ? .sendCoalesced(connection.id, bytes) : .send(connection.id, bytes, binary: false))
+  }
+
+  /// Runs `action` on this loop's thread after `delay`, from the loop's own timer; nil unless
+  /// called on that thread while the loop runs (the caller then schedules it elsewhere).
+  func schedule(after delay: Duration, _ action: @escaping @Sendable () -> Void) -> (any ScheduledAction)? {
+    guard isServiceThread, let context, !stopRequested else { return nil }
+    return timers.schedule(after: Self.nanoseconds(delay), in: context, action)
+  }
+
+  /// `delay` in whole nanoseconds: none for a negative one, `UInt64.max` past what fits.
+  static func nanoseconds(_ delay: Duration) -> UInt64 {
+    let (seconds, attoseconds) = delay.components
+    guard seconds > 0 || (seconds == 0 && attoseconds > 0) else { return 0 }
+    let (whole, overflow) = UInt64(seconds).multipliedReportingOverflow(by: 1_000_000_000)
+    let (total, overflowAgain) = whole.addingReportingOverflow(UInt64(attoseconds / 1_000_000_000))
+    return overflow || overflowAgain ? .max : total
   }
 
   private var isServiceThread: Bool {
@@ -429,6 +451,12 @@ final class ServiceLoop: @unchecked Sendable {
       return 0
     case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
       return draining ? 1 : 0
+    case LWS_CALLBACK_RAW_RX_FILE where wsi == timers.descriptor:
+      timers.expired()
+      return 0
+    case LWS_CALLBACK_RAW_CLOSE_FILE where wsi == timers.descriptor:
+      timers.descriptorClosed(wsi)
+      return 0
     default:
       return role.handle(wsi, reason, input, length, on: self)
         ?? lws_callback_http_dummy(wsi, reason, user, input, length)

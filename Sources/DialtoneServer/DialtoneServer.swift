@@ -79,6 +79,9 @@ public final class DialtoneServer: Sendable {
         ringTimeout: .seconds(configuration.ringTimeout), reconnectGrace: .seconds(configuration.reconnectGrace),
         maxLiveCallsPerUser: configuration.limits.maxLiveCallsPerUser))
     let executor = NetworkExecutor()
+    // Real time: the hub's timers run on its network loop (no timer thread, no hop back to the
+    // hub). A virtual clock a test passes stays as it is.
+    let hubClock: any DialtoneClock = clock is SystemClock ? NetworkLoopClock(executor: executor, base: clock) : clock
     let sfu = try Self.makeSFU(configuration, clock: clock, log: log)
     self.sfu = sfu
     let groups = GroupCallRouter(
@@ -90,7 +93,7 @@ public final class DialtoneServer: Sendable {
         helloTimeout: .seconds(configuration.helloTimeout), resumeWindow: .seconds(configuration.resumeWindow),
         heartbeatSeconds: configuration.heartbeatSeconds, maxMessageBytes: Limits.maxMessageBytes,
         limits: configuration.limits, relayFastLane: configuration.relayFastLane),
-      clock: clock, authenticator: authenticator, iceServers: iceServers,
+      clock: hubClock, authenticator: authenticator, iceServers: iceServers,
       desk: CallDesk(router: router, groups: groups, groupCalls: sfu != nil), sfu: sfu,
       effectSink: sink, journal: journal, liveCalls: liveCalls, observations: observations,
       quality: callStore, remote: cluster ?? remoteDevices, placement: cluster ?? placement,

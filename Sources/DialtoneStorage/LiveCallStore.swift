@@ -23,6 +23,10 @@ package protocol LiveCallStore: Sendable {
   /// Whether any call, 1:1 or group, live or ended, ever had this id. Answered off the caller's
   /// thread (a thread of the store's own), however slow the database is.
   func isCallIdUsed(_ callId: CallID) async throws -> Bool
+  /// The same, answered through `answer` (on any thread) for a caller that is not a task (the
+  /// hub): a store that looks up on a thread of its own answers from there, with no task started
+  /// and resumed on the way (two thread wake-ups per invite fewer).
+  func isCallIdUsed(_ callId: CallID, answer: @escaping @Sendable (Result<Bool, any Error>) -> Void)
   /// The named 1:1 calls that are live, taken over by the caller (a cluster node): each one's epoch
   /// is raised, so that from now on the store refuses the writes of whoever ran it before.
   func takeOver(_ callIds: Set<CallID>) throws -> [StoredLiveCall]
@@ -50,6 +54,17 @@ extension LiveCallStore {
 
   package func endedCalls(_ callIds: Set<CallID>, since: Int64) throws -> [RecentlyEndedCall] {
     try callsEnded(since: since).filter { callIds.contains($0.record.callId) }
+  }
+
+  /// Through a task that awaits the store's own answer.
+  package func isCallIdUsed(_ callId: CallID, answer: @escaping @Sendable (Result<Bool, any Error>) -> Void) {
+    Task {
+      do {
+        answer(.success(try await isCallIdUsed(callId)))
+      } catch {
+        answer(.failure(error))
+      }
+    }
   }
 
   /// None: a store a cluster does not use completes its group calls at start instead.

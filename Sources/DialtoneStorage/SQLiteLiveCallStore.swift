@@ -199,6 +199,10 @@ package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
     }
   }
 
+  package func isCallIdUsed(_ callId: CallID, answer: @escaping @Sendable (Result<Bool, any Error>) -> Void) {
+    lookups.async { answer(Result { try self.isCallIdUsedNow(callId) }) }
+  }
+
   private func isCallIdUsedNow(_ callId: CallID) throws -> Bool {
     try readerLock.withLock {
       let id: [SQLiteValue] = [.text(callId)]

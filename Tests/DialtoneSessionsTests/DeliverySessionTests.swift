@@ -1,4 +1,5 @@
 import DialtoneProtocol
+import DialtoneTestSupport
 import Foundation
 import Testing
 
@@ -63,7 +64,7 @@ struct DeliverySessionTests {
   /// against a plain list of what is held: the counts, the bytes, the resume window and what a
   /// resume re-sends agree at every step (acknowledging counts what to drop from the seqs held).
   @Test func aLongRunOfDeliveriesAcksAndResumesMatchesTheModel() throws {
-    var random = SplitMix(seed: 40)
+    var random = SeededGenerator(seed: 40)
     let session = session(capacity: 16, maxUnackedBytes: 4_000)
     var held: [(seq: UInt64, bytes: Int)] = []
     var sent: UInt64 = 0
@@ -109,19 +110,6 @@ private final class RecordingSocket: SessionSocket, @unchecked Sendable {
   func send(text bytes: [UInt8]) { frames.append(bytes) }
   func sendCoalesced(text bytes: [UInt8]) { frames.append(bytes) }
   func close(code: UInt16, reason: String) {}
-}
-
-/// A seeded generator, so that a failing run repeats.
-private struct SplitMix {
-  var state: UInt64
-  init(seed: UInt64) { state = seed }
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
 }
 
 extension ServerMessage {

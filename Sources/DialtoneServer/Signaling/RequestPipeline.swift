@@ -257,11 +257,12 @@ final class RequestPipeline {
     let liveCalls = liveCalls
     let mailbox = mailbox
     let log = log
-    Task {
+    liveCalls.isCallIdUsed(callId) { result in
       let history: CallDesk.History
-      do {
-        history = .checked(callId, used: try await liveCalls.isCallIdUsed(callId))
-      } catch {
+      switch result {
+      case .success(let used):
+        history = .checked(callId, used: used)
+      case .failure(let error):
         log.error("cannot look call id \(callId) up: \(error)", callId: callId)
         history = .unavailable(callId)
       }

@@ -18,7 +18,8 @@ import Foundation
 
 let testSecret = "test-secret-0123456789abcdef"
 
-/// A real server on a loopback port with a virtual clock and a throwaway data directory.
+/// A real server on a loopback port with a virtual clock (or, `realTime`, the system's: its
+/// timers then run on its network loop) and a throwaway data directory.
 final class TestServer: Sendable {
   let server: DialtoneServer
   let clock: ManualClock
@@ -28,7 +29,7 @@ final class TestServer: Sendable {
   init(
     configure: (inout ServerConfiguration) -> Void = { _ in }, dataDirectory: String? = nil,
     liveCalls: (any LiveCallStore)? = nil, remoteDevices: any RemoteDevices = NoRemoteDevices(),
-    placement: any CallPlacement = LocalCalls(), sessionStore: (any SessionStore)? = nil
+    placement: any CallPlacement = LocalCalls(), sessionStore: (any SessionStore)? = nil, realTime: Bool = false
   ) async throws {
     clock = ManualClock()
     let directory = dataDirectory ?? NSTemporaryDirectory() + "dialtone-test-\(UUID().uuidString)"
@@ -41,7 +42,8 @@ final class TestServer: Sendable {
     configuration.drainSeconds = 2
     configure(&configuration)
     server = try await DialtoneServer(
-      configuration: configuration, clock: clock, store: nil, liveCalls: liveCalls, remoteDevices: remoteDevices,
+      configuration: configuration, clock: realTime ? SystemClock() : clock, store: nil, liveCalls: liveCalls,
+      remoteDevices: remoteDevices,
       placement: placement, sessionStore: sessionStore)
     client = try WebSocketClient()
   }

@@ -88,6 +88,20 @@ struct LiveCallStoreTests {
     ])
     for id in ["live", "ended", "group"] { #expect(try await store.isCallIdUsed(id), "\(id)") }
     #expect(try await !store.isCallIdUsed("fresh"))
+    // Answered on the store's own thread (what the hub asks) and through the default, a task
+    // awaiting the store's answer (a store with only that, as the wrapper below): the same.
+    let wrapped = try RestartingLiveCallStore(dataDirectory: directory, failures: 0)
+    for id in ["live", "ended", "group", "fresh"] {
+      #expect(try await answered(store, id) == (id != "fresh"), "\(id)")
+      #expect(try await answered(wrapped, id) == (id != "fresh"), "\(id)")
+    }
+  }
+
+  /// The look-up of `isCallIdUsed(_:answer:)`, awaited.
+  private func answered(_ store: any LiveCallStore, _ callId: CallID) async throws -> Bool {
+    try await withCheckedThrowingContinuation { continuation in
+      store.isCallIdUsed(callId) { continuation.resume(with: $0) }
+    }
   }
 
   @Test func aGroupCallLeftLiveIsRecordedOnceAndAnEndedOneKeepsItsOwnRecord() async throws {
