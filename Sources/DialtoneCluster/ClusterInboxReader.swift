@@ -20,11 +20,11 @@ package final class ClusterInboxReader: Sendable {
   /// (nil: such letters are skipped as undecodable); `mayRead`: whether to read on now (a
   /// write-behind holder with too much waiting for Redis pauses its inbox); `trimPoint`: how far
   /// the inbox may be trimmed once read through an id (nil: not yet), for letters that must
-  /// outlive their reading.
+  /// outlive their reading (it may ask Redis, on the reader's connection).
   package func start(
     _ deliver: @escaping @Sendable ([ClusterLetter]) -> Void,
     unnumbered: (@Sendable (UnnumberedLetter, String) -> Void)? = nil, mayRead: (@Sendable () -> Bool)? = nil,
-    trimPoint: (@Sendable (String) -> String?)? = nil
+    trimPoint: (@Sendable (String, any RedisClient) throws(RedisError) -> String?)? = nil
   ) {
     let (settings, log) = (settings, log)
     // The wait must stay shorter than the connection's command timeout, and bounds how long
@@ -41,7 +41,7 @@ package final class ClusterInboxReader: Sendable {
       let mailbox = ClusterLink.mailbox(connection, settings)
       let letters = try mailbox.receive(settings.node, after: position.after, limit: 512, timeout: wait)
       guard let last = letters.last else {
-        if position.untrimmed > 0, let through = trimPoint.map({ $0(position.after) }) ?? position.after {
+        if position.untrimmed > 0, let through = try trimPoint.map({ try $0(position.after, connection) }) ?? position.after {
           try mailbox.discard(through: through, from: settings.node)
           position.untrimmed = 0
         }
@@ -66,7 +66,7 @@ package final class ClusterInboxReader: Sendable {
       if !decoded.isEmpty { deliver(decoded) }
       position.after = last.id
       position.untrimmed += letters.count
-      if position.untrimmed >= 64, let through = trimPoint.map({ $0(last.id) }) ?? last.id {
+      if position.untrimmed >= 64, let through = try trimPoint.map({ try $0(last.id, connection) }) ?? last.id {
         try mailbox.discard(through: through, from: settings.node)
         position.untrimmed = 0
       }

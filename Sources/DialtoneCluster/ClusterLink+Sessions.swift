@@ -45,28 +45,22 @@ extension ClusterLink: SessionStore {
     let ledger = ledger(connection)
     let who = opening.identity
     var resync = false
-    if let resume = opening.resume {
+    if let resume = opening.resume, let writeBehind {
+      switch try resumeHolding(resume, who, writeBehind, ledger, connection) {
+      case .resumed(let sessionID, let pending, let replies):
+        held.withLock { _ = $0.insert(sessionID) }
+        try announceNow(who, session: sessionID, connected: true, newSession: false, connection)
+        return .resumed(sessionID: sessionID, pending: pending, replies: replies)
+      case .failed(let why):
+        return .failed(why)
+      default:
+        resync = true
+      }
+    } else if let resume = opening.resume {
       let asked = resume.sessionId
-      // A write-behind holder that died may have written its client candidates it had not
-      // stored: up to its per-session bound of them.
-      // (A quarter of the capacity: the holder's `maxSessionFrames`, and the skip of
-      // `SessionLedger`'s append step when a holder's inbox is full.)
-      let ahead = writeBehind == nil ? 0 : UInt64(settings.maxUnackedMessages / 4)
-      let previous = writeBehind == nil ? nil : try ledger.holder(of: asked)
-      switch try ledger.resume(
-        asked, userId: who.userId, deviceId: who.deviceId, from: resume.lastSeq, node: thisNode, allowingAhead: ahead)
+      switch try ledger.resume(asked, userId: who.userId, deviceId: who.deviceId, from: resume.lastSeq, node: thisNode)
       {
-      case .resumed(_, let epoch, let pending, let replies):
-        if let writeBehind {
-          guard try claim(asked, who, epoch: epoch, writeBehind, connection) else {
-            return .failed("the session was taken by another node meanwhile, or this node's lease lapsed; try again")
-          }
-          // A dead write-behind holder's letters it had not stored come before anything new.
-          if let previous, previous != thisNode, try !presence(connection).isAlive(previous) {
-            let letters = try DeadHolderLetters.letters(for: asked, of: previous, connection)
-            if !letters.isEmpty { writeBehind.adopt(letters.map(Self.outgoing)) }
-          }
-        }
+      case .resumed(_, _, let pending, let replies):
         held.withLock { _ = $0.insert(asked) }
         try announceNow(who, session: asked, connected: true, newSession: false, connection)
         return .resumed(
@@ -88,6 +82,50 @@ extension ClusterLink: SessionStore {
     held.withLock { _ = $0.insert(opening.freshID) }
     try announceNow(who, session: opening.freshID, connected: true, newSession: true, connection)
     return .fresh(sessionID: opening.freshID, resync: resync)
+  }
+
+  /// Write-behind: resumes the session and holds it here with the letters its previous holder had
+  /// not stored (`SessionLedger.resumeHolding`). `.fresh` stands for a session to open afresh
+  /// (the one asked for cannot go on, and is ended if it is this device's).
+  private func resumeHolding(
+    _ resume: ClientMessage.Resume, _ who: Identity, _ shell: WriteBehindShell, _ ledger: SessionLedger,
+    _ connection: any RedisClient
+  ) throws(RedisError) -> SessionOpened {
+    let asked = resume.sessionId
+    // A write-behind holder that died may have written its client candidates it had not
+    // stored: up to its per-session bound of them.
+    // (A quarter of the capacity: the holder's `maxSessionFrames`, and the skip of
+    // `SessionLedger`'s append step when a holder's inbox is full.)
+    let ahead = UInt64(settings.maxUnackedMessages / 4)
+    switch try ledger.resumeHolding(
+      asked, userId: who.userId, deviceId: who.deviceId, from: resume.lastSeq, node: thisNode, allowingAhead: ahead)
+    {
+    case .resumed(let resumed):
+      let letters = resumed.letters.map(Self.outgoing)
+      guard
+        shell.hold(
+          asked, of: who, epoch: resumed.epoch, lastSeq: resumed.lastSeq, onces: resumed.onces,
+          lettersAfter: resumed.lettersAfter, letters: letters)
+      else {
+        // This node's lease lapsed: the letters go back into its inbox, after the cut, where the
+        // session's next resume reads them (this node holds it in Redis now).
+        let mailbox = Self.mailbox(connection, settings)
+        for letter in resumed.letters where try mailbox.send(letter.encoded, to: thisNode) == .full {
+          log.error("a letter for session \(asked) is lost: this node's inbox is full", sessionId: asked)
+        }
+        return .failed("this node's lease lapsed; try again")
+      }
+      return .resumed(
+        sessionID: asked,
+        pending: resumed.pending.map { StoredFrame(sessionID: $0.sessionID, seq: $0.seq, bytes: $0.bytes) },
+        replies: Self.decode(resumed.replies))
+    case .resync:
+      held.withLock { _ = $0.remove(asked) }
+      try ledger.end(asked, heldBy: thisNode)
+      return .fresh(sessionID: asked, resync: true)
+    case .gone:
+      return .fresh(sessionID: asked, resync: true)
+    }
   }
 
   /// Write-behind: marks the session as numbered here and holds it from the last seq Redis has.

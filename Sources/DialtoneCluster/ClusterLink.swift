@@ -197,11 +197,11 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
     try presence(connection).heartbeat(thisNode)
     var unnumbered: (@Sendable (UnnumberedLetter, String) -> Void)?
     var mayRead: (@Sendable () -> Bool)?
-    var trimPoint: (@Sendable (String) -> String?)?
+    var trimPoint: (@Sendable (String, any RedisClient) throws(RedisError) -> String?)?
     if let shell = writeBehind {
       unnumbered = { letter, position in shell.letter(ClusterLink.outgoing(letter), position: position) }
       mayRead = { shell.acceptsLetters }
-      trimPoint = { shell.trimPoint(read: $0) }
+      trimPoint = { read, connection throws(RedisError) in try shell.trimPoint(read: read, connection) }
     }
     reader.start(
       { [weak self] letters in self?.arrived(letters) }, unnumbered: unnumbered, mayRead: mayRead,

@@ -55,7 +55,7 @@ extension SessionLedger {
       -- written its client candidates Redis does not have yet, at seqs after `last`: nobody else
       -- may number a seq there. So the message goes unnumbered into the holder's inbox, whether
       -- the holder is alive (it numbers it) or dead (whoever resumes the session numbers it after
-      -- the client's own seq: `DeadHolderLetters`).
+      -- the client's own seq: `resumeHolding` reads the holder's inbox after the session's `lp`).
       local behind = m[5] == '1'
       local inbox = 'dt:inbox:{' .. owner .. '}'
       -- (The holder itself asking: it no longer numbers the session, having closed it.)
@@ -70,9 +70,6 @@ extension SessionLedger {
           .. #a.once .. ',"h":' .. #a.head .. '}\\n' .. a.request .. a.once .. a.head .. a.tail)
         redis.call('PEXPIRE', inbox, a.inbox_expiry)
         if redis.call('EXISTS', 'dt:node:{' .. owner .. '}') == 1 then return {1, 0} end
-        -- A dead holder's letters are read after the inbox position its last batch stored: keep
-        -- that as long as the inbox.
-        redis.call('PEXPIRE', 'dt:inbox-applied:{' .. owner .. '}', a.inbox_expiry)
         return {2, 0}
       elseif behind then
         -- Its inbox is full (or the holder itself asks): Redis numbers it after all, under a new
@@ -239,16 +236,28 @@ extension SessionLedger {
     """)
 
   /// ARGV: user, device, last seq, node, expiry ms, how far ahead of the last seq stored the
-  /// client may be (0: not at all). The session is store-first until its new holder claims it
-  /// (`WriteBehindStore.claim` marks it `wb` again): what other nodes send it meanwhile Redis
-  /// numbers, after the client's seq.
+  /// client may be (0: not at all); for a write-behind holder (`resumeHolding`, one Redis only:
+  /// it reads two nodes' inboxes) '1', the most inbox entries to read, and the session id.
   /// Returns {0, last, epoch, count, entries..., then reply id and bytes pairs} resumed, {1}
-  /// resync, {2} gone. Resuming increments the epoch: the previous holder's write-behind batches
-  /// are refused from now on (`WriteBehindStore`).
+  /// resync, {2} gone; a holder's gets {0, last, epoch, count, entries..., reply items count,
+  /// reply pairs..., cut, letters count, letters..., once-keys...}. Resuming increments the
+  /// epoch: the previous holder's write-behind batches are refused from now on
+  /// (`WriteBehindStore`). Without a holder the session is store-first until one claims it
+  /// (`WriteBehindStore.claim`): what other nodes send it meanwhile Redis numbers, after the
+  /// client's seq.
+  ///
+  /// A holder's resume takes the session over whole, in this one step: the letters other nodes
+  /// left its previous holder (`owner`, this node or another, alive or dead) that it had not
+  /// stored (its inbox after the session's `lp`: batches store it with the frames), in inbox
+  /// order, and the cut, the newest entry of the resuming node's own inbox, which becomes `lp`
+  /// (its reader's copies up to there are not numbered again); `wb` is set at once, so that what
+  /// other nodes send from now on goes to the new holder's inbox unnumbered, after the cut.
+  /// Read in a separate step, a batch of the previous holder landing in between could not move
+  /// `lp` (its epoch is old) but its reader could trim letters the resume did not read yet.
   static let resumeScript = RedisScript(
     """
     if redis.call('EXISTS', KEYS[1]) == 0 then return {2} end
-    local meta = redis.call('HMGET', KEYS[1], 'user', 'device', 'last', 'dropped')
+    local meta = redis.call('HMGET', KEYS[1], 'user', 'device', 'last', 'dropped', 'owner', 'lp')
     if meta[1] ~= ARGV[1] or meta[2] ~= ARGV[2] then return {2} end
     local last = tonumber(meta[3])
     local from = tonumber(ARGV[3])
@@ -268,13 +277,38 @@ extension SessionLedger {
     end
     local pending = redis.call('ZRANGE', KEYS[2], 0, -1)
     if #pending ~= last - from then return {1} end
-    redis.call('HSET', KEYS[1], 'owner', ARGV[4])
-    redis.call('HDEL', KEYS[1], 'wb')
+    local holding = ARGV[7] == '1'
+    local letters, cut = {}, nil
+    if holding then
+      if meta[5] then
+        local prefix = '{"k":"unnumbered","s":"' .. ARGV[9] .. '",'
+        local entries = redis.call('XRANGE', 'dt:inbox:{' .. meta[5] .. '}', meta[6] and ('(' .. meta[6]) or '-', '+',
+          'COUNT', ARGV[8])
+        for _, entry in ipairs(entries) do
+          local payload = entry[2][2]
+          if string.sub(payload, 1, #prefix) == prefix then letters[#letters + 1] = payload end
+        end
+      end
+      local newest = redis.call('XREVRANGE', 'dt:inbox:{' .. ARGV[4] .. '}', '+', '-', 'COUNT', 1)
+      cut = newest[1] and newest[1][1] or '0-0'
+      redis.call('HSET', KEYS[1], 'owner', ARGV[4], 'wb', '1', 'lp', cut)
+    else
+      redis.call('HSET', KEYS[1], 'owner', ARGV[4])
+      redis.call('HDEL', KEYS[1], 'wb')
+    end
     local epoch = redis.call('HINCRBY', KEYS[1], 'epoch', 1)
     for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ARGV[5]) end
     local reply = {0, last, epoch, #pending}
     for _, member in ipairs(pending) do reply[#reply + 1] = member end
-    for _, item in ipairs(redis.call('HGETALL', KEYS[3])) do reply[#reply + 1] = item end
+    local replies = redis.call('HGETALL', KEYS[3])
+    if holding then reply[#reply + 1] = #replies end
+    for _, item in ipairs(replies) do reply[#reply + 1] = item end
+    if holding then
+      reply[#reply + 1] = cut
+      reply[#reply + 1] = #letters
+      for _, letter in ipairs(letters) do reply[#reply + 1] = letter end
+      for _, key in ipairs(redis.call('ZRANGE', KEYS[5], 0, -1)) do reply[#reply + 1] = key end
+    end
     return reply
     """)
 

@@ -84,10 +84,15 @@ package struct WriteBehindHolder: Sendable {
     /// What makes it news for the session (`OnceKey`): a message whose key the session had
     /// already is not numbered again.
     package let once: String?
+    /// The inbox position of the letter it came in (nil: this node's own client caused it). A
+    /// letter of a session this node loses is never sent on: whoever resumes the session applies
+    /// every letter its inbox holds for it after the session's stored letter position
+    /// (`SessionLedger.resumeHolding`), so this node keeps it in its inbox until then (`retained`).
+    package let letter: String?
 
     package init(
       session: String, frame: SessionLedger.Frame, kind: Kind, requestID: String? = nil, mayWait: Bool? = nil,
-      once: String? = nil
+      once: String? = nil, letter: String? = nil
     ) {
       self.session = session
       self.frame = frame
@@ -95,7 +100,31 @@ package struct WriteBehindHolder: Sendable {
       self.requestID = requestID
       self.mayWait = mayWait ?? (kind == .candidate)
       self.once = once
+      self.letter = letter
     }
+
+    /// As it arrived at `position` of the inbox.
+    func arrived(at position: String) -> Outgoing {
+      Outgoing(
+        session: session, frame: frame, kind: kind, requestID: requestID, mayWait: mayWait, once: once,
+        letter: position)
+    }
+
+    /// Written only once stored: numbered where the hub may not know its session yet (`hold`).
+    var storedFirst: Outgoing {
+      Outgoing(
+        session: session, frame: frame, kind: .storeFirst, requestID: requestID, mayWait: false, once: once,
+        letter: letter)
+    }
+  }
+
+  /// A letter this node read but did not store for its session (it did not hold it, or lost it
+  /// before its batch landed): kept in the inbox (the trim point stops before the first) for the
+  /// session's next resume, which applies it; numbered here if this node holds the session again
+  /// with the letter after its cut (it arrived after that resume: `hold`).
+  package struct Retained: Sendable, Equatable {
+    package let position: InboxPosition
+    package let outgoing: Outgoing
   }
 
   /// Why a session is no longer held here.
@@ -115,9 +144,8 @@ package struct WriteBehindHolder: Sendable {
     case wake(at: Instant)
     /// Close the session's socket; it is not held here any more (its client resumes elsewhere).
     case close(session: String, Closing)
-    /// A frame for a session not held here: the shell stores it the way other nodes do. For a
-    /// letter, before any `store` that follows it (the batch carries the letter's inbox position:
-    /// a successor applies only the letters after it), so on the same ordered connection.
+    /// A frame this node's own client caused for a session not held here (any more): the shell
+    /// stores it the way other nodes do, where the session is now. Never a letter (`retained`).
     case unheld(Outgoing)
   }
 
@@ -161,6 +189,9 @@ package struct WriteBehindHolder: Sendable {
     package var unstoredBytes = 0
     /// The once-keys of what it stored before this node held it, and of what this node numbered.
     package var onces: WriteBehindOnces
+    /// The resume that made this holding applied this node's letters for the session through here
+    /// (`SessionLedger.resumeHolding`): the reader's copies of them are not numbered again.
+    package var lettersAfter: InboxPosition?
   }
 
   /// `outgoing` is kept to number it again elsewhere if another node takes its session.
@@ -193,11 +224,10 @@ package struct WriteBehindHolder: Sendable {
     package let seq: UInt64
   }
 
-  /// One event's frames, in the order they were numbered, and the inbox position it applied;
-  /// when it was queued, and whether it has a frame that may not wait for the batch window.
+  /// One event's frames, in the order they were numbered; when it was queued, and whether it
+  /// has a frame that may not wait for the batch window.
   package struct QueuedEvent: Sendable, Equatable {
     package var frames: [FrameRef]
-    package let inboxPosition: String?
     package let queuedAt: Instant
     package let urgent: Bool
   }
@@ -214,6 +244,11 @@ package struct WriteBehindHolder: Sendable {
   private var wakeAsked: Instant?
   private var nodeBytes = 0
   private var batchNumber: UInt64 = 0
+  /// In inbox order; bounded by `maxNodeBytes` on their own (the oldest go first, counted in
+  /// `retainedDropped`): they wait for a client's resume, so they must not pause the inbox.
+  package private(set) var retained: [Retained] = []
+  private var retainedBytes = 0
+  package private(set) var retainedDropped = 0
 
   package init(limits: Limits, renewedAt: Instant) {
     self.limits = limits
@@ -237,39 +272,75 @@ package struct WriteBehindHolder: Sendable {
   /// or below `lastSeq` a frame is stored, or a candidate the client said it processed (the
   /// resume went on from its own seq). Without this, a frame waiting for its batch (the window,
   /// the batch in flight, a failed one) during the resume was lost, its sender answered.
+  ///
+  /// A resume (`SessionLedger.resumeHolding`) hands over `letters`, those its previous holder
+  /// (this node or another, dead or alive) had not stored, and `lettersAfter`, the cut through
+  /// which it read this node's inbox for the session: they are numbered first, then letters this
+  /// node retained for the session after the cut (they arrived between the resume and this
+  /// call); the reader's copies of letters at or before the cut are not numbered again. All of
+  /// them, and the frames numbered again, are written once stored (the hub learns of the resume
+  /// after this: a write now would reach the session it replaces, or none).
   package mutating func hold(
-    _ session: String, epoch: UInt64, lastSeq: UInt64, onces: [String] = [], now: Instant
+    _ session: String, epoch: UInt64, lastSeq: UInt64, onces: [String] = [], lettersAfter: String? = nil,
+    letters: [Outgoing] = [], now: Instant
   ) -> [Effect] {
     var effects = checkLease(now)
     guard lease != .stale else { return effects + [.close(session: session, .stale)] }
+    let cut = lettersAfter.flatMap(InboxPosition.init)
     var held = Held(
       epoch: epoch, next: lastSeq + 1, stored: lastSeq, written: lastSeq,
-      onces: WriteBehindOnces(capacity: limits.onceMemory, keys: onces))
+      onces: WriteBehindOnces(capacity: limits.onceMemory, keys: onces), lettersAfter: cut)
     var again: [Outgoing] = []
     if let old = sessions[session] {
       nodeBytes -= old.unstoredBytes
       held.onces.formUnion(old.onces)
-      // Written only once stored, candidates too: the hub learns of the resume after this, and a
-      // write now would reach the session it replaces (its batch lands after the resume's answer).
+      // This node's own frames only: its letters not stored are among the resume's `letters`.
       if old.epoch != epoch {
-        again = old.unstored.filter { $0.seq > lastSeq }.map {
-          let was = $0.outgoing
-          return Outgoing(
-            session: was.session, frame: was.frame, kind: .storeFirst, requestID: was.requestID, mayWait: false,
-            once: was.once)
-        }
+        again = old.unstored.filter { $0.seq > lastSeq && $0.outgoing.letter == nil }.map { $0.outgoing.storedFirst }
       }
     }
+    let parked = retained.filter { entry in entry.outgoing.session == session && cut.map { entry.position > $0 } ?? true }
+    forgetRetained { $0.outgoing.session == session }
     sessions[session] = held
-    if !again.isEmpty { effects += number(again, inboxPosition: nil, now: now, checkingOnces: false) }
+    if !again.isEmpty { effects += number(again, now: now, checkingOnces: false) }
+    if !letters.isEmpty {
+      effects += number(letters.map { $0.storedFirst }, now: now, checkingOnces: true)
+    }
+    if !parked.isEmpty {
+      effects += number(parked.map { $0.outgoing.storedFirst }, now: now, checkingOnces: true)
+    }
     effects += cutIfIdle(now)
     return effects
   }
 
-  /// The session ended here (its client said goodbye, or the shell closed it): nothing more of
-  /// it is written or stored.
-  package mutating func release(_ session: String) {
-    if let held = sessions.removeValue(forKey: session) { nodeBytes -= held.unstoredBytes }
+  /// The session ends here (its client said goodbye, its resume window passed, or another node
+  /// resumed it): nothing more of it is written or stored here. What this node's own clients sent
+  /// it and Redis does not have goes where the session is now (`unheld`: their senders may have
+  /// been answered); its letters stay in the inbox for whoever resumes it (`retained`).
+  package mutating func release(_ session: String) -> [Effect] {
+    guard let held = sessions.removeValue(forKey: session) else { return [] }
+    nodeBytes -= held.unstoredBytes
+    return lose(held, sendingOn: true)
+  }
+
+  /// The letters of the session retained for a resume that has happened (the shell checks Redis):
+  /// they may leave the inbox.
+  package mutating func forget(retained positions: Set<InboxPosition>) {
+    forgetRetained { positions.contains($0.position) }
+  }
+
+  /// The first inbox position the inbox must keep (nil: none): a letter retained, or numbered
+  /// and not stored yet. Every letter handed to `letter` is one of these until it is stored,
+  /// applied by a resume already, or a repeat; so the inbox may be trimmed just before it.
+  package var keepsFrom: InboxPosition? {
+    var first = retained.first?.position
+    for held in sessions.values {
+      for frame in held.unstored {
+        guard let at = frame.outgoing.letter.flatMap(InboxPosition.init) else { continue }
+        if first.map({ at < $0 }) ?? true { first = at }
+      }
+    }
+    return first
   }
 
   // MARK: Frames
@@ -280,7 +351,7 @@ package struct WriteBehindHolder: Sendable {
     var effects = checkLease(now)
     guard lease != .stale else { return Submitted(effects: effects, refusal: .stale) }
     guard fits(event) else { return Submitted(effects: effects, refusal: .backlog) }
-    effects += number(event, inboxPosition: nil, now: now, checkingOnces: true)
+    effects += number(event, now: now, checkingOnces: true)
     return Submitted(effects: effects + cutIfIdle(now), refusal: nil)
   }
 
@@ -288,8 +359,11 @@ package struct WriteBehindHolder: Sendable {
   /// whatever the bounds (its sender was answered already).
   package mutating func letter(_ outgoing: Outgoing, position: String, now: Instant) -> [Effect] {
     var effects = checkLease(now)
-    guard lease != .stale else { return effects }
-    effects += number([outgoing], inboxPosition: position, now: now, checkingOnces: true)
+    guard lease != .stale else {
+      retain(outgoing.arrived(at: position))
+      return effects
+    }
+    effects += number([outgoing.arrived(at: position)], now: now, checkingOnces: true)
     return effects + cutIfIdle(now)
   }
 
@@ -313,11 +387,12 @@ package struct WriteBehindHolder: Sendable {
     }
     let sorted = through.sorted { $0.key < $1.key }
     for (session, _) in sorted {
-      guard let refusal = refused[session], let held = sessions[session] else { continue }
-      release(session)
+      guard let refusal = refused[session], let held = sessions.removeValue(forKey: session) else { continue }
+      nodeBytes -= held.unstoredBytes
       effects.append(.close(session: session, .refused(refusal)))
-      // A gap is this node's own mistake and a gone session has nobody to read them.
-      if refusal == .superseded { effects += held.unstored.map { .unheld($0.outgoing) } }
+      // Its own frames go where the session is now, unless it is gone (nobody to read them) or
+      // the refusal is a gap (this node's own mistake); its letters wait for the resume.
+      if refusal != .gone { effects += lose(held, sendingOn: refusal == .superseded) }
     }
     for (session, seq) in sorted where refused[session] == nil {
       effects += confirm(session, through: seq)
@@ -367,6 +442,9 @@ package struct WriteBehindHolder: Sendable {
     guard case .live(let renewedAt) = lease, now - renewedAt >= limits.lease - limits.margin else { return [] }
     lease = .stale
     let closing = sessions.keys.sorted().map { Effect.close(session: $0, .stale) }
+    // Their letters not stored wait in the inbox for the resumes (own frames' senders were not
+    // answered, or their batch in flight lands).
+    for (_, held) in sessions.sorted(by: { $0.key < $1.key }) { _ = lose(held, sendingOn: false) }
     sessions = [:]
     queue = []
     (queuedFrames, urgentEvents, wakeAsked) = (0, 0, nil)
@@ -375,6 +453,44 @@ package struct WriteBehindHolder: Sendable {
     store = .idle
     return closing
   }
+
+  /// A session lost here: its own unstored frames, sent on where the session is now when
+  /// `sendingOn` (their senders may have been answered), and its letters retained.
+  private mutating func lose(_ held: Held, sendingOn: Bool) -> [Effect] {
+    var effects: [Effect] = []
+    for frame in held.unstored {
+      if frame.outgoing.letter != nil {
+        retain(frame.outgoing)
+      } else if sendingOn {
+        effects.append(.unheld(frame.outgoing))
+      }
+    }
+    return effects
+  }
+
+  private mutating func retain(_ outgoing: Outgoing) {
+    guard let position = outgoing.letter.flatMap(InboxPosition.init) else { return }
+    let entry = Retained(position: position, outgoing: outgoing)
+    // Nearly always the newest: letters are read in order.
+    let at = retained.lastIndex { $0.position <= position }.map { $0 + 1 } ?? 0
+    guard at == 0 || retained[at - 1].position != position else { return }
+    retained.insert(entry, at: at)
+    retainedBytes += Self.cost(outgoing)
+    while retainedBytes > limits.maxNodeBytes, retained.count > 1 {
+      retainedBytes -= Self.cost(retained.removeFirst().outgoing)
+      retainedDropped += 1
+    }
+  }
+
+  private mutating func forgetRetained(where drop: (Retained) -> Bool) {
+    var kept: [Retained] = []
+    for entry in retained {
+      if drop(entry) { retainedBytes -= Self.cost(entry.outgoing) } else { kept.append(entry) }
+    }
+    retained = kept
+  }
+
+  private static func cost(_ outgoing: Outgoing) -> Int { outgoing.frame.head.count + outgoing.frame.tail.count }
 
   private func fits(_ event: [Outgoing]) -> Bool {
     var frames: [String: Int] = [:]
@@ -411,16 +527,18 @@ package struct WriteBehindHolder: Sendable {
   /// `checkingOnces`: a frame whose once-key its session had is dropped (a repeat). Not for frames
   /// numbered again (`hold`): their keys are this node's own.
   private mutating func number(
-    _ event: [Outgoing], inboxPosition: String?, now: Instant, checkingOnces: Bool
+    _ event: [Outgoing], now: Instant, checkingOnces: Bool
   ) -> [Effect] {
     var effects: [Effect] = []
     var queued = QueuedEvent(
-      frames: [], inboxPosition: inboxPosition, queuedAt: now, urgent: event.contains { !$0.mayWait })
+      frames: [], queuedAt: now, urgent: event.contains { !$0.mayWait })
     for outgoing in event {
       guard var held = sessions[outgoing.session] else {
-        effects.append(.unheld(outgoing))
+        if outgoing.letter != nil { retain(outgoing) } else { effects.append(.unheld(outgoing)) }
         continue
       }
+      // A letter the resume that made this holding applied already.
+      if let cut = held.lettersAfter, let at = outgoing.letter.flatMap(InboxPosition.init), at <= cut { continue }
       if checkingOnces, let once = outgoing.once, !held.onces.insert(once) { continue }
       let seq = held.next
       held.next += 1
@@ -436,8 +554,7 @@ package struct WriteBehindHolder: Sendable {
       sessions[outgoing.session] = held
       queued.frames.append(FrameRef(session: outgoing.session, epoch: held.epoch, seq: seq))
     }
-    // A letter for a session not held here still moves the inbox position on.
-    if !queued.frames.isEmpty || inboxPosition != nil {
+    if !queued.frames.isEmpty {
       queue.append(queued)
       count([queued], +1)
     }
@@ -503,7 +620,6 @@ package struct WriteBehindHolder: Sendable {
     var index: [String: Int] = [:]
     var frames = 0
     var bytes = 0
-    var position: String?
     var cut = 0
     for event in queue {
       let live = event.frames.filter(isCurrent)
@@ -512,28 +628,31 @@ package struct WriteBehindHolder: Sendable {
       cut += 1
       frames += live.count
       bytes += size
-      if let inboxPosition = event.inboxPosition { position = inboxPosition }
       taken.append(
-        QueuedEvent(frames: live, inboxPosition: event.inboxPosition, queuedAt: event.queuedAt, urgent: event.urgent))
+        QueuedEvent(frames: live, queuedAt: event.queuedAt, urgent: event.urgent))
       for ref in live {
         guard let numbered = frame(ref) else { continue }
         let part = WriteBehindBatch.Frame(
           seq: ref.seq, bytes: numbered.bytes, requestID: numbered.requestID, once: numbered.outgoing.once)
-        if let at = index[ref.session] {
+        let at: Int
+        if let known = index[ref.session] {
+          at = known
           parts[at].frames.append(part)
         } else {
-          index[ref.session] = parts.count
+          at = parts.count
+          index[ref.session] = at
           parts.append(WriteBehindBatch.Session(id: ref.session, epoch: ref.epoch, frames: [part]))
         }
+        if let letter = numbered.outgoing.letter { parts[at].letterPosition = letter }
       }
     }
     count(Array(queue.prefix(cut)), -1)
     queue.removeFirst(cut)
     wakeAsked = nil
-    guard frames > 0 || position != nil else { return [] }
+    guard frames > 0 else { return [] }
     batchNumber += 1
     store = .inFlight(number: batchNumber, events: taken)
-    return [.store(WriteBehindBatch(number: batchNumber, sessions: parts, inboxPosition: position))]
+    return [.store(WriteBehindBatch(number: batchNumber, sessions: parts))]
   }
 
   /// Whether the frame is still this node's to store: its session held under the same epoch,

@@ -29,10 +29,6 @@ package final class WriteBehindShell: Sendable {
     /// Effects not yet applied, in order, and whether a caller is applying them.
     var outbox: [WriteBehindHolder.Effect] = []
     var pumping = false
-    /// The inbox position of the last letter handed to the holder, and of the last one Redis
-    /// stored (`trimPoint`).
-    var lastLetter: String?
-    var applied: String?
   }
 
   private let state: Locked<State>
@@ -87,12 +83,17 @@ package final class WriteBehindShell: Sendable {
   package func holds(_ session: String) -> Bool { state.withLock { $0.holder.sessions[session] != nil } }
 
   /// This node won the session at `epoch` (an open or resume); numbering goes on after `lastSeq`,
-  /// the last seq Redis has. False when the node's lease is stale: it takes no session then.
+  /// the last seq Redis has; a resume's `letters` (its previous holder's, unstored) come first,
+  /// and the reader's copies of letters up to `lettersAfter` are not numbered again
+  /// (`WriteBehindHolder.hold`). False when the node's lease is stale: it takes no session then.
   package func hold(
-    _ session: String, of identity: Identity, epoch: UInt64, lastSeq: UInt64, onces: [String] = []
+    _ session: String, of identity: Identity, epoch: UInt64, lastSeq: UInt64, onces: [String] = [],
+    lettersAfter: String? = nil, letters: [WriteBehindHolder.Outgoing] = []
   ) -> Bool {
     let held = state.withLock { state in
-      let effects = state.holder.hold(session, epoch: epoch, lastSeq: lastSeq, onces: onces, now: now())
+      let effects = state.holder.hold(
+        session, epoch: epoch, lastSeq: lastSeq, onces: onces, lettersAfter: lettersAfter, letters: letters,
+        now: now())
       state.outbox += effects
       guard state.holder.sessions[session] != nil else { return false }
       if let old = state.owners[session] { state.devices[old.userId]?[old.deviceId] = nil }
@@ -104,12 +105,14 @@ package final class WriteBehindShell: Sendable {
     return held
   }
 
-  /// The session ended here, or closed: nothing more of it is numbered here.
+  /// The session ended here, or closed: nothing more of it is numbered here (what this node's
+  /// clients sent it that Redis does not have goes where it is now: `WriteBehindHolder.release`).
   package func release(_ session: String) {
     state.withLock { state in
-      state.holder.release(session)
+      state.outbox += state.holder.release(session)
       Self.forget(session, &state)
     }
+    pump()
   }
 
   private static func forget(_ session: String, _ state: inout State) {
@@ -167,31 +170,63 @@ package final class WriteBehindShell: Sendable {
   /// An unnumbered letter another node stored in this node's inbox at `position`.
   package func letter(_ outgoing: WriteBehindHolder.Outgoing, position: String) {
     state.withLock { state in
-      state.lastLetter = position
       state.outbox += state.holder.letter(outgoing, position: position, now: now())
     }
     pump()
   }
 
-  /// How far the inbox may be trimmed once read through `read`: letters not yet stored stay
-  /// for whoever resumes their sessions if this node dies (`DeadHolderLetters`); nil: not at all.
-  package func trimPoint(read: String) -> String? {
-    state.withLock { $0.lastLetter == $0.applied ? read : $0.applied }
+  /// How far the inbox may be trimmed once read through `read` (nil: not at all): never past a
+  /// letter not stored yet, nor one retained for a session this node lost, which whoever resumes
+  /// the session reads from the inbox (`SessionLedger.resumeHolding`). With `redis`, retained
+  /// letters whose resume has happened are let go first.
+  package func trimPoint(read: String, _ redis: (any RedisClient)? = nil) throws(RedisError) -> String? {
+    if let redis { try releaseRetained(redis) }
+    let (keeps, dropped) = state.withLock { ($0.holder.keepsFrom, $0.holder.retainedDropped) }
+    if dropped > reportedDrops.current {
+      reportedDrops.withLock { $0 = dropped }
+      log.error("\(dropped) retained letter(s) left the inbox over the bound: a resume may miss them")
+    }
+    guard let keeps else { return read }
+    guard let before = keeps.predecessor else { return nil }
+    guard let read = InboxPosition(read) else { return before.description }
+    return min(read, before).description
   }
 
-  /// Frames of a session this node just resumed that its dead holder had in its inbox and had
-  /// not stored: numbered after what Redis has, before anything new (each its own event).
-  package func adopt(_ frames: [WriteBehindHolder.Outgoing]) {
-    var refused = 0
-    state.withLock { state in
-      for frame in frames {
-        let submitted = state.holder.submit([frame], now: now())
-        state.outbox += submitted.effects
-        if submitted.refusal != nil { refused += 1 }
-      }
+  private let reportedDrops = Locked(0)
+
+  /// At most this many sessions' retained letters are checked per trim.
+  private static let releaseBatch = 256
+
+  /// A retained letter may leave the inbox once the session's resume read it (its holder is
+  /// another node now, or its stored letter position, `lp`, is at or past it: a resume here, or
+  /// a batch), or the session is gone. Only letters retained before the read are let go: one
+  /// retained since may have arrived after a resume here that this node has not held yet.
+  private func releaseRetained(_ redis: any RedisClient) throws(RedisError) {
+    let retained = state.withLock { $0.holder.retained }
+    guard !retained.isEmpty else { return }
+    var sessions: [String] = []
+    var seen: Set<String> = []
+    for entry in retained where seen.insert(entry.outgoing.session).inserted {
+      sessions.append(entry.outgoing.session)
+      if sessions.count == Self.releaseBatch { break }
     }
-    if refused > 0 { log.error("\(refused) message(s) a dead node had not stored could not be taken over") }
-    pump()
+    let replies = try redis.pipeline(sessions.map { ["HMGET", SessionLedger.keys($0).meta, "owner", "lp"] })
+      .throwingFirstError()
+    var done: [String: InboxPosition?] = [:]  // a session's letters through the position, or all (nil)
+    for (session, reply) in zip(sessions, replies) {
+      guard let fields = reply.elements, fields.count == 2 else { throw .unexpectedReply(reply) }
+      guard let owner = fields[0].string, owner == node else {
+        done[session] = .some(nil)
+        continue
+      }
+      if let position = fields[1].string.flatMap(InboxPosition.init) { done[session] = position }
+    }
+    var release: Set<InboxPosition> = []
+    for entry in retained {
+      guard let through = done[entry.outgoing.session] else { continue }
+      if through.map({ entry.position <= $0 }) ?? true { release.insert(entry.position) }
+    }
+    if !release.isEmpty { state.withLock { $0.holder.forget(retained: release) } }
   }
 
   // MARK: The lease and the clock
@@ -292,10 +327,7 @@ package final class WriteBehindShell: Sendable {
       do throws(RedisError) {
         guard let connection else { throw RedisError.connectionFailed(message: "not connected") }
         let refused = try WriteBehindStore(connection, limits: limits).store(batch, from: node)
-        state.withLock { state in
-          if let position = batch.inboxPosition { state.applied = position }
-          state.outbox += state.holder.batchStored(batch.number, refused: refused, now: now())
-        }
+        state.withLock { $0.outbox += $0.holder.batchStored(batch.number, refused: refused, now: now()) }
       } catch {
         log.error("a batch of \(batch.frameCount) frame(s) could not be stored (\(error)): sent again")
         state.withLock { $0.outbox += $0.holder.batchFailed(batch.number, now: now()) }

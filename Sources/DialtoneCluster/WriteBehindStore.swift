@@ -1,8 +1,8 @@
 import DialtoneRedis
 
 /// Where a write-behind holder (`WriteBehindHolder`) stores its batches: one script per batch,
-/// one round trip for the frames of every session in it, with their replies and the inbox
-/// position the batch applied. Redis refuses a session's frames whose epoch is not the session's
+/// one round trip for the frames of every session in it, with their replies and each session's
+/// last letter position. Redis refuses a session's frames whose epoch is not the session's
 /// (another node opened or resumed it: `SessionLedger.open` and `resume` increment the epoch) or
 /// whose seq does not follow the last one stored, so a holder that stalled past its lease never
 /// writes after its successor.
@@ -31,23 +31,24 @@ package final class WriteBehindStore: Sendable {
       throw .invalidRequest("write-behind batches need one Redis: a Redis Cluster's layout is not built")
     }
     var keys: [RedisArgument] = []
-    keys.reserveCapacity(batch.sessions.count * 5 + 1)
+    keys.reserveCapacity(batch.sessions.count * 5)
     var arguments: [RedisArgument] = [
       .integer(Int64(limits.capacity)), .integer(Int64(limits.maxBytes)), .integer(Int64(limits.replyMemory)),
-      .string(batch.inboxPosition ?? ""), try .milliseconds(limits.inboxExpiry), .integer(Int64(limits.onceMemory)),
+      .integer(Int64(limits.onceMemory)),
     ]
-    arguments.reserveCapacity(6 + batch.sessions.count * 2 + batch.frameCount * 4)
+    arguments.reserveCapacity(4 + batch.sessions.count * 3 + batch.frameCount * 4)
     for session in batch.sessions {
       let sessionKeys = SessionLedger.keys(session.id)
       keys += [sessionKeys.meta, sessionKeys.log, sessionKeys.replies, sessionKeys.replyOrder, sessionKeys.once]
-      arguments += [.string(String(session.epoch)), .integer(Int64(session.frames.count))]
+      arguments += [
+        .string(String(session.epoch)), .integer(Int64(session.frames.count)), .string(session.letterPosition ?? ""),
+      ]
       for frame in session.frames {
         arguments += [
           .string(String(frame.seq)), .bytes(frame.bytes), .string(frame.requestID ?? ""), .string(frame.once ?? ""),
         ]
       }
     }
-    keys.append(Self.inboxPositionKey(node))
     let reply = try redis.eval(Self.batchScript, keys: keys, arguments: arguments)
     guard let elements = reply.elements, elements.count.isMultiple(of: 2) else { throw .unexpectedReply(reply) }
     var refused: [String: WriteBehindBatch.Refusal] = [:]
@@ -111,13 +112,9 @@ package final class WriteBehindStore: Sendable {
     return reply
     """)
 
-  /// The inbox position `node`'s last stored batch applied: a node resuming one of its sessions
-  /// after it died applies the letters after it. Nil when none was stored (or it expired with
-  /// the inbox).
-  package func inboxPosition(of node: String) throws(RedisError) -> String? {
-    try redis.get(Self.inboxPositionKey(node)).map { String(decoding: $0, as: UTF8.self) }
+  /// The inbox position of the last letter for the session that its holder stored (nil: none):
+  /// its holder's unstored letters are after it.
+  package func letterPosition(of session: String) throws(RedisError) -> String? {
+    try redis.command(["HGET", SessionLedger.keys(session).meta, "lp"]).string
   }
-
-  /// Beside the node's inbox (`NodeMailbox`), in its hash tag.
-  static func inboxPositionKey(_ node: String) -> RedisArgument { .string("dt:inbox-applied:{\(node)}") }
 }

@@ -6,26 +6,26 @@ import DialtoneRedis
 /// and a session moves between store-first and write-behind without a migration.
 extension WriteBehindStore {
   /// KEYS: per session its meta, log, replies, reply order and once-keys (`SessionLedger.Keys`,
-  /// in that order), then the node's inbox position key. ARGV: capacity, max bytes, reply
-  /// memory, the inbox position ('' for none), its expiry ms, once memory; then per session its
-  /// epoch and frame count, then per frame its seq, bytes, request id and once-key ('' for none).
+  /// in that order). ARGV: capacity, max bytes, reply memory, once memory; then per session its
+  /// epoch, frame count and last letter's inbox position ('' for none), then per frame its seq,
+  /// bytes, request id and once-key ('' for none).
   /// Returns {session number (1-based), refusal code, ...}: 1 superseded, 2 gap, 3 gone.
   static let batchScript = RedisScript(
     """
     local capacity, max_bytes, reply_memory = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-    local once_memory = tonumber(ARGV[6])
+    local once_memory = tonumber(ARGV[4])
     -- A key a batch creates gets the session's expiry (the holder's `touch` renews them all).
     local function expire_new(meta, key)
       local ttl = redis.call('PTTL', meta)
       redis.call('PEXPIRE', key, ttl > 0 and ttl or 1)
     end
     local refused = {}
-    local at = 7
-    for i = 1, (#KEYS - 1) / 5 do
+    local at = 5
+    for i = 1, #KEYS / 5 do
       local meta, log, replies, order = KEYS[5 * i - 4], KEYS[5 * i - 3], KEYS[5 * i - 2], KEYS[5 * i - 1]
       local onces = KEYS[5 * i]
-      local epoch, count = ARGV[at], tonumber(ARGV[at + 1])
-      local first = at + 2
+      local epoch, count, letter = ARGV[at], tonumber(ARGV[at + 1]), ARGV[at + 2]
+      local first = at + 3
       at = first + 4 * count
       local m = redis.call('HMGET', meta, 'epoch', 'last', 'bytes', 'onces')
       local code = nil
@@ -103,14 +103,20 @@ extension WriteBehindStore {
           dropped = oldest[2]
           held = held - 1
         end
+        -- Its last letter's position, with its frames: a resume applies the letters after it
+        -- (`SessionLedger.resumeHolding`), and only these are stored.
+        local update = {'last', digits, 'bytes', bytes, 'onces', once_count}
         if dropped then
-          redis.call('HSET', meta, 'last', digits, 'bytes', bytes, 'onces', once_count, 'dropped', dropped)
-        else
-          redis.call('HSET', meta, 'last', digits, 'bytes', bytes, 'onces', once_count)
+          update[#update + 1] = 'dropped'
+          update[#update + 1] = dropped
         end
+        if letter ~= '' then
+          update[#update + 1] = 'lp'
+          update[#update + 1] = letter
+        end
+        redis.call('HSET', meta, unpack(update))
       end
     end
-    if ARGV[4] ~= '' then redis.call('SET', KEYS[#KEYS], ARGV[4], 'PX', ARGV[5]) end
     return refused
     """)
 }

@@ -168,7 +168,7 @@ import Testing
     #expect(writes(h.batchStored(2, refused: [:], now: at(1.02))) == ["alice#1", "alice#2"])
   }
 
-  @Test func lettersAreNumberedInInboxOrderAndTheBatchRecordsThePosition() {
+  @Test func lettersAreNumberedInInboxOrderAndTheBatchRecordsEachSessionsLastLetter() {
     var h = holding(["alice": 3])
     #expect(
       h.letter(answer("alice", 1, to: "x"), position: "10-0", now: at(0))
@@ -177,16 +177,87 @@ import Testing
             WriteBehindBatch(
               number: 1,
               sessions: [
-                .init(id: "alice", epoch: 7, frames: [.init(seq: 4, bytes: bytes(1, seq: 4), requestID: "x")])
-              ], inboxPosition: "10-0"))
+                .init(
+                  id: "alice", epoch: 7, frames: [.init(seq: 4, bytes: bytes(1, seq: 4), requestID: "x")],
+                  letterPosition: "10-0")
+              ]))
         ])
+    #expect(h.keepsFrom == InboxPosition("10-0"))
     // A candidate behind the unstored answer waits for it.
     #expect(h.letter(candidate("alice", 2), position: "11-0", now: at(0)) == [])
-    // A letter for a session that is not held here moves the position on all the same.
-    #expect(h.letter(candidate("dave", 3), position: "12-0", now: at(0)) == [.unheld(candidate("dave", 3))])
+    // A letter for a session that is not held here is not sent on: it stays in the inbox for
+    // whoever resumes that session.
+    #expect(h.letter(candidate("dave", 3), position: "12-0", now: at(0)) == [])
+    #expect(h.retained.map(\.position) == [InboxPosition("12-0")])
     let next = batch(h.batchStored(1, refused: [:], now: at(0.01)))
-    #expect(next?.inboxPosition == "12-0")
     #expect(next?.sessions.map { $0.frames.map(\.seq) } == [[5]])
+    #expect(next?.sessions.first?.letterPosition == "11-0")
+    #expect(h.keepsFrom == InboxPosition("11-0"))
+    _ = h.batchStored(2, refused: [:], now: at(0.02))
+    #expect(h.keepsFrom == InboxPosition("12-0"))
+    h.forget(retained: [InboxPosition(milliseconds: 12, sequence: 0)])
+    #expect(h.keepsFrom == nil)
+  }
+
+  @Test func aSupersededSessionsLettersStayForItsResumeWhileItsOwnFramesGoWhereItIsNow() {
+    var h = holding(["alice": 0, "bob": 0])
+    _ = h.letter(answer("bob", 1, to: "x"), position: "5-0", now: at(0))
+    _ = submitted(&h, relay(2, request: "m2"))
+    // Another node resumed Bob (it reads the letter from this node's inbox itself).
+    let effects = h.batchStored(1, refused: ["bob": .superseded], now: at(0.01))
+    #expect(effects.contains(.close(session: "bob", .refused(.superseded))))
+    let unheld = effects.compactMap { effect -> Holder.Outgoing? in
+      guard case .unheld(let outgoing) = effect else { return nil }
+      return outgoing
+    }
+    #expect(unheld == [candidate("bob", 2)])
+    #expect(h.retained.map(\.position) == [InboxPosition("5-0")])
+    // Later letters for him stay too, never sent on.
+    #expect(h.letter(candidate("bob", 3), position: "6-0", now: at(0.02)).isEmpty)
+    #expect(h.retained.map(\.position) == [InboxPosition("5-0"), InboxPosition("6-0")])
+  }
+
+  @Test func aResumeNumbersItsLettersFirstThenThoseThatArrivedSinceAndSkipsTheReadersCopies() {
+    var h = holder()
+    // A letter for Bob arrives before this node holds him (after the resume in Redis).
+    _ = h.letter(candidate("bob", 9), position: "20-0", now: at(0))
+    #expect(h.retained.count == 1)
+    let effects = h.hold(
+      "bob", epoch: 3, lastSeq: 4, lettersAfter: "15-0", letters: [candidate("bob", 1), candidate("bob", 2)],
+      now: at(0))
+    // Written once stored (the hub hears of the resume after this), in that order.
+    #expect(writes(effects) == [])
+    #expect(batch(effects)?.sessions.map { $0.frames.map(\.seq) } == [[5, 6, 7]])
+    #expect(batch(effects)?.sessions.first?.frames.last?.bytes == bytes(9, seq: 7))
+    #expect(h.retained.isEmpty)
+    // The reader's copy of a letter the resume applied is not numbered again; a new one is.
+    #expect(h.letter(candidate("bob", 1), position: "14-0", now: at(0.01)).isEmpty)
+    _ = h.letter(candidate("bob", 10), position: "21-0", now: at(0.01))
+    #expect(writes(h.batchStored(1, refused: [:], now: at(0.02))) == ["bob#5", "bob#6", "bob#7", "bob#8"])
+  }
+
+  @Test func aSameNodeResumeNumbersAgainOnlyItsOwnFramesNotItsLetters() {
+    var h = holding(["alice": 0, "bob": 0])
+    _ = submitted(&h, [answer("bob", 1, to: "b1")])
+    _ = h.letter(answer("bob", 2, to: "y"), position: "7-0", now: at(0))
+    // Bob resumes on this node before the batch lands: the resume read the letter from the inbox.
+    let effects = h.hold(
+      "bob", epoch: 8, lastSeq: 0, lettersAfter: "7-0", letters: [answer("bob", 2, to: "y")], now: at(0.01))
+    #expect(effects.isEmpty)  // a batch is in flight
+    let next = batch(h.batchStored(1, refused: ["bob": .superseded], now: at(0.02)))
+    #expect(next?.sessions.map { $0.frames.map(\.seq) } == [[1, 2]])
+    #expect(next?.sessions.first?.frames.map(\.bytes) == [bytes(1, seq: 1), bytes(2, seq: 2)])
+  }
+
+  @Test func aStaleNodeKeepsTheLettersItHadNotStored() {
+    var h = holding(["bob": 0])
+    _ = h.letter(answer("bob", 1, to: "y"), position: "3-0", now: at(0))
+    _ = h.tick(now: at(9))
+    #expect(h.lease == .stale)
+    #expect(h.retained.map(\.position) == [InboxPosition("3-0")])
+    // And what it reads while stale.
+    _ = h.letter(candidate("bob", 2), position: "4-0", now: at(9.5))
+    #expect(h.keepsFrom == InboxPosition("3-0") && h.retained.count == 2)
   }
 
   @Test func aLetterCandidateAfterStoredFramesIsWrittenAtOnce() {
@@ -371,11 +442,14 @@ import Testing
     #expect(batch(submitted(&h, relayWaiting(2), at: 0.001))?.frameCount == 4)
   }
 
-  @Test func aReleasedSessionsQueuedFramesAreNotStored() {
+  @Test func aReleasedSessionsQueuedFramesAreNotStoredHereButSentOnAndItsLettersKept() {
     var h = holding(["alice": 0, "bob": 0])
     _ = submitted(&h, [candidate("alice", 0)])
     _ = submitted(&h, relay(1, request: "m1"))
-    h.release("bob")
+    _ = h.letter(candidate("bob", 2), position: "9-0", now: at(0))
+    // Alice's ack is stored with the next batch: Bob's copy goes where his session is now.
+    #expect(h.release("bob") == [.unheld(candidate("bob", 1))])
+    #expect(h.retained.map(\.position) == [InboxPosition("9-0")])
     #expect(batch(h.batchStored(1, refused: [:], now: at(0.01)))?.sessions.map(\.id) == ["alice"])
   }
 }

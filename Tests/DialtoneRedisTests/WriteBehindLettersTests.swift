@@ -44,16 +44,75 @@ extension RedisTests {
       // heartbeat). Redis numbering the message would give it seq 1 too, which the client
       // resumes past: it goes into the dead holder's inbox unnumbered instead.
       #expect(try ledger.append(frame(1), to: id, from: producer, once: "k1") == .kept(seq: 0))
-      let resumed = try ledger.resume(id, userId: "alice", deviceId: "phone", from: 1, node: producer, allowingAhead: 8)
-      guard case .resumed(let last, _, let pending, _) = resumed else {
+      let resumed = try ledger.resumeHolding(
+        id, userId: "alice", deviceId: "phone", from: 1, node: producer, allowingAhead: 8)
+      guard case .resumed(let taken) = resumed else {
         Issue.record("not resumed: \(resumed)")
         return
       }
-      #expect(last == 1 && pending == [])
+      #expect(taken.lastSeq == 1 && taken.pending == [])
       // The resuming node numbers it after the client's seq.
-      #expect(
-        try DeadHolderLetters.letters(for: id, of: holder, redis)
-          == [UnnumberedLetter(session: id, frame: frame(1), requestID: nil, once: "k1")])
+      #expect(taken.letters == [UnnumberedLetter(session: id, frame: frame(1), requestID: nil, once: "k1")])
+    }
+
+    @Test func aResumeTakesTheLettersALiveHolderHadNotStoredInOrderAndItsLateBatchChangesNothing() throws {
+      let redis = try SharedRedis.client()
+      defer { redis.close() }
+      let limits = SessionLedger.Limits(expiry: .seconds(60))
+      let (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
+      let (id, other) = ("s_" + UUID().uuidString, "s_" + UUID().uuidString)
+      let (holder, producer, successor) = ("n-" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString)
+      // The holder is alive (its heartbeat fresh): a node killed -9 counts so for `--node-expiry`.
+      try ClusterPresence(redis, nodeExpiry: .seconds(60)).heartbeat(holder)
+      let epoch = try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
+      _ = try store.claim(id, epoch: epoch)
+      let otherEpoch = try ledger.open(other, userId: "bob", deviceId: "phone", node: holder)
+      _ = try store.claim(other, epoch: otherEpoch)
+      for n in 1...5 { #expect(try ledger.append(frame(n), to: id, from: producer) == .sent(seq: 0)) }
+      #expect(try ledger.append(frame(50), to: other, from: producer) == .sent(seq: 0))
+      let inbox = try NodeMailbox(redis, capacity: 100, expiry: .seconds(60)).receive(
+        holder, after: "0", limit: 10, timeout: .milliseconds(10))
+      #expect(inbox.count == 6)
+      // The holder stored the first two letters (its batch recorded the second's position).
+      let stored = WriteBehindBatch(
+        number: 1,
+        sessions: [
+          .init(
+            id: id, epoch: epoch, frames: [.init(seq: 1, bytes: frame(1).bytes(seq: 1)), .init(seq: 2, bytes: frame(2).bytes(seq: 2))],
+            letterPosition: inbox[1].id)
+        ])
+      #expect(try store.store(stored, from: holder) == [:])
+      // The device resumes on another node while the holder still counts alive: the three
+      // letters it had not stored come with the resume, in order, and no other session's.
+      guard
+        case .resumed(let taken) = try ledger.resumeHolding(
+          id, userId: "alice", deviceId: "phone", from: 2, node: successor, allowingAhead: 8)
+      else {
+        Issue.record("not resumed")
+        return
+      }
+      #expect(taken.lastSeq == 2)
+      #expect(taken.letters.map(\.frame) == [frame(3), frame(4), frame(5)])
+      #expect(taken.lettersAfter == "0-0")  // the successor's inbox is empty
+      // The session is numbered by its new holder from now on: a message goes to its inbox.
+      try ClusterPresence(redis, nodeExpiry: .seconds(60)).heartbeat(successor)
+      #expect(try ledger.append(frame(6), to: id, from: producer) == .sent(seq: 0))
+      // The old holder's late batch (the third letter, numbered before it learnt) is refused and
+      // does not move the position: a second resume takes exactly what came since.
+      let late = WriteBehindBatch(
+        number: 2,
+        sessions: [
+          .init(id: id, epoch: epoch, frames: [.init(seq: 3, bytes: frame(3).bytes(seq: 3))], letterPosition: inbox[2].id)
+        ])
+      #expect(try store.store(late, from: holder) == [id: .superseded])
+      guard
+        case .resumed(let again) = try ledger.resumeHolding(
+          id, userId: "alice", deviceId: "phone", from: 2, node: producer, allowingAhead: 8)
+      else {
+        Issue.record("not resumed again")
+        return
+      }
+      #expect(again.letters.map(\.frame) == [frame(6)])
     }
 
     @Test func aFullInboxHasRedisNumberPastWhatTheHolderMayHaveWritten() throws {
@@ -107,7 +166,7 @@ extension RedisTests {
       #expect(try store.store(batch, from: holder) == [:])
       #expect(try ledger.append(frame(3), to: id, from: producer, once: "stored-key") == .duplicate)
       // The session's next holder loads the stored frame's key, not the letters' (which it is to
-      // number itself if they are still unnumbered: `DeadHolderLetters`).
+      // number itself if they are still unnumbered: `SessionLedger.resumeHolding`).
       guard
         case .resumed(_, let next, _, _) = try ledger.resume(
           id, userId: "alice", deviceId: "phone", from: 1, node: producer)
@@ -137,24 +196,19 @@ extension RedisTests {
       )
     }
 
-    @Test func theInboxIsTrimmedOnlyThroughTheLettersRedisStored() async throws {
+    @Test func theInboxIsTrimmedOnlyThroughTheLettersRedisStoredOrAResumeRead() async throws {
       let outgoing = WriteBehindHolder.Outgoing(session: "s-not-here", frame: frame(1), kind: .candidate)
       // Nothing handed to the holder: the inbox is trimmed as far as it was read.
       let failing = shell { () throws(RedisError) in throw .connectionFailed(message: "down") }
-      #expect(failing.trimPoint(read: "5-0") == "5-0")
-      // A letter whose batch was not stored keeps itself and what follows in the inbox.
+      #expect(try failing.trimPoint(read: "5-0") == "5-0")
+      // A letter for a session not held here stays for that session's resume, and what follows.
       failing.letter(outgoing, position: "3-0")
-      #expect(failing.trimPoint(read: "5-0") == nil)
-      // Once Redis has it (with the position), the inbox goes as far as it was read again.
-      let redis = try SharedRedis.server()  // (found here: the worker's thread has no test context)
-      let stored = shell { () throws(RedisError) in
-        let client: any RedisClient
-        do { client = try redis.connect() } catch { throw .connectionFailed(message: "\(error)") }
-        try client.load(SessionLedger.scripts + WriteBehindStore.scripts)
-        return client
-      }
-      stored.letter(outgoing, position: "3-0")
-      #expect(await eventually(within: 10) { stored.trimPoint(read: "5-0") == "5-0" })
+      #expect(try failing.trimPoint(read: "5-0") == "2-18446744073709551615")
+      // Once Redis says the session is gone (or resumed: another owner, or its position past the
+      // letter), it may go.
+      let redis = try SharedRedis.client()
+      defer { redis.close() }
+      #expect(try failing.trimPoint(read: "5-0", redis) == "5-0")
     }
 
     @Test func anUnnumberedLetterDecodesAsEncodedAndOthersAreNotIt() throws {

@@ -110,9 +110,21 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     #expect(try await alice.candidateFor(call, 1).isAck)
     // His node wrote the candidate, then Redis refused its batch: the socket closes.
     #expect(try await bob.closeCode() == UInt16(CloseCode.tryAgainLater.rawValue))
-    // The candidate is not lost: it went where the session is now, store-first.
-    let kept = await eventually(within: 10) { (try? logged(cluster, session)).map { hasCandidate($0, 1) } == true }
-    #expect(kept)
+    // The candidate is not lost, nor sent on by his node (which does not know where the session
+    // is now): it stays in that node's inbox, and the session's resume takes it from there.
+    #expect(try logged(cluster, session).allSatisfy { !hasCandidate([$0], 1) })
+    let node = cluster.nodes[0]
+    let back = try SignalingProbe(client: node.client, url: node.webSocketURL)
+    let welcome = try await back.hello(
+      token: node.token("bob"), resume: .init(sessionId: session, lastSeq: bob.lastSeq))
+    #expect(welcome.resumed && !welcome.resync)
+    let first = try await back.next("the candidate")
+    guard case .candidate(let c) = first.message else {
+      Issue.record("expected the candidate, got \(first.message)")
+      return
+    }
+    #expect(c.candidate == candidate(1))
+    try await back.expectQuiet()
     await cluster.stop()
   }
 
@@ -139,6 +151,49 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     #expect(first.seq == lastSeq + 1)
     guard case .candidate(let c) = first.message else { return }
     #expect(c.candidate == candidate(7) && c.callId == "c-lost")
+    try await back.expectQuiet()
+    await cluster.stop()
+  }
+
+  @Test func aResumeWhileTheDeadHoldersHeartbeatIsFreshGetsEveryLetterItHadNotStoredOnceInOrder() async throws {
+    let cluster = try await writeBehindCluster(3)
+    let (alice, bob, call) = try await answeredCall(cluster, alice: 0, bob: 1)
+    let session = try #require(bob.sessionId)
+    let holder = try #require(cluster.nodes[1].server.cluster?.thisNode)
+    // Three candidates reach Bob through his node, which stores them.
+    for n in 1...3 { #expect(try await alice.candidateFor(call, n).isAck) }
+    for _ in 1...3 { _ = try await bob.expect(.candidate) }
+    bob.ack()
+    let stored = await eventually(within: 10) { (try? logged(cluster, session)).map { hasCandidate($0, 3) } == true }
+    #expect(stored)
+    let lastSeq = bob.lastSeq
+    // His node dies as a node killed -9 does: its heartbeat still counts it alive (for
+    // `--node-expiry`), and what Alice's node leaves in its inbox from now on nobody reads.
+    await cluster.nodes[1].stop()
+    _ = try await bob.closeCode()
+    let redis = try cluster.connect()
+    defer { redis.close() }
+    try ClusterPresence(redis, nodeExpiry: .seconds(60)).heartbeat(holder)
+    for n in 4...8 { #expect(try await alice.candidateFor(call, n).isAck) }
+    // Bob resumes on the third node before the heartbeat expires: every letter comes, once, in
+    // order, after what he had.
+    let node = cluster.nodes[2]
+    let back = try SignalingProbe(client: node.client, url: node.webSocketURL)
+    let welcome = try await back.hello(token: node.token("bob"), resume: .init(sessionId: session, lastSeq: lastSeq))
+    #expect(welcome.resumed && !welcome.resync)
+    for n in 4...8 {
+      let envelope = try await back.next("candidate \(n)")
+      #expect(envelope.seq == lastSeq + UInt64(n - 3))
+      guard case .candidate(let c) = envelope.message else {
+        Issue.record("expected candidate \(n), got \(envelope.message)")
+        return
+      }
+      #expect(c.candidate == candidate(n))
+    }
+    // And what Alice sends now follows them.
+    #expect(try await alice.candidateFor(call, 9).isAck)
+    let ninth = try await back.next("candidate 9")
+    #expect(ninth.seq == lastSeq + 6)
     try await back.expectQuiet()
     await cluster.stop()
   }
