@@ -29,6 +29,8 @@ package final class WriteBehindShell: Sendable {
     /// Effects not yet applied, in order, and whether a caller is applying them.
     var outbox: [WriteBehindHolder.Effect] = []
     var pumping = false
+    /// Whether the lease was stale when last looked at (its lapse is logged once).
+    var stale = false
   }
 
   private let state: Locked<State>
@@ -247,6 +249,12 @@ package final class WriteBehindShell: Sendable {
   /// Applies the effects waiting, in order; a caller that finds another applying them leaves them
   /// to it.
   private func pump() {
+    let lapsed = state.withLock { state -> Bool in
+      let stale = state.holder.lease == .stale
+      defer { state.stale = stale }
+      return stale && !state.stale
+    }
+    if lapsed { log.warning("this node's lease lapsed: it stopped writing and closed the sessions it held") }
     let begun = state.withLock { state -> Bool in
       guard !state.pumping, !state.outbox.isEmpty else { return false }
       state.pumping = true
@@ -327,6 +335,12 @@ package final class WriteBehindShell: Sendable {
       do throws(RedisError) {
         guard let connection else { throw RedisError.connectionFailed(message: "not connected") }
         let refused = try WriteBehindStore(connection, limits: limits).store(batch, from: node)
+        if !refused.isEmpty {
+          // (Also when the holder ignores the answer: a batch sent before its lease went stale.)
+          log.warning(
+            "Redis refused a batch's frames for \(refused.count) session(s) "
+              + "(\(refused.values.filter { $0 == .superseded }.count) taken by another node)")
+        }
         state.withLock { $0.outbox += $0.holder.batchStored(batch.number, refused: refused, now: now()) }
       } catch {
         log.error("a batch of \(batch.frameCount) frame(s) could not be stored (\(error)): sent again")

@@ -531,11 +531,43 @@ async def the_caller_node_killed_mid_trickle_in_write_behind_every_candidate_arr
                               twice_allowed=True)
 
 
-async def _killed_mid_trickle(s, stack, extra, twice_allowed):
+@scenario
+@time_limit(120)
+async def the_callee_node_killed_mid_trickle_in_write_behind_applies_each_letter_once(s, stack):
+    """Write-behind (issue 41 item 4, point 8): Bob behind a balancer over nodes 1 and 3, Alice on
+    node 2, whose node runs the call and leaves Alice's candidates for Bob unnumbered in his node's
+    inbox. Bob's node is killed -9 mid trickle; its heartbeat still counts it alive (`--node-expiry
+    10`) when Bob resumes on node 3, which applies the letters his dead node had not stored. Every
+    candidate arrives in order of first arrival with no seq skipped; after his resume none arrives
+    twice (only one his dead node wrote before storing it may come again)."""
+    await _killed_mid_trickle(s, stack, extra=("--cluster-sessions", "write-behind", "--batch-window-ms", "10",
+                                               "--node-expiry", "10"),
+                              twice_allowed=True, victim="callee")
+
+
+@scenario
+@time_limit(150)
+async def a_write_behind_node_frozen_past_its_lease_while_its_session_resumes_elsewhere_repeats_nothing(s, stack):
+    """Write-behind: Bob behind a balancer over nodes 1 and 3, Alice on node 2. Mid trickle, Bob's
+    node is frozen (SIGSTOP); Bob drops his socket and resumes on node 3, which takes his session
+    over (its epoch moves on) and the letters his frozen node had not stored. The frozen node is
+    thawed past its lease: it finds its lease stale and closes its sockets, a batch it had sent
+    before is refused by Redis, and it neither sends on nor stores anything of Bob's session. Every
+    candidate arrives in order of first arrival with no seq skipped; after Bob's resume none
+    arrives twice."""
+    await _killed_mid_trickle(s, stack, extra=("--cluster-sessions", "write-behind", "--batch-window-ms", "10"),
+                              twice_allowed=True, victim="callee", freeze=True)
+
+
+async def _killed_mid_trickle(s, stack, extra, twice_allowed, victim="caller", freeze=False):
     _, nodes = await cluster_of(s, stack, media=False, extra=[*DRIVER_FLAGS, *extra])
     balancer = stack(await Balancer(s, None, [nodes[0].port, nodes[2].port]).start())
-    alice = Session("127.0.0.1", balancer.port, nodes[0].token("alice"), "alice")
-    bob = Session("127.0.0.1", nodes[1].port, nodes[1].token("bob"), "bob")
+    balanced, fixed = ("alice", "bob") if victim == "caller" else ("bob", "alice")
+    sessions = {balanced: Session("127.0.0.1", balancer.port, nodes[0].token(balanced), balanced),
+                fixed: Session("127.0.0.1", nodes[1].port, nodes[1].token(fixed), fixed)}
+    alice, bob = sessions["alice"], sessions["bob"]
+    moving = sessions[balanced]
+    frozen = None
     try:
         await alice.start()
         await bob.start()
@@ -551,48 +583,80 @@ async def _killed_mid_trickle(s, stack, extra, twice_allowed):
         async def trickle(session, base):
             for n in range(count):
                 reply = await session.request({"type": "candidate", "callId": call,
-                                               "candidate": fake_candidate(base + n)}, timeout=40)
+                                               "candidate": fake_candidate(base + n)}, timeout=60)
                 check(is_ack(reply), f"{session.name}'s candidate {n} got {reply}")
                 await asyncio.sleep(0.02)
 
         tasks = [asyncio.create_task(trickle(alice, 1)), asyncio.create_task(trickle(bob, 1001))]
-        await alice.until(lambda: sum(1 for _, m in alice.answers if m.get("type") == "ack") >= 20, 20,
-                          "alice's first candidates answered")
+        await moving.until(lambda: sum(1 for _, m in moving.answers if m.get("type") == "ack") >= 20, 20,
+                           f"{moving.name}'s first candidates answered")
         holding = [n for n in (nodes[0], nodes[2]) if await sessions_connected(None, n) > 0]
-        check(len(holding) == 1, f"alice's session is on {len(holding)} nodes")
-        await holding[0].kill9()
-        await asyncio.wait_for(asyncio.gather(*tasks), 60)
+        check(len(holding) == 1, f"{moving.name}'s session is on {len(holding)} nodes")
+        if freeze:
+            frozen = holding[0]
+            os.kill(frozen.process.proc.pid, signal.SIGSTOP)
+            frozen_at = time.time()
+            # The client notices nothing by itself (the socket stays open): it drops it and resumes
+            # through the balancer (a try on the frozen node gets no welcome and moves on).
+            if moving.ws:
+                moving.ws.close(1001)
+            await moving.until(lambda: len(moving.welcomes) >= 2, 40, f"{moving.name}'s resume elsewhere")
+            # Past its lease: node expiry 3 s, the holder stops at two thirds of it.
+            await asyncio.sleep(max(0.0, frozen_at + 6 - time.time()))
+            os.kill(frozen.process.proc.pid, signal.SIGCONT)
+        else:
+            await holding[0].kill9()
+        await asyncio.wait_for(asyncio.gather(*tasks), 90)
 
-        check(len(alice.welcomes) >= 2, "alice never reconnected")
-        resumes = [w for _, w in alice.welcomes[1:]]
+        check(len(moving.welcomes) >= 2, f"{moving.name} never reconnected")
+        resumes = [w for _, w in moving.welcomes[1:]]
         check(all(w.get("resumed") and not w.get("resync") for w in resumes),
-              f"alice's session was not resumed: {resumes}")
+              f"{moving.name}'s session was not resumed: {resumes}")
+        resumed_at = moving.welcomes[1][0]
 
-        def candidates_seen(session):
-            return [m["candidate"]["candidate"] for _, m in session.inbox
+        def arrivals(session):
+            return [(t, m["candidate"]["candidate"]) for t, m in session.inbox
                     if m.get("type") == "candidate" and m.get("callId") == call]
 
-        expected_at_bob = [fake_candidate(1 + n)["candidate"] for n in range(count)]
-        expected_at_alice = [fake_candidate(1001 + n)["candidate"] for n in range(count)]
-        await bob.until(lambda: len(candidates_seen(bob)) >= count, 20, "bob's candidates")
-        await alice.until(lambda: len(candidates_seen(alice)) >= count, 20, "alice's candidates")
+        def candidates_seen(session):
+            return [c for _, c in arrivals(session)]
+
+        expected = {"bob": [fake_candidate(1 + n)["candidate"] for n in range(count)],
+                    "alice": [fake_candidate(1001 + n)["candidate"] for n in range(count)]}
+
         def firsts(seen):
             # Write-behind: a candidate may arrive twice across a node's death (protocol.md 4.2).
             return list(dict.fromkeys(seen)) if twice_allowed else seen
 
-        await bob.until(lambda: len(firsts(candidates_seen(bob))) >= count, 20, "bob's candidates, each")
-        await alice.until(lambda: len(firsts(candidates_seen(alice))) >= count, 20, "alice's candidates, each")
-        check(firsts(candidates_seen(bob)) == expected_at_bob, "bob did not get alice's candidates once each, in order")
-        check(firsts(candidates_seen(alice)) == expected_at_alice,
-              "alice did not get bob's candidates once each, in order")
+        for session in (bob, alice):
+            await session.until(lambda: len(firsts(candidates_seen(session))) >= count, 20,
+                                f"{session.name}'s candidates, each")
+            check(firsts(candidates_seen(session)) == expected[session.name],
+                  f"{session.name} did not get the other's candidates once each, in order")
+        # Nothing is applied twice by the nodes that go on: a candidate arrives a second time only
+        # if the node that died (or froze) wrote it before storing it.
+        for session in (bob, alice):
+            later = [c for t, c in arrivals(session) if t >= resumed_at]
+            repeated = sorted({c for c in later if later.count(c) > 1})
+            check(not repeated, f"{session.name} got {len(repeated)} candidate(s) twice after the resume")
         check(not alice.gaps and not bob.gaps, f"seqs skipped: alice {alice.gaps}, bob {bob.gaps}")
+        late = ""
+        if frozen:
+            log = frozen.scratch.file("server.log")
+            await eventually(lambda: "lease lapsed" in open(log, errors="replace").read(), 15,
+                             "the thawed node stopping as its lease lapsed")
+            text = open(log, errors="replace").read()
+            late = "; a batch it had sent was refused" if "Redis refused a batch" in text else \
+                "; it had no batch in flight"
         check(is_ack(await alice.request({"type": "hangup", "callId": call}, timeout=20)), "the hang-up was refused")
         ended = await bob.wait_for_message("call-ended", callId=call, timeout=20)
         check(ended.get("reason") == "hangup", f"bob's call ended with {ended}")
         twice = (len(candidates_seen(alice)) - count, len(candidates_seen(bob)) - count)
-        print(f"  alice resumed {len(resumes)} time(s), re-sent {alice.resent}; bob re-sent {bob.resent}; "
-              f"candidates arriving twice: at alice {twice[0]}, at bob {twice[1]}", flush=True)
+        print(f"  {moving.name} resumed {len(resumes)} time(s), re-sent {moving.resent}; "
+              f"candidates arriving twice: at alice {twice[0]}, at bob {twice[1]}{late}", flush=True)
     finally:
+        if frozen and frozen.process.proc.returncode is None:
+            os.kill(frozen.process.proc.pid, signal.SIGCONT)
         await alice.close()
         await bob.close()
 
