@@ -560,7 +560,8 @@ async def a_write_behind_node_frozen_past_its_lease_while_its_session_resumes_el
 
 
 async def _killed_mid_trickle(s, stack, extra, twice_allowed, victim="caller", freeze=False):
-    _, nodes = await cluster_of(s, stack, media=False, extra=[*DRIVER_FLAGS, *extra])
+    services = {}
+    _, nodes = await cluster_of(s, stack, media=False, extra=[*DRIVER_FLAGS, *extra], services=services)
     balancer = stack(await Balancer(s, None, [nodes[0].port, nodes[2].port]).start())
     balanced, fixed = ("alice", "bob") if victim == "caller" else ("bob", "alice")
     sessions = {balanced: Session("127.0.0.1", balancer.port, nodes[0].token(balanced), balanced),
@@ -604,6 +605,13 @@ async def _killed_mid_trickle(s, stack, extra, twice_allowed, victim="caller", f
             # Past its lease: node expiry 3 s, the holder stops at two thirds of it.
             await asyncio.sleep(max(0.0, frozen_at + 6 - time.time()))
             os.kill(frozen.process.proc.pid, signal.SIGCONT)
+        elif victim == "callee":
+            # Bob comes back only after a while (a phone switching networks), well within the dead
+            # node's heartbeat: what Alice sends meanwhile waits as letters in the dead node's inbox.
+            moving.port = free_port()
+            await holding[0].kill9()
+            await asyncio.sleep(1.5)
+            moving.port = balancer.port
         else:
             await holding[0].kill9()
         await asyncio.wait_for(asyncio.gather(*tasks), 90)
@@ -629,8 +637,27 @@ async def _killed_mid_trickle(s, stack, extra, twice_allowed, victim="caller", f
             return list(dict.fromkeys(seen)) if twice_allowed else seen
 
         for session in (bob, alice):
-            await session.until(lambda: len(firsts(candidates_seen(session))) >= count, 20,
-                                f"{session.name}'s candidates, each")
+            try:
+                await session.until(lambda: len(firsts(candidates_seen(session))) >= count, 20,
+                                    f"{session.name}'s candidates, each")
+            except Failure:
+                seen = set(candidates_seen(session))
+                missing = [expected[session.name].index(c) for c in expected[session.name] if c not in seen]
+                print(f"  {session.name} missing candidates {missing}; last seq {session.last_seq}", flush=True)
+                port = str(services["redis"].port)
+                meta = subprocess.run(["redis-cli", "-p", port, "HGETALL", f"dt:session:{{{session.session_id}}}:meta"],
+                                      capture_output=True, text=True).stdout
+                print("  meta: " + meta.replace("\n", " "), flush=True)
+                keys = subprocess.run(["redis-cli", "-p", port, "KEYS", "dt:inbox*"], capture_output=True,
+                                      text=True).stdout.split()
+                for key in keys:
+                    entries = subprocess.run(["redis-cli", "-p", port, "XRANGE", key, "-", "+"], capture_output=True,
+                                             text=True).stdout
+                    print(f"  {key}: {entries.count('unnumbered')} unnumbered", flush=True)
+                log = subprocess.run(["redis-cli", "-p", port, "ZRANGE", f"dt:session:{{{session.session_id}}}:log",
+                                      "0", "-1"], capture_output=True, text=True).stdout
+                print("  log: " + log[-600:].replace("\n", " "), flush=True)
+                raise
             check(firsts(candidates_seen(session)) == expected[session.name],
                   f"{session.name} did not get the other's candidates once each, in order")
         # Nothing is applied twice by the nodes that go on: a candidate arrives a second time only
