@@ -198,6 +198,54 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     await cluster.stop()
   }
 
+  @Test func aHolderWhoseBatchLandsAfterAResumeElsewhereSendsItsLettersNowhereAndEachArrivesOnce() async throws {
+    let cluster = try await writeBehindCluster(3)
+    let (alice, bob, call) = try await answeredCall(cluster, alice: 0, bob: 1)
+    bob.ack()
+    let (session, lastSeq) = (try #require(bob.sessionId), bob.lastSeq)
+    // Bob's node stalls on Redis (as a node frozen mid batch): it numbers Alice's letters (three
+    // candidates, and a hold, which no once-key tells from a copy) and writes the candidates, but
+    // stores nothing. Bob drops before reading them.
+    let link = try #require(cluster.nodes[1].server.cluster)
+    let gate = DispatchSemaphore(value: 0)
+    #expect(link.sender.submit { _ in gate.wait() })
+    var opened = false
+    defer { if !opened { gate.signal() } }
+    for n in 1...3 { #expect(try await alice.candidateFor(call, n).isAck) }
+    #expect(try await alice.request(.hold(.init(callId: call, onHold: true))).isAck)
+    bob.close()
+    _ = try await bob.closeCode()
+    // He resumes on the third node, which takes the letters his node had not stored.
+    let node = cluster.nodes[2]
+    let back = try SignalingProbe(client: node.client, url: node.webSocketURL)
+    let welcome = try await back.hello(token: node.token("bob"), resume: .init(sessionId: session, lastSeq: lastSeq))
+    #expect(welcome.resumed && !welcome.resync)
+    for n in 1...3 {
+      let envelope = try await back.next("candidate \(n)")
+      #expect(envelope.seq == lastSeq + UInt64(n))
+      guard case .candidate(let c) = envelope.message else { return }
+      #expect(c.candidate == candidate(n))
+    }
+    guard case .hold(let hold) = try await back.next("the hold").message else {
+      Issue.record("expected the hold")
+      return
+    }
+    #expect(hold.onHold)
+    // His old node's batch lands now, late: refused, and the letters it held go nowhere (the
+    // resume applied them), so none arrives twice.
+    gate.signal()
+    opened = true
+    let refused = await eventually(within: 10) { link.sender.queued == 0 }
+    #expect(refused)
+    #expect(try await alice.candidateFor(call, 4).isAck)
+    let fourth = try await back.next("candidate 4")
+    #expect(fourth.seq == lastSeq + 5)
+    try await back.expectQuiet()
+    let frames = try logged(cluster, session)
+    for n in 1...4 { #expect(frames.filter { hasCandidate([$0], n) }.count == 1) }
+    await cluster.stop()
+  }
+
   @Test func aNodeWhoseLeaseLapsesClosesItsSockets() async throws {
     let cluster = try await writeBehindCluster(2)
     let (alice, bob, _) = try await answeredCall(cluster, alice: 0, bob: 1)
