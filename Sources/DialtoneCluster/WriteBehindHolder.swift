@@ -192,6 +192,10 @@ package struct WriteBehindHolder: Sendable {
     /// The resume that made this holding applied this node's letters for the session through here
     /// (`SessionLedger.resumeHolding`): the reader's copies of them are not numbered again.
     package var lettersAfter: InboxPosition?
+    /// Whether the hub has the session as held now (`announced`): until then a candidate is not
+    /// written before it is stored, since the write would reach the socket of the session this
+    /// holding replaces (a resume on this node), or no session (a resume from another node).
+    package var announced = false
   }
 
   /// `outgoing` is kept to number it again elsewhere if another node takes its session.
@@ -310,6 +314,17 @@ package struct WriteBehindHolder: Sendable {
       effects += number(parked.map { $0.outgoing.storedFirst }, now: now, checkingOnces: true)
     }
     effects += cutIfIdle(now)
+    return effects
+  }
+
+  /// The hub has the session held at `epoch` now (the shell says so once the hub has had the
+  /// open's or resume's answer): candidates numbered since wait no more for their store.
+  package mutating func announced(_ session: String, epoch: UInt64) -> [Effect] {
+    guard var held = sessions[session], held.epoch == epoch, !held.announced else { return [] }
+    held.announced = true
+    var effects: [Effect] = []
+    writeWaitingCandidates(&held, session, &effects)
+    sessions[session] = held
     return effects
   }
 
@@ -547,7 +562,7 @@ package struct WriteBehindHolder: Sendable {
       held.unstoredBytes += frame.cost
       nodeBytes += frame.cost
       // Written at once only if every frame before it is written: seqs reach the socket in order.
-      if frame.kind == .candidate, held.written == seq - 1, Self.mayWriteUnstored(seq, held, limits) {
+      if frame.kind == .candidate, held.announced, held.written == seq - 1, Self.mayWriteUnstored(seq, held, limits) {
         held.written = seq
         effects.append(.write(session: outgoing.session, seq: seq, bytes: frame.bytes))
       }
@@ -577,16 +592,21 @@ package struct WriteBehindHolder: Sendable {
       effects.append(.write(session: session, seq: frame.seq, bytes: frame.bytes))
     }
     held.stored = seq
-    // (Candidates written before they were stored lead the rest: a candidate past the bound of
-    // `mayWriteUnstored` waits behind them.)
+    writeWaitingCandidates(&held, session, &effects)
+    sessions[session] = held
+    return effects
+  }
+
+  /// Candidates next in seq order, unstored, are written (within the bound of
+  /// `mayWriteUnstored`; candidates written before they were stored lead the rest).
+  private func writeWaitingCandidates(_ held: inout Held, _ session: String, _ effects: inout [Effect]) {
+    guard held.announced else { return }
     for frame in held.unstored where frame.seq > held.written {
       guard frame.kind == .candidate, frame.seq == held.written + 1, Self.mayWriteUnstored(frame.seq, held, limits)
       else { break }
       held.written = frame.seq
       effects.append(.write(session: session, seq: frame.seq, bytes: frame.bytes))
     }
-    sessions[session] = held
-    return effects
   }
 
   /// A candidate is written before it is stored only within `maxSessionFrames` of the last seq

@@ -104,7 +104,17 @@ package final class WriteBehindShell: Sendable {
       return true
     }
     pump()
+    // Called on the sender, in the open's job, which hands the hub its answer last: a job queued
+    // now runs after the hub has it.
+    if held, !sender.submit({ [weak self] _ in self?.announced(session, epoch: epoch) }) {
+      announced(session, epoch: epoch)
+    }
     return held
+  }
+
+  private func announced(_ session: String, epoch: UInt64) {
+    state.withLock { $0.outbox += $0.holder.announced(session, epoch: epoch) }
+    pump()
   }
 
   /// The session ended here, or closed: nothing more of it is numbered here (what this node's

@@ -55,6 +55,7 @@ import Testing
     var h = limits.map(holder) ?? holder()
     for (session, last) in sessions.sorted(by: { $0.key < $1.key }) {
       #expect(h.hold(session, epoch: 7, lastSeq: last, now: t0) == [])
+      #expect(h.announced(session, epoch: 7) == [])
     }
     return h
   }
@@ -230,6 +231,7 @@ import Testing
     #expect(batch(effects)?.sessions.map { $0.frames.map(\.seq) } == [[5, 6, 7]])
     #expect(batch(effects)?.sessions.first?.frames.last?.bytes == bytes(9, seq: 7))
     #expect(h.retained.isEmpty)
+    #expect(h.announced("bob", epoch: 3) == [])
     // The reader's copy of a letter the resume applied is not numbered again; a new one is.
     #expect(h.letter(candidate("bob", 1), position: "14-0", now: at(0.01)).isEmpty)
     _ = h.letter(candidate("bob", 10), position: "21-0", now: at(0.01))
@@ -281,6 +283,7 @@ import Testing
     // Renewed again: live with no session; new ones are held.
     #expect(h.leaseRenewed(sentAt: at(9), now: at(9.1)) == [])
     #expect(h.hold("carol", epoch: 1, lastSeq: 0, now: at(9.1)) == [])
+    _ = h.announced("carol", epoch: 1)
     #expect(writes(submitted(&h, [candidate("carol", 4)], at: 9.2)) == ["carol#1"])
   }
 
@@ -357,7 +360,21 @@ import Testing
     #expect(batch(effects)?.sessions == [.init(id: "bob", epoch: 8, frames: [.init(seq: 1, bytes: bytes(1, seq: 1))])])
     #expect(h.sessions["bob"]?.epoch == 8)
     #expect(writes(h.batchStored(2, refused: [:], now: at(0.015))) == ["bob#1"])
+    _ = h.announced("bob", epoch: 8)
     #expect(writes(submitted(&h, [candidate("bob", 2)], at: 0.02)) == ["bob#2"])
+  }
+
+  @Test func aCandidateForASessionHeldAgainWaitsUntilTheHubHasTheResume() {
+    var h = holding(["bob": 0])
+    // Bob resumed on this node; the hub still has his old socket: a candidate written now would
+    // go there.
+    #expect(h.hold("bob", epoch: 8, lastSeq: 0, now: at(0.001)) == [])
+    #expect(writes(h.letter(candidate("bob", 1), position: "1-0", now: at(0.002))) == [])
+    // The hub has the resume now: it goes, before it is stored, and so do the next ones.
+    #expect(writes(h.announced("bob", epoch: 8)) == ["bob#1"])
+    #expect(writes(submitted(&h, [candidate("bob", 2)], at: 0.003)) == ["bob#2"])
+    // An old epoch's word changes nothing.
+    #expect(h.announced("bob", epoch: 7) == [])
   }
 
   @Test func aSessionHeldAgainFromBeyondTheOldEpochsFramesNumbersNothingAgain() {
@@ -367,6 +384,7 @@ import Testing
     // landed before the resume): nothing to number again.
     #expect(h.hold("bob", epoch: 8, lastSeq: 1, now: at(0.005)) == [])
     #expect(batch(h.batchStored(1, refused: ["bob": .superseded], now: at(0.01))) == nil)
+    _ = h.announced("bob", epoch: 8)
     #expect(writes(submitted(&h, [candidate("bob", 2)], at: 0.02)) == ["bob#2"])
   }
 
