@@ -29,7 +29,8 @@ package struct WriteBehindHolder: Sendable {
     package var margin: Duration
     /// Frames numbered but not confirmed, per session and for the whole node (bytes as
     /// `Numbered.cost` counts them: what they hold in memory). A client's event
-    /// that would pass either is refused whole (nothing numbered: the shell answers
+    /// that would pass either is refused whole (a relayed candidate's only, for the session
+    /// bounds; any event, for the node's: `submit`) (nothing numbered: the shell answers
     /// `rate-limited`, the client sends it again); letters are never refused (their sender was
     /// answered) but the node reads no more of its inbox while over its bound (`acceptsLetters`).
     package var maxSessionFrames: Int
@@ -365,7 +366,13 @@ package struct WriteBehindHolder: Sendable {
   package mutating func submit(_ event: [Outgoing], now: Instant) -> Submitted {
     var effects = checkLease(now)
     guard lease != .stale else { return Submitted(effects: effects, refusal: .stale) }
-    guard fits(event) else { return Submitted(effects: effects, refusal: .backlog) }
+    // Only a relayed candidate's event may be refused over a session's bounds: the request was
+    // handled already (the call's state moved on), and only a candidate's is harmless to handle
+    // again when sent again. Any other event (an invite, an accept, an end) is numbered past them,
+    // within the node's bound: refused, its repeat would find the call moved on without the
+    // messages (an accept sent again is `conflict`, and the caller never hears of it).
+    let relay = event.contains { $0.kind == .candidate }
+    guard fits(event, sessionBounds: relay) else { return Submitted(effects: effects, refusal: .backlog) }
     effects += number(event, now: now, checkingOnces: true)
     return Submitted(effects: effects + cutIfIdle(now), refusal: nil)
   }
@@ -507,7 +514,7 @@ package struct WriteBehindHolder: Sendable {
 
   private static func cost(_ outgoing: Outgoing) -> Int { outgoing.frame.head.count + outgoing.frame.tail.count }
 
-  private func fits(_ event: [Outgoing]) -> Bool {
+  private func fits(_ event: [Outgoing], sessionBounds: Bool) -> Bool {
     var frames: [String: Int] = [:]
     var bytes: [String: Int] = [:]
     var total = 0
@@ -521,6 +528,7 @@ package struct WriteBehindHolder: Sendable {
       total += size
     }
     guard nodeBytes + total <= limits.maxNodeBytes else { return false }
+    guard sessionBounds else { return true }
     for (session, count) in frames {
       guard let held = sessions[session] else { continue }
       if held.unstored.count + count > limits.maxSessionFrames { return false }

@@ -322,6 +322,19 @@ import Testing
     #expect(h.submit(relay(5, request: "m5"), now: at(0.03)).refusal == nil)
   }
 
+  @Test func anEventWithoutARelayedCandidateIsNumberedPastTheSessionsBoundWithinTheNodes() {
+    var h = holding(["alice": 0, "bob": 0], .init(lease: .seconds(10), margin: .seconds(2), maxSessionFrames: 2))
+    _ = submitted(&h, relay(1, request: "m1"))
+    _ = submitted(&h, relay(2, request: "m2"))
+    #expect(h.submit(relay(3, request: "m3"), now: at(0)).refusal == .backlog)
+    // An invite for Bob and its ack to Carol: the call's state moved on with it, so it is
+    // numbered all the same (written once stored).
+    let invite = h.submit(
+      [.init(session: "bob", frame: frame(7), kind: .storeFirst), answer("alice", 8, to: "i1")], now: at(0))
+    #expect(invite.refusal == nil)
+    #expect(h.sessions["bob"]?.next == 4 && h.sessions["alice"]?.next == 4)
+  }
+
   @Test func aSessionsByteBoundRefusesWhatWouldPassItOthersGoOn() {
     // Two frames of 29 bytes fit in 60, a third does not.
     var h = holding(["alice": 0, "bob": 0], .init(lease: .seconds(10), margin: .seconds(2), maxSessionBytes: 60))

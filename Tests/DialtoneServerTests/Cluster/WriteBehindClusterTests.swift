@@ -297,4 +297,46 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     #expect(found)
     await cluster.stop()
   }
+
+  @Test func aHangUpForASessionOverItsBoundIsNotRefusedAndEndsTheCallForThePeer() async throws {
+    let cluster = try await TestCluster.start(1) {
+      $0.writeBehindSessions = true
+      $0.limits.maxUnackedBytes = 65_536
+    }
+    let (alice, bob, call) = try await answeredCall(cluster, alice: 0, bob: 0)
+    let link = try #require(cluster.nodes[0].server.cluster)
+    let gate = DispatchSemaphore(value: 0)
+    #expect(link.sender.submit { _ in gate.wait() })
+    var opened = false
+    defer { if !opened { gate.signal() } }
+    // Alice's trickle fills what Bob's session may hold unstored: a candidate is refused.
+    for n in 1...100 {
+      alice.send(ClientEnvelope(id: "c\(n)", message: .candidate(.init(callId: call, candidate: candidate(n)))))
+    }
+    let first = try await alice.next("the refusal")
+    guard case .error(let error) = first.message, error.code == .rateLimited else {
+      Issue.record("expected rate-limited, got \(first.message)")
+      return
+    }
+    // She hangs up: the call ends here at once, so its message to Bob is not refused (sent again,
+    // the hang-up would find no call, and Bob would never hear of the end); it waits for Redis.
+    // (Whether the end would have fitted in what Bob's session had left depends on the frames'
+    // sizes: `WriteBehindHolderBehaviour` pins the rule itself.)
+    alice.send(ClientEnvelope(id: "h1", message: .hangup(.init(callId: call))))
+    gate.signal()
+    opened = true
+    var answer: ServerMessage?
+    while answer == nil {
+      let message = try await alice.next("the hang-up's answer").message
+      if case .ack(let ack) = message, ack.replyTo == "h1" { answer = message }
+      if case .error(let e) = message, e.replyTo == "h1" { answer = message }
+    }
+    #expect(answer?.isAck == true)
+    var ended = false
+    while !ended {
+      if case .callEnded(let end) = try await bob.next("the call's end").message, end.callId == call { ended = true }
+    }
+    #expect(ended)
+    await cluster.stop()
+  }
 }
