@@ -41,7 +41,9 @@ package final class ClusterInboxReader: Sendable {
       let mailbox = ClusterLink.mailbox(connection, settings)
       let letters = try mailbox.receive(settings.node, after: position.after, limit: 512, timeout: wait)
       guard let last = letters.last else {
-        if position.untrimmed > 0, let through = try trimPoint.map({ try $0(position.after, connection) }) ?? position.after {
+        if position.untrimmed > 0,
+          let through = try trimPoint.map({ try $0(position.after, connection) }) ?? position.after
+        {
           try mailbox.discard(through: through, from: settings.node)
           position.untrimmed = 0
         }

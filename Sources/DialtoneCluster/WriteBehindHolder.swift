@@ -304,7 +304,8 @@ package struct WriteBehindHolder: Sendable {
         again = old.unstored.filter { $0.seq > lastSeq && $0.outgoing.letter == nil }.map { $0.outgoing.storedFirst }
       }
     }
-    let parked = retained.filter { entry in entry.outgoing.session == session && cut.map { entry.position > $0 } ?? true }
+    let parked = retained.filter { entry in entry.outgoing.session == session && cut.map { entry.position > $0 } ?? true
+    }
     forgetRetained { $0.outgoing.session == session }
     sessions[session] = held
     if !again.isEmpty { effects += number(again, now: now, checkingOnces: false) }

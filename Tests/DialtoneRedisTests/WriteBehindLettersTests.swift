@@ -78,7 +78,8 @@ extension RedisTests {
         number: 1,
         sessions: [
           .init(
-            id: id, epoch: epoch, frames: [.init(seq: 1, bytes: frame(1).bytes(seq: 1)), .init(seq: 2, bytes: frame(2).bytes(seq: 2))],
+            id: id, epoch: epoch,
+            frames: [.init(seq: 1, bytes: frame(1).bytes(seq: 1)), .init(seq: 2, bytes: frame(2).bytes(seq: 2))],
             letterPosition: inbox[1].id)
         ])
       #expect(try store.store(stored, from: holder) == [:])
@@ -102,7 +103,8 @@ extension RedisTests {
       let late = WriteBehindBatch(
         number: 2,
         sessions: [
-          .init(id: id, epoch: epoch, frames: [.init(seq: 3, bytes: frame(3).bytes(seq: 3))], letterPosition: inbox[2].id)
+          .init(
+            id: id, epoch: epoch, frames: [.init(seq: 3, bytes: frame(3).bytes(seq: 3))], letterPosition: inbox[2].id)
         ])
       #expect(try store.store(late, from: holder) == [id: .superseded])
       guard
