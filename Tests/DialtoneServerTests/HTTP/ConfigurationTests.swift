@@ -2,6 +2,7 @@ import DialtoneAuth
 import DialtoneCalls
 import DialtoneCrypto
 import DialtoneProtocol
+import DialtoneRedis
 import Foundation
 import Testing
 
@@ -59,6 +60,33 @@ struct ConfigurationTests {
     #expect(throws: ConfigurationError.self) {
       try ServerConfiguration.parse(arguments: ["--batch-window-ms", "41"], environment: [:])
     }
+  }
+
+  @Test func writeBehindSessionsAreRefusedOnARedisClusterAtStartUp() async throws {
+    // Nothing is opened before the check: no Redis, PostgreSQL or data directory is needed.
+    for url in [
+      "redis-cluster://127.0.0.1:1", "rediss-cluster://127.0.0.1:1", "redis://127.0.0.1:1,127.0.0.1:2",
+    ] {
+      var configuration = ServerConfiguration()
+      configuration.dataDirectory = NSTemporaryDirectory() + "dialtone-wb-\(UUID().uuidString)"
+      configuration.redisURL = url
+      configuration.writeBehindSessions = true
+      await #expect(throws: ConfigurationError.self) { _ = try await DialtoneServer(configuration: configuration) }
+      do {
+        _ = try DialtoneServer.clusterRedis(configuration)
+        Issue.record("\(url) with write-behind was accepted")
+      } catch {
+        #expect(error.description.contains("--cluster-sessions write-behind needs one Redis"))
+      }
+      #expect(!FileManager.default.fileExists(atPath: configuration.dataDirectory))
+      // Store-first runs on a Redis Cluster.
+      configuration.writeBehindSessions = false
+      #expect(try DialtoneServer.clusterRedis(configuration)?.clusterSeeds != nil)
+    }
+    var one = ServerConfiguration()
+    one.redisURL = "redis://127.0.0.1:6379"
+    one.writeBehindSessions = true
+    #expect(try DialtoneServer.clusterRedis(one)?.clusterSeeds == nil)
   }
 
   @Test func theGroupInvitePolicyIsAnyMemberUnlessOwnerIsAskedFor() throws {
