@@ -691,6 +691,154 @@ async def _killed_mid_trickle(s, stack, extra, twice_allowed, victim="caller", f
 
 
 @scenario
+@time_limit(240)
+async def write_behind_node_killed_under_a_relayed_load_every_client_resumes_with_nothing_missing(s, stack):
+    """Write-behind under a bench-cluster-like relayed load (issue 41 item 4, point 8): 20 calls,
+    each side trickling 120 candidates paced to 25 a second (up to 1,000 relayed a second in
+    all), one side of each call behind a balancer over nodes 1 and 3 (the caller in even calls,
+    the callee in odd ones), the other on node 2. Mid trickle node 1 is killed -9 while its
+    heartbeat still counts it alive (`--node-expiry 10`) and its clients stay away 1.5 s, so that
+    letters wait in its inbox. Every client that was on it resumes (never resyncs: the resume
+    window is 30 s) on node 3; every candidate arrives in order of first arrival, no seq skipped,
+    and none twice after a resume (only one the dead node wrote before storing it may come
+    again)."""
+    await _under_load(s, stack, extra=("--cluster-sessions", "write-behind", "--batch-window-ms", "10",
+                                       "--node-expiry", "10"))
+
+
+@scenario
+@time_limit(240)
+async def write_behind_node_frozen_under_a_relayed_load_repeats_nothing_and_its_late_batches_are_refused(s, stack):
+    """The same load; node 1 is frozen (SIGSTOP) mid trickle, the balanced clients drop their
+    sockets and resume on node 3 (or on node 3 again), and node 1 is thawed past its lease: it
+    stops, a batch it had in flight is refused (printed), and nothing of the sessions it lost is
+    sent on or stored. The same checks as the kill."""
+    await _under_load(s, stack, extra=("--cluster-sessions", "write-behind", "--batch-window-ms", "10"),
+                      freeze=True)
+
+
+async def _under_load(s, stack, extra, freeze=False, pairs=50, count=200, interval=0.02):
+    services = {}
+    _, nodes = await cluster_of(s, stack, media=False, extra=[*DRIVER_FLAGS, *extra], services=services)
+    balancer = stack(await Balancer(s, None, [nodes[0].port, nodes[2].port]).start())
+    calls = []  # (call id, caller, callee, the balanced one)
+    sessions = []
+    victim = nodes[0]
+    try:
+        for index in range(pairs):
+            caller, callee = f"la{index}", f"lb{index}"
+            if index % 2 == 0:
+                alice = Session("127.0.0.1", balancer.port, nodes[0].token(caller), caller)
+                bob = Session("127.0.0.1", nodes[1].port, nodes[1].token(callee), callee)
+                moving = alice
+            else:
+                alice = Session("127.0.0.1", nodes[1].port, nodes[1].token(caller), caller)
+                bob = Session("127.0.0.1", balancer.port, nodes[0].token(callee), callee)
+                moving = bob
+            sessions += [alice, bob]
+            await alice.start()
+            await bob.start()
+            call = f"l-{uuid.uuid4()}"
+            check(is_ack(await alice.request({"type": "invite", "callId": call, "to": callee, "video": False,
+                                               "offer": {"sdp": "v=0\r\n"}})), "an invite was refused")
+            await bob.wait_for_message("invite", callId=call)
+            check(is_ack(await bob.request({"type": "accept", "callId": call, "answer": {"sdp": "v=0\r\n"}})),
+                  "an accept was refused")
+            await alice.wait_for_message("accept", callId=call)
+            calls.append((call, alice, bob, moving))
+        balanced = [m for _, _, _, m in calls]
+        check(await sessions_connected(None, victim) > 0, "no balanced client is on node 1")
+
+        async def trickle(call, session, base):
+            for n in range(count):
+                reply = await session.request({"type": "candidate", "callId": call,
+                                               "candidate": fake_candidate(base + n)}, timeout=90)
+                check(is_ack(reply), f"{session.name}'s candidate {n} got {reply}")
+                await asyncio.sleep(interval)
+
+        started = time.time()
+        tasks = [asyncio.create_task(trickle(call, side, base)) for call, alice, bob, _ in calls
+                 for side, base in ((alice, 1), (bob, 1001))]
+        await balanced[0].until(lambda: sum(1 for _, m in balanced[0].answers if m.get("type") == "ack") >= 40, 30,
+                                "the first candidates answered")
+        if freeze:
+            # Redis stalls first for a moment, so that node 1 is frozen with a batch sent and more
+            # queued behind it: sent on after the thaw, those are late and must be refused.
+            redis = services["redis"].process.proc.pid
+            os.kill(redis, signal.SIGSTOP)
+            await asyncio.sleep(0.3)
+            os.kill(victim.process.proc.pid, signal.SIGSTOP)
+            os.kill(redis, signal.SIGCONT)
+            frozen_at = time.time()
+            for moving in balanced:
+                if moving.ws:
+                    moving.ws.close(1001)
+            for moving in balanced:
+                await moving.until(lambda m=moving: len(m.welcomes) >= 2, 60, f"{moving.name}'s resume")
+            await asyncio.sleep(max(0.0, frozen_at + 6 - time.time()))
+            os.kill(victim.process.proc.pid, signal.SIGCONT)
+        else:
+            away = free_port()
+            for moving in balanced:
+                moving.port = away
+            await victim.kill9()
+            await asyncio.sleep(1.5)
+            for moving in balanced:
+                moving.port = balancer.port
+        await asyncio.wait_for(asyncio.gather(*tasks), 150)
+        elapsed = time.time() - started
+        moved = [m for m in balanced if len(m.welcomes) >= 2]
+        check(moved, "no client reconnected")
+        for moving in moved:
+            resumes = [w for _, w in moving.welcomes[1:]]
+            check(all(w.get("resumed") and not w.get("resync") for w in resumes),
+                  f"{moving.name}'s session was not resumed: {resumes}")
+
+        def arrivals(session, call):
+            return [(t, m["candidate"]["candidate"]) for t, m in session.inbox
+                    if m.get("type") == "candidate" and m.get("callId") == call]
+
+        twice = 0
+        for call, alice, bob, moving in calls:
+            expected = {bob.name: [fake_candidate(1 + n)["candidate"] for n in range(count)],
+                        alice.name: [fake_candidate(1001 + n)["candidate"] for n in range(count)]}
+            for session in (alice, bob):
+                await session.until(lambda s_=session: len(set(c for _, c in arrivals(s_, call))) >= count, 30,
+                                    f"{session.name}'s candidates, each")
+                seen = [c for _, c in arrivals(session, call)]
+                check(list(dict.fromkeys(seen)) == expected[session.name],
+                      f"{session.name} did not get the other's candidates in order of first arrival")
+                twice += len(seen) - count
+                resumed_at = moving.welcomes[1][0] if len(moving.welcomes) >= 2 else 0
+                later = [c for t, c in arrivals(session, call) if t >= resumed_at]
+                repeated = sorted({c for c in later if later.count(c) > 1})
+                check(not repeated, f"{session.name} got {len(repeated)} candidate(s) twice after the resume")
+                check(not session.gaps, f"{session.name}'s seqs skipped: {session.gaps}")
+        late = ""
+        if freeze:
+            log = victim.scratch.file("server.log")
+            await eventually(lambda: "lease lapsed" in open(log, errors="replace").read(), 15,
+                             "the thawed node stopping as its lease lapsed")
+            text = open(log, errors="replace").read()
+            late = (f"; node 1 after the thaw: {text.count('Redis refused a batch')} batch(es) refused, "
+                    f"{text.count('lease lapsed')} lease lapse(s) logged")
+        for call, alice, bob, _ in calls:
+            check(is_ack(await alice.request({"type": "hangup", "callId": call}, timeout=30)), "a hang-up was refused")
+            await bob.wait_for_message("call-ended", callId=call, timeout=20)
+        relayed = 2 * pairs * count
+        print(f"  {relayed} candidates relayed in {elapsed:.1f} s ({relayed / elapsed:.0f}/s); "
+              f"{len(moved)} of {len(balanced)} balanced clients reconnected, "
+              f"re-sent {sum(m.resent for m in balanced)}; candidates arriving twice: {twice}{late}", flush=True)
+    finally:
+        if freeze and victim.process.proc.returncode is None:
+            os.kill(victim.process.proc.pid, signal.SIGCONT)
+        if freeze and services.get("redis") and services["redis"].process.proc.returncode is None:
+            os.kill(services["redis"].process.proc.pid, signal.SIGCONT)
+        for session in sessions:
+            await session.close()
+
+
+@scenario
 @time_limit(150)
 async def a_rolling_restart_of_every_node_fails_no_call_set_up(s, stack):
     """Six caller/callee pairs of raw protocol clients make short calls back to back through a
