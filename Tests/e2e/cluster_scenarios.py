@@ -382,10 +382,12 @@ async def sessions_connected(netns, node):
     raise Failure(f"{node.url}/metrics has no dialtone_sessions_connected")
 
 
-async def cluster_of(s, stack, count=3, media=True, extra=(), services=None):
+async def cluster_of(s, stack, count=3, media=True, extra=(), services=None, redis_via_proxy=()):
     """Three nodes, PostgreSQL and Redis in a MediaNamespace (for CLI peers), or on this host's
     loopback (`media=False`, for raw protocol clients). `services`, a dict, gets the PostgreSQL and
-    Redis servers."""
+    Redis servers, and the TCP forwarder to Redis (a `Balancer` of one) of each node whose index is
+    in `redis_via_proxy` (one Redis only), under `("redis proxy", index)`: frozen with SIGSTOP, it
+    holds what that node sends to Redis."""
     ns = stack(await MediaNamespace().start()) if media else None
     netns = ns.NS if ns else None
     postgres = stack(await ScratchPostgres(s, netns).start())
@@ -395,7 +397,14 @@ async def cluster_of(s, stack, count=3, media=True, extra=(), services=None):
         services.update(postgres=postgres, redis=redis)
     nodes = []
     for index in range(count):
-        node = Server(s, netns=netns, extra=["--database-url", postgres.url, "--redis-url", redis.url,
+        redis_url = redis.url
+        if index in redis_via_proxy:
+            check(kind is ScratchRedis, "a proxy to a Redis Cluster")
+            proxy = stack(await Balancer(s, netns, [redis.port]).start())
+            redis_url = f"redis://127.0.0.1:{proxy.port}"
+            if services is not None:
+                services[("redis proxy", index)] = proxy
+        node = Server(s, netns=netns, extra=["--database-url", postgres.url, "--redis-url", redis_url,
                                              "--node-name", f"n{index + 1}", "--log-level",
                                              os.environ.get("DIALTONE_E2E_CLUSTER_LOG", "info"), *extra])
         # Each node its own data directory (the shared state is in PostgreSQL and Redis).
@@ -709,17 +718,19 @@ async def write_behind_node_killed_under_a_relayed_load_every_client_resumes_wit
 @scenario
 @time_limit(240)
 async def write_behind_node_frozen_under_a_relayed_load_repeats_nothing_and_its_late_batches_are_refused(s, stack):
-    """The same load; node 1 is frozen (SIGSTOP) mid trickle, the balanced clients drop their
-    sockets and resume on node 3 (or on node 3 again), and node 1 is thawed past its lease: it
-    stops, a batch it had in flight is refused (printed), and nothing of the sessions it lost is
-    sent on or stored. The same checks as the kill."""
+    """The same load; node 1 is frozen (SIGSTOP) mid trickle, its path to Redis (a forwarder)
+    frozen a moment before it, so that its last batch is on the way; the balanced clients drop
+    their sockets and resume on node 3 (or on node 3 again); the forwarder is thawed, its batch
+    lands after those resumes and is refused; node 1 is thawed past its lease and stops. Nothing
+    of the sessions it lost is sent on or stored: the same checks as the kill."""
     await _under_load(s, stack, extra=("--cluster-sessions", "write-behind", "--batch-window-ms", "10"),
                       freeze=True)
 
 
 async def _under_load(s, stack, extra, freeze=False, pairs=50, count=200, interval=0.02):
     services = {}
-    _, nodes = await cluster_of(s, stack, media=False, extra=[*DRIVER_FLAGS, *extra], services=services)
+    _, nodes = await cluster_of(s, stack, media=False, extra=[*DRIVER_FLAGS, *extra], services=services,
+                                redis_via_proxy=(0,) if freeze else ())
     balancer = stack(await Balancer(s, None, [nodes[0].port, nodes[2].port]).start())
     calls = []  # (call id, caller, callee, the balanced one)
     sessions = []
@@ -762,19 +773,20 @@ async def _under_load(s, stack, extra, freeze=False, pairs=50, count=200, interv
         await balanced[0].until(lambda: sum(1 for _, m in balanced[0].answers if m.get("type") == "ack") >= 40, 30,
                                 "the first candidates answered")
         if freeze:
-            # Redis stalls first for a moment, so that node 1 is frozen with a batch sent and more
-            # queued behind it: sent on after the thaw, those are late and must be refused.
-            redis = services["redis"].process.proc.pid
-            os.kill(redis, signal.SIGSTOP)
+            # Node 1 reaches Redis through a forwarder: frozen a moment before node 1, it holds the
+            # batch node 1 sent last (and anything else it sent), which reaches Redis only when the
+            # forwarder is thawed, after every client resumed elsewhere: late, it must be refused.
+            proxy = services[("redis proxy", 0)].process.proc.pid
+            os.kill(proxy, signal.SIGSTOP)
             await asyncio.sleep(0.3)
             os.kill(victim.process.proc.pid, signal.SIGSTOP)
-            os.kill(redis, signal.SIGCONT)
             frozen_at = time.time()
             for moving in balanced:
                 if moving.ws:
                     moving.ws.close(1001)
             for moving in balanced:
                 await moving.until(lambda m=moving: len(m.welcomes) >= 2, 60, f"{moving.name}'s resume")
+            os.kill(proxy, signal.SIGCONT)
             await asyncio.sleep(max(0.0, frozen_at + 6 - time.time()))
             os.kill(victim.process.proc.pid, signal.SIGCONT)
         else:
@@ -820,6 +832,7 @@ async def _under_load(s, stack, extra, freeze=False, pairs=50, count=200, interv
             await eventually(lambda: "lease lapsed" in open(log, errors="replace").read(), 15,
                              "the thawed node stopping as its lease lapsed")
             text = open(log, errors="replace").read()
+            check("Redis refused a batch" in text, "node 1's batch held by the frozen forwarder was not refused")
             late = (f"; node 1 after the thaw: {text.count('Redis refused a batch')} batch(es) refused, "
                     f"{text.count('lease lapsed')} lease lapse(s) logged")
         for call, alice, bob, _ in calls:
@@ -832,8 +845,8 @@ async def _under_load(s, stack, extra, freeze=False, pairs=50, count=200, interv
     finally:
         if freeze and victim.process.proc.returncode is None:
             os.kill(victim.process.proc.pid, signal.SIGCONT)
-        if freeze and services.get("redis") and services["redis"].process.proc.returncode is None:
-            os.kill(services["redis"].process.proc.pid, signal.SIGCONT)
+        if freeze and ("redis proxy", 0) in services:
+            os.kill(services[("redis proxy", 0)].process.proc.pid, signal.SIGCONT)
         for session in sessions:
             await session.close()
 
