@@ -249,6 +249,19 @@ package struct WriteBehindHolder: Sendable {
   private var wakeAsked: Instant?
   private var nodeBytes = 0
   private var batchNumber: UInt64 = 0
+  /// This node's own frames of a session held here again after another node numbered it, some
+  /// of them in the batch in flight (`hold`): numbered again under `epoch` once that batch is
+  /// answered, all of them if Redis refused the session's frames (or the batch failed: it is not
+  /// sent again for them), else those the batch did not carry. At most one per session held.
+  private var awaiting: [Awaiting] = []
+
+  private struct Awaiting: Sendable, Equatable {
+    let batch: UInt64
+    let session: String
+    var epoch: UInt64
+    let frames: [Numbered]
+    let flying: Set<UInt64>
+  }
   /// In inbox order; bounded by `maxNodeBytes` on their own (the oldest go first, counted in
   /// `retainedDropped`): they wait for a client's resume, so they must not pause the inbox.
   package private(set) var retained: [Retained] = []
@@ -276,7 +289,11 @@ package struct WriteBehindHolder: Sendable {
   /// is refused for the session, or landed before the resume, and then `lastSeq` covers it); at
   /// or below `lastSeq` a frame is stored, or a candidate the client said it processed (the
   /// resume went on from its own seq). Without this, a frame waiting for its batch (the window,
-  /// the batch in flight, a failed one) during the resume was lost, its sender answered.
+  /// the batch in flight, a failed one) during the resume was lost, its sender answered. When the
+  /// epoch moved on by more than this resume's step, another node numbered the session between
+  /// the two holdings (its client resumed there and came back before this node heard of it):
+  /// then every frame of its own Redis does not have is numbered again, whatever its seq, once
+  /// the batch in flight, if it carries some, is answered (`awaiting`).
   ///
   /// A resume (`SessionLedger.resumeHolding`) hands over `letters`, those its previous holder
   /// (this node or another, dead or alive) had not stored, and `lettersAfter`, the cut through
@@ -296,12 +313,30 @@ package struct WriteBehindHolder: Sendable {
       epoch: epoch, next: lastSeq + 1, stored: lastSeq, written: lastSeq,
       onces: WriteBehindOnces(capacity: limits.onceMemory, keys: onces), lettersAfter: cut)
     var again: [Outgoing] = []
+    // Frames waiting for a batch's answer from an earlier holding here wait for this one now.
+    for index in awaiting.indices where awaiting[index].session == session { awaiting[index].epoch = epoch }
     if let old = sessions[session] {
       nodeBytes -= old.unstoredBytes
       held.onces.formUnion(old.onces)
       // This node's own frames only: its letters not stored are among the resume's `letters`.
-      if old.epoch != epoch {
-        again = old.unstored.filter { $0.seq > lastSeq && $0.outgoing.letter == nil }.map { $0.outgoing.storedFirst }
+      let own = old.unstored.filter { $0.outgoing.letter == nil }
+      if old.epoch + 1 == epoch {
+        again = own.filter { $0.seq > lastSeq }.map { $0.outgoing.storedFirst }
+      } else if old.epoch != epoch {
+        // Another node numbered the session between the two holdings here (its client resumed
+        // elsewhere and came back before this node heard of it): Redis's seqs up to `lastSeq`
+        // are partly that node's, and say nothing of this node's frames. Those Redis never had
+        // are numbered again after `lastSeq` whatever their seq; those in the batch in flight
+        // may have landed before the other node's resume, so everything waits for its answer.
+        let flying = inFlightSeqs(session, epoch: old.epoch)
+        if flying.isEmpty || !own.contains(where: { flying.contains($0.seq) }) {
+          again = own.map { $0.outgoing.storedFirst }
+        } else if case .inFlight(let number, _) = store {
+          awaiting.append(
+            Awaiting(
+              batch: number, session: session, epoch: epoch,
+              frames: own, flying: flying))
+        }
       }
     }
     let parked = retained.filter { entry in entry.outgoing.session == session && cut.map { entry.position > $0 } ?? true
@@ -420,6 +455,7 @@ package struct WriteBehindHolder: Sendable {
     for (session, seq) in sorted where refused[session] == nil {
       effects += confirm(session, through: seq)
     }
+    effects += settle(number, landed: { refused[$0] == nil }, now: now)
     return effects + cutIfIdle(now)
   }
 
@@ -432,7 +468,9 @@ package struct WriteBehindHolder: Sendable {
     store = .failed
     queue.insert(contentsOf: events, at: 0)
     count(events, +1)
-    return effects
+    // An old epoch's frames are not sent again (`isCurrent`): counted as not stored, they are
+    // numbered again (a store-first frame may then arrive twice, rather than never).
+    return effects + settle(number, landed: { _ in false }, now: now)
   }
 
   // MARK: The lease
@@ -474,7 +512,37 @@ package struct WriteBehindHolder: Sendable {
     nodeBytes = 0
     // A batch in flight may still land (its epochs fence it); its answer is ignored.
     store = .idle
+    awaiting = []
     return closing
+  }
+
+  /// The seqs of `session` under `epoch` that the batch in flight carries.
+  private func inFlightSeqs(_ session: String, epoch: UInt64) -> Set<UInt64> {
+    guard case .inFlight(_, let events) = store else { return [] }
+    var seqs: Set<UInt64> = []
+    for event in events {
+      for frame in event.frames where frame.session == session && frame.epoch == epoch { seqs.insert(frame.seq) }
+    }
+    return seqs
+  }
+
+  /// Batch `answered` was answered: the frames waiting for it (`awaiting`) are numbered again, in
+  /// their old order, where the session is held at the epoch they wait for, or go where it is now.
+  private mutating func settle(_ answered: UInt64, landed: (String) -> Bool, now: Instant) -> [Effect] {
+    let due = awaiting.filter { $0.batch == answered }
+    guard !due.isEmpty else { return [] }
+    awaiting.removeAll { $0.batch == answered }
+    var effects: [Effect] = []
+    for entry in due {
+      let frames = landed(entry.session) ? entry.frames.filter { !entry.flying.contains($0.seq) } : entry.frames
+      guard !frames.isEmpty else { continue }
+      if sessions[entry.session]?.epoch == entry.epoch {
+        effects += number(frames.map(\.outgoing.storedFirst), now: now, checkingOnces: false)
+      } else {
+        effects += frames.map { .unheld($0.outgoing) }
+      }
+    }
+    return effects
   }
 
   /// A session lost here: its own unstored frames, sent on where the session is now when

@@ -401,6 +401,49 @@ import Testing
     #expect(writes(submitted(&h, [candidate("bob", 2)], at: 0.02)) == ["bob#2"])
   }
 
+  /// Bob's frames of the batch's part for him.
+  func bobs(_ effects: [Effect]) -> WriteBehindBatch.Session? { batch(effects)?.sessions.first { $0.id == "bob" } }
+
+  @Test func aSessionBackHereAfterAnotherNodeNumberedItNumbersAgainWhatRedisRefused() {
+    var h = holding(["alice": 0, "bob": 0])
+    _ = submitted(&h, relay(1, request: "m1"))  // bob#1 in the batch in flight
+    _ = submitted(&h, relay(2, request: "m2"))  // bob#2 queued behind it
+    // Bob resumed on another node (epoch 8), which numbered his session through seq 5, and came
+    // back here (epoch 9) before this node heard of it: seqs 1 and 2 of Redis are not this
+    // node's. What the batch in flight carries waits for its answer.
+    #expect(h.hold("bob", epoch: 9, lastSeq: 5, now: at(0.005)) == [])
+    // Refused (it landed after the other node's resume): both are numbered again after seq 5,
+    // in their order, under epoch 9 (without this, both were lost, their senders answered).
+    let effects = h.batchStored(1, refused: ["bob": .superseded], now: at(0.01))
+    #expect(!effects.contains { if case .close = $0 { return true } else { return false } })
+    #expect(
+      bobs(effects)
+        == .init(
+          id: "bob", epoch: 9,
+          frames: [.init(seq: 6, bytes: bytes(1, seq: 6)), .init(seq: 7, bytes: bytes(2, seq: 7))]))
+  }
+
+  @Test func aSessionBackHereAfterAnotherNodeNumberedItNumbersAgainOnlyWhatItsLandedBatchDidNotCarry() {
+    var h = holding(["alice": 0, "bob": 0])
+    _ = submitted(&h, relay(1, request: "m1"))
+    _ = submitted(&h, relay(2, request: "m2"))
+    #expect(h.hold("bob", epoch: 9, lastSeq: 5, now: at(0.005)) == [])
+    // The batch landed before the other node's resume (Redis's seq 1 is this node's candidate):
+    // only bob#2, never sent, is numbered again.
+    let effects = h.batchStored(1, refused: [:], now: at(0.01))
+    #expect(bobs(effects) == .init(id: "bob", epoch: 9, frames: [.init(seq: 6, bytes: bytes(2, seq: 6))]))
+  }
+
+  @Test func aSessionBackHereAfterAnotherNodeNumberedItWithNothingInFlightNumbersAgainAtOnce() {
+    var h = holding(["alice": 0, "bob": 0])
+    _ = submitted(&h, relay(1, request: "m1"))
+    _ = h.batchFailed(1, now: at(0.001))  // back in the queue, nothing in flight
+    #expect(h.store == .failed)
+    #expect(h.hold("bob", epoch: 9, lastSeq: 5, now: at(0.005)) == [])
+    let effects = h.tick(now: at(0.01))
+    #expect(bobs(effects) == .init(id: "bob", epoch: 9, frames: [.init(seq: 6, bytes: bytes(1, seq: 6))]))
+  }
+
   func ring(_ session: String, _ n: Int, once: String) -> Holder.Outgoing {
     .init(session: session, frame: frame(n), kind: .storeFirst, once: once)
   }
