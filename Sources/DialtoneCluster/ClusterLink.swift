@@ -175,7 +175,7 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
         ledger: .init(
           capacity: settings.maxUnackedMessages, maxBytes: settings.maxUnackedBytes, expiry: settings.sessionExpiry,
           inboxCapacity: settings.inboxCapacity, inboxExpiry: settings.inboxExpiry),
-        sender: sender, inbox: inbox, log: log.scoped("write-behind"), now: now)
+        sender: sender, inbox: inbox, poison: poison, log: log.scoped("write-behind"), now: now)
     } else {
       writeBehind = nil
     }

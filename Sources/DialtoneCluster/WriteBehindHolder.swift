@@ -155,10 +155,16 @@ package struct WriteBehindHolder: Sendable {
   package struct Submitted: Sendable, Equatable {
     package var effects: [Effect]
     package var refusal: Refusal?
+    /// The sessions of an event refused over the node's bound whose request had changed the
+    /// call's state already (not a relayed candidate): sent again, it would find the call moved
+    /// on without its messages, so these sessions must resync (the shell has them made
+    /// unresumable and closed, as a message Redis failed to take does under store-first).
+    package var resyncing: [String]
 
-    package init(effects: [Effect], refusal: Refusal?) {
+    package init(effects: [Effect], refusal: Refusal?, resyncing: [String] = []) {
       self.effects = effects
       self.refusal = refusal
+      self.resyncing = resyncing
     }
   }
 
@@ -408,7 +414,10 @@ package struct WriteBehindHolder: Sendable {
     // within the node's bound: refused, its repeat would find the call moved on without the
     // messages (an accept sent again is `conflict`, and the caller never hears of it).
     let relay = event.contains { $0.kind == .candidate }
-    guard fits(event, sessionBounds: relay) else { return Submitted(effects: effects, refusal: .backlog) }
+    guard fits(event, sessionBounds: relay) else {
+      let resyncing = relay ? [] : Array(Set(event.map(\.session))).sorted()
+      return Submitted(effects: effects, refusal: .backlog, resyncing: resyncing)
+    }
     effects += number(event, now: now, checkingOnces: true)
     return Submitted(effects: effects + cutIfIdle(now), refusal: nil)
   }

@@ -37,6 +37,8 @@ package final class WriteBehindShell: Sendable {
   private let node: String
   private let sender: RedisWorker
   private let inbox: Locked<(any ClusterInbox)?>
+  /// The link's sessions to make unresumable once Redis answers (`ClusterLink.healPoisoned`).
+  private let poison: Locked<SessionPoison>
   private let limits: SessionLedger.Limits
   private let now: @Sendable () -> Instant
   private let log: Log
@@ -49,11 +51,13 @@ package final class WriteBehindShell: Sendable {
   /// `now`: the monotonic clock the lease and batch window count by (tests inject theirs).
   package init(
     node: String, holder: WriteBehindHolder.Limits, ledger: SessionLedger.Limits, sender: RedisWorker,
-    inbox: Locked<(any ClusterInbox)?>, log: Log, now: @escaping @Sendable () -> Instant = { ContinuousClock.now }
+    inbox: Locked<(any ClusterInbox)?>, poison: Locked<SessionPoison> = Locked(SessionPoison()), log: Log,
+    now: @escaping @Sendable () -> Instant = { ContinuousClock.now }
   ) {
     self.node = node
     self.sender = sender
     self.inbox = inbox
+    self.poison = poison
     self.limits = ledger
     let skew = Locked(Duration.zero)
     self.skew = skew
@@ -148,11 +152,13 @@ package final class WriteBehindShell: Sendable {
   /// A frame of the hub's current event for a session held here.
   package func add(_ outgoing: WriteBehindHolder.Outgoing) { state.withLock { $0.event.append(outgoing) } }
 
-  /// The hub's event is over: its frames are numbered together, or refused together. A request
-  /// whose event was refused because too much waits for Redis is answered `rate-limited` by the
-  /// hub (`requestsRefused`: it sends it again, and its peers get what it causes then); an event
-  /// that answered nobody, or one refused because this node's lease lapsed, closes its sessions
-  /// (their clients resume elsewhere or later).
+  /// The hub's event is over: its frames are numbered together, or refused together. A relayed
+  /// candidate's request whose event was refused because too much waits for Redis is answered
+  /// `rate-limited` by the hub (`requestsRefused`: it sends it again, and its peers get what it
+  /// causes then); any other request refused so changed the call's state already, so its
+  /// sessions resync (made unresumable once Redis answers, `poison`, and closed); an event that
+  /// answered nobody, or one refused because this node's lease lapsed, closes its sessions (their
+  /// clients resume elsewhere or later).
   package func flush() {
     let (closing, refused) = state.withLock { state -> ([String], [RefusedRequest]) in
       guard !state.event.isEmpty else { return ([], []) }
@@ -161,6 +167,10 @@ package final class WriteBehindShell: Sendable {
       let submitted = state.holder.submit(event, now: now())
       state.outbox += submitted.effects
       guard let refusal = submitted.refusal else { return ([], []) }
+      if !submitted.resyncing.isEmpty {
+        poison.withLock { for session in submitted.resyncing { $0.add(session: session) } }
+        return (submitted.resyncing, [])
+      }
       let requests = event.compactMap { outgoing in
         outgoing.requestID.map { RefusedRequest(sessionID: outgoing.session, requestID: $0) }
       }
@@ -173,7 +183,9 @@ package final class WriteBehindShell: Sendable {
       inbox.current?.receive(.requestsRefused(refused))
     }
     if !closing.isEmpty {
-      log.warning("\(closing.count) session(s) closed: too much waits for Redis, or this node's lease lapsed")
+      log.warning(
+        "\(closing.count) session(s) closed: too much waits for Redis (they resync if their request was handled), or this node's lease lapsed"
+      )
       inbox.current?.receive(.sessionsBroken(closing))
     }
     pump()

@@ -358,6 +358,19 @@ import Testing
     #expect(h.acceptsLetters)
   }
 
+  @Test func anEventOverTheNodesBoundWhoseRequestMovedTheCallOnHasItsSessionsResync() {
+    let limits = Holder.Limits(lease: .seconds(10), margin: .seconds(2), maxNodeBytes: 70)
+    var h = holding(["alice": 0, "bob": 0], limits)
+    _ = submitted(&h, [candidate("bob", 1), candidate("alice", 2)])
+    // A relayed candidate refused: sent again, it is relayed again; nothing resyncs.
+    #expect(h.submit(relay(3, request: "m3"), now: at(0)) == .init(effects: [], refusal: .backlog))
+    // An accept for Bob and its ack to Alice, refused: the call's state moved on already, so
+    // both sessions resync (their clients learn the call as it is now).
+    let accept = h.submit(
+      [.init(session: "bob", frame: frame(7), kind: .storeFirst), answer("alice", 8, to: "a1")], now: at(0))
+    #expect(accept == .init(effects: [], refusal: .backlog, resyncing: ["alice", "bob"]))
+  }
+
   @Test func aSessionHeldAgainNumbersAgainWhatTheOldEpochsBatchCarriedAndIgnoresItsRefusal() {
     var h = holding(["alice": 0, "bob": 0])
     _ = submitted(&h, relay(1, request: "m1"))

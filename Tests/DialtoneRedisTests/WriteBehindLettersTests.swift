@@ -213,6 +213,51 @@ extension RedisTests {
       #expect(try failing.trimPoint(read: "5-0", redis) == "5-0")
     }
 
+    @Test func aRequestRefusedOverTheNodesBoundThatMovedTheCallOnResyncsItsSessions() {
+      final class Hub: ClusterInbox, Sendable {
+        let broken = Locked<[String]>([])
+        let refused = Locked<[String]>([])
+        func receive(_ event: ClusterEvent) {
+          switch event {
+          case .sessionsBroken(let ids): broken.withLock { $0 += ids }
+          case .requestsRefused(let requests): refused.withLock { $0 += requests.map(\.requestID) }
+          default: break
+          }
+        }
+      }
+      let hub = Hub()
+      let poison = Locked(SessionPoison())
+      // Redis is away: nothing is stored, so what is numbered stays (53 bytes a frame held).
+      let sender = RedisWorker(name: "test-sender", maxQueued: 16) { () throws(RedisError) in
+        throw .connectionFailed(message: "down")
+      }
+      let shell = WriteBehindShell(
+        node: "n-" + UUID().uuidString,
+        holder: .init(lease: .seconds(60), margin: .seconds(1), maxNodeBytes: 120),
+        ledger: .init(expiry: .seconds(60)), sender: sender, inbox: Locked<(any ClusterInbox)?>(hub), poison: poison,
+        log: Log(level: .error, subsystem: "t"))
+      for (session, user) in [("s-alice", "alice"), ("s-bob", "bob")] {
+        #expect(shell.hold(session, of: Identity(userId: user, deviceId: "phone", name: nil), epoch: 1, lastSeq: 0))
+      }
+      shell.add(.init(session: "s-bob", frame: frame(1), kind: .candidate))
+      shell.add(.init(session: "s-alice", frame: frame(2), kind: .candidate))
+      shell.flush()
+      // A relayed candidate over the bound: answered rate-limited, nothing resyncs.
+      shell.add(.init(session: "s-bob", frame: frame(3), kind: .candidate))
+      shell.add(.init(session: "s-alice", frame: frame(4), kind: .storeFirst, requestID: "m3"))
+      shell.flush()
+      #expect(hub.refused.current == ["m3"] && hub.broken.current.isEmpty && poison.current.isEmpty)
+      // An accept over the bound: handled already, so both sessions are made unresumable (once
+      // Redis answers) and closed; the requester is not asked to send it again.
+      shell.add(.init(session: "s-bob", frame: frame(5), kind: .storeFirst))
+      shell.add(.init(session: "s-alice", frame: frame(6), kind: .storeFirst, requestID: "a1"))
+      shell.flush()
+      #expect(hub.refused.current == ["m3"])
+      #expect(hub.broken.current == ["s-alice", "s-bob"])
+      #expect(poison.current.sessions == ["s-alice", "s-bob"])
+      sender.close()
+    }
+
     @Test func anUnnumberedLetterDecodesAsEncodedAndOthersAreNotIt() throws {
       let letter = UnnumberedLetter(session: "s1", frame: frame(3), requestID: nil)
       #expect(try UnnumberedLetter.decode(letter.encoded) == letter)
