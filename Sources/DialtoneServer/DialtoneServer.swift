@@ -233,6 +233,17 @@ public final class DialtoneServer: Sendable {
     let name = configuration.nodeName ?? ProcessInfo.processInfo.hostName
     let safeName = String(name.map { $0.isLetter || $0.isNumber || "-_.".contains($0) ? $0 : "-" }.prefix(64))
     let node = safeName + "-" + SecureRandom.token(byteCount: 4)
+    if configuration.writeBehindSessions {
+      log.warning("--cluster-sessions write-behind is incomplete (docs/deploy.md): for measurement, not production")
+    }
+    let settings = clusterSettings(configuration, redis: redis, node: node, log: log)
+    return ClusterLink(settings: settings, liveCalls: liveCalls, metrics: metrics, log: log.scoped("cluster"))
+  }
+
+  /// The cluster link's settings from the configuration.
+  static func clusterSettings(
+    _ configuration: ServerConfiguration, redis: RedisConfiguration, node: String, log: Log
+  ) -> ClusterLink.Settings {
     var settings = ClusterLink.Settings(redis: redis, node: node)
     // A session outlives its holder for the resume window, plus two refreshes of slack.
     settings.sessionExpiry = .seconds(configuration.resumeWindow) + settings.sessionRefresh * 2
@@ -249,12 +260,15 @@ public final class DialtoneServer: Sendable {
       settings.lease = max(settings.lease, settings.nodeExpiry * 2)
     }
     if configuration.writeBehindSessions {
-      log.warning("--cluster-sessions write-behind is incomplete (docs/deploy.md): for measurement, not production")
       settings.sessions = .writeBehind
       settings.batchWindow = .milliseconds(configuration.batchWindowMilliseconds)
       settings.leaseMargin = settings.nodeExpiry / 3
+      // A node's inbox keeps the letters it did not store for the sessions' next resumes: it
+      // must outlive them (it expires that long after its last letter), or a resume late in a
+      // long --resume-window finds them gone.
+      settings.inboxExpiry = max(settings.inboxExpiry, settings.sessionExpiry + settings.sessionRefresh)
     }
-    return ClusterLink(settings: settings, liveCalls: liveCalls, metrics: metrics, log: log.scoped("cluster"))
+    return settings
   }
 
   private static func makeSFU(_ configuration: ServerConfiguration, clock: any DialtoneClock, log: Log) throws

@@ -1,8 +1,10 @@
 import DialtoneAuth
 import DialtoneCalls
+import DialtoneCluster
 import DialtoneCrypto
 import DialtoneProtocol
 import DialtoneRedis
+import DialtoneSupport
 import Foundation
 import Testing
 
@@ -87,6 +89,22 @@ struct ConfigurationTests {
     one.redisURL = "redis://127.0.0.1:6379"
     one.writeBehindSessions = true
     #expect(try DialtoneServer.clusterRedis(one)?.clusterSeeds == nil)
+  }
+
+  @Test func aWriteBehindNodesInboxOutlivesTheResumeWindow() throws {
+    var configuration = ServerConfiguration()
+    configuration.redisURL = "redis://127.0.0.1:6379"
+    configuration.resumeWindow = 600
+    let log = Log(level: .error, subsystem: "t")
+    let redis = try #require(try DialtoneServer.clusterRedis(configuration))
+    // Store-first keeps nothing in an inbox for a resume: its expiry stays as it was.
+    #expect(DialtoneServer.clusterSettings(configuration, redis: redis, node: "n", log: log).inboxExpiry == .seconds(120))
+    configuration.writeBehindSessions = true
+    let settings = DialtoneServer.clusterSettings(configuration, redis: redis, node: "n", log: log)
+    #expect(settings.inboxExpiry > settings.sessionExpiry && settings.sessionExpiry > .seconds(600))
+    // A short window keeps the default.
+    configuration.resumeWindow = 30
+    #expect(DialtoneServer.clusterSettings(configuration, redis: redis, node: "n", log: log).inboxExpiry == .seconds(120))
   }
 
   @Test func theGroupInvitePolicyIsAnyMemberUnlessOwnerIsAskedFor() throws {
