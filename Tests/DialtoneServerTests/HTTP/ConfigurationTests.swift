@@ -98,13 +98,15 @@ struct ConfigurationTests {
     let log = Log(level: .error, subsystem: "t")
     let redis = try #require(try DialtoneServer.clusterRedis(configuration))
     // Store-first keeps nothing in an inbox for a resume: its expiry stays as it was.
-    #expect(DialtoneServer.clusterSettings(configuration, redis: redis, node: "n", log: log).inboxExpiry == .seconds(120))
+    #expect(
+      DialtoneServer.clusterSettings(configuration, redis: redis, node: "n", log: log).inboxExpiry == .seconds(120))
     configuration.writeBehindSessions = true
     let settings = DialtoneServer.clusterSettings(configuration, redis: redis, node: "n", log: log)
     #expect(settings.inboxExpiry > settings.sessionExpiry && settings.sessionExpiry > .seconds(600))
     // A short window keeps the default.
     configuration.resumeWindow = 30
-    #expect(DialtoneServer.clusterSettings(configuration, redis: redis, node: "n", log: log).inboxExpiry == .seconds(120))
+    #expect(
+      DialtoneServer.clusterSettings(configuration, redis: redis, node: "n", log: log).inboxExpiry == .seconds(120))
   }
 
   @Test func theGroupInvitePolicyIsAnyMemberUnlessOwnerIsAskedFor() throws {
