@@ -157,6 +157,9 @@ async def main():
                         "then on --bin, labelled 'base' and 'new', so that an A/B comparison shares one run")
     parser.add_argument("--redis-cluster", action="store_true",
                         help="add a row of three nodes on a three-shard Redis Cluster (a replica per shard)")
+    parser.add_argument("--node-args", default="", help="extra server options for --bin's cluster nodes only "
+                        "(not the baseline's, which may not know them), space-separated: say "
+                        "'--cluster-sessions write-behind'")
     args = parser.parse_args()
     args.bin = os.path.abspath(args.bin)
     if args.bench is None and args.baseline_bin:
@@ -198,7 +201,8 @@ async def main():
                 nodes = []
                 for index in range(count):
                     node = harness.Server(scratch, extra=["--database-url", postgres.url, "--redis-url", redis.url,
-                                                          "--node-name", f"b{count}-{index + 1}", *no_limits])
+                                                          "--node-name", f"b{count}-{index + 1}", *no_limits,
+                                                          *(args.node_args.split() if binary == args.bin else [])])
                     nodes.append(await node.start())
                 await asyncio.sleep(1)
                 try:

@@ -35,6 +35,8 @@ package final class ClusterHousekeeping: Sendable {
       let started = clock.now
       try link.checkClusterMark(connection)
       try ClusterPresence(connection, nodeExpiry: settings.nodeExpiry).heartbeat(settings.node)
+      // Write-behind counts its lease from when this renewal was sent (`WriteBehindHolder`).
+      link.writeBehind?.leaseRenewed(sentAt: started)
       // A beat later than the node's expiry (this node stalled, or Redis was away): other nodes
       // may have taken its calls over meanwhile, so the leases are checked at once.
       let stalled = started - schedule.lastBeat > settings.nodeExpiry

@@ -26,6 +26,10 @@ package enum ClusterEvent: Sendable {
   case framesStored([StoredFrame])
   /// Sessions whose messages cannot all be written any more: their sockets close.
   case sessionsBroken([String])
+  /// Requests whose event this node's write-behind holder refused whole (too much waits for
+  /// Redis): nothing they caused was numbered, so each is answered `rate-limited`, its
+  /// remembered answer forgotten, and handled afresh when sent again (protocol.md §15).
+  case requestsRefused([RefusedRequest])
   /// A message for the user's devices could not be stored: their sessions here close likewise.
   case deliveryFailed(userId: String)
   /// Redis lost every session and presence: every socket here closes.

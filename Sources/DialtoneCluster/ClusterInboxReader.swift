@@ -16,7 +16,16 @@ package final class ClusterInboxReader: Sendable {
     loop = RedisLoopThread(name: "cluster-inbox", redis: settings.redis, retryPause: .milliseconds(200), log: log)
   }
 
-  package func start(_ deliver: @escaping @Sendable ([ClusterLetter]) -> Void) {
+  /// `unnumbered`: where letters for write-behind sessions go, one by one with their position
+  /// (nil: such letters are skipped as undecodable); `mayRead`: whether to read on now (a
+  /// write-behind holder with too much waiting for Redis pauses its inbox); `trimPoint`: how far
+  /// the inbox may be trimmed once read through an id (nil: not yet), for letters that must
+  /// outlive their reading (it may ask Redis, on the reader's connection).
+  package func start(
+    _ deliver: @escaping @Sendable ([ClusterLetter]) -> Void,
+    unnumbered: (@Sendable (UnnumberedLetter, String) -> Void)? = nil, mayRead: (@Sendable () -> Bool)? = nil,
+    trimPoint: (@Sendable (String, any RedisClient) throws(RedisError) -> String?)? = nil
+  ) {
     let (settings, log) = (settings, log)
     // The wait must stay shorter than the connection's command timeout, and bounds how long
     // `stop` waits for the read in progress (a letter arrives at once whatever it is).
@@ -25,11 +34,17 @@ package final class ClusterInboxReader: Sendable {
     // letters are removed in runs (every 64, or once nothing more came), not after each read.
     loop.start(Position(), failing: "cannot read this node's inbox", recovered: "reading this node's inbox again") {
       position, connection in
+      if let mayRead, !mayRead() {
+        Thread.sleep(forTimeInterval: 0.01)
+        return
+      }
       let mailbox = ClusterLink.mailbox(connection, settings)
       let letters = try mailbox.receive(settings.node, after: position.after, limit: 512, timeout: wait)
       guard let last = letters.last else {
-        if position.untrimmed > 0 {
-          try mailbox.discard(through: position.after, from: settings.node)
+        if position.untrimmed > 0,
+          let through = try trimPoint.map({ try $0(position.after, connection) }) ?? position.after
+        {
+          try mailbox.discard(through: through, from: settings.node)
           position.untrimmed = 0
         }
         return
@@ -38,6 +53,13 @@ package final class ClusterInboxReader: Sendable {
       decoded.reserveCapacity(letters.count)
       for letter in letters {
         do {
+          if let unnumbered, let frame = try UnnumberedLetter.decode(letter.payload) {
+            // The letters before it reach the hub first.
+            if !decoded.isEmpty { deliver(decoded) }
+            decoded.removeAll()
+            unnumbered(frame, letter.id)
+            continue
+          }
           decoded.append(try ClusterLetterCodec.decode(letter.payload))
         } catch {
           log.error("skipped a letter that does not decode: \(error)")
@@ -46,8 +68,8 @@ package final class ClusterInboxReader: Sendable {
       if !decoded.isEmpty { deliver(decoded) }
       position.after = last.id
       position.untrimmed += letters.count
-      if position.untrimmed >= 64 {
-        try mailbox.discard(through: last.id, from: settings.node)
+      if position.untrimmed >= 64, let through = try trimPoint.map({ try $0(last.id, connection) }) ?? last.id {
+        try mailbox.discard(through: through, from: settings.node)
         position.untrimmed = 0
       }
     }

@@ -45,7 +45,18 @@ extension ClusterLink: SessionStore {
     let ledger = ledger(connection)
     let who = opening.identity
     var resync = false
-    if let resume = opening.resume {
+    if let resume = opening.resume, let writeBehind {
+      switch try resumeHolding(resume, who, writeBehind, ledger, connection) {
+      case .resumed(let sessionID, let pending, let replies):
+        held.withLock { _ = $0.insert(sessionID) }
+        try announceNow(who, session: sessionID, connected: true, newSession: false, connection)
+        return .resumed(sessionID: sessionID, pending: pending, replies: replies)
+      case .failed(let why):
+        return .failed(why)
+      default:
+        resync = true
+      }
+    } else if let resume = opening.resume {
       let asked = resume.sessionId
       switch try ledger.resume(asked, userId: who.userId, deviceId: who.deviceId, from: resume.lastSeq, node: thisNode)
       {
@@ -64,10 +75,67 @@ extension ClusterLink: SessionStore {
         resync = true
       }
     }
-    try ledger.open(opening.freshID, userId: who.userId, deviceId: who.deviceId, node: thisNode)
+    let epoch = try ledger.open(opening.freshID, userId: who.userId, deviceId: who.deviceId, node: thisNode)
+    if let writeBehind, try !claim(opening.freshID, who, epoch: epoch, writeBehind, connection) {
+      return .failed("this node's lease lapsed; try again")
+    }
     held.withLock { _ = $0.insert(opening.freshID) }
     try announceNow(who, session: opening.freshID, connected: true, newSession: true, connection)
     return .fresh(sessionID: opening.freshID, resync: resync)
+  }
+
+  /// Write-behind: resumes the session and holds it here with the letters its previous holder had
+  /// not stored (`SessionLedger.resumeHolding`). `.fresh` stands for a session to open afresh
+  /// (the one asked for cannot go on, and is ended if it is this device's).
+  private func resumeHolding(
+    _ resume: ClientMessage.Resume, _ who: Identity, _ shell: WriteBehindShell, _ ledger: SessionLedger,
+    _ connection: any RedisClient
+  ) throws(RedisError) -> SessionOpened {
+    let asked = resume.sessionId
+    // A write-behind holder that died may have written its client candidates it had not
+    // stored: up to its per-session bound of them.
+    // (A quarter of the capacity: the holder's `maxSessionFrames`, and the skip of
+    // `SessionLedger`'s append step when a holder's inbox is full.)
+    let ahead = UInt64(settings.maxUnackedMessages / 4)
+    switch try ledger.resumeHolding(
+      asked, userId: who.userId, deviceId: who.deviceId, from: resume.lastSeq, node: thisNode, allowingAhead: ahead)
+    {
+    case .resumed(let resumed):
+      let letters = resumed.letters.map(Self.outgoing)
+      guard
+        shell.hold(
+          asked, of: who, epoch: resumed.epoch, lastSeq: resumed.lastSeq, onces: resumed.onces,
+          lettersAfter: resumed.lettersAfter, letters: letters)
+      else {
+        // This node's lease lapsed: the letters go back into its inbox, after the cut, where the
+        // session's next resume reads them (this node holds it in Redis now).
+        let mailbox = Self.mailbox(connection, settings)
+        for letter in resumed.letters where try mailbox.send(letter.encoded, to: thisNode) == .full {
+          log.error("a letter for session \(asked) is lost: this node's inbox is full", sessionId: asked)
+        }
+        return .failed("this node's lease lapsed; try again")
+      }
+      return .resumed(
+        sessionID: asked,
+        pending: resumed.pending.map { StoredFrame(sessionID: $0.sessionID, seq: $0.seq, bytes: $0.bytes) },
+        replies: Self.decode(resumed.replies))
+    case .resync:
+      held.withLock { _ = $0.remove(asked) }
+      try ledger.end(asked, heldBy: thisNode)
+      return .fresh(sessionID: asked, resync: true)
+    case .gone:
+      return .fresh(sessionID: asked, resync: true)
+    }
+  }
+
+  /// Write-behind: marks the session as numbered here and holds it from the last seq Redis has.
+  /// False when it is another's already or this node may not hold sessions now.
+  private func claim(
+    _ session: String, _ who: Identity, epoch: UInt64, _ shell: WriteBehindShell, _ connection: any RedisClient
+  ) throws(RedisError) -> Bool {
+    guard let claimed = try WriteBehindStore(connection, limits: ledger(connection).limits).claim(session, epoch: epoch)
+    else { return false }
+    return shell.hold(session, of: who, epoch: epoch, lastSeq: claimed.lastSeq, onces: claimed.onces)
   }
 
   /// Remembered answers as the hub replays them (each is sent again with a new seq).
@@ -80,12 +148,26 @@ extension ClusterLink: SessionStore {
   }
 
   package func append(_ message: ServerMessage, to sessionID: String, answering requestID: String?, coalesced: Bool) {
+    if let writeBehind, writeBehind.holds(sessionID) {
+      return writeBehind.add(
+        Self.outgoing(message, to: sessionID, answering: requestID, mayWait: coalesced, once: OnceKey.of(message)))
+    }
     let step = SessionLedger.Step.append(
       Self.frame(message), session: sessionID, requestID: requestID, once: OnceKey.of(message))
     batch.withLock { $0.append(PendingStep(step: step, coalesced: coalesced, what: message.typeName)) }
   }
 
   package func deliver(_ message: ServerMessage, to userId: String, device: String?, skipping: Set<String>) {
+    var skipping = skipping
+    if let writeBehind {
+      // The sessions held here are numbered here; Redis delivers to the others.
+      let here = writeBehind.sessions(of: userId, device: device, skipping: skipping)
+      for (heldDevice, session) in here {
+        writeBehind.add(Self.outgoing(message, to: session, answering: nil, mayWait: false, once: OnceKey.of(message)))
+        skipping.insert(heldDevice)
+      }
+      if let device, skipping.contains(device) { return }
+    }
     let step = SessionLedger.Step.deliver(
       Self.frame(message), user: userId, device: device, skipping: skipping, once: OnceKey.of(message))
     batch.withLock { $0.append(PendingStep(step: step, what: message.typeName)) }
@@ -119,6 +201,11 @@ extension ClusterLink: SessionStore {
   /// neither lands without the other; the requesting node is told it came, for its bookkeeping.
   package func reply(_ reply: ServerMessage, to request: ForwardedRequest) {
     let letter = ClusterLetterCodec.encode(.reply(sessionID: request.origin.sessionID, requestID: request.id, reply))
+    if let writeBehind, writeBehind.holds(request.origin.sessionID) {
+      writeBehind.add(Self.outgoing(reply, to: request.origin.sessionID, answering: request.id, mayWait: false))
+      batch.withLock { $0.append(PendingStep(step: .letter(letter, to: request.origin.node), what: "answer letter")) }
+      return
+    }
     let stored = SessionLedger.Step.append(
       Self.frame(reply), session: request.origin.sessionID, requestID: request.id, once: nil)
     batch.withLock {
@@ -134,6 +221,9 @@ extension ClusterLink: SessionStore {
       defer { batch.removeAll(keepingCapacity: true) }
       return batch
     }
+    // Write-behind frames go after the steps of the same event: a batch is queued behind them on
+    // the sender, so an answer is never stored (nor written) before what its request caused.
+    defer { writeBehind?.flush() }
     guard !steps.isEmpty else { return }
     if let waiting = currentBatch.current, waiting.add(steps) { return }
     let group = StepBatch(steps)
@@ -220,6 +310,7 @@ extension ClusterLink: SessionStore {
 
   package func end(_ sessionID: String) {
     held.withLock { _ = $0.remove(sessionID) }
+    writeBehind?.release(sessionID)
     acknowledgements.forget(sessionID)
     submit("the end of session \(sessionID)") { [self] connection throws(RedisError) in
       try ledger(connection).end(sessionID, heldBy: thisNode)
@@ -284,6 +375,30 @@ extension ClusterLink: SessionStore {
     metrics.sessionsHeld.set(held.current.count)
     metrics.senderQueue.set(sender.queued)
   }
+
+  /// A message for a write-behind session: a relayed candidate (not an answer) is written at
+  /// once and stored after; anything else is stored first. `mayWait`: an answer whose write may
+  /// wait (`--ack-delay-ms`) may wait for the batch window too.
+  package static func outgoing(
+    _ message: ServerMessage, to session: String, answering requestID: String?, mayWait: Bool, once: String? = nil
+  ) -> WriteBehindHolder.Outgoing {
+    let candidate: Bool
+    if case .candidate = message, requestID == nil { candidate = true } else { candidate = false }
+    return WriteBehindHolder.Outgoing(
+      session: session, frame: frame(message), kind: candidate ? .candidate : .storeFirst, requestID: requestID,
+      mayWait: candidate || mayWait, once: once)
+  }
+
+  /// A letter another node left unnumbered: a candidate by its type (members are written in
+  /// order of their names, so `type` ends the frame, right after `seq`: the tail).
+  package static func outgoing(_ letter: UnnumberedLetter) -> WriteBehindHolder.Outgoing {
+    let candidate = letter.requestID == nil && letter.frame.tail.elementsEqual(candidateTail)
+    return WriteBehindHolder.Outgoing(
+      session: letter.session, frame: letter.frame, kind: candidate ? .candidate : .storeFirst,
+      requestID: letter.requestID, once: letter.once)
+  }
+
+  private static let candidateTail = Array(#","type":"candidate"}"#.utf8)
 
   /// The message as the ledger numbers it.
   package static func frame(_ message: ServerMessage) -> SessionLedger.Frame {

@@ -41,6 +41,12 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
     package var maxUnackedBytes = 1 << 20
     /// How long the router keeps an ended call (a node taking one over reads it back as ended).
     package var endedRetention: Duration = .seconds(600)
+    /// Store-first (Redis numbers every message) or write-behind (this node numbers its own).
+    package var sessions: ClusterSessionMode = .storeFirst
+    /// Write-behind only: how long before its heartbeat lapses (`nodeExpiry`) a holder stops
+    /// writing, and how long frames that may wait are held for a fuller batch.
+    package var leaseMargin: Duration = .seconds(1)
+    package var batchWindow: Duration = .zero
 
     package init(
       redis: RedisConfiguration, node: String, heartbeat: Duration = .seconds(1), nodeExpiry: Duration = .seconds(3),
@@ -78,6 +84,8 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
   /// Until when this node holds back from taking unowned calls over after Redis lost its state:
   /// every live node places its own calls again within a heartbeat of noticing.
   package let recoveringUntil = Locked<ContinuousClock.Instant?>(nil)
+  /// Write-behind mode's driver of the sessions held here (nil: store-first).
+  package let writeBehind: WriteBehindShell?
   /// Calls whose lease this node is winning and whose journal it is reading (`beginTakeOver`).
   private let adopting = Locked<[CallID: ContinuousClock.Instant]>([:])
   /// Clients' acknowledgements, stored by housekeeping (`PendingAcknowledgements`).
@@ -139,7 +147,11 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
   package static let maxAttempts = 3
   package static let maxUnanswered = 100_000
 
-  package init(settings: Settings, liveCalls: any LiveCallStore, metrics: ClusterMetrics, log: Log) {
+  /// `now`: the monotonic clock write-behind's lease counts by (tests inject theirs).
+  package init(
+    settings: Settings, liveCalls: any LiveCallStore, metrics: ClusterMetrics, log: Log,
+    now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }
+  ) {
     var settings = settings
     if settings.redis.replicaWait.observer == nil {
       settings.redis.replicaWait.observer = metrics.replicaObserver()
@@ -151,8 +163,21 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
     let redis = settings.redis
     sender = RedisWorker(name: "cluster-sender", maxQueued: settings.maxQueued) { () throws(RedisError) in
       let connection = try redis.open()
-      try connection.load(SessionLedger.scripts)
+      try connection.load(SessionLedger.scripts + WriteBehindStore.scripts)
       return connection
+    }
+    if settings.sessions == .writeBehind {
+      writeBehind = WriteBehindShell(
+        node: settings.node,
+        holder: .init(
+          lease: settings.nodeExpiry, margin: settings.leaseMargin, maxSessionFrames: settings.maxUnackedMessages / 4,
+          maxSessionBytes: settings.maxUnackedBytes / 4, batchWindow: settings.batchWindow),
+        ledger: .init(
+          capacity: settings.maxUnackedMessages, maxBytes: settings.maxUnackedBytes, expiry: settings.sessionExpiry,
+          inboxCapacity: settings.inboxCapacity, inboxExpiry: settings.inboxExpiry),
+        sender: sender, inbox: inbox, poison: poison, log: log.scoped("write-behind"), now: now)
+    } else {
+      writeBehind = nil
     }
     reader = ClusterInboxReader(settings: settings, log: log)
     housekeeping = ClusterHousekeeping(settings: settings, log: log)
@@ -163,11 +188,25 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
   /// reached is a startup error).
   package func start(delivering inbox: any ClusterInbox) throws(RedisError) {
     self.inbox.withLock { $0 = inbox }
+    if writeBehind != nil, settings.redis.clusterSeeds != nil {
+      throw .invalidRequest("write-behind sessions need one Redis: a Redis Cluster's layout is not built")
+    }
     let connection = try settings.redis.open()
     defer { connection.close() }
     try checkClusterMark(connection)
     try presence(connection).heartbeat(thisNode)
-    reader.start { [weak self] letters in self?.arrived(letters) }
+    var unnumbered: (@Sendable (UnnumberedLetter, String) -> Void)?
+    var mayRead: (@Sendable () -> Bool)?
+    var trimPoint: (@Sendable (String, any RedisClient) throws(RedisError) -> String?)?
+    if let shell = writeBehind {
+      unnumbered = { letter, position in shell.letter(ClusterLink.outgoing(letter), position: position) }
+      mayRead = { shell.acceptsLetters }
+      trimPoint = { read, connection throws(RedisError) in try shell.trimPoint(read: read, connection) }
+    }
+    reader.start(
+      { [weak self] letters in self?.arrived(letters) }, unnumbered: unnumbered, mayRead: mayRead,
+      trimPoint: trimPoint)
+    writeBehind?.start(checkingEvery: settings.heartbeat / 2)
     housekeeping.start(self)
   }
 
@@ -183,6 +222,7 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
     stopped.withLock { $0 = true }
     reader.stop()
     housekeeping.stop()
+    writeBehind?.stop()
     let node = thisNode
     let settings = settings
     let handedOver = owned.withLock { calls in

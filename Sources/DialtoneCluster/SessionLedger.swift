@@ -442,7 +442,7 @@ public final class SessionLedger: Sendable {
 
   /// Log entries are the decimal seq, a colon, then the message's bytes: members of a sorted set
   /// must be unique, and two messages may be byte-equal.
-  private static func entries(_ members: ArraySlice<RedisReply>, _ sessionID: String, _ reply: RedisReply)
+  static func entries(_ members: ArraySlice<RedisReply>, _ sessionID: String, _ reply: RedisReply)
     throws(RedisError) -> [Stored]
   {
     var stored: [Stored] = []
@@ -456,7 +456,7 @@ public final class SessionLedger: Sendable {
     return stored
   }
 
-  private static func check(_ value: String, _ what: String) throws(RedisError) {
+  static func check(_ value: String, _ what: String) throws(RedisError) {
     guard !value.isEmpty, !value.contains("\n"), !value.contains("\""), !value.contains("\\") else {
       throw .invalidRequest("a \(what) must be non-empty and hold no newline, quote or backslash")
     }

@@ -27,7 +27,9 @@ extension SessionLedger {
   /// memory, once memory, inbox capacity, inbox expiry ms, notify ('1': tell the holder here;
   /// '0': a cluster, the caller does). Returns {0, seq, bytes} stored for `node` itself, {1, seq}
   /// sent to the holder, {2, seq} kept (holder dead or inbox full), {3} a duplicate once-key,
-  /// {4} no such session, {5, seq, holder, bytes} stored for another holder, not told yet.
+  /// {4} no such session, {5, seq, holder, bytes} stored for another holder, not told yet;
+  /// for a session a live write-behind holder numbers (`wb` in its meta hash): {1, 0} sent
+  /// unnumbered to its inbox.
   private static let appendStep = """
     local function shared(at)
       return {head = ARGV[at], tail = ARGV[at + 1], request = ARGV[at + 2], once = ARGV[at + 3],
@@ -45,10 +47,48 @@ extension SessionLedger {
     local function append_to(sid, node, a)
       local tag = 'dt:session:{' .. sid .. '}'
       local meta, log = tag .. ':meta', tag .. ':log'
-      local m = redis.call('HMGET', meta, 'owner', 'last', 'bytes', 'onces')
+      local m = redis.call('HMGET', meta, 'owner', 'last', 'bytes', 'onces', 'wb')
       local owner = m[1]
       if not owner then return {4} end
       local update = {}
+      -- A write-behind holder numbers its sessions itself (`WriteBehindShell`), and may have
+      -- written its client candidates Redis does not have yet, at seqs after `last`: nobody else
+      -- may number a seq there. So the message goes unnumbered into the holder's inbox, whether
+      -- the holder is alive (it numbers it) or dead (whoever resumes the session numbers it after
+      -- the client's own seq: `resumeHolding` reads the holder's inbox after the session's `lp`).
+      local behind = m[5] == '1'
+      local inbox = 'dt:inbox:{' .. owner .. '}'
+      -- (The holder itself asking: it no longer numbers the session, having closed it.)
+      if behind and a.notify == '1' and owner ~= node and redis.call('XLEN', inbox) < a.inbox_capacity then
+        -- A copy of a stored message is refused here; the key is remembered only once a holder
+        -- stores the message (`WriteBehindStore`): until then the holder that numbers letters
+        -- drops a second copy itself (`WriteBehindOnces`), and a key remembered now would refuse
+        -- this very message when a holder whose batch Redis refused sends it on to the session's
+        -- new holder, or make the new holder drop it when it applies a dead one's letters.
+        if a.once ~= '' and redis.call('ZSCORE', tag .. ':once', a.once) then return {3} end
+        redis.call('XADD', inbox, '*', 'm', '{"k":"unnumbered","s":"' .. sid .. '","r":' .. #a.request .. ',"o":'
+          .. #a.once .. ',"h":' .. #a.head .. '}\\n' .. a.request .. a.once .. a.head .. a.tail)
+        redis.call('PEXPIRE', inbox, a.inbox_expiry)
+        if redis.call('EXISTS', 'dt:node:{' .. owner .. '}') == 1 then return {1, 0} end
+        return {2, 0}
+      elseif behind then
+        -- Its inbox is full (or the holder itself asks): Redis numbers it after all, under a new
+        -- epoch (the holder's batches are refused from now on), past every seq the holder may
+        -- have written unstored (at most a quarter of the capacity: `WriteBehindHolder`'s
+        -- `maxSessionFrames`, and the resume's `allowingAhead`), and a client behind that point
+        -- resyncs: it may lack candidates nobody can replay, never has a seq meaning two frames.
+        redis.call('HINCRBY', meta, 'epoch', 1)
+        redis.call('HDEL', meta, 'wb')
+        -- What is below the skip is no longer anyone's to replay: out of the log now.
+        local skipped = (tonumber(m[2]) or 0) + math.floor(a.capacity / 4)
+        local freed = 0
+        for _, member in ipairs(redis.call('ZRANGE', log, 0, -1)) do
+          freed = freed + #member - string.find(member, ':', 1, true)
+        end
+        redis.call('DEL', log)
+        m[2], m[3] = skipped, (tonumber(m[3]) or 0) - freed
+        redis.call('HSET', meta, 'last', skipped, 'dropped', skipped, 'bytes', m[3])
+      end
       if a.once ~= '' then
         local onces = tag .. ':once'
         if redis.call('ZSCORE', onces, a.once) then return {3} end
@@ -196,14 +236,28 @@ extension SessionLedger {
     """)
 
   /// ARGV: user, device, last seq, node, expiry ms, how far ahead of the last seq stored the
-  /// client may be (0: not at all).
+  /// client may be (0: not at all); for a write-behind holder (`resumeHolding`, one Redis only:
+  /// it reads two nodes' inboxes) '1', the most inbox entries to read, and the session id.
   /// Returns {0, last, epoch, count, entries..., then reply id and bytes pairs} resumed, {1}
-  /// resync, {2} gone. Resuming increments the epoch: the previous holder's write-behind batches
-  /// are refused from now on (`WriteBehindStore`).
+  /// resync, {2} gone; a holder's gets {0, last, epoch, count, entries..., reply items count,
+  /// reply pairs..., cut, letters count, letters..., once-keys...}. Resuming increments the
+  /// epoch: the previous holder's write-behind batches are refused from now on
+  /// (`WriteBehindStore`). Without a holder the session is store-first until one claims it
+  /// (`WriteBehindStore.claim`): what other nodes send it meanwhile Redis numbers, after the
+  /// client's seq.
+  ///
+  /// A holder's resume takes the session over whole, in this one step: the letters other nodes
+  /// left its previous holder (`owner`, this node or another, alive or dead) that it had not
+  /// stored (its inbox after the session's `lp`: batches store it with the frames), in inbox
+  /// order, and the cut, the newest entry of the resuming node's own inbox, which becomes `lp`
+  /// (its reader's copies up to there are not numbered again); `wb` is set at once, so that what
+  /// other nodes send from now on goes to the new holder's inbox unnumbered, after the cut.
+  /// Read in a separate step, a batch of the previous holder landing in between could not move
+  /// `lp` (its epoch is old) but its reader could trim letters the resume did not read yet.
   static let resumeScript = RedisScript(
     """
     if redis.call('EXISTS', KEYS[1]) == 0 then return {2} end
-    local meta = redis.call('HMGET', KEYS[1], 'user', 'device', 'last', 'dropped')
+    local meta = redis.call('HMGET', KEYS[1], 'user', 'device', 'last', 'dropped', 'owner', 'lp')
     if meta[1] ~= ARGV[1] or meta[2] ~= ARGV[2] then return {2} end
     local last = tonumber(meta[3])
     local from = tonumber(ARGV[3])
@@ -223,12 +277,38 @@ extension SessionLedger {
     end
     local pending = redis.call('ZRANGE', KEYS[2], 0, -1)
     if #pending ~= last - from then return {1} end
-    redis.call('HSET', KEYS[1], 'owner', ARGV[4])
+    local holding = ARGV[7] == '1'
+    local letters, cut = {}, nil
+    if holding then
+      if meta[5] then
+        local prefix = '{"k":"unnumbered","s":"' .. ARGV[9] .. '",'
+        local entries = redis.call('XRANGE', 'dt:inbox:{' .. meta[5] .. '}', meta[6] and ('(' .. meta[6]) or '-', '+',
+          'COUNT', ARGV[8])
+        for _, entry in ipairs(entries) do
+          local payload = entry[2][2]
+          if string.sub(payload, 1, #prefix) == prefix then letters[#letters + 1] = payload end
+        end
+      end
+      local newest = redis.call('XREVRANGE', 'dt:inbox:{' .. ARGV[4] .. '}', '+', '-', 'COUNT', 1)
+      cut = newest[1] and newest[1][1] or '0-0'
+      redis.call('HSET', KEYS[1], 'owner', ARGV[4], 'wb', '1', 'lp', cut)
+    else
+      redis.call('HSET', KEYS[1], 'owner', ARGV[4])
+      redis.call('HDEL', KEYS[1], 'wb')
+    end
     local epoch = redis.call('HINCRBY', KEYS[1], 'epoch', 1)
     for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ARGV[5]) end
     local reply = {0, last, epoch, #pending}
     for _, member in ipairs(pending) do reply[#reply + 1] = member end
-    for _, item in ipairs(redis.call('HGETALL', KEYS[3])) do reply[#reply + 1] = item end
+    local replies = redis.call('HGETALL', KEYS[3])
+    if holding then reply[#reply + 1] = #replies end
+    for _, item in ipairs(replies) do reply[#reply + 1] = item end
+    if holding then
+      reply[#reply + 1] = cut
+      reply[#reply + 1] = #letters
+      for _, letter in ipairs(letters) do reply[#reply + 1] = letter end
+      for _, key in ipairs(redis.call('ZRANGE', KEYS[5], 0, -1)) do reply[#reply + 1] = key end
+    end
     return reply
     """)
 

@@ -1,6 +1,6 @@
 /// What a write-behind holder (`WriteBehindHolder`) hands to Redis in one round trip
 /// (`WriteBehindStore`): the frames it numbered since its last batch, grouped by session, each
-/// session's under the epoch the holder won for it, and how far it read its inbox.
+/// session's under the epoch the holder won for it, with the position of its last letter.
 package struct WriteBehindBatch: Sendable, Equatable {
   /// A message the holder numbered. `requestID`: the request it answers, remembered with it in
   /// Redis so that the request repeated after a resume gets the same answer (protocol.md §5.3).
@@ -8,11 +8,16 @@ package struct WriteBehindBatch: Sendable, Equatable {
     package let seq: UInt64
     package let bytes: [UInt8]
     package let requestID: String?
+    /// Its once-key (`OnceKey`), remembered with it in Redis: a copy another node sends the
+    /// session later is refused there (`SessionLedger`'s append step), and whoever holds the
+    /// session next loads it (`WriteBehindStore.claim`).
+    package let once: String?
 
-    package init(seq: UInt64, bytes: [UInt8], requestID: String? = nil) {
+    package init(seq: UInt64, bytes: [UInt8], requestID: String? = nil, once: String? = nil) {
       self.seq = seq
       self.bytes = bytes
       self.requestID = requestID
+      self.once = once
     }
   }
 
@@ -21,26 +26,26 @@ package struct WriteBehindBatch: Sendable, Equatable {
     package let id: String
     package let epoch: UInt64
     package var frames: [Frame]
+    /// The inbox position of the last letter among its frames (nil: none), stored with them in
+    /// the session (`lp`): whoever resumes the session applies the holder's letters for it after
+    /// this one (`SessionLedger.resumeHolding`). Letters are numbered in inbox order per session.
+    package var letterPosition: String?
 
-    package init(id: String, epoch: UInt64, frames: [Frame]) {
+    package init(id: String, epoch: UInt64, frames: [Frame], letterPosition: String? = nil) {
       self.id = id
       self.epoch = epoch
       self.frames = frames
+      self.letterPosition = letterPosition
     }
   }
 
   /// Counts the holder's batches, so that a result is matched to the batch it answers.
   package let number: UInt64
   package var sessions: [Session]
-  /// The position (stream id) of the last inbox letter numbered into this batch or an earlier
-  /// one: stored with the frames, so that whoever resumes a session after this node dies applies
-  /// exactly the letters after it. Nil: this batch numbered no letter.
-  package var inboxPosition: String?
 
-  package init(number: UInt64, sessions: [Session], inboxPosition: String? = nil) {
+  package init(number: UInt64, sessions: [Session]) {
     self.number = number
     self.sessions = sessions
-    self.inboxPosition = inboxPosition
   }
 
   package var frameCount: Int { sessions.reduce(0) { $0 + $1.frames.count } }

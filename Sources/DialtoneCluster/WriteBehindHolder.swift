@@ -29,7 +29,8 @@ package struct WriteBehindHolder: Sendable {
     package var margin: Duration
     /// Frames numbered but not confirmed, per session and for the whole node (bytes as
     /// `Numbered.cost` counts them: what they hold in memory). A client's event
-    /// that would pass either is refused whole (nothing numbered: the shell answers
+    /// that would pass either is refused whole (a relayed candidate's only, for the session
+    /// bounds; any event, for the node's: `submit`) (nothing numbered: the shell answers
     /// `rate-limited`, the client sends it again); letters are never refused (their sender was
     /// answered) but the node reads no more of its inbox while over its bound (`acceptsLetters`).
     package var maxSessionFrames: Int
@@ -41,11 +42,13 @@ package struct WriteBehindHolder: Sendable {
     /// How long frames that may wait are held for more to share their batch (Redis's cost per
     /// message falls with the events per batch: docs/benchmarks.md); zero sends at once.
     package var batchWindow: Duration
+    /// Once-keys remembered per session (`WriteBehindOnces`), as the ledger remembers them.
+    package var onceMemory: Int
 
     package init(
       lease: Duration, margin: Duration, maxSessionFrames: Int = 256, maxSessionBytes: Int = 256 << 10,
       maxNodeBytes: Int = 64 << 20, maxBatchFrames: Int = 512, maxBatchBytes: Int = 1 << 20,
-      batchWindow: Duration = .zero
+      batchWindow: Duration = .zero, onceMemory: Int = 256
     ) {
       self.lease = lease
       self.margin = margin
@@ -55,6 +58,7 @@ package struct WriteBehindHolder: Sendable {
       self.maxBatchFrames = max(1, maxBatchFrames)
       self.maxBatchBytes = max(1, maxBatchBytes)
       self.batchWindow = max(.zero, batchWindow)
+      self.onceMemory = max(1, onceMemory)
     }
   }
 
@@ -78,16 +82,50 @@ package struct WriteBehindHolder: Sendable {
     /// Whether its store may wait for the batch window: a candidate (written already), or the
     /// answer to one (`ClientMessageType.rules`: its ack may wait).
     package let mayWait: Bool
+    /// What makes it news for the session (`OnceKey`): a message whose key the session had
+    /// already is not numbered again.
+    package let once: String?
+    /// The inbox position of the letter it came in (nil: this node's own client caused it). A
+    /// letter of a session this node loses is never sent on: whoever resumes the session applies
+    /// every letter its inbox holds for it after the session's stored letter position
+    /// (`SessionLedger.resumeHolding`), so this node keeps it in its inbox until then (`retained`).
+    package let letter: String?
 
     package init(
-      session: String, frame: SessionLedger.Frame, kind: Kind, requestID: String? = nil, mayWait: Bool? = nil
+      session: String, frame: SessionLedger.Frame, kind: Kind, requestID: String? = nil, mayWait: Bool? = nil,
+      once: String? = nil, letter: String? = nil
     ) {
       self.session = session
       self.frame = frame
       self.kind = kind
       self.requestID = requestID
       self.mayWait = mayWait ?? (kind == .candidate)
+      self.once = once
+      self.letter = letter
     }
+
+    /// As it arrived at `position` of the inbox.
+    func arrived(at position: String) -> Outgoing {
+      Outgoing(
+        session: session, frame: frame, kind: kind, requestID: requestID, mayWait: mayWait, once: once,
+        letter: position)
+    }
+
+    /// Written only once stored: numbered where the hub may not know its session yet (`hold`).
+    var storedFirst: Outgoing {
+      Outgoing(
+        session: session, frame: frame, kind: .storeFirst, requestID: requestID, mayWait: false, once: once,
+        letter: letter)
+    }
+  }
+
+  /// A letter this node read but did not store for its session (it did not hold it, or lost it
+  /// before its batch landed): kept in the inbox (the trim point stops before the first) for the
+  /// session's next resume, which applies it; numbered here if this node holds the session again
+  /// with the letter after its cut (it arrived after that resume: `hold`).
+  package struct Retained: Sendable, Equatable {
+    package let position: InboxPosition
+    package let outgoing: Outgoing
   }
 
   /// Why a session is no longer held here.
@@ -107,9 +145,8 @@ package struct WriteBehindHolder: Sendable {
     case wake(at: Instant)
     /// Close the session's socket; it is not held here any more (its client resumes elsewhere).
     case close(session: String, Closing)
-    /// A frame for a session not held here: the shell stores it the way other nodes do. For a
-    /// letter, before any `store` that follows it (the batch carries the letter's inbox position:
-    /// a successor applies only the letters after it), so on the same ordered connection.
+    /// A frame this node's own client caused for a session not held here (any more): the shell
+    /// stores it the way other nodes do, where the session is now. Never a letter (`retained`).
     case unheld(Outgoing)
   }
 
@@ -118,10 +155,16 @@ package struct WriteBehindHolder: Sendable {
   package struct Submitted: Sendable, Equatable {
     package var effects: [Effect]
     package var refusal: Refusal?
+    /// The sessions of an event refused over the node's bound whose request had changed the
+    /// call's state already (not a relayed candidate): sent again, it would find the call moved
+    /// on without its messages, so these sessions must resync (the shell has them made
+    /// unresumable and closed, as a message Redis failed to take does under store-first).
+    package var resyncing: [String]
 
-    package init(effects: [Effect], refusal: Refusal?) {
+    package init(effects: [Effect], refusal: Refusal?, resyncing: [String] = []) {
       self.effects = effects
       self.refusal = refusal
+      self.resyncing = resyncing
     }
   }
 
@@ -151,6 +194,15 @@ package struct WriteBehindHolder: Sendable {
     package var written: UInt64
     package var unstored: [Numbered] = []
     package var unstoredBytes = 0
+    /// The once-keys of what it stored before this node held it, and of what this node numbered.
+    package var onces: WriteBehindOnces
+    /// The resume that made this holding applied this node's letters for the session through here
+    /// (`SessionLedger.resumeHolding`): the reader's copies of them are not numbered again.
+    package var lettersAfter: InboxPosition?
+    /// Whether the hub has the session as held now (`announced`): until then a candidate is not
+    /// written before it is stored, since the write would reach the socket of the session this
+    /// holding replaces (a resume on this node), or no session (a resume from another node).
+    package var announced = false
   }
 
   /// `outgoing` is kept to number it again elsewhere if another node takes its session.
@@ -183,11 +235,10 @@ package struct WriteBehindHolder: Sendable {
     package let seq: UInt64
   }
 
-  /// One event's frames, in the order they were numbered, and the inbox position it applied;
-  /// when it was queued, and whether it has a frame that may not wait for the batch window.
+  /// One event's frames, in the order they were numbered; when it was queued, and whether it
+  /// has a frame that may not wait for the batch window.
   package struct QueuedEvent: Sendable, Equatable {
     package var frames: [FrameRef]
-    package let inboxPosition: String?
     package let queuedAt: Instant
     package let urgent: Bool
   }
@@ -204,6 +255,24 @@ package struct WriteBehindHolder: Sendable {
   private var wakeAsked: Instant?
   private var nodeBytes = 0
   private var batchNumber: UInt64 = 0
+  /// This node's own frames of a session held here again after another node numbered it, some
+  /// of them in the batch in flight (`hold`): numbered again under `epoch` once that batch is
+  /// answered, all of them if Redis refused the session's frames (or the batch failed: it is not
+  /// sent again for them), else those the batch did not carry. At most one per session held.
+  private var awaiting: [Awaiting] = []
+
+  private struct Awaiting: Sendable, Equatable {
+    let batch: UInt64
+    let session: String
+    var epoch: UInt64
+    let frames: [Numbered]
+    let flying: Set<UInt64>
+  }
+  /// In inbox order; bounded by `maxNodeBytes` on their own (the oldest go first, counted in
+  /// `retainedDropped`): they wait for a client's resume, so they must not pause the inbox.
+  package private(set) var retained: [Retained] = []
+  private var retainedBytes = 0
+  package private(set) var retainedDropped = 0
 
   package init(limits: Limits, renewedAt: Instant) {
     self.limits = limits
@@ -216,20 +285,120 @@ package struct WriteBehindHolder: Sendable {
   // MARK: Sessions
 
   /// The node won the session (an `open` or `resume` gave it `epoch`); `lastSeq` is the last seq
-  /// stored, from which numbering continues.
-  package mutating func hold(_ session: String, epoch: UInt64, lastSeq: UInt64, now: Instant) -> [Effect] {
+  /// stored, from which numbering continues; `onces` the once-keys of the frames Redis stored
+  /// for it (`WriteBehindStore.claim`).
+  ///
+  /// A session held here already (its client resumed on this node) keeps what this node had
+  /// numbered for it and Redis does not have: its frames after `lastSeq` are numbered again
+  /// under the new epoch, in order, after `lastSeq`, and written once stored. Those of the old
+  /// epoch are no longer stored (a queued frame is dropped from its batch; a batch sent before
+  /// is refused for the session, or landed before the resume, and then `lastSeq` covers it); at
+  /// or below `lastSeq` a frame is stored, or a candidate the client said it processed (the
+  /// resume went on from its own seq). Without this, a frame waiting for its batch (the window,
+  /// the batch in flight, a failed one) during the resume was lost, its sender answered. When the
+  /// epoch moved on by more than this resume's step, another node numbered the session between
+  /// the two holdings (its client resumed there and came back before this node heard of it):
+  /// then every frame of its own Redis does not have is numbered again, whatever its seq, once
+  /// the batch in flight, if it carries some, is answered (`awaiting`).
+  ///
+  /// A resume (`SessionLedger.resumeHolding`) hands over `letters`, those its previous holder
+  /// (this node or another, dead or alive) had not stored, and `lettersAfter`, the cut through
+  /// which it read this node's inbox for the session: they are numbered first, then letters this
+  /// node retained for the session after the cut (they arrived between the resume and this
+  /// call); the reader's copies of letters at or before the cut are not numbered again. All of
+  /// them, and the frames numbered again, are written once stored (the hub learns of the resume
+  /// after this: a write now would reach the session it replaces, or none).
+  package mutating func hold(
+    _ session: String, epoch: UInt64, lastSeq: UInt64, onces: [String] = [], lettersAfter: String? = nil,
+    letters: [Outgoing] = [], now: Instant
+  ) -> [Effect] {
     var effects = checkLease(now)
     guard lease != .stale else { return effects + [.close(session: session, .stale)] }
-    if let old = sessions[session] { nodeBytes -= old.unstoredBytes }
-    sessions[session] = Held(epoch: epoch, next: lastSeq + 1, stored: lastSeq, written: lastSeq)
+    let cut = lettersAfter.flatMap(InboxPosition.init)
+    var held = Held(
+      epoch: epoch, next: lastSeq + 1, stored: lastSeq, written: lastSeq,
+      onces: WriteBehindOnces(capacity: limits.onceMemory, keys: onces), lettersAfter: cut)
+    var again: [Outgoing] = []
+    // Frames waiting for a batch's answer from an earlier holding here wait for this one now.
+    for index in awaiting.indices where awaiting[index].session == session { awaiting[index].epoch = epoch }
+    if let old = sessions[session] {
+      nodeBytes -= old.unstoredBytes
+      held.onces.formUnion(old.onces)
+      // This node's own frames only: its letters not stored are among the resume's `letters`.
+      let own = old.unstored.filter { $0.outgoing.letter == nil }
+      if old.epoch + 1 == epoch {
+        again = own.filter { $0.seq > lastSeq }.map { $0.outgoing.storedFirst }
+      } else if old.epoch != epoch {
+        // Another node numbered the session between the two holdings here (its client resumed
+        // elsewhere and came back before this node heard of it): Redis's seqs up to `lastSeq`
+        // are partly that node's, and say nothing of this node's frames. Those Redis never had
+        // are numbered again after `lastSeq` whatever their seq; those in the batch in flight
+        // may have landed before the other node's resume, so everything waits for its answer.
+        let flying = inFlightSeqs(session, epoch: old.epoch)
+        if flying.isEmpty || !own.contains(where: { flying.contains($0.seq) }) {
+          again = own.map { $0.outgoing.storedFirst }
+        } else if case .inFlight(let number, _) = store {
+          awaiting.append(
+            Awaiting(
+              batch: number, session: session, epoch: epoch,
+              frames: own, flying: flying))
+        }
+      }
+    }
+    let parked = retained.filter { entry in entry.outgoing.session == session && cut.map { entry.position > $0 } ?? true
+    }
+    forgetRetained { $0.outgoing.session == session }
+    sessions[session] = held
+    if !again.isEmpty { effects += number(again, now: now, checkingOnces: false) }
+    if !letters.isEmpty {
+      effects += number(letters.map { $0.storedFirst }, now: now, checkingOnces: true)
+    }
+    if !parked.isEmpty {
+      effects += number(parked.map { $0.outgoing.storedFirst }, now: now, checkingOnces: true)
+    }
     effects += cutIfIdle(now)
     return effects
   }
 
-  /// The session ended here (its client said goodbye, or the shell closed it): nothing more of
-  /// it is written or stored.
-  package mutating func release(_ session: String) {
-    if let held = sessions.removeValue(forKey: session) { nodeBytes -= held.unstoredBytes }
+  /// The hub has the session held at `epoch` now (the shell says so once the hub has had the
+  /// open's or resume's answer): candidates numbered since wait no more for their store.
+  package mutating func announced(_ session: String, epoch: UInt64) -> [Effect] {
+    guard var held = sessions[session], held.epoch == epoch, !held.announced else { return [] }
+    held.announced = true
+    var effects: [Effect] = []
+    writeWaitingCandidates(&held, session, &effects)
+    sessions[session] = held
+    return effects
+  }
+
+  /// The session ends here (its client said goodbye, its resume window passed, or another node
+  /// resumed it): nothing more of it is written or stored here. What this node's own clients sent
+  /// it and Redis does not have goes where the session is now (`unheld`: their senders may have
+  /// been answered); its letters stay in the inbox for whoever resumes it (`retained`).
+  package mutating func release(_ session: String) -> [Effect] {
+    guard let held = sessions.removeValue(forKey: session) else { return [] }
+    nodeBytes -= held.unstoredBytes
+    return lose(held, sendingOn: true)
+  }
+
+  /// The letters of the session retained for a resume that has happened (the shell checks Redis):
+  /// they may leave the inbox.
+  package mutating func forget(retained positions: Set<InboxPosition>) {
+    forgetRetained { positions.contains($0.position) }
+  }
+
+  /// The first inbox position the inbox must keep (nil: none): a letter retained, or numbered
+  /// and not stored yet. Every letter handed to `letter` is one of these until it is stored,
+  /// applied by a resume already, or a repeat; so the inbox may be trimmed just before it.
+  package var keepsFrom: InboxPosition? {
+    var first = retained.first?.position
+    for held in sessions.values {
+      for frame in held.unstored {
+        guard let at = frame.outgoing.letter.flatMap(InboxPosition.init) else { continue }
+        if first.map({ at < $0 }) ?? true { first = at }
+      }
+    }
+    return first
   }
 
   // MARK: Frames
@@ -239,8 +408,17 @@ package struct WriteBehindHolder: Sendable {
   package mutating func submit(_ event: [Outgoing], now: Instant) -> Submitted {
     var effects = checkLease(now)
     guard lease != .stale else { return Submitted(effects: effects, refusal: .stale) }
-    guard fits(event) else { return Submitted(effects: effects, refusal: .backlog) }
-    effects += number(event, inboxPosition: nil, now: now)
+    // Only a relayed candidate's event may be refused over a session's bounds: the request was
+    // handled already (the call's state moved on), and only a candidate's is harmless to handle
+    // again when sent again. Any other event (an invite, an accept, an end) is numbered past them,
+    // within the node's bound: refused, its repeat would find the call moved on without the
+    // messages (an accept sent again is `conflict`, and the caller never hears of it).
+    let relay = event.contains { $0.kind == .candidate }
+    guard fits(event, sessionBounds: relay) else {
+      let resyncing = relay ? [] : Array(Set(event.map(\.session))).sorted()
+      return Submitted(effects: effects, refusal: .backlog, resyncing: resyncing)
+    }
+    effects += number(event, now: now, checkingOnces: true)
     return Submitted(effects: effects + cutIfIdle(now), refusal: nil)
   }
 
@@ -248,8 +426,11 @@ package struct WriteBehindHolder: Sendable {
   /// whatever the bounds (its sender was answered already).
   package mutating func letter(_ outgoing: Outgoing, position: String, now: Instant) -> [Effect] {
     var effects = checkLease(now)
-    guard lease != .stale else { return effects }
-    effects += number([outgoing], inboxPosition: position, now: now)
+    guard lease != .stale else {
+      retain(outgoing.arrived(at: position))
+      return effects
+    }
+    effects += number([outgoing.arrived(at: position)], now: now, checkingOnces: true)
     return effects + cutIfIdle(now)
   }
 
@@ -273,15 +454,17 @@ package struct WriteBehindHolder: Sendable {
     }
     let sorted = through.sorted { $0.key < $1.key }
     for (session, _) in sorted {
-      guard let refusal = refused[session], let held = sessions[session] else { continue }
-      release(session)
+      guard let refusal = refused[session], let held = sessions.removeValue(forKey: session) else { continue }
+      nodeBytes -= held.unstoredBytes
       effects.append(.close(session: session, .refused(refusal)))
-      // A gap is this node's own mistake and a gone session has nobody to read them.
-      if refusal == .superseded { effects += held.unstored.map { .unheld($0.outgoing) } }
+      // Its own frames go where the session is now, unless it is gone (nobody to read them) or
+      // the refusal is a gap (this node's own mistake); its letters wait for the resume.
+      if refusal != .gone { effects += lose(held, sendingOn: refusal == .superseded) }
     }
     for (session, seq) in sorted where refused[session] == nil {
       effects += confirm(session, through: seq)
     }
+    effects += settle(number, landed: { refused[$0] == nil }, now: now)
     return effects + cutIfIdle(now)
   }
 
@@ -294,7 +477,9 @@ package struct WriteBehindHolder: Sendable {
     store = .failed
     queue.insert(contentsOf: events, at: 0)
     count(events, +1)
-    return effects
+    // An old epoch's frames are not sent again (`isCurrent`): counted as not stored, they are
+    // numbered again (a store-first frame may then arrive twice, rather than never).
+    return effects + settle(number, landed: { _ in false }, now: now)
   }
 
   // MARK: The lease
@@ -327,16 +512,87 @@ package struct WriteBehindHolder: Sendable {
     guard case .live(let renewedAt) = lease, now - renewedAt >= limits.lease - limits.margin else { return [] }
     lease = .stale
     let closing = sessions.keys.sorted().map { Effect.close(session: $0, .stale) }
+    // Their letters not stored wait in the inbox for the resumes (own frames' senders were not
+    // answered, or their batch in flight lands).
+    for (_, held) in sessions.sorted(by: { $0.key < $1.key }) { _ = lose(held, sendingOn: false) }
     sessions = [:]
     queue = []
     (queuedFrames, urgentEvents, wakeAsked) = (0, 0, nil)
     nodeBytes = 0
     // A batch in flight may still land (its epochs fence it); its answer is ignored.
     store = .idle
+    awaiting = []
     return closing
   }
 
-  private func fits(_ event: [Outgoing]) -> Bool {
+  /// The seqs of `session` under `epoch` that the batch in flight carries.
+  private func inFlightSeqs(_ session: String, epoch: UInt64) -> Set<UInt64> {
+    guard case .inFlight(_, let events) = store else { return [] }
+    var seqs: Set<UInt64> = []
+    for event in events {
+      for frame in event.frames where frame.session == session && frame.epoch == epoch { seqs.insert(frame.seq) }
+    }
+    return seqs
+  }
+
+  /// Batch `answered` was answered: the frames waiting for it (`awaiting`) are numbered again, in
+  /// their old order, where the session is held at the epoch they wait for, or go where it is now.
+  private mutating func settle(_ answered: UInt64, landed: (String) -> Bool, now: Instant) -> [Effect] {
+    let due = awaiting.filter { $0.batch == answered }
+    guard !due.isEmpty else { return [] }
+    awaiting.removeAll { $0.batch == answered }
+    var effects: [Effect] = []
+    for entry in due {
+      let frames = landed(entry.session) ? entry.frames.filter { !entry.flying.contains($0.seq) } : entry.frames
+      guard !frames.isEmpty else { continue }
+      if sessions[entry.session]?.epoch == entry.epoch {
+        effects += number(frames.map(\.outgoing.storedFirst), now: now, checkingOnces: false)
+      } else {
+        effects += frames.map { .unheld($0.outgoing) }
+      }
+    }
+    return effects
+  }
+
+  /// A session lost here: its own unstored frames, sent on where the session is now when
+  /// `sendingOn` (their senders may have been answered), and its letters retained.
+  private mutating func lose(_ held: Held, sendingOn: Bool) -> [Effect] {
+    var effects: [Effect] = []
+    for frame in held.unstored {
+      if frame.outgoing.letter != nil {
+        retain(frame.outgoing)
+      } else if sendingOn {
+        effects.append(.unheld(frame.outgoing))
+      }
+    }
+    return effects
+  }
+
+  private mutating func retain(_ outgoing: Outgoing) {
+    guard let position = outgoing.letter.flatMap(InboxPosition.init) else { return }
+    let entry = Retained(position: position, outgoing: outgoing)
+    // Nearly always the newest: letters are read in order.
+    let at = retained.lastIndex { $0.position <= position }.map { $0 + 1 } ?? 0
+    guard at == 0 || retained[at - 1].position != position else { return }
+    retained.insert(entry, at: at)
+    retainedBytes += Self.cost(outgoing)
+    while retainedBytes > limits.maxNodeBytes, retained.count > 1 {
+      retainedBytes -= Self.cost(retained.removeFirst().outgoing)
+      retainedDropped += 1
+    }
+  }
+
+  private mutating func forgetRetained(where drop: (Retained) -> Bool) {
+    var kept: [Retained] = []
+    for entry in retained {
+      if drop(entry) { retainedBytes -= Self.cost(entry.outgoing) } else { kept.append(entry) }
+    }
+    retained = kept
+  }
+
+  private static func cost(_ outgoing: Outgoing) -> Int { outgoing.frame.head.count + outgoing.frame.tail.count }
+
+  private func fits(_ event: [Outgoing], sessionBounds: Bool) -> Bool {
     var frames: [String: Int] = [:]
     var bytes: [String: Int] = [:]
     var total = 0
@@ -350,6 +606,7 @@ package struct WriteBehindHolder: Sendable {
       total += size
     }
     guard nodeBytes + total <= limits.maxNodeBytes else { return false }
+    guard sessionBounds else { return true }
     for (session, count) in frames {
       guard let held = sessions[session] else { continue }
       if held.unstored.count + count > limits.maxSessionFrames { return false }
@@ -368,15 +625,22 @@ package struct WriteBehindHolder: Sendable {
     return count
   }
 
-  private mutating func number(_ event: [Outgoing], inboxPosition: String?, now: Instant) -> [Effect] {
+  /// `checkingOnces`: a frame whose once-key its session had is dropped (a repeat). Not for frames
+  /// numbered again (`hold`): their keys are this node's own.
+  private mutating func number(
+    _ event: [Outgoing], now: Instant, checkingOnces: Bool
+  ) -> [Effect] {
     var effects: [Effect] = []
     var queued = QueuedEvent(
-      frames: [], inboxPosition: inboxPosition, queuedAt: now, urgent: event.contains { !$0.mayWait })
+      frames: [], queuedAt: now, urgent: event.contains { !$0.mayWait })
     for outgoing in event {
       guard var held = sessions[outgoing.session] else {
-        effects.append(.unheld(outgoing))
+        if outgoing.letter != nil { retain(outgoing) } else { effects.append(.unheld(outgoing)) }
         continue
       }
+      // A letter the resume that made this holding applied already.
+      if let cut = held.lettersAfter, let at = outgoing.letter.flatMap(InboxPosition.init), at <= cut { continue }
+      if checkingOnces, let once = outgoing.once, !held.onces.insert(once) { continue }
       let seq = held.next
       held.next += 1
       let frame = Numbered(seq: seq, bytes: outgoing.frame.bytes(seq: seq), outgoing: outgoing)
@@ -384,15 +648,14 @@ package struct WriteBehindHolder: Sendable {
       held.unstoredBytes += frame.cost
       nodeBytes += frame.cost
       // Written at once only if every frame before it is written: seqs reach the socket in order.
-      if frame.kind == .candidate, held.written == seq - 1 {
+      if frame.kind == .candidate, held.announced, held.written == seq - 1, Self.mayWriteUnstored(seq, held, limits) {
         held.written = seq
         effects.append(.write(session: outgoing.session, seq: seq, bytes: frame.bytes))
       }
       sessions[outgoing.session] = held
       queued.frames.append(FrameRef(session: outgoing.session, epoch: held.epoch, seq: seq))
     }
-    // A letter for a session not held here still moves the inbox position on.
-    if !queued.frames.isEmpty || inboxPosition != nil {
+    if !queued.frames.isEmpty {
       queue.append(queued)
       count([queued], +1)
     }
@@ -415,13 +678,30 @@ package struct WriteBehindHolder: Sendable {
       effects.append(.write(session: session, seq: frame.seq, bytes: frame.bytes))
     }
     held.stored = seq
-    for frame in held.unstored {
-      guard frame.kind == .candidate, frame.seq == held.written + 1 else { break }
+    writeWaitingCandidates(&held, session, &effects)
+    sessions[session] = held
+    return effects
+  }
+
+  /// Candidates next in seq order, unstored, are written (within the bound of
+  /// `mayWriteUnstored`; candidates written before they were stored lead the rest).
+  private func writeWaitingCandidates(_ held: inout Held, _ session: String, _ effects: inout [Effect]) {
+    guard held.announced else { return }
+    for frame in held.unstored where frame.seq > held.written {
+      guard frame.kind == .candidate, frame.seq == held.written + 1, Self.mayWriteUnstored(frame.seq, held, limits)
+      else { break }
       held.written = frame.seq
       effects.append(.write(session: session, seq: frame.seq, bytes: frame.bytes))
     }
-    sessions[session] = held
-    return effects
+  }
+
+  /// A candidate is written before it is stored only within `maxSessionFrames` of the last seq
+  /// stored: whoever else numbers the session after this node (a resume, or a store-first append
+  /// when its inbox is full) goes on past that bound, so a seq this node wrote never means
+  /// another frame there (`SessionLedger`'s append step and resume, `allowingAhead`). Letters are
+  /// numbered whatever the bounds, so the queue itself may pass it.
+  private static func mayWriteUnstored(_ seq: UInt64, _ held: Held, _ limits: Limits) -> Bool {
+    seq <= held.stored + UInt64(limits.maxSessionFrames)
   }
 
   private mutating func count(_ events: [QueuedEvent], _ sign: Int) {
@@ -446,7 +726,6 @@ package struct WriteBehindHolder: Sendable {
     var index: [String: Int] = [:]
     var frames = 0
     var bytes = 0
-    var position: String?
     var cut = 0
     for event in queue {
       let live = event.frames.filter(isCurrent)
@@ -455,27 +734,31 @@ package struct WriteBehindHolder: Sendable {
       cut += 1
       frames += live.count
       bytes += size
-      if let inboxPosition = event.inboxPosition { position = inboxPosition }
       taken.append(
-        QueuedEvent(frames: live, inboxPosition: event.inboxPosition, queuedAt: event.queuedAt, urgent: event.urgent))
+        QueuedEvent(frames: live, queuedAt: event.queuedAt, urgent: event.urgent))
       for ref in live {
         guard let numbered = frame(ref) else { continue }
-        let part = WriteBehindBatch.Frame(seq: ref.seq, bytes: numbered.bytes, requestID: numbered.requestID)
-        if let at = index[ref.session] {
+        let part = WriteBehindBatch.Frame(
+          seq: ref.seq, bytes: numbered.bytes, requestID: numbered.requestID, once: numbered.outgoing.once)
+        let at: Int
+        if let known = index[ref.session] {
+          at = known
           parts[at].frames.append(part)
         } else {
-          index[ref.session] = parts.count
+          at = parts.count
+          index[ref.session] = at
           parts.append(WriteBehindBatch.Session(id: ref.session, epoch: ref.epoch, frames: [part]))
         }
+        if let letter = numbered.outgoing.letter { parts[at].letterPosition = letter }
       }
     }
     count(Array(queue.prefix(cut)), -1)
     queue.removeFirst(cut)
     wakeAsked = nil
-    guard frames > 0 || position != nil else { return [] }
+    guard frames > 0 else { return [] }
     batchNumber += 1
     store = .inFlight(number: batchNumber, events: taken)
-    return [.store(WriteBehindBatch(number: batchNumber, sessions: parts, inboxPosition: position))]
+    return [.store(WriteBehindBatch(number: batchNumber, sessions: parts))]
   }
 
   /// Whether the frame is still this node's to store: its session held under the same epoch,

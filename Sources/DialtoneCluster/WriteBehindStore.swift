@@ -1,8 +1,8 @@
 import DialtoneRedis
 
 /// Where a write-behind holder (`WriteBehindHolder`) stores its batches: one script per batch,
-/// one round trip for the frames of every session in it, with their replies and the inbox
-/// position the batch applied. Redis refuses a session's frames whose epoch is not the session's
+/// one round trip for the frames of every session in it, with their replies and each session's
+/// last letter position. Redis refuses a session's frames whose epoch is not the session's
 /// (another node opened or resumed it: `SessionLedger.open` and `resume` increment the epoch) or
 /// whose seq does not follow the last one stored, so a holder that stalled past its lease never
 /// writes after its successor.
@@ -20,7 +20,7 @@ package final class WriteBehindStore: Sendable {
   }
 
   /// The scripts `store` needs the server to know: load them on the connection first.
-  package static var scripts: [RedisScript] { [batchScript] }
+  package static var scripts: [RedisScript] { [batchScript, claimScript] }
 
   /// Stores the batch `node` numbered; the sessions whose frames Redis refused (every other
   /// session's frames are stored, and the inbox position with them).
@@ -31,21 +31,24 @@ package final class WriteBehindStore: Sendable {
       throw .invalidRequest("write-behind batches need one Redis: a Redis Cluster's layout is not built")
     }
     var keys: [RedisArgument] = []
-    keys.reserveCapacity(batch.sessions.count * 4 + 1)
+    keys.reserveCapacity(batch.sessions.count * 5)
     var arguments: [RedisArgument] = [
       .integer(Int64(limits.capacity)), .integer(Int64(limits.maxBytes)), .integer(Int64(limits.replyMemory)),
-      .string(batch.inboxPosition ?? ""), try .milliseconds(limits.inboxExpiry),
+      .integer(Int64(limits.onceMemory)),
     ]
-    arguments.reserveCapacity(5 + batch.sessions.count * 2 + batch.frameCount * 3)
+    arguments.reserveCapacity(4 + batch.sessions.count * 3 + batch.frameCount * 4)
     for session in batch.sessions {
       let sessionKeys = SessionLedger.keys(session.id)
-      keys += [sessionKeys.meta, sessionKeys.log, sessionKeys.replies, sessionKeys.replyOrder]
-      arguments += [.string(String(session.epoch)), .integer(Int64(session.frames.count))]
+      keys += [sessionKeys.meta, sessionKeys.log, sessionKeys.replies, sessionKeys.replyOrder, sessionKeys.once]
+      arguments += [
+        .string(String(session.epoch)), .integer(Int64(session.frames.count)), .string(session.letterPosition ?? ""),
+      ]
       for frame in session.frames {
-        arguments += [.string(String(frame.seq)), .bytes(frame.bytes), .string(frame.requestID ?? "")]
+        arguments += [
+          .string(String(frame.seq)), .bytes(frame.bytes), .string(frame.requestID ?? ""), .string(frame.once ?? ""),
+        ]
       }
     }
-    keys.append(Self.inboxPositionKey(node))
     let reply = try redis.eval(Self.batchScript, keys: keys, arguments: arguments)
     guard let elements = reply.elements, elements.count.isMultiple(of: 2) else { throw .unexpectedReply(reply) }
     var refused: [String: WriteBehindBatch.Refusal] = [:]
@@ -65,13 +68,53 @@ package final class WriteBehindStore: Sendable {
     return refused
   }
 
-  /// The inbox position `node`'s last stored batch applied: a node resuming one of its sessions
-  /// after it died applies the letters after it. Nil when none was stored (or it expired with
-  /// the inbox).
-  package func inboxPosition(of node: String) throws(RedisError) -> String? {
-    try redis.get(Self.inboxPositionKey(node)).map { String(decoding: $0, as: UTF8.self) }
+  /// What a holder starts a session from (`claim`).
+  package struct Claimed: Sendable, Equatable {
+    /// The last seq Redis has, which the holder numbers on from (a message another node
+    /// appended since the open or resume is among them).
+    package let lastSeq: UInt64
+    /// The once-keys of the frames stored (a letter's key is remembered only once it is stored).
+    package let onces: [String]
+
+    package init(lastSeq: UInt64, onces: [String] = []) {
+      self.lastSeq = lastSeq
+      self.onces = onces
+    }
   }
 
-  /// Beside the node's inbox (`NodeMailbox`), in its hash tag.
-  static func inboxPositionKey(_ node: String) -> RedisArgument { .string("dt:inbox-applied:{\(node)}") }
+  /// Marks the session, won at `epoch`, as numbered by its holder from now on (other nodes send
+  /// it unnumbered letters: `SessionLedger`'s append step); nil when the session has another
+  /// epoch now or is gone.
+  package func claim(_ session: String, epoch: UInt64) throws(RedisError) -> Claimed? {
+    let keys = SessionLedger.keys(session)
+    let reply = try redis.eval(Self.claimScript, keys: [keys.meta, keys.once], arguments: [.string(String(epoch))])
+    if reply == .null { return nil }
+    guard let elements = reply.elements, let last = elements.first?.integer, last >= 0 else {
+      throw .unexpectedReply(reply)
+    }
+    var onces: [String] = []
+    for element in elements.dropFirst() {
+      guard let key = element.bytes else { throw .unexpectedReply(reply) }
+      onces.append(String(decoding: key, as: UTF8.self))
+    }
+    return Claimed(lastSeq: UInt64(last), onces: onces)
+  }
+
+  /// KEYS: the session's meta hash and once-keys. ARGV: the epoch won. Returns {last seq, the
+  /// once-keys...}, or nil.
+  static let claimScript = RedisScript(
+    """
+    local m = redis.call('HMGET', KEYS[1], 'epoch', 'last')
+    if m[1] ~= ARGV[1] or not m[2] then return nil end
+    redis.call('HSET', KEYS[1], 'wb', '1')
+    local reply = {tonumber(m[2])}
+    for _, key in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do reply[#reply + 1] = key end
+    return reply
+    """)
+
+  /// The inbox position of the last letter for the session that its holder stored (nil: none):
+  /// its holder's unstored letters are after it.
+  package func letterPosition(of session: String) throws(RedisError) -> String? {
+    try redis.command(["HGET", SessionLedger.keys(session).meta, "lp"]).string
+  }
 }

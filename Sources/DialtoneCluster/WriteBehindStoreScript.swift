@@ -5,27 +5,29 @@ import DialtoneRedis
 /// their order), so that today's `resume`, `range` and `acknowledge` read what batches stored,
 /// and a session moves between store-first and write-behind without a migration.
 extension WriteBehindStore {
-  /// KEYS: per session its meta, log, replies and reply order (`SessionLedger.Keys`, in that
-  /// order), then the node's inbox position key. ARGV: capacity, max bytes, reply memory, the
-  /// inbox position ('' for none), its expiry ms; then per session its epoch and frame count,
-  /// then per frame its seq, bytes and request id ('' for none).
+  /// KEYS: per session its meta, log, replies, reply order and once-keys (`SessionLedger.Keys`,
+  /// in that order). ARGV: capacity, max bytes, reply memory, once memory; then per session its
+  /// epoch, frame count and last letter's inbox position ('' for none), then per frame its seq,
+  /// bytes, request id and once-key ('' for none).
   /// Returns {session number (1-based), refusal code, ...}: 1 superseded, 2 gap, 3 gone.
   static let batchScript = RedisScript(
     """
     local capacity, max_bytes, reply_memory = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+    local once_memory = tonumber(ARGV[4])
     -- A key a batch creates gets the session's expiry (the holder's `touch` renews them all).
     local function expire_new(meta, key)
       local ttl = redis.call('PTTL', meta)
       redis.call('PEXPIRE', key, ttl > 0 and ttl or 1)
     end
     local refused = {}
-    local at = 6
-    for i = 1, (#KEYS - 1) / 4 do
-      local meta, log, replies, order = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
-      local epoch, count = ARGV[at], tonumber(ARGV[at + 1])
-      local first = at + 2
-      at = first + 3 * count
-      local m = redis.call('HMGET', meta, 'epoch', 'last', 'bytes')
+    local at = 5
+    for i = 1, #KEYS / 5 do
+      local meta, log, replies, order = KEYS[5 * i - 4], KEYS[5 * i - 3], KEYS[5 * i - 2], KEYS[5 * i - 1]
+      local onces = KEYS[5 * i]
+      local epoch, count, letter = ARGV[at], tonumber(ARGV[at + 1]), ARGV[at + 2]
+      local first = at + 3
+      at = first + 4 * count
+      local m = redis.call('HMGET', meta, 'epoch', 'last', 'bytes', 'onces')
       local code = nil
       local last = tonumber(m[2])
       local from = nil
@@ -38,7 +40,7 @@ extension WriteBehindStore {
         -- (its reply was lost): only this holder numbers under its epoch, so they are the same.
         local expect = last + 1
         for f = 0, count - 1 do
-          local seq = tonumber(ARGV[first + 3 * f])
+          local seq = tonumber(ARGV[first + 4 * f])
           if seq > last then
             if seq ~= expect then
               code = 2
@@ -54,12 +56,21 @@ extension WriteBehindStore {
         refused[#refused + 1] = code
       elseif from then
         local bytes = tonumber(m[3]) or 0
+        local once_count = tonumber(m[4]) or 0
         local digits
         -- One ZADD for the session's frames: what a batch costs Redis is mostly its calls.
         local entries = {}
         for f = from, count - 1 do
-          digits = ARGV[first + 3 * f]
-          local frame, request = ARGV[first + 3 * f + 1], ARGV[first + 3 * f + 2]
+          digits = ARGV[first + 4 * f]
+          local frame, request, once = ARGV[first + 4 * f + 1], ARGV[first + 4 * f + 2], ARGV[first + 4 * f + 3]
+          -- Its once-key: a copy another node sends later is refused, and the session's next
+          -- holder loads it (`claim`).
+          if once ~= '' then
+            once_count = once_count + 1
+            redis.call('ZADD', onces, once_count, once)
+            if once_count == 1 then expire_new(meta, onces) end
+            if once_count > once_memory then redis.call('ZREMRANGEBYRANK', onces, 0, -(once_memory + 1)) end
+          end
           entries[#entries + 1] = digits
           entries[#entries + 1] = digits .. ':' .. frame
           -- unpack's arguments live on Lua's C stack (about 8,000): flush well before.
@@ -92,14 +103,20 @@ extension WriteBehindStore {
           dropped = oldest[2]
           held = held - 1
         end
+        -- Its last letter's position, with its frames: a resume applies the letters after it
+        -- (`SessionLedger.resumeHolding`), and only these are stored.
+        local update = {'last', digits, 'bytes', bytes, 'onces', once_count}
         if dropped then
-          redis.call('HSET', meta, 'last', digits, 'bytes', bytes, 'dropped', dropped)
-        else
-          redis.call('HSET', meta, 'last', digits, 'bytes', bytes)
+          update[#update + 1] = 'dropped'
+          update[#update + 1] = dropped
         end
+        if letter ~= '' then
+          update[#update + 1] = 'lp'
+          update[#update + 1] = letter
+        end
+        redis.call('HSET', meta, unpack(update))
       end
     end
-    if ARGV[4] ~= '' then redis.call('SET', KEYS[#KEYS], ARGV[4], 'PX', ARGV[5]) end
     return refused
     """)
 }

@@ -49,6 +49,8 @@ public final class DialtoneServer: Sendable {
     placement: any CallPlacement = LocalCalls(), sessionStore: (any SessionStore)? = nil
   ) async throws {
     self.configuration = configuration
+    // Checked before anything is opened: a URL the cluster cannot use is a start-up error.
+    let redis = try Self.clusterRedis(configuration)
     let log = Log(level: configuration.logLevel, subsystem: "server", format: configuration.logFormat)
     self.log = log
     let observations = Observations(version: Self.version, clock: clock, log: log.scoped("calls"))
@@ -65,8 +67,8 @@ public final class DialtoneServer: Sendable {
     let callStore = try store ?? postgres?.store ?? SQLiteStore.open(dataDirectory: configuration.dataDirectory)
     let liveCalls =
       try liveCalls ?? postgres?.liveCalls ?? SQLiteLiveCallStore.open(dataDirectory: configuration.dataDirectory)
-    let cluster = try Self.makeClusterLink(
-      configuration, liveCalls: liveCalls, metrics: observations.metrics.cluster, log: log)
+    let cluster = Self.makeClusterLink(
+      configuration, redis: redis, liveCalls: liveCalls, metrics: observations.metrics.cluster, log: log)
     self.cluster = cluster
     let journal = CallJournal(store: liveCalls, log: log.scoped("journal"), fence: cluster)
     self.journal = journal
@@ -204,9 +206,10 @@ public final class DialtoneServer: Sendable {
     log.info("stopped")
   }
 
-  private static func makeClusterLink(
-    _ configuration: ServerConfiguration, liveCalls: any LiveCallStore, metrics: ClusterMetrics, log: Log
-  ) throws -> ClusterLink? {
+  /// The Redis of `--redis-url` (nil: a single server), refused when the sessions' mode cannot
+  /// run on it: write-behind's resume script reads two nodes' inboxes, keys in two slots, which a
+  /// Redis Cluster refuses (CROSSSLOT); its layout there is not built (docs/architecture.md, 7).
+  static func clusterRedis(_ configuration: ServerConfiguration) throws(ConfigurationError) -> RedisConfiguration? {
     guard let url = configuration.redisURL else { return nil }
     let redis: RedisConfiguration
     do {
@@ -214,9 +217,33 @@ public final class DialtoneServer: Sendable {
     } catch {
       throw ConfigurationError("--redis-url: \(error)")
     }
+    if configuration.writeBehindSessions && redis.clusterSeeds != nil {
+      throw ConfigurationError(
+        "--cluster-sessions write-behind needs one Redis: --redis-url names a Redis Cluster (redis-cluster://, rediss-cluster:// or several host:port), where write-behind's layout is not built; use --cluster-sessions store-first there"
+      )
+    }
+    return redis
+  }
+
+  private static func makeClusterLink(
+    _ configuration: ServerConfiguration, redis: RedisConfiguration?, liveCalls: any LiveCallStore,
+    metrics: ClusterMetrics, log: Log
+  ) -> ClusterLink? {
+    guard let redis else { return nil }
     let name = configuration.nodeName ?? ProcessInfo.processInfo.hostName
     let safeName = String(name.map { $0.isLetter || $0.isNumber || "-_.".contains($0) ? $0 : "-" }.prefix(64))
     let node = safeName + "-" + SecureRandom.token(byteCount: 4)
+    if configuration.writeBehindSessions {
+      log.warning("--cluster-sessions write-behind is incomplete (docs/deploy.md): for measurement, not production")
+    }
+    let settings = clusterSettings(configuration, redis: redis, node: node, log: log)
+    return ClusterLink(settings: settings, liveCalls: liveCalls, metrics: metrics, log: log.scoped("cluster"))
+  }
+
+  /// The cluster link's settings from the configuration.
+  static func clusterSettings(
+    _ configuration: ServerConfiguration, redis: RedisConfiguration, node: String, log: Log
+  ) -> ClusterLink.Settings {
     var settings = ClusterLink.Settings(redis: redis, node: node)
     // A session outlives its holder for the resume window, plus two refreshes of slack.
     settings.sessionExpiry = .seconds(configuration.resumeWindow) + settings.sessionRefresh * 2
@@ -232,7 +259,16 @@ public final class DialtoneServer: Sendable {
       settings.heartbeat = settings.nodeExpiry / 3
       settings.lease = max(settings.lease, settings.nodeExpiry * 2)
     }
-    return ClusterLink(settings: settings, liveCalls: liveCalls, metrics: metrics, log: log.scoped("cluster"))
+    if configuration.writeBehindSessions {
+      settings.sessions = .writeBehind
+      settings.batchWindow = .milliseconds(configuration.batchWindowMilliseconds)
+      settings.leaseMargin = settings.nodeExpiry / 3
+      // A node's inbox keeps the letters it did not store for the sessions' next resumes: it
+      // must outlive them (it expires that long after its last letter), or a resume late in a
+      // long --resume-window finds them gone.
+      settings.inboxExpiry = max(settings.inboxExpiry, settings.sessionExpiry + settings.sessionRefresh)
+    }
+    return settings
   }
 
   private static func makeSFU(_ configuration: ServerConfiguration, clock: any DialtoneClock, log: Log) throws

@@ -32,6 +32,8 @@ package protocol DeliverySession: AnyObject {
   /// The answer given to `requestID`, if it is still remembered.
   func reply(to requestID: String) -> ServerMessage?
   func remember(_ reply: ServerMessage, for requestID: String)
+  /// The request was not handled after all (refused): the same id sent again is handled afresh.
+  func forget(_ requestID: String)
 }
 
 extension DeliverySession {
@@ -88,6 +90,9 @@ package struct ReplyMemory {
     return .other(Boxed(reply))
   }
 
+  /// Its slot stays until the ring comes round to it (`remember` then leaves the id alone).
+  package mutating func forget(_ requestID: String) { slot.removeValue(forKey: requestID) }
+
   package mutating func remember(_ reply: ServerMessage, for requestID: String) {
     let kept = Self.kept(reply, for: requestID)
     // The id is put in its slot with one look-up (every request of a session comes here; a
@@ -102,7 +107,10 @@ package struct ReplyMemory {
       slots.append((requestID, kept))
       return
     }
-    slot.removeValue(forKey: slots[next].id)  // the oldest id: never `requestID`, which was not here
+    // The oldest id, unless its slot was forgotten (`forget`): then it may be `requestID` itself,
+    // or an id remembered again since in another slot.
+    let evicted = slots[next].id
+    if evicted != requestID, slot[evicted] == next { slot.removeValue(forKey: evicted) }
     slots[next] = (requestID, kept)
     next = (next + 1) % capacity
   }

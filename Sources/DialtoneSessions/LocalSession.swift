@@ -109,4 +109,5 @@ package final class LocalSession: DeliverySession {
 
   package func reply(to requestID: String) -> ServerMessage? { replies.reply(to: requestID) }
   package func remember(_ reply: ServerMessage, for requestID: String) { replies.remember(reply, for: requestID) }
+  package func forget(_ requestID: String) { replies.forget(requestID) }
 }

@@ -90,7 +90,10 @@ import Testing
         batchWindow: window),
       renewedAt: t0)
     var world = World()
-    for session in sessions { apply(holder.hold(session, epoch: 1, lastSeq: 0, now: t0), &world, seed: seed) }
+    for session in sessions {
+      apply(holder.hold(session, epoch: 1, lastSeq: 0, now: t0), &world, seed: seed)
+      apply(holder.announced(session, epoch: 1), &world, seed: seed)
+    }
     var clock = t0
     var nextEvent = 0
     var refusedOnce = false

@@ -55,6 +55,7 @@ import Testing
     var h = limits.map(holder) ?? holder()
     for (session, last) in sessions.sorted(by: { $0.key < $1.key }) {
       #expect(h.hold(session, epoch: 7, lastSeq: last, now: t0) == [])
+      #expect(h.announced(session, epoch: 7) == [])
     }
     return h
   }
@@ -168,7 +169,7 @@ import Testing
     #expect(writes(h.batchStored(2, refused: [:], now: at(1.02))) == ["alice#1", "alice#2"])
   }
 
-  @Test func lettersAreNumberedInInboxOrderAndTheBatchRecordsThePosition() {
+  @Test func lettersAreNumberedInInboxOrderAndTheBatchRecordsEachSessionsLastLetter() {
     var h = holding(["alice": 3])
     #expect(
       h.letter(answer("alice", 1, to: "x"), position: "10-0", now: at(0))
@@ -177,16 +178,88 @@ import Testing
             WriteBehindBatch(
               number: 1,
               sessions: [
-                .init(id: "alice", epoch: 7, frames: [.init(seq: 4, bytes: bytes(1, seq: 4), requestID: "x")])
-              ], inboxPosition: "10-0"))
+                .init(
+                  id: "alice", epoch: 7, frames: [.init(seq: 4, bytes: bytes(1, seq: 4), requestID: "x")],
+                  letterPosition: "10-0")
+              ]))
         ])
+    #expect(h.keepsFrom == InboxPosition("10-0"))
     // A candidate behind the unstored answer waits for it.
     #expect(h.letter(candidate("alice", 2), position: "11-0", now: at(0)) == [])
-    // A letter for a session that is not held here moves the position on all the same.
-    #expect(h.letter(candidate("dave", 3), position: "12-0", now: at(0)) == [.unheld(candidate("dave", 3))])
+    // A letter for a session that is not held here is not sent on: it stays in the inbox for
+    // whoever resumes that session.
+    #expect(h.letter(candidate("dave", 3), position: "12-0", now: at(0)) == [])
+    #expect(h.retained.map(\.position) == [InboxPosition("12-0")])
     let next = batch(h.batchStored(1, refused: [:], now: at(0.01)))
-    #expect(next?.inboxPosition == "12-0")
     #expect(next?.sessions.map { $0.frames.map(\.seq) } == [[5]])
+    #expect(next?.sessions.first?.letterPosition == "11-0")
+    #expect(h.keepsFrom == InboxPosition("11-0"))
+    _ = h.batchStored(2, refused: [:], now: at(0.02))
+    #expect(h.keepsFrom == InboxPosition("12-0"))
+    h.forget(retained: [InboxPosition(milliseconds: 12, sequence: 0)])
+    #expect(h.keepsFrom == nil)
+  }
+
+  @Test func aSupersededSessionsLettersStayForItsResumeWhileItsOwnFramesGoWhereItIsNow() {
+    var h = holding(["alice": 0, "bob": 0])
+    _ = h.letter(answer("bob", 1, to: "x"), position: "5-0", now: at(0))
+    _ = submitted(&h, relay(2, request: "m2"))
+    // Another node resumed Bob (it reads the letter from this node's inbox itself).
+    let effects = h.batchStored(1, refused: ["bob": .superseded], now: at(0.01))
+    #expect(effects.contains(.close(session: "bob", .refused(.superseded))))
+    let unheld = effects.compactMap { effect -> Holder.Outgoing? in
+      guard case .unheld(let outgoing) = effect else { return nil }
+      return outgoing
+    }
+    #expect(unheld == [candidate("bob", 2)])
+    #expect(h.retained.map(\.position) == [InboxPosition("5-0")])
+    // Later letters for him stay too, never sent on.
+    #expect(h.letter(candidate("bob", 3), position: "6-0", now: at(0.02)).isEmpty)
+    #expect(h.retained.map(\.position) == [InboxPosition("5-0"), InboxPosition("6-0")])
+  }
+
+  @Test func aResumeNumbersItsLettersFirstThenThoseThatArrivedSinceAndSkipsTheReadersCopies() {
+    var h = holder()
+    // A letter for Bob arrives before this node holds him (after the resume in Redis).
+    _ = h.letter(candidate("bob", 9), position: "20-0", now: at(0))
+    #expect(h.retained.count == 1)
+    let effects = h.hold(
+      "bob", epoch: 3, lastSeq: 4, lettersAfter: "15-0", letters: [candidate("bob", 1), candidate("bob", 2)],
+      now: at(0))
+    // Written once stored (the hub hears of the resume after this), in that order.
+    #expect(writes(effects) == [])
+    #expect(batch(effects)?.sessions.map { $0.frames.map(\.seq) } == [[5, 6, 7]])
+    #expect(batch(effects)?.sessions.first?.frames.last?.bytes == bytes(9, seq: 7))
+    #expect(h.retained.isEmpty)
+    #expect(h.announced("bob", epoch: 3) == [])
+    // The reader's copy of a letter the resume applied is not numbered again; a new one is.
+    #expect(h.letter(candidate("bob", 1), position: "14-0", now: at(0.01)).isEmpty)
+    _ = h.letter(candidate("bob", 10), position: "21-0", now: at(0.01))
+    #expect(writes(h.batchStored(1, refused: [:], now: at(0.02))) == ["bob#5", "bob#6", "bob#7", "bob#8"])
+  }
+
+  @Test func aSameNodeResumeNumbersAgainOnlyItsOwnFramesNotItsLetters() {
+    var h = holding(["alice": 0, "bob": 0])
+    _ = submitted(&h, [answer("bob", 1, to: "b1")])
+    _ = h.letter(answer("bob", 2, to: "y"), position: "7-0", now: at(0))
+    // Bob resumes on this node before the batch lands: the resume read the letter from the inbox.
+    let effects = h.hold(
+      "bob", epoch: 8, lastSeq: 0, lettersAfter: "7-0", letters: [answer("bob", 2, to: "y")], now: at(0.01))
+    #expect(effects.isEmpty)  // a batch is in flight
+    let next = batch(h.batchStored(1, refused: ["bob": .superseded], now: at(0.02)))
+    #expect(next?.sessions.map { $0.frames.map(\.seq) } == [[1, 2]])
+    #expect(next?.sessions.first?.frames.map(\.bytes) == [bytes(1, seq: 1), bytes(2, seq: 2)])
+  }
+
+  @Test func aStaleNodeKeepsTheLettersItHadNotStored() {
+    var h = holding(["bob": 0])
+    _ = h.letter(answer("bob", 1, to: "y"), position: "3-0", now: at(0))
+    _ = h.tick(now: at(9))
+    #expect(h.lease == .stale)
+    #expect(h.retained.map(\.position) == [InboxPosition("3-0")])
+    // And what it reads while stale.
+    _ = h.letter(candidate("bob", 2), position: "4-0", now: at(9.5))
+    #expect(h.keepsFrom == InboxPosition("3-0") && h.retained.count == 2)
   }
 
   @Test func aLetterCandidateAfterStoredFramesIsWrittenAtOnce() {
@@ -210,6 +283,7 @@ import Testing
     // Renewed again: live with no session; new ones are held.
     #expect(h.leaseRenewed(sentAt: at(9), now: at(9.1)) == [])
     #expect(h.hold("carol", epoch: 1, lastSeq: 0, now: at(9.1)) == [])
+    _ = h.announced("carol", epoch: 1)
     #expect(writes(submitted(&h, [candidate("carol", 4)], at: 9.2)) == ["carol#1"])
   }
 
@@ -238,12 +312,27 @@ import Testing
     // Bob and Alice each have two frames waiting for Redis: a third is refused, Bob's copy too.
     #expect(h.submit(relay(3, request: "m3"), now: at(0)) == .init(effects: [], refusal: .backlog))
     #expect(h.sessions["bob"]?.next == 3)
-    // Letters are numbered all the same (their sender was answered).
-    #expect(writes(h.letter(candidate("bob", 4), position: "1-0", now: at(0))) == ["bob#3"])
+    // Letters are numbered all the same (their sender was answered), but past the session's bound
+    // a candidate waits for its store before it is written.
+    #expect(writes(h.letter(candidate("bob", 4), position: "1-0", now: at(0))) == [])
+    #expect(h.sessions["bob"]?.next == 4)
     // Once stored there is room again.
     _ = h.batchStored(1, refused: [:], now: at(0.01))
     _ = h.batchStored(2, refused: [:], now: at(0.02))
     #expect(h.submit(relay(5, request: "m5"), now: at(0.03)).refusal == nil)
+  }
+
+  @Test func anEventWithoutARelayedCandidateIsNumberedPastTheSessionsBoundWithinTheNodes() {
+    var h = holding(["alice": 0, "bob": 0], .init(lease: .seconds(10), margin: .seconds(2), maxSessionFrames: 2))
+    _ = submitted(&h, relay(1, request: "m1"))
+    _ = submitted(&h, relay(2, request: "m2"))
+    #expect(h.submit(relay(3, request: "m3"), now: at(0)).refusal == .backlog)
+    // An invite for Bob and its ack to Carol: the call's state moved on with it, so it is
+    // numbered all the same (written once stored).
+    let invite = h.submit(
+      [.init(session: "bob", frame: frame(7), kind: .storeFirst), answer("alice", 8, to: "i1")], now: at(0))
+    #expect(invite.refusal == nil)
+    #expect(h.sessions["bob"]?.next == 4 && h.sessions["alice"]?.next == 4)
   }
 
   @Test func aSessionsByteBoundRefusesWhatWouldPassItOthersGoOn() {
@@ -269,17 +358,132 @@ import Testing
     #expect(h.acceptsLetters)
   }
 
-  @Test func aSessionHeldAgainIgnoresTheOldEpochsBatch() {
+  @Test func anEventOverTheNodesBoundWhoseRequestMovedTheCallOnHasItsSessionsResync() {
+    let limits = Holder.Limits(lease: .seconds(10), margin: .seconds(2), maxNodeBytes: 70)
+    var h = holding(["alice": 0, "bob": 0], limits)
+    _ = submitted(&h, [candidate("bob", 1), candidate("alice", 2)])
+    // A relayed candidate refused: sent again, it is relayed again; nothing resyncs.
+    #expect(h.submit(relay(3, request: "m3"), now: at(0)) == .init(effects: [], refusal: .backlog))
+    // An accept for Bob and its ack to Alice, refused: the call's state moved on already, so
+    // both sessions resync (their clients learn the call as it is now).
+    let accept = h.submit(
+      [.init(session: "bob", frame: frame(7), kind: .storeFirst), answer("alice", 8, to: "a1")], now: at(0))
+    #expect(accept == .init(effects: [], refusal: .backlog, resyncing: ["alice", "bob"]))
+  }
+
+  @Test func aSessionHeldAgainNumbersAgainWhatTheOldEpochsBatchCarriedAndIgnoresItsRefusal() {
     var h = holding(["alice": 0, "bob": 0])
     _ = submitted(&h, relay(1, request: "m1"))
-    // Bob's client resumed on this node meanwhile: a new epoch, from what Redis had.
+    // Bob's client resumed on this node meanwhile from seq 0 (it had not processed the candidate):
+    // a new epoch, from what Redis had. The candidate in the batch in flight (whose sender Alice
+    // is answered when it lands) is numbered again under the new epoch, written once stored (the
+    // hub hears of the resume after this).
     #expect(h.hold("bob", epoch: 8, lastSeq: 0, now: at(0.005)) == [])
-    // Redis refuses the old epoch's frame: the new holding stays.
+    // Redis refuses the old epoch's frame: the new holding stays, and stores it under its epoch.
     let effects = h.batchStored(1, refused: ["bob": .superseded], now: at(0.01))
     #expect(!effects.contains { if case .close = $0 { return true } else { return false } })
+    #expect(writes(effects) == ["alice#1"])
+    #expect(batch(effects)?.sessions == [.init(id: "bob", epoch: 8, frames: [.init(seq: 1, bytes: bytes(1, seq: 1))])])
     #expect(h.sessions["bob"]?.epoch == 8)
-    #expect(writes(submitted(&h, [candidate("bob", 2)], at: 0.02)) == ["bob#1"])
-    #expect(batch(submitted(&h, [candidate("bob", 3)], at: 0.03)) == nil)
+    #expect(writes(h.batchStored(2, refused: [:], now: at(0.015))) == ["bob#1"])
+    _ = h.announced("bob", epoch: 8)
+    #expect(writes(submitted(&h, [candidate("bob", 2)], at: 0.02)) == ["bob#2"])
+  }
+
+  @Test func aCandidateForASessionHeldAgainWaitsUntilTheHubHasTheResume() {
+    var h = holding(["bob": 0])
+    // Bob resumed on this node; the hub still has his old socket: a candidate written now would
+    // go there.
+    #expect(h.hold("bob", epoch: 8, lastSeq: 0, now: at(0.001)) == [])
+    #expect(writes(h.letter(candidate("bob", 1), position: "1-0", now: at(0.002))) == [])
+    // The hub has the resume now: it goes, before it is stored, and so do the next ones.
+    #expect(writes(h.announced("bob", epoch: 8)) == ["bob#1"])
+    #expect(writes(submitted(&h, [candidate("bob", 2)], at: 0.003)) == ["bob#2"])
+    // An old epoch's word changes nothing.
+    #expect(h.announced("bob", epoch: 7) == [])
+  }
+
+  @Test func aSessionHeldAgainFromBeyondTheOldEpochsFramesNumbersNothingAgain() {
+    var h = holding(["alice": 0, "bob": 0])
+    _ = submitted(&h, relay(1, request: "m1"))
+    // The client had processed the candidate (the resume went on from its seq, or the batch
+    // landed before the resume): nothing to number again.
+    #expect(h.hold("bob", epoch: 8, lastSeq: 1, now: at(0.005)) == [])
+    #expect(batch(h.batchStored(1, refused: ["bob": .superseded], now: at(0.01))) == nil)
+    _ = h.announced("bob", epoch: 8)
+    #expect(writes(submitted(&h, [candidate("bob", 2)], at: 0.02)) == ["bob#2"])
+  }
+
+  /// Bob's frames of the batch's part for him.
+  func bobs(_ effects: [Effect]) -> WriteBehindBatch.Session? { batch(effects)?.sessions.first { $0.id == "bob" } }
+
+  @Test func aSessionBackHereAfterAnotherNodeNumberedItNumbersAgainWhatRedisRefused() {
+    var h = holding(["alice": 0, "bob": 0])
+    _ = submitted(&h, relay(1, request: "m1"))  // bob#1 in the batch in flight
+    _ = submitted(&h, relay(2, request: "m2"))  // bob#2 queued behind it
+    // Bob resumed on another node (epoch 8), which numbered his session through seq 5, and came
+    // back here (epoch 9) before this node heard of it: seqs 1 and 2 of Redis are not this
+    // node's. What the batch in flight carries waits for its answer.
+    #expect(h.hold("bob", epoch: 9, lastSeq: 5, now: at(0.005)) == [])
+    // Refused (it landed after the other node's resume): both are numbered again after seq 5,
+    // in their order, under epoch 9 (without this, both were lost, their senders answered).
+    let effects = h.batchStored(1, refused: ["bob": .superseded], now: at(0.01))
+    #expect(!effects.contains { if case .close = $0 { return true } else { return false } })
+    #expect(
+      bobs(effects)
+        == .init(
+          id: "bob", epoch: 9,
+          frames: [.init(seq: 6, bytes: bytes(1, seq: 6)), .init(seq: 7, bytes: bytes(2, seq: 7))]))
+  }
+
+  @Test func aSessionBackHereAfterAnotherNodeNumberedItNumbersAgainOnlyWhatItsLandedBatchDidNotCarry() {
+    var h = holding(["alice": 0, "bob": 0])
+    _ = submitted(&h, relay(1, request: "m1"))
+    _ = submitted(&h, relay(2, request: "m2"))
+    #expect(h.hold("bob", epoch: 9, lastSeq: 5, now: at(0.005)) == [])
+    // The batch landed before the other node's resume (Redis's seq 1 is this node's candidate):
+    // only bob#2, never sent, is numbered again.
+    let effects = h.batchStored(1, refused: [:], now: at(0.01))
+    #expect(bobs(effects) == .init(id: "bob", epoch: 9, frames: [.init(seq: 6, bytes: bytes(2, seq: 6))]))
+  }
+
+  @Test func aSessionBackHereAfterAnotherNodeNumberedItWithNothingInFlightNumbersAgainAtOnce() {
+    var h = holding(["alice": 0, "bob": 0])
+    _ = submitted(&h, relay(1, request: "m1"))
+    _ = h.batchFailed(1, now: at(0.001))  // back in the queue, nothing in flight
+    #expect(h.store == .failed)
+    #expect(h.hold("bob", epoch: 9, lastSeq: 5, now: at(0.005)) == [])
+    let effects = h.tick(now: at(0.01))
+    #expect(bobs(effects) == .init(id: "bob", epoch: 9, frames: [.init(seq: 6, bytes: bytes(1, seq: 6))]))
+  }
+
+  func ring(_ session: String, _ n: Int, once: String) -> Holder.Outgoing {
+    .init(session: session, frame: frame(n), kind: .storeFirst, once: once)
+  }
+
+  @Test func aMessageWhoseOnceKeyTheSessionHadIsNotNumberedAgain() {
+    var h = holder()
+    _ = h.hold("bob", epoch: 7, lastSeq: 0, onces: ["stored-before"], now: t0)
+    // The same invite twice (two paths), a copy of what Redis stored before: numbered once.
+    let first = batch(submitted(&h, [ring("bob", 1, once: "invite-c1")]))
+    // The batch carries the key, for Redis to refuse later copies and the next holder to load.
+    #expect(first?.sessions.first?.frames.map(\.once) == ["invite-c1"])
+    _ = submitted(&h, [ring("bob", 2, once: "invite-c1"), ring("bob", 3, once: "stored-before")])
+    // A letter with the key: a copy another node left before this node's was stored.
+    _ = h.letter(ring("bob", 4, once: "invite-c1"), position: "1-0", now: t0)
+    #expect(h.sessions["bob"]?.unstored.map(\.seq) == [1])
+    #expect(h.sessions["bob"]?.next == 2)
+  }
+
+  @Test func aCandidateIsWrittenBeforeItIsStoredOnlyWithinTheSessionsBound() {
+    var h = holding(["bob": 0], .init(lease: .seconds(10), margin: .seconds(2), maxSessionFrames: 2))
+    #expect(writes(submitted(&h, [candidate("bob", 1)])) == ["bob#1"])
+    #expect(writes(submitted(&h, [candidate("bob", 2)])) == ["bob#2"])
+    // Letters pass the bound (their senders were answered): the third waits for its store,
+    // since whoever numbers the session after this node goes on past seq 2 (2 after the last
+    // stored).
+    #expect(writes(h.letter(candidate("bob", 3), position: "1-0", now: t0)) == [])
+    #expect(writes(h.batchStored(1, refused: [:], now: at(0.01))) == ["bob#3"])
   }
 
   /// Alice's candidate to Bob with a batch window: Bob's copy, and Alice's ack, which may wait.
@@ -325,11 +529,14 @@ import Testing
     #expect(batch(submitted(&h, relayWaiting(2), at: 0.001))?.frameCount == 4)
   }
 
-  @Test func aReleasedSessionsQueuedFramesAreNotStored() {
+  @Test func aReleasedSessionsQueuedFramesAreNotStoredHereButSentOnAndItsLettersKept() {
     var h = holding(["alice": 0, "bob": 0])
     _ = submitted(&h, [candidate("alice", 0)])
     _ = submitted(&h, relay(1, request: "m1"))
-    h.release("bob")
+    _ = h.letter(candidate("bob", 2), position: "9-0", now: at(0))
+    // Alice's ack is stored with the next batch: Bob's copy goes where his session is now.
+    #expect(h.release("bob") == [.unheld(candidate("bob", 1))])
+    #expect(h.retained.map(\.position) == [InboxPosition("9-0")])
     #expect(batch(h.batchStored(1, refused: [:], now: at(0.01)))?.sessions.map(\.id) == ["alice"])
   }
 }

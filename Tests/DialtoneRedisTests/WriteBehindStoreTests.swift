@@ -38,10 +38,13 @@ extension RedisTests {
         number: 1,
         sessions: [
           .init(id: bob, epoch: 1, frames: [frame(1, seq: 1), frame(2, seq: 2)]),
-          .init(id: alice, epoch: 1, frames: [frame(101, seq: 1, request: "m1"), frame(102, seq: 2, request: "m2")]),
-        ], inboxPosition: "1700000000000-3")
+          .init(
+            id: alice, epoch: 1, frames: [frame(101, seq: 1, request: "m1"), frame(102, seq: 2, request: "m2")],
+            letterPosition: "1700000000000-3"),
+        ])
       #expect(try store.store(batch, from: holder) == [:])
-      #expect(try store.inboxPosition(of: holder) == "1700000000000-3")
+      #expect(try store.letterPosition(of: alice) == "1700000000000-3")
+      #expect(try store.letterPosition(of: bob) == nil)
       // Another node resumes each (the holder died): today's resume reads what the batch stored.
       #expect(
         try ledger.resume(bob, userId: "bob", deviceId: "phone", from: 1, node: other)
@@ -69,13 +72,15 @@ extension RedisTests {
       let batch = Batch(
         number: 1,
         sessions: [
-          .init(id: taken, epoch: 1, frames: [frame(1, seq: 1)]),
+          .init(id: taken, epoch: 1, frames: [frame(1, seq: 1)], letterPosition: "5-0"),
           .init(id: gapped, epoch: 1, frames: [frame(2, seq: 2)]),
           .init(id: fine, epoch: 1, frames: [frame(3, seq: 1)]),
           .init(id: gone, epoch: 1, frames: [frame(4, seq: 1)]),
-        ], inboxPosition: "5-0")
+        ])
       #expect(try store.store(batch, from: holder) == [taken: .superseded, gapped: .gap, gone: .gone])
       #expect(try ledger.range(taken, after: 0) == .messages([]))
+      // A refused session's letter position stays (its letters are its next resume's).
+      #expect(try store.letterPosition(of: taken) == nil)
       #expect(try ledger.range(gapped, after: 0) == .messages([]))
       #expect(try ledger.range(fine, after: 0) == .messages([stored(fine, 1, 3)]))
       #expect(try ledger.exists(gone) == false)

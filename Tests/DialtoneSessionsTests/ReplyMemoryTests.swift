@@ -52,6 +52,22 @@ struct ReplyMemoryTests {
     }
   }
 
+  /// A request refused after its answer was remembered (write-behind's `rate-limited`) is
+  /// forgotten; remembered again, it stays however the ring turns round its old slot.
+  @Test func aForgottenIdIsGoneAndRememberedAgainIsKept() {
+    var memory = ReplyMemory(capacity: 3)
+    func ack(_ id: String) -> ServerMessage { .ack(.init(replyTo: id)) }
+    for id in ["a", "b", "c"] { memory.remember(ack(id), for: id) }
+    memory.forget("a")
+    #expect(memory.reply(to: "a") == nil)
+    memory.remember(ack("a"), for: "a")  // into the oldest slot: its own old one
+    #expect(["a", "b", "c"].map { memory.reply(to: $0) } == [ack("a"), ack("b"), ack("c")])
+    memory.forget("b")
+    memory.remember(ack("d"), for: "d")  // into b's old slot
+    memory.remember(ack("b"), for: "b")  // into c's
+    #expect(["a", "b", "c", "d"].map { memory.reply(to: $0) } == [ack("a"), ack("b"), nil, ack("d")])
+  }
+
   /// A full memory of 512 (the server's size) through many evictions: every remembered id is
   /// found with its own answer, every evicted one is gone, and ids never sent are not found.
   @Test func aFullMemoryEvictsExactlyTheOldest() {

@@ -382,10 +382,12 @@ async def sessions_connected(netns, node):
     raise Failure(f"{node.url}/metrics has no dialtone_sessions_connected")
 
 
-async def cluster_of(s, stack, count=3, media=True, extra=(), services=None):
+async def cluster_of(s, stack, count=3, media=True, extra=(), services=None, redis_via_proxy=()):
     """Three nodes, PostgreSQL and Redis in a MediaNamespace (for CLI peers), or on this host's
     loopback (`media=False`, for raw protocol clients). `services`, a dict, gets the PostgreSQL and
-    Redis servers."""
+    Redis servers, and the TCP forwarder to Redis (a `Balancer` of one) of each node whose index is
+    in `redis_via_proxy` (one Redis only), under `("redis proxy", index)`: frozen with SIGSTOP, it
+    holds what that node sends to Redis."""
     ns = stack(await MediaNamespace().start()) if media else None
     netns = ns.NS if ns else None
     postgres = stack(await ScratchPostgres(s, netns).start())
@@ -395,7 +397,14 @@ async def cluster_of(s, stack, count=3, media=True, extra=(), services=None):
         services.update(postgres=postgres, redis=redis)
     nodes = []
     for index in range(count):
-        node = Server(s, netns=netns, extra=["--database-url", postgres.url, "--redis-url", redis.url,
+        redis_url = redis.url
+        if index in redis_via_proxy:
+            check(kind is ScratchRedis, "a proxy to a Redis Cluster")
+            proxy = stack(await Balancer(s, netns, [redis.port]).start())
+            redis_url = f"redis://127.0.0.1:{proxy.port}"
+            if services is not None:
+                services[("redis proxy", index)] = proxy
+        node = Server(s, netns=netns, extra=["--database-url", postgres.url, "--redis-url", redis_url,
                                              "--node-name", f"n{index + 1}", "--log-level",
                                              os.environ.get("DIALTONE_E2E_CLUSTER_LOG", "info"), *extra])
         # Each node its own data directory (the shared state is in PostgreSQL and Redis).
@@ -516,10 +525,61 @@ async def the_caller_node_killed_mid_trickle_every_candidate_arrives_once_in_ord
     Alice reconnects through the balancer and resumes her session on the other node (resumed, not
     resync), re-sending what was unanswered; the call is taken over from the shared journal. Each
     side gets every candidate of the other exactly once, in order, and no seq is skipped."""
-    _, nodes = await cluster_of(s, stack, media=False, extra=DRIVER_FLAGS)
+    await _killed_mid_trickle(s, stack, extra=(), twice_allowed=False)
+
+
+@scenario
+@time_limit(120)
+async def the_caller_node_killed_mid_trickle_in_write_behind_every_candidate_arrives_in_order(s, stack):
+    """The same with `--cluster-sessions write-behind` (issue 41 item 4, point 8): the killed node
+    held Alice's session and numbered it itself, writing candidates before storing them; Bob's
+    candidates for her that it had not stored wait as letters in its inbox for her resume on
+    node 3, which numbers them after her own seq. Every candidate arrives, in order of first
+    arrival, with no seq skipped; one may arrive twice."""
+    await _killed_mid_trickle(s, stack, extra=("--cluster-sessions", "write-behind", "--batch-window-ms", "10"),
+                              twice_allowed=True)
+
+
+@scenario
+@time_limit(120)
+async def the_callee_node_killed_mid_trickle_in_write_behind_applies_each_letter_once(s, stack):
+    """Write-behind (issue 41 item 4, point 8): Bob behind a balancer over nodes 1 and 3, Alice on
+    node 2, whose node runs the call and leaves Alice's candidates for Bob unnumbered in his node's
+    inbox. Bob's node is killed -9 mid trickle; its heartbeat still counts it alive (`--node-expiry
+    10`) when Bob resumes on node 3, which applies the letters his dead node had not stored. Every
+    candidate arrives in order of first arrival with no seq skipped; after his resume none arrives
+    twice (only one his dead node wrote before storing it may come again)."""
+    await _killed_mid_trickle(s, stack, extra=("--cluster-sessions", "write-behind", "--batch-window-ms", "10",
+                                               "--node-expiry", "10"),
+                              twice_allowed=True, victim="callee")
+
+
+@scenario
+@time_limit(150)
+async def a_write_behind_node_frozen_past_its_lease_while_its_session_resumes_elsewhere_repeats_nothing(s, stack):
+    """Write-behind: Bob behind a balancer over nodes 1 and 3, Alice on node 2. Mid trickle, Bob's
+    node is frozen (SIGSTOP); Bob drops his socket and resumes on node 3, which takes his session
+    over (its epoch moves on) and the letters his frozen node had not stored. The frozen node is
+    thawed past its lease: it finds its lease stale and closes its sockets, a batch it had queued
+    before the freeze, if any, is refused by Redis (printed: the freeze rarely catches one; the
+    deterministic case is WriteBehindClusterTests), and it neither sends on nor stores anything of
+    Bob's session. Every
+    candidate arrives in order of first arrival with no seq skipped; after Bob's resume none
+    arrives twice."""
+    await _killed_mid_trickle(s, stack, extra=("--cluster-sessions", "write-behind", "--batch-window-ms", "10"),
+                              twice_allowed=True, victim="callee", freeze=True)
+
+
+async def _killed_mid_trickle(s, stack, extra, twice_allowed, victim="caller", freeze=False):
+    services = {}
+    _, nodes = await cluster_of(s, stack, media=False, extra=[*DRIVER_FLAGS, *extra], services=services)
     balancer = stack(await Balancer(s, None, [nodes[0].port, nodes[2].port]).start())
-    alice = Session("127.0.0.1", balancer.port, nodes[0].token("alice"), "alice")
-    bob = Session("127.0.0.1", nodes[1].port, nodes[1].token("bob"), "bob")
+    balanced, fixed = ("alice", "bob") if victim == "caller" else ("bob", "alice")
+    sessions = {balanced: Session("127.0.0.1", balancer.port, nodes[0].token(balanced), balanced),
+                fixed: Session("127.0.0.1", nodes[1].port, nodes[1].token(fixed), fixed)}
+    alice, bob = sessions["alice"], sessions["bob"]
+    moving = sessions[balanced]
+    frozen = None
     try:
         await alice.start()
         await bob.start()
@@ -535,41 +595,260 @@ async def the_caller_node_killed_mid_trickle_every_candidate_arrives_once_in_ord
         async def trickle(session, base):
             for n in range(count):
                 reply = await session.request({"type": "candidate", "callId": call,
-                                               "candidate": fake_candidate(base + n)}, timeout=40)
+                                               "candidate": fake_candidate(base + n)}, timeout=60)
                 check(is_ack(reply), f"{session.name}'s candidate {n} got {reply}")
                 await asyncio.sleep(0.02)
 
         tasks = [asyncio.create_task(trickle(alice, 1)), asyncio.create_task(trickle(bob, 1001))]
-        await alice.until(lambda: sum(1 for _, m in alice.answers if m.get("type") == "ack") >= 20, 20,
-                          "alice's first candidates answered")
+        await moving.until(lambda: sum(1 for _, m in moving.answers if m.get("type") == "ack") >= 20, 20,
+                           f"{moving.name}'s first candidates answered")
         holding = [n for n in (nodes[0], nodes[2]) if await sessions_connected(None, n) > 0]
-        check(len(holding) == 1, f"alice's session is on {len(holding)} nodes")
-        await holding[0].kill9()
-        await asyncio.wait_for(asyncio.gather(*tasks), 60)
+        check(len(holding) == 1, f"{moving.name}'s session is on {len(holding)} nodes")
+        if freeze:
+            frozen = holding[0]
+            os.kill(frozen.process.proc.pid, signal.SIGSTOP)
+            frozen_at = time.time()
+            # The client notices nothing by itself (the socket stays open): it drops it and resumes
+            # through the balancer (a try on the frozen node gets no welcome and moves on).
+            if moving.ws:
+                moving.ws.close(1001)
+            await moving.until(lambda: len(moving.welcomes) >= 2, 40, f"{moving.name}'s resume elsewhere")
+            # Past its lease: node expiry 3 s, the holder stops at two thirds of it.
+            await asyncio.sleep(max(0.0, frozen_at + 6 - time.time()))
+            os.kill(frozen.process.proc.pid, signal.SIGCONT)
+        elif victim == "callee":
+            # Bob comes back only after a while (a phone switching networks), well within the dead
+            # node's heartbeat: what Alice sends meanwhile waits as letters in the dead node's inbox.
+            moving.port = free_port()
+            await holding[0].kill9()
+            await asyncio.sleep(1.5)
+            moving.port = balancer.port
+        else:
+            await holding[0].kill9()
+        await asyncio.wait_for(asyncio.gather(*tasks), 90)
 
-        check(len(alice.welcomes) >= 2, "alice never reconnected")
-        resumes = [w for _, w in alice.welcomes[1:]]
+        check(len(moving.welcomes) >= 2, f"{moving.name} never reconnected")
+        resumes = [w for _, w in moving.welcomes[1:]]
         check(all(w.get("resumed") and not w.get("resync") for w in resumes),
-              f"alice's session was not resumed: {resumes}")
+              f"{moving.name}'s session was not resumed: {resumes}")
+        resumed_at = moving.welcomes[1][0]
 
-        def candidates_seen(session):
-            return [m["candidate"]["candidate"] for _, m in session.inbox
+        def arrivals(session):
+            return [(t, m["candidate"]["candidate"]) for t, m in session.inbox
                     if m.get("type") == "candidate" and m.get("callId") == call]
 
-        expected_at_bob = [fake_candidate(1 + n)["candidate"] for n in range(count)]
-        expected_at_alice = [fake_candidate(1001 + n)["candidate"] for n in range(count)]
-        await bob.until(lambda: len(candidates_seen(bob)) >= count, 20, "bob's candidates")
-        await alice.until(lambda: len(candidates_seen(alice)) >= count, 20, "alice's candidates")
-        check(candidates_seen(bob) == expected_at_bob, "bob did not get alice's candidates once each, in order")
-        check(candidates_seen(alice) == expected_at_alice, "alice did not get bob's candidates once each, in order")
+        def candidates_seen(session):
+            return [c for _, c in arrivals(session)]
+
+        expected = {"bob": [fake_candidate(1 + n)["candidate"] for n in range(count)],
+                    "alice": [fake_candidate(1001 + n)["candidate"] for n in range(count)]}
+
+        def firsts(seen):
+            # Write-behind: a candidate may arrive twice across a node's death (protocol.md 4.2).
+            return list(dict.fromkeys(seen)) if twice_allowed else seen
+
+        for session in (bob, alice):
+            try:
+                await session.until(lambda: len(firsts(candidates_seen(session))) >= count, 20,
+                                    f"{session.name}'s candidates, each")
+            except Failure:
+                seen = set(candidates_seen(session))
+                missing = [expected[session.name].index(c) for c in expected[session.name] if c not in seen]
+                print(f"  {session.name} missing candidates {missing}; last seq {session.last_seq}", flush=True)
+                port = str(services["redis"].port)
+                meta = subprocess.run(["redis-cli", "-p", port, "HGETALL", f"dt:session:{{{session.session_id}}}:meta"],
+                                      capture_output=True, text=True).stdout
+                print("  meta: " + meta.replace("\n", " "), flush=True)
+                keys = subprocess.run(["redis-cli", "-p", port, "KEYS", "dt:inbox*"], capture_output=True,
+                                      text=True).stdout.split()
+                for key in keys:
+                    entries = subprocess.run(["redis-cli", "-p", port, "XRANGE", key, "-", "+"], capture_output=True,
+                                             text=True).stdout
+                    print(f"  {key}: {entries.count('unnumbered')} unnumbered", flush=True)
+                log = subprocess.run(["redis-cli", "-p", port, "ZRANGE", f"dt:session:{{{session.session_id}}}:log",
+                                      "0", "-1"], capture_output=True, text=True).stdout
+                print("  log: " + log[-600:].replace("\n", " "), flush=True)
+                raise
+            check(firsts(candidates_seen(session)) == expected[session.name],
+                  f"{session.name} did not get the other's candidates once each, in order")
+        # Nothing is applied twice by the nodes that go on: a candidate arrives a second time only
+        # if the node that died (or froze) wrote it before storing it.
+        for session in (bob, alice):
+            later = [c for t, c in arrivals(session) if t >= resumed_at]
+            repeated = sorted({c for c in later if later.count(c) > 1})
+            check(not repeated, f"{session.name} got {len(repeated)} candidate(s) twice after the resume")
         check(not alice.gaps and not bob.gaps, f"seqs skipped: alice {alice.gaps}, bob {bob.gaps}")
+        late = ""
+        if frozen:
+            log = frozen.scratch.file("server.log")
+            await eventually(lambda: "lease lapsed" in open(log, errors="replace").read(), 15,
+                             "the thawed node stopping as its lease lapsed")
+            text = open(log, errors="replace").read()
+            late = "; a batch it had sent was refused" if "Redis refused a batch" in text else \
+                "; it had no batch in flight"
         check(is_ack(await alice.request({"type": "hangup", "callId": call}, timeout=20)), "the hang-up was refused")
         ended = await bob.wait_for_message("call-ended", callId=call, timeout=20)
         check(ended.get("reason") == "hangup", f"bob's call ended with {ended}")
-        print(f"  alice resumed {len(resumes)} time(s), re-sent {alice.resent}; bob re-sent {bob.resent}", flush=True)
+        twice = (len(candidates_seen(alice)) - count, len(candidates_seen(bob)) - count)
+        print(f"  {moving.name} resumed {len(resumes)} time(s), re-sent {moving.resent}; "
+              f"candidates arriving twice: at alice {twice[0]}, at bob {twice[1]}{late}", flush=True)
     finally:
+        if frozen and frozen.process.proc.returncode is None:
+            os.kill(frozen.process.proc.pid, signal.SIGCONT)
         await alice.close()
         await bob.close()
+
+
+@scenario
+@time_limit(240)
+async def write_behind_node_killed_under_a_relayed_load_every_client_resumes_with_nothing_missing(s, stack):
+    """Write-behind under a bench-cluster-like relayed load (issue 41 item 4, point 8): 20 calls,
+    each side trickling 120 candidates paced to 25 a second (up to 1,000 relayed a second in
+    all), one side of each call behind a balancer over nodes 1 and 3 (the caller in even calls,
+    the callee in odd ones), the other on node 2. Mid trickle node 1 is killed -9 while its
+    heartbeat still counts it alive (`--node-expiry 10`) and its clients stay away 1.5 s, so that
+    letters wait in its inbox. Every client that was on it resumes (never resyncs: the resume
+    window is 30 s) on node 3; every candidate arrives in order of first arrival, no seq skipped,
+    and none twice after a resume (only one the dead node wrote before storing it may come
+    again)."""
+    await _under_load(s, stack, extra=("--cluster-sessions", "write-behind", "--batch-window-ms", "10",
+                                       "--node-expiry", "10"))
+
+
+@scenario
+@time_limit(240)
+async def write_behind_node_frozen_under_a_relayed_load_repeats_nothing_and_its_late_batches_are_refused(s, stack):
+    """The same load; node 1 is frozen (SIGSTOP) mid trickle, its path to Redis (a forwarder)
+    frozen a moment before it, so that its last batch is on the way; the balanced clients drop
+    their sockets and resume on node 3 (or on node 3 again); the forwarder is thawed, its batch
+    lands after those resumes and is refused; node 1 is thawed past its lease and stops. Nothing
+    of the sessions it lost is sent on or stored: the same checks as the kill."""
+    await _under_load(s, stack, extra=("--cluster-sessions", "write-behind", "--batch-window-ms", "10"),
+                      freeze=True)
+
+
+async def _under_load(s, stack, extra, freeze=False, pairs=50, count=200, interval=0.02):
+    services = {}
+    _, nodes = await cluster_of(s, stack, media=False, extra=[*DRIVER_FLAGS, *extra], services=services,
+                                redis_via_proxy=(0,) if freeze else ())
+    balancer = stack(await Balancer(s, None, [nodes[0].port, nodes[2].port]).start())
+    calls = []  # (call id, caller, callee, the balanced one)
+    sessions = []
+    victim = nodes[0]
+    try:
+        for index in range(pairs):
+            caller, callee = f"la{index}", f"lb{index}"
+            if index % 2 == 0:
+                alice = Session("127.0.0.1", balancer.port, nodes[0].token(caller), caller)
+                bob = Session("127.0.0.1", nodes[1].port, nodes[1].token(callee), callee)
+                moving = alice
+            else:
+                alice = Session("127.0.0.1", nodes[1].port, nodes[1].token(caller), caller)
+                bob = Session("127.0.0.1", balancer.port, nodes[0].token(callee), callee)
+                moving = bob
+            sessions += [alice, bob]
+            await alice.start()
+            await bob.start()
+            call = f"l-{uuid.uuid4()}"
+            check(is_ack(await alice.request({"type": "invite", "callId": call, "to": callee, "video": False,
+                                               "offer": {"sdp": "v=0\r\n"}})), "an invite was refused")
+            await bob.wait_for_message("invite", callId=call)
+            check(is_ack(await bob.request({"type": "accept", "callId": call, "answer": {"sdp": "v=0\r\n"}})),
+                  "an accept was refused")
+            await alice.wait_for_message("accept", callId=call)
+            calls.append((call, alice, bob, moving))
+        balanced = [m for _, _, _, m in calls]
+        check(await sessions_connected(None, victim) > 0, "no balanced client is on node 1")
+
+        async def trickle(call, session, base):
+            for n in range(count):
+                reply = await session.request({"type": "candidate", "callId": call,
+                                               "candidate": fake_candidate(base + n)}, timeout=90)
+                check(is_ack(reply), f"{session.name}'s candidate {n} got {reply}")
+                await asyncio.sleep(interval)
+
+        started = time.time()
+        tasks = [asyncio.create_task(trickle(call, side, base)) for call, alice, bob, _ in calls
+                 for side, base in ((alice, 1), (bob, 1001))]
+        await balanced[0].until(lambda: sum(1 for _, m in balanced[0].answers if m.get("type") == "ack") >= 40, 30,
+                                "the first candidates answered")
+        if freeze:
+            # Node 1 reaches Redis through a forwarder: frozen a moment before node 1, it holds the
+            # batch node 1 sent last (and anything else it sent), which reaches Redis only when the
+            # forwarder is thawed, after every client resumed elsewhere: late, it must be refused.
+            proxy = services[("redis proxy", 0)].process.proc.pid
+            os.kill(proxy, signal.SIGSTOP)
+            await asyncio.sleep(0.3)
+            os.kill(victim.process.proc.pid, signal.SIGSTOP)
+            frozen_at = time.time()
+            for moving in balanced:
+                if moving.ws:
+                    moving.ws.close(1001)
+            for moving in balanced:
+                await moving.until(lambda m=moving: len(m.welcomes) >= 2, 60, f"{moving.name}'s resume")
+            os.kill(proxy, signal.SIGCONT)
+            await asyncio.sleep(max(0.0, frozen_at + 6 - time.time()))
+            os.kill(victim.process.proc.pid, signal.SIGCONT)
+        else:
+            away = free_port()
+            for moving in balanced:
+                moving.port = away
+            await victim.kill9()
+            await asyncio.sleep(1.5)
+            for moving in balanced:
+                moving.port = balancer.port
+        await asyncio.wait_for(asyncio.gather(*tasks), 150)
+        elapsed = time.time() - started
+        moved = [m for m in balanced if len(m.welcomes) >= 2]
+        check(moved, "no client reconnected")
+        for moving in moved:
+            resumes = [w for _, w in moving.welcomes[1:]]
+            check(all(w.get("resumed") and not w.get("resync") for w in resumes),
+                  f"{moving.name}'s session was not resumed: {resumes}")
+
+        def arrivals(session, call):
+            return [(t, m["candidate"]["candidate"]) for t, m in session.inbox
+                    if m.get("type") == "candidate" and m.get("callId") == call]
+
+        twice = 0
+        for call, alice, bob, moving in calls:
+            expected = {bob.name: [fake_candidate(1 + n)["candidate"] for n in range(count)],
+                        alice.name: [fake_candidate(1001 + n)["candidate"] for n in range(count)]}
+            for session in (alice, bob):
+                await session.until(lambda s_=session: len(set(c for _, c in arrivals(s_, call))) >= count, 30,
+                                    f"{session.name}'s candidates, each")
+                seen = [c for _, c in arrivals(session, call)]
+                check(list(dict.fromkeys(seen)) == expected[session.name],
+                      f"{session.name} did not get the other's candidates in order of first arrival")
+                twice += len(seen) - count
+                resumed_at = moving.welcomes[1][0] if len(moving.welcomes) >= 2 else 0
+                later = [c for t, c in arrivals(session, call) if t >= resumed_at]
+                repeated = sorted({c for c in later if later.count(c) > 1})
+                check(not repeated, f"{session.name} got {len(repeated)} candidate(s) twice after the resume")
+                check(not session.gaps, f"{session.name}'s seqs skipped: {session.gaps}")
+        late = ""
+        if freeze:
+            log = victim.scratch.file("server.log")
+            await eventually(lambda: "lease lapsed" in open(log, errors="replace").read(), 15,
+                             "the thawed node stopping as its lease lapsed")
+            text = open(log, errors="replace").read()
+            check("Redis refused a batch" in text, "node 1's batch held by the frozen forwarder was not refused")
+            late = (f"; node 1 after the thaw: {text.count('Redis refused a batch')} batch(es) refused, "
+                    f"{text.count('lease lapsed')} lease lapse(s) logged")
+        for call, alice, bob, _ in calls:
+            check(is_ack(await alice.request({"type": "hangup", "callId": call}, timeout=30)), "a hang-up was refused")
+            await bob.wait_for_message("call-ended", callId=call, timeout=20)
+        relayed = 2 * pairs * count
+        print(f"  {relayed} candidates relayed in {elapsed:.1f} s ({relayed / elapsed:.0f}/s); "
+              f"{len(moved)} of {len(balanced)} balanced clients reconnected, "
+              f"re-sent {sum(m.resent for m in balanced)}; candidates arriving twice: {twice}{late}", flush=True)
+    finally:
+        if freeze and victim.process.proc.returncode is None:
+            os.kill(victim.process.proc.pid, signal.SIGCONT)
+        if freeze and ("redis proxy", 0) in services:
+            os.kill(services[("redis proxy", 0)].process.proc.pid, signal.SIGCONT)
+        for session in sessions:
+            await session.close()
 
 
 @scenario

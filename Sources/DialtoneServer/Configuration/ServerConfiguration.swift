@@ -20,6 +20,11 @@ public struct ServerConfiguration: Sendable, Equatable {
   /// The node's name in the cluster (its log lines and its keys; a random suffix is added per
   /// start). Nil: the host name.
   public var nodeName: String?
+  /// `--cluster-sessions write-behind`: the node numbers the sessions it holds and stores them
+  /// in batches (incomplete, for measurement: docs/deploy.md). False: store-first.
+  public var writeBehindSessions = false
+  /// How long (ms) write-behind holds frames that may wait for a fuller batch.
+  public var batchWindowMilliseconds = 0
   /// How long a node counts as alive after its last heartbeat (`--node-expiry`); nil: 3 s.
   public var nodeExpirySeconds: Double?
   /// HS256 secret shared with the app's backend. Nil: read or generate `<data-dir>/auth-secret`.
@@ -161,6 +166,29 @@ extension ServerConfiguration {
         throw ConfigurationError("--node-name must be 1-64 letters, digits, '-', '_' or '.'")
       }
       c.nodeName = v
+    },
+    Option(
+      flag: "cluster-sessions",
+      help:
+        "how a cluster stores the sessions a node holds: store-first (default: Redis numbers and stores every message before it is written) or write-behind (INCOMPLETE, for measurement: the node numbers its sessions, writes a relayed candidate at once and stores it after, stores the rest in batches before writing it; every node must run the same mode; one Redis only; see docs/deploy.md for the guarantees it does not keep yet)",
+      repeatable: false
+    ) { c, v throws(ConfigurationError) in
+      switch v {
+      case "store-first": c.writeBehindSessions = false
+      case "write-behind": c.writeBehindSessions = true
+      default: throw ConfigurationError("--cluster-sessions must be store-first or write-behind")
+      }
+    },
+    Option(
+      flag: "batch-window-ms",
+      help:
+        "with --cluster-sessions write-behind: milliseconds relayed candidates and their acks wait for a fuller batch to Redis (default 0; at most 40, the time an ack may wait)",
+      repeatable: false
+    ) { c, v throws(ConfigurationError) in
+      guard let ms = Int(v), ms >= 0, ms <= 40 else {
+        throw ConfigurationError("--batch-window-ms must be 0 to 40")
+      }
+      c.batchWindowMilliseconds = ms
     },
     Option(
       flag: "node-expiry",

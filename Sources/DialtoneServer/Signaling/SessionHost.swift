@@ -241,6 +241,23 @@ final class SessionHost {
     }
   }
 
+  /// A request the cluster's write-behind holder refused whole (too much waits for Redis):
+  /// nothing it caused was sent, so its answer is `rate-limited`, without a `seq` (not stored:
+  /// the session's own frames may be what is over its bound), and the answer remembered for it
+  /// is forgotten, so that the same id sent again is handled afresh (protocol.md §15).
+  func refused(_ requestID: String, of sessionID: String) {
+    guard let session = registry.session(sessionID) else { return }
+    session.forget(requestID)
+    session.sendUnsequenced(
+      .error(
+        .init(
+          replyTo: requestID, code: .rateLimited, message: "too much is waiting for the cluster's store",
+          retryAfterMs: Self.storeBacklogWait)))
+  }
+
+  /// How long a client waits before sending a refused request again: a few of Redis's batches.
+  static let storeBacklogWait: Int64 = 500
+
   /// A gap that the letters did not fill in time: the store is read again from it.
   func checkGap(_ sessionID: String) {
     guard let session = registry.session(sessionID) as? SharedSession else { return }

@@ -182,6 +182,8 @@ public actor SignalingHub {
       sessions.stored(frames)
     case .sessionsBroken(let sessionIDs):
       for id in sessionIDs { sessions.breakSession(id) }
+    case .requestsRefused(let requests):
+      for request in requests { sessions.refused(request.requestID, of: request.sessionID) }
     case .deliveryFailed(let userId):
       sessions.breakSessions(of: userId)
     case .stateLost:

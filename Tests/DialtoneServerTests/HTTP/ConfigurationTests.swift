@@ -1,7 +1,10 @@
 import DialtoneAuth
 import DialtoneCalls
+import DialtoneCluster
 import DialtoneCrypto
 import DialtoneProtocol
+import DialtoneRedis
+import DialtoneSupport
 import Foundation
 import Testing
 
@@ -42,6 +45,68 @@ struct ConfigurationTests {
     #expect(throws: ConfigurationError.self) {
       try ServerConfiguration.parse(arguments: ["--blocked-calls-in-history", "yes"], environment: [:])
     }
+  }
+
+  @Test func clusterSessionsAreStoreFirstUnlessWriteBehindIsAskedFor() throws {
+    let defaults = try ServerConfiguration.parse(arguments: [], environment: [:])
+    #expect(!defaults.writeBehindSessions && defaults.batchWindowMilliseconds == 0)
+    let behind = try ServerConfiguration.parse(
+      arguments: ["--cluster-sessions", "write-behind", "--batch-window-ms", "10"], environment: [:])
+    #expect(behind.writeBehindSessions && behind.batchWindowMilliseconds == 10)
+    let first = try ServerConfiguration.parse(
+      arguments: [], environment: ["DIALTONE_CLUSTER_SESSIONS": "store-first"])
+    #expect(!first.writeBehindSessions)
+    #expect(throws: ConfigurationError.self) {
+      try ServerConfiguration.parse(arguments: ["--cluster-sessions", "behind"], environment: [:])
+    }
+    #expect(throws: ConfigurationError.self) {
+      try ServerConfiguration.parse(arguments: ["--batch-window-ms", "41"], environment: [:])
+    }
+  }
+
+  @Test func writeBehindSessionsAreRefusedOnARedisClusterAtStartUp() async throws {
+    // Nothing is opened before the check: no Redis, PostgreSQL or data directory is needed.
+    for url in [
+      "redis-cluster://127.0.0.1:1", "rediss-cluster://127.0.0.1:1", "redis://127.0.0.1:1,127.0.0.1:2",
+    ] {
+      var configuration = ServerConfiguration()
+      configuration.dataDirectory = NSTemporaryDirectory() + "dialtone-wb-\(UUID().uuidString)"
+      configuration.redisURL = url
+      configuration.writeBehindSessions = true
+      await #expect(throws: ConfigurationError.self) { _ = try await DialtoneServer(configuration: configuration) }
+      do {
+        _ = try DialtoneServer.clusterRedis(configuration)
+        Issue.record("\(url) with write-behind was accepted")
+      } catch {
+        #expect(error.description.contains("--cluster-sessions write-behind needs one Redis"))
+      }
+      #expect(!FileManager.default.fileExists(atPath: configuration.dataDirectory))
+      // Store-first runs on a Redis Cluster.
+      configuration.writeBehindSessions = false
+      #expect(try DialtoneServer.clusterRedis(configuration)?.clusterSeeds != nil)
+    }
+    var one = ServerConfiguration()
+    one.redisURL = "redis://127.0.0.1:6379"
+    one.writeBehindSessions = true
+    #expect(try DialtoneServer.clusterRedis(one)?.clusterSeeds == nil)
+  }
+
+  @Test func aWriteBehindNodesInboxOutlivesTheResumeWindow() throws {
+    var configuration = ServerConfiguration()
+    configuration.redisURL = "redis://127.0.0.1:6379"
+    configuration.resumeWindow = 600
+    let log = Log(level: .error, subsystem: "t")
+    let redis = try #require(try DialtoneServer.clusterRedis(configuration))
+    // Store-first keeps nothing in an inbox for a resume: its expiry stays as it was.
+    #expect(
+      DialtoneServer.clusterSettings(configuration, redis: redis, node: "n", log: log).inboxExpiry == .seconds(120))
+    configuration.writeBehindSessions = true
+    let settings = DialtoneServer.clusterSettings(configuration, redis: redis, node: "n", log: log)
+    #expect(settings.inboxExpiry > settings.sessionExpiry && settings.sessionExpiry > .seconds(600))
+    // A short window keeps the default.
+    configuration.resumeWindow = 30
+    #expect(
+      DialtoneServer.clusterSettings(configuration, redis: redis, node: "n", log: log).inboxExpiry == .seconds(120))
   }
 
   @Test func theGroupInvitePolicyIsAnyMemberUnlessOwnerIsAskedFor() throws {

@@ -1,0 +1,377 @@
+import DialtoneProtocol
+import DialtoneRedis
+import DialtoneSessions
+import DialtoneSupport
+import Foundation
+
+/// Drives a `WriteBehindHolder` on the node (`--cluster-sessions write-behind`): the sessions held
+/// here are numbered by this node, a relayed candidate is written at once and stored after, and
+/// everything else is written once its batch is stored (docs/architecture.md, "Next: write-behind
+/// sessions"). The hub's messages for those sessions come here instead of `SessionLedger`'s
+/// store-first steps; unnumbered letters other nodes left in this node's inbox come from the
+/// inbox reader.
+///
+/// The holder sits behind a lock and is called from the hub's thread, the inbox reader and the
+/// sender (batch results); its effects are applied outside the lock, in the order it returned
+/// them, by whichever caller drains them first (`pump`), because applying a write on the hub's
+/// thread re-enters the hub. Batches run on the link's sender, after the steps the hub flushed
+/// before them: an answer never reaches Redis, hence its client, before what its request caused.
+package final class WriteBehindShell: Sendable {
+  package typealias Instant = ContinuousClock.Instant
+
+  private struct State {
+    var holder: WriteBehindHolder
+    /// The current hub event's frames (submitted whole at its flush).
+    var event: [WriteBehindHolder.Outgoing] = []
+    /// The sessions held here by user and device, for messages the hub addresses to a device.
+    var devices: [String: [String: String]] = [:]
+    var owners: [String: Identity] = [:]
+    /// Effects not yet applied, in order, and whether a caller is applying them.
+    var outbox: [WriteBehindHolder.Effect] = []
+    var pumping = false
+    /// Whether the lease was stale when last looked at (its lapse is logged once).
+    var stale = false
+  }
+
+  private let state: Locked<State>
+  private let node: String
+  private let sender: RedisWorker
+  private let inbox: Locked<(any ClusterInbox)?>
+  /// The link's sessions to make unresumable once Redis answers (`ClusterLink.healPoisoned`).
+  private let poison: Locked<SessionPoison>
+  private let limits: SessionLedger.Limits
+  private let now: @Sendable () -> Instant
+  private let log: Log
+  /// Runs the batch window's wakes and the periodic lease check (`tick`).
+  private let timers = DispatchQueue(label: "dialtone.write-behind.timers")
+  private let ticker: Locked<(any DispatchSourceTimer)?> = Locked(nil)
+  /// Unstored frames the holder kept when the reader last looked (`acceptsLetters`).
+  package var acceptsLetters: Bool { state.withLock { $0.holder.acceptsLetters } }
+
+  /// `now`: the monotonic clock the lease and batch window count by (tests inject theirs).
+  package init(
+    node: String, holder: WriteBehindHolder.Limits, ledger: SessionLedger.Limits, sender: RedisWorker,
+    inbox: Locked<(any ClusterInbox)?>, poison: Locked<SessionPoison> = Locked(SessionPoison()), log: Log,
+    now: @escaping @Sendable () -> Instant = { ContinuousClock.now }
+  ) {
+    self.node = node
+    self.sender = sender
+    self.inbox = inbox
+    self.poison = poison
+    self.limits = ledger
+    let skew = Locked(Duration.zero)
+    self.skew = skew
+    self.now = { now() + skew.current }
+    self.log = log
+    state = Locked(State(holder: WriteBehindHolder(limits: holder, renewedAt: now())))
+  }
+
+  /// How far this node's monotonic clock jumped (tests: a node frozen past its lease).
+  private let skew: Locked<Duration>
+  package func jumpClock(by duration: Duration) { skew.withLock { $0 += duration } }
+
+  /// Checks the lease every `interval` even when nothing happens (a node whose Redis is away
+  /// must still close its sockets in time), and sends a batch that failed again.
+  package func start(checkingEvery interval: Duration) {
+    let timer = DispatchSource.makeTimerSource(queue: timers)
+    let nanoseconds = Self.nanoseconds(interval)
+    timer.schedule(deadline: .now() + .nanoseconds(nanoseconds), repeating: .nanoseconds(max(1_000_000, nanoseconds)))
+    timer.setEventHandler { [weak self] in self?.tick() }
+    timer.resume()
+    ticker.withLock { $0 = timer }
+  }
+
+  package func stop() { ticker.withLock { $0?.cancel() } }
+
+  // MARK: Sessions
+
+  /// Whether the session is held here under write-behind.
+  package func holds(_ session: String) -> Bool { state.withLock { $0.holder.sessions[session] != nil } }
+
+  /// This node won the session at `epoch` (an open or resume); numbering goes on after `lastSeq`,
+  /// the last seq Redis has; a resume's `letters` (its previous holder's, unstored) come first,
+  /// and the reader's copies of letters up to `lettersAfter` are not numbered again
+  /// (`WriteBehindHolder.hold`). False when the node's lease is stale: it takes no session then.
+  package func hold(
+    _ session: String, of identity: Identity, epoch: UInt64, lastSeq: UInt64, onces: [String] = [],
+    lettersAfter: String? = nil, letters: [WriteBehindHolder.Outgoing] = []
+  ) -> Bool {
+    let held = state.withLock { state in
+      let effects = state.holder.hold(
+        session, epoch: epoch, lastSeq: lastSeq, onces: onces, lettersAfter: lettersAfter, letters: letters,
+        now: now())
+      state.outbox += effects
+      guard state.holder.sessions[session] != nil else { return false }
+      if let old = state.owners[session] { state.devices[old.userId]?[old.deviceId] = nil }
+      state.owners[session] = identity
+      state.devices[identity.userId, default: [:]][identity.deviceId] = session
+      return true
+    }
+    pump()
+    // Called on the sender, in the open's job, which hands the hub its answer last: a job queued
+    // now runs after the hub has it.
+    if held, !sender.submit({ [weak self] _ in self?.announced(session, epoch: epoch) }) {
+      announced(session, epoch: epoch)
+    }
+    return held
+  }
+
+  private func announced(_ session: String, epoch: UInt64) {
+    state.withLock { $0.outbox += $0.holder.announced(session, epoch: epoch) }
+    pump()
+  }
+
+  /// The session ended here, or closed: nothing more of it is numbered here (what this node's
+  /// clients sent it that Redis does not have goes where it is now: `WriteBehindHolder.release`).
+  package func release(_ session: String) {
+    state.withLock { state in
+      state.outbox += state.holder.release(session)
+      Self.forget(session, &state)
+    }
+    pump()
+  }
+
+  private static func forget(_ session: String, _ state: inout State) {
+    guard let who = state.owners.removeValue(forKey: session) else { return }
+    if state.devices[who.userId]?[who.deviceId] == session { state.devices[who.userId]?[who.deviceId] = nil }
+    if state.devices[who.userId]?.isEmpty == true { state.devices[who.userId] = nil }
+  }
+
+  /// The user's sessions held here that a message for `device` (every device when nil) but
+  /// `skipping` goes to: device and session.
+  package func sessions(of userId: String, device: String?, skipping: Set<String>) -> [(String, String)] {
+    state.withLock { state in
+      guard let devices = state.devices[userId] else { return [] }
+      if let device { return devices[device].map { [(device, $0)] } ?? [] }
+      return devices.filter { !skipping.contains($0.key) }.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+    }
+  }
+
+  // MARK: Frames
+
+  /// A frame of the hub's current event for a session held here.
+  package func add(_ outgoing: WriteBehindHolder.Outgoing) { state.withLock { $0.event.append(outgoing) } }
+
+  /// The hub's event is over: its frames are numbered together, or refused together. A relayed
+  /// candidate's request whose event was refused because too much waits for Redis is answered
+  /// `rate-limited` by the hub (`requestsRefused`: it sends it again, and its peers get what it
+  /// causes then); any other request refused so changed the call's state already, so its
+  /// sessions resync (made unresumable once Redis answers, `poison`, and closed); an event that
+  /// answered nobody, or one refused because this node's lease lapsed, closes its sessions (their
+  /// clients resume elsewhere or later).
+  package func flush() {
+    let (closing, refused) = state.withLock { state -> ([String], [RefusedRequest]) in
+      guard !state.event.isEmpty else { return ([], []) }
+      let event = state.event
+      state.event.removeAll(keepingCapacity: true)
+      let submitted = state.holder.submit(event, now: now())
+      state.outbox += submitted.effects
+      guard let refusal = submitted.refusal else { return ([], []) }
+      if !submitted.resyncing.isEmpty {
+        poison.withLock { for session in submitted.resyncing { $0.add(session: session) } }
+        return (submitted.resyncing, [])
+      }
+      let requests = event.compactMap { outgoing in
+        outgoing.requestID.map { RefusedRequest(sessionID: outgoing.session, requestID: $0) }
+      }
+      if refusal == .backlog, !requests.isEmpty { return ([], requests) }
+      let requesters = Set(requests.map(\.sessionID))
+      return ((requesters.isEmpty ? Set(event.map(\.session)) : requesters).sorted(), [])
+    }
+    if !refused.isEmpty {
+      log.warning("\(refused.count) request(s) answered rate-limited: too much waits for Redis")
+      inbox.current?.receive(.requestsRefused(refused))
+    }
+    if !closing.isEmpty {
+      log.warning(
+        "\(closing.count) session(s) closed: too much waits for Redis (they resync if their request was handled), or this node's lease lapsed"
+      )
+      inbox.current?.receive(.sessionsBroken(closing))
+    }
+    pump()
+  }
+
+  /// An unnumbered letter another node stored in this node's inbox at `position`.
+  package func letter(_ outgoing: WriteBehindHolder.Outgoing, position: String) {
+    state.withLock { state in
+      state.outbox += state.holder.letter(outgoing, position: position, now: now())
+    }
+    pump()
+  }
+
+  /// How far the inbox may be trimmed once read through `read` (nil: not at all): never past a
+  /// letter not stored yet, nor one retained for a session this node lost, which whoever resumes
+  /// the session reads from the inbox (`SessionLedger.resumeHolding`). With `redis`, retained
+  /// letters whose resume has happened are let go first.
+  package func trimPoint(read: String, _ redis: (any RedisClient)? = nil) throws(RedisError) -> String? {
+    if let redis { try releaseRetained(redis) }
+    let (keeps, dropped) = state.withLock { ($0.holder.keepsFrom, $0.holder.retainedDropped) }
+    if dropped > reportedDrops.current {
+      reportedDrops.withLock { $0 = dropped }
+      log.error("\(dropped) retained letter(s) left the inbox over the bound: a resume may miss them")
+    }
+    guard let keeps else { return read }
+    guard let before = keeps.predecessor else { return nil }
+    guard let read = InboxPosition(read) else { return before.description }
+    return min(read, before).description
+  }
+
+  private let reportedDrops = Locked(0)
+
+  /// At most this many sessions' retained letters are checked per trim.
+  private static let releaseBatch = 256
+
+  /// A retained letter may leave the inbox once the session's resume read it (its holder is
+  /// another node now, or its stored letter position, `lp`, is at or past it: a resume here, or
+  /// a batch), or the session is gone. Only letters retained before the read are let go: one
+  /// retained since may have arrived after a resume here that this node has not held yet.
+  private func releaseRetained(_ redis: any RedisClient) throws(RedisError) {
+    let retained = state.withLock { $0.holder.retained }
+    guard !retained.isEmpty else { return }
+    var sessions: [String] = []
+    var seen: Set<String> = []
+    for entry in retained where seen.insert(entry.outgoing.session).inserted {
+      sessions.append(entry.outgoing.session)
+      if sessions.count == Self.releaseBatch { break }
+    }
+    let replies = try redis.pipeline(sessions.map { ["HMGET", SessionLedger.keys($0).meta, "owner", "lp"] })
+      .throwingFirstError()
+    var done: [String: InboxPosition?] = [:]  // a session's letters through the position, or all (nil)
+    for (session, reply) in zip(sessions, replies) {
+      guard let fields = reply.elements, fields.count == 2 else { throw .unexpectedReply(reply) }
+      guard let owner = fields[0].string, owner == node else {
+        done[session] = .some(nil)
+        continue
+      }
+      if let position = fields[1].string.flatMap(InboxPosition.init) { done[session] = position }
+    }
+    var release: Set<InboxPosition> = []
+    for entry in retained {
+      guard let through = done[entry.outgoing.session] else { continue }
+      if through.map({ entry.position <= $0 }) ?? true { release.insert(entry.position) }
+    }
+    if !release.isEmpty { state.withLock { $0.holder.forget(retained: release) } }
+  }
+
+  // MARK: The lease and the clock
+
+  /// A heartbeat sent at `sentAt` succeeded (`ClusterHousekeeping`).
+  package func leaseRenewed(sentAt: Instant) {
+    state.withLock { $0.outbox += $0.holder.leaseRenewed(sentAt: sentAt, now: now()) }
+    pump()
+  }
+
+  package func tick() {
+    state.withLock { $0.outbox += $0.holder.tick(now: now()) }
+    pump()
+  }
+
+  // MARK: Applying effects
+
+  /// Applies the effects waiting, in order; a caller that finds another applying them leaves them
+  /// to it.
+  private func pump() {
+    let lapsed = state.withLock { state -> Bool in
+      let stale = state.holder.lease == .stale
+      defer { state.stale = stale }
+      return stale && !state.stale
+    }
+    if lapsed { log.warning("this node's lease lapsed: it stopped writing and closed the sessions it held") }
+    let begun = state.withLock { state -> Bool in
+      guard !state.pumping, !state.outbox.isEmpty else { return false }
+      state.pumping = true
+      return true
+    }
+    guard begun else { return }
+    while true {
+      let effects = state.withLock { state -> [WriteBehindHolder.Effect] in
+        defer { state.outbox.removeAll(keepingCapacity: true) }
+        if state.outbox.isEmpty { state.pumping = false }
+        return state.outbox
+      }
+      guard !effects.isEmpty else { return }
+      apply(effects)
+    }
+  }
+
+  private func apply(_ effects: [WriteBehindHolder.Effect]) {
+    var writes: [StoredFrame] = []
+    var closed: [String] = []
+    var unheld: [SessionLedger.Step] = []
+    // Writes and closes go to the hub together, and before a store that follows them, in order.
+    func hand() {
+      if !writes.isEmpty { inbox.current?.receive(.framesStored(writes)) }
+      if !closed.isEmpty { inbox.current?.receive(.sessionsBroken(closed)) }
+      if !unheld.isEmpty { storeUnheld(unheld) }
+      (writes, closed, unheld) = ([], [], [])
+    }
+    for effect in effects {
+      switch effect {
+      case .write(let session, let seq, let bytes):
+        writes.append(StoredFrame(sessionID: session, seq: seq, bytes: bytes))
+      case .close(let session, let why):
+        state.withLock { Self.forget(session, &$0) }
+        log.info("session \(session) closes here (\(why)): its client resumes", sessionId: session)
+        closed.append(session)
+      case .unheld(let outgoing):
+        unheld.append(
+          .append(outgoing.frame, session: outgoing.session, requestID: outgoing.requestID, once: outgoing.once))
+      case .store(let batch):
+        hand()
+        store(batch)
+      case .wake(let at):
+        let nanoseconds = Self.nanoseconds(at - now())
+        timers.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [weak self] in self?.tick() }
+      }
+    }
+    hand()
+  }
+
+  /// A dispatch delay (never negative).
+  private static func nanoseconds(_ duration: Duration) -> Int {
+    max(0, Int(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000))
+  }
+
+  /// Frames for sessions no longer held here go where the session is now, as other nodes send
+  /// theirs (`SessionLedger`'s append: an unnumbered letter to a write-behind holder), on the
+  /// sender, before any later batch.
+  private func storeUnheld(_ steps: [SessionLedger.Step]) {
+    let (node, limits, log) = (node, limits, log)
+    let queued = sender.submit { connection in
+      guard let connection else {
+        return log.error("\(steps.count) frame(s) of a session taken over are lost: no Redis")
+      }
+      do {
+        _ = try SessionLedger(connection, limits: limits).run(steps, from: node)
+      } catch {
+        log.error("\(steps.count) frame(s) of a session taken over could not be stored: \(error)")
+      }
+    }
+    if !queued { log.error("\(steps.count) frame(s) of a session taken over are lost: the sender is full") }
+  }
+
+  private func store(_ batch: WriteBehindBatch) {
+    let (node, limits) = (node, limits)
+    let queued = sender.submit { [weak self] connection in
+      guard let self else { return }
+      do throws(RedisError) {
+        guard let connection else { throw RedisError.connectionFailed(message: "not connected") }
+        let refused = try WriteBehindStore(connection, limits: limits).store(batch, from: node)
+        if !refused.isEmpty {
+          // (Also when the holder ignores the answer: a batch sent before its lease went stale.)
+          log.warning(
+            "Redis refused a batch's frames for \(refused.count) session(s) "
+              + "(\(refused.values.filter { $0 == .superseded }.count) taken by another node)")
+        }
+        state.withLock { $0.outbox += $0.holder.batchStored(batch.number, refused: refused, now: now()) }
+      } catch {
+        log.error("a batch of \(batch.frameCount) frame(s) could not be stored (\(error)): sent again")
+        state.withLock { $0.outbox += $0.holder.batchFailed(batch.number, now: now()) }
+      }
+      pump()
+    }
+    if !queued {
+      state.withLock { $0.outbox += $0.holder.batchFailed(batch.number, now: now()) }
+    }
+  }
+}

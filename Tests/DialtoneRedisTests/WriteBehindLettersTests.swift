@@ -1,0 +1,270 @@
+import DialtoneCluster
+import DialtoneProtocol
+import DialtoneRedis
+import DialtoneSupport
+import DialtoneTestSupport
+import Foundation
+import Testing
+
+extension RedisTests {
+  /// Messages other nodes produce for a write-behind holder's sessions (`SessionLedger`'s append
+  /// step on a session `WriteBehindStore.claim` marked).
+  @Suite struct WriteBehindLetters {
+    private func frame(_ n: Int) -> SessionLedger.Frame {
+      .init(head: Array(#"{"seq":"#.utf8), tail: Array(#","type":"ice","n":\#(n)}"#.utf8))
+    }
+
+    @Test func aLiveHolderGetsTheMessageUnnumberedAndNothingIsAppended() throws {
+      let redis = try SharedRedis.client()
+      defer { redis.close() }
+      let limits = SessionLedger.Limits(expiry: .seconds(60))
+      let ledger = SessionLedger(redis, limits: limits)
+      let (id, holder, producer) = ("s_" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString)
+      try ClusterPresence(redis, nodeExpiry: .seconds(60)).heartbeat(holder)
+      let epoch = try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
+      #expect(try WriteBehindStore(redis, limits: limits).claim(id, epoch: epoch) == .init(lastSeq: 0))
+      #expect(try WriteBehindStore(redis, limits: limits).claim(id, epoch: epoch + 1) == nil)
+      #expect(try ledger.append(frame(1), to: id, from: producer, requestID: "r\"1") == .sent(seq: 0))
+      let letters = try NodeMailbox(redis, capacity: 100, expiry: .seconds(60)).receive(
+        holder, after: "0", limit: 10, timeout: .milliseconds(10))
+      let decoded = try letters.map { try UnnumberedLetter.decode($0.payload) }
+      #expect(decoded == [UnnumberedLetter(session: id, frame: frame(1), requestID: "r\"1")])
+      #expect(try ledger.range(id, after: 0) == .messages([]))
+    }
+
+    @Test func aDeadHoldersSessionGetsALetterNotASeqItsHolderMayHaveWritten() throws {
+      let redis = try SharedRedis.client()
+      defer { redis.close() }
+      let limits = SessionLedger.Limits(expiry: .seconds(60))
+      let ledger = SessionLedger(redis, limits: limits)
+      let (id, holder, producer) = ("s_" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString)
+      let epoch = try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
+      _ = try WriteBehindStore(redis, limits: limits).claim(id, epoch: epoch)
+      // The holder wrote its client a candidate at seq 1 it had not stored, and died (no
+      // heartbeat). Redis numbering the message would give it seq 1 too, which the client
+      // resumes past: it goes into the dead holder's inbox unnumbered instead.
+      #expect(try ledger.append(frame(1), to: id, from: producer, once: "k1") == .kept(seq: 0))
+      let resumed = try ledger.resumeHolding(
+        id, userId: "alice", deviceId: "phone", from: 1, node: producer, allowingAhead: 8)
+      guard case .resumed(let taken) = resumed else {
+        Issue.record("not resumed: \(resumed)")
+        return
+      }
+      #expect(taken.lastSeq == 1 && taken.pending == [])
+      // The resuming node numbers it after the client's seq.
+      #expect(taken.letters == [UnnumberedLetter(session: id, frame: frame(1), requestID: nil, once: "k1")])
+    }
+
+    @Test func aResumeTakesTheLettersALiveHolderHadNotStoredInOrderAndItsLateBatchChangesNothing() throws {
+      let redis = try SharedRedis.client()
+      defer { redis.close() }
+      let limits = SessionLedger.Limits(expiry: .seconds(60))
+      let (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
+      let (id, other) = ("s_" + UUID().uuidString, "s_" + UUID().uuidString)
+      let (holder, producer, successor) = ("n-" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString)
+      // The holder is alive (its heartbeat fresh): a node killed -9 counts so for `--node-expiry`.
+      try ClusterPresence(redis, nodeExpiry: .seconds(60)).heartbeat(holder)
+      let epoch = try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
+      _ = try store.claim(id, epoch: epoch)
+      let otherEpoch = try ledger.open(other, userId: "bob", deviceId: "phone", node: holder)
+      _ = try store.claim(other, epoch: otherEpoch)
+      for n in 1...5 { #expect(try ledger.append(frame(n), to: id, from: producer) == .sent(seq: 0)) }
+      #expect(try ledger.append(frame(50), to: other, from: producer) == .sent(seq: 0))
+      let inbox = try NodeMailbox(redis, capacity: 100, expiry: .seconds(60)).receive(
+        holder, after: "0", limit: 10, timeout: .milliseconds(10))
+      #expect(inbox.count == 6)
+      // The holder stored the first two letters (its batch recorded the second's position).
+      let stored = WriteBehindBatch(
+        number: 1,
+        sessions: [
+          .init(
+            id: id, epoch: epoch,
+            frames: [.init(seq: 1, bytes: frame(1).bytes(seq: 1)), .init(seq: 2, bytes: frame(2).bytes(seq: 2))],
+            letterPosition: inbox[1].id)
+        ])
+      #expect(try store.store(stored, from: holder) == [:])
+      // The device resumes on another node while the holder still counts alive: the three
+      // letters it had not stored come with the resume, in order, and no other session's.
+      guard
+        case .resumed(let taken) = try ledger.resumeHolding(
+          id, userId: "alice", deviceId: "phone", from: 2, node: successor, allowingAhead: 8)
+      else {
+        Issue.record("not resumed")
+        return
+      }
+      #expect(taken.lastSeq == 2)
+      #expect(taken.letters.map(\.frame) == [frame(3), frame(4), frame(5)])
+      #expect(taken.lettersAfter == "0-0")  // the successor's inbox is empty
+      // The session is numbered by its new holder from now on: a message goes to its inbox.
+      try ClusterPresence(redis, nodeExpiry: .seconds(60)).heartbeat(successor)
+      #expect(try ledger.append(frame(6), to: id, from: producer) == .sent(seq: 0))
+      // The old holder's late batch (the third letter, numbered before it learnt) is refused and
+      // does not move the position: a second resume takes exactly what came since.
+      let late = WriteBehindBatch(
+        number: 2,
+        sessions: [
+          .init(
+            id: id, epoch: epoch, frames: [.init(seq: 3, bytes: frame(3).bytes(seq: 3))], letterPosition: inbox[2].id)
+        ])
+      #expect(try store.store(late, from: holder) == [id: .superseded])
+      guard
+        case .resumed(let again) = try ledger.resumeHolding(
+          id, userId: "alice", deviceId: "phone", from: 2, node: producer, allowingAhead: 8)
+      else {
+        Issue.record("not resumed again")
+        return
+      }
+      #expect(again.letters.map(\.frame) == [frame(6)])
+    }
+
+    @Test func aFullInboxHasRedisNumberPastWhatTheHolderMayHaveWritten() throws {
+      let redis = try SharedRedis.client()
+      defer { redis.close() }
+      let limits = SessionLedger.Limits(capacity: 16, expiry: .seconds(60), inboxCapacity: 1)
+      let ledger = SessionLedger(redis, limits: limits)
+      let (id, holder, producer) = ("s_" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString)
+      try ClusterPresence(redis, nodeExpiry: .seconds(60)).heartbeat(holder)
+      let epoch = try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
+      _ = try WriteBehindStore(redis, limits: limits).claim(id, epoch: epoch)
+      #expect(try ledger.append(frame(1), to: id, from: producer) == .sent(seq: 0))
+      // The inbox is full: Redis numbers it, past the 16 / 4 seqs the holder may have written
+      // unstored, under a new epoch (the holder's batches are refused from now on).
+      #expect(try ledger.append(frame(2), to: id, from: producer) == .kept(seq: 5))
+      let batch = WriteBehindBatch(
+        number: 1, sessions: [.init(id: id, epoch: epoch, frames: [.init(seq: 1, bytes: frame(9).bytes(seq: 1))])])
+      #expect(try WriteBehindStore(redis, limits: limits).store(batch, from: holder) == [id: .superseded])
+      // A client behind the skip resyncs (it may lack candidates nobody can replay); one at its
+      // end goes on with the message.
+      #expect(try ledger.resume(id, userId: "alice", deviceId: "phone", from: 1, node: producer) == .resync)
+      guard
+        case .resumed(5, _, let pending, _) = try ledger.resume(
+          id, userId: "alice", deviceId: "phone", from: 4, node: producer)
+      else {
+        Issue.record("not resumed at 5")
+        return
+      }
+      #expect(pending == [.init(sessionID: id, seq: 5, bytes: frame(2).bytes(seq: 5))])
+    }
+
+    @Test func aFrameAHolderStoredWithItsOnceKeyRefusesLaterCopiesAndIsLoadedByTheNextHolder() throws {
+      let redis = try SharedRedis.client()
+      defer { redis.close() }
+      let limits = SessionLedger.Limits(expiry: .seconds(60))
+      let (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
+      let (id, holder, producer) = ("s_" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString)
+      try ClusterPresence(redis, nodeExpiry: .seconds(60)).heartbeat(holder)
+      let epoch = try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
+      _ = try store.claim(id, epoch: epoch)
+      // A letter's key is not remembered while it is unstored: a second letter is left too (the
+      // holder drops it itself), and so is the first sent on by a holder whose batch was refused.
+      #expect(try ledger.append(frame(1), to: id, from: producer, once: "letter-key") == .sent(seq: 0))
+      #expect(try ledger.append(frame(1), to: id, from: producer, once: "letter-key") == .sent(seq: 0))
+      // The holder numbered an invite itself: once stored, another node's copy is refused.
+      let batch = WriteBehindBatch(
+        number: 1,
+        sessions: [
+          .init(id: id, epoch: epoch, frames: [.init(seq: 1, bytes: frame(2).bytes(seq: 1), once: "stored-key")])
+        ])
+      #expect(try store.store(batch, from: holder) == [:])
+      #expect(try ledger.append(frame(3), to: id, from: producer, once: "stored-key") == .duplicate)
+      // The session's next holder loads the stored frame's key, not the letters' (which it is to
+      // number itself if they are still unnumbered: `SessionLedger.resumeHolding`).
+      guard
+        case .resumed(_, let next, _, _) = try ledger.resume(
+          id, userId: "alice", deviceId: "phone", from: 1, node: producer)
+      else {
+        Issue.record("not resumed")
+        return
+      }
+      #expect(try store.claim(id, epoch: next) == .init(lastSeq: 1, onces: ["stored-key"]))
+    }
+
+    @Test func aRelayedCandidateInALetterIsWrittenAtOnceAndAnAnswerIsStoredFirst() {
+      let message = ServerMessage.candidate(
+        .init(callId: "c1", from: Peer(userId: "alice", deviceId: "phone"), candidate: IceCandidate(candidate: "x")))
+      let relayed = UnnumberedLetter(session: "s1", frame: ClusterLink.frame(message), requestID: nil)
+      #expect(ClusterLink.outgoing(relayed).kind == .candidate)
+      let answer = UnnumberedLetter(
+        session: "s1", frame: ClusterLink.frame(.ack(.init(replyTo: "r1", callId: "c1"))), requestID: "r1")
+      #expect(ClusterLink.outgoing(answer).kind == .storeFirst)
+    }
+
+    /// A shell whose batches go to `connect`'s Redis.
+    private func shell(_ connect: @escaping @Sendable () throws(RedisError) -> any RedisClient) -> WriteBehindShell {
+      let sender = RedisWorker(name: "test-sender", maxQueued: 16, connect: connect)
+      return WriteBehindShell(
+        node: "n-" + UUID().uuidString, holder: .init(lease: .seconds(60), margin: .seconds(1)),
+        ledger: .init(expiry: .seconds(60)), sender: sender, inbox: Locked(nil), log: Log(level: .error, subsystem: "t")
+      )
+    }
+
+    @Test func theInboxIsTrimmedOnlyThroughTheLettersRedisStoredOrAResumeRead() async throws {
+      let outgoing = WriteBehindHolder.Outgoing(session: "s-not-here", frame: frame(1), kind: .candidate)
+      // Nothing handed to the holder: the inbox is trimmed as far as it was read.
+      let failing = shell { () throws(RedisError) in throw .connectionFailed(message: "down") }
+      #expect(try failing.trimPoint(read: "5-0") == "5-0")
+      // A letter for a session not held here stays for that session's resume, and what follows.
+      failing.letter(outgoing, position: "3-0")
+      #expect(try failing.trimPoint(read: "5-0") == "2-18446744073709551615")
+      // Once Redis says the session is gone (or resumed: another owner, or its position past the
+      // letter), it may go.
+      let redis = try SharedRedis.client()
+      defer { redis.close() }
+      #expect(try failing.trimPoint(read: "5-0", redis) == "5-0")
+    }
+
+    @Test func aRequestRefusedOverTheNodesBoundThatMovedTheCallOnResyncsItsSessions() {
+      final class Hub: ClusterInbox, Sendable {
+        let broken = Locked<[String]>([])
+        let refused = Locked<[String]>([])
+        func receive(_ event: ClusterEvent) {
+          switch event {
+          case .sessionsBroken(let ids): broken.withLock { $0 += ids }
+          case .requestsRefused(let requests): refused.withLock { $0 += requests.map(\.requestID) }
+          default: break
+          }
+        }
+      }
+      let hub = Hub()
+      let poison = Locked(SessionPoison())
+      // Redis is away: nothing is stored, so what is numbered stays (53 bytes a frame held).
+      let sender = RedisWorker(name: "test-sender", maxQueued: 16) { () throws(RedisError) in
+        throw .connectionFailed(message: "down")
+      }
+      let shell = WriteBehindShell(
+        node: "n-" + UUID().uuidString,
+        holder: .init(lease: .seconds(60), margin: .seconds(1), maxNodeBytes: 120),
+        ledger: .init(expiry: .seconds(60)), sender: sender, inbox: Locked<(any ClusterInbox)?>(hub), poison: poison,
+        log: Log(level: .error, subsystem: "t"))
+      for (session, user) in [("s-alice", "alice"), ("s-bob", "bob")] {
+        #expect(shell.hold(session, of: Identity(userId: user, deviceId: "phone", name: nil), epoch: 1, lastSeq: 0))
+      }
+      shell.add(.init(session: "s-bob", frame: frame(1), kind: .candidate))
+      shell.add(.init(session: "s-alice", frame: frame(2), kind: .candidate))
+      shell.flush()
+      // A relayed candidate over the bound: answered rate-limited, nothing resyncs.
+      shell.add(.init(session: "s-bob", frame: frame(3), kind: .candidate))
+      shell.add(.init(session: "s-alice", frame: frame(4), kind: .storeFirst, requestID: "m3"))
+      shell.flush()
+      #expect(hub.refused.current == ["m3"] && hub.broken.current.isEmpty && poison.current.isEmpty)
+      // An accept over the bound: handled already, so both sessions are made unresumable (once
+      // Redis answers) and closed; the requester is not asked to send it again.
+      shell.add(.init(session: "s-bob", frame: frame(5), kind: .storeFirst))
+      shell.add(.init(session: "s-alice", frame: frame(6), kind: .storeFirst, requestID: "a1"))
+      shell.flush()
+      #expect(hub.refused.current == ["m3"])
+      #expect(hub.broken.current == ["s-alice", "s-bob"])
+      #expect(poison.current.sessions == ["s-alice", "s-bob"])
+      sender.close()
+    }
+
+    @Test func anUnnumberedLetterDecodesAsEncodedAndOthersAreNotIt() throws {
+      let letter = UnnumberedLetter(session: "s1", frame: frame(3), requestID: nil)
+      #expect(try UnnumberedLetter.decode(letter.encoded) == letter)
+      #expect(try UnnumberedLetter.decode(ClusterLetterCodec.encode(.broken(sessionID: "s1"))) == nil)
+      #expect(throws: ClusterLetterCodec.Malformed.self) {
+        try UnnumberedLetter.decode(Array(#"{"k":"unnumbered","s":"s1","r":5,"h":9}"#.utf8) + [10, 65])
+      }
+    }
+  }
+}

@@ -1,0 +1,342 @@
+import DialtoneCluster
+import DialtoneProtocol
+import DialtoneRedis
+import DialtoneTestSupport
+import Foundation
+import Testing
+
+@testable import DialtoneServer
+
+private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n")
+
+/// A cluster whose nodes run `--cluster-sessions write-behind`.
+private func writeBehindCluster(_ count: Int = 3) async throws -> TestCluster {
+  try await TestCluster.start(count) { $0.writeBehindSessions = true }
+}
+
+/// Alice on `aliceNode` calls Bob on `bobNode`, who answers.
+private func answeredCall(_ cluster: TestCluster, alice aliceNode: Int, bob bobNode: Int) async throws -> (
+  SignalingProbe, SignalingProbe, CallID
+) {
+  let alice = try await cluster.connect("alice", on: aliceNode)
+  let bob = try await cluster.connect("bob", on: bobNode)
+  let call = callID()
+  #expect(try await alice.invite(call, to: "bob").isAck)
+  _ = try await bob.expect(.invite)
+  #expect(try await bob.act(.accept(.init(callId: call, answer: answer))).isAck)
+  _ = try await alice.expect(.accept)
+  return (alice, bob, call)
+}
+
+/// The frames Redis holds in a session's log, as text.
+private func logged(_ cluster: TestCluster, _ session: String) throws -> [String] {
+  let redis = try cluster.connect()
+  defer { redis.close() }
+  let reply = try redis.command(["ZRANGE", .string("dt:session:{\(session)}:log"), "0", "-1"])
+  return (reply.elements ?? []).compactMap { $0.bytes.map { String(decoding: $0, as: UTF8.self) } }
+}
+
+private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
+  frames.contains { $0.contains(#""type":"candidate""#) && $0.contains("candidate:\(n) ") }
+}
+
+@Suite(.scratchPostgres, .scratchRedis, .serialized) struct WriteBehindClusterTests {
+  @Test func aRelayedCandidateReachesThePeerOnAnotherNodeAndIsStoredForAResumeElsewhere() async throws {
+    let cluster = try await writeBehindCluster()
+    let (alice, bob, call) = try await answeredCall(cluster, alice: 0, bob: 1)
+    bob.ack()
+    let (session, lastSeq) = (try #require(bob.sessionId), bob.lastSeq)
+    // Alice's node leaves each candidate unnumbered in Bob's node's inbox; his node numbers it,
+    // writes it, and stores it after.
+    for n in 1...3 { #expect(try await alice.candidateFor(call, n).isAck) }
+    for n in 1...3 {
+      let envelope = try await bob.next()
+      #expect(envelope.seq == lastSeq + UInt64(n))
+      guard case .candidate(let c) = envelope.message else { return }
+      #expect(c.candidate == candidate(n))
+    }
+    let stored = await eventually(within: 10) {
+      (try? logged(cluster, session)).map { f in hasCandidate(f, 3) } == true
+    }
+    #expect(stored)
+    // Bob drops without acknowledging them and resumes on the third node: they are replayed.
+    bob.close()
+    _ = try await bob.closeCode()
+    let node = cluster.nodes[2]
+    let back = try SignalingProbe(client: node.client, url: node.webSocketURL)
+    let welcome = try await back.hello(token: node.token("bob"), resume: .init(sessionId: session, lastSeq: lastSeq))
+    #expect(welcome.resumed && !welcome.resync)
+    for n in 1...3 {
+      let envelope = try await back.next()
+      #expect(envelope.seq == lastSeq + UInt64(n))
+      guard case .candidate(let c) = envelope.message else { return }
+      #expect(c.candidate == candidate(n))
+    }
+    // And what Alice sends now reaches him there, numbered by his new node.
+    #expect(try await alice.candidateFor(call, 4).isAck)
+    let fourth = try await back.next()
+    #expect(fourth.seq == lastSeq + 4)
+    try await back.expectQuiet()
+    await cluster.stop()
+  }
+
+  @Test func anAnswerIsWrittenOnlyOnceWhatItsRequestCausedIsStored() async throws {
+    let cluster = try await writeBehindCluster(1)
+    let (alice, bob, call) = try await answeredCall(cluster, alice: 0, bob: 0)
+    let session = try #require(bob.sessionId)
+    for n in 1...5 {
+      // The moment Alice reads her ack, Bob's copy is in Redis (it was written to him at once).
+      #expect(try await alice.candidateFor(call, n).isAck)
+      #expect(hasCandidate(try logged(cluster, session), n))
+      _ = try await bob.expect(.candidate)
+    }
+    // Her ack is stored too, with its request id (a repeat after a resume gets it again).
+    let aliceSession = try #require(alice.sessionId)
+    let redis = try cluster.connect()
+    defer { redis.close() }
+    let replies = try redis.command(["HLEN", .string("dt:session:{\(aliceSession)}:replies")])
+    #expect((replies.integer ?? 0) >= 5)
+    await cluster.stop()
+  }
+
+  @Test func aSessionTakenByAnotherEpochHasItsBatchRefusedAndItsSocketClosed() async throws {
+    let cluster = try await writeBehindCluster(2)
+    let (alice, bob, call) = try await answeredCall(cluster, alice: 0, bob: 1)
+    let session = try #require(bob.sessionId)
+    // Another node resumed Bob's session (its epoch moved on) before Bob's node heard of it.
+    let redis = try cluster.connect()
+    defer { redis.close() }
+    _ = try redis.command(["HINCRBY", .string("dt:session:{\(session)}:meta"), "epoch", "1"])
+    #expect(try await alice.candidateFor(call, 1).isAck)
+    // His node wrote the candidate, then Redis refused its batch: the socket closes.
+    #expect(try await bob.closeCode() == UInt16(CloseCode.tryAgainLater.rawValue))
+    // The candidate is not lost, nor sent on by his node (which does not know where the session
+    // is now): it stays in that node's inbox, and the session's resume takes it from there.
+    #expect(try logged(cluster, session).allSatisfy { !hasCandidate([$0], 1) })
+    let node = cluster.nodes[0]
+    let back = try SignalingProbe(client: node.client, url: node.webSocketURL)
+    let welcome = try await back.hello(
+      token: node.token("bob"), resume: .init(sessionId: session, lastSeq: bob.lastSeq))
+    #expect(welcome.resumed && !welcome.resync)
+    let first = try await back.next("the candidate")
+    guard case .candidate(let c) = first.message else {
+      Issue.record("expected the candidate, got \(first.message)")
+      return
+    }
+    #expect(c.candidate == candidate(1))
+    try await back.expectQuiet()
+    await cluster.stop()
+  }
+
+  @Test func aResumeAfterTheHolderDiedAppliesTheLettersItHadNotStored() async throws {
+    let cluster = try await writeBehindCluster(2)
+    let bob = try await cluster.connect("bob", on: 0)
+    let (session, lastSeq) = (try #require(bob.sessionId), bob.lastSeq)
+    let holder = try #require(cluster.nodes[0].server.cluster?.thisNode)
+    // Bob's node dies with a message another node left it unnumbered, read or not, never stored.
+    await cluster.nodes[0].stop()
+    _ = try await bob.closeCode()
+    let message = ServerMessage.candidate(
+      .init(callId: "c-lost", from: Peer(userId: "alice", deviceId: "phone"), candidate: candidate(7)))
+    let letter = UnnumberedLetter(session: session, frame: ClusterLink.frame(message), requestID: nil)
+    let redis = try cluster.connect()
+    defer { redis.close() }
+    _ = try redis.command(["XADD", .string("dt:inbox:{\(holder)}"), "*", "m", .bytes(letter.encoded)])
+    // Bob resumes on the other node: the message comes first, numbered after what he had.
+    let node = cluster.nodes[1]
+    let back = try SignalingProbe(client: node.client, url: node.webSocketURL)
+    let welcome = try await back.hello(token: node.token("bob"), resume: .init(sessionId: session, lastSeq: lastSeq))
+    #expect(welcome.resumed && !welcome.resync)
+    let first = try await back.next()
+    #expect(first.seq == lastSeq + 1)
+    guard case .candidate(let c) = first.message else { return }
+    #expect(c.candidate == candidate(7) && c.callId == "c-lost")
+    try await back.expectQuiet()
+    await cluster.stop()
+  }
+
+  @Test func aResumeWhileTheDeadHoldersHeartbeatIsFreshGetsEveryLetterItHadNotStoredOnceInOrder() async throws {
+    let cluster = try await writeBehindCluster(3)
+    let (alice, bob, call) = try await answeredCall(cluster, alice: 0, bob: 1)
+    let session = try #require(bob.sessionId)
+    let holder = try #require(cluster.nodes[1].server.cluster?.thisNode)
+    // Three candidates reach Bob through his node, which stores them.
+    for n in 1...3 { #expect(try await alice.candidateFor(call, n).isAck) }
+    for _ in 1...3 { _ = try await bob.expect(.candidate) }
+    bob.ack()
+    let stored = await eventually(within: 10) { (try? logged(cluster, session)).map { hasCandidate($0, 3) } == true }
+    #expect(stored)
+    let lastSeq = bob.lastSeq
+    // His node dies as a node killed -9 does: its heartbeat still counts it alive (for
+    // `--node-expiry`), and what Alice's node leaves in its inbox from now on nobody reads.
+    await cluster.nodes[1].stop()
+    _ = try await bob.closeCode()
+    let redis = try cluster.connect()
+    defer { redis.close() }
+    try ClusterPresence(redis, nodeExpiry: .seconds(60)).heartbeat(holder)
+    for n in 4...8 { #expect(try await alice.candidateFor(call, n).isAck) }
+    // Bob resumes on the third node before the heartbeat expires: every letter comes, once, in
+    // order, after what he had.
+    let node = cluster.nodes[2]
+    let back = try SignalingProbe(client: node.client, url: node.webSocketURL)
+    let welcome = try await back.hello(token: node.token("bob"), resume: .init(sessionId: session, lastSeq: lastSeq))
+    #expect(welcome.resumed && !welcome.resync)
+    for n in 4...8 {
+      let envelope = try await back.next("candidate \(n)")
+      #expect(envelope.seq == lastSeq + UInt64(n - 3))
+      guard case .candidate(let c) = envelope.message else {
+        Issue.record("expected candidate \(n), got \(envelope.message)")
+        return
+      }
+      #expect(c.candidate == candidate(n))
+    }
+    // And what Alice sends now follows them.
+    #expect(try await alice.candidateFor(call, 9).isAck)
+    let ninth = try await back.next("candidate 9")
+    #expect(ninth.seq == lastSeq + 6)
+    try await back.expectQuiet()
+    await cluster.stop()
+  }
+
+  @Test func aHolderWhoseBatchLandsAfterAResumeElsewhereSendsItsLettersNowhereAndEachArrivesOnce() async throws {
+    let cluster = try await writeBehindCluster(3)
+    let (alice, bob, call) = try await answeredCall(cluster, alice: 0, bob: 1)
+    bob.ack()
+    let (session, lastSeq) = (try #require(bob.sessionId), bob.lastSeq)
+    // Bob's node stalls on Redis (as a node frozen mid batch): it numbers Alice's letters (three
+    // candidates, and a hold, which no once-key tells from a copy) and writes the candidates, but
+    // stores nothing. Bob drops before reading them.
+    let link = try #require(cluster.nodes[1].server.cluster)
+    let gate = DispatchSemaphore(value: 0)
+    #expect(link.sender.submit { _ in gate.wait() })
+    var opened = false
+    defer { if !opened { gate.signal() } }
+    for n in 1...3 { #expect(try await alice.candidateFor(call, n).isAck) }
+    #expect(try await alice.request(.hold(.init(callId: call, onHold: true))).isAck)
+    bob.close()
+    _ = try await bob.closeCode()
+    // He resumes on the third node, which takes the letters his node had not stored.
+    let node = cluster.nodes[2]
+    let back = try SignalingProbe(client: node.client, url: node.webSocketURL)
+    let welcome = try await back.hello(token: node.token("bob"), resume: .init(sessionId: session, lastSeq: lastSeq))
+    #expect(welcome.resumed && !welcome.resync)
+    for n in 1...3 {
+      let envelope = try await back.next("candidate \(n)")
+      #expect(envelope.seq == lastSeq + UInt64(n))
+      guard case .candidate(let c) = envelope.message else { return }
+      #expect(c.candidate == candidate(n))
+    }
+    guard case .hold(let hold) = try await back.next("the hold").message else {
+      Issue.record("expected the hold")
+      return
+    }
+    #expect(hold.onHold)
+    // His old node's batch lands now, late: refused, and the letters it held go nowhere (the
+    // resume applied them), so none arrives twice.
+    gate.signal()
+    opened = true
+    let refused = await eventually(within: 10) { link.sender.queued == 0 }
+    #expect(refused)
+    #expect(try await alice.candidateFor(call, 4).isAck)
+    let fourth = try await back.next("candidate 4")
+    #expect(fourth.seq == lastSeq + 5)
+    try await back.expectQuiet()
+    let frames = try logged(cluster, session)
+    for n in 1...4 { #expect(frames.filter { hasCandidate([$0], n) }.count == 1) }
+    await cluster.stop()
+  }
+
+  @Test func aNodeWhoseLeaseLapsesClosesItsSockets() async throws {
+    let cluster = try await writeBehindCluster(2)
+    let (alice, bob, _) = try await answeredCall(cluster, alice: 0, bob: 1)
+    // Bob's node's clock jumps past its lease (as after a freeze): it stops and closes.
+    try #require(cluster.nodes[1].server.cluster?.writeBehind).jumpClock(by: .seconds(30))
+    #expect(try await bob.closeCode() == UInt16(CloseCode.tryAgainLater.rawValue))
+    try await alice.expectQuiet()
+    await cluster.stop()
+  }
+
+  @Test func anEventRefusedBecauseTooMuchWaitsForRedisIsAnsweredRateLimitedAndHandledAfreshWhenSentAgain()
+    async throws
+  {
+    // A small per-session bound (a quarter of 64 KiB unacknowledged) that a burst fills.
+    let cluster = try await TestCluster.start(1) {
+      $0.writeBehindSessions = true
+      $0.limits.maxUnackedBytes = 65_536
+    }
+    let (alice, bob, call) = try await answeredCall(cluster, alice: 0, bob: 0)
+    let link = try #require(cluster.nodes[0].server.cluster)
+    // Redis is slow: nothing the holder numbers from now on is stored until the gate opens.
+    let gate = DispatchSemaphore(value: 0)
+    #expect(link.sender.submit { _ in gate.wait() })
+    var opened = false
+    defer { if !opened { gate.signal() } }
+    for n in 1...100 {
+      alice.send(ClientEnvelope(id: "c\(n)", message: .candidate(.init(callId: call, candidate: candidate(n)))))
+    }
+    // Her acks wait for Redis; what comes first is the refusal of the event that passed Bob's
+    // bound: `rate-limited`, outside the sequence, and her socket stays open.
+    let first = try await alice.next("the refusal")
+    #expect(first.seq == nil)
+    guard case .error(let error) = first.message, error.code == .rateLimited, let refusedID = error.replyTo,
+      let n = Int(refusedID.dropFirst())
+    else {
+      Issue.record("expected rate-limited, got \(first.message)")
+      return
+    }
+    #expect(error.retryAfterMs != nil)
+    gate.signal()
+    opened = true
+    // Sent again, it is handled afresh (its earlier answer was forgotten): Bob gets it.
+    alice.send(ClientEnvelope(id: refusedID, message: .candidate(.init(callId: call, candidate: candidate(n)))))
+    var found = false
+    while !found {
+      guard case .candidate(let c) = try await bob.next("candidate \(n)").message else { continue }
+      found = c.candidate == candidate(n)
+    }
+    #expect(found)
+    await cluster.stop()
+  }
+
+  @Test func aHangUpForASessionOverItsBoundIsNotRefusedAndEndsTheCallForThePeer() async throws {
+    let cluster = try await TestCluster.start(1) {
+      $0.writeBehindSessions = true
+      $0.limits.maxUnackedBytes = 65_536
+    }
+    let (alice, bob, call) = try await answeredCall(cluster, alice: 0, bob: 0)
+    let link = try #require(cluster.nodes[0].server.cluster)
+    let gate = DispatchSemaphore(value: 0)
+    #expect(link.sender.submit { _ in gate.wait() })
+    var opened = false
+    defer { if !opened { gate.signal() } }
+    // Alice's trickle fills what Bob's session may hold unstored: a candidate is refused.
+    for n in 1...100 {
+      alice.send(ClientEnvelope(id: "c\(n)", message: .candidate(.init(callId: call, candidate: candidate(n)))))
+    }
+    let first = try await alice.next("the refusal")
+    guard case .error(let error) = first.message, error.code == .rateLimited else {
+      Issue.record("expected rate-limited, got \(first.message)")
+      return
+    }
+    // She hangs up: the call ends here at once, so its message to Bob is not refused (sent again,
+    // the hang-up would find no call, and Bob would never hear of the end); it waits for Redis.
+    // (Whether the end would have fitted in what Bob's session had left depends on the frames'
+    // sizes: `WriteBehindHolderBehaviour` pins the rule itself.)
+    alice.send(ClientEnvelope(id: "h1", message: .hangup(.init(callId: call))))
+    gate.signal()
+    opened = true
+    var answer: ServerMessage?
+    while answer == nil {
+      let message = try await alice.next("the hang-up's answer").message
+      if case .ack(let ack) = message, ack.replyTo == "h1" { answer = message }
+      if case .error(let e) = message, e.replyTo == "h1" { answer = message }
+    }
+    #expect(answer?.isAck == true)
+    var ended = false
+    while !ended {
+      if case .callEnded(let end) = try await bob.next("the call's end").message, end.callId == call { ended = true }
+    }
+    #expect(ended)
+    await cluster.stop()
+  }
+}
