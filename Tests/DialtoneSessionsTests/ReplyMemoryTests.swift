@@ -67,4 +67,46 @@ struct ReplyMemoryTests {
       }
     }
   }
+
+  /// The server's order: each request's id is looked up first and, when missed, remembered
+  /// (its hash kept from the look-up); sometimes another id is remembered in between, or the
+  /// same text arrives as another string, so a kept hash must only serve its own id.
+  @Test(arguments: [1, 5, 64])
+  func aMissesHashServesOnlyItsOwnId(capacity: Int) {
+    var state: UInt64 = 0x1234_5678 &+ UInt64(capacity)
+    func next(_ n: Int) -> Int {
+      state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+      return Int((state >> 33) % UInt64(n))
+    }
+    var memory = ReplyMemory(capacity: capacity)
+    var model: [(id: String, reply: ServerMessage)] = []
+    func remember(_ id: String, _ reply: ServerMessage) {
+      if let index = model.firstIndex(where: { $0.id == id }) {
+        model[index].reply = reply
+      } else {
+        model.append((id, reply))
+        if model.count > capacity { model.removeFirst() }
+      }
+      memory.remember(reply, for: id)
+    }
+    for step in 0..<3000 {
+      let id = "request-\(next(capacity * 2 + 1))-of-a-longer-text"
+      #expect(memory.reply(to: id) == model.first(where: { $0.id == id })?.reply, "step \(step)")
+      switch next(4) {
+      case 0:  // another id remembered between the look-up and its own remember
+        let other = "request-\(next(capacity * 2 + 1))-of-a-longer-text"
+        remember(other, Self.reply(next(6), to: other, step: step))
+        remember(id, Self.reply(next(6), to: id, step: step))
+      case 1:  // the same text as a string of its own
+        let copy = String(decoding: Array(id.utf8), as: UTF8.self)
+        remember(copy, Self.reply(next(6), to: copy, step: step))
+      default:
+        remember(id, Self.reply(next(6), to: id, step: step))
+      }
+    }
+    for k in 0...(capacity * 2) {
+      let probe = "request-\(k)-of-a-longer-text"
+      #expect(memory.reply(to: probe) == model.first(where: { $0.id == probe })?.reply)
+    }
+  }
 }
