@@ -23,7 +23,6 @@ final class ServerWebSocket: KeepaliveSocket {
   private let isTLS: Bool
   private let maxQueuedBytes: Int
   private var parser: WebSocketFrameParser
-  private var closing = WebSocketClosing()
   private enum Outgoing {
     /// One message, framed when written.
     case message([UInt8], binary: Bool)
@@ -37,17 +36,54 @@ final class ServerWebSocket: KeepaliveSocket {
       }
     }
   }
-  private var queue = FIFOQueue<Outgoing>()
-  private(set) var queuedBytes = 0
-  /// Messages sent with `enqueueCoalesced`: they leave with the next message to this socket, in
-  /// one write, or when the loop releases them, whichever comes first.
-  private var held = HeldMessages()
-  /// Counts the times frames started to be held: names the current holding, so that the loop's
-  /// list of holdings can tell one whose frames already left (`isHolding`).
-  private(set) var holdings: UInt32 = 0
-  private var pingDue = false
-  /// The payload of the last ping not yet answered (RFC 6455 §5.5.3: the latest one suffices).
-  private var pongOwed: [UInt8]?
+  /// Everything a send or a read consults about what waits to be written and the closing, in one
+  /// stored property: each access to a class's stored property the optimiser cannot prove
+  /// exclusive is a runtime check, and a message sent read six of them one by one.
+  private struct Outbox {
+    var closing = WebSocketClosing()
+    var queue = FIFOQueue<Outgoing>()
+    var queuedBytes = 0
+    /// Messages sent with `enqueueCoalesced`: they leave with the next message to this socket,
+    /// in one write, or when the loop releases them, whichever comes first.
+    var held = HeldMessages()
+    /// Counts the times frames started to be held: names the current holding, so that the
+    /// loop's list of holdings can tell one whose frames already left (`isHolding`).
+    var holdings: UInt32 = 0
+    var pingDue = false
+    /// The payload of the last ping not yet answered (RFC 6455 §5.5.3: the latest one suffices).
+    var pongOwed: [UInt8]?
+
+    /// Nothing queued or owed: a message may be written now if lws holds no unsent bytes.
+    var nothingWaiting: Bool { queue.isEmpty && !pingDue && pongOwed == nil }
+
+    /// Open with nothing queued or owed: `pump`'s usual case.
+    var isOpenAndIdle: Bool { closing.isOpen && nothingWaiting }
+
+    enum Route { case closed, direct, general }
+
+    /// Where a message sent now goes: nowhere (closed), straight out when lws takes it
+    /// (`direct`: open, nothing held, queued or owed), or the general way.
+    var route: Route {
+      guard closing.isOpen else { return .closed }
+      return held.isEmpty && nothingWaiting ? .direct : .general
+    }
+
+    enum Holding { case closed, overflows, starts, joins }
+
+    /// `enqueueCoalesced`'s bookkeeping, in one access: holds the message unless closed;
+    /// `overflows` when what waits is then past `maxQueuedBytes`.
+    mutating func hold(_ bytes: [UInt8], binary: Bool, maxQueuedBytes: Int) -> Holding {
+      guard closing.isOpen else { return .closed }
+      let starts = held.isEmpty
+      held.append(bytes, binary: binary)
+      if queuedBytes + held.framedBytes > maxQueuedBytes { return .overflows }
+      if starts { holdings &+= 1 }
+      return starts ? .starts : .joins
+    }
+  }
+  private var out = Outbox()
+  var queuedBytes: Int { out.queuedBytes }
+  var holdings: UInt32 { out.holdings }
   /// Reading is paused while lws holds unsent bytes (see `noteWritten`).
   private var readingPaused = false
   var lastActivityTick: UInt32 = 0
@@ -68,7 +104,7 @@ final class ServerWebSocket: KeepaliveSocket {
     parser = WebSocketFrameParser(maxMessageBytes: maxMessageBytes)
   }
 
-  var isOpen: Bool { closing.isOpen }
+  var isOpen: Bool { out.closing.isOpen }
 
   // MARK: - Receiving
 
@@ -85,24 +121,24 @@ final class ServerWebSocket: KeepaliveSocket {
     while let event = parser.next(input, &index, room: &room) {
       switch event {
       case .message(let bytes, let isText):
-        if closing.isOpen { deliver(bytes, isText) }
+        if out.closing.isOpen { deliver(bytes, isText) }
       case .ping(let payload):
-        guard closing.isOpen else { continue }
+        guard out.closing.isOpen else { continue }
         if canWriteNow {
           guard writeFrame(WebSocketFrame.pong, payload, on: loop) else { return false }
         } else {
-          pongOwed = payload
+          out.pongOwed = payload
           lws_callback_on_writable(wsi)
         }
       case .pong:
         break
       case .close(let code, _):
         peerCloseCode = code
-        if closing.peerClosed(code: code) { dropQueued() }
+        if out.closing.peerClosed(code: code) { dropQueued() }
         armTimeout(PENDING_TIMEOUT_CLOSE_SEND, WebSocketClosing.flushSeconds)
       case .failure(let code, let reason):
         // Garbage after our own close: nothing more to say.
-        guard closing.isOpen else { return false }
+        guard out.closing.isOpen else { return false }
         requestClose(code: code, reason: reason, dropQueued: true)
       }
     }
@@ -114,10 +150,20 @@ final class ServerWebSocket: KeepaliveSocket {
   /// Writes at once when nothing is queued and lws holds no unsent bytes for this socket;
   /// otherwise queues for the writable callback. Held frames go first, in the same write.
   func enqueue(_ bytes: [UInt8], binary: Bool, on loop: ServiceLoop) {
-    guard closing.isOpen else { return }
-    if held.isEmpty { return dispatch(.message(bytes, binary: binary), on: loop) }
-    let messages = held
-    held = HeldMessages()
+    switch out.route {
+    case .closed:
+      return
+    case .direct:
+      // The usual case, decided by one read of the socket's state.
+      guard lws_partial_buffered(wsi) == 0 else { return dispatch(.message(bytes, binary: binary), on: loop) }
+      if !writeFrame(binary ? WebSocketFrame.binary : WebSocketFrame.text, bytes, on: loop) { dropIdle() }
+      return
+    case .general:
+      break
+    }
+    if out.held.isEmpty { return dispatch(.message(bytes, binary: binary), on: loop) }
+    let messages = out.held
+    out.held = HeldMessages()
     if canWriteNow {
       // The usual way a held message leaves: framed with this one straight into the loop's
       // send buffer, one write, no array built for the two.
@@ -138,26 +184,25 @@ final class ServerWebSocket: KeepaliveSocket {
   /// Holds a message back so that it shares a write with the next one. Returns true when the
   /// holding starts, i.e. the loop must note a release deadline for this socket.
   func enqueueCoalesced(_ bytes: [UInt8], binary: Bool, on loop: ServiceLoop) -> Bool {
-    guard closing.isOpen else { return false }
-    let starts = held.isEmpty
-    held.append(bytes, binary: binary)
-    if queuedBytes + held.framedBytes > maxQueuedBytes {
+    switch out.hold(bytes, binary: binary, maxQueuedBytes: maxQueuedBytes) {
+    case .closed: return false
+    case .overflows:
       overflow(on: loop)
       return false
+    case .starts: return true
+    case .joins: return false
     }
-    if starts { holdings &+= 1 }
-    return starts
   }
 
   /// Whether the frames held since holding number `holding` began are still here (not left with
   /// a later message, flushed, or handed to the close).
-  func isHolding(_ holding: UInt32) -> Bool { holdings == holding && !held.isEmpty }
+  func isHolding(_ holding: UInt32) -> Bool { out.holdings == holding && !out.held.isEmpty }
 
   /// The coalescing deadline passed with nothing else written: the held frames leave alone.
   func flushHeld(on loop: ServiceLoop) {
-    guard !held.isEmpty else { return }
-    let item = Outgoing.frames(held.framed())
-    held = HeldMessages()
+    guard !out.held.isEmpty else { return }
+    let item = Outgoing.frames(out.held.framed())
+    out.held = HeldMessages()
     dispatch(item, on: loop)
   }
 
@@ -166,14 +211,14 @@ final class ServerWebSocket: KeepaliveSocket {
       if !write(item, on: loop) { dropIdle() }
       return
     }
-    queue.append(item)
-    queuedBytes += item.size
-    if queuedBytes + held.framedBytes > maxQueuedBytes { return overflow(on: loop) }
-    if queue.count == 1 { lws_callback_on_writable(wsi) }
+    out.queue.append(item)
+    out.queuedBytes += item.size
+    if out.queuedBytes + out.held.framedBytes > maxQueuedBytes { return overflow(on: loop) }
+    if out.queue.count == 1 { lws_callback_on_writable(wsi) }
   }
 
   private var canWriteNow: Bool {
-    queue.isEmpty && !pingDue && pongOwed == nil && lws_partial_buffered(wsi) == 0
+    out.nothingWaiting && lws_partial_buffered(wsi) == 0
   }
 
   /// The reader is too slow for what is sent to it: what waits is dropped (a server session
@@ -188,40 +233,40 @@ final class ServerWebSocket: KeepaliveSocket {
 
   /// Closes after what is queued (or, with `dropQueued`, instead of it). The caller pumps.
   func requestClose(code: UInt16, reason: String, dropQueued drop: Bool = false) {
-    guard closing.close(code: code, reason: Array(reason.utf8)) else { return }
+    guard out.closing.close(code: code, reason: Array(reason.utf8)) else { return }
     parser.discardData()
     if drop {
       dropQueued()
-    } else if !held.isEmpty {
-      let frames = held.framed()
-      queue.append(.frames(frames))
-      queuedBytes += frames.count
-      held = HeldMessages()
+    } else if !out.held.isEmpty {
+      let frames = out.held.framed()
+      out.queue.append(.frames(frames))
+      out.queuedBytes += frames.count
+      out.held = HeldMessages()
     }
-    pingDue = false
-    pongOwed = nil
+    out.pingDue = false
+    out.pongOwed = nil
     armTimeout(PENDING_TIMEOUT_CLOSE_SEND, WebSocketClosing.flushSeconds)
     lws_callback_on_writable(wsi)
   }
 
   private func dropQueued() {
-    queue = FIFOQueue()
-    held = HeldMessages()
-    queuedBytes = 0
-    pingDue = false
-    pongOwed = nil
+    out.queue = FIFOQueue()
+    out.held = HeldMessages()
+    out.queuedBytes = 0
+    out.pingDue = false
+    out.pongOwed = nil
   }
 
   /// One-byte pings: any frame the peer sends counts as activity, the pong included.
   private static let pingPayload: [UInt8] = [0x6b]
 
   func requestPing(on loop: ServiceLoop) {
-    guard !pingDue, closing.isOpen else { return }
+    guard !out.pingDue, out.closing.isOpen else { return }
     if canWriteNow {
       if !writeFrame(WebSocketFrame.ping, Self.pingPayload, on: loop) { dropIdle() }
       return
     }
-    pingDue = true
+    out.pingDue = true
     lws_callback_on_writable(wsi)
   }
 
@@ -243,33 +288,33 @@ final class ServerWebSocket: KeepaliveSocket {
   /// closing handshake says. False when the connection must close now.
   func pump(on loop: ServiceLoop) -> Bool {
     // The usual case after a read or a write, nothing waiting on an open socket: what the loops
-    // below conclude, read once (each read of a stored property here is a runtime exclusivity
-    // check, and they made seven a message).
-    if queue.isEmpty, !pingDue, pongOwed == nil, closing.isOpen {
+    // below conclude, read in one access (each access of a stored property here is a runtime
+    // exclusivity check, and reading each made seven a message).
+    if out.isOpenAndIdle {
       if lws_partial_buffered(wsi) != 0 { lws_callback_on_writable(wsi) }
       return true
     }
     while lws_partial_buffered(wsi) == 0 {
-      if let pong = pongOwed {
-        pongOwed = nil
+      if let pong = out.pongOwed {
+        out.pongOwed = nil
         guard writeFrame(WebSocketFrame.pong, pong, on: loop) else { return false }
-      } else if pingDue {
-        pingDue = false
+      } else if out.pingDue {
+        out.pingDue = false
         guard writeFrame(WebSocketFrame.ping, Self.pingPayload, on: loop) else { return false }
-      } else if let item = queue.popFirst() {
-        queuedBytes -= item.size
+      } else if let item = out.queue.popFirst() {
+        out.queuedBytes -= item.size
         guard write(item, on: loop) else { return false }
         // An idle socket keeps no queue storage.
-        if queue.isEmpty { queue = FIFOQueue() }
+        if out.queue.isEmpty { out.queue = FIFOQueue() }
       } else {
         break
       }
     }
     while true {
       let flushed = lws_partial_buffered(wsi) == 0
-      switch closing.step(queueEmpty: queue.isEmpty, flushed: flushed) {
+      switch out.closing.step(queueEmpty: out.queue.isEmpty, flushed: flushed) {
       case .nothing:
-        if !flushed || !queue.isEmpty || pingDue || pongOwed != nil { lws_callback_on_writable(wsi) }
+        if !flushed || !out.queue.isEmpty || out.pingDue || out.pongOwed != nil { lws_callback_on_writable(wsi) }
         return true
       case .writeClose(let code, let reason):
         let payload = WebSocketFrame.closePayload(code: code, reason: reason)
@@ -306,7 +351,8 @@ final class ServerWebSocket: KeepaliveSocket {
   /// socket stays readable: libuv would report it again on every pass and the loop would spin.
   /// Reading pauses until the bytes have left (`writable`); the peer meets TCP's backpressure.
   private func noteWritten() {
-    guard !readingPaused, lws_partial_buffered(wsi) != 0 else { return }
+    // lws asked first: in the usual case (all taken) `readingPaused` is then not read at all.
+    guard lws_partial_buffered(wsi) != 0, !readingPaused else { return }
     readingPaused = true
     lws_rx_flow_control(wsi, 0)
   }

@@ -48,8 +48,11 @@ extension DeliverySession {
 }
 
 /// Answers to a session's recent request ids, replayed when a request is repeated. They sit in a
-/// ring of slots (oldest evicted first) and the dictionary maps an id to its slot: evicting an
-/// entry then moves an Int inside the hash table, not a whole message.
+/// ring of slots (oldest evicted first), each with its id's hash, and an open-addressed table
+/// (linear probing) maps an id to its slot. Each request hashes its id once: `reply(to:)`'s miss
+/// keeps the hash for the `remember` that follows, and evicting the oldest id finds its bucket by
+/// the hash kept in its slot and the slot's index, comparing no text (a `[String: Int]` hashed
+/// the id for the look-up, again to insert it and the evicted id a third time to remove it).
 package struct ReplyMemory {
   /// An answer as kept. Nearly all are an ack of the very request id, with at most a call id:
   /// kept as that call id, a few bytes (a `ServerMessage`, whose `ack` case holds a whole
@@ -65,19 +68,89 @@ package struct ReplyMemory {
     init(_ reply: ServerMessage) { self.reply = reply }
   }
 
-  private var slot: [String: Int] = [:]
-  private var slots: [(id: String, reply: Kept)] = []  // grows to capacity
+  private struct Slot {
+    var id: String
+    var hash: Int
+    var reply: Kept
+    /// False once `forget` took the id out of the table; the slot waits for the ring.
+    var indexed = true
+  }
+
+  /// Bucket → slot index + 1 (0: empty); a power of two, at least twice the slots, grown with
+  /// them (an idle session allocates none).
+  private var buckets: [Int32] = []
+  private var slots: [Slot] = []  // grows to capacity
   private var next = 0
   private let capacity: Int
+  /// The id `reply(to:)` last missed and its hash: the request's `remember` usually follows.
+  private var missed: (id: String, hash: Int)?
 
-  package init(capacity: Int) { self.capacity = max(1, capacity) }
+  package init(capacity: Int) { self.capacity = max(1, min(capacity, 1 << 28)) }
 
-  /// `mutating` though it changes nothing: the owner's call then reads the memory in place
-  /// (an exclusive access), where a non-mutating call on a class's stored struct copies it,
-  /// retaining and releasing its table and ring, on every request a session sends.
+  /// The bucket holding `id` (hashing to `hash`), or nil.
+  private func bucket(of id: String, hash: Int) -> Int? {
+    guard !buckets.isEmpty else { return nil }
+    let mask = buckets.count - 1
+    var b = hash & mask
+    while true {
+      let entry = Int(buckets[b])
+      if entry == 0 { return nil }
+      if slots[entry - 1].hash == hash, slots[entry - 1].id == id { return b }
+      b = (b + 1) & mask
+    }
+  }
+
+  private mutating func insert(slot index: Int, hash: Int) {
+    let mask = buckets.count - 1
+    var b = hash & mask
+    while buckets[b] != 0 { b = (b + 1) & mask }
+    buckets[b] = Int32(index + 1)
+  }
+
+  /// Empties the bucket of slot `index` and shifts the entries after it back (backward-shift
+  /// deletion), so that probing needs no tombstones.
+  private mutating func removeBucket(ofSlot index: Int) {
+    let mask = buckets.count - 1
+    var hole = slots[index].hash & mask
+    while Int(buckets[hole]) != index + 1 { hole = (hole + 1) & mask }
+    var b = hole
+    while true {
+      b = (b + 1) & mask
+      let entry = Int(buckets[b])
+      if entry == 0 { break }
+      let home = slots[entry - 1].hash & mask
+      // The entry may move into the hole unless its home lies cyclically in (hole, b].
+      if (b - home) & mask >= (b - hole) & mask {
+        buckets[hole] = buckets[b]
+        hole = b
+      }
+    }
+    buckets[hole] = 0
+  }
+
+  private mutating func grow(toHold count: Int) {
+    var size = max(16, buckets.count)
+    while size < 2 * count { size *= 2 }
+    guard size != buckets.count else { return }
+    buckets = [Int32](repeating: 0, count: size)
+    for index in slots.indices where slots[index].indexed { insert(slot: index, hash: slots[index].hash) }
+  }
+
+  private mutating func hash(of requestID: String) -> Int {
+    if let missed, missed.id == requestID { return missed.hash }
+    return requestID.hashValue
+  }
+
+  /// `mutating`: it keeps a miss's hash for the request's `remember`, and the owner's call reads
+  /// the memory in place (an exclusive access), where a non-mutating call on a class's stored
+  /// struct copies it, retaining and releasing its table and ring.
   package mutating func reply(to requestID: String) -> ServerMessage? {
-    guard let position = slot[requestID] else { return nil }
-    switch slots[position].reply {
+    let hash = requestID.hashValue
+    guard let b = bucket(of: requestID, hash: hash) else {
+      missed = (requestID, hash)
+      return nil
+    }
+    switch slots[Int(buckets[b]) - 1].reply {
     case .ack(let callId): return .ack(.init(replyTo: requestID, callId: callId))
     case .other(let boxed): return boxed.reply
     }
@@ -90,28 +163,35 @@ package struct ReplyMemory {
     return .other(Boxed(reply))
   }
 
-  /// Its slot stays until the ring comes round to it (`remember` then leaves the id alone).
-  package mutating func forget(_ requestID: String) { slot.removeValue(forKey: requestID) }
+  /// Its slot stays until the ring comes round to it, out of the table (`remember` then leaves
+  /// the table alone for it).
+  package mutating func forget(_ requestID: String) {
+    let hash = hash(of: requestID)
+    guard let b = bucket(of: requestID, hash: hash) else { return }
+    let index = Int(buckets[b]) - 1
+    removeBucket(ofSlot: index)
+    slots[index].indexed = false
+  }
 
   package mutating func remember(_ reply: ServerMessage, for requestID: String) {
     let kept = Self.kept(reply, for: requestID)
-    // The id is put in its slot with one look-up (every request of a session comes here; a
-    // repeat of one still remembered is the rare case, undone).
-    let position = slots.count < capacity ? slots.count : next
-    if let existing = slot.updateValue(position, forKey: requestID) {
-      slot[requestID] = existing
-      slots[existing].reply = kept
+    let hash = hash(of: requestID)
+    missed = nil
+    if let b = bucket(of: requestID, hash: hash) {
+      slots[Int(buckets[b]) - 1].reply = kept  // a repeat of one still remembered: the rare case
       return
     }
     if slots.count < capacity {
-      slots.append((requestID, kept))
+      grow(toHold: slots.count + 1)
+      slots.append(Slot(id: requestID, hash: hash, reply: kept))
+      insert(slot: slots.count - 1, hash: hash)
       return
     }
-    // The oldest id, unless its slot was forgotten (`forget`): then it may be `requestID` itself,
-    // or an id remembered again since in another slot.
-    let evicted = slots[next].id
-    if evicted != requestID, slot[evicted] == next { slot.removeValue(forKey: evicted) }
-    slots[next] = (requestID, kept)
+    // The oldest id, unless `forget` took it out of the table already: then the same text may
+    // be `requestID` itself, or an id remembered again since in another slot.
+    if slots[next].indexed { removeBucket(ofSlot: next) }
+    slots[next] = Slot(id: requestID, hash: hash, reply: kept)
+    insert(slot: next, hash: hash)
     next = (next + 1) % capacity
   }
 }

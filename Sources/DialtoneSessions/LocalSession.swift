@@ -13,14 +13,15 @@ package final class LocalSession: DeliverySession {
   package private(set) var detachedAt: Date?
 
   private var nextSeq: UInt64 = 1
-  private var unacked = FIFOQueue<(seq: UInt64, bytes: [UInt8])>()
+  /// The messages not yet acknowledged, with their bytes' total, mutated in one access each time.
+  private var kept = Unacked()
   /// Highest seq dropped from `unacked` without an ack: a resume from below it is impossible.
   private var droppedThrough: UInt64 = 0
   /// `unacked` holds at most this many messages and bytes: a device that never acks costs a
   /// bounded amount, and resuming from before what was dropped gets `resync`.
   private let capacity: Int
   private let maxUnackedBytes: Int
-  package private(set) var unackedBytes = 0
+  package var unackedBytes: Int { kept.bytes }
   private var replies: ReplyMemory
   /// Counts every sequenced message (`dialtone_messages_sent_total`).
   private let sent: Counter?
@@ -40,7 +41,7 @@ package final class LocalSession: DeliverySession {
   }
 
   package var lastSentSeq: UInt64 { nextSeq - 1 }
-  package var unackedCount: Int { unacked.count }
+  package var unackedCount: Int { kept.frames.count }
 
   package func deliver(_ message: ServerMessage, coalesced: Bool) {
     enqueue(coalesced: coalesced) { MessageCodec.encode(message, seq: $0) }
@@ -56,32 +57,29 @@ package final class LocalSession: DeliverySession {
   }
 
   private func enqueue(coalesced: Bool, _ encode: (UInt64) -> [UInt8]) {
+    // The queue and its byte count are one stored property, mutated in one access: every access
+    // to a class's stored property across a call the optimiser cannot see through is a runtime
+    // exclusivity check, and appending and trimming took one per property touched.
     let seq = nextSeq
-    nextSeq += 1
+    nextSeq = seq &+ 1
     sent?.increment()
     let bytes = encode(seq)
-    unacked.append((seq, bytes))
-    unackedBytes += bytes.count
-    while unacked.count > capacity || (unackedBytes > maxUnackedBytes && unacked.count > 1),
-      let dropped = unacked.popFirst()
-    {
-      unackedBytes -= dropped.bytes.count
-      droppedThrough = dropped.seq
+    if let dropped = kept.keep(seq: seq, bytes: bytes, capacity: capacity, maxBytes: maxUnackedBytes) {
+      droppedThrough = dropped
     }
-    if coalesced { socket?.sendCoalesced(text: bytes) } else { socket?.send(text: bytes) }
+    if let socket {
+      if coalesced { socket.sendCoalesced(text: bytes) } else { socket.send(text: bytes) }
+    }
   }
 
   package func acknowledge(upTo seq: UInt64) {
     let bounded = min(seq, lastSentSeq)
-    // `unacked` holds exactly the seqs `nextSeq - count ..< nextSeq` (numbered as appended,
+    // `kept` holds exactly the seqs `nextSeq - count ..< nextSeq` (numbered as appended,
     // dropped only from the front), so how many to drop is known without reading each one's
     // seq: `first` would copy every element out (a retain and a release) just for it.
-    let oldest = nextSeq - UInt64(unacked.count)
+    let oldest = nextSeq - UInt64(kept.frames.count)
     guard bounded >= oldest else { return }
-    for _ in 0..<(bounded - oldest + 1) {
-      guard let gone = unacked.popFirst() else { break }
-      unackedBytes -= gone.bytes.count
-    }
+    kept.drop(Int(bounded - oldest + 1))
   }
 
   /// A resume from `lastSeq` works when every later message is still held.
@@ -93,7 +91,7 @@ package final class LocalSession: DeliverySession {
   package func resume(on socket: any SessionSocket, lastSeq: UInt64, now: Date) {
     attach(socket, now: now)
     acknowledge(upTo: lastSeq)
-    for message in unacked where message.seq > lastSeq { socket.send(text: message.bytes) }
+    for message in kept.frames where message.seq > lastSeq { socket.send(text: message.bytes) }
   }
 
   package func attach(_ socket: any SessionSocket, now: Date) {
@@ -110,4 +108,31 @@ package final class LocalSession: DeliverySession {
   package func reply(to requestID: String) -> ServerMessage? { replies.reply(to: requestID) }
   package func remember(_ reply: ServerMessage, for requestID: String) { replies.remember(reply, for: requestID) }
   package func forget(_ requestID: String) { replies.forget(requestID) }
+}
+
+/// A session's unacknowledged messages, oldest first, and their bytes' total.
+private struct Unacked {
+  private(set) var frames = FIFOQueue<(seq: UInt64, bytes: [UInt8])>()
+  private(set) var bytes = 0
+
+  /// Appends a message and drops the oldest past `capacity` messages or `maxBytes` (always
+  /// keeping the newest); the highest seq dropped, if any.
+  mutating func keep(seq: UInt64, bytes frame: [UInt8], capacity: Int, maxBytes: Int) -> UInt64? {
+    frames.append((seq, frame))
+    bytes += frame.count
+    var droppedThrough: UInt64?
+    while frames.count > capacity || (bytes > maxBytes && frames.count > 1), let dropped = frames.popFirst() {
+      bytes -= dropped.bytes.count
+      droppedThrough = dropped.seq
+    }
+    return droppedThrough
+  }
+
+  /// Drops the `count` oldest messages (acknowledged).
+  mutating func drop(_ count: Int) {
+    for _ in 0..<count {
+      guard let gone = frames.popFirst() else { break }
+      bytes -= gone.bytes.count
+    }
+  }
 }

@@ -52,6 +52,48 @@ struct ReplyMemoryTests {
     }
   }
 
+  /// With `forget` among the steps: the model is the ring itself (slots in the order they were
+  /// filled, the oldest slot reused, an id mapped to its slot until forgotten or evicted), so
+  /// the table's deletions (backward shifts, forgotten slots left out of it) are checked against
+  /// plain look-ups at every step.
+  @Test(arguments: [1, 2, 3, 7, 16, 100])
+  func behavesAsTheRingModelWithForgets(capacity: Int) {
+    var state: UInt64 = UInt64(capacity) &* 0xD1B5_4A32_D192_ED03 &+ 1
+    func next(_ n: Int) -> Int {
+      state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+      return Int((state >> 33) % UInt64(n))
+    }
+    var memory = ReplyMemory(capacity: capacity)
+    var ring: [(id: String, reply: ServerMessage)] = []
+    var slotOf: [String: Int] = [:]
+    var oldest = 0
+    for step in 0..<3000 {
+      let id = "r\(next(capacity * 3))"
+      if next(4) == 0 {
+        slotOf[id] = nil
+        memory.forget(id)
+      } else {
+        let reply = Self.reply(next(6), to: id, step: step)
+        if let index = slotOf[id] {
+          ring[index].reply = reply
+        } else if ring.count < capacity {
+          ring.append((id, reply))
+          slotOf[id] = ring.count - 1
+        } else {
+          if slotOf[ring[oldest].id] == oldest { slotOf[ring[oldest].id] = nil }
+          ring[oldest] = (id, reply)
+          slotOf[id] = oldest
+          oldest = (oldest + 1) % capacity
+        }
+        memory.remember(reply, for: id)
+      }
+      for k in 0..<(capacity * 3) {
+        let probe = "r\(k)"
+        #expect(memory.reply(to: probe) == slotOf[probe].map { ring[$0].reply }, "step \(step), \(probe)")
+      }
+    }
+  }
+
   /// A request refused after its answer was remembered (write-behind's `rate-limited`) is
   /// forgotten; remembered again, it stays however the ring turns round its old slot.
   @Test func aForgottenIdIsGoneAndRememberedAgainIsKept() {
@@ -81,6 +123,48 @@ struct ReplyMemoryTests {
         }
         #expect(memory.reply(to: "never-\(n)") == nil)
       }
+    }
+  }
+
+  /// The server's order: each request's id is looked up first and, when missed, remembered
+  /// (its hash kept from the look-up); sometimes another id is remembered in between, or the
+  /// same text arrives as another string, so a kept hash must only serve its own id.
+  @Test(arguments: [1, 5, 64])
+  func aMissesHashServesOnlyItsOwnId(capacity: Int) {
+    var state: UInt64 = 0x1234_5678 &+ UInt64(capacity)
+    func next(_ n: Int) -> Int {
+      state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+      return Int((state >> 33) % UInt64(n))
+    }
+    var memory = ReplyMemory(capacity: capacity)
+    var model: [(id: String, reply: ServerMessage)] = []
+    func remember(_ id: String, _ reply: ServerMessage) {
+      if let index = model.firstIndex(where: { $0.id == id }) {
+        model[index].reply = reply
+      } else {
+        model.append((id, reply))
+        if model.count > capacity { model.removeFirst() }
+      }
+      memory.remember(reply, for: id)
+    }
+    for step in 0..<3000 {
+      let id = "request-\(next(capacity * 2 + 1))-of-a-longer-text"
+      #expect(memory.reply(to: id) == model.first(where: { $0.id == id })?.reply, "step \(step)")
+      switch next(4) {
+      case 0:  // another id remembered between the look-up and its own remember
+        let other = "request-\(next(capacity * 2 + 1))-of-a-longer-text"
+        remember(other, Self.reply(next(6), to: other, step: step))
+        remember(id, Self.reply(next(6), to: id, step: step))
+      case 1:  // the same text as a string of its own
+        let copy = String(decoding: Array(id.utf8), as: UTF8.self)
+        remember(copy, Self.reply(next(6), to: copy, step: step))
+      default:
+        remember(id, Self.reply(next(6), to: id, step: step))
+      }
+    }
+    for k in 0...(capacity * 2) {
+      let probe = "request-\(k)-of-a-longer-text"
+      #expect(memory.reply(to: probe) == model.first(where: { $0.id == probe })?.reply)
     }
   }
 }

@@ -51,12 +51,34 @@ final class RequestPipeline {
   /// Requests about calls this node is taking over, until they run here (a few per call).
   private var awaitingTakeOver: [CallID: [ForwardedRequest]] = [:]
   static let maxAwaitingTakeOver = 64
-  /// `dialtone_messages_received_total`'s series by message type, found once each: counting a
-  /// message then builds no label array and takes no lock of the family's.
-  private var receivedCounters: [ClientMessageType: Counter] = [:]
-  /// The last frame's decoding room (its tape), reused by the next frame: one allocation fewer
-  /// per message. Frames are decoded one at a time, on the hub's thread.
-  private var decoding = MessageCodec.DecodingScratch()
+  /// What decoding a frame reads and writes, one stored property: each access to one of this
+  /// class's stored properties is a runtime exclusivity check, one per property touched.
+  private struct Intake {
+    /// The last frame's decoding room (its tape), reused by the next frame: one allocation fewer
+    /// per message. Frames are decoded one at a time, on the hub's thread.
+    var decoding = MessageCodec.DecodingScratch()
+    /// `dialtone_messages_received_total`'s series by message type, found once each: counting a
+    /// message then builds no label array and takes no lock of the family's.
+    var counters: [ClientMessageType: Counter] = [:]
+
+    /// Decodes a frame and counts it as received by its type (`series` makes a type's counter
+    /// the first time).
+    mutating func take(_ bytes: [UInt8], series: (ClientMessageType) -> Counter) throws(ProtocolError)
+      -> ClientEnvelope
+    {
+      let frame = try MessageCodec.decodeClientMessage(bytes, scratch: &decoding)
+      let type = frame.message.type
+      if let counter = counters[type] {
+        counter.increment()
+      } else {
+        let counter = series(type)
+        counters[type] = counter
+        counter.increment()
+      }
+      return frame
+    }
+  }
+  private var intake = Intake()
 
   init(
     desk: CallDesk, outcomes: OutcomeGate, quality: QualityIntake, placement: any CallPlacement,
@@ -88,7 +110,7 @@ final class RequestPipeline {
     let received = ContinuousClock.now
     let frame: ClientEnvelope
     do {
-      frame = try MessageCodec.decodeClientMessage(bytes, scratch: &decoding)
+      frame = try intake.take(bytes) { [observations] in observations.metrics.messagesReceived.labels($0.rawValue) }
     } catch {
       observations.metrics.messagesReceived.labels("invalid").increment()
       observations.metrics.messagesRefused.labels(error.code.rawValue).increment()
@@ -96,7 +118,6 @@ final class RequestPipeline {
       return
     }
     let message = frame.message
-    receivedCounter(message.type).increment()
     if case .ack(let ack) = message { return session.acknowledge(upTo: ack.seq) }
     guard let requestID = frame.id else { return }
     // The session's id is read (a witness call and a retain) only when some answer is awaited.
@@ -285,13 +306,6 @@ final class RequestPipeline {
   }
 
   // MARK: - Metrics
-
-  private func receivedCounter(_ type: ClientMessageType) -> Counter {
-    if let counter = receivedCounters[type] { return counter }
-    let counter = observations.metrics.messagesReceived.labels(type.rawValue)
-    receivedCounters[type] = counter
-    return counter
-  }
 
   /// The metrics of a handled message: refusals by code, and how fast a callee device rang.
   private func observe(_ message: ClientMessage, _ reply: ServerMessage, from who: Identity) {
