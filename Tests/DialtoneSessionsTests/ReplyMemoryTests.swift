@@ -1,4 +1,5 @@
 import DialtoneProtocol
+import DialtoneTestSupport
 import Foundation
 import Testing
 
@@ -27,11 +28,8 @@ struct ReplyMemoryTests {
 
   @Test(arguments: [1, 2, 3, 7, 16, 100])
   func behavesAsTheModel(capacity: Int) {
-    var state: UInt64 = UInt64(capacity) &* 0x9E37_79B9_7F4A_7C15
-    func next(_ n: Int) -> Int {
-      state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-      return Int((state >> 33) % UInt64(n))
-    }
+    var random = SeededGenerator(seed: UInt64(capacity) &* 0x9E37_79B9_7F4A_7C15)
+    func next(_ n: Int) -> Int { random.below(n) }
     var memory = ReplyMemory(capacity: capacity)
     var model: [(id: String, reply: ServerMessage)] = []
     for step in 0..<2000 {
@@ -58,11 +56,8 @@ struct ReplyMemoryTests {
   /// plain look-ups at every step.
   @Test(arguments: [1, 2, 3, 7, 16, 100])
   func behavesAsTheRingModelWithForgets(capacity: Int) {
-    var state: UInt64 = UInt64(capacity) &* 0xD1B5_4A32_D192_ED03 &+ 1
-    func next(_ n: Int) -> Int {
-      state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-      return Int((state >> 33) % UInt64(n))
-    }
+    var random = SeededGenerator(seed: UInt64(capacity) &* 0xD1B5_4A32_D192_ED03 &+ 1)
+    func next(_ n: Int) -> Int { random.below(n) }
     var memory = ReplyMemory(capacity: capacity)
     var ring: [(id: String, reply: ServerMessage)] = []
     var slotOf: [String: Int] = [:]
@@ -131,11 +126,8 @@ struct ReplyMemoryTests {
   /// same text arrives as another string, so a kept hash must only serve its own id.
   @Test(arguments: [1, 5, 64])
   func aMissesHashServesOnlyItsOwnId(capacity: Int) {
-    var state: UInt64 = 0x1234_5678 &+ UInt64(capacity)
-    func next(_ n: Int) -> Int {
-      state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-      return Int((state >> 33) % UInt64(n))
-    }
+    var random = SeededGenerator(seed: 0x1234_5678 &+ UInt64(capacity))
+    func next(_ n: Int) -> Int { random.below(n) }
     var memory = ReplyMemory(capacity: capacity)
     var model: [(id: String, reply: ServerMessage)] = []
     func remember(_ id: String, _ reply: ServerMessage) {
