@@ -72,6 +72,21 @@ final class TestServer: Sendable {
     try? FileManager.default.removeItem(atPath: dataDirectory)
   }
 
+  /// Runs `body`, then stops the server and waits for it, whether `body` threw or not. A stop
+  /// left to a task nobody awaits (`defer { Task { … } }`) runs into the next test, where lws's
+  /// context teardown, which closes its event descriptor twice (scripts/run-tests.sh), can close a
+  /// socket the next test just opened.
+  func stopping<T>(after body: () async throws -> T) async throws -> T {
+    do {
+      let result = try await body()
+      await stop()
+      return result
+    } catch {
+      await stop()
+      throw error
+    }
+  }
+
   func http(_ method: String, _ path: String, token: String? = nil, body: String? = nil) async throws -> (
     status: Int, json: JSONValue?
   ) {

@@ -54,38 +54,39 @@ struct StalledStoreTests {
     let directory = NSTemporaryDirectory() + "dialtone-stall-\(UUID().uuidString)"
     let store = StallingLiveCallStore(try SQLiteLiveCallStore.open(dataDirectory: directory))
     let server = try await TestServer(dataDirectory: directory, liveCalls: store)
-    defer { Task { await server.stop() } }
-    let alice = try await server.connect("alice")
-    let bob = try await server.connect("bob")
-    let carol = try await server.connect("carol")
-    let dave = try await server.connect("dave")
+    try await server.stopping {
+      let alice = try await server.connect("alice")
+      let bob = try await server.connect("bob")
+      let carol = try await server.connect("carol")
+      let dave = try await server.connect("dave")
 
-    // Alice's invite waits for the store; so do the candidates she sends after it.
-    alice.send(ClientEnvelope(id: "i1", message: .invite(.init(callId: "stalled-1", to: "bob", video: false))))
-    alice.send(
-      ClientEnvelope(
-        id: "c1", message: .candidate(.init(callId: "stalled-1", candidate: IceCandidate(candidate: "candidate:1")))))
-    alice.send(
-      ClientEnvelope(
-        id: "c2", message: .candidate(.init(callId: "stalled-1", candidate: IceCandidate(candidate: "candidate:2")))))
-    #expect(await eventually { store.asked == ["stalled-1"] })
+      // Alice's invite waits for the store; so do the candidates she sends after it.
+      alice.send(ClientEnvelope(id: "i1", message: .invite(.init(callId: "stalled-1", to: "bob", video: false))))
+      alice.send(
+        ClientEnvelope(
+          id: "c1", message: .candidate(.init(callId: "stalled-1", candidate: IceCandidate(candidate: "candidate:1")))))
+      alice.send(
+        ClientEnvelope(
+          id: "c2", message: .candidate(.init(callId: "stalled-1", candidate: IceCandidate(candidate: "candidate:2")))))
+      #expect(await eventually { store.asked == ["stalled-1"] })
 
-    // Everyone else goes on: pings, and a call of their own whose id the store is not asked
-    // about again meanwhile (Carol's own lookup waits too, but not Dave's ping behind it).
-    #expect(try await bob.request(.ping(.init())).isAck)
-    #expect(try await dave.request(.ping(.init())).isAck)
-    carol.send(ClientEnvelope(id: "i2", message: .invite(.init(callId: "stalled-2", to: "dave", video: false))))
-    #expect(await eventually { store.asked.count == 2 })
-    #expect(try await dave.request(.ping(.init())).isAck)
+      // Everyone else goes on: pings, and a call of their own whose id the store is not asked
+      // about again meanwhile (Carol's own lookup waits too, but not Dave's ping behind it).
+      #expect(try await bob.request(.ping(.init())).isAck)
+      #expect(try await dave.request(.ping(.init())).isAck)
+      carol.send(ClientEnvelope(id: "i2", message: .invite(.init(callId: "stalled-2", to: "dave", video: false))))
+      #expect(await eventually { store.asked.count == 2 })
+      #expect(try await dave.request(.ping(.init())).isAck)
 
-    store.release()
-    // Alice's answers come in the order she sent the requests; Bob rings.
-    let answers = [try await alice.next(), try await alice.next(), try await alice.next()]
-    #expect(answers.map(\.message.replyTo) == ["i1", "c1", "c2"])
-    #expect(answers.allSatisfy { $0.message.isAck })
-    _ = try await bob.expect(.invite)
-    #expect(try await carol.next().message.replyTo == "i2")
-    _ = try await dave.expect(.invite)
+      store.release()
+      // Alice's answers come in the order she sent the requests; Bob rings.
+      let answers = [try await alice.next(), try await alice.next(), try await alice.next()]
+      #expect(answers.map(\.message.replyTo) == ["i1", "c1", "c2"])
+      #expect(answers.allSatisfy { $0.message.isAck })
+      _ = try await bob.expect(.invite)
+      #expect(try await carol.next().message.replyTo == "i2")
+      _ = try await dave.expect(.invite)
+    }
   }
 
   @Test func aLookupTheStoreCannotAnswerIsRefusedAndNothingWaitsForever() async throws {
@@ -102,12 +103,13 @@ struct StalledStoreTests {
     }
     let server = try await TestServer(
       dataDirectory: directory, liveCalls: Failing(try SQLiteLiveCallStore.open(dataDirectory: directory)))
-    defer { Task { await server.stop() } }
-    let alice = try await server.connect("alice")
-    alice.send(ClientEnvelope(id: "i1", message: .invite(.init(callId: "down-1", to: "bob", video: false))))
-    alice.send(ClientEnvelope(id: "p1", message: .ping(.init())))
-    let refused = try await alice.next().message
-    #expect(refused.replyTo == "i1" && refused.errorCode == .internal)
-    #expect(try await alice.next().message.replyTo == "p1")
+    try await server.stopping {
+      let alice = try await server.connect("alice")
+      alice.send(ClientEnvelope(id: "i1", message: .invite(.init(callId: "down-1", to: "bob", video: false))))
+      alice.send(ClientEnvelope(id: "p1", message: .ping(.init())))
+      let refused = try await alice.next().message
+      #expect(refused.replyTo == "i1" && refused.errorCode == .internal)
+      #expect(try await alice.next().message.replyTo == "p1")
+    }
   }
 }
