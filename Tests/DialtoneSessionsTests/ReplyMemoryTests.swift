@@ -31,21 +31,16 @@ struct ReplyMemoryTests {
     var random = SeededGenerator(seed: UInt64(capacity) &* 0x9E37_79B9_7F4A_7C15)
     func next(_ n: Int) -> Int { random.below(n) }
     var memory = ReplyMemory(capacity: capacity)
-    var model: [(id: String, reply: ServerMessage)] = []
+    var model = RecentReplies(capacity: capacity)
     for step in 0..<2000 {
       let id = "r\(next(capacity * 3))"
       let reply = Self.reply(next(6), to: id, step: step)
-      if let index = model.firstIndex(where: { $0.id == id }) {
-        model[index].reply = reply
-      } else {
-        model.append((id, reply))
-        if model.count > capacity { model.removeFirst() }
-      }
+      model.remember(reply, for: id)
       memory.remember(reply, for: id)
       // Every id ever used is probed at small capacities, a sample of them at large ones.
       for k in stride(from: step % max(1, capacity / 16), to: capacity * 3, by: max(1, capacity / 16)) {
         let probe = "r\(k)"
-        #expect(memory.reply(to: probe) == model.first(where: { $0.id == probe })?.reply, "step \(step), \(probe)")
+        #expect(memory.reply(to: probe) == model.reply(to: probe), "step \(step), \(probe)")
       }
     }
   }
@@ -129,19 +124,14 @@ struct ReplyMemoryTests {
     var random = SeededGenerator(seed: 0x1234_5678 &+ UInt64(capacity))
     func next(_ n: Int) -> Int { random.below(n) }
     var memory = ReplyMemory(capacity: capacity)
-    var model: [(id: String, reply: ServerMessage)] = []
+    var model = RecentReplies(capacity: capacity)
     func remember(_ id: String, _ reply: ServerMessage) {
-      if let index = model.firstIndex(where: { $0.id == id }) {
-        model[index].reply = reply
-      } else {
-        model.append((id, reply))
-        if model.count > capacity { model.removeFirst() }
-      }
+      model.remember(reply, for: id)
       memory.remember(reply, for: id)
     }
     for step in 0..<3000 {
       let id = "request-\(next(capacity * 2 + 1))-of-a-longer-text"
-      #expect(memory.reply(to: id) == model.first(where: { $0.id == id })?.reply, "step \(step)")
+      #expect(memory.reply(to: id) == model.reply(to: id), "step \(step)")
       switch next(4) {
       case 0:  // another id remembered between the look-up and its own remember
         let other = "request-\(next(capacity * 2 + 1))-of-a-longer-text"
@@ -156,7 +146,27 @@ struct ReplyMemoryTests {
     }
     for k in 0...(capacity * 2) {
       let probe = "request-\(k)-of-a-longer-text"
-      #expect(memory.reply(to: probe) == model.first(where: { $0.id == probe })?.reply)
+      #expect(memory.reply(to: probe) == model.reply(to: probe))
     }
   }
+}
+
+/// The plain model of `ReplyMemory`: the last `capacity` distinct ids in the order they were
+/// first remembered, an id remembered again keeping its place with the new answer.
+private struct RecentReplies {
+  let capacity: Int
+  private var entries: [(id: String, reply: ServerMessage)] = []
+
+  init(capacity: Int) { self.capacity = capacity }
+
+  mutating func remember(_ reply: ServerMessage, for id: String) {
+    if let index = entries.firstIndex(where: { $0.id == id }) {
+      entries[index].reply = reply
+    } else {
+      entries.append((id, reply))
+      if entries.count > capacity { entries.removeFirst() }
+    }
+  }
+
+  func reply(to id: String) -> ServerMessage? { entries.first(where: { $0.id == id })?.reply }
 }

@@ -207,10 +207,7 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     // candidates, and a hold, which no once-key tells from a copy) and writes the candidates, but
     // stores nothing. Bob drops before reading them.
     let link = try #require(cluster.nodes[1].server.cluster)
-    let gate = DispatchSemaphore(value: 0)
-    #expect(link.sender.submit { _ in gate.wait() })
-    var opened = false
-    defer { if !opened { gate.signal() } }
+    let held = HeldSender(link)
     for n in 1...3 { #expect(try await alice.candidateFor(call, n).isAck) }
     #expect(try await alice.request(.hold(.init(callId: call, onHold: true))).isAck)
     bob.close()
@@ -233,8 +230,7 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     #expect(hold.onHold)
     // His old node's batch lands now, late: refused, and the letters it held go nowhere (the
     // resume applied them), so none arrives twice.
-    gate.signal()
-    opened = true
+    held.open()
     let refused = await eventually(within: 10) { link.sender.queued == 0 }
     #expect(refused)
     #expect(try await alice.candidateFor(call, 4).isAck)
@@ -266,11 +262,8 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     }
     let (alice, bob, call) = try await answeredCall(cluster, alice: 0, bob: 0)
     let link = try #require(cluster.nodes[0].server.cluster)
-    // Redis is slow: nothing the holder numbers from now on is stored until the gate opens.
-    let gate = DispatchSemaphore(value: 0)
-    #expect(link.sender.submit { _ in gate.wait() })
-    var opened = false
-    defer { if !opened { gate.signal() } }
+    // Redis is slow: nothing the holder numbers from now on is stored until `held` is opened.
+    let held = HeldSender(link)
     for n in 1...100 {
       alice.send(ClientEnvelope(id: "c\(n)", message: .candidate(.init(callId: call, candidate: candidate(n)))))
     }
@@ -285,8 +278,7 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
       return
     }
     #expect(error.retryAfterMs != nil)
-    gate.signal()
-    opened = true
+    held.open()
     // Sent again, it is handled afresh (its earlier answer was forgotten): Bob gets it.
     alice.send(ClientEnvelope(id: refusedID, message: .candidate(.init(callId: call, candidate: candidate(n)))))
     var found = false
@@ -305,10 +297,7 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     }
     let (alice, bob, call) = try await answeredCall(cluster, alice: 0, bob: 0)
     let link = try #require(cluster.nodes[0].server.cluster)
-    let gate = DispatchSemaphore(value: 0)
-    #expect(link.sender.submit { _ in gate.wait() })
-    var opened = false
-    defer { if !opened { gate.signal() } }
+    let held = HeldSender(link)
     // Alice's trickle fills what Bob's session may hold unstored: a candidate is refused.
     for n in 1...100 {
       alice.send(ClientEnvelope(id: "c\(n)", message: .candidate(.init(callId: call, candidate: candidate(n)))))
@@ -323,8 +312,7 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     // (Whether the end would have fitted in what Bob's session had left depends on the frames'
     // sizes: `WriteBehindHolderBehaviour` pins the rule itself.)
     alice.send(ClientEnvelope(id: "h1", message: .hangup(.init(callId: call))))
-    gate.signal()
-    opened = true
+    held.open()
     var answer: ServerMessage?
     while answer == nil {
       let message = try await alice.next("the hang-up's answer").message
@@ -339,4 +327,25 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     #expect(ended)
     await cluster.stop()
   }
+}
+
+/// Holds a node's Redis sender (a job that waits) until `open()`, so that nothing the node sends
+/// Redis meanwhile lands: a Redis gone slow. Opened when it goes at the latest, so that a test
+/// that fails early does not leave the node's sender stuck.
+private final class HeldSender {
+  private let gate = DispatchSemaphore(value: 0)
+  private var opened = false
+
+  init(_ link: ClusterLink) {
+    let gate = gate
+    #expect(link.sender.submit { _ in gate.wait() })
+  }
+
+  func open() {
+    guard !opened else { return }
+    opened = true
+    gate.signal()
+  }
+
+  deinit { open() }
 }
