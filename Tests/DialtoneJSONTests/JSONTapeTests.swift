@@ -140,3 +140,29 @@ struct JSONTapeTests {
 }
 
 private func unchanged(_ error: JSONSyntaxError) -> JSONSyntaxError { error }
+
+struct JSONTapeStringBytesTests {
+  @Test func aStringsBytesAreItsTextWhetherEscapedOrNot() throws {
+    let text = #"{"plain":"candidate","escaped":"c\u0061n\"d\\","number":1,"empty":"","wide":"h\u00e9"}"#
+    let read = try JSONTape.parse(Array(text.utf8), maxDepth: 8, syntaxError: { $0 }) {
+      (tape: JSONTape) throws(JSONSyntaxError) -> [[UInt8]?] in
+      ["plain", "escaped", "number", "empty", "wide"].map { (key: String) -> [UInt8]? in
+        let index: JSONTape.Index? =
+          switch key {
+          case "plain": tape.member(tape.root, "plain")
+          case "escaped": tape.member(tape.root, "escaped")
+          case "number": tape.member(tape.root, "number")
+          case "empty": tape.member(tape.root, "empty")
+          default: tape.member(tape.root, "wide")
+          }
+        guard let index else { return [] }
+        return tape.withStringBytes(index) { Array($0) }
+      }
+    }
+    #expect(read[0] == Array("candidate".utf8))
+    #expect(read[1] == Array("can\"d\\".utf8))
+    #expect(read[2] == nil)
+    #expect(read[3] == [])
+    #expect(read[4] == Array("hé".utf8))
+  }
+}
