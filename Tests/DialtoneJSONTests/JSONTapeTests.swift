@@ -142,23 +142,19 @@ struct JSONTapeTests {
 private func unchanged(_ error: JSONSyntaxError) -> JSONSyntaxError { error }
 
 struct JSONTapeStringBytesTests {
+  private static func identity(_ error: JSONSyntaxError) -> JSONSyntaxError { error }
+
+  /// Each member's string bytes (`withStringBytes`), nil for a value that is not a string.
+  private func bytes(of keys: [StaticString], in text: String) throws(JSONSyntaxError) -> [[UInt8]?] {
+    try JSONTape.parse(Array(text.utf8), maxDepth: 8, syntaxError: Self.identity) {
+      (tape: JSONTape) throws(JSONSyntaxError) -> [[UInt8]?] in
+      keys.map { key in tape.member(tape.root, key).flatMap { tape.withStringBytes($0) { Array($0) } } }
+    }
+  }
+
   @Test func aStringsBytesAreItsTextWhetherEscapedOrNot() throws {
     let text = #"{"plain":"candidate","escaped":"c\u0061n\"d\\","number":1,"empty":"","wide":"h\u00e9"}"#
-    let read = try JSONTape.parse(Array(text.utf8), maxDepth: 8, syntaxError: { $0 }) {
-      (tape: JSONTape) throws(JSONSyntaxError) -> [[UInt8]?] in
-      ["plain", "escaped", "number", "empty", "wide"].map { (key: String) -> [UInt8]? in
-        let index: JSONTape.Index? =
-          switch key {
-          case "plain": tape.member(tape.root, "plain")
-          case "escaped": tape.member(tape.root, "escaped")
-          case "number": tape.member(tape.root, "number")
-          case "empty": tape.member(tape.root, "empty")
-          default: tape.member(tape.root, "wide")
-          }
-        guard let index else { return [] }
-        return tape.withStringBytes(index) { Array($0) }
-      }
-    }
+    let read = try bytes(of: ["plain", "escaped", "number", "empty", "wide"], in: text)
     #expect(read[0] == Array("candidate".utf8))
     #expect(read[1] == Array("can\"d\\".utf8))
     #expect(read[2] == nil)
