@@ -87,6 +87,7 @@ extension ClientMessageType {
     }
   }
 
-  /// How many types there are (`ordinal`'s bound).
-  public static var caseCount: Int { 34 }
+  /// How many types there are (`ordinal`'s bound). Read when a table is made, not per message:
+  /// `allCases` builds its array each time.
+  public static var caseCount: Int { allCases.count }
 }
