@@ -146,6 +146,17 @@ public struct JSONTape {
     return Self.decodeString(token, in: bytes)
   }
 
+  /// `body` run on a string value's UTF-8 bytes: in place when the string holds no escapes,
+  /// else on its decoded text (as `string(_:)` gives it). Nil when the value is not a string.
+  /// For a reader that only compares the bytes: no `String` is made for an unescaped one.
+  public func withStringBytes<Result>(_ index: Index, _ body: (UnsafeBufferPointer<UInt8>) -> Result) -> Result? {
+    let token = tokens[index.slot]
+    guard token.kind == .string else { return nil }
+    guard token.escaped else { return body(UnsafeBufferPointer(rebasing: bytes[token.start..<token.end])) }
+    var text = Self.decodeString(token, in: bytes)
+    return text.withUTF8(body)
+  }
+
   /// Whether a string value equals `text`, compared in place when it holds no escapes.
   public func string(_ index: Index, equals text: StaticString) -> Bool {
     let token = tokens[index.slot]

@@ -642,16 +642,18 @@ extension ClientEnvelope {
     guard tape.kind(root) == .object else {
       throw ProtocolError(.badRequest, "message must be a JSON object")
     }
-    var typeName: String?
+    // The type is read from its bytes (`ClientMessageType(wireName:)`: no `String` made, none
+    // hashed); its text is made only for an error's context.
+    let typeIndex = tape.member(root, "type")
     do throws(ProtocolError) {
-      guard let typeIndex = tape.member(root, "type"), !tape.isNull(typeIndex) else {
+      guard let typeIndex, !tape.isNull(typeIndex) else {
         throw ProtocolError(.badRequest, "\"type\" is required")
       }
-      guard let name = tape.string(typeIndex) else {
+      guard let found = tape.withStringBytes(typeIndex, ClientMessageType.init(wireName:)) else {
         throw ProtocolError(.badRequest, "\"type\" must be a string")
       }
-      typeName = name
-      guard let type = ClientMessageType(rawValue: name) else {
+      guard let type = found else {
+        let name = tape.string(typeIndex) ?? ""
         throw ProtocolError(.unknownType, "unknown message type \(ClientMessage.quote(name))")
       }
       var decoder = WireDecoder(tape: tape, object: root, path: "", options: options)
@@ -665,6 +667,7 @@ extension ClientEnvelope {
     } catch {
       // Context for the error reply, read leniently (an ack's id, if any, is not a request id).
       var error = error
+      let typeName = typeIndex.flatMap { tape.string($0) }
       if typeName != "ack", let index = tape.member(root, "id"), let id = tape.string(index),
         (1...Limits.maxMessageIDBytes).contains(id.utf8.count)
       {

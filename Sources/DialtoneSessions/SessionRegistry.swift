@@ -6,8 +6,8 @@ import Foundation
 /// socket dropped stays until its resume window passes (`expire`).
 package final class SessionRegistry {
   package private(set) var byID: [String: any DeliverySession] = [:]
-  /// user → device → session.
-  private var byDevice: [String: [String: any DeliverySession]] = [:]
+  /// user → the user's sessions by device.
+  private var byDevice: [String: DeviceSessions] = [:]
   private var expiries: [String: any ScheduledAction] = [:]
 
   package init() {}
@@ -19,20 +19,21 @@ package final class SessionRegistry {
 
   package func session(of who: Identity) -> (any DeliverySession)? { byDevice[who.userId]?[who.deviceId] }
 
-  /// A device's session, found without copying its user's table of devices.
+  /// A device's session (every relayed message's target is found here): the user's id hashed
+  /// once, a one-device user's device compared, not hashed.
   package func session(of userId: String, device deviceId: String) -> (any DeliverySession)? {
     byDevice[userId]?[deviceId]
   }
 
   /// A user's sessions here, by device.
-  package func sessions(of userId: String) -> [String: any DeliverySession] { byDevice[userId] ?? [:] }
+  package func sessions(of userId: String) -> DeviceSessions { byDevice[userId] ?? DeviceSessions() }
 
   package func deviceCount(of userId: String) -> Int { byDevice[userId]?.count ?? 0 }
 
   /// The session is the device's from now on; a resume window running for it stops.
   package func add(_ session: any DeliverySession) {
     byID[session.id] = session
-    byDevice[session.identity.userId, default: [:]][session.identity.deviceId] = session
+    byDevice[session.identity.userId, default: DeviceSessions()].set(session, for: session.identity.deviceId)
     expiries.removeValue(forKey: session.id)?.cancel()
   }
 
@@ -42,7 +43,7 @@ package final class SessionRegistry {
     expiries.removeValue(forKey: session.id)?.cancel()
     let who = session.identity
     if byDevice[who.userId]?[who.deviceId] === session {
-      byDevice[who.userId]?[who.deviceId] = nil
+      byDevice[who.userId]?.remove(who.deviceId)
       if byDevice[who.userId]?.isEmpty == true { byDevice[who.userId] = nil }
     }
   }
@@ -61,11 +62,11 @@ package final class SessionRegistry {
 
   /// The devices of the user with a live socket here (those a push would wake for nothing).
   package func connectedDeviceIDs(of userId: String) -> Set<String> {
-    Set(sessions(of: userId).values.filter(\.isConnected).map(\.identity.deviceId))
+    Set(sessions(of: userId).lazy.map(\.session).filter(\.isConnected).map(\.identity.deviceId))
   }
 
   package func liveDevices(of userId: String) -> [(deviceId: String, connectedAt: Date)] {
-    sessions(of: userId).values.filter(\.isConnected).map { ($0.identity.deviceId, $0.connectedAt) }
+    sessions(of: userId).lazy.map(\.session).filter(\.isConnected).map { ($0.identity.deviceId, $0.connectedAt) }
       .sorted { $0.deviceId < $1.deviceId }
   }
 }

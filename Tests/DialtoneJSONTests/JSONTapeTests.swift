@@ -140,3 +140,25 @@ struct JSONTapeTests {
 }
 
 private func unchanged(_ error: JSONSyntaxError) -> JSONSyntaxError { error }
+
+struct JSONTapeStringBytesTests {
+  private static func identity(_ error: JSONSyntaxError) -> JSONSyntaxError { error }
+
+  /// Each member's string bytes (`withStringBytes`), nil for a value that is not a string.
+  private func bytes(of keys: [StaticString], in text: String) throws(JSONSyntaxError) -> [[UInt8]?] {
+    try JSONTape.parse(Array(text.utf8), maxDepth: 8, syntaxError: Self.identity) {
+      (tape: JSONTape) throws(JSONSyntaxError) -> [[UInt8]?] in
+      keys.map { key in tape.member(tape.root, key).flatMap { tape.withStringBytes($0) { Array($0) } } }
+    }
+  }
+
+  @Test func aStringsBytesAreItsTextWhetherEscapedOrNot() throws {
+    let text = #"{"plain":"candidate","escaped":"c\u0061n\"d\\","number":1,"empty":"","wide":"h\u00e9"}"#
+    let read = try bytes(of: ["plain", "escaped", "number", "empty", "wide"], in: text)
+    #expect(read[0] == Array("candidate".utf8))
+    #expect(read[1] == Array("can\"d\\".utf8))
+    #expect(read[2] == nil)
+    #expect(read[3] == [])
+    #expect(read[4] == Array("hé".utf8))
+  }
+}

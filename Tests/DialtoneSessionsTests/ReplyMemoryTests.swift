@@ -149,6 +149,54 @@ struct ReplyMemoryTests {
       #expect(memory.reply(to: probe) == model.reply(to: probe))
     }
   }
+
+  /// `remember` after its own id's miss skips its probe (the id cannot have been added since):
+  /// in the server's order, with forgets, hits, other misses and other ids' remembers between a
+  /// look-up and its `remember`, against the ring model (an id stored twice, or a repeat stored
+  /// as new, would change which id the ring evicts, and what is found).
+  @Test(arguments: [1, 2, 7, 64])
+  func aRememberAfterItsMissStoresTheIdOnce(capacity: Int) {
+    var random = SeededGenerator(seed: 0xABCD_0000 &+ UInt64(capacity))
+    func next(_ n: Int) -> Int { random.below(n) }
+    var memory = ReplyMemory(capacity: capacity)
+    var ring: [(id: String, reply: ServerMessage)] = []
+    var slotOf: [String: Int] = [:]
+    var oldest = 0
+    func remember(_ id: String, _ reply: ServerMessage) {
+      if let index = slotOf[id] {
+        ring[index].reply = reply
+      } else if ring.count < capacity {
+        ring.append((id, reply))
+        slotOf[id] = ring.count - 1
+      } else {
+        if slotOf[ring[oldest].id] == oldest { slotOf[ring[oldest].id] = nil }
+        ring[oldest] = (id, reply)
+        slotOf[id] = oldest
+        oldest = (oldest + 1) % capacity
+      }
+      memory.remember(reply, for: id)
+    }
+    func lookUp(_ id: String, _ step: Int) {
+      #expect(memory.reply(to: id) == slotOf[id].map { ring[$0].reply }, "step \(step), \(id)")
+    }
+    for step in 0..<4000 {
+      let id = "r\(next(capacity * 3))"
+      lookUp(id, step)
+      for _ in 0..<next(3) {
+        let other = "r\(next(capacity * 3))"
+        switch next(3) {
+        case 0:
+          slotOf[other] = nil
+          memory.forget(other)
+        case 1: lookUp(other, step)
+        default: remember(other, Self.reply(next(6), to: other, step: step))
+        }
+      }
+      remember(id, Self.reply(next(6), to: id, step: step))
+      if next(3) == 0 { remember(id, Self.reply(next(6), to: id, step: step)) }  // again, no look-up
+    }
+    for k in 0..<(capacity * 3) { lookUp("r\(k)", -1) }
+  }
 }
 
 /// The plain model of `ReplyMemory`: the last `capacity` distinct ids in the order they were

@@ -57,9 +57,10 @@ final class RequestPipeline {
     /// The last frame's decoding room (its tape), reused by the next frame: one allocation fewer
     /// per message. Frames are decoded one at a time, on the hub's thread.
     var decoding = MessageCodec.DecodingScratch()
-    /// `dialtone_messages_received_total`'s series by message type, found once each: counting a
-    /// message then builds no label array and takes no lock of the family's.
-    var counters: [ClientMessageType: Counter] = [:]
+    /// `dialtone_messages_received_total`'s series by message type (at its `ordinal`), found once
+    /// each: counting a message then builds no label array, takes no lock of the family's and
+    /// hashes nothing (a table keyed by the `String`-backed type hashed its name every time).
+    var counters = [Counter?](repeating: nil, count: ClientMessageType.caseCount)
 
     /// Decodes a frame and counts it as received by its type (`series` makes a type's counter
     /// the first time).
@@ -68,11 +69,11 @@ final class RequestPipeline {
     {
       let frame = try MessageCodec.decodeClientMessage(bytes, scratch: &decoding)
       let type = frame.message.type
-      if let counter = counters[type] {
+      if let counter = counters[type.ordinal] {
         counter.increment()
       } else {
         let counter = series(type)
-        counters[type] = counter
+        counters[type.ordinal] = counter
         counter.increment()
       }
       return frame

@@ -279,6 +279,6 @@ final class SessionHost {
 
   /// Every session of the user here breaks (a message for them could not be stored).
   func breakSessions(of userId: String) {
-    for session in registry.sessions(of: userId).values { breakSession(session.id) }
+    for (_, session) in registry.sessions(of: userId) { breakSession(session.id) }
   }
 }
