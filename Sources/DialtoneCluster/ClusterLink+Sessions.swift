@@ -46,7 +46,7 @@ extension ClusterLink: SessionStore {
     let who = opening.identity
     var resync = false
     if let resume = opening.resume, let writeBehind {
-      switch try resumeHolding(resume, who, writeBehind, ledger, connection) {
+      switch try resumeHolding(resume, who, writeBehind, ledger) {
       case .resumed(let sessionID, let pending, let replies):
         held.withLock { _ = $0.insert(sessionID) }
         try announceNow(who, session: sessionID, connected: true, newSession: false, connection)
@@ -88,8 +88,7 @@ extension ClusterLink: SessionStore {
   /// not stored (`SessionLedger.resumeHolding`). `.fresh` stands for a session to open afresh
   /// (the one asked for cannot go on, and is ended if it is this device's).
   private func resumeHolding(
-    _ resume: ClientMessage.Resume, _ who: Identity, _ shell: WriteBehindShell, _ ledger: SessionLedger,
-    _ connection: any RedisClient
+    _ resume: ClientMessage.Resume, _ who: Identity, _ shell: WriteBehindShell, _ ledger: SessionLedger
   ) throws(RedisError) -> SessionOpened {
     let asked = resume.sessionId
     // A write-behind holder that died may have written its client candidates it had not
@@ -97,34 +96,36 @@ extension ClusterLink: SessionStore {
     // (A quarter of the capacity: the holder's `maxSessionFrames`, and the skip of
     // `SessionLedger`'s append step when a holder's inbox is full.)
     let ahead = UInt64(settings.maxUnackedMessages / 4)
-    switch try ledger.resumeHolding(
-      asked, userId: who.userId, deviceId: who.deviceId, from: resume.lastSeq, node: thisNode, allowingAhead: ahead)
-    {
-    case .resumed(let resumed):
-      let letters = resumed.letters.map(Self.outgoing)
-      guard
-        shell.hold(
-          asked, of: who, epoch: resumed.epoch, lastSeq: resumed.lastSeq, onces: resumed.onces,
-          lettersAfter: resumed.lettersAfter, letters: letters)
-      else {
-        // This node's lease lapsed: the letters go back into its inbox, after the cut, where the
-        // session's next resume reads them (this node holds it in Redis now).
-        let mailbox = Self.mailbox(connection, settings)
-        for letter in resumed.letters where try mailbox.send(letter.encoded, to: thisNode) == .full {
-          log.error("a letter for session \(asked) is lost: this node's inbox is full", sessionId: asked)
+    // The inbox is not trimmed from the script to the hold: the copies of the letters the script
+    // adds are kept from then on by the holding (or, the lease lapsed, as retained letters).
+    return try shell.resuming { () throws(RedisError) -> SessionOpened in
+      switch try ledger.resumeHolding(
+        asked, userId: who.userId, deviceId: who.deviceId, from: resume.lastSeq, node: thisNode,
+        allowingAhead: ahead)
+      {
+      case .resumed(let resumed):
+        let letters = zip(resumed.letters, resumed.positions).map { Self.outgoing($0).arrived(at: $1) }
+        guard
+          shell.hold(
+            asked, of: who, epoch: resumed.epoch, lastSeq: resumed.lastSeq, onces: resumed.onces,
+            lettersAfter: resumed.lettersAfter, letters: letters, letterOrigins: resumed.origins)
+        else {
+          // This node's lease lapsed: the letters stay where the script copied them, the first
+          // after the session's `lp` in this node's inbox, where its next resume reads them before
+          // any that arrived since.
+          return .failed("this node's lease lapsed; try again")
         }
-        return .failed("this node's lease lapsed; try again")
+        return .resumed(
+          sessionID: asked,
+          pending: resumed.pending.map { StoredFrame(sessionID: $0.sessionID, seq: $0.seq, bytes: $0.bytes) },
+          replies: Self.decode(resumed.replies))
+      case .resync:
+        held.withLock { _ = $0.remove(asked) }
+        try ledger.end(asked, heldBy: thisNode)
+        return .fresh(sessionID: asked, resync: true)
+      case .gone:
+        return .fresh(sessionID: asked, resync: true)
       }
-      return .resumed(
-        sessionID: asked,
-        pending: resumed.pending.map { StoredFrame(sessionID: $0.sessionID, seq: $0.seq, bytes: $0.bytes) },
-        replies: Self.decode(resumed.replies))
-    case .resync:
-      held.withLock { _ = $0.remove(asked) }
-      try ledger.end(asked, heldBy: thisNode)
-      return .fresh(sessionID: asked, resync: true)
-    case .gone:
-      return .fresh(sessionID: asked, resync: true)
     }
   }
 

@@ -237,23 +237,27 @@ extension SessionLedger {
 
   /// ARGV: user, device, last seq, node, expiry ms, how far ahead of the last seq stored the
   /// client may be (0: not at all); for a write-behind holder (`resumeHolding`, one Redis only:
-  /// it reads two nodes' inboxes) '1', the most inbox entries to read, and the session id.
-  /// Returns {0, last, epoch, count, entries..., then reply id and bytes pairs} resumed, {1}
-  /// resync, {2} gone; a holder's gets {0, last, epoch, count, entries..., reply items count,
-  /// reply pairs..., cut, letters count, letters..., once-keys...}. Resuming increments the
-  /// epoch: the previous holder's write-behind batches are refused from now on
-  /// (`WriteBehindStore`). Without a holder the session is store-first until one claims it
-  /// (`WriteBehindStore.claim`): what other nodes send it meanwhile Redis numbers, after the
-  /// client's seq.
+  /// it reads two nodes' inboxes) '1', the most inbox entries to read, the session id and the
+  /// inbox expiry ms. Returns {0, last, epoch, count, entries..., then reply id and bytes pairs}
+  /// resumed, {1} resync, {2} gone; a holder's gets {0, last, epoch, count, entries..., reply
+  /// items count, reply pairs..., after, letters count, then each letter, its position and its
+  /// position in the previous holder's inbox..., once-keys...}. Resuming increments the epoch: the previous holder's write-behind batches are
+  /// refused from now on (`WriteBehindStore`). Without a holder the session is store-first until
+  /// one claims it (`WriteBehindStore.claim`): what other nodes send it meanwhile Redis numbers,
+  /// after the client's seq.
   ///
   /// A holder's resume takes the session over whole, in this one step: the letters other nodes
   /// left its previous holder (`owner`, this node or another, alive or dead) that it had not
   /// stored (its inbox after the session's `lp`: batches store it with the frames), in inbox
-  /// order, and the cut, the newest entry of the resuming node's own inbox, which becomes `lp`
-  /// (its reader's copies up to there are not numbered again); `wb` is set at once, so that what
-  /// other nodes send from now on goes to the new holder's inbox unnumbered, after the cut.
-  /// Read in a separate step, a batch of the previous holder landing in between could not move
-  /// `lp` (its epoch is old) but its reader could trim letters the resume did not read yet.
+  /// order, copied to the end of the resuming node's inbox (each letter's position is its
+  /// copy's); the cut, the newest entry of that inbox before the copies, becomes `lp`, so that
+  /// the copies are the first letters the session's next resume reads, before any that arrive
+  /// later, until a batch of the new holder stores them; `after` is the newest entry after the
+  /// copies (its reader's copies of letters up to there are not numbered again). `wb` is set at
+  /// once, so that what other nodes send from now on goes to the new holder's inbox unnumbered,
+  /// after the copies. Read in a separate step, a batch of the previous holder landing in between
+  /// could not move `lp` (its epoch is old) but its reader could trim letters the resume did not
+  /// read yet.
   static let resumeScript = RedisScript(
     """
     if redis.call('EXISTS', KEYS[1]) == 0 then return {2} end
@@ -278,19 +282,32 @@ extension SessionLedger {
     local pending = redis.call('ZRANGE', KEYS[2], 0, -1)
     if #pending ~= last - from then return {1} end
     local holding = ARGV[7] == '1'
-    local letters, cut = {}, nil
+    local letters, after = {}, nil
     if holding then
+      local mine = 'dt:inbox:{' .. ARGV[4] .. '}'
+      local newest = redis.call('XREVRANGE', mine, '+', '-', 'COUNT', 1)
+      local cut = newest[1] and newest[1][1] or '0-0'
+      after = cut
       if meta[5] then
         local prefix = '{"k":"unnumbered","s":"' .. ARGV[9] .. '",'
         local entries = redis.call('XRANGE', 'dt:inbox:{' .. meta[5] .. '}', meta[6] and ('(' .. meta[6]) or '-', '+',
           'COUNT', ARGV[8])
+        -- Copied, in order, to the end of this node's inbox, right after the cut and before
+        -- anything that arrives later: the letters are then where the session's next resume
+        -- reads them (after `lp`, the cut) even if this node does not hold the session after all
+        -- (its lease lapsed meanwhile) or dies before its batch stores them, whereas the previous
+        -- holder lets its copies go now that the session is another's (or `lp` is past them).
         for _, entry in ipairs(entries) do
           local payload = entry[2][2]
-          if string.sub(payload, 1, #prefix) == prefix then letters[#letters + 1] = payload end
+          if string.sub(payload, 1, #prefix) == prefix then
+            after = redis.call('XADD', mine, '*', 'm', payload)
+            letters[#letters + 1] = payload
+            letters[#letters + 1] = after
+            letters[#letters + 1] = entry[1]
+          end
         end
+        if #letters > 0 then redis.call('PEXPIRE', mine, ARGV[10]) end
       end
-      local newest = redis.call('XREVRANGE', 'dt:inbox:{' .. ARGV[4] .. '}', '+', '-', 'COUNT', 1)
-      cut = newest[1] and newest[1][1] or '0-0'
       redis.call('HSET', KEYS[1], 'owner', ARGV[4], 'wb', '1', 'lp', cut)
     else
       redis.call('HSET', KEYS[1], 'owner', ARGV[4])
@@ -304,9 +321,9 @@ extension SessionLedger {
     if holding then reply[#reply + 1] = #replies end
     for _, item in ipairs(replies) do reply[#reply + 1] = item end
     if holding then
-      reply[#reply + 1] = cut
-      reply[#reply + 1] = #letters
-      for _, letter in ipairs(letters) do reply[#reply + 1] = letter end
+      reply[#reply + 1] = after
+      reply[#reply + 1] = #letters / 3
+      for _, item in ipairs(letters) do reply[#reply + 1] = item end
       for _, key in ipairs(redis.call('ZRANGE', KEYS[5], 0, -1)) do reply[#reply + 1] = key end
     end
     return reply

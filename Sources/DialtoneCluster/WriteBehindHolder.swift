@@ -302,33 +302,59 @@ package struct WriteBehindHolder: Sendable {
   /// the batch in flight, if it carries some, is answered (`awaiting`).
   ///
   /// A resume (`SessionLedger.resumeHolding`) hands over `letters`, those its previous holder
-  /// (this node or another, dead or alive) had not stored, and `lettersAfter`, the cut through
-  /// which it read this node's inbox for the session: they are numbered first, then letters this
-  /// node retained for the session after the cut (they arrived between the resume and this
-  /// call); the reader's copies of letters at or before the cut are not numbered again. All of
-  /// them, and the frames numbered again, are written once stored (the hub learns of the resume
-  /// after this: a write now would reach the session it replaces, or none).
+  /// (this node or another, dead or alive) had not stored, each at the position of the copy the
+  /// resume made in this node's inbox (`origins`: where it was read, one each, or none), and
+  /// `lettersAfter`, the newest entry of this node's inbox after those copies: they are numbered
+  /// first, then letters this node retained for the session after the cut (they arrived between
+  /// the resume and this call); the reader's copies of letters at or before the cut are not
+  /// numbered again. All of them, and the frames numbered again, are written once stored (the
+  /// hub learns of the resume after this: a write now would reach the session it replaces, or
+  /// none). When this node held the session just before (the previous holder), a letter it had
+  /// numbered at or below `lastSeq` is one the client processed (a candidate written before it
+  /// was stored): it is not numbered again, nor a repeat of it; one above is, its once-key no
+  /// obstacle. If the lease is stale the letters are retained (their copies stay in the inbox for
+  /// the session's next resume).
   package mutating func hold(
     _ session: String, epoch: UInt64, lastSeq: UInt64, onces: [String] = [], lettersAfter: String? = nil,
-    letters: [Outgoing] = [], now: Instant
+    letters: [Outgoing] = [], letterOrigins: [String] = [], now: Instant
   ) -> [Effect] {
     var effects = checkLease(now)
-    guard lease != .stale else { return effects + [.close(session: session, .stale)] }
+    guard lease != .stale else {
+      // Not held: its letters wait in the inbox for the session's next resume.
+      for letter in letters { retain(letter) }
+      return effects + [.close(session: session, .stale)]
+    }
     let cut = lettersAfter.flatMap(InboxPosition.init)
+    // The cut applies from after the resume's own letters, which are at or before it.
     var held = Held(
       epoch: epoch, next: lastSeq + 1, stored: lastSeq, written: lastSeq,
-      onces: WriteBehindOnces(capacity: limits.onceMemory, keys: onces), lettersAfter: cut)
+      onces: WriteBehindOnces(capacity: limits.onceMemory, keys: onces), lettersAfter: nil)
     var again: [Outgoing] = []
     // Frames waiting for a batch's answer from an earlier holding here wait for this one now.
     for index in awaiting.indices where awaiting[index].session == session { awaiting[index].epoch = epoch }
+    // Letters this node numbered for the session before and its client processed (by where they
+    // were in the inbox), and the once-keys to add only after the resume's letters.
+    var processed: Set<InboxPosition> = []
+    var oncesAfterLetters: WriteBehindOnces?
     if let old = sessions[session] {
       nodeBytes -= old.unstoredBytes
-      held.onces.formUnion(old.onces)
       // This node's own frames only: its letters not stored are among the resume's `letters`.
       let own = old.unstored.filter { $0.outgoing.letter == nil }
       if old.epoch + 1 == epoch {
+        // This node was the previous holder: the resume read its inbox, and `letters` holds
+        // every letter it had numbered and not stored. Those the client processed are not
+        // numbered again (nor a repeat of them); the others are, whatever the keys this node
+        // remembered for them.
+        for frame in old.unstored where frame.seq <= lastSeq {
+          if let key = frame.outgoing.once { _ = held.onces.insert(key) }
+          if let at = frame.outgoing.letter.flatMap(InboxPosition.init) { processed.insert(at) }
+        }
+        oncesAfterLetters = old.onces
         again = own.filter { $0.seq > lastSeq }.map { $0.outgoing.storedFirst }
-      } else if old.epoch != epoch {
+      } else {
+        held.onces.formUnion(old.onces)
+      }
+      if old.epoch + 1 != epoch, old.epoch != epoch {
         // Another node numbered the session between the two holdings here (its client resumed
         // elsewhere and came back before this node heard of it): Redis's seqs up to `lastSeq`
         // are partly that node's, and say nothing of this node's frames. Those Redis never had
@@ -350,9 +376,14 @@ package struct WriteBehindHolder: Sendable {
     forgetRetained { $0.outgoing.session == session }
     sessions[session] = held
     if !again.isEmpty { effects += number(again, now: now, checkingOnces: false) }
-    if !letters.isEmpty {
-      effects += number(letters.map { $0.storedFirst }, now: now, checkingOnces: true)
+    let fresh = letters.indices.filter { index in
+      !(index < letterOrigins.count && InboxPosition(letterOrigins[index]).map(processed.contains) == true)
     }
+    if !fresh.isEmpty {
+      effects += number(fresh.map { letters[$0].storedFirst }, now: now, checkingOnces: true)
+    }
+    if let oncesAfterLetters { sessions[session]?.onces.formUnion(oncesAfterLetters) }
+    sessions[session]?.lettersAfter = cut
     if !parked.isEmpty {
       effects += number(parked.map { $0.outgoing.storedFirst }, now: now, checkingOnces: true)
     }

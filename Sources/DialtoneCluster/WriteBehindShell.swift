@@ -31,6 +31,8 @@ package final class WriteBehindShell: Sendable {
     var pumping = false
     /// Whether the lease was stale when last looked at (its lapse is logged once).
     var stale = false
+    /// Resumes between their script and their hold (`resuming`): the inbox is not trimmed then.
+    var resuming = 0
   }
 
   private let state: Locked<State>
@@ -94,12 +96,12 @@ package final class WriteBehindShell: Sendable {
   /// (`WriteBehindHolder.hold`). False when the node's lease is stale: it takes no session then.
   package func hold(
     _ session: String, of identity: Identity, epoch: UInt64, lastSeq: UInt64, onces: [String] = [],
-    lettersAfter: String? = nil, letters: [WriteBehindHolder.Outgoing] = []
+    lettersAfter: String? = nil, letters: [WriteBehindHolder.Outgoing] = [], letterOrigins: [String] = []
   ) -> Bool {
     let held = state.withLock { state in
       let effects = state.holder.hold(
         session, epoch: epoch, lastSeq: lastSeq, onces: onces, lettersAfter: lettersAfter, letters: letters,
-        now: now())
+        letterOrigins: letterOrigins, now: now())
       state.outbox += effects
       guard state.holder.sessions[session] != nil else { return false }
       if let old = state.owners[session] { state.devices[old.userId]?[old.deviceId] = nil }
@@ -114,6 +116,15 @@ package final class WriteBehindShell: Sendable {
       announced(session, epoch: epoch)
     }
     return held
+  }
+
+  /// Runs a resume, from its script to its hold: meanwhile the inbox is not trimmed, since the
+  /// copies of the letters the script adds to it (`SessionLedger.resumeHolding`) are kept only
+  /// from the hold on (numbered there, or retained if the lease lapsed).
+  package func resuming<Result>(_ body: () throws(RedisError) -> Result) throws(RedisError) -> Result {
+    state.withLock { $0.resuming += 1 }
+    defer { state.withLock { $0.resuming -= 1 } }
+    return try body()
   }
 
   private func announced(_ session: String, epoch: UInt64) {
@@ -205,7 +216,10 @@ package final class WriteBehindShell: Sendable {
   /// letters whose resume has happened are let go first.
   package func trimPoint(read: String, _ redis: (any RedisClient)? = nil) throws(RedisError) -> String? {
     if let redis { try releaseRetained(redis) }
-    let (keeps, dropped) = state.withLock { ($0.holder.keepsFrom, $0.holder.retainedDropped) }
+    let (keeps, dropped, resuming) = state.withLock {
+      ($0.holder.keepsFrom, $0.holder.retainedDropped, $0.resuming > 0)
+    }
+    guard !resuming else { return nil }
     if dropped > reportedDrops.current {
       reportedDrops.withLock { $0 = dropped }
       log.error("\(dropped) retained letter(s) left the inbox over the bound: a resume may miss them")
