@@ -47,7 +47,7 @@ extension SessionLedger {
       arguments: [
         .string(userId), .string(deviceId), .integer(Int64(clamping: lastSeq)), .string(node),
         try .milliseconds(limits.expiry), .integer(Int64(clamping: allowingAhead)), "1",
-        .integer(Int64(limits.inboxCapacity)), .string(sessionID), try .milliseconds(limits.inboxExpiry),
+        .integer(Int64(limits.capacity)), .string(sessionID), try .milliseconds(limits.inboxExpiry),
       ])
     guard let elements = reply.elements, let status = elements.first?.integer else { throw .unexpectedReply(reply) }
     switch status {

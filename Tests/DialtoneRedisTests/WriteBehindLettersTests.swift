@@ -180,6 +180,80 @@ extension RedisTests {
       #expect(last.lastSeq == 2 && last.letters.map(\.frame) == [frame(3), frame(4)])
     }
 
+    /// The session's letter positions (`dt:session:{id}:lx`).
+    private func index(_ redis: any RedisClient, _ session: String) throws -> [String] {
+      let reply = try redis.command(["LRANGE", .string("dt:session:{\(session)}:lx"), "0", "-1"])
+      return (reply.elements ?? []).compactMap(\.string)
+    }
+
+    @Test func aResumeFindsTheSessionsLettersByItsIndexAmongAnyNumberOfOthers() throws {
+      let redis = try SharedRedis.client()
+      defer { redis.close() }
+      let limits = SessionLedger.Limits(expiry: .seconds(60))
+      let (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
+      let (id, other) = ("s_" + UUID().uuidString, "s_" + UUID().uuidString)
+      let (holder, producer, successor) = ("n-" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString)
+      for session in [id, other] { _ = try store.claim(session, epoch: try ledger.open(session, userId: session, deviceId: "phone", node: holder)) }
+      // The holder is dead: its inbox fills with another session's letters around three of this one's.
+      for n in 1...600 {
+        if n % 200 == 0 { _ = try ledger.append(frame(n), to: id, from: producer) }
+        _ = try ledger.append(frame(n), to: other, from: producer)
+      }
+      let positions = try index(redis, id)
+      #expect(positions.count == 3)
+      guard
+        case .resumed(let taken) = try ledger.resumeHolding(
+          id, userId: id, deviceId: "phone", from: 0, node: successor, allowingAhead: 8)
+      else {
+        Issue.record("not resumed")
+        return
+      }
+      #expect(taken.letters.map(\.frame) == [frame(200), frame(400), frame(600)])
+      #expect(taken.origins == positions)
+      // The index lists their copies now, in the successor's inbox.
+      #expect(try index(redis, id) == taken.positions)
+    }
+
+    @Test func moreLettersWaitingThanTheSessionHoldsMakeItsClientResync() throws {
+      let redis = try SharedRedis.client()
+      defer { redis.close() }
+      let limits = SessionLedger.Limits(capacity: 8, expiry: .seconds(60))
+      let ledger = SessionLedger(redis, limits: limits)
+      let (id, holder, producer) = ("s_" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString)
+      _ = try WriteBehindStore(redis, limits: limits).claim(
+        id, epoch: try ledger.open(id, userId: "alice", deviceId: "phone", node: holder))
+      // A store-first session would have dropped the oldest of nine unacknowledged messages.
+      for n in 1...9 { _ = try ledger.append(frame(n), to: id, from: producer) }
+      #expect(
+        try ledger.resumeHolding(id, userId: "alice", deviceId: "phone", from: 0, node: producer, allowingAhead: 2)
+          == .resync)
+    }
+
+    @Test func theIndexLetsGoOfWhatTheHolderStoredAsItGrows() throws {
+      let redis = try SharedRedis.client()
+      defer { redis.close() }
+      let limits = SessionLedger.Limits(expiry: .seconds(60))
+      let (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
+      let (id, holder, producer) = ("s_" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString)
+      try ClusterPresence(redis, nodeExpiry: .seconds(60)).heartbeat(holder)
+      let epoch = try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
+      _ = try store.claim(id, epoch: epoch)
+      for n in 1...64 { #expect(try ledger.append(frame(n), to: id, from: producer) == .sent(seq: 0)) }
+      let positions = try index(redis, id)
+      #expect(positions.count == 64)
+      // The holder stores the first sixty.
+      let batch = WriteBehindBatch(
+        number: 1,
+        sessions: [
+          .init(
+            id: id, epoch: epoch, frames: (1...60).map { .init(seq: UInt64($0), bytes: frame($0).bytes(seq: UInt64($0))) },
+            letterPosition: positions[59])
+        ])
+      #expect(try store.store(batch, from: holder) == [:])
+      #expect(try ledger.append(frame(65), to: id, from: producer) == .sent(seq: 0))
+      #expect(try index(redis, id).count == 5)
+    }
+
     @Test func aFullInboxHasRedisNumberPastWhatTheHolderMayHaveWritten() throws {
       let redis = try SharedRedis.client()
       defer { redis.close() }
