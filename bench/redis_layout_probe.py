@@ -137,7 +137,10 @@ def swift_scripts():
     def unescape(lua):
         return lua.replace('\\\\', '\\')
 
-    step = unescape(re.search(r'private static let appendStep = """\n(.*?)\n    """', text, re.S).group(1))
+    # The letter index's helpers (`letterIndex`) come first, as the server joins them.
+    index = unescape(re.search(r'private static let letterIndex = """\n(.*?)\n    """', text, re.S).group(1))
+    step = index + '\n' + unescape(re.search(
+        r'private static let appendStep =\n    letterIndex \+ "\\n" \+ """\n(.*?)\n    """', text, re.S).group(1))
     deliver = unescape(re.search(
         r'static let deliverScript = RedisScript\(\n    appendStep \+ """\n(.*?)\n      """\)', text, re.S).group(1))
     append = unescape(re.search(

@@ -108,7 +108,8 @@ extension ClusterLink: SessionStore {
         guard
           shell.hold(
             asked, of: who, epoch: resumed.epoch, lastSeq: resumed.lastSeq, onces: resumed.onces,
-            lettersAfter: resumed.lettersAfter, letters: letters, letterOrigins: resumed.origins)
+            lettersAfter: resumed.lettersAfter, letters: letters, letterOrigins: resumed.origins,
+            storedRequests: Set(resumed.replies.keys))
         else {
           // This node's lease lapsed: the letters stay where the script copied them, the first
           // after the session's `lp` in this node's inbox, where its next resume reads them before

@@ -309,14 +309,15 @@ package struct WriteBehindHolder: Sendable {
   /// the resume and this call); the reader's copies of letters at or before the cut are not
   /// numbered again. All of them, and the frames numbered again, are written once stored (the
   /// hub learns of the resume after this: a write now would reach the session it replaces, or
-  /// none). When this node held the session just before (the previous holder), a letter it had
+  /// none). `storedRequests`: the request ids whose answers Redis has (the resume's replies). When
+  /// this node held the session just before (the previous holder), a letter it had
   /// numbered at or below `lastSeq` is one the client processed (a candidate written before it
   /// was stored): it is not numbered again, nor a repeat of it; one above is, its once-key no
   /// obstacle. If the lease is stale the letters are retained (their copies stay in the inbox for
   /// the session's next resume).
   package mutating func hold(
     _ session: String, epoch: UInt64, lastSeq: UInt64, onces: [String] = [], lettersAfter: String? = nil,
-    letters: [Outgoing] = [], letterOrigins: [String] = [], now: Instant
+    letters: [Outgoing] = [], letterOrigins: [String] = [], storedRequests: Set<String> = [], now: Instant
   ) -> [Effect] {
     var effects = checkLease(now)
     guard lease != .stale else {
@@ -362,7 +363,15 @@ package struct WriteBehindHolder: Sendable {
         // may have landed before the other node's resume, so everything waits for its answer.
         let flying = inFlightSeqs(session, epoch: old.epoch)
         if flying.isEmpty || !own.contains(where: { flying.contains($0.seq) }) {
-          again = own.map { $0.outgoing.storedFirst }
+          // Nothing in flight, but a batch that failed may have landed before the other node's
+          // resume: a frame whose once-key or answered request Redis has was stored, and with it
+          // every frame before it (a session's frames are stored in seq order, whole per batch).
+          let redisOnces = Set(onces)
+          let proven = own.filter { frame in
+            frame.outgoing.once.map(redisOnces.contains) == true
+              || frame.outgoing.requestID.map(storedRequests.contains) == true
+          }.map(\.seq).max()
+          again = own.filter { frame in proven.map { frame.seq > $0 } ?? true }.map { $0.outgoing.storedFirst }
         } else if case .inFlight(let number, _) = store {
           awaiting.append(
             Awaiting(

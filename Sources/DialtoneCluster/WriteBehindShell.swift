@@ -96,12 +96,13 @@ package final class WriteBehindShell: Sendable {
   /// (`WriteBehindHolder.hold`). False when the node's lease is stale: it takes no session then.
   package func hold(
     _ session: String, of identity: Identity, epoch: UInt64, lastSeq: UInt64, onces: [String] = [],
-    lettersAfter: String? = nil, letters: [WriteBehindHolder.Outgoing] = [], letterOrigins: [String] = []
+    lettersAfter: String? = nil, letters: [WriteBehindHolder.Outgoing] = [], letterOrigins: [String] = [],
+    storedRequests: Set<String> = []
   ) -> Bool {
     let held = state.withLock { state in
       let effects = state.holder.hold(
         session, epoch: epoch, lastSeq: lastSeq, onces: onces, lettersAfter: lettersAfter, letters: letters,
-        letterOrigins: letterOrigins, now: now())
+        letterOrigins: letterOrigins, storedRequests: storedRequests, now: now())
       state.outbox += effects
       guard state.holder.sessions[session] != nil else { return false }
       if let old = state.owners[session] { state.devices[old.userId]?[old.deviceId] = nil }

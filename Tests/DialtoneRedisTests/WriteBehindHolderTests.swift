@@ -488,6 +488,20 @@ import Testing
     #expect(bobs(effects) == .init(id: "bob", epoch: 9, frames: [.init(seq: 6, bytes: bytes(1, seq: 6))]))
   }
 
+  @Test func aSessionBackHereAfterAFailedBatchLandedNumbersAgainOnlyWhatRedisDoesNotShowStored() {
+    var h = holding(["alice": 0, "bob": 0])
+    let unkeyed = Holder.Outgoing(session: "bob", frame: frame(4), kind: .storeFirst)
+    _ = submitted(&h, [ring("bob", 1, once: "invite-c1"), answer("bob", 2, to: "b2")])
+    _ = h.batchFailed(1, now: at(0.001))  // it landed, but its answer was lost
+    _ = submitted(&h, [unkeyed], at: 0.002)
+    // Bob resumed on another node after batch 1 landed (Redis has its key and its answer), and
+    // came back: seqs 1 and 2 are stored; seq 3, never sent, is numbered again.
+    #expect(
+      h.hold("bob", epoch: 9, lastSeq: 5, onces: ["invite-c1"], storedRequests: ["b2"], now: at(0.005)) == [])
+    let effects = h.tick(now: at(0.01))
+    #expect(bobs(effects) == .init(id: "bob", epoch: 9, frames: [.init(seq: 6, bytes: bytes(4, seq: 6))]))
+  }
+
   func ring(_ session: String, _ n: Int, once: String) -> Holder.Outgoing {
     .init(session: session, frame: frame(n), kind: .storeFirst, once: once)
   }
