@@ -54,8 +54,8 @@ extension SessionLedger {
   /// {4} no such session, {5, seq, holder, bytes} stored for another holder, not told yet;
   /// for a session a live write-behind holder numbers (`wb` in its meta hash): {1, 0} sent
   /// unnumbered to its inbox.
-  private static let appendStep =
-    letterIndex + "\n" + """
+  private static let appendStep = """
+    \(letterIndex)
     local function shared(at)
       return {head = ARGV[at], tail = ARGV[at + 1], request = ARGV[at + 2], once = ARGV[at + 3],
         capacity = tonumber(ARGV[at + 4]), max_bytes = tonumber(ARGV[at + 5]),
@@ -295,7 +295,8 @@ extension SessionLedger {
   /// could not move `lp` (its epoch is old) but its reader could trim letters the resume did not
   /// read yet.
   static let resumeScript = RedisScript(
-    letterIndex + "\n" + """
+    """
+    \(letterIndex)
     if redis.call('EXISTS', KEYS[1]) == 0 then return {2} end
     local meta = redis.call('HMGET', KEYS[1], 'user', 'device', 'last', 'dropped', 'owner', 'lp')
     if meta[1] ~= ARGV[1] or meta[2] ~= ARGV[2] then return {2} end

@@ -193,7 +193,9 @@ extension RedisTests {
       let (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
       let (id, other) = ("s_" + UUID().uuidString, "s_" + UUID().uuidString)
       let (holder, producer, successor) = ("n-" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString)
-      for session in [id, other] { _ = try store.claim(session, epoch: try ledger.open(session, userId: session, deviceId: "phone", node: holder)) }
+      for session in [id, other] {
+        _ = try store.claim(session, epoch: try ledger.open(session, userId: session, deviceId: "phone", node: holder))
+      }
       // The holder is dead: its inbox fills with another session's letters around three of this one's.
       for n in 1...600 {
         if n % 200 == 0 { _ = try ledger.append(frame(n), to: id, from: producer) }
@@ -246,7 +248,8 @@ extension RedisTests {
         number: 1,
         sessions: [
           .init(
-            id: id, epoch: epoch, frames: (1...60).map { .init(seq: UInt64($0), bytes: frame($0).bytes(seq: UInt64($0))) },
+            id: id, epoch: epoch,
+            frames: (1...60).map { .init(seq: UInt64($0), bytes: frame($0).bytes(seq: UInt64($0))) },
             letterPosition: positions[59])
         ])
       #expect(try store.store(batch, from: holder) == [:])
