@@ -96,8 +96,9 @@ extension ClusterLink: SessionStore {
     // (A quarter of the capacity: the holder's `maxSessionFrames`, and the skip of
     // `SessionLedger`'s append step when a holder's inbox is full.)
     let ahead = UInt64(settings.maxUnackedMessages / 4)
-    // The inbox is not trimmed from the script to the hold: the copies of the letters the script
-    // adds are kept from then on by the holding (or, the lease lapsed, as retained letters).
+    // From the script to the hold the inbox is not trimmed past what its reader had read before:
+    // the copies of the letters the script adds are kept from the hold on by the holding (or, the
+    // lease lapsed, as retained letters).
     return try shell.resuming { () throws(RedisError) -> SessionOpened in
       switch try ledger.resumeHolding(
         asked, userId: who.userId, deviceId: who.deviceId, from: resume.lastSeq, node: thisNode,

@@ -31,8 +31,13 @@ package final class WriteBehindShell: Sendable {
     var pumping = false
     /// Whether the lease was stale when last looked at (its lapse is logged once).
     var stale = false
-    /// Resumes between their script and their hold (`resuming`): the inbox is not trimmed then.
+    /// Resumes between their script and their hold (`resuming`): the inbox is trimmed no further
+    /// than the reader had read before the first of them began (`pinned`), since the letters'
+    /// copies the script adds come after that.
     var resuming = 0
+    var pinned: InboxPosition?
+    /// How far the reader had read at the last trim.
+    var read: InboxPosition?
   }
 
   private let state: Locked<State>
@@ -119,11 +124,16 @@ package final class WriteBehindShell: Sendable {
     return held
   }
 
-  /// Runs a resume, from its script to its hold: meanwhile the inbox is not trimmed, since the
-  /// copies of the letters the script adds to it (`SessionLedger.resumeHolding`) are kept only
-  /// from the hold on (numbered there, or retained if the lease lapsed).
+  /// Runs a resume, from its script to its hold: meanwhile the inbox is not trimmed past what
+  /// the reader had read before, since the copies of the letters the script adds to it
+  /// (`SessionLedger.resumeHolding`) are kept only from the hold on (numbered there, or retained
+  /// if the lease lapsed). Not trimming at all would starve the trim while resumes follow each
+  /// other (a dead node's sessions coming here).
   package func resuming<Result>(_ body: () throws(RedisError) -> Result) throws(RedisError) -> Result {
-    state.withLock { $0.resuming += 1 }
+    state.withLock { state in
+      if state.resuming == 0 { state.pinned = state.read }
+      state.resuming += 1
+    }
     defer { state.withLock { $0.resuming -= 1 } }
     return try body()
   }
@@ -217,14 +227,21 @@ package final class WriteBehindShell: Sendable {
   /// letters whose resume has happened are let go first.
   package func trimPoint(read: String, _ redis: (any RedisClient)? = nil) throws(RedisError) -> String? {
     if let redis { try releaseRetained(redis) }
-    let (keeps, dropped, resuming) = state.withLock {
-      ($0.holder.keepsFrom, $0.holder.retainedDropped, $0.resuming > 0)
+    let (keeps, dropped, pin) = state.withLock { state -> (InboxPosition?, Int, InboxPosition??) in
+      defer { if let at = InboxPosition(read) { state.read = at } }
+      return (state.holder.keepsFrom, state.holder.retainedDropped, state.resuming > 0 ? .some(state.pinned) : .none)
     }
-    guard !resuming else { return nil }
     if dropped > reportedDrops.current {
       reportedDrops.withLock { $0 = dropped }
       log.error("\(dropped) retained letter(s) left the inbox over the bound: a resume may miss them")
     }
+    let through = Self.trimPoint(read: read, keeps: keeps)
+    guard case .some(let pinned) = pin else { return through }
+    guard let pinned, let through else { return nil }
+    return InboxPosition(through).map { min($0, pinned).description } ?? pinned.description
+  }
+
+  private static func trimPoint(read: String, keeps: InboxPosition?) -> String? {
     guard let keeps else { return read }
     guard let before = keeps.predecessor else { return nil }
     guard let read = InboxPosition(read) else { return before.description }

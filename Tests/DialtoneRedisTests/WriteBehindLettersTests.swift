@@ -355,9 +355,12 @@ extension RedisTests {
 
     @Test func theInboxIsNotTrimmedFromAResumesScriptToItsHold() throws {
       let failing = shell { () throws(RedisError) in throw .connectionFailed(message: "down") }
-      // The copies the script adds are kept only once the holder has them (or retained them).
+      // The copies the script adds (after anything read before it began) are kept only once the
+      // holder has them (or retained them): meanwhile the trim goes no further than that.
       #expect(try failing.resuming { () throws(RedisError) in try failing.trimPoint(read: "5-0") } == nil)
       #expect(try failing.trimPoint(read: "5-0") == "5-0")
+      #expect(try failing.resuming { () throws(RedisError) in try failing.trimPoint(read: "9-0") } == "5-0")
+      #expect(try failing.trimPoint(read: "9-0") == "9-0")
     }
 
     @Test func aRequestRefusedOverTheNodesBoundThatMovedTheCallOnResyncsItsSessions() {
