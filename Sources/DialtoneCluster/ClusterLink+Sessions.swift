@@ -159,17 +159,19 @@ extension ClusterLink: SessionStore {
 
   package func deliver(_ message: ServerMessage, to userId: String, device: String?, skipping: Set<String>) {
     var skipping = skipping
+    // Computed once for every copy (a candidate's joins eight strings).
+    let once = OnceKey.of(message)
     if let writeBehind {
       // The sessions held here are numbered here; Redis delivers to the others.
       let here = writeBehind.sessions(of: userId, device: device, skipping: skipping)
       for (heldDevice, session) in here {
-        writeBehind.add(Self.outgoing(message, to: session, answering: nil, mayWait: false, once: OnceKey.of(message)))
+        writeBehind.add(Self.outgoing(message, to: session, answering: nil, mayWait: false, once: once))
         skipping.insert(heldDevice)
       }
       if let device, skipping.contains(device) { return }
     }
     let step = SessionLedger.Step.deliver(
-      Self.frame(message), user: userId, device: device, skipping: skipping, once: OnceKey.of(message))
+      Self.frame(message), user: userId, device: device, skipping: skipping, once: once)
     batch.withLock { $0.append(PendingStep(step: step, what: message.typeName)) }
   }
 
