@@ -154,6 +154,16 @@ package final class WriteBehindShell: Sendable {
   /// A frame of the hub's current event for a session held here.
   package func add(_ outgoing: WriteBehindHolder.Outgoing) { state.withLock { $0.event.append(outgoing) } }
 
+  /// `add` if its session is held here (one lock for both: the hub asks for every message);
+  /// whether it was.
+  package func addIfHeld(_ outgoing: WriteBehindHolder.Outgoing) -> Bool {
+    state.withLock { state in
+      guard state.holder.sessions[outgoing.session] != nil else { return false }
+      state.event.append(outgoing)
+      return true
+    }
+  }
+
   /// The hub's event is over: its frames are numbered together, or refused together. A relayed
   /// candidate's request whose event was refused because too much waits for Redis is answered
   /// `rate-limited` by the hub (`requestsRefused`: it sends it again, and its peers get what it

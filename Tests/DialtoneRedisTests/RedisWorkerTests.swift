@@ -13,7 +13,7 @@ import Testing
     }
     let seen = Locked<[String]>([])
     let done = DispatchSemaphore(value: 0)
-    let threadName = { Thread.current.name ?? "" }
+    let threadName: @Sendable () -> String = { Thread.current.name ?? "" }
     worker.onWake {
       seen.withLock { $0.append("wake on \(threadName())") }
       done.signal()
