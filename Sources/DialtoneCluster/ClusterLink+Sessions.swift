@@ -151,28 +151,32 @@ extension ClusterLink: SessionStore {
   }
 
   package func append(_ message: ServerMessage, to sessionID: String, answering requestID: String?, coalesced: Bool) {
-    if let writeBehind, writeBehind.holds(sessionID) {
-      return writeBehind.add(
-        Self.outgoing(message, to: sessionID, answering: requestID, mayWait: coalesced, once: OnceKey.of(message)))
+    // Encoded once, for whichever path takes it.
+    let (frame, once) = (Self.frame(message), OnceKey.of(message))
+    if let writeBehind,
+      writeBehind.addIfHeld(
+        Self.outgoing(frame, of: message, to: sessionID, answering: requestID, mayWait: coalesced, once: once))
+    {
+      return
     }
-    let step = SessionLedger.Step.append(
-      Self.frame(message), session: sessionID, requestID: requestID, once: OnceKey.of(message))
+    let step = SessionLedger.Step.append(frame, session: sessionID, requestID: requestID, once: once)
     batch.withLock { $0.append(PendingStep(step: step, coalesced: coalesced, what: message.typeName)) }
   }
 
   package func deliver(_ message: ServerMessage, to userId: String, device: String?, skipping: Set<String>) {
     var skipping = skipping
+    // Encoded once for every copy (every copy is the same frame and key).
+    let (frame, once) = (Self.frame(message), OnceKey.of(message))
     if let writeBehind {
       // The sessions held here are numbered here; Redis delivers to the others.
       let here = writeBehind.sessions(of: userId, device: device, skipping: skipping)
       for (heldDevice, session) in here {
-        writeBehind.add(Self.outgoing(message, to: session, answering: nil, mayWait: false, once: OnceKey.of(message)))
+        writeBehind.add(Self.outgoing(frame, of: message, to: session, answering: nil, mayWait: false, once: once))
         skipping.insert(heldDevice)
       }
       if let device, skipping.contains(device) { return }
     }
-    let step = SessionLedger.Step.deliver(
-      Self.frame(message), user: userId, device: device, skipping: skipping, once: OnceKey.of(message))
+    let step = SessionLedger.Step.deliver(frame, user: userId, device: device, skipping: skipping, once: once)
     batch.withLock { $0.append(PendingStep(step: step, what: message.typeName)) }
   }
 
@@ -204,13 +208,15 @@ extension ClusterLink: SessionStore {
   /// neither lands without the other; the requesting node is told it came, for its bookkeeping.
   package func reply(_ reply: ServerMessage, to request: ForwardedRequest) {
     let letter = ClusterLetterCodec.encode(.reply(sessionID: request.origin.sessionID, requestID: request.id, reply))
-    if let writeBehind, writeBehind.holds(request.origin.sessionID) {
-      writeBehind.add(Self.outgoing(reply, to: request.origin.sessionID, answering: request.id, mayWait: false))
+    let frame = Self.frame(reply)
+    if let writeBehind,
+      writeBehind.addIfHeld(
+        Self.outgoing(frame, of: reply, to: request.origin.sessionID, answering: request.id, mayWait: false, once: nil))
+    {
       batch.withLock { $0.append(PendingStep(step: .letter(letter, to: request.origin.node), what: "answer letter")) }
       return
     }
-    let stored = SessionLedger.Step.append(
-      Self.frame(reply), session: request.origin.sessionID, requestID: request.id, once: nil)
+    let stored = SessionLedger.Step.append(frame, session: request.origin.sessionID, requestID: request.id, once: nil)
     batch.withLock {
       $0.append(PendingStep(step: stored, what: reply.typeName))
       $0.append(PendingStep(step: .letter(letter, to: request.origin.node), what: "answer letter"))
@@ -385,10 +391,18 @@ extension ClusterLink: SessionStore {
   package static func outgoing(
     _ message: ServerMessage, to session: String, answering requestID: String?, mayWait: Bool, once: String? = nil
   ) -> WriteBehindHolder.Outgoing {
+    outgoing(frame(message), of: message, to: session, answering: requestID, mayWait: mayWait, once: once)
+  }
+
+  /// `outgoing` with the message's frame encoded already.
+  static func outgoing(
+    _ frame: SessionLedger.Frame, of message: ServerMessage, to session: String, answering requestID: String?,
+    mayWait: Bool, once: String?
+  ) -> WriteBehindHolder.Outgoing {
     let candidate: Bool
     if case .candidate = message, requestID == nil { candidate = true } else { candidate = false }
     return WriteBehindHolder.Outgoing(
-      session: session, frame: frame(message), kind: candidate ? .candidate : .storeFirst, requestID: requestID,
+      session: session, frame: frame, kind: candidate ? .candidate : .storeFirst, requestID: requestID,
       mayWait: candidate || mayWait, once: once)
   }
 

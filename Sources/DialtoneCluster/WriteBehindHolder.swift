@@ -403,11 +403,12 @@ package struct WriteBehindHolder: Sendable {
   /// The hub has the session held at `epoch` now (the shell says so once the hub has had the
   /// open's or resume's answer): candidates numbered since wait no more for their store.
   package mutating func announced(_ session: String, epoch: UInt64) -> [Effect] {
-    guard var held = sessions[session], held.epoch == epoch, !held.announced else { return [] }
-    held.announced = true
+    guard let index = sessions.index(forKey: session), sessions.values[index].epoch == epoch,
+      !sessions.values[index].announced
+    else { return [] }
+    sessions.values[index].announced = true
     var effects: [Effect] = []
-    writeWaitingCandidates(&held, session, &effects)
-    sessions[session] = held
+    Self.writeWaitingCandidates(&sessions.values[index], session, limits, &effects)
     return effects
   }
 
@@ -633,14 +634,43 @@ package struct WriteBehindHolder: Sendable {
   private static func cost(_ outgoing: Outgoing) -> Int { outgoing.frame.head.count + outgoing.frame.tail.count }
 
   private func fits(_ event: [Outgoing], sessionBounds: Bool) -> Bool {
+    // As `Numbered.cost` will count a frame; the seq's digits are those of the session's next
+    // seq, near enough for a bound.
+    func size(_ outgoing: Outgoing, _ held: Held?) -> Int {
+      2 * (outgoing.frame.head.count + outgoing.frame.tail.count) + Self.digits(held?.next ?? 1)
+    }
+    guard event.count <= Self.scannedEvent else { return fitsLarge(event, sessionBounds: sessionBounds, size: size) }
+    // An event is a frame or two nearly always: its sessions are told apart by scanning it, not
+    // by dictionaries built for each event.
+    var total = 0
+    for (offset, outgoing) in event.enumerated() {
+      // Each session once, at its first frame, with all of its frames in the event.
+      if event[..<offset].contains(where: { $0.session == outgoing.session }) { continue }
+      let held = sessions[outgoing.session]
+      var frames = 0
+      var bytes = 0
+      for other in event[offset...] where other.session == outgoing.session {
+        frames += 1
+        bytes += size(other, held)
+      }
+      total += bytes
+      guard sessionBounds, let held else { continue }
+      if held.unstored.count + frames > limits.maxSessionFrames { return false }
+      if held.unstoredBytes + bytes > limits.maxSessionBytes { return false }
+    }
+    return nodeBytes + total <= limits.maxNodeBytes
+  }
+
+  /// Events up to this many frames are checked by scanning them (`fits`).
+  private static let scannedEvent = 8
+
+  /// `fits` for a larger event (a group's): its sessions counted in dictionaries.
+  private func fitsLarge(_ event: [Outgoing], sessionBounds: Bool, size: (Outgoing, Held?) -> Int) -> Bool {
     var frames: [String: Int] = [:]
     var bytes: [String: Int] = [:]
     var total = 0
     for outgoing in event {
-      // As `Numbered.cost` will count it; the seq's digits are those of the session's next seq,
-      // near enough for a bound.
-      let digits = Self.digits(sessions[outgoing.session]?.next ?? 1)
-      let size = 2 * (outgoing.frame.head.count + outgoing.frame.tail.count) + digits
+      let size = size(outgoing, sessions[outgoing.session])
       frames[outgoing.session, default: 0] += 1
       bytes[outgoing.session, default: 0] += size
       total += size
@@ -674,26 +704,17 @@ package struct WriteBehindHolder: Sendable {
     var queued = QueuedEvent(
       frames: [], queuedAt: now, urgent: event.contains { !$0.mayWait })
     for outgoing in event {
-      guard var held = sessions[outgoing.session] else {
+      guard let index = sessions.index(forKey: outgoing.session) else {
         if outgoing.letter != nil { retain(outgoing) } else { effects.append(.unheld(outgoing)) }
         continue
       }
-      // A letter the resume that made this holding applied already.
-      if let cut = held.lettersAfter, let at = outgoing.letter.flatMap(InboxPosition.init), at <= cut { continue }
-      if checkingOnces, let once = outgoing.once, !held.onces.insert(once) { continue }
-      let seq = held.next
-      held.next += 1
-      let frame = Numbered(seq: seq, bytes: outgoing.frame.bytes(seq: seq), outgoing: outgoing)
-      held.unstored.append(frame)
-      held.unstoredBytes += frame.cost
+      // Changed where it is stored (`values[index]`): a copy taken out and put back would copy
+      // the session's whole queue of unstored frames for each one appended.
+      let numbered = Self.number(outgoing, in: &sessions.values[index], checkingOnces: checkingOnces, limits)
+      guard let (frame, epoch, written) = numbered else { continue }
       nodeBytes += frame.cost
-      // Written at once only if every frame before it is written: seqs reach the socket in order.
-      if frame.kind == .candidate, held.announced, held.written == seq - 1, Self.mayWriteUnstored(seq, held, limits) {
-        held.written = seq
-        effects.append(.write(session: outgoing.session, seq: seq, bytes: frame.bytes))
-      }
-      sessions[outgoing.session] = held
-      queued.frames.append(FrameRef(session: outgoing.session, epoch: held.epoch, seq: seq))
+      if written { effects.append(.write(session: outgoing.session, seq: frame.seq, bytes: frame.bytes)) }
+      queued.frames.append(FrameRef(session: outgoing.session, epoch: epoch, seq: frame.seq))
     }
     if !queued.frames.isEmpty {
       queue.append(queued)
@@ -702,33 +723,67 @@ package struct WriteBehindHolder: Sendable {
     return effects
   }
 
+  /// Numbers `outgoing` for `held`: the frame, the session's epoch, and whether it is written at
+  /// once; nil when it is not numbered (a letter the resume applied, or a repeat).
+  private static func number(
+    _ outgoing: Outgoing, in held: inout Held, checkingOnces: Bool, _ limits: Limits
+  ) -> (Numbered, UInt64, Bool)? {
+    // A letter the resume that made this holding applied already.
+    if let cut = held.lettersAfter, let at = outgoing.letter.flatMap(InboxPosition.init), at <= cut { return nil }
+    if checkingOnces, let once = outgoing.once, !held.onces.insert(once) { return nil }
+    let seq = held.next
+    held.next += 1
+    let frame = Numbered(seq: seq, bytes: outgoing.frame.bytes(seq: seq), outgoing: outgoing)
+    held.unstored.append(frame)
+    held.unstoredBytes += frame.cost
+    // Written at once only if every frame before it is written: seqs reach the socket in order.
+    var written = false
+    if frame.kind == .candidate, held.announced, held.written == seq - 1, mayWriteUnstored(seq, held, limits) {
+      held.written = seq
+      written = true
+    }
+    return (frame, held.epoch, written)
+  }
+
   /// Redis has the session's frames through `seq`: held frames up to the next store-first one
   /// still waiting are written.
   private mutating func confirm(_ session: String, through seq: UInt64) -> [Effect] {
-    guard var held = sessions[session], seq > held.stored else { return [] }
+    guard let index = sessions.index(forKey: session), seq > sessions.values[index].stored else { return [] }
     var effects: [Effect] = []
-    let confirmed = held.unstored.prefix { $0.seq <= seq }
-    for frame in confirmed {
-      held.unstoredBytes -= frame.cost
-      nodeBytes -= frame.cost
-    }
-    held.unstored.removeFirst(confirmed.count)
-    for frame in confirmed where frame.seq == held.written + 1 {
-      held.written = frame.seq
-      effects.append(.write(session: session, seq: frame.seq, bytes: frame.bytes))
-    }
-    held.stored = seq
-    writeWaitingCandidates(&held, session, &effects)
-    sessions[session] = held
+    // In place (`values[index]`), as in `number`: a copy would copy the frames left.
+    let freed = Self.confirm(&sessions.values[index], session, through: seq, limits, &effects)
+    nodeBytes -= freed
     return effects
+  }
+
+  /// `confirm` on the session itself; the bytes it freed.
+  private static func confirm(
+    _ held: inout Held, _ session: String, through seq: UInt64, _ limits: Limits, _ effects: inout [Effect]
+  ) -> Int {
+    let count = held.unstored.prefix { $0.seq <= seq }.count
+    var freed = 0
+    for frame in held.unstored[..<count] {
+      freed += frame.cost
+      if frame.seq == held.written + 1 {
+        held.written = frame.seq
+        effects.append(.write(session: session, seq: frame.seq, bytes: frame.bytes))
+      }
+    }
+    held.unstoredBytes -= freed
+    held.unstored.removeFirst(count)
+    held.stored = seq
+    writeWaitingCandidates(&held, session, limits, &effects)
+    return freed
   }
 
   /// Candidates next in seq order, unstored, are written (within the bound of
   /// `mayWriteUnstored`; candidates written before they were stored lead the rest).
-  private func writeWaitingCandidates(_ held: inout Held, _ session: String, _ effects: inout [Effect]) {
+  private static func writeWaitingCandidates(
+    _ held: inout Held, _ session: String, _ limits: Limits, _ effects: inout [Effect]
+  ) {
     guard held.announced else { return }
     for frame in held.unstored where frame.seq > held.written {
-      guard frame.kind == .candidate, frame.seq == held.written + 1, Self.mayWriteUnstored(frame.seq, held, limits)
+      guard frame.kind == .candidate, frame.seq == held.written + 1, mayWriteUnstored(frame.seq, held, limits)
       else { break }
       held.written = frame.seq
       effects.append(.write(session: session, seq: frame.seq, bytes: frame.bytes))
@@ -767,17 +822,29 @@ package struct WriteBehindHolder: Sendable {
     var frames = 0
     var bytes = 0
     var cut = 0
+    var live: [FrameRef] = []
+    var found: [Numbered?] = []
     for event in queue {
-      let live = event.frames.filter(isCurrent)
-      let size = live.reduce(0) { $0 + (frame($1)?.bytes.count ?? 0) }
+      // Each frame looked up once: whether it is current, and what it is.
+      live.removeAll(keepingCapacity: true)
+      found.removeAll(keepingCapacity: true)
+      var size = 0
+      for ref in event.frames {
+        guard let held = sessions[ref.session], held.epoch == ref.epoch, ref.seq > held.stored else { continue }
+        let offset = Int(ref.seq - held.stored - 1)
+        let numbered = offset < held.unstored.count ? held.unstored[offset] : nil
+        live.append(ref)
+        found.append(numbered)
+        size += numbered?.bytes.count ?? 0
+      }
       if !taken.isEmpty, frames + live.count > limits.maxBatchFrames || bytes + size > limits.maxBatchBytes { break }
       cut += 1
       frames += live.count
       bytes += size
       taken.append(
         QueuedEvent(frames: live, queuedAt: event.queuedAt, urgent: event.urgent))
-      for ref in live {
-        guard let numbered = frame(ref) else { continue }
+      for (ref, numbered) in zip(live, found) {
+        guard let numbered else { continue }
         let part = WriteBehindBatch.Frame(
           seq: ref.seq, bytes: numbered.bytes, requestID: numbered.requestID, once: numbered.outgoing.once)
         let at: Int
@@ -806,11 +873,5 @@ package struct WriteBehindHolder: Sendable {
   private func isCurrent(_ ref: FrameRef) -> Bool {
     guard let held = sessions[ref.session] else { return false }
     return held.epoch == ref.epoch && ref.seq > held.stored
-  }
-
-  private func frame(_ ref: FrameRef) -> Numbered? {
-    guard isCurrent(ref), let held = sessions[ref.session] else { return nil }
-    let offset = Int(ref.seq - held.stored - 1)
-    return offset < held.unstored.count ? held.unstored[offset] : nil
   }
 }

@@ -49,7 +49,8 @@ package final class WriteBehindShell: Sendable {
   private let limits: SessionLedger.Limits
   private let now: @Sendable () -> Instant
   private let log: Log
-  /// Runs the batch window's wakes and the periodic lease check (`tick`).
+  /// Runs the periodic lease check (`tick`). The batch window's wakes run on the sender
+  /// (`RedisWorker.wake`), where the batch they cut goes anyway.
   private let timers = DispatchQueue(label: "dialtone.write-behind.timers")
   private let ticker: Locked<(any DispatchSourceTimer)?> = Locked(nil)
   /// Unstored frames the holder kept when the reader last looked (`acceptsLetters`).
@@ -71,6 +72,7 @@ package final class WriteBehindShell: Sendable {
     self.now = { now() + skew.current }
     self.log = log
     state = Locked(State(holder: WriteBehindHolder(limits: holder, renewedAt: now())))
+    sender.onWake { [weak self] in self?.tick() }
   }
 
   /// How far this node's monotonic clock jumped (tests: a node frozen past its lease).
@@ -173,6 +175,16 @@ package final class WriteBehindShell: Sendable {
 
   /// A frame of the hub's current event for a session held here.
   package func add(_ outgoing: WriteBehindHolder.Outgoing) { state.withLock { $0.event.append(outgoing) } }
+
+  /// `add` if its session is held here (one lock for both: the hub asks for every message);
+  /// whether it was.
+  package func addIfHeld(_ outgoing: WriteBehindHolder.Outgoing) -> Bool {
+    state.withLock { state in
+      guard state.holder.sessions[outgoing.session] != nil else { return false }
+      state.event.append(outgoing)
+      return true
+    }
+  }
 
   /// The hub's event is over: its frames are numbered together, or refused together. A relayed
   /// candidate's request whose event was refused because too much waits for Redis is answered
@@ -303,17 +315,16 @@ package final class WriteBehindShell: Sendable {
   /// Applies the effects waiting, in order; a caller that finds another applying them leaves them
   /// to it.
   private func pump() {
-    let lapsed = state.withLock { state -> Bool in
+    // One lock for both questions: this runs for every event the hub flushes.
+    let (lapsed, begun) = state.withLock { state -> (Bool, Bool) in
       let stale = state.holder.lease == .stale
-      defer { state.stale = stale }
-      return stale && !state.stale
+      let lapsed = stale && !state.stale
+      state.stale = stale
+      guard !state.pumping, !state.outbox.isEmpty else { return (lapsed, false) }
+      state.pumping = true
+      return (lapsed, true)
     }
     if lapsed { log.warning("this node's lease lapsed: it stopped writing and closed the sessions it held") }
-    let begun = state.withLock { state -> Bool in
-      guard !state.pumping, !state.outbox.isEmpty else { return false }
-      state.pumping = true
-      return true
-    }
     guard begun else { return }
     while true {
       let effects = state.withLock { state -> [WriteBehindHolder.Effect] in
@@ -352,8 +363,9 @@ package final class WriteBehindShell: Sendable {
         hand()
         store(batch)
       case .wake(let at):
-        let nanoseconds = Self.nanoseconds(at - now())
-        timers.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [weak self] in self?.tick() }
+        // On the sender's thread, where the batch the tick cuts is stored: a dispatch timer cost a
+        // timer thread's wake and a worker's per window, then a hand-off to the sender.
+        sender.wake(at: ContinuousClock.now + (at - now()))
       }
     }
     hand()
