@@ -160,6 +160,9 @@ async def main():
     parser.add_argument("--node-args", default="", help="extra server options for --bin's cluster nodes only "
                         "(not the baseline's, which may not know them), space-separated: say "
                         "'--cluster-sessions write-behind'")
+    parser.add_argument("--baseline-node-args", default="", help="extra server options for --baseline-bin's cluster "
+                        "nodes only, space-separated: say the same '--cluster-sessions write-behind' when the "
+                        "baseline knows it, to compare one mode across builds")
     args = parser.parse_args()
     args.bin = os.path.abspath(args.bin)
     if args.bench is None and args.baseline_bin:
@@ -202,7 +205,8 @@ async def main():
                 for index in range(count):
                     node = harness.Server(scratch, extra=["--database-url", postgres.url, "--redis-url", redis.url,
                                                           "--node-name", f"b{count}-{index + 1}", *no_limits,
-                                                          *(args.node_args.split() if binary == args.bin else [])])
+                                                          *(args.node_args.split() if binary == args.bin
+                                                            else args.baseline_node_args.split())])
                     nodes.append(await node.start())
                 await asyncio.sleep(1)
                 try:

@@ -137,7 +137,10 @@ def swift_scripts():
     def unescape(lua):
         return lua.replace('\\\\', '\\')
 
+    # The letter index's helpers (`letterIndex`) are interpolated at the step's head.
+    index = unescape(re.search(r'private static let letterIndex = """\n(.*?)\n    """', text, re.S).group(1))
     step = unescape(re.search(r'private static let appendStep = """\n(.*?)\n    """', text, re.S).group(1))
+    step = step.replace('\\(letterIndex)', index)
     deliver = unescape(re.search(
         r'static let deliverScript = RedisScript\(\n    appendStep \+ """\n(.*?)\n      """\)', text, re.S).group(1))
     append = unescape(re.search(

@@ -46,7 +46,7 @@ extension ClusterLink: SessionStore {
     let who = opening.identity
     var resync = false
     if let resume = opening.resume, let writeBehind {
-      switch try resumeHolding(resume, who, writeBehind, ledger, connection) {
+      switch try resumeHolding(resume, who, writeBehind, ledger) {
       case .resumed(let sessionID, let pending, let replies):
         held.withLock { _ = $0.insert(sessionID) }
         try announceNow(who, session: sessionID, connected: true, newSession: false, connection)
@@ -88,8 +88,7 @@ extension ClusterLink: SessionStore {
   /// not stored (`SessionLedger.resumeHolding`). `.fresh` stands for a session to open afresh
   /// (the one asked for cannot go on, and is ended if it is this device's).
   private func resumeHolding(
-    _ resume: ClientMessage.Resume, _ who: Identity, _ shell: WriteBehindShell, _ ledger: SessionLedger,
-    _ connection: any RedisClient
+    _ resume: ClientMessage.Resume, _ who: Identity, _ shell: WriteBehindShell, _ ledger: SessionLedger
   ) throws(RedisError) -> SessionOpened {
     let asked = resume.sessionId
     // A write-behind holder that died may have written its client candidates it had not
@@ -97,34 +96,38 @@ extension ClusterLink: SessionStore {
     // (A quarter of the capacity: the holder's `maxSessionFrames`, and the skip of
     // `SessionLedger`'s append step when a holder's inbox is full.)
     let ahead = UInt64(settings.maxUnackedMessages / 4)
-    switch try ledger.resumeHolding(
-      asked, userId: who.userId, deviceId: who.deviceId, from: resume.lastSeq, node: thisNode, allowingAhead: ahead)
-    {
-    case .resumed(let resumed):
-      let letters = resumed.letters.map(Self.outgoing)
-      guard
-        shell.hold(
-          asked, of: who, epoch: resumed.epoch, lastSeq: resumed.lastSeq, onces: resumed.onces,
-          lettersAfter: resumed.lettersAfter, letters: letters)
-      else {
-        // This node's lease lapsed: the letters go back into its inbox, after the cut, where the
-        // session's next resume reads them (this node holds it in Redis now).
-        let mailbox = Self.mailbox(connection, settings)
-        for letter in resumed.letters where try mailbox.send(letter.encoded, to: thisNode) == .full {
-          log.error("a letter for session \(asked) is lost: this node's inbox is full", sessionId: asked)
+    // From the script to the hold the inbox is not trimmed past what its reader had read before:
+    // the copies of the letters the script adds are kept from the hold on by the holding (or, the
+    // lease lapsed, as retained letters).
+    return try shell.resuming { () throws(RedisError) -> SessionOpened in
+      switch try ledger.resumeHolding(
+        asked, userId: who.userId, deviceId: who.deviceId, from: resume.lastSeq, node: thisNode,
+        allowingAhead: ahead)
+      {
+      case .resumed(let resumed):
+        let letters = zip(resumed.letters, resumed.positions).map { Self.outgoing($0).arrived(at: $1) }
+        guard
+          shell.hold(
+            asked, of: who, epoch: resumed.epoch, lastSeq: resumed.lastSeq, onces: resumed.onces,
+            lettersAfter: resumed.lettersAfter, letters: letters, letterOrigins: resumed.origins,
+            storedRequests: Set(resumed.replies.keys))
+        else {
+          // This node's lease lapsed: the letters stay where the script copied them, the first
+          // after the session's `lp` in this node's inbox, where its next resume reads them before
+          // any that arrived since.
+          return .failed("this node's lease lapsed; try again")
         }
-        return .failed("this node's lease lapsed; try again")
+        return .resumed(
+          sessionID: asked,
+          pending: resumed.pending.map { StoredFrame(sessionID: $0.sessionID, seq: $0.seq, bytes: $0.bytes) },
+          replies: Self.decode(resumed.replies))
+      case .resync:
+        held.withLock { _ = $0.remove(asked) }
+        try ledger.end(asked, heldBy: thisNode)
+        return .fresh(sessionID: asked, resync: true)
+      case .gone:
+        return .fresh(sessionID: asked, resync: true)
       }
-      return .resumed(
-        sessionID: asked,
-        pending: resumed.pending.map { StoredFrame(sessionID: $0.sessionID, seq: $0.seq, bytes: $0.bytes) },
-        replies: Self.decode(resumed.replies))
-    case .resync:
-      held.withLock { _ = $0.remove(asked) }
-      try ledger.end(asked, heldBy: thisNode)
-      return .fresh(sessionID: asked, resync: true)
-    case .gone:
-      return .fresh(sessionID: asked, resync: true)
     }
   }
 
@@ -148,28 +151,32 @@ extension ClusterLink: SessionStore {
   }
 
   package func append(_ message: ServerMessage, to sessionID: String, answering requestID: String?, coalesced: Bool) {
-    if let writeBehind, writeBehind.holds(sessionID) {
-      return writeBehind.add(
-        Self.outgoing(message, to: sessionID, answering: requestID, mayWait: coalesced, once: OnceKey.of(message)))
+    // Encoded once, for whichever path takes it.
+    let (frame, once) = (Self.frame(message), OnceKey.of(message))
+    if let writeBehind,
+      writeBehind.addIfHeld(
+        Self.outgoing(frame, of: message, to: sessionID, answering: requestID, mayWait: coalesced, once: once))
+    {
+      return
     }
-    let step = SessionLedger.Step.append(
-      Self.frame(message), session: sessionID, requestID: requestID, once: OnceKey.of(message))
+    let step = SessionLedger.Step.append(frame, session: sessionID, requestID: requestID, once: once)
     batch.withLock { $0.append(PendingStep(step: step, coalesced: coalesced, what: message.typeName)) }
   }
 
   package func deliver(_ message: ServerMessage, to userId: String, device: String?, skipping: Set<String>) {
     var skipping = skipping
+    // Encoded once for every copy (every copy is the same frame and key).
+    let (frame, once) = (Self.frame(message), OnceKey.of(message))
     if let writeBehind {
       // The sessions held here are numbered here; Redis delivers to the others.
       let here = writeBehind.sessions(of: userId, device: device, skipping: skipping)
       for (heldDevice, session) in here {
-        writeBehind.add(Self.outgoing(message, to: session, answering: nil, mayWait: false, once: OnceKey.of(message)))
+        writeBehind.add(Self.outgoing(frame, of: message, to: session, answering: nil, mayWait: false, once: once))
         skipping.insert(heldDevice)
       }
       if let device, skipping.contains(device) { return }
     }
-    let step = SessionLedger.Step.deliver(
-      Self.frame(message), user: userId, device: device, skipping: skipping, once: OnceKey.of(message))
+    let step = SessionLedger.Step.deliver(frame, user: userId, device: device, skipping: skipping, once: once)
     batch.withLock { $0.append(PendingStep(step: step, what: message.typeName)) }
   }
 
@@ -201,13 +208,15 @@ extension ClusterLink: SessionStore {
   /// neither lands without the other; the requesting node is told it came, for its bookkeeping.
   package func reply(_ reply: ServerMessage, to request: ForwardedRequest) {
     let letter = ClusterLetterCodec.encode(.reply(sessionID: request.origin.sessionID, requestID: request.id, reply))
-    if let writeBehind, writeBehind.holds(request.origin.sessionID) {
-      writeBehind.add(Self.outgoing(reply, to: request.origin.sessionID, answering: request.id, mayWait: false))
+    let frame = Self.frame(reply)
+    if let writeBehind,
+      writeBehind.addIfHeld(
+        Self.outgoing(frame, of: reply, to: request.origin.sessionID, answering: request.id, mayWait: false, once: nil))
+    {
       batch.withLock { $0.append(PendingStep(step: .letter(letter, to: request.origin.node), what: "answer letter")) }
       return
     }
-    let stored = SessionLedger.Step.append(
-      Self.frame(reply), session: request.origin.sessionID, requestID: request.id, once: nil)
+    let stored = SessionLedger.Step.append(frame, session: request.origin.sessionID, requestID: request.id, once: nil)
     batch.withLock {
       $0.append(PendingStep(step: stored, what: reply.typeName))
       $0.append(PendingStep(step: .letter(letter, to: request.origin.node), what: "answer letter"))
@@ -382,10 +391,18 @@ extension ClusterLink: SessionStore {
   package static func outgoing(
     _ message: ServerMessage, to session: String, answering requestID: String?, mayWait: Bool, once: String? = nil
   ) -> WriteBehindHolder.Outgoing {
+    outgoing(frame(message), of: message, to: session, answering: requestID, mayWait: mayWait, once: once)
+  }
+
+  /// `outgoing` with the message's frame encoded already.
+  static func outgoing(
+    _ frame: SessionLedger.Frame, of message: ServerMessage, to session: String, answering requestID: String?,
+    mayWait: Bool, once: String?
+  ) -> WriteBehindHolder.Outgoing {
     let candidate: Bool
     if case .candidate = message, requestID == nil { candidate = true } else { candidate = false }
     return WriteBehindHolder.Outgoing(
-      session: session, frame: frame(message), kind: candidate ? .candidate : .storeFirst, requestID: requestID,
+      session: session, frame: frame, kind: candidate ? .candidate : .storeFirst, requestID: requestID,
       mayWait: candidate || mayWait, once: once)
   }
 

@@ -16,11 +16,26 @@ package enum OnceKey {
     case .accept(let m): return "a\u{0}" + m.callId
     case .candidate(let m):
       // An ICE restart's candidates may repeat a line under a new username fragment.
+      // Written into one string reserved at its size: `joined` built an array of the parts for
+      // every relayed candidate and every copy of it. The same key, byte for byte.
       let c = m.candidate
-      return [
-        "c", m.callId, m.from.userId, m.from.deviceId, m.leg ? "leg" : "", c.candidate, c.sdpMid ?? "",
-        c.usernameFragment ?? "",
-      ].joined(separator: "\u{0}")
+      let (mid, fragment) = (c.sdpMid ?? "", c.usernameFragment ?? "")
+      var key = "c"
+      key.reserveCapacity(
+        8 + m.callId.utf8.count + m.from.userId.utf8.count + m.from.deviceId.utf8.count + 3 + c.candidate.utf8.count
+          + mid.utf8.count + fragment.utf8.count)
+      func add(_ part: String) {
+        key.append("\u{0}")
+        key.append(part)
+      }
+      add(m.callId)
+      add(m.from.userId)
+      add(m.from.deviceId)
+      add(m.leg ? "leg" : "")
+      add(c.candidate)
+      add(mid)
+      add(fragment)
+      return key
     default: return nil
     }
   }

@@ -13,6 +13,8 @@ public final class RedisWorker: Sendable {
 
   private let queue: BlockingQueue<Job>
   private let thread: WorkerThread
+  /// What runs on the worker's thread, between jobs, when the instant `wake(at:)` asked passes.
+  private let alarm: Locked<(@Sendable () -> Void)?>
 
   /// `connect` opens the connection (again after a failure); a job gets nil while Redis cannot
   /// be reached, and decides what that means for its work.
@@ -20,8 +22,10 @@ public final class RedisWorker: Sendable {
     name: String, maxQueued: Int, connect: @escaping @Sendable () throws(RedisError) -> any RedisClient
   ) {
     let queue = BlockingQueue<Job>(capacity: maxQueued)
+    let alarm = Locked<(@Sendable () -> Void)?>(nil)
     self.queue = queue
-    thread = WorkerThread(name: name) { Self.work(queue, connect) }
+    self.alarm = alarm
+    thread = WorkerThread(name: name) { Self.work(queue, alarm, connect) }
   }
 
   deinit { queue.close() }
@@ -43,14 +47,32 @@ public final class RedisWorker: Sendable {
 
   public var queued: Int { queue.count }
 
-  private static func work(_ queue: BlockingQueue<Job>, _ connect: @Sendable () throws(RedisError) -> any RedisClient) {
+  /// `action` runs on the worker's thread whenever an instant asked by `wake(at:)` passes.
+  public func onWake(_ action: @escaping @Sendable () -> Void) { alarm.withLock { $0 = action } }
+
+  /// Runs the `onWake` action at `instant` (or at an earlier instant already asked), on the
+  /// worker's thread: a timer for work that ends in a job here anyway (write-behind's batch
+  /// window), without a timer thread's wake and a hand-off to this one.
+  public func wake(at instant: ContinuousClock.Instant) { queue.wake(at: instant) }
+
+  private static func work(
+    _ queue: BlockingQueue<Job>, _ alarm: Locked<(@Sendable () -> Void)?>,
+    _ connect: @Sendable () throws(RedisError) -> any RedisClient
+  ) {
     var connection: (any RedisClient)?
-    while let job = queue.take() {
-      if connection == nil || connection?.isOpen == false {
-        connection?.close()
-        connection = try? connect()
+    loop: while true {
+      switch queue.takeOrDeadline() {
+      case .item(let job):
+        if connection == nil || connection?.isOpen == false {
+          connection?.close()
+          connection = try? connect()
+        }
+        job(connection)
+      case .deadline:
+        alarm.current?()
+      case .closed:
+        break loop
       }
-      job(connection)
     }
     connection?.close()
   }

@@ -14,8 +14,13 @@ extension SessionLedger {
     /// The letters other nodes left the previous holder (this node or another, alive or dead)
     /// that it had not stored, in inbox order: numbered before anything new.
     package let letters: [UnnumberedLetter]
-    /// The newest entry of this node's inbox at the resume: its reader's copies of letters up to
-    /// there are among `letters` or stored already.
+    /// Where each of `letters` is now (one each): the resume copied them to the end of this
+    /// node's inbox, where the session's next resume reads them until a batch stores them.
+    package let positions: [String]
+    /// Where each of `letters` was read, in the previous holder's inbox (one each).
+    package let origins: [String]
+    /// The newest entry of this node's inbox after the resume (the last copy, if any): its
+    /// reader's copies of letters up to there are among `letters` or stored already.
     package let lettersAfter: String
     /// The once-keys of the frames stored (`WriteBehindStore.claim`).
     package let onces: [String]
@@ -42,7 +47,7 @@ extension SessionLedger {
       arguments: [
         .string(userId), .string(deviceId), .integer(Int64(clamping: lastSeq)), .string(node),
         try .milliseconds(limits.expiry), .integer(Int64(clamping: allowingAhead)), "1",
-        .integer(Int64(limits.inboxCapacity)), .string(sessionID),
+        .integer(Int64(limits.capacity)), .string(sessionID), try .milliseconds(limits.inboxExpiry),
       ])
     guard let elements = reply.elements, let status = elements.first?.integer else { throw .unexpectedReply(reply) }
     switch status {
@@ -75,16 +80,24 @@ extension SessionLedger {
     }
     let cut = String(decoding: try bytes(), as: UTF8.self)
     var letters: [UnnumberedLetter] = []
+    var positions: [String] = []
+    var origins: [String] = []
     for _ in 0..<(try integer()) {
       // Chosen by their prefix in the script: a letter that does not decode is not this session's.
       let payload = try bytes()
-      if let letter = try? UnnumberedLetter.decode(payload), letter.session == sessionID { letters.append(letter) }
+      let position = String(decoding: try bytes(), as: UTF8.self)
+      let origin = String(decoding: try bytes(), as: UTF8.self)
+      if let letter = try? UnnumberedLetter.decode(payload), letter.session == sessionID {
+        letters.append(letter)
+        positions.append(position)
+        origins.append(origin)
+      }
     }
     var onces: [String] = []
     while at < elements.count { onces.append(String(decoding: try bytes(), as: UTF8.self)) }
     return .resumed(
       HeldResumption(
         lastSeq: UInt64(clamping: last), epoch: UInt64(epoch), pending: pending, replies: replies, letters: letters,
-        lettersAfter: cut, onces: onces))
+        positions: positions, origins: origins, lettersAfter: cut, onces: onces))
   }
 }

@@ -10,12 +10,36 @@ import DialtoneRedis
 /// it touches the session's slot only and hands the letter back for `notifyScript`, which runs
 /// in the holder's slot (`SessionLedger+Cluster`).
 extension SessionLedger {
+  /// Lua shared by the steps that keep a write-behind session's letter index (`dt:session:{id}:lx`,
+  /// a list of the positions of the session's letters in its holder's inbox, in inbox order), so
+  /// that a resume reads the session's letters, not the whole inbox (`resumeScript`).
+  private static let letterIndex = """
+    -- Inbox positions ("ms-seq") in stream order (as text, "9-0" would sort after "10-0").
+    local function at_or_before(a, b)
+      local am, as = string.match(a, '^(%d+)-(%d+)$')
+      local bm, bs = string.match(b, '^(%d+)-(%d+)$')
+      if not am or not bm then return false end
+      am, bm = tonumber(am), tonumber(bm)
+      return am < bm or (am == bm and tonumber(as) <= tonumber(bs))
+    end
+    -- How many of the index's first entries are at or before `stored` (a batch stored them).
+    local function stale_entries(index, stored)
+      if not stored then return 0 end
+      local low, high = 0, redis.call('LLEN', index)
+      while low < high do
+        local middle = math.floor((low + high) / 2)
+        if at_or_before(redis.call('LINDEX', index, middle), stored) then low = middle + 1 else high = middle end
+      end
+      return low
+    end
+    """
+
   /// ARGV: user, device, node, expiry ms. Returns the session's epoch: one more than whatever had
   /// the id before, so that a write-behind holder of that one is refused (`WriteBehindStore`).
   static let openScript = RedisScript(
     """
     local epoch = (tonumber(redis.call('HGET', KEYS[1], 'epoch')) or 0) + 1
-    redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+    redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], (string.gsub(KEYS[1], ':meta$', ':lx')))
     redis.call('HSET', KEYS[1], 'user', ARGV[1], 'device', ARGV[2], 'owner', ARGV[3],
       'last', 0, 'dropped', 0, 'bytes', 0, 'onces', 0, 'epoch', epoch)
     redis.call('PEXPIRE', KEYS[1], ARGV[4])
@@ -31,6 +55,7 @@ extension SessionLedger {
   /// for a session a live write-behind holder numbers (`wb` in its meta hash): {1, 0} sent
   /// unnumbered to its inbox.
   private static let appendStep = """
+    \(letterIndex)
     local function shared(at)
       return {head = ARGV[at], tail = ARGV[at + 1], request = ARGV[at + 2], once = ARGV[at + 3],
         capacity = tonumber(ARGV[at + 4]), max_bytes = tonumber(ARGV[at + 5]),
@@ -47,7 +72,7 @@ extension SessionLedger {
     local function append_to(sid, node, a)
       local tag = 'dt:session:{' .. sid .. '}'
       local meta, log = tag .. ':meta', tag .. ':log'
-      local m = redis.call('HMGET', meta, 'owner', 'last', 'bytes', 'onces', 'wb')
+      local m = redis.call('HMGET', meta, 'owner', 'last', 'bytes', 'onces', 'wb', 'lp')
       local owner = m[1]
       if not owner then return {4} end
       local update = {}
@@ -66,9 +91,17 @@ extension SessionLedger {
         -- this very message when a holder whose batch Redis refused sends it on to the session's
         -- new holder, or make the new holder drop it when it applies a dead one's letters.
         if a.once ~= '' and redis.call('ZSCORE', tag .. ':once', a.once) then return {3} end
-        redis.call('XADD', inbox, '*', 'm', '{"k":"unnumbered","s":"' .. sid .. '","r":' .. #a.request .. ',"o":'
-          .. #a.once .. ',"h":' .. #a.head .. '}\\n' .. a.request .. a.once .. a.head .. a.tail)
+        local id = redis.call('XADD', inbox, '*', 'm', '{"k":"unnumbered","s":"' .. sid .. '","r":' .. #a.request
+          .. ',"o":' .. #a.once .. ',"h":' .. #a.head .. '}\\n' .. a.request .. a.once .. a.head .. a.tail)
         redis.call('PEXPIRE', inbox, a.inbox_expiry)
+        -- Indexed for the session's resume, for as long as the inbox lives; what the holder
+        -- stored (at or before `lp`) leaves the index as it grows.
+        local index = tag .. ':lx'
+        if redis.call('RPUSH', index, id) > 64 then
+          local stale = stale_entries(index, m[6])
+          if stale > 0 then redis.call('LTRIM', index, stale, -1) end
+        end
+        redis.call('PEXPIRE', index, a.inbox_expiry)
         if redis.call('EXISTS', 'dt:node:{' .. owner .. '}') == 1 then return {1, 0} end
         return {2, 0}
       elseif behind then
@@ -237,25 +270,33 @@ extension SessionLedger {
 
   /// ARGV: user, device, last seq, node, expiry ms, how far ahead of the last seq stored the
   /// client may be (0: not at all); for a write-behind holder (`resumeHolding`, one Redis only:
-  /// it reads two nodes' inboxes) '1', the most inbox entries to read, and the session id.
-  /// Returns {0, last, epoch, count, entries..., then reply id and bytes pairs} resumed, {1}
-  /// resync, {2} gone; a holder's gets {0, last, epoch, count, entries..., reply items count,
-  /// reply pairs..., cut, letters count, letters..., once-keys...}. Resuming increments the
-  /// epoch: the previous holder's write-behind batches are refused from now on
-  /// (`WriteBehindStore`). Without a holder the session is store-first until one claims it
-  /// (`WriteBehindStore.claim`): what other nodes send it meanwhile Redis numbers, after the
-  /// client's seq.
+  /// it reads two nodes' inboxes) '1', the session's capacity, the session id and the inbox
+  /// expiry ms. Returns {0, last, epoch, count, entries..., then reply id and bytes pairs}
+  /// resumed, {1} resync, {2} gone; a holder's gets {0, last, epoch, count, entries..., reply
+  /// items count, reply pairs..., after, letters count, then each letter, its position and its
+  /// position in the previous holder's inbox..., once-keys...}. Resuming increments the epoch: the previous holder's write-behind batches are
+  /// refused from now on (`WriteBehindStore`). Without a holder the session is store-first until
+  /// one claims it (`WriteBehindStore.claim`): what other nodes send it meanwhile Redis numbers,
+  /// after the client's seq.
   ///
   /// A holder's resume takes the session over whole, in this one step: the letters other nodes
   /// left its previous holder (`owner`, this node or another, alive or dead) that it had not
   /// stored (its inbox after the session's `lp`: batches store it with the frames), in inbox
-  /// order, and the cut, the newest entry of the resuming node's own inbox, which becomes `lp`
-  /// (its reader's copies up to there are not numbered again); `wb` is set at once, so that what
-  /// other nodes send from now on goes to the new holder's inbox unnumbered, after the cut.
-  /// Read in a separate step, a batch of the previous holder landing in between could not move
-  /// `lp` (its epoch is old) but its reader could trim letters the resume did not read yet.
+  /// order (found by the session's letter index, `lx`, not by reading the inbox: as many reads
+  /// as letters; more than the session may hold unacknowledged, with the frames it holds, and the
+  /// client resyncs, as it would under store-first), copied to the end of the resuming node's
+  /// inbox (each letter's position is its
+  /// copy's); the cut, the newest entry of that inbox before the copies, becomes `lp`, so that
+  /// the copies are the first letters the session's next resume reads, before any that arrive
+  /// later, until a batch of the new holder stores them; `after` is the newest entry after the
+  /// copies (its reader's copies of letters up to there are not numbered again). `wb` is set at
+  /// once, so that what other nodes send from now on goes to the new holder's inbox unnumbered,
+  /// after the copies. Read in a separate step, a batch of the previous holder landing in between
+  /// could not move `lp` (its epoch is old) but its reader could trim letters the resume did not
+  /// read yet.
   static let resumeScript = RedisScript(
     """
+    \(letterIndex)
     if redis.call('EXISTS', KEYS[1]) == 0 then return {2} end
     local meta = redis.call('HMGET', KEYS[1], 'user', 'device', 'last', 'dropped', 'owner', 'lp')
     if meta[1] ~= ARGV[1] or meta[2] ~= ARGV[2] then return {2} end
@@ -278,23 +319,52 @@ extension SessionLedger {
     local pending = redis.call('ZRANGE', KEYS[2], 0, -1)
     if #pending ~= last - from then return {1} end
     local holding = ARGV[7] == '1'
-    local letters, cut = {}, nil
+    local letters, after = {}, nil
     if holding then
+      local mine = 'dt:inbox:{' .. ARGV[4] .. '}'
+      local newest = redis.call('XREVRANGE', mine, '+', '-', 'COUNT', 1)
+      local cut = newest[1] and newest[1][1] or '0-0'
+      after = cut
+      local index = (string.gsub(KEYS[1], ':meta$', ':lx'))
       if meta[5] then
         local prefix = '{"k":"unnumbered","s":"' .. ARGV[9] .. '",'
-        local entries = redis.call('XRANGE', 'dt:inbox:{' .. meta[5] .. '}', meta[6] and ('(' .. meta[6]) or '-', '+',
-          'COUNT', ARGV[8])
+        -- The session's letters after `lp`, by its index: as many reads as letters, however long
+        -- the previous holder's inbox. More than the session may hold unacknowledged, with what
+        -- it holds already, would have been dropped under store-first: the client resyncs.
+        local stale = stale_entries(index, meta[6])
+        local waiting = redis.call('LLEN', index) - stale
+        if waiting + #pending > tonumber(ARGV[8]) then return {1} end
+        local inbox = 'dt:inbox:{' .. meta[5] .. '}'
+        local entries = {}
+        for _, id in ipairs(redis.call('LRANGE', index, stale, -1)) do
+          local found = redis.call('XRANGE', inbox, id, id)
+          if found[1] then entries[#entries + 1] = found[1] end
+        end
+        -- Copied, in order, to the end of this node's inbox, right after the cut and before
+        -- anything that arrives later: the letters are then where the session's next resume
+        -- reads them (after `lp`, the cut) even if this node does not hold the session after all
+        -- (its lease lapsed meanwhile) or dies before its batch stores them, whereas the previous
+        -- holder lets its copies go now that the session is another's (or `lp` is past them).
         for _, entry in ipairs(entries) do
           local payload = entry[2][2]
-          if string.sub(payload, 1, #prefix) == prefix then letters[#letters + 1] = payload end
+          if string.sub(payload, 1, #prefix) == prefix then
+            after = redis.call('XADD', mine, '*', 'm', payload)
+            letters[#letters + 1] = payload
+            letters[#letters + 1] = after
+            letters[#letters + 1] = entry[1]
+          end
         end
+        if #letters > 0 then redis.call('PEXPIRE', mine, ARGV[10]) end
       end
-      local newest = redis.call('XREVRANGE', 'dt:inbox:{' .. ARGV[4] .. '}', '+', '-', 'COUNT', 1)
-      cut = newest[1] and newest[1][1] or '0-0'
+      -- The index now lists the copies, in this node's inbox.
+      redis.call('DEL', index)
+      for i = 2, #letters, 3 do redis.call('RPUSH', index, letters[i]) end
+      if #letters > 0 then redis.call('PEXPIRE', index, ARGV[10]) end
       redis.call('HSET', KEYS[1], 'owner', ARGV[4], 'wb', '1', 'lp', cut)
     else
       redis.call('HSET', KEYS[1], 'owner', ARGV[4])
       redis.call('HDEL', KEYS[1], 'wb')
+      redis.call('DEL', (string.gsub(KEYS[1], ':meta$', ':lx')))
     end
     local epoch = redis.call('HINCRBY', KEYS[1], 'epoch', 1)
     for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ARGV[5]) end
@@ -304,9 +374,9 @@ extension SessionLedger {
     if holding then reply[#reply + 1] = #replies end
     for _, item in ipairs(replies) do reply[#reply + 1] = item end
     if holding then
-      reply[#reply + 1] = cut
-      reply[#reply + 1] = #letters
-      for _, letter in ipairs(letters) do reply[#reply + 1] = letter end
+      reply[#reply + 1] = after
+      reply[#reply + 1] = #letters / 3
+      for _, item in ipairs(letters) do reply[#reply + 1] = item end
       for _, key in ipairs(redis.call('ZRANGE', KEYS[5], 0, -1)) do reply[#reply + 1] = key end
     end
     return reply
@@ -338,7 +408,7 @@ extension SessionLedger {
   static let endScript = RedisScript(
     """
     if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
-    redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+    redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], (string.gsub(KEYS[1], ':meta$', ':lx')))
     return 1
     """)
 }

@@ -302,33 +302,60 @@ package struct WriteBehindHolder: Sendable {
   /// the batch in flight, if it carries some, is answered (`awaiting`).
   ///
   /// A resume (`SessionLedger.resumeHolding`) hands over `letters`, those its previous holder
-  /// (this node or another, dead or alive) had not stored, and `lettersAfter`, the cut through
-  /// which it read this node's inbox for the session: they are numbered first, then letters this
-  /// node retained for the session after the cut (they arrived between the resume and this
-  /// call); the reader's copies of letters at or before the cut are not numbered again. All of
-  /// them, and the frames numbered again, are written once stored (the hub learns of the resume
-  /// after this: a write now would reach the session it replaces, or none).
+  /// (this node or another, dead or alive) had not stored, each at the position of the copy the
+  /// resume made in this node's inbox (`origins`: where it was read, one each, or none), and
+  /// `lettersAfter`, the newest entry of this node's inbox after those copies: they are numbered
+  /// first, then letters this node retained for the session after the cut (they arrived between
+  /// the resume and this call); the reader's copies of letters at or before the cut are not
+  /// numbered again. All of them, and the frames numbered again, are written once stored (the
+  /// hub learns of the resume after this: a write now would reach the session it replaces, or
+  /// none). `storedRequests`: the request ids whose answers Redis has (the resume's replies). When
+  /// this node held the session just before (the previous holder), a letter it had
+  /// numbered at or below `lastSeq` is one the client processed (a candidate written before it
+  /// was stored): it is not numbered again, nor a repeat of it; one above is, its once-key no
+  /// obstacle. If the lease is stale the letters are retained (their copies stay in the inbox for
+  /// the session's next resume).
   package mutating func hold(
     _ session: String, epoch: UInt64, lastSeq: UInt64, onces: [String] = [], lettersAfter: String? = nil,
-    letters: [Outgoing] = [], now: Instant
+    letters: [Outgoing] = [], letterOrigins: [String] = [], storedRequests: Set<String> = [], now: Instant
   ) -> [Effect] {
     var effects = checkLease(now)
-    guard lease != .stale else { return effects + [.close(session: session, .stale)] }
+    guard lease != .stale else {
+      // Not held: its letters wait in the inbox for the session's next resume.
+      for letter in letters { retain(letter) }
+      return effects + [.close(session: session, .stale)]
+    }
     let cut = lettersAfter.flatMap(InboxPosition.init)
+    // The cut applies from after the resume's own letters, which are at or before it.
     var held = Held(
       epoch: epoch, next: lastSeq + 1, stored: lastSeq, written: lastSeq,
-      onces: WriteBehindOnces(capacity: limits.onceMemory, keys: onces), lettersAfter: cut)
+      onces: WriteBehindOnces(capacity: limits.onceMemory, keys: onces), lettersAfter: nil)
     var again: [Outgoing] = []
     // Frames waiting for a batch's answer from an earlier holding here wait for this one now.
     for index in awaiting.indices where awaiting[index].session == session { awaiting[index].epoch = epoch }
+    // Letters this node numbered for the session before and its client processed (by where they
+    // were in the inbox), and the once-keys to add only after the resume's letters.
+    var processed: Set<InboxPosition> = []
+    var oncesAfterLetters: WriteBehindOnces?
     if let old = sessions[session] {
       nodeBytes -= old.unstoredBytes
-      held.onces.formUnion(old.onces)
       // This node's own frames only: its letters not stored are among the resume's `letters`.
       let own = old.unstored.filter { $0.outgoing.letter == nil }
       if old.epoch + 1 == epoch {
+        // This node was the previous holder: the resume read its inbox, and `letters` holds
+        // every letter it had numbered and not stored. Those the client processed are not
+        // numbered again (nor a repeat of them); the others are, whatever the keys this node
+        // remembered for them.
+        for frame in old.unstored where frame.seq <= lastSeq {
+          if let key = frame.outgoing.once { _ = held.onces.insert(key) }
+          if let at = frame.outgoing.letter.flatMap(InboxPosition.init) { processed.insert(at) }
+        }
+        oncesAfterLetters = old.onces
         again = own.filter { $0.seq > lastSeq }.map { $0.outgoing.storedFirst }
-      } else if old.epoch != epoch {
+      } else {
+        held.onces.formUnion(old.onces)
+      }
+      if old.epoch + 1 != epoch, old.epoch != epoch {
         // Another node numbered the session between the two holdings here (its client resumed
         // elsewhere and came back before this node heard of it): Redis's seqs up to `lastSeq`
         // are partly that node's, and say nothing of this node's frames. Those Redis never had
@@ -336,7 +363,15 @@ package struct WriteBehindHolder: Sendable {
         // may have landed before the other node's resume, so everything waits for its answer.
         let flying = inFlightSeqs(session, epoch: old.epoch)
         if flying.isEmpty || !own.contains(where: { flying.contains($0.seq) }) {
-          again = own.map { $0.outgoing.storedFirst }
+          // Nothing in flight, but a batch that failed may have landed before the other node's
+          // resume: a frame whose once-key or answered request Redis has was stored, and with it
+          // every frame before it (a session's frames are stored in seq order, whole per batch).
+          let redisOnces = Set(onces)
+          let proven = own.filter { frame in
+            frame.outgoing.once.map(redisOnces.contains) == true
+              || frame.outgoing.requestID.map(storedRequests.contains) == true
+          }.map(\.seq).max()
+          again = own.filter { frame in proven.map { frame.seq > $0 } ?? true }.map { $0.outgoing.storedFirst }
         } else if case .inFlight(let number, _) = store {
           awaiting.append(
             Awaiting(
@@ -350,9 +385,14 @@ package struct WriteBehindHolder: Sendable {
     forgetRetained { $0.outgoing.session == session }
     sessions[session] = held
     if !again.isEmpty { effects += number(again, now: now, checkingOnces: false) }
-    if !letters.isEmpty {
-      effects += number(letters.map { $0.storedFirst }, now: now, checkingOnces: true)
+    let fresh = letters.indices.filter { index in
+      !(index < letterOrigins.count && InboxPosition(letterOrigins[index]).map(processed.contains) == true)
     }
+    if !fresh.isEmpty {
+      effects += number(fresh.map { letters[$0].storedFirst }, now: now, checkingOnces: true)
+    }
+    if let oncesAfterLetters { sessions[session]?.onces.formUnion(oncesAfterLetters) }
+    sessions[session]?.lettersAfter = cut
     if !parked.isEmpty {
       effects += number(parked.map { $0.outgoing.storedFirst }, now: now, checkingOnces: true)
     }
@@ -363,11 +403,12 @@ package struct WriteBehindHolder: Sendable {
   /// The hub has the session held at `epoch` now (the shell says so once the hub has had the
   /// open's or resume's answer): candidates numbered since wait no more for their store.
   package mutating func announced(_ session: String, epoch: UInt64) -> [Effect] {
-    guard var held = sessions[session], held.epoch == epoch, !held.announced else { return [] }
-    held.announced = true
+    guard let index = sessions.index(forKey: session), sessions.values[index].epoch == epoch,
+      !sessions.values[index].announced
+    else { return [] }
+    sessions.values[index].announced = true
     var effects: [Effect] = []
-    writeWaitingCandidates(&held, session, &effects)
-    sessions[session] = held
+    Self.writeWaitingCandidates(&sessions.values[index], session, limits, &effects)
     return effects
   }
 
@@ -593,14 +634,43 @@ package struct WriteBehindHolder: Sendable {
   private static func cost(_ outgoing: Outgoing) -> Int { outgoing.frame.head.count + outgoing.frame.tail.count }
 
   private func fits(_ event: [Outgoing], sessionBounds: Bool) -> Bool {
+    // As `Numbered.cost` will count a frame; the seq's digits are those of the session's next
+    // seq, near enough for a bound.
+    func size(_ outgoing: Outgoing, _ held: Held?) -> Int {
+      2 * (outgoing.frame.head.count + outgoing.frame.tail.count) + Self.digits(held?.next ?? 1)
+    }
+    guard event.count <= Self.scannedEvent else { return fitsLarge(event, sessionBounds: sessionBounds, size: size) }
+    // An event is a frame or two nearly always: its sessions are told apart by scanning it, not
+    // by dictionaries built for each event.
+    var total = 0
+    for (offset, outgoing) in event.enumerated() {
+      // Each session once, at its first frame, with all of its frames in the event.
+      if event[..<offset].contains(where: { $0.session == outgoing.session }) { continue }
+      let held = sessions[outgoing.session]
+      var frames = 0
+      var bytes = 0
+      for other in event[offset...] where other.session == outgoing.session {
+        frames += 1
+        bytes += size(other, held)
+      }
+      total += bytes
+      guard sessionBounds, let held else { continue }
+      if held.unstored.count + frames > limits.maxSessionFrames { return false }
+      if held.unstoredBytes + bytes > limits.maxSessionBytes { return false }
+    }
+    return nodeBytes + total <= limits.maxNodeBytes
+  }
+
+  /// Events up to this many frames are checked by scanning them (`fits`).
+  private static let scannedEvent = 8
+
+  /// `fits` for a larger event (a group's): its sessions counted in dictionaries.
+  private func fitsLarge(_ event: [Outgoing], sessionBounds: Bool, size: (Outgoing, Held?) -> Int) -> Bool {
     var frames: [String: Int] = [:]
     var bytes: [String: Int] = [:]
     var total = 0
     for outgoing in event {
-      // As `Numbered.cost` will count it; the seq's digits are those of the session's next seq,
-      // near enough for a bound.
-      let digits = Self.digits(sessions[outgoing.session]?.next ?? 1)
-      let size = 2 * (outgoing.frame.head.count + outgoing.frame.tail.count) + digits
+      let size = size(outgoing, sessions[outgoing.session])
       frames[outgoing.session, default: 0] += 1
       bytes[outgoing.session, default: 0] += size
       total += size
@@ -634,26 +704,17 @@ package struct WriteBehindHolder: Sendable {
     var queued = QueuedEvent(
       frames: [], queuedAt: now, urgent: event.contains { !$0.mayWait })
     for outgoing in event {
-      guard var held = sessions[outgoing.session] else {
+      guard let index = sessions.index(forKey: outgoing.session) else {
         if outgoing.letter != nil { retain(outgoing) } else { effects.append(.unheld(outgoing)) }
         continue
       }
-      // A letter the resume that made this holding applied already.
-      if let cut = held.lettersAfter, let at = outgoing.letter.flatMap(InboxPosition.init), at <= cut { continue }
-      if checkingOnces, let once = outgoing.once, !held.onces.insert(once) { continue }
-      let seq = held.next
-      held.next += 1
-      let frame = Numbered(seq: seq, bytes: outgoing.frame.bytes(seq: seq), outgoing: outgoing)
-      held.unstored.append(frame)
-      held.unstoredBytes += frame.cost
+      // Changed where it is stored (`values[index]`): a copy taken out and put back would copy
+      // the session's whole queue of unstored frames for each one appended.
+      let numbered = Self.number(outgoing, in: &sessions.values[index], checkingOnces: checkingOnces, limits)
+      guard let (frame, epoch, written) = numbered else { continue }
       nodeBytes += frame.cost
-      // Written at once only if every frame before it is written: seqs reach the socket in order.
-      if frame.kind == .candidate, held.announced, held.written == seq - 1, Self.mayWriteUnstored(seq, held, limits) {
-        held.written = seq
-        effects.append(.write(session: outgoing.session, seq: seq, bytes: frame.bytes))
-      }
-      sessions[outgoing.session] = held
-      queued.frames.append(FrameRef(session: outgoing.session, epoch: held.epoch, seq: seq))
+      if written { effects.append(.write(session: outgoing.session, seq: frame.seq, bytes: frame.bytes)) }
+      queued.frames.append(FrameRef(session: outgoing.session, epoch: epoch, seq: frame.seq))
     }
     if !queued.frames.isEmpty {
       queue.append(queued)
@@ -662,33 +723,67 @@ package struct WriteBehindHolder: Sendable {
     return effects
   }
 
+  /// Numbers `outgoing` for `held`: the frame, the session's epoch, and whether it is written at
+  /// once; nil when it is not numbered (a letter the resume applied, or a repeat).
+  private static func number(
+    _ outgoing: Outgoing, in held: inout Held, checkingOnces: Bool, _ limits: Limits
+  ) -> (Numbered, UInt64, Bool)? {
+    // A letter the resume that made this holding applied already.
+    if let cut = held.lettersAfter, let at = outgoing.letter.flatMap(InboxPosition.init), at <= cut { return nil }
+    if checkingOnces, let once = outgoing.once, !held.onces.insert(once) { return nil }
+    let seq = held.next
+    held.next += 1
+    let frame = Numbered(seq: seq, bytes: outgoing.frame.bytes(seq: seq), outgoing: outgoing)
+    held.unstored.append(frame)
+    held.unstoredBytes += frame.cost
+    // Written at once only if every frame before it is written: seqs reach the socket in order.
+    var written = false
+    if frame.kind == .candidate, held.announced, held.written == seq - 1, mayWriteUnstored(seq, held, limits) {
+      held.written = seq
+      written = true
+    }
+    return (frame, held.epoch, written)
+  }
+
   /// Redis has the session's frames through `seq`: held frames up to the next store-first one
   /// still waiting are written.
   private mutating func confirm(_ session: String, through seq: UInt64) -> [Effect] {
-    guard var held = sessions[session], seq > held.stored else { return [] }
+    guard let index = sessions.index(forKey: session), seq > sessions.values[index].stored else { return [] }
     var effects: [Effect] = []
-    let confirmed = held.unstored.prefix { $0.seq <= seq }
-    for frame in confirmed {
-      held.unstoredBytes -= frame.cost
-      nodeBytes -= frame.cost
-    }
-    held.unstored.removeFirst(confirmed.count)
-    for frame in confirmed where frame.seq == held.written + 1 {
-      held.written = frame.seq
-      effects.append(.write(session: session, seq: frame.seq, bytes: frame.bytes))
-    }
-    held.stored = seq
-    writeWaitingCandidates(&held, session, &effects)
-    sessions[session] = held
+    // In place (`values[index]`), as in `number`: a copy would copy the frames left.
+    let freed = Self.confirm(&sessions.values[index], session, through: seq, limits, &effects)
+    nodeBytes -= freed
     return effects
+  }
+
+  /// `confirm` on the session itself; the bytes it freed.
+  private static func confirm(
+    _ held: inout Held, _ session: String, through seq: UInt64, _ limits: Limits, _ effects: inout [Effect]
+  ) -> Int {
+    let count = held.unstored.prefix { $0.seq <= seq }.count
+    var freed = 0
+    for frame in held.unstored[..<count] {
+      freed += frame.cost
+      if frame.seq == held.written + 1 {
+        held.written = frame.seq
+        effects.append(.write(session: session, seq: frame.seq, bytes: frame.bytes))
+      }
+    }
+    held.unstoredBytes -= freed
+    held.unstored.removeFirst(count)
+    held.stored = seq
+    writeWaitingCandidates(&held, session, limits, &effects)
+    return freed
   }
 
   /// Candidates next in seq order, unstored, are written (within the bound of
   /// `mayWriteUnstored`; candidates written before they were stored lead the rest).
-  private func writeWaitingCandidates(_ held: inout Held, _ session: String, _ effects: inout [Effect]) {
+  private static func writeWaitingCandidates(
+    _ held: inout Held, _ session: String, _ limits: Limits, _ effects: inout [Effect]
+  ) {
     guard held.announced else { return }
     for frame in held.unstored where frame.seq > held.written {
-      guard frame.kind == .candidate, frame.seq == held.written + 1, Self.mayWriteUnstored(frame.seq, held, limits)
+      guard frame.kind == .candidate, frame.seq == held.written + 1, mayWriteUnstored(frame.seq, held, limits)
       else { break }
       held.written = frame.seq
       effects.append(.write(session: session, seq: frame.seq, bytes: frame.bytes))
@@ -727,17 +822,29 @@ package struct WriteBehindHolder: Sendable {
     var frames = 0
     var bytes = 0
     var cut = 0
+    var live: [FrameRef] = []
+    var found: [Numbered?] = []
     for event in queue {
-      let live = event.frames.filter(isCurrent)
-      let size = live.reduce(0) { $0 + (frame($1)?.bytes.count ?? 0) }
+      // Each frame looked up once: whether it is current, and what it is.
+      live.removeAll(keepingCapacity: true)
+      found.removeAll(keepingCapacity: true)
+      var size = 0
+      for ref in event.frames {
+        guard let held = sessions[ref.session], held.epoch == ref.epoch, ref.seq > held.stored else { continue }
+        let offset = Int(ref.seq - held.stored - 1)
+        let numbered = offset < held.unstored.count ? held.unstored[offset] : nil
+        live.append(ref)
+        found.append(numbered)
+        size += numbered?.bytes.count ?? 0
+      }
       if !taken.isEmpty, frames + live.count > limits.maxBatchFrames || bytes + size > limits.maxBatchBytes { break }
       cut += 1
       frames += live.count
       bytes += size
       taken.append(
         QueuedEvent(frames: live, queuedAt: event.queuedAt, urgent: event.urgent))
-      for ref in live {
-        guard let numbered = frame(ref) else { continue }
+      for (ref, numbered) in zip(live, found) {
+        guard let numbered else { continue }
         let part = WriteBehindBatch.Frame(
           seq: ref.seq, bytes: numbered.bytes, requestID: numbered.requestID, once: numbered.outgoing.once)
         let at: Int
@@ -766,11 +873,5 @@ package struct WriteBehindHolder: Sendable {
   private func isCurrent(_ ref: FrameRef) -> Bool {
     guard let held = sessions[ref.session] else { return false }
     return held.epoch == ref.epoch && ref.seq > held.stored
-  }
-
-  private func frame(_ ref: FrameRef) -> Numbered? {
-    guard isCurrent(ref), let held = sessions[ref.session] else { return nil }
-    let offset = Int(ref.seq - held.stored - 1)
-    return offset < held.unstored.count ? held.unstored[offset] : nil
   }
 }

@@ -31,6 +31,13 @@ package final class WriteBehindShell: Sendable {
     var pumping = false
     /// Whether the lease was stale when last looked at (its lapse is logged once).
     var stale = false
+    /// Resumes between their script and their hold (`resuming`): the inbox is trimmed no further
+    /// than the reader had read before the first of them began (`pinned`), since the letters'
+    /// copies the script adds come after that.
+    var resuming = 0
+    var pinned: InboxPosition?
+    /// How far the reader had read at the last trim.
+    var read: InboxPosition?
   }
 
   private let state: Locked<State>
@@ -42,7 +49,8 @@ package final class WriteBehindShell: Sendable {
   private let limits: SessionLedger.Limits
   private let now: @Sendable () -> Instant
   private let log: Log
-  /// Runs the batch window's wakes and the periodic lease check (`tick`).
+  /// Runs the periodic lease check (`tick`). The batch window's wakes run on the sender
+  /// (`RedisWorker.wake`), where the batch they cut goes anyway.
   private let timers = DispatchQueue(label: "dialtone.write-behind.timers")
   private let ticker: Locked<(any DispatchSourceTimer)?> = Locked(nil)
   /// Unstored frames the holder kept when the reader last looked (`acceptsLetters`).
@@ -64,6 +72,7 @@ package final class WriteBehindShell: Sendable {
     self.now = { now() + skew.current }
     self.log = log
     state = Locked(State(holder: WriteBehindHolder(limits: holder, renewedAt: now())))
+    sender.onWake { [weak self] in self?.tick() }
   }
 
   /// How far this node's monotonic clock jumped (tests: a node frozen past its lease).
@@ -94,12 +103,13 @@ package final class WriteBehindShell: Sendable {
   /// (`WriteBehindHolder.hold`). False when the node's lease is stale: it takes no session then.
   package func hold(
     _ session: String, of identity: Identity, epoch: UInt64, lastSeq: UInt64, onces: [String] = [],
-    lettersAfter: String? = nil, letters: [WriteBehindHolder.Outgoing] = []
+    lettersAfter: String? = nil, letters: [WriteBehindHolder.Outgoing] = [], letterOrigins: [String] = [],
+    storedRequests: Set<String> = []
   ) -> Bool {
     let held = state.withLock { state in
       let effects = state.holder.hold(
         session, epoch: epoch, lastSeq: lastSeq, onces: onces, lettersAfter: lettersAfter, letters: letters,
-        now: now())
+        letterOrigins: letterOrigins, storedRequests: storedRequests, now: now())
       state.outbox += effects
       guard state.holder.sessions[session] != nil else { return false }
       if let old = state.owners[session] { state.devices[old.userId]?[old.deviceId] = nil }
@@ -114,6 +124,20 @@ package final class WriteBehindShell: Sendable {
       announced(session, epoch: epoch)
     }
     return held
+  }
+
+  /// Runs a resume, from its script to its hold: meanwhile the inbox is not trimmed past what
+  /// the reader had read before, since the copies of the letters the script adds to it
+  /// (`SessionLedger.resumeHolding`) are kept only from the hold on (numbered there, or retained
+  /// if the lease lapsed). Not trimming at all would starve the trim while resumes follow each
+  /// other (a dead node's sessions coming here).
+  package func resuming<Result>(_ body: () throws(RedisError) -> Result) throws(RedisError) -> Result {
+    state.withLock { state in
+      if state.resuming == 0 { state.pinned = state.read }
+      state.resuming += 1
+    }
+    defer { state.withLock { $0.resuming -= 1 } }
+    return try body()
   }
 
   private func announced(_ session: String, epoch: UInt64) {
@@ -151,6 +175,16 @@ package final class WriteBehindShell: Sendable {
 
   /// A frame of the hub's current event for a session held here.
   package func add(_ outgoing: WriteBehindHolder.Outgoing) { state.withLock { $0.event.append(outgoing) } }
+
+  /// `add` if its session is held here (one lock for both: the hub asks for every message);
+  /// whether it was.
+  package func addIfHeld(_ outgoing: WriteBehindHolder.Outgoing) -> Bool {
+    state.withLock { state in
+      guard state.holder.sessions[outgoing.session] != nil else { return false }
+      state.event.append(outgoing)
+      return true
+    }
+  }
 
   /// The hub's event is over: its frames are numbered together, or refused together. A relayed
   /// candidate's request whose event was refused because too much waits for Redis is answered
@@ -205,11 +239,21 @@ package final class WriteBehindShell: Sendable {
   /// letters whose resume has happened are let go first.
   package func trimPoint(read: String, _ redis: (any RedisClient)? = nil) throws(RedisError) -> String? {
     if let redis { try releaseRetained(redis) }
-    let (keeps, dropped) = state.withLock { ($0.holder.keepsFrom, $0.holder.retainedDropped) }
+    let (keeps, dropped, pin) = state.withLock { state -> (InboxPosition?, Int, InboxPosition??) in
+      defer { if let at = InboxPosition(read) { state.read = at } }
+      return (state.holder.keepsFrom, state.holder.retainedDropped, state.resuming > 0 ? .some(state.pinned) : .none)
+    }
     if dropped > reportedDrops.current {
       reportedDrops.withLock { $0 = dropped }
       log.error("\(dropped) retained letter(s) left the inbox over the bound: a resume may miss them")
     }
+    let through = Self.trimPoint(read: read, keeps: keeps)
+    guard case .some(let pinned) = pin else { return through }
+    guard let pinned, let through else { return nil }
+    return InboxPosition(through).map { min($0, pinned).description } ?? pinned.description
+  }
+
+  private static func trimPoint(read: String, keeps: InboxPosition?) -> String? {
     guard let keeps else { return read }
     guard let before = keeps.predecessor else { return nil }
     guard let read = InboxPosition(read) else { return before.description }
@@ -271,17 +315,16 @@ package final class WriteBehindShell: Sendable {
   /// Applies the effects waiting, in order; a caller that finds another applying them leaves them
   /// to it.
   private func pump() {
-    let lapsed = state.withLock { state -> Bool in
+    // One lock for both questions: this runs for every event the hub flushes.
+    let (lapsed, begun) = state.withLock { state -> (Bool, Bool) in
       let stale = state.holder.lease == .stale
-      defer { state.stale = stale }
-      return stale && !state.stale
+      let lapsed = stale && !state.stale
+      state.stale = stale
+      guard !state.pumping, !state.outbox.isEmpty else { return (lapsed, false) }
+      state.pumping = true
+      return (lapsed, true)
     }
     if lapsed { log.warning("this node's lease lapsed: it stopped writing and closed the sessions it held") }
-    let begun = state.withLock { state -> Bool in
-      guard !state.pumping, !state.outbox.isEmpty else { return false }
-      state.pumping = true
-      return true
-    }
     guard begun else { return }
     while true {
       let effects = state.withLock { state -> [WriteBehindHolder.Effect] in
@@ -320,8 +363,9 @@ package final class WriteBehindShell: Sendable {
         hand()
         store(batch)
       case .wake(let at):
-        let nanoseconds = Self.nanoseconds(at - now())
-        timers.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [weak self] in self?.tick() }
+        // On the sender's thread, where the batch the tick cuts is stored: a dispatch timer cost a
+        // timer thread's wake and a worker's per window, then a hand-off to the sender.
+        sender.wake(at: ContinuousClock.now + (at - now()))
       }
     }
     hand()

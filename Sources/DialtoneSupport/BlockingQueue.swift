@@ -3,12 +3,14 @@ import Foundation
 /// A bounded first-in first-out queue that worker threads sleep on. Producers on any thread put
 /// without waiting (refused when it is full or closed); a worker takes one item, or everything
 /// waiting at once (a batch for one transaction), sleeping while it is empty. Closed, it takes no
-/// more and its workers drain what is left, then get nil.
+/// more and its workers drain what is left, then get nil. A worker may also be woken at an
+/// instant with no item (`wake(at:)`, `takeOrDeadline`): a timer that costs no thread of its own.
 public final class BlockingQueue<Element: Sendable>: @unchecked Sendable {
-  // @unchecked: `items` and `closed` are only touched under `condition`.
+  // @unchecked: `items`, `closed` and `deadline` are only touched under `condition`.
   private let condition = NSCondition()
   private var items = FIFOQueue<Element>()
   private var closed = false
+  private var deadline: ContinuousClock.Instant?
   public let capacity: Int
 
   public init(capacity: Int = .max) { self.capacity = max(1, capacity) }
@@ -48,6 +50,52 @@ public final class BlockingQueue<Element: Sendable>: @unchecked Sendable {
     while let item = items.popFirst() { batch.append(item) }
     return batch
   }
+
+  /// What `takeOrDeadline` got.
+  public enum Taken {
+    case item(Element)
+    /// The instant asked by `wake(at:)` passed (it is cleared).
+    case deadline
+    /// Closed and drained.
+    case closed
+  }
+
+  /// Has `takeOrDeadline` return `.deadline` once `instant` passes (the earlier of this and a
+  /// deadline already asked), waking a worker that sleeps without one.
+  public func wake(at instant: ContinuousClock.Instant) {
+    condition.lock()
+    defer { condition.unlock() }
+    if let deadline, deadline <= instant { return }
+    deadline = instant
+    condition.signal()
+  }
+
+  /// The next item, or `.deadline` once the instant `wake(at:)` asked for has passed (before any
+  /// item: a queue that never empties does not starve it), sleeping until one of them.
+  public func takeOrDeadline() -> Taken {
+    condition.lock()
+    defer { condition.unlock() }
+    while true {
+      if let deadline {
+        let left = deadline - ContinuousClock.now
+        if left <= .zero {
+          self.deadline = nil
+          return .deadline
+        }
+        if let item = items.popFirst() { return .item(item) }
+        if closed { return .closed }
+        // NSCondition waits by the wall clock: a short wait, checked again by the monotonic one,
+        // so that a wall clock set back does not stretch it.
+        _ = condition.wait(until: Date(timeIntervalSinceNow: min(left, Self.longestWait).seconds))
+        continue
+      }
+      if let item = items.popFirst() { return .item(item) }
+      if closed { return .closed }
+      condition.wait()
+    }
+  }
+
+  private static var longestWait: Duration { .milliseconds(50) }
 
   public var count: Int {
     condition.lock()

@@ -251,6 +251,37 @@ import Testing
     #expect(next?.sessions.first?.frames.map(\.bytes) == [bytes(1, seq: 1), bytes(2, seq: 2)])
   }
 
+  @Test func aSameNodeResumeNumbersAgainTheLettersItsClientHadNotProcessedWhateverTheirKeys() {
+    var h = holding(["bob": 0])
+    func keyed(_ n: Int, at position: String) -> Holder.Outgoing {
+      .init(session: "bob", frame: frame(n), kind: .candidate, once: "k\(n)", letter: position)
+    }
+    // Two candidates in letters, written at once as 1 and 2; the first batch is in flight.
+    #expect(writes(h.letter(keyed(1, at: "5-0"), position: "5-0", now: at(0))) == ["bob#1"])
+    #expect(writes(h.letter(keyed(2, at: "6-0"), position: "6-0", now: at(0))) == ["bob#2"])
+    // Bob resumes here having processed seq 1 only: the resume copied both letters (to 20-0 and
+    // 21-0). The first is his already; the second, whose key this node had numbered, is not.
+    let effects = h.hold(
+      "bob", epoch: 8, lastSeq: 1, lettersAfter: "21-0", letters: [keyed(1, at: "20-0"), keyed(2, at: "21-0")],
+      letterOrigins: ["5-0", "6-0"], now: at(0.01))
+    #expect(effects.isEmpty)  // a batch is in flight
+    let next = batch(h.batchStored(1, refused: ["bob": .superseded], now: at(0.02)))
+    #expect(next?.sessions.map { $0.frames.map(\.seq) } == [[2]])
+    #expect(next?.sessions.first?.frames.map(\.bytes) == [bytes(2, seq: 2)])
+    #expect(next?.sessions.first?.letterPosition == "21-0")
+    // A repeat of the first (its key) is still a repeat.
+    #expect(h.letter(keyed(1, at: "22-0"), position: "22-0", now: at(0.03)).isEmpty)
+  }
+
+  @Test func aResumeHeldWithAStaleLeaseRetainsItsLetters() {
+    var h = holder()
+    let letter = Holder.Outgoing(session: "bob", frame: frame(1), kind: .candidate, letter: "20-0")
+    let effects = h.hold("bob", epoch: 3, lastSeq: 0, lettersAfter: "20-0", letters: [letter], now: at(9))
+    #expect(effects == [.close(session: "bob", .stale)])
+    // Their copies stay in the inbox for the session's next resume.
+    #expect(h.retained.map(\.position) == [InboxPosition("20-0")] && h.keepsFrom == InboxPosition("20-0"))
+  }
+
   @Test func aStaleNodeKeepsTheLettersItHadNotStored() {
     var h = holding(["bob": 0])
     _ = h.letter(answer("bob", 1, to: "y"), position: "3-0", now: at(0))
@@ -455,6 +486,20 @@ import Testing
     #expect(h.hold("bob", epoch: 9, lastSeq: 5, now: at(0.005)) == [])
     let effects = h.tick(now: at(0.01))
     #expect(bobs(effects) == .init(id: "bob", epoch: 9, frames: [.init(seq: 6, bytes: bytes(1, seq: 6))]))
+  }
+
+  @Test func aSessionBackHereAfterAFailedBatchLandedNumbersAgainOnlyWhatRedisDoesNotShowStored() {
+    var h = holding(["alice": 0, "bob": 0])
+    let unkeyed = Holder.Outgoing(session: "bob", frame: frame(4), kind: .storeFirst)
+    _ = submitted(&h, [ring("bob", 1, once: "invite-c1"), answer("bob", 2, to: "b2")])
+    _ = h.batchFailed(1, now: at(0.001))  // it landed, but its answer was lost
+    _ = submitted(&h, [unkeyed], at: 0.002)
+    // Bob resumed on another node after batch 1 landed (Redis has its key and its answer), and
+    // came back: seqs 1 and 2 are stored; seq 3, never sent, is numbered again.
+    #expect(
+      h.hold("bob", epoch: 9, lastSeq: 5, onces: ["invite-c1"], storedRequests: ["b2"], now: at(0.005)) == [])
+    let effects = h.tick(now: at(0.01))
+    #expect(bobs(effects) == .init(id: "bob", epoch: 9, frames: [.init(seq: 6, bytes: bytes(4, seq: 6))]))
   }
 
   func ring(_ session: String, _ n: Int, once: String) -> Holder.Outgoing {

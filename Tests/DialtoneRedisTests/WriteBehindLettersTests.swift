@@ -94,12 +94,18 @@ extension RedisTests {
       }
       #expect(taken.lastSeq == 2)
       #expect(taken.letters.map(\.frame) == [frame(3), frame(4), frame(5)])
-      #expect(taken.lettersAfter == "0-0")  // the successor's inbox is empty
+      // Copied, in order, to the successor's inbox (empty before): the last copy is its newest.
+      let copies = try NodeMailbox(redis, capacity: 100, expiry: .seconds(60)).receive(
+        successor, after: "0", limit: 10, timeout: .milliseconds(10))
+      #expect(try copies.map { try UnnumberedLetter.decode($0.payload)?.frame } == [frame(3), frame(4), frame(5)])
+      #expect(taken.positions == copies.map(\.id) && taken.lettersAfter == copies.last?.id)
+      #expect(taken.origins == inbox[2..<5].map(\.id))
       // The session is numbered by its new holder from now on: a message goes to its inbox.
       try ClusterPresence(redis, nodeExpiry: .seconds(60)).heartbeat(successor)
       #expect(try ledger.append(frame(6), to: id, from: producer) == .sent(seq: 0))
       // The old holder's late batch (the third letter, numbered before it learnt) is refused and
-      // does not move the position: a second resume takes exactly what came since.
+      // does not move the position: a second resume takes the letters the successor never stored
+      // (their copies, first) and what came since, in order.
       let late = WriteBehindBatch(
         number: 2,
         sessions: [
@@ -114,7 +120,141 @@ extension RedisTests {
         Issue.record("not resumed again")
         return
       }
-      #expect(again.letters.map(\.frame) == [frame(6)])
+      #expect(again.letters.map(\.frame) == [frame(3), frame(4), frame(5), frame(6)])
+    }
+
+    /// A resume whose node then does not hold the session (its lease lapsed during the script)
+    /// leaves the letters it read where the next resume reads them first, before one that
+    /// arrived meanwhile; and a successor that stores them moves the position past them.
+    @Test func lettersAResumeReadComeFirstForTheNextResumeUntilStored() throws {
+      let redis = try SharedRedis.client()
+      defer { redis.close() }
+      let limits = SessionLedger.Limits(expiry: .seconds(60))
+      let (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
+      let id = "s_" + UUID().uuidString
+      let (holder, producer, lapsed, third) = (
+        "n-" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString
+      )
+      let presence = ClusterPresence(redis, nodeExpiry: .seconds(60))
+      for node in [holder, lapsed] { try presence.heartbeat(node) }
+      let epoch = try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
+      _ = try store.claim(id, epoch: epoch)
+      for n in 1...3 { #expect(try ledger.append(frame(n), to: id, from: producer) == .sent(seq: 0)) }
+      // A resume on `lapsed`, which then finds its lease lapsed and holds nothing.
+      guard
+        case .resumed(let first) = try ledger.resumeHolding(
+          id, userId: "alice", deviceId: "phone", from: 0, node: lapsed, allowingAhead: 8)
+      else {
+        Issue.record("not resumed")
+        return
+      }
+      #expect(first.letters.map(\.frame) == [frame(1), frame(2), frame(3)])
+      // Meanwhile a message arrives: into `lapsed`'s inbox, which Redis says holds the session.
+      #expect(try ledger.append(frame(4), to: id, from: producer) == .sent(seq: 0))
+      guard
+        case .resumed(let next) = try ledger.resumeHolding(
+          id, userId: "alice", deviceId: "phone", from: 0, node: third, allowingAhead: 8)
+      else {
+        Issue.record("not resumed again")
+        return
+      }
+      #expect(next.letters.map(\.frame) == [frame(1), frame(2), frame(3), frame(4)])
+      // `third` stores the first two (its batch carries the second's position): a resume after
+      // it takes the other two only.
+      let stored = WriteBehindBatch(
+        number: 1,
+        sessions: [
+          .init(
+            id: id, epoch: next.epoch,
+            frames: [.init(seq: 1, bytes: frame(1).bytes(seq: 1)), .init(seq: 2, bytes: frame(2).bytes(seq: 2))],
+            letterPosition: next.positions[1])
+        ])
+      #expect(try store.store(stored, from: third) == [:])
+      guard
+        case .resumed(let last) = try ledger.resumeHolding(
+          id, userId: "alice", deviceId: "phone", from: 2, node: holder, allowingAhead: 8)
+      else {
+        Issue.record("not resumed a third time")
+        return
+      }
+      #expect(last.lastSeq == 2 && last.letters.map(\.frame) == [frame(3), frame(4)])
+    }
+
+    /// The session's letter positions (`dt:session:{id}:lx`).
+    private func index(_ redis: any RedisClient, _ session: String) throws -> [String] {
+      let reply = try redis.command(["LRANGE", .string("dt:session:{\(session)}:lx"), "0", "-1"])
+      return (reply.elements ?? []).compactMap(\.string)
+    }
+
+    @Test func aResumeFindsTheSessionsLettersByItsIndexAmongAnyNumberOfOthers() throws {
+      let redis = try SharedRedis.client()
+      defer { redis.close() }
+      let limits = SessionLedger.Limits(expiry: .seconds(60))
+      let (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
+      let (id, other) = ("s_" + UUID().uuidString, "s_" + UUID().uuidString)
+      let (holder, producer, successor) = ("n-" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString)
+      for session in [id, other] {
+        _ = try store.claim(session, epoch: try ledger.open(session, userId: session, deviceId: "phone", node: holder))
+      }
+      // The holder is dead: its inbox fills with another session's letters around three of this one's.
+      for n in 1...600 {
+        if n % 200 == 0 { _ = try ledger.append(frame(n), to: id, from: producer) }
+        _ = try ledger.append(frame(n), to: other, from: producer)
+      }
+      let positions = try index(redis, id)
+      #expect(positions.count == 3)
+      guard
+        case .resumed(let taken) = try ledger.resumeHolding(
+          id, userId: id, deviceId: "phone", from: 0, node: successor, allowingAhead: 8)
+      else {
+        Issue.record("not resumed")
+        return
+      }
+      #expect(taken.letters.map(\.frame) == [frame(200), frame(400), frame(600)])
+      #expect(taken.origins == positions)
+      // The index lists their copies now, in the successor's inbox.
+      #expect(try index(redis, id) == taken.positions)
+    }
+
+    @Test func moreLettersWaitingThanTheSessionHoldsMakeItsClientResync() throws {
+      let redis = try SharedRedis.client()
+      defer { redis.close() }
+      let limits = SessionLedger.Limits(capacity: 8, expiry: .seconds(60))
+      let ledger = SessionLedger(redis, limits: limits)
+      let (id, holder, producer) = ("s_" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString)
+      _ = try WriteBehindStore(redis, limits: limits).claim(
+        id, epoch: try ledger.open(id, userId: "alice", deviceId: "phone", node: holder))
+      // A store-first session would have dropped the oldest of nine unacknowledged messages.
+      for n in 1...9 { _ = try ledger.append(frame(n), to: id, from: producer) }
+      #expect(
+        try ledger.resumeHolding(id, userId: "alice", deviceId: "phone", from: 0, node: producer, allowingAhead: 2)
+          == .resync)
+    }
+
+    @Test func theIndexLetsGoOfWhatTheHolderStoredAsItGrows() throws {
+      let redis = try SharedRedis.client()
+      defer { redis.close() }
+      let limits = SessionLedger.Limits(expiry: .seconds(60))
+      let (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
+      let (id, holder, producer) = ("s_" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString)
+      try ClusterPresence(redis, nodeExpiry: .seconds(60)).heartbeat(holder)
+      let epoch = try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
+      _ = try store.claim(id, epoch: epoch)
+      for n in 1...64 { #expect(try ledger.append(frame(n), to: id, from: producer) == .sent(seq: 0)) }
+      let positions = try index(redis, id)
+      #expect(positions.count == 64)
+      // The holder stores the first sixty.
+      let batch = WriteBehindBatch(
+        number: 1,
+        sessions: [
+          .init(
+            id: id, epoch: epoch,
+            frames: (1...60).map { .init(seq: UInt64($0), bytes: frame($0).bytes(seq: UInt64($0))) },
+            letterPosition: positions[59])
+        ])
+      #expect(try store.store(batch, from: holder) == [:])
+      #expect(try ledger.append(frame(65), to: id, from: producer) == .sent(seq: 0))
+      #expect(try index(redis, id).count == 5)
     }
 
     @Test func aFullInboxHasRedisNumberPastWhatTheHolderMayHaveWritten() throws {
@@ -211,6 +351,16 @@ extension RedisTests {
       let redis = try SharedRedis.client()
       defer { redis.close() }
       #expect(try failing.trimPoint(read: "5-0", redis) == "5-0")
+    }
+
+    @Test func theInboxIsNotTrimmedFromAResumesScriptToItsHold() throws {
+      let failing = shell { () throws(RedisError) in throw .connectionFailed(message: "down") }
+      // The copies the script adds (after anything read before it began) are kept only once the
+      // holder has them (or retained them): meanwhile the trim goes no further than that.
+      #expect(try failing.resuming { () throws(RedisError) in try failing.trimPoint(read: "5-0") } == nil)
+      #expect(try failing.trimPoint(read: "5-0") == "5-0")
+      #expect(try failing.resuming { () throws(RedisError) in try failing.trimPoint(read: "9-0") } == "5-0")
+      #expect(try failing.trimPoint(read: "9-0") == "9-0")
     }
 
     @Test func aRequestRefusedOverTheNodesBoundThatMovedTheCallOnResyncsItsSessions() {

@@ -45,4 +45,42 @@ struct BlockingQueueTests {
     #expect(seen.current == [7, 8])
     #expect(worker.wait(upTo: .zero))  // a second waiter gets through too
   }
+
+  /// A deadline that passed is handed out before the items waiting (a busy queue does not starve
+  /// it), once; then the items come in order.
+  @Test func aPassedDeadlineComesBeforeTheItemsAndOnlyOnce() {
+    let queue = BlockingQueue<Int>()
+    queue.put(1)
+    queue.wake(at: .now - .milliseconds(1))
+    queue.wake(at: .now + .seconds(3600))  // a later one does not replace it
+    let taken = (0..<3).map { n -> String in
+      if n == 2 { queue.close() }
+      switch queue.takeOrDeadline() {
+      case .deadline: return "deadline"
+      case .item(let item): return "item \(item)"
+      case .closed: return "closed"
+      }
+    }
+    #expect(taken == ["deadline", "item 1", "closed"])
+  }
+
+  /// A worker asleep on an empty queue with no deadline wakes for one asked meanwhile.
+  @Test func aSleepingWorkerWakesAtADeadlineAskedWhileItSlept() {
+    let queue = BlockingQueue<Int>()
+    let woken = DispatchSemaphore(value: 0)
+    let worker = WorkerThread(name: "test-worker") {
+      while true {
+        switch queue.takeOrDeadline() {
+        case .deadline: woken.signal()
+        case .item: continue
+        case .closed: return
+        }
+      }
+    }
+    #expect(woken.wait(timeout: .now() + .milliseconds(50)) == .timedOut)  // asleep, nothing asked
+    queue.wake(at: .now + .milliseconds(5))
+    #expect(woken.wait(timeout: .now() + 10) == .success)
+    queue.close()
+    #expect(worker.wait(upTo: .seconds(10)))
+  }
 }

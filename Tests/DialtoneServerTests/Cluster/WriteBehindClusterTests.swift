@@ -138,10 +138,12 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     _ = try await bob.closeCode()
     let message = ServerMessage.candidate(
       .init(callId: "c-lost", from: Peer(userId: "alice", deviceId: "phone"), candidate: candidate(7)))
-    let letter = UnnumberedLetter(session: session, frame: ClusterLink.frame(message), requestID: nil)
     let redis = try cluster.connect()
     defer { redis.close() }
-    _ = try redis.command(["XADD", .string("dt:inbox:{\(holder)}"), "*", "m", .bytes(letter.encoded)])
+    // Left as another node leaves it (indexed for the session's resume).
+    _ = try SessionLedger(redis, limits: .init(expiry: .seconds(60))).append(
+      ClusterLink.frame(message), to: session, from: "n-" + UUID().uuidString)
+    #expect(try redis.command(["XLEN", .string("dt:inbox:{\(holder)}")]).integer == 1)
     // Bob resumes on the other node: the message comes first, numbered after what he had.
     let node = cluster.nodes[1]
     let back = try SignalingProbe(client: node.client, url: node.webSocketURL)
@@ -239,6 +241,76 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     try await back.expectQuiet()
     let frames = try logged(cluster, session)
     for n in 1...4 { #expect(frames.filter { hasCandidate([$0], n) }.count == 1) }
+    await cluster.stop()
+  }
+
+  /// Docs/deploy.md's "a session resumed on another node and back on its first node before that
+  /// node heard of the first resume", end to end: the other node here is the test itself, acting
+  /// in Redis as a write-behind node that never announces the device (so Bob's first node keeps
+  /// holding the session at its old epoch), numbering one letter and storing it.
+  @Test func aSessionBackOnItsFirstNodeAfterAResumeElsewhereItHadNotHeardOfGetsEachCandidateOnceInOrder()
+    async throws
+  {
+    let cluster = try await writeBehindCluster(2)
+    let (alice, bob, call) = try await answeredCall(cluster, alice: 0, bob: 1)
+    let session = try #require(bob.sessionId)
+    for n in 1...2 { #expect(try await alice.candidateFor(call, n).isAck) }
+    for _ in 1...2 { _ = try await bob.expect(.candidate) }
+    bob.ack()
+    let stored = await eventually(within: 10) { (try? logged(cluster, session)).map { hasCandidate($0, 2) } == true }
+    #expect(stored)
+    let seen = bob.lastSeq
+    bob.close()
+    try await cluster.nodes[1].waitUntilOffline("bob", "phone")
+    // Bob resumes on node X, which numbers Alice's third candidate (a letter in X's inbox) and
+    // stores it; he processes it there.
+    let redis = try cluster.connect()
+    defer { redis.close() }
+    let x = "n-" + UUID().uuidString
+    try ClusterPresence(redis, nodeExpiry: .seconds(60)).heartbeat(x)
+    let limits = SessionLedger.Limits(expiry: .seconds(60))
+    guard
+      case .resumed(let there) = try SessionLedger(redis, limits: limits).resumeHolding(
+        session, userId: "bob", deviceId: "phone", from: seen, node: x, allowingAhead: 8)
+    else {
+      Issue.record("not resumed on X")
+      return
+    }
+    #expect(there.lastSeq == seen && there.letters.isEmpty)
+    #expect(try await alice.candidateFor(call, 3).isAck)
+    let letters = try NodeMailbox(redis, capacity: 100, expiry: .seconds(60)).receive(
+      x, after: "0", limit: 10, timeout: .milliseconds(100))
+    let third = try #require(try letters.first.flatMap { try UnnumberedLetter.decode($0.payload) })
+    let batch = WriteBehindBatch(
+      number: 1,
+      sessions: [
+        .init(
+          id: session, epoch: there.epoch, frames: [.init(seq: seen + 1, bytes: third.frame.bytes(seq: seen + 1))],
+          letterPosition: letters.first?.id)
+      ])
+    #expect(try WriteBehindStore(redis, limits: limits).store(batch, from: x) == [:])
+    // Back on his first node, which still holds the session at the epoch before X's.
+    let node = cluster.nodes[1]
+    let back = try SignalingProbe(client: node.client, url: node.webSocketURL)
+    let welcome = try await back.hello(
+      token: node.token("bob"), resume: .init(sessionId: session, lastSeq: seen + 1))
+    #expect(welcome.resumed && !welcome.resync)
+    // What Alice sends now follows what X numbered, once.
+    #expect(try await alice.candidateFor(call, 4).isAck)
+    let fourth = try await back.next("candidate 4")
+    #expect(fourth.seq == seen + 2)
+    guard case .candidate(let c) = fourth.message else {
+      Issue.record("expected candidate 4, got \(fourth.message)")
+      return
+    }
+    #expect(c.candidate == candidate(4))
+    try await back.expectQuiet()
+    // Stored after its write, once, after X's (which the resume took as acknowledged).
+    let once = await eventually(within: 10) {
+      (try? logged(cluster, session)).map { frames in frames.filter { hasCandidate([$0], 4) }.count == 1 } == true
+    }
+    #expect(once)
+    #expect(try logged(cluster, session).allSatisfy { !hasCandidate([$0], 3) })
     await cluster.stop()
   }
 

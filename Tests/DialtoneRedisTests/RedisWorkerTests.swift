@@ -1,0 +1,32 @@
+import DialtoneCluster
+import DialtoneRedis
+import DialtoneSupport
+import Foundation
+import Testing
+
+@Suite struct RedisWorkerBehaviour {
+  /// A wake asked for an instant runs the worker's action on the worker's own thread (no timer
+  /// thread), between its jobs, once per instant asked.
+  @Test func aWakeRunsItsActionOnTheWorkersThreadBetweenJobs() {
+    let worker = RedisWorker(name: "test-wakes", maxQueued: 16) { () throws(RedisError) in
+      throw .connectionFailed(message: "no Redis in this test")
+    }
+    let seen = Locked<[String]>([])
+    let done = DispatchSemaphore(value: 0)
+    let threadName: @Sendable () -> String = { Thread.current.name ?? "" }
+    worker.onWake {
+      seen.withLock { $0.append("wake on \(threadName())") }
+      done.signal()
+    }
+    worker.submit { _ in seen.withLock { $0.append("job on \(threadName())") } }
+    worker.wake(at: .now + .milliseconds(5))
+    #expect(done.wait(timeout: .now() + 10) == .success)
+    worker.submit { _ in
+      seen.withLock { $0.append("job on \(threadName())") }
+      done.signal()
+    }
+    #expect(done.wait(timeout: .now() + 10) == .success)
+    #expect(seen.current == ["job on test-wakes", "wake on test-wakes", "job on test-wakes"])
+    worker.close(waitingUpTo: .seconds(10))
+  }
+}
