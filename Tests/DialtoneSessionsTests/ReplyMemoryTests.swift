@@ -54,32 +54,20 @@ struct ReplyMemoryTests {
     var random = SeededGenerator(seed: UInt64(capacity) &* 0xD1B5_4A32_D192_ED03 &+ 1)
     func next(_ n: Int) -> Int { random.below(n) }
     var memory = ReplyMemory(capacity: capacity)
-    var ring: [(id: String, reply: ServerMessage)] = []
-    var slotOf: [String: Int] = [:]
-    var oldest = 0
+    var ring = ReplyRing(capacity: capacity)
     for step in 0..<3000 {
       let id = "r\(next(capacity * 3))"
       if next(4) == 0 {
-        slotOf[id] = nil
+        ring.forget(id)
         memory.forget(id)
       } else {
         let reply = Self.reply(next(6), to: id, step: step)
-        if let index = slotOf[id] {
-          ring[index].reply = reply
-        } else if ring.count < capacity {
-          ring.append((id, reply))
-          slotOf[id] = ring.count - 1
-        } else {
-          if slotOf[ring[oldest].id] == oldest { slotOf[ring[oldest].id] = nil }
-          ring[oldest] = (id, reply)
-          slotOf[id] = oldest
-          oldest = (oldest + 1) % capacity
-        }
+        ring.remember(reply, for: id)
         memory.remember(reply, for: id)
       }
       for k in 0..<(capacity * 3) {
         let probe = "r\(k)"
-        #expect(memory.reply(to: probe) == slotOf[probe].map { ring[$0].reply }, "step \(step), \(probe)")
+        #expect(memory.reply(to: probe) == ring.reply(to: probe), "step \(step), \(probe)")
       }
     }
   }
@@ -159,25 +147,13 @@ struct ReplyMemoryTests {
     var random = SeededGenerator(seed: 0xABCD_0000 &+ UInt64(capacity))
     func next(_ n: Int) -> Int { random.below(n) }
     var memory = ReplyMemory(capacity: capacity)
-    var ring: [(id: String, reply: ServerMessage)] = []
-    var slotOf: [String: Int] = [:]
-    var oldest = 0
+    var ring = ReplyRing(capacity: capacity)
     func remember(_ id: String, _ reply: ServerMessage) {
-      if let index = slotOf[id] {
-        ring[index].reply = reply
-      } else if ring.count < capacity {
-        ring.append((id, reply))
-        slotOf[id] = ring.count - 1
-      } else {
-        if slotOf[ring[oldest].id] == oldest { slotOf[ring[oldest].id] = nil }
-        ring[oldest] = (id, reply)
-        slotOf[id] = oldest
-        oldest = (oldest + 1) % capacity
-      }
+      ring.remember(reply, for: id)
       memory.remember(reply, for: id)
     }
     func lookUp(_ id: String, _ step: Int) {
-      #expect(memory.reply(to: id) == slotOf[id].map { ring[$0].reply }, "step \(step), \(id)")
+      #expect(memory.reply(to: id) == ring.reply(to: id), "step \(step), \(id)")
     }
     for step in 0..<4000 {
       let id = "r\(next(capacity * 3))"
@@ -186,7 +162,7 @@ struct ReplyMemoryTests {
         let other = "r\(next(capacity * 3))"
         switch next(3) {
         case 0:
-          slotOf[other] = nil
+          ring.forget(other)
           memory.forget(other)
         case 1: lookUp(other, step)
         default: remember(other, Self.reply(next(6), to: other, step: step))
@@ -217,4 +193,34 @@ private struct RecentReplies {
   }
 
   func reply(to id: String) -> ServerMessage? { entries.first(where: { $0.id == id })?.reply }
+}
+
+/// The memory's own ring as a model: slots in the order they were filled, the oldest slot
+/// reused once full, an id mapped to its slot until forgotten or evicted (a forgotten id's slot
+/// stays in the ring and is reused in its turn).
+private struct ReplyRing {
+  let capacity: Int
+  private var ring: [(id: String, reply: ServerMessage)] = []
+  private var slotOf: [String: Int] = [:]
+  private var oldest = 0
+
+  init(capacity: Int) { self.capacity = capacity }
+
+  mutating func remember(_ reply: ServerMessage, for id: String) {
+    if let index = slotOf[id] {
+      ring[index].reply = reply
+    } else if ring.count < capacity {
+      ring.append((id, reply))
+      slotOf[id] = ring.count - 1
+    } else {
+      if slotOf[ring[oldest].id] == oldest { slotOf[ring[oldest].id] = nil }
+      ring[oldest] = (id, reply)
+      slotOf[id] = oldest
+      oldest = (oldest + 1) % capacity
+    }
+  }
+
+  mutating func forget(_ id: String) { slotOf[id] = nil }
+
+  func reply(to id: String) -> ServerMessage? { slotOf[id].map { ring[$0].reply } }
 }
