@@ -15,15 +15,13 @@ extension RedisTests {
     }
 
     @Test func aLiveHolderGetsTheMessageUnnumberedAndNothingIsAppended() throws {
-      let redis = try SharedRedis.client()
-      defer { redis.close() }
-      let limits = SessionLedger.Limits(expiry: .seconds(60))
-      let ledger = SessionLedger(redis, limits: limits)
-      let (id, holder, producer) = ("s_" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString)
-      try ClusterPresence(redis, nodeExpiry: .seconds(60)).heartbeat(holder)
-      let epoch = try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
-      #expect(try WriteBehindStore(redis, limits: limits).claim(id, epoch: epoch) == .init(lastSeq: 0))
-      #expect(try WriteBehindStore(redis, limits: limits).claim(id, epoch: epoch + 1) == nil)
+      let session = try ClaimedSession()
+      defer { session.close() }
+      let (redis, ledger, id, holder, producer) = (
+        session.redis, session.ledger, session.id, session.holder, session.producer
+      )
+      #expect(session.claimed == .init(lastSeq: 0))
+      #expect(try session.store.claim(id, epoch: session.epoch + 1) == nil)
       #expect(try ledger.append(frame(1), to: id, from: producer, requestID: "r\"1") == .sent(seq: 0))
       let letters = try NodeMailbox(redis, capacity: 100, expiry: .seconds(60)).receive(
         holder, after: "0", limit: 10, timeout: .milliseconds(10))
@@ -33,13 +31,9 @@ extension RedisTests {
     }
 
     @Test func aDeadHoldersSessionGetsALetterNotASeqItsHolderMayHaveWritten() throws {
-      let redis = try SharedRedis.client()
-      defer { redis.close() }
-      let limits = SessionLedger.Limits(expiry: .seconds(60))
-      let ledger = SessionLedger(redis, limits: limits)
-      let (id, holder, producer) = ("s_" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString)
-      let epoch = try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
-      _ = try WriteBehindStore(redis, limits: limits).claim(id, epoch: epoch)
+      let session = try ClaimedSession(holderAlive: false)
+      defer { session.close() }
+      let (ledger, id, producer) = (session.ledger, session.id, session.producer)
       // The holder wrote its client a candidate at seq 1 it had not stored, and died (no
       // heartbeat). Redis numbering the message would give it seq 1 too, which the client
       // resumes past: it goes into the dead holder's inbox unnumbered instead.
@@ -217,13 +211,9 @@ extension RedisTests {
     }
 
     @Test func moreLettersWaitingThanTheSessionHoldsMakeItsClientResync() throws {
-      let redis = try SharedRedis.client()
-      defer { redis.close() }
-      let limits = SessionLedger.Limits(capacity: 8, expiry: .seconds(60))
-      let ledger = SessionLedger(redis, limits: limits)
-      let (id, holder, producer) = ("s_" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString)
-      _ = try WriteBehindStore(redis, limits: limits).claim(
-        id, epoch: try ledger.open(id, userId: "alice", deviceId: "phone", node: holder))
+      let session = try ClaimedSession(limits: .init(capacity: 8, expiry: .seconds(60)), holderAlive: false)
+      defer { session.close() }
+      let (ledger, id, producer) = (session.ledger, session.id, session.producer)
       // A store-first session would have dropped the oldest of nine unacknowledged messages.
       for n in 1...9 { _ = try ledger.append(frame(n), to: id, from: producer) }
       #expect(
@@ -232,14 +222,11 @@ extension RedisTests {
     }
 
     @Test func theIndexLetsGoOfWhatTheHolderStoredAsItGrows() throws {
-      let redis = try SharedRedis.client()
-      defer { redis.close() }
-      let limits = SessionLedger.Limits(expiry: .seconds(60))
-      let (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
-      let (id, holder, producer) = ("s_" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString)
-      try ClusterPresence(redis, nodeExpiry: .seconds(60)).heartbeat(holder)
-      let epoch = try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
-      _ = try store.claim(id, epoch: epoch)
+      let session = try ClaimedSession()
+      defer { session.close() }
+      let (redis, ledger, store, id, holder, producer, epoch) = (
+        session.redis, session.ledger, session.store, session.id, session.holder, session.producer, session.epoch
+      )
       for n in 1...64 { #expect(try ledger.append(frame(n), to: id, from: producer) == .sent(seq: 0)) }
       let positions = try index(redis, id)
       #expect(positions.count == 64)
@@ -258,21 +245,18 @@ extension RedisTests {
     }
 
     @Test func aFullInboxHasRedisNumberPastWhatTheHolderMayHaveWritten() throws {
-      let redis = try SharedRedis.client()
-      defer { redis.close() }
-      let limits = SessionLedger.Limits(capacity: 16, expiry: .seconds(60), inboxCapacity: 1)
-      let ledger = SessionLedger(redis, limits: limits)
-      let (id, holder, producer) = ("s_" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString)
-      try ClusterPresence(redis, nodeExpiry: .seconds(60)).heartbeat(holder)
-      let epoch = try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
-      _ = try WriteBehindStore(redis, limits: limits).claim(id, epoch: epoch)
+      let session = try ClaimedSession(limits: .init(capacity: 16, expiry: .seconds(60), inboxCapacity: 1))
+      defer { session.close() }
+      let (ledger, store, id, holder, producer, epoch) = (
+        session.ledger, session.store, session.id, session.holder, session.producer, session.epoch
+      )
       #expect(try ledger.append(frame(1), to: id, from: producer) == .sent(seq: 0))
       // The inbox is full: Redis numbers it, past the 16 / 4 seqs the holder may have written
       // unstored, under a new epoch (the holder's batches are refused from now on).
       #expect(try ledger.append(frame(2), to: id, from: producer) == .kept(seq: 5))
       let batch = WriteBehindBatch(
         number: 1, sessions: [.init(id: id, epoch: epoch, frames: [.init(seq: 1, bytes: frame(9).bytes(seq: 1))])])
-      #expect(try WriteBehindStore(redis, limits: limits).store(batch, from: holder) == [id: .superseded])
+      #expect(try store.store(batch, from: holder) == [id: .superseded])
       // A client behind the skip resyncs (it may lack candidates nobody can replay); one at its
       // end goes on with the message.
       #expect(try ledger.resume(id, userId: "alice", deviceId: "phone", from: 1, node: producer) == .resync)
@@ -287,14 +271,11 @@ extension RedisTests {
     }
 
     @Test func aFrameAHolderStoredWithItsOnceKeyRefusesLaterCopiesAndIsLoadedByTheNextHolder() throws {
-      let redis = try SharedRedis.client()
-      defer { redis.close() }
-      let limits = SessionLedger.Limits(expiry: .seconds(60))
-      let (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
-      let (id, holder, producer) = ("s_" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString)
-      try ClusterPresence(redis, nodeExpiry: .seconds(60)).heartbeat(holder)
-      let epoch = try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
-      _ = try store.claim(id, epoch: epoch)
+      let session = try ClaimedSession()
+      defer { session.close() }
+      let (ledger, store, id, holder, producer, epoch) = (
+        session.ledger, session.store, session.id, session.holder, session.producer, session.epoch
+      )
       // A letter's key is not remembered while it is unstored: a second letter is left too (the
       // holder drops it itself), and so is the first sent on by a holder whose batch was refused.
       #expect(try ledger.append(frame(1), to: id, from: producer, once: "letter-key") == .sent(seq: 0))
@@ -417,4 +398,29 @@ extension RedisTests {
       }
     }
   }
+}
+
+/// A write-behind session on the shared Redis: opened for alice's phone and claimed by `holder`
+/// (whose heartbeat is fresh unless `holderAlive` is false), with `producer` another node that
+/// sends it messages.
+private struct ClaimedSession {
+  let redis: any RedisClient
+  let ledger: SessionLedger
+  let store: WriteBehindStore
+  let id = "s_" + UUID().uuidString
+  let holder = "n-" + UUID().uuidString
+  let producer = "n-" + UUID().uuidString
+  let epoch: UInt64
+  /// What the holder's claim returned.
+  let claimed: WriteBehindStore.Claimed?
+
+  init(limits: SessionLedger.Limits = .init(expiry: .seconds(60)), holderAlive: Bool = true) throws {
+    redis = try SharedRedis.client()
+    (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
+    if holderAlive { try ClusterPresence(redis, nodeExpiry: .seconds(60)).heartbeat(holder) }
+    epoch = try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
+    claimed = try store.claim(id, epoch: epoch)
+  }
+
+  func close() { redis.close() }
 }
