@@ -276,6 +276,10 @@ package struct WriteBehindHolder: Sendable {
   /// The last event something waits for (`awaitStored`): only then are `eventsStored` and
   /// `eventsDropped` reported.
   private var awaited: UInt64 = 0
+  /// Frames numbered again in a new event (`renumber`): until `until` is stored, the events are
+  /// reported stored no further than `through`, where they were then (the frames' first events,
+  /// not stored, may be cut or answered first).
+  private var renumbered: [(through: UInt64, until: UInt64)] = []
   /// This node's own frames of a session held here again after another node numbered it, some
   /// of them in the batch in flight (`hold`): numbered again under `epoch` once that batch is
   /// answered, all of them if Redis refused the session's frames (or the batch failed: it is not
@@ -405,7 +409,7 @@ package struct WriteBehindHolder: Sendable {
     }
     forgetRetained { $0.outgoing.session == session }
     sessions[session] = held
-    if !again.isEmpty { effects += number(again, now: now, checkingOnces: false) }
+    if !again.isEmpty { effects += renumber(again, now: now) }
     let fresh = letters.indices.filter { index in
       !(index < letterOrigins.count && InboxPosition(letterOrigins[index]).map(processed.contains) == true)
     }
@@ -583,6 +587,7 @@ package struct WriteBehindHolder: Sendable {
   private mutating func checkLease(_ now: Instant) -> [Effect] {
     guard case .live(let renewedAt) = lease, now - renewedAt >= limits.lease - limits.margin else { return [] }
     lease = .stale
+    renumbered = []
     let closing = sessions.keys.sorted().map { Effect.close(session: $0, .stale) }
     // Their letters not stored wait in the inbox for the resumes (own frames' senders were not
     // answered, or their batch in flight lands).
@@ -608,7 +613,9 @@ package struct WriteBehindHolder: Sendable {
     } else {
       pending = queue.first?.number
     }
-    let through = pending.map { $0 - 1 } ?? eventsNumbered
+    var through = pending.map { $0 - 1 } ?? eventsNumbered
+    renumbered.removeAll { through >= $0.until }
+    for held in renumbered { through = min(through, held.through) }
     guard through > storedThrough else { return [] }
     let report = awaited > storedThrough
     storedThrough = through
@@ -636,7 +643,7 @@ package struct WriteBehindHolder: Sendable {
       let frames = landed(entry.session) ? entry.frames.filter { !entry.flying.contains($0.seq) } : entry.frames
       guard !frames.isEmpty else { continue }
       if sessions[entry.session]?.epoch == entry.epoch {
-        effects += number(frames.map(\.outgoing.storedFirst), now: now, checkingOnces: false)
+        effects += renumber(frames.map(\.outgoing.storedFirst), now: now)
       } else {
         effects += frames.map { .unheld($0.outgoing) }
       }
@@ -742,6 +749,15 @@ package struct WriteBehindHolder: Sendable {
       rest /= 10
     }
     return count
+  }
+
+  /// Frames of this node's own numbered again (a session held here again: `hold`, `settle`), as
+  /// a new event: what awaited their first events waits for this one too.
+  private mutating func renumber(_ frames: [Outgoing], now: Instant) -> [Effect] {
+    let before = eventsNumbered
+    let effects = number(frames, now: now, checkingOnces: false)
+    if eventsNumbered > before { renumbered.append((storedThrough, eventsNumbered)) }
+    return effects
   }
 
   /// `checkingOnces`: a frame whose once-key its session had is dropped (a repeat). Not for frames

@@ -643,4 +643,18 @@ import Testing
     // Its batch landing late reports nothing more.
     #expect(reports(h.batchStored(1, refused: [:], now: at(8.1))) == [])
   }
+
+  @Test func anAwaitedEventWhoseFramesAreNumberedAgainWaitsForTheirNewBatch() {
+    var h = holding(["alice": 0], awaitingLimits())
+    #expect(h.submit([candidate("alice", 1)], now: at(0)).event == 1)
+    h.awaitStored(through: 1)
+    #expect(batch(h.tick(now: at(0.06)))?.number == 1)
+    // Alice resumes on this node while the batch flies: her frame is numbered again (event 2),
+    // and Redis refuses the old epoch's.
+    _ = h.hold("alice", epoch: 8, lastSeq: 0, now: at(0.07))
+    let landed = h.batchStored(1, refused: ["alice": .superseded], now: at(0.08))
+    #expect(reports(landed) == [], "event 1's frame is stored only as event 2's")
+    #expect(batch(landed)?.number == 2)
+    #expect(reports(h.batchStored(2, refused: [:], now: at(0.09))) == [.eventsStored(through: 2)])
+  }
 }
