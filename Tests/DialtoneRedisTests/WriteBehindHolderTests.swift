@@ -588,7 +588,9 @@ import Testing
   // MARK: Events awaited (a forwarded request's answer: `WriteBehindShell.flush(replies:)`)
 
   /// `{lease 10 s, margin 2 s}` with a batch window: an event waits for it.
-  func awaitingLimits() -> Holder.Limits { .init(lease: .seconds(10), margin: .seconds(2), batchWindow: .milliseconds(50)) }
+  func awaitingLimits() -> Holder.Limits {
+    .init(lease: .seconds(10), margin: .seconds(2), batchWindow: .milliseconds(50))
+  }
 
   func reports(_ effects: [Effect]) -> [Effect] {
     effects.filter {

@@ -76,7 +76,8 @@ extension RedisTests {
       let shell = WriteBehindShell(
         node: node,
         holder: .init(lease: .seconds(600), margin: .seconds(1), batchWindow: .seconds(60)),
-        ledger: limits, sender: sender, inbox: Locked<(any ClusterInbox)?>(hub), log: Log(level: .error, subsystem: "t"),
+        ledger: limits, sender: sender, inbox: Locked<(any ClusterInbox)?>(hub),
+        log: Log(level: .error, subsystem: "t"),
         now: { clock.current })
       #expect(
         shell.hold(
