@@ -30,6 +30,11 @@ package enum ClusterEvent: Sendable {
   /// Redis): nothing they caused was numbered, so each is answered `rate-limited`, its
   /// remembered answer forgotten, and handled afresh when sent again (protocol.md §15).
   case requestsRefused([RefusedRequest])
+  /// Answers to requests other nodes forwarded (session: the requester's) that this node's
+  /// write-behind holder dropped, what they caused here never stored (its lease lapsed, or too
+  /// much waited for Redis): their remembered answers are forgotten, so that each request
+  /// forwarded again is handled afresh.
+  case forwardedDropped([RefusedRequest])
   /// A message for the user's devices could not be stored: their sessions here close likewise.
   case deliveryFailed(userId: String)
   /// Redis lost every session and presence: every socket here closes.

@@ -206,6 +206,8 @@ extension ClusterLink: SessionStore {
   /// The answer to a request another node forwarded goes into the requesting session itself, in
   /// the same transaction as what the request caused (the effects the hub applies next), so that
   /// neither lands without the other; the requesting node is told it came, for its bookkeeping.
+  /// Write-behind: what the request caused for sessions held here is stored by this node's holder
+  /// later, so the answer waits for it (`flush`).
   package func reply(_ reply: ServerMessage, to request: ForwardedRequest) {
     let letter = ClusterLetterCodec.encode(.reply(sessionID: request.origin.sessionID, requestID: request.id, reply))
     let frame = Self.frame(reply)
@@ -217,26 +219,58 @@ extension ClusterLink: SessionStore {
       return
     }
     let stored = SessionLedger.Step.append(frame, session: request.origin.sessionID, requestID: request.id, once: nil)
-    batch.withLock {
-      $0.append(PendingStep(step: stored, what: reply.typeName))
-      $0.append(PendingStep(step: .letter(letter, to: request.origin.node), what: "answer letter"))
+    let steps = [
+      PendingStep(step: stored, what: reply.typeName),
+      PendingStep(step: .letter(letter, to: request.origin.node), what: "answer letter"),
+    ]
+    guard writeBehind != nil else { return batch.withLock { $0 += steps } }
+    forwardedReplies.withLock {
+      $0.steps += steps
+      $0.requests.append(RefusedRequest(sessionID: request.origin.sessionID, requestID: request.id))
     }
   }
 
   /// Stores everything the hub asked for since the last flush, as one transaction in one round
   /// trip (the hub flushes after each event it handles).
   package func flush() {
-    let steps = batch.withLock { batch in
+    var steps = batch.withLock { batch in
       defer { batch.removeAll(keepingCapacity: true) }
       return batch
     }
+    // Write-behind: answers to forwarded requests wait for the holder's batch of what their event
+    // caused for sessions held here, if it caused any (`WriteBehindShell.flush(replies:)`); else
+    // they go with the event's other steps.
+    var waiting: WriteBehindShell.ForwardedReplies?
+    if let writeBehind {
+      let replies = forwardedReplies.withLock { replies in
+        defer { replies = ([], []) }
+        return replies
+      }
+      if !replies.steps.isEmpty {
+        if writeBehind.defersReplies(to: replies.requests) {
+          waiting = .init(requests: replies.requests) { [weak self] in self?.send(replies.steps, joining: false) }
+        } else {
+          steps += replies.steps
+        }
+      }
+    }
     // Write-behind frames go after the steps of the same event: a batch is queued behind them on
     // the sender, so an answer is never stored (nor written) before what its request caused.
-    defer { writeBehind?.flush() }
+    defer { writeBehind?.flush(replies: waiting) }
     guard !steps.isEmpty else { return }
-    if let waiting = currentBatch.current, waiting.add(steps) { return }
+    send(steps, joining: true)
+  }
+
+  /// Stores steps as one transaction on the sender. `joining`: they may join the steps flushed
+  /// before, if those still wait (`StepBatch`); an answer that waited for a write-behind batch may
+  /// not, since the batch it waited for (and the frames of sessions lost here) is behind those.
+  private func send(_ steps: [PendingStep], joining: Bool) {
+    if joining, let waiting = currentBatch.current, waiting.add(steps) { return }
     let group = StepBatch(steps)
-    currentBatch.withLock { $0 = group }
+    currentBatch.withLock {
+      $0?.close()
+      $0 = group
+    }
     let queued = sender.submit { [self] connection in
       let steps = group.take()
       var results: [SessionLedger.StepResult]

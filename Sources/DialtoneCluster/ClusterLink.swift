@@ -92,6 +92,9 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
   package let acknowledgements = PendingAcknowledgements()
   /// Session steps the hub asked for since its last `flush`, run as one transaction then.
   package let batch = Locked<[PendingStep]>([])
+  /// Write-behind: the answers to forwarded requests the hub gave since its last `flush`, with
+  /// their requesters; they may wait for what their requests caused here to be stored (`flush`).
+  package let forwardedReplies = Locked<(steps: [PendingStep], requests: [RefusedRequest])>(([], []))
   /// The flushed steps waiting for the sender, which later flushes join (`StepBatch`).
   package let currentBatch = Locked<StepBatch?>(nil)
 

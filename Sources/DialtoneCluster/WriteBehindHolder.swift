@@ -148,6 +148,13 @@ package struct WriteBehindHolder: Sendable {
     /// A frame this node's own client caused for a session not held here (any more): the shell
     /// stores it the way other nodes do, where the session is now. Never a letter (`retained`).
     case unheld(Outgoing)
+    /// Every event numbered through `through` is stored (or needs storing no more: its sessions
+    /// were lost here and their own frames went on as `unheld` before this effect): an answer
+    /// that waited for one of them may go (`WriteBehindShell.flush(replies:)`).
+    case eventsStored(through: UInt64)
+    /// The lease lapsed: the events numbered through `through` that were not stored never will be
+    /// by this node (their sessions closed here).
+    case eventsDropped(through: UInt64)
   }
 
   /// What `submit` did: the effects (among them the closes of a lease that just went stale),
@@ -155,16 +162,20 @@ package struct WriteBehindHolder: Sendable {
   package struct Submitted: Sendable, Equatable {
     package var effects: [Effect]
     package var refusal: Refusal?
+    /// The number the event was queued under (`QueuedEvent.number`); nil when nothing of it was
+    /// queued (refused, or every frame a repeat or for a session not held here).
+    package var event: UInt64?
     /// The sessions of an event refused over the node's bound whose request had changed the
     /// call's state already (not a relayed candidate): sent again, it would find the call moved
     /// on without its messages, so these sessions must resync (the shell has them made
     /// unresumable and closed, as a message Redis failed to take does under store-first).
     package var resyncing: [String]
 
-    package init(effects: [Effect], refusal: Refusal?, resyncing: [String] = []) {
+    package init(effects: [Effect], refusal: Refusal?, resyncing: [String] = [], event: UInt64? = nil) {
       self.effects = effects
       self.refusal = refusal
       self.resyncing = resyncing
+      self.event = event
     }
   }
 
@@ -236,8 +247,11 @@ package struct WriteBehindHolder: Sendable {
   }
 
   /// One event's frames, in the order they were numbered; when it was queued, and whether it
-  /// has a frame that may not wait for the batch window.
+  /// has a frame that may not wait for the batch window. `number` counts the events queued (from
+  /// 1): a batch takes whole events from the front of the queue and a failed one puts them back
+  /// in front, so the events stored are always those through some number (`storedThrough`).
   package struct QueuedEvent: Sendable, Equatable {
+    package var number: UInt64 = 0
     package var frames: [FrameRef]
     package let queuedAt: Instant
     package let urgent: Bool
@@ -255,6 +269,17 @@ package struct WriteBehindHolder: Sendable {
   private var wakeAsked: Instant?
   private var nodeBytes = 0
   private var batchNumber: UInt64 = 0
+  /// The last event number given (`QueuedEvent.number`), and the last one through which every
+  /// event is stored (or dropped, the lease having lapsed), as last reported (`eventsStored`).
+  package private(set) var eventsNumbered: UInt64 = 0
+  package private(set) var storedThrough: UInt64 = 0
+  /// The last event something waits for (`awaitStored`): only then are `eventsStored` and
+  /// `eventsDropped` reported.
+  private var awaited: UInt64 = 0
+  /// Frames numbered again in a new event (`renumber`): until `until` is stored, the events are
+  /// reported stored no further than `through`, where they were then (the frames' first events,
+  /// not stored, may be cut or answered first).
+  private var renumbered: [(through: UInt64, until: UInt64)] = []
   /// This node's own frames of a session held here again after another node numbered it, some
   /// of them in the batch in flight (`hold`): numbered again under `epoch` once that batch is
   /// answered, all of them if Redis refused the session's frames (or the batch failed: it is not
@@ -384,7 +409,7 @@ package struct WriteBehindHolder: Sendable {
     }
     forgetRetained { $0.outgoing.session == session }
     sessions[session] = held
-    if !again.isEmpty { effects += number(again, now: now, checkingOnces: false) }
+    if !again.isEmpty { effects += renumber(again, now: now) }
     let fresh = letters.indices.filter { index in
       !(index < letterOrigins.count && InboxPosition(letterOrigins[index]).map(processed.contains) == true)
     }
@@ -459,8 +484,17 @@ package struct WriteBehindHolder: Sendable {
       let resyncing = relay ? [] : Array(Set(event.map(\.session))).sorted()
       return Submitted(effects: effects, refusal: .backlog, resyncing: resyncing)
     }
+    let before = eventsNumbered
     effects += number(event, now: now, checkingOnces: true)
-    return Submitted(effects: effects + cutIfIdle(now), refusal: nil)
+    let queued = eventsNumbered > before ? eventsNumbered : nil
+    return Submitted(effects: effects + cutIfIdle(now), refusal: nil, event: queued)
+  }
+
+  /// Something (an answer to a request another node forwarded: `WriteBehindShell.flush`) waits
+  /// for the events through `event` to be stored: `eventsStored` says when they are (or
+  /// `eventsDropped`, the lease lapsing first). Nothing is reported for events stored already.
+  package mutating func awaitStored(through event: UInt64) {
+    awaited = max(awaited, event)
   }
 
   /// A letter another node stored in this node's inbox, at `position`: numbered in inbox order,
@@ -506,6 +540,7 @@ package struct WriteBehindHolder: Sendable {
       effects += confirm(session, through: seq)
     }
     effects += settle(number, landed: { refused[$0] == nil }, now: now)
+    effects += advance()
     return effects + cutIfIdle(now)
   }
 
@@ -552,6 +587,7 @@ package struct WriteBehindHolder: Sendable {
   private mutating func checkLease(_ now: Instant) -> [Effect] {
     guard case .live(let renewedAt) = lease, now - renewedAt >= limits.lease - limits.margin else { return [] }
     lease = .stale
+    renumbered = []
     let closing = sessions.keys.sorted().map { Effect.close(session: $0, .stale) }
     // Their letters not stored wait in the inbox for the resumes (own frames' senders were not
     // answered, or their batch in flight lands).
@@ -563,7 +599,27 @@ package struct WriteBehindHolder: Sendable {
     // A batch in flight may still land (its epochs fence it); its answer is ignored.
     store = .idle
     awaiting = []
-    return closing
+    let report = awaited > storedThrough
+    storedThrough = eventsNumbered
+    return report ? closing + [.eventsDropped(through: eventsNumbered)] : closing
+  }
+
+  /// Reports the events stored through a new number: those before the first still queued or in
+  /// flight (all of them when none is).
+  private mutating func advance() -> [Effect] {
+    let pending: UInt64?
+    if case .inFlight(_, let events) = store, let first = events.first {
+      pending = first.number
+    } else {
+      pending = queue.first?.number
+    }
+    var through = pending.map { $0 - 1 } ?? eventsNumbered
+    renumbered.removeAll { through >= $0.until }
+    for held in renumbered { through = min(through, held.through) }
+    guard through > storedThrough else { return [] }
+    let report = awaited > storedThrough
+    storedThrough = through
+    return report ? [.eventsStored(through: through)] : []
   }
 
   /// The seqs of `session` under `epoch` that the batch in flight carries.
@@ -587,7 +643,7 @@ package struct WriteBehindHolder: Sendable {
       let frames = landed(entry.session) ? entry.frames.filter { !entry.flying.contains($0.seq) } : entry.frames
       guard !frames.isEmpty else { continue }
       if sessions[entry.session]?.epoch == entry.epoch {
-        effects += number(frames.map(\.outgoing.storedFirst), now: now, checkingOnces: false)
+        effects += renumber(frames.map(\.outgoing.storedFirst), now: now)
       } else {
         effects += frames.map { .unheld($0.outgoing) }
       }
@@ -695,6 +751,15 @@ package struct WriteBehindHolder: Sendable {
     return count
   }
 
+  /// Frames of this node's own numbered again (a session held here again: `hold`, `settle`), as
+  /// a new event: what awaited their first events waits for this one too.
+  private mutating func renumber(_ frames: [Outgoing], now: Instant) -> [Effect] {
+    let before = eventsNumbered
+    let effects = number(frames, now: now, checkingOnces: false)
+    if eventsNumbered > before { renumbered.append((storedThrough, eventsNumbered)) }
+    return effects
+  }
+
   /// `checkingOnces`: a frame whose once-key its session had is dropped (a repeat). Not for frames
   /// numbered again (`hold`): their keys are this node's own.
   private mutating func number(
@@ -717,6 +782,8 @@ package struct WriteBehindHolder: Sendable {
       queued.frames.append(FrameRef(session: outgoing.session, epoch: epoch, seq: frame.seq))
     }
     if !queued.frames.isEmpty {
+      eventsNumbered += 1
+      queued.number = eventsNumbered
       queue.append(queued)
       count([queued], +1)
     }
@@ -842,7 +909,7 @@ package struct WriteBehindHolder: Sendable {
       frames += live.count
       bytes += size
       taken.append(
-        QueuedEvent(frames: live, queuedAt: event.queuedAt, urgent: event.urgent))
+        QueuedEvent(number: event.number, frames: live, queuedAt: event.queuedAt, urgent: event.urgent))
       for (ref, numbered) in zip(live, found) {
         guard let numbered else { continue }
         let part = WriteBehindBatch.Frame(
@@ -862,7 +929,8 @@ package struct WriteBehindHolder: Sendable {
     count(Array(queue.prefix(cut)), -1)
     queue.removeFirst(cut)
     wakeAsked = nil
-    guard frames > 0 else { return [] }
+    // Events cut with no frame left to store (their sessions lost here) are done with.
+    guard frames > 0 else { return advance() }
     batchNumber += 1
     store = .inFlight(number: batchNumber, events: taken)
     return [.store(WriteBehindBatch(number: batchNumber, sessions: parts))]

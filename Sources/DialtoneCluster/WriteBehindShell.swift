@@ -38,6 +38,30 @@ package final class WriteBehindShell: Sendable {
     var pinned: InboxPosition?
     /// How far the reader had read at the last trim.
     var read: InboxPosition?
+    /// Answers to requests other nodes forwarded, each waiting for the holder's events through
+    /// `event` to be stored (`flush(replies:)`), in the order they go.
+    var replies: [WaitingReplies] = []
+    /// The holder's events stored through here, as its effects applied so far said.
+    var storedThrough: UInt64 = 0
+  }
+
+  private struct WaitingReplies {
+    let event: UInt64
+    let replies: ForwardedReplies
+  }
+
+  /// The answers of one hub event to requests other nodes forwarded here (`ClusterLink.reply`):
+  /// `send` stores them (the answers in the requesters' sessions, and the letters telling their
+  /// nodes), on the sender.
+  package struct ForwardedReplies: Sendable {
+    /// The requesting sessions and request ids.
+    package let requests: [RefusedRequest]
+    package let send: @Sendable () -> Void
+
+    package init(requests: [RefusedRequest], send: @escaping @Sendable () -> Void) {
+      self.requests = requests
+      self.send = send
+    }
   }
 
   private let state: Locked<State>
@@ -176,6 +200,39 @@ package final class WriteBehindShell: Sendable {
   /// A frame of the hub's current event for a session held here.
   package func add(_ outgoing: WriteBehindHolder.Outgoing) { state.withLock { $0.event.append(outgoing) } }
 
+  /// Whether the answers to these sessions' forwarded requests must wait for `flush(replies:)`:
+  /// the current event has frames for sessions held here, or an earlier answer to one of these
+  /// sessions waits still (a requester's answers go in the order they were given). If not, they
+  /// may be stored at once, with the event's other steps.
+  package func defersReplies(to requests: [RefusedRequest]) -> Bool {
+    state.withLock { state in
+      !state.event.isEmpty || Self.lastWaiting(for: requests, state.replies) != nil
+    }
+  }
+
+  /// The event the latest answer waiting for one of these sessions waits for.
+  private static func lastWaiting(for requests: [RefusedRequest], _ waiting: [WaitingReplies]) -> UInt64? {
+    guard !waiting.isEmpty else { return nil }
+    for entry in waiting.reversed()
+    where entry.replies.requests.contains(where: { answer in
+      requests.contains { $0.sessionID == answer.sessionID }
+    }) {
+      return entry.event
+    }
+    return nil
+  }
+
+  /// Queues answers to wait for the holder's events through `event` (none when those are stored
+  /// already: they go once the effects before them are applied), after every answer to the same
+  /// sessions waiting before them.
+  private static func wait(_ replies: ForwardedReplies, for event: UInt64, _ state: inout State) {
+    var event = event > state.holder.storedThrough ? event : 0
+    if event > 0 { state.holder.awaitStored(through: event) }
+    event = max(event, lastWaiting(for: replies.requests, state.replies) ?? 0)
+    let at = state.replies.lastIndex { $0.event <= event }.map { $0 + 1 } ?? 0
+    state.replies.insert(WaitingReplies(event: event, replies: replies), at: at)
+  }
+
   /// `add` if its session is held here (one lock for both: the hub asks for every message);
   /// whether it was.
   package func addIfHeld(_ outgoing: WriteBehindHolder.Outgoing) -> Bool {
@@ -193,25 +250,46 @@ package final class WriteBehindShell: Sendable {
   /// sessions resync (made unresumable once Redis answers, `poison`, and closed); an event that
   /// answered nobody, or one refused because this node's lease lapsed, closes its sessions (their
   /// clients resume elsewhere or later).
-  package func flush() {
-    let (closing, refused) = state.withLock { state -> ([String], [RefusedRequest]) in
-      guard !state.event.isEmpty else { return ([], []) }
+  ///
+  /// `replies`: the event's answers to requests other nodes forwarded (`defersReplies`). They go
+  /// once the holder has stored the event's frames, and every event's before it: the requester is
+  /// answered only once what its request caused for the sessions held here is stored (its node
+  /// writes the answer once stored, and this node may die before its batch), as a local
+  /// request's answer, a frame of the same event, is. An event with no frame queued (every one a
+  /// repeat, or for a session lost here: those go on before) waits for the events before it. An
+  /// event refused because the lease lapsed, or one refused over the bounds that the requester
+  /// may send again (a relayed candidate's), drops its answers, as the lapse drops those waiting:
+  /// the hub forgets them (`forwardedDropped`), so that the request forwarded again is handled
+  /// afresh rather than answered from memory with nothing of it stored; an event refused over the
+  /// node's bound whose request changed the call's state goes at once (its sessions here resync).
+  package func flush(replies: ForwardedReplies? = nil) {
+    let (closing, refused, dropped) = state.withLock { state -> ([String], [RefusedRequest], [RefusedRequest]) in
+      guard !state.event.isEmpty else {
+        if let replies { Self.wait(replies, for: 0, &state) }
+        return ([], [], [])
+      }
       let event = state.event
       state.event.removeAll(keepingCapacity: true)
       let submitted = state.holder.submit(event, now: now())
       state.outbox += submitted.effects
-      guard let refusal = submitted.refusal else { return ([], []) }
+      guard let refusal = submitted.refusal else {
+        if let replies { Self.wait(replies, for: submitted.event ?? state.holder.eventsNumbered, &state) }
+        return ([], [], [])
+      }
       if !submitted.resyncing.isEmpty {
         poison.withLock { for session in submitted.resyncing { $0.add(session: session) } }
-        return (submitted.resyncing, [])
+        if let replies { Self.wait(replies, for: 0, &state) }
+        return (submitted.resyncing, [], [])
       }
+      let dropped = replies?.requests ?? []
       let requests = event.compactMap { outgoing in
         outgoing.requestID.map { RefusedRequest(sessionID: outgoing.session, requestID: $0) }
       }
-      if refusal == .backlog, !requests.isEmpty { return ([], requests) }
+      if refusal == .backlog, !requests.isEmpty { return ([], requests, dropped) }
       let requesters = Set(requests.map(\.sessionID))
-      return ((requesters.isEmpty ? Set(event.map(\.session)) : requesters).sorted(), [])
+      return ((requesters.isEmpty ? Set(event.map(\.session)) : requesters).sorted(), [], dropped)
     }
+    if !dropped.isEmpty { dropReplies(dropped) }
     if !refused.isEmpty {
       log.warning("\(refused.count) request(s) answered rate-limited: too much waits for Redis")
       inbox.current?.receive(.requestsRefused(refused))
@@ -310,31 +388,52 @@ package final class WriteBehindShell: Sendable {
     pump()
   }
 
+  /// Answers that will not go: the hub forgets them, so that the request forwarded again is
+  /// handled afresh.
+  private func dropReplies(_ requests: [RefusedRequest]) {
+    log.warning(
+      "\(requests.count) answer(s) to forwarded requests dropped: what they caused here was not stored (the requester sends them again)"
+    )
+    inbox.current?.receive(.forwardedDropped(requests))
+  }
+
   // MARK: Applying effects
 
-  /// Applies the effects waiting, in order; a caller that finds another applying them leaves them
-  /// to it.
+  /// Applies the effects waiting, in order, then sends the answers whose events are stored (after
+  /// every effect before: the frames of a session lost here go on before the answer); a caller
+  /// that finds another applying them leaves them to it.
   private func pump() {
     // One lock for both questions: this runs for every event the hub flushes.
     let (lapsed, begun) = state.withLock { state -> (Bool, Bool) in
       let stale = state.holder.lease == .stale
       let lapsed = stale && !state.stale
       state.stale = stale
-      guard !state.pumping, !state.outbox.isEmpty else { return (lapsed, false) }
+      guard !state.pumping, !state.outbox.isEmpty || Self.replyDue(state) else { return (lapsed, false) }
       state.pumping = true
       return (lapsed, true)
     }
     if lapsed { log.warning("this node's lease lapsed: it stopped writing and closed the sessions it held") }
     guard begun else { return }
     while true {
-      let effects = state.withLock { state -> [WriteBehindHolder.Effect] in
-        defer { state.outbox.removeAll(keepingCapacity: true) }
-        if state.outbox.isEmpty { state.pumping = false }
-        return state.outbox
+      let (effects, due) = state.withLock { state -> ([WriteBehindHolder.Effect], [ForwardedReplies]) in
+        if !state.outbox.isEmpty {
+          defer { state.outbox.removeAll(keepingCapacity: true) }
+          return (state.outbox, [])
+        }
+        let count = state.replies.prefix { $0.event <= state.storedThrough }.count
+        let due = state.replies.prefix(count).map(\.replies)
+        state.replies.removeFirst(count)
+        if due.isEmpty { state.pumping = false }
+        return ([], due)
       }
-      guard !effects.isEmpty else { return }
+      if effects.isEmpty, due.isEmpty { return }
       apply(effects)
+      for replies in due { replies.send() }
     }
+  }
+
+  private static func replyDue(_ state: State) -> Bool {
+    state.replies.first.map { $0.event <= state.storedThrough } ?? false
   }
 
   private func apply(_ effects: [WriteBehindHolder.Effect]) {
@@ -362,6 +461,18 @@ package final class WriteBehindShell: Sendable {
       case .store(let batch):
         hand()
         store(batch)
+      case .eventsStored(let through):
+        state.withLock { $0.storedThrough = max($0.storedThrough, through) }
+      case .eventsDropped(let through):
+        // Answers waiting for events the lapse dropped never go; those due already do.
+        let dropped = state.withLock { state -> [RefusedRequest] in
+          let kept = state.replies.filter { $0.event <= state.storedThrough }
+          let dropped = state.replies.filter { $0.event > state.storedThrough }.flatMap(\.replies.requests)
+          state.replies = kept
+          state.storedThrough = max(state.storedThrough, through)
+          return dropped
+        }
+        if !dropped.isEmpty { dropReplies(dropped) }
       case .wake(let at):
         // On the sender's thread, where the batch the tick cuts is stored: a dispatch timer cost a
         // timer thread's wake and a worker's per window, then a hand-off to the sender.

@@ -42,6 +42,13 @@ package struct ForwardedAnswers {
     return .new
   }
 
+  /// Forgets the answer (it never reached its requester: `ClusterEvent.forwardedDropped`), so
+  /// that the request, sent again, is handled as new. Its place in the eviction order stays: at
+  /// worst a later answer to the same request is let go early (a repeat then handled afresh).
+  package mutating func forget(sessionID: String, requestID: String) {
+    answers.removeValue(forKey: sessionID + "\u{0}" + requestID)
+  }
+
   /// Remembers the answer; the repeats that waited for it, to be answered too.
   package mutating func answered(_ request: ForwardedRequest, _ reply: ServerMessage) -> [ForwardedRequest] {
     let key = Self.key(request)

@@ -51,7 +51,7 @@ import Testing
         world.inFlight = batch
       case .close(let session, _):
         world.closed.insert(session)
-      case .wake, .unheld:
+      case .wake, .unheld, .eventsStored, .eventsDropped:
         break
       }
     }

@@ -584,4 +584,79 @@ import Testing
     #expect(h.retained.map(\.position) == [InboxPosition("9-0")])
     #expect(batch(h.batchStored(1, refused: [:], now: at(0.01)))?.sessions.map(\.id) == ["alice"])
   }
+
+  // MARK: Events awaited (a forwarded request's answer: `WriteBehindShell.flush(replies:)`)
+
+  /// `{lease 10 s, margin 2 s}` with a batch window: an event waits for it.
+  func awaitingLimits() -> Holder.Limits {
+    .init(lease: .seconds(10), margin: .seconds(2), batchWindow: .milliseconds(50))
+  }
+
+  func reports(_ effects: [Effect]) -> [Effect] {
+    effects.filter {
+      switch $0 {
+      case .eventsStored, .eventsDropped: true
+      default: false
+      }
+    }
+  }
+
+  @Test func anAwaitedEventIsReportedStoredOnlyOnceItsBatchIsAfterTheWindow() {
+    var h = holding(["alice": 0], awaitingLimits())
+    // The copy of a relayed candidate another node forwarded here: written at once, stored later.
+    let first = h.submit([candidate("alice", 1)], now: at(0))
+    #expect(first.event == 1 && writes(first.effects) == ["alice#1"] && batch(first.effects) == nil)
+    h.awaitStored(through: 1)
+    #expect(h.storedThrough == 0)
+    // A second event, not awaited, joins the first's batch.
+    #expect(h.submit([candidate("alice", 2)], now: at(0.01)).event == 2)
+    let cut = h.tick(now: at(0.06))
+    #expect(batch(cut)?.frameCount == 2 && reports(cut) == [])
+    // Failed: nothing stored, nothing reported; sent again, then stored.
+    #expect(reports(h.batchFailed(1, now: at(0.07))) == [])
+    let again = h.tick(now: at(0.08))
+    #expect(batch(again)?.number == 2 && reports(again) == [])
+    #expect(reports(h.batchStored(2, refused: [:], now: at(0.09))) == [.eventsStored(through: 2)])
+    #expect(h.storedThrough == 2)
+    // An event stored without anything awaiting it is not reported.
+    _ = h.submit([candidate("alice", 3)], now: at(0.1))
+    _ = h.tick(now: at(0.2))
+    #expect(reports(h.batchStored(3, refused: [:], now: at(0.21))) == [] && h.storedThrough == 3)
+  }
+
+  @Test func anAwaitedEventWhoseSessionWasLostHereIsReportedWhenCutWithNothingToStore() {
+    var h = holding(["alice": 0], awaitingLimits())
+    #expect(h.submit([candidate("alice", 1)], now: at(0)).event == 1)
+    h.awaitStored(through: 1)
+    // Alice's session goes (another node resumed it): her frame goes where she is now, first.
+    #expect(h.release("alice") == [.unheld(candidate("alice", 1))])
+    let cut = h.tick(now: at(0.06))
+    #expect(batch(cut) == nil && cut == [.eventsStored(through: 1)])
+  }
+
+  @Test func theLapseReportsTheAwaitedEventsDropped() {
+    var h = holding(["alice": 0], awaitingLimits())
+    #expect(h.submit([candidate("alice", 1)], now: at(0)).event == 1)
+    h.awaitStored(through: 1)
+    _ = h.tick(now: at(0.06))
+    // Renewals fail: at lease − margin the queue and the batch in flight are dropped.
+    let lapse = h.tick(now: at(8))
+    #expect(lapse == [.close(session: "alice", .stale), .eventsDropped(through: 1)])
+    // Its batch landing late reports nothing more.
+    #expect(reports(h.batchStored(1, refused: [:], now: at(8.1))) == [])
+  }
+
+  @Test func anAwaitedEventWhoseFramesAreNumberedAgainWaitsForTheirNewBatch() {
+    var h = holding(["alice": 0], awaitingLimits())
+    #expect(h.submit([candidate("alice", 1)], now: at(0)).event == 1)
+    h.awaitStored(through: 1)
+    #expect(batch(h.tick(now: at(0.06)))?.number == 1)
+    // Alice resumes on this node while the batch flies: her frame is numbered again (event 2),
+    // and Redis refuses the old epoch's.
+    _ = h.hold("alice", epoch: 8, lastSeq: 0, now: at(0.07))
+    let landed = h.batchStored(1, refused: ["alice": .superseded], now: at(0.08))
+    #expect(reports(landed) == [], "event 1's frame is stored only as event 2's")
+    #expect(batch(landed)?.number == 2)
+    #expect(reports(h.batchStored(2, refused: [:], now: at(0.09))) == [.eventsStored(through: 2)])
+  }
 }

@@ -832,7 +832,11 @@ async def _under_load(s, stack, extra, freeze=False, pairs=50, count=200, interv
             await eventually(lambda: "lease lapsed" in open(log, errors="replace").read(), 15,
                              "the thawed node stopping as its lease lapsed")
             text = open(log, errors="replace").read()
-            check("Redis refused a batch" in text, "node 1's batch held by the frozen forwarder was not refused")
+            # What the frozen forwarder held may be a batch (refused when it lands late) or another
+            # job of node 1's sender (an answer to a forwarded request that waited for its batch,
+            # an acknowledgement): then the thawed node, its lease lapsed, drops its queue and sends
+            # no batch late. A late batch that landed would show above, as a candidate twice or a seq
+            # skipped; that the refusal itself works is WriteBehindClusterTests' (HeldSender).
             late = (f"; node 1 after the thaw: {text.count('Redis refused a batch')} batch(es) refused, "
                     f"{text.count('lease lapsed')} lease lapse(s) logged")
         for call, alice, bob, _ in calls:

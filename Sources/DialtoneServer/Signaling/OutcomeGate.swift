@@ -155,6 +155,12 @@ final class OutcomeGate {
   /// waits for that answer), or answered before (answered again, the same).
   func arrive(_ request: ForwardedRequest) -> ForwardedAnswers.Seen { forwardedAnswers.arrive(request) }
 
+  /// The answer to a forwarded request was dropped before it was stored (`forwardedDropped`):
+  /// the request forwarded again is handled afresh.
+  func forgetForwarded(_ sessionID: String, _ requestID: String) {
+    forwardedAnswers.forget(sessionID: sessionID, requestID: requestID)
+  }
+
   /// A request of a session here that the placement found runs here is answered as any other
   /// (before its effects); another node's goes back there.
   func answer(_ request: ForwardedRequest, with reply: ServerMessage) {

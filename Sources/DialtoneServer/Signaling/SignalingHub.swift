@@ -184,6 +184,8 @@ public actor SignalingHub {
       for id in sessionIDs { sessions.breakSession(id) }
     case .requestsRefused(let requests):
       for request in requests { sessions.refused(request.requestID, of: request.sessionID) }
+    case .forwardedDropped(let requests):
+      for request in requests { outcomes.forgetForwarded(request.sessionID, request.requestID) }
     case .deliveryFailed(let userId):
       sessions.breakSessions(of: userId)
     case .stateLost:

@@ -99,6 +99,30 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     await cluster.stop()
   }
 
+  /// A request another node forwarded to the call's node: its answer (stored in the requester's
+  /// session by the call's node) waits for what it caused for the sessions that node holds, whose
+  /// batch waits for its window. Without the wait, Bob was answered seconds before Alice's copy
+  /// was stored, and her node dying meanwhile lost it.
+  @Test func aForwardedRequestIsAnsweredOnlyOnceWhatItCausedOnTheCallsNodeIsStored() async throws {
+    let cluster = try await TestCluster.start(2) {
+      $0.writeBehindSessions = true
+      // Long enough to see (Bob's own ack takes milliseconds), short of the wait after which his
+      // node routes an unanswered request again (`ClusterLink.answerWait`).
+      $0.batchWindowMilliseconds = 3000
+    }
+    // The call runs on Alice's node: Bob's requests are forwarded there.
+    let (alice, bob, call) = try await answeredCall(cluster, alice: 0, bob: 1)
+    let aliceSession = try #require(alice.sessionId)
+    for n in 1...2 {
+      #expect(try await bob.candidateFor(call, n).isAck)
+      // The moment Bob reads his ack, Alice's copy is in her session's log in Redis (it was
+      // written to her at once).
+      #expect(hasCandidate(try logged(cluster, aliceSession), n))
+      _ = try await alice.expect(.candidate)
+    }
+    await cluster.stop()
+  }
+
   @Test func aSessionTakenByAnotherEpochHasItsBatchRefusedAndItsSocketClosed() async throws {
     let cluster = try await writeBehindCluster(2)
     let (alice, bob, call) = try await answeredCall(cluster, alice: 0, bob: 1)
