@@ -717,11 +717,12 @@ async def write_behind_node_killed_under_a_relayed_load_every_client_resumes_wit
 
 @scenario
 @time_limit(240)
-async def write_behind_node_frozen_under_a_relayed_load_repeats_nothing_and_its_late_batches_are_refused(s, stack):
+async def write_behind_node_frozen_under_a_relayed_load_repeats_nothing_and_skips_no_seq(s, stack):
     """The same load; node 1 is frozen (SIGSTOP) mid trickle, its path to Redis (a forwarder)
-    frozen a moment before it, so that its last batch is on the way; the balanced clients drop
-    their sockets and resume on node 3 (or on node 3 again); the forwarder is thawed, its batch
-    lands after those resumes and is refused; node 1 is thawed past its lease and stops. Nothing
+    frozen a moment before it, so that what its sender sent last (often a batch) is on the way;
+    the balanced clients drop their sockets and resume on node 3 (or on node 3 again); the
+    forwarder is thawed, and a batch it held lands after those resumes and is refused; node 1 is
+    thawed past its lease and stops. Nothing
     of the sessions it lost is sent on or stored: the same checks as the kill."""
     await _under_load(s, stack, extra=("--cluster-sessions", "write-behind", "--batch-window-ms", "10"),
                       freeze=True)
