@@ -79,13 +79,7 @@ extension RedisTests {
       #expect(try store.store(stored, from: holder) == [:])
       // The device resumes on another node while the holder still counts alive: the three
       // letters it had not stored come with the resume, in order, and no other session's.
-      guard
-        case .resumed(let taken) = try ledger.resumeHolding(
-          id, userId: "alice", deviceId: "phone", from: 2, node: successor, allowingAhead: 8)
-      else {
-        Issue.record("not resumed")
-        return
-      }
+      guard let taken = try resumed(ledger, id, from: 2, on: successor, "not resumed") else { return }
       #expect(taken.lastSeq == 2)
       #expect(taken.letters.map(\.frame) == [frame(3), frame(4), frame(5)])
       // Copied, in order, to the successor's inbox (empty before): the last copy is its newest.
@@ -107,13 +101,7 @@ extension RedisTests {
             id: id, epoch: epoch, frames: [.init(seq: 3, bytes: frame(3).bytes(seq: 3))], letterPosition: inbox[2].id)
         ])
       #expect(try store.store(late, from: holder) == [id: .superseded])
-      guard
-        case .resumed(let again) = try ledger.resumeHolding(
-          id, userId: "alice", deviceId: "phone", from: 2, node: producer, allowingAhead: 8)
-      else {
-        Issue.record("not resumed again")
-        return
-      }
+      guard let again = try resumed(ledger, id, from: 2, on: producer, "not resumed again") else { return }
       #expect(again.letters.map(\.frame) == [frame(3), frame(4), frame(5), frame(6)])
     }
 
@@ -135,23 +123,11 @@ extension RedisTests {
       _ = try store.claim(id, epoch: epoch)
       for n in 1...3 { #expect(try ledger.append(frame(n), to: id, from: producer) == .sent(seq: 0)) }
       // A resume on `lapsed`, which then finds its lease lapsed and holds nothing.
-      guard
-        case .resumed(let first) = try ledger.resumeHolding(
-          id, userId: "alice", deviceId: "phone", from: 0, node: lapsed, allowingAhead: 8)
-      else {
-        Issue.record("not resumed")
-        return
-      }
+      guard let first = try resumed(ledger, id, from: 0, on: lapsed, "not resumed") else { return }
       #expect(first.letters.map(\.frame) == [frame(1), frame(2), frame(3)])
       // Meanwhile a message arrives: into `lapsed`'s inbox, which Redis says holds the session.
       #expect(try ledger.append(frame(4), to: id, from: producer) == .sent(seq: 0))
-      guard
-        case .resumed(let next) = try ledger.resumeHolding(
-          id, userId: "alice", deviceId: "phone", from: 0, node: third, allowingAhead: 8)
-      else {
-        Issue.record("not resumed again")
-        return
-      }
+      guard let next = try resumed(ledger, id, from: 0, on: third, "not resumed again") else { return }
       #expect(next.letters.map(\.frame) == [frame(1), frame(2), frame(3), frame(4)])
       // `third` stores the first two (its batch carries the second's position): a resume after
       // it takes the other two only.
@@ -164,13 +140,7 @@ extension RedisTests {
             letterPosition: next.positions[1])
         ])
       #expect(try store.store(stored, from: third) == [:])
-      guard
-        case .resumed(let last) = try ledger.resumeHolding(
-          id, userId: "alice", deviceId: "phone", from: 2, node: holder, allowingAhead: 8)
-      else {
-        Issue.record("not resumed a third time")
-        return
-      }
+      guard let last = try resumed(ledger, id, from: 2, on: holder, "not resumed a third time") else { return }
       #expect(last.lastSeq == 2 && last.letters.map(\.frame) == [frame(3), frame(4)])
     }
 
@@ -197,13 +167,7 @@ extension RedisTests {
       }
       let positions = try index(redis, id)
       #expect(positions.count == 3)
-      guard
-        case .resumed(let taken) = try ledger.resumeHolding(
-          id, userId: id, deviceId: "phone", from: 0, node: successor, allowingAhead: 8)
-      else {
-        Issue.record("not resumed")
-        return
-      }
+      guard let taken = try resumed(ledger, id, user: id, from: 0, on: successor, "not resumed") else { return }
       #expect(taken.letters.map(\.frame) == [frame(200), frame(400), frame(600)])
       #expect(taken.origins == positions)
       // The index lists their copies now, in the successor's inbox.
@@ -398,29 +362,4 @@ extension RedisTests {
       }
     }
   }
-}
-
-/// A write-behind session on the shared Redis: opened for alice's phone and claimed by `holder`
-/// (whose heartbeat is fresh unless `holderAlive` is false), with `producer` another node that
-/// sends it messages.
-private struct ClaimedSession {
-  let redis: any RedisClient
-  let ledger: SessionLedger
-  let store: WriteBehindStore
-  let id = "s_" + UUID().uuidString
-  let holder = "n-" + UUID().uuidString
-  let producer = "n-" + UUID().uuidString
-  let epoch: UInt64
-  /// What the holder's claim returned.
-  let claimed: WriteBehindStore.Claimed?
-
-  init(limits: SessionLedger.Limits = .init(expiry: .seconds(60)), holderAlive: Bool = true) throws {
-    redis = try SharedRedis.client()
-    (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
-    if holderAlive { try ClusterPresence(redis, nodeExpiry: .seconds(60)).heartbeat(holder) }
-    epoch = try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
-    claimed = try store.claim(id, epoch: epoch)
-  }
-
-  func close() { redis.close() }
 }

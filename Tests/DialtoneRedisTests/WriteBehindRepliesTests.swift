@@ -52,23 +52,12 @@ extension RedisTests {
     }
 
     func rig() throws -> Rig {
-      let redis = try SharedRedis.client()
-      let limits = SessionLedger.Limits(expiry: .seconds(60))
-      let (id, node) = ("s_" + UUID().uuidString, "n-" + UUID().uuidString)
-      try ClusterPresence(redis, nodeExpiry: .seconds(60)).heartbeat(node)
-      let epoch = try SessionLedger(redis, limits: limits).open(id, userId: "alice", deviceId: "phone", node: node)
-      let claimed = try #require(try WriteBehindStore(redis, limits: limits).claim(id, epoch: epoch))
-      let server = try SharedRedis.server()
-      let sender = RedisWorker(name: "test-sender", maxQueued: 16) { () throws(RedisError) in
-        let connection: any RedisClient
-        do {
-          connection = try server.connect()
-        } catch {
-          throw .connectionFailed(message: "\(error)")
-        }
-        try connection.load(SessionLedger.scripts + WriteBehindStore.scripts)
-        return connection
-      }
+      let session = try ClaimedSession()
+      let (redis, limits, id, node, epoch) = (
+        session.redis, session.limits, session.id, session.holder, session.epoch
+      )
+      let claimed = try #require(session.claimed)
+      let sender = try writeBehindSender()
       let hub = Hub()
       let clock = Locked(ContinuousClock.now)
       // A window far longer than the test: only `advance` ends it (its real-time wake finds the

@@ -22,25 +22,13 @@ extension RedisTests {
     }
 
     @Test func framesThatMayWaitAreStoredAndWrittenWhenTheWindowEndsWithNoTimerThread() throws {
-      let redis = try SharedRedis.client()
-      defer { redis.close() }
-      let limits = SessionLedger.Limits(expiry: .seconds(60))
-      let (id, node) = ("s_" + UUID().uuidString, "n-" + UUID().uuidString)
-      try ClusterPresence(redis, nodeExpiry: .seconds(60)).heartbeat(node)
-      let epoch = try SessionLedger(redis, limits: limits).open(id, userId: "alice", deviceId: "phone", node: node)
-      let claimed = try #require(try WriteBehindStore(redis, limits: limits).claim(id, epoch: epoch))
-      // (The suite's server is a task-local: the sender's thread connects to it by name.)
-      let server = try SharedRedis.server()
-      let sender = RedisWorker(name: "test-sender", maxQueued: 16) { () throws(RedisError) in
-        let connection: any RedisClient
-        do {
-          connection = try server.connect()
-        } catch {
-          throw .connectionFailed(message: "\(error)")
-        }
-        try connection.load(SessionLedger.scripts + WriteBehindStore.scripts)
-        return connection
-      }
+      let session = try ClaimedSession()
+      defer { session.close() }
+      let (redis, limits, id, node, epoch) = (
+        session.redis, session.limits, session.id, session.holder, session.epoch
+      )
+      let claimed = try #require(session.claimed)
+      let sender = try writeBehindSender()
       defer { sender.close() }
       let hub = Hub()
       // No periodic tick (`start` is not called): only the window's own wake can cut the batch.
