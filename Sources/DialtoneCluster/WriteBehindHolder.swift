@@ -561,16 +561,21 @@ package struct WriteBehindHolder: Sendable {
   // MARK: The lease
 
   /// A renewal sent at `sentAt` succeeded.
+  ///
+  /// The lease is checked before the renewal counts: a node frozen past its lease (SIGSTOP, a
+  /// long pause) may renew first thing on waking, before any tick or event checks it, and other
+  /// nodes may have counted it dead meanwhile and taken its sessions and calls; it lapsed all the
+  /// same, so it closes its sessions, then starts again with none.
   package mutating func leaseRenewed(sentAt: Instant, now: Instant) -> [Effect] {
+    let lapsed = checkLease(now)
     switch lease {
     case .live(let renewedAt):
       lease = .live(renewedAt: max(renewedAt, sentAt))
-      return checkLease(now)
     case .stale:
       // Every session was closed when it went stale: the node starts again with none.
       lease = .live(renewedAt: sentAt)
-      return checkLease(now)
     }
+    return lapsed + checkLease(now)
   }
 
   /// The shell's periodic call (each heartbeat): the lease is checked even when nothing happens,

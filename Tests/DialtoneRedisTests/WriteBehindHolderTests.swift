@@ -326,6 +326,26 @@ import Testing
       h.submit([candidate("bob", 1)], now: at(8)) == .init(effects: [.close(session: "bob", .stale)], refusal: .stale))
   }
 
+  /// Frozen from 1 s to 30 s (SIGSTOP), the node's first act on waking is a renewal sent then:
+  /// no tick or event saw the lapse, but it happened (other nodes counted the node dead), so
+  /// its sessions close before the renewal makes it live again, with none.
+  @Test func aRenewalAfterTheLeaseLapsedClosesTheSessionsFirst() {
+    var h = holding(["alice": 0, "bob": 0])
+    #expect(writes(submitted(&h, relay(1, request: "m1"), at: 1)) == ["bob#1"])
+    #expect(
+      h.leaseRenewed(sentAt: at(30), now: at(30.01)) == [
+        .close(session: "alice", .stale), .close(session: "bob", .stale),
+      ])
+    #expect(h.lease == .live(renewedAt: at(30)))
+    #expect(h.sessions.isEmpty)
+    // The batch in flight before the freeze is no longer its concern.
+    #expect(h.batchStored(1, refused: [:], now: at(30.02)) == [])
+    // A renewal within the lease closes nothing.
+    #expect(h.hold("carol", epoch: 1, lastSeq: 0, now: at(31)) == [])
+    #expect(h.leaseRenewed(sentAt: at(37), now: at(37.5)) == [])
+    #expect(h.sessions.keys.sorted() == ["carol"])
+  }
+
   @Test func theLeaseCountsFromWhenARenewalWasSent() {
     var h = holding(["bob": 0])
     // Sent at 5 s, answered at 6 s: stale at 13 s, not 14 s.
