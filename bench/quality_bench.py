@@ -52,7 +52,6 @@ import json
 import os
 import platform
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -65,7 +64,8 @@ sys.path.insert(0, os.path.join(ROOT, "Tests", "e2e"))
 import harness  # noqa: E402  (the Chromium DevTools-pipe driver's errors)
 import quality_score  # noqa: E402
 import quality_speech  # noqa: E402
-from chromium_page import LEADERS, BenchError, kill_group, spawn  # noqa: E402
+from chromium_page import BenchError  # noqa: E402
+from netns_pair import NamespacePair, run_main, sh, stop, token  # noqa: E402
 from quality_peers import CLIPeer, PagePeer  # noqa: E402
 
 NS_A, NS_B = "dtq-a", "dtq-b"
@@ -73,6 +73,7 @@ ADDR_A, ADDR_A_MOVED, ADDR_B = "10.85.0.1", "10.85.0.3", "10.85.0.2"
 PORT = 18980
 SECRET = "bench-quality-secret-0123456789abcdef"
 SERVER = f"http://{ADDR_B}:{PORT}"
+PAIR = NamespacePair(NS_A, ADDR_A, NS_B, ADDR_B, PORT)
 OUT_DIR = os.path.join(ROOT, ".build", "bench-quality")
 BURST = 3.0
 
@@ -97,92 +98,16 @@ COLUMNS = (("cli-cli", None, "CLI ↔ CLI"), ("page-cli", "cli", "browser → CL
            ("page-cli", "page", "CLI → browser"), ("page-page", None, "Chromium ↔ Chromium"))
 
 
-def sh(*args, check=True):
-    return subprocess.run(args, check=check, capture_output=True, text=True)
-
-
-def make_namespaces():
-    remove_namespaces()
-    for ns, addr in ((NS_A, ADDR_A), (NS_B, ADDR_B)):
-        sh("ip", "netns", "add", ns)
-        sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
-        sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
-           "net.ipv6.conf.default.disable_ipv6=1")
-        sh("ip", "netns", "exec", ns, "ip", "tuntap", "add", "dev", "dt0", "mode", "tun")
-        sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{addr}/24", "dev", "dt0")
-        sh("ip", "netns", "exec", ns, "ip", "link", "set", "dt0", "up")
-
-
-def remove_namespaces():
-    for ns in (NS_A, NS_B):
-        sh("ip", "netns", "del", ns, check=False)
-
-
 def place_a(address):
     """A's only address on its link: `address` (the network switch moves it)."""
     sh("ip", "-n", NS_A, "addr", "flush", "dev", "dt0")
     sh("ip", "-n", NS_A, "addr", "add", f"{address}/24", "dev", "dt0")
 
 
-def token(binary, user, device):
-    return sh(os.path.join(binary, "dialtone"), "token", "--user", user, "--device", device,
-              "--secret", SECRET).stdout.strip()
-
-
-async def stop(proc, grace=0.0, sig=signal.SIGINT):
-    if proc is None:
-        return
-    if proc.returncode is None and grace > 0:
-        try:
-            proc.send_signal(sig)
-            await asyncio.wait_for(proc.wait(), grace)
-        except (asyncio.TimeoutError, ProcessLookupError):
-            pass
-    kill_group(proc.pid)
-    if proc.returncode is None:
-        try:
-            await asyncio.wait_for(proc.wait(), 10)
-        except asyncio.TimeoutError:
-            pass
-
-
-async def wait_listening(proc, timeout=20):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.returncode is not None:
-            raise BenchError("dialtone-server exited (see the log)")
-        probe = await asyncio.create_subprocess_exec(
-            "ip", "netns", "exec", NS_B, "bash", "-c", f"exec 3<>/dev/tcp/{ADDR_B}/{PORT}",
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
-        if await probe.wait() == 0:
-            return
-        await asyncio.sleep(0.1)
-    raise BenchError(f"nothing listens on {ADDR_B}:{PORT}")
-
-
-class Link:
-    """bench/delay_link.py for one condition; `stats()` reads its counters (and restarts its
-    recent delay figures)."""
-
-    def __init__(self, arguments, log):
-        self.arguments, self.log, self.proc = arguments, log, None
-
-    async def __aenter__(self):
-        # A little ahead of the peers for the CPU: its timing is the condition.
-        self.proc = await spawn(["nice", "-n", "-5", sys.executable, os.path.join(ROOT, "bench", "delay_link.py"),
-                                 "--ns-a", NS_A, "--ns-b", NS_B, "--signaling-port", str(PORT), *self.arguments],
-                                stdout=asyncio.subprocess.PIPE, stderr=self.log)
-        line = await asyncio.wait_for(self.proc.stdout.readline(), 10)
-        if line.strip() != b"READY":
-            raise BenchError("the delay link did not start")
-        return self
-
-    async def stats(self):
-        self.proc.send_signal(signal.SIGUSR1)
-        return json.loads(await asyncio.wait_for(self.proc.stdout.readline(), 5))
-
-    async def __aexit__(self, *exc):
-        await stop(self.proc, grace=3, sig=signal.SIGTERM)
+def condition_link(arguments, log):
+    """bench/delay_link.py for one condition, a little ahead of the peers for the CPU (its timing
+    is the condition), telling the signaling's TCP by its port."""
+    return PAIR.link(["--signaling-port", str(PORT), *arguments], log, nice=-5)
 
 
 def link_window(before, after):
@@ -455,7 +380,7 @@ async def run_matrix(args, tokens, samples, results, work, log):
     for key in args.conditions:
         label, link_args = CONDITIONS[key]
         trace = ["--trace", os.path.join(work, f"{key}-rtp.trace")] if args.trace else []
-        async with Link(link_args + trace, log) as link:
+        async with condition_link(link_args + trace, log) as link:
             await asyncio.sleep(0.3)
             for pair in args.pairs:
                 good, attempts = 0, 0
@@ -476,7 +401,7 @@ async def run_matrix(args, tokens, samples, results, work, log):
 
 async def run_switch(args, tokens, samples, results, work, log):
     length = quality_speech.seconds(samples["switch_sent"])
-    async with Link(SWITCH_LINK, log) as link:
+    async with condition_link(SWITCH_LINK, log) as link:
         await asyncio.sleep(0.3)
         for pair in ("cli-cli", "page-page"):
             if pair not in args.pairs:
@@ -567,7 +492,7 @@ async def main():
 
     work = tempfile.mkdtemp(prefix="dialtone-bench-quality-")
     log = open(os.path.join(work, "bench.log"), "wb")
-    tokens = {(user, kind): token(args.bin, user, f"bench-{kind}") for user in ("alice", "bob")
+    tokens = {(user, kind): token(args.bin, user, f"bench-{kind}", SECRET) for user in ("alice", "bob")
               for kind in ("cli", "page")}
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     results = {"machine": f"{platform.node()}: {os.cpu_count()} cores, {platform.platform()}",
@@ -581,14 +506,12 @@ async def main():
           f"({results['versions'].get('commit')}); recordings and logs in {work}")
     print(f"# {args.calls} calls per cell; speech {quality_speech.seconds(samples['reference']):.1f} s after "
           f"{args.lead:g} s of silence; about {estimate:.0f} min of calls, then scoring", flush=True)
-    make_namespaces()
-    server = await spawn(["ip", "netns", "exec", NS_B, os.path.join(args.bin, "dialtone-server"), "--host", ADDR_B,
-                          "--port", str(PORT), "--data-dir", os.path.join(work, "server-data"), "--auth-secret",
-                          SECRET, "--log-level", "error"], stdout=log, stderr=log)
+    PAIR.make()
+    server = await PAIR.start_server(args.bin, os.path.join(work, "server-data"), SECRET, log)
     started = time.monotonic()
     out = args.json or os.path.join(OUT_DIR, f"results-{stamp}.json")
     try:
-        await wait_listening(server)
+        await PAIR.wait_listening(server)
         await run_matrix(args, tokens, samples, results, work, log)
         if args.switch_calls > 0:
             await run_switch(args, tokens, samples, results, work, log)
@@ -608,28 +531,5 @@ async def main():
     print(f"\n# {results['minutes']} min in all; wrote {out}" + ("" if args.json else " and latest.json"))
 
 
-def run():
-    loop = asyncio.new_event_loop()
-    task = loop.create_task(main())
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        loop.add_signal_handler(sig, task.cancel)
-    try:
-        loop.run_until_complete(task)
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        # Ctrl-C or SIGTERM: let the task's finally blocks run (bounded), then clean up regardless.
-        task.cancel()
-        try:
-            loop.run_until_complete(asyncio.wait_for(asyncio.shield(task), 15))
-        except BaseException:
-            pass
-        print("# interrupted", file=sys.stderr)
-        sys.exit(130)
-    finally:
-        for pid in list(LEADERS):
-            kill_group(pid)
-        remove_namespaces()
-        loop.close()
-
-
 if __name__ == "__main__":
-    run()
+    run_main(main, PAIR.remove)

@@ -29,7 +29,8 @@ import signal
 import time
 import wave
 
-from chromium_page import BenchError, Browser, Folder, harness, kill_group, spawn
+from chromium_page import BenchError, Browser, Folder, harness, kill_group
+from netns_pair import CLIEvents
 
 PAGE_SCRIPT = r"""
 (() => {
@@ -156,60 +157,18 @@ def write_wav(path, pcm_bytes, rate=48000):
         w.writeframes(pcm_bytes)
 
 
-class CLIPeer:
+class CLIPeer(CLIEvents):
     """`dialtone call|answer --json` in a namespace; `events` are (wall time, event)."""
 
     kind = "cli"
+    clock = time.time
 
     def __init__(self, name, ns, args, scratch):
-        self.name, self.ns, self.args, self.scratch = name, ns, args, scratch
-        self.events = []
-        self.proc = None
-        self.reader = None
-        self.changed = asyncio.Event()
+        super().__init__(name, ns, args, scratch)
         self.recording = os.path.join(scratch, f"{name}-received.wav")
 
     async def start(self):
-        self.proc = await spawn(["ip", "netns", "exec", self.ns, *self.args, "--record", self.recording, "--json"],
-                                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                                stderr=asyncio.subprocess.STDOUT)
-        self.reader = asyncio.create_task(self._read())
-        return self
-
-    async def _read(self):
-        with open(os.path.join(self.scratch, f"{self.name}.log"), "w") as log:
-            while True:
-                line = await self.proc.stdout.readline()
-                if not line:
-                    break
-                now = time.time()
-                text = line.decode(errors="replace").rstrip("\n")
-                log.write(f"{now:.3f} {text}\n")
-                try:
-                    event = json.loads(text)
-                except ValueError:
-                    continue
-                if isinstance(event, dict):
-                    self.events.append((now, event))
-                    self.changed.set()
-        self.changed.set()
-
-    def find(self, name, after=0.0, **fields):
-        return next(((t, e) for t, e in self.events if t >= after and e.get("event") == name
-                     and all(e.get(k) == v for k, v in fields.items())), None)
-
-    async def wait_for(self, name, timeout, after=0.0, **fields):
-        deadline = time.monotonic() + timeout
-        while (found := self.find(name, after, **fields)) is None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or self.reader.done():
-                raise BenchError(f"{self.name}: no {name} within {timeout:.0f} s")
-            self.changed.clear()
-            try:
-                await asyncio.wait_for(self.changed.wait(), min(remaining, 0.5))
-            except asyncio.TimeoutError:
-                pass
-        return found
+        return await super().start(["--record", self.recording])
 
     async def ready(self, timeout=30):
         await self.wait_for("note", timeout, text="waiting for a call")

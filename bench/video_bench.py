@@ -66,13 +66,15 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "Tests", "e2e"))
 import harness  # noqa: E402  (the Chromium DevTools-pipe driver)
-from chromium_page import LEADERS, BenchError, Browser, Folder, kill_group, spawn  # noqa: E402
+from chromium_page import BenchError, Browser, Folder  # noqa: E402
+from netns_pair import CLIEvents, NamespacePair, run_main, stop, token  # noqa: E402
 
 NS_A, NS_B = "dtbv-a", "dtbv-b"
 ADDR_A, ADDR_B = "10.81.0.1", "10.81.0.2"
 PORT = 18950
 SECRET = "bench-video-secret-0123456789abcdef"
 SERVER = f"http://{ADDR_B}:{PORT}"
+PAIR = NamespacePair(NS_A, ADDR_A, NS_B, ADDR_B, PORT)
 SAMPLE_S = 0.1     # frame-count sampling period
 STALL_S = 0.5      # no new frame for this long: a stall
 WARMUP_S = 2.0     # link bytes are counted from connected + this
@@ -106,88 +108,6 @@ def write_y4m(pattern, path, seconds=2):
         for _ in range(30 * seconds):
             f.write(frame)
     return path
-
-
-def sh(*args, check=True):
-    return subprocess.run(args, check=check, capture_output=True, text=True)
-
-
-def make_namespaces():
-    remove_namespaces()
-    for ns, addr in ((NS_A, ADDR_A), (NS_B, ADDR_B)):
-        sh("ip", "netns", "add", ns)
-        sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
-        sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
-           "net.ipv6.conf.default.disable_ipv6=1")
-        sh("ip", "netns", "exec", ns, "ip", "tuntap", "add", "dev", "dt0", "mode", "tun")
-        sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{addr}/24", "dev", "dt0")
-        sh("ip", "netns", "exec", ns, "ip", "link", "set", "dt0", "up")
-
-
-def remove_namespaces():
-    for ns in (NS_A, NS_B):
-        sh("ip", "netns", "del", ns, check=False)
-
-
-async def stop(proc, grace=0.0, sig=signal.SIGINT):
-    """`sig` first and `grace` seconds to exit, then SIGKILL to the whole group."""
-    if proc is None:
-        return
-    if proc.returncode is None and grace > 0:
-        try:
-            proc.send_signal(sig)
-            await asyncio.wait_for(proc.wait(), grace)
-        except (asyncio.TimeoutError, ProcessLookupError):
-            pass
-    kill_group(proc.pid)
-    if proc.returncode is None:
-        try:
-            await asyncio.wait_for(proc.wait(), 10)
-        except asyncio.TimeoutError:
-            pass
-
-
-def token(binary, user, device):
-    return sh(os.path.join(binary, "dialtone"), "token", "--user", user, "--device", device,
-              "--secret", SECRET).stdout.strip()
-
-
-async def wait_listening(proc, timeout=20):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.returncode is not None:
-            raise BenchError("dialtone-server exited (see the log)")
-        probe = await asyncio.create_subprocess_exec(
-            "ip", "netns", "exec", NS_B, "bash", "-c", f"exec 3<>/dev/tcp/{ADDR_B}/{PORT}",
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
-        if await probe.wait() == 0:
-            return
-        await asyncio.sleep(0.1)
-    raise BenchError(f"nothing listens on {ADDR_B}:{PORT}")
-
-
-class Link:
-    """bench/delay_link.py for one condition; `stats()` asks it for its byte counters."""
-
-    def __init__(self, rtt, loss, rate, queue_ms, log):
-        self.args = ["--rtt-ms", str(rtt), "--loss", str(loss), "--rate-kbps", str(rate), "--queue-ms", str(queue_ms)]
-        self.log, self.proc = log, None
-
-    async def __aenter__(self):
-        self.proc = await spawn([sys.executable, os.path.join(ROOT, "bench", "delay_link.py"), "--ns-a", NS_A,
-                                 "--ns-b", NS_B, *self.args], stdout=asyncio.subprocess.PIPE, stderr=self.log)
-        line = await asyncio.wait_for(self.proc.stdout.readline(), 10)
-        if line.strip() != b"READY":
-            raise BenchError("the delay link did not start")
-        return self
-
-    async def stats(self):
-        self.proc.send_signal(signal.SIGUSR1)
-        line = await asyncio.wait_for(self.proc.stdout.readline(), 5)
-        return json.loads(line)
-
-    async def __aexit__(self, *exc):
-        await stop(self.proc, grace=3, sig=signal.SIGTERM)
 
 
 def kbps(before, after, way):
@@ -270,60 +190,17 @@ def frame_metrics(samples, end):
 
 # ---- Dialtone: CLI softphones ----
 
-class CLI:
+class CLI(CLIEvents):
     """`dialtone call|answer --json` in a namespace: events with their arrival time, and frame
     counts sampled with `video count` on stdin."""
 
     def __init__(self, name, ns, args, scratch):
-        self.name, self.ns, self.args, self.scratch = name, ns, args, scratch
-        self.events = []   # (monotonic, event)
+        super().__init__(name, ns, args, scratch)   # events: (monotonic, event)
         self.counts = []   # (monotonic, frames)
-        self.proc = None
-        self.changed = asyncio.Event()
 
-    async def start(self):
-        self.proc = await spawn(["ip", "netns", "exec", self.ns, *self.args, "--json"], stdin=asyncio.subprocess.PIPE,
-                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-        self.reader = asyncio.create_task(self.read())
-        return self
-
-    async def read(self):
-        with open(os.path.join(self.scratch, f"{self.name}.log"), "w") as log:
-            while True:
-                line = await self.proc.stdout.readline()
-                if not line:
-                    break
-                now = time.monotonic()
-                text = line.decode(errors="replace").rstrip("\n")
-                log.write(f"{now:.3f} {text}\n")
-                try:
-                    event = json.loads(text)
-                except ValueError:
-                    continue
-                if not isinstance(event, dict):
-                    continue
-                if event.get("event") == "video-count":
-                    self.counts.append((now, event.get("frames", 0)))
-                self.events.append((now, event))
-                self.changed.set()
-        self.changed.set()
-
-    def find(self, name, **fields):
-        return next(((t, e) for t, e in self.events
-                     if e.get("event") == name and all(e.get(k) == v for k, v in fields.items())), None)
-
-    async def wait_for(self, name, timeout, **fields):
-        deadline = time.monotonic() + timeout
-        while (found := self.find(name, **fields)) is None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or self.reader.done():
-                raise BenchError(f"{self.name}: no {name} within {timeout:.0f} s")
-            self.changed.clear()
-            try:
-                await asyncio.wait_for(self.changed.wait(), min(remaining, 0.5))
-            except asyncio.TimeoutError:
-                pass
-        return found
+    def on_event(self, now, event):
+        if event.get("event") == "video-count":
+            self.counts.append((now, event.get("frames", 0)))
 
     def ask_count(self):
         if self.proc.returncode is None and not self.proc.stdin.is_closing():
@@ -615,16 +492,15 @@ async def main():
             if content != "builtin":
                 for pattern in set(CLI_PATTERNS.get(content, (content, content))):
                     args.y4m[pattern] = write_y4m(pattern, os.path.join(work, f"{pattern}.y4m"))
-    tokens = {"alice": token(args.bin, "alice", "cli"), "bob": token(args.bin, "bob", "cli"),
-              "alice-browser": token(args.bin, "alice", "browser"), "bob-browser": token(args.bin, "bob", "browser")}
-    make_namespaces()
-    server = await spawn(["ip", "netns", "exec", NS_B, os.path.join(args.bin, "dialtone-server"), "--host", ADDR_B,
-                          "--port", str(PORT), "--data-dir", os.path.join(work, "server-data"), "--auth-secret",
-                          SECRET, "--log-level", "error"], stdout=log, stderr=log)
+    tokens = {"alice": token(args.bin, "alice", "cli", SECRET), "bob": token(args.bin, "bob", "cli", SECRET),
+              "alice-browser": token(args.bin, "alice", "browser", SECRET),
+              "bob-browser": token(args.bin, "bob", "browser", SECRET)}
+    PAIR.make()
+    server = await PAIR.start_server(args.bin, os.path.join(work, "server-data"), SECRET, log)
     results = []
     started = time.monotonic()
     try:
-        await wait_listening(server)
+        await PAIR.wait_listening(server)
         print(f"# bench-video on {platform.node()}: {os.cpu_count()} cores, {platform.platform()}, "
               f"load {os.getloadavg()[0]:.2f}")
         print(f"# {args.rounds} rounds per cell, {args.duration:g} s calls, RTT {args.rtt_ms:g} ms, "
@@ -636,7 +512,9 @@ async def main():
         for cap in [float(x) for x in args.caps.split(",")]:
             for loss in [float(x) for x in args.losses.split(",")]:
                 per_case = {case: [] for case in cases}
-                async with Link(args.rtt_ms, loss, cap, args.queue_ms, log) as link:
+                condition = ["--rtt-ms", str(args.rtt_ms), "--loss", str(loss), "--rate-kbps", str(cap),
+                             "--queue-ms", str(args.queue_ms)]
+                async with PAIR.link(condition, log) as link:
                     await asyncio.sleep(0.3)
                     for n in range(args.rounds):
                         for stack, content in cases:
@@ -682,28 +560,5 @@ async def main():
             print(f"# wrote {args.json}")
 
 
-def run():
-    loop = asyncio.new_event_loop()
-    task = loop.create_task(main())
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        loop.add_signal_handler(sig, task.cancel)
-    try:
-        loop.run_until_complete(task)
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        # Ctrl-C or SIGTERM: let the task's finally blocks run (bounded), then clean up regardless.
-        task.cancel()
-        try:
-            loop.run_until_complete(asyncio.wait_for(asyncio.shield(task), 15))
-        except BaseException:
-            pass
-        print("# interrupted", file=sys.stderr)
-        sys.exit(130)
-    finally:
-        for pid in list(LEADERS):
-            kill_group(pid)
-        remove_namespaces()
-        loop.close()
-
-
 if __name__ == "__main__":
-    run()
+    run_main(main, PAIR.remove)

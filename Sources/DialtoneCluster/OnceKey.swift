@@ -17,24 +17,28 @@ package enum OnceKey {
     case .candidate(let m):
       // An ICE restart's candidates may repeat a line under a new username fragment.
       // Written into one string reserved at its size: `joined` built an array of the parts for
-      // every relayed candidate and every copy of it. The same key, byte for byte.
+      // every relayed candidate and every copy of it. The same key, byte for byte. The parts are
+      // named once, and walked twice: to size the key, then to write it.
       let c = m.candidate
       let (mid, fragment) = (c.sdpMid ?? "", c.usernameFragment ?? "")
-      var key = "c"
-      key.reserveCapacity(
-        8 + m.callId.utf8.count + m.from.userId.utf8.count + m.from.deviceId.utf8.count + 3 + c.candidate.utf8.count
-          + mid.utf8.count + fragment.utf8.count)
-      func add(_ part: String) {
-        key.append("\u{0}")
-        key.append(part)
+      // One call per part (no array of them, which would be allocated per key).
+      func eachPart(_ body: (String) -> Void) {
+        body(m.callId)
+        body(m.from.userId)
+        body(m.from.deviceId)
+        body(m.leg ? "leg" : "")
+        body(c.candidate)
+        body(mid)
+        body(fragment)
       }
-      add(m.callId)
-      add(m.from.userId)
-      add(m.from.deviceId)
-      add(m.leg ? "leg" : "")
-      add(c.candidate)
-      add(mid)
-      add(fragment)
+      var size = 1
+      eachPart { size += 1 + $0.utf8.count }
+      var key = "c"
+      key.reserveCapacity(size)
+      eachPart {
+        key.append("\u{0}")
+        key.append($0)
+      }
       return key
     default: return nil
     }

@@ -164,44 +164,9 @@ extension ClientMessage {
     }
   }
 
-  /// `group-candidate`: `{callId, stream, candidate}`.
-  public struct GroupCandidate: CallMessageBody, Hashable {
-    public var callId: CallID
-    public var stream: String
-    public var candidate: IceCandidate
-
-    public init(callId: CallID, stream: String, candidate: IceCandidate) {
-      self.callId = callId
-      self.stream = stream
-      self.candidate = candidate
-    }
-
-    public init(wirePlaceholder _: WirePlaceholder) {
-      self.init(callId: "", stream: "", candidate: IceCandidate(candidate: ""))
-    }
-
-    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
-      try c.string("callId", &callId, .callId)
-      try c.object("candidate", &candidate)
-      try c.string("stream", &stream, .streamId)
-    }
-  }
+  /// `group-candidate`: `{callId, stream, candidate}`, the same object as the server's.
+  public typealias GroupCandidate = GroupStreamCandidate
 
   /// `group-end-of-candidates`: `{callId, stream}`.
-  public struct GroupStream: CallMessageBody, Hashable {
-    public var callId: CallID
-    public var stream: String
-
-    public init(callId: CallID, stream: String) {
-      self.callId = callId
-      self.stream = stream
-    }
-
-    public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", stream: "") }
-
-    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
-      try c.string("callId", &callId, .callId)
-      try c.string("stream", &stream, .streamId)
-    }
-  }
+  public typealias GroupStream = GroupCallStream
 }

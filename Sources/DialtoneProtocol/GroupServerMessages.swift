@@ -141,47 +141,13 @@ extension ServerMessage {
     }
   }
 
-  /// `group-candidate`: `{callId, stream, candidate}`: the SFU's candidate for a stream.
-  public struct GroupCandidate: ServerCallMessageBody, Hashable {
-    public var callId: CallID
-    public var stream: String
-    public var candidate: IceCandidate
-
-    public init(callId: CallID, stream: String, candidate: IceCandidate) {
-      self.callId = callId
-      self.stream = stream
-      self.candidate = candidate
-    }
-
-    public init(wirePlaceholder _: WirePlaceholder) {
-      self.init(callId: "", stream: "", candidate: IceCandidate(candidate: ""))
-    }
-
-    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
-      try c.string("callId", &callId, .callId)
-      try c.object("candidate", &candidate)
-      try c.string("stream", &stream, .streamId)
-    }
-  }
+  /// `group-candidate`: `{callId, stream, candidate}`: the SFU's candidate for a stream (the same
+  /// object as the client's).
+  public typealias GroupCandidate = GroupStreamCandidate
 
   /// `group-stream-ended`: `{callId, stream}`: a stream the server offered is gone (its
   /// publisher left); close its connection.
-  public struct GroupStreamEnded: ServerCallMessageBody, Hashable {
-    public var callId: CallID
-    public var stream: String
-
-    public init(callId: CallID, stream: String) {
-      self.callId = callId
-      self.stream = stream
-    }
-
-    public init(wirePlaceholder _: WirePlaceholder) { self.init(callId: "", stream: "") }
-
-    public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
-      try c.string("callId", &callId, .callId)
-      try c.string("stream", &stream, .streamId)
-    }
-  }
+  public typealias GroupStreamEnded = GroupCallStream
 
   /// `group-ended`: `{callId, reason, from?}`: the call is over for this device (its ring
   /// stopped, or the call ended). While the call lasts the member may still `group-join`.

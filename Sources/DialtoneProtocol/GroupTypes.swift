@@ -238,22 +238,7 @@ public struct GroupCallRecord: WireCodable, Hashable {
 }
 
 /// `GET /v1/group-calls`: the caller's finished group calls, newest first.
-public struct GroupCallHistoryResponse: WireCodable, Hashable {
-  public var calls: [GroupCallRecord]
-  /// The cursor of the next page (`?before=`), absent on the last one.
-  public var next: String?
-
-  public init(calls: [GroupCallRecord], next: String? = nil) {
-    self.calls = calls
-    self.next = next
-  }
-  public init(wirePlaceholder _: WirePlaceholder) { self.init(calls: []) }
-
-  public mutating func wire<Coder: WireCoder>(_ c: inout Coder) throws(Coder.Failure) {
-    try c.objects("calls", &calls)
-    try c.string("next", &next, .nonEmpty)
-  }
-}
+public typealias GroupCallHistoryResponse = HistoryResponse<GroupCallRecord>
 
 extension WireText {
   /// `room` (1...128).

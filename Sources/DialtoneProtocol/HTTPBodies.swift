@@ -121,13 +121,14 @@ public struct IceServersResponse: WireCodable, Hashable {
   }
 }
 
-/// `GET /v1/calls`: a page of call history, newest first.
-public struct CallHistoryResponse: WireCodable, Hashable {
-  public var calls: [CallRecord]
+/// A page of a call history, newest first: `GET /v1/calls` (`CallHistoryResponse`) and
+/// `GET /v1/group-calls` (`GroupCallHistoryResponse`), the one shape for both.
+public struct HistoryResponse<Record: WireCodable & Hashable>: WireCodable, Hashable {
+  public var calls: [Record]
   /// Cursor for the next (older) page: pass it as `before`. Absent on the last page.
   public var next: String?
 
-  public init(calls: [CallRecord], next: String? = nil) {
+  public init(calls: [Record], next: String? = nil) {
     self.calls = calls
     self.next = next
   }
@@ -139,6 +140,9 @@ public struct CallHistoryResponse: WireCodable, Hashable {
     try c.string("next", &next, .nonEmpty)
   }
 }
+
+/// `GET /v1/calls`: a page of call history, newest first.
+public typealias CallHistoryResponse = HistoryResponse<CallRecord>
 
 // MARK: - Push registration
 

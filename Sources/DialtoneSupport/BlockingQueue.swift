@@ -36,17 +36,17 @@ public final class BlockingQueue<Element: Sendable>: @unchecked Sendable {
   public func take() -> Element? {
     condition.lock()
     defer { condition.unlock() }
-    while items.isEmpty && !closed { condition.wait() }
-    return items.popFirst()
+    guard case .item(let item) = next(honouringDeadline: false) else { return nil }
+    return item
   }
 
   /// Everything waiting, sleeping until there is something; empty once closed and drained.
   public func takeAll() -> [Element] {
     condition.lock()
     defer { condition.unlock() }
-    while items.isEmpty && !closed { condition.wait() }
-    var batch: [Element] = []
-    batch.reserveCapacity(items.count)
+    guard case .item(let first) = next(honouringDeadline: false) else { return [] }
+    var batch: [Element] = [first]
+    batch.reserveCapacity(items.count + 1)
     while let item = items.popFirst() { batch.append(item) }
     return batch
   }
@@ -75,23 +75,27 @@ public final class BlockingQueue<Element: Sendable>: @unchecked Sendable {
   public func takeOrDeadline() -> Taken {
     condition.lock()
     defer { condition.unlock() }
+    return next(honouringDeadline: true)
+  }
+
+  /// The one wait of every take, under the lock: the next item, `.closed` once closed and
+  /// drained, or (only when `honouringDeadline`) `.deadline` first once the asked instant passed.
+  private func next(honouringDeadline: Bool) -> Taken {
     while true {
-      if let deadline {
-        let left = deadline - ContinuousClock.now
-        if left <= .zero {
-          self.deadline = nil
-          return .deadline
-        }
-        if let item = items.popFirst() { return .item(item) }
-        if closed { return .closed }
-        // NSCondition waits by the wall clock: a short wait, checked again by the monotonic one,
-        // so that a wall clock set back does not stretch it.
-        _ = condition.wait(until: Date(timeIntervalSinceNow: min(left, Self.longestWait).seconds))
-        continue
+      let left = honouringDeadline ? deadline.map { $0 - ContinuousClock.now } : nil
+      if let left, left <= .zero {
+        deadline = nil
+        return .deadline
       }
       if let item = items.popFirst() { return .item(item) }
       if closed { return .closed }
-      condition.wait()
+      if let left {
+        // NSCondition waits by the wall clock: a short wait, checked again by the monotonic one,
+        // so that a wall clock set back does not stretch it.
+        _ = condition.wait(until: Date(timeIntervalSinceNow: min(left, Self.longestWait).seconds))
+      } else {
+        condition.wait()
+      }
     }
   }
 

@@ -64,6 +64,30 @@ struct BlockingQueueTests {
     #expect(taken == ["deadline", "item 1", "closed"])
   }
 
+  /// `take` and `takeAll` share `takeOrDeadline`'s wait but never hand out the deadline: it
+  /// stays asked for the next `takeOrDeadline`.
+  @Test func onlyTakeOrDeadlineHandsOutTheDeadline() {
+    let queue = BlockingQueue<Int>()
+    queue.put(1)
+    queue.put(2)
+    queue.put(3)
+    queue.wake(at: .now - .milliseconds(1))
+    #expect(queue.take() == 1)
+    #expect(queue.takeAll() == [2, 3])
+    queue.put(4)
+    queue.close()
+    var taken: [String] = []
+    for _ in 0..<3 {
+      switch queue.takeOrDeadline() {
+      case .deadline: taken.append("deadline")
+      case .item(let item): taken.append("item \(item)")
+      case .closed: taken.append("closed")
+      }
+    }
+    #expect(taken == ["deadline", "item 4", "closed"])
+    #expect(queue.take() == nil && queue.takeAll().isEmpty)
+  }
+
   /// A worker asleep on an empty queue with no deadline wakes for one asked meanwhile.
   @Test func aSleepingWorkerWakesAtADeadlineAskedWhileItSlept() {
     let queue = BlockingQueue<Int>()
