@@ -47,8 +47,6 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
     /// writing, and how long frames that may wait are held for a fuller batch.
     package var leaseMargin: Duration = .seconds(1)
     package var batchWindow: Duration = .zero
-    /// Write-behind only: how long a frame that may not wait is held for others to share its batch.
-    package var urgentGather: Duration = .zero
 
     package init(
       redis: RedisConfiguration, node: String, heartbeat: Duration = .seconds(1), nodeExpiry: Duration = .seconds(3),
@@ -176,8 +174,7 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
         node: settings.node,
         holder: .init(
           lease: settings.nodeExpiry, margin: settings.leaseMargin, maxSessionFrames: settings.maxUnackedMessages / 4,
-          maxSessionBytes: settings.maxUnackedBytes / 4, batchWindow: settings.batchWindow,
-          urgentGather: settings.urgentGather),
+          maxSessionBytes: settings.maxUnackedBytes / 4, batchWindow: settings.batchWindow),
         ledger: .init(
           capacity: settings.maxUnackedMessages, maxBytes: settings.maxUnackedBytes, expiry: settings.sessionExpiry,
           inboxCapacity: settings.inboxCapacity, inboxExpiry: settings.inboxExpiry),

@@ -55,8 +55,7 @@ package struct WriteBehindBatch: Sendable, Equatable {
   package enum Cut: String, Sendable, Equatable {
     /// Its oldest event had waited the batch window (zero: at once, a frame that may wait).
     case window
-    /// A frame that may not wait (an invite's, an accept's, an answer's) was queued, and had
-    /// waited the urgent gather, if any.
+    /// A frame that may not wait (an invite's, an accept's, an answer's) was queued.
     case urgent
     /// The queue held a batch's worth of frames.
     case full

@@ -42,18 +42,13 @@ package struct WriteBehindHolder: Sendable {
     /// How long frames that may wait are held for more to share their batch (Redis's cost per
     /// message falls with the events per batch: docs/benchmarks.md); zero sends at once.
     package var batchWindow: Duration
-    /// How long a frame that may not wait (an invite's, an accept's, an answer's) waits for more
-    /// events to share its batch; zero (the default) sends it at once. It never waits past the
-    /// batch window's end, and it delays that frame's write by as much (docs/benchmarks.md,
-    /// "Item 4, fifth step").
-    package var urgentGather: Duration
     /// Once-keys remembered per session (`WriteBehindOnces`), as the ledger remembers them.
     package var onceMemory: Int
 
     package init(
       lease: Duration, margin: Duration, maxSessionFrames: Int = 256, maxSessionBytes: Int = 256 << 10,
       maxNodeBytes: Int = 64 << 20, maxBatchFrames: Int = 512, maxBatchBytes: Int = 1 << 20,
-      batchWindow: Duration = .zero, urgentGather: Duration = .zero, onceMemory: Int = 256
+      batchWindow: Duration = .zero, onceMemory: Int = 256
     ) {
       self.lease = lease
       self.margin = margin
@@ -63,7 +58,6 @@ package struct WriteBehindHolder: Sendable {
       self.maxBatchFrames = max(1, maxBatchFrames)
       self.maxBatchBytes = max(1, maxBatchBytes)
       self.batchWindow = max(.zero, batchWindow)
-      self.urgentGather = max(.zero, urgentGather)
       self.onceMemory = max(1, onceMemory)
     }
   }
@@ -889,25 +883,19 @@ package struct WriteBehindHolder: Sendable {
   private mutating func cutIfIdle(_ now: Instant) -> [Effect] {
     guard store == .idle, let oldest = queue.first?.queuedAt else { return [] }
     let windowEnds = oldest + limits.batchWindow
-    // The earliest a frame that may not wait must go: its event's arrival and the gather (a
-    // scan only while one is queued, and only with a gather: without one it goes now).
-    var urgentEnds: Instant?
-    if urgentEvents > 0 {
-      let arrived = limits.urgentGather == .zero ? now : queue.first { $0.urgent }?.queuedAt ?? now
-      urgentEnds = min(windowEnds, arrived + limits.urgentGather)
-    }
+    // A frame that may not wait goes at once: a gather of a few ms for others to share its batch
+    // was measured and saved nothing (docs/benchmarks.md, "Item 4, fifth step").
     let cause: WriteBehindBatch.Cut
     if queuedFrames >= limits.maxBatchFrames {
       cause = .full
     } else if now >= windowEnds {
       cause = .window
-    } else if let urgentEnds, now >= urgentEnds {
+    } else if urgentEvents > 0 {
       cause = .urgent
     } else {
-      let due = urgentEnds.map { min($0, windowEnds) } ?? windowEnds
-      guard wakeAsked != due else { return [] }
-      wakeAsked = due
-      return [.wake(at: due)]
+      guard wakeAsked != windowEnds else { return [] }
+      wakeAsked = windowEnds
+      return [.wake(at: windowEnds)]
     }
     var taken: [QueuedEvent] = []
     var parts: [WriteBehindBatch.Session] = []

@@ -606,35 +606,6 @@ import Testing
     #expect(batch(submitted(&h, relayWaiting(3), at: 0.011))?.cut == .full)
   }
 
-  /// A batch window of 10 ms and an urgent gather of 2 ms.
-  func gathering() -> Holder {
-    holding(
-      ["alice": 0, "bob": 0, "carol": 0],
-      .init(lease: .seconds(10), margin: .seconds(2), batchWindow: .milliseconds(10), urgentGather: .milliseconds(2)))
-  }
-
-  @Test func withAnUrgentGatherAFrameThatMayNotWaitWaitsItForOthersToShareItsBatch() {
-    var h = gathering()
-    _ = submitted(&h, relayWaiting(1), at: 0)
-    // An invite for Carol: not sent at once; the wake comes forward to its gather's end.
-    let invite = submitted(&h, [.init(session: "carol", frame: frame(7), kind: .storeFirst)], at: 0.001)
-    #expect(batch(invite) == nil && invite == [.wake(at: at(0.003))])
-    // Another event within the gather shares the batch; nothing of Carol's is written yet.
-    #expect(writes(submitted(&h, relayWaiting(2), at: 0.002)) == ["bob#2"])
-    #expect(h.tick(now: at(0.002)) == [])
-    let due = batch(h.tick(now: at(0.003)))
-    #expect(due?.cut == .urgent && due?.frameCount == 5)
-    #expect(writes(h.batchStored(1, refused: [:], now: at(0.004))).contains("carol#1"))
-  }
-
-  @Test func anUrgentGatherNeverWaitsPastTheWindow() {
-    var h = gathering()
-    _ = submitted(&h, relayWaiting(1), at: 0)
-    // At 9 ms the gather would end at 11 ms, past the window's end at 10 ms (the wake asked).
-    #expect(submitted(&h, [.init(session: "carol", frame: frame(7), kind: .storeFirst)], at: 0.009) == [])
-    #expect(batch(h.tick(now: at(0.01)))?.cut == .window)
-  }
-
   @Test func aReleasedSessionsQueuedFramesAreNotStoredHereButSentOnAndItsLettersKept() {
     var h = holding(["alice": 0, "bob": 0])
     _ = submitted(&h, [candidate("alice", 0)])

@@ -25,8 +25,6 @@ public struct ServerConfiguration: Sendable, Equatable {
   public var writeBehindSessions = false
   /// How long (ms) write-behind holds frames that may wait for a fuller batch.
   public var batchWindowMilliseconds = 0
-  /// How long (ms) write-behind holds a frame that may not wait for more to share its batch.
-  public var urgentGatherMilliseconds = 0
   /// How long a node counts as alive after its last heartbeat (`--node-expiry`); nil: 3 s.
   public var nodeExpirySeconds: Double?
   /// HS256 secret shared with the app's backend. Nil: read or generate `<data-dir>/auth-secret`.
@@ -191,17 +189,6 @@ extension ServerConfiguration {
         throw ConfigurationError("--batch-window-ms must be 0 to 40")
       }
       c.batchWindowMilliseconds = ms
-    },
-    Option(
-      flag: "urgent-gather-ms",
-      help:
-        "with --cluster-sessions write-behind: milliseconds a message that may not wait (an invite, an accept, an answer) waits for others to share its batch to Redis (default 0: sent at once; at most 5, and never past --batch-window-ms)",
-      repeatable: false
-    ) { c, v throws(ConfigurationError) in
-      guard let ms = Int(v), ms >= 0, ms <= 5 else {
-        throw ConfigurationError("--urgent-gather-ms must be 0 to 5")
-      }
-      c.urgentGatherMilliseconds = ms
     },
     Option(
       flag: "node-expiry",
