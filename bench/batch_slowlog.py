@@ -1,10 +1,13 @@
 """What Redis spends on each write-behind batch, read from its SLOWLOG (`cluster_bench.py --slowlog`).
 
-With `slowlog-log-slower-than 0` Redis logs every top-level command with the microseconds it ran
-and its arguments (the first 31, then "... (N more arguments)"), so each batch script call
+With `slowlog-log-slower-than 0` Redis logs every command with the microseconds it ran and its
+arguments (the first 31, then "... (N more arguments)"), so each batch script call
 (`WriteBehindStoreScript`) is seen with its cost and its size: its keys are five per session
 (`dt:session:{id}:meta`, ...) and its arguments 4 + 3 per session + 4 per frame. A least-squares
-fit of µs against sessions and frames gives the cost per call, per session and per frame.
+fit of µs against sessions and frames gives the cost per call, per session and per frame (when
+batches carry one frame per session the two are collinear and the fit says nothing). Redis 7
+logs the commands a script calls too, which makes the scripts' times larger than without the
+slowlog: read them as shares.
 """
 import re
 import socket
@@ -62,7 +65,7 @@ def _batch_size(args):
     return sessions, frames
 
 
-def summary(port, seconds=None):
+def summary(port):
     """The batch calls' count, means and fit; the other commands' count and µs by name."""
     entries = _command(port, "SLOWLOG", "GET", MAX_LEN) or []
     by_script = {}
@@ -85,7 +88,7 @@ def summary(port, seconds=None):
     scripts = sorted(by_script.values(), key=lambda calls: -sum(c[2] for c in calls))
     batches = [c[:3] for c in scripts[0]] if scripts else []
     for calls in scripts[1:]:
-        others[f"EVALSHA/5keys-other"] = (len(calls), sum(c[0] for c in calls))
+        others["EVALSHA/5keys-other"] = (len(calls), sum(c[0] for c in calls))
     result = {"slowlogEntries": len(entries), "truncated": len(entries) >= MAX_LEN, "batches": len(batches)}
     if batches:
         stamps = [c[3] for c in scripts[0]]

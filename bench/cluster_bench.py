@@ -139,7 +139,7 @@ async def run_load(args, label, nodes, measured, breakdown=(), redis_port=None):
     report = json.loads(out.decode().strip().splitlines()[-1])
     if redis_port and args.slowlog and not isinstance(redis_port, list):
         # The write-behind batches' Redis cost by size (bench/batch_slowlog.py).
-        batches = batch_slowlog.summary(redis_port, seconds=args.seconds)
+        batches = batch_slowlog.summary(redis_port)
         report["batchSlowlog"] = batches
         print(f"{label} batch slowlog: {json.dumps(batches, sort_keys=True)}", file=sys.stderr)
     counters = cluster_counters(nodes)
