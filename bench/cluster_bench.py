@@ -30,8 +30,12 @@ import subprocess
 import sys
 import time
 
+
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "Tests", "e2e"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import batch_slowlog  # noqa: E402
 
 
 def rss_bytes(pid):
@@ -69,8 +73,8 @@ def shard_of(port):
     return port
 
 
-def commandstats(ports):
-    """`INFO commandstats` calls per command, summed over the servers."""
+def commandstats(ports, field="calls"):
+    """`INFO commandstats` calls (or `usec`, the microseconds) per command, summed over the servers."""
     calls = {}
     for port in ports if isinstance(ports, list) else [ports]:
         out = subprocess.run(["redis-cli", "-p", str(port), "INFO", "commandstats"], capture_output=True, text=True).stdout
@@ -78,7 +82,7 @@ def commandstats(ports):
             if line.startswith("cmdstat_"):
                 name, fields = line[len("cmdstat_"):].split(":", 1)
                 values = dict(field.split("=") for field in fields.split(","))
-                calls[name] = calls.get(name, 0) + int(values["calls"])
+                calls[name] = calls.get(name, 0) + int(values[field])
     return calls
 
 
@@ -88,7 +92,8 @@ def cluster_counters(nodes):
     stored session steps, and the steps they carried (since the node started)."""
     import urllib.request
     wanted = ("dialtone_cluster_store_failures_total", "dialtone_cluster_redis_replica_waits_total",
-              "dialtone_cluster_store_transactions_total", "dialtone_cluster_store_steps_total")
+              "dialtone_cluster_store_transactions_total", "dialtone_cluster_store_steps_total",
+              "dialtone_cluster_write_behind_batch")
     totals = {}
     for node in nodes:
         try:
@@ -115,6 +120,8 @@ async def run_load(args, label, nodes, measured, breakdown=(), redis_port=None):
     node_pids = [n.process.proc.pid for n in nodes]
     before = {"rss": {pid: rss_bytes(pid) for pid in node_pids},
               "redis": redis_used_memory(redis_port) if redis_port else 0}
+    if redis_port and args.slowlog and not isinstance(redis_port, list):
+        batch_slowlog.start(redis_port)
     process = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.PIPE)
     # The idle sockets connect in batches of 500 (about 1 s per 1,000 here), then the load runs.
     sampler = asyncio.create_task(sample_while(process, node_pids, redis_port,
@@ -124,9 +131,17 @@ async def run_load(args, label, nodes, measured, breakdown=(), redis_port=None):
     if redis_port and args.commandstats:
         # Everything since Redis started (the idle sockets' sessions included): relative counts.
         print(f"{label} commandstats: {json.dumps(commandstats(redis_port), sort_keys=True)}", file=sys.stderr)
+        # A script's usec include the commands it called, which are counted on their own too.
+        print(f"{label} commandstats usec: {json.dumps(commandstats(redis_port, 'usec'), sort_keys=True)}",
+              file=sys.stderr)
     if process.returncode != 0:
         raise SystemExit(f"{label}: dialtone-bench exited {process.returncode}")
     report = json.loads(out.decode().strip().splitlines()[-1])
+    if redis_port and args.slowlog and not isinstance(redis_port, list):
+        # The write-behind batches' Redis cost by size (bench/batch_slowlog.py).
+        batches = batch_slowlog.summary(redis_port)
+        report["batchSlowlog"] = batches
+        print(f"{label} batch slowlog: {json.dumps(batches, sort_keys=True)}", file=sys.stderr)
     counters = cluster_counters(nodes)
     if counters:
         report["clusterCounters"] = counters
@@ -153,6 +168,9 @@ async def main():
     parser.add_argument("--rows", default="single,1,3", help="which rows to run: single, 1, 3 (and rc with "
                         "--redis-cluster), comma-separated")
     parser.add_argument("--commandstats", action="store_true", help="print each Redis's INFO commandstats after its row")
+    parser.add_argument("--slowlog", action="store_true", help="log every Redis command's time (SLOWLOG, threshold "
+                        "0) during each row and print the write-behind batch script's cost per call, session and "
+                        "frame (bench/batch_slowlog.py); it adds Redis work, so not for A/B figures")
     parser.add_argument("--baseline-bin", help="another build's binaries (say main's): each row runs on it first, "
                         "then on --bin, labelled 'base' and 'new', so that an A/B comparison shares one run")
     parser.add_argument("--redis-cluster", action="store_true",

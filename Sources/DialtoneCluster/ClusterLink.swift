@@ -178,7 +178,11 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
         ledger: .init(
           capacity: settings.maxUnackedMessages, maxBytes: settings.maxUnackedBytes, expiry: settings.sessionExpiry,
           inboxCapacity: settings.inboxCapacity, inboxExpiry: settings.inboxExpiry),
-        sender: sender, inbox: inbox, poison: poison, log: log.scoped("write-behind"), now: now)
+        sender: sender, inbox: inbox, poison: poison, log: log.scoped("write-behind"), now: now,
+        onBatch: { [batches = metrics.batches, frames = metrics.batchFrames] cut, count in
+          batches.labels(cut.rawValue).increment()
+          frames.increment(by: Double(count))
+        })
     } else {
       writeBehind = nil
     }

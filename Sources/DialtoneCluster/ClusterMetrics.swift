@@ -14,6 +14,10 @@ package struct ClusterMetrics: Sendable {
   /// Round trips to a Redis Cluster primary whose writes its replicas confirmed only on a later
   /// WAIT (`late`) or not in time at all (`unconfirmed`: refused as not stored).
   package let replicaWaits: MetricFamily<Counter>
+  /// Write-behind batches sent, by what sent them (`WriteBehindBatch.Cut`: window, urgent, full),
+  /// and the frames they carried.
+  package let batches: MetricFamily<Counter>
+  package let batchFrames: Counter
 
   package init(registry r: MetricsRegistry) {
     transactions =
@@ -43,6 +47,11 @@ package struct ClusterMetrics: Sendable {
       "Redis Cluster round trips whose writes replicas confirmed only on a later WAIT (late) or not in time"
         + " (unconfirmed: refused as not stored).",
       labels: ["outcome"])
+    batches = r.counter(
+      "dialtone_cluster_write_behind_batches_total",
+      "Write-behind batches sent to Redis, by what sent them (window, urgent, full).", labels: ["cut"])
+    batchFrames =
+      r.counter("dialtone_cluster_write_behind_batch_frames_total", "Frames those batches carried.").unlabelled
   }
 
   /// What a node's Redis connections report of their WAITs, counted in `replicaWaits`.

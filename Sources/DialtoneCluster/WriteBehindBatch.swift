@@ -42,11 +42,27 @@ package struct WriteBehindBatch: Sendable, Equatable {
   /// Counts the holder's batches, so that a result is matched to the batch it answers.
   package let number: UInt64
   package var sessions: [Session]
+  /// What sent it (counted in `/metrics`: how full batches are, and why).
+  package let cut: Cut
 
-  package init(number: UInt64, sessions: [Session]) {
+  package init(number: UInt64, sessions: [Session], cut: Cut = .window) {
     self.number = number
     self.sessions = sessions
+    self.cut = cut
   }
+
+  /// Why the holder sent a batch when it did.
+  package enum Cut: String, Sendable, Equatable {
+    /// Its oldest event had waited the batch window (zero: at once, a frame that may wait).
+    case window
+    /// A frame that may not wait (an invite's, an accept's, an answer's) was queued.
+    case urgent
+    /// The queue held a batch's worth of frames.
+    case full
+  }
+
+  /// The same batch whatever sent it (`cut` is a report, not content).
+  package static func == (a: Self, b: Self) -> Bool { a.number == b.number && a.sessions == b.sessions }
 
   package var frameCount: Int { sessions.reduce(0) { $0 + $1.frames.count } }
 

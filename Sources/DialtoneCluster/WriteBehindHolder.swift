@@ -883,7 +883,16 @@ package struct WriteBehindHolder: Sendable {
   private mutating func cutIfIdle(_ now: Instant) -> [Effect] {
     guard store == .idle, let oldest = queue.first?.queuedAt else { return [] }
     let windowEnds = oldest + limits.batchWindow
-    guard urgentEvents > 0 || queuedFrames >= limits.maxBatchFrames || now >= windowEnds else {
+    // A frame that may not wait goes at once: a gather of a few ms for others to share its batch
+    // was measured and saved nothing (docs/benchmarks.md, "Item 4, fifth step").
+    let cause: WriteBehindBatch.Cut
+    if queuedFrames >= limits.maxBatchFrames {
+      cause = .full
+    } else if now >= windowEnds {
+      cause = .window
+    } else if urgentEvents > 0 {
+      cause = .urgent
+    } else {
       guard wakeAsked != windowEnds else { return [] }
       wakeAsked = windowEnds
       return [.wake(at: windowEnds)]
@@ -938,7 +947,7 @@ package struct WriteBehindHolder: Sendable {
     guard frames > 0 else { return advance() }
     batchNumber += 1
     store = .inFlight(number: batchNumber, events: taken)
-    return [.store(WriteBehindBatch(number: batchNumber, sessions: parts))]
+    return [.store(WriteBehindBatch(number: batchNumber, sessions: parts, cut: cause))]
   }
 
   /// Whether the frame is still this node's to store: its session held under the same epoch,

@@ -73,6 +73,8 @@ package final class WriteBehindShell: Sendable {
   private let limits: SessionLedger.Limits
   private let now: @Sendable () -> Instant
   private let log: Log
+  /// Told of each batch sent: what sent it and its frames (`/metrics`).
+  private let onBatch: @Sendable (WriteBehindBatch.Cut, Int) -> Void
   /// Runs the periodic lease check (`tick`). The batch window's wakes run on the sender
   /// (`RedisWorker.wake`), where the batch they cut goes anyway.
   private let timers = DispatchQueue(label: "dialtone.write-behind.timers")
@@ -84,8 +86,10 @@ package final class WriteBehindShell: Sendable {
   package init(
     node: String, holder: WriteBehindHolder.Limits, ledger: SessionLedger.Limits, sender: RedisWorker,
     inbox: Locked<(any ClusterInbox)?>, poison: Locked<SessionPoison> = Locked(SessionPoison()), log: Log,
-    now: @escaping @Sendable () -> Instant = { ContinuousClock.now }
+    now: @escaping @Sendable () -> Instant = { ContinuousClock.now },
+    onBatch: @escaping @Sendable (WriteBehindBatch.Cut, Int) -> Void = { _, _ in }
   ) {
+    self.onBatch = onBatch
     self.node = node
     self.sender = sender
     self.inbox = inbox
@@ -460,6 +464,7 @@ package final class WriteBehindShell: Sendable {
           .append(outgoing.frame, session: outgoing.session, requestID: outgoing.requestID, once: outgoing.once))
       case .store(let batch):
         hand()
+        onBatch(batch.cut, batch.frameCount)
         store(batch)
       case .eventsStored(let through):
         state.withLock { $0.storedThrough = max($0.storedThrough, through) }

@@ -594,6 +594,18 @@ import Testing
     #expect(batch(submitted(&h, relayWaiting(2), at: 0.001))?.frameCount == 4)
   }
 
+  @Test func aBatchSaysWhatSentIt() {
+    var h = windowed(maxBatchFrames: 4)
+    _ = submitted(&h, relayWaiting(1), at: 0)
+    #expect(batch(h.tick(now: at(0.005)))?.cut == .window)
+    _ = h.batchStored(1, refused: [:], now: at(0.006))
+    let invite = submitted(&h, [.init(session: "carol", frame: frame(7), kind: .storeFirst)], at: 0.007)
+    #expect(batch(invite)?.cut == .urgent)
+    _ = h.batchStored(2, refused: [:], now: at(0.008))
+    _ = submitted(&h, relayWaiting(2), at: 0.01)
+    #expect(batch(submitted(&h, relayWaiting(3), at: 0.011))?.cut == .full)
+  }
+
   @Test func aReleasedSessionsQueuedFramesAreNotStoredHereButSentOnAndItsLettersKept() {
     var h = holding(["alice": 0, "bob": 0])
     _ = submitted(&h, [candidate("alice", 0)])
