@@ -9,10 +9,7 @@ import Testing
     let (maps, log) = try await blockingIO { () throws -> (String, String) in
       let server = try ServerProcess()
       defer { server.stop() }
-      // Read to the end: String(contentsOfFile:) stops at the first 4 KB of a /proc file.
-      let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: "/proc/\(server.pid)/maps"))
-      defer { try? handle.close() }
-      let maps = String(decoding: try handle.readToEnd() ?? Data(), as: UTF8.self)
+      let maps = (try? String(contentsOfFile: "/proc/\(server.pid)/maps", encoding: .utf8)) ?? ""
       return (maps, server.log)
     }
     #expect(maps.contains("libjemalloc"), "libjemalloc is not mapped into the server")
