@@ -115,11 +115,7 @@ let package = Package(
     .target(
       name: "DialtoneGStreamer", dependencies: ["CGStreamer", "DialtoneClient", "DialtoneCrypto", "DialtoneSupport"],
       swiftSettings: [.unsafeFlags(gstreamerIncludes.flatMap { ["-Xcc", "-I\($0)"] })]),
-    .executableTarget(
-      name: "dialtone-server",
-      dependencies: [
-        "DialtoneServer", "DialtoneSupport", .target(name: "CJemalloc", condition: .when(platforms: [.linux])),
-      ]),
+    .executableTarget(name: "dialtone-server", dependencies: ["DialtoneServer", "DialtoneSupport", "CJemalloc"]),
     // The CLI softphone and tokens: a client, so it does not link the server.
     .executableTarget(
       name: "dialtone",
