@@ -32,10 +32,6 @@ let package = Package(
     .systemLibrary(
       name: "CLibWebSockets", pkgConfig: "libwebsockets",
       providers: [.apt(["libwebsockets-dev", "libwebsockets-evlib-uv", "libuv1-dev"])]),
-    // The server's allocator, for dialtone-server only (not the SDK, the CLI or the tests' runner):
-    // Swift on Linux allocates on every message, and jemalloc costs less per message than glibc's
-    // malloc (docs/benchmarks.md, "The allocator").
-    .systemLibrary(name: "CJemalloc", providers: [.apt(["libjemalloc-dev"])]),
 
     .target(name: "DialtoneJSON"),
     // Small portable helpers every module may use (a lock-protected box).
@@ -115,7 +111,7 @@ let package = Package(
     .target(
       name: "DialtoneGStreamer", dependencies: ["CGStreamer", "DialtoneClient", "DialtoneCrypto", "DialtoneSupport"],
       swiftSettings: [.unsafeFlags(gstreamerIncludes.flatMap { ["-Xcc", "-I\($0)"] })]),
-    .executableTarget(name: "dialtone-server", dependencies: ["DialtoneServer", "DialtoneSupport", "CJemalloc"]),
+    .executableTarget(name: "dialtone-server", dependencies: ["DialtoneServer", "DialtoneSupport"]),
     // The CLI softphone and tokens: a client, so it does not link the server.
     .executableTarget(
       name: "dialtone",

@@ -25,7 +25,6 @@ if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &openFiles) == 0 {
 }
 
 let log = Log(level: configuration.logLevel, subsystem: "server", format: configuration.logFormat)
-log.info("allocator: \(ServerAllocator.description ?? "jemalloc, no version reported")")
 let server: DialtoneServer
 do {
   server = try await DialtoneServer(configuration: configuration)
