@@ -32,6 +32,10 @@ let package = Package(
     .systemLibrary(
       name: "CLibWebSockets", pkgConfig: "libwebsockets",
       providers: [.apt(["libwebsockets-dev", "libwebsockets-evlib-uv", "libuv1-dev"])]),
+    // The server's allocator, for dialtone-server only (not the SDK, the CLI or the tests' runner):
+    // Swift on Linux allocates on every message, and jemalloc costs less per message than glibc's
+    // malloc (docs/benchmarks.md, "The allocator").
+    .systemLibrary(name: "CJemalloc", providers: [.apt(["libjemalloc-dev"])]),
 
     .target(name: "DialtoneJSON"),
     // Small portable helpers every module may use (a lock-protected box).
@@ -111,7 +115,11 @@ let package = Package(
     .target(
       name: "DialtoneGStreamer", dependencies: ["CGStreamer", "DialtoneClient", "DialtoneCrypto", "DialtoneSupport"],
       swiftSettings: [.unsafeFlags(gstreamerIncludes.flatMap { ["-Xcc", "-I\($0)"] })]),
-    .executableTarget(name: "dialtone-server", dependencies: ["DialtoneServer", "DialtoneSupport"]),
+    .executableTarget(
+      name: "dialtone-server",
+      dependencies: [
+        "DialtoneServer", "DialtoneSupport", .target(name: "CJemalloc", condition: .when(platforms: [.linux])),
+      ]),
     // The CLI softphone and tokens: a client, so it does not link the server.
     .executableTarget(
       name: "dialtone",

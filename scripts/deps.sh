@@ -12,6 +12,8 @@ APT_PACKAGES=(
   # HTTP/2 framing for the APNs client (DialtoneHTTP2).
   libnghttp2-dev
   libsqlite3-dev
+  # The server's allocator (dialtone-server links it; docs/benchmarks.md, "The allocator").
+  libjemalloc-dev
   # The cluster store: libpq, and a real server for its tests.
   postgresql libpq-dev redis-server libhiredis-dev
   python3-pip

@@ -25,6 +25,7 @@ if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &openFiles) == 0 {
 }
 
 let log = Log(level: configuration.logLevel, subsystem: "server", format: configuration.logFormat)
+log.info("allocator: \(ServerAllocator.description)")
 let server: DialtoneServer
 do {
   server = try await DialtoneServer(configuration: configuration)

@@ -1,0 +1,21 @@
+#if canImport(CJemalloc)
+  import CJemalloc
+#endif
+
+/// The server's memory allocator: on Linux jemalloc, linked into this executable only
+/// (docs/benchmarks.md, "The allocator"). Linking it is what puts it in use; asking it for its
+/// version at start makes the log say which allocator runs, and fails the link if jemalloc is
+/// ever dropped from the Linux build.
+enum ServerAllocator {
+  /// "jemalloc 5.3.0-…", or what else allocates.
+  static var description: String {
+    #if canImport(CJemalloc)
+      var version: UnsafePointer<CChar>? = nil
+      var size = MemoryLayout<UnsafePointer<CChar>?>.size
+      guard mallctl("version", &version, &size, nil, 0) == 0, let version else { return "jemalloc, version unknown" }
+      return "jemalloc " + String(cString: version)
+    #else
+      return "the system's malloc"
+    #endif
+  }
+}
