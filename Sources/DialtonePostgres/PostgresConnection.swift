@@ -106,11 +106,18 @@ public final class PostgresConnection: @unchecked Sendable {
     }
   }
 
-  private func withHandle<R>(_ body: (OpaquePointer) throws(PostgresError) -> R) throws(PostgresError) -> R {
+  func withHandle<R>(_ body: (OpaquePointer) throws(PostgresError) -> R) throws(PostgresError) -> R {
     return try lock.withLock { () throws(PostgresError) in
       guard let handle else { throw .connectionLost(message: "the connection is closed") }
       return try body(handle)
     }
+  }
+
+  /// Closes the connection from inside `withHandle` (the lock held): a pipeline that left
+  /// libpq in a state this wrapper cannot continue from.
+  func abandon(_ connection: OpaquePointer) {
+    PQfinish(connection)
+    handle = nil
   }
 
   /// Turns a PGresult into rows or an error, and frees it. Called under `lock`.

@@ -45,31 +45,45 @@ package final class PostgresLiveCallStore: LiveCallStore, @unchecked Sendable {
     try write(changes, fence: epochs)
   }
 
+  /// One transaction per batch, in flights rather than a round trip per statement: unfenced, one
+  /// flight (BEGIN, the writes, COMMIT); fenced, two: BEGIN with each call's lock and fence check,
+  /// then the writes the checks allow and COMMIT. A group call's end adds one, since its history
+  /// rows depend on whether the record was new.
   private func write(_ changes: [LiveCallChange], fence epochs: [CallID: Int64]?) throws -> Set<CallID> {
     try withWriter { connection in
-      try connection.transaction {
+      try connection.pipelinedTransaction { transaction in
         var refused: Set<CallID> = []
+        var allowed: [FenceKey: Bool] = [:]
+        if let epochs { allowed = try Self.checkFences(of: changes, epochs: epochs, in: transaction) }
+        // What a check made after an earlier change of this batch would have seen: a call ended
+        // in the batch has left the live table for the history, so its later changes are refused.
+        var endedInBatch: Set<FenceKey> = []
         for change in changes {
-          if let epochs, let callId = change.fencedCallId {
+          if epochs != nil, let callId = change.fencedCallId {
             if refused.contains(callId) { continue }
-            guard try Self.mayWrite(callId, group: change.isGroupCall, epoch: epochs[callId] ?? 1, on: connection)
-            else {
+            let key = FenceKey(callId: callId, group: change.isGroupCall)
+            guard allowed[key] == true, !endedInBatch.contains(key) else {
               refused.insert(callId)
               continue
             }
+            switch change {
+            case .ended, .groupEnded: endedInBatch.insert(key)
+            case .put, .signal, .groupLive: break
+            }
           }
           switch change {
-          case .put(let call): try put(call, epoch: epochs?[call.callId] ?? 1, on: connection)
+          case .put(let call): Self.put(call, epoch: epochs?[call.callId] ?? 1, in: transaction)
           case .signal(let callId, let message):
-            try connection.query(
+            transaction.append(
               "INSERT INTO live_call_signals (call_id, message) VALUES ($1, $2)",
               [.text(callId), .text(MessageCodec.encodeString(message, seq: nil))])
           case .ended(let record, let callerDevice, let blocked):
-            try connection.query("DELETE FROM live_call_signals WHERE call_id = $1", [.text(record.callId)])
-            try connection.query("DELETE FROM live_calls WHERE call_id = $1", [.text(record.callId)])
-            try PostgresStore.insert(record, on: connection, callerDevice: callerDevice, blocked: blocked)
+            transaction.append("DELETE FROM live_call_signals WHERE call_id = $1", [.text(record.callId)])
+            transaction.append("DELETE FROM live_calls WHERE call_id = $1", [.text(record.callId)])
+            let insert = PostgresStore.insertStatement(record, callerDevice: callerDevice, blocked: blocked)
+            transaction.append(insert.sql, insert.parameters)
           case .groupLive(let record, let silenced, let state):
-            try connection.query(
+            transaction.append(
               """
               INSERT INTO live_group_calls (call_id, record, silenced, state, epoch) VALUES ($1, $2, $3, $4, $5)
               ON CONFLICT (call_id) DO UPDATE SET record = excluded.record, silenced = excluded.silenced,
@@ -82,8 +96,8 @@ package final class PostgresLiveCallStore: LiveCallStore, @unchecked Sendable {
                 .int64(epochs?[record.callId] ?? 1),
               ])
           case .groupEnded(let record, let silenced):
-            try connection.query("DELETE FROM live_group_calls WHERE call_id = $1", [.text(record.callId)])
-            try PostgresStore.insertGroupCall(record, silenced: silenced, on: connection)
+            transaction.append("DELETE FROM live_group_calls WHERE call_id = $1", [.text(record.callId)])
+            try PostgresStore.insertGroupCall(record, silenced: silenced, on: transaction.flushed())
           }
         }
         return refused
@@ -91,31 +105,63 @@ package final class PostgresLiveCallStore: LiveCallStore, @unchecked Sendable {
     }
   }
 
-  /// Whether a node whose ownership of the call is `epoch` may still write it: no later owner
-  /// took it over (the live row's epoch is not above it) and it did not end (a late write must
-  /// not bring an ended call back). The call's lock is held to the end of the transaction, so no
-  /// take-over slips in between this check and the write; the check is its own statement, so
-  /// that it sees what a take-over it waited for committed.
-  private static func mayWrite(_ callId: CallID, group: Bool, epoch: Int64, on connection: PostgresConnection) throws
-    -> Bool
-  {
-    try PostgresSchema.lock(.liveCall, callId, on: connection)
-    let row = try connection.query(
-      group
-        ? """
-        SELECT (SELECT epoch FROM live_group_calls WHERE call_id = $1),
-          EXISTS (SELECT 1 FROM group_calls WHERE call_id = $1)
-        """
-        : """
-        SELECT (SELECT epoch FROM live_calls WHERE call_id = $1), EXISTS (SELECT 1 FROM calls WHERE call_id = $1)
-        """, [.text(callId)]
-    ).first
-    if let current = try row?.int64(0) { return current <= epoch }
-    return try row?.bool(1) != true
+  /// A fence check: a call, and whether as a group call (which tables it reads).
+  private struct FenceKey: Hashable, Comparable {
+    let callId: CallID
+    let group: Bool
+
+    static func < (lhs: FenceKey, rhs: FenceKey) -> Bool {
+      (lhs.callId, lhs.group ? 1 : 0) < (rhs.callId, rhs.group ? 1 : 0)
+    }
   }
 
-  private func put(_ call: LiveCallSnapshot, epoch: Int64, on connection: PostgresConnection) throws {
-    try connection.query(
+  /// The first flight of a fenced batch: each call's lock (in call-id order, as a take-over takes
+  /// them) and whether a node whose ownership of it is its epoch may still write it: no later
+  /// owner took it over (the live row's epoch is not above it) and it did not end (a late write
+  /// must not bring an ended call back). The locks are held to the end of the transaction, so no
+  /// take-over slips in between a check and the writes; each check is its own statement, after
+  /// the lock's, so that it sees what a take-over it waited for committed.
+  private static func checkFences(
+    of changes: [LiveCallChange], epochs: [CallID: Int64], in transaction: PostgresPipelinedTransaction
+  ) throws -> [FenceKey: Bool] {
+    let keys = Set(
+      changes.compactMap { change in change.fencedCallId.map { FenceKey(callId: $0, group: change.isGroupCall) } }
+    ).sorted()
+    guard !keys.isEmpty else { return [:] }
+    var checks: [(key: FenceKey, position: Int)] = []
+    var locked: Set<CallID> = []
+    for key in keys {
+      if locked.insert(key.callId).inserted {
+        let lock = PostgresSchema.lockStatement(.liveCall, key.callId)
+        transaction.append(lock.sql, lock.parameters)
+      }
+      let position = transaction.append(
+        key.group
+          ? """
+          SELECT (SELECT epoch FROM live_group_calls WHERE call_id = $1),
+            EXISTS (SELECT 1 FROM group_calls WHERE call_id = $1)
+          """
+          : """
+          SELECT (SELECT epoch FROM live_calls WHERE call_id = $1), EXISTS (SELECT 1 FROM calls WHERE call_id = $1)
+          """, [.text(key.callId)])
+      checks.append((key, position))
+    }
+    let results = try transaction.flush()
+    var allowed: [FenceKey: Bool] = [:]
+    for (key, position) in checks {
+      let row = results[position].first
+      // A live row decides (its epoch not above ours); without one, only a call never ended.
+      if let current = try row?.int64(0) {
+        allowed[key] = current <= epochs[key.callId] ?? 1
+      } else {
+        allowed[key] = try row?.bool(1) != true
+      }
+    }
+    return allowed
+  }
+
+  private static func put(_ call: LiveCallSnapshot, epoch: Int64, in transaction: PostgresPipelinedTransaction) {
+    transaction.append(
       """
       INSERT INTO live_calls (call_id, caller_id, caller_device, caller_name, callee_id, video, created_at,
         phase, answered_by, answered_at, ring_deadline, caller_grace_deadline, answerer_grace_deadline, invite, accept,
@@ -139,7 +185,7 @@ package final class PostgresLiveCallStore: LiveCallStore, @unchecked Sendable {
         .int64(epoch),
       ])
     if call.phase == .accepted {
-      try connection.query("DELETE FROM live_call_signals WHERE call_id = $1", [.text(call.callId)])
+      transaction.append("DELETE FROM live_call_signals WHERE call_id = $1", [.text(call.callId)])
     }
   }
 

@@ -170,7 +170,12 @@ package enum PostgresSchema {
   }
 
   package static func lock(_ lockClass: LockClass, _ key: String, on connection: PostgresConnection) throws {
-    try connection.query(
-      "SELECT pg_advisory_xact_lock($1::int, hashtext($2))", [.int64(lockClass.rawValue), .text(key)])
+    let statement = lockStatement(lockClass, key)
+    try connection.query(statement.sql, statement.parameters)
+  }
+
+  /// The same as a statement, for a pipelined transaction.
+  package static func lockStatement(_ lockClass: LockClass, _ key: String) -> PostgresStatement {
+    PostgresStatement("SELECT pg_advisory_xact_lock($1::int, hashtext($2))", [.int64(lockClass.rawValue), .text(key)])
   }
 }

@@ -42,7 +42,13 @@ public final class PostgresStore: CallStore, DeviceStore, GroupCallStore {
   package static func insert(
     _ record: CallRecord, on connection: PostgresConnection, callerDevice: String? = nil, blocked: Bool = false
   ) throws {
-    try connection.query(
+    let statement = insertStatement(record, callerDevice: callerDevice, blocked: blocked)
+    try connection.query(statement.sql, statement.parameters)
+  }
+
+  /// `insert`'s statement, for a pipelined transaction.
+  package static func insertStatement(_ record: CallRecord, callerDevice: String?, blocked: Bool) -> PostgresStatement {
+    PostgresStatement(
       """
       INSERT INTO calls (call_id, caller_id, callee_id, answered_by, video, created_at, answered_at, ended_at, end_reason,
         duration_ms, caller_device, blocked)

@@ -1,4 +1,5 @@
 import DialtoneCalls
+import DialtonePostgres
 import DialtoneProtocol
 import DialtoneTestSupport
 import Foundation
@@ -83,5 +84,52 @@ import Testing
     try live.write([.put(snapshot("c", phase: .ringing))])
     try live.write([.put(snapshot("c", phase: .accepted))])
     #expect(try live.liveCalls().map(\.snapshot.phase) == [.accepted])
+  }
+
+  /// A batch is one transaction in two flights (the fence checks, then the writes): a call ended
+  /// earlier in the batch refuses the batch's later changes of it, as a check made after the end
+  /// would, and the call stays ended.
+  @Test func aCallEndedEarlierInTheBatchRefusesItsLaterChanges() async throws {
+    let url = try SharedPostgres.server().freshSchema()
+    let live = try await PostgresLiveCallStore.open(url: url)
+    let store = try await PostgresStore.open(url: url)
+    #expect(try live.write([.put(snapshot("e", phase: .accepted))], fencedBy: ["e": 1]).isEmpty)
+    let refused = try live.write(
+      [.ended(record("e", .hangup), callerDevice: "phone"), .put(snapshot("e", phase: .accepted))],
+      fencedBy: ["e": 1])
+    #expect(refused == ["e"])
+    #expect(try live.liveCalls().isEmpty)
+    #expect(try await store.history(of: "bob", limit: 10, before: nil).map(\.endReason) == [.hangup])
+  }
+
+  /// A statement that fails in the middle of a batch's writes: the error is reported, nothing of
+  /// the batch is kept (no call's writes, before or after it), and the store writes again after.
+  @Test func aStatementErrorMidBatchRollsBackTheWholeBatch() async throws {
+    let url = try SharedPostgres.server().freshSchema()
+    let live = try await PostgresLiveCallStore.open(url: url)
+    let admin = try PostgresConnection(url: url)
+    try admin.execute(
+      """
+      CREATE FUNCTION refuse_signal() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN RAISE EXCEPTION 'refused by the test' USING ERRCODE = 'P0001'; END $$;
+      CREATE TRIGGER refuse_signal BEFORE INSERT ON live_call_signals FOR EACH ROW EXECUTE FUNCTION refuse_signal();
+      """)
+    let signal = ServerMessage.candidate(
+      .init(callId: "m", from: Peer(userId: "alice", deviceId: "phone"), candidate: IceCandidate(candidate: "c")))
+    let batch: [LiveCallChange] = [
+      .put(snapshot("m", phase: .ringing)), .signal("m", signal), .put(snapshot("n", phase: .ringing)),
+    ]
+    for fence in [["m": 1, "n": 1], nil] as [[CallID: Int64]?] {
+      do {
+        if let fence { _ = try live.write(batch, fencedBy: fence) } else { try live.write(batch) }
+        Issue.record("the failed statement was not reported")
+      } catch {
+        #expect((error as? PostgresError)?.sqlState == "P0001")
+      }
+      #expect(try live.liveCalls().isEmpty)
+    }
+    try admin.execute("DROP TRIGGER refuse_signal ON live_call_signals")
+    #expect(try live.write(batch, fencedBy: ["m": 1, "n": 1]).isEmpty)
+    #expect(try live.liveCalls().map(\.snapshot.callId) == ["m", "n"])
   }
 }
