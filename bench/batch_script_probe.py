@@ -20,6 +20,8 @@ import sys
 import tempfile
 import time
 
+from resp_client import Redis
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = 'Sources/DialtoneCluster/WriteBehindStoreScript.swift'
 
@@ -27,40 +29,6 @@ SCRIPT = 'Sources/DialtoneCluster/WriteBehindStoreScript.swift'
 def batch_script(text):
     lua = re.search(r'static let batchScript = RedisScript\(\n    """\n(.*?)\n    """\)', text, re.S).group(1)
     return lua.replace('\\\\', '\\')
-
-
-class Redis:
-    def __init__(self, port):
-        self.sock = socket.create_connection(('127.0.0.1', port))
-        self.file = self.sock.makefile('rb')
-
-    def cmd(self, *args):
-        out = [b'*%d\r\n' % len(args)]
-        for a in args:
-            a = a if isinstance(a, bytes) else str(a).encode()
-            out.append(b'$%d\r\n%s\r\n' % (len(a), a))
-        self.sock.sendall(b''.join(out))
-        return self.read()
-
-    def read(self):
-        line = self.file.readline()
-        kind, rest = line[:1], line[1:-2]
-        if kind == b'+':
-            return rest
-        if kind == b'-':
-            raise RuntimeError(rest.decode())
-        if kind == b':':
-            return int(rest)
-        if kind == b'$':
-            n = int(rest)
-            return None if n < 0 else self.file.read(n + 2)[:-2]
-        n = int(rest)
-        return None if n < 0 else [self.read() for _ in range(n)]
-
-    def cpu(self):
-        info = self.cmd('INFO', 'cpu').decode()
-        fields = dict(line.split(':') for line in info.splitlines() if ':' in line)
-        return float(fields['used_cpu_user']) + float(fields['used_cpu_sys'])
 
 
 SESSIONS = 200

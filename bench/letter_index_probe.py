@@ -18,11 +18,12 @@ import importlib.util
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+from resp_client import Redis
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = 'Sources/DialtoneCluster/SessionLedgerScripts.swift'
@@ -46,39 +47,6 @@ def resume_script(root):
     if index:
         lua = lua.replace('\\(letterIndex)', index.group(1))
     return lua.replace('\\\\', '\\')
-
-
-class Redis:
-    def __init__(self, port):
-        self.sock = socket.create_connection(('127.0.0.1', port))
-        self.file = self.sock.makefile('rb')
-
-    def cmd(self, *args):
-        out = b'*%d\r\n' % len(args)
-        for a in args:
-            a = a if isinstance(a, bytes) else str(a).encode()
-            out += b'$%d\r\n%s\r\n' % (len(a), a)
-        self.sock.sendall(out)
-        return self.read()
-
-    def read(self):
-        line = self.file.readline()
-        kind, rest = line[:1], line[1:-2]
-        if kind == b'+':
-            return rest
-        if kind == b'-':
-            raise RuntimeError(rest.decode())
-        if kind == b':':
-            return int(rest)
-        if kind == b'$':
-            n = int(rest)
-            return None if n < 0 else self.file.read(n + 2)[:-2]
-        n = int(rest)
-        return None if n < 0 else [self.read() for _ in range(n)]
-
-    def cpu(self):
-        info = self.cmd('INFO', 'cpu').decode()
-        return sum(float(x) for x in re.findall(r'used_cpu_(?:sys|user):([\d.]+)', info))
 
 
 def sessions(r, holder, count):
