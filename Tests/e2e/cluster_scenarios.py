@@ -21,7 +21,8 @@ import uuid
 from durability_scenarios import (DRIVER_FLAGS, driver_stats, history_problems, near, save_log, settled_histories,
                                   summary)
 from harness import (Failure, Janus, MediaNamespace, Server, Softphone, check, dominant_frequency,
-                     eventually, free_port, http_get, sound_seconds, spawn, wait_port, wait_port_in, wav_seconds)
+                     eventually, free_port, claim_port, port_given, http_get, sound_seconds, spawn, wait_port,
+                     wait_port_in, wav_seconds)
 from group_scenarios import (a_page_in_alices_call, audio_rates, hang_up, heard_everyone_else, hearing_grows_by,
                              page_hears)
 from scenarios import scenario, time_limit
@@ -148,16 +149,22 @@ def _key_slot(key):
 
 
 def _free_cluster_port():
-    """A loopback port free together with its cluster bus port (port + 10000)."""
+    """A loopback port free together with its cluster bus port (port + 10000), neither handed out
+    before in this run (the shards listen in the namespace, where the host's check cannot see
+    them; `free_port` picks below 20000, so the two never meet)."""
     for _ in range(2000):
         port = random.randint(20000, 29999)
+        if port_given(port) or port_given(port + 10000):
+            continue
         try:
             with socket.socket() as a, socket.socket() as b:
                 a.bind(("127.0.0.1", port))
                 b.bind(("127.0.0.1", port + 10000))
-            return port
         except OSError:
             continue
+        claim_port(port)
+        claim_port(port + 10000)
+        return port
     raise Failure("no free port pair for a Redis Cluster")
 
 

@@ -1,12 +1,13 @@
 """Processes for the end-to-end tests: the server, coturn, CLI softphones, a TCP proxy.
 
-Everything listens on 127.0.0.1 with ports picked by the kernel; every process is killed when
+Everything listens on 127.0.0.1, on ports `free_port` picks (each once a run); every process is killed when
 its test ends.
 """
 import asyncio
 import json
 import math
 import os
+import random
 import re
 import shutil
 import signal
@@ -35,10 +36,43 @@ def check(condition, message):
         raise Failure(message)
 
 
+# Ports this run has handed out (`free_port`, `claim_port`): never the same one twice.
+_PORTS_GIVEN = set()
+
+
+def port_given(port):
+    """Whether a process of this run was given `port` already."""
+    return port in _PORTS_GIVEN
+
+
+def claim_port(port):
+    """Records `port` as given to a process of this run; False if it was given before."""
+    if port in _PORTS_GIVEN:
+        return False
+    _PORTS_GIVEN.add(port)
+    return True
+
+
 def free_port(kind=socket.SOCK_STREAM):
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port for a process of this run to listen on: free on the host now, never handed
+    out before in this run, and below the kernel's ephemeral range (32768-60999 by default).
+    Letting the kernel pick (bind to port 0) handed the same port out twice in one scenario once:
+    most processes listen inside a network namespace, so on the host the port still looked free,
+    and a node then failed to bind the port Redis had in the namespace while the test talked to
+    Redis as if it were that node (CI, `a_browser_in_a_group_call_outlives_the_calls_node`). Below
+    the ephemeral range, no outgoing connection's source port can take it either."""
+    for _ in range(1000):
+        port = random.randint(10000, 19999)
+        if port in _PORTS_GIVEN:
+            continue
+        try:
+            with socket.socket(socket.AF_INET, kind) as s:
+                s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        claim_port(port)
+        return port
+    raise Failure("no free loopback port in 10000-19999")
 
 
 async def eventually(condition, timeout, what):
