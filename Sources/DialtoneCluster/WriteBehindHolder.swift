@@ -44,11 +44,19 @@ package struct WriteBehindHolder: Sendable {
     package var batchWindow: Duration
     /// Once-keys remembered per session (`WriteBehindOnces`), as the ledger remembers them.
     package var onceMemory: Int
+    /// Answers to forwarded requests waiting for their events to be stored (the shell's queue,
+    /// `WriteBehindShell.flush(replies:)`): an answer whose event caused nothing here waits
+    /// behind an earlier one to the same requester and is held by no byte bound. An event's
+    /// answers that would pass it are dropped, as over the node's bound (the hub forgets them, the
+    /// request forwarded again is handled afresh). 65,536: an answer holds its frame, its letter
+    /// and their ids, under a kilobyte, so about the node's 64 MiB at most; in normal operation an
+    /// answer waits one batch (the window and a round trip), far fewer.
+    package var maxWaitingReplies: Int
 
     package init(
       lease: Duration, margin: Duration, maxSessionFrames: Int = 256, maxSessionBytes: Int = 256 << 10,
       maxNodeBytes: Int = 64 << 20, maxBatchFrames: Int = 512, maxBatchBytes: Int = 1 << 20,
-      batchWindow: Duration = .zero, onceMemory: Int = 256
+      batchWindow: Duration = .zero, onceMemory: Int = 256, maxWaitingReplies: Int = 1 << 16
     ) {
       self.lease = lease
       self.margin = margin
@@ -59,6 +67,7 @@ package struct WriteBehindHolder: Sendable {
       self.maxBatchBytes = max(1, maxBatchBytes)
       self.batchWindow = max(.zero, batchWindow)
       self.onceMemory = max(1, onceMemory)
+      self.maxWaitingReplies = max(1, maxWaitingReplies)
     }
   }
 

@@ -41,6 +41,9 @@ package final class WriteBehindShell: Sendable {
     /// Answers to requests other nodes forwarded, each waiting for the holder's events through
     /// `event` to be stored (`flush(replies:)`), in the order they go.
     var replies: [WaitingReplies] = []
+    /// The answers in `replies` (each entry holds an event's: one or more), at most
+    /// `WriteBehindHolder.Limits.maxWaitingReplies`.
+    var repliesWaiting = 0
     /// The holder's events stored through here, as its effects applied so far said.
     var storedThrough: UInt64 = 0
   }
@@ -228,14 +231,23 @@ package final class WriteBehindShell: Sendable {
 
   /// Queues answers to wait for the holder's events through `event` (none when those are stored
   /// already: they go once the effects before them are applied), after every answer to the same
-  /// sessions waiting before them.
-  private static func wait(_ replies: ForwardedReplies, for event: UInt64, _ state: inout State) {
+  /// sessions waiting before them. Answers that would pass `maxWaitingReplies` are not queued:
+  /// returned, to be dropped (`dropReplies`), as an event's over the node's bound are.
+  private static func wait(_ replies: ForwardedReplies, for event: UInt64, _ state: inout State) -> [RefusedRequest] {
+    guard state.repliesWaiting + replies.requests.count <= state.holder.limits.maxWaitingReplies else {
+      return replies.requests
+    }
+    state.repliesWaiting += replies.requests.count
     var event = event > state.holder.storedThrough ? event : 0
     if event > 0 { state.holder.awaitStored(through: event) }
     event = max(event, lastWaiting(for: replies.requests, state.replies) ?? 0)
     let at = state.replies.lastIndex { $0.event <= event }.map { $0 + 1 } ?? 0
     state.replies.insert(WaitingReplies(event: event, replies: replies), at: at)
+    return []
   }
+
+  /// Answers waiting for their events to be stored (tests: the bound holds).
+  package var repliesWaiting: Int { state.withLock { $0.repliesWaiting } }
 
   /// `add` if its session is held here (one lock for both: the hub asks for every message);
   /// whether it was.
@@ -266,24 +278,23 @@ package final class WriteBehindShell: Sendable {
   /// the hub forgets them (`forwardedDropped`), so that the request forwarded again is handled
   /// afresh rather than answered from memory with nothing of it stored; an event refused over the
   /// node's bound whose request changed the call's state goes at once (its sessions here resync).
+  /// Answers that would pass the bound of those waiting (`maxWaitingReplies`) are dropped too.
   package func flush(replies: ForwardedReplies? = nil) {
     let (closing, refused, dropped) = state.withLock { state -> ([String], [RefusedRequest], [RefusedRequest]) in
       guard !state.event.isEmpty else {
-        if let replies { Self.wait(replies, for: 0, &state) }
-        return ([], [], [])
+        return ([], [], replies.map { Self.wait($0, for: 0, &state) } ?? [])
       }
       let event = state.event
       state.event.removeAll(keepingCapacity: true)
       let submitted = state.holder.submit(event, now: now())
       state.outbox += submitted.effects
       guard let refusal = submitted.refusal else {
-        if let replies { Self.wait(replies, for: submitted.event ?? state.holder.eventsNumbered, &state) }
-        return ([], [], [])
+        let event = submitted.event ?? state.holder.eventsNumbered
+        return ([], [], replies.map { Self.wait($0, for: event, &state) } ?? [])
       }
       if !submitted.resyncing.isEmpty {
         poison.withLock { for session in submitted.resyncing { $0.add(session: session) } }
-        if let replies { Self.wait(replies, for: 0, &state) }
-        return (submitted.resyncing, [], [])
+        return (submitted.resyncing, [], replies.map { Self.wait($0, for: 0, &state) } ?? [])
       }
       let dropped = replies?.requests ?? []
       let requests = event.compactMap { outgoing in
@@ -396,7 +407,7 @@ package final class WriteBehindShell: Sendable {
   /// handled afresh.
   private func dropReplies(_ requests: [RefusedRequest]) {
     log.warning(
-      "\(requests.count) answer(s) to forwarded requests dropped: what they caused here was not stored (the requester sends them again)"
+      "\(requests.count) answer(s) to forwarded requests dropped: what they caused here was not stored, or too many answers wait (the requester's node routes them again)"
     )
     inbox.current?.receive(.forwardedDropped(requests))
   }
@@ -427,6 +438,7 @@ package final class WriteBehindShell: Sendable {
         let count = state.replies.prefix { $0.event <= state.storedThrough }.count
         let due = state.replies.prefix(count).map(\.replies)
         state.replies.removeFirst(count)
+        state.repliesWaiting -= due.reduce(0) { $0 + $1.requests.count }
         if due.isEmpty { state.pumping = false }
         return ([], due)
       }
@@ -474,6 +486,7 @@ package final class WriteBehindShell: Sendable {
           let kept = state.replies.filter { $0.event <= state.storedThrough }
           let dropped = state.replies.filter { $0.event > state.storedThrough }.flatMap(\.replies.requests)
           state.replies = kept
+          state.repliesWaiting -= dropped.count
           state.storedThrough = max(state.storedThrough, through)
           return dropped
         }

@@ -51,7 +51,7 @@ extension RedisTests {
       }
     }
 
-    func rig() throws -> Rig {
+    func rig(maxWaitingReplies: Int = 1 << 16) throws -> Rig {
       let session = try ClaimedSession()
       let (redis, limits, id, node, epoch) = (
         session.redis, session.limits, session.id, session.holder, session.epoch
@@ -64,7 +64,8 @@ extension RedisTests {
       // virtual clock short of it).
       let shell = WriteBehindShell(
         node: node,
-        holder: .init(lease: .seconds(600), margin: .seconds(1), batchWindow: .seconds(60)),
+        holder: .init(
+          lease: .seconds(600), margin: .seconds(1), batchWindow: .seconds(60), maxWaitingReplies: maxWaitingReplies),
         ledger: limits, sender: sender, inbox: Locked<(any ClusterInbox)?>(hub),
         log: Log(level: .error, subsystem: "t"),
         now: { clock.current })
@@ -86,10 +87,13 @@ extension RedisTests {
       let sent = Locked<[(String, [UInt64])]>([])
       let arrived = DispatchSemaphore(value: 0)
 
-      func replies(_ id: String, _ rig: Rig) -> WriteBehindShell.ForwardedReplies {
-        .init(requests: [RefusedRequest(sessionID: "bob-session", requestID: id)]) { [self] in
+      func replies(_ id: String, _ rig: Rig) -> WriteBehindShell.ForwardedReplies { replies([id], rig) }
+
+      /// One event's answers to several of Bob's requests.
+      func replies(_ ids: [String], _ rig: Rig) -> WriteBehindShell.ForwardedReplies {
+        .init(requests: ids.map { RefusedRequest(sessionID: "bob-session", requestID: $0) }) { [self] in
           let stored = (try? rig.stored()) ?? []
-          sent.withLock { $0.append((id, stored)) }
+          sent.withLock { $0 += ids.map { ($0, stored) } }
           arrived.signal()
         }
       }
@@ -130,6 +134,43 @@ extension RedisTests {
       rig.advance(by: .seconds(61))
       for _ in 0..<2 { #expect(answers.arrived.wait(timeout: .now() + 10) == .success) }
       #expect(answers.ids == ["r0", "r1", "r2"])
+    }
+
+    /// Answers whose events caused nothing here wait behind an earlier answer to their requester
+    /// and are held by no byte bound: past `maxWaitingReplies` an event's answers are dropped, and
+    /// the hub forgets them, as past the node's byte bound.
+    @Test func answersPastTheBoundOfThoseWaitingAreDroppedAndTheHubForgetsThem() throws {
+      let rig = try rig(maxWaitingReplies: 3)
+      defer { rig.close() }
+      let answers = Answers()
+      func bob(_ id: String) -> RefusedRequest { RefusedRequest(sessionID: "bob-session", requestID: id) }
+      // r1 waits for its event's batch; r2 and r3 (nothing here) wait behind it.
+      rig.shell.add(copy(rig, 1))
+      rig.shell.flush(replies: answers.replies("r1", rig))
+      for id in ["r2", "r3"] {
+        #expect(rig.shell.defersReplies(to: [bob(id)]))
+        rig.shell.flush(replies: answers.replies(id, rig))
+      }
+      #expect(rig.shell.repliesWaiting == 3 && rig.hub.dropped.current == [])
+      // Full: the next event's answers are dropped whole (two here), the next one's too.
+      rig.shell.flush(replies: answers.replies(["r4", "r5"], rig))
+      rig.shell.flush(replies: answers.replies("r6", rig))
+      #expect(rig.shell.repliesWaiting == 3)
+      #expect(rig.hub.dropped.current == [bob("r4"), bob("r5"), bob("r6")])
+      // The batch stored, those waiting go, in order; the dropped ones never.
+      rig.advance(by: .seconds(61))
+      for _ in 0..<3 { #expect(answers.arrived.wait(timeout: .now() + 10) == .success) }
+      #expect(answers.arrived.wait(timeout: .now() + 0.3) == .timedOut)
+      #expect(answers.ids == ["r1", "r2", "r3"])
+      #expect(rig.shell.repliesWaiting == 0)
+      // Room again: the next answer waits and goes as before.
+      rig.shell.add(copy(rig, 2))
+      rig.shell.flush(replies: answers.replies("r7", rig))
+      #expect(rig.shell.repliesWaiting == 1)
+      rig.advance(by: .seconds(61))
+      #expect(answers.arrived.wait(timeout: .now() + 10) == .success)
+      #expect(answers.ids == ["r1", "r2", "r3", "r7"])
+      #expect(rig.hub.dropped.current.count == 3)
     }
 
     @Test func answersWaitingWhenTheLeaseLapsesAreDroppedAndTheHubForgetsThem() throws {

@@ -80,6 +80,40 @@ import Testing
       return
     }
   }
+
+  /// A forgotten answer (`forwardedDropped`) leaves the eviction order: the request's later
+  /// answer takes its place at the end, and the answer after it evicts the oldest one remembered.
+  @Test func aForgottenAnswerLeavesTheEvictionOrder() {
+    var answers = ForwardedAnswers(capacity: 2)
+    func answer(_ id: String) {
+      _ = answers.arrive(request(id))
+      _ = answers.answered(request(id), .ack(.init(replyTo: id)))
+    }
+    answer("r1")
+    answers.forget(sessionID: "s1", requestID: "r1")
+    answer("r2")
+    answer("r1")  // forwarded again, handled afresh: newer than r2
+    answer("r3")
+    guard case .answered = answers.arrive(request("r1")) else {
+      Issue.record("r1's later answer should be kept")
+      return
+    }
+    guard case .new = answers.arrive(request("r2")) else {
+      Issue.record("r2 is the oldest and should be let go")
+      return
+    }
+  }
+
+  @Test func answersForgottenAgainAndAgainKeepTheOrderBounded() {
+    var answers = ForwardedAnswers(capacity: 4)
+    for round in 0..<100 {
+      let id = "r\(round % 3)"
+      _ = answers.arrive(request(id))
+      _ = answers.answered(request(id), .ack(.init(replyTo: id)))
+      answers.forget(sessionID: "s1", requestID: id)
+      #expect(answers.orderCount <= 2 * answers.capacity)
+    }
+  }
 }
 
 @Suite struct OnceKeyTests {
