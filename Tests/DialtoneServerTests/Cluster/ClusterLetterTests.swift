@@ -47,6 +47,12 @@ import Testing
       origin: .init(node: "n1", sessionID: "s1"))
   }
 
+  /// The request arrives and is answered with its ack, as the hub does a forwarded request.
+  private func answer(_ id: String, in answers: inout ForwardedAnswers) {
+    _ = answers.arrive(request(id))
+    _ = answers.answered(request(id), .ack(.init(replyTo: id)))
+  }
+
   @Test func aRepeatWaitsForTheAnswerAndThenGetsIt() {
     var answers = ForwardedAnswers()
     guard case .new = answers.arrive(request("r1")) else {
@@ -67,10 +73,7 @@ import Testing
 
   @Test func itRemembersAtMostItsCapacityOldestOut() {
     var answers = ForwardedAnswers(capacity: 2)
-    for id in ["r1", "r2", "r3"] {
-      _ = answers.arrive(request(id))
-      _ = answers.answered(request(id), .ack(.init(replyTo: id)))
-    }
+    for id in ["r1", "r2", "r3"] { answer(id, in: &answers) }
     guard case .new = answers.arrive(request("r1")) else {
       Issue.record("r1 should be forgotten")
       return
@@ -85,15 +88,11 @@ import Testing
   /// answer takes its place at the end, and the answer after it evicts the oldest one remembered.
   @Test func aForgottenAnswerLeavesTheEvictionOrder() {
     var answers = ForwardedAnswers(capacity: 2)
-    func answer(_ id: String) {
-      _ = answers.arrive(request(id))
-      _ = answers.answered(request(id), .ack(.init(replyTo: id)))
-    }
-    answer("r1")
+    answer("r1", in: &answers)
     answers.forget(sessionID: "s1", requestID: "r1")
-    answer("r2")
-    answer("r1")  // forwarded again, handled afresh: newer than r2
-    answer("r3")
+    answer("r2", in: &answers)
+    answer("r1", in: &answers)  // forwarded again, handled afresh: newer than r2
+    answer("r3", in: &answers)
     guard case .answered = answers.arrive(request("r1")) else {
       Issue.record("r1's later answer should be kept")
       return
@@ -108,8 +107,7 @@ import Testing
     var answers = ForwardedAnswers(capacity: 4)
     for round in 0..<100 {
       let id = "r\(round % 3)"
-      _ = answers.arrive(request(id))
-      _ = answers.answered(request(id), .ack(.init(replyTo: id)))
+      answer(id, in: &answers)
       answers.forget(sessionID: "s1", requestID: id)
       #expect(answers.orderCount <= 2 * answers.capacity)
     }
