@@ -115,10 +115,13 @@ let package = Package(
     .target(
       name: "DialtoneGStreamer", dependencies: ["CGStreamer", "DialtoneClient", "DialtoneCrypto", "DialtoneSupport"],
       swiftSettings: [.unsafeFlags(gstreamerIncludes.flatMap { ["-Xcc", "-I\($0)"] })]),
+    // jemalloc wrapped once (its version, asked through mallctl); linked on Linux only.
+    .target(
+      name: "DialtoneAllocator", dependencies: [.target(name: "CJemalloc", condition: .when(platforms: [.linux]))]),
     .executableTarget(
       name: "dialtone-server",
       dependencies: [
-        "DialtoneServer", "DialtoneSupport", .target(name: "CJemalloc", condition: .when(platforms: [.linux])),
+        "DialtoneServer", "DialtoneSupport", "DialtoneAllocator",
       ]),
     // The CLI softphone and tokens: a client, so it does not link the server.
     .executableTarget(

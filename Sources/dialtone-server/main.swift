@@ -1,3 +1,4 @@
+import DialtoneAllocator
 import DialtoneNet
 import DialtoneServer
 import DialtoneSupport

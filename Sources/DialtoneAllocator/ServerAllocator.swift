@@ -2,13 +2,13 @@
   import CJemalloc
 #endif
 
-/// The server's memory allocator: on Linux jemalloc, linked into this executable only
-/// (docs/benchmarks.md, "The allocator"). Linking it is what puts it in use; asking it for its
+/// The server's memory allocator, and the one module that talks to it (jemalloc's `mallctl`): on
+/// Linux jemalloc, linked into dialtone-server only (docs/benchmarks.md, "The allocator"). Linking it is what puts it in use; asking it for its
 /// version at start makes the log say which allocator runs, and fails the link if jemalloc is
 /// ever dropped from the Linux build.
-enum ServerAllocator {
+public enum ServerAllocator {
   /// "jemalloc 5.3.0-…", or what else allocates.
-  static var description: String {
+  public static var description: String {
     #if canImport(CJemalloc)
       var version: UnsafePointer<CChar>? = nil
       var size = MemoryLayout<UnsafePointer<CChar>?>.size
