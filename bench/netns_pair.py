@@ -1,5 +1,6 @@
 """The frame of the benches that put a call's two ends in two network namespaces joined by
-bench/delay_link.py (bench/quality_bench.py, bench/video_bench.py), written once.
+bench/delay_link.py (bench/quality_bench.py, bench/video_bench.py, bench/setup_bench.py),
+written once.
 
 - `NamespacePair`: namespaces A and B, each with one TUN device `dt0` holding its address (the
   link forwards between the two devices), dialtone-server in B, and the probe that waits until
@@ -54,18 +55,22 @@ def token(binary, user, device, secret):
 
 class NamespacePair:
     """Namespaces `ns_a` and `ns_b` with their addresses on `dt0`; the server listens on
-    `addr_b`:`port` in B."""
+    `addr_b`:`port` in B. IPv6 is turned off in both unless `ipv6`: the media benches measure
+    over IPv4 alone, while bench/setup_bench.py has always left it on, and its figures were
+    taken so."""
 
-    def __init__(self, ns_a, addr_a, ns_b, addr_b, port):
+    def __init__(self, ns_a, addr_a, ns_b, addr_b, port, ipv6=False):
         self.ns_a, self.addr_a, self.ns_b, self.addr_b, self.port = ns_a, addr_a, ns_b, addr_b, port
+        self.ipv6 = ipv6
 
     def make(self):
         self.remove()
         for ns, addr in ((self.ns_a, self.addr_a), (self.ns_b, self.addr_b)):
             sh("ip", "netns", "add", ns)
             sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
-            sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
-               "net.ipv6.conf.default.disable_ipv6=1")
+            if not self.ipv6:
+                sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
+                   "net.ipv6.conf.default.disable_ipv6=1")
             sh("ip", "netns", "exec", ns, "ip", "tuntap", "add", "dev", "dt0", "mode", "tun")
             sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{addr}/24", "dev", "dt0")
             sh("ip", "netns", "exec", ns, "ip", "link", "set", "dt0", "up")

@@ -1,5 +1,5 @@
-"""Tests of bench/netns_pair.py's parts that need no namespace or root: the delay link's command
-line as each bench starts it, a CLI's event stream (read from a stand-in child), and run_main's
+"""Tests of bench/netns_pair.py's parts that need no namespace or root: the namespaces' and the delay
+link's command lines as each bench starts them, a CLI's event stream (read from a stand-in child), and run_main's
 cleanup.
 
     python3 -m unittest bench/test_netns_pair.py
@@ -28,6 +28,51 @@ class LinkCommandTests(unittest.TestCase):
         # bench/video_bench.py: as it is.
         self.assertEqual(pair.link_command(["--rtt-ms", "50", "--loss", "0.0"]),
                          [sys.executable, link, "--ns-a", "dtq-a", "--ns-b", "dtq-b", "--rtt-ms", "50", "--loss", "0.0"])
+
+
+class NamespaceCommandTests(unittest.TestCase):
+    """make() and remove() run these commands: the media benches' (IPv6 off) and, with `ipv6`,
+    bench/setup_bench.py's, as each built them before the pair was shared."""
+
+    def commands(self, pair, method):
+        ran = []
+        saved = netns_pair.sh
+        netns_pair.sh = lambda *args, check=True: ran.append(list(args))
+        try:
+            getattr(pair, method)()
+        finally:
+            netns_pair.sh = saved
+        return ran
+
+    @staticmethod
+    def expected(ns_a, addr_a, ns_b, addr_b, ipv6):
+        commands = [["ip", "netns", "del", ns_a], ["ip", "netns", "del", ns_b]]
+        for ns, addr in ((ns_a, addr_a), (ns_b, addr_b)):
+            commands += [["ip", "netns", "add", ns], ["ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up"]]
+            if not ipv6:
+                commands.append(["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
+                                 "net.ipv6.conf.default.disable_ipv6=1"])
+            commands += [["ip", "netns", "exec", ns, "ip", "tuntap", "add", "dev", "dt0", "mode", "tun"],
+                         ["ip", "netns", "exec", ns, "ip", "addr", "add", f"{addr}/24", "dev", "dt0"],
+                         ["ip", "netns", "exec", ns, "ip", "link", "set", "dt0", "up"]]
+        return commands
+
+    def test_media_benches_turn_ipv6_off(self):
+        pair = netns_pair.NamespacePair("dtq-a", "10.85.0.1", "dtq-b", "10.85.0.2", 18980)
+        self.assertEqual(self.commands(pair, "make"),
+                         self.expected("dtq-a", "10.85.0.1", "dtq-b", "10.85.0.2", ipv6=False))
+
+    def test_the_setup_bench_keeps_ipv6_and_its_link(self):
+        import setup_bench
+        pair = setup_bench.PAIR
+        self.assertEqual(self.commands(pair, "make"),
+                         self.expected("dtbench-a", "10.77.0.1", "dtbench-b", "10.77.0.2", ipv6=True))
+        self.assertEqual(self.commands(pair, "remove"),
+                         [["ip", "netns", "del", "dtbench-a"], ["ip", "netns", "del", "dtbench-b"]])
+        # The delay link's command line as bench/setup_bench.py built it before.
+        self.assertEqual(pair.link_command(setup_bench.link_arguments(50.0, 0.02)),
+                         [sys.executable, os.path.join(HERE, "delay_link.py"), "--ns-a", "dtbench-a", "--ns-b",
+                          "dtbench-b", "--rtt-ms", "50.0", "--loss", "0.02"])
 
 
 LINES = ['{"event":"note","text":"waiting for a call"}', "not json", "[1, 2]",

@@ -34,6 +34,31 @@ extension SessionLedger {
     end
     """
 
+  /// Lua shared by the two scripts that store frames, `appendStep` (one message, numbered by
+  /// Redis) and `WriteBehindStore.batchScript` (a holder's batch): a session's log must come out
+  /// of both alike, whichever of them a session is stored by (it moves between the two).
+  static let sessionLog = """
+    -- A key a script creates gets the session's expiry (a refresh, `touch`, renews them all).
+    local function expire_new(meta, key)
+      local ttl = redis.call('PTTL', meta)
+      redis.call('PEXPIRE', key, ttl > 0 and ttl or 1)
+    end
+    -- The oldest unacknowledged frames go first past the bounds, the newest is always kept:
+    -- the log of `held` frames ("seq:frame"), `bytes` of frames, trimmed to `capacity` frames
+    -- and `max_bytes`. Returns the bytes and frames left and the seq of the last frame dropped
+    -- (nil: none).
+    local function trim_log(log, held, bytes, capacity, max_bytes)
+      local dropped = nil
+      while held > capacity or (bytes > max_bytes and held > 1) do
+        local oldest = redis.call('ZPOPMIN', log)
+        bytes = bytes - (#oldest[1] - string.find(oldest[1], ':', 1, true))
+        dropped = oldest[2]
+        held = held - 1
+      end
+      return bytes, held, dropped
+    end
+    """
+
   /// ARGV: user, device, node, expiry ms. Returns the session's epoch: one more than whatever had
   /// the id before, so that a write-behind holder of that one is refused (`WriteBehindStore`).
   static let openScript = RedisScript(
@@ -56,16 +81,12 @@ extension SessionLedger {
   /// unnumbered to its inbox.
   private static let appendStep = """
     \(letterIndex)
+    \(sessionLog)
     local function shared(at)
       return {head = ARGV[at], tail = ARGV[at + 1], request = ARGV[at + 2], once = ARGV[at + 3],
         capacity = tonumber(ARGV[at + 4]), max_bytes = tonumber(ARGV[at + 5]),
         reply_memory = tonumber(ARGV[at + 6]), once_memory = tonumber(ARGV[at + 7]),
         inbox_capacity = tonumber(ARGV[at + 8]), inbox_expiry = ARGV[at + 9], notify = ARGV[at + 10]}
-    end
-    -- A key a step creates gets the session's expiry (a refresh, `touch`, renews them all).
-    local function expire_new(meta, key)
-      local ttl = redis.call('PTTL', meta)
-      redis.call('PEXPIRE', key, ttl > 0 and ttl or 1)
     end
     -- One read and one write of the meta hash per message: what a relayed message costs Redis
     -- is mostly the commands its scripts run.
@@ -140,14 +161,8 @@ extension SessionLedger {
       local frame = a.head .. digits .. a.tail
       redis.call('ZADD', log, digits, digits .. ':' .. frame)
       local bytes = (tonumber(m[3]) or 0) + #frame
-      local count = redis.call('ZCARD', log)
-      local dropped = nil
-      while count > a.capacity or (bytes > a.max_bytes and count > 1) do
-        local oldest = redis.call('ZPOPMIN', log)
-        bytes = bytes - (#oldest[1] - string.find(oldest[1], ':', 1, true))
-        dropped = oldest[2]
-        count = count - 1
-      end
+      local count, dropped = redis.call('ZCARD', log), nil
+      bytes, count, dropped = trim_log(log, count, bytes, a.capacity, a.max_bytes)
       if dropped then
         update[#update + 1] = 'dropped'
         update[#update + 1] = dropped

@@ -14,11 +14,7 @@ extension WriteBehindStore {
     """
     local capacity, max_bytes, reply_memory = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
     local once_memory = tonumber(ARGV[4])
-    -- A key a batch creates gets the session's expiry (the holder's `touch` renews them all).
-    local function expire_new(meta, key)
-      local ttl = redis.call('PTTL', meta)
-      redis.call('PEXPIRE', key, ttl > 0 and ttl or 1)
-    end
+    \(SessionLedger.sessionLog)
     local refused = {}
     local at = 5
     for i = 1, #KEYS / 5 do
@@ -92,17 +88,12 @@ extension WriteBehindStore {
           end
         end
         if #entries > 0 then redis.call('ZADD', log, unpack(entries)) end
-        -- The oldest unacknowledged frames go first past the bounds, as with `appendStep`.
         local held = redis.call('ZCARD', log)
         -- Only this batch's frames in the log: it was created now.
         if held == count - from then expire_new(meta, log) end
-        local dropped = nil
-        while held > capacity or (bytes > max_bytes and held > 1) do
-          local oldest = redis.call('ZPOPMIN', log)
-          bytes = bytes - (#oldest[1] - string.find(oldest[1], ':', 1, true))
-          dropped = oldest[2]
-          held = held - 1
-        end
+        -- Bounded as with `appendStep`.
+        local dropped
+        bytes, held, dropped = trim_log(log, held, bytes, capacity, max_bytes)
         -- Its last letter's position, with its frames: a resume applies the letters after it
         -- (`SessionLedger.resumeHolding`), and only these are stored.
         local update = {'last', digits, 'bytes', bytes, 'onces', once_count}

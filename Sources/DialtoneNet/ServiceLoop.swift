@@ -92,7 +92,7 @@ final class ServiceLoop: @unchecked Sendable {
   private let stopper = UnsafeMutablePointer<dt_stopper>.allocate(capacity: 1)
   init(
     role: any ServiceRole, maxMessageBytes: Int, pingIntervalSeconds: Int, idleTimeoutSeconds: Int,
-    sweepSeconds: Double = 5
+    sweepSeconds: Double = 5, lwsTimeoutSeconds: UInt32 = 20
   ) throws {
     self.sweepSeconds = sweepSeconds
     self.role = role
@@ -134,7 +134,9 @@ final class ServiceLoop: @unchecked Sendable {
       // the message is delivered (also for a message split over frames, or cut mid-character).
       | UInt64(LWS_SERVER_OPTION_VALIDATE_UTF8)
     info.retry_and_idle_policy = UnsafePointer(retryPolicy)
-    info.timeout_secs = 20
+    // lws's own bound on each pending step (connect, handshake, close); tests that must tell
+    // it apart from an end of Dialtone's making set it longer than they run.
+    info.timeout_secs = lwsTimeoutSeconds
     // With libuv, lws owns SIGINT/SIGTERM; without signal_cb a SIGTERM leaves the loop spinning.
     info.signal_cb = { _, signum in ProcessSignals.deliver(signum) }
 

@@ -15,14 +15,25 @@ public enum WebSocketClientEvent: Sendable, Equatable {
 public final class WebSocketClient: Sendable {
   private let loop: ServiceLoop
 
-  public init(
+  public convenience init(
     maxMessageBytes: Int = 1 << 20, pingIntervalSeconds: Int = 25, idleTimeoutSeconds: Int = 75,
     keepaliveSweepSeconds: Double = 5
+  ) throws {
+    try self.init(
+      maxMessageBytes: maxMessageBytes, pingIntervalSeconds: pingIntervalSeconds,
+      idleTimeoutSeconds: idleTimeoutSeconds,
+      keepaliveSweepSeconds: keepaliveSweepSeconds, lwsTimeoutSeconds: 20)
+  }
+
+  /// `lwsTimeoutSeconds`: lws's own bound on a pending connect or handshake (`ServiceLoop`).
+  init(
+    maxMessageBytes: Int, pingIntervalSeconds: Int, idleTimeoutSeconds: Int, keepaliveSweepSeconds: Double,
+    lwsTimeoutSeconds: UInt32
   ) throws {
     signal(SIGPIPE, SIG_IGN)
     loop = try ServiceLoop(
       role: ClientRole(), maxMessageBytes: maxMessageBytes, pingIntervalSeconds: pingIntervalSeconds,
-      idleTimeoutSeconds: idleTimeoutSeconds, sweepSeconds: keepaliveSweepSeconds)
+      idleTimeoutSeconds: idleTimeoutSeconds, sweepSeconds: keepaliveSweepSeconds, lwsTimeoutSeconds: lwsTimeoutSeconds)
     loop.start(name: "dialtone-ws-client")
   }
 

@@ -50,3 +50,21 @@ public enum PostgresError: Error, Sendable, Equatable, CustomStringConvertible {
     }
   }
 }
+
+// The wrapper's own transaction errors, made in one place so that the plain and the pipelined
+// transaction report them alike.
+extension PostgresError {
+  /// BEGIN on a connection that already has a transaction open: PostgreSQL would only warn and
+  /// carry on in the outer one, so the inner body's "rollback" would not undo anything.
+  static let nestedTransaction = PostgresError.invalidRequest(
+    "a transaction is already open on this connection (nesting is not supported)")
+
+  /// 25P02: an earlier statement's error left the transaction aborted. `rolledBack` says whether
+  /// the wrapper has already rolled it back (at commit) or the caller is still inside it.
+  static func abortedTransaction(rolledBack: Bool) -> PostgresError {
+    .server(
+      sqlState: "25P02",
+      message: "the transaction was aborted by an earlier error" + (rolledBack ? " and was rolled back" : ""),
+      detail: nil)
+  }
+}

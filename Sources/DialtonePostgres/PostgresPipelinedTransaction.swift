@@ -38,9 +38,7 @@ public final class PostgresPipelinedTransaction {
   /// The last flight: what is queued, then COMMIT.
   func commit() throws(PostgresError) {
     guard !failed else {
-      throw .server(
-        sqlState: "25P02", message: "the transaction was aborted by an earlier error and was rolled back",
-        detail: nil)
+      throw .abortedTransaction(rolledBack: true)
     }
     _ = try send(pending + [PostgresStatement("COMMIT")])
   }
@@ -48,7 +46,7 @@ public final class PostgresPipelinedTransaction {
   private func send(_ statements: [PostgresStatement]) throws(PostgresError) -> [[PostgresRow]] {
     pending = []
     guard !failed else {
-      throw .server(sqlState: "25P02", message: "the transaction was aborted by an earlier error", detail: nil)
+      throw .abortedTransaction(rolledBack: false)
     }
     var flight = statements
     var skipped = 0
@@ -82,7 +80,7 @@ extension PostgresConnection {
   @discardableResult
   public func pipelinedTransaction<T>(_ body: (PostgresPipelinedTransaction) throws -> T) throws -> T {
     guard transactionStatus == PQTRANS_IDLE else {
-      throw PostgresError.invalidRequest("a transaction is already open on this connection (nesting is not supported)")
+      throw PostgresError.nestedTransaction
     }
     let transaction = PostgresPipelinedTransaction(self)
     do {

@@ -17,8 +17,7 @@ extension PostgresConnection {
   private func runTransaction<T, E: Error>(_ body: () throws(E) -> T, wrap: (PostgresError) -> E) throws(E) -> T {
     do throws(PostgresError) {
       guard transactionStatus == PQTRANS_IDLE else {
-        throw PostgresError.invalidRequest(
-          "a transaction is already open on this connection (nesting is not supported)")
+        throw PostgresError.nestedTransaction
       }
       try execute("BEGIN")
     } catch {
@@ -34,9 +33,7 @@ extension PostgresConnection {
     do throws(PostgresError) {
       if transactionStatus == PQTRANS_INERROR {
         try? execute("ROLLBACK")
-        throw PostgresError.server(
-          sqlState: "25P02", message: "the transaction was aborted by an earlier error and was rolled back",
-          detail: nil)
+        throw PostgresError.abortedTransaction(rolledBack: true)
       }
       try execute("COMMIT")
     } catch {

@@ -129,6 +129,56 @@ extension RedisTests {
             replies: ["r4": bytes(4, seq: 4), "r5": bytes(5, seq: 5)]))
     }
 
+    /// The batch script and `appendStep` bound a session's log with one Lua function: frames
+    /// stored in batches and the same frames appended one by one leave the same log and the same
+    /// `last`, `bytes` and `dropped`, under the count bound, the byte bound and a frame larger
+    /// than the byte bound (the newest is always kept).
+    @Test func batchesAndAppendsTrimTheLogAlike() throws {
+      let redis = try redis()
+      defer { redis.close() }
+      let limits = SessionLedger.Limits(capacity: 4, maxBytes: 120, expiry: .seconds(60))
+      let (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
+      let (appended, batched, holder) = (session(), session(), node())
+      try ledger.open(appended, userId: "alice", deviceId: "phone", node: holder)
+      try ledger.open(batched, userId: "alice", deviceId: "phone", node: holder)
+      // `{"seq":N,"p":"x…"}`: 17 bytes for one x.
+      let frames = [1, 1, 1, 1, 1, 1, 60, 200].map { pad in
+        SessionLedger.Frame(
+          head: Array(#"{"seq":"#.utf8), tail: Array(#","p":"\#(String(repeating: "x", count: pad))"}"#.utf8))
+      }
+      func state(_ id: String) throws -> [RedisReply] {
+        try redis.pipeline([
+          ["HMGET", .string("dt:session:{\(id)}:meta"), "last", "bytes", "dropped"],
+          ["ZRANGE", .string("dt:session:{\(id)}:log"), "0", "-1", "WITHSCORES"],
+        ])
+      }
+      // Six small frames (the count bound drops 1 and 2), a larger one (the byte bound drops 4),
+      // one over the byte bound on its own (kept alone).
+      for (number, range) in [(1, 0..<6), (2, 6..<7), (3, 7..<8)] {
+        for frame in frames[range] { _ = try ledger.append(frame, to: appended, from: holder) }
+        let batch = Batch(
+          number: UInt64(number),
+          sessions: [
+            .init(
+              id: batched, epoch: 1,
+              frames: range.map { .init(seq: UInt64($0 + 1), bytes: frames[$0].bytes(seq: UInt64($0 + 1))) })
+          ])
+        #expect(try store.store(batch, from: holder) == [:])
+        #expect(try state(batched) == state(appended), "after batch \(number)")
+        if number == 2 {
+          #expect(
+            try ledger.range(batched, after: 4)
+              == .messages(
+                (5...7).map { .init(sessionID: batched, seq: $0, bytes: frames[Int($0) - 1].bytes(seq: $0)) }))
+        }
+        if number == 2 { #expect(try ledger.range(batched, after: 3) == .dropped) }
+      }
+      #expect(
+        try ledger.range(batched, after: 7)
+          == .messages([.init(sessionID: batched, seq: 8, bytes: frames[7].bytes(seq: 8))]))
+      #expect(try ledger.range(batched, after: 6) == .dropped)
+    }
+
     @Test func aBatchOfThousandsOfFramesForOneSessionIsStoredWhole() throws {
       let redis = try redis()
       defer { redis.close() }

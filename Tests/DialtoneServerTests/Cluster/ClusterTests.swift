@@ -19,16 +19,18 @@ private func messagesUntilReply(_ probe: SignalingProbe, _ id: String) async thr
   throw ProbeFailure(description: "no answer to \(id)")
 }
 
-/// Alice on node 1 calls Bob on node 2, who answers: both have read the accept.
-private func answeredCall(_ cluster: TestCluster) async throws -> (SignalingProbe, SignalingProbe, CallID) {
+/// Alice on node 1 calls Bob, whose phone is on node 2 and laptop on node 3: both ring.
+private func ringingTwoDevices(_ cluster: TestCluster) async throws -> (
+  alice: SignalingProbe, phone: SignalingProbe, laptop: SignalingProbe, call: CallID
+) {
   let alice = try await cluster.connect("alice", on: 0)
-  let bob = try await cluster.connect("bob", on: 1)
+  let phone = try await cluster.connect("bob", device: "phone", on: 1)
+  let laptop = try await cluster.connect("bob", device: "laptop", on: 2)
   let call = callID()
   #expect(try await alice.invite(call, to: "bob").isAck)
-  _ = try await bob.expect(.invite)
-  #expect(try await bob.act(.accept(.init(callId: call, answer: answer))).isAck)
-  _ = try await alice.expect(.accept)
-  return (alice, bob, call)
+  _ = try await phone.expect(.invite)
+  _ = try await laptop.expect(.invite)
+  return (alice, phone, laptop, call)
 }
 
 private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n")
@@ -106,13 +108,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
 
   @Test func aDeclineOnOneNodeEndsTheRingOnTheOthers() async throws {
     let cluster = try await TestCluster.start()
-    let alice = try await cluster.connect("alice", on: 0)
-    let phone = try await cluster.connect("bob", device: "phone", on: 1)
-    let laptop = try await cluster.connect("bob", device: "laptop", on: 2)
-    let call = callID()
-    #expect(try await alice.invite(call, to: "bob").isAck)
-    _ = try await phone.expect(.invite)
-    _ = try await laptop.expect(.invite)
+    let (alice, phone, laptop, call) = try await ringingTwoDevices(cluster)
     #expect(try await laptop.act(.decline(.init(callId: call))).isAck)
     #expect(try await alice.expect(.callEnded).endReason == .declined)
     #expect(try await phone.expect(.callEnded).endReason == .declinedElsewhere)
@@ -121,7 +117,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
 
   @Test func theCallOfANodeThatLeftIsTakenOverWhenItsDevicesCarryOn() async throws {
     let cluster = try await TestCluster.start()
-    let (_, bob, call) = try await answeredCall(cluster)
+    let (_, bob, call) = try await cluster.answeredCall()
 
     // Alice's node stops; her phone reconnects to the third node. The call is in the shared
     // journal: the first request about it takes it over, and her new session, which reached no
@@ -164,13 +160,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
 
   @Test func twoDevicesAcceptingOnTwoNodesAtOnceHaveOneWinner() async throws {
     let cluster = try await TestCluster.start()
-    let alice = try await cluster.connect("alice", on: 0)
-    let phone = try await cluster.connect("bob", device: "phone", on: 1)
-    let laptop = try await cluster.connect("bob", device: "laptop", on: 2)
-    let call = callID()
-    #expect(try await alice.invite(call, to: "bob").isAck)
-    _ = try await phone.expect(.invite)
-    _ = try await laptop.expect(.invite)
+    let (alice, phone, laptop, call) = try await ringingTwoDevices(cluster)
     let accept = ClientMessage.accept(.init(callId: call, answer: answer))
     phone.send(ClientEnvelope(id: "a-phone", message: accept))
     laptop.send(ClientEnvelope(id: "a-laptop", message: accept))
@@ -268,7 +258,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
 
   @Test func aDeviceResumesOnAnotherNodeWithNothingLostOrDuplicated() async throws {
     let cluster = try await TestCluster.start()
-    let (alice, bob, call) = try await answeredCall(cluster)
+    let (alice, bob, call) = try await cluster.answeredCall()
     bob.ack()
     let (session, lastSeq) = (try #require(bob.sessionId), bob.lastSeq)
     // Bob's candidate reaches Alice; its answer is stored for Bob, whose socket drops unread.
@@ -309,7 +299,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
 
   @Test func aClientsAcknowledgementReachesRedisWithHousekeepingAndFreesWhatItHas() async throws {
     let cluster = try await TestCluster.start(2)
-    let (alice, bob, call) = try await answeredCall(cluster)
+    let (alice, bob, call) = try await cluster.answeredCall()
     for n in 1...3 { #expect(try await alice.candidateFor(call, n).isAck) }
     for _ in 1...3 { _ = try await bob.expect(.candidate) }
     let session = try #require(bob.sessionId)
@@ -329,7 +319,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
 
   @Test func aDeviceWhoseNodeStoppedResumesOnAnotherOne() async throws {
     let cluster = try await TestCluster.start()
-    let (alice, bob, call) = try await answeredCall(cluster)
+    let (alice, bob, call) = try await cluster.answeredCall()
     let (session, lastSeq) = (try #require(bob.sessionId), bob.lastSeq)
 
     // Bob's node drains; what Alice sends meanwhile is kept for him, though no node holds him.
@@ -355,7 +345,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
 
   @Test func aRedisThatLostItsStateHasEveryClientResyncAndTheCallGoesOn() async throws {
     let cluster = try await TestCluster.start()
-    let (alice, bob, call) = try await answeredCall(cluster)
+    let (alice, bob, call) = try await cluster.answeredCall()
     let sessions = (try #require(alice.sessionId), try #require(bob.sessionId))
 
     // As a Redis without persistence restarting: every key is gone.

@@ -7,25 +7,9 @@ import Testing
 
 @testable import DialtoneServer
 
-private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n")
-
 /// A cluster whose nodes run `--cluster-sessions write-behind`.
 private func writeBehindCluster(_ count: Int = 3) async throws -> TestCluster {
   try await TestCluster.start(count) { $0.writeBehindSessions = true }
-}
-
-/// Alice on `aliceNode` calls Bob on `bobNode`, who answers.
-private func answeredCall(_ cluster: TestCluster, alice aliceNode: Int, bob bobNode: Int) async throws -> (
-  SignalingProbe, SignalingProbe, CallID
-) {
-  let alice = try await cluster.connect("alice", on: aliceNode)
-  let bob = try await cluster.connect("bob", on: bobNode)
-  let call = callID()
-  #expect(try await alice.invite(call, to: "bob").isAck)
-  _ = try await bob.expect(.invite)
-  #expect(try await bob.act(.accept(.init(callId: call, answer: answer))).isAck)
-  _ = try await alice.expect(.accept)
-  return (alice, bob, call)
 }
 
 /// The frames Redis holds in a session's log, as text.
@@ -43,7 +27,7 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
 @Suite(.scratchPostgres, .scratchRedis, .serialized) struct WriteBehindClusterTests {
   @Test func aRelayedCandidateReachesThePeerOnAnotherNodeAndIsStoredForAResumeElsewhere() async throws {
     let cluster = try await writeBehindCluster()
-    let (alice, bob, call) = try await answeredCall(cluster, alice: 0, bob: 1)
+    let (alice, bob, call) = try await cluster.answeredCall(alice: 0, bob: 1)
     bob.ack()
     let (session, lastSeq) = (try #require(bob.sessionId), bob.lastSeq)
     // Alice's node leaves each candidate unnumbered in Bob's node's inbox; his node numbers it,
@@ -82,7 +66,7 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
 
   @Test func anAnswerIsWrittenOnlyOnceWhatItsRequestCausedIsStored() async throws {
     let cluster = try await writeBehindCluster(1)
-    let (alice, bob, call) = try await answeredCall(cluster, alice: 0, bob: 0)
+    let (alice, bob, call) = try await cluster.answeredCall(alice: 0, bob: 0)
     let session = try #require(bob.sessionId)
     for n in 1...5 {
       // The moment Alice reads her ack, Bob's copy is in Redis (it was written to him at once).
@@ -111,7 +95,7 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
       $0.batchWindowMilliseconds = 3000
     }
     // The call runs on Alice's node: Bob's requests are forwarded there.
-    let (alice, bob, call) = try await answeredCall(cluster, alice: 0, bob: 1)
+    let (alice, bob, call) = try await cluster.answeredCall(alice: 0, bob: 1)
     let aliceSession = try #require(alice.sessionId)
     for n in 1...2 {
       #expect(try await bob.candidateFor(call, n).isAck)
@@ -125,7 +109,7 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
 
   @Test func aSessionTakenByAnotherEpochHasItsBatchRefusedAndItsSocketClosed() async throws {
     let cluster = try await writeBehindCluster(2)
-    let (alice, bob, call) = try await answeredCall(cluster, alice: 0, bob: 1)
+    let (alice, bob, call) = try await cluster.answeredCall(alice: 0, bob: 1)
     let session = try #require(bob.sessionId)
     // Another node resumed Bob's session (its epoch moved on) before Bob's node heard of it.
     let redis = try cluster.connect()
@@ -183,7 +167,7 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
 
   @Test func aResumeWhileTheDeadHoldersHeartbeatIsFreshGetsEveryLetterItHadNotStoredOnceInOrder() async throws {
     let cluster = try await writeBehindCluster(3)
-    let (alice, bob, call) = try await answeredCall(cluster, alice: 0, bob: 1)
+    let (alice, bob, call) = try await cluster.answeredCall(alice: 0, bob: 1)
     let session = try #require(bob.sessionId)
     let holder = try #require(cluster.nodes[1].server.cluster?.thisNode)
     // Three candidates reach Bob through his node, which stores them.
@@ -226,7 +210,7 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
 
   @Test func aHolderWhoseBatchLandsAfterAResumeElsewhereSendsItsLettersNowhereAndEachArrivesOnce() async throws {
     let cluster = try await writeBehindCluster(3)
-    let (alice, bob, call) = try await answeredCall(cluster, alice: 0, bob: 1)
+    let (alice, bob, call) = try await cluster.answeredCall(alice: 0, bob: 1)
     bob.ack()
     let (session, lastSeq) = (try #require(bob.sessionId), bob.lastSeq)
     // Bob's node stalls on Redis (as a node frozen mid batch): it numbers Alice's letters (three
@@ -276,7 +260,7 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     async throws
   {
     let cluster = try await writeBehindCluster(2)
-    let (alice, bob, call) = try await answeredCall(cluster, alice: 0, bob: 1)
+    let (alice, bob, call) = try await cluster.answeredCall(alice: 0, bob: 1)
     let session = try #require(bob.sessionId)
     for n in 1...2 { #expect(try await alice.candidateFor(call, n).isAck) }
     for _ in 1...2 { _ = try await bob.expect(.candidate) }
@@ -340,7 +324,7 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
 
   @Test func aNodeWhoseLeaseLapsesClosesItsSockets() async throws {
     let cluster = try await writeBehindCluster(2)
-    let (alice, bob, _) = try await answeredCall(cluster, alice: 0, bob: 1)
+    let (alice, bob, _) = try await cluster.answeredCall(alice: 0, bob: 1)
     // Bob's node's clock jumps past its lease (as after a freeze): it stops and closes.
     try #require(cluster.nodes[1].server.cluster?.writeBehind).jumpClock(by: .seconds(30))
     #expect(try await bob.closeCode() == UInt16(CloseCode.tryAgainLater.rawValue))
@@ -348,24 +332,42 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     await cluster.stop()
   }
 
+  /// One write-behind node with a small per-session bound (a quarter of 64 KiB unacknowledged),
+  /// Alice and Bob in a call on it, and Redis slow (`held`: nothing the holder numbers from now
+  /// on is stored until it is opened). Alice's trickle of 100 candidates passes what Bob's session
+  /// may hold unstored; her acks wait for Redis, so what she reads first (`first`) is the answer
+  /// to the candidate that passed the bound.
+  private struct OverTheBound {
+    let cluster: TestCluster
+    let alice: SignalingProbe
+    let bob: SignalingProbe
+    let call: CallID
+    let held: HeldSender
+    let first: ServerEnvelope
+
+    init() async throws {
+      cluster = try await TestCluster.start(1) {
+        $0.writeBehindSessions = true
+        $0.limits.maxUnackedBytes = 65_536
+      }
+      (alice, bob, call) = try await cluster.answeredCall(alice: 0, bob: 0)
+      held = HeldSender(try #require(cluster.nodes[0].server.cluster))
+      for n in 1...100 {
+        alice.send(ClientEnvelope(id: "c\(n)", message: .candidate(.init(callId: call, candidate: candidate(n)))))
+      }
+      first = try await alice.next("the refusal")
+    }
+  }
+
   @Test func anEventRefusedBecauseTooMuchWaitsForRedisIsAnsweredRateLimitedAndHandledAfreshWhenSentAgain()
     async throws
   {
-    // A small per-session bound (a quarter of 64 KiB unacknowledged) that a burst fills.
-    let cluster = try await TestCluster.start(1) {
-      $0.writeBehindSessions = true
-      $0.limits.maxUnackedBytes = 65_536
-    }
-    let (alice, bob, call) = try await answeredCall(cluster, alice: 0, bob: 0)
-    let link = try #require(cluster.nodes[0].server.cluster)
-    // Redis is slow: nothing the holder numbers from now on is stored until `held` is opened.
-    let held = HeldSender(link)
-    for n in 1...100 {
-      alice.send(ClientEnvelope(id: "c\(n)", message: .candidate(.init(callId: call, candidate: candidate(n)))))
-    }
-    // Her acks wait for Redis; what comes first is the refusal of the event that passed Bob's
-    // bound: `rate-limited`, outside the sequence, and her socket stays open.
-    let first = try await alice.next("the refusal")
+    let over = try await OverTheBound()
+    let (cluster, alice, bob, call, held, first) = (
+      over.cluster, over.alice, over.bob, over.call, over.held, over.first
+    )
+    // The refusal of the event that passed Bob's bound: `rate-limited`, outside the sequence, and
+    // her socket stays open.
     #expect(first.seq == nil)
     guard case .error(let error) = first.message, error.code == .rateLimited, let refusedID = error.replyTo,
       let n = Int(refusedID.dropFirst())
@@ -387,18 +389,11 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
   }
 
   @Test func aHangUpForASessionOverItsBoundIsNotRefusedAndEndsTheCallForThePeer() async throws {
-    let cluster = try await TestCluster.start(1) {
-      $0.writeBehindSessions = true
-      $0.limits.maxUnackedBytes = 65_536
-    }
-    let (alice, bob, call) = try await answeredCall(cluster, alice: 0, bob: 0)
-    let link = try #require(cluster.nodes[0].server.cluster)
-    let held = HeldSender(link)
-    // Alice's trickle fills what Bob's session may hold unstored: a candidate is refused.
-    for n in 1...100 {
-      alice.send(ClientEnvelope(id: "c\(n)", message: .candidate(.init(callId: call, candidate: candidate(n)))))
-    }
-    let first = try await alice.next("the refusal")
+    let over = try await OverTheBound()
+    let (cluster, alice, bob, call, held, first) = (
+      over.cluster, over.alice, over.bob, over.call, over.held, over.first
+    )
+    // Alice's trickle filled what Bob's session may hold unstored: a candidate is refused.
     guard case .error(let error) = first.message, error.code == .rateLimited else {
       Issue.record("expected rate-limited, got \(first.message)")
       return

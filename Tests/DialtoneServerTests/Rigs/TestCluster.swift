@@ -95,3 +95,21 @@ struct TestCluster {
     return try CallOwnership(connection, leaseDuration: .seconds(10)).owner(of: callId)
   }
 }
+
+extension TestCluster {
+  private static let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n")
+
+  /// Alice on node `aliceNode` calls Bob on node `bobNode`, who answers: both have read the accept.
+  func answeredCall(alice aliceNode: Int = 0, bob bobNode: Int = 1) async throws -> (
+    SignalingProbe, SignalingProbe, CallID
+  ) {
+    let alice = try await connect("alice", on: aliceNode)
+    let bob = try await connect("bob", on: bobNode)
+    let call = callID()
+    #expect(try await alice.invite(call, to: "bob").isAck)
+    _ = try await bob.expect(.invite)
+    #expect(try await bob.act(.accept(.init(callId: call, answer: Self.answer))).isAck)
+    _ = try await alice.expect(.accept)
+    return (alice, bob, call)
+  }
+}
