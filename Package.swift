@@ -115,15 +115,9 @@ let package = Package(
     .target(
       name: "DialtoneGStreamer", dependencies: ["CGStreamer", "DialtoneClient", "DialtoneCrypto", "DialtoneSupport"],
       swiftSettings: [.unsafeFlags(gstreamerIncludes.flatMap { ["-Xcc", "-I\($0)"] })]),
-    // The settings dialtone-server's jemalloc starts with (its `malloc_conf`), owned by DialtoneAllocator.
-    .target(name: "CJemallocSettings"),
-    // jemalloc wrapped once (its version and settings, asked through mallctl); linked on Linux only.
+    // jemalloc wrapped once (its version, asked through mallctl); linked on Linux only.
     .target(
-      name: "DialtoneAllocator",
-      dependencies: [
-        .target(name: "CJemalloc", condition: .when(platforms: [.linux])),
-        .target(name: "CJemallocSettings", condition: .when(platforms: [.linux])),
-      ]),
+      name: "DialtoneAllocator", dependencies: [.target(name: "CJemalloc", condition: .when(platforms: [.linux]))]),
     .executableTarget(
       name: "dialtone-server",
       dependencies: [
