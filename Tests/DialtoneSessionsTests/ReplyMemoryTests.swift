@@ -173,6 +173,46 @@ struct ReplyMemoryTests {
     }
     for k in 0..<(capacity * 3) { lookUp("r\(k)", -1) }
   }
+
+  /// The ring's storage grows by doubling up to `capacity` (the slots moved, the table rebuilt
+  /// from the indexed ones): with forgets and repeats while it grows, at capacities just past
+  /// each doubling and at the server's 512, every id ever used answers as the ring model after
+  /// each step that crossed a doubling, and after the last.
+  @Test(arguments: [9, 17, 33, 65, 129, 512])
+  func growsThroughEveryRoomAsTheRingModel(capacity: Int) {
+    var random = SeededGenerator(seed: 0x5EED_0000 &+ UInt64(capacity))
+    func next(_ n: Int) -> Int { random.below(n) }
+    var memory = ReplyMemory(capacity: capacity)
+    var ring = ReplyRing(capacity: capacity)
+    var remembered = 0
+    for step in 0..<(capacity * 3) {
+      let id = "req-\(next(capacity * 2))-\(step % 3)"
+      if next(5) == 0 {
+        ring.forget(id)
+        memory.forget(id)
+        continue
+      }
+      #expect(memory.reply(to: id) == ring.reply(to: id), "step \(step), \(id)")
+      let reply = Self.reply(next(6), to: id, step: step)
+      ring.remember(reply, for: id)
+      memory.remember(reply, for: id)
+      remembered += 1
+      if remembered.nonzeroBitCount == 1 || remembered.nonzeroBitCount == 2 && remembered & 1 == 1 {
+        for k in 0..<(capacity * 2) {
+          for suffix in 0..<3 {
+            let probe = "req-\(k)-\(suffix)"
+            #expect(memory.reply(to: probe) == ring.reply(to: probe), "step \(step), \(probe)")
+          }
+        }
+      }
+    }
+    for k in 0..<(capacity * 2) {
+      for suffix in 0..<3 {
+        let probe = "req-\(k)-\(suffix)"
+        #expect(memory.reply(to: probe) == ring.reply(to: probe), "end, \(probe)")
+      }
+    }
+  }
 }
 
 /// The plain model of `ReplyMemory`: the last `capacity` distinct ids in the order they were
