@@ -204,6 +204,13 @@ package final class WriteBehindShell: Sendable {
 
   // MARK: Frames
 
+  /// Admission before the hub handles a request of this node's own client
+  /// (`WriteBehindHolder.admit`): false when the node cannot take what it may cause now (the hub
+  /// answers `rate-limited` and handles nothing).
+  package func admit(_ requestID: String, of session: String, bytes: Int) -> Bool {
+    state.withLock { $0.holder.admit(requestID, of: session, bytes: bytes, now: now()) }
+  }
+
   /// A frame of the hub's current event for a session held here.
   package func add(_ outgoing: WriteBehindHolder.Outgoing) { state.withLock { $0.event.append(outgoing) } }
 
