@@ -40,10 +40,7 @@ package final class WriteBehindShell: Sendable {
     var read: InboxPosition?
     /// Answers to requests other nodes forwarded, each waiting for the holder's events through
     /// `event` to be stored (`flush(replies:)`), in the order they go.
-    var replies: [WaitingReplies] = []
-    /// The answers in `replies` (each entry holds an event's: one or more), at most
-    /// `WriteBehindHolder.Limits.maxWaitingReplies`.
-    var repliesWaiting = 0
+    var replies = WaitingQueue()
     /// The holder's events stored through here, as its effects applied so far said.
     var storedThrough: UInt64 = 0
   }
@@ -51,6 +48,36 @@ package final class WriteBehindShell: Sendable {
   private struct WaitingReplies {
     let event: UInt64
     let replies: ForwardedReplies
+  }
+
+  /// The waiting answers' entries (each an event's: one or more answers) and how many answers
+  /// they hold, at most `WriteBehindHolder.Limits.maxWaitingReplies`: the count changes only
+  /// here, with the entries.
+  private struct WaitingQueue {
+    private(set) var entries: [WaitingReplies] = []
+    private(set) var answers = 0
+
+    mutating func insert(_ entry: WaitingReplies, at index: Int) {
+      entries.insert(entry, at: index)
+      answers += entry.replies.requests.count
+    }
+
+    /// The entries whose events are stored through `through`, taken from the front.
+    mutating func takeDue(through: UInt64) -> [ForwardedReplies] {
+      let count = entries.prefix { $0.event <= through }.count
+      let due = entries.prefix(count).map(\.replies)
+      entries.removeFirst(count)
+      answers -= due.reduce(0) { $0 + $1.requests.count }
+      return due
+    }
+
+    /// The answers of the entries waiting for events after `through`, taken out.
+    mutating func takeAfter(_ through: UInt64) -> [RefusedRequest] {
+      let dropped = entries.filter { $0.event > through }.flatMap(\.replies.requests)
+      entries.removeAll { $0.event > through }
+      answers -= dropped.count
+      return dropped
+    }
   }
 
   /// The answers of one hub event to requests other nodes forwarded here (`ClusterLink.reply`):
@@ -220,7 +247,7 @@ package final class WriteBehindShell: Sendable {
   /// may be stored at once, with the event's other steps.
   package func defersReplies(to requests: [RefusedRequest]) -> Bool {
     state.withLock { state in
-      !state.event.isEmpty || Self.lastWaiting(for: requests, state.replies) != nil
+      !state.event.isEmpty || Self.lastWaiting(for: requests, state.replies.entries) != nil
     }
   }
 
@@ -241,20 +268,19 @@ package final class WriteBehindShell: Sendable {
   /// sessions waiting before them. Answers that would pass `maxWaitingReplies` are not queued:
   /// returned, to be dropped (`dropReplies`), as an event's over the node's bound are.
   private static func wait(_ replies: ForwardedReplies, for event: UInt64, _ state: inout State) -> [RefusedRequest] {
-    guard state.repliesWaiting + replies.requests.count <= state.holder.limits.maxWaitingReplies else {
+    guard state.replies.answers + replies.requests.count <= state.holder.limits.maxWaitingReplies else {
       return replies.requests
     }
-    state.repliesWaiting += replies.requests.count
     var event = event > state.holder.storedThrough ? event : 0
     if event > 0 { state.holder.awaitStored(through: event) }
-    event = max(event, lastWaiting(for: replies.requests, state.replies) ?? 0)
-    let at = state.replies.lastIndex { $0.event <= event }.map { $0 + 1 } ?? 0
+    event = max(event, lastWaiting(for: replies.requests, state.replies.entries) ?? 0)
+    let at = state.replies.entries.lastIndex { $0.event <= event }.map { $0 + 1 } ?? 0
     state.replies.insert(WaitingReplies(event: event, replies: replies), at: at)
     return []
   }
 
   /// Answers waiting for their events to be stored (tests: the bound holds).
-  package var repliesWaiting: Int { state.withLock { $0.repliesWaiting } }
+  package var repliesWaiting: Int { state.withLock { $0.replies.answers } }
 
   /// `add` if its session is held here (one lock for both: the hub asks for every message);
   /// whether it was.
@@ -442,10 +468,7 @@ package final class WriteBehindShell: Sendable {
           defer { state.outbox.removeAll(keepingCapacity: true) }
           return (state.outbox, [])
         }
-        let count = state.replies.prefix { $0.event <= state.storedThrough }.count
-        let due = state.replies.prefix(count).map(\.replies)
-        state.replies.removeFirst(count)
-        state.repliesWaiting -= due.reduce(0) { $0 + $1.requests.count }
+        let due = state.replies.takeDue(through: state.storedThrough)
         if due.isEmpty { state.pumping = false }
         return ([], due)
       }
@@ -456,7 +479,7 @@ package final class WriteBehindShell: Sendable {
   }
 
   private static func replyDue(_ state: State) -> Bool {
-    state.replies.first.map { $0.event <= state.storedThrough } ?? false
+    state.replies.entries.first.map { $0.event <= state.storedThrough } ?? false
   }
 
   private func apply(_ effects: [WriteBehindHolder.Effect]) {
@@ -490,10 +513,7 @@ package final class WriteBehindShell: Sendable {
       case .eventsDropped(let through):
         // Answers waiting for events the lapse dropped never go; those due already do.
         let dropped = state.withLock { state -> [RefusedRequest] in
-          let kept = state.replies.filter { $0.event <= state.storedThrough }
-          let dropped = state.replies.filter { $0.event > state.storedThrough }.flatMap(\.replies.requests)
-          state.replies = kept
-          state.repliesWaiting -= dropped.count
+          let dropped = state.replies.takeAfter(state.storedThrough)
           state.storedThrough = max(state.storedThrough, through)
           return dropped
         }
