@@ -41,6 +41,8 @@ package final class WriteBehindShell: Sendable {
     /// Answers to requests other nodes forwarded, each waiting for the holder's events through
     /// `event` to be stored (`flush(replies:)`), in the order they go.
     var replies = WaitingQueue()
+    /// Answers dropped over `maxWaitingReplies` since the last flush reported them.
+    var overBound = 0
     /// The holder's events stored through here, as its effects applied so far said.
     var storedThrough: UInt64 = 0
   }
@@ -105,6 +107,8 @@ package final class WriteBehindShell: Sendable {
   private let log: Log
   /// Told of each batch sent: what sent it and its frames (`/metrics`).
   private let onBatch: @Sendable (WriteBehindBatch.Cut, Int) -> Void
+  /// Told how many answers to forwarded requests were dropped over `maxWaitingReplies` (`/metrics`).
+  private let onAnswersOverBound: @Sendable (Int) -> Void
   /// Runs the periodic lease check (`tick`). The batch window's wakes run on the sender
   /// (`RedisWorker.wake`), where the batch they cut goes anyway.
   private let timers = DispatchQueue(label: "dialtone.write-behind.timers")
@@ -117,9 +121,11 @@ package final class WriteBehindShell: Sendable {
     node: String, holder: WriteBehindHolder.Limits, ledger: SessionLedger.Limits, sender: RedisWorker,
     inbox: Locked<(any ClusterInbox)?>, poison: Locked<SessionPoison> = Locked(SessionPoison()), log: Log,
     now: @escaping @Sendable () -> Instant = { ContinuousClock.now },
-    onBatch: @escaping @Sendable (WriteBehindBatch.Cut, Int) -> Void = { _, _ in }
+    onBatch: @escaping @Sendable (WriteBehindBatch.Cut, Int) -> Void = { _, _ in },
+    onAnswersOverBound: @escaping @Sendable (Int) -> Void = { _ in }
   ) {
     self.onBatch = onBatch
+    self.onAnswersOverBound = onAnswersOverBound
     self.node = node
     self.sender = sender
     self.inbox = inbox
@@ -269,6 +275,7 @@ package final class WriteBehindShell: Sendable {
   /// returned, to be dropped (`dropReplies`), as an event's over the node's bound are.
   private static func wait(_ replies: ForwardedReplies, for event: UInt64, _ state: inout State) -> [RefusedRequest] {
     guard state.replies.answers + replies.requests.count <= state.holder.limits.maxWaitingReplies else {
+      state.overBound += replies.requests.count
       return replies.requests
     }
     var event = event > state.holder.storedThrough ? event : 0
@@ -337,7 +344,15 @@ package final class WriteBehindShell: Sendable {
       let requesters = Set(requests.map(\.sessionID))
       return ((requesters.isEmpty ? Set(event.map(\.session)) : requesters).sorted(), [], dropped)
     }
-    if !dropped.isEmpty { dropReplies(dropped) }
+    if !dropped.isEmpty {
+      // Rare: only then is the count of those over the bound read (one lock more).
+      let over = state.withLock { state in
+        defer { state.overBound = 0 }
+        return state.overBound
+      }
+      if over > 0 { onAnswersOverBound(over) }
+      dropReplies(dropped)
+    }
     if !refused.isEmpty {
       log.warning("\(refused.count) request(s) answered rate-limited: too much waits for Redis")
       inbox.current?.receive(.requestsRefused(refused))
