@@ -57,9 +57,10 @@ extension RedisTests {
       #expect(shell.admit("a1", of: session.id, bytes: 100))
       // Meanwhile another node's relayed candidates for her come (about 3,000 bytes held each):
       // never refused, they fill the node past its bound.
-      for n in 1...3 {
+      for n in 1...4 {
         shell.letter(.init(session: session.id, frame: frame(n, size: 1_500), kind: .candidate), position: "\(n)-0")
       }
+      // (The reader stops at the bound; the fourth was read before it looked: ~12,000 held.)
       #expect(!shell.acceptsLetters)
       // The hub handled the accept: its answer (and what it caused) is numbered, not refused, and
       // no session resyncs.
@@ -69,10 +70,10 @@ extension RedisTests {
       #expect(hub.events.current.isEmpty && poison.current.isEmpty)
       // Her next request is refused before it is handled (the hub answers `rate-limited`).
       #expect(!shell.admit("a2", of: session.id, bytes: 100))
-      // The store-first answer went at once (its batch is urgent): Redis has it after the letters.
+      // The store-first answer went at once (its batch is urgent): Redis has it after the four letters.
       let stored = polled(within: 10) {
         guard case .messages(let frames)? = try? session.ledger.range(session.id, after: 0) else { return false }
-        return frames.map(\.seq) == [1, 2, 3, 4]
+        return frames.map(\.seq) == [1, 2, 3, 4, 5]
       }
       #expect(stored)
       let idle = polled(within: 10) { shell.admit("a2", of: session.id, bytes: 100) }
