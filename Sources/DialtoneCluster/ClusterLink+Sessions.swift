@@ -150,6 +150,12 @@ extension ClusterLink: SessionStore {
     return decoded
   }
 
+  /// Write-behind: the node's bound (`WriteBehindShell.admit`); store-first stores each step as
+  /// it comes, with nothing held for Redis here.
+  package func admit(_ requestID: String, of sessionID: String, bytes: Int) -> Bool {
+    writeBehind?.admit(requestID, of: sessionID, bytes: bytes) ?? true
+  }
+
   package func append(_ message: ServerMessage, to sessionID: String, answering requestID: String?, coalesced: Bool) {
     // Encoded once, for whichever path takes it.
     let (frame, once) = (Self.frame(message), OnceKey.of(message))

@@ -182,7 +182,8 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
         onBatch: { [batches = metrics.batches, frames = metrics.batchFrames] cut, count in
           batches.labels(cut.rawValue).increment()
           frames.increment(by: Double(count))
-        })
+        },
+        onAnswersOverBound: { [dropped = metrics.answersOverBound] count in dropped.increment(by: Double(count)) })
     } else {
       writeBehind = nil
     }

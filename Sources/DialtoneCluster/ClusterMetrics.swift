@@ -18,6 +18,9 @@ package struct ClusterMetrics: Sendable {
   /// and the frames they carried.
   package let batches: MetricFamily<Counter>
   package let batchFrames: Counter
+  /// Answers to forwarded requests a write-behind node dropped because `maxWaitingReplies` of them
+  /// waited for their events already (their requests are routed again and handled afresh).
+  package let answersOverBound: Counter
 
   package init(registry r: MetricsRegistry) {
     transactions =
@@ -52,6 +55,11 @@ package struct ClusterMetrics: Sendable {
       "Write-behind batches sent to Redis, by what sent them (window, urgent, full).", labels: ["cut"])
     batchFrames =
       r.counter("dialtone_cluster_write_behind_batch_frames_total", "Frames those batches carried.").unlabelled
+    answersOverBound =
+      r.counter(
+        "dialtone_cluster_write_behind_answers_dropped_total",
+        "Answers to forwarded requests dropped because too many waited for their events to be stored."
+      ).unlabelled
   }
 
   /// What a node's Redis connections report of their WAITs, counted in `replicaWaits`.

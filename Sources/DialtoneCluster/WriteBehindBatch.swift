@@ -42,7 +42,8 @@ package struct WriteBehindBatch: Sendable, Equatable {
   /// Counts the holder's batches, so that a result is matched to the batch it answers.
   package let number: UInt64
   package var sessions: [Session]
-  /// What sent it (counted in `/metrics`: how full batches are, and why).
+  /// What sent it (counted in `/metrics`: how full batches are, and why); part of its value
+  /// like the rest (two batches cut for different reasons are not the same holder output).
   package let cut: Cut
 
   package init(number: UInt64, sessions: [Session], cut: Cut = .window) {
@@ -60,9 +61,6 @@ package struct WriteBehindBatch: Sendable, Equatable {
     /// The queue held a batch's worth of frames.
     case full
   }
-
-  /// The same batch whatever sent it (`cut` is a report, not content).
-  package static func == (a: Self, b: Self) -> Bool { a.number == b.number && a.sessions == b.sessions }
 
   package var frameCount: Int { sessions.reduce(0) { $0 + $1.frames.count } }
 

@@ -28,11 +28,14 @@ package struct WriteBehindHolder: Sendable {
     package var lease: Duration
     package var margin: Duration
     /// Frames numbered but not confirmed, per session and for the whole node (bytes as
-    /// `Numbered.cost` counts them: what they hold in memory). A client's event
-    /// that would pass either is refused whole (a relayed candidate's only, for the session
-    /// bounds; any event, for the node's: `submit`) (nothing numbered: the shell answers
-    /// `rate-limited`, the client sends it again); letters are never refused (their sender was
-    /// answered) but the node reads no more of its inbox while over its bound (`acceptsLetters`).
+    /// `Numbered.cost` counts them: what they hold in memory). A relayed candidate's event that
+    /// would pass a session's bounds is refused whole after it was handled (`submit`: nothing
+    /// numbered, the shell answers `rate-limited`, the client sends it again). Past the node's, a
+    /// request of this node's own client is refused before it is handled (`admit`: the hub
+    /// answers `rate-limited`, nothing changed), and one admitted is numbered whatever came
+    /// meanwhile; an event no request was admitted for (a timer's, a forwarded request's) is
+    /// refused whole (its sessions resync). Letters are never refused (their sender was answered)
+    /// but the node reads no more of its inbox while over its bound (`acceptsLetters`).
     package var maxSessionFrames: Int
     package var maxSessionBytes: Int
     package var maxNodeBytes: Int
@@ -52,11 +55,21 @@ package struct WriteBehindHolder: Sendable {
     /// and their ids, under a kilobyte, so about the node's 64 MiB at most; in normal operation an
     /// answer waits one batch (the window and a round trip), far fewer.
     package var maxWaitingReplies: Int
+    /// A request is admitted before it is handled (`admit`) with room kept for what it may cause
+    /// here: this many copies of its bytes (and an answer's worth each), counted as `Numbered.cost`
+    /// counts them (twice: the frame and its bytes). Eight: a message copied to a few devices of a
+    /// few users, with its answer; an event bigger than its room is numbered all the same (the
+    /// request was handled), and only what passes its room is held past the node's bound.
+    package var admissionCopies: Int
+    /// How long room kept for an admitted request waits for its event (a request answered off
+    /// the store's path, or its session lost here, leaves it unclaimed): then it is let go.
+    package var admissionHold: Duration
 
     package init(
       lease: Duration, margin: Duration, maxSessionFrames: Int = 256, maxSessionBytes: Int = 256 << 10,
       maxNodeBytes: Int = 64 << 20, maxBatchFrames: Int = 512, maxBatchBytes: Int = 1 << 20,
-      batchWindow: Duration = .zero, onceMemory: Int = 256, maxWaitingReplies: Int = 1 << 16
+      batchWindow: Duration = .zero, onceMemory: Int = 256, maxWaitingReplies: Int = 1 << 16,
+      admissionCopies: Int = 8, admissionHold: Duration = .seconds(30)
     ) {
       self.lease = lease
       self.margin = margin
@@ -68,7 +81,17 @@ package struct WriteBehindHolder: Sendable {
       self.batchWindow = max(.zero, batchWindow)
       self.onceMemory = max(1, onceMemory)
       self.maxWaitingReplies = max(1, maxWaitingReplies)
+      self.admissionCopies = max(1, admissionCopies)
+      self.admissionHold = max(.zero, admissionHold)
     }
+
+    /// The room `admit` keeps for a request of `bytes`.
+    package func admissionBytes(forRequestOf bytes: Int) -> Int {
+      admissionCopies * 2 * (max(0, bytes) + Self.answerBytes)
+    }
+
+    /// An answer's frame and a copy's envelope, at most (an invite's answer carries the ICE servers).
+    static let answerBytes = 1024
   }
 
   package typealias Instant = ContinuousClock.Instant
@@ -308,13 +331,63 @@ package struct WriteBehindHolder: Sendable {
   private var retainedBytes = 0
   package private(set) var retainedDropped = 0
 
+  /// A request admitted before the hub handled it (`admit`), by its session and id: its event
+  /// (the one with its answer) is numbered whatever the node's bound, in the room kept for it.
+  package struct Admitted: Hashable, Sendable {
+    package let session: String
+    package let requestID: String
+
+    package init(session: String, requestID: String) {
+      self.session = session
+      self.requestID = requestID
+    }
+  }
+
+  private struct Room: Sendable {
+    let bytes: Int
+    let at: Instant
+  }
+
+  /// The room kept for admitted requests whose events have not come yet, and its sum: counted
+  /// with `nodeBytes` against the node's bound by `admit`, by events no request was admitted for,
+  /// and by `acceptsLetters`.
+  private var rooms: [Admitted: Room] = [:]
+  package private(set) var reservedBytes = 0
+
   package init(limits: Limits, renewedAt: Instant) {
     self.limits = limits
     lease = .live(renewedAt: renewedAt)
   }
 
   /// Whether the shell should read more of its inbox now.
-  package var acceptsLetters: Bool { lease != .stale && nodeBytes < limits.maxNodeBytes }
+  package var acceptsLetters: Bool { lease != .stale && nodeBytes + reservedBytes < limits.maxNodeBytes }
+
+  /// Admission, asked before the hub handles a request of this node's own client (`bytes`: the
+  /// request's size): whether the node can take what it may cause. If so, room is kept for it
+  /// (`Limits.admissionBytes`) until its event comes (`submit`: the event with its answer), which is
+  /// then never refused over the node's bound, whatever was numbered meanwhile (letters, which are
+  /// never refused, included: they do not count against the room kept, and the reader stops once
+  /// they and it reach the bound). If not, the hub answers `rate-limited` without handling the
+  /// request: no call's state moved, nothing was numbered, and the client sends it again.
+  /// Only the node's bound is checked here: a relayed candidate's event is still refused after it
+  /// is handled when it would pass its session's bounds (harmless: handled again when sent
+  /// again). With the lease stale nothing is held, so nothing is kept: the event finds it stale.
+  package mutating func admit(_ requestID: String, of session: String, bytes: Int, now: Instant) -> Bool {
+    guard lease != .stale else { return true }
+    let key = Admitted(session: session, requestID: requestID)
+    guard rooms[key] == nil else { return true }
+    let room = limits.admissionBytes(forRequestOf: bytes)
+    // An empty node takes any request (a bound below one request's room would take none).
+    guard nodeBytes + reservedBytes == 0 || nodeBytes + reservedBytes + room <= limits.maxNodeBytes else {
+      return false
+    }
+    rooms[key] = Room(bytes: room, at: now)
+    reservedBytes += room
+    return true
+  }
+
+  /// Admitted requests whose events have not come yet (tests).
+  package var admittedWaiting: Int { rooms.count }
 
   // MARK: Sessions
 
@@ -451,6 +524,7 @@ package struct WriteBehindHolder: Sendable {
   /// it and Redis does not have goes where the session is now (`unheld`: their senders may have
   /// been answered); its letters stay in the inbox for whoever resumes it (`retained`).
   package mutating func release(_ session: String) -> [Effect] {
+    if !rooms.isEmpty { forgetRooms { key, _ in key.session == session } }
     guard let held = sessions.removeValue(forKey: session) else { return [] }
     nodeBytes -= held.unstoredBytes
     return lose(held, sendingOn: true)
@@ -487,9 +561,24 @@ package struct WriteBehindHolder: Sendable {
     // handled already (the call's state moved on), and only a candidate's is harmless to handle
     // again when sent again. Any other event (an invite, an accept, an end) is numbered past them,
     // within the node's bound: refused, its repeat would find the call moved on without the
-    // messages (an accept sent again is `conflict`, and the caller never hears of it).
+    // messages (an accept sent again is `conflict`, and the caller never hears of it). Past the
+    // node's bound, a request of this node's own client was refused before it was handled
+    // (`admit`); an event with no admitted request (a timer's, a request another node forwarded)
+    // is still refused whole here, and its sessions resync (`resyncing`).
     let relay = event.contains { $0.kind == .candidate }
-    guard fits(event, sessionBounds: relay) else {
+    // An event with the answer to a request admitted before it was handled (`admit`) takes the
+    // room kept for it, and is not refused over the node's bound: its request changed state.
+    var admitted = false
+    if !rooms.isEmpty {
+      for outgoing in event {
+        guard let id = outgoing.requestID,
+          let room = rooms.removeValue(forKey: Admitted(session: outgoing.session, requestID: id))
+        else { continue }
+        reservedBytes -= room.bytes
+        admitted = true
+      }
+    }
+    guard fits(event, sessionBounds: relay, nodeBound: !admitted) else {
       let resyncing = relay ? [] : Array(Set(event.map(\.session))).sorted()
       return Submitted(effects: effects, refusal: .backlog, resyncing: resyncing)
     }
@@ -591,6 +680,12 @@ package struct WriteBehindHolder: Sendable {
   /// and a batch that failed is sent again.
   package mutating func tick(now: Instant) -> [Effect] {
     var effects = checkLease(now)
+    // Room kept for a request whose event never came (answered off the store's path, or its
+    // session lost here before it was handled) is let go after a while.
+    if !rooms.isEmpty {
+      let hold = limits.admissionHold
+      forgetRooms { _, room in now - room.at >= hold }
+    }
     if store == .failed { store = .idle }
     effects += cutIfIdle(now)
     return effects
@@ -610,6 +705,7 @@ package struct WriteBehindHolder: Sendable {
     queue = []
     (queuedFrames, urgentEvents, wakeAsked) = (0, 0, nil)
     nodeBytes = 0
+    (rooms, reservedBytes) = ([:], 0)
     // A batch in flight may still land (its epochs fence it); its answer is ignored.
     store = .idle
     awaiting = []
@@ -701,15 +797,26 @@ package struct WriteBehindHolder: Sendable {
     retained = kept
   }
 
+  private mutating func forgetRooms(where drop: (Admitted, Room) -> Bool) {
+    for (key, room) in rooms where drop(key, room) {
+      rooms[key] = nil
+      reservedBytes -= room.bytes
+    }
+  }
+
   private static func cost(_ outgoing: Outgoing) -> Int { outgoing.frame.head.count + outgoing.frame.tail.count }
 
-  private func fits(_ event: [Outgoing], sessionBounds: Bool) -> Bool {
+  /// `nodeBound`: whether the event must fit in the node's bound beside the room kept for
+  /// admitted requests (not when it is an admitted request's own).
+  private func fits(_ event: [Outgoing], sessionBounds: Bool, nodeBound: Bool) -> Bool {
     // As `Numbered.cost` will count a frame; the seq's digits are those of the session's next
     // seq, near enough for a bound.
     func size(_ outgoing: Outgoing, _ held: Held?) -> Int {
       2 * (outgoing.frame.head.count + outgoing.frame.tail.count) + Self.digits(held?.next ?? 1)
     }
-    guard event.count <= Self.scannedEvent else { return fitsLarge(event, sessionBounds: sessionBounds, size: size) }
+    guard event.count <= Self.scannedEvent else {
+      return fitsLarge(event, sessionBounds: sessionBounds, nodeBound: nodeBound, size: size)
+    }
     // An event is a frame or two nearly always: its sessions are told apart by scanning it, not
     // by dictionaries built for each event.
     var total = 0
@@ -728,14 +835,16 @@ package struct WriteBehindHolder: Sendable {
       if held.unstored.count + frames > limits.maxSessionFrames { return false }
       if held.unstoredBytes + bytes > limits.maxSessionBytes { return false }
     }
-    return nodeBytes + total <= limits.maxNodeBytes
+    return !nodeBound || nodeBytes + reservedBytes + total <= limits.maxNodeBytes
   }
 
   /// Events up to this many frames are checked by scanning them (`fits`).
   private static let scannedEvent = 8
 
   /// `fits` for a larger event (a group's): its sessions counted in dictionaries.
-  private func fitsLarge(_ event: [Outgoing], sessionBounds: Bool, size: (Outgoing, Held?) -> Int) -> Bool {
+  private func fitsLarge(
+    _ event: [Outgoing], sessionBounds: Bool, nodeBound: Bool, size: (Outgoing, Held?) -> Int
+  ) -> Bool {
     var frames: [String: Int] = [:]
     var bytes: [String: Int] = [:]
     var total = 0
@@ -745,7 +854,7 @@ package struct WriteBehindHolder: Sendable {
       bytes[outgoing.session, default: 0] += size
       total += size
     }
-    guard nodeBytes + total <= limits.maxNodeBytes else { return false }
+    guard !nodeBound || nodeBytes + reservedBytes + total <= limits.maxNodeBytes else { return false }
     guard sessionBounds else { return true }
     for (session, count) in frames {
       guard let held = sessions[session] else { continue }

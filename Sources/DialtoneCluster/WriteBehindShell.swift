@@ -40,10 +40,9 @@ package final class WriteBehindShell: Sendable {
     var read: InboxPosition?
     /// Answers to requests other nodes forwarded, each waiting for the holder's events through
     /// `event` to be stored (`flush(replies:)`), in the order they go.
-    var replies: [WaitingReplies] = []
-    /// The answers in `replies` (each entry holds an event's: one or more), at most
-    /// `WriteBehindHolder.Limits.maxWaitingReplies`.
-    var repliesWaiting = 0
+    var replies = WaitingQueue()
+    /// Answers dropped over `maxWaitingReplies` since the last flush reported them.
+    var overBound = 0
     /// The holder's events stored through here, as its effects applied so far said.
     var storedThrough: UInt64 = 0
   }
@@ -51,6 +50,36 @@ package final class WriteBehindShell: Sendable {
   private struct WaitingReplies {
     let event: UInt64
     let replies: ForwardedReplies
+  }
+
+  /// The waiting answers' entries (each an event's: one or more answers) and how many answers
+  /// they hold, at most `WriteBehindHolder.Limits.maxWaitingReplies`: the count changes only
+  /// here, with the entries.
+  private struct WaitingQueue {
+    private(set) var entries: [WaitingReplies] = []
+    private(set) var answers = 0
+
+    mutating func insert(_ entry: WaitingReplies, at index: Int) {
+      entries.insert(entry, at: index)
+      answers += entry.replies.requests.count
+    }
+
+    /// The entries whose events are stored through `through`, taken from the front.
+    mutating func takeDue(through: UInt64) -> [ForwardedReplies] {
+      let count = entries.prefix { $0.event <= through }.count
+      let due = entries.prefix(count).map(\.replies)
+      entries.removeFirst(count)
+      answers -= due.reduce(0) { $0 + $1.requests.count }
+      return due
+    }
+
+    /// The answers of the entries waiting for events after `through`, taken out.
+    mutating func takeAfter(_ through: UInt64) -> [RefusedRequest] {
+      let dropped = entries.filter { $0.event > through }.flatMap(\.replies.requests)
+      entries.removeAll { $0.event > through }
+      answers -= dropped.count
+      return dropped
+    }
   }
 
   /// The answers of one hub event to requests other nodes forwarded here (`ClusterLink.reply`):
@@ -78,6 +107,8 @@ package final class WriteBehindShell: Sendable {
   private let log: Log
   /// Told of each batch sent: what sent it and its frames (`/metrics`).
   private let onBatch: @Sendable (WriteBehindBatch.Cut, Int) -> Void
+  /// Told how many answers to forwarded requests were dropped over `maxWaitingReplies` (`/metrics`).
+  private let onAnswersOverBound: @Sendable (Int) -> Void
   /// Runs the periodic lease check (`tick`). The batch window's wakes run on the sender
   /// (`RedisWorker.wake`), where the batch they cut goes anyway.
   private let timers = DispatchQueue(label: "dialtone.write-behind.timers")
@@ -90,9 +121,11 @@ package final class WriteBehindShell: Sendable {
     node: String, holder: WriteBehindHolder.Limits, ledger: SessionLedger.Limits, sender: RedisWorker,
     inbox: Locked<(any ClusterInbox)?>, poison: Locked<SessionPoison> = Locked(SessionPoison()), log: Log,
     now: @escaping @Sendable () -> Instant = { ContinuousClock.now },
-    onBatch: @escaping @Sendable (WriteBehindBatch.Cut, Int) -> Void = { _, _ in }
+    onBatch: @escaping @Sendable (WriteBehindBatch.Cut, Int) -> Void = { _, _ in },
+    onAnswersOverBound: @escaping @Sendable (Int) -> Void = { _ in }
   ) {
     self.onBatch = onBatch
+    self.onAnswersOverBound = onAnswersOverBound
     self.node = node
     self.sender = sender
     self.inbox = inbox
@@ -204,6 +237,13 @@ package final class WriteBehindShell: Sendable {
 
   // MARK: Frames
 
+  /// Admission before the hub handles a request of this node's own client
+  /// (`WriteBehindHolder.admit`): false when the node cannot take what it may cause now (the hub
+  /// answers `rate-limited` and handles nothing).
+  package func admit(_ requestID: String, of session: String, bytes: Int) -> Bool {
+    state.withLock { $0.holder.admit(requestID, of: session, bytes: bytes, now: now()) }
+  }
+
   /// A frame of the hub's current event for a session held here.
   package func add(_ outgoing: WriteBehindHolder.Outgoing) { state.withLock { $0.event.append(outgoing) } }
 
@@ -213,7 +253,7 @@ package final class WriteBehindShell: Sendable {
   /// may be stored at once, with the event's other steps.
   package func defersReplies(to requests: [RefusedRequest]) -> Bool {
     state.withLock { state in
-      !state.event.isEmpty || Self.lastWaiting(for: requests, state.replies) != nil
+      !state.event.isEmpty || Self.lastWaiting(for: requests, state.replies.entries) != nil
     }
   }
 
@@ -234,20 +274,20 @@ package final class WriteBehindShell: Sendable {
   /// sessions waiting before them. Answers that would pass `maxWaitingReplies` are not queued:
   /// returned, to be dropped (`dropReplies`), as an event's over the node's bound are.
   private static func wait(_ replies: ForwardedReplies, for event: UInt64, _ state: inout State) -> [RefusedRequest] {
-    guard state.repliesWaiting + replies.requests.count <= state.holder.limits.maxWaitingReplies else {
+    guard state.replies.answers + replies.requests.count <= state.holder.limits.maxWaitingReplies else {
+      state.overBound += replies.requests.count
       return replies.requests
     }
-    state.repliesWaiting += replies.requests.count
     var event = event > state.holder.storedThrough ? event : 0
     if event > 0 { state.holder.awaitStored(through: event) }
-    event = max(event, lastWaiting(for: replies.requests, state.replies) ?? 0)
-    let at = state.replies.lastIndex { $0.event <= event }.map { $0 + 1 } ?? 0
+    event = max(event, lastWaiting(for: replies.requests, state.replies.entries) ?? 0)
+    let at = state.replies.entries.lastIndex { $0.event <= event }.map { $0 + 1 } ?? 0
     state.replies.insert(WaitingReplies(event: event, replies: replies), at: at)
     return []
   }
 
   /// Answers waiting for their events to be stored (tests: the bound holds).
-  package var repliesWaiting: Int { state.withLock { $0.repliesWaiting } }
+  package var repliesWaiting: Int { state.withLock { $0.replies.answers } }
 
   /// `add` if its session is held here (one lock for both: the hub asks for every message);
   /// whether it was.
@@ -304,7 +344,15 @@ package final class WriteBehindShell: Sendable {
       let requesters = Set(requests.map(\.sessionID))
       return ((requesters.isEmpty ? Set(event.map(\.session)) : requesters).sorted(), [], dropped)
     }
-    if !dropped.isEmpty { dropReplies(dropped) }
+    if !dropped.isEmpty {
+      // Rare: only then is the count of those over the bound read (one lock more).
+      let over = state.withLock { state in
+        defer { state.overBound = 0 }
+        return state.overBound
+      }
+      if over > 0 { onAnswersOverBound(over) }
+      dropReplies(dropped)
+    }
     if !refused.isEmpty {
       log.warning("\(refused.count) request(s) answered rate-limited: too much waits for Redis")
       inbox.current?.receive(.requestsRefused(refused))
@@ -435,10 +483,7 @@ package final class WriteBehindShell: Sendable {
           defer { state.outbox.removeAll(keepingCapacity: true) }
           return (state.outbox, [])
         }
-        let count = state.replies.prefix { $0.event <= state.storedThrough }.count
-        let due = state.replies.prefix(count).map(\.replies)
-        state.replies.removeFirst(count)
-        state.repliesWaiting -= due.reduce(0) { $0 + $1.requests.count }
+        let due = state.replies.takeDue(through: state.storedThrough)
         if due.isEmpty { state.pumping = false }
         return ([], due)
       }
@@ -449,7 +494,7 @@ package final class WriteBehindShell: Sendable {
   }
 
   private static func replyDue(_ state: State) -> Bool {
-    state.replies.first.map { $0.event <= state.storedThrough } ?? false
+    state.replies.entries.first.map { $0.event <= state.storedThrough } ?? false
   }
 
   private func apply(_ effects: [WriteBehindHolder.Effect]) {
@@ -483,10 +528,7 @@ package final class WriteBehindShell: Sendable {
       case .eventsDropped(let through):
         // Answers waiting for events the lapse dropped never go; those due already do.
         let dropped = state.withLock { state -> [RefusedRequest] in
-          let kept = state.replies.filter { $0.event <= state.storedThrough }
-          let dropped = state.replies.filter { $0.event > state.storedThrough }.flatMap(\.replies.requests)
-          state.replies = kept
-          state.repliesWaiting -= dropped.count
+          let dropped = state.replies.takeAfter(state.storedThrough)
           state.storedThrough = max(state.storedThrough, through)
           return dropped
         }

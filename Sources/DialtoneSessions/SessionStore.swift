@@ -12,6 +12,11 @@ package protocol SessionStore: Sendable {
   /// Resumes the session the client names, or opens a new one (`opening.freshID`), held by this
   /// node, and registers the device here for the other nodes; answers with `.sessionOpened`.
   func open(_ opening: SessionOpening)
+  /// Whether a request of this node's own client (`bytes` long) may be handled now: false when
+  /// the store cannot take what it may cause (too much waits for it), and then the hub answers
+  /// `rate-limited` and handles nothing, so no call's state moves for a request whose messages
+  /// could not be kept. Asked before the request is handled; true keeps room for its messages.
+  func admit(_ requestID: String, of sessionID: String, bytes: Int) -> Bool
   /// Stores a message for a session (remembered as the answer to `requestID` when given); it
   /// comes back in `.framesStored` with its seq when this node holds the session.
   func append(_ message: ServerMessage, to sessionID: String, answering requestID: String?, coalesced: Bool)

@@ -346,6 +346,16 @@ import Testing
     #expect(h.sessions.keys.sorted() == ["carol"])
   }
 
+  @Test func batchesCutForDifferentReasonsAreNotTheSame() {
+    let sessions = [WriteBehindBatch.Session(id: "bob", epoch: 7, frames: [.init(seq: 1, bytes: bytes(1, seq: 1))])]
+    #expect(
+      WriteBehindBatch(number: 1, sessions: sessions, cut: .urgent)
+        != WriteBehindBatch(number: 1, sessions: sessions, cut: .window))
+    #expect(
+      WriteBehindBatch(number: 1, sessions: sessions, cut: .full)
+        == WriteBehindBatch(number: 1, sessions: sessions, cut: .full))
+  }
+
   @Test func theLeaseCountsFromWhenARenewalWasSent() {
     var h = holding(["bob": 0])
     // Sent at 5 s, answered at 6 s: stale at 13 s, not 14 s.

@@ -30,6 +30,8 @@ extension RedisTests {
       let clock: Locked<ContinuousClock.Instant>
       let session: String
       let limits: SessionLedger.Limits
+      /// Answers the shell reported dropped over `maxWaitingReplies` (`/metrics`).
+      let overBound: Locked<Int>
 
       func advance(by duration: Duration) {
         clock.withLock { $0 += duration }
@@ -60,6 +62,7 @@ extension RedisTests {
       let sender = try writeBehindSender()
       let hub = Hub()
       let clock = Locked(ContinuousClock.now)
+      let overBound = Locked(0)
       // A window far longer than the test: only `advance` ends it (its real-time wake finds the
       // virtual clock short of it).
       let shell = WriteBehindShell(
@@ -68,11 +71,13 @@ extension RedisTests {
           lease: .seconds(600), margin: .seconds(1), batchWindow: .seconds(60), maxWaitingReplies: maxWaitingReplies),
         ledger: limits, sender: sender, inbox: Locked<(any ClusterInbox)?>(hub),
         log: Log(level: .error, subsystem: "t"),
-        now: { clock.current })
+        now: { clock.current }, onAnswersOverBound: { count in overBound.withLock { $0 += count } })
       #expect(
         shell.hold(
           id, of: Identity(userId: "alice", deviceId: "phone", name: nil), epoch: epoch, lastSeq: claimed.lastSeq))
-      return Rig(redis: redis, sender: sender, shell: shell, hub: hub, clock: clock, session: id, limits: limits)
+      return Rig(
+        redis: redis, sender: sender, shell: shell, hub: hub, clock: clock, session: id, limits: limits,
+        overBound: overBound)
     }
 
     /// The copy of Bob's relayed candidate for Alice (held here): written at once, stored after.
@@ -157,6 +162,7 @@ extension RedisTests {
       rig.shell.flush(replies: answers.replies("r6", rig))
       #expect(rig.shell.repliesWaiting == 3)
       #expect(rig.hub.dropped.current == [bob("r4"), bob("r5"), bob("r6")])
+      #expect(rig.overBound.current == 3)
       // The batch stored, those waiting go, in order; the dropped ones never.
       rig.advance(by: .seconds(61))
       for _ in 0..<3 { #expect(answers.arrived.wait(timeout: .now() + 10) == .success) }

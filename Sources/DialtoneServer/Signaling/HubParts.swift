@@ -68,7 +68,7 @@ struct HubParts {
       quality: quality, outcomes: outcomes, observations: observations, clock: clock, mailbox: mailbox, log: log)
     requests = RequestPipeline(
       desk: desk, outcomes: outcomes, quality: quality, placement: placement, liveCalls: liveCalls,
-      observations: observations, clock: clock, mailbox: mailbox, limits: settings.limits, log: log,
+      observations: observations, clock: clock, mailbox: mailbox, limits: settings.limits, log: log, store: store,
       fastLane: settings.relayFastLane && store == nil && placement.placesEveryCallHere)
   }
 }

@@ -35,6 +35,8 @@ final class RequestPipeline {
   private let mailbox: HubMailbox
   private let log: Log
   private let inviteLimit: Double
+  /// The cluster's session store, asked to admit each request before it is handled.
+  private let store: (any SessionStore)?
   /// Whether plain relayed candidates take the fast lane (`handle`): on one server without a
   /// cluster's session store; everything else, and every candidate that is not plain, takes
   /// the general path.
@@ -85,8 +87,9 @@ final class RequestPipeline {
     desk: CallDesk, outcomes: OutcomeGate, quality: QualityIntake, placement: any CallPlacement,
     liveCalls: any LiveCallStore,
     observations: Observations, clock: any DialtoneClock, mailbox: HubMailbox, limits: ServerLimits, log: Log,
-    fastLane: Bool
+    store: (any SessionStore)? = nil, fastLane: Bool
   ) {
+    self.store = store
     self.fastLane = fastLane
     self.desk = desk
     self.outcomes = outcomes
@@ -155,6 +158,15 @@ final class RequestPipeline {
         .candidate(.init(callId: m.callId, from: session.identity.peer, candidate: m.candidate)), to: target,
         ack: .ack(.init(replyTo: requestID, callId: m.callId)), session: session, requestID: requestID,
         coalesced: rules.ackMayWait, received: received)
+    }
+    if let store, !store.admit(requestID, of: session.id, bytes: bytes.count) {
+      // Refused before it is handled: nothing changed, nothing stored or remembered (protocol.md §15).
+      observations.metrics.messagesRefused.labels(ErrorCode.rateLimited.rawValue).increment()
+      return session.sendUnsequenced(
+        .error(
+          .init(
+            replyTo: requestID, code: .rateLimited, message: "too much is waiting for the cluster's store",
+            callId: message.callId, retryAfterMs: SessionHost.storeBacklogWait)))
     }
     let request = Parked(
       message: message, id: requestID, from: session.identity, session: session, forwarded: nil, received: received)

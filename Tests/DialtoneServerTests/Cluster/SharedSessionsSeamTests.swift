@@ -184,4 +184,28 @@ import Testing
     #expect(again.sessionId != session)
     await server.stop()
   }
+
+  @Test func aRequestTheStoreCannotTakeIsRefusedBeforeItIsHandledAndNothingMoves() async throws {
+    let (server, store) = try await start()
+    let alice = try await server.connect("alice")
+    let bob = try await server.connect("bob")
+    let call = callID()
+    #expect(try await alice.invite(call, to: "bob").isAck)
+    _ = try await bob.expect(.invite)
+    // Too much waits for the store: Bob's accept is refused up front, `rate-limited`, and not
+    // handled (the call still rings, nothing reaches Alice).
+    store.refuseRequests(true)
+    let refused = try await bob.act(.accept(.init(callId: call, answer: SessionDescription(sdp: "v=0\r\n"))))
+    guard case .error(let error) = refused else {
+      Issue.record("expected rate-limited, got \(refused)")
+      return
+    }
+    #expect(error.code == .rateLimited && error.retryAfterMs != nil && error.callId == call)
+    store.refuseRequests(false)
+    try await alice.expectQuiet()
+    // Sent again, it is handled as the first accept of a ringing call.
+    #expect(try await bob.act(.accept(.init(callId: call, answer: SessionDescription(sdp: "v=0\r\n")))).isAck)
+    _ = try await alice.expect(.accept)
+    await server.stop()
+  }
 }

@@ -30,6 +30,8 @@ final class InMemorySharedSessions: SessionStore {
     var fetches: [(String, UInt64)] = []
     var ended: [String] = []
     var acknowledged: [String: UInt64] = [:]
+    var refusing = false
+    var admitted: [String] = []
   }
 
   private let state = Locked(State())
@@ -48,6 +50,10 @@ final class InMemorySharedSessions: SessionStore {
   /// The frame with this seq for the session is stored but its letter never arrives.
   func withhold(_ sessionID: String, seq: UInt64) { state.withLock { _ = $0.withheld.insert("\(sessionID)#\(seq)") } }
   func fail(_ failing: Bool) { state.withLock { $0.failing = failing } }
+  /// Whether `admit` refuses every request (too much waits for the store).
+  func refuseRequests(_ refusing: Bool) { state.withLock { $0.refusing = refusing } }
+  /// The request ids admitted, in order.
+  var admitted: [String] { state.withLock { $0.admitted } }
   func holdOpens(_ hold: Bool) { state.withLock { $0.holdOpens = hold } }
   func releaseOpens() {
     let held = state.withLock { state -> [SessionOpening] in
@@ -64,6 +70,14 @@ final class InMemorySharedSessions: SessionStore {
   func session(of userId: String, _ deviceId: String) -> String? { state.withLock { $0.presence[userId]?[deviceId] } }
 
   // MARK: SessionStore
+
+  func admit(_ requestID: String, of sessionID: String, bytes: Int) -> Bool {
+    state.withLock { state in
+      guard !state.refusing else { return false }
+      state.admitted.append(requestID)
+      return true
+    }
+  }
 
   func open(_ opening: SessionOpening) {
     let outcome: SessionOpened? = state.withLock { state in
