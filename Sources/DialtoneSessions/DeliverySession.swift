@@ -53,13 +53,7 @@ extension DeliverySession {
 /// keeps the hash for the `remember` that follows, and evicting the oldest id finds its bucket by
 /// the hash kept in its slot and the slot's index, comparing no text (a `[String: Int]` hashed
 /// the id for the look-up, again to insert it and the evicted id a third time to remove it).
-///
-/// The table and the ring are raw allocations whose addresses and sizes sit in this value (so in
-/// its session's object, which the request has just touched): a request reads no array header.
-/// On a busy node every session's table is cold by its next request, and with `[UInt64]` and
-/// `[Slot]` the two headers were a cache miss each (half of the look-up's and half of
-/// `remember`'s samples under `bench-signaling`). Non-copyable, so the storage has one owner.
-package struct ReplyMemory: ~Copyable {
+package struct ReplyMemory {
   /// An answer as kept. Nearly all are an ack of the very request id, with at most a call id:
   /// kept as that call id, a few bytes (a `ServerMessage`, whose `ack` case holds a whole
   /// `CallState`, is hundreds, copied into its slot and out of the one it replaces on every
@@ -82,18 +76,13 @@ package struct ReplyMemory: ~Copyable {
     var indexed = true
   }
 
-  /// Bucket → the slot's index + 1 in the low 32 bits (0: empty), the low 32 bits of its id's
-  /// hash above them; a power of two (`mask + 1`), at least twice the slots' room, grown with
-  /// it (an idle session allocates none). With the hash's bits in the bucket, a probe passes
-  /// other ids' buckets without reading their slots, and a deletion's backward shift finds each
-  /// entry's home bucket without reading its slot (each slot read was a cache miss on a busy
-  /// node).
-  private var buckets: UnsafeMutablePointer<UInt64>?
-  private var mask = 0
-  /// Slots `0 ..< count` are initialised; `room` are allocated (doubling up to `capacity`).
-  private var slots: UnsafeMutablePointer<Slot>?
-  private var count = 0
-  private var room = 0
+  /// Bucket → the slot's index + 1 in the low 32 bits (0: empty), the high 32 bits of its id's
+  /// hash above them; a power of two, at least twice the slots, grown with them (an idle session
+  /// allocates none). With the hash's bits in the bucket, a probe passes other ids' buckets
+  /// without reading their slots: each slot read was a cache miss on a busy node (the probe was
+  /// ~2 % of the server's CPU under `bench-signaling`, when the bucket held the index alone).
+  private var buckets: [UInt64] = []
+  private var slots: [Slot] = []  // grows to capacity
   private var next = 0
   private let capacity: Int
   /// The id `reply(to:)` last missed and its hash: the request's `remember` usually follows.
@@ -101,35 +90,24 @@ package struct ReplyMemory: ~Copyable {
 
   package init(capacity: Int) { self.capacity = max(1, min(capacity, 1 << 28)) }
 
-  deinit {
-    if let slots {
-      slots.deinitialize(count: count)
-      slots.deallocate()
-    }
-    buckets?.deallocate()
-  }
-
   /// A bucket's entry for slot `index` of an id hashing to `hash`.
   private static func entry(slot index: Int, hash: Int) -> UInt64 {
-    tag(hash) << 32 | UInt64(index + 1)
+    UInt64(bitPattern: Int64(hash)) & 0xFFFF_FFFF_0000_0000 | UInt64(index + 1)
   }
-
-  /// The hash's bits kept in a bucket: its low 32 (the table is at most 2^30 buckets, so an
-  /// entry's home bucket is among them).
-  private static func tag(_ hash: Int) -> UInt64 { UInt64(UInt32(truncatingIfNeeded: hash)) }
 
   /// The slot an (occupied) entry points to.
   private static func slot(_ entry: UInt64) -> Int { Int(entry & 0xFFFF_FFFF) - 1 }
 
   /// The bucket holding `id` (hashing to `hash`), or nil.
   private func bucket(of id: String, hash: Int) -> Int? {
-    guard let buckets, let slots else { return nil }
-    let tag = Self.tag(hash)
+    guard !buckets.isEmpty else { return nil }
+    let mask = buckets.count - 1
+    let high = UInt64(bitPattern: Int64(hash)) & 0xFFFF_FFFF_0000_0000
     var b = hash & mask
     while true {
       let entry = buckets[b]
       if entry == 0 { return nil }
-      if entry >> 32 == tag {
+      if entry & 0xFFFF_FFFF_0000_0000 == high {
         let index = Self.slot(entry)
         if slots[index].hash == hash, slots[index].id == id { return b }
       }
@@ -137,54 +115,40 @@ package struct ReplyMemory: ~Copyable {
     }
   }
 
-  private func insert(slot index: Int, hash: Int) {
-    guard let buckets else { return }
+  private mutating func insert(slot index: Int, hash: Int) {
+    let mask = buckets.count - 1
     var b = hash & mask
     while buckets[b] != 0 { b = (b + 1) & mask }
     buckets[b] = Self.entry(slot: index, hash: hash)
   }
 
-  /// Empties the bucket of slot `index` (whose id hashes to `hash`) and shifts the entries after
-  /// it back (backward-shift deletion), so that probing needs no tombstones.
-  private func removeBucket(ofSlot index: Int, hash: Int) {
-    guard let buckets else { return }
-    var hole = hash & mask
+  /// Empties the bucket of slot `index` and shifts the entries after it back (backward-shift
+  /// deletion), so that probing needs no tombstones.
+  private mutating func removeBucket(ofSlot index: Int) {
+    let mask = buckets.count - 1
+    var hole = slots[index].hash & mask
     while Self.slot(buckets[hole]) != index { hole = (hole + 1) & mask }
     var b = hole
     while true {
       b = (b + 1) & mask
       let entry = buckets[b]
       if entry == 0 { break }
-      let home = Int(truncatingIfNeeded: entry >> 32) & mask
+      let home = slots[Self.slot(entry)].hash & mask
       // The entry may move into the hole unless its home lies cyclically in (hole, b].
       if (b - home) & mask >= (b - hole) & mask {
-        buckets[hole] = entry
+        buckets[hole] = buckets[b]
         hole = b
       }
     }
     buckets[hole] = 0
   }
 
-  /// Doubles the slots' room (up to `capacity`), moving the slots, and grows the table to at
-  /// least twice the room, re-inserting the indexed slots.
-  private mutating func makeRoom() {
-    let newRoom = min(capacity, max(8, room * 2))
-    let moved = UnsafeMutablePointer<Slot>.allocate(capacity: newRoom)
-    if let slots {
-      moved.moveInitialize(from: slots, count: count)
-      slots.deallocate()
-    }
-    slots = moved
-    room = newRoom
-    var size = buckets == nil ? 16 : mask + 1
-    while size < 2 * newRoom { size *= 2 }
-    guard buckets == nil || size != mask + 1 else { return }
-    buckets?.deallocate()
-    let table = UnsafeMutablePointer<UInt64>.allocate(capacity: size)
-    table.initialize(repeating: 0, count: size)
-    buckets = table
-    mask = size - 1
-    for index in 0..<count where moved[index].indexed { insert(slot: index, hash: moved[index].hash) }
+  private mutating func grow(toHold count: Int) {
+    var size = max(16, buckets.count)
+    while size < 2 * count { size *= 2 }
+    guard size != buckets.count else { return }
+    buckets = [UInt64](repeating: 0, count: size)
+    for index in slots.indices where slots[index].indexed { insert(slot: index, hash: slots[index].hash) }
   }
 
   private mutating func hash(of requestID: String) -> Int {
@@ -192,10 +156,12 @@ package struct ReplyMemory: ~Copyable {
     return requestID.hashValue
   }
 
-  /// `mutating`: it keeps a miss's hash for the request's `remember`.
+  /// `mutating`: it keeps a miss's hash for the request's `remember`, and the owner's call reads
+  /// the memory in place (an exclusive access), where a non-mutating call on a class's stored
+  /// struct copies it, retaining and releasing its table and ring.
   package mutating func reply(to requestID: String) -> ServerMessage? {
     let hash = requestID.hashValue
-    guard let b = bucket(of: requestID, hash: hash), let buckets, let slots else {
+    guard let b = bucket(of: requestID, hash: hash) else {
       missed = (requestID, hash)
       return nil
     }
@@ -216,9 +182,9 @@ package struct ReplyMemory: ~Copyable {
   /// the table alone for it).
   package mutating func forget(_ requestID: String) {
     let hash = hash(of: requestID)
-    guard let b = bucket(of: requestID, hash: hash), let buckets, let slots else { return }
+    guard let b = bucket(of: requestID, hash: hash) else { return }
     let index = Self.slot(buckets[b])
-    removeBucket(ofSlot: index, hash: hash)
+    removeBucket(ofSlot: index)
     slots[index].indexed = false
   }
 
@@ -237,25 +203,21 @@ package struct ReplyMemory: ~Copyable {
       knownAbsent = false
     }
     missed = nil
-    if !knownAbsent, let b = bucket(of: requestID, hash: hash), let buckets, let slots {
+    if !knownAbsent, let b = bucket(of: requestID, hash: hash) {
       slots[Self.slot(buckets[b])].reply = kept  // a repeat of one still remembered: the rare case
       return
     }
-    if count < capacity {
-      if count == room { makeRoom() }
-      guard let slots else { return }
-      (slots + count).initialize(to: Slot(id: requestID, hash: hash, reply: kept))
-      insert(slot: count, hash: hash)
-      count += 1
+    if slots.count < capacity {
+      grow(toHold: slots.count + 1)
+      slots.append(Slot(id: requestID, hash: hash, reply: kept))
+      insert(slot: slots.count - 1, hash: hash)
       return
     }
-    guard let slots else { return }
     // The oldest id, unless `forget` took it out of the table already: then the same text may
     // be `requestID` itself, or an id remembered again since in another slot.
-    if slots[next].indexed { removeBucket(ofSlot: next, hash: slots[next].hash) }
+    if slots[next].indexed { removeBucket(ofSlot: next) }
     slots[next] = Slot(id: requestID, hash: hash, reply: kept)
     insert(slot: next, hash: hash)
-    next += 1
-    if next == capacity { next = 0 }
+    next = (next + 1) % capacity
   }
 }
