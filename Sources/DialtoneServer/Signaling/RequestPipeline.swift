@@ -159,7 +159,10 @@ final class RequestPipeline {
         ack: .ack(.init(replyTo: requestID, callId: m.callId)), session: session, requestID: requestID,
         coalesced: rules.ackMayWait, received: received)
     }
-    if let store, !store.admit(requestID, of: session.id, bytes: bytes.count) {
+    // A relayed candidate is not admitted: it moves no call's state, so the store may refuse it
+    // after it is handled (`WriteBehindHolder.submit`), and it is most of a call's messages
+    // (a room kept and let go for each would cost every relayed message a look-up).
+    if let store, message.type != .candidate, !store.admit(requestID, of: session.id, bytes: bytes.count) {
       // Refused before it is handled: nothing changed, nothing stored or remembered (protocol.md §15).
       observations.metrics.messagesRefused.labels(ErrorCode.rateLimited.rawValue).increment()
       return session.sendUnsequenced(

@@ -208,4 +208,22 @@ import Testing
     _ = try await alice.expect(.accept)
     await server.stop()
   }
+
+  @Test func aRelayedCandidateIsNotAskedForAdmission() async throws {
+    let (server, store) = try await start()
+    let alice = try await server.connect("alice")
+    let bob = try await server.connect("bob")
+    let call = callID()
+    #expect(try await alice.invite(call, to: "bob").isAck)
+    _ = try await bob.expect(.invite)
+    #expect(try await bob.act(.accept(.init(callId: call, answer: SessionDescription(sdp: "v=0\r\n")))).isAck)
+    _ = try await alice.expect(.accept)
+    // The store would refuse any request: a candidate changes no call's state, so it is handled
+    // and relayed (a store that cannot keep it refuses it after, as before admission).
+    store.refuseRequests(true)
+    #expect(try await alice.candidateFor(call, 1).isAck)
+    guard case .candidate(let relayed) = try await bob.expect(.candidate) else { return }
+    #expect(relayed.candidate == candidate(1))
+    await server.stop()
+  }
 }
