@@ -377,8 +377,29 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     }
     #expect(error.retryAfterMs != nil)
     held.open()
-    // Sent again, it is handled afresh (its earlier answer was forgotten): Bob gets it.
+    // The rest of her trickle is still being handled as Redis takes what waited: sent again now,
+    // the refused candidate could find Bob's session full again (answered `rate-limited` once
+    // more, as a client sends it again after `retryAfterMs`). Once every candidate of the trickle
+    // is answered, each one taken is stored (an ack is written only once its event is), so Bob's
+    // session holds nothing unstored and the candidate sent again must be taken.
+    var unanswered = Set((1...100).map { "c\($0)" }).subtracting([refusedID])
+    while !unanswered.isEmpty {
+      switch try await alice.next("the answers to the trickle (\(unanswered.count) left)").message {
+      case .ack(let ack): unanswered.remove(ack.replyTo)
+      case .error(let refusal) where refusal.code == .rateLimited: refusal.replyTo.map { _ = unanswered.remove($0) }
+      default: continue
+      }
+    }
+    // Sent again, it is handled afresh (its earlier answer was forgotten): acknowledged, and Bob
+    // gets it.
     alice.send(ClientEnvelope(id: refusedID, message: .candidate(.init(callId: call, candidate: candidate(n)))))
+    var answer: ServerMessage?
+    while answer == nil {
+      let message = try await alice.next("the answer to \(refusedID) sent again").message
+      if case .ack(let ack) = message, ack.replyTo == refusedID { answer = message }
+      if case .error(let e) = message, e.replyTo == refusedID { answer = message }
+    }
+    #expect(answer?.isAck == true)
     var found = false
     while !found {
       guard case .candidate(let c) = try await bob.next("candidate \(n)").message else { continue }
