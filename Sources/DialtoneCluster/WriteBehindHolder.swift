@@ -33,8 +33,9 @@ package struct WriteBehindHolder: Sendable {
     /// numbered, the shell answers `rate-limited`, the client sends it again). Past the node's, a
     /// request of this node's own client is refused before it is handled (`admit`: the hub
     /// answers `rate-limited`, nothing changed), and one admitted is numbered whatever came
-    /// meanwhile; an event no request was admitted for (a timer's, a forwarded request's) is
-    /// refused whole (its sessions resync). Letters are never refused (their sender was answered)
+    /// meanwhile; a relayed candidate is not asked (it moves no state: refused after, as above);
+    /// an event no request was admitted for (a timer's, a forwarded request's) is refused whole
+    /// (its sessions resync). Letters are never refused (their sender was answered)
     /// but the node reads no more of its inbox while over its bound (`acceptsLetters`).
     package var maxSessionFrames: Int
     package var maxSessionBytes: Int
@@ -369,9 +370,9 @@ package struct WriteBehindHolder: Sendable {
   /// never refused, included: they do not count against the room kept, and the reader stops once
   /// they and it reach the bound). If not, the hub answers `rate-limited` without handling the
   /// request: no call's state moved, nothing was numbered, and the client sends it again.
-  /// Only the node's bound is checked here: a relayed candidate's event is still refused after it
-  /// is handled when it would pass its session's bounds (harmless: handled again when sent
-  /// again). With the lease stale nothing is held, so nothing is kept: the event finds it stale.
+  /// Only the node's bound is checked here, and a relayed candidate is not asked (`RequestPipeline`):
+  /// its event is still refused after it is handled when it would pass its session's bounds or
+  /// the node's (harmless: it moves no call's state, and is handled again when sent again). With the lease stale nothing is held, so nothing is kept: the event finds it stale.
   package mutating func admit(_ requestID: String, of session: String, bytes: Int, now: Instant) -> Bool {
     guard lease != .stale else { return true }
     let key = Admitted(session: session, requestID: requestID)

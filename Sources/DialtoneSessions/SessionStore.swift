@@ -15,7 +15,8 @@ package protocol SessionStore: Sendable {
   /// Whether a request of this node's own client (`bytes` long) may be handled now: false when
   /// the store cannot take what it may cause (too much waits for it), and then the hub answers
   /// `rate-limited` and handles nothing, so no call's state moves for a request whose messages
-  /// could not be kept. Asked before the request is handled; true keeps room for its messages.
+  /// could not be kept. Asked before the request is handled (not for a relayed candidate, which
+  /// moves no state and may be refused after); true keeps room for its messages.
   func admit(_ requestID: String, of sessionID: String, bytes: Int) -> Bool
   /// Stores a message for a session (remembered as the answer to `requestID` when given); it
   /// comes back in `.framesStored` with its seq when this node holds the session.
