@@ -44,9 +44,11 @@ final class RecordingRemoteDevices: RemoteDevices {
     let detached = await eventually { remote.presence.count == 1 }
     #expect(detached)
     #expect(remote.presence.last == .detached("bob/phone", session: session, ended: false))
-    // The resume window passes: the session ends for good.
-    let windowScheduled = await eventually { !server.clock.pendingDeadlines.isEmpty }
-    #expect(windowScheduled)
+    // The resume window passes: the session ends for good. Its own timer (60 s) must be armed
+    // before time moves: any timer would not do, the socket's hello deadline (5 s) is pending
+    // from the open, and the hub reports the detach before it arms the window.
+    let windowScheduled = await server.clock.waitForTimer(dueIn: 60)
+    try #require(windowScheduled)
     server.clock.advance(by: 61)
     let ended = await eventually { remote.presence.count == 2 }
     #expect(ended)
