@@ -292,6 +292,9 @@ package struct WriteBehindHolder: Sendable {
 
   package let limits: Limits
   package private(set) var lease: Lease
+  /// How many times the lease lapsed. A lapse a renewal finds (`leaseRenewed`) is over by the
+  /// time the shell next looks at `lease`, so the shell reports lapses by this count.
+  package private(set) var lapses = 0
   package private(set) var sessions: [String: Held] = [:]
   package private(set) var store: Store = .idle
   private var queue: [QueuedEvent] = []
@@ -697,6 +700,7 @@ package struct WriteBehindHolder: Sendable {
   private mutating func checkLease(_ now: Instant) -> [Effect] {
     guard case .live(let renewedAt) = lease, now - renewedAt >= limits.lease - limits.margin else { return [] }
     lease = .stale
+    lapses += 1
     renumbered = []
     let closing = sessions.keys.sorted().map { Effect.close(session: $0, .stale) }
     // Their letters not stored wait in the inbox for the resumes (own frames' senders were not

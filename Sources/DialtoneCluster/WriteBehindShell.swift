@@ -29,8 +29,9 @@ package final class WriteBehindShell: Sendable {
     /// Effects not yet applied, in order, and whether a caller is applying them.
     var outbox: [WriteBehindHolder.Effect] = []
     var pumping = false
-    /// Whether the lease was stale when last looked at (its lapse is logged once).
-    var stale = false
+    /// The holder's lapses already logged (each is logged once, also one a renewal found and
+    /// ended before the effects were applied: the lease is live again by then).
+    var lapsesLogged = 0
     /// Resumes between their script and their hold (`resuming`): the inbox is trimmed no further
     /// than the reader had read before the first of them began (`pinned`), since the letters'
     /// copies the script adds come after that.
@@ -468,9 +469,8 @@ package final class WriteBehindShell: Sendable {
   private func pump() {
     // One lock for both questions: this runs for every event the hub flushes.
     let (lapsed, begun) = state.withLock { state -> (Bool, Bool) in
-      let stale = state.holder.lease == .stale
-      let lapsed = stale && !state.stale
-      state.stale = stale
+      let lapsed = state.holder.lapses != state.lapsesLogged
+      state.lapsesLogged = state.holder.lapses
       guard !state.pumping, !state.outbox.isEmpty || Self.replyDue(state) else { return (lapsed, false) }
       state.pumping = true
       return (lapsed, true)

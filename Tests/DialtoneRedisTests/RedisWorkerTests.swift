@@ -18,8 +18,19 @@ import Testing
       seen.withLock { $0.append("wake on \(threadName())") }
       done.signal()
     }
-    worker.submit { _ in seen.withLock { $0.append("job on \(threadName())") } }
-    worker.wake(at: .now + .milliseconds(5))
+    // The wake is asked while the first job runs, already due: it runs once that job is done,
+    // whenever the worker's thread gets the core (a wake a few milliseconds ahead could fall
+    // due before a loaded machine ran the first job, and then rightly go first).
+    let running = DispatchSemaphore(value: 0)
+    let finish = DispatchSemaphore(value: 0)
+    worker.submit { _ in
+      seen.withLock { $0.append("job on \(threadName())") }
+      running.signal()
+      _ = finish.wait(timeout: .now() + 10)
+    }
+    #expect(running.wait(timeout: .now() + 10) == .success)
+    worker.wake(at: .now)
+    finish.signal()
     #expect(done.wait(timeout: .now() + 10) == .success)
     worker.submit { _ in
       seen.withLock { $0.append("job on \(threadName())") }
