@@ -383,10 +383,13 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     // is answered, each one taken is stored (an ack is written only once its event is), so Bob's
     // session holds nothing unstored and the candidate sent again must be taken.
     var unanswered = Set((1...100).map { "c\($0)" }).subtracting([refusedID])
+    var refusedAgain: [String] = []
     while !unanswered.isEmpty {
       switch try await alice.next("the answers to the trickle (\(unanswered.count) left)").message {
       case .ack(let ack): unanswered.remove(ack.replyTo)
-      case .error(let refusal) where refusal.code == .rateLimited: refusal.replyTo.map { _ = unanswered.remove($0) }
+      case .error(let refusal) where refusal.code == .rateLimited:
+        refusal.replyTo.map { _ = unanswered.remove($0) }
+        refusedAgain.append(refusal.replyTo ?? "?")
       default: continue
       }
     }
@@ -400,10 +403,24 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
       if case .error(let e) = message, e.replyTo == refusedID { answer = message }
     }
     #expect(answer?.isAck == true)
+    // What Bob got, kept so that a failure says it (rare: the wait below once timed out under
+    // load with the retry acknowledged, for a cause not found yet).
+    var got: [String] = []
     var found = false
-    while !found {
-      guard case .candidate(let c) = try await bob.next("candidate \(n)").message else { continue }
-      found = c.candidate == candidate(n)
+    do {
+      while !found {
+        let envelope = try await bob.next("candidate \(n)")
+        let seq = envelope.seq.map(String.init) ?? "-"
+        guard case .candidate(let c) = envelope.message else {
+          got.append("\(envelope.message.knownType?.rawValue ?? "?")#\(seq)")
+          continue
+        }
+        got.append("\(c.candidate.candidate.prefix { $0 != " " })#\(seq)")
+        found = c.candidate == candidate(n)
+      }
+    } catch {
+      let again = refusedAgain.joined(separator: " ")
+      throw ProbeFailure(description: "\(error); Bob got \(got.joined(separator: " ")); refused again: \(again)")
     }
     #expect(found)
     await cluster.stop()
