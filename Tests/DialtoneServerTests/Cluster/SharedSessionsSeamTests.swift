@@ -18,13 +18,19 @@ import Testing
     return (server, store)
   }
 
-  /// Alice calls Bob, who answers: both have read the accept.
-  private func answeredCall(_ server: TestServer) async throws -> (SignalingProbe, SignalingProbe, CallID) {
+  /// Alice calls Bob: both connected, Bob has read the invite.
+  private func ringingCall(_ server: TestServer) async throws -> (SignalingProbe, SignalingProbe, CallID) {
     let alice = try await server.connect("alice")
     let bob = try await server.connect("bob")
     let call = callID()
-    _ = try await alice.invite(call, to: "bob")
+    #expect(try await alice.invite(call, to: "bob").isAck)
     _ = try await bob.expect(.invite)
+    return (alice, bob, call)
+  }
+
+  /// Alice calls Bob, who answers: both have read the accept.
+  private func answeredCall(_ server: TestServer) async throws -> (SignalingProbe, SignalingProbe, CallID) {
+    let (alice, bob, call) = try await ringingCall(server)
     #expect(try await bob.act(.accept(.init(callId: call, answer: SessionDescription(sdp: "v=0\r\n")))).isAck)
     _ = try await alice.expect(.accept)
     return (alice, bob, call)
@@ -104,11 +110,7 @@ import Testing
 
   @Test func aResumeThroughTheStoreReplaysWhatWasMissedAndKeepsTheAnswers() async throws {
     let (server, _) = try await start()
-    let alice = try await server.connect("alice")
-    let bob = try await server.connect("bob")
-    let call = callID()
-    _ = try await alice.invite(call, to: "bob")
-    _ = try await bob.expect(.invite)
+    let (alice, bob, call) = try await ringingCall(server)
     bob.send(
       ClientEnvelope(id: "acc", message: .accept(.init(callId: call, answer: SessionDescription(sdp: "v=0\r\n")))))
     #expect(try await bob.next().message.isAck)
@@ -187,11 +189,7 @@ import Testing
 
   @Test func aRequestTheStoreCannotTakeIsRefusedBeforeItIsHandledAndNothingMoves() async throws {
     let (server, store) = try await start()
-    let alice = try await server.connect("alice")
-    let bob = try await server.connect("bob")
-    let call = callID()
-    #expect(try await alice.invite(call, to: "bob").isAck)
-    _ = try await bob.expect(.invite)
+    let (alice, bob, call) = try await ringingCall(server)
     // Too much waits for the store: Bob's accept is refused up front, `rate-limited`, and not
     // handled (the call still rings, nothing reaches Alice).
     store.refuseRequests(true)
@@ -211,13 +209,7 @@ import Testing
 
   @Test func aRelayedCandidateIsNotAskedForAdmission() async throws {
     let (server, store) = try await start()
-    let alice = try await server.connect("alice")
-    let bob = try await server.connect("bob")
-    let call = callID()
-    #expect(try await alice.invite(call, to: "bob").isAck)
-    _ = try await bob.expect(.invite)
-    #expect(try await bob.act(.accept(.init(callId: call, answer: SessionDescription(sdp: "v=0\r\n")))).isAck)
-    _ = try await alice.expect(.accept)
+    let (alice, bob, call) = try await answeredCall(server)
     // The store would refuse any request: a candidate changes no call's state, so it is handled
     // and relayed (a store that cannot keep it refuses it after, as before admission).
     store.refuseRequests(true)
