@@ -42,8 +42,6 @@ package final class WriteBehindShell: Sendable {
     /// Answers to requests other nodes forwarded, each waiting for the holder's events through
     /// `event` to be stored (`flush(replies:)`), in the order they go.
     var replies = WaitingQueue()
-    /// Answers dropped over `maxWaitingReplies` since the last flush reported them.
-    var overBound = 0
     /// The holder's events stored through here, as its effects applied so far said.
     var storedThrough: UInt64 = 0
   }
@@ -276,7 +274,6 @@ package final class WriteBehindShell: Sendable {
   /// returned, to be dropped (`dropReplies`), as an event's over the node's bound are.
   private static func wait(_ replies: ForwardedReplies, for event: UInt64, _ state: inout State) -> [RefusedRequest] {
     guard state.replies.answers + replies.requests.count <= state.holder.limits.maxWaitingReplies else {
-      state.overBound += replies.requests.count
       return replies.requests
     }
     var event = event > state.holder.storedThrough ? event : 0
@@ -321,9 +318,12 @@ package final class WriteBehindShell: Sendable {
   /// node's bound whose request changed the call's state goes at once (its sessions here resync).
   /// Answers that would pass the bound of those waiting (`maxWaitingReplies`) are dropped too.
   package func flush(replies: ForwardedReplies? = nil) {
-    let (closing, refused, dropped) = state.withLock { state -> ([String], [RefusedRequest], [RefusedRequest]) in
+    // `overBound`: whether `dropped` are answers `wait` found over `maxWaitingReplies` (the only
+    // answers it returns), not those of a refused event.
+    let (closing, refused, dropped, overBound) = state.withLock {
+      state -> ([String], [RefusedRequest], [RefusedRequest], Bool) in
       guard !state.event.isEmpty else {
-        return ([], [], replies.map { Self.wait($0, for: 0, &state) } ?? [])
+        return ([], [], replies.map { Self.wait($0, for: 0, &state) } ?? [], true)
       }
       let event = state.event
       state.event.removeAll(keepingCapacity: true)
@@ -331,27 +331,22 @@ package final class WriteBehindShell: Sendable {
       state.outbox += submitted.effects
       guard let refusal = submitted.refusal else {
         let event = submitted.event ?? state.holder.eventsNumbered
-        return ([], [], replies.map { Self.wait($0, for: event, &state) } ?? [])
+        return ([], [], replies.map { Self.wait($0, for: event, &state) } ?? [], true)
       }
       if !submitted.resyncing.isEmpty {
         poison.withLock { for session in submitted.resyncing { $0.add(session: session) } }
-        return (submitted.resyncing, [], replies.map { Self.wait($0, for: 0, &state) } ?? [])
+        return (submitted.resyncing, [], replies.map { Self.wait($0, for: 0, &state) } ?? [], true)
       }
       let dropped = replies?.requests ?? []
       let requests = event.compactMap { outgoing in
         outgoing.requestID.map { RefusedRequest(sessionID: outgoing.session, requestID: $0) }
       }
-      if refusal == .backlog, !requests.isEmpty { return ([], requests, dropped) }
+      if refusal == .backlog, !requests.isEmpty { return ([], requests, dropped, false) }
       let requesters = Set(requests.map(\.sessionID))
-      return ((requesters.isEmpty ? Set(event.map(\.session)) : requesters).sorted(), [], dropped)
+      return ((requesters.isEmpty ? Set(event.map(\.session)) : requesters).sorted(), [], dropped, false)
     }
     if !dropped.isEmpty {
-      // Rare: only then is the count of those over the bound read (one lock more).
-      let over = state.withLock { state in
-        defer { state.overBound = 0 }
-        return state.overBound
-      }
-      if over > 0 { onAnswersOverBound(over) }
+      if overBound { onAnswersOverBound(dropped.count) }
       dropReplies(dropped)
     }
     if !refused.isEmpty {
