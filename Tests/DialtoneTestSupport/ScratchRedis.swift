@@ -104,6 +104,20 @@ public actor ScratchRedis: ScratchServer {
     try RedisConnection(url: url, connectTimeout: .seconds(2), commandTimeout: commandTimeout)
   }
 
+  /// A connection to database `database` (`SELECT`), emptied first when `emptied` (`FLUSHDB`):
+  /// a test's own keys on a server its suite shares.
+  public nonisolated func connect(database: Int, emptied: Bool = false) throws -> RedisConnection {
+    let connection = try connect()
+    do {
+      try connection.command(["SELECT", .integer(Int64(database))])
+      if emptied { try connection.command(["FLUSHDB"]) }
+      return connection
+    } catch {
+      connection.close()
+      throw error
+    }
+  }
+
   /// SIGKILL, as a crash or the OOM killer would.
   public func kill() async {
     guard let server else { return }

@@ -303,9 +303,8 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
     for n in 1...3 { #expect(try await alice.candidateFor(call, n).isAck) }
     for _ in 1...3 { _ = try await bob.expect(.candidate) }
     let session = try #require(bob.sessionId)
-    let redis = try cluster.redis.connect()
+    let redis = try cluster.connect()
     defer { redis.close() }
-    try redis.command(["SELECT", .integer(Int64(cluster.database))])
     let log: RedisArgument = .string("dt:session:{\(session)}:log")
     // Stored, unacknowledged: kept for a resume.
     let through = RedisArgument.integer(Int64(bob.lastSeq))

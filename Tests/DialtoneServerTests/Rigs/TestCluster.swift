@@ -26,10 +26,7 @@ struct TestCluster {
       $0 = $0 % 15 + 1
       return $0
     }
-    let flush = try redis.connect()
-    try flush.command(["SELECT", .integer(Int64(database))])
-    try flush.command(["FLUSHDB"])
-    flush.close()
+    try redis.connect(database: database, emptied: true).close()
     let schema = try SharedPostgres.server().freshSchema()
     var nodes: [TestServer] = []
     for index in 1...count {
@@ -50,11 +47,7 @@ struct TestCluster {
   }
 
   /// A connection to this cluster's Redis database.
-  func connect() throws -> RedisConnection {
-    let connection = try redis.connect()
-    try connection.command(["SELECT", .integer(Int64(database))])
-    return connection
-  }
+  func connect() throws -> RedisConnection { try redis.connect(database: database) }
 
   func stop() async {
     for node in nodes { await node.stop() }
