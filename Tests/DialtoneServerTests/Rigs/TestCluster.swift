@@ -92,6 +92,18 @@ struct TestCluster {
 extension TestCluster {
   private static let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n")
 
+  /// `user`'s phone back on node `node` on a new socket, resuming `session` from `lastSeq`: the
+  /// socket and what the node answered.
+  func resume(_ user: String, _ session: String, from lastSeq: UInt64, on node: Int) async throws -> (
+    SignalingProbe, ServerMessage.Welcome
+  ) {
+    let server = nodes[node]
+    let probe = try SignalingProbe(client: server.client, url: server.webSocketURL)
+    let welcome = try await probe.hello(
+      token: server.token(user), resume: .init(sessionId: session, lastSeq: lastSeq))
+    return (probe, welcome)
+  }
+
   /// Alice on node `aliceNode` calls Bob on node `bobNode`, who answers: both have read the accept.
   func answeredCall(alice aliceNode: Int = 0, bob bobNode: Int = 1) async throws -> (
     SignalingProbe, SignalingProbe, CallID
