@@ -3,9 +3,9 @@
 #endif
 
 /// The server's memory allocator, and the one module that talks to it (jemalloc's `mallctl`): on
-/// Linux jemalloc, linked into dialtone-server only (docs/benchmarks.md, "The allocator"). Linking it is what puts it in use; asking it for its
-/// version at start makes the log say which allocator runs, and fails the link if jemalloc is
-/// ever dropped from the Linux build.
+/// Linux jemalloc, linked into dialtone-server only (docs/benchmarks.md, "The allocator").
+/// Linking it is what puts it in use; asking it for its version at start makes the log say which
+/// allocator runs, and fails the link if jemalloc is ever dropped from the Linux build.
 public enum ServerAllocator {
   /// "jemalloc 5.3.0-…", or what else allocates.
   public static var description: String {

@@ -51,7 +51,9 @@ public enum ClientMessageType: String, Sendable, Equatable, CaseIterable {
     case .invite: ClientMessageRules(desk: .oneToOne, startsACall: true)
     case .ringing, .accept, .decline, .busy, .cancel, .hangup, .getCall: ClientMessageRules(desk: .oneToOne)
     case .offer, .answer, .iceRestartRequest, .mediaState, .hold: ClientMessageRules(desk: .oneToOne, relayed: true)
-    case .candidate, .endOfCandidates: ClientMessageRules(desk: .oneToOne, relayed: true, ackMayWait: true)
+    case .candidate:
+      ClientMessageRules(desk: .oneToOne, relayed: true, ackMayWait: true, mayBeRefusedOnceHandled: true)
+    case .endOfCandidates: ClientMessageRules(desk: .oneToOne, relayed: true, ackMayWait: true)
     case .quality: ClientMessageRules(desk: .quality)
     case .groupCreate, .roomJoin, .groupInvite: ClientMessageRules(desk: .group, startsACall: true)
     case .groupRemove: ClientMessageRules(desk: .group)
@@ -84,12 +86,19 @@ public struct ClientMessageRules: Sendable, Equatable {
   public var ackMayWait = false
   /// It rings people or opens a room: counted by the per-user limit on calls started.
   public var startsACall = false
+  /// Its event may be refused after it is handled (over a write-behind session's bound), the
+  /// client's repeat handled afresh, so a write-behind node does not ask for room before handling
+  /// it: a relayed 1:1 candidate, which moves no call's state and is most of a call's messages
+  /// (`WriteBehindHolder.submit`). Anything else is asked first: refused once handled, its repeat
+  /// could find the call moved on without it.
+  public var mayBeRefusedOnceHandled = false
 
-  public init(desk: Desk, relayed: Bool = false, ackMayWait: Bool = false, startsACall: Bool = false) {
-    self.desk = desk
-    self.relayed = relayed
-    self.ackMayWait = ackMayWait
-    self.startsACall = startsACall
+  public init(
+    desk: Desk, relayed: Bool = false, ackMayWait: Bool = false, startsACall: Bool = false,
+    mayBeRefusedOnceHandled: Bool = false
+  ) {
+    (self.desk, self.relayed, self.ackMayWait) = (desk, relayed, ackMayWait)
+    (self.startsACall, self.mayBeRefusedOnceHandled) = (startsACall, mayBeRefusedOnceHandled)
   }
 }
 

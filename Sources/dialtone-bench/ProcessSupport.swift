@@ -82,16 +82,22 @@ enum ResourceLimits {
   }
 }
 
+/// 127.0.0.1:`port` as the socket calls take it (`port` 0: one the kernel picks, for `bind`).
+private func loopbackAddress(port: Int) -> sockaddr_in {
+  var address = sockaddr_in()
+  address.sin_family = sa_family_t(AF_INET)
+  address.sin_addr.s_addr = inet_addr("127.0.0.1")
+  address.sin_port = in_port_t(UInt16(port).bigEndian)
+  return address
+}
+
 enum FreePort {
   /// Binds port 0 on loopback to learn a free port, then releases it for the child to use.
   static func pick() throws -> Int {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { throw ArgumentError(message: "socket() failed") }
     defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
+    var address = loopbackAddress(port: 0)
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     let bound = withUnsafeMutablePointer(to: &address) {
       $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
@@ -112,10 +118,7 @@ enum TCPProbe {
   static func connect(port: Int) throws -> Socket {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { throw ArgumentError(message: "socket() failed") }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    var address = loopbackAddress(port: port)
     let connected = withUnsafePointer(to: &address) {
       $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
         Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0

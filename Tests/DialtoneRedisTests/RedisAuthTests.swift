@@ -6,31 +6,31 @@ import Testing
 /// a `requirepass` password, given in the URL; a wrong one is a clear error that never repeats it.
 @Suite struct RedisAuthTests {
   @Test func anACLUserAndALegacyPasswordAuthenticate() async throws {
-    let server = try await ScratchRedis.start()
-    defer { Task { await server.stop() } }
-    let admin = try server.connect()
-    try admin.command(["ACL", "SETUSER", "node1", "on", ">p@ss:w/rd", "~*", "&*", "+@all"])
+    try await ScratchRedis.with { server in
+      let admin = try server.connect()
+      try admin.command(["ACL", "SETUSER", "node1", "on", ">p@ss:w/rd", "~*", "&*", "+@all"])
 
-    let user = try RedisConnection(url: "redis://node1:p%40ss%3Aw%2Frd@127.0.0.1:\(server.port)/2")
-    #expect(try user.command(["ACL", "WHOAMI"]) == .bulk(Array("node1".utf8)))
-    try user.command(["SET", "k", "v"])  // in database 2, selected after AUTH
-    #expect(try admin.command(["SELECT", "2"]) == .status("OK"))
-    #expect(try admin.command(["GET", "k"]) == .bulk(Array("v".utf8)))
+      let user = try RedisConnection(url: "redis://node1:p%40ss%3Aw%2Frd@127.0.0.1:\(server.port)/2")
+      #expect(try user.command(["ACL", "WHOAMI"]) == .bulk(Array("node1".utf8)))
+      try user.command(["SET", "k", "v"])  // in database 2, selected after AUTH
+      #expect(try admin.command(["SELECT", "2"]) == .status("OK"))
+      #expect(try admin.command(["GET", "k"]) == .bulk(Array("v".utf8)))
 
-    let wrong = "redis://node1:not-the-password@127.0.0.1:\(server.port)"
-    do {
-      _ = try RedisConnection(url: wrong)
-      Issue.record("a wrong password was accepted")
-    } catch {
-      let text = "\(error)"
-      #expect(text.contains("AUTH as node1") && !text.contains("not-the-password"), "\(text)")
+      let wrong = "redis://node1:not-the-password@127.0.0.1:\(server.port)"
+      do {
+        _ = try RedisConnection(url: wrong)
+        Issue.record("a wrong password was accepted")
+      } catch {
+        let text = "\(error)"
+        #expect(text.contains("AUTH as node1") && !text.contains("not-the-password"), "\(text)")
+      }
+
+      try admin.command(["CONFIG", "SET", "requirepass", "legacy-secret"])
+      let legacy = try RedisConnection(url: "redis://:legacy-secret@127.0.0.1:\(server.port)")
+      #expect(try legacy.command(["PING"]) == .status("PONG"))
+      let anonymous = try RedisConnection(url: "redis://127.0.0.1:\(server.port)")
+      #expect(throws: RedisError.self) { try anonymous.command(["PING"]) }
     }
-
-    try admin.command(["CONFIG", "SET", "requirepass", "legacy-secret"])
-    let legacy = try RedisConnection(url: "redis://:legacy-secret@127.0.0.1:\(server.port)")
-    #expect(try legacy.command(["PING"]) == .status("PONG"))
-    let anonymous = try RedisConnection(url: "redis://127.0.0.1:\(server.port)")
-    #expect(throws: RedisError.self) { try anonymous.command(["PING"]) }
   }
 
   @Test func aConfigurationNeverShowsItsPassword() throws {

@@ -63,7 +63,7 @@ private func withReplicatedRedis(
   isolation: isolated (any Actor)? = #isolation, _ body: (ScratchRedis, ScratchRedis) async throws -> Void
 ) async throws {
   try await ScratchRedis.with { primary in
-    try await stopping(try await ScratchRedis.start(replicaOf: primary), stop: { await $0.stop() }) { replica in
+    try await ScratchRedis.with(replicaOf: primary) { replica in
       let probe = try RedisConnection(url: primary.url + "?wait-replicas=0")
       defer { probe.close() }
       let confirming = await eventually(within: 20) {

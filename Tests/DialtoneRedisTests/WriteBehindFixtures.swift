@@ -4,6 +4,23 @@ import DialtoneTestSupport
 import Foundation
 import Testing
 
+/// A session ledger and a write-behind store on one connection to the suite's Redis, with the
+/// same limits: what a test of the batch script or of the letters starts from.
+struct LedgerAndStore {
+  let redis: any RedisClient
+  let limits: SessionLedger.Limits
+  let ledger: SessionLedger
+  let store: WriteBehindStore
+
+  init(_ redis: any RedisClient, limits: SessionLedger.Limits = .init(expiry: .seconds(60))) {
+    self.redis = redis
+    self.limits = limits
+    (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
+  }
+
+  func close() { redis.close() }
+}
+
 /// A write-behind session on the shared Redis: opened for alice's phone and claimed by `holder`
 /// (whose heartbeat is fresh unless `holderAlive` is false), with `producer` another node that
 /// sends it messages.
@@ -20,9 +37,8 @@ struct ClaimedSession {
   let claimed: WriteBehindStore.Claimed?
 
   init(limits: SessionLedger.Limits = .init(expiry: .seconds(60)), holderAlive: Bool = true) throws {
-    redis = try SharedRedis.client()
-    self.limits = limits
-    (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
+    let opened = LedgerAndStore(try SharedRedis.client(), limits: limits)
+    (redis, self.limits, ledger, store) = (opened.redis, opened.limits, opened.ledger, opened.store)
     if holderAlive { try ClusterPresence(redis, nodeExpiry: .seconds(60)).heartbeat(holder) }
     epoch = try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
     claimed = try store.claim(id, epoch: epoch)

@@ -50,10 +50,9 @@ extension RedisTests {
     }
 
     @Test func aResumeTakesTheLettersALiveHolderHadNotStoredInOrderAndItsLateBatchChangesNothing() throws {
-      let redis = try SharedRedis.client()
-      defer { redis.close() }
-      let limits = SessionLedger.Limits(expiry: .seconds(60))
-      let (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
+      let opened = LedgerAndStore(try SharedRedis.client())
+      defer { opened.close() }
+      let (redis, ledger, store) = (opened.redis, opened.ledger, opened.store)
       let (id, other) = ("s_" + UUID().uuidString, "s_" + UUID().uuidString)
       let (holder, producer, successor) = ("n-" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString)
       // The holder is alive (its heartbeat fresh): a node killed -9 counts so for `--node-expiry`.
@@ -109,10 +108,9 @@ extension RedisTests {
     /// leaves the letters it read where the next resume reads them first, before one that
     /// arrived meanwhile; and a successor that stores them moves the position past them.
     @Test func lettersAResumeReadComeFirstForTheNextResumeUntilStored() throws {
-      let redis = try SharedRedis.client()
-      defer { redis.close() }
-      let limits = SessionLedger.Limits(expiry: .seconds(60))
-      let (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
+      let opened = LedgerAndStore(try SharedRedis.client())
+      defer { opened.close() }
+      let (redis, ledger, store) = (opened.redis, opened.ledger, opened.store)
       let id = "s_" + UUID().uuidString
       let (holder, producer, lapsed, third) = (
         "n-" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString
@@ -151,10 +149,9 @@ extension RedisTests {
     }
 
     @Test func aResumeFindsTheSessionsLettersByItsIndexAmongAnyNumberOfOthers() throws {
-      let redis = try SharedRedis.client()
-      defer { redis.close() }
-      let limits = SessionLedger.Limits(expiry: .seconds(60))
-      let (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
+      let opened = LedgerAndStore(try SharedRedis.client())
+      defer { opened.close() }
+      let (redis, ledger, store) = (opened.redis, opened.ledger, opened.store)
       let (id, other) = ("s_" + UUID().uuidString, "s_" + UUID().uuidString)
       let (holder, producer, successor) = ("n-" + UUID().uuidString, "n-" + UUID().uuidString, "n-" + UUID().uuidString)
       for session in [id, other] {

@@ -26,10 +26,9 @@ extension RedisTests {
     }
 
     @Test func aBatchStoresSeveralSessionsFramesThatResumeReplaysWithTheirAnswers() throws {
-      let redis = try redis()
-      defer { redis.close() }
-      let limits = SessionLedger.Limits(expiry: .seconds(60))
-      let (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
+      let opened = LedgerAndStore(try redis())
+      defer { opened.close() }
+      let (ledger, store) = (opened.ledger, opened.store)
       let (alice, bob, holder, other) = (session(), session(), node(), node())
       let aliceEpoch = try ledger.open(alice, userId: "alice", deviceId: "phone", node: holder)
       let bobEpoch = try ledger.open(bob, userId: "bob", deviceId: "phone", node: holder)
@@ -61,10 +60,9 @@ extension RedisTests {
     }
 
     @Test func redisRefusesPerSessionAnOldEpochAGapOrNoSessionAndStoresTheRest() throws {
-      let redis = try redis()
-      defer { redis.close() }
-      let limits = SessionLedger.Limits(expiry: .seconds(60))
-      let (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
+      let opened = LedgerAndStore(try redis())
+      defer { opened.close() }
+      let (ledger, store) = (opened.ledger, opened.store)
       let (taken, gapped, fine, gone, holder, successor) = (session(), session(), session(), session(), node(), node())
       for id in [taken, gapped, fine] { try ledger.open(id, userId: "u-\(id)", deviceId: "phone", node: holder) }
       // Another node resumed `taken`: its epoch is 2 now.
@@ -91,10 +89,9 @@ extension RedisTests {
     }
 
     @Test func aBatchSentAgainAfterALostReplyStoresEachFrameOnce() throws {
-      let redis = try redis()
-      defer { redis.close() }
-      let limits = SessionLedger.Limits(expiry: .seconds(60))
-      let (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
+      let opened = LedgerAndStore(try redis())
+      defer { opened.close() }
+      let (ledger, store) = (opened.ledger, opened.store)
       let (id, holder) = (session(), node())
       try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
       let first = Batch(number: 1, sessions: [.init(id: id, epoch: 1, frames: [frame(1, seq: 1), frame(2, seq: 2)])])
@@ -110,10 +107,9 @@ extension RedisTests {
     }
 
     @Test func theSessionsBoundsAndReplyMemoryHoldAsForAppends() throws {
-      let redis = try redis()
-      defer { redis.close() }
-      let limits = SessionLedger.Limits(capacity: 3, replyMemory: 2, expiry: .seconds(60))
-      let (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
+      let opened = LedgerAndStore(try redis(), limits: .init(capacity: 3, replyMemory: 2, expiry: .seconds(60)))
+      defer { opened.close() }
+      let (ledger, store) = (opened.ledger, opened.store)
       let (id, holder, other) = (session(), node(), node())
       try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
       let frames = (1...5).map { frame($0, seq: UInt64($0), request: "r\($0)") }
@@ -134,10 +130,9 @@ extension RedisTests {
     /// `last`, `bytes` and `dropped`, under the count bound, the byte bound and a frame larger
     /// than the byte bound (the newest is always kept).
     @Test func batchesAndAppendsTrimTheLogAlike() throws {
-      let redis = try redis()
-      defer { redis.close() }
-      let limits = SessionLedger.Limits(capacity: 4, maxBytes: 120, expiry: .seconds(60))
-      let (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
+      let opened = LedgerAndStore(try redis(), limits: .init(capacity: 4, maxBytes: 120, expiry: .seconds(60)))
+      defer { opened.close() }
+      let (redis, ledger, store) = (opened.redis, opened.ledger, opened.store)
       let (appended, batched, holder) = (session(), session(), node())
       try ledger.open(appended, userId: "alice", deviceId: "phone", node: holder)
       try ledger.open(batched, userId: "alice", deviceId: "phone", node: holder)
@@ -180,10 +175,10 @@ extension RedisTests {
     }
 
     @Test func aBatchOfThousandsOfFramesForOneSessionIsStoredWhole() throws {
-      let redis = try redis()
-      defer { redis.close() }
       let limits = SessionLedger.Limits(capacity: 10_000, maxBytes: 10 << 20, expiry: .seconds(60))
-      let (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
+      let opened = LedgerAndStore(try redis(), limits: limits)
+      defer { opened.close() }
+      let (ledger, store) = (opened.ledger, opened.store)
       let (id, holder) = (session(), node())
       try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
       // More frames than Lua's unpack takes in one call.
@@ -198,10 +193,9 @@ extension RedisTests {
     }
 
     @Test func aClientAheadOfWhatWasStoredWithinTheAllowanceGoesOnFromItsOwnSeq() throws {
-      let redis = try redis()
-      defer { redis.close() }
-      let limits = SessionLedger.Limits(expiry: .seconds(60))
-      let (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
+      let opened = LedgerAndStore(try redis())
+      defer { opened.close() }
+      let (ledger, store) = (opened.ledger, opened.store)
       let (id, dead, next) = (session(), node(), node())
       try ledger.open(id, userId: "alice", deviceId: "phone", node: dead)
       let stored2 = Batch(number: 1, sessions: [.init(id: id, epoch: 1, frames: [frame(1, seq: 1), frame(2, seq: 2)])])
@@ -224,10 +218,9 @@ extension RedisTests {
     }
 
     @Test func keysABatchCreatesExpireWithTheSession() throws {
-      let redis = try redis()
-      defer { redis.close() }
-      let limits = SessionLedger.Limits(expiry: .seconds(60))
-      let (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
+      let opened = LedgerAndStore(try redis())
+      defer { opened.close() }
+      let (redis, ledger, store) = (opened.redis, opened.ledger, opened.store)
       let (id, holder) = (session(), node())
       try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
       let batch = Batch(number: 1, sessions: [.init(id: id, epoch: 1, frames: [frame(1, seq: 1, request: "r1")])])
@@ -239,10 +232,9 @@ extension RedisTests {
     }
 
     @Test func aStalledHoldersBatchIsRefusedOnceAnotherNodeResumedAndItClosesTheSession() throws {
-      let redis = try redis()
-      defer { redis.close() }
-      let limits = SessionLedger.Limits(expiry: .seconds(60))
-      let (ledger, store) = (SessionLedger(redis, limits: limits), WriteBehindStore(redis, limits: limits))
+      let opened = LedgerAndStore(try redis())
+      defer { opened.close() }
+      let (ledger, store) = (opened.ledger, opened.store)
       let (id, stalled, successor) = (session(), node(), node())
       let t0 = ContinuousClock.now
       var holder = WriteBehindHolder(limits: .init(lease: .seconds(10), margin: .seconds(2)), renewedAt: t0)

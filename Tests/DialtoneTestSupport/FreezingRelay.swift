@@ -62,7 +62,7 @@ public final class FreezingRelay: Sendable {
       guard Self.readable(listener) else { continue }
       let client = accept(listener, nil, nil)
       guard client >= 0 else { continue }
-      guard let server = connectToTarget() else {
+      guard let server = connectLoopback(port: targetPort) else {
         close(client)
         continue
       }
@@ -75,25 +75,6 @@ public final class FreezingRelay: Sendable {
       let down = WorkerThread(name: "relay-down") { [self] in pump(from: server, to: client, connection: number) }
       state.withLock { $0.threads += [up, down] }
     }
-  }
-
-  private func connectToTarget() -> Int32? {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { return nil }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = UInt16(clamping: targetPort).bigEndian
-    let connected = withUnsafePointer(to: &address) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-        connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-      }
-    }
-    guard connected else {
-      close(fd)
-      return nil
-    }
-    return fd
   }
 
   /// Copies `source` to `target` until either ends, the connection freezes (then it only waits

@@ -70,6 +70,28 @@ public actor ScratchRedis: ScratchServer {
     }
   }
 
+  /// A fresh replica of `primary` for `body` (it may still be syncing when `body` starts), stopped
+  /// afterwards whether `body` threw or not.
+  public static func with<T>(
+    isolation: isolated (any Actor)? = #isolation, replicaOf primary: ScratchRedis,
+    _ body: (ScratchRedis) async throws -> T
+  ) async throws -> T {
+    try await stopping(try await start(replicaOf: primary), stop: { await $0.stop() }, body)
+  }
+
+  /// A fresh TLS-only server for `body`, with certificates of its own (a client certificate it
+  /// requires when `requireClientCertificate`); afterwards the server stops and the certificates
+  /// go, whether `body` threw or not.
+  public static func withTLS<T>(
+    isolation: isolated (any Actor)? = #isolation, requireClientCertificate: Bool = false,
+    _ body: (ScratchRedis, ScratchCertificates) async throws -> T
+  ) async throws -> T {
+    let certificates = try ScratchCertificates()
+    defer { certificates.remove() }
+    let server = try await start(tls: TLS(certificates, requireClientCertificate: requireClientCertificate))
+    return try await stopping(server, stop: { await $0.stop() }, { try await body($0, certificates) })
+  }
+
   public nonisolated var url: String {
     guard let tls else { return "redis://127.0.0.1:\(port)" }
     let client =
@@ -80,6 +102,20 @@ public actor ScratchRedis: ScratchServer {
 
   public nonisolated func connect(commandTimeout: Duration = .seconds(5)) throws -> RedisConnection {
     try RedisConnection(url: url, connectTimeout: .seconds(2), commandTimeout: commandTimeout)
+  }
+
+  /// A connection to database `database` (`SELECT`), emptied first when `emptied` (`FLUSHDB`):
+  /// a test's own keys on a server its suite shares.
+  public nonisolated func connect(database: Int, emptied: Bool = false) throws -> RedisConnection {
+    let connection = try connect()
+    do {
+      try connection.command(["SELECT", .integer(Int64(database))])
+      if emptied { try connection.command(["FLUSHDB"]) }
+      return connection
+    } catch {
+      connection.close()
+      throw error
+    }
   }
 
   /// SIGKILL, as a crash or the OOM killer would.

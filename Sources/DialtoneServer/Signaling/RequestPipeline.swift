@@ -162,7 +162,7 @@ final class RequestPipeline {
     // A relayed candidate is not admitted: it moves no call's state, so the store may refuse it
     // after it is handled (`WriteBehindHolder.submit`), and it is most of a call's messages
     // (a room kept and let go for each would cost every relayed message a look-up).
-    if let store, message.type != .candidate, !store.admit(requestID, of: session.id, bytes: bytes.count) {
+    if let store, !rules.mayBeRefusedOnceHandled, !store.admit(requestID, of: session.id, bytes: bytes.count) {
       // Refused before it is handled: nothing changed, nothing stored or remembered (protocol.md §15).
       observations.metrics.messagesRefused.labels(ErrorCode.rateLimited.rawValue).increment()
       return session.sendUnsequenced(

@@ -13,10 +13,7 @@ import Testing
 /// (`sslmode=verify-full`). Two nodes set up a call across each other and the history has it.
 @Suite struct ClusterOnTLSTests {
   @Test func aCallAcrossTwoNodesOnAnAuthenticatedTLSRedisAndATLSPostgreSQL() async throws {
-    let certificates = try ScratchCertificates()
-    defer { certificates.remove() }
-    let redis = try await ScratchRedis.start(tls: .init(certificates))
-    do {
+    try await ScratchRedis.withTLS { redis, certificates in
       let admin = try redis.connect()
       try admin.command(["ACL", "SETUSER", "dialtone", "on", ">node-secret", "~dt:*", "&*", "+@all"])
       try admin.command(["ACL", "SETUSER", "default", "off"])
@@ -29,11 +26,7 @@ import Testing
           try await Self.callAcross(nodes, redisURL: redisURL)
         }
       }
-    } catch {
-      await redis.stop()
-      throw error
     }
-    await redis.stop()
   }
 
   private static func nodes(database: String, redis: String) async throws -> [TestServer] {

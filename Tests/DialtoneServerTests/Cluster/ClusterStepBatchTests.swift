@@ -44,9 +44,7 @@ private struct LinkRig {
 
   init(database: Int) throws {
     let server = try SharedRedis.server()
-    redis = try server.connect()
-    try redis.command(["SELECT", .integer(Int64(database))])
-    try redis.command(["FLUSHDB"])
+    redis = try server.connect(database: database, emptied: true)
     directory = NSTemporaryDirectory() + "dialtone-step-batch-\(UUID().uuidString)"
     let settings = ClusterLink.Settings(
       redis: try RedisConfiguration(url: server.url + "/\(database)"), node: "n1-test")

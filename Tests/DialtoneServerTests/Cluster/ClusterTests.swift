@@ -271,9 +271,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
     for n in 2...5 { #expect(try await alice.candidateFor(call, n).isAck) }
 
     // He comes back through another node: the same session, everything after his last seq once.
-    let node = cluster.nodes[2]
-    let back = try SignalingProbe(client: node.client, url: node.webSocketURL)
-    let welcome = try await back.hello(token: node.token("bob"), resume: .init(sessionId: session, lastSeq: lastSeq))
+    let (back, welcome) = try await cluster.resume("bob", session, from: lastSeq, on: 2)
     #expect(welcome.resumed && !welcome.resync && welcome.sessionId == session)
     var replayed: [ServerMessage] = []
     for n in 1...5 {
@@ -303,9 +301,8 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
     for n in 1...3 { #expect(try await alice.candidateFor(call, n).isAck) }
     for _ in 1...3 { _ = try await bob.expect(.candidate) }
     let session = try #require(bob.sessionId)
-    let redis = try cluster.redis.connect()
+    let redis = try cluster.connect()
     defer { redis.close() }
-    try redis.command(["SELECT", .integer(Int64(cluster.database))])
     let log: RedisArgument = .string("dt:session:{\(session)}:log")
     // Stored, unacknowledged: kept for a resume.
     let through = RedisArgument.integer(Int64(bob.lastSeq))
@@ -326,16 +323,9 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
     await cluster.nodes[1].stop()
     #expect(try await bob.closeCode() == UInt16(CloseCode.goingAway.rawValue))
     for n in 1...3 { #expect(try await alice.candidateFor(call, n).isAck) }
-    let node = cluster.nodes[2]
-    let back = try SignalingProbe(client: node.client, url: node.webSocketURL)
-    let welcome = try await back.hello(token: node.token("bob"), resume: .init(sessionId: session, lastSeq: lastSeq))
+    let (back, welcome) = try await cluster.resume("bob", session, from: lastSeq, on: 2)
     #expect(welcome.resumed && welcome.sessionId == session)
-    for n in 1...3 {
-      let envelope = try await back.next()
-      #expect(envelope.seq == lastSeq + UInt64(n))
-      guard case .candidate(let c) = envelope.message else { return }
-      #expect(c.candidate == candidate(n))
-    }
+    try await back.expectCandidates(1...3, from: lastSeq + 1)
     // (Request ids are the session's: the resumed one still knows this probe's first ids.)
     back.send(ClientEnvelope(id: "bye", message: .hangup(.init(callId: call))))
     #expect(try await back.next().message.replyTo == "bye")
@@ -358,9 +348,7 @@ private let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\
     // Their sessions are gone: they resync, ask how the call stands, and carry on with it.
     var again: [SignalingProbe] = []
     for (index, (user, session)) in [("alice", sessions.0), ("bob", sessions.1)].enumerated() {
-      let node = cluster.nodes[index]
-      let probe = try SignalingProbe(client: node.client, url: node.webSocketURL)
-      let welcome = try await probe.hello(token: node.token(user), resume: .init(sessionId: session, lastSeq: 1))
+      let (probe, welcome) = try await cluster.resume(user, session, from: 1, on: index)
       #expect(!welcome.resumed && welcome.resync)
       again.append(probe)
     }

@@ -33,12 +33,7 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     // Alice's node leaves each candidate unnumbered in Bob's node's inbox; his node numbers it,
     // writes it, and stores it after.
     for n in 1...3 { #expect(try await alice.candidateFor(call, n).isAck) }
-    for n in 1...3 {
-      let envelope = try await bob.next()
-      #expect(envelope.seq == lastSeq + UInt64(n))
-      guard case .candidate(let c) = envelope.message else { return }
-      #expect(c.candidate == candidate(n))
-    }
+    try await bob.expectCandidates(1...3, from: lastSeq + 1)
     let stored = await eventually(within: 10) {
       (try? logged(cluster, session)).map { f in hasCandidate(f, 3) } == true
     }
@@ -46,16 +41,9 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     // Bob drops without acknowledging them and resumes on the third node: they are replayed.
     bob.close()
     _ = try await bob.closeCode()
-    let node = cluster.nodes[2]
-    let back = try SignalingProbe(client: node.client, url: node.webSocketURL)
-    let welcome = try await back.hello(token: node.token("bob"), resume: .init(sessionId: session, lastSeq: lastSeq))
+    let (back, welcome) = try await cluster.resume("bob", session, from: lastSeq, on: 2)
     #expect(welcome.resumed && !welcome.resync)
-    for n in 1...3 {
-      let envelope = try await back.next()
-      #expect(envelope.seq == lastSeq + UInt64(n))
-      guard case .candidate(let c) = envelope.message else { return }
-      #expect(c.candidate == candidate(n))
-    }
+    try await back.expectCandidates(1...3, from: lastSeq + 1)
     // And what Alice sends now reaches him there, numbered by his new node.
     #expect(try await alice.candidateFor(call, 4).isAck)
     let fourth = try await back.next()
@@ -121,10 +109,7 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     // The candidate is not lost, nor sent on by his node (which does not know where the session
     // is now): it stays in that node's inbox, and the session's resume takes it from there.
     #expect(try logged(cluster, session).allSatisfy { !hasCandidate([$0], 1) })
-    let node = cluster.nodes[0]
-    let back = try SignalingProbe(client: node.client, url: node.webSocketURL)
-    let welcome = try await back.hello(
-      token: node.token("bob"), resume: .init(sessionId: session, lastSeq: bob.lastSeq))
+    let (back, welcome) = try await cluster.resume("bob", session, from: bob.lastSeq, on: 0)
     #expect(welcome.resumed && !welcome.resync)
     let first = try await back.next("the candidate")
     guard case .candidate(let c) = first.message else {
@@ -153,9 +138,7 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
       ClusterLink.frame(message), to: session, from: "n-" + UUID().uuidString)
     #expect(try redis.command(["XLEN", .string("dt:inbox:{\(holder)}")]).integer == 1)
     // Bob resumes on the other node: the message comes first, numbered after what he had.
-    let node = cluster.nodes[1]
-    let back = try SignalingProbe(client: node.client, url: node.webSocketURL)
-    let welcome = try await back.hello(token: node.token("bob"), resume: .init(sessionId: session, lastSeq: lastSeq))
+    let (back, welcome) = try await cluster.resume("bob", session, from: lastSeq, on: 1)
     #expect(welcome.resumed && !welcome.resync)
     let first = try await back.next()
     #expect(first.seq == lastSeq + 1)
@@ -187,19 +170,9 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     for n in 4...8 { #expect(try await alice.candidateFor(call, n).isAck) }
     // Bob resumes on the third node before the heartbeat expires: every letter comes, once, in
     // order, after what he had.
-    let node = cluster.nodes[2]
-    let back = try SignalingProbe(client: node.client, url: node.webSocketURL)
-    let welcome = try await back.hello(token: node.token("bob"), resume: .init(sessionId: session, lastSeq: lastSeq))
+    let (back, welcome) = try await cluster.resume("bob", session, from: lastSeq, on: 2)
     #expect(welcome.resumed && !welcome.resync)
-    for n in 4...8 {
-      let envelope = try await back.next("candidate \(n)")
-      #expect(envelope.seq == lastSeq + UInt64(n - 3))
-      guard case .candidate(let c) = envelope.message else {
-        Issue.record("expected candidate \(n), got \(envelope.message)")
-        return
-      }
-      #expect(c.candidate == candidate(n))
-    }
+    try await back.expectCandidates(4...8, from: lastSeq + 1)
     // And what Alice sends now follows them.
     #expect(try await alice.candidateFor(call, 9).isAck)
     let ninth = try await back.next("candidate 9")
@@ -223,16 +196,9 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     bob.close()
     _ = try await bob.closeCode()
     // He resumes on the third node, which takes the letters his node had not stored.
-    let node = cluster.nodes[2]
-    let back = try SignalingProbe(client: node.client, url: node.webSocketURL)
-    let welcome = try await back.hello(token: node.token("bob"), resume: .init(sessionId: session, lastSeq: lastSeq))
+    let (back, welcome) = try await cluster.resume("bob", session, from: lastSeq, on: 2)
     #expect(welcome.resumed && !welcome.resync)
-    for n in 1...3 {
-      let envelope = try await back.next("candidate \(n)")
-      #expect(envelope.seq == lastSeq + UInt64(n))
-      guard case .candidate(let c) = envelope.message else { return }
-      #expect(c.candidate == candidate(n))
-    }
+    try await back.expectCandidates(1...3, from: lastSeq + 1)
     guard case .hold(let hold) = try await back.next("the hold").message else {
       Issue.record("expected the hold")
       return
@@ -298,10 +264,7 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
       ])
     #expect(try WriteBehindStore(redis, limits: limits).store(batch, from: x) == [:])
     // Back on his first node, which still holds the session at the epoch before X's.
-    let node = cluster.nodes[1]
-    let back = try SignalingProbe(client: node.client, url: node.webSocketURL)
-    let welcome = try await back.hello(
-      token: node.token("bob"), resume: .init(sessionId: session, lastSeq: seen + 1))
+    let (back, welcome) = try await cluster.resume("bob", session, from: seen + 1, on: 1)
     #expect(welcome.resumed && !welcome.resync)
     // What Alice sends now follows what X numbered, once.
     #expect(try await alice.candidateFor(call, 4).isAck)
@@ -396,13 +359,7 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     // Sent again, it is handled afresh (its earlier answer was forgotten): acknowledged, and Bob
     // gets it.
     alice.send(ClientEnvelope(id: refusedID, message: .candidate(.init(callId: call, candidate: candidate(n)))))
-    var answer: ServerMessage?
-    while answer == nil {
-      let message = try await alice.next("the answer to \(refusedID) sent again").message
-      if case .ack(let ack) = message, ack.replyTo == refusedID { answer = message }
-      if case .error(let e) = message, e.replyTo == refusedID { answer = message }
-    }
-    #expect(answer?.isAck == true)
+    #expect(try await alice.answer(to: refusedID, "the answer to \(refusedID) sent again").isAck)
     // What Bob got, kept so that a failure says it (rare: the wait below once timed out under
     // load with the retry acknowledged, for a cause not found yet).
     var got: [String] = []
@@ -442,13 +399,7 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     // sizes: `WriteBehindHolderBehaviour` pins the rule itself.)
     alice.send(ClientEnvelope(id: "h1", message: .hangup(.init(callId: call))))
     held.open()
-    var answer: ServerMessage?
-    while answer == nil {
-      let message = try await alice.next("the hang-up's answer").message
-      if case .ack(let ack) = message, ack.replyTo == "h1" { answer = message }
-      if case .error(let e) = message, e.replyTo == "h1" { answer = message }
-    }
-    #expect(answer?.isAck == true)
+    #expect(try await alice.answer(to: "h1", "the hang-up's answer").isAck)
     var ended = false
     while !ended {
       if case .callEnded(let end) = try await bob.next("the call's end").message, end.callId == call { ended = true }

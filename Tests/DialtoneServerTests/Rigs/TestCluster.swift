@@ -26,10 +26,7 @@ struct TestCluster {
       $0 = $0 % 15 + 1
       return $0
     }
-    let flush = try redis.connect()
-    try flush.command(["SELECT", .integer(Int64(database))])
-    try flush.command(["FLUSHDB"])
-    flush.close()
+    try redis.connect(database: database, emptied: true).close()
     let schema = try SharedPostgres.server().freshSchema()
     var nodes: [TestServer] = []
     for index in 1...count {
@@ -50,11 +47,7 @@ struct TestCluster {
   }
 
   /// A connection to this cluster's Redis database.
-  func connect() throws -> RedisConnection {
-    let connection = try redis.connect()
-    try connection.command(["SELECT", .integer(Int64(database))])
-    return connection
-  }
+  func connect() throws -> RedisConnection { try redis.connect(database: database) }
 
   func stop() async {
     for node in nodes { await node.stop() }
@@ -98,6 +91,18 @@ struct TestCluster {
 
 extension TestCluster {
   private static let answer = SessionDescription(sdp: "v=0\r\no=- 3 4 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n")
+
+  /// `user`'s phone back on node `node` on a new socket, resuming `session` from `lastSeq`: the
+  /// socket and what the node answered.
+  func resume(_ user: String, _ session: String, from lastSeq: UInt64, on node: Int) async throws -> (
+    SignalingProbe, ServerMessage.Welcome
+  ) {
+    let server = nodes[node]
+    let probe = try SignalingProbe(client: server.client, url: server.webSocketURL)
+    let welcome = try await probe.hello(
+      token: server.token(user), resume: .init(sessionId: session, lastSeq: lastSeq))
+    return (probe, welcome)
+  }
 
   /// Alice on node `aliceNode` calls Bob on node `bobNode`, who answers: both have read the accept.
   func answeredCall(alice aliceNode: Int = 0, bob bobNode: Int = 1) async throws -> (

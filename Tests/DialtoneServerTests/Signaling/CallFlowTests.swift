@@ -31,6 +31,27 @@ extension SignalingProbe {
     let answer = try await request(.ping(.init()))
     #expect(answer.isAck)
   }
+  /// The next messages are the candidates `numbers` (`candidate(n)`), in order, numbered from
+  /// `firstSeq` on.
+  func expectCandidates(
+    _ numbers: ClosedRange<Int>, from firstSeq: UInt64, sourceLocation: SourceLocation = #_sourceLocation
+  ) async throws {
+    for (offset, n) in numbers.enumerated() {
+      let envelope = try await next("candidate \(n)")
+      #expect(envelope.seq == firstSeq + UInt64(offset), sourceLocation: sourceLocation)
+      guard case .candidate(let c) = envelope.message else {
+        throw ProbeFailure(description: "expected candidate \(n), got \(envelope.message)")
+      }
+      #expect(c.candidate == candidate(n), sourceLocation: sourceLocation)
+    }
+  }
+  /// The answer (`ack` or `error`) to request `id`, past whatever else comes first.
+  func answer(to id: String, _ what: String) async throws -> ServerMessage {
+    while true {
+      let message = try await next(what).message
+      if message.replyTo == id { return message }
+    }
+  }
 }
 
 extension TestServer {
