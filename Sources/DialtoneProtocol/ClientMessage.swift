@@ -97,8 +97,11 @@ public struct ClientMessageRules: Sendable, Equatable {
     desk: Desk, relayed: Bool = false, ackMayWait: Bool = false, startsACall: Bool = false,
     mayBeRefusedOnceHandled: Bool = false
   ) {
-    (self.desk, self.relayed, self.ackMayWait) = (desk, relayed, ackMayWait)
-    (self.startsACall, self.mayBeRefusedOnceHandled) = (startsACall, mayBeRefusedOnceHandled)
+    self.desk = desk
+    self.relayed = relayed
+    self.ackMayWait = ackMayWait
+    self.startsACall = startsACall
+    self.mayBeRefusedOnceHandled = mayBeRefusedOnceHandled
   }
 }
 
