@@ -94,8 +94,9 @@ struct ServerEnvelopeRelayFramesTests {
         Issue.record("not a candidate: \(decoded)")
         continue
       }
+      let from = Peer(userId: "u", deviceId: "d")
       let relayed = ServerEnvelope(
-        seq: 7, message: .candidate(.init(callId: m.callId, from: Peer(userId: "u", deviceId: "d"), candidate: m.candidate)))
+        seq: 7, message: .candidate(.init(callId: m.callId, from: from, candidate: m.candidate)))
       #expect(relayed.relayFrameBytes == relayed.genericEncoded)
       #expect(relayed.encoded == relayed.genericEncoded)
     }
