@@ -137,14 +137,20 @@ public struct JSONWriter {
       var runStart = 0
       for index in utf8.indices {
         let byte = utf8[index]
-        guard Self.needsEscape(byte) else { continue }
+        guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
         // Copy the unescaped run before this byte at once, then the escape.
         if runStart < index { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index])) }
         runStart = index + 1
         bytes.append(UInt8(ascii: "\\"))
-        if let letter = Self.shortEscape(byte) {
-          bytes.append(letter)
-        } else {
+        switch byte {
+        case UInt8(ascii: "\""): bytes.append(UInt8(ascii: "\""))
+        case UInt8(ascii: "\\"): bytes.append(UInt8(ascii: "\\"))
+        case 0x0A: bytes.append(UInt8(ascii: "n"))
+        case 0x0D: bytes.append(UInt8(ascii: "r"))
+        case 0x09: bytes.append(UInt8(ascii: "t"))
+        case 0x08: bytes.append(UInt8(ascii: "b"))
+        case 0x0C: bytes.append(UInt8(ascii: "f"))
+        default:
           bytes.append(contentsOf: [UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
           bytes.append(Self.hexDigits[Int(byte >> 4)])
           bytes.append(Self.hexDigits[Int(byte & 0x0F)])
@@ -153,110 +159,5 @@ public struct JSONWriter {
       if runStart < utf8.count { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...])) }
     }
     bytes.append(UInt8(ascii: "\""))
-  }
-
-  /// Whether a string's byte is written escaped: a control character, a quote or a backslash.
-  @inline(__always)
-  static func needsEscape(_ byte: UInt8) -> Bool {
-    byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
-  }
-
-  /// The letter after the backslash of a two-byte escape; nil for one written `\u00XX`.
-  @inline(__always)
-  static func shortEscape(_ byte: UInt8) -> UInt8? {
-    switch byte {
-    case UInt8(ascii: "\""): UInt8(ascii: "\"")
-    case UInt8(ascii: "\\"): UInt8(ascii: "\\")
-    case 0x0A: UInt8(ascii: "n")
-    case 0x0D: UInt8(ascii: "r")
-    case 0x09: UInt8(ascii: "t")
-    case 0x08: UInt8(ascii: "b")
-    case 0x0C: UInt8(ascii: "f")
-    default: nil
-    }
-  }
-}
-
-// MARK: - Writing into memory sized beforehand
-
-extension JSONWriter {
-  /// How many bytes `writeString` writes for a string of these UTF-8 bytes, quotes included:
-  /// a frame written with `writeQuoted` is sized with it first, exactly.
-  public static func quotedByteCount(_ utf8: UnsafeBufferPointer<UInt8>) -> Int {
-    var count = utf8.count + 2
-    for byte in utf8 where needsEscape(byte) { count += shortEscape(byte) == nil ? 5 : 1 }
-    return count
-  }
-
-  /// Writes at `out` exactly the bytes `writeString` appends for a string of these UTF-8 bytes
-  /// (the same escapes), into memory the caller sized with `quotedByteCount`; returns the end.
-  /// Unescaped runs are copied at once, with no array's uniqueness and capacity checks per
-  /// append (a relayed frame is a dozen of them).
-  public static func writeQuoted(_ utf8: UnsafeBufferPointer<UInt8>, at out: UnsafeMutablePointer<UInt8>)
-    -> UnsafeMutablePointer<UInt8>
-  {
-    var at = out
-    at.initialize(to: UInt8(ascii: "\""))
-    at += 1
-    guard let base = utf8.baseAddress else {
-      at.initialize(to: UInt8(ascii: "\""))
-      return at + 1
-    }
-    var runStart = 0
-    for index in 0..<utf8.count {
-      let byte = base[index]
-      guard needsEscape(byte) else { continue }
-      if runStart < index {
-        at.initialize(from: base + runStart, count: index - runStart)
-        at += index - runStart
-      }
-      runStart = index + 1
-      at.initialize(to: UInt8(ascii: "\\"))
-      if let letter = shortEscape(byte) {
-        at[1] = letter
-        at += 2
-      } else {
-        at[1] = UInt8(ascii: "u")
-        at[2] = UInt8(ascii: "0")
-        at[3] = UInt8(ascii: "0")
-        at[4] = hexDigits[Int(byte >> 4)]
-        at[5] = hexDigits[Int(byte & 0x0F)]
-        at += 6
-      }
-    }
-    if runStart < utf8.count {
-      at.initialize(from: base + runStart, count: utf8.count - runStart)
-      at += utf8.count - runStart
-    }
-    at.initialize(to: UInt8(ascii: "\""))
-    return at + 1
-  }
-
-  /// How many bytes `writeInteger` writes for `number`.
-  public static func integerByteCount(_ number: Int64) -> Int {
-    var magnitude = number.magnitude
-    var count = number < 0 ? 2 : 1
-    while magnitude >= 10 {
-      magnitude /= 10
-      count += 1
-    }
-    return count
-  }
-
-  /// Writes at `out` exactly the bytes `writeInteger` appends (`integerByteCount` of them);
-  /// returns the end.
-  public static func writeInteger(_ number: Int64, at out: UnsafeMutablePointer<UInt8>) -> UnsafeMutablePointer<UInt8> {
-    var at = out
-    if number < 0 {
-      at.initialize(to: UInt8(ascii: "-"))
-      at += 1
-    }
-    let count = integerByteCount(number) - (number < 0 ? 1 : 0)
-    var magnitude = number.magnitude
-    for position in stride(from: count - 1, through: 0, by: -1) {
-      (at + position).initialize(to: UInt8(ascii: "0") + UInt8(magnitude % 10))
-      magnitude /= 10
-    }
-    return at + count
   }
 }

@@ -77,42 +77,4 @@ struct JSONWriterTests {
     ]
     #expect(JSONValue(parsing: value.serialized) == value)
   }
-
-  /// `quotedByteCount` and `writeQuoted` (relay frames written into memory sized beforehand)
-  /// give exactly `writeString`'s bytes: every byte below 0x80 alone and inside text, runs of
-  /// escapes, text that is not ASCII, the empty string.
-  @Test func writingIntoSizedMemoryIsWriteStringsBytes() {
-    var texts = (0..<0x80).map { String(UnicodeScalar(UInt8($0))) }
-    texts += (0..<0x80).map { "ab\(String(UnicodeScalar(UInt8($0))))cd" }
-    texts += [
-      "", "\"\\\n\r\t\u{8}\u{c}\u{0}\u{1f}", "héllo wörld 日本 🎧 \u{7f}", "x/y</script>",
-      String(repeating: "a\u{1}", count: 300), String(repeating: "z", count: 1_024),
-    ]
-    for text in texts {
-      var writer = JSONWriter()
-      writer.writeString(text)
-      var utf8 = Array(text.utf8)
-      let written = utf8.withUnsafeMutableBufferPointer { input -> [UInt8] in
-        let bytes = UnsafeBufferPointer(input)
-        let count = JSONWriter.quotedByteCount(bytes)
-        return [UInt8](unsafeUninitializedCapacity: count) { out, n in
-          n = JSONWriter.writeQuoted(bytes, at: out.baseAddress!) - out.baseAddress!
-        }
-      }
-      #expect(written == writer.bytes, "\(text.debugDescription)")
-      #expect(written.count == JSONWriter.quotedByteCount(utf8.withUnsafeBufferPointer { $0 }))
-    }
-  }
-
-  @Test(arguments: [0, 1, 9, 10, 99, 100, -1, -10, 1_234_567_890, Int64.max, Int64.min, Int64.min + 1])
-  func integersIntoSizedMemoryAreWriteIntegersBytes(_ number: Int64) {
-    var writer = JSONWriter()
-    writer.writeInteger(number)
-    let count = JSONWriter.integerByteCount(number)
-    let written = [UInt8](unsafeUninitializedCapacity: count) { out, n in
-      n = JSONWriter.writeInteger(number, at: out.baseAddress!) - out.baseAddress!
-    }
-    #expect(written == writer.bytes)
-    #expect(count == writer.bytes.count)
-  }
 }
