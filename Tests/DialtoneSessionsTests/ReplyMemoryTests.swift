@@ -216,49 +216,8 @@ struct ReplyMemoryTests {
 }
 
 extension ReplyMemoryTests {
-  /// An idle session's memory allocates nothing (every session holds one inline): a look-up's
-  /// miss and a forget leave it unallocated; the first `remember` allocates the table and the
-  /// first 8 slots in one piece.
-  @Test func anIdleMemoryAllocatesNothing() {
-    var memory = ReplyMemory(capacity: 512)
-    #expect(memory.allocatedBytes == 0)
-    #expect(memory.reply(to: "r1") == nil)
-    memory.forget("r1")
-    memory.forget("r2")
-    #expect(memory.allocatedBytes == 0)
-    memory.remember(.ack(.init(replyTo: "r1")), for: "r1")
-    #expect(memory.allocatedBytes > 0)
-    #expect(memory.reply(to: "r1") == .ack(.init(replyTo: "r1")))
-  }
-
-  /// The value every session holds inline: one pointer, the table's mask, the slots filled and
-  /// the ring's next slot (32 bits each), the capacity (32 bits) and the kept miss (an id and
-  /// its hash) — 48 bytes, where two array references and an `Int` ring index took 56.
-  @Test func theInlineValueIsOnePointerAndThirtyTwoBitFields() {
-    #expect(MemoryLayout<ReplyMemory>.size == 48)
-  }
-
-  /// The one allocation doubles with the slots' room (8, 16, … 512 slots, a table of twice as
-  /// many buckets): its size is the first one's times the room over 8, from the first
-  /// `remember` to the 512th, and it stays that once the ring is full, through 5,000 evictions.
-  @Test func theAllocationDoublesWithTheRoomAndStaysOnceFull() {
-    var memory = ReplyMemory(capacity: 512)
-    memory.remember(.ack(.init(replyTo: "req-0")), for: "req-0")
-    let first = memory.allocatedBytes
-    for n in 1..<5_512 {
-      memory.remember(.ack(.init(replyTo: "req-\(n)", callId: "call")), for: "req-\(n)")
-      let remembered = min(n + 1, 512)
-      var room = 8
-      while room < remembered { room *= 2 }
-      #expect(memory.allocatedBytes == first * room / 8, "after \(n + 1)")
-    }
-    #expect(memory.reply(to: "req-5511") == .ack(.init(replyTo: "req-5511", callId: "call")))
-    #expect(memory.reply(to: "req-5000") == .ack(.init(replyTo: "req-5000", callId: "call")))
-    #expect(memory.reply(to: "req-4999") == nil)
-  }
-
-  /// A capacity that is not a power of two: the last growth stops at the capacity (room 8, 16,
-  /// then 20), and the full ring evicts exactly the oldest from there on.
+  /// A capacity that is not a power of two: the ring's storage stops growing at the capacity,
+  /// and the full ring evicts exactly the oldest from there on.
   @Test func aRoomCappedAtAnOddCapacityHoldsExactlyThatMany() {
     var memory = ReplyMemory(capacity: 20)
     for n in 0..<100 {
