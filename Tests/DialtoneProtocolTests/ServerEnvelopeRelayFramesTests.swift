@@ -58,4 +58,58 @@ struct ServerEnvelopeRelayFramesTests {
     let error = ServerMessage.error(.init(replyTo: "r", code: .badRequest, message: "no"))
     #expect(ServerEnvelope(seq: 3, message: error).relayFrameBytes == nil)
   }
+
+  /// Every byte below 0x80 in every text of a candidate (written counted first, then into memory
+  /// of exactly that size): the same bytes as `WireEncoder`'s, and exactly as many as counted.
+  @Test func everyByteBelow0x80InEveryFieldIsWireEncodersBytes() {
+    for byte in 0..<0x80 {
+      let text = "a\(String(UnicodeScalar(UInt8(byte))))b"
+      let candidate = IceCandidate(candidate: text, sdpMid: text, sdpMLineIndex: byte, usernameFragment: text)
+      let message = ServerMessage.candidate(
+        .init(callId: "call-1", from: Peer(userId: text, deviceId: text, name: text), candidate: candidate, leg: true))
+      let envelope = ServerEnvelope(seq: UInt64(byte), message: message)
+      #expect(envelope.relayFrameBytes == envelope.genericEncoded, "byte \(byte)")
+      let ack = ServerEnvelope(seq: UInt64(byte), message: .ack(.init(replyTo: text, callId: "call-1")))
+      #expect(ack.relayFrameBytes == ack.genericEncoded, "byte \(byte)")
+    }
+  }
+
+  /// A client's candidate as the server decodes it — escapes of every kind in its text (`\u`
+  /// escapes, an escaped slash, a surrogate pair), text that is not ASCII, every field at its
+  /// limit — relayed as `WireEncoder`'s bytes; one byte over a limit is still refused with the
+  /// same error.
+  @Test func aDecodedCandidateAtItsLimitsWithEscapesIsRelayedAsWireEncodersBytes() throws {
+    let line = "candidate:1 1 udp 2122260223 192.0.2.1 \\u0041\\/\\\"\\\\\\n\\ud83c\\udfa7 é日"
+    let longLine = String(repeating: "x", count: Limits.maxCandidateBytes)
+    let field = String(repeating: "m", count: Limits.maxCandidateFieldBytes)
+    for text in [line, longLine] {
+      let frame = """
+        {"type":"candidate","id":"\(String(repeating: "i", count: Limits.maxMessageIDBytes))",\
+        "callId":"\(String(repeating: "c", count: Limits.maxCallIDBytes))",\
+        "candidate":{"usernameFragment":"\(field)","candidate":"\(text)","sdpMid":"\(field)",\
+        "sdpMLineIndex":\(Limits.maxSDPMLineIndex)}}
+        """
+      let decoded = try MessageCodec.decodeClientMessage(Array(frame.utf8))
+      guard case .candidate(let m) = decoded.message else {
+        Issue.record("not a candidate: \(decoded)")
+        continue
+      }
+      let from = Peer(userId: "u", deviceId: "d")
+      let relayed = ServerEnvelope(
+        seq: 7, message: .candidate(.init(callId: m.callId, from: from, candidate: m.candidate)))
+      #expect(relayed.relayFrameBytes == relayed.genericEncoded)
+      #expect(relayed.encoded == relayed.genericEncoded)
+    }
+    let overLimit = """
+      {"type":"candidate","id":"r1","callId":"c1","candidate":{"candidate":"\(longLine)x"}}
+      """
+    #expect(throws: ProtocolError.self) { try MessageCodec.decodeClientMessage(Array(overLimit.utf8)) }
+    do throws(ProtocolError) {
+      _ = try MessageCodec.decodeClientMessage(Array(overLimit.utf8))
+    } catch {
+      #expect(error.code == .tooLarge)
+      #expect(error.message == "\"candidate.candidate\" exceeds \(Limits.maxCandidateBytes) bytes")
+      #expect(error.replyTo == "r1")
+    }
+  }
 }

@@ -215,6 +215,21 @@ struct ReplyMemoryTests {
   }
 }
 
+extension ReplyMemoryTests {
+  /// A capacity that is not a power of two: the ring's storage stops growing at the capacity,
+  /// and the full ring evicts exactly the oldest from there on.
+  @Test func aRoomCappedAtAnOddCapacityHoldsExactlyThatMany() {
+    var memory = ReplyMemory(capacity: 20)
+    for n in 0..<100 {
+      memory.remember(.ack(.init(replyTo: "req-\(n)")), for: "req-\(n)")
+      for k in 0...n {
+        let expected: ServerMessage? = k > n - 20 ? .ack(.init(replyTo: "req-\(k)")) : nil
+        #expect(memory.reply(to: "req-\(k)") == expected, "after \(n), req-\(k)")
+      }
+    }
+  }
+}
+
 /// The plain model of `ReplyMemory`: the last `capacity` distinct ids in the order they were
 /// first remembered, an id remembered again keeping its place with the new answer.
 private struct RecentReplies {
