@@ -296,6 +296,10 @@ package struct WriteBehindHolder: Sendable {
   /// time the shell next looks at `lease`, so the shell reports lapses by this count.
   package private(set) var lapses = 0
   package private(set) var sessions: [String: Held] = [:]
+
+  /// Whether the session is held here. Asked for every frame: `sessions[id] != nil` copies the
+  /// whole `Held` out (its queue and once-keys retained, then released) to compare it with nil.
+  package func isHeld(_ session: String) -> Bool { sessions.index(forKey: session) != nil }
   package private(set) var store: Store = .idle
   private var queue: [QueuedEvent] = []
   /// Of the queue: frames, and events that may not wait (kept as counts: every event asks).
@@ -624,6 +628,7 @@ package struct WriteBehindHolder: Sendable {
     guard case .inFlight(number, let events) = store else { return effects }
     store = .idle
     var through: [String: UInt64] = [:]
+    through.reserveCapacity(events.reduce(0) { $0 + $1.frames.count })
     for event in events {
       for frame in event.frames where isCurrent(frame) {
         through[frame.session] = max(through[frame.session] ?? 0, frame.seq)
@@ -816,8 +821,8 @@ package struct WriteBehindHolder: Sendable {
   private func fits(_ event: [Outgoing], sessionBounds: Bool, nodeBound: Bool) -> Bool {
     // As `Numbered.cost` will count a frame; the seq's digits are those of the session's next
     // seq, near enough for a bound.
-    func size(_ outgoing: Outgoing, _ held: Held?) -> Int {
-      2 * (outgoing.frame.head.count + outgoing.frame.tail.count) + Self.digits(held?.next ?? 1)
+    func size(_ outgoing: Outgoing, _ next: UInt64?) -> Int {
+      2 * (outgoing.frame.head.count + outgoing.frame.tail.count) + Self.digits(next ?? 1)
     }
     guard event.count <= Self.scannedEvent else {
       return fitsLarge(event, sessionBounds: sessionBounds, nodeBound: nodeBound, size: size)
@@ -828,17 +833,19 @@ package struct WriteBehindHolder: Sendable {
     for (offset, outgoing) in event.enumerated() {
       // Each session once, at its first frame, with all of its frames in the event.
       if event[..<offset].contains(where: { $0.session == outgoing.session }) { continue }
-      let held = sessions[outgoing.session]
+      // Its fields read where it is stored (`values[index]`): `sessions[id]` copies the session.
+      let index = sessions.index(forKey: outgoing.session)
+      let next = index.map { sessions.values[$0].next }
       var frames = 0
       var bytes = 0
       for other in event[offset...] where other.session == outgoing.session {
         frames += 1
-        bytes += size(other, held)
+        bytes += size(other, next)
       }
       total += bytes
-      guard sessionBounds, let held else { continue }
-      if held.unstored.count + frames > limits.maxSessionFrames { return false }
-      if held.unstoredBytes + bytes > limits.maxSessionBytes { return false }
+      guard sessionBounds, let index else { continue }
+      if sessions.values[index].unstored.count + frames > limits.maxSessionFrames { return false }
+      if sessions.values[index].unstoredBytes + bytes > limits.maxSessionBytes { return false }
     }
     return !nodeBound || nodeBytes + reservedBytes + total <= limits.maxNodeBytes
   }
@@ -848,13 +855,13 @@ package struct WriteBehindHolder: Sendable {
 
   /// `fits` for a larger event (a group's): its sessions counted in dictionaries.
   private func fitsLarge(
-    _ event: [Outgoing], sessionBounds: Bool, nodeBound: Bool, size: (Outgoing, Held?) -> Int
+    _ event: [Outgoing], sessionBounds: Bool, nodeBound: Bool, size: (Outgoing, UInt64?) -> Int
   ) -> Bool {
     var frames: [String: Int] = [:]
     var bytes: [String: Int] = [:]
     var total = 0
     for outgoing in event {
-      let size = size(outgoing, sessions[outgoing.session])
+      let size = size(outgoing, sessions.index(forKey: outgoing.session).map { sessions.values[$0].next })
       frames[outgoing.session, default: 0] += 1
       bytes[outgoing.session, default: 0] += size
       total += size
@@ -862,9 +869,9 @@ package struct WriteBehindHolder: Sendable {
     guard !nodeBound || nodeBytes + reservedBytes + total <= limits.maxNodeBytes else { return false }
     guard sessionBounds else { return true }
     for (session, count) in frames {
-      guard let held = sessions[session] else { continue }
-      if held.unstored.count + count > limits.maxSessionFrames { return false }
-      if held.unstoredBytes + (bytes[session] ?? 0) > limits.maxSessionBytes { return false }
+      guard let index = sessions.index(forKey: session) else { continue }
+      if sessions.values[index].unstored.count + count > limits.maxSessionFrames { return false }
+      if sessions.values[index].unstoredBytes + (bytes[session] ?? 0) > limits.maxSessionBytes { return false }
     }
     return true
   }
@@ -994,7 +1001,7 @@ package struct WriteBehindHolder: Sendable {
     seq <= held.stored + UInt64(limits.maxSessionFrames)
   }
 
-  private mutating func count(_ events: [QueuedEvent], _ sign: Int) {
+  private mutating func count(_ events: some Sequence<QueuedEvent>, _ sign: Int) {
     for event in events {
       queuedFrames += sign * event.frames.count
       if event.urgent { urgentEvents += sign }
@@ -1023,6 +1030,7 @@ package struct WriteBehindHolder: Sendable {
     var taken: [QueuedEvent] = []
     var parts: [WriteBehindBatch.Session] = []
     var index: [String: Int] = [:]
+    index.reserveCapacity(min(queuedFrames, limits.maxBatchFrames))
     var frames = 0
     var bytes = 0
     var cut = 0
@@ -1034,9 +1042,12 @@ package struct WriteBehindHolder: Sendable {
       found.removeAll(keepingCapacity: true)
       var size = 0
       for ref in event.frames {
-        guard let held = sessions[ref.session], held.epoch == ref.epoch, ref.seq > held.stored else { continue }
-        let offset = Int(ref.seq - held.stored - 1)
-        let numbered = offset < held.unstored.count ? held.unstored[offset] : nil
+        // Read where it is stored (`values[at]`): `sessions[id]` copied the whole session per frame.
+        guard let at = sessions.index(forKey: ref.session), sessions.values[at].epoch == ref.epoch else { continue }
+        let stored = sessions.values[at].stored
+        guard ref.seq > stored else { continue }
+        let offset = Int(ref.seq - stored - 1)
+        let numbered = offset < sessions.values[at].unstored.count ? sessions.values[at].unstored[offset] : nil
         live.append(ref)
         found.append(numbered)
         size += numbered?.bytes.count ?? 0
@@ -1063,7 +1074,7 @@ package struct WriteBehindHolder: Sendable {
         if let letter = numbered.outgoing.letter { parts[at].letterPosition = letter }
       }
     }
-    count(Array(queue.prefix(cut)), -1)
+    count(queue.prefix(cut), -1)
     queue.removeFirst(cut)
     wakeAsked = nil
     // Events cut with no frame left to store (their sessions lost here) are done with.
@@ -1076,7 +1087,7 @@ package struct WriteBehindHolder: Sendable {
   /// Whether the frame is still this node's to store: its session held under the same epoch,
   /// and not yet confirmed.
   private func isCurrent(_ ref: FrameRef) -> Bool {
-    guard let held = sessions[ref.session] else { return false }
-    return held.epoch == ref.epoch && ref.seq > held.stored
+    guard let index = sessions.index(forKey: ref.session) else { return false }
+    return sessions.values[index].epoch == ref.epoch && ref.seq > sessions.values[index].stored
   }
 }

@@ -158,7 +158,7 @@ package final class WriteBehindShell: Sendable {
   // MARK: Sessions
 
   /// Whether the session is held here under write-behind.
-  package func holds(_ session: String) -> Bool { state.withLock { $0.holder.sessions[session] != nil } }
+  package func holds(_ session: String) -> Bool { state.withLock { $0.holder.isHeld(session) } }
 
   /// This node won the session at `epoch` (an open or resume); numbering goes on after `lastSeq`,
   /// the last seq Redis has; a resume's `letters` (its previous holder's, unstored) come first,
@@ -174,7 +174,7 @@ package final class WriteBehindShell: Sendable {
         session, epoch: epoch, lastSeq: lastSeq, onces: onces, lettersAfter: lettersAfter, letters: letters,
         letterOrigins: letterOrigins, storedRequests: storedRequests, now: now())
       state.outbox += effects
-      guard state.holder.sessions[session] != nil else { return false }
+      guard state.holder.isHeld(session) else { return false }
       if let old = state.owners[session] { state.devices[old.userId]?[old.deviceId] = nil }
       state.owners[session] = identity
       state.devices[identity.userId, default: [:]][identity.deviceId] = session
@@ -291,7 +291,7 @@ package final class WriteBehindShell: Sendable {
   /// whether it was.
   package func addIfHeld(_ outgoing: WriteBehindHolder.Outgoing) -> Bool {
     state.withLock { state in
-      guard state.holder.sessions[outgoing.session] != nil else { return false }
+      guard state.holder.isHeld(outgoing.session) else { return false }
       state.event.append(outgoing)
       return true
     }
