@@ -72,10 +72,20 @@ package final class WriteBehindShell: Sendable {
       return due
     }
 
-    /// The answers of the entries waiting for events after `through`, taken out.
+    /// The answers of the entries waiting for events after `through`, taken out, in one pass
+    /// over the queue: the entries kept move up in their order, the rest are cut off the end.
     mutating func takeAfter(_ through: UInt64) -> [RefusedRequest] {
-      let dropped = entries.filter { $0.event > through }.flatMap(\.replies.requests)
-      entries.removeAll { $0.event > through }
+      var dropped: [RefusedRequest] = []
+      var kept = 0
+      for index in entries.indices {
+        if entries[index].event > through {
+          dropped += entries[index].replies.requests
+        } else {
+          entries.swapAt(kept, index)
+          kept += 1
+        }
+      }
+      entries.removeLast(entries.count - kept)
       answers -= dropped.count
       return dropped
     }
