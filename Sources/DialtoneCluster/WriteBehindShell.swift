@@ -374,8 +374,19 @@ package final class WriteBehindShell: Sendable {
 
   /// An unnumbered letter another node stored in this node's inbox at `position`.
   package func letter(_ outgoing: WriteBehindHolder.Outgoing, position: String) {
+    letters([(outgoing, position)])
+  }
+
+  /// Unnumbered letters of one inbox read, in inbox order, each with its position: numbered under
+  /// one lock and their effects applied together, so that the frames they write reach the hub in
+  /// one hand-off (`framesStored`) rather than one per letter (a post to the network thread each).
+  package func letters(_ letters: [(WriteBehindHolder.Outgoing, position: String)]) {
+    guard !letters.isEmpty else { return }
     state.withLock { state in
-      state.outbox += state.holder.letter(outgoing, position: position, now: now())
+      let now = now()
+      for (outgoing, position) in letters {
+        state.outbox += state.holder.letter(outgoing, position: position, now: now)
+      }
     }
     pump()
   }
