@@ -818,7 +818,7 @@ package struct WriteBehindHolder: Sendable {
 
   /// `nodeBound`: whether the event must fit in the node's bound beside the room kept for
   /// admitted requests (not when it is an admitted request's own).
-  private func fits(_ event: [Outgoing], sessionBounds: Bool, nodeBound: Bool) -> Bool {
+  private mutating func fits(_ event: [Outgoing], sessionBounds: Bool, nodeBound: Bool) -> Bool {
     // As `Numbered.cost` will count a frame; the seq's digits are those of the session's next
     // seq, near enough for a bound.
     func size(_ outgoing: Outgoing, _ next: UInt64?) -> Int {
@@ -833,35 +833,44 @@ package struct WriteBehindHolder: Sendable {
     for (offset, outgoing) in event.enumerated() {
       // Each session once, at its first frame, with all of its frames in the event.
       if event[..<offset].contains(where: { $0.session == outgoing.session }) { continue }
-      // Its fields read where it is stored (`values[index]`): `sessions[id]` copies the session.
-      let index = sessions.index(forKey: outgoing.session)
-      let next = index.map { sessions.values[$0].next }
+      let held = sessions.index(forKey: outgoing.session).map { counts(at: $0) }
       var frames = 0
       var bytes = 0
       for other in event[offset...] where other.session == outgoing.session {
         frames += 1
-        bytes += size(other, next)
+        bytes += size(other, held?.next)
       }
       total += bytes
-      guard sessionBounds, let index else { continue }
-      if sessions.values[index].unstored.count + frames > limits.maxSessionFrames { return false }
-      if sessions.values[index].unstoredBytes + bytes > limits.maxSessionBytes { return false }
+      guard sessionBounds, let held else { continue }
+      if held.frames + frames > limits.maxSessionFrames { return false }
+      if held.bytes + bytes > limits.maxSessionBytes { return false }
     }
     return !nodeBound || nodeBytes + reservedBytes + total <= limits.maxNodeBytes
+  }
+
+  /// A session's next seq and unstored frames and bytes, read in place. `sessions[id]`, and
+  /// `sessions.values[index]` read through its getter, copy the whole `Held` (its queue and
+  /// once-keys retained, then released: measured); an `inout` access (`_modify`) does not.
+  private mutating func counts(at index: [String: Held].Index) -> (next: UInt64, frames: Int, bytes: Int) {
+    Self.counts(&sessions.values[index])
+  }
+
+  private static func counts(_ held: inout Held) -> (next: UInt64, frames: Int, bytes: Int) {
+    (held.next, held.unstored.count, held.unstoredBytes)
   }
 
   /// Events up to this many frames are checked by scanning them (`fits`).
   private static let scannedEvent = 8
 
   /// `fits` for a larger event (a group's): its sessions counted in dictionaries.
-  private func fitsLarge(
+  private mutating func fitsLarge(
     _ event: [Outgoing], sessionBounds: Bool, nodeBound: Bool, size: (Outgoing, UInt64?) -> Int
   ) -> Bool {
     var frames: [String: Int] = [:]
     var bytes: [String: Int] = [:]
     var total = 0
     for outgoing in event {
-      let size = size(outgoing, sessions.index(forKey: outgoing.session).map { sessions.values[$0].next })
+      let size = size(outgoing, sessions.index(forKey: outgoing.session).map { counts(at: $0).next })
       frames[outgoing.session, default: 0] += 1
       bytes[outgoing.session, default: 0] += size
       total += size
@@ -869,9 +878,9 @@ package struct WriteBehindHolder: Sendable {
     guard !nodeBound || nodeBytes + reservedBytes + total <= limits.maxNodeBytes else { return false }
     guard sessionBounds else { return true }
     for (session, count) in frames {
-      guard let index = sessions.index(forKey: session) else { continue }
-      if sessions.values[index].unstored.count + count > limits.maxSessionFrames { return false }
-      if sessions.values[index].unstoredBytes + (bytes[session] ?? 0) > limits.maxSessionBytes { return false }
+      guard let held = sessions.index(forKey: session).map({ counts(at: $0) }) else { continue }
+      if held.frames + count > limits.maxSessionFrames { return false }
+      if held.bytes + (bytes[session] ?? 0) > limits.maxSessionBytes { return false }
     }
     return true
   }
@@ -950,7 +959,7 @@ package struct WriteBehindHolder: Sendable {
   /// Redis has the session's frames through `seq`: held frames up to the next store-first one
   /// still waiting are written.
   private mutating func confirm(_ session: String, through seq: UInt64) -> [Effect] {
-    guard let index = sessions.index(forKey: session), seq > sessions.values[index].stored else { return [] }
+    guard let index = sessions.index(forKey: session) else { return [] }
     var effects: [Effect] = []
     // In place (`values[index]`), as in `number`: a copy would copy the frames left.
     let freed = Self.confirm(&sessions.values[index], session, through: seq, limits, &effects)
@@ -962,6 +971,7 @@ package struct WriteBehindHolder: Sendable {
   private static func confirm(
     _ held: inout Held, _ session: String, through seq: UInt64, _ limits: Limits, _ effects: inout [Effect]
   ) -> Int {
+    guard seq > held.stored else { return 0 }
     let count = held.unstored.prefix { $0.seq <= seq }.count
     var freed = 0
     for frame in held.unstored[..<count] {
@@ -1042,12 +1052,10 @@ package struct WriteBehindHolder: Sendable {
       found.removeAll(keepingCapacity: true)
       var size = 0
       for ref in event.frames {
-        // Read where it is stored (`values[at]`): `sessions[id]` copied the whole session per frame.
-        guard let at = sessions.index(forKey: ref.session), sessions.values[at].epoch == ref.epoch else { continue }
-        let stored = sessions.values[at].stored
-        guard ref.seq > stored else { continue }
-        let offset = Int(ref.seq - stored - 1)
-        let numbered = offset < sessions.values[at].unstored.count ? sessions.values[at].unstored[offset] : nil
+        // Read in place (`counts`): `sessions[id]` copied the whole session per frame.
+        guard let at = sessions.index(forKey: ref.session),
+          case .some(let numbered) = Self.unstored(ref, in: &sessions.values[at])
+        else { continue }
         live.append(ref)
         found.append(numbered)
         size += numbered?.bytes.count ?? 0
@@ -1085,9 +1093,17 @@ package struct WriteBehindHolder: Sendable {
   }
 
   /// Whether the frame is still this node's to store: its session held under the same epoch,
-  /// and not yet confirmed.
-  private func isCurrent(_ ref: FrameRef) -> Bool {
+  /// and not yet confirmed (read in place: `counts`).
+  private mutating func isCurrent(_ ref: FrameRef) -> Bool {
     guard let index = sessions.index(forKey: ref.session) else { return false }
-    return sessions.values[index].epoch == ref.epoch && ref.seq > sessions.values[index].stored
+    return Self.unstored(ref, in: &sessions.values[index]) != nil
+  }
+
+  /// Nil when the frame is not the session's to store (another epoch, or confirmed); else the
+  /// frame numbered, if the session still has it.
+  private static func unstored(_ ref: FrameRef, in held: inout Held) -> Numbered?? {
+    guard held.epoch == ref.epoch, ref.seq > held.stored else { return nil }
+    let offset = Int(ref.seq - held.stored - 1)
+    return .some(offset < held.unstored.count ? held.unstored[offset] : nil)
   }
 }
