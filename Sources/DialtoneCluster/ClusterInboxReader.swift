@@ -24,7 +24,8 @@ package final class ClusterInboxReader: Sendable {
   /// outlive their reading (it may ask Redis, on the reader's connection).
   package func start(
     _ deliver: @escaping @Sendable ([ClusterLetter]) -> Void,
-    unnumbered: (@Sendable ([(UnnumberedLetter, position: String)]) -> Void)? = nil, mayRead: (@Sendable () -> Bool)? = nil,
+    unnumbered: (@Sendable ([(UnnumberedLetter, position: String)]) -> Void)? = nil,
+    mayRead: (@Sendable () -> Bool)? = nil,
     trimPoint: (@Sendable (String, any RedisClient) throws(RedisError) -> String?)? = nil
   ) {
     let (settings, log) = (settings, log)

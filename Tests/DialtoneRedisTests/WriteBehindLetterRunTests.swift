@@ -72,9 +72,13 @@ extension RedisTests.WriteBehindLetterRuns {
       .init(head: Array(#"{"seq":"#.utf8), tail: Array(#","type":"ice","n":\#(n)}"#.utf8))
     }
     let mailbox = NodeMailbox(session.redis, capacity: 100, expiry: .seconds(60))
-    for n in 1...3 { #expect(try session.ledger.append(frame(n), to: session.id, from: session.producer) == .sent(seq: 0)) }
+    for n in 1...3 {
+      #expect(try session.ledger.append(frame(n), to: session.id, from: session.producer) == .sent(seq: 0))
+    }
     _ = try mailbox.send(ClusterLetterCodec.encode(.broken(sessionID: "s-other")), to: session.holder)
-    for n in 4...5 { #expect(try session.ledger.append(frame(n), to: session.id, from: session.producer) == .sent(seq: 0)) }
+    for n in 4...5 {
+      #expect(try session.ledger.append(frame(n), to: session.id, from: session.producer) == .sent(seq: 0))
+    }
     let reader = ClusterInboxReader(
       settings: .init(redis: try RedisConfiguration(url: try SharedRedis.server().url), node: session.holder),
       log: Log(level: .error, subsystem: "t"))
