@@ -16,14 +16,16 @@ package final class ClusterInboxReader: Sendable {
     loop = RedisLoopThread(name: "cluster-inbox", redis: settings.redis, retryPause: .milliseconds(200), log: log)
   }
 
-  /// `unnumbered`: where letters for write-behind sessions go, one by one with their position
-  /// (nil: such letters are skipped as undecodable); `mayRead`: whether to read on now (a
+  /// `unnumbered`: where letters for write-behind sessions go, each with its position, a read's
+  /// consecutive ones together (one hand-off for them, not one per letter; nil: such letters are
+  /// skipped as undecodable); `mayRead`: whether to read on now (a
   /// write-behind holder with too much waiting for Redis pauses its inbox); `trimPoint`: how far
   /// the inbox may be trimmed once read through an id (nil: not yet), for letters that must
   /// outlive their reading (it may ask Redis, on the reader's connection).
   package func start(
     _ deliver: @escaping @Sendable ([ClusterLetter]) -> Void,
-    unnumbered: (@Sendable (UnnumberedLetter, String) -> Void)? = nil, mayRead: (@Sendable () -> Bool)? = nil,
+    unnumbered: (@Sendable ([(UnnumberedLetter, position: String)]) -> Void)? = nil,
+    mayRead: (@Sendable () -> Bool)? = nil,
     trimPoint: (@Sendable (String, any RedisClient) throws(RedisError) -> String?)? = nil
   ) {
     let (settings, log) = (settings, log)
@@ -49,23 +51,29 @@ package final class ClusterInboxReader: Sendable {
         }
         return
       }
+      // Each run of letters of one kind is handed on whole, the runs in inbox order: the letters
+      // before a letter reach the hub (or the holder) before it.
       var decoded: [ClusterLetter] = []
+      var frames: [(UnnumberedLetter, position: String)] = []
       decoded.reserveCapacity(letters.count)
       for letter in letters {
         do {
-          if let unnumbered, let frame = try UnnumberedLetter.decode(letter.payload) {
-            // The letters before it reach the hub first.
+          if unnumbered != nil, let frame = try UnnumberedLetter.decode(letter.payload) {
             if !decoded.isEmpty { deliver(decoded) }
             decoded.removeAll()
-            unnumbered(frame, letter.id)
+            frames.append((frame, letter.id))
             continue
           }
-          decoded.append(try ClusterLetterCodec.decode(letter.payload))
+          let next = try ClusterLetterCodec.decode(letter.payload)
+          if !frames.isEmpty { unnumbered?(frames) }
+          frames.removeAll()
+          decoded.append(next)
         } catch {
           log.error("skipped a letter that does not decode: \(error)")
         }
       }
       if !decoded.isEmpty { deliver(decoded) }
+      if !frames.isEmpty { unnumbered?(frames) }
       position.after = last.id
       position.untrimmed += letters.count
       if position.untrimmed >= 64, let through = try trimPoint.map({ try $0(last.id, connection) }) ?? last.id {

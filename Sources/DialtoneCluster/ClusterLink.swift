@@ -203,11 +203,11 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
     defer { connection.close() }
     try checkClusterMark(connection)
     try presence(connection).heartbeat(thisNode)
-    var unnumbered: (@Sendable (UnnumberedLetter, String) -> Void)?
+    var unnumbered: (@Sendable ([(UnnumberedLetter, position: String)]) -> Void)?
     var mayRead: (@Sendable () -> Bool)?
     var trimPoint: (@Sendable (String, any RedisClient) throws(RedisError) -> String?)?
     if let shell = writeBehind {
-      unnumbered = { letter, position in shell.letter(ClusterLink.outgoing(letter), position: position) }
+      unnumbered = { letters in shell.letters(letters.map { (ClusterLink.outgoing($0.0), $0.position) }) }
       mayRead = { shell.acceptsLetters }
       trimPoint = { read, connection throws(RedisError) in try shell.trimPoint(read: read, connection) }
     }

@@ -296,6 +296,10 @@ package struct WriteBehindHolder: Sendable {
   /// time the shell next looks at `lease`, so the shell reports lapses by this count.
   package private(set) var lapses = 0
   package private(set) var sessions: [String: Held] = [:]
+
+  /// Whether the session is held here. Asked for every frame: `sessions[id] != nil` copies the
+  /// whole `Held` out (its queue and once-keys retained, then released) to compare it with nil.
+  package func isHeld(_ session: String) -> Bool { sessions.index(forKey: session) != nil }
   package private(set) var store: Store = .idle
   private var queue: [QueuedEvent] = []
   /// Of the queue: frames, and events that may not wait (kept as counts: every event asks).
@@ -624,6 +628,7 @@ package struct WriteBehindHolder: Sendable {
     guard case .inFlight(number, let events) = store else { return effects }
     store = .idle
     var through: [String: UInt64] = [:]
+    through.reserveCapacity(events.reduce(0) { $0 + $1.frames.count })
     for event in events {
       for frame in event.frames where isCurrent(frame) {
         through[frame.session] = max(through[frame.session] ?? 0, frame.seq)
@@ -813,11 +818,11 @@ package struct WriteBehindHolder: Sendable {
 
   /// `nodeBound`: whether the event must fit in the node's bound beside the room kept for
   /// admitted requests (not when it is an admitted request's own).
-  private func fits(_ event: [Outgoing], sessionBounds: Bool, nodeBound: Bool) -> Bool {
+  private mutating func fits(_ event: [Outgoing], sessionBounds: Bool, nodeBound: Bool) -> Bool {
     // As `Numbered.cost` will count a frame; the seq's digits are those of the session's next
     // seq, near enough for a bound.
-    func size(_ outgoing: Outgoing, _ held: Held?) -> Int {
-      2 * (outgoing.frame.head.count + outgoing.frame.tail.count) + Self.digits(held?.next ?? 1)
+    func size(_ outgoing: Outgoing, _ next: UInt64?) -> Int {
+      2 * (outgoing.frame.head.count + outgoing.frame.tail.count) + Self.digits(next ?? 1)
     }
     guard event.count <= Self.scannedEvent else {
       return fitsLarge(event, sessionBounds: sessionBounds, nodeBound: nodeBound, size: size)
@@ -828,33 +833,44 @@ package struct WriteBehindHolder: Sendable {
     for (offset, outgoing) in event.enumerated() {
       // Each session once, at its first frame, with all of its frames in the event.
       if event[..<offset].contains(where: { $0.session == outgoing.session }) { continue }
-      let held = sessions[outgoing.session]
+      let held = sessions.index(forKey: outgoing.session).map { counts(at: $0) }
       var frames = 0
       var bytes = 0
       for other in event[offset...] where other.session == outgoing.session {
         frames += 1
-        bytes += size(other, held)
+        bytes += size(other, held?.next)
       }
       total += bytes
       guard sessionBounds, let held else { continue }
-      if held.unstored.count + frames > limits.maxSessionFrames { return false }
-      if held.unstoredBytes + bytes > limits.maxSessionBytes { return false }
+      if held.frames + frames > limits.maxSessionFrames { return false }
+      if held.bytes + bytes > limits.maxSessionBytes { return false }
     }
     return !nodeBound || nodeBytes + reservedBytes + total <= limits.maxNodeBytes
+  }
+
+  /// A session's next seq and unstored frames and bytes, read in place. `sessions[id]`, and
+  /// `sessions.values[index]` read through its getter, copy the whole `Held` (its queue and
+  /// once-keys retained, then released: measured); an `inout` access (`_modify`) does not.
+  private mutating func counts(at index: [String: Held].Index) -> (next: UInt64, frames: Int, bytes: Int) {
+    Self.counts(&sessions.values[index])
+  }
+
+  private static func counts(_ held: inout Held) -> (next: UInt64, frames: Int, bytes: Int) {
+    (held.next, held.unstored.count, held.unstoredBytes)
   }
 
   /// Events up to this many frames are checked by scanning them (`fits`).
   private static let scannedEvent = 8
 
   /// `fits` for a larger event (a group's): its sessions counted in dictionaries.
-  private func fitsLarge(
-    _ event: [Outgoing], sessionBounds: Bool, nodeBound: Bool, size: (Outgoing, Held?) -> Int
+  private mutating func fitsLarge(
+    _ event: [Outgoing], sessionBounds: Bool, nodeBound: Bool, size: (Outgoing, UInt64?) -> Int
   ) -> Bool {
     var frames: [String: Int] = [:]
     var bytes: [String: Int] = [:]
     var total = 0
     for outgoing in event {
-      let size = size(outgoing, sessions[outgoing.session])
+      let size = size(outgoing, sessions.index(forKey: outgoing.session).map { counts(at: $0).next })
       frames[outgoing.session, default: 0] += 1
       bytes[outgoing.session, default: 0] += size
       total += size
@@ -862,9 +878,9 @@ package struct WriteBehindHolder: Sendable {
     guard !nodeBound || nodeBytes + reservedBytes + total <= limits.maxNodeBytes else { return false }
     guard sessionBounds else { return true }
     for (session, count) in frames {
-      guard let held = sessions[session] else { continue }
-      if held.unstored.count + count > limits.maxSessionFrames { return false }
-      if held.unstoredBytes + (bytes[session] ?? 0) > limits.maxSessionBytes { return false }
+      guard let held = sessions.index(forKey: session).map({ counts(at: $0) }) else { continue }
+      if held.frames + count > limits.maxSessionFrames { return false }
+      if held.bytes + (bytes[session] ?? 0) > limits.maxSessionBytes { return false }
     }
     return true
   }
@@ -943,7 +959,7 @@ package struct WriteBehindHolder: Sendable {
   /// Redis has the session's frames through `seq`: held frames up to the next store-first one
   /// still waiting are written.
   private mutating func confirm(_ session: String, through seq: UInt64) -> [Effect] {
-    guard let index = sessions.index(forKey: session), seq > sessions.values[index].stored else { return [] }
+    guard let index = sessions.index(forKey: session) else { return [] }
     var effects: [Effect] = []
     // In place (`values[index]`), as in `number`: a copy would copy the frames left.
     let freed = Self.confirm(&sessions.values[index], session, through: seq, limits, &effects)
@@ -955,6 +971,7 @@ package struct WriteBehindHolder: Sendable {
   private static func confirm(
     _ held: inout Held, _ session: String, through seq: UInt64, _ limits: Limits, _ effects: inout [Effect]
   ) -> Int {
+    guard seq > held.stored else { return 0 }
     let count = held.unstored.prefix { $0.seq <= seq }.count
     var freed = 0
     for frame in held.unstored[..<count] {
@@ -994,7 +1011,7 @@ package struct WriteBehindHolder: Sendable {
     seq <= held.stored + UInt64(limits.maxSessionFrames)
   }
 
-  private mutating func count(_ events: [QueuedEvent], _ sign: Int) {
+  private mutating func count(_ events: some Sequence<QueuedEvent>, _ sign: Int) {
     for event in events {
       queuedFrames += sign * event.frames.count
       if event.urgent { urgentEvents += sign }
@@ -1023,6 +1040,7 @@ package struct WriteBehindHolder: Sendable {
     var taken: [QueuedEvent] = []
     var parts: [WriteBehindBatch.Session] = []
     var index: [String: Int] = [:]
+    index.reserveCapacity(min(queuedFrames, limits.maxBatchFrames))
     var frames = 0
     var bytes = 0
     var cut = 0
@@ -1034,9 +1052,10 @@ package struct WriteBehindHolder: Sendable {
       found.removeAll(keepingCapacity: true)
       var size = 0
       for ref in event.frames {
-        guard let held = sessions[ref.session], held.epoch == ref.epoch, ref.seq > held.stored else { continue }
-        let offset = Int(ref.seq - held.stored - 1)
-        let numbered = offset < held.unstored.count ? held.unstored[offset] : nil
+        // Read in place (`counts`): `sessions[id]` copied the whole session per frame.
+        guard let at = sessions.index(forKey: ref.session),
+          case .some(let numbered) = Self.unstored(ref, in: &sessions.values[at])
+        else { continue }
         live.append(ref)
         found.append(numbered)
         size += numbered?.bytes.count ?? 0
@@ -1063,7 +1082,7 @@ package struct WriteBehindHolder: Sendable {
         if let letter = numbered.outgoing.letter { parts[at].letterPosition = letter }
       }
     }
-    count(Array(queue.prefix(cut)), -1)
+    count(queue.prefix(cut), -1)
     queue.removeFirst(cut)
     wakeAsked = nil
     // Events cut with no frame left to store (their sessions lost here) are done with.
@@ -1074,9 +1093,17 @@ package struct WriteBehindHolder: Sendable {
   }
 
   /// Whether the frame is still this node's to store: its session held under the same epoch,
-  /// and not yet confirmed.
-  private func isCurrent(_ ref: FrameRef) -> Bool {
-    guard let held = sessions[ref.session] else { return false }
-    return held.epoch == ref.epoch && ref.seq > held.stored
+  /// and not yet confirmed (read in place: `counts`).
+  private mutating func isCurrent(_ ref: FrameRef) -> Bool {
+    guard let index = sessions.index(forKey: ref.session) else { return false }
+    return Self.unstored(ref, in: &sessions.values[index]) != nil
+  }
+
+  /// Nil when the frame is not the session's to store (another epoch, or confirmed); else the
+  /// frame numbered, if the session still has it.
+  private static func unstored(_ ref: FrameRef, in held: inout Held) -> Numbered?? {
+    guard held.epoch == ref.epoch, ref.seq > held.stored else { return nil }
+    let offset = Int(ref.seq - held.stored - 1)
+    return .some(offset < held.unstored.count ? held.unstored[offset] : nil)
   }
 }

@@ -72,10 +72,20 @@ package final class WriteBehindShell: Sendable {
       return due
     }
 
-    /// The answers of the entries waiting for events after `through`, taken out.
+    /// The answers of the entries waiting for events after `through`, taken out, in one pass
+    /// over the queue: the entries kept move up in their order, the rest are cut off the end.
     mutating func takeAfter(_ through: UInt64) -> [RefusedRequest] {
-      let dropped = entries.filter { $0.event > through }.flatMap(\.replies.requests)
-      entries.removeAll { $0.event > through }
+      var dropped: [RefusedRequest] = []
+      var kept = 0
+      for index in entries.indices {
+        if entries[index].event > through {
+          dropped += entries[index].replies.requests
+        } else {
+          entries.swapAt(kept, index)
+          kept += 1
+        }
+      }
+      entries.removeLast(entries.count - kept)
       answers -= dropped.count
       return dropped
     }
@@ -158,7 +168,7 @@ package final class WriteBehindShell: Sendable {
   // MARK: Sessions
 
   /// Whether the session is held here under write-behind.
-  package func holds(_ session: String) -> Bool { state.withLock { $0.holder.sessions[session] != nil } }
+  package func holds(_ session: String) -> Bool { state.withLock { $0.holder.isHeld(session) } }
 
   /// This node won the session at `epoch` (an open or resume); numbering goes on after `lastSeq`,
   /// the last seq Redis has; a resume's `letters` (its previous holder's, unstored) come first,
@@ -174,7 +184,7 @@ package final class WriteBehindShell: Sendable {
         session, epoch: epoch, lastSeq: lastSeq, onces: onces, lettersAfter: lettersAfter, letters: letters,
         letterOrigins: letterOrigins, storedRequests: storedRequests, now: now())
       state.outbox += effects
-      guard state.holder.sessions[session] != nil else { return false }
+      guard state.holder.isHeld(session) else { return false }
       if let old = state.owners[session] { state.devices[old.userId]?[old.deviceId] = nil }
       state.owners[session] = identity
       state.devices[identity.userId, default: [:]][identity.deviceId] = session
@@ -291,7 +301,7 @@ package final class WriteBehindShell: Sendable {
   /// whether it was.
   package func addIfHeld(_ outgoing: WriteBehindHolder.Outgoing) -> Bool {
     state.withLock { state in
-      guard state.holder.sessions[outgoing.session] != nil else { return false }
+      guard state.holder.isHeld(outgoing.session) else { return false }
       state.event.append(outgoing)
       return true
     }
@@ -364,8 +374,19 @@ package final class WriteBehindShell: Sendable {
 
   /// An unnumbered letter another node stored in this node's inbox at `position`.
   package func letter(_ outgoing: WriteBehindHolder.Outgoing, position: String) {
+    letters([(outgoing, position)])
+  }
+
+  /// Unnumbered letters of one inbox read, in inbox order, each with its position: numbered under
+  /// one lock and their effects applied together, so that the frames they write reach the hub in
+  /// one hand-off (`framesStored`) rather than one per letter (a post to the network thread each).
+  package func letters(_ letters: [(WriteBehindHolder.Outgoing, position: String)]) {
+    guard !letters.isEmpty else { return }
     state.withLock { state in
-      state.outbox += state.holder.letter(outgoing, position: position, now: now())
+      let now = now()
+      for (outgoing, position) in letters {
+        state.outbox += state.holder.letter(outgoing, position: position, now: now)
+      }
     }
     pump()
   }
