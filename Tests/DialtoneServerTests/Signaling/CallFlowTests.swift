@@ -31,6 +31,7 @@ extension SignalingProbe {
     let answer = try await request(.ping(.init()))
     #expect(answer.isAck)
   }
+
   /// The next messages are the candidates `numbers` (`candidate(n)`), in order, numbered from
   /// `firstSeq` on.
   func expectCandidates(
@@ -45,6 +46,7 @@ extension SignalingProbe {
       #expect(c.candidate == candidate(n), sourceLocation: sourceLocation)
     }
   }
+
   /// The answer (`ack` or `error`) to request `id`, past whatever else comes first.
   func answer(to id: String, _ what: String) async throws -> ServerMessage {
     while true {
