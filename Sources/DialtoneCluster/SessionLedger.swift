@@ -56,21 +56,14 @@ public final class SessionLedger: Sendable {
       self.tail = tail
     }
 
-    /// One allocation, the digits written in place: a node numbers every frame it holds this way,
-    /// and `head + Array(String(seq).utf8) + tail` made a string, an array and two joined arrays.
+    /// One allocation: a node numbers every frame it holds this way, and `head +
+    /// Array(String(seq).utf8) + tail` made an array and two joined arrays (the seq's string is
+    /// small enough to stay inline).
     public func bytes(seq: UInt64) -> [UInt8] {
       var bytes: [UInt8] = []
       bytes.reserveCapacity(head.count + 20 + tail.count)
       bytes.append(contentsOf: head)
-      var divisor: UInt64 = 1
-      while seq / divisor >= 10 { divisor *= 10 }  // at most 10^19: no overflow
-      var rest = seq
-      while true {
-        bytes.append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest / divisor))
-        rest %= divisor
-        guard divisor > 1 else { break }
-        divisor /= 10
-      }
+      bytes.append(contentsOf: String(seq).utf8)
       bytes.append(contentsOf: tail)
       return bytes
     }
