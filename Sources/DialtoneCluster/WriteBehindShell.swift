@@ -612,7 +612,8 @@ package final class WriteBehindShell: Sendable {
     let inbox = inbox
     guard !sender.submit({ _ in inbox.current?.receive(.answersUnstored(answers)) }) else { return }
     let sessions = Set(answers.map(\.session)).sorted()
-    log.error("\(answers.count) answer(s) to relayed candidates cannot be sent: the sender is full; their sessions close")
+    log.error(
+      "\(answers.count) answer(s) to relayed candidates cannot be sent: the sender is full; their sessions close")
     inbox.current?.receive(.sessionsBroken(sessions))
   }
 
