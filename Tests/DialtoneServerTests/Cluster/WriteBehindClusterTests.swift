@@ -20,6 +20,18 @@ private func logged(_ cluster: TestCluster, _ session: String) throws -> [String
   return (reply.elements ?? []).compactMap { $0.bytes.map { String(decoding: $0, as: UTF8.self) } }
 }
 
+/// A node's inbox in Redis (every entry's fields), as text.
+private func inboxText(_ cluster: TestCluster, _ node: String) throws -> String {
+  let redis = try cluster.connect()
+  defer { redis.close() }
+  let reply = try redis.command(["XRANGE", .string("dt:inbox:{\(node)}"), "-", "+"])
+  func text(_ reply: RedisReply) -> String {
+    if let bytes = reply.bytes { return String(decoding: bytes, as: UTF8.self) }
+    return (reply.elements ?? []).map(text).joined(separator: " ")
+  }
+  return text(reply)
+}
+
 private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
   frames.contains { $0.contains(#""type":"candidate""#) && $0.contains("candidate:\(n) ") }
 }
@@ -32,7 +44,17 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     let (session, lastSeq) = (try #require(bob.sessionId), bob.lastSeq)
     // Alice's node leaves each candidate unnumbered in Bob's node's inbox; his node numbers it,
     // writes it, and stores it after.
-    for n in 1...3 { #expect(try await alice.candidateFor(call, n).isAck) }
+    let bobsNode = try #require(cluster.nodes[1].server.cluster?.thisNode)
+    for n in 1...3 {
+      // Alice's ack has no seq, and comes only once the copy is in Redis: in Bob's node's inbox,
+      // or already stored in his session by his node.
+      let id = "cand-\(n)"
+      alice.send(ClientEnvelope(id: id, message: .candidate(.init(callId: call, candidate: candidate(n)))))
+      let answer = try await alice.next("the ack to \(id)")
+      #expect(answer.message.replyTo == id && answer.message.isAck && answer.seq == nil)
+      let (inbox, log) = (try inboxText(cluster, bobsNode), try logged(cluster, session))
+      #expect(inbox.contains("candidate:\(n) ") || hasCandidate(log, n))
+    }
     try await bob.expectCandidates(1...3, from: lastSeq + 1)
     let stored = await eventually(within: 10) {
       (try? logged(cluster, session)).map { f in hasCandidate(f, 3) } == true
@@ -77,6 +99,25 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
       let kept = try redis.command(["HEXISTS", .string("dt:session:{\(aliceSession)}:replies"), .string("cand-\(n)")])
       #expect(kept.integer == 0)
     }
+    await cluster.stop()
+  }
+
+  /// Bob is held by another node: Alice's node leaves his copy in that node's inbox with a Redis
+  /// step on its sender, and her ack, without a seq, waits behind that step there.
+  @Test func anAckToACandidateForAPeerOnAnotherNodeWaitsForTheStepLeavingItsCopy() async throws {
+    let cluster = try await writeBehindCluster(2)
+    let (alice, bob, call) = try await cluster.answeredCall(alice: 0, bob: 1)
+    let link = try #require(cluster.nodes[0].server.cluster)
+    let held = HeldSender(link)
+    alice.send(ClientEnvelope(id: "held", message: .candidate(.init(callId: call, candidate: candidate(1)))))
+    // The hub handled it: the step leaving Bob's copy, and the ack behind it, wait on the sender.
+    let waiting = await eventually(within: 10) { link.sender.queued >= 2 }
+    #expect(waiting)
+    #expect(!alice.hasUnread)
+    held.open()
+    let answer = try await alice.next("the ack")
+    #expect(answer.message.replyTo == "held" && answer.message.isAck && answer.seq == nil)
+    _ = try await bob.expect(.candidate)
     await cluster.stop()
   }
 
