@@ -35,6 +35,9 @@ package enum ClusterEvent: Sendable {
   /// much waited for Redis): their remembered answers are forgotten, so that each request
   /// forwarded again is handled afresh.
   case forwardedDropped([RefusedRequest])
+  /// Answers to relayed candidates of sessions held here, without a seq, whose copies are stored
+  /// (`WriteBehindHolder.UnstoredAnswer`): written to their sockets, not remembered.
+  case answersUnstored([WriteBehindHolder.UnstoredAnswer])
   /// A message for the user's devices could not be stored: their sessions here close likewise.
   case deliveryFailed(userId: String)
   /// Redis lost every session and presence: every socket here closes.

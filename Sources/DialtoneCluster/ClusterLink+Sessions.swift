@@ -169,6 +169,15 @@ extension ClusterLink: SessionStore {
     batch.withLock { $0.append(PendingStep(step: step, coalesced: coalesced, what: message.typeName)) }
   }
 
+  /// Write-behind: the ack to a relayed candidate of a session held here is written without a
+  /// seq once its copies are stored, and never stored (`WriteBehindHolder.UnstoredAnswer`): one
+  /// session entry per relayed candidate instead of two. Store-first stores it as any answer.
+  package func answerUnstored(_ reply: ServerMessage, to sessionID: String, answering requestID: String) -> Bool {
+    guard let writeBehind else { return false }
+    return writeBehind.answerIfHeld(
+      .init(session: sessionID, requestID: requestID, bytes: MessageCodec.encode(reply, seq: nil)))
+  }
+
   package func deliver(_ message: ServerMessage, to userId: String, device: String?, skipping: Set<String>) {
     var skipping = skipping
     // Encoded once for every copy (every copy is the same frame and key).

@@ -19,6 +19,10 @@
 /// wait 40 ms) is sent when its oldest event has waited the window, or when it fills a batch;
 /// any other frame is sent at once.
 ///
+/// The ack to a relayed candidate is the one answer not numbered nor stored (`UnstoredAnswer`):
+/// it waits for its event, like a stored answer, and is then written without a seq. Each relayed
+/// candidate so costs Redis one session entry (the peer's copy), not two.
+///
 /// A pure value: every input returns the effects for the shell to apply, and time comes in as
 /// monotonic instants, so tests drive it with virtual time.
 package struct WriteBehindHolder: Sendable {
@@ -188,6 +192,29 @@ package struct WriteBehindHolder: Sendable {
     /// The lease lapsed: the events numbered through `through` that were not stored never will be
     /// by this node (their sessions closed here).
     case eventsDropped(through: UInt64)
+    /// The answer to a relayed candidate may be written, without a seq: what its event caused
+    /// here is stored (or went on as `unheld` before this effect). The shell writes it only after
+    /// the Redis steps queued before it (the copies for sessions held elsewhere) are done.
+    case answer(UnstoredAnswer)
+  }
+
+  /// The answer to a relayed candidate of a session held here (`submit`'s `answers`): an `ack`
+  /// without a `seq`, never numbered nor stored (protocol.md §4.2). The candidate is idempotent
+  /// (its copies carry a once-key), so the request sent again is handled afresh: a copy already
+  /// stored is not stored twice, and one that was not is. Its frame costs the session's store
+  /// nothing; it is written only once the copies its event caused are stored, as a stored answer
+  /// would be.
+  package struct UnstoredAnswer: Sendable, Equatable {
+    package let session: String
+    package let requestID: String
+    /// The whole frame, without a seq.
+    package let bytes: [UInt8]
+
+    package init(session: String, requestID: String, bytes: [UInt8]) {
+      self.session = session
+      self.requestID = requestID
+      self.bytes = bytes
+    }
   }
 
   /// What `submit` did: the effects (among them the closes of a lease that just went stale),
@@ -292,6 +319,11 @@ package struct WriteBehindHolder: Sendable {
 
   package let limits: Limits
   package private(set) var lease: Lease
+  /// Unstored answers, each waiting for the events through `through` to be stored, in the order
+  /// they were given (their `through` never falls); their bytes count in `nodeBytes`.
+  private var answers: [(through: UInt64, answer: UnstoredAnswer)] = []
+  /// Unstored answers waiting (tests).
+  package var answersWaiting: Int { answers.count }
   /// How many times the lease lapsed. A lapse a renewal finds (`leaseRenewed`) is over by the
   /// time the shell next looks at `lease`, so the shell reports lapses by this count.
   package private(set) var lapses = 0
@@ -561,8 +593,12 @@ package struct WriteBehindHolder: Sendable {
   // MARK: Frames
 
   /// A client's request produced these frames (its answer among them, store-first): all are
-  /// numbered, or none (`Refusal`).
-  package mutating func submit(_ event: [Outgoing], now: Instant) -> Submitted {
+  /// numbered, or none (`Refusal`). `answers`: the event's answers to relayed candidates, written
+  /// without a seq once the event is stored (`Effect.answer`); when the event queued no frame
+  /// here (its copies went to sessions held elsewhere, or were repeats), once every event
+  /// numbered before it is stored (a repeat's first copy may be among them). A refused event's
+  /// answers are not written (the shell answers its requests `rate-limited`).
+  package mutating func submit(_ event: [Outgoing], answers: [UnstoredAnswer] = [], now: Instant) -> Submitted {
     var effects = checkLease(now)
     guard lease != .stale else { return Submitted(effects: effects, refusal: .stale) }
     // Only a relayed candidate's event may be refused over a session's bounds: the request was
@@ -573,7 +609,7 @@ package struct WriteBehindHolder: Sendable {
     // node's bound, a request of this node's own client was refused before it was handled
     // (`admit`); an event with no admitted request (a timer's, a request another node forwarded)
     // is still refused whole here, and its sessions resync (`resyncing`).
-    let relay = event.contains { $0.kind == .candidate }
+    let relay = !answers.isEmpty || event.contains { $0.kind == .candidate }
     // An event with the answer to a request admitted before it was handled (`admit`) takes the
     // room kept for it, and is not refused over the node's bound: its request changed state.
     var admitted = false
@@ -586,14 +622,41 @@ package struct WriteBehindHolder: Sendable {
         admitted = true
       }
     }
-    guard fits(event, sessionBounds: relay, nodeBound: !admitted) else {
+    let answerBytes = answers.reduce(0) { $0 + $1.bytes.count }
+    guard fits(event, sessionBounds: relay, nodeBound: !admitted, answerBytes: answerBytes) else {
       let resyncing = relay ? [] : Array(Set(event.map(\.session))).sorted()
       return Submitted(effects: effects, refusal: .backlog, resyncing: resyncing)
     }
     let before = eventsNumbered
     effects += number(event, now: now, checkingOnces: true)
     let queued = eventsNumbered > before ? eventsNumbered : nil
+    effects += wait(answers, through: queued ?? eventsNumbered)
     return Submitted(effects: effects + cutIfIdle(now), refusal: nil, event: queued)
+  }
+
+  /// Answers written once the events through `through` are stored: at once when they are.
+  private mutating func wait(_ given: [UnstoredAnswer], through: UInt64) -> [Effect] {
+    guard !given.isEmpty else { return [] }
+    guard through > storedThrough else { return given.map { .answer($0) } }
+    for answer in given {
+      answers.append((through, answer))
+      nodeBytes += answer.bytes.count
+    }
+    return []
+  }
+
+  /// The answers whose events are stored through `storedThrough`, from the front.
+  private mutating func answersDue() -> [Effect] {
+    guard let first = answers.first, first.through <= storedThrough else { return [] }
+    let count = answers.prefix { $0.through <= storedThrough }.count
+    var effects: [Effect] = []
+    effects.reserveCapacity(count)
+    for (_, answer) in answers[..<count] {
+      nodeBytes -= answer.bytes.count
+      effects.append(.answer(answer))
+    }
+    answers.removeFirst(count)
+    return effects
   }
 
   /// Something (an answer to a request another node forwarded: `WriteBehindShell.flush`) waits
@@ -713,6 +776,8 @@ package struct WriteBehindHolder: Sendable {
     for (_, held) in sessions.sorted(by: { $0.key < $1.key }) { _ = lose(held, sendingOn: false) }
     sessions = [:]
     queue = []
+    // Their sessions closed: each client resumes and sends its unanswered candidates again.
+    answers = []
     (queuedFrames, urgentEvents, wakeAsked) = (0, 0, nil)
     nodeBytes = 0
     (rooms, reservedBytes) = ([:], 0)
@@ -739,7 +804,7 @@ package struct WriteBehindHolder: Sendable {
     guard through > storedThrough else { return [] }
     let report = awaited > storedThrough
     storedThrough = through
-    return report ? [.eventsStored(through: through)] : []
+    return (report ? [.eventsStored(through: through)] : []) + answersDue()
   }
 
   /// The seqs of `session` under `epoch` that the batch in flight carries.
@@ -818,18 +883,18 @@ package struct WriteBehindHolder: Sendable {
 
   /// `nodeBound`: whether the event must fit in the node's bound beside the room kept for
   /// admitted requests (not when it is an admitted request's own).
-  private mutating func fits(_ event: [Outgoing], sessionBounds: Bool, nodeBound: Bool) -> Bool {
+  private mutating func fits(_ event: [Outgoing], sessionBounds: Bool, nodeBound: Bool, answerBytes: Int = 0) -> Bool {
     // As `Numbered.cost` will count a frame; the seq's digits are those of the session's next
     // seq, near enough for a bound.
     func size(_ outgoing: Outgoing, _ next: UInt64?) -> Int {
       2 * (outgoing.frame.head.count + outgoing.frame.tail.count) + Self.digits(next ?? 1)
     }
     guard event.count <= Self.scannedEvent else {
-      return fitsLarge(event, sessionBounds: sessionBounds, nodeBound: nodeBound, size: size)
+      return fitsLarge(event, sessionBounds: sessionBounds, nodeBound: nodeBound, extra: answerBytes, size: size)
     }
     // An event is a frame or two nearly always: its sessions are told apart by scanning it, not
     // by dictionaries built for each event.
-    var total = 0
+    var total = answerBytes
     for (offset, outgoing) in event.enumerated() {
       // Each session once, at its first frame, with all of its frames in the event.
       if event[..<offset].contains(where: { $0.session == outgoing.session }) { continue }
@@ -864,11 +929,11 @@ package struct WriteBehindHolder: Sendable {
 
   /// `fits` for a larger event (a group's): its sessions counted in dictionaries.
   private mutating func fitsLarge(
-    _ event: [Outgoing], sessionBounds: Bool, nodeBound: Bool, size: (Outgoing, UInt64?) -> Int
+    _ event: [Outgoing], sessionBounds: Bool, nodeBound: Bool, extra: Int, size: (Outgoing, UInt64?) -> Int
   ) -> Bool {
     var frames: [String: Int] = [:]
     var bytes: [String: Int] = [:]
-    var total = 0
+    var total = extra
     for outgoing in event {
       let size = size(outgoing, sessions.index(forKey: outgoing.session).map { counts(at: $0).next })
       frames[outgoing.session, default: 0] += 1

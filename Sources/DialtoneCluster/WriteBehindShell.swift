@@ -23,6 +23,9 @@ package final class WriteBehindShell: Sendable {
     var holder: WriteBehindHolder
     /// The current hub event's frames (submitted whole at its flush).
     var event: [WriteBehindHolder.Outgoing] = []
+    /// The current hub event's answers to relayed candidates, written without a seq
+    /// (`answerIfHeld`).
+    var answers: [WriteBehindHolder.UnstoredAnswer] = []
     /// The sessions held here by user and device, for messages the hub addresses to a device.
     var devices: [String: [String: String]] = [:]
     var owners: [String: Identity] = [:]
@@ -297,6 +300,17 @@ package final class WriteBehindShell: Sendable {
   /// Answers waiting for their events to be stored (tests: the bound holds).
   package var repliesWaiting: Int { state.withLock { $0.replies.answers } }
 
+  /// The answer to a relayed candidate of a session held here, in the current event: written
+  /// without a seq, never stored (`WriteBehindHolder.UnstoredAnswer`); false when the session is
+  /// not held here (its answer is stored as any other).
+  package func answerIfHeld(_ answer: WriteBehindHolder.UnstoredAnswer) -> Bool {
+    state.withLock { state in
+      guard state.holder.isHeld(answer.session) else { return false }
+      state.answers.append(answer)
+      return true
+    }
+  }
+
   /// `add` if its session is held here (one lock for both: the hub asks for every message);
   /// whether it was.
   package func addIfHeld(_ outgoing: WriteBehindHolder.Outgoing) -> Bool {
@@ -332,12 +346,13 @@ package final class WriteBehindShell: Sendable {
     // answers it returns), not those of a refused event.
     let (closing, refused, dropped, overBound) = state.withLock {
       state -> ([String], [RefusedRequest], [RefusedRequest], Bool) in
-      guard !state.event.isEmpty else {
+      guard !state.event.isEmpty || !state.answers.isEmpty else {
         return ([], [], replies.map { Self.wait($0, for: 0, &state) } ?? [], true)
       }
-      let event = state.event
+      let (event, answers) = (state.event, state.answers)
       state.event.removeAll(keepingCapacity: true)
-      let submitted = state.holder.submit(event, now: now())
+      state.answers.removeAll(keepingCapacity: true)
+      let submitted = state.holder.submit(event, answers: answers, now: now())
       state.outbox += submitted.effects
       guard let refusal = submitted.refusal else {
         let event = submitted.event ?? state.holder.eventsNumbered
@@ -348,9 +363,10 @@ package final class WriteBehindShell: Sendable {
         return (submitted.resyncing, [], replies.map { Self.wait($0, for: 0, &state) } ?? [], true)
       }
       let dropped = replies?.requests ?? []
-      let requests = event.compactMap { outgoing in
-        outgoing.requestID.map { RefusedRequest(sessionID: outgoing.session, requestID: $0) }
-      }
+      let requests =
+        event.compactMap { outgoing in
+          outgoing.requestID.map { RefusedRequest(sessionID: outgoing.session, requestID: $0) }
+        } + answers.map { RefusedRequest(sessionID: $0.session, requestID: $0.requestID) }
       if refusal == .backlog, !requests.isEmpty { return ([], requests, dropped, false) }
       let requesters = Set(requests.map(\.sessionID))
       return ((requesters.isEmpty ? Set(event.map(\.session)) : requesters).sorted(), [], dropped, false)
@@ -517,12 +533,15 @@ package final class WriteBehindShell: Sendable {
     var writes: [StoredFrame] = []
     var closed: [String] = []
     var unheld: [SessionLedger.Step] = []
-    // Writes and closes go to the hub together, and before a store that follows them, in order.
+    var answers: [WriteBehindHolder.UnstoredAnswer] = []
+    // Writes and closes go to the hub together, and before a store that follows them, in order;
+    // answers after the frames sent on (`unheld`), behind them on the sender.
     func hand() {
       if !writes.isEmpty { inbox.current?.receive(.framesStored(writes)) }
       if !closed.isEmpty { inbox.current?.receive(.sessionsBroken(closed)) }
       if !unheld.isEmpty { storeUnheld(unheld) }
-      (writes, closed, unheld) = ([], [], [])
+      if !answers.isEmpty { answer(answers) }
+      (writes, closed, unheld, answers) = ([], [], [], [])
     }
     for effect in effects {
       switch effect {
@@ -549,6 +568,8 @@ package final class WriteBehindShell: Sendable {
           return dropped
         }
         if !dropped.isEmpty { dropReplies(dropped) }
+      case .answer(let answer):
+        answers.append(answer)
       case .wake(let at):
         // On the sender's thread, where the batch the tick cuts is stored: a dispatch timer cost a
         // timer thread's wake and a worker's per window, then a hand-off to the sender.
@@ -579,6 +600,21 @@ package final class WriteBehindShell: Sendable {
       }
     }
     if !queued { log.error("\(steps.count) frame(s) of a session taken over are lost: the sender is full") }
+  }
+
+  /// Answers to relayed candidates whose events are stored here: handed to the hub from the
+  /// sender, behind every Redis step queued before them, so that an answer whose copies went to
+  /// sessions held elsewhere (the event's `deliver` steps, or frames sent on as `unheld`) is
+  /// written only once those are stored. If the sender takes no more, the answers' sessions close
+  /// instead (never an answer before its copies): each client resumes and sends its candidates
+  /// again.
+  private func answer(_ answers: [WriteBehindHolder.UnstoredAnswer]) {
+    let inbox = inbox
+    guard !sender.submit({ _ in inbox.current?.receive(.answersUnstored(answers)) }) else { return }
+    let sessions = Set(answers.map(\.session)).sorted()
+    log.error(
+      "\(answers.count) answer(s) to relayed candidates cannot be sent: the sender is full; their sessions close")
+    inbox.current?.receive(.sessionsBroken(sessions))
   }
 
   private func store(_ batch: WriteBehindBatch) {

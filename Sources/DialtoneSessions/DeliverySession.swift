@@ -23,6 +23,10 @@ package protocol DeliverySession: AnyObject {
   func deliver(_ frame: ServerFrame)
   /// Delivers the answer to a request and remembers it for a repeat of the request.
   func answer(_ reply: ServerMessage, to requestID: String, coalesced: Bool)
+  /// The answer to a relayed candidate: as `answer`, unless the session's store writes it
+  /// without a seq, unstored and not remembered (`SessionStore.answerUnstored`; the candidate
+  /// sent again is handled afresh, its copies' once-keys keeping them from being stored twice).
+  func answerRelayed(_ reply: ServerMessage, to requestID: String, coalesced: Bool)
   /// The client processed everything through `seq`.
   func acknowledge(upTo seq: UInt64)
 
@@ -38,6 +42,10 @@ package protocol DeliverySession: AnyObject {
 
 extension DeliverySession {
   package var isConnected: Bool { socket != nil }
+
+  package func answerRelayed(_ reply: ServerMessage, to requestID: String, coalesced: Bool) {
+    answer(reply, to: requestID, coalesced: coalesced)
+  }
 
   package func deliver(_ message: ServerMessage) { deliver(message, coalesced: false) }
 

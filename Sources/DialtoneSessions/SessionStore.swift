@@ -21,6 +21,11 @@ package protocol SessionStore: Sendable {
   /// Stores a message for a session (remembered as the answer to `requestID` when given); it
   /// comes back in `.framesStored` with its seq when this node holds the session.
   func append(_ message: ServerMessage, to sessionID: String, answering requestID: String?, coalesced: Bool)
+  /// The answer to a relayed candidate (`DeliverySession.answerRelayed`): true when the store
+  /// writes it itself, without a seq, once the copies the request caused are stored, and
+  /// neither stores nor remembers it (a cluster's write-behind holder); false when it is to be
+  /// stored as any answer (`append`).
+  func answerUnstored(_ reply: ServerMessage, to sessionID: String, answering requestID: String) -> Bool
   /// Stores a message for the user's sessions wherever they are: one device's, or every device's
   /// but `skipping`.
   func deliver(_ message: ServerMessage, to userId: String, device: String?, skipping: Set<String>)
@@ -38,6 +43,12 @@ package protocol SessionStore: Sendable {
   func flush()
   /// Sets the store's gauges (before a scrape of `/metrics`).
   func refreshGauges()
+}
+
+extension SessionStore {
+  package func answerUnstored(_ reply: ServerMessage, to sessionID: String, answering requestID: String) -> Bool {
+    false
+  }
 }
 
 /// A hello waiting for its session.

@@ -55,6 +55,13 @@ package final class SharedSession: DeliverySession {
     store.append(reply, to: id, answering: requestID, coalesced: coalesced)
   }
 
+  package func answerRelayed(_ reply: ServerMessage, to requestID: String, coalesced: Bool) {
+    guard store.answerUnstored(reply, to: id, answering: requestID) else {
+      return answer(reply, to: requestID, coalesced: coalesced)
+    }
+    sent?.increment()
+  }
+
   package func acknowledge(upTo seq: UInt64) {
     let bounded = min(seq, lastSentSeq)
     guard bounded > acknowledged else { return }

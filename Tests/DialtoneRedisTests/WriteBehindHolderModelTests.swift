@@ -18,6 +18,9 @@ import Testing
     var answers: [String: Set<UInt64>] = [:]
     var closed: Set<String> = []
     var inFlight: WriteBehindBatch?
+    /// Relayed candidates' acks (not numbered): the event each answers, and those written.
+    var unstoredEvent: [String: Int] = [:]
+    var unstoredWritten: Set<String> = []
   }
 
   let sessions = ["a", "b", "c", "d"]
@@ -51,6 +54,14 @@ import Testing
         world.inFlight = batch
       case .close(let session, _):
         world.closed.insert(session)
+      case .answer(let answer):
+        #expect(world.unstoredWritten.insert(answer.requestID).inserted, "seed \(seed): \(answer.requestID) twice")
+        // Only once the copies its request caused are stored.
+        let event = world.unstoredEvent[answer.requestID]
+        #expect(event != nil, "seed \(seed): an ack nobody asked for")
+        for (other, otherSeq) in event.flatMap({ world.eventFrames[$0] }) ?? [] where !world.closed.contains(other) {
+          #expect(otherSeq <= (world.redisLast[other] ?? 0), "seed \(seed): acked before \(other)#\(otherSeq)")
+        }
       case .wake, .unheld, .eventsStored, .eventsDropped:
         break
       }
@@ -108,18 +119,26 @@ import Testing
           let kind: Holder.Kind = random.chance(75) ? .candidate : .storeFirst
           event.append(.init(session: random.pick(sessions), frame: frame(step), kind: kind))
         }
-        event.append(
-          .init(
-            session: random.pick(sessions), frame: frame(step), kind: .storeFirst, requestID: "r\(step)",
-            mayWait: random.chance(70)))
+        // A relayed candidate's ack is written without a seq, unstored; any other answer is stored.
+        let relayed = event.allSatisfy { $0.kind == .candidate } && random.chance(50)
+        var answers: [Holder.UnstoredAnswer] = []
+        if relayed {
+          answers.append(.init(session: random.pick(sessions), requestID: "r\(step)", bytes: Array("ack".utf8)))
+        } else {
+          event.append(
+            .init(
+              session: random.pick(sessions), frame: frame(step), kind: .storeFirst, requestID: "r\(step)",
+              mayWait: random.chance(70)))
+        }
         let before = holder.sessions.mapValues(\.next)
-        let submitted = holder.submit(event, now: clock)
+        let submitted = holder.submit(event, answers: answers, now: clock)
         guard submitted.refusal == nil else {
           apply(submitted.effects, &world, seed: seed)
           continue
         }
         let effects = submitted.effects
         nextEvent += 1
+        if relayed { world.unstoredEvent["r\(step)"] = nextEvent }
         var counts: [String: UInt64] = [:]
         for outgoing in event {
           guard let next = before[outgoing.session] else { continue }
@@ -176,6 +195,8 @@ import Testing
       }
     }
     #expect(world.inFlight == nil)
+    #expect(holder.answersWaiting == 0, "seed \(seed): acks still waiting")
+    #expect(world.unstoredWritten.count == world.unstoredEvent.count, "seed \(seed): acks never written")
     for (session, held) in holder.sessions {
       #expect(held.unstored.isEmpty, "seed \(seed): \(session) has frames unstored")
       #expect(world.redisLast[session] ?? 0 == held.next - 1, "seed \(seed): \(session) not all stored")

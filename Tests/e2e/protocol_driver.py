@@ -322,7 +322,12 @@ class Session:
     def _received(self, message):
         seq = message.get("seq")
         if seq is None:
-            return  # an error before welcome, or a malformed answer: nothing to acknowledge
+            # An error before welcome, or an answer outside the sequence (write-behind's
+            # `rate-limited` and relayed candidate's `ack`, section 4.2): resolved by `replyTo`,
+            # not counted in lastSeq nor acknowledged.
+            if message.get("replyTo") is not None:
+                self._answered(message)
+            return
         if seq <= self.last_seq:
             self._schedule_ack()  # a replayed duplicate: acknowledge, do not process twice
             return
@@ -334,20 +339,22 @@ class Session:
             self._send_ack()
         else:
             self._schedule_ack()
-        now = time.time()
-        reply_to = message.get("replyTo")
-        if reply_to is None:
-            self.inbox.append((now, message))
+        if message.get("replyTo") is None:
+            self.inbox.append((time.time(), message))
+            self._changed.set()
         else:
-            self.answers.append((now, message))
-            entry = self.pending.get(reply_to)
-            if entry and not entry[1].done():
-                if message.get("type") == "error" and message.get("code") == "rate-limited" and entry[2] < 5:
-                    entry[2] += 1  # not remembered by the server: the same request again, later
-                    wait = min(max(message.get("retryAfterMs") or 1000, 50), 10_000) / 1000
-                    asyncio.get_running_loop().call_later(wait, self._transmit, entry[0])
-                else:
-                    entry[1].set_result(message)
+            self._answered(message)
+
+    def _answered(self, message):
+        self.answers.append((time.time(), message))
+        entry = self.pending.get(message.get("replyTo"))
+        if entry and not entry[1].done():
+            if message.get("type") == "error" and message.get("code") == "rate-limited" and entry[2] < 5:
+                entry[2] += 1  # not remembered by the server: the same request again, later
+                wait = min(max(message.get("retryAfterMs") or 1000, 50), 10_000) / 1000
+                asyncio.get_running_loop().call_later(wait, self._transmit, entry[0])
+            else:
+                entry[1].set_result(message)
         self._changed.set()
 
     def _schedule_ack(self):

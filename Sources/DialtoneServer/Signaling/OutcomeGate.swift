@@ -14,6 +14,9 @@ struct Output {
   var reply: ServerMessage?
   /// The reply may wait briefly to share a write (`CallEffect` acks of candidates).
   var coalesced = false
+  /// The reply is the ack to a relayed candidate: the session's store may write it without a
+  /// seq, unstored (`DeliverySession.answerRelayed`).
+  var relayedAnswer = false
   var effects: [CallEffect]
   var wasHeld = false
   /// A relayed message's arrival: the relay latency is measured when its copy is written.
@@ -21,9 +24,10 @@ struct Output {
 
   init(
     session: (any DeliverySession)? = nil, forwarded: ForwardedRequest? = nil, requestID: String? = nil,
-    reply: ServerMessage? = nil, coalesced: Bool = false, effects: [CallEffect],
+    reply: ServerMessage? = nil, coalesced: Bool = false, relayedAnswer: Bool = false, effects: [CallEffect],
     relayedFrom: ContinuousClock.Instant? = nil
   ) {
+    self.relayedAnswer = relayedAnswer
     self.session = session
     self.forwarded = forwarded
     self.requestID = requestID
@@ -89,7 +93,11 @@ final class OutcomeGate {
   private func release(_ output: Output) {
     if let session = output.session, let reply = output.reply, let id = output.requestID {
       if output.wasHeld { awaited.remove(Self.key(session.id, id)) }
-      session.answer(reply, to: id, coalesced: output.coalesced)
+      if output.relayedAnswer {
+        session.answerRelayed(reply, to: id, coalesced: output.coalesced)
+      } else {
+        session.answer(reply, to: id, coalesced: output.coalesced)
+      }
     } else if let request = output.forwarded, let reply = output.reply {
       let repeats = forwardedAnswers.answered(request, reply)
       answer(request, with: reply)

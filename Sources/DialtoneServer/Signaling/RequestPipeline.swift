@@ -264,7 +264,11 @@ final class RequestPipeline {
     outcomes.emit(
       Output(
         session: request.session, forwarded: request.forwarded, requestID: request.id, reply: outcome.reply,
-        coalesced: rules.ackMayWait && outcome.reply.isAck && request.forwarded == nil, effects: outcome.effects,
+        coalesced: rules.ackMayWait && outcome.reply.isAck && request.forwarded == nil,
+        // Only a candidate's: its copies carry once-keys and it moves no call's state, so its
+        // ack need not be stored (the request sent again is handled afresh).
+        relayedAnswer: rules.mayBeRefusedOnceHandled && outcome.reply.isAck && request.forwarded == nil,
+        effects: outcome.effects,
         relayedFrom: relayed && request.forwarded == nil ? request.received : nil),
       for: message.callId)
   }

@@ -255,6 +255,13 @@ final class SessionHost {
           retryAfterMs: Self.storeBacklogWait)))
   }
 
+  /// The answer to a relayed candidate, written without a seq by the cluster's write-behind
+  /// holder once its copies are stored: not remembered (the candidate sent again is handled
+  /// afresh), and lost with the socket (the client sends the candidate again after its resume).
+  func answeredUnstored(_ bytes: [UInt8], to sessionID: String) {
+    registry.session(sessionID)?.socket?.sendCoalesced(text: bytes)
+  }
+
   /// How long a client waits before sending a refused request again: a few of Redis's batches.
   static let storeBacklogWait: Int64 = 500
 

@@ -186,6 +186,8 @@ public actor SignalingHub {
       for request in requests { sessions.refused(request.requestID, of: request.sessionID) }
     case .forwardedDropped(let requests):
       for request in requests { outcomes.forgetForwarded(request.sessionID, request.requestID) }
+    case .answersUnstored(let answers):
+      for answer in answers { sessions.answeredUnstored(answer.bytes, to: answer.session) }
     case .deliveryFailed(let userId):
       sessions.breakSessions(of: userId)
     case .stateLost:
