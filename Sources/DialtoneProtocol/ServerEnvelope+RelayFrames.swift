@@ -9,12 +9,15 @@ import DialtoneJSON
 /// `JSONWriter`. `ServerEnvelopeRelayFramesTests` holds the two to the same bytes.
 extension ServerEnvelope {
   /// The frame's bytes, when it is one of the two; nil for any other message.
-  var relayFrameBytes: [UInt8]? {
+  var relayFrameBytes: [UInt8]? { Self.relayFrameBytes(of: message, seq: seq) }
+
+  /// `relayFrameBytes` of the envelope `message` and `seq` would make.
+  static func relayFrameBytes(of message: ServerMessage, seq: UInt64?) -> [UInt8]? {
     switch message {
     case .ack(let ack) where ack.call == nil && ack.group == nil:
-      return Self.ackBytes(ack, seq: seq)
+      return ackBytes(ack, seq: seq)
     case .candidate(let candidate):
-      return Self.candidateBytes(candidate, seq: seq)
+      return candidateBytes(candidate, seq: seq)
     default:
       return nil
     }

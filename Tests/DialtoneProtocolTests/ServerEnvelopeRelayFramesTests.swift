@@ -25,6 +25,7 @@ struct ServerEnvelopeRelayFramesTests {
           let envelope = ServerEnvelope(seq: seq, message: .ack(.init(replyTo: replyTo, callId: callId)))
           #expect(envelope.relayFrameBytes == envelope.genericEncoded, "\(envelope)")
           #expect(envelope.encoded == envelope.genericEncoded)
+          #expect(MessageCodec.encode(envelope.message, seq: seq) == envelope.genericEncoded)
           checked += 1
         }
       }
@@ -43,6 +44,7 @@ struct ServerEnvelopeRelayFramesTests {
       let envelope = ServerEnvelope(seq: Self.seqs[n % Self.seqs.count], message: message)
       #expect(envelope.relayFrameBytes == envelope.genericEncoded, "\(envelope)")
       #expect(envelope.encoded == envelope.genericEncoded)
+      #expect(MessageCodec.encode(message, seq: envelope.seq) == envelope.genericEncoded)
     }
   }
 
@@ -57,6 +59,11 @@ struct ServerEnvelopeRelayFramesTests {
     #expect(ServerEnvelope(seq: 3, message: withCall).relayFrameBytes == nil)
     let error = ServerMessage.error(.init(replyTo: "r", code: .badRequest, message: "no"))
     #expect(ServerEnvelope(seq: 3, message: error).relayFrameBytes == nil)
+    // `MessageCodec.encode` writes them through `WireEncoder`, as the envelope does.
+    for message in [withCall, error] {
+      #expect(MessageCodec.encode(message, seq: 3) == ServerEnvelope(seq: 3, message: message).genericEncoded)
+      #expect(MessageCodec.encode(message, seq: nil) == ServerEnvelope(seq: nil, message: message).genericEncoded)
+    }
   }
 
   /// Every byte below 0x80 in every text of a candidate (written counted first, then into memory
