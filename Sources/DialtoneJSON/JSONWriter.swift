@@ -167,25 +167,26 @@ public struct JSONWriter {
     bytes.append(UInt8(ascii: "\""))
   }
 
-  /// Where the whole 8-byte words from `index` that need no escape end: a string is mostly long
-  /// runs without a quote, a backslash or a control character, and a word at a time tests them
-  /// in a few instructions where a byte at a time took a dozen per byte. A word with any byte
-  /// to escape (or one the tests cannot rule out) stops the scan; its bytes are then looked at
-  /// one by one.
+  /// Where the run of bytes from `index` that need no escape ends, found eight at a time: a
+  /// string is mostly long runs without a quote, a backslash or a control character, and a word
+  /// at a time tests them in a few instructions where a byte at a time took a dozen per byte.
+  /// The first byte to escape, or where fewer than eight bytes are left (those are looked at
+  /// one by one).
   @inline(__always)
   private static func plainWordsEnd(_ base: UnsafePointer<UInt8>, from index: Int, count: Int) -> Int {
     let ones: UInt64 = 0x0101_0101_0101_0101
     let highs: UInt64 = 0x8080_8080_8080_8080
     var index = index
     while count - index >= 8 {
-      let word = UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)
+      let word = UInt64(littleEndian: UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self))
       let quote = word ^ (ones &* 0x22)
       let backslash = word ^ (ones &* 0x5C)
-      // A zero byte in `quote` or `backslash`, or a byte below 0x20 (each test may also flag a
-      // byte above the first one it finds, never miss one). Bytes of 0x80 and above pass: UTF-8
-      // is written as it is.
+      // A zero byte in `quote` or `backslash`, or a byte below 0x20. Each test may also flag a
+      // byte after the first one it finds (a borrow carried up), never one before it: the first
+      // flagged byte is the first to escape. Bytes of 0x80 and above pass: UTF-8 is written as
+      // it is.
       let special = ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((word &- ones &* 0x20) & ~word)
-      if special & highs != 0 { break }
+      if special & highs != 0 { return index + (special & highs).trailingZeroBitCount >> 3 }
       index += 8
     }
     return index
