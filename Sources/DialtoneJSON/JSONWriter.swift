@@ -167,6 +167,32 @@ public struct JSONWriter {
     bytes.append(UInt8(ascii: "\""))
   }
 
+  /// `text` quoted as `writeString` writes it, copied to `start` when no byte of it needs an
+  /// escape and it fits before `end`: the position after its closing quote, or nil (then nothing
+  /// is promised about the bytes from `start`). For frames written in one pass into memory
+  /// reserved once, where per-piece appends cost more than the copies.
+  public static func writePlainQuoted(
+    _ text: String, at start: UnsafeMutablePointer<UInt8>, end: UnsafeMutablePointer<UInt8>
+  ) -> UnsafeMutablePointer<UInt8>? {
+    let written: UnsafeMutablePointer<UInt8>?? = text.utf8.withContiguousStorageIfAvailable { utf8 in
+      let count = utf8.count
+      guard end - start >= count + 2 else { return nil }
+      start.pointee = UInt8(ascii: "\"")
+      if let base = utf8.baseAddress, count > 0 {
+        var index = plainWordsEnd(base, from: 0, count: count)
+        while index < count {
+          let byte = base[index]
+          if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { return nil }
+          index += 1
+        }
+        (start + 1).update(from: base, count: count)
+      }
+      (start + 1 + count).pointee = UInt8(ascii: "\"")
+      return start + 2 + count
+    }
+    return written ?? nil
+  }
+
   /// Where the run of bytes from `index` that need no escape ends, found eight at a time: a
   /// string is mostly long runs without a quote, a backslash or a control character, and a word
   /// at a time tests them in a few instructions where a byte at a time took a dozen per byte.

@@ -129,4 +129,39 @@ struct JSONWriterTests {
     ]
     #expect(JSONValue(parsing: value.serialized) == value)
   }
+  /// `writePlainQuoted`: `writeString`'s bytes for every text that needs no escape (every length
+  /// around a word, every byte below 0x80 and bytes above it at every place); nil for one that
+  /// needs an escape anywhere, or when the room is one byte short.
+  @Test func plainQuotedIsWriteStringsBytesOrNil() {
+    var texts = ["", "a", "héllo wörld 日本 🎧"]
+    for length in 1...19 {
+      for place in 0..<length {
+        for byte in Array(0..<0x80) + [0xC3] {
+          var bytes = Array(repeating: UInt8(ascii: "x"), count: length)
+          bytes[place] = byte == 0xC3 ? 0xC3 : UInt8(byte)
+          if byte == 0xC3 { bytes.insert(0xA9, at: place + 1) }
+          texts.append(String(decoding: bytes, as: UTF8.self))
+        }
+      }
+    }
+    var plain = 0
+    for text in texts {
+      var writer = JSONWriter()
+      writer.writeString(text)
+      let escaped = writer.bytes.count != text.utf8.count + 2
+      withUnsafeTemporaryAllocation(of: UInt8.self, capacity: text.utf8.count + 2) { room in
+        guard let start = room.baseAddress else { return }
+        let end = JSONWriter.writePlainQuoted(text, at: start, end: start + room.count)
+        if escaped {
+          #expect(end == nil, "\(Array(text.utf8))")
+        } else {
+          #expect(end == start + room.count)
+          #expect(Array(room) == writer.bytes, "\(Array(text.utf8))")
+          #expect(JSONWriter.writePlainQuoted(text, at: start, end: start + room.count - 1) == nil)
+          plain += 1
+        }
+      }
+    }
+    #expect(plain > 19 * 10 * 90)
+  }
 }
