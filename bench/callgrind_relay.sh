@@ -57,7 +57,8 @@ relayed() {
 # Steady: the count has grown twice in a row; then five seconds more.
 previous=0
 for _ in $(seq 1 300); do
-  now=$(relayed || echo 0)
+  # curl fails until the server listens; awk still prints 0 (no second "0" from a fallback).
+  now=$(relayed || true)
   if [ "$previous" -gt 0 ] && [ "$now" -gt "$previous" ]; then break; fi
   previous=$now
   sleep 1
