@@ -59,7 +59,9 @@ public enum MessageCodec {
 
   /// Encodes a server message; `seq` is nil only for `welcome` and pre-session errors.
   public static func encode(_ message: ServerMessage, seq: UInt64?) -> [UInt8] {
-    ServerEnvelope(seq: seq, message: message).encoded
+    // The two relay frames straight from the message: an envelope made around it first copied
+    // the message in (and destroyed the copy after), on every relayed frame.
+    ServerEnvelope.relayFrameBytes(of: message, seq: seq) ?? ServerEnvelope(seq: seq, message: message).genericEncoded
   }
 
   public static func encode(_ envelope: ServerEnvelope) -> [UInt8] {

@@ -9,12 +9,15 @@ import DialtoneJSON
 /// `JSONWriter`. `ServerEnvelopeRelayFramesTests` holds the two to the same bytes.
 extension ServerEnvelope {
   /// The frame's bytes, when it is one of the two; nil for any other message.
-  var relayFrameBytes: [UInt8]? {
+  var relayFrameBytes: [UInt8]? { Self.relayFrameBytes(of: message, seq: seq) }
+
+  /// `relayFrameBytes` of the envelope `message` and `seq` would make.
+  static func relayFrameBytes(of message: ServerMessage, seq: UInt64?) -> [UInt8]? {
     switch message {
     case .ack(let ack) where ack.call == nil && ack.group == nil:
-      return Self.ackBytes(ack, seq: seq)
+      return ackBytes(ack, seq: seq)
     case .candidate(let candidate):
-      return Self.candidateBytes(candidate, seq: seq)
+      return candidateBytes(candidate, seq: seq)
     default:
       return nil
     }
@@ -23,17 +26,25 @@ extension ServerEnvelope {
   /// `{"callId":…,"replyTo":…,"seq":N,"type":"ack"}`, callId and seq when present.
   private static func ackBytes(_ ack: ServerMessage.Ack, seq: UInt64?) -> [UInt8] {
     // Punctuation, keys and the seq's digits fit in 64; escapes, if any, grow it.
-    var out = JSONWriter(capacity: 64 + ack.replyTo.utf8.count + (ack.callId?.utf8.count ?? 0))
-    out.append("{")
-    if let callId = ack.callId {
-      out.append("\"callId\":")
-      out.writeString(callId)
-      out.append(",")
+    let capacity = 64 + ack.replyTo.utf8.count + (ack.callId?.utf8.count ?? 0)
+    return frameBytes(capacity: capacity) { (out: inout OnePassFrame) in
+      write(ack, seq: seq, to: &out)
+    } orElse: {
+      (out: inout JSONWriter) in
+      write(ack, seq: seq, to: &out)
     }
-    out.append("\"replyTo\":")
-    out.writeString(ack.replyTo)
+  }
+
+  private static func write(_ ack: ServerMessage.Ack, seq: UInt64?, to out: inout some RelayFrameSink) {
+    out.raw("{")
+    if let callId = ack.callId {
+      out.raw("\"callId\":")
+      out.string(callId)
+      out.raw(",")
+    }
+    out.raw("\"replyTo\":")
+    out.string(ack.replyTo)
     writeEnvelope(seq: seq, type: "ack", to: &out)
-    return out.bytes
   }
 
   /// `{"callId":…,"candidate":{…},"from":{…},"leg":true,"seq":N,"type":"candidate"}`, the
@@ -45,45 +56,143 @@ extension ServerEnvelope {
     textBytes += from.deviceId.utf8.count + (ice.sdpMid?.utf8.count ?? 0) + (ice.usernameFragment?.utf8.count ?? 0)
     textBytes += from.name?.utf8.count ?? 0
     // Every key, quote and punctuation mark is under 200 bytes; escapes, if any, grow it.
-    var out = JSONWriter(capacity: 200 + textBytes)
-    out.append("{\"callId\":")
-    out.writeString(message.callId)
-    out.append(",\"candidate\":{\"candidate\":")
-    out.writeString(ice.candidate)
+    return frameBytes(capacity: 200 + textBytes) { (out: inout OnePassFrame) in
+      write(message, seq: seq, to: &out)
+    } orElse: {
+      (out: inout JSONWriter) in
+      write(message, seq: seq, to: &out)
+    }
+  }
+
+  private static func write(_ message: ServerMessage.Candidate, seq: UInt64?, to out: inout some RelayFrameSink) {
+    let ice = message.candidate
+    let from = message.from
+    out.raw("{\"callId\":")
+    out.string(message.callId)
+    out.raw(",\"candidate\":{\"candidate\":")
+    out.string(ice.candidate)
     if let index = ice.sdpMLineIndex {
-      out.append(",\"sdpMLineIndex\":")
-      out.writeInteger(Int64(index))
+      out.raw(",\"sdpMLineIndex\":")
+      out.integer(Int64(index))
     }
     if let mid = ice.sdpMid {
-      out.append(",\"sdpMid\":")
-      out.writeString(mid)
+      out.raw(",\"sdpMid\":")
+      out.string(mid)
     }
     if let fragment = ice.usernameFragment {
-      out.append(",\"usernameFragment\":")
-      out.writeString(fragment)
+      out.raw(",\"usernameFragment\":")
+      out.string(fragment)
     }
-    out.append("},\"from\":{\"deviceId\":")
-    out.writeString(from.deviceId)
+    out.raw("},\"from\":{\"deviceId\":")
+    out.string(from.deviceId)
     if let name = from.name {
-      out.append(",\"name\":")
-      out.writeString(name)
+      out.raw(",\"name\":")
+      out.string(name)
     }
-    out.append(",\"userId\":")
-    out.writeString(from.userId)
-    out.append("}")
-    if message.leg { out.append(",\"leg\":true") }
+    out.raw(",\"userId\":")
+    out.string(from.userId)
+    out.raw("}")
+    if message.leg { out.raw(",\"leg\":true") }
     writeEnvelope(seq: seq, type: "candidate", to: &out)
-    return out.bytes
   }
 
   /// `,"seq":N,"type":"…"}`: the envelope's members, after every field of these two frames.
-  private static func writeEnvelope(seq: UInt64?, type: StaticString, to out: inout JSONWriter) {
+  private static func writeEnvelope(seq: UInt64?, type: StaticString, to out: inout some RelayFrameSink) {
     if let seq {
-      out.append(",\"seq\":")
-      out.writeInteger(Int64(clamping: seq))
+      out.raw(",\"seq\":")
+      out.integer(Int64(clamping: seq))
     }
-    out.append(",\"type\":\"")
-    out.append(type)
-    out.append("\"}")
+    out.raw(",\"type\":\"")
+    out.raw(type)
+    out.raw("\"}")
+  }
+
+  /// A frame written in one pass into an array of `capacity` (what the strings take unescaped
+  /// plus room for the rest): a few copies where `JSONWriter`'s appends each checked the array's
+  /// uniqueness and room. A string that needs an escape (clients' candidates almost never do) or
+  /// a frame past `capacity` is written again by `JSONWriter` (`orElse`, the same pieces).
+  private static func frameBytes(
+    capacity: Int, _ write: (inout OnePassFrame) -> Void, orElse writeEscaped: (inout JSONWriter) -> Void
+  ) -> [UInt8] {
+    var complete = false
+    let bytes = [UInt8](unsafeUninitializedCapacity: capacity) { buffer, count in
+      guard let base = buffer.baseAddress else { return }
+      var cursor = OnePassFrame(at: base, end: base + buffer.count)
+      write(&cursor)
+      guard let end = cursor.position else { return }
+      count = end - base
+      complete = true
+    }
+    if complete { return bytes }
+    var out = JSONWriter(capacity: capacity)
+    writeEscaped(&out)
+    return out.bytes
+  }
+}
+
+/// Where a relay frame's pieces go: `JSONWriter` (any string) or `OnePassFrame`.
+protocol RelayFrameSink {
+  mutating func raw(_ text: StaticString)
+  mutating func string(_ text: String)
+  mutating func integer(_ number: Int64)
+}
+
+extension JSONWriter: RelayFrameSink {
+  mutating func raw(_ text: StaticString) { append(text) }
+  mutating func string(_ text: String) { writeString(text) }
+  mutating func integer(_ number: Int64) { writeInteger(number) }
+}
+
+/// A frame's pieces copied straight into reserved memory; `position` turns nil, and nothing more
+/// is written, at the first string that needs an escape or piece that does not fit.
+struct OnePassFrame: RelayFrameSink {
+  private(set) var position: UnsafeMutablePointer<UInt8>?
+  private let end: UnsafeMutablePointer<UInt8>
+
+  init(at start: UnsafeMutablePointer<UInt8>, end: UnsafeMutablePointer<UInt8>) {
+    position = start
+    self.end = end
+  }
+
+  mutating func raw(_ text: StaticString) {
+    guard let at = position else { return }
+    let count = text.utf8CodeUnitCount
+    guard end - at >= count else {
+      position = nil
+      return
+    }
+    at.update(from: text.utf8Start, count: count)
+    position = at + count
+  }
+
+  mutating func string(_ text: String) {
+    guard let at = position else { return }
+    position = JSONWriter.writePlainQuoted(text, at: at, end: end)
+  }
+
+  mutating func integer(_ number: Int64) {
+    // 20 digits and a sign at most.
+    guard var at = position, end - at >= 21 else {
+      position = nil
+      return
+    }
+    if number < 0 {
+      at.pointee = UInt8(ascii: "-")
+      at += 1
+    }
+    var magnitude = number.magnitude
+    var digits = 1
+    while magnitude >= 10 {
+      magnitude /= 10
+      digits += 1
+    }
+    magnitude = number.magnitude
+    var slot = at + digits
+    repeat {
+      slot -= 1
+      slot.pointee = UInt8(ascii: "0") + UInt8(magnitude % 10)
+      magnitude /= 10
+    } while magnitude > 0
+    position = at + digits
   }
 }

@@ -44,11 +44,15 @@ package final class LocalSession: DeliverySession {
   package var unackedCount: Int { kept.frames.count }
 
   package func deliver(_ message: ServerMessage, coalesced: Bool) {
-    enqueue(coalesced: coalesced) { MessageCodec.encode(message, seq: $0) }
+    // The seq first, then the bytes, then the queue: a closure encoding the message inside
+    // `enqueue` captured a copy of it (a copy and a destroy of the message per frame).
+    let seq = takeSeq()
+    enqueue(seq: seq, bytes: MessageCodec.encode(message, seq: seq), coalesced: coalesced)
   }
 
   package func deliver(_ frame: ServerFrame) {
-    enqueue(coalesced: false) { frame.bytes(seq: $0) }
+    let seq = takeSeq()
+    enqueue(seq: seq, bytes: frame.bytes(seq: seq), coalesced: false)
   }
 
   package func answer(_ reply: ServerMessage, to requestID: String, coalesced: Bool) {
@@ -56,14 +60,19 @@ package final class LocalSession: DeliverySession {
     deliver(reply, coalesced: coalesced)
   }
 
-  private func enqueue(coalesced: Bool, _ encode: (UInt64) -> [UInt8]) {
-    // The queue and its byte count are one stored property, mutated in one access: every access
-    // to a class's stored property across a call the optimiser cannot see through is a runtime
-    // exclusivity check, and appending and trimming took one per property touched.
+  /// The next message's seq, counted as sent.
+  private func takeSeq() -> UInt64 {
     let seq = nextSeq
     nextSeq = seq &+ 1
     sent?.increment()
-    let bytes = encode(seq)
+    return seq
+  }
+
+  /// Keeps the frame numbered `seq` (just taken) until acknowledged and sends it.
+  private func enqueue(seq: UInt64, bytes: [UInt8], coalesced: Bool) {
+    // The queue and its byte count are one stored property, mutated in one access: every access
+    // to a class's stored property across a call the optimiser cannot see through is a runtime
+    // exclusivity check, and appending and trimming took one per property touched.
     if let dropped = kept.keep(seq: seq, bytes: bytes, capacity: capacity, maxBytes: maxUnackedBytes) {
       droppedThrough = dropped
     }

@@ -10,6 +10,42 @@ struct JSONParserTests {
     try JSONValue.parse(utf8(text), maxDepth: maxDepth)
   }
 
+  /// Strings are scanned eight bytes at a time, stepping straight to the first byte of a word
+  /// that needs a look (a quote, a backslash, a control character, a non-ASCII byte): each such
+  /// byte at every position of strings of every length across three words, with more text
+  /// after the string, is found where it is.
+  @Test func theByteThatEndsAPlainRunIsFoundAtEveryPosition() throws {
+    for length in 0...24 {
+      let plain = String(repeating: "a", count: length)
+      // The closing quote after `length` plain bytes, and a document going on after it.
+      #expect(try parse(#"["\#(plain)","\#(plain)b"]"#) == .array([.string(plain), .string(plain + "b")]))
+      for position in 0..<length {
+        let before = String(repeating: "a", count: position)
+        let after = String(repeating: "z", count: length - position - 1)
+        for byte in UInt8(0x20)..<0x80 where byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") {
+          let text = before + String(UnicodeScalar(byte)) + after
+          #expect(try parse(#"["\#(text)",1]"#) == .array([.string(text), .int(1)]), "\(byte) at \(position)")
+        }
+        for control in UInt8(0)..<0x20 {
+          let document = Array(#"[""#.utf8) + Array(before.utf8) + [control] + Array(#"\#(after)",1]"#.utf8)
+          #expect(throws: JSONSyntaxError(message: "unescaped control character in string", offset: 2 + position)) {
+            try JSONValue.parse(document)
+          }
+        }
+        #expect(try parse(#"["\#(before)\n\#(after)",1]"#) == .array([.string(before + "\n" + after), .int(1)]))
+        #expect(try parse(#"["\#(before)\"\#(after)",1]"#) == .array([.string(before + "\"" + after), .int(1)]))
+        #expect(try parse(#"["\#(before)é\#(after)",1]"#) == .array([.string(before + "é" + after), .int(1)]))
+        // A quote ends the string where it is: what follows is not a value.
+        #expect(throws: JSONSyntaxError.self) { try parse(#"["\#(before)"x\#(after)"]"#) }
+        // Invalid UTF-8 is reported at its own offset.
+        let invalid = Array(#"[""#.utf8) + Array(before.utf8) + [0xFF] + Array(#"\#(after)"]"#.utf8)
+        #expect(throws: JSONSyntaxError(message: "invalid UTF-8 in string", offset: 2 + position)) {
+          try JSONValue.parse(invalid)
+        }
+      }
+    }
+  }
+
   private static func parseOrNil(_ text: String) -> JSONValue? { JSONValue(parsing: utf8(text)) }
 
   @Test func scalars() throws {

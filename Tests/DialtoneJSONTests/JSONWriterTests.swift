@@ -29,6 +29,58 @@ struct JSONWriterTests {
     #expect(value.serializedString == expected)
   }
 
+  /// `writeString` tests eight bytes at a time for a byte to escape: every byte below 0x80, and
+  /// a non-ASCII character, at every position of strings of every length across two words (and
+  /// runs of them) come out as a byte at a time writes them (`escapedModel`).
+  @Test func stringsAreEscapedAsAByteAtATimeEscapesThem() {
+    let specials: [UInt8] = Array(0..<0x20) + [0x22, 0x5C]
+    var cases: [[UInt8]] = [[], Array("é".utf8), Array("🎧 ünï".utf8)]
+    for length in 1...19 {
+      for position in 0..<length {
+        for byte in UInt8(0)..<0x80 {
+          var text = Array(repeating: UInt8(ascii: "a"), count: length)
+          text[position] = byte
+          cases.append(text)
+        }
+        var accented = Array(repeating: UInt8(ascii: "x"), count: length)
+        accented.replaceSubrange(position..<position + 1, with: Array("é".utf8))
+        cases.append(accented)
+      }
+    }
+    for start in 0..<9 {
+      // Runs of escapes, back to back and one apart, after plain and non-ASCII bytes.
+      cases.append(Array(repeating: UInt8(ascii: "q"), count: start) + specials + Array("ÿ".utf8) + specials)
+      cases.append(Array(repeating: UInt8(ascii: "q"), count: start) + specials.flatMap { [$0, UInt8(ascii: "z")] })
+    }
+    for bytes in cases {
+      let text = String(decoding: bytes, as: UTF8.self)
+      var writer = JSONWriter()
+      writer.writeString(text)
+      #expect(writer.bytes == Self.escapedModel(text), "\(Array(text.utf8))")
+    }
+  }
+
+  /// RFC 8259 escaping a byte at a time: `"`, `\\` and the control characters, `\u00XX` for the
+  /// ones without a short form; every other byte as it is.
+  private static func escapedModel(_ text: String) -> [UInt8] {
+    var out: [UInt8] = [UInt8(ascii: "\"")]
+    for byte in text.utf8 {
+      switch byte {
+      case UInt8(ascii: "\""): out += Array(#"\""#.utf8)
+      case UInt8(ascii: "\\"): out += Array(#"\\"#.utf8)
+      case 0x0A: out += Array(#"\n"#.utf8)
+      case 0x0D: out += Array(#"\r"#.utf8)
+      case 0x09: out += Array(#"\t"#.utf8)
+      case 0x08: out += Array(#"\b"#.utf8)
+      case 0x0C: out += Array(#"\f"#.utf8)
+      case 0..<0x20: out += Array(String(format: "\\u%04x", Int(byte)).utf8)
+      default: out.append(byte)
+      }
+    }
+    out.append(UInt8(ascii: "\""))
+    return out
+  }
+
   @Test func numbers() throws {
     #expect(JSONValue.int(0).serializedString == "0")
     #expect(JSONValue.int(-7).serializedString == "-7")
@@ -76,5 +128,40 @@ struct JSONWriterTests {
       "sub": "a", "exp": 1_700_000_000, "f": 0.5, "ok": true, "list": [1, "x", .null], "o": ["k": "v"],
     ]
     #expect(JSONValue(parsing: value.serialized) == value)
+  }
+  /// `writePlainQuoted`: `writeString`'s bytes for every text that needs no escape (every length
+  /// around a word, every byte below 0x80 and bytes above it at every place); nil for one that
+  /// needs an escape anywhere, or when the room is one byte short.
+  @Test func plainQuotedIsWriteStringsBytesOrNil() {
+    var texts = ["", "a", "héllo wörld 日本 🎧"]
+    for length in 1...19 {
+      for place in 0..<length {
+        for byte in Array(0..<0x80) + [0xC3] {
+          var bytes = Array(repeating: UInt8(ascii: "x"), count: length)
+          bytes[place] = byte == 0xC3 ? 0xC3 : UInt8(byte)
+          if byte == 0xC3 { bytes.insert(0xA9, at: place + 1) }
+          texts.append(String(decoding: bytes, as: UTF8.self))
+        }
+      }
+    }
+    var plain = 0
+    for text in texts {
+      var writer = JSONWriter()
+      writer.writeString(text)
+      let escaped = writer.bytes.count != text.utf8.count + 2
+      withUnsafeTemporaryAllocation(of: UInt8.self, capacity: text.utf8.count + 2) { room in
+        guard let start = room.baseAddress else { return }
+        let end = JSONWriter.writePlainQuoted(text, at: start, end: start + room.count)
+        if escaped {
+          #expect(end == nil, "\(Array(text.utf8))")
+        } else {
+          #expect(end == start + room.count)
+          #expect(Array(room) == writer.bytes, "\(Array(text.utf8))")
+          #expect(JSONWriter.writePlainQuoted(text, at: start, end: start + room.count - 1) == nil)
+          plain += 1
+        }
+      }
+    }
+    #expect(plain > 19 * 10 * 90)
   }
 }

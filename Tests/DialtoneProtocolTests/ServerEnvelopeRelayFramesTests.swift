@@ -1,3 +1,4 @@
+import DialtoneJSON
 import Testing
 
 @testable import DialtoneProtocol
@@ -25,6 +26,7 @@ struct ServerEnvelopeRelayFramesTests {
           let envelope = ServerEnvelope(seq: seq, message: .ack(.init(replyTo: replyTo, callId: callId)))
           #expect(envelope.relayFrameBytes == envelope.genericEncoded, "\(envelope)")
           #expect(envelope.encoded == envelope.genericEncoded)
+          #expect(MessageCodec.encode(envelope.message, seq: seq) == envelope.genericEncoded)
           checked += 1
         }
       }
@@ -43,6 +45,7 @@ struct ServerEnvelopeRelayFramesTests {
       let envelope = ServerEnvelope(seq: Self.seqs[n % Self.seqs.count], message: message)
       #expect(envelope.relayFrameBytes == envelope.genericEncoded, "\(envelope)")
       #expect(envelope.encoded == envelope.genericEncoded)
+      #expect(MessageCodec.encode(message, seq: envelope.seq) == envelope.genericEncoded)
     }
   }
 
@@ -57,6 +60,11 @@ struct ServerEnvelopeRelayFramesTests {
     #expect(ServerEnvelope(seq: 3, message: withCall).relayFrameBytes == nil)
     let error = ServerMessage.error(.init(replyTo: "r", code: .badRequest, message: "no"))
     #expect(ServerEnvelope(seq: 3, message: error).relayFrameBytes == nil)
+    // `MessageCodec.encode` writes them through `WireEncoder`, as the envelope does.
+    for message in [withCall, error] {
+      #expect(MessageCodec.encode(message, seq: 3) == ServerEnvelope(seq: 3, message: message).genericEncoded)
+      #expect(MessageCodec.encode(message, seq: nil) == ServerEnvelope(seq: nil, message: message).genericEncoded)
+    }
   }
 
   /// Every byte below 0x80 in every text of a candidate (written counted first, then into memory
@@ -110,6 +118,39 @@ struct ServerEnvelopeRelayFramesTests {
       #expect(error.code == .tooLarge)
       #expect(error.message == "\"candidate.candidate\" exceeds \(Limits.maxCandidateBytes) bytes")
       #expect(error.replyTo == "r1")
+    }
+  }
+  /// The one-pass writer: `JSONWriter`'s bytes for the same pieces; it stops (position nil, and
+  /// the frame is written again by `JSONWriter`) at a string that needs an escape or a piece that
+  /// does not fit its room, a number among them.
+  @Test func onePassFrameWritesJSONWritersBytesOrStops() {
+    func pieces(_ text: String, _ number: Int64, to out: inout some RelayFrameSink) {
+      out.raw("{\"k\":")
+      out.string(text)
+      out.raw(",\"n\":")
+      out.integer(number)
+      out.raw("}")
+    }
+    let numbers: [Int64] = [0, 7, 10, 99, 100, -1, -10, 1_000_000_007, .max, .min]
+    for text in ["", "plain", "quote \"", "ctl\u{1}", "é"] {
+      for number in numbers {
+        var writer = JSONWriter()
+        pieces(text, number, to: &writer)
+        let needsEscape = text.contains("\"") || text.contains("\u{1}")
+        for room in [writer.bytes.count + 21, writer.bytes.count - 1] {
+          withUnsafeTemporaryAllocation(of: UInt8.self, capacity: room) { buffer in
+            guard let base = buffer.baseAddress else { return }
+            var frame = OnePassFrame(at: base, end: base + room)
+            pieces(text, number, to: &frame)
+            if needsEscape || room < writer.bytes.count + 21 {
+              #expect(frame.position == nil, "\(text) \(number) room \(room)")
+            } else {
+              let written = frame.position.map { UnsafeBufferPointer(start: base, count: $0 - base) }
+              #expect(written.map(Array.init) == writer.bytes, "\(text) \(number)")
+            }
+          }
+        }
+      }
     }
   }
 }
