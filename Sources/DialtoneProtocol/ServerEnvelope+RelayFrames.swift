@@ -55,7 +55,9 @@ extension ServerEnvelope {
     var textBytes = message.callId.utf8.count + ice.candidate.utf8.count + from.userId.utf8.count
     textBytes += from.deviceId.utf8.count + (ice.sdpMid?.utf8.count ?? 0) + (ice.usernameFragment?.utf8.count ?? 0)
     textBytes += from.name?.utf8.count ?? 0
-    // Every key, quote and punctuation mark is under 200 bytes; escapes, if any, grow it.
+    // Keys, quotes, punctuation and digits take under 200 bytes unless the line index and the seq
+    // both have near 20 digits (up to about 216); such a frame, or one with an escape, is written
+    // again by `JSONWriter`, which grows.
     return frameBytes(capacity: 200 + textBytes) { (out: inout OnePassFrame) in
       write(message, seq: seq, to: &out)
     } orElse: {
