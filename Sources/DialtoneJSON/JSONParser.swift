@@ -271,28 +271,10 @@ struct JSONParser {
     throw JSONSyntaxError(message: "unterminated string", offset: start - 1)
   }
 
-  /// Advances past bytes 0x20...0x7F other than `"` and `\\`, eight at a time, to the first
-  /// other byte of the word that holds one (or to where fewer than eight bytes are left).
+  /// Advances past bytes 0x20...0x7F other than `"` and `\\`, eight at a time (`PlainRunScan`).
   private mutating func skipPlainWords() {
     guard let base = bytes.baseAddress else { return }
-    let ones: UInt64 = 0x0101_0101_0101_0101
-    let highs: UInt64 = 0x8080_8080_8080_8080
-    while bytes.count - index >= 8 {
-      let word = UInt64(littleEndian: UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self))
-      let quote = word ^ (ones &* 0x22)
-      let backslash = word ^ (ones &* 0x5C)
-      // A zero byte in `quote`/`backslash`, or a byte below 0x20, or a byte with its high bit set.
-      // A test may also flag a byte after the first one it finds (a borrow carried up), never
-      // one before it: the first flagged byte is the first of these. Stepping straight to it
-      // saves testing the same word again for each plain byte before it.
-      let special =
-        ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | (word &- ones &* 0x20) | word
-      if special & highs != 0 {
-        index += (special & highs).trailingZeroBitCount >> 3
-        return
-      }
-      index += 8
-    }
+    index = PlainRunScan.end(base, from: index, count: bytes.count, stoppingAtNonASCII: true)
   }
 
   private func validateRun(_ runStart: Int) throws(JSONSyntaxError) {

@@ -139,7 +139,7 @@ public struct JSONWriter {
       var runStart = 0
       var index = 0
       while true {
-        index = Self.plainWordsEnd(base, from: index, count: count)
+        index = PlainRunScan.end(base, from: index, count: count, stoppingAtNonASCII: false)
         guard index < count else { break }
         let byte = base[index]
         index += 1
@@ -179,7 +179,7 @@ public struct JSONWriter {
       guard end - start >= count + 2 else { return nil }
       start.pointee = UInt8(ascii: "\"")
       if let base = utf8.baseAddress, count > 0 {
-        var index = plainWordsEnd(base, from: 0, count: count)
+        var index = PlainRunScan.end(base, from: 0, count: count, stoppingAtNonASCII: false)
         while index < count {
           let byte = base[index]
           if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { return nil }
@@ -191,30 +191,5 @@ public struct JSONWriter {
       return start + 2 + count
     }
     return written ?? nil
-  }
-
-  /// Where the run of bytes from `index` that need no escape ends, found eight at a time: a
-  /// string is mostly long runs without a quote, a backslash or a control character, and a word
-  /// at a time tests them in a few instructions where a byte at a time took a dozen per byte.
-  /// The first byte to escape, or where fewer than eight bytes are left (those are looked at
-  /// one by one).
-  @inline(__always)
-  private static func plainWordsEnd(_ base: UnsafePointer<UInt8>, from index: Int, count: Int) -> Int {
-    let ones: UInt64 = 0x0101_0101_0101_0101
-    let highs: UInt64 = 0x8080_8080_8080_8080
-    var index = index
-    while count - index >= 8 {
-      let word = UInt64(littleEndian: UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self))
-      let quote = word ^ (ones &* 0x22)
-      let backslash = word ^ (ones &* 0x5C)
-      // A zero byte in `quote` or `backslash`, or a byte below 0x20. Each test may also flag a
-      // byte after the first one it finds (a borrow carried up), never one before it: the first
-      // flagged byte is the first to escape. Bytes of 0x80 and above pass: UTF-8 is written as
-      // it is.
-      let special = ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((word &- ones &* 0x20) & ~word)
-      if special & highs != 0 { return index + (special & highs).trailingZeroBitCount >> 3 }
-      index += 8
-    }
-    return index
   }
 }
