@@ -171,21 +171,33 @@ final class RecordingPlacement: CallPlacement {
     await server.stop()
   }
 
-  @Test func aForwardedRequestSentAgainIsAnsweredAgainButHandledOnce() async throws {
-    let placement = RecordingPlacement()
-    let server = try await TestServer(placement: placement)
-    let bob = try await server.connect("bob")
+  /// Alice, on another node ("n2"), invites Bob here: her requests come forwarded (`forward`).
+  private struct ForwardedInvite {
+    let server: TestServer
+    let bob: SignalingProbe
     let origin = ForwardedRequest.Origin(node: "n2", sessionID: "s_alice")
-    let alice = Identity(userId: "alice", deviceId: "phone", name: "Alice")
+
+    init(_ placement: RecordingPlacement, call: CallID) async throws {
+      server = try await TestServer(placement: placement)
+      bob = try await server.connect("bob")
+      forward(.invite(.init(callId: call, to: "bob", video: false)), id: "i1")
+      _ = try await bob.expect(.invite)
+    }
+
     func forward(_ message: ClientMessage, id: String) {
+      let alice = Identity(userId: "alice", deviceId: "phone", name: "Alice")
       server.server.hub.deliver(.forwarded(ForwardedRequest(message: message, id: id, from: alice, origin: origin)))
     }
-    forward(.invite(.init(callId: "near-3", to: "bob", video: false)), id: "i1")
-    _ = try await bob.expect(.invite)
+  }
+
+  @Test func aForwardedRequestSentAgainIsAnsweredAgainButHandledOnce() async throws {
+    let placement = RecordingPlacement()
+    let rig = try await ForwardedInvite(placement, call: "near-3")
+    let (server, bob) = (rig.server, rig.bob)
     // Alice's node got no answer in time (or she resumed elsewhere) and sends the candidate twice.
     let trickle = ClientMessage.candidate(.init(callId: "near-3", candidate: candidate(1)))
-    forward(trickle, id: "c1")
-    forward(trickle, id: "c1")
+    rig.forward(trickle, id: "c1")
+    rig.forward(trickle, id: "c1")
     let answered = await eventually { placement.replies.count == 3 }
     #expect(answered)
     #expect(placement.replies.map(\.replyTo) == ["i1", "c1", "c1"])
@@ -200,17 +212,10 @@ final class RecordingPlacement: CallPlacement {
   /// keeps it from being stored twice) and acked again the same way.
   @Test func aForwardedCandidatesAckGoesBackUnstoredWhereThePlacementCanAndIsNotRemembered() async throws {
     let placement = RecordingPlacement(repliesUnstored: true)
-    let server = try await TestServer(placement: placement)
-    let bob = try await server.connect("bob")
-    let origin = ForwardedRequest.Origin(node: "n2", sessionID: "s_alice")
-    let alice = Identity(userId: "alice", deviceId: "phone", name: "Alice")
-    func forward(_ message: ClientMessage, id: String) {
-      server.server.hub.deliver(.forwarded(ForwardedRequest(message: message, id: id, from: alice, origin: origin)))
-    }
-    forward(.invite(.init(callId: "near-4", to: "bob", video: false)), id: "i1")
-    _ = try await bob.expect(.invite)
+    let rig = try await ForwardedInvite(placement, call: "near-4")
+    let (server, bob, origin) = (rig.server, rig.bob, rig.origin)
     let trickle = ClientMessage.candidate(.init(callId: "near-4", candidate: candidate(1)))
-    forward(trickle, id: "c1")
+    rig.forward(trickle, id: "c1")
     let answered = await eventually { placement.replies.count == 2 }
     #expect(answered)
     #expect(
@@ -219,7 +224,7 @@ final class RecordingPlacement: CallPlacement {
         .init(type: .ack, replyTo: "c1", origin: origin, unstored: true),
       ])
     _ = try await bob.expect(.candidate)
-    forward(trickle, id: "c1")
+    rig.forward(trickle, id: "c1")
     let again = await eventually { placement.replies.count == 3 }
     #expect(again)
     #expect(placement.replies.last == .init(type: .ack, replyTo: "c1", origin: origin, unstored: true))
