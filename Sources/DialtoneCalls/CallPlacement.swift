@@ -58,6 +58,12 @@ package protocol CallPlacement: Sendable {
   func forward(_ message: ClientMessage, id: String, from: Identity, session: String, to node: String?)
   /// Sends the answer to a forwarded request back to its origin (another node).
   func reply(_ reply: ServerMessage, to request: ForwardedRequest)
+  /// Whether the ack to a relayed candidate forwarded here goes back without a seq and unstored
+  /// (`replyUnstored`), and is not remembered: a cluster's write-behind mode.
+  var repliesUnstored: Bool { get }
+  /// Sends the ack to a forwarded relayed candidate back to its origin without a seq, neither
+  /// stored nor remembered, once the copies the candidate caused here are stored.
+  func replyUnstored(_ reply: ServerMessage, to request: ForwardedRequest)
   /// A new call runs here: one another node sent here because its users are in a call that
   /// runs here (busy and glare are decided by one router), or one placed here already.
   func running(_ callId: CallID, users: [String])
@@ -77,6 +83,8 @@ package protocol CallPlacement: Sendable {
 
 extension CallPlacement {
   package var placesEveryCallHere: Bool { false }
+  package var repliesUnstored: Bool { false }
+  package func replyUnstored(_ reply: ServerMessage, to request: ForwardedRequest) { self.reply(reply, to: request) }
 }
 
 /// One server: every call runs here.

@@ -15,6 +15,11 @@ package enum ClusterLetter: Sendable, Equatable {
   /// The answer to a request forwarded by the receiving node, which the answering node stored in
   /// the requesting session already (`SessionLedger`): for the receiving node's bookkeeping.
   case reply(sessionID: String, requestID: String, ServerMessage)
+  /// Write-behind: the answer to a relayed candidate forwarded by the receiving node, which the
+  /// answering node did not store (its frame's exact bytes, without a seq): it sends this letter
+  /// only once the copies the candidate caused are stored, and the receiving node writes it to the
+  /// requester as it is, neither numbered nor stored nor remembered (protocol.md §7.13).
+  case unstoredReply(sessionID: String, requestID: String, bytes: [UInt8])
   /// A device of a user in a call the receiving node runs connected (in a new session or a
   /// resumed one) or lost its socket on another node.
   case device(Identity, connected: Bool, newSession: Bool)
@@ -30,6 +35,7 @@ extension ClusterLetter {
     case .broken: "broken"
     case .request: "request"
     case .reply: "reply"
+    case .unstoredReply: "unstored-reply"
     case .device: "device"
     case .replaced: "replaced"
     }
@@ -62,6 +68,9 @@ package enum ClusterLetterCodec {
     case .reply(let sessionID, let requestID, let message):
       header = ["k": "reply", "s": .string(sessionID), "r": .string(requestID)]
       body = MessageCodec.encode(message, seq: nil)
+    case .unstoredReply(let sessionID, let requestID, let bytes):
+      header = ["k": "unstored-reply", "s": .string(sessionID), "r": .string(requestID)]
+      body = bytes
     case .device(let who, let connected, let newSession):
       header = ["k": "device", "who": identity(who), "c": .bool(connected), "n": .bool(newSession)]
       body = []
@@ -115,6 +124,9 @@ package enum ClusterLetterCodec {
           origin: .init(node: try text("node"), sessionID: try text("s"))))
     case "reply":
       return .reply(sessionID: try text("s"), requestID: try text("r"), try serverMessage())
+    case "unstored-reply":
+      guard !body.isEmpty else { throw Malformed(description: "unstored-reply letter without its answer") }
+      return .unstoredReply(sessionID: try text("s"), requestID: try text("r"), bytes: Array(body))
     case "device":
       guard let connected = header["c"]?.boolValue, let newSession = header["n"]?.boolValue else {
         throw Malformed(description: "device letter without its state")

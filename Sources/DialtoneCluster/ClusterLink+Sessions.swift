@@ -245,6 +245,25 @@ extension ClusterLink: SessionStore {
     }
   }
 
+  /// Write-behind: the ack to a relayed candidate another node forwarded goes back as a letter
+  /// without a seq (`ClusterLetter.unstoredReply`), neither stored in the requester's session nor
+  /// remembered there, and only once the copies the candidate caused here are stored: it waits
+  /// as any forwarded answer does (`flush`), for the holder's batch of the copies for sessions
+  /// held here, or behind the event's steps that leave copies in other nodes' inboxes. A
+  /// requester held here now (it resumed here meanwhile) is answered as this node's own.
+  package func replyUnstored(_ reply: ServerMessage, to request: ForwardedRequest) {
+    guard let writeBehind else { return self.reply(reply, to: request) }
+    let (session, bytes) = (request.origin.sessionID, MessageCodec.encode(reply, seq: nil))
+    if writeBehind.answerIfHeld(.init(session: session, requestID: request.id, bytes: bytes)) { return }
+    let letter = ClusterLetterCodec.encode(.unstoredReply(sessionID: session, requestID: request.id, bytes: bytes))
+    forwardedReplies.withLock {
+      $0.steps.append(PendingStep(step: .letter(letter, to: request.origin.node), what: "unstored answer letter"))
+      $0.requests.append(RefusedRequest(sessionID: session, requestID: request.id))
+    }
+  }
+
+  package var repliesUnstored: Bool { writeBehind != nil }
+
   /// Stores everything the hub asked for since the last flush, as one transaction in one round
   /// trip (the hub flushes after each event it handles).
   package func flush() {

@@ -673,8 +673,11 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
   private func arrived(_ letters: [ClusterLetter]) {
     for letter in letters { metrics.letters.labels(letter.kind).increment() }
     let answered = letters.compactMap { letter -> String? in
-      guard case .reply(let sessionID, let requestID, _) = letter else { return nil }
-      return sessionID + "\u{0}" + requestID
+      switch letter {
+      case .reply(let sessionID, let requestID, _), .unstoredReply(let sessionID, let requestID, _):
+        return sessionID + "\u{0}" + requestID
+      default: return nil
+      }
     }
     if !answered.isEmpty { unanswered.withLock { for key in answered { $0.removeValue(forKey: key) } } }
     inbox.current?.receive(.letters(letters))

@@ -63,6 +63,12 @@ package struct ForwardedAnswers {
   /// Entries in the eviction order, stale ones included (tests: it stays bounded).
   package var orderCount: Int { order.count }
 
+  /// An answer that is not remembered (a relayed candidate's, unstored: the request sent again
+  /// is handled afresh); the repeats that waited for it, to be answered too.
+  package mutating func answeredUnremembered(_ request: ForwardedRequest) -> [ForwardedRequest] {
+    inFlight.removeValue(forKey: Self.key(request)) ?? []
+  }
+
   /// Remembers the answer; the repeats that waited for it, to be answered too.
   package mutating func answered(_ request: ForwardedRequest, _ reply: ServerMessage) -> [ForwardedRequest] {
     let key = Self.key(request)

@@ -99,9 +99,14 @@ final class OutcomeGate {
         session.answer(reply, to: id, coalesced: output.coalesced)
       }
     } else if let request = output.forwarded, let reply = output.reply {
-      let repeats = forwardedAnswers.answered(request, reply)
-      answer(request, with: reply)
-      for repeated in repeats { answer(repeated, with: reply) }
+      if output.relayedAnswer, placement.repliesUnstored {
+        let repeats = forwardedAnswers.answeredUnremembered(request)
+        for answered in [request] + repeats { answerRelayed(answered, with: reply) }
+      } else {
+        let repeats = forwardedAnswers.answered(request, reply)
+        answer(request, with: reply)
+        for repeated in repeats { answer(repeated, with: reply) }
+      }
     }
     effects.apply(output.effects)
     for case .persist(let change) in output.effects {
@@ -177,6 +182,24 @@ final class OutcomeGate {
     } else {
       placement.reply(reply, to: request)
     }
+  }
+
+  /// The ack to a relayed candidate forwarded here (or routed back here by a take-over) where the
+  /// placement sends such acks without a seq (`CallPlacement.repliesUnstored`): written unstored,
+  /// once the copies it caused are stored, by this node's store or by the requester's node.
+  private func answerRelayed(_ request: ForwardedRequest, with reply: ServerMessage) {
+    if request.origin.node == placement.thisNode {
+      awaited.remove(Self.key(request.origin.sessionID, request.id))
+      registry.session(request.origin.sessionID)?.answerRelayed(reply, to: request.id, coalesced: false)
+    } else {
+      placement.replyUnstored(reply, to: request)
+    }
+  }
+
+  /// An answer another node sent without a seq came (`ClusterLetter.unstoredReply`): the
+  /// request is no longer awaited, and its answer is not remembered.
+  func arrivedUnstored(_ sessionID: String, _ requestID: String) {
+    awaited.remove(Self.key(sessionID, requestID))
   }
 
   private static func key(_ sessionID: String, _ requestID: String) -> AwaitedRequest {

@@ -266,8 +266,9 @@ final class RequestPipeline {
         session: request.session, forwarded: request.forwarded, requestID: request.id, reply: outcome.reply,
         coalesced: rules.ackMayWait && outcome.reply.isAck && request.forwarded == nil,
         // Only a candidate's: its copies carry once-keys and it moves no call's state, so its
-        // ack need not be stored (the request sent again is handled afresh).
-        relayedAnswer: rules.mayBeRefusedOnceHandled && outcome.reply.isAck && request.forwarded == nil,
+        // ack need not be stored (the request sent again is handled afresh). Also when another
+        // node forwarded it: that node writes the ack without a seq (`OutcomeGate.answerRelayed`).
+        relayedAnswer: rules.mayBeRefusedOnceHandled && outcome.reply.isAck,
         effects: outcome.effects,
         relayedFrom: relayed && request.forwarded == nil ? request.received : nil),
       for: message.callId)

@@ -256,7 +256,8 @@ final class SessionHost {
   }
 
   /// The answer to a relayed candidate, written without a seq by the cluster's write-behind
-  /// holder once its copies are stored: not remembered (the candidate sent again is handled
+  /// holder once its copies are stored (this node's, or the call's node's when the candidate was
+  /// forwarded there: `ClusterLetter.unstoredReply`): not remembered (the candidate sent again is handled
   /// afresh), and lost with the socket (the client sends the candidate again after its resume).
   func answeredUnstored(_ bytes: [UInt8], to sessionID: String) {
     registry.session(sessionID)?.socket?.sendCoalesced(text: bytes)

@@ -206,6 +206,10 @@ public actor SignalingHub {
     case .reply(let sessionID, let requestID, let reply):
       // The answering node stored it in the session already: it is only remembered here.
       outcomes.remembered(reply, sessionID, requestID)
+    case .unstoredReply(let sessionID, let requestID, let bytes):
+      // The answering node sent it once the copies its request caused were stored.
+      outcomes.arrivedUnstored(sessionID, requestID)
+      sessions.answeredUnstored(bytes, to: sessionID)
     case .device(let identity, let connected, let newSession):
       let changes =
         connected

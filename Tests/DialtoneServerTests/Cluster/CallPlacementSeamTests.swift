@@ -24,6 +24,8 @@ final class RecordingPlacement: CallPlacement {
     let type: ServerMessageType?
     let replyTo: String?
     let origin: ForwardedRequest.Origin
+    /// Sent back without a seq (`replyUnstored`).
+    var unstored = false
   }
 
   private let state = Locked<(forwards: [Forward], replies: [Reply])>(([], []))
@@ -31,8 +33,12 @@ final class RecordingPlacement: CallPlacement {
   /// Calls this node is taking over, until the hub says they run here.
   let takingOver: Locked<Set<CallID>>
 
-  init(owners: [CallID: String] = [:], takingOver: Set<CallID> = []) {
+  /// Whether relayed candidates' acks go back unstored (a write-behind cluster's placement).
+  let repliesUnstored: Bool
+
+  init(owners: [CallID: String] = [:], takingOver: Set<CallID> = [], repliesUnstored: Bool = false) {
     self.owners = owners
+    self.repliesUnstored = repliesUnstored
     self.takingOver = Locked(takingOver)
   }
 
@@ -57,6 +63,11 @@ final class RecordingPlacement: CallPlacement {
 
   func reply(_ reply: ServerMessage, to request: ForwardedRequest) {
     let recorded = Reply(type: reply.knownType, replyTo: reply.replyTo, origin: request.origin)
+    state.withLock { $0.replies.append(recorded) }
+  }
+
+  func replyUnstored(_ reply: ServerMessage, to request: ForwardedRequest) {
+    let recorded = Reply(type: reply.knownType, replyTo: reply.replyTo, origin: request.origin, unstored: true)
     state.withLock { $0.replies.append(recorded) }
   }
 }
@@ -160,26 +171,64 @@ final class RecordingPlacement: CallPlacement {
     await server.stop()
   }
 
-  @Test func aForwardedRequestSentAgainIsAnsweredAgainButHandledOnce() async throws {
-    let placement = RecordingPlacement()
-    let server = try await TestServer(placement: placement)
-    let bob = try await server.connect("bob")
+  /// Alice, on another node ("n2"), invites Bob here: her requests come forwarded (`forward`).
+  private struct ForwardedInvite {
+    let server: TestServer
+    let bob: SignalingProbe
     let origin = ForwardedRequest.Origin(node: "n2", sessionID: "s_alice")
-    let alice = Identity(userId: "alice", deviceId: "phone", name: "Alice")
+
+    init(_ placement: RecordingPlacement, call: CallID) async throws {
+      server = try await TestServer(placement: placement)
+      bob = try await server.connect("bob")
+      forward(.invite(.init(callId: call, to: "bob", video: false)), id: "i1")
+      _ = try await bob.expect(.invite)
+    }
+
     func forward(_ message: ClientMessage, id: String) {
+      let alice = Identity(userId: "alice", deviceId: "phone", name: "Alice")
       server.server.hub.deliver(.forwarded(ForwardedRequest(message: message, id: id, from: alice, origin: origin)))
     }
-    forward(.invite(.init(callId: "near-3", to: "bob", video: false)), id: "i1")
-    _ = try await bob.expect(.invite)
+  }
+
+  @Test func aForwardedRequestSentAgainIsAnsweredAgainButHandledOnce() async throws {
+    let placement = RecordingPlacement()
+    let rig = try await ForwardedInvite(placement, call: "near-3")
+    let (server, bob) = (rig.server, rig.bob)
     // Alice's node got no answer in time (or she resumed elsewhere) and sends the candidate twice.
     let trickle = ClientMessage.candidate(.init(callId: "near-3", candidate: candidate(1)))
-    forward(trickle, id: "c1")
-    forward(trickle, id: "c1")
+    rig.forward(trickle, id: "c1")
+    rig.forward(trickle, id: "c1")
     let answered = await eventually { placement.replies.count == 3 }
     #expect(answered)
     #expect(placement.replies.map(\.replyTo) == ["i1", "c1", "c1"])
     _ = try await bob.expect(.candidate)
     try await bob.expectQuiet()
+    await server.stop()
+  }
+
+  /// A relayed candidate another node forwarded here: where the placement sends its ack back
+  /// without a seq (a write-behind cluster's), it goes that way, the invite's as before; and it is
+  /// not remembered: sent again, the candidate is handled afresh (in a cluster its copy's once-key
+  /// keeps it from being stored twice) and acked again the same way.
+  @Test func aForwardedCandidatesAckGoesBackUnstoredWhereThePlacementCanAndIsNotRemembered() async throws {
+    let placement = RecordingPlacement(repliesUnstored: true)
+    let rig = try await ForwardedInvite(placement, call: "near-4")
+    let (server, bob, origin) = (rig.server, rig.bob, rig.origin)
+    let trickle = ClientMessage.candidate(.init(callId: "near-4", candidate: candidate(1)))
+    rig.forward(trickle, id: "c1")
+    let answered = await eventually { placement.replies.count == 2 }
+    #expect(answered)
+    #expect(
+      placement.replies == [
+        .init(type: .ack, replyTo: "i1", origin: origin),
+        .init(type: .ack, replyTo: "c1", origin: origin, unstored: true),
+      ])
+    _ = try await bob.expect(.candidate)
+    rig.forward(trickle, id: "c1")
+    let again = await eventually { placement.replies.count == 3 }
+    #expect(again)
+    #expect(placement.replies.last == .init(type: .ack, replyTo: "c1", origin: origin, unstored: true))
+    _ = try await bob.expect(.candidate)
     await server.stop()
   }
 }

@@ -21,6 +21,8 @@ import Testing
           message: .accept(.init(callId: "c1", answer: SessionDescription(sdp: "v=0\r\n"))), id: "r\n1", from: alice,
           origin: .init(node: "n1-ab12", sessionID: "s_x"))),
       .reply(sessionID: "s_x", requestID: "r1", .ack(.init(replyTo: "r1", callId: "c1"))),
+      .unstoredReply(
+        sessionID: "s_x", requestID: "r1", bytes: Array(#"{"callId":"c1","replyTo":"r1","type":"ack"}"#.utf8)),
       .device(alice, connected: true, newSession: false),
       .device(Identity(userId: "bob", deviceId: "laptop", name: nil), connected: false, newSession: false),
       .replaced(alice, sessionID: "s_old"),
@@ -33,6 +35,7 @@ import Testing
   @Test func aBrokenLetterIsAnErrorThatSaysWhat() {
     for bytes in [
       "", "{}", "{\"k\":\"nope\"}\n", "{\"k\":\"reply\",\"s\":\"x\"}\n{}", "no header",
+      "{\"k\":\"unstored-reply\",\"s\":\"x\",\"r\":\"r1\"}\n",
       "{\"k\":\"frame\",\"s\":\"x\"}\n{}", "{\"k\":\"frame\",\"q\":0,\"s\":\"x\"}\n{}",
     ] {
       #expect(throws: ClusterLetterCodec.Malformed.self) { try ClusterLetterCodec.decode(Array(bytes.utf8)) }

@@ -121,6 +121,54 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     await cluster.stop()
   }
 
+  /// Three nodes: the call runs on Alice's first node, she resumed on the third, Bob is on the
+  /// second. Bob's candidate is forwarded to the call's node, which leaves Alice's copy in her
+  /// node's inbox with a step on its sender; Bob's ack goes back in a letter behind that step,
+  /// without a seq, and his node writes it as it is: not in his session's stream, not in Redis.
+  /// With the call's node's sender held nothing reaches him (with the letter sent before the
+  /// copy's step, or the ack stored as before, this test fails).
+  @Test func aForwardedCandidatesAckHasNoSeqAndWaitsForTheStepLeavingItsCopyOnTheCallsNode() async throws {
+    let cluster = try await writeBehindCluster(3)
+    let (alice, bob, call) = try await cluster.answeredCall(alice: 0, bob: 1)
+    let (aliceSession, bobSession) = (try #require(alice.sessionId), try #require(bob.sessionId))
+    let callsNode = try #require(cluster.nodes[0].server.cluster)
+    let alicesNode = try #require(cluster.nodes[2].server.cluster?.thisNode)
+    alice.close()
+    _ = try await alice.closeCode()
+    let (back, welcome) = try await cluster.resume("alice", aliceSession, from: alice.lastSeq, on: 2)
+    #expect(welcome.resumed && !welcome.resync)
+    let moved = await eventually(within: 10) { callsNode.writeBehind?.holds(aliceSession) == false }
+    #expect(moved)
+    #expect(try await bob.candidateFor(call, 1).isAck)
+    _ = try await back.expect(.candidate)
+    let held = HeldSender(callsNode)
+    // The hold is on: what the call's node's sender had queued before it has run.
+    let holding = await eventually(within: 10) { callsNode.sender.queued == 0 }
+    #expect(holding)
+    bob.send(ClientEnvelope(id: "far", message: .candidate(.init(callId: call, candidate: candidate(2)))))
+    // The call's node handled it: the step leaving Alice's copy, and the letter with Bob's ack
+    // behind it, wait on its sender; his node answers his ping meanwhile, and nothing else.
+    let waiting = await eventually(within: 10) { callsNode.sender.queued >= 1 }
+    #expect(waiting)
+    try await bob.expectQuiet()
+    let (bobLog, bobSeq) = (try logged(cluster, bobSession), bob.lastSeq)
+    held.open()
+    let answer = try await bob.next("the ack")
+    #expect(answer.message.replyTo == "far" && answer.message.isAck && answer.seq == nil)
+    // The moment Bob reads it, Alice's copy is in her node's inbox, or stored by her node.
+    #expect(
+      try inboxText(cluster, alicesNode).contains("candidate:2 ") || hasCandidate(try logged(cluster, aliceSession), 2))
+    _ = try await back.expect(.candidate)
+    // Bob's stream did not move for it, and Redis does not remember it.
+    #expect(bob.lastSeq == bobSeq)
+    #expect(try logged(cluster, bobSession) == bobLog)
+    let redis = try cluster.connect()
+    defer { redis.close() }
+    let kept = try redis.command(["HEXISTS", .string("dt:session:{\(bobSession)}:replies"), "far"])
+    #expect(kept.integer == 0)
+    await cluster.stop()
+  }
+
   /// Bob's node dies after Alice's candidate was stored in his session; he resumes on another
   /// node, and she sends the same candidate again with the same id. It is acked afresh, without a
   /// seq, and his session has it once: he does not get it again.
@@ -150,9 +198,9 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
   }
 
   /// Alice's node dies after her candidate's copy was stored: she resumes on another node and
-  /// sends the same candidate again, with the same id. It is acked, and Bob's session has it once.
-  /// (This ack may carry a seq: the call's take-over routes the request through the node that
-  /// runs the call now, whose answers to forwarded requests are stored as before.)
+  /// sends the same candidate again, with the same id. It is acked without a seq (the call's
+  /// take-over routes the request through the node that runs the call now, her new node, which
+  /// answers it as its own), and Bob's session has it once.
   @Test func theSameCandidateSentAgainAfterANodesDeathIsAckedAndNotStoredTwice() async throws {
     let cluster = try await writeBehindCluster(3)
     let (alice, bob, call) = try await cluster.answeredCall(alice: 0, bob: 1)
@@ -170,7 +218,7 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     // (The call's take-over may send her what it sends every session of the call first.)
     var second = try await back.next("the second ack")
     for _ in 0..<8 where second.message.replyTo != "again" { second = try await back.next("the second ack") }
-    #expect(second.message.replyTo == "again" && second.message.isAck)
+    #expect(second.message.replyTo == "again" && second.message.isAck && second.seq == nil)
     // Bob's session stored it once.
     let stored = await eventually(within: 10) { (try? logged(cluster, bobSession)).map { hasCandidate($0, 1) } == true }
     #expect(stored)
@@ -178,10 +226,10 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     for node in cluster.nodes.dropFirst() { await node.stop() }
   }
 
-  /// A request another node forwarded to the call's node: its answer (stored in the requester's
-  /// session by the call's node) waits for what it caused for the sessions that node holds, whose
-  /// batch waits for its window. Without the wait, Bob was answered seconds before Alice's copy
-  /// was stored, and her node dying meanwhile lost it.
+  /// A request another node forwarded to the call's node: its answer (a relayed candidate's: sent
+  /// back without a seq, not stored) waits for what it caused for the sessions that node holds,
+  /// whose batch waits for its window. Without the wait, Bob was answered seconds before Alice's
+  /// copy was stored, and her node dying meanwhile lost it.
   @Test func aForwardedRequestIsAnsweredOnlyOnceWhatItCausedOnTheCallsNodeIsStored() async throws {
     let cluster = try await TestCluster.start(2) {
       $0.writeBehindSessions = true
@@ -191,14 +239,21 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     }
     // The call runs on Alice's node: Bob's requests are forwarded there.
     let (alice, bob, call) = try await cluster.answeredCall(alice: 0, bob: 1)
-    let aliceSession = try #require(alice.sessionId)
+    let (aliceSession, bobSession) = (try #require(alice.sessionId), try #require(bob.sessionId))
+    let (bobLog, bobSeq) = (try logged(cluster, bobSession), bob.lastSeq)
     for n in 1...2 {
-      #expect(try await bob.candidateFor(call, n).isAck)
+      let id = "cand-\(n)"
+      bob.send(ClientEnvelope(id: id, message: .candidate(.init(callId: call, candidate: candidate(n)))))
+      let answer = try await bob.next("the ack to \(id)")
+      #expect(answer.message.replyTo == id && answer.message.isAck && answer.seq == nil)
       // The moment Bob reads his ack, Alice's copy is in her session's log in Redis (it was
       // written to her at once).
       #expect(hasCandidate(try logged(cluster, aliceSession), n))
       _ = try await alice.expect(.candidate)
     }
+    // His acks are not in his session's stream.
+    #expect(bob.lastSeq == bobSeq)
+    #expect(try logged(cluster, bobSession) == bobLog)
     await cluster.stop()
   }
 
