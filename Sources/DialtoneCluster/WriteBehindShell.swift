@@ -128,6 +128,9 @@ package final class WriteBehindShell: Sendable {
   /// Unstored frames the holder kept when the reader last looked (`acceptsLetters`).
   package var acceptsLetters: Bool { state.withLock { $0.holder.acceptsLetters } }
 
+  /// The holder's lease, and how many times it lapsed (tests).
+  package var lease: (WriteBehindHolder.Lease, lapses: Int) { state.withLock { ($0.holder.lease, $0.holder.lapses) } }
+
   /// `now`: the monotonic clock the lease and batch window count by (tests inject theirs).
   package init(
     node: String, holder: WriteBehindHolder.Limits, ledger: SessionLedger.Limits, sender: RedisWorker,
