@@ -159,8 +159,10 @@ package final class WriteBehindShell: Sendable {
   package func jumpClock(by duration: Duration) { skew.withLock { $0 += duration } }
 
   /// Checks the lease every `interval` even when nothing happens (a node whose Redis is away
-  /// must still close its sockets in time), and sends a batch that failed again.
-  package func start(checkingEvery interval: Duration) {
+  /// must still close its sockets in time), and sends a batch that failed again. `joinedAt`:
+  /// when the node's first heartbeat was sent (`WriteBehindHolder.joined`).
+  package func start(checkingEvery interval: Duration, joinedAt: Instant) {
+    state.withLock { $0.holder.joined(sentAt: joinedAt) }
     let timer = DispatchSource.makeTimerSource(queue: timers)
     let nanoseconds = Self.nanoseconds(interval)
     timer.schedule(deadline: .now() + .nanoseconds(nanoseconds), repeating: .nanoseconds(max(1_000_000, nanoseconds)))
