@@ -202,7 +202,10 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
     let connection = try settings.redis.open()
     defer { connection.close() }
     try checkClusterMark(connection)
+    let joining = ContinuousClock.now
     try presence(connection).heartbeat(thisNode)
+    // Before the reader hands it letters: its lease counts from this heartbeat.
+    writeBehind?.start(checkingEvery: settings.heartbeat / 2, joinedAt: joining)
     var unnumbered: (@Sendable ([(UnnumberedLetter, position: String)]) -> Void)?
     var mayRead: (@Sendable () -> Bool)?
     var trimPoint: (@Sendable (String, any RedisClient) throws(RedisError) -> String?)?
@@ -214,7 +217,6 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
     reader.start(
       { [weak self] letters in self?.arrived(letters) }, unnumbered: unnumbered, mayRead: mayRead,
       trimPoint: trimPoint)
-    writeBehind?.start(checkingEvery: settings.heartbeat / 2)
     housekeeping.start(self)
   }
 

@@ -748,6 +748,14 @@ package struct WriteBehindHolder: Sendable {
     return lapsed + checkLease(now)
   }
 
+  /// The node joined the cluster, its first heartbeat sent at `sentAt`, before it holds any
+  /// session: the lease counts from there, not from when the holder was made (a node may take
+  /// seconds to open its database and restore its calls; counted from before, its lease lapsed
+  /// as it joined, and a session opened before its next heartbeat was closed).
+  package mutating func joined(sentAt: Instant) {
+    lease = .live(renewedAt: sentAt)
+  }
+
   /// The shell's periodic call (each heartbeat): the lease is checked even when nothing happens,
   /// and a batch that failed is sent again.
   package mutating func tick(now: Instant) -> [Effect] {

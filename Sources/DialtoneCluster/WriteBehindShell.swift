@@ -128,6 +128,9 @@ package final class WriteBehindShell: Sendable {
   /// Unstored frames the holder kept when the reader last looked (`acceptsLetters`).
   package var acceptsLetters: Bool { state.withLock { $0.holder.acceptsLetters } }
 
+  /// The holder's lease, and how many times it lapsed (tests).
+  package var lease: (WriteBehindHolder.Lease, lapses: Int) { state.withLock { ($0.holder.lease, $0.holder.lapses) } }
+
   /// `now`: the monotonic clock the lease and batch window count by (tests inject theirs).
   package init(
     node: String, holder: WriteBehindHolder.Limits, ledger: SessionLedger.Limits, sender: RedisWorker,
@@ -156,8 +159,10 @@ package final class WriteBehindShell: Sendable {
   package func jumpClock(by duration: Duration) { skew.withLock { $0 += duration } }
 
   /// Checks the lease every `interval` even when nothing happens (a node whose Redis is away
-  /// must still close its sockets in time), and sends a batch that failed again.
-  package func start(checkingEvery interval: Duration) {
+  /// must still close its sockets in time), and sends a batch that failed again. `joinedAt`:
+  /// when the node's first heartbeat was sent (`WriteBehindHolder.joined`).
+  package func start(checkingEvery interval: Duration, joinedAt: Instant) {
+    state.withLock { $0.holder.joined(sentAt: joinedAt) }
     let timer = DispatchSource.makeTimerSource(queue: timers)
     let nanoseconds = Self.nanoseconds(interval)
     timer.schedule(deadline: .now() + .nanoseconds(nanoseconds), repeating: .nanoseconds(max(1_000_000, nanoseconds)))

@@ -359,6 +359,18 @@ import Testing
         == WriteBehindBatch(number: 1, sessions: sessions, cut: .full))
   }
 
+  /// A node made at t0 joins the cluster 9 s later (its database slow to open): its lease counts
+  /// from its first heartbeat, so a session it holds then stays (counted from t0, the lease had
+  /// lapsed at 8 s and the session closed at once).
+  @Test func theLeaseCountsFromTheNodesFirstHeartbeatNotFromWhenItWasMade() {
+    var h = holder()
+    h.joined(sentAt: at(9))
+    #expect(h.hold("bob", epoch: 1, lastSeq: 0, now: at(9.5)) == [])
+    #expect(h.tick(now: at(16.99)) == [])
+    #expect(h.lapses == 0)
+    #expect(h.tick(now: at(17)) == [.close(session: "bob", .stale)])
+  }
+
   @Test func theLeaseCountsFromWhenARenewalWasSent() {
     var h = holding(["bob": 0])
     // Sent at 5 s, answered at 6 s: stale at 13 s, not 14 s.

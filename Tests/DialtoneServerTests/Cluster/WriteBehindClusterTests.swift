@@ -1,6 +1,9 @@
+import DialtoneCalls
 import DialtoneCluster
 import DialtoneProtocol
 import DialtoneRedis
+import DialtoneStorage
+import DialtoneSupport
 import DialtoneTestSupport
 import Foundation
 import Testing
@@ -457,6 +460,38 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
     await cluster.stop()
   }
 
+  /// The node's scan for orphaned calls reads the live calls from the database behind the
+  /// journal's writes: a database that stalls holds the scan, and the heartbeat came after it on
+  /// the same thread, so a stall longer than the lease's slack lapsed the lease of a running
+  /// node (every socket closed with 4503, as a loaded machine's stalls may do to any test here).
+  /// The heartbeat beats on a thread of its own: a renewal is sent after the moment the lease
+  /// would have lapsed without one, and the call goes on.
+  @Test func aDatabaseStalledPastTheLeaseLapsesNoLease() async throws {
+    let directory = NSTemporaryDirectory() + "dialtone-stalled-scan-\(UUID().uuidString)"
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let store = LiveCallReadsThatWait(try SQLiteLiveCallStore.open(dataDirectory: directory))
+    defer { store.release() }
+    let cluster = try await TestCluster.start(1, liveCalls: [0: store]) { $0.writeBehindSessions = true }
+    let (alice, bob, call) = try await cluster.answeredCall(alice: 0, bob: 0)
+    let link = try #require(cluster.nodes[0].server.cluster)
+    let shell = try #require(link.writeBehind)
+    let lapses = shell.lease.lapses
+    // The next scan (every half call lease) waits on the database.
+    store.stall()
+    let stalled = await eventually(within: 15) { store.waiting }
+    #expect(stalled)
+    let lapsedWithoutRenewal = ContinuousClock.now + link.settings.nodeExpiry - link.settings.leaseMargin
+    let renewed = await eventually(within: 10) {
+      if case (.live(let renewedAt), _) = shell.lease { renewedAt > lapsedWithoutRenewal } else { false }
+    }
+    #expect(renewed)
+    store.release()
+    #expect(shell.lease.lapses == lapses)
+    #expect(try await alice.candidateFor(call, 1).isAck)
+    _ = try await bob.expect(.candidate)
+    await cluster.stop()
+  }
+
   /// One write-behind node with a small per-session bound (a quarter of 64 KiB unacknowledged),
   /// Alice and Bob in a call on it, and Redis slow (`held`: nothing the holder numbers from now
   /// on is stored until it is opened). Alice's trickle of 100 candidates passes what Bob's session
@@ -590,4 +625,44 @@ private final class HeldSender {
   }
 
   deinit { open() }
+}
+
+/// A live-call store whose reads of every live call (a node's scan for orphaned calls) wait,
+/// once `stall` was called, until `release`: a database gone slow.
+private final class LiveCallReadsThatWait: LiveCallStore {
+  private let base: any LiveCallStore
+  private let gate = DispatchSemaphore(value: 0)
+  private let state = Locked<(stalled: Bool, waiting: Bool, released: Bool)>((false, false, false))
+
+  init(_ base: any LiveCallStore) { self.base = base }
+
+  func stall() { state.withLock { $0.stalled = true } }
+
+  /// Whether a read waits now.
+  var waiting: Bool { state.current.waiting }
+
+  func release() {
+    let first = state.withLock { state in
+      defer { state.released = true }
+      return !state.released
+    }
+    if first { gate.signal() }
+  }
+
+  func liveCalls() throws -> [StoredLiveCall] {
+    let wait = state.withLock { state in
+      state.waiting = state.stalled && !state.released
+      return state.waiting
+    }
+    if wait {
+      gate.wait()
+      state.withLock { $0.waiting = false }
+    }
+    return try base.liveCalls()
+  }
+
+  func write(_ changes: [LiveCallChange]) throws { try base.write(changes) }
+  func completeInterruptedGroupCalls() throws -> Int { try base.completeInterruptedGroupCalls() }
+  func callsEnded(since: Int64) throws -> [RecentlyEndedCall] { try base.callsEnded(since: since) }
+  func isCallIdUsed(_ callId: CallID) async throws -> Bool { try await base.isCallIdUsed(callId) }
 }

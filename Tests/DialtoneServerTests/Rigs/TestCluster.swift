@@ -1,6 +1,7 @@
 import DialtoneCluster
 import DialtoneProtocol
 import DialtoneRedis
+import DialtoneStorage
 import DialtoneSupport
 import DialtoneTestSupport
 import Foundation
@@ -18,9 +19,10 @@ struct TestCluster {
   let database: Int
   private static let lastDatabase = Locked(0)
 
-  static func start(_ count: Int = 3, _ extra: (inout ServerConfiguration) -> Void = { _ in }) async throws
-    -> TestCluster
-  {
+  /// `liveCalls`: a node's own live-call store, in place of the cluster's PostgreSQL journal.
+  static func start(
+    _ count: Int = 3, liveCalls: [Int: any LiveCallStore] = [:], _ extra: (inout ServerConfiguration) -> Void = { _ in }
+  ) async throws -> TestCluster {
     let redis = try SharedRedis.server()
     let database = lastDatabase.withLock {
       $0 = $0 % 15 + 1
@@ -31,12 +33,13 @@ struct TestCluster {
     var nodes: [TestServer] = []
     for index in 1...count {
       nodes.append(
-        try await TestServer(configure: {
-          $0.databaseURL = schema
-          $0.redisURL = redis.url + "/\(database)"
-          $0.nodeName = "n\(index)"
-          extra(&$0)
-        }))
+        try await TestServer(
+          configure: {
+            $0.databaseURL = schema
+            $0.redisURL = redis.url + "/\(database)"
+            $0.nodeName = "n\(index)"
+            extra(&$0)
+          }, liveCalls: liveCalls[index - 1]))
     }
     return TestCluster(nodes: nodes, redis: redis, database: database)
   }
