@@ -239,10 +239,7 @@ extension ClusterLink: SessionStore {
       PendingStep(step: .letter(letter, to: request.origin.node), what: "answer letter"),
     ]
     guard writeBehind != nil else { return batch.withLock { $0 += steps } }
-    forwardedReplies.withLock {
-      $0.steps += steps
-      $0.requests.append(RefusedRequest(sessionID: request.origin.sessionID, requestID: request.id))
-    }
+    deferReply(steps, to: request)
   }
 
   /// Write-behind: the ack to a relayed candidate another node forwarded goes back as a letter
@@ -256,13 +253,20 @@ extension ClusterLink: SessionStore {
     let (session, bytes) = (request.origin.sessionID, MessageCodec.encode(reply, seq: nil))
     if writeBehind.answerIfHeld(.init(session: session, requestID: request.id, bytes: bytes)) { return }
     let letter = ClusterLetterCodec.encode(.unstoredReply(sessionID: session, requestID: request.id, bytes: bytes))
-    forwardedReplies.withLock {
-      $0.steps.append(PendingStep(step: .letter(letter, to: request.origin.node), what: "unstored answer letter"))
-      $0.requests.append(RefusedRequest(sessionID: session, requestID: request.id))
-    }
+    deferReply(
+      [PendingStep(step: .letter(letter, to: request.origin.node), what: "unstored answer letter")], to: request)
   }
 
   package var repliesUnstored: Bool { writeBehind != nil }
+
+  /// Write-behind: the steps answering a forwarded request wait for what it caused here to be
+  /// stored (`flush`).
+  private func deferReply(_ steps: [PendingStep], to request: ForwardedRequest) {
+    forwardedReplies.withLock {
+      $0.steps += steps
+      $0.requests.append(RefusedRequest(sessionID: request.origin.sessionID, requestID: request.id))
+    }
+  }
 
   /// Stores everything the hub asked for since the last flush, as one transaction in one round
   /// trip (the hub flushes after each event it handles).

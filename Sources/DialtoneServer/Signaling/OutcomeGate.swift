@@ -99,14 +99,13 @@ final class OutcomeGate {
         session.answer(reply, to: id, coalesced: output.coalesced)
       }
     } else if let request = output.forwarded, let reply = output.reply {
-      if output.relayedAnswer, placement.repliesUnstored {
-        let repeats = forwardedAnswers.answeredUnremembered(request)
-        for answered in [request] + repeats { answerRelayed(answered, with: reply) }
-      } else {
-        let repeats = forwardedAnswers.answered(request, reply)
-        answer(request, with: reply)
-        for repeated in repeats { answer(repeated, with: reply) }
-      }
+      // A relayed candidate's ack goes back unstored where the placement can, and is not
+      // remembered: the request sent again is handled afresh.
+      let unstored = output.relayedAnswer && placement.repliesUnstored
+      let repeats =
+        unstored ? forwardedAnswers.answeredUnremembered(request) : forwardedAnswers.answered(request, reply)
+      answer(request, with: reply, unstored: unstored)
+      for repeated in repeats { answer(repeated, with: reply, unstored: unstored) }
     }
     effects.apply(output.effects)
     for case .persist(let change) in output.effects {
@@ -175,24 +174,18 @@ final class OutcomeGate {
   }
 
   /// A request of a session here that the placement found runs here is answered as any other
-  /// (before its effects); another node's goes back there.
-  func answer(_ request: ForwardedRequest, with reply: ServerMessage) {
-    if request.origin.node == placement.thisNode {
-      arrived(reply, request.origin.sessionID, request.id)
-    } else {
-      placement.reply(reply, to: request)
-    }
-  }
-
-  /// The ack to a relayed candidate forwarded here (or routed back here by a take-over) where the
-  /// placement sends such acks without a seq (`CallPlacement.repliesUnstored`): written unstored,
-  /// once the copies it caused are stored, by this node's store or by the requester's node.
-  private func answerRelayed(_ request: ForwardedRequest, with reply: ServerMessage) {
-    if request.origin.node == placement.thisNode {
-      awaited.remove(Self.key(request.origin.sessionID, request.id))
-      registry.session(request.origin.sessionID)?.answerRelayed(reply, to: request.id, coalesced: false)
-    } else {
-      placement.replyUnstored(reply, to: request)
+  /// (before its effects); another node's goes back there. `unstored`: the ack to a relayed
+  /// candidate where the placement sends such acks without a seq (`CallPlacement.repliesUnstored`),
+  /// written once the copies it caused are stored, by this node's store or by the requester's node.
+  func answer(_ request: ForwardedRequest, with reply: ServerMessage, unstored: Bool = false) {
+    let (sessionID, here) = (request.origin.sessionID, request.origin.node == placement.thisNode)
+    switch (here, unstored) {
+    case (true, false): arrived(reply, sessionID, request.id)
+    case (true, true):
+      awaited.remove(Self.key(sessionID, request.id))
+      registry.session(sessionID)?.answerRelayed(reply, to: request.id, coalesced: false)
+    case (false, false): placement.reply(reply, to: request)
+    case (false, true): placement.replyUnstored(reply, to: request)
     }
   }
 
