@@ -742,10 +742,13 @@ package struct WriteBehindHolder: Sendable {
     case .live(let renewedAt):
       lease = .live(renewedAt: max(renewedAt, sentAt))
     case .stale:
+      // A renewal sent before the lapse and answered after it (a freeze between the two) does not
+      // make the lease live: it would lapse again at once and be counted twice.
+      guard now - sentAt < limits.lease - limits.margin else { return lapsed }
       // Every session was closed when it went stale: the node starts again with none.
       lease = .live(renewedAt: sentAt)
     }
-    return lapsed + checkLease(now)
+    return lapsed
   }
 
   /// The node joined the cluster, its first heartbeat sent at `sentAt`, before it holds any

@@ -349,6 +349,22 @@ import Testing
     #expect(h.lapses == 1)
   }
 
+  /// Frozen from 1 s to 30 s with a renewal in flight (sent at 0.5 s, answered at 30 s): the
+  /// lapse closes the sessions once and is counted once; that old renewal does not make the
+  /// lease live (it would lapse again at once), the next one does.
+  @Test func aRenewalSentBeforeAFreezeAndAnsweredAfterItIsOneLapseAndNoRenewal() {
+    var h = holding(["alice": 0, "bob": 0])
+    #expect(
+      h.leaseRenewed(sentAt: at(0.5), now: at(30)) == [
+        .close(session: "alice", .stale), .close(session: "bob", .stale),
+      ])
+    #expect(h.lapses == 1)
+    #expect(h.lease == .stale)
+    #expect(h.leaseRenewed(sentAt: at(30.01), now: at(30.02)) == [])
+    #expect(h.lease == .live(renewedAt: at(30.01)))
+    #expect(h.lapses == 1)
+  }
+
   @Test func batchesCutForDifferentReasonsAreNotTheSame() {
     let sessions = [WriteBehindBatch.Session(id: "bob", epoch: 7, frames: [.init(seq: 1, bytes: bytes(1, seq: 1))])]
     #expect(
