@@ -63,7 +63,8 @@ static inline struct lws *dt_lws_adopt_timer(struct lws_context *ctx) {
   return wsi;
 }
 
-// Arms the timer of `wsi` to expire once, `nanoseconds` from now (at least 1 µs).
+// Arms the timer of `wsi` to expire once, `nanoseconds` from now (at least 1 µs); an expiry not
+// yet read is dropped (the descriptor is not readable until the new one).
 static inline int dt_lws_timer_arm(struct lws *wsi, uint64_t nanoseconds) {
   if (nanoseconds < 1000) nanoseconds = 1000;
   struct itimerspec spec = {0};
@@ -72,9 +73,10 @@ static inline int dt_lws_timer_arm(struct lws *wsi, uint64_t nanoseconds) {
   return timerfd_settime(lws_get_socket_fd(wsi), 0, &spec, NULL);
 }
 
-// Consumes an expiry (the descriptor stays readable until it is read).
-static inline void dt_lws_timer_acknowledge(struct lws *wsi) {
-  uint64_t expirations;
-  ssize_t got = read(lws_get_socket_fd(wsi), &expirations, sizeof expirations);
-  (void)got;
+// Stops the timer of `wsi`. Like arming, this also consumes an expiry: timerfd_settime resets
+// the count of expirations, so the descriptor is no longer readable. An expiry is therefore
+// consumed by the arming or disarming that follows it, with no read of the descriptor.
+static inline int dt_lws_timer_disarm(struct lws *wsi) {
+  struct itimerspec spec = {0};
+  return timerfd_settime(lws_get_socket_fd(wsi), 0, &spec, NULL);
 }

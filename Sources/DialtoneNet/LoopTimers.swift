@@ -48,8 +48,9 @@ final class LoopTimer: ScheduledAction, @unchecked Sendable {
 /// each deadline even when cancelled, and a firing came back through a task to the loop.
 ///
 /// Cancelling on the loop's thread takes the timer out of the heap. The descriptor is left armed
-/// (an expiry with nothing due only re-arms it), so a call's ring timer, scheduled and cancelled
-/// in the same second, costs no system call. Cancelling from another thread only marks the
+/// (an expiry with nothing due only re-arms it, or disarms it when the heap is empty), so a
+/// call's ring timer, scheduled and cancelled in the same second, costs no system call. An
+/// expiry costs one: the re-arming or disarming consumes it, the descriptor is never read. Cancelling from another thread only marks the
 /// timer; it leaves the heap when its deadline comes, without running.
 ///
 /// When the loop stops, the timers still pending go on a `SystemClock` with what is left of
@@ -64,6 +65,8 @@ final class LoopTimers: @unchecked Sendable {
   private var descriptorFailed = false
   /// The time the descriptor is armed to expire at; nil when it is not armed.
   private var armedUntil: UInt64?
+  /// How many times the descriptor expired (tests: each arming expires once).
+  private(set) var expiries = 0
   /// Timers are being fired: schedules wait for the expiry's own re-arming.
   private var expiring = false
   /// The loop has stopped: no more timers here.
@@ -104,12 +107,13 @@ final class LoopTimers: @unchecked Sendable {
   }
 
   /// The descriptor expired: every timer due runs, in deadline order (equal deadlines in the
-  /// order they were scheduled), then the descriptor is armed for the next. Timers scheduled by
-  /// the actions run at the next expiry, even with no delay, so an action that schedules again
-  /// cannot keep this loop from returning.
+  /// order they were scheduled), then the descriptor is armed for the next, or disarmed when none
+  /// is left (either consumes the expiry). Timers scheduled by the actions run at the next
+  /// expiry, even with no delay, so an action that schedules again cannot keep this loop from
+  /// returning.
   func expired() {
-    guard let wsi = descriptor else { return }
-    dt_lws_timer_acknowledge(wsi)
+    guard descriptor != nil else { return }
+    expiries &+= 1
     armedUntil = nil
     expiring = true
     let now = DispatchTime.now().uptimeNanoseconds
@@ -118,8 +122,12 @@ final class LoopTimers: @unchecked Sendable {
       first.fire()
     }
     expiring = false
-    if let first = heap.first, let wsi = descriptor {
+    // Arming or disarming also consumes the expiry (the descriptor is not read).
+    guard let wsi = descriptor else { return }
+    if let first = heap.first {
       arm(wsi, for: first.deadline, now: DispatchTime.now().uptimeNanoseconds)
+    } else {
+      _ = dt_lws_timer_disarm(wsi)
     }
   }
 

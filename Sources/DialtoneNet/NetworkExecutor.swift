@@ -68,6 +68,13 @@ public final class NetworkExecutor: SerialExecutor, TaskExecutor, Sendable {
   /// Timers waiting in the loop's heap (tests; on the network thread), nil without a loop.
   var pendingLoopTimers: Int? { state.withLock { $0.loop }?.timers.pendingCount }
 
+  /// How many times the loop's timer descriptor and its coalescing timer expired (tests; on the
+  /// network thread), nil without a loop.
+  var loopTimerExpiries: (timers: Int, coalescing: Int)? {
+    guard let loop = state.withLock({ $0.loop }) else { return nil }
+    return (loop.timers.expiries, (loop.role as? ServerRole)?.coalescingTimerExpiries ?? 0)
+  }
+
   func attach(_ loop: ServiceLoop) {
     fallback.sync {}  // nothing may still run on the fallback queue once the loop owns the jobs
     state.withLock { $0.loop = loop }

@@ -37,14 +37,18 @@ extension ServerRole {
   }
 
   /// The timer expired: what is due leaves, the holdings whose frames already left are dropped,
-  /// and the timer waits for the oldest holding left (never sooner than a quarter delay).
+  /// and the timer waits for the oldest holding left (never sooner than a quarter delay), or is
+  /// disarmed. Either consumes the expiry (`dt_lws_timer_disarm`): one system call per expiry,
+  /// not a read of the descriptor as well.
   func coalescingTimerExpired(_ timer: OpaquePointer, on loop: ServiceLoop) {
-    dt_lws_timer_acknowledge(timer)
+    coalescingTimerExpiries &+= 1
     releaseCoalesced(on: loop)
     while let first = holding.first, !first.isLive { holding.popFirst() }
     let now = DispatchTime.now().uptimeNanoseconds
     if let expiry = coalescingSchedule.expired(oldest: holding.first?.deadline, now: now) {
       _ = dt_lws_timer_arm(timer, expiry > now ? expiry - now : 0)
+    } else {
+      _ = dt_lws_timer_disarm(timer)
     }
   }
 

@@ -29,6 +29,8 @@ final class ServerRole: ServiceRole {
   var coalescingSchedule: CoalescingSchedule
   var coalescingTimerWSI: OpaquePointer?
   var coalescingTimerFailed = false
+  /// How many times the coalescing timer expired (tests: each arming expires once).
+  var coalescingTimerExpiries = 0
   /// Set once the loop has stopped: lws may still report sockets closing, which no longer concern anyone.
   private var retired = false
 

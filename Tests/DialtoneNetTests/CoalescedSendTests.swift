@@ -1,6 +1,7 @@
-import DialtoneNet
 import Foundation
 import Testing
+
+@testable import DialtoneNet
 
 #if canImport(Glibc)
   import Glibc
@@ -120,6 +121,26 @@ extension RawWebSocket {
     }
   }
 
+  /// The timer's expiry is consumed by its re-arming or disarming, not by a read: were it left
+  /// readable, the loop would be woken by the same expiry again and again.
+  @Test func eachArmingOfTheCoalescingTimerExpiresOnce() async throws {
+    let executor = NetworkExecutor()
+    var configuration = WebServerConfiguration(port: 0)
+    configuration.coalescingDelay = 0.05
+    let server = try WebServer(
+      configuration: configuration, router: Router(), webSocketHandler: CoalescingHandler(), executor: executor)
+    let peer = try RawWebSocket.handshake(port: server.port)
+    peer.sendText("hold:one")
+    let first = peer.receiveFrames().map(\.payload)
+    peer.sendText("hold:two")
+    let second = peer.receiveFrames().map(\.payload)
+    let expiries = await NetworkThread(executor).timerExpiries()
+    peer.close()
+    await server.stop()
+    #expect(first == ["one"] && second == ["two"])
+    #expect(expiries?.coalescing == 2)
+  }
+
   @Test func closingWritesHeldMessagesBeforeTheCloseFrame() async throws {
     try await withCoalescingPeer(delay: 30) { peer in
       peer.sendText("hold:last words")
@@ -142,4 +163,12 @@ extension RawWebSocket {
       #expect(peer.receiveFrames().map(\.payload) == ["now"])
     }
   }
+}
+
+/// Reads the loop's state on its own thread, as it must be.
+private actor NetworkThread {
+  nonisolated let executor: NetworkExecutor
+  nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+  init(_ executor: NetworkExecutor) { self.executor = executor }
+  func timerExpiries() -> (timers: Int, coalescing: Int)? { executor.loopTimerExpiries }
 }

@@ -95,6 +95,20 @@ struct LoopTimersTests {
     }
   }
 
+  /// An expiry is consumed by the descriptor's re-arming or disarming, not by a read of it: were
+  /// it left readable, the loop would be woken by the same expiry again and again.
+  @Test func eachArmingOfTheDescriptorExpiresOnce() async throws {
+    try await withLoop { _, loop, firings in
+      #expect(await loop.schedule(.milliseconds(1), firings.action("a")) != nil)
+      try await firings.expect("a")
+      #expect(await loop.schedule(.milliseconds(20), firings.action("b")) != nil)
+      #expect(await loop.schedule(.milliseconds(40), firings.action("c")) != nil)
+      try await firings.expect("b")
+      try await firings.expect("c")
+      #expect(await loop.run { $0.loopTimerExpiries?.timers } == 3)
+    }
+  }
+
   @Test func aTimerCancelledBeforeItsDeadlineNeverRunsAndLeavesTheHeap() async throws {
     try await withLoop { _, loop, firings in
       let pending = await loop.run { executor in
