@@ -62,7 +62,8 @@ package struct UsedCallIdFilter: Sendable {
   package private(set) var count = 0
   /// The first stage's false-positive rate; the whole stays under twice it.
   package static let falsePositiveRate = 0.005
-  /// Ten million ids: about 25 MB at most.
+  /// Ten million ids: at most ~55 MB of bits (grown stage by stage from the smallest start),
+  /// ~23 MB for a filter sized at start-up for two million.
   package static let defaultMaxIds = 10_000_000
 
   /// A filter for `expected` ids (at least a few thousand) before its first growth.
