@@ -18,11 +18,16 @@ package final class CallDesk {
   private var blocks = BlockTable()
   /// Whether this server has an SFU (group calls are refused clearly without one).
   private let groupCalls: Bool
+  /// Every call id this server's store holds plus every id the desk let a call start with since,
+  /// when this server is the only one that records ids (a single server): an id it certainly
+  /// does not hold is new, decided without the store. Nil: every new id is asked about.
+  package private(set) var usedIds: UsedCallIdFilter?
 
-  package init(router: CallRouter, groups: GroupCallRouter, groupCalls: Bool) {
+  package init(router: CallRouter, groups: GroupCallRouter, groupCalls: Bool, usedIds: UsedCallIdFilter? = nil) {
     self.router = router
     self.groups = groups
     self.groupCalls = groupCalls
+    self.usedIds = usedIds
   }
 
   /// What the store said about a call id the desk asked for (`.needsHistory`).
@@ -118,16 +123,20 @@ package final class CallDesk {
   }
 
   /// Call ids are unique for ever: one that any call ever had (in the history, even long after it
-  /// left memory) is refused. Nil: the id is new, go on.
+  /// left memory) is refused. Nil: the id is new, go on — and it is in `usedIds` from now on,
+  /// before any outcome of the request is released (whether or not a call then starts with it:
+  /// an id added and not used costs a look-up in the store at worst).
   private func usedBefore(_ callId: CallID, id: String, _ history: History) -> Decision? {
     switch history {
     case .checked(callId, let used):
-      return used ? refusal(id, .conflict, "callId was already used by another call", callId: callId) : nil
+      if used { return refusal(id, .conflict, "callId was already used by another call", callId: callId) }
     case .unavailable(callId):
       return refusal(id, .internal, "cannot check the call id now; try again", callId: callId)
     default:
-      return .needsHistory(callId)
+      guard usedIds?.mayContain(callId) == false else { return .needsHistory(callId) }
     }
+    usedIds?.insert(callId)
+    return nil
   }
 
   private func refusal(_ id: String, _ code: ErrorCode, _ text: String, callId: CallID?) -> Decision {

@@ -90,13 +90,17 @@ public final class DialtoneServer: Sendable {
       settings: .init(
         ringLimit: configuration.groupRingLimit, ringTimeout: .seconds(configuration.ringTimeout),
         reconnectGrace: .seconds(configuration.reconnectGrace), invitePolicy: configuration.groupInvitePolicy))
+    // A single server records every call id in its store itself: the desk holds them all in a
+    // filter and asks the store only about an id it may hold. Cluster nodes record ids in a
+    // shared store behind each other's backs: they ask about every new id.
+    let usedIds = cluster == nil ? try liveCalls.usedCallIds() : nil
     let parts = HubParts(
       settings: .init(
         helloTimeout: .seconds(configuration.helloTimeout), resumeWindow: .seconds(configuration.resumeWindow),
         heartbeatSeconds: configuration.heartbeatSeconds, maxMessageBytes: Limits.maxMessageBytes,
         limits: configuration.limits, relayFastLane: configuration.relayFastLane),
       clock: hubClock, authenticator: authenticator, iceServers: iceServers,
-      desk: CallDesk(router: router, groups: groups, groupCalls: sfu != nil), sfu: sfu,
+      desk: CallDesk(router: router, groups: groups, groupCalls: sfu != nil, usedIds: usedIds), sfu: sfu,
       effectSink: sink, journal: journal, liveCalls: liveCalls, observations: observations,
       quality: callStore, remote: cluster ?? remoteDevices, placement: cluster ?? placement,
       store: cluster ?? sessionStore,

@@ -27,6 +27,10 @@ package protocol LiveCallStore: Sendable {
   /// hub): a store that looks up on a thread of its own answers from there, with no task started
   /// and resumed on the way (two thread wake-ups per invite fewer).
   func isCallIdUsed(_ callId: CallID, answer: @escaping @Sendable (Result<Bool, any Error>) -> Void)
+  /// Every call id the store holds (1:1 and group, live and ended) in a filter sized for what is
+  /// to come, read at start-up, for a server that is the only one recording ids in this store
+  /// (`CallDesk.usedIds`). Nil: the store does not offer one (ids are asked about one by one).
+  func usedCallIds() throws -> UsedCallIdFilter?
   /// The named 1:1 calls that are live, taken over by the caller (a cluster node): each one's epoch
   /// is raised, so that from now on the store refuses the writes of whoever ran it before.
   func takeOver(_ callIds: Set<CallID>) throws -> [StoredLiveCall]
@@ -66,6 +70,9 @@ extension LiveCallStore {
       }
     }
   }
+
+  /// None: every new id is asked about.
+  package func usedCallIds() throws -> UsedCallIdFilter? { nil }
 
   /// None: a store a cluster does not use completes its group calls at start instead.
   package func liveGroupCalls() throws -> [StoredGroupCall] { [] }

@@ -225,6 +225,36 @@ package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
     lookups.async { answer(Result { try self.isCallIdUsedNow(callId) }) }
   }
 
+  /// The four tables' ids, read in pages of the keys' order on the reader; sized for twice as
+  /// many ids as there are (at least `UsedCallIdFilter`'s minimum) before it first grows.
+  package func usedCallIds() throws -> UsedCallIdFilter? {
+    try readerLock.withLock {
+      let tables = ["calls", "live_calls", "group_calls", "live_group_calls"]
+      var held = 0
+      for table in tables {
+        held += try reader.query("SELECT count(*) FROM \(table)").first?.first?.int.map(Int.init) ?? 0
+      }
+      var filter = UsedCallIdFilter(expected: 2 * held)
+      for table in tables {
+        // `>=` from the empty id on the first page, so that no id is skipped, `>` after.
+        var after = ""
+        var from = ">="
+        while true {
+          let rows = try reader.query(
+            "SELECT call_id FROM \(table) WHERE call_id \(from) ? ORDER BY call_id LIMIT 4096", [.text(after)])
+          for row in rows {
+            guard let callId = row.first?.string else { continue }
+            filter.insert(callId)
+            after = callId
+          }
+          if rows.count < 4096 { break }
+          from = ">"
+        }
+      }
+      return filter
+    }
+  }
+
   private func isCallIdUsedNow(_ callId: CallID) throws -> Bool {
     try readerLock.withLock {
       let id: [SQLiteValue] = [.text(callId)]

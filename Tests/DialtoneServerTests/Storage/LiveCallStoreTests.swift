@@ -133,6 +133,26 @@ struct LiveCallStoreTests {
     }
   }
 
+  @Test func theFilterOfUsedIdsHoldsEveryKindOfCallIdPastAPage() throws {
+    let directory = temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let store = try SQLiteLiveCallStore.open(dataDirectory: directory)
+    #expect(try store.usedCallIds()?.mayContain("fresh") == false)
+    let group = GroupCallRecord(
+      callId: "group", creatorId: "alice", video: false, createdAt: 1, endedAt: 2, endReason: .ended, participants: [])
+    var groupLive = group
+    groupLive.callId = "group-live"
+    // More ended calls than one page of the read (4,096), the empty id among them.
+    let ended = ([""] + (0..<5000).map { "ended-\($0)" }).map {
+      LiveCallChange.ended(record($0, reason: .hangup, duration: 1), callerDevice: "phone")
+    }
+    try store.write([.put(snapshot("live")), .groupEnded(group, silenced: []), .groupLive(groupLive)] + ended)
+    let filter = try #require(try store.usedCallIds())
+    let ids = ["live", "group", "group-live", "", "ended-0", "ended-4095", "ended-4096", "ended-4999"]
+    for id in ids { #expect(filter.mayContain(id), "\(id)") }
+    #expect(filter.count == 5004)
+  }
+
   /// The look-up of `isCallIdUsed(_:answer:)`, awaited.
   private func answered(_ store: any LiveCallStore, _ callId: CallID) async throws -> Bool {
     try await withCheckedThrowingContinuation { continuation in
