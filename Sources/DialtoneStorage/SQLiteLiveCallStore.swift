@@ -227,14 +227,19 @@ package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
 
   /// The four tables' ids, read in pages of the keys' order on the reader; sized for twice as
   /// many ids as there are (at least `UsedCallIdFilter`'s minimum) before it first grows.
-  package func usedCallIds() throws -> UsedCallIdFilter? {
+  package func usedCallIds() throws -> UsedCallIdFilter? { try usedCallIds(maxIds: UsedCallIdFilter.defaultMaxIds) }
+
+  /// `usedCallIds()` with the filter's bound: a history already past it gets no filter (every id
+  /// asked about, as a full filter would), without reading its ids first.
+  package func usedCallIds(maxIds: Int) throws -> UsedCallIdFilter? {
     try readerLock.withLock {
       let tables = ["calls", "live_calls", "group_calls", "live_group_calls"]
       var held = 0
       for table in tables {
         held += try reader.query("SELECT count(*) FROM \(table)").first?.first?.int.map(Int.init) ?? 0
       }
-      var filter = UsedCallIdFilter(expected: 2 * held)
+      guard held <= maxIds else { return nil }
+      var filter = UsedCallIdFilter(expected: min(2 * held, maxIds), maxIds: maxIds)
       for table in tables {
         // `>=` from the empty id on the first page, so that no id is skipped, `>` after.
         var after = ""

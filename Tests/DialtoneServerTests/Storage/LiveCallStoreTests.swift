@@ -153,6 +153,17 @@ struct LiveCallStoreTests {
     #expect(filter.count == 5004)
   }
 
+  @Test func aHistoryPastTheFiltersBoundGetsNoFilterAndIsNotRead() throws {
+    let directory = temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let store = try SQLiteLiveCallStore.open(dataDirectory: directory)
+    try store.write(
+      [.put(snapshot("live"))]
+        + ["a", "b"].map { .ended(record($0, reason: .hangup, duration: 1), callerDevice: "phone") })
+    #expect(try store.usedCallIds(maxIds: 2) == nil)
+    #expect(try store.usedCallIds(maxIds: 3)?.count == 3)
+  }
+
   /// The look-up of `isCallIdUsed(_:answer:)`, awaited.
   private func answered(_ store: any LiveCallStore, _ callId: CallID) async throws -> Bool {
     try await withCheckedThrowingContinuation { continuation in
