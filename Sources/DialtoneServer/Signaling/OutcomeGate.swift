@@ -121,8 +121,7 @@ final class OutcomeGate {
   /// The relay's fast lane: a plain relayed message whose call has nothing held (`holds` is
   /// false) and nothing to journal goes out as `emit` would release its outcome (the sender's
   /// ack answered without a seq and remembered, then the copy delivered, then the relay latency
-  /// observed),
-  /// without an `Output` and its effects array built and walked for it.
+  /// observed), without an `Output` and its effects array built and walked for it.
   func relay(
     _ message: ServerMessage, to target: CallRouter.PlainTarget, ack: ServerMessage, session: any DeliverySession,
     requestID: String, coalesced: Bool, received: ContinuousClock.Instant
