@@ -23,10 +23,17 @@ package protocol DeliverySession: AnyObject {
   func deliver(_ frame: ServerFrame)
   /// Delivers the answer to a request and remembers it for a repeat of the request.
   func answer(_ reply: ServerMessage, to requestID: String, coalesced: Bool)
-  /// The answer to a relayed candidate: as `answer`, unless the session's store writes it
-  /// without a seq, unstored and not remembered (`SessionStore.answerUnstored`; the candidate
-  /// sent again is handled afresh, its copies' once-keys keeping them from being stored twice).
+  /// The answer to a relayed candidate, written without a seq and kept for no resume. On one
+  /// server (`LocalSession`) it is remembered, marked so, and a repeat is answered the same way,
+  /// without the candidate relayed again. In a cluster, where the session's store writes it so
+  /// (`SessionStore.answerUnstored`, write-behind), it is not remembered (the candidate sent again
+  /// is handled afresh, its copies' once-keys keeping them from being stored twice); where the
+  /// store cannot (store-first), it is an `answer`.
   func answerRelayed(_ reply: ServerMessage, to requestID: String, coalesced: Bool)
+  /// A repeat of a request whose answer is remembered: answered again as it was the first time
+  /// (numbered anew, or without a seq when it was a relayed candidate's ack). False when the
+  /// answer is not remembered.
+  func answerAgain(_ requestID: String) -> Bool
   /// The client processed everything through `seq`.
   func acknowledge(upTo seq: UInt64)
 
@@ -45,6 +52,12 @@ extension DeliverySession {
 
   package func answerRelayed(_ reply: ServerMessage, to requestID: String, coalesced: Bool) {
     answer(reply, to: requestID, coalesced: coalesced)
+  }
+
+  package func answerAgain(_ requestID: String) -> Bool {
+    guard let earlier = reply(to: requestID) else { return false }
+    deliver(earlier)
+    return true
   }
 
   package func deliver(_ message: ServerMessage) { deliver(message, coalesced: false) }
@@ -68,6 +81,8 @@ package struct ReplyMemory {
   /// request). Any other answer is kept whole, boxed.
   private enum Kept {
     case ack(callId: CallID?)
+    /// A relayed candidate's ack, sent without a seq (`LocalSession.answerRelayed`).
+    case unnumberedAck(callId: CallID?)
     case other(Boxed)
   }
 
@@ -167,21 +182,25 @@ package struct ReplyMemory {
   /// `mutating`: it keeps a miss's hash for the request's `remember`, and the owner's call reads
   /// the memory in place (an exclusive access), where a non-mutating call on a class's stored
   /// struct copies it, retaining and releasing its table and ring.
-  package mutating func reply(to requestID: String) -> ServerMessage? {
+  package mutating func reply(to requestID: String) -> ServerMessage? { recall(requestID)?.reply }
+
+  /// The answer to `requestID` and whether it went without a seq (`remember(_:for:numbered:)`).
+  package mutating func recall(_ requestID: String) -> (reply: ServerMessage, numbered: Bool)? {
     let hash = requestID.hashValue
     guard let b = bucket(of: requestID, hash: hash) else {
       missed = (requestID, hash)
       return nil
     }
     switch slots[Self.slot(buckets[b])].reply {
-    case .ack(let callId): return .ack(.init(replyTo: requestID, callId: callId))
-    case .other(let boxed): return boxed.reply
+    case .ack(let callId): return (.ack(.init(replyTo: requestID, callId: callId)), true)
+    case .unnumberedAck(let callId): return (.ack(.init(replyTo: requestID, callId: callId)), false)
+    case .other(let boxed): return (boxed.reply, true)
     }
   }
 
-  private static func kept(_ reply: ServerMessage, for requestID: String) -> Kept {
+  private static func kept(_ reply: ServerMessage, for requestID: String, numbered: Bool) -> Kept {
     if case .ack(let ack) = reply, ack.call == nil, ack.group == nil, ack.replyTo == requestID {
-      return .ack(callId: ack.callId)
+      return numbered ? .ack(callId: ack.callId) : .unnumberedAck(callId: ack.callId)
     }
     return .other(Boxed(reply))
   }
@@ -196,8 +215,13 @@ package struct ReplyMemory {
     slots[index].indexed = false
   }
 
-  package mutating func remember(_ reply: ServerMessage, for requestID: String) {
-    let kept = Self.kept(reply, for: requestID)
+  /// `numbered: false`: the answer goes without a seq, and so does a repeat of it; only a plain
+  /// ack of the very request (a relayed candidate's) is kept so. Whether it was kept so.
+  @discardableResult
+  package mutating func remember(_ reply: ServerMessage, for requestID: String, numbered: Bool = true) -> Bool {
+    let kept = Self.kept(reply, for: requestID, numbered: numbered)
+    let unnumbered: Bool
+    if case .unnumberedAck = kept { unnumbered = true } else { unnumbered = false }
     // After `reply(to:)` missed this id, the id is still not in the table: only a `remember`
     // adds to it (and every one clears `missed`), `forget` only takes out. So the probe, whose
     // steps each read a slot of the ring (a cache miss apiece on a busy node), is skipped then.
@@ -213,13 +237,13 @@ package struct ReplyMemory {
     missed = nil
     if !knownAbsent, let b = bucket(of: requestID, hash: hash) {
       slots[Self.slot(buckets[b])].reply = kept  // a repeat of one still remembered: the rare case
-      return
+      return unnumbered
     }
     if slots.count < capacity {
       grow(toHold: slots.count + 1)
       slots.append(Slot(id: requestID, hash: hash, reply: kept))
       insert(slot: slots.count - 1, hash: hash)
-      return
+      return unnumbered
     }
     // The oldest id, unless `forget` took it out of the table already: then the same text may
     // be `requestID` itself, or an id remembered again since in another slot.
@@ -227,5 +251,6 @@ package struct ReplyMemory {
     slots[next] = Slot(id: requestID, hash: hash, reply: kept)
     insert(slot: next, hash: hash)
     next = (next + 1) % capacity
+    return unnumbered
   }
 }

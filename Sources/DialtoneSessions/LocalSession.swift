@@ -23,7 +23,8 @@ package final class LocalSession: DeliverySession {
   private let maxUnackedBytes: Int
   package var unackedBytes: Int { kept.bytes }
   private var replies: ReplyMemory
-  /// Counts every sequenced message (`dialtone_messages_sent_total`).
+  /// Counts every message of the session, numbered or a relayed candidate's ack without a seq
+  /// (`dialtone_messages_sent_total`, as `SharedSession` counts them).
   private let sent: Counter?
 
   package init(
@@ -58,6 +59,31 @@ package final class LocalSession: DeliverySession {
   package func answer(_ reply: ServerMessage, to requestID: String, coalesced: Bool) {
     replies.remember(reply, for: requestID)
     deliver(reply, coalesced: coalesced)
+  }
+
+  /// Without a seq, so that it is kept for no resume and the client counts it towards no ack
+  /// (its own acks are then fewer). Remembered, marked so: the candidate sent again (after a
+  /// resume: an answer written to a socket that died is lost with it) is answered from memory,
+  /// again without a seq, and not relayed twice while the memory holds its id.
+  package func answerRelayed(_ reply: ServerMessage, to requestID: String, coalesced: Bool) {
+    guard replies.remember(reply, for: requestID, numbered: false) else {
+      return deliver(reply, coalesced: coalesced)
+    }
+    sent?.increment()
+    guard let socket else { return }
+    let bytes = MessageCodec.encode(reply, seq: nil)
+    if coalesced { socket.sendCoalesced(text: bytes) } else { socket.send(text: bytes) }
+  }
+
+  package func answerAgain(_ requestID: String) -> Bool {
+    guard let (earlier, numbered) = replies.recall(requestID) else { return false }
+    if numbered {
+      deliver(earlier)
+    } else {
+      sent?.increment()
+      sendUnsequenced(earlier)
+    }
+    return true
   }
 
   /// The next message's seq, counted as sent.

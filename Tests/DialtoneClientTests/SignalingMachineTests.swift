@@ -83,6 +83,31 @@ import Testing
     #expect(!m.hasPending)
   }
 
+  // A relayed candidate's ack comes without a seq: it answers its request, and is neither
+  // counted towards the client's own ack nor taken for the last seq (resumed from, replayed).
+  @Test func anAckWithoutASeqAnswersItsRequestAndCountsForNoAck() {
+    var m = Self.welcomed()
+    let candidate = IceCandidate(candidate: "candidate:1 1 udp 1 127.0.0.1 9 typ host")
+    guard let (id, _) = m.submit(.candidate(.init(callId: "c", candidate: candidate)), now: Self.t0) else { return }
+    let ack = ServerMessage.ack(.init(replyTo: id, callId: "c"))
+    let answered = m.handle(.received(socket: 1, MessageCodec.encodeString(ack, seq: nil)), now: Self.t0)
+    #expect(answered.contains(.reply(id: id, ack)))
+    #expect(!answered.contains { if case .arm(.ack, _) = $0 { true } else { false } })
+    #expect(!m.hasPending)
+    // The next numbered message is seq 1, processed (not a replay) and acked.
+    let ringing = ServerMessage.ringing(.init(callId: "c", from: Peer(userId: "bob", deviceId: "b")))
+    #expect(
+      m.handle(.received(socket: 1, Self.frame(ringing, seq: 1)), now: Self.t0)
+        == [.arm(.ack, after: .seconds(ProtocolDefaults.ackIntervalSeconds)), .deliver(.message(ringing))])
+    // A resume asks from seq 1.
+    _ = m.handle(.closed(socket: 1, code: nil, jitter: 1), now: Self.t0)
+    guard case .open(2, let hello)? = m.handle(.tokenFetched("token"), now: Self.t0).first else {
+      Issue.record("no socket")
+      return
+    }
+    #expect(hello.contains("\"lastSeq\":1"))
+  }
+
   // A request refused as rate-limited goes again after the server's wait, with its id.
   @Test func aRateLimitedRequestGoesAgain() {
     var m = Self.welcomed()

@@ -60,6 +60,46 @@ struct DeliverySessionTests {
     #expect(session.unackedBytes == 0 && session.unackedCount == 0)
   }
 
+  /// A relayed candidate's ack goes without a seq: not numbered, kept for no resume, and its
+  /// repeat answered from memory the same way; past the memory the id is a new request.
+  @Test func aRelayedCandidatesAckIsUnnumberedAndRememberedSo() throws {
+    let session = session(replyMemory: 2)
+    let socket = RecordingSocket()
+    session.attach(socket, now: Date(timeIntervalSince1970: 0))
+    session.deliver(.ack(.init(replyTo: "r1")))
+    let ack = ServerMessage.ack(.init(replyTo: "c1", callId: "call"))
+    session.answerRelayed(ack, to: "c1", coalesced: true)
+    #expect(session.lastSentSeq == 1 && session.unackedCount == 1)
+    let written = try MessageCodec.decodeServerMessage(try #require(socket.frames.last))
+    #expect(written.seq == nil && written.message == ack)
+    session.deliver(.ack(.init(replyTo: "r2")))
+    #expect(try MessageCodec.decodeServerMessage(try #require(socket.frames.last)).seq == 2)
+
+    // A resume re-sends the numbered messages only.
+    let again = RecordingSocket()
+    session.resume(on: again, lastSeq: 0, now: Date(timeIntervalSince1970: 0))
+    #expect(try again.frames.map { try MessageCodec.decodeServerMessage($0).seq } == [1, 2])
+
+    // The candidate sent again is answered from memory, still without a seq.
+    #expect(session.answerAgain("c1"))
+    let repeated = try MessageCodec.decodeServerMessage(try #require(again.frames.last))
+    #expect(repeated.seq == nil && repeated.message == ack && session.lastSentSeq == 2)
+    // Any other remembered answer is numbered anew.
+    session.remember(.ack(.init(replyTo: "r3")), for: "r3")
+    #expect(session.answerAgain("r3") && session.lastSentSeq == 3)
+    // Evicted (the memory holds two here): not answered, the request is handled afresh.
+    session.remember(.ack(.init(replyTo: "r4")), for: "r4")
+    #expect(!session.answerAgain("c1"))
+  }
+
+  /// Only a plain ack of the very request is sent without a seq: anything else is numbered.
+  @Test func aRelayedAnswerOtherThanItsPlainAckIsNumbered() {
+    let session = session()
+    session.answerRelayed(.error(.init(replyTo: "c1", code: .notFound, message: "no call")), to: "c1", coalesced: false)
+    #expect(session.lastSentSeq == 1 && session.unackedCount == 1)
+    #expect(session.answerAgain("c1") && session.lastSentSeq == 2)
+  }
+
   /// Deliveries, acks (stale, exact, beyond what was sent) and resumes in a long random run,
   /// against a plain list of what is held: the counts, the bytes, the resume window and what a
   /// resume re-sends agree at every step (acknowledging counts what to drop from the seqs held).

@@ -322,9 +322,9 @@ class Session:
     def _received(self, message):
         seq = message.get("seq")
         if seq is None:
-            # An error before welcome, or an answer outside the sequence (write-behind's
-            # `rate-limited` and relayed candidate's `ack`, section 4.2): resolved by `replyTo`,
-            # not counted in lastSeq nor acknowledged.
+            # An error before welcome, or an answer outside the sequence (a candidate's `ack` on
+            # one server and in write-behind, write-behind's `rate-limited`, section 4.2):
+            # resolved by `replyTo`, not counted in lastSeq nor acknowledged.
             if message.get("replyTo") is not None:
                 self._answered(message)
             return

@@ -82,7 +82,9 @@ final class ServerMetrics: Sendable {
     messagesReceived = r.counter(
       "dialtone_messages_received_total", "Client messages received, by type (invalid: not decodable).",
       labels: ["type"])
-    messagesSent = r.counter("dialtone_messages_sent_total", "Sequenced server messages sent.").unlabelled
+    messagesSent =
+      r.counter("dialtone_messages_sent_total", "Session messages sent: numbered, and candidate acks without a seq.")
+      .unlabelled
     messagesRefused = r.counter(
       "dialtone_messages_refused_total", "Client messages answered with an error, by error code.", labels: ["code"])
     relayLatency =

@@ -14,8 +14,8 @@ struct Output {
   var reply: ServerMessage?
   /// The reply may wait briefly to share a write (`CallEffect` acks of candidates).
   var coalesced = false
-  /// The reply is the ack to a relayed candidate: the session's store may write it without a
-  /// seq, unstored (`DeliverySession.answerRelayed`).
+  /// The reply is the ack to a relayed candidate: written without a seq, kept for no resume
+  /// where the session can (`DeliverySession.answerRelayed`).
   var relayedAnswer = false
   var effects: [CallEffect]
   var wasHeld = false
@@ -120,13 +120,13 @@ final class OutcomeGate {
 
   /// The relay's fast lane: a plain relayed message whose call has nothing held (`holds` is
   /// false) and nothing to journal goes out as `emit` would release its outcome (the sender's
-  /// ack answered and remembered, then the copy delivered, then the relay latency observed),
-  /// without an `Output` and its effects array built and walked for it.
+  /// ack answered without a seq and remembered, then the copy delivered, then the relay latency
+  /// observed), without an `Output` and its effects array built and walked for it.
   func relay(
     _ message: ServerMessage, to target: CallRouter.PlainTarget, ack: ServerMessage, session: any DeliverySession,
     requestID: String, coalesced: Bool, received: ContinuousClock.Instant
   ) {
-    session.answer(ack, to: requestID, coalesced: coalesced)
+    session.answerRelayed(ack, to: requestID, coalesced: coalesced)
     effects.deliver(message, toDevice: target.deviceId, of: target.userId)
     observeRelayLatency(since: received)
   }

@@ -126,7 +126,7 @@ final class RequestPipeline {
     guard let requestID = frame.id else { return }
     // The session's id is read (a witness call and a retain) only when some answer is awaited.
     if outcomes.awaitsAny, outcomes.isAwaited(session.id, requestID) { return }
-    if let earlier = session.reply(to: requestID) { return session.deliver(earlier) }
+    if session.answerAgain(requestID) { return }
     let rules = message.type.rules
     if rules.startsACall, let wait = invites.take(session.identity.userId, now: clock.now) {
       // Not remembered: the same id sent again later is handled afresh.
@@ -265,9 +265,11 @@ final class RequestPipeline {
       Output(
         session: request.session, forwarded: request.forwarded, requestID: request.id, reply: outcome.reply,
         coalesced: rules.ackMayWait && outcome.reply.isAck && request.forwarded == nil,
-        // Only a candidate's: its copies carry once-keys and it moves no call's state, so its
-        // ack need not be stored (the request sent again is handled afresh). Also when another
-        // node forwarded it: that node writes the ack without a seq (`OutcomeGate.answerRelayed`).
+        // Only a candidate's: it moves no call's state, so its ack goes without a seq, kept for
+        // no resume (`DeliverySession.answerRelayed`: on one server remembered, a repeat answered
+        // from memory; in a write-behind cluster unstored, its copies' once-keys keeping a repeat
+        // from storing them twice). Also when another node forwarded it: that node writes the
+        // ack without a seq where its placement can (`OutcomeGate.answer(_:with:unstored:)`).
         relayedAnswer: rules.mayBeRefusedOnceHandled && outcome.reply.isAck,
         effects: outcome.effects,
         relayedFrom: relayed && request.forwarded == nil ? request.received : nil),

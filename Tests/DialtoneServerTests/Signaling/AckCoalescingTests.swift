@@ -46,7 +46,10 @@ import Testing
     await server.stop()
   }
 
-  @Test func heldAcksAreResentAfterAResume() async throws {
+  /// A relayed candidate's ack goes without a seq (it waits for company all the same): the
+  /// sender's numbered messages run on without a gap, a resume does not replay it, and the
+  /// candidate sent again is acked from memory, again without a seq, and not relayed twice.
+  @Test func aRelayedCandidatesAckIsUnnumberedAndNotReplayed() async throws {
     let server = try await TestServer { $0.ackDelay = 30 }
     let alice = try await server.connect("alice")
     let bob = try await server.connect("bob")
@@ -54,19 +57,35 @@ import Testing
     _ = try await alice.invite(call, to: "bob")
     _ = try await bob.expect(.invite)
 
+    let before = alice.lastSeq
     alice.send(candidate(call, 1, id: "a1"))
     _ = try await bob.expect(.candidate)
-    // Alice's socket dies with the ack still held; the session kept it, so the resume brings it.
+    // Alice's ping carries the held ack out before its own answer, which is numbered next.
+    let ping = alice.newID()
+    alice.send(ClientEnvelope(id: ping, message: .ping(.init())))
+    let ack = try await alice.next("ack of a1")
+    #expect(ack.message.isAck && ack.message.replyTo == "a1" && ack.seq == nil)
+    let pong = try await alice.next("ping answer")
+    #expect(pong.message.replyTo == ping && pong.seq == before + 1)
+
+    // Alice's socket dies; the resume re-sends nothing (the ack was not kept).
     let sessionId = try #require(alice.sessionId)
-    let lastSeq = alice.lastSeq
     alice.close()
     try await server.waitUntilOffline("alice", "phone")
     let again = try SignalingProbe(client: server.client, url: server.webSocketURL)
     let welcome = try await again.hello(
-      token: server.token("alice"), resume: .init(sessionId: sessionId, lastSeq: lastSeq))
+      token: server.token("alice"), resume: .init(sessionId: sessionId, lastSeq: before))
     #expect(welcome.resumed)
-    let resent = try await again.next("resent ack")
-    #expect(resent.message.replyTo == "a1" && resent.message.isAck)
+    let resent = try await again.next("resent answer")
+    #expect(resent.message.replyTo == ping && resent.seq == before + 1)
+
+    // The same candidate sent again: acked from memory without a seq, Bob gets no second copy.
+    again.send(candidate(call, 1, id: "a1"))
+    let repeated = try await again.next("ack of a1 again")
+    #expect(repeated.message.isAck && repeated.message.replyTo == "a1" && repeated.seq == nil)
+    let bobPing = bob.newID()
+    bob.send(ClientEnvelope(id: bobPing, message: .ping(.init())))
+    #expect(try await bob.next("ping answer, no second candidate").message.replyTo == bobPing)
     await server.stop()
   }
 }
