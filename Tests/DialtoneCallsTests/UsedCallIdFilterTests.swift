@@ -43,6 +43,20 @@ struct UsedCallIdFilterTests {
     .invite(.init(callId: callId, to: "bob", video: false))
   }
 
+  /// The desk asks the history about `callId` and, told it was used, refuses it with `conflict`.
+  private func expectAskedAndRefused(_ desk: CallDesk, _ callId: CallID, request: String, at now: Date) {
+    guard case .needsHistory(callId) = desk.handle(invite(callId), id: request, from: alice, now: now) else {
+      Issue.record("\(callId) was decided without the history")
+      return
+    }
+    let refused = desk.handle(invite(callId), id: request, from: alice, now: now, history: .checked(callId, used: true))
+    guard case .outcome(let outcome, _) = refused else {
+      Issue.record("\(callId) was not decided once the history answered")
+      return
+    }
+    #expect(outcome.reply.errorCode == .conflict)
+  }
+
   @Test func aFreshIdIsDecidedWithoutTheHistoryAndIsThenAskedAbout() {
     let desk = CallDesk(
       router: CallRouter(), groups: GroupCallRouter(), groupCalls: true, usedIds: UsedCallIdFilter(expected: 4096))
@@ -54,14 +68,7 @@ struct UsedCallIdFilterTests {
     #expect(started.reply.isAck)
     #expect(desk.handle(.cancel(.init(callId: "c1")), id: "x", from: alice, now: t0).isOutcome)
     // Long after, the router has forgotten the call: the filter has not, the history is asked.
-    let later = t0.addingTimeInterval(3600)
-    guard case .needsHistory("c1") = desk.handle(invite("c1"), id: "i2", from: alice, now: later) else {
-      Issue.record("a used id was decided without the history")
-      return
-    }
-    let refused = desk.handle(invite("c1"), id: "i2", from: alice, now: later, history: .checked("c1", used: true))
-    guard case .outcome(let again, _) = refused else { return }
-    #expect(again.reply.errorCode == .conflict)
+    expectAskedAndRefused(desk, "c1", request: "i2", at: t0.addingTimeInterval(3600))
     // A group call's fresh id too, and it is then held like the 1:1 ids.
     #expect(desk.handle(.groupCreate(.init(callId: "g1", members: ["bob"])), id: "g", from: alice, now: t0).isOutcome)
     #expect(desk.usedIds?.mayContain("g1") == true)
@@ -72,13 +79,7 @@ struct UsedCallIdFilterTests {
     var usedIds = UsedCallIdFilter(expected: 4096)
     usedIds.insert("old")
     let desk = CallDesk(router: CallRouter(), groups: GroupCallRouter(), groupCalls: true, usedIds: usedIds)
-    guard case .needsHistory("old") = desk.handle(invite("old"), id: "i", from: alice, now: t0) else {
-      Issue.record("an id of the store's was decided without it")
-      return
-    }
-    let refused = desk.handle(invite("old"), id: "i", from: alice, now: t0, history: .checked("old", used: true))
-    guard case .outcome(let outcome, _) = refused else { return }
-    #expect(outcome.reply.errorCode == .conflict)
+    expectAskedAndRefused(desk, "old", request: "i", at: t0)
   }
 
   @Test func aFullFilterOrNoneAsksAboutEveryNewId() {
