@@ -69,21 +69,21 @@ package final class LocalSession: DeliverySession {
     guard replies.remember(reply, for: requestID, numbered: false) else {
       return deliver(reply, coalesced: coalesced)
     }
-    sent?.increment()
-    guard let socket else { return }
-    let bytes = MessageCodec.encode(reply, seq: nil)
-    if coalesced { socket.sendCoalesced(text: bytes) } else { socket.send(text: bytes) }
+    sendUnnumbered(reply, coalesced: coalesced)
   }
 
   package func answerAgain(_ requestID: String) -> Bool {
     guard let (earlier, numbered) = replies.recall(requestID) else { return false }
-    if numbered {
-      deliver(earlier)
-    } else {
-      sent?.increment()
-      sendUnsequenced(earlier)
-    }
+    if numbered { deliver(earlier) } else { sendUnnumbered(earlier, coalesced: false) }
     return true
+  }
+
+  /// A relayed candidate's ack: counted as sent, written without a seq, kept for no resume.
+  private func sendUnnumbered(_ reply: ServerMessage, coalesced: Bool) {
+    sent?.increment()
+    guard let socket else { return }
+    let bytes = MessageCodec.encode(reply, seq: nil)
+    if coalesced { socket.sendCoalesced(text: bytes) } else { socket.send(text: bytes) }
   }
 
   /// The next message's seq, counted as sent.
