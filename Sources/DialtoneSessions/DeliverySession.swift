@@ -220,8 +220,12 @@ package struct ReplyMemory {
   @discardableResult
   package mutating func remember(_ reply: ServerMessage, for requestID: String, numbered: Bool = true) -> Bool {
     let kept = Self.kept(reply, for: requestID, numbered: numbered)
-    let unnumbered: Bool
-    if case .unnumberedAck = kept { unnumbered = true } else { unnumbered = false }
+    keep(kept, for: requestID)
+    if case .unnumberedAck = kept { return true }
+    return false
+  }
+
+  private mutating func keep(_ kept: Kept, for requestID: String) {
     // After `reply(to:)` missed this id, the id is still not in the table: only a `remember`
     // adds to it (and every one clears `missed`), `forget` only takes out. So the probe, whose
     // steps each read a slot of the ring (a cache miss apiece on a busy node), is skipped then.
@@ -237,13 +241,13 @@ package struct ReplyMemory {
     missed = nil
     if !knownAbsent, let b = bucket(of: requestID, hash: hash) {
       slots[Self.slot(buckets[b])].reply = kept  // a repeat of one still remembered: the rare case
-      return unnumbered
+      return
     }
     if slots.count < capacity {
       grow(toHold: slots.count + 1)
       slots.append(Slot(id: requestID, hash: hash, reply: kept))
       insert(slot: slots.count - 1, hash: hash)
-      return unnumbered
+      return
     }
     // The oldest id, unless `forget` took it out of the table already: then the same text may
     // be `requestID` itself, or an id remembered again since in another slot.
@@ -251,6 +255,5 @@ package struct ReplyMemory {
     slots[next] = Slot(id: requestID, hash: hash, reply: kept)
     insert(slot: next, hash: hash)
     next = (next + 1) % capacity
-    return unnumbered
   }
 }
