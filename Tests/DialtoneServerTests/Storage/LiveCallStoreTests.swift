@@ -36,14 +36,16 @@ struct LiveCallStoreTests {
       durationMs: duration)
   }
 
+  /// A caller's candidate, as held for late callee devices while the call rings.
+  private let signal = ServerMessage.candidate(
+    .init(
+      callId: "c1", from: Peer(userId: "alice", deviceId: "phone"),
+      candidate: IceCandidate(candidate: "candidate:1 1 udp 1 10.0.0.1 5000 typ host", sdpMid: "0", sdpMLineIndex: 0))
+  )
+
   @Test func whatIsWrittenIsWhatARestartedServerReads() throws {
     let directory = temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    let signal = ServerMessage.candidate(
-      .init(
-        callId: "c1", from: Peer(userId: "alice", deviceId: "phone"),
-        candidate: IceCandidate(candidate: "candidate:1 1 udp 1 10.0.0.1 5000 typ host", sdpMid: "0", sdpMLineIndex: 0))
-    )
     do {
       let store = try SQLiteLiveCallStore.open(dataDirectory: directory)
       try store.write([.put(snapshot("c1")), .signal("c1", signal), .put(snapshot("c2")), .signal("c2", signal)])
@@ -104,20 +106,14 @@ struct LiveCallStoreTests {
   @Test func signalsGoWithTheirCallAcrossARestartAndAFailedWrite() throws {
     let directory = temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    let signal = ServerMessage.candidate(
-      .init(
-        callId: "c1", from: Peer(userId: "alice", deviceId: "phone"),
-        candidate: IceCandidate(candidate: "candidate:1 1 udp 1 10.0.0.1 5000 typ host", sdpMid: "0", sdpMLineIndex: 0))
-    )
+    do {
+      let first = try SQLiteLiveCallStore.open(dataDirectory: directory)
+      try first.write(["c1", "c2"].flatMap { [.put(snapshot($0)), .signal($0, signal)] } + [.put(snapshot("c3"))])
+      #expect(first.callsWithSignalsCount == 2)
+    }
     let file = try SQLiteDatabase(path: (directory as NSString).appendingPathComponent("dialtone.sqlite"))
     func storedSignals() throws -> Int64 {
       try file.query("SELECT count(*) FROM live_call_signals").first?.first?.int ?? -1
-    }
-    do {
-      let store = try SQLiteLiveCallStore.open(dataDirectory: directory)
-      try store.write([.put(snapshot("c1")), .signal("c1", signal), .put(snapshot("c2")), .signal("c2", signal)])
-      try store.write([.put(snapshot("c3"))])
-      #expect(store.callsWithSignalsCount == 2)
     }
     // Restarted: the calls with signals are known from the file.
     let store = try SQLiteLiveCallStore.open(dataDirectory: directory)
