@@ -9,7 +9,7 @@ import Foundation
 /// readers work at once) nor for the checkpoints, and none waits for `SQLiteStore`'s queries.
 package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
   // @unchecked: each connection is used only under its own lock (`writerLock`, `readerLock`), and
-  // `encodedInvites` only under `writerLock`.
+  // `encodedInvites`, `callsWithSignals` and `signalsUntracked` only under `writerLock`.
   private let writer: SQLiteDatabase
   private let writerLock = Locked()
   private let reader: SQLiteDatabase
@@ -24,6 +24,15 @@ package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
   /// emptied past `maxEncodedInvites` so that calls whose end is never journaled cannot grow it.
   private var encodedInvites: [CallID: (invite: ServerMessage, text: String)] = [:]
   package static let maxEncodedInvites = 4096
+
+  /// The calls that may have caller signals stored (under `writerLock`): read from the file when
+  /// the store opens, added to when a signal is written, taken away once a commit deleted them.
+  /// An accept or an end of any other call runs no `DELETE` on `live_call_signals` (most calls
+  /// store no signal: the callee answers before the caller's candidates come). Past
+  /// `maxCallsWithSignals`, every accept and end deletes again (`signalsUntracked`).
+  private var callsWithSignals: Set<CallID> = []
+  private var signalsUntracked = false
+  package static let maxCallsWithSignals = 65_536
 
   /// Copies the journal's WAL into the database file off the journal's thread.
   private let checkpointer: WALCheckpointer
@@ -49,6 +58,8 @@ package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
     writer.onWALCommit { frames in
       if frames >= Self.framesPerCheckpoint { checkpointer.request() }
     }
+    let stored = try writer.query("SELECT DISTINCT call_id FROM live_call_signals").compactMap { $0.first?.string }
+    if stored.count >= Self.maxCallsWithSignals { signalsUntracked = true } else { callsWithSignals = Set(stored) }
   }
 
   /// How many checkpoints ran (tests).
@@ -61,16 +72,25 @@ package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
 
   package func write(_ changes: [LiveCallChange]) throws {
     try writerLock.withLock {
+      // Calls whose signals this transaction deletes: known gone once it commits.
+      var signalsDeleted: [CallID] = []
       try writer.transaction {
         for change in changes {
           switch change {
-          case .put(let call): try put(call)
+          case .put(let call):
+            try put(call)
+            if call.phase == .accepted { try deleteSignals(of: call.callId, into: &signalsDeleted) }
           case .signal(let callId, let message):
             try writer.query(
               constant: "INSERT INTO live_call_signals (call_id, message) VALUES (?, ?)",
               [.text(callId), .text(MessageCodec.encodeString(message, seq: nil))])
+            if callsWithSignals.count >= Self.maxCallsWithSignals { signalsUntracked = true }
+            if !signalsUntracked { callsWithSignals.insert(callId) }
           case .ended(let record, let callerDevice, let blocked):
-            try end(record, callerDevice: callerDevice, blocked: blocked)
+            encodedInvites.removeValue(forKey: record.callId)
+            try deleteSignals(of: record.callId, into: &signalsDeleted)
+            try writer.query(constant: "DELETE FROM live_calls WHERE call_id = ?", [.text(record.callId)])
+            try SQLiteStore.insert(record, into: writer, callerDevice: callerDevice, blocked: blocked)
           case .groupLive(let record, let silenced, _):
             try writer.query(
               constant: "INSERT OR REPLACE INTO live_group_calls (call_id, record, silenced) VALUES (?, ?, ?)",
@@ -84,7 +104,15 @@ package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
           }
         }
       }
+      for callId in signalsDeleted { callsWithSignals.remove(callId) }
     }
+  }
+
+  /// The call's caller signals go (it was accepted or it ended), when it may have any.
+  private func deleteSignals(of callId: CallID, into deleted: inout [CallID]) throws {
+    guard signalsUntracked || callsWithSignals.contains(callId) else { return }
+    try writer.query(constant: "DELETE FROM live_call_signals WHERE call_id = ?", [.text(callId)])
+    deleted.append(callId)
   }
 
   /// A call's row is written in place once it exists (an upsert keeps its rowid and its key's
@@ -112,9 +140,6 @@ package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
         .text(encodedInvite(call)),
         SQLiteValue(call.accept.map { MessageCodec.encodeString($0, seq: nil) }), .integer(call.blocked ? 1 : 0),
       ])
-    if call.phase == .accepted {
-      try writer.query(constant: "DELETE FROM live_call_signals WHERE call_id = ?", [.text(call.callId)])
-    }
   }
 
   /// `call.invite` as stored: the text stored for it before when it is the same message.
@@ -129,14 +154,8 @@ package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
   /// How many calls' invites are kept encoded (tests).
   package var encodedInviteCount: Int { writerLock.withLock { encodedInvites.count } }
 
-  /// The live state goes and the record is added; a record already under this id is kept as it
-  /// is (ids are checked before a call starts, so this would be a bug, not a retry).
-  private func end(_ record: CallRecord, callerDevice: String, blocked: Bool) throws {
-    encodedInvites.removeValue(forKey: record.callId)
-    try writer.query(constant: "DELETE FROM live_call_signals WHERE call_id = ?", [.text(record.callId)])
-    try writer.query(constant: "DELETE FROM live_calls WHERE call_id = ?", [.text(record.callId)])
-    try SQLiteStore.insert(record, into: writer, callerDevice: callerDevice, blocked: blocked)
-  }
+  /// How many calls may have caller signals stored, as the writer counts them (tests).
+  package var callsWithSignalsCount: Int { writerLock.withLock { callsWithSignals.count } }
 
   package func callsEnded(since: Int64) throws -> [RecentlyEndedCall] {
     try writerLock.withLock {

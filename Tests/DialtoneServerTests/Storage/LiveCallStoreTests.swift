@@ -36,14 +36,16 @@ struct LiveCallStoreTests {
       durationMs: duration)
   }
 
+  /// A caller's candidate, as held for late callee devices while the call rings.
+  private let signal = ServerMessage.candidate(
+    .init(
+      callId: "c1", from: Peer(userId: "alice", deviceId: "phone"),
+      candidate: IceCandidate(candidate: "candidate:1 1 udp 1 10.0.0.1 5000 typ host", sdpMid: "0", sdpMLineIndex: 0))
+  )
+
   @Test func whatIsWrittenIsWhatARestartedServerReads() throws {
     let directory = temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    let signal = ServerMessage.candidate(
-      .init(
-        callId: "c1", from: Peer(userId: "alice", deviceId: "phone"),
-        candidate: IceCandidate(candidate: "candidate:1 1 udp 1 10.0.0.1 5000 typ host", sdpMid: "0", sdpMLineIndex: 0))
-    )
     do {
       let store = try SQLiteLiveCallStore.open(dataDirectory: directory)
       try store.write([.put(snapshot("c1")), .signal("c1", signal), .put(snapshot("c2")), .signal("c2", signal)])
@@ -96,6 +98,44 @@ struct LiveCallStoreTests {
     #expect(store.encodedInviteCount <= SQLiteLiveCallStore.maxEncodedInvites)
     #expect(
       try store.liveCalls().map(\.snapshot).sorted { $0.callId < $1.callId } == many.sorted { $0.callId < $1.callId })
+  }
+
+  /// Caller signals go at the accept and at the end of a call that stored some, the writer's
+  /// memory of which calls did so taken from the file at open and kept across a write that failed
+  /// (whose deletes were rolled back): no signal is left behind for a call that is not ringing.
+  @Test func signalsGoWithTheirCallAcrossARestartAndAFailedWrite() throws {
+    let directory = temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    do {
+      let first = try SQLiteLiveCallStore.open(dataDirectory: directory)
+      try first.write(["c1", "c2"].flatMap { [.put(snapshot($0)), .signal($0, signal)] } + [.put(snapshot("c3"))])
+      #expect(first.callsWithSignalsCount == 2)
+    }
+    let file = try SQLiteDatabase(path: (directory as NSString).appendingPathComponent("dialtone.sqlite"))
+    func storedSignals() throws -> Int64 {
+      try file.query("SELECT count(*) FROM live_call_signals").first?.first?.int ?? -1
+    }
+    // Restarted: the calls with signals are known from the file.
+    let store = try SQLiteLiveCallStore.open(dataDirectory: directory)
+    #expect(store.callsWithSignalsCount == 2)
+    try store.write([.put(snapshot("c1", phase: .accepted))])
+    #expect(try storedSignals() == 1)
+    #expect(store.callsWithSignalsCount == 1)
+    // A write that fails after c2's signals were deleted in it: they are back, and still known.
+    try file.execute("CREATE TRIGGER refuse_record BEFORE INSERT ON calls BEGIN SELECT RAISE(ABORT, 'refused'); END")
+    #expect(throws: SQLiteError.self) {
+      try store.write([.ended(record("c2", reason: .cancelled, duration: nil), callerDevice: "phone")])
+    }
+    #expect(try storedSignals() == 1)
+    #expect(store.callsWithSignalsCount == 1)
+    try file.execute("DROP TRIGGER refuse_record")
+    try store.write([
+      .ended(record("c2", reason: .cancelled, duration: nil), callerDevice: "phone"),
+      .ended(record("c3", reason: .cancelled, duration: nil), callerDevice: "phone"),
+    ])
+    #expect(try storedSignals() == 0)
+    #expect(store.callsWithSignalsCount == 0)
+    #expect(try store.liveCalls().map(\.snapshot) == [snapshot("c1", phase: .accepted)])
   }
 
   @Test func aRecordIsNeverOverwrittenByAnotherCallWithItsId() async throws {
