@@ -22,7 +22,8 @@ extension ServerRole {
     guard session.enqueueCoalesced(bytes, binary: false, on: loop) else { return }
     let now = DispatchTime.now().uptimeNanoseconds
     let deadline = now + UInt64(coalescingDelay * 0.75e9)
-    holding.append(HeldFrames(session: session, holding: session.holdings, deadline: deadline))
+    let held = HeldFrames(session: session, holding: session.holdings, deadline: deadline)
+    changeHolding { $0.append(held) }
     if let expiry = coalescingSchedule.held(until: deadline) { _ = dt_lws_timer_arm(timer, expiry - now) }
   }
 
@@ -43,7 +44,7 @@ extension ServerRole {
   func coalescingTimerExpired(_ timer: OpaquePointer, on loop: ServiceLoop) {
     coalescingTimerExpiries &+= 1
     releaseCoalesced(on: loop)
-    while let first = holding.first, !first.isLive { holding.popFirst() }
+    while let first = holding.first, !first.isLive { changeHolding { $0.popFirst() } }
     let now = DispatchTime.now().uptimeNanoseconds
     if let expiry = coalescingSchedule.expired(oldest: holding.first?.deadline, now: now) {
       _ = dt_lws_timer_arm(timer, expiry > now ? expiry - now : 0)
@@ -60,9 +61,21 @@ extension ServerRole {
     guard !holding.isEmpty else { return }
     let now = DispatchTime.now().uptimeNanoseconds
     while let due = holding.first, due.deadline <= now {
-      holding.popFirst()
+      changeHolding { $0.popFirst() }
       if due.isLive { due.session.flushHeld(on: loop) }
     }
+  }
+
+  /// Changes `holding` on the queue moved out of the property and back. An access to the
+  /// property spanning the queue's own calls (which may free what they drop: code the optimiser
+  /// cannot see through) made every access to it a runtime exclusivity check, the read of
+  /// `isEmpty` every received message makes included. `change` only changes the queue.
+  @discardableResult
+  private func changeHolding<Result>(_ change: (inout FIFOQueue<HeldFrames>) -> Result) -> Result {
+    var queue = FIFOQueue<HeldFrames>()
+    swap(&queue, &holding)
+    defer { swap(&queue, &holding) }
+    return change(&queue)
   }
 }
 

@@ -80,8 +80,61 @@ final class ServerWebSocket: KeepaliveSocket {
       if starts { holdings &+= 1 }
       return starts ? .starts : .joins
     }
+
+    /// Queues `item` for the writable callback; whether what waits is then past
+    /// `maxQueuedBytes`, and whether the queue was empty before.
+    mutating func queue(_ item: Outgoing, maxQueuedBytes: Int) -> (overflows: Bool, first: Bool) {
+      queue.append(item)
+      queuedBytes += item.size
+      return (queuedBytes + held.framedBytes > maxQueuedBytes, queue.count == 1)
+    }
+
+    /// The oldest queued item, taken off the queue.
+    mutating func popQueued() -> Outgoing? {
+      guard let item = queue.popFirst() else { return nil }
+      queuedBytes -= item.size
+      return item
+    }
+
+    /// This side closes: whether it was open. What is held then goes ahead of the close
+    /// (`dropQueued`: everything waiting is dropped instead); nothing is owed any more.
+    mutating func close(code: UInt16, reason: [UInt8], dropQueued: Bool) -> Bool {
+      guard closing.close(code: code, reason: reason) else { return false }
+      if dropQueued {
+        dropAll()
+      } else if !held.isEmpty {
+        let frames = held.framed()
+        queue.append(.frames(frames))
+        queuedBytes += frames.count
+        held = HeldMessages()
+      }
+      pingDue = false
+      pongOwed = nil
+      return true
+    }
+
+    mutating func dropAll() {
+      queue = FIFOQueue()
+      held = HeldMessages()
+      queuedBytes = 0
+      pingDue = false
+      pongOwed = nil
+    }
   }
   private var out = Outbox()
+
+  /// Changes `out` on the value moved out of the property and back, for the changes that call
+  /// what the optimiser cannot see through (a queue growing or shrinking frees memory, which may
+  /// run any code). An access to the property spanning such a call made every access to it a
+  /// runtime exclusivity check, the reads each message sent or received makes included.
+  /// `change` only changes the outbox.
+  @discardableResult
+  private func changeOut<Result>(_ change: (inout Outbox) -> Result) -> Result {
+    var outbox = Outbox()
+    swap(&outbox, &out)
+    defer { swap(&outbox, &out) }
+    return change(&outbox)
+  }
   var queuedBytes: Int { out.queuedBytes }
   var holdings: UInt32 { out.holdings }
   /// Reading is paused while lws holds unsent bytes (see `noteWritten`).
@@ -184,7 +237,8 @@ final class ServerWebSocket: KeepaliveSocket {
   /// Holds a message back so that it shares a write with the next one. Returns true when the
   /// holding starts, i.e. the loop must note a release deadline for this socket.
   func enqueueCoalesced(_ bytes: [UInt8], binary: Bool, on loop: ServiceLoop) -> Bool {
-    switch out.hold(bytes, binary: binary, maxQueuedBytes: maxQueuedBytes) {
+    let limit = maxQueuedBytes
+    switch changeOut({ $0.hold(bytes, binary: binary, maxQueuedBytes: limit) }) {
     case .closed: return false
     case .overflows:
       overflow(on: loop)
@@ -211,10 +265,10 @@ final class ServerWebSocket: KeepaliveSocket {
       if !write(item, on: loop) { dropIdle() }
       return
     }
-    out.queue.append(item)
-    out.queuedBytes += item.size
-    if out.queuedBytes + out.held.framedBytes > maxQueuedBytes { return overflow(on: loop) }
-    if out.queue.count == 1 { lws_callback_on_writable(wsi) }
+    let limit = maxQueuedBytes
+    let queued = changeOut { $0.queue(item, maxQueuedBytes: limit) }
+    if queued.overflows { return overflow(on: loop) }
+    if queued.first { lws_callback_on_writable(wsi) }
   }
 
   private var canWriteNow: Bool {
@@ -233,28 +287,15 @@ final class ServerWebSocket: KeepaliveSocket {
 
   /// Closes after what is queued (or, with `dropQueued`, instead of it). The caller pumps.
   func requestClose(code: UInt16, reason: String, dropQueued drop: Bool = false) {
-    guard out.closing.close(code: code, reason: Array(reason.utf8)) else { return }
+    let reasonBytes = Array(reason.utf8)
+    guard changeOut({ $0.close(code: code, reason: reasonBytes, dropQueued: drop) }) else { return }
     parser.discardData()
-    if drop {
-      dropQueued()
-    } else if !out.held.isEmpty {
-      let frames = out.held.framed()
-      out.queue.append(.frames(frames))
-      out.queuedBytes += frames.count
-      out.held = HeldMessages()
-    }
-    out.pingDue = false
-    out.pongOwed = nil
     armTimeout(PENDING_TIMEOUT_CLOSE_SEND, WebSocketClosing.flushSeconds)
     lws_callback_on_writable(wsi)
   }
 
   private func dropQueued() {
-    out.queue = FIFOQueue()
-    out.held = HeldMessages()
-    out.queuedBytes = 0
-    out.pingDue = false
-    out.pongOwed = nil
+    changeOut { $0.dropAll() }
   }
 
   /// One-byte pings: any frame the peer sends counts as activity, the pong included.
@@ -288,8 +329,8 @@ final class ServerWebSocket: KeepaliveSocket {
   /// closing handshake says. False when the connection must close now.
   func pump(on loop: ServiceLoop) -> Bool {
     // The usual case after a read or a write, nothing waiting on an open socket: what the loops
-    // below conclude, read in one access (each access of a stored property here is a runtime
-    // exclusivity check, and reading each made seven a message).
+    // below conclude, read in one access (each access of a stored property here was a runtime
+    // exclusivity check before `changeOut`, and reading each made seven a message).
     if out.isOpenAndIdle {
       if lws_partial_buffered(wsi) != 0 { lws_callback_on_writable(wsi) }
       return true
@@ -301,8 +342,7 @@ final class ServerWebSocket: KeepaliveSocket {
       } else if out.pingDue {
         out.pingDue = false
         guard writeFrame(WebSocketFrame.ping, Self.pingPayload, on: loop) else { return false }
-      } else if let item = out.queue.popFirst() {
-        out.queuedBytes -= item.size
+      } else if let item = changeOut({ $0.popQueued() }) {
         guard write(item, on: loop) else { return false }
         // An idle socket keeps no queue storage.
         if out.queue.isEmpty { out.queue = FIFOQueue() }

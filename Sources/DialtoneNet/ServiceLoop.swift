@@ -381,9 +381,7 @@ final class ServiceLoop: @unchecked Sendable {
 
   /// Copies `bytes` behind the LWS_PRE headroom lws requires and writes them in one call.
   func write(_ wsi: OpaquePointer, _ bytes: ArraySlice<UInt8>, _ mode: lws_write_protocol) -> Bool {
-    let needed = preamble + bytes.count
-    if sendBuffer.count < needed { sendBuffer = [UInt8](repeating: 0, count: needed) }
-    let written: Int32 = sendBuffer.withUnsafeMutableBufferPointer { buffer in
+    let written: Int32 = withSendBuffer(count: preamble + bytes.count) { buffer in
       guard let base = buffer.baseAddress else { return -1 }
       bytes.withUnsafeBufferPointer { source in
         if let src = source.baseAddress { (base + preamble).update(from: src, count: bytes.count) }
@@ -426,11 +424,25 @@ final class ServiceLoop: @unchecked Sendable {
         return writeRaw(wsi, UnsafeRawBufferPointer(start: base, count: fill(base)))
       }
     }
-    if sendBuffer.count < count { sendBuffer = [UInt8](repeating: 0, count: count) }
-    return sendBuffer.withUnsafeMutableBytes { buffer -> Bool in
-      guard let base = buffer.baseAddress else { return false }
+    return withSendBuffer(count: count) { buffer -> Bool in
+      guard let base = buffer.baseAddress.map(UnsafeMutableRawPointer.init) else { return false }
       return writeRaw(wsi, UnsafeRawBufferPointer(start: base, count: fill(base)))
     }
+  }
+
+  /// Runs `body` on the scratch buffer, grown to at least `count` bytes, taken out of its stored
+  /// property for the call and put back after. An access spanning `body` (an lws write, a
+  /// caller's closure) is one the optimiser cannot prove exclusive, and it made every access to
+  /// the buffer a runtime exclusivity check, about two per frame written; a call made inside
+  /// `body` that writes too finds the property empty and uses a buffer of its own.
+  private func withSendBuffer<Result>(
+    count: Int, _ body: (UnsafeMutableBufferPointer<UInt8>) -> Result
+  ) -> Result {
+    var buffer: [UInt8] = []
+    swap(&buffer, &sendBuffer)
+    if buffer.count < count { buffer = [UInt8](repeating: 0, count: count) }
+    defer { sendBuffer = buffer }
+    return buffer.withUnsafeMutableBufferPointer { body($0) }
   }
 
   /// A connection id never used before on this loop.

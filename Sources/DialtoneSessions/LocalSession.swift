@@ -8,7 +8,11 @@ import Foundation
 package final class LocalSession: DeliverySession {
   package let id: String
   package let identity: Identity
-  package private(set) var socket: (any SessionSocket)?
+  package var socket: (any SessionSocket)? { attached }
+  /// The socket in private storage: every access to a `package` stored property (visible to
+  /// other modules) stays a runtime exclusivity check, two a relayed message; these accesses
+  /// are all seen here, and checked statically.
+  private var attached: (any SessionSocket)?
   package private(set) var connectedAt: Date
   package private(set) var detachedAt: Date?
 
@@ -33,7 +37,7 @@ package final class LocalSession: DeliverySession {
   ) {
     self.id = id
     self.identity = identity
-    self.socket = socket
+    attached = socket
     connectedAt = now
     self.capacity = capacity
     self.maxUnackedBytes = maxUnackedBytes
@@ -57,7 +61,7 @@ package final class LocalSession: DeliverySession {
   }
 
   package func answer(_ reply: ServerMessage, to requestID: String, coalesced: Bool) {
-    replies.remember(reply, for: requestID)
+    changeReplies { $0.remember(reply, for: requestID) }
     deliver(reply, coalesced: coalesced)
   }
 
@@ -66,14 +70,14 @@ package final class LocalSession: DeliverySession {
   /// resume: an answer written to a socket that died is lost with it) is answered from memory,
   /// again without a seq, and not relayed twice while the memory holds its id.
   package func answerRelayed(_ reply: ServerMessage, to requestID: String, coalesced: Bool) {
-    guard replies.remember(reply, for: requestID, numbered: false) else {
+    guard changeReplies({ $0.remember(reply, for: requestID, numbered: false) }) else {
       return deliver(reply, coalesced: coalesced)
     }
     sendUnnumbered(reply, coalesced: coalesced)
   }
 
   package func answerAgain(_ requestID: String) -> Bool {
-    guard let (earlier, numbered) = replies.recall(requestID) else { return false }
+    guard let (earlier, numbered) = changeReplies({ $0.recall(requestID) }) else { return false }
     if numbered { deliver(earlier) } else { sendUnnumbered(earlier, coalesced: false) }
     return true
   }
@@ -81,7 +85,7 @@ package final class LocalSession: DeliverySession {
   /// A relayed candidate's ack: counted as sent, written without a seq, kept for no resume.
   private func sendUnnumbered(_ reply: ServerMessage, coalesced: Bool) {
     sent?.increment()
-    guard let socket else { return }
+    guard let socket = attached else { return }
     let bytes = MessageCodec.encode(reply, seq: nil)
     if coalesced { socket.sendCoalesced(text: bytes) } else { socket.send(text: bytes) }
   }
@@ -99,10 +103,11 @@ package final class LocalSession: DeliverySession {
     // The queue and its byte count are one stored property, mutated in one access: every access
     // to a class's stored property across a call the optimiser cannot see through is a runtime
     // exclusivity check, and appending and trimming took one per property touched.
-    if let dropped = kept.keep(seq: seq, bytes: bytes, capacity: capacity, maxBytes: maxUnackedBytes) {
+    let (capacity, maxBytes) = (capacity, maxUnackedBytes)
+    if let dropped = changeKept({ $0.keep(seq: seq, bytes: bytes, capacity: capacity, maxBytes: maxBytes) }) {
       droppedThrough = dropped
     }
-    if let socket {
+    if let socket = attached {
       if coalesced { socket.sendCoalesced(text: bytes) } else { socket.send(text: bytes) }
     }
   }
@@ -114,7 +119,7 @@ package final class LocalSession: DeliverySession {
     // seq: `first` would copy every element out (a retain and a release) just for it.
     let oldest = nextSeq - UInt64(kept.frames.count)
     guard bounded >= oldest else { return }
-    kept.drop(Int(bounded - oldest + 1))
+    changeKept { $0.drop(Int(bounded - oldest + 1)) }
   }
 
   /// A resume from `lastSeq` works when every later message is still held.
@@ -130,19 +135,42 @@ package final class LocalSession: DeliverySession {
   }
 
   package func attach(_ socket: any SessionSocket, now: Date) {
-    self.socket = socket
+    attached = socket
     connectedAt = now
     detachedAt = nil
   }
 
   package func detach(now: Date) {
-    socket = nil
+    attached = nil
     detachedAt = now
   }
 
-  package func reply(to requestID: String) -> ServerMessage? { replies.reply(to: requestID) }
-  package func remember(_ reply: ServerMessage, for requestID: String) { replies.remember(reply, for: requestID) }
-  package func forget(_ requestID: String) { replies.forget(requestID) }
+  package func reply(to requestID: String) -> ServerMessage? { changeReplies { $0.reply(to: requestID) } }
+  package func remember(_ reply: ServerMessage, for requestID: String) {
+    changeReplies { $0.remember(reply, for: requestID) }
+  }
+  package func forget(_ requestID: String) { changeReplies { $0.forget(requestID) } }
+
+  /// Changes `kept` on the value moved out of the property and back (see `changeReplies`).
+  @discardableResult
+  private func changeKept<Result>(_ change: (inout Unacked) -> Result) -> Result {
+    var frames = Unacked()
+    swap(&frames, &kept)
+    defer { swap(&frames, &kept) }
+    return change(&frames)
+  }
+
+  /// Uses `replies` moved out of the property and back. An access to the property spanning the
+  /// memory's own calls (hashing, arrays that may free what they drop: code the optimiser cannot
+  /// see through) is a runtime exclusivity check, one or two each request; a move is cheaper.
+  /// `use` only uses the memory.
+  @discardableResult
+  private func changeReplies<Result>(_ use: (inout ReplyMemory) -> Result) -> Result {
+    var memory = ReplyMemory(capacity: 1)
+    swap(&memory, &replies)
+    defer { swap(&memory, &replies) }
+    return use(&memory)
+  }
 }
 
 /// A session's unacknowledged messages, oldest first, and their bytes' total.

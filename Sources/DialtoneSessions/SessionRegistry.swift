@@ -8,6 +8,10 @@ package final class SessionRegistry {
   package private(set) var byID: [String: any DeliverySession] = [:]
   /// user → the user's sessions by device.
   private var byDevice: [String: DeviceSessions] = [:]
+  /// `byDevice` for a look-up: the map is read out of the property (one access, no call inside
+  /// it) and searched after, so that no access to the property spans hashing and comparing
+  /// ids, which made each one a runtime exclusivity check.
+  private var devices: [String: DeviceSessions] { byDevice }
   private var expiries: [String: any ScheduledAction] = [:]
 
   package init() {}
@@ -17,23 +21,24 @@ package final class SessionRegistry {
 
   package func session(_ id: String) -> (any DeliverySession)? { byID[id] }
 
-  package func session(of who: Identity) -> (any DeliverySession)? { byDevice[who.userId]?[who.deviceId] }
+  package func session(of who: Identity) -> (any DeliverySession)? { devices[who.userId]?[who.deviceId] }
 
   /// A device's session (every relayed message's target is found here): the user's id hashed
   /// once, a one-device user's device compared, not hashed.
   package func session(of userId: String, device deviceId: String) -> (any DeliverySession)? {
-    byDevice[userId]?[deviceId]
+    devices[userId]?[deviceId]
   }
 
   /// A user's sessions here, by device.
-  package func sessions(of userId: String) -> DeviceSessions { byDevice[userId] ?? DeviceSessions() }
+  package func sessions(of userId: String) -> DeviceSessions { devices[userId] ?? DeviceSessions() }
 
-  package func deviceCount(of userId: String) -> Int { byDevice[userId]?.count ?? 0 }
+  package func deviceCount(of userId: String) -> Int { devices[userId]?.count ?? 0 }
 
   /// The session is the device's from now on; a resume window running for it stops.
   package func add(_ session: any DeliverySession) {
     byID[session.id] = session
-    byDevice[session.identity.userId, default: DeviceSessions()].set(session, for: session.identity.deviceId)
+    let who = session.identity
+    changeByDevice { $0[who.userId, default: DeviceSessions()].set(session, for: who.deviceId) }
     expiries.removeValue(forKey: session.id)?.cancel()
   }
 
@@ -42,10 +47,22 @@ package final class SessionRegistry {
     byID.removeValue(forKey: session.id)
     expiries.removeValue(forKey: session.id)?.cancel()
     let who = session.identity
-    if byDevice[who.userId]?[who.deviceId] === session {
+    guard devices[who.userId]?[who.deviceId] === session else { return }
+    changeByDevice { byDevice in
       byDevice[who.userId]?.remove(who.deviceId)
       if byDevice[who.userId]?.isEmpty == true { byDevice[who.userId] = nil }
     }
+  }
+
+  /// Changes `byDevice` on the map moved out of the property and back. An access to the
+  /// property spanning the dictionary's own calls (which may free what they drop: code the
+  /// optimiser cannot see through) made every access to it a runtime exclusivity check, the
+  /// look-up each relayed message makes included. `change` only changes the map.
+  private func changeByDevice(_ change: (inout [String: DeviceSessions]) -> Void) {
+    var map: [String: DeviceSessions] = [:]
+    swap(&map, &byDevice)
+    defer { swap(&map, &byDevice) }
+    change(&map)
   }
 
   /// Starts the session's resume window: `expired` runs when it passes (unless a socket came back).

@@ -46,6 +46,9 @@ final class RequestPipeline {
   /// Requests waiting, by who sent them (a session here, or another node's), in order; the
   /// first of each waits for the store's answer about its call id.
   private var parked: [String: [Parked]] = [:]
+  /// `parked` for a look-up, read out of the property first; changes go through `changeParked`
+  /// (see `SocketGate.table`: the per-message look-up was a runtime exclusivity check).
+  private var parkedNow: [String: [Parked]] { parked }
   /// The senders waiting on each call id the store is being asked about.
   private var asking: [CallID: [String]] = [:]
   /// Requests one sender may have waiting behind a call-id check.
@@ -145,7 +148,7 @@ final class RequestPipeline {
         return
       }
     }
-    let senderParked = !parked.isEmpty && parked[session.id] != nil
+    let senderParked = !parkedNow.isEmpty && parkedNow[session.id] != nil
     if fastLane, !senderParked, case .candidate(let m) = message, m.toDevice == nil,
       !outcomes.holds(m.callId),
       let target = desk.plainCandidateTarget(m.callId, from: session.identity, now: clock.now)
@@ -214,7 +217,7 @@ final class RequestPipeline {
     let parkedRequest = Parked(
       message: request.message, id: request.id, from: request.from, session: nil, forwarded: request,
       received: ContinuousClock.now)
-    if parked[sender] != nil { return park(parkedRequest, sender: sender) }
+    if parkedNow[sender] != nil { return park(parkedRequest, sender: sender) }
     decide(parkedRequest, sender: sender, history: .notAsked)
   }
 
@@ -279,7 +282,7 @@ final class RequestPipeline {
   // MARK: - Waiting for the store
 
   private func park(_ request: Parked, sender: String, first: Bool = false) {
-    var queue = parked[sender] ?? []
+    var queue = parkedNow[sender] ?? []
     guard first || queue.count < Self.maxParked else {
       let refusal = ServerMessage.error(
         .init(
@@ -290,7 +293,16 @@ final class RequestPipeline {
       return
     }
     if first { queue.insert(request, at: 0) } else { queue.append(request) }
-    parked[sender] = queue
+    changeParked { $0[sender] = queue }
+  }
+
+  /// Changes `parked` on the map moved out of the property and back (see `parkedNow`).
+  @discardableResult
+  private func changeParked<Result>(_ change: (inout [String: [Parked]]) -> Result) -> Result {
+    var map: [String: [Parked]] = [:]
+    swap(&map, &parked)
+    defer { swap(&map, &parked) }
+    return change(&map)
   }
 
   /// Asks the store whether any call ever had the id, off the hub's thread (`.callIdChecked`).
@@ -318,13 +330,13 @@ final class RequestPipeline {
   /// order, until one waits again.
   func checked(_ callId: CallID, _ history: CallDesk.History) {
     for sender in asking.removeValue(forKey: callId) ?? [] {
-      guard var queue = parked.removeValue(forKey: sender), !queue.isEmpty else { continue }
+      guard var queue = changeParked({ $0.removeValue(forKey: sender) }), !queue.isEmpty else { continue }
       let first = queue.removeFirst()
       decide(first, sender: sender, history: history)
-      while !queue.isEmpty, parked[sender] == nil {
+      while !queue.isEmpty, parkedNow[sender] == nil {
         decide(queue.removeFirst(), sender: sender, history: .notAsked)
       }
-      if !queue.isEmpty { parked[sender, default: []] += queue }
+      if !queue.isEmpty { changeParked { $0[sender, default: []] += queue } }
     }
   }
 

@@ -55,7 +55,22 @@ final class SocketGate {
   }
 
   var count: Int { sockets.count }
-  subscript(id: UInt64) -> SocketState? { sockets[id] }
+  subscript(id: UInt64) -> SocketState? { table[id] }
+
+  /// `sockets` for a look-up: the map is read out of the property (one access, no call inside
+  /// it) and searched after. An access to the property spanning the dictionary's own calls made
+  /// every access to it a runtime exclusivity check, the look-up of each message's socket
+  /// included; changes go through `changeSockets` for the same reason.
+  private var table: [UInt64: SocketState] { sockets }
+
+  /// Changes `sockets` on the map moved out of the property and back (see `table`).
+  @discardableResult
+  private func changeSockets<Result>(_ change: (inout [UInt64: SocketState]) -> Result) -> Result {
+    var map: [UInt64: SocketState] = [:]
+    swap(&map, &sockets)
+    defer { swap(&map, &sockets) }
+    return change(&map)
+  }
 
   /// A new socket: closed at once past the per-address limit (not tracked: its close finds no
   /// state), otherwise tracked with its hello deadline running. `armTimer` is called when no timer
@@ -71,7 +86,7 @@ final class SocketGate {
     perAddress[connection.remoteAddress, default: 0] += 1
     let state = SocketState(
       connection: connection, headerToken: request.bearerToken, messages: TokenBucket(limits.messageRate, now: now))
-    sockets[connection.id] = state
+    changeSockets { $0[connection.id] = state }
     helloDeadlines.append((connection.id, now.addingTimeInterval(helloTimeout.seconds)))
     if !helloTimerRunning {
       helloTimerRunning = true
@@ -88,7 +103,7 @@ final class SocketGate {
     let horizon = now.addingTimeInterval(0.001)
     while let oldest = helloDeadlines.first, oldest.deadline <= horizon {
       helloDeadlines.popFirst()
-      if let state = sockets[oldest.socketID], !state.helloAccepted, state.session == nil { expired.append(state) }
+      if let state = table[oldest.socketID], !state.helloAccepted, state.session == nil { expired.append(state) }
     }
     // An idle gate keeps no queue storage.
     if helloDeadlines.isEmpty { helloDeadlines = FIFOQueue() }
@@ -102,7 +117,7 @@ final class SocketGate {
 
   /// The socket closed: its state, if it was tracked.
   func close(_ connection: WebSocketConnection) -> SocketState? {
-    guard let state = sockets.removeValue(forKey: connection.id) else { return nil }
+    guard let state = changeSockets({ $0.removeValue(forKey: connection.id) }) else { return nil }
     let address = connection.remoteAddress
     if let open = perAddress[address] { perAddress[address] = open > 1 ? open - 1 : nil }
     return state
@@ -150,6 +165,6 @@ final class SocketGate {
 
   /// Closes every socket (the cluster lost its sessions, or the server stops).
   func closeAll(code: CloseCode, reason: String) {
-    for state in sockets.values { state.connection.close(code: UInt16(code.rawValue), reason: reason) }
+    for state in table.values { state.connection.close(code: UInt16(code.rawValue), reason: reason) }
   }
 }
