@@ -18,9 +18,13 @@ public struct SliceRecord: Sendable, Equatable {
     self.messages = messages
   }
 
-  func cpu(_ target: SliceTarget) -> Double { cpuSeconds.indices.contains(target.rawValue) ? cpuSeconds[target.rawValue] : 0 }
+  func cpu(_ target: SliceTarget) -> Double {
+    cpuSeconds.indices.contains(target.rawValue) ? cpuSeconds[target.rawValue] : 0
+  }
   func system(_ target: SliceTarget) -> Double {
     systemSeconds.indices.contains(target.rawValue) ? systemSeconds[target.rawValue] : 0
   }
-  func relayed(_ target: SliceTarget) -> Int { messages.indices.contains(target.rawValue) ? messages[target.rawValue] : 0 }
+  func relayed(_ target: SliceTarget) -> Int {
+    messages.indices.contains(target.rawValue) ? messages[target.rawValue] : 0
+  }
 }

@@ -69,7 +69,8 @@ enum BenchSignalingCommand {
   /// Dialtone build (`--baseline-binary`) as B.
   private static func runInterleaved(_ options: Options, _ arguments: ArgumentList) async throws -> Int32 {
     let settings = BenchSignalingInterleaved.Settings(
-      sliceSeconds: try arguments.double("slice", default: 1), warmupPairs: try arguments.int("warmup-pairs", default: 1))
+      sliceSeconds: try arguments.double("slice", default: 1),
+      warmupPairs: try arguments.int("warmup-pairs", default: 1))
     guard settings.sliceSeconds > 0, settings.warmupPairs >= 0, options.seconds > 0 else {
       throw ArgumentError(message: "--slice and --seconds must be positive, --warmup-pairs not negative")
     }
@@ -83,7 +84,12 @@ enum BenchSignalingCommand {
     }
     try await BenchSignalingInterleaved.run(
       options, settings,
-      starting: [(arguments.string("baseline-binary") == nil ? "dialtone" : "A", { try await startDialtone(options, serverBinary: server) }), baseline])
+      starting: [
+        (
+          arguments.string("baseline-binary") == nil ? "dialtone" : "A",
+          { try await startDialtone(options, serverBinary: server) }
+        ), baseline,
+      ])
     return 0
   }
 

@@ -140,8 +140,8 @@ enum BenchSignalingInterleaved {
           format:
             "CPU per relayed message: %.3f (its slices); median of %d pair ratios %.3f, quartiles %.3f–%.3f, 95 %% bootstrap %.3f–%.3f; whole run %.3f",
           summary.ratio, summary.pairRatios.count, summary.pairMedian,
-        summary.pairLowerQuartile, summary.pairUpperQuartile, summary.bootstrapLow, summary.bootstrapHigh,
-        summary.wholeRunRatio))
+          summary.pairLowerQuartile, summary.pairUpperQuartile, summary.bootstrapLow, summary.bootstrapHigh,
+          summary.wholeRunRatio))
     lines.append("pair ratios: " + summary.pairRatios.map { String(format: "%.3f", $0) }.joined(separator: " "))
     return lines.joined(separator: "\n")
   }

@@ -34,7 +34,9 @@ final class IdleHolder {
       guard child.process.isRunning else {
         throw ArgumentError(message: "the idle sockets' process exited (\(child.process.terminationStatus))")
       }
-      guard Date() < deadline else { throw ArgumentError(message: "the idle sockets were not ready in \(Int(timeout)) s") }
+      guard Date() < deadline else {
+        throw ArgumentError(message: "the idle sockets were not ready in \(Int(timeout)) s")
+      }
       try await Task.sleep(for: .milliseconds(50))
     }
   }

@@ -78,7 +78,9 @@ private func slice(
   }
 
   @Test func aPairWithoutBothTargetsOrMessagesIsNoFigure() {
-    let summary = InterleavedSummary(records: [slice(.a, messages: 1_000, micros: 20), slice(.a, messages: 5, micros: 1)])
+    let summary = InterleavedSummary(records: [
+      slice(.a, messages: 1_000, micros: 20), slice(.a, messages: 5, micros: 1),
+    ])
     #expect(summary.pairRatios.isEmpty)
     #expect(summary.pairMedian.isNaN)
     #expect(summary.b.cpuMicrosPerMessage.isNaN)
