@@ -8,37 +8,37 @@
 ///   the switches, but its idle cost over the other's slices (its timers, its 10,000 idle
 ///   sockets' pings) counts as if it were cost per message.
 /// The spread is from the pairs (slices 2k and 2k+1, one of each target, adjacent in time).
-public struct InterleavedSummary: Sendable {
-  public struct Target: Sendable {
+package struct InterleavedSummary: Sendable {
+  package struct Target: Sendable {
     /// Slice windows (above).
-    public var cpuMicrosPerMessage: Double
+    package var cpuMicrosPerMessage: Double
     /// The kernel's part of `cpuMicrosPerMessage`.
-    public var systemMicrosPerMessage: Double
+    package var systemMicrosPerMessage: Double
     /// Whole run (above).
-    public var wholeRunCPUMicrosPerMessage: Double
+    package var wholeRunCPUMicrosPerMessage: Double
     /// Its CPU while the other target was loaded, in % of one core.
-    public var idleCPUPercent: Double
+    package var idleCPUPercent: Double
     /// Messages it relayed per second of its own slices.
-    public var messagesPerSecond: Double
+    package var messagesPerSecond: Double
   }
 
-  public let a: Target
-  public let b: Target
+  package let a: Target
+  package let b: Target
   /// A's CPU per message ÷ B's, slice windows, from the sums over all measured slices.
-  public let ratio: Double
+  package let ratio: Double
   /// The same from the whole-run accounting.
-  public let wholeRunRatio: Double
+  package let wholeRunRatio: Double
   /// One ratio (slice windows) per measured pair, in order.
-  public let pairRatios: [Double]
-  public let pairMedian: Double
-  public let pairLowerQuartile: Double
-  public let pairUpperQuartile: Double
+  package let pairRatios: [Double]
+  package let pairMedian: Double
+  package let pairLowerQuartile: Double
+  package let pairUpperQuartile: Double
   /// A 95 % interval of `ratio`: the pairs resampled with replacement (a seeded generator, so
   /// the same records give the same interval).
-  public let bootstrapLow: Double
-  public let bootstrapHigh: Double
+  package let bootstrapLow: Double
+  package let bootstrapHigh: Double
 
-  public init(records: [SliceRecord], resamples: Int = 2_000, seed: UInt64 = 1) {
+  package init(records: [SliceRecord], resamples: Int = 2_000, seed: UInt64 = 1) {
     a = Self.target(.a, records)
     b = Self.target(.b, records)
     ratio = a.cpuMicrosPerMessage / b.cpuMicrosPerMessage

@@ -1,6 +1,6 @@
 /// Quantiles of sorted values, interpolated between the two nearest ranks.
-public enum Quantile {
-  public static func of(_ sorted: [Double], _ q: Double) -> Double {
+package enum Quantile {
+  package static func of(_ sorted: [Double], _ q: Double) -> Double {
     guard !sorted.isEmpty else { return .nan }
     let position = Double(sorted.count - 1) * min(max(q, 0), 1)
     let low = Int(position.rounded(.down))

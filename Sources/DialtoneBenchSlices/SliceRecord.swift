@@ -1,16 +1,16 @@
 /// What one slice of an interleaved run measured, for both targets: the loaded one's load, and
 /// the other's idle cost and the tail of its previous slice's messages.
-public struct SliceRecord: Sendable, Equatable {
-  public var loaded: SliceTarget
-  public var seconds: Double
+package struct SliceRecord: Sendable, Equatable {
+  package var loaded: SliceTarget
+  package var seconds: Double
   /// CPU seconds each target spent over the slice, indexed by `SliceTarget.rawValue`.
-  public var cpuSeconds: [Double]
+  package var cpuSeconds: [Double]
   /// The kernel's part of `cpuSeconds` (clock-tick resolution), indexed the same way.
-  public var systemSeconds: [Double]
+  package var systemSeconds: [Double]
   /// Messages each target relayed over the slice, indexed the same way.
-  public var messages: [Int]
+  package var messages: [Int]
 
-  public init(loaded: SliceTarget, seconds: Double, cpuSeconds: [Double], systemSeconds: [Double], messages: [Int]) {
+  package init(loaded: SliceTarget, seconds: Double, cpuSeconds: [Double], systemSeconds: [Double], messages: [Int]) {
     self.loaded = loaded
     self.seconds = seconds
     self.cpuSeconds = cpuSeconds
