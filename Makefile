@@ -5,7 +5,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8080
 CONNECTIONS ?= 15000
 
-.PHONY: deps bench-deps build release run test format lint ios-check autobahn-full bench-ws bench-signaling bench-push bench-gate bench-setup bench-codec bench-group bench-video bench-video-change bench-cluster bench-sizing bench-private-preconnect bench-quality fuzz clean
+.PHONY: deps bench-deps build release run test format lint ios-check autobahn-full bench-ws bench-signaling bench-signaling-sequential bench-signaling-ab bench-push bench-gate bench-setup bench-codec bench-group bench-video bench-video-change bench-cluster bench-sizing bench-private-preconnect bench-quality fuzz clean
 
 deps:
 	@scripts/deps.sh
@@ -63,12 +63,26 @@ bench-deps:
 bench-ws: release
 	.build/release/dialtone-bench ws --connections $(CONNECTIONS)
 
-# K concurrent calls relayed at RATE msg/s with IDLE idle sockets held, then the same against Node + ws.
+# K concurrent calls relayed at RATE msg/s with IDLE idle sockets held, Dialtone and Node + ws up at
+# once, the load switched between them in 1 s slices (A B B A), 20 s each: the ratio and its spread
+# from one stretch of the machine's time (docs/benchmarks.md, "An interleaved bench-signaling").
 CALLS ?= 100
 IDLE ?= 10000
 RATE ?= 5000
 bench-signaling: release bench-deps
+	.build/release/dialtone-bench signaling --interleave --calls $(CALLS) --idle $(IDLE) --rate $(RATE) --seconds 20
+
+# The same load on Dialtone for 20 s, then on Node for 20 s (as bench-gate runs it).
+bench-signaling-sequential: release bench-deps
 	.build/release/dialtone-bench signaling --calls $(CALLS) --idle $(IDLE) --rate $(RATE) --seconds 20
+
+# Two dialtone-server binaries, interleaved as above: A's CPU per relayed message ÷ B's, with its
+# spread. make bench-signaling-ab A=/tmp/x/dialtone-server B=/tmp/main/dialtone-server
+A ?= .build/release/dialtone-server
+bench-signaling-ab: release
+	@test -n "$(B)" || { echo "bench-signaling-ab: give B=<the baseline dialtone-server>"; exit 2; }
+	.build/release/dialtone-bench signaling --interleave --server-binary $(A) --baseline-binary $(B) \
+	  --calls $(CALLS) --idle $(IDLE) --rate $(RATE) --seconds 20
 
 clean:
 	rm -rf .build

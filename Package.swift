@@ -132,10 +132,12 @@ let package = Package(
         "DialtoneCommandLine", "DialtoneSupport",
       ],
       swiftSettings: [.unsafeFlags(gstreamerIncludes.flatMap { ["-Xcc", "-I\($0)"] })]),
+    // The interleaved signaling benchmark's slice order and accounting: pure values, tested.
+    .target(name: "DialtoneBenchSlices"),
     .executableTarget(
       name: "dialtone-bench",
       dependencies: [
-        "DialtoneAuth", "DialtonePush", "DialtoneNet",
+        "DialtoneAuth", "DialtoneBenchSlices", "DialtonePush", "DialtoneNet",
         "DialtoneProtocol", "DialtoneJSON", "DialtoneHTTPClient", "DialtoneHTTP2",
         "DialtoneCrypto", "DialtoneCommandLine", "DialtoneSupport",
       ]),
@@ -165,6 +167,7 @@ let package = Package(
       name: "DialtoneRedisTests",
       dependencies: ["DialtoneRedis", "DialtoneCluster", "DialtoneMetrics", "DialtoneTestSupport", "DialtoneTLS"]),
     .testTarget(name: "DialtoneMetricsTests", dependencies: ["DialtoneMetrics"]),
+    .testTarget(name: "DialtoneBenchSlicesTests", dependencies: ["DialtoneBenchSlices"]),
     .testTarget(
       name: "DialtoneCallsTests",
       dependencies: ["DialtoneCalls", "DialtoneProtocol", "DialtoneSupport", "DialtoneTestSupport"]),

@@ -37,6 +37,7 @@ enum BenchSignalingCommand {
     ResourceLimits.raiseOpenFiles()
     let targets = arguments.strings("target")
     if !targets.isEmpty { return try await runDeployed(options, targets: targets, arguments) }
+    if arguments.flag("interleave") { return try await runInterleaved(options, arguments) }
     var rows: [(String, Report)] = []
     if !arguments.flag("node-only") {
       rows.append(
@@ -63,6 +64,34 @@ enum BenchSignalingCommand {
   }
 
   // MARK: - Targets
+
+  /// `--interleave`: Dialtone (`--server-binary`) as A against the Node relay, or against another
+  /// Dialtone build (`--baseline-binary`) as B.
+  private static func runInterleaved(_ options: Options, _ arguments: ArgumentList) async throws -> Int32 {
+    let settings = BenchSignalingInterleaved.Settings(
+      sliceSeconds: try arguments.double("slice", default: 1),
+      warmupPairs: try arguments.int("warmup-pairs", default: 1))
+    guard settings.sliceSeconds > 0, settings.warmupPairs >= 0, options.seconds > 0 else {
+      throw ArgumentError(message: "--slice and --seconds must be positive, --warmup-pairs not negative")
+    }
+    let server = arguments.string("server-binary") ?? siblingBinary("dialtone-server")
+    let baseline: (name: String, start: () async throws -> StartedTarget)
+    if let other = arguments.string("baseline-binary") {
+      baseline = ("baseline", { try await startDialtone(options, serverBinary: other) })
+    } else {
+      let script = arguments.string("node-relay") ?? "bench/node-relay.js"
+      baseline = ("node ws relay", { try await startNode(options, script: script) })
+    }
+    try await BenchSignalingInterleaved.run(
+      options, settings,
+      starting: [
+        (
+          arguments.string("baseline-binary") == nil ? "dialtone" : "A",
+          { try await startDialtone(options, serverBinary: server) }
+        ), baseline,
+      ])
+    return 0
+  }
 
   /// Servers someone else started (`bench/cluster_bench.py`: a cluster's nodes): each call's
   /// callee is on the node after its caller's, and the CPU of every `--measure-pid` counts.
@@ -93,6 +122,38 @@ enum BenchSignalingCommand {
   }
 
   private static func runDialtone(_ options: Options, serverBinary: String) async throws -> Report {
+    let target = try await startDialtone(options, serverBinary: serverBinary)
+    defer { target.stop() }
+    return try await drive(options, dialect: target.dialect, serverPID: target.pid)
+  }
+
+  private static func runNode(_ options: Options, script: String) async throws -> Report {
+    let target = try await startNode(options, script: script)
+    defer { target.stop() }
+    return try await drive(options, dialect: target.dialect, serverPID: target.pid)
+  }
+
+  /// A relay this command started, listening, and how to speak to it.
+  struct StartedTarget {
+    let process: ChildProcess
+    let url: String
+    /// The server's `--auth-secret`: Dialtone's dialect; nil: the Node relay's.
+    let secret: String?
+    let dataDirectory: String?
+
+    var pid: Int32 { process.pid }
+    var dialect: any SignalingDialect {
+      guard let secret else { return NodeRelayDialect(url: url) }
+      return DialtoneDialect(url: url, secret: Array(secret.utf8))
+    }
+
+    func stop() {
+      process.terminate()
+      if let dataDirectory { try? FileManager.default.removeItem(atPath: dataDirectory) }
+    }
+  }
+
+  static func startDialtone(_ options: Options, serverBinary: String) async throws -> StartedTarget {
     let secret = "bench-" + UUID().uuidString
     let port = try FreePort.pick()
     let dataDirectory = NSTemporaryDirectory() + "dialtone-bench-\(UUID().uuidString)"
@@ -104,23 +165,29 @@ enum BenchSignalingCommand {
         // Every socket comes from one address, and the load is the point: no limits in the way.
         "--max-connections-per-ip", "0", "--messages-per-second", "0", "--invites-per-minute", "0",
       ])
-    let server = try ChildProcess(path, serverArguments)
-    defer {
-      server.terminate()
-      try? FileManager.default.removeItem(atPath: dataDirectory)
-    }
-    try await waitForPort(port)
-    let dialect = DialtoneDialect(url: "ws://127.0.0.1:\(port)/v1/ws", secret: Array(secret.utf8))
-    return try await drive(options, dialect: dialect, serverPID: server.pid)
+    let target = StartedTarget(
+      process: try ChildProcess(path, serverArguments), url: "ws://127.0.0.1:\(port)/v1/ws", secret: secret,
+      dataDirectory: dataDirectory)
+    return try await listening(target, port: port)
   }
 
-  private static func runNode(_ options: Options, script: String) async throws -> Report {
+  static func startNode(_ options: Options, script: String) async throws -> StartedTarget {
     let port = try FreePort.pick()
     let (path, nodeArguments) = options.command("/usr/bin/env", ["node", script, "\(port)"])
-    let node = try ChildProcess(path, nodeArguments)
-    defer { node.terminate() }
-    try await waitForPort(port)
-    return try await drive(options, dialect: NodeRelayDialect(url: "ws://127.0.0.1:\(port)/"), serverPID: node.pid)
+    let target = StartedTarget(
+      process: try ChildProcess(path, nodeArguments), url: "ws://127.0.0.1:\(port)/", secret: nil, dataDirectory: nil)
+    return try await listening(target, port: port)
+  }
+
+  /// `target` once it accepts connections; stopped if it never does.
+  private static func listening(_ target: StartedTarget, port: Int) async throws -> StartedTarget {
+    do {
+      try await waitForPort(port)
+      return target
+    } catch {
+      target.stop()
+      throw error
+    }
   }
 
   static func waitForPort(_ port: Int) async throws {
@@ -170,17 +237,7 @@ enum BenchSignalingCommand {
     let dialects = layout.dialects
     let stats = LoadStats()
 
-    // Idle sockets, connected in batches.
-    var idle: [WebSocketClientConnection] = []
-    var index = 0
-    while index < options.idle {
-      let end = min(index + 500, options.idle)
-      for n in index..<end {
-        idle.append(try dialects[n % dialects.count].connect(client, user: "idle\(n)", stats: stats) { _, _ in })
-      }
-      try await stats.waitForReady(end, timeout: 60)
-      index = end
-    }
+    let idle = try await connectIdle(options.idle, dialects: dialects, client: client, stats: stats)
 
     let pairs = try (0..<options.calls).map {
       try CallPair(
@@ -196,27 +253,7 @@ enum BenchSignalingCommand {
     let clientBaseline = try ProcessStats.read(pid: getpid())
     stats.startMeasuring()
 
-    // Pacing: every 2 ms, send what the target rate says is due, round-robin over the calls.
-    let start = Date()
-    var sent = 0
-    var turn = 0
-    while Date().timeIntervalSince(start) < options.seconds {
-      let due = Int(Date().timeIntervalSince(start) * Double(options.rate)) - sent
-      var budget = due
-      var idleRounds = 0
-      while budget > 0 && idleRounds < pairs.count {
-        if pairs[turn % pairs.count].step() {
-          budget -= 1
-          sent += 1
-          idleRounds = 0
-        } else {
-          idleRounds += 1
-        }
-        turn += 1
-      }
-      try await Task.sleep(for: .milliseconds(2))
-    }
-    let elapsed = Date().timeIntervalSince(start)
+    let elapsed = try await pace(pairs, rate: options.rate, seconds: options.seconds)
     try await Task.sleep(for: .milliseconds(500))  // let the last messages land
     let loaded = try ProcessStats.read(pids: layout.measured)
     let breakdownLoaded = try ProcessStats.read(pids: layout.breakdown)
@@ -229,11 +266,7 @@ enum BenchSignalingCommand {
     // holding descriptors (the soft limit is 20,000 here).
     await ProcessStats.waitForOpenDescriptors(below: 1_000, seconds: 30)
 
-    let latencies = stats.latencies.sorted()
-    func percentile(_ p: Double) -> Double {
-      guard !latencies.isEmpty else { return .nan }
-      return latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]
-    }
+    let percentile = stats.latencyPercentiles()
     let relayed = stats.relayedMessages
     return Report(
       messagesPerSecond: Double(relayed) / elapsed, callsPerSecond: Double(stats.completedCalls) / elapsed,
@@ -249,6 +282,48 @@ enum BenchSignalingCommand {
         ? (breakdownLoaded.cpuSeconds - breakdownBaseline.cpuSeconds) / Double(relayed) * 1_000_000 : nil,
       breakdownEachMicrosPerMessage: relayed > 0
         ? zip(eachBaseline, eachLoaded).map { ($1.cpuSeconds - $0.cpuSeconds) / Double(relayed) * 1_000_000 } : [])
+  }
+
+  /// `count` idle authenticated sockets, spread over `dialects`, connected in batches of 500.
+  static func connectIdle(
+    _ count: Int, dialects: [any SignalingDialect], client: WebSocketClient, stats: LoadStats
+  ) async throws -> [WebSocketClientConnection] {
+    var idle: [WebSocketClientConnection] = []
+    var index = 0
+    while index < count {
+      let end = min(index + 500, count)
+      for n in index..<end {
+        idle.append(try dialects[n % dialects.count].connect(client, user: "idle\(n)", stats: stats) { _, _ in })
+      }
+      try await stats.waitForReady(end, timeout: 60)
+      index = end
+    }
+    return idle
+  }
+
+  /// Sends `rate` messages a second over `pairs` for `seconds`; returns the time it took. Every
+  /// 2 ms it sends what the rate says is due, round-robin over the calls.
+  static func pace(_ pairs: [CallPair], rate: Int, seconds: Double) async throws -> Double {
+    let start = Date()
+    var sent = 0
+    var turn = 0
+    while Date().timeIntervalSince(start) < seconds {
+      let due = Int(Date().timeIntervalSince(start) * Double(rate)) - sent
+      var budget = due
+      var idleRounds = 0
+      while budget > 0 && idleRounds < pairs.count {
+        if pairs[turn % pairs.count].step() {
+          budget -= 1
+          sent += 1
+          idleRounds = 0
+        } else {
+          idleRounds += 1
+        }
+        turn += 1
+      }
+      try await Task.sleep(for: .milliseconds(2))
+    }
+    return Date().timeIntervalSince(start)
   }
 
   struct Report {

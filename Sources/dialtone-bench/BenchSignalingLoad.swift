@@ -270,6 +270,15 @@ final class LoadStats: Sendable {
   var completedCalls: Int { counts.withLock { $0.calls } }
   var latencies: [Double] { counts.withLock { $0.samples } }
 
+  /// The relay latency (ms) below which a fraction `p` of the samples lie (NaN without samples).
+  func latencyPercentiles() -> (Double) -> Double {
+    let latencies = self.latencies.sorted()
+    return { p in
+      guard !latencies.isEmpty else { return .nan }
+      return latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]
+    }
+  }
+
   func waitForReady(_ target: Int, timeout: Double) async throws {
     let deadline = Date().addingTimeInterval(timeout)
     while counts.withLock({ $0.readyCount }) < target {

@@ -10,9 +10,12 @@ final class ChildProcess {
   let process = Process()
   var pid: Int32 { process.processIdentifier }
 
-  init(_ path: String, _ arguments: [String]) throws {
+  /// `input` and `output`: pipes for the child's stdin and stdout (else it shares this process's).
+  init(_ path: String, _ arguments: [String], input: Pipe? = nil, output: Pipe? = nil) throws {
     process.executableURL = URL(fileURLWithPath: path)
     process.arguments = arguments
+    if let input { process.standardInput = input }
+    if let output { process.standardOutput = output }
     try process.run()
   }
 
@@ -58,6 +61,21 @@ struct ProcessStats {
 }
 
 extension ProcessStats {
+  /// Each thread's time on a CPU so far, in nanoseconds, by thread id (for `ThreadTimes`).
+  static func threadRunNanos(pid: Int32) -> [Int32: UInt64] {
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+    var times: [Int32: UInt64] = [:]
+    for task in tasks {
+      // A thread may end between the listing and the read: it is then left out.
+      guard let thread = Int32(task),
+        let text = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/schedstat", encoding: .utf8),
+        let nanos = text.split(separator: " ").first.flatMap({ UInt64($0) })
+      else { continue }
+      times[thread] = nanos
+    }
+    return times
+  }
+
   /// This process's open descriptors.
   static func openDescriptors() -> Int {
     (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0

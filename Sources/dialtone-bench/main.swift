@@ -34,7 +34,19 @@ private let benchmarks: [Subcommand] = [
       .repeatable("breakdown-pid", "with --target: a measured process also reported on its own (Redis)"),
       .value("label", "with --target: the row's name (default: the number of targets)"),
       .flag("json", "with --target: print the report as JSON"),
+      .flag("interleave", "both targets up at once, the load switched between them in slices (A B B A)"),
+      .value("slice", "with --interleave: seconds per slice (default 1); --seconds is per target"),
+      .value("warmup-pairs", "with --interleave: slice pairs run first and left out (default 1)"),
+      .value("baseline-binary", "with --interleave: B is this dialtone-server instead of the Node relay"),
     ], run: BenchSignalingCommand.run),
+  Subcommand(
+    "signaling-idle", "(for signaling --interleave) hold N idle sockets to one relay until stdin closes",
+    options: [
+      .value("url", "the relay's WebSocket URL"),
+      .value("secret", "Dialtone's --auth-secret (without it: the Node relay's dialect)"),
+      .value("count", "idle sockets (default 10000)"),
+      .value("seconds", "exit after this long at the latest (default 600)"),
+    ], run: BenchSignalingIdleCommand.run),
   Subcommand(
     "push", "VoIP pushes to an APNs mock over one HTTP/2 connection, against aioapns",
     options: [
