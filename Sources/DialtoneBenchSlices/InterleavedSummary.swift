@@ -22,6 +22,12 @@ package struct InterleavedSummary: Sendable {
     package var messagesPerSecond: Double
   }
 
+  /// Both targets' figures in one pair of slices.
+  package struct PairFigures: Sendable, Equatable {
+    package var a: Double
+    package var b: Double
+  }
+
   package let a: Target
   package let b: Target
   /// A's CPU per message ÷ B's, slice windows, from the sums over all measured slices.
@@ -30,6 +36,9 @@ package struct InterleavedSummary: Sendable {
   package let wholeRunRatio: Double
   /// One ratio (slice windows) per measured pair, in order.
   package let pairRatios: [Double]
+  /// Each target's CPU per message in each measured pair, in order: a ratio that moves through a
+  /// run says which target moved (one getting cheaper as it warms, the other dearer as it grows).
+  package let pairMicros: [PairFigures]
   package let pairMedian: Double
   package let pairLowerQuartile: Double
   package let pairUpperQuartile: Double
@@ -45,7 +54,10 @@ package struct InterleavedSummary: Sendable {
     wholeRunRatio = a.wholeRunCPUMicrosPerMessage / b.wholeRunCPUMicrosPerMessage
     let pairs = stride(from: 0, to: records.count - 1, by: 2).map { Array(records[$0...$0 + 1]) }
       .filter { Set($0.map(\.loaded)).count == 2 }
-    pairRatios = pairs.map { Self.ratio(of: $0) }
+    pairMicros = pairs.map {
+      PairFigures(a: Self.target(.a, $0).cpuMicrosPerMessage, b: Self.target(.b, $0).cpuMicrosPerMessage)
+    }
+    pairRatios = pairMicros.map { $0.a / $0.b }
     let sorted = pairRatios.filter(\.isFinite).sorted()
     pairMedian = Quantile.of(sorted, 0.5)
     pairLowerQuartile = Quantile.of(sorted, 0.25)

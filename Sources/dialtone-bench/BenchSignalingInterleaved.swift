@@ -143,6 +143,12 @@ enum BenchSignalingInterleaved {
           summary.pairLowerQuartile, summary.pairUpperQuartile, summary.bootstrapLow, summary.bootstrapHigh,
           summary.wholeRunRatio))
     lines.append("pair ratios: " + summary.pairRatios.map { String(format: "%.3f", $0) }.joined(separator: " "))
+    lines.append(
+      "pair µs/msg, \(sides[0].name): " + summary.pairMicros.map { String(format: "%.2f", $0.a) }.joined(separator: " ")
+    )
+    lines.append(
+      "pair µs/msg, \(sides[1].name): " + summary.pairMicros.map { String(format: "%.2f", $0.b) }.joined(separator: " ")
+    )
     return lines.joined(separator: "\n")
   }
 }

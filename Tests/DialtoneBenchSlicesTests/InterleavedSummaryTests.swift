@@ -34,6 +34,9 @@ private func slice(
     #expect(abs(summary.pairRatios[0] - 0.9) < 1e-9)
     #expect(abs(summary.pairRatios[1] - 1.1) < 1e-9)
     #expect(abs(summary.pairMedian - 1.0) < 1e-9)
+    // Which target moved between the pairs: A, from 18 to 22.
+    #expect(summary.pairMicros.map(\.a).map { $0.rounded() } == [18, 22])
+    #expect(summary.pairMicros.map(\.b).map { $0.rounded() } == [20, 20])
   }
 
   // The machine running twice as slow in the second pair moves both targets alike: the ratio
