@@ -133,7 +133,7 @@ let package = Package(
       ],
       swiftSettings: [.unsafeFlags(gstreamerIncludes.flatMap { ["-Xcc", "-I\($0)"] })]),
     // The interleaved signaling benchmark's slice order and accounting: pure values, tested.
-    .target(name: "DialtoneBenchSlices"),
+    .target(name: "DialtoneBenchSlices", dependencies: ["DialtoneSupport"]),
     .executableTarget(
       name: "dialtone-bench",
       dependencies: [

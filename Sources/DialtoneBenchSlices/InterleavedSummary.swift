@@ -1,3 +1,5 @@
+import DialtoneSupport
+
 /// The figures of an interleaved run, from its measured slices (the warm-up left out), in order.
 ///
 /// Two accountings of a target's CPU per relayed message:

@@ -1,4 +1,5 @@
 import DialtoneProtocol
+import DialtoneSupport
 import Foundation
 
 /// The call ids ever used, held in memory as a scalable Bloom filter, so that the desk can decide
@@ -110,10 +111,9 @@ package struct UsedCallIdFilter: Sendable {
     var hasher = Hasher()
     hasher.combine(callId)
     let a = UInt64(bitPattern: Int64(hasher.finalize()))
-    // splitmix64's finaliser: a second hash independent enough of the first for double hashing.
-    var z = a &+ 0x9E37_79B9_7F4A_7C15
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return (a, (z ^ (z >> 31)) | 1)
+    // SplitMix64's first output from the first hash: a second hash independent enough of it for
+    // double hashing.
+    var mixer = SplitMix64(seed: a)
+    return (a, mixer.next() | 1)
   }
 }

@@ -1,17 +1,13 @@
-/// SplitMix64: the same numbers from the same seed on every run, so a generated test that fails
-/// replays from its seed.
+import DialtoneSupport
+
+/// The same numbers from the same seed on every run (`SplitMix64`), so a generated test that
+/// fails replays from its seed.
 public struct SeededGenerator: RandomNumberGenerator {
-  public var state: UInt64
+  private var numbers: SplitMix64
 
-  public init(seed: UInt64) { state = seed }
+  public init(seed: UInt64) { numbers = SplitMix64(seed: seed) }
 
-  public mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
+  public mutating func next() -> UInt64 { numbers.next() }
 
   /// A number in `0..<n`.
   public mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
