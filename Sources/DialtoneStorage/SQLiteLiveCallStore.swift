@@ -87,10 +87,7 @@ package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
             if callsWithSignals.count >= Self.maxCallsWithSignals { signalsUntracked = true }
             if !signalsUntracked { callsWithSignals.insert(callId) }
           case .ended(let record, let callerDevice, let blocked):
-            encodedInvites.removeValue(forKey: record.callId)
-            try deleteSignals(of: record.callId, into: &signalsDeleted)
-            try writer.query(constant: "DELETE FROM live_calls WHERE call_id = ?", [.text(record.callId)])
-            try SQLiteStore.insert(record, into: writer, callerDevice: callerDevice, blocked: blocked)
+            try end(record, callerDevice: callerDevice, blocked: blocked, signalsDeleted: &signalsDeleted)
           case .groupLive(let record, let silenced, _):
             try writer.query(
               constant: "INSERT OR REPLACE INTO live_group_calls (call_id, record, silenced) VALUES (?, ?, ?)",
@@ -153,6 +150,17 @@ package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
 
   /// How many calls' invites are kept encoded (tests).
   package var encodedInviteCount: Int { writerLock.withLock { encodedInvites.count } }
+
+  /// The live state goes and the record is added; a record already under this id is kept as it
+  /// is (ids are checked before a call starts, so this would be a bug, not a retry).
+  private func end(
+    _ record: CallRecord, callerDevice: String, blocked: Bool, signalsDeleted: inout [CallID]
+  ) throws {
+    encodedInvites.removeValue(forKey: record.callId)
+    try deleteSignals(of: record.callId, into: &signalsDeleted)
+    try writer.query(constant: "DELETE FROM live_calls WHERE call_id = ?", [.text(record.callId)])
+    try SQLiteStore.insert(record, into: writer, callerDevice: callerDevice, blocked: blocked)
+  }
 
   /// How many calls may have caller signals stored, as the writer counts them (tests).
   package var callsWithSignalsCount: Int { writerLock.withLock { callsWithSignals.count } }
