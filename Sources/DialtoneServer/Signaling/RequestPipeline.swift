@@ -148,7 +148,8 @@ final class RequestPipeline {
         return
       }
     }
-    let senderParked = !parkedNow.isEmpty && parkedNow[session.id] != nil
+    let waiting = parkedNow
+    let senderParked = !waiting.isEmpty && waiting[session.id] != nil
     if fastLane, !senderParked, case .candidate(let m) = message, m.toDevice == nil,
       !outcomes.holds(m.callId),
       let target = desk.plainCandidateTarget(m.callId, from: session.identity, now: clock.now)
