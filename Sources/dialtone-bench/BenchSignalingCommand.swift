@@ -75,21 +75,18 @@ enum BenchSignalingCommand {
       throw ArgumentError(message: "--slice and --seconds must be positive, --warmup-pairs not negative")
     }
     let server = arguments.string("server-binary") ?? siblingBinary("dialtone-server")
-    let baseline: (name: String, start: () async throws -> StartedTarget)
+    typealias Starter = (name: String, start: () async throws -> StartedTarget)
+    let a: Starter
+    let b: Starter
     if let other = arguments.string("baseline-binary") {
-      baseline = ("baseline", { try await startDialtone(options, serverBinary: other) })
+      a = ("A", { try await startDialtone(options, serverBinary: server) })
+      b = ("baseline", { try await startDialtone(options, serverBinary: other) })
     } else {
       let script = arguments.string("node-relay") ?? "bench/node-relay.js"
-      baseline = ("node ws relay", { try await startNode(options, script: script) })
+      a = ("dialtone", { try await startDialtone(options, serverBinary: server) })
+      b = ("node ws relay", { try await startNode(options, script: script) })
     }
-    try await BenchSignalingInterleaved.run(
-      options, settings,
-      starting: [
-        (
-          arguments.string("baseline-binary") == nil ? "dialtone" : "A",
-          { try await startDialtone(options, serverBinary: server) }
-        ), baseline,
-      ])
+    try await BenchSignalingInterleaved.run(options, settings, starting: [a, b])
     return 0
   }
 
