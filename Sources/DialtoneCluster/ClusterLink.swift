@@ -133,22 +133,14 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
   package let stopped = Locked(false)
   /// The calls this node runs that are connected (their users are busy for other nodes).
   private let talking = Locked<Set<CallID>>([])
-  /// Requests sent to another node and not answered yet, by origin session and request id: one
-  /// whose owner died before answering is routed again (`retryUnanswered`), and the owner
-  /// answers a repeat as the first time (`ForwardedAnswers`).
-  private let unanswered = Locked<[String: Unanswered]>([:])
-
-  private struct Unanswered: Sendable {
-    package let request: ForwardedRequest
-    package var sentAt: ContinuousClock.Instant
-    package var attempts: Int
-  }
+  /// Requests sent to another node and not answered yet (`retryUnanswered`).
+  private let unanswered = Locked(
+    AwaitedAnswers(wait: ClusterLink.answerWait, maxAttempts: ClusterLink.maxAttempts, capacity: 100_000))
 
   /// How long a forwarded request waits for its answer before it is routed again (longer than
   /// a node takes to count as dead), and how often.
   package static let answerWait = Duration.seconds(4)
   package static let maxAttempts = 3
-  package static let maxUnanswered = 100_000
 
   /// `now`: the monotonic clock write-behind's lease counts by (tests inject theirs).
   package init(
@@ -388,10 +380,13 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
     }
     let forwarding = CallForwarding(connection, mailbox: Self.mailbox(connection, settings))
     for _ in 0..<2 {
-      switch try forwarding.forward(letter, about: callId, from: thisNode) {
-      case .sent:
-        awaitAnswer(request)
-        return
+      switch try awaitingAnswer(
+        request, sent: Self.sent,
+        { () throws(RedisError) in
+          try forwarding.forward(letter, about: callId, from: thisNode)
+        })
+      {
+      case .sent: return
       case .ownedHere: return handleHere(request)
       case .unowned:
         // Nobody runs it: a call its draining node handed over, or one whose lease lapsed, is
@@ -430,11 +425,10 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
       owned.withLock { $0[callId] = users }
       return handleHere(request)
     }
-    if try Self.mailbox(connection, settings).send(letter, to: owner) == .full {
-      refuse(request, "the node running this call is overloaded; try again")
-    } else {
-      awaitAnswer(request)
-    }
+    let mailbox = Self.mailbox(connection, settings)
+    let result = try awaitingAnswer(
+      request, sent: { $0 != .full }, { () throws(RedisError) in try mailbox.send(letter, to: owner) })
+    if result == .full { refuse(request, "the node running this call is overloaded; try again") }
   }
 
   /// An invite whose users are in a call another node runs goes to that node, which decides
@@ -445,8 +439,13 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
     _ connection: any RedisClient
   ) throws(RedisError) {
     let forwarding = CallForwarding(connection, mailbox: Self.mailbox(connection, settings))
-    switch try forwarding.forward(letter, about: other, from: thisNode) {
-    case .sent: return awaitAnswer(request)
+    switch try awaitingAnswer(
+      request, sent: Self.sent,
+      { () throws(RedisError) in
+        try forwarding.forward(letter, about: other, from: thisNode)
+      })
+    {
+    case .sent: return
     case .full: return refuse(request, "the node running this call is overloaded; try again")
     case .ownerDead(let dead):
       beginTakeOver([other])
@@ -681,40 +680,36 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
       default: return nil
       }
     }
-    if !answered.isEmpty { unanswered.withLock { for key in answered { $0.removeValue(forKey: key) } } }
+    if !answered.isEmpty { unanswered.withLock { for key in answered { $0.answered(key) } } }
     inbox.current?.receive(.letters(letters))
   }
 
-  private func awaitAnswer(_ request: ForwardedRequest) {
-    let key = ForwardedAnswers.key(request)
-    unanswered.withLock {
-      if var waiting = $0[key] {
-        waiting.sentAt = .now
-        $0[key] = waiting
-      } else if $0.count < Self.maxUnanswered {
-        $0[key] = Unanswered(request: request, sentAt: .now, attempts: 1)
-      }
+  /// Sends a request's letter with its answer awaited from before it goes: the owner may answer,
+  /// and the inbox reader take the answer in (`arrived`), before `send` returns here.
+  private func awaitingAnswer<Outcome>(
+    _ request: ForwardedRequest, sent: (Outcome) -> Bool, _ send: () throws(RedisError) -> Outcome
+  ) throws(RedisError) -> Outcome {
+    let new = unanswered.withLock { $0.sending(request, at: .now) }
+    let outcome: Outcome
+    do {
+      outcome = try send()
+    } catch {
+      if new { unanswered.withLock { $0.notSent(request) } }
+      throw error
     }
+    if new && !sent(outcome) { unanswered.withLock { $0.notSent(request) } }
+    return outcome
+  }
+
+  private static func sent(_ result: CallForwarding.Result) -> Bool {
+    if case .sent = result { return true }
+    return false
   }
 
   /// Routes again the requests whose answer is overdue (their owner may have died with them in
   /// its inbox); after `maxAttempts` the device is told to try again itself.
   package func retryUnanswered(_ connection: any RedisClient) throws(RedisError) {
-    let now = ContinuousClock.now
-    let (retry, expired) = unanswered.withLock { waiting -> ([ForwardedRequest], [ForwardedRequest]) in
-      var retry: [ForwardedRequest] = []
-      var expired: [ForwardedRequest] = []
-      for (key, entry) in waiting where now - entry.sentAt >= Self.answerWait {
-        if entry.attempts >= Self.maxAttempts {
-          waiting.removeValue(forKey: key)
-          expired.append(entry.request)
-        } else {
-          waiting[key] = Unanswered(request: entry.request, sentAt: now, attempts: entry.attempts + 1)
-          retry.append(entry.request)
-        }
-      }
-      return (retry, expired)
-    }
+    let (retry, expired) = unanswered.withLock { $0.overdue(at: .now) }
     for request in expired { refuse(request, "the node running this call did not answer; try again") }
     for request in retry {
       guard let callId = request.message.callId else { continue }
