@@ -42,6 +42,19 @@ public struct WebServerConfiguration: Sendable {
     self.idleTimeoutSeconds = idleTimeoutSeconds
     self.drainSeconds = drainSeconds
   }
+
+  /// Keepalive for clients that send something at least every `heartbeatSeconds` (Dialtone's
+  /// protocol, §5.6): a socket silent for twice that and 10 s is dropped, and the server pings
+  /// one only once it is silent past the heartbeat and two sweeps (a sweep sees silence up to a
+  /// sweep late, and the client's own message may be a moment on its way). A client keeping its
+  /// heartbeat so never gets a server ping: pinged at the heartbeat, its socket often carried two
+  /// round trips per interval, the server's ping racing the client's own. One that does not ping
+  /// is kept open by its pongs. Set `keepaliveSweepSeconds` first.
+  public mutating func keepAlive(heartbeatSeconds: Int) {
+    idleTimeoutSeconds = max(1, heartbeatSeconds) * 2 + 10
+    let margin = Int((2 * keepaliveSweepSeconds).rounded(.up))
+    pingIntervalSeconds = max(1, min(heartbeatSeconds + margin, idleTimeoutSeconds - margin))
+  }
 }
 
 /// An HTTP/1.1 + WebSocket server, served by one network thread: libwebsockets' libuv loop runs

@@ -160,10 +160,8 @@ public final class DialtoneServer: Sendable {
     self.routes = routes.registered
     var webConfiguration = WebServerConfiguration(
       host: configuration.host, port: configuration.port,
-      maxMessageBytes: Limits.maxMessageBytes,
-      pingIntervalSeconds: configuration.heartbeatSeconds,
-      idleTimeoutSeconds: configuration.heartbeatSeconds * 2 + 10,
-      drainSeconds: configuration.drainSeconds)
+      maxMessageBytes: Limits.maxMessageBytes, drainSeconds: configuration.drainSeconds)
+    webConfiguration.keepAlive(heartbeatSeconds: configuration.heartbeatSeconds)
     webConfiguration.coalescingDelay = configuration.ackDelay
     webConfiguration.maxQueuedBytes = configuration.limits.maxOutgoingBytes
     if let certificate = configuration.tlsCertificateFile, let key = configuration.tlsKeyFile {

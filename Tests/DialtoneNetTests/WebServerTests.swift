@@ -326,3 +326,43 @@ extension WebServerTests {
     await server.stop()
   }
 }
+
+extension WebServerTests {
+  /// With the heartbeat at 25 s and a sweep every 5 s: pinged past 35 s of silence (30 s, the
+  /// sweep being up to one late), dropped past 60 s; and a short heartbeat still pings well
+  /// before the drop.
+  @Test func keepaliveForAHeartbeatPingsOnlyPastItAndTwoSweeps() {
+    var configuration = WebServerConfiguration()
+    configuration.keepAlive(heartbeatSeconds: 25)
+    #expect(configuration.pingIntervalSeconds == 35 && configuration.idleTimeoutSeconds == 60)
+    configuration.keepAlive(heartbeatSeconds: 1)
+    #expect(configuration.pingIntervalSeconds == 2 && configuration.idleTimeoutSeconds == 12)
+    configuration.keepaliveSweepSeconds = 0.1
+    configuration.keepAlive(heartbeatSeconds: 1)
+    #expect(configuration.pingIntervalSeconds == 2 && configuration.idleTimeoutSeconds == 12)
+  }
+
+  /// A client that keeps its heartbeat (a message each heartbeat, as the protocol asks) gets no
+  /// ping from the server; one that is silent gets one, long before it would be dropped.
+  @Test func aClientKeepingItsHeartbeatIsNeverPingedAndASilentOneIs() async throws {
+    var configuration = WebServerConfiguration(port: 0)
+    configuration.keepaliveSweepSeconds = 0.1
+    configuration.keepAlive(heartbeatSeconds: 1)
+    let server = try WebServer(configuration: configuration, router: makeRouter(), webSocketHandler: EchoHandler())
+    let (talking, silent) = (
+      try RawWebSocket.handshake(port: server.port), try RawWebSocket.handshake(port: server.port)
+    )
+    for n in 0..<6 {
+      talking.write(RawWebSocket.frame(opcode: 0x1, payload: Array("beat \(n)".utf8)))
+      try await Task.sleep(for: .seconds(1))
+    }
+    // The echoes, and any ping the server sent meanwhile, wait in the socket.
+    let frames = talking.readFrames(seconds: 1, limit: 16)
+    #expect(frames.count == 6 && frames.allSatisfy { $0.opcode == 0x1 }, "\(frames.map(\.opcode))")
+    let silentFrames = silent.readFrames(seconds: 10, limit: 1)
+    #expect(silentFrames.first?.opcode == 0x9)
+    talking.close()
+    silent.close()
+    await server.stop()
+  }
+}
