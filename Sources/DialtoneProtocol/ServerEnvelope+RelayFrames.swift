@@ -109,23 +109,27 @@ extension ServerEnvelope {
     out.raw("\"}")
   }
 
-  /// A frame written in one pass into an array of `capacity` (what the strings take unescaped
-  /// plus room for the rest): a few copies where `JSONWriter`'s appends each checked the array's
-  /// uniqueness and room. A string that needs an escape (clients' candidates almost never do) or
-  /// a frame past `capacity` is written again by `JSONWriter` (`orElse`, the same pieces).
+  /// A frame written in one pass into `capacity` bytes of scratch (what the strings take
+  /// unescaped plus room for the rest), then copied once into an array of its own size: a few
+  /// copies where `JSONWriter`'s appends each checked the array's uniqueness and room. A string
+  /// that needs an escape (clients' candidates almost never do) or a frame past `capacity` is
+  /// written again by `JSONWriter` (`orElse`, the same pieces).
+  ///
+  /// Scratch and a copy, not `[UInt8](unsafeUninitializedCapacity:)`: that initialiser reaches
+  /// the standard library's unspecialised allocation, which looks the array storage's type up at
+  /// run time on every call (~600 instructions a frame); `Array(UnsafeBufferPointer)` allocates
+  /// through the specialised path, and the copy of a few hundred bytes costs far less.
   private static func frameBytes(
     capacity: Int, _ write: (inout OnePassFrame) -> Void, orElse writeEscaped: (inout JSONWriter) -> Void
   ) -> [UInt8] {
-    var complete = false
-    let bytes = [UInt8](unsafeUninitializedCapacity: capacity) { buffer, count in
-      guard let base = buffer.baseAddress else { return }
-      var cursor = OnePassFrame(at: base, end: base + buffer.count)
+    let written: [UInt8]? = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { scratch in
+      guard let base = scratch.baseAddress else { return nil }
+      var cursor = OnePassFrame(at: base, end: base + scratch.count)
       write(&cursor)
-      guard let end = cursor.position else { return }
-      count = end - base
-      complete = true
+      guard let end = cursor.position else { return nil }
+      return Array(UnsafeBufferPointer(start: base, count: end - base))
     }
-    if complete { return bytes }
+    if let written { return written }
     var out = JSONWriter(capacity: capacity)
     writeEscaped(&out)
     return out.bytes
