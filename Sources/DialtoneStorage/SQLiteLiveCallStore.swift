@@ -17,9 +17,9 @@ package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
   /// Where call-id lookups wait for the reader, so that no caller's thread does.
   private let lookups = DispatchQueue(label: "dialtone.call-id-lookups")
 
-  /// The invite of each call the writer put, as stored (under `writerLock`): a call is put again
-  /// at its accept and at each grace period with the same invite, whose encoding (the offer's
-  /// SDP, escaped) was the journal thread's largest cost of its own. Reused only for an equal
+  /// The invite of each call the writer put, as stored (under `writerLock`, without its offer:
+  /// `StoredSessionDescription`): a call is put again at its accept and at each grace period with
+  /// the same invite, the offer dropped once answered, and so the same JSON. Reused only for an equal
   /// message (the same strings: a pointer comparison each), dropped when the call ends, and
   /// emptied past `maxEncodedInvites` so that calls whose end is never journaled cannot grow it.
   private var encodedInvites: [CallID: (invite: ServerMessage, text: String)] = [:]
@@ -116,35 +116,40 @@ package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
   /// index entry): `INSERT OR REPLACE` deleted the row and inserted it again under a new rowid,
   /// which rewrote the key's index page and a second table page at every accept.
   private func put(_ call: LiveCallSnapshot) throws {
+    let invite = StoredSessionDescription.split(call.invite)
+    let accept = call.accept.map(StoredSessionDescription.split)
     try writer.query(
       constant: """
         INSERT INTO live_calls (call_id, caller_id, caller_device, caller_name, callee_id, video, created_at,
           phase, answered_by, answered_at, ring_deadline, caller_grace_deadline, answerer_grace_deadline, invite, accept,
-          blocked)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+          blocked, offer_sdp, answer_sdp)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         ON CONFLICT (call_id) DO UPDATE SET caller_id = excluded.caller_id, caller_device = excluded.caller_device,
           caller_name = excluded.caller_name, callee_id = excluded.callee_id, video = excluded.video,
           created_at = excluded.created_at, phase = excluded.phase, answered_by = excluded.answered_by,
           answered_at = excluded.answered_at, ring_deadline = excluded.ring_deadline,
           caller_grace_deadline = excluded.caller_grace_deadline, answerer_grace_deadline = excluded.answerer_grace_deadline,
-          invite = excluded.invite, accept = excluded.accept, blocked = excluded.blocked
+          invite = excluded.invite, accept = excluded.accept, blocked = excluded.blocked,
+          offer_sdp = excluded.offer_sdp, answer_sdp = excluded.answer_sdp
         """,
       [
         .text(call.callId), .text(call.caller.userId), .text(call.caller.deviceId), SQLiteValue(call.caller.name),
         .text(call.calleeId), .integer(call.video ? 1 : 0), .integer(call.createdAt), .text(call.phase.rawValue),
         SQLiteValue(call.answeredBy), SQLiteValue(call.answeredAt), .integer(call.ringDeadline),
         SQLiteValue(call.callerGraceDeadline), SQLiteValue(call.answererGraceDeadline),
-        .text(encodedInvite(call)),
-        SQLiteValue(call.accept.map { MessageCodec.encodeString($0, seq: nil) }), .integer(call.blocked ? 1 : 0),
+        .text(encodedInvite(invite.message, of: call.callId)),
+        SQLiteValue(accept.map { MessageCodec.encodeString($0.message, seq: nil) }), .integer(call.blocked ? 1 : 0),
+        SQLiteValue(invite.sdp), SQLiteValue(accept?.sdp),
       ])
   }
 
-  /// `call.invite` as stored: the text stored for it before when it is the same message.
-  private func encodedInvite(_ call: LiveCallSnapshot) -> String {
-    if let known = encodedInvites[call.callId], known.invite == call.invite { return known.text }
-    let text = MessageCodec.encodeString(call.invite, seq: nil)
+  /// The invite's JSON (without its offer) as stored: the text stored for it before when it is
+  /// the same message.
+  private func encodedInvite(_ invite: ServerMessage, of callId: CallID) -> String {
+    if let known = encodedInvites[callId], known.invite == invite { return known.text }
+    let text = MessageCodec.encodeString(invite, seq: nil)
     if encodedInvites.count >= Self.maxEncodedInvites { encodedInvites.removeAll() }
-    encodedInvites[call.callId] = (call.invite, text)
+    encodedInvites[callId] = (invite, text)
     return text
   }
 
@@ -205,21 +210,25 @@ package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
       return try writer.query(
         """
         SELECT call_id, caller_id, caller_device, caller_name, callee_id, video, created_at, phase, answered_by,
-          answered_at, ring_deadline, caller_grace_deadline, answerer_grace_deadline, invite, accept, blocked
+          answered_at, ring_deadline, caller_grace_deadline, answerer_grace_deadline, invite, accept, blocked,
+          offer_sdp, answer_sdp
         FROM live_calls ORDER BY created_at, call_id
         """
       ).compactMap { row -> StoredLiveCall? in
-        guard row.count == 16, let callId = row[0].string, let callerId = row[1].string,
+        guard row.count == 18, let callId = row[0].string, let callerId = row[1].string,
           let callerDevice = row[2].string, let calleeId = row[4].string, let createdAt = row[6].int,
           let phase = row[7].string.flatMap(LiveCallSnapshot.Phase.init(rawValue:)), let ringDeadline = row[10].int,
           let inviteText = row[13].string, let invite = try? MessageCodec.decodeServerMessage(inviteText).message
         else { return nil }
-        let accept = row[14].string.flatMap { try? MessageCodec.decodeServerMessage($0).message }
+        let accept = row[14].string.flatMap { try? MessageCodec.decodeServerMessage($0).message }.map {
+          StoredSessionDescription.joined($0, sdp: row[17].string)
+        }
         let snapshot = LiveCallSnapshot(
           callId: callId, caller: Identity(userId: callerId, deviceId: callerDevice, name: row[3].string),
           calleeId: calleeId, video: row[5].int == 1, createdAt: createdAt, phase: phase, answeredBy: row[8].string,
           answeredAt: row[9].int, ringDeadline: ringDeadline, callerGraceDeadline: row[11].int,
-          answererGraceDeadline: row[12].int, invite: invite, accept: accept, blocked: row[15].int == 1)
+          answererGraceDeadline: row[12].int, invite: StoredSessionDescription.joined(invite, sdp: row[16].string),
+          accept: accept, blocked: row[15].int == 1)
         return StoredLiveCall(snapshot: snapshot, callerSignals: phase == .ringing ? signals[callId] ?? [] : [])
       }
     }

@@ -191,6 +191,12 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
     ALTER TABLE group_call_members ADD COLUMN blocked INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE live_group_calls ADD COLUMN silenced TEXT NOT NULL DEFAULT '';
     """,
+    // A live call's offer and answer SDP as they are, outside the invite's and the accept's JSON
+    // (`StoredSessionDescription`): NULL in the rows written before, whose JSON holds them.
+    """
+    ALTER TABLE live_calls ADD COLUMN offer_sdp TEXT;
+    ALTER TABLE live_calls ADD COLUMN answer_sdp TEXT;
+    """,
   ]
 
   public init(path: String) throws {

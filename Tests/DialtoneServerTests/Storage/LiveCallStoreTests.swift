@@ -100,6 +100,57 @@ struct LiveCallStoreTests {
       try store.liveCalls().map(\.snapshot).sorted { $0.callId < $1.callId } == many.sorted { $0.callId < $1.callId })
   }
 
+  /// An invite's offer and an accept's answer are stored as they are, beside their messages'
+  /// JSON, and read back into them; an SDP with a NUL byte (which a text value would cut) stays
+  /// inside the JSON.
+  @Test func theOfferAndTheAnswerAreStoredOutsideTheirMessages() throws {
+    let directory = temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    var withNUL = snapshot("c3", phase: .accepted)
+    withNUL.invite = .invite(
+      .init(
+        callId: "c3", from: Peer(userId: "alice", deviceId: "phone"), video: false,
+        offer: SessionDescription(sdp: "v=0\r\n\u{0}after\r\n"), createdAt: 1000))
+    do {
+      let store = try SQLiteLiveCallStore.open(dataDirectory: directory)
+      try store.write([.put(snapshot("c1")), .put(snapshot("c2", phase: .accepted)), .put(withNUL)])
+    }
+    let file = try SQLiteDatabase(path: (directory as NSString).appendingPathComponent("dialtone.sqlite"))
+    let rows = try file.query("SELECT call_id, invite, offer_sdp, accept, answer_sdp FROM live_calls ORDER BY call_id")
+    #expect(rows.map { $0[2] } == [.text("v=0\r\noffer\r\n"), .text("v=0\r\noffer\r\n"), .null])
+    #expect(rows.map { $0[4] } == [.null, .text("v=0 a"), .text("v=0 a")])
+    #expect(rows.prefix(2).allSatisfy { $0[1].string?.contains("sdp") == false })
+    #expect(rows.allSatisfy { $0[3].string?.contains("sdp") != true })
+    #expect(rows.last?[1].string?.contains("\\u0000after") == true)
+    let reopened = try SQLiteLiveCallStore.open(dataDirectory: directory)
+    #expect(try reopened.liveCalls().map(\.snapshot) == [snapshot("c1"), snapshot("c2", phase: .accepted), withNUL])
+  }
+
+  /// A live call written before the offer and the answer had columns of their own (both inside
+  /// the JSON) reads back whole once the store opens the file.
+  @Test func aLiveCallWrittenWithItsSDPInsideTheJSONReadsBackWhole() throws {
+    let directory = temporaryDirectory()
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let path = (directory as NSString).appendingPathComponent("dialtone.sqlite")
+    let call = snapshot("c1", phase: .accepted)
+    do {
+      let old = try oldDatabase(at: path, schema: SQLiteStore.migrations.count - 1)
+      try old.query(
+        """
+        INSERT INTO live_calls (call_id, caller_id, caller_device, caller_name, callee_id, video, created_at, phase,
+          answered_by, answered_at, ring_deadline, caller_grace_deadline, invite, accept)
+        VALUES ('c1', 'alice', 'phone', 'Alice', 'bob', 1, 1000, 'accepted', 'laptop', 2000, 46000, 5000, ?, ?)
+        """,
+        [
+          .text(MessageCodec.encodeString(call.invite, seq: nil)),
+          SQLiteValue(call.accept.map { MessageCodec.encodeString($0, seq: nil) }),
+        ])
+    }
+    let store = try SQLiteLiveCallStore(path: path)
+    #expect(try store.liveCalls().map(\.snapshot) == [call])
+  }
+
   /// Caller signals go at the accept and at the end of a call that stored some, the writer's
   /// memory of which calls did so taken from the file at open and kept across a write that failed
   /// (whose deletes were rolled back): no signal is left behind for a call that is not ringing.
