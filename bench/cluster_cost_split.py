@@ -17,7 +17,7 @@ candidate and hangup, from /metrics):
 
 Usage:
     python3 bench/cluster_cost_split.py --bin DIR [--bench DIR/dialtone-bench] [--rows single,1]
-        [--rate 2000] [--idle 2000] [--window 8] [--callgrind] [--node-args "..."]
+        [--rate 2000] [--idle 2000] [--window 8] [--settle 3] [--callgrind] [--node-args "..."]
 """
 import argparse
 import asyncio
@@ -148,7 +148,7 @@ async def row(args, name, scratch, wrapper_dir):
     bench = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.DEVNULL)
     try:
         await steady(server.port, bench)
-        await asyncio.sleep(3 if not args.callgrind else 5)
+        await asyncio.sleep(args.settle)
         before_stats = commandstats(redis.port) if redis else {}
         before = {"relayed": relayed(server.port), "threads": threads(pid), "time": time.monotonic(),
                   "redis": tree_cpu(redis.process.proc.pid) if redis else 0,
@@ -218,9 +218,13 @@ async def main():
     parser.add_argument("--idle", type=int, default=2000)
     parser.add_argument("--rate", type=int, default=2000)
     parser.add_argument("--window", type=float, default=8)
+    parser.add_argument("--settle", type=float, help="seconds between the load's first relayed messages and the "
+                        "window (default 3, under callgrind 5)")
     parser.add_argument("--callgrind", action="store_true")
     parser.add_argument("--node-args", default="--cluster-sessions write-behind --batch-window-ms 10")
     args = parser.parse_args()
+    if args.settle is None:
+        args.settle = 5 if args.callgrind else 3
     args.bin = os.path.abspath(args.bin)
     args.bench = os.path.abspath(args.bench or os.path.join(args.bin, "dialtone-bench"))
     wrapper_dir = tempfile.mkdtemp(prefix="cluster-cost-split.")
