@@ -15,10 +15,13 @@ import Testing
       $0.relayFastLane = fastLane
       $0.limits.messagesPerSecond = 100_000
     }
-    return try await stopping(cluster, stop: { await $0.stop() }) { cluster in
-      #expect(cluster.nodes[0].server.hub.takesRelayFastLane == fastLane)
-      return try await RelayFastLaneTests.script(seed: seed) { try await cluster.connect($0, device: $1, on: 0) }
-    }
+    let frames = try await stopping(
+      cluster, stop: { await $0.stop() },
+      { cluster in
+        #expect(cluster.nodes[0].server.hub.takesRelayFastLane == fastLane)
+        return try await RelayFastLaneTests.script(seed: seed) { try await cluster.connect($0, device: $1, on: 0) }
+      })
+    return frames
   }
 
   @Test(arguments: [1, 2] as [UInt64])
