@@ -206,12 +206,7 @@ public final class RedisConnection: @unchecked Sendable {
         return replies
       }
     case .plain(let context)?:
-      for arguments in commands {
-        let status = Self.withArgv(arguments) { argc, argv, lengths in
-          redisAppendCommandArgv(context, argc, argv, lengths)
-        }
-        guard status == REDIS_OK else { throw fail(context) }
-      }
+      guard Self.append(commands, to: context) == REDIS_OK else { throw fail(context) }
       var replies: [RedisReply] = []
       replies.reserveCapacity(commands.count)
       for _ in commands {
@@ -233,12 +228,7 @@ public final class RedisConnection: @unchecked Sendable {
       case .tls(let tls):
         try failing(tls) { () throws(RedisError) in try tls.send(commands) }
       case .plain(let context):
-        for arguments in commands {
-          let status = Self.withArgv(arguments) { argc, argv, lengths in
-            redisAppendCommandArgv(context, argc, argv, lengths)
-          }
-          guard status == REDIS_OK else { throw fail(context) }
-        }
+        guard Self.append(commands, to: context) == REDIS_OK else { throw fail(context) }
         var done: Int32 = 0
         while done == 0 {
           guard redisBufferWrite(context, &done) == REDIS_OK else { throw fail(context) }
@@ -357,6 +347,15 @@ public final class RedisConnection: @unchecked Sendable {
       guard let element = value.element else { return .array([]) }
       return .array((0..<value.elements).compactMap { index in element[index].map(convert) })
     default: return .null
+    }
+  }
+
+  /// Queues the commands in hiredis's output buffer, formatted by `RedisCommandFormat` in one
+  /// buffer (one append for a whole pipeline).
+  static func append(_ commands: [[RedisArgument]], to context: UnsafeMutablePointer<redisContext>) -> Int32 {
+    guard !commands.isEmpty else { return REDIS_OK }
+    return RedisCommandFormat.encode(commands).withUnsafeBufferPointer { bytes in
+      bytes.withMemoryRebound(to: CChar.self) { redisAppendFormattedCommand(context, $0.baseAddress, $0.count) }
     }
   }
 

@@ -2,8 +2,8 @@ import CRedis
 import DialtoneTLS
 
 /// A connection to Redis over TLS (`rediss://`): Debian's hiredis 0.14 has no TLS, so the bytes
-/// go through `TLSClientStream` while hiredis still formats the commands and parses the replies
-/// (`redisFormatCommandArgv`, a `redisReader`). Used by one thread at a time, under its
+/// go through `TLSClientStream` (the commands formatted by `RedisCommandFormat`) while hiredis
+/// still parses the replies (a `redisReader`). Used by one thread at a time, under its
 /// connection's lock or on its subscriber's thread.
 final class RedisTLSLink {
   private let stream: TLSClientStream
@@ -35,18 +35,8 @@ final class RedisTLSLink {
 
   /// Sends the commands in one write.
   func send(_ commands: [[RedisArgument]]) throws(RedisError) {
-    var bytes: [UInt8] = []
-    for arguments in commands {
-      var target: UnsafeMutablePointer<CChar>?
-      let length = RedisConnection.withArgv(arguments) { argc, argv, lengths in
-        redisFormatCommandArgv(&target, argc, argv, lengths)
-      }
-      guard length > 0, let target else { throw .invalidRequest("hiredis could not format the command") }
-      bytes.append(contentsOf: UnsafeRawBufferPointer(start: target, count: Int(length)))
-      redisFreeCommand(target)
-    }
     do {
-      try stream.write(bytes)
+      try stream.write(RedisCommandFormat.encode(commands))
     } catch {
       throw Self.lost(error, commandTimeout)
     }

@@ -19,7 +19,7 @@ struct HubParts {
     var maxMessageBytes: Int
     var limits = ServerLimits()
     /// Plain relayed candidates skip the general outcome (`RequestPipeline`'s fast lane); off
-    /// only to compare the two paths' output in tests. Never used in a cluster.
+    /// only to compare the two paths' output in tests.
     var relayFastLane = true
   }
 
@@ -69,6 +69,6 @@ struct HubParts {
     requests = RequestPipeline(
       desk: desk, outcomes: outcomes, quality: quality, placement: placement, liveCalls: liveCalls,
       observations: observations, clock: clock, mailbox: mailbox, limits: settings.limits, log: log, store: store,
-      fastLane: settings.relayFastLane && store == nil && placement.placesEveryCallHere)
+      fastLane: settings.relayFastLane)
   }
 }

@@ -37,10 +37,12 @@ final class RequestPipeline {
   private let inviteLimit: Double
   /// The cluster's session store, asked to admit each request before it is handled.
   private let store: (any SessionStore)?
-  /// Whether plain relayed candidates take the fast lane (`handle`): on one server without a
-  /// cluster's session store; everything else, and every candidate that is not plain, takes
-  /// the general path.
-  private let fastLane: Bool
+  /// Whether plain relayed candidates take the fast lane (`handle`); everything else, and every
+  /// candidate that is not plain, takes the general path. Also on a cluster node, for a call
+  /// that runs here (one that does not is forwarded first): the lane makes the same calls to
+  /// the session and the store as `emit` would (the ack through `answerRelayed`, the copy
+  /// through `EffectApplier.deliver`), so what is numbered, stored and written is the same.
+  let fastLane: Bool
   /// Calls started, by user (`ServerLimits.invitesPerMinute`).
   private var invites: RateLimiter<String>
   /// Requests waiting, by who sent them (a session here, or another node's), in order; the

@@ -33,6 +33,8 @@ public actor SignalingHub {
   private let mailbox: HubMailbox
 
   nonisolated let executor: NetworkExecutor
+  /// Whether plain relayed candidates take the relay's fast lane (`RequestPipeline.fastLane`).
+  nonisolated let takesRelayFastLane: Bool
   public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
   init(_ parts: HubParts, executor: NetworkExecutor) {
@@ -51,6 +53,7 @@ public actor SignalingHub {
     observations = parts.observations
     mailbox = parts.mailbox
     self.executor = executor
+    takesRelayFastLane = parts.requests.fastLane
     parts.mailbox.attach(self)
   }
 
