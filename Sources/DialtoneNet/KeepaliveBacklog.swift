@@ -10,18 +10,23 @@ import DialtoneSupport
 /// - **phases**: a socket is owed its ping only at sweeps of its own phase (`isDue`), so each
 ///   sweep owes about one in `phases` of the idle sockets instead of all of them at once;
 /// - **riding on traffic**: what a sweep owes goes out over the next interval, a fraction of a
-///   ping per message received (`planDrain`, `piggyback`), at a few microseconds per message.
-///   What traffic has not carried out by the next sweep (a quiet loop, where nobody waits)
-///   goes then, a slice per loop pass (`nextSlice`).
+///   ping per message received (`planDrain`, `piggyback`), at a few microseconds per message,
+///   and never more than `maxPerMessage` pings on one message: after a quiet interval (nothing
+///   to spread over) a slice of 128 on each message delayed the first ones by tens of
+///   milliseconds. What traffic has not carried out by the next sweep (a quiet loop, where
+///   nobody waits) goes then, a slice per loop pass (`nextSlice`).
 struct KeepaliveBacklog {
   /// Pings per pass when draining leftovers: about a millisecond of writes.
   let sliceSize: Int
+  /// Pings one received message carries out at most: a few sends.
+  let maxPerMessage: Int
   private var owed = FIFOQueue<UInt64>()
   private var perMessage = 0.0
   private var credit = 0.0
 
-  init(sliceSize: Int = 128) {
+  init(sliceSize: Int = 128, maxPerMessage: Int = 4) {
     self.sliceSize = max(1, sliceSize)
+    self.maxPerMessage = max(1, maxPerMessage)
   }
 
   var isEmpty: Bool { owed.isEmpty }
@@ -55,7 +60,7 @@ struct KeepaliveBacklog {
   /// The pings one received message carries out, oldest first (usually none or one).
   mutating func piggyback() -> [UInt64] {
     credit += perMessage
-    let whole = min(Int(credit), sliceSize)
+    let whole = min(Int(credit), maxPerMessage)
     guard whole > 0 else { return [] }
     credit -= Double(whole)
     return take(whole)

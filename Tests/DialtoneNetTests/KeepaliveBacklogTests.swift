@@ -19,11 +19,14 @@ import Testing
     }
     #expect(carried == Array(1...2_000))
     #expect(messages == 4_000)  // four fifths of the expected traffic
-    // A quiet last interval: whatever comes first carries a slice, and the sweep drains the rest.
-    var quiet = KeepaliveBacklog(sliceSize: 128)
+    // A quiet last interval: each message that comes carries a few, never a whole slice (it
+    // would wait behind them), and the sweep drains the rest.
+    var quiet = KeepaliveBacklog(sliceSize: 128, maxPerMessage: 4)
     for id in 1...1_000 as ClosedRange<UInt64> { quiet.owe(id) }
     quiet.planDrain(expectedMessages: 0)
-    #expect(quiet.piggyback().count == 128)
+    let perMessage = (0..<3).map { _ in quiet.piggyback().count }
+    #expect(perMessage == [4, 4, 4])
+    #expect(quiet.nextSlice().count == 128)
   }
 
   @Test func phasesSpreadDueSocketsAndNeverDelayPastTheLimit() {
