@@ -14,7 +14,7 @@
 #
 # Valgrind 3.19 writes into the signal mask a program passes to sigsuspend; libdispatch's
 # main-thread wait passes one in read-only memory, and Valgrind dies of a SIGSEGV. A preloaded
-# sigsuspend (built here) passes a copy: the server itself is unchanged.
+# sigsuspend (bench/valgrind_sigsuspend.c, built here) passes a copy: the server is unchanged.
 set -euo pipefail
 server=$(realpath "$1")
 rate=${2:-300}
@@ -22,17 +22,7 @@ window=${3:-30}
 bench=$(realpath "${4:-.build/release/dialtone-bench}")
 work=$(mktemp -d /tmp/callgrind-relay.XXXXXX)
 
-cat > "$work/sigsuspend.c" <<'C'
-#define _GNU_SOURCE
-#include <signal.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-int sigsuspend(const sigset_t *mask) {
-  sigset_t copy = *mask;
-  return (int)syscall(SYS_rt_sigsuspend, &copy, (size_t)8);
-}
-C
-cc -O2 -shared -fPIC -o "$work/libsigsuspend.so" "$work/sigsuspend.c"
+cc -O2 -shared -fPIC -o "$work/libsigsuspend.so" "$(dirname "$0")/valgrind_sigsuspend.c"
 cat > "$work/server.sh" <<SH
 #!/bin/sh
 export LD_PRELOAD=$work/libsigsuspend.so

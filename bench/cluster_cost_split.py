@@ -31,22 +31,12 @@ import urllib.request
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "Tests", "e2e"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cluster_bench  # noqa: E402  (its INFO commandstats reader)
 
 TICKS = os.sysconf("SC_CLK_TCK")
 NO_LIMITS = ["--max-connections-per-ip", "0", "--messages-per-second", "0", "--invites-per-minute", "0",
              "--http-requests-per-second", "0", "--max-live-calls-per-user", "64", "--log-level", "error"]
-
-# Valgrind 3.19 writes into the mask a program passes to sigsuspend (bench/callgrind_relay.sh).
-SIGSUSPEND_C = r"""
-#define _GNU_SOURCE
-#include <signal.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-int sigsuspend(const sigset_t *mask) {
-  sigset_t copy = *mask;
-  return (int)syscall(SYS_rt_sigsuspend, &copy, (size_t)8);
-}
-"""
 
 
 def relayed(port):
@@ -98,15 +88,9 @@ def tree_cpu(pid):
 
 
 def commandstats(port):
-    out = subprocess.run(["redis-cli", "-p", str(port), "INFO", "commandstats"], capture_output=True,
-                         text=True).stdout
-    stats = {}
-    for line in out.splitlines():
-        if line.startswith("cmdstat_"):
-            name, fields = line[len("cmdstat_"):].split(":", 1)
-            values = dict(field.split("=") for field in fields.split(","))
-            stats[name] = (int(values["calls"]), int(values["usec"]))
-    return stats
+    """Per command: (calls, usec) from `INFO commandstats`."""
+    calls, usec = cluster_bench.commandstats(port, "calls"), cluster_bench.commandstats(port, "usec")
+    return {name: (calls[name], usec.get(name, 0)) for name in calls}
 
 
 async def steady(port, proc):
@@ -229,9 +213,8 @@ async def main():
     args.bench = os.path.abspath(args.bench or os.path.join(args.bin, "dialtone-bench"))
     wrapper_dir = tempfile.mkdtemp(prefix="cluster-cost-split.")
     if args.callgrind:
-        source = os.path.join(wrapper_dir, "sigsuspend.c")
-        with open(source, "w") as f:
-            f.write(SIGSUSPEND_C)
+        # Valgrind 3.19 and libdispatch's sigsuspend: bench/valgrind_sigsuspend.c.
+        source = os.path.join(ROOT, "bench", "valgrind_sigsuspend.c")
         subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", os.path.join(wrapper_dir, "libsigsuspend.so"),
                         source], check=True)
         with open(os.path.join(wrapper_dir, "dialtone-server"), "w") as f:
