@@ -1,6 +1,5 @@
-/// One command argument, as raw bytes: it is sent with its length (`RedisCommandFormat`, or
-/// hiredis's `redisCommandArgv` for a subscription), so any byte, CRLF included, stays part of the
-/// value and never becomes protocol.
+/// One command argument, as raw bytes: it is sent with its length (`RedisCommandFormat`), so any
+/// byte, CRLF included, stays part of the value and never becomes protocol.
 public struct RedisArgument: Sendable, Hashable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral {
   public let bytes: [UInt8]
 

@@ -359,35 +359,6 @@ public final class RedisConnection: @unchecked Sendable {
     }
   }
 
-  /// All arguments in one buffer (plus a byte, so that it is never empty and every pointer is
-  /// valid), and argv/argvlen pointing into it.
-  static func withArgv<R>(
-    _ arguments: [RedisArgument],
-    _ body: (Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>, UnsafePointer<Int>) -> R
-  ) -> R {
-    var buffer: [UInt8] = []
-    buffer.reserveCapacity(arguments.reduce(1) { $0 + $1.bytes.count })
-    var offsets: [Int] = []
-    for argument in arguments {
-      offsets.append(buffer.count)
-      buffer.append(contentsOf: argument.bytes)
-    }
-    buffer.append(0)
-    let lengths = arguments.map { $0.bytes.count }
-    return buffer.withUnsafeBufferPointer { storage in
-      let base = storage.baseAddress.map(UnsafeRawPointer.init)
-      var argv: [UnsafePointer<CChar>?] = offsets.map { base?.advanced(by: $0).assumingMemoryBound(to: CChar.self) }
-      return argv.withUnsafeMutableBufferPointer { argvPointer in
-        lengths.withUnsafeBufferPointer { lengthPointer in
-          // Both buffers hold one entry per argument, so neither base address is nil.
-          body(
-            Int32(arguments.count), argvPointer.baseAddress.unsafelyUnwrapped,
-            lengthPointer.baseAddress.unsafelyUnwrapped)
-        }
-      }
-    }
-  }
-
   static func errorText(_ context: UnsafeMutablePointer<redisContext>) -> String {
     withUnsafeBytes(of: &context.pointee.errstr) { raw in
       String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)

@@ -72,15 +72,11 @@ public final class RedisSubscriber: Sendable {
       }
       return link
     }
-    var raw = RedisConnection.withArgv(arguments) { argc, argv, lengths in
-      redisCommandArgv(context, argc, argv, lengths)
-    }
-    for index in channels.indices {
-      if index > 0 {
-        var next: UnsafeMutableRawPointer?
-        raw = redisGetReply(context, &next) == REDIS_OK ? next : nil
-      }
-      guard let reply = raw else {
+    // Formatted as every other command (`RedisCommandFormat`); hiredis's blocking read sends it first.
+    let queued = RedisConnection.append([arguments], to: context) == REDIS_OK
+    for _ in channels {
+      var raw: UnsafeMutableRawPointer?
+      guard queued, redisGetReply(context, &raw) == REDIS_OK, let reply = raw else {
         let message = RedisConnection.errorText(context)
         redisFree(context)
         throw .connectionFailed(message: "SUBSCRIBE: \(message)")

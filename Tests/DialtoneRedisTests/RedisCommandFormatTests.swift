@@ -8,11 +8,20 @@ import Testing
 /// it replaced on every connection): generated commands with empty, binary, CRLF-carrying and
 /// long arguments, and lengths across every digit count, pipelined in one buffer.
 @Suite struct RedisCommandFormatTests {
-  /// hiredis's bytes for one command.
+  /// hiredis's bytes for one command (the oracle: the sources no longer call hiredis's formatter).
   private func hiredis(_ arguments: [RedisArgument]) throws -> [UInt8] {
     var target: UnsafeMutablePointer<CChar>?
-    let length = RedisConnection.withArgv(arguments) { argc, argv, lengths in
-      redisFormatCommandArgv(&target, argc, argv, lengths)
+    // Every argument in one buffer, a byte past the end so that no pointer into it is nil.
+    let storage = arguments.flatMap(\.bytes) + [0]
+    let length = storage.withUnsafeBufferPointer { buffer -> Int32 in
+      let base = UnsafeRawPointer(buffer.baseAddress.unsafelyUnwrapped)
+      var offset = 0
+      var argv: [UnsafePointer<CChar>?] = arguments.map { argument in
+        defer { offset += argument.bytes.count }
+        return base.advanced(by: offset).assumingMemoryBound(to: CChar.self)
+      }
+      let lengths = arguments.map(\.bytes.count)
+      return redisFormatCommandArgv(&target, Int32(arguments.count), &argv, lengths)
     }
     let formatted = try #require(target)
     defer { redisFreeCommand(formatted) }
