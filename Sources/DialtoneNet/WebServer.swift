@@ -49,10 +49,11 @@ public struct WebServerConfiguration: Sendable {
   /// sweep late, and the client's own message may be a moment on its way). A client keeping its
   /// heartbeat so never gets a server ping: pinged at the heartbeat, its socket often carried two
   /// round trips per interval, the server's ping racing the client's own. One that does not ping
-  /// is kept open by its pongs. Set `keepaliveSweepSeconds` first.
-  public mutating func keepAlive(heartbeatSeconds: Int) {
+  /// is kept open by its pongs. The sweep's period is set with them: the ping's margin is its.
+  public mutating func keepAlive(heartbeatSeconds: Int, sweepSeconds: Double = 5) {
+    keepaliveSweepSeconds = sweepSeconds
     idleTimeoutSeconds = max(1, heartbeatSeconds) * 2 + 10
-    let margin = Int((2 * keepaliveSweepSeconds).rounded(.up))
+    let margin = Int((2 * sweepSeconds).rounded(.up))
     pingIntervalSeconds = max(1, min(heartbeatSeconds + margin, idleTimeoutSeconds - margin))
   }
 }

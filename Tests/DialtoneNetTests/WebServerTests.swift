@@ -337,8 +337,7 @@ extension WebServerTests {
     #expect(configuration.pingIntervalSeconds == 35 && configuration.idleTimeoutSeconds == 60)
     configuration.keepAlive(heartbeatSeconds: 1)
     #expect(configuration.pingIntervalSeconds == 2 && configuration.idleTimeoutSeconds == 12)
-    configuration.keepaliveSweepSeconds = 0.1
-    configuration.keepAlive(heartbeatSeconds: 1)
+    configuration.keepAlive(heartbeatSeconds: 1, sweepSeconds: 0.1)
     #expect(configuration.pingIntervalSeconds == 2 && configuration.idleTimeoutSeconds == 12)
   }
 
@@ -346,8 +345,7 @@ extension WebServerTests {
   /// ping from the server; one that is silent gets one, long before it would be dropped.
   @Test func aClientKeepingItsHeartbeatIsNeverPingedAndASilentOneIs() async throws {
     var configuration = WebServerConfiguration(port: 0)
-    configuration.keepaliveSweepSeconds = 0.1
-    configuration.keepAlive(heartbeatSeconds: 1)
+    configuration.keepAlive(heartbeatSeconds: 1, sweepSeconds: 0.1)
     let server = try WebServer(configuration: configuration, router: makeRouter(), webSocketHandler: EchoHandler())
     let (talking, silent) = (
       try RawWebSocket.handshake(port: server.port), try RawWebSocket.handshake(port: server.port)
