@@ -6,8 +6,10 @@
 # Parallel in processes, serial inside each: libwebsockets 4.1 on libuv closes the eventfd of a
 # context twice when it is destroyed (lws_destroy_event_pipe closes it at once, libuv's close
 # callback again). Another thread of the same process opening a descriptor in between would lose
-# it; descriptors of other processes cannot be hit. So each process runs its suites one at a
-# time, and the processes run side by side.
+# it; descriptors of other processes cannot be hit. Each loop gives back a cushion of descriptors
+# just before (DescriptorCushion), which takes a few such opens; suites that start and stop many
+# loops at once could still open more, so each process runs its suites one at a time, and the
+# processes run side by side.
 #
 # Anything that passed only on a second run is listed at the end ("FLAKY"), and counted.
 # usage: scripts/run-tests.sh              everything

@@ -58,6 +58,9 @@ final class ServiceLoop: @unchecked Sendable {
   private(set) var draining = false
   private var drainDeadline: Date = .distantFuture
   private var stopRequested = false
+  /// Given back just before the context is destroyed (`DescriptorCushion`); opened before it is
+  /// created, so that its numbers are below the context's event pipe.
+  private var cushion = DescriptorCushion()
   private var wakeTimer: DispatchSourceTimer?
   private var sendBuffer: [UInt8]
   /// Timers whose actions run on this loop's thread (`schedule(after:_:)`).
@@ -150,6 +153,7 @@ final class ServiceLoop: @unchecked Sendable {
   }
 
   deinit {
+    cushion.release()
     protocols?.deallocate()
     retryPolicy.deallocate()
     stopper.deallocate()
@@ -182,11 +186,8 @@ final class ServiceLoop: @unchecked Sendable {
       wakeTimer?.cancel()
       sweepTimer?.cancel()
       role.stopped()
-      // Debian 12's lws 4.1.6 closes its event pipe (an eventfd) twice while the context goes:
-      // once as the pipe is destroyed, again when libuv's close of its handle runs (fixed upstream
-      // in 2024, warmcat/libwebsockets#2873). A descriptor another thread opens in between is
-      // closed under it. A server or client process stops its loop only as it exits; a test
-      // process that starts and stops many servers can see a socket of another test fail.
+      // A loop that ended without a drain (lws_service failed) destroys its context here.
+      cushion.release()
       lws_context_destroy(ctx)
       role.contextDestroyed()
       executor?.networkThreadStopped(leftover: leftover)
@@ -376,6 +377,9 @@ final class ServiceLoop: @unchecked Sendable {
     let leftover = closeInbox()
     for work in leftover { executor?.run(work) }
     wakeTimer?.cancel()
+    // The stopper's destroy closes the event pipe twice: the cushion's numbers take what other
+    // threads open in between.
+    cushion.release()
     dt_lws_schedule_stop(context, stopper)
   }
 
