@@ -1,3 +1,4 @@
+import DialtoneBenchSlices
 import DialtoneCommandLine
 import DialtoneJSON
 import DialtoneProtocol
@@ -83,7 +84,7 @@ enum BenchCodecCommand {
       for _ in 0..<max(1, count) { try body() }
       samples.append(Double(DispatchTime.now().uptimeNanoseconds - start) / Double(max(1, count)))
     }
-    return samples.sorted()[samples.count / 2]
+    return Quantile.of(samples.sorted(), 0.5)
   }
 
   // MARK: The same messages as Codable types

@@ -1,3 +1,4 @@
+import DialtoneBenchSlices
 import DialtoneCommandLine
 import DialtoneCrypto
 import DialtoneHTTP2
@@ -57,8 +58,8 @@ enum BenchPushCommand {
     print("client            pushes/s   p50 ms   p99 ms   failed")
     print(
       String(
-        format: "dialtone          %8.0f  %7.2f  %7.2f   %d", Double(count) / elapsed, sorted[sorted.count / 2] * 1000,
-        sorted[Int(Double(sorted.count) * 0.99)] * 1000, failures))
+        format: "dialtone          %8.0f  %7.2f  %7.2f   %d", Double(count) / elapsed, Quantile.of(sorted, 0.5) * 1000,
+        Quantile.of(sorted, 0.99) * 1000, failures))
     // The mock caps throughput; the client's own cost says what one core could push.
     print(
       String(

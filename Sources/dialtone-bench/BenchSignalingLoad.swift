@@ -1,4 +1,5 @@
 import DialtoneAuth
+import DialtoneBenchSlices
 import DialtoneCommandLine
 import DialtoneJSON
 import DialtoneNet
@@ -270,13 +271,11 @@ final class LoadStats: Sendable {
   var completedCalls: Int { counts.withLock { $0.calls } }
   var latencies: [Double] { counts.withLock { $0.samples } }
 
-  /// The relay latency (ms) below which a fraction `p` of the samples lie (NaN without samples).
+  /// The relay latency (ms) below which a fraction `p` of the samples lie (NaN without samples),
+  /// computed as every other figure of the bench's is (`Quantile`).
   func latencyPercentiles() -> (Double) -> Double {
     let latencies = self.latencies.sorted()
-    return { p in
-      guard !latencies.isEmpty else { return .nan }
-      return latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]
-    }
+    return { p in Quantile.of(latencies, p) }
   }
 
   func waitForReady(_ target: Int, timeout: Double) async throws {
