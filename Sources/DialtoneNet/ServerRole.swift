@@ -48,7 +48,7 @@ final class ServerRole: ServiceRole {
     self.configuration = configuration
     self.router = router
     self.webSocketHandler = webSocketHandler
-    coalescingSchedule = CoalescingSchedule(minimumGap: UInt64(configuration.coalescingDelay * 0.25e9))
+    coalescingSchedule = CoalescingSchedule(slack: UInt64(configuration.coalescingDelay * 0.25e9))
   }
 
   func configure(_ info: inout lws_context_creation_info) {
