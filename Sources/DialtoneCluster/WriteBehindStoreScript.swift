@@ -99,8 +99,6 @@ extension WriteBehindStore {
           if onces_before == 0 then expire_new(meta, onces) end
           if once_count > once_memory then redis.call('ZREMRANGEBYRANK', onces, 0, -(once_memory + 1)) end
         end
-        -- The log's size: kept in the meta hash by every step that changes the log, counted
-        -- where a session stored before it was kept has none.
         local held = redis.call('ZCARD', log)
         -- Only this batch's frames in the log: it was created now.
         if held == added then expire_new(meta, log) end
