@@ -4,6 +4,7 @@ import DialtoneProtocol
 import DialtoneRedis
 import DialtoneSessions
 import DialtoneSupport
+import Synchronization
 
 /// The cluster's `SessionStore`: every device session lives in Redis (`SessionLedger`), so a
 /// client whose node died or drained resumes on any other node with nothing lost or duplicated.
@@ -157,6 +158,7 @@ extension ClusterLink: SessionStore {
   }
 
   package func append(_ message: ServerMessage, to sessionID: String, answering requestID: String?, coalesced: Bool) {
+    asked()
     // Encoded once, for whichever path takes it.
     let (frame, once) = (Self.frame(message), OnceKey.of(message))
     if let writeBehind,
@@ -173,12 +175,16 @@ extension ClusterLink: SessionStore {
   /// seq once its copies are stored, and never stored (`WriteBehindHolder.UnstoredAnswer`): one
   /// session entry per relayed candidate instead of two. Store-first stores it as any answer.
   package func answerUnstored(_ reply: ServerMessage, to sessionID: String, answering requestID: String) -> Bool {
-    guard let writeBehind else { return false }
-    return writeBehind.answerIfHeld(
-      .init(session: sessionID, requestID: requestID, bytes: MessageCodec.encode(reply, seq: nil)))
+    guard let writeBehind,
+      writeBehind.answerIfHeld(
+        .init(session: sessionID, requestID: requestID, bytes: MessageCodec.encode(reply, seq: nil)))
+    else { return false }
+    asked()
+    return true
   }
 
   package func deliver(_ message: ServerMessage, to userId: String, device: String?, skipping: Set<String>) {
+    asked()
     var skipping = skipping
     // Encoded once for every copy (every copy is the same frame and key).
     let (frame, once) = (Self.frame(message), OnceKey.of(message))
@@ -199,6 +205,7 @@ extension ClusterLink: SessionStore {
   /// unless too many sessions wait: then they join the hub's next transaction.
   package func acknowledge(_ sessionID: String, through seq: UInt64) {
     guard acknowledgements.note(sessionID, through: seq) else { return }
+    asked()
     let steps = acknowledgements.take().map {
       PendingStep(step: .acknowledge(session: $0.session, through: $0.through), what: "ack")
     }
@@ -224,6 +231,7 @@ extension ClusterLink: SessionStore {
   /// Write-behind: what the request caused for sessions held here is stored by this node's holder
   /// later, so the answer waits for it (`flush`).
   package func reply(_ reply: ServerMessage, to request: ForwardedRequest) {
+    asked()
     let letter = ClusterLetterCodec.encode(.reply(sessionID: request.origin.sessionID, requestID: request.id, reply))
     let frame = Self.frame(reply)
     if let writeBehind,
@@ -249,6 +257,7 @@ extension ClusterLink: SessionStore {
   /// held here, or behind the event's steps that leave copies in other nodes' inboxes. A
   /// requester held here now (it resumed here meanwhile) is answered as this node's own.
   package func replyUnstored(_ reply: ServerMessage, to request: ForwardedRequest) {
+    asked()
     guard let writeBehind else { return self.reply(reply, to: request) }
     let (session, bytes) = (request.origin.sessionID, MessageCodec.encode(reply, seq: nil))
     if writeBehind.answerIfHeld(.init(session: session, requestID: request.id, bytes: bytes)) { return }
@@ -258,6 +267,10 @@ extension ClusterLink: SessionStore {
   }
 
   package var repliesUnstored: Bool { writeBehind != nil }
+
+  /// The hub asked for something the next `flush` takes (before it is added: the hub asks and
+  /// flushes on its one thread).
+  private func asked() { askedSinceFlush.store(true, ordering: .releasing) }
 
   /// Write-behind: the steps answering a forwarded request wait for what it caused here to be
   /// stored (`flush`).
@@ -271,6 +284,7 @@ extension ClusterLink: SessionStore {
   /// Stores everything the hub asked for since the last flush, as one transaction in one round
   /// trip (the hub flushes after each event it handles).
   package func flush() {
+    guard askedSinceFlush.exchange(false, ordering: .acquiring) else { return }
     var steps = batch.withLock { batch in
       defer { batch.removeAll(keepingCapacity: true) }
       return batch

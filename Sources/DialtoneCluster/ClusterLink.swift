@@ -6,6 +6,7 @@ import DialtoneSessions
 import DialtoneStorage
 import DialtoneSupport
 import Foundation
+import Synchronization
 
 /// A node's part of a cluster (`--redis-url`): it answers the hub's two seams from Redis. Which
 /// node holds each device's session is `ClusterPresence`; which node runs each call is a lease
@@ -92,6 +93,12 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
   package let acknowledgements = PendingAcknowledgements()
   /// Session steps the hub asked for since its last `flush`, run as one transaction then.
   package let batch = Locked<[PendingStep]>([])
+  /// Whether the hub asked for anything `flush` takes since its last one (a step, an answer to a
+  /// forwarded request, a frame or an answer for the holder): an event that asked for nothing (a
+  /// ping, an acknowledgement held for housekeeping) is flushed without taking a lock.
+  let askedSinceFlush = Atomic<Bool>(false)
+  /// Whether the next `flush` has anything to take (tests).
+  package var asksPending: Bool { askedSinceFlush.load(ordering: .relaxed) }
   /// Write-behind: the answers to forwarded requests the hub gave since its last `flush`, with
   /// their requesters; they may wait for what their requests caused here to be stored (`flush`).
   package let forwardedReplies = Locked<(steps: [PendingStep], requests: [RefusedRequest])>(([], []))

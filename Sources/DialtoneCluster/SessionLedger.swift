@@ -412,6 +412,9 @@ public final class SessionLedger: Sendable {
     var all: [RedisArgument] { [meta, log, replies, replyOrder, once] }
   }
 
+  /// The session's meta hash alone: a write-behind batch names the others from it in Redis.
+  static func metaKey(_ sessionID: String) -> RedisArgument { .string("dt:session:{\(sessionID)}:meta") }
+
   static func keys(_ sessionID: String) -> Keys {
     let tag = "dt:session:{\(sessionID)}"
     return Keys(

@@ -65,8 +65,10 @@ extension SessionLedger {
     """
     local epoch = (tonumber(redis.call('HGET', KEYS[1], 'epoch')) or 0) + 1
     redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], (string.gsub(KEYS[1], ':meta$', ':lx')))
-    redis.call('HSET', KEYS[1], 'user', ARGV[1], 'device', ARGV[2], 'owner', ARGV[3],
-      'last', 0, 'dropped', 0, 'bytes', 0, 'onces', 0, 'epoch', epoch)
+    -- The fields every write-behind batch reads and writes first: a small hash is a list Redis
+    -- searches from its start, field by field.
+    redis.call('HSET', KEYS[1], 'epoch', epoch, 'last', 0, 'bytes', 0, 'onces', 0,
+      'user', ARGV[1], 'device', ARGV[2], 'owner', ARGV[3], 'dropped', 0)
     redis.call('PEXPIRE', KEYS[1], ARGV[4])
     return epoch
     """)
@@ -272,8 +274,10 @@ extension SessionLedger {
   /// longer holds the session, changes nothing more.
   static let acknowledgeScript = RedisScript(
     """
-    if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-    local through = math.min(tonumber(ARGV[1]), tonumber(redis.call('HGET', KEYS[1], 'last')))
+    -- No `last`: no session (one read for both questions).
+    local last = redis.call('HGET', KEYS[1], 'last')
+    if not last then return 0 end
+    local through = math.min(tonumber(ARGV[1]), tonumber(last))
     local acked = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', through)
     if #acked == 0 then return 0 end
     local freed = 0

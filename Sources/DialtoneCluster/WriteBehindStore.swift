@@ -31,22 +31,28 @@ package final class WriteBehindStore: Sendable {
       throw .invalidRequest("write-behind batches need one Redis: a Redis Cluster's layout is not built")
     }
     var keys: [RedisArgument] = []
-    keys.reserveCapacity(batch.sessions.count * 5)
+    keys.reserveCapacity(batch.sessions.count)
     var arguments: [RedisArgument] = [
       .integer(Int64(limits.capacity)), .integer(Int64(limits.maxBytes)), .integer(Int64(limits.replyMemory)),
       .integer(Int64(limits.onceMemory)),
     ]
-    arguments.reserveCapacity(4 + batch.sessions.count * 3 + batch.frameCount * 4)
+    arguments.reserveCapacity(4 + batch.sessions.count * 4 + batch.frameCount * 3)
+    // Sessions whose frames skip a seq: a gap, as Redis would find it, fenced without frames (so
+    // that a superseded or gone session is still refused as such).
+    var gapped: [String] = []
     for session in batch.sessions {
-      let sessionKeys = SessionLedger.keys(session.id)
-      keys += [sessionKeys.meta, sessionKeys.log, sessionKeys.replies, sessionKeys.replyOrder, sessionKeys.once]
+      // (A session without frames is only fenced: 0 is at or below any last seq.)
+      let first = session.frames.first?.seq ?? 0
+      let consecutive = session.frames.indices.allSatisfy { session.frames[$0].seq == first &+ UInt64($0) }
+      if !consecutive { gapped.append(session.id) }
+      let frames = consecutive ? session.frames : []
+      keys.append(SessionLedger.metaKey(session.id))
       arguments += [
-        .string(String(session.epoch)), .integer(Int64(session.frames.count)), .string(session.letterPosition ?? ""),
+        .string(String(session.epoch)), .integer(Int64(frames.count)), .string(session.letterPosition ?? ""),
+        .string(String(first)),
       ]
-      for frame in session.frames {
-        arguments += [
-          .string(String(frame.seq)), .bytes(frame.bytes), .string(frame.requestID ?? ""), .string(frame.once ?? ""),
-        ]
+      for frame in frames {
+        arguments += [.bytes(Self.logEntry(frame)), .string(frame.requestID ?? ""), .string(frame.once ?? "")]
       }
     }
     let reply = try redis.eval(Self.batchScript, keys: keys, arguments: arguments)
@@ -65,7 +71,17 @@ package final class WriteBehindStore: Sendable {
       }
       refused[batch.sessions[Int(number) - 1].id] = refusal
     }
+    for session in gapped where refused[session] == nil { refused[session] = .gap }
     return refused
+  }
+
+  /// A frame as the session's log holds it: "seq:frame".
+  static func logEntry(_ frame: WriteBehindBatch.Frame) -> [UInt8] {
+    var entry = Array(String(frame.seq).utf8)
+    entry.reserveCapacity(entry.count + 1 + frame.bytes.count)
+    entry.append(UInt8(ascii: ":"))
+    entry.append(contentsOf: frame.bytes)
+    return entry
   }
 
   /// What a holder starts a session from (`claim`).

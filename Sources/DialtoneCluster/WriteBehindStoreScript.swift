@@ -5,11 +5,17 @@ import DialtoneRedis
 /// their order), so that today's `resume`, `range` and `acknowledge` read what batches stored,
 /// and a session moves between store-first and write-behind without a migration.
 extension WriteBehindStore {
-  /// KEYS: per session its meta, log, replies, reply order and once-keys (`SessionLedger.Keys`,
-  /// in that order). ARGV: capacity, max bytes, reply memory, once memory; then per session its
-  /// epoch, frame count and last letter's inbox position ('' for none), then per frame its seq,
-  /// bytes, request id and once-key ('' for none).
+  /// KEYS: per session its meta hash (`SessionLedger.Keys.meta`); its other keys share its hash
+  /// tag and are named from it here, on the one Redis a batch runs on. ARGV: capacity, max
+  /// bytes, reply memory, once memory; then per session its epoch, frame count, last letter's
+  /// inbox position ('' for none) and first frame's seq (the frames' seqs follow it), then per
+  /// frame its log entry ("seq:frame"), request id and once-key ('' for none).
   /// Returns {session number (1-based), refusal code, ...}: 1 superseded, 2 gap, 3 gone.
+  ///
+  /// What a batch costs Redis is mostly the commands it runs, then the arguments it receives
+  /// (docs/benchmarks.md, "Item 4, eleventh step"): per session one read and one write of the
+  /// meta hash, one `ZADD` of the log, one of the once-keys and a `ZCARD`; one key and four
+  /// arguments per session, three per frame.
   static let batchScript = RedisScript(
     """
     local capacity, max_bytes, reply_memory = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -17,80 +23,85 @@ extension WriteBehindStore {
     \(SessionLedger.sessionLog)
     local refused = {}
     local at = 5
-    for i = 1, #KEYS / 5 do
-      local meta, log, replies, order = KEYS[5 * i - 4], KEYS[5 * i - 3], KEYS[5 * i - 2], KEYS[5 * i - 1]
-      local onces = KEYS[5 * i]
-      local epoch, count, letter = ARGV[at], tonumber(ARGV[at + 1]), ARGV[at + 2]
-      local first = at + 3
-      at = first + 4 * count
+    for i = 1, #KEYS do
+      local meta = KEYS[i]
+      local epoch, count, letter, first = ARGV[at], tonumber(ARGV[at + 1]), ARGV[at + 2], tonumber(ARGV[at + 3])
+      local base = at + 4
+      at = base + 3 * count
       local m = redis.call('HMGET', meta, 'epoch', 'last', 'bytes', 'onces')
-      local code = nil
       local last = tonumber(m[2])
-      local from = nil
+      local code = nil
       if not last then
         code = 3
       elseif m[1] ~= epoch then
         code = 1
-      else
-        -- Seqs at or below `last` under this epoch were stored by an earlier try of this batch
-        -- (its reply was lost): only this holder numbers under its epoch, so they are the same.
-        local expect = last + 1
-        for f = 0, count - 1 do
-          local seq = tonumber(ARGV[first + 4 * f])
-          if seq > last then
-            if seq ~= expect then
-              code = 2
-              break
-            end
-            expect = expect + 1
-            from = from or f
-          end
-        end
+      elseif first > last + 1 then
+        code = 2
       end
+      -- Seqs at or below `last` under this epoch were stored by an earlier try of this batch
+      -- (its reply was lost): only this holder numbers under its epoch, so they are the same.
+      local from = code and count or math.max(0, last + 1 - first)
       if code then
         refused[#refused + 1] = i
         refused[#refused + 1] = code
-      elseif from then
+      elseif from < count then
+        local tag = string.sub(meta, 1, -6)
+        local log = tag .. ':log'
         local bytes = tonumber(m[3]) or 0
         local once_count = tonumber(m[4]) or 0
+        local onces_before = once_count
+        local entries, once_entries = {}, {}
         local digits
-        -- One ZADD for the session's frames: what a batch costs Redis is mostly its calls.
-        local entries = {}
+        local added = 0
         for f = from, count - 1 do
-          digits = ARGV[first + 4 * f]
-          local frame, request, once = ARGV[first + 4 * f + 1], ARGV[first + 4 * f + 2], ARGV[first + 4 * f + 3]
+          local entry, request, once = ARGV[base + 3 * f], ARGV[base + 3 * f + 1], ARGV[base + 3 * f + 2]
+          local colon = string.find(entry, ':', 1, true)
+          digits = string.sub(entry, 1, colon - 1)
           -- Its once-key: a copy another node sends later is refused, and the session's next
           -- holder loads it (`claim`).
           if once ~= '' then
             once_count = once_count + 1
-            redis.call('ZADD', onces, once_count, once)
-            if once_count == 1 then expire_new(meta, onces) end
-            if once_count > once_memory then redis.call('ZREMRANGEBYRANK', onces, 0, -(once_memory + 1)) end
+            once_entries[#once_entries + 1] = once_count
+            once_entries[#once_entries + 1] = once
           end
           entries[#entries + 1] = digits
-          entries[#entries + 1] = digits .. ':' .. frame
+          entries[#entries + 1] = entry
           -- unpack's arguments live on Lua's C stack (about 8,000): flush well before.
           if #entries >= 1000 then
-            redis.call('ZADD', log, unpack(entries))
+            added = added + redis.call('ZADD', log, unpack(entries))
             entries = {}
           end
-          bytes = bytes + #frame
-          if request ~= '' and redis.call('HSET', replies, request, frame) == 1 then
-            local remembered = redis.call('RPUSH', order, request)
-            if remembered == 1 then
-              expire_new(meta, replies)
-              expire_new(meta, order)
-            end
-            while remembered > reply_memory do
-              redis.call('HDEL', replies, redis.call('LPOP', order))
-              remembered = remembered - 1
+          if #once_entries >= 1000 then
+            redis.call('ZADD', tag .. ':once', unpack(once_entries))
+            once_entries = {}
+          end
+          bytes = bytes + #entry - colon
+          if request ~= '' then
+            local replies = tag .. ':replies'
+            if redis.call('HSET', replies, request, string.sub(entry, colon + 1)) == 1 then
+              local order = tag .. ':reply-order'
+              local remembered = redis.call('RPUSH', order, request)
+              if remembered == 1 then
+                expire_new(meta, replies)
+                expire_new(meta, order)
+              end
+              while remembered > reply_memory do
+                redis.call('HDEL', replies, redis.call('LPOP', order))
+                remembered = remembered - 1
+              end
             end
           end
         end
-        if #entries > 0 then redis.call('ZADD', log, unpack(entries)) end
+        if #entries > 0 then added = added + redis.call('ZADD', log, unpack(entries)) end
+        if once_count > onces_before then
+          local onces = tag .. ':once'
+          if #once_entries > 0 then redis.call('ZADD', onces, unpack(once_entries)) end
+          if onces_before == 0 then expire_new(meta, onces) end
+          if once_count > once_memory then redis.call('ZREMRANGEBYRANK', onces, 0, -(once_memory + 1)) end
+        end
         local held = redis.call('ZCARD', log)
         -- Only this batch's frames in the log: it was created now.
-        if held == count - from then expire_new(meta, log) end
+        if held == added then expire_new(meta, log) end
         -- Bounded as with `appendStep`.
         local dropped
         bytes, held, dropped = trim_log(log, held, bytes, capacity, max_bytes)

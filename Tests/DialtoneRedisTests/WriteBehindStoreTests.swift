@@ -223,12 +223,77 @@ extension RedisTests {
       let (redis, ledger, store) = (opened.redis, opened.ledger, opened.store)
       let (id, holder) = (session(), node())
       try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
-      let batch = Batch(number: 1, sessions: [.init(id: id, epoch: 1, frames: [frame(1, seq: 1, request: "r1")])])
+      let batch = Batch(
+        number: 1,
+        sessions: [
+          .init(
+            id: id, epoch: 1,
+            frames: [frame(1, seq: 1, request: "r1"), .init(seq: 2, bytes: bytes(2, seq: 2), once: "c2")])
+        ])
       #expect(try store.store(batch, from: holder) == [:])
       let clock = KeyClock(redis: redis)
       let keys = try clock.keys("dt:session:{\(id)}*")
-      #expect(keys.count == 4)  // meta, log, replies, reply order
+      #expect(keys.count == 5)  // meta, log, replies, reply order, once-keys
       for (key, ttl) in try clock.ttls(keys) { #expect(ttl > 0 && ttl <= 60_000, "\(key): \(ttl)") }
+    }
+
+    /// Several frames of one session in one batch, with once-keys and request ids: each frame is
+    /// stored, each once-key remembered in order (a copy another node sends later is refused, the
+    /// next holder loads them) and bounded by the once memory within one batch and across two,
+    /// each answer remembered.
+    @Test func aSessionsFramesInOneBatchKeepTheirOnceKeysAndAnswers() throws {
+      let opened = LedgerAndStore(try redis(), limits: .init(onceMemory: 4, expiry: .seconds(60)))
+      defer { opened.close() }
+      let (ledger, store) = (opened.ledger, opened.store)
+      let (id, other, holder, next) = (session(), session(), node(), node())
+      try ledger.open(id, userId: "alice", deviceId: "phone", node: holder)
+      try ledger.open(other, userId: "bob", deviceId: "phone", node: holder)
+      func copy(_ n: Int, seq: UInt64) -> Batch.Frame { .init(seq: seq, bytes: bytes(n, seq: seq), once: "c\(n)") }
+      let first = Batch(
+        number: 1,
+        sessions: [
+          .init(id: id, epoch: 1, frames: [copy(1, seq: 1), frame(2, seq: 2, request: "r2"), copy(3, seq: 3)]),
+          .init(id: other, epoch: 1, frames: [copy(9, seq: 1)]),
+        ])
+      #expect(try store.store(first, from: holder) == [:])
+      #expect(try ledger.range(id, after: 0) == .messages([stored(id, 1, 1), stored(id, 2, 2), stored(id, 3, 3)]))
+      #expect(try store.claim(id, epoch: 1) == .init(lastSeq: 3, onces: ["c1", "c3"]))
+      #expect(try store.claim(other, epoch: 1) == .init(lastSeq: 1, onces: ["c9"]))
+      // Four more once-keys in one batch: the memory of four keeps the newest four.
+      let second = Batch(
+        number: 2,
+        sessions: [.init(id: id, epoch: 1, frames: (4...7).map { copy($0, seq: UInt64($0)) })])
+      #expect(try store.store(second, from: holder) == [:])
+      #expect(try store.claim(id, epoch: 1) == .init(lastSeq: 7, onces: ["c4", "c5", "c6", "c7"]))
+      // A copy of a stored candidate that another node sends is refused; one forgotten is not.
+      let resumed = try ledger.resume(id, userId: "alice", deviceId: "phone", from: 7, node: next)
+      #expect(resumed == .resumed(lastSeq: 7, epoch: 2, pending: [], replies: ["r2": bytes(2, seq: 2)]))
+      let head = SessionLedger.Frame(head: Array(#"{"seq":"#.utf8), tail: Array(#","n":0}"#.utf8))
+      #expect(try ledger.append(head, to: id, from: next, once: "c5") == .duplicate)
+      #expect(try ledger.append(head, to: id, from: next, once: "c1") == .here(stored(id, 8, 0)))
+    }
+
+    /// A session's frames that skip a seq within the batch are a gap, as one after the last seq
+    /// stored is; a superseded session's are refused as superseded; the batch's other sessions are
+    /// stored.
+    @Test func framesSkippingASeqWithinTheBatchAreAGapAndTheRestIsStored() throws {
+      let opened = LedgerAndStore(try redis())
+      defer { opened.close() }
+      let (ledger, store) = (opened.ledger, opened.store)
+      let (skipping, taken, fine, holder, successor) = (session(), session(), session(), node(), node())
+      for id in [skipping, taken, fine] { try ledger.open(id, userId: "u-\(id)", deviceId: "phone", node: holder) }
+      _ = try ledger.resume(taken, userId: "u-\(taken)", deviceId: "phone", from: 0, node: successor)
+      let batch = Batch(
+        number: 1,
+        sessions: [
+          .init(id: skipping, epoch: 1, frames: [frame(1, seq: 1), frame(3, seq: 3)], letterPosition: "5-0"),
+          .init(id: taken, epoch: 1, frames: [frame(1, seq: 1), frame(3, seq: 3)]),
+          .init(id: fine, epoch: 1, frames: [frame(1, seq: 1), frame(2, seq: 2)]),
+        ])
+      #expect(try store.store(batch, from: holder) == [skipping: .gap, taken: .superseded])
+      #expect(try ledger.range(skipping, after: 0) == .messages([]))
+      #expect(try store.letterPosition(of: skipping) == nil)
+      #expect(try ledger.range(fine, after: 0) == .messages([stored(fine, 1, 1), stored(fine, 2, 2)]))
     }
 
     @Test func aStalledHoldersBatchIsRefusedOnceAnotherNodeResumedAndItClosesTheSession() throws {

@@ -101,6 +101,24 @@ private struct LinkRig {
     #expect(rig.transactions.count == 1 && rig.transactions.steps == 3)
   }
 
+  /// An event that asked the link for nothing it flushes (an acknowledgement held for
+  /// housekeeping) is flushed without a lock; the next one that asks for a step is stored.
+  @Test func aFlushAfterAnEventThatAskedForNothingTakesNothing() throws {
+    let rig = try LinkRig(database: 12)
+    defer { rig.stop() }
+    try rig.open("s1")
+    rig.link.acknowledge("s1", through: 0)
+    #expect(!rig.link.asksPending)
+    rig.link.flush()
+    #expect(rig.transactions.count == 0)
+    rig.link.append(rig.candidate("candidate:1"), to: "s1", answering: nil, coalesced: false)
+    #expect(rig.link.asksPending)
+    rig.link.flush()
+    #expect(!rig.link.asksPending)
+    #expect(waitFor { rig.inbox.stored.map(\.sessionID) == ["s1"] })
+    #expect(rig.transactions.count == 1 && rig.transactions.steps == 1)
+  }
+
   /// Polls the condition on this thread (the link's sender reports from its own).
   private func waitFor(_ condition: () -> Bool) -> Bool {
     let deadline = Date().addingTimeInterval(10)
