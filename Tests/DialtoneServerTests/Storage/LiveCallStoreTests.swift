@@ -164,53 +164,31 @@ struct LiveCallStoreTests {
   }
 
   /// A live call written before the offer and the answer had columns of their own (both inside
-  /// the JSON) reads back whole once the store opens the file.
-  @Test func aLiveCallWrittenWithItsSDPInsideTheJSONReadsBackWhole() throws {
+  /// the JSON, schema 10), or before its invite and accept were made again from the row (their
+  /// JSON without the SDP, the SDP in its columns, schema 11), reads back whole once the store
+  /// opens the file.
+  @Test(arguments: [10, 11]) func aLiveCallWrittenWithItsMessagesAsJSONReadsBackWhole(schema: Int) throws {
     let directory = temporaryDirectory()
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let path = (directory as NSString).appendingPathComponent("dialtone.sqlite")
     let call = snapshot("c1", phase: .accepted)
+    let sdpColumns = schema >= 11
+    let invite = sdpColumns ? StoredSessionDescription.split(call.invite) : (message: call.invite, sdp: nil)
+    let accept = call.accept.map { sdpColumns ? StoredSessionDescription.split($0) : (message: $0, sdp: nil) }
+    let (columns, values) = sdpColumns ? (", offer_sdp, answer_sdp", ", ?, ?") : ("", "")
     do {
-      let old = try oldDatabase(at: path, schema: 10)
+      let old = try oldDatabase(at: path, schema: schema)
       try old.query(
         """
         INSERT INTO live_calls (call_id, caller_id, caller_device, caller_name, callee_id, video, created_at, phase,
-          answered_by, answered_at, ring_deadline, caller_grace_deadline, invite, accept)
-        VALUES ('c1', 'alice', 'phone', 'Alice', 'bob', 1, 1000, 'accepted', 'laptop', 2000, 46000, 5000, ?, ?)
-        """,
-        [
-          .text(MessageCodec.encodeString(call.invite, seq: nil)),
-          SQLiteValue(call.accept.map { MessageCodec.encodeString($0, seq: nil) }),
-        ])
-    }
-    let store = try SQLiteLiveCallStore(path: path)
-    #expect(try store.liveCalls().map(\.snapshot) == [call])
-  }
-
-  /// A live call written before its invite and accept were made again from the row (their JSON
-  /// without the SDP, the SDP in its columns, the new columns NULL) reads back whole.
-  @Test func aLiveCallWrittenWithItsMessagesAsJSONReadsBackWhole() throws {
-    let directory = temporaryDirectory()
-    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(atPath: directory) }
-    let path = (directory as NSString).appendingPathComponent("dialtone.sqlite")
-    let call = snapshot("c1", phase: .accepted)
-    do {
-      let old = try oldDatabase(at: path, schema: 11)
-      let invite = StoredSessionDescription.split(call.invite)
-      let accept = call.accept.map(StoredSessionDescription.split)
-      try old.query(
-        """
-        INSERT INTO live_calls (call_id, caller_id, caller_device, caller_name, callee_id, video, created_at, phase,
-          answered_by, answered_at, ring_deadline, caller_grace_deadline, invite, accept, offer_sdp, answer_sdp)
-        VALUES ('c1', 'alice', 'phone', 'Alice', 'bob', 1, 1000, 'accepted', 'laptop', 2000, 46000, 5000, ?, ?, ?, ?)
+          answered_by, answered_at, ring_deadline, caller_grace_deadline, invite, accept\(columns))
+        VALUES ('c1', 'alice', 'phone', 'Alice', 'bob', 1, 1000, 'accepted', 'laptop', 2000, 46000, 5000, ?, ?\(values))
         """,
         [
           .text(MessageCodec.encodeString(invite.message, seq: nil)),
-          SQLiteValue(accept.map { MessageCodec.encodeString($0.message, seq: nil) }), SQLiteValue(invite.sdp),
-          SQLiteValue(accept?.sdp),
-        ])
+          SQLiteValue(accept.map { MessageCodec.encodeString($0.message, seq: nil) }),
+        ] + (sdpColumns ? [SQLiteValue(invite.sdp), SQLiteValue(accept?.sdp)] : []))
     }
     let store = try SQLiteLiveCallStore(path: path)
     #expect(try store.liveCalls().map(\.snapshot) == [call])
