@@ -15,8 +15,13 @@ enum StoredCallMessages {
   /// The invite's `preconnect`, when the invite (its offer taken out) is the one `invite(of:…)`
   /// makes from the call's row; nil when it is not.
   static func preconnect(of invite: ServerMessage, in call: LiveCallSnapshot) -> Bool? {
-    guard case .invite(let body) = invite, body.offer == nil, body.callId == call.callId,
-      body.from == call.caller.peer, body.video == call.video, body.createdAt == call.createdAt
+    // The whole message compared, not the fields known today: a field added to `Invite` later
+    // makes the message differ (and go as JSON) until the row keeps it too.
+    guard case .invite(let body) = invite,
+      invite
+        == Self.invite(
+          of: call.callId, caller: call.caller, video: call.video, createdAt: call.createdAt,
+          preconnect: body.preconnect)
     else { return nil }
     return body.preconnect
   }
@@ -24,8 +29,11 @@ enum StoredCallMessages {
   /// The accept's answering device's name and `preconnected`, when the accept (its answer taken
   /// out) is the one `accept(of:…)` makes from the call's row; nil when it is not.
   static func answerer(of accept: ServerMessage, in call: LiveCallSnapshot) -> (name: String?, preconnected: Bool)? {
-    guard case .accept(let body) = accept, body.answer == nil, body.callId == call.callId,
-      body.from.userId == call.calleeId, let device = call.answeredBy, body.from.deviceId == device
+    guard case .accept(let body) = accept, let device = call.answeredBy,
+      accept
+        == Self.accept(
+          of: call.callId, calleeId: call.calleeId, device: device, name: body.from.name,
+          preconnected: body.preconnected)
     else { return nil }
     return (body.from.name, body.preconnected)
   }
