@@ -9,21 +9,13 @@ import Foundation
 /// readers work at once) nor for the checkpoints, and none waits for `SQLiteStore`'s queries.
 package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
   // @unchecked: each connection is used only under its own lock (`writerLock`, `readerLock`), and
-  // `encodedInvites`, `callsWithSignals` and `signalsUntracked` only under `writerLock`.
+  // `callsWithSignals` and `signalsUntracked` only under `writerLock`.
   private let writer: SQLiteDatabase
   private let writerLock = Locked()
   private let reader: SQLiteDatabase
   private let readerLock = Locked()
   /// Where call-id lookups wait for the reader, so that no caller's thread does.
   private let lookups = DispatchQueue(label: "dialtone.call-id-lookups")
-
-  /// The invite of each call the writer put, as stored (under `writerLock`, without its offer:
-  /// `StoredSessionDescription`): a call is put again at its accept and at each grace period with
-  /// the same invite, the offer dropped once answered, and so the same JSON. Reused only for an equal
-  /// message (the same strings: a pointer comparison each), dropped when the call ends, and
-  /// emptied past `maxEncodedInvites` so that calls whose end is never journaled cannot grow it.
-  private var encodedInvites: [CallID: (invite: ServerMessage, text: String)] = [:]
-  package static let maxEncodedInvites = 4096
 
   /// The calls that may have caller signals stored (under `writerLock`): read from the file when
   /// the store opens, added to when a signal is written, taken away once a commit deleted them.
@@ -114,54 +106,50 @@ package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
 
   /// A call's row is written in place once it exists (an upsert keeps its rowid and its key's
   /// index entry): `INSERT OR REPLACE` deleted the row and inserted it again under a new rowid,
-  /// which rewrote the key's index page and a second table page at every accept.
+  /// which rewrote the key's index page and a second table page at every accept. The invite and
+  /// the accept go in as their SDP (`StoredSessionDescription`) and, when the row can make them
+  /// again, the few values it lacks (`StoredCallMessages`); as JSON when it cannot.
   private func put(_ call: LiveCallSnapshot) throws {
     let invite = StoredSessionDescription.split(call.invite)
     let accept = call.accept.map(StoredSessionDescription.split)
+    let preconnect = StoredCallMessages.preconnect(of: invite.message, in: call)
+    let answerer = accept.flatMap { StoredCallMessages.answerer(of: $0.message, in: call) }
+    let acceptText: String? =
+      if let accept {
+        answerer == nil ? MessageCodec.encodeString(accept.message, seq: nil) : StoredCallMessages.rebuilt
+      } else { nil }
     try writer.query(
       constant: """
         INSERT INTO live_calls (call_id, caller_id, caller_device, caller_name, callee_id, video, created_at,
           phase, answered_by, answered_at, ring_deadline, caller_grace_deadline, answerer_grace_deadline, invite, accept,
-          blocked, offer_sdp, answer_sdp)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+          blocked, offer_sdp, answer_sdp, invite_preconnect, answerer_name, accept_preconnected)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         ON CONFLICT (call_id) DO UPDATE SET caller_id = excluded.caller_id, caller_device = excluded.caller_device,
           caller_name = excluded.caller_name, callee_id = excluded.callee_id, video = excluded.video,
           created_at = excluded.created_at, phase = excluded.phase, answered_by = excluded.answered_by,
           answered_at = excluded.answered_at, ring_deadline = excluded.ring_deadline,
           caller_grace_deadline = excluded.caller_grace_deadline, answerer_grace_deadline = excluded.answerer_grace_deadline,
           invite = excluded.invite, accept = excluded.accept, blocked = excluded.blocked,
-          offer_sdp = excluded.offer_sdp, answer_sdp = excluded.answer_sdp
+          offer_sdp = excluded.offer_sdp, answer_sdp = excluded.answer_sdp, invite_preconnect = excluded.invite_preconnect,
+          answerer_name = excluded.answerer_name, accept_preconnected = excluded.accept_preconnected
         """,
       [
         .text(call.callId), .text(call.caller.userId), .text(call.caller.deviceId), SQLiteValue(call.caller.name),
         .text(call.calleeId), .integer(call.video ? 1 : 0), .integer(call.createdAt), .text(call.phase.rawValue),
         SQLiteValue(call.answeredBy), SQLiteValue(call.answeredAt), .integer(call.ringDeadline),
         SQLiteValue(call.callerGraceDeadline), SQLiteValue(call.answererGraceDeadline),
-        .text(encodedInvite(invite.message, of: call.callId)),
-        SQLiteValue(accept.map { MessageCodec.encodeString($0.message, seq: nil) }), .integer(call.blocked ? 1 : 0),
-        SQLiteValue(invite.sdp), SQLiteValue(accept?.sdp),
+        .text(preconnect == nil ? MessageCodec.encodeString(invite.message, seq: nil) : StoredCallMessages.rebuilt),
+        SQLiteValue(acceptText), .integer(call.blocked ? 1 : 0), SQLiteValue(invite.sdp), SQLiteValue(accept?.sdp),
+        SQLiteValue(preconnect.map { $0 ? 1 : 0 }), SQLiteValue(answerer?.name),
+        SQLiteValue(answerer.map { $0.preconnected ? 1 : 0 }),
       ])
   }
-
-  /// The invite's JSON (without its offer) as stored: the text stored for it before when it is
-  /// the same message.
-  private func encodedInvite(_ invite: ServerMessage, of callId: CallID) -> String {
-    if let known = encodedInvites[callId], known.invite == invite { return known.text }
-    let text = MessageCodec.encodeString(invite, seq: nil)
-    if encodedInvites.count >= Self.maxEncodedInvites { encodedInvites.removeAll() }
-    encodedInvites[callId] = (invite, text)
-    return text
-  }
-
-  /// How many calls' invites are kept encoded (tests).
-  package var encodedInviteCount: Int { writerLock.withLock { encodedInvites.count } }
 
   /// The live state goes and the record is added; a record already under this id is kept as it
   /// is (ids are checked before a call starts, so this would be a bug, not a retry).
   private func end(
     _ record: CallRecord, callerDevice: String, blocked: Bool, signalsDeleted: inout [CallID]
   ) throws {
-    encodedInvites.removeValue(forKey: record.callId)
     try deleteSignals(of: record.callId, into: &signalsDeleted)
     try writer.query(constant: "DELETE FROM live_calls WHERE call_id = ?", [.text(record.callId)])
     try SQLiteStore.insert(record, into: writer, callerDevice: callerDevice, blocked: blocked)
@@ -211,24 +199,39 @@ package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
         """
         SELECT call_id, caller_id, caller_device, caller_name, callee_id, video, created_at, phase, answered_by,
           answered_at, ring_deadline, caller_grace_deadline, answerer_grace_deadline, invite, accept, blocked,
-          offer_sdp, answer_sdp
+          offer_sdp, answer_sdp, invite_preconnect, answerer_name, accept_preconnected
         FROM live_calls ORDER BY created_at, call_id
         """
       ).compactMap { row -> StoredLiveCall? in
-        guard row.count == 18, let callId = row[0].string, let callerId = row[1].string,
+        guard row.count == 21, let callId = row[0].string, let callerId = row[1].string,
           let callerDevice = row[2].string, let calleeId = row[4].string, let createdAt = row[6].int,
           let phase = row[7].string.flatMap(LiveCallSnapshot.Phase.init(rawValue:)), let ringDeadline = row[10].int,
-          let inviteText = row[13].string, let invite = try? MessageCodec.decodeServerMessage(inviteText).message
+          let inviteText = row[13].string
         else { return nil }
-        let accept = row[14].string.flatMap { try? MessageCodec.decodeServerMessage($0).message }.map {
-          StoredSessionDescription.joined($0, sdp: row[17].string)
+        let caller = Identity(userId: callerId, deviceId: callerDevice, name: row[3].string)
+        let video = row[5].int == 1
+        let invite: ServerMessage
+        if inviteText == StoredCallMessages.rebuilt, let preconnect = row[18].int {
+          invite = StoredCallMessages.invite(
+            of: callId, caller: caller, video: video, createdAt: createdAt, preconnect: preconnect == 1)
+        } else if let decoded = try? MessageCodec.decodeServerMessage(inviteText).message {
+          invite = decoded
+        } else {
+          return nil
+        }
+        var accept: ServerMessage?
+        if row[14].string == StoredCallMessages.rebuilt, let device = row[8].string, let preconnected = row[20].int {
+          accept = StoredCallMessages.accept(
+            of: callId, calleeId: calleeId, device: device, name: row[19].string, preconnected: preconnected == 1)
+        } else {
+          accept = row[14].string.flatMap { try? MessageCodec.decodeServerMessage($0).message }
         }
         let snapshot = LiveCallSnapshot(
-          callId: callId, caller: Identity(userId: callerId, deviceId: callerDevice, name: row[3].string),
-          calleeId: calleeId, video: row[5].int == 1, createdAt: createdAt, phase: phase, answeredBy: row[8].string,
-          answeredAt: row[9].int, ringDeadline: ringDeadline, callerGraceDeadline: row[11].int,
-          answererGraceDeadline: row[12].int, invite: StoredSessionDescription.joined(invite, sdp: row[16].string),
-          accept: accept, blocked: row[15].int == 1)
+          callId: callId, caller: caller, calleeId: calleeId, video: video, createdAt: createdAt, phase: phase,
+          answeredBy: row[8].string, answeredAt: row[9].int, ringDeadline: ringDeadline,
+          callerGraceDeadline: row[11].int, answererGraceDeadline: row[12].int,
+          invite: StoredSessionDescription.joined(invite, sdp: row[16].string),
+          accept: accept.map { StoredSessionDescription.joined($0, sdp: row[17].string) }, blocked: row[15].int == 1)
         return StoredLiveCall(snapshot: snapshot, callerSignals: phase == .ringing ? signals[callId] ?? [] : [])
       }
     }

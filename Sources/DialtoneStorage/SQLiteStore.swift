@@ -197,6 +197,13 @@ public actor SQLiteStore: CallStore, DeviceStore, GroupCallStore {
     ALTER TABLE live_calls ADD COLUMN offer_sdp TEXT;
     ALTER TABLE live_calls ADD COLUMN answer_sdp TEXT;
     """,
+    // What a live call's invite and accept hold beyond the row's other columns, for the messages
+    // made again from the row (`StoredCallMessages`): NULL where the message is stored as JSON.
+    """
+    ALTER TABLE live_calls ADD COLUMN invite_preconnect INTEGER;
+    ALTER TABLE live_calls ADD COLUMN answerer_name TEXT;
+    ALTER TABLE live_calls ADD COLUMN accept_preconnected INTEGER;
+    """,
   ]
 
   public init(path: String) throws {

@@ -64,40 +64,77 @@ struct LiveCallStoreTests {
     #expect(try reopened.callsEnded(since: 9001).isEmpty)
   }
 
-  /// The writer reuses a call's encoded invite across its puts: what is stored is always the
-  /// snapshot's own invite (a changed one included), the reuse ends with the call, and the
-  /// memory of encodings stays bounded.
+  /// What is stored is always the snapshot's own invite and accept, at every put: one that its
+  /// row can make again is stored as the row's columns, one that differs from its row in any
+  /// field as JSON, and either reads back whole, whichever the put before it was.
   @Test func aCallsInviteIsStoredAsItIsAtEveryPut() throws {
     let directory = temporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    func offered(_ sdp: String, _ snapshot: LiveCallSnapshot) -> LiveCallSnapshot {
-      var changed = snapshot
-      changed.invite = .invite(
-        .init(
-          callId: snapshot.callId, from: Peer(userId: "alice", deviceId: "phone", name: "Alice"), video: true,
-          offer: SessionDescription(sdp: sdp), createdAt: 1000))
-      return changed
-    }
     let store = try SQLiteLiveCallStore.open(dataDirectory: directory)
-    try store.write([.put(snapshot("c1"))])
-    try store.write([.put(snapshot("c1", phase: .accepted))])
-    #expect(store.encodedInviteCount == 1)
-    #expect(try store.liveCalls().map(\.snapshot) == [snapshot("c1", phase: .accepted)])
-    // Another invite under the same id (equal call id, other offer) is stored as it is.
-    let reoffered = offered("v=0\r\nanother \"offer\"\r\n", snapshot("c1", phase: .accepted))
-    try store.write([.put(reoffered)])
-    #expect(try store.liveCalls().map(\.snapshot) == [reoffered])
-    try store.write([.put(snapshot("c1", phase: .accepted))])
-    #expect(try store.liveCalls().map(\.snapshot) == [snapshot("c1", phase: .accepted)])
+    let file = try SQLiteDatabase(path: (directory as NSString).appendingPathComponent("dialtone.sqlite"))
+    func stored() throws -> [SQLiteValue] { try file.query("SELECT invite, accept FROM live_calls").first ?? [] }
+    var other = snapshot("c1", phase: .accepted)
+    other.invite = .invite(
+      .init(
+        callId: "c1", from: Peer(userId: "alice", deviceId: "phone", name: "Alice"), video: true,
+        offer: SessionDescription(sdp: "v=0\r\nanother \"offer\"\r\n"), createdAt: 999))
+    other.accept = .accept(
+      .init(callId: "c1", from: Peer(userId: "carol", deviceId: "laptop"), answer: .init(sdp: "a")))
+    for (call, rebuilt) in [
+      (snapshot("c1"), true), (other, false), (snapshot("c1", phase: .accepted), true), (other, false),
+    ] {
+      try store.write([.put(call)])
+      let row = try stored()
+      #expect(row.first.map { $0 == .text(StoredCallMessages.rebuilt) } == rebuilt)
+      #expect(row.last.map { $0 == .text(StoredCallMessages.rebuilt) } == (call.accept == nil ? false : rebuilt))
+      #expect(try store.liveCalls().map(\.snapshot) == [call])
+    }
     try store.write([.ended(record("c1", reason: .hangup, duration: 5), callerDevice: "phone")])
-    #expect(store.encodedInviteCount == 0)
     #expect(try store.liveCalls().isEmpty)
-    // Calls whose end never comes cannot grow it past its bound; each is still stored whole.
-    let many = (0...SQLiteLiveCallStore.maxEncodedInvites).map { snapshot("m\($0)") }
-    try store.write(many.map { .put($0) })
-    #expect(store.encodedInviteCount <= SQLiteLiveCallStore.maxEncodedInvites)
-    #expect(
-      try store.liveCalls().map(\.snapshot).sorted { $0.callId < $1.callId } == many.sorted { $0.callId < $1.callId })
+  }
+
+  /// The invite and the accept as `CallRouter` makes them are stored as their row (no JSON) and
+  /// read back field for field: the caller's name or none, `preconnect`, video, the creation
+  /// time, the answering device and its name, `preconnected`, with or without an answer.
+  @Test func theRoutersInviteAndAcceptAreMadeAgainFromTheirRow() throws {
+    let directory = temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    var calls: [LiveCallSnapshot] = []
+    for (index, (name, preconnect, answerer, onLeg)) in [
+      (nil, false, nil, false), ("Alice", true, "Bob", true), ("Älice \"A\"", false, "", false), ("", true, nil, true),
+    ].enumerated() {
+      for answered in [false, true] {
+        var call = CallRouter.Call(
+          id: "c\(index)-\(answered)", caller: Identity(userId: "alice", deviceId: "phone-\(index)", name: name),
+          calleeId: "bob", video: index % 2 == 0, createdAt: Date(milliseconds: 1000 + Int64(index)),
+          ringDeadline: Date(milliseconds: 46_000),
+          invitation: .init(offer: .init(sdp: "v=0\r\no\r\n"), preconnect: preconnect))
+        if answered {
+          call.invitation.offer = nil
+          call.phase = .accepted(
+            .init(
+              device: Peer(userId: "bob", deviceId: "laptop-\(index)", name: answerer), at: Date(milliseconds: 2000),
+              answer: onLeg ? nil : .init(sdp: "v=0\r\na\r\n"), onLeg: onLeg))
+        }
+        calls.append(call.snapshot)
+      }
+    }
+    do {
+      let store = try SQLiteLiveCallStore.open(dataDirectory: directory)
+      try store.write(calls.map { .put($0) })
+    }
+    let file = try SQLiteDatabase(path: (directory as NSString).appendingPathComponent("dialtone.sqlite"))
+    for row in try file.query("SELECT invite, accept, phase FROM live_calls") {
+      #expect(row[0] == .text(StoredCallMessages.rebuilt))
+      #expect(row[1] == (row[2] == .text("accepted") ? .text(StoredCallMessages.rebuilt) : .null))
+    }
+    let read = try SQLiteLiveCallStore.open(dataDirectory: directory).liveCalls().map(\.snapshot)
+    let byId = Dictionary(uniqueKeysWithValues: read.map { ($0.callId, $0) })
+    for call in calls {
+      // `Identity`'s `==` leaves the name out: compared on its own.
+      #expect(byId[call.callId] == call)
+      #expect(byId[call.callId]?.caller.name == call.caller.name)
+    }
   }
 
   /// An invite's offer and an accept's answer are stored as they are, beside their messages'
@@ -127,25 +164,31 @@ struct LiveCallStoreTests {
   }
 
   /// A live call written before the offer and the answer had columns of their own (both inside
-  /// the JSON) reads back whole once the store opens the file.
-  @Test func aLiveCallWrittenWithItsSDPInsideTheJSONReadsBackWhole() throws {
+  /// the JSON, schema 10), or before its invite and accept were made again from the row (their
+  /// JSON without the SDP, the SDP in its columns, schema 11), reads back whole once the store
+  /// opens the file.
+  @Test(arguments: [10, 11]) func aLiveCallWrittenWithItsMessagesAsJSONReadsBackWhole(schema: Int) throws {
     let directory = temporaryDirectory()
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let path = (directory as NSString).appendingPathComponent("dialtone.sqlite")
     let call = snapshot("c1", phase: .accepted)
+    let sdpColumns = schema >= 11
+    let invite = sdpColumns ? StoredSessionDescription.split(call.invite) : (message: call.invite, sdp: nil)
+    let accept = call.accept.map { sdpColumns ? StoredSessionDescription.split($0) : (message: $0, sdp: nil) }
+    let (columns, values) = sdpColumns ? (", offer_sdp, answer_sdp", ", ?, ?") : ("", "")
     do {
-      let old = try oldDatabase(at: path, schema: SQLiteStore.migrations.count - 1)
+      let old = try oldDatabase(at: path, schema: schema)
       try old.query(
         """
         INSERT INTO live_calls (call_id, caller_id, caller_device, caller_name, callee_id, video, created_at, phase,
-          answered_by, answered_at, ring_deadline, caller_grace_deadline, invite, accept)
-        VALUES ('c1', 'alice', 'phone', 'Alice', 'bob', 1, 1000, 'accepted', 'laptop', 2000, 46000, 5000, ?, ?)
+          answered_by, answered_at, ring_deadline, caller_grace_deadline, invite, accept\(columns))
+        VALUES ('c1', 'alice', 'phone', 'Alice', 'bob', 1, 1000, 'accepted', 'laptop', 2000, 46000, 5000, ?, ?\(values))
         """,
         [
-          .text(MessageCodec.encodeString(call.invite, seq: nil)),
-          SQLiteValue(call.accept.map { MessageCodec.encodeString($0, seq: nil) }),
-        ])
+          .text(MessageCodec.encodeString(invite.message, seq: nil)),
+          SQLiteValue(accept.map { MessageCodec.encodeString($0.message, seq: nil) }),
+        ] + (sdpColumns ? [SQLiteValue(invite.sdp), SQLiteValue(accept?.sdp)] : []))
     }
     let store = try SQLiteLiveCallStore(path: path)
     #expect(try store.liveCalls().map(\.snapshot) == [call])
