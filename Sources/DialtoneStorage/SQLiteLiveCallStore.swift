@@ -112,12 +112,8 @@ package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
   private func put(_ call: LiveCallSnapshot) throws {
     let invite = StoredSessionDescription.split(call.invite)
     let accept = call.accept.map(StoredSessionDescription.split)
-    let preconnect = StoredCallMessages.preconnect(of: invite.message, in: call)
-    let answerer = accept.flatMap { StoredCallMessages.answerer(of: $0.message, in: call) }
-    let acceptText: String? =
-      if let accept {
-        answerer == nil ? MessageCodec.encodeString(accept.message, seq: nil) : StoredCallMessages.rebuilt
-      } else { nil }
+    let storedInvite = StoredCallMessages.stored(invite: invite.message, in: call)
+    let storedAccept = accept.map { StoredCallMessages.stored(accept: $0.message, in: call) }
     try writer.query(
       constant: """
         INSERT INTO live_calls (call_id, caller_id, caller_device, caller_name, callee_id, video, created_at,
@@ -138,10 +134,9 @@ package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
         .text(call.calleeId), .integer(call.video ? 1 : 0), .integer(call.createdAt), .text(call.phase.rawValue),
         SQLiteValue(call.answeredBy), SQLiteValue(call.answeredAt), .integer(call.ringDeadline),
         SQLiteValue(call.callerGraceDeadline), SQLiteValue(call.answererGraceDeadline),
-        .text(preconnect == nil ? MessageCodec.encodeString(invite.message, seq: nil) : StoredCallMessages.rebuilt),
-        SQLiteValue(acceptText), .integer(call.blocked ? 1 : 0), SQLiteValue(invite.sdp), SQLiteValue(accept?.sdp),
-        SQLiteValue(preconnect.map { $0 ? 1 : 0 }), SQLiteValue(answerer?.name),
-        SQLiteValue(answerer.map { $0.preconnected ? 1 : 0 }),
+        .text(storedInvite.text), SQLiteValue(storedAccept?.text), .integer(call.blocked ? 1 : 0),
+        SQLiteValue(invite.sdp), SQLiteValue(accept?.sdp), SQLiteValue(storedInvite.preconnect.map { $0 ? 1 : 0 }),
+        SQLiteValue(storedAccept?.answerer?.name), SQLiteValue(storedAccept?.answerer.map { $0.preconnected ? 1 : 0 }),
       ])
   }
 
@@ -210,22 +205,14 @@ package final class SQLiteLiveCallStore: LiveCallStore, @unchecked Sendable {
         else { return nil }
         let caller = Identity(userId: callerId, deviceId: callerDevice, name: row[3].string)
         let video = row[5].int == 1
-        let invite: ServerMessage
-        if inviteText == StoredCallMessages.rebuilt, let preconnect = row[18].int {
-          invite = StoredCallMessages.invite(
-            of: callId, caller: caller, video: video, createdAt: createdAt, preconnect: preconnect == 1)
-        } else if let decoded = try? MessageCodec.decodeServerMessage(inviteText).message {
-          invite = decoded
-        } else {
-          return nil
-        }
-        var accept: ServerMessage?
-        if row[14].string == StoredCallMessages.rebuilt, let device = row[8].string, let preconnected = row[20].int {
-          accept = StoredCallMessages.accept(
-            of: callId, calleeId: calleeId, device: device, name: row[19].string, preconnected: preconnected == 1)
-        } else {
-          accept = row[14].string.flatMap { try? MessageCodec.decodeServerMessage($0).message }
-        }
+        guard
+          let invite = StoredCallMessages.invite(
+            text: inviteText, preconnect: row[18].int.map { $0 == 1 }, callId: callId, caller: caller, video: video,
+            createdAt: createdAt)
+        else { return nil }
+        let accept = StoredCallMessages.accept(
+          text: row[14].string, callId: callId, calleeId: calleeId, device: row[8].string, name: row[19].string,
+          preconnected: row[20].int.map { $0 == 1 })
         let snapshot = LiveCallSnapshot(
           callId: callId, caller: caller, calleeId: calleeId, video: video, createdAt: createdAt, phase: phase,
           answeredBy: row[8].string, answeredAt: row[9].int, ringDeadline: ringDeadline,

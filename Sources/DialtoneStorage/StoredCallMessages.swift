@@ -38,6 +38,43 @@ enum StoredCallMessages {
     return (body.from.name, body.preconnected)
   }
 
+  /// What the `invite` column holds for `invite` (its offer taken out), and `invite_preconnect`:
+  /// `rebuilt` and the flag when the row makes it again, its JSON and nil when not.
+  static func stored(invite: ServerMessage, in call: LiveCallSnapshot) -> (text: String, preconnect: Bool?) {
+    if let preconnect = preconnect(of: invite, in: call) { return (rebuilt, preconnect) }
+    return (MessageCodec.encodeString(invite, seq: nil), nil)
+  }
+
+  /// What the `accept` column holds for `accept` (its answer taken out), with `answerer_name`
+  /// and `accept_preconnected`: as for `stored(invite:in:)`.
+  static func stored(accept: ServerMessage, in call: LiveCallSnapshot)
+    -> (text: String, answerer: (name: String?, preconnected: Bool)?)
+  {
+    if let answerer = answerer(of: accept, in: call) { return (rebuilt, answerer) }
+    return (MessageCodec.encodeString(accept, seq: nil), nil)
+  }
+
+  /// The invite a row holds (without its offer): made again from the row, or decoded from its
+  /// JSON; nil when the text is neither.
+  static func invite(
+    text: String, preconnect: Bool?, callId: CallID, caller: Identity, video: Bool, createdAt: Int64
+  ) -> ServerMessage? {
+    if text == rebuilt, let preconnect {
+      return invite(of: callId, caller: caller, video: video, createdAt: createdAt, preconnect: preconnect)
+    }
+    return try? MessageCodec.decodeServerMessage(text).message
+  }
+
+  /// The accept a row holds (without its answer), as for `invite(text:…)`; nil for none.
+  static func accept(
+    text: String?, callId: CallID, calleeId: String, device: String?, name: String?, preconnected: Bool?
+  ) -> ServerMessage? {
+    if text == rebuilt, let device, let preconnected {
+      return accept(of: callId, calleeId: calleeId, device: device, name: name, preconnected: preconnected)
+    }
+    return text.flatMap { try? MessageCodec.decodeServerMessage($0).message }
+  }
+
   /// The invite `preconnect(of:in:)` took apart, without its offer.
   static func invite(of callId: CallID, caller: Identity, video: Bool, createdAt: Int64, preconnect: Bool)
     -> ServerMessage
