@@ -412,11 +412,14 @@ public final class SessionLedger: Sendable {
     var all: [RedisArgument] { [meta, log, replies, replyOrder, once] }
   }
 
+  /// The hash tag every key of the session starts with.
+  private static func tag(_ sessionID: String) -> String { "dt:session:{\(sessionID)}" }
+
   /// The session's meta hash alone: a write-behind batch names the others from it in Redis.
-  static func metaKey(_ sessionID: String) -> RedisArgument { .string("dt:session:{\(sessionID)}:meta") }
+  static func metaKey(_ sessionID: String) -> RedisArgument { .string(tag(sessionID) + ":meta") }
 
   static func keys(_ sessionID: String) -> Keys {
-    let tag = "dt:session:{\(sessionID)}"
+    let tag = Self.tag(sessionID)
     return Keys(
       meta: .string(tag + ":meta"), log: .string(tag + ":log"), replies: .string(tag + ":replies"),
       replyOrder: .string(tag + ":reply-order"), once: .string(tag + ":once"))

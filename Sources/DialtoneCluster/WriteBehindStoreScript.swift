@@ -46,7 +46,7 @@ extension WriteBehindStore {
         refused[#refused + 1] = code
       elseif from < count then
         local tag = string.sub(meta, 1, -6)
-        local log = tag .. ':log'
+        local log, onces = tag .. ':log', tag .. ':once'
         local bytes = tonumber(m[3]) or 0
         local once_count = tonumber(m[4]) or 0
         local onces_before = once_count
@@ -72,7 +72,7 @@ extension WriteBehindStore {
             entries = {}
           end
           if #once_entries >= 1000 then
-            redis.call('ZADD', tag .. ':once', unpack(once_entries))
+            redis.call('ZADD', onces, unpack(once_entries))
             once_entries = {}
           end
           bytes = bytes + #entry - colon
@@ -94,7 +94,6 @@ extension WriteBehindStore {
         end
         if #entries > 0 then added = added + redis.call('ZADD', log, unpack(entries)) end
         if once_count > onces_before then
-          local onces = tag .. ':once'
           if #once_entries > 0 then redis.call('ZADD', onces, unpack(once_entries)) end
           if onces_before == 0 then expire_new(meta, onces) end
           if once_count > once_memory then redis.call('ZREMRANGEBYRANK', onces, 0, -(once_memory + 1)) end
