@@ -7,7 +7,7 @@
 # context twice when it is destroyed (lws_destroy_event_pipe closes it at once, libuv's close
 # callback again). Another thread of the same process opening a descriptor in between would lose
 # it; descriptors of other processes cannot be hit. Each loop gives back a cushion of descriptors
-# just before (DescriptorCushion), which takes a few such opens; suites that start and stop many
+# just before (DescriptorReserve), which takes a few such opens; suites that start and stop many
 # loops at once could still open more, so each process runs its suites one at a time, and the
 # processes run side by side.
 #

@@ -58,9 +58,9 @@ final class ServiceLoop: @unchecked Sendable {
   private(set) var draining = false
   private var drainDeadline: Date = .distantFuture
   private var stopRequested = false
-  /// Given back just before the context is destroyed (`DescriptorCushion`); opened before it is
-  /// created, so that its numbers are below the context's event pipe.
-  private var cushion = DescriptorCushion()
+  /// Opened before the context, given back just before it is destroyed, for what other threads
+  /// open between lws's two closes of the context's event pipe (`DescriptorReserve`).
+  private var cushion = DescriptorReserve(count: 8)
   private var wakeTimer: DispatchSourceTimer?
   private var sendBuffer: [UInt8]
   /// Timers whose actions run on this loop's thread (`schedule(after:_:)`).

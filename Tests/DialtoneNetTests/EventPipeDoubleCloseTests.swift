@@ -7,9 +7,10 @@ import Testing
   import Glibc
 #endif
 
-/// lws 4.1.6 on libuv closes a context's event pipe twice as the context goes
-/// (`DescriptorCushion`). Another thread opening descriptors one at a time, as a server's
-/// listener or a database does, must never have one closed under it by a loop that stops.
+/// lws 4.1.6 on libuv closes a context's event pipe twice as the context goes (a loop's
+/// cushion, `DescriptorReserve`). Another thread opening descriptors one at a time, as a
+/// server's listener or a database does, must never have one closed under it by a loop that
+/// stops.
 @Suite(.serialized) struct EventPipeDoubleCloseTests {
   private static let loops = 60
   private static let maxOpens = 20_000_000
