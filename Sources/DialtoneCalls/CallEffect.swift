@@ -21,15 +21,19 @@ package struct CallTimer: Sendable, Hashable {
 }
 
 /// What the router wants done; the hub carries it out, so the router stays a pure state machine.
+///
+/// The effects a relayed message makes (a `send`) are most of them: the rarer, larger payloads
+/// are kept out of line (`indirect`), so that an effect is the size of a `send` (a live call's
+/// change inline made every effect 442 bytes, each copied whole as the effects move).
 package enum CallEffect: Sendable, Equatable {
   case send(ServerMessage, to: Recipient)
   case schedule(CallTimer, after: Duration)
   case cancel(CallTimer)
-  case external(CallEvent)
+  indirect case external(CallEvent)
   /// Work for the group call's media server (`SFUBackend`).
-  case sfu(SFUCommand)
+  indirect case sfu(SFUCommand)
   /// A change that must be in the journal before the outcome it belongs to is seen by anyone.
-  case persist(LiveCallChange)
+  indirect case persist(LiveCallChange)
 }
 
 /// What the group router asks of the media server. Results come back as `SFUEvent`s.

@@ -180,8 +180,9 @@ public enum ClientMessage: Sendable, Equatable {
   case mediaState(MediaState)
   /// The sender put the call on hold, or took it off hold (the call and its connection stay up).
   case hold(Hold)
-  /// What the client measured of a call (set-up milestones, RTT, loss, the media path).
-  case quality(QualityReport)
+  /// What the client measured of a call (set-up milestones, RTT, loss, the media path). Out of
+  /// line: the largest payload by far, it would set the size of every message (see `OutOfLine`).
+  indirect case quality(QualityReport)
   /// Start a group call and ring its members.
   case groupCreate(GroupCreate)
   /// A member's device is alerting its user.

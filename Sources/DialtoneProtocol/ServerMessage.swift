@@ -108,8 +108,9 @@ public enum ServerMessage: Sendable, Equatable {
   case mediaState(MediaState)
   /// The other side put the call on hold, or took it off hold.
   case hold(Hold)
-  /// A group call rings this member's device.
-  case groupInvite(GroupInvite)
+  /// A group call rings this member's device. Out of line: the largest payload but the ack's
+  /// (see `OutOfLine`).
+  indirect case groupInvite(GroupInvite)
   /// A group call's participant list changed (to every member's devices).
   case groupUpdate(GroupUpdate)
   /// How the joined device reaches the group call's media.
@@ -195,15 +196,23 @@ public enum ServerMessage: Sendable, Equatable {
     /// Set when answering a call-related request.
     public var callId: CallID?
     /// Set when answering `get-call`.
-    public var call: CallState?
+    public var call: CallState? {
+      get { storedCall?.value }
+      set { storedCall = newValue.map(OutOfLine.init) }
+    }
     /// Set when answering `group-create`, `group-join`, `room-join` and `get-group`.
-    public var group: GroupCallState?
+    public var group: GroupCallState? {
+      get { storedGroup?.value }
+      set { storedGroup = newValue.map(OutOfLine.init) }
+    }
+    private var storedCall: OutOfLine<CallState>?
+    private var storedGroup: OutOfLine<GroupCallState>?
 
     public init(replyTo: String, callId: CallID? = nil, call: CallState? = nil, group: GroupCallState? = nil) {
       self.replyTo = replyTo
       self.callId = callId
-      self.call = call
-      self.group = group
+      storedCall = call.map(OutOfLine.init)
+      storedGroup = group.map(OutOfLine.init)
     }
 
     public init(wirePlaceholder _: WirePlaceholder) { self.init(replyTo: "") }
@@ -667,7 +676,7 @@ extension ServerMessage {
 
   /// A group call's messages.
   public enum GroupMessage: Sendable, Equatable {
-    case groupInvite(GroupInvite)
+    indirect case groupInvite(GroupInvite)
     case groupUpdate(GroupUpdate)
     case groupMedia(GroupMedia)
     case groupOffer(GroupDescription)

@@ -9,30 +9,34 @@ import Foundation
 
 /// Everything the hub reacts to: socket events from the network thread, timers from the clock,
 /// and what the journal, the stores, the SFU and the cluster report back.
+///
+/// A received message is most events; the cases with large payloads are kept out of line
+/// (`indirect`), so an event is the size of a received message's (they made every event 330
+/// bytes, copied whole as it moves).
 enum HubEvent: Sendable {
-  case opened(WebSocketConnection, UpgradeRequest)
+  indirect case opened(WebSocketConnection, UpgradeRequest)
   case received(WebSocketConnection, [UInt8], isText: Bool)
   case closed(WebSocketConnection, code: UInt16?)
   /// The oldest hello deadline passed (`SocketGate.helloDeadlinesPassed`).
   case helloDeadlines
   case sessionExpiry(sessionID: String)
   case callTimer(CallTimer)
-  case sfu(SFUEvent)
+  indirect case sfu(SFUEvent)
   /// The journal wrote everything up to this ticket.
   case journalCommitted(UInt64)
   /// The store answered whether a call id was ever used (`CallDesk.Decision.needsHistory`): the
   /// requests parked behind the question go on.
-  case callIdChecked(CallID, CallDesk.History)
+  indirect case callIdChecked(CallID, CallDesk.History)
   /// The answer to a request of a session here that was handled elsewhere: a quality report
   /// the store took (or refused), or a request another node's call answered.
-  case replyArrived(sessionID: String, requestID: String, reply: ServerMessage)
+  indirect case replyArrived(sessionID: String, requestID: String, reply: ServerMessage)
   /// Another node's device's request about a call that runs here.
-  case forwarded(ForwardedRequest)
+  indirect case forwarded(ForwardedRequest)
   /// The answer to a forwarded request that was handled off the hub's thread (a quality report).
-  case forwardedAnswered(ForwardedRequest, ServerMessage)
+  indirect case forwardedAnswered(ForwardedRequest, ServerMessage)
   /// Requests about calls being taken over here waited long enough: they go on.
   case takeOverWaited(CallID)
-  case cluster(ClusterEvent)
+  indirect case cluster(ClusterEvent)
   /// A session waiting for a message before the ones it holds asks the store for it.
   case gapCheck(sessionID: String)
 }

@@ -8,8 +8,13 @@ import Foundation
 /// What a handled request (or timer, or SFU event) produced: the reply, to whom, and the effects.
 struct Output {
   var session: (any DeliverySession)?
-  /// A request forwarded by another node: the reply goes back there instead.
-  var forwarded: ForwardedRequest?
+  /// A request forwarded by another node: the reply goes back there instead. Out of line: it
+  /// holds a whole client message, and outputs are mostly a local session's.
+  var forwarded: ForwardedRequest? {
+    get { storedForwarded?.value }
+    set { storedForwarded = newValue.map(OutOfLine.init) }
+  }
+  private var storedForwarded: OutOfLine<ForwardedRequest>?
   var requestID: String?
   var reply: ServerMessage?
   /// The reply may wait briefly to share a write (`CallEffect` acks of candidates).
@@ -29,7 +34,7 @@ struct Output {
   ) {
     self.relayedAnswer = relayedAnswer
     self.session = session
-    self.forwarded = forwarded
+    storedForwarded = forwarded.map(OutOfLine.init)
     self.requestID = requestID
     self.reply = reply
     self.coalesced = coalesced
