@@ -19,35 +19,16 @@ resume's read of a stripe, `takeScript`) costs as the stripe grows. Usage:
 """
 import argparse
 import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 
-from batch_script_probe import ACK_EVERY, PER_BATCH, ROOT, SESSIONS, SCRIPT, LEDGER, run, scripts, start_server, swift_lua
+from batch_script_probe import (ACK_EVERY, LEDGER, PER_BATCH, ROOT, SCRIPT, SESSIONS, counted, frames, run, scripts,
+                                swift_lua)
 
 LOG_SCRIPTS = 'Sources/DialtoneCluster/WriteBehindLogScripts.swift'
 EXPIRY = 3600000
 ONCE_BLOBS = 64
-
-
-def frames(request_every):
-    """The probe's frames, endlessly: (session, seq, body, request id, once-key, letter position), the
-    same sequence as `batch_script_probe.run` makes."""
-    seqs = [0] * SESSIONS
-    cursor = 0
-    while True:
-        s = cursor % SESSIONS
-        cursor += 1
-        seqs[s] += 1
-        seq = seqs[s]
-        body = ('{"type":"candidate","callId":"c%06d","candidate":{"candidate":"candidate:1 1 udp 2122260223 '
-                '127.0.0.1 5%04d typ host","sdpMid":"0","sdpMLineIndex":0},"from":"u%d","seq":%d}'
-                % (s, cursor % 10000, s, seq))
-        request = f'r{cursor}' if cursor % request_every == 0 else ''
-        once = f'c{s}:{cursor}' if cursor % request_every != 0 else ''
-        yield s, seq, body, request, once, f'1733500000000-{cursor}'
 
 
 def varint(value):
@@ -168,26 +149,6 @@ def run_take(redis, lua, length, takes, mark):
         assert reply[0] == 1 and len(reply[4]) == length, reply[:3]
     mark('take', False)
     return takes
-
-
-def counted(folder, part, body):
-    """Redis's instructions (callgrind) over the phases `body(redis, mark)` marks as `part`, and what
-    `body` returned (the frames or takes they were for)."""
-    out = os.path.join(folder, f'callgrind-{part}.out')
-    server, redis = start_server(folder, out)
-
-    def mark(which, on):
-        if which == part:
-            subprocess.run(['callgrind_control', '-i', 'on' if on else 'off', str(server.pid)], check=True,
-                           capture_output=True)
-    try:
-        units = body(redis, mark)
-    finally:
-        server.terminate()
-        server.wait()
-    totals = subprocess.run(['callgrind_annotate', out], capture_output=True, text=True, check=True).stdout
-    os.remove(out)
-    return int(re.search(r'([\d,]+) \(100.0%\)\s+PROGRAM TOTALS', totals).group(1).replace(',', '')), units
 
 
 def main():
