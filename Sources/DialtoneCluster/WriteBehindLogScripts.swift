@@ -44,7 +44,7 @@ extension WriteBehindLog {
   /// KEYS: log, fence, checkpoints, once-keys. ARGV: the take count the holder knows, the
   /// absolute number of the first entry to keep, the expiry ms, how many once-key blobs to keep,
   /// this trim's once-key blob ('' for none), then session and checkpoint pairs. Never trims at
-  /// or past `hold` (a taker's entries). Returns {1, head}, or refused as `appendScript` is.
+  /// or past `hold` (a taker's entries), nor past the log's end. Returns {1, head}, or refused as `appendScript` is.
   static let trimScript = RedisScript(
     """
     \(takenSince)
@@ -53,6 +53,8 @@ extension WriteBehindLog {
     local head = tonumber(f[2]) or 0
     local keep = tonumber(ARGV[2])
     if f[3] then keep = math.min(keep, tonumber(f[3])) end
+    -- Never past the log's end: entry numbers go on from `head` plus the length.
+    if keep > head then keep = math.min(keep, head + redis.call('LLEN', KEYS[1])) end
     if keep > head then
       redis.call('LTRIM', KEYS[1], keep - head, -1)
       head = keep

@@ -132,6 +132,19 @@ extension RedisTests {
       #expect(bobs.frames == [frame(bob, 4)] && bobs.last == 4)
     }
 
+    @Test func aTrimPastTheLogsEndStopsAtItAndNumbersGoOn() throws {
+      let redis = try SharedRedis.client()
+      defer { redis.close() }
+      let log = log(redis)
+      let (alice, holder) = (session(), node())
+      _ = try log.append(entry(frame(alice, 1)), node: holder, stripe: 0, takes: 0)
+      _ = try log.append(entry(frame(alice, 2)), node: holder, stripe: 0, takes: 0)
+      #expect(
+        try log.trim(node: holder, stripe: 0, keepFrom: 10, takes: 0, checkpoints: [:], onces: .init([]))
+          == .trimmed(head: 2))
+      #expect(try log.append(entry(frame(alice, 3)), node: holder, stripe: 0, takes: 0) == .appended(number: 2))
+    }
+
     @Test func aSessionWhoseFramesWereTrimmedResumesFromItsCheckpointAndOnceKeys() throws {
       let redis = try SharedRedis.client()
       defer { redis.close() }
