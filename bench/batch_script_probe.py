@@ -57,6 +57,25 @@ def keys(session):
 ACK_EVERY = 20
 
 
+def frames(request_every):
+    """The probe's frames, endlessly, round the sessions: (session, seq, body, request id, once-key,
+    letter position); one in `request_every` an answer with a request id, the others relayed copies
+    with a once-key (`node_log_probe.py` stores the same ones)."""
+    seqs = [0] * SESSIONS
+    cursor = 0
+    while True:
+        s = cursor % SESSIONS
+        cursor += 1
+        seqs[s] += 1
+        seq = seqs[s]
+        body = ('{"type":"candidate","callId":"c%06d","candidate":{"candidate":"candidate:1 1 udp 2122260223 '
+                '127.0.0.1 5%04d typ host","sdpMid":"0","sdpMLineIndex":0},"from":"u%d","seq":%d}'
+                % (s, cursor % 10000, s, seq))
+        request = f'r{cursor}' if cursor % request_every == 0 else ''
+        once = f'c{s}:{cursor}' if cursor % request_every != 0 else ''
+        yield s, seq, body, request, once, f'1733500000000-{cursor}'
+
+
 def run(redis, tree, batches, request_every, mark=None):
     """Redis CPU µs per frame of `batches` batches, and of the acknowledgements that trim the logs,
     with one tree's scripts. With `mark` (callgrind), `mark(part, on)` is called around each phase of
@@ -74,8 +93,8 @@ def run(redis, tree, batches, request_every, mark=None):
     sha = redis.cmd('SCRIPT', 'LOAD', script).decode()
     ack_sha = redis.cmd('SCRIPT', 'LOAD', acknowledge).decode()
     seqs = [0] * SESSIONS
-    frames = 0
-    cursor = 0
+    source = frames(request_every)
+    count = 0
     spent = acks = 0.0
     cpu = (lambda: 0.0) if mark else redis.cpu
     mark = mark or (lambda part, on: None)
@@ -86,22 +105,15 @@ def run(redis, tree, batches, request_every, mark=None):
             ks = []
             argv = [256, 1 << 20, 256, 256]
             for _ in range(PER_BATCH):
-                s = cursor % SESSIONS
-                cursor += 1
-                seqs[s] += 1
-                seq = seqs[s]
-                body = ('{"type":"candidate","callId":"c%06d","candidate":{"candidate":"candidate:1 1 udp 2122260223 '
-                        '127.0.0.1 5%04d typ host","sdpMid":"0","sdpMLineIndex":0},"from":"u%d","seq":%d}'
-                        % (s, cursor % 10000, s, seq))
-                request = f'r{cursor}' if cursor % request_every == 0 else ''
-                once = f'c{s}:{cursor}' if cursor % request_every != 0 else ''
+                s, seq, body, request, once, letter = next(source)
+                seqs[s] = seq
                 if five_keys:
                     ks += keys(s)
-                    argv += [1, 1, f'1733500000000-{cursor}', seq, body, request, once]
+                    argv += [1, 1, letter, seq, body, request, once]
                 else:
                     ks.append(keys(s)[0])
-                    argv += [1, 1, f'1733500000000-{cursor}', seq, f'{seq}:{body}', request, once]
-                frames += 1
+                    argv += [1, 1, letter, seq, f'{seq}:{body}', request, once]
+                count += 1
             redis.cmd('EVALSHA', sha, len(ks), *ks, *argv)
         middle = cpu()
         mark('batches', False)
@@ -114,7 +126,7 @@ def run(redis, tree, batches, request_every, mark=None):
         mark('acks', False)
         spent += middle - before
         acks += after - middle
-    return spent * 1e6 / frames, acks * 1e6 / frames, frames
+    return spent * 1e6 / count, acks * 1e6 / count, count
 
 
 def start_server(folder, valgrind_out=None):
@@ -138,9 +150,10 @@ def start_server(folder, valgrind_out=None):
     raise RuntimeError('redis-server did not start')
 
 
-def instructions(tree, part, batches, request_every, folder):
-    """Redis's instructions per frame (callgrind: deterministic) of one part ('batches' or 'acks')
-    of a run with one tree's scripts, the other part and the set-up not counted."""
+def counted(folder, part, body):
+    """Redis's instructions (callgrind: deterministic) over the phases `body(redis, mark)` marks as
+    `part` (it calls `mark(part, on)` around each), and what `body` returned (the frames, or whatever
+    else they were for)."""
     out = os.path.join(folder, f'callgrind-{part}.out')
     server, redis = start_server(folder, out)
 
@@ -149,12 +162,20 @@ def instructions(tree, part, batches, request_every, folder):
             subprocess.run(['callgrind_control', '-i', 'on' if on else 'off', str(server.pid)], check=True,
                            capture_output=True)
     try:
-        frames = run(redis, tree, batches, request_every, mark)[2]
+        units = body(redis, mark)
     finally:
         server.terminate()
         server.wait()
     totals = subprocess.run(['callgrind_annotate', out], capture_output=True, text=True, check=True).stdout
-    return int(re.search(r'([\d,]+) \(100.0%\)\s+PROGRAM TOTALS', totals).group(1).replace(',', '')) / frames
+    os.remove(out)
+    return int(re.search(r'([\d,]+) \(100.0%\)\s+PROGRAM TOTALS', totals).group(1).replace(',', '')), units
+
+
+def instructions(tree, part, batches, request_every, folder):
+    """Redis's instructions per frame of one part ('batches' or 'acks') of a run with one tree's
+    scripts, the other part and the set-up not counted."""
+    total, count = counted(folder, part, lambda redis, mark: run(redis, tree, batches, request_every, mark)[2])
+    return total / count
 
 
 def main():
