@@ -15,6 +15,8 @@ public final class RedisWorker: Sendable {
   private let thread: WorkerThread
   /// What runs on the worker's thread, between jobs, when the instant `wake(at:)` asked passes.
   private let alarm: Locked<(@Sendable () -> Void)?>
+  /// Jobs taken from the queue so far (tests: what went through it).
+  private let taken: Locked<Int>
 
   /// `connect` opens the connection (again after a failure); a job gets nil while Redis cannot
   /// be reached, and decides what that means for its work.
@@ -23,9 +25,11 @@ public final class RedisWorker: Sendable {
   ) {
     let queue = BlockingQueue<Job>(capacity: maxQueued)
     let alarm = Locked<(@Sendable () -> Void)?>(nil)
+    let taken = Locked(0)
     self.queue = queue
     self.alarm = alarm
-    thread = WorkerThread(name: name) { Self.work(queue, alarm, connect) }
+    self.taken = taken
+    thread = WorkerThread(name: name) { Self.work(queue, alarm, taken, connect) }
   }
 
   deinit { queue.close() }
@@ -47,6 +51,9 @@ public final class RedisWorker: Sendable {
 
   public var queued: Int { queue.count }
 
+  /// How many jobs the worker has taken from its queue (tests).
+  public var jobsTaken: Int { taken.current }
+
   /// `action` runs on the worker's thread whenever an instant asked by `wake(at:)` passes.
   public func onWake(_ action: @escaping @Sendable () -> Void) { alarm.withLock { $0 = action } }
 
@@ -56,13 +63,14 @@ public final class RedisWorker: Sendable {
   public func wake(at instant: ContinuousClock.Instant) { queue.wake(at: instant) }
 
   private static func work(
-    _ queue: BlockingQueue<Job>, _ alarm: Locked<(@Sendable () -> Void)?>,
+    _ queue: BlockingQueue<Job>, _ alarm: Locked<(@Sendable () -> Void)?>, _ taken: Locked<Int>,
     _ connect: @Sendable () throws(RedisError) -> any RedisClient
   ) {
     var connection: (any RedisClient)?
     loop: while true {
       switch queue.takeOrDeadline() {
       case .item(let job):
+        taken.withLock { $0 += 1 }
         if connection == nil || connection?.isOpen == false {
           connection?.close()
           connection = try? connect()

@@ -502,8 +502,9 @@ package final class WriteBehindShell: Sendable {
 
   /// Applies the effects waiting, in order, then sends the answers whose events are stored (after
   /// every effect before: the frames of a session lost here go on before the answer); a caller
-  /// that finds another applying them leaves them to it.
-  private func pump() {
+  /// that finds another applying them leaves them to it. `onSender`: the caller is a job of the
+  /// sender, whose own Redis work is done (`answer`).
+  private func pump(onSender: Bool = false) {
     // One lock for both questions: this runs for every event the hub flushes.
     let (lapsed, begun) = state.withLock { state -> (Bool, Bool) in
       let lapsed = state.holder.lapses != state.lapsesLogged
@@ -525,7 +526,7 @@ package final class WriteBehindShell: Sendable {
         return ([], due)
       }
       if effects.isEmpty, due.isEmpty { return }
-      apply(effects)
+      apply(effects, onSender: onSender)
       for replies in due { replies.send() }
     }
   }
@@ -534,7 +535,7 @@ package final class WriteBehindShell: Sendable {
     state.replies.entries.first.map { $0.event <= state.storedThrough } ?? false
   }
 
-  private func apply(_ effects: [WriteBehindHolder.Effect]) {
+  private func apply(_ effects: [WriteBehindHolder.Effect], onSender: Bool) {
     var writes: [StoredFrame] = []
     var closed: [String] = []
     var unheld: [SessionLedger.Step] = []
@@ -545,7 +546,7 @@ package final class WriteBehindShell: Sendable {
       if !writes.isEmpty { inbox.current?.receive(.framesStored(writes)) }
       if !closed.isEmpty { inbox.current?.receive(.sessionsBroken(closed)) }
       if !unheld.isEmpty { storeUnheld(unheld) }
-      if !answers.isEmpty { answer(answers) }
+      if !answers.isEmpty { answer(answers, onSender: onSender) }
       (writes, closed, unheld, answers) = ([], [], [], [])
     }
     for effect in effects {
@@ -613,7 +614,16 @@ package final class WriteBehindShell: Sendable {
   /// written only once those are stored. If the sender takes no more, the answers' sessions close
   /// instead (never an answer before its copies): each client resumes and sends its candidates
   /// again.
-  private func answer(_ answers: [WriteBehindHolder.UnstoredAnswer]) {
+  ///
+  /// A job of the sender with nothing queued behind it hands them over itself (`onSender`): every
+  /// step queued before them has run then (the sender runs one job at a time, and the steps an
+  /// answer waits for were queued before it was due), so a job of their own would only add a
+  /// hand-off to the sender per batch (docs/benchmarks.md, "Item 4, thirteenth step").
+  private func answer(_ answers: [WriteBehindHolder.UnstoredAnswer], onSender: Bool) {
+    if onSender, sender.queued == 0 {
+      inbox.current?.receive(.answersUnstored(answers))
+      return
+    }
     let inbox = inbox
     guard !sender.submit({ _ in inbox.current?.receive(.answersUnstored(answers)) }) else { return }
     let sessions = Set(answers.map(\.session)).sorted()
@@ -640,7 +650,7 @@ package final class WriteBehindShell: Sendable {
         log.error("a batch of \(batch.frameCount) frame(s) could not be stored (\(error)): sent again")
         state.withLock { $0.outbox += $0.holder.batchFailed(batch.number, now: now()) }
       }
-      pump()
+      pump(onSender: true)
     }
     if !queued {
       state.withLock { $0.outbox += $0.holder.batchFailed(batch.number, now: now()) }

@@ -47,12 +47,15 @@ package final class WriteBehindStore: Sendable {
       if !consecutive { gapped.append(session.id) }
       let frames = consecutive ? session.frames : []
       keys.append(SessionLedger.metaKey(session.id))
-      arguments += [
-        .string(String(session.epoch)), .integer(Int64(frames.count)), .string(session.letterPosition ?? ""),
-        .string(String(first)),
-      ]
+      // Appended one by one: an array literal added is an array allocated per session and frame.
+      arguments.append(.string(String(session.epoch)))
+      arguments.append(.integer(Int64(frames.count)))
+      arguments.append(.string(session.letterPosition ?? ""))
+      arguments.append(.string(String(first)))
       for frame in frames {
-        arguments += [.bytes(Self.logEntry(frame)), .string(frame.requestID ?? ""), .string(frame.once ?? "")]
+        arguments.append(.bytes(Self.logEntry(frame)))
+        arguments.append(.string(frame.requestID ?? ""))
+        arguments.append(.string(frame.once ?? ""))
       }
     }
     let reply = try redis.eval(Self.batchScript, keys: keys, arguments: arguments)
@@ -76,12 +79,26 @@ package final class WriteBehindStore: Sendable {
   }
 
   /// A frame as the session's log holds it: "seq:frame".
+  /// Written into one allocation at its size: the digits' string and the array grown from it
+  /// cost two more per frame.
   static func logEntry(_ frame: WriteBehindBatch.Frame) -> [UInt8] {
-    var entry = Array(String(frame.seq).utf8)
-    entry.reserveCapacity(entry.count + 1 + frame.bytes.count)
-    entry.append(UInt8(ascii: ":"))
-    entry.append(contentsOf: frame.bytes)
-    return entry
+    var digits = 1
+    var rest = frame.seq / 10
+    while rest > 0 {
+      digits += 1
+      rest /= 10
+    }
+    let size = digits + 1 + frame.bytes.count
+    return [UInt8](unsafeUninitializedCapacity: size) { entry, count in
+      var value = frame.seq
+      for index in stride(from: digits - 1, through: 0, by: -1) {
+        entry[index] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: value % 10)
+        value /= 10
+      }
+      entry[digits] = UInt8(ascii: ":")
+      _ = UnsafeMutableBufferPointer(rebasing: entry[(digits + 1)...]).initialize(fromContentsOf: frame.bytes)
+      count = size
+    }
   }
 
   /// What a holder starts a session from (`claim`).
