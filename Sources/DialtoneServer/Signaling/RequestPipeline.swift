@@ -154,14 +154,16 @@ final class RequestPipeline {
     let senderParked = !waiting.isEmpty && waiting[session.id] != nil
     if fastLane, !senderParked, case .candidate(let m) = message, m.toDevice == nil,
       !outcomes.holds(m.callId),
-      let target = desk.plainCandidateTarget(m.callId, from: session.identity, now: clock.now)
+      // Read once: the session's identity is three strings, each retained again by every read.
+      case let sender = session.identity,
+      let target = desk.plainCandidateTarget(m.callId, from: sender, now: clock.now)
     {
       // The relay's fast lane, for the message most of a call's traffic is: a candidate of a
       // connected call that the router only relays (no state changed, nothing journaled, nothing
       // held before it). Exactly what `decide` and `OutcomeGate.emit` give it, the same bytes
       // to both sockets, without the general outcome's values built, copied and walked.
       return outcomes.relay(
-        .candidate(.init(callId: m.callId, from: session.identity.peer, candidate: m.candidate)), to: target,
+        .candidate(.init(callId: m.callId, from: sender.peer, candidate: m.candidate)), to: target,
         ack: .ack(.init(replyTo: requestID, callId: m.callId)), session: session, requestID: requestID,
         coalesced: rules.ackMayWait, received: received)
     }
