@@ -25,19 +25,25 @@ import Testing
   ]
 
   /// One client frame of the script, as text.
-  private static func frame(_ g: inout SeededGenerator, callIds: [String], ids: inout [String], n: Int) -> String {
+  /// A generated frame, and the request id its answer carries (nil: a frame without a usable id,
+  /// answered, if at all, by an error without one).
+  private static func frame(
+    _ g: inout SeededGenerator, callIds: [String], ids: inout [String], n: Int
+  ) -> (text: String, answeredID: String?) {
     var id: String? = "m\(n)"
     if !ids.isEmpty, g.chance(15) { id = g.pick(ids) }  // a retried request id
     if g.chance(3) { id = nil }
     if let id { ids.append(id) }
-    if g.chance(3) { return g.pick([#"{"type":"candidate","id":"\#(id ?? "z")","callId":"#, "not json", "[]"]) }
+    if g.chance(3) {
+      return (g.pick([#"{"type":"candidate","id":"\#(id ?? "z")","callId":"#, "not json", "[]"]), nil)
+    }
     let callId = g.pick(callIds)
     if g.chance(4) {
       // Written by hand: escapes the codec would not write, keys out of order, an unknown field.
       let extra = g.chance(50) ? #","unknown":1"# : ""
       let line = #""candidate":"candidate:9 1 udp 1 \u00e9\/x \ud83c\udf89 typ host""#
-      return #"{"callId":"\#(callId)","candidate":{"sdpMid":"0",\#(line)\#(extra)},"type":"candidate""#
-        + (id.map { #","id":"\#($0)""# } ?? "") + "}"
+      let text = #"{"callId":"\#(callId)","candidate":{"sdpMid":"0",\#(line)\#(extra)},"type":"candidate""#
+      return (text + (id.map { #","id":"\#($0)""# } ?? "") + "}", id)
     }
     let toDevice: String? = g.chance(8) ? g.pick(["phone", "laptop", "nowhere"]) : nil
     let message: ClientMessage
@@ -51,7 +57,7 @@ import Testing
         usernameFragment: g.pick([nil, "uf", "\u{FC}f"]))
       message = .candidate(.init(callId: callId, candidate: candidate, toDevice: toDevice))
     }
-    return MessageCodec.encodeString(message, id: id)
+    return (MessageCodec.encodeString(message, id: id), id)
   }
 
   /// Reads the probe's frames until the answer to `id` (everything sent to it before is read).
@@ -105,9 +111,15 @@ import Testing
       }
       let name = g.pick(["alice", "bob", "bob", "alice", "laptop", "carol"])
       let probe = try #require(clients[name])
-      probe.sendRaw(Self.frame(&g, callIds: [call, call, call, "c-none", ""], ids: &ids[name, default: []], n: n))
-      // A ping after each message: the message is handled before the next one is sent, so the
-      // frames' order (and seqs) do not depend on which socket the server reads first.
+      let (frame, answeredID) = Self.frame(
+        &g, callIds: [call, call, call, "c-none", ""], ids: &ids[name, default: []], n: n)
+      probe.sendRaw(frame)
+      // The message's own answer, then a ping's: the message is handled before the next one is
+      // sent, so the frames' order (and seqs) do not depend on which socket the server reads
+      // first. The answer is awaited on its own because a cluster node answers a request about a
+      // call it does not run when the call's node has (forwarded through Redis), and a ping sent
+      // meanwhile is answered at once, before it: the two runs' orders differed under load.
+      if let answeredID { try await Self.settle(probe, answeredID) }
       let ping = "p\(n)"
       probe.send(ClientEnvelope(id: ping, message: .ping(.init())))
       try await Self.settle(probe, ping)
