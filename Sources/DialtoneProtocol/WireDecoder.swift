@@ -69,32 +69,41 @@ public struct WireDecoder: WireCoder {
   }
 
   private func text(_ key: StaticString, at index: JSONTape.Index, _ rule: WireText) throws(ProtocolError) -> String {
-    guard let text = tape.string(index) else { throw wrongType(key, "a string") }
-    let count = text.utf8.count
-    if count < rule.minBytes {
-      throw ProtocolError(.badRequest, "\"\(name(key))\" must not be empty")
+    // A string without escapes is checked in its bytes on the tape and made once: no NUL scan
+    // (such a string cannot hold one) and no second pass over a `String` for the rules.
+    let unescaped = tape.withUnescapedStringBytes(index) { (bytes) -> Result<String, ProtocolError> in
+      if let problem = problem(key, bytes, rule, mayHoldNUL: false) { return .failure(problem) }
+      return .success(String(decoding: bytes, as: UTF8.self))
     }
-    guard options.enforceLimits else { return text }
-    if let maxBytes = rule.maxBytes, count > maxBytes {
-      if rule.tooLarge { throw ProtocolError(.tooLarge, "\"\(name(key))\" exceeds \(maxBytes) bytes") }
-      throw ProtocolError(.badRequest, "\"\(name(key))\" must be at most \(maxBytes) bytes")
-    }
-    // PostgreSQL's text cannot hold NUL, and no field of the protocol has a use for one.
-    if Self.containsNUL(text) { throw ProtocolError(.badRequest, "\"\(name(key))\" must not contain NUL") }
-    if rule.isCallID, let problem = CallIDRules.problem(with: text) {
-      throw ProtocolError(.badRequest, "\"\(name(key))\" \(problem)")
-    }
+    if let unescaped { return try unescaped.get() }
+    guard var text = tape.string(index) else { throw wrongType(key, "a string") }
+    if let problem = text.withUTF8({ problem(key, $0, rule, mayHoldNUL: true) }) { throw problem }
     return text
   }
 
-  /// One `memchr` over the string's bytes: every string of every message is checked, an SDP
-  /// runs to kilobytes, and `utf8.contains` walks them one generic step at a time.
-  static func containsNUL(_ text: String) -> Bool {
-    var text = text
-    return text.withUTF8 { bytes in
-      guard let start = bytes.baseAddress else { return false }
-      return memchr(start, 0, bytes.count) != nil
+  /// What is wrong with a string of `key` whose UTF-8 bytes are `bytes`, by `rule` (and the
+  /// protocol's limits when they are enforced), or nil.
+  private func problem(_ key: StaticString, _ bytes: UnsafeBufferPointer<UInt8>, _ rule: WireText, mayHoldNUL: Bool)
+    -> ProtocolError?
+  {
+    let count = bytes.count
+    if count < rule.minBytes {
+      return ProtocolError(.badRequest, "\"\(name(key))\" must not be empty")
     }
+    guard options.enforceLimits else { return nil }
+    if let maxBytes = rule.maxBytes, count > maxBytes {
+      if rule.tooLarge { return ProtocolError(.tooLarge, "\"\(name(key))\" exceeds \(maxBytes) bytes") }
+      return ProtocolError(.badRequest, "\"\(name(key))\" must be at most \(maxBytes) bytes")
+    }
+    // PostgreSQL's text cannot hold NUL, and no field of the protocol has a use for one. One
+    // `memchr`: an SDP runs to kilobytes.
+    if mayHoldNUL, let start = bytes.baseAddress, memchr(start, 0, count) != nil {
+      return ProtocolError(.badRequest, "\"\(name(key))\" must not contain NUL")
+    }
+    if rule.isCallID, let problem = CallIDRules.problem(withUTF8: bytes) {
+      return ProtocolError(.badRequest, "\"\(name(key))\" \(problem)")
+    }
+    return nil
   }
 
   private func number(_ key: StaticString, at index: JSONTape.Index, _ range: ClosedRange<Int64>) throws(ProtocolError)
