@@ -16,9 +16,31 @@ public struct WireDecoder: WireCoder {
 
   let tape: JSONTape
   let object: JSONTape.Index
-  /// The dotted location of `object` in the message ("" for the top level).
-  let path: String
+  /// Where `object` is in the message: at `outerPath` ("" for the top level), or when `field`
+  /// is set, the member `field` of the object there. Its text (`path`) is made only for an
+  /// error: most nested objects decode without one, and every relayed candidate has one.
+  private let outerPath: String
+  private let field: StaticString?
   let options: WireDecodingOptions
+  init(tape: JSONTape, object: JSONTape.Index, path: String, options: WireDecodingOptions) {
+    self.init(tape: tape, object: object, outerPath: path, field: nil, options: options)
+  }
+
+  private init(
+    tape: JSONTape, object: JSONTape.Index, outerPath: String, field: StaticString?, options: WireDecodingOptions
+  ) {
+    self.tape = tape
+    self.object = object
+    self.outerPath = outerPath
+    self.field = field
+    self.options = options
+  }
+
+  /// The dotted location of `object` in the message ("" for the top level).
+  var path: String {
+    guard let field else { return outerPath }
+    return Self.name(field, in: outerPath)
+  }
 
   /// Decodes a whole document holding one `T`.
   public static func decode<T: WireCodable>(
@@ -42,10 +64,8 @@ public struct WireDecoder: WireCoder {
       if path.isEmpty { throw ProtocolError(.badRequest, "expected a JSON object") }
       throw ProtocolError(.badRequest, "\"\(path)\" must be an object")
     }
-    var value = T(wirePlaceholder: WirePlaceholder())
     var decoder = WireDecoder(tape: tape, object: index, path: path, options: options)
-    try value.wire(&decoder)
-    return value
+    return try decoder.body()
   }
 
   // MARK: Fields
@@ -57,6 +77,10 @@ public struct WireDecoder: WireCoder {
   }
 
   func name(_ key: StaticString) -> String {
+    Self.name(key, in: path)
+  }
+
+  private static func name(_ key: StaticString, in path: String) -> String {
     path.isEmpty ? key.description : path + "." + key.description
   }
 
@@ -126,7 +150,8 @@ public struct WireDecoder: WireCoder {
 
   private func nested<T: WireCodable>(_ key: StaticString, at index: JSONTape.Index) throws(ProtocolError) -> T {
     guard tape.kind(index) == .object else { throw wrongType(key, "an object") }
-    return try Self.decode(T.self, at: index, in: tape, path: name(key), options: options)
+    var decoder = WireDecoder(tape: tape, object: index, outerPath: path, field: key, options: options)
+    return try decoder.body()
   }
 
   // MARK: WireCoder
