@@ -157,6 +157,19 @@ public struct JSONTape {
     return text.withUTF8(body)
   }
 
+  /// `body` run on a string value's UTF-8 bytes in place when the string holds no escapes (its
+  /// bytes are then its text, already validated as UTF-8 by the parse); nil when it holds an
+  /// escape or the value is not a string (`string(_:)` decodes those). Such a string holds no
+  /// NUL and no other byte below 0x20: the parser refuses them raw, so only an escape makes one.
+  /// For a reader that checks a string before it makes one, or makes none.
+  public func withUnescapedStringBytes<Result>(_ index: Index, _ body: (UnsafeBufferPointer<UInt8>) -> Result)
+    -> Result?
+  {
+    let token = tokens[index.slot]
+    guard token.kind == .string, !token.escaped else { return nil }
+    return body(UnsafeBufferPointer(rebasing: bytes[token.start..<token.end]))
+  }
+
   /// Whether a string value equals `text`, compared in place when it holds no escapes.
   public func string(_ index: Index, equals text: StaticString) -> Bool {
     let token = tokens[index.slot]

@@ -211,14 +211,17 @@ public enum CallIDRules {
 
   /// What is wrong with `callId`, or nil when it is valid.
   public static func problem(with callId: String) -> String? {
-    let utf8 = callId.utf8
-    if utf8.isEmpty || utf8.count > Limits.maxCallIDBytes {
+    var callId = callId
+    return callId.withUTF8 { problem(withUTF8: $0) }
+  }
+
+  /// What is wrong with the call id whose UTF-8 bytes are `bytes`, or nil when it is valid: the
+  /// decoder checks a frame's id in place, before (and without) making a `String` of it.
+  public static func problem(withUTF8 bytes: UnsafeBufferPointer<UInt8>) -> String? {
+    if bytes.isEmpty || bytes.count > Limits.maxCallIDBytes {
       return "must be 1 to \(Limits.maxCallIDBytes) characters"
     }
-    // A native string's bytes are read in place: walking `String.UTF8View` element by element
-    // cost ~40 instructions a byte, and every relayed message checks its call id.
-    let allowed = utf8.withContiguousStorageIfAvailable { $0.allSatisfy(isAllowed) } ?? utf8.allSatisfy(isAllowed)
-    return allowed ? nil : "may contain only A-Z, a-z, 0-9, '-', '_' and '.'"
+    return bytes.allSatisfy(isAllowed) ? nil : "may contain only A-Z, a-z, 0-9, '-', '_' and '.'"
   }
 
   private static func isAllowed(_ byte: UInt8) -> Bool {

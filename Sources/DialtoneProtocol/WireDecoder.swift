@@ -16,9 +16,31 @@ public struct WireDecoder: WireCoder {
 
   let tape: JSONTape
   let object: JSONTape.Index
-  /// The dotted location of `object` in the message ("" for the top level).
-  let path: String
+  /// Where `object` is in the message: at `outerPath` ("" for the top level), or when `field`
+  /// is set, the member `field` of the object there. Its text (`path`) is made only for an
+  /// error: most nested objects decode without one, and every relayed candidate has one.
+  private let outerPath: String
+  private let field: StaticString?
   let options: WireDecodingOptions
+  init(tape: JSONTape, object: JSONTape.Index, path: String, options: WireDecodingOptions) {
+    self.init(tape: tape, object: object, outerPath: path, field: nil, options: options)
+  }
+
+  private init(
+    tape: JSONTape, object: JSONTape.Index, outerPath: String, field: StaticString?, options: WireDecodingOptions
+  ) {
+    self.tape = tape
+    self.object = object
+    self.outerPath = outerPath
+    self.field = field
+    self.options = options
+  }
+
+  /// The dotted location of `object` in the message ("" for the top level).
+  var path: String {
+    guard let field else { return outerPath }
+    return Self.name(field, in: outerPath)
+  }
 
   /// Decodes a whole document holding one `T`.
   public static func decode<T: WireCodable>(
@@ -42,10 +64,8 @@ public struct WireDecoder: WireCoder {
       if path.isEmpty { throw ProtocolError(.badRequest, "expected a JSON object") }
       throw ProtocolError(.badRequest, "\"\(path)\" must be an object")
     }
-    var value = T(wirePlaceholder: WirePlaceholder())
     var decoder = WireDecoder(tape: tape, object: index, path: path, options: options)
-    try value.wire(&decoder)
-    return value
+    return try decoder.body()
   }
 
   // MARK: Fields
@@ -57,6 +77,10 @@ public struct WireDecoder: WireCoder {
   }
 
   func name(_ key: StaticString) -> String {
+    Self.name(key, in: path)
+  }
+
+  private static func name(_ key: StaticString, in path: String) -> String {
     path.isEmpty ? key.description : path + "." + key.description
   }
 
@@ -69,32 +93,41 @@ public struct WireDecoder: WireCoder {
   }
 
   private func text(_ key: StaticString, at index: JSONTape.Index, _ rule: WireText) throws(ProtocolError) -> String {
-    guard let text = tape.string(index) else { throw wrongType(key, "a string") }
-    let count = text.utf8.count
-    if count < rule.minBytes {
-      throw ProtocolError(.badRequest, "\"\(name(key))\" must not be empty")
+    // A string without escapes is checked in its bytes on the tape and made once: no NUL scan
+    // (such a string cannot hold one) and no second pass over a `String` for the rules.
+    let unescaped = tape.withUnescapedStringBytes(index) { (bytes) -> Result<String, ProtocolError> in
+      if let problem = problem(key, bytes, rule, mayHoldNUL: false) { return .failure(problem) }
+      return .success(String(decoding: bytes, as: UTF8.self))
     }
-    guard options.enforceLimits else { return text }
-    if let maxBytes = rule.maxBytes, count > maxBytes {
-      if rule.tooLarge { throw ProtocolError(.tooLarge, "\"\(name(key))\" exceeds \(maxBytes) bytes") }
-      throw ProtocolError(.badRequest, "\"\(name(key))\" must be at most \(maxBytes) bytes")
-    }
-    // PostgreSQL's text cannot hold NUL, and no field of the protocol has a use for one.
-    if Self.containsNUL(text) { throw ProtocolError(.badRequest, "\"\(name(key))\" must not contain NUL") }
-    if rule.isCallID, let problem = CallIDRules.problem(with: text) {
-      throw ProtocolError(.badRequest, "\"\(name(key))\" \(problem)")
-    }
+    if let unescaped { return try unescaped.get() }
+    guard var text = tape.string(index) else { throw wrongType(key, "a string") }
+    if let problem = text.withUTF8({ problem(key, $0, rule, mayHoldNUL: true) }) { throw problem }
     return text
   }
 
-  /// One `memchr` over the string's bytes: every string of every message is checked, an SDP
-  /// runs to kilobytes, and `utf8.contains` walks them one generic step at a time.
-  static func containsNUL(_ text: String) -> Bool {
-    var text = text
-    return text.withUTF8 { bytes in
-      guard let start = bytes.baseAddress else { return false }
-      return memchr(start, 0, bytes.count) != nil
+  /// What is wrong with a string of `key` whose UTF-8 bytes are `bytes`, by `rule` (and the
+  /// protocol's limits when they are enforced), or nil.
+  private func problem(_ key: StaticString, _ bytes: UnsafeBufferPointer<UInt8>, _ rule: WireText, mayHoldNUL: Bool)
+    -> ProtocolError?
+  {
+    let count = bytes.count
+    if count < rule.minBytes {
+      return ProtocolError(.badRequest, "\"\(name(key))\" must not be empty")
     }
+    guard options.enforceLimits else { return nil }
+    if let maxBytes = rule.maxBytes, count > maxBytes {
+      if rule.tooLarge { return ProtocolError(.tooLarge, "\"\(name(key))\" exceeds \(maxBytes) bytes") }
+      return ProtocolError(.badRequest, "\"\(name(key))\" must be at most \(maxBytes) bytes")
+    }
+    // PostgreSQL's text cannot hold NUL, and no field of the protocol has a use for one. One
+    // `memchr`: an SDP runs to kilobytes.
+    if mayHoldNUL, let start = bytes.baseAddress, memchr(start, 0, count) != nil {
+      return ProtocolError(.badRequest, "\"\(name(key))\" must not contain NUL")
+    }
+    if rule.isCallID, let problem = CallIDRules.problem(withUTF8: bytes) {
+      return ProtocolError(.badRequest, "\"\(name(key))\" \(problem)")
+    }
+    return nil
   }
 
   private func number(_ key: StaticString, at index: JSONTape.Index, _ range: ClosedRange<Int64>) throws(ProtocolError)
@@ -117,7 +150,8 @@ public struct WireDecoder: WireCoder {
 
   private func nested<T: WireCodable>(_ key: StaticString, at index: JSONTape.Index) throws(ProtocolError) -> T {
     guard tape.kind(index) == .object else { throw wrongType(key, "an object") }
-    return try Self.decode(T.self, at: index, in: tape, path: name(key), options: options)
+    var decoder = WireDecoder(tape: tape, object: index, outerPath: path, field: key, options: options)
+    return try decoder.body()
   }
 
   // MARK: WireCoder

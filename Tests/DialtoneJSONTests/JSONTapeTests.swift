@@ -162,3 +162,34 @@ struct JSONTapeStringBytesTests {
     #expect(read[4] == Array("hé".utf8))
   }
 }
+
+/// `withUnescapedStringBytes`: a string's bytes in place when they are its text, else nil.
+struct JSONTapeUnescapedBytesTests {
+  private static func identity(_ error: JSONSyntaxError) -> JSONSyntaxError { error }
+
+  @Test func onlyAStringWithoutEscapesIsLentInPlace() throws {
+    let text = #"{"plain":"candidate","wide":"hé","empty":"","escaped":"a\u0000b","slash":"a\/b","number":1}"#
+    let keys: [StaticString] = ["plain", "wide", "empty", "escaped", "slash", "number"]
+    let read = try JSONTape.parse(Array(text.utf8), maxDepth: 8, syntaxError: Self.identity) {
+      (tape: JSONTape) throws(JSONSyntaxError) -> [[UInt8]?] in
+      keys.map { key in tape.member(tape.root, key).flatMap { tape.withUnescapedStringBytes($0) { Array($0) } } }
+    }
+    #expect(read == [Array("candidate".utf8), Array("hé".utf8), [], nil, nil, nil])
+  }
+
+  /// Why a reader may skip the NUL scan of a string lent in place: the parser refuses every
+  /// byte below 0x20 raw, at any place in a string, so only an escape makes one.
+  @Test func noRawByteBelow0x20GetsOntoTheTape() {
+    for byte in UInt8(0)..<0x20 {
+      for position in [0, 3, 11] {
+        var text = Array(#"{"s":"0123456789abcdef"}"#.utf8)
+        text[6 + position] = byte
+        #expect(throws: JSONSyntaxError.self, "byte \(byte) at \(position)") {
+          try JSONTape.parse(text, maxDepth: 8, syntaxError: Self.identity) { (_: JSONTape) throws(JSONSyntaxError) in
+            ()
+          }
+        }
+      }
+    }
+  }
+}

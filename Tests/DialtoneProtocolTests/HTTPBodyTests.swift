@@ -378,4 +378,24 @@ struct HTTPBodyTests {
     #expect(CallIDRules.glareSurvivor("B", "a") == "B")  // uppercase sorts before lowercase
     #expect(CallIDRules.glareSurvivor("ab", "abc") == "ab")
   }
+
+  /// A nested object's location is made into text only for an error (`WireDecoder`'s lazy
+  /// path): a field under an array element and two nested objects is still named by all of it.
+  @Test func aFieldDeepInNestedObjectsIsNamedByItsWholePath() {
+    let call = #"{"callId":"c","callerId":"a","calleeId":"b","video":true,"createdAt":1,"blocked":false}"#
+    func body(_ report: String) -> [UInt8] {
+      Array(
+        #"{"call":\#(call),"quality":[{"deviceId":"d","receivedAt":1,"role":"caller","userId":"a","report":\#(report)}]}"#
+          .utf8)
+    }
+    #expect(throws: ProtocolError(.badRequest, "\"quality[0].report.callId\" must not be empty")) {
+      try MessageCodec.decode(CallDetailResponse.self, from: body(#"{"callId":""}"#))
+    }
+    #expect(throws: ProtocolError(.badRequest, "\"quality[0].report.milestones.firstAudio\" must be an integer")) {
+      try MessageCodec.decode(CallDetailResponse.self, from: body(#"{"callId":"c","milestones":{"firstAudio":"x"}}"#))
+    }
+    #expect(throws: ProtocolError(.badRequest, "\"quality[0].report.milestones\" must be an object")) {
+      try MessageCodec.decode(CallDetailResponse.self, from: body(#"{"callId":"c","milestones":1}"#))
+    }
+  }
 }
