@@ -83,12 +83,7 @@ package struct ReplyMemory {
     case ack(callId: CallID?)
     /// A relayed candidate's ack, sent without a seq (`LocalSession.answerRelayed`).
     case unnumberedAck(callId: CallID?)
-    case other(Boxed)
-  }
-
-  private final class Boxed {
-    let reply: ServerMessage
-    init(_ reply: ServerMessage) { self.reply = reply }
+    case other(OutOfLine<ServerMessage>)
   }
 
   private struct Slot {
@@ -194,7 +189,7 @@ package struct ReplyMemory {
     switch slots[Self.slot(buckets[b])].reply {
     case .ack(let callId): return (.ack(.init(replyTo: requestID, callId: callId)), true)
     case .unnumberedAck(let callId): return (.ack(.init(replyTo: requestID, callId: callId)), false)
-    case .other(let boxed): return (boxed.reply, true)
+    case .other(let boxed): return (boxed.value, true)
     }
   }
 
@@ -202,7 +197,7 @@ package struct ReplyMemory {
     if case .ack(let ack) = reply, ack.call == nil, ack.group == nil, ack.replyTo == requestID {
       return numbered ? .ack(callId: ack.callId) : .unnumberedAck(callId: ack.callId)
     }
-    return .other(Boxed(reply))
+    return .other(OutOfLine(reply))
   }
 
   /// Its slot stays until the ring comes round to it, out of the table (`remember` then leaves
