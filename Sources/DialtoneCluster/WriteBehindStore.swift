@@ -1,3 +1,4 @@
+import DialtoneJSON
 import DialtoneRedis
 
 /// Where a write-behind holder (`WriteBehindHolder`) stores its batches: one script per batch,
@@ -79,26 +80,15 @@ package final class WriteBehindStore: Sendable {
   }
 
   /// A frame as the session's log holds it: "seq:frame".
-  /// Written into one allocation at its size: the digits' string and the array grown from it
-  /// cost two more per frame.
+  /// Written into one allocation reserved at its size (`JSONWriter` writes the digits in place):
+  /// the digits' string and the array grown from it cost two more per frame.
   static func logEntry(_ frame: WriteBehindBatch.Frame) -> [UInt8] {
-    var digits = 1
-    var rest = frame.seq / 10
-    while rest > 0 {
-      digits += 1
-      rest /= 10
-    }
-    let size = digits + 1 + frame.bytes.count
-    return [UInt8](unsafeUninitializedCapacity: size) { entry, count in
-      var value = frame.seq
-      for index in stride(from: digits - 1, through: 0, by: -1) {
-        entry[index] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: value % 10)
-        value /= 10
-      }
-      entry[digits] = UInt8(ascii: ":")
-      _ = UnsafeMutableBufferPointer(rebasing: entry[(digits + 1)...]).initialize(fromContentsOf: frame.bytes)
-      count = size
-    }
+    // Seqs stay below 2^53 (protocol.md 5.2): the clamp never bites.
+    var entry = JSONWriter(capacity: 21 + frame.bytes.count)
+    entry.writeInteger(Int64(clamping: frame.seq))
+    entry.append(UInt8(ascii: ":"))
+    entry.append(contentsOf: frame.bytes)
+    return entry.bytes
   }
 
   /// What a holder starts a session from (`claim`).
