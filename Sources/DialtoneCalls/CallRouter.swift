@@ -204,6 +204,9 @@ package struct CallRouter {
   }
 
   package let settings: Settings
+  /// `settings.endedRetention` in seconds, read by `pruneEnded` on every relayed candidate: a
+  /// `Duration`'s conversion divides 128-bit numbers (~180 instructions).
+  private let endedRetentionSeconds: TimeInterval
   package private(set) var calls = CallTable()
   /// Calls not yet ended, by user (caller or callee), for busy and glare checks.
   private var liveCallsByUser: [String: Set<CallID>] = [:]
@@ -211,7 +214,10 @@ package struct CallRouter {
   /// Whether a blocked call ever entered `calls` (`silenced` has nothing to drop before one did).
   private var heldBlockedCall = false
 
-  package init(settings: Settings = Settings()) { self.settings = settings }
+  package init(settings: Settings = Settings()) {
+    self.settings = settings
+    endedRetentionSeconds = settings.endedRetention.seconds
+  }
 
   // MARK: - Requests
 
@@ -851,7 +857,7 @@ package struct CallRouter {
   /// Forgets ended calls older than `endedRetention` (their records are in the history).
   package mutating func pruneEnded(now: Date) {
     var drop = 0
-    while drop < endedOrder.count, now.timeIntervalSince(endedOrder[drop].1) > settings.endedRetention.seconds {
+    while drop < endedOrder.count, now.timeIntervalSince(endedOrder[drop].1) > endedRetentionSeconds {
       let id = endedOrder[drop].0
       calls.removeValue(forKey: id)
       drop += 1

@@ -52,7 +52,8 @@ public enum ClientMessageType: String, Sendable, Equatable, CaseIterable {
     case .ringing, .accept, .decline, .busy, .cancel, .hangup, .getCall: ClientMessageRules(desk: .oneToOne)
     case .offer, .answer, .iceRestartRequest, .mediaState, .hold: ClientMessageRules(desk: .oneToOne, relayed: true)
     case .candidate:
-      ClientMessageRules(desk: .oneToOne, relayed: true, ackMayWait: true, mayBeRefusedOnceHandled: true)
+      ClientMessageRules(
+        desk: .oneToOne, relayed: true, ackMayWait: true, mayBeRefusedOnceHandled: true, repeatHandledAfresh: true)
     case .endOfCandidates: ClientMessageRules(desk: .oneToOne, relayed: true, ackMayWait: true)
     case .quality: ClientMessageRules(desk: .quality)
     case .groupCreate, .roomJoin, .groupInvite: ClientMessageRules(desk: .group, startsACall: true)
@@ -92,16 +93,22 @@ public struct ClientMessageRules: Sendable, Equatable {
   /// (`WriteBehindHolder.submit`). Anything else is asked first: refused once handled, its repeat
   /// could find the call moved on without it.
   public var mayBeRefusedOnceHandled = false
+  /// Sent again with its id, it is handled afresh rather than answered from memory (protocol.md
+  /// 5.3): a 1:1 candidate, relayed again (adding a candidate twice changes nothing in ICE). Its
+  /// answer is then not remembered either, which keeps the memory for the answers a repeat must
+  /// find (most of a call's messages are candidates) and spares each relayed one a look-up.
+  public var repeatHandledAfresh = false
 
   public init(
     desk: Desk, relayed: Bool = false, ackMayWait: Bool = false, startsACall: Bool = false,
-    mayBeRefusedOnceHandled: Bool = false
+    mayBeRefusedOnceHandled: Bool = false, repeatHandledAfresh: Bool = false
   ) {
     self.desk = desk
     self.relayed = relayed
     self.ackMayWait = ackMayWait
     self.startsACall = startsACall
     self.mayBeRefusedOnceHandled = mayBeRefusedOnceHandled
+    self.repeatHandledAfresh = repeatHandledAfresh
   }
 }
 

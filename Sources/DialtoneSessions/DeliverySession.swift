@@ -23,16 +23,15 @@ package protocol DeliverySession: AnyObject {
   func deliver(_ frame: ServerFrame)
   /// Delivers the answer to a request and remembers it for a repeat of the request.
   func answer(_ reply: ServerMessage, to requestID: String, coalesced: Bool)
-  /// The answer to a relayed candidate, written without a seq and kept for no resume. On one
-  /// server (`LocalSession`) it is remembered, marked so, and a repeat is answered the same way,
-  /// without the candidate relayed again. In a cluster, where the session's store writes it so
-  /// (`SessionStore.answerUnstored`, write-behind), it is not remembered (the candidate sent again
-  /// is handled afresh, its copies' once-keys keeping them from being stored twice); where the
-  /// store cannot (store-first), it is an `answer`.
+  /// The answer to a relayed candidate, written without a seq, kept for no resume and not
+  /// remembered: a candidate sent again is handled afresh (protocol.md 5.3), relayed again, which
+  /// changes nothing in ICE. On one server (`LocalSession`) the session writes it so; in a cluster,
+  /// where the session's store can (`SessionStore.answerUnstored`, write-behind, its copies'
+  /// once-keys keeping them from being stored twice); where it cannot (store-first), it is an
+  /// `answer`. Anything but a plain ack of the request is an `answer` too.
   func answerRelayed(_ reply: ServerMessage, to requestID: String, coalesced: Bool)
-  /// A repeat of a request whose answer is remembered: answered again as it was the first time
-  /// (numbered anew, or without a seq when it was a relayed candidate's ack). False when the
-  /// answer is not remembered.
+  /// A repeat of a request whose answer is remembered: answered again, numbered anew. False
+  /// when the answer is not remembered.
   func answerAgain(_ requestID: String) -> Bool
   /// The client processed everything through `seq`.
   func acknowledge(upTo seq: UInt64)
@@ -81,8 +80,6 @@ package struct ReplyMemory {
   /// request). Any other answer is kept whole, boxed.
   private enum Kept {
     case ack(callId: CallID?)
-    /// A relayed candidate's ack, sent without a seq (`LocalSession.answerRelayed`).
-    case unnumberedAck(callId: CallID?)
     case other(OutOfLine<ServerMessage>)
   }
 
@@ -177,25 +174,21 @@ package struct ReplyMemory {
   /// `mutating`: it keeps a miss's hash for the request's `remember`, and the owner's call reads
   /// the memory in place (an exclusive access), where a non-mutating call on a class's stored
   /// struct copies it, retaining and releasing its table and ring.
-  package mutating func reply(to requestID: String) -> ServerMessage? { recall(requestID)?.reply }
-
-  /// The answer to `requestID` and whether it went without a seq (`remember(_:for:numbered:)`).
-  package mutating func recall(_ requestID: String) -> (reply: ServerMessage, numbered: Bool)? {
+  package mutating func reply(to requestID: String) -> ServerMessage? {
     let hash = requestID.hashValue
     guard let b = bucket(of: requestID, hash: hash) else {
       missed = (requestID, hash)
       return nil
     }
     switch slots[Self.slot(buckets[b])].reply {
-    case .ack(let callId): return (.ack(.init(replyTo: requestID, callId: callId)), true)
-    case .unnumberedAck(let callId): return (.ack(.init(replyTo: requestID, callId: callId)), false)
-    case .other(let boxed): return (boxed.value, true)
+    case .ack(let callId): return .ack(.init(replyTo: requestID, callId: callId))
+    case .other(let boxed): return boxed.value
     }
   }
 
-  private static func kept(_ reply: ServerMessage, for requestID: String, numbered: Bool) -> Kept {
+  private static func kept(_ reply: ServerMessage, for requestID: String) -> Kept {
     if case .ack(let ack) = reply, ack.call == nil, ack.group == nil, ack.replyTo == requestID {
-      return numbered ? .ack(callId: ack.callId) : .unnumberedAck(callId: ack.callId)
+      return .ack(callId: ack.callId)
     }
     return .other(OutOfLine(reply))
   }
@@ -210,14 +203,8 @@ package struct ReplyMemory {
     slots[index].indexed = false
   }
 
-  /// `numbered: false`: the answer goes without a seq, and so does a repeat of it; only a plain
-  /// ack of the very request (a relayed candidate's) is kept so. Whether it was kept so.
-  @discardableResult
-  package mutating func remember(_ reply: ServerMessage, for requestID: String, numbered: Bool = true) -> Bool {
-    let kept = Self.kept(reply, for: requestID, numbered: numbered)
-    keep(kept, for: requestID)
-    if case .unnumberedAck = kept { return true }
-    return false
+  package mutating func remember(_ reply: ServerMessage, for requestID: String) {
+    keep(Self.kept(reply, for: requestID), for: requestID)
   }
 
   private mutating func keep(_ kept: Kept, for requestID: String) {

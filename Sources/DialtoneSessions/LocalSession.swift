@@ -66,20 +66,12 @@ package final class LocalSession: DeliverySession {
   }
 
   /// Without a seq, so that it is kept for no resume and the client counts it towards no ack
-  /// (its own acks are then fewer). Remembered, marked so: the candidate sent again (after a
-  /// resume: an answer written to a socket that died is lost with it) is answered from memory,
-  /// again without a seq, and not relayed twice while the memory holds its id.
+  /// (its own acks are then fewer); not remembered, as a candidate sent again is handled afresh.
   package func answerRelayed(_ reply: ServerMessage, to requestID: String, coalesced: Bool) {
-    guard changeReplies({ $0.remember(reply, for: requestID, numbered: false) }) else {
-      return deliver(reply, coalesced: coalesced)
+    guard case .ack(let ack) = reply, ack.call == nil, ack.group == nil, ack.replyTo == requestID else {
+      return answer(reply, to: requestID, coalesced: coalesced)
     }
     sendUnnumbered(reply, coalesced: coalesced)
-  }
-
-  package func answerAgain(_ requestID: String) -> Bool {
-    guard let (earlier, numbered) = changeReplies({ $0.recall(requestID) }) else { return false }
-    if numbered { deliver(earlier) } else { sendUnnumbered(earlier, coalesced: false) }
-    return true
   }
 
   /// A relayed candidate's ack: counted as sent, written without a seq, kept for no resume.

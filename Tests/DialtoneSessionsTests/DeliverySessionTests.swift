@@ -60,19 +60,20 @@ struct DeliverySessionTests {
     #expect(session.unackedBytes == 0 && session.unackedCount == 0)
   }
 
-  /// A relayed candidate's ack goes without a seq: not numbered, kept for no resume, and its
-  /// repeat answered from memory the same way; past the memory the id is a new request.
-  @Test func aRelayedCandidatesAckIsUnnumberedAndRememberedSo() throws {
+  /// A relayed candidate's ack goes without a seq: not numbered, kept for no resume, and not
+  /// remembered (a candidate sent again is handled afresh, protocol.md 5.3), so it takes no
+  /// place of the answers a repeat must find.
+  @Test func aRelayedCandidatesAckIsUnnumberedAndNotRemembered() throws {
     let session = session(replyMemory: 2)
     let socket = RecordingSocket()
     session.attach(socket, now: Date(timeIntervalSince1970: 0))
-    session.deliver(.ack(.init(replyTo: "r1")))
+    session.answer(.ack(.init(replyTo: "r1")), to: "r1", coalesced: false)
     let ack = ServerMessage.ack(.init(replyTo: "c1", callId: "call"))
     session.answerRelayed(ack, to: "c1", coalesced: true)
     #expect(session.lastSentSeq == 1 && session.unackedCount == 1)
     let written = try MessageCodec.decodeServerMessage(try #require(socket.frames.last))
     #expect(written.seq == nil && written.message == ack)
-    session.deliver(.ack(.init(replyTo: "r2")))
+    session.answer(.ack(.init(replyTo: "r2")), to: "r2", coalesced: false)
     #expect(try MessageCodec.decodeServerMessage(try #require(socket.frames.last)).seq == 2)
 
     // A resume re-sends the numbered messages only.
@@ -80,16 +81,11 @@ struct DeliverySessionTests {
     session.resume(on: again, lastSeq: 0, now: Date(timeIntervalSince1970: 0))
     #expect(try again.frames.map { try MessageCodec.decodeServerMessage($0).seq } == [1, 2])
 
-    // The candidate sent again is answered from memory, still without a seq.
-    #expect(session.answerAgain("c1"))
-    let repeated = try MessageCodec.decodeServerMessage(try #require(again.frames.last))
-    #expect(repeated.seq == nil && repeated.message == ack && session.lastSentSeq == 2)
-    // Any other remembered answer is numbered anew.
-    session.remember(.ack(.init(replyTo: "r3")), for: "r3")
-    #expect(session.answerAgain("r3") && session.lastSentSeq == 3)
-    // Evicted (the memory holds two here): not answered, the request is handled afresh.
-    session.remember(.ack(.init(replyTo: "r4")), for: "r4")
+    // Not remembered; the two answers around it still are (the memory holds two here), and
+    // a repeat of one is numbered anew.
     #expect(!session.answerAgain("c1"))
+    #expect(session.answerAgain("r1") && session.lastSentSeq == 3)
+    #expect(session.answerAgain("r2") && session.lastSentSeq == 4)
   }
 
   /// Only a plain ack of the very request is sent without a seq: anything else is numbered.

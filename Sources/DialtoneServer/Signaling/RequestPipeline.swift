@@ -131,8 +131,8 @@ final class RequestPipeline {
     guard let requestID = frame.id else { return }
     // The session's id is read (a witness call and a retain) only when some answer is awaited.
     if outcomes.awaitsAny, outcomes.isAwaited(session.id, requestID) { return }
-    if session.answerAgain(requestID) { return }
     let rules = message.type.rules
+    if !rules.repeatHandledAfresh, session.answerAgain(requestID) { return }
     if rules.startsACall, let wait = invites.take(session.identity.userId, now: clock.now) {
       // Not remembered: the same id sent again later is handled afresh.
       return session.deliver(
@@ -274,8 +274,8 @@ final class RequestPipeline {
         session: request.session, forwarded: request.forwarded, requestID: request.id, reply: outcome.reply,
         coalesced: rules.ackMayWait && outcome.reply.isAck && request.forwarded == nil,
         // Only a candidate's: it moves no call's state, so its ack goes without a seq, kept for
-        // no resume (`DeliverySession.answerRelayed`: on one server remembered, a repeat answered
-        // from memory; in a write-behind cluster unstored, its copies' once-keys keeping a repeat
+        // no resume and not remembered (`DeliverySession.answerRelayed`: a repeat is handled
+        // afresh; in a write-behind cluster unstored, its copies' once-keys keeping a repeat
         // from storing them twice). Also when another node forwarded it: that node writes the
         // ack without a seq where its placement can (`OutcomeGate.answer(_:with:unstored:)`).
         relayedAnswer: rules.mayBeRefusedOnceHandled && outcome.reply.isAck,
