@@ -574,6 +574,8 @@ package final class WriteBehindShell: Sendable {
         writes.append(StoredFrame(sessionID: session, seq: seq, bytes: bytes))
       case .close(let session, let why):
         state.withLock { Self.forget(session, &$0) }
+        // Its frames keep no entry of the node's log from now on (a taker holds what it needs).
+        logStore?.forget(session)
         log.info("session \(session) closes here (\(why)): its client resumes", sessionId: session)
         closed.append(session)
       case .unheld(let outgoing):
