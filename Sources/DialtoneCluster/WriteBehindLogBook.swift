@@ -98,7 +98,10 @@ package struct WriteBehindLogBook: Sendable {
 
   /// The trims due: per stripe whose oldest entries hold only acknowledged frames (or frames of
   /// sessions no longer held: `held`), up to the first entry holding a frame its client has not
-  /// acknowledged. One trim per stripe, whatever sessions it covers.
+  /// acknowledged. One trim per stripe, whatever sessions it covers. A stripe whose oldest entry
+  /// waits for an acknowledgement gets a trim that drops nothing: the trim renews its keys'
+  /// expiry, which an append sets only on an empty log, so that a silent client does not let the
+  /// stripe (its entries and its fence's `head`, which numbers them) expire under the node.
   package func trims(held: (String) -> Bool) -> [Trim] {
     var trims: [Trim] = []
     for (stripe, state) in stripes.sorted(by: { $0.key < $1.key }) {
@@ -107,7 +110,13 @@ package struct WriteBehindLogBook: Sendable {
           !held(session) || (acknowledged[session].map { $0 >= mark.last } ?? false)
         }
       }
-      guard let newest = done.last else { continue }
+      guard let newest = done.last else {
+        if let oldest = state.entries.first {
+          trims.append(
+            Trim(stripe: stripe, keepFrom: oldest.number, takes: state.takes, checkpoints: [:], onces: .init([])))
+        }
+        continue
+      }
       var checkpoints: [String: WriteBehindLogTrimmed.Checkpoint] = [:]
       var onces: [WriteBehindLogTrimmed.Onces.Pair] = []
       for entry in done {
