@@ -72,7 +72,7 @@ done
 
 # The cluster engines' Redis suites again, on a three-shard Redis Cluster with a replica per shard
 # (ScratchRedisCluster): every script's keys in one slot, the split steps, routing and redirects.
-engines='SessionLedgerBehaviour|CallOwnershipBehaviour|EffectOnceBehaviour|NodeMailboxBehaviour|ClusterPresenceBehaviour|WriteBehindLogBehaviour'
+engines='SessionLedgerBehaviour|CallOwnershipBehaviour|EffectOnceBehaviour|NodeMailboxBehaviour|ClusterPresenceBehaviour|WriteBehindLogBehaviour|WriteBehindLogStoreBehaviour'
 if ! twice "engines on a Redis Cluster" 300 env DIALTONE_TEST_REDIS=cluster "$bundle" --testing-library swift-testing \
   --no-parallel --filter "$engines" >"$logs/redis-cluster.log" 2>&1; then
   echo "the engines on a Redis Cluster FAILED:"

@@ -204,6 +204,8 @@ extension ClusterLink: SessionStore {
   /// Held for housekeeping (`PendingAcknowledgements`: why that is safe and what it saves),
   /// unless too many sessions wait: then they join the hub's next transaction.
   package func acknowledge(_ sessionID: String, through seq: UInt64) {
+    // A session whose frames are in the node's log: its acknowledgement trims the log instead.
+    if let writeBehind, writeBehind.acknowledged(sessionID, through: seq) { return }
     guard acknowledgements.note(sessionID, through: seq) else { return }
     asked()
     let steps = acknowledgements.take().map {
@@ -213,16 +215,19 @@ extension ClusterLink: SessionStore {
   }
 
   /// Stores the acknowledgements held since the last time (housekeeping, every heartbeat, and
-  /// on leaving); those that fail wait for the next time.
+  /// on leaving); those that fail wait for the next time. Then the node's log is trimmed of
+  /// what its clients acknowledged (write-behind with `logStripes`: one trim per stripe).
   package func storeAcknowledgements(_ connection: any RedisClient) throws(RedisError) {
     let pending = acknowledgements.take()
-    guard !pending.isEmpty else { return }
-    do {
-      try ledger(connection).acknowledge(pending)
-    } catch {
-      acknowledgements.restore(pending)
-      throw error
+    if !pending.isEmpty {
+      do {
+        try ledger(connection).acknowledge(pending)
+      } catch {
+        acknowledgements.restore(pending)
+        throw error
+      }
     }
+    try writeBehind?.trimLog(connection)
   }
 
   /// The answer to a request another node forwarded goes into the requesting session itself, in

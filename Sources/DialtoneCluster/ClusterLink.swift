@@ -48,6 +48,10 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
     /// writing, and how long frames that may wait are held for a fuller batch.
     package var leaseMargin: Duration = .seconds(1)
     package var batchWindow: Duration = .zero
+    /// Write-behind only: how many stripes the node's own log has (`WriteBehindLogStore`); 0: no
+    /// log, each batch is stored in its sessions' keys (`WriteBehindStore`). Every node must count
+    /// the same. Incomplete: a resume does not read the log yet (docs/architecture.md, point 7).
+    package var logStripes = 0
 
     package init(
       redis: RedisConfiguration, node: String, heartbeat: Duration = .seconds(1), nodeExpiry: Duration = .seconds(3),
@@ -165,7 +169,7 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
     let redis = settings.redis
     sender = RedisWorker(name: "cluster-sender", maxQueued: settings.maxQueued) { () throws(RedisError) in
       let connection = try redis.open()
-      try connection.load(SessionLedger.scripts + WriteBehindStore.scripts)
+      try connection.load(SessionLedger.scripts + WriteBehindStore.scripts + WriteBehindLog.scripts)
       return connection
     }
     if settings.sessions == .writeBehind {
@@ -182,7 +186,10 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
           batches.labels(cut.rawValue).increment()
           frames.increment(by: Double(count))
         },
-        onAnswersOverBound: { [dropped = metrics.answersOverBound] count in dropped.increment(by: Double(count)) })
+        onAnswersOverBound: { [dropped = metrics.answersOverBound] count in dropped.increment(by: Double(count)) },
+        logStore: settings.logStripes > 0
+          ? WriteBehindLogStore(node: settings.node, stripes: settings.logStripes, expiry: settings.sessionExpiry)
+          : nil)
     } else {
       writeBehind = nil
     }

@@ -115,6 +115,8 @@ package final class WriteBehindShell: Sendable {
   /// The link's sessions to make unresumable once Redis answers (`ClusterLink.healPoisoned`).
   private let poison: Locked<SessionPoison>
   private let limits: SessionLedger.Limits
+  /// The node's own log, when batches go there instead of each session's keys (`logStripes`).
+  private let logStore: WriteBehindLogStore?
   private let now: @Sendable () -> Instant
   private let log: Log
   /// Told of each batch sent: what sent it and its frames (`/metrics`).
@@ -137,8 +139,9 @@ package final class WriteBehindShell: Sendable {
     inbox: Locked<(any ClusterInbox)?>, poison: Locked<SessionPoison> = Locked(SessionPoison()), log: Log,
     now: @escaping @Sendable () -> Instant = { ContinuousClock.now },
     onBatch: @escaping @Sendable (WriteBehindBatch.Cut, Int) -> Void = { _, _ in },
-    onAnswersOverBound: @escaping @Sendable (Int) -> Void = { _ in }
+    onAnswersOverBound: @escaping @Sendable (Int) -> Void = { _ in }, logStore: WriteBehindLogStore? = nil
   ) {
+    self.logStore = logStore
     self.onBatch = onBatch
     self.onAnswersOverBound = onAnswersOverBound
     self.node = node
@@ -233,7 +236,23 @@ package final class WriteBehindShell: Sendable {
       state.outbox += state.holder.release(session)
       Self.forget(session, &state)
     }
+    logStore?.forget(session)
     pump()
+  }
+
+  /// Takes the client's acknowledgement when the session's frames are in the node's log
+  /// (`WriteBehindLogStore`): it trims the log per stripe (`trimLog`) instead of each session's
+  /// keys. False: the acknowledgement goes to the session's keys as before.
+  package func acknowledged(_ session: String, through seq: UInt64) -> Bool {
+    guard let logStore, holds(session) else { return false }
+    logStore.acknowledge(session, through: seq)
+    return true
+  }
+
+  /// Trims the node's log of the entries every client acknowledged (housekeeping): one trim per
+  /// stripe that has some, whatever sessions they hold.
+  package func trimLog(_ redis: any RedisClient) throws(RedisError) {
+    try logStore?.trim(on: redis, held: { [weak self] in self?.holds($0) ?? false })
   }
 
   private static func forget(_ session: String, _ state: inout State) {
@@ -555,6 +574,8 @@ package final class WriteBehindShell: Sendable {
         writes.append(StoredFrame(sessionID: session, seq: seq, bytes: bytes))
       case .close(let session, let why):
         state.withLock { Self.forget(session, &$0) }
+        // Its frames keep no entry of the node's log from now on (a taker holds what it needs).
+        logStore?.forget(session)
         log.info("session \(session) closes here (\(why)): its client resumes", sessionId: session)
         closed.append(session)
       case .unheld(let outgoing):
@@ -638,7 +659,12 @@ package final class WriteBehindShell: Sendable {
       guard let self else { return }
       do throws(RedisError) {
         guard let connection else { throw RedisError.connectionFailed(message: "not connected") }
-        let refused = try WriteBehindStore(connection, limits: limits).store(batch, from: node)
+        let refused: [String: WriteBehindBatch.Refusal]
+        if let logStore = self.logStore {
+          refused = try logStore.store(batch, on: connection, held: { [weak self] in self?.holds($0) ?? false })
+        } else {
+          refused = try WriteBehindStore(connection, limits: limits).store(batch, from: node)
+        }
         if !refused.isEmpty {
           // (Also when the holder ignores the answer: a batch sent before its lease went stale.)
           log.warning(

@@ -264,6 +264,7 @@ public final class DialtoneServer: Sendable {
     if configuration.writeBehindSessions {
       settings.sessions = .writeBehind
       settings.batchWindow = .milliseconds(configuration.batchWindowMilliseconds)
+      settings.logStripes = configuration.writeBehindLogStripes
       settings.leaseMargin = settings.nodeExpiry / 3
       // A node's inbox keeps the letters it did not store for the sessions' next resumes: it
       // must outlive them (it expires that long after its last letter), or a resume late in a

@@ -25,6 +25,10 @@ public struct ServerConfiguration: Sendable, Equatable {
   public var writeBehindSessions = false
   /// How long (ms) write-behind holds frames that may wait for a fuller batch.
   public var batchWindowMilliseconds = 0
+  /// `--write-behind-log-stripes`: write-behind stores batches in the node's own log of this
+  /// many stripes (every node the same; incomplete: a resume does not read it yet). 0: in each
+  /// session's keys.
+  public var writeBehindLogStripes = 0
   /// How long a node counts as alive after its last heartbeat (`--node-expiry`); nil: 3 s.
   public var nodeExpirySeconds: Double?
   /// HS256 secret shared with the app's backend. Nil: read or generate `<data-dir>/auth-secret`.
@@ -189,6 +193,17 @@ extension ServerConfiguration {
         throw ConfigurationError("--batch-window-ms must be 0 to 40")
       }
       c.batchWindowMilliseconds = ms
+    },
+    Option(
+      flag: "write-behind-log-stripes",
+      help:
+        "with --cluster-sessions write-behind: store batches in the node's own log of this many stripes (1 to 1024, every node the same) instead of each session's keys (default 0: off; INCOMPLETE, for measurement: a resume does not read the log yet)",
+      repeatable: false
+    ) { c, v throws(ConfigurationError) in
+      guard let stripes = Int(v), (0...1024).contains(stripes) else {
+        throw ConfigurationError("--write-behind-log-stripes must be 0 to 1024")
+      }
+      c.writeBehindLogStripes = stripes
     },
     Option(
       flag: "node-expiry",
@@ -440,6 +455,9 @@ extension ServerConfiguration {
     if configuration.limits.maxOutgoingBytes <= configuration.limits.maxUnackedBytes {
       // A resume writes every unacknowledged message at once: it must fit the outgoing queue.
       throw ConfigurationError("--max-outgoing-bytes must be larger than --max-unacked-bytes")
+    }
+    if configuration.writeBehindLogStripes > 0 && !configuration.writeBehindSessions {
+      throw ConfigurationError("--write-behind-log-stripes needs --cluster-sessions write-behind")
     }
     if configuration.redisURL != nil && configuration.databaseURL == nil {
       throw ConfigurationError("--redis-url (a cluster) needs --database-url: the nodes share one PostgreSQL database")

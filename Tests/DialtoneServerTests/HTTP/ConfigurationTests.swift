@@ -64,6 +64,29 @@ struct ConfigurationTests {
     }
   }
 
+  @Test func theNodeLogsStripeCountIsCheckedAndNeedsWriteBehind() throws {
+    #expect(try ServerConfiguration.parse(arguments: [], environment: [:]).writeBehindLogStripes == 0)
+    let striped = try ServerConfiguration.parse(
+      arguments: ["--cluster-sessions", "write-behind", "--write-behind-log-stripes", "8"], environment: [:])
+    #expect(striped.writeBehindLogStripes == 8)
+    for bad in ["-1", "1025", "eight"] {
+      #expect(throws: ConfigurationError.self) {
+        try ServerConfiguration.parse(
+          arguments: ["--cluster-sessions", "write-behind", "--write-behind-log-stripes", bad], environment: [:])
+      }
+    }
+    // Store-first has no log: refused rather than ignored.
+    #expect(throws: ConfigurationError.self) {
+      try ServerConfiguration.parse(arguments: ["--write-behind-log-stripes", "8"], environment: [:])
+    }
+    var configuration = striped
+    configuration.redisURL = "redis://127.0.0.1:6379"
+    let redis = try #require(try DialtoneServer.clusterRedis(configuration))
+    let settings = DialtoneServer.clusterSettings(
+      configuration, redis: redis, node: "n", log: Log(level: .error, subsystem: "t"))
+    #expect(settings.logStripes == 8)
+  }
+
   @Test func writeBehindSessionsAreRefusedOnARedisClusterAtStartUp() async throws {
     // Nothing is opened before the check: no Redis, PostgreSQL or data directory is needed.
     for url in [
