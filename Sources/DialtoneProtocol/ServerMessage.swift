@@ -208,12 +208,29 @@ public enum ServerMessage: Sendable, Equatable {
     private var storedCall: OutOfLine<CallState>?
     private var storedGroup: OutOfLine<GroupCallState>?
 
-    public init(replyTo: String, callId: CallID? = nil, call: CallState? = nil, group: GroupCallState? = nil) {
+    public init(replyTo: String, callId: CallID? = nil, call: CallState?, group: GroupCallState? = nil) {
       self.replyTo = replyTo
       self.callId = callId
       storedCall = call.map(OutOfLine.init)
       storedGroup = group.map(OutOfLine.init)
     }
+
+    public init(replyTo: String, callId: CallID? = nil, group: GroupCallState) {
+      self.init(replyTo: replyTo, callId: callId, call: nil, group: group)
+    }
+
+    /// A plain ack, what nearly every request gets: built without the optional states'
+    /// temporaries (each `nil` destroyed through `Optional`'s generic value witness, ~65
+    /// instructions, five a relayed candidate).
+    public init(replyTo: String, callId: CallID? = nil) {
+      self.replyTo = replyTo
+      self.callId = callId
+      storedCall = nil
+      storedGroup = nil
+    }
+
+    /// Neither a call's nor a group's state: only the request answered, and its call.
+    public var isPlain: Bool { storedCall == nil && storedGroup == nil }
 
     public init(wirePlaceholder _: WirePlaceholder) { self.init(replyTo: "") }
 
@@ -634,6 +651,15 @@ public enum ServerMessage: Sendable, Equatable {
     case .session(.error(let m)): m.replyTo
     case .oneToOne, .group, .unknown: nil
     }
+  }
+}
+
+extension ServerMessage {
+  /// An `ack` of exactly `requestID` with neither a call's nor a group's state (a relayed
+  /// candidate's answer, which may go without a seq).
+  public func isPlainAck(answering requestID: String) -> Bool {
+    guard case .ack(let ack) = self else { return false }
+    return ack.isPlain && ack.replyTo == requestID
   }
 }
 

@@ -68,9 +68,7 @@ package final class LocalSession: DeliverySession {
   /// Without a seq, so that it is kept for no resume and the client counts it towards no ack
   /// (its own acks are then fewer); not remembered, as a candidate sent again is handled afresh.
   package func answerRelayed(_ reply: ServerMessage, to requestID: String, coalesced: Bool) {
-    guard case .ack(let ack) = reply, ack.call == nil, ack.group == nil, ack.replyTo == requestID else {
-      return answer(reply, to: requestID, coalesced: coalesced)
-    }
+    guard reply.isPlainAck(answering: requestID) else { return answer(reply, to: requestID, coalesced: coalesced) }
     sendUnnumbered(reply, coalesced: coalesced)
   }
 

@@ -31,4 +31,22 @@ struct MessageLayoutTests {
     let decoded = try MessageCodec.decodeServerMessage(MessageCodec.encode(.ack(original), seq: 3))
     #expect(decoded.message == .ack(original))
   }
+
+  /// The plain ack (no states' temporaries) is the same value as one built with both states
+  /// nil, and only it, answering the very request, may go without a seq.
+  @Test func aPlainAckIsOnlyTheRequestAndItsCall() {
+    let plain = ServerMessage.Ack(replyTo: "c1", callId: Fixtures.callId)
+    #expect(plain == ServerMessage.Ack(replyTo: "c1", callId: Fixtures.callId, call: nil, group: nil))
+    #expect(plain.isPlain && ServerMessage.ack(plain).isPlainAck(answering: "c1"))
+    #expect(!ServerMessage.ack(plain).isPlainAck(answering: "c2"))
+    let withGroup = ServerMessage.Ack(replyTo: "c1", callId: Fixtures.callId, group: Fixtures.group)
+    #expect(!withGroup.isPlain && !ServerMessage.ack(withGroup).isPlainAck(answering: "c1"))
+    let withCall = ServerMessage.Ack(
+      replyTo: "c1",
+      call: CallState(
+        callId: Fixtures.callId, callerId: "alice", calleeId: "bob", callerDeviceId: "phone", video: false,
+        state: .ringing, createdAt: 5))
+    #expect(!withCall.isPlain && !ServerMessage.ack(withCall).isPlainAck(answering: "c1"))
+    #expect(!ServerMessage.error(.init(replyTo: "c1", code: .notFound, message: "no call")).isPlainAck(answering: "c1"))
+  }
 }
