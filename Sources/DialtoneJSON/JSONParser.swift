@@ -124,8 +124,10 @@ struct JSONParser {
     var seenKeys: Set<String>? = nil
     // One bit a key of this object's first 16 (`keyBit`): a key whose bit is not yet set is no
     // duplicate, and is not compared with the earlier keys at all. A signaling frame's objects
-    // have 2 to 5 keys, so nearly every key is cleared by one test; a key whose bit is set (a
-    // duplicate, or two keys sharing a bit) takes the full comparison, as every key did.
+    // have 2 to 6 keys of different lengths, so nearly every key is cleared by one test; a key
+    // whose bit is set (a duplicate, or two keys sharing a bit) takes the full comparison, as
+    // every key did. An escaped key is compared in full, and sets every bit: it may equal a
+    // later key of another spelling, whose length and first byte its own do not tell.
     var keyBits: UInt64 = 0
     while true {
       skipWhitespace()
@@ -139,9 +141,14 @@ struct JSONParser {
       index += 1
       skipWhitespace()
       try parseValue()
-      let bit = count < 16 ? JSONTape.keyBit(tokens[keySlot], in: bytes) : 0
-      let maybeSeen = count >= 16 || keyBits & bit != 0
-      keyBits |= bit
+      var maybeSeen = true
+      if count < 16 {
+        let key = tokens[keySlot]
+        // An unescaped key's first byte is in the input even when it is empty (its closing quote).
+        let bit = key.escaped ? UInt64.max : Self.keyBit(count: key.end - key.start, first: bytes[key.start])
+        maybeSeen = key.escaped || keyBits & bit != 0
+        keyBits |= bit
+      }
       if maybeSeen, isDuplicate(keySlot, in: slot, count: count, seen: &seenKeys) {
         let key = JSONTape.decodeString(tokens[keySlot], in: bytes)
         throw JSONSyntaxError(message: "duplicate key \"\(key)\"", offset: keyOffset)
@@ -160,6 +167,13 @@ struct JSONParser {
         throw fail("expected ',' or '}' in object")
       }
     }
+  }
+
+  /// An unescaped key's bit in its object's filter, by its length and first byte (the byte after
+  /// its opening quote): equal keys get the same bit.
+  @inline(__always)
+  static func keyBit(count: Int, first: UInt8) -> UInt64 {
+    1 << ((UInt64(truncatingIfNeeded: count) &* 7 &+ UInt64(first)) & 63)
   }
 
   /// Whether the key at `keySlot` repeats one of the `count` earlier keys of the object at `slot`.

@@ -268,26 +268,6 @@ public struct JSONTape {
     return memcmp(base + a.start, base + b.start, count) == 0
   }
 
-  /// One bit of 64 for a key, chosen by its text (length, first two and last two bytes): equal
-  /// keys get the same bit however they are spelled (an escaped key's decoded text is used), so
-  /// a key whose bit an object has not set yet cannot repeat one of its keys (`JSONParser`).
-  static func keyBit(_ token: Token, in bytes: UnsafeBufferPointer<UInt8>) -> UInt64 {
-    guard token.escaped else { return keyBit(of: UnsafeBufferPointer(rebasing: bytes[token.start..<token.end])) }
-    var text = decodeString(token, in: bytes)
-    return text.withUTF8 { keyBit(of: $0) }
-  }
-
-  static func keyBit(of text: UnsafeBufferPointer<UInt8>) -> UInt64 {
-    let count = text.count
-    var summary = UInt64(truncatingIfNeeded: count)
-    if count > 0 {
-      summary |= UInt64(text[0]) << 16 | UInt64(text[count - 1]) << 24
-      summary |= UInt64(text[min(1, count - 1)]) << 32 | UInt64(text[max(count - 2, 0)]) << 40
-    }
-    // Fibonacci hashing: the product's top six bits depend on every bit of the summary.
-    return 1 << ((summary &* 0x9E37_79B9_7F4A_7C15) >> 58)
-  }
-
   /// The string a (validated) string token holds.
   static func decodeString(_ token: Token, in bytes: UnsafeBufferPointer<UInt8>) -> String {
     let raw = UnsafeBufferPointer(rebasing: bytes[token.start..<token.end])
