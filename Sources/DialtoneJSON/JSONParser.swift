@@ -13,18 +13,39 @@ struct JSONParser {
   private let maxDepth: Int
   private var index = 0
   private var depth = 0
-  private(set) var tokens: [JSONTape.Token] = []
+  /// The tokens written so far: `tokenCount` of them at `tokens`, in room for `capacity`. Written
+  /// through a pointer, not appended to an array: an append checked the array's uniqueness and
+  /// room (a runtime call) for every value of the document. The first room is the caller's
+  /// (`JSONTape.make`, on its stack); past it the parser moves them to memory of its own
+  /// (`grown`), which `deallocate()` frees.
+  private var tokens: UnsafeMutablePointer<JSONTape.Token>
+  private var capacity: Int
+  private(set) var tokenCount = 0
+  private var grown: UnsafeMutablePointer<JSONTape.Token>? = nil
 
-  /// `room`: tokens of an earlier tape, whose room this one takes (`JSONTape.Scratch`); it is
-  /// left empty. Swapped in, not copied: the room must be referenced once to be reused.
-  init(_ bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int, reusing room: inout [JSONTape.Token]) {
+  /// `room`: where the first `room.count` tokens go (it must have room for one at least).
+  init(_ bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int, room: UnsafeMutableBufferPointer<JSONTape.Token>) {
     self.bytes = bytes
     self.maxDepth = maxDepth
-    swap(&tokens, &room)
-    tokens.removeAll(keepingCapacity: true)
-    // A signaling message has 10 to 30 values: one allocation holds them all (none when the
-    // room taken is that large already).
-    tokens.reserveCapacity(32)
+    if let base = room.baseAddress, room.count > 0 {
+      tokens = base
+      capacity = room.count
+    } else {
+      tokens = .allocate(capacity: 64)
+      grown = tokens
+      capacity = 64
+    }
+  }
+
+  /// The tokens of the document parsed, valid until `deallocate()` (and while the caller's room is).
+  var written: UnsafeBufferPointer<JSONTape.Token> { UnsafeBufferPointer(start: tokens, count: tokenCount) }
+
+  /// Frees the memory the parser grew into, if any.
+  mutating func deallocate() {
+    grown?.deallocate()
+    grown = nil
+    capacity = 0
+    tokenCount = 0
   }
 
   mutating func parseDocument() throws(JSONSyntaxError) {
@@ -58,8 +79,21 @@ struct JSONParser {
   }
 
   private mutating func append(_ kind: JSONTape.Kind, start: Int, end: Int, payload: Int64 = 0, escaped: Bool = false) {
-    tokens.append(
-      JSONTape.Token(kind: kind, escaped: escaped, start: start, end: end, after: tokens.count + 1, payload: payload))
+    if tokenCount == capacity { grow() }
+    (tokens + tokenCount).initialize(
+      to: JSONTape.Token(kind: kind, escaped: escaped, start: start, end: end, after: tokenCount + 1, payload: payload))
+    tokenCount += 1
+  }
+
+  /// Moves the tokens to twice the room (a token is plain data: moved by a copy of its bytes).
+  private mutating func grow() {
+    let larger = max(2 * capacity, 64)
+    let room = UnsafeMutablePointer<JSONTape.Token>.allocate(capacity: larger)
+    room.moveInitialize(from: tokens, count: tokenCount)
+    grown?.deallocate()
+    grown = room
+    tokens = room
+    capacity = larger
   }
 
   private mutating func parseValue() throws(JSONSyntaxError) {
@@ -103,14 +137,14 @@ struct JSONParser {
   /// Closes the container whose token is at `slot`: its subtree ends here.
   private mutating func close(_ slot: Int, count: Int) {
     tokens[slot].end = index
-    tokens[slot].after = tokens.count
+    tokens[slot].after = tokenCount
     tokens[slot].payload = Int64(count)
     depth -= 1
   }
 
   private mutating func parseObject() throws(JSONSyntaxError) {
     try enter()
-    let slot = tokens.count
+    let slot = tokenCount
     append(.object, start: index, end: index)
     index += 1  // {
     skipWhitespace()
@@ -134,7 +168,7 @@ struct JSONParser {
       guard index < bytes.count else { throw fail("unexpected end of input in object") }
       guard bytes[index] == UInt8(ascii: "\"") else { throw fail("expected a string key in object") }
       let keyOffset = index
-      let keySlot = tokens.count
+      let keySlot = tokenCount
       try parseString()
       skipWhitespace()
       guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw fail("expected ':' after object key") }
@@ -201,7 +235,7 @@ struct JSONParser {
 
   private mutating func parseArray() throws(JSONSyntaxError) {
     try enter()
-    let slot = tokens.count
+    let slot = tokenCount
     append(.array, start: index, end: index)
     index += 1  // [
     skipWhitespace()

@@ -95,17 +95,29 @@ public struct JSONTape {
   static func make(_ buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int, scratch: inout Scratch)
     -> Swift.Result<JSONTape, JSONSyntaxError>
   {
-    // The room is taken out of the scratch (moved, so that it is not shared and is emptied in
-    // place), and put back after: the tape holds it too until it goes, before the next parse.
-    var parser = JSONParser(buffer, maxDepth: maxDepth, reusing: &scratch.tokens)
-    defer { if parser.tokens.capacity <= Scratch.keptTokens { scratch.tokens = parser.tokens } }
-    do {
-      try parser.parseDocument()
-    } catch {
-      return .failure(error)
+    // The parser writes its tokens into room on the stack (or of its own, for a document of
+    // more), and the tape's array is filled from them in one copy: the scratch's room, taken out
+    // of it (moved, so that it is not shared and is emptied in place) and put back after (the tape
+    // holds it too until it goes, before the next parse).
+    withUnsafeTemporaryAllocation(of: Token.self, capacity: stackTokens) { room in
+      var parser = JSONParser(buffer, maxDepth: maxDepth, room: room)
+      defer { parser.deallocate() }
+      do throws(JSONSyntaxError) {
+        try parser.parseDocument()
+      } catch {
+        return .failure(error)
+      }
+      var tokens: [Token] = []
+      swap(&tokens, &scratch.tokens)
+      tokens.replaceSubrange(tokens.indices, with: parser.written)
+      if tokens.capacity <= Scratch.keptTokens { scratch.tokens = tokens }
+      return .success(JSONTape(bytes: buffer, tokens: tokens))
     }
-    return .success(JSONTape(bytes: buffer, tokens: parser.tokens))
   }
+
+  /// Tokens the parser writes on the stack before it allocates: a relayed candidate has 15, an
+  /// ack 5. (960 bytes: the standard library takes up to 1,024 from the stack, more from the heap.)
+  static var stackTokens: Int { 24 }
 
   /// The document's top-level value.
   public var root: Index { Index(slot: 0) }

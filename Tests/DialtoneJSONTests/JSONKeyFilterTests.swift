@@ -78,7 +78,7 @@ struct JSONKeyFilterTests {
     }
   }
 
-  @Test func emptyAndEscapedKeysRepeatLikeAnyOther() {
+  @Test func emptyAndEscapedKeysRepeatLikeAnyOther() throws {
     #expect(throws: JSONSyntaxError(message: #"duplicate key """#, offset: 6)) { try parse(#"{"":1,"":2}"#).get() }
     #expect(throws: JSONSyntaxError(message: #"duplicate key "type""#, offset: 10)) {
       try parse(#"{"type":1,"\u0074yp\u0065":2}"#).get()
