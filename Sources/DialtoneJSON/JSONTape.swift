@@ -201,13 +201,44 @@ public struct JSONTape {
   /// The value of `key` in an object; nil when the key is absent or `object` is not an object.
   public func member(_ object: Index, _ key: StaticString) -> Index? {
     let token = tokens[object.slot]
-    guard token.kind == .object else { return nil }
+    guard token.kind == .object, let base = bytes.baseAddress else { return nil }
+    // A key given as a single Unicode scalar has no bytes to point at: compared as text.
+    guard key.hasPointerRepresentation else { return member(object, named: key.description) }
+    // The key's length and bytes are read once, not at every member; a member's key is compared
+    // by its length, then its bytes, and an escaped one (rare) out of line: with the escaped
+    // path's `String` compare inlined, every look-up paid for its registers.
+    let keyCount = key.utf8CodeUnitCount
+    let keyStart = key.utf8Start
     var slot = object.slot + 1
     for _ in 0..<token.payload {
-      if Self.matches(tokens[slot], key, in: bytes) { return Index(slot: slot + 1) }
+      let name = tokens[slot]
+      if name.escaped {
+        if Self.matchesEscaped(name, key, in: bytes) { return Index(slot: slot + 1) }
+      } else if name.end - name.start == keyCount, keyCount == 0 || memcmp(base + name.start, keyStart, keyCount) == 0 {
+        return Index(slot: slot + 1)
+      }
       slot = tokens[slot + 1].after
     }
     return nil
+  }
+
+  /// `member` by a key's text, each member's key decoded.
+  private func member(_ object: Index, named key: String) -> Index? {
+    let token = tokens[object.slot]
+    var slot = object.slot + 1
+    for _ in 0..<token.payload {
+      if Self.decodeString(tokens[slot], in: bytes) == key { return Index(slot: slot + 1) }
+      slot = tokens[slot + 1].after
+    }
+    return nil
+  }
+
+  /// `matches` for a key written with escapes, kept out of `member`'s loop.
+  @inline(never)
+  private static func matchesEscaped(_ token: Token, _ text: StaticString, in bytes: UnsafeBufferPointer<UInt8>)
+    -> Bool
+  {
+    matches(token, text, in: bytes)
   }
 
   /// An object's members in document order.

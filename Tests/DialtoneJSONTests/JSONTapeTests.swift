@@ -161,6 +161,27 @@ struct JSONTapeTests {
     }
   }
 
+  /// `member` reads a key's bytes once, by its pointer; a key given as a Unicode scalar literal
+  /// has none, and is found by its text (plain and escaped members alike).
+  @Test func aKeyWithoutBytesToPointAtIsFoundByItsText() throws {
+    struct ScalarKey: ExpressibleByUnicodeScalarLiteral {
+      let key: StaticString
+      init(unicodeScalarLiteral value: StaticString) { key = value }
+    }
+    let a: ScalarKey = "a"
+    let z: ScalarKey = "z"
+    #expect(!a.key.hasPointerRepresentation)
+    let found = try onTape(#"{"bb":1,"a":2,"\u007a":3}"#) { tape in
+      (
+        tape.member(tape.root, a.key).flatMap { tape.integer($0) },
+        tape.member(tape.root, z.key).flatMap { tape.integer($0) }, tape.member(tape.root, "b") == nil,
+        tape.member(tape.root, "").map { _ in true }
+      )
+    }
+    #expect(found.0 == 2 && found.1 == 3 && found.2 && found.3 == nil)
+    #expect(try onTape(#"{"x":0,"":1}"#) { tape in tape.member(tape.root, "").flatMap { tape.integer($0) } } == 1)
+  }
+
   /// A repeated key past the parser's first room is found among the keys written before it grew.
   @Test func aRepeatedKeyIsFoundAcrossTheParsersGrowth() {
     for count in [20, 40, 70, 200] {
