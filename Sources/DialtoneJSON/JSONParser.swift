@@ -13,18 +13,39 @@ struct JSONParser {
   private let maxDepth: Int
   private var index = 0
   private var depth = 0
-  private(set) var tokens: [JSONTape.Token] = []
+  /// The tokens written so far: `tokenCount` of them at `tokens`, in room for `capacity`. Written
+  /// through a pointer, not appended to an array: an append checked the array's uniqueness and
+  /// room (a runtime call) for every value of the document. The first room is the caller's
+  /// (`JSONTape.make`, on its stack); past it the parser moves them to memory of its own
+  /// (`grown`), which `deallocate()` frees.
+  private var tokens: UnsafeMutablePointer<JSONTape.Token>
+  private var capacity: Int
+  private(set) var tokenCount = 0
+  private var grown: UnsafeMutablePointer<JSONTape.Token>? = nil
 
-  /// `room`: tokens of an earlier tape, whose room this one takes (`JSONTape.Scratch`); it is
-  /// left empty. Swapped in, not copied: the room must be referenced once to be reused.
-  init(_ bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int, reusing room: inout [JSONTape.Token]) {
+  /// `room`: where the first `room.count` tokens go (it must have room for one at least).
+  init(_ bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int, room: UnsafeMutableBufferPointer<JSONTape.Token>) {
     self.bytes = bytes
     self.maxDepth = maxDepth
-    swap(&tokens, &room)
-    tokens.removeAll(keepingCapacity: true)
-    // A signaling message has 10 to 30 values: one allocation holds them all (none when the
-    // room taken is that large already).
-    tokens.reserveCapacity(32)
+    if let base = room.baseAddress, room.count > 0 {
+      tokens = base
+      capacity = room.count
+    } else {
+      tokens = .allocate(capacity: 64)
+      grown = tokens
+      capacity = 64
+    }
+  }
+
+  /// The tokens of the document parsed, valid until `deallocate()` (and while the caller's room is).
+  var written: UnsafeBufferPointer<JSONTape.Token> { UnsafeBufferPointer(start: tokens, count: tokenCount) }
+
+  /// Frees the memory the parser grew into, if any.
+  mutating func deallocate() {
+    grown?.deallocate()
+    grown = nil
+    capacity = 0
+    tokenCount = 0
   }
 
   mutating func parseDocument() throws(JSONSyntaxError) {
@@ -58,8 +79,21 @@ struct JSONParser {
   }
 
   private mutating func append(_ kind: JSONTape.Kind, start: Int, end: Int, payload: Int64 = 0, escaped: Bool = false) {
-    tokens.append(
-      JSONTape.Token(kind: kind, escaped: escaped, start: start, end: end, after: tokens.count + 1, payload: payload))
+    if tokenCount == capacity { grow() }
+    (tokens + tokenCount).initialize(
+      to: JSONTape.Token(kind: kind, escaped: escaped, start: start, end: end, after: tokenCount + 1, payload: payload))
+    tokenCount += 1
+  }
+
+  /// Moves the tokens to twice the room (a token is plain data: moved by a copy of its bytes).
+  private mutating func grow() {
+    let larger = max(2 * capacity, 64)
+    let room = UnsafeMutablePointer<JSONTape.Token>.allocate(capacity: larger)
+    room.moveInitialize(from: tokens, count: tokenCount)
+    grown?.deallocate()
+    grown = room
+    tokens = room
+    capacity = larger
   }
 
   private mutating func parseValue() throws(JSONSyntaxError) {
@@ -103,14 +137,14 @@ struct JSONParser {
   /// Closes the container whose token is at `slot`: its subtree ends here.
   private mutating func close(_ slot: Int, count: Int) {
     tokens[slot].end = index
-    tokens[slot].after = tokens.count
+    tokens[slot].after = tokenCount
     tokens[slot].payload = Int64(count)
     depth -= 1
   }
 
   private mutating func parseObject() throws(JSONSyntaxError) {
     try enter()
-    let slot = tokens.count
+    let slot = tokenCount
     append(.object, start: index, end: index)
     index += 1  // {
     skipWhitespace()
@@ -122,19 +156,34 @@ struct JSONParser {
     var count = 0
     // Keys of a big object go into a set once a linear scan would cost more than hashing.
     var seenKeys: Set<String>? = nil
+    // One bit a key of this object's first 16 (`keyBit`): a key whose bit is not yet set is no
+    // duplicate, and is not compared with the earlier keys at all. A signaling frame's objects
+    // have 2 to 6 keys of different lengths, so nearly every key is cleared by one test; a key
+    // whose bit is set (a duplicate, or two keys sharing a bit) takes the full comparison, as
+    // every key did. An escaped key is compared in full, and sets every bit: it may equal a
+    // later key of another spelling, whose length and first byte its own do not tell.
+    var keyBits: UInt64 = 0
     while true {
       skipWhitespace()
       guard index < bytes.count else { throw fail("unexpected end of input in object") }
       guard bytes[index] == UInt8(ascii: "\"") else { throw fail("expected a string key in object") }
       let keyOffset = index
-      let keySlot = tokens.count
+      let keySlot = tokenCount
       try parseString()
       skipWhitespace()
       guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw fail("expected ':' after object key") }
       index += 1
       skipWhitespace()
       try parseValue()
-      if isDuplicate(keySlot, in: slot, count: count, seen: &seenKeys) {
+      var maybeSeen = true
+      if count < 16 {
+        let key = tokens[keySlot]
+        // An unescaped key's first byte is in the input even when it is empty (its closing quote).
+        let bit = key.escaped ? UInt64.max : Self.keyBit(count: key.end - key.start, first: bytes[key.start])
+        maybeSeen = key.escaped || keyBits & bit != 0
+        keyBits |= bit
+      }
+      if maybeSeen, isDuplicate(keySlot, in: slot, count: count, seen: &seenKeys) {
         let key = JSONTape.decodeString(tokens[keySlot], in: bytes)
         throw JSONSyntaxError(message: "duplicate key \"\(key)\"", offset: keyOffset)
       }
@@ -152,6 +201,13 @@ struct JSONParser {
         throw fail("expected ',' or '}' in object")
       }
     }
+  }
+
+  /// An unescaped key's bit in its object's filter, by its length and first byte (the byte after
+  /// its opening quote): equal keys get the same bit.
+  @inline(__always)
+  static func keyBit(count: Int, first: UInt8) -> UInt64 {
+    1 << ((UInt64(truncatingIfNeeded: count) &* 7 &+ UInt64(first)) & 63)
   }
 
   /// Whether the key at `keySlot` repeats one of the `count` earlier keys of the object at `slot`.
@@ -179,7 +235,7 @@ struct JSONParser {
 
   private mutating func parseArray() throws(JSONSyntaxError) {
     try enter()
-    let slot = tokens.count
+    let slot = tokenCount
     append(.array, start: index, end: index)
     index += 1  // [
     skipWhitespace()

@@ -95,17 +95,29 @@ public struct JSONTape {
   static func make(_ buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int, scratch: inout Scratch)
     -> Swift.Result<JSONTape, JSONSyntaxError>
   {
-    // The room is taken out of the scratch (moved, so that it is not shared and is emptied in
-    // place), and put back after: the tape holds it too until it goes, before the next parse.
-    var parser = JSONParser(buffer, maxDepth: maxDepth, reusing: &scratch.tokens)
-    defer { if parser.tokens.capacity <= Scratch.keptTokens { scratch.tokens = parser.tokens } }
-    do {
-      try parser.parseDocument()
-    } catch {
-      return .failure(error)
+    // The parser writes its tokens into room on the stack (or of its own, for a document of
+    // more), and the tape's array is filled from them in one copy: the scratch's room, taken out
+    // of it (moved, so that it is not shared and is emptied in place) and put back after (the tape
+    // holds it too until it goes, before the next parse).
+    withUnsafeTemporaryAllocation(of: Token.self, capacity: stackTokens) { room in
+      var parser = JSONParser(buffer, maxDepth: maxDepth, room: room)
+      defer { parser.deallocate() }
+      do throws(JSONSyntaxError) {
+        try parser.parseDocument()
+      } catch {
+        return .failure(error)
+      }
+      var tokens: [Token] = []
+      swap(&tokens, &scratch.tokens)
+      tokens.replaceSubrange(tokens.indices, with: parser.written)
+      if tokens.capacity <= Scratch.keptTokens { scratch.tokens = tokens }
+      return .success(JSONTape(bytes: buffer, tokens: tokens))
     }
-    return .success(JSONTape(bytes: buffer, tokens: parser.tokens))
   }
+
+  /// Tokens the parser writes on the stack before it allocates: a relayed candidate has 15, an
+  /// ack 5. (960 bytes: the standard library takes up to 1,024 from the stack, more from the heap.)
+  static var stackTokens: Int { 24 }
 
   /// The document's top-level value.
   public var root: Index { Index(slot: 0) }
@@ -189,13 +201,44 @@ public struct JSONTape {
   /// The value of `key` in an object; nil when the key is absent or `object` is not an object.
   public func member(_ object: Index, _ key: StaticString) -> Index? {
     let token = tokens[object.slot]
-    guard token.kind == .object else { return nil }
+    guard token.kind == .object, let base = bytes.baseAddress else { return nil }
+    // A key given as a single Unicode scalar has no bytes to point at: compared as text.
+    guard key.hasPointerRepresentation else { return member(object, named: key.description) }
+    // The key's length and bytes are read once, not at every member; a member's key is compared
+    // by its length, then its bytes, and an escaped one (rare) out of line: with the escaped
+    // path's `String` compare inlined, every look-up paid for its registers.
+    let keyCount = key.utf8CodeUnitCount
+    let keyStart = key.utf8Start
     var slot = object.slot + 1
     for _ in 0..<token.payload {
-      if Self.matches(tokens[slot], key, in: bytes) { return Index(slot: slot + 1) }
+      let name = tokens[slot]
+      if name.escaped {
+        if Self.matchesEscaped(name, key, in: bytes) { return Index(slot: slot + 1) }
+      } else if name.end - name.start == keyCount, keyCount == 0 || memcmp(base + name.start, keyStart, keyCount) == 0 {
+        return Index(slot: slot + 1)
+      }
       slot = tokens[slot + 1].after
     }
     return nil
+  }
+
+  /// `member` by a key's text, each member's key decoded.
+  private func member(_ object: Index, named key: String) -> Index? {
+    let token = tokens[object.slot]
+    var slot = object.slot + 1
+    for _ in 0..<token.payload {
+      if Self.decodeString(tokens[slot], in: bytes) == key { return Index(slot: slot + 1) }
+      slot = tokens[slot + 1].after
+    }
+    return nil
+  }
+
+  /// `matches` for a key written with escapes, kept out of `member`'s loop.
+  @inline(never)
+  private static func matchesEscaped(_ token: Token, _ text: StaticString, in bytes: UnsafeBufferPointer<UInt8>)
+    -> Bool
+  {
+    matches(token, text, in: bytes)
   }
 
   /// An object's members in document order.

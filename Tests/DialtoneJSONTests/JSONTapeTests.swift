@@ -137,6 +137,61 @@ struct JSONTapeTests {
       }
     }
   }
+
+  /// The parser writes tokens on the stack first (`JSONTape.stackTokens`) and moves them to
+  /// memory of its own, doubling it, past that: documents just below, at and past each step keep
+  /// every token and every container's extent, fresh or through one scratch.
+  @Test func documentsPastTheParsersFirstRoomKeepEveryToken() throws {
+    var scratch = JSONTape.Scratch()
+    for count in [1, 22, 23, 24, 25, 26, 63, 64, 65, 127, 128, 129, 300, 1000, 2, 24] {
+      // `count` tokens (7 at least): the array, `count - 7` numbers, then an object of 6 tokens.
+      let numbers = (0..<max(count - 7, 0)).map { Int64($0) }
+      let text = "[" + numbers.map { "\($0)," }.joined() + #"{"a":[7],"b":"s"}]"#
+      let expected = JSONValue.array(
+        numbers.map(JSONValue.int) + [.object(["a": .array([.int(7)]), "b": .string("s")])])
+      let fresh = try JSONTape.parse(Array(text.utf8), maxDepth: 8, syntaxError: unchanged) {
+        (tape: JSONTape) throws(JSONSyntaxError) in (tape.value(tape.root), tape.count(tape.root))
+      }
+      let reused = try JSONTape.parse(Array(text.utf8), maxDepth: 8, scratch: &scratch, syntaxError: unchanged) {
+        (tape: JSONTape) throws(JSONSyntaxError) in (tape.value(tape.root), tape.count(tape.root))
+      }
+      #expect(fresh.0 == expected, "\(count) tokens")
+      #expect(reused.0 == expected, "\(count) tokens, reused scratch")
+      #expect(fresh.1 == numbers.count + 1 && reused.1 == numbers.count + 1)
+    }
+  }
+
+  /// `member` reads a key's bytes once, by its pointer; a key given as a Unicode scalar literal
+  /// has none, and is found by its text (plain and escaped members alike).
+  @Test func aKeyWithoutBytesToPointAtIsFoundByItsText() throws {
+    struct ScalarKey: ExpressibleByUnicodeScalarLiteral {
+      let key: StaticString
+      init(unicodeScalarLiteral value: StaticString) { key = value }
+    }
+    let a: ScalarKey = "a"
+    let z: ScalarKey = "z"
+    #expect(!a.key.hasPointerRepresentation)
+    let found = try onTape(#"{"bb":1,"a":2,"\u007a":3}"#) { tape in
+      (
+        tape.member(tape.root, a.key).flatMap { tape.integer($0) },
+        tape.member(tape.root, z.key).flatMap { tape.integer($0) }, tape.member(tape.root, "b") == nil,
+        tape.member(tape.root, "").map { _ in true }
+      )
+    }
+    #expect(found.0 == 2 && found.1 == 3 && found.2 && found.3 == nil)
+    #expect(try onTape(#"{"x":0,"":1}"#) { tape in tape.member(tape.root, "").flatMap { tape.integer($0) } } == 1)
+  }
+
+  /// A repeated key past the parser's first room is found among the keys written before it grew.
+  @Test func aRepeatedKeyIsFoundAcrossTheParsersGrowth() {
+    for count in [20, 40, 70, 200] {
+      let members = (0..<count).map { #""k\#($0)":\#($0)"# }.joined(separator: ",")
+      let prefix = "{\(members),"
+      #expect(throws: JSONSyntaxError(message: #"duplicate key "k3""#, offset: prefix.utf8.count), "\(count) keys") {
+        try onTape(prefix + #""k3":0}"#) { _ in () }
+      }
+    }
+  }
 }
 
 private func unchanged(_ error: JSONSyntaxError) -> JSONSyntaxError { error }
