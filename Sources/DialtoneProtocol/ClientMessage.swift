@@ -93,10 +93,11 @@ public struct ClientMessageRules: Sendable, Equatable {
   /// (`WriteBehindHolder.submit`). Anything else is asked first: refused once handled, its repeat
   /// could find the call moved on without it.
   public var mayBeRefusedOnceHandled = false
-  /// Sent again with its id, it is handled afresh rather than answered from memory (protocol.md
-  /// 5.3): a 1:1 candidate, relayed again (adding a candidate twice changes nothing in ICE). Its
-  /// answer is then not remembered either, which keeps the memory for the answers a repeat must
-  /// find (most of a call's messages are candidates) and spares each relayed one a look-up.
+  /// Sent again with its id, it is handled afresh rather than answered from memory where its ack
+  /// goes without a seq (protocol.md 5.3: one server, a write-behind cluster): a 1:1 candidate,
+  /// relayed again (adding a candidate twice changes nothing in ICE). Its answer is then not
+  /// remembered either, which keeps the memory for the answers a repeat must find (most of a
+  /// call's messages are candidates) and spares each relayed one a look-up.
   public var repeatHandledAfresh = false
 
   public init(

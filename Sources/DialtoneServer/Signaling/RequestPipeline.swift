@@ -132,7 +132,10 @@ final class RequestPipeline {
     // The session's id is read (a witness call and a retain) only when some answer is awaited.
     if outcomes.awaitsAny, outcomes.isAwaited(session.id, requestID) { return }
     let rules = message.type.rules
-    if !rules.repeatHandledAfresh, session.answerAgain(requestID) { return }
+    // A candidate's repeat is handled afresh where its answer is not remembered (one server, and
+    // a write-behind cluster's unstored ack): no look-up. A store-first cluster numbers, stores
+    // and remembers it like any answer, and a resumed session's memory answers its repeat.
+    if !(rules.repeatHandledAfresh && store == nil), session.answerAgain(requestID) { return }
     if rules.startsACall, let wait = invites.take(session.identity.userId, now: clock.now) {
       // Not remembered: the same id sent again later is handled afresh.
       return session.deliver(
