@@ -136,12 +136,15 @@ package struct WriteBehindLogBook: Sendable {
   }
 
   /// Redis trimmed the stripe: its first entry is now `head`. The checkpoints `trim` wrote are
-  /// remembered for the next trim of the same sessions.
-  package mutating func trimmed(_ trim: Trim, head: UInt64) {
+  /// remembered for the next trim of the same sessions. How many entries it dropped.
+  @discardableResult
+  package mutating func trimmed(_ trim: Trim, head: UInt64) -> Int {
+    let before = stripes[trim.stripe]?.entries.count ?? 0
     stripes[trim.stripe]?.entries.removeAll { $0.number < head }
     for (session, checkpoint) in trim.checkpoints where acknowledged[session] != nil {
       checkpoints[session] = checkpoint
     }
+    return before - (stripes[trim.stripe]?.entries.count ?? 0)
   }
 
   /// The sessions the entries kept hold frames of.

@@ -111,11 +111,7 @@ package final class WriteBehindLogStore: Sendable {
         node: node, stripe: trim.stripe, keepFrom: trim.keepFrom, takes: trim.takes, checkpoints: trim.checkpoints,
         onces: trim.onces)
       guard case .trimmed(let head) = result else { continue }
-      dropped += book.withLock { book in
-        let before = book.stripes[trim.stripe]?.entries.count ?? 0
-        book.trimmed(trim, head: head)
-        return before - (book.stripes[trim.stripe]?.entries.count ?? 0)
-      }
+      dropped += book.withLock { $0.trimmed(trim, head: head) }
     }
     return dropped
   }

@@ -187,7 +187,7 @@ package struct ReplyMemory {
   }
 
   private static func kept(_ reply: ServerMessage, for requestID: String) -> Kept {
-    if case .ack(let ack) = reply, ack.call == nil, ack.group == nil, ack.replyTo == requestID {
+    if case .ack(let ack) = reply, ack.isPlain, ack.replyTo == requestID {
       return .ack(callId: ack.callId)
     }
     return .other(OutOfLine(reply))
