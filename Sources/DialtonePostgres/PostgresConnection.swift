@@ -10,6 +10,8 @@ public final class PostgresConnection: @unchecked Sendable {
   // @unchecked: `handle` is only read or written under `lock`, which serialises every libpq call on it.
   private let lock = Locked()
   private var handle: OpaquePointer?
+  /// The statements this connection's pipelines prepared (under `lock`, as `handle`).
+  var preparedStatements: PreparedStatements
 
   /// The server process serving this connection (`pg_backend_pid()`).
   public let backendPID: Int32
@@ -43,6 +45,7 @@ public final class PostgresConnection: @unchecked Sendable {
     }
     dt_pg_silence_notices(connection)
     handle = connection
+    preparedStatements = PreparedStatements(limit: configuration.preparedStatements)
     backendPID = PQbackendPID(connection)
     serverVersion = Int(PQserverVersion(connection))
   }
@@ -97,6 +100,9 @@ public final class PostgresConnection: @unchecked Sendable {
       return PQtransactionStatus(handle)
     }
   }
+
+  /// How many statements this connection's pipelines have prepared (`PostgresConfiguration.preparedStatements`).
+  public var preparedStatementCount: Int { lock.withLock { preparedStatements.count } }
 
   /// Closes the connection; later calls fail with `connectionLost`.
   public func close() {

@@ -43,11 +43,36 @@ extension PostgresConnection {
     _ statements: [PostgresStatement], _ bound: [PostgresParameters], on connection: OpaquePointer
   ) throws(PostgresError) -> [[PostgresRow]] {
     guard PQenterPipelineMode(connection) == 1 else { throw lost(connection) }
-    for (statement, parameters) in zip(statements, bound) {
+    // The statements this flight prepares, each read back before the statement it precedes.
+    var preparing: [(position: Int, key: PreparedStatements.Key, name: String)] = []
+    // A statement prepared earlier in this flight runs by that name (if its preparing failed, the
+    // server skips the rest of the flight anyway).
+    var preparingNames: [PreparedStatements.Key: String] = [:]
+    for (position, (statement, parameters)) in zip(statements, bound).enumerated() {
+      let name: String?
+      switch preparedStatements.use(sql: statement.sql, types: parameters.types) {
+      case .prepared(let known): name = known
+      case .prepare(let key, let new):
+        if let earlier = preparingNames[key] {
+          name = earlier
+        } else {
+          guard PQsendPrepare(connection, new, statement.sql, parameters.count, parameters.types) == 1 else {
+            throw lost(connection)
+          }
+          preparing.append((position, key, new))
+          preparingNames[key] = new
+          name = new
+        }
+      case .unprepared: name = nil
+      }
       let sent = parameters.withValuePointers { values in
-        PQsendQueryParams(
-          connection, statement.sql, parameters.count, parameters.types, values, parameters.lengths,
-          parameters.formats, 0)
+        if let name {
+          PQsendQueryPrepared(connection, name, parameters.count, values, parameters.lengths, parameters.formats, 0)
+        } else {
+          PQsendQueryParams(
+            connection, statement.sql, parameters.count, parameters.types, values, parameters.lengths,
+            parameters.formats, 0)
+        }
       }
       // Not sent: the connection broke (what else fails here was checked above); what was queued
       // cannot be taken back, so the connection goes.
@@ -57,7 +82,25 @@ extension PostgresConnection {
     var results: [[PostgresRow]] = []
     results.reserveCapacity(statements.count)
     var failure: PostgresError?
-    for _ in statements {
+    var nextPrepared = preparing.startIndex
+    for position in statements.indices {
+      if nextPrepared < preparing.endIndex, preparing[nextPrepared].position == position {
+        let prepared = preparing[nextPrepared]
+        nextPrepared += 1
+        guard let result = PQgetResult(connection) else { throw lost(connection) }
+        let status = PQresultStatus(result)
+        if status == PGRES_COMMAND_OK {
+          preparedStatements.prepared(prepared.key, as: prepared.name)
+        } else if status != PGRES_PIPELINE_ABORTED {
+          guard PQstatus(connection) == CONNECTION_OK else {
+            PQclear(result)
+            throw lost(connection)
+          }
+          failure = failure ?? PostgresResult.error(of: result, connection: connection)
+        }
+        PQclear(result)
+        guard PQgetResult(connection) == nil else { throw lost(connection) }
+      }
       guard let result = PQgetResult(connection) else { throw lost(connection) }
       defer { PQclear(result) }
       switch PQresultStatus(result) {

@@ -62,7 +62,10 @@ public final class DialtoneServer: Sendable {
       stunURLs: configuration.stunURLs, turnURLs: configuration.turnURLs,
       turnSecret: configuration.turnSecret, ttl: configuration.turnTTL)
     var postgres: (store: PostgresStore, liveCalls: PostgresLiveCallStore)?
-    if let url = configuration.databaseURL { postgres = try await PostgresStore.openBoth(url: url) }
+    if let url = configuration.databaseURL {
+      postgres = try await PostgresStore.openBoth(
+        url: url, preparedStatements: configuration.databasePreparedStatements)
+    }
     self.postgres = postgres
     let callStore = try store ?? postgres?.store ?? SQLiteStore.open(dataDirectory: configuration.dataDirectory)
     let liveCalls =

@@ -20,8 +20,8 @@ package final class PostgresLiveCallStore: LiveCallStore, @unchecked Sendable {
   private var writerClosed = false
   private var readerClosed = false
 
-  package init(url: String) throws {
-    configuration = PostgresConfiguration(url: url)
+  package init(url: String, preparedStatements: Int = 256) throws {
+    configuration = PostgresConfiguration(url: url, preparedStatements: preparedStatements)
     let writer = try PostgresConnection(configuration)
     try PostgresSchema.migrations.apply(on: writer)
     self.writer = writer
@@ -29,9 +29,11 @@ package final class PostgresLiveCallStore: LiveCallStore, @unchecked Sendable {
   }
 
   /// Connects and migrates off the caller's thread: connecting blocks for up to its timeout.
-  package static func open(url: String) async throws -> PostgresLiveCallStore {
+  package static func open(url: String, preparedStatements: Int = 256) async throws -> PostgresLiveCallStore {
     do {
-      return try await PostgresThreadPool.detached(name: "postgres-open") { try PostgresLiveCallStore(url: url) }
+      return try await PostgresThreadPool.detached(name: "postgres-open") {
+        try PostgresLiveCallStore(url: url, preparedStatements: preparedStatements)
+      }
     } catch {
       throw PostgresStoreError(url: url, underlying: error)
     }

@@ -11,8 +11,9 @@ public final class PostgresStore: CallStore, DeviceStore, GroupCallStore {
   private init(pool: PostgresThreadPool) { self.pool = pool }
 
   /// Connects and migrates; a database that cannot be reached is an error naming it.
-  public static func open(url: String, threads: Int = 4) async throws -> PostgresStore {
-    let pool = PostgresThreadPool(PostgresConfiguration(url: url), threads: threads, name: "postgres-store")
+  public static func open(url: String, threads: Int = 4, preparedStatements: Int = 256) async throws -> PostgresStore {
+    let pool = PostgresThreadPool(
+      PostgresConfiguration(url: url, preparedStatements: preparedStatements), threads: threads, name: "postgres-store")
     do {
       _ = try await pool.run { connection in try PostgresSchema.migrations.apply(on: connection) }
     } catch {
@@ -23,9 +24,11 @@ public final class PostgresStore: CallStore, DeviceStore, GroupCallStore {
   }
 
   /// Both stores on one database (`--database-url`).
-  package static func openBoth(url: String) async throws -> (store: PostgresStore, liveCalls: PostgresLiveCallStore) {
-    let store = try await open(url: url)
-    let liveCalls = try await PostgresLiveCallStore.open(url: url)
+  package static func openBoth(url: String, preparedStatements: Int = 256) async throws -> (
+    store: PostgresStore, liveCalls: PostgresLiveCallStore
+  ) {
+    let store = try await open(url: url, preparedStatements: preparedStatements)
+    let liveCalls = try await PostgresLiveCallStore.open(url: url, preparedStatements: preparedStatements)
     return (store, liveCalls)
   }
 

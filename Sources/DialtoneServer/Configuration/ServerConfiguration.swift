@@ -14,6 +14,9 @@ public struct ServerConfiguration: Sendable, Equatable {
   /// A PostgreSQL database (postgres:// or postgresql:// URL) for the history, devices, blocks,
   /// directories and live calls instead of SQLite in the data directory. Nil: SQLite.
   public var databaseURL: String?
+  /// How many statements each PostgreSQL connection prepares for its pipelined writes (the
+  /// journal's); 0 for a pooler that cannot keep named prepared statements.
+  public var databasePreparedStatements = 256
   /// A Redis (redis://host:port/db) that makes this server one node of a cluster with the others
   /// using it and the same `databaseURL`. Nil: a single server.
   public var redisURL: String?
@@ -145,6 +148,17 @@ extension ServerConfiguration {
         throw ConfigurationError("--database-url must be a postgres:// or postgresql:// URL")
       }
       c.databaseURL = v
+    },
+    Option(
+      flag: "database-prepared-statements",
+      help:
+        "statements each PostgreSQL connection prepares for its journal writes (default 256; 0 behind a pooler that cannot keep named prepared statements, such as PgBouncer before 1.21 in transaction mode)",
+      repeatable: false
+    ) { c, v throws(ConfigurationError) in
+      guard let count = Int(v), (0...4096).contains(count) else {
+        throw ConfigurationError("--database-prepared-statements must be 0 to 4096")
+      }
+      c.databasePreparedStatements = count
     },
     Option(
       flag: "redis-url",

@@ -214,4 +214,15 @@ struct ConfigurationTests {
     let expected = Base64.encode(HMAC.sha1(key: Array("north".utf8), message: Array("1700003600:alice".utf8)))
     #expect(servers[1].credential == expected)
   }
+
+  @Test func theDatabasesPreparedStatementsAreCheckedAndCanBeTurnedOff() throws {
+    #expect(try ServerConfiguration.parse(arguments: [], environment: [:]).databasePreparedStatements == 256)
+    let off = try ServerConfiguration.parse(arguments: ["--database-prepared-statements", "0"], environment: [:])
+    #expect(off.databasePreparedStatements == 0)
+    for bad in ["-1", "4097", "many"] {
+      #expect(throws: ConfigurationError.self) {
+        try ServerConfiguration.parse(arguments: ["--database-prepared-statements", bad], environment: [:])
+      }
+    }
+  }
 }
