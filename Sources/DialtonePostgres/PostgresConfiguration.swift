@@ -9,8 +9,8 @@ public struct PostgresConfiguration: Sendable {
   /// (`tcp_user_timeout`). With TCP keepalives it bounds waits on a host that vanished without a
   /// reset; a killed server process resets the connection at once. The URL may override it.
   public var tcpUserTimeout: Duration
-  /// How many distinct statements (SQL and parameter types) a connection's pipelines prepare,
-  /// each once, to run by name after: the server then parses and plans them once per connection,
+  /// How many distinct statements (SQL and parameter types) a connection prepares, each once, to
+  /// run by name after: the server then parses and plans them once per connection,
   /// not per run (about a third of the backend's CPU for the journal's transactions, measured in
   /// docs/benchmarks.md). 0 prepares nothing, for a pooler that cannot keep named statements
   /// across transactions (PgBouncer before 1.21, or without `max_prepared_statements`).

@@ -10,7 +10,7 @@ public final class PostgresConnection: @unchecked Sendable {
   // @unchecked: `handle` is only read or written under `lock`, which serialises every libpq call on it.
   private let lock = Locked()
   private var handle: OpaquePointer?
-  /// The statements this connection's pipelines prepared (under `lock`, as `handle`).
+  /// The statements this connection prepared (under `lock`, as `handle`).
   var preparedStatements: PreparedStatements
 
   /// The server process serving this connection (`pg_backend_pid()`).
@@ -53,14 +53,29 @@ public final class PostgresConnection: @unchecked Sendable {
   deinit { PQfinish(handle) }
 
   /// Runs one statement with `$1, $2, ...` bound to `parameters` (PQexecParams: values never
-  /// become SQL text). Returns its rows; none for a command.
+  /// become SQL text). Returns its rows; none for a command. Prepared the first time it runs
+  /// (one more round trip then) and run by name after, as a pipeline's statements are.
   @discardableResult
   public func query(_ sql: String, _ parameters: [PostgresValue] = []) throws(PostgresError) -> [PostgresRow] {
     guard !sql.utf8.contains(0) else { throw .invalidRequest("the SQL contains a NUL byte") }
     let bound = try PostgresParameters(parameters)
     return try withHandle { connection throws(PostgresError) in
+      let name: String
+      switch preparedStatements.use(sql: sql, types: bound.types) {
+      case .prepared(let known): name = known
+      case .prepare(let key, let new):
+        // What fails to prepare fails as the statement would have: the same error, no rows.
+        _ = try finish(PQprepare(connection, new, sql, bound.count, bound.types), connection)
+        preparedStatements.prepared(key, as: new)
+        name = new
+      case .unprepared:
+        let result = bound.withValuePointers { values in
+          PQexecParams(connection, sql, bound.count, bound.types, values, bound.lengths, bound.formats, 0)
+        }
+        return try finish(result, connection)
+      }
       let result = bound.withValuePointers { values in
-        PQexecParams(connection, sql, bound.count, bound.types, values, bound.lengths, bound.formats, 0)
+        PQexecPrepared(connection, name, bound.count, values, bound.lengths, bound.formats, 0)
       }
       return try finish(result, connection)
     }
@@ -101,7 +116,7 @@ public final class PostgresConnection: @unchecked Sendable {
     }
   }
 
-  /// How many statements this connection's pipelines have prepared (`PostgresConfiguration.preparedStatements`).
+  /// How many statements this connection has prepared (`PostgresConfiguration.preparedStatements`).
   public var preparedStatementCount: Int { lock.withLock { preparedStatements.count } }
 
   /// Closes the connection; later calls fail with `connectionLost`.

@@ -1,4 +1,4 @@
-/// The statements one connection has prepared for its pipelines, by their SQL and parameter
+/// The statements one connection has prepared, by their SQL and parameter
 /// types (a statement is prepared with its types, so a run with other types needs its own). At
 /// most `limit` are prepared: a connection given ever new SQL runs the rest unprepared rather
 /// than growing the server's memory and its own without bound.

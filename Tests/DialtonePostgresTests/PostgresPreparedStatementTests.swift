@@ -17,10 +17,10 @@ extension PostgresTests {
       try db.query("SELECT id FROM t ORDER BY id").compactMap { try $0.int64(0) }
     }
 
-    /// What the server holds for this session (the view counts only protocol-level statements
-    /// besides SQL PREPAREs, of which there are none here).
+    /// What the server holds for this session, but for this count's own statement.
     private func serverPrepared(_ db: PostgresConnection) throws -> Int64? {
-      try db.query("SELECT count(*) FROM pg_prepared_statements").first?.int64(0)
+      try db.query("SELECT count(*) FROM pg_prepared_statements WHERE statement NOT LIKE '%pg_prepared_statements%'")
+        .first?.int64(0)
     }
 
     @Test func aStatementRunAgainIsPreparedOnceAndRunByName() throws {
@@ -52,8 +52,8 @@ extension PostgresTests {
       let sql = "INSERT INTO t (id, note) VALUES ($1, $2)"
       _ = try db.pipeline([PostgresStatement(sql, [1, .null]), PostgresStatement(sql, [2, .text("two")])])
       _ = try db.pipeline([PostgresStatement(sql, [3, .int64(3)])])
-      #expect(try db.query("SELECT note FROM t ORDER BY id").map { try $0.string(0) } == [nil, "two", "3"])
       #expect(db.preparedStatementCount == 2)
+      #expect(try db.query("SELECT note FROM t ORDER BY id").map { try $0.string(0) } == [nil, "two", "3"])
     }
 
     /// A statement the server cannot prepare is that flight's error, as it would be unprepared;
@@ -67,8 +67,8 @@ extension PostgresTests {
           PostgresStatement("INSERT INTO t (id) VALUES ($1)", [2]),
         ])
       }
-      #expect(try ids(db).isEmpty)
       #expect(db.preparedStatementCount == 1)
+      #expect(try ids(db).isEmpty)
       _ = try db.pipeline([PostgresStatement("INSERT INTO t (id) VALUES ($1)", [4])])
       #expect(try ids(db) == [4])
     }
@@ -85,8 +85,27 @@ extension PostgresTests {
         }
       }
       try db.pipelinedTransaction { transaction in transaction.append("INSERT INTO t (id) VALUES ($1)", [2]) }
-      #expect(try ids(db) == [2])
       #expect(db.preparedStatementCount == 3)  // BEGIN, the insert, COMMIT
+      #expect(try ids(db) == [2])
+    }
+
+    /// A single statement (`query`) is prepared the same way; one that cannot be is its error.
+    @Test func aQueryIsPreparedOnceAndAFailedOneIsItsError() throws {
+      let db = try connectWithTable()
+      let before = db.preparedStatementCount  // the table's helpers' own statements
+      for id in 1...3 { try db.query("INSERT INTO t (id) VALUES ($1)", [.int64(Int64(id))]) }
+      #expect(db.preparedStatementCount == before + 1)
+      #expect(throws: PostgresError.self) { try db.query("SELECT * FROM nowhere WHERE id = $1", [1]) }
+      #expect(db.preparedStatementCount == before + 1)
+      #expect(try ids(db) == [1, 2, 3])
+      // In a transaction too, and a failure there aborts it as an unprepared one would.
+      #expect(throws: PostgresError.self) {
+        try db.transaction {
+          try db.query("INSERT INTO t (id) VALUES ($1)", [4])
+          try db.query("INSERT INTO nowhere VALUES ($1)", [4])
+        }
+      }
+      #expect(try ids(db) == [1, 2, 3])
     }
 
     /// Past the limit the rest run unprepared: a connection handed ever new SQL keeps a bounded

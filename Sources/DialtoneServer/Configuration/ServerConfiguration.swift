@@ -14,8 +14,8 @@ public struct ServerConfiguration: Sendable, Equatable {
   /// A PostgreSQL database (postgres:// or postgresql:// URL) for the history, devices, blocks,
   /// directories and live calls instead of SQLite in the data directory. Nil: SQLite.
   public var databaseURL: String?
-  /// How many statements each PostgreSQL connection prepares for its pipelined writes (the
-  /// journal's); 0 for a pooler that cannot keep named prepared statements.
+  /// How many statements each PostgreSQL connection prepares (parsed and planned once); 0 for a
+  /// pooler that cannot keep named prepared statements.
   public var databasePreparedStatements = 256
   /// A Redis (redis://host:port/db) that makes this server one node of a cluster with the others
   /// using it and the same `databaseURL`. Nil: a single server.
@@ -152,7 +152,7 @@ extension ServerConfiguration {
     Option(
       flag: "database-prepared-statements",
       help:
-        "statements each PostgreSQL connection prepares for its journal writes (default 256; 0 behind a pooler that cannot keep named prepared statements, such as PgBouncer before 1.21 in transaction mode)",
+        "statements each PostgreSQL connection prepares, parsed and planned once (default 256; 0 behind a pooler that cannot keep named prepared statements, such as PgBouncer before 1.21 in transaction mode)",
       repeatable: false
     ) { c, v throws(ConfigurationError) in
       guard let count = Int(v), (0...4096).contains(count) else {
