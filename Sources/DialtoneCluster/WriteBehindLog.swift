@@ -60,10 +60,32 @@ package final class WriteBehindLog: Sendable {
   package func append(_ entry: WriteBehindLogEntry, node: String, stripe: Int, takes: UInt64)
     throws(RedisError) -> Appended
   {
+    let (keys, arguments) = try appendArguments(entry, node: node, stripe: stripe, takes: takes)
+    return try Self.appended(try redis.eval(Self.appendScript, keys: keys, arguments: arguments))
+  }
+
+  /// The same append as a command for a pipeline (`EVALSHA`: the scripts are loaded when the
+  /// link connects; a NOSCRIPT reply is the caller's to send again with `append`).
+  package func appendCommand(_ entry: WriteBehindLogEntry, node: String, stripe: Int, takes: UInt64)
+    throws(RedisError) -> [RedisArgument]
+  {
+    let (keys, arguments) = try appendArguments(entry, node: node, stripe: stripe, takes: takes)
+    return RedisConnection.evalsha(Self.appendScript, keys: keys, arguments: arguments)
+  }
+
+  private func appendArguments(_ entry: WriteBehindLogEntry, node: String, stripe: Int, takes: UInt64)
+    throws(RedisError) -> (keys: [RedisArgument], arguments: [RedisArgument])
+  {
     let keys = Keys(node: node, stripe: stripe)
-    let reply = try redis.eval(
-      Self.appendScript, keys: [.string(keys.log), .string(keys.fence)],
-      arguments: [.string(String(takes)), .bytes(entry.encoded()), try .milliseconds(expiry)])
+    return (
+      [.string(keys.log), .string(keys.fence)],
+      [.string(String(takes)), .bytes(entry.encoded()), try .milliseconds(expiry)]
+    )
+  }
+
+  /// An append's reply read (an error reply thrown as the server's error).
+  package static func appended(_ reply: RedisReply) throws(RedisError) -> Appended {
+    if let failure = reply.failure { throw failure }
     guard let elements = reply.elements, let code = elements.first?.integer else { throw .unexpectedReply(reply) }
     if code == 1, elements.count == 2, let number = elements[1].integer, number >= 0 {
       return .appended(number: UInt64(number))

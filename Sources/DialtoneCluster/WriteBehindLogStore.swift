@@ -55,23 +55,48 @@ package final class WriteBehindLogStore: Sendable {
         entries[log.stripe(of: session.id), default: WriteBehindLogEntry(frames: [])].frames += frames
       }
     }
-    for (stripe, entry) in entries.sorted(by: { $0.key < $1.key }) {
-      var entry = entry
-      var attempts = 0
-      while !entry.frames.isEmpty {
-        attempts += 1
-        let takes = book.withLock { $0.takes(of: stripe) }
-        switch try log.append(entry, node: node, stripe: stripe, takes: takes) {
+    // Every stripe's append in one round trip (a pipeline); the refused go again, together,
+    // under the take counts their refusals taught.
+    var pending = entries.sorted(by: { $0.key < $1.key }).map { (stripe: $0.key, entry: $0.value) }
+    var attempts = 0
+    while !pending.isEmpty {
+      attempts += 1
+      let takes = book.withLock { book in pending.map { book.takes(of: $0.stripe) } }
+      var commands: [[RedisArgument]] = []
+      commands.reserveCapacity(pending.count)
+      for (append, since) in zip(pending, takes) {
+        commands.append(try log.appendCommand(append.entry, node: node, stripe: append.stripe, takes: since))
+      }
+      let replies = try redis.pipeline(commands)
+      guard replies.count == pending.count else { throw .unexpectedReply(.array(replies)) }
+      var again: [(stripe: Int, entry: WriteBehindLogEntry)] = []
+      var failure: RedisError?
+      for ((append, since), reply) in zip(zip(pending, takes), replies) {
+        let appended: WriteBehindLog.Appended
+        do throws(RedisError) {
+          if case .error(prefix: "NOSCRIPT", _) = reply {
+            // A Redis that lost its scripts since the link loaded them: EVAL, which caches it.
+            appended = try log.append(append.entry, node: node, stripe: append.stripe, takes: since)
+          } else {
+            appended = try WriteBehindLog.appended(reply)
+          }
+        } catch {
+          // The stripes appended beside it stay appended (a batch stored again keeps one frame
+          // per seq at a take); this one fails the batch, as a failed round trip did.
+          failure = failure ?? error
+          continue
+        }
+        var entry = append.entry
+        switch appended {
         case .appended(let number):
-          book.withLock { $0.appended(entry, stripe: stripe, number: number) }
-          entry.frames = []
+          book.withLock { $0.appended(entry, stripe: append.stripe, number: number) }
         case .refused(let takes, let taken):
           // Old takes of sessions no longer held here are forgotten (`held` is asked outside the
           // book's lock: it takes the shell's).
           let remembered = book.withLock { Array($0.taken.keys) }
           let gone = Set(remembered.filter { taken[$0] == nil && !held($0) })
           book.withLock { book in
-            book.refused(stripe: stripe, takes: takes, taken: taken)
+            book.refused(stripe: append.stripe, takes: takes, taken: taken)
             book.forgetTaken { !gone.contains($0) }
             entry.frames.removeAll { frame in
               guard book.superseded(frame.session, epoch: frame.epoch) else { return false }
@@ -79,11 +104,14 @@ package final class WriteBehindLogStore: Sendable {
               return true
             }
           }
-          guard attempts < Self.maxAttempts else {
-            throw .invalidRequest("the node log refused \(attempts) appends in a row: takes keep coming")
-          }
+          if !entry.frames.isEmpty { again.append((append.stripe, entry)) }
         }
       }
+      if let failure { throw failure }
+      guard again.isEmpty || attempts < Self.maxAttempts else {
+        throw .invalidRequest("the node log refused \(attempts) appends in a row: takes keep coming")
+      }
+      pending = again
     }
     return refused
   }

@@ -123,6 +123,40 @@ extension RedisTests {
       #expect(bobs.frames.map(\.seq) == [1, 2, 3] && bobs.last == 3)
     }
 
+    /// A batch over several stripes costs the sender one round trip, not one per stripe; a stripe
+    /// refused for a take goes again alone.
+    @Test func aBatchOverSeveralStripesIsAppendedInOneRoundTrip() throws {
+      let redis = try SharedRedis.client()
+      defer { redis.close() }
+      try redis.load(WriteBehindLog.scripts)
+      let counting = CountingRedis(redis)
+      let holder = node()
+      let store = WriteBehindLogStore(node: holder, stripes: 8, expiry: .seconds(60))
+      let log = WriteBehindLog(redis, stripes: 8, expiry: .seconds(60))
+      // Sessions in at least three stripes, and two sharing one.
+      var byStripe: [Int: [String]] = [:]
+      while byStripe.count < 3 || !byStripe.values.contains(where: { $0.count >= 2 }) {
+        let id = session()
+        byStripe[log.stripe(of: id), default: []].append(id)
+      }
+      let shared = try #require(byStripe.first { $0.value.count >= 2 })
+      let (taken, beside) = (shared.value[0], shared.value[1])
+      let sessions = byStripe.values.flatMap { $0 }
+      #expect(try store.store(batch(1, sessions.map { ($0, 1...2) }), on: counting, held: { _ in true }).isEmpty)
+      #expect(counting.pipelines == 1 && counting.commands == 0)
+      // A take of one session: its stripe is refused and goes again without it; the others once.
+      _ = try #require(self.taken(try log.take(taken, epoch: 2, from: holder)))
+      #expect(
+        try store.store(batch(2, sessions.map { ($0, 3...3) }), on: counting, held: { _ in true }) == [
+          taken: .superseded
+        ])
+      #expect(counting.pipelines == 3 && counting.commands == 0)
+      for id in sessions where id != taken {
+        let got = try #require(self.taken(try log.take(id, epoch: 2, from: holder)))
+        #expect(got.frames.map(\.seq) == [1, 2, 3], "\(id == beside ? "beside the taken session" : "elsewhere")")
+      }
+    }
+
     @Test func anAppendAfterATakeIsRefusedAndTheHolderDropsThatSessionOnly() throws {
       let redis = try SharedRedis.client()
       defer { redis.close() }
@@ -204,4 +238,36 @@ extension RedisTests {
       #expect(Set(got.onces) == Set((1...10).map { "o\($0)" }))
     }
   }
+}
+
+/// A Redis client that counts the round trips asked of it (commands and pipelines) and passes
+/// them on.
+final class CountingRedis: RedisClient, @unchecked Sendable {
+  // @unchecked: the counters are read by the test after the calls it made return, on its thread.
+  private let base: any RedisClient
+  private(set) var commands = 0
+  private(set) var pipelines = 0
+
+  init(_ base: any RedisClient) { self.base = base }
+
+  var configuration: RedisConfiguration { base.configuration }
+  var isCluster: Bool { base.isCluster }
+  var isOpen: Bool { base.isOpen }
+
+  func command(_ arguments: [RedisArgument]) throws(RedisError) -> RedisReply {
+    commands += 1
+    return try base.command(arguments)
+  }
+
+  func pipeline(_ commands: [[RedisArgument]]) throws(RedisError) -> [RedisReply] {
+    pipelines += 1
+    return try base.pipeline(commands)
+  }
+
+  func transaction(_ commands: [[RedisArgument]]) throws(RedisError) -> [RedisReply] {
+    try base.transaction(commands)
+  }
+
+  func load(_ scripts: [RedisScript]) throws(RedisError) { try base.load(scripts) }
+  func close() { base.close() }
 }
