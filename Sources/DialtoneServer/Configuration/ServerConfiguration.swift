@@ -149,17 +149,10 @@ extension ServerConfiguration {
       }
       c.databaseURL = v
     },
-    Option(
-      flag: "database-prepared-statements",
-      help:
-        "statements each PostgreSQL connection prepares, parsed and planned once (default 256; 0 behind a pooler that cannot keep named prepared statements, such as PgBouncer before 1.21 in transaction mode)",
-      repeatable: false
-    ) { c, v throws(ConfigurationError) in
-      guard let count = Int(v), (0...4096).contains(count) else {
-        throw ConfigurationError("--database-prepared-statements must be 0 to 4096")
-      }
-      c.databasePreparedStatements = count
-    },
+    whole(
+      "database-prepared-statements",
+      "statements each PostgreSQL connection prepares, parsed and planned once (default 256; 0 behind a pooler that cannot keep named prepared statements, such as PgBouncer before 1.21 in transaction mode)",
+      \.databasePreparedStatements, in: 0...4096),
     Option(
       flag: "redis-url",
       help:
@@ -197,17 +190,10 @@ extension ServerConfiguration {
       default: throw ConfigurationError("--cluster-sessions must be store-first or write-behind")
       }
     },
-    Option(
-      flag: "batch-window-ms",
-      help:
-        "with --cluster-sessions write-behind: milliseconds relayed candidates and their acks wait for a fuller batch to Redis (default 0; at most 40, the time an ack may wait)",
-      repeatable: false
-    ) { c, v throws(ConfigurationError) in
-      guard let ms = Int(v), ms >= 0, ms <= 40 else {
-        throw ConfigurationError("--batch-window-ms must be 0 to 40")
-      }
-      c.batchWindowMilliseconds = ms
-    },
+    whole(
+      "batch-window-ms",
+      "with --cluster-sessions write-behind: milliseconds relayed candidates and their acks wait for a fuller batch to Redis (default 0; at most 40, the time an ack may wait)",
+      \.batchWindowMilliseconds, in: 0...40),
     Option(
       flag: "write-behind-log-stripes",
       help:
@@ -400,6 +386,19 @@ extension ServerConfiguration {
       let value: T = try number(v, flag)
       guard value >= minimum else { throw ConfigurationError("--\(flag) must be at least \(minimum)") }
       c.limits[keyPath: field] = value
+    }
+  }
+
+  /// An option that sets a whole number within `range`.
+  private static func whole(
+    _ flag: String, _ help: String, _ field: WritableKeyPath<ServerConfiguration, Int> & Sendable,
+    in range: ClosedRange<Int>
+  ) -> Option {
+    Option(flag: flag, help: help, repeatable: false) { c, v throws(ConfigurationError) in
+      guard let value = Int(v), range.contains(value) else {
+        throw ConfigurationError("--\(flag) must be \(range.lowerBound) to \(range.upperBound)")
+      }
+      c[keyPath: field] = value
     }
   }
 
