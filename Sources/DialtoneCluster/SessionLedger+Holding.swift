@@ -180,14 +180,15 @@ extension SessionLedger {
     let keys = Self.keys(sessionID)
     var arguments: [RedisArgument] = [
       .string(String(settle.epoch)), .string(String(settle.last)), .string(settle.dropped.map(String.init) ?? ""),
-      .string(settle.from ?? ""), .integer(Int64(limits.onceMemory)),
+      .string(settle.from ?? ""), .string(settle.letterPosition ?? ""), .integer(Int64(limits.onceMemory)),
     ]
     arguments += settle.onces.map { .string($0) }
     return try redis.eval(Self.settleLoggedScript, keys: [keys.meta, keys.once], arguments: arguments) == .integer(1)
   }
 
-  /// KEYS: meta, once set. ARGV: epoch, last, dropped ('' keep), from to clear ('' none), once
-  /// memory, then once-keys. Returns 1 written, 0 another resume moved the epoch (or no session).
+  /// KEYS: meta, once set. ARGV: epoch, last, dropped ('' keep), from to clear ('' none), `lp`
+  /// ('' keep), once memory, then once-keys. Returns 1 written, 0 another resume moved the epoch
+  /// (or no session).
   static let settleLoggedScript = RedisScript(
     """
     local m = redis.call('HMGET', KEYS[1], 'epoch', 'from', 'onces')
@@ -195,15 +196,17 @@ extension SessionLedger {
     redis.call('HSET', KEYS[1], 'last', ARGV[2])
     if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'dropped', ARGV[3]) end
     if ARGV[4] ~= '' and m[2] == ARGV[4] then redis.call('HDEL', KEYS[1], 'from') end
-    if #ARGV > 5 then
+    -- The copies of letters the previous holder had stored: the next resume reads after them.
+    if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'lp', ARGV[5]) end
+    if #ARGV > 6 then
       local n = tonumber(m[3]) or 0
-      for i = 6, #ARGV do
+      for i = 7, #ARGV do
         if not redis.call('ZSCORE', KEYS[2], ARGV[i]) then
           n = n + 1
           redis.call('ZADD', KEYS[2], n, ARGV[i])
         end
       end
-      local memory = tonumber(ARGV[5])
+      local memory = tonumber(ARGV[6])
       if redis.call('ZCARD', KEYS[2]) > memory then redis.call('ZREMRANGEBYRANK', KEYS[2], 0, -(memory + 1)) end
       redis.call('HSET', KEYS[1], 'onces', n)
       redis.call('PEXPIRE', KEYS[2], math.max(redis.call('PTTL', KEYS[1]), 1))

@@ -23,6 +23,9 @@ package struct WriteBehindLogResume: Sendable, Equatable {
     package let dropped: UInt64?
     package let from: String?
     package let onces: [String]
+    /// The copy (in this node's inbox) of the last letter dropped as stored already, as the
+    /// session's `lp`: its next resume reads the copies after it only (nil: none dropped).
+    package let letterPosition: String?
   }
 
   /// `session`'s resume; `resumed`: the script's answer (`SessionLedger.resumeHolding` with `logged`); `takes`: what
@@ -70,6 +73,7 @@ package struct WriteBehindLogResume: Sendable, Equatable {
     // at or before it are dropped; letters its index lost by count must be among them.
     let stored = logged.previousOwner.flatMap { takes[$0]?.letterPosition }.flatMap(InboxPosition.init)
     if let cut = logged.letterCut.flatMap(InboxPosition.init), stored.map({ $0 < cut }) ?? true { return .resync }
+    // (In inbox order: those dropped come first, and their copies too.)
     let keep = resumed.origins.indices.filter { index in
       guard let stored, let origin = InboxPosition(resumed.origins[index]) else { return true }
       return origin > stored
@@ -102,6 +106,8 @@ package struct WriteBehindLogResume: Sendable, Equatable {
     let from = logged.from.map { "\($0.node) \($0.epoch)" }
     return .resumed(
       held, restore: restore,
-      settle: Settle(epoch: resumed.epoch, last: last, dropped: dropped, from: from, onces: added))
+      settle: Settle(
+        epoch: resumed.epoch, last: last, dropped: dropped, from: from, onces: added,
+        letterPosition: resumed.positions.indices.filter { !keep.contains($0) }.last.map { resumed.positions[$0] }))
   }
 }

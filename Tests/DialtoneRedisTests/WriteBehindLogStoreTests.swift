@@ -123,6 +123,51 @@ extension RedisTests {
       #expect(bobs.frames.map(\.seq) == [1, 2, 3] && bobs.last == 3)
     }
 
+    /// A letter the dead holder stored in its log but had not trimmed from its inbox (a `hold`,
+    /// which no once-key catches): the first resume drops it (at or before the take's letter
+    /// position), and its settle moves the session's `lp` past the copy it made, so the next
+    /// resume (the first resumer died before its inbox let the copy go) does not apply it.
+    @Test func aLetterTheHolderStoredIsDroppedByEveryLaterResume() throws {
+      let redis = try SharedRedis.client()
+      defer { redis.close() }
+      let (bob, holder, r1, r2) = (session(), node(), node(), node())
+      let limits = SessionLedger.Limits(expiry: .seconds(60))
+      let ledger = SessionLedger(redis, limits: limits)
+      let epoch = try ledger.open(bob, userId: "bob", deviceId: "phone", node: holder)
+      #expect(try WriteBehindStore(redis, limits: limits).claim(bob, epoch: epoch) != nil)
+      let hold = SessionLedger.Frame(head: Array(#"{"seq":"#.utf8), tail: Array(#","type":"hold"}"#.utf8))
+      _ = try ledger.append(hold, to: bob, from: node())
+      let position = try #require(
+        try redis.command(["XRANGE", .string("dt:inbox:{\(holder)}"), "-", "+"]).elements?.last?.elements?.first?
+          .string)
+      let store = WriteBehindLogStore(node: holder, stripes: 4, expiry: .seconds(60))
+      let stored = WriteBehindBatch(
+        number: 1,
+        sessions: [
+          .init(id: bob, epoch: epoch, frames: [.init(seq: 1, bytes: hold.bytes(seq: 1))], letterPosition: position)
+        ])
+      #expect(try store.store(stored, on: redis, held: { _ in true }).isEmpty)
+      // Bob processed it (seq 1). R1 resumes him, R2 after R1's death.
+      for resumer in [r1, r2] {
+        guard
+          case .resumed(let resumed) = try ledger.resumeHolding(
+            bob, userId: "bob", deviceId: "phone", from: 1, node: resumer, allowingAhead: 8, logged: true)
+        else {
+          Issue.record("not resumed on \(resumer)")
+          return
+        }
+        let logStore = WriteBehindLogStore(node: resumer, stripes: 4, expiry: .seconds(60))
+        guard
+          case .resumed(let held) = try logStore.resume(
+            bob, resumed, client: 1, ahead: 8, capacity: 64, ledger: ledger)
+        else {
+          Issue.record("not resumed from the log on \(resumer)")
+          return
+        }
+        #expect(held.letters.isEmpty && held.pending.isEmpty && held.lastSeq == 1)
+      }
+    }
+
     @Test func anAppendAfterATakeIsRefusedAndTheHolderDropsThatSessionOnly() throws {
       let redis = try SharedRedis.client()
       defer { redis.close() }
