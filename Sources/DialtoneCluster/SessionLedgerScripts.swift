@@ -124,11 +124,11 @@ extension SessionLedger {
         if indexed > 64 then
           local stale = stale_entries(index, m[6])
           if stale > 0 then redis.call('LTRIM', index, stale, -1) end
-          -- And by count (the session's capacity): a holder with the node log never moves `lp`
-          -- (its batches write no session key). The newest position dropped is kept (`lxcut`):
-          -- a resume whose previous holder had not stored through it resyncs.
+          -- And by count (the session's capacity, 64 at a time): a holder with the node log never
+          -- moves `lp` (its batches write no session key). The newest position dropped is kept
+          -- (`lxcut`): a resume whose previous holder had not stored through it resyncs.
           indexed = indexed - stale
-          if indexed > a.capacity then
+          if indexed > a.capacity + 64 then
             redis.call('HSET', meta, 'lxcut', redis.call('LINDEX', index, indexed - a.capacity - 1))
             redis.call('LTRIM', index, indexed - a.capacity, -1)
           end
@@ -302,7 +302,10 @@ extension SessionLedger {
   /// expiry ms. Returns {0, last, epoch, count, entries..., then reply id and bytes pairs}
   /// resumed, {1} resync, {2} gone; a holder's gets {0, last, epoch, count, entries..., reply
   /// items count, reply pairs..., after, letters count, then each letter, its position and its
-  /// position in the previous holder's inbox..., once-keys...}. Resuming increments the epoch: the previous holder's write-behind batches are
+  /// position in the previous holder's inbox..., once-keys...}; ARGV[11] '1' (the node log): the
+  /// script decides nothing from `last` (the logs may be past it: `WriteBehindLogResume` does),
+  /// records `from` (the previous holder and its epoch) if unset, and returns {dropped, from,
+  /// previous owner, lxcut} before the once-keys. Resuming increments the epoch: the previous holder's write-behind batches are
   /// refused from now on (`WriteBehindStore`). Without a holder the session is store-first until
   /// one claims it (`WriteBehindStore.claim`): what other nodes send it meanwhile Redis numbers,
   /// after the client's seq.

@@ -107,9 +107,9 @@ extension WriteBehindLog {
     """)
 
   /// KEYS: fence, checkpoints. ARGV: session, epoch. Lets a session's entries go: by its taker
-  /// once its own log holds what it took, or by the holder once it wrote the session's `last`
-  /// to the session's meta (it ended or moved). A marker of a later taker stays. Returns 1, or
-  /// 0 when a later taker's marker is there.
+  /// once its own log holds what it took, or by the holder once the session ended. A marker of a
+  /// later taker stays; the released one becomes `r:` (`takenSince`). Returns 1, or 0 when a
+  /// later taker's marker is there.
   static let releaseScript = RedisScript(
     """
     local marker = 't:' .. ARGV[1]

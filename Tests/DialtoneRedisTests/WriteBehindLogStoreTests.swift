@@ -168,6 +168,39 @@ extension RedisTests {
       }
     }
 
+    /// The session's letter index is trimmed by count (its holder's log never moves `lp`), the
+    /// newest position dropped kept as `lxcut`: a resume whose previous holder had not stored
+    /// through it resyncs, since letters were lost.
+    @Test func theLetterIndexIsTrimmedByCountAndAResumeBehindItsCutResyncs() throws {
+      let redis = try SharedRedis.client()
+      defer { redis.close() }
+      let (bob, holder, resumer) = (session(), node(), node())
+      let limits = SessionLedger.Limits(capacity: 4, expiry: .seconds(60))
+      let ledger = SessionLedger(redis, limits: limits)
+      let epoch = try ledger.open(bob, userId: "bob", deviceId: "phone", node: holder)
+      #expect(try WriteBehindStore(redis, limits: limits).claim(bob, epoch: epoch) != nil)
+      let letter = SessionLedger.Frame(head: Array(#"{"seq":"#.utf8), tail: Array(#","type":"hold"}"#.utf8))
+      for _ in 1...69 { _ = try ledger.append(letter, to: bob, from: node()) }
+      let positions = try #require(
+        try redis.command(["XRANGE", .string("dt:inbox:{\(holder)}"), "-", "+"]).elements?.compactMap {
+          $0.elements?.first?.string
+        })
+      #expect(positions.count == 69)
+      let index = try redis.command(["LRANGE", .string("dt:session:{\(bob)}:lx"), "0", "-1"]).elements?.compactMap(
+        \.string)
+      #expect(index == Array(positions.suffix(4)))
+      guard
+        case .resumed(let resumed) = try ledger.resumeHolding(
+          bob, userId: "bob", deviceId: "phone", from: 0, node: resumer, allowingAhead: 8, logged: true)
+      else {
+        Issue.record("not resumed")
+        return
+      }
+      #expect(resumed.logged?.letterCut == positions[64] && resumed.letters.count == 4)
+      let store = WriteBehindLogStore(node: resumer, stripes: 4, expiry: .seconds(60))
+      #expect(try store.resume(bob, resumed, client: 0, ahead: 8, capacity: 4, ledger: ledger) == .resync)
+    }
+
     @Test func anAppendAfterATakeIsRefusedAndTheHolderDropsThatSessionOnly() throws {
       let redis = try SharedRedis.client()
       defer { redis.close() }
