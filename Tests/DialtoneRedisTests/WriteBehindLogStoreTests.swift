@@ -123,6 +123,17 @@ extension RedisTests {
       #expect(bobs.frames.map(\.seq) == [1, 2, 3] && bobs.last == 3)
     }
 
+    /// Bob's session resumed by `node` with the node log (the script's half), nil if not resumed.
+    private func resumedLogged(_ ledger: SessionLedger, _ bob: String, from seq: UInt64, on node: String) throws
+      -> SessionLedger.HeldResumption?
+    {
+      let result = try ledger.resumeHolding(
+        bob, userId: "bob", deviceId: "phone", from: seq, node: node, allowingAhead: 8, logged: true)
+      if case .resumed(let resumed) = result { return resumed }
+      Issue.record("not resumed on \(node): \(result)")
+      return nil
+    }
+
     /// A letter the dead holder stored in its log but had not trimmed from its inbox (a `hold`,
     /// which no once-key catches): the first resume drops it (at or before the take's letter
     /// position), and its settle moves the session's `lp` past the copy it made, so the next
@@ -149,13 +160,7 @@ extension RedisTests {
       #expect(try store.store(stored, on: redis, held: { _ in true }).isEmpty)
       // Bob processed it (seq 1). R1 resumes him, R2 after R1's death.
       for resumer in [r1, r2] {
-        guard
-          case .resumed(let resumed) = try ledger.resumeHolding(
-            bob, userId: "bob", deviceId: "phone", from: 1, node: resumer, allowingAhead: 8, logged: true)
-        else {
-          Issue.record("not resumed on \(resumer)")
-          return
-        }
+        let resumed = try #require(try resumedLogged(ledger, bob, from: 1, on: resumer))
         let logStore = WriteBehindLogStore(node: resumer, stripes: 4, expiry: .seconds(60))
         guard
           case .resumed(let held) = try logStore.resume(
@@ -189,13 +194,7 @@ extension RedisTests {
       let index = try redis.command(["LRANGE", .string("dt:session:{\(bob)}:lx"), "0", "-1"]).elements?.compactMap(
         \.string)
       #expect(index == Array(positions.suffix(4)))
-      guard
-        case .resumed(let resumed) = try ledger.resumeHolding(
-          bob, userId: "bob", deviceId: "phone", from: 0, node: resumer, allowingAhead: 8, logged: true)
-      else {
-        Issue.record("not resumed")
-        return
-      }
+      let resumed = try #require(try resumedLogged(ledger, bob, from: 0, on: resumer))
       #expect(resumed.logged?.letterCut == positions[64] && resumed.letters.count == 4)
       let store = WriteBehindLogStore(node: resumer, stripes: 4, expiry: .seconds(60))
       #expect(try store.resume(bob, resumed, client: 0, ahead: 8, capacity: 4, ledger: ledger) == .resync)
