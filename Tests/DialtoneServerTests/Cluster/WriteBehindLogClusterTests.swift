@@ -119,6 +119,28 @@ import Testing
     await cluster.stop()
   }
 
+  /// A resume on the node that holds the session: it takes the session from its own log (which
+  /// then refuses its older epoch's frames once), replays what its client lacks once, and goes on.
+  @Test func aResumeOnTheHoldingNodeItselfReplaysFromItsOwnLogOnce() async throws {
+    let cluster = try await logCluster(2)
+    let (alice, bob, call, session, lastSeq, holder) = try await threeLoggedCandidates(cluster)
+    bob.close()
+    _ = try await bob.closeCode()
+    let (back, welcome) = try await cluster.resume("bob", session, from: lastSeq + 1, on: 1)
+    #expect(welcome.resumed && !welcome.resync)
+    try await back.expectCandidates(2...3, from: lastSeq + 2)
+    #expect(try await alice.candidateFor(call, 4).isAck)
+    try await back.expectCandidates(4...4, from: lastSeq + 4)
+    try await back.expectQuiet()
+    // Its log holds candidate 4 once (appended after its own take), under the new epoch.
+    let once = await eventually(within: 10) {
+      ((try? logged(cluster, node: holder, session, stripes: 8)) ?? []).filter { $0.contains("candidate:4 ") }.count
+        == 1
+    }
+    #expect(once)
+    await cluster.stop()
+  }
+
   /// A second resume after the first resumer died too: it takes from the first resumer's log
   /// what that one re-stored (the dead first holder's frames, under the first resume's epoch).
   @Test func aSecondResumeAfterTheFirstResumerDiedReplaysWhatTheFirstReStored() async throws {
