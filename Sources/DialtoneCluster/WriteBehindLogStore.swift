@@ -189,7 +189,7 @@ package final class WriteBehindLogStore: Sendable {
   /// The session ended here (`ClusterLink.end`): its checkpoint in this node's stripe goes, and
   /// its entries need no keeping (a later taker's marker stays).
   package func ended(_ session: String, epoch: UInt64, on redis: any RedisClient) throws(RedisError) {
-    book.withLock { $0.forget(session) }
+    book.withLock { $0.end(session) }
     try log(redis).release(session, epoch: epoch, from: node)
   }
 

@@ -46,6 +46,21 @@ import Testing
     #expect(book.trims(held: { $0 == "a" }).first?.keepFrom == 11)
   }
 
+  /// A session that ended (its checkpoint released) while entries still held its frames: the
+  /// trim that drops them writes no checkpoint or once-key of it again.
+  @Test func aTrimWritesNothingOfASessionThatEnded() throws {
+    var book = WriteBehindLogBook()
+    book.appended(.init(frames: [frame("a", 1, once: "oa"), frame("b", 1, once: "ob")]), stripe: 0, number: 0)
+    book.acknowledge("b", through: 1)
+    book.end("a")
+    let trim = try #require(book.trims(held: { $0 == "b" }).first)
+    #expect(trim.keepFrom == 1)
+    #expect(trim.checkpoints == ["b": .init(last: 1, letterPosition: nil)])
+    #expect(trim.onces.pairs == [.init(session: "b", once: "ob")])
+    book.trimmed(trim, head: 1)
+    #expect(book.entryCount == 0)
+  }
+
   @Test func aTakeLearntFromARefusalSupersedesOnlyOlderEpochs() {
     var book = WriteBehindLogBook()
     book.refused(stripe: 2, takes: 3, taken: ["a": 5])
