@@ -103,9 +103,23 @@ extension ClusterLink: SessionStore {
     return try shell.resuming { () throws(RedisError) -> SessionOpened in
       switch try ledger.resumeHolding(
         asked, userId: who.userId, deviceId: who.deviceId, from: resume.lastSeq, node: thisNode,
-        allowingAhead: ahead)
+        allowingAhead: ahead, logged: shell.logStore != nil)
       {
-      case .resumed(let resumed):
+      case .resumed(var resumed):
+        if let logStore = shell.logStore {
+          // The node log: the session is taken from the logs that hold it, re-stored here, and
+          // the replay decided from the takes (`WriteBehindLogStore.resume`).
+          switch try logStore.resume(
+            asked, resumed, client: resume.lastSeq, ahead: ahead, capacity: settings.maxUnackedMessages, ledger: ledger)
+          {
+          case .resumed(let taken): resumed = taken
+          case .resync:
+            held.withLock { _ = $0.remove(asked) }
+            try ledger.end(asked, heldBy: thisNode)
+            return .fresh(sessionID: asked, resync: true)
+          case .superseded: return .failed("the session was resumed elsewhere meanwhile; try again")
+          }
+        }
         let letters = zip(resumed.letters, resumed.positions).map { Self.outgoing($0).arrived(at: $1) }
         guard
           shell.hold(

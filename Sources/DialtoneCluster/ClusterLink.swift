@@ -50,7 +50,7 @@ package final class ClusterLink: RemoteDevices, CallPlacement, LiveCallFence, Se
     package var batchWindow: Duration = .zero
     /// Write-behind only: how many stripes the node's own log has (`WriteBehindLogStore`); 0: no
     /// log, each batch is stored in its sessions' keys (`WriteBehindStore`). Every node must count
-    /// the same. Incomplete: a resume does not read the log yet (docs/architecture.md, point 7).
+    /// the same. A resume reads it; incomplete where Redis numbers a session past a full inbox (docs/deploy.md).
     package var logStripes = 0
 
     package init(

@@ -24,6 +24,52 @@ extension SessionLedger {
     package let lettersAfter: String
     /// The once-keys of the frames stored (`WriteBehindStore.claim`).
     package let onces: [String]
+    /// With the node log (`logged`): what the resumer needs to take the session from the logs
+    /// that hold it (`WriteBehindLogResume`); nil without.
+    package let logged: Logged?
+
+    package init(
+      lastSeq: UInt64, epoch: UInt64, pending: [Stored], replies: [String: [UInt8]], letters: [UnnumberedLetter],
+      positions: [String], origins: [String], lettersAfter: String, onces: [String], logged: Logged? = nil
+    ) {
+      self.lastSeq = lastSeq
+      self.epoch = epoch
+      self.pending = pending
+      self.replies = replies
+      self.letters = letters
+      self.positions = positions
+      self.origins = origins
+      self.lettersAfter = lettersAfter
+      self.onces = onces
+      self.logged = logged
+    }
+  }
+
+  /// The meta's part of a resume with the node log (docs/architecture.md, write-behind point 7,
+  /// "The orders"): the script decided nothing from `last`, which the holders' logs may be past.
+  package struct Logged: Sendable, Equatable {
+    /// Below it nothing can be replayed: a client behind it resyncs.
+    package let dropped: UInt64
+    /// The holder whose log holds what no later holder re-stored, and the epoch it held the
+    /// session under (set by this resume if it was not).
+    package let from: (node: String, epoch: UInt64)?
+    /// The session's holder before this resume (nil: none).
+    package let previousOwner: String?
+    /// The newest position of the previous holder's inbox that the session's letter index lost
+    /// by count (nil: none): letters up to it are lost unless its log stored through it.
+    package let letterCut: String?
+
+    package init(dropped: UInt64, from: (node: String, epoch: UInt64)?, previousOwner: String?, letterCut: String?) {
+      self.dropped = dropped
+      self.from = from
+      self.previousOwner = previousOwner
+      self.letterCut = letterCut
+    }
+
+    package static func == (a: Logged, b: Logged) -> Bool {
+      a.dropped == b.dropped && a.from?.node == b.from?.node && a.from?.epoch == b.from?.epoch
+        && a.previousOwner == b.previousOwner && a.letterCut == b.letterCut
+    }
   }
 
   package enum HoldingResumption: Sendable, Equatable {
@@ -34,8 +80,11 @@ extension SessionLedger {
 
   /// `resume` for a write-behind node (`resumeScript`'s holding half): the session is marked
   /// numbered by `node` in the same step (no `WriteBehindStore.claim` after it). One Redis only.
+  /// `logged`: the holders store in their node logs; the script records `from` and leaves the
+  /// decision to the resumer (`HeldResumption.logged`, `WriteBehindLogResume`).
   package func resumeHolding(
-    _ sessionID: String, userId: String, deviceId: String, from lastSeq: UInt64, node: String, allowingAhead: UInt64
+    _ sessionID: String, userId: String, deviceId: String, from lastSeq: UInt64, node: String, allowingAhead: UInt64,
+    logged: Bool = false
   ) throws(RedisError) -> HoldingResumption {
     try Self.check(node, "node")
     try Self.check(sessionID, "session id")
@@ -48,6 +97,7 @@ extension SessionLedger {
         .string(userId), .string(deviceId), .integer(Int64(clamping: lastSeq)), .string(node),
         try .milliseconds(limits.expiry), .integer(Int64(clamping: allowingAhead)), "1",
         .integer(Int64(limits.capacity)), .string(sessionID), try .milliseconds(limits.inboxExpiry),
+        logged ? "1" : "0",
       ])
     guard let elements = reply.elements, let status = elements.first?.integer else { throw .unexpectedReply(reply) }
     switch status {
@@ -93,11 +143,74 @@ extension SessionLedger {
         origins.append(origin)
       }
     }
+    var loggedPart: Logged?
+    if logged {
+      func text() throws(RedisError) -> String { String(decoding: try bytes(), as: UTF8.self) }
+      guard let dropped = UInt64(try text()) else { throw .unexpectedReply(reply) }
+      let from = try text()
+      let (owner, letterCut) = (try text(), try text())
+      var holder: (node: String, epoch: UInt64)?
+      if !from.isEmpty {
+        let parts = from.split(separator: " ")
+        guard parts.count == 2, let epoch = UInt64(parts[1]) else { throw .unexpectedReply(reply) }
+        holder = (String(parts[0]), epoch)
+      }
+      loggedPart = Logged(
+        dropped: dropped, from: holder, previousOwner: owner.isEmpty ? nil : owner,
+        letterCut: letterCut.isEmpty ? nil : letterCut)
+    }
     var onces: [String] = []
     while at < elements.count { onces.append(String(decoding: try bytes(), as: UTF8.self)) }
     return .resumed(
       HeldResumption(
         lastSeq: UInt64(clamping: last), epoch: UInt64(epoch), pending: pending, replies: replies, letters: letters,
-        positions: positions, origins: origins, lettersAfter: cut, onces: onces))
+        positions: positions, origins: origins, lettersAfter: cut, onces: onces, logged: loggedPart))
   }
+}
+
+extension SessionLedger {
+  /// A resume with the node log, once the resumer's log holds what it took
+  /// (`WriteBehindLogResume.Settle`): writes the session's `last` (and `dropped`, when it goes on
+  /// from the client's seq) to its meta, clears `from` if it still names the holder taken from,
+  /// and keeps the logs' once-keys in the session's once set, for later resumes and for the
+  /// append step's refusal of a copy. Nothing if another resume moved the epoch since (it took
+  /// the logs itself). True when it wrote.
+  @discardableResult
+  package func settleLogged(_ sessionID: String, _ settle: WriteBehindLogResume.Settle) throws(RedisError) -> Bool {
+    let keys = Self.keys(sessionID)
+    var arguments: [RedisArgument] = [
+      .string(String(settle.epoch)), .string(String(settle.last)), .string(settle.dropped.map(String.init) ?? ""),
+      .string(settle.from ?? ""), .string(settle.letterPosition ?? ""), .integer(Int64(limits.onceMemory)),
+    ]
+    arguments += settle.onces.map { .string($0) }
+    return try redis.eval(Self.settleLoggedScript, keys: [keys.meta, keys.once], arguments: arguments) == .integer(1)
+  }
+
+  /// KEYS: meta, once set. ARGV: epoch, last, dropped ('' keep), from to clear ('' none), `lp`
+  /// ('' keep), once memory, then once-keys. Returns 1 written, 0 another resume moved the epoch
+  /// (or no session).
+  static let settleLoggedScript = RedisScript(
+    """
+    local m = redis.call('HMGET', KEYS[1], 'epoch', 'from', 'onces')
+    if m[1] ~= ARGV[1] then return 0 end
+    redis.call('HSET', KEYS[1], 'last', ARGV[2])
+    if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'dropped', ARGV[3]) end
+    if ARGV[4] ~= '' and m[2] == ARGV[4] then redis.call('HDEL', KEYS[1], 'from') end
+    -- The copies of letters the previous holder had stored: the next resume reads after them.
+    if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'lp', ARGV[5]) end
+    if #ARGV > 6 then
+      local n = tonumber(m[3]) or 0
+      for i = 7, #ARGV do
+        if not redis.call('ZSCORE', KEYS[2], ARGV[i]) then
+          n = n + 1
+          redis.call('ZADD', KEYS[2], n, ARGV[i])
+        end
+      end
+      local memory = tonumber(ARGV[6])
+      if redis.call('ZCARD', KEYS[2]) > memory then redis.call('ZREMRANGEBYRANK', KEYS[2], 0, -(memory + 1)) end
+      redis.call('HSET', KEYS[1], 'onces', n)
+      redis.call('PEXPIRE', KEYS[2], math.max(redis.call('PTTL', KEYS[1]), 1))
+    end
+    return 1
+    """)
 }

@@ -120,9 +120,18 @@ extension SessionLedger {
         -- Indexed for the session's resume, for as long as the inbox lives; what the holder
         -- stored (at or before `lp`) leaves the index as it grows.
         local index = tag .. ':lx'
-        if redis.call('RPUSH', index, id) > 64 then
+        local indexed = redis.call('RPUSH', index, id)
+        if indexed > 64 then
           local stale = stale_entries(index, m[6])
           if stale > 0 then redis.call('LTRIM', index, stale, -1) end
+          -- And by count (the session's capacity, 64 at a time): a holder with the node log never
+          -- moves `lp` (its batches write no session key). The newest position dropped is kept
+          -- (`lxcut`): a resume whose previous holder had not stored through it resyncs.
+          indexed = indexed - stale
+          if indexed > a.capacity + 64 then
+            redis.call('HSET', meta, 'lxcut', redis.call('LINDEX', index, indexed - a.capacity - 1))
+            redis.call('LTRIM', index, indexed - a.capacity, -1)
+          end
         end
         redis.call('PEXPIRE', index, a.inbox_expiry)
         if redis.call('EXISTS', 'dt:node:{' .. owner .. '}') == 1 then return {1, 0} end
@@ -293,7 +302,10 @@ extension SessionLedger {
   /// expiry ms. Returns {0, last, epoch, count, entries..., then reply id and bytes pairs}
   /// resumed, {1} resync, {2} gone; a holder's gets {0, last, epoch, count, entries..., reply
   /// items count, reply pairs..., after, letters count, then each letter, its position and its
-  /// position in the previous holder's inbox..., once-keys...}. Resuming increments the epoch: the previous holder's write-behind batches are
+  /// position in the previous holder's inbox..., once-keys...}; ARGV[11] '1' (the node log): the
+  /// script decides nothing from `last` (the logs may be past it: `WriteBehindLogResume` does),
+  /// records `from` (the previous holder and its epoch) if unset, and returns {dropped, from,
+  /// previous owner, lxcut} before the once-keys. Resuming increments the epoch: the previous holder's write-behind batches are
   /// refused from now on (`WriteBehindStore`). Without a holder the session is store-first until
   /// one claims it (`WriteBehindStore.claim`): what other nodes send it meanwhile Redis numbers,
   /// after the client's seq.
@@ -317,11 +329,21 @@ extension SessionLedger {
     """
     \(letterIndex)
     if redis.call('EXISTS', KEYS[1]) == 0 then return {2} end
-    local meta = redis.call('HMGET', KEYS[1], 'user', 'device', 'last', 'dropped', 'owner', 'lp')
+    local meta = redis.call('HMGET', KEYS[1], 'user', 'device', 'last', 'dropped', 'owner', 'lp', 'wb', 'from',
+      'epoch', 'lxcut')
     if meta[1] ~= ARGV[1] or meta[2] ~= ARGV[2] then return {2} end
     local last = tonumber(meta[3])
     local from = tonumber(ARGV[3])
-    if from < tonumber(meta[4]) or from > last + (tonumber(ARGV[6]) or 0) then return {1} end
+    -- The node log (ARGV[11] '1'): what the previous holder stored is in its log, not here, so
+    -- `last` may be old; the resumer decides replay, going on or resync once it took the log
+    -- (`WriteBehindLogResume`). Only `dropped` is final here.
+    local logged = ARGV[11] == '1'
+    if from < tonumber(meta[4]) then return {1} end
+    if not logged and from > last + (tonumber(ARGV[6]) or 0) then return {1} end
+    -- Letters the session's index lost by count (`lxcut`, the newest position it dropped) that
+    -- no batch stored (the batch script's `lp` is before it) are lost: the client resyncs. The
+    -- log's resumer checks them against the take's `lp` instead.
+    if not logged and meta[10] and not at_or_before(meta[10], meta[6] or '0-0') then return {1} end
     local acked = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', from)
     if #acked > 0 then
       local freed = 0
@@ -329,14 +351,14 @@ extension SessionLedger {
       redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', from)
       redis.call('HINCRBY', KEYS[1], 'bytes', -freed)
     end
-    if from > last then
+    if from > last and not logged then
       -- Its write-behind holder wrote candidates it had not stored, and died: the client has them,
       -- so the session goes on from the client's seq; below it nothing can be replayed any more.
       redis.call('HSET', KEYS[1], 'last', from, 'dropped', from)
       last = from
     end
     local pending = redis.call('ZRANGE', KEYS[2], 0, -1)
-    if #pending ~= last - from then return {1} end
+    if not logged and #pending ~= last - from then return {1} end
     local holding = ARGV[7] == '1'
     local letters, after = {}, nil
     if holding then
@@ -352,7 +374,7 @@ extension SessionLedger {
         -- it holds already, would have been dropped under store-first: the client resyncs.
         local stale = stale_entries(index, meta[6])
         local waiting = redis.call('LLEN', index) - stale
-        if waiting + #pending > tonumber(ARGV[8]) then return {1} end
+        if not logged and waiting + #pending > tonumber(ARGV[8]) then return {1} end
         local inbox = 'dt:inbox:{' .. meta[5] .. '}'
         local entries = {}
         for _, id in ipairs(redis.call('LRANGE', index, stale, -1)) do
@@ -380,6 +402,14 @@ extension SessionLedger {
       for i = 2, #letters, 3 do redis.call('RPUSH', index, letters[i]) end
       if #letters > 0 then redis.call('PEXPIRE', index, ARGV[10]) end
       redis.call('HSET', KEYS[1], 'owner', ARGV[4], 'wb', '1', 'lp', cut)
+      redis.call('HDEL', KEYS[1], 'lxcut')
+      -- The holder whose log still holds what no later holder re-stored (`from`: node and epoch),
+      -- recorded by the first resume after it held the session and cleared by the resumer once
+      -- its own log holds what it took (`SessionLedger.settleLogged`).
+      if logged and not meta[8] and meta[7] == '1' and meta[5] then
+        meta[8] = meta[5] .. ' ' .. (meta[9] or '0')
+        redis.call('HSET', KEYS[1], 'from', meta[8])
+      end
     else
       redis.call('HSET', KEYS[1], 'owner', ARGV[4])
       redis.call('HDEL', KEYS[1], 'wb')
@@ -396,6 +426,14 @@ extension SessionLedger {
       reply[#reply + 1] = after
       reply[#reply + 1] = #letters / 3
       for _, item in ipairs(letters) do reply[#reply + 1] = item end
+      if logged then
+        -- The log's resumer's own part: {dropped, from ('' none), previous owner ('' none),
+        -- lxcut ('' none)}, before the once-keys.
+        reply[#reply + 1] = meta[4] or '0'
+        reply[#reply + 1] = meta[8] or ''
+        reply[#reply + 1] = meta[5] or ''
+        reply[#reply + 1] = meta[10] or ''
+      end
       for _, key in ipairs(redis.call('ZRANGE', KEYS[5], 0, -1)) do reply[#reply + 1] = key end
     end
     return reply

@@ -8,8 +8,8 @@ import DialtoneRedis
 /// acknowledged (`trim`). Stripes spread one node's log over a Redis Cluster's shards: each is
 /// four keys in one slot (`Keys`), a session's stripe is its slot modulo `stripes`.
 ///
-/// Not yet used by the node (`WriteBehindShell` stores batches with `WriteBehindStore`). Blocking
-/// calls: run them off the cooperative pool.
+/// Used by the node with `--write-behind-log-stripes` (`WriteBehindLogStore`: its batches, trims,
+/// resumes and releases). Blocking calls: run them off the cooperative pool.
 package final class WriteBehindLog: Sendable {
   let redis: any RedisClient
   /// Every node must count the same stripes: a taker finds a session's stripe by it.
@@ -151,8 +151,9 @@ package final class WriteBehindLog: Sendable {
   }
 
   /// Lets `session`'s entries in `node`'s stripe go: by its taker at `epoch` once its own log
-  /// holds what it took, or by the holder once the session's meta holds its `last`. False when
-  /// a later taker's mark is there (it still needs them).
+  /// holds what it took, or by the holder once the session ended. False when a later taker's
+  /// mark is there (it still needs them). The take stays listed as released until the holder has
+  /// been told (`takenSince`).
   @discardableResult
   package func release(_ session: String, epoch: UInt64, from node: String) throws(RedisError) -> Bool {
     let keys = Keys(node: node, stripe: stripe(of: session))

@@ -47,6 +47,10 @@ package struct WriteBehindLogBook: Sendable {
   /// frames for them, so every later batch is checked here (`superseded`) until the holder
   /// drops them.
   package private(set) var taken: [String: UInt64] = [:]
+  /// Sessions that ended here while entries still held frames of theirs: nobody takes them, so a
+  /// trim dropping those entries writes neither their checkpoint nor their once-keys (the end
+  /// released the checkpoint; written again, it would stay as long as the stripe lives).
+  private var ended: Set<String> = []
 
   package init() {}
 
@@ -90,6 +94,14 @@ package struct WriteBehindLogBook: Sendable {
     taken[session] = nil
   }
 
+  /// The session ended here (`WriteBehindLogStore.ended`): forgotten, and no trim keeps anything of it.
+  package mutating func end(_ session: String) {
+    forget(session)
+    if stripes.values.contains(where: { $0.entries.contains { $0.sessions[session] != nil } }) {
+      ended.insert(session)
+    }
+  }
+
   /// Forgets the sessions `keep` says are no longer held (called on the rare refusal, so that
   /// `taken` stays bounded by the sessions held).
   package mutating func forgetTaken(keeping keep: (String) -> Bool) {
@@ -120,12 +132,12 @@ package struct WriteBehindLogBook: Sendable {
       var checkpoints: [String: WriteBehindLogTrimmed.Checkpoint] = [:]
       var onces: [WriteBehindLogTrimmed.Onces.Pair] = []
       for entry in done {
-        for (session, mark) in entry.sessions {
+        for (session, mark) in entry.sessions where !ended.contains(session) {
           let before = checkpoints[session] ?? self.checkpoints[session]
           checkpoints[session] = .init(
             last: max(before?.last ?? 0, mark.last), letterPosition: mark.letterPosition ?? before?.letterPosition)
         }
-        onces += entry.onces
+        onces += entry.onces.filter { !ended.contains($0.session) }
       }
       trims.append(
         Trim(
@@ -144,6 +156,7 @@ package struct WriteBehindLogBook: Sendable {
     for (session, checkpoint) in trim.checkpoints where acknowledged[session] != nil {
       checkpoints[session] = checkpoint
     }
+    if !ended.isEmpty { ended.formIntersection(sessionsKept) }
     return before - (stripes[trim.stripe]?.entries.count ?? 0)
   }
 

@@ -14,12 +14,19 @@ extension WriteBehindLog {
   /// The refusal of a holder whose take count is old: {0, gen, then each session taken and not
   /// yet released and its taker's epoch}. Rare (a take since the holder's last refusal): the
   /// fence is read whole.
+  ///
+  /// A taker's marker is `t:<session>` until it releases the session, then `r:<session>` until
+  /// the holder has been told: a refusal lists both, and the holder's first append under the new
+  /// count (which it learns only from a refusal, that listed them) clears the `r:` markers
+  /// (`rel` says some are there). Without the `r:` marker a taker that released before the
+  /// holder's next append would leave the holder never knowing its session was taken.
   static let takenSince = """
     local function taken_since(fence_key, gen)
       local refused = {0, gen or '0'}
       local fence = redis.call('HGETALL', fence_key)
       for i = 1, #fence, 2 do
-        if string.sub(fence[i], 1, 2) == 't:' then
+        local kind = string.sub(fence[i], 1, 2)
+        if kind == 't:' or kind == 'r:' then
           refused[#refused + 1] = string.sub(fence[i], 3)
           refused[#refused + 1] = fence[i + 1]
         end
@@ -34,8 +41,15 @@ extension WriteBehindLog {
   static let appendScript = RedisScript(
     """
     \(takenSince)
-    local f = redis.call('HMGET', KEYS[2], 'gen', 'head')
+    local f = redis.call('HMGET', KEYS[2], 'gen', 'head', 'rel')
     if (f[1] or '0') ~= ARGV[1] then return taken_since(KEYS[2], f[1]) end
+    if f[3] then
+      -- The holder knows this count from a refusal that listed the released takes: they go.
+      for _, field in ipairs(redis.call('HKEYS', KEYS[2])) do
+        if string.sub(field, 1, 2) == 'r:' then redis.call('HDEL', KEYS[2], field) end
+      end
+      redis.call('HDEL', KEYS[2], 'rel')
+    end
     local length = redis.call('RPUSH', KEYS[1], ARGV[2])
     if length == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
     return {1, (tonumber(f[2]) or 0) + length - 1}
@@ -78,8 +92,11 @@ extension WriteBehindLog {
   static let takeScript = RedisScript(
     """
     local marker = 't:' .. ARGV[1]
-    local f = redis.call('HMGET', KEYS[2], 'gen', 'head', 'hold', marker)
-    if f[4] and tonumber(f[4]) >= tonumber(ARGV[2]) then return {0, f[4]} end
+    local f = redis.call('HMGET', KEYS[2], 'gen', 'head', 'hold', marker, 'r:' .. ARGV[1])
+    -- A taker at this or a later epoch, releasing or released: this take is superseded.
+    local prior = math.max(tonumber(f[4]) or 0, tonumber(f[5]) or 0)
+    if prior >= tonumber(ARGV[2]) then return {0, tostring(prior)} end
+    if f[5] then redis.call('HDEL', KEYS[2], 'r:' .. ARGV[1]) end
     local head = tonumber(f[2]) or 0
     local hold = head
     if f[3] then hold = math.min(hold, tonumber(f[3])) end
@@ -90,15 +107,19 @@ extension WriteBehindLog {
     """)
 
   /// KEYS: fence, checkpoints. ARGV: session, epoch. Lets a session's entries go: by its taker
-  /// once its own log holds what it took, or by the holder once it wrote the session's `last`
-  /// to the session's meta (it ended or moved). A marker of a later taker stays. Returns 1, or
-  /// 0 when a later taker's marker is there.
+  /// once its own log holds what it took, or by the holder once the session ended. A marker of a
+  /// later taker stays; the released one becomes `r:` (`takenSince`). Returns 1, or 0 when a
+  /// later taker's marker is there.
   static let releaseScript = RedisScript(
     """
     local marker = 't:' .. ARGV[1]
     local taken = redis.call('HGET', KEYS[1], marker)
     if taken and tonumber(taken) > tonumber(ARGV[2]) then return 0 end
-    if taken then redis.call('HDEL', KEYS[1], marker) end
+    if taken then
+      -- Released, but kept as `r:` until the holder has been told (`takenSince`).
+      redis.call('HDEL', KEYS[1], marker)
+      redis.call('HSET', KEYS[1], 'r:' .. ARGV[1], taken, 'rel', 1)
+    end
     redis.call('HDEL', KEYS[2], ARGV[1])
     for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
       if string.sub(field, 1, 2) == 't:' then return 1 end

@@ -9,9 +9,9 @@ import DialtoneSupport
 /// session whose epoch moved, and the rest of the stripe's frames are appended again under the
 /// new take count.
 ///
-/// Not yet read by a resume (`SessionLedger.resumeHolding` still reads the session's keys):
-/// switched on by `ClusterLink.Settings.logStripes` for measurement only. Blocking calls: run
-/// them off the cooperative pool (the link's sender and housekeeping).
+/// A resume reads it (`resume`: the take, the re-store, the settle), and a session's end releases
+/// what its stripe keeps of it (`ended`). Switched on by `ClusterLink.Settings.logStripes`.
+/// Blocking calls: run them off the cooperative pool (the link's sender and housekeeping).
 package final class WriteBehindLogStore: Sendable {
   private let node: String
   package let stripes: Int
@@ -142,6 +142,83 @@ package final class WriteBehindLogStore: Sendable {
       dropped += book.withLock { $0.trimmed(trim, head: head) }
     }
     return dropped
+  }
+
+  // MARK: Resume and release (docs/architecture.md, write-behind point 7, "The orders")
+
+  package enum Resumed: Sendable, Equatable {
+    /// Taken, re-stored here and settled: hold the session with this.
+    case resumed(SessionLedger.HeldResumption)
+    /// Nothing replays what the client lacks: the session ends, the client resyncs.
+    case resync
+    /// A later resume took the session meanwhile (a take refused, or this node's re-store):
+    /// this one is superseded.
+    case superseded
+  }
+
+  /// A resume with the node log, after the resume script moved the session's epoch to
+  /// `resumed.epoch`: takes the session from the log of the holder named by `from` and from the
+  /// previous owner's (the same node, usually; two when a resume before this one had not
+  /// re-stored: R1 and R2 racing, or R1 dead), decides replay or going on
+  /// (`WriteBehindLogResume`), re-stores in this node's log what the client has not processed,
+  /// then settles the meta (`last`, `from` cleared, the once-keys) and releases the takes'
+  /// markers. `client`: the client's `lastSeq`; `ahead`: how far past every store it may be.
+  package func resume(
+    _ session: String, _ resumed: SessionLedger.HeldResumption, client: UInt64, ahead: UInt64, capacity: Int,
+    ledger: SessionLedger
+  ) throws(RedisError) -> Resumed {
+    guard let logged = resumed.logged else { return .resumed(resumed) }
+    let log = log(ledger.redis)
+    var nodes: [String] = []
+    if let from = logged.from { nodes.append(from.node) }
+    if let owner = logged.previousOwner, !nodes.contains(owner) { nodes.append(owner) }
+    var takes: [String: WriteBehindLogTaken] = [:]
+    for node in nodes {
+      do {
+        switch try log.take(session, epoch: resumed.epoch, from: node) {
+        case .taken(let taken): takes[node] = taken
+        case .refused: return .superseded
+        }
+      } catch let error as RedisError {
+        throw error
+      } catch {
+        // A malformed entry (the take happened): what the log held cannot be read back.
+        try release(session, epoch: resumed.epoch, from: nodes, log)
+        return .resync
+      }
+    }
+    switch WriteBehindLogResume.decide(session, resumed, takes: takes, client: client, ahead: ahead, capacity: capacity)
+    {
+    case .resync:
+      try release(session, epoch: resumed.epoch, from: nodes, log)
+      return .resync
+    case .resumed(let held, let restore, let settle):
+      if !restore.isEmpty {
+        let frames = restore.map {
+          WriteBehindBatch.Frame(seq: $0.seq, bytes: $0.bytes, requestID: $0.requestID, once: $0.once)
+        }
+        let batch = WriteBehindBatch(number: 0, sessions: [.init(id: session, epoch: resumed.epoch, frames: frames)])
+        // Refused only when another node took the session from this one since the take above.
+        guard try store(batch, on: ledger.redis, held: { _ in true }).isEmpty else { return .superseded }
+      }
+      try ledger.settleLogged(session, settle)
+      try release(session, epoch: resumed.epoch, from: nodes, log)
+      return .resumed(held)
+    }
+  }
+
+  /// Lets the takes' markers go (a marker of a later taker stays).
+  private func release(_ session: String, epoch: UInt64, from nodes: [String], _ log: WriteBehindLog)
+    throws(RedisError)
+  {
+    for node in nodes { try log.release(session, epoch: epoch, from: node) }
+  }
+
+  /// The session ended here (`ClusterLink.end`): its checkpoint in this node's stripe goes, and
+  /// its entries need no keeping (a later taker's marker stays).
+  package func ended(_ session: String, epoch: UInt64, on redis: any RedisClient) throws(RedisError) {
+    book.withLock { $0.end(session) }
+    try log(redis).release(session, epoch: epoch, from: node)
   }
 
   /// Entries appended and not yet trimmed (tests, `/metrics`).

@@ -116,7 +116,7 @@ package final class WriteBehindShell: Sendable {
   private let poison: Locked<SessionPoison>
   private let limits: SessionLedger.Limits
   /// The node's own log, when batches go there instead of each session's keys (`logStripes`).
-  private let logStore: WriteBehindLogStore?
+  package let logStore: WriteBehindLogStore?
   private let now: @Sendable () -> Instant
   private let log: Log
   /// Told of each batch sent: what sent it and its frames (`/metrics`).
@@ -232,12 +232,28 @@ package final class WriteBehindShell: Sendable {
   /// The session ended here, or closed: nothing more of it is numbered here (what this node's
   /// clients sent it that Redis does not have goes where it is now: `WriteBehindHolder.release`).
   package func release(_ session: String) {
-    state.withLock { state in
+    let epoch = state.withLock { state -> UInt64? in
+      let epoch = state.holder.sessions.index(forKey: session).map { state.holder.sessions.values[$0].epoch }
       state.outbox += state.holder.release(session)
       Self.forget(session, &state)
+      return epoch
     }
     logStore?.forget(session)
     pump()
+    // The node log (point 7's release): what this node's stripe keeps of the session (its
+    // checkpoint, and the entries a marker of its own would hold) goes, on the sender, after the
+    // frames the release sent on.
+    guard let logStore, let epoch else { return }
+    let log = log
+    let queued = sender.submit { connection in
+      guard let connection else { return }
+      do {
+        try logStore.ended(session, epoch: epoch, on: connection)
+      } catch {
+        log.warning("session \(session)'s checkpoint stays in this node's log until it expires: \(error)")
+      }
+    }
+    if !queued { log.warning("session \(session)'s checkpoint stays in this node's log until it expires") }
   }
 
   /// Takes the client's acknowledgement when the session's frames are in the node's log

@@ -46,6 +46,21 @@ import Testing
     #expect(book.trims(held: { $0 == "a" }).first?.keepFrom == 11)
   }
 
+  /// A session that ended (its checkpoint released) while entries still held its frames: the
+  /// trim that drops them writes no checkpoint or once-key of it again.
+  @Test func aTrimWritesNothingOfASessionThatEnded() throws {
+    var book = WriteBehindLogBook()
+    book.appended(.init(frames: [frame("a", 1, once: "oa"), frame("b", 1, once: "ob")]), stripe: 0, number: 0)
+    book.acknowledge("b", through: 1)
+    book.end("a")
+    let trim = try #require(book.trims(held: { $0 == "b" }).first)
+    #expect(trim.keepFrom == 1)
+    #expect(trim.checkpoints == ["b": .init(last: 1, letterPosition: nil)])
+    #expect(trim.onces.pairs == [.init(session: "b", once: "ob")])
+    book.trimmed(trim, head: 1)
+    #expect(book.entryCount == 0)
+  }
+
   @Test func aTakeLearntFromARefusalSupersedesOnlyOlderEpochs() {
     var book = WriteBehindLogBook()
     book.refused(stripe: 2, takes: 3, taken: ["a": 5])
@@ -155,6 +170,83 @@ extension RedisTests {
         let got = try #require(self.taken(try log.take(id, epoch: 2, from: holder)))
         #expect(got.frames.map(\.seq) == [1, 2, 3], "\(id == beside ? "beside the taken session" : "elsewhere")")
       }
+    }
+
+    /// Bob's session resumed by `node` with the node log (the script's half), nil if not resumed.
+    private func resumedLogged(_ ledger: SessionLedger, _ bob: String, from seq: UInt64, on node: String) throws
+      -> SessionLedger.HeldResumption?
+    {
+      let result = try ledger.resumeHolding(
+        bob, userId: "bob", deviceId: "phone", from: seq, node: node, allowingAhead: 8, logged: true)
+      if case .resumed(let resumed) = result { return resumed }
+      Issue.record("not resumed on \(node): \(result)")
+      return nil
+    }
+
+    /// A letter the dead holder stored in its log but had not trimmed from its inbox (a `hold`,
+    /// which no once-key catches): the first resume drops it (at or before the take's letter
+    /// position), and its settle moves the session's `lp` past the copy it made, so the next
+    /// resume (the first resumer died before its inbox let the copy go) does not apply it.
+    @Test func aLetterTheHolderStoredIsDroppedByEveryLaterResume() throws {
+      let redis = try SharedRedis.client()
+      defer { redis.close() }
+      let (bob, holder, r1, r2) = (session(), node(), node(), node())
+      let limits = SessionLedger.Limits(expiry: .seconds(60))
+      let ledger = SessionLedger(redis, limits: limits)
+      let epoch = try ledger.open(bob, userId: "bob", deviceId: "phone", node: holder)
+      #expect(try WriteBehindStore(redis, limits: limits).claim(bob, epoch: epoch) != nil)
+      let hold = SessionLedger.Frame(head: Array(#"{"seq":"#.utf8), tail: Array(#","type":"hold"}"#.utf8))
+      _ = try ledger.append(hold, to: bob, from: node())
+      let position = try #require(
+        try redis.command(["XRANGE", .string("dt:inbox:{\(holder)}"), "-", "+"]).elements?.last?.elements?.first?
+          .string)
+      let store = WriteBehindLogStore(node: holder, stripes: 4, expiry: .seconds(60))
+      let stored = WriteBehindBatch(
+        number: 1,
+        sessions: [
+          .init(id: bob, epoch: epoch, frames: [.init(seq: 1, bytes: hold.bytes(seq: 1))], letterPosition: position)
+        ])
+      #expect(try store.store(stored, on: redis, held: { _ in true }).isEmpty)
+      // Bob processed it (seq 1). R1 resumes him, R2 after R1's death.
+      for resumer in [r1, r2] {
+        let resumed = try #require(try resumedLogged(ledger, bob, from: 1, on: resumer))
+        let logStore = WriteBehindLogStore(node: resumer, stripes: 4, expiry: .seconds(60))
+        guard
+          case .resumed(let held) = try logStore.resume(
+            bob, resumed, client: 1, ahead: 8, capacity: 64, ledger: ledger)
+        else {
+          Issue.record("not resumed from the log on \(resumer)")
+          return
+        }
+        #expect(held.letters.isEmpty && held.pending.isEmpty && held.lastSeq == 1)
+      }
+    }
+
+    /// The session's letter index is trimmed by count (its holder's log never moves `lp`), the
+    /// newest position dropped kept as `lxcut`: a resume whose previous holder had not stored
+    /// through it resyncs, since letters were lost.
+    @Test func theLetterIndexIsTrimmedByCountAndAResumeBehindItsCutResyncs() throws {
+      let redis = try SharedRedis.client()
+      defer { redis.close() }
+      let (bob, holder, resumer) = (session(), node(), node())
+      let limits = SessionLedger.Limits(capacity: 4, expiry: .seconds(60))
+      let ledger = SessionLedger(redis, limits: limits)
+      let epoch = try ledger.open(bob, userId: "bob", deviceId: "phone", node: holder)
+      #expect(try WriteBehindStore(redis, limits: limits).claim(bob, epoch: epoch) != nil)
+      let letter = SessionLedger.Frame(head: Array(#"{"seq":"#.utf8), tail: Array(#","type":"hold"}"#.utf8))
+      for _ in 1...69 { _ = try ledger.append(letter, to: bob, from: node()) }
+      let positions = try #require(
+        try redis.command(["XRANGE", .string("dt:inbox:{\(holder)}"), "-", "+"]).elements?.compactMap {
+          $0.elements?.first?.string
+        })
+      #expect(positions.count == 69)
+      let index = try redis.command(["LRANGE", .string("dt:session:{\(bob)}:lx"), "0", "-1"]).elements?.compactMap(
+        \.string)
+      #expect(index == Array(positions.suffix(4)))
+      let resumed = try #require(try resumedLogged(ledger, bob, from: 0, on: resumer))
+      #expect(resumed.logged?.letterCut == positions[64] && resumed.letters.count == 4)
+      let store = WriteBehindLogStore(node: resumer, stripes: 4, expiry: .seconds(60))
+      #expect(try store.resume(bob, resumed, client: 0, ahead: 8, capacity: 4, ledger: ledger) == .resync)
     }
 
     @Test func anAppendAfterATakeIsRefusedAndTheHolderDropsThatSessionOnly() throws {

@@ -132,6 +132,28 @@ extension RedisTests {
       #expect(bobs.frames == [frame(bob, 4)] && bobs.last == 4)
     }
 
+    /// A taker that released before the holder's next append: the holder is still told (the
+    /// release keeps the take as released until then), and a take at an older epoch arriving
+    /// after the release is still refused (R1 behind R2).
+    @Test func aHolderIsToldOfATakeReleasedBeforeItsNextAppendAndALateOlderTakeIsRefused() throws {
+      let redis = try SharedRedis.client()
+      defer { redis.close() }
+      let log = log(redis)
+      let (alice, bob, holder) = (session(), session(), node())
+      _ = try log.append(entry(frame(alice, 1), frame(bob, 1)), node: holder, stripe: 0, takes: 0)
+      _ = try #require(taken(try log.take(alice, epoch: 3, from: holder)))
+      #expect(try log.release(alice, epoch: 3, from: holder))
+      #expect(try log.take(alice, epoch: 2, from: holder) == .refused(epoch: 3))
+      #expect(
+        try log.append(entry(frame(alice, 2), frame(bob, 2)), node: holder, stripe: 0, takes: 0)
+          == .refused(takes: 1, taken: [alice: 3]))
+      // Its first append under the count it learnt clears what it was told.
+      #expect(try log.append(entry(frame(bob, 2)), node: holder, stripe: 0, takes: 1) == .appended(number: 1))
+      _ = try #require(taken(try log.take(bob, epoch: 2, from: holder)))
+      #expect(
+        try log.append(entry(frame(bob, 3)), node: holder, stripe: 0, takes: 1) == .refused(takes: 2, taken: [bob: 2]))
+    }
+
     @Test func aTrimPastTheLogsEndStopsAtItAndNumbersGoOn() throws {
       let redis = try SharedRedis.client()
       defer { redis.close() }

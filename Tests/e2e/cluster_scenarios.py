@@ -577,6 +577,42 @@ async def a_write_behind_node_frozen_past_its_lease_while_its_session_resumes_el
                               twice_allowed=True, victim="callee", freeze=True)
 
 
+# The node log (`--write-behind-log-stripes`, docs/architecture.md write-behind point 7): the same
+# three scenarios with batches in each node's own log, which a resume takes the session from.
+LOG = ("--write-behind-log-stripes", "8")
+
+
+@scenario
+@time_limit(120)
+async def the_caller_node_killed_mid_trickle_in_write_behind_with_the_node_log_every_candidate_arrives_in_order(
+        s, stack):
+    """The caller's node killed -9 mid trickle, as above, with the node log: Alice's resume on node 3
+    takes her session from the dead node's log."""
+    await _killed_mid_trickle(s, stack, extra=("--cluster-sessions", "write-behind", "--batch-window-ms", "10", *LOG),
+                              twice_allowed=True)
+
+
+@scenario
+@time_limit(120)
+async def the_callee_node_killed_mid_trickle_in_write_behind_with_the_node_log_applies_each_letter_once(s, stack):
+    """The callee's node killed -9 mid trickle while its heartbeat counts it alive, as above, with
+    the node log: the letters it stored are in its log (dropped from the resume's by the take's
+    letter position), the others applied once."""
+    await _killed_mid_trickle(s, stack, extra=("--cluster-sessions", "write-behind", "--batch-window-ms", "10",
+                                               "--node-expiry", "10", *LOG),
+                              twice_allowed=True, victim="callee")
+
+
+@scenario
+@time_limit(150)
+async def a_write_behind_node_with_the_node_log_frozen_past_its_lease_while_its_session_resumes_elsewhere_repeats_nothing(
+        s, stack):
+    """The callee's node frozen past its lease while Bob resumes elsewhere, as above, with the node
+    log: the take fences its log, so what it appends on thawing for Bob is refused."""
+    await _killed_mid_trickle(s, stack, extra=("--cluster-sessions", "write-behind", "--batch-window-ms", "10", *LOG),
+                              twice_allowed=True, victim="callee", freeze=True)
+
+
 async def _killed_mid_trickle(s, stack, extra, twice_allowed, victim="caller", freeze=False):
     services = {}
     _, nodes = await cluster_of(s, stack, media=False, extra=[*DRIVER_FLAGS, *extra], services=services)
@@ -732,6 +768,24 @@ async def write_behind_node_frozen_under_a_relayed_load_repeats_nothing_and_skip
     thawed past its lease and stops. Nothing
     of the sessions it lost is sent on or stored: the same checks as the kill."""
     await _under_load(s, stack, extra=("--cluster-sessions", "write-behind", "--batch-window-ms", "10"),
+                      freeze=True)
+
+
+@scenario
+@time_limit(240)
+async def write_behind_node_with_the_node_log_killed_under_a_relayed_load_every_client_resumes_with_nothing_missing(
+        s, stack):
+    """The relayed load with node 1 killed -9, as above, with the node log."""
+    await _under_load(s, stack, extra=("--cluster-sessions", "write-behind", "--batch-window-ms", "10",
+                                       "--node-expiry", "10", *LOG))
+
+
+@scenario
+@time_limit(240)
+async def write_behind_node_with_the_node_log_frozen_under_a_relayed_load_repeats_nothing_and_skips_no_seq(s, stack):
+    """The relayed load with node 1 and its path to Redis frozen, as above, with the node log: its
+    late appends are refused by the takes."""
+    await _under_load(s, stack, extra=("--cluster-sessions", "write-behind", "--batch-window-ms", "10", *LOG),
                       freeze=True)
 
 

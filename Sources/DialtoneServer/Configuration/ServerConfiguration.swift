@@ -197,7 +197,7 @@ extension ServerConfiguration {
     Option(
       flag: "write-behind-log-stripes",
       help:
-        "with --cluster-sessions write-behind: store batches in the node's own log of this many stripes (1 to 1024, every node the same) instead of each session's keys (default 0: off; INCOMPLETE, for measurement: a resume does not read the log yet)",
+        "with --cluster-sessions write-behind: store batches in the node's own log of this many stripes (1 to 1024, every node the same) instead of each session's keys (default 0: off; INCOMPLETE: a resume reads it, but a session Redis numbers past a full inbox does not fence it yet; see docs/deploy.md)",
       repeatable: false
     ) { c, v throws(ConfigurationError) in
       guard let stripes = Int(v), (0...1024).contains(stripes) else {

@@ -610,7 +610,7 @@ private func hasCandidate(_ frames: [String], _ n: Int) -> Bool {
 /// Holds a node's Redis sender (a job that waits) until `open()`, so that nothing the node sends
 /// Redis meanwhile lands: a Redis gone slow. Opened when it goes at the latest, so that a test
 /// that fails early does not leave the node's sender stuck.
-private final class HeldSender {
+final class HeldSender {
   private let gate = DispatchSemaphore(value: 0)
   private var opened = false
 
