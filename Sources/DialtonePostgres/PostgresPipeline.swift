@@ -50,7 +50,7 @@ extension PostgresConnection {
     var preparingNames: [PreparedStatements.Key: String] = [:]
     for (position, (statement, parameters)) in zip(statements, bound).enumerated() {
       let name: String?
-      switch preparedStatements.use(sql: statement.sql, types: parameters.types) {
+      switch preparedStatements.use(sql: statement.sql, types: parameters.types, preparing: preparing.count) {
       case .prepared(let known): name = known
       case .prepare(let key, let new):
         if let earlier = preparingNames[key] {

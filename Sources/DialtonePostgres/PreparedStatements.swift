@@ -25,10 +25,12 @@ struct PreparedStatements {
 
   var count: Int { names.count }
 
-  mutating func use(sql: String, types: [UInt32]) -> Use {
+  /// `preparing`: how many this connection is preparing already and has not recorded yet (a
+  /// flight's), which count against the limit as the prepared do.
+  mutating func use(sql: String, types: [UInt32], preparing: Int = 0) -> Use {
     let key = Key(sql: sql, types: types)
     if let name = names[key] { return .prepared(name) }
-    guard names.count < limit else { return .unprepared }
+    guard names.count + preparing < limit else { return .unprepared }
     // A fresh name each time, never one the server may still hold from an attempt that failed.
     issued += 1
     return .prepare(key, "dt_\(issued)")

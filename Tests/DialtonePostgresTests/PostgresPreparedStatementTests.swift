@@ -119,6 +119,14 @@ extension PostgresTests {
       #expect(db.preparedStatementCount == 2)
       #expect(try serverPrepared(db) == 2)
 
+      // Within one flight too: the statements it prepares count against the limit as they go.
+      let flight = try connectWithTable(limit: 2)
+      _ = try flight.pipeline(
+        (1...4).map { id in PostgresStatement("INSERT INTO t (id) VALUES ($1 + \(id) - \(id))", [.int64(Int64(id))]) })
+      #expect(flight.preparedStatementCount == 2)
+      #expect(try serverPrepared(flight) == 2)
+      #expect(try ids(flight) == [1, 2, 3, 4])
+
       let none = try connectWithTable(limit: 0)
       _ = try none.pipeline([PostgresStatement("INSERT INTO t (id) VALUES ($1)", [1])])
       #expect(none.preparedStatementCount == 0)
