@@ -175,7 +175,6 @@ extension SessionLedger {
   /// and keeps the logs' once-keys in the session's once set, for later resumes and for the
   /// append step's refusal of a copy. Nothing if another resume moved the epoch since (it took
   /// the logs itself). True when it wrote.
-  @discardableResult
   package func settleLogged(_ sessionID: String, _ settle: WriteBehindLogResume.Settle) throws(RedisError) -> Bool {
     let keys = Self.keys(sessionID)
     var arguments: [RedisArgument] = [

@@ -201,7 +201,9 @@ package final class WriteBehindLogStore: Sendable {
         // Refused only when another node took the session from this one since the take above.
         guard try store(batch, on: ledger.redis, held: { _ in true }).isEmpty else { return .superseded }
       }
-      try ledger.settleLogged(session, settle)
+      // Another resume moved the epoch since this one's script: it has the session (it takes from
+      // this node's log what was just re-stored), and holding it here would only be refused later.
+      guard try ledger.settleLogged(session, settle) else { return .superseded }
       try release(session, epoch: resumed.epoch, from: nodes, log)
       return .resumed(held)
     }

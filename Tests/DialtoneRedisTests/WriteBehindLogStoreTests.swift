@@ -224,6 +224,29 @@ extension RedisTests {
       }
     }
 
+    /// A resume overtaken by another between its script and its settle (R2's script moved the
+    /// epoch while R1 took and re-stored) is superseded, not held: the meta is R2's.
+    @Test func aResumeOvertakenBeforeItsSettleIsSupersededNotHeld() throws {
+      // One Redis even where the suite runs on a Redis Cluster (the resume script refuses one).
+      let redis = try SharedRedis.server().connect(commandTimeout: .seconds(5))
+      defer { redis.close() }
+      let (bob, holder, r1, r2) = (session(), node(), node(), node())
+      let limits = SessionLedger.Limits(expiry: .seconds(60))
+      let ledger = SessionLedger(redis, limits: limits)
+      let epoch = try ledger.open(bob, userId: "bob", deviceId: "phone", node: holder)
+      #expect(try WriteBehindStore(redis, limits: limits).claim(bob, epoch: epoch) != nil)
+      let store = WriteBehindLogStore(node: holder, stripes: 4, expiry: .seconds(60))
+      let frame = SessionLedger.Frame(head: Array(#"{"seq":"#.utf8), tail: Array(#","type":"candidate"}"#.utf8))
+      let stored = WriteBehindBatch(
+        number: 1, sessions: [.init(id: bob, epoch: epoch, frames: [.init(seq: 1, bytes: frame.bytes(seq: 1))])])
+      #expect(try store.store(stored, on: redis, held: { _ in true }).isEmpty)
+      let first = try #require(try resumedLogged(ledger, bob, from: 0, on: r1))
+      _ = try #require(try resumedLogged(ledger, bob, from: 0, on: r2))
+      let r1Store = WriteBehindLogStore(node: r1, stripes: 4, expiry: .seconds(60))
+      #expect(try r1Store.resume(bob, first, client: 0, ahead: 8, capacity: 64, ledger: ledger) == .superseded)
+      #expect(try redis.command(["HGET", .string("dt:session:{\(bob)}:meta"), "owner"]).string == r2)
+    }
+
     /// The session's letter index is trimmed by count (its holder's log never moves `lp`), the
     /// newest position dropped kept as `lxcut`: a resume whose previous holder had not stored
     /// through it resyncs, since letters were lost.
