@@ -183,20 +183,29 @@ extension RedisTests {
       return nil
     }
 
+    /// Bob's session opened on `holder` and claimed write-behind, on one Redis even where the suite
+    /// runs on a Redis Cluster: a write-behind resume reads two nodes' inboxes
+    /// (`SessionLedger.resumeHolding` refuses a cluster).
+    private func claimedOnOneRedis() throws -> (
+      redis: any RedisClient, ledger: SessionLedger, bob: String, holder: String, epoch: UInt64
+    ) {
+      let redis = try SharedRedis.server().connect(commandTimeout: .seconds(5))
+      let (bob, holder) = (session(), node())
+      let limits = SessionLedger.Limits(expiry: .seconds(60))
+      let ledger = SessionLedger(redis, limits: limits)
+      let epoch = try ledger.open(bob, userId: "bob", deviceId: "phone", node: holder)
+      #expect(try WriteBehindStore(redis, limits: limits).claim(bob, epoch: epoch) != nil)
+      return (redis, ledger, bob, holder, epoch)
+    }
+
     /// A letter the dead holder stored in its log but had not trimmed from its inbox (a `hold`,
     /// which no once-key catches): the first resume drops it (at or before the take's letter
     /// position), and its settle moves the session's `lp` past the copy it made, so the next
     /// resume (the first resumer died before its inbox let the copy go) does not apply it.
     @Test func aLetterTheHolderStoredIsDroppedByEveryLaterResume() throws {
-      // One Redis even where the suite runs on a Redis Cluster: a write-behind resume reads two
-      // nodes' inboxes (`SessionLedger.resumeHolding` refuses a cluster).
-      let redis = try SharedRedis.server().connect(commandTimeout: .seconds(5))
+      let (redis, ledger, bob, holder, epoch) = try claimedOnOneRedis()
       defer { redis.close() }
-      let (bob, holder, r1, r2) = (session(), node(), node(), node())
-      let limits = SessionLedger.Limits(expiry: .seconds(60))
-      let ledger = SessionLedger(redis, limits: limits)
-      let epoch = try ledger.open(bob, userId: "bob", deviceId: "phone", node: holder)
-      #expect(try WriteBehindStore(redis, limits: limits).claim(bob, epoch: epoch) != nil)
+      let (r1, r2) = (node(), node())
       let hold = SessionLedger.Frame(head: Array(#"{"seq":"#.utf8), tail: Array(#","type":"hold"}"#.utf8))
       _ = try ledger.append(hold, to: bob, from: node())
       let position = try #require(
@@ -227,14 +236,9 @@ extension RedisTests {
     /// A resume overtaken by another between its script and its settle (R2's script moved the
     /// epoch while R1 took and re-stored) is superseded, not held: the meta is R2's.
     @Test func aResumeOvertakenBeforeItsSettleIsSupersededNotHeld() throws {
-      // One Redis even where the suite runs on a Redis Cluster (the resume script refuses one).
-      let redis = try SharedRedis.server().connect(commandTimeout: .seconds(5))
+      let (redis, ledger, bob, holder, epoch) = try claimedOnOneRedis()
       defer { redis.close() }
-      let (bob, holder, r1, r2) = (session(), node(), node(), node())
-      let limits = SessionLedger.Limits(expiry: .seconds(60))
-      let ledger = SessionLedger(redis, limits: limits)
-      let epoch = try ledger.open(bob, userId: "bob", deviceId: "phone", node: holder)
-      #expect(try WriteBehindStore(redis, limits: limits).claim(bob, epoch: epoch) != nil)
+      let (r1, r2) = (node(), node())
       let store = WriteBehindLogStore(node: holder, stripes: 4, expiry: .seconds(60))
       let frame = SessionLedger.Frame(head: Array(#"{"seq":"#.utf8), tail: Array(#","type":"candidate"}"#.utf8))
       let stored = WriteBehindBatch(
